@@ -1,0 +1,21 @@
+/* The CLI's dispatcher and the helpers subcommands share. */
+#pragma once
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const char *name;
+  const char *const *aliases;  /* NULL-terminated, may be NULL */
+  const char *summary;
+  int (*run) (int argc, char **argv); /* argv[0] is the subcommand name */
+} HnCliCommand;
+
+extern const HnCliCommand hn_cli_commands[];
+
+int hn_cli_main (int argc, char **argv);
+
+/* Prints "error: <message>" to stderr and returns the exit status 1. */
+int hn_cli_fail (GError *error);
+
+G_END_DECLS
