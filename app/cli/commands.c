@@ -1,6 +1,9 @@
 /* The subcommand table. Keep entries sorted by name. */
 #include "cli.h"
 
+int hn_cmd_architectures (int argc, char **argv);
+
 const HnCliCommand hn_cli_commands[] = {
+  { "architectures", NULL, "List supported model architectures and tasks", hn_cmd_architectures },
   { NULL, NULL, NULL, NULL }
 };

@@ -1,0 +1,45 @@
+/* `architectures [--json]`: the model types this build knows, with family,
+ * block wiring, quirks and supported tasks, straight from the registry. */
+#include "cli.h"
+#include "models/registry.h"
+#include "hn-error.h"
+
+#include <stdio.h>
+
+int hn_cmd_architectures (int argc, char **argv);
+
+int
+hn_cmd_architectures (int argc, char **argv)
+{
+  gboolean json = FALSE;
+  GOptionEntry entries[] = {
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the registry as JSON", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- list supported model architectures");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return hn_cli_fail (error);
+  if (argc > 1)
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
+  if (json)
+    {
+      g_autofree char *s = hn_arch_list_to_json ();
+      printf ("%s\n", s);
+      return 0;
+    }
+  gsize n;
+  const HnArchInfo *a = hn_arch_list (&n);
+  printf ("%-12s %-11s %-15s %-7s %-9s %-6s %-5s %s\n", "MODEL_TYPE", "FAMILY", "BLOCK", "LOGITS", "GENERATE",
+          "TRAIN", "LORA", "ALIASES");
+  for (gsize i = 0; i < n; i++)
+    {
+      g_autofree char *aliases = a[i].aliases ? g_strjoinv (",", (char **) a[i].aliases) : g_strdup ("-");
+      printf ("%-12s %-11s %-15s %-7s %-9s %-6s %-5s %s\n", a[i].model_type, a[i].family,
+              hn_block_kind_name (a[i].block), a[i].tasks & HN_TASK_LOGITS ? "yes" : "no",
+              a[i].tasks & HN_TASK_GENERATE ? "yes" : "no", a[i].tasks & HN_TASK_TRAIN ? "yes" : "no",
+              a[i].tasks & HN_TASK_LORA ? "yes" : "no", aliases);
+    }
+  return 0;
+}

@@ -1,0 +1,194 @@
+#include "models/registry.h"
+#include "hn-error.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+/* What the Vulkan transformer runs for a decoder family once its graph is
+ * wired; training/LoRA bits are set by the training module's families. */
+#define DEC (HN_TASK_LOGITS | HN_TASK_GENERATE)
+/* Registered but its graph does not pass its parity fixture yet: every task fails closed. */
+#define PENDING 0u
+
+static const char *const falcon_aliases[] = { "RefinedWeb", "RefinedWebModel", NULL };
+static const char *const neox_aliases[] = { "gpt-neox", NULL };
+
+#define RMS_GATED (HN_QUIRK_GATED_MLP)
+static const HnArchInfo archs[] = {
+  { "llama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", PENDING, "llama" },
+  { "mistral", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", PENDING, "mistral" },
+  { "qwen2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", PENDING, "qwen2" },
+  { "qwen3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", PENDING,
+    "qwen3" },
+  { "gemma", NULL, "gemma", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT, "gelu_pytorch_tanh", PENDING, "gemma" },
+  { "gemma2", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_SOFTCAP | HN_QUIRK_SLIDING_ALTERNATE,
+    "gelu_pytorch_tanh", PENDING, "gemma2" },
+  { "phi3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_PHI3,
+    RMS_GATED | HN_QUIRK_FUSED_QKV | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_PARTIAL_ROTARY, "silu", PENDING, "phi3" },
+  { "olmo", NULL, "olmo", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_PARAMS | HN_QUIRK_CLIP_QKV, "silu", PENDING, "olmo" },
+  { "olmo2", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", PENDING,
+    "olmo2" },
+  { "granite", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS, "silu", PENDING,
+    "granite" },
+  { "cohere", NULL, "cohere", HN_BLOCK_PARALLEL, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED, "silu",
+    PENDING, "cohere" },
+  { "stablelm", NULL, "stablelm", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY, "silu", PENDING, "stablelm" },
+  { "phi", NULL, "phi", HN_BLOCK_PARALLEL, HN_NAMES_PHI,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", PENDING, "phi" },
+  { "starcoder2", NULL, "starcoder2", HN_BLOCK_PRE_NORM, HN_NAMES_STARCODER2, HN_QUIRK_LAYERNORM,
+    "gelu_pytorch_tanh", PENDING, "starcoder2" },
+  { "gpt2", NULL, "gpt2", HN_BLOCK_PRE_NORM, HN_NAMES_GPT2,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_CONV1D | HN_QUIRK_FUSED_QKV | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_new",
+    PENDING, "gpt2" },
+  { "gpt_neox", neox_aliases, "gpt_neox", HN_BLOCK_PARALLEL_2NORM, HN_NAMES_GPT_NEOX,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", PENDING, "gpt_neox" },
+  { "gptj", NULL, "gptj", HN_BLOCK_PARALLEL, HN_NAMES_GPTJ,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", PENDING,
+    "gptj" },
+  { "opt", NULL, "opt", HN_BLOCK_PRE_NORM, HN_NAMES_OPT, HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE,
+    "relu", PENDING, "opt" },
+  { "bloom", NULL, "bloom", HN_BLOCK_PRE_NORM, HN_NAMES_BLOOM,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ALIBI | HN_QUIRK_EMBED_NORM | HN_QUIRK_NO_ROPE, "gelu", PENDING,
+    "bloom" },
+  { "falcon", falcon_aliases, "falcon", HN_BLOCK_PARALLEL, HN_NAMES_FALCON, HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV,
+    "gelu", PENDING, "falcon" },
+};
+
+const HnArchInfo *
+hn_arch_list (gsize *n_out)
+{
+  *n_out = G_N_ELEMENTS (archs);
+  return archs;
+}
+
+const HnArchInfo *
+hn_arch_lookup (const char *model_type, GError **error)
+{
+  if (!model_type || !*model_type)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "config.json has no model_type, so the architecture is unknown");
+      return NULL;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    {
+      if (strcmp (archs[i].model_type, model_type) == 0)
+        return &archs[i];
+      for (const char *const *a = archs[i].aliases; a && *a; a++)
+        if (strcmp (*a, model_type) == 0)
+          return &archs[i];
+    }
+  g_autoptr (GString) known = g_string_new (NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    g_string_append_printf (known, "%s%s", i ? ", " : "", archs[i].model_type);
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "model_type \"%s\" is not supported (supported: %s)", model_type,
+               known->str);
+  return NULL;
+}
+
+const char *
+hn_task_name (HnTask task)
+{
+  switch (task)
+    {
+    case HN_TASK_LOGITS: return "logits";
+    case HN_TASK_GENERATE: return "generate";
+    case HN_TASK_TRAIN: return "train";
+    case HN_TASK_LORA: return "lora";
+    }
+  return "?";
+}
+
+gboolean
+hn_arch_require_task (const HnArchInfo *arch, HnTask task, GError **error)
+{
+  if (arch->tasks & task)
+    return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "model_type \"%s\" does not support %s yet", arch->model_type,
+               hn_task_name (task));
+  return FALSE;
+}
+
+const char *
+hn_block_kind_name (HnBlockKind kind)
+{
+  switch (kind)
+    {
+    case HN_BLOCK_PRE_NORM: return "pre-norm";
+    case HN_BLOCK_PARALLEL: return "parallel";
+    case HN_BLOCK_PARALLEL_2NORM: return "parallel-2norm";
+    case HN_BLOCK_SANDWICH: return "sandwich";
+    case HN_BLOCK_POST_NORM: return "post-norm";
+    }
+  return "?";
+}
+
+static const char *const quirk_names[] = {
+  "layernorm", "norm-plus-one", "norm-no-params", "norm-no-bias", "embed-scale-sqrt", "multipliers", "logit-scale",
+  "qk-norm-head", "qk-norm-full", "softcap", "sliding-alternate", "fused-qkv", "fused-gate-up", "conv1d",
+  "learned-positions", "alibi", "rope-interleaved", "partial-rotary", "embed-norm", "clip-qkv", "lm-head-bias",
+  "gated-mlp", "no-rope",
+};
+
+char *
+hn_quirks_to_string (guint quirks)
+{
+  GString *s = g_string_new (NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (quirk_names); i++)
+    if (quirks & (1u << i))
+      g_string_append_printf (s, "%s%s", s->len ? " " : "", quirk_names[i]);
+  return g_string_free (s, FALSE);
+}
+
+char *
+hn_arch_list_to_json (void)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_array (b);
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    {
+      const HnArchInfo *a = &archs[i];
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "model_type");
+      json_builder_add_string_value (b, a->model_type);
+      json_builder_set_member_name (b, "aliases");
+      json_builder_begin_array (b);
+      for (const char *const *al = a->aliases; al && *al; al++)
+        json_builder_add_string_value (b, *al);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "family");
+      json_builder_add_string_value (b, a->family);
+      json_builder_set_member_name (b, "block");
+      json_builder_add_string_value (b, hn_block_kind_name (a->block));
+      json_builder_set_member_name (b, "quirks");
+      json_builder_begin_array (b);
+      for (guint q = 0; q < G_N_ELEMENTS (quirk_names); q++)
+        if (a->quirks & (1u << q))
+          json_builder_add_string_value (b, quirk_names[q]);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "tasks");
+      json_builder_begin_object (b);
+      for (guint t = 0; t < 4; t++)
+        {
+          json_builder_set_member_name (b, hn_task_name ((HnTask) (1u << t)));
+          json_builder_add_boolean_value (b, (a->tasks & (1u << t)) != 0);
+        }
+      json_builder_end_object (b);
+      json_builder_set_member_name (b, "parity_fixture");
+      if (a->fixture)
+        json_builder_add_string_value (b, a->fixture);
+      else
+        json_builder_add_null_value (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  return json_generator_to_data (gen, NULL);
+}

@@ -1,0 +1,100 @@
+/* The architecture registry: config.json's model_type (and its aliases) ->
+ * a block family, a weight-naming scheme and static quirk flags, with the
+ * tasks each architecture supports. Config-dependent details (parallel
+ * residual switches, partial rotary, sliding windows...) are resolved from
+ * config.json by the transformer loader; the registry holds what the
+ * model_type alone decides. Hierarchos is registered by its own module. */
+#pragma once
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* How a decoder layer wires norms, attention, MLP and residuals. */
+typedef enum {
+  HN_BLOCK_PRE_NORM,      /* x += attn(norm1(x)); x += mlp(norm2(x))  (llama, gpt2, bloom...) */
+  HN_BLOCK_PARALLEL,      /* x += attn(n(x)) + mlp(n(x)) with one norm (gptj, phi, cohere, falcon) */
+  HN_BLOCK_PARALLEL_2NORM,/* x += attn(n1(x)) + mlp(n2(x))   (gpt_neox, falcon new arch) */
+  HN_BLOCK_SANDWICH,      /* pre and post norms around both sublayers (gemma2) */
+  HN_BLOCK_POST_NORM,     /* x += norm(attn(x)); x += norm(mlp(x))  (olmo2) */
+} HnBlockKind;
+
+/* Where the weights live in the checkpoint and how they are laid out. */
+typedef enum {
+  HN_NAMES_LLAMA,      /* model.layers.N.self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj */
+  HN_NAMES_PHI3,       /* self_attn.qkv_proj, mlp.gate_up_proj (fused) */
+  HN_NAMES_GPT2,       /* transformer.h.N.attn.c_attn (Conv1D [in,out]), mlp.c_fc/c_proj */
+  HN_NAMES_GPT_NEOX,   /* gpt_neox.layers.N.attention.query_key_value (per-head interleaved) */
+  HN_NAMES_GPTJ,       /* transformer.h.N.attn.{q,k,v,out}_proj, mlp.fc_in/fc_out */
+  HN_NAMES_BLOOM,      /* transformer.h.N.self_attention.query_key_value (per-head interleaved) */
+  HN_NAMES_FALCON,     /* transformer.h.N.self_attention.query_key_value (grouped), dense_h_to_4h */
+  HN_NAMES_OPT,        /* model.decoder.layers.N.self_attn.{q,k,v,out}_proj, fc1/fc2 */
+  HN_NAMES_PHI,        /* model.layers.N.self_attn.{q,k,v}_proj + dense, mlp.fc1/fc2 */
+  HN_NAMES_STARCODER2, /* model.layers.N.self_attn.*_proj, mlp.c_fc/c_proj */
+} HnNameScheme;
+
+/* Static quirks of an architecture (what model_type alone implies). */
+typedef enum {
+  HN_QUIRK_LAYERNORM = 1u << 0,       /* LayerNorm (with bias unless NORM_NO_BIAS) instead of RMSNorm */
+  HN_QUIRK_NORM_PLUS_ONE = 1u << 1,   /* RMSNorm scales by (1 + w) (gemma) */
+  HN_QUIRK_NORM_NO_PARAMS = 1u << 2,  /* LayerNorm without weight and bias (olmo) */
+  HN_QUIRK_NORM_NO_BIAS = 1u << 3,    /* LayerNorm with weight only (cohere, olmo-style) */
+  HN_QUIRK_EMBED_SCALE_SQRT = 1u << 4,/* embeddings * sqrt(hidden) (gemma, gemma2) */
+  HN_QUIRK_MULTIPLIERS = 1u << 5,     /* granite: embedding/residual/attention multipliers, logits_scaling */
+  HN_QUIRK_LOGIT_SCALE = 1u << 6,     /* cohere: logits * logit_scale */
+  HN_QUIRK_QK_NORM_HEAD = 1u << 7,    /* q/k RMSNorm per head (qwen3) */
+  HN_QUIRK_QK_NORM_FULL = 1u << 8,    /* q/k RMSNorm over the whole projection (olmo2) */
+  HN_QUIRK_SOFTCAP = 1u << 9,         /* attention and final logit soft-capping (gemma2) */
+  HN_QUIRK_SLIDING_ALTERNATE = 1u << 10, /* sliding window on every other layer (gemma2) */
+  HN_QUIRK_FUSED_QKV = 1u << 11,      /* one q/k/v projection in the checkpoint */
+  HN_QUIRK_FUSED_GATE_UP = 1u << 12,  /* one gate/up projection (phi3) */
+  HN_QUIRK_CONV1D = 1u << 13,         /* weights stored [in, out] (gpt2 Conv1D) */
+  HN_QUIRK_LEARNED_POS = 1u << 14,    /* learned absolute positions (gpt2, opt) */
+  HN_QUIRK_ALIBI = 1u << 15,          /* ALiBi biases instead of RoPE (bloom, falcon with alibi) */
+  HN_QUIRK_ROPE_INTERLEAVED = 1u << 16, /* GPT-J style rotary on adjacent pairs */
+  HN_QUIRK_PARTIAL_ROTARY = 1u << 17, /* rotary on the first part of each head only */
+  HN_QUIRK_EMBED_NORM = 1u << 18,     /* LayerNorm right after the embeddings (bloom) */
+  HN_QUIRK_CLIP_QKV = 1u << 19,       /* clamp q/k/v to +-clip_qkv (olmo) */
+  HN_QUIRK_LM_HEAD_BIAS = 1u << 20,   /* lm_head has a bias (phi) */
+  HN_QUIRK_GATED_MLP = 1u << 21,      /* act(gate(x)) * up(x) */
+  HN_QUIRK_NO_ROPE = 1u << 22,        /* no rotary embedding (gpt2, opt, bloom) */
+} HnQuirk;
+
+typedef enum {
+  HN_TASK_LOGITS = 1u << 0,
+  HN_TASK_GENERATE = 1u << 1,
+  HN_TASK_TRAIN = 1u << 2,
+  HN_TASK_LORA = 1u << 3,
+} HnTask;
+
+typedef struct {
+  const char *model_type;
+  const char *const *aliases; /* NULL-terminated, may be NULL */
+  const char *family;         /* display family ("llama", "gpt2", ...) */
+  HnBlockKind block;          /* the default wiring; config.json may switch it (see loader) */
+  HnNameScheme names;
+  guint quirks;               /* HnQuirk bits */
+  const char *default_act;    /* hidden_act when config.json has none */
+  guint tasks;                /* HnTask bits this build runs */
+  const char *fixture;        /* parity case in tests/fixtures/parity, or NULL */
+} HnArchInfo;
+
+/* All registered architectures, in table order; *n_out receives the count. */
+const HnArchInfo *hn_arch_list (gsize *n_out);
+
+/* Finds model_type or an alias (case-sensitive like transformers). Fails
+ * closed with HN_ERROR_UNSUPPORTED naming the type and listing what is known. */
+const HnArchInfo *hn_arch_lookup (const char *model_type, GError **error);
+
+/* Fails with HN_ERROR_UNSUPPORTED when `arch` does not support `task`. */
+gboolean hn_arch_require_task (const HnArchInfo *arch, HnTask task, GError **error);
+
+const char *hn_block_kind_name (HnBlockKind kind);
+const char *hn_task_name (HnTask task);
+/* Space-separated quirk names of `quirks` (new string). */
+char *hn_quirks_to_string (guint quirks);
+
+/* The registry as JSON: [{"model_type", "aliases", "family", "block", "quirks",
+ * "tasks": {"logits": bool, ...}, "parity_fixture"}...]. */
+char *hn_arch_list_to_json (void);
+
+G_END_DECLS

@@ -1,0 +1,87 @@
+/* The architecture registry: lookups, aliases, fail-closed errors, JSON. */
+#include "models/registry.h"
+#include "hn-error.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+static void
+test_lookup (void)
+{
+  GError *error = NULL;
+  const HnArchInfo *a = hn_arch_lookup ("llama", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (a->family, ==, "llama");
+  g_assert_cmpint (a->names, ==, HN_NAMES_LLAMA);
+  const HnArchInfo *f = hn_arch_lookup ("RefinedWebModel", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (f->model_type, ==, "falcon");
+  const HnArchInfo *g = hn_arch_lookup ("gemma2", &error);
+  g_assert_no_error (error);
+  g_assert_true (g->quirks & HN_QUIRK_SOFTCAP);
+  g_assert_true (g->quirks & HN_QUIRK_NORM_PLUS_ONE);
+  g_assert_cmpint (g->block, ==, HN_BLOCK_SANDWICH);
+}
+
+static void
+test_unknown (void)
+{
+  GError *error = NULL;
+  g_assert_null (hn_arch_lookup ("mamba", &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "\"mamba\""));
+  g_assert_nonnull (strstr (error->message, "llama"));
+  g_clear_error (&error);
+  g_assert_null (hn_arch_lookup (NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+}
+
+static void
+test_tasks (void)
+{
+  gsize n;
+  const HnArchInfo *a = hn_arch_list (&n);
+  g_assert_cmpuint (n, >=, 20);
+  for (gsize i = 0; i < n; i++)
+    {
+      GError *error = NULL;
+      gboolean ok = hn_arch_require_task (&a[i], HN_TASK_TRAIN, &error);
+      if (!ok)
+        {
+          g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+          g_assert_nonnull (strstr (error->message, a[i].model_type));
+          g_clear_error (&error);
+        }
+      /* model types are unique, aliases do not shadow them */
+      for (gsize j = i + 1; j < n; j++)
+        g_assert_cmpstr (a[i].model_type, !=, a[j].model_type);
+    }
+}
+
+static void
+test_json (void)
+{
+  g_autofree char *s = hn_arch_list_to_json ();
+  g_autoptr (JsonParser) p = json_parser_new ();
+  GError *error = NULL;
+  g_assert_true (json_parser_load_from_data (p, s, -1, &error));
+  JsonArray *arr = json_node_get_array (json_parser_get_root (p));
+  gsize n;
+  hn_arch_list (&n);
+  g_assert_cmpuint (json_array_get_length (arr), ==, n);
+  JsonObject *o = json_array_get_object_element (arr, 0);
+  g_assert_cmpstr (json_object_get_string_member (o, "model_type"), ==, "llama");
+  g_assert_true (json_object_has_member (json_object_get_object_member (o, "tasks"), "generate"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/registry/lookup", test_lookup);
+  g_test_add_func ("/registry/unknown", test_unknown);
+  g_test_add_func ("/registry/tasks", test_tasks);
+  g_test_add_func ("/registry/json", test_json);
+  return g_test_run ();
+}
