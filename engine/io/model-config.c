@@ -239,6 +239,7 @@ rope_init (HnRopeConfig *r)
   r->original_max_position_embeddings = HN_CONFIG_UNSET;
   r->beta_fast = r->beta_slow = r->attention_factor = r->mscale = r->mscale_all_dim = NAN;
   r->partial_rotary_factor = 1.0;
+  r->truncate = HN_CONFIG_UNSET;
 }
 
 static void
@@ -279,6 +280,7 @@ rope_read_params (Ctx *c, JsonObject *po, HnRopeConfig *r)
   read_double (&pc, "mscale", &r->mscale);
   read_double (&pc, "mscale_all_dim", &r->mscale_all_dim);
   read_double (&pc, "partial_rotary_factor", &r->partial_rotary_factor);
+  read_bool (&pc, "truncate", &r->truncate);
   read_double_list (&pc, po, "short_factor", &r->short_factor, &r->n_short_factor);
   read_double_list (&pc, po, "long_factor", &r->long_factor, &r->n_long_factor);
   if (pc.err && !c->err)
@@ -418,7 +420,7 @@ parse_fields (Ctx *c, HnModelConfig *cfg)
     cfg->rotary_dim = (gint64) llround ((double) cfg->head_dim * cfg->rope.partial_rotary_factor);
 
   bool_alias (c, &cfg->tie_word_embeddings, "tie_word_embeddings", NULL);
-  bool_alias (c, &cfg->attention_bias, "attention_bias", "qkv_bias", "bias", "use_bias", "add_bias_linear", NULL);
+  bool_alias (c, &cfg->attention_bias, "attention_bias", "qkv_bias", "use_qkv_bias", "bias", "use_bias", "add_bias_linear", NULL);
   bool_alias (c, &cfg->mlp_bias, "mlp_bias", NULL);
   int_alias (c, &cfg->sliding_window, "sliding_window", NULL);
   bool_alias (c, &cfg->use_sliding_window, "use_sliding_window", NULL);

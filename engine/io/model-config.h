@@ -38,6 +38,7 @@ typedef struct {
   double *long_factor;
   guint n_long_factor;
   double partial_rotary_factor; /* fraction of head_dim rotated; 1.0 when absent */
+  int truncate;               /* yarn (gpt-oss): tri-state */
   gboolean from_rope_parameters; /* TRUE when read from the 5.x rope_parameters */
 } HnRopeConfig;
 

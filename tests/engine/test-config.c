@@ -2,6 +2,7 @@
  * generation_config.json with its precedence. */
 #include "io/model-config.h"
 #include "io/gen-config.h"
+#include "io/safetensors.h"
 #include "hn-error.h"
 
 #include <glib/gstdio.h>
@@ -486,6 +487,48 @@ test_generation_config (void)
   g_assert_true (hn_generation_config_is_eos (d, 9));
 }
 
+/* Every config transformers 5.17 wrote for the parity fixtures loads, with
+ * its generation_config.json, and its weights open. */
+static void
+test_parity_fixtures (void)
+{
+  const char *src = g_getenv ("HN_SOURCE_DIR");
+  g_autofree char *root = g_build_filename (src ? src : ".", "tests", "fixtures", "parity", NULL);
+  g_autoptr (GDir) d = g_dir_open (root, 0, NULL);
+  if (!d)
+    {
+      g_test_skip ("parity fixtures not available");
+      return;
+    }
+  const char *n;
+  guint count = 0;
+  while ((n = g_dir_read_name (d)))
+    {
+      g_autofree char *dir = g_build_filename (root, n, NULL);
+      g_autofree char *cfgp = g_build_filename (dir, "config.json", NULL);
+      if (!g_file_test (cfgp, G_FILE_TEST_IS_REGULAR))
+        continue;
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnModelConfig) cfg = hn_model_config_load (dir, &error);
+      if (error)
+        g_error ("%s: %s", n, error->message);
+      g_assert_nonnull (cfg->model_type);
+      g_assert_cmpint (cfg->hidden_size, >, 0);
+      g_assert_cmpint (cfg->num_attention_heads, >, 0);
+      g_assert_cmpint (cfg->vocab_size, >, 0);
+      g_assert_cmpint (cfg->head_dim, >, 0);
+      g_autoptr (HnGenerationConfig) gen = hn_generation_config_resolve (dir, cfg, NULL, &error);
+      if (error)
+        g_error ("%s: %s", n, error->message);
+      g_autoptr (HnSafetensors) st = hn_safetensors_open (dir, &error);
+      if (error)
+        g_error ("%s: %s", n, error->message);
+      g_assert_cmpuint (hn_safetensors_get_n_tensors (st), >, 0);
+      count++;
+    }
+  g_assert_cmpuint (count, >=, 60);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -496,5 +539,6 @@ main (int argc, char **argv)
   g_test_add_func ("/config/text-config", test_text_config);
   g_test_add_func ("/config/errors", test_errors);
   g_test_add_func ("/config/generation-config", test_generation_config);
+  g_test_add_func ("/config/parity-fixtures", test_parity_fixtures);
   return g_test_run ();
 }
