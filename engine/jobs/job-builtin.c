@@ -1,0 +1,16 @@
+/* The one place where engine areas plug their job kinds in: add a line
+ *     hn_job_register_kind ("KIND", your_run_function);
+ * below (and include your area's header). Kinds not listed fail closed with
+ * HN_ERROR_UNSUPPORTED when a job of that kind is started. */
+#include "jobs/job.h"
+
+void
+hn_job_register_builtin_kinds (void)
+{
+  static gsize once = 0;
+  if (g_once_init_enter (&once))
+    {
+      /* hn_job_register_kind ("transformer-generate", hn_generate_job_run); */
+      g_once_init_leave (&once, 1);
+    }
+}
