@@ -1,0 +1,138 @@
+/* `tokenize --tokenizer PATH [--text STR | --input-file FILE]
+ * [--add-special-tokens] [--json]` prints token ids; `--decode "1,2,3"`
+ * prints the text of ids instead. */
+#include "cli.h"
+#include "io/tokenizer.h"
+#include "hn-error.h"
+
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+#include <string.h>
+
+int hn_cmd_tokenize (int argc, char **argv);
+
+static gboolean
+parse_ids (const char *s, GArray *ids, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit_set (s, ", \t\n[]", -1);
+  for (guint i = 0; parts[i]; i++)
+    {
+      if (!*parts[i])
+        continue;
+      gint64 v = 0;
+      g_autoptr (GError) e = NULL;
+      if (!g_ascii_string_to_signed (parts[i], 10, 0, G_MAXINT32, &v, &e))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--decode: '%s' is not a token id", parts[i]);
+          return FALSE;
+        }
+      int32_t id = (int32_t) v;
+      g_array_append_val (ids, id);
+    }
+  return TRUE;
+}
+
+static char *
+json_string (const char *s)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_add_string_value (b, s);
+  g_autoptr (JsonNode) n = json_builder_get_root (b);
+  return json_to_string (n, FALSE);
+}
+
+int
+hn_cmd_tokenize (int argc, char **argv)
+{
+  g_autofree char *tokenizer = NULL, *text = NULL, *input_file = NULL, *decode = NULL;
+  gboolean add_special = FALSE, json = FALSE, skip_special = FALSE, show_tokens = FALSE;
+  GOptionEntry entries[] = {
+    { "tokenizer", 't', 0, G_OPTION_ARG_FILENAME, &tokenizer,
+      "Tokenizer file or model folder (tokenizer.json, tokenizer.model, vocab.json + merges.txt, vocab.txt)", "PATH" },
+    { "text", 0, 0, G_OPTION_ARG_STRING, &text, "Text to tokenize", "STR" },
+    { "input-file", 'i', 0, G_OPTION_ARG_FILENAME, &input_file, "Tokenize the contents of FILE", "FILE" },
+    { "add-special-tokens", 0, 0, G_OPTION_ARG_NONE, &add_special, "Add BOS/EOS/CLS/SEP as the tokenizer specifies", NULL },
+    { "decode", 'd', 0, G_OPTION_ARG_STRING, &decode, "Decode comma-separated ids instead of tokenizing", "IDS" },
+    { "skip-special-tokens", 0, 0, G_OPTION_ARG_NONE, &skip_special, "With --decode: leave special tokens out", NULL },
+    { "tokens", 0, 0, G_OPTION_ARG_NONE, &show_tokens, "Also print the token strings", NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON: {\"ids\": [...]} or {\"text\": \"...\"}", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("- turn text into token ids and back");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    return hn_cli_fail (error);
+  if (argc > 1)
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
+  if (!tokenizer)
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--tokenizer PATH is required"));
+  int given = (text != NULL) + (input_file != NULL) + (decode != NULL);
+  if (given != 1)
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                                     "give exactly one of --text, --input-file or --decode"));
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer, &error);
+  if (!tok)
+    return hn_cli_fail (error);
+
+  if (decode)
+    {
+      g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      if (!parse_ids (decode, ids, &error))
+        return hn_cli_fail (error);
+      g_autofree char *out = hn_tokenizer_decode (tok, (const int32_t *) ids->data, ids->len, skip_special, &error);
+      if (!out)
+        return hn_cli_fail (error);
+      if (json)
+        {
+          g_autofree char *js = json_string (out);
+          printf ("{\"text\": %s}\n", js);
+        }
+      else
+        printf ("%s\n", out);
+      return 0;
+    }
+
+  g_autofree char *contents = NULL;
+  gsize len = 0;
+  if (input_file)
+    {
+      g_autoptr (GError) e = NULL;
+      if (!g_file_get_contents (input_file, &contents, &len, &e))
+        return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_IO, "%s: %s", input_file, e->message));
+    }
+  else
+    {
+      contents = g_strdup (text);
+      len = strlen (contents);
+    }
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  if (!hn_tokenizer_encode (tok, contents, (gssize) len, add_special, ids, &error))
+    return hn_cli_fail (error);
+  g_autoptr (GString) out = g_string_new (json ? "{\"ids\": [" : "");
+  for (guint i = 0; i < ids->len; i++)
+    g_string_append_printf (out, i ? (json ? ", %d" : " %d") : "%d", g_array_index (ids, int32_t, i));
+  if (json)
+    {
+      g_string_append (out, "]");
+      if (show_tokens)
+        {
+          g_string_append (out, ", \"tokens\": [");
+          for (guint i = 0; i < ids->len; i++)
+            {
+              g_autofree char *js = json_string (hn_tokenizer_id_to_token (tok, g_array_index (ids, int32_t, i)));
+              g_string_append_printf (out, i ? ", %s" : "%s", js);
+            }
+          g_string_append (out, "]");
+        }
+      g_string_append (out, "}");
+    }
+  else if (show_tokens)
+    {
+      g_string_append_c (out, '\n');
+      for (guint i = 0; i < ids->len; i++)
+        g_string_append_printf (out, i ? " %s" : "%s", hn_tokenizer_id_to_token (tok, g_array_index (ids, int32_t, i)));
+    }
+  printf ("%s\n", out->str);
+  return 0;
+}

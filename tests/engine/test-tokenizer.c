@@ -1,0 +1,406 @@
+/* Tokenizer tests against the reference ids of the original Hugging Face
+ * tokenizers (llama.cpp's test vectors in ../shared/tokenizers/golden), round
+ * trips, streaming decode, corrupt files and speed. */
+#include "io/tokenizer.h"
+#include "hn-error.h"
+#include <glib/gstdio.h>
+#include <string.h>
+
+static char *
+shared_path (const char *rel)
+{
+  const char *dir = g_getenv ("HN_SHARED_DIR");
+  return g_build_filename (dir ? dir : "../shared", rel, NULL);
+}
+
+static HnTokenizer *
+load_shared (const char *rel)
+{
+  g_autofree char *p = shared_path (rel);
+  g_autoptr (GError) error = NULL;
+  HnTokenizer *tok = hn_tokenizer_load (p, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (tok);
+  return tok;
+}
+
+/* Reads name.inp / name.out: inputs separated by "\n__ggml_vocab_test__\n"
+ * (each input, the last too, is followed by the separator: so an input never
+ * includes the newline before it), one line of space-separated ids each. */
+static void
+run_golden (const char *tokenizer_rel, const char *name)
+{
+  g_autoptr (HnTokenizer) tok = load_shared (tokenizer_rel);
+  g_autofree char *inp_rel = g_strdup_printf ("tokenizers/golden/%s.inp", name);
+  g_autofree char *out_rel = g_strdup_printf ("tokenizers/golden/%s.out", name);
+  g_autofree char *inp_path = shared_path (inp_rel), *out_path = shared_path (out_rel);
+  g_autofree char *inp = NULL, *out = NULL;
+  g_assert_true (g_file_get_contents (inp_path, &inp, NULL, NULL));
+  g_assert_true (g_file_get_contents (out_path, &out, NULL, NULL));
+  g_auto (GStrv) inputs = g_strsplit (inp, "\n__ggml_vocab_test__\n", -1);
+  g_auto (GStrv) outputs = g_strsplit (out, "\n", -1);
+  guint n_in = g_strv_length (inputs), n_out = g_strv_length (outputs);
+  g_assert_cmpuint (n_in, >=, 2);
+  g_assert_cmpstr (inputs[n_in - 1], ==, ""); /* text after the last separator */
+  n_in--;
+  g_assert_cmpuint (n_out, ==, n_in + 1); /* trailing newline */
+  guint ok = 0;
+  for (guint i = 0; i < n_in; i++)
+    {
+      g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_autoptr (GError) error = NULL;
+      g_assert_true (hn_tokenizer_encode (tok, inputs[i], -1, FALSE, ids, &error));
+      g_assert_no_error (error);
+      g_autoptr (GString) got = g_string_new (NULL);
+      for (guint k = 0; k < ids->len; k++)
+        g_string_append_printf (got, " %d", g_array_index (ids, int32_t, k));
+      if (g_str_equal (got->str, outputs[i]))
+        ok++;
+      else
+        g_test_message ("%s #%u %s\n  input:    '%s'\n  expected: '%s'\n  got:      '%s'", name, i, tokenizer_rel,
+                        inputs[i], outputs[i], got->str);
+    }
+  g_test_message ("%s with %s: %u/%u", name, tokenizer_rel, ok, n_in);
+  g_assert_cmpuint (ok, ==, n_in);
+}
+
+static void test_golden_gpt2 (void) { run_golden ("tokenizers/gpt2", "gpt-2"); }
+static void test_golden_gpt2_file (void) { run_golden ("tokenizers/gpt2/vocab.json", "gpt-2"); }
+static void test_golden_qwen2 (void) { run_golden ("tokenizers/qwen3/tokenizer.json", "qwen2"); }
+static void test_golden_llama_json (void) { run_golden ("tokenizers/llama2/tokenizer.json", "llama-spm"); }
+static void test_golden_llama_model (void) { run_golden ("tokenizers/llama2/tokenizer.model", "llama-spm"); }
+static void test_golden_bert (void) { run_golden ("tokenizers/bert-base-uncased/vocab.txt", "bert-bge"); }
+
+static GArray *
+encode (HnTokenizer *tok, const char *text, gboolean special)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_tokenizer_encode (tok, text, -1, special, ids, &error));
+  g_assert_no_error (error);
+  return ids;
+}
+
+static char *
+decode (HnTokenizer *tok, GArray *ids, gboolean skip)
+{
+  g_autoptr (GError) error = NULL;
+  char *s = hn_tokenizer_decode (tok, (int32_t *) ids->data, ids->len, skip, &error);
+  g_assert_no_error (error);
+  return s;
+}
+
+/* Streams ids one by one through HnTokenDecoder and checks the pieces add up
+ * to the one-shot decode. */
+static void
+check_stream (HnTokenizer *tok, GArray *ids, gboolean skip)
+{
+  g_autofree char *whole = decode (tok, ids, skip);
+  g_autoptr (HnTokenDecoder) d = hn_token_decoder_new (tok, skip);
+  g_autoptr (GString) acc = g_string_new (NULL);
+  for (guint i = 0; i < ids->len; i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *piece = hn_token_decoder_push (d, g_array_index (ids, int32_t, i), &error);
+      g_assert_no_error (error);
+      g_assert_true (g_utf8_validate (piece, -1, NULL));
+      g_string_append (acc, piece);
+    }
+  g_autofree char *rest = hn_token_decoder_flush (d);
+  g_string_append (acc, rest);
+  g_assert_cmpstr (acc->str, ==, whole);
+}
+
+static void
+check_round_trip (HnTokenizer *tok, const char *text, const char *expected)
+{
+  g_autoptr (GArray) ids = encode (tok, text, TRUE);
+  g_autofree char *back = decode (tok, ids, TRUE);
+  g_assert_cmpstr (back, ==, expected ? expected : text);
+  check_stream (tok, ids, TRUE);
+  check_stream (tok, ids, FALSE);
+}
+
+/* Lines of a shared text, at most `max`, non-empty. */
+static GPtrArray *
+text_lines (const char *rel, guint max)
+{
+  g_autofree char *p = shared_path (rel);
+  g_autofree char *text = NULL;
+  g_assert_true (g_file_get_contents (p, &text, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; lines[i] && out->len < max; i++)
+    {
+      g_strchomp (lines[i]); /* botchan has \r\n */
+      if (*lines[i])
+        g_ptr_array_add (out, g_strdup (lines[i]));
+    }
+  return out;
+}
+
+/* The stories260K normalizer strips and squeezes runs of spaces. */
+static char *
+squeeze_spaces (const char *s)
+{
+  g_autofree char *t = g_strstrip (g_strdup (s));
+  GString *out = g_string_new (NULL);
+  for (const char *p = t; *p; p++)
+    if (!(*p == ' ' && p[1] == ' '))
+      g_string_append_c (out, *p);
+  return g_string_free (out, FALSE);
+}
+
+static void
+test_stories260k (void)
+{
+  g_autoptr (HnTokenizer) tok = load_shared ("models/stories260K");
+  g_assert_cmpint (hn_tokenizer_get_vocab_size (tok), ==, 512);
+  g_assert_cmpint (hn_tokenizer_get_bos_id (tok), ==, 1);
+  g_assert_cmpint (hn_tokenizer_get_eos_id (tok), ==, 2);
+  g_assert_cmpint (hn_tokenizer_get_unk_id (tok), ==, 0);
+  g_assert_true (hn_tokenizer_get_add_bos (tok));
+  g_assert_false (hn_tokenizer_get_add_eos (tok));
+  g_assert_true (hn_tokenizer_is_special (tok, 1));
+  g_assert_false (hn_tokenizer_is_special (tok, 300));
+  g_assert_cmpuint (hn_tokenizer_get_model_max_length (tok), ==, 512);
+  g_assert_cmpint (hn_tokenizer_token_to_id (tok, "<0x0A>"), ==, 13);
+  g_assert_cmpstr (hn_tokenizer_id_to_token (tok, 1), ==, "<s>");
+
+  /* expected-greedy-ids.txt decodes to the documented story opening */
+  g_autofree char *p = shared_path ("models/stories260K/expected-greedy-ids.txt");
+  g_autofree char *text = NULL;
+  g_assert_true (g_file_get_contents (p, &text, NULL, NULL));
+  g_auto (GStrv) nums = g_strsplit_set (g_strstrip (text), " ,\n[]", -1);
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (guint i = 0; nums[i]; i++)
+    if (*nums[i])
+      {
+        int32_t v = (int32_t) g_ascii_strtoll (nums[i], NULL, 10);
+        g_array_append_val (ids, v);
+      }
+  g_autofree char *story = decode (tok, ids, TRUE);
+  g_assert_true (g_str_has_prefix (story, "Once upon a time, there was a little girl named Lily."));
+  check_stream (tok, ids, FALSE);
+  /* encoding the decoded story gives the ids back (BOS first) */
+  g_autoptr (GArray) again = encode (tok, story, TRUE);
+  g_assert_cmpuint (again->len, <=, ids->len);
+  g_assert_cmpint (g_array_index (again, int32_t, 0), ==, 1);
+
+  const char *files[] = { "datasets/tinyshakespeare.txt", "datasets/botchan.txt" };
+  for (gsize f = 0; f < G_N_ELEMENTS (files); f++)
+    {
+      g_autoptr (GPtrArray) lines = text_lines (files[f], 400);
+      for (guint i = 0; i < lines->len; i++)
+        {
+          g_autofree char *expected = squeeze_spaces (g_ptr_array_index (lines, i));
+          check_round_trip (tok, g_ptr_array_index (lines, i), expected);
+        }
+    }
+  /* byte fallback: characters outside the 512-piece vocabulary survive */
+  check_round_trip (tok, "Zoë saw 日本 and 🦙!", NULL);
+}
+
+static void
+test_mistral (void)
+{
+  g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/mistral");
+  g_assert_cmpint (hn_tokenizer_get_vocab_size (tok), ==, 32000);
+  g_assert_cmpint (hn_tokenizer_get_bos_id (tok), ==, 1);
+  g_assert_true (hn_tokenizer_get_add_bos (tok));
+  /* mistral-tokenizer-js's test: "Hello world!" -> 1 22557 1526 28808 */
+  g_autoptr (GArray) ids = encode (tok, "Hello world!", TRUE);
+  const int32_t expect[] = { 1, 22557, 1526, 28808 };
+  g_assert_cmpmem (ids->data, ids->len * 4, expect, sizeof expect);
+  g_autoptr (GPtrArray) lines = text_lines ("datasets/botchan.txt", 300);
+  for (guint i = 0; i < lines->len; i++)
+    check_round_trip (tok, g_ptr_array_index (lines, i), NULL);
+  check_round_trip (tok, " leading space, emoji 🦙🦙 and 日本語\nnew line", NULL);
+  /* special tokens in text are matched, and skipped on request */
+  g_autoptr (GArray) sp = encode (tok, "<s>Hi</s>", FALSE);
+  g_assert_cmpint (g_array_index (sp, int32_t, 0), ==, 1);
+  g_assert_cmpint (g_array_index (sp, int32_t, sp->len - 1), ==, 2);
+  g_autofree char *plain = decode (tok, sp, TRUE);
+  g_assert_cmpstr (plain, ==, "Hi");
+}
+
+static void
+test_unigram_model (void)
+{
+  g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/unigram-test/spiece.model");
+  g_assert_cmpint (hn_tokenizer_get_vocab_size (tok), ==, 1000);
+  g_autoptr (GArray) ids = encode (tok, "Hello world", FALSE);
+  g_assert_cmpuint (ids->len, >, 0);
+  check_round_trip (tok, "I saw a girl with a telescope.", NULL);
+  check_round_trip (tok, "this is a test of the unigram model", NULL);
+  /* the NFKC charsmap folds full-width letters and squeezes whitespace */
+  g_autoptr (GArray) a = encode (tok, "\xef\xbc\xa1" "BC  def", FALSE);
+  g_autoptr (GArray) b = encode (tok, "ABC def", FALSE);
+  g_assert_cmpuint (a->len, ==, b->len);
+  g_assert_cmpmem (a->data, a->len * 4, b->data, b->len * 4);
+}
+
+static void
+test_qwen_specials (void)
+{
+  g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/qwen3");
+  g_assert_nonnull (hn_tokenizer_get_chat_template (tok));
+  g_assert_cmpint (hn_tokenizer_get_bos_id (tok), ==, -1);
+  g_assert_false (hn_tokenizer_get_add_bos (tok));
+  int32_t im_end = hn_tokenizer_token_to_id (tok, "<|im_end|>");
+  g_assert_cmpint (im_end, ==, 151645);
+  g_assert_true (hn_tokenizer_is_eos (tok, im_end));
+  g_assert_true (hn_tokenizer_is_special (tok, im_end));
+  g_autoptr (GArray) ids = encode (tok, "<|im_start|>user\nHi there<|im_end|>\n", TRUE);
+  g_assert_cmpint (g_array_index (ids, int32_t, 0), ==, 151644);
+  g_autofree char *back = decode (tok, ids, FALSE);
+  g_assert_cmpstr (back, ==, "<|im_start|>user\nHi there<|im_end|>\n");
+  g_autofree char *plain = decode (tok, ids, TRUE);
+  g_assert_cmpstr (plain, ==, "user\nHi there\n");
+  check_round_trip (tok, "Ünïcödé, 日本語 and emoji 🦙 split across byte-level tokens", NULL);
+}
+
+static void
+test_bert (void)
+{
+  g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/bert-base-uncased/vocab.txt");
+  g_autoptr (GArray) ids = encode (tok, "Hello, World!", TRUE);
+  const int32_t expect[] = { 101, 7592, 1010, 2088, 999, 102 };
+  g_assert_cmpmem (ids->data, ids->len * 4, expect, sizeof expect);
+  g_autofree char *back = decode (tok, ids, TRUE);
+  g_assert_cmpstr (back, ==, "hello, world!");
+  g_assert_cmpint (hn_tokenizer_get_pad_id (tok), ==, 0);
+}
+
+static void
+test_gpt2_stream (void)
+{
+  g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/gpt2");
+  check_round_trip (tok, "Byte-level: 🦙 日本 ü — done.<|endoftext|>", "Byte-level: 🦙 日本 ü — done.");
+  g_assert_cmpint (hn_tokenizer_get_eos_id (tok), ==, 50256);
+  /* a bad id is an error naming it */
+  int32_t bad = 999999;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *s = hn_tokenizer_decode (tok, &bad, 1, FALSE, &error);
+  g_assert_null (s);
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_assert_false (hn_tokenizer_encode (tok, "bad \xff utf8", -1, FALSE, ids, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
+/* ---- corrupt files ---- */
+
+static void
+expect_load_error (const char *dir, const char *name, const char *content, gssize len, int code, const char *needle)
+{
+  g_autofree char *p = g_build_filename (dir, name, NULL);
+  g_assert_true (g_file_set_contents (p, content, len, NULL));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (p, &error);
+  g_assert_null (tok);
+  g_assert_error (error, HN_ERROR, code);
+  if (!strstr (error->message, needle))
+    g_error ("error '%s' does not mention '%s'", error->message, needle);
+  if (!strstr (error->message, dir))
+    g_error ("error '%s' does not name the file in %s", error->message, dir);
+  g_unlink (p);
+}
+
+static void
+test_corrupt (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hn-tok-XXXXXX", NULL);
+  g_assert_nonnull (dir);
+  expect_load_error (dir, "tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0", -1, HN_ERROR_CORRUPT, "not valid JSON");
+  expect_load_error (dir, "tokenizer.json", "{\"version\": \"1.0\"}", -1, HN_ERROR_CORRUPT, "no 'model'");
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a c\"]}}", -1,
+                     HN_ERROR_CORRUPT, "not in the vocabulary");
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}}", -1,
+                     HN_ERROR_CORRUPT, "used by two tokens");
+  expect_load_error (dir, "tokenizer.json", "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}}}", -1,
+                     HN_ERROR_UNSUPPORTED, "WordLevel");
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                     " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}",
+                     -1, HN_ERROR_CORRUPT, "does not compile");
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                     " \"normalizer\": {\"type\": \"Mystery\"}}", -1, HN_ERROR_UNSUPPORTED, "Mystery");
+  /* a SentencePiece model cut in the middle of a piece */
+  g_autofree char *spm = shared_path ("tokenizers/llama2/tokenizer.model");
+  g_autofree char *blob = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (spm, &blob, &len, NULL));
+  expect_load_error (dir, "tokenizer.model", blob, 1001, HN_ERROR_CORRUPT, "malformed SentencePiece protobuf");
+  expect_load_error (dir, "tokenizer.model", "\x0a\x05\x0a\x01", 4, HN_ERROR_CORRUPT, "malformed");
+  expect_load_error (dir, "vocab.txt", "hello\nworld\n", -1, HN_ERROR_CORRUPT, "[UNK]");
+  expect_load_error (dir, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2}", -1, HN_ERROR_NOT_FOUND, "merges.txt");
+  g_autofree char *merges = g_build_filename (dir, "merges.txt", NULL);
+  g_assert_true (g_file_set_contents (merges, "#version: 0.2\na b\nab c\n", -1, NULL));
+  expect_load_error (dir, "vocab.json", "{\"a\": 0, \"b\": 1, \"ab\": 2}", -1, HN_ERROR_CORRUPT, "merges.txt:3");
+  g_unlink (merges);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTokenizer) none = hn_tokenizer_load (dir, &error);
+  g_assert_null (none);
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_rmdir (dir);
+}
+
+/* ---- speed ---- */
+
+static void
+time_file (const char *tokenizer_rel)
+{
+  g_autoptr (HnTokenizer) tok = load_shared (tokenizer_rel);
+  g_autofree char *p = shared_path ("datasets/tinyshakespeare.txt");
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (p, &text, &len, NULL));
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  gint64 t0 = g_get_monotonic_time ();
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_tokenizer_encode (tok, text, (gssize) len, FALSE, ids, &error));
+  double secs = (g_get_monotonic_time () - t0) / 1e6;
+  g_test_message ("tinyshakespeare (%zu bytes) with %s: %u tokens in %.3f s", len, tokenizer_rel, ids->len, secs);
+  g_printerr ("# tinyshakespeare with %s: %u tokens in %.3f s\n", tokenizer_rel, ids->len, secs);
+  g_assert_cmpfloat (secs, <, 5.0); /* generous: CI machines are slow and noisy */
+  g_autofree char *back = hn_tokenizer_decode (tok, (int32_t *) ids->data, ids->len, FALSE, &error);
+  g_assert_no_error (error);
+  if (!strstr (tokenizer_rel, "stories") && !strstr (tokenizer_rel, "bert"))
+    g_assert_true (g_str_equal (back, text));
+}
+
+static void test_speed_qwen (void) { time_file ("tokenizers/qwen3/tokenizer.json"); }
+static void test_speed_gpt2 (void) { time_file ("tokenizers/gpt2"); }
+static void test_speed_llama (void) { time_file ("tokenizers/llama2/tokenizer.json"); }
+static void test_speed_llama_model (void) { time_file ("tokenizers/llama2/tokenizer.model"); }
+static void test_speed_bert (void) { time_file ("tokenizers/bert-base-uncased/vocab.txt"); }
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/tokenizer/golden/gpt-2", test_golden_gpt2);
+  g_test_add_func ("/tokenizer/golden/gpt-2-file", test_golden_gpt2_file);
+  g_test_add_func ("/tokenizer/golden/qwen2", test_golden_qwen2);
+  g_test_add_func ("/tokenizer/golden/llama-spm-json", test_golden_llama_json);
+  g_test_add_func ("/tokenizer/golden/llama-spm-model", test_golden_llama_model);
+  g_test_add_func ("/tokenizer/golden/bert-bge", test_golden_bert);
+  g_test_add_func ("/tokenizer/stories260k", test_stories260k);
+  g_test_add_func ("/tokenizer/mistral", test_mistral);
+  g_test_add_func ("/tokenizer/unigram-model", test_unigram_model);
+  g_test_add_func ("/tokenizer/qwen-specials", test_qwen_specials);
+  g_test_add_func ("/tokenizer/bert", test_bert);
+  g_test_add_func ("/tokenizer/gpt2-stream", test_gpt2_stream);
+  g_test_add_func ("/tokenizer/corrupt", test_corrupt);
+  g_test_add_func ("/tokenizer/speed/qwen3", test_speed_qwen);
+  g_test_add_func ("/tokenizer/speed/gpt2", test_speed_gpt2);
+  g_test_add_func ("/tokenizer/speed/llama-json", test_speed_llama);
+  g_test_add_func ("/tokenizer/speed/llama-model", test_speed_llama_model);
+  g_test_add_func ("/tokenizer/speed/bert", test_speed_bert);
+  return g_test_run ();
+}
