@@ -1,0 +1,747 @@
+/* The Hub client against a local fake Hub (SoupServer on 127.0.0.1) that
+ * answers with the real endpoint shapes: the revision API, resolve URLs
+ * redirecting LFS files to a CDN host (here "localhost", so the token must
+ * not follow), X-Repo-Commit / X-Linked-Etag / X-Linked-Size headers, Range,
+ * 401 for a gated repo, 404s with X-Error-Code, and a CDN that drops the
+ * connection mid-file once. */
+#include "io/hub.h"
+#include "io/safetensors.h"
+#include "hn-error.h"
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
+#include <string.h>
+#include <unistd.h>
+
+#define COMMIT "0123456789abcdef0123456789abcdef01234567"
+#define COMMIT2 "89abcdef0123456789abcdef0123456789abcdef"
+
+typedef struct {
+  const char *repo;       /* "models/org/tiny" or "datasets/org/ds" */
+  const char *path;
+  GBytes *data;
+  gboolean lfs;
+  char *sha256;           /* of data (the LFS etag) */
+  char *served_etag;      /* what the server claims (differs for the bad repo) */
+} FakeFile;
+
+typedef struct {
+  GMutex lock;
+  GMainContext *ctx;
+  GMainLoop *loop;
+  SoupServer *server;
+  GThread *thread;
+  int port;
+  char *base;             /* http://127.0.0.1:port */
+  GPtrArray *files;       /* FakeFile* */
+  /* counters */
+  int api_calls, head_calls, get_bodies, cdn_gets, range_gets, auth_leaks;
+  gboolean drop_next_flaky;
+} FakeHub;
+
+static FakeHub hub_srv;
+
+static void
+fake_file_free (gpointer p)
+{
+  FakeFile *f = p;
+  g_bytes_unref (f->data);
+  g_free (f->sha256);
+  g_free (f->served_etag);
+  g_free (f);
+}
+
+static void
+add_file (const char *repo, const char *path, GBytes *data, gboolean lfs)
+{
+  FakeFile *f = g_new0 (FakeFile, 1);
+  f->repo = repo;
+  f->path = path;
+  f->data = data;
+  f->lfs = lfs;
+  f->sha256 = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, data);
+  if (lfs)
+    f->served_etag = g_strdup (f->sha256);
+  else
+    f->served_etag = g_compute_checksum_for_bytes (G_CHECKSUM_SHA1, data); /* like a git blob id */
+  g_ptr_array_add (hub_srv.files, f);
+}
+
+static void
+error_reply (SoupServerMessage *msg, guint status, const char *code)
+{
+  soup_server_message_set_status (msg, status, NULL);
+  if (code)
+    soup_message_headers_replace (soup_server_message_get_response_headers (msg), "X-Error-Code", code);
+  const char *body = "{\"error\":\"fake hub error\"}";
+  soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_STATIC, body, strlen (body));
+}
+
+static gboolean
+repo_exists (const char *repo)
+{
+  for (guint i = 0; i < hub_srv.files->len; i++)
+    if (strcmp (((FakeFile *) hub_srv.files->pdata[i])->repo, repo) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Gated repos answer 401 unless the right token comes. */
+static gboolean
+authorized (SoupServerMessage *msg, const char *repo)
+{
+  if (!strstr (repo, "gated"))
+    return TRUE;
+  const char *auth = soup_message_headers_get_one (soup_server_message_get_request_headers (msg), "Authorization");
+  return g_strcmp0 (auth, "Bearer good-token") == 0;
+}
+
+static const char *
+commit_for (const char *rev)
+{
+  if (strcmp (rev, "main") == 0 || strcmp (rev, "v1.0") == 0 || strcmp (rev, COMMIT) == 0)
+    return COMMIT;
+  return NULL;
+}
+
+static void
+serve_api (SoupServerMessage *msg, const char *repo, const char *rev)
+{
+  if (!repo_exists (repo))
+    return error_reply (msg, 401, "RepoNotFound"); /* the Hub answers 401 for unknown repos */
+  if (!authorized (msg, repo))
+    return error_reply (msg, 401, "GatedRepo");
+  if (!commit_for (rev))
+    return error_reply (msg, 404, "RevisionNotFound");
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "id");
+  json_builder_add_string_value (b, strchr (repo, '/') + 1);
+  json_builder_set_member_name (b, "sha");
+  json_builder_add_string_value (b, COMMIT);
+  json_builder_set_member_name (b, "siblings");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < hub_srv.files->len; i++)
+    {
+      FakeFile *f = hub_srv.files->pdata[i];
+      if (strcmp (f->repo, repo) != 0)
+        continue;
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "rfilename");
+      json_builder_add_string_value (b, f->path);
+      json_builder_set_member_name (b, "size");
+      json_builder_add_int_value (b, (gint64) g_bytes_get_size (f->data));
+      if (f->lfs)
+        {
+          json_builder_set_member_name (b, "lfs");
+          json_builder_begin_object (b);
+          json_builder_set_member_name (b, "sha256");
+          json_builder_add_string_value (b, f->sha256);
+          json_builder_set_member_name (b, "size");
+          json_builder_add_int_value (b, (gint64) g_bytes_get_size (f->data));
+          json_builder_end_object (b);
+        }
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  gsize len;
+  char *text = json_to_string (root, FALSE);
+  len = strlen (text);
+  soup_server_message_set_status (msg, 200, NULL);
+  soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_TAKE, text, len);
+}
+
+static FakeFile *
+find_file (const char *repo, const char *path)
+{
+  for (guint i = 0; i < hub_srv.files->len; i++)
+    {
+      FakeFile *f = hub_srv.files->pdata[i];
+      if (strcmp (f->repo, repo) == 0 && strcmp (f->path, path) == 0)
+        return f;
+    }
+  return NULL;
+}
+
+static FakeFile *
+find_blob (const char *repo, const char *sha)
+{
+  for (guint i = 0; i < hub_srv.files->len; i++)
+    {
+      FakeFile *f = hub_srv.files->pdata[i];
+      if (strcmp (f->repo, repo) == 0 && strcmp (f->sha256, sha) == 0)
+        return f;
+    }
+  return NULL;
+}
+
+/* Writes the body, honouring "Range: bytes=N-". */
+static void
+serve_bytes (SoupServerMessage *msg, GBytes *data)
+{
+  gsize len;
+  const char *d = g_bytes_get_data (data, &len);
+  const char *range = soup_message_headers_get_one (soup_server_message_get_request_headers (msg), "Range");
+  guint64 from = 0;
+  if (range && sscanf (range, "bytes=%" G_GUINT64_FORMAT "-", &from) == 1 && from > 0)
+    {
+      hub_srv.range_gets++;
+      if (from >= len)
+        {
+          soup_server_message_set_status (msg, 416, NULL);
+          return;
+        }
+      g_autofree char *cr = g_strdup_printf ("bytes %" G_GUINT64_FORMAT "-%" G_GSIZE_FORMAT "/%" G_GSIZE_FORMAT, from,
+                                             len - 1, len);
+      soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Content-Range", cr);
+      soup_server_message_set_status (msg, 206, NULL);
+      soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, d + from, len - from);
+      return;
+    }
+  soup_server_message_set_status (msg, 200, NULL);
+  soup_server_message_set_response (msg, "application/octet-stream", SOUP_MEMORY_COPY, d, len);
+}
+
+/* The flaky CDN: announce the whole file, send half, hang up. */
+static void
+drop_mid_file (SoupServerMessage *msg, GBytes *data)
+{
+  gsize len;
+  const char *d = g_bytes_get_data (data, &len);
+  GIOStream *io = soup_server_message_steal_connection (msg);
+  g_autofree char *head = g_strdup_printf ("HTTP/1.1 200 OK\r\nContent-Length: %" G_GSIZE_FORMAT
+                                           "\r\nContent-Type: application/octet-stream\r\n\r\n", len);
+  GOutputStream *out = g_io_stream_get_output_stream (io);
+  g_output_stream_write_all (out, head, strlen (head), NULL, NULL, NULL);
+  g_output_stream_write_all (out, d, len / 2, NULL, NULL, NULL);
+  g_output_stream_flush (out, NULL, NULL);
+  g_io_stream_close (io, NULL, NULL);
+  g_object_unref (io);
+}
+
+static void
+handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
+{
+  g_mutex_lock (&hub_srv.lock);
+  const char *method = soup_server_message_get_method (msg);
+  SoupMessageHeaders *req = soup_server_message_get_request_headers (msg);
+  SoupMessageHeaders *resp = soup_server_message_get_response_headers (msg);
+  g_auto (GStrv) parts = g_strsplit (path + 1, "/", -1);
+  guint n = g_strv_length (parts);
+
+  if (n == 5 && strcmp (parts[0], "cdn") == 0)
+    {
+      /* /cdn/<models|datasets>/<org>/<name>/<sha256> */
+      if (soup_message_headers_get_one (req, "Authorization"))
+        hub_srv.auth_leaks++;
+      g_autofree char *repo = g_strdup_printf ("%s/%s/%s", parts[1], parts[2], parts[3]);
+      FakeFile *f = find_blob (repo, parts[4]);
+      if (!f)
+        error_reply (msg, 404, NULL);
+      else if (strcmp (method, "GET") == 0)
+        {
+          hub_srv.cdn_gets++;
+          hub_srv.get_bodies++;
+          if (strstr (f->repo, "flaky") && hub_srv.drop_next_flaky)
+            {
+              hub_srv.drop_next_flaky = FALSE;
+              drop_mid_file (msg, f->data);
+            }
+          else
+            serve_bytes (msg, f->data);
+        }
+      else
+        serve_bytes (msg, f->data);
+      g_mutex_unlock (&hub_srv.lock);
+      return;
+    }
+  if (n >= 6 && strcmp (parts[0], "api") == 0 && strcmp (parts[4], "revision") == 0)
+    {
+      hub_srv.api_calls++;
+      g_autofree char *repo = g_strdup_printf ("%s/%s/%s", parts[1], parts[2], parts[3]);
+      g_autofree char *rev = g_uri_unescape_string (parts[5], NULL);
+      serve_api (msg, repo, rev);
+      g_mutex_unlock (&hub_srv.lock);
+      return;
+    }
+  /* [datasets/]org/name/resolve/rev/path... */
+  guint o = (n > 0 && strcmp (parts[0], "datasets") == 0) ? 1 : 0;
+  if (n >= o + 5 && strcmp (parts[o + 2], "resolve") == 0)
+    {
+      g_autofree char *repo = g_strdup_printf ("%s/%s/%s", o ? "datasets" : "models", parts[o], parts[o + 1]);
+      g_autofree char *rev = g_uri_unescape_string (parts[o + 3], NULL);
+      g_autofree char *joined = g_strjoinv ("/", parts + o + 4);
+      g_autofree char *fpath = g_uri_unescape_string (joined, NULL);
+      if (strcmp (method, "HEAD") == 0)
+        hub_srv.head_calls++;
+      if (!repo_exists (repo))
+        error_reply (msg, 401, "RepoNotFound");
+      else if (!authorized (msg, repo))
+        error_reply (msg, 401, "GatedRepo");
+      else if (!commit_for (rev))
+        error_reply (msg, 404, "RevisionNotFound");
+      else
+        {
+          FakeFile *f = find_file (repo, fpath);
+          if (!f)
+            error_reply (msg, 404, "EntryNotFound");
+          else
+            {
+              soup_message_headers_replace (resp, "X-Repo-Commit", COMMIT);
+              g_autofree char *etag = g_strdup_printf ("\"%s\"", f->served_etag);
+              if (f->lfs)
+                {
+                  g_autofree char *size = g_strdup_printf ("%" G_GSIZE_FORMAT, g_bytes_get_size (f->data));
+                  g_autofree char *loc = g_strdup_printf ("http://localhost:%d/cdn/%s/%s", hub_srv.port, repo, f->sha256);
+                  soup_message_headers_replace (resp, "X-Linked-Etag", etag);
+                  soup_message_headers_replace (resp, "X-Linked-Size", size);
+                  soup_message_headers_replace (resp, "ETag", "\"pointer-etag\"");
+                  soup_message_headers_replace (resp, "Location", loc);
+                  soup_server_message_set_status (msg, 302, NULL);
+                }
+              else
+                {
+                  soup_message_headers_replace (resp, "ETag", etag);
+                  if (strcmp (method, "GET") == 0)
+                    hub_srv.get_bodies++;
+                  serve_bytes (msg, f->data);
+                }
+            }
+        }
+      g_mutex_unlock (&hub_srv.lock);
+      return;
+    }
+  error_reply (msg, 404, NULL);
+  g_mutex_unlock (&hub_srv.lock);
+}
+
+static gpointer
+server_thread (gpointer data)
+{
+  g_main_context_push_thread_default (hub_srv.ctx);
+  g_main_loop_run (hub_srv.loop);
+  g_main_context_pop_thread_default (hub_srv.ctx);
+  return NULL;
+}
+
+static GBytes *
+make_safetensors_bytes (void)
+{
+  /* a real safetensors file, so the pulled model opens */
+  g_autofree char *dir = g_dir_make_tmp ("hn-hubst-XXXXXX", NULL);
+  g_autofree char *p = g_build_filename (dir, "m.safetensors", NULL);
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  gint64 shape[] = { 256, 300 };
+  g_autofree float *v = g_new (float, 256 * 300);
+  for (int i = 0; i < 256 * 300; i++)
+    v[i] = (float) ((i * 7919) % 1000) / 1000.0f;
+  g_assert_true (hn_safetensors_writer_add (w, "w", HN_ST_DTYPE_F32, 2, shape, v, sizeof (float) * 256 * 300, FALSE, NULL));
+  g_assert_true (hn_safetensors_writer_write_file (w, p, NULL));
+  char *data;
+  gsize len;
+  g_assert_true (g_file_get_contents (p, &data, &len, NULL));
+  g_unlink (p);
+  g_rmdir (dir);
+  return g_bytes_new_take (data, len);
+}
+
+static void
+start_server (void)
+{
+  g_mutex_init (&hub_srv.lock);
+  hub_srv.files = g_ptr_array_new_with_free_func (fake_file_free);
+  GBytes *st = make_safetensors_bytes ();
+  add_file ("models/org/tiny", "config.json", g_bytes_new_static ("{\"model_type\":\"llama\"}", 22), FALSE);
+  add_file ("models/org/tiny", "model.safetensors", g_bytes_ref (st), TRUE);
+  add_file ("models/org/tiny", "pytorch_model.bin", g_bytes_new_static ("pickle!", 7), TRUE);
+  add_file ("models/org/tiny", "nested/deeper/extra.json", g_bytes_new_static ("{}", 2), FALSE);
+  add_file ("models/org/gated", "config.json", g_bytes_new_static ("{\"gated\":1}", 11), FALSE);
+  add_file ("models/org/flaky", "model.safetensors", g_bytes_ref (st), TRUE);
+  add_file ("models/org/flaky", "config.json", g_bytes_new_static ("{\"model_type\":\"llama\"}", 22), FALSE);
+  add_file ("models/org/bad", "model.safetensors", g_bytes_new_static ("not what the etag says", 22), TRUE);
+  add_file ("models/org/evil", "../escape.json", g_bytes_new_static ("{}", 2), FALSE);
+  add_file ("models/org/pickle", "pytorch_model.bin", g_bytes_new_static ("pickle", 6), TRUE);
+  add_file ("models/org/pickle", "config.json", g_bytes_new_static ("{}", 2), FALSE);
+  add_file ("datasets/org/ds", "README.md", g_bytes_new_static ("# ds", 4), FALSE);
+  add_file ("datasets/org/ds", "data/train-00001-of-00002.jsonl", g_bytes_new_static ("{\"text\":\"b\"}\n", 13), FALSE);
+  add_file ("datasets/org/ds", "data/train-00000-of-00002.jsonl", g_bytes_new_static ("{\"text\":\"a\"}\n", 13), FALSE);
+  add_file ("datasets/org/ds", "data/test-00000-of-00001.jsonl", g_bytes_new_static ("{\"text\":\"t\"}\n", 13), FALSE);
+  g_bytes_unref (st);
+  /* the bad repo's server lies about the sha256 */
+  FakeFile *bad = find_file ("models/org/bad", "model.safetensors");
+  g_free (bad->served_etag);
+  bad->served_etag = g_strdup ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  g_free (bad->sha256);
+  bad->sha256 = g_strdup (bad->served_etag); /* so the CDN finds it by that name */
+
+  hub_srv.ctx = g_main_context_new ();
+  hub_srv.loop = g_main_loop_new (hub_srv.ctx, FALSE);
+  g_main_context_push_thread_default (hub_srv.ctx);
+  hub_srv.server = soup_server_new (NULL, NULL);
+  soup_server_add_handler (hub_srv.server, NULL, handler, NULL, NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (soup_server_listen_local (hub_srv.server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  g_assert_no_error (error);
+  GSList *uris = soup_server_get_uris (hub_srv.server);
+  hub_srv.port = g_uri_get_port (uris->data);
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  g_main_context_pop_thread_default (hub_srv.ctx);
+  hub_srv.base = g_strdup_printf ("http://127.0.0.1:%d", hub_srv.port);
+  hub_srv.thread = g_thread_new ("fake-hub", server_thread, NULL);
+}
+
+static gboolean
+quit_loop (gpointer data)
+{
+  soup_server_disconnect (hub_srv.server);
+  g_main_loop_quit (hub_srv.loop);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+stop_server (void)
+{
+  GSource *s = g_idle_source_new ();
+  g_source_set_callback (s, quit_loop, NULL, NULL);
+  g_source_attach (s, hub_srv.ctx);
+  g_source_unref (s);
+  g_thread_join (hub_srv.thread);
+  g_object_unref (hub_srv.server);
+  g_main_loop_unref (hub_srv.loop);
+  g_main_context_unref (hub_srv.ctx);
+  g_ptr_array_unref (hub_srv.files);
+  g_free (hub_srv.base);
+}
+
+static void
+rm_rf (const char *path)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR) && !g_file_test (path, G_FILE_TEST_IS_SYMLINK))
+    {
+      g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
+      const char *n;
+      while (d && (n = g_dir_read_name (d)))
+        {
+          g_autofree char *p = g_build_filename (path, n, NULL);
+          rm_rf (p);
+        }
+      g_rmdir (path);
+    }
+  else
+    g_unlink (path);
+}
+
+typedef struct {
+  int calls, finished;
+  guint64 last_total;
+} ProgressLog;
+
+static void
+on_progress (const HnHubProgress *p, gpointer data)
+{
+  ProgressLog *log = data;
+  log->calls++;
+  g_assert_cmpuint (p->bytes_done, <=, p->bytes_total ? p->bytes_total : G_MAXUINT64);
+  if (p->finished)
+    {
+      log->finished++;
+      log->last_total = p->bytes_total;
+    }
+}
+
+static HnHub *
+new_hub (const char *cache)
+{
+  HnHub *hub = hn_hub_new ();
+  hn_hub_set_endpoint (hub, hub_srv.base);
+  hn_hub_set_cache_dir (hub, cache);
+  hn_hub_set_offline (hub, FALSE);
+  hn_hub_set_token (hub, "secret-token");
+  return hub;
+}
+
+static int
+counter (int *c)
+{
+  g_mutex_lock (&hub_srv.lock);
+  int v = *c;
+  g_mutex_unlock (&hub_srv.lock);
+  return v;
+}
+
+static void
+test_pull_model (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-hub-XXXXXX", NULL);
+  g_autoptr (HnHub) hub = new_hub (cache);
+  ProgressLog log = { 0 };
+  hn_hub_set_progress (hub, on_progress, &log);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = hn_hub_resolve_model (hub, "org/tiny", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_autofree char *want = g_build_filename (cache, "models--org--tiny", "snapshots", COMMIT, NULL);
+  g_assert_cmpstr (dir, ==, want);
+  g_assert_cmpint (log.finished, ==, 3); /* config.json, extra.json, model.safetensors; never the pickle */
+  g_assert_cmpint (counter (&hub_srv.auth_leaks), ==, 0);
+
+  /* the layout huggingface_hub uses */
+  g_autofree char *ref = g_build_filename (cache, "models--org--tiny", "refs", "main", NULL);
+  g_autofree char *refc = NULL;
+  g_assert_true (g_file_get_contents (ref, &refc, NULL, NULL));
+  g_assert_cmpstr (refc, ==, COMMIT);
+  g_autofree char *cfg = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *link = g_file_read_link (cfg, &error);
+  g_assert_no_error (error);
+  FakeFile *cf = find_file ("models/org/tiny", "config.json");
+  g_autofree char *want_link = g_strdup_printf ("../../blobs/%s", cf->served_etag);
+  g_assert_cmpstr (link, ==, want_link);
+  g_autofree char *nested = g_build_filename (dir, "nested", "deeper", "extra.json", NULL);
+  g_autofree char *nlink = g_file_read_link (nested, &error);
+  g_assert_true (g_str_has_prefix (nlink, "../../../../blobs/"));
+  g_assert_true (g_file_test (nested, G_FILE_TEST_IS_REGULAR));
+  g_autofree char *pickle = g_build_filename (dir, "pytorch_model.bin", NULL);
+  g_assert_false (g_file_test (pickle, G_FILE_TEST_EXISTS));
+  FakeFile *sf = find_file ("models/org/tiny", "model.safetensors");
+  g_autofree char *blob = g_build_filename (cache, "models--org--tiny", "blobs", sf->sha256, NULL);
+  g_assert_true (g_file_test (blob, G_FILE_TEST_IS_REGULAR));
+  g_autofree char *incomplete = g_strdup_printf ("%s.incomplete", blob);
+  g_assert_false (g_file_test (incomplete, G_FILE_TEST_EXISTS));
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (hn_safetensors_lookup (st, "w")->shape[1], ==, 300);
+
+  /* Again: metadata only, no body is downloaded. */
+  int bodies = counter (&hub_srv.get_bodies);
+  g_autofree char *dir2 = hn_hub_resolve_model (hub, "org/tiny", "main", NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (dir2, ==, dir);
+  g_assert_cmpint (counter (&hub_srv.get_bodies), ==, bodies);
+
+  /* A tag resolves to the same commit and gets its own ref. */
+  g_autofree char *dir3 = hn_hub_resolve_model (hub, "org/tiny", "v1.0", NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (dir3, ==, dir);
+  g_assert_cmpint (counter (&hub_srv.get_bodies), ==, bodies);
+
+  /* Pinned to the commit and cached: no request at all. */
+  int heads = counter (&hub_srv.head_calls), apis = counter (&hub_srv.api_calls);
+  g_autofree char *f = hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/tiny", COMMIT, "config.json", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (f, ==, cfg);
+  g_assert_cmpint (counter (&hub_srv.head_calls), ==, heads);
+  g_assert_cmpint (counter (&hub_srv.api_calls), ==, apis);
+
+  /* Offline: the cache serves, nothing is asked. */
+  hn_hub_set_offline (hub, TRUE);
+  g_autofree char *dir4 = hn_hub_resolve_model (hub, "org/tiny", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (dir4, ==, dir);
+  g_assert_cmpint (counter (&hub_srv.api_calls), ==, apis);
+  g_assert_null (hn_hub_resolve_model (hub, "org/other", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "HF_HUB_OFFLINE"));
+  g_clear_error (&error);
+
+  /* Network down: a clear error with the offline hint, or the cache. */
+  hn_hub_set_offline (hub, FALSE);
+  hn_hub_set_endpoint (hub, "http://127.0.0.1:1");
+  g_assert_null (hn_hub_resolve_model (hub, "org/other", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NETWORK);
+  g_assert_nonnull (strstr (error->message, "HF_HUB_OFFLINE=1"));
+  g_clear_error (&error);
+  g_autofree char *dir5 = hn_hub_resolve_model (hub, "org/tiny", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (dir5, ==, dir);
+  rm_rf (cache);
+}
+
+static void
+test_errors (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-hub-XXXXXX", NULL);
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_autoptr (GError) error = NULL;
+
+  /* gated: 401 without the right token */
+  g_assert_null (hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/gated", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_AUTH);
+  g_assert_nonnull (strstr (error->message, "HF_TOKEN"));
+  g_assert_nonnull (strstr (error->message, "licence"));
+  g_clear_error (&error);
+  hn_hub_set_token (hub, "good-token");
+  g_autofree char *g = hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/gated", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+
+  /* 404s: repo, revision, file */
+  g_assert_null (hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/missing", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "'org/missing' was not found"));
+  g_clear_error (&error);
+  g_assert_null (hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/tiny", "nope", NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "revision"));
+  g_clear_error (&error);
+  g_assert_null (hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, "nothere.json", NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "nothere.json"));
+  g_clear_error (&error);
+
+  /* safety: a server path escaping the snapshot, a bad id, a user path */
+  g_assert_null (hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/evil", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "../escape.json"));
+  g_clear_error (&error);
+  g_assert_null (hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/../x", NULL, "a", NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, "/etc/passwd", NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_clear_error (&error);
+
+  /* sha256 mismatch: refused, nothing left behind */
+  g_assert_null (hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/bad", NULL, "model.safetensors", NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "sha256"));
+  g_clear_error (&error);
+  g_autofree char *blobs = g_build_filename (cache, "models--org--bad", "blobs", NULL);
+  g_autoptr (GDir) d = g_dir_open (blobs, 0, NULL);
+  g_assert_null (d ? g_dir_read_name (d) : NULL);
+
+  /* pickle-only models are refused */
+  g_assert_null (hn_hub_resolve_model (hub, "org/pickle", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "safetensors"));
+  g_clear_error (&error);
+
+  /* cancelled before start */
+  g_autoptr (GCancellable) c = g_cancellable_new ();
+  g_cancellable_cancel (c);
+  g_assert_null (hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/flaky", NULL, NULL, c, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CANCELLED);
+  rm_rf (cache);
+}
+
+static void
+test_resume (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-hub-XXXXXX", NULL);
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_autoptr (GError) error = NULL;
+  g_mutex_lock (&hub_srv.lock);
+  hub_srv.drop_next_flaky = TRUE;
+  int ranges = hub_srv.range_gets;
+  g_mutex_unlock (&hub_srv.lock);
+  g_autofree char *p = hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/flaky", NULL, "model.safetensors", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (counter (&hub_srv.range_gets), ==, ranges + 1);
+  FakeFile *f = find_file ("models/org/flaky", "model.safetensors");
+  g_autofree char *got = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (p, &got, &len, NULL));
+  g_assert_cmpmem (got, len, g_bytes_get_data (f->data, NULL), g_bytes_get_size (f->data));
+  rm_rf (cache);
+}
+
+static void
+test_dataset (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-hub-XXXXXX", NULL);
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) files = hn_hub_resolve_dataset (hub, "org/ds", NULL, "train", NULL, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (files), ==, 2);
+  g_assert_true (g_str_has_suffix (files[0], "datasets--org--ds/snapshots/" COMMIT "/data/train-00000-of-00002.jsonl"));
+  g_assert_true (g_str_has_suffix (files[1], "data/train-00001-of-00002.jsonl"));
+  g_auto (GStrv) test = hn_hub_resolve_dataset (hub, "org/ds", NULL, "test", NULL, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (test), ==, 1);
+  /* offline, picked from the cached snapshot */
+  hn_hub_set_offline (hub, TRUE);
+  g_auto (GStrv) off = hn_hub_resolve_dataset (hub, "org/ds", NULL, NULL, NULL, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (off), ==, 2);
+  g_assert_cmpstr (off[0], ==, files[0]);
+  rm_rf (cache);
+}
+
+static void
+expect_pick (const char *const *paths, const char *config, const char *split, const char *const *want)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *why = NULL;
+  g_auto (GStrv) got = hn_hub_dataset_pick_files (paths, "org/x", config, split, &why, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (got), ==, g_strv_length ((char **) want));
+  for (guint i = 0; want[i]; i++)
+    g_assert_cmpstr (got[i], ==, want[i]);
+  g_assert_nonnull (why);
+}
+
+static void
+test_pick_files (void)
+{
+  const char *hub_parquet[] = { "README.md", ".gitattributes", "data/train-00001-of-00002.parquet",
+                                "data/train-00000-of-00002.parquet", "data/validation-00000-of-00001.parquet", NULL };
+  const char *w1[] = { "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", NULL };
+  expect_pick (hub_parquet, NULL, NULL, w1);
+  const char *w2[] = { "data/validation-00000-of-00001.parquet", NULL };
+  expect_pick (hub_parquet, NULL, "validation", w2);
+
+  const char *converted[] = { "default/train/0000.parquet", "default/train/0001.parquet", "default/test/0000.parquet",
+                              "other/train/0000.parquet", NULL };
+  const char *w3[] = { "default/train/0000.parquet", "default/train/0001.parquet", NULL };
+  expect_pick (converted, NULL, "train", w3);
+  const char *w4[] = { "other/train/0000.parquet", NULL };
+  expect_pick (converted, "other", "train", w4);
+
+  const char *plain[] = { "train.jsonl", "test.jsonl", "dataset_infos.json", NULL };
+  const char *w5[] = { "train.jsonl", NULL };
+  expect_pick (plain, NULL, NULL, w5);
+  const char *unmarked[] = { "alpaca_data.json", NULL };
+  expect_pick (unmarked, NULL, NULL, unmarked);
+
+  g_autoptr (GError) error = NULL;
+  const char *configs[] = { "en/train-0.parquet", "fr/train-0.parquet", NULL };
+  g_assert_null (hn_hub_dataset_pick_files (configs, "org/x", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "en, fr"));
+  g_clear_error (&error);
+  const char *script[] = { "x.py", "README.md", NULL };
+  g_assert_null (hn_hub_dataset_pick_files (script, "org/x", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "never run"));
+  g_clear_error (&error);
+  const char *mixed[] = { "train.jsonl", "train.parquet", NULL };
+  g_assert_null (hn_hub_dataset_pick_files (mixed, "org/x", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "train.jsonl, train.parquet"));
+  g_clear_error (&error);
+  g_assert_null (hn_hub_dataset_pick_files (plain, "org/x", NULL, "validation", NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  /* the tests must never see a real token or proxy */
+  g_unsetenv ("HF_TOKEN");
+  g_unsetenv ("HUGGING_FACE_HUB_TOKEN");
+  g_unsetenv ("http_proxy");
+  g_unsetenv ("https_proxy");
+  g_unsetenv ("HTTP_PROXY");
+  g_unsetenv ("HTTPS_PROXY");
+  start_server ();
+  g_test_add_func ("/hub/pull-model", test_pull_model);
+  g_test_add_func ("/hub/errors", test_errors);
+  g_test_add_func ("/hub/resume", test_resume);
+  g_test_add_func ("/hub/dataset", test_dataset);
+  g_test_add_func ("/hub/pick-files", test_pick_files);
+  int rc = g_test_run ();
+  stop_server ();
+  return rc;
+}
