@@ -142,88 +142,28 @@ hn_model_tokenize (HnModel *m, const char *word, gsize len, GArray *out)
 /* ---- tokenizer.json "model" ---- */
 
 static gboolean
-read_vocab_object (HnModel *m, JsonObject *model, const char *file, GError **error)
+read_vocab_object (HnModel *m, JsonObject *model, const HnTokJsonSpan *big, const char *file, GError **error)
 {
-  JsonNode *vn = json_object_get_member (model, "vocab");
-  if (!vn || !JSON_NODE_HOLDS_OBJECT (vn))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: model.vocab must be an object of token -> id", file);
-      return FALSE;
-    }
-  JsonObject *vo = json_node_get_object (vn);
-  JsonObjectIter it;
-  const char *name;
-  JsonNode *val;
-  json_object_iter_init (&it, vo);
-  while (json_object_iter_next (&it, &name, &val))
-    {
-      if (!JSON_NODE_HOLDS_VALUE (val) || json_node_get_value_type (val) != G_TYPE_INT64)
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: model.vocab['%s'] is not an integer id", file, name);
-          return FALSE;
-        }
-      if (!hn_model_add_token (m, name, (int32_t) CLAMP (json_node_get_int (val), -1, G_MAXINT32), file, error))
-        return FALSE;
-    }
-  return TRUE;
+  if (big && big[0].data && big[0].data[0] == '{')
+    return hn_tok_json_read_vocab (m, file, big[0].data, big[0].len, error);
+  g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: model.vocab must be an object of token -> id", file);
+  return FALSE;
 }
 
 static gboolean
-read_merges (HnModel *m, JsonObject *model, const char *file, GError **error)
+read_merges (HnModel *m, JsonObject *model, const HnTokJsonSpan *big, const char *file, GError **error)
 {
+  if (big && big[1].data && big[1].data[0] == '[')
+    return hn_tok_json_read_merges (m, file, big[1].data, big[1].len, error);
   JsonNode *mn = json_object_get_member (model, "merges");
   if (!mn || JSON_NODE_HOLDS_NULL (mn))
     return TRUE;
-  if (!JSON_NODE_HOLDS_ARRAY (mn))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: model.merges must be an array", file);
-      return FALSE;
-    }
-  JsonArray *arr = json_node_get_array (mn);
-  guint n = json_array_get_length (arr);
-  for (guint i = 0; i < n; i++)
-    {
-      JsonNode *e = json_array_get_element (arr, i);
-      if (JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING)
-        {
-          /* "a b": split at the first space that is not the first character
-           * (a merge can never contain a space in byte-level or Metaspace
-           * vocabularies, but split like tokenizers does: on the first ' '). */
-          const char *s = json_node_get_string (e);
-          const char *sp = strchr (s, ' ');
-          if (!sp || sp == s || sp[1] == '\0' || strchr (sp + 1, ' '))
-            {
-              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: merge %u '%s' is not two tokens separated by a space",
-                           file, i, s);
-              return FALSE;
-            }
-          g_autofree char *a = g_strndup (s, sp - s);
-          if (!hn_model_add_merge (m, a, sp + 1, file, error))
-            return FALSE;
-        }
-      else if (JSON_NODE_HOLDS_ARRAY (e) && json_array_get_length (json_node_get_array (e)) == 2)
-        {
-          JsonArray *pair = json_node_get_array (e);
-          JsonNode *a = json_array_get_element (pair, 0), *b = json_array_get_element (pair, 1);
-          if (json_node_get_value_type (a) != G_TYPE_STRING || json_node_get_value_type (b) != G_TYPE_STRING)
-            {
-              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: merge %u is not a pair of strings", file, i);
-              return FALSE;
-            }
-          if (!hn_model_add_merge (m, json_node_get_string (a), json_node_get_string (b), file, error))
-            return FALSE;
-        }
-      else
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: merge %u is neither \"a b\" nor [a, b]", file, i);
-          return FALSE;
-        }
-    }
-  return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: model.merges must be an array", file);
+  return FALSE;
 }
 
 HnModel *
-hn_model_from_json (JsonObject *mo, const char *file, GError **error)
+hn_model_from_json (JsonObject *mo, const HnTokJsonSpan *big, const char *file, GError **error)
 {
   const char *type = hn_tok_json_str (mo, "type");
   if (!type)
@@ -233,7 +173,8 @@ hn_model_from_json (JsonObject *mo, const char *file, GError **error)
         type = "BPE";
       else if (json_object_has_member (mo, "continuing_subword_prefix") || json_object_has_member (mo, "max_input_chars_per_word"))
         type = "WordPiece";
-      else if (json_object_has_member (mo, "vocab") && JSON_NODE_HOLDS_ARRAY (json_object_get_member (mo, "vocab")))
+      else if ((big && big[0].data && big[0].data[0] == '[')
+               || (json_object_has_member (mo, "vocab") && JSON_NODE_HOLDS_ARRAY (json_object_get_member (mo, "vocab"))))
         type = "Unigram";
       else
         {
@@ -245,7 +186,7 @@ hn_model_from_json (JsonObject *mo, const char *file, GError **error)
   if (g_str_equal (type, "BPE"))
     {
       m = hn_model_new (HN_MODEL_BPE);
-      if (!read_vocab_object (m, mo, file, error))
+      if (!read_vocab_object (m, mo, big, file, error))
         return NULL;
       if (json_object_has_member (mo, "dropout") && !JSON_NODE_HOLDS_NULL (json_object_get_member (mo, "dropout"))
           && json_object_get_double_member (mo, "dropout") > 0.0)
@@ -262,7 +203,7 @@ hn_model_from_json (JsonObject *mo, const char *file, GError **error)
       m->ignore_merges = hn_tok_json_bool (mo, "ignore_merges", FALSE);
       const char *unk = hn_tok_json_str (mo, "unk_token");
       m->unk_id = unk ? hn_model_lookup (m, unk) : -1;
-      if (!read_merges (m, mo, file, error))
+      if (!read_merges (m, mo, big, file, error))
         return NULL;
       if (m->byte_fallback)
         hn_model_index_bytes (m);
@@ -270,7 +211,7 @@ hn_model_from_json (JsonObject *mo, const char *file, GError **error)
   else if (g_str_equal (type, "WordPiece"))
     {
       m = hn_model_new (HN_MODEL_WORDPIECE);
-      if (!read_vocab_object (m, mo, file, error))
+      if (!read_vocab_object (m, mo, big, file, error))
         return NULL;
       const char *p = hn_tok_json_str (mo, "continuing_subword_prefix");
       m->wp_prefix = g_strdup (p ? p : "##");
@@ -288,34 +229,14 @@ hn_model_from_json (JsonObject *mo, const char *file, GError **error)
   else if (g_str_equal (type, "Unigram"))
     {
       m = hn_model_new (HN_MODEL_UNIGRAM);
-      JsonNode *vn = json_object_get_member (mo, "vocab");
-      if (!vn || !JSON_NODE_HOLDS_ARRAY (vn))
+      if (!big || !big[0].data || big[0].data[0] != '[')
         {
           g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: Unigram model.vocab must be an array of [piece, score]", file);
           return NULL;
         }
-      JsonArray *va = json_node_get_array (vn);
-      guint n = json_array_get_length (va);
-      m->scores = g_new0 (float, n);
-      m->min_score = G_MAXFLOAT;
-      for (guint i = 0; i < n; i++)
-        {
-          JsonNode *e = json_array_get_element (va, i);
-          JsonArray *pair = JSON_NODE_HOLDS_ARRAY (e) ? json_node_get_array (e) : NULL;
-          if (!pair || json_array_get_length (pair) != 2
-              || json_node_get_value_type (json_array_get_element (pair, 0)) != G_TYPE_STRING)
-            {
-              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: Unigram vocab entry %u is not [piece, score]", file, i);
-              return NULL;
-            }
-          const char *piece = json_array_get_string_element (pair, 0);
-          double score = json_array_get_double_element (pair, 1);
-          if (!hn_model_add_token (m, piece, (int32_t) i, file, error))
-            return NULL;
-          m->scores[i] = (float) score;
-          m->min_score = MIN (m->min_score, (float) score);
-          m->max_piece_bytes = MAX (m->max_piece_bytes, (int) strlen (piece));
-        }
+      if (!hn_tok_json_read_unigram_vocab (m, file, big[0].data, big[0].len, error))
+        return NULL;
+      guint n = m->vocab->len;
       if (json_object_has_member (mo, "unk_id") && !JSON_NODE_HOLDS_NULL (json_object_get_member (mo, "unk_id")))
         {
           gint64 u = json_object_get_int_member (mo, "unk_id");

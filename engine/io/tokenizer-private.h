@@ -122,7 +122,18 @@ int32_t hn_model_lookup (const HnModel *m, const char *token);
 void hn_model_index_bytes (HnModel *m);
 /* Adds a merge "a b" -> ranked by insertion order. */
 gboolean hn_model_add_merge (HnModel *m, const char *a, const char *b, const char *file, GError **error);
-HnModel *hn_model_from_json (JsonObject *obj, const char *file, GError **error);
+/* tokenizer-json.c: the big values of tokenizer.json, scanned directly. */
+typedef struct {
+  const char *data;
+  gsize len;
+} HnTokJsonSpan;
+JsonNode *hn_tok_json_load_split (const char *file, const char *data, gsize len, JsonParser **parser_out,
+                                  HnTokJsonSpan big[2], GError **error);
+gboolean hn_tok_json_read_vocab (HnModel *m, const char *file, const char *data, gsize len, GError **error);
+gboolean hn_tok_json_read_merges (HnModel *m, const char *file, const char *data, gsize len, GError **error);
+gboolean hn_tok_json_read_unigram_vocab (HnModel *m, const char *file, const char *data, gsize len, GError **error);
+/* `big`: model.vocab and model.merges cut out of the document (may be NULL). */
+HnModel *hn_model_from_json (JsonObject *obj, const HnTokJsonSpan *big, const char *file, GError **error);
 /* Appends ids of one pre-tokenized word. */
 void hn_model_tokenize (HnModel *m, const char *word, gsize len, GArray *out);
 void hn_bpe_tokenize (HnModel *m, const char *word, gsize len, GArray *out);

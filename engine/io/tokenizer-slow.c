@@ -8,26 +8,19 @@
 HnTokenizer *
 hn_tokenizer_load_gpt2 (const char *vocab_json, const char *merges_txt, GError **error)
 {
-  g_autoptr (JsonParser) parser = NULL;
-  JsonNode *root = hn_tok_parse_json_file (vocab_json, &parser, error);
-  if (!root)
-    return NULL;
+  g_autofree char *vdata = NULL;
+  gsize vlen = 0;
+  g_autoptr (GError) ve = NULL;
+  if (!g_file_get_contents (vocab_json, &vdata, &vlen, &ve))
+    {
+      g_set_error (error, HN_ERROR, g_error_matches (ve, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
+                   "%s: %s", vocab_json, ve->message);
+      return NULL;
+    }
   g_autoptr (HnTokenizer) tok = hn_tokenizer_new_empty (vocab_json);
   tok->model = hn_model_new (HN_MODEL_BPE);
-  JsonObjectIter it;
-  const char *name;
-  JsonNode *val;
-  json_object_iter_init (&it, json_node_get_object (root));
-  while (json_object_iter_next (&it, &name, &val))
-    {
-      if (!JSON_NODE_HOLDS_VALUE (val) || json_node_get_value_type (val) != G_TYPE_INT64)
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: entry '%s' is not an integer id", vocab_json, name);
-          return NULL;
-        }
-      if (!hn_model_add_token (tok->model, name, (int32_t) CLAMP (json_node_get_int (val), -1, G_MAXINT32), vocab_json, error))
-        return NULL;
-    }
+  if (!hn_tok_json_read_vocab (tok->model, vocab_json, vdata, vlen, error))
+    return NULL;
   if (tok->model->vocab->len == 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the vocabulary is empty", vocab_json);

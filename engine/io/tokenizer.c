@@ -701,10 +701,25 @@ read_post_processor (HnTokenizer *tok, JsonNode *node, GArray *prefix, GArray *s
 static HnTokenizer *
 load_tokenizer_json (const char *file, GError **error)
 {
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_autoptr (GError) fe = NULL;
+  if (!g_file_get_contents (file, &data, &len, &fe))
+    {
+      g_set_error (error, HN_ERROR, g_error_matches (fe, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
+                   "%s: %s", file, fe->message);
+      return NULL;
+    }
   g_autoptr (JsonParser) parser = NULL;
-  JsonNode *rootn = hn_tok_parse_json_file (file, &parser, error);
+  HnTokJsonSpan big[2];
+  JsonNode *rootn = hn_tok_json_load_split (file, data, len, &parser, big, error);
   if (!rootn)
     return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (rootn))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the top level is not a JSON object", file);
+      return NULL;
+    }
   JsonObject *root = json_node_get_object (rootn);
   JsonNode *mn = json_object_get_member (root, "model");
   if (!mn || !JSON_NODE_HOLDS_OBJECT (mn))
@@ -714,7 +729,7 @@ load_tokenizer_json (const char *file, GError **error)
     }
   g_autoptr (HnTokenizer) tok = hn_tokenizer_new_empty (file);
   GError *e = NULL;
-  tok->model = hn_model_from_json (json_node_get_object (mn), file, error);
+  tok->model = hn_model_from_json (json_node_get_object (mn), big, file, error);
   if (!tok->model)
     return NULL;
   if (!read_added_tokens (tok, root, file, error))
