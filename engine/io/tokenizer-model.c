@@ -95,8 +95,58 @@ hn_model_index_bytes (HnModel *m)
     }
 }
 
+static void
+find_split_bytes (HnModel *m)
+{
+  static const char cands[] = { '\n', '\r', '\t' };
+  if (m->cont_prefix || m->eow_suffix)
+    return; /* cutting would change which symbols are word-initial/final */
+  for (gsize k = 0; k < G_N_ELEMENTS (cands); k++)
+    {
+      char c = cands[k];
+      char alone[2] = { c, '\0' };
+      gboolean whole = hn_model_lookup (m, alone) >= 0;
+      if (!whole && !(m->byte_fallback && m->byte_ids[(guint8) c] >= 0))
+        continue; /* it would become <unk>, which may fuse with neighbours */
+      gboolean inside = FALSE;
+      for (guint i = 0; i < m->vocab->len && !inside; i++)
+        {
+          const char *t = g_ptr_array_index (m->vocab, i);
+          inside = t && strchr (t, c) && !g_str_equal (t, alone);
+        }
+      if (!inside)
+        m->split_byte[(guint8) c] = m->any_split = TRUE;
+    }
+}
+
+static void tokenize_chunk (HnModel *m, const char *word, gsize len, GArray *out);
+
 void
 hn_model_tokenize (HnModel *m, const char *word, gsize len, GArray *out)
+{
+  if (g_once_init_enter (&m->split_once))
+    {
+      find_split_bytes (m);
+      g_once_init_leave (&m->split_once, 1);
+    }
+  if (!m->any_split)
+    {
+      tokenize_chunk (m, word, len, out);
+      return;
+    }
+  const char *p = word, *end = word + len;
+  for (const char *q = word; q < end; q++)
+    if (m->split_byte[(guint8) *q])
+      {
+        tokenize_chunk (m, p, q - p, out);
+        tokenize_chunk (m, q, 1, out);
+        p = q + 1;
+      }
+  tokenize_chunk (m, p, end - p, out);
+}
+
+static void
+tokenize_chunk (HnModel *m, const char *word, gsize len, GArray *out)
 {
   if (len == 0)
     return;

@@ -108,6 +108,12 @@ typedef struct {
   /* WordPiece */
   char *wp_prefix;
   int max_input_chars;
+  /* Bytes no vocabulary token spans (only a token of exactly that byte, or
+   * byte fallback): a long word can be cut there without changing the
+   * result, which keeps SentencePiece-style BPE (no pre-tokenizer) fast. */
+  gsize split_once;
+  gboolean split_byte[256];
+  gboolean any_split;
   /* word -> ids cache (pre-tokenized words repeat a lot) */
   GHashTable *cache;         /* char* -> GArray* of int32 */
   GMutex cache_lock;
