@@ -2,10 +2,12 @@
 #include "cli.h"
 
 int hn_cmd_architectures (int argc, char **argv);
+int hn_cmd_pull (int argc, char **argv);
 int hn_cmd_tokenize (int argc, char **argv);
 
 const HnCliCommand hn_cli_commands[] = {
   { "architectures", NULL, "List supported model architectures and tasks", hn_cmd_architectures },
+  { "pull", NULL, "Download a model or dataset from the Hugging Face Hub into the shared cache", hn_cmd_pull },
   { "tokenize", NULL, "Turn text into token ids and back with a model's tokenizer", hn_cmd_tokenize },
   { NULL, NULL, NULL, NULL }
 };

@@ -3,6 +3,7 @@
  * below (and include your area's header). Kinds not listed fail closed with
  * HN_ERROR_UNSUPPORTED when a job of that kind is started. */
 #include "jobs/job.h"
+#include "io/hub-job.h"
 
 void
 hn_job_register_builtin_kinds (void)
@@ -11,6 +12,7 @@ hn_job_register_builtin_kinds (void)
   if (g_once_init_enter (&once))
     {
       /* hn_job_register_kind ("transformer-generate", hn_generate_job_run); */
+      hn_job_register_kind ("pull", hn_hub_pull_job_run);
       g_once_init_leave (&once, 1);
     }
 }

@@ -18,12 +18,18 @@ const HnOptionInfo hn_option_table[] = {
   { "hf-model", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub model"),
     N_("A model id on the Hugging Face Hub, such as org/name, downloaded into the shared cache"),
     NULL, 0, HN_OPTION_HINT_HUB_ID, "ID" },
+  { "hf-model-revision", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub model revision"),
+    N_("Branch, tag or commit of the Hub model (default: main)"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "REV" },
   { "tokenizer-path", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Tokenizer folder"),
     N_("Use the tokenizer from this folder instead of the model's own"),
     "tokenizer", 0, HN_OPTION_HINT_FOLDER, "DIR" },
   { "hf-tokenizer", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub tokenizer"),
     N_("Use the tokenizer of this Hub repository"),
     NULL, 0, HN_OPTION_HINT_HUB_ID, "ID" },
+  { "hf-tokenizer-revision", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub tokenizer revision"),
+    N_("Branch, tag or commit of the Hub tokenizer (default: main)"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "REV" },
   { "lora-adapter-path", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("LoRA adapter"),
     N_("A PEFT LoRA adapter folder to apply to the model (without merging)"),
     "adapter", 0, HN_OPTION_HINT_FOLDER, "DIR" },
@@ -47,6 +53,9 @@ const HnOptionInfo hn_option_table[] = {
   { "hf-dataset-split", HN_OPTION_STRING, "train", UNBOUNDED, NULL, N_("Dataset split"),
     N_("The split of the Hub dataset to train on"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "NAME" },
+  { "hf-dataset-revision", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Dataset revision"),
+    N_("Branch, tag or commit of the Hub dataset (default: main)"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "REV" },
   { "text-file", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Text file"),
     N_("A plain text file to measure perplexity on"),
     NULL, 0, HN_OPTION_HINT_FILE, "FILE" },
@@ -292,9 +301,9 @@ const HnOptionInfo hn_option_table[] = {
   { NULL }
 };
 
-#define MODEL_OPTS "model-path hf-model tokenizer-path hf-tokenizer "
+#define MODEL_OPTS "model-path hf-model hf-model-revision tokenizer-path hf-tokenizer hf-tokenizer-revision "
 #define HUB_OPTS " hf-cache-dir hf-token"
-#define DATA_OPTS " train hf-dataset hf-dataset-file hf-dataset-config hf-dataset-split eval-file eval-split eval-steps"
+#define DATA_OPTS " train hf-dataset hf-dataset-file hf-dataset-config hf-dataset-split hf-dataset-revision eval-file eval-split eval-steps"
 #define OUT_OPTS " out-dir save-steps resume-from-checkpoint metrics-file"
 #define SCHED_OPTS " epochs max-steps batch-size seq-len grad-accum"
 #define OPTIM_OPTS " optimizer lr lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm precision no-shuffle no-dropout"

@@ -724,6 +724,49 @@ test_pick_files (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
 }
 
+/* The CLI end to end: `pull` against the fake Hub through HF_ENDPOINT. */
+static void
+test_cli_pull (void)
+{
+  const char *build = g_getenv ("HN_BUILD_DIR");
+  g_autofree char *cli = g_build_filename (build ? build : ".", "app", "cli", "hierarchos-native-cli", NULL);
+  if (!g_file_test (cli, G_FILE_TEST_IS_EXECUTABLE))
+    {
+      g_test_skip ("CLI not built");
+      return;
+    }
+  g_autofree char *cache = g_dir_make_tmp ("hn-hub-XXXXXX", NULL);
+  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_setenv (l, "HF_ENDPOINT", hub_srv.base, TRUE);
+  g_subprocess_launcher_unsetenv (l, "HF_HUB_OFFLINE");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GSubprocess) p = g_subprocess_launcher_spawn (l, &error, cli, "pull", "--repo", "org/tiny",
+                                                           "--include", "*.json", "--hf-cache-dir", cache,
+                                                           "--json-events", NULL);
+  g_assert_no_error (error);
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (p, NULL, NULL, &out, &err, &error));
+  g_assert_no_error (error);
+  if (g_subprocess_get_exit_status (p) != 0)
+    g_error ("pull failed: %s %s", out, err);
+  g_autofree char *snap = g_build_filename (cache, "models--org--tiny", "snapshots", COMMIT, NULL);
+  g_assert_nonnull (strstr (out, "\"done\""));
+  g_assert_nonnull (strstr (out, snap));
+  g_autofree char *cfg = g_build_filename (snap, "config.json", NULL);
+  g_autofree char *st = g_build_filename (snap, "model.safetensors", NULL);
+  g_assert_true (g_file_test (cfg, G_FILE_TEST_IS_REGULAR));
+  g_assert_false (g_file_test (st, G_FILE_TEST_EXISTS)); /* --include *.json */
+
+  /* a gated repo: exit status 1 and the actionable message */
+  g_autoptr (GSubprocess) q = g_subprocess_launcher_spawn (l, &error, cli, "pull", "--repo", "org/gated",
+                                                           "--hf-cache-dir", cache, NULL);
+  g_autofree char *out2 = NULL, *err2 = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (q, NULL, NULL, &out2, &err2, &error));
+  g_assert_cmpint (g_subprocess_get_exit_status (q), !=, 0);
+  g_assert_nonnull (strstr (err2, "HF_TOKEN"));
+  rm_rf (cache);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -741,6 +784,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hub/resume", test_resume);
   g_test_add_func ("/hub/dataset", test_dataset);
   g_test_add_func ("/hub/pick-files", test_pick_files);
+  g_test_add_func ("/hub/cli-pull", test_cli_pull);
   int rc = g_test_run ();
   stop_server ();
   return rc;
