@@ -1,0 +1,290 @@
+/* Hierarchos coherent-v9: contract, init, ROSA, CPU runtime, state files. */
+#include "models/hierarchos-private.h"
+#include "hn-error.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+
+/* sha256 of the default contract (V 50257, C 448), computed by Python json.dumps. */
+#define HIER_DEFAULT_SHA "a50ed901be04ba96592bd485103e75382095a658955f4299b62828d8d3c0a7dc"
+#include <string.h>
+
+static void
+tiny_config (HnHierConfig *c)
+{
+  hn_hier_config_init_defaults (c, 40, 16);
+  c->persistent_dim = 8;
+  c->ltm_slots = 16;
+  c->ltm_key_dim = 8;
+  c->ltm_val_dim = 8;
+  c->ltm_topk = 2;
+  c->rwkv_head_size = 8;
+  c->h_stride = 2;
+  c->max_h_steps = 3;
+  c->max_l_steps = 3;
+  c->rosa_max_context = 24;
+  hn_hier_config_derive (c);
+}
+
+static HnHierModel *
+tiny_model (guint64 seed)
+{
+  HnHierConfig c;
+  tiny_config (&c);
+  g_autoptr (GError) error = NULL;
+  HnHierModel *m = hn_hier_model_new (&c, &error);
+  g_assert_no_error (error);
+  hn_hier_config_clear (&c);
+  hn_hier_model_init_weights (m, seed);
+  return m;
+}
+
+/* Makes every zero-initialised matrix non-trivial so gradients reach all
+ * paths (a fresh model has zero adapters and low-rank matrices). */
+static void
+perturb (HnHierModel *m, guint64 seed, float scale)
+{
+  HnHierRng rng;
+  hn_hier_rng_seed (&rng, seed);
+  for (guint i = 0; i < m->param_list->len; i++)
+    {
+      HnHierParam *p = m->param_list->pdata[i];
+      if (!p->trainable)
+        continue;
+      for (gsize j = 0; j < p->numel; j++)
+        m->params[p->offset + j] += (float) (scale * hn_hier_rng_normal (&rng));
+    }
+}
+
+/* ---- contract ---- */
+
+static void
+test_python_repr (void)
+{
+  const struct { double v; const char *s; } cases[] = {
+    { 0.9, "0.9" }, { 1e-4, "0.0001" }, { 1e-5, "1e-05" }, { 50.0, "50.0" }, { 0.1 / 448.0, "0.00022321428571428573" },
+    { 0.0, "0.0" }, { 1e16, "1e+16" }, { 123456.5, "123456.5" }, { 0.05, "0.05" }, { 2.5e-7, "2.5e-07" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *r = hn_hier_python_float_repr (cases[i].v);
+      g_assert_cmpstr (r, ==, cases[i].s);
+    }
+}
+
+static void
+test_contract (void)
+{
+  HnHierConfig c;
+  hn_hier_config_init_defaults (&c, 50257, 448);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_hier_config_validate (&c, &error));
+  g_autofree char *canon = hn_hier_config_canonical_json (&c);
+  /* Python: json.dumps(contract, sort_keys=True, separators=(",", ":")) */
+  g_assert_true (g_str_has_prefix (canon, "{\"act_depth_temperature\":0.05,\"activation_clamp\":100.0,"));
+  g_assert_nonnull (strstr (canon, "\"commitment_threshold\":0.00022321428571428573,"));
+  g_assert_nonnull (strstr (canon, "\"l_conv_atol\":0.0001,"));
+  g_autofree char *sha = hn_hier_config_sha256 (&c);
+  g_assert_cmpstr (sha, ==, HIER_DEFAULT_SHA);
+
+  /* save/load round trip; a tampered file fails. */
+  g_autofree char *dir = g_dir_make_tmp ("hier-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "config.json", NULL);
+  g_assert_true (hn_hier_config_save (&c, path, &error));
+  HnHierConfig d;
+  g_assert_true (hn_hier_config_load (&d, path, &error));
+  g_autofree char *sha2 = hn_hier_config_sha256 (&d);
+  g_assert_cmpstr (sha, ==, sha2);
+  hn_hier_config_clear (&d);
+
+  g_autofree char *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_autofree char *bad = NULL;
+  {
+    g_auto (GStrv) parts = g_strsplit (text, "\"h_stride\" : 4", 2);
+    g_assert_cmpint (g_strv_length (parts), ==, 2);
+    bad = g_strjoin ("\"h_stride\" : 5", parts[0], parts[1], NULL);
+  }
+  g_assert_true (g_file_set_contents (path, bad, -1, NULL));
+  g_assert_false (hn_hier_config_load (&d, path, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "sha256"));
+  g_clear_error (&error);
+
+  /* an unimplemented contract is refused, naming the field */
+  HnHierConfig e;
+  hn_hier_config_copy (&e, &c);
+  g_assert_true (hn_hier_config_set (&e, "ltm_training_mode", "inner-update", &error));
+  g_assert_true (hn_hier_config_save (&e, path, &error));
+  g_assert_false (hn_hier_config_load (&d, path, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "ltm_training_mode"));
+  g_clear_error (&error);
+  g_assert_false (hn_hier_config_set (&e, "no-such-field", "1", &error));
+  g_clear_error (&error);
+  hn_hier_config_clear (&e);
+  hn_hier_config_clear (&c);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+/* ---- ROSA against the O(n^2) longest-suffix-match reference ---- */
+
+static void
+rosa_reference (const guint32 *tok, int n, int maxc, gint64 *out)
+{
+  int start = 0;
+  for (int t = 0; t < n; t++)
+    {
+      if (t - start >= maxc)
+        start = t;
+      int cur = t - start;
+      const guint32 *h = tok + start;
+      int best_len = 0, best_next = -1;
+      for (int e = 0; e < cur; e++)
+        {
+          int l = 0;
+          while (l <= e && h[e - l] == h[cur - l])
+            l++;
+          if (l > best_len || (l == best_len && l > 0 && e + 1 > best_next))
+            {
+              best_len = l;
+              best_next = e + 1;
+            }
+        }
+      out[t] = best_len > 0 ? (gint64) h[best_next] : -1;
+    }
+}
+
+static void
+test_rosa (void)
+{
+  guint32 tok[600];
+  guint32 lcg = 0x20260814u;
+  const guint32 head[] = { 1, 2, 1, 2, 1, 3, 1, 2, 1, 2, 4, 4, 4, 4 };
+  for (int i = 0; i < 600; i++)
+    {
+      lcg = lcg * 1664525u + 1013904223u;
+      tok[i] = i < 14 ? head[i] : 1 + ((lcg >> 16) % 11);
+    }
+  for (int maxc = 1; maxc <= 40; maxc += 3)
+    {
+      gint64 want[600];
+      rosa_reference (tok, 600, maxc, want);
+      HnHierRosa r;
+      hn_hier_rosa_init (&r);
+      for (int i = 0; i < 600; i++)
+        g_assert_cmpint (hn_hier_rosa_predict_and_push (&r, tok[i], (gsize) maxc), ==, want[i]);
+      hn_hier_rosa_clear (&r);
+    }
+  HnHierRosa r;
+  hn_hier_rosa_init (&r);
+  const guint32 seq[] = { 1, 2, 1, 2, 1 };
+  const gint64 exp[] = { -1, -1, 2, 1, 2 };
+  for (int i = 0; i < 5; i++)
+    g_assert_cmpint (hn_hier_rosa_predict_and_push (&r, seq[i], 0), ==, exp[i]);
+  hn_hier_rosa_clear (&r);
+}
+
+/* ---- runtime ---- */
+
+static void
+run_tokens (HnHierModel *m, HnHierState *s, const guint32 *tok, int n, float *last_logits)
+{
+  g_autoptr (HnHierRunner) r = hn_hier_runner_new (m);
+  g_autoptr (GError) error = NULL;
+  for (int i = 0; i < n; i++)
+    g_assert_true (hn_hier_runner_step (r, s, tok[i], last_logits, &error));
+}
+
+static void
+test_runtime_deterministic (void)
+{
+  g_autoptr (HnHierModel) m = tiny_model (7);
+  perturb (m, 3, 0.05f);
+  g_autoptr (HnHierState) s1 = hn_hier_state_new (m);
+  g_autoptr (HnHierState) s2 = hn_hier_state_new (m);
+  guint32 tok[40];
+  for (int i = 0; i < 40; i++)
+    tok[i] = (guint32) ((i * 7 + i / 5) % 40);
+  float l1[40], l2[40];
+  run_tokens (m, s1, tok, 40, l1);
+  run_tokens (m, s2, tok, 20, l2);
+  /* a copied state continues identically */
+  g_autoptr (HnHierState) s3 = hn_hier_state_new (m);
+  hn_hier_state_copy (m, s3, s2);
+  float l3[40];
+  run_tokens (m, s2, tok + 20, 20, l2);
+  run_tokens (m, s3, tok + 20, 20, l3);
+  g_assert_cmpmem (l1, sizeof l1, l2, sizeof l2);
+  g_assert_cmpmem (l1, sizeof l1, l3, sizeof l3);
+  g_assert_cmpint (s1->position, ==, 40);
+  for (int i = 0; i < 40; i++)
+    g_assert_true (isfinite (l1[i]));
+  /* an out-of-vocabulary token is an error and leaves the state alone */
+  g_autoptr (HnHierRunner) r = hn_hier_runner_new (m);
+  g_autoptr (GError) error = NULL;
+  g_assert_false (hn_hier_runner_step (r, s1, 40, l1, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_cmpint (s1->position, ==, 40);
+}
+
+static void
+test_save_load (void)
+{
+  g_autoptr (HnHierModel) m = tiny_model (11);
+  g_autofree char *dir = g_dir_make_tmp ("hier-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_hier_model_save (m, dir, &error));
+  g_autoptr (HnHierModel) m2 = hn_hier_model_load (dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (m2->n_params, ==, m->n_params);
+  g_assert_cmpmem (m->params, m->n_params * 4, m2->params, m2->n_params * 4);
+  /* same seed, same weights; another seed differs */
+  g_autoptr (HnHierModel) m3 = tiny_model (11);
+  g_assert_cmpmem (m->params, m->n_params * 4, m3->params, m3->n_params * 4);
+  g_autoptr (HnHierModel) m4 = tiny_model (12);
+  g_assert_true (memcmp (m->params, m4->params, m->n_params * 4) != 0);
+  /* documented init values */
+  g_assert_cmpfloat (hn_hier_model_data (m, "rosa_gate_logit")[0], ==, -1.0f);
+  g_assert_cmpfloat (hn_hier_model_data (m, "ltm_gate_logit")[0], ==, -2.0f);
+  g_assert_cmpfloat_with_epsilon (hn_hier_model_data (m, "h_halt_proj.bias")[0], -logf (2.0f), 1e-6);
+  g_assert_cmpfloat (hn_hier_model_data (m, "h_deepembed_adapter.bias")[0], ==, 1.0f);
+  g_assert_cmpfloat (hn_hier_model_data (m, "h_rnn.k_a")[3], ==, 1.02f);
+  /* w2 orthogonal with gain 0.1: rows of [8, 16] are orthogonal, norm 0.1 */
+  const float *w2 = hn_hier_model_data (m, "h_rnn.w2");
+  for (int a = 0; a < 8; a++)
+    for (int b = 0; b < 8; b++)
+      {
+        double d = 0;
+        for (int k = 0; k < 16; k++)
+          d += (double) w2[a * 16 + k] * w2[b * 16 + k];
+        g_assert_cmpfloat_with_epsilon (d, a == b ? 0.01 : 0.0, 1e-6);
+      }
+  /* a truncated weights file is a clear error */
+  g_autofree char *wp = g_build_filename (dir, "model.safetensors", NULL);
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (wp, &data, &len, NULL));
+  g_assert_true (g_file_set_contents (wp, data, (gssize) (len - 16), NULL));
+  g_autoptr (HnHierModel) bad = hn_hier_model_load (dir, &error);
+  g_assert_null (bad);
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_clear_error (&error);
+  g_autofree char *cp = g_build_filename (dir, "config.json", NULL);
+  g_unlink (wp);
+  g_unlink (cp);
+  g_rmdir (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/hierarchos/python-repr", test_python_repr);
+  g_test_add_func ("/hierarchos/contract", test_contract);
+  g_test_add_func ("/hierarchos/rosa", test_rosa);
+  g_test_add_func ("/hierarchos/runtime-deterministic", test_runtime_deterministic);
+  g_test_add_func ("/hierarchos/save-load", test_save_load);
+  return g_test_run ();
+}
