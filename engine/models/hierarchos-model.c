@@ -3,6 +3,7 @@
 #include "models/hierarchos-private.h"
 #include "hn-error.h"
 #include "hn-util.h"
+#include "io/safetensors.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -209,52 +210,10 @@ hn_hier_model_data (HnHierModel *m, const char *name)
   return m->params + p->offset;
 }
 
-/* ---- PRNG: xoshiro256** seeded through splitmix64 ---- */
-
-void
-hn_hier_rng_seed (HnHierRng *rng, guint64 seed)
-{
-  guint64 z = seed;
-  for (int i = 0; i < 4; i++)
-    {
-      z += 0x9e3779b97f4a7c15ULL;
-      guint64 x = z;
-      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-      rng->s[i] = x ^ (x >> 31);
-    }
-}
-
-static inline guint64
-rotl (guint64 x, int k)
-{
-  return (x << k) | (x >> (64 - k));
-}
-
-guint64
-hn_hier_rng_next (HnHierRng *r)
-{
-  guint64 result = rotl (r->s[1] * 5, 7) * 9;
-  guint64 t = r->s[1] << 17;
-  r->s[2] ^= r->s[0];
-  r->s[3] ^= r->s[1];
-  r->s[1] ^= r->s[2];
-  r->s[0] ^= r->s[3];
-  r->s[2] ^= t;
-  r->s[3] = rotl (r->s[3], 45);
-  return result;
-}
-
 double
-hn_hier_rng_uniform (HnHierRng *r)
+hn_hier_rng_normal (HnRng *r)
 {
-  return (double) (hn_hier_rng_next (r) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-double
-hn_hier_rng_normal (HnHierRng *r)
-{
-  double u1 = hn_hier_rng_uniform (r), u2 = hn_hier_rng_uniform (r);
+  double u1 = hn_rng_uniform (r), u2 = hn_rng_uniform (r);
   if (u1 < 1e-300)
     u1 = 1e-300;
   return sqrt (-2.0 * log (u1)) * cos (2.0 * G_PI * u2);
@@ -263,7 +222,7 @@ hn_hier_rng_normal (HnHierRng *r)
 /* Orthogonal init: Gaussian matrix, modified Gram-Schmidt over the shorter
  * dimension (rows orthonormal when rows <= cols, else columns), times gain. */
 static void
-init_orthogonal (float *w, int rows, int cols, float gain, HnHierRng *rng)
+init_orthogonal (float *w, int rows, int cols, float gain, HnRng *rng)
 {
   gboolean by_rows = rows <= cols;
   int nv = by_rows ? rows : cols, len = by_rows ? cols : rows;
@@ -299,7 +258,7 @@ init_orthogonal (float *w, int rows, int cols, float gain, HnHierRng *rng)
 void
 hn_hier_model_init_weights (HnHierModel *m, guint64 seed)
 {
-  HnHierRng rng;
+  HnRng rng;
   for (guint i = 0; i < m->param_list->len; i++)
     {
       HnHierParam *p = m->param_list->pdata[i];
@@ -309,7 +268,7 @@ hn_hier_model_init_weights (HnHierModel *m, guint64 seed)
       guint64 h = seed * 0x9e3779b97f4a7c15ULL;
       for (const char *c = p->name; *c; c++)
         h = (h ^ (guchar) *c) * 0x100000001b3ULL;
-      hn_hier_rng_seed (&rng, h);
+      hn_rng_seed (&rng, h);
       gsize n = p->numel;
       switch (p->init)
         {
@@ -322,7 +281,7 @@ hn_hier_model_init_weights (HnHierModel *m, guint64 seed)
           break;
         case INIT_UNIFORM:
           for (gsize j = 0; j < n; j++)
-            w[j] = (float) ((2.0 * hn_hier_rng_uniform (&rng) - 1.0) * p->init_a);
+            w[j] = (float) ((2.0 * hn_rng_uniform (&rng) - 1.0) * p->init_a);
           break;
         case INIT_NORMAL:
           for (gsize j = 0; j < n; j++)
@@ -347,244 +306,24 @@ hn_hier_model_init_weights (HnHierModel *m, guint64 seed)
     }
 }
 
-/* ---- safetensors (fp32) ----
- * TEMPORARY internal reader/writer: replace with engine/io/safetensors.h once
- * that lands on main; it only handles what model.safetensors needs here. */
-
-
-gboolean
-hn_hier_write_safetensors (const char *path, GPtrArray *names, GPtrArray *shapes, GPtrArray *datas,
-                           GHashTable *metadata, GError **error)
-{
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  json_builder_begin_object (b);
-  if (metadata)
-    {
-      json_builder_set_member_name (b, "__metadata__");
-      json_builder_begin_object (b);
-      g_autoptr (GList) keys = g_list_sort (g_hash_table_get_keys (metadata), (GCompareFunc) strcmp);
-      for (GList *l = keys; l; l = l->next)
-        {
-          json_builder_set_member_name (b, l->data);
-          json_builder_add_string_value (b, g_hash_table_lookup (metadata, l->data));
-        }
-      json_builder_end_object (b);
-    }
-  gsize off = 0;
-  for (guint i = 0; i < names->len; i++)
-    {
-      const gint64 *shape = shapes->pdata[i];
-      gsize numel = 1;
-      json_builder_set_member_name (b, names->pdata[i]);
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "dtype");
-      json_builder_add_string_value (b, "F32");
-      json_builder_set_member_name (b, "shape");
-      json_builder_begin_array (b);
-      for (int d = 1; d <= shape[0]; d++)
-        {
-          json_builder_add_int_value (b, shape[d]);
-          numel *= (gsize) shape[d];
-        }
-      json_builder_end_array (b);
-      json_builder_set_member_name (b, "data_offsets");
-      json_builder_begin_array (b);
-      json_builder_add_int_value (b, (gint64) off);
-      json_builder_add_int_value (b, (gint64) (off + numel * 4));
-      json_builder_end_array (b);
-      json_builder_end_object (b);
-      off += numel * 4;
-    }
-  json_builder_end_object (b);
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  json_generator_set_root (gen, root);
-  gsize hlen = 0;
-  g_autofree char *header = json_generator_to_data (gen, &hlen);
-  gsize padded = (hlen + 7) & ~(gsize) 7;
-  gsize total = 8 + padded + off;
-  g_autofree guint8 *buf = g_try_malloc (total);
-  if (!buf)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", path, total);
-      return FALSE;
-    }
-  guint64 le = GUINT64_TO_LE ((guint64) padded);
-  memcpy (buf, &le, 8);
-  memcpy (buf + 8, header, hlen);
-  memset (buf + 8 + hlen, ' ', padded - hlen);
-  gsize pos = 8 + padded;
-  for (guint i = 0; i < names->len; i++)
-    {
-      const gint64 *shape = shapes->pdata[i];
-      gsize numel = 1;
-      for (int d = 1; d <= shape[0]; d++)
-        numel *= (gsize) shape[d];
-      memcpy (buf + pos, datas->pdata[i], numel * 4); /* little-endian hosts only */
-      pos += numel * 4;
-    }
-  return hn_write_file_atomic (path, buf, total, error);
-}
-
-typedef struct {
-  GMappedFile *map;
-  JsonParser *parser;
-  JsonObject *header;
-  const guint8 *data;
-  gsize data_len;
-  char *path;
-} StFile;
-
-void
-hn_hier_st_close (gpointer p)
-{
-  StFile *f = p;
-  if (!f)
-    return;
-  if (f->map)
-    g_mapped_file_unref (f->map);
-  if (f->parser)
-    g_object_unref (f->parser);
-  g_free (f->path);
-  g_free (f);
-}
-
-gpointer
-hn_hier_st_open (const char *path, GError **error)
-{
-  StFile *f = g_new0 (StFile, 1);
-  f->path = g_strdup (path);
-  g_autoptr (GError) local = NULL;
-  f->map = g_mapped_file_new (path, FALSE, &local);
-  if (!f->map)
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "%s: %s", path, local->message);
-      hn_hier_st_close (f);
-      return NULL;
-    }
-  gsize len = g_mapped_file_get_length (f->map);
-  const guint8 *p = (const guint8 *) g_mapped_file_get_contents (f->map);
-  guint64 hlen = 0;
-  if (len < 8 || (memcpy (&hlen, p, 8), hlen = GUINT64_FROM_LE (hlen), hlen > len - 8) || hlen > 100 * 1024 * 1024)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not a safetensors file (bad header length)", path);
-      hn_hier_st_close (f);
-      return NULL;
-    }
-  f->parser = json_parser_new ();
-  if (!json_parser_load_from_data (f->parser, (const char *) p + 8, (gssize) hlen, &local) ||
-      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (f->parser)))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: bad safetensors header: %s", path,
-                   local ? local->message : "not an object");
-      hn_hier_st_close (f);
-      return NULL;
-    }
-  f->header = json_node_get_object (json_parser_get_root (f->parser));
-  f->data = p + 8 + hlen;
-  f->data_len = len - 8 - hlen;
-  return f;
-}
-
-const char *
-hn_hier_st_metadata (gpointer p, const char *key)
-{
-  StFile *f = p;
-  JsonNode *md = json_object_get_member (f->header, "__metadata__");
-  if (!md || !JSON_NODE_HOLDS_OBJECT (md))
-    return NULL;
-  JsonNode *v = json_object_get_member (json_node_get_object (md), key);
-  return v && json_node_get_value_type (v) == G_TYPE_STRING ? json_node_get_string (v) : NULL;
-}
-
-/* Copies tensor `name` (F32, exactly `numel` values with the given shape
- * product) into dst. */
-gboolean
-hn_hier_st_read (gpointer p, const char *name, const gint64 *shape, int ndim, float *dst, GError **error)
-{
-  StFile *f = p;
-  JsonNode *n = json_object_get_member (f->header, name);
-  if (!n || !JSON_NODE_HOLDS_OBJECT (n))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor '%s' is missing", f->path, name);
-      return FALSE;
-    }
-  JsonObject *o = json_node_get_object (n);
-  JsonNode *dt = json_object_get_member (o, "dtype");
-  JsonNode *sh = json_object_get_member (o, "shape");
-  JsonNode *of = json_object_get_member (o, "data_offsets");
-  if (!dt || json_node_get_value_type (dt) != G_TYPE_STRING || strcmp (json_node_get_string (dt), "F32") != 0)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tensor '%s' is not F32", f->path, name);
-      return FALSE;
-    }
-  if (!sh || !JSON_NODE_HOLDS_ARRAY (sh) || !of || !JSON_NODE_HOLDS_ARRAY (of))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor '%s' has no shape or offsets", f->path, name);
-      return FALSE;
-    }
-  JsonArray *sa = json_node_get_array (sh), *oa = json_node_get_array (of);
-  gboolean shape_ok = (int) json_array_get_length (sa) == ndim;
-  gsize numel = 1;
-  for (int d = 0; shape_ok && d < ndim; d++)
-    {
-      JsonNode *e = json_array_get_element (sa, (guint) d);
-      shape_ok = json_node_get_value_type (e) == G_TYPE_INT64 && json_node_get_int (e) == shape[d];
-      numel *= (gsize) shape[d];
-    }
-  if (!shape_ok)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor '%s' has the wrong shape for this config", f->path, name);
-      return FALSE;
-    }
-  if (json_array_get_length (oa) != 2 ||
-      json_node_get_value_type (json_array_get_element (oa, 0)) != G_TYPE_INT64 ||
-      json_node_get_value_type (json_array_get_element (oa, 1)) != G_TYPE_INT64)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor '%s' has bad data_offsets", f->path, name);
-      return FALSE;
-    }
-  gint64 a = json_array_get_int_element (oa, 0), b = json_array_get_int_element (oa, 1);
-  if (a < 0 || b < a || (guint64) b > f->data_len || (guint64) (b - a) != numel * 4)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor '%s' data_offsets [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
-                   "] are out of range or do not match its shape", f->path, name, a, b);
-      return FALSE;
-    }
-  memcpy (dst, f->data + a, numel * 4);
-  for (gsize i = 0; i < numel; i++)
-    if (!isfinite (dst[i]))
-      {
-        g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "%s: tensor '%s' contains non-finite values", f->path, name);
-        return FALSE;
-      }
-  return TRUE;
-}
+/* ---- weights through engine/io/safetensors ---- */
 
 gboolean
 hn_hier_model_save_weights (HnHierModel *m, const char *path, GError **error)
 {
-  g_autoptr (GPtrArray) names = g_ptr_array_new ();
-  g_autoptr (GPtrArray) shapes = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr (GPtrArray) datas = g_ptr_array_new ();
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
   for (guint i = 0; i < m->param_list->len; i++)
     {
       HnHierParam *p = m->param_list->pdata[i];
-      gint64 *sh = g_new (gint64, 3);
-      sh[0] = p->ndim;
-      sh[1] = p->shape[0];
-      sh[2] = p->shape[1];
-      g_ptr_array_add (names, p->name);
-      g_ptr_array_add (shapes, sh);
-      g_ptr_array_add (datas, m->params + p->offset);
+      if (!hn_safetensors_writer_add (w, p->name, HN_ST_DTYPE_F32, (guint) p->ndim, p->shape, m->params + p->offset,
+                                      p->numel * sizeof (float), FALSE, error))
+        return FALSE;
     }
-  g_autoptr (GHashTable) md = g_hash_table_new (g_str_hash, g_str_equal);
-  g_hash_table_insert (md, (gpointer) "format", (gpointer) "pt");
-  g_hash_table_insert (md, (gpointer) "architecture_revision", m->cfg.architecture_revision);
-  g_hash_table_insert (md, (gpointer) "architecture_contract_sha256", m->contract_sha256);
-  g_hash_table_insert (md, (gpointer) "model_type", (gpointer) "hierarchos");
-  return hn_hier_write_safetensors (path, names, shapes, datas, md, error);
+  hn_safetensors_writer_set_metadata (w, "format", "pt");
+  hn_safetensors_writer_set_metadata (w, "model_type", "hierarchos");
+  hn_safetensors_writer_set_metadata (w, "architecture_revision", m->cfg.architecture_revision);
+  hn_safetensors_writer_set_metadata (w, "architecture_contract_sha256", m->contract_sha256);
+  return hn_safetensors_writer_write_file (w, path, error);
 }
 
 gboolean
@@ -602,26 +341,48 @@ hn_hier_model_save (HnHierModel *m, const char *dir, GError **error)
 gboolean
 hn_hier_model_load_weights (HnHierModel *m, const char *path, GError **error)
 {
-  gpointer st = hn_hier_st_open (path, error);
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (path, error);
   if (!st)
     return FALSE;
-  gboolean ok = TRUE;
-  const char *rev = hn_hier_st_metadata (st, "architecture_revision");
-  const char *sha = hn_hier_st_metadata (st, "architecture_contract_sha256");
+  const char *rev = hn_safetensors_get_metadata (st, "architecture_revision");
+  const char *sha = hn_safetensors_get_metadata (st, "architecture_contract_sha256");
   if (!rev || strcmp (rev, m->cfg.architecture_revision) != 0 || !sha || strcmp (sha, m->contract_sha256) != 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
                    "%s: weights were saved for another architecture contract (revision %s, sha256 %s; config has %s, %s)",
                    path, rev ? rev : "(none)", sha ? sha : "(none)", m->cfg.architecture_revision, m->contract_sha256);
-      ok = FALSE;
+      return FALSE;
     }
-  for (guint i = 0; ok && i < m->param_list->len; i++)
+  if (hn_safetensors_get_n_tensors (st) != m->param_list->len)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %u tensors, the config needs %u", path,
+                   hn_safetensors_get_n_tensors (st), m->param_list->len);
+      return FALSE;
+    }
+  for (guint i = 0; i < m->param_list->len; i++)
     {
       HnHierParam *p = m->param_list->pdata[i];
-      ok = hn_hier_st_read (st, p->name, p->shape, p->ndim, m->params + p->offset, error);
+      const HnSafetensorInfo *info = hn_safetensors_require (st, p->name, error);
+      if (!info)
+        return FALSE;
+      if (info->dtype != HN_ST_DTYPE_F32 || (int) info->ndim != p->ndim || info->shape[0] != p->shape[0] ||
+          (p->ndim == 2 && info->shape[1] != p->shape[1]))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor '%s' must be F32, %d-D, %" G_GINT64_FORMAT
+                       " x %" G_GINT64_FORMAT " (the config's geometry)", path, p->name, p->ndim, p->shape[0], p->shape[1]);
+          return FALSE;
+        }
+      float *dst = m->params + p->offset;
+      if (!hn_safetensor_info_to_f32 (info, dst, error))
+        return FALSE;
+      for (gsize j = 0; j < p->numel; j++)
+        if (!isfinite (dst[j]))
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "%s: tensor '%s' contains non-finite values", path, p->name);
+            return FALSE;
+          }
     }
-  hn_hier_st_close (st);
-  return ok;
+  return TRUE;
 }
 
 HnHierModel *

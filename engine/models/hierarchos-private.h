@@ -140,13 +140,28 @@ void hn_hier_vstate_detach (HnHTape *t, HnHierVState *vs);
 gboolean hn_hier_forward_step (HnHTape *t, HnHierModel *m, const HnHierIdx *ix, HnHierVState *vs,
                                HnHierState *s, guint32 token, HnHierStepOut *out, GError **error);
 
-/* ---- internal safetensors (TEMPORARY until engine/io/safetensors.h) ---- */
-gboolean hn_hier_write_safetensors (const char *path, GPtrArray *names, GPtrArray *shapes, GPtrArray *datas,
-                                    GHashTable *metadata, GError **error);
-gpointer hn_hier_st_open (const char *path, GError **error);
-void hn_hier_st_close (gpointer st);
-const char *hn_hier_st_metadata (gpointer st, const char *key);
-gboolean hn_hier_st_read (gpointer st, const char *name, const gint64 *shape, int ndim, float *dst, GError **error);
+/* ---- training (hierarchos-train.c) ---- */
+
+typedef struct {
+  double total, ce, ce_z, ponder, commit;
+  gint64 n_tokens;
+} HnHierLoss;
+
+/* One chunk of n tokens from state s (advanced in place): forward on a reset
+ * tape, the losses, and when grads is not NULL the backward with every seed
+ * multiplied by `scale`, accumulating into grads. labels < 0 are ignored;
+ * weights (may be NULL) weight each position's cross-entropy. */
+enum {
+  /* Gradient checks only: the ponder term's forward uses the soft depth
+   * instead of the straight-through hard depth, so finite differences see
+   * the function whose gradient the backward computes. */
+  HN_HIER_LOSS_SOFT_PONDER = 1 << 0,
+};
+gboolean hn_hier_chunk_loss (HnHTape *t, HnHierModel *m, float *grads, float scale, HnHierState *s,
+                             const guint32 *inputs, const gint32 *labels, const float *weights, int n,
+                             int flags, HnHierLoss *loss, GError **error);
+
+/* ---- weights ---- */
 gboolean hn_hier_model_save_weights (HnHierModel *m, const char *path, GError **error);
 gboolean hn_hier_model_load_weights (HnHierModel *m, const char *path, GError **error);
 

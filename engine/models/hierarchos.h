@@ -7,6 +7,7 @@
 #pragma once
 #include <glib.h>
 #include <gio/gio.h>
+#include "generate/sampler.h"
 
 G_BEGIN_DECLS
 
@@ -82,13 +83,10 @@ gboolean hn_hier_config_set (HnHierConfig *cfg, const char *name, const char *va
 /* Python-compatible float repr (shortest round-trip, "1e-05", "50.0"). */
 char *hn_hier_python_float_repr (double v);
 
-/* ---- Deterministic PRNG (hierarchos-init.c) ---------------------------- */
+/* ---- Normal samples from the engine PRNG (generate/sampler.h) -------- */
 
-typedef struct { guint64 s[4]; } HnHierRng;
-void hn_hier_rng_seed (HnHierRng *rng, guint64 seed);
-guint64 hn_hier_rng_next (HnHierRng *rng);
-double hn_hier_rng_uniform (HnHierRng *rng);   /* [0, 1) */
-double hn_hier_rng_normal (HnHierRng *rng);    /* N(0, 1), Box-Muller */
+/* N(0, 1) by Box-Muller from two hn_rng_uniform draws. */
+double hn_hier_rng_normal (HnRng *rng);
 
 /* ---- The model: parameters in one fp32 block ---------------------------- */
 
@@ -214,7 +212,7 @@ void hn_hier_sampling_defaults (HnHierSampling *s);
 /* Samples from logits (modified in place); temperature <= 0 means greedy.
  * The repetition penalty applies to every token in `history`. */
 guint32 hn_hier_sample (const HnHierSampling *s, float *logits, int V, const GArray *history,
-                        HnHierRng *rng);
+                        HnRng *rng);
 
 /* ---- Training (hierarchos-train.c) ------------------------------------- */
 
@@ -228,6 +226,7 @@ typedef struct {
   const char *trainable;          /* comma list of name prefixes, or NULL */
   gboolean finetune;              /* default trainable subset */
   const guint32 *tokens;          /* the tokenized corpus */
+  const float *token_weights;     /* weight of predicting each token (0 = masked), or NULL */
   gsize n_tokens;
   int batch_size, accumulation_steps, chunk_size, max_length, epochs;
   gint64 max_steps, save_steps, warmup_steps;

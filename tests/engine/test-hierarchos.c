@@ -44,8 +44,8 @@ tiny_model (guint64 seed)
 static void
 perturb (HnHierModel *m, guint64 seed, float scale)
 {
-  HnHierRng rng;
-  hn_hier_rng_seed (&rng, seed);
+  HnRng rng;
+  hn_rng_seed (&rng, seed);
   for (guint i = 0; i < m->param_list->len; i++)
     {
       HnHierParam *p = m->param_list->pdata[i];
@@ -277,6 +277,167 @@ test_save_load (void)
   g_rmdir (dir);
 }
 
+/* ---- gradient checks: tape backward against central differences ---- */
+
+static const guint32 gc_tokens[12] = { 3, 5, 7, 3, 5, 7, 3, 5, 9, 3, 5, 11 };
+
+static double
+gc_loss (HnHierModel *m, HnHTape *t, float *grads)
+{
+  g_autoptr (HnHierState) s = hn_hier_state_new (m);
+  gint32 labels[11];
+  for (int i = 0; i < 11; i++)
+    labels[i] = (gint32) gc_tokens[i + 1];
+  HnHierLoss l;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_hier_chunk_loss (t, m, grads, 1.0f, s, gc_tokens, labels, NULL, 11, HN_HIER_LOSS_SOFT_PONDER, &l,
+                                     &error));
+  return l.total;
+}
+
+static void
+gradcheck (const char *const *names)
+{
+  HnHierConfig c;
+  tiny_config (&c);
+  c.detach_every_n_steps = 0; /* full BPTT inside the chunk */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnHierModel) m = hn_hier_model_new (&c, &error);
+  hn_hier_config_clear (&c);
+  hn_hier_model_init_weights (m, 5);
+  perturb (m, 9, 0.1f);
+  /* Faster decays (w near 0) so the decay path carries gradients well above
+   * the finite-difference noise of a float loss. */
+  for (int c = 0; c < 2; c++)
+    {
+      float *w0 = hn_hier_model_data (m, c ? "l_rnn.w0" : "h_rnn.w0");
+      for (int i = 0; i < 16; i++)
+        w0[i] = -0.5f + 0.07f * (float) i;
+    }
+  HnHTape *t = hn_htape_new ();
+  float *grads = g_new0 (float, m->n_params);
+  double base = gc_loss (m, t, grads);
+  g_assert_true (isfinite (base));
+  HnRng rng;
+  hn_rng_seed (&rng, 77);
+  int checked = 0;
+  for (int k = 0; names[k]; k++)
+    {
+      HnHierParam *p = hn_hier_model_param (m, names[k]);
+      g_assert_nonnull (p);
+      /* the 3 largest analytic gradients and 3 random elements */
+      gsize pick[6];
+      for (int j = 0; j < 3; j++)
+        {
+          gsize best = 0;
+          float bv = -1;
+          for (gsize e = 0; e < p->numel; e++)
+            {
+              gboolean used = FALSE;
+              for (int q = 0; q < j; q++)
+                used |= pick[q] == e;
+              float a = fabsf (grads[p->offset + e]);
+              if (!used && a > bv)
+                {
+                  bv = a;
+                  best = e;
+                }
+            }
+          pick[j] = best;
+        }
+      for (int j = 3; j < 6; j++)
+        pick[j] = (gsize) (hn_rng_uniform (&rng) * (double) p->numel);
+      double maxg = 0;
+      for (int j = 0; j < 6; j++)
+        maxg = MAX (maxg, fabs (grads[p->offset + pick[j]]));
+      g_assert_cmpfloat (maxg, >, 1e-6); /* the component is reached at all */
+      if (g_getenv ("HIER_GC_DEBUG"))
+        g_printerr ("%s: max |grad| %.3g\n", names[k], maxg);
+      for (int j = 0; j < 6; j++)
+        {
+          /* Central differences at three step sizes: the loss is piecewise
+           * smooth (hard top-k, halting and refinement stops, clamps), so a
+           * step may straddle a kink; a correct gradient matches at one. */
+          float *w = m->params + p->offset + pick[j];
+          float keep = *w;
+          double an = grads[p->offset + pick[j]], fd = 0;
+          gboolean match = FALSE;
+          for (int si = 0; si < 3 && !match; si++)
+            {
+              float eps = (si == 0 ? 1e-2f : si == 1 ? 3e-3f : 1e-3f) * MAX (1.0f, fabsf (keep));
+              *w = keep + eps;
+              double lp = gc_loss (m, t, NULL);
+              *w = keep - eps;
+              double lm = gc_loss (m, t, NULL);
+              *w = keep;
+              fd = (lp - lm) / (2.0 * eps);
+              double tol = 0.03 * MAX (fabs (fd), fabs (an)) + 1e-4;
+              match = fabs (fd - an) <= tol;
+            }
+          if (!match && g_getenv ("HIER_GC_DEBUG"))
+            for (float e2 = 3e-3f; e2 > 1e-6f; e2 /= 3)
+              {
+                *w = keep + e2;
+                double a1 = gc_loss (m, t, NULL);
+                *w = keep - e2;
+                double a2 = gc_loss (m, t, NULL);
+                *w = keep;
+                g_printerr ("  eps %g: fd %.6g\n", e2, (a1 - a2) / (2.0 * e2));
+              }
+          if (!match)
+            g_error ("%s[%zu]: analytic %.6g vs finite difference %.6g", names[k], pick[j], an, fd);
+          checked++;
+        }
+    }
+  g_assert_cmpint (checked, >, 0);
+  g_free (grads);
+  hn_htape_free (t);
+}
+
+static void
+test_grad_cell (void)
+{
+  const char *const names[] = { "h_rnn.receptance.weight", "h_rnn.key.weight", "h_rnn.value.weight", "h_rnn.output.weight",
+                                "h_rnn.w1", "h_rnn.w2", "h_rnn.w0", "h_rnn.a1", "h_rnn.a2", "h_rnn.g1", "h_rnn.g2",
+                                "h_rnn.k_k", "h_rnn.k_a", "h_rnn.r_k", "h_rnn.x_r", "h_rnn.x_w", "h_rnn.x_k", "h_rnn.x_g",
+                                "h_rnn.ln1.weight", "h_rnn.ln_x.weight", "h_rnn.key_cm.weight", "h_rnn.value_cm.weight",
+                                "h_rnn.x_k_cm", "l_rnn.receptance.weight", "l_rnn.value.weight", "l_rnn.a2",
+                                "l_rnn.ln2.bias", "h_deepembed_adapter.up.weight", "l_deepembed_adapter.down.weight",
+                                "lm_head.weight", "out_norm.weight", NULL };
+  gradcheck (names);
+}
+
+static void
+test_grad_halting (void)
+{
+  const char *const names[] = { "h_halt_proj.weight", "h_halt_proj.bias", "h_to_context.weight", "h_to_context.bias", NULL };
+  gradcheck (names);
+}
+
+static void
+test_grad_drift (void)
+{
+  const char *const names[] = { "context_drift_proj.weight", "l_input_proj.weight", "l_input_proj.bias",
+                                "l_feedback_proj.weight", "l_to_out.weight", NULL };
+  gradcheck (names);
+}
+
+static void
+test_grad_ltm (void)
+{
+  const char *const names[] = { "ltm.vals", "ltm_gate_logit", "ltm_router.weight", "ltm_router.bias", "in_proj.weight",
+                                "persistent", NULL };
+  gradcheck (names);
+}
+
+static void
+test_grad_rosa (void)
+{
+  const char *const names[] = { "rosa_gate_logit", "rosa_router.weight", "rosa_router.bias", "rosa_adapter.down.weight",
+                                "rosa_adapter.up.weight", "rosa_adapter.bias", NULL };
+  gradcheck (names);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -286,5 +447,10 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos/rosa", test_rosa);
   g_test_add_func ("/hierarchos/runtime-deterministic", test_runtime_deterministic);
   g_test_add_func ("/hierarchos/save-load", test_save_load);
+  g_test_add_func ("/hierarchos/grad/cell", test_grad_cell);
+  g_test_add_func ("/hierarchos/grad/halting", test_grad_halting);
+  g_test_add_func ("/hierarchos/grad/drift", test_grad_drift);
+  g_test_add_func ("/hierarchos/grad/ltm-read", test_grad_ltm);
+  g_test_add_func ("/hierarchos/grad/rosa-gate", test_grad_rosa);
   return g_test_run ();
 }

@@ -1,0 +1,756 @@
+/* The CPU trainer: truncated BPTT over chunks on the tape, the coherent-v9
+ * losses (cross-entropy + z-loss, ponder, commitment), AdamW with fp32
+ * masters, cosine schedule with warm-up, clipping, accumulation, periodic
+ * checkpoints with optimizer / data-cursor / RNG sidecars and exact resume. */
+#include "models/hierarchos-private.h"
+#include "hn-error.h"
+#include "hn-util.h"
+#include "io/safetensors.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TRAINER_STATE_FILE "trainer_state.json"
+#define OPTIMIZER_FILE "optimizer.safetensors"
+#define TRAINER_STATE_VERSION 1
+
+void
+hn_hier_train_options_defaults (HnHierTrainOptions *o)
+{
+  memset (o, 0, sizeof *o);
+  o->batch_size = 4;
+  o->accumulation_steps = 1;
+  o->chunk_size = 0;  /* 0: the contract's training_chunk_size */
+  o->max_length = 0;  /* 0: one chunk per row */
+  o->epochs = 3;
+  o->max_steps = 0;
+  o->save_steps = 0;
+  o->warmup_steps = 0;
+  o->lr = 1e-4;
+  o->min_lr = 1e-6;
+  o->weight_decay = 0.1;
+  o->grad_clip = 1.0;
+  o->beta1 = 0.9;
+  o->beta2 = 0.999;
+  o->eps = 1e-8;
+  o->seed = 1337;
+  o->threads = 0;
+}
+
+/* ---- one chunk: forward, losses, backward ---- */
+
+gboolean
+hn_hier_chunk_loss (HnHTape *t, HnHierModel *m, float *grads, float scale, HnHierState *s, const guint32 *inputs,
+                    const gint32 *labels, const float *weights, int n, int flags, HnHierLoss *loss, GError **error)
+{
+  const HnHierConfig *cfg = &m->cfg;
+  HnHierIdx ix;
+  HnHierVState vs;
+  memset (loss, 0, sizeof *loss);
+  hn_htape_reset (t);
+  t->record_grads = grads != NULL;
+  hn_hier_tape_params (t, m, grads, &ix);
+  hn_hier_vstate_load (t, m, s, &vs);
+
+  int min_h = (int) cfg->min_h_steps, max_h = (int) cfg->max_h_steps;
+  float thr = (float) cfg->h_halt_thresh, temp = (float) cfg->act_depth_temperature;
+  float zw = (float) cfg->z_loss_weight, beta = (float) cfg->ponder_huber_beta;
+  float pcap = (float) cfg->max_ponder_cost_for_backward, ccap = (float) cfg->max_commitment_cost_for_backward;
+  float cthr = (float) cfg->commitment_threshold;
+  float lnV = logf ((float) m->V);
+  g_autoptr (GArray) ce_nodes = g_array_new (FALSE, FALSE, sizeof (HnVar));
+  g_autoptr (GArray) ponder_nodes = g_array_new (FALSE, FALSE, sizeof (HnVar));
+  g_autoptr (GArray) commit_nodes = g_array_new (FALSE, FALSE, sizeof (HnVar));
+  double wsum = 0, ce_sum = 0;
+  gint64 detach_n = cfg->detach_every_n_steps;
+
+  for (int i = 0; i < n; i++)
+    {
+      if (detach_n > 0 && i > 0 && i % detach_n == 0)
+        hn_hier_vstate_detach (t, &vs);
+      HnHierStepOut so;
+      if (!hn_hier_forward_step (t, m, &ix, &vs, s, inputs[i], &so, error))
+        return FALSE;
+      gint32 lab = labels[i];
+      float w = weights ? weights[i] : 1.0f;
+      if (lab < 0 || w <= 0)
+        continue;
+      if (lab >= m->V)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "label %d is outside the vocabulary (%d)", lab, m->V);
+          return FALSE;
+        }
+      float ce = 0;
+      HnVar c = hn_htape_ce (t, so.logits, lab, zw, w, &ce);
+      g_array_append_val (ce_nodes, c);
+      wsum += w;
+      ce_sum += (double) w * ce;
+      loss->n_tokens++;
+
+      if (so.pondered && cfg->ponder_loss_weight > 0)
+        {
+          /* Expected depth: min_h + sum over i in [min_h, max_h) of
+           * sigmoid((thresh - cdf_i) / T), straight-through to the hard depth. */
+          HnVar surv = -1, cdf = -1, soft = -1;
+          for (int k = 1; k < max_h; k++)
+            {
+              if (k <= so.n_h)
+                {
+                  HnVar q = hn_htape_addc (t, hn_htape_scale (t, so.halt_p[k - 1], -1.0f), 1.0f);
+                  surv = surv < 0 ? q : hn_htape_mul (t, surv, q);
+                  cdf = hn_htape_addc (t, hn_htape_scale (t, surv, -1.0f), 1.0f);
+                }
+              if (k < min_h)
+                continue;
+              HnVar term = hn_htape_sigmoid (t, hn_htape_scale (t, hn_htape_addc (t, hn_htape_scale (t, cdf, -1.0f), thr), 1.0f / temp));
+              soft = soft < 0 ? term : hn_htape_add (t, soft, term);
+            }
+          if (soft >= 0)
+            {
+              soft = hn_htape_addc (t, soft, (float) min_h);
+              HnVar depth = (flags & HN_HIER_LOSS_SOFT_PONDER) ? soft
+                                                               : hn_htape_straight (t, soft, (float) (so.selected + 1));
+              /* OPEN choice (HIERARCHOS.md): difficulty = this position's
+               * detached cross-entropy relative to a uniform guess. */
+              float diff = CLAMP (ce / lnV, 0.0f, 1.0f);
+              float target = (float) min_h + (float) (max_h - min_h) * diff;
+              HnVar pl = hn_htape_smoothl1 (t, depth, target, beta);
+              if (pcap > 0)
+                pl = hn_htape_minc (t, pl, pcap);
+              g_array_append_val (ponder_nodes, pl);
+              loss->ponder += hn_htape_val (t, pl)[0];
+            }
+        }
+      if (cfg->commitment_loss_weight > 0)
+        for (int j = 0; j < so.n_refine; j++)
+          {
+            HnVar cc = hn_htape_relu (t, hn_htape_addc (t, hn_htape_meansq (t, so.drift[j]), -cthr));
+            if (ccap > 0)
+              cc = hn_htape_minc (t, cc, ccap);
+            g_array_append_val (commit_nodes, cc);
+            loss->commit += hn_htape_val (t, cc)[0];
+          }
+    }
+
+  double zsum = 0;
+  for (guint i = 0; i < ce_nodes->len; i++)
+    zsum += hn_htape_val (t, g_array_index (ce_nodes, HnVar, i))[0];
+  loss->ce = wsum > 0 ? ce_sum / wsum : 0;
+  loss->ce_z = wsum > 0 ? zsum / wsum : 0;
+  loss->ponder = ponder_nodes->len ? loss->ponder / ponder_nodes->len : 0;
+  loss->commit = commit_nodes->len ? loss->commit / commit_nodes->len : 0;
+  loss->total = loss->ce_z + cfg->ponder_loss_weight * loss->ponder + cfg->commitment_loss_weight * loss->commit;
+
+  if (grads)
+    {
+      for (guint i = 0; i < ce_nodes->len; i++)
+        hn_htape_seed (t, g_array_index (ce_nodes, HnVar, i), (float) (scale / wsum));
+      for (guint i = 0; i < ponder_nodes->len; i++)
+        hn_htape_seed (t, g_array_index (ponder_nodes, HnVar, i),
+                       (float) (scale * cfg->ponder_loss_weight / ponder_nodes->len));
+      for (guint i = 0; i < commit_nodes->len; i++)
+        hn_htape_seed (t, g_array_index (commit_nodes, HnVar, i),
+                       (float) (scale * cfg->commitment_loss_weight / commit_nodes->len));
+      hn_htape_sweep (t);
+    }
+  hn_hier_vstate_store (t, m, &vs, s);
+  return TRUE;
+}
+
+/* ---- data ---- */
+
+typedef struct {
+  const guint32 *tokens;
+  const float *tw; /* per-token weight of predicting it, or NULL */
+  gsize n_rows;
+  int row_len;     /* inputs per row (labels are shifted by one) */
+} Data;
+
+static void
+epoch_order (guint64 seed, gint64 epoch, gsize n, guint32 *perm)
+{
+  HnRng rng;
+  hn_rng_seed (&rng, seed ^ (0xda3e39cb94b95bdbULL * (guint64) (epoch + 1)));
+  for (gsize i = 0; i < n; i++)
+    perm[i] = (guint32) i;
+  for (gsize i = n; i > 1; i--)
+    {
+      gsize j = (gsize) (hn_rng_uniform (&rng) * (double) i);
+      guint32 tmp = perm[i - 1];
+      perm[i - 1] = perm[j];
+      perm[j] = tmp;
+    }
+}
+
+/* ---- the optimizer state ---- */
+
+typedef struct {
+  float *m, *v;   /* [n_params] */
+  gint64 step;
+} Adam;
+
+static double
+schedule_lr (const HnHierTrainOptions *o, gint64 step, gint64 total)
+{
+  /* step is 0-based: the lr used for optimizer step step+1. */
+  if (o->warmup_steps > 0 && step < o->warmup_steps)
+    return o->lr * (double) (step + 1) / (double) o->warmup_steps;
+  gint64 decay = total - o->warmup_steps;
+  if (decay <= 0)
+    return o->lr;
+  double progress = (double) (step - o->warmup_steps) / (double) decay;
+  progress = CLAMP (progress, 0.0, 1.0);
+  return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos (G_PI * progress));
+}
+
+/* ---- worker threads: one per subset of rows, per-row gradient buffers ---- */
+
+typedef struct {
+  HnHierModel *m;
+  const HnHierTrainOptions *o;
+  const Data *d;
+  const guint32 *rows;  /* row indices of this step */
+  int n_rows, chunk, n_chunks;
+  float **row_grads;
+  HnHierLoss *row_loss;
+  int tid, n_threads;
+  float scale;
+  GError *error;
+} Work;
+
+static gpointer
+work_thread (gpointer data)
+{
+  Work *w = data;
+  HnHTape *t = hn_htape_new ();
+  HnHierState *s = hn_hier_state_new (w->m);
+  g_autofree gint32 *labels = g_new (gint32, w->chunk);
+  g_autofree float *wts = g_new (float, w->chunk);
+  for (int r = w->tid; r < w->n_rows && !w->error; r += w->n_threads)
+    {
+      const guint32 *row = w->d->tokens + (gsize) w->rows[r] * w->d->row_len;
+      const float *tw = w->d->tw ? w->d->tw + (gsize) w->rows[r] * w->d->row_len : NULL;
+      memset (w->row_grads[r], 0, w->m->n_params * sizeof (float));
+      memset (&w->row_loss[r], 0, sizeof (HnHierLoss));
+      hn_hier_state_reset (w->m, s);
+      for (int c = 0; c < w->n_chunks; c++)
+        {
+          int off = c * w->chunk;
+          for (int i = 0; i < w->chunk; i++)
+            {
+              labels[i] = (gint32) row[off + i + 1];
+              wts[i] = tw ? tw[off + i + 1] : 1.0f;
+            }
+          HnHierLoss l;
+          if (!hn_hier_chunk_loss (t, w->m, w->row_grads[r], w->scale, s, row + off, labels, wts, w->chunk, 0, &l, &w->error))
+            break;
+          w->row_loss[r].total += l.total / w->n_chunks;
+          w->row_loss[r].ce += l.ce / w->n_chunks;
+          w->row_loss[r].ponder += l.ponder / w->n_chunks;
+          w->row_loss[r].commit += l.commit / w->n_chunks;
+          w->row_loss[r].n_tokens += l.n_tokens;
+        }
+    }
+  hn_hier_state_free (s);
+  hn_htape_free (t);
+  return NULL;
+}
+
+/* ---- checkpoints ---- */
+
+static gboolean
+save_optimizer (HnHierModel *m, const Adam *a, const char *path, GError **error)
+{
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  gint64 shape[1] = { (gint64) m->n_params };
+  if (!hn_safetensors_writer_add (w, "exp_avg", HN_ST_DTYPE_F32, 1, shape, a->m, m->n_params * 4, FALSE, error) ||
+      !hn_safetensors_writer_add (w, "exp_avg_sq", HN_ST_DTYPE_F32, 1, shape, a->v, m->n_params * 4, FALSE, error))
+    return FALSE;
+  g_autofree char *step = g_strdup_printf ("%" G_GINT64_FORMAT, a->step);
+  hn_safetensors_writer_set_metadata (w, "optimizer", "adamw");
+  hn_safetensors_writer_set_metadata (w, "step", step);
+  hn_safetensors_writer_set_metadata (w, "architecture_contract_sha256", m->contract_sha256);
+  return hn_safetensors_writer_write_file (w, path, error);
+}
+
+static gboolean
+load_optimizer (HnHierModel *m, Adam *a, const char *path, GError **error)
+{
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (path, error);
+  if (!st)
+    return FALSE;
+  const char *sha = hn_safetensors_get_metadata (st, "architecture_contract_sha256");
+  const char *step = hn_safetensors_get_metadata (st, "step");
+  if (!sha || strcmp (sha, m->contract_sha256) != 0 || !step)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: optimizer state belongs to another model", path);
+      return FALSE;
+    }
+  const char *names[2] = { "exp_avg", "exp_avg_sq" };
+  float *dst[2] = { a->m, a->v };
+  for (int i = 0; i < 2; i++)
+    {
+      const HnSafetensorInfo *info = hn_safetensors_require (st, names[i], error);
+      if (!info)
+        return FALSE;
+      if (info->dtype != HN_ST_DTYPE_F32 || info->ndim != 1 || info->shape[0] != (gint64) m->n_params)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s must be F32 [%zu]", path, names[i], m->n_params);
+          return FALSE;
+        }
+      if (!hn_safetensor_info_to_f32 (info, dst[i], error))
+        return FALSE;
+    }
+  a->step = g_ascii_strtoll (step, NULL, 10);
+  return TRUE;
+}
+
+static char *
+data_fingerprint (const HnHierTrainOptions *o)
+{
+  g_autoptr (GChecksum) ck = g_checksum_new (G_CHECKSUM_SHA256);
+  g_checksum_update (ck, (const guchar *) o->tokens, o->n_tokens * sizeof (guint32));
+  if (o->token_weights)
+    g_checksum_update (ck, (const guchar *) o->token_weights, o->n_tokens * sizeof (float));
+  return g_strdup (g_checksum_get_string (ck));
+}
+
+typedef struct {
+  gint64 global_step, epoch, step_in_epoch, total_steps;
+  double last_loss;
+} Cursor;
+
+static gboolean
+save_checkpoint (HnHierModel *m, const HnHierTrainOptions *o, const Adam *a, const Cursor *cur, int chunk,
+                 int row_len, const char *fingerprint, GError **error)
+{
+  g_autofree char *name = g_strdup_printf ("checkpoint-epoch-%" G_GINT64_FORMAT "-step-%" G_GINT64_FORMAT,
+                                           cur->epoch, cur->global_step);
+  g_autofree char *final = g_build_filename (o->out_dir, name, NULL);
+  g_autofree char *tmpname = g_strdup_printf (".%s.partial", name);
+  g_autofree char *tmp = g_build_filename (o->out_dir, tmpname, NULL);
+  /* Write everything into a hidden folder, then rename it into place: a
+   * crash never leaves a checkpoint folder that looks complete. */
+  if (g_file_test (tmp, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr (GDir) d = g_dir_open (tmp, 0, NULL);
+      const char *f;
+      while (d && (f = g_dir_read_name (d)))
+        {
+          g_autofree char *p = g_build_filename (tmp, f, NULL);
+          g_unlink (p);
+        }
+      g_rmdir (tmp);
+    }
+  if (!hn_hier_model_save (m, tmp, error))
+    return FALSE;
+  if (o->tokenizer_dir && !hn_hier_copy_tokenizer_files (o->tokenizer_dir, tmp, error))
+    return FALSE;
+  g_autofree char *op = g_build_filename (tmp, OPTIMIZER_FILE, NULL);
+  if (!save_optimizer (m, a, op, error))
+    return FALSE;
+
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+#define INT(k, v) (json_builder_set_member_name (b, k), json_builder_add_int_value (b, v))
+#define DBL(k, v) (json_builder_set_member_name (b, k), json_builder_add_double_value (b, v))
+#define STR(k, v) (json_builder_set_member_name (b, k), json_builder_add_string_value (b, v))
+  STR ("kind", "hierarchos_trainer_state");
+  INT ("version", TRAINER_STATE_VERSION);
+  INT ("global_step", cur->global_step);
+  INT ("epoch", cur->epoch);
+  INT ("step_in_epoch", cur->step_in_epoch);
+  INT ("total_steps", cur->total_steps);
+  DBL ("last_loss", cur->last_loss);
+  /* The data order is a pure function of (seed, epoch): the RNG state to
+   * restore is the seed, recorded with the cursor. */
+  g_autofree char *seed = g_strdup_printf ("%" G_GUINT64_FORMAT, o->seed);
+  STR ("rng_seed", seed);
+  STR ("rng", "xoshiro256** per epoch, seeded seed ^ (0xda3e39cb94b95bdb * (epoch + 1))");
+  STR ("data_sha256", fingerprint);
+  INT ("n_tokens", (gint64) o->n_tokens);
+  INT ("batch_size", o->batch_size);
+  INT ("accumulation_steps", o->accumulation_steps);
+  INT ("training_chunk_size", chunk);
+  INT ("max_length", row_len);
+  INT ("warmup_steps", o->warmup_steps);
+  DBL ("lr", o->lr);
+  DBL ("min_lr", o->min_lr);
+  DBL ("weight_decay", o->weight_decay);
+  DBL ("grad_clip", o->grad_clip);
+  DBL ("beta1", o->beta1);
+  DBL ("beta2", o->beta2);
+  DBL ("eps", o->eps);
+  STR ("trainable", o->trainable ? o->trainable : (o->finetune ? "finetune-default" : "all"));
+#undef INT
+#undef DBL
+#undef STR
+  json_builder_end_object (b);
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  json_generator_set_pretty (gen, TRUE);
+  json_generator_set_root (gen, root);
+  gsize len = 0;
+  g_autofree char *text = json_generator_to_data (gen, &len);
+  g_autofree char *sp = g_build_filename (tmp, TRAINER_STATE_FILE, NULL);
+  if (!hn_write_file_atomic (sp, text, len, error))
+    return FALSE;
+  if (g_file_test (final, G_FILE_TEST_EXISTS))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "%s already exists", final);
+      return FALSE;
+    }
+  if (g_rename (tmp, final) != 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s to %s: %s", tmp, final, g_strerror (e));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+typedef struct {
+  const char *key;
+  double want;
+} CheckD;
+
+static gboolean
+load_trainer_state (const char *dir, const HnHierTrainOptions *o, int chunk, int row_len, const char *fingerprint,
+                    Cursor *cur, GError **error)
+{
+  g_autofree char *sp = g_build_filename (dir, TRAINER_STATE_FILE, NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_autoptr (GError) local = NULL;
+  if (!json_parser_load_from_file (p, sp, &local))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s", sp, local->message);
+      return FALSE;
+    }
+  JsonNode *root = json_parser_get_root (p);
+  if (!root || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not a JSON object", sp);
+      return FALSE;
+    }
+  JsonObject *obj = json_node_get_object (root);
+  const char *ints[] = { "version", "global_step", "epoch", "step_in_epoch", "total_steps", "n_tokens", "batch_size",
+                         "accumulation_steps", "training_chunk_size", "max_length" };
+  gint64 iv[G_N_ELEMENTS (ints)];
+  for (gsize i = 0; i < G_N_ELEMENTS (ints); i++)
+    {
+      JsonNode *n = json_object_get_member (obj, ints[i]);
+      if (!n || json_node_get_value_type (n) != G_TYPE_INT64)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: '%s' is missing or not an integer", sp, ints[i]);
+          return FALSE;
+        }
+      iv[i] = json_node_get_int (n);
+    }
+  if (iv[0] != TRAINER_STATE_VERSION)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: trainer state version %" G_GINT64_FORMAT " is not supported", sp, iv[0]);
+      return FALSE;
+    }
+  const char *fp = json_object_has_member (obj, "data_sha256") ? json_object_get_string_member (obj, "data_sha256") : NULL;
+  const char *seed = json_object_has_member (obj, "rng_seed") ? json_object_get_string_member (obj, "rng_seed") : NULL;
+  g_autofree char *want_seed = g_strdup_printf ("%" G_GUINT64_FORMAT, o->seed);
+  if (!fp || strcmp (fp, fingerprint) != 0 || (gsize) iv[5] != o->n_tokens)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: the checkpoint was trained on other data; exact resume needs the same dataset", sp);
+      return FALSE;
+    }
+  if (!seed || strcmp (seed, want_seed) != 0 || iv[6] != o->batch_size || iv[7] != o->accumulation_steps ||
+      iv[8] != chunk || iv[9] != row_len)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: --seed, --batch-size, --accumulation-steps, --training-chunk-size and --max-length must match the "
+                   "checkpoint (seed %s, batch %" G_GINT64_FORMAT ", accumulation %" G_GINT64_FORMAT ", chunk %" G_GINT64_FORMAT
+                   ", max length %" G_GINT64_FORMAT ")", sp, seed ? seed : "?", iv[6], iv[7], iv[8], iv[9]);
+      return FALSE;
+    }
+  cur->global_step = iv[1];
+  cur->epoch = iv[2];
+  cur->step_in_epoch = iv[3];
+  cur->total_steps = iv[4];
+  if (cur->global_step < 0 || cur->epoch < 0 || cur->step_in_epoch < 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: negative cursor", sp);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* ---- trainable set ---- */
+
+static gboolean
+is_trainable (const HnHierParam *p, const HnHierTrainOptions *o)
+{
+  if (!p->trainable)
+    return FALSE;
+  if (o->trainable && *o->trainable)
+    {
+      if (strcmp (o->trainable, "all") == 0)
+        return TRUE;
+      g_auto (GStrv) parts = g_strsplit (o->trainable, ",", -1);
+      for (int i = 0; parts[i]; i++)
+        {
+          g_strstrip (parts[i]);
+          if (*parts[i] && g_str_has_prefix (p->name, parts[i]))
+            return TRUE;
+        }
+      return FALSE;
+    }
+  return o->finetune ? p->finetune : TRUE;
+}
+
+/* ---- the loop ---- */
+
+gboolean
+hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, GError **error)
+{
+  int chunk = o->chunk_size > 0 ? o->chunk_size : (int) m->cfg.training_chunk_size;
+  int row_len = o->max_length > 0 ? o->max_length : chunk;
+  if (o->batch_size <= 0 || o->accumulation_steps <= 0 || chunk <= 0 || o->lr <= 0 || o->min_lr < 0 ||
+      o->min_lr > o->lr || o->grad_clip < 0 || o->weight_decay < 0 || (o->max_steps <= 0 && o->epochs <= 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "invalid training options (batch size, accumulation steps, chunk size, lr >= min-lr >= 0, "
+                   "epochs or max-steps must be positive)");
+      return FALSE;
+    }
+  if (row_len % chunk != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--max-length (%d) must be a multiple of "
+                   "--training-chunk-size (%d)", row_len, chunk);
+      return FALSE;
+    }
+  if (!o->out_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "an output folder is required");
+      return FALSE;
+    }
+  for (gsize i = 0; i < o->n_tokens; i++)
+    if (o->tokens[i] >= (guint32) m->V)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "training token %u at %zu is outside the vocabulary (%d)",
+                     o->tokens[i], i, m->V);
+        return FALSE;
+      }
+  Data d = { o->tokens, o->token_weights, o->n_tokens > 1 ? (o->n_tokens - 1) / (gsize) row_len : 0, row_len };
+  gsize per_step = (gsize) o->batch_size * o->accumulation_steps;
+  if (d.n_rows < per_step)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "the dataset has %zu rows of %d tokens, fewer than one step needs (batch %d x accumulation %d)",
+                   d.n_rows, row_len, o->batch_size, o->accumulation_steps);
+      return FALSE;
+    }
+  /* Rows are windows of row_len inputs + 1 label token, stride row_len: row r
+   * starts at r * row_len, which Data.tokens + r * row_len addresses. */
+  gint64 steps_per_epoch = (gint64) (d.n_rows / per_step);
+  Cursor cur = { 0, 0, 0, o->max_steps > 0 ? o->max_steps : o->epochs * steps_per_epoch, 0 };
+  g_autofree char *fingerprint = data_fingerprint (o);
+
+  Adam adam = { g_new0 (float, m->n_params), g_new0 (float, m->n_params), 0 };
+  gboolean ok = FALSE;
+  int n_threads = o->threads > 0 ? o->threads : (int) MIN (g_get_num_processors (), 16);
+  n_threads = MIN (n_threads, o->batch_size * o->accumulation_steps);
+  gsize n_step_rows = per_step;
+  float **row_grads = g_new0 (float *, n_step_rows);
+  HnHierLoss *row_loss = g_new0 (HnHierLoss, n_step_rows);
+  float *grads = g_new0 (float, m->n_params);
+  guint32 *perm = g_new (guint32, d.n_rows);
+  guint32 *rows = g_new (guint32, n_step_rows);
+  gboolean *train_mask = g_new0 (gboolean, m->param_list->len);
+  FILE *metrics = NULL;
+  gint64 last_perm_epoch = -1;
+  for (gsize i = 0; i < n_step_rows; i++)
+    row_grads[i] = g_try_malloc0 (m->n_params * sizeof (float));
+  for (gsize i = 0; i < n_step_rows; i++)
+    if (!row_grads[i])
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "cannot allocate gradient buffers");
+        goto out;
+      }
+  int n_train = 0;
+  for (guint i = 0; i < m->param_list->len; i++)
+    if ((train_mask[i] = is_trainable (m->param_list->pdata[i], o)))
+      n_train++;
+  if (n_train == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--trainable '%s' matches no trainable tensor",
+                   o->trainable ? o->trainable : "");
+      goto out;
+    }
+  if (!hn_mkdir_p (o->out_dir, error))
+    goto out;
+  if (o->resume_from)
+    {
+      g_autofree char *op = g_build_filename (o->resume_from, OPTIMIZER_FILE, NULL);
+      if (!load_trainer_state (o->resume_from, o, chunk, row_len, fingerprint, &cur, error) ||
+          !load_optimizer (m, &adam, op, error))
+        goto out;
+      if (o->max_steps > 0)
+        cur.total_steps = o->max_steps;
+    }
+  if (o->metrics_file)
+    {
+      metrics = g_fopen (o->metrics_file, o->resume_from ? "a" : "w");
+      if (!metrics)
+        {
+          int e = errno;
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot open %s: %s", o->metrics_file, g_strerror (e));
+          goto out;
+        }
+    }
+
+  gint64 t0 = g_get_monotonic_time ();
+  gint64 n_chunks = row_len / chunk;
+  while (cur.global_step < cur.total_steps)
+    {
+      if (o->cancellable && g_cancellable_is_cancelled (o->cancellable))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CANCELLED, "training cancelled at step %" G_GINT64_FORMAT, cur.global_step);
+          goto out;
+        }
+      if (cur.step_in_epoch >= steps_per_epoch)
+        {
+          cur.epoch++;
+          cur.step_in_epoch = 0;
+        }
+      if (last_perm_epoch != cur.epoch)
+        {
+          epoch_order (o->seed, cur.epoch, d.n_rows, perm);
+          last_perm_epoch = cur.epoch;
+        }
+      gint64 ts = g_get_monotonic_time ();
+      for (gsize i = 0; i < n_step_rows; i++)
+        rows[i] = perm[(gsize) cur.step_in_epoch * n_step_rows + i];
+
+      Work works[16];
+      GThread *threads[16];
+      for (int i = 0; i < n_threads; i++)
+        {
+          works[i] = (Work) { m, o, &d, rows, (int) n_step_rows, chunk, (int) n_chunks, row_grads, row_loss, i, n_threads,
+                              (float) (1.0 / ((double) n_step_rows * (double) n_chunks)), NULL };
+          threads[i] = n_threads > 1 ? g_thread_new ("hier-train", work_thread, &works[i]) : NULL;
+          if (!threads[i])
+            work_thread (&works[i]);
+        }
+      GError *werr = NULL;
+      for (int i = 0; i < n_threads; i++)
+        {
+          if (threads[i])
+            g_thread_join (threads[i]);
+          if (works[i].error && !werr)
+            werr = works[i].error;
+          else if (works[i].error)
+            g_error_free (works[i].error);
+        }
+      if (werr)
+        {
+          g_propagate_error (error, werr);
+          goto out;
+        }
+      /* Sum per-row gradients in row order: the result does not depend on
+       * the thread count or scheduling. */
+      memset (grads, 0, m->n_params * sizeof (float));
+      double loss = 0, ce = 0, pond = 0, com = 0;
+      gint64 toks = 0;
+      for (gsize r = 0; r < n_step_rows; r++)
+        {
+          for (gsize j = 0; j < m->n_params; j++)
+            grads[j] += row_grads[r][j];
+          loss += row_loss[r].total / (double) n_step_rows;
+          ce += row_loss[r].ce / (double) n_step_rows;
+          pond += row_loss[r].ponder / (double) n_step_rows;
+          com += row_loss[r].commit / (double) n_step_rows;
+          toks += (gint64) row_len;
+        }
+      double gn2 = 0;
+      for (guint i = 0; i < m->param_list->len; i++)
+        {
+          HnHierParam *p = m->param_list->pdata[i];
+          if (!train_mask[i])
+            continue;
+          for (gsize j = 0; j < p->numel; j++)
+            gn2 += (double) grads[p->offset + j] * grads[p->offset + j];
+        }
+      double gnorm = sqrt (gn2);
+      if (!isfinite (gnorm) || !isfinite (loss))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "non-finite loss or gradient at step %" G_GINT64_FORMAT,
+                       cur.global_step + 1);
+          goto out;
+        }
+      float clip = (o->grad_clip > 0 && gnorm > o->grad_clip) ? (float) (o->grad_clip / (gnorm + 1e-6)) : 1.0f;
+      double lr = schedule_lr (o, cur.global_step, cur.total_steps);
+      adam.step++;
+      double bc1 = 1.0 - pow (o->beta1, (double) adam.step), bc2 = 1.0 - pow (o->beta2, (double) adam.step);
+      float b1 = (float) o->beta1, b2 = (float) o->beta2, eps = (float) o->eps;
+      for (guint i = 0; i < m->param_list->len; i++)
+        {
+          HnHierParam *p = m->param_list->pdata[i];
+          if (!train_mask[i])
+            continue;
+          float decay = p->decay ? (float) (lr * o->weight_decay) : 0.0f;
+          for (gsize j = p->offset; j < p->offset + p->numel; j++)
+            {
+              float g = grads[j] * clip;
+              adam.m[j] = b1 * adam.m[j] + (1 - b1) * g;
+              adam.v[j] = b2 * adam.v[j] + (1 - b2) * g * g;
+              float mh = (float) (adam.m[j] / bc1), vh = (float) (adam.v[j] / bc2);
+              m->params[j] -= decay * m->params[j];
+              m->params[j] -= (float) lr * mh / (sqrtf (vh) + eps);
+            }
+        }
+      cur.global_step++;
+      cur.step_in_epoch++;
+      cur.last_loss = loss;
+      /* The memory-gate warm-up counts optimizer steps. */
+      hn_hier_model_data (m, "memory_gate_warmup_step")[0] = (float) cur.global_step;
+
+      double now = (double) (g_get_monotonic_time () - t0) / 1e6;
+      double dt = (double) (g_get_monotonic_time () - ts) / 1e6;
+      g_autofree char *line = g_strdup_printf (
+          "{\"step\":%" G_GINT64_FORMAT ",\"epoch\":%" G_GINT64_FORMAT ",\"loss\":%.6f,\"lr\":%.8g,\"grad_norm\":%.6f,"
+          "\"tokens_per_s\":%.1f,\"elapsed_s\":%.3f,\"ce\":%.6f,\"ponder\":%.6f,\"commitment\":%.6f}",
+          cur.global_step, cur.epoch, loss, lr, gnorm, dt > 0 ? (double) toks / dt : 0.0, now, ce, pond, com);
+      if (metrics)
+        {
+          fprintf (metrics, "%s\n", line);
+          fflush (metrics);
+        }
+      if (o->on_metric)
+        o->on_metric (line, o->on_metric_data);
+      if (o->save_steps > 0 && cur.global_step % o->save_steps == 0 && cur.global_step < cur.total_steps &&
+          !save_checkpoint (m, o, &adam, &cur, chunk, row_len, fingerprint, error))
+        goto out;
+    }
+  if (!hn_hier_model_save (m, o->out_dir, error))
+    goto out;
+  if (o->tokenizer_dir && !hn_hier_copy_tokenizer_files (o->tokenizer_dir, o->out_dir, error))
+    goto out;
+  if (final_loss)
+    *final_loss = cur.last_loss;
+  ok = TRUE;
+out:
+  if (metrics)
+    fclose (metrics);
+  for (gsize i = 0; i < n_step_rows; i++)
+    g_free (row_grads[i]);
+  g_free (row_grads);
+  g_free (row_loss);
+  g_free (grads);
+  g_free (perm);
+  g_free (rows);
+  g_free (train_mask);
+  g_free (adam.m);
+  g_free (adam.v);
+  return ok;
+}
