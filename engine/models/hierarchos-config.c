@@ -559,31 +559,17 @@ hn_hier_config_save (const HnHierConfig *c, const char *path, GError **error)
 {
   g_autofree char *sha = hn_hier_config_sha256 (c);
   g_autofree char *canon = hn_hier_config_canonical_json (c);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_data (parser, canon, -1, error))
-    return FALSE;
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "model_type");
-  json_builder_add_string_value (b, "hierarchos");
-  json_builder_set_member_name (b, "format_version");
-  json_builder_add_int_value (b, HN_HIER_FORMAT_VERSION);
-  json_builder_set_member_name (b, "architecture_revision");
-  json_builder_add_string_value (b, c->architecture_revision);
-  json_builder_set_member_name (b, "architecture_contract_sha256");
-  json_builder_add_string_value (b, sha);
-  json_builder_set_member_name (b, "architecture_contract");
-  json_builder_add_value (b, json_node_copy (json_parser_get_root (parser)));
-  json_builder_end_object (b);
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  json_generator_set_pretty (gen, TRUE);
-  json_generator_set_root (gen, root);
-  gsize len = 0;
-  g_autofree char *text = json_generator_to_data (gen, &len);
-  /* json-glib prints doubles with %.17g; the canonical text above is what is
-   * hashed, and loading re-derives it from the parsed values. */
-  return hn_write_file_atomic (path, text, len, error);
+  /* Written by hand: json-glib 1.6 prints some doubles as "1e-08.0", and the
+   * contract is kept in its canonical form, byte for byte what is hashed. */
+  GString *s = g_string_new ("{\n  \"model_type\": \"hierarchos\",\n");
+  g_string_append_printf (s, "  \"format_version\": %d,\n", HN_HIER_FORMAT_VERSION);
+  g_string_append (s, "  \"architecture_revision\": ");
+  append_json_string (s, c->architecture_revision);
+  g_string_append_printf (s, ",\n  \"architecture_contract_sha256\": \"%s\",\n", sha);
+  g_string_append_printf (s, "  \"architecture_contract\": %s\n}\n", canon);
+  gboolean ok = hn_write_file_atomic (path, s->str, s->len, error);
+  g_string_free (s, TRUE);
+  return ok;
 }
 
 gboolean

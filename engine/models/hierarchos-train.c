@@ -357,7 +357,9 @@ save_checkpoint (HnHierModel *m, const HnHierTrainOptions *o, const Adam *a, con
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
 #define INT(k, v) (json_builder_set_member_name (b, k), json_builder_add_int_value (b, v))
-#define DBL(k, v) (json_builder_set_member_name (b, k), json_builder_add_double_value (b, v))
+/* doubles as Python-repr strings: json-glib 1.6 prints some doubles as "1e-08.0" */
+#define DBL(k, v) G_STMT_START { g_autofree char *r_ = hn_hier_python_float_repr (v); \
+    json_builder_set_member_name (b, k); json_builder_add_string_value (b, r_); } G_STMT_END
 #define STR(k, v) (json_builder_set_member_name (b, k), json_builder_add_string_value (b, v))
   STR ("kind", "hierarchos_trainer_state");
   INT ("version", TRAINER_STATE_VERSION);

@@ -3,6 +3,7 @@
 #include "hn-error.h"
 
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 
 /* sha256 of the default contract (V 50257, C 448), computed by Python json.dumps. */
@@ -101,9 +102,9 @@ test_contract (void)
   g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
   g_autofree char *bad = NULL;
   {
-    g_auto (GStrv) parts = g_strsplit (text, "\"h_stride\" : 4", 2);
+    g_auto (GStrv) parts = g_strsplit (text, "\"h_stride\":4,", 2);
     g_assert_cmpint (g_strv_length (parts), ==, 2);
-    bad = g_strjoin ("\"h_stride\" : 5", parts[0], parts[1], NULL);
+    bad = g_strjoin ("\"h_stride\":5,", parts[0], parts[1], NULL);
   }
   g_assert_true (g_file_set_contents (path, bad, -1, NULL));
   g_assert_false (hn_hier_config_load (&d, path, &error));
@@ -308,9 +309,9 @@ gradcheck (const char *const *names)
   perturb (m, 9, 0.1f);
   /* Faster decays (w near 0) so the decay path carries gradients well above
    * the finite-difference noise of a float loss. */
-  for (int c = 0; c < 2; c++)
+  for (int cell = 0; cell < 2; cell++)
     {
-      float *w0 = hn_hier_model_data (m, c ? "l_rnn.w0" : "h_rnn.w0");
+      float *w0 = hn_hier_model_data (m, cell ? "l_rnn.w0" : "h_rnn.w0");
       for (int i = 0; i < 16; i++)
         w0[i] = -0.5f + 0.07f * (float) i;
     }
@@ -438,6 +439,171 @@ test_grad_rosa (void)
   gradcheck (names);
 }
 
+/* ---- training ---- */
+
+static guint32 *
+toy_corpus (gsize n)
+{
+  /* a noisy repeating pattern: learnable in a few steps */
+  guint32 *tok = g_new (guint32, n);
+  guint32 lcg = 12345;
+  const guint32 pat[] = { 1, 4, 9, 16, 25, 36, 2, 3, 5, 7, 11, 13 };
+  for (gsize i = 0; i < n; i++)
+    {
+      lcg = lcg * 1664525u + 1013904223u;
+      tok[i] = (lcg >> 28) == 0 ? (lcg >> 8) % 40 : pat[i % G_N_ELEMENTS (pat)];
+    }
+  return tok;
+}
+
+typedef struct {
+  GArray *losses;
+} Metrics;
+
+static void
+on_metric (const char *line, gpointer data)
+{
+  Metrics *mt = data;
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (p, line, -1, NULL));
+  JsonObject *o = json_node_get_object (json_parser_get_root (p));
+  const char *keys[] = { "step", "epoch", "loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s" };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    g_assert_true (json_object_has_member (o, keys[i]));
+  double l = json_object_get_double_member (o, "loss");
+  g_array_append_val (mt->losses, l);
+}
+
+static void
+train_opts (HnHierTrainOptions *o, const char *out, guint32 *tok, gsize n)
+{
+  hn_hier_train_options_defaults (o);
+  o->out_dir = out;
+  o->tokens = tok;
+  o->n_tokens = n;
+  o->batch_size = 2;
+  o->accumulation_steps = 2;
+  o->chunk_size = 8;
+  o->max_length = 16;
+  o->lr = 3e-3;
+  o->min_lr = 1e-4;
+  o->warmup_steps = 2;
+  o->seed = 99;
+  o->threads = 2;
+}
+
+static void
+rm_rf (const char *path)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
+      const char *f;
+      while (d && (f = g_dir_read_name (d)))
+        {
+          g_autofree char *p = g_build_filename (path, f, NULL);
+          rm_rf (p);
+        }
+      g_rmdir (path);
+    }
+  else
+    g_unlink (path);
+}
+
+static void
+test_train_loss_falls (void)
+{
+  g_autoptr (HnHierModel) m = tiny_model (21);
+  gsize n = 16 * 24 + 1;
+  g_autofree guint32 *tok = toy_corpus (n);
+  g_autofree char *dir = g_dir_make_tmp ("hier-train-XXXXXX", NULL);
+  HnHierTrainOptions o;
+  train_opts (&o, dir, tok, n);
+  o.max_steps = 30;
+  Metrics mt = { g_array_new (FALSE, FALSE, sizeof (double)) };
+  o.on_metric = on_metric;
+  o.on_metric_data = &mt;
+  g_autoptr (GError) error = NULL;
+  double final = 0;
+  g_assert_true (hn_hier_train (m, &o, &final, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (mt.losses->len, ==, 30);
+  double first = (g_array_index (mt.losses, double, 0) + g_array_index (mt.losses, double, 1)) / 2;
+  double last = (g_array_index (mt.losses, double, 28) + g_array_index (mt.losses, double, 29)) / 2;
+  g_test_message ("loss %.4f -> %.4f", first, last);
+  g_assert_cmpfloat (last, <, first * 0.7);
+  /* the output folder is a loadable model */
+  g_autoptr (HnHierModel) m2 = hn_hier_model_load (dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpmem (m->params, m->n_params * 4, m2->params, m2->n_params * 4);
+  g_array_unref (mt.losses);
+  rm_rf (dir);
+}
+
+typedef struct {
+  GCancellable *c;
+  int stop, n;
+} StopAt;
+
+static void
+stop_at_metric (const char *line, gpointer data)
+{
+  StopAt *s = data;
+  if (++s->n == s->stop)
+    g_cancellable_cancel (s->c);
+}
+
+static void
+test_train_resume_exact (void)
+{
+  gsize n = 16 * 12 + 1;
+  g_autofree guint32 *tok = toy_corpus (n);
+  g_autofree char *d1 = g_dir_make_tmp ("hier-a-XXXXXX", NULL);
+  g_autofree char *d2 = g_dir_make_tmp ("hier-b-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  /* 7 steps straight (crossing the 3-step epoch boundary twice) */
+  g_autoptr (HnHierModel) a = tiny_model (31);
+  HnHierTrainOptions o;
+  train_opts (&o, d1, tok, n);
+  o.max_steps = 7;
+  g_assert_true (hn_hier_train (a, &o, NULL, &error));
+  g_assert_no_error (error);
+  /* the same run interrupted after the checkpoint at step 4 ... */
+  g_autoptr (HnHierModel) b = tiny_model (31);
+  train_opts (&o, d2, tok, n);
+  o.max_steps = 7;
+  o.save_steps = 4;
+  o.threads = 1; /* the thread count does not change results */
+  StopAt stop = { g_cancellable_new (), 4, 0 };
+  o.cancellable = stop.c;
+  o.on_metric = stop_at_metric;
+  o.on_metric_data = &stop;
+  g_assert_false (hn_hier_train (b, &o, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CANCELLED);
+  g_clear_error (&error);
+  g_object_unref (stop.c);
+  g_autofree char *ck = g_build_filename (d2, "checkpoint-epoch-1-step-4", NULL);
+  g_assert_true (g_file_test (ck, G_FILE_TEST_IS_DIR));
+  /* ... resumed from it: bit-exact with the straight run */
+  g_autoptr (HnHierModel) c = hn_hier_model_load (ck, &error);
+  g_assert_no_error (error);
+  g_autofree char *d3 = g_dir_make_tmp ("hier-c-XXXXXX", NULL);
+  train_opts (&o, d3, tok, n);
+  o.max_steps = 7;
+  o.resume_from = ck;
+  hn_hier_train (c, &o, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpmem (a->params, a->n_params * 4, c->params, c->n_params * 4);
+  /* resuming with other data is refused */
+  g_autoptr (HnHierModel) e = hn_hier_model_load (ck, &error);
+  tok[5] ^= 1;
+  g_assert_false (hn_hier_train (e, &o, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  rm_rf (d1);
+  rm_rf (d2);
+  rm_rf (d3);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -452,5 +618,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos/grad/drift", test_grad_drift);
   g_test_add_func ("/hierarchos/grad/ltm-read", test_grad_ltm);
   g_test_add_func ("/hierarchos/grad/rosa-gate", test_grad_rosa);
+  g_test_add_func ("/hierarchos/train/loss-falls", test_train_loss_falls);
+  g_test_add_func ("/hierarchos/train/resume-exact", test_train_resume_exact);
   return g_test_run ();
 }
