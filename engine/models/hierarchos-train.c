@@ -6,6 +6,7 @@
 #include "hn-error.h"
 #include "hn-util.h"
 #include "io/safetensors.h"
+#include "train/optim.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -196,15 +197,13 @@ typedef struct {
 static double
 schedule_lr (const HnHierTrainOptions *o, gint64 step, gint64 total)
 {
-  /* step is 0-based: the lr used for optimizer step step+1. */
-  if (o->warmup_steps > 0 && step < o->warmup_steps)
-    return o->lr * (double) (step + 1) / (double) o->warmup_steps;
-  gint64 decay = total - o->warmup_steps;
-  if (decay <= 0)
-    return o->lr;
-  double progress = (double) (step - o->warmup_steps) / (double) decay;
-  progress = CLAMP (progress, 0.0, 1.0);
-  return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos (G_PI * progress));
+  /* transformers' cosine-with-warmup factor for update `step` (0-based); the
+   * decay runs from lr down to --min-lr instead of 0. */
+  HnLrSchedule sched = { HN_LR_COSINE, o->warmup_steps, total };
+  double f = hn_lr_schedule_factor (&sched, step);
+  if (step < o->warmup_steps)
+    return o->lr * f;
+  return o->min_lr + (o->lr - o->min_lr) * f;
 }
 
 /* ---- worker threads: one per subset of rows, per-row gradient buffers ---- */
@@ -690,26 +689,20 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
                        cur.global_step + 1);
           goto out;
         }
-      float clip = (o->grad_clip > 0 && gnorm > o->grad_clip) ? (float) (o->grad_clip / (gnorm + 1e-6)) : 1.0f;
+      float clip = o->grad_clip > 0 ? hn_clip_coef (gnorm, o->grad_clip) : 1.0f;
       double lr = schedule_lr (o, cur.global_step, cur.total_steps);
       adam.step++;
-      double bc1 = 1.0 - pow (o->beta1, (double) adam.step), bc2 = 1.0 - pow (o->beta2, (double) adam.step);
-      float b1 = (float) o->beta1, b2 = (float) o->beta2, eps = (float) o->eps;
       for (guint i = 0; i < m->param_list->len; i++)
         {
           HnHierParam *p = m->param_list->pdata[i];
           if (!train_mask[i])
             continue;
-          float decay = p->decay ? (float) (lr * o->weight_decay) : 0.0f;
-          for (gsize j = p->offset; j < p->offset + p->numel; j++)
-            {
-              float g = grads[j] * clip;
-              adam.m[j] = b1 * adam.m[j] + (1 - b1) * g;
-              adam.v[j] = b2 * adam.v[j] + (1 - b2) * g * g;
-              float mh = (float) (adam.m[j] / bc1), vh = (float) (adam.v[j] / bc2);
-              m->params[j] -= decay * m->params[j];
-              m->params[j] -= (float) lr * mh / (sqrtf (vh) + eps);
-            }
+          float *g = grads + p->offset;
+          if (clip != 1.0f)
+            for (gsize j = 0; j < p->numel; j++)
+              g[j] *= clip;
+          hn_adamw_step_cpu (m->params + p->offset, g, adam.m + p->offset, adam.v + p->offset, (gint64) p->numel,
+                             adam.step, lr, o->beta1, o->beta2, o->eps, p->decay ? o->weight_decay : 0.0);
         }
       cur.global_step++;
       cur.step_in_epoch++;
