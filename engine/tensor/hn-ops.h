@@ -1,0 +1,242 @@
+/* Forward ops (llm.c/ggml style): each is a plain function that checks its
+ * tensors, then records one or a few dispatches into `cmd`. Nothing runs
+ * until hn_cmd_submit_wait(). Every op has a CPU reference in
+ * hn-cpu-ref.h and a test in tests/engine/test-ops-*.c.
+ *
+ * Conventions
+ * - Shapes are row-major, shape[0] outermost. "rows" = product of all dims
+ *   but the last, "cols" = the last dim.
+ * - Activations are f32. Weight-like inputs (matmul B, embedding tables)
+ *   may be f16/bf16 storage; math is f32.
+ * - `out` must already exist with the right shape and dtype (allocate once,
+ *   reuse every step); ops never allocate device memory. Unless an op says
+ *   so, out must not overlap its inputs (elementwise ops, norms, softmax and
+ *   rope may run in place: out == in).
+ * - Backward ops will be named hn_op_<name>_back with shaders <name>_back.comp.
+ * - Every failure is a GError in HN_ERROR naming the op and the tensor.
+ */
+#pragma once
+#include "tensor/hn-tensor.h"
+
+G_BEGIN_DECLS
+
+/* ------------------------------------------------------------ matmul */
+
+/* y[M, N] = x[M, K] · W[N, K]^T (+ bias[N]): a Linear layer with W stored
+ * [out, in] as Hugging Face stores it. x and y may have leading dims (M =
+ * rows). W is f32, f16 or bf16; bias (nullable) f32. Picks the tiled kernel,
+ * or the matrix-vector kernel (subgroup reductions) when M is small (decode). */
+gboolean hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error);
+
+typedef enum {
+  HN_MATMUL_DEFAULT    = 0,
+  HN_MATMUL_TRANS_A    = 1 << 0,  /* A is stored [batch, K, M] */
+  HN_MATMUL_TRANS_B    = 1 << 1,  /* B is stored [batch, N, K] */
+  HN_MATMUL_ACCUMULATE = 1 << 2,  /* C += result (gradient accumulation) */
+} HnMatmulFlags;
+
+/* Batched C[b] = alpha · op(A[b]) · op(B[b]). A is [batch, M, K] (or [batch,
+ * K, M] with TRANS_A), B [batch, K, N] (or [batch, N, K] with TRANS_B), C
+ * [batch, M, N]. A 2-D operand has batch 1; a 4-D one has batch shape[0] *
+ * shape[1]. An operand of batch 1 is broadcast over C's batch. A and C f32;
+ * B f32/f16/bf16. */
+gboolean hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flags, float alpha,
+                    GError **error);
+
+/* ------------------------------------------------------------ elementwise */
+
+typedef enum {
+  HN_BINARY_ADD,
+  HN_BINARY_SUB,
+  HN_BINARY_MUL,
+  HN_BINARY_DIV,
+} HnBinaryOp;
+
+/* out = a (op) b with numpy broadcasting (shapes right-aligned, a dim of 1
+ * broadcasts). out has the broadcast shape. All f32. out may be a or b when
+ * it has that operand's shape. A bias is hn_op_add (y, y, bias[N]). */
+gboolean hn_op_binary (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, HnBinaryOp op, GError **error);
+gboolean hn_op_add (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, GError **error);
+gboolean hn_op_mul (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, GError **error);
+
+/* out = in * scale + offset (same element count). */
+gboolean hn_op_scale (HnCmd *cmd, HnTensor *out, HnTensor *in, float scale, float offset, GError **error);
+
+/* out = value everywhere (f32 or i32 tensors; an i32 gets (gint32) value). */
+gboolean hn_op_fill (HnCmd *cmd, HnTensor *out, float value, GError **error);
+
+typedef enum {
+  HN_ACT_IDENTITY,
+  HN_ACT_SILU,        /* x·sigmoid(x) (HF "silu", "swish") */
+  HN_ACT_GELU,        /* exact, erf (HF "gelu") */
+  HN_ACT_GELU_TANH,   /* tanh approximation (HF "gelu_new", "gelu_pytorch_tanh", "gelu_fast") */
+  HN_ACT_RELU,
+  HN_ACT_RELU2,       /* relu(x)^2 (HF "relu2") */
+  HN_ACT_QUICK_GELU,  /* x·sigmoid(1.702x) (HF "quick_gelu") */
+  HN_ACT_SIGMOID,
+  HN_ACT_TANH,
+} HnActivation;
+
+/* Maps an HF `hidden_act` string; FALSE for an unknown one. */
+gboolean hn_activation_from_string (const char *name, HnActivation *out);
+const char *hn_activation_name (HnActivation act);
+
+gboolean hn_op_unary (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error);
+
+/* Gated: out[.., F] = act(gate[.., F]) * up[.., F] (SwiGLU with SILU, GeGLU
+ * with GELU/GELU_TANH). With up == NULL, gate is [.., 2F] holding the gate in
+ * its first half and up in the second (a fused gate_up_proj). */
+gboolean hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation act, GError **error);
+
+/* ------------------------------------------------------------ gather */
+
+/* out[N, D] = table[ids[n], :]. table [V, D] f32/f16/bf16, ids i32 [N] (any
+ * shape with N elements). An id outside [0, V) yields a row of zeros: check
+ * ids from outside on the host (the tokenizer's ids always fit). */
+gboolean hn_op_embedding (HnCmd *cmd, HnTensor *out, HnTensor *table, HnTensor *ids, GError **error);
+
+/* ------------------------------------------------------------ norms */
+
+typedef enum {
+  HN_NORM_DEFAULT          = 0,
+  HN_NORM_WEIGHT_PLUS_ONE  = 1 << 0,  /* y = x̂ · (1 + w) (Gemma) */
+  HN_NORM_ROUND_BF16       = 1 << 1,  /* round x̂ to bf16 before the weight (HF with bf16 activations) */
+  HN_NORM_ROUND_F16        = 1 << 2,  /* round x̂ to f16 before the weight */
+} HnNormFlags;
+
+/* RMSNorm over the last dim: y = x / sqrt(mean(x²) + eps) · w. w [cols] or
+ * NULL (no weight). Per-head norms (q/k norm) are [T, H, D] with w [D]. */
+gboolean hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, HnNormFlags flags,
+                        GError **error);
+
+/* LayerNorm over the last dim: y = (x - mean) / sqrt(var + eps) · w + b;
+ * w and b nullable. */
+gboolean hn_op_layernorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, HnTensor *b, float eps,
+                          GError **error);
+
+/* ------------------------------------------------------------ softmax */
+
+typedef struct {
+  float scale;      /* multiplies the input first; 0 means 1 */
+  float softcap;    /* > 0: x = softcap · tanh(x / softcap) after scaling (Gemma 2) */
+  gboolean causal;  /* in is [.., T, S]: row t (position pos0 + t) sees columns c <= pos0 + t */
+  gint64 pos0;      /* position of the first row of each [T, S] block */
+  gint64 window;    /* > 0: row at position p also hides columns c <= p - window */
+  HnTensor *mask;   /* optional additive f32 mask [Bm, Tm, S] (or [Tm, S], [S]) with Tm 1 or T;
+                     * the rows of `in` are split evenly over the Bm batches (padding masks) */
+} HnSoftmaxParams;
+
+/* Softmax over the last dim. A row whose columns are all hidden yields zeros. */
+gboolean hn_op_softmax (HnCmd *cmd, HnTensor *out, HnTensor *in, const HnSoftmaxParams *params, GError **error);
+
+/* ------------------------------------------------------------ rope */
+
+typedef enum {
+  HN_ROPE_NEOX,  /* rotate_half: pairs (i, i + rot/2) — HF Llama and most models */
+  HN_ROPE_GPTJ,  /* interleaved pairs (2i, 2i+1) — GPT-J, CodeGen, ChatGLM */
+} HnRopeStyle;
+
+typedef enum {
+  HN_ROPE_SCALING_NONE,
+  HN_ROPE_SCALING_LINEAR,
+  HN_ROPE_SCALING_DYNAMIC,   /* dynamic NTK */
+  HN_ROPE_SCALING_LLAMA3,
+  HN_ROPE_SCALING_YARN,
+  HN_ROPE_SCALING_LONGROPE,
+} HnRopeScalingType;
+
+typedef struct {
+  HnRopeScalingType type;
+  double factor;
+  gint64 original_max_position_embeddings;  /* 0 = max_position_embeddings */
+  double low_freq_factor, high_freq_factor; /* llama3 */
+  double beta_fast, beta_slow;              /* yarn; 0 = 32 and 1 */
+  double attention_factor;                  /* yarn/longrope; 0 = derived like transformers */
+  double mscale, mscale_all_dim;            /* yarn (DeepSeek); 0 = unset */
+  gboolean yarn_no_truncate;                /* yarn "truncate": false */
+  const double *short_factor, *long_factor; /* longrope, n_factors = rot_dims / 2 each */
+  guint n_factors;
+} HnRopeScaling;
+
+/* Host side, mirroring transformers' ROPE_INIT_FUNCTIONS: fills inv_freq
+ * [rot_dims / 2] and the attention scale that multiplies cos and sin.
+ * seq_len is the current sequence length (dynamic NTK and longrope depend on
+ * it; pass 0 when unknown). scaling may be NULL. */
+gboolean hn_rope_compute_inv_freq (double base, int rot_dims, gint64 max_position_embeddings,
+                                   const HnRopeScaling *scaling, gint64 seq_len,
+                                   float *inv_freq, float *attention_scale, GError **error);
+
+/* Rotates the first rot_dims of every head. x [.., H, D] (e.g. [T, H, D] or
+ * [B, T, H, D]); positions i32 with rows/H elements (one per token); inv_freq
+ * f32 [rot_dims / 2] on the device. cos/sin are multiplied by attn_scale.
+ * out may be x. */
+gboolean hn_op_rope (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *positions, HnTensor *inv_freq,
+                     int rot_dims, HnRopeStyle style, float attn_scale, GError **error);
+
+/* ------------------------------------------------------------ attention */
+
+typedef struct {
+  float scale;            /* 0 = 1/sqrt(head_dim) */
+  float softcap;          /* > 0: tanh soft-capping of the scores */
+  gboolean causal;        /* query t (position pos0 + t) sees keys j <= pos0 + t */
+  gint64 pos0;            /* position of the first query (decode: n_kv - T) */
+  gint64 n_kv;            /* valid rows of the K/V cache; 0 = all of it */
+  gint64 window;          /* > 0: also hide keys j <= p - window (sliding window) */
+  HnTensor *alibi_slopes; /* optional f32 [H]: score += slope[h] · (j - p) */
+  HnTensor *mask;         /* optional additive f32 [T, n_kv] (or [B, T, n_kv], [B, 1, n_kv]) */
+} HnAttentionParams;
+
+/* Scaled-dot-product attention reading K/V from a cache:
+ * out [T, H, Dv] = softmax(q·kᵀ·scale + ...)·v, q [T, H, D], k [n_ctx, KVH, D],
+ * v [n_ctx, KVH, Dv] with H % KVH == 0 (GQA; KVH 1 = MQA). With a batch:
+ * out/q [B, T, H, D], k/v [B, n_ctx, KVH, D]. f32 (k/v may be f16/bf16). */
+gboolean hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *v,
+                          const HnAttentionParams *params, GError **error);
+
+/* Standard ALiBi slopes for n_heads (as in BLOOM/MPT). */
+void hn_alibi_slopes (int n_heads, float max_bias, float *slopes);
+
+/* ------------------------------------------------------------ losses, picks */
+
+/* loss[N] = logsumexp(logits[n, :]) - logits[n, targets[n]] (0 where the
+ * target is ignore_index); mean (nullable, f32 [1]) = sum / number of
+ * non-ignored rows (0 when there are none). logits [N, V] f32, targets i32
+ * [N]. A target outside [0, V) that is not ignore_index yields NaN. */
+gboolean hn_op_cross_entropy (HnCmd *cmd, HnTensor *loss, HnTensor *mean, HnTensor *logits,
+                              HnTensor *targets, gint32 ignore_index, GError **error);
+
+/* out i32 [rows] = index of the largest value of each row (first on ties). */
+gboolean hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
+
+/* The k largest values of each row, sorted descending (lower index first on
+ * ties): values f32 [rows, k] (nullable), indices i32 [rows, k]. */
+gboolean hn_op_topk (HnCmd *cmd, HnTensor *values, HnTensor *indices, HnTensor *in, int k, GError **error);
+
+/* ------------------------------------------------------------ layout */
+
+/* out = in with the same element count; converts between f32, f16 and bf16
+ * (round to nearest even); i32 -> i32. */
+gboolean hn_op_copy (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
+
+/* out.shape[i] = in.shape[perm[i]] (f32 or i32; up to 4 dims). */
+gboolean hn_op_permute (HnCmd *cmd, HnTensor *out, HnTensor *in, const int *perm, GError **error);
+gboolean hn_op_transpose (HnCmd *cmd, HnTensor *out, HnTensor *in, int dim0, int dim1, GError **error);
+
+/* out = in[.., start : start + out.shape[dim], ..] along `dim`. */
+gboolean hn_op_slice (HnCmd *cmd, HnTensor *out, HnTensor *in, int dim, gint64 start, GError **error);
+
+/* out = concatenation of a and b along `dim`. */
+gboolean hn_op_concat (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, int dim, GError **error);
+
+/* ------------------------------------------------------------ reductions */
+
+typedef enum {
+  HN_REDUCE_SUM,
+  HN_REDUCE_MEAN,
+  HN_REDUCE_MAX,
+} HnReduceOp;
+
+/* out [rows] (any shape with rows elements) = reduction of each row of in. */
+gboolean hn_op_reduce (HnCmd *cmd, HnTensor *out, HnTensor *in, HnReduceOp op, GError **error);
+
+G_END_DECLS

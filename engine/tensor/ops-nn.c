@@ -1,0 +1,347 @@
+/* Ops: norms, softmax, rope, attention, losses and picks. */
+#include "ops-private.h"
+
+#include <math.h>
+#include <string.h>
+
+static gboolean
+in_place_or_disjoint (const char *op, HnTensor *out, HnTensor *in, GError **error)
+{
+  if (out->buf == in->buf && out->offset != in->offset)
+    {
+      guint64 a0 = out->offset, a1 = a0 + hn_tensor_nbytes (out), b0 = in->offset, b1 = b0 + hn_tensor_nbytes (in);
+      if (a0 < b1 && b0 < a1)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: output %s partly overlaps input %s", op,
+                       out->name, in->name);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+check_f32_same (const char *op, HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
+{
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, in, error) ||
+      !hn_op_check_dtype (op, "in", in, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error))
+    return FALSE;
+  if (!hn_tensor_same_shape (out, in))
+    {
+      g_autofree char *di = hn_tensor_describe (in), *dout = hn_tensor_describe (out);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: out %s %s must have the shape of in %s %s", op,
+                   out->name, dout, in->name, di);
+      return FALSE;
+    }
+  return in_place_or_disjoint (op, out, in, error);
+}
+
+static gboolean
+check_vec (const char *op, const char *role, HnCmd *cmd, HnTensor *t, gint64 n, GError **error)
+{
+  return !t || (hn_op_check_ctx (op, cmd, t, error) && hn_op_check_dtype (op, role, t, HN_DTYPE_F32, error) &&
+                hn_op_check_count (op, role, t, n, error));
+}
+
+/* ------------------------------------------------------------ norms */
+
+gboolean
+hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, HnNormFlags flags, GError **error)
+{
+  const char *op = "rmsnorm";
+  if (!check_f32_same (op, cmd, out, x, error) || !check_vec (op, "weight", cmd, w, hn_tensor_cols (x), error))
+    return FALSE;
+  struct { guint32 rows, cols, x_off, w_off, o_off; float eps; guint32 flags; } pc = {
+    (guint32) hn_tensor_rows (x), (guint32) hn_tensor_cols (x), hn_eoff (x), w ? hn_eoff (w) : 0, hn_eoff (out), eps,
+    (guint32) (flags & 7) | (w ? 8u : 0u) };
+  HnVkBinding bd[3] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_rows (cmd, "rmsnorm", NULL, 0, bd, 3, &pc, sizeof pc, pc.rows, error);
+}
+
+gboolean
+hn_op_layernorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, HnTensor *b, float eps, GError **error)
+{
+  const char *op = "layernorm";
+  gint64 C = hn_tensor_cols (x);
+  if (!check_f32_same (op, cmd, out, x, error) || !check_vec (op, "weight", cmd, w, C, error) ||
+      !check_vec (op, "bias", cmd, b, C, error))
+    return FALSE;
+  struct { guint32 rows, cols, x_off, w_off, b_off, o_off; float eps; guint32 flags; } pc = {
+    (guint32) hn_tensor_rows (x), (guint32) C, hn_eoff (x), w ? hn_eoff (w) : 0, b ? hn_eoff (b) : 0, hn_eoff (out),
+    eps, (w ? 1u : 0u) | (b ? 2u : 0u) };
+  HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (b ? b : x, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_rows (cmd, "layernorm", NULL, 0, bd, 4, &pc, sizeof pc, pc.rows, error);
+}
+
+/* ------------------------------------------------------------ softmax */
+
+/* Mask [Bm, Tm, S] (or [Tm, S], [S]) against rows split in blocks of T. */
+static gboolean
+mask_geometry (const char *op, HnTensor *mask, gint64 rows, gint64 T, gint64 S, guint32 *mask_B, guint32 *mask_T,
+               GError **error)
+{
+  if (!hn_op_check_dtype (op, "mask", mask, HN_DTYPE_F32, error))
+    return FALSE;
+  gint64 mcols = hn_tensor_cols (mask);
+  gint64 mT = mask->ndim >= 2 ? mask->shape[mask->ndim - 2] : 1;
+  gint64 mB = mask->n / (mcols * mT);
+  if (mcols != S || (mT != 1 && mT != T) || rows % (mB * T) != 0)
+    {
+      g_autofree char *d = hn_tensor_describe (mask);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: mask %s %s must be [B, T or 1, %" G_GINT64_FORMAT "] with T = %" G_GINT64_FORMAT
+                   " and B dividing the batch", op, mask->name, d, S, T);
+      return FALSE;
+    }
+  *mask_B = (guint32) mB;
+  *mask_T = (guint32) mT;
+  return TRUE;
+}
+
+gboolean
+hn_op_softmax (HnCmd *cmd, HnTensor *out, HnTensor *in, const HnSoftmaxParams *params, GError **error)
+{
+  const char *op = "softmax";
+  static const HnSoftmaxParams defaults = { 0 };
+  if (!params)
+    params = &defaults;
+  if (!check_f32_same (op, cmd, out, in, error) || !hn_op_check_ctx (op, cmd, params->mask, error))
+    return FALSE;
+  gint64 rows = hn_tensor_rows (in), S = hn_tensor_cols (in);
+  gint64 T = in->ndim >= 2 ? in->shape[in->ndim - 2] : 1;
+  guint32 mB = 1, mT = 1;
+  if (params->mask && !mask_geometry (op, params->mask, rows, T, S, &mB, &mT, error))
+    return FALSE;
+  if (params->window < 0 || params->pos0 < 0 || params->pos0 > G_MAXINT32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "softmax: negative window or bad pos0");
+      return FALSE;
+    }
+  struct {
+    guint32 rows, cols, x_off, m_off, o_off, T;
+    gint32 pos0;
+    guint32 window, causal;
+    float scale, softcap;
+    guint32 has_mask, mask_rows_per_batch, mask_T;
+  } pc = {
+    (guint32) rows, (guint32) S, hn_eoff (in), params->mask ? hn_eoff (params->mask) : 0, hn_eoff (out), (guint32) T,
+    (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u,
+    params->scale != 0.0f ? params->scale : 1.0f, params->softcap,
+    params->mask != NULL, (guint32) (rows / mB), mT };
+  HnVkBinding bd[3] = { hn_bind (in, FALSE), hn_bind (params->mask ? params->mask : in, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_rows (cmd, "softmax", NULL, 0, bd, 3, &pc, sizeof pc, pc.rows, error);
+}
+
+/* ------------------------------------------------------------ rope */
+
+gboolean
+hn_op_rope (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *positions, HnTensor *inv_freq, int rot_dims,
+            HnRopeStyle style, float attn_scale, GError **error)
+{
+  const char *op = "rope";
+  if (!check_f32_same (op, cmd, out, x, error) || !hn_op_check_ctx (op, cmd, positions, error) ||
+      !hn_op_check_ctx (op, cmd, inv_freq, error) ||
+      !hn_op_check_dtype (op, "positions", positions, HN_DTYPE_I32, error))
+    return FALSE;
+  if (x->ndim < 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "rope: x %s must be [.., heads, head_dim]", x->name);
+      return FALSE;
+    }
+  gint64 D = hn_tensor_cols (x), H = x->shape[x->ndim - 2], rows = hn_tensor_rows (x);
+  if (rot_dims <= 0 || rot_dims > D || rot_dims % 2 != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "rope: rot_dims %d must be even and within head_dim %" G_GINT64_FORMAT, rot_dims, D);
+      return FALSE;
+    }
+  if (!hn_op_check_count (op, "positions", positions, rows / H, error) ||
+      !check_vec (op, "inv_freq", cmd, inv_freq, rot_dims / 2, error))
+    return FALSE;
+  if (style != HN_ROPE_NEOX && style != HN_ROPE_GPTJ)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "rope: unknown style %d", (int) style);
+      return FALSE;
+    }
+  guint64 per_row = (guint64) (D - rot_dims / 2);
+  struct { guint32 n, H, D, rot, x_off, p_off, f_off, o_off, style; float attn_scale; } pc = {
+    (guint32) (rows * per_row), (guint32) H, (guint32) D, (guint32) rot_dims, hn_eoff (x), hn_eoff (positions),
+    hn_eoff (inv_freq), hn_eoff (out), (guint32) style, attn_scale };
+  HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (positions, FALSE), hn_bind (inv_freq, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "rope", NULL, 0, bd, 4, &pc, sizeof pc, pc.n, error);
+}
+
+/* ------------------------------------------------------------ attention */
+
+void
+hn_alibi_slopes (int n_heads, float max_bias, float *slopes)
+{
+  /* BLOOM / MPT: slopes are powers of 2^(-max_bias/n) for the closest power
+   * of two n <= n_heads, then interleaved extra slopes for the rest. */
+  if (max_bias <= 0)
+    max_bias = 8.0f;
+  int closest = 1;
+  while (closest * 2 <= n_heads)
+    closest *= 2;
+  double base = pow (2.0, -(double) max_bias / closest);
+  for (int i = 0; i < closest && i < n_heads; i++)
+    slopes[i] = (float) pow (base, i + 1);
+  if (closest < n_heads)
+    {
+      double extra = pow (2.0, -(double) max_bias / (2 * closest));
+      for (int i = 0; i < n_heads - closest; i++)
+        slopes[closest + i] = (float) pow (extra, 2 * i + 1);
+    }
+}
+
+gboolean
+hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *v, const HnAttentionParams *params,
+                 GError **error)
+{
+  const char *op = "attention";
+  static const HnAttentionParams defaults = { 0 };
+  if (!params)
+    params = &defaults;
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, q, error) ||
+      !hn_op_check_ctx (op, cmd, k, error) || !hn_op_check_ctx (op, cmd, v, error) ||
+      !hn_op_check_ctx (op, cmd, params->mask, error) || !hn_op_check_ctx (op, cmd, params->alibi_slopes, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "q", q, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) ||
+      !hn_op_check_float_storage (op, "k", k, error) || !hn_op_check_dtype (op, "v", v, k->dtype, error))
+    return FALSE;
+  gboolean batched = q->ndim == 4;
+  if ((q->ndim != 3 && q->ndim != 4) || k->ndim != q->ndim || v->ndim != q->ndim || out->ndim != q->ndim)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "attention: q, k, v and out must all be [T, H, D] / [n_ctx, KVH, D] (or with a leading batch dim)");
+      return FALSE;
+    }
+  int o = batched ? 1 : 0;
+  gint64 B = batched ? q->shape[0] : 1;
+  gint64 T = q->shape[o], H = q->shape[o + 1], D = q->shape[o + 2];
+  gint64 n_ctx = k->shape[o], KVH = k->shape[o + 1], Dv = v->shape[o + 2];
+  gint64 n_kv = params->n_kv > 0 ? params->n_kv : n_ctx;
+  if ((batched && (k->shape[0] != B || v->shape[0] != B || out->shape[0] != B)) || k->shape[o + 2] != D ||
+      v->shape[o] != n_ctx || v->shape[o + 1] != KVH || out->shape[o] != T || out->shape[o + 1] != H ||
+      out->shape[o + 2] != Dv || H % KVH != 0 || n_kv > n_ctx)
+    {
+      g_autofree char *dq = hn_tensor_describe (q), *dk = hn_tensor_describe (k), *dv = hn_tensor_describe (v),
+                      *dout = hn_tensor_describe (out);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "attention: shapes do not fit (q %s, k %s, v %s, out %s, n_kv %" G_GINT64_FORMAT
+                   "; heads must be a multiple of KV heads)", dq, dk, dv, dout, n_kv);
+      return FALSE;
+    }
+  if (D > 256 || Dv > 256)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "attention: head dim %" G_GINT64_FORMAT " above 256",
+                   MAX (D, Dv));
+      return FALSE;
+    }
+  if (H > 65535 || T > 65535 || B > 65535 || params->pos0 < 0 || params->pos0 > G_MAXINT32 || params->window < 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "attention: heads, queries or batch above 65535, or bad pos0/window");
+      return FALSE;
+    }
+  if (!check_vec (op, "alibi_slopes", cmd, params->alibi_slopes, H, error))
+    return FALSE;
+  guint32 mB = 1, mT = 1, mcols = 0;
+  if (params->mask)
+    {
+      if (!hn_op_check_dtype (op, "mask", params->mask, HN_DTYPE_F32, error))
+        return FALSE;
+      HnTensor *m = params->mask;
+      mcols = (guint32) hn_tensor_cols (m);
+      gint64 mt = m->ndim >= 2 ? m->shape[m->ndim - 2] : 1;
+      gint64 mb = m->n / (mcols * mt);
+      if (mcols < n_kv || (mt != 1 && mt != T) || (mb != 1 && mb != B))
+        {
+          g_autofree char *dm = hn_tensor_describe (m);
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "attention: mask %s %s must be [B or 1, T or 1, >= n_kv]", m->name, dm);
+          return FALSE;
+        }
+      mB = (guint32) mb;
+      mT = (guint32) mt;
+    }
+  if (!in_place_or_disjoint (op, out, q, error))
+    return FALSE;
+  struct {
+    guint32 T, H, KVH, D, Dv, n_ctx, n_kv;
+    gint32 pos0;
+    guint32 window, causal;
+    float scale, softcap;
+    guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols;
+  } pc = {
+    (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) n_ctx, (guint32) n_kv,
+    (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u,
+    params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
+    hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out),
+    params->alibi_slopes ? hn_eoff (params->alibi_slopes) : 0, params->mask ? hn_eoff (params->mask) : 0,
+    (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u), mB, mT, mcols };
+  guint32 spec[1] = { hn_op_float_code (k->dtype) };
+  HnVkBinding bd[6] = {
+    hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
+    hn_bind (params->alibi_slopes ? params->alibi_slopes : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
+    hn_bind (out, TRUE) };
+  return hn_cmd_dispatch (cmd, "attention", spec, 1, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T, (guint32) B,
+                          error);
+}
+
+/* ------------------------------------------------------------ losses, picks */
+
+gboolean
+hn_op_cross_entropy (HnCmd *cmd, HnTensor *loss, HnTensor *mean, HnTensor *logits, HnTensor *targets,
+                     gint32 ignore_index, GError **error)
+{
+  const char *op = "cross_entropy";
+  if (!hn_op_check_ctx (op, cmd, loss, error) || !hn_op_check_ctx (op, cmd, logits, error) ||
+      !hn_op_check_ctx (op, cmd, targets, error) || !hn_op_check_dtype (op, "logits", logits, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "targets", targets, HN_DTYPE_I32, error))
+    return FALSE;
+  gint64 N = hn_tensor_rows (logits), V = hn_tensor_cols (logits);
+  if (!check_vec (op, "loss", cmd, loss, N, error) || !hn_op_check_count (op, "targets", targets, N, error) ||
+      !check_vec (op, "mean", cmd, mean, 1, error))
+    return FALSE;
+  struct { guint32 rows, V, x_off, t_off, l_off; gint32 ignore; } pc = {
+    (guint32) N, (guint32) V, hn_eoff (logits), hn_eoff (targets), hn_eoff (loss), ignore_index };
+  HnVkBinding bd[3] = { hn_bind (logits, FALSE), hn_bind (targets, FALSE), hn_bind (loss, TRUE) };
+  if (!hn_op_dispatch_rows (cmd, "cross_entropy", NULL, 0, bd, 3, &pc, sizeof pc, pc.rows, error))
+    return FALSE;
+  if (!mean)
+    return TRUE;
+  struct { guint32 rows, l_off, t_off, m_off; gint32 ignore; } pm = {
+    (guint32) N, hn_eoff (loss), hn_eoff (targets), hn_eoff (mean), ignore_index };
+  HnVkBinding bm[3] = { hn_bind (loss, FALSE), hn_bind (targets, FALSE), hn_bind (mean, TRUE) };
+  return hn_cmd_dispatch (cmd, "cross_entropy_mean", NULL, 0, bm, 3, &pm, sizeof pm, 1, 1, 1, error);
+}
+
+gboolean
+hn_op_topk (HnCmd *cmd, HnTensor *values, HnTensor *indices, HnTensor *in, int k, GError **error)
+{
+  const char *op = "topk";
+  if (!hn_op_check_ctx (op, cmd, indices, error) || !hn_op_check_ctx (op, cmd, in, error) ||
+      !hn_op_check_dtype (op, "in", in, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "indices", indices, HN_DTYPE_I32, error))
+    return FALSE;
+  gint64 rows = hn_tensor_rows (in), cols = hn_tensor_cols (in);
+  if (k <= 0 || k > cols)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "topk: k = %d must be within 1..%" G_GINT64_FORMAT, k, cols);
+      return FALSE;
+    }
+  if (!hn_op_check_count (op, "indices", indices, rows * k, error) ||
+      !check_vec (op, "values", cmd, values, rows * k, error))
+    return FALSE;
+  struct { guint32 rows, cols, k, x_off, v_off, i_off, has_vals; } pc = {
+    (guint32) rows, (guint32) cols, (guint32) k, hn_eoff (in), values ? hn_eoff (values) : 0, hn_eoff (indices),
+    values != NULL };
+  HnVkBinding bd[3] = { hn_bind (in, FALSE), hn_bind (values ? values : indices, TRUE), hn_bind (indices, TRUE) };
+  return hn_op_dispatch_rows (cmd, "topk", NULL, 0, bd, 3, &pc, sizeof pc, pc.rows, error);
+}
+
+gboolean
+hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
+{
+  return hn_op_topk (cmd, NULL, out, in, 1, error);
+}

@@ -1,0 +1,646 @@
+/* Ops: matmul, elementwise, gather, layout and reductions. */
+#include "ops-private.h"
+
+#include <string.h>
+
+gboolean
+hn_op_check_ctx (const char *op, HnCmd *cmd, HnTensor *t, GError **error)
+{
+  if (t && t->ctx != hn_cmd_get_context (cmd))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: tensor %s belongs to another device", op, t->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_op_check_dtype (const char *op, const char *role, HnTensor *t, HnDType want, GError **error)
+{
+  if (t->dtype != want)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s (tensor %s) is %s, %s is required", op, role,
+                   t->name, hn_dtype_name (t->dtype), hn_dtype_name (want));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_op_check_float_storage (const char *op, const char *role, HnTensor *t, GError **error)
+{
+  if (t->dtype != HN_DTYPE_F32 && t->dtype != HN_DTYPE_F16 && t->dtype != HN_DTYPE_BF16)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s (tensor %s) is %s; f32, f16 or bf16 is supported", op,
+                   role, t->name, hn_dtype_name (t->dtype));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_op_check_count (const char *op, const char *role, HnTensor *t, gint64 n, GError **error)
+{
+  if (t->n != n)
+    {
+      g_autofree char *d = hn_tensor_describe (t);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s (tensor %s %s) must have %" G_GINT64_FORMAT
+                   " elements", op, role, t->name, d, n);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+guint32
+hn_op_float_code (HnDType dt)
+{
+  return dt == HN_DTYPE_F16 ? 1 : dt == HN_DTYPE_BF16 ? 2 : 0;
+}
+
+gboolean
+hn_op_dispatch_rows (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_spec, const HnVkBinding *b,
+                     guint nb, const void *push, guint push_size, guint64 rows, GError **error)
+{
+  guint32 gx, gy;
+  hn_grid (rows, &gx, &gy);
+  return hn_cmd_dispatch (cmd, shader, spec, n_spec, b, nb, push, push_size, gx, gy, 1, error);
+}
+
+gboolean
+hn_op_dispatch_elems (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_spec, const HnVkBinding *b,
+                      guint nb, const void *push, guint push_size, guint64 n, GError **error)
+{
+  return hn_op_dispatch_rows (cmd, shader, spec, n_spec, b, nb, push, push_size, (n + HN_WG - 1) / HN_WG, error);
+}
+
+static gboolean
+overlaps (HnTensor *a, HnTensor *b)
+{
+  if (!a || !b || a->buf != b->buf)
+    return FALSE;
+  guint64 a0 = a->offset, a1 = a0 + hn_tensor_nbytes (a), b0 = b->offset, b1 = b0 + hn_tensor_nbytes (b);
+  return a0 < b1 && b0 < a1;
+}
+
+static gboolean
+check_no_overlap (const char *op, HnTensor *out, HnTensor *in, GError **error)
+{
+  if (overlaps (out, in))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: output %s overlaps input %s", op, out->name,
+                   in->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* ------------------------------------------------------------ matmul */
+
+typedef struct {
+  guint32 M, N, K;
+  guint32 a_off, b_off, c_off, bias_off;
+  guint32 a_sb, a_sm, a_sk;
+  guint32 b_sb, b_sk, b_sn;
+  guint32 c_sb, c_sm;
+  float alpha;
+  guint32 flags;
+} MatmulPush;
+
+static gboolean
+dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
+                guint32 batch, GError **error)
+{
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  guint32 bm = 64, bn = 64, bk = 16, tm = 4, tn = 4;
+  if (info->max_workgroup_invocations < 256 || info->max_shared_memory < 16384)
+    bm = bn = 32; /* 64 invocations, 4 KiB of shared memory */
+  guint32 threads = (bm / tm) * (bn / tn);
+  guint32 spec[7] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads };
+  HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
+  hn_cmd_set_label (cmd, "matmul");
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul", spec, 7, bd, 4, pc, sizeof *pc, (pc->N + bn - 1) / bn,
+                                 (pc->M + bm - 1) / bm, batch, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
+{
+  const char *op = "matmul";
+  if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+      !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
+      !hn_op_check_float_storage (op, "W", w, error) ||
+      (bias && !hn_op_check_dtype (op, "bias", bias, HN_DTYPE_F32, error)))
+    return FALSE;
+  if (w->ndim != 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "matmul: W (tensor %s) must be 2-D [out, in]", w->name);
+      return FALSE;
+    }
+  gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
+  if (hn_tensor_cols (x) != K || hn_tensor_cols (y) != N || hn_tensor_rows (y) != M)
+    {
+      g_autofree char *dx = hn_tensor_describe (x), *dw = hn_tensor_describe (w), *dy = hn_tensor_describe (y);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "matmul: shapes do not fit y = x·Wᵀ: x %s %s, W %s %s, y %s %s", x->name, dx, w->name, dw, y->name, dy);
+      return FALSE;
+    }
+  if (bias && bias->n != N)
+    return hn_op_check_count (op, "bias", bias, N, error);
+  if (!check_no_overlap (op, y, x, error) || !check_no_overlap (op, y, w, error))
+    return FALSE;
+
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  if (M <= 8 && info->subgroup_arithmetic && g_getenv ("HN_NO_MATVEC") == NULL)
+    {
+      struct { guint32 M, N, K, x_off, w_off, bias_off, y_off, has_bias; } pc = {
+        (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), bias ? hn_eoff (bias) : 0, hn_eoff (y),
+        bias != NULL };
+      guint32 wg = 128;
+      guint32 spec[2] = { hn_op_float_code (w->dtype), wg };
+      HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE) };
+      guint32 gx, gy;
+      hn_grid ((guint64) N, &gx, &gy);
+      return hn_cmd_dispatch (cmd, "matvec", spec, 2, bd, 4, &pc, sizeof pc, gx, gy, 1, error);
+    }
+  MatmulPush pc = {
+    (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), hn_eoff (y), bias ? hn_eoff (bias) : 0,
+    0, (guint32) K, 1,           /* A(m, k) = x[m * K + k] */
+    0, 1, (guint32) K,           /* B(k, n) = W[n * K + k] */
+    0, (guint32) N,
+    1.0f, bias ? 2u : 0u };
+  return dispatch_tiled (cmd, y, x, w, bias, &pc, 1, error);
+}
+
+static void
+batch_dims (HnTensor *t, gint64 *batch, gint64 *r, gint64 *c)
+{
+  *c = t->shape[t->ndim - 1];
+  *r = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
+  *batch = t->n / (*r * *c);
+}
+
+gboolean
+hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flags, float alpha, GError **error)
+{
+  const char *op = "bmm";
+  if (!hn_op_check_ctx (op, cmd, c, error) || !hn_op_check_ctx (op, cmd, a, error) ||
+      !hn_op_check_ctx (op, cmd, b, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "A", a, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "C", c, HN_DTYPE_F32, error) ||
+      !hn_op_check_float_storage (op, "B", b, error))
+    return FALSE;
+  gint64 ba, ar, ac, bb, br, bc, bcc, cr, cc;
+  batch_dims (a, &ba, &ar, &ac);
+  batch_dims (b, &bb, &br, &bc);
+  batch_dims (c, &bcc, &cr, &cc);
+  gboolean ta = (flags & HN_MATMUL_TRANS_A) != 0, tb = (flags & HN_MATMUL_TRANS_B) != 0;
+  gint64 M = ta ? ac : ar, K = ta ? ar : ac;
+  gint64 Kb = tb ? bc : br, N = tb ? br : bc;
+  if (K != Kb || cr != M || cc != N || (ba != 1 && ba != bcc) || (bb != 1 && bb != bcc))
+    {
+      g_autofree char *da = hn_tensor_describe (a), *db = hn_tensor_describe (b), *dc = hn_tensor_describe (c);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "bmm: shapes do not fit C = op(A)·op(B)%s%s: A %s %s, B %s %s, C %s %s",
+                   ta ? " (A transposed)" : "", tb ? " (B transposed)" : "", a->name, da, b->name, db, c->name, dc);
+      return FALSE;
+    }
+  if (bcc > 65535)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "bmm: batch %" G_GINT64_FORMAT " is above 65535", bcc);
+      return FALSE;
+    }
+  if (!check_no_overlap (op, c, a, error) || !check_no_overlap (op, c, b, error))
+    return FALSE;
+  MatmulPush pc = {
+    (guint32) M, (guint32) N, (guint32) K, hn_eoff (a), hn_eoff (b), hn_eoff (c), 0,
+    ba == 1 ? 0 : (guint32) (ar * ac), ta ? 1 : (guint32) ac, ta ? (guint32) ac : 1,
+    bb == 1 ? 0 : (guint32) (br * bc), tb ? 1 : (guint32) bc, tb ? (guint32) bc : 1,
+    (guint32) (M * N), (guint32) N,
+    alpha, (flags & HN_MATMUL_ACCUMULATE) ? 1u : 0u };
+  return dispatch_tiled (cmd, c, a, b, NULL, &pc, (guint32) bcc, error);
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+gboolean
+hn_op_binary (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, HnBinaryOp bop, GError **error)
+{
+  const char *op = "binary";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, a, error) ||
+      !hn_op_check_ctx (op, cmd, b, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "a", a, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "b", b, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error))
+    return FALSE;
+  /* Right-align to 4 dims. */
+  gint64 sa[4], sb[4], so[4];
+  for (int i = 0; i < 4; i++)
+    {
+      int ia = i - (4 - a->ndim), ib = i - (4 - b->ndim), io = i - (4 - out->ndim);
+      sa[i] = ia >= 0 ? a->shape[ia] : 1;
+      sb[i] = ib >= 0 ? b->shape[ib] : 1;
+      so[i] = io >= 0 ? out->shape[io] : 1;
+    }
+  struct { guint32 n, a_off, b_off, o_off, op, shape[4], as[4], bs[4]; } pc = {
+    (guint32) out->n, hn_eoff (a), hn_eoff (b), hn_eoff (out), (guint32) bop };
+  guint32 stride_a = 1, stride_b = 1;
+  for (int i = 3; i >= 0; i--)
+    {
+      gint64 want = MAX (sa[i], sb[i]);
+      if ((sa[i] != 1 && sa[i] != want) || (sb[i] != 1 && sb[i] != want) || so[i] != want)
+        {
+          g_autofree char *da = hn_tensor_describe (a), *db = hn_tensor_describe (b), *dout = hn_tensor_describe (out);
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "binary op: %s %s and %s %s do not broadcast to out %s %s", a->name, da, b->name, db, out->name,
+                       dout);
+          return FALSE;
+        }
+      pc.shape[i] = (guint32) want;
+      pc.as[i] = sa[i] == 1 ? 0 : stride_a;
+      pc.bs[i] = sb[i] == 1 ? 0 : stride_b;
+      stride_a *= (guint32) sa[i];
+      stride_b *= (guint32) sb[i];
+    }
+  /* In place is fine only when out is exactly an operand (same offset). */
+  if ((overlaps (out, a) && (out->offset != a->offset || out->n != a->n)) ||
+      (overlaps (out, b) && (out->offset != b->offset || out->n != b->n)))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "binary op: output %s partly overlaps an input",
+                   out->name);
+      return FALSE;
+    }
+  HnVkBinding bd[3] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "binary", NULL, 0, bd, 3, &pc, sizeof pc, (guint64) out->n, error);
+}
+
+gboolean
+hn_op_add (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, GError **error)
+{
+  return hn_op_binary (cmd, out, a, b, HN_BINARY_ADD, error);
+}
+
+gboolean
+hn_op_mul (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, GError **error)
+{
+  return hn_op_binary (cmd, out, a, b, HN_BINARY_MUL, error);
+}
+
+static gboolean
+unary_dispatch (const char *op, HnCmd *cmd, HnTensor *out, HnTensor *in, guint32 act, float scale, float offset,
+                GError **error)
+{
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, in, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "in", in, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) ||
+      !hn_op_check_count (op, "out", out, in->n, error))
+    return FALSE;
+  if (overlaps (out, in) && out->offset != in->offset)
+    return check_no_overlap (op, out, in, error);
+  struct { guint32 n, in_off, out_off, act; float scale, offset; } pc = {
+    (guint32) in->n, hn_eoff (in), hn_eoff (out), act, scale, offset };
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  hn_cmd_set_label (cmd, op);
+  gboolean ok = hn_op_dispatch_elems (cmd, "unary", NULL, 0, bd, 2, &pc, sizeof pc, (guint64) in->n, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_scale (HnCmd *cmd, HnTensor *out, HnTensor *in, float scale, float offset, GError **error)
+{
+  return unary_dispatch ("scale", cmd, out, in, HN_ACT_IDENTITY, scale, offset, error);
+}
+
+gboolean
+hn_op_unary (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error)
+{
+  if ((guint) act > HN_ACT_TANH)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unary: unknown activation %d", (int) act);
+      return FALSE;
+    }
+  return unary_dispatch (hn_activation_name (act), cmd, out, in, act, 1.0f, 0.0f, error);
+}
+
+static const struct { const char *name; HnActivation act; } act_names[] = {
+  { "identity", HN_ACT_IDENTITY }, { "linear", HN_ACT_IDENTITY },
+  { "silu", HN_ACT_SILU }, { "swish", HN_ACT_SILU },
+  { "gelu", HN_ACT_GELU },
+  { "gelu_tanh", HN_ACT_GELU_TANH }, { "gelu_new", HN_ACT_GELU_TANH }, { "gelu_pytorch_tanh", HN_ACT_GELU_TANH },
+  { "gelu_fast", HN_ACT_GELU_TANH },
+  { "relu", HN_ACT_RELU }, { "relu2", HN_ACT_RELU2 }, { "quick_gelu", HN_ACT_QUICK_GELU },
+  { "sigmoid", HN_ACT_SIGMOID }, { "tanh", HN_ACT_TANH },
+};
+
+gboolean
+hn_activation_from_string (const char *name, HnActivation *out)
+{
+  for (guint i = 0; name && i < G_N_ELEMENTS (act_names); i++)
+    if (g_ascii_strcasecmp (name, act_names[i].name) == 0)
+      {
+        *out = act_names[i].act;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+const char *
+hn_activation_name (HnActivation act)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (act_names); i++)
+    if (act_names[i].act == act)
+      return act_names[i].name;
+  return "?";
+}
+
+gboolean
+hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation act, GError **error)
+{
+  const char *op = "glu";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, gate, error) ||
+      !hn_op_check_ctx (op, cmd, up, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "gate", gate, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) ||
+      (up && !hn_op_check_dtype (op, "up", up, HN_DTYPE_F32, error)))
+    return FALSE;
+  gint64 F = hn_tensor_cols (out), rows = hn_tensor_rows (out);
+  gint64 gstride = up ? F : 2 * F;
+  if (hn_tensor_cols (gate) != gstride || hn_tensor_rows (gate) != rows ||
+      (up && (hn_tensor_cols (up) != F || hn_tensor_rows (up) != rows)))
+    {
+      g_autofree char *dg = hn_tensor_describe (gate), *dout = hn_tensor_describe (out);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "glu: gate %s %s does not fit out %s %s%s", gate->name, dg, out->name, dout,
+                   up ? "" : " (fused gate_up must have twice out's last dim)");
+      return FALSE;
+    }
+  if (!check_no_overlap (op, out, gate, error) || (up && !check_no_overlap (op, out, up, error)))
+    return FALSE;
+  HnTensor *u = up ? up : gate;
+  struct { guint32 n, F, g_off, u_off, o_off, g_stride, u_stride, act; } pc = {
+    (guint32) out->n, (guint32) F, hn_eoff (gate), hn_eoff (u) + (up ? 0 : (guint32) F), hn_eoff (out),
+    (guint32) gstride, (guint32) gstride, (guint32) act };
+  HnVkBinding bd[3] = { hn_bind (gate, FALSE), hn_bind (u, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "glu", NULL, 0, bd, 3, &pc, sizeof pc, (guint64) out->n, error);
+}
+
+gboolean
+hn_op_fill (HnCmd *cmd, HnTensor *out, float value, GError **error)
+{
+  if (!hn_op_check_ctx ("fill", cmd, out, error))
+    return FALSE;
+  guint32 bits;
+  if (out->dtype == HN_DTYPE_F32)
+    memcpy (&bits, &value, 4);
+  else if (out->dtype == HN_DTYPE_I32)
+    {
+      gint32 v = (gint32) value;
+      memcpy (&bits, &v, 4);
+    }
+  else
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "fill: tensor %s is %s; f32 or i32 is supported", out->name,
+                   hn_dtype_name (out->dtype));
+      return FALSE;
+    }
+  struct { guint32 n, off, value; } pc = { (guint32) out->n, hn_eoff (out), bits };
+  HnVkBinding bd[1] = { hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "fill", NULL, 0, bd, 1, &pc, sizeof pc, (guint64) out->n, error);
+}
+
+/* ------------------------------------------------------------ gather */
+
+gboolean
+hn_op_embedding (HnCmd *cmd, HnTensor *out, HnTensor *table, HnTensor *ids, GError **error)
+{
+  const char *op = "embedding";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, table, error) ||
+      !hn_op_check_ctx (op, cmd, ids, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "ids", ids, HN_DTYPE_I32, error) ||
+      !hn_op_check_float_storage (op, "table", table, error))
+    return FALSE;
+  if (table->ndim != 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "embedding: table %s must be 2-D [vocab, dim]", table->name);
+      return FALSE;
+    }
+  gint64 V = table->shape[0], D = table->shape[1];
+  if (!hn_op_check_count (op, "out", out, ids->n * D, error) || !check_no_overlap (op, out, table, error))
+    return FALSE;
+  struct { guint32 n, D, V, t_off, i_off, o_off; } pc = {
+    (guint32) out->n, (guint32) D, (guint32) V, hn_eoff (table), hn_eoff (ids), hn_eoff (out) };
+  guint32 spec[1] = { hn_op_float_code (table->dtype) };
+  HnVkBinding bd[3] = { hn_bind (table, FALSE), hn_bind (ids, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "embedding", spec, 1, bd, 3, &pc, sizeof pc, (guint64) out->n, error);
+}
+
+/* ------------------------------------------------------------ layout */
+
+gboolean
+hn_op_copy (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
+{
+  const char *op = "copy";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, in, error) ||
+      !hn_op_check_count (op, "out", out, in->n, error) || !check_no_overlap (op, out, in, error))
+    return FALSE;
+  gboolean in_f = in->dtype == HN_DTYPE_F32 || in->dtype == HN_DTYPE_F16 || in->dtype == HN_DTYPE_BF16;
+  gboolean out_f = out->dtype == HN_DTYPE_F32 || out->dtype == HN_DTYPE_F16 || out->dtype == HN_DTYPE_BF16;
+  guint32 in_dt = hn_op_float_code (in->dtype), out_dt = hn_op_float_code (out->dtype);
+  if (in->dtype == HN_DTYPE_I32 && out->dtype == HN_DTYPE_I32)
+    in_dt = out_dt = 0; /* raw 32-bit words */
+  else if (!(in_f && out_f))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "copy: %s -> %s (tensors %s -> %s) is not supported",
+                   hn_dtype_name (in->dtype), hn_dtype_name (out->dtype), in->name, out->name);
+      return FALSE;
+    }
+  if (out_dt != 0 && (hn_eoff (out) & 1))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "copy: 16-bit output %s starts at an odd element; views of 16-bit tensors must start at even elements",
+                   out->name);
+      return FALSE;
+    }
+  struct { guint32 n, in_off, out_off, in_dt, out_dt; } pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out), in_dt, out_dt };
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  guint64 invocations = out_dt == 0 ? (guint64) in->n : ((guint64) in->n + 1) / 2;
+  return hn_op_dispatch_elems (cmd, "copy", NULL, 0, bd, 2, &pc, sizeof pc, invocations, error);
+}
+
+typedef struct {
+  guint32 n, in_off, out_off;
+  guint32 shape[4], in_stride[4], out_stride[4];
+} StridedPush;
+
+static gboolean
+check_word_dtype (const char *op, HnTensor *t, GError **error)
+{
+  if (t->dtype != HN_DTYPE_F32 && t->dtype != HN_DTYPE_I32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tensor %s is %s; f32 or i32 is supported", op, t->name,
+                   hn_dtype_name (t->dtype));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Contiguous strides of t, right-aligned to 4 dims. */
+static void
+contiguous_strides (HnTensor *t, guint32 shape[4], guint32 stride[4])
+{
+  guint32 s = 1;
+  for (int i = 3; i >= 0; i--)
+    {
+      int d = i - (4 - t->ndim);
+      shape[i] = d >= 0 ? (guint32) t->shape[d] : 1;
+      stride[i] = s;
+      s *= shape[i];
+    }
+}
+
+static gboolean
+strided_dispatch (HnCmd *cmd, HnTensor *out, HnTensor *in, StridedPush *pc, GError **error)
+{
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "copy_strided", NULL, 0, bd, 2, pc, sizeof *pc, pc->n, error);
+}
+
+gboolean
+hn_op_permute (HnCmd *cmd, HnTensor *out, HnTensor *in, const int *perm, GError **error)
+{
+  const char *op = "permute";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, in, error) ||
+      !check_word_dtype (op, in, error) || !hn_op_check_dtype (op, "out", out, in->dtype, error) ||
+      !check_no_overlap (op, out, in, error))
+    return FALSE;
+  int nd = in->ndim;
+  guint seen = 0;
+  for (int i = 0; i < nd; i++)
+    {
+      if (perm[i] < 0 || perm[i] >= nd || (seen & (1u << perm[i])) || out->ndim != nd ||
+          out->shape[i] != in->shape[perm[i]])
+        {
+          g_autofree char *di = hn_tensor_describe (in), *dout = hn_tensor_describe (out);
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "permute: bad permutation or out shape (in %s %s, out %s %s)", in->name, di, out->name, dout);
+          return FALSE;
+        }
+      seen |= 1u << perm[i];
+    }
+  guint32 in_shape[4], in_stride[4], out_shape[4], out_stride[4];
+  contiguous_strides (in, in_shape, in_stride);
+  contiguous_strides (out, out_shape, out_stride);
+  StridedPush pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out) };
+  /* Walk out's index space: out dim i reads in dim perm[i]. */
+  for (int i = 0; i < 4; i++)
+    {
+      int od = i - (4 - nd);
+      pc.shape[i] = out_shape[i];
+      pc.out_stride[i] = out_stride[i];
+      pc.in_stride[i] = od >= 0 ? in_stride[perm[od] + (4 - nd)] : 0;
+    }
+  return strided_dispatch (cmd, out, in, &pc, error);
+}
+
+gboolean
+hn_op_transpose (HnCmd *cmd, HnTensor *out, HnTensor *in, int dim0, int dim1, GError **error)
+{
+  int perm[HN_MAX_DIMS] = { 0, 1, 2, 3 };
+  if (dim0 < 0 || dim1 < 0 || dim0 >= in->ndim || dim1 >= in->ndim)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "transpose: dims %d, %d of %d-D tensor %s", dim0, dim1,
+                   in->ndim, in->name);
+      return FALSE;
+    }
+  perm[dim0] = dim1;
+  perm[dim1] = dim0;
+  return hn_op_permute (cmd, out, in, perm, error);
+}
+
+/* Copies `in` into the region of `out` that starts at `start` along `dim`
+ * (out_is_big) or copies the region of `in` at `start` into `out`. */
+static gboolean
+slice_copy (const char *op, HnCmd *cmd, HnTensor *out, HnTensor *in, int dim, gint64 start, gboolean into_out,
+            GError **error)
+{
+  HnTensor *small = into_out ? in : out, *big = into_out ? out : in;
+  if (dim < 0 || dim >= big->ndim || small->ndim != big->ndim)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: dim %d does not fit tensors %s and %s", op, dim,
+                   in->name, out->name);
+      return FALSE;
+    }
+  for (int i = 0; i < big->ndim; i++)
+    if ((i == dim && (start < 0 || start + small->shape[i] > big->shape[i])) || (i != dim && small->shape[i] != big->shape[i]))
+      {
+        g_autofree char *ds = hn_tensor_describe (small), *db = hn_tensor_describe (big);
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                     "%s: %s %s does not fit at %" G_GINT64_FORMAT " along dim %d of %s %s", op, small->name, ds,
+                     start, dim, big->name, db);
+        return FALSE;
+      }
+  guint32 s_shape[4], s_stride[4], b_shape[4], b_stride[4];
+  contiguous_strides (small, s_shape, s_stride);
+  contiguous_strides (big, b_shape, b_stride);
+  int d4 = dim + (4 - big->ndim);
+  guint32 big_off = hn_eoff (big) + (guint32) start * b_stride[d4];
+  StridedPush pc = { (guint32) small->n, into_out ? hn_eoff (in) : big_off, into_out ? big_off : hn_eoff (out) };
+  for (int i = 0; i < 4; i++)
+    {
+      pc.shape[i] = s_shape[i];
+      pc.in_stride[i] = into_out ? s_stride[i] : b_stride[i];
+      pc.out_stride[i] = into_out ? b_stride[i] : s_stride[i];
+    }
+  return strided_dispatch (cmd, out, in, &pc, error);
+}
+
+gboolean
+hn_op_slice (HnCmd *cmd, HnTensor *out, HnTensor *in, int dim, gint64 start, GError **error)
+{
+  const char *op = "slice";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, in, error) ||
+      !check_word_dtype (op, in, error) || !hn_op_check_dtype (op, "out", out, in->dtype, error) ||
+      !check_no_overlap (op, out, in, error))
+    return FALSE;
+  return slice_copy (op, cmd, out, in, dim, start, FALSE, error);
+}
+
+gboolean
+hn_op_concat (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, int dim, GError **error)
+{
+  const char *op = "concat";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, a, error) ||
+      !hn_op_check_ctx (op, cmd, b, error) || !check_word_dtype (op, out, error) ||
+      !hn_op_check_dtype (op, "a", a, out->dtype, error) || !hn_op_check_dtype (op, "b", b, out->dtype, error) ||
+      !check_no_overlap (op, out, a, error) || !check_no_overlap (op, out, b, error))
+    return FALSE;
+  if (dim < 0 || dim >= out->ndim || a->shape[dim] + b->shape[dim] != out->shape[dim])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "concat: %s and %s do not add up to %s along dim %d",
+                   a->name, b->name, out->name, dim);
+      return FALSE;
+    }
+  return slice_copy (op, cmd, out, a, dim, 0, TRUE, error) &&
+         slice_copy (op, cmd, out, b, dim, a->shape[dim], TRUE, error);
+}
+
+/* ------------------------------------------------------------ reductions */
+
+gboolean
+hn_op_reduce (HnCmd *cmd, HnTensor *out, HnTensor *in, HnReduceOp rop, GError **error)
+{
+  const char *op = "reduce";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, in, error) ||
+      !hn_op_check_dtype (op, "in", in, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) ||
+      !hn_op_check_count (op, "out", out, hn_tensor_rows (in), error) || !check_no_overlap (op, out, in, error))
+    return FALSE;
+  struct { guint32 rows, cols, x_off, o_off, op; } pc = {
+    (guint32) hn_tensor_rows (in), (guint32) hn_tensor_cols (in), hn_eoff (in), hn_eoff (out), (guint32) rop };
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_rows (cmd, "reduce", NULL, 0, bd, 2, &pc, sizeof pc, pc.rows, error);
+}

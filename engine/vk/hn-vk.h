@@ -1,0 +1,213 @@
+/* The Vulkan compute core: device report and choice, memory, pipelines and
+ * command recording. Only the C files of engine/vk include vulkan.h; this header exposes
+ * opaque types so the rest of the engine (and the app) never needs it.
+ *
+ * Typical use (see engine/vk/README.md for the whole picture):
+ *
+ *   g_autoptr(HnVkContext) ctx = hn_vk_context_new (-1, &error);   // best device
+ *   g_autoptr(HnTensor) x = hn_tensor_new (ctx, HN_DTYPE_F32, 2, (gint64[]){ T, C }, &error);
+ *   hn_tensor_upload_f32 (x, data, T * C, &error);
+ *   g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+ *   hn_op_rmsnorm (cmd, y, x, w, 1e-5f, 0, &error);                 // records, no work yet
+ *   hn_op_matmul (cmd, z, y, W, NULL, &error);                      // barrier inserted: reads y
+ *   hn_cmd_submit_wait (cmd, &error);                                // runs, waits, resets cmd
+ *   hn_tensor_download_f32 (z, out, n, &error);
+ *
+ * Threading: a context may be shared by threads; each thread records into
+ * its own HnCmd. Allocation, uploads/downloads and queue submission are
+ * serialised inside the context.
+ */
+#pragma once
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+/* ---------------------------------------------------------------- devices */
+
+typedef struct {
+  guint32 m, n, k;
+  const char *a_type, *b_type, *c_type, *result_type; /* "f16", "bf16", "f32", "i8", "u8", "i32", ... */
+  gboolean saturating;
+  const char *scope;  /* "subgroup", "workgroup", ... */
+} HnVkCoopmatShape;
+
+typedef struct {
+  guint64 size;
+  gboolean device_local;
+  gboolean host_visible;  /* some memory type of this heap is host-visible */
+} HnVkHeap;
+
+typedef struct {
+  int index;                       /* position in the loader's list */
+  char *name;
+  const char *type;                /* "discrete", "integrated", "virtual", "cpu", "other" */
+  guint32 vendor_id, device_id;
+  const char *vendor;              /* "NVIDIA", "AMD", "Intel", "Mesa/llvmpipe", ... or "unknown" */
+  char *driver_name, *driver_info;
+  guint32 driver_version;
+  char *api_version;               /* "1.3.239" */
+  char uuid[37];                   /* pipelineCacheUUID-independent device UUID, 8-4-4-4-12 */
+  guint n_heaps;
+  HnVkHeap heaps[16];
+  guint32 subgroup_size, min_subgroup_size, max_subgroup_size;
+  gboolean subgroup_arithmetic, subgroup_shuffle, subgroup_size_control;
+  guint32 max_shared_memory, max_workgroup_invocations;
+  guint32 max_workgroup_size[3], max_workgroup_count[3];
+  guint32 max_push_constants;
+  guint64 max_allocation_size, max_storage_buffer_range, min_storage_offset_alignment;
+  gboolean fp16, bf16, int8, storage16, storage8, int_dot_product;
+  gboolean push_descriptor, timestamps;
+  double timestamp_period_ns;
+  gboolean coopmat_khr, coopmat_nv, coopmat_nv2;
+  GArray *coopmat_shapes;          /* of HnVkCoopmatShape (KHR, or NV v1 when KHR is absent) */
+  guint32 nv2_flex_granularity[3]; /* NV_cooperative_matrix2 flexible-dimension granularity (M,N,K), 0 if none */
+} HnVkDeviceInfo;
+
+void hn_vk_device_info_free (HnVkDeviceInfo *info);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnVkDeviceInfo, hn_vk_device_info_free)
+
+/* Lists every physical device (a GPtrArray of HnVkDeviceInfo*, owning them).
+ * Fails with HN_ERROR_NO_DEVICE when the loader or the devices are missing. */
+GPtrArray *hn_vk_list_devices (GError **error);
+
+/* The Vulkan instance version the loader offers, e.g. "1.3.239"; NULL when
+ * there is no loader. */
+char *hn_vk_loader_version (void);
+
+/* One device as JSON (an object): every field above, cooperative matrix shapes
+ * as "16x16x16 f16*f16+f32->f32" strings and objects. */
+JsonNode *hn_vk_device_info_to_json (const HnVkDeviceInfo *info);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct _HnVkContext HnVkContext;
+
+/* Opens a device: index >= 0, or -1 for the best one (discrete > integrated >
+ * virtual > cpu, then the larger device-local heap). With -1 the environment
+ * variable HN_DEVICE (a selector, see below) is consulted first. */
+HnVkContext *hn_vk_context_new (int device_index, GError **error);
+
+/* Opens the device a selector names: NULL or "" = best, a number = index, a
+ * 36-character UUID, or else a case-insensitive substring of the name. */
+HnVkContext *hn_vk_context_new_for_selector (const char *selector, GError **error);
+
+HnVkContext *hn_vk_context_ref (HnVkContext *ctx);
+void hn_vk_context_unref (HnVkContext *ctx);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnVkContext, hn_vk_context_unref)
+
+const HnVkDeviceInfo *hn_vk_context_get_device_info (HnVkContext *ctx);
+
+typedef struct {
+  guint64 allocated_bytes;       /* live sub-allocations (tensors, scratch) */
+  guint64 peak_allocated_bytes;  /* high-water mark of allocated_bytes since creation/reset */
+  guint64 reserved_bytes;        /* device memory held in blocks */
+  guint64 peak_reserved_bytes;
+  guint n_blocks;
+  guint n_allocations;
+} HnVkMemoryStats;
+
+void hn_vk_context_get_memory_stats (HnVkContext *ctx, HnVkMemoryStats *stats);
+void hn_vk_context_reset_peak (HnVkContext *ctx);
+
+/* Caps the device memory the context may allocate and reserve (0 = no cap).
+ * Going over it is HN_ERROR_OUT_OF_MEMORY, exactly like a real
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY. */
+void hn_vk_context_set_memory_limit (HnVkContext *ctx, guint64 bytes);
+
+/* Largest single buffer a tensor can live in: min(maxStorageBufferRange,
+ * maxMemoryAllocationSize). A tensor bigger than this fails closed with
+ * HN_ERROR_UNSUPPORTED (we do not split bindings; the caller splits e.g. a
+ * vocabulary matrix into row blocks). */
+guint64 hn_vk_context_max_buffer_size (HnVkContext *ctx);
+
+/* Writes the on-disk pipeline cache now (it is also written when the last
+ * reference to the context goes). */
+gboolean hn_vk_context_save_pipeline_cache (HnVkContext *ctx, GError **error);
+
+/* Which shaders are embedded (names), and whether the cooperative-matrix ones
+ * were compiled in. */
+const char *const *hn_vk_shader_names (void);
+gboolean hn_vk_have_coopmat_shaders (void);
+
+/* ---------------------------------------------------------------- buffers */
+
+/* A sub-allocation of a device-local block. Refcounted; tensors hold one. */
+typedef struct _HnVkBuffer HnVkBuffer;
+
+/* `what` names the allocation for error messages ("tensor blk.0.attn_q"). */
+HnVkBuffer *hn_vk_buffer_new (HnVkContext *ctx, guint64 size, const char *what, GError **error);
+HnVkBuffer *hn_vk_buffer_ref (HnVkBuffer *buf);
+void hn_vk_buffer_unref (HnVkBuffer *buf);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnVkBuffer, hn_vk_buffer_unref)
+guint64 hn_vk_buffer_get_size (HnVkBuffer *buf);
+HnVkContext *hn_vk_buffer_get_context (HnVkBuffer *buf);
+
+/* Synchronous host <-> device copies (through a host-visible staging buffer,
+ * or a plain memcpy on devices whose device-local memory is host-visible).
+ * They wait for the device: do not call them while a submitted HnCmd that
+ * touches the same bytes is running on another thread. */
+gboolean hn_vk_buffer_upload (HnVkBuffer *buf, guint64 offset, const void *data, guint64 size, GError **error);
+gboolean hn_vk_buffer_download (HnVkBuffer *buf, guint64 offset, void *data, guint64 size, GError **error);
+
+/* ---------------------------------------------------------------- recording */
+
+/* A recorder: one command buffer into which ops record dispatches. Barriers
+ * are inserted only where a dispatch touches bytes written since the last
+ * barrier (read-after-write, write-after-write) or writes bytes read since
+ * then (write-after-read). */
+typedef struct _HnCmd HnCmd;
+
+HnCmd *hn_cmd_new (HnVkContext *ctx, GError **error);
+void hn_cmd_free (HnCmd *cmd);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnCmd, hn_cmd_free)
+HnVkContext *hn_cmd_get_context (HnCmd *cmd);
+
+/* A storage-buffer binding: the whole sub-allocation `buf` is bound (its
+ * start is aligned for any binding), `offset`/`size` are the bytes this
+ * dispatch actually reads or writes (for hazard tracking; size 0 = all). */
+typedef struct {
+  HnVkBuffer *buf;
+  guint64 offset, size;
+  gboolean write;
+} HnVkBinding;
+
+/* Records one dispatch of the embedded shader `shader` (its file name
+ * without .comp), with specialization constants 0..n_spec-1, storage buffers
+ * at bindings 0..n_bindings-1 of set 0 and `push_size` bytes (<= 128) of push
+ * constants. Pipelines are created on first use and cached. Group counts
+ * above the device limit fail with HN_ERROR_INVALID_ARGUMENT. */
+gboolean hn_cmd_dispatch (HnCmd *cmd, const char *shader,
+                          const guint32 *spec, guint n_spec,
+                          const HnVkBinding *bindings, guint n_bindings,
+                          const void *push, guint push_size,
+                          guint32 groups_x, guint32 groups_y, guint32 groups_z,
+                          GError **error);
+
+/* Names the op the following dispatches belong to, for profiling (until the
+ * next call; NULL = use the shader name). */
+void hn_cmd_set_label (HnCmd *cmd, const char *label);
+
+/* Ends, submits and waits (a device timeout or loss is HN_ERROR_DEVICE_LOST).
+ * The recorder is then empty and can record again. Submitting an empty
+ * recorder is a no-op. */
+gboolean hn_cmd_submit_wait (HnCmd *cmd, GError **error);
+
+/* Drops what was recorded without running it. */
+void hn_cmd_reset (HnCmd *cmd);
+
+/* Number of dispatches and barriers recorded since the last submit/reset. */
+guint hn_cmd_get_n_dispatches (HnCmd *cmd);
+guint hn_cmd_get_n_barriers (HnCmd *cmd);
+
+/* Profiling: when on, each dispatch is bracketed by timestamps; after
+ * submit_wait the entries of the last submission can be read. */
+typedef struct {
+  const char *name;       /* the label or shader name (owned by the recorder) */
+  double microseconds;
+} HnCmdProfileEntry;
+
+void hn_cmd_set_profiling (HnCmd *cmd, gboolean enabled);
+const HnCmdProfileEntry *hn_cmd_get_profile (HnCmd *cmd, guint *n_entries);
+
+G_END_DECLS

@@ -1,0 +1,42 @@
+// Shared helpers for the compute shaders.
+// Conventions: storage buffers are bound whole (each is one sub-allocation);
+// push constants carry element offsets into them. 16-bit storage types are
+// read through uint words so no 16-bit storage feature is needed:
+// element i of an f16/bf16 tensor lives in word i >> 1, half i & 1.
+#extension GL_EXT_control_flow_attributes : enable
+
+#define HN_DT_F32 0u
+#define HN_DT_F16 1u
+#define HN_DT_BF16 2u
+
+// Linear workgroup index over a 2-D grid (x up to 65535, then y).
+uint hn_group_index() {
+  return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+}
+
+float hn_half_of(uint word, uint i) {
+  vec2 v = unpackHalf2x16(word);
+  return (i & 1u) == 0u ? v.x : v.y;
+}
+
+float hn_bf16_of(uint word, uint i) {
+  return uintBitsToFloat((i & 1u) == 0u ? (word << 16) : (word & 0xffff0000u));
+}
+
+// Round-to-nearest-even f32 -> bf16 bits (NaN stays NaN).
+uint hn_to_bf16(float f) {
+  uint u = floatBitsToUint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+uint hn_to_f16(float f) {
+  return packHalf2x16(vec2(f, 0.0)) & 0xffffu;
+}
+
+// Element i (absolute element index) of a buffer of `words` in dtype dt.
+#define HN_LOAD(words, dt, i) \
+  ((dt) == HN_DT_F32 ? uintBitsToFloat(words[(i)]) : \
+   (dt) == HN_DT_F16 ? hn_half_of(words[(i) >> 1], (i)) : hn_bf16_of(words[(i) >> 1], (i)))
+
+const float HN_NEG_INF = -1.0 / 0.0;

@@ -1,0 +1,31 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// RMSNorm over the last dim, one workgroup per row.
+// flags: 1 = weight plus one (Gemma), 2 = round x̂ to bf16, 4 = round x̂ to f16, 8 = has weight.
+#include "common.glsl"
+#include "reduce.glsl"
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer W { float w[]; };
+layout(std430, binding = 2) writeonly buffer O { float o[]; };
+layout(push_constant) uniform P { uint rows; uint cols; uint x_off; uint w_off; uint o_off; float eps; uint flags; } p;
+void main() {
+  uint row = hn_group_index();
+  if (row >= p.rows) return;
+  uint t = gl_LocalInvocationID.x;
+  uint base = p.x_off + row * p.cols;
+  float ss = 0.0;
+  for (uint c = t; c < p.cols; c += 256u) { float v = x[base + c]; ss += v * v; }
+  ss = hn_wg_sum(ss);
+  float inv = 1.0 / sqrt(ss / float(p.cols) + p.eps);
+  for (uint c = t; c < p.cols; c += 256u) {
+    float y = x[base + c] * inv;
+    if ((p.flags & 2u) != 0u) y = uintBitsToFloat(hn_to_bf16(y) << 16);
+    if ((p.flags & 4u) != 0u) y = unpackHalf2x16(hn_to_f16(y)).x;
+    if ((p.flags & 8u) != 0u) {
+      float g = w[p.w_off + c];
+      y *= (p.flags & 1u) != 0u ? 1.0 + g : g;
+    }
+    o[p.o_off + row * p.cols + c] = y;
+  }
+}

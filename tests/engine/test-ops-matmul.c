@@ -1,0 +1,182 @@
+/* matmul (x·Wᵀ, tiled and matrix-vector paths, f32/f16/bf16 weights, bias)
+ * and batched matmul with transposes, broadcasting and accumulation. */
+#include "ops-test-common.h"
+
+#include <math.h>
+
+/* Tolerance for a dot product of length K: 1e-5 relative to the sum of the
+ * absolute terms (what f32 accumulation in another order can change). */
+static void
+check_matmul (const char *what, const float *got, const float *x, const float *w, const float *bias, const float *ref,
+              gint64 M, gint64 N, gint64 K)
+{
+  g_autofree float *absref = g_new (float, M * N);
+  g_autofree float *ax = g_new (float, M * K), *aw = g_new (float, N * K), *ab = NULL;
+  for (gint64 i = 0; i < M * K; i++)
+    ax[i] = fabsf (x[i]);
+  for (gint64 i = 0; i < N * K; i++)
+    aw[i] = fabsf (w[i]);
+  if (bias)
+    {
+      ab = g_new (float, N);
+      for (gint64 i = 0; i < N; i++)
+        ab[i] = fabsf (bias[i]);
+    }
+  hn_ref_matmul (absref, ax, aw, ab, M, N, K);
+  for (gint64 i = 0; i < M * N; i++)
+    {
+      double err = fabs ((double) got[i] - ref[i]);
+      if (!(err <= 1e-5 * absref[i] + 1e-30))
+        {
+          g_test_fail_printf ("%s: element %" G_GINT64_FORMAT " (m %" G_GINT64_FORMAT ", n %" G_GINT64_FORMAT
+                              ") is %.9g, reference %.9g", what, i, i / N, i % N, got[i], ref[i]);
+          return;
+        }
+    }
+}
+
+static void
+run_matmul (HnDType wdt, gint64 M, gint64 N, gint64 K, gboolean with_bias, gboolean three_d)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random (M * K, -1, 1), *w = hn_test_random (N * K, -1, 1);
+  g_autofree float *b = with_bias ? hn_test_random (N, -1, 1) : NULL;
+  g_autoptr(HnTensor) tx = three_d && M % 2 == 0 ? hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 2, M / 2, K }, x)
+                                                 : hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (wdt, 2, (gint64[]) { N, K }, w);
+  g_autoptr(HnTensor) tb = b ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b) : NULL;
+  g_autoptr(HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_matmul (cmd, ty, tx, tw, tb, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (ty);
+  g_autofree float *ref = g_new (float, M * N);
+  hn_ref_matmul (ref, x, w, b, M, N, K);
+  g_autofree char *what = g_strdup_printf ("matmul %s M=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT " K=%" G_GINT64_FORMAT,
+                                           hn_dtype_name (wdt), M, N, K);
+  check_matmul (what, got, x, w, b, ref, M, N, K);
+}
+
+static void
+test_matmul_f32 (void)
+{
+  /* odd sizes, sizes above one 64x64 tile, the matrix-vector path (M <= 8) */
+  run_matmul (HN_DTYPE_F32, 1, 1, 1, FALSE, FALSE);
+  run_matmul (HN_DTYPE_F32, 1, 37, 129, TRUE, FALSE);
+  run_matmul (HN_DTYPE_F32, 5, 70, 33, FALSE, FALSE);
+  run_matmul (HN_DTYPE_F32, 8, 3, 300, TRUE, FALSE);
+  run_matmul (HN_DTYPE_F32, 9, 65, 17, TRUE, FALSE);
+  run_matmul (HN_DTYPE_F32, 67, 131, 45, TRUE, TRUE);
+  run_matmul (HN_DTYPE_F32, 130, 64, 64, FALSE, TRUE);
+  run_matmul (HN_DTYPE_F32, 33, 7, 250, FALSE, FALSE);
+}
+
+static void
+test_matmul_f16_bf16 (void)
+{
+  /* weights are rounded to 16 bits on upload and the reference uses the
+   * rounded values, so the f32-accumulation tolerance still holds */
+  for (int d = 0; d < 2; d++)
+    {
+      HnDType dt = d ? HN_DTYPE_BF16 : HN_DTYPE_F16;
+      run_matmul (dt, 1, 41, 77, TRUE, FALSE);
+      run_matmul (dt, 3, 16, 31, FALSE, FALSE);
+      run_matmul (dt, 71, 67, 35, TRUE, TRUE);
+      run_matmul (dt, 12, 5, 1, FALSE, FALSE);
+    }
+}
+
+static void
+test_matmul_errors (void)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autoptr(HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 4, 8 });
+  g_autoptr(HnTensor) w = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 5, 7 });
+  g_autoptr(HnTensor) y = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 4, 5 });
+  g_autoptr(HnTensor) wi = hn_test_empty (HN_DTYPE_I32, 2, (gint64[]) { 5, 8 });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  hn_tensor_set_name (w, "blk.0.ffn_up");
+  g_assert_false (hn_op_matmul (cmd, y, x, w, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "blk.0.ffn_up"));
+  g_clear_error (&error);
+  g_assert_false (hn_op_matmul (cmd, y, x, wi, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_assert_false (hn_op_matmul (cmd, x, x, w, NULL, &error));
+  g_assert_nonnull (error);
+  g_assert_cmpuint (hn_cmd_get_n_dispatches (cmd), ==, 0);
+}
+
+static void
+run_bmm (gint64 batch, gint64 a_batch, gint64 b_batch, gint64 M, gint64 N, gint64 K, HnMatmulFlags flags, float alpha,
+         HnDType bdt)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  gboolean ta = flags & HN_MATMUL_TRANS_A, tb = flags & HN_MATMUL_TRANS_B;
+  g_autofree float *a = hn_test_random (a_batch * M * K, -1, 1), *b = hn_test_random (b_batch * K * N, -1, 1);
+  g_autofree float *c0 = hn_test_random (batch * M * N, -1, 1);
+  g_autoptr(HnTensor) ta_t = a_batch == 1 ? hn_test_tensor (HN_DTYPE_F32, 2, ta ? (gint64[]) { K, M } : (gint64[]) { M, K }, a)
+                                          : hn_test_tensor (HN_DTYPE_F32, 3, ta ? (gint64[]) { a_batch, K, M } : (gint64[]) { a_batch, M, K }, a);
+  g_autoptr(HnTensor) tb_t = b_batch == 1 ? hn_test_tensor (bdt, 2, tb ? (gint64[]) { N, K } : (gint64[]) { K, N }, b)
+                                          : hn_test_tensor (bdt, 3, tb ? (gint64[]) { b_batch, N, K } : (gint64[]) { b_batch, K, N }, b);
+  g_autoptr(HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { batch, M, N }, c0);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_bmm (cmd, tc, ta_t, tb_t, flags, alpha, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (tc);
+  g_autofree float *ref = g_memdup2 (c0, sizeof (float) * batch * M * N);
+  hn_ref_bmm (ref, a, b, batch, a_batch, b_batch, M, N, K, flags, alpha);
+  /* tolerance: 1e-5 of the sum of absolute terms (inputs are in [-1, 1]) */
+  g_autofree float *absa = g_new (float, a_batch * M * K), *absb = g_new (float, b_batch * K * N);
+  for (gint64 i = 0; i < a_batch * M * K; i++)
+    absa[i] = fabsf (a[i]);
+  for (gint64 i = 0; i < b_batch * K * N; i++)
+    absb[i] = fabsf (b[i]);
+  g_autofree float *absref = g_new0 (float, batch * M * N);
+  hn_ref_bmm (absref, absa, absb, batch, a_batch, b_batch, M, N, K, flags & ~HN_MATMUL_ACCUMULATE, fabsf (alpha));
+  for (gint64 i = 0; i < batch * M * N; i++)
+    {
+      double tol = 1e-5 * (absref[i] + ((flags & HN_MATMUL_ACCUMULATE) ? fabsf (c0[i]) : 0)) + 1e-30;
+      if (!(fabs ((double) got[i] - ref[i]) <= tol))
+        {
+          g_test_fail_printf ("bmm batch %" G_GINT64_FORMAT " M %" G_GINT64_FORMAT " N %" G_GINT64_FORMAT
+                              " K %" G_GINT64_FORMAT " flags %d: element %" G_GINT64_FORMAT " is %.9g, reference %.9g",
+                              batch, M, N, K, flags, i, got[i], ref[i]);
+          return;
+        }
+    }
+}
+
+static void
+test_bmm (void)
+{
+  run_bmm (1, 1, 1, 7, 9, 11, 0, 1.0f, HN_DTYPE_F32);
+  run_bmm (3, 3, 3, 17, 70, 5, HN_MATMUL_TRANS_B, 0.125f, HN_DTYPE_F32);     /* q·kᵀ */
+  run_bmm (4, 4, 4, 66, 13, 67, 0, 1.0f, HN_DTYPE_F32);                      /* p·v */
+  run_bmm (2, 2, 2, 9, 33, 65, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_F32);       /* dW = dyᵀ·x */
+  run_bmm (2, 2, 2, 31, 3, 8, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B, -2.0f, HN_DTYPE_F32);
+  run_bmm (5, 5, 1, 6, 7, 8, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F32);         /* broadcast B */
+  run_bmm (3, 1, 3, 6, 7, 8, 0, 1.0f, HN_DTYPE_F32);                         /* broadcast A */
+  run_bmm (2, 2, 2, 19, 21, 23, HN_MATMUL_ACCUMULATE, 0.5f, HN_DTYPE_F32);
+  run_bmm (2, 2, 2, 19, 21, 23, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_BF16);
+  run_bmm (1, 1, 1, 70, 3, 9, 0, 1.0f, HN_DTYPE_F16);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/ops/matmul/f32", test_matmul_f32);
+  g_test_add_func ("/ops/matmul/f16-bf16", test_matmul_f16_bf16);
+  g_test_add_func ("/ops/matmul/errors", test_matmul_errors);
+  g_test_add_func ("/ops/bmm", test_bmm);
+  int r = g_test_run ();
+  hn_test_free_ctx ();
+  return r;
+}
