@@ -14,14 +14,21 @@ shared_path (const char *rel)
   return g_build_filename (dir ? dir : "../shared", rel, NULL);
 }
 
+/* Loaded tokenizers are kept for the whole run (Qwen3's is 11 MB). */
+static GHashTable *loaded;
+
 static HnTokenizer *
 load_shared (const char *rel)
 {
-  g_autofree char *p = shared_path (rel);
+  HnTokenizer *hit = g_hash_table_lookup (loaded, rel);
+  if (hit)
+    return hn_tokenizer_ref (hit);
+  g_autofree char *p = g_path_is_absolute (rel) ? g_strdup (rel) : shared_path (rel);
   g_autoptr (GError) error = NULL;
   HnTokenizer *tok = hn_tokenizer_load (p, &error);
   g_assert_no_error (error);
   g_assert_nonnull (tok);
+  g_hash_table_insert (loaded, g_strdup (rel), hn_tokenizer_ref (tok));
   return tok;
 }
 
@@ -71,6 +78,101 @@ static void test_golden_qwen2 (void) { run_golden ("tokenizers/qwen3/tokenizer.j
 static void test_golden_llama_json (void) { run_golden ("tokenizers/llama2/tokenizer.json", "llama-spm"); }
 static void test_golden_llama_model (void) { run_golden ("tokenizers/llama2/tokenizer.model", "llama-spm"); }
 static void test_golden_bert (void) { run_golden ("tokenizers/bert-base-uncased/vocab.txt", "bert-bge"); }
+
+static GArray *encode (HnTokenizer *tok, const char *text, gboolean special);
+
+/* ---- the slow files rewritten as tokenizer.json, through the same golden ids ---- */
+
+static void
+json_escape (GString *out, const char *s)
+{
+  g_string_append_c (out, '"');
+  for (const char *p = s; *p; p++)
+    {
+      if (*p == '"' || *p == '\\')
+        g_string_append_printf (out, "\\%c", *p);
+      else if ((guchar) *p < 0x20)
+        g_string_append_printf (out, "\\u%04x", (guchar) *p);
+      else
+        g_string_append_c (out, *p);
+    }
+  g_string_append_c (out, '"');
+}
+
+static char *tmpdir;
+
+static char *
+write_tmp_json (const char *name, GString *json)
+{
+  char *p = g_build_filename (tmpdir, name, NULL);
+  g_assert_true (g_file_set_contents (p, json->str, (gssize) json->len, NULL));
+  return p;
+}
+
+static void
+test_golden_gpt2_as_json (void)
+{
+  g_autofree char *vp = shared_path ("tokenizers/gpt2/vocab.json"), *mp = shared_path ("tokenizers/gpt2/merges.txt");
+  g_autofree char *vocab = NULL, *merges = NULL;
+  g_assert_true (g_file_get_contents (vp, &vocab, NULL, NULL));
+  g_assert_true (g_file_get_contents (mp, &merges, NULL, NULL));
+  g_autoptr (GString) j = g_string_new ("{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 50256, \"content\": \"<|endoftext|>\", "
+                                        "\"special\": true}], \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+                                        "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}, "
+                                        "\"post_processor\": {\"type\": \"ByteLevel\"}, \"decoder\": {\"type\": \"ByteLevel\"}, "
+                                        "\"model\": {\"type\": \"BPE\", \"unk_token\": null, \"vocab\": ");
+  g_string_append (j, vocab);
+  g_string_append (j, ", \"merges\": [");
+  g_auto (GStrv) lines = g_strsplit (merges, "\n", -1);
+  gboolean first = TRUE;
+  for (guint i = 0; lines[i]; i++)
+    {
+      if (!*lines[i] || g_str_has_prefix (lines[i], "#version"))
+        continue;
+      if (!first)
+        g_string_append (j, ", ");
+      first = FALSE;
+      json_escape (j, lines[i]);
+    }
+  g_string_append (j, "]}}");
+  g_autofree char *path = write_tmp_json ("gpt2-tokenizer.json", j);
+  run_golden (path, "gpt-2");
+}
+
+static void
+test_golden_bert_as_json (void)
+{
+  g_autofree char *vp = shared_path ("tokenizers/bert-base-uncased/vocab.txt");
+  g_autofree char *vocab = NULL;
+  g_assert_true (g_file_get_contents (vp, &vocab, NULL, NULL));
+  g_autoptr (GString) j = g_string_new (
+    "{\"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": true, \"handle_chinese_chars\": true, "
+    "\"strip_accents\": null, \"lowercase\": true}, \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, "
+    "\"added_tokens\": [{\"id\": 0, \"content\": \"[PAD]\", \"special\": true}, {\"id\": 100, \"content\": \"[UNK]\", \"special\": true}, "
+    "{\"id\": 101, \"content\": \"[CLS]\", \"special\": true}, {\"id\": 102, \"content\": \"[SEP]\", \"special\": true}, "
+    "{\"id\": 103, \"content\": \"[MASK]\", \"special\": true}], "
+    "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, "
+    "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}], "
+    "\"special_tokens\": {\"[CLS]\": {\"id\": \"[CLS]\", \"ids\": [101]}, \"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [102]}}}, "
+    "\"decoder\": {\"type\": \"WordPiece\", \"prefix\": \"##\", \"cleanup\": true}, "
+    "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"continuing_subword_prefix\": \"##\", "
+    "\"max_input_chars_per_word\": 100, \"vocab\": {");
+  g_auto (GStrv) lines = g_strsplit (vocab, "\n", -1);
+  for (guint i = 0; lines[i] && *lines[i]; i++)
+    {
+      if (i)
+        g_string_append (j, ", ");
+      json_escape (j, lines[i]);
+      g_string_append_printf (j, ": %u", i);
+    }
+  g_string_append (j, "}}}");
+  g_autofree char *path = write_tmp_json ("bert-tokenizer.json", j);
+  run_golden (path, "bert-bge");
+  g_autoptr (HnTokenizer) tok = load_shared (path);
+  g_autoptr (GArray) ids = encode (tok, "Hello, World!", TRUE);
+  const int32_t expect[] = { 101, 7592, 1010, 2088, 999, 102 };
+  g_assert_cmpmem (ids->data, ids->len * 4, expect, sizeof expect);
+}
 
 static GArray *
 encode (HnTokenizer *tok, const char *text, gboolean special)
@@ -244,7 +346,7 @@ test_unigram_model (void)
 static void
 test_qwen_specials (void)
 {
-  g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/qwen3");
+  g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/qwen3/tokenizer.json");
   g_assert_nonnull (hn_tokenizer_get_chat_template (tok));
   g_assert_cmpint (hn_tokenizer_get_bos_id (tok), ==, -1);
   g_assert_false (hn_tokenizer_get_add_bos (tok));
@@ -389,12 +491,15 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  loaded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) hn_tokenizer_unref);
   g_test_add_func ("/tokenizer/golden/gpt-2", test_golden_gpt2);
   g_test_add_func ("/tokenizer/golden/gpt-2-file", test_golden_gpt2_file);
   g_test_add_func ("/tokenizer/golden/qwen2", test_golden_qwen2);
   g_test_add_func ("/tokenizer/golden/llama-spm-json", test_golden_llama_json);
   g_test_add_func ("/tokenizer/golden/llama-spm-model", test_golden_llama_model);
   g_test_add_func ("/tokenizer/golden/bert-bge", test_golden_bert);
+  g_test_add_func ("/tokenizer/golden/gpt-2-as-tokenizer-json", test_golden_gpt2_as_json);
+  g_test_add_func ("/tokenizer/golden/bert-bge-as-tokenizer-json", test_golden_bert_as_json);
   g_test_add_func ("/tokenizer/stories260k", test_stories260k);
   g_test_add_func ("/tokenizer/mistral", test_mistral);
   g_test_add_func ("/tokenizer/unigram-model", test_unigram_model);
@@ -407,5 +512,14 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/speed/llama-json", test_speed_llama);
   g_test_add_func ("/tokenizer/speed/llama-model", test_speed_llama_model);
   g_test_add_func ("/tokenizer/speed/bert", test_speed_bert);
-  return g_test_run ();
+  tmpdir = g_dir_make_tmp ("hn-tok-golden-XXXXXX", NULL);
+  int ret = g_test_run ();
+  g_hash_table_unref (loaded);
+  g_autofree char *g1 = g_build_filename (tmpdir, "gpt2-tokenizer.json", NULL);
+  g_autofree char *g2 = g_build_filename (tmpdir, "bert-tokenizer.json", NULL);
+  g_unlink (g1);
+  g_unlink (g2);
+  g_rmdir (tmpdir);
+  g_free (tmpdir);
+  return ret;
 }
