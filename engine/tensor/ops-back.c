@@ -1,0 +1,378 @@
+/* Backward ops and optimizer updates (see ops-back.h). */
+#include "tensor/ops-back.h"
+
+#include <math.h>
+
+#include "tensor/ops-private.h"
+
+static gboolean
+check_f32 (const char *op, const char *role, HnCmd *cmd, HnTensor *t, GError **error)
+{
+  if (!t)
+    return TRUE;
+  return hn_op_check_ctx (op, cmd, t, error) && hn_op_check_dtype (op, role, t, HN_DTYPE_F32, error);
+}
+
+static gboolean
+fail_shape (const char *op, HnTensor *a, HnTensor *b, const char *what, GError **error)
+{
+  g_autofree char *da = hn_tensor_describe (a), *db = hn_tensor_describe (b);
+  g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s %s and %s %s: %s", op, a->name, da, b->name, db,
+               what);
+  return FALSE;
+}
+
+/* A 2-D [rows, cols] view of t (same storage). */
+static HnTensor *
+as_2d (HnTensor *t, GError **error)
+{
+  return hn_tensor_reshape (t, 2, (gint64[]) { hn_tensor_rows (t), hn_tensor_cols (t) }, error);
+}
+
+gboolean
+hn_op_matmul_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x, HnTensor *w,
+                   HnBackFlags flags, GError **error)
+{
+  const char *op = "matmul_back";
+  if (!check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "x", cmd, x, error) ||
+      !check_f32 (op, "dx", cmd, dx, error) || !check_f32 (op, "dw", cmd, dw, error) ||
+      !check_f32 (op, "db", cmd, db, error) || !hn_op_check_ctx (op, cmd, w, error))
+    return FALSE;
+  gint64 M = hn_tensor_rows (dy), N = hn_tensor_cols (dy), K = hn_tensor_cols (x);
+  if (hn_tensor_rows (x) != M)
+    return fail_shape (op, dy, x, "row counts differ", error);
+  if (w && (w->ndim != 2 || w->shape[0] != N || w->shape[1] != K))
+    return fail_shape (op, dy, w, "weight must be [N, K]", error);
+  g_autoptr (HnTensor) dy2 = as_2d (dy, error);
+  if (!dy2)
+    return FALSE;
+  if (dx)
+    {
+      if (!w)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: dx needs the weight", op);
+          return FALSE;
+        }
+      if (hn_tensor_rows (dx) != M || hn_tensor_cols (dx) != K)
+        return fail_shape (op, dx, x, "dx must have x's shape", error);
+      g_autoptr (HnTensor) dx2 = as_2d (dx, error);
+      if (!dx2 || !hn_op_bmm (cmd, dx2, dy2, w, (flags & HN_BACK_ACCUMULATE) ? HN_MATMUL_ACCUMULATE : 0, 1.0f, error))
+        return FALSE;
+    }
+  if (dw)
+    {
+      if (dw->n != N * K)
+        return fail_shape (op, dw, dy, "dw must be [N, K]", error);
+      g_autoptr (HnTensor) x2 = as_2d (x, error);
+      g_autoptr (HnTensor) dw2 = x2 ? hn_tensor_reshape (dw, 2, (gint64[]) { N, K }, error) : NULL;
+      if (!dw2 || !hn_op_bmm (cmd, dw2, dy2, x2, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error))
+        return FALSE;
+    }
+  if (db && !hn_op_bias_back (cmd, db, dy, error))
+    return FALSE;
+  return TRUE;
+}
+
+static gboolean
+norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x, HnTensor *stats,
+                  GError **error)
+{
+  HnTensor *any = dw ? dw : db;
+  struct { guint32 rows, cols, dy_off, x_off, st_off, dw_off, db_off, flags; } pc = {
+    (guint32) hn_tensor_rows (dy), (guint32) hn_tensor_cols (dy), hn_eoff (dy), x ? hn_eoff (x) : 0,
+    stats ? hn_eoff (stats) : 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0, (dw ? 1u : 0u) | (db ? 2u : 0u) };
+  HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (x ? x : dy, FALSE), hn_bind (stats ? stats : dy, FALSE),
+                        hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
+  guint32 gx, gy;
+  hn_grid ((pc.cols + 63) / 64, &gx, &gy);
+  return hn_cmd_dispatch (cmd, "norm_back_params", NULL, 0, bd, 5, &pc, sizeof pc, gx, gy, 1, error);
+}
+
+gboolean
+hn_op_bias_back (HnCmd *cmd, HnTensor *db, HnTensor *dy, GError **error)
+{
+  const char *op = "bias_back";
+  if (!check_f32 (op, "db", cmd, db, error) || !check_f32 (op, "dy", cmd, dy, error) ||
+      !hn_op_check_count (op, "db", db, hn_tensor_cols (dy), error))
+    return FALSE;
+  return norm_params_back (cmd, NULL, db, dy, NULL, NULL, error);
+}
+
+static gboolean
+norm_back (const char *op, HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x,
+           HnTensor *w, HnTensor *stats, float eps, guint32 shader_flags, HnBackFlags flags, GError **error)
+{
+  gint64 rows = hn_tensor_rows (x), cols = hn_tensor_cols (x);
+  if (!check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "x", cmd, x, error) ||
+      !check_f32 (op, "dx", cmd, dx, error) || !check_f32 (op, "w", cmd, w, error) ||
+      !check_f32 (op, "dw", cmd, dw, error) || !check_f32 (op, "db", cmd, db, error) ||
+      !check_f32 (op, "stats", cmd, stats, error) || !hn_op_check_count (op, "stats", stats, 2 * rows, error) ||
+      !hn_op_check_count (op, "dy", dy, x->n, error) || (dx && !hn_op_check_count (op, "dx", dx, x->n, error)) ||
+      (w && !hn_op_check_count (op, "w", w, cols, error)) || (dw && !hn_op_check_count (op, "dw", dw, cols, error)) ||
+      (db && !hn_op_check_count (op, "db", db, cols, error)))
+    return FALSE;
+  if (dw && !w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: dw without a weight", op);
+      return FALSE;
+    }
+  /* The x pass always runs: it writes the stats the parameter pass reads. */
+  HnTensor *dxt = dx ? dx : NULL;
+  struct { guint32 rows, cols, dy_off, x_off, w_off, dx_off, st_off; float eps; guint32 flags; } pc = {
+    (guint32) rows, (guint32) cols, hn_eoff (dy), hn_eoff (x), w ? hn_eoff (w) : 0, dxt ? hn_eoff (dxt) : 0,
+    hn_eoff (stats), eps,
+    shader_flags | (w ? 8u : 0u) | ((flags & HN_BACK_ACCUMULATE) ? 32u : 0u) };
+  if (!dxt)
+    {
+      /* No dx wanted: still need the stats; write dx into nothing is not
+       * possible, so the caller must pass dx. */
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: dx is required", op);
+      return FALSE;
+    }
+  HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (dxt, TRUE),
+                        hn_bind (stats, TRUE) };
+  if (!hn_op_dispatch_rows (cmd, "norm_back", NULL, 0, bd, 5, &pc, sizeof pc, rows, error))
+    return FALSE;
+  if (dw || db)
+    return norm_params_back (cmd, dw, db, dy, x, stats, error);
+  return TRUE;
+}
+
+gboolean
+hn_op_rmsnorm_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *dy, HnTensor *x, HnTensor *w,
+                    HnTensor *stats, float eps, HnNormFlags norm_flags, HnBackFlags flags, GError **error)
+{
+  if (norm_flags & (HN_NORM_ROUND_BF16 | HN_NORM_ROUND_F16))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "rmsnorm_back: rounded (bf16/f16) norms are not supported");
+      return FALSE;
+    }
+  return norm_back ("rmsnorm_back", cmd, dx, dw, NULL, dy, x, w, stats, eps,
+                    (norm_flags & HN_NORM_WEIGHT_PLUS_ONE) ? 1u : 0u, flags, error);
+}
+
+gboolean
+hn_op_layernorm_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x,
+                      HnTensor *w, HnTensor *stats, float eps, HnBackFlags flags, GError **error)
+{
+  return norm_back ("layernorm_back", cmd, dx, dw, db, dy, x, w, stats, eps, 16u, flags, error);
+}
+
+gboolean
+hn_op_unary_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *x, HnActivation act, HnBackFlags flags,
+                  GError **error)
+{
+  const char *op = "unary_back";
+  if (!check_f32 (op, "dx", cmd, dx, error) || !check_f32 (op, "dy", cmd, dy, error) ||
+      !check_f32 (op, "x", cmd, x, error) || !hn_op_check_count (op, "dy", dy, x->n, error) ||
+      !hn_op_check_count (op, "dx", dx, x->n, error))
+    return FALSE;
+  struct { guint32 n, dy_off, x_off, dx_off, act, flags; } pc = {
+    (guint32) x->n, hn_eoff (dy), hn_eoff (x), hn_eoff (dx), (guint32) act, (flags & HN_BACK_ACCUMULATE) ? 1u : 0u };
+  HnVkBinding bd[3] = { hn_bind (dy, FALSE), hn_bind (x, FALSE), hn_bind (dx, TRUE) };
+  return hn_op_dispatch_elems (cmd, "unary_back", NULL, 0, bd, 3, &pc, sizeof pc, (guint64) x->n, error);
+}
+
+gboolean
+hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTensor *gate, HnTensor *up,
+                HnActivation act, GError **error)
+{
+  const char *op = "glu_back";
+  if (!check_f32 (op, "dgate", cmd, dgate, error) || !check_f32 (op, "dup", cmd, dup, error) ||
+      !check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "gate", cmd, gate, error) ||
+      !check_f32 (op, "up", cmd, up, error))
+    return FALSE;
+  gint64 F = hn_tensor_cols (dy), rows = hn_tensor_rows (dy);
+  gint64 stride = up ? F : 2 * F;
+  if (!dgate || (up && !dup) || (!up && dup) || hn_tensor_cols (gate) != stride || hn_tensor_rows (gate) != rows ||
+      dgate->n != gate->n || (up && (up->n != rows * F || dup->n != rows * F)))
+    return fail_shape (op, dy, gate, "gate/up and their gradients must fit dy (fused gate_up: twice its width)",
+                       error);
+  HnTensor *u = up ? up : gate, *du = up ? dup : dgate;
+  struct { guint32 n, F, dy_off, g_off, u_off, dg_off, du_off, g_stride, act; } pc = {
+    (guint32) (rows * F), (guint32) F, hn_eoff (dy), hn_eoff (gate), hn_eoff (u) + (up ? 0u : (guint32) F),
+    hn_eoff (dgate), hn_eoff (du) + (up ? 0u : (guint32) F), (guint32) stride, (guint32) act };
+  HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (gate, FALSE), hn_bind (u, FALSE), hn_bind (dgate, TRUE),
+                        hn_bind (du, TRUE) };
+  return hn_op_dispatch_elems (cmd, "glu_back", NULL, 0, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
+}
+
+gboolean
+hn_op_embedding_back (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *ids, GError **error)
+{
+  const char *op = "embedding_back";
+  if (!check_f32 (op, "dtable", cmd, dtable, error) || !check_f32 (op, "dy", cmd, dy, error) ||
+      !hn_op_check_ctx (op, cmd, ids, error) || !hn_op_check_dtype (op, "ids", ids, HN_DTYPE_I32, error))
+    return FALSE;
+  gint64 D = hn_tensor_cols (dtable), V = hn_tensor_rows (dtable);
+  if (hn_tensor_cols (dy) != D || hn_tensor_rows (dy) != ids->n)
+    return fail_shape (op, dy, dtable, "dy must be [n_ids, D]", error);
+  struct { guint32 n, D, V, dy_off, id_off, dt_off; } pc = {
+    (guint32) ids->n, (guint32) D, (guint32) V, hn_eoff (dy), hn_eoff (ids), hn_eoff (dtable) };
+  HnVkBinding bd[3] = { hn_bind (dy, FALSE), hn_bind (ids, FALSE), hn_bind (dtable, TRUE) };
+  guint32 gx, gy;
+  hn_grid ((D + 63) / 64, &gx, &gy);
+  return hn_cmd_dispatch (cmd, "embedding_back", NULL, 0, bd, 3, &pc, sizeof pc, gx, gy, 1, error);
+}
+
+gboolean
+hn_op_cross_entropy_back (HnCmd *cmd, HnTensor *dlogits, HnTensor *logits, HnTensor *targets, HnTensor *row_scale,
+                          GError **error)
+{
+  const char *op = "cross_entropy_back";
+  gint64 N = hn_tensor_rows (logits), V = hn_tensor_cols (logits);
+  if (!check_f32 (op, "dlogits", cmd, dlogits, error) || !check_f32 (op, "logits", cmd, logits, error) ||
+      !check_f32 (op, "row_scale", cmd, row_scale, error) || !hn_op_check_ctx (op, cmd, targets, error) ||
+      !hn_op_check_dtype (op, "targets", targets, HN_DTYPE_I32, error) ||
+      !hn_op_check_count (op, "targets", targets, N, error) ||
+      !hn_op_check_count (op, "row_scale", row_scale, N, error) ||
+      !hn_op_check_count (op, "dlogits", dlogits, logits->n, error))
+    return FALSE;
+  if (dlogits->buf == logits->buf && dlogits->offset != logits->offset &&
+      dlogits->offset < logits->offset + hn_tensor_nbytes (logits) &&
+      logits->offset < dlogits->offset + hn_tensor_nbytes (dlogits))
+    return fail_shape (op, dlogits, logits, "partly overlapping (in place must be exact)", error);
+  struct { guint32 rows, V, l_off, t_off, s_off, d_off; } pc = {
+    (guint32) N, (guint32) V, hn_eoff (logits), hn_eoff (targets), hn_eoff (row_scale), hn_eoff (dlogits) };
+  HnVkBinding bd[4] = { hn_bind (logits, dlogits->buf == logits->buf), hn_bind (targets, FALSE),
+                        hn_bind (row_scale, FALSE), hn_bind (dlogits, TRUE) };
+  return hn_op_dispatch_rows (cmd, "cross_entropy_back", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) N, error);
+}
+
+gboolean
+hn_op_rope_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *neg_positions, HnTensor *inv_freq, int rot_dims,
+                 HnRopeStyle style, float attn_scale, GError **error)
+{
+  return hn_op_rope (cmd, dx, dy, neg_positions, inv_freq, rot_dims, style, attn_scale, error);
+}
+
+gboolean
+hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTensor *dout, HnTensor *q, HnTensor *k,
+                      HnTensor *v, HnTensor *stats, const HnAttentionParams *params, HnBackFlags flags,
+                      GError **error)
+{
+  const char *op = "attention_back";
+  static const HnAttentionParams defaults = { 0 };
+  if (!params)
+    params = &defaults;
+  if (!check_f32 (op, "dq", cmd, dq, error) || !check_f32 (op, "dk", cmd, dk, error) ||
+      !check_f32 (op, "dv", cmd, dv, error) || !check_f32 (op, "dout", cmd, dout, error) ||
+      !check_f32 (op, "q", cmd, q, error) || !check_f32 (op, "k", cmd, k, error) || !check_f32 (op, "v", cmd, v, error) ||
+      !check_f32 (op, "stats", cmd, stats, error) || !check_f32 (op, "alibi_slopes", cmd, params->alibi_slopes, error))
+    return FALSE;
+  if (params->mask)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: an additive mask is not supported in training", op);
+      return FALSE;
+    }
+  if (!dq || !dk || !dv)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: dq, dk and dv are required", op);
+      return FALSE;
+    }
+  gboolean batched = q->ndim == 4;
+  int o = batched ? 1 : 0;
+  if ((q->ndim != 3 && q->ndim != 4) || k->ndim != q->ndim || v->ndim != q->ndim || dout->ndim != q->ndim)
+    return fail_shape (op, q, k, "q, k, v and dout must be [B,] T, H, D", error);
+  gint64 B = batched ? q->shape[0] : 1;
+  gint64 T = q->shape[o], H = q->shape[o + 1], D = q->shape[o + 2];
+  gint64 S = k->shape[o], KVH = k->shape[o + 1], Dv = v->shape[o + 2];
+  if ((batched && (k->shape[0] != B || v->shape[0] != B || dout->shape[0] != B)) || k->shape[o + 2] != D ||
+      v->shape[o] != S || v->shape[o + 1] != KVH || dout->n != B * T * H * Dv || H % KVH != 0 ||
+      dq->n != q->n || dk->n != k->n || dv->n != v->n || (params->n_kv > 0 && params->n_kv != S))
+    return fail_shape (op, q, k, "shapes do not fit (heads must be a multiple of KV heads; n_kv must be all of k)",
+                       error);
+  if (!hn_op_check_count (op, "stats", stats, 2 * B * T * H, error) ||
+      (params->alibi_slopes && !hn_op_check_count (op, "alibi_slopes", params->alibi_slopes, H, error)))
+    return FALSE;
+  float scale = params->scale != 0.0f ? params->scale : 1.0f / sqrtf ((float) D);
+  struct {
+    guint32 B, T, H, KVH, D, Dv, S;
+    gint32 pos0;
+    guint32 window, causal;
+    float scale, softcap;
+    guint32 q_off, k_off, v_off, do_off, s_off, st_off, g_off, g2_off, flags;
+  } pc = { (guint32) B, (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) S,
+           (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u, scale, params->softcap,
+           hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (dout),
+           params->alibi_slopes ? hn_eoff (params->alibi_slopes) : 0, hn_eoff (stats), hn_eoff (dq), 0,
+           (params->alibi_slopes ? 1u : 0u) | ((flags & HN_BACK_ACCUMULATE) ? 2u : 0u) };
+  HnTensor *sl = params->alibi_slopes ? params->alibi_slopes : q;
+  HnVkBinding bq[7] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
+                        hn_bind (sl, FALSE), hn_bind (stats, TRUE), hn_bind (dq, TRUE) };
+  guint32 gx, gy;
+  hn_grid ((guint64) (B * T * H + 63) / 64, &gx, &gy);
+  if (!hn_cmd_dispatch (cmd, "attention_back_q", NULL, 0, bq, 7, &pc, sizeof pc, gx, gy, 1, error))
+    return FALSE;
+  pc.g_off = hn_eoff (dk);
+  pc.g2_off = hn_eoff (dv);
+  HnVkBinding bkv[8] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
+                         hn_bind (sl, FALSE), hn_bind (stats, FALSE), hn_bind (dk, TRUE), hn_bind (dv, TRUE) };
+  hn_grid ((guint64) (B * S * KVH + 63) / 64, &gx, &gy);
+  return hn_cmd_dispatch (cmd, "attention_back_kv", NULL, 0, bkv, 8, &pc, sizeof pc, gx, gy, 1, error);
+}
+
+gboolean
+hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v, const HnAdamwScalars *s,
+             float clip, GError **error)
+{
+  const char *op = "adamw";
+  if (!check_f32 (op, "param", cmd, param, error) || !check_f32 (op, "grad", cmd, grad, error) ||
+      !check_f32 (op, "m", cmd, m, error) || !check_f32 (op, "v", cmd, v, error) ||
+      !hn_op_check_count (op, "grad", grad, param->n, error) || !hn_op_check_count (op, "m", m, param->n, error) ||
+      !hn_op_check_count (op, "v", v, param->n, error))
+    return FALSE;
+  struct {
+    guint32 n, p_off, g_off, m_off, v_off;
+    float clip, lr_wd, one_m_beta1, beta2, one_m_beta2, step_size, bc2_sqrt, eps;
+  } pc = { (guint32) param->n, hn_eoff (param), hn_eoff (grad), hn_eoff (m), hn_eoff (v),
+           clip, s->lr_wd, s->one_m_beta1, s->beta2, s->one_m_beta2, s->step_size, s->bc2_sqrt, s->eps };
+  HnVkBinding bd[4] = { hn_bind (param, TRUE), hn_bind (grad, FALSE), hn_bind (m, TRUE), hn_bind (v, TRUE) };
+  return hn_op_dispatch_elems (cmd, "adamw", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) param->n, error);
+}
+
+gboolean
+hn_op_sgd (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *buf, float lr, float momentum, float weight_decay,
+           gboolean first, float clip, GError **error)
+{
+  const char *op = "sgd";
+  if (!check_f32 (op, "param", cmd, param, error) || !check_f32 (op, "grad", cmd, grad, error) ||
+      !check_f32 (op, "buf", cmd, buf, error) || !hn_op_check_count (op, "grad", grad, param->n, error) ||
+      (buf && !hn_op_check_count (op, "buf", buf, param->n, error)))
+    return FALSE;
+  if (momentum != 0.0f && !buf)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "sgd: momentum needs a buffer");
+      return FALSE;
+    }
+  struct { guint32 n, p_off, g_off, b_off; float clip, lr, wd, momentum; guint32 first; } pc = {
+    (guint32) param->n, hn_eoff (param), hn_eoff (grad), buf ? hn_eoff (buf) : 0, clip, lr, weight_decay, momentum,
+    first ? 1u : 0u };
+  HnVkBinding bd[3] = { hn_bind (param, TRUE), hn_bind (grad, FALSE), hn_bind (buf ? buf : grad, buf != NULL) };
+  return hn_op_dispatch_elems (cmd, "sgd", NULL, 0, bd, 3, &pc, sizeof pc, (guint64) param->n, error);
+}
+
+guint
+hn_sumsq_n_partials (gint64 n)
+{
+  return (guint) ((n + 4095) / 4096);
+}
+
+gboolean
+hn_op_sumsq_partials (HnCmd *cmd, HnTensor *out, guint out_off, HnTensor *x, GError **error)
+{
+  const char *op = "sumsq";
+  guint np = hn_sumsq_n_partials (x->n);
+  if (!check_f32 (op, "out", cmd, out, error) || !check_f32 (op, "x", cmd, x, error))
+    return FALSE;
+  if ((gint64) out_off + np > out->n)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "sumsq: %u partials at %u do not fit %s", np, out_off,
+                   out->name);
+      return FALSE;
+    }
+  struct { guint32 n, x_off, o_off; } pc = { (guint32) x->n, hn_eoff (x), hn_eoff (out) + out_off };
+  HnVkBinding bd[2] = { hn_bind (x, FALSE),
+                        { out->buf, out->offset + (guint64) out_off * 4, (guint64) np * 4, TRUE } };
+  return hn_op_dispatch_rows (cmd, "sumsq", NULL, 0, bd, 2, &pc, sizeof pc, np, error);
+}

@@ -1,0 +1,83 @@
+/* Backward ops and optimizer updates on the device, one per forward op the
+ * Transformer families use (shaders/<op>_back.comp). Same conventions as
+ * hn-ops.h: they check their tensors, record dispatches into `cmd` and never
+ * allocate; every one has a CPU reference in cpu-ref-back.h and a test
+ * against it on lavapipe (tests/engine/test-back-ops.c).
+ *
+ * Gradients of parameters (dw, db, dtable) always ACCUMULATE (+=), so tied
+ * weights and micro-batches add up; gradients of activations are written,
+ * or added with HN_BACK_ACCUMULATE (a residual branch adding into the
+ * stream's gradient). A NULL gradient tensor is not computed. */
+#pragma once
+#include "tensor/hn-ops.h"
+#include "train/optim.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  HN_BACK_DEFAULT = 0,
+  HN_BACK_ACCUMULATE = 1 << 0, /* dx += instead of dx = */
+} HnBackFlags;
+
+/* y[M, N] = x[M, K] · W[N, K]ᵀ + b: dx (=/+=) dy · W; dW += dyᵀ · x; db += Σ_rows dy.
+ * dy/x/dx may have leading dims (M = rows). W and dW f32. */
+gboolean hn_op_matmul_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x,
+                            HnTensor *w, HnBackFlags flags, GError **error);
+
+/* db[N] += Σ_rows dy[rows, N]. */
+gboolean hn_op_bias_back (HnCmd *cmd, HnTensor *db, HnTensor *dy, GError **error);
+
+/* RMSNorm / LayerNorm backward. stats is f32 scratch of 2·rows elements
+ * (the row means and reciprocal deviations, recomputed here). w/dw, b/db may
+ * be NULL. flags of the forward: HN_NORM_WEIGHT_PLUS_ONE (rmsnorm). */
+gboolean hn_op_rmsnorm_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *dy, HnTensor *x, HnTensor *w,
+                             HnTensor *stats, float eps, HnNormFlags norm_flags, HnBackFlags flags, GError **error);
+gboolean hn_op_layernorm_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x,
+                               HnTensor *w, HnTensor *stats, float eps, HnBackFlags flags, GError **error);
+
+/* y = act(x): dx (=/+=) dy · act'(x). */
+gboolean hn_op_unary_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *x, HnActivation act, HnBackFlags flags,
+                           GError **error);
+
+/* y = act(gate) · up: writes dgate and dup. With up == NULL gate is the fused
+ * [rows, 2F] gate_up tensor and dgate its [rows, 2F] gradient (dup NULL). */
+gboolean hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTensor *gate, HnTensor *up,
+                         HnActivation act, GError **error);
+
+/* dtable[ids[n], :] += dy[n, :] (f32 table gradient [V, D]). */
+gboolean hn_op_embedding_back (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *ids, GError **error);
+
+/* dlogits[n, :] = row_scale[n] · (softmax(logits[n]) - onehot(targets[n])).
+ * row_scale f32 [N] holds dloss·w_n/Σw (0 for ignored rows). dlogits may be
+ * logits (in place). */
+gboolean hn_op_cross_entropy_back (HnCmd *cmd, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
+                                   HnTensor *row_scale, GError **error);
+
+/* RoPE backward: the rotation by the opposite angle, i.e. hn_op_rope with
+ * negated positions (neg_positions i32 = -positions). */
+gboolean hn_op_rope_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *neg_positions, HnTensor *inv_freq,
+                          int rot_dims, HnRopeStyle style, float attn_scale, GError **error);
+
+/* Attention backward for a full (non-cached) K/V, f32: q/dq/dout [B, T, H, D|Dv],
+ * k/dk [B, S, KVH, D], v/dv [B, S, KVH, Dv] (3-D without B). stats is f32
+ * scratch of 2·B·T·H elements. Honours scale, softcap, causal, pos0,
+ * window and alibi_slopes; a mask fails with HN_ERROR_UNSUPPORTED. */
+gboolean hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTensor *dout, HnTensor *q,
+                               HnTensor *k, HnTensor *v, HnTensor *stats, const HnAttentionParams *params,
+                               HnBackFlags flags, GError **error);
+
+/* One AdamW update of param (f32, same element count as grad/m/v, any
+ * shape); the gradient is multiplied by clip first. */
+gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,
+                      const HnAdamwScalars *s, float clip, GError **error);
+
+/* One torch.optim.SGD update; buf (momentum) may be NULL when momentum is 0. */
+gboolean hn_op_sgd (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *buf, float lr, float momentum,
+                    float weight_decay, gboolean first, float clip, GError **error);
+
+/* Partial sums of squares of x into out[out_off, out_off + n_partials):
+ * the host adds them in double for the global gradient norm. */
+guint hn_sumsq_n_partials (gint64 n);
+gboolean hn_op_sumsq_partials (HnCmd *cmd, HnTensor *out, guint out_off, HnTensor *x, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,28 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Column sums for parameter gradients, one invocation per column, rows in
+// order (deterministic): dw[c] += Σ_r dy[r,c]·(x[r,c] - mean_r)·rstd_r (flag 1),
+// db[c] += Σ_r dy[r,c] (flag 2). A plain bias gradient is flag 2 alone.
+#include "common.glsl"
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer DY { float dy[]; };
+layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 2) readonly buffer ST { float st[]; };
+layout(std430, binding = 3) buffer DW { float dw[]; };
+layout(std430, binding = 4) buffer DB { float db[]; };
+layout(push_constant) uniform P {
+  uint rows; uint cols; uint dy_off; uint x_off; uint st_off; uint dw_off; uint db_off; uint flags;
+} p;
+void main() {
+  uint c = hn_group_index() * 64u + gl_LocalInvocationID.x;
+  if (c >= p.cols) return;
+  float sw = 0.0, sb = 0.0;
+  for (uint r = 0u; r < p.rows; r++) {
+    float g = dy[p.dy_off + r * p.cols + c];
+    if ((p.flags & 1u) != 0u)
+      sw += g * (x[p.x_off + r * p.cols + c] - st[p.st_off + 2u * r]) * st[p.st_off + 2u * r + 1u];
+    sb += g;
+  }
+  if ((p.flags & 1u) != 0u) dw[p.dw_off + c] += sw;
+  if ((p.flags & 2u) != 0u) db[p.db_off + c] += sb;
+}

@@ -1,0 +1,363 @@
+/* Every backward op and optimizer update on the device (lavapipe in CI)
+ * against its CPU reference (cpu-ref-back.h), on small random shapes with
+ * odd sizes. */
+#include <math.h>
+#include <string.h>
+
+#include "hn-error.h"
+#include "tensor/cpu-ref-back.h"
+#include "tensor/ops-back.h"
+
+static HnVkContext *ctx;
+
+static float *
+rnd (gint64 n, float scale)
+{
+  float *a = g_new (float, n);
+  for (gint64 i = 0; i < n; i++)
+    a[i] = (float) g_test_rand_double_range (-scale, scale);
+  return a;
+}
+
+static HnTensor *
+tens (int ndim, const gint64 *shape, const float *data)
+{
+  g_autoptr (GError) error = NULL;
+  HnTensor *t = hn_tensor_new (ctx, HN_DTYPE_F32, ndim, shape, &error);
+  g_assert_no_error (error);
+  if (data)
+    {
+      hn_tensor_upload_f32 (t, data, t->n, &error);
+      g_assert_no_error (error);
+    }
+  else
+    {
+      g_autofree float *z = g_new0 (float, t->n);
+      hn_tensor_upload_f32 (t, z, t->n, &error);
+      g_assert_no_error (error);
+    }
+  return t;
+}
+
+static HnTensor *
+tens_i32 (gint64 n, const gint32 *data)
+{
+  g_autoptr (GError) error = NULL;
+  HnTensor *t = hn_tensor_new_1d (ctx, HN_DTYPE_I32, n, &error);
+  g_assert_no_error (error);
+  hn_tensor_upload_i32 (t, data, n, &error);
+  g_assert_no_error (error);
+  return t;
+}
+
+static float *
+down (HnTensor *t)
+{
+  g_autoptr (GError) error = NULL;
+  float *d = g_new (float, t->n);
+  hn_tensor_download_f32 (t, d, t->n, &error);
+  g_assert_no_error (error);
+  return d;
+}
+
+static void
+close_enough (const char *what, HnTensor *t, const float *want, double rtol, double atol)
+{
+  g_autofree float *got = down (t);
+  double worst = 0;
+  for (gint64 i = 0; i < t->n; i++)
+    {
+      double err = fabs ((double) got[i] - want[i]);
+      worst = MAX (worst, err);
+      if (!(err <= atol + rtol * fabs (want[i])))
+        g_error ("%s[%" G_GINT64_FORMAT "]: got %.7g, want %.7g", what, i, got[i], want[i]);
+    }
+  g_test_message ("%s: max abs error %.3g over %" G_GINT64_FORMAT, what, worst, t->n);
+}
+
+static void
+run (HnCmd *cmd)
+{
+  g_autoptr (GError) error = NULL;
+  hn_cmd_submit_wait (cmd, &error);
+  g_assert_no_error (error);
+}
+
+static void
+test_matmul_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 M = 13, N = 7, K = 9;
+  g_autofree float *dy = rnd (M * N, 1), *x = rnd (M * K, 1), *w = rnd (N * K, 1);
+  g_autofree float *dw0 = rnd (N * K, 1), *db0 = rnd (N, 1);
+  g_autofree float *dx = g_new0 (float, M * K);
+  g_autofree float *dw = g_memdup2 (dw0, sizeof (float) * N * K), *db = g_memdup2 (db0, sizeof (float) * N);
+  hn_ref_matmul_back (dy, x, w, M, N, K, dx, dw, db);
+  g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { M, N }, dy), tx = tens (2, (gint64[]) { M, K }, x);
+  g_autoptr (HnTensor) tw = tens (2, (gint64[]) { N, K }, w), tdx = tens (2, (gint64[]) { M, K }, NULL);
+  g_autoptr (HnTensor) tdw = tens (2, (gint64[]) { N, K }, dw0), tdb = tens (1, (gint64[]) { N }, db0);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_matmul_back (cmd, tdx, tdw, tdb, tdy, tx, tw, 0, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  close_enough ("matmul dx", tdx, dx, 1e-5, 1e-5);
+  close_enough ("matmul dw (accumulated)", tdw, dw, 1e-5, 1e-5);
+  close_enough ("matmul db (accumulated)", tdb, db, 1e-5, 1e-5);
+  /* accumulate into dx */
+  g_assert_true (hn_op_matmul_back (cmd, tdx, NULL, NULL, tdy, tx, tw, HN_BACK_ACCUMULATE, &error));
+  run (cmd);
+  for (gint64 i = 0; i < M * K; i++)
+    dx[i] *= 2;
+  close_enough ("matmul dx (accumulated)", tdx, dx, 1e-5, 1e-5);
+}
+
+static void
+run_norm (gboolean layer, gboolean plus_one)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 rows = 5, cols = 300; /* > 256: several columns per invocation */
+  g_autofree float *dy = rnd (rows * cols, 1), *x = rnd (rows * cols, 2), *w = rnd (cols, 1);
+  g_autofree float *dx = g_new0 (float, rows * cols), *dw = g_new0 (float, cols), *db = g_new0 (float, cols);
+  if (layer)
+    hn_ref_layernorm_back (dy, x, w, rows, cols, 1e-5f, dx, dw, db);
+  else
+    hn_ref_rmsnorm_back (dy, x, w, rows, cols, 1e-6f, plus_one, dx, dw);
+  g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { rows, cols }, dy), tx = tens (2, (gint64[]) { rows, cols }, x);
+  g_autoptr (HnTensor) tw = tens (1, (gint64[]) { cols }, w), tdw = tens (1, (gint64[]) { cols }, NULL);
+  g_autoptr (HnTensor) tdb = tens (1, (gint64[]) { cols }, NULL), tdx = tens (2, (gint64[]) { rows, cols }, NULL);
+  g_autoptr (HnTensor) st = tens (1, (gint64[]) { 2 * rows }, NULL);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  if (layer)
+    g_assert_true (hn_op_layernorm_back (cmd, tdx, tdw, tdb, tdy, tx, tw, st, 1e-5f, 0, &error));
+  else
+    g_assert_true (hn_op_rmsnorm_back (cmd, tdx, tdw, tdy, tx, tw, st, 1e-6f,
+                                       plus_one ? HN_NORM_WEIGHT_PLUS_ONE : 0, 0, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  close_enough ("norm dx", tdx, dx, 1e-4, 1e-5);
+  close_enough ("norm dw", tdw, dw, 1e-4, 1e-5);
+  if (layer)
+    close_enough ("norm db", tdb, db, 1e-4, 1e-5);
+}
+
+static void test_rmsnorm_back (void) { run_norm (FALSE, FALSE); run_norm (FALSE, TRUE); }
+static void test_layernorm_back (void) { run_norm (TRUE, FALSE); }
+
+static void
+test_activations_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 rows = 3, F = 101, n = rows * F;
+  for (int act = HN_ACT_IDENTITY; act <= HN_ACT_TANH; act++)
+    {
+      g_autofree float *dy = rnd (n, 1), *g = rnd (2 * n, 4), *u = rnd (n, 1);
+      g_autofree float *dx = g_new (float, n), *dgate = g_new (float, n), *dup = g_new (float, n);
+      hn_ref_unary_back (dy, g, n, act, dx);
+      hn_ref_glu_back (dy, g, u, n, act, dgate, dup);
+      g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { rows, F }, dy), tg = tens (2, (gint64[]) { rows, F }, g);
+      g_autoptr (HnTensor) tu = tens (2, (gint64[]) { rows, F }, u), tdx = tens (2, (gint64[]) { rows, F }, NULL);
+      g_autoptr (HnTensor) tdg = tens (2, (gint64[]) { rows, F }, NULL), tdu = tens (2, (gint64[]) { rows, F }, NULL);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_unary_back (cmd, tdx, tdy, tg, act, 0, &error));
+      g_assert_true (hn_op_glu_back (cmd, tdg, tdu, tdy, tg, tu, act, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      g_autofree char *what = g_strdup_printf ("activation %d", act);
+      close_enough (what, tdx, dx, 1e-4, 1e-5);
+      close_enough (what, tdg, dgate, 1e-4, 1e-5);
+      close_enough (what, tdu, dup, 1e-4, 1e-5);
+
+      /* fused gate_up [rows, 2F]: gate half then up half */
+      g_autofree float *fused = g_new (float, 2 * n);
+      for (gint64 r = 0; r < rows; r++)
+        {
+          memcpy (fused + r * 2 * F, g + r * F, sizeof (float) * F);
+          memcpy (fused + r * 2 * F + F, u + r * F, sizeof (float) * F);
+        }
+      g_autoptr (HnTensor) tf = tens (2, (gint64[]) { rows, 2 * F }, fused);
+      g_autoptr (HnTensor) tdf = tens (2, (gint64[]) { rows, 2 * F }, NULL);
+      g_assert_true (hn_op_glu_back (cmd, tdf, NULL, tdy, tf, NULL, act, &error));
+      run (cmd);
+      g_autofree float *df = down (tdf);
+      for (gint64 r = 0; r < rows; r++)
+        for (gint64 f = 0; f < F; f++)
+          {
+            g_assert_cmpfloat_with_epsilon (df[r * 2 * F + f], dgate[r * F + f], 1e-5 + 1e-4 * fabsf (dgate[r * F + f]));
+            g_assert_cmpfloat_with_epsilon (df[r * 2 * F + F + f], dup[r * F + f], 1e-5 + 1e-4 * fabsf (dup[r * F + f]));
+          }
+    }
+}
+
+static void
+test_embedding_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 n = 11, D = 70, V = 9;
+  gint32 ids[11] = { 3, 0, 8, 3, 3, 1, 8, 2, 0, 7, 5 };
+  g_autofree float *dy = rnd (n * D, 1), *dt0 = rnd (V * D, 1);
+  g_autofree float *dt = g_memdup2 (dt0, sizeof (float) * V * D);
+  hn_ref_embedding_back (dy, ids, n, D, V, dt);
+  g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { n, D }, dy), tdt = tens (2, (gint64[]) { V, D }, dt0);
+  g_autoptr (HnTensor) tid = tens_i32 (n, ids);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_embedding_back (cmd, tdt, tdy, tid, &error));
+  run (cmd);
+  close_enough ("embedding dtable", tdt, dt, 1e-5, 1e-5);
+}
+
+static void
+test_cross_entropy_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 N = 6, V = 517;
+  gint32 tg[6] = { 5, -100, 0, 516, 44, -100 };
+  float w[6] = { 1, 1, 2, 0.5f, 1, 1 };
+  g_autofree float *lg = rnd (N * V, 4), *dl = g_new (float, N * V);
+  double loss = hn_ref_cross_entropy_loss (lg, tg, w, N, V, -100, 0.7f, dl);
+  g_assert_true (isfinite (loss));
+  /* row scales as the trainer computes them on the host */
+  double wsum = 0;
+  for (int i = 0; i < N; i++)
+    wsum += tg[i] != -100 ? w[i] : 0;
+  float rs[6];
+  for (int i = 0; i < N; i++)
+    rs[i] = tg[i] != -100 ? (float) (0.7 * w[i] / wsum) : 0.0f;
+  g_autoptr (HnTensor) tl = tens (2, (gint64[]) { N, V }, lg), trs = tens (1, (gint64[]) { N }, rs);
+  g_autoptr (HnTensor) tt = tens_i32 (N, tg);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_cross_entropy_back (cmd, tl, tl, tt, trs, &error)); /* in place */
+  run (cmd);
+  close_enough ("cross-entropy dlogits (in place)", tl, dl, 1e-4, 1e-7);
+}
+
+static void
+test_rope_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 T = 7;
+  int H = 3, D = 12, rot = 8;
+  gint32 pos[7], neg[7];
+  for (int i = 0; i < T; i++)
+    {
+      pos[i] = 2 + 3 * i;
+      neg[i] = -pos[i];
+    }
+  float inv[4];
+  for (int i = 0; i < rot / 2; i++)
+    inv[i] = powf (10000.0f, -2.0f * i / rot);
+  for (int style = HN_ROPE_NEOX; style <= HN_ROPE_GPTJ; style++)
+    {
+      g_autofree float *dy = rnd (T * H * D, 1), *dx = g_new (float, T * H * D);
+      hn_ref_rope_back (dy, pos, inv, T, H, D, rot, style, 1.25f, dx);
+      g_autoptr (HnTensor) tdy = tens (3, (gint64[]) { T, H, D }, dy), tdx = tens (3, (gint64[]) { T, H, D }, NULL);
+      g_autoptr (HnTensor) tneg = tens_i32 (T, neg), tinv = tens (1, (gint64[]) { rot / 2 }, inv);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_rope_back (cmd, tdx, tdy, tneg, tinv, rot, style, 1.25f, &error));
+      run (cmd);
+      close_enough ("rope dx", tdx, dx, 1e-4, 1e-5);
+    }
+}
+
+static void
+run_attention (int B, int T, int H, int KVH, int D, gboolean causal, float softcap, gint64 window, gboolean alibi)
+{
+  g_autoptr (GError) error = NULL;
+  float slopes[8] = { 0.5f, 0.25f, 0.125f, 0.0625f, 0.03f, 0.02f, 0.01f, 0.005f };
+  HnRefAttnShape s = { B, T, T, H, KVH, D, D, 0, softcap, causal, 0, window, alibi ? slopes : NULL };
+  gint64 nq = (gint64) B * T * H * D, nk = (gint64) B * T * KVH * D;
+  g_autofree float *q = rnd (nq, 1.5f), *k = rnd (nk, 1.5f), *v = rnd (nk, 1), *dout = rnd (nq, 1);
+  g_autofree float *dq = g_new (float, nq), *dk = g_new (float, nk), *dv = g_new (float, nk);
+  hn_ref_attention_back (&s, q, k, v, dout, dq, dk, dv);
+  g_autoptr (HnTensor) tq = tens (4, (gint64[]) { B, T, H, D }, q), tk = tens (4, (gint64[]) { B, T, KVH, D }, k);
+  g_autoptr (HnTensor) tv = tens (4, (gint64[]) { B, T, KVH, D }, v), tdo = tens (4, (gint64[]) { B, T, H, D }, dout);
+  g_autoptr (HnTensor) tdq = tens (4, (gint64[]) { B, T, H, D }, NULL), tdk = tens (4, (gint64[]) { B, T, KVH, D }, NULL);
+  g_autoptr (HnTensor) tdv = tens (4, (gint64[]) { B, T, KVH, D }, NULL);
+  g_autoptr (HnTensor) st = tens (1, (gint64[]) { 2 * B * T * H }, NULL);
+  g_autoptr (HnTensor) tsl = tens (1, (gint64[]) { H }, slopes);
+  HnAttentionParams p = { 0 };
+  p.causal = causal;
+  p.softcap = softcap;
+  p.window = window;
+  p.alibi_slopes = alibi ? tsl : NULL;
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_attention_back (cmd, tdq, tdk, tdv, tdo, tq, tk, tv, st, &p, 0, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  close_enough ("attention dq", tdq, dq, 1e-4, 1e-5);
+  close_enough ("attention dk", tdk, dk, 1e-4, 1e-5);
+  close_enough ("attention dv", tdv, dv, 1e-4, 1e-5);
+}
+
+static void
+test_attention_back (void)
+{
+  run_attention (2, 9, 4, 2, 8, TRUE, 0, 0, FALSE);
+  run_attention (1, 5, 3, 3, 6, FALSE, 0, 0, FALSE);
+  run_attention (2, 7, 4, 1, 8, TRUE, 2.0f, 3, TRUE);
+}
+
+static void
+test_adamw_sgd (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 n = 5000; /* > one workgroup row of 4096 for sumsq */
+  g_autofree float *p = rnd (n, 1), *g = rnd (n, 1), *m = rnd (n, 0.1f), *v = g_new (float, n);
+  for (gint64 i = 0; i < n; i++)
+    v[i] = (float) g_test_rand_double_range (0, 0.01);
+  g_autoptr (HnTensor) tp = tens (1, (gint64[]) { n }, p), tg = tens (1, (gint64[]) { n }, g);
+  g_autoptr (HnTensor) tm = tens (1, (gint64[]) { n }, m), tv = tens (1, (gint64[]) { n }, v);
+  g_autoptr (HnTensor) parts = tens (1, (gint64[]) { 8 }, NULL);
+  HnAdamwScalars s;
+  hn_adamw_scalars (&s, 3, 0.01, 0.9, 0.999, 1e-8, 0.1);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_cmpuint (hn_sumsq_n_partials (n), ==, 2);
+  g_assert_true (hn_op_sumsq_partials (cmd, parts, 3, tg, &error));
+  g_assert_true (hn_op_adamw (cmd, tp, tg, tm, tv, &s, 0.5f, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree float *gs = g_new (float, n);
+  for (gint64 i = 0; i < n; i++)
+    gs[i] = g[i] * 0.5f;
+  hn_adamw_step_cpu (p, gs, m, v, n, 3, 0.01, 0.9, 0.999, 1e-8, 0.1);
+  close_enough ("adamw param", tp, p, 1e-6, 1e-7);
+  close_enough ("adamw m", tm, m, 1e-6, 1e-8);
+  close_enough ("adamw v", tv, v, 1e-6, 1e-9);
+  g_autofree float *pp = down (parts);
+  g_assert_cmpfloat_with_epsilon ((double) pp[3] + pp[4], hn_ref_sumsq (g, n), 1e-3);
+  g_assert_cmpfloat (pp[5], ==, 0.0f);
+
+  g_autoptr (HnTensor) tb = tens (1, (gint64[]) { n }, NULL);
+  g_autofree float *buf = g_new0 (float, n);
+  for (int step = 0; step < 2; step++)
+    {
+      g_assert_true (hn_op_sgd (cmd, tp, tg, tb, 0.1f, 0.9f, 0.01f, step == 0, 1.0f, &error));
+      run (cmd);
+      hn_sgd_step_cpu (p, g, buf, n, step == 0, 0.1, 0.9, 0.01);
+    }
+  close_enough ("sgd param", tp, p, 1e-6, 1e-6);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_autoptr (GError) error = NULL;
+  ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_printerr ("no Vulkan device: %s\n", error->message);
+      return 77; /* skipped */
+    }
+  g_test_add_func ("/back-ops/matmul", test_matmul_back);
+  g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
+  g_test_add_func ("/back-ops/layernorm", test_layernorm_back);
+  g_test_add_func ("/back-ops/activations", test_activations_back);
+  g_test_add_func ("/back-ops/embedding", test_embedding_back);
+  g_test_add_func ("/back-ops/cross-entropy", test_cross_entropy_back);
+  g_test_add_func ("/back-ops/rope", test_rope_back);
+  g_test_add_func ("/back-ops/attention", test_attention_back);
+  g_test_add_func ("/back-ops/adamw-sgd", test_adamw_sgd);
+  int rc = g_test_run ();
+  hn_vk_context_unref (ctx);
+  return rc;
+}
