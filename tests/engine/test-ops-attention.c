@@ -1,0 +1,264 @@
+/* RoPE (styles, partial rotary, scaling variants on the host) and attention
+ * over a K/V cache (causal, GQA/MQA, sliding window, ALiBi, soft-capping,
+ * masks, decode with a partly filled cache, f16/bf16 caches, batches). */
+#include "ops-test-common.h"
+
+#include <math.h>
+#include <string.h>
+
+static void
+run_rope (gint64 T, gint64 H, gint64 D, int rot, HnRopeStyle style, float attn_scale, gboolean in_place)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 n = T * H * D;
+  g_autofree float *x = hn_test_random (n, -2, 2);
+  g_autofree float *inv = g_new (float, rot / 2);
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, rot, 2048, NULL, 0, inv, NULL, &error));
+  gint32 *pos = g_new (gint32, T);
+  for (gint64 t = 0; t < T; t++)
+    pos[t] = (gint32) (t * 37 % 200 + (t == 1 ? 1500 : 0)); /* unordered, one large position */
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { T, H, D }, x);
+  g_autoptr(HnTensor) tp = hn_test_tensor_i32 (1, (gint64[]) { T }, pos);
+  g_autoptr(HnTensor) tf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { rot / 2 }, inv);
+  g_autoptr(HnTensor) to = in_place ? hn_tensor_ref (tx) : hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { T, H, D });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_rope (cmd, to, tx, tp, tf, rot, style, attn_scale, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (to), *ref = g_new (float, n);
+  hn_ref_rope (ref, x, T * H, H, D, pos, inv, rot, style, attn_scale);
+  /* angles up to ~1700 rad: the f32 angle is shared, cos/sin of it differ by ~1e-7 */
+  hn_test_assert_close ("rope", got, ref, n, 1e-5, 2e-6);
+  g_free (pos);
+}
+
+static void
+test_rope (void)
+{
+  run_rope (1, 1, 2, 2, HN_ROPE_NEOX, 1.0f, FALSE);
+  run_rope (5, 3, 64, 64, HN_ROPE_NEOX, 1.0f, FALSE);
+  run_rope (7, 2, 64, 64, HN_ROPE_GPTJ, 1.0f, TRUE);
+  run_rope (4, 5, 80, 32, HN_ROPE_NEOX, 1.0f, FALSE);   /* partial rotary (phi) */
+  run_rope (3, 4, 64, 16, HN_ROPE_GPTJ, 1.2f, TRUE);    /* partial, GPT-J, scaled */
+  run_rope (300, 1, 6, 4, HN_ROPE_NEOX, 1.0f, FALSE);
+}
+
+/* float results of double math: equal to rounding */
+#define ASSERT_F32(a, b) g_assert_cmpfloat_with_epsilon ((a), (b), fabs ((double) (b)) * 2e-7)
+
+static void
+test_rope_scaling (void)
+{
+  /* Values from transformers' ROPE_INIT_FUNCTIONS (computed by hand from the
+   * same formulas, checked against known model values). */
+  g_autoptr(GError) error = NULL;
+  float inv[64], attn;
+
+  /* default */
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, 128, 4096, NULL, 0, inv, &attn, &error));
+  g_assert_cmpfloat_with_epsilon (inv[0], 1.0, 1e-7);
+  ASSERT_F32 (inv[1], pow (10000.0, -2.0 / 128));
+  g_assert_cmpfloat (attn, ==, 1.0f);
+
+  /* linear */
+  HnRopeScaling lin = { .type = HN_ROPE_SCALING_LINEAR, .factor = 4.0 };
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, 128, 4096, &lin, 0, inv, &attn, &error));
+  ASSERT_F32 (inv[1], pow (10000.0, -2.0 / 128) / 4);
+
+  /* dynamic NTK: no change up to max_position_embeddings, larger base beyond */
+  HnRopeScaling dyn = { .type = HN_ROPE_SCALING_DYNAMIC, .factor = 2.0 };
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, 128, 4096, &dyn, 100, inv, &attn, &error));
+  ASSERT_F32 (inv[1], pow (10000.0, -2.0 / 128));
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, 128, 4096, &dyn, 8192, inv, &attn, &error));
+  double b = 10000.0 * pow (2.0 * 8192 / 4096 - 1.0, 128.0 / 126);
+  ASSERT_F32 (inv[1], pow (b, -2.0 / 128));
+
+  /* llama3 (Llama 3.1: factor 8, low 1, high 4, original 8192, theta 500000) */
+  HnRopeScaling l3 = { .type = HN_ROPE_SCALING_LLAMA3, .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                       .original_max_position_embeddings = 8192 };
+  g_assert_true (hn_rope_compute_inv_freq (500000.0, 128, 131072, &l3, 0, inv, &attn, &error));
+  g_assert_cmpfloat_with_epsilon (inv[0], 1.0, 1e-7);                         /* high frequency: unchanged */
+  double f63 = pow (500000.0, -126.0 / 128);
+  ASSERT_F32 (inv[63], f63 / 8);                   /* low frequency: / factor */
+  for (int i = 0; i < 64; i++)
+    {
+      double f = pow (500000.0, -2.0 * i / 128), wl = 2 * G_PI / f;
+      if (wl >= 8192 / 4.0 && wl <= 8192 / 1.0)
+        {
+          double s = (8192 / wl - 1.0) / 3.0, want = (1 - s) * f / 8 + s * f;
+          g_assert_cmpfloat_with_epsilon (inv[i], want, want * 1e-6);
+        }
+    }
+
+  /* yarn (Qwen-style factor 4, original 32768, theta 1e6): attention factor 0.1 ln 4 + 1 */
+  HnRopeScaling yarn = { .type = HN_ROPE_SCALING_YARN, .factor = 4.0, .original_max_position_embeddings = 32768 };
+  g_assert_true (hn_rope_compute_inv_freq (1000000.0, 128, 131072, &yarn, 0, inv, &attn, &error));
+  g_assert_cmpfloat_with_epsilon (attn, 0.1 * log (4.0) + 1.0, 1e-6);
+  g_assert_cmpfloat_with_epsilon (inv[0], 1.0, 1e-7);                         /* extrapolated */
+  ASSERT_F32 (inv[63], pow (1e6, -126.0 / 128) / 4); /* interpolated */
+  /* monotone decreasing */
+  for (int i = 1; i < 64; i++)
+    g_assert_cmpfloat (inv[i], <, inv[i - 1]);
+  /* DeepSeek-style mscale / mscale_all_dim */
+  HnRopeScaling yarn2 = yarn;
+  yarn2.mscale = 1.0;
+  yarn2.mscale_all_dim = 1.0;
+  g_assert_true (hn_rope_compute_inv_freq (1000000.0, 128, 131072, &yarn2, 0, inv, &attn, &error));
+  g_assert_cmpfloat_with_epsilon (attn, 1.0, 1e-7);
+
+  /* longrope (Phi-3): short factors below the original length, long above */
+  double sf[4] = { 1.0, 1.1, 1.2, 1.3 }, lf[4] = { 2.0, 3.0, 4.0, 5.0 };
+  HnRopeScaling lr = { .type = HN_ROPE_SCALING_LONGROPE, .short_factor = sf, .long_factor = lf, .n_factors = 4,
+                       .original_max_position_embeddings = 4096 };
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, 8, 131072, &lr, 100, inv, &attn, &error));
+  ASSERT_F32 (inv[1], 1.0 / (1.1 * pow (10000.0, 2.0 / 8)));
+  g_assert_cmpfloat_with_epsilon (attn, sqrt (1 + log (32.0) / log (4096.0)), 1e-6);
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, 8, 131072, &lr, 5000, inv, &attn, &error));
+  ASSERT_F32 (inv[3], 1.0 / (5.0 * pow (10000.0, 6.0 / 8)));
+
+  /* invalid input fails closed */
+  HnRopeScaling bad = { .type = HN_ROPE_SCALING_LONGROPE, .short_factor = sf, .long_factor = lf, .n_factors = 3,
+                        .original_max_position_embeddings = 4096 };
+  g_assert_false (hn_rope_compute_inv_freq (10000.0, 8, 131072, &bad, 0, inv, &attn, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (hn_rope_compute_inv_freq (10000.0, 7, 2048, NULL, 0, inv, &attn, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
+typedef struct {
+  gint64 B, T, H, KVH, D, Dv, n_ctx;
+  HnAttentionParams p;
+  gboolean alibi;
+  int mask_kind;  /* 0 none, 1 [T, n_kv], 2 [B, 1, n_kv] padding */
+  HnDType kv_dtype;
+} AttnCase;
+
+static void
+run_attention (const AttnCase *c)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 B = c->B, T = c->T, H = c->H, KVH = c->KVH, D = c->D, Dv = c->Dv, n_ctx = c->n_ctx;
+  gint64 n_kv = c->p.n_kv > 0 ? c->p.n_kv : n_ctx;
+  gboolean batched = B > 1;
+  g_autofree float *q = hn_test_random (B * T * H * D, -1, 1);
+  g_autofree float *k = hn_test_random (B * n_ctx * KVH * D, -1, 1);
+  g_autofree float *v = hn_test_random (B * n_ctx * KVH * Dv, -1, 1);
+  /* garbage past n_kv must not matter */
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 j = n_kv; j < n_ctx; j++)
+      for (gint64 i = 0; i < KVH * D; i++)
+        k[(b * n_ctx + j) * KVH * D + i] = 1e30f;
+  gint64 sq[4] = { B, T, H, D }, sk[4] = { B, n_ctx, KVH, D }, sv[4] = { B, n_ctx, KVH, Dv }, so[4] = { B, T, H, Dv };
+  int nd = batched ? 4 : 3, o = batched ? 0 : 1;
+  g_autoptr(HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, nd, sq + o, q);
+  g_autoptr(HnTensor) tk = hn_test_tensor (c->kv_dtype, nd, sk + o, k);
+  g_autoptr(HnTensor) tv = hn_test_tensor (c->kv_dtype, nd, sv + o, v);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, nd, so + o);
+  HnAttentionParams p = c->p;
+  g_autofree float *slopes = NULL, *mask = NULL;
+  g_autoptr(HnTensor) ts = NULL, tm = NULL;
+  gint64 mB = 1, mT = 1, mcols = n_kv + 3;
+  if (c->alibi)
+    {
+      slopes = g_new (float, H);
+      hn_alibi_slopes ((int) H, 8.0f, slopes);
+      ts = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, slopes);
+      p.alibi_slopes = ts;
+    }
+  if (c->mask_kind == 1)
+    {
+      mT = T;
+      mask = hn_test_random (T * mcols, -2, 2);
+      for (gint64 i = 0; i < T * mcols; i += 4)
+        mask[i] = -INFINITY;
+      tm = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { T, mcols }, mask);
+    }
+  else if (c->mask_kind == 2)
+    {
+      mB = B;
+      mask = g_new0 (float, B * mcols);
+      for (gint64 b = 0; b < B; b++)
+        for (gint64 j = 0; j < b; j++)
+          mask[b * mcols + j] = -INFINITY;
+      tm = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, 1, mcols }, mask);
+    }
+  p.mask = tm;
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_attention (cmd, to, tq, tk, tv, &p, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (to), *ref = g_new (float, B * T * H * Dv);
+  hn_ref_attention (ref, q, k, v, B, T, H, KVH, D, Dv, n_ctx, &p, slopes, mask, mB, mT, mcols);
+  g_autofree char *what = g_strdup_printf ("attention B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " H%" G_GINT64_FORMAT
+                                           " KVH%" G_GINT64_FORMAT " D%" G_GINT64_FORMAT " n_kv %" G_GINT64_FORMAT,
+                                           B, T, H, KVH, D, n_kv);
+  /* outputs are convex combinations of v in [-1, 1] */
+  hn_test_assert_close (what, got, ref, B * T * H * Dv, 1e-5, 2e-6);
+}
+
+static void
+test_attention (void)
+{
+  AttnCase cases[] = {
+    /* prefill, causal, MHA */
+    { 1, 5, 2, 2, 16, 16, 5, { .causal = TRUE }, FALSE, 0, HN_DTYPE_F32 },
+    /* GQA, more keys than one block of 64, odd head dim */
+    { 1, 70, 4, 2, 33, 33, 70, { .causal = TRUE }, FALSE, 0, HN_DTYPE_F32 },
+    /* decode: one query at the end of a partly filled cache, MQA */
+    { 1, 1, 8, 1, 64, 64, 200, { .causal = TRUE, .pos0 = 130, .n_kv = 131 }, FALSE, 0, HN_DTYPE_F32 },
+    /* chunked prefill after a past of 10, sliding window, scale override */
+    { 1, 6, 2, 1, 8, 8, 32, { .causal = TRUE, .pos0 = 10, .n_kv = 16, .window = 4, .scale = 0.3f }, FALSE, 0, HN_DTYPE_F32 },
+    /* soft-capping (Gemma 2), non-causal, Dv != D */
+    { 1, 7, 3, 3, 12, 20, 9, { .softcap = 5.0f, .scale = 2.0f }, FALSE, 0, HN_DTYPE_F32 },
+    /* ALiBi */
+    { 1, 9, 6, 6, 16, 16, 9, { .causal = TRUE }, TRUE, 0, HN_DTYPE_F32 },
+    /* additive mask [T, n_kv + 3] */
+    { 1, 4, 2, 2, 8, 8, 10, { .n_kv = 10 }, FALSE, 1, HN_DTYPE_F32 },
+    /* batch with left-padding masks, causal */
+    { 3, 5, 4, 2, 16, 16, 5, { .causal = TRUE }, FALSE, 2, HN_DTYPE_F32 },
+    /* f16 / bf16 caches, head dim 256 */
+    { 1, 3, 2, 1, 256, 256, 67, { .causal = TRUE, .pos0 = 64, .n_kv = 67 }, FALSE, 0, HN_DTYPE_F16 },
+    { 2, 2, 4, 4, 64, 64, 100, { .causal = TRUE, .pos0 = 98 }, FALSE, 0, HN_DTYPE_BF16 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    run_attention (&cases[i]);
+}
+
+static void
+test_attention_errors (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HnTensor) q = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 2, 3, 8 });
+  g_autoptr(HnTensor) k = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 4, 2, 8 });
+  g_autoptr(HnTensor) o = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 2, 3, 8 });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  /* 3 heads over 2 KV heads */
+  g_assert_false (hn_op_attention (cmd, o, q, k, k, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_autoptr(HnTensor) q2 = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 2, 4, 8 });
+  g_autoptr(HnTensor) o2 = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 2, 4, 8 });
+  HnAttentionParams p = { .n_kv = 5 };
+  g_assert_false (hn_op_attention (cmd, o2, q2, k, k, &p, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_autoptr(HnTensor) qb = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 1, 2, 300 });
+  g_autoptr(HnTensor) kb = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 2, 2, 300 });
+  g_autoptr(HnTensor) ob = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 1, 2, 300 });
+  g_assert_false (hn_op_attention (cmd, ob, qb, kb, kb, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/ops/rope", test_rope);
+  g_test_add_func ("/ops/rope-scaling", test_rope_scaling);
+  g_test_add_func ("/ops/attention", test_attention);
+  g_test_add_func ("/ops/attention-errors", test_attention_errors);
+  int r = g_test_run ();
+  hn_test_free_ctx ();
+  return r;
+}

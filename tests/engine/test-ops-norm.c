@@ -1,0 +1,264 @@
+/* Row ops: RMSNorm, LayerNorm, softmax (masks, window, soft-cap), reductions,
+ * cross-entropy, argmax/top-k. */
+#include "ops-test-common.h"
+
+#include <math.h>
+#include <string.h>
+
+static void
+run_rmsnorm (gint64 rows, gint64 cols, gboolean weight, HnNormFlags flags)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *x = hn_test_random (rows * cols, -3, 3), *w = hn_test_random (cols, -1.5, 1.5);
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, cols }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { cols }, w);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { rows, cols });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_rmsnorm (cmd, to, tx, weight ? tw : NULL, 1e-6f, flags, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (to), *ref = g_new (float, rows * cols);
+  hn_ref_rmsnorm (ref, x, weight ? w : NULL, rows, cols, 1e-6f, flags);
+  /* With rounding to bf16/f16, a 1-ulp difference of x̂ before rounding
+   * can flip the rounded value: allow one 16-bit ulp there. */
+  double rtol = (flags & HN_NORM_ROUND_BF16) ? 1.0 / 128 : (flags & HN_NORM_ROUND_F16) ? 1.0 / 1024 : 1e-5;
+  g_autofree char *what = g_strdup_printf ("rmsnorm %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " flags %d", rows, cols, flags);
+  hn_test_assert_close (what, got, ref, rows * cols, rtol, 1e-6);
+}
+
+static void
+test_rmsnorm (void)
+{
+  run_rmsnorm (1, 1, TRUE, 0);
+  run_rmsnorm (7, 257, TRUE, 0);
+  run_rmsnorm (3, 1000, FALSE, 0);
+  run_rmsnorm (70, 64, TRUE, HN_NORM_WEIGHT_PLUS_ONE);
+  run_rmsnorm (5, 300, TRUE, HN_NORM_ROUND_BF16);
+  run_rmsnorm (5, 300, TRUE, HN_NORM_ROUND_F16 | HN_NORM_WEIGHT_PLUS_ONE);
+
+  /* in place, per-head ([T, H, D] with w [D]) */
+  g_autoptr(GError) error = NULL;
+  g_autofree float *x = hn_test_random (4 * 3 * 8, -2, 2), *w = hn_test_random (8, 0, 2), *ref = g_new (float, 96);
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 4, 3, 8 }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 8 }, w);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_rmsnorm (cmd, tx, tx, tw, 1e-5f, 0, &error));
+  hn_test_run (cmd);
+  hn_ref_rmsnorm (ref, x, w, 12, 8, 1e-5f, 0);
+  g_autofree float *got = hn_test_download (tx);
+  hn_test_assert_close ("rmsnorm per head in place", got, ref, 96, 1e-5, 1e-6);
+  g_autoptr(HnTensor) bad = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 7 });
+  g_assert_false (hn_op_rmsnorm (cmd, tx, tx, bad, 1e-5f, 0, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
+static void
+test_layernorm (void)
+{
+  g_autoptr(GError) error = NULL;
+  struct { gint64 rows, cols; gboolean w, b; } cases[] = {
+    { 1, 1, TRUE, TRUE }, { 9, 255, TRUE, TRUE }, { 4, 768, TRUE, FALSE }, { 33, 31, FALSE, FALSE }, { 2, 600, FALSE, TRUE } };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      gint64 rows = cases[i].rows, cols = cases[i].cols;
+      g_autofree float *x = hn_test_random (rows * cols, -3, 5), *w = hn_test_random (cols, -1, 1),
+                       *b = hn_test_random (cols, -1, 1);
+      g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, cols }, x);
+      g_autoptr(HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { cols }, w);
+      g_autoptr(HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { cols }, b);
+      g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { rows, cols });
+      g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_layernorm (cmd, to, tx, cases[i].w ? tw : NULL, cases[i].b ? tb : NULL, 1e-5f, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *got = hn_test_download (to), *ref = g_new (float, rows * cols);
+      hn_ref_layernorm (ref, x, cases[i].w ? w : NULL, cases[i].b ? b : NULL, rows, cols, 1e-5f);
+      hn_test_assert_close ("layernorm", got, ref, rows * cols, 1e-5, 1e-5);
+    }
+}
+
+static void
+run_softmax (int ndim, const gint64 *shape, HnSoftmaxParams p, int mask_kind)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
+  gint64 S = shape[ndim - 1], T = ndim >= 2 ? shape[ndim - 2] : 1, rows = n / S;
+  g_autofree float *x = hn_test_random (n, -6, 6);
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, ndim, shape, x);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, ndim, shape);
+  /* mask kinds: 0 none, 1 [T, S] with -inf holes, 2 padding [B, 1, S] */
+  gint64 mB = 1, mT = 1;
+  g_autofree float *mask = NULL;
+  g_autoptr(HnTensor) tm = NULL;
+  if (mask_kind == 1)
+    {
+      mT = T;
+      mask = hn_test_random (T * S, -1, 1);
+      for (gint64 i = 0; i < T * S; i += 3)
+        mask[i] = -INFINITY;
+      tm = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { T, S }, mask);
+    }
+  else if (mask_kind == 2)
+    {
+      mB = shape[0];
+      mask = g_new0 (float, mB * S);
+      for (gint64 b = 0; b < mB; b++)
+        for (gint64 s = 0; s < b % S; s++)
+          mask[b * S + s] = -INFINITY; /* left padding of b tokens */
+      tm = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { mB, 1, S }, mask);
+    }
+  p.mask = tm;
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_softmax (cmd, to, tx, &p, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (to), *ref = g_new (float, n);
+  hn_ref_softmax (ref, x, rows, S, T, &p, mask, mB, mT);
+  hn_test_assert_close ("softmax", got, ref, n, 1e-5, 1e-7);
+}
+
+static void
+test_softmax (void)
+{
+  run_softmax (1, (gint64[]) { 1 }, (HnSoftmaxParams) { 0 }, 0);
+  run_softmax (2, (gint64[]) { 5, 1000 }, (HnSoftmaxParams) { 0 }, 0);
+  run_softmax (2, (gint64[]) { 3, 7 }, (HnSoftmaxParams) { .scale = 0.3f }, 0);
+  /* attention-shaped [B, H, T, S] with causal masking and a past of 4 */
+  run_softmax (4, (gint64[]) { 2, 3, 5, 9 }, (HnSoftmaxParams) { .causal = TRUE, .pos0 = 4, .scale = 0.5f }, 0);
+  run_softmax (3, (gint64[]) { 2, 9, 9 }, (HnSoftmaxParams) { .causal = TRUE, .window = 3 }, 0);
+  run_softmax (3, (gint64[]) { 2, 6, 300 }, (HnSoftmaxParams) { .softcap = 2.0f, .scale = 1.5f }, 0);
+  run_softmax (3, (gint64[]) { 3, 6, 11 }, (HnSoftmaxParams) { 0 }, 1);
+  run_softmax (4, (gint64[]) { 4, 2, 3, 6 }, (HnSoftmaxParams) { .causal = TRUE, .pos0 = 3 }, 2);
+  /* a fully hidden row gives zeros: causal with pos0 < 0 is refused, so use a window of 1 with a hole */
+  g_autoptr(GError) error = NULL;
+  float x[4] = { 1, 2, 3, 4 }, mask[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 4 }, x);
+  g_autoptr(HnTensor) tm = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 4 }, mask);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  HnSoftmaxParams p = { .mask = tm };
+  g_assert_true (hn_op_softmax (cmd, tx, tx, &p, &error));
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (tx);
+  for (int i = 0; i < 4; i++)
+    g_assert_cmpfloat (got[i], ==, 0.0f);
+}
+
+static void
+test_reduce (void)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 rows = 13, cols = 517;
+  g_autofree float *x = hn_test_random (rows * cols, -2, 3);
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, rows, cols }, x);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 1, rows });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  for (int op = HN_REDUCE_SUM; op <= HN_REDUCE_MAX; op++)
+    {
+      g_assert_true (hn_op_reduce (cmd, to, tx, op, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *got = hn_test_download (to), *ref = g_new (float, rows);
+      hn_ref_reduce (ref, x, rows, cols, op);
+      /* sums: 1e-5 of the sum of |x| (at most 3 * cols) */
+      hn_test_assert_close ("reduce", got, ref, rows, 1e-5, op == HN_REDUCE_MAX ? 0 : 1e-5 * 3 * cols / (op == HN_REDUCE_MEAN ? cols : 1));
+    }
+}
+
+static void
+test_cross_entropy (void)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 N = 11, V = 1003;
+  g_autofree float *logits = hn_test_random (N * V, -10, 10);
+  gint32 targets[11];
+  for (int i = 0; i < N; i++)
+    targets[i] = g_test_rand_int_range (0, (gint32) V);
+  targets[2] = -100;
+  targets[7] = -100;
+  targets[9] = (gint32) V - 1;
+  g_autoptr(HnTensor) tl = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { N, V }, logits);
+  g_autoptr(HnTensor) tt = hn_test_tensor_i32 (1, (gint64[]) { N }, targets);
+  g_autoptr(HnTensor) loss = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { N });
+  g_autoptr(HnTensor) mean = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 1 });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_cross_entropy (cmd, loss, mean, tl, tt, -100, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (loss), *gm = hn_test_download (mean), *ref = g_new (float, N);
+  float rmean;
+  hn_ref_cross_entropy (ref, &rmean, logits, targets, N, V, -100);
+  hn_test_assert_close ("cross-entropy", got, ref, N, 1e-5, 1e-6);
+  hn_test_assert_close ("cross-entropy mean", gm, &rmean, 1, 1e-5, 1e-6);
+  g_assert_cmpfloat (got[2], ==, 0.0f);
+
+  /* all ignored: mean 0 */
+  gint32 all_ignored[11];
+  for (int i = 0; i < N; i++)
+    all_ignored[i] = -100;
+  g_assert_true (hn_tensor_upload_i32 (tt, all_ignored, N, &error));
+  g_assert_true (hn_op_cross_entropy (cmd, loss, mean, tl, tt, -100, &error));
+  hn_test_run (cmd);
+  g_autofree float *gm2 = hn_test_download (mean);
+  g_assert_cmpfloat (gm2[0], ==, 0.0f);
+}
+
+static void
+test_topk (void)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 rows = 5, cols = 1300;
+  g_autofree float *x = hn_test_random (rows * cols, -5, 5);
+  /* ties and a NaN */
+  x[10] = x[20] = x[1000] = 7.0f;
+  x[cols + 3] = NAN;
+  x[2 * cols + 5] = INFINITY;
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, cols }, x);
+  for (int k = 1; k <= 40; k += 13)
+    {
+      g_autoptr(HnTensor) tv = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { rows, k });
+      g_autoptr(HnTensor) ti = hn_test_empty (HN_DTYPE_I32, 2, (gint64[]) { rows, k });
+      g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_topk (cmd, tv, ti, tx, k, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *gv = hn_test_download (tv), *rv = g_new (float, rows * k);
+      g_autofree gint32 *gi = g_new (gint32, rows * k), *ri = g_new (gint32, rows * k);
+      g_assert_true (hn_tensor_download_i32 (ti, gi, rows * k, &error));
+      hn_ref_topk (rv, ri, x, rows, cols, k);
+      for (gint64 i = 0; i < rows * k; i++)
+        if (gi[i] != ri[i] || gv[i] != rv[i])
+          {
+            g_test_fail_printf ("topk k=%d: entry %" G_GINT64_FORMAT " is (%d, %g), reference (%d, %g)", k, i, gi[i], gv[i],
+                                ri[i], rv[i]);
+            break;
+          }
+    }
+  g_autoptr(HnTensor) am = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { rows });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_argmax (cmd, am, tx, &error));
+  hn_test_run (cmd);
+  gint32 got[5], ri[5];
+  g_assert_true (hn_tensor_download_i32 (am, got, rows, &error));
+  hn_ref_topk (NULL, ri, x, rows, cols, 1);
+  for (int i = 0; i < rows; i++)
+    g_assert_cmpint (got[i], ==, ri[i]);
+  g_assert_cmpint (got[0], ==, 10);                 /* first of the ties */
+  g_assert_cmpint (got[2], ==, 5);                  /* +inf */
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/ops/rmsnorm", test_rmsnorm);
+  g_test_add_func ("/ops/layernorm", test_layernorm);
+  g_test_add_func ("/ops/softmax", test_softmax);
+  g_test_add_func ("/ops/reduce", test_reduce);
+  g_test_add_func ("/ops/cross-entropy", test_cross_entropy);
+  g_test_add_func ("/ops/topk", test_topk);
+  int r = g_test_run ();
+  hn_test_free_ctx ();
+  return r;
+}
