@@ -1,0 +1,292 @@
+/* Parquet reader against files from two independent writers
+ * (tests/fixtures/io/make_parquet.mjs: hyparquet-writer with data pages v2,
+ * dictionaries, snappy/gzip/zstd/none, lists and list<struct>; parquetjs
+ * with data pages v1, PLAIN, legacy repeated fields), compared with the
+ * rows the writers were given (expected.json), plus malformed files. */
+#include "io/parquet.h"
+#include "hn-error.h"
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+static char *
+fixture (const char *name)
+{
+  const char *src = g_getenv ("HN_SOURCE_DIR");
+  return g_build_filename (src ? src : ".", "tests", "fixtures", "io", "parquet", name, NULL);
+}
+
+static JsonParser *expected_parser;
+static JsonArray *expected_rows;
+
+static JsonObject *
+row (guint i)
+{
+  return json_array_get_object_element (expected_rows, i);
+}
+
+static gboolean
+is_null (JsonObject *r, const char *key)
+{
+  JsonNode *n = json_object_get_member (r, key);
+  return !n || JSON_NODE_HOLDS_NULL (n);
+}
+
+static HnParquetColumn *
+read_col (HnParquetFile *f, const char *name)
+{
+  int i = hn_parquet_find_column (f, name);
+  if (i < 0)
+    g_error ("no column %s", name);
+  g_autoptr (GError) error = NULL;
+  HnParquetColumn *c = hn_parquet_read_column (f, (guint) i, -1, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (c);
+  return c;
+}
+
+static void
+check_scalars (HnParquetFile *f, guint n)
+{
+  g_autoptr (HnParquetColumn) text = read_col (f, "text");
+  g_autoptr (HnParquetColumn) ni = read_col (f, "n");
+  g_autoptr (HnParquetColumn) big = read_col (f, "big");
+  g_autoptr (HnParquetColumn) fl = read_col (f, "f");
+  g_autoptr (HnParquetColumn) flag = read_col (f, "flag");
+  g_assert_cmpint (text->type, ==, HN_PARQUET_BYTE_ARRAY);
+  g_assert_cmpint (ni->type, ==, HN_PARQUET_INT32);
+  g_assert_cmpint (big->type, ==, HN_PARQUET_INT64);
+  g_assert_cmpint (fl->type, ==, HN_PARQUET_DOUBLE);
+  g_assert_cmpint (flag->type, ==, HN_PARQUET_BOOLEAN);
+  g_assert_false (text->is_list);
+  for (guint i = 0; i < n; i++)
+    {
+      JsonObject *r = row (i);
+      g_assert_cmpint (text->n_rows, ==, n);
+      if (is_null (r, "text"))
+        g_assert_false (text->row_valid[i]);
+      else
+        {
+          const char *want = json_object_get_string_member (r, "text");
+          g_assert_true (text->row_valid[i]);
+          g_assert_cmpstr (text->strings[i], ==, want);
+          g_assert_cmpuint (text->lens[i], ==, strlen (want));
+        }
+      g_assert_true (ni->row_valid[i]);
+      g_assert_cmpint (ni->ints[i], ==, json_object_get_int_member (r, "n"));
+      g_assert_cmpint (big->ints[i], ==, g_ascii_strtoll (json_object_get_string_member (r, "big"), NULL, 10));
+      g_assert_cmpfloat (fl->doubles[i], ==, json_object_get_double_member (r, "f"));
+      if (is_null (r, "flag"))
+        g_assert_false (flag->row_valid[i]);
+      else
+        {
+          g_assert_true (flag->row_valid[i]);
+          g_assert_cmpint (flag->ints[i], ==, json_object_get_boolean_member (r, "flag"));
+        }
+    }
+}
+
+static void
+check_lists (HnParquetFile *f, guint n)
+{
+  g_autoptr (HnParquetColumn) ids = read_col (f, "input_ids");
+  g_assert_true (ids->is_list);
+  g_assert_cmpint (ids->n_rows, ==, n);
+  g_assert_cmpstr (hn_parquet_get_column_path (f, (guint) hn_parquet_find_column (f, "input_ids")), ==,
+                   "input_ids.list.element");
+  g_autoptr (HnParquetColumn) role = read_col (f, "messages.list.element.role");
+  g_autoptr (HnParquetColumn) content = read_col (f, "messages.list.element.content");
+  g_assert_cmpint (hn_parquet_find_column (f, "messages"), ==, -1); /* two leaves: ambiguous */
+  for (guint i = 0; i < n; i++)
+    {
+      JsonObject *r = row (i);
+      if (is_null (r, "input_ids"))
+        {
+          g_assert_false (ids->row_valid[i]);
+          g_assert_cmpint (ids->offsets[i + 1] - ids->offsets[i], ==, 0);
+        }
+      else
+        {
+          JsonArray *a = json_object_get_array_member (r, "input_ids");
+          g_assert_true (ids->row_valid[i]);
+          g_assert_cmpint (ids->offsets[i + 1] - ids->offsets[i], ==, json_array_get_length (a));
+          for (guint k = 0; k < json_array_get_length (a); k++)
+            g_assert_cmpint (ids->ints[ids->offsets[i] + k], ==, json_array_get_int_element (a, k));
+        }
+      if (is_null (r, "messages"))
+        {
+          g_assert_false (role->row_valid[i]);
+          g_assert_false (content->row_valid[i]);
+          continue;
+        }
+      JsonArray *m = json_object_get_array_member (r, "messages");
+      g_assert_true (role->row_valid[i]);
+      g_assert_cmpint (role->offsets[i + 1] - role->offsets[i], ==, json_array_get_length (m));
+      g_assert_cmpint (content->offsets[i + 1] - content->offsets[i], ==, json_array_get_length (m));
+      for (guint k = 0; k < json_array_get_length (m); k++)
+        {
+          JsonObject *msg = json_array_get_object_element (m, k);
+          gint64 at = role->offsets[i] + k;
+          g_assert_cmpstr (role->strings[at], ==, json_object_get_string_member (msg, "role"));
+          if (is_null (msg, "content"))
+            {
+              g_assert_false (content->value_valid[at]);
+              g_assert_null (content->strings[at]);
+            }
+          else
+            {
+              g_assert_true (content->value_valid[at]);
+              g_assert_cmpstr (content->strings[at], ==, json_object_get_string_member (msg, "content"));
+            }
+        }
+    }
+}
+
+/* Legacy parquetjs `repeated int32 ids`: the leaf itself repeats, no nulls. */
+static void
+check_repeated (HnParquetFile *f, guint n)
+{
+  g_autoptr (HnParquetColumn) ids = read_col (f, "ids");
+  g_assert_true (ids->is_list);
+  for (guint i = 0; i < n; i++)
+    {
+      JsonObject *r = row (i);
+      g_assert_true (ids->row_valid[i]);
+      guint want = is_null (r, "input_ids") ? 0 : json_array_get_length (json_object_get_array_member (r, "input_ids"));
+      g_assert_cmpint (ids->offsets[i + 1] - ids->offsets[i], ==, want);
+      for (guint k = 0; k < want; k++)
+        g_assert_cmpint (ids->ints[ids->offsets[i] + k], ==,
+                         json_array_get_int_element (json_object_get_array_member (r, "input_ids"), k));
+    }
+}
+
+static void
+test_file (gconstpointer data)
+{
+  const char *name = data;
+  g_autofree char *path = fixture (name);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnParquetFile) f = hn_parquet_open (path, &error);
+  g_assert_no_error (error);
+  guint n = json_array_get_length (expected_rows);
+  g_assert_cmpint (hn_parquet_get_n_rows (f), ==, n);
+  check_scalars (f, n);
+  if (g_str_has_prefix (name, "hy-"))
+    {
+      check_lists (f, n);
+      g_assert_cmpuint (hn_parquet_get_n_columns (f), ==, 8);
+      const char *const *fields = hn_parquet_get_field_names (f);
+      g_assert_cmpstr (fields[5], ==, "input_ids");
+      g_assert_cmpstr (fields[6], ==, "messages");
+      g_assert_null (fields[7]);
+    }
+  else
+    check_repeated (f, n);
+  if (strstr (name, "rowgroups") || g_str_has_prefix (name, "pj-"))
+    {
+      g_assert_cmpuint (hn_parquet_get_n_row_groups (f), ==, 3);
+      /* one row group alone */
+      int c = hn_parquet_find_column (f, "n");
+      g_autoptr (HnParquetColumn) part = hn_parquet_read_column (f, (guint) c, 1, &error);
+      g_assert_no_error (error);
+      gint64 first = hn_parquet_get_row_group_rows (f, 0);
+      g_assert_cmpint (part->n_rows, ==, hn_parquet_get_row_group_rows (f, 1));
+      g_assert_cmpint (part->ints[0], ==, json_object_get_int_member (row ((guint) first), "n"));
+    }
+}
+
+static void
+expect_error (const char *path, int code, const char *want)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnParquetFile) f = hn_parquet_open (path, &error);
+  if (f)
+    {
+      /* metadata fine: the failure must come when reading */
+      for (guint i = 0; i < hn_parquet_get_n_columns (f) && !error; i++)
+        {
+          HnParquetColumn *c = hn_parquet_read_column (f, i, -1, &error);
+          hn_parquet_column_free (c);
+        }
+    }
+  g_assert_error (error, HN_ERROR, code);
+  if (g_test_verbose ())
+    g_printerr ("  %s\n", error->message);
+  g_assert_nonnull (strstr (error->message, want));
+}
+
+static void
+test_malformed (void)
+{
+  g_autofree char *good = fixture ("hy-snappy-dict.parquet");
+  g_autofree char *data = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (good, &data, &len, NULL));
+  g_autofree char *dir = g_dir_make_tmp ("hn-pq-XXXXXX", NULL);
+  g_autofree char *p = g_build_filename (dir, "bad.parquet", NULL);
+
+  g_assert_true (g_file_set_contents (p, "PAR1", 4, NULL));
+  expect_error (p, HN_ERROR_CORRUPT, "not a Parquet file");
+  g_assert_true (g_file_set_contents (p, "{\"text\": \"a jsonl line\"}\n", -1, NULL));
+  expect_error (p, HN_ERROR_CORRUPT, "not a Parquet file");
+
+  /* truncated: the end magic is gone */
+  g_assert_true (g_file_set_contents (p, data, (gssize) len - 100, NULL));
+  expect_error (p, HN_ERROR_CORRUPT, "no PAR1 magic");
+
+  /* footer length beyond the file */
+  g_autofree char *copy = g_memdup2 (data, len);
+  copy[len - 8] = (char) 0xff;
+  copy[len - 7] = (char) 0xff;
+  copy[len - 6] = (char) 0x0f;
+  g_assert_true (g_file_set_contents (p, copy, (gssize) len, NULL));
+  expect_error (p, HN_ERROR_CORRUPT, "footer length");
+
+  /* garbage footer */
+  memcpy (copy, data, len);
+  guint32 flen = (guint8) data[len - 8] | ((guint8) data[len - 7] << 8) | ((guint8) data[len - 6] << 16);
+  memset (copy + len - 8 - flen, 0xee, flen);
+  g_assert_true (g_file_set_contents (p, copy, (gssize) len, NULL));
+  expect_error (p, HN_ERROR_CORRUPT, "bad.parquet");
+
+  /* damaged page data: the snappy pages no longer decompress */
+  memcpy (copy, data, len);
+  memset (copy + 4, 0xff, 400);
+  g_assert_true (g_file_set_contents (p, copy, (gssize) len, NULL));
+  expect_error (p, HN_ERROR_CORRUPT, "column 'text'");
+
+  /* an encoding we do not read fails closed with its name */
+  g_autofree char *delta = fixture ("hy-delta-unsupported.parquet");
+  expect_error (delta, HN_ERROR_UNSUPPORTED, "DELTA_BINARY_PACKED");
+
+  g_autoptr (GError) error = NULL;
+  g_assert_null (hn_parquet_open ("/nonexistent/x.parquet", &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_unlink (p);
+  g_rmdir (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_autofree char *exp = fixture ("expected.json");
+  expected_parser = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  if (!json_parser_load_from_file (expected_parser, exp, &error))
+    g_error ("%s", error->message);
+  JsonObject *root = json_node_get_object (json_parser_get_root (expected_parser));
+  expected_rows = json_object_get_array_member (root, "rows");
+  JsonArray *files = json_object_get_array_member (root, "files");
+  for (guint i = 0; i < json_array_get_length (files); i++)
+    {
+      const char *name = json_array_get_string_element (files, i);
+      g_autofree char *tp = g_strdup_printf ("/parquet/%s", name);
+      g_test_add_data_func (tp, name, test_file);
+    }
+  g_test_add_func ("/parquet/malformed", test_malformed);
+  int rc = g_test_run ();
+  g_object_unref (expected_parser);
+  return rc;
+}
