@@ -2,11 +2,15 @@
 #include "cli.h"
 
 int hn_cmd_architectures (int argc, char **argv);
+int hn_cmd_devices (int argc, char **argv);
+int hn_cmd_doctor (int argc, char **argv);
 int hn_cmd_pull (int argc, char **argv);
 int hn_cmd_tokenize (int argc, char **argv);
 
 const HnCliCommand hn_cli_commands[] = {
   { "architectures", NULL, "List supported model architectures and tasks", hn_cmd_architectures },
+  { "devices", NULL, "List the Vulkan devices (--json for the full report)", hn_cmd_devices },
+  { "doctor", NULL, "Check the Vulkan setup, devices, features, shaders and cache folders", hn_cmd_doctor },
   { "pull", NULL, "Download a model or dataset from the Hugging Face Hub into the shared cache", hn_cmd_pull },
   { "tokenize", NULL, "Turn text into token ids and back with a model's tokenizer", hn_cmd_tokenize },
   { NULL, NULL, NULL, NULL }
