@@ -2,6 +2,7 @@
 #include "cli.h"
 
 int hn_cmd_architectures (int argc, char **argv);
+int hn_cmd_dataset_preview (int argc, char **argv);
 int hn_cmd_devices (int argc, char **argv);
 int hn_cmd_doctor (int argc, char **argv);
 int hn_cmd_pull (int argc, char **argv);
@@ -9,6 +10,7 @@ int hn_cmd_tokenize (int argc, char **argv);
 
 const HnCliCommand hn_cli_commands[] = {
   { "architectures", NULL, "List supported model architectures and tasks", hn_cmd_architectures },
+  { "dataset-preview", NULL, "Show training rows as the trainer sees them: templating, loss mask, tokens", hn_cmd_dataset_preview },
   { "devices", NULL, "List the Vulkan devices (--json for the full report)", hn_cmd_devices },
   { "doctor", NULL, "Check the Vulkan setup, devices, features, shaders and cache folders", hn_cmd_doctor },
   { "pull", NULL, "Download a model or dataset from the Hugging Face Hub into the shared cache", hn_cmd_pull },

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define IGNORE_INDEX (-100)
+#define PREVIEW_SEGMENT_MAX 4000
 
 struct _HnDataset {
   GArray *ids;       /* int32_t, all examples back to back */
@@ -707,7 +708,19 @@ preview_add_pieces (Loader *L, HnDatasetPreviewRow *r, GArray *pieces)
       const char *t = p->text;
       if (!t)
         t = hn_tokenizer_id_to_token (L->tok, p->special);
-      HnDatasetSegment s = { g_strdup (t ? t : ""), p->trained || !L->opts.mask_prompt };
+      t = t ? t : "";
+      gsize len = strlen (t);
+      char *shown;
+      if (len > PREVIEW_SEGMENT_MAX)
+        {
+          /* a preview of a book is its beginning */
+          const char *cut = g_utf8_find_prev_char (t, t + PREVIEW_SEGMENT_MAX + 1);
+          shown = g_strdup_printf ("%.*s … [%" G_GSIZE_FORMAT " more bytes]", (int) (cut - t), t,
+                                   len - (gsize) (cut - t));
+        }
+      else
+        shown = g_strdup (t);
+      HnDatasetSegment s = { shown, p->trained || !L->opts.mask_prompt };
       g_array_append_val (r->segments, s);
     }
 }
@@ -830,10 +843,10 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
     }
   if (targets == 0)
     {
-      g_autofree char *why = truncated
-        ? g_strdup_printf ("%s:%" G_GUINT64_FORMAT ": dropped: no trained tokens left after truncation to %u tokens",
-                           L->display, line, n)
-        : g_strdup_printf ("%s:%" G_GUINT64_FORMAT ": dropped: no trained tokens", L->display, line);
+      g_autofree char *detail = truncated
+        ? g_strdup_printf ("no trained tokens left after truncation to %u tokens", n)
+        : g_strdup ("no trained tokens");
+      g_autofree char *why = g_strdup_printf ("%s:%" G_GUINT64_FORMAT ": dropped: %s", L->display, line, detail);
       stats->rows_used--;
       stats->rows_dropped++;
       set_reason (stats->first_drop_reason, why);
@@ -841,7 +854,7 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
         {
           pr->dropped = TRUE;
           g_free (pr->reason);
-          pr->reason = g_strdup (strchr (why, ' ') + 1);
+          pr->reason = g_steal_pointer (&detail);
         }
       return TRUE;
     }
@@ -1118,11 +1131,12 @@ hn_dataset_load (const char *path, HnTokenizer *tok, const HnDatasetOptions *opt
     }
   if (L.ds->stats.n_examples == 0)
     {
+      const HnDatasetStats *s = &L.ds->stats;
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                    "%s: no usable examples (%" G_GUINT64_FORMAT " rows read, %" G_GUINT64_FORMAT " skipped, %"
-                   G_GUINT64_FORMAT " dropped%s%s)", path, L.ds->stats.rows_read, L.ds->stats.rows_skipped,
-                   L.ds->stats.rows_dropped, L.ds->stats.first_skip_reason[0] ? "; first: " : "",
-                   L.ds->stats.first_skip_reason);
+                   G_GUINT64_FORMAT " dropped%s%s)", path, s->rows_read, s->rows_skipped, s->rows_dropped,
+                   s->first_skip_reason[0] ? "; first skipped: " : s->first_drop_reason[0] ? "; first dropped: " : "",
+                   s->first_skip_reason[0] ? s->first_skip_reason : s->first_drop_reason);
       hn_dataset_free (L.ds);
       return NULL;
     }

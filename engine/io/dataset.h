@@ -163,7 +163,7 @@ gboolean hn_dataset_iter_set_cursor (HnDatasetIter *it, const HnDatasetCursor *c
 
 /* Preview of the first rows as the trainer will see them. */
 typedef struct {
-  char *text;
+  char *text;         /* segments over 4000 bytes are cut, ending "… [N more bytes]" */
   gboolean trained;   /* FALSE: loss-masked (prompt) */
 } HnDatasetSegment;
 
