@@ -1479,3 +1479,136 @@ hn_parquet_read_column (HnParquetFile *f, guint i, int rg, GError **error)
     }
   return col;
 }
+
+/* ------------------------------------------------------------ rows as JSON */
+
+static JsonNode *
+value_node (const HnParquetColumn *c, gint64 k)
+{
+  JsonNode *n = json_node_new (JSON_NODE_VALUE);
+  if (!c->value_valid[k])
+    {
+      json_node_init_null (n);
+      return n;
+    }
+  switch (c->type)
+    {
+    case HN_PARQUET_BOOLEAN:
+      json_node_set_boolean (n, c->ints[k] != 0);
+      break;
+    case HN_PARQUET_INT32:
+    case HN_PARQUET_INT64:
+      json_node_set_int (n, c->ints[k]);
+      break;
+    case HN_PARQUET_FLOAT:
+    case HN_PARQUET_DOUBLE:
+      json_node_set_double (n, c->doubles[k]);
+      break;
+    case HN_PARQUET_BYTE_ARRAY:
+      if (g_utf8_validate (c->strings[k], (gssize) c->lens[k], NULL) && strlen (c->strings[k]) == c->lens[k])
+        json_node_set_string (n, c->strings[k]);
+      else
+        json_node_init_null (n); /* binary: not text a dataset row can use */
+      break;
+    }
+  return n;
+}
+
+static const char *
+last_component (const char *path)
+{
+  const char *d = strrchr (path, '.');
+  return d ? d + 1 : path;
+}
+
+JsonArray *
+hn_parquet_read_json_rows (HnParquetFile *f, int rg, GError **error)
+{
+  g_return_val_if_fail (rg < (int) f->n_rgs, NULL);
+  gint64 n_rows = rg >= 0 ? f->rgs[rg].num_rows : f->num_rows;
+  guint n_fields = f->fields->len - 1;
+  g_autoptr (GPtrArray) objs = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
+  for (gint64 r = 0; r < n_rows; r++)
+    g_ptr_array_add (objs, json_object_new ());
+  for (guint fi = 0; fi < n_fields; fi++)
+    {
+      const char *field = f->fields->pdata[fi];
+      g_autoptr (GPtrArray) cols = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_parquet_column_free);
+      g_autoptr (GPtrArray) names = g_ptr_array_new ();
+      gboolean simple = FALSE;
+      for (guint i = 0; i < f->leaves->len; i++)
+        {
+          Leaf *l = f->leaves->pdata[i];
+          if (l->top != (int) fi)
+            continue;
+          HnParquetColumn *c = hn_parquet_read_column (f, i, rg, error);
+          if (!c)
+            return NULL;
+          g_ptr_array_add (cols, c);
+          g_ptr_array_add (names, (gpointer) last_component (l->path));
+          simple = strcmp (l->path, field) == 0;
+        }
+      gboolean all_list = TRUE, none_list = TRUE;
+      for (guint i = 0; i < cols->len; i++)
+        {
+          HnParquetColumn *c = cols->pdata[i];
+          all_list = all_list && c->is_list;
+          none_list = none_list && !c->is_list;
+        }
+      /* a list of structs: the leaves' lists must line up element by element */
+      if (all_list && cols->len > 1)
+        for (guint i = 1; i < cols->len; i++)
+          {
+            HnParquetColumn *a = cols->pdata[0], *b = cols->pdata[i];
+            if (memcmp (a->offsets, b->offsets, sizeof (gint64) * (gsize) (n_rows + 1)) != 0)
+              all_list = FALSE;
+          }
+      if (!all_list && !none_list)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: field '%s' mixes lists and plain values; only "
+                       "scalars, lists of scalars, lists of structs and structs are read", f->path, field);
+          return NULL;
+        }
+      for (gint64 r = 0; r < n_rows; r++)
+        {
+          JsonObject *o = objs->pdata[r];
+          HnParquetColumn *c0 = cols->pdata[0];
+          JsonNode *node;
+          if (!c0->row_valid[r])
+            node = json_node_new (JSON_NODE_NULL);
+          else if (none_list && cols->len == 1 && simple)
+            node = value_node (c0, r);
+          else if (none_list)
+            {
+              JsonObject *s = json_object_new ();
+              for (guint i = 0; i < cols->len; i++)
+                json_object_set_member (s, names->pdata[i], value_node (cols->pdata[i], r));
+              node = json_node_init_object (json_node_alloc (), s);
+              json_object_unref (s);
+            }
+          else
+            {
+              JsonArray *a = json_array_new ();
+              for (gint64 k = c0->offsets[r]; k < c0->offsets[r + 1]; k++)
+                {
+                  if (cols->len == 1)
+                    {
+                      json_array_add_element (a, value_node (c0, k));
+                      continue;
+                    }
+                  JsonObject *s = json_object_new ();
+                  for (guint i = 0; i < cols->len; i++)
+                    json_object_set_member (s, names->pdata[i], value_node (cols->pdata[i], k));
+                  json_array_add_object_element (a, s);
+                }
+              node = json_node_init_array (json_node_alloc (), a);
+              json_array_unref (a);
+            }
+          json_object_set_member (o, field, node);
+        }
+    }
+  JsonArray *rows = json_array_sized_new ((guint) n_rows);
+  for (gint64 r = 0; r < n_rows; r++)
+    json_array_add_object_element (rows, json_object_ref (objs->pdata[r]));
+  return rows;
+}

@@ -12,6 +12,7 @@
  * malformed file is HN_ERROR_CORRUPT naming the file and what is wrong. */
 #pragma once
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -62,5 +63,12 @@ const char *const *hn_parquet_get_field_names (HnParquetFile *f);
 
 /* Reads leaf `i` of one row group, or of all row groups (rg = -1). */
 HnParquetColumn *hn_parquet_read_column (HnParquetFile *f, guint i, int rg, GError **error);
+
+/* Rows of one row group (rg >= 0) or of the whole file (rg = -1) as JSON
+ * objects, the shape a JSONL dataset row has: scalars, null, lists of
+ * scalars (input_ids), lists of structs (messages: [{role, content}]) and
+ * structs. Nulls inside are JSON null. Top-level fields it cannot shape this
+ * way fail with HN_ERROR_UNSUPPORTED naming them. */
+JsonArray *hn_parquet_read_json_rows (HnParquetFile *f, int rg, GError **error);
 
 G_END_DECLS

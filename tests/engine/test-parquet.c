@@ -161,6 +161,44 @@ check_repeated (HnParquetFile *f, guint n)
     }
 }
 
+static char *
+to_text (JsonNode *n)
+{
+  return n ? json_to_string (n, FALSE) : g_strdup ("(absent)");
+}
+
+/* Rows as JSON objects, the way the dataset loader takes them. */
+static void
+check_json_rows (HnParquetFile *f, guint n)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonArray) rows = hn_parquet_read_json_rows (f, -1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (json_array_get_length (rows), ==, n);
+  const char *keys[] = { "text", "n", "flag", "input_ids", "messages" };
+  for (guint i = 0; i < n; i++)
+    {
+      JsonObject *got = json_array_get_object_element (rows, i), *want = row (i);
+      for (guint k = 0; k < G_N_ELEMENTS (keys); k++)
+        {
+          g_autofree char *a = to_text (json_object_get_member (got, keys[k]));
+          g_autofree char *b = to_text (json_object_get_member (want, keys[k]));
+          if (strcmp (a, b) != 0)
+            g_error ("row %u %s: read %s, expected %s", i, keys[k], a, b);
+        }
+      g_assert_cmpfloat (json_object_get_double_member (got, "f"), ==, json_object_get_double_member (want, "f"));
+      g_assert_cmpint (json_object_get_int_member (got, "big"), ==,
+                       g_ascii_strtoll (json_object_get_string_member (want, "big"), NULL, 10));
+    }
+  /* one row group */
+  if (hn_parquet_get_n_row_groups (f) > 1)
+    {
+      g_autoptr (JsonArray) part = hn_parquet_read_json_rows (f, 1, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (json_array_get_length (part), ==, hn_parquet_get_row_group_rows (f, 1));
+    }
+}
+
 static void
 test_file (gconstpointer data)
 {
@@ -175,6 +213,7 @@ test_file (gconstpointer data)
   if (g_str_has_prefix (name, "hy-"))
     {
       check_lists (f, n);
+      check_json_rows (f, n);
       g_assert_cmpuint (hn_parquet_get_n_columns (f), ==, 8);
       const char *const *fields = hn_parquet_get_field_names (f);
       g_assert_cmpstr (fields[5], ==, "input_ids");
