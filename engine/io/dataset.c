@@ -961,6 +961,17 @@ handle_row (Loader *L, HnDatasetStats *stats, JsonNode *node, guint64 line, cons
 }
 
 static gboolean
+cancelled (Loader *L, GError **error)
+{
+  if (L->opts.cancellable && g_cancellable_is_cancelled (L->opts.cancellable))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CANCELLED, "%s: loading was cancelled", L->display);
+      return TRUE;
+    }
+  return FALSE;
+}
+
+static gboolean
 enough_rows (Loader *L, HnDatasetStats *stats)
 {
   if (L->preview)
@@ -1003,6 +1014,8 @@ load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
         continue;
       if (enough_rows (L, stats))
         break;
+      if (cancelled (L, error))
+        return FALSE;
       GError *row_error = NULL;
       if (strlen (text) != len || !g_utf8_validate (text, len, NULL))
         g_set_error (&row_error, HN_ERROR, HN_ERROR_CORRUPT, "the line is not valid UTF-8 text");
@@ -1046,7 +1059,7 @@ load_json_array (Loader *L, HnDatasetStats *stats, GError **error)
     }
   JsonArray *a = json_node_get_array (root);
   for (guint k = 0; k < json_array_get_length (a) && !enough_rows (L, stats); k++)
-    if (!handle_row (L, stats, json_array_get_element (a, k), k + 1, " element ", error))
+    if (cancelled (L, error) || !handle_row (L, stats, json_array_get_element (a, k), k + 1, " element ", error))
       return FALSE;
   return TRUE;
 }

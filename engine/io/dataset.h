@@ -52,7 +52,7 @@
  * ids out of range) are errors naming the file and line (HN_ERROR_CORRUPT);
  * with HN_DATASET_ON_ERROR_SKIP they are skipped and counted instead. */
 #pragma once
-#include <glib.h>
+#include <gio/gio.h>
 #include <json-glib/json-glib.h>
 #include <stdint.h>
 
@@ -90,6 +90,7 @@ typedef struct {
   const char *chat_template;      /* NULL: the tokenizer's chat_template */
   JsonObject *chat_template_kwargs; /* extra template variables (enable_thinking...), or NULL */
   guint64 max_rows;               /* 0: all rows; else stop after this many non-empty rows */
+  GCancellable *cancellable;      /* checked between rows: HN_ERROR_CANCELLED; may be NULL */
 } HnDatasetOptions;
 
 void hn_dataset_options_init (HnDatasetOptions *opts);

@@ -409,6 +409,13 @@ test_malformed (void)
   g_autoptr (GError) e3 = NULL;
   g_autoptr (HnDataset) d3 = hn_dataset_load ("/nonexistent/x.jsonl", tok, &o, &e3);
   g_assert_error (e3, HN_ERROR, HN_ERROR_NOT_FOUND);
+
+  g_autoptr (GCancellable) c = g_cancellable_new ();
+  g_cancellable_cancel (c);
+  o.cancellable = c;
+  g_autoptr (GError) e4 = NULL;
+  g_autoptr (HnDataset) d4 = hn_dataset_load (path, tok, &o, &e4);
+  g_assert_error (e4, HN_ERROR, HN_ERROR_CANCELLED);
 }
 
 static void
