@@ -295,7 +295,7 @@ append_float (GString *out, double x)
   if (neg)
     g_string_append_c (out, '-');
   int nd = digits->len;
-  if (exp10 >= -5 && exp10 < 16)
+  if (exp10 >= -4 && exp10 < 16)
     {
       if (exp10 >= 0)
         {

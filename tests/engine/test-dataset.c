@@ -612,6 +612,42 @@ test_qwen3_chat (void)
   g_assert_cmpint (e.ids[0], ==, hn_tokenizer_token_to_id (qt, "<|im_start|>"));
 }
 
+/* transformers' apply_chat_template(tokenize=True) ids for Qwen3
+ * (tests/fixtures/parity/chat_template/qwen3_two_turn.json) = our template
+ * rendering tokenized without added special tokens. */
+static void
+test_qwen3_parity_ids (void)
+{
+  const char *shared = g_getenv ("HN_SHARED_DIR"), *src = g_getenv ("HN_SOURCE_DIR");
+  g_autofree char *qdir = g_build_filename (shared ? shared : "../shared", "tokenizers", "qwen3", NULL);
+  g_autofree char *fx = g_build_filename (src ? src : ".", "tests", "fixtures", "parity", "chat_template",
+                                          "qwen3_two_turn.json", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTokenizer) qt = hn_tokenizer_load (qdir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnChatTemplate) t = hn_chat_template_new (hn_tokenizer_get_chat_template (qt), &error);
+  g_assert_no_error (error);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_file (p, fx, &error));
+  JsonArray *renders = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)), "renders");
+  for (guint k = 0; k < json_array_get_length (renders); k++)
+    {
+      JsonObject *r = json_array_get_object_element (renders, k);
+      HnChatRenderArgs args = { json_object_get_member (r, "messages"), NULL,
+                                json_object_get_boolean_member (r, "add_generation_prompt"),
+                                hn_tokenizer_get_bos_token (qt), hn_tokenizer_get_eos_token (qt),
+                                json_object_get_object_member (r, "template_kwargs") };
+      g_autofree char *text = hn_chat_template_apply (t, &args, NULL, &error);
+      g_assert_no_error (error);
+      g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_assert_true (hn_tokenizer_encode (qt, text, -1, FALSE, ids, &error));
+      JsonArray *want = json_object_get_array_member (r, "ids");
+      g_assert_cmpuint (ids->len, ==, json_array_get_length (want));
+      for (guint j = 0; j < ids->len; j++)
+        g_assert_cmpint (g_array_index (ids, int32_t, j), ==, json_array_get_int_element (want, j));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -635,6 +671,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dataset/split", test_split);
   g_test_add_func ("/dataset/preview", test_preview);
   g_test_add_func ("/dataset/qwen3-chat", test_qwen3_chat);
+  g_test_add_func ("/dataset/qwen3-parity-ids", test_qwen3_parity_ids);
   int rc = g_test_run ();
   hn_tokenizer_unref (tok);
   return rc;
