@@ -15,7 +15,7 @@ typedef enum {
   HN_EARLY_STOP_FALSE = 0, /* transformers early_stopping=False (heuristic) */
   HN_EARLY_STOP_TRUE,      /* stop as soon as num_beams hypotheses are finished */
   HN_EARLY_STOP_NEVER,     /* canonical beam search: stop only when no improvement is possible */
-} HnEarlyStopping;
+} HnEarlyStopMode;
 
 /* The generation policy. Fields mirror transformers' GenerationConfig; a
  * negative int / NaN double means "unset" where transformers uses None.
@@ -31,7 +31,7 @@ typedef struct {
   int num_beams;                  /* default 1 */
   int num_return_sequences;       /* default 1 */
   double length_penalty;          /* default 1.0 */
-  HnEarlyStopping early_stopping; /* default FALSE */
+  HnEarlyStopMode early_stopping; /* default FALSE */
   /* logits processors (applied in transformers' order) */
   double repetition_penalty;   /* 1.0: off */
   int no_repeat_ngram_size;    /* 0: off */
