@@ -4,6 +4,7 @@
  * HN_ERROR_UNSUPPORTED when a job of that kind is started. */
 #include "jobs/job.h"
 #include "io/hub-job.h"
+#include "generate/generate-job.h"
 
 void
 hn_job_register_builtin_kinds (void)
@@ -11,8 +12,8 @@ hn_job_register_builtin_kinds (void)
   static gsize once = 0;
   if (g_once_init_enter (&once))
     {
-      /* hn_job_register_kind ("transformer-generate", hn_generate_job_run); */
       hn_job_register_kind ("pull", hn_hub_pull_job_run);
+      hn_job_register_kind ("transformer-generate", hn_transformer_generate_job_run);
       g_once_init_leave (&once, 1);
     }
 }

@@ -1,0 +1,417 @@
+/* The "transformer-generate" job: load a model folder, resolve the policy
+ * (transformers defaults < config.json < generation_config.json < the
+ * job's explicit options), tokenize the prompts, generate each one and
+ * stream the text as TOKEN events with tokens/s in PROGRESS events. */
+#include "generate/generate-job.h"
+#include "generate/generate.h"
+#include "hn-error.h"
+#include "hn-util.h"
+#include "io/gen-config.h"
+#include "io/model-config.h"
+#include "io/tokenizer.h"
+#include "models/transformer.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+static GArray *
+ids_from_i64 (const gint64 *v, guint n)
+{
+  GArray *a = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), n);
+  for (guint i = 0; i < n; i++)
+    {
+      int32_t x = (int32_t) v[i];
+      g_array_append_val (a, x);
+    }
+  return a;
+}
+
+void
+hn_generate_options_from_config (HnGenerateOptions *o, const HnGenerationConfig *c)
+{
+  if (c->do_sample >= 0)
+    o->do_sample = c->do_sample;
+  if (!isnan (c->temperature))
+    o->temperature = c->temperature;
+  if (c->top_k >= 0)
+    o->top_k = (int) c->top_k;
+  if (!isnan (c->top_p))
+    o->top_p = c->top_p;
+  if (!isnan (c->min_p) && c->min_p > 0)
+    o->min_p = c->min_p;
+  if (!isnan (c->typical_p))
+    o->typical_p = c->typical_p;
+  if (!isnan (c->epsilon_cutoff))
+    o->epsilon_cutoff = c->epsilon_cutoff;
+  if (!isnan (c->eta_cutoff))
+    o->eta_cutoff = c->eta_cutoff;
+  if (!isnan (c->repetition_penalty))
+    o->repetition_penalty = c->repetition_penalty;
+  if (c->no_repeat_ngram_size >= 0)
+    o->no_repeat_ngram_size = (int) c->no_repeat_ngram_size;
+  if (c->bad_words_ids)
+    {
+      g_clear_pointer (&o->bad_words_ids, g_ptr_array_unref);
+      o->bad_words_ids = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+      for (guint i = 0; i < c->bad_words_ids->len; i++)
+        {
+          GArray *w = g_ptr_array_index (c->bad_words_ids, i);
+          g_ptr_array_add (o->bad_words_ids, ids_from_i64 ((const gint64 *) w->data, w->len));
+        }
+    }
+  if (c->suppress_tokens_set)
+    {
+      g_clear_pointer (&o->suppress_tokens, g_array_unref);
+      o->suppress_tokens = ids_from_i64 (c->suppress_tokens, c->n_suppress_tokens);
+    }
+  if (c->begin_suppress_tokens_set)
+    {
+      g_clear_pointer (&o->begin_suppress_tokens, g_array_unref);
+      o->begin_suppress_tokens = ids_from_i64 (c->begin_suppress_tokens, c->n_begin_suppress_tokens);
+    }
+  if (c->min_new_tokens >= 0)
+    o->min_new_tokens = (int) c->min_new_tokens;
+  if (c->max_new_tokens > 0)
+    o->max_new_tokens = (int) c->max_new_tokens;
+  if (c->min_length >= 0)
+    o->min_length = (int) c->min_length;
+  if (c->max_length > 0)
+    o->max_length = (int) c->max_length;
+  if (c->eos_token_ids_set)
+    {
+      g_clear_pointer (&o->eos_token_ids, g_array_unref);
+      o->eos_token_ids = ids_from_i64 (c->eos_token_ids, c->n_eos_token_ids);
+    }
+  if (c->pad_token_id >= 0)
+    o->pad_token_id = (int) c->pad_token_id;
+  if (c->num_beams > 0)
+    o->num_beams = (int) c->num_beams;
+  if (!isnan (c->length_penalty))
+    o->length_penalty = c->length_penalty;
+  if (c->early_stopping != HN_EARLY_STOPPING_UNSET)
+    o->early_stopping = c->early_stopping == HN_EARLY_STOPPING_TRUE    ? HN_EARLY_STOP_TRUE
+                        : c->early_stopping == HN_EARLY_STOPPING_NEVER ? HN_EARLY_STOP_NEVER
+                                                                       : HN_EARLY_STOP_FALSE;
+  if (c->num_return_sequences > 0)
+    o->num_return_sequences = (int) c->num_return_sequences;
+}
+
+static gboolean
+parse_ids (const char *text, GArray *out, GError **error)
+{
+  g_auto (GStrv) parts = g_strsplit_set (text, ", \t\n", -1);
+  for (char **p = parts; *p; p++)
+    {
+      if (!**p)
+        continue;
+      char *end = NULL;
+      gint64 v = g_ascii_strtoll (*p, &end, 10);
+      if (!end || *end || v < 0 || v > G_MAXINT32)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--input-ids: \"%s\" is not a token id", *p);
+          return FALSE;
+        }
+      int32_t x = (int32_t) v;
+      g_array_append_val (out, x);
+    }
+  if (out->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--input-ids has no ids");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+typedef struct {
+  HnJob *job;
+  HnTokenizer *tok;
+  HnTokenDecoder *dec;
+  guint seq;
+  gint64 n_tokens, max_new;
+  GError *stream_error;
+} Stream;
+
+static void
+on_token (gpointer data, int32_t id)
+{
+  Stream *s = data;
+  s->n_tokens++;
+  g_autofree char *piece = NULL;
+  if (s->dec && !s->stream_error)
+    piece = hn_token_decoder_push (s->dec, id, &s->stream_error);
+  hn_job_emit_token (s->job, s->seq, id, piece ? piece : "");
+  hn_job_emit_progress (s->job, HN_PROGRESS_TOKENS, s->n_tokens, s->max_new, s->n_tokens);
+}
+
+static char *
+decode_text (gpointer data, const int32_t *ids, int n)
+{
+  return hn_tokenizer_decode (data, ids, (gsize) n, TRUE, NULL);
+}
+
+static gboolean
+write_output (const char *path, GPtrArray *sequences, GPtrArray *texts, GError **error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "sequences");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < sequences->len; i++)
+    {
+      GArray *ids = g_ptr_array_index (sequences, i);
+      json_builder_begin_array (b);
+      for (guint j = 0; j < ids->len; j++)
+        json_builder_add_int_value (b, g_array_index (ids, int32_t, j));
+      json_builder_end_array (b);
+    }
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "texts");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < texts->len; i++)
+    {
+      const char *t = g_ptr_array_index (texts, i);
+      if (t)
+        json_builder_add_string_value (b, t);
+      else
+        json_builder_add_null_value (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  gsize len;
+  g_autofree char *data = json_generator_to_data (gen, &len);
+  return hn_write_file_atomic (path, data, len, error);
+}
+
+/* The policy: model defaults, then the job's explicit options. */
+static gboolean
+build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *o, GError **error)
+{
+  hn_generate_options_init (o);
+  g_autoptr (HnGenerationConfig) gc = hn_generation_config_from_model_config (mc);
+  const char *gc_path = hn_job_spec_get_string (spec, "generation-config");
+  GError *e = NULL;
+  g_autoptr (HnGenerationConfig) file = hn_generation_config_load (gc_path ? gc_path : model_dir, &e);
+  if (!file && !(e->code == HN_ERROR_NOT_FOUND && !gc_path))
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  g_clear_error (&e);
+  if (file)
+    hn_generation_config_merge (gc, file);
+  /* a package's own paged cache setting must not opt the user in (issue 10) */
+  gboolean model_sets_length = gc->max_new_tokens > 0 || gc->max_length > 0;
+  hn_generation_config_apply_defaults (gc);
+  if (!hn_generation_config_validate (gc, error))
+    return FALSE;
+  hn_generate_options_from_config (o, gc);
+  if (!model_sets_length || hn_job_spec_is_set (spec, "max-new-tokens"))
+    o->max_new_tokens = (int) hn_job_spec_get_int (spec, "max-new-tokens");
+
+#define SET_INT(flag, field)                                                                                           \
+  if (hn_job_spec_is_set (spec, flag))                                                                                 \
+    o->field = (int) hn_job_spec_get_int (spec, flag);
+#define SET_DBL(flag, field)                                                                                           \
+  if (hn_job_spec_is_set (spec, flag))                                                                                 \
+    o->field = hn_job_spec_get_double (spec, flag);
+  SET_INT ("min-new-tokens", min_new_tokens);
+  SET_INT ("top-k", top_k);
+  SET_INT ("no-repeat-ngram-size", no_repeat_ngram_size);
+  SET_INT ("num-beams", num_beams);
+  SET_INT ("num-return-sequences", num_return_sequences);
+  SET_DBL ("temperature", temperature);
+  SET_DBL ("top-p", top_p);
+  SET_DBL ("typical-p", typical_p);
+  SET_DBL ("repetition-penalty", repetition_penalty);
+  SET_DBL ("length-penalty", length_penalty);
+#undef SET_INT
+#undef SET_DBL
+  if (hn_job_spec_is_set (spec, "min-p"))
+    {
+      double mp = hn_job_spec_get_double (spec, "min-p");
+      o->min_p = mp > 0 ? mp : NAN;
+    }
+  if (hn_job_spec_is_set (spec, "do-sample"))
+    o->do_sample = hn_job_spec_get_bool (spec, "do-sample");
+  if (hn_job_spec_is_set (spec, "early-stopping"))
+    o->early_stopping = hn_job_spec_get_bool (spec, "early-stopping") ? HN_EARLY_STOP_TRUE : HN_EARLY_STOP_FALSE;
+  const char *const *stop = hn_job_spec_get_strv (spec, "stop");
+  if (stop && stop[0])
+    o->stop_strings = g_strdupv ((char **) stop);
+  o->seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  return TRUE;
+}
+
+gboolean
+hn_transformer_generate_job_run (HnJob *job, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *model_dir = hn_job_spec_get_string (spec, "model-path");
+  if (!model_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--hf-model: download the model first (hierarchos-native-cli download) and pass --model-path");
+      return FALSE;
+    }
+  if (hn_job_spec_get_string (spec, "lora-adapter-path"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--lora-adapter-path is not supported for generation yet");
+      return FALSE;
+    }
+  if (hn_job_spec_get_bool (spec, "continuous-batching"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--continuous-batching is not implemented yet (issue 10)");
+      return FALSE;
+    }
+  HnKvCacheMode mode = HN_KV_CACHE_CONTIGUOUS;
+  const char *ci = hn_job_spec_get_string (spec, "cache-implementation");
+  if (ci && !hn_kv_cache_mode_from_string (ci, &mode, error))
+    return FALSE;
+  if (hn_job_spec_get_bool (spec, "no-use-cache"))
+    mode = HN_KV_CACHE_NONE;
+
+  g_autoptr (HnModelConfig) mc = hn_model_config_load (model_dir, error);
+  if (!mc)
+    return FALSE;
+  HnGenerateOptions opt;
+  if (!build_options (spec, model_dir, mc, &opt, error))
+    {
+      hn_generate_options_clear (&opt);
+      return FALSE;
+    }
+
+  /* prompts: --input-ids, --prompt (repeatable), --prompt-file (one per line) */
+  const char *tok_dir = hn_job_spec_get_string (spec, "tokenizer-path");
+  g_autoptr (HnTokenizer) tok = NULL;
+  GError *tok_error = NULL;
+  tok = hn_tokenizer_load (tok_dir ? tok_dir : model_dir, &tok_error);
+  g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  const char *ids_text = hn_job_spec_get_string (spec, "input-ids");
+  gboolean ok = TRUE;
+  if (ids_text)
+    {
+      GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_ptr_array_add (prompts, ids);
+      ok = parse_ids (ids_text, ids, error);
+    }
+  g_autoptr (GPtrArray) texts_in = g_ptr_array_new_with_free_func (g_free);
+  for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); ok && p && *p; p++)
+    g_ptr_array_add (texts_in, g_strdup (*p));
+  const char *pf = hn_job_spec_get_string (spec, "prompt-file");
+  if (ok && pf)
+    {
+      g_autofree char *content = NULL;
+      if (!g_file_get_contents (pf, &content, NULL, error))
+        ok = FALSE;
+      else
+        {
+          g_auto (GStrv) lines = g_strsplit (content, "\n", -1);
+          for (char **l = lines; *l; l++)
+            if (**l)
+              g_ptr_array_add (texts_in, g_strdup (*l));
+        }
+    }
+  if (ok && texts_in->len > 0 && !tok)
+    {
+      g_propagate_prefixed_error (error, g_steal_pointer (&tok_error), "prompts need a tokenizer: ");
+      ok = FALSE;
+    }
+  for (guint i = 0; ok && i < texts_in->len; i++)
+    {
+      GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_ptr_array_add (prompts, ids);
+      ok = hn_tokenizer_encode (tok, g_ptr_array_index (texts_in, i), -1, TRUE, ids, error);
+    }
+  if (ok && prompts->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "give --prompt, --prompt-file or --input-ids");
+      ok = FALSE;
+    }
+  if (ok && opt.eos_token_ids->len == 0 && tok)
+    {
+      gsize n_eos;
+      const int32_t *eos = hn_tokenizer_get_eos_ids (tok, &n_eos);
+      g_array_append_vals (opt.eos_token_ids, eos, (guint) n_eos);
+    }
+  g_clear_error (&tok_error);
+  if (!ok)
+    {
+      hn_generate_options_clear (&opt);
+      return FALSE;
+    }
+
+  int device = (int) hn_job_spec_get_int (spec, "device-index");
+  g_autoptr (HnVkContext) ctx = hn_vk_context_new (device, error);
+  g_autoptr (HnTransformer) model = ctx ? hn_transformer_load (ctx, model_dir, error) : NULL;
+  if (!model)
+    {
+      hn_generate_options_clear (&opt);
+      return FALSE;
+    }
+  const HnArchInfo *arch = hn_transformer_get_hparams (model)->arch;
+  if (!hn_arch_require_task (arch, HN_TASK_GENERATE, error))
+    {
+      hn_generate_options_clear (&opt);
+      return FALSE;
+    }
+  hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
+              hn_transformer_get_weight_bytes (model) / 1e6, hn_kv_cache_mode_name (mode));
+
+  g_autoptr (GPtrArray) out_seqs = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_autoptr (GPtrArray) out_texts = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; ok && i < prompts->len; i++)
+    {
+      GArray *p = g_ptr_array_index (prompts, i);
+      Stream st = { job, tok, tok ? hn_token_decoder_new (tok, TRUE) : NULL, i, 0, opt.max_new_tokens, NULL };
+      g_autoptr (HnGenerateResult) r =
+        hn_transformer_generate (model, mode, &opt, (const int32_t *) p->data, (int) p->len, tok ? decode_text : NULL,
+                                 tok, opt.num_beams > 1 ? NULL : on_token, &st, hn_job_get_cancellable (job), error);
+      if (st.dec)
+        {
+          g_autofree char *rest = hn_token_decoder_flush (st.dec);
+          if (rest && *rest)
+            hn_job_emit_token (job, i, -1, rest);
+          hn_token_decoder_free (st.dec);
+        }
+      g_clear_error (&st.stream_error);
+      if (!r)
+        {
+          ok = FALSE;
+          break;
+        }
+      hn_job_emit_token (job, i, -1, "\n");
+      hn_job_log (job, HN_LOG_INFO, "prompt %u: %d prompt tokens, %d generated in %.2f s (%.1f tokens/s, prefill %.3f s), stop: %s",
+                  i, r->n_prompt, r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9),
+                  r->prefill_seconds, r->stop_reason);
+      for (int j = 0; j < r->n_sequences; j++)
+        {
+          GArray *ids = g_ptr_array_index (r->sequences, j);
+          GArray *copy = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), ids->len);
+          g_array_append_vals (copy, ids->data, ids->len);
+          g_ptr_array_add (out_seqs, copy);
+          g_ptr_array_add (out_texts, tok ? hn_tokenizer_decode (tok, (const int32_t *) ids->data, ids->len, TRUE, NULL)
+                                          : NULL);
+          if (opt.num_beams > 1) /* beam results are only known at the end */
+            {
+              const char *t = g_ptr_array_index (out_texts, out_texts->len - 1);
+              hn_job_emit_token (job, i, -1, t ? t : "");
+              hn_job_emit_token (job, i, -1, "\n");
+            }
+        }
+    }
+  hn_generate_options_clear (&opt);
+  if (!ok)
+    return FALSE;
+  const char *out = hn_job_spec_get_string (spec, "output-json");
+  if (out)
+    {
+      if (!write_output (out, out_seqs, out_texts, error))
+        return FALSE;
+      hn_job_set_output_path (job, out);
+    }
+  return TRUE;
+}

@@ -1,0 +1,372 @@
+/* config.json -> HnTransformerHParams: the registry's static quirks plus the
+ * switches config.json carries, with each family's transformers defaults.
+ * Any option that changes the graph in a way we do not build fails closed
+ * with a message naming the option. */
+#include "hn-error.h"
+#include "models/transformer-private.h"
+
+#include <math.h>
+#include <string.h>
+
+static gboolean
+unsupported (GError **error, const HnModelConfig *cfg, const char *what)
+{
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s (model_type %s) is not supported", cfg->path, what,
+               cfg->model_type);
+  return FALSE;
+}
+
+static gboolean
+raw_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error)
+{
+  gboolean v;
+  GError *e = NULL;
+  if (hn_model_config_get_bool (cfg, key, &v, &e))
+    *out = v;
+  else if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  else
+    *out = dflt;
+  return TRUE;
+}
+
+static gboolean
+rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  const HnRopeConfig *r = &cfg->rope;
+  HnRopeScaling *s = &hp->rope_scaling;
+  memset (s, 0, sizeof *s);
+  hp->rope_theta = r->theta > 0 ? r->theta : 10000.0;
+  const char *t = r->rope_type ? r->rope_type : "default";
+  if (strcmp (t, "default") == 0)
+    s->type = HN_ROPE_SCALING_NONE;
+  else if (strcmp (t, "linear") == 0)
+    s->type = HN_ROPE_SCALING_LINEAR;
+  else if (strcmp (t, "dynamic") == 0)
+    s->type = HN_ROPE_SCALING_DYNAMIC;
+  else if (strcmp (t, "llama3") == 0)
+    s->type = HN_ROPE_SCALING_LLAMA3;
+  else if (strcmp (t, "yarn") == 0)
+    s->type = HN_ROPE_SCALING_YARN;
+  else if (strcmp (t, "longrope") == 0)
+    s->type = HN_ROPE_SCALING_LONGROPE;
+  else
+    {
+      g_autofree char *what = g_strdup_printf ("rope type \"%s\"", t);
+      return unsupported (error, cfg, what);
+    }
+  if (s->type == HN_ROPE_SCALING_DYNAMIC)
+    /* dynamic NTK changes the frequencies with the sequence length while the
+     * cache holds keys rotated with older ones; not built yet */
+    return unsupported (error, cfg, "rope type \"dynamic\"");
+  s->factor = r->factor > 0 ? r->factor : 1.0;
+  s->original_max_position_embeddings = r->original_max_position_embeddings > 0 ? r->original_max_position_embeddings : 0;
+  s->low_freq_factor = isnan (r->low_freq_factor) ? 1.0 : r->low_freq_factor;
+  s->high_freq_factor = isnan (r->high_freq_factor) ? 4.0 : r->high_freq_factor;
+  s->beta_fast = isnan (r->beta_fast) ? 0.0 : r->beta_fast;
+  s->beta_slow = isnan (r->beta_slow) ? 0.0 : r->beta_slow;
+  s->attention_factor = isnan (r->attention_factor) ? 0.0 : r->attention_factor;
+  s->mscale = isnan (r->mscale) ? 0.0 : r->mscale;
+  s->mscale_all_dim = isnan (r->mscale_all_dim) ? 0.0 : r->mscale_all_dim;
+  if (s->type == HN_ROPE_SCALING_LONGROPE)
+    {
+      hp->rope_short_factor = g_memdup2 (r->short_factor, sizeof (double) * r->n_short_factor);
+      hp->rope_long_factor = g_memdup2 (r->long_factor, sizeof (double) * r->n_long_factor);
+      s->short_factor = hp->rope_short_factor;
+      s->long_factor = hp->rope_long_factor;
+      s->n_factors = MIN (r->n_short_factor, r->n_long_factor);
+    }
+  return TRUE;
+}
+
+static gboolean
+activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  const char *name = NULL;
+  if (hp->arch->quirks & HN_QUIRK_NORM_PLUS_ONE) /* gemma: hidden_activation wins over hidden_act */
+    name = hn_model_config_get_string (cfg, "hidden_activation");
+  if (!name)
+    name = cfg->hidden_act;
+  if (!name)
+    name = hp->arch->default_act;
+  if (strcmp (hp->arch->model_type, "bloom") == 0 && strcmp (name, "gelu") == 0)
+    name = "gelu_new"; /* bloom_gelu_forward is the tanh approximation */
+  if (!hn_activation_from_string (name, &hp->act))
+    {
+      g_autofree char *what = g_strdup_printf ("activation \"%s\"", name);
+      return unsupported (error, cfg, what);
+    }
+  return TRUE;
+}
+
+gboolean
+hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  memset (hp, 0, sizeof *hp);
+  const HnArchInfo *a = hn_arch_lookup (cfg->model_type, error);
+  if (!a)
+    return FALSE;
+  hp->arch = a;
+  hp->block = a->block;
+  const char *mt = a->model_type;
+  guint q = a->quirks;
+
+  if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || cfg->num_hidden_layers <= 0 || cfg->num_attention_heads <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive",
+                   cfg->path);
+      return FALSE;
+    }
+  hp->vocab = (int) cfg->vocab_size;
+  hp->hidden = (int) cfg->hidden_size;
+  hp->n_layer = (int) cfg->num_hidden_layers;
+  hp->n_head = (int) cfg->num_attention_heads;
+  hp->n_kv_head = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads : hp->n_head;
+  hp->head_dim = cfg->head_dim > 0 ? (int) cfg->head_dim : hp->hidden / hp->n_head;
+  hp->ffn = cfg->intermediate_size > 0 ? (int) cfg->intermediate_size : 4 * hp->hidden;
+  hp->max_positions = cfg->max_position_embeddings > 0 ? (int) cfg->max_position_embeddings : 2048;
+  if (strcmp (mt, "falcon") == 0 && cfg->new_decoder_architecture != TRUE)
+    {
+      /* FalconAttention: num_kv_heads only counts with the new architecture; otherwise
+       * multi_query means one K/V head and its absence one per query head */
+      gboolean mq;
+      if (!raw_bool (cfg, "multi_query", TRUE, &mq, error))
+        return FALSE;
+      hp->n_kv_head = mq ? 1 : hp->n_head;
+    }
+  if (strcmp (mt, "falcon") == 0 && cfg->intermediate_size <= 0)
+    hp->ffn = 4 * hp->hidden; /* falcon: ffn_hidden_size defaults to 4 * hidden */
+  if (hp->n_head % hp->n_kv_head != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                   cfg->path, hp->n_head, hp->n_kv_head);
+      return FALSE;
+    }
+
+  /* norms */
+  hp->layernorm = (q & HN_QUIRK_LAYERNORM) != 0;
+  hp->norm_plus_one = (q & HN_QUIRK_NORM_PLUS_ONE) != 0;
+  if (q & HN_QUIRK_NORM_NO_PARAMS)
+    hp->norm_eps = 1e-5f; /* OlmoLayerNorm hard-codes it */
+  else if (!isnan (cfg->norm_eps))
+    hp->norm_eps = (float) cfg->norm_eps;
+  else
+    hp->norm_eps = hp->layernorm ? 1e-5f : 1e-6f;
+
+  /* mlp */
+  hp->gated = (q & HN_QUIRK_GATED_MLP) != 0;
+  if (!activation (hp, cfg, error))
+    return FALSE;
+
+  /* positions */
+  hp->rope = !(q & HN_QUIRK_NO_ROPE);
+  hp->alibi = (q & HN_QUIRK_ALIBI) != 0;
+  hp->learned_pos = (q & HN_QUIRK_LEARNED_POS) != 0;
+  if (strcmp (mt, "opt") == 0)
+    hp->pos_offset = 2;
+  if (strcmp (mt, "falcon") == 0 && cfg->alibi == TRUE)
+    {
+      hp->alibi = TRUE;
+      hp->rope = FALSE;
+    }
+  hp->rope_style = (q & HN_QUIRK_ROPE_INTERLEAVED) ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
+  hp->rot_dims = hp->head_dim;
+  if (cfg->rotary_dim > 0)
+    hp->rot_dims = (int) cfg->rotary_dim;
+  else if (strcmp (mt, "stablelm") == 0 && cfg->rope.partial_rotary_factor == 1.0)
+    hp->rot_dims = hp->head_dim / 4; /* stablelm's default partial_rotary_factor is 0.25 */
+  if (hp->rope && (hp->rot_dims <= 0 || hp->rot_dims > hp->head_dim || hp->rot_dims % 2))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: rotary dims %d do not fit head_dim %d", cfg->path,
+                   hp->rot_dims, hp->head_dim);
+      return FALSE;
+    }
+  if (hp->rope && !rope_scaling_from_config (hp, cfg, error))
+    return FALSE;
+
+  /* attention */
+  if (!isnan (cfg->query_pre_attn_scalar) && cfg->query_pre_attn_scalar > 0)
+    hp->attn_scale = (float) (1.0 / sqrt (cfg->query_pre_attn_scalar));
+  if ((q & HN_QUIRK_MULTIPLIERS) && !isnan (cfg->attention_multiplier))
+    hp->attn_scale = (float) cfg->attention_multiplier;
+  if ((q & HN_QUIRK_SOFTCAP))
+    {
+      hp->attn_softcap = isnan (cfg->attn_logit_softcapping) ? 0.0f : (float) cfg->attn_logit_softcapping;
+      hp->final_softcap = isnan (cfg->final_logit_softcapping) ? 0.0f : (float) cfg->final_logit_softcapping;
+    }
+  else if (!isnan (cfg->attn_logit_softcapping) || !isnan (cfg->final_logit_softcapping))
+    return unsupported (error, cfg, "logit soft-capping");
+  hp->qk_norm_head = (q & HN_QUIRK_QK_NORM_HEAD) != 0;
+  hp->qk_norm_full = (q & HN_QUIRK_QK_NORM_FULL) != 0;
+
+  /* sliding windows: layer_types when given, else the family's rule */
+  hp->layer_sliding = g_new0 (guint8, hp->n_layer);
+  gboolean sw_on = cfg->sliding_window > 0;
+  if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
+    sw_on = sw_on && cfg->use_sliding_window == TRUE;
+  if (sw_on)
+    {
+      hp->sliding_window = (int) cfg->sliding_window;
+      if (cfg->layer_types)
+        {
+          int n = (int) g_strv_length (cfg->layer_types);
+          if (n != hp->n_layer)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: layer_types has %d entries for %d layers",
+                           cfg->path, n, hp->n_layer);
+              return FALSE;
+            }
+          for (int i = 0; i < n; i++)
+            {
+              if (strcmp (cfg->layer_types[i], "sliding_attention") == 0)
+                hp->layer_sliding[i] = 1;
+              else if (strcmp (cfg->layer_types[i], "full_attention") != 0)
+                {
+                  g_autofree char *what = g_strdup_printf ("layer type \"%s\"", cfg->layer_types[i]);
+                  return unsupported (error, cfg, what);
+                }
+            }
+        }
+      else if (q & HN_QUIRK_SLIDING_ALTERNATE)
+        for (int i = 0; i < hp->n_layer; i++)
+          hp->layer_sliding[i] = (i + 1) % 2; /* gemma2: even layers slide */
+      else if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
+        for (int i = 0; i < hp->n_layer; i++)
+          hp->layer_sliding[i] = cfg->max_window_layers < 0 || i >= cfg->max_window_layers;
+      else
+        memset (hp->layer_sliding, 1, (gsize) hp->n_layer);
+    }
+
+  /* scalars */
+  hp->embed_scale = 1.0f;
+  hp->residual_scale = 1.0f;
+  hp->logits_scale = 1.0f;
+  if (q & HN_QUIRK_EMBED_SCALE_SQRT)
+    hp->embed_scale = sqrtf ((float) hp->hidden);
+  if (q & HN_QUIRK_MULTIPLIERS)
+    {
+      if (!isnan (cfg->embedding_multiplier))
+        hp->embed_scale = (float) cfg->embedding_multiplier;
+      if (!isnan (cfg->residual_multiplier))
+        hp->residual_scale = (float) cfg->residual_multiplier;
+      if (!isnan (cfg->logits_scaling))
+        hp->logits_scale = (float) (1.0 / cfg->logits_scaling);
+    }
+  if ((q & HN_QUIRK_LOGIT_SCALE) && !isnan (cfg->logit_scale))
+    hp->logits_scale = (float) cfg->logit_scale;
+  hp->embed_norm = (q & HN_QUIRK_EMBED_NORM) != 0;
+
+  /* tied embeddings: the family's transformers default when config.json is silent */
+  static const char *const tie_by_default[] = { "gemma", "gemma2", "cohere", "starcoder2", "gpt2", "opt", "bloom",
+                                                "falcon", NULL };
+  gboolean tie_default = g_strv_contains (tie_by_default, mt);
+  hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
+
+  /* family switches that change the wiring */
+  if (strcmp (mt, "gpt_neox") == 0 && cfg->use_parallel_residual == FALSE)
+    hp->block = HN_BLOCK_PRE_NORM;
+  if (strcmp (mt, "stablelm") == 0 && cfg->use_parallel_residual == TRUE)
+    hp->block = HN_BLOCK_PARALLEL;
+  if (strcmp (mt, "falcon") == 0)
+    {
+      if (cfg->new_decoder_architecture == TRUE)
+        {
+          gint64 n_ln = 2;
+          GError *e = NULL;
+          if (!hn_model_config_get_int (cfg, "num_ln_in_parallel_attn", &n_ln, &e) && e)
+            {
+              g_propagate_error (error, e);
+              return FALSE;
+            }
+          hp->block = n_ln == 1 ? HN_BLOCK_PARALLEL : HN_BLOCK_PARALLEL_2NORM;
+        }
+      else if (cfg->parallel_attn == FALSE)
+        hp->block = HN_BLOCK_PRE_NORM;
+    }
+  if (strcmp (mt, "gpt2") == 0)
+    {
+      if (cfg->scale_attn_by_inverse_layer_idx == TRUE)
+        return unsupported (error, cfg, "scale_attn_by_inverse_layer_idx");
+      if (cfg->scale_attn_weights == FALSE)
+        hp->attn_scale = 1.0f;
+    }
+  if (strcmp (mt, "opt") == 0)
+    {
+      gboolean before;
+      gint64 proj = -1;
+      GError *e = NULL;
+      if (!raw_bool (cfg, "do_layer_norm_before", TRUE, &before, error))
+        return FALSE;
+      if (!before)
+        return unsupported (error, cfg, "do_layer_norm_before=false (post-norm OPT)");
+      if (hn_model_config_get_int (cfg, "word_embed_proj_dim", &proj, &e) && proj != hp->hidden)
+        return unsupported (error, cfg, "word_embed_proj_dim different from hidden_size");
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+    }
+  if (strcmp (mt, "bloom") == 0)
+    {
+      gboolean post;
+      if (!raw_bool (cfg, "apply_residual_connection_post_layernorm", FALSE, &post, error))
+        return FALSE;
+      if (post)
+        return unsupported (error, cfg, "apply_residual_connection_post_layernorm");
+    }
+  if (strcmp (mt, "stablelm") == 0 || strcmp (mt, "phi") == 0)
+    {
+      gboolean qkln;
+      if (!raw_bool (cfg, "qk_layernorm", FALSE, &qkln, error))
+        return FALSE;
+      if (qkln)
+        return unsupported (error, cfg, "qk_layernorm");
+    }
+  if (strcmp (mt, "cohere") == 0 && cfg->use_qk_norm == TRUE)
+    return unsupported (error, cfg, "use_qk_norm");
+  if (cfg->num_experts > 0)
+    return unsupported (error, cfg, "mixture-of-experts layers");
+  double clip = NAN;
+  GError *ce = NULL;
+  if (hn_model_config_get_double (cfg, "clip_qkv", &clip, &ce))
+    {
+      if (!(q & HN_QUIRK_CLIP_QKV))
+        return unsupported (error, cfg, "clip_qkv");
+      if (!(clip > 0))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: clip_qkv must be positive", cfg->path);
+          return FALSE;
+        }
+      hp->clip_qkv = (float) clip;
+    }
+  else if (ce)
+    {
+      g_propagate_error (error, ce);
+      return FALSE;
+    }
+
+  /* ids */
+  hp->bos_token_id = (int) cfg->bos_token_id;
+  hp->pad_token_id = (int) cfg->pad_token_id;
+  hp->eos_token_ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (guint i = 0; i < cfg->n_eos_token_ids; i++)
+    {
+      int32_t e = (int32_t) cfg->eos_token_ids[i];
+      g_array_append_val (hp->eos_token_ids, e);
+    }
+  return TRUE;
+}
+
+void
+hn_transformer_hparams_clear (HnTransformerHParams *hp)
+{
+  g_clear_pointer (&hp->layer_sliding, g_free);
+  g_clear_pointer (&hp->rope_short_factor, g_free);
+  g_clear_pointer (&hp->rope_long_factor, g_free);
+  g_clear_pointer (&hp->eos_token_ids, g_array_unref);
+}

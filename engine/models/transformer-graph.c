@@ -1,0 +1,486 @@
+/* The decoder graph: loading a model, activations, and recording the
+ * embedding, one layer (every block wiring and quirk) and the head into an
+ * HnCmd. A forward is one recording and one submit. */
+#include "hn-error.h"
+#include "models/transformer-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#define CK(expr)                                                                                                       \
+  do                                                                                                                   \
+    {                                                                                                                  \
+      if (!(expr))                                                                                                     \
+        return FALSE;                                                                                                  \
+    }                                                                                                                  \
+  while (0)
+
+/* ---------------------------------------------------------------- loading */
+
+HnTransformer *
+hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return NULL;
+  HnTransformer *m = g_new0 (HnTransformer, 1);
+  m->ctx = hn_vk_context_ref (ctx);
+  m->dir = g_strdup (model_dir);
+  m->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  m->config = g_steal_pointer (&cfg);
+  if (!hn_transformer_hparams_resolve (&m->hp, m->config, error))
+    {
+      hn_transformer_free (m);
+      return NULL;
+    }
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
+  if (!st || !hn_transformer_weights_load (m, st, error))
+    {
+      hn_transformer_free (m);
+      return NULL;
+    }
+  return m;
+}
+
+void
+hn_transformer_free (HnTransformer *m)
+{
+  if (!m)
+    return;
+  g_free (m->w.layers);
+  g_clear_pointer (&m->owned, g_ptr_array_unref);
+  hn_transformer_hparams_clear (&m->hp);
+  g_clear_pointer (&m->config, hn_model_config_free);
+  g_clear_pointer (&m->ctx, hn_vk_context_unref);
+  g_free (m->dir);
+  g_free (m);
+}
+
+const HnTransformerHParams *
+hn_transformer_get_hparams (HnTransformer *m)
+{
+  return &m->hp;
+}
+
+HnVkContext *
+hn_transformer_get_context (HnTransformer *m)
+{
+  return m->ctx;
+}
+
+guint64
+hn_transformer_get_weight_bytes (HnTransformer *m)
+{
+  return m->weight_bytes;
+}
+
+const HnTransformerWeights *
+hn_transformer_get_weights (HnTransformer *m)
+{
+  return &m->w;
+}
+
+/* ---------------------------------------------------------------- activations */
+
+struct ActsPriv {
+  HnTransformerActs pub;
+  GPtrArray *views; /* views made while recording; dropped after the submit */
+};
+
+static HnTensor *
+act_new (HnTransformer *m, GPtrArray *keep, const char *name, HnDType dt, gint64 rows, gint64 cols, GError **error)
+{
+  HnTensor *t = cols > 0 ? hn_tensor_new_named (m->ctx, name, dt, 2, (gint64[]) { rows, cols }, error)
+                         : hn_tensor_new_named (m->ctx, name, dt, 1, (gint64[]) { rows }, error);
+  if (t)
+    g_ptr_array_add (keep, t);
+  return t;
+}
+
+HnTransformerActs *
+hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = g_new0 (struct ActsPriv, 1);
+  HnTransformerActs *a = &p->pub;
+  p->views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  g_autoptr (GPtrArray) keep = g_ptr_array_new ();
+  gint64 N = max_tokens, C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim;
+  gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 F = hp->ffn * ((m->w.layers && m->w.layers[0].w_gate && !m->w.layers[0].w_up) ? 2 : 1);
+  a->max_tokens = max_tokens;
+  if (!(a->ids = act_new (m, keep, "acts.ids", HN_DTYPE_I32, N, 0, error)) ||
+      !(a->pos = act_new (m, keep, "acts.pos", HN_DTYPE_I32, N, 0, error)) ||
+      !(a->x = act_new (m, keep, "acts.x", HN_DTYPE_F32, N, C, error)) ||
+      !(a->h = act_new (m, keep, "acts.h", HN_DTYPE_F32, N, C, error)) ||
+      !(a->q = act_new (m, keep, "acts.q", HN_DTYPE_F32, N, qd, error)) ||
+      !(a->k = act_new (m, keep, "acts.k", HN_DTYPE_F32, N, kvd, error)) ||
+      !(a->v = act_new (m, keep, "acts.v", HN_DTYPE_F32, N, kvd, error)) ||
+      !(a->att = act_new (m, keep, "acts.att", HN_DTYPE_F32, N, qd, error)) ||
+      !(a->o = act_new (m, keep, "acts.o", HN_DTYPE_F32, N, C, error)) ||
+      !(a->h2 = act_new (m, keep, "acts.h2", HN_DTYPE_F32, N, C, error)) ||
+      !(a->gate = act_new (m, keep, "acts.gate", HN_DTYPE_F32, N, F, error)) ||
+      !(a->up = act_new (m, keep, "acts.up", HN_DTYPE_F32, N, hp->ffn, error)) ||
+      !(a->act = act_new (m, keep, "acts.act", HN_DTYPE_F32, N, hp->ffn, error)) ||
+      !(a->mlp = act_new (m, keep, "acts.mlp", HN_DTYPE_F32, N, C, error)) ||
+      !(a->last = act_new (m, keep, "acts.last", HN_DTYPE_F32, max_logit_rows, C, error)) ||
+      !(a->logits = act_new (m, keep, "acts.logits", HN_DTYPE_F32, max_logit_rows, hp->vocab, error)))
+    {
+      for (guint i = 0; i < keep->len; i++)
+        hn_tensor_unref (keep->pdata[i]);
+      g_ptr_array_unref (p->views);
+      g_free (p);
+      return NULL;
+    }
+  return a;
+}
+
+void
+hn_transformer_acts_free (HnTransformerActs *a)
+{
+  if (!a)
+    return;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
+                       &a->up, &a->act, &a->mlp, &a->last, &a->logits };
+  for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
+    g_clear_pointer (all[i], hn_tensor_unref);
+  g_ptr_array_unref (p->views);
+  g_free (p);
+}
+
+void
+hn_transformer_acts_drop_views (HnTransformerActs *a)
+{
+  g_ptr_array_set_size (((struct ActsPriv *) a)->views, 0);
+}
+
+static HnTensor *
+keep_view (HnTransformerActs *a, HnTensor *t)
+{
+  if (t)
+    g_ptr_array_add (((struct ActsPriv *) a)->views, t);
+  return t;
+}
+
+static HnTensor *
+rows_of (HnTransformerActs *a, HnTensor *t, gint64 row0, gint64 n, GError **error)
+{
+  return keep_view (a, hn_tensor_view_rows (t, row0, n, error));
+}
+
+static HnTensor *
+shaped (HnTransformerActs *a, HnTensor *t, int ndim, const gint64 *shape, GError **error)
+{
+  return keep_view (a, hn_tensor_reshape (t, ndim, shape, error));
+}
+
+/* ---------------------------------------------------------------- pieces */
+
+static gboolean
+norm (HnTransformer *m, HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *w, HnTensor *b, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (hp->layernorm)
+    return hn_op_layernorm (cmd, out, in, w, b, hp->norm_eps, error);
+  return hn_op_rmsnorm (cmd, out, in, w, hp->norm_eps, hp->norm_plus_one ? HN_NORM_WEIGHT_PLUS_ONE : HN_NORM_DEFAULT,
+                        error);
+}
+
+/* clamp(t, -c, c) from the ops we have: min(x, c) = c - relu(c - x); max(y, -c) = relu(y + c) - c. */
+static gboolean
+clamp_abs (HnCmd *cmd, HnTensor *t, float c, GError **error)
+{
+  CK (hn_op_scale (cmd, t, t, -1.0f, c, error));
+  CK (hn_op_unary (cmd, t, t, HN_ACT_RELU, error));
+  CK (hn_op_scale (cmd, t, t, -1.0f, 2.0f * c, error)); /* c - relu(c - x) + c */
+  CK (hn_op_unary (cmd, t, t, HN_ACT_RELU, error));
+  return hn_op_scale (cmd, t, t, 1.0f, -c, error);
+}
+
+static gboolean
+mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
+     gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  HnTensor *act = rows_of (a, a->act, 0, N, error);
+  CK (act);
+  if (lw->w_gate && !lw->w_up)
+    {
+      HnTensor *gu = rows_of (a, a->gate, 0, N, error); /* [N, 2F] fused gate_up */
+      CK (gu);
+      CK (hn_op_matmul (cmd, gu, in, lw->w_gate, lw->b_gate, error));
+      CK (hn_op_glu (cmd, act, gu, NULL, hp->act, error));
+    }
+  else if (lw->w_gate)
+    {
+      HnTensor *g = rows_of (a, a->gate, 0, N, error), *u = rows_of (a, a->up, 0, N, error);
+      CK (g && u);
+      CK (hn_op_matmul (cmd, g, in, lw->w_gate, lw->b_gate, error));
+      CK (hn_op_matmul (cmd, u, in, lw->w_up, lw->b_up, error));
+      CK (hn_op_glu (cmd, act, g, u, hp->act, error));
+    }
+  else
+    {
+      HnTensor *u = rows_of (a, a->up, 0, N, error);
+      CK (u);
+      CK (hn_op_matmul (cmd, u, in, lw->w_up, lw->b_up, error));
+      CK (hn_op_unary (cmd, act, u, hp->act, error));
+    }
+  return hn_op_matmul (cmd, out, act, lw->w_down, lw->b_down, error);
+}
+
+/* x += r * residual_scale */
+static gboolean
+residual_add (HnTransformer *m, HnCmd *cmd, HnTensor *x, HnTensor *r, GError **error)
+{
+  if (m->hp.residual_scale != 1.0f)
+    CK (hn_op_scale (cmd, r, r, m->hp.residual_scale, 0.0f, error));
+  return hn_op_add (cmd, x, x, r, error);
+}
+
+/* ---------------------------------------------------------------- recording */
+
+gboolean
+hn_transformer_record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int n_tokens, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnTransformerWeights *W = &m->w;
+  gint64 N = n_tokens;
+  HnTensor *ids = rows_of (a, a->ids, 0, N, error);
+  HnTensor *x = rows_of (a, a->x, 0, N, error);
+  CK (ids && x);
+  CK (hn_op_embedding (cmd, x, W->tok_embed, ids, error));
+  if (hp->embed_scale != 1.0f)
+    CK (hn_op_scale (cmd, x, x, hp->embed_scale, 0.0f, error));
+  if (W->pos_embed)
+    {
+      HnTensor *pos = rows_of (a, a->pos, 0, N, error), *pe = rows_of (a, a->h, 0, N, error);
+      CK (pos && pe);
+      CK (hn_op_embedding (cmd, pe, W->pos_embed, pos, error));
+      CK (hn_op_add (cmd, x, x, pe, error));
+    }
+  if (hp->embed_norm)
+    CK (hn_op_layernorm (cmd, x, x, W->embed_norm_w, W->embed_norm_b, hp->norm_eps, error));
+  return TRUE;
+}
+
+gboolean
+hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
+                             int B, int T, int pos0, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnTransformerWeights *W = &m->w;
+  const HnLayerWeights *lw = &W->layers[il];
+  gint64 N = (gint64) B * T, C = hp->hidden, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  gint64 n_ctx = kv->k->shape[1];
+  if (N > a->max_tokens || pos0 + T > n_ctx || B > kv->k->shape[0])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "layer %d: %d rows x %d tokens at position %d do not fit the session (%d tokens, context %" G_GINT64_FORMAT ")",
+                   il, B, T, pos0, a->max_tokens, n_ctx);
+      return FALSE;
+    }
+  HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
+  HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *o = rows_of (a, a->o, 0, N, error);
+  HnTensor *mo = rows_of (a, a->mlp, 0, N, error);
+  HnTensor *q = rows_of (a, a->q, 0, N, error), *k = rows_of (a, a->k, 0, N, error), *v = rows_of (a, a->v, 0, N, error);
+  HnTensor *att = rows_of (a, a->att, 0, N, error), *pos = rows_of (a, a->pos, 0, N, error);
+  CK (x && h && h2 && o && mo && q && k && v && att && pos);
+
+  /* --- attention input */
+  HnTensor *ain = h;
+  if (hp->block == HN_BLOCK_POST_NORM)
+    ain = x;
+  else
+    CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
+  if (hp->block == HN_BLOCK_PARALLEL_2NORM)
+    CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error)); /* from the same x as attention */
+
+  CK (hn_op_matmul (cmd, q, ain, lw->wq, lw->bq, error));
+  CK (hn_op_matmul (cmd, k, ain, lw->wk, lw->bk, error));
+  CK (hn_op_matmul (cmd, v, ain, lw->wv, lw->bv, error));
+  if (hp->clip_qkv > 0)
+    {
+      CK (clamp_abs (cmd, q, hp->clip_qkv, error));
+      CK (clamp_abs (cmd, k, hp->clip_qkv, error));
+      CK (clamp_abs (cmd, v, hp->clip_qkv, error));
+    }
+  HnTensor *q3 = shaped (a, q, 3, (gint64[]) { N, H, D }, error);
+  HnTensor *k3 = shaped (a, k, 3, (gint64[]) { N, KVH, D }, error);
+  CK (q3 && k3);
+  if (hp->qk_norm_head)
+    {
+      CK (hn_op_rmsnorm (cmd, q3, q3, lw->q_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (hn_op_rmsnorm (cmd, k3, k3, lw->k_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+    }
+  if (hp->qk_norm_full)
+    {
+      CK (hn_op_rmsnorm (cmd, q, q, lw->q_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (hn_op_rmsnorm (cmd, k, k, lw->k_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+    }
+  if (hp->rope)
+    {
+      CK (hn_op_rope (cmd, q3, q3, pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale, error));
+      CK (hn_op_rope (cmd, k3, k3, pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale, error));
+    }
+  /* new keys/values into each row's cache at [pos0, pos0 + T) */
+  for (int b = 0; b < B; b++)
+    {
+      HnTensor *kr = rows_of (a, kv->k, b, 1, error), *vr = rows_of (a, kv->v, b, 1, error);
+      CK (kr && vr);
+      HnTensor *kf = shaped (a, kr, 2, (gint64[]) { n_ctx, KVH * D }, error);
+      HnTensor *vf = shaped (a, vr, 2, (gint64[]) { n_ctx, KVH * D }, error);
+      CK (kf && vf);
+      HnTensor *kd = rows_of (a, kf, pos0, T, error), *vd = rows_of (a, vf, pos0, T, error);
+      HnTensor *ks = rows_of (a, k, (gint64) b * T, T, error), *vs = rows_of (a, v, (gint64) b * T, T, error);
+      CK (kd && vd && ks && vs);
+      CK (hn_op_copy (cmd, kd, ks, error));
+      CK (hn_op_copy (cmd, vd, vs, error));
+    }
+  HnAttentionParams ap = { 0 };
+  ap.scale = hp->attn_scale;
+  ap.softcap = hp->attn_softcap;
+  ap.causal = TRUE;
+  ap.pos0 = pos0;
+  ap.n_kv = pos0 + T;
+  ap.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
+  ap.alibi_slopes = W->alibi_slopes;
+  HnTensor *kk = rows_of (a, kv->k, 0, B, error), *vv = rows_of (a, kv->v, 0, B, error);
+  CK (kk && vv);
+  if (B == 1)
+    {
+      HnTensor *k1 = shaped (a, kk, 3, (gint64[]) { n_ctx, KVH, D }, error);
+      HnTensor *v1 = shaped (a, vv, 3, (gint64[]) { n_ctx, KVH, D }, error);
+      HnTensor *att3 = shaped (a, att, 3, (gint64[]) { T, H, D }, error);
+      CK (k1 && v1 && att3);
+      CK (hn_op_attention (cmd, att3, q3, k1, v1, &ap, error));
+    }
+  else
+    {
+      HnTensor *q4 = shaped (a, q, 4, (gint64[]) { B, T, H, D }, error);
+      HnTensor *att4 = shaped (a, att, 4, (gint64[]) { B, T, H, D }, error);
+      CK (q4 && att4);
+      CK (hn_op_attention (cmd, att4, q4, kk, vv, &ap, error));
+    }
+  CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
+
+  /* --- wiring */
+  switch (hp->block)
+    {
+    case HN_BLOCK_PRE_NORM:
+      CK (residual_add (m, cmd, x, o, error));
+      CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
+      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (residual_add (m, cmd, x, mo, error));
+      break;
+    case HN_BLOCK_PARALLEL:
+      CK (mlp (m, cmd, a, lw, h, mo, N, error));
+      CK (hn_op_add (cmd, x, x, o, error));
+      CK (hn_op_add (cmd, x, x, mo, error));
+      break;
+    case HN_BLOCK_PARALLEL_2NORM:
+      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (hn_op_add (cmd, x, x, o, error));
+      CK (hn_op_add (cmd, x, x, mo, error));
+      break;
+    case HN_BLOCK_SANDWICH:
+      CK (norm (m, cmd, o, o, lw->post_attn_w, NULL, error));
+      CK (residual_add (m, cmd, x, o, error));
+      CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
+      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
+      CK (residual_add (m, cmd, x, mo, error));
+      break;
+    case HN_BLOCK_POST_NORM:
+      CK (norm (m, cmd, o, o, lw->post_attn_w, NULL, error));
+      CK (residual_add (m, cmd, x, o, error));
+      CK (mlp (m, cmd, a, lw, x, mo, N, error));
+      CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
+      CK (residual_add (m, cmd, x, mo, error));
+      break;
+    }
+  (void) C;
+  return TRUE;
+}
+
+gboolean
+hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnTransformerWeights *W = &m->w;
+  if (n > a->last->shape[0])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "head: %d rows exceed the %" G_GINT64_FORMAT " logit rows",
+                   n, a->last->shape[0]);
+      return FALSE;
+    }
+  HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
+  HnTensor *lg = rows_of (a, a->logits, 0, n, error);
+  CK (x && last && lg);
+  CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
+  CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
+  if (hp->logits_scale != 1.0f)
+    CK (hn_op_scale (cmd, lg, lg, hp->logits_scale, 0.0f, error));
+  if (hp->final_softcap > 0.0f)
+    {
+      CK (hn_op_scale (cmd, lg, lg, 1.0f / hp->final_softcap, 0.0f, error));
+      CK (hn_op_unary (cmd, lg, lg, HN_ACT_TANH, error));
+      CK (hn_op_scale (cmd, lg, lg, hp->final_softcap, 0.0f, error));
+    }
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- full-sequence logits */
+
+gboolean
+hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logits, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (n <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no input ids");
+      return FALSE;
+    }
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= hp->vocab)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "input id %d at position %d is outside the vocabulary (0..%d)",
+                     ids[i], i, hp->vocab - 1);
+        return FALSE;
+      }
+  if (hp->learned_pos && n + hp->pos_offset > m->w.pos_embed->shape[0])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d tokens exceed the %" G_GINT64_FORMAT " learned positions",
+                   n, m->w.pos_embed->shape[0] - hp->pos_offset);
+      return FALSE;
+    }
+  g_autoptr (HnTransformerActs) a = hn_transformer_acts_new (m, n, n, error);
+  if (!a)
+    return FALSE;
+  gint64 kvd_shape[4] = { 1, n, hp->n_kv_head, hp->head_dim };
+  g_autoptr (HnTensor) kc = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
+  g_autoptr (HnTensor) vc = kc ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, kvd_shape, error) : NULL;
+  if (!vc)
+    return FALSE;
+  g_autofree int32_t *pos = g_new (int32_t, n);
+  for (int i = 0; i < n; i++)
+    pos[i] = i + (hp->learned_pos ? hp->pos_offset : 0);
+  g_autoptr (HnTensor) ids_t = hn_tensor_view_rows (a->ids, 0, n, error);
+  g_autoptr (HnTensor) pos_t = ids_t ? hn_tensor_view_rows (a->pos, 0, n, error) : NULL;
+  if (!pos_t || !hn_tensor_upload_i32 (ids_t, ids, (gsize) n, error) || !hn_tensor_upload_i32 (pos_t, pos, (gsize) n, error))
+    return FALSE;
+  g_autoptr (HnCmd) cmd = hn_cmd_new (m->ctx, error);
+  if (!cmd)
+    return FALSE;
+  HnLayerKv kv = { kc, vc };
+  gboolean ok = hn_transformer_record_embed (m, cmd, a, n, error);
+  for (int il = 0; ok && il < hp->n_layer; il++)
+    ok = hn_transformer_record_layer (m, cmd, a, il, &kv, 1, n, 0, error);
+  ok = ok && hn_transformer_record_head (m, cmd, a, 0, n, error);
+  ok = ok && hn_cmd_submit_wait (cmd, error);
+  hn_transformer_acts_drop_views (a);
+  if (!ok)
+    return FALSE;
+  return hn_tensor_download_f32 (a->logits, logits, (gsize) n * hp->vocab, error);
+}

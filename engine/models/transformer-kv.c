@@ -1,0 +1,453 @@
+/* Generation sessions: the contiguous KV cache (one [max_ctx] block per row
+ * and layer, allocated once) and the no-cache mode that recomputes the whole
+ * prefix each step, both behind HnLmOps. Beam reordering copies cache rows
+ * into a second set of buffers and swaps them. */
+#include "hn-error.h"
+#include "models/transformer-private.h"
+
+#include <string.h>
+
+struct _HnTransformerSession {
+  HnTransformer *m;
+  HnKvCacheMode mode;
+  int max_rows, max_ctx;
+  int n_rows;
+  HnLayerKv *kv;     /* [n_layer]: k, v [max_rows, max_ctx, KVH, D] */
+  HnLayerKv *kv_alt; /* the same, for reordering (max_rows > 1) */
+  int *len;          /* [max_rows] tokens in each row */
+  GArray **hist;     /* [max_rows] token history (no-cache mode recomputes from it) */
+  HnTransformerActs *acts;
+  HnCmd *cmd;
+  float *row_logits; /* [max_rows, vocab] host staging */
+  int32_t *ids_host, *pos_host; /* [acts->max_tokens] */
+  guint64 bytes;
+};
+
+gboolean
+hn_kv_cache_mode_from_string (const char *s, HnKvCacheMode *out, GError **error)
+{
+  if (!s || !*s || strcmp (s, "dynamic") == 0 || strcmp (s, "static") == 0 || strcmp (s, "contiguous") == 0)
+    *out = HN_KV_CACHE_CONTIGUOUS;
+  else if (strcmp (s, "none") == 0 || strcmp (s, "off") == 0)
+    *out = HN_KV_CACHE_NONE;
+  else if (strcmp (s, "paged") == 0)
+    *out = HN_KV_CACHE_PAGED;
+  else
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "cache implementation \"%s\" is not supported (use dynamic/contiguous, paged, or none)", s);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+const char *
+hn_kv_cache_mode_name (HnKvCacheMode mode)
+{
+  switch (mode)
+    {
+    case HN_KV_CACHE_CONTIGUOUS: return "contiguous";
+    case HN_KV_CACHE_NONE: return "none";
+    case HN_KV_CACHE_PAGED: return "paged";
+    }
+  return "?";
+}
+
+static void
+free_kv (HnLayerKv *kv, int n)
+{
+  for (int i = 0; kv && i < n; i++)
+    {
+      g_clear_pointer (&kv[i].k, hn_tensor_unref);
+      g_clear_pointer (&kv[i].v, hn_tensor_unref);
+    }
+  g_free (kv);
+}
+
+void
+hn_transformer_session_free (HnTransformerSession *s)
+{
+  if (!s)
+    return;
+  int L = s->m->hp.n_layer;
+  free_kv (s->kv, L);
+  free_kv (s->kv_alt, L);
+  for (int r = 0; s->hist && r < s->max_rows; r++)
+    if (s->hist[r])
+      g_array_unref (s->hist[r]);
+  g_free (s->hist);
+  g_free (s->len);
+  g_clear_pointer (&s->acts, hn_transformer_acts_free);
+  g_clear_pointer (&s->cmd, hn_cmd_free);
+  g_free (s->row_logits);
+  g_free (s->ids_host);
+  g_free (s->pos_host);
+  g_free (s);
+}
+
+static HnLayerKv *
+alloc_kv (HnTransformerSession *s, const char *what, GError **error)
+{
+  const HnTransformerHParams *hp = &s->m->hp;
+  int L = hp->n_layer;
+  HnLayerKv *kv = g_new0 (HnLayerKv, L);
+  gint64 shape[4] = { s->max_rows, s->max_ctx, hp->n_kv_head, hp->head_dim };
+  for (int i = 0; i < L; i++)
+    {
+      g_autofree char *kn = g_strdup_printf ("%s.%d.k", what, i);
+      g_autofree char *vn = g_strdup_printf ("%s.%d.v", what, i);
+      kv[i].k = hn_tensor_new_named (s->m->ctx, kn, HN_DTYPE_F32, 4, shape, error);
+      kv[i].v = kv[i].k ? hn_tensor_new_named (s->m->ctx, vn, HN_DTYPE_F32, 4, shape, error) : NULL;
+      if (!kv[i].v)
+        {
+          free_kv (kv, L);
+          return NULL;
+        }
+      s->bytes += 2 * hn_tensor_nbytes (kv[i].k);
+    }
+  return kv;
+}
+
+HnTransformerSession *
+hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (mode == HN_KV_CACHE_PAGED)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "the paged KV cache is not implemented yet; use --cache-implementation dynamic or --no-use-cache");
+      return NULL;
+    }
+  if (max_rows < 1 || max_ctx < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "a session needs at least one row and one token");
+      return NULL;
+    }
+  int pos_limit = hp->learned_pos ? (int) m->w.pos_embed->shape[0] - hp->pos_offset : hp->max_positions;
+  if (hp->learned_pos && max_ctx > pos_limit)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%d tokens exceed the model's %d learned positions", max_ctx, pos_limit);
+      return NULL;
+    }
+  HnTransformerSession *s = g_new0 (HnTransformerSession, 1);
+  s->m = m;
+  s->mode = mode;
+  s->max_rows = max_rows;
+  s->max_ctx = max_ctx;
+  s->len = g_new0 (int, max_rows);
+  s->hist = g_new0 (GArray *, max_rows);
+  for (int r = 0; r < max_rows; r++)
+    s->hist[r] = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  /* a prefill (or a no-cache recompute) of max_ctx tokens of one row, or one token of every row */
+  int max_tokens = MAX (max_ctx, max_rows);
+  s->acts = hn_transformer_acts_new (m, max_tokens, max_rows, error);
+  if (!s->acts || !(s->kv = alloc_kv (s, "kv", error)) ||
+      (max_rows > 1 && mode == HN_KV_CACHE_CONTIGUOUS && !(s->kv_alt = alloc_kv (s, "kv-alt", error))) ||
+      !(s->cmd = hn_cmd_new (m->ctx, error)))
+    {
+      hn_transformer_session_free (s);
+      return NULL;
+    }
+  s->row_logits = g_new (float, (gsize) max_rows * hp->vocab);
+  s->ids_host = g_new (int32_t, max_tokens);
+  s->pos_host = g_new (int32_t, max_tokens);
+  return s;
+}
+
+guint64
+hn_transformer_session_get_bytes (HnTransformerSession *s)
+{
+  return s->bytes;
+}
+
+/* Runs one forward: B rows (cache rows first_row..first_row+B) of T tokens from
+ * ids_host/pos_host at position pos0, and downloads the logits of the last
+ * token of each row into `logits` [B, vocab]. */
+static gboolean
+forward (HnTransformerSession *s, int first_row, int B, int T, int pos0, float *logits, GError **error)
+{
+  HnTransformer *m = s->m;
+  const HnTransformerHParams *hp = &m->hp;
+  int N = B * T;
+  if (pos0 + T > s->max_ctx)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "the sequence would grow to %d tokens, beyond the session's context of %d", pos0 + T, s->max_ctx);
+      return FALSE;
+    }
+  HnTransformerActs *a = s->acts;
+  g_autoptr (HnTensor) ids = hn_tensor_view_rows (a->ids, 0, N, error);
+  g_autoptr (HnTensor) pos = ids ? hn_tensor_view_rows (a->pos, 0, N, error) : NULL;
+  if (!pos || !hn_tensor_upload_i32 (ids, s->ids_host, (gsize) N, error) ||
+      !hn_tensor_upload_i32 (pos, s->pos_host, (gsize) N, error))
+    return FALSE;
+  g_autofree HnLayerKv *kvs = g_new0 (HnLayerKv, hp->n_layer);
+  g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  for (int il = 0; il < hp->n_layer; il++)
+    {
+      HnTensor *k = hn_tensor_view_rows (s->kv[il].k, first_row, B, error);
+      HnTensor *v = k ? hn_tensor_view_rows (s->kv[il].v, first_row, B, error) : NULL;
+      if (k)
+        g_ptr_array_add (views, k);
+      if (v)
+        g_ptr_array_add (views, v);
+      if (!v)
+        return FALSE;
+      kvs[il].k = k;
+      kvs[il].v = v;
+    }
+  gboolean ok = hn_transformer_record_embed (m, s->cmd, a, N, error);
+  for (int il = 0; ok && il < hp->n_layer; il++)
+    ok = hn_transformer_record_layer (m, s->cmd, a, il, &kvs[il], B, T, pos0, error);
+  /* the last token of each row: rows T-1, 2T-1, ... are contiguous only for T == 1 */
+  if (ok && T == 1)
+    ok = hn_transformer_record_head (m, s->cmd, a, 0, B, error);
+  else if (ok && B == 1)
+    ok = hn_transformer_record_head (m, s->cmd, a, T - 1, 1, error);
+  else if (ok)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "several rows of several tokens in one forward");
+      ok = FALSE;
+    }
+  if (!ok)
+    {
+      hn_cmd_reset (s->cmd);
+      hn_transformer_acts_drop_views (a);
+      return FALSE;
+    }
+  ok = hn_cmd_submit_wait (s->cmd, error);
+  hn_transformer_acts_drop_views (a);
+  if (!ok)
+    return FALSE;
+  g_autoptr (HnTensor) lg = hn_tensor_view_rows (a->logits, 0, B, error);
+  return lg && hn_tensor_download_f32 (lg, logits, (gsize) B * hp->vocab, error);
+}
+
+static void
+fill_positions (HnTransformerSession *s, int idx, int n, int pos0)
+{
+  int off = s->m->hp.learned_pos ? s->m->hp.pos_offset : 0;
+  for (int i = 0; i < n; i++)
+    s->pos_host[idx + i] = pos0 + i + off;
+}
+
+static gboolean
+check_row (HnTransformerSession *s, int row, GError **error)
+{
+  if (row < 0 || row >= s->n_rows)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "row %d is outside the session's %d rows", row,
+                   s->n_rows);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+lm_reset (gpointer self, int n_rows, GError **error)
+{
+  HnTransformerSession *s = self;
+  if (n_rows < 1 || n_rows > s->max_rows)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d rows requested; the session holds %d", n_rows,
+                   s->max_rows);
+      return FALSE;
+    }
+  s->n_rows = n_rows;
+  for (int r = 0; r < s->max_rows; r++)
+    {
+      s->len[r] = 0;
+      g_array_set_size (s->hist[r], 0);
+    }
+  return TRUE;
+}
+
+/* No-cache: recompute row `row` from its whole history. */
+static gboolean
+recompute (HnTransformerSession *s, int row, float *logits, GError **error)
+{
+  GArray *h = s->hist[row];
+  int n = (int) h->len;
+  if (n > s->max_ctx)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the sequence would grow to %d tokens, beyond the session's context of %d",
+                   n, s->max_ctx);
+      return FALSE;
+    }
+  memcpy (s->ids_host, h->data, sizeof (int32_t) * (gsize) n);
+  fill_positions (s, 0, n, 0);
+  return forward (s, row, 1, n, 0, logits, error);
+}
+
+static gboolean
+lm_prefill (gpointer self, int row, const int32_t *ids, int n, float *logits, GError **error)
+{
+  HnTransformerSession *s = self;
+  if (!check_row (s, row, error))
+    return FALSE;
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= s->m->hp.vocab)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)", ids[i],
+                     s->m->hp.vocab - 1);
+        return FALSE;
+      }
+  g_array_append_vals (s->hist[row], ids, (guint) n);
+  if (s->mode == HN_KV_CACHE_NONE)
+    return recompute (s, row, logits, error);
+  if (s->len[row] + n > s->max_ctx)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the sequence would grow to %d tokens, beyond the session's context of %d",
+                   s->len[row] + n, s->max_ctx);
+      return FALSE;
+    }
+  memcpy (s->ids_host, ids, sizeof (int32_t) * (gsize) n);
+  fill_positions (s, 0, n, s->len[row]);
+  if (!forward (s, row, 1, n, s->len[row], logits, error))
+    return FALSE;
+  s->len[row] += n;
+  return TRUE;
+}
+
+static gboolean
+lm_decode (gpointer self, int n, const int *rows, const int32_t *tokens, float *logits, GError **error)
+{
+  HnTransformerSession *s = self;
+  int V = s->m->hp.vocab;
+  for (int i = 0; i < n; i++)
+    if (!check_row (s, rows[i], error))
+      return FALSE;
+  /* one batched step when the rows are 0..n-1 at one length (beams) */
+  gboolean batched = s->mode == HN_KV_CACHE_CONTIGUOUS && n > 1;
+  for (int i = 0; batched && i < n; i++)
+    batched = rows[i] == i && s->len[i] == s->len[0];
+  if (batched)
+    {
+      for (int i = 0; i < n; i++)
+        {
+          s->ids_host[i] = tokens[i];
+          g_array_append_val (s->hist[i], tokens[i]);
+        }
+      fill_positions (s, 0, 1, s->len[0]);
+      for (int i = 1; i < n; i++)
+        s->pos_host[i] = s->pos_host[0];
+      if (!forward (s, 0, n, 1, s->len[0], logits, error))
+        return FALSE;
+      for (int i = 0; i < n; i++)
+        s->len[i]++;
+      return TRUE;
+    }
+  for (int i = 0; i < n; i++)
+    if (!lm_prefill (s, rows[i], &tokens[i], 1, logits + (gsize) i * V, error))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
+{
+  HnTransformerSession *s = self;
+  if (n_rows != s->n_rows)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "reorder of %d rows in a session of %d", n_rows, s->n_rows);
+      return FALSE;
+    }
+  for (int r = 0; r < n_rows; r++)
+    if (!check_row (s, src[r], error))
+      return FALSE;
+  g_autofree int *old_len = g_memdup2 (s->len, sizeof (int) * (gsize) n_rows);
+  g_autofree GArray **old_hist = g_memdup2 (s->hist, sizeof (GArray *) * (gsize) n_rows);
+  GArray **new_hist = g_new (GArray *, (gsize) MAX (n_rows, 1));
+  for (int r = 0; r < n_rows; r++)
+    {
+      GArray *h = old_hist[src[r]];
+      new_hist[r] = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), h->len);
+      g_array_append_vals (new_hist[r], h->data, h->len);
+      s->len[r] = old_len[src[r]];
+    }
+  for (int r = 0; r < n_rows; r++)
+    {
+      g_array_unref (s->hist[r]);
+      s->hist[r] = new_hist[r];
+    }
+  g_free (new_hist);
+  if (s->mode != HN_KV_CACHE_CONTIGUOUS || n_rows == 1)
+    return TRUE;
+  gboolean identity = TRUE;
+  for (int r = 0; r < n_rows; r++)
+    identity = identity && src[r] == r;
+  if (identity)
+    return TRUE;
+  const HnTransformerHParams *hp = &s->m->hp;
+  gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  for (int il = 0; il < hp->n_layer; il++)
+    for (int r = 0; r < n_rows; r++)
+      {
+        int n = s->len[r];
+        if (n == 0)
+          continue;
+        HnTensor *pair[2][2] = { { s->kv[il].k, s->kv_alt[il].k }, { s->kv[il].v, s->kv_alt[il].v } };
+        for (int j = 0; j < 2; j++)
+          {
+            HnTensor *from = hn_tensor_view_rows (pair[j][0], src[r], 1, error);
+            HnTensor *to = from ? hn_tensor_view_rows (pair[j][1], r, 1, error) : NULL;
+            if (from)
+              g_ptr_array_add (views, from);
+            if (!to)
+              return FALSE;
+            g_ptr_array_add (views, to);
+            HnTensor *f2 = hn_tensor_reshape (from, 2, (gint64[]) { s->max_ctx, kvd }, error);
+            if (!f2)
+              return FALSE;
+            g_ptr_array_add (views, f2);
+            HnTensor *t2 = hn_tensor_reshape (to, 2, (gint64[]) { s->max_ctx, kvd }, error);
+            if (!t2)
+              return FALSE;
+            g_ptr_array_add (views, t2);
+            HnTensor *fn = hn_tensor_view_rows (f2, 0, n, error);
+            if (!fn)
+              return FALSE;
+            g_ptr_array_add (views, fn);
+            HnTensor *tn = hn_tensor_view_rows (t2, 0, n, error);
+            if (!tn)
+              return FALSE;
+            g_ptr_array_add (views, tn);
+            if (!hn_op_copy (s->cmd, tn, fn, error))
+              {
+                hn_cmd_reset (s->cmd);
+                return FALSE;
+              }
+          }
+      }
+  if (!hn_cmd_submit_wait (s->cmd, error))
+    return FALSE;
+  HnLayerKv *tmp = s->kv;
+  s->kv = s->kv_alt;
+  s->kv_alt = tmp;
+  return TRUE;
+}
+
+static const HnLmOps session_ops = { lm_reset, lm_prefill, lm_decode, lm_reorder };
+
+const HnLmOps *
+hn_transformer_session_lm_ops (void)
+{
+  return &session_ops;
+}
+
+HnGenerateResult *
+hn_transformer_generate (HnTransformer *m, HnKvCacheMode mode, const HnGenerateOptions *opt, const int32_t *prompt,
+                         int n_prompt, HnDecodeFunc decode, gpointer decode_data, HnTokenFunc on_token,
+                         gpointer token_data, GCancellable *cancellable, GError **error)
+{
+  int max_len = hn_generate_options_max_length (opt, n_prompt);
+  if (max_len <= n_prompt)
+    max_len = n_prompt + 1; /* hn_generate_run reports the real problem */
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, mode, MAX (1, opt->num_beams), max_len, error);
+  if (!s)
+    return NULL;
+  HnGenerateModel gm = { hn_transformer_session_lm_ops (), s, m->hp.vocab, decode, decode_data, on_token, token_data };
+  return hn_generate_run (&gm, opt, prompt, n_prompt, cancellable, error);
+}

@@ -1,0 +1,651 @@
+/* Weight-name mapping and validation per family: checkpoint tensors ->
+ * HnTransformerWeights in one canonical layout. Matrices keep their stored
+ * dtype (f32/f16/bf16); fused q/k/v and gate/up tensors are split by rows,
+ * GPT-2's Conv1D [in, out] weights are transposed to [out, in]; vectors
+ * (norms, biases) become f32. Every tensor of the checkpoint must be used:
+ * one the graph does not know is an error naming it, so a model with a
+ * feature we do not build never runs silently wrong. */
+#include "hn-error.h"
+#include "models/transformer-private.h"
+
+#include <string.h>
+
+typedef enum {
+  QKV_SEPARATE,
+  QKV_CONCAT,       /* rows: q (H*D), k (KVH*D), v (KVH*D) — phi3, falcon multi-query */
+  QKV_CONV1D,       /* gpt2: Conv1D [C, 3C], columns q, k, v */
+  QKV_HEAD_SPLIT,   /* rows [H, 3, D] — gpt_neox, bloom, falcon (old, not multi-query) */
+  QKV_GROUPED,      /* rows [KVH, H/KVH + 2, D] — falcon new_decoder_architecture */
+} QkvLayout;
+
+typedef struct {
+  const char *embed, *pos, *embed_norm;
+  const char *layer; /* prefix before the layer number */
+  const char *ln1, *ln2, *post_attn, *post_ffn;
+  const char *q, *k, *v, *qkv, *o;
+  const char *q_norm, *k_norm;
+  const char *gate, *up, *gate_up, *down;
+  const char *final_norm, *lm_head;
+  QkvLayout qkv_layout;
+  gboolean conv1d; /* every matrix is Conv1D (gpt2) */
+} Names;
+
+typedef struct {
+  HnTransformer *m;
+  HnSafetensors *st;
+  GHashTable *used; /* tensor name -> TRUE */
+} Loader;
+
+static gboolean
+st_to_dtype (const HnSafetensorInfo *t, HnDType *out, GError **error)
+{
+  switch (t->dtype)
+    {
+    case HN_ST_DTYPE_F32: *out = HN_DTYPE_F32; return TRUE;
+    case HN_ST_DTYPE_F16: *out = HN_DTYPE_F16; return TRUE;
+    case HN_ST_DTYPE_BF16: *out = HN_DTYPE_BF16; return TRUE;
+    default:
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tensor %s has dtype %s; only F32, F16 and BF16 weights are supported",
+                   t->file, t->name, hn_st_dtype_name (t->dtype));
+      return FALSE;
+    }
+}
+
+static const HnSafetensorInfo *
+find (Loader *L, const char *name)
+{
+  const HnSafetensorInfo *t = hn_safetensors_lookup (L->st, name);
+  if (!t && g_str_has_prefix (name, "model."))
+    t = hn_safetensors_lookup (L->st, name + 6); /* a bare base model saved without its prefix */
+  return t;
+}
+
+static gboolean
+check_shape (const HnSafetensorInfo *t, int ndim, const gint64 *shape, GError **error)
+{
+  gboolean ok = (int) t->ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++)
+    ok = t->shape[i] == shape[i];
+  if (!ok)
+    {
+      g_autoptr (GString) want = g_string_new ("[");
+      g_autoptr (GString) got = g_string_new ("[");
+      for (int i = 0; i < ndim; i++)
+        g_string_append_printf (want, "%s%" G_GINT64_FORMAT, i ? ", " : "", shape[i]);
+      for (guint i = 0; i < t->ndim; i++)
+        g_string_append_printf (got, "%s%" G_GINT64_FORMAT, i ? ", " : "", t->shape[i]);
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor %s has shape %s], config.json implies %s]", t->file,
+                   t->name, got->str, want->str);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static HnTensor *
+upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shape, const void *data, gsize nbytes,
+        GError **error)
+{
+  HnTensor *t = hn_tensor_new_named (L->m->ctx, name, dtype, ndim, shape, error);
+  if (!t)
+    return NULL;
+  if (!hn_tensor_upload_raw (t, data, nbytes, error))
+    {
+      hn_tensor_unref (t);
+      return NULL;
+    }
+  g_ptr_array_add (L->m->owned, t);
+  L->m->weight_bytes += nbytes;
+  return t;
+}
+
+/* A matrix [rows, cols] in its stored dtype. */
+static gboolean
+take_matrix (Loader *L, const char *name, gint64 rows, gint64 cols, gboolean required, HnTensor **out,
+             GError **error)
+{
+  *out = NULL;
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      if (required)
+        g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return !required;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  HnDType dt;
+  if (!st_to_dtype (t, &dt, error) || !check_shape (t, 2, (gint64[]) { rows, cols }, error))
+    return FALSE;
+  g_autofree void *copy = g_memdup2 (t->data, t->nbytes); /* mapping may be unaligned */
+  *out = upload (L, name, dt, 2, (gint64[]) { rows, cols }, copy, t->nbytes, error);
+  return *out != NULL;
+}
+
+/* Rows of a stored matrix picked by `idx` (n_idx rows of `cols`), same dtype. */
+static HnTensor *
+gather_rows (Loader *L, const HnSafetensorInfo *t, const char *name, const gint64 *idx, gint64 n_idx, gint64 cols,
+             GError **error)
+{
+  HnDType dt;
+  if (!st_to_dtype (t, &dt, error))
+    return NULL;
+  gsize es = hn_st_dtype_size (t->dtype);
+  gsize row_bytes = es * (gsize) cols;
+  g_autofree guint8 *buf = g_malloc ((gsize) n_idx * row_bytes);
+  for (gint64 r = 0; r < n_idx; r++)
+    memcpy (buf + (gsize) r * row_bytes, (const guint8 *) t->data + (gsize) idx[r] * row_bytes, row_bytes);
+  if (t->ndim == 1)
+    return upload (L, name, dt, 1, (gint64[]) { n_idx }, buf, (gsize) n_idx * row_bytes, error);
+  return upload (L, name, dt, 2, (gint64[]) { n_idx, cols }, buf, (gsize) n_idx * row_bytes, error);
+}
+
+/* A stored [in, out] Conv1D weight transposed to [out, in] on the host (same dtype). */
+static guint8 *
+transpose_host (const HnSafetensorInfo *t)
+{
+  gint64 in = t->shape[0], out = t->shape[1];
+  gsize es = hn_st_dtype_size (t->dtype);
+  guint8 *buf = g_malloc (t->nbytes);
+  const guint8 *src = t->data;
+  for (gint64 i = 0; i < in; i++)
+    for (gint64 o = 0; o < out; o++)
+      memcpy (buf + ((gsize) o * in + i) * es, src + ((gsize) i * out + o) * es, es);
+  return buf;
+}
+
+static HnTensor *
+transpose_conv1d (Loader *L, const HnSafetensorInfo *t, const char *name, GError **error)
+{
+  HnDType dt;
+  if (!st_to_dtype (t, &dt, error))
+    return NULL;
+  g_autofree guint8 *buf = transpose_host (t);
+  return upload (L, name, dt, 2, (gint64[]) { t->shape[1], t->shape[0] }, buf, t->nbytes, error);
+}
+
+/* A Conv1D weight stored [in, out]; returned as [out, in]. */
+static gboolean
+take_conv1d (Loader *L, const char *name, gint64 in, gint64 out_dim, HnTensor **out, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (!check_shape (t, 2, (gint64[]) { in, out_dim }, error))
+    return FALSE;
+  *out = transpose_conv1d (L, t, name, error);
+  return *out != NULL;
+}
+
+/* A vector [n] converted to f32 (norm weights, biases). */
+static gboolean
+take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+{
+  *out = NULL;
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      if (required)
+        g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return !required;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (!check_shape (t, 1, (gint64[]) { n }, error))
+    return FALSE;
+  g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+  if (!f)
+    return FALSE;
+  *out = upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f, sizeof (float) * (gsize) n, error);
+  return *out != NULL;
+}
+
+/* f32 vector from host floats (split fused biases). */
+static HnTensor *
+vector_from_f32 (Loader *L, const char *name, const float *v, gint64 n, GError **error)
+{
+  return upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, v, sizeof (float) * (gsize) n, error);
+}
+
+/* Row indices of q, k and v inside a fused projection. */
+static void
+qkv_rows (const HnTransformerHParams *hp, QkvLayout layout, gint64 *qi, gint64 *ki, gint64 *vi)
+{
+  int H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  switch (layout)
+    {
+    case QKV_HEAD_SPLIT:
+      for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++)
+          {
+            qi[h * D + d] = (gint64) h * 3 * D + d;
+            ki[h * D + d] = (gint64) h * 3 * D + D + d;
+            vi[h * D + d] = (gint64) h * 3 * D + 2 * D + d;
+          }
+      break;
+    case QKV_GROUPED:
+      {
+        int qpk = H / KVH;
+        for (int g = 0; g < KVH; g++)
+          {
+            gint64 base = (gint64) g * (qpk + 2) * D;
+            for (int j = 0; j < qpk; j++)
+              for (int d = 0; d < D; d++)
+                qi[(g * qpk + j) * D + d] = base + (gint64) j * D + d;
+            for (int d = 0; d < D; d++)
+              {
+                ki[g * D + d] = base + (gint64) qpk * D + d;
+                vi[g * D + d] = base + (gint64) (qpk + 1) * D + d;
+              }
+          }
+      }
+      break;
+    default: /* concatenated */
+      for (gint64 i = 0; i < (gint64) H * D; i++)
+        qi[i] = i;
+      for (gint64 i = 0; i < (gint64) KVH * D; i++)
+        {
+          ki[i] = (gint64) H * D + i;
+          vi[i] = (gint64) (H + KVH) * D + i;
+        }
+      break;
+    }
+}
+
+static gboolean
+take_fused_qkv (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 total = qd + 2 * kvd;
+  g_autofree char *wname = g_strdup_printf ("%s%s.weight", pfx, N->qkv);
+  g_autofree char *bname = g_strdup_printf ("%s%s.bias", pfx, N->qkv);
+  const HnSafetensorInfo *w = find (L, wname);
+  if (!w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, wname);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) w->name);
+  g_autofree gint64 *qi = g_new (gint64, qd);
+  g_autofree gint64 *ki = g_new (gint64, kvd);
+  g_autofree gint64 *vi = g_new (gint64, kvd);
+  qkv_rows (hp, N->qkv_layout, qi, ki, vi);
+  g_autofree char *qn = g_strdup_printf ("%sq (from %s)", pfx, N->qkv);
+  g_autofree char *kn = g_strdup_printf ("%sk (from %s)", pfx, N->qkv);
+  g_autofree char *vn = g_strdup_printf ("%sv (from %s)", pfx, N->qkv);
+  if (N->qkv_layout == QKV_CONV1D)
+    {
+      if (!check_shape (w, 2, (gint64[]) { C, total }, error))
+        return FALSE;
+      HnDType dt;
+      if (!st_to_dtype (w, &dt, error))
+        return FALSE;
+      gsize es = hn_st_dtype_size (w->dtype);
+      g_autofree guint8 *host = transpose_host (w); /* [3C, C]: q rows, k rows, v rows */
+      lw->wq = upload (L, qn, dt, 2, (gint64[]) { qd, C }, host, (gsize) (qd * C) * es, error);
+      lw->wk = lw->wq ? upload (L, kn, dt, 2, (gint64[]) { kvd, C }, host + (gsize) (qd * C) * es, (gsize) (kvd * C) * es, error) : NULL;
+      lw->wv = lw->wk ? upload (L, vn, dt, 2, (gint64[]) { kvd, C }, host + (gsize) ((qd + kvd) * C) * es, (gsize) (kvd * C) * es, error) : NULL;
+      if (!lw->wv)
+        return FALSE;
+    }
+  else
+    {
+      if (!check_shape (w, 2, (gint64[]) { total, C }, error))
+        return FALSE;
+      if (!(lw->wq = gather_rows (L, w, qn, qi, qd, C, error)) || !(lw->wk = gather_rows (L, w, kn, ki, kvd, C, error)) ||
+          !(lw->wv = gather_rows (L, w, vn, vi, kvd, C, error)))
+        return FALSE;
+    }
+  const HnSafetensorInfo *b = find (L, bname);
+  if (b)
+    {
+      g_hash_table_add (L->used, (gpointer) b->name);
+      if (!check_shape (b, 1, (gint64[]) { total }, error))
+        return FALSE;
+      g_autofree float *f = hn_safetensor_info_dup_f32 (b, error);
+      if (!f)
+        return FALSE;
+      g_autofree float *bq = g_new (float, qd);
+      g_autofree float *bk = g_new (float, kvd);
+      g_autofree float *bv = g_new (float, kvd);
+      if (N->qkv_layout == QKV_CONV1D)
+        {
+          memcpy (bq, f, sizeof (float) * qd);
+          memcpy (bk, f + qd, sizeof (float) * kvd);
+          memcpy (bv, f + qd + kvd, sizeof (float) * kvd);
+        }
+      else
+        {
+          for (gint64 i = 0; i < qd; i++)
+            bq[i] = f[qi[i]];
+          for (gint64 i = 0; i < kvd; i++)
+            {
+              bk[i] = f[ki[i]];
+              bv[i] = f[vi[i]];
+            }
+        }
+      if (!(lw->bq = vector_from_f32 (L, qn, bq, qd, error)) || !(lw->bk = vector_from_f32 (L, kn, bk, kvd, error)) ||
+          !(lw->bv = vector_from_f32 (L, vn, bv, kvd, error)))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Linear weight [rows, cols] plus optional bias, Conv1D-aware. */
+static gboolean
+take_linear (Loader *L, const Names *N, const char *pfx, const char *part, gint64 rows, gint64 cols, HnTensor **w,
+             HnTensor **b, GError **error)
+{
+  g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
+  g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
+  gboolean ok = N->conv1d ? take_conv1d (L, wn, cols, rows, w, error) : take_matrix (L, wn, rows, cols, TRUE, w, error);
+  return ok && take_vector (L, bn, rows, FALSE, b, error);
+}
+
+static gboolean
+take_norm (Loader *L, const char *pfx, const char *part, gint64 n, gboolean params, HnTensor **w, HnTensor **b,
+           GError **error)
+{
+  if (!part)
+    return TRUE;
+  g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
+  g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
+  if (!take_vector (L, wn, n, params, w, error))
+    return FALSE;
+  HnTensor *dummy = NULL;
+  return take_vector (L, bn, n, FALSE, b ? b : &dummy, error);
+}
+
+static void
+names_for (const HnTransformerHParams *hp, Names *N)
+{
+  memset (N, 0, sizeof *N);
+  const char *mt = hp->arch->model_type;
+  switch (hp->arch->names)
+    {
+    case HN_NAMES_LLAMA:
+    case HN_NAMES_PHI3:
+    case HN_NAMES_STARCODER2:
+    case HN_NAMES_PHI:
+      N->embed = "model.embed_tokens";
+      N->layer = "model.layers.";
+      N->ln1 = "input_layernorm";
+      N->ln2 = "post_attention_layernorm";
+      N->q = "self_attn.q_proj";
+      N->k = "self_attn.k_proj";
+      N->v = "self_attn.v_proj";
+      N->o = "self_attn.o_proj";
+      N->gate = "mlp.gate_proj";
+      N->up = "mlp.up_proj";
+      N->down = "mlp.down_proj";
+      N->final_norm = "model.norm";
+      N->lm_head = "lm_head";
+      if (hp->qk_norm_head || hp->qk_norm_full)
+        {
+          N->q_norm = "self_attn.q_norm";
+          N->k_norm = "self_attn.k_norm";
+        }
+      if (hp->block == HN_BLOCK_SANDWICH)
+        {
+          N->post_attn = "post_attention_layernorm";
+          N->ln2 = "pre_feedforward_layernorm";
+          N->post_ffn = "post_feedforward_layernorm";
+        }
+      if (hp->block == HN_BLOCK_POST_NORM)
+        {
+          N->ln1 = N->ln2 = NULL;
+          N->post_attn = "post_attention_layernorm";
+          N->post_ffn = "post_feedforward_layernorm";
+        }
+      if (hp->block == HN_BLOCK_PARALLEL)
+        N->ln2 = NULL;
+      if (hp->arch->names == HN_NAMES_PHI3)
+        {
+          N->q = N->k = N->v = NULL;
+          N->qkv = "self_attn.qkv_proj";
+          N->qkv_layout = QKV_CONCAT;
+          N->gate = N->up = NULL;
+          N->gate_up = "mlp.gate_up_proj";
+        }
+      if (hp->arch->names == HN_NAMES_STARCODER2)
+        {
+          N->gate = NULL;
+          N->up = "mlp.c_fc";
+          N->down = "mlp.c_proj";
+        }
+      if (hp->arch->names == HN_NAMES_PHI)
+        {
+          N->o = "self_attn.dense";
+          N->gate = NULL;
+          N->up = "mlp.fc1";
+          N->down = "mlp.fc2";
+          N->final_norm = "model.final_layernorm";
+        }
+      (void) mt;
+      break;
+    case HN_NAMES_GPT2:
+      N->embed = "transformer.wte";
+      N->pos = "transformer.wpe";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->ln2 = "ln_2";
+      N->qkv = "attn.c_attn";
+      N->qkv_layout = QKV_CONV1D;
+      N->o = "attn.c_proj";
+      N->up = "mlp.c_fc";
+      N->down = "mlp.c_proj";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      N->conv1d = TRUE;
+      break;
+    case HN_NAMES_GPT_NEOX:
+      N->embed = "gpt_neox.embed_in";
+      N->layer = "gpt_neox.layers.";
+      N->ln1 = "input_layernorm";
+      N->ln2 = "post_attention_layernorm";
+      N->qkv = "attention.query_key_value";
+      N->qkv_layout = QKV_HEAD_SPLIT;
+      N->o = "attention.dense";
+      N->up = "mlp.dense_h_to_4h";
+      N->down = "mlp.dense_4h_to_h";
+      N->final_norm = "gpt_neox.final_layer_norm";
+      N->lm_head = "embed_out";
+      break;
+    case HN_NAMES_GPTJ:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->q = "attn.q_proj";
+      N->k = "attn.k_proj";
+      N->v = "attn.v_proj";
+      N->o = "attn.out_proj";
+      N->up = "mlp.fc_in";
+      N->down = "mlp.fc_out";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_OPT:
+      N->embed = "model.decoder.embed_tokens";
+      N->pos = "model.decoder.embed_positions";
+      N->layer = "model.decoder.layers.";
+      N->ln1 = "self_attn_layer_norm";
+      N->ln2 = "final_layer_norm";
+      N->q = "self_attn.q_proj";
+      N->k = "self_attn.k_proj";
+      N->v = "self_attn.v_proj";
+      N->o = "self_attn.out_proj";
+      N->up = "fc1";
+      N->down = "fc2";
+      N->final_norm = "model.decoder.final_layer_norm";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_BLOOM:
+      N->embed = "transformer.word_embeddings";
+      N->embed_norm = "transformer.word_embeddings_layernorm";
+      N->layer = "transformer.h.";
+      N->ln1 = "input_layernorm";
+      N->ln2 = "post_attention_layernorm";
+      N->qkv = "self_attention.query_key_value";
+      N->qkv_layout = QKV_HEAD_SPLIT;
+      N->o = "self_attention.dense";
+      N->up = "mlp.dense_h_to_4h";
+      N->down = "mlp.dense_4h_to_h";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_FALCON:
+      N->embed = "transformer.word_embeddings";
+      N->layer = "transformer.h.";
+      N->qkv = "self_attention.query_key_value";
+      N->o = "self_attention.dense";
+      N->up = "mlp.dense_h_to_4h";
+      N->down = "mlp.dense_4h_to_h";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      if (hp->block == HN_BLOCK_PARALLEL_2NORM)
+        {
+          N->ln1 = "ln_attn";
+          N->ln2 = "ln_mlp";
+        }
+      else
+        {
+          N->ln1 = "input_layernorm";
+          N->ln2 = hp->block == HN_BLOCK_PRE_NORM ? "post_attention_layernorm" : NULL;
+        }
+      break;
+    }
+}
+
+gboolean
+hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error)
+{
+  HnTransformerHParams *hp = &m->hp;
+  HnTransformerWeights *W = &m->w;
+  Names N;
+  names_for (hp, &N);
+  if (hp->arch->names == HN_NAMES_FALCON)
+    {
+      gboolean nda = m->config->new_decoder_architecture == TRUE;
+      gboolean mq = hp->n_kv_head == 1;
+      N.qkv_layout = nda ? QKV_GROUPED : (mq ? QKV_CONCAT : QKV_HEAD_SPLIT);
+    }
+  g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
+  Loader L = { m, st, used };
+  gint64 C = hp->hidden, F = hp->ffn, V = hp->vocab;
+  gint64 qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gboolean params = !(hp->arch->quirks & HN_QUIRK_NORM_NO_PARAMS);
+
+  g_autofree char *emb = g_strdup_printf ("%s.weight", N.embed);
+  if (!take_matrix (&L, emb, V, C, TRUE, &W->tok_embed, error))
+    return FALSE;
+  if (N.pos)
+    {
+      g_autofree char *pn = g_strdup_printf ("%s.weight", N.pos);
+      const HnSafetensorInfo *t = find (&L, pn);
+      if (!t || t->ndim != 2)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no 2-D tensor %s", m->dir, pn);
+          return FALSE;
+        }
+      if (!take_matrix (&L, pn, t->shape[0], C, TRUE, &W->pos_embed, error))
+        return FALSE;
+    }
+  if (N.embed_norm && !take_norm (&L, "", N.embed_norm, C, TRUE, &W->embed_norm_w, &W->embed_norm_b, error))
+    return FALSE;
+
+  W->layers = g_new0 (HnLayerWeights, hp->n_layer);
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      HnLayerWeights *lw = &W->layers[i];
+      g_autofree char *pfx = g_strdup_printf ("%s%d.", N.layer, i);
+      if (!take_norm (&L, pfx, N.ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
+          !take_norm (&L, pfx, N.ln2, C, params, &lw->ln2_w, &lw->ln2_b, error) ||
+          !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
+          !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
+        return FALSE;
+      if (N.qkv)
+        {
+          if (!take_fused_qkv (&L, &N, pfx, lw, error))
+            return FALSE;
+        }
+      else if (!take_linear (&L, &N, pfx, N.q, qd, C, &lw->wq, &lw->bq, error) ||
+               !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
+               !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error))
+        return FALSE;
+      if (!take_linear (&L, &N, pfx, N.o, C, qd, &lw->wo, &lw->bo, error))
+        return FALSE;
+      if (N.q_norm)
+        {
+          gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
+          if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, NULL, error) ||
+              !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, NULL, error))
+            return FALSE;
+        }
+      if (N.gate_up)
+        {
+          g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, N.gate_up);
+          if (!take_matrix (&L, wn, 2 * F, C, TRUE, &lw->w_gate, error)) /* [2F, C]: gate rows, then up rows */
+            return FALSE;
+        }
+      else if (N.gate && !take_linear (&L, &N, pfx, N.gate, F, C, &lw->w_gate, &lw->b_gate, error))
+        return FALSE;
+      if (N.up && !take_linear (&L, &N, pfx, N.up, F, C, &lw->w_up, &lw->b_up, error))
+        return FALSE;
+      if (!take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error))
+        return FALSE;
+    }
+  if (!take_norm (&L, "", N.final_norm, C, params, &W->final_norm_w, &W->final_norm_b, error))
+    return FALSE;
+  g_autofree char *lmw = g_strdup_printf ("%s.weight", N.lm_head);
+  g_autofree char *lmb = g_strdup_printf ("%s.bias", N.lm_head);
+  if (hp->tie_embeddings)
+    {
+      W->lm_head = W->tok_embed;
+      const HnSafetensorInfo *t = find (&L, lmw);
+      if (t) /* transformers ties it anyway; a stale copy is not used */
+        g_hash_table_add (used, (gpointer) t->name);
+    }
+  else if (!take_matrix (&L, lmw, V, C, TRUE, &W->lm_head, error))
+    return FALSE;
+  if (!take_vector (&L, lmb, V, FALSE, &W->lm_head_b, error))
+    return FALSE;
+
+  /* everything in the checkpoint must have been understood */
+  guint n = hn_safetensors_get_n_tensors (st);
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      if (g_hash_table_contains (used, t->name))
+        continue;
+      if (g_str_has_suffix (t->name, "rotary_emb.inv_freq") || g_str_has_suffix (t->name, ".attn.bias") ||
+          g_str_has_suffix (t->name, ".attn.masked_bias") || g_str_has_suffix (t->name, ".masked_bias"))
+        continue; /* buffers some exporters save; recomputed here */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: tensor %s is not part of the %s graph (an unsupported feature of this checkpoint)", t->file,
+                   t->name, hp->arch->model_type);
+      return FALSE;
+    }
+
+  /* rotary frequencies and ALiBi slopes */
+  if (hp->rope)
+    {
+      int half = hp->rot_dims / 2;
+      g_autofree float *inv = g_new (float, half);
+      if (!hn_rope_compute_inv_freq (hp->rope_theta, hp->rot_dims, hp->max_positions,
+                                     hp->rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL : &hp->rope_scaling, 0, inv,
+                                     &W->rope_attn_scale, error))
+        return FALSE;
+      if (!(W->inv_freq = vector_from_f32 (&L, "rope.inv_freq", inv, half, error)))
+        return FALSE;
+    }
+  if (hp->alibi)
+    {
+      g_autofree float *sl = g_new (float, hp->n_head);
+      hn_alibi_slopes (hp->n_head, 8.0f, sl);
+      if (!(W->alibi_slopes = vector_from_f32 (&L, "alibi.slopes", sl, hp->n_head, error)))
+        return FALSE;
+    }
+  return TRUE;
+}

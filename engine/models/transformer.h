@@ -1,0 +1,185 @@
+/* Hugging Face decoder-only Transformers on Vulkan: one config-driven graph
+ * for every registered family (models/registry.h), weights kept in their
+ * stored dtype (f32/f16/bf16) on the device.
+ *
+ *   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, "model-dir", &error);
+ *   hn_transformer_logits (m, ids, n, logits, &error);            // [n, vocab]
+ *
+ *   g_autoptr (HnTransformerSession) s =
+ *     hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, n_rows, max_ctx, &error);
+ *   HnGenerateModel gm = { hn_transformer_session_lm_ops (), s, vocab, ... };
+ *   hn_generate_run (&gm, &options, prompt, n_prompt, cancellable, &error);
+ *
+ * Building blocks for training and other graphs: a forward records into an
+ * HnCmd through hn_transformer_record_embed / _record_layer / _record_head on
+ * an HnTransformerActs (every intermediate activation of every layer stays
+ * addressable there, so a backward pass can read them). */
+#pragma once
+#include <gio/gio.h>
+#include <stdint.h>
+
+#include "generate/generate.h"
+#include "models/registry.h"
+#include "tensor/hn-ops.h"
+
+G_BEGIN_DECLS
+
+/* Everything the graph needs, resolved from config.json + the registry. */
+typedef struct {
+  const HnArchInfo *arch;
+  HnBlockKind block;
+  int vocab, hidden, n_layer, n_head, n_kv_head, head_dim, ffn;
+  int max_positions;
+  /* norms */
+  gboolean layernorm;    /* LayerNorm, else RMSNorm */
+  gboolean norm_plus_one;
+  float norm_eps;
+  /* mlp */
+  HnActivation act;
+  gboolean gated;
+  /* positions */
+  gboolean rope;
+  HnRopeStyle rope_style;
+  int rot_dims;
+  double rope_theta;
+  HnRopeScaling rope_scaling;
+  double *rope_short_factor, *rope_long_factor; /* owned, longrope */
+  gboolean learned_pos;
+  int pos_offset;        /* OPT's learned positions start at 2 */
+  gboolean alibi;
+  /* attention */
+  float attn_scale;      /* 0 = 1/sqrt(head_dim) */
+  float attn_softcap;    /* 0 = off */
+  float final_softcap;
+  int sliding_window;    /* 0 = none */
+  guint8 *layer_sliding; /* [n_layer]: 1 where the window applies (owned) */
+  gboolean qk_norm_head, qk_norm_full;
+  float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
+  /* scalars */
+  float embed_scale;     /* 1 unless gemma (sqrt(hidden)) or granite (embedding_multiplier) */
+  float residual_scale;  /* granite residual_multiplier, else 1 */
+  float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
+  gboolean tie_embeddings;
+  gboolean embed_norm;   /* bloom word_embeddings_layernorm */
+  /* ids */
+  int bos_token_id, pad_token_id;
+  GArray *eos_token_ids; /* int32_t */
+} HnTransformerHParams;
+
+typedef struct _HnTransformer HnTransformer;
+
+/* Loads config.json and the safetensors weights of `model_dir`, validates
+ * every tensor against the family's expected names and shapes (an unknown or
+ * missing tensor is an error naming it) and uploads them. */
+HnTransformer *hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error);
+void hn_transformer_free (HnTransformer *model);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformer, hn_transformer_free)
+
+const HnTransformerHParams *hn_transformer_get_hparams (HnTransformer *model);
+HnVkContext *hn_transformer_get_context (HnTransformer *model);
+/* Bytes of weights on the device. */
+guint64 hn_transformer_get_weight_bytes (HnTransformer *model);
+
+/* Logits of every position of one sequence, without a cache: logits [n, vocab]. */
+gboolean hn_transformer_logits (HnTransformer *model, const int32_t *ids, int n, float *logits, GError **error);
+
+/* ---- generation sessions (KV cache) ---- */
+
+typedef enum {
+  HN_KV_CACHE_CONTIGUOUS, /* one [max_ctx] K/V block per row and layer (default) */
+  HN_KV_CACHE_NONE,       /* recompute the whole prefix every step (transformers use_cache=False) */
+  HN_KV_CACHE_PAGED,      /* issue 10: not implemented, fails closed */
+} HnKvCacheMode;
+
+/* Parses "dynamic"/"static"/"contiguous" (contiguous), "none"/"off", "paged";
+ * transformers' other names fail with a message naming them. */
+gboolean hn_kv_cache_mode_from_string (const char *s, HnKvCacheMode *out, GError **error);
+const char *hn_kv_cache_mode_name (HnKvCacheMode mode);
+
+typedef struct _HnTransformerSession HnTransformerSession;
+
+/* A session for up to `max_rows` sequences (beams) of up to `max_ctx` tokens.
+ * Every device buffer is allocated here; the token loop allocates nothing. */
+HnTransformerSession *hn_transformer_session_new (HnTransformer *model, HnKvCacheMode mode, int max_rows,
+                                                  int max_ctx, GError **error);
+void hn_transformer_session_free (HnTransformerSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerSession, hn_transformer_session_free)
+/* The HnLmOps to drive a session from hn_generate_run (self = the session). */
+const HnLmOps *hn_transformer_session_lm_ops (void);
+/* Device bytes of the session's caches and scratch. */
+guint64 hn_transformer_session_get_bytes (HnTransformerSession *s);
+
+/* Generation with a session sized for the request (num_beams rows, prompt + new tokens). */
+HnGenerateResult *hn_transformer_generate (HnTransformer *model, HnKvCacheMode mode, const HnGenerateOptions *opt,
+                                           const int32_t *prompt, int n_prompt, HnDecodeFunc decode,
+                                           gpointer decode_data, HnTokenFunc on_token, gpointer token_data,
+                                           GCancellable *cancellable, GError **error);
+
+/* ---- building blocks (training reuses these) ---- */
+
+/* Per-layer device weights in the canonical layout (fused checkpoint tensors
+ * split, Conv1D transposed); NULL where the family has none. */
+typedef struct {
+  HnTensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;       /* input / post-attention norms */
+  HnTensor *post_attn_w, *post_ffn_w;             /* gemma2 sandwich, olmo2 post-norms */
+  HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
+  HnTensor *q_norm_w, *k_norm_w;
+  HnTensor *w_gate, *b_gate, *w_up, *b_up, *w_down, *b_down; /* non-gated: up = fc1, down = fc2 */
+} HnLayerWeights;
+
+typedef struct {
+  HnTensor *tok_embed;          /* [vocab, hidden] */
+  HnTensor *pos_embed;          /* [positions, hidden] or NULL */
+  HnTensor *embed_norm_w, *embed_norm_b;
+  HnLayerWeights *layers;       /* [n_layer] */
+  HnTensor *final_norm_w, *final_norm_b;
+  HnTensor *lm_head;            /* [vocab, hidden]; == tok_embed when tied */
+  HnTensor *lm_head_b;
+  HnTensor *inv_freq;           /* f32 [rot_dims / 2] */
+  HnTensor *alibi_slopes;       /* f32 [n_head] */
+  float rope_attn_scale;
+} HnTransformerWeights;
+
+const HnTransformerWeights *hn_transformer_get_weights (HnTransformer *model);
+
+/* Activations of one forward over T tokens of B rows (all [B*T, ...]). */
+typedef struct {
+  int max_tokens;              /* capacity B*T */
+  HnTensor *ids;               /* i32 [N] */
+  HnTensor *pos;               /* i32 [N] */
+  HnTensor *x;                 /* [N, C] residual stream */
+  HnTensor *h;                 /* [N, C] normed input */
+  HnTensor *q;                 /* [N, H*D] */
+  HnTensor *k, *v;             /* [N, KVH*D] (no-cache staging / training) */
+  HnTensor *att;               /* [N, H*D] attention output (pre o_proj) */
+  HnTensor *o;                 /* [N, C] */
+  HnTensor *h2;                /* [N, C] */
+  HnTensor *gate, *up;         /* [N, F] */
+  HnTensor *act;               /* [N, F] */
+  HnTensor *mlp;               /* [N, C] */
+  HnTensor *last;              /* [B, C] final-normed last rows */
+  HnTensor *logits;            /* [max_tokens, V] (row capacity of the head) */
+} HnTransformerActs;
+
+HnTransformerActs *hn_transformer_acts_new (HnTransformer *model, int max_tokens, int max_logit_rows,
+                                            GError **error);
+void hn_transformer_acts_free (HnTransformerActs *acts);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerActs, hn_transformer_acts_free)
+
+/* K/V storage one layer reads: k/v [B, n_ctx, KVH, D] (B rows). */
+typedef struct {
+  HnTensor *k, *v;
+} HnLayerKv;
+
+/* Records embeddings (+ positions, embed norm/scale) of acts->ids/pos for N tokens into acts->x. */
+gboolean hn_transformer_record_embed (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int n_tokens,
+                                      GError **error);
+/* Records layer `il` for B rows of T new tokens each, at positions pos0..pos0+T (same for every
+ * row); K/V of the new tokens are written into kv at [row, pos0..pos0+T). */
+gboolean hn_transformer_record_layer (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int il,
+                                      const HnLayerKv *kv, int n_rows, int n_tokens, int pos0, GError **error);
+/* Records the final norm and lm_head for rows [row0, row0 + n) of acts->x into acts->logits[0..n). */
+gboolean hn_transformer_record_head (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int row0, int n,
+                                     GError **error);
+
+G_END_DECLS

@@ -1,0 +1,248 @@
+/* Parity with transformers 5.17: every decoder family's fixture
+ * (tests/fixtures/parity/<case>) gives the same logits at atol/rtol 1e-4 in
+ * f32, the same greedy ids with and without the KV cache, and the same beam;
+ * the real stories260K model generates expected-greedy-ids.txt from BOS. */
+#include "hn-error.h"
+#include "models/transformer.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+static HnVkContext *ctx;
+
+static char *
+fixture_dir (const char *name)
+{
+  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", name, NULL);
+}
+
+static JsonObject *
+load_json (JsonParser *p, const char *path)
+{
+  GError *error = NULL;
+  g_assert_true (json_parser_load_from_file (p, path, &error));
+  g_assert_no_error (error);
+  return json_node_get_object (json_parser_get_root (p));
+}
+
+static GArray *
+int_array (JsonObject *o, const char *member)
+{
+  JsonArray *a = json_object_get_array_member (o, member);
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      int32_t v = (int32_t) json_array_get_int_element (a, i);
+      g_array_append_val (out, v);
+    }
+  return out;
+}
+
+static void
+compare_logits (const char *name, const float *got, JsonArray *want, gsize n)
+{
+  g_assert_cmpuint (json_array_get_length (want), ==, n);
+  gsize bad = 0, first = 0;
+  double worst = 0;
+  for (gsize i = 0; i < n; i++)
+    {
+      double e = json_array_get_double_element (want, (guint) i);
+      double d = fabs (got[i] - e);
+      if (!(d <= 1e-4 + 1e-4 * fabs (e)))
+        {
+          if (!bad)
+            first = i;
+          bad++;
+        }
+      worst = MAX (worst, d);
+    }
+  if (bad)
+    g_test_message ("%s: %zu of %zu logits differ (first at %zu: %g vs %g), max |diff| %g", name, bad, n, first,
+                    got[first], json_array_get_double_element (want, (guint) first), worst);
+  g_assert_cmpuint (bad, ==, 0);
+}
+
+static void
+assert_ids (const char *what, GArray *got, GArray *want)
+{
+  gboolean same = got->len == want->len && memcmp (got->data, want->data, sizeof (int32_t) * want->len) == 0;
+  if (!same)
+    {
+      g_autoptr (GString) s = g_string_new (NULL);
+      for (guint i = 0; i < got->len; i++)
+        g_string_append_printf (s, "%d ", g_array_index (got, int32_t, i));
+      g_test_message ("%s: got %s", what, s->str);
+    }
+  g_assert_true (same);
+}
+
+static void
+test_case (gconstpointer data)
+{
+  const char *name = data;
+  g_autofree char *dir = fixture_dir (name);
+  g_autofree char *exp_path = g_build_filename (dir, "expected.json", NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonObject *exp = load_json (parser, exp_path);
+  GError *error = NULL;
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+
+  /* logits of the 11 input ids */
+  g_autoptr (GArray) ids = int_array (exp, "input_ids");
+  g_autofree float *logits = g_new (float, (gsize) ids->len * hp->vocab);
+  g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
+  g_assert_no_error (error);
+  compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * hp->vocab);
+
+  /* greedy, with and without the KV cache */
+  JsonObject *gr = json_object_get_object_member (exp, "greedy");
+  g_autoptr (GArray) prompt = int_array (gr, "prompt_ids");
+  g_autoptr (GArray) want = int_array (gr, "new_ids");
+  HnGenerateOptions o;
+  hn_generate_options_init (&o);
+  o.max_new_tokens = (int) json_object_get_int_member (gr, "max_new_tokens");
+  o.min_new_tokens = (int) json_object_get_int_member (gr, "min_new_tokens");
+  for (int mode = 0; mode < 2; mode++)
+    {
+      HnKvCacheMode cm = mode == 0 ? HN_KV_CACHE_CONTIGUOUS : HN_KV_CACHE_NONE;
+      g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, cm, &o, (const int32_t *) prompt->data,
+                                                                (int) prompt->len, NULL, NULL, NULL, NULL, NULL, &error);
+      g_assert_no_error (error);
+      assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), want);
+    }
+  hn_generate_options_clear (&o);
+
+  /* beam search */
+  if (json_object_has_member (exp, "beam"))
+    {
+      JsonObject *b = json_object_get_object_member (exp, "beam");
+      g_autoptr (GArray) bp = int_array (b, "prompt_ids");
+      g_autoptr (GArray) bw = int_array (b, "new_ids");
+      hn_generate_options_init (&o);
+      o.num_beams = (int) json_object_get_int_member (b, "num_beams");
+      o.num_return_sequences = (int) json_object_get_int_member (b, "num_return_sequences");
+      o.max_new_tokens = (int) json_object_get_int_member (b, "max_new_tokens");
+      o.min_new_tokens = (int) json_object_get_int_member (b, "min_new_tokens");
+      o.length_penalty = json_object_get_double_member (b, "length_penalty");
+      o.early_stopping = json_object_get_boolean_member (b, "early_stopping") ? HN_EARLY_STOP_TRUE : HN_EARLY_STOP_FALSE;
+      g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, HN_KV_CACHE_CONTIGUOUS, &o, (const int32_t *) bp->data,
+                                                                (int) bp->len, NULL, NULL, NULL, NULL, NULL, &error);
+      g_assert_no_error (error);
+      assert_ids ("beam", g_ptr_array_index (r->sequences, 0), bw);
+      g_assert_cmpfloat_with_epsilon (g_array_index (r->scores, double, 0),
+                                      json_object_get_double_member (b, "sequence_score"), 1e-4);
+      hn_generate_options_clear (&o);
+    }
+}
+
+static void
+test_stories (void)
+{
+  const char *shared = g_getenv ("HN_SHARED_DIR");
+  g_autofree char *dir = g_build_filename (shared, "models", "stories260K", NULL);
+  g_autofree char *ids_path = g_build_filename (dir, "expected-greedy-ids.txt", NULL);
+  g_autofree char *text = NULL;
+  GError *error = NULL;
+  g_assert_true (g_file_get_contents (ids_path, &text, NULL, &error));
+  g_auto (GStrv) parts = g_strsplit_set (g_strstrip (text), " \n\t", -1);
+  g_autoptr (GArray) want = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (char **p = parts; *p; p++)
+    if (**p)
+      {
+        int32_t v = (int32_t) g_ascii_strtoll (*p, NULL, 10);
+        g_array_append_val (want, v);
+      }
+  g_assert_cmpuint (want->len, ==, 81);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+
+  /* logits of the first 8 positions against transformers */
+  g_autofree char *lp = fixture_dir ("stories260K_logits.json");
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonObject *exp = load_json (parser, lp);
+  g_autoptr (GArray) in = int_array (exp, "input_ids");
+  g_autofree float *logits = g_new (float, (gsize) in->len * 512);
+  g_assert_true (hn_transformer_logits (m, (const int32_t *) in->data, (int) in->len, logits, &error));
+  g_assert_no_error (error);
+  compare_logits ("stories260K", logits, json_object_get_array_member (exp, "logits"), (gsize) in->len * 512);
+
+  HnGenerateOptions o;
+  hn_generate_options_init (&o);
+  o.max_new_tokens = 80;
+  g_autoptr (GArray) rest = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_array_append_vals (rest, (int32_t *) want->data + 1, 80);
+  for (int mode = 0; mode < 2; mode++)
+    {
+      HnKvCacheMode cm = mode == 0 ? HN_KV_CACHE_CONTIGUOUS : HN_KV_CACHE_NONE;
+      g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, cm, &o, (const int32_t *) want->data, 1, NULL, NULL,
+                                                                NULL, NULL, NULL, &error);
+      g_assert_no_error (error);
+      assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), rest);
+      g_test_message ("stories260K %s: %d tokens in %.3f s (%.1f tokens/s)", hn_kv_cache_mode_name (cm),
+                      r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9));
+    }
+  hn_generate_options_clear (&o);
+}
+
+static void
+test_fail_closed (void)
+{
+  GError *error = NULL;
+  /* paged caches come with issue 10 */
+  g_autofree char *dir = fixture_dir ("llama");
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_assert_null (hn_transformer_session_new (m, HN_KV_CACHE_PAGED, 1, 16, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  /* an architecture without a graph here names itself */
+  g_autofree char *moe = fixture_dir ("mamba-does-not-exist");
+  g_assert_null (hn_transformer_load (ctx, moe, &error));
+  g_assert_nonnull (error);
+  g_clear_error (&error);
+  g_autofree char *mixtral = fixture_dir ("mixtral");
+  g_assert_null (hn_transformer_load (ctx, mixtral, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "mixtral"));
+  g_clear_error (&error);
+  HnKvCacheMode mode;
+  g_assert_false (hn_kv_cache_mode_from_string ("quantized", &mode, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+}
+
+static const char *const cases[] = {
+  "llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2", "granite",
+  "cohere", "stablelm", "phi", "starcoder2", "gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "falcon_mq",
+};
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  GError *error = NULL;
+  ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_printerr ("no Vulkan device: %s\n", error->message);
+      g_clear_error (&error);
+      return 1;
+    }
+  const char *only = g_getenv ("HN_PARITY_ONLY"); /* e.g. "llama,gpt2" while working on a family */
+  g_auto (GStrv) only_v = only ? g_strsplit (only, ",", -1) : NULL;
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      if (only_v && !g_strv_contains ((const char *const *) only_v, cases[i]))
+        continue;
+      g_autofree char *path = g_strdup_printf ("/transformer/parity/%s", cases[i]);
+      g_test_add_data_func (path, cases[i], test_case);
+    }
+  g_test_add_func ("/transformer/stories260K", test_stories);
+  g_test_add_func ("/transformer/fail-closed", test_fail_closed);
+  int rc = g_test_run ();
+  hn_vk_context_unref (ctx);
+  return rc;
+}
