@@ -4,59 +4,58 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-/* What the Vulkan transformer runs for a decoder family once its graph is
- * wired; training/LoRA bits are set by the training module's families. */
+/* What the Vulkan transformer runs: each DEC family passes its parity fixture
+ * (tests/engine/test-transformer-parity.c); training/LoRA bits come with the
+ * training module. */
 #define DEC (HN_TASK_LOGITS | HN_TASK_GENERATE)
-/* Registered but its graph does not pass its parity fixture yet: every task fails closed. */
-#define PENDING 0u
 
 static const char *const falcon_aliases[] = { "RefinedWeb", "RefinedWebModel", NULL };
 static const char *const neox_aliases[] = { "gpt-neox", NULL };
 
 #define RMS_GATED (HN_QUIRK_GATED_MLP)
 static const HnArchInfo archs[] = {
-  { "llama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", PENDING, "llama" },
-  { "mistral", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", PENDING, "mistral" },
-  { "qwen2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", PENDING, "qwen2" },
-  { "qwen3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", PENDING,
+  { "llama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "llama" },
+  { "mistral", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "mistral" },
+  { "qwen2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "qwen2" },
+  { "qwen3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC,
     "qwen3" },
   { "gemma", NULL, "gemma", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
-    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT, "gelu_pytorch_tanh", PENDING, "gemma" },
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT, "gelu_pytorch_tanh", DEC, "gemma" },
   { "gemma2", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
     RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_SOFTCAP | HN_QUIRK_SLIDING_ALTERNATE,
-    "gelu_pytorch_tanh", PENDING, "gemma2" },
+    "gelu_pytorch_tanh", DEC, "gemma2" },
   { "phi3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_PHI3,
-    RMS_GATED | HN_QUIRK_FUSED_QKV | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_PARTIAL_ROTARY, "silu", PENDING, "phi3" },
+    RMS_GATED | HN_QUIRK_FUSED_QKV | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "phi3" },
   { "olmo", NULL, "olmo", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
-    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_PARAMS | HN_QUIRK_CLIP_QKV, "silu", PENDING, "olmo" },
-  { "olmo2", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", PENDING,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_PARAMS | HN_QUIRK_CLIP_QKV, "silu", DEC, "olmo" },
+  { "olmo2", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", DEC,
     "olmo2" },
-  { "granite", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS, "silu", PENDING,
+  { "granite", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS, "silu", DEC,
     "granite" },
   { "cohere", NULL, "cohere", HN_BLOCK_PARALLEL, HN_NAMES_LLAMA,
     RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED, "silu",
-    PENDING, "cohere" },
+    DEC, "cohere" },
   { "stablelm", NULL, "stablelm", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
-    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY, "silu", PENDING, "stablelm" },
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "stablelm" },
   { "phi", NULL, "phi", HN_BLOCK_PARALLEL, HN_NAMES_PHI,
-    HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", PENDING, "phi" },
+    HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", DEC, "phi" },
   { "starcoder2", NULL, "starcoder2", HN_BLOCK_PRE_NORM, HN_NAMES_STARCODER2, HN_QUIRK_LAYERNORM,
-    "gelu_pytorch_tanh", PENDING, "starcoder2" },
+    "gelu_pytorch_tanh", DEC, "starcoder2" },
   { "gpt2", NULL, "gpt2", HN_BLOCK_PRE_NORM, HN_NAMES_GPT2,
     HN_QUIRK_LAYERNORM | HN_QUIRK_CONV1D | HN_QUIRK_FUSED_QKV | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_new",
-    PENDING, "gpt2" },
+    DEC, "gpt2" },
   { "gpt_neox", neox_aliases, "gpt_neox", HN_BLOCK_PARALLEL_2NORM, HN_NAMES_GPT_NEOX,
-    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", PENDING, "gpt_neox" },
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC, "gpt_neox" },
   { "gptj", NULL, "gptj", HN_BLOCK_PARALLEL, HN_NAMES_GPTJ,
-    HN_QUIRK_LAYERNORM | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", PENDING,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", DEC,
     "gptj" },
   { "opt", NULL, "opt", HN_BLOCK_PRE_NORM, HN_NAMES_OPT, HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE,
-    "relu", PENDING, "opt" },
+    "relu", DEC, "opt" },
   { "bloom", NULL, "bloom", HN_BLOCK_PRE_NORM, HN_NAMES_BLOOM,
-    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ALIBI | HN_QUIRK_EMBED_NORM | HN_QUIRK_NO_ROPE, "gelu", PENDING,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ALIBI | HN_QUIRK_EMBED_NORM | HN_QUIRK_NO_ROPE, "gelu", DEC,
     "bloom" },
   { "falcon", falcon_aliases, "falcon", HN_BLOCK_PARALLEL, HN_NAMES_FALCON, HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV,
-    "gelu", PENDING, "falcon" },
+    "gelu", DEC, "falcon" },
 };
 
 const HnArchInfo *
