@@ -1,6 +1,7 @@
 /* Dataset loading, tokenization, masking, packing and batching (see dataset.h). */
 #include "io/dataset.h"
 #include "io/chat-template.h"
+#include "io/parquet.h"
 #include "hn-error.h"
 
 #include <gio/gio.h>
@@ -1064,6 +1065,27 @@ load_json_array (Loader *L, HnDatasetStats *stats, GError **error)
   return TRUE;
 }
 
+/* Parquet (what the Hub serves): each row group's rows as the JSON objects a
+ * JSONL row would be; errors name the row (1-based, whole file). */
+static gboolean
+load_parquet (Loader *L, HnDatasetStats *stats, GError **error)
+{
+  g_autoptr (HnParquetFile) f = hn_parquet_open (L->path, error);
+  if (!f)
+    return FALSE;
+  guint64 row = 0;
+  for (guint rg = 0; rg < hn_parquet_get_n_row_groups (f) && !enough_rows (L, stats); rg++)
+    {
+      g_autoptr (JsonArray) rows = hn_parquet_read_json_rows (f, (int) rg, error);
+      if (!rows)
+        return FALSE;
+      for (guint k = 0; k < json_array_get_length (rows) && !enough_rows (L, stats); k++)
+        if (cancelled (L, error) || !handle_row (L, stats, json_array_get_element (rows, k), ++row, " row ", error))
+          return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 run_loader (Loader *L, HnDatasetStats *stats, GError **error)
 {
@@ -1085,11 +1107,7 @@ run_loader (Loader *L, HnDatasetStats *stats, GError **error)
   L->stream_labels = g_array_new (FALSE, FALSE, sizeof (int32_t));
   gboolean ok;
   if (g_str_has_suffix (L->path, ".parquet"))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: Parquet datasets are not supported by this loader yet; "
-                   "convert to JSONL", L->display);
-      ok = FALSE;
-    }
+    ok = load_parquet (L, stats, error);
   else if (g_str_has_suffix (L->path, ".txt") || g_str_has_suffix (L->path, ".text") || g_str_has_suffix (L->path, ".md"))
     {
       if (L->opts.shape != HN_DATASET_SHAPE_AUTO && L->opts.shape != HN_DATASET_SHAPE_TEXT)

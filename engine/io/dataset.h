@@ -118,7 +118,8 @@ typedef struct {
 
 typedef struct _HnDataset HnDataset;
 
-/* Loads and tokenizes `path` (.jsonl/.ndjson/.json array/.txt). `opts` may be NULL (defaults). */
+/* Loads and tokenizes `path` (.jsonl/.ndjson, .json array, .parquet, .txt; anything else is read
+ * as JSONL). `opts` may be NULL (defaults). */
 HnDataset *hn_dataset_load (const char *path, HnTokenizer *tok, const HnDatasetOptions *opts, GError **error);
 void hn_dataset_free (HnDataset *ds);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnDataset, hn_dataset_free)
@@ -169,7 +170,7 @@ typedef struct {
 } HnDatasetSegment;
 
 typedef struct {
-  guint64 line;            /* 1-based line (element for .json, 0 for .txt) */
+  guint64 line;            /* 1-based line (element for .json, row for .parquet, 0 for .txt) */
   GArray *segments;        /* HnDatasetSegment: the rendered text, in order */
   guint n_tokens;          /* after truncation */
   guint n_tokens_full;     /* before truncation */

@@ -648,6 +648,68 @@ test_qwen3_parity_ids (void)
     }
 }
 
+/* Parquet rows are rows like JSONL's: text rows (null text is a malformed row),
+ * chat rows (a null assistant content makes the template fail: malformed). */
+static void
+test_parquet (void)
+{
+  const char *src = g_getenv ("HN_SOURCE_DIR");
+  g_autofree char *path = g_build_filename (src ? src : ".", "tests", "fixtures", "io", "parquet",
+                                            "hy-snappy-dict.parquet", NULL);
+  g_autofree char *exp_path = g_build_filename (src ? src : ".", "tests", "fixtures", "io", "parquet",
+                                                "expected.json", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  g_assert_true (json_parser_load_from_file (p, exp_path, &error));
+  JsonArray *rows = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)), "rows");
+  guint with_text = 0, first_text = G_MAXUINT, null_content = 0;
+  for (guint k = 0; k < json_array_get_length (rows); k++)
+    {
+      JsonObject *r = json_array_get_object_element (rows, k);
+      if (!json_object_get_null_member (r, "text"))
+        {
+          with_text++;
+          first_text = MIN (first_text, k);
+        }
+      JsonNode *mn = json_object_get_member (r, "messages");
+      JsonArray *m = mn && JSON_NODE_HOLDS_ARRAY (mn) ? json_node_get_array (mn) : NULL;
+      for (guint j = 0; m && j < json_array_get_length (m); j++)
+        {
+          JsonNode *el = json_array_get_element (m, j);
+          null_content += JSON_NODE_HOLDS_OBJECT (el) && json_object_get_null_member (json_node_get_object (el), "content");
+        }
+    }
+  HnDatasetOptions o;
+  hn_dataset_options_init (&o);
+  o.shape = HN_DATASET_SHAPE_TEXT;
+  o.pack = FALSE;
+  o.on_error = HN_DATASET_ON_ERROR_SKIP;
+  g_autoptr (HnDataset) ds = hn_dataset_load (path, tok, &o, &error);
+  g_assert_no_error (error);
+  const HnDatasetStats *s = hn_dataset_get_stats (ds);
+  g_assert_cmpuint (s->rows_read, ==, json_array_get_length (rows));
+  g_assert_cmpuint (s->rows_skipped, ==, json_array_get_length (rows) - with_text);
+  g_assert_cmpuint (hn_dataset_get_n_examples (ds), ==, with_text);
+  HnExample e;
+  hn_dataset_get_example (ds, 0, &e);
+  g_autoptr (GArray) want = encode (json_object_get_string_member (json_array_get_object_element (rows, first_text), "text"));
+  g_assert_cmpuint (e.n_tokens, ==, want->len + 2);
+  g_assert_cmpmem (e.ids + 1, want->len * sizeof (int32_t), want->data, want->len * sizeof (int32_t));
+
+  /* auto: the messages column wins; chat rows with a null content are malformed */
+  hn_dataset_options_init (&o);
+  o.chat_template = zephyr_template;
+  o.on_error = HN_DATASET_ON_ERROR_SKIP;
+  g_autoptr (HnDataset) chat = hn_dataset_load (path, tok, &o, &error);
+  g_assert_no_error (error);
+  s = hn_dataset_get_stats (chat);
+  g_assert_cmpint (s->shape, ==, HN_DATASET_SHAPE_MESSAGES);
+  g_assert_cmpuint (null_content, >, 0);
+  g_assert_cmpuint (s->rows_skipped, >, 0);
+  g_assert_nonnull (strstr (s->first_skip_reason, "hy-snappy-dict.parquet: row "));
+  g_assert_cmpuint (s->rows_used + s->rows_skipped, ==, json_array_get_length (rows));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -671,6 +733,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dataset/split", test_split);
   g_test_add_func ("/dataset/preview", test_preview);
   g_test_add_func ("/dataset/qwen3-chat", test_qwen3_chat);
+  g_test_add_func ("/dataset/parquet", test_parquet);
   g_test_add_func ("/dataset/qwen3-parity-ids", test_qwen3_parity_ids);
   int rc = g_test_run ();
   hn_tokenizer_unref (tok);
