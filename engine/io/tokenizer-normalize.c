@@ -115,7 +115,7 @@ charsmap_apply (const HnCharsMap *m, const char *s)
 
 /* SentencePiece normalizer_spec: sentencepiece/src/normalizer.cc Normalize(). */
 static char *
-spm_apply (const HnNormalizer *n, const char *s)
+spm_apply (const HnNormalizer *n, const char *s, gboolean at_start)
 {
   gsize len = strlen (s);
   GString *out = g_string_sized_new (len + 8);
@@ -133,7 +133,7 @@ spm_apply (const HnNormalizer *n, const char *s)
       }
   if (i >= len)
     return g_string_free (out, FALSE);
-  if (n->add_dummy_prefix)
+  if (n->add_dummy_prefix && (at_start || !n->dummy_prefix_first_only))
     g_string_append (out, space);
   gboolean prev_space = n->remove_extra_ws;
   while (i < len)
@@ -309,6 +309,12 @@ replace_literal (const char *s, const char *pattern, const char *content)
 char *
 hn_normalizer_apply (const HnNormalizer *n, const char *s)
 {
+  return hn_normalizer_apply_at (n, s, TRUE);
+}
+
+char *
+hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start)
+{
   switch (n->type)
     {
     case HN_NORM_SEQUENCE:
@@ -316,7 +322,7 @@ hn_normalizer_apply (const HnNormalizer *n, const char *s)
         char *cur = g_strdup (s);
         for (guint i = 0; i < n->children->len; i++)
           {
-            char *next = hn_normalizer_apply (g_ptr_array_index (n->children, i), cur);
+            char *next = hn_normalizer_apply_at (g_ptr_array_index (n->children, i), cur, at_start);
             g_free (cur);
             cur = next;
           }
@@ -360,7 +366,7 @@ hn_normalizer_apply (const HnNormalizer *n, const char *s)
     case HN_NORM_NMT:
       return nmt_apply (s);
     case HN_NORM_SPM:
-      return spm_apply (n, s);
+      return spm_apply (n, s, at_start);
     }
   g_return_val_if_reached (g_strdup (s));
 }

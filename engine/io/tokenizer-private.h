@@ -33,11 +33,14 @@ struct _HnNormalizer {
   gboolean clean_text, chinese_chars, strip_accents, lowercase; /* BERT */
   HnCharsMap *charsmap;     /* PRECOMPILED, SPM (may be NULL for identity) */
   gboolean add_dummy_prefix, remove_extra_ws, escape_ws; /* SPM */
+  gboolean dummy_prefix_first_only; /* SPM with legacy=false: only at the start of the input */
 };
 
 HnNormalizer *hn_normalizer_from_json (JsonNode *node, const char *file, GError **error);
 void hn_normalizer_free (HnNormalizer *n);
 char *hn_normalizer_apply (const HnNormalizer *n, const char *s);
+/* `at_start`: s begins the whole input (SentencePiece legacy=false prefix). */
+char *hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start);
 /* Parses a precompiled_charsmap blob (SentencePiece / tokenizer.json). */
 HnCharsMap *hn_charsmap_new (const guint8 *data, gsize len, const char *file, GError **error);
 void hn_charsmap_free (HnCharsMap *m);

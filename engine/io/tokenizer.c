@@ -240,7 +240,7 @@ static void
 encode_normalized_segment (HnTokenizer *tok, const char *raw, gsize len, gboolean at_start, GArray *out)
 {
   g_autofree char *seg = g_strndup (raw, len);
-  g_autofree char *norm = tok->normalizer ? hn_normalizer_apply (tok->normalizer, seg) : g_steal_pointer (&seg);
+  g_autofree char *norm = tok->normalizer ? hn_normalizer_apply_at (tok->normalizer, seg, at_start) : g_steal_pointer (&seg);
   if (!tok->has_normalized_added)
     {
       encode_text (tok, norm, at_start, out);
@@ -915,6 +915,12 @@ apply_config (HnTokenizer *tok, const char *dir, GError **error)
                      : json_node_get_value_type (n) == G_TYPE_DOUBLE ? json_node_get_double (n) : 0.0;
           tok->model_max_length = v > 0 && v <= (double) (G_GUINT64_CONSTANT (1) << 40) ? (guint64) v : 0;
         }
+      /* LlamaTokenizer with legacy=false: the SentencePiece dummy prefix goes
+       * only at the start of the input, not after each special token. */
+      n = json_object_get_member (cfg, "legacy");
+      if (n && json_node_get_value_type (n) == G_TYPE_BOOLEAN && !json_node_get_boolean (n) && tok->normalizer
+          && tok->normalizer->type == HN_NORM_SPM)
+        tok->normalizer->dummy_prefix_first_only = TRUE;
       /* transformers' Llama/Gemma fast tokenizers rebuild the post-processor
        * from add_bos_token/add_eos_token. */
       const char *cls = hn_tok_json_str (cfg, "tokenizer_class");

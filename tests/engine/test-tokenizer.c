@@ -6,6 +6,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static char *
 shared_path (const char *rel)
@@ -393,6 +394,98 @@ test_gpt2_stream (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* LlamaTokenizer legacy=false: no dummy prefix after a special token. */
+static void
+test_spm_legacy_false (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hn-tok-legacy-XXXXXX", NULL);
+  g_autofree char *model = shared_path ("tokenizers/llama2/tokenizer.model");
+  g_autofree char *link = g_build_filename (dir, "tokenizer.model", NULL);
+  g_autofree char *cfg = g_build_filename (dir, "tokenizer_config.json", NULL);
+  g_assert_cmpint (symlink (model, link), ==, 0);
+  g_assert_true (g_file_set_contents (cfg, "{\"legacy\": false, \"add_bos_token\": true, \"bos_token\": \"<s>\"}", -1, NULL));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTokenizer) legacy = load_shared ("tokenizers/llama2/tokenizer.model");
+  int32_t hello = hn_tokenizer_token_to_id (tok, "Hello"), uhello = hn_tokenizer_token_to_id (tok, "\xe2\x96\x81Hello");
+  g_assert_cmpint (hello, >=, 0);
+  g_assert_cmpint (uhello, ==, 15043);
+  g_autoptr (GArray) a = encode (tok, "<s>Hello", FALSE);
+  g_autoptr (GArray) b = encode (legacy, "<s>Hello", FALSE);
+  g_assert_cmpuint (a->len, ==, 2);
+  g_assert_cmpint (g_array_index (a, int32_t, 1), ==, hello);
+  g_assert_cmpuint (b->len, ==, 2);
+  g_assert_cmpint (g_array_index (b, int32_t, 1), ==, uhello);
+  /* the start of the text still gets it */
+  g_autoptr (GArray) c = encode (tok, "Hello", TRUE);
+  g_assert_cmpuint (c->len, ==, 2);
+  g_assert_cmpint (g_array_index (c, int32_t, 0), ==, 1);
+  g_assert_cmpint (g_array_index (c, int32_t, 1), ==, uhello);
+  g_unlink (link);
+  g_unlink (cfg);
+  g_rmdir (dir);
+}
+
+/* One tokenizer, several threads: the word cache is shared. */
+typedef struct {
+  HnTokenizer *tok;
+  GPtrArray *lines;
+  GPtrArray *expected; /* GArray* per line */
+  gboolean ok;
+} ThreadJob;
+
+static gpointer
+thread_encode (gpointer data)
+{
+  ThreadJob *job = data;
+  job->ok = TRUE;
+  for (int round = 0; round < 3; round++)
+    for (guint i = 0; i < job->lines->len; i++)
+      {
+        g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+        if (!hn_tokenizer_encode (job->tok, g_ptr_array_index (job->lines, i), -1, TRUE, ids, NULL))
+          job->ok = FALSE;
+        GArray *want = g_ptr_array_index (job->expected, i);
+        if (ids->len != want->len || memcmp (ids->data, want->data, ids->len * 4) != 0)
+          job->ok = FALSE;
+      }
+  return NULL;
+}
+
+static void
+test_threads (void)
+{
+  const char *names[] = { "tokenizers/llama2/tokenizer.json", "tokenizers/gpt2" };
+  for (gsize t = 0; t < G_N_ELEMENTS (names); t++)
+    {
+      g_autoptr (HnTokenizer) tok = load_shared (names[t]);
+      g_autoptr (GPtrArray) lines = text_lines ("datasets/botchan.txt", 300);
+      g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+      g_autoptr (HnTokenizer) fresh = NULL;
+      {
+        /* expected ids from a separate, single-threaded instance */
+        g_autofree char *p = shared_path (names[t]);
+        fresh = hn_tokenizer_load (p, NULL);
+        g_assert_nonnull (fresh);
+      }
+      for (guint i = 0; i < lines->len; i++)
+        g_ptr_array_add (expected, encode (fresh, g_ptr_array_index (lines, i), TRUE));
+      ThreadJob jobs[4];
+      GThread *threads[4];
+      for (int k = 0; k < 4; k++)
+        {
+          jobs[k] = (ThreadJob) { tok, lines, expected, FALSE };
+          threads[k] = g_thread_new ("encode", thread_encode, &jobs[k]);
+        }
+      for (int k = 0; k < 4; k++)
+        {
+          g_thread_join (threads[k]);
+          g_assert_true (jobs[k].ok);
+        }
+    }
+}
+
 /* ---- corrupt files ---- */
 
 static void
@@ -507,6 +600,8 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/bert", test_bert);
   g_test_add_func ("/tokenizer/gpt2-stream", test_gpt2_stream);
   g_test_add_func ("/tokenizer/corrupt", test_corrupt);
+  g_test_add_func ("/tokenizer/spm-legacy-false", test_spm_legacy_false);
+  g_test_add_func ("/tokenizer/threads", test_threads);
   g_test_add_func ("/tokenizer/speed/qwen3", test_speed_qwen);
   g_test_add_func ("/tokenizer/speed/gpt2", test_speed_gpt2);
   g_test_add_func ("/tokenizer/speed/llama-json", test_speed_llama);
