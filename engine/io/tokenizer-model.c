@@ -176,6 +176,17 @@ tokenize_chunk (HnModel *m, const char *word, gsize len, GArray *out)
     case HN_MODEL_UNIGRAM:
       hn_unigram_tokenize (m, word, len, out);
       break;
+    case HN_MODEL_WORDLEVEL:
+      {
+        /* the whole word or <unk> */
+        g_autofree char *w = g_strndup (word, len);
+        int32_t id = hn_model_lookup (m, w);
+        if (id < 0)
+          id = m->unk_id;
+        if (id >= 0)
+          g_array_append_val (out, id);
+        break;
+      }
     }
   if (cacheable)
     {
@@ -276,6 +287,14 @@ hn_model_from_json (JsonObject *mo, const HnTokJsonSpan *big, const char *file, 
           return NULL;
         }
     }
+  else if (g_str_equal (type, "WordLevel"))
+    {
+      m = hn_model_new (HN_MODEL_WORDLEVEL);
+      if (!read_vocab_object (m, mo, big, file, error))
+        return NULL;
+      const char *unk = hn_tok_json_str (mo, "unk_token");
+      m->unk_id = unk ? hn_model_lookup (m, unk) : -1;
+    }
   else if (g_str_equal (type, "Unigram"))
     {
       m = hn_model_new (HN_MODEL_UNIGRAM);
@@ -304,7 +323,7 @@ hn_model_from_json (JsonObject *mo, const HnTokJsonSpan *big, const char *file, 
     }
   else
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tokenizer model type '%s' is not supported (BPE, WordPiece, Unigram are)",
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tokenizer model type '%s' is not supported (BPE, WordPiece, WordLevel, Unigram are)",
                    file, type);
       return NULL;
     }

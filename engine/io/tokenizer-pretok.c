@@ -326,6 +326,16 @@ apply_one (const HnPretok *p, char *piece, gboolean first, GPtrArray *out)
     case HN_PRETOK_PUNCTUATION:
       split_chars (is_punct, piece, p->behavior, out);
       break;
+    case HN_PRETOK_CHAR_DELIMITER:
+      {
+        char d[8];
+        d[g_unichar_to_utf8 (p->delimiter, d)] = '\0';
+        g_auto (GStrv) parts = g_strsplit (piece, d, -1);
+        for (guint i = 0; parts[i]; i++)
+          if (*parts[i])
+            g_ptr_array_add (out, g_strdup (parts[i]));
+        break;
+      }
     }
 }
 
@@ -520,6 +530,17 @@ hn_pretok_from_json (JsonNode *node, const char *file, GError **error)
     {
       p->type = HN_PRETOK_DIGITS;
       p->individual_digits = hn_tok_json_bool (o, "individual_digits", FALSE);
+    }
+  else if (g_str_equal (type, "CharDelimiterSplit"))
+    {
+      p->type = HN_PRETOK_CHAR_DELIMITER;
+      const char *d = hn_tok_json_str (o, "delimiter");
+      if (!d || !*d || g_utf8_strlen (d, -1) != 1)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: CharDelimiterSplit needs a one-character delimiter", file);
+          return NULL;
+        }
+      p->delimiter = g_utf8_get_char (d);
     }
   else if (g_str_equal (type, "Punctuation"))
     {

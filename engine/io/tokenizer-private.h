@@ -50,7 +50,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnNormalizer, hn_normalizer_free)
 typedef enum {
   HN_PRETOK_SEQUENCE, HN_PRETOK_BYTE_LEVEL, HN_PRETOK_SPLIT, HN_PRETOK_METASPACE,
   HN_PRETOK_WHITESPACE, HN_PRETOK_WHITESPACE_SPLIT, HN_PRETOK_BERT, HN_PRETOK_DIGITS,
-  HN_PRETOK_PUNCTUATION,
+  HN_PRETOK_PUNCTUATION, HN_PRETOK_CHAR_DELIMITER,
 } HnPretokType;
 
 typedef enum {
@@ -73,6 +73,7 @@ struct _HnPretok {
   HnPrependScheme prepend_scheme;
   gboolean split;             /* METASPACE */
   gboolean individual_digits; /* DIGITS */
+  gunichar delimiter;         /* CHAR_DELIMITER */
 };
 
 HnPretok *hn_pretok_from_json (JsonNode *node, const char *file, GError **error);
@@ -89,7 +90,7 @@ gunichar hn_byte_level_char (guint8 b);
 int hn_byte_level_byte (gunichar c); /* -1 when c is not in the table */
 
 /* ---- models (tokenizer-bpe.c, -wordpiece.c, -unigram.c) ---- */
-typedef enum { HN_MODEL_BPE, HN_MODEL_SPM_BPE, HN_MODEL_WORDPIECE, HN_MODEL_UNIGRAM } HnModelType;
+typedef enum { HN_MODEL_BPE, HN_MODEL_SPM_BPE, HN_MODEL_WORDPIECE, HN_MODEL_UNIGRAM, HN_MODEL_WORDLEVEL } HnModelType;
 
 typedef struct _HnMergeTable HnMergeTable;
 

@@ -196,6 +196,13 @@ test_bpe_options (void)
 }
 
 static void
+test_wordlevel (void)
+{
+  const char *model = "{\"type\": \"WordLevel\", \"unk_token\": \"<unk>\", \"vocab\": {\"<unk>\": 0, \"hi\": 1, \"there\": 2}}";
+  check (model, NULL, "{\"type\": \"CharDelimiterSplit\", \"delimiter\": \"_\"}", NULL, "hi_there__you", "hi|there|<unk>");
+}
+
+static void
 test_unigram (void)
 {
   /* scores: "▁ab" beats "▁"+"ab"; "▁b"+"a" beats "▁"+"b"+"a"; an unknown
@@ -334,6 +341,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/components/added-tokens", test_added_tokens);
   g_test_add_func ("/tokenizer/components/bpe-options", test_bpe_options);
   g_test_add_func ("/tokenizer/components/unigram", test_unigram);
+  g_test_add_func ("/tokenizer/components/wordlevel", test_wordlevel);
   g_test_add_func ("/tokenizer/components/decoders", test_decoders);
   g_test_add_func ("/tokenizer/components/post-processors", test_post_processors);
   g_test_add_func ("/tokenizer/components/bad", test_bad_components);

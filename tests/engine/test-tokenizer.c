@@ -517,8 +517,8 @@ test_corrupt (void)
   expect_load_error (dir, "tokenizer.json",
                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}}", -1,
                      HN_ERROR_CORRUPT, "used by two tokens");
-  expect_load_error (dir, "tokenizer.json", "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0}}}", -1,
-                     HN_ERROR_UNSUPPORTED, "WordLevel");
+  expect_load_error (dir, "tokenizer.json", "{\"model\": {\"type\": \"Mystery\", \"vocab\": {\"a\": 0}}}", -1,
+                     HN_ERROR_UNSUPPORTED, "Mystery");
   expect_load_error (dir, "tokenizer.json",
                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
                      " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}",
