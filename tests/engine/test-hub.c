@@ -558,6 +558,32 @@ test_pull_model (void)
   rm_rf (cache);
 }
 
+/* With HN_IO_EXPORT_DIR set, pulls org/tiny and org/ds into
+ * $HN_IO_EXPORT_DIR/hub-cache and keeps it, for check_reference.py to scan
+ * with huggingface_hub. */
+static void
+test_export (void)
+{
+  const char *out = g_getenv ("HN_IO_EXPORT_DIR");
+  if (!out)
+    {
+      g_test_skip ("set HN_IO_EXPORT_DIR to export a cache for the reference check");
+      return;
+    }
+  g_autofree char *cache = g_build_filename (out, "hub-cache", NULL);
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_auto (GStrv) files = hn_hub_resolve_dataset (hub, "org/ds", NULL, NULL, NULL, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_autofree char *info = g_build_filename (out, "hub-cache.json", NULL);
+  g_autofree char *text = g_strdup_printf ("{\"commit\": \"%s\", \"model\": \"org/tiny\", \"model_files\": "
+                                           "[\"config.json\", \"model.safetensors\", \"pytorch_model.bin\", "
+                                           "\"nested/deeper/extra.json\"], \"dataset\": \"org/ds\"}\n", COMMIT);
+  g_assert_true (g_file_set_contents (info, text, -1, NULL));
+}
+
 static void
 test_errors (void)
 {
@@ -781,6 +807,7 @@ main (int argc, char **argv)
   start_server ();
   g_test_add_func ("/hub/pull-model", test_pull_model);
   g_test_add_func ("/hub/errors", test_errors);
+  g_test_add_func ("/hub/export", test_export);
   g_test_add_func ("/hub/resume", test_resume);
   g_test_add_func ("/hub/dataset", test_dataset);
   g_test_add_func ("/hub/pick-files", test_pick_files);

@@ -519,6 +519,74 @@ test_stories260k (void)
   rm_rf (tmp);
 }
 
+static void
+copy_file (const char *from_dir, const char *to_dir, const char *name)
+{
+  g_autofree char *a = g_build_filename (from_dir, name, NULL);
+  g_autofree char *b = g_build_filename (to_dir, name, NULL);
+  g_autofree char *data = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (a, &data, &len, NULL));
+  g_assert_true (g_file_set_contents (b, data, (gssize) len, NULL));
+}
+
+/* With HN_IO_EXPORT_DIR set, leaves files written here for
+ * tests/fixtures/io/check_reference.py to load with the Python safetensors
+ * library and transformers: a mixed-dtype file (and the values it holds, as
+ * JSON) and stories260K re-sharded by our writer. */
+static void
+test_export (void)
+{
+  const char *out = g_getenv ("HN_IO_EXPORT_DIR");
+  if (!out)
+    {
+      g_test_skip ("set HN_IO_EXPORT_DIR to export files for the reference check");
+      return;
+    }
+  g_autofree char *sdir = g_build_filename (out, "safetensors", NULL);
+  g_assert_true (g_mkdir_with_parents (sdir, 0755) == 0);
+  float f32[15];
+  guint16 f16[7], bf16[7];
+  gint64 i64[4];
+  guint8 u8[3];
+  g_autoptr (HnSafetensorsWriter) w = make_writer (f32, f16, bf16, i64, u8);
+  g_autofree char *mixed = g_build_filename (sdir, "mixed.safetensors", NULL);
+  g_assert_true (hn_safetensors_writer_write_file (w, mixed, NULL));
+  g_autoptr (GString) js = g_string_new ("{\"b.weight\": [");
+  for (int i = 0; i < 15; i++)
+    g_string_append_printf (js, "%s%.9g", i ? ", " : "", f32[i]);
+  g_string_append (js, "], \"a.half\": [");
+  for (int i = 0; i < 7; i++)
+    g_string_append_printf (js, "%s%.9g", i ? ", " : "", hn_st_f16_to_f32 (f16[i]));
+  g_string_append (js, "], \"c.bf16\": [");
+  for (int i = 0; i < 7; i++)
+    g_string_append_printf (js, "%s%.9g", i ? ", " : "", hn_st_bf16_to_f32 (bf16[i]));
+  g_string_append (js, "], \"d.ids\": [");
+  for (int i = 0; i < 4; i++)
+    g_string_append_printf (js, "%s%" G_GINT64_FORMAT, i ? ", " : "", i64[i]);
+  g_string_append (js, "], \"e.mask\": [0, 100, 200], \"f.scalar\": 42.0, \"g.empty\": [0, 4]}\n");
+  g_autofree char *jpath = g_build_filename (sdir, "mixed.json", NULL);
+  g_assert_true (g_file_set_contents (jpath, js->str, -1, NULL));
+
+  const char *shared = g_getenv ("HN_SHARED_DIR");
+  g_autofree char *src = g_build_filename (shared ? shared : "../shared", "models", "stories260K", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (src, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensorsWriter) w2 = hn_safetensors_writer_new ();
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      g_assert_true (hn_safetensors_writer_add (w2, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, FALSE, NULL));
+    }
+  g_autofree char *mdir = g_build_filename (out, "stories260K-resharded", NULL);
+  g_assert_true (hn_safetensors_writer_write_dir (w2, mdir, "model", 300 * 1024, &error));
+  g_assert_no_error (error);
+  const char *files[] = { "config.json", "tokenizer.json", "tokenizer_config.json", "expected-greedy-ids.txt" };
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++)
+    copy_file (src, mdir, files[i]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -529,5 +597,6 @@ main (int argc, char **argv)
   g_test_add_func ("/safetensors/corrupt", test_corrupt);
   g_test_add_func ("/safetensors/fuzz", test_fuzz);
   g_test_add_func ("/safetensors/stories260k", test_stories260k);
+  g_test_add_func ("/safetensors/export", test_export);
   return g_test_run ();
 }
