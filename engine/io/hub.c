@@ -8,6 +8,7 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #define MAX_API_REPLY (64u << 20)
@@ -790,6 +791,60 @@ download_attempt (HnHub *hub, const char *repo_id, const char *path, FileMeta *m
   return TRUE;
 }
 
+/* The lock huggingface_hub takes for a blob (<cache>/.locks/<repo>/<etag>.lock
+ * with flock, which Python's filelock uses on Unix), so a Python tool and we
+ * never write the same .incomplete file at once. Returns the fd, or -1 with
+ * an error (cancelled while waiting, or the lock file cannot be made). */
+static int
+lock_blob (HnHub *hub, const char *storage, const char *etag, GCancellable *cancellable, GError **error)
+{
+  g_autofree char *repo_folder = g_path_get_basename (storage);
+  g_autofree char *dir = g_build_filename (hub->cache_dir, ".locks", repo_folder, NULL);
+  if (!hn_mkdir_p (dir, error))
+    return -1;
+  g_autofree char *name = g_strdup_printf ("%s.lock", etag);
+  g_autofree char *path = g_build_filename (dir, name, NULL);
+  int fd = g_open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", path, g_strerror (e));
+      return -1;
+    }
+  gboolean told = FALSE;
+  while (flock (fd, LOCK_EX | LOCK_NB) != 0)
+    {
+      if (errno != EWOULDBLOCK && errno != EINTR)
+        {
+          int e = errno;
+          close (fd);
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot lock %s: %s", path, g_strerror (e));
+          return -1;
+        }
+      if (g_cancellable_is_cancelled (cancellable))
+        {
+          close (fd);
+          g_set_error (error, HN_ERROR, HN_ERROR_CANCELLED, "download cancelled");
+          return -1;
+        }
+      if (!told)
+        g_message ("waiting for another download of the same file to finish (%s)", path);
+      told = TRUE;
+      g_usleep (G_USEC_PER_SEC / 10);
+    }
+  return fd;
+}
+
+static void
+unlock_blob (int fd)
+{
+  if (fd >= 0)
+    {
+      flock (fd, LOCK_UN);
+      close (fd);
+    }
+}
+
 static char *
 cached_file (const char *storage, const char *revision, const char *path)
 {
@@ -858,27 +913,37 @@ hn_hub_download_file (HnHub *hub, HnHubRepoType type, const char *repo_id, const
     }
   if (!hn_mkdir_p (blobs, error))
     return NULL;
-  g_autofree char *incomplete = g_strdup_printf ("%s.incomplete", blob);
-  for (int attempt = 1;; attempt++)
+  int lock = lock_blob (hub, storage, m.etag, cancellable, error);
+  if (lock < 0)
+    return NULL;
+  /* Another process may have finished the blob while we waited. */
+  if (!(g_stat (blob, &sb) == 0 && (m.size == 0 || (guint64) sb.st_size == m.size)))
     {
-      g_autoptr (GError) aerr = NULL;
-      gboolean retry = FALSE;
-      if (download_attempt (hub, repo_id, path, &m, incomplete, &retry, cancellable, &aerr))
-        break;
-      if (!retry || attempt >= MAX_ATTEMPTS)
+      g_autofree char *incomplete = g_strdup_printf ("%s.incomplete", blob);
+      for (int attempt = 1;; attempt++)
         {
-          g_propagate_error (error, g_steal_pointer (&aerr));
+          g_autoptr (GError) aerr = NULL;
+          gboolean retry = FALSE;
+          if (download_attempt (hub, repo_id, path, &m, incomplete, &retry, cancellable, &aerr))
+            break;
+          if (!retry || attempt >= MAX_ATTEMPTS)
+            {
+              unlock_blob (lock);
+              g_propagate_error (error, g_steal_pointer (&aerr));
+              return NULL;
+            }
+          g_message ("%s: %s; resuming (attempt %d of %d)", repo_id, aerr->message, attempt + 1, MAX_ATTEMPTS);
+          g_usleep (G_USEC_PER_SEC / 10 * attempt);
+        }
+      if (g_rename (incomplete, blob) != 0)
+        {
+          int e = errno;
+          unlock_blob (lock);
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot move %s into place: %s", blob, g_strerror (e));
           return NULL;
         }
-      g_message ("%s: %s; resuming (attempt %d of %d)", repo_id, aerr->message, attempt + 1, MAX_ATTEMPTS);
-      g_usleep (G_USEC_PER_SEC / 10 * attempt);
     }
-  if (g_rename (incomplete, blob) != 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot move %s into place: %s", blob, g_strerror (e));
-      return NULL;
-    }
+  unlock_blob (lock);
   if (!make_pointer (storage, m.commit, path, m.etag, error))
     return NULL;
   return g_steal_pointer (&pointer);

@@ -12,6 +12,8 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #define COMMIT "0123456789abcdef0123456789abcdef01234567"
@@ -671,6 +673,50 @@ test_resume (void)
   rm_rf (cache);
 }
 
+typedef struct {
+  HnHub *hub;
+  char *path;
+  GError *error;
+} LockJob;
+
+static gpointer
+lock_job (gpointer data)
+{
+  LockJob *j = data;
+  j->path = hn_hub_download_file (j->hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, "model.safetensors", NULL, &j->error);
+  return NULL;
+}
+
+/* A blob locked by another process the way huggingface_hub locks it
+ * (flock on .locks/<repo>/<etag>.lock) is waited for, not written twice. */
+static void
+test_lock (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-hub-XXXXXX", NULL);
+  FakeFile *f = find_file ("models/org/tiny", "model.safetensors");
+  g_autofree char *ldir = g_build_filename (cache, ".locks", "models--org--tiny", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (ldir, 0755), ==, 0);
+  g_autofree char *lname = g_strdup_printf ("%s.lock", f->sha256);
+  g_autofree char *lpath = g_build_filename (ldir, lname, NULL);
+  int fd = open (lpath, O_RDWR | O_CREAT, 0644);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (flock (fd, LOCK_EX), ==, 0);
+  LockJob j = { new_hub (cache), NULL, NULL };
+  int bodies = counter (&hub_srv.get_bodies);
+  GThread *t = g_thread_new ("lock-job", lock_job, &j);
+  g_usleep (G_USEC_PER_SEC * 3 / 10);
+  g_assert_cmpint (counter (&hub_srv.get_bodies), ==, bodies); /* still waiting */
+  flock (fd, LOCK_UN);
+  close (fd);
+  g_thread_join (t);
+  g_assert_no_error (j.error);
+  g_assert_nonnull (j.path);
+  g_assert_cmpint (counter (&hub_srv.get_bodies), ==, bodies + 1);
+  g_free (j.path);
+  hn_hub_free (j.hub);
+  rm_rf (cache);
+}
+
 static void
 test_dataset (void)
 {
@@ -809,6 +855,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hub/errors", test_errors);
   g_test_add_func ("/hub/export", test_export);
   g_test_add_func ("/hub/resume", test_resume);
+  g_test_add_func ("/hub/lock", test_lock);
   g_test_add_func ("/hub/dataset", test_dataset);
   g_test_add_func ("/hub/pick-files", test_pick_files);
   g_test_add_func ("/hub/cli-pull", test_cli_pull);
