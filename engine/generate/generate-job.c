@@ -98,7 +98,7 @@ hn_generate_options_from_config (HnGenerateOptions *o, const HnGenerationConfig 
 }
 
 static gboolean
-parse_ids (const char *text, GArray *out, GError **error)
+parse_ids (const char *flag, const char *text, GArray *out, GError **error)
 {
   g_auto (GStrv) parts = g_strsplit_set (text, ", \t\n", -1);
   for (char **p = parts; *p; p++)
@@ -109,7 +109,7 @@ parse_ids (const char *text, GArray *out, GError **error)
       gint64 v = g_ascii_strtoll (*p, &end, 10);
       if (!end || *end || v < 0 || v > G_MAXINT32)
         {
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--input-ids: \"%s\" is not a token id", *p);
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: \"%s\" is not a token id", flag, *p);
           return FALSE;
         }
       int32_t x = (int32_t) v;
@@ -117,7 +117,7 @@ parse_ids (const char *text, GArray *out, GError **error)
     }
   if (out->len == 0)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--input-ids has no ids");
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s has no ids", flag);
       return FALSE;
     }
   return TRUE;
@@ -228,8 +228,41 @@ build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGene
   SET_DBL ("typical-p", typical_p);
   SET_DBL ("repetition-penalty", repetition_penalty);
   SET_DBL ("length-penalty", length_penalty);
+  SET_DBL ("epsilon-cutoff", epsilon_cutoff);
+  SET_DBL ("eta-cutoff", eta_cutoff);
 #undef SET_INT
 #undef SET_DBL
+  const char *sup = hn_job_spec_get_string (spec, "suppress-tokens");
+  if (sup)
+    {
+      g_clear_pointer (&o->suppress_tokens, g_array_unref);
+      o->suppress_tokens = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      if (!parse_ids ("--suppress-tokens", sup, o->suppress_tokens, error))
+        return FALSE;
+    }
+  const char *eos = hn_job_spec_get_string (spec, "eos-token-id");
+  if (eos)
+    {
+      g_array_set_size (o->eos_token_ids, 0);
+      if (!parse_ids ("--eos-token-id", eos, o->eos_token_ids, error))
+        return FALSE;
+    }
+  const char *bad = hn_job_spec_get_string (spec, "bad-words-ids");
+  if (bad)
+    {
+      g_clear_pointer (&o->bad_words_ids, g_ptr_array_unref);
+      o->bad_words_ids = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+      g_auto (GStrv) seqs = g_strsplit (bad, ";", -1);
+      for (char **q = seqs; *q; q++)
+        {
+          if (!*g_strstrip (*q))
+            continue;
+          GArray *w = g_array_new (FALSE, FALSE, sizeof (int32_t));
+          g_ptr_array_add (o->bad_words_ids, w);
+          if (!parse_ids ("--bad-words-ids", *q, w, error))
+            return FALSE;
+        }
+    }
   if (hn_job_spec_is_set (spec, "min-p"))
     {
       double mp = hn_job_spec_get_double (spec, "min-p");
@@ -296,7 +329,7 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
     {
       GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_ptr_array_add (prompts, ids);
-      ok = parse_ids (ids_text, ids, error);
+      ok = parse_ids ("--input-ids", ids_text, ids, error);
     }
   g_autoptr (GPtrArray) texts_in = g_ptr_array_new_with_free_func (g_free);
   for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); ok && p && *p; p++)
@@ -383,7 +416,8 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
           ok = FALSE;
           break;
         }
-      hn_job_emit_token (job, i, -1, "\n");
+      if (opt.num_beams == 1)
+        hn_job_emit_token (job, i, -1, "\n");
       hn_job_log (job, HN_LOG_INFO, "prompt %u: %d prompt tokens, %d generated in %.2f s (%.1f tokens/s, prefill %.3f s), stop: %s",
                   i, r->n_prompt, r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9),
                   r->prefill_seconds, r->stop_reason);

@@ -223,6 +223,21 @@ const HnOptionInfo hn_option_table[] = {
   { "no-repeat-ngram-size", HN_OPTION_INT, "0", 0, 1024, NULL, N_("No-repeat n-gram"),
     N_("Never repeat an n-gram of this size (0: off)"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "N" },
+  { "epsilon-cutoff", HN_OPTION_DOUBLE, "0", 0.0, 1.0, NULL, N_("Epsilon cutoff"),
+    N_("Drop tokens whose probability is below this value (0: off)"),
+    NULL, HN_OPTION_MAX_EXCLUSIVE | HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "P" },
+  { "eta-cutoff", HN_OPTION_DOUBLE, "0", 0.0, 1.0, NULL, N_("Eta cutoff"),
+    N_("Entropy-dependent probability cutoff of eta sampling (0: off)"),
+    NULL, HN_OPTION_MAX_EXCLUSIVE | HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "P" },
+  { "bad-words-ids", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Banned sequences"),
+    N_("Token id sequences never to generate: ids separated by commas, sequences by semicolons"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "IDS;IDS" },
+  { "suppress-tokens", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Suppressed tokens"),
+    N_("Comma-separated token ids that are never generated"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "IDS" },
+  { "eos-token-id", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("End-of-text tokens"),
+    N_("Comma-separated token ids that end generation (default: the model's)"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "IDS" },
   { "num-beams", HN_OPTION_INT, "1", 1, 256, NULL, N_("Beams"),
     N_("Beam search width (1: no beam search)"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "N" },
@@ -316,7 +331,7 @@ const HnJobKindInfo hn_job_kind_table[] = {
   { "transformer-generate", "generate infer", N_("Generate text"),
     "Continue prompts with a Transformer model",
     MODEL_OPTS "lora-adapter-path prompt prompt-file input-ids" SAMPLING_OPTS
-    " num-beams length-penalty early-stopping num-return-sequences generation-config"
+    " epsilon-cutoff eta-cutoff bad-words-ids suppress-tokens eos-token-id num-beams length-penalty early-stopping num-return-sequences generation-config"
     " cache-implementation no-use-cache continuous-batching continuous-batch-max-requests output-json"
     RUN_OPTS HUB_OPTS,
     "model-path|hf-model" },

@@ -115,7 +115,7 @@ hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, 
   if (mode == HN_KV_CACHE_PAGED)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "the paged KV cache is not implemented yet; use --cache-implementation dynamic or --no-use-cache");
+                   "the paged KV cache is not implemented yet; use --cache-implementation contiguous or --no-use-cache");
       return NULL;
     }
   if (max_rows < 1 || max_ctx < 1)
