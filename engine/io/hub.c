@@ -1270,3 +1270,118 @@ hn_hub_resolve_dataset (HnHub *hub, const char *repo_id, const char *config, con
   g_ptr_array_add (out, NULL);
   return (char **) g_ptr_array_free (g_steal_pointer (&out), FALSE);
 }
+
+/* ------------------------------------------------------------ cache scan */
+
+void
+hn_hub_cached_repo_free (HnHubCachedRepo *r)
+{
+  if (!r)
+    return;
+  g_free (r->repo_id);
+  g_free (r->path);
+  g_strfreev (r->snapshots);
+  g_strfreev (r->refs);
+  g_free (r);
+}
+
+static void
+collect_refs (const char *dir, const char *prefix, GPtrArray *out)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *n;
+  while (d && (n = g_dir_read_name (d)))
+    {
+      g_autofree char *p = g_build_filename (dir, n, NULL);
+      g_autofree char *name = prefix ? g_strdup_printf ("%s/%s", prefix, n) : g_strdup (n);
+      if (g_file_test (p, G_FILE_TEST_IS_DIR))
+        {
+          collect_refs (p, name, out);
+          continue;
+        }
+      g_autofree char *c = NULL;
+      if (g_file_get_contents (p, &c, NULL, NULL) && is_commit_hash (g_strstrip (c)))
+        g_ptr_array_add (out, g_strdup_printf ("%s=%s", name, c));
+    }
+}
+
+static int
+cached_repo_cmp (gconstpointer a, gconstpointer b)
+{
+  const HnHubCachedRepo *x = *(HnHubCachedRepo *const *) a, *y = *(HnHubCachedRepo *const *) b;
+  if (x->type != y->type)
+    return x->type < y->type ? -1 : 1;
+  return strcmp (x->repo_id, y->repo_id);
+}
+
+static int
+strv_cmp (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+GPtrArray *
+hn_hub_scan_cache (const char *cache_dir, GError **error)
+{
+  g_autofree char *dir = cache_dir && *cache_dir ? g_strdup (cache_dir) : default_cache_dir ();
+  GPtrArray *repos = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_hub_cached_repo_free);
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GDir) d = g_dir_open (dir, 0, &local);
+  if (!d)
+    {
+      if (g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return repos;
+      g_ptr_array_unref (repos);
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot read the Hub cache %s: %s", dir, local->message);
+      return NULL;
+    }
+  const char *n;
+  while ((n = g_dir_read_name (d)))
+    {
+      HnHubRepoType type;
+      const char *rest;
+      if (g_str_has_prefix (n, "models--"))
+        type = HN_HUB_REPO_MODEL, rest = n + 8;
+      else if (g_str_has_prefix (n, "datasets--"))
+        type = HN_HUB_REPO_DATASET, rest = n + 10;
+      else
+        continue; /* spaces, .locks, foreign files */
+      g_auto (GStrv) parts = g_strsplit (rest, "--", -1);
+      g_autofree char *id = g_strjoinv ("/", parts);
+      if (!hn_hub_validate_repo_id (id, NULL))
+        continue;
+      HnHubCachedRepo *r = g_new0 (HnHubCachedRepo, 1);
+      r->type = type;
+      r->repo_id = g_steal_pointer (&id);
+      r->path = g_build_filename (dir, n, NULL);
+      g_autofree char *blobs = g_build_filename (r->path, "blobs", NULL);
+      g_autoptr (GDir) bd = g_dir_open (blobs, 0, NULL);
+      const char *b;
+      while (bd && (b = g_dir_read_name (bd)))
+        {
+          g_autofree char *bp = g_build_filename (blobs, b, NULL);
+          GStatBuf sb;
+          if (g_stat (bp, &sb) == 0 && S_ISREG (sb.st_mode))
+            r->size_on_disk += (guint64) sb.st_size;
+        }
+      g_autoptr (GPtrArray) snaps = g_ptr_array_new ();
+      g_autofree char *sdir = g_build_filename (r->path, "snapshots", NULL);
+      g_autoptr (GDir) sd = g_dir_open (sdir, 0, NULL);
+      const char *sn;
+      while (sd && (sn = g_dir_read_name (sd)))
+        if (is_commit_hash (sn))
+          g_ptr_array_add (snaps, g_strdup (sn));
+      g_ptr_array_sort (snaps, strv_cmp);
+      g_ptr_array_add (snaps, NULL);
+      r->snapshots = (char **) g_ptr_array_free (g_steal_pointer (&snaps), FALSE);
+      g_autoptr (GPtrArray) refs = g_ptr_array_new ();
+      g_autofree char *rdir = g_build_filename (r->path, "refs", NULL);
+      collect_refs (rdir, NULL, refs);
+      g_ptr_array_sort (refs, strv_cmp);
+      g_ptr_array_add (refs, NULL);
+      r->refs = (char **) g_ptr_array_free (g_steal_pointer (&refs), FALSE);
+      g_ptr_array_add (repos, r);
+    }
+  g_ptr_array_sort (repos, cached_repo_cmp);
+  return repos;
+}

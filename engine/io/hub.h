@@ -120,6 +120,22 @@ char **hn_hub_dataset_pick_files (const char *const *paths, const char *repo_id,
 
 void hn_hub_file_free (HnHubFile *f);
 
+/* What is in a cache (like huggingface_hub's scan_cache_dir), for a model
+ * picker: one entry per repo folder, sorted by type then id. */
+typedef struct {
+  HnHubRepoType type;
+  char *repo_id;             /* "org/name" */
+  char *path;                /* <cache>/models--org--name */
+  guint64 size_on_disk;      /* bytes in blobs/ */
+  char **snapshots;          /* commit hashes with a snapshot folder, NULL-terminated */
+  char **refs;               /* "main=<commit>", ... NULL-terminated */
+} HnHubCachedRepo;
+
+void hn_hub_cached_repo_free (HnHubCachedRepo *r);
+/* NULL cache_dir: the default (HF_HUB_CACHE, ...). A missing cache is an
+ * empty list, not an error. */
+GPtrArray *hn_hub_scan_cache (const char *cache_dir, GError **error);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnHub, hn_hub_free)
 
 G_END_DECLS

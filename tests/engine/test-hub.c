@@ -557,6 +557,22 @@ test_pull_model (void)
   g_autofree char *dir5 = hn_hub_resolve_model (hub, "org/tiny", NULL, NULL, NULL, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (dir5, ==, dir);
+
+  /* what the cache holds */
+  g_autoptr (GPtrArray) repos = hn_hub_scan_cache (cache, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (repos->len, ==, 1);
+  HnHubCachedRepo *r = repos->pdata[0];
+  g_assert_cmpint (r->type, ==, HN_HUB_REPO_MODEL);
+  g_assert_cmpstr (r->repo_id, ==, "org/tiny");
+  g_assert_cmpuint (r->size_on_disk, ==, g_bytes_get_size (sf->data) + 22 + 2);
+  g_assert_cmpstr (r->snapshots[0], ==, COMMIT);
+  g_assert_null (r->snapshots[1]);
+  g_assert_cmpstr (r->refs[0], ==, "main=" COMMIT);
+  g_assert_cmpstr (r->refs[1], ==, "v1.0=" COMMIT);
+  g_autoptr (GPtrArray) none = hn_hub_scan_cache ("/nonexistent/cache", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (none->len, ==, 0);
   rm_rf (cache);
 }
 
