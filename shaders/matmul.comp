@@ -25,8 +25,9 @@ layout(push_constant) uniform P {
   float alpha; uint flags;  // 1 = accumulate, 2 = has bias
 } p;
 
-shared float As[BK * BM];
-shared float Bs[BK * BN];
+// +1 padding: the loaders write along k, which would otherwise hit one bank.
+shared float As[BK * (BM + 1)];
+shared float Bs[BK * (BN + 1)];
 
 void main() {
   const uint NT = (BM / TM) * (BN / TN);
@@ -41,20 +42,20 @@ void main() {
     for (uint e = tid; e < BK * BM; e += NT) {
       uint mm = e / BK, kk = e % BK;
       uint gm = m0 + mm, gk = k0 + kk;
-      As[kk * BM + mm] = (gm < p.M && gk < p.K) ? a[abase + gm * p.a_sm + gk * p.a_sk] : 0.0;
+      As[kk * (BM + 1u) + mm] = (gm < p.M && gk < p.K) ? a[abase + gm * p.a_sm + gk * p.a_sk] : 0.0;
     }
     for (uint e = tid; e < BK * BN; e += NT) {
       uint nn = e / BK, kk = e % BK;
       uint gn = n0 + nn, gk = k0 + kk;
       float v = 0.0;
       if (gn < p.N && gk < p.K) { uint idx = bbase + gk * p.b_sk + gn * p.b_sn; v = HN_LOAD(bw, BDT, idx); }
-      Bs[kk * BN + nn] = v;
+      Bs[kk * (BN + 1u) + nn] = v;
     }
     barrier();
     [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
       float ar[TM], br[TN];
-      [[unroll]] for (uint i = 0u; i < TM; i++) ar[i] = As[kk * BM + ty * TM + i];
-      [[unroll]] for (uint j = 0u; j < TN; j++) br[j] = Bs[kk * BN + tx * TN + j];
+      [[unroll]] for (uint i = 0u; i < TM; i++) ar[i] = As[kk * (BM + 1u) + ty * TM + i];
+      [[unroll]] for (uint j = 0u; j < TN; j++) br[j] = Bs[kk * (BN + 1u) + tx * TN + j];
       [[unroll]] for (uint i = 0u; i < TM; i++)
         [[unroll]] for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
     }

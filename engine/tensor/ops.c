@@ -1,6 +1,7 @@
 /* Ops: matmul, elementwise, gather, layout and reductions. */
 #include "ops-private.h"
 
+#include <stdio.h>
 #include <string.h>
 
 gboolean
@@ -111,9 +112,27 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
                 guint32 batch, GError **error)
 {
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  /* Tiles: 128x128x8 with 8x8 per invocation on GPUs for big products,
+   * 64x64x16 with 4x4 otherwise (and on CPU devices), 32x32 on devices with
+   * small workgroups. HN_MATMUL_TILE="BM,BN,BK,TM,TN" overrides (for tuning). */
   guint32 bm = 64, bn = 64, bk = 16, tm = 4, tn = 4;
+  gboolean gpu = !g_str_equal (info->type, "cpu");
+  if (gpu && pc->M >= 128 && pc->N >= 128 && info->max_workgroup_invocations >= 256 && info->max_shared_memory >= 16384)
+    {
+      bm = bn = 128;
+      bk = 8;
+      tm = tn = 8;
+    }
   if (info->max_workgroup_invocations < 256 || info->max_shared_memory < 16384)
     bm = bn = 32; /* 64 invocations, 4 KiB of shared memory */
+  const char *tile = g_getenv ("HN_MATMUL_TILE");
+  guint32 t[5];
+  if (tile && sscanf (tile, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5 && t[3] && t[4] &&
+      t[0] % t[3] == 0 && t[1] % t[4] == 0 && (t[0] / t[3]) * (t[1] / t[4]) <= info->max_workgroup_invocations &&
+      t[3] * t[4] <= 64 && (t[0] + t[1] + 2) * t[2] * 4 <= info->max_shared_memory)
+    {
+      bm = t[0]; bn = t[1]; bk = t[2]; tm = t[3]; tn = t[4];
+    }
   guint32 threads = (bm / tm) * (bn / tn);
   guint32 spec[7] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads };
   HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
@@ -159,12 +178,15 @@ hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias,
       struct { guint32 M, N, K, x_off, w_off, bias_off, y_off, has_bias; } pc = {
         (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), bias ? hn_eoff (bias) : 0, hn_eoff (y),
         bias != NULL };
-      guint32 wg = 128;
-      guint32 spec[2] = { hn_op_float_code (w->dtype), wg };
+      /* Vector loads need 8-element aligned rows and offsets (16 bytes of
+       * 16-bit weights or 32 of f32) and 4-aligned activation rows. */
+      gboolean vec = K % 8 == 0 && hn_eoff (w) % 8 == 0 && hn_eoff (x) % 4 == 0;
+      guint32 wg = 128, rows = 2;
+      guint32 spec[4] = { hn_op_float_code (w->dtype), wg, rows, vec ? 1 : 0 };
       HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE) };
       guint32 gx, gy;
-      hn_grid ((guint64) N, &gx, &gy);
-      return hn_cmd_dispatch (cmd, "matvec", spec, 2, bd, 4, &pc, sizeof pc, gx, gy, 1, error);
+      hn_grid (((guint64) N + rows - 1) / rows, &gx, &gy);
+      return hn_cmd_dispatch (cmd, "matvec", spec, 4, bd, 4, &pc, sizeof pc, gx, gy, 1, error);
     }
   MatmulPush pc = {
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), hn_eoff (y), bias ? hn_eoff (bias) : 0,

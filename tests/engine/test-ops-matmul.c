@@ -71,6 +71,9 @@ test_matmul_f32 (void)
   run_matmul (HN_DTYPE_F32, 67, 131, 45, TRUE, TRUE);
   run_matmul (HN_DTYPE_F32, 130, 64, 64, FALSE, TRUE);
   run_matmul (HN_DTYPE_F32, 33, 7, 250, FALSE, FALSE);
+  /* K a multiple of 8: the vectorised matrix-vector path */
+  run_matmul (HN_DTYPE_F32, 1, 67, 64, TRUE, FALSE);
+  run_matmul (HN_DTYPE_F32, 6, 5, 520, FALSE, TRUE);
 }
 
 static void
@@ -85,6 +88,9 @@ test_matmul_f16_bf16 (void)
       run_matmul (dt, 3, 16, 31, FALSE, FALSE);
       run_matmul (dt, 71, 67, 35, TRUE, TRUE);
       run_matmul (dt, 12, 5, 1, FALSE, FALSE);
+      run_matmul (dt, 1, 131, 256, TRUE, FALSE);
+      run_matmul (dt, 7, 9, 8, FALSE, FALSE);
+      run_matmul (dt, 2, 3, 1024, TRUE, TRUE);
     }
 }
 

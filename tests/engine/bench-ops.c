@@ -1,0 +1,254 @@
+/* hn-bench-ops: times the core kernels with GPU timestamps and prints one
+ * JSON object per case (shape, microseconds per call, TFLOP/s or GB/s).
+ * Not a test: build-aux/device-check runs it on the accelerator machine, and
+ * on a CPU device (lavapipe) it shrinks the shapes so it stays quick.
+ *
+ *   hn-bench-ops [--iterations N] [--filter SUBSTRING]
+ */
+#include "tensor/hn-ops.h"
+#include "hn-error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int iterations = 10;
+static char *filter = NULL;
+static gboolean small;
+
+static HnTensor *
+random_tensor (HnVkContext *ctx, HnDType dt, int nd, const gint64 *shape)
+{
+  g_autoptr (GError) error = NULL;
+  HnTensor *t = hn_tensor_new (ctx, dt, nd, shape, &error);
+  if (!t)
+    g_error ("%s", error->message);
+  float *v = g_new (float, t->n);
+  GRand *r = g_rand_new_with_seed (42);
+  for (gint64 i = 0; i < t->n; i++)
+    v[i] = (float) g_rand_double_range (r, -1, 1);
+  g_rand_free (r);
+  if (dt == HN_DTYPE_I32)
+    {
+      gint32 *iv = g_new (gint32, t->n);
+      for (gint64 i = 0; i < t->n; i++)
+        iv[i] = (gint32) (i % 7);
+      hn_tensor_upload_i32 (t, iv, t->n, &error);
+      g_free (iv);
+    }
+  else
+    hn_tensor_upload_f32 (t, v, t->n, &error);
+  g_free (v);
+  if (error)
+    g_error ("%s", error->message);
+  return t;
+}
+
+typedef gboolean (*RecordFn) (HnCmd *cmd, gpointer data, GError **error);
+
+/* Records `iterations` calls in one submit (after one warm-up submit) and
+ * returns the median per-call time from the dispatch timestamps. */
+static double
+time_op (HnVkContext *ctx, RecordFn fn, gpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  if (!fn (cmd, data, &error) || !hn_cmd_submit_wait (cmd, &error))
+    g_error ("%s", error->message);
+  hn_cmd_set_profiling (cmd, TRUE);
+  guint per_call = 0;
+  for (int i = 0; i < iterations; i++)
+    {
+      guint before = hn_cmd_get_n_dispatches (cmd);
+      if (!fn (cmd, data, &error))
+        g_error ("%s", error->message);
+      per_call = hn_cmd_get_n_dispatches (cmd) - before;
+    }
+  gint64 t0 = g_get_monotonic_time ();
+  if (!hn_cmd_submit_wait (cmd, &error))
+    g_error ("%s", error->message);
+  gint64 t1 = g_get_monotonic_time ();
+  guint n = 0;
+  const HnCmdProfileEntry *e = hn_cmd_get_profile (cmd, &n);
+  if (n == 0 || per_call == 0)
+    return (double) (t1 - t0) / iterations; /* no timestamps: wall clock */
+  g_autofree double *calls = g_new0 (double, iterations);
+  for (guint i = 0; i < n; i++)
+    calls[MIN (i / per_call, (guint) iterations - 1)] += e[i].microseconds;
+  for (int i = 1; i < iterations; i++) /* insertion sort for the median */
+    for (int j = i; j > 0 && calls[j] < calls[j - 1]; j--)
+      {
+        double tmp = calls[j];
+        calls[j] = calls[j - 1];
+        calls[j - 1] = tmp;
+      }
+  return calls[iterations / 2];
+}
+
+static void
+report (const char *name, const char *shape, double us, double flops, double bytes)
+{
+  printf ("{\"case\": \"%s\", \"shape\": \"%s\", \"us\": %.2f", name, shape, us);
+  if (flops > 0)
+    printf (", \"tflops\": %.3f", flops / us / 1e6);
+  if (bytes > 0)
+    printf (", \"gbps\": %.1f", bytes / us / 1e3);
+  printf ("}\n");
+  fflush (stdout);
+}
+
+static gboolean
+wanted (const char *name)
+{
+  return !filter || strstr (name, filter);
+}
+
+typedef struct { HnTensor *y, *x, *w; } MatmulData;
+
+static gboolean
+rec_matmul (HnCmd *cmd, gpointer p, GError **error)
+{
+  MatmulData *d = p;
+  return hn_op_matmul (cmd, d->y, d->x, d->w, NULL, error);
+}
+
+static void
+bench_matmul (HnVkContext *ctx, const char *name, HnDType wdt, gint64 M, gint64 N, gint64 K)
+{
+  if (!wanted (name))
+    return;
+  MatmulData d = {
+    random_tensor (ctx, HN_DTYPE_F32, 2, (gint64[]) { M, N }),
+    random_tensor (ctx, HN_DTYPE_F32, 2, (gint64[]) { M, K }),
+    random_tensor (ctx, wdt, 2, (gint64[]) { N, K }) };
+  double us = time_op (ctx, rec_matmul, &d);
+  g_autofree char *shape = g_strdup_printf ("M%" G_GINT64_FORMAT " N%" G_GINT64_FORMAT " K%" G_GINT64_FORMAT " W %s",
+                                            M, N, K, hn_dtype_name (wdt));
+  double bytes = (double) N * K * hn_dtype_size (wdt) + 4.0 * (M * K + M * N);
+  report (name, shape, us, 2.0 * M * N * K, M <= 8 ? bytes : 0);
+  hn_tensor_unref (d.y);
+  hn_tensor_unref (d.x);
+  hn_tensor_unref (d.w);
+}
+
+typedef struct { HnTensor *o, *q, *k, *v; HnAttentionParams p; } AttnData;
+
+static gboolean
+rec_attn (HnCmd *cmd, gpointer p, GError **error)
+{
+  AttnData *d = p;
+  return hn_op_attention (cmd, d->o, d->q, d->k, d->v, &d->p, error);
+}
+
+static void
+bench_attention (HnVkContext *ctx, const char *name, gint64 T, gint64 H, gint64 KVH, gint64 D, gint64 n_kv, HnDType kvdt)
+{
+  if (!wanted (name))
+    return;
+  AttnData d = {
+    random_tensor (ctx, HN_DTYPE_F32, 3, (gint64[]) { T, H, D }),
+    random_tensor (ctx, HN_DTYPE_F32, 3, (gint64[]) { T, H, D }),
+    random_tensor (ctx, kvdt, 3, (gint64[]) { n_kv, KVH, D }),
+    random_tensor (ctx, kvdt, 3, (gint64[]) { n_kv, KVH, D }),
+    { .causal = TRUE, .pos0 = n_kv - T, .n_kv = n_kv } };
+  double us = time_op (ctx, rec_attn, &d);
+  g_autofree char *shape = g_strdup_printf ("T%" G_GINT64_FORMAT " H%" G_GINT64_FORMAT " KVH%" G_GINT64_FORMAT
+                                            " D%" G_GINT64_FORMAT " n_kv %" G_GINT64_FORMAT " %s",
+                                            T, H, KVH, D, n_kv, hn_dtype_name (kvdt));
+  double flops = 4.0 * T * H * D * (double) n_kv / (T > 1 ? 2 : 1);
+  double bytes = 2.0 * n_kv * KVH * D * hn_dtype_size (kvdt);
+  report (name, shape, us, flops, T == 1 ? bytes : 0);
+  hn_tensor_unref (d.o);
+  hn_tensor_unref (d.q);
+  hn_tensor_unref (d.k);
+  hn_tensor_unref (d.v);
+}
+
+typedef struct { HnTensor *o, *x, *w; } RowData;
+
+static gboolean
+rec_rmsnorm (HnCmd *cmd, gpointer p, GError **error)
+{
+  RowData *d = p;
+  return hn_op_rmsnorm (cmd, d->o, d->x, d->w, 1e-5f, 0, error);
+}
+
+static gboolean
+rec_softmax (HnCmd *cmd, gpointer p, GError **error)
+{
+  RowData *d = p;
+  return hn_op_softmax (cmd, d->o, d->x, NULL, error);
+}
+
+static gboolean
+rec_copy (HnCmd *cmd, gpointer p, GError **error)
+{
+  RowData *d = p;
+  return hn_op_copy (cmd, d->o, d->x, error);
+}
+
+static void
+bench_rows (HnVkContext *ctx, const char *name, RecordFn fn, gint64 rows, gint64 cols)
+{
+  if (!wanted (name))
+    return;
+  RowData d = {
+    random_tensor (ctx, HN_DTYPE_F32, 2, (gint64[]) { rows, cols }),
+    random_tensor (ctx, HN_DTYPE_F32, 2, (gint64[]) { rows, cols }),
+    random_tensor (ctx, HN_DTYPE_F32, 1, (gint64[]) { cols }) };
+  double us = time_op (ctx, fn, &d);
+  g_autofree char *shape = g_strdup_printf ("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT, rows, cols);
+  report (name, shape, us, 0, 8.0 * rows * cols);
+  hn_tensor_unref (d.o);
+  hn_tensor_unref (d.x);
+  hn_tensor_unref (d.w);
+}
+
+int
+main (int argc, char **argv)
+{
+  GOptionEntry entries[] = {
+    { "iterations", 'n', 0, G_OPTION_ARG_INT, &iterations, "Timed calls per case (default 10)", "N" },
+    { "filter", 'f', 0, G_OPTION_ARG_STRING, &filter, "Only cases whose name contains this", "TEXT" },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) octx = g_option_context_new ("- time the core Vulkan kernels");
+  g_option_context_add_main_entries (octx, entries, NULL);
+  g_autoptr (GError) error = NULL;
+  if (!g_option_context_parse (octx, &argc, &argv, &error))
+    {
+      fprintf (stderr, "error: %s\n", error->message);
+      return 2;
+    }
+  iterations = CLAMP (iterations, 1, 1000);
+  g_autoptr (HnVkContext) ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      fprintf (stderr, "error: %s\n", error->message);
+      return 1;
+    }
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
+  small = g_str_equal (info->type, "cpu");
+  fprintf (stderr, "device: %s%s\n", info->name, small ? " (CPU device: small shapes)" : "");
+  gint64 s = small ? 8 : 1; /* shrink factor */
+
+  /* Llama-3.2-1B-like shapes: hidden 2048, inter 8192, vocab 128256 */
+  bench_matmul (ctx, "matmul-f32-square", HN_DTYPE_F32, 4096 / s, 4096 / s, 4096 / s);
+  bench_matmul (ctx, "matmul-bf16-prefill", HN_DTYPE_BF16, 512 / s, 8192 / s, 2048 / s);
+  bench_matmul (ctx, "matmul-f16-prefill", HN_DTYPE_F16, 512 / s, 8192 / s, 2048 / s);
+  bench_matmul (ctx, "matvec-bf16-ffn", HN_DTYPE_BF16, 1, 8192 / s, 2048 / s);
+  bench_matmul (ctx, "matvec-bf16-lmhead", HN_DTYPE_BF16, 1, 128256 / s, 2048 / s);
+  bench_matmul (ctx, "matvec-f32-ffn", HN_DTYPE_F32, 1, 8192 / s, 2048 / s);
+  bench_matmul (ctx, "matvec-bf16-batch4", HN_DTYPE_BF16, 4, 8192 / s, 2048 / s);
+  bench_attention (ctx, "attention-decode-f16", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F16);
+  bench_attention (ctx, "attention-decode-f32", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F32);
+  bench_attention (ctx, "attention-prefill", 512 / s, 32, 8, 64, 512 / s, HN_DTYPE_F32);
+  bench_rows (ctx, "rmsnorm", rec_rmsnorm, 2048 / s, 2048);
+  bench_rows (ctx, "softmax", rec_softmax, 2048 / s, 4096);
+  bench_rows (ctx, "copy", rec_copy, 8192 / s, 8192 / s);
+  HnVkMemoryStats st;
+  hn_vk_context_get_memory_stats (ctx, &st);
+  fprintf (stderr, "peak allocated %" G_GUINT64_FORMAT " bytes\n", st.peak_allocated_bytes);
+  g_free (filter);
+  return 0;
+}
