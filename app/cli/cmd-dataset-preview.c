@@ -238,10 +238,14 @@ hn_cmd_dataset_preview (int argc, char **argv)
         printf ("First dropped row:   %s\n", whole.first_drop_reason);
     }
   printf ("Legend:   [prompt] no loss (masked)   [train ] the model learns these tokens\n");
+  const char *unit = g_str_has_suffix (train, ".parquet") ? "row" : g_str_has_suffix (train, ".json") ? "element" : "line";
   for (guint k = 0; k < rows->len; k++)
     {
       const HnDatasetPreviewRow *r = rows->pdata[k];
-      printf ("\nRow %u (line %" G_GUINT64_FORMAT ")", k + 1, r->line);
+      if (r->line)
+        printf ("\n#%u, %s %" G_GUINT64_FORMAT, k + 1, unit, r->line);
+      else
+        printf ("\n#%u, the whole file", k + 1);
       if (r->malformed)
         {
           printf (": MALFORMED: %s\n", r->reason);
