@@ -145,6 +145,9 @@ test_spans (void)
   check_spans ("gemma-7b-it.jinja", "<bos>", "<eos>", gemma);
   static const char *const mistral[] = { "I am a helpful assistant.</s>", "2+2 equals 4.</s>" };
   check_spans ("mixtral-8x7b-instruct-v0.1.jinja", "<s>", "</s>", mistral);
+  /* a real template with {% generation %} blocks: those are the spans */
+  static const char *const llama_gen[] = { "I am a helpful assistant.<|eot_id|>", "2+2 equals 4.<|eot_id|>" };
+  check_spans ("llama-3.1-instruct-generation.jinja", "<|begin_of_text|>", "<|eot_id|>", llama_gen);
   static const char *const zephyr[] = { "I am a helpful assistant.</s>", "2+2 equals 4.</s>" };
   check_spans ("zephyr-7b-beta.jinja", "<s>", "</s>", zephyr);
 }
