@@ -9,4 +9,7 @@ G_DECLARE_FINAL_TYPE (HnApplication, hn_application, HN, APPLICATION, AdwApplica
 
 HnApplication *hn_application_new (void);
 
+/* gettext set-up shared by main() and the tests. */
+void hn_gui_i18n_init (void);
+
 G_END_DECLS

@@ -1,15 +1,9 @@
 #include "hn-application.h"
 
-#include <glib/gi18n.h>
-#include <locale.h>
-
 int
 main (int argc, char **argv)
 {
-  setlocale (LC_ALL, "");
-  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
-  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
-  textdomain (GETTEXT_PACKAGE);
+  hn_gui_i18n_init ();
   g_autoptr (HnApplication) app = hn_application_new ();
   return g_application_run (G_APPLICATION (app), argc, argv);
 }

@@ -1,0 +1,33 @@
+/* HnJobRecord: one row of the job list (running and finished jobs with their
+ * final figures), kept in an application-wide GListStore. */
+#pragma once
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+#define HN_TYPE_JOB_RECORD (hn_job_record_get_type ())
+G_DECLARE_FINAL_TYPE (HnJobRecord, hn_job_record, HN, JOB_RECORD, GObject)
+
+typedef enum {
+  HN_JOB_RECORD_RUNNING,
+  HN_JOB_RECORD_SUCCEEDED,
+  HN_JOB_RECORD_FAILED,
+  HN_JOB_RECORD_CANCELLED,
+} HnJobRecordState;
+
+HnJobRecord *hn_job_record_new (const char *title, const char *command_line);
+/* The list every page appends to (newest first). */
+GListStore *hn_job_record_list (void);
+
+const char *hn_job_record_get_title (HnJobRecord *self);
+const char *hn_job_record_get_command_line (HnJobRecord *self);
+HnJobRecordState hn_job_record_get_state (HnJobRecord *self);
+/* One line: "Running · step 120 of 500 · loss 2.31" / "Finished in 2 min · loss 1.87" */
+const char *hn_job_record_get_summary (HnJobRecord *self);
+const char *hn_job_record_get_output_path (HnJobRecord *self);
+
+void hn_job_record_update (HnJobRecord *self, gint64 step, gint64 total, double loss);
+void hn_job_record_finish (HnJobRecord *self, HnJobRecordState state, const char *message,
+                           const char *output_path, double elapsed_s);
+
+G_END_DECLS

@@ -1,0 +1,162 @@
+#include "hn-page-util.h"
+#include "hn-option-group.h"
+#include "jobs/job.h"
+
+#include <glib/gi18n.h>
+#include <string.h>
+
+#define HN_SCHEMA_ID "io.github.hierarchos.Native"
+
+char *
+hn_demo_path (const char *name)
+{
+  const char *env = g_getenv ("HN_DATA_DIR");
+  const char *dirs[] = { env, HN_PKGDATADIR, HN_SOURCE_DATADIR };
+  for (guint i = 0; i < G_N_ELEMENTS (dirs); i++)
+    {
+      if (!dirs[i] || !*dirs[i])
+        continue;
+      g_autofree char *p = g_build_filename (dirs[i], "demo", name, NULL);
+      if (g_file_test (p, G_FILE_TEST_EXISTS))
+        return g_steal_pointer (&p);
+    }
+  return NULL;
+}
+
+GSettings *
+hn_app_settings (void)
+{
+  static GSettings *settings;
+  static gboolean looked;
+  if (!looked)
+    {
+      looked = TRUE;
+      GSettingsSchemaSource *src = g_settings_schema_source_get_default ();
+      g_autoptr (GSettingsSchema) schema = src ? g_settings_schema_source_lookup (src, HN_SCHEMA_ID, TRUE) : NULL;
+      if (schema)
+        settings = g_settings_new_full (schema, NULL, NULL);
+      else
+        g_warning ("GSettings schema %s is not installed; settings will not be kept", HN_SCHEMA_ID);
+    }
+  return settings;
+}
+
+static void
+default_path (HnJobSpec *spec, const char *option, const char *key, const char *demo, GFileTest test)
+{
+  if (!hn_job_spec_lookup (spec, option) || hn_job_spec_is_set (spec, option))
+    return;
+  GSettings *s = hn_app_settings ();
+  g_autofree char *last = s && key ? g_settings_get_string (s, key) : NULL;
+  if (last && *last && g_file_test (last, test))
+    {
+      hn_job_spec_set_string (spec, option, last);
+      return;
+    }
+  g_autofree char *d = demo ? hn_demo_path (demo) : NULL;
+  if (d)
+    hn_job_spec_set_string (spec, option, d);
+}
+
+void
+hn_page_apply_defaults (HnJobSpec *spec)
+{
+  const char *kind = hn_job_spec_get_kind (spec);
+  gboolean hier = g_str_has_prefix (kind, "hierarchos-");
+  if (g_str_equal (kind, "hierarchos-train"))
+    default_path (spec, "tokenizer-path", NULL, "stories260K", G_FILE_TEST_IS_DIR);
+  else if (!hier)
+    default_path (spec, "model-path", "last-model-path", "stories260K", G_FILE_TEST_IS_DIR);
+  default_path (spec, "train", "last-dataset-path", "tinyshakespeare-small.txt", G_FILE_TEST_IS_REGULAR);
+  if (hn_job_spec_lookup (spec, "out-dir") && !hn_job_spec_is_set (spec, "out-dir"))
+    {
+      GSettings *s = hn_app_settings ();
+      g_autofree char *base = s ? g_settings_get_string (s, "last-output-dir") : NULL;
+      if (!base || !*base)
+        {
+          g_free (base);
+          base = g_build_filename (g_get_user_data_dir (), "hierarchos-native", "runs", NULL);
+        }
+      g_autofree char *out = g_build_filename (base, kind, NULL);
+      hn_job_spec_set_string (spec, "out-dir", out);
+    }
+  GSettings *s = hn_app_settings ();
+  if (s && hn_job_spec_lookup (spec, "device-index"))
+    {
+      int dev = g_settings_get_int (s, "last-device");
+      if (dev >= 0)
+        hn_job_spec_set_int (spec, "device-index", dev);
+    }
+}
+
+void
+hn_page_remember (HnJobSpec *spec)
+{
+  GSettings *s = hn_app_settings ();
+  if (!s)
+    return;
+  const char *kind = hn_job_spec_get_kind (spec);
+  if (!g_str_has_prefix (kind, "hierarchos-") && hn_job_spec_lookup (spec, "model-path") &&
+      hn_job_spec_is_set (spec, "model-path"))
+    g_settings_set_string (s, "last-model-path", hn_job_spec_get_string (spec, "model-path"));
+  if (hn_job_spec_lookup (spec, "train") && hn_job_spec_is_set (spec, "train"))
+    g_settings_set_string (s, "last-dataset-path", hn_job_spec_get_string (spec, "train"));
+  if (hn_job_spec_lookup (spec, "out-dir") && hn_job_spec_is_set (spec, "out-dir"))
+    {
+      g_autofree char *parent = g_path_get_dirname (hn_job_spec_get_string (spec, "out-dir"));
+      g_settings_set_string (s, "last-output-dir", parent);
+    }
+  if (hn_job_spec_lookup (spec, "device-index"))
+    g_settings_set_int (s, "last-device", (int) hn_job_spec_get_int (spec, "device-index"));
+}
+
+char *
+hn_page_start_problem (HnJobSpec *spec, GtkWidget **groups)
+{
+  for (GtkWidget **g = groups; g && *g; g++)
+    {
+      char *p = gtk_widget_get_visible (*g) ? hn_option_group_dup_problem (HN_OPTION_GROUP (*g)) : NULL;
+      if (p)
+        return p;
+    }
+  const HnJobKindInfo *kind = hn_job_spec_get_kind_info (spec);
+  /* the "exactly one of" groups, in the GUI's words */
+  g_auto (GStrv) one_of = g_strsplit (kind->one_of ? kind->one_of : "", ";", -1);
+  for (char **grp = one_of; *grp; grp++)
+    {
+      if (!**grp)
+        continue;
+      g_auto (GStrv) names = g_strsplit (*grp, "|", -1);
+      guint n_set = 0;
+      GString *labels = g_string_new (NULL);
+      for (guint i = 0; names[i]; i++)
+        {
+          if (hn_job_spec_is_set (spec, names[i]))
+            n_set++;
+          const HnOptionInfo *o = hn_job_spec_lookup (spec, names[i]);
+          if (i > 0)
+            g_string_append (labels, names[i + 1] ? ", " : _(" or "));
+          g_string_append (labels, gettext (o->label));
+        }
+      char *msg = NULL;
+      if (n_set == 0)
+        msg = g_strdup_printf (_("Set the %s"), labels->str);
+      else if (n_set > 1)
+        msg = g_strdup_printf (_("Use only one of: %s"), labels->str);
+      g_string_free (labels, TRUE);
+      if (msg)
+        return msg;
+    }
+  g_autoptr (GError) error = NULL;
+  if (!hn_job_spec_validate (spec, &error))
+    return g_strdup (error->message);
+  if (!hn_job_kind_is_registered (kind->name))
+    return g_strdup_printf (_("%s is not available in this build yet"), gettext (kind->title));
+  return NULL;
+}
+
+void
+hn_page_toast (GtkWidget *widget, const char *message)
+{
+  gtk_widget_activate_action (widget, "win.show-toast", "s", message);
+}

@@ -1,0 +1,32 @@
+/* Helpers the workflow pages share: the bundled demo files, GSettings
+ * defaults, and the one-line reason why Start is disabled. */
+#pragma once
+#include <adwaita.h>
+
+#include "jobs/job-spec.h"
+
+G_BEGIN_DECLS
+
+/* data/demo/<name> from the install (pkgdatadir) or, when run from the build
+ * tree, the source tree; NULL when missing. HN_DATA_DIR overrides both. */
+char *hn_demo_path (const char *name);
+
+/* The app's GSettings, or NULL when the schema is not installed (tests that
+ * run without it, or a broken install: the app then keeps no state). */
+GSettings *hn_app_settings (void);
+
+/* Fills model, dataset and output from the last used paths, else the demo
+ * model and dataset, so a first start can run with one click. */
+void hn_page_apply_defaults (HnJobSpec *spec);
+/* Remembers the paths the user chose (called when a job starts). */
+void hn_page_remember (HnJobSpec *spec);
+
+/* Why a job of `spec` cannot start, in words for the GUI, or NULL when it can.
+ * `groups` is a NULL-terminated array of HnOptionGroup* whose inline
+ * problems count too. */
+char *hn_page_start_problem (HnJobSpec *spec, GtkWidget **groups);
+
+/* Shows a toast in the window that holds `widget`. */
+void hn_page_toast (GtkWidget *widget, const char *message);
+
+G_END_DECLS

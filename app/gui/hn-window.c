@@ -1,0 +1,247 @@
+#include "hn-window.h"
+#include "hn-chat-page.h"
+#include "hn-devices.h"
+#include "hn-generate-page.h"
+#include "hn-job-record.h"
+#include "hn-page-util.h"
+#include "hn-train-page.h"
+
+#include <glib/gi18n.h>
+
+struct _HnWindow
+{
+  AdwApplicationWindow parent_instance;
+  GtkWidget *switcher_title;
+  GtkWidget *banner;
+  GtkWidget *banner_label;
+  GtkWidget *toasts;
+  GtkWidget *stack;
+  GtkWidget *generate_page, *finetune_page, *train_page, *hierarchos_page, *chat_page;
+  GtkWidget *jobs_list;
+  HnDevices *devices;
+};
+
+G_DEFINE_FINAL_TYPE (HnWindow, hn_window, ADW_TYPE_APPLICATION_WINDOW)
+
+void
+hn_window_toast (HnWindow *self, const char *message)
+{
+  AdwToast *toast = adw_toast_new (message);
+  adw_toast_set_timeout (toast, 5);
+  adw_toast_overlay_add_toast (ADW_TOAST_OVERLAY (self->toasts), toast);
+}
+
+static void
+toast_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  hn_window_toast (HN_WINDOW (widget), g_variant_get_string (param, NULL));
+}
+
+GtkWidget *
+hn_window_get_page (HnWindow *self, const char *name)
+{
+  return adw_view_stack_get_child_by_name (ADW_VIEW_STACK (self->stack), name);
+}
+
+void
+hn_window_show_page (HnWindow *self, const char *name)
+{
+  adw_view_stack_set_visible_child_name (ADW_VIEW_STACK (self->stack), name);
+}
+
+static void
+show_page_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  hn_window_show_page (HN_WINDOW (widget), g_variant_get_string (param, NULL));
+}
+
+/* Start/Stop shortcuts act on the visible page. */
+static void
+page_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  HnWindow *self = HN_WINDOW (widget);
+  GtkWidget *page = adw_view_stack_get_visible_child (ADW_VIEW_STACK (self->stack));
+  gtk_widget_activate_action (page, g_str_equal (action, "win.start-job") ? "page.start" : "page.stop", NULL);
+}
+
+/* ---- software device banner -------------------------------------------- */
+
+gboolean
+hn_window_get_banner_revealed (HnWindow *self)
+{
+  return gtk_revealer_get_reveal_child (GTK_REVEALER (self->banner));
+}
+
+static void
+update_banner (HnWindow *self)
+{
+  if (!hn_devices_is_ready (self->devices))
+    return;
+  const char *msg = NULL;
+  if (hn_devices_get_entries (self->devices)->len == 0)
+    msg = _("No Vulkan device found: jobs cannot run until a Vulkan driver is installed");
+  else if (hn_devices_only_software (self->devices))
+    msg = _("Running on the CPU: no GPU driver found. Jobs will be slow.");
+  if (msg)
+    gtk_label_set_text (GTK_LABEL (self->banner_label), msg);
+  gtk_revealer_set_reveal_child (GTK_REVEALER (self->banner), msg != NULL);
+}
+
+static void
+on_devices_ready (HnDevices *devices, GParamSpec *pspec, HnWindow *self)
+{
+  update_banner (self);
+}
+
+static void
+device_details_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  HnWindow *self = HN_WINDOW (widget);
+  GString *s = g_string_new (NULL);
+  GPtrArray *entries = hn_devices_get_entries (self->devices);
+  if (hn_devices_get_error (self->devices))
+    g_string_append_printf (s, "%s\n\n", hn_devices_get_error (self->devices));
+  for (guint i = 0; i < entries->len; i++)
+    {
+      g_autofree char *d = hn_device_entry_describe (g_ptr_array_index (entries, i));
+      g_string_append_printf (s, "%u: %s\n", i, d);
+    }
+  g_string_append (s, _("\nThe only Vulkan device is a software renderer (such as lavapipe), so every job runs "
+                        "on the processor. Install the Vulkan driver of your GPU (Mesa's RADV or ANV for AMD "
+                        "and Intel, the NVIDIA driver for NVIDIA) and restart the app. "
+                        "`hierarchos-native-cli doctor` prints a full report."));
+  GtkWidget *dialog = adw_message_dialog_new (GTK_WINDOW (self), _("Vulkan devices"), s->str);
+  adw_message_dialog_add_response (ADW_MESSAGE_DIALOG (dialog), "close", _("_Close"));
+  gtk_window_present (GTK_WINDOW (dialog));
+  g_string_free (s, TRUE);
+}
+
+/* ---- job list ---------------------------------------------------------- */
+
+static void
+on_copy_command (GtkButton *button, HnJobRecord *record)
+{
+  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (button)), hn_job_record_get_command_line (record));
+  gtk_widget_activate_action (GTK_WIDGET (button), "win.show-toast", "s", _("Command copied"));
+}
+
+static GtkWidget *
+create_job_row (gpointer item, gpointer user_data)
+{
+  HnJobRecord *record = item;
+  GtkWidget *row = adw_action_row_new ();
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), hn_job_record_get_title (record));
+  adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 3);
+  g_object_bind_property (record, "summary", row, "subtitle", G_BINDING_SYNC_CREATE);
+  GtkWidget *copy = gtk_button_new_from_icon_name ("edit-copy-symbolic");
+  gtk_widget_set_valign (copy, GTK_ALIGN_CENTER);
+  gtk_widget_add_css_class (copy, "flat");
+  gtk_widget_set_tooltip_text (copy, hn_job_record_get_command_line (record));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (copy), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Copy the command"), -1);
+  g_signal_connect_object (copy, "clicked", G_CALLBACK (on_copy_command), record, 0);
+  adw_action_row_add_suffix (ADW_ACTION_ROW (row), copy);
+  return row;
+}
+
+/* ---- window state ------------------------------------------------------ */
+
+static gboolean
+hn_window_close_request (GtkWindow *window)
+{
+  HnWindow *self = HN_WINDOW (window);
+  GSettings *s = hn_app_settings ();
+  if (s)
+    {
+      int w, h;
+      gtk_window_get_default_size (window, &w, &h);
+      g_settings_set_int (s, "window-width", w);
+      g_settings_set_int (s, "window-height", h);
+      g_settings_set_boolean (s, "window-maximized", gtk_window_is_maximized (window));
+      const char *page = adw_view_stack_get_visible_child_name (ADW_VIEW_STACK (self->stack));
+      if (page)
+        g_settings_set_string (s, "last-page", page);
+    }
+  return GTK_WINDOW_CLASS (hn_window_parent_class)->close_request (window);
+}
+
+static void
+hn_window_dispose (GObject *object)
+{
+  HnWindow *self = HN_WINDOW (object);
+  if (self->devices)
+    g_signal_handlers_disconnect_by_data (self->devices, self);
+  g_clear_object (&self->devices);
+  gtk_widget_dispose_template (GTK_WIDGET (self), HN_TYPE_WINDOW);
+  G_OBJECT_CLASS (hn_window_parent_class)->dispose (object);
+}
+
+static void
+hn_window_class_init (HnWindowClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+  object_class->dispose = hn_window_dispose;
+  GTK_WINDOW_CLASS (klass)->close_request = hn_window_close_request;
+
+  g_type_ensure (HN_TYPE_GENERATE_PAGE);
+  g_type_ensure (HN_TYPE_TRAIN_PAGE);
+  g_type_ensure (HN_TYPE_CHAT_PAGE);
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-window.ui");
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, switcher_title);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, banner);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, banner_label);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, toasts);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, stack);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, generate_page);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, finetune_page);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, train_page);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, hierarchos_page);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, chat_page);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, jobs_list);
+
+  gtk_widget_class_install_action (widget_class, "win.show-toast", "s", toast_action);
+  gtk_widget_class_install_action (widget_class, "win.show-page", "s", show_page_action);
+  gtk_widget_class_install_action (widget_class, "win.start-job", NULL, page_action);
+  gtk_widget_class_install_action (widget_class, "win.stop-job", NULL, page_action);
+  gtk_widget_class_install_action (widget_class, "win.device-details", NULL, device_details_action);
+
+  static const char *const pages[] = { "generate", "finetune", "train", "hierarchos", "chat", "jobs" };
+  for (guint i = 0; i < G_N_ELEMENTS (pages); i++)
+    gtk_widget_class_add_binding_action (widget_class, GDK_KEY_1 + i, GDK_ALT_MASK, "win.show-page", "s", pages[i]);
+  gtk_widget_class_add_binding_action (widget_class, GDK_KEY_Return, GDK_CONTROL_MASK, "win.start-job", NULL);
+  gtk_widget_class_add_binding_action (widget_class, GDK_KEY_period, GDK_CONTROL_MASK, "win.stop-job", NULL);
+}
+
+static void
+hn_window_init (HnWindow *self)
+{
+  gtk_widget_init_template (GTK_WIDGET (self));
+  gtk_list_box_bind_model (GTK_LIST_BOX (self->jobs_list), G_LIST_MODEL (hn_job_record_list ()), create_job_row,
+                           NULL, NULL);
+  GtkWidget *empty = gtk_label_new (_("No jobs yet. Start one from any page."));
+  gtk_widget_add_css_class (empty, "dim-label");
+  gtk_widget_set_margin_top (empty, 18);
+  gtk_widget_set_margin_bottom (empty, 18);
+  gtk_list_box_set_placeholder (GTK_LIST_BOX (self->jobs_list), empty);
+
+  GSettings *s = hn_app_settings ();
+  if (s)
+    {
+      gtk_window_set_default_size (GTK_WINDOW (self), g_settings_get_int (s, "window-width"),
+                                   g_settings_get_int (s, "window-height"));
+      if (g_settings_get_boolean (s, "window-maximized"))
+        gtk_window_maximize (GTK_WINDOW (self));
+      g_autofree char *page = g_settings_get_string (s, "last-page");
+      if (page && *page && hn_window_get_page (self, page))
+        hn_window_show_page (self, page);
+    }
+  self->devices = g_object_ref (hn_devices_get_default ());
+  g_signal_connect (self->devices, "notify::ready", G_CALLBACK (on_devices_ready), self);
+  update_banner (self);
+}
+
+HnWindow *
+hn_window_new (GtkApplication *app)
+{
+  return g_object_new (HN_TYPE_WINDOW, "application", app, NULL);
+}

@@ -1,0 +1,19 @@
+/* HnWindow: header bar with a view switcher over the workflow pages
+ * (Generate, Fine-tune, Train, Hierarchos, Chat, Jobs), toasts, and a banner
+ * when only a software Vulkan device exists. */
+#pragma once
+#include <adwaita.h>
+
+G_BEGIN_DECLS
+
+#define HN_TYPE_WINDOW (hn_window_get_type ())
+G_DECLARE_FINAL_TYPE (HnWindow, hn_window, HN, WINDOW, AdwApplicationWindow)
+
+HnWindow *hn_window_new (GtkApplication *app);
+/* "generate", "finetune", "train", "hierarchos", "chat", "jobs" */
+GtkWidget *hn_window_get_page (HnWindow *self, const char *name);
+void hn_window_show_page (HnWindow *self, const char *name);
+void hn_window_toast (HnWindow *self, const char *message);
+gboolean hn_window_get_banner_revealed (HnWindow *self);
+
+G_END_DECLS
