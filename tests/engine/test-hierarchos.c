@@ -278,6 +278,51 @@ test_save_load (void)
   g_rmdir (dir);
 }
 
+static void
+test_state_file (void)
+{
+  g_autoptr (HnHierModel) m = tiny_model (41);
+  perturb (m, 5, 0.05f);
+  guint32 tok[60];
+  for (int i = 0; i < 60; i++)
+    tok[i] = (guint32) ((i * 5 + (i / 7) * 3) % 40);
+  g_autoptr (HnHierState) a = hn_hier_state_new (m);
+  float la[40], lb[40];
+  run_tokens (m, a, tok, 30, la);
+  g_autofree char *dir = g_dir_make_tmp ("hier-state-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "state.json", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_hier_state_save (m, a, path, &error));
+  g_autoptr (HnHierState) b = hn_hier_state_new (m);
+  g_assert_true (hn_hier_state_load (m, b, path, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (b->position, ==, 30);
+  run_tokens (m, a, tok + 30, 30, la);
+  run_tokens (m, b, tok + 30, 30, lb);
+  g_assert_cmpmem (la, sizeof la, lb, sizeof lb);
+  /* another model's state is refused */
+  HnHierConfig c;
+  tiny_config (&c);
+  c.h_stride = 3;
+  g_autoptr (HnHierModel) other = hn_hier_model_new (&c, &error);
+  hn_hier_config_clear (&c);
+  g_assert_false (hn_hier_state_load (other, b, path, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* a damaged automaton is refused and leaves the state alone */
+  g_autofree char *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  char *lp = strstr (text, "\"last_state\":");
+  g_assert_nonnull (lp);
+  lp[13] = lp[13] == '1' ? '2' : '1';
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  g_assert_false (hn_hier_state_load (m, b, path, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_cmpint (b->position, ==, 60);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* ---- gradient checks: tape backward against central differences ---- */
 
 static const guint32 gc_tokens[12] = { 3, 5, 7, 3, 5, 7, 3, 5, 9, 3, 5, 11 };
@@ -613,6 +658,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos/rosa", test_rosa);
   g_test_add_func ("/hierarchos/runtime-deterministic", test_runtime_deterministic);
   g_test_add_func ("/hierarchos/save-load", test_save_load);
+  g_test_add_func ("/hierarchos/state-file", test_state_file);
   g_test_add_func ("/hierarchos/grad/cell", test_grad_cell);
   g_test_add_func ("/hierarchos/grad/halting", test_grad_halting);
   g_test_add_func ("/hierarchos/grad/drift", test_grad_drift);
