@@ -40,6 +40,7 @@ hn_hier_train_options_defaults (HnHierTrainOptions *o)
   o->eps = 1e-8;
   o->seed = 1337;
   o->threads = 0;
+  o->lr_schedule = HN_LR_COSINE;
 }
 
 /* ---- one chunk: forward, losses, backward ---- */
@@ -172,9 +173,15 @@ typedef struct {
 } Data;
 
 static void
-epoch_order (guint64 seed, gint64 epoch, gsize n, guint32 *perm)
+epoch_order (guint64 seed, gint64 epoch, gsize n, guint32 *perm, gboolean no_shuffle)
 {
   HnRng rng;
+  if (no_shuffle)
+    {
+      for (gsize i = 0; i < n; i++)
+        perm[i] = (guint32) i;
+      return;
+    }
   hn_rng_seed (&rng, seed ^ (0xda3e39cb94b95bdbULL * (guint64) (epoch + 1)));
   for (gsize i = 0; i < n; i++)
     perm[i] = (guint32) i;
@@ -199,7 +206,7 @@ schedule_lr (const HnHierTrainOptions *o, gint64 step, gint64 total)
 {
   /* transformers' cosine-with-warmup factor for update `step` (0-based); the
    * decay runs from lr down to --min-lr instead of 0. */
-  HnLrSchedule sched = { HN_LR_COSINE, o->warmup_steps, total };
+  HnLrSchedule sched = { (HnLrScheduleKind) o->lr_schedule, o->warmup_steps, total };
   double f = hn_lr_schedule_factor (&sched, step);
   if (step < o->warmup_steps)
     return o->lr * f;
@@ -626,7 +633,7 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
         }
       if (last_perm_epoch != cur.epoch)
         {
-          epoch_order (o->seed, cur.epoch, d.n_rows, perm);
+          epoch_order (o->seed, cur.epoch, d.n_rows, perm, o->no_shuffle);
           last_perm_epoch = cur.epoch;
         }
       gint64 ts = g_get_monotonic_time ();

@@ -8,6 +8,7 @@
 #include <glib.h>
 #include <gio/gio.h>
 #include "generate/sampler.h"
+#include "jobs/job.h"
 
 G_BEGIN_DECLS
 
@@ -233,6 +234,8 @@ typedef struct {
   double lr, min_lr, weight_decay, grad_clip, beta1, beta2, eps;
   guint64 seed;
   int threads;
+  gboolean no_shuffle;            /* rows in file order every epoch */
+  int lr_schedule;                /* HnLrScheduleKind (train/optim.h); default cosine */
   gboolean quiet;
   HnHierMetricFunc on_metric;
   gpointer on_metric_data;
@@ -244,5 +247,26 @@ void hn_hier_train_options_defaults (HnHierTrainOptions *o);
  * *final_loss when not NULL. Writes OUT/checkpoint-epoch-E-step-S/ every
  * save_steps and the final model into OUT/. */
 gboolean hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, GError **error);
+
+/* ---- Jobs (hierarchos-job.c, hierarchos-chat.c) ----------------------- */
+
+/* Run functions of the job kinds "hierarchos-train", "hierarchos-finetune"
+ * and (for Hierarchos model folders) "chat". */
+gboolean hn_hier_train_job_run (HnJob *job, GError **error);
+gboolean hn_hier_finetune_job_run (HnJob *job, GError **error);
+gboolean hn_hier_chat_job_run (HnJob *job, GError **error);
+/* TRUE when `dir` holds a Hierarchos config.json (model_type "hierarchos"). */
+gboolean hn_hier_is_model_dir (const char *dir);
+
+/* Fresh model folder from a tokenizer: config (defaults for the tokenizer's
+ * vocabulary and `cfg_overrides` NAME=VALUE contract settings applied in
+ * order), initialised weights, tokenizer files. Returns the model. */
+HnHierModel *hn_hier_init_model_dir (const char *tokenizer_path, const char *out_dir, gint64 context_dim,
+                                     const char *const *cfg_overrides, guint64 seed, GError **error);
+
+/* Reads a training file into tokens: plain text (.txt and files that are not
+ * JSONL/Parquet) is tokenized whole; a text is wrapped with the tokenizer's
+ * BOS/EOS as its post-processor says. */
+GArray *hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_path, GError **error);
 
 G_END_DECLS

@@ -1,0 +1,311 @@
+/* Hierarchos job kinds: "hierarchos-train" (fresh from a tokenizer, or
+ * continuing a model folder) and "hierarchos-finetune", plus fresh model
+ * folders and training-text loading. */
+#include "models/hierarchos-private.h"
+#include "hn-error.h"
+#include "hn-util.h"
+#include "io/hub-job.h"
+#include "io/tokenizer.h"
+#include "train/optim.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+gboolean
+hn_hier_is_model_dir (const char *dir)
+{
+  if (!dir)
+    return FALSE;
+  g_autofree char *cp = g_build_filename (dir, HN_HIER_CONFIG_FILE, NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  if (!json_parser_load_from_file (p, cp, NULL))
+    return FALSE;
+  JsonNode *r = json_parser_get_root (p);
+  if (!r || !JSON_NODE_HOLDS_OBJECT (r))
+    return FALSE;
+  JsonNode *mt = json_object_get_member (json_node_get_object (r), "model_type");
+  return mt && json_node_get_value_type (mt) == G_TYPE_STRING && strcmp (json_node_get_string (mt), "hierarchos") == 0;
+}
+
+HnHierModel *
+hn_hier_init_model_dir (const char *tokenizer_path, const char *out_dir, gint64 context_dim,
+                        const char *const *overrides, guint64 seed, GError **error)
+{
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer_path, error);
+  if (!tok)
+    return NULL;
+  gint64 vocab = hn_tokenizer_get_vocab_size (tok);
+  HnHierConfig cfg;
+  hn_hier_config_init_defaults (&cfg, vocab, context_dim);
+  /* Overrides, then the width-dependent defaults (head sizes, adapter rank,
+   * commitment threshold) follow the widths, then the overrides again so an
+   * explicit setting of a derived field wins. */
+  for (int pass = 0; pass < 2; pass++)
+    {
+      for (int i = 0; overrides && overrides[i]; i++)
+        {
+          g_auto (GStrv) kv = g_strsplit (overrides[i], "=", 2);
+          if (!kv[0] || !kv[1])
+            {
+              hn_hier_config_clear (&cfg);
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "architecture setting '%s' is not NAME=VALUE",
+                           overrides[i]);
+              return NULL;
+            }
+          if (!hn_hier_config_set (&cfg, kv[0], kv[1], error))
+            {
+              hn_hier_config_clear (&cfg);
+              return NULL;
+            }
+        }
+      if (pass == 0)
+        hn_hier_config_derive (&cfg);
+    }
+  if (cfg.vocab_size != vocab)
+    {
+      hn_hier_config_clear (&cfg);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "vocab_size must be the tokenizer's (%" G_GINT64_FORMAT ")", vocab);
+      return NULL;
+    }
+  HnHierModel *m = hn_hier_model_new (&cfg, error);
+  hn_hier_config_clear (&cfg);
+  if (!m)
+    return NULL;
+  hn_hier_model_init_weights (m, seed);
+  g_autofree char *tok_dir = g_file_test (tokenizer_path, G_FILE_TEST_IS_DIR) ? g_strdup (tokenizer_path)
+                                                                            : g_path_get_dirname (tokenizer_path);
+  if (out_dir && (!hn_hier_model_save (m, out_dir, error) || !hn_hier_copy_tokenizer_files (tok_dir, out_dir, error)))
+    {
+      hn_hier_model_free (m);
+      return NULL;
+    }
+  return m;
+}
+
+GArray *
+hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_path, GError **error)
+{
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer_path, error);
+  if (!tok)
+    return NULL;
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (int i = 0; files && files[i]; i++)
+    {
+      const char *f = files[i];
+      if (g_str_has_suffix (f, ".jsonl") || g_str_has_suffix (f, ".json") || g_str_has_suffix (f, ".parquet"))
+        {
+          /* Structured datasets (prompt masking, loss weights) come from the
+           * dataset layer; until it is wired in, fail closed. */
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "%s: JSONL/Parquet datasets are not wired into Hierarchos training yet; use a plain text file", f);
+          return NULL;
+        }
+      g_autofree char *text = NULL;
+      gsize len = 0;
+      g_autoptr (GError) local = NULL;
+      if (!g_file_get_contents (f, &text, &len, &local))
+        {
+          g_set_error (error, HN_ERROR, g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
+                       "%s: %s", f, local->message);
+          return NULL;
+        }
+      if (!g_utf8_validate (text, (gssize) len, NULL))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not UTF-8 text", f);
+          return NULL;
+        }
+      if (!hn_tokenizer_encode (tok, text, (gssize) len, TRUE, ids, error))
+        return NULL;
+    }
+  GArray *out = g_array_sized_new (FALSE, FALSE, sizeof (guint32), ids->len);
+  for (guint i = 0; i < ids->len; i++)
+    {
+      guint32 v = (guint32) g_array_index (ids, int32_t, i);
+      g_array_append_val (out, v);
+    }
+  return out;
+}
+
+/* ---- the train / finetune kinds ---- */
+
+typedef struct {
+  HnJob *job;
+  gint64 total;
+} MetricCtx;
+
+static void
+emit_metric (const char *line, gpointer data)
+{
+  MetricCtx *mc = data;
+  g_autoptr (JsonParser) p = json_parser_new ();
+  if (!json_parser_load_from_data (p, line, -1, NULL))
+    return;
+  JsonObject *o = json_node_get_object (json_parser_get_root (p));
+  HnJobMetric m;
+  hn_job_metric_init (&m);
+  m.step = json_object_get_int_member (o, "step");
+  m.epoch = json_object_get_double_member (o, "epoch");
+  m.loss = json_object_get_double_member (o, "loss");
+  m.lr = json_object_get_double_member (o, "lr");
+  m.grad_norm = json_object_get_double_member (o, "grad_norm");
+  m.tokens_per_s = json_object_get_double_member (o, "tokens_per_s");
+  m.elapsed_s = json_object_get_double_member (o, "elapsed_s");
+  hn_job_emit_metric (mc->job, &m);
+  hn_job_emit_progress (mc->job, HN_PROGRESS_STEPS, m.step, mc->total, -1);
+}
+
+static gboolean
+run_training (HnJob *job, gboolean finetune, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *kind = hn_job_spec_get_kind (spec);
+  g_autoptr (HnHierModel) m = NULL;
+  g_autofree char *tok_path = hn_hub_job_tokenizer_path (job, error);
+  if (!tok_path && error && *error)
+    return FALSE;
+  g_autofree char *model_dir = NULL;
+  gboolean fresh = !finetune && !hn_job_spec_is_set (spec, "model-path") &&
+                   !(hn_job_spec_lookup (spec, "hf-model") && hn_job_spec_is_set (spec, "hf-model"));
+  const char *out_dir = hn_job_spec_get_string (spec, "out-dir");
+  const char *resume = hn_job_spec_get_string (spec, "resume-from-checkpoint");
+  if (!out_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --out-dir is required", kind);
+      return FALSE;
+    }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "optimizer"), "adamw") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: only --optimizer adamw is implemented for Hierarchos", kind);
+      return FALSE;
+    }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "precision"), "f32") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: --precision %s is not implemented for Hierarchos (the CPU trainer computes and stores fp32)", kind,
+                   hn_job_spec_get_string (spec, "precision"));
+      return FALSE;
+    }
+  if (hn_job_spec_is_set (spec, "device-index"))
+    hn_job_log (job, HN_LOG_WARNING, "Hierarchos trains on the CPU in this build; --device-index is ignored");
+
+  if (resume)
+    {
+      m = hn_hier_model_load (resume, error);
+      model_dir = g_strdup (resume);
+    }
+  else if (fresh)
+    {
+      if (!tok_path)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "%s: a fresh model needs --tokenizer-path or --hf-tokenizer (or --model-path to continue)", kind);
+          return FALSE;
+        }
+      g_autoptr (GPtrArray) ov = g_ptr_array_new_with_free_func (g_free);
+      const char *geo[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
+      for (gsize i = 0; i < G_N_ELEMENTS (geo); i++)
+        if (hn_job_spec_lookup (spec, geo[i]) && hn_job_spec_is_set (spec, geo[i]) && hn_job_spec_get_int (spec, geo[i]) > 0)
+          {
+            g_autofree char *k = g_strdelimit (g_strdup (geo[i]), "-", '_');
+            g_ptr_array_add (ov, g_strdup_printf ("%s=%" G_GINT64_FORMAT, k, hn_job_spec_get_int (spec, geo[i])));
+          }
+      gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
+      g_ptr_array_add (ov, g_strdup_printf ("training_chunk_size=%" G_GINT64_FORMAT, chunk));
+      g_ptr_array_add (ov, g_strdup_printf ("reference_chunk_len=%" G_GINT64_FORMAT, chunk));
+      g_ptr_array_add (ov, NULL);
+      m = hn_hier_init_model_dir (tok_path, NULL, hn_job_spec_get_int (spec, "context-dim"),
+                                  (const char *const *) ov->pdata, (guint64) hn_job_spec_get_int (spec, "seed"), error);
+      hn_job_log (job, HN_LOG_INFO, "fresh Hierarchos model: %zu parameters, contract %s", m ? m->n_params : 0,
+                  m ? m->contract_sha256 : "-");
+    }
+  else
+    {
+      model_dir = hn_hub_job_model_dir (job, error);
+      if (!model_dir)
+        return FALSE;
+      m = hn_hier_model_load (model_dir, error);
+    }
+  if (!m)
+    return FALSE;
+  if (!tok_path)
+    tok_path = g_strdup (model_dir);
+
+  g_auto (GStrv) files = hn_hub_job_dataset_files (job, error);
+  if (!files)
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --train or --hf-dataset is required", kind);
+      return FALSE;
+    }
+  g_autoptr (GArray) tokens = hn_hier_load_training_tokens ((const char *const *) files, tok_path, error);
+  if (!tokens)
+    return FALSE;
+  hn_job_log (job, HN_LOG_INFO, "%u training tokens", tokens->len);
+
+  HnHierTrainOptions o;
+  hn_hier_train_options_defaults (&o);
+  o.out_dir = out_dir;
+  o.resume_from = resume;
+  o.tokenizer_dir = g_file_test (tok_path, G_FILE_TEST_IS_DIR) ? tok_path : NULL;
+  g_autofree char *tok_dir = o.tokenizer_dir ? NULL : g_path_get_dirname (tok_path);
+  if (!o.tokenizer_dir)
+    o.tokenizer_dir = tok_dir;
+  o.metrics_file = hn_job_spec_get_string (spec, "metrics-file");
+  o.finetune = finetune;
+  o.trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
+  o.tokens = (const guint32 *) tokens->data;
+  o.n_tokens = tokens->len;
+  o.batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
+  o.accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
+  o.chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");
+  o.max_length = (int) hn_job_spec_get_int (spec, "seq-len");
+  o.epochs = (int) hn_job_spec_get_int (spec, "epochs");
+  o.max_steps = hn_job_spec_get_int (spec, "max-steps");
+  o.save_steps = hn_job_spec_get_int (spec, "save-steps");
+  o.warmup_steps = hn_job_spec_get_int (spec, "warmup-steps");
+  o.lr = hn_job_spec_get_double (spec, "lr");
+  o.min_lr = hn_job_spec_get_double (spec, "min-lr");
+  o.weight_decay = hn_job_spec_get_double (spec, "weight-decay");
+  o.grad_clip = hn_job_spec_get_double (spec, "max-grad-norm");
+  o.beta1 = hn_job_spec_get_double (spec, "beta1");
+  o.beta2 = hn_job_spec_get_double (spec, "beta2");
+  o.eps = hn_job_spec_get_double (spec, "eps");
+  o.seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  o.no_shuffle = hn_job_spec_get_bool (spec, "no-shuffle");
+  HnLrScheduleKind sk = HN_LR_COSINE;
+  if (!hn_lr_schedule_kind_from_string (hn_job_spec_get_string (spec, "lr-scheduler"), &sk, error))
+    return FALSE;
+  o.lr_schedule = sk;
+  o.cancellable = hn_job_get_cancellable (job);
+  MetricCtx mc = { job, o.max_steps };
+  o.on_metric = emit_metric;
+  o.on_metric_data = &mc;
+  if (o.chunk_size > 0 && o.max_length % o.chunk_size != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: --seq-len (%d) must be a multiple of --training-chunk-size (%d)", kind, o.max_length, o.chunk_size);
+      return FALSE;
+    }
+  if (o.chunk_size != m->cfg.training_chunk_size)
+    hn_job_log (job, HN_LOG_INFO, "training with chunks of %d tokens (the contract records %" G_GINT64_FORMAT ")",
+                o.chunk_size, m->cfg.training_chunk_size);
+  double final = 0;
+  if (!hn_hier_train (m, &o, &final, error))
+    return FALSE;
+  hn_job_log (job, HN_LOG_INFO, "final loss %.4f; model saved to %s", final, out_dir);
+  hn_job_set_output_path (job, out_dir);
+  return TRUE;
+}
+
+gboolean
+hn_hier_train_job_run (HnJob *job, GError **error)
+{
+  return run_training (job, FALSE, error);
+}
+
+gboolean
+hn_hier_finetune_job_run (HnJob *job, GError **error)
+{
+  return run_training (job, TRUE, error);
+}
