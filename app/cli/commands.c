@@ -5,6 +5,10 @@ int hn_cmd_architectures (int argc, char **argv);
 int hn_cmd_dataset_preview (int argc, char **argv);
 int hn_cmd_devices (int argc, char **argv);
 int hn_cmd_doctor (int argc, char **argv);
+int hn_cmd_chat (int argc, char **argv);
+int hn_cmd_hierarchos_finetune (int argc, char **argv);
+int hn_cmd_hierarchos_init (int argc, char **argv);
+int hn_cmd_hierarchos_train (int argc, char **argv);
 int hn_cmd_pull (int argc, char **argv);
 int hn_cmd_tokenize (int argc, char **argv);
 int hn_cmd_transformer_generate (int argc, char **argv);
@@ -16,9 +20,15 @@ static const char *const pull_aliases[] = { "download", NULL };
 
 const HnCliCommand hn_cli_commands[] = {
   { "architectures", NULL, "List supported model architectures and tasks", hn_cmd_architectures },
+  { "chat", NULL, "Chat with a Hierarchos model (template, sampling, carried state)", hn_cmd_chat },
   { "dataset-preview", NULL, "Show training rows as the trainer sees them: templating, loss mask, tokens", hn_cmd_dataset_preview },
   { "devices", NULL, "List the Vulkan devices (--json for the full report)", hn_cmd_devices },
   { "doctor", NULL, "Check the Vulkan setup, devices, features, shaders and cache folders", hn_cmd_doctor },
+  { "hierarchos-finetune", (const char *const[]) { "finetune", NULL },
+    "Fine-tune a Hierarchos model (a trainable subset by default)", hn_cmd_hierarchos_finetune },
+  { "hierarchos-init", NULL, "Create a fresh Hierarchos model folder from a tokenizer", hn_cmd_hierarchos_init },
+  { "hierarchos-train", (const char *const[]) { "train", NULL },
+    "Train a Hierarchos model, fresh from a tokenizer or continuing a model", hn_cmd_hierarchos_train },
   { "pull", pull_aliases, "Download a model or dataset from the Hugging Face Hub into the shared cache", hn_cmd_pull },
   { "tokenize", NULL, "Turn text into token ids and back with a model's tokenizer", hn_cmd_tokenize },
   { "transformer-generate", generate_aliases, "Generate text with a Transformer model", hn_cmd_transformer_generate },

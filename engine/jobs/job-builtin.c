@@ -5,6 +5,7 @@
 #include "jobs/job.h"
 #include "io/hub-job.h"
 #include "generate/generate-job.h"
+#include "models/hierarchos.h"
 
 void
 hn_job_register_builtin_kinds (void)
@@ -14,6 +15,12 @@ hn_job_register_builtin_kinds (void)
     {
       hn_job_register_kind ("pull", hn_hub_pull_job_run);
       hn_job_register_kind ("transformer-generate", hn_transformer_generate_job_run);
+      hn_job_register_kind ("hierarchos-train", hn_hier_train_job_run);
+      hn_job_register_kind ("hierarchos-finetune", hn_hier_finetune_job_run);
+      /* Hierarchos model folders only for now; a Transformer chat run
+       * function should take this kind over and call hn_hier_chat_job_run
+       * when hn_hier_is_model_dir (model folder). */
+      hn_job_register_kind ("chat", hn_hier_chat_job_run);
       g_once_init_leave (&once, 1);
     }
 }

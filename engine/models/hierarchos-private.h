@@ -29,8 +29,10 @@ typedef struct {
 
 typedef struct {
   GArray *nodes;   /* HnHTapeNode */
-  GPtrArray *blocks; /* float arenas */
-  gsize block_used, block_size;
+  GPtrArray *blocks; /* float arenas, kept across resets */
+  GArray *block_sizes; /* gsize per block */
+  guint cur;           /* block in use */
+  gsize block_used;
   int n_params;    /* nodes [0, n_params) are the model parameters */
   gboolean record_grads;
 } HnHTape;

@@ -15,6 +15,7 @@ hn_htape_new (void)
   HnHTape *t = g_new0 (HnHTape, 1);
   t->nodes = g_array_sized_new (FALSE, FALSE, sizeof (HnHTapeNode), 4096);
   t->blocks = g_ptr_array_new_with_free_func (g_free);
+  t->block_sizes = g_array_new (FALSE, FALSE, sizeof (gsize));
   return t;
 }
 
@@ -25,17 +26,18 @@ hn_htape_free (HnHTape *t)
     return;
   g_array_unref (t->nodes);
   g_ptr_array_unref (t->blocks);
+  g_array_unref (t->block_sizes);
   g_free (t);
 }
 
 void
 hn_htape_reset (HnHTape *t)
 {
+  /* Blocks stay allocated: the next token or chunk reuses them without
+   * touching the allocator (or faulting pages in again). */
   g_array_set_size (t->nodes, 0);
-  if (t->blocks->len > 1)
-    g_ptr_array_remove_range (t->blocks, 1, t->blocks->len - 1);
+  t->cur = 0;
   t->block_used = 0;
-  t->block_size = t->blocks->len ? BLOCK_FLOATS : 0;
   t->n_params = 0;
 }
 
@@ -43,15 +45,20 @@ float *
 hn_htape_alloc (HnHTape *t, gsize n)
 {
   n = (n + 7) & ~(gsize) 7; /* keep 32-byte alignment */
-  if (t->blocks->len == 0 || t->block_used + n > t->block_size)
+  while (t->cur < t->blocks->len && t->block_used + n > g_array_index (t->block_sizes, gsize, t->cur))
     {
-      gsize sz = MAX (BLOCK_FLOATS, n);
-      /* The first block stays across resets; large one-offs go after it. */
-      g_ptr_array_add (t->blocks, g_malloc (sz * sizeof (float)));
-      t->block_size = sz;
+      t->cur++;
       t->block_used = 0;
     }
-  float *p = (float *) t->blocks->pdata[t->blocks->len - 1] + t->block_used;
+  if (t->cur >= t->blocks->len)
+    {
+      gsize sz = MAX (BLOCK_FLOATS, n);
+      g_ptr_array_add (t->blocks, g_malloc (sz * sizeof (float)));
+      g_array_append_val (t->block_sizes, sz);
+      t->cur = t->blocks->len - 1;
+      t->block_used = 0;
+    }
+  float *p = (float *) t->blocks->pdata[t->cur] + t->block_used;
   t->block_used += n;
   return p;
 }

@@ -225,6 +225,8 @@ typedef struct {
   HnHierLoss *row_loss;
   int tid, n_threads;
   float scale;
+  HnHTape *tape;  /* kept across steps: its arena is reused */
+  HnHierState *state;
   GError *error;
 } Work;
 
@@ -232,8 +234,8 @@ static gpointer
 work_thread (gpointer data)
 {
   Work *w = data;
-  HnHTape *t = hn_htape_new ();
-  HnHierState *s = hn_hier_state_new (w->m);
+  HnHTape *t = w->tape;
+  HnHierState *s = w->state;
   g_autofree gint32 *labels = g_new (gint32, w->chunk);
   g_autofree float *wts = g_new (float, w->chunk);
   for (int r = w->tid; r < w->n_rows && !w->error; r += w->n_threads)
@@ -261,8 +263,6 @@ work_thread (gpointer data)
           w->row_loss[r].n_tokens += l.n_tokens;
         }
     }
-  hn_hier_state_free (s);
-  hn_htape_free (t);
   return NULL;
 }
 
@@ -577,6 +577,14 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
   gboolean *train_mask = g_new0 (gboolean, m->param_list->len);
   FILE *metrics = NULL;
   gint64 last_perm_epoch = -1;
+  HnHTape *tapes[16] = { NULL };
+  HnHierState *states[16] = { NULL };
+  n_threads = MIN (n_threads, 16);
+  for (int i = 0; i < n_threads; i++)
+    {
+      tapes[i] = hn_htape_new ();
+      states[i] = hn_hier_state_new (m);
+    }
   for (gsize i = 0; i < n_step_rows; i++)
     row_grads[i] = g_try_malloc0 (m->n_params * sizeof (float));
   for (gsize i = 0; i < n_step_rows; i++)
@@ -645,7 +653,7 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
       for (int i = 0; i < n_threads; i++)
         {
           works[i] = (Work) { m, o, &d, rows, (int) n_step_rows, chunk, (int) n_chunks, row_grads, row_loss, i, n_threads,
-                              (float) (1.0 / ((double) n_step_rows * (double) n_chunks)), NULL };
+                              (float) (1.0 / ((double) n_step_rows * (double) n_chunks)), tapes[i], states[i], NULL };
           threads[i] = n_threads > 1 ? g_thread_new ("hier-train", work_thread, &works[i]) : NULL;
           if (!threads[i])
             work_thread (&works[i]);
@@ -744,6 +752,11 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
 out:
   if (metrics)
     fclose (metrics);
+  for (int i = 0; i < 16; i++)
+    {
+      hn_htape_free (tapes[i]);
+      hn_hier_state_free (states[i]);
+    }
   for (gsize i = 0; i < n_step_rows; i++)
     g_free (row_grads[i]);
   g_free (row_grads);

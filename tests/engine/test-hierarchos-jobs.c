@@ -1,0 +1,205 @@
+/* Hierarchos through the job layer, as the CLI and the GUI run it: a fresh
+ * model from a real tokenizer, a few training steps on real text, chat with
+ * carried state, and a saved state that resumes to the same reply. */
+#include "models/hierarchos.h"
+#include "hn-error.h"
+#include "jobs/job.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  int metrics, turns;
+  GString *cur;
+  GPtrArray *replies;
+  GPtrArray *logs;
+} Events;
+
+static void
+on_event (HnJob *job, const HnJobEvent *ev, gpointer data)
+{
+  Events *e = data;
+  switch (ev->type)
+    {
+    case HN_JOB_EVENT_METRIC:
+      e->metrics++;
+      g_assert_true (isfinite (ev->metric.loss));
+      break;
+    case HN_JOB_EVENT_TOKEN:
+      g_string_append (e->cur, ev->token.text);
+      break;
+    case HN_JOB_EVENT_TURN_END:
+      e->turns++;
+      g_ptr_array_add (e->replies, g_strdup (e->cur->str));
+      g_string_truncate (e->cur, 0);
+      break;
+    case HN_JOB_EVENT_LOG:
+      g_ptr_array_add (e->logs, g_strdup (ev->log.message));
+      break;
+    default:
+      break;
+    }
+}
+
+static void
+events_init (Events *e)
+{
+  memset (e, 0, sizeof *e);
+  e->cur = g_string_new (NULL);
+  e->replies = g_ptr_array_new_with_free_func (g_free);
+  e->logs = g_ptr_array_new_with_free_func (g_free);
+}
+
+static void
+events_clear (Events *e)
+{
+  g_string_free (e->cur, TRUE);
+  g_ptr_array_unref (e->replies);
+  g_ptr_array_unref (e->logs);
+}
+
+static gboolean
+run_job (const char *const *argv, const char *const *inputs, Events *e, GError **error)
+{
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) g_strv_length ((char **) argv), argv, error);
+  if (!spec || !hn_job_spec_validate (spec, error))
+    return FALSE;
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  hn_job_set_event_func (job, on_event, e, NULL);
+  for (int i = 0; inputs && inputs[i]; i++)
+    hn_job_push_input (job, inputs[i]);
+  hn_job_close_input (job);
+  return hn_job_run_sync (job, error);
+}
+
+static void
+rm_rf (const char *path)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
+      const char *f;
+      while (d && (f = g_dir_read_name (d)))
+        {
+          g_autofree char *p = g_build_filename (path, f, NULL);
+          rm_rf (p);
+        }
+      g_rmdir (path);
+    }
+  else
+    g_unlink (path);
+}
+
+static void
+test_init_train_chat (void)
+{
+  hn_job_register_builtin_kinds ();
+  const char *shared = g_getenv ("HN_SHARED_DIR");
+  g_assert_nonnull (shared);
+  g_autofree char *tok = g_build_filename (shared, "models", "stories260K", NULL);
+  g_autofree char *text_src = g_build_filename (shared, "datasets", "tinyshakespeare.txt", NULL);
+  g_autofree char *tmp = g_dir_make_tmp ("hier-jobs-XXXXXX", NULL);
+  g_autofree char *model = g_build_filename (tmp, "model", NULL);
+  g_autofree char *out = g_build_filename (tmp, "out", NULL);
+  g_autofree char *text = g_build_filename (tmp, "text.txt", NULL);
+  g_autofree char *sf = g_build_filename (tmp, "state.json", NULL);
+  g_autofree char *sf1 = g_build_filename (tmp, "state1.json", NULL);
+  g_autoptr (GError) error = NULL;
+
+  /* a small slice of real text */
+  g_autofree char *all = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (text_src, &all, &len, NULL));
+  g_assert_true (g_file_set_contents (text, all, 6000, NULL));
+
+  const char *const ov[] = { "persistent_dim=8", "ltm_slots=16", "ltm_key_dim=8", "ltm_val_dim=8", "ltm_topk=2",
+                             "rwkv_head_size=8", "max_h_steps=3", "max_l_steps=2", NULL };
+  g_autoptr (HnHierModel) m = hn_hier_init_model_dir (tok, model, 16, ov, 7, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (m->V, ==, 512);
+  g_assert_true (hn_hier_is_model_dir (model));
+
+  Events e;
+  events_init (&e);
+  const char *const train[] = { "train", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
+                                "--training_chunk_size", "8", "--batch_size", "2", "--accumulation-steps", "1",
+                                "--max-steps", "3", "--starting-lr", "3e-3", NULL };
+  g_assert_true (run_job (train, NULL, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (e.metrics, ==, 3);
+  g_assert_true (hn_hier_is_model_dir (out));
+  g_autofree char *tj = g_build_filename (out, "tokenizer.json", NULL);
+  g_assert_true (g_file_test (tj, G_FILE_TEST_EXISTS));
+  events_clear (&e);
+
+  /* Session A: two turns with carried state, a /save between them. */
+  events_init (&e);
+  g_autofree char *save_cmd = g_strdup_printf ("/save %s", sf1);
+  const char *const chat[] = { "chat", "--model-path", out, "--carry-chat-state", "--chat-state-file", sf,
+                               "--max-new-tokens", "12", "--seed", "5", NULL };
+  const char *const inputs_a[] = { "Hello there", save_cmd, "/status", "What news?", "/quit", "ignored", NULL };
+  g_assert_true (run_job (chat, inputs_a, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (e.turns, ==, 4);
+  g_assert_cmpuint (e.replies->len, ==, 4);
+  g_assert_cmpstr (e.replies->pdata[0], !=, "");
+  g_assert_true (g_file_test (sf, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (sf1, G_FILE_TEST_EXISTS));
+  g_autofree char *reply_a = g_strdup (e.replies->pdata[3]);
+  events_clear (&e);
+
+  /* Session B resumes the state saved after turn 1: same seed, same reply. */
+  events_init (&e);
+  const char *const chat_b[] = { "chat", "--model-path", out, "--resume-chat-from-state-file", sf1,
+                                 "--max-new-tokens", "12", "--seed", "5", NULL };
+  const char *const inputs_b[] = { "What news?", NULL };
+  g_assert_true (run_job (chat_b, inputs_b, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (e.replies->len, ==, 1);
+  g_assert_cmpstr (e.replies->pdata[0], ==, reply_a);
+  events_clear (&e);
+
+  /* A state from a model with another contract is refused. */
+  g_autofree char *other = g_build_filename (tmp, "other", NULL);
+  const char *const ov2[] = { "persistent_dim=8", "ltm_slots=16", "ltm_key_dim=8", "ltm_val_dim=8", "ltm_topk=2",
+                              "rwkv_head_size=8", "max_h_steps=3", "max_l_steps=2", "h_stride=3", NULL };
+  g_autoptr (HnHierModel) m2 = hn_hier_init_model_dir (tok, other, 16, ov2, 7, &error);
+  g_assert_no_error (error);
+  events_init (&e);
+  const char *const chat_c[] = { "chat", "--model-path", other, "--resume-chat-from-state-file", sf1, NULL };
+  g_assert_false (run_job (chat_c, inputs_b, &e, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  events_clear (&e);
+
+  /* Fine-tuning trains the default subset only. */
+  events_init (&e);
+  g_autofree char *ft = g_build_filename (tmp, "ft", NULL);
+  const char *const fine[] = { "finetune", "--model-path", out, "--train", text, "--out-dir", ft, "--seq-len", "8",
+                               "--training-chunk-size", "8", "--batch-size", "2", "--max-steps", "2", "--lr", "1e-2", NULL };
+  g_assert_true (run_job (fine, NULL, &e, &error));
+  g_assert_no_error (error);
+  events_clear (&e);
+  g_autoptr (HnHierModel) before = hn_hier_model_load (out, &error);
+  g_autoptr (HnHierModel) after = hn_hier_model_load (ft, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < before->param_list->len; i++)
+    {
+      HnHierParam *p = before->param_list->pdata[i];
+      gboolean same = memcmp (before->params + p->offset, after->params + p->offset, p->numel * 4) == 0;
+      if (!p->finetune && strcmp (p->name, "memory_gate_warmup_step") != 0)
+        g_assert_true (same);
+    }
+  g_assert_true (memcmp (hn_hier_model_data (before, "h_rnn.w2"), hn_hier_model_data (after, "h_rnn.w2"),
+                         16 * sizeof (float)) != 0);
+  rm_rf (tmp);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/hierarchos/jobs/init-train-chat", test_init_train_chat);
+  return g_test_run ();
+}
