@@ -394,6 +394,167 @@ test_gpt2_stream (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* ---- spiece.model rewritten as a T5-style tokenizer.json (Precompiled
+ * charsmap normalizer + Metaspace + Unigram), as transformers'
+ * SpmConverter does; both must give the same ids. ---- */
+
+static gboolean
+pb_varint (const guint8 **p, const guint8 *end, guint64 *v)
+{
+  *v = 0;
+  for (int s = 0; s < 64 && *p < end; s += 7)
+    {
+      guint8 b = *(*p)++;
+      *v |= (guint64) (b & 0x7f) << s;
+      if (!(b & 0x80))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Calls fn for each field of a message: length-delimited payloads as data,
+ * varints and fixed32 as value. */
+typedef void (*PbField) (guint32 field, const guint8 *data, gsize len, guint64 value, gpointer user);
+
+static void
+pb_walk (const guint8 *p, const guint8 *end, PbField fn, gpointer user)
+{
+  while (p < end)
+    {
+      guint64 key, v = 0;
+      g_assert_true (pb_varint (&p, end, &key));
+      switch (key & 7)
+        {
+        case 0:
+          g_assert_true (pb_varint (&p, end, &v));
+          fn ((guint32) (key >> 3), NULL, 0, v, user);
+          break;
+        case 2:
+          g_assert_true (pb_varint (&p, end, &v));
+          g_assert_cmpuint (v, <=, (guint64) (end - p));
+          fn ((guint32) (key >> 3), p, v, 0, user);
+          p += v;
+          break;
+        case 5:
+          {
+            guint32 x;
+            memcpy (&x, p, 4);
+            p += 4;
+            fn ((guint32) (key >> 3), NULL, 0, x, user);
+            break;
+          }
+        case 1:
+          p += 8;
+          break;
+        default:
+          g_assert_not_reached ();
+        }
+    }
+}
+
+typedef struct {
+  GString *vocab;     /* JSON array body */
+  char *charsmap_b64;
+  guint n;
+  int unk_id;
+  /* current piece */
+  char *piece;
+  float score;
+  guint64 type;
+} SpmToJson;
+
+static void
+piece_field (guint32 f, const guint8 *d, gsize len, guint64 v, gpointer user)
+{
+  SpmToJson *c = user;
+  if (f == 1 && d)
+    c->piece = g_strndup ((const char *) d, len);
+  else if (f == 2 && !d)
+    {
+      guint32 bits = (guint32) v;
+      memcpy (&c->score, &bits, 4);
+    }
+  else if (f == 3 && !d)
+    c->type = v;
+}
+
+static void
+normalizer_field (guint32 f, const guint8 *d, gsize len, guint64 v, gpointer user)
+{
+  SpmToJson *c = user;
+  if (f == 2 && d)
+    c->charsmap_b64 = g_base64_encode (d, len);
+}
+
+static void json_escape (GString *out, const char *s);
+
+static void
+model_field (guint32 f, const guint8 *d, gsize len, guint64 v, gpointer user)
+{
+  SpmToJson *c = user;
+  if (f == 1 && d)
+    {
+      c->piece = NULL;
+      c->score = 0;
+      c->type = 1;
+      pb_walk (d, d + len, piece_field, c);
+      g_assert_nonnull (c->piece);
+      if (c->n)
+        g_string_append (c->vocab, ", ");
+      g_string_append_c (c->vocab, '[');
+      json_escape (c->vocab, c->piece);
+      g_string_append_printf (c->vocab, ", %.9g]", (double) c->score);
+      if (c->type == 2)
+        c->unk_id = (int) c->n;
+      c->n++;
+      g_free (c->piece);
+    }
+  else if (f == 3 && d)
+    pb_walk (d, d + len, normalizer_field, c);
+}
+
+static void
+test_unigram_as_json (void)
+{
+  g_autofree char *mp = shared_path ("tokenizers/unigram-test/spiece.model");
+  g_autofree char *blob = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (mp, &blob, &len, NULL));
+  SpmToJson c = { g_string_new (NULL), NULL, 0, -1, NULL, 0, 0 };
+  pb_walk ((const guint8 *) blob, (const guint8 *) blob + len, model_field, &c);
+  g_assert_nonnull (c.charsmap_b64);
+  g_assert_cmpint (c.unk_id, >=, 0);
+  g_autoptr (GString) j = g_string_new (NULL);
+  g_string_append_printf (j,
+    "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"%s\"}, "
+    "{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": true}, "
+    "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, \"content\": \"\xe2\x96\x81\"}]}, "
+    "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", \"prepend_scheme\": \"always\", \"split\": true}, "
+    "\"decoder\": {\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", \"prepend_scheme\": \"always\", \"split\": true}, "
+    "\"model\": {\"type\": \"Unigram\", \"unk_id\": %d, \"byte_fallback\": false, \"vocab\": [%s]}}",
+    c.charsmap_b64, c.unk_id, c.vocab->str);
+  g_string_free (c.vocab, TRUE);
+  g_free (c.charsmap_b64);
+  g_autofree char *path = write_tmp_json ("unigram-tokenizer.json", j);
+  g_autoptr (HnTokenizer) js = load_shared (path);
+  g_autoptr (HnTokenizer) spm = load_shared ("tokenizers/unigram-test/spiece.model");
+  g_autoptr (GPtrArray) lines = text_lines ("datasets/botchan.txt", 200);
+  /* full-width letters and a ligature go through the charsmap */
+  g_ptr_array_add (lines, g_strdup ("\xef\xbc\xa8" "ello \xef\xac\x81ne w\xc3\xb6rld"));
+  guint same = 0;
+  for (guint i = 0; i < lines->len; i++)
+    {
+      g_autofree char *line = g_strstrip (g_strdup (g_ptr_array_index (lines, i)));
+      g_autoptr (GArray) a = encode (js, line, FALSE);
+      g_autoptr (GArray) b = encode (spm, line, FALSE);
+      if (a->len == b->len && memcmp (a->data, b->data, a->len * 4) == 0)
+        same++;
+      else
+        g_test_message ("differs: '%s'", line);
+    }
+  g_assert_cmpuint (same, ==, lines->len);
+}
+
 /* LlamaTokenizer legacy=false: no dummy prefix after a special token. */
 static void
 test_spm_legacy_false (void)
@@ -593,6 +754,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/golden/bert-bge", test_golden_bert);
   g_test_add_func ("/tokenizer/golden/gpt-2-as-tokenizer-json", test_golden_gpt2_as_json);
   g_test_add_func ("/tokenizer/golden/bert-bge-as-tokenizer-json", test_golden_bert_as_json);
+  g_test_add_func ("/tokenizer/unigram-as-tokenizer-json", test_unigram_as_json);
   g_test_add_func ("/tokenizer/stories260k", test_stories260k);
   g_test_add_func ("/tokenizer/mistral", test_mistral);
   g_test_add_func ("/tokenizer/unigram-model", test_unigram_model);
@@ -612,6 +774,8 @@ main (int argc, char **argv)
   g_hash_table_unref (loaded);
   g_autofree char *g1 = g_build_filename (tmpdir, "gpt2-tokenizer.json", NULL);
   g_autofree char *g2 = g_build_filename (tmpdir, "bert-tokenizer.json", NULL);
+  g_autofree char *g3 = g_build_filename (tmpdir, "unigram-tokenizer.json", NULL);
+  g_unlink (g3);
   g_unlink (g1);
   g_unlink (g2);
   g_rmdir (tmpdir);
