@@ -20,7 +20,8 @@ enum { PT_BOOLEAN = 0, PT_INT32 = 1, PT_INT64 = 2, PT_INT96 = 3, PT_FLOAT = 4, P
 
 enum { REP_REQUIRED = 0, REP_OPTIONAL = 1, REP_REPEATED = 2 };
 
-enum { ENC_PLAIN = 0, ENC_PLAIN_DICTIONARY = 2, ENC_RLE = 3, ENC_BIT_PACKED = 4, ENC_RLE_DICTIONARY = 8 };
+enum { ENC_PLAIN = 0, ENC_PLAIN_DICTIONARY = 2, ENC_RLE = 3, ENC_BIT_PACKED = 4, ENC_DELTA_BINARY_PACKED = 5,
+       ENC_DELTA_LENGTH_BYTE_ARRAY = 6, ENC_DELTA_BYTE_ARRAY = 7, ENC_RLE_DICTIONARY = 8, ENC_BYTE_STREAM_SPLIT = 9 };
 
 enum { CODEC_NONE = 0, CODEC_SNAPPY = 1, CODEC_GZIP = 2, CODEC_ZSTD = 6 };
 
@@ -300,7 +301,10 @@ parse_schema_el (TR *t, SchemaEl *el)
         if (type != T_BINARY)
           t->bad = TRUE;
         else
-          el->name = tr_string (t);
+          {
+            g_free (el->name); /* a damaged footer may repeat the field */
+            el->name = tr_string (t);
+          }
         break;
       case 5: el->n_children = (int) tr_int (t, type); break;
       case 6: el->converted_type = (int) tr_int (t, type); break;
@@ -886,6 +890,143 @@ decode_plain (int ptype, const guint8 *p, const guint8 *end, gint64 n, Values *o
     }
 }
 
+/* DELTA_BINARY_PACKED: n integers into out; returns the end of the encoded
+ * data (other encodings continue after it) or NULL when malformed. Sums wrap
+ * like the writer's integers do. */
+static const guint8 *
+delta_binary_unpack (const guint8 *p, const guint8 *end, gint64 n, gint64 *out, gboolean is32)
+{
+  TR t = { p, end, FALSE };
+  guint64 block = tr_varint (&t), minis = tr_varint (&t), total = tr_varint (&t);
+  guint64 v = (guint64) tr_zigzag (&t);
+  if (t.bad || block == 0 || block % 128 != 0 || minis == 0 || block % minis != 0 || (block / minis) % 32 != 0 ||
+      minis > 4096 || total < (guint64) n)
+    return NULL;
+  guint64 per_mini = block / minis;
+  gint64 got = 0;
+  if (n > 0)
+    out[got++] = is32 ? (gint64) (gint32) (guint32) v : (gint64) v;
+  while (got < (gint64) total)
+    {
+      guint64 min_delta = (guint64) tr_zigzag (&t);
+      if (t.bad || (guint64) (t.end - t.p) < minis)
+        return NULL;
+      const guint8 *widths = t.p;
+      t.p += minis;
+      for (guint64 m = 0; m < minis && got < (gint64) total; m++)
+        {
+          int bw = widths[m];
+          if (bw > 64)
+            return NULL;
+          guint64 bytes = per_mini * (guint64) bw / 8;
+          if (bytes > (guint64) (t.end - t.p))
+            return NULL;
+          guint64 bit = 0;
+          for (guint64 k = 0; k < per_mini && got < (gint64) total; k++)
+            {
+              guint64 d = 0;
+              for (int b = 0; b < bw; b++, bit++)
+                d |= (guint64) ((t.p[bit >> 3] >> (bit & 7)) & 1) << b;
+              v += min_delta + d;
+              if (got < n)
+                out[got] = is32 ? (gint64) (gint32) (guint32) v : (gint64) v;
+              got++;
+            }
+          t.p += bytes;
+        }
+    }
+  return t.p;
+}
+
+/* The DELTA and BYTE_STREAM_SPLIT encodings (what writers other than pyarrow
+ * pick for ints, strings and floats). */
+static gboolean
+decode_other (int enc, int ptype, const guint8 *p, const guint8 *end, gint64 n, Values *out)
+{
+  if (n == 0)
+    return TRUE;
+  if (enc == ENC_DELTA_BINARY_PACKED && (ptype == PT_INT32 || ptype == PT_INT64))
+    {
+      g_autofree gint64 *v = g_try_new (gint64, n);
+      if (!v || !delta_binary_unpack (p, end, n, v, ptype == PT_INT32))
+        return FALSE;
+      g_array_append_vals (out->ints, v, (guint) n);
+      return TRUE;
+    }
+  if ((enc == ENC_DELTA_LENGTH_BYTE_ARRAY || enc == ENC_DELTA_BYTE_ARRAY) && ptype == PT_BYTE_ARRAY)
+    {
+      g_autofree gint64 *prefix = NULL;
+      if (enc == ENC_DELTA_BYTE_ARRAY)
+        {
+          prefix = g_try_new (gint64, n);
+          if (!prefix || !(p = delta_binary_unpack (p, end, n, prefix, TRUE)))
+            return FALSE;
+        }
+      g_autofree gint64 *lens = g_try_new (gint64, n);
+      if (!lens || !(p = delta_binary_unpack (p, end, n, lens, TRUE)))
+        return FALSE;
+      const char *prev = "";
+      gsize prev_len = 0;
+      for (gint64 i = 0; i < n; i++)
+        {
+          gint64 pl = prefix ? prefix[i] : 0;
+          if (lens[i] < 0 || pl < 0 || (guint64) pl > prev_len || (guint64) lens[i] > (guint64) (end - p))
+            return FALSE;
+          gsize len = (gsize) pl + (gsize) lens[i];
+          char *s = g_malloc (len + 1);
+          memcpy (s, prev, (gsize) pl);
+          memcpy (s + pl, p, (gsize) lens[i]);
+          s[len] = '\0';
+          p += lens[i];
+          g_ptr_array_add (out->strs, s);
+          g_array_append_val (out->lens, len);
+          prev = s;
+          prev_len = len;
+        }
+      return TRUE;
+    }
+  if (enc == ENC_BYTE_STREAM_SPLIT && (ptype == PT_FLOAT || ptype == PT_DOUBLE || ptype == PT_INT32 || ptype == PT_INT64))
+    {
+      gsize w = ptype == PT_FLOAT || ptype == PT_INT32 ? 4 : 8;
+      if ((guint64) n * w > (guint64) (end - p))
+        return FALSE;
+      for (gint64 i = 0; i < n; i++)
+        {
+          guint8 b[8];
+          for (gsize j = 0; j < w; j++)
+            b[j] = p[j * (gsize) n + (gsize) i];
+          if (ptype == PT_FLOAT)
+            {
+              float f;
+              memcpy (&f, b, 4);
+              double d = f;
+              g_array_append_val (out->doubles, d);
+            }
+          else if (ptype == PT_DOUBLE)
+            {
+              double d;
+              memcpy (&d, b, 8);
+              g_array_append_val (out->doubles, d);
+            }
+          else if (ptype == PT_INT32)
+            {
+              gint32 x;
+              memcpy (&x, b, 4);
+              gint64 v = x;
+              g_array_append_val (out->ints, v);
+            }
+          else
+            {
+              gint64 v;
+              memcpy (&v, b, 8);
+              g_array_append_val (out->ints, v);
+            }
+        }
+      return TRUE;
+    }
+  return FALSE;
+}
+
 static guint8 *
 decompress (const char *file, const char *col, int codec, const guint8 *src, gsize len, gsize want, GError **error)
 {
@@ -1288,10 +1429,17 @@ read_chunk (HnParquetFile *f, Leaf *leaf, ChunkMeta *c, GArray *defs, GArray *re
                 }
             }
         }
+      else if (h.encoding == ENC_DELTA_BINARY_PACKED || h.encoding == ENC_DELTA_LENGTH_BYTE_ARRAY ||
+               h.encoding == ENC_DELTA_BYTE_ARRAY || h.encoding == ENC_BYTE_STREAM_SPLIT)
+        {
+          if (!decode_other (h.encoding, leaf->type, q, qend, nonnull, vals))
+            ok = corrupt (error, f->path, "column '%s': malformed %s values", col, encoding_name (h.encoding));
+        }
       else
         {
           g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: column '%s' uses the %s encoding, which is not supported "
-                       "(PLAIN and dictionary encodings are)", f->path, col, encoding_name (h.encoding));
+                       "(PLAIN, dictionary, DELTA and BYTE_STREAM_SPLIT encodings are)", f->path, col,
+                       encoding_name (h.encoding));
           ok = FALSE;
         }
       seen += n;

@@ -1,13 +1,14 @@
 /* Parquet reader for datasets: footer and Thrift compact metadata, row
  * groups, data pages v1 and v2, PLAIN and dictionary encodings, RLE /
- * bit-packed levels, optional (null) values, BYTE_ARRAY strings, BOOLEAN,
+ * bit-packed levels, DELTA_* and BYTE_STREAM_SPLIT encodings, optional
+ * (null) values, BYTE_ARRAY strings, BOOLEAN,
  * INT32/INT64, FLOAT/DOUBLE, and one level of lists (list<int> for
  * input_ids, list<struct<...>> for chat messages: each leaf of the struct is
  * read as a per-row list), with compression none/snappy/gzip/zstd.
  *
  * Columns are read per leaf ("text", "input_ids.list.element",
  * "messages.list.element.content"). Anything else (nested lists, INT96,
- * FIXED_LEN_BYTE_ARRAY, delta encodings, LZ4/Brotli) fails closed with
+ * FIXED_LEN_BYTE_ARRAY, LZ4/Brotli) fails closed with
  * HN_ERROR_UNSUPPORTED naming the file, the column and the feature; a
  * malformed file is HN_ERROR_CORRUPT naming the file and what is wrong. */
 #pragma once

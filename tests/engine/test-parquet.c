@@ -236,6 +236,38 @@ test_file (gconstpointer data)
     }
 }
 
+/* DELTA_BINARY_PACKED (INT32, INT64), DELTA_LENGTH_BYTE_ARRAY,
+ * DELTA_BYTE_ARRAY and BYTE_STREAM_SPLIT (DOUBLE). */
+static void
+test_delta (void)
+{
+  g_autofree char *path = fixture ("hy-delta-bss.parquet");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnParquetFile) f = hn_parquet_open (path, &error);
+  g_assert_no_error (error);
+  guint n = json_array_get_length (expected_rows);
+  g_autoptr (HnParquetColumn) text = read_col (f, "text");
+  g_autoptr (HnParquetColumn) text2 = read_col (f, "text2");
+  g_autoptr (HnParquetColumn) ni = read_col (f, "n");
+  g_autoptr (HnParquetColumn) big = read_col (f, "big");
+  g_autoptr (HnParquetColumn) fl = read_col (f, "f");
+  for (guint i = 0; i < n; i++)
+    {
+      JsonObject *r = row (i);
+      HnParquetColumn *ts[] = { text, text2 };
+      for (int k = 0; k < 2; k++)
+        {
+          if (is_null (r, "text"))
+            g_assert_false (ts[k]->row_valid[i]);
+          else
+            g_assert_cmpstr (ts[k]->strings[i], ==, json_object_get_string_member (r, "text"));
+        }
+      g_assert_cmpint (ni->ints[i], ==, json_object_get_int_member (r, "n"));
+      g_assert_cmpint (big->ints[i], ==, g_ascii_strtoll (json_object_get_string_member (r, "big"), NULL, 10));
+      g_assert_cmpfloat (fl->doubles[i], ==, json_object_get_double_member (r, "f"));
+    }
+}
+
 static void
 expect_error (const char *path, int code, const char *want)
 {
@@ -296,9 +328,9 @@ test_malformed (void)
   g_assert_true (g_file_set_contents (p, copy, (gssize) len, NULL));
   expect_error (p, HN_ERROR_CORRUPT, "column 'text'");
 
-  /* an encoding we do not read fails closed with its name */
-  g_autofree char *delta = fixture ("hy-delta-unsupported.parquet");
-  expect_error (delta, HN_ERROR_UNSUPPORTED, "DELTA_BINARY_PACKED");
+  /* a physical type we do not read fails closed with its name */
+  g_autofree char *f16 = fixture ("hy-float16-unsupported.parquet");
+  expect_error (f16, HN_ERROR_UNSUPPORTED, "FIXED_LEN_BYTE_ARRAY");
 
   g_autoptr (GError) error = NULL;
   g_assert_null (hn_parquet_open ("/nonexistent/x.parquet", &error));
@@ -334,7 +366,7 @@ static void
 test_fuzz (void)
 {
   const char *names[] = { "hy-snappy-dict.parquet", "hy-none-plain-rowgroups.parquet", "pj-v1-gzip.parquet",
-                          "hy-zstd-dict.parquet" };
+                          "hy-zstd-dict.parquet", "hy-delta-bss.parquet" };
   g_autofree char *dir = fuzz_dir ();
   g_autofree char *p = g_build_filename (dir, "fuzz.parquet", NULL);
   GRand *rng = g_rand_new_with_seed (1234);
@@ -401,6 +433,7 @@ main (int argc, char **argv)
       g_autofree char *tp = g_strdup_printf ("/parquet/%s", name);
       g_test_add_data_func (tp, name, test_file);
     }
+  g_test_add_func ("/parquet/delta-byte-stream-split", test_delta);
   g_test_add_func ("/parquet/malformed", test_malformed);
   g_test_add_func ("/parquet/fuzz", test_fuzz);
   int rc = g_test_run ();
