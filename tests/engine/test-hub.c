@@ -5,6 +5,7 @@
  * 401 for a gated repo, 404s with X-Error-Code, and a CDN that drops the
  * connection mid-file once. */
 #include "io/hub.h"
+#include "io/hub-job.h"
 #include "io/safetensors.h"
 #include "hn-error.h"
 
@@ -392,6 +393,9 @@ start_server (void)
   g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
   g_main_context_pop_thread_default (hub_srv.ctx);
   hub_srv.base = g_strdup_printf ("http://127.0.0.1:%d", hub_srv.port);
+  /* for code that makes its own HnHub from the environment (jobs); set
+   * before any thread exists, as setenv requires */
+  g_setenv ("HF_ENDPOINT", hub_srv.base, TRUE);
   hub_srv.thread = g_thread_new ("fake-hub", server_thread, NULL);
 }
 
@@ -812,6 +816,70 @@ test_pick_files (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
 }
 
+typedef struct {
+  char *model_dir, *tok, **data;
+  GError *model_error;
+  int byte_events;
+} JobResult;
+
+static JobResult job_result;
+
+static gboolean
+resolve_run (HnJob *job, GError **error)
+{
+  job_result.model_dir = hn_hub_job_model_dir (job, &job_result.model_error);
+  job_result.tok = hn_hub_job_tokenizer_path (job, error);
+  job_result.data = hn_hub_job_dataset_files (job, error);
+  return TRUE;
+}
+
+static void
+on_job_event (HnJob *job, const HnJobEvent *e, gpointer data)
+{
+  if (e->type == HN_JOB_EVENT_PROGRESS && e->progress.unit == HN_PROGRESS_BYTES)
+    job_result.byte_events++;
+}
+
+/* The --hf-* options of a workflow kind resolve through a job, with
+ * download progress as job events. (The kind's run function is replaced by
+ * one that only resolves, in this test process.) */
+static void
+test_job_options (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-hub-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  hn_job_register_kind ("transformer-finetune", resolve_run);
+  const char *argv[] = { "transformer-finetune", "--hf-model", "org/tiny", "--hf-dataset", "org/ds",
+                         "--hf-dataset-split", "test", "--hf-cache-dir", cache, "--out-dir", cache, NULL };
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv) - 1, argv, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  hn_job_set_event_func (job, on_job_event, NULL, NULL);
+  g_assert_true (hn_job_run_sync (job, &error));
+  g_assert_no_error (error);
+  g_assert_no_error (job_result.model_error);
+  g_autofree char *want = g_build_filename (cache, "models--org--tiny", "snapshots", COMMIT, NULL);
+  g_assert_cmpstr (job_result.model_dir, ==, want);
+  g_assert_null (job_result.tok); /* no tokenizer option: the model folder's */
+  g_assert_cmpuint (g_strv_length (job_result.data), ==, 1);
+  g_assert_true (g_str_has_suffix (job_result.data[0], "data/test-00000-of-00001.jsonl"));
+  g_assert_cmpint (job_result.byte_events, >, 0);
+  g_free (job_result.model_dir);
+  g_strfreev (job_result.data);
+
+  /* --model-path wins without any download; neither is an error */
+  const char *argv2[] = { "transformer-finetune", "--model-path", "/some/dir", "--train", "t.jsonl", "--out-dir", cache, NULL };
+  g_autoptr (HnJobSpec) spec2 = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv2) - 1, argv2, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnJob) job2 = hn_job_new (spec2);
+  g_assert_true (hn_job_run_sync (job2, &error));
+  g_assert_cmpstr (job_result.model_dir, ==, "/some/dir");
+  g_assert_cmpstr (job_result.data[0], ==, "t.jsonl");
+  g_free (job_result.model_dir);
+  g_strfreev (job_result.data);
+  rm_rf (cache);
+}
+
 /* The CLI end to end: `pull` against the fake Hub through HF_ENDPOINT. */
 static void
 test_cli_pull (void)
@@ -875,6 +943,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hub/dataset", test_dataset);
   g_test_add_func ("/hub/pick-files", test_pick_files);
   g_test_add_func ("/hub/cli-pull", test_cli_pull);
+  g_test_add_func ("/hub/job-options", test_job_options);
   int rc = g_test_run ();
   stop_server ();
   return rc;
