@@ -50,7 +50,7 @@ hn_cmd_tokenize (int argc, char **argv)
     { "tokenizer", 't', 0, G_OPTION_ARG_FILENAME, &tokenizer,
       "Tokenizer file or model folder (tokenizer.json, tokenizer.model, vocab.json + merges.txt, vocab.txt)", "PATH" },
     { "text", 0, 0, G_OPTION_ARG_STRING, &text, "Text to tokenize", "STR" },
-    { "input-file", 'i', 0, G_OPTION_ARG_FILENAME, &input_file, "Tokenize the contents of FILE", "FILE" },
+    { "input-file", 'i', 0, G_OPTION_ARG_FILENAME, &input_file, "Tokenize the contents of FILE (- for standard input)", "FILE" },
     { "add-special-tokens", 0, 0, G_OPTION_ARG_NONE, &add_special, "Add BOS/EOS/CLS/SEP as the tokenizer specifies", NULL },
     { "decode", 'd', 0, G_OPTION_ARG_STRING, &decode, "Decode comma-separated ids instead of tokenizing", "IDS" },
     { "skip-special-tokens", 0, 0, G_OPTION_ARG_NONE, &skip_special, "With --decode: leave special tokens out", NULL },
@@ -98,7 +98,18 @@ hn_cmd_tokenize (int argc, char **argv)
   if (input_file)
     {
       g_autoptr (GError) e = NULL;
-      if (!g_file_get_contents (input_file, &contents, &len, &e))
+      if (g_str_equal (input_file, "-"))
+        {
+          /* standard input */
+          GString *in = g_string_new (NULL);
+          char buf[65536];
+          gsize n;
+          while ((n = fread (buf, 1, sizeof buf, stdin)) > 0)
+            g_string_append_len (in, buf, n);
+          len = in->len;
+          contents = g_string_free (in, FALSE);
+        }
+      else if (!g_file_get_contents (input_file, &contents, &len, &e))
         return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_IO, "%s: %s", input_file, e->message));
     }
   else

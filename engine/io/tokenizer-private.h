@@ -215,7 +215,7 @@ struct _HnTokenizer {
   gboolean add_bos, add_eos, add_bos_set, add_eos_set;
   char *chat_template;
   guint64 model_max_length;
-  gboolean wordpiece_cleanup;
+  gboolean slow_gpt2;          /* loaded from vocab.json + merges.txt */
 };
 
 HnTokenizer *hn_tokenizer_new_empty (const char *path);

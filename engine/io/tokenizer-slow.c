@@ -67,6 +67,7 @@ hn_tokenizer_load_gpt2 (const char *vocab_json, const char *merges_txt, GError *
   tok->pretok = hn_pretok_new_byte_level (FALSE, TRUE);
   tok->decoder = hn_decoder_new (HN_DEC_BYTE_LEVEL);
   tok->has_post = TRUE; /* GPT-2 adds no special tokens */
+  tok->slow_gpt2 = TRUE;
   int32_t eot = hn_model_lookup (tok->model, "<|endoftext|>");
   if (eot >= 0)
     hn_tokenizer_add_token (tok, "<|endoftext|>", eot, TRUE, FALSE, FALSE, FALSE, FALSE);

@@ -915,6 +915,27 @@ apply_config (HnTokenizer *tok, const char *dir, GError **error)
                      : json_node_get_value_type (n) == G_TYPE_DOUBLE ? json_node_get_double (n) : 0.0;
           tok->model_max_length = v > 0 && v <= (double) (G_GUINT64_CONSTANT (1) << 40) ? (guint64) v : 0;
         }
+      /* vocab.json + merges.txt of RoBERTa-like models: <s> text </s>, and
+       * add_prefix_space as the config says. */
+      if (tok->slow_gpt2)
+        {
+          if (hn_tok_json_bool (cfg, "add_prefix_space", FALSE))
+            {
+              hn_pretok_free (tok->pretok);
+              tok->pretok = hn_pretok_new_byte_level (TRUE, TRUE);
+            }
+          const char *klass = hn_tok_json_str (cfg, "tokenizer_class");
+          static const char *const roberta_like[] = { "Roberta", "Bart", "Longformer", "LED", "Mvp", "Blenderbot", NULL };
+          for (const char *const *r = roberta_like; klass && *r; r++)
+            if (g_str_has_prefix (klass, *r) && tok->bos_id >= 0 && tok->eos_id >= 0)
+              {
+                g_array_set_size (tok->post_prefix, 0);
+                g_array_set_size (tok->post_suffix, 0);
+                g_array_append_val (tok->post_prefix, tok->bos_id);
+                g_array_append_val (tok->post_suffix, tok->eos_id);
+                break;
+              }
+        }
       /* LlamaTokenizer with legacy=false: the SentencePiece dummy prefix goes
        * only at the start of the input, not after each special token. */
       n = json_object_get_member (cfg, "legacy");

@@ -588,6 +588,39 @@ test_spm_legacy_false (void)
   g_rmdir (dir);
 }
 
+/* vocab.json + merges.txt with a RoBERTa-style tokenizer_config.json */
+static void
+test_roberta_slow (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hn-tok-roberta-XXXXXX", NULL);
+  const char *names[] = { "vocab.json", "merges.txt" };
+  for (int i = 0; i < 2; i++)
+    {
+      g_autofree char *rel = g_build_filename ("tokenizers/gpt2", names[i], NULL);
+      g_autofree char *src = shared_path (rel);
+      g_autofree char *dst = g_build_filename (dir, names[i], NULL);
+      g_assert_cmpint (symlink (src, dst), ==, 0);
+    }
+  g_autofree char *cfg = g_build_filename (dir, "tokenizer_config.json", NULL);
+  g_assert_true (g_file_set_contents (cfg, "{\"tokenizer_class\": \"RobertaTokenizer\", \"add_prefix_space\": true, "
+                                      "\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\"}", -1, NULL));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (GArray) ids = encode (tok, "Hello", TRUE);
+  g_assert_cmpuint (ids->len, ==, 3);
+  g_assert_cmpint (g_array_index (ids, int32_t, 0), ==, 50256);
+  g_assert_cmpint (g_array_index (ids, int32_t, 1), ==, hn_tokenizer_token_to_id (tok, "\xc4\xa0Hello"));
+  g_assert_cmpint (g_array_index (ids, int32_t, 2), ==, 50256);
+  for (int i = 0; i < 2; i++)
+    {
+      g_autofree char *dst = g_build_filename (dir, names[i], NULL);
+      g_unlink (dst);
+    }
+  g_unlink (cfg);
+  g_rmdir (dir);
+}
+
 /* One tokenizer, several threads: the word cache is shared. */
 typedef struct {
   HnTokenizer *tok;
@@ -764,6 +797,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/corrupt", test_corrupt);
   g_test_add_func ("/tokenizer/spm-legacy-false", test_spm_legacy_false);
   g_test_add_func ("/tokenizer/threads", test_threads);
+  g_test_add_func ("/tokenizer/roberta-slow", test_roberta_slow);
   g_test_add_func ("/tokenizer/speed/qwen3", test_speed_qwen);
   g_test_add_func ("/tokenizer/speed/gpt2", test_speed_gpt2);
   g_test_add_func ("/tokenizer/speed/llama-json", test_speed_llama);
