@@ -56,6 +56,36 @@ static const HnArchInfo archs[] = {
     "bloom" },
   { "falcon", falcon_aliases, "falcon", HN_BLOCK_PARALLEL, HN_NAMES_FALCON, HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV,
     "gelu", DEC, "falcon" },
+  /* breadth (issue 11): dense decoders the same graph runs, each with its fixture */
+  { "helium", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC,
+    "helium" },
+  { "arcee", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, 0, "relu2", DEC, "arcee" },
+  { "ernie4_5", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC,
+    "ernie4_5" },
+  { "seed_oss", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "seed_oss" },
+  { "smollm3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "smollm3" },
+  { "olmo3", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", DEC, "olmo3" },
+  { "exaone4", NULL, "exaone", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_ROPE_SLIDING_ONLY, "silu", DEC, "exaone4" },
+  { "gemma3_text", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_QK_NORM_HEAD, "gelu_pytorch_tanh", DEC,
+    "gemma3_text" },
+  { "nemotron", NULL, "nemotron", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_PARTIAL_ROTARY, "relu2", DEC, "nemotron" },
+  { "glm", NULL, "glm", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm" },
+  { "glm4", NULL, "glm", HN_BLOCK_SANDWICH, HN_NAMES_GLM4,
+    RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm4" },
+  { "persimmon", NULL, "persimmon", HN_BLOCK_PRE_NORM, HN_NAMES_PERSIMMON,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_PARTIAL_ROTARY, "relu2", DEC,
+    "persimmon" },
+  { "gpt_bigcode", NULL, "gpt2", HN_BLOCK_PRE_NORM, HN_NAMES_BIGCODE,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_pytorch_tanh", DEC,
+    "gpt_bigcode" },
+  { "cohere2", NULL, "cohere", HN_BLOCK_PARALLEL, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED |
+      HN_QUIRK_ROPE_SLIDING_ONLY,
+    "silu", DEC, "cohere2" },
 };
 
 const HnArchInfo *
@@ -130,7 +160,7 @@ static const char *const quirk_names[] = {
   "layernorm", "norm-plus-one", "norm-no-params", "norm-no-bias", "embed-scale-sqrt", "multipliers", "logit-scale",
   "qk-norm-head", "qk-norm-full", "softcap", "sliding-alternate", "fused-qkv", "fused-gate-up", "conv1d",
   "learned-positions", "alibi", "rope-interleaved", "partial-rotary", "embed-norm", "clip-qkv", "lm-head-bias",
-  "gated-mlp", "no-rope",
+  "gated-mlp", "no-rope", "rope-sliding-only",
 };
 
 char *

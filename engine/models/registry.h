@@ -30,6 +30,9 @@ typedef enum {
   HN_NAMES_OPT,        /* model.decoder.layers.N.self_attn.{q,k,v,out}_proj, fc1/fc2 */
   HN_NAMES_PHI,        /* model.layers.N.self_attn.{q,k,v}_proj + dense, mlp.fc1/fc2 */
   HN_NAMES_STARCODER2, /* model.layers.N.self_attn.*_proj, mlp.c_fc/c_proj */
+  HN_NAMES_PERSIMMON,  /* model.layers.N.self_attn.query_key_value (per-head), q/k_layernorm, dense_h_to_4h */
+  HN_NAMES_BIGCODE,    /* gpt2 names with Linear weights; c_attn rows q, k, v (multi-query) */
+  HN_NAMES_GLM4,       /* llama names + post_self_attn_layernorm / post_mlp_layernorm, fused gate_up */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */
@@ -57,6 +60,8 @@ typedef enum {
   HN_QUIRK_LM_HEAD_BIAS = 1u << 20,   /* lm_head has a bias (phi) */
   HN_QUIRK_GATED_MLP = 1u << 21,      /* act(gate(x)) * up(x) */
   HN_QUIRK_NO_ROPE = 1u << 22,        /* no rotary embedding (gpt2, opt, bloom) */
+  HN_QUIRK_ROPE_SLIDING_ONLY = 1u << 23, /* with a sliding window, full-attention layers have no RoPE
+                                          * (cohere2, exaone4) */
 } HnQuirk;
 
 typedef enum {

@@ -34,12 +34,11 @@ raw_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *ou
 }
 
 static gboolean
-rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, const HnRopeConfig *r,
+                          HnRopeScaling *s, double *theta, GError **error)
 {
-  const HnRopeConfig *r = &cfg->rope;
-  HnRopeScaling *s = &hp->rope_scaling;
   memset (s, 0, sizeof *s);
-  hp->rope_theta = r->theta > 0 ? r->theta : 10000.0;
+  *theta = r->theta > 0 ? r->theta : 10000.0;
   const char *t = r->rope_type ? r->rope_type : "default";
   if (strcmp (t, "default") == 0)
     s->type = HN_ROPE_SCALING_NONE;
@@ -71,7 +70,7 @@ rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GE
   s->attention_factor = isnan (r->attention_factor) ? 0.0 : r->attention_factor;
   s->mscale = isnan (r->mscale) ? 0.0 : r->mscale;
   s->mscale_all_dim = isnan (r->mscale_all_dim) ? 0.0 : r->mscale_all_dim;
-  if (s->type == HN_ROPE_SCALING_LONGROPE)
+  if (s->type == HN_ROPE_SCALING_LONGROPE && s == &hp->rope_scaling)
     {
       hp->rope_short_factor = g_memdup2 (r->short_factor, sizeof (double) * r->n_short_factor);
       hp->rope_long_factor = g_memdup2 (r->long_factor, sizeof (double) * r->n_long_factor);
@@ -138,6 +137,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
       hp->n_kv_head = mq ? 1 : hp->n_head;
     }
+  if (strcmp (mt, "persimmon") == 0)
+    hp->n_kv_head = hp->n_head; /* PersimmonAttention has no grouped K/V (num_key_value_heads is ignored) */
   if (strcmp (mt, "falcon") == 0 && cfg->intermediate_size <= 0)
     hp->ffn = 4 * hp->hidden; /* falcon: ffn_hidden_size defaults to 4 * hidden */
   if (hp->n_head % hp->n_kv_head != 0)
@@ -185,8 +186,16 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
                    hp->rot_dims, hp->head_dim);
       return FALSE;
     }
-  if (hp->rope && !rope_scaling_from_config (hp, cfg, error))
+  if (hp->rope && !rope_scaling_from_config (hp, cfg, &cfg->rope, &hp->rope_scaling, &hp->rope_theta, error))
     return FALSE;
+  if (hp->rope && cfg->has_rope_sliding)
+    {
+      if (!rope_scaling_from_config (hp, cfg, &cfg->rope_sliding, &hp->local_rope_scaling, &hp->local_rope_theta, error))
+        return FALSE;
+      if (hp->local_rope_scaling.type == HN_ROPE_SCALING_LONGROPE)
+        return unsupported (error, cfg, "longrope on sliding layers");
+      hp->local_rope = TRUE;
+    }
 
   /* attention */
   if (!isnan (cfg->query_pre_attn_scalar) && cfg->query_pre_attn_scalar > 0)
@@ -241,6 +250,26 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         memset (hp->layer_sliding, 1, (gsize) hp->n_layer);
     }
 
+  /* which layers rotate: all, or as no_rope_layers / the sliding layers say */
+  hp->layer_rope = g_new (guint8, hp->n_layer);
+  memset (hp->layer_rope, hp->rope ? 1 : 0, (gsize) hp->n_layer);
+  if (hp->rope && (q & HN_QUIRK_ROPE_SLIDING_ONLY) && hp->sliding_window > 0)
+    memcpy (hp->layer_rope, hp->layer_sliding, (gsize) hp->n_layer);
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  if (hp->rope && raw && json_object_has_member (raw, "no_rope_layers") &&
+      JSON_NODE_HOLDS_ARRAY (json_object_get_member (raw, "no_rope_layers")))
+    {
+      JsonArray *nr = json_object_get_array_member (raw, "no_rope_layers");
+      if (json_array_get_length (nr) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: no_rope_layers has %u entries for %d layers", cfg->path,
+                       json_array_get_length (nr), hp->n_layer);
+          return FALSE;
+        }
+      for (int i = 0; i < hp->n_layer; i++)
+        hp->layer_rope[i] = json_array_get_int_element (nr, (guint) i) != 0; /* 1 = this layer rotates */
+    }
+
   /* scalars */
   hp->embed_scale = 1.0f;
   hp->residual_scale = 1.0f;
@@ -261,8 +290,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   hp->embed_norm = (q & HN_QUIRK_EMBED_NORM) != 0;
 
   /* tied embeddings: the family's transformers default when config.json is silent */
-  static const char *const tie_by_default[] = { "gemma", "gemma2", "cohere", "starcoder2", "gpt2", "opt", "bloom",
-                                                "falcon", NULL };
+  static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
+                                                "gpt2", "gpt_bigcode", "opt", "bloom", "falcon", "smollm3", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -366,6 +395,7 @@ void
 hn_transformer_hparams_clear (HnTransformerHParams *hp)
 {
   g_clear_pointer (&hp->layer_sliding, g_free);
+  g_clear_pointer (&hp->layer_rope, g_free);
   g_clear_pointer (&hp->rope_short_factor, g_free);
   g_clear_pointer (&hp->rope_long_factor, g_free);
   g_clear_pointer (&hp->eos_token_ids, g_array_unref);

@@ -309,20 +309,23 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   HnTensor *q3 = shaped (a, q, 3, (gint64[]) { N, H, D }, error);
   HnTensor *k3 = shaped (a, k, 3, (gint64[]) { N, KVH, D }, error);
   CK (q3 && k3);
-  if (hp->qk_norm_head)
+  if (hp->qk_norm_head) /* per head, with the model's own norm (RMS, 1+w RMS or LayerNorm) */
     {
-      CK (hn_op_rmsnorm (cmd, q3, q3, lw->q_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
-      CK (hn_op_rmsnorm (cmd, k3, k3, lw->k_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (norm (m, cmd, q3, q3, lw->q_norm_w, lw->q_norm_b, error));
+      CK (norm (m, cmd, k3, k3, lw->k_norm_w, lw->k_norm_b, error));
     }
   if (hp->qk_norm_full)
     {
-      CK (hn_op_rmsnorm (cmd, q, q, lw->q_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
-      CK (hn_op_rmsnorm (cmd, k, k, lw->k_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (norm (m, cmd, q, q, lw->q_norm_w, lw->q_norm_b, error));
+      CK (norm (m, cmd, k, k, lw->k_norm_w, lw->k_norm_b, error));
     }
-  if (hp->rope)
+  if (hp->layer_rope[il])
     {
-      CK (hn_op_rope (cmd, q3, q3, pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale, error));
-      CK (hn_op_rope (cmd, k3, k3, pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale, error));
+      gboolean local = hp->local_rope && hp->layer_sliding[il];
+      HnTensor *inv = local ? W->inv_freq_local : W->inv_freq;
+      float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
+      CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+      CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
     }
   /* new keys/values into each row's cache at [pos0, pos0 + T) */
   for (int b = 0; b < B; b++)

@@ -352,7 +352,23 @@ take_norm (Loader *L, const char *pfx, const char *part, gint64 n, gboolean para
     return TRUE;
   g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
   g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
-  if (!take_vector (L, wn, n, params, w, error))
+  const HnTransformerHParams *hp = &L->m->hp;
+  const HnSafetensorInfo *t = find (L, wn);
+  if (t && hp->layernorm && hp->norm_plus_one)
+    {
+      /* LayerNorm1p (nemotron) scales by 1 + w: fold the one into the stored weight */
+      g_hash_table_add (L->used, (gpointer) t->name);
+      if (!check_shape (t, 1, (gint64[]) { n }, error))
+        return FALSE;
+      g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+      if (!f)
+        return FALSE;
+      for (gint64 i = 0; i < n; i++)
+        f[i] += 1.0f;
+      if (!(*w = vector_from_f32 (L, wn, f, n, error)))
+        return FALSE;
+    }
+  else if (!take_vector (L, wn, n, params, w, error))
     return FALSE;
   HnTensor *dummy = NULL;
   return take_vector (L, bn, n, FALSE, b ? b : &dummy, error);
@@ -369,6 +385,8 @@ names_for (const HnTransformerHParams *hp, Names *N)
     case HN_NAMES_PHI3:
     case HN_NAMES_STARCODER2:
     case HN_NAMES_PHI:
+    case HN_NAMES_GLM4:
+    case HN_NAMES_PERSIMMON:
       N->embed = "model.embed_tokens";
       N->layer = "model.layers.";
       N->ln1 = "input_layernorm";
@@ -401,6 +419,31 @@ names_for (const HnTransformerHParams *hp, Names *N)
         }
       if (hp->block == HN_BLOCK_PARALLEL)
         N->ln2 = NULL;
+      if (!hp->gated)
+        N->gate = NULL;
+      if (hp->arch->quirks & HN_QUIRK_FUSED_GATE_UP)
+        {
+          N->gate = N->up = NULL;
+          N->gate_up = "mlp.gate_up_proj";
+        }
+      if (hp->arch->names == HN_NAMES_GLM4)
+        {
+          N->post_attn = "post_self_attn_layernorm";
+          N->ln2 = "post_attention_layernorm";
+          N->post_ffn = "post_mlp_layernorm";
+        }
+      if (hp->arch->names == HN_NAMES_PERSIMMON)
+        {
+          N->q = N->k = N->v = NULL;
+          N->qkv = "self_attn.query_key_value";
+          N->qkv_layout = QKV_HEAD_SPLIT;
+          N->o = "self_attn.dense";
+          N->q_norm = "self_attn.q_layernorm";
+          N->k_norm = "self_attn.k_layernorm";
+          N->up = "mlp.dense_h_to_4h";
+          N->down = "mlp.dense_4h_to_h";
+          N->final_norm = "model.final_layernorm";
+        }
       if (hp->arch->names == HN_NAMES_PHI3)
         {
           N->q = N->k = N->v = NULL;
@@ -426,6 +469,7 @@ names_for (const HnTransformerHParams *hp, Names *N)
       (void) mt;
       break;
     case HN_NAMES_GPT2:
+    case HN_NAMES_BIGCODE:
       N->embed = "transformer.wte";
       N->pos = "transformer.wpe";
       N->layer = "transformer.h.";
@@ -439,6 +483,11 @@ names_for (const HnTransformerHParams *hp, Names *N)
       N->final_norm = "transformer.ln_f";
       N->lm_head = "lm_head";
       N->conv1d = TRUE;
+      if (hp->arch->names == HN_NAMES_BIGCODE)
+        {
+          N->conv1d = FALSE;
+          N->qkv_layout = QKV_CONCAT;
+        }
       break;
     case HN_NAMES_GPT_NEOX:
       N->embed = "gpt_neox.embed_in";
@@ -579,8 +628,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (N.q_norm)
         {
           gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
-          if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, NULL, error) ||
-              !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, NULL, error))
+          if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
+              !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
             return FALSE;
         }
       if (N.gate_up)
@@ -639,6 +688,16 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         return FALSE;
       if (!(W->inv_freq = vector_from_f32 (&L, "rope.inv_freq", inv, half, error)))
         return FALSE;
+      if (hp->local_rope)
+        {
+          if (!hn_rope_compute_inv_freq (hp->local_rope_theta, hp->rot_dims, hp->max_positions,
+                                         hp->local_rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL
+                                                                                             : &hp->local_rope_scaling,
+                                         0, inv, &W->rope_attn_scale_local, error))
+            return FALSE;
+          if (!(W->inv_freq_local = vector_from_f32 (&L, "rope.inv_freq_local", inv, half, error)))
+            return FALSE;
+        }
     }
   if (hp->alibi)
     {

@@ -53,6 +53,10 @@ typedef struct {
   float final_softcap;
   int sliding_window;    /* 0 = none */
   guint8 *layer_sliding; /* [n_layer]: 1 where the window applies (owned) */
+  guint8 *layer_rope;    /* [n_layer]: 1 where RoPE applies (owned; smollm3, cohere2 and exaone4 skip some) */
+  gboolean local_rope;   /* sliding layers use their own RoPE (gemma3: rope_local_base_freq) */
+  double local_rope_theta;
+  HnRopeScaling local_rope_scaling;
   gboolean qk_norm_head, qk_norm_full;
   float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
   /* scalars */
@@ -123,7 +127,7 @@ typedef struct {
   HnTensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;       /* input / post-attention norms */
   HnTensor *post_attn_w, *post_ffn_w;             /* gemma2 sandwich, olmo2 post-norms */
   HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
-  HnTensor *q_norm_w, *k_norm_w;
+  HnTensor *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;
   HnTensor *w_gate, *b_gate, *w_up, *b_up, *w_down, *b_down; /* non-gated: up = fc1, down = fc2 */
 } HnLayerWeights;
 
@@ -136,6 +140,8 @@ typedef struct {
   HnTensor *lm_head;            /* [vocab, hidden]; == tok_embed when tied */
   HnTensor *lm_head_b;
   HnTensor *inv_freq;           /* f32 [rot_dims / 2] */
+  HnTensor *inv_freq_local;     /* f32 [rot_dims / 2] for sliding layers, or NULL */
+  float rope_attn_scale_local;
   HnTensor *alibi_slopes;       /* f32 [n_head] */
   float rope_attn_scale;
 } HnTransformerWeights;

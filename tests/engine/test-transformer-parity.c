@@ -217,6 +217,9 @@ test_fail_closed (void)
 static const char *const cases[] = {
   "llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "olmo2", "granite",
   "cohere", "stablelm", "phi", "starcoder2", "gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "falcon_mq",
+  /* breadth (issue 11) */
+  "helium", "arcee", "ernie4_5", "seed_oss", "smollm3", "olmo3", "exaone4", "gemma3_text", "nemotron", "glm", "glm4",
+  "persimmon", "gpt_bigcode", "cohere2",
 };
 
 int
