@@ -144,7 +144,7 @@ hn_tokenizer_add_token (HnTokenizer *tok, const char *content, int32_t id, gbool
       return;
     }
   HnAddedToken *t = g_new0 (HnAddedToken, 1);
-  *t = (HnAddedToken) { g_strdup (content), id, special, lstrip, rstrip, single_word, normalized && !special };
+  *t = (HnAddedToken) { g_strdup (content), id, special, lstrip, rstrip, single_word, normalized };
   g_ptr_array_add (tok->added, t);
   g_hash_table_insert (tok->added_by_content, t->content, t);
   if (!g_hash_table_contains (tok->added_by_id, GINT_TO_POINTER (id)))

@@ -329,6 +329,63 @@ test_bad_components (void)
     }
 }
 
+/* Random damage to real tokenizer files: loading gives an HN_ERROR or a
+ * tokenizer that encodes and decodes without crashing. */
+static void
+fuzz_file (const char *rel, const char *name, int iterations)
+{
+  g_autofree char *src = g_build_filename (g_getenv ("HN_SHARED_DIR"), rel, NULL);
+  g_autofree char *orig = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (src, &orig, &len, NULL));
+  g_autofree char *dst = g_build_filename (tmpdir, name, NULL);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (1234);
+  guint loaded = 0, failed = 0;
+  for (int it = 0; it < iterations; it++)
+    {
+      g_autofree char *buf = g_memdup2 (orig, len);
+      gsize n = len;
+      int kind = g_rand_int_range (rand, 0, 3);
+      if (kind == 0)
+        n = g_rand_int_range (rand, 0, (gint32) len); /* truncate */
+      int flips = kind == 2 ? 1 : g_rand_int_range (rand, 1, 16);
+      for (int f = 0; f < flips && n > 0; f++)
+        {
+          gsize at = g_rand_int_range (rand, 0, (gint32) n);
+          buf[at] = kind == 2 ? (char) (buf[at] ^ (1 << g_rand_int_range (rand, 0, 8))) : (char) g_rand_int_range (rand, 0, 256);
+        }
+      /* without fsync (fast); G_FILE_SET_CONTENTS_NONE does not truncate, so unlink first */
+      g_unlink (dst);
+      g_assert_true (g_file_set_contents_full (dst, buf, (gssize) n, G_FILE_SET_CONTENTS_NONE, 0644, NULL));
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnTokenizer) tok = hn_tokenizer_load (dst, &error);
+      if (!tok)
+        {
+          g_assert_nonnull (error);
+          g_assert_true (error->domain == HN_ERROR);
+          failed++;
+          continue;
+        }
+      loaded++;
+      g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_assert_true (hn_tokenizer_encode (tok, "Once upon a time, Lily saw 3 dogs \xf0\x9f\xa6\x99 <s> and\nleft.", -1, TRUE,
+                                          ids, NULL));
+      g_autofree char *back = hn_tokenizer_decode (tok, (int32_t *) ids->data, ids->len, FALSE, NULL);
+      g_assert_nonnull (back);
+      g_assert_true (g_utf8_validate (back, -1, NULL));
+    }
+  g_unlink (dst);
+  g_test_message ("%s: %u loaded, %u rejected", rel, loaded, failed);
+  g_assert_cmpuint (failed, >, 0);
+}
+
+static void
+test_fuzz (void)
+{
+  fuzz_file ("models/stories260K/tokenizer.json", "tokenizer.json", 300);
+  fuzz_file ("tokenizers/unigram-test/spiece.model", "spiece.model", 120);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -345,6 +402,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/components/decoders", test_decoders);
   g_test_add_func ("/tokenizer/components/post-processors", test_post_processors);
   g_test_add_func ("/tokenizer/components/bad", test_bad_components);
+  g_test_add_func ("/tokenizer/components/fuzz", test_fuzz);
   int ret = g_test_run ();
   g_rmdir (tmpdir);
   g_free (tmpdir);
