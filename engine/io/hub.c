@@ -681,7 +681,11 @@ download_attempt (HnHub *hub, const char *repo_id, const char *path, FileMeta *m
         }
       g_autofree char *what = g_strdup_printf ("file '%s'", path);
       if (!check_status (hub, msg, repo_id, what, error))
-        return FALSE;
+        {
+          /* rate limits and server trouble pass; ask again (with Range) */
+          *retry = st == 429 || st >= 500;
+          return FALSE;
+        }
       if (have > 0 && st != SOUP_STATUS_PARTIAL_CONTENT)
         have = 0; /* the server ignored Range: rewrite from the start */
     }

@@ -41,6 +41,7 @@ typedef struct {
   /* counters */
   int api_calls, head_calls, get_bodies, cdn_gets, range_gets, auth_leaks;
   gboolean drop_next_flaky;
+  gboolean busy_next;
 } FakeHub;
 
 static FakeHub hub_srv;
@@ -248,7 +249,12 @@ handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTabl
         {
           hub_srv.cdn_gets++;
           hub_srv.get_bodies++;
-          if (strstr (f->repo, "flaky") && hub_srv.drop_next_flaky)
+          if (strstr (f->repo, "busy") && hub_srv.busy_next)
+            {
+              hub_srv.busy_next = FALSE;
+              error_reply (msg, 503, NULL);
+            }
+          else if (strstr (f->repo, "flaky") && hub_srv.drop_next_flaky)
             {
               hub_srv.drop_next_flaky = FALSE;
               drop_mid_file (msg, f->data);
@@ -364,6 +370,7 @@ start_server (void)
   add_file ("models/org/gated", "config.json", g_bytes_new_static ("{\"gated\":1}", 11), FALSE);
   add_file ("models/org/flaky", "model.safetensors", g_bytes_ref (st), TRUE);
   add_file ("models/org/flaky", "config.json", g_bytes_new_static ("{\"model_type\":\"llama\"}", 22), FALSE);
+  add_file ("models/org/busy", "model.safetensors", g_bytes_new_static ("0123456789", 10), TRUE);
   add_file ("models/org/bad", "model.safetensors", g_bytes_new_static ("not what the etag says", 22), TRUE);
   add_file ("models/org/evil", "../escape.json", g_bytes_new_static ("{}", 2), FALSE);
   add_file ("models/org/pickle", "pytorch_model.bin", g_bytes_new_static ("pickle", 6), TRUE);
@@ -690,6 +697,15 @@ test_resume (void)
   gsize len;
   g_assert_true (g_file_get_contents (p, &got, &len, NULL));
   g_assert_cmpmem (got, len, g_bytes_get_data (f->data, NULL), g_bytes_get_size (f->data));
+
+  /* a 503 from the CDN is asked again */
+  g_mutex_lock (&hub_srv.lock);
+  hub_srv.busy_next = TRUE;
+  int gets = hub_srv.cdn_gets;
+  g_mutex_unlock (&hub_srv.lock);
+  g_autofree char *b = hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/busy", NULL, "model.safetensors", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (counter (&hub_srv.cdn_gets), ==, gets + 2);
   rm_rf (cache);
 }
 
