@@ -102,7 +102,9 @@ on_finished (HnJobController *c, gboolean ok, const char *message, const char *o
     gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bar), 1.0);
   HnJob *job = hn_job_controller_get_job (c);
   gboolean cancelled = message && job && g_cancellable_is_cancelled (hn_job_get_cancellable (job));
-  g_autofree char *text = ok ? g_strdup (_("Done"))
+  const char *last = gtk_label_get_text (GTK_LABEL (self->label));
+  gboolean had_progress = last && *last && !g_str_equal (last, _("Starting…"));
+  g_autofree char *text = ok ? (had_progress ? g_strdup_printf (_("Done · %s"), last) : g_strdup (_("Done")))
                           : cancelled ? g_strdup (_("Stopped"))
                                       : g_strdup_printf (_("Failed: %s"), message ? message : "");
   gtk_label_set_text (GTK_LABEL (self->label), text);
