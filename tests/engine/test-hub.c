@@ -946,6 +946,9 @@ main (int argc, char **argv)
   /* the tests must never see a real token or proxy */
   g_unsetenv ("HF_TOKEN");
   g_unsetenv ("HUGGING_FACE_HUB_TOKEN");
+  g_unsetenv ("HF_HUB_OFFLINE");
+  g_unsetenv ("TRANSFORMERS_OFFLINE");
+  g_unsetenv ("HF_TOKEN_PATH");
   g_unsetenv ("http_proxy");
   g_unsetenv ("https_proxy");
   g_unsetenv ("HTTP_PROXY");
