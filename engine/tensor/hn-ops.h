@@ -33,7 +33,16 @@ typedef enum {
   HN_MATMUL_TRANS_A    = 1 << 0,  /* A is stored [batch, K, M] */
   HN_MATMUL_TRANS_B    = 1 << 1,  /* B is stored [batch, N, K] */
   HN_MATMUL_ACCUMULATE = 1 << 2,  /* C += result (gradient accumulation) */
+  HN_MATMUL_EXACT      = 1 << 3,  /* never the reduced-precision tensor-core path */
 } HnMatmulFlags;
+
+/* Precision: with f32 B every path is f32. With f16/bf16 B on a device with
+ * cooperative matrices (hn_vk_context_has_coopmat) and M > 8, the tensor-core
+ * kernel rounds BOTH operands to f16 (clamped to ±65504; bf16 B converted) and
+ * accumulates in f32 — like PyTorch autocast. This tells whether a call with
+ * these arguments takes that path (HN_MATMUL_EXACT or the environment
+ * variable HN_MATMUL_EXACT=1 forces f32). hn_op_matmul passes no flags. */
+gboolean hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnMatmulFlags flags);
 
 /* Batched C[b] = alpha · op(A[b]) · op(B[b]). A is [batch, M, K] (or [batch,
  * K, M] with TRANS_A), B [batch, K, N] (or [batch, N, K] with TRANS_B), C

@@ -107,10 +107,31 @@ typedef struct {
   guint32 flags;
 } MatmulPush;
 
+gboolean
+hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnMatmulFlags flags)
+{
+  /* The matrix-vector path (M <= 8) is always exact f32. */
+  return hn_vk_context_has_coopmat (ctx) && (b_dtype == HN_DTYPE_F16 || b_dtype == HN_DTYPE_BF16) && M > 8 &&
+         !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
+}
+
 static gboolean
 dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                guint32 batch, GError **error)
+                guint32 batch, HnMatmulFlags flags, GError **error)
 {
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  if (hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags))
+    {
+      const HnVkDeviceInfo *di = hn_vk_context_get_device_info (ctx);
+      /* 64x64 output tiles, 2x2 subgroups of 32x32 (2x2 coopmats of 16x16) */
+      guint32 spec[6] = { hn_op_float_code (b->dtype), 64, 64, 32, 32, 4 * di->subgroup_size };
+      HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
+      hn_cmd_set_label (cmd, "matmul_coopmat");
+      gboolean ok = hn_cmd_dispatch (cmd, "matmul_coopmat", spec, 6, bd, 4, pc, sizeof *pc, (pc->N + 63) / 64,
+                                     (pc->M + 63) / 64, batch, error);
+      hn_cmd_set_label (cmd, NULL);
+      return ok;
+    }
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
   /* Tiles: 128x128x8 with 8x8 per invocation on GPUs for big products,
    * 64x64x16 with 4x4 otherwise (and on CPU devices), 32x32 on devices with
@@ -194,7 +215,7 @@ hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias,
     0, 1, (guint32) K,           /* B(k, n) = W[n * K + k] */
     0, (guint32) N,
     1.0f, bias ? 2u : 0u };
-  return dispatch_tiled (cmd, y, x, w, bias, &pc, 1, error);
+  return dispatch_tiled (cmd, y, x, w, bias, &pc, 1, HN_MATMUL_DEFAULT, error);
 }
 
 static void
@@ -243,7 +264,7 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
     bb == 1 ? 0 : (guint32) (br * bc), tb ? 1 : (guint32) bc, tb ? (guint32) bc : 1,
     (guint32) (M * N), (guint32) N,
     alpha, (flags & HN_MATMUL_ACCUMULATE) ? 1u : 0u };
-  return dispatch_tiled (cmd, c, a, b, NULL, &pc, (guint32) bcc, error);
+  return dispatch_tiled (cmd, c, a, b, NULL, &pc, (guint32) bcc, flags, error);
 }
 
 /* ------------------------------------------------------------ elementwise */

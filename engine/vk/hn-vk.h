@@ -125,6 +125,11 @@ guint64 hn_vk_context_max_buffer_size (HnVkContext *ctx);
  * reference to the context goes). */
 gboolean hn_vk_context_save_pipeline_cache (HnVkContext *ctx, GError **error);
 
+/* TRUE when the cooperative-matrix (tensor core) matmul runs on this context:
+ * the shaders are built in, the device has VK_KHR_cooperative_matrix with an
+ * f16 16x16x16 -> f32 subgroup shape, and HN_NO_COOPMAT is unset. */
+gboolean hn_vk_context_has_coopmat (HnVkContext *ctx);
+
 /* Which shaders are embedded (names), and whether the cooperative-matrix ones
  * were compiled in. */
 const char *const *hn_vk_shader_names (void);

@@ -22,6 +22,13 @@ typedef struct {
 #define HN_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
 typedef VkCooperativeMatrixPropertiesKHR HnVkCooperativeMatrixPropertiesKHR;
 #endif
+#define HN_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType) 1000506000)
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+} HnVkCoopmatFeaturesKHR;
 typedef VkResult (VKAPI_PTR *HnPfnCoopmatProps) (VkPhysicalDevice, uint32_t *, HnVkCooperativeMatrixPropertiesKHR *);
 
 #define HN_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV ((VkStructureType) 1000593001)
@@ -478,6 +485,25 @@ hn_vk_device_info_to_json (const HnVkDeviceInfo *info)
 
 /* ---------------------------------------------------------------- context */
 
+static gboolean
+coopmat_has_shape (const HnVkDeviceInfo *info, const char *ab, const char *cr, guint32 m, guint32 n, guint32 k)
+{
+  for (guint i = 0; info->coopmat_shapes && i < info->coopmat_shapes->len; i++)
+    {
+      const HnVkCoopmatShape *s = &g_array_index (info->coopmat_shapes, HnVkCoopmatShape, i);
+      if (s->m == m && s->n == n && s->k == k && g_str_equal (s->a_type, ab) && g_str_equal (s->b_type, ab) &&
+          g_str_equal (s->c_type, cr) && g_str_equal (s->result_type, cr) && g_str_equal (s->scope, "subgroup"))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+gboolean
+hn_vk_context_has_coopmat (HnVkContext *ctx)
+{
+  return ctx->coopmat_f16;
+}
+
 static int
 device_rank (const HnVkDeviceInfo *info)
 {
@@ -603,6 +629,27 @@ context_open (VkInstance instance, VkPhysicalDevice phys, int index, GError **er
   VkPhysicalDeviceSubgroupSizeControlFeatures sgcf = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
     .pNext = &s8, .subgroupSizeControl = ctx->info->subgroup_size_control, .computeFullSubgroups = ctx->info->subgroup_size_control };
   VkPhysicalDeviceFeatures2 feats = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &sgcf };
+
+  /* Cooperative matrices (tensor cores): only when the shaders are built in
+   * and the device has the f16 16x16x16 -> f32 subgroup shape they use. */
+  HnVkCoopmatFeaturesKHR cmf = { .sType = HN_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR };
+  VkPhysicalDeviceVulkanMemoryModelFeatures vmm = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES };
+  if (HN_HAVE_COOPMAT && ctx->info->coopmat_khr && ctx->info->fp16 && coopmat_has_shape (ctx->info, "f16", "f32", 16, 16, 16))
+    {
+      cmf.pNext = &vmm;
+      VkPhysicalDeviceFeatures2 q = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &cmf };
+      vkGetPhysicalDeviceFeatures2 (phys, &q);
+      if (cmf.cooperativeMatrix && vmm.vulkanMemoryModel && g_getenv ("HN_NO_COOPMAT") == NULL)
+        {
+          cmf.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+          vmm.vulkanMemoryModelDeviceScope = VK_FALSE;
+          vmm.vulkanMemoryModelAvailabilityVisibilityChains = VK_FALSE;
+          vmm.pNext = feats.pNext;
+          feats.pNext = &cmf;
+          exts[n_exts++] = "VK_KHR_cooperative_matrix";
+          ctx->coopmat_f16 = TRUE;
+        }
+    }
   VkDeviceCreateInfo dci = {
     .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &feats,
     .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,

@@ -69,6 +69,7 @@ struct _HnVkContext {
   guint64 max_buffer;
   guint64 alignment;
   gboolean use_push_descriptor;
+  gboolean coopmat_f16;         /* VK_KHR_cooperative_matrix enabled, f16 16x16x16 shader usable */
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn;
 
   GMutex lock;                 /* memory, staging, pipelines, queue */

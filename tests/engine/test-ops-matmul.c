@@ -3,12 +3,23 @@
 #include "ops-test-common.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Tolerance for a dot product of length K: 1e-5 relative to the sum of the
  * absolute terms (what f32 accumulation in another order can change). */
+/* What the tensor-core path feeds the multiplier: f16, clamped. */
+static float *
+round_f16_copy (const float *v, gint64 n)
+{
+  float *r = g_new (float, MAX (n, 1));
+  for (gint64 i = 0; i < n; i++)
+    r[i] = hn_f16_to_f32 (hn_f32_to_f16 (CLAMP (v[i], -65504.0f, 65504.0f)));
+  return r;
+}
+
 static void
 check_matmul (const char *what, const float *got, const float *x, const float *w, const float *bias, const float *ref,
-              gint64 M, gint64 N, gint64 K)
+              gint64 M, gint64 N, gint64 K, double rtol)
 {
   g_autofree float *absref = g_new (float, M * N);
   g_autofree float *ax = g_new (float, M * K), *aw = g_new (float, N * K), *ab = NULL;
@@ -26,7 +37,7 @@ check_matmul (const char *what, const float *got, const float *x, const float *w
   for (gint64 i = 0; i < M * N; i++)
     {
       double err = fabs ((double) got[i] - ref[i]);
-      if (!(err <= 1e-5 * absref[i] + 1e-30))
+      if (!(err <= rtol * absref[i] + 1e-30))
         {
           g_test_fail_printf ("%s: element %" G_GINT64_FORMAT " (m %" G_GINT64_FORMAT ", n %" G_GINT64_FORMAT
                               ") is %.9g, reference %.9g", what, i, i / N, i % N, got[i], ref[i]);
@@ -53,10 +64,15 @@ run_matmul (HnDType wdt, gint64 M, gint64 N, gint64 K, gboolean with_bias, gbool
   hn_test_run (cmd);
   g_autofree float *got = hn_test_download (ty);
   g_autofree float *ref = g_new (float, M * N);
-  hn_ref_matmul (ref, x, w, b, M, N, K);
-  g_autofree char *what = g_strdup_printf ("matmul %s M=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT " K=%" G_GINT64_FORMAT,
-                                           hn_dtype_name (wdt), M, N, K);
-  check_matmul (what, got, x, w, b, ref, M, N, K);
+  /* On the tensor-core path both operands are rounded to f16: the reference
+   * gets the same inputs, and the accumulation tolerance is wider. */
+  gboolean rp = hn_op_matmul_reduced_precision (ctx, wdt, M, 0);
+  g_autofree float *xr = rp ? round_f16_copy (x, M * K) : g_memdup2 (x, sizeof (float) * M * K);
+  g_autofree float *wr = rp ? round_f16_copy (w, N * K) : g_memdup2 (w, sizeof (float) * N * K);
+  hn_ref_matmul (ref, xr, wr, b, M, N, K);
+  g_autofree char *what = g_strdup_printf ("matmul %s M=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT " K=%" G_GINT64_FORMAT "%s",
+                                           hn_dtype_name (wdt), M, N, K, rp ? " (tensor cores)" : "");
+  check_matmul (what, got, xr, wr, b, ref, M, N, K, rp ? 2e-4 : 1e-5);
 }
 
 static void
@@ -91,6 +107,7 @@ test_matmul_f16_bf16 (void)
       run_matmul (dt, 1, 131, 256, TRUE, FALSE);
       run_matmul (dt, 7, 9, 8, FALSE, FALSE);
       run_matmul (dt, 2, 3, 1024, TRUE, TRUE);
+      run_matmul (dt, 200, 130, 96, TRUE, TRUE);
     }
 }
 
@@ -137,6 +154,15 @@ run_bmm (gint64 batch, gint64 a_batch, gint64 b_batch, gint64 M, gint64 N, gint6
   hn_test_run (cmd);
   g_autofree float *got = hn_test_download (tc);
   g_autofree float *ref = g_memdup2 (c0, sizeof (float) * batch * M * N);
+  gboolean rp = hn_op_matmul_reduced_precision (ctx, bdt, M, flags);
+  if (rp)
+    {
+      float *ar = round_f16_copy (a, a_batch * M * K), *br = round_f16_copy (b, b_batch * K * N);
+      memcpy (a, ar, sizeof (float) * a_batch * M * K);
+      memcpy (b, br, sizeof (float) * b_batch * K * N);
+      g_free (ar);
+      g_free (br);
+    }
   hn_ref_bmm (ref, a, b, batch, a_batch, b_batch, M, N, K, flags, alpha);
   /* tolerance: 1e-5 of the sum of absolute terms (inputs are in [-1, 1]) */
   g_autofree float *absa = g_new (float, a_batch * M * K), *absb = g_new (float, b_batch * K * N);
@@ -148,7 +174,7 @@ run_bmm (gint64 batch, gint64 a_batch, gint64 b_batch, gint64 M, gint64 N, gint6
   hn_ref_bmm (absref, absa, absb, batch, a_batch, b_batch, M, N, K, flags & ~HN_MATMUL_ACCUMULATE, fabsf (alpha));
   for (gint64 i = 0; i < batch * M * N; i++)
     {
-      double tol = 1e-5 * (absref[i] + ((flags & HN_MATMUL_ACCUMULATE) ? fabsf (c0[i]) : 0)) + 1e-30;
+      double tol = (rp ? 2e-4 : 1e-5) * (absref[i] + ((flags & HN_MATMUL_ACCUMULATE) ? fabsf (c0[i]) : 0)) + 1e-30;
       if (!(fabs ((double) got[i] - ref[i]) <= tol))
         {
           g_test_fail_printf ("bmm batch %" G_GINT64_FORMAT " M %" G_GINT64_FORMAT " N %" G_GINT64_FORMAT
@@ -172,6 +198,8 @@ test_bmm (void)
   run_bmm (2, 2, 2, 19, 21, 23, HN_MATMUL_ACCUMULATE, 0.5f, HN_DTYPE_F32);
   run_bmm (2, 2, 2, 19, 21, 23, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_BF16);
   run_bmm (1, 1, 1, 70, 3, 9, 0, 1.0f, HN_DTYPE_F16);
+  run_bmm (3, 3, 1, 100, 70, 40, HN_MATMUL_TRANS_B, 0.5f, HN_DTYPE_BF16);
+  run_bmm (2, 2, 2, 100, 70, 40, HN_MATMUL_TRANS_B | HN_MATMUL_EXACT, 1.0f, HN_DTYPE_F16);
 }
 
 int
