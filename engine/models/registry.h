@@ -33,6 +33,9 @@ typedef enum {
   HN_NAMES_PERSIMMON,  /* model.layers.N.self_attn.query_key_value (per-head), q/k_layernorm, dense_h_to_4h */
   HN_NAMES_BIGCODE,    /* gpt2 names with Linear weights; c_attn rows q, k, v (multi-query) */
   HN_NAMES_GLM4,       /* llama names + post_self_attn_layernorm / post_mlp_layernorm, fused gate_up */
+  HN_NAMES_GPT_NEO,    /* transformer.h.N.attn.attention.{q,k,v,out}_proj, mlp.c_fc/c_proj (Linear) */
+  HN_NAMES_MPT,        /* transformer.blocks.N.attn.Wqkv, norm_1/norm_2, ffn.up_proj/down_proj */
+  HN_NAMES_CODEGEN,    /* transformer.h.N.attn.qkv_proj in 4 model-parallel chunks of (q, v, k) */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */

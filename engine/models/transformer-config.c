@@ -137,6 +137,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
       hp->n_kv_head = mq ? 1 : hp->n_head;
     }
+  if (strcmp (mt, "codegen") == 0 && (hp->n_head * hp->head_dim) % 4 != 0)
+    return unsupported (error, cfg, "a width that does not split into codegen's 4 model-parallel chunks");
   if (strcmp (mt, "persimmon") == 0)
     hp->n_kv_head = hp->n_head; /* PersimmonAttention has no grouped K/V (num_key_value_heads is ignored) */
   if (strcmp (mt, "falcon") == 0 && cfg->intermediate_size <= 0)
@@ -250,6 +252,67 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         memset (hp->layer_sliding, 1, (gsize) hp->n_layer);
     }
 
+  if (strcmp (mt, "gpt_neo") == 0)
+    {
+      /* GPTNeoSelfAttention does not scale the scores; "local" layers see window_size keys */
+      hp->attn_scale = 1.0f;
+      JsonObject *r = hn_model_config_get_raw (cfg);
+      gint64 win = 256;
+      GError *we = NULL;
+      if (!hn_model_config_get_int (cfg, "window_size", &win, &we) && we)
+        {
+          g_propagate_error (error, we);
+          return FALSE;
+        }
+      JsonArray *al = r && json_object_has_member (r, "attention_layers") &&
+                              JSON_NODE_HOLDS_ARRAY (json_object_get_member (r, "attention_layers"))
+                        ? json_object_get_array_member (r, "attention_layers")
+                        : NULL;
+      if (!al || json_array_get_length (al) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attention_layers must list one type per layer", cfg->path);
+          return FALSE;
+        }
+      hp->sliding_window = (int) win;
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          const char *t = json_array_get_string_element (al, (guint) i);
+          if (!t || (strcmp (t, "local") != 0 && strcmp (t, "global") != 0))
+            return unsupported (error, cfg, "an attention layer type other than global/local");
+          hp->layer_sliding[i] = strcmp (t, "local") == 0;
+        }
+    }
+  if (strcmp (mt, "mpt") == 0)
+    {
+      JsonObject *r = hn_model_config_get_raw (cfg);
+      JsonObject *ac = r && json_object_has_member (r, "attn_config") &&
+                               JSON_NODE_HOLDS_OBJECT (json_object_get_member (r, "attn_config"))
+                         ? json_object_get_object_member (r, "attn_config")
+                         : NULL;
+      if (ac)
+        {
+          static const char *const off[] = { "qk_ln", "prefix_lm", "attn_uses_sequence_id", NULL };
+          for (const char *const *k = off; *k; k++)
+            if (json_object_has_member (ac, *k) && JSON_NODE_HOLDS_VALUE (json_object_get_member (ac, *k)) &&
+                json_object_get_boolean_member (ac, *k))
+              return unsupported (error, cfg, *k);
+          if (json_object_has_member (ac, "clip_qkv") && !JSON_NODE_HOLDS_NULL (json_object_get_member (ac, "clip_qkv")))
+            return unsupported (error, cfg, "attn_config.clip_qkv");
+          if (json_object_has_member (ac, "alibi") && !json_object_get_boolean_member (ac, "alibi"))
+            return unsupported (error, cfg, "MPT without ALiBi (learned positions)");
+          if (json_object_has_member (ac, "softmax_scale") &&
+              JSON_NODE_HOLDS_VALUE (json_object_get_member (ac, "softmax_scale")))
+            hp->attn_scale = (float) json_object_get_double_member (ac, "softmax_scale");
+          if (json_object_has_member (ac, "alibi_bias_max") &&
+              json_object_get_double_member (ac, "alibi_bias_max") != 8.0)
+            return unsupported (error, cfg, "attn_config.alibi_bias_max other than 8");
+        }
+      gboolean no_bias;
+      if (!raw_bool (cfg, "no_bias", TRUE, &no_bias, error))
+        return FALSE;
+      (void) no_bias; /* biases are loaded when the checkpoint has them */
+    }
+
   /* which layers rotate: all, or as no_rope_layers / the sliding layers say */
   hp->layer_rope = g_new (guint8, hp->n_layer);
   memset (hp->layer_rope, hp->rope ? 1 : 0, (gsize) hp->n_layer);
@@ -291,7 +354,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
 
   /* tied embeddings: the family's transformers default when config.json is silent */
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
-                                                "gpt2", "gpt_bigcode", "opt", "bloom", "falcon", "smollm3", NULL };
+                                                "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
+                                                NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 

@@ -16,6 +16,7 @@ typedef enum {
   QKV_CONV1D,       /* gpt2: Conv1D [C, 3C], columns q, k, v */
   QKV_HEAD_SPLIT,   /* rows [H, 3, D] — gpt_neox, bloom, falcon (old, not multi-query) */
   QKV_GROUPED,      /* rows [KVH, H/KVH + 2, D] — falcon new_decoder_architecture */
+  QKV_CODEGEN,      /* rows [4, 3, H*D/4] in the order q, v, k — codegen's model-parallel layout */
 } QkvLayout;
 
 typedef struct {
@@ -239,6 +240,18 @@ qkv_rows (const HnTransformerHParams *hp, QkvLayout layout, gint64 *qi, gint64 *
                 vi[g * D + d] = base + (gint64) (qpk + 1) * D + d;
               }
           }
+      }
+      break;
+    case QKV_CODEGEN:
+      {
+        gint64 ld = (gint64) H * D / 4;
+        for (int c = 0; c < 4; c++)
+          for (gint64 j = 0; j < ld; j++)
+            {
+              qi[c * ld + j] = c * 3 * ld + j;
+              vi[c * ld + j] = c * 3 * ld + ld + j;
+              ki[c * ld + j] = c * 3 * ld + 2 * ld + j;
+            }
       }
       break;
     default: /* concatenated */
@@ -488,6 +501,46 @@ names_for (const HnTransformerHParams *hp, Names *N)
           N->conv1d = FALSE;
           N->qkv_layout = QKV_CONCAT;
         }
+      break;
+    case HN_NAMES_GPT_NEO:
+      N->embed = "transformer.wte";
+      N->pos = "transformer.wpe";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->ln2 = "ln_2";
+      N->q = "attn.attention.q_proj";
+      N->k = "attn.attention.k_proj";
+      N->v = "attn.attention.v_proj";
+      N->o = "attn.attention.out_proj";
+      N->up = "mlp.c_fc";
+      N->down = "mlp.c_proj";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_MPT:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.blocks.";
+      N->ln1 = "norm_1";
+      N->ln2 = "norm_2";
+      N->qkv = "attn.Wqkv";
+      N->qkv_layout = QKV_CONCAT;
+      N->o = "attn.out_proj";
+      N->up = "ffn.up_proj";
+      N->down = "ffn.down_proj";
+      N->final_norm = "transformer.norm_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_CODEGEN:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->qkv = "attn.qkv_proj";
+      N->qkv_layout = QKV_CODEGEN;
+      N->o = "attn.out_proj";
+      N->up = "mlp.fc_in";
+      N->down = "mlp.fc_out";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
       break;
     case HN_NAMES_GPT_NEOX:
       N->embed = "gpt_neox.embed_in";

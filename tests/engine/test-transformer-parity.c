@@ -219,7 +219,7 @@ static const char *const cases[] = {
   "cohere", "stablelm", "phi", "starcoder2", "gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "falcon_mq",
   /* breadth (issue 11) */
   "helium", "arcee", "ernie4_5", "seed_oss", "smollm3", "olmo3", "exaone4", "gemma3_text", "nemotron", "glm", "glm4",
-  "persimmon", "gpt_bigcode", "cohere2",
+  "persimmon", "gpt_bigcode", "cohere2", "gpt_neo", "mpt", "codegen",
 };
 
 int
