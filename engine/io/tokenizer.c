@@ -306,6 +306,33 @@ hn_tokenizer_encode (HnTokenizer *tok, const char *text, gssize len, gboolean ad
 
 /* ---- decode ---- */
 
+/* transformers' clean_up_tokenization(), applied when the config asks for it. */
+static void
+clean_up_spaces (GByteArray *b)
+{
+  static const char *const pairs[][2] = {
+    { " .", "." }, { " ?", "?" }, { " !", "!" }, { " ,", "," }, { " ' ", "'" }, { " n't", "n't" },
+    { " 'm", "'m" }, { " 's", "'s" }, { " 've", "'ve" }, { " 're", "'re" },
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS (pairs); k++)
+    {
+      gsize pl = strlen (pairs[k][0]), rl = strlen (pairs[k][1]);
+      gsize w = 0;
+      for (gsize r = 0; r < b->len;)
+        {
+          if (r + pl <= b->len && memcmp (b->data + r, pairs[k][0], pl) == 0)
+            {
+              memmove (b->data + w, pairs[k][1], rl); /* rl < pl: never overtakes r */
+              w += rl;
+              r += pl;
+            }
+          else
+            b->data[w++] = b->data[r++];
+        }
+      g_byte_array_set_size (b, (guint) w);
+    }
+}
+
 static GByteArray *
 decode_bytes (HnTokenizer *tok, const int32_t *ids, gsize n, gboolean skip_special, GError **error)
 {
@@ -341,6 +368,8 @@ decode_bytes (HnTokenizer *tok, const int32_t *ids, gsize n, gboolean skip_speci
         g_byte_array_append (out, (const guint8 *) " ", 1);
       g_byte_array_append (out, b->data, b->len);
     }
+  if (tok->clean_up_spaces)
+    clean_up_spaces (out);
   return out;
 }
 
@@ -936,6 +965,7 @@ apply_config (HnTokenizer *tok, const char *dir, GError **error)
                 break;
               }
         }
+      tok->clean_up_spaces = hn_tok_json_bool (cfg, "clean_up_tokenization_spaces", FALSE);
       /* LlamaTokenizer with legacy=false: the SentencePiece dummy prefix goes
        * only at the start of the input, not after each special token. */
       n = json_object_get_member (cfg, "legacy");

@@ -603,7 +603,8 @@ test_roberta_slow (void)
     }
   g_autofree char *cfg = g_build_filename (dir, "tokenizer_config.json", NULL);
   g_assert_true (g_file_set_contents (cfg, "{\"tokenizer_class\": \"RobertaTokenizer\", \"add_prefix_space\": true, "
-                                      "\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\"}", -1, NULL));
+                                      "\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", "
+                                      "\"clean_up_tokenization_spaces\": true}", -1, NULL));
   g_autoptr (GError) error = NULL;
   g_autoptr (HnTokenizer) tok = hn_tokenizer_load (dir, &error);
   g_assert_no_error (error);
@@ -612,6 +613,10 @@ test_roberta_slow (void)
   g_assert_cmpint (g_array_index (ids, int32_t, 0), ==, 50256);
   g_assert_cmpint (g_array_index (ids, int32_t, 1), ==, hn_tokenizer_token_to_id (tok, "\xc4\xa0Hello"));
   g_assert_cmpint (g_array_index (ids, int32_t, 2), ==, 50256);
+  /* clean_up_tokenization_spaces: " ," and " ." lose their space on decode */
+  g_autoptr (GArray) ids2 = encode (tok, "Hello , world . It is n't , is it ?", FALSE);
+  g_autofree char *clean = decode (tok, ids2, TRUE);
+  g_assert_cmpstr (clean, ==, " Hello, world. It isn't, is it?");
   for (int i = 0; i < 2; i++)
     {
       g_autofree char *dst = g_build_filename (dir, names[i], NULL);
