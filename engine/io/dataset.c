@@ -631,12 +631,42 @@ count_targets (const int32_t *labels, guint n)
   return c;
 }
 
+/* Weights are kept only once some token's weight is not the default (1 where
+ * there is a label, 0 elsewhere): a third less memory for most datasets. */
+static gboolean
+default_weights (const int32_t *labels, const float *weights, guint n)
+{
+  for (guint k = 0; weights && k < n; k++)
+    if (weights[k] != (labels[k] == IGNORE_INDEX ? 0.0f : 1.0f))
+      return FALSE;
+  return TRUE;
+}
+
 static void
 dataset_append (HnDataset *ds, const int32_t *ids, const int32_t *labels, const float *weights, guint n)
 {
+  if (!ds->weights && !default_weights (labels, weights, n))
+    {
+      ds->weights = g_array_sized_new (FALSE, FALSE, sizeof (float), ds->ids->len + n);
+      for (guint k = 0; k < ds->labels->len; k++)
+        {
+          float w = g_array_index (ds->labels, int32_t, k) == IGNORE_INDEX ? 0.0f : 1.0f;
+          g_array_append_val (ds->weights, w);
+        }
+    }
   g_array_append_vals (ds->ids, ids, n);
   g_array_append_vals (ds->labels, labels, n);
-  g_array_append_vals (ds->weights, weights, n);
+  if (ds->weights)
+    {
+      if (weights)
+        g_array_append_vals (ds->weights, weights, n);
+      else
+        for (guint k = 0; k < n; k++)
+          {
+            float w = labels[k] == IGNORE_INDEX ? 0.0f : 1.0f;
+            g_array_append_val (ds->weights, w);
+          }
+    }
   guint64 end = ds->ids->len;
   g_array_append_val (ds->offsets, end);
   ds->stats.n_examples++;
@@ -650,7 +680,6 @@ dataset_new (guint seq_len)
   HnDataset *ds = g_new0 (HnDataset, 1);
   ds->ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
   ds->labels = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  ds->weights = g_array_new (FALSE, FALSE, sizeof (float));
   ds->offsets = g_array_new (FALSE, FALSE, sizeof (guint64));
   guint64 zero = 0;
   g_array_append_val (ds->offsets, zero);
@@ -665,7 +694,8 @@ hn_dataset_free (HnDataset *ds)
     return;
   g_array_unref (ds->ids);
   g_array_unref (ds->labels);
-  g_array_unref (ds->weights);
+  if (ds->weights)
+    g_array_unref (ds->weights);
   g_array_unref (ds->offsets);
   g_free (ds);
 }
@@ -1210,7 +1240,7 @@ hn_dataset_get_example (HnDataset *ds, gsize index, HnExample *out)
   out->n_tokens = b - a;
   out->ids = &g_array_index (ds->ids, int32_t, a);
   out->labels = &g_array_index (ds->labels, int32_t, a);
-  out->weights = &g_array_index (ds->weights, float, a);
+  out->weights = ds->weights ? &g_array_index (ds->weights, float, a) : NULL;
 }
 
 const HnDatasetStats *
@@ -1425,7 +1455,7 @@ hn_dataset_iter_next (HnDatasetIter *it)
           in[t] = has_in ? e.ids[t] : it->pad_id;
           am[t] = has_in;
           tg[t] = has_tg ? e.labels[t + 1] : IGNORE_INDEX;
-          w[t] = has_tg && tg[t] != IGNORE_INDEX ? e.weights[t + 1] : 0.0f;
+          w[t] = has_tg && tg[t] != IGNORE_INDEX ? (e.weights ? e.weights[t + 1] : 1.0f) : 0.0f;
           b->n_targets += tg[t] != IGNORE_INDEX;
         }
     }

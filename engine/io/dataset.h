@@ -113,7 +113,8 @@ typedef struct {
   guint n_tokens;
   const int32_t *ids;     /* [n_tokens] */
   const int32_t *labels;  /* [n_tokens], -100 = no loss */
-  const float *weights;   /* [n_tokens], weight of labels[i] */
+  const float *weights;   /* [n_tokens], weight of labels[i]; NULL when every weight is the
+                             default (1 where labels[i] != -100, else 0) */
 } HnExample;
 
 typedef struct _HnDataset HnDataset;

@@ -112,7 +112,7 @@ test_text_rows (void)
   for (guint k = 1; k < e.n_tokens; k++)
     {
       g_assert_cmpint (e.labels[k], ==, e.ids[k]);
-      g_assert_cmpfloat (e.weights[k], ==, 1.0f);
+      g_assert_null (e.weights); /* all default: not stored */
     }
 }
 
@@ -207,7 +207,7 @@ check_prompt_completion (const char *file, guint row, const char *prompt, const 
       int32_t id = g_array_index (full, int32_t, k);
       g_assert_cmpint (e.ids[1 + k], ==, id);
       g_assert_true (e.labels[1 + k] == -100 || e.labels[1 + k] == id);
-      g_assert_cmpfloat (e.weights[1 + k], ==, e.labels[1 + k] == -100 ? 0.0f : 1.0f);
+      g_assert_null (e.weights);
       if (e.labels[1 + k] == -100)
         {
           g_assert_cmpuint (k, ==, n_masked); /* the masked part is one run at the start */
@@ -312,6 +312,20 @@ test_tokens (void)
   g_assert_cmpuint (e.n_tokens, ==, 4); /* attention_mask 0 positions removed */
   g_assert_cmpfloat (e.weights[1], ==, 0.5f);
   g_assert_cmpfloat (e.weights[3], ==, 2.0f);
+  /* the batch carries them, shifted with the targets */
+  {
+    g_autoptr (GError) ie = NULL;
+    g_autoptr (HnDatasetIter) it = hn_dataset_iter_new (ds, 3, FALSE, 0, 0, &ie);
+    g_assert_no_error (ie);
+    const HnBatch *b = hn_dataset_iter_next (it);
+    const float *w = b->weights + 2 * b->seq_len;
+    g_assert_cmpfloat (w[0], ==, 0.5f);
+    g_assert_cmpfloat (w[1], ==, 1.0f);
+    g_assert_cmpfloat (w[2], ==, 2.0f);
+    g_assert_cmpfloat (w[3], ==, 0.0f);
+    g_assert_cmpfloat (b->weights[0], ==, 1.0f);
+    g_assert_cmpfloat (b->weights[b->seq_len + 1], ==, 0.0f); /* row 2: label -100 */
+  }
 
   g_autofree char *bad = fixture ("bad-tokens.jsonl");
   g_autoptr (GError) error = NULL;
