@@ -34,9 +34,14 @@ hn_application_activate (GApplication *app)
 static void
 quit_action (GSimpleAction *action, GVariant *param, gpointer app)
 {
-  GList *windows = gtk_application_get_windows (GTK_APPLICATION (app));
+  /* closing a window removes it from the application's list: walk a copy */
+  g_autoptr (GList) windows = g_list_copy (gtk_application_get_windows (GTK_APPLICATION (app)));
   for (GList *l = windows; l; l = l->next)
-    gtk_window_close (l->data); /* saves window state; pages stop their jobs on dispose */
+    {
+      if (HN_IS_WINDOW (l->data))
+        hn_window_set_quitting (l->data);
+      gtk_window_close (l->data); /* saves window state; pages stop their jobs on dispose */
+    }
   g_application_quit (G_APPLICATION (app));
 }
 

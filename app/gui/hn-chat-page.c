@@ -14,6 +14,7 @@ struct _HnChatPage
   char *problem;
   GtkWidget *reply;       /* the assistant label being streamed into, or NULL */
   GString *reply_text;
+  GString *last_reply;    /* the latest reply, kept after it ends */
   gboolean waiting;       /* a message was sent and its reply is not complete */
 
   GtkWidget *model_group, *sampling_group, *state_group, *run_group;
@@ -71,6 +72,8 @@ hn_chat_page_add_message (HnChatPage *self, gboolean from_user, const char *text
 static void
 end_reply (HnChatPage *self)
 {
+  if (self->reply)
+    g_string_assign (self->last_reply, self->reply_text->str);
   self->reply = NULL;
   g_string_truncate (self->reply_text, 0);
   self->waiting = FALSE;
@@ -83,7 +86,9 @@ on_event (HnJobController *c, const HnJobEvent *e, HnChatPage *self)
   if (e->type == HN_JOB_EVENT_TOKEN && self->reply)
     {
       g_string_append (self->reply_text, e->token.text);
-      gtk_label_set_text (GTK_LABEL (self->reply), self->reply_text->str);
+      /* a model may emit bytes that are not UTF-8 (yet): show U+FFFD */
+      g_autofree char *valid = g_utf8_make_valid (self->reply_text->str, -1);
+      gtk_label_set_text (GTK_LABEL (self->reply), valid);
     }
   else if (e->type == HN_JOB_EVENT_TURN_END)
     end_reply (self);
@@ -131,6 +136,19 @@ send_action (GtkWidget *widget, const char *action, GVariant *param)
   hn_job_push_input (hn_job_controller_get_job (self->controller), text);
   gtk_editable_set_text (GTK_EDITABLE (self->entry), "");
   update_state (self);
+}
+
+void
+hn_chat_page_send (HnChatPage *self, const char *text)
+{
+  gtk_editable_set_text (GTK_EDITABLE (self->entry), text);
+  gtk_widget_activate_action (GTK_WIDGET (self), "page.start", NULL);
+}
+
+char *
+hn_chat_page_dup_last_reply (HnChatPage *self)
+{
+  return g_utf8_make_valid (self->last_reply->str, -1);
 }
 
 static void
@@ -196,6 +214,7 @@ hn_chat_page_finalize (GObject *object)
   HnChatPage *self = HN_CHAT_PAGE (object);
   g_free (self->problem);
   g_string_free (self->reply_text, TRUE);
+  g_string_free (self->last_reply, TRUE);
   G_OBJECT_CLASS (hn_chat_page_parent_class)->finalize (object);
 }
 
@@ -236,6 +255,7 @@ hn_chat_page_init (HnChatPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
   self->reply_text = g_string_new (NULL);
+  self->last_reply = g_string_new (NULL);
   self->spec = hn_job_spec_new ("chat", NULL);
   hn_page_apply_defaults (self->spec);
   /* the demo model has no chat template: talk to it as plain text */

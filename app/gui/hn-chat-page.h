@@ -18,5 +18,9 @@ HnJobController *hn_chat_page_get_controller (HnChatPage *self);
 /* Adds a bubble (tests and screenshots). */
 void hn_chat_page_add_message (HnChatPage *self, gboolean from_user, const char *text);
 const char *hn_chat_page_get_start_problem (HnChatPage *self);
+/* Sends a message as if typed and sent (starts the conversation's job if needed). */
+void hn_chat_page_send (HnChatPage *self, const char *text);
+/* The text of the latest reply so far (valid UTF-8). */
+char *hn_chat_page_dup_last_reply (HnChatPage *self);
 
 G_END_DECLS

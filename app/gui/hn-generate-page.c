@@ -95,7 +95,8 @@ render_outputs (HnGeneratePage *self)
   if (self->outputs->len <= 1)
     {
       GString *s = self->outputs->len ? g_ptr_array_index (self->outputs, 0) : NULL;
-      gtk_text_buffer_set_text (buf, s ? s->str : "", -1);
+      g_autofree char *valid = g_utf8_make_valid (s ? s->str : "", -1);
+      gtk_text_buffer_set_text (buf, valid, -1);
       return;
     }
   GString *all = g_string_new (NULL);
@@ -104,7 +105,9 @@ render_outputs (HnGeneratePage *self)
       GString *s = g_ptr_array_index (self->outputs, i);
       g_string_append_printf (all, "%s── %s %u ──\n%s\n", i ? "\n" : "", _("Sequence"), i + 1, s->str);
     }
-  gtk_text_buffer_set_text (buf, all->str, -1);
+  /* a model may emit a byte sequence that is not UTF-8 (yet): show U+FFFD */
+  g_autofree char *valid = g_utf8_make_valid (all->str, -1);
+  gtk_text_buffer_set_text (buf, valid, -1);
   g_string_free (all, TRUE);
 }
 
@@ -116,7 +119,7 @@ on_event (HnJobController *c, const HnJobEvent *e, HnGeneratePage *self)
   while (self->outputs->len <= e->token.sequence)
     g_ptr_array_add (self->outputs, g_string_new (NULL));
   g_string_append (g_ptr_array_index (self->outputs, e->token.sequence), e->token.text);
-  if (self->outputs->len == 1)
+  if (self->outputs->len == 1 && g_utf8_validate (e->token.text, -1, NULL))
     {
       /* one stream: append at the end rather than re-render */
       GtkTextBuffer *buf = gtk_text_view_get_buffer (GTK_TEXT_VIEW (self->output_view));

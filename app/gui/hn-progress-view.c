@@ -10,6 +10,7 @@ struct _HnProgressView
   GtkWidget *label;
   HnJobController *controller;
   guint pulse_id;
+  char *summary;   /* the last progress line without the time estimate */
 };
 
 G_DEFINE_FINAL_TYPE (HnProgressView, hn_progress_view, GTK_TYPE_WIDGET)
@@ -51,6 +52,7 @@ on_started (HnJobController *c, HnProgressView *self)
 {
   gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bar), 0);
   gtk_label_set_text (GTK_LABEL (self->label), _("Starting…"));
+  g_clear_pointer (&self->summary, g_free);
   stop_pulse (self);
   self->pulse_id = g_timeout_add (120, pulse, self);
 }
@@ -58,6 +60,14 @@ on_started (HnJobController *c, HnProgressView *self)
 static void
 on_event (HnJobController *c, const HnJobEvent *e, HnProgressView *self)
 {
+  if (e->type == HN_JOB_EVENT_TURN_END)
+    {
+      /* an interactive job waits for the next input */
+      stop_pulse (self);
+      gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bar), 0);
+      gtk_label_set_text (GTK_LABEL (self->label), _("Waiting for your message"));
+      return;
+    }
   if (e->type != HN_JOB_EVENT_PROGRESS)
     return;
   stop_pulse (self);
@@ -78,17 +88,19 @@ on_event (HnJobController *c, const HnJobEvent *e, HnProgressView *self)
       g_string_append_printf (s, "%s %s", step, unit);
       gtk_progress_bar_pulse (GTK_PROGRESS_BAR (self->bar));
     }
-  if (isfinite (e->progress.eta_s))
-    {
-      g_autofree char *eta = format_eta (e->progress.eta_s);
-      g_string_append_printf (s, " — %s", eta);
-    }
   if (isfinite (e->progress.tokens_per_s))
     g_string_append_printf (s, _(" · %.1f tokens/s"), e->progress.tokens_per_s);
   if (e->progress.device_bytes >= 0)
     {
       g_autofree char *mem = g_format_size ((guint64) e->progress.device_bytes);
       g_string_append_printf (s, _(" · %s on the device"), mem);
+    }
+  g_free (self->summary);
+  self->summary = g_strdup (s->str);
+  if (isfinite (e->progress.eta_s))
+    {
+      g_autofree char *eta = format_eta (e->progress.eta_s);
+      g_string_append_printf (s, " — %s", eta);
     }
   gtk_label_set_text (GTK_LABEL (self->label), s->str);
   g_string_free (s, TRUE);
@@ -102,9 +114,7 @@ on_finished (HnJobController *c, gboolean ok, const char *message, const char *o
     gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bar), 1.0);
   HnJob *job = hn_job_controller_get_job (c);
   gboolean cancelled = message && job && g_cancellable_is_cancelled (hn_job_get_cancellable (job));
-  const char *last = gtk_label_get_text (GTK_LABEL (self->label));
-  gboolean had_progress = last && *last && !g_str_equal (last, _("Starting…"));
-  g_autofree char *text = ok ? (had_progress ? g_strdup_printf (_("Done · %s"), last) : g_strdup (_("Done")))
+  g_autofree char *text = ok ? (self->summary ? g_strdup_printf (_("Done · %s"), self->summary) : g_strdup (_("Done")))
                           : cancelled ? g_strdup (_("Stopped"))
                                       : g_strdup_printf (_("Failed: %s"), message ? message : "");
   gtk_label_set_text (GTK_LABEL (self->label), text);
@@ -135,6 +145,7 @@ hn_progress_view_dispose (GObject *object)
 {
   HnProgressView *self = HN_PROGRESS_VIEW (object);
   stop_pulse (self);
+  g_clear_pointer (&self->summary, g_free);
   hn_progress_view_set_controller (self, NULL);
   g_clear_pointer (&self->bar, gtk_widget_unparent);
   g_clear_pointer (&self->label, gtk_widget_unparent);

@@ -19,6 +19,8 @@ struct _HnWindow
   GtkWidget *generate_page, *finetune_page, *train_page, *hierarchos_page, *chat_page;
   GtkWidget *jobs_list;
   HnDevices *devices;
+  gboolean held;      /* the app is held while the window hides over running jobs */
+  gboolean quitting;
 };
 
 G_DEFINE_FINAL_TYPE (HnWindow, hn_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -94,6 +96,12 @@ on_devices_ready (HnDevices *devices, GParamSpec *pspec, HnWindow *self)
 }
 
 static void
+on_details_copy (HnWindow *self)
+{
+  gtk_widget_activate_action (GTK_WIDGET (self), "win.copy-diagnostics", NULL);
+}
+
+static void
 device_details_action (GtkWidget *widget, const char *action, GVariant *param)
 {
   HnWindow *self = HN_WINDOW (widget);
@@ -111,9 +119,55 @@ device_details_action (GtkWidget *widget, const char *action, GVariant *param)
                         "and Intel, the NVIDIA driver for NVIDIA) and restart the app. "
                         "`hierarchos-native-cli doctor` prints a full report."));
   GtkWidget *dialog = adw_message_dialog_new (GTK_WINDOW (self), _("Vulkan devices"), s->str);
+  adw_message_dialog_add_response (ADW_MESSAGE_DIALOG (dialog), "copy", _("Copy _Diagnostics"));
   adw_message_dialog_add_response (ADW_MESSAGE_DIALOG (dialog), "close", _("_Close"));
+  adw_message_dialog_set_default_response (ADW_MESSAGE_DIALOG (dialog), "close");
+  g_signal_connect_object (dialog, "response::copy", G_CALLBACK (on_details_copy), self, G_CONNECT_SWAPPED);
   gtk_window_present (GTK_WINDOW (dialog));
   g_string_free (s, TRUE);
+}
+
+char *
+hn_window_dup_diagnostics (HnWindow *self)
+{
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "Hierarchos Native %s\n", HN_VERSION);
+  g_string_append_printf (s, "GTK %u.%u.%u, libadwaita %u.%u.%u, GLib %u.%u.%u\n", gtk_get_major_version (),
+                          gtk_get_minor_version (), gtk_get_micro_version (), adw_get_major_version (),
+                          adw_get_minor_version (), adw_get_micro_version (), glib_major_version, glib_minor_version,
+                          glib_micro_version);
+  g_string_append (s, "Vulkan devices:\n");
+  if (!hn_devices_is_ready (self->devices))
+    g_string_append (s, "  (still detecting)\n");
+  else if (hn_devices_get_error (self->devices))
+    g_string_append_printf (s, "  none: %s\n", hn_devices_get_error (self->devices));
+  GPtrArray *entries = hn_devices_get_entries (self->devices);
+  for (guint i = 0; i < entries->len; i++)
+    {
+      const HnDeviceEntry *e = g_ptr_array_index (entries, i);
+      g_autofree char *d = hn_device_entry_describe (e);
+      g_string_append_printf (s, "  %d: %s [%s]\n", e->index, d, e->type);
+    }
+  GListModel *jobs = G_LIST_MODEL (hn_job_record_list ());
+  for (guint i = 0; i < g_list_model_get_n_items (jobs); i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (jobs, i);
+      if (hn_job_record_get_state (r) == HN_JOB_RECORD_FAILED)
+        {
+          g_string_append_printf (s, "Last error: %s\n  %s\n", hn_job_record_get_summary (r),
+                                  hn_job_record_get_command_line (r));
+          break;
+        }
+    }
+  return g_string_free (s, FALSE);
+}
+
+static void
+copy_diagnostics_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  g_autofree char *text = hn_window_dup_diagnostics (HN_WINDOW (widget));
+  gdk_clipboard_set_text (gtk_widget_get_clipboard (widget), text);
+  hn_window_toast (HN_WINDOW (widget), _("Diagnostics copied"));
 }
 
 /* ---- job list ---------------------------------------------------------- */
@@ -145,6 +199,48 @@ create_job_row (gpointer item, gpointer user_data)
 
 /* ---- window state ------------------------------------------------------ */
 
+static HnJobController *
+page_controller (GtkWidget *page)
+{
+  if (HN_IS_TRAIN_PAGE (page))
+    return hn_train_page_get_controller (HN_TRAIN_PAGE (page));
+  if (HN_IS_GENERATE_PAGE (page))
+    return hn_generate_page_get_controller (HN_GENERATE_PAGE (page));
+  if (HN_IS_CHAT_PAGE (page))
+    return hn_chat_page_get_controller (HN_CHAT_PAGE (page));
+  return NULL;
+}
+
+gboolean
+hn_window_has_running_jobs (HnWindow *self)
+{
+  GtkWidget *pages[] = { self->generate_page, self->finetune_page, self->train_page, self->hierarchos_page,
+                         self->chat_page };
+  for (guint i = 0; i < G_N_ELEMENTS (pages); i++)
+    {
+      HnJobController *c = page_controller (pages[i]);
+      /* a chat waiting for the next message is not work worth keeping the app for */
+      if (c && hn_job_controller_get_running (c) && pages[i] != self->chat_page)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Hidden with jobs running: when the last one ends, the app may go. */
+static void
+on_background_job_done (HnJobController *c, GParamSpec *pspec, HnWindow *self)
+{
+  if (hn_window_has_running_jobs (self) || gtk_widget_get_visible (GTK_WIDGET (self)))
+    return;
+  GtkApplication *app = gtk_window_get_application (GTK_WINDOW (self));
+  if (self->held && app)
+    {
+      self->held = FALSE;
+      g_application_release (G_APPLICATION (app));
+    }
+  gtk_window_destroy (GTK_WINDOW (self));
+}
+
 static gboolean
 hn_window_close_request (GtkWindow *window)
 {
@@ -161,13 +257,40 @@ hn_window_close_request (GtkWindow *window)
       if (page)
         g_settings_set_string (s, "last-page", page);
     }
+  /* Closing the window does not kill a training run: the window hides, the
+   * job goes on, a notification says when it ends, and starting the app
+   * again brings the window back. Quit (Ctrl+Q) stops the jobs. */
+  GtkApplication *app = gtk_window_get_application (window);
+  if (app && hn_window_has_running_jobs (self) && !self->quitting)
+    {
+      gtk_widget_set_visible (GTK_WIDGET (window), FALSE);
+      if (!self->held)
+        {
+          self->held = TRUE;
+          g_application_hold (G_APPLICATION (app));
+        }
+      return TRUE;
+    }
   return GTK_WINDOW_CLASS (hn_window_parent_class)->close_request (window);
+}
+
+void
+hn_window_set_quitting (HnWindow *self)
+{
+  self->quitting = TRUE;
 }
 
 static void
 hn_window_dispose (GObject *object)
 {
   HnWindow *self = HN_WINDOW (object);
+  if (self->held)
+    {
+      GtkApplication *app = gtk_window_get_application (GTK_WINDOW (self));
+      self->held = FALSE;
+      if (app)
+        g_application_release (G_APPLICATION (app));
+    }
   if (self->devices)
     g_signal_handlers_disconnect_by_data (self->devices, self);
   g_clear_object (&self->devices);
@@ -204,6 +327,7 @@ hn_window_class_init (HnWindowClass *klass)
   gtk_widget_class_install_action (widget_class, "win.start-job", NULL, page_action);
   gtk_widget_class_install_action (widget_class, "win.stop-job", NULL, page_action);
   gtk_widget_class_install_action (widget_class, "win.device-details", NULL, device_details_action);
+  gtk_widget_class_install_action (widget_class, "win.copy-diagnostics", NULL, copy_diagnostics_action);
 
   static const char *const pages[] = { "generate", "finetune", "train", "hierarchos", "chat", "jobs" };
   for (guint i = 0; i < G_N_ELEMENTS (pages); i++)
@@ -235,6 +359,11 @@ hn_window_init (HnWindow *self)
       if (page && *page && hn_window_get_page (self, page))
         hn_window_show_page (self, page);
     }
+  GtkWidget *pages[] = { self->generate_page, self->finetune_page, self->train_page, self->hierarchos_page,
+                         self->chat_page };
+  for (guint i = 0; i < G_N_ELEMENTS (pages); i++)
+    g_signal_connect_object (page_controller (pages[i]), "notify::running", G_CALLBACK (on_background_job_done),
+                             self, 0);
   self->devices = g_object_ref (hn_devices_get_default ());
   g_signal_connect (self->devices, "notify::ready", G_CALLBACK (on_devices_ready), self);
   update_banner (self);

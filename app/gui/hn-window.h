@@ -15,5 +15,11 @@ GtkWidget *hn_window_get_page (HnWindow *self, const char *name);
 void hn_window_show_page (HnWindow *self, const char *name);
 void hn_window_toast (HnWindow *self, const char *message);
 gboolean hn_window_get_banner_revealed (HnWindow *self);
+/* TRUE while a page runs a job (a chat waiting for input does not count). */
+gboolean hn_window_has_running_jobs (HnWindow *self);
+/* The next close really closes (the app's quit action). */
+void hn_window_set_quitting (HnWindow *self);
+/* Text for a bug report: versions, devices, the last error. */
+char *hn_window_dup_diagnostics (HnWindow *self);
 
 G_END_DECLS

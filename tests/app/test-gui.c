@@ -101,6 +101,11 @@ test_pages_build (void)
   g_assert_cmpstr (hn_job_spec_get_kind (hn_train_page_get_spec (h)), ==, "hierarchos-finetune");
   g_assert_true (g_str_has_prefix (hn_train_page_get_command_text (h), "hierarchos-native-cli hierarchos-finetune"));
   hn_train_page_set_alt_mode (h, FALSE);
+  /* diagnostics for a bug report */
+  g_autofree char *diag = hn_window_dup_diagnostics (window);
+  g_assert_true (g_str_has_prefix (diag, "Hierarchos Native " HN_VERSION "\nGTK 4."));
+  g_assert_nonnull (strstr (diag, "Vulkan devices:\n"));
+  g_assert_false (hn_window_has_running_jobs (window));
 }
 
 static void
@@ -532,6 +537,100 @@ test_generate_streams (void)
   hn_job_spec_set_int (spec, "max-new-tokens", 64);
 }
 
+/* ---- Hierarchos: train a tiny fresh model, watch the loss, chat with it -- */
+
+static gboolean
+not_running (gpointer data)
+{
+  return !hn_job_controller_get_running (HN_JOB_CONTROLLER (data));
+}
+
+typedef struct {
+  gboolean turn_end;
+} ChatSeen;
+
+static void
+on_chat_event (HnJobController *c, const HnJobEvent *e, ChatSeen *seen)
+{
+  if (e->type == HN_JOB_EVENT_TURN_END)
+    seen->turn_end = TRUE;
+}
+
+static gboolean
+chat_turn_done (gpointer data)
+{
+  return ((ChatSeen *) data)->turn_end;
+}
+
+static void
+test_hierarchos_train_and_chat (void)
+{
+  if (!hn_job_kind_is_registered ("hierarchos-train") || !hn_job_kind_is_registered ("chat"))
+    {
+      g_test_skip ("hierarchos-train or chat is not registered in this build");
+      return;
+    }
+  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "hierarchos"));
+  hn_window_show_page (window, "hierarchos");
+  hn_train_page_set_alt_mode (page, FALSE);
+  HnJobSpec *spec = hn_train_page_get_spec (page);
+  g_autofree char *dir = out_dir ();
+  g_autofree char *run = g_build_filename (dir, "hierarchos-run", NULL);
+  /* a tiny geometry so 40 steps take seconds on lavapipe */
+  hn_job_spec_set_string (spec, "out-dir", run);
+  hn_job_spec_set_int (spec, "context-dim", 32);
+  hn_job_spec_set_int (spec, "rwkv-head-size", 16);
+  hn_job_spec_set_int (spec, "ltm-slots", 16);
+  hn_job_spec_set_int (spec, "seq-len", 32);
+  hn_job_spec_set_int (spec, "training-chunk-size", 16);
+  hn_job_spec_set_int (spec, "batch-size", 2);
+  hn_job_spec_set_int (spec, "max-steps", 40);
+  hn_job_spec_set_double (spec, "lr", 3e-3);
+  hn_job_spec_set_int (spec, "warmup-steps", 0);
+  hn_job_spec_set_string (spec, "lr-scheduler", "cosine");
+  g_assert_null (hn_train_page_get_start_problem (page));
+  HnJobController *c = hn_train_page_get_controller (page);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
+  g_assert_true (hn_job_controller_get_running (c));
+  g_assert_true (wait_for (not_running, c, 120000));
+  g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_test_message ("hierarchos run: %s", hn_job_record_get_summary (rec));
+  g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_SUCCEEDED);
+  HnLossChart *chart = hn_train_page_get_chart (page);
+  g_assert_cmpuint (hn_loss_chart_get_n_points (chart), ==, 40);
+  double first = hn_loss_chart_get_smoothed (chart, 0), last = hn_loss_chart_get_smoothed (chart, 39);
+  g_test_message ("smoothed loss %.4f -> %.4f", first, last);
+  g_assert_cmpfloat (last, <, first - 0.3); /* the curve falls */
+  save_screenshot ("hierarchos-trained");
+
+  /* chat with the model just written, carrying state across turns */
+  HnChatPage *chat = HN_CHAT_PAGE (hn_window_get_page (window, "chat"));
+  gtk_widget_activate_action (GTK_WIDGET (chat), "page.reset", NULL);
+  hn_window_show_page (window, "chat");
+  HnJobSpec *cspec = hn_chat_page_get_spec (chat);
+  hn_job_spec_set_string (cspec, "model-path", run);
+  hn_job_spec_set_int (cspec, "max-new-tokens", 24);
+  hn_job_spec_set_bool (cspec, "carry-chat-state", TRUE);
+  hn_job_spec_set_bool (cspec, "raw-prompt", FALSE);
+  g_assert_null (hn_chat_page_get_start_problem (chat));
+  ChatSeen seen = { FALSE };
+  HnJobController *cc = hn_chat_page_get_controller (chat);
+  gulong id = g_signal_connect (cc, "event", G_CALLBACK (on_chat_event), &seen);
+  hn_chat_page_send (chat, "ROMEO:");
+  g_assert_true (wait_for (chat_turn_done, &seen, 60000));
+  g_assert_true (hn_job_controller_get_running (cc)); /* the conversation stays open */
+  g_autofree char *reply = hn_chat_page_dup_last_reply (chat);
+  g_test_message ("reply: %s", reply);
+  g_assert_cmpuint (strlen (reply), >, 0);
+  seen.turn_end = FALSE;
+  hn_chat_page_send (chat, "JULIET:");
+  g_assert_true (wait_for (chat_turn_done, &seen, 60000));
+  save_screenshot ("chat-hierarchos");
+  gtk_widget_activate_action (GTK_WIDGET (chat), "page.reset", NULL);
+  g_assert_true (wait_for (not_running, cc, 30000));
+  g_signal_handler_disconnect (cc, id);
+}
+
 /* ---- screenshots ------------------------------------------------------- */
 
 static void
@@ -593,6 +692,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/chart-in-window", test_chart_in_window);
   g_test_add_func ("/gui/controller", test_controller);
   g_test_add_func ("/gui/generate-streams", test_generate_streams);
+  g_test_add_func ("/gui/hierarchos-train-and-chat", test_hierarchos_train_and_chat);
   g_test_add_func ("/gui/screenshots", test_screenshots);
   int ret = g_test_run ();
   gtk_window_destroy (GTK_WINDOW (window));
