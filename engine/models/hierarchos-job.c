@@ -4,6 +4,7 @@
 #include "models/hierarchos-private.h"
 #include "hn-error.h"
 #include "hn-util.h"
+#include "io/dataset.h"
 #include "io/hub-job.h"
 #include "io/tokenizer.h"
 #include "train/optim.h"
@@ -93,14 +94,6 @@ hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_pa
   for (int i = 0; files && files[i]; i++)
     {
       const char *f = files[i];
-      if (g_str_has_suffix (f, ".jsonl") || g_str_has_suffix (f, ".json") || g_str_has_suffix (f, ".parquet"))
-        {
-          /* Structured datasets (prompt masking, loss weights) come from the
-           * dataset layer; until it is wired in, fail closed. */
-          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                       "%s: JSONL/Parquet datasets are not wired into Hierarchos training yet; use a plain text file", f);
-          return NULL;
-        }
       g_autofree char *text = NULL;
       gsize len = 0;
       g_autoptr (GError) local = NULL;
@@ -125,6 +118,56 @@ hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_pa
       g_array_append_val (out, v);
     }
   return out;
+}
+
+static gboolean
+is_structured (const char *const *files)
+{
+  for (int i = 0; files && files[i]; i++)
+    if (!g_str_has_suffix (files[i], ".txt"))
+      return TRUE;
+  return FALSE;
+}
+
+/* JSONL / JSON / Parquet (and anything not .txt) through the dataset layer:
+ * one padded row of row_len + 1 tokens per example, with its labels (-100 =
+ * no loss, e.g. masked prompts) and loss weights. */
+static gboolean
+load_dataset_rows (const char *const *files, const char *tokenizer_path, int row_len, GCancellable *cancel,
+                   GArray *tokens, GArray *labels, GArray *weights, GError **error)
+{
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer_path, error);
+  if (!tok)
+    return FALSE;
+  int32_t pad = hn_tokenizer_get_pad_id (tok);
+  if (pad < 0)
+    pad = MAX (hn_tokenizer_get_eos_id (tok), 0);
+  for (int f = 0; files[f]; f++)
+    {
+      HnDatasetOptions opts;
+      hn_dataset_options_init (&opts);
+      opts.seq_len = (guint) row_len;
+      opts.cancellable = cancel;
+      g_autoptr (HnDataset) ds = hn_dataset_load (files[f], tok, &opts, error);
+      if (!ds)
+        return FALSE;
+      for (gsize e = 0; e < hn_dataset_get_n_examples (ds); e++)
+        {
+          HnExample ex;
+          hn_dataset_get_example (ds, e, &ex);
+          for (int j = 0; j <= row_len; j++)
+            {
+              gboolean in = (guint) j < ex.n_tokens;
+              guint32 t = (guint32) (in ? ex.ids[j] : pad);
+              gint32 l = in ? ex.labels[j] : -100;
+              float w = in && l != -100 ? (ex.weights ? ex.weights[j] : 1.0f) : 0.0f;
+              g_array_append_val (tokens, t);
+              g_array_append_val (labels, l);
+              g_array_append_val (weights, w);
+            }
+        }
+    }
+  return TRUE;
 }
 
 /* ---- the train / finetune kinds ---- */
@@ -238,10 +281,26 @@ run_training (HnJob *job, gboolean finetune, GError **error)
         g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --train or --hf-dataset is required", kind);
       return FALSE;
     }
-  g_autoptr (GArray) tokens = hn_hier_load_training_tokens ((const char *const *) files, tok_path, error);
-  if (!tokens)
-    return FALSE;
-  hn_job_log (job, HN_LOG_INFO, "%u training tokens", tokens->len);
+  int row_len = (int) hn_job_spec_get_int (spec, "seq-len");
+  g_autoptr (GArray) tokens = NULL;
+  g_autoptr (GArray) labels = g_array_new (FALSE, FALSE, sizeof (gint32));
+  g_autoptr (GArray) weights = g_array_new (FALSE, FALSE, sizeof (float));
+  gboolean rows = is_structured ((const char *const *) files);
+  if (rows)
+    {
+      tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+      if (!load_dataset_rows ((const char *const *) files, tok_path, row_len, hn_job_get_cancellable (job), tokens,
+                              labels, weights, error))
+        return FALSE;
+      hn_job_log (job, HN_LOG_INFO, "%u training rows of %d tokens", tokens->len / (row_len + 1), row_len);
+    }
+  else
+    {
+      tokens = hn_hier_load_training_tokens ((const char *const *) files, tok_path, error);
+      if (!tokens)
+        return FALSE;
+      hn_job_log (job, HN_LOG_INFO, "%u training tokens", tokens->len);
+    }
 
   HnHierTrainOptions o;
   hn_hier_train_options_defaults (&o);
@@ -256,6 +315,9 @@ run_training (HnJob *job, gboolean finetune, GError **error)
   o.trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
   o.tokens = (const guint32 *) tokens->data;
   o.n_tokens = tokens->len;
+  o.separate_rows = rows;
+  o.token_labels = rows ? (const gint32 *) labels->data : NULL;
+  o.token_weights = rows ? (const float *) weights->data : NULL;
   o.batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
   o.accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
   o.chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");

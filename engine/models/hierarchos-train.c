@@ -168,8 +168,10 @@ hn_hier_chunk_loss (HnHTape *t, HnHierModel *m, float *grads, float scale, HnHie
 typedef struct {
   const guint32 *tokens;
   const float *tw; /* per-token weight of predicting it, or NULL */
+  const gint32 *labels; /* per-token label, or NULL (= the token) */
   gsize n_rows;
   int row_len;     /* inputs per row (labels are shifted by one) */
+  gsize stride;    /* row r starts at r * stride */
 } Data;
 
 static void
@@ -240,8 +242,9 @@ work_thread (gpointer data)
   g_autofree float *wts = g_new (float, w->chunk);
   for (int r = w->tid; r < w->n_rows && !w->error; r += w->n_threads)
     {
-      const guint32 *row = w->d->tokens + (gsize) w->rows[r] * w->d->row_len;
-      const float *tw = w->d->tw ? w->d->tw + (gsize) w->rows[r] * w->d->row_len : NULL;
+      const guint32 *row = w->d->tokens + (gsize) w->rows[r] * w->d->stride;
+      const float *tw = w->d->tw ? w->d->tw + (gsize) w->rows[r] * w->d->stride : NULL;
+      const gint32 *lab = w->d->labels ? w->d->labels + (gsize) w->rows[r] * w->d->stride : NULL;
       memset (w->row_grads[r], 0, w->m->n_params * sizeof (float));
       memset (&w->row_loss[r], 0, sizeof (HnHierLoss));
       hn_hier_state_reset (w->m, s);
@@ -250,7 +253,7 @@ work_thread (gpointer data)
           int off = c * w->chunk;
           for (int i = 0; i < w->chunk; i++)
             {
-              labels[i] = (gint32) row[off + i + 1];
+              labels[i] = lab ? lab[off + i + 1] : (gint32) row[off + i + 1];
               wts[i] = tw ? tw[off + i + 1] : 1.0f;
             }
           HnHierLoss l;
@@ -322,6 +325,9 @@ data_fingerprint (const HnHierTrainOptions *o)
   g_checksum_update (ck, (const guchar *) o->tokens, o->n_tokens * sizeof (guint32));
   if (o->token_weights)
     g_checksum_update (ck, (const guchar *) o->token_weights, o->n_tokens * sizeof (float));
+  if (o->token_labels)
+    g_checksum_update (ck, (const guchar *) o->token_labels, o->n_tokens * sizeof (gint32));
+  g_checksum_update (ck, (const guchar *) (o->separate_rows ? "rows" : "stream"), 4);
   return g_strdup (g_checksum_get_string (ck));
 }
 
@@ -542,6 +548,13 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "an output folder is required");
       return FALSE;
     }
+  for (gsize i = 0; o->token_labels && i < o->n_tokens; i++)
+    if (o->token_labels[i] >= m->V)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "training label %d at %zu is outside the vocabulary (%d)",
+                     o->token_labels[i], i, m->V);
+        return FALSE;
+      }
   for (gsize i = 0; i < o->n_tokens; i++)
     if (o->tokens[i] >= (guint32) m->V)
       {
@@ -549,7 +562,8 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
                      o->tokens[i], i, m->V);
         return FALSE;
       }
-  Data d = { o->tokens, o->token_weights, o->n_tokens > 1 ? (o->n_tokens - 1) / (gsize) row_len : 0, row_len };
+  Data d = { o->tokens, o->token_weights, o->token_labels, 0, row_len, o->separate_rows ? (gsize) row_len + 1 : (gsize) row_len };
+  d.n_rows = o->separate_rows ? o->n_tokens / d.stride : (o->n_tokens > 1 ? (o->n_tokens - 1) / (gsize) row_len : 0);
   gsize per_step = (gsize) o->batch_size * o->accumulation_steps;
   if (d.n_rows < per_step)
     {
@@ -558,8 +572,9 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
                    d.n_rows, row_len, o->batch_size, o->accumulation_steps);
       return FALSE;
     }
-  /* Rows are windows of row_len inputs + 1 label token, stride row_len: row r
-   * starts at r * row_len, which Data.tokens + r * row_len addresses. */
+  /* Rows are row_len inputs + 1 label token: windows of one stream that
+   * overlap by a token (stride row_len), or separate examples (stride
+   * row_len + 1). */
   gint64 steps_per_epoch = (gint64) (d.n_rows / per_step);
   Cursor cur = { 0, 0, 0, o->max_steps > 0 ? o->max_steps : o->epochs * steps_per_epoch, 0 };
   g_autofree char *fingerprint = data_fingerprint (o);

@@ -228,7 +228,10 @@ typedef struct {
   gboolean finetune;              /* default trainable subset */
   const guint32 *tokens;          /* the tokenized corpus */
   const float *token_weights;     /* weight of predicting each token (0 = masked), or NULL */
+  const gint32 *token_labels;     /* the label at each position when it differs from the token, or NULL */
   gsize n_tokens;
+  gboolean separate_rows;         /* tokens hold rows of max_length + 1 (one example each) instead of
+                                     one stream cut into windows overlapping by one token */
   int batch_size, accumulation_steps, chunk_size, max_length, epochs;
   gint64 max_steps, save_steps, warmup_steps;
   double lr, min_lr, weight_decay, grad_clip, beta1, beta2, eps;
@@ -264,9 +267,9 @@ gboolean hn_hier_is_model_dir (const char *dir);
 HnHierModel *hn_hier_init_model_dir (const char *tokenizer_path, const char *out_dir, gint64 context_dim,
                                      const char *const *cfg_overrides, guint64 seed, GError **error);
 
-/* Reads a training file into tokens: plain text (.txt and files that are not
- * JSONL/Parquet) is tokenized whole; a text is wrapped with the tokenizer's
- * BOS/EOS as its post-processor says. */
+/* Reads plain text files into one token stream, each file tokenized whole
+ * with the tokenizer's special tokens (BOS) as its post-processor says.
+ * (JSONL/Parquet go through io/dataset.h in the train job.) */
 GArray *hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_path, GError **error);
 
 G_END_DECLS

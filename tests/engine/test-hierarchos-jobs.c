@@ -133,6 +133,23 @@ test_init_train_chat (void)
   g_assert_true (g_file_test (tj, G_FILE_TEST_EXISTS));
   events_clear (&e);
 
+  /* A prompt/completion JSONL dataset through the dataset layer (loss on
+   * completions only). */
+  events_init (&e);
+  g_autofree char *jl = g_build_filename (tmp, "pc.jsonl", NULL);
+  GString *rows = g_string_new (NULL);
+  for (int i = 0; i < 12; i++)
+    g_string_append_printf (rows, "{\"prompt\": \"Who comes here? %d\", \"completion\": \" A friend, my lord.\"}\n", i);
+  g_assert_true (g_file_set_contents (jl, rows->str, -1, NULL));
+  g_string_free (rows, TRUE);
+  g_autofree char *out_jl = g_build_filename (tmp, "out-jl", NULL);
+  const char *const train_jl[] = { "train", "--model-path", model, "--train", jl, "--out-dir", out_jl, "--seq-len", "16",
+                                   "--training-chunk-size", "8", "--batch-size", "2", "--max-steps", "2", NULL };
+  g_assert_true (run_job (train_jl, NULL, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (e.metrics, ==, 2);
+  events_clear (&e);
+
   /* Session A: two turns with carried state, a /save between them. */
   events_init (&e);
   g_autofree char *save_cmd = g_strdup_printf ("/save %s", sf1);
