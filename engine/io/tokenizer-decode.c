@@ -299,13 +299,14 @@ hn_decoder_from_json (JsonNode *node, const char *file, GError **error)
       d = hn_decoder_new (HN_DEC_STRIP);
       const char *c = hn_tok_json_str (o, "content");
       d->content = g_strdup (c && *c ? c : " ");
-      d->start = json_object_has_member (o, "start") ? (int) json_object_get_int_member (o, "start") : 0;
-      d->stop = json_object_has_member (o, "stop") ? (int) json_object_get_int_member (o, "stop") : 0;
-      if (d->start < 0 || d->stop < 0 || d->start > 1000 || d->stop > 1000)
+      gint64 start = hn_tok_json_int (o, "start", 0), stop = hn_tok_json_int (o, "stop", 0);
+      if (start < 0 || stop < 0 || start > 1000 || stop > 1000)
         {
           g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: Strip decoder start/stop out of range", file);
           return NULL;
         }
+      d->start = (int) start;
+      d->stop = (int) stop;
     }
   else if (g_str_equal (type, "Replace"))
     {

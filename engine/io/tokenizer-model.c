@@ -249,8 +249,7 @@ hn_model_from_json (JsonObject *mo, const HnTokJsonSpan *big, const char *file, 
       m = hn_model_new (HN_MODEL_BPE);
       if (!read_vocab_object (m, mo, big, file, error))
         return NULL;
-      if (json_object_has_member (mo, "dropout") && !JSON_NODE_HOLDS_NULL (json_object_get_member (mo, "dropout"))
-          && json_object_get_double_member (mo, "dropout") > 0.0)
+      if (hn_tok_json_double (mo, "dropout", 0.0) > 0.0)
         {
           g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: BPE dropout is not supported (it makes encoding random)", file);
           return NULL;
@@ -276,8 +275,7 @@ hn_model_from_json (JsonObject *mo, const HnTokJsonSpan *big, const char *file, 
         return NULL;
       const char *p = hn_tok_json_str (mo, "continuing_subword_prefix");
       m->wp_prefix = g_strdup (p ? p : "##");
-      if (json_object_has_member (mo, "max_input_chars_per_word"))
-        m->max_input_chars = (int) json_object_get_int_member (mo, "max_input_chars_per_word");
+      m->max_input_chars = (int) CLAMP (hn_tok_json_int (mo, "max_input_chars_per_word", 100), 1, 1 << 20);
       const char *unk = hn_tok_json_str (mo, "unk_token");
       m->unk_id = hn_model_lookup (m, unk ? unk : "[UNK]");
       if (m->unk_id < 0)
@@ -306,9 +304,10 @@ hn_model_from_json (JsonObject *mo, const HnTokJsonSpan *big, const char *file, 
       if (!hn_tok_json_read_unigram_vocab (m, file, big[0].data, big[0].len, error))
         return NULL;
       guint n = m->vocab->len;
-      if (json_object_has_member (mo, "unk_id") && !JSON_NODE_HOLDS_NULL (json_object_get_member (mo, "unk_id")))
+      JsonNode *un = json_object_get_member (mo, "unk_id");
+      if (un && !JSON_NODE_HOLDS_NULL (un))
         {
-          gint64 u = json_object_get_int_member (mo, "unk_id");
+          gint64 u = hn_tok_json_int (mo, "unk_id", -1);
           if (u < 0 || u >= n)
             {
               g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: Unigram unk_id %" G_GINT64_FORMAT " is out of range", file, u);

@@ -227,6 +227,11 @@ void hn_tokenizer_add_token (HnTokenizer *tok, const char *content, int32_t id, 
 JsonNode *hn_tok_parse_json_file (const char *file, JsonParser **parser_out, GError **error);
 const char *hn_tok_json_str (JsonObject *o, const char *member); /* NULL when absent/null/not a string */
 gboolean hn_tok_json_bool (JsonObject *o, const char *member, gboolean dflt);
+/* A number member as int64 / double, `dflt` when absent, null or not a number. */
+gint64 hn_tok_json_int (JsonObject *o, const char *member, gint64 dflt);
+double hn_tok_json_double (JsonObject *o, const char *member, double dflt);
+/* An int64 array element, -1 when it is not an integer. */
+gint64 hn_tok_json_array_int (JsonArray *a, guint i);
 /* Compiles with G_REGEX_OPTIMIZE; `what` names the file/component for errors. */
 GRegex *hn_tok_regex_new (const char *pattern, const char *what, GError **error);
 

@@ -25,6 +25,44 @@ hn_tok_json_bool (JsonObject *o, const char *member, gboolean dflt)
   return json_node_get_boolean (n);
 }
 
+gint64
+hn_tok_json_int (JsonObject *o, const char *member, gint64 dflt)
+{
+  JsonNode *n = o ? json_object_get_member (o, member) : NULL;
+  if (!n || !JSON_NODE_HOLDS_VALUE (n))
+    return dflt;
+  if (json_node_get_value_type (n) == G_TYPE_INT64)
+    return json_node_get_int (n);
+  if (json_node_get_value_type (n) == G_TYPE_DOUBLE)
+    {
+      double d = json_node_get_double (n);
+      return d >= -9e15 && d <= 9e15 ? (gint64) d : dflt;
+    }
+  return dflt;
+}
+
+double
+hn_tok_json_double (JsonObject *o, const char *member, double dflt)
+{
+  JsonNode *n = o ? json_object_get_member (o, member) : NULL;
+  if (!n || !JSON_NODE_HOLDS_VALUE (n))
+    return dflt;
+  if (json_node_get_value_type (n) == G_TYPE_INT64)
+    return (double) json_node_get_int (n);
+  if (json_node_get_value_type (n) == G_TYPE_DOUBLE)
+    return json_node_get_double (n);
+  return dflt;
+}
+
+gint64
+hn_tok_json_array_int (JsonArray *a, guint i)
+{
+  JsonNode *n = i < json_array_get_length (a) ? json_array_get_element (a, i) : NULL;
+  if (!n || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+    return -1;
+  return json_node_get_int (n);
+}
+
 GRegex *
 hn_tok_regex_new (const char *pattern, const char *what, GError **error)
 {
@@ -592,7 +630,7 @@ read_added_tokens (HnTokenizer *tok, JsonObject *root, const char *file, GError 
       JsonObject *o = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
       const char *content = hn_tok_json_str (o, "content");
       JsonNode *idn = o ? json_object_get_member (o, "id") : NULL;
-      if (!content || !*content || !idn || json_node_get_value_type (idn) != G_TYPE_INT64
+      if (!content || !*content || !idn || !JSON_NODE_HOLDS_VALUE (idn) || json_node_get_value_type (idn) != G_TYPE_INT64
           || json_node_get_int (idn) < 0 || json_node_get_int (idn) > (1 << 26))
         {
           g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: added_tokens[%u] needs a non-empty content and a valid id", file, i);
@@ -613,10 +651,13 @@ special_id_from_pair (HnTokenizer *tok, JsonNode *n)
   if (!n || !JSON_NODE_HOLDS_ARRAY (n) || json_array_get_length (json_node_get_array (n)) != 2)
     return -1;
   JsonArray *a = json_node_get_array (n);
-  JsonNode *idn = json_array_get_element (a, 1);
-  if (json_node_get_value_type (idn) == G_TYPE_INT64)
-    return (int32_t) json_node_get_int (idn);
-  return hn_tokenizer_token_to_id (tok, json_array_get_string_element (a, 0));
+  gint64 id = hn_tok_json_array_int (a, 1);
+  if (id >= 0 && id <= G_MAXINT32)
+    return (int32_t) id;
+  JsonNode *tn = json_array_get_element (a, 0);
+  if (JSON_NODE_HOLDS_VALUE (tn) && json_node_get_value_type (tn) == G_TYPE_STRING)
+    return hn_tokenizer_token_to_id (tok, json_node_get_string (tn));
+  return -1;
 }
 
 /* Computes the ids a post-processor puts before/after a single sequence. */
@@ -711,7 +752,7 @@ read_post_processor (HnTokenizer *tok, JsonNode *node, GArray *prefix, GArray *s
           JsonArray *ids = json_node_get_array (idsn);
           for (guint k = 0; k < json_array_get_length (ids); k++)
             {
-              gint64 v = json_array_get_int_element (ids, k);
+              gint64 v = hn_tok_json_array_int (ids, k);
               if (v < 0 || v > G_MAXINT32)
                 {
                   g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: TemplateProcessing special token '%s' has a bad id", file, name);

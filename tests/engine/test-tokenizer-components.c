@@ -196,6 +196,17 @@ test_bpe_options (void)
 }
 
 static void
+test_wrong_types_tolerated (void)
+{
+  /* optional numbers of the wrong type fall back to their defaults */
+  g_autoptr (HnTokenizer) tok = make ("{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
+                                      "\"max_input_chars_per_word\": \"x\", \"vocab\": {\"[UNK]\": 0, \"hi\": 1}}, "
+                                      "\"decoder\": {\"type\": \"Strip\", \"content\": \" \", \"start\": \"x\", \"stop\": null}}");
+  g_autofree char *p = pieces (tok, "hi", FALSE);
+  g_assert_cmpstr (p, ==, "hi");
+}
+
+static void
 test_wordlevel (void)
 {
   const char *model = "{\"type\": \"WordLevel\", \"unk_token\": \"<unk>\", \"vocab\": {\"<unk>\": 0, \"hi\": 1, \"there\": 2}}";
@@ -314,6 +325,15 @@ test_bad_components (void)
     { "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]], \"unk_id\": 5}}", "unk_id" },
     { "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", "unk_token" },
     { "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}} trailing", "trailing" },
+    /* values of the wrong JSON type are errors, never a crash */
+    { "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"post_processor\": {\"type\": "
+      "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"a\"}}], \"special_tokens\": {\"a\": {\"ids\": [\"x\"]}}}}",
+      "bad id" },
+    { "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"post_processor\": {\"type\": "
+      "\"BertProcessing\", \"sep\": [{}, \"x\"], \"cls\": [\"a\", 0]}}", "cls and sep" },
+    { "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"added_tokens\": [{\"id\": \"1\", \"content\": \"b\"}]}",
+      "added_tokens[0]" },
+    { "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]], \"unk_id\": \"0\"}}", "unk_id" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (corrupt); i++)
     {
@@ -399,6 +419,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/components/bpe-options", test_bpe_options);
   g_test_add_func ("/tokenizer/components/unigram", test_unigram);
   g_test_add_func ("/tokenizer/components/wordlevel", test_wordlevel);
+  g_test_add_func ("/tokenizer/components/wrong-types", test_wrong_types_tolerated);
   g_test_add_func ("/tokenizer/components/decoders", test_decoders);
   g_test_add_func ("/tokenizer/components/post-processors", test_post_processors);
   g_test_add_func ("/tokenizer/components/bad", test_bad_components);
