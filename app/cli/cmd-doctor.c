@@ -165,6 +165,8 @@ hn_cmd_doctor (int argc, char **argv)
       json_builder_end_array (b);
       json_builder_set_member_name (b, "cooperative_matrix_shaders");
       json_builder_add_boolean_value (b, hn_vk_have_coopmat_shaders ());
+      json_builder_set_member_name (b, "cooperative_matrix_active");
+      json_builder_add_boolean_value (b, ctx && hn_vk_context_has_coopmat (ctx));
       json_builder_set_member_name (b, "cache_dir");
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "path");
@@ -202,8 +204,9 @@ hn_cmd_doctor (int argc, char **argv)
         n++;
       g_autofree char *names = g_strjoinv (" ", (char **) shaders);
       printf ("Shaders built in (%u): %s\n", n, names);
-      printf ("Cooperative-matrix shaders: %s\n",
-              hn_vk_have_coopmat_shaders () ? "built" : "not built (glslang without GL_KHR_cooperative_matrix)");
+      printf ("Cooperative-matrix shaders: %s; tensor-core matmul on the selected device: %s\n",
+              hn_vk_have_coopmat_shaders () ? "built" : "not built (glslang without GL_KHR_cooperative_matrix)",
+              ctx && hn_vk_context_has_coopmat (ctx) ? "active" : "inactive");
       printf ("Cache folder: %s (%s)\n", cache, cache_ok ? "writable" : cache_error->message);
       printf ("Pipeline cache: %s (%s)\n", pipelines, pipe_ok ? "writable" : pipe_error->message);
     }
