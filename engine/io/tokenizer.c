@@ -383,12 +383,13 @@ decode_bytes (HnTokenizer *tok, const int32_t *ids, gsize n, gboolean skip_speci
         continue;
       const char *s = t ? t->content
                         : (id >= 0 && (guint) id < tok->model->vocab->len ? g_ptr_array_index (tok->model->vocab, id) : NULL);
-      if (!s)
+      if (id < 0)
         {
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %d is not in the vocabulary of %s (size %d)",
-                       id, tok->path, hn_tokenizer_get_vocab_size (tok));
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %d is negative (decoding with %s)", id, tok->path);
           return NULL;
         }
+      if (!s)
+        continue; /* an id past the vocabulary (a model's padded rows) has no text, as in tokenizers */
       if (skip_special && tok->model->piece_types && (guint) id < tok->model->vocab->len
           && (tok->model->piece_types[id] == 3 || tok->model->piece_types[id] == 2))
         continue;

@@ -35,8 +35,9 @@ void hn_tokenizer_unref (HnTokenizer *tok);
 gboolean hn_tokenizer_encode (HnTokenizer *tok, const char *text, gssize len,
                               gboolean add_special_tokens, GArray *ids_out, GError **error);
 
-/* Decodes ids to UTF-8 text (invalid byte sequences become U+FFFD). Fails with
- * HN_ERROR_INVALID_ARGUMENT when an id is out of range. */
+/* Decodes ids to UTF-8 text (invalid byte sequences become U+FFFD). Ids past
+ * the vocabulary (a model's padded embedding rows) have no text and are
+ * skipped, as tokenizers does; a negative id is HN_ERROR_INVALID_ARGUMENT. */
 char *hn_tokenizer_decode (HnTokenizer *tok, const int32_t *ids, gsize n_ids,
                            gboolean skip_special_tokens, GError **error);
 

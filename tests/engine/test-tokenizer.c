@@ -382,9 +382,13 @@ test_gpt2_stream (void)
   g_autoptr (HnTokenizer) tok = load_shared ("tokenizers/gpt2");
   check_round_trip (tok, "Byte-level: 🦙 日本 ü — done.<|endoftext|>", "Byte-level: 🦙 日本 ü — done.");
   g_assert_cmpint (hn_tokenizer_get_eos_id (tok), ==, 50256);
-  /* a bad id is an error naming it */
-  int32_t bad = 999999;
+  /* an id past the vocabulary has no text (tokenizers skips it); a negative one is an error */
+  int32_t past[] = { 15496, 999999, 995 };
   g_autoptr (GError) error = NULL;
+  g_autofree char *hw = hn_tokenizer_decode (tok, past, 3, FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (hw, ==, "Hello world");
+  int32_t bad = -5;
   g_autofree char *s = hn_tokenizer_decode (tok, &bad, 1, FALSE, &error);
   g_assert_null (s);
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
