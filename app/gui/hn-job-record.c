@@ -1,6 +1,10 @@
 #include "hn-job-record.h"
 
+#include "hn-error.h"
+#include "hn-util.h"
+
 #include <glib/gi18n.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 
 struct _HnJobRecord
@@ -61,13 +65,145 @@ hn_job_record_init (HnJobRecord *self)
   self->total = -1;
 }
 
+char *
+hn_job_history_path (void)
+{
+  return g_build_filename (g_get_user_data_dir (), "hierarchos-native", "history.json", NULL);
+}
+
 GListStore *
 hn_job_record_list (void)
 {
   static GListStore *store;
   if (!store)
-    store = g_list_store_new (HN_TYPE_JOB_RECORD);
+    {
+      store = g_list_store_new (HN_TYPE_JOB_RECORD);
+      g_autofree char *path = hn_job_history_path ();
+      g_autoptr (GError) error = NULL;
+      if (!hn_job_history_load (store, path, &error))
+        g_warning ("%s", error->message); /* the app works without its history */
+    }
   return store;
+}
+
+static const char *const state_names[] = { "running", "succeeded", "failed", "cancelled" };
+
+gboolean
+hn_job_history_save (GListModel *records, const char *path, GError **error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "version");
+  json_builder_add_int_value (b, 1);
+  json_builder_set_member_name (b, "jobs");
+  json_builder_begin_array (b);
+  guint n = MIN (g_list_model_get_n_items (records), HN_JOB_HISTORY_MAX);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (records, i);
+      if (r->state == HN_JOB_RECORD_RUNNING)
+        continue;
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "title");
+      json_builder_add_string_value (b, r->title);
+      json_builder_set_member_name (b, "command_line");
+      json_builder_add_string_value (b, r->command_line);
+      json_builder_set_member_name (b, "state");
+      json_builder_add_string_value (b, state_names[r->state]);
+      json_builder_set_member_name (b, "summary");
+      json_builder_add_string_value (b, r->summary);
+      if (r->output_path)
+        {
+          json_builder_set_member_name (b, "output_path");
+          json_builder_add_string_value (b, r->output_path);
+        }
+      if (isfinite (r->loss))
+        {
+          json_builder_set_member_name (b, "final_loss");
+          json_builder_add_double_value (b, r->loss);
+        }
+      if (r->step > 0)
+        {
+          json_builder_set_member_name (b, "steps");
+          json_builder_add_int_value (b, r->step);
+        }
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  gsize len = 0;
+  g_autofree char *text = json_generator_to_data (gen, &len);
+  g_autofree char *dir = g_path_get_dirname (path);
+  return hn_mkdir_p (dir, error) && hn_write_file_atomic (path, text, len, error);
+}
+
+static const char *
+member_string (JsonObject *o, const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  if (!n || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+gboolean
+hn_job_history_load (GListStore *store, const char *path, GError **error)
+{
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) local = NULL;
+  if (!json_parser_load_from_file (parser, path, &local))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, _("The job history %s cannot be read: %s"), path,
+                   local->message);
+      return FALSE;
+    }
+  JsonNode *root = json_parser_get_root (parser);
+  JsonObject *obj = root && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
+  JsonNode *jobs_node = obj ? json_object_get_member (obj, "jobs") : NULL;
+  if (!jobs_node || !JSON_NODE_HOLDS_ARRAY (jobs_node))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, _("The job history %s has no \"jobs\" list"), path);
+      return FALSE;
+    }
+  JsonArray *jobs = json_node_get_array (jobs_node);
+  for (guint i = 0; i < json_array_get_length (jobs) && i < HN_JOB_HISTORY_MAX; i++)
+    {
+      JsonNode *n = json_array_get_element (jobs, i);
+      if (!JSON_NODE_HOLDS_OBJECT (n))
+        continue;
+      JsonObject *o = json_node_get_object (n);
+      const char *title = member_string (o, "title"), *cmd = member_string (o, "command_line");
+      const char *state = member_string (o, "state"), *summary = member_string (o, "summary");
+      if (!title || !cmd || !state || !summary)
+        continue; /* an entry from a newer or damaged file: skip it, keep the rest */
+      g_autoptr (HnJobRecord) r = hn_job_record_new (title, cmd);
+      r->state = HN_JOB_RECORD_FAILED;
+      for (guint k = 0; k < G_N_ELEMENTS (state_names); k++)
+        if (g_str_equal (state, state_names[k]))
+          r->state = k;
+      if (r->state == HN_JOB_RECORD_RUNNING)
+        r->state = HN_JOB_RECORD_CANCELLED; /* it did not finish while the app was open */
+      g_free (r->summary);
+      r->summary = g_strdup (summary);
+      r->output_path = g_strdup (member_string (o, "output_path"));
+      JsonNode *loss = json_object_get_member (o, "final_loss");
+      if (loss && JSON_NODE_HOLDS_VALUE (loss) && json_node_get_value_type (loss) == G_TYPE_DOUBLE)
+        r->loss = json_node_get_double (loss);
+      g_list_store_append (store, r);
+    }
+  return TRUE;
+}
+
+double
+hn_job_record_get_final_loss (HnJobRecord *self)
+{
+  return self->loss;
 }
 
 HnJobRecord *
@@ -144,4 +280,8 @@ hn_job_record_finish (HnJobRecord *self, HnJobRecordState state, const char *mes
     g_string_append_printf (s, " · %s", output_path);
   set_summary (self, g_string_free (s, FALSE));
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_STATE]);
+  g_autofree char *path = hn_job_history_path ();
+  g_autoptr (GError) error = NULL;
+  if (!hn_job_history_save (G_LIST_MODEL (hn_job_record_list ()), path, &error))
+    g_warning ("Could not save the job history: %s", error->message);
 }

@@ -26,6 +26,18 @@ HnJobRecordState hn_job_record_get_state (HnJobRecord *self);
 const char *hn_job_record_get_summary (HnJobRecord *self);
 const char *hn_job_record_get_output_path (HnJobRecord *self);
 
+/* Run history: every finished job (its settings as the CLI line, state,
+ * final figures, output) is kept as JSON under the user data dir
+ * (~/.local/share/hierarchos-native/history.json) and listed again at the
+ * next start. Newest first, at most HN_JOB_HISTORY_MAX entries. */
+#define HN_JOB_HISTORY_MAX 200
+char *hn_job_history_path (void);
+gboolean hn_job_history_save (GListModel *records, const char *path, GError **error);
+/* Appends the records of `path` (a missing file is an empty history; a
+ * malformed one is an error naming the file). */
+gboolean hn_job_history_load (GListStore *store, const char *path, GError **error);
+double hn_job_record_get_final_loss (HnJobRecord *self);
+
 void hn_job_record_update (HnJobRecord *self, gint64 step, gint64 total, double loss);
 void hn_job_record_finish (HnJobRecord *self, HnJobRecordState state, const char *message,
                            const char *output_path, double elapsed_s);

@@ -14,6 +14,7 @@
 #include "hn-train-page.h"
 #include "hn-window.h"
 #include "jobs/job.h"
+#include "hn-error.h"
 
 #include <math.h>
 #include <string.h>
@@ -457,6 +458,25 @@ test_controller (void)
   g_assert_nonnull (strstr (hn_job_record_get_summary (rec), "final loss 0.0750"));
   g_assert_cmpstr (hn_job_record_get_output_path (rec), ==, "/tmp/hn-test-out");
   g_object_unref (view);
+
+  /* the run history is on disk and reads back */
+  g_autofree char *path = hn_job_history_path ();
+  g_assert_true (g_file_test (path, G_FILE_TEST_IS_REGULAR));
+  g_autoptr (GListStore) back = g_list_store_new (HN_TYPE_JOB_RECORD);
+  g_assert_true (hn_job_history_load (back, path, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (back)), >=, 1);
+  g_autoptr (HnJobRecord) first = g_list_model_get_item (G_LIST_MODEL (back), 0);
+  g_assert_cmpstr (hn_job_record_get_command_line (first), ==, hn_job_record_get_command_line (rec));
+  g_assert_cmpint (hn_job_record_get_state (first), ==, HN_JOB_RECORD_SUCCEEDED);
+  g_assert_cmpfloat_with_epsilon (hn_job_record_get_final_loss (first), 0.075, 1e-9);
+  /* a damaged file is an error naming it, not a crash */
+  g_autofree char *dir = out_dir ();
+  g_autofree char *bad = g_build_filename (dir, "history-bad.json", NULL);
+  g_assert_true (g_file_set_contents (bad, "{\"jobs\": 3", -1, NULL));
+  g_assert_false (hn_job_history_load (back, bad, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, bad));
 }
 
 static void save_screenshot (const char *name);
