@@ -21,7 +21,10 @@ struct _HnTransformerSession {
   float *row_logits; /* [max_rows, vocab] host staging */
   int32_t *ids_host, *pos_host; /* [acts->max_tokens] */
   guint64 bytes;
+  int chunk;         /* tokens per prefill forward */
 };
+
+#define PREFILL_CHUNK 512
 
 gboolean
 hn_kv_cache_mode_from_string (const char *s, HnKvCacheMode *out, GError **error)
@@ -139,8 +142,10 @@ hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, 
   s->hist = g_new0 (GArray *, max_rows);
   for (int r = 0; r < max_rows; r++)
     s->hist[r] = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  /* a prefill (or a no-cache recompute) of max_ctx tokens of one row, or one token of every row */
-  int max_tokens = MAX (max_ctx, max_rows);
+  /* prefills (and no-cache recomputes) run in chunks of PREFILL_CHUNK tokens, so activations stay
+   * bounded for long contexts; a decode step takes one token of every row */
+  int max_tokens = MAX (MIN (max_ctx, PREFILL_CHUNK), max_rows);
+  s->chunk = MIN (max_ctx, PREFILL_CHUNK);
   s->acts = hn_transformer_acts_new (m, max_tokens, max_rows, error);
   if (!s->acts || !(s->kv = alloc_kv (s, "kv", error)) ||
       (max_rows > 1 && mode == HN_KV_CACHE_CONTIGUOUS && !(s->kv_alt = alloc_kv (s, "kv-alt", error))) ||
@@ -153,6 +158,19 @@ hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, 
   s->ids_host = g_new (int32_t, max_tokens);
   s->pos_host = g_new (int32_t, max_tokens);
   return s;
+}
+
+gboolean
+hn_transformer_session_set_prefill_chunk (HnTransformerSession *s, int n_tokens, GError **error)
+{
+  if (n_tokens < 1 || n_tokens > s->acts->max_tokens)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "prefill chunk %d outside 1..%d", n_tokens,
+                   s->acts->max_tokens);
+      return FALSE;
+    }
+  s->chunk = n_tokens;
+  return TRUE;
 }
 
 guint64
@@ -263,6 +281,21 @@ lm_reset (gpointer self, int n_rows, GError **error)
   return TRUE;
 }
 
+/* Tokens ids[0..n) of `row` at positions pos0.., in chunks; logits of the last token. */
+static gboolean
+prefill_chunks (HnTransformerSession *s, int row, const int32_t *ids, int n, int pos0, float *logits, GError **error)
+{
+  for (int off = 0; off < n; off += s->chunk)
+    {
+      int t = MIN (s->chunk, n - off);
+      memcpy (s->ids_host, ids + off, sizeof (int32_t) * (gsize) t);
+      fill_positions (s, 0, t, pos0 + off);
+      if (!forward (s, row, 1, t, pos0 + off, logits, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* No-cache: recompute row `row` from its whole history. */
 static gboolean
 recompute (HnTransformerSession *s, int row, float *logits, GError **error)
@@ -275,9 +308,7 @@ recompute (HnTransformerSession *s, int row, float *logits, GError **error)
                    n, s->max_ctx);
       return FALSE;
     }
-  memcpy (s->ids_host, h->data, sizeof (int32_t) * (gsize) n);
-  fill_positions (s, 0, n, 0);
-  return forward (s, row, 1, n, 0, logits, error);
+  return prefill_chunks (s, row, (const int32_t *) h->data, n, 0, logits, error);
 }
 
 static gboolean
@@ -302,9 +333,7 @@ lm_prefill (gpointer self, int row, const int32_t *ids, int n, float *logits, GE
                    s->len[row] + n, s->max_ctx);
       return FALSE;
     }
-  memcpy (s->ids_host, ids, sizeof (int32_t) * (gsize) n);
-  fill_positions (s, 0, n, s->len[row]);
-  if (!forward (s, row, 1, n, s->len[row], logits, error))
+  if (!prefill_chunks (s, row, ids, n, s->len[row], logits, error))
     return FALSE;
   s->len[row] += n;
   return TRUE;

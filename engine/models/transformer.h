@@ -110,6 +110,9 @@ void hn_transformer_session_free (HnTransformerSession *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerSession, hn_transformer_session_free)
 /* The HnLmOps to drive a session from hn_generate_run (self = the session). */
 const HnLmOps *hn_transformer_session_lm_ops (void);
+/* Prompts are run through the model in chunks of at most this many tokens (default 512, which
+ * bounds the activations for long contexts); 1..the session's activation rows. */
+gboolean hn_transformer_session_set_prefill_chunk (HnTransformerSession *s, int n_tokens, GError **error);
 /* Device bytes of the session's caches and scratch. */
 guint64 hn_transformer_session_get_bytes (HnTransformerSession *s);
 

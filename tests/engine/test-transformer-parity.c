@@ -187,6 +187,46 @@ test_stories (void)
   hn_generate_options_clear (&o);
 }
 
+/* A prompt longer than the prefill chunk runs in several forwards with the same result. */
+static void
+test_chunked_prefill (void)
+{
+  g_autofree char *dir = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  g_autofree char *ids_path = g_build_filename (dir, "expected-greedy-ids.txt", NULL);
+  g_autofree char *text = NULL;
+  GError *error = NULL;
+  g_assert_true (g_file_get_contents (ids_path, &text, NULL, &error));
+  g_auto (GStrv) parts = g_strsplit_set (g_strstrip (text), " \n\t", -1);
+  g_autoptr (GArray) want = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (char **p = parts; *p; p++)
+    if (**p)
+      {
+        int32_t v = (int32_t) g_ascii_strtoll (*p, NULL, 10);
+        g_array_append_val (want, v);
+      }
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  HnGenerateOptions o;
+  hn_generate_options_init (&o);
+  o.max_new_tokens = 10;
+  for (int mode = 0; mode < 2; mode++)
+    {
+      HnKvCacheMode cm = mode == 0 ? HN_KV_CACHE_CONTIGUOUS : HN_KV_CACHE_NONE;
+      g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, cm, 1, 40, &error);
+      g_assert_no_error (error);
+      g_assert_true (hn_transformer_session_set_prefill_chunk (s, 7, &error));
+      HnGenerateModel gm = { hn_transformer_session_lm_ops (), s, 512, NULL, NULL, NULL, NULL };
+      g_autoptr (HnGenerateResult) r = hn_generate_run (&gm, &o, (const int32_t *) want->data, 23, NULL, &error);
+      g_assert_no_error (error);
+      g_autoptr (GArray) rest = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_array_append_vals (rest, (int32_t *) want->data + 23, 10);
+      assert_ids ("chunked", g_ptr_array_index (r->sequences, 0), rest);
+      g_assert_false (hn_transformer_session_set_prefill_chunk (s, 0, &error));
+      g_clear_error (&error);
+    }
+  hn_generate_options_clear (&o);
+}
+
 static void
 test_fail_closed (void)
 {
@@ -253,6 +293,7 @@ main (int argc, char **argv)
       g_test_add_data_func (path, c, test_case);
     }
   g_test_add_func ("/transformer/stories260K", test_stories);
+  g_test_add_func ("/transformer/chunked-prefill", test_chunked_prefill);
   g_test_add_func ("/transformer/fail-closed", test_fail_closed);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
