@@ -105,6 +105,13 @@ hn_ref_scale (float *out, const float *in, gint64 n, float scale, float offset)
 }
 
 void
+hn_ref_clamp (float *out, const float *in, gint64 n, float lo, float hi)
+{
+  for (gint64 i = 0; i < n; i++)
+    out[i] = in[i] < lo ? lo : in[i] > hi ? hi : in[i];
+}
+
+void
 hn_ref_glu (float *out, const float *gate, const float *up, gint64 rows, gint64 F, HnActivation act)
 {
   for (gint64 r = 0; r < rows; r++)

@@ -23,6 +23,7 @@ void hn_ref_binary (float *out, const float *a, const gint64 a_shape[4], const f
 
 void hn_ref_unary (float *out, const float *in, gint64 n, HnActivation act);
 void hn_ref_scale (float *out, const float *in, gint64 n, float scale, float offset);
+void hn_ref_clamp (float *out, const float *in, gint64 n, float lo, float hi);
 /* up == NULL: gate is [rows, 2F] (gate half, then up half). */
 void hn_ref_glu (float *out, const float *gate, const float *up, gint64 rows, gint64 F, HnActivation act);
 

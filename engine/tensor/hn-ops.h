@@ -71,6 +71,9 @@ gboolean hn_op_mul (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, GError 
 /* out = in * scale + offset (same element count). */
 gboolean hn_op_scale (HnCmd *cmd, HnTensor *out, HnTensor *in, float scale, float offset, GError **error);
 
+/* out = min(max(in, lo), hi) (same element count; in place allowed). */
+gboolean hn_op_clamp (HnCmd *cmd, HnTensor *out, HnTensor *in, float lo, float hi, GError **error);
+
 /* out = value everywhere (f32 or i32 tensors; an i32 gets (gint32) value). */
 gboolean hn_op_fill (HnCmd *cmd, HnTensor *out, float value, GError **error);
 

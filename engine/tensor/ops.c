@@ -359,6 +359,17 @@ hn_op_scale (HnCmd *cmd, HnTensor *out, HnTensor *in, float scale, float offset,
 }
 
 gboolean
+hn_op_clamp (HnCmd *cmd, HnTensor *out, HnTensor *in, float lo, float hi, GError **error)
+{
+  if (!(lo <= hi))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "clamp: lower bound %g above upper bound %g", lo, hi);
+      return FALSE;
+    }
+  return unary_dispatch ("clamp", cmd, out, in, 100, lo, hi, error);
+}
+
+gboolean
 hn_op_unary (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error)
 {
   if ((guint) act > HN_ACT_TANH)

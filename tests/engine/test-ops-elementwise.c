@@ -91,6 +91,16 @@ test_unary (void)
   g_autofree float *got = hn_test_download (ty), *ref = g_new (float, n);
   hn_ref_scale (ref, x, n, -0.75f, 2.5f);
   hn_test_assert_close ("scale", got, ref, n, 1e-6, 1e-6);
+
+  /* clamp, in place */
+  g_autoptr(HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { n }, x);
+  g_assert_true (hn_op_clamp (cmd, tc, tc, -1.5f, 2.25f, &error));
+  hn_test_run (cmd);
+  g_autofree float *gc = hn_test_download (tc), *rc = g_new (float, n);
+  hn_ref_clamp (rc, x, n, -1.5f, 2.25f);
+  hn_test_assert_close ("clamp", gc, rc, n, 0, 0);
+  g_assert_false (hn_op_clamp (cmd, tc, tc, 1.0f, 0.0f, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
 static void
