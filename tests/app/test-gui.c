@@ -651,6 +651,45 @@ test_hierarchos_train_and_chat (void)
   g_signal_handler_disconnect (cc, id);
 }
 
+/* ---- LoRA fine-tuning of the demo model: the loss curve falls ----------- */
+
+static void
+test_finetune_loss_falls (void)
+{
+  if (!hn_job_kind_is_registered ("transformer-finetune"))
+    {
+      g_test_skip ("transformer-finetune is not registered in this build");
+      return;
+    }
+  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "finetune"));
+  hn_window_show_page (window, "finetune");
+  HnJobSpec *spec = hn_train_page_get_spec (page);
+  g_autofree char *dir = out_dir ();
+  g_autofree char *run = g_build_filename (dir, "finetune-run", NULL);
+  /* the preselected demo model and dataset; a short, brisk run */
+  hn_job_spec_set_string (spec, "out-dir", run);
+  hn_job_spec_set_int (spec, "max-steps", 30);
+  hn_job_spec_set_int (spec, "batch-size", 4);
+  hn_job_spec_set_int (spec, "seq-len", 64);
+  hn_job_spec_set_double (spec, "lr", 5e-3);
+  hn_job_spec_set_string (spec, "lr-scheduler", "constant");
+  hn_job_spec_set_int (spec, "lora-r", 8);
+  g_assert_null (hn_train_page_get_start_problem (page));
+  HnJobController *c = hn_train_page_get_controller (page);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
+  g_assert_true (wait_for (not_running, c, 240000));
+  g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_test_message ("fine-tune run: %s", hn_job_record_get_summary (rec));
+  g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_SUCCEEDED);
+  HnLossChart *chart = hn_train_page_get_chart (page);
+  guint n = hn_loss_chart_get_n_points (chart);
+  g_assert_cmpuint (n, ==, 30);
+  double first = hn_loss_chart_get_smoothed (chart, 0), last = hn_loss_chart_get_smoothed (chart, n - 1);
+  g_test_message ("smoothed loss %.4f -> %.4f", first, last);
+  g_assert_cmpfloat (last, <, first);
+  save_screenshot ("finetune-trained");
+}
+
 /* ---- screenshots ------------------------------------------------------- */
 
 static void
@@ -713,6 +752,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/controller", test_controller);
   g_test_add_func ("/gui/generate-streams", test_generate_streams);
   g_test_add_func ("/gui/hierarchos-train-and-chat", test_hierarchos_train_and_chat);
+  g_test_add_func ("/gui/finetune-loss-falls", test_finetune_loss_falls);
   g_test_add_func ("/gui/screenshots", test_screenshots);
   int ret = g_test_run ();
   gtk_window_destroy (GTK_WINDOW (window));
