@@ -668,9 +668,9 @@ test_finetune_loss_falls (void)
   g_autofree char *run = g_build_filename (dir, "finetune-run", NULL);
   /* the preselected demo model and dataset; a short, brisk run */
   hn_job_spec_set_string (spec, "out-dir", run);
-  hn_job_spec_set_int (spec, "max-steps", 30);
+  hn_job_spec_set_int (spec, "max-steps", 16);
   hn_job_spec_set_int (spec, "batch-size", 4);
-  hn_job_spec_set_int (spec, "seq-len", 64);
+  hn_job_spec_set_int (spec, "seq-len", 48);
   hn_job_spec_set_double (spec, "lr", 5e-3);
   hn_job_spec_set_string (spec, "lr-scheduler", "constant");
   hn_job_spec_set_int (spec, "lora-r", 8);
@@ -683,7 +683,7 @@ test_finetune_loss_falls (void)
   g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_SUCCEEDED);
   HnLossChart *chart = hn_train_page_get_chart (page);
   guint n = hn_loss_chart_get_n_points (chart);
-  g_assert_cmpuint (n, ==, 30);
+  g_assert_cmpuint (n, ==, 16);
   double first = hn_loss_chart_get_smoothed (chart, 0), last = hn_loss_chart_get_smoothed (chart, n - 1);
   g_test_message ("smoothed loss %.4f -> %.4f", first, last);
   g_assert_cmpfloat (last, <, first);
