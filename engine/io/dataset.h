@@ -15,8 +15,12 @@
  *                     with attention_mask 0 are removed; no BOS/EOS added)
  * Text shapes get BOS when the tokenizer adds one (add_bos_token / post-processor) and
  * EOS appended (opts.add_eos). Chat-templated rows are tokenized as transformers does
- * (the template writes the special tokens; nothing is added). Prompt and completion
- * are tokenized separately and concatenated, so the boundary is exact.
+ * (the template writes the special tokens; nothing is added); the trained spans are
+ * the assistant turns as hn_chat_template_apply() reports them ({% generation %}
+ * blocks when the template has them). Each row's text is tokenized as ONE string, as
+ * the model sees it; where the loss switches on or off is found by tokenizing the
+ * text before that point (plus a probe character, so SentencePiece's stripping and
+ * word-start markers do not move it); a token straddling the point is trained.
  *
  * Alpaca prompt (Stanford Alpaca), with input:
  *   "Below is an instruction that describes a task, paired with an input that provides
