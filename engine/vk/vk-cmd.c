@@ -279,8 +279,10 @@ struct _HnCmd {
   VkCommandPool pool;
   VkCommandBuffer cb;
   VkFence fence;
-  VkDescriptorPool dpool;  /* when push descriptors are unavailable */
-  guint dpool_sets;
+  VkDescriptorPool dpool;  /* when push descriptors are unavailable: the pool in use */
+  guint dpool_sets;        /* sets taken from it */
+  GArray *dpools;          /* every pool (VkDescriptorPool), all reset at each recording */
+  guint dpool_index;
   gboolean recording;
   GArray *written;  /* HnSpan since the last barrier */
   GArray *read;
@@ -296,6 +298,24 @@ struct _HnCmd {
 };
 
 #define DPOOL_SETS 1024
+
+/* A new descriptor pool for DPOOL_SETS more dispatches; becomes the current one. */
+static gboolean
+add_descriptor_pool (HnCmd *cmd, GError **error)
+{
+  VkDescriptorPoolSize ps = { .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = DPOOL_SETS * MAX_BINDINGS };
+  VkDescriptorPoolCreateInfo dci = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = DPOOL_SETS, .poolSizeCount = 1,
+    .pPoolSizes = &ps };
+  VkDescriptorPool pool;
+  if (!HN_VK_OK (vkCreateDescriptorPool (cmd->ctx->device, &dci, NULL, &pool), error))
+    return FALSE;
+  g_array_append_val (cmd->dpools, pool);
+  cmd->dpool = pool;
+  cmd->dpool_index = cmd->dpools->len - 1;
+  cmd->dpool_sets = 0;
+  return TRUE;
+}
 
 HnCmd *
 hn_cmd_new (HnVkContext *ctx, GError **error)
@@ -320,15 +340,9 @@ hn_cmd_new (HnVkContext *ctx, GError **error)
   VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
   if (!HN_VK_OK (vkCreateFence (ctx->device, &fci, NULL, &cmd->fence), error))
     goto fail;
-  if (!ctx->use_push_descriptor)
-    {
-      VkDescriptorPoolSize ps = { .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = DPOOL_SETS * 8 };
-      VkDescriptorPoolCreateInfo dci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = DPOOL_SETS, .poolSizeCount = 1,
-        .pPoolSizes = &ps };
-      if (!HN_VK_OK (vkCreateDescriptorPool (ctx->device, &dci, NULL, &cmd->dpool), error))
-        goto fail;
-    }
+  cmd->dpools = g_array_new (FALSE, FALSE, sizeof (VkDescriptorPool));
+  if (!ctx->use_push_descriptor && !add_descriptor_pool (cmd, error))
+    goto fail;
   return cmd;
 
 fail:
@@ -344,8 +358,10 @@ hn_cmd_free (HnCmd *cmd)
   VkDevice dev = cmd->ctx->device;
   if (cmd->queries)
     vkDestroyQueryPool (dev, cmd->queries, NULL);
-  if (cmd->dpool)
-    vkDestroyDescriptorPool (dev, cmd->dpool, NULL);
+  for (guint i = 0; cmd->dpools && i < cmd->dpools->len; i++)
+    vkDestroyDescriptorPool (dev, g_array_index (cmd->dpools, VkDescriptorPool, i), NULL);
+  if (cmd->dpools)
+    g_array_unref (cmd->dpools);
   if (cmd->fence)
     vkDestroyFence (dev, cmd->fence, NULL);
   if (cmd->pool)
@@ -395,9 +411,13 @@ begin (HnCmd *cmd, GError **error)
     .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT };
   vkCmdPipelineBarrier (cmd->cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-  if (cmd->dpool)
+  /* The sets of the last submission are no longer in use: reset every pool. */
+  for (guint i = 0; i < cmd->dpools->len; i++)
+    vkResetDescriptorPool (cmd->ctx->device, g_array_index (cmd->dpools, VkDescriptorPool, i), 0);
+  if (cmd->dpools->len)
     {
-      vkResetDescriptorPool (cmd->ctx->device, cmd->dpool, 0);
+      cmd->dpool_index = 0;
+      cmd->dpool = g_array_index (cmd->dpools, VkDescriptorPool, 0);
       cmd->dpool_sets = 0;
     }
   cmd->recording = TRUE;
@@ -527,10 +547,14 @@ hn_cmd_dispatch (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_sp
     {
       if (cmd->dpool_sets >= DPOOL_SETS)
         {
-          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                       "more than %u dispatches in one submission without VK_KHR_push_descriptor; submit more often",
-                       DPOOL_SETS);
-          return FALSE;
+          /* Steady state reuses the pools; a longer recording adds one. */
+          if (cmd->dpool_index + 1 < cmd->dpools->len)
+            {
+              cmd->dpool = g_array_index (cmd->dpools, VkDescriptorPool, ++cmd->dpool_index);
+              cmd->dpool_sets = 0;
+            }
+          else if (!add_descriptor_pool (cmd, error))
+            return FALSE;
         }
       g_mutex_lock (&ctx->lock);
       HnVkLayout *layout = hn_vk_get_layout (ctx, n_bindings, error);

@@ -319,6 +319,18 @@ test_descriptor_pool_path (void)
   float v[300];
   g_assert_true (hn_tensor_download_f32 (b, v, 300, &error));
   g_assert_cmpfloat (v[299], ==, 2.0f * 1.5f + 19.0f);
+  /* more dispatches in one submit than one descriptor pool holds, twice */
+  for (int round = 0; round < 2; round++)
+    {
+      g_assert_true (hn_op_fill (cmd, a, 0.0f, &error));
+      for (int i = 0; i < 1100; i++)
+        g_assert_true (hn_op_scale (cmd, a, a, 1.0f, 1.0f, &error));
+      g_assert_no_error (error);
+      g_assert_true (hn_cmd_submit_wait (cmd, &error));
+      g_assert_no_error (error);
+      g_assert_true (hn_tensor_download_f32 (a, v, 300, &error));
+      g_assert_cmpfloat (v[7], ==, 1100.0f);
+    }
 }
 
 int
