@@ -16,6 +16,7 @@
 #include "jobs/job.h"
 #include "hn-error.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -738,6 +739,9 @@ main (int argc, char **argv)
   gtk_css_provider_load_from_resource (css, "/io/github/hierarchos/Native/style.css");
   gtk_style_context_add_provider_for_display (gdk_display_get_default (), GTK_STYLE_PROVIDER (css),
                                               GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  /* start from an empty run history so the Jobs page shows this run's jobs */
+  g_autofree char *history = hn_job_history_path ();
+  g_unlink (history);
   window = g_object_new (HN_TYPE_WINDOW, NULL);
   gtk_window_set_default_size (GTK_WINDOW (window), 1280, 820);
   gtk_window_present (GTK_WINDOW (window));
