@@ -2,6 +2,7 @@
 #include "cli.h"
 
 int hn_cmd_architectures (int argc, char **argv);
+int hn_cmd_benchmark (int argc, char **argv);
 int hn_cmd_dataset_preview (int argc, char **argv);
 int hn_cmd_devices (int argc, char **argv);
 int hn_cmd_doctor (int argc, char **argv);
@@ -20,6 +21,7 @@ static const char *const pull_aliases[] = { "download", NULL };
 
 const HnCliCommand hn_cli_commands[] = {
   { "architectures", NULL, "List supported model architectures and tasks", hn_cmd_architectures },
+  { "benchmark", NULL, "Time decode, prefill and GEMM on a model or the reference shapes", hn_cmd_benchmark },
   { "chat", NULL, "Chat with a Hierarchos model (template, sampling, carried state)", hn_cmd_chat },
   { "dataset-preview", NULL, "Show training rows as the trainer sees them: templating, loss mask, tokens", hn_cmd_dataset_preview },
   { "devices", NULL, "List the Vulkan devices (--json for the full report)", hn_cmd_devices },

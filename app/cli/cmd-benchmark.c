@@ -1,0 +1,617 @@
+/* `benchmark`: the reference workloads of docs/accelerator.md on this
+ * engine, on a real model folder or on random weights of a named shape, so
+ * each figure can be put beside PyTorch's on the same GPU.
+ *
+ * Decode and prefill record the model's forward themselves through the
+ * transformer's building blocks (the same calls the generation session
+ * makes), so --profile can read the per-op timestamps of one step. */
+#include "cli.h"
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hn-error.h"
+#include "io/safetensors.h"
+#include "models/transformer-private.h"
+#include "models/transformer.h"
+#include "tensor/hn-ops.h"
+#include "vk/hn-vk.h"
+
+typedef struct {
+  const char *name;
+  const char *model_type;
+  int vocab, hidden, n_layer, n_head, n_kv_head, ffn, positions;
+  gboolean tied;
+} SynthShape;
+
+/* The shapes of the reference table: Llama-3.2-1B and GPT-2 124M (vocab padded
+ * to 50304 as in llm.c), plus a tiny one for smoke tests on any device. */
+static const SynthShape synth_shapes[] = {
+  { "llama-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 131072, TRUE },
+  { "gpt2-124m", "gpt2", 50304, 768, 12, 12, 12, 3072, 1024, TRUE },
+  { "tiny", "llama", 512, 64, 2, 4, 2, 128, 512, TRUE },
+  { NULL },
+};
+
+typedef struct {
+  char *model_path, *synthetic, *dtype, *workload, *device;
+  int batch, seq_len, new_tokens, iterations, warmup, size;
+  gboolean json, profile;
+} BenchOptions;
+
+static guint64
+splitmix (guint64 *s)
+{
+  guint64 z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static gboolean
+parse_dtype (const char *s, HnStDtype *st, GError **error)
+{
+  if (!s || g_str_equal (s, "bf16") || g_str_equal (s, "bfloat16"))
+    *st = HN_ST_DTYPE_BF16;
+  else if (g_str_equal (s, "f16") || g_str_equal (s, "float16") || g_str_equal (s, "fp16"))
+    *st = HN_ST_DTYPE_F16;
+  else if (g_str_equal (s, "f32") || g_str_equal (s, "float32") || g_str_equal (s, "fp32"))
+    *st = HN_ST_DTYPE_F32;
+  else
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--dtype %s: use f32, f16 or bf16", s);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Writes config.json + model.safetensors of random weights (uniform +-0.02,
+ * norms 1) into a new temporary folder. Every matrix borrows the same random
+ * pool: the values are irrelevant to speed, and this keeps a 1B-parameter
+ * model to one pool the size of its largest tensor. */
+static char *
+write_synthetic (const SynthShape *sh, HnStDtype dt, GError **error)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hn-bench-XXXXXX", NULL);
+  if (!dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create a temporary folder for the synthetic model");
+      return NULL;
+    }
+  gboolean llama = g_str_equal (sh->model_type, "llama");
+  int C = sh->hidden, D = C / sh->n_head, KV = sh->n_kv_head * D, F = sh->ffn;
+  gsize esz = hn_st_dtype_size (dt);
+  gsize pool_elems = (gsize) sh->vocab * C;
+  if ((gsize) F * C > pool_elems)
+    pool_elems = (gsize) F * C;
+  if (!llama && (gsize) C * 3 * C > pool_elems)
+    pool_elems = (gsize) C * 3 * C;
+  g_autofree guint8 *pool = g_malloc (pool_elems * esz);
+  g_autofree guint8 *ones = g_malloc ((gsize) MAX (C, F) * 3 * esz);
+  guint64 seed = 1234;
+  for (gsize i = 0; i < pool_elems; i++)
+    {
+      float v = ((float) (splitmix (&seed) >> 40) / (float) (1 << 24) - 0.5f) * 0.04f;
+      if (dt == HN_ST_DTYPE_F32)
+        ((float *) pool)[i] = v;
+      else
+        ((guint16 *) pool)[i] = dt == HN_ST_DTYPE_BF16 ? hn_st_f32_to_bf16 (v) : hn_st_f32_to_f16 (v);
+    }
+  for (gsize i = 0; i < (gsize) MAX (C, F) * 3; i++)
+    {
+      if (dt == HN_ST_DTYPE_F32)
+        ((float *) ones)[i] = 1.0f;
+      else
+        ((guint16 *) ones)[i] = dt == HN_ST_DTYPE_BF16 ? hn_st_f32_to_bf16 (1.0f) : hn_st_f32_to_f16 (1.0f);
+    }
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+#define ADD(name, data, ...)                                                                                           \
+  G_STMT_START                                                                                                         \
+  {                                                                                                                    \
+    gint64 shp[] = { __VA_ARGS__ };                                                                                    \
+    guint nd = G_N_ELEMENTS (shp);                                                                                     \
+    gsize n = 1;                                                                                                       \
+    for (guint q = 0; q < nd; q++)                                                                                     \
+      n *= (gsize) shp[q];                                                                                             \
+    if (!hn_safetensors_writer_add (w, name, dt, nd, shp, data, n * esz, FALSE, error))                                \
+      return NULL;                                                                                                     \
+  }                                                                                                                    \
+  G_STMT_END
+  if (llama)
+    {
+      ADD ("model.embed_tokens.weight", pool, sh->vocab, C);
+      ADD ("model.norm.weight", ones, C);
+      for (int l = 0; l < sh->n_layer; l++)
+        {
+          char nm[160];
+#define LN(fmt) (g_snprintf (nm, sizeof nm, "model.layers.%d." fmt, l), nm)
+          ADD (LN ("input_layernorm.weight"), ones, C);
+          ADD (LN ("post_attention_layernorm.weight"), ones, C);
+          ADD (LN ("self_attn.q_proj.weight"), pool, C, C);
+          ADD (LN ("self_attn.k_proj.weight"), pool, KV, C);
+          ADD (LN ("self_attn.v_proj.weight"), pool, KV, C);
+          ADD (LN ("self_attn.o_proj.weight"), pool, C, C);
+          ADD (LN ("mlp.gate_proj.weight"), pool, F, C);
+          ADD (LN ("mlp.up_proj.weight"), pool, F, C);
+          ADD (LN ("mlp.down_proj.weight"), pool, C, F);
+        }
+    }
+  else
+    {
+      ADD ("transformer.wte.weight", pool, sh->vocab, C);
+      ADD ("transformer.wpe.weight", pool, sh->positions, C);
+      ADD ("transformer.ln_f.weight", ones, C);
+      ADD ("transformer.ln_f.bias", pool, C);
+      for (int l = 0; l < sh->n_layer; l++)
+        {
+          char nm[160];
+#define GN(fmt) (g_snprintf (nm, sizeof nm, "transformer.h.%d." fmt, l), nm)
+          ADD (GN ("ln_1.weight"), ones, C);
+          ADD (GN ("ln_1.bias"), pool, C);
+          ADD (GN ("ln_2.weight"), ones, C);
+          ADD (GN ("ln_2.bias"), pool, C);
+          ADD (GN ("attn.c_attn.weight"), pool, C, 3 * C); /* Conv1D: [in, out] */
+          ADD (GN ("attn.c_attn.bias"), pool, 3 * C);
+          ADD (GN ("attn.c_proj.weight"), pool, C, C);
+          ADD (GN ("attn.c_proj.bias"), pool, C);
+          ADD (GN ("mlp.c_fc.weight"), pool, C, F);
+          ADD (GN ("mlp.c_fc.bias"), pool, F);
+          ADD (GN ("mlp.c_proj.weight"), pool, F, C);
+          ADD (GN ("mlp.c_proj.bias"), pool, C);
+        }
+    }
+#undef ADD
+#undef LN
+#undef GN
+  g_autofree char *st_path = g_build_filename (dir, "model.safetensors", NULL);
+  if (!hn_safetensors_writer_write_file (w, st_path, error))
+    return NULL;
+  const char *dtname = dt == HN_ST_DTYPE_F32 ? "float32" : dt == HN_ST_DTYPE_F16 ? "float16" : "bfloat16";
+  g_autofree char *config = NULL;
+  if (llama)
+    config = g_strdup_printf (
+      "{\"model_type\":\"llama\",\"architectures\":[\"LlamaForCausalLM\"],\"vocab_size\":%d,\"hidden_size\":%d,"
+      "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
+      "\"max_position_embeddings\":%d,\"rms_norm_eps\":1e-05,\"rope_theta\":500000.0,\"hidden_act\":\"silu\","
+      "\"tie_word_embeddings\":%s,\"bos_token_id\":1,\"eos_token_id\":2,\"torch_dtype\":\"%s\"}",
+      sh->vocab, C, sh->n_layer, sh->n_head, sh->n_kv_head, F, sh->positions, sh->tied ? "true" : "false", dtname);
+  else
+    config = g_strdup_printf (
+      "{\"model_type\":\"gpt2\",\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":%d,\"n_embd\":%d,"
+      "\"n_layer\":%d,\"n_head\":%d,\"n_inner\":%d,\"n_positions\":%d,\"layer_norm_epsilon\":1e-05,"
+      "\"activation_function\":\"gelu_new\",\"tie_word_embeddings\":true,\"bos_token_id\":50256,"
+      "\"eos_token_id\":50256,\"torch_dtype\":\"%s\"}",
+      sh->vocab, C, sh->n_layer, sh->n_head, F, sh->positions, dtname);
+  g_autofree char *cfg_path = g_build_filename (dir, "config.json", NULL);
+  if (!g_file_set_contents (cfg_path, config, -1, error))
+    return NULL;
+  return g_steal_pointer (&dir);
+}
+
+static void
+remove_dir (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *n;
+  while (d && (n = g_dir_read_name (d)))
+    {
+      g_autofree char *p = g_build_filename (dir, n, NULL);
+      g_remove (p);
+    }
+  g_rmdir (dir);
+}
+
+/* Per-op time of one profiled submission, summed by op name. */
+static JsonNode *
+profile_json (HnCmd *cmd, double *total_us)
+{
+  guint n = 0;
+  const HnCmdProfileEntry *e = hn_cmd_get_profile (cmd, &n);
+  g_autoptr (GHashTable) sums = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (GPtrArray) order = g_ptr_array_new ();
+  g_autofree double *us = g_new0 (double, MAX (n, 1));
+  g_autofree int *cnt = g_new0 (int, MAX (n, 1));
+  *total_us = 0;
+  for (guint i = 0; i < n; i++)
+    {
+      gpointer idx;
+      if (!g_hash_table_lookup_extended (sums, e[i].name, NULL, &idx))
+        {
+          idx = GUINT_TO_POINTER (order->len);
+          g_hash_table_insert (sums, (gpointer) e[i].name, idx);
+          g_ptr_array_add (order, (gpointer) e[i].name);
+        }
+      us[GPOINTER_TO_UINT (idx)] += e[i].microseconds;
+      cnt[GPOINTER_TO_UINT (idx)]++;
+      *total_us += e[i].microseconds;
+    }
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_array (b);
+  for (guint i = 0; i < order->len; i++)
+    {
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "op");
+      json_builder_add_string_value (b, g_ptr_array_index (order, i));
+      json_builder_set_member_name (b, "dispatches");
+      json_builder_add_int_value (b, cnt[i]);
+      json_builder_set_member_name (b, "us");
+      json_builder_add_double_value (b, round (us[i] * 10) / 10);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  return json_builder_get_root (b);
+}
+
+typedef struct {
+  HnTransformer *m;
+  HnTransformerActs *acts;
+  HnLayerKv *kv;
+  HnCmd *cmd;
+  int n_layer;
+} Fwd;
+
+static void
+fwd_clear (Fwd *f)
+{
+  if (f->kv)
+    for (int i = 0; i < f->n_layer; i++)
+      {
+        g_clear_pointer (&f->kv[i].k, hn_tensor_unref);
+        g_clear_pointer (&f->kv[i].v, hn_tensor_unref);
+      }
+  g_clear_pointer (&f->kv, g_free);
+  g_clear_pointer (&f->acts, hn_transformer_acts_free);
+  g_clear_pointer (&f->cmd, hn_cmd_free);
+}
+
+static gboolean
+fwd_init (Fwd *f, HnTransformer *m, int rows, int ctx_len, int max_tokens, GError **error)
+{
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  f->m = m;
+  f->n_layer = hp->n_layer;
+  f->kv = g_new0 (HnLayerKv, hp->n_layer);
+  gint64 shape[4] = { rows, ctx_len, hp->n_kv_head, hp->head_dim };
+  for (int i = 0; i < hp->n_layer; i++)
+    if (!(f->kv[i].k = hn_tensor_new_named (hn_transformer_get_context (m), "bench.k", HN_DTYPE_F32, 4, shape, error)) ||
+        !(f->kv[i].v = hn_tensor_new_named (hn_transformer_get_context (m), "bench.v", HN_DTYPE_F32, 4, shape, error)))
+      return FALSE;
+  f->acts = hn_transformer_acts_new (m, max_tokens, rows, error);
+  f->cmd = f->acts ? hn_cmd_new (hn_transformer_get_context (m), error) : NULL;
+  return f->cmd != NULL;
+}
+
+/* One forward of `rows` sequences of T tokens at position pos0; logits of the
+ * last token of each row land in acts->logits (rows < logit capacity). */
+static gboolean
+fwd_run (Fwd *f, const int32_t *ids, const int32_t *pos, int rows, int T, int pos0, GError **error)
+{
+  HnTransformerActs *a = f->acts;
+  int N = rows * T;
+  g_autoptr (HnTensor) idv = hn_tensor_view_rows (a->ids, 0, N, error);
+  g_autoptr (HnTensor) pv = idv ? hn_tensor_view_rows (a->pos, 0, N, error) : NULL;
+  if (!pv || !hn_tensor_upload_i32 (idv, ids, (gsize) N, error) || !hn_tensor_upload_i32 (pv, pos, (gsize) N, error))
+    return FALSE;
+  gboolean ok = hn_transformer_record_embed (f->m, f->cmd, a, N, error);
+  for (int il = 0; ok && il < f->n_layer; il++)
+    ok = hn_transformer_record_layer (f->m, f->cmd, a, il, &f->kv[il], rows, T, pos0, error);
+  if (T == 1)
+    ok = ok && hn_transformer_record_head (f->m, f->cmd, a, 0, rows, error);
+  else
+    for (int r = 0; ok && r < rows; r++) /* the head only on each row's last token, as generate does */
+      ok = hn_transformer_record_head (f->m, f->cmd, a, r * T + T - 1, 1, error);
+  if (!ok)
+    hn_cmd_reset (f->cmd);
+  ok = ok && hn_cmd_submit_wait (f->cmd, error);
+  hn_transformer_acts_drop_views (a);
+  return ok;
+}
+
+static int
+argmax_row (const float *x, int n)
+{
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best])
+      best = i;
+  return best;
+}
+
+static void
+set_d (JsonObject *o, const char *k, double v)
+{
+  json_object_set_double_member (o, k, isfinite (v) ? v : 0.0);
+}
+
+static gboolean
+bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *res, GError **error)
+{
+  gint64 S = o->size > 0 ? o->size : 8192;
+  HnDType wd = dt == HN_ST_DTYPE_F32 ? HN_DTYPE_F32 : dt == HN_ST_DTYPE_F16 ? HN_DTYPE_F16 : HN_DTYPE_BF16;
+  g_autoptr (HnTensor) x = hn_tensor_new_2d (ctx, HN_DTYPE_F32, S, S, error);
+  g_autoptr (HnTensor) w = x ? hn_tensor_new_2d (ctx, wd, S, S, error) : NULL;
+  g_autoptr (HnTensor) y = w ? hn_tensor_new_2d (ctx, HN_DTYPE_F32, S, S, error) : NULL;
+  g_autoptr (HnCmd) cmd = y ? hn_cmd_new (ctx, error) : NULL;
+  if (!cmd || !hn_op_fill (cmd, x, 0.01f, error) || !hn_cmd_submit_wait (cmd, error))
+    return FALSE;
+  /* w: random bytes would be NaN-prone for f16/bf16; a constant is as fast */
+  if (wd == HN_DTYPE_F32)
+    {
+      if (!hn_op_fill (cmd, w, 0.01f, error) || !hn_cmd_submit_wait (cmd, error))
+        return FALSE;
+    }
+  else
+    {
+      gsize n = (gsize) S * S;
+      g_autofree guint16 *h = g_new (guint16, n);
+      guint16 v = wd == HN_DTYPE_BF16 ? hn_st_f32_to_bf16 (0.01f) : hn_st_f32_to_f16 (0.01f);
+      for (gsize i = 0; i < n; i++)
+        h[i] = v;
+      if (!hn_tensor_upload_raw (w, h, n * 2, error))
+        return FALSE;
+    }
+  int warm = MAX (o->warmup, 1), iters = MAX (o->iterations, 1);
+  for (int i = 0; i < warm; i++)
+    if (!hn_op_matmul (cmd, y, x, w, NULL, error) || !hn_cmd_submit_wait (cmd, error))
+      return FALSE;
+  gint64 t0 = g_get_monotonic_time ();
+  for (int i = 0; i < iters; i++)
+    if (!hn_op_matmul (cmd, y, x, w, NULL, error))
+      return FALSE;
+  if (!hn_cmd_submit_wait (cmd, error))
+    return FALSE;
+  double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
+  json_object_set_int_member (res, "size", S);
+  json_object_set_boolean_member (res, "reduced_precision", hn_op_matmul_reduced_precision (ctx, wd, S, 0));
+  set_d (res, "ms_per_gemm", s * 1e3);
+  set_d (res, "tflops", 2.0 * S * S * S / s / 1e12);
+  return TRUE;
+}
+
+static gboolean
+bench_decode (HnTransformer *m, const BenchOptions *o, JsonObject *res, GError **error)
+{
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  int P = o->seq_len > 0 ? o->seq_len : 128, NT = o->new_tokens > 0 ? o->new_tokens : 128;
+  if (o->batch != 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "the decode workload runs batch 1 (got --batch %d)", o->batch);
+      return FALSE;
+    }
+  Fwd f = { 0 };
+  if (!fwd_init (&f, m, 1, P + NT + 1, P, error))
+    {
+      fwd_clear (&f);
+      return FALSE;
+    }
+  g_autofree int32_t *ids = g_new (int32_t, P);
+  g_autofree int32_t *pos = g_new (int32_t, P);
+  g_autofree float *logits = g_new (float, hp->vocab);
+  int off = hp->learned_pos ? hp->pos_offset : 0;
+  for (int i = 0; i < P; i++)
+    ids[i] = (i * 7919 + 11) % hp->vocab, pos[i] = i + off;
+  gboolean ok = fwd_run (&f, ids, pos, 1, P, 0, error);
+  g_autoptr (HnTensor) lg = ok ? hn_tensor_view_rows (f.acts->logits, 0, 1, error) : NULL;
+  ok = lg && hn_tensor_download_f32 (lg, logits, hp->vocab, error);
+  gint64 t0 = g_get_monotonic_time ();
+  double prof_total = 0;
+  JsonNode *prof = NULL;
+  for (int t = 0; ok && t < NT; t++)
+    {
+      int32_t tok = argmax_row (logits, hp->vocab), p = P + t + off;
+      gboolean last = t == NT - 1;
+      if (last && o->profile)
+        hn_cmd_set_profiling (f.cmd, TRUE);
+      ok = fwd_run (&f, &tok, &p, 1, 1, P + t, error) && hn_tensor_download_f32 (lg, logits, hp->vocab, error);
+      if (ok && last && o->profile)
+        prof = profile_json (f.cmd, &prof_total);
+    }
+  double s = (g_get_monotonic_time () - t0) / 1e6;
+  fwd_clear (&f);
+  if (!ok)
+    {
+      if (prof)
+        json_node_unref (prof);
+      return FALSE;
+    }
+  double per_tok = s / NT;
+  json_object_set_int_member (res, "prompt_tokens", P);
+  json_object_set_int_member (res, "new_tokens", NT);
+  set_d (res, "tokens_per_s", NT / s);
+  set_d (res, "ms_per_token", per_tok * 1e3);
+  /* bytes a decode step must read: every weight once (+ the KV cache, small here) */
+  set_d (res, "weight_gb_per_s", hn_transformer_get_weight_bytes (m) / per_tok / 1e9);
+  if (prof)
+    {
+      set_d (res, "profiled_step_gpu_us", prof_total);
+      json_object_set_member (res, "profile", prof);
+    }
+  return TRUE;
+}
+
+static gboolean
+bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonObject *res, GError **error)
+{
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  int B = MAX (o->batch, 1), T = o->seq_len > 0 ? o->seq_len : 512;
+  Fwd f = { 0 };
+  if (!fwd_init (&f, m, B, T, B * T, error))
+    {
+      fwd_clear (&f);
+      return FALSE;
+    }
+  g_autofree int32_t *ids = g_new (int32_t, (gsize) B * T);
+  g_autofree int32_t *pos = g_new (int32_t, (gsize) B * T);
+  int off = hp->learned_pos ? hp->pos_offset : 0;
+  for (int i = 0; i < B * T; i++)
+    ids[i] = (i * 7919 + 11) % hp->vocab, pos[i] = i % T + off;
+  gboolean ok = TRUE;
+  for (int i = 0; ok && i < MAX (o->warmup, 1); i++)
+    ok = fwd_run (&f, ids, pos, B, T, 0, error);
+  int iters = MAX (o->iterations, 1);
+  gint64 t0 = g_get_monotonic_time ();
+  for (int i = 0; ok && i < iters; i++)
+    ok = fwd_run (&f, ids, pos, B, T, 0, error);
+  double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
+  double prof_total = 0;
+  JsonNode *prof = NULL;
+  if (ok && o->profile)
+    {
+      hn_cmd_set_profiling (f.cmd, TRUE);
+      ok = fwd_run (&f, ids, pos, B, T, 0, error);
+      if (ok)
+        prof = profile_json (f.cmd, &prof_total);
+    }
+  fwd_clear (&f);
+  if (!ok)
+    {
+      if (prof)
+        json_node_unref (prof);
+      return FALSE;
+    }
+  /* 2 FLOPs per weight per token (embedding gather excluded) + causal attention */
+  double tokens = (double) B * T;
+  double flops = 2.0 * (double) n_params * tokens +
+                 2.0 * hp->n_layer * (double) B * T * T * hp->n_head * hp->head_dim; /* QK^T + PV, causal half */
+  json_object_set_int_member (res, "tokens", (gint64) tokens);
+  set_d (res, "tokens_per_s", tokens / s);
+  set_d (res, "ms_per_step", s * 1e3);
+  set_d (res, "tflops", flops / s / 1e12);
+  if (prof)
+    {
+      set_d (res, "profiled_step_gpu_us", prof_total);
+      json_object_set_member (res, "profile", prof);
+    }
+  return TRUE;
+}
+
+static int
+run_benchmark (const BenchOptions *o)
+{
+  g_autoptr (GError) error = NULL;
+  HnStDtype dt;
+  if (!parse_dtype (o->dtype, &dt, &error))
+    return hn_cli_fail (g_steal_pointer (&error));
+  const char *wl = o->workload ? o->workload : "decode";
+  if (!g_str_equal (wl, "decode") && !g_str_equal (wl, "prefill") && !g_str_equal (wl, "gemm") &&
+      !g_str_equal (wl, "train") && !g_str_equal (wl, "lora"))
+    {
+      g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--workload %s: use decode, prefill, train, lora or gemm", wl);
+      return hn_cli_fail (g_steal_pointer (&error));
+    }
+  if (g_str_equal (wl, "train") || g_str_equal (wl, "lora"))
+    {
+      g_set_error (&error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "the %s workload is not measured by this version: the benchmark does not drive the trainer yet", wl);
+      return hn_cli_fail (g_steal_pointer (&error));
+    }
+  g_autoptr (HnVkContext) ctx = hn_vk_context_new_for_selector (o->device, &error);
+  if (!ctx)
+    return hn_cli_fail (g_steal_pointer (&error));
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
+  g_autoptr (JsonObject) res = json_object_new ();
+  json_object_set_string_member (res, "workload", wl);
+  json_object_set_string_member (res, "device", info->name);
+  json_object_set_string_member (res, "dtype", hn_st_dtype_name (dt));
+  json_object_set_boolean_member (res, "coopmat", hn_vk_context_has_coopmat (ctx));
+  json_object_set_int_member (res, "batch", MAX (o->batch, 1));
+  gboolean ok;
+  if (g_str_equal (wl, "gemm"))
+    ok = bench_gemm (ctx, o, dt, res, &error);
+  else
+    {
+      g_autofree char *tmp = NULL;
+      const char *dir = o->model_path;
+      const SynthShape *sh = NULL;
+      if (!dir)
+        {
+          const char *name = o->synthetic ? o->synthetic : "tiny";
+          for (const SynthShape *s = synth_shapes; s->name; s++)
+            if (g_str_equal (s->name, name))
+              sh = s;
+          if (!sh)
+            {
+              g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                           "--synthetic %s: known shapes are llama-1b, gpt2-124m and tiny", name);
+              return hn_cli_fail (g_steal_pointer (&error));
+            }
+          if (!(tmp = write_synthetic (sh, dt, &error)))
+            return hn_cli_fail (g_steal_pointer (&error));
+          dir = tmp;
+        }
+      json_object_set_string_member (res, "model", sh ? sh->name : o->model_path);
+      g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+      if (tmp)
+        remove_dir (tmp);
+      if (!m)
+        return hn_cli_fail (g_steal_pointer (&error));
+      const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+      guint64 wbytes = hn_transformer_get_weight_bytes (m);
+      guint64 esz = dt == HN_ST_DTYPE_F32 ? 4 : 2;
+      /* parameters that a token's matmuls touch: all but the input embedding
+       * (tied models still read it once as the LM head) */
+      guint64 n_params = wbytes / esz - (hp->tie_embeddings ? 0 : (guint64) hp->vocab * hp->hidden);
+      json_object_set_int_member (res, "weight_bytes", (gint64) wbytes);
+      hn_vk_context_reset_peak (ctx);
+      ok = g_str_equal (wl, "decode") ? bench_decode (m, o, res, &error) : bench_prefill (m, o, n_params, res, &error);
+    }
+  HnVkMemoryStats ms;
+  hn_vk_context_get_memory_stats (ctx, &ms);
+  json_object_set_int_member (res, "peak_device_bytes", (gint64) ms.peak_reserved_bytes);
+  if (!ok)
+    return hn_cli_fail (g_steal_pointer (&error));
+  g_autoptr (JsonNode) root = json_node_new (JSON_NODE_OBJECT);
+  json_node_set_object (root, res);
+  g_autofree char *text = json_to_string (root, !o->json);
+  printf ("%s\n", text);
+  return 0;
+}
+
+int hn_cmd_benchmark (int argc, char **argv);
+
+int
+hn_cmd_benchmark (int argc, char **argv)
+{
+  BenchOptions o = { .batch = 1, .iterations = 5, .warmup = 1 };
+  GOptionEntry entries[] = {
+    { "model-path", 0, 0, G_OPTION_ARG_FILENAME, &o.model_path, "Model folder (config.json + safetensors)", "DIR" },
+    { "synthetic", 0, 0, G_OPTION_ARG_STRING, &o.synthetic, "Random weights of a named shape: llama-1b, gpt2-124m, tiny", "NAME" },
+    { "dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "Weight dtype of a synthetic model / GEMM: f32, f16, bf16 (default bf16)", "T" },
+    { "workload", 0, 0, G_OPTION_ARG_STRING, &o.workload, "decode (default), prefill, gemm, train, lora", "W" },
+    { "batch", 0, 0, G_OPTION_ARG_INT, &o.batch, "Sequences per step (default 1)", "N" },
+    { "seq-len", 0, 0, G_OPTION_ARG_INT, &o.seq_len, "Prompt / sequence length (decode 128, prefill 512)", "N" },
+    { "new-tokens", 0, 0, G_OPTION_ARG_INT, &o.new_tokens, "Decode steps to time (default 128)", "N" },
+    { "iterations", 0, 0, G_OPTION_ARG_INT, &o.iterations, "Timed repetitions of prefill/gemm (default 5)", "N" },
+    { "warmup", 0, 0, G_OPTION_ARG_INT, &o.warmup, "Untimed repetitions first (default 1)", "N" },
+    { "size", 0, 0, G_OPTION_ARG_INT, &o.size, "GEMM size M=N=K (default 8192)", "N" },
+    { "device", 0, 0, G_OPTION_ARG_STRING, &o.device, "Device index, UUID or name substring", "SEL" },
+    { "device-index", 0, 0, G_OPTION_ARG_STRING, &o.device, "Same as --device", "N" },
+    { "profile", 0, 0, G_OPTION_ARG_NONE, &o.profile, "Per-op GPU time of one step (timestamp queries)", NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "One-line JSON (default: pretty JSON)", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) oc = g_option_context_new ("- time the reference workloads");
+  g_option_context_set_summary (oc, "Decode and prefill on a model or on random weights of the reference shapes,\n"
+                                    "and a GEMM, reporting tokens/s, GB/s, TFLOP/s and peak device memory.");
+  g_option_context_add_main_entries (oc, entries, NULL);
+  g_autoptr (GError) error = NULL;
+  int rc;
+  if (!g_option_context_parse (oc, &argc, &argv, &error))
+    rc = hn_cli_fail (g_steal_pointer (&error));
+  else if (argc > 1)
+    {
+      fprintf (stderr, "error: unexpected argument '%s'\n", argv[1]);
+      rc = 2;
+    }
+  else
+    rc = run_benchmark (&o);
+  g_free (o.model_path);
+  g_free (o.synthetic);
+  g_free (o.dtype);
+  g_free (o.workload);
+  g_free (o.device);
+  return rc;
+}
