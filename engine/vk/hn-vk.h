@@ -92,6 +92,12 @@ HnVkContext *hn_vk_context_new (int device_index, GError **error);
  * 36-character UUID, or else a case-insensitive substring of the name. */
 HnVkContext *hn_vk_context_new_for_selector (const char *selector, GError **error);
 
+/* The process-wide context for the device HN_DEVICE names (or the best one),
+ * created on first use and shared, so the GUI, jobs and models do not each
+ * open their own VkDevice. Returns a new reference; the context goes away
+ * when the last one is dropped (and is recreated on the next call). */
+HnVkContext *hn_vk_context_get_default (GError **error);
+
 HnVkContext *hn_vk_context_ref (HnVkContext *ctx);
 void hn_vk_context_unref (HnVkContext *ctx);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnVkContext, hn_vk_context_unref)

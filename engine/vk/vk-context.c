@@ -727,6 +727,31 @@ hn_vk_context_new (int device_index, GError **error)
   return hn_vk_context_new_for_selector (g_getenv ("HN_DEVICE"), error);
 }
 
+static GMutex default_lock;
+static HnVkContext *default_ctx; /* weak: cleared when its last reference goes */
+
+HnVkContext *
+hn_vk_context_get_default (GError **error)
+{
+  g_mutex_lock (&default_lock);
+  HnVkContext *ctx = default_ctx ? hn_vk_context_ref (default_ctx) : NULL;
+  g_mutex_unlock (&default_lock);
+  if (ctx)
+    return ctx;
+  /* Created outside the lock (a failed creation unrefs, which takes it). */
+  HnVkContext *made = hn_vk_context_new (-1, error);
+  if (!made)
+    return NULL;
+  g_mutex_lock (&default_lock);
+  if (default_ctx)
+    ctx = hn_vk_context_ref (default_ctx); /* another thread won the race */
+  else
+    ctx = default_ctx = hn_vk_context_ref (made);
+  g_mutex_unlock (&default_lock);
+  hn_vk_context_unref (made);
+  return ctx;
+}
+
 HnVkContext *
 hn_vk_context_ref (HnVkContext *ctx)
 {
@@ -737,7 +762,16 @@ hn_vk_context_ref (HnVkContext *ctx)
 void
 hn_vk_context_unref (HnVkContext *ctx)
 {
-  if (!ctx || !g_atomic_int_dec_and_test (&ctx->refcount))
+  if (!ctx)
+    return;
+  /* The default context's last reference is dropped under default_lock so
+   * hn_vk_context_get_default never revives a dying context. */
+  g_mutex_lock (&default_lock);
+  gboolean last = g_atomic_int_dec_and_test (&ctx->refcount);
+  if (last && ctx == default_ctx)
+    default_ctx = NULL;
+  g_mutex_unlock (&default_lock);
+  if (!last)
     return;
   if (ctx->device)
     {

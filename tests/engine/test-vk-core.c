@@ -62,6 +62,22 @@ test_select (void)
 }
 
 static void
+test_default_context (void)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *a = hn_vk_context_get_default (&error);
+  g_assert_no_error (error);
+  HnVkContext *b = hn_vk_context_get_default (&error);
+  g_assert_true (a == b);
+  hn_vk_context_unref (a);
+  hn_vk_context_unref (b);
+  /* recreated after the last reference went */
+  g_autoptr(HnVkContext) c = hn_vk_context_get_default (&error);
+  g_assert_no_error (error);
+  g_assert_nonnull (c);
+}
+
+static void
 test_memory (void)
 {
   g_autoptr(GError) error = NULL;
@@ -339,6 +355,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/vk/devices", test_devices);
   g_test_add_func ("/vk/select", test_select);
+  g_test_add_func ("/vk/default-context", test_default_context);
   g_test_add_func ("/vk/memory", test_memory);
   g_test_add_func ("/vk/views-conversions", test_views_and_conversions);
   g_test_add_func ("/vk/barriers", test_barriers);
