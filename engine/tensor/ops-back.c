@@ -22,6 +22,19 @@ fail_shape (const char *op, HnTensor *a, HnTensor *b, const char *what, GError *
   return FALSE;
 }
 
+/* Scratch may be larger than needed (one buffer serves several shapes). */
+static gboolean
+check_at_least (const char *op, const char *role, HnTensor *t, gint64 n, GError **error)
+{
+  if (t->n < n)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s %s has %" G_GINT64_FORMAT
+                   " elements, %" G_GINT64_FORMAT " needed", op, role, t->name, t->n, n);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* A 2-D [rows, cols] view of t (same storage). */
 static HnTensor *
 as_2d (HnTensor *t, GError **error)
@@ -106,7 +119,7 @@ norm_back (const char *op, HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db,
   if (!check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "x", cmd, x, error) ||
       !check_f32 (op, "dx", cmd, dx, error) || !check_f32 (op, "w", cmd, w, error) ||
       !check_f32 (op, "dw", cmd, dw, error) || !check_f32 (op, "db", cmd, db, error) ||
-      !check_f32 (op, "stats", cmd, stats, error) || !hn_op_check_count (op, "stats", stats, 2 * rows, error) ||
+      !check_f32 (op, "stats", cmd, stats, error) || !check_at_least (op, "stats", stats, 2 * rows, error) ||
       !hn_op_check_count (op, "dy", dy, x->n, error) || (dx && !hn_op_check_count (op, "dx", dx, x->n, error)) ||
       (w && !hn_op_check_count (op, "w", w, cols, error)) || (dw && !hn_op_check_count (op, "dw", dw, cols, error)) ||
       (db && !hn_op_check_count (op, "db", db, cols, error)))
@@ -282,7 +295,7 @@ hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTe
       dq->n != q->n || dk->n != k->n || dv->n != v->n || (params->n_kv > 0 && params->n_kv != S))
     return fail_shape (op, q, k, "shapes do not fit (heads must be a multiple of KV heads; n_kv must be all of k)",
                        error);
-  if (!hn_op_check_count (op, "stats", stats, 2 * B * T * H, error) ||
+  if (!check_at_least (op, "stats", stats, 2 * B * T * H, error) ||
       (params->alibi_slopes && !hn_op_check_count (op, "alibi_slopes", params->alibi_slopes, H, error)))
     return FALSE;
   float scale = params->scale != 0.0f ? params->scale : 1.0f / sqrtf ((float) D);

@@ -1,0 +1,1048 @@
+/* The training graph (see train-graph.h): forward with saved activations,
+ * explicit per-layer backward, gradients, optimizer updates. Every buffer
+ * and view is made once in hn_train_graph_new; a step only records. */
+#include "train/train-graph.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "hn-error.h"
+
+#define CK(expr)                                                                                                       \
+  do                                                                                                                   \
+    {                                                                                                                  \
+      if (!(expr))                                                                                                     \
+        return FALSE;                                                                                                  \
+    }                                                                                                                  \
+  while (0)
+
+enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, N_PROJ };
+
+/* One LoRA-adapted module: u = s·x·Aᵀ is saved; each output (one, or q/k/v
+ * of a fused projection) adds u·B_pᵀ. */
+typedef struct {
+  HnLoraModule *host;
+  float scale;
+  int in_proj;                 /* which projection's input x is (P_Q for q/k/v, P_GATE for gate/up) */
+  HnTensor *A, *B;             /* device [r, in], [out, r] */
+  int pa, pb;                  /* param indices */
+  HnTensor *u, *du;            /* [N, r] saved and scratch */
+  int n_out;
+  int out_proj[3];
+  HnTensor *Bv[3], *dBv[3];    /* row views of B / its gradient per output */
+} LoraSite;
+
+typedef struct {
+  HnTensor *h, *h2;            /* [N, C] normed inputs */
+  HnTensor *x_mid;             /* [N, C] pre-norm: x + attention */
+  HnTensor *q_lin, *k_lin, *v; /* [N, H*D], [N, KVH*D] projections */
+  HnTensor *q_nrm, *k_nrm;     /* after q/k norm (NULL without) */
+  HnTensor *q, *k;             /* what attention reads (after rope) */
+  HnTensor *att;               /* [N, H*D] */
+  HnTensor *gate, *up, *act;   /* [N, F] (gate [N, 2F] when fused) */
+  LoraSite *site[N_PROJ];      /* adapter per projection (shared by fused q/k/v) */
+} LayerActs;
+
+struct _HnTrainGraph {
+  HnTransformer *model;
+  const HnTransformerHParams *hp;
+  const HnTransformerWeights *W;
+  HnVkContext *ctx;
+  int B, T;
+  gint64 N;
+  HnLoraAdapter *adapter;
+  GPtrArray *owned;            /* every tensor and view we made */
+  GPtrArray *params;           /* HnTrainParam* */
+  GHashTable *grad_of;         /* HnTensor* (weight) -> HnTrainParam* */
+  GPtrArray *sites;            /* LoraSite* */
+  HnCmd *cmd;
+  /* inputs */
+  HnTensor *ids, *pos, *neg_pos, *targets, *row_scale, *loss_rows;
+  gint32 *pos_host;
+  /* activations */
+  HnTensor **resid;            /* [n_layer + 1] of [N, C] */
+  LayerActs *L;
+  HnTensor *o, *mo, *pe;       /* [N, C] scratch */
+  HnTensor *hf, *logits;       /* [N, C], [N, V] */
+  /* 4-D views for attention */
+  HnTensor **q4, **k4, **v4, **att4;
+  /* backward scratch */
+  HnTensor *dres, *dh, *dh2, *dq, *dk, *dv, *dq2, *dk2, *datt, *datt4, *dq4, *dk4, *dv4;
+  HnTensor *dgate, *dup, *dact;
+  HnTensor *stats, *qk_stats, *att_stats;
+  HnTensor *q_rows, *k_rows, *dq_rows, *dk_rows, *dq2_rows, *dk2_rows; /* [N*H, D] views for q/k norm */
+  HnTensor **q_lin_rows, **k_lin_rows;
+  HnTensor *partials;
+  guint n_partials;
+  gint64 n_trainable;
+};
+
+static HnTensor *
+own (HnTrainGraph *g, HnTensor *t)
+{
+  if (t)
+    g_ptr_array_add (g->owned, t);
+  return t;
+}
+
+static HnTensor *
+new2d (HnTrainGraph *g, const char *name, gint64 rows, gint64 cols, GError **error)
+{
+  return own (g, hn_tensor_new_named (g->ctx, name, HN_DTYPE_F32, 2, (gint64[]) { rows, cols }, error));
+}
+
+static HnTensor *
+reshape (HnTrainGraph *g, HnTensor *t, int ndim, const gint64 *shape, GError **error)
+{
+  return own (g, hn_tensor_reshape (t, ndim, shape, error));
+}
+
+static HnTensor *
+rows_view (HnTrainGraph *g, HnTensor *t, gint64 row0, gint64 n, GError **error)
+{
+  return own (g, hn_tensor_view_rows (t, row0, n, error));
+}
+
+static void
+param_free (gpointer p)
+{
+  HnTrainParam *tp = p;
+  g_free (tp->name);
+  g_clear_pointer (&tp->w, hn_tensor_unref);
+  g_clear_pointer (&tp->g, hn_tensor_unref);
+  g_clear_pointer (&tp->m, hn_tensor_unref);
+  g_clear_pointer (&tp->v, hn_tensor_unref);
+  g_free (tp);
+}
+
+static HnTrainParam *
+param_add (HnTrainGraph *g, HnTensor *w, const char *name, GError **error)
+{
+  if (!w)
+    return NULL;
+  HnTrainParam *existing = g_hash_table_lookup (g->grad_of, w);
+  if (existing)
+    return existing; /* tied weights: one parameter, one gradient */
+  if (w->dtype != HN_DTYPE_F32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "training %s: weight stored as %s; full training needs f32 weights (LoRA works with f16/bf16 bases)",
+                   name, hn_dtype_name (w->dtype));
+      return NULL;
+    }
+  HnTrainParam *p = g_new0 (HnTrainParam, 1);
+  p->name = g_strdup (name);
+  p->w = hn_tensor_ref (w);
+  g_autofree char *gn = g_strdup_printf ("grad %s", name);
+  g_autofree char *mn = g_strdup_printf ("adam.m %s", name);
+  g_autofree char *vn = g_strdup_printf ("adam.v %s", name);
+  p->g = hn_tensor_new_named (g->ctx, gn, HN_DTYPE_F32, w->ndim, w->shape, error);
+  p->m = p->g ? hn_tensor_new_named (g->ctx, mn, HN_DTYPE_F32, w->ndim, w->shape, error) : NULL;
+  p->v = p->m ? hn_tensor_new_named (g->ctx, vn, HN_DTYPE_F32, w->ndim, w->shape, error) : NULL;
+  if (!p->v)
+    {
+      param_free (p);
+      return NULL;
+    }
+  /* transformers: no decay for biases and norm weights, i.e. the 1-D ones */
+  p->decay = w->ndim >= 2 && hn_param_wants_decay (name);
+  g_ptr_array_add (g->params, p);
+  g_hash_table_insert (g->grad_of, w, p);
+  g->n_trainable += w->n;
+  return p;
+}
+
+/* The gradient of a weight, or NULL when it is frozen. */
+static HnTensor *
+G (HnTrainGraph *g, HnTensor *w)
+{
+  if (!w)
+    return NULL;
+  HnTrainParam *p = g_hash_table_lookup (g->grad_of, w);
+  return p ? p->g : NULL;
+}
+
+static void
+site_free (gpointer p)
+{
+  g_free (p);
+}
+
+void
+hn_train_graph_free (HnTrainGraph *g)
+{
+  if (!g)
+    return;
+  g_clear_pointer (&g->cmd, hn_cmd_free);
+  g_clear_pointer (&g->params, g_ptr_array_unref);
+  g_clear_pointer (&g->grad_of, g_hash_table_unref);
+  g_clear_pointer (&g->sites, g_ptr_array_unref);
+  g_clear_pointer (&g->owned, g_ptr_array_unref);
+  g_free (g->resid);
+  g_free (g->L);
+  g_free (g->q4);
+  g_free (g->k4);
+  g_free (g->v4);
+  g_free (g->att4);
+  g_free (g->q_lin_rows);
+  g_free (g->k_lin_rows);
+  g_free (g->pos_host);
+  g_free (g);
+}
+
+guint
+hn_train_graph_get_n_params (HnTrainGraph *g)
+{
+  return g->params->len;
+}
+
+HnTrainParam *
+hn_train_graph_get_param (HnTrainGraph *g, guint i)
+{
+  return g_ptr_array_index (g->params, i);
+}
+
+gint64
+hn_train_graph_get_n_trainable (HnTrainGraph *g)
+{
+  return g->n_trainable;
+}
+
+static gboolean
+unsupported (const char *what, GError **error)
+{
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training: %s is not supported by the training graph yet", what);
+  return FALSE;
+}
+
+static gboolean
+check_supported (HnTrainGraph *g, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  if (hp->block != HN_BLOCK_PRE_NORM && hp->block != HN_BLOCK_PARALLEL && hp->block != HN_BLOCK_PARALLEL_2NORM)
+    return unsupported (hn_block_kind_name (hp->block), error);
+  if (hp->clip_qkv > 0)
+    return unsupported ("clip_qkv", error);
+  if (hp->qk_norm_full)
+    return unsupported ("q/k norm over the whole projection", error);
+  if (hp->final_softcap > 0)
+    return unsupported ("final logit soft-capping", error);
+  if (hp->residual_scale != 1.0f)
+    return unsupported ("a residual multiplier", error);
+  if (hp->embed_norm)
+    return unsupported ("an embedding LayerNorm", error);
+  if (hp->head_dim > 256)
+    return unsupported ("a head dim above 256", error);
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- LoRA sites */
+
+/* The HF module path of each canonical projection, per naming scheme. A
+ * fused checkpoint module covers several projections. */
+typedef struct {
+  const char *module;  /* suffix after the layer prefix */
+  int n;
+  int proj[3];
+} ModuleMap;
+
+static gboolean
+lora_modules (const HnTransformerHParams *hp, const char **prefix, const ModuleMap **map, guint *n, GError **error)
+{
+  static const ModuleMap llama[] = {
+    { "self_attn.q_proj", 1, { P_Q } }, { "self_attn.k_proj", 1, { P_K } }, { "self_attn.v_proj", 1, { P_V } },
+    { "self_attn.o_proj", 1, { P_O } }, { "mlp.gate_proj", 1, { P_GATE } }, { "mlp.up_proj", 1, { P_UP } },
+    { "mlp.down_proj", 1, { P_DOWN } },
+  };
+  static const ModuleMap phi3[] = {
+    { "self_attn.qkv_proj", 3, { P_Q, P_K, P_V } }, { "self_attn.o_proj", 1, { P_O } },
+    { "mlp.gate_up_proj", 1, { P_GATE } }, { "mlp.down_proj", 1, { P_DOWN } },
+  };
+  static const ModuleMap gpt2[] = {
+    { "attn.c_attn", 3, { P_Q, P_K, P_V } }, { "attn.c_proj", 1, { P_O } },
+    { "mlp.c_fc", 1, { P_UP } }, { "mlp.c_proj", 1, { P_DOWN } },
+  };
+  switch (hp->arch->names)
+    {
+    case HN_NAMES_LLAMA:
+      *prefix = "model.layers.";
+      *map = llama;
+      *n = G_N_ELEMENTS (llama);
+      return TRUE;
+    case HN_NAMES_PHI3:
+      *prefix = "model.layers.";
+      *map = phi3;
+      *n = G_N_ELEMENTS (phi3);
+      return TRUE;
+    case HN_NAMES_GPT2:
+      *prefix = "transformer.h.";
+      *map = gpt2;
+      *n = G_N_ELEMENTS (gpt2);
+      return TRUE;
+    default:
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA: module names of the %s family are not mapped yet",
+                   hp->arch->model_type);
+      return FALSE;
+    }
+}
+
+static HnTensor *
+proj_weight (const HnLayerWeights *lw, int p)
+{
+  switch (p)
+    {
+    case P_Q: return lw->wq;
+    case P_K: return lw->wk;
+    case P_V: return lw->wv;
+    case P_O: return lw->wo;
+    case P_GATE: return lw->w_gate;
+    case P_UP: return lw->w_up;
+    case P_DOWN: return lw->w_down;
+    default: return NULL;
+    }
+}
+
+static gboolean
+setup_lora (HnTrainGraph *g, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  HnLoraAdapter *ad = g->adapter;
+  const char *prefix;
+  const ModuleMap *map;
+  guint n_map;
+  CK (lora_modules (hp, &prefix, &map, &n_map, error));
+  float scale = (float) hn_lora_config_scaling (&ad->config);
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
+  for (int il = 0; il < hp->n_layer; il++)
+    for (guint mi = 0; mi < n_map; mi++)
+      {
+        g_autofree char *path = g_strdup_printf ("%s%d.%s", prefix, il, map[mi].module);
+        HnLoraModule *hm = hn_lora_adapter_lookup (ad, path);
+        if (!hm)
+          continue;
+        g_hash_table_add (seen, hm);
+        const HnLayerWeights *lw = &g->W->layers[il];
+        gint64 out_total = 0;
+        for (int k = 0; k < map[mi].n; k++)
+          {
+            HnTensor *w = proj_weight (lw, map[mi].proj[k]);
+            if (!w)
+              {
+                g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "LoRA: the model has no %s", path);
+                return FALSE;
+              }
+            out_total += w->shape[0];
+          }
+        HnTensor *w0 = proj_weight (lw, map[mi].proj[0]);
+        if (hm->in != w0->shape[1] || hm->out != out_total)
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                         "LoRA: %s is [in %d, out %d] in the adapter but [in %" G_GINT64_FORMAT ", out %" G_GINT64_FORMAT
+                         "] in the model", path, hm->in, hm->out, w0->shape[1], out_total);
+            return FALSE;
+          }
+        LoraSite *s = g_new0 (LoraSite, 1);
+        g_ptr_array_add (g->sites, s);
+        s->host = hm;
+        s->scale = scale;
+        s->n_out = map[mi].n;
+        int r = hm->r;
+        g_autofree char *an = hn_lora_tensor_name (path, FALSE), *bn = hn_lora_tensor_name (path, TRUE);
+        s->A = own (g, hn_tensor_new_named (g->ctx, an, HN_DTYPE_F32, 2, (gint64[]) { r, hm->in }, error));
+        s->B = s->A ? own (g, hn_tensor_new_named (g->ctx, bn, HN_DTYPE_F32, 2, (gint64[]) { hm->out, r }, error)) : NULL;
+        CK (s->B);
+        CK (hn_tensor_upload_f32 (s->A, hm->a, (gsize) r * hm->in, error));
+        CK (hn_tensor_upload_f32 (s->B, hm->b, (gsize) hm->out * r, error));
+        HnTrainParam *pa = param_add (g, s->A, an, error);
+        HnTrainParam *pb = pa ? param_add (g, s->B, bn, error) : NULL;
+        CK (pb);
+        pa->decay = pb->decay = TRUE; /* PEFT: lora weights take the optimizer's decay */
+        s->u = new2d (g, "lora.u", g->N, r, error);
+        s->du = s->u ? new2d (g, "lora.du", g->N, r, error) : NULL;
+        CK (s->du);
+        gint64 row0 = 0;
+        for (int k = 0; k < s->n_out; k++)
+          {
+            int p = map[mi].proj[k];
+            gint64 rows = proj_weight (lw, p)->shape[0];
+            s->out_proj[k] = p;
+            s->Bv[k] = rows_view (g, s->B, row0, rows, error);
+            s->dBv[k] = s->Bv[k] ? rows_view (g, pb->g, row0, rows, error) : NULL;
+            CK (s->dBv[k]);
+            row0 += rows;
+            g->L[il].site[p] = s;
+          }
+        s->in_proj = map[mi].proj[0];
+      }
+  for (guint i = 0; i < ad->modules->len; i++)
+    {
+      HnLoraModule *hm = g_ptr_array_index (ad->modules, i);
+      if (!g_hash_table_contains (seen, hm))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "LoRA: adapter module %s is not an adaptable projection of this %s model", hm->module,
+                       hp->arch->model_type);
+          return FALSE;
+        }
+    }
+  if (g->sites->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "LoRA: the adapter adapts no module of this model");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static gboolean
+setup_params (HnTrainGraph *g, GError **error)
+{
+  const HnTransformerWeights *W = g->W;
+  const HnTransformerHParams *hp = g->hp;
+  if (W->tok_embed && !param_add (g, W->tok_embed, W->tok_embed->name, error))
+    return FALSE;
+  if (W->pos_embed && !param_add (g, W->pos_embed, W->pos_embed->name, error))
+    return FALSE;
+  for (int il = 0; il < hp->n_layer; il++)
+    {
+      const HnLayerWeights *lw = &W->layers[il];
+      HnTensor *all[] = { lw->ln1_w, lw->ln1_b, lw->wq, lw->bq, lw->wk, lw->bk, lw->wv, lw->bv, lw->q_norm_w,
+                          lw->k_norm_w, lw->wo, lw->bo, lw->ln2_w, lw->ln2_b, lw->w_gate, lw->b_gate, lw->w_up,
+                          lw->b_up, lw->w_down, lw->b_down, lw->post_attn_w, lw->post_ffn_w };
+      for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
+        if (all[i] && !param_add (g, all[i], all[i]->name, error))
+          return FALSE;
+    }
+  HnTensor *tail[] = { W->final_norm_w, W->final_norm_b, W->lm_head, W->lm_head_b };
+  for (gsize i = 0; i < G_N_ELEMENTS (tail); i++)
+    if (tail[i] && !param_add (g, tail[i], tail[i]->name, error))
+      return FALSE;
+  return TRUE;
+}
+
+HnTrainGraph *
+hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter, GError **error)
+{
+  g_autoptr (HnTrainGraph) g = g_new0 (HnTrainGraph, 1);
+  g->model = model;
+  g->hp = hn_transformer_get_hparams (model);
+  g->W = hn_transformer_get_weights (model);
+  g->ctx = hn_transformer_get_context (model);
+  g->B = batch;
+  g->T = seq_len;
+  g->N = (gint64) batch * seq_len;
+  g->adapter = adapter;
+  g->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  g->params = g_ptr_array_new_with_free_func (param_free);
+  g->grad_of = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g->sites = g_ptr_array_new_with_free_func (site_free);
+  const HnTransformerHParams *hp = g->hp;
+  if (batch < 1 || seq_len < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "training: batch %d x sequence %d is empty", batch, seq_len);
+      return NULL;
+    }
+  if (hp->learned_pos && seq_len + hp->pos_offset > g->W->pos_embed->shape[0])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "training: --seq-len %d exceeds the model's %" G_GINT64_FORMAT " learned positions", seq_len,
+                   g->W->pos_embed->shape[0] - hp->pos_offset);
+      return NULL;
+    }
+  if (!check_supported (g, error))
+    return NULL;
+  gint64 N = g->N, C = hp->hidden, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  gint64 qd = H * D, kvd = KVH * D, F = hp->ffn, V = hp->vocab;
+  int nl = hp->n_layer;
+  const HnLayerWeights *lw0 = &g->W->layers[0];
+  gboolean fused_gu = lw0->w_gate && !lw0->w_up, gated = lw0->w_gate != NULL;
+  g->L = g_new0 (LayerActs, nl);
+  g->resid = g_new0 (HnTensor *, nl + 1);
+  g->q4 = g_new0 (HnTensor *, nl);
+  g->k4 = g_new0 (HnTensor *, nl);
+  g->v4 = g_new0 (HnTensor *, nl);
+  g->att4 = g_new0 (HnTensor *, nl);
+  g->q_lin_rows = g_new0 (HnTensor *, nl);
+  g->k_lin_rows = g_new0 (HnTensor *, nl);
+
+  if (!(g->cmd = hn_cmd_new (g->ctx, error)))
+    return NULL;
+  /* inputs */
+  g->ids = own (g, hn_tensor_new_named (g->ctx, "train.ids", HN_DTYPE_I32, 1, (gint64[]) { N }, error));
+  g->pos = g->ids ? own (g, hn_tensor_new_named (g->ctx, "train.pos", HN_DTYPE_I32, 1, (gint64[]) { N }, error)) : NULL;
+  g->neg_pos = g->pos ? own (g, hn_tensor_new_named (g->ctx, "train.neg_pos", HN_DTYPE_I32, 1, (gint64[]) { N }, error)) : NULL;
+  g->targets = g->neg_pos ? own (g, hn_tensor_new_named (g->ctx, "train.targets", HN_DTYPE_I32, 1, (gint64[]) { N }, error)) : NULL;
+  g->row_scale = g->targets ? own (g, hn_tensor_new_named (g->ctx, "train.row_scale", HN_DTYPE_F32, 1, (gint64[]) { N }, error)) : NULL;
+  g->loss_rows = g->row_scale ? own (g, hn_tensor_new_named (g->ctx, "train.loss_rows", HN_DTYPE_F32, 1, (gint64[]) { N }, error)) : NULL;
+  if (!g->loss_rows)
+    return NULL;
+  g->pos_host = g_new (gint32, N);
+  g_autofree gint32 *neg = g_new (gint32, N);
+  for (gint64 i = 0; i < N; i++)
+    {
+      g->pos_host[i] = (gint32) (i % seq_len) + (hp->learned_pos ? hp->pos_offset : 0);
+      neg[i] = -g->pos_host[i];
+    }
+  if (!hn_tensor_upload_i32 (g->pos, g->pos_host, N, error) || !hn_tensor_upload_i32 (g->neg_pos, neg, N, error))
+    return NULL;
+
+  /* activations */
+  for (int i = 0; i <= nl; i++)
+    if (!(g->resid[i] = new2d (g, "train.resid", N, C, error)))
+      return NULL;
+  for (int il = 0; il < nl; il++)
+    {
+      LayerActs *a = &g->L[il];
+      if (!(a->h = new2d (g, "train.h", N, C, error)) || !(a->h2 = new2d (g, "train.h2", N, C, error)) ||
+          !(a->x_mid = new2d (g, "train.x_mid", N, C, error)) || !(a->q_lin = new2d (g, "train.q", N, qd, error)) ||
+          !(a->k_lin = new2d (g, "train.k", N, kvd, error)) || !(a->v = new2d (g, "train.v", N, kvd, error)) ||
+          !(a->att = new2d (g, "train.att", N, qd, error)) ||
+          !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error)) ||
+          !(a->up = new2d (g, "train.up", N, F, error)) || !(a->act = new2d (g, "train.act", N, F, error)))
+        return NULL;
+      a->q = a->q_lin;
+      a->k = a->k_lin;
+      if (hp->qk_norm_head)
+        {
+          if (!(a->q_nrm = new2d (g, "train.q_nrm", N, qd, error)) || !(a->k_nrm = new2d (g, "train.k_nrm", N, kvd, error)))
+            return NULL;
+          a->q = a->q_nrm;
+          a->k = a->k_nrm;
+          if (!(g->q_lin_rows[il] = reshape (g, a->q_lin, 2, (gint64[]) { N * H, D }, error)) ||
+              !(g->k_lin_rows[il] = reshape (g, a->k_lin, 2, (gint64[]) { N * KVH, D }, error)))
+            return NULL;
+        }
+      if (hp->rope)
+        {
+          if (!(a->q = new2d (g, "train.q_rope", N, qd, error)) || !(a->k = new2d (g, "train.k_rope", N, kvd, error)))
+            return NULL;
+        }
+      if (!(g->q4[il] = reshape (g, a->q, 4, (gint64[]) { g->B, g->T, H, D }, error)) ||
+          !(g->k4[il] = reshape (g, a->k, 4, (gint64[]) { g->B, g->T, KVH, D }, error)) ||
+          !(g->v4[il] = reshape (g, a->v, 4, (gint64[]) { g->B, g->T, KVH, D }, error)) ||
+          !(g->att4[il] = reshape (g, a->att, 4, (gint64[]) { g->B, g->T, H, D }, error)))
+        return NULL;
+    }
+  if (!(g->o = new2d (g, "train.o", N, C, error)) || !(g->mo = new2d (g, "train.mlp", N, C, error)) ||
+      !(g->pe = new2d (g, "train.pos_embed", N, C, error)) || !(g->hf = new2d (g, "train.final", N, C, error)) ||
+      !(g->logits = new2d (g, "train.logits", N, V, error)))
+    return NULL;
+  /* backward scratch */
+  if (!(g->dres = new2d (g, "grad.resid", N, C, error)) || !(g->dh = new2d (g, "grad.h", N, C, error)) ||
+      !(g->dh2 = new2d (g, "grad.h2", N, C, error)) || !(g->dq = new2d (g, "grad.q", N, qd, error)) ||
+      !(g->dk = new2d (g, "grad.k", N, kvd, error)) || !(g->dv = new2d (g, "grad.v", N, kvd, error)) ||
+      !(g->dq2 = new2d (g, "grad.q2", N, qd, error)) || !(g->dk2 = new2d (g, "grad.k2", N, kvd, error)) ||
+      !(g->datt = new2d (g, "grad.att", N, qd, error)) ||
+      !(g->dgate = new2d (g, "grad.gate", N, fused_gu ? 2 * F : F, error)) ||
+      !(g->dup = new2d (g, "grad.up", N, F, error)) || !(g->dact = new2d (g, "grad.act", N, F, error)) ||
+      !(g->stats = own (g, hn_tensor_new_named (g->ctx, "grad.stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N }, error))) ||
+      !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
+      !(g->att_stats = own (g, hn_tensor_new_named (g->ctx, "grad.att_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))))
+    return NULL;
+  if (!(g->datt4 = reshape (g, g->datt, 4, (gint64[]) { g->B, g->T, H, D }, error)) ||
+      !(g->dq4 = reshape (g, g->dq, 4, (gint64[]) { g->B, g->T, H, D }, error)) ||
+      !(g->dk4 = reshape (g, g->dk, 4, (gint64[]) { g->B, g->T, KVH, D }, error)) ||
+      !(g->dv4 = reshape (g, g->dv, 4, (gint64[]) { g->B, g->T, KVH, D }, error)) ||
+      !(g->dq_rows = reshape (g, g->dq, 2, (gint64[]) { N * H, D }, error)) ||
+      !(g->dk_rows = reshape (g, g->dk, 2, (gint64[]) { N * KVH, D }, error)) ||
+      !(g->dq2_rows = reshape (g, g->dq2, 2, (gint64[]) { N * H, D }, error)) ||
+      !(g->dk2_rows = reshape (g, g->dk2, 2, (gint64[]) { N * KVH, D }, error)))
+    return NULL;
+  (void) gated;
+
+  /* parameters */
+  if (adapter)
+    {
+      if (!setup_lora (g, error))
+        return NULL;
+    }
+  else if (!setup_params (g, error))
+    return NULL;
+  g->n_partials = 0;
+  for (guint i = 0; i < g->params->len; i++)
+    g->n_partials += hn_sumsq_n_partials (((HnTrainParam *) g->params->pdata[i])->w->n);
+  if (!(g->partials = own (g, hn_tensor_new_named (g->ctx, "grad.norm_partials", HN_DTYPE_F32, 1,
+                                                   (gint64[]) { MAX (1, g->n_partials) }, error))))
+    return NULL;
+  /* optimizer state starts at zero */
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      HnTrainParam *p = g->params->pdata[i];
+      if (!hn_op_fill (g->cmd, p->m, 0.0f, error) || !hn_op_fill (g->cmd, p->v, 0.0f, error) ||
+          !hn_op_fill (g->cmd, p->g, 0.0f, error))
+        return NULL;
+    }
+  if (!hn_cmd_submit_wait (g->cmd, error))
+    return NULL;
+  return g_steal_pointer (&g);
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static gboolean
+norm_fwd (HnTrainGraph *g, HnTensor *out, HnTensor *in, HnTensor *w, HnTensor *b, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  if (hp->layernorm)
+    return hn_op_layernorm (g->cmd, out, in, w, b, hp->norm_eps, error);
+  return hn_op_rmsnorm (g->cmd, out, in, w, hp->norm_eps, hp->norm_plus_one ? HN_NORM_WEIGHT_PLUS_ONE : 0, error);
+}
+
+static gboolean
+norm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *dy, HnTensor *x, HnTensor *w, HnTensor *b, HnBackFlags flags,
+           GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  if (hp->layernorm)
+    return hn_op_layernorm_back (g->cmd, dx, G (g, w), G (g, b), dy, x, w, g->stats, hp->norm_eps, flags, error);
+  return hn_op_rmsnorm_back (g->cmd, dx, G (g, w), dy, x, w, g->stats, hp->norm_eps,
+                             hp->norm_plus_one ? HN_NORM_WEIGHT_PLUS_ONE : 0, flags, error);
+}
+
+/* y += s·(x·Aᵀ)·B_pᵀ for each output of the site whose input is x. */
+static gboolean
+lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **error)
+{
+  CK (hn_op_matmul (g->cmd, s->u, x, s->A, NULL, error));
+  CK (hn_op_scale (g->cmd, s->u, s->u, s->scale, 0.0f, error));
+  for (int k = 0; k < s->n_out; k++)
+    CK (hn_op_bmm (g->cmd, outs[s->out_proj[k]], s->u, s->Bv[k], HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE, 1.0f,
+                   error));
+  return TRUE;
+}
+
+/* dB_p += dy_pᵀ·u; du = s·Σ dy_p·B_p; dA += duᵀ·x; dx += du·A. */
+static gboolean
+lora_back (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor *dx, HnTensor **dys, GError **error)
+{
+  for (int k = 0; k < s->n_out; k++)
+    {
+      HnTensor *dy = dys[s->out_proj[k]];
+      CK (hn_op_bmm (g->cmd, s->dBv[k], dy, s->u, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error));
+      CK (hn_op_bmm (g->cmd, s->du, dy, s->Bv[k], k ? HN_MATMUL_ACCUMULATE : 0, 1.0f, error));
+    }
+  CK (hn_op_scale (g->cmd, s->du, s->du, s->scale, 0.0f, error));
+  CK (hn_op_bmm (g->cmd, G (g, s->A), s->du, x, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error));
+  return hn_op_bmm (g->cmd, dx, s->du, s->A, HN_MATMUL_ACCUMULATE, 1.0f, error);
+}
+
+static gboolean
+mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, GError **error)
+{
+  HnTensor *outs[N_PROJ] = { 0 };
+  outs[P_GATE] = a->gate;
+  outs[P_UP] = a->up;
+  outs[P_DOWN] = g->mo;
+  if (lw->w_gate && !lw->w_up)
+    {
+      CK (hn_op_matmul (g->cmd, a->gate, in, lw->w_gate, lw->b_gate, error));
+      if (a->site[P_GATE])
+        CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
+      CK (hn_op_glu (g->cmd, a->act, a->gate, NULL, g->hp->act, error));
+    }
+  else if (lw->w_gate)
+    {
+      CK (hn_op_matmul (g->cmd, a->gate, in, lw->w_gate, lw->b_gate, error));
+      if (a->site[P_GATE])
+        CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
+      CK (hn_op_matmul (g->cmd, a->up, in, lw->w_up, lw->b_up, error));
+      if (a->site[P_UP])
+        CK (lora_fwd (g, a->site[P_UP], in, outs, error));
+      CK (hn_op_glu (g->cmd, a->act, a->gate, a->up, g->hp->act, error));
+    }
+  else
+    {
+      CK (hn_op_matmul (g->cmd, a->up, in, lw->w_up, lw->b_up, error));
+      if (a->site[P_UP])
+        CK (lora_fwd (g, a->site[P_UP], in, outs, error));
+      CK (hn_op_unary (g->cmd, a->act, a->up, g->hp->act, error));
+    }
+  CK (hn_op_matmul (g->cmd, g->mo, a->act, lw->w_down, lw->b_down, error));
+  if (a->site[P_DOWN])
+    CK (lora_fwd (g, a->site[P_DOWN], a->act, outs, error));
+  return TRUE;
+}
+
+static gboolean
+layer_fwd (HnTrainGraph *g, int il, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  const HnTransformerWeights *W = g->W;
+  const HnLayerWeights *lw = &W->layers[il];
+  LayerActs *a = &g->L[il];
+  HnTensor *x = g->resid[il], *xo = g->resid[il + 1];
+  CK (norm_fwd (g, a->h, x, lw->ln1_w, lw->ln1_b, error));
+  if (hp->block == HN_BLOCK_PARALLEL_2NORM)
+    CK (norm_fwd (g, a->h2, x, lw->ln2_w, lw->ln2_b, error));
+  HnTensor *outs[N_PROJ] = { a->q_lin, a->k_lin, a->v, g->o, NULL, NULL, NULL };
+  CK (hn_op_matmul (g->cmd, a->q_lin, a->h, lw->wq, lw->bq, error));
+  CK (hn_op_matmul (g->cmd, a->k_lin, a->h, lw->wk, lw->bk, error));
+  CK (hn_op_matmul (g->cmd, a->v, a->h, lw->wv, lw->bv, error));
+  for (int p = P_Q; p <= P_V; p++)
+    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
+      CK (lora_fwd (g, a->site[p], a->h, outs, error));
+  HnTensor *qs = a->q_lin, *ks = a->k_lin;
+  if (hp->qk_norm_head)
+    {
+      gint64 N = g->N;
+      g_autoptr (HnTensor) qn = hn_tensor_reshape (a->q_nrm, 2, (gint64[]) { N * hp->n_head, hp->head_dim }, error);
+      g_autoptr (HnTensor) kn = qn ? hn_tensor_reshape (a->k_nrm, 2, (gint64[]) { N * hp->n_kv_head, hp->head_dim }, error) : NULL;
+      CK (kn);
+      CK (hn_op_rmsnorm (g->cmd, qn, g->q_lin_rows[il], lw->q_norm_w, hp->norm_eps, 0, error));
+      CK (hn_op_rmsnorm (g->cmd, kn, g->k_lin_rows[il], lw->k_norm_w, hp->norm_eps, 0, error));
+      qs = a->q_nrm;
+      ks = a->k_nrm;
+    }
+  if (hp->rope)
+    {
+      g_autoptr (HnTensor) q3 = hn_tensor_reshape (a->q, 3, (gint64[]) { g->N, hp->n_head, hp->head_dim }, error);
+      g_autoptr (HnTensor) k3 = q3 ? hn_tensor_reshape (a->k, 3, (gint64[]) { g->N, hp->n_kv_head, hp->head_dim }, error) : NULL;
+      g_autoptr (HnTensor) qs3 = k3 ? hn_tensor_reshape (qs, 3, (gint64[]) { g->N, hp->n_head, hp->head_dim }, error) : NULL;
+      g_autoptr (HnTensor) ks3 = qs3 ? hn_tensor_reshape (ks, 3, (gint64[]) { g->N, hp->n_kv_head, hp->head_dim }, error) : NULL;
+      CK (ks3);
+      CK (hn_op_rope (g->cmd, q3, qs3, g->pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale, error));
+      CK (hn_op_rope (g->cmd, k3, ks3, g->pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale, error));
+    }
+  HnAttentionParams ap = { 0 };
+  ap.scale = hp->attn_scale;
+  ap.softcap = hp->attn_softcap;
+  ap.causal = TRUE;
+  ap.window = hp->layer_sliding && hp->layer_sliding[il] ? hp->sliding_window : 0;
+  ap.alibi_slopes = W->alibi_slopes;
+  CK (hn_op_attention (g->cmd, g->att4[il], g->q4[il], g->k4[il], g->v4[il], &ap, error));
+  CK (hn_op_matmul (g->cmd, g->o, a->att, lw->wo, lw->bo, error));
+  if (a->site[P_O])
+    CK (lora_fwd (g, a->site[P_O], a->att, outs, error));
+  switch (hp->block)
+    {
+    case HN_BLOCK_PRE_NORM:
+      CK (hn_op_add (g->cmd, a->x_mid, x, g->o, error));
+      CK (norm_fwd (g, a->h2, a->x_mid, lw->ln2_w, lw->ln2_b, error));
+      CK (mlp_fwd (g, a, lw, a->h2, error));
+      CK (hn_op_add (g->cmd, xo, a->x_mid, g->mo, error));
+      break;
+    case HN_BLOCK_PARALLEL:
+    case HN_BLOCK_PARALLEL_2NORM:
+      CK (mlp_fwd (g, a, lw, hp->block == HN_BLOCK_PARALLEL ? a->h : a->h2, error));
+      CK (hn_op_add (g->cmd, xo, x, g->o, error));
+      CK (hn_op_add (g->cmd, xo, xo, g->mo, error));
+      break;
+    default:
+      return unsupported (hn_block_kind_name (hp->block), error);
+    }
+  return TRUE;
+}
+
+static gboolean
+forward (HnTrainGraph *g, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  const HnTransformerWeights *W = g->W;
+  HnTensor *x0 = g->resid[0];
+  CK (hn_op_embedding (g->cmd, x0, W->tok_embed, g->ids, error));
+  if (hp->embed_scale != 1.0f)
+    CK (hn_op_scale (g->cmd, x0, x0, hp->embed_scale, 0.0f, error));
+  if (W->pos_embed)
+    {
+      CK (hn_op_embedding (g->cmd, g->pe, W->pos_embed, g->pos, error));
+      CK (hn_op_add (g->cmd, x0, x0, g->pe, error));
+    }
+  for (int il = 0; il < hp->n_layer; il++)
+    CK (layer_fwd (g, il, error));
+  CK (norm_fwd (g, g->hf, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, error));
+  CK (hn_op_matmul (g->cmd, g->logits, g->hf, W->lm_head, W->lm_head_b, error));
+  if (hp->logits_scale != 1.0f)
+    CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));
+  return hn_op_cross_entropy (g->cmd, g->loss_rows, NULL, g->logits, g->targets, -100, error);
+}
+
+/* ---------------------------------------------------------------- backward */
+
+static gboolean
+mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy, HnTensor *in, HnTensor *din,
+          HnBackFlags flags, GError **error)
+{
+  HnTensor *dys[N_PROJ] = { 0 };
+  CK (hn_op_matmul_back (g->cmd, g->dact, G (g, lw->w_down), G (g, lw->b_down), dy, a->act, lw->w_down, 0, error));
+  dys[P_DOWN] = dy;
+  if (a->site[P_DOWN])
+    CK (lora_back (g, a->site[P_DOWN], a->act, g->dact, dys, error));
+  if (lw->w_gate && !lw->w_up)
+    {
+      CK (hn_op_glu_back (g->cmd, g->dgate, NULL, g->dact, a->gate, NULL, g->hp->act, error));
+      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_gate), G (g, lw->b_gate), g->dgate, in, lw->w_gate, flags, error));
+      dys[P_GATE] = g->dgate;
+      if (a->site[P_GATE])
+        CK (lora_back (g, a->site[P_GATE], in, din, dys, error));
+    }
+  else if (lw->w_gate)
+    {
+      CK (hn_op_glu_back (g->cmd, g->dgate, g->dup, g->dact, a->gate, a->up, g->hp->act, error));
+      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_gate), G (g, lw->b_gate), g->dgate, in, lw->w_gate, flags, error));
+      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_up), G (g, lw->b_up), g->dup, in, lw->w_up, HN_BACK_ACCUMULATE,
+                             error));
+      dys[P_GATE] = g->dgate;
+      dys[P_UP] = g->dup;
+      if (a->site[P_GATE])
+        CK (lora_back (g, a->site[P_GATE], in, din, dys, error));
+      if (a->site[P_UP])
+        CK (lora_back (g, a->site[P_UP], in, din, dys, error));
+    }
+  else
+    {
+      CK (hn_op_unary_back (g->cmd, g->dup, g->dact, a->up, g->hp->act, 0, error));
+      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_up), G (g, lw->b_up), g->dup, in, lw->w_up, flags, error));
+      dys[P_UP] = g->dup;
+      if (a->site[P_UP])
+        CK (lora_back (g, a->site[P_UP], in, din, dys, error));
+    }
+  return TRUE;
+}
+
+/* dy = gradient of the attention block's output (after o_proj); writes (or
+ * adds to, with flags) din = gradient of its input h. */
+static gboolean
+attn_back (HnTrainGraph *g, int il, HnTensor *dy, HnTensor *din, HnBackFlags flags, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  const HnTransformerWeights *W = g->W;
+  const HnLayerWeights *lw = &W->layers[il];
+  LayerActs *a = &g->L[il];
+  HnTensor *dys[N_PROJ] = { 0 };
+  CK (hn_op_matmul_back (g->cmd, g->datt, G (g, lw->wo), G (g, lw->bo), dy, a->att, lw->wo, 0, error));
+  dys[P_O] = dy;
+  if (a->site[P_O])
+    CK (lora_back (g, a->site[P_O], a->att, g->datt, dys, error));
+  HnAttentionParams ap = { 0 };
+  ap.scale = hp->attn_scale;
+  ap.softcap = hp->attn_softcap;
+  ap.causal = TRUE;
+  ap.window = hp->layer_sliding && hp->layer_sliding[il] ? hp->sliding_window : 0;
+  ap.alibi_slopes = W->alibi_slopes;
+  CK (hn_op_attention_back (g->cmd, g->dq4, g->dk4, g->dv4, g->datt4, g->q4[il], g->k4[il], g->v4[il], g->att_stats,
+                            &ap, 0, error));
+  if (hp->rope)
+    {
+      g_autoptr (HnTensor) dq3 = hn_tensor_reshape (g->dq, 3, (gint64[]) { g->N, hp->n_head, hp->head_dim }, error);
+      g_autoptr (HnTensor) dk3 = dq3 ? hn_tensor_reshape (g->dk, 3, (gint64[]) { g->N, hp->n_kv_head, hp->head_dim }, error) : NULL;
+      CK (dk3);
+      CK (hn_op_rope_back (g->cmd, dq3, dq3, g->neg_pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale,
+                           error));
+      CK (hn_op_rope_back (g->cmd, dk3, dk3, g->neg_pos, W->inv_freq, hp->rot_dims, hp->rope_style, W->rope_attn_scale,
+                           error));
+    }
+  HnTensor *dq = g->dq, *dk = g->dk;
+  if (hp->qk_norm_head)
+    {
+      CK (hn_op_rmsnorm_back (g->cmd, g->dq2_rows, G (g, lw->q_norm_w), g->dq_rows, g->q_lin_rows[il], lw->q_norm_w,
+                              g->qk_stats, hp->norm_eps, 0, 0, error));
+      CK (hn_op_rmsnorm_back (g->cmd, g->dk2_rows, G (g, lw->k_norm_w), g->dk_rows, g->k_lin_rows[il], lw->k_norm_w,
+                              g->qk_stats, hp->norm_eps, 0, 0, error));
+      dq = g->dq2;
+      dk = g->dk2;
+    }
+  CK (hn_op_matmul_back (g->cmd, din, G (g, lw->wq), G (g, lw->bq), dq, a->h, lw->wq, flags, error));
+  CK (hn_op_matmul_back (g->cmd, din, G (g, lw->wk), G (g, lw->bk), dk, a->h, lw->wk, HN_BACK_ACCUMULATE, error));
+  CK (hn_op_matmul_back (g->cmd, din, G (g, lw->wv), G (g, lw->bv), g->dv, a->h, lw->wv, HN_BACK_ACCUMULATE, error));
+  dys[P_Q] = dq;
+  dys[P_K] = dk;
+  dys[P_V] = g->dv;
+  for (int p = P_Q; p <= P_V; p++)
+    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
+      CK (lora_back (g, a->site[p], a->h, din, dys, error));
+  return TRUE;
+}
+
+static gboolean
+layer_back (HnTrainGraph *g, int il, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  const HnLayerWeights *lw = &g->W->layers[il];
+  LayerActs *a = &g->L[il];
+  HnTensor *x = g->resid[il];
+  /* g->dres holds d(layer output); turns into d(layer input). */
+  switch (hp->block)
+    {
+    case HN_BLOCK_PRE_NORM:
+      CK (mlp_back (g, a, lw, g->dres, a->h2, g->dh2, 0, error));
+      CK (norm_back (g, g->dres, g->dh2, a->x_mid, lw->ln2_w, lw->ln2_b, HN_BACK_ACCUMULATE, error));
+      CK (attn_back (g, il, g->dres, g->dh, 0, error));
+      CK (norm_back (g, g->dres, g->dh, x, lw->ln1_w, lw->ln1_b, HN_BACK_ACCUMULATE, error));
+      break;
+    case HN_BLOCK_PARALLEL:
+      CK (attn_back (g, il, g->dres, g->dh, 0, error));
+      CK (mlp_back (g, a, lw, g->dres, a->h, g->dh, HN_BACK_ACCUMULATE, error));
+      CK (norm_back (g, g->dres, g->dh, x, lw->ln1_w, lw->ln1_b, HN_BACK_ACCUMULATE, error));
+      break;
+    case HN_BLOCK_PARALLEL_2NORM:
+      CK (attn_back (g, il, g->dres, g->dh, 0, error));
+      CK (mlp_back (g, a, lw, g->dres, a->h2, g->dh2, 0, error));
+      CK (norm_back (g, g->dres, g->dh, x, lw->ln1_w, lw->ln1_b, HN_BACK_ACCUMULATE, error));
+      CK (norm_back (g, g->dres, g->dh2, x, lw->ln2_w, lw->ln2_b, HN_BACK_ACCUMULATE, error));
+      break;
+    default:
+      return unsupported (hn_block_kind_name (hp->block), error);
+    }
+  return TRUE;
+}
+
+static gboolean
+backward (HnTrainGraph *g, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  const HnTransformerWeights *W = g->W;
+  /* dlogits in place (row_scale already holds w/Σw·logits_scale) */
+  CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
+  CK (hn_op_matmul_back (g->cmd, g->dh, G (g, W->lm_head), G (g, W->lm_head_b), g->logits, g->hf, W->lm_head, 0, error));
+  CK (norm_back (g, g->dres, g->dh, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, 0, error));
+  for (int il = hp->n_layer - 1; il >= 0; il--)
+    CK (layer_back (g, il, error));
+  if (W->pos_embed && G (g, W->pos_embed))
+    CK (hn_op_embedding_back (g->cmd, G (g, W->pos_embed), g->dres, g->pos, error));
+  if (G (g, W->tok_embed))
+    {
+      if (hp->embed_scale != 1.0f)
+        CK (hn_op_scale (g->cmd, g->dres, g->dres, hp->embed_scale, 0.0f, error));
+      CK (hn_op_embedding_back (g->cmd, G (g, W->tok_embed), g->dres, g->ids, error));
+    }
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+gboolean
+hn_train_graph_zero_grads (HnTrainGraph *g, GError **error)
+{
+  for (guint i = 0; i < g->params->len; i++)
+    CK (hn_op_fill (g->cmd, ((HnTrainParam *) g->params->pdata[i])->g, 0.0f, error));
+  return hn_cmd_submit_wait (g->cmd, error);
+}
+
+static gboolean
+upload_batch (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, GError **error)
+{
+  int V = g->hp->vocab;
+  for (gint64 i = 0; i < g->N; i++)
+    {
+      if (inputs[i] < 0 || inputs[i] >= V)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "training batch: input id %d at %" G_GINT64_FORMAT " is outside the vocabulary (0..%d)", inputs[i],
+                       i, V - 1);
+          return FALSE;
+        }
+      if (targets[i] != -100 && (targets[i] < 0 || targets[i] >= V))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "training batch: label %d at %" G_GINT64_FORMAT " is outside the vocabulary (0..%d)", targets[i],
+                       i, V - 1);
+          return FALSE;
+        }
+    }
+  return hn_tensor_upload_i32 (g->ids, inputs, g->N, error) && hn_tensor_upload_i32 (g->targets, targets, g->N, error);
+}
+
+gboolean
+hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, const float *weights,
+                           double w_total, double *loss_part, GError **error)
+{
+  CK (upload_batch (g, inputs, targets, error));
+  g_autofree float *rs = g_new (float, g->N);
+  for (gint64 i = 0; i < g->N; i++)
+    {
+      double w = targets[i] == -100 ? 0.0 : (weights ? weights[i] : 1.0);
+      rs[i] = w_total > 0 ? (float) (w / w_total * g->hp->logits_scale) : 0.0f;
+    }
+  CK (hn_tensor_upload_f32 (g->row_scale, rs, g->N, error));
+  CK (forward (g, error));
+  CK (backward (g, error));
+  CK (hn_cmd_submit_wait (g->cmd, error));
+  g_autofree float *lr = g_new (float, g->N);
+  CK (hn_tensor_download_f32 (g->loss_rows, lr, g->N, error));
+  double s = 0;
+  for (gint64 i = 0; i < g->N; i++)
+    if (targets[i] != -100)
+      s += (weights ? weights[i] : 1.0) * lr[i];
+  *loss_part = w_total > 0 ? s / w_total : 0.0;
+  if (!isfinite (*loss_part))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "training: the loss is not finite (%g)", *loss_part);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_train_graph_eval_loss (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, const float *weights,
+                          double *loss_sum, double *weight_sum, GError **error)
+{
+  CK (upload_batch (g, inputs, targets, error));
+  CK (forward (g, error));
+  CK (hn_cmd_submit_wait (g->cmd, error));
+  g_autofree float *lr = g_new (float, g->N);
+  CK (hn_tensor_download_f32 (g->loss_rows, lr, g->N, error));
+  double s = 0, w = 0;
+  for (gint64 i = 0; i < g->N; i++)
+    if (targets[i] != -100)
+      {
+        double wi = weights ? weights[i] : 1.0;
+        s += wi * lr[i];
+        w += wi;
+      }
+  *loss_sum = s;
+  *weight_sum = w;
+  return TRUE;
+}
+
+gboolean
+hn_train_graph_grad_norm (HnTrainGraph *g, double *norm, GError **error)
+{
+  guint off = 0;
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      HnTrainParam *p = g->params->pdata[i];
+      CK (hn_op_sumsq_partials (g->cmd, g->partials, off, p->g, error));
+      off += hn_sumsq_n_partials (p->g->n);
+    }
+  CK (hn_cmd_submit_wait (g->cmd, error));
+  g_autofree float *parts = g_new (float, g->partials->n);
+  CK (hn_tensor_download_f32 (g->partials, parts, g->partials->n, error));
+  double s = 0;
+  for (guint i = 0; i < off; i++)
+    s += parts[i];
+  *norm = sqrt (s);
+  return TRUE;
+}
+
+gboolean
+hn_train_graph_optimizer_step (HnTrainGraph *g, const HnOptimConfig *oc, gint64 step, double lr, float clip,
+                               GError **error)
+{
+  for (guint i = 0; i < g->params->len; i++)
+    {
+      HnTrainParam *p = g->params->pdata[i];
+      double wd = p->decay ? oc->weight_decay : 0.0;
+      if (oc->kind == HN_OPTIM_SGD)
+        CK (hn_op_sgd (g->cmd, p->w, p->g, p->m, (float) lr, (float) oc->momentum, (float) wd, step == 1, clip, error));
+      else
+        {
+          HnAdamwScalars s;
+          hn_adamw_scalars (&s, step, lr, oc->beta1, oc->beta2, oc->eps, wd);
+          CK (hn_op_adamw (g->cmd, p->w, p->g, p->m, p->v, &s, clip, error));
+        }
+    }
+  return hn_cmd_submit_wait (g->cmd, error);
+}
+
+gboolean
+hn_train_graph_sync_adapter (HnTrainGraph *g, GError **error)
+{
+  for (guint i = 0; i < g->sites->len; i++)
+    {
+      LoraSite *s = g->sites->pdata[i];
+      CK (hn_tensor_download_f32 (s->A, s->host->a, s->A->n, error));
+      CK (hn_tensor_download_f32 (s->B, s->host->b, s->B->n, error));
+    }
+  return TRUE;
+}

@@ -1,0 +1,78 @@
+/* The training graph: a Transformer decoder's forward that keeps every
+ * activation the backward needs, and an explicit per-layer backward
+ * (llm.c style), recorded into one HnCmd per micro-batch.
+ *
+ * Why explicit instead of autodiff by graph rewrite: the families differ in
+ * a handful of wiring switches (block kind, norms, q/k norm, fused
+ * projections), so a hand-written backward per layer is short, easy to read
+ * next to its forward, and lets us choose the memory layout (per-layer saved
+ * activations, in-place cross-entropy gradient, no probability matrices)
+ * without a general graph machinery. Each op's backward is tested on its own
+ * (tests/engine/test-back-*.c); the whole graph is tested against PyTorch
+ * (tests/engine/test-train-parity.c).
+ *
+ * Parameters: full training trains every weight of the model (f32 storage;
+ * tied embeddings share one gradient); LoRA training (an adapter given)
+ * freezes the base and trains each adapted module's A and B. */
+#pragma once
+#include "models/lora.h"
+#include "models/transformer.h"
+#include "tensor/ops-back.h"
+#include "train/optim.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char *name;        /* HF name (or the loader's name of a split piece) / LoRA tensor name */
+  HnTensor *w;       /* the trained tensor (f32, on the device) */
+  HnTensor *g;       /* its gradient (same shape) */
+  HnTensor *m, *v;   /* optimizer state (AdamW moments; SGD uses m as momentum) */
+  gboolean decay;    /* weight decay applies (not to biases and norms) */
+} HnTrainParam;
+
+typedef struct _HnTrainGraph HnTrainGraph;
+
+/* A graph for batches of `batch` rows of `seq_len` tokens. With `adapter`
+ * (not NULL) the model's weights stay frozen and the adapter's modules are
+ * trained (they are uploaded now; the adapter must outlive the graph). Fails
+ * closed (HN_ERROR_UNSUPPORTED) for a feature the backward does not cover,
+ * naming it. */
+HnTrainGraph *hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter,
+                                  GError **error);
+void hn_train_graph_free (HnTrainGraph *g);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTrainGraph, hn_train_graph_free)
+
+guint hn_train_graph_get_n_params (HnTrainGraph *g);
+HnTrainParam *hn_train_graph_get_param (HnTrainGraph *g, guint i);
+gint64 hn_train_graph_get_n_trainable (HnTrainGraph *g);
+
+/* Sets every gradient to zero (recorded and run). */
+gboolean hn_train_graph_zero_grads (HnTrainGraph *g, GError **error);
+
+/* One micro-batch: forward, loss, backward; gradients accumulate.
+ * inputs/targets i32 [batch, seq_len] already shifted (targets[t] is the
+ * label of position t + 1; -100 = no loss); weights [batch, seq_len] the loss
+ * weight of each target (NULL = 1); w_total the sum of the weights of all
+ * counted targets of the whole optimizer step (so several micro-batches add
+ * up to transformers' mean over the step's tokens). *loss_part gets this
+ * micro-batch's Σ w·ce / w_total. */
+gboolean hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, const float *weights,
+                                    double w_total, double *loss_part, GError **error);
+
+/* Mean loss over the counted targets of one batch, without gradients
+ * (evaluation). */
+gboolean hn_train_graph_eval_loss (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, const float *weights,
+                                   double *loss_sum, double *weight_sum, GError **error);
+
+/* The global L2 norm of all gradients (f64 sum of squares). */
+gboolean hn_train_graph_grad_norm (HnTrainGraph *g, double *norm, GError **error);
+
+/* One optimizer update of every parameter with learning rate `lr`, the
+ * gradients multiplied by `clip` first; `step` counts updates from 1. */
+gboolean hn_train_graph_optimizer_step (HnTrainGraph *g, const HnOptimConfig *oc, gint64 step, double lr, float clip,
+                                        GError **error);
+
+/* Copies the trained adapter matrices back into the adapter's host arrays. */
+gboolean hn_train_graph_sync_adapter (HnTrainGraph *g, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,229 @@
+/* Training parity with PyTorch: 4 AdamW steps (lr 1e-2, no decay, no
+ * clipping) on the fixtures' fixed 2 x 12 batch, for each decoder family
+ * case and the two LoRA cases (tests/fixtures/README.md). Losses per step
+ * within 2e-3, final weights (or adapter matrices) within 1e-4. */
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "hn-error.h"
+#include "train/train-graph.h"
+
+static HnVkContext *ctx;
+
+static char *
+fixture (const char *rel)
+{
+  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", rel, NULL);
+}
+
+typedef struct {
+  gint32 inputs[24], targets[24];
+  double losses[4];
+  double lr;
+} TrainCase;
+
+static void
+load_case (const char *name, TrainCase *tc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = fixture (name);
+  g_autofree char *path = g_build_filename (dir, "expected.json", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_file (p, path, &error));
+  JsonObject *train = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)), "train");
+  JsonArray *ids = json_object_get_array_member (train, "input_ids");
+  JsonArray *labels = json_object_get_array_member (train, "labels");
+  g_assert_cmpuint (json_array_get_length (ids), ==, 2);
+  for (int b = 0; b < 2; b++)
+    {
+      JsonArray *ri = json_array_get_array_element (ids, b), *rl = json_array_get_array_element (labels, b);
+      g_assert_cmpuint (json_array_get_length (ri), ==, 12);
+      for (int t = 0; t < 12; t++)
+        {
+          tc->inputs[b * 12 + t] = (gint32) json_array_get_int_element (ri, t);
+          /* transformers shifts inside the loss: position t predicts labels[t + 1] */
+          tc->targets[b * 12 + t] = t + 1 < 12 ? (gint32) json_array_get_int_element (rl, t + 1) : -100;
+        }
+    }
+  JsonArray *losses = json_object_get_array_member (train, "losses");
+  for (int i = 0; i < 4; i++)
+    tc->losses[i] = json_array_get_double_element (losses, i);
+  tc->lr = json_object_get_double_member (train, "lr");
+}
+
+static void
+run_steps (HnTrainGraph *g, const TrainCase *tc, const char *name)
+{
+  g_autoptr (GError) error = NULL;
+  double w_total = 0;
+  for (int i = 0; i < 24; i++)
+    w_total += tc->targets[i] != -100;
+  HnOptimConfig oc;
+  hn_optim_config_init (&oc, HN_OPTIM_ADAMW);
+  oc.lr = tc->lr;
+  for (int step = 0; step < 4; step++)
+    {
+      double loss = 0, norm = 0;
+      g_assert_true (hn_train_graph_zero_grads (g, &error));
+      hn_train_graph_micro_step (g, tc->inputs, tc->targets, NULL, w_total, &loss, &error);
+      g_assert_no_error (error);
+      g_assert_true (hn_train_graph_grad_norm (g, &norm, &error));
+      g_test_message ("%s step %d: loss %.6f (torch %.6f), grad norm %.4f", name, step, loss, tc->losses[step], norm);
+      if (fabs (loss - tc->losses[step]) > 2e-3)
+        g_error ("%s: loss of step %d is %.6f, PyTorch %.6f", name, step, loss, tc->losses[step]);
+      g_assert_true (hn_train_graph_optimizer_step (g, &oc, step + 1, tc->lr, 1.0f, &error));
+      g_assert_no_error (error);
+    }
+}
+
+static void
+collect (const HnTransformerWeights *W, int n_layer, GPtrArray *out)
+{
+  HnTensor *head[] = { W->tok_embed, W->pos_embed };
+  for (gsize i = 0; i < G_N_ELEMENTS (head); i++)
+    g_ptr_array_add (out, head[i]);
+  for (int il = 0; il < n_layer; il++)
+    {
+      const HnLayerWeights *lw = &W->layers[il];
+      HnTensor *all[] = { lw->ln1_w, lw->ln1_b, lw->wq, lw->bq, lw->wk, lw->bk, lw->wv, lw->bv, lw->q_norm_w,
+                          lw->k_norm_w, lw->wo, lw->bo, lw->ln2_w, lw->ln2_b, lw->w_gate, lw->b_gate, lw->w_up,
+                          lw->b_up, lw->w_down, lw->b_down, lw->post_attn_w, lw->post_ffn_w };
+      for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
+        g_ptr_array_add (out, all[i]);
+    }
+  HnTensor *tail[] = { W->final_norm_w, W->final_norm_b, W->lm_head, W->lm_head_b };
+  for (gsize i = 0; i < G_N_ELEMENTS (tail); i++)
+    g_ptr_array_add (out, tail[i]);
+}
+
+static void
+compare_tensor (const char *what, HnTensor *a, HnTensor *b, double tol)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_cmpint (a->n, ==, b->n);
+  g_autofree float *x = g_new (float, a->n), *y = g_new (float, b->n);
+  g_assert_true (hn_tensor_download_f32 (a, x, a->n, &error));
+  g_assert_true (hn_tensor_download_f32 (b, y, b->n, &error));
+  double worst = 0;
+  for (gint64 i = 0; i < a->n; i++)
+    worst = MAX (worst, fabs ((double) x[i] - y[i]));
+  if (worst > tol)
+    g_error ("%s %s: weight differs from PyTorch's by %.3g (> %.1g)", what, hn_tensor_describe (a), worst, tol);
+}
+
+static void
+test_full (gconstpointer data)
+{
+  const char *name = data;
+  g_autoptr (GError) error = NULL;
+  TrainCase tc;
+  load_case (name, &tc);
+  g_autofree char *dir = fixture (name);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, 2, 12, NULL, &error);
+  g_assert_no_error (error);
+  run_steps (g, &tc, name);
+
+  /* final weights: load PyTorch's trained.safetensors through the same loader */
+  g_autofree char *tmp = g_dir_make_tmp ("hn-parity-XXXXXX", &error);
+  g_autofree char *src_cfg = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *src_st = g_build_filename (dir, "trained.safetensors", NULL);
+  g_autofree char *dst_cfg = g_build_filename (tmp, "config.json", NULL);
+  g_autofree char *dst_st = g_build_filename (tmp, "model.safetensors", NULL);
+  g_assert_cmpint (symlink (src_cfg, dst_cfg), ==, 0);
+  g_assert_cmpint (symlink (src_st, dst_st), ==, 0);
+  g_autoptr (HnTransformer) ref = hn_transformer_load (ctx, tmp, &error);
+  g_assert_no_error (error);
+  g_unlink (dst_cfg);
+  g_unlink (dst_st);
+  g_rmdir (tmp);
+  g_autoptr (GPtrArray) mine = g_ptr_array_new (), theirs = g_ptr_array_new ();
+  int nl = hn_transformer_get_hparams (m)->n_layer;
+  collect (hn_transformer_get_weights (m), nl, mine);
+  collect (hn_transformer_get_weights (ref), nl, theirs);
+  g_assert_cmpuint (mine->len, ==, theirs->len);
+  /* The key bias gets no gradient in exact arithmetic (a constant added to
+   * every score of a row leaves the softmax unchanged), so both sides update
+   * it from rounding noise that AdamW normalises to steps of up to lr: it is
+   * compared against that bound instead. */
+  g_autoptr (GHashTable) k_bias = g_hash_table_new (g_direct_hash, g_direct_equal);
+  for (int il = 0; il < nl; il++)
+    if (hn_transformer_get_weights (m)->layers[il].bk)
+      g_hash_table_add (k_bias, hn_transformer_get_weights (m)->layers[il].bk);
+  guint compared = 0;
+  for (guint i = 0; i < mine->len; i++)
+    {
+      HnTensor *a = mine->pdata[i], *b = theirs->pdata[i];
+      g_assert_true ((a == NULL) == (b == NULL));
+      if (!a)
+        continue;
+      compare_tensor (a->name, a, b, g_hash_table_contains (k_bias, a) ? 4 * tc.lr : 1e-4);
+      compared++;
+    }
+  g_test_message ("%s: %u weight tensors within 1e-4", name, compared);
+}
+
+static void
+test_lora (gconstpointer data)
+{
+  const char *name = data; /* "llama_lora" */
+  g_autoptr (GError) error = NULL;
+  TrainCase tc;
+  load_case (name, &tc);
+  g_autofree char *base = g_strndup (name, strlen (name) - strlen ("_lora"));
+  g_autofree char *model_dir = fixture (base);
+  g_autofree char *init_rel = g_strdup_printf ("%s/adapter_init", name);
+  g_autofree char *final_rel = g_strdup_printf ("%s/adapter_final", name);
+  g_autofree char *init_dir = fixture (init_rel), *final_dir = fixture (final_rel);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, model_dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (init_dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, 2, 12, ad, &error);
+  g_assert_no_error (error);
+  run_steps (g, &tc, name);
+  g_assert_true (hn_train_graph_sync_adapter (g, &error));
+  g_autoptr (HnLoraAdapter) want = hn_lora_adapter_load (final_dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (want->modules->len, ==, ad->modules->len);
+  for (guint i = 0; i < ad->modules->len; i++)
+    {
+      HnLoraModule *a = ad->modules->pdata[i], *b = want->modules->pdata[i];
+      g_assert_cmpstr (a->module, ==, b->module);
+      double worst = 0;
+      for (int k = 0; k < a->r * a->in; k++)
+        worst = MAX (worst, fabs (a->a[k] - b->a[k]));
+      for (int k = 0; k < a->out * a->r; k++)
+        worst = MAX (worst, fabs (a->b[k] - b->b[k]));
+      if (worst > 1e-4)
+        g_error ("%s: %s differs from peft's by %.3g", name, a->module, worst);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_autoptr (GError) error = NULL;
+  ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_printerr ("no Vulkan device: %s\n", error->message);
+      return 77;
+    }
+  static const char *const full[] = { "llama", "qwen3", "gemma", "phi3", "gpt2", "gpt_neox" };
+  for (gsize i = 0; i < G_N_ELEMENTS (full); i++)
+    {
+      g_autofree char *path = g_strdup_printf ("/train-parity/%s", full[i]);
+      g_test_add_data_func (path, full[i], test_full);
+    }
+  g_test_add_data_func ("/train-parity/llama_lora", "llama_lora", test_lora);
+  g_test_add_data_func ("/train-parity/gpt2_lora", "gpt2_lora", test_lora);
+  int rc = g_test_run ();
+  hn_vk_context_unref (ctx);
+  return rc;
+}
