@@ -49,6 +49,14 @@ hn_transformer_free (HnTransformer *m)
     return;
   g_free (m->w.layers);
   g_clear_pointer (&m->owned, g_ptr_array_unref);
+  if (m->origins)
+    for (guint i = 0; i < m->origins->len; i++)
+      {
+        HnWeightOrigin *o = &g_array_index (m->origins, HnWeightOrigin, i);
+        g_free (o->src);
+        g_free (o->rows);
+      }
+  g_clear_pointer (&m->origins, g_array_unref);
   hn_transformer_hparams_clear (&m->hp);
   g_clear_pointer (&m->config, hn_model_config_free);
   g_clear_pointer (&m->ctx, hn_vk_context_unref);
@@ -78,6 +86,19 @@ const HnTransformerWeights *
 hn_transformer_get_weights (HnTransformer *m)
 {
   return &m->w;
+}
+
+const HnWeightOrigin *
+hn_transformer_get_weight_origins (HnTransformer *m, guint *n_origins)
+{
+  *n_origins = m->origins ? m->origins->len : 0;
+  return m->origins ? (const HnWeightOrigin *) m->origins->data : NULL;
+}
+
+const char *
+hn_transformer_get_dir (HnTransformer *m)
+{
+  return m->dir;
 }
 
 /* ---------------------------------------------------------------- activations */

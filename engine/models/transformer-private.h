@@ -14,6 +14,7 @@ struct _HnTransformer {
   HnTransformerWeights w;
   GPtrArray *owned;      /* every HnTensor the model holds */
   guint64 weight_bytes;
+  GArray *origins;       /* HnWeightOrigin, for writing weights back (training) */
 };
 
 /* transformer-config.c */

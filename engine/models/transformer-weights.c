@@ -99,6 +99,20 @@ upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shap
   return t;
 }
 
+/* Records where a device weight came from (hn_transformer_get_weight_origins). */
+static void
+note_origin (Loader *L, HnTensor *t, const HnSafetensorInfo *src, gboolean transposed, gint64 row0,
+             const gint64 *rows)
+{
+  if (!t)
+    return;
+  if (!L->m->origins)
+    L->m->origins = g_array_new (FALSE, TRUE, sizeof (HnWeightOrigin));
+  HnWeightOrigin o = { t, g_strdup (src->name), transposed, row0,
+                       rows ? g_memdup2 (rows, sizeof (gint64) * (gsize) t->shape[0]) : NULL };
+  g_array_append_val (L->m->origins, o);
+}
+
 /* A matrix [rows, cols] in its stored dtype. */
 static gboolean
 take_matrix (Loader *L, const char *name, gint64 rows, gint64 cols, gboolean required, HnTensor **out,
@@ -118,6 +132,7 @@ take_matrix (Loader *L, const char *name, gint64 rows, gint64 cols, gboolean req
     return FALSE;
   g_autofree void *copy = g_memdup2 (t->data, t->nbytes); /* mapping may be unaligned */
   *out = upload (L, name, dt, 2, (gint64[]) { rows, cols }, copy, t->nbytes, error);
+  note_origin (L, *out, t, FALSE, 0, NULL);
   return *out != NULL;
 }
 
@@ -134,9 +149,10 @@ gather_rows (Loader *L, const HnSafetensorInfo *t, const char *name, const gint6
   g_autofree guint8 *buf = g_malloc ((gsize) n_idx * row_bytes);
   for (gint64 r = 0; r < n_idx; r++)
     memcpy (buf + (gsize) r * row_bytes, (const guint8 *) t->data + (gsize) idx[r] * row_bytes, row_bytes);
-  if (t->ndim == 1)
-    return upload (L, name, dt, 1, (gint64[]) { n_idx }, buf, (gsize) n_idx * row_bytes, error);
-  return upload (L, name, dt, 2, (gint64[]) { n_idx, cols }, buf, (gsize) n_idx * row_bytes, error);
+  HnTensor *out = t->ndim == 1 ? upload (L, name, dt, 1, (gint64[]) { n_idx }, buf, (gsize) n_idx * row_bytes, error)
+                                : upload (L, name, dt, 2, (gint64[]) { n_idx, cols }, buf, (gsize) n_idx * row_bytes, error);
+  note_origin (L, out, t, FALSE, 0, idx);
+  return out;
 }
 
 /* A stored [in, out] Conv1D weight transposed to [out, in] on the host (same dtype). */
@@ -160,7 +176,9 @@ transpose_conv1d (Loader *L, const HnSafetensorInfo *t, const char *name, GError
   if (!st_to_dtype (t, &dt, error))
     return NULL;
   g_autofree guint8 *buf = transpose_host (t);
-  return upload (L, name, dt, 2, (gint64[]) { t->shape[1], t->shape[0] }, buf, t->nbytes, error);
+  HnTensor *out = upload (L, name, dt, 2, (gint64[]) { t->shape[1], t->shape[0] }, buf, t->nbytes, error);
+  note_origin (L, out, t, TRUE, 0, NULL);
+  return out;
 }
 
 /* A Conv1D weight stored [in, out]; returned as [out, in]. */
@@ -199,6 +217,7 @@ take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor 
   if (!f)
     return FALSE;
   *out = upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f, sizeof (float) * (gsize) n, error);
+  note_origin (L, *out, t, FALSE, 0, NULL);
   return *out != NULL;
 }
 
@@ -302,6 +321,9 @@ take_fused_qkv (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, 
       lw->wv = lw->wk ? upload (L, vn, dt, 2, (gint64[]) { kvd, C }, host + (gsize) ((qd + kvd) * C) * es, (gsize) (kvd * C) * es, error) : NULL;
       if (!lw->wv)
         return FALSE;
+      note_origin (L, lw->wq, w, TRUE, 0, NULL);
+      note_origin (L, lw->wk, w, TRUE, qd, NULL);
+      note_origin (L, lw->wv, w, TRUE, qd + kvd, NULL);
     }
   else
     {
@@ -342,6 +364,10 @@ take_fused_qkv (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, 
       if (!(lw->bq = vector_from_f32 (L, qn, bq, qd, error)) || !(lw->bk = vector_from_f32 (L, kn, bk, kvd, error)) ||
           !(lw->bv = vector_from_f32 (L, vn, bv, kvd, error)))
         return FALSE;
+      gboolean contiguous = N->qkv_layout == QKV_CONV1D;
+      note_origin (L, lw->bq, b, FALSE, 0, contiguous ? NULL : qi);
+      note_origin (L, lw->bk, b, FALSE, qd, contiguous ? NULL : ki);
+      note_origin (L, lw->bv, b, FALSE, qd + kvd, contiguous ? NULL : vi);
     }
   return TRUE;
 }

@@ -151,6 +151,23 @@ typedef struct {
 
 const HnTransformerWeights *hn_transformer_get_weights (HnTransformer *model);
 
+/* Where each device weight came from in the checkpoint, so training can write
+ * weights back under their Hugging Face names and layouts: device rows r come
+ * from source rows rows[r] (or row0 + r when rows is NULL) of the checkpoint
+ * tensor `src`, of the transposed source when `transposed` (GPT-2 Conv1D).
+ * Tensors not from the checkpoint (rope inv_freq, ALiBi slopes) have none. */
+typedef struct {
+  HnTensor *t;
+  char *src;
+  gboolean transposed;
+  gint64 row0;
+  gint64 *rows;  /* [t->shape[0]] or NULL */
+} HnWeightOrigin;
+
+const HnWeightOrigin *hn_transformer_get_weight_origins (HnTransformer *model, guint *n_origins);
+/* The folder the model was loaded from. */
+const char *hn_transformer_get_dir (HnTransformer *model);
+
 /* Activations of one forward over T tokens of B rows (all [B*T, ...]). */
 typedef struct {
   int max_tokens;              /* capacity B*T */
