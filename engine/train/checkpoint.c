@@ -1,0 +1,372 @@
+/* Checkpoint writing and reading (checkpoint.h). */
+#include "train/checkpoint.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "hn-error.h"
+#include "hn-util.h"
+#include "io/json-util.h"
+#include "io/safetensors.h"
+#include "models/lora.h"
+
+/* ---------------------------------------------------------------- model weights */
+
+gboolean
+hn_checkpoint_write_model (HnTransformer *model, const char *dir, GError **error)
+{
+  const char *src_dir = hn_transformer_get_dir (model);
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (src_dir, error);
+  if (!st)
+    return FALSE;
+  guint n_orig = 0;
+  const HnWeightOrigin *orig = hn_transformer_get_weight_origins (model, &n_orig);
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  guint n = hn_safetensors_get_n_tensors (st);
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      gboolean any = FALSE;
+      for (guint k = 0; k < n_orig && !any; k++)
+        any = g_str_equal (orig[k].src, t->name);
+      if (!any)
+        {
+          if (!hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, FALSE, error))
+            return FALSE;
+          continue;
+        }
+      g_autofree float *buf = hn_safetensor_info_dup_f32 (t, error);
+      if (!buf)
+        return FALSE;
+      gint64 cols = t->ndim >= 2 ? t->n_elements / t->shape[0] : 1;
+      for (guint k = 0; k < n_orig; k++)
+        {
+          const HnWeightOrigin *o = &orig[k];
+          if (!g_str_equal (o->src, t->name))
+            continue;
+          g_autofree float *dev = g_new (float, o->t->n);
+          if (!hn_tensor_download_f32 (o->t, dev, o->t->n, error))
+            return FALSE;
+          gint64 rows = o->t->shape[0], dcols = o->t->n / rows;
+          for (gint64 r = 0; r < rows; r++)
+            {
+              gint64 sr = o->rows ? o->rows[r] : o->row0 + r;
+              if (o->transposed)
+                {
+                  /* device row r = source column sr of a [in, out] Conv1D */
+                  if (t->ndim != 2 || sr >= t->shape[1] || dcols != t->shape[0])
+                    goto bad;
+                  for (gint64 c = 0; c < dcols; c++)
+                    buf[c * t->shape[1] + sr] = dev[r * dcols + c];
+                }
+              else
+                {
+                  if (sr >= t->shape[0] || (t->ndim >= 2 ? dcols != cols : dcols != 1))
+                    goto bad;
+                  memcpy (buf + sr * cols, dev + r * dcols, sizeof (float) * (gsize) dcols);
+                }
+            }
+          continue;
+        bad:
+          g_set_error (error, HN_ERROR, HN_ERROR_FAILED, "checkpoint: device weight %s does not fit %s", o->t->name,
+                       t->name);
+          return FALSE;
+        }
+      gsize ne = (gsize) t->n_elements;
+      if (t->dtype == HN_ST_DTYPE_F32)
+        {
+          if (!hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, buf, ne * 4, TRUE, error))
+            return FALSE;
+        }
+      else if (t->dtype == HN_ST_DTYPE_F16 || t->dtype == HN_ST_DTYPE_BF16)
+        {
+          g_autofree guint16 *h = g_new (guint16, ne);
+          for (gsize e = 0; e < ne; e++)
+            h[e] = t->dtype == HN_ST_DTYPE_F16 ? hn_st_f32_to_f16 (buf[e]) : hn_st_f32_to_bf16 (buf[e]);
+          if (!hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, h, ne * 2, TRUE, error))
+            return FALSE;
+        }
+      else
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "checkpoint: cannot write %s of dtype %s", t->name,
+                       hn_st_dtype_name (t->dtype));
+          return FALSE;
+        }
+    }
+  if (!hn_model_copy_side_files (src_dir, dir, error))
+    return FALSE;
+  return hn_safetensors_writer_write_dir (w, dir, "model", 0, error);
+}
+
+/* ---------------------------------------------------------------- optimizer */
+
+gboolean
+hn_checkpoint_write_optimizer (HnTrainGraph *g, const char *dir, GError **error)
+{
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  for (guint i = 0; i < hn_train_graph_get_n_params (g); i++)
+    {
+      HnTrainParam *p = hn_train_graph_get_param (g, i);
+      HnTensor *st[2] = { p->m, p->v };
+      const char *suffix[2] = { "exp_avg", "exp_avg_sq" };
+      for (int k = 0; k < 2; k++)
+        {
+          g_autofree float *buf = g_new (float, st[k]->n);
+          if (!hn_tensor_download_f32 (st[k], buf, st[k]->n, error))
+            return FALSE;
+          g_autofree char *name = g_strdup_printf ("%s.%s", p->name, suffix[k]);
+          if (!hn_safetensors_writer_add (w, name, HN_ST_DTYPE_F32, (guint) st[k]->ndim, st[k]->shape, buf,
+                                          sizeof (float) * (gsize) st[k]->n, TRUE, error))
+            return FALSE;
+        }
+    }
+  hn_safetensors_writer_set_metadata (w, "hierarchos.optimizer", "adamw/sgd moments per trained tensor");
+  g_autofree char *path = g_build_filename (dir, "optimizer.safetensors", NULL);
+  return hn_safetensors_writer_write_file (w, path, error);
+}
+
+gboolean
+hn_checkpoint_read_optimizer (HnTrainGraph *g, const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename (dir, "optimizer.safetensors", NULL);
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (path, error);
+  if (!st)
+    return FALSE;
+  for (guint i = 0; i < hn_train_graph_get_n_params (g); i++)
+    {
+      HnTrainParam *p = hn_train_graph_get_param (g, i);
+      HnTensor *dst[2] = { p->m, p->v };
+      const char *suffix[2] = { "exp_avg", "exp_avg_sq" };
+      for (int k = 0; k < 2; k++)
+        {
+          g_autofree char *name = g_strdup_printf ("%s.%s", p->name, suffix[k]);
+          const HnSafetensorInfo *t = hn_safetensors_require (st, name, error);
+          if (!t)
+            return FALSE;
+          if (t->dtype != HN_ST_DTYPE_F32 || t->n_elements != dst[k]->n)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s has %" G_GINT64_FORMAT " %s elements, %"
+                           G_GINT64_FORMAT " F32 expected (a checkpoint of another model?)", path, name,
+                           t->n_elements, hn_st_dtype_name (t->dtype), dst[k]->n);
+              return FALSE;
+            }
+          g_autofree float *buf = hn_safetensor_info_dup_f32 (t, error);
+          if (!buf || !hn_tensor_upload_f32 (dst[k], buf, dst[k]->n, error))
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- trainer state */
+
+void
+hn_trainer_state_clear (HnTrainerState *st)
+{
+  g_clear_pointer (&st->lr_scheduler, g_free);
+  g_clear_pointer (&st->optimizer, g_free);
+}
+
+gboolean
+hn_trainer_state_write (const HnTrainerState *st, const char *dir, GError **error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+#define INT(k, v) (json_builder_set_member_name (b, k), json_builder_add_int_value (b, v))
+#define DBL(k, v) (json_builder_set_member_name (b, k), json_builder_add_double_value (b, v))
+#define STR(k, v) (json_builder_set_member_name (b, k), json_builder_add_string_value (b, v))
+  INT ("format_version", 1);
+  INT ("global_step", st->global_step);
+  json_builder_set_member_name (b, "cursor");
+  json_builder_begin_object (b);
+  INT ("epoch", (gint64) st->cursor.epoch);
+  INT ("index", (gint64) st->cursor.index);
+  json_builder_end_object (b);
+  /* the seed as a string: JSON numbers lose 64-bit integers in many readers */
+  g_autofree char *seed = g_strdup_printf ("%" G_GUINT64_FORMAT, st->seed);
+  STR ("seed", seed);
+  INT ("total_steps", st->total_steps);
+  INT ("warmup_steps", st->warmup_steps);
+  STR ("lr_scheduler", st->lr_scheduler ? st->lr_scheduler : "linear");
+  STR ("optimizer", st->optimizer ? st->optimizer : "adamw");
+  DBL ("lr", st->lr);
+  DBL ("weight_decay", st->weight_decay);
+  DBL ("beta1", st->beta1);
+  DBL ("beta2", st->beta2);
+  DBL ("eps", st->eps);
+  DBL ("max_grad_norm", st->max_grad_norm);
+  INT ("batch_size", st->batch_size);
+  INT ("seq_len", st->seq_len);
+  INT ("grad_accum", st->grad_accum);
+  json_builder_set_member_name (b, "lora");
+  json_builder_add_boolean_value (b, st->lora);
+  DBL ("elapsed_s", st->elapsed_s);
+  DBL ("tokens_seen", st->tokens_seen);
+#undef INT
+#undef DBL
+#undef STR
+  json_builder_end_object (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  g_autofree char *text = json_generator_to_data (gen, NULL);
+  g_autofree char *path = g_build_filename (dir, "trainer_state.json", NULL);
+  return hn_write_file_atomic (path, text, strlen (text), error);
+}
+
+static gboolean
+get_int (JsonObject *o, const char *k, gint64 *out, const char *path, GError **error)
+{
+  if (!json_object_has_member (o, k) || !hn_json_node_get_int (json_object_get_member (o, k), out))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: '%s' is missing or not an integer", path, k);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+get_dbl (JsonObject *o, const char *k, double *out, const char *path, GError **error)
+{
+  if (!json_object_has_member (o, k) || !hn_json_node_get_double (json_object_get_member (o, k), out))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: '%s' is missing or not a number", path, k);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_trainer_state_read (HnTrainerState *st, const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename (dir, "trainer_state.json", NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_autoptr (GError) local = NULL;
+  if (!g_file_get_contents (path, &text, &len, &local))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s is not a checkpoint of this trainer: %s", dir,
+                   local->message);
+      return FALSE;
+    }
+  g_autoptr (JsonParser) p = json_parser_new ();
+  if (!hn_json_parser_load (p, text, (gssize) len, path, error))
+    return FALSE;
+  JsonNode *root = json_parser_get_root (p);
+  if (!root || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not a JSON object", path);
+      return FALSE;
+    }
+  JsonObject *o = json_node_get_object (root);
+  memset (st, 0, sizeof *st);
+  gint64 ver = 0, ce = 0, ci = 0;
+  JsonObject *cur = json_object_has_member (o, "cursor") && JSON_NODE_HOLDS_OBJECT (json_object_get_member (o, "cursor"))
+                    ? json_object_get_object_member (o, "cursor") : NULL;
+  if (!get_int (o, "format_version", &ver, path, error))
+    return FALSE;
+  if (ver != 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: format_version %" G_GINT64_FORMAT " is not 1", path, ver);
+      return FALSE;
+    }
+  if (!cur)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: 'cursor' is missing", path);
+      return FALSE;
+    }
+  const char *seed = json_object_get_string_member_with_default (o, "seed", NULL);
+  if (!get_int (o, "global_step", &st->global_step, path, error) || !get_int (cur, "epoch", &ce, path, error) ||
+      !get_int (cur, "index", &ci, path, error) || !get_int (o, "total_steps", &st->total_steps, path, error) ||
+      !get_int (o, "warmup_steps", &st->warmup_steps, path, error) || !get_dbl (o, "lr", &st->lr, path, error) ||
+      !get_dbl (o, "weight_decay", &st->weight_decay, path, error) || !get_dbl (o, "beta1", &st->beta1, path, error) ||
+      !get_dbl (o, "beta2", &st->beta2, path, error) || !get_dbl (o, "eps", &st->eps, path, error) ||
+      !get_dbl (o, "max_grad_norm", &st->max_grad_norm, path, error) ||
+      !get_int (o, "batch_size", &st->batch_size, path, error) || !get_int (o, "seq_len", &st->seq_len, path, error) ||
+      !get_int (o, "grad_accum", &st->grad_accum, path, error) ||
+      !get_dbl (o, "elapsed_s", &st->elapsed_s, path, error) ||
+      !get_dbl (o, "tokens_seen", &st->tokens_seen, path, error))
+    return FALSE;
+  if (!seed || st->global_step < 0 || ce < 0 || ci < 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: bad seed, step or cursor", path);
+      return FALSE;
+    }
+  st->seed = g_ascii_strtoull (seed, NULL, 10);
+  st->cursor.epoch = (guint64) ce;
+  st->cursor.index = (guint64) ci;
+  st->lr_scheduler = g_strdup (json_object_get_string_member_with_default (o, "lr_scheduler", "linear"));
+  st->optimizer = g_strdup (json_object_get_string_member_with_default (o, "optimizer", "adamw"));
+  st->lora = json_object_get_boolean_member_with_default (o, "lora", FALSE);
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- atomic folders */
+
+void
+hn_checkpoint_remove_tree (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  if (d)
+    {
+      const char *name;
+      while ((name = g_dir_read_name (d)))
+        {
+          g_autofree char *p = g_build_filename (dir, name, NULL);
+          if (g_file_test (p, G_FILE_TEST_IS_DIR) && !g_file_test (p, G_FILE_TEST_IS_SYMLINK))
+            hn_checkpoint_remove_tree (p);
+          else
+            g_unlink (p);
+        }
+    }
+  g_rmdir (dir);
+}
+
+char *
+hn_checkpoint_begin (const char *final_dir, GError **error)
+{
+  g_autofree char *parent = g_path_get_dirname (final_dir);
+  g_autofree char *base = g_path_get_basename (final_dir);
+  if (!hn_mkdir_p (parent, error))
+    return NULL;
+  g_autofree char *tmpl = g_strdup_printf ("%s/.%s.tmp-XXXXXX", parent, base);
+  if (!g_mkdtemp (tmpl))
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create a folder next to %s: %s", final_dir, g_strerror (e));
+      return NULL;
+    }
+  return g_steal_pointer (&tmpl);
+}
+
+gboolean
+hn_checkpoint_commit (const char *tmp_dir, const char *final_dir, GError **error)
+{
+  g_autofree char *old = NULL;
+  if (g_file_test (final_dir, G_FILE_TEST_EXISTS))
+    {
+      old = g_strdup_printf ("%s.old-%d", final_dir, (int) getpid ());
+      if (g_rename (final_dir, old) != 0)
+        {
+          int e = errno;
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot move the old %s aside: %s", final_dir, g_strerror (e));
+          return FALSE;
+        }
+    }
+  if (g_rename (tmp_dir, final_dir) != 0)
+    {
+      int e = errno;
+      if (old)
+        g_rename (old, final_dir);
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s to %s: %s", tmp_dir, final_dir, g_strerror (e));
+      return FALSE;
+    }
+  if (old)
+    hn_checkpoint_remove_tree (old);
+  return TRUE;
+}

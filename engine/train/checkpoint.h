@@ -1,0 +1,57 @@
+/* Checkpoints: OUT/checkpoint-step-N/ is a normal Hugging Face package
+ * (config.json, model.safetensors under the checkpoint's own tensor names and
+ * layouts, generation config and tokenizer files copied), or for LoRA a PEFT
+ * adapter folder, plus sidecars that make resuming exact:
+ *
+ *   optimizer.safetensors   F32 "<param>.exp_avg" / "<param>.exp_avg_sq" per trained tensor
+ *   trainer_state.json      global_step, epoch, data cursor, seed, schedule, optimizer and
+ *                           batch settings, the metrics so far
+ *
+ * A checkpoint is written into a hidden temporary folder next to it and
+ * renamed into place, so a job killed mid-write leaves the previous
+ * checkpoint intact and no half-written one under the final name. */
+#pragma once
+#include "io/dataset.h"
+#include "models/transformer.h"
+#include "train/train-graph.h"
+
+G_BEGIN_DECLS
+
+/* Writes the model's current device weights into dir/model.safetensors with
+ * the tensor names, layouts and dtypes of the checkpoint it was loaded from
+ * (tensors the model does not hold are copied as they were), plus the side
+ * files (config.json, tokenizer...) of that folder. */
+gboolean hn_checkpoint_write_model (HnTransformer *model, const char *dir, GError **error);
+
+gboolean hn_checkpoint_write_optimizer (HnTrainGraph *g, const char *dir, GError **error);
+/* Every trained tensor's state must be present with its shape. */
+gboolean hn_checkpoint_read_optimizer (HnTrainGraph *g, const char *dir, GError **error);
+
+typedef struct {
+  gint64 global_step;        /* optimizer updates done */
+  HnDatasetCursor cursor;    /* where the next batch starts */
+  guint64 seed;
+  gint64 total_steps;
+  gint64 warmup_steps;
+  char *lr_scheduler;
+  char *optimizer;
+  double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
+  gint64 batch_size, seq_len, grad_accum;
+  gboolean lora;
+  double elapsed_s;          /* training time before this checkpoint */
+  double tokens_seen;
+} HnTrainerState;
+
+void hn_trainer_state_clear (HnTrainerState *st);
+gboolean hn_trainer_state_write (const HnTrainerState *st, const char *dir, GError **error);
+gboolean hn_trainer_state_read (HnTrainerState *st, const char *dir, GError **error);
+
+/* Atomic folder publishing: a fresh hidden temp folder next to `final_dir`,
+ * and the rename of the finished folder into place (an existing folder of
+ * that name is removed first). */
+char *hn_checkpoint_begin (const char *final_dir, GError **error);
+gboolean hn_checkpoint_commit (const char *tmp_dir, const char *final_dir, GError **error);
+/* Removes a folder tree (a failed temp folder). */
+void hn_checkpoint_remove_tree (const char *dir);
+
+G_END_DECLS
