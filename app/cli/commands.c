@@ -12,10 +12,14 @@ int hn_cmd_hierarchos_init (int argc, char **argv);
 int hn_cmd_hierarchos_train (int argc, char **argv);
 int hn_cmd_pull (int argc, char **argv);
 int hn_cmd_tokenize (int argc, char **argv);
+int hn_cmd_merge_lora (int argc, char **argv);
+int hn_cmd_transformer_finetune (int argc, char **argv);
 int hn_cmd_transformer_generate (int argc, char **argv);
 int hn_cmd_transformer_logits (int argc, char **argv);
+int hn_cmd_transformer_train (int argc, char **argv);
 
 static const char *const generate_aliases[] = { "generate", "infer", NULL };
+static const char *const finetune_aliases[] = { "lora", "finetune-lora", NULL };
 
 static const char *const pull_aliases[] = { "download", NULL };
 
@@ -31,9 +35,12 @@ const HnCliCommand hn_cli_commands[] = {
   { "hierarchos-init", NULL, "Create a fresh Hierarchos model folder from a tokenizer", hn_cmd_hierarchos_init },
   { "hierarchos-train", (const char *const[]) { "train", NULL },
     "Train a Hierarchos model, fresh from a tokenizer or continuing a model", hn_cmd_hierarchos_train },
+  { "merge-lora", NULL, "Merge a LoRA adapter into its base model (a normal model folder)", hn_cmd_merge_lora },
   { "pull", pull_aliases, "Download a model or dataset from the Hugging Face Hub into the shared cache", hn_cmd_pull },
   { "tokenize", NULL, "Turn text into token ids and back with a model's tokenizer", hn_cmd_tokenize },
+  { "transformer-finetune", finetune_aliases, "Fine-tune a Transformer with LoRA adapters (PEFT format)", hn_cmd_transformer_finetune },
   { "transformer-generate", generate_aliases, "Generate text with a Transformer model", hn_cmd_transformer_generate },
   { "transformer-logits", NULL, "Write a Transformer's logits for given token ids", hn_cmd_transformer_logits },
+  { "transformer-train", NULL, "Train all weights of a Transformer model", hn_cmd_transformer_train },
   { NULL, NULL, NULL, NULL }
 };

@@ -6,6 +6,7 @@
 #include "io/hub-job.h"
 #include "generate/generate-job.h"
 #include "models/hierarchos.h"
+#include "train/trainer.h"
 
 void
 hn_job_register_builtin_kinds (void)
@@ -21,6 +22,8 @@ hn_job_register_builtin_kinds (void)
        * function should take this kind over and call hn_hier_chat_job_run
        * when hn_hier_is_model_dir (model folder). */
       hn_job_register_kind ("chat", hn_hier_chat_job_run);
+      hn_job_register_kind ("transformer-train", hn_train_job_run);
+      hn_job_register_kind ("transformer-finetune", hn_train_job_run);
       g_once_init_leave (&once, 1);
     }
 }

@@ -280,7 +280,9 @@ config_to_json (const HnLoraConfig *cfg)
   else
     json_builder_add_double_value (b, cfg->alpha);
   json_builder_set_member_name (b, "lora_dropout");
-  json_builder_add_double_value (b, cfg->dropout);
+  /* json-glib 1.6 prints small doubles as "1e-05.0" (not JSON): round to a
+   * value it prints plainly */
+  json_builder_add_double_value (b, cfg->dropout < 1e-4 ? 0.0 : round (cfg->dropout * 1e6) / 1e6);
   json_builder_set_member_name (b, "modules_to_save");
   json_builder_add_null_value (b);
   json_builder_set_member_name (b, "peft_type");

@@ -171,52 +171,47 @@ hn_trainer_state_clear (HnTrainerState *st)
   g_clear_pointer (&st->optimizer, g_free);
 }
 
+/* Written by hand: json-glib 1.6 prints some doubles as "1e-08.0", which is
+ * not JSON. */
+static void
+put_dbl (GString *s, const char *key, double v, gboolean last)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_dtostr (buf, sizeof buf, v);
+  if (!isfinite (v))
+    g_strlcpy (buf, "null", sizeof buf);
+  g_string_append_printf (s, "  \"%s\": %s%s\n", key, buf, last ? "" : ",");
+}
+
 gboolean
 hn_trainer_state_write (const HnTrainerState *st, const char *dir, GError **error)
 {
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  json_builder_begin_object (b);
-#define INT(k, v) (json_builder_set_member_name (b, k), json_builder_add_int_value (b, v))
-#define DBL(k, v) (json_builder_set_member_name (b, k), json_builder_add_double_value (b, v))
-#define STR(k, v) (json_builder_set_member_name (b, k), json_builder_add_string_value (b, v))
-  INT ("format_version", 1);
-  INT ("global_step", st->global_step);
-  json_builder_set_member_name (b, "cursor");
-  json_builder_begin_object (b);
-  INT ("epoch", (gint64) st->cursor.epoch);
-  INT ("index", (gint64) st->cursor.index);
-  json_builder_end_object (b);
+  g_autoptr (GString) s = g_string_new ("{\n");
+  g_string_append_printf (s, "  \"format_version\": 1,\n");
+  g_string_append_printf (s, "  \"global_step\": %" G_GINT64_FORMAT ",\n", st->global_step);
+  g_string_append_printf (s, "  \"cursor\": {\"epoch\": %" G_GUINT64_FORMAT ", \"index\": %" G_GUINT64_FORMAT "},\n",
+                          st->cursor.epoch, st->cursor.index);
   /* the seed as a string: JSON numbers lose 64-bit integers in many readers */
-  g_autofree char *seed = g_strdup_printf ("%" G_GUINT64_FORMAT, st->seed);
-  STR ("seed", seed);
-  INT ("total_steps", st->total_steps);
-  INT ("warmup_steps", st->warmup_steps);
-  STR ("lr_scheduler", st->lr_scheduler ? st->lr_scheduler : "linear");
-  STR ("optimizer", st->optimizer ? st->optimizer : "adamw");
-  DBL ("lr", st->lr);
-  DBL ("weight_decay", st->weight_decay);
-  DBL ("beta1", st->beta1);
-  DBL ("beta2", st->beta2);
-  DBL ("eps", st->eps);
-  DBL ("max_grad_norm", st->max_grad_norm);
-  INT ("batch_size", st->batch_size);
-  INT ("seq_len", st->seq_len);
-  INT ("grad_accum", st->grad_accum);
-  json_builder_set_member_name (b, "lora");
-  json_builder_add_boolean_value (b, st->lora);
-  DBL ("elapsed_s", st->elapsed_s);
-  DBL ("tokens_seen", st->tokens_seen);
-#undef INT
-#undef DBL
-#undef STR
-  json_builder_end_object (b);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  g_autoptr (JsonNode) root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  json_generator_set_pretty (gen, TRUE);
-  g_autofree char *text = json_generator_to_data (gen, NULL);
+  g_string_append_printf (s, "  \"seed\": \"%" G_GUINT64_FORMAT "\",\n", st->seed);
+  g_string_append_printf (s, "  \"total_steps\": %" G_GINT64_FORMAT ",\n", st->total_steps);
+  g_string_append_printf (s, "  \"warmup_steps\": %" G_GINT64_FORMAT ",\n", st->warmup_steps);
+  g_string_append_printf (s, "  \"lr_scheduler\": \"%s\",\n", st->lr_scheduler ? st->lr_scheduler : "linear");
+  g_string_append_printf (s, "  \"optimizer\": \"%s\",\n", st->optimizer ? st->optimizer : "adamw");
+  put_dbl (s, "lr", st->lr, FALSE);
+  put_dbl (s, "weight_decay", st->weight_decay, FALSE);
+  put_dbl (s, "beta1", st->beta1, FALSE);
+  put_dbl (s, "beta2", st->beta2, FALSE);
+  put_dbl (s, "eps", st->eps, FALSE);
+  put_dbl (s, "max_grad_norm", st->max_grad_norm, FALSE);
+  g_string_append_printf (s, "  \"batch_size\": %" G_GINT64_FORMAT ",\n", st->batch_size);
+  g_string_append_printf (s, "  \"seq_len\": %" G_GINT64_FORMAT ",\n", st->seq_len);
+  g_string_append_printf (s, "  \"grad_accum\": %" G_GINT64_FORMAT ",\n", st->grad_accum);
+  g_string_append_printf (s, "  \"lora\": %s,\n", st->lora ? "true" : "false");
+  put_dbl (s, "elapsed_s", st->elapsed_s, FALSE);
+  put_dbl (s, "tokens_seen", st->tokens_seen, TRUE);
+  g_string_append (s, "}\n");
   g_autofree char *path = g_build_filename (dir, "trainer_state.json", NULL);
-  return hn_write_file_atomic (path, text, strlen (text), error);
+  return hn_write_file_atomic (path, s->str, s->len, error);
 }
 
 static gboolean

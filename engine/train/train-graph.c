@@ -1046,3 +1046,58 @@ hn_train_graph_sync_adapter (HnTrainGraph *g, GError **error)
     }
   return TRUE;
 }
+
+void
+hn_lora_candidates_free (GArray *c)
+{
+  if (!c)
+    return;
+  for (guint i = 0; i < c->len; i++)
+    g_free (g_array_index (c, HnLoraCandidate, i).path);
+  g_array_unref (c);
+}
+
+GArray *
+hn_train_graph_lora_candidates (HnTransformer *model, const HnLoraConfig *cfg, GError **error)
+{
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (model);
+  const HnTransformerWeights *W = hn_transformer_get_weights (model);
+  const char *prefix;
+  const ModuleMap *map;
+  guint n_map;
+  if (!lora_modules (hp, &prefix, &map, &n_map, error))
+    return NULL;
+  GArray *out = g_array_new (FALSE, TRUE, sizeof (HnLoraCandidate));
+  for (int il = 0; il < hp->n_layer; il++)
+    for (guint mi = 0; mi < n_map; mi++)
+      {
+        const HnLayerWeights *lw = &W->layers[il];
+        HnTensor *w0 = proj_weight (lw, map[mi].proj[0]);
+        if (!w0)
+          continue;
+        g_autofree char *path = g_strdup_printf ("%s%d.%s", prefix, il, map[mi].module);
+        if (!hn_lora_config_matches (cfg, path))
+          continue;
+        gint64 out_total = 0;
+        for (int k = 0; k < map[mi].n; k++)
+          out_total += proj_weight (lw, map[mi].proj[k])->shape[0];
+        HnLoraCandidate c = { g_steal_pointer (&path), (int) w0->shape[1], (int) out_total };
+        g_array_append_val (out, c);
+      }
+  if (out->len == 0)
+    {
+      hn_lora_candidates_free (out);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--lora-target-modules matches no module of this %s model (its modules are named like %s0.%s)",
+                   hp->arch->model_type, prefix, map[0].module);
+      return NULL;
+    }
+  return out;
+}
+
+HnCmd *hn_train_graph_get_cmd (HnTrainGraph *g);
+HnCmd *
+hn_train_graph_get_cmd (HnTrainGraph *g)
+{
+  return g->cmd;
+}

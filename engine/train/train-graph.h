@@ -76,3 +76,15 @@ gboolean hn_train_graph_optimizer_step (HnTrainGraph *g, const HnOptimConfig *oc
 gboolean hn_train_graph_sync_adapter (HnTrainGraph *g, GError **error);
 
 G_END_DECLS
+
+G_BEGIN_DECLS
+/* The modules of `model` a LoRA config adapts, as (path, in, out) in layer
+ * order: a new adapter is made from this list. */
+typedef struct {
+  char *path;
+  int in, out;
+} HnLoraCandidate;
+
+GArray *hn_train_graph_lora_candidates (HnTransformer *model, const HnLoraConfig *cfg, GError **error);
+void hn_lora_candidates_free (GArray *candidates);
+G_END_DECLS

@@ -1,0 +1,503 @@
+/* The training loop and its job (trainer.h). */
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hn-error.h"
+#include "hn-util.h"
+#include "io/dataset.h"
+#include "io/hub-job.h"
+#include "io/model-config.h"
+#include "io/tokenizer.h"
+#include "models/lora.h"
+#include "train/checkpoint.h"
+#include "train/optim.h"
+#include "train/train-graph.h"
+
+typedef struct {
+  HnJob *job;
+  gboolean lora;
+  char *model_dir, *tok_path, *data_path, *out_dir, *resume, *metrics_file, *adapter_path;
+  gint64 epochs, max_steps, batch, seq_len, accum, save_steps, device_index;
+  guint64 seed;
+  gboolean shuffle, no_dropout;
+  HnOptimConfig oc;
+  HnLrSchedule sched;
+  HnLoraConfig lcfg;
+} Options;
+
+static void
+options_clear (Options *o)
+{
+  g_free (o->model_dir);
+  g_free (o->tok_path);
+  g_free (o->data_path);
+  g_free (o->out_dir);
+  g_free (o->resume);
+  g_free (o->metrics_file);
+  g_free (o->adapter_path);
+  hn_lora_config_clear (&o->lcfg);
+}
+
+static gboolean
+read_options (HnJob *job, Options *o, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  o->job = job;
+  o->lora = g_str_equal (hn_job_spec_get_kind (spec), "transformer-finetune");
+  hn_lora_config_init (&o->lcfg);
+  if (!(o->model_dir = hn_hub_job_model_dir (job, error)))
+    return FALSE;
+  g_autoptr (GError) tok_err = NULL;
+  o->tok_path = hn_hub_job_tokenizer_path (job, &tok_err);
+  if (tok_err)
+    {
+      g_propagate_error (error, g_steal_pointer (&tok_err));
+      return FALSE;
+    }
+  if (!o->tok_path)
+    o->tok_path = g_strdup (o->model_dir);
+  g_auto (GStrv) files = hn_hub_job_dataset_files (job, error);
+  if (!files)
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no training data: pass --train FILE");
+      return FALSE;
+    }
+  if (!files[0] || files[1])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training reads one data file; %u were given",
+                   g_strv_length (files));
+      return FALSE;
+    }
+  o->data_path = g_strdup (files[0]);
+  o->out_dir = g_strdup (hn_job_spec_get_string (spec, "out-dir"));
+  o->resume = g_strdup (hn_job_spec_get_string (spec, "resume-from-checkpoint"));
+  o->metrics_file = g_strdup (hn_job_spec_get_string (spec, "metrics-file"));
+  o->epochs = hn_job_spec_get_int (spec, "epochs");
+  o->max_steps = hn_job_spec_get_int (spec, "max-steps");
+  o->batch = hn_job_spec_get_int (spec, "batch-size");
+  o->seq_len = hn_job_spec_get_int (spec, "seq-len");
+  o->accum = hn_job_spec_get_int (spec, "grad-accum");
+  o->save_steps = hn_job_spec_get_int (spec, "save-steps");
+  o->device_index = hn_job_spec_get_int (spec, "device-index");
+  o->seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  o->shuffle = !hn_job_spec_get_bool (spec, "no-shuffle");
+  o->no_dropout = hn_job_spec_get_bool (spec, "no-dropout");
+  if (!hn_optim_kind_from_string (hn_job_spec_get_string (spec, "optimizer"), &o->oc.kind, error))
+    return FALSE;
+  hn_optim_config_init (&o->oc, o->oc.kind);
+  o->oc.lr = hn_job_spec_get_double (spec, "lr");
+  o->oc.weight_decay = hn_job_spec_get_double (spec, "weight-decay");
+  o->oc.beta1 = hn_job_spec_get_double (spec, "beta1");
+  o->oc.beta2 = hn_job_spec_get_double (spec, "beta2");
+  o->oc.eps = hn_job_spec_get_double (spec, "eps");
+  o->oc.max_grad_norm = hn_job_spec_get_double (spec, "max-grad-norm");
+  if (!hn_lr_schedule_kind_from_string (hn_job_spec_get_string (spec, "lr-scheduler"), &o->sched.kind, error))
+    return FALSE;
+  o->sched.warmup_steps = hn_job_spec_get_int (spec, "warmup-steps");
+  const char *precision = hn_job_spec_get_string (spec, "precision");
+  if (g_strcmp0 (precision, "f32") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--precision %s: training runs in f32 for now (f16/bf16 compute is not implemented)", precision);
+      return FALSE;
+    }
+  if (hn_job_spec_is_set (spec, "eval-file") || hn_job_spec_get_double (spec, "eval-split") > 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "evaluation during training (--eval-file/--eval-split) is not implemented yet");
+      return FALSE;
+    }
+  if (o->lora)
+    {
+      o->adapter_path = g_strdup (hn_job_spec_get_string (spec, "lora-adapter-path"));
+      o->lcfg.r = (int) hn_job_spec_get_int (spec, "lora-r");
+      o->lcfg.alpha = hn_job_spec_get_double (spec, "lora-alpha");
+      o->lcfg.dropout = hn_job_spec_get_double (spec, "lora-dropout");
+      o->lcfg.use_rslora = hn_job_spec_get_bool (spec, "use-rslora");
+      if (!hn_lora_config_set_targets (&o->lcfg, hn_job_spec_get_string (spec, "lora-target-modules"), error))
+        return FALSE;
+      if (o->lcfg.dropout > 0 && !o->no_dropout)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "--lora-dropout %g: dropout is not implemented in training yet (use 0, or --no-dropout)",
+                       o->lcfg.dropout);
+          return FALSE;
+        }
+    }
+  if (!o->out_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--out-dir is required");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Dropout the config asks for: not implemented, so refuse unless --no-dropout. */
+static gboolean
+check_dropout (const Options *o, const char *model_dir, GError **error)
+{
+  if (o->no_dropout)
+    return TRUE;
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return FALSE;
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  g_autoptr (GList) keys = json_object_get_members (raw);
+  for (GList *l = keys; l; l = l->next)
+    {
+      const char *k = l->data;
+      if (!strstr (k, "dropout") && !strstr (k, "pdrop"))
+        continue;
+      JsonNode *n = json_object_get_member (raw, k);
+      if (JSON_NODE_HOLDS_VALUE (n) && (json_node_get_value_type (n) == G_TYPE_DOUBLE ||
+                                        json_node_get_value_type (n) == G_TYPE_INT64) &&
+          json_node_get_double (n) > 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "config.json sets %s = %g; dropout in training is not implemented yet: pass --no-dropout to train without it",
+                       k, json_node_get_double (n));
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+copy_tokenizer_files (const char *src_dir, const char *dst_dir, GError **error)
+{
+  static const char *const files[] = { "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                       "tokenizer.model", "vocab.json", "merges.txt", "vocab.txt", "spiece.model",
+                                       "added_tokens.json", "chat_template.jinja", NULL };
+  for (int i = 0; files[i]; i++)
+    {
+      g_autofree char *src = g_build_filename (src_dir, files[i], NULL);
+      if (!g_file_test (src, G_FILE_TEST_IS_REGULAR))
+        continue;
+      g_autofree char *data = NULL;
+      gsize len = 0;
+      if (!g_file_get_contents (src, &data, &len, error))
+        return FALSE;
+      g_autofree char *dst = g_build_filename (dst_dir, files[i], NULL);
+      if (!hn_write_file_atomic (dst, data, len, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+typedef struct {
+  Options *o;
+  HnTransformer *model;
+  HnTrainGraph *graph;
+  HnLoraAdapter *adapter;
+  HnTrainerState st;
+} Run;
+
+/* Writes the trained model or adapter, the trainer state and (for a
+ * checkpoint) the optimizer sidecar into `dir`. Every file is written
+ * atomically. */
+static gboolean
+write_files (Run *r, const char *tmp, gboolean sidecars, GError **error)
+{
+  gboolean ok;
+  if (r->adapter)
+    ok = hn_train_graph_sync_adapter (r->graph, error) && hn_lora_adapter_save (r->adapter, tmp, error) &&
+         copy_tokenizer_files (r->o->tok_path, tmp, error);
+  else
+    ok = hn_checkpoint_write_model (r->model, tmp, error) &&
+         (g_str_equal (r->o->tok_path, hn_transformer_get_dir (r->model)) || copy_tokenizer_files (r->o->tok_path, tmp, error));
+  ok = ok && hn_trainer_state_write (&r->st, tmp, error);
+  return ok && (!sidecars || hn_checkpoint_write_optimizer (r->graph, tmp, error));
+}
+
+/* A checkpoint folder appears whole or not at all: written into a temporary
+ * folder next to it, then renamed. */
+static gboolean
+save_checkpoint (Run *r, const char *final_dir, GError **error)
+{
+  g_autofree char *tmp = hn_checkpoint_begin (final_dir, error);
+  if (!tmp)
+    return FALSE;
+  if (!write_files (r, tmp, TRUE, error) || !hn_checkpoint_commit (tmp, final_dir, error))
+    {
+      hn_checkpoint_remove_tree (tmp);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+metric_line (FILE *f, const HnJobMetric *m)
+{
+  char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE], c[G_ASCII_DTOSTR_BUF_SIZE];
+  char d[G_ASCII_DTOSTR_BUF_SIZE], e[G_ASCII_DTOSTR_BUF_SIZE], g[G_ASCII_DTOSTR_BUF_SIZE];
+  fprintf (f, "{\"step\": %" G_GINT64_FORMAT ", \"epoch\": %s, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, "
+              "\"tokens_per_s\": %s, \"elapsed_s\": %s}\n",
+           m->step, g_ascii_dtostr (a, sizeof a, m->epoch), g_ascii_dtostr (b, sizeof b, m->loss),
+           g_ascii_dtostr (c, sizeof c, m->lr), g_ascii_dtostr (d, sizeof d, m->grad_norm),
+           g_ascii_dtostr (e, sizeof e, m->tokens_per_s), g_ascii_dtostr (g, sizeof g, m->elapsed_s));
+  fflush (f);
+}
+
+static gboolean
+check_resume_state (const Options *o, const HnTrainerState *st, GError **error)
+{
+  if (st->lora != o->lora || st->batch_size != o->batch || st->seq_len != o->seq_len || st->grad_accum != o->accum)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--resume-from-checkpoint %s was made with %s, batch %" G_GINT64_FORMAT ", seq-len %" G_GINT64_FORMAT
+                   ", grad-accum %" G_GINT64_FORMAT "; this run asks for %s, %" G_GINT64_FORMAT ", %" G_GINT64_FORMAT
+                   ", %" G_GINT64_FORMAT " (an exact resume needs the same)",
+                   o->resume, st->lora ? "LoRA" : "full training", st->batch_size, st->seq_len, st->grad_accum,
+                   o->lora ? "LoRA" : "full training", o->batch, o->seq_len, o->accum);
+      return FALSE;
+    }
+  if (st->seed != o->seed)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--resume-from-checkpoint: the checkpoint used --seed %" G_GUINT64_FORMAT ", this run %" G_GUINT64_FORMAT,
+                   st->seed, o->seed);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_train_job_run (HnJob *job, GError **error)
+{
+  Options o = { 0 };
+  Run r = { 0 };
+  gboolean ok = FALSE;
+  g_autoptr (HnVkContext) ctx = NULL;
+  g_autoptr (HnTokenizer) tok = NULL;
+  g_autoptr (HnDataset) ds = NULL;
+  g_autoptr (HnDatasetIter) it = NULL;
+  g_autoptr (HnTransformer) model = NULL;
+  g_autoptr (HnLoraAdapter) adapter = NULL;
+  g_autoptr (HnTrainGraph) graph = NULL;
+  FILE *mf = NULL;
+  GArray *cands = NULL;
+  gint32 *inputs = NULL, *targets = NULL;
+  float *weights = NULL;
+  r.o = &o;
+
+  if (!read_options (job, &o, error))
+    goto out;
+  if (o.resume && !g_file_test (o.resume, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "--resume-from-checkpoint %s is not a folder", o.resume);
+      goto out;
+    }
+  const char *weights_dir = (o.resume && !o.lora) ? o.resume : o.model_dir;
+  if (!check_dropout (&o, weights_dir, error))
+    goto out;
+  if (!(ctx = hn_vk_context_new ((int) o.device_index, error)))
+    goto out;
+  hn_job_log (job, HN_LOG_INFO, "device: %s", hn_vk_context_get_device_info (ctx)->name);
+  if (!(tok = hn_tokenizer_load (o.tok_path, error)))
+    goto out;
+  HnDatasetOptions dopts;
+  hn_dataset_options_init (&dopts);
+  dopts.seq_len = (guint) o.seq_len;
+  if (!(ds = hn_dataset_load (o.data_path, tok, &dopts, error)))
+    goto out;
+  const HnDatasetStats *dst = hn_dataset_get_stats (ds);
+  hn_job_log (job, HN_LOG_INFO, "data: %" G_GUINT64_FORMAT " examples, %" G_GUINT64_FORMAT " tokens (%s)",
+              dst->n_examples, dst->n_tokens, hn_dataset_shape_to_string (dst->shape));
+  gint32 pad = hn_tokenizer_get_pad_id (tok);
+  if (pad < 0)
+    pad = hn_tokenizer_get_eos_id (tok);
+  if (pad < 0)
+    pad = 0;
+  if (!(it = hn_dataset_iter_new (ds, (guint) o.batch, o.shuffle, o.seed, pad, error)))
+    goto out;
+  if (!(model = hn_transformer_load (ctx, weights_dir, error)))
+    goto out;
+  if (o.lora)
+    {
+      const char *from = o.resume ? o.resume : o.adapter_path;
+      if (from)
+        {
+          if (!(adapter = hn_lora_adapter_load (from, error)))
+            goto out;
+        }
+      else
+        {
+          g_free (o.lcfg.base_model_name_or_path);
+          o.lcfg.base_model_name_or_path = g_strdup (o.model_dir);
+          adapter = hn_lora_adapter_new (&o.lcfg);
+          if (!(cands = hn_train_graph_lora_candidates (model, &o.lcfg, error)))
+            goto out;
+          for (guint i = 0; i < cands->len; i++)
+            {
+              HnLoraCandidate *c = &g_array_index (cands, HnLoraCandidate, i);
+              hn_lora_adapter_add (adapter, c->path, c->in, c->out, o.seed);
+            }
+        }
+    }
+  if (!(graph = hn_train_graph_new (model, (int) o.batch, (int) o.seq_len, adapter, error)))
+    goto out;
+  r.model = model;
+  r.graph = graph;
+  r.adapter = adapter;
+  hn_job_log (job, HN_LOG_INFO, "trainable parameters: %" G_GINT64_FORMAT, hn_train_graph_get_n_trainable (graph));
+
+  gint64 n_ex = (gint64) hn_dataset_get_n_examples (ds);
+  gint64 batches_per_epoch = (n_ex + o.batch - 1) / o.batch;
+  gint64 steps_per_epoch = MAX (1, batches_per_epoch / o.accum);
+  gint64 total = o.max_steps > 0 ? o.max_steps : o.epochs * steps_per_epoch;
+  o.sched.total_steps = total;
+
+  r.st.seed = o.seed;
+  r.st.total_steps = total;
+  r.st.warmup_steps = o.sched.warmup_steps;
+  r.st.lr_scheduler = g_strdup (hn_lr_schedule_kind_name (o.sched.kind));
+  r.st.optimizer = g_strdup (hn_optim_kind_name (o.oc.kind));
+  r.st.lr = o.oc.lr;
+  r.st.weight_decay = o.oc.weight_decay;
+  r.st.beta1 = o.oc.beta1;
+  r.st.beta2 = o.oc.beta2;
+  r.st.eps = o.oc.eps;
+  r.st.max_grad_norm = o.oc.max_grad_norm;
+  r.st.batch_size = o.batch;
+  r.st.seq_len = o.seq_len;
+  r.st.grad_accum = o.accum;
+  r.st.lora = o.lora;
+  gint64 start = 0;
+  double elapsed_before = 0, tokens_before = 0;
+  if (o.resume)
+    {
+      HnTrainerState prev = { 0 };
+      gboolean rok = hn_trainer_state_read (&prev, o.resume, error) && check_resume_state (&o, &prev, error) &&
+                     hn_dataset_iter_set_cursor (it, &prev.cursor, error) &&
+                     hn_checkpoint_read_optimizer (graph, o.resume, error);
+      start = prev.global_step;
+      elapsed_before = prev.elapsed_s;
+      tokens_before = prev.tokens_seen;
+      hn_trainer_state_clear (&prev);
+      if (!rok)
+        goto out;
+      hn_job_log (job, HN_LOG_INFO, "resuming at step %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT, start, total);
+    }
+  if (o.metrics_file)
+    {
+      mf = fopen (o.metrics_file, o.resume ? "a" : "w");
+      if (!mf)
+        {
+          int e = errno;
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "--metrics-file %s: %s", o.metrics_file, g_strerror (e));
+          goto out;
+        }
+    }
+  if (!hn_mkdir_p (o.out_dir, error))
+    goto out;
+
+  gint64 N = o.batch * o.seq_len;
+  inputs = g_new (gint32, N * o.accum);
+  targets = g_new (gint32, N * o.accum);
+  weights = g_new (float, N * o.accum);
+  double t0 = g_get_monotonic_time () / 1e6;
+  double tokens_session = 0;
+  for (gint64 step = start; step < total; step++)
+    {
+      if (!hn_job_check_cancelled (job, error))
+        goto out;
+      double w_total = 0, real_tokens = 0;
+      for (gint64 mb = 0; mb < o.accum; mb++)
+        {
+          const HnBatch *b = hn_dataset_iter_next (it);
+          memcpy (inputs + mb * N, b->inputs, sizeof (gint32) * N);
+          memcpy (targets + mb * N, b->targets, sizeof (gint32) * N);
+          memcpy (weights + mb * N, b->weights, sizeof (float) * N);
+          for (gint64 i = 0; i < N; i++)
+            {
+              if (b->targets[i] != -100)
+                w_total += b->weights[i];
+              real_tokens += b->attention_mask[i] != 0;
+            }
+        }
+      double loss = 0;
+      if (!hn_train_graph_zero_grads (graph, error))
+        goto out;
+      for (gint64 mb = 0; mb < o.accum; mb++)
+        {
+          double part = 0;
+          if (!hn_train_graph_micro_step (graph, inputs + mb * N, targets + mb * N, weights + mb * N, w_total, &part,
+                                          error))
+            goto out;
+          loss += part;
+        }
+      double norm = 0;
+      if (!hn_train_graph_grad_norm (graph, &norm, error))
+        goto out;
+      if (!isfinite (norm))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "step %" G_GINT64_FORMAT ": the gradient norm is not finite",
+                       step + 1);
+          goto out;
+        }
+      float clip = hn_clip_coef (norm, o.oc.max_grad_norm);
+      double lr = o.oc.lr * hn_lr_schedule_factor (&o.sched, step);
+      if (!hn_train_graph_optimizer_step (graph, &o.oc, step + 1, lr, clip, error))
+        goto out;
+      tokens_session += real_tokens;
+      double now = g_get_monotonic_time () / 1e6 - t0;
+      HnJobMetric m;
+      hn_job_metric_init (&m);
+      m.step = step + 1;
+      m.epoch = (double) (step + 1) / (double) steps_per_epoch;
+      m.loss = loss;
+      m.lr = lr;
+      m.grad_norm = norm;
+      m.tokens_per_s = now > 0 ? tokens_session / now : NAN;
+      m.elapsed_s = elapsed_before + now;
+      hn_job_emit_metric (job, &m);
+      if (mf)
+        metric_line (mf, &m);
+      hn_job_emit_progress (job, HN_PROGRESS_STEPS, step + 1, total, (gint64) tokens_session);
+      r.st.global_step = step + 1;
+      hn_dataset_iter_get_cursor (it, &r.st.cursor);
+      r.st.elapsed_s = elapsed_before + now;
+      r.st.tokens_seen = tokens_before + tokens_session;
+      if (o.save_steps > 0 && (step + 1) % o.save_steps == 0)
+        {
+          g_autofree char *name = g_strdup_printf ("checkpoint-step-%" G_GINT64_FORMAT, step + 1);
+          g_autofree char *dir = g_build_filename (o.out_dir, name, NULL);
+          if (!save_checkpoint (&r, dir, error))
+            goto out;
+          hn_job_log (job, HN_LOG_INFO, "saved %s", dir);
+        }
+    }
+  /* The final model goes into OUT itself (next to the checkpoints), file by file. */
+  if (!write_files (&r, o.out_dir, FALSE, error))
+    goto out;
+  hn_job_set_output_path (job, o.out_dir);
+  ok = TRUE;
+out:
+  if (mf)
+    fclose (mf);
+  hn_lora_candidates_free (cands);
+  g_free (inputs);
+  g_free (targets);
+  g_free (weights);
+  hn_trainer_state_clear (&r.st);
+  options_clear (&o);
+  return ok;
+}
+
+gboolean
+hn_merge_lora_run (const char *model_dir, const char *adapter_dir, const char *out_dir, GError **error)
+{
+  g_autofree char *tmp = hn_checkpoint_begin (out_dir, error);
+  if (!tmp)
+    return FALSE;
+  if (!hn_lora_merge_model (model_dir, adapter_dir, tmp, error) || !hn_checkpoint_commit (tmp, out_dir, error))
+    {
+      hn_checkpoint_remove_tree (tmp);
+      return FALSE;
+    }
+  return TRUE;
+}
