@@ -9,6 +9,7 @@
 #include "io/gen-config.h"
 #include "io/model-config.h"
 #include "io/tokenizer.h"
+#include "models/lora.h"
 #include "models/transformer.h"
 
 #include <json-glib/json-glib.h>
@@ -290,11 +291,6 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
                    "--hf-model: download the model first (hierarchos-native-cli download) and pass --model-path");
       return FALSE;
     }
-  if (hn_job_spec_get_string (spec, "lora-adapter-path"))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--lora-adapter-path is not supported for generation yet");
-      return FALSE;
-    }
   if (hn_job_spec_get_bool (spec, "continuous-batching"))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--continuous-batching is not implemented yet (issue 10)");
@@ -390,6 +386,18 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
     {
       hn_generate_options_clear (&opt);
       return FALSE;
+    }
+  const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path");
+  if (adapter_dir)
+    {
+      /* attached in device memory (scaling·B·A added to the adapted weights); no merged files */
+      g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (adapter_dir, error);
+      if (!ad || !hn_lora_attach (model, ad, error))
+        {
+          hn_generate_options_clear (&opt);
+          return FALSE;
+        }
+      hn_job_log (job, HN_LOG_INFO, "LoRA adapter %s attached (%u modules)", adapter_dir, ad->modules->len);
     }
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
               hn_transformer_get_weight_bytes (model) / 1e6, hn_kv_cache_mode_name (mode));

@@ -658,3 +658,129 @@ hn_lora_merge_model (const char *model_dir, const char *adapter_dir, const char 
     return FALSE;
   return hn_safetensors_writer_write_dir (w, out_dir, "model", 0, error);
 }
+
+/* ---------------------------------------------------------------- on a loaded model */
+
+gboolean
+hn_lora_module_map (const HnTransformerHParams *hp, const char **prefix, const HnLoraModuleMap **map, guint *n_map,
+                    GError **error)
+{
+  static const HnLoraModuleMap llama[] = {
+    { "self_attn.q_proj", 1, { HN_LORA_PROJ_Q } }, { "self_attn.k_proj", 1, { HN_LORA_PROJ_K } },
+    { "self_attn.v_proj", 1, { HN_LORA_PROJ_V } }, { "self_attn.o_proj", 1, { HN_LORA_PROJ_O } },
+    { "mlp.gate_proj", 1, { HN_LORA_PROJ_GATE } }, { "mlp.up_proj", 1, { HN_LORA_PROJ_UP } },
+    { "mlp.down_proj", 1, { HN_LORA_PROJ_DOWN } },
+  };
+  static const HnLoraModuleMap phi3[] = {
+    { "self_attn.qkv_proj", 3, { HN_LORA_PROJ_Q, HN_LORA_PROJ_K, HN_LORA_PROJ_V } },
+    { "self_attn.o_proj", 1, { HN_LORA_PROJ_O } }, { "mlp.gate_up_proj", 1, { HN_LORA_PROJ_GATE } },
+    { "mlp.down_proj", 1, { HN_LORA_PROJ_DOWN } },
+  };
+  static const HnLoraModuleMap gpt2[] = {
+    { "attn.c_attn", 3, { HN_LORA_PROJ_Q, HN_LORA_PROJ_K, HN_LORA_PROJ_V } },
+    { "attn.c_proj", 1, { HN_LORA_PROJ_O } }, { "mlp.c_fc", 1, { HN_LORA_PROJ_UP } },
+    { "mlp.c_proj", 1, { HN_LORA_PROJ_DOWN } },
+  };
+  switch (hp->arch->names)
+    {
+    case HN_NAMES_LLAMA:
+      *prefix = "model.layers.";
+      *map = llama;
+      *n_map = G_N_ELEMENTS (llama);
+      return TRUE;
+    case HN_NAMES_PHI3:
+      *prefix = "model.layers.";
+      *map = phi3;
+      *n_map = G_N_ELEMENTS (phi3);
+      return TRUE;
+    case HN_NAMES_GPT2:
+      *prefix = "transformer.h.";
+      *map = gpt2;
+      *n_map = G_N_ELEMENTS (gpt2);
+      return TRUE;
+    default:
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA: module names of the %s family are not mapped yet",
+                   hp->arch->model_type);
+      return FALSE;
+    }
+}
+
+HnTensor *
+hn_lora_proj_weight (const HnLayerWeights *lw, HnLoraProj p)
+{
+  switch (p)
+    {
+    case HN_LORA_PROJ_Q: return lw->wq;
+    case HN_LORA_PROJ_K: return lw->wk;
+    case HN_LORA_PROJ_V: return lw->wv;
+    case HN_LORA_PROJ_O: return lw->wo;
+    case HN_LORA_PROJ_GATE: return lw->w_gate;
+    case HN_LORA_PROJ_UP: return lw->w_up;
+    case HN_LORA_PROJ_DOWN: return lw->w_down;
+    default: return NULL;
+    }
+}
+
+gboolean
+hn_lora_attach (HnTransformer *model, HnLoraAdapter *ad, GError **error)
+{
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (model);
+  const HnTransformerWeights *W = hn_transformer_get_weights (model);
+  const char *prefix;
+  const HnLoraModuleMap *map;
+  guint n_map;
+  if (!hn_lora_module_map (hp, &prefix, &map, &n_map, error))
+    return FALSE;
+  double scaling = hn_lora_config_scaling (&ad->config);
+  guint used = 0;
+  for (int il = 0; il < hp->n_layer; il++)
+    for (guint mi = 0; mi < n_map; mi++)
+      {
+        g_autofree char *path = g_strdup_printf ("%s%d.%s", prefix, il, map[mi].module);
+        HnLoraModule *m = hn_lora_adapter_lookup (ad, path);
+        if (!m)
+          continue;
+        used++;
+        const HnLayerWeights *lw = &W->layers[il];
+        gint64 row0 = 0;
+        for (int k = 0; k < map[mi].n; k++)
+          {
+            HnTensor *w = hn_lora_proj_weight (lw, map[mi].proj[k]);
+            if (!w || w->shape[1] != m->in || row0 + w->shape[0] > m->out)
+              {
+                g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                             "LoRA: %s [in %d, out %d] does not fit the model's projection", path, m->in, m->out);
+                return FALSE;
+              }
+            gint64 rows = w->shape[0], in = w->shape[1];
+            g_autofree float *buf = g_new (float, w->n);
+            if (!hn_tensor_download_f32 (w, buf, w->n, error))
+              return FALSE;
+            for (gint64 o = 0; o < rows; o++)
+              for (gint64 c = 0; c < in; c++)
+                {
+                  double d = 0;
+                  for (int r = 0; r < m->r; r++)
+                    d += (double) m->b[(row0 + o) * m->r + r] * m->a[(gsize) r * m->in + c];
+                  buf[o * in + c] += (float) (scaling * d);
+                }
+            if (!hn_tensor_upload_f32 (w, buf, w->n, error))
+              return FALSE;
+            row0 += rows;
+          }
+        if (row0 != m->out)
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "LoRA: %s has %d outputs, the model %" G_GINT64_FORMAT,
+                         path, m->out, row0);
+            return FALSE;
+          }
+      }
+  if (used != ad->modules->len)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "LoRA: %u of the adapter's %u modules are not projections of this %s model", ad->modules->len - used,
+                   ad->modules->len, hp->arch->model_type);
+      return FALSE;
+    }
+  return TRUE;
+}

@@ -17,6 +17,8 @@
 #pragma once
 #include <glib.h>
 
+#include "models/transformer.h"
+
 G_BEGIN_DECLS
 
 typedef struct {
@@ -90,5 +92,34 @@ gboolean hn_lora_merge_model (const char *model_dir, const char *adapter_dir, co
  * exist in `src_dir` into `dst_dir` (atomic writes); shared with the trainer's
  * checkpoints. */
 gboolean hn_model_copy_side_files (const char *src_dir, const char *dst_dir, GError **error);
+
+/* ---- adapters on a loaded Transformer ---- */
+
+/* Canonical projections of a layer (HnLayerWeights). */
+typedef enum {
+  HN_LORA_PROJ_Q, HN_LORA_PROJ_K, HN_LORA_PROJ_V, HN_LORA_PROJ_O,
+  HN_LORA_PROJ_GATE, HN_LORA_PROJ_UP, HN_LORA_PROJ_DOWN, HN_LORA_N_PROJ
+} HnLoraProj;
+
+/* A checkpoint module (suffix after "<prefix><layer>.") and the projections
+ * it covers: one, or q/k/v of a fused qkv module (B's rows split in order). */
+typedef struct {
+  const char *module;
+  int n;
+  HnLoraProj proj[3];
+} HnLoraModuleMap;
+
+/* The module names of a family: prefix ("model.layers.") and table. Fails
+ * closed (HN_ERROR_UNSUPPORTED) for a family whose names are not mapped, or
+ * whose fused projections are interleaved (gpt_neox, bloom, falcon). */
+gboolean hn_lora_module_map (const HnTransformerHParams *hp, const char **prefix, const HnLoraModuleMap **map,
+                             guint *n_map, GError **error);
+HnTensor *hn_lora_proj_weight (const HnLayerWeights *lw, HnLoraProj proj);
+
+/* Attaches an adapter to a loaded model for generation: adds scaling·B·A to
+ * the adapted projections' weights in device memory (in their stored dtype);
+ * the files on disk are not touched. Every adapter module must be a
+ * projection of the model with matching shapes. */
+gboolean hn_lora_attach (HnTransformer *model, HnLoraAdapter *ad, GError **error);
 
 G_END_DECLS

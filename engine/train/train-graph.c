@@ -16,7 +16,10 @@
     }                                                                                                                  \
   while (0)
 
-enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, N_PROJ };
+enum {
+  P_Q = HN_LORA_PROJ_Q, P_K = HN_LORA_PROJ_K, P_V = HN_LORA_PROJ_V, P_O = HN_LORA_PROJ_O,
+  P_GATE = HN_LORA_PROJ_GATE, P_UP = HN_LORA_PROJ_UP, P_DOWN = HN_LORA_PROJ_DOWN, N_PROJ = HN_LORA_N_PROJ
+};
 
 /* One LoRA-adapted module: u = s·x·Aᵀ is saved; each output (one, or q/k/v
  * of a fused projection) adds u·B_pᵀ. */
@@ -238,68 +241,19 @@ check_supported (HnTrainGraph *g, GError **error)
 
 /* ---------------------------------------------------------------- LoRA sites */
 
-/* The HF module path of each canonical projection, per naming scheme. A
- * fused checkpoint module covers several projections. */
-typedef struct {
-  const char *module;  /* suffix after the layer prefix */
-  int n;
-  int proj[3];
-} ModuleMap;
+/* The module names per family live with the adapter format (lora.h). */
+typedef HnLoraModuleMap ModuleMap;
 
 static gboolean
 lora_modules (const HnTransformerHParams *hp, const char **prefix, const ModuleMap **map, guint *n, GError **error)
 {
-  static const ModuleMap llama[] = {
-    { "self_attn.q_proj", 1, { P_Q } }, { "self_attn.k_proj", 1, { P_K } }, { "self_attn.v_proj", 1, { P_V } },
-    { "self_attn.o_proj", 1, { P_O } }, { "mlp.gate_proj", 1, { P_GATE } }, { "mlp.up_proj", 1, { P_UP } },
-    { "mlp.down_proj", 1, { P_DOWN } },
-  };
-  static const ModuleMap phi3[] = {
-    { "self_attn.qkv_proj", 3, { P_Q, P_K, P_V } }, { "self_attn.o_proj", 1, { P_O } },
-    { "mlp.gate_up_proj", 1, { P_GATE } }, { "mlp.down_proj", 1, { P_DOWN } },
-  };
-  static const ModuleMap gpt2[] = {
-    { "attn.c_attn", 3, { P_Q, P_K, P_V } }, { "attn.c_proj", 1, { P_O } },
-    { "mlp.c_fc", 1, { P_UP } }, { "mlp.c_proj", 1, { P_DOWN } },
-  };
-  switch (hp->arch->names)
-    {
-    case HN_NAMES_LLAMA:
-      *prefix = "model.layers.";
-      *map = llama;
-      *n = G_N_ELEMENTS (llama);
-      return TRUE;
-    case HN_NAMES_PHI3:
-      *prefix = "model.layers.";
-      *map = phi3;
-      *n = G_N_ELEMENTS (phi3);
-      return TRUE;
-    case HN_NAMES_GPT2:
-      *prefix = "transformer.h.";
-      *map = gpt2;
-      *n = G_N_ELEMENTS (gpt2);
-      return TRUE;
-    default:
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA: module names of the %s family are not mapped yet",
-                   hp->arch->model_type);
-      return FALSE;
-    }
+  return hn_lora_module_map (hp, prefix, map, n, error);
 }
 
 static HnTensor *
 proj_weight (const HnLayerWeights *lw, int p)
 {
-  switch (p)
-    {
-    case P_Q: return lw->wq;
-    case P_K: return lw->wk;
-    case P_V: return lw->wv;
-    case P_O: return lw->wo;
-    case P_GATE: return lw->w_gate;
-    case P_UP: return lw->w_up;
-    case P_DOWN: return lw->w_down;
-    default: return NULL;
-    }
+  return hn_lora_proj_weight (lw, (HnLoraProj) p);
 }
 
 static gboolean
@@ -1095,7 +1049,6 @@ hn_train_graph_lora_candidates (HnTransformer *model, const HnLoraConfig *cfg, G
   return out;
 }
 
-HnCmd *hn_train_graph_get_cmd (HnTrainGraph *g);
 HnCmd *
 hn_train_graph_get_cmd (HnTrainGraph *g)
 {

@@ -72,6 +72,9 @@ gboolean hn_train_graph_grad_norm (HnTrainGraph *g, double *norm, GError **error
 gboolean hn_train_graph_optimizer_step (HnTrainGraph *g, const HnOptimConfig *oc, gint64 step, double lr, float clip,
                                         GError **error);
 
+/* The recorder a step records into (to turn on profiling: hn_cmd_set_profiling). */
+HnCmd *hn_train_graph_get_cmd (HnTrainGraph *g);
+
 /* Copies the trained adapter matrices back into the adapter's host arrays. */
 gboolean hn_train_graph_sync_adapter (HnTrainGraph *g, GError **error);
 

@@ -8,6 +8,8 @@
 #include "hn-error.h"
 #include "io/safetensors.h"
 #include "models/lora.h"
+#include "models/transformer.h"
+#include <json-glib/json-glib.h>
 
 static char *
 fixture (const char *rel)
@@ -201,6 +203,63 @@ test_merge (void)
   g_rmdir (tmp);
 }
 
+/* peft's logits with the initial adapter (lora_B non-zero) of llama_lora and
+ * gpt2_lora, from the model with the adapter attached. */
+static void
+check_attach (const char *base, const char *lora_case)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_test_skip ("no Vulkan device");
+      return;
+    }
+  g_autofree char *model_dir = fixture (base);
+  g_autofree char *init_rel = g_strdup_printf ("%s/adapter_init", lora_case);
+  g_autofree char *ad_dir = fixture (init_rel);
+  g_autofree char *exp_rel = g_strdup_printf ("%s/expected.json", lora_case);
+  g_autofree char *exp_path = fixture (exp_rel);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_file (p, exp_path, &error));
+  JsonObject *o = json_node_get_object (json_parser_get_root (p));
+  JsonArray *ids = json_object_get_array_member (o, "input_ids");
+  int n = (int) json_array_get_length (ids);
+  g_autofree gint32 *in = g_new (gint32, n);
+  for (int i = 0; i < n; i++)
+    in[i] = (gint32) json_array_get_int_element (ids, i);
+  JsonArray *want = json_object_get_array_member (o, "logits_adapter_init");
+
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, model_dir, &error);
+  g_assert_no_error (error);
+  int V = hn_transformer_get_hparams (m)->vocab;
+  g_assert_cmpuint (json_array_get_length (want), ==, (guint) (n * V));
+  g_autofree float *before = g_new (float, (gsize) n * V), *after = g_new (float, (gsize) n * V);
+  g_assert_true (hn_transformer_logits (m, in, n, before, &error));
+  g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (ad_dir, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_lora_attach (m, ad, &error));
+  g_assert_no_error (error);
+  g_assert_true (hn_transformer_logits (m, in, n, after, &error));
+  double worst = 0, moved = 0;
+  for (int i = 0; i < n * V; i++)
+    {
+      worst = MAX (worst, fabs (after[i] - json_array_get_double_element (want, i)));
+      moved = MAX (moved, fabs (after[i] - before[i]));
+    }
+  g_test_message ("%s: attached adapter logits within %.3g of peft's (the adapter moved them by %.3g)", lora_case,
+                  worst, moved);
+  g_assert_cmpfloat (worst, <, 1e-4);
+  g_assert_cmpfloat (moved, >, 1e-2);
+}
+
+static void
+test_attach (void)
+{
+  check_attach ("llama", "llama_lora");
+  check_attach ("gpt2", "gpt2_lora");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -210,5 +269,6 @@ main (int argc, char **argv)
   g_test_add_func ("/lora/targets-init", test_targets_and_init);
   g_test_add_func ("/lora/bad-config", test_bad_config);
   g_test_add_func ("/lora/merge", test_merge);
+  g_test_add_func ("/lora/attach-generation", test_attach);
   return g_test_run ();
 }
