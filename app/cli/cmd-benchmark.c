@@ -17,7 +17,9 @@
 #include "io/safetensors.h"
 #include "models/transformer-private.h"
 #include "models/transformer.h"
+#include "models/lora.h"
 #include "tensor/hn-ops.h"
+#include "train/train-graph.h"
 #include "vk/hn-vk.h"
 
 typedef struct {
@@ -488,6 +490,69 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
   return TRUE;
 }
 
+/* One optimizer step per iteration: zero grads, forward + backward of one
+ * batch (B x T), AdamW over every trained parameter (full or LoRA). */
+static gboolean
+bench_train (HnTransformer *m, const BenchOptions *o, gboolean lora, JsonObject *res, GError **error)
+{
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  int B = MAX (o->batch, 1), T = o->seq_len > 0 ? o->seq_len : 1024;
+  g_autoptr (HnLoraAdapter) ad = NULL;
+  if (lora)
+    {
+      HnLoraConfig cfg;
+      hn_lora_config_init (&cfg);
+      cfg.r = 8;
+      cfg.alpha = 16;
+      gboolean ok = hn_lora_config_set_targets (&cfg, "q_proj,k_proj,v_proj,o_proj", error);
+      GArray *cands = ok ? hn_train_graph_lora_candidates (m, &cfg, error) : NULL;
+      if (cands)
+        {
+          ad = hn_lora_adapter_new (&cfg);
+          for (guint i = 0; i < cands->len; i++)
+            {
+              HnLoraCandidate *c = &g_array_index (cands, HnLoraCandidate, i);
+              hn_lora_adapter_add (ad, c->path, c->in, c->out, 42 + i);
+            }
+          hn_lora_candidates_free (cands);
+        }
+      hn_lora_config_clear (&cfg);
+      if (!ad)
+        return FALSE;
+    }
+  g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, B, T, ad, error);
+  if (!g)
+    return FALSE;
+  g_autofree gint32 *in = g_new (gint32, (gsize) B * T);
+  g_autofree gint32 *tg = g_new (gint32, (gsize) B * T);
+  for (int i = 0; i < B * T; i++)
+    in[i] = (i * 7919 + 11) % hp->vocab, tg[i] = (i * 7919 + 7930) % hp->vocab;
+  HnOptimConfig oc;
+  hn_optim_config_init (&oc, HN_OPTIM_ADAMW);
+  double loss = 0;
+  gint64 step = 0;
+  gboolean ok = TRUE;
+  int iters = MAX (o->iterations, 1), warm = MAX (o->warmup, 1);
+  gint64 t0 = 0;
+  for (int i = 0; ok && i < warm + iters; i++)
+    {
+      if (i == warm)
+        t0 = g_get_monotonic_time ();
+      ok = hn_train_graph_zero_grads (g, error) &&
+           hn_train_graph_micro_step (g, in, tg, NULL, (double) B * T, &loss, error) &&
+           hn_train_graph_optimizer_step (g, &oc, ++step, 1e-4, 1.0f, error);
+    }
+  if (!ok)
+    return FALSE;
+  double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
+  json_object_set_int_member (res, "tokens", (gint64) B * T);
+  json_object_set_int_member (res, "trainable_params", hn_train_graph_get_n_trainable (g));
+  set_d (res, "tokens_per_s", (double) B * T / s);
+  set_d (res, "ms_per_step", s * 1e3);
+  set_d (res, "loss", loss);
+  return TRUE;
+}
+
 static int
 run_benchmark (const BenchOptions *o)
 {
@@ -500,12 +565,6 @@ run_benchmark (const BenchOptions *o)
       !g_str_equal (wl, "train") && !g_str_equal (wl, "lora"))
     {
       g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--workload %s: use decode, prefill, train, lora or gemm", wl);
-      return hn_cli_fail (g_steal_pointer (&error));
-    }
-  if (g_str_equal (wl, "train") || g_str_equal (wl, "lora"))
-    {
-      g_set_error (&error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "the %s workload is not measured by this version: the benchmark does not drive the trainer yet", wl);
       return hn_cli_fail (g_steal_pointer (&error));
     }
   g_autoptr (HnVkContext) ctx = hn_vk_context_new_for_selector (o->device, &error);
@@ -556,7 +615,12 @@ run_benchmark (const BenchOptions *o)
       guint64 n_params = wbytes / esz - (hp->tie_embeddings ? 0 : (guint64) hp->vocab * hp->hidden);
       json_object_set_int_member (res, "weight_bytes", (gint64) wbytes);
       hn_vk_context_reset_peak (ctx);
-      ok = g_str_equal (wl, "decode") ? bench_decode (m, o, res, &error) : bench_prefill (m, o, n_params, res, &error);
+      if (g_str_equal (wl, "decode"))
+        ok = bench_decode (m, o, res, &error);
+      else if (g_str_equal (wl, "prefill"))
+        ok = bench_prefill (m, o, n_params, res, &error);
+      else
+        ok = bench_train (m, o, g_str_equal (wl, "lora"), res, &error);
     }
   HnVkMemoryStats ms;
   hn_vk_context_get_memory_stats (ctx, &ms);
@@ -582,9 +646,9 @@ hn_cmd_benchmark (int argc, char **argv)
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "Weight dtype of a synthetic model / GEMM: f32, f16, bf16 (default bf16)", "T" },
     { "workload", 0, 0, G_OPTION_ARG_STRING, &o.workload, "decode (default), prefill, gemm, train, lora", "W" },
     { "batch", 0, 0, G_OPTION_ARG_INT, &o.batch, "Sequences per step (default 1)", "N" },
-    { "seq-len", 0, 0, G_OPTION_ARG_INT, &o.seq_len, "Prompt / sequence length (decode 128, prefill 512)", "N" },
+    { "seq-len", 0, 0, G_OPTION_ARG_INT, &o.seq_len, "Prompt / sequence length (decode 128, prefill 512, train 1024)", "N" },
     { "new-tokens", 0, 0, G_OPTION_ARG_INT, &o.new_tokens, "Decode steps to time (default 128)", "N" },
-    { "iterations", 0, 0, G_OPTION_ARG_INT, &o.iterations, "Timed repetitions of prefill/gemm (default 5)", "N" },
+    { "iterations", 0, 0, G_OPTION_ARG_INT, &o.iterations, "Timed repetitions of prefill/train/gemm (default 5)", "N" },
     { "warmup", 0, 0, G_OPTION_ARG_INT, &o.warmup, "Untimed repetitions first (default 1)", "N" },
     { "size", 0, 0, G_OPTION_ARG_INT, &o.size, "GEMM size M=N=K (default 8192)", "N" },
     { "device", 0, 0, G_OPTION_ARG_STRING, &o.device, "Device index, UUID or name substring", "SEL" },
