@@ -5,7 +5,7 @@ set -e
 PKGS="meson ninja-build pkg-config gcc glslang-tools libvulkan-dev mesa-vulkan-drivers vulkan-tools
  libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libgtk-4-dev libadwaita-1-dev
  zlib1g-dev libzstd-dev libsnappy-dev gettext desktop-file-utils appstream
- xvfb xauth dbus dbus-x11 libglib2.0-bin"
+ xvfb xauth dbus dbus-x11 libglib2.0-bin vulkan-validationlayers"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

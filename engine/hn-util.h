@@ -15,4 +15,15 @@ gboolean hn_mkdir_p (const char *path, GError **error);
 /* Folder under the user cache dir (created), e.g. ~/.cache/hierarchos-native/<sub>. */
 char *hn_user_cache_dir (const char *sub);
 
+/* Fault injection for the reliability tests (tests/engine/test-faults.c);
+ * inert unless set. HN_FAULT_WRITE_BUDGET=N in the environment (or
+ * hn_fault_set_write_budget): writes through hn_fault_write fail with ENOSPC
+ * once N bytes in all were written, as on a full disk. HN_FAULT_VK_ALLOC=N
+ * (or hn_fault_set_vk_alloc): the Nth Vulkan memory allocation from now fails
+ * as VK_ERROR_OUT_OF_DEVICE_MEMORY. */
+gssize hn_fault_write (int fd, const void *buf, gsize len);
+gboolean hn_fault_vk_alloc_fails (void);
+void hn_fault_set_write_budget (gint64 bytes);  /* < 0: unlimited */
+void hn_fault_set_vk_alloc (gint64 nth);        /* 0: never */
+
 G_END_DECLS

@@ -913,7 +913,7 @@ write_all (int fd, const void *data, gsize len, const char *path, GError **error
   const char *p = data;
   while (len > 0)
     {
-      ssize_t n = write (fd, p, MIN (len, (gsize) 1 << 30));
+      ssize_t n = hn_fault_write (fd, p, MIN (len, (gsize) 1 << 30));
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)

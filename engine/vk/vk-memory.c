@@ -7,6 +7,7 @@
  * request larger than that fails closed with HN_ERROR_UNSUPPORTED; callers
  * split such tensors (e.g. by rows). Requests above the default block size get
  * a dedicated block of their own. */
+#include "hn-util.h"
 #include "vk-private.h"
 
 #include <string.h>
@@ -168,7 +169,10 @@ block_new (HnVkContext *ctx, guint64 size, gboolean dedicated, const char *what,
   vkGetBufferMemoryRequirements (ctx->device, b->buffer, &req);
   VkMemoryAllocateInfo mai = {
     .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = ctx->device_mem_type };
-  if (!HN_VK_OK (vkAllocateMemory (ctx->device, &mai, NULL, &b->memory), &local))
+  /* hn_fault_vk_alloc_fails: the allocation-failure test's hook (hn-util.h) */
+  VkResult ar = hn_fault_vk_alloc_fails () ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                                           : vkAllocateMemory (ctx->device, &mai, NULL, &b->memory);
+  if (!hn_vk_check (ar, "vkAllocateMemory", &local))
     goto fail;
   if (!HN_VK_OK (vkBindBufferMemory (ctx->device, b->buffer, b->memory, 0), &local))
     goto fail;
