@@ -415,7 +415,8 @@ decode_bytes (HnTokenizer *tok, const int32_t *ids, gsize n, gboolean skip_speci
 static char *
 bytes_to_utf8 (const guint8 *data, gsize len)
 {
-  return g_utf8_make_valid ((const char *) data, (gssize) len);
+  /* An empty GByteArray has no buffer (data NULL): g_utf8_make_valid refuses it. */
+  return len ? g_utf8_make_valid ((const char *) data, (gssize) len) : g_strdup ("");
 }
 
 char *

@@ -120,7 +120,7 @@ test_disk_full_checkpoint (void)
   /* How many bytes one checkpoint takes. */
   g_autoptr (HnHierModel) a = tiny_model (3);
   train_opts (&o, d1, tok, n);
-  o.max_steps = 1;
+  o.max_steps = 2; /* the last step writes the final model, not a checkpoint */
   o.save_steps = 1;
   g_assert_true (hn_hier_train (a, &o, NULL, &error));
   g_assert_no_error (error);
@@ -363,14 +363,14 @@ test_vk_alloc_fails (void)
     }
   HnVkMemoryStats before, after;
   hn_vk_context_get_memory_stats (ctx, &before);
-  /* A dedicated block (large) and a pooled one: fail the first allocation. */
+  /* A large request (a new block) and a small one: fail the first allocation. */
   hn_fault_set_vk_alloc (1);
   HnVkBuffer *big = hn_vk_buffer_new (ctx, 64 << 20, "tensor model.embed_tokens.weight", &error);
   g_assert_null (big);
   g_assert_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY);
   g_test_message ("%s", error->message);
   g_assert_nonnull (strstr (error->message, "model.embed_tokens.weight"));
-  g_assert_nonnull (strstr (error->message, "67108864"));
+  g_assert_nonnull (strstr (error->message, "out of GPU memory allocating"));
   g_clear_error (&error);
   hn_vk_context_get_memory_stats (ctx, &after);
   g_assert_cmpuint (after.reserved_bytes, ==, before.reserved_bytes);
@@ -413,7 +413,7 @@ test_absurd_hyperparameters (void)
       g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
       g_test_message ("%s %s: %s", bad[i][0], bad[i][1], error->message);
       g_assert_nonnull (strstr (error->message, bad[i][0]));
-      g_assert_true (strstr (error->message, "must be") || strstr (error->message, "not a number"));
+      g_assert_true (strstr (error->message, "must be") || strstr (error->message, "not a finite number"));
     }
 }
 
