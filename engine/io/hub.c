@@ -1,4 +1,5 @@
 #include "io/hub.h"
+#include "io/json-util.h"
 #include "hn-error.h"
 #include "hn-util.h"
 
@@ -991,7 +992,7 @@ hn_hub_list_files (HnHub *hub, HnHubRepoType type, const char *repo_id, const ch
     }
   JsonNode *root = json_parser_get_root (parser);
   JsonObject *o = root && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
-  const char *sha = o && json_object_has_member (o, "sha") ? json_object_get_string_member_with_default (o, "sha", NULL) : NULL;
+  const char *sha = hn_json_object_get_string (o, "sha");
   JsonNode *sib = o ? json_object_get_member (o, "siblings") : NULL;
   if (!sha || !is_commit_hash (sha) || !sib || !JSON_NODE_HOLDS_ARRAY (sib))
     {
@@ -1006,18 +1007,21 @@ hn_hub_list_files (HnHub *hub, HnHubRepoType type, const char *repo_id, const ch
       if (!JSON_NODE_HOLDS_OBJECT (en))
         continue;
       JsonObject *e = json_node_get_object (en);
-      const char *name = json_object_get_string_member_with_default (e, "rfilename", NULL);
+      const char *name = hn_json_object_get_string (e, "rfilename");
       if (!check_rel_path ("file name", name, error))
         return NULL;
       HnHubFile *f = g_new0 (HnHubFile, 1);
       f->path = g_strdup (name);
-      f->size = (guint64) MAX (json_object_get_int_member_with_default (e, "size", 0), 0);
+      gint64 size = 0;
+      hn_json_node_get_int (json_object_get_member (e, "size"), &size);
+      f->size = (guint64) MAX (size, 0);
       JsonNode *lfs = json_object_get_member (e, "lfs");
       if (lfs && JSON_NODE_HOLDS_OBJECT (lfs))
         {
           JsonObject *lo = json_node_get_object (lfs);
-          f->lfs_sha256 = g_strdup (json_object_get_string_member_with_default (lo, "sha256", NULL));
-          f->size = (guint64) MAX (json_object_get_int_member_with_default (lo, "size", (gint64) f->size), 0);
+          f->lfs_sha256 = g_strdup (hn_json_object_get_string (lo, "sha256"));
+          if (hn_json_node_get_int (json_object_get_member (lo, "size"), &size))
+            f->size = (guint64) MAX (size, 0);
         }
       g_ptr_array_add (files, f);
     }

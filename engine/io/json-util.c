@@ -75,3 +75,12 @@ hn_json_node_get_bool (JsonNode *n, gboolean *out)
     return FALSE;
   return TRUE;
 }
+
+const char *
+hn_json_object_get_string (JsonObject *o, const char *name)
+{
+  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
+  if (!n || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}

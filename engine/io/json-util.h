@@ -12,5 +12,8 @@ gboolean hn_json_parser_load (JsonParser *parser, const char *data, gssize len, 
 gboolean hn_json_node_get_int (JsonNode *node, gint64 *out);
 gboolean hn_json_node_get_double (JsonNode *node, double *out);
 gboolean hn_json_node_get_bool (JsonNode *node, gboolean *out);
+/* The member's string, or NULL when it is absent or not a string (json-glib's
+ * getters raise a critical on an object or array, which damaged files have). */
+const char *hn_json_object_get_string (JsonObject *o, const char *name);
 
 G_END_DECLS

@@ -487,7 +487,7 @@ hn_token_decoder_push (HnTokenDecoder *d, int32_t id, GError **error)
   if (all->len <= d->prefix->len || ends_incomplete (all->data, all->len))
     return g_strdup ("");
   gsize common = d->prefix->len;
-  if (memcmp (all->data, d->prefix->data, common) != 0)
+  if (common > 0 && memcmp (all->data, d->prefix->data, common) != 0) /* an empty prefix has no buffer */
     common = 0; /* a context-dependent decoder rewrote the context: emit all */
   char *text = bytes_to_utf8 (all->data + common, all->len - common);
   /* Slide the window: the ids after the old context become the new context. */

@@ -1,6 +1,7 @@
 /* The coherent-v9 architecture contract: defaults, validation, the canonical
  * serialization and its sha256, config.json load/save. */
 #include "models/hierarchos.h"
+#include "io/json-util.h"
 #include "hn-error.h"
 #include "hn-util.h"
 
@@ -584,7 +585,7 @@ hn_hier_config_load (HnHierConfig *c, const char *path, GError **error)
   if (!root || !JSON_NODE_HOLDS_OBJECT (root))
     FAIL (HN_ERROR_CORRUPT, "%s: not a JSON object", path);
   JsonObject *o = json_node_get_object (root);
-  const char *mt = json_object_has_member (o, "model_type") ? json_object_get_string_member (o, "model_type") : NULL;
+  const char *mt = hn_json_object_get_string (o, "model_type");
   if (!mt || strcmp (mt, "hierarchos") != 0)
     FAIL (HN_ERROR_UNSUPPORTED, "%s: model_type is not \"hierarchos\"", path);
   JsonNode *fv = json_object_get_member (o, "format_version");
@@ -649,8 +650,7 @@ hn_hier_config_load (HnHierConfig *c, const char *path, GError **error)
         }
     }
   g_autofree char *sha = hn_hier_config_sha256 (&tmp);
-  const char *want = json_object_has_member (o, "architecture_contract_sha256")
-                         ? json_object_get_string_member (o, "architecture_contract_sha256") : NULL;
+  const char *want = hn_json_object_get_string (o, "architecture_contract_sha256");
   if (!want || strlen (want) != 64 || g_ascii_strcasecmp (want, sha) != 0)
     {
       hn_hier_config_clear (&tmp);

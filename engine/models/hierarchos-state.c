@@ -5,6 +5,7 @@
  * transition rows. Floats are written with 9 significant digits, which
  * round-trips every float exactly, so a restored state continues bit for bit. */
 #include "models/hierarchos-private.h"
+#include "io/json-util.h"
 #include "hn-error.h"
 #include "hn-util.h"
 
@@ -210,8 +211,8 @@ read_cell (JsonObject *root, const char *name, HnHierCellState *c, int W, int N,
     BAD ("%s: '%s' is missing", path, name);
   JsonObject *o = json_node_get_object (n);
   gint64 hidden = 0, hs = 0, ss = 0;
-  const char *layout = json_object_has_member (o, "layout") ? json_object_get_string_member (o, "layout") : NULL;
-  const char *mode = json_object_has_member (o, "state_readout_mode") ? json_object_get_string_member (o, "state_readout_mode") : NULL;
+  const char *layout = hn_json_object_get_string (o, "layout");
+  const char *mode = hn_json_object_get_string (o, "state_readout_mode");
   JsonArray *shape = get_array (o, "shape");
   if (!get_int (o, "hidden", &hidden) || !get_int (o, "head_size", &hs) || !get_int (o, "state_size", &ss) ||
       g_strcmp0 (layout, PACKED_LAYOUT) != 0 || g_strcmp0 (mode, "explicit-output") != 0 || hidden != W || hs != N ||
@@ -342,7 +343,7 @@ hn_hier_state_load (const HnHierModel *m, HnHierState *out, const char *path, GE
   if (!rn || !JSON_NODE_HOLDS_OBJECT (rn))
     BAD ("%s: not a JSON object", path);
   JsonObject *o = json_node_get_object (rn);
-  const char *kind = json_object_has_member (o, "kind") ? json_object_get_string_member (o, "kind") : NULL;
+  const char *kind = hn_json_object_get_string (o, "kind");
   gint64 schema = -1, position = -1;
   if (g_strcmp0 (kind, HN_HIER_STATE_KIND) != 0 || !get_int (o, "schema_version", &schema) || schema != HN_HIER_STATE_SCHEMA)
     {
@@ -350,8 +351,8 @@ hn_hier_state_load (const HnHierModel *m, HnHierState *out, const char *path, GE
                    HN_HIER_STATE_SCHEMA);
       return FALSE;
     }
-  const char *rev = json_object_has_member (o, "architecture_revision") ? json_object_get_string_member (o, "architecture_revision") : NULL;
-  const char *sha = json_object_has_member (o, "architecture_contract_sha256") ? json_object_get_string_member (o, "architecture_contract_sha256") : NULL;
+  const char *rev = hn_json_object_get_string (o, "architecture_revision");
+  const char *sha = hn_json_object_get_string (o, "architecture_contract_sha256");
   if (g_strcmp0 (rev, m->cfg.architecture_revision) != 0 || g_strcmp0 (sha, m->contract_sha256) != 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,

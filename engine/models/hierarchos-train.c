@@ -3,6 +3,7 @@
  * masters, cosine schedule with warm-up, clipping, accumulation, periodic
  * checkpoints with optimizer / data-cursor / RNG sidecars and exact resume. */
 #include "models/hierarchos-private.h"
+#include "io/json-util.h"
 #include "hn-error.h"
 #include "hn-util.h"
 #include "io/safetensors.h"
@@ -469,8 +470,8 @@ load_trainer_state (const char *dir, const HnHierTrainOptions *o, int chunk, int
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: trainer state version %" G_GINT64_FORMAT " is not supported", sp, iv[0]);
       return FALSE;
     }
-  const char *fp = json_object_has_member (obj, "data_sha256") ? json_object_get_string_member (obj, "data_sha256") : NULL;
-  const char *seed = json_object_has_member (obj, "rng_seed") ? json_object_get_string_member (obj, "rng_seed") : NULL;
+  const char *fp = hn_json_object_get_string (obj, "data_sha256");
+  const char *seed = hn_json_object_get_string (obj, "rng_seed");
   g_autofree char *want_seed = g_strdup_printf ("%" G_GUINT64_FORMAT, o->seed);
   if (!fp || strcmp (fp, fingerprint) != 0 || (gsize) iv[5] != o->n_tokens)
     {
