@@ -60,6 +60,13 @@ hn_unigram_tokenize (HnModel *m, const char *word, gsize len, GArray *out)
   g_autoptr (GArray) rev = g_array_new (FALSE, FALSE, sizeof (int32_t) * 2);
   for (gsize e = len; e > 0;)
     {
+      if (from[e] < 0)
+        {
+          /* Unreachable (non-finite scores in a damaged model): [0, e) is unknown. */
+          int32_t unk[2] = { -1, 0 };
+          g_array_append_val (rev, unk);
+          break;
+        }
       int32_t pair[2] = { piece[e], from[e] };
       g_array_append_val (rev, pair);
       e = (gsize) from[e];

@@ -7,6 +7,7 @@
 #include <glib/gstdio.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdlib.h>
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
@@ -31,6 +32,14 @@ fuzz_rm_rf (const char *path)
 
 static char *fuzz_dir_;
 
+/* GLib stops on a fatal critical with a breakpoint (SIGTRAP), which libFuzzer
+ * does not catch: turn it into an abort so the input is saved. */
+static inline void
+fuzz_on_trap (int sig)
+{
+  abort ();
+}
+
 static inline void
 fuzz_cleanup (void)
 {
@@ -49,6 +58,7 @@ fuzz_tmp_dir (void)
       atexit (fuzz_cleanup);
       /* Criticals are bugs the fuzzer must see (as G_DEBUG=fatal-criticals). */
       g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+      signal (SIGTRAP, fuzz_on_trap);
     }
   return fuzz_dir_;
 }
