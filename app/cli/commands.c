@@ -6,6 +6,7 @@ int hn_cmd_benchmark (int argc, char **argv);
 int hn_cmd_dataset_preview (int argc, char **argv);
 int hn_cmd_devices (int argc, char **argv);
 int hn_cmd_doctor (int argc, char **argv);
+int hn_cmd_evaluate (int argc, char **argv);
 int hn_cmd_chat (int argc, char **argv);
 int hn_cmd_hierarchos_finetune (int argc, char **argv);
 int hn_cmd_hierarchos_init (int argc, char **argv);
@@ -30,6 +31,7 @@ const HnCliCommand hn_cli_commands[] = {
   { "dataset-preview", NULL, "Show training rows as the trainer sees them: templating, loss mask, tokens", hn_cmd_dataset_preview },
   { "devices", NULL, "List the Vulkan devices (--json for the full report)", hn_cmd_devices },
   { "doctor", NULL, "Check the Vulkan setup, devices, features, shaders and cache folders", hn_cmd_doctor },
+  { "evaluate", NULL, "Perplexity of a model (or model + LoRA adapter) on a text or JSONL file", hn_cmd_evaluate },
   { "hierarchos-finetune", (const char *const[]) { "finetune", NULL },
     "Fine-tune a Hierarchos model (a trainable subset by default)", hn_cmd_hierarchos_finetune },
   { "hierarchos-init", NULL, "Create a fresh Hierarchos model folder from a tokenizer", hn_cmd_hierarchos_init },
