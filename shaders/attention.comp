@@ -4,9 +4,14 @@
 // in blocks of 64 with an online softmax (flash-decoding style): each
 // invocation scores one key of the block, then owns Dv/64 output dims.
 // K/V dtype f32/f16/bf16 via spec constant 0. D, Dv <= 256.
+// SPLIT (spec constant 1) = 1: split-K for decode; workgroup z is
+// b * n_split + split and covers keys [split * chunk, + chunk); binding 5
+// is then f32 scratch getting (max, sum, acc[Dv]) per (b, t, h, split),
+// combined by attention_merge.comp.
 #include "common.glsl"
 #include "activation.glsl"
 layout(constant_id = 0) const uint KVDT = 0;
+layout(constant_id = 1) const uint SPLIT = 0;
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { uint kw[]; };
@@ -20,6 +25,7 @@ layout(push_constant) uniform P {
   uint q_off; uint k_off; uint v_off; uint o_off; uint s_off; uint m_off;
   uint flags;  // 1 = alibi slopes, 2 = mask
   uint mask_B; uint mask_T; uint mask_cols;
+  uint chunk; uint n_split;
 } p;
 
 shared float qs[256];
@@ -41,6 +47,8 @@ float wg_sum64(float v) {
 
 void main() {
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint split = 0u;
+  if (SPLIT != 0u) { split = b % p.n_split; b /= p.n_split; }
   uint tid = gl_LocalInvocationID.x;
   uint kvh = h / (p.H / p.KVH);
   int pos = p.pos0 + int(t);
@@ -60,7 +68,9 @@ void main() {
   // Keys past the causal limit never contribute: stop there.
   uint n_keys = p.n_kv;
   if (p.causal != 0u) n_keys = uint(clamp(pos + 1, 0, int(p.n_kv)));
-  for (uint j0 = 0u; j0 < n_keys; j0 += 64u) {
+  uint j_begin = 0u;
+  if (SPLIT != 0u) { j_begin = split * p.chunk; n_keys = min(n_keys, j_begin + p.chunk); }
+  for (uint j0 = j_begin; j0 < n_keys; j0 += 64u) {
     uint j = j0 + tid;
     float s = HN_NEG_INF;
     if (j < n_keys && !(p.window > 0u && int(j) <= pos - int(p.window))) {
@@ -92,6 +102,15 @@ void main() {
       acc[i] = a;
     }
     barrier();  // ps is rewritten by the next block
+  }
+  if (SPLIT != 0u) {
+    uint sb = p.o_off + (((b * p.T + t) * p.H + h) * p.n_split + split) * (p.Dv + 2u);
+    if (tid == 0u) { o[sb] = m_run; o[sb + 1u] = l_run; }
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+      uint d = tid + i * 64u;
+      if (d < p.Dv) o[sb + 2u + d] = acc[i];
+    }
+    return;
   }
   uint ob = p.o_off + ((b * p.T + t) * p.H + h) * p.Dv;
   float inv = l_run > 0.0 ? 1.0 / l_run : 0.0;

@@ -41,29 +41,39 @@ void main() {
   uint tid = gl_LocalInvocationID.x;
   float acc[8 * 8];
   [[unroll]] for (uint i = 0u; i < ROWS * 8u; i++) acc[i] = 0.0;
-  [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-    uint n = n0 + r;
-    if (n >= p.N) break;
-    if (VEC != 0u) {
-      if (BDT == HN_DT_F32) {
-        uint wrow4 = (p.w_off + n * p.K) >> 2;
-        for (uint k4 = tid; k4 < p.K / 4u; k4 += WG) {
-          vec4 w = uintBitsToFloat(w4[wrow4 + k4]);
-          [[unroll]] for (uint m = 0u; m < 8u; m++)
-            if (m < p.M) acc[r * 8u + m] += dot(w, x4[((p.x_off + m * p.K) >> 2) + k4]);
-        }
-      } else {
-        uint wrow8 = (p.w_off + n * p.K) >> 3;
-        for (uint k8 = tid; k8 < p.K / 8u; k8 += WG) {
-          uvec4 w = w4[wrow8 + k8];
-          [[unroll]] for (uint m = 0u; m < 8u; m++)
-            if (m < p.M) {
-              uint xb = ((p.x_off + m * p.K) >> 2) + 2u * k8;
-              acc[r * 8u + m] += dot8(w, x4[xb], x4[xb + 1u]);
-            }
-        }
+  if (VEC != 0u) {
+    // k outer, rows inner: each invocation issues the loads of all ROWS
+    // rows back to back, so enough memory traffic is in flight for tall
+    // matrices (LM head). Rows past N re-read the last row; their sums are
+    // dropped below.
+    uint wrow[8];
+    [[unroll]] for (uint r = 0u; r < ROWS; r++) wrow[r] = min(n0 + r, p.N - 1u) * p.K;
+    if (BDT == HN_DT_F32) {
+      for (uint k4 = tid; k4 < p.K / 4u; k4 += WG) {
+        vec4 w[8];
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) w[r] = uintBitsToFloat(w4[((p.w_off + wrow[r]) >> 2) + k4]);
+        [[unroll]] for (uint m = 0u; m < 8u; m++)
+          if (m < p.M) {
+            vec4 xv = x4[((p.x_off + m * p.K) >> 2) + k4];
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) acc[r * 8u + m] += dot(w[r], xv);
+          }
       }
     } else {
+      for (uint k8 = tid; k8 < p.K / 8u; k8 += WG) {
+        uvec4 w[8];
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) w[r] = w4[((p.w_off + wrow[r]) >> 3) + k8];
+        [[unroll]] for (uint m = 0u; m < 8u; m++)
+          if (m < p.M) {
+            uint xb = ((p.x_off + m * p.K) >> 2) + 2u * k8;
+            vec4 xa = x4[xb], xc = x4[xb + 1u];
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) acc[r * 8u + m] += dot8(w[r], xa, xc);
+          }
+      }
+    }
+  } else {
+    [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+      uint n = n0 + r;
+      if (n >= p.N) break;
       uint wrow = p.w_off + n * p.K;
       for (uint k = tid; k < p.K; k += WG) {
         float w = HN_LOAD(ww, BDT, wrow + k);

@@ -196,14 +196,24 @@ typedef struct {
   gint64 window;          /* > 0: also hide keys j <= p - window (sliding window) */
   HnTensor *alibi_slopes; /* optional f32 [H]: score += slope[h] · (j - p) */
   HnTensor *mask;         /* optional additive f32 [T, n_kv] (or [B, T, n_kv], [B, 1, n_kv]) */
+  HnTensor *scratch;      /* optional f32 scratch for split-K decode (see below); NULL = one pass */
 } HnAttentionParams;
 
 /* Scaled-dot-product attention reading K/V from a cache:
  * out [T, H, Dv] = softmax(q·kᵀ·scale + ...)·v, q [T, H, D], k [n_ctx, KVH, D],
  * v [n_ctx, KVH, Dv] with H % KVH == 0 (GQA; KVH 1 = MQA). With a batch:
- * out/q [B, T, H, D], k/v [B, n_ctx, KVH, D]. f32 (k/v may be f16/bf16). */
+ * out/q [B, T, H, D], k/v [B, n_ctx, KVH, D]. f32 (k/v may be f16/bf16).
+ * Split-K (flash-decoding): with T <= 8, many keys and few (head, query)
+ * pairs, keys are split over several workgroups per head when
+ * params->scratch (f32, owned by the caller and reused across steps) holds
+ * B·T·H·n_split·(Dv + 2) elements; hn_attention_scratch_size() gives the
+ * size for the largest n_kv. Too small or NULL: the single-pass kernel. */
 gboolean hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *v,
                           const HnAttentionParams *params, GError **error);
+
+/* Scratch elements (f32) that let hn_op_attention use its full split-K
+ * for up to n_kv keys with the given B, T, H, Dv (0 when it would not split). */
+gint64 hn_attention_scratch_size (gint64 B, gint64 T, gint64 H, gint64 Dv, gint64 n_kv);
 
 /* Standard ALiBi slopes for n_heads (as in BLOOM/MPT). */
 void hn_alibi_slopes (int n_heads, float max_bias, float *slopes);

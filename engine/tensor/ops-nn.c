@@ -194,6 +194,46 @@ hn_alibi_slopes (int n_heads, float max_bias, float *slopes)
     }
 }
 
+static gboolean
+scratch_disjoint (const char *op, HnTensor *sc, HnTensor *t, GError **error)
+{
+  if (t && sc->buf == t->buf && sc->offset < t->offset + hn_tensor_nbytes (t) &&
+      t->offset < sc->offset + hn_tensor_nbytes (sc))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: scratch %s overlaps tensor %s", op, sc->name,
+                   t->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Split-K plan: enough workgroups to fill a large GPU (~256 of them) from
+ * (head, query) pairs and key chunks of at least 64 keys (one block). */
+static guint32
+attention_n_split (gint64 B, gint64 T, gint64 H, gint64 n_kv, guint32 *chunk)
+{
+  *chunk = 0;
+  if (T > 8 || n_kv <= 64)
+    return 1;
+  gint64 rows = B * T * H;
+  gint64 want = rows >= 256 ? 1 : 256 / rows;
+  gint64 blocks = (n_kv + 63) / 64;
+  gint64 n = MIN (MIN (want, blocks), 64);
+  if (n < 2)
+    return 1;
+  gint64 c = ((blocks + n - 1) / n) * 64;
+  *chunk = (guint32) c;
+  return (guint32) ((n_kv + c - 1) / c);
+}
+
+gint64
+hn_attention_scratch_size (gint64 B, gint64 T, gint64 H, gint64 Dv, gint64 n_kv)
+{
+  guint32 chunk;
+  guint32 n = attention_n_split (B, T, H, n_kv, &chunk);
+  return n < 2 ? 0 : B * T * H * (gint64) n * (Dv + 2);
+}
+
 gboolean
 hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *v, const HnAttentionParams *params,
                  GError **error)
@@ -271,21 +311,49 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     gint32 pos0;
     guint32 window, causal;
     float scale, softcap;
-    guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols;
+    guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols, chunk, n_split;
   } pc = {
     (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) n_ctx, (guint32) n_kv,
     (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u,
     params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
     hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out),
     params->alibi_slopes ? hn_eoff (params->alibi_slopes) : 0, params->mask ? hn_eoff (params->mask) : 0,
-    (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u), mB, mT, mcols };
-  guint32 spec[1] = { hn_op_float_code (k->dtype) };
+    (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u), mB, mT, mcols, 0, 1 };
+  guint32 chunk = 0, n_split = 1;
+  HnTensor *sc = params->scratch;
+  if (sc && g_getenv ("HN_NO_SPLITK") == NULL)
+    {
+      if (!hn_op_check_ctx (op, cmd, sc, error) || !hn_op_check_dtype (op, "scratch", sc, HN_DTYPE_F32, error) ||
+          !scratch_disjoint (op, sc, out, error) || !scratch_disjoint (op, sc, q, error) ||
+          !scratch_disjoint (op, sc, k, error) || !scratch_disjoint (op, sc, v, error) ||
+          !scratch_disjoint (op, sc, params->mask, error) || !scratch_disjoint (op, sc, params->alibi_slopes, error))
+        return FALSE;
+      n_split = attention_n_split (B, T, H, n_kv, &chunk);
+      /* The single pass is exact too: a scratch too small to split just keeps it. */
+      if (n_split >= 2 && sc->n < B * T * H * (gint64) n_split * (Dv + 2))
+        n_split = 1;
+      if (n_split >= 2 && B * (gint64) n_split > 65535)
+        n_split = 1;
+    }
+  guint32 spec[2] = { hn_op_float_code (k->dtype), n_split >= 2 ? 1u : 0u };
   HnVkBinding bd[6] = {
     hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
     hn_bind (params->alibi_slopes ? params->alibi_slopes : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
-    hn_bind (out, TRUE) };
-  return hn_cmd_dispatch (cmd, "attention", spec, 1, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T, (guint32) B,
-                          error);
+    hn_bind (n_split >= 2 ? sc : out, TRUE) };
+  if (n_split < 2)
+    return hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T, (guint32) B,
+                            error);
+  pc.chunk = chunk;
+  pc.n_split = n_split;
+  pc.o_off = hn_eoff (sc);
+  if (!hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T,
+                        (guint32) B * n_split, error))
+    return FALSE;
+  struct { guint32 T, H, Dv, n_split, s_off, o_off; } mpc = {
+    (guint32) T, (guint32) H, (guint32) Dv, n_split, hn_eoff (sc), hn_eoff (out) };
+  HnVkBinding mbd[2] = { hn_bind (sc, FALSE), hn_bind (out, TRUE) };
+  return hn_cmd_dispatch (cmd, "attention_merge", NULL, 0, mbd, 2, &mpc, sizeof mpc, (guint32) H, (guint32) T,
+                          (guint32) B, error);
 }
 
 /* ------------------------------------------------------------ losses, picks */

@@ -202,7 +202,10 @@ hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias,
       /* Vector loads need 8-element aligned rows and offsets (16 bytes of
        * 16-bit weights or 32 of f32) and 4-aligned activation rows. */
       gboolean vec = K % 8 == 0 && hn_eoff (w) % 8 == 0 && hn_eoff (x) % 4 == 0;
-      guint32 wg = 128, rows = 2;
+      /* Tall matrices (LM head: ~128k rows) take 8 rows per workgroup, so
+       * each invocation keeps 8 row loads in flight and the per-workgroup
+       * reduction is amortised; 2 rows keep enough workgroups for FFN sizes. */
+      guint32 wg = 128, rows = vec && N >= 16384 ? 8 : 2;
       guint32 spec[4] = { hn_op_float_code (w->dtype), wg, rows, vec ? 1 : 0 };
       HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE) };
       guint32 gx, gy;

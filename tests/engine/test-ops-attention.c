@@ -134,8 +134,10 @@ typedef struct {
   HnDType kv_dtype;
 } AttnCase;
 
-static void
-run_attention (const AttnCase *c)
+/* with_scratch: also pass split-K scratch when the shape splits; returns
+ * whether it did. */
+static gboolean
+run_attention (const AttnCase *c, gboolean with_scratch)
 {
   g_autoptr(GError) error = NULL;
   gint64 B = c->B, T = c->T, H = c->H, KVH = c->KVH, D = c->D, Dv = c->Dv, n_ctx = c->n_ctx;
@@ -184,6 +186,13 @@ run_attention (const AttnCase *c)
       tm = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, 1, mcols }, mask);
     }
   p.mask = tm;
+  g_autoptr(HnTensor) tsc = NULL;
+  gint64 nsc = with_scratch ? hn_attention_scratch_size (B, T, H, Dv, n_kv) : 0;
+  if (nsc > 0)
+    {
+      tsc = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { nsc });
+      p.scratch = tsc;
+    }
   g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
   g_assert_true (hn_op_attention (cmd, to, tq, tk, tv, &p, &error));
   g_assert_no_error (error);
@@ -191,10 +200,11 @@ run_attention (const AttnCase *c)
   g_autofree float *got = hn_test_download (to), *ref = g_new (float, B * T * H * Dv);
   hn_ref_attention (ref, q, k, v, B, T, H, KVH, D, Dv, n_ctx, &p, slopes, mask, mB, mT, mcols);
   g_autofree char *what = g_strdup_printf ("attention B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " H%" G_GINT64_FORMAT
-                                           " KVH%" G_GINT64_FORMAT " D%" G_GINT64_FORMAT " n_kv %" G_GINT64_FORMAT,
-                                           B, T, H, KVH, D, n_kv);
+                                           " KVH%" G_GINT64_FORMAT " D%" G_GINT64_FORMAT " n_kv %" G_GINT64_FORMAT "%s",
+                                           B, T, H, KVH, D, n_kv, nsc > 0 ? " split-K" : "");
   /* outputs are convex combinations of v in [-1, 1] */
   hn_test_assert_close (what, got, ref, B * T * H * Dv, 1e-5, 2e-6);
+  return nsc > 0;
 }
 
 static void
@@ -220,9 +230,20 @@ test_attention (void)
     /* f16 / bf16 caches, head dim 256 */
     { 1, 3, 2, 1, 256, 256, 67, { .causal = TRUE, .pos0 = 64, .n_kv = 67 }, FALSE, 0, HN_DTYPE_F16 },
     { 2, 2, 4, 4, 64, 64, 100, { .causal = TRUE, .pos0 = 98 }, FALSE, 0, HN_DTYPE_BF16 },
+    /* split-K decode shapes: odd key counts over several chunks, GQA,
+     * sliding window + soft-cap + ALiBi, masks, batch, bf16 */
+    { 1, 1, 4, 2, 40, 40, 333, { .causal = TRUE, .pos0 = 330, .n_kv = 331 }, FALSE, 0, HN_DTYPE_F32 },
+    { 1, 2, 6, 3, 16, 24, 300, { .causal = TRUE, .pos0 = 255, .window = 97, .softcap = 3.0f }, TRUE, 1, HN_DTYPE_F32 },
+    { 3, 1, 2, 1, 32, 32, 197, { .causal = TRUE, .pos0 = 196 }, FALSE, 2, HN_DTYPE_BF16 },
+    { 1, 1, 2, 2, 64, 64, 129, { .scale = 0.5f }, TRUE, 1, HN_DTYPE_F16 },
   };
+  guint n_split = 0;
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
-    run_attention (&cases[i]);
+    {
+      run_attention (&cases[i], FALSE);
+      n_split += run_attention (&cases[i], TRUE);
+    }
+  g_assert_cmpuint (n_split, >=, 5);
 }
 
 static void

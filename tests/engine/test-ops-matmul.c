@@ -90,6 +90,9 @@ test_matmul_f32 (void)
   /* K a multiple of 8: the vectorised matrix-vector path */
   run_matmul (HN_DTYPE_F32, 1, 67, 64, TRUE, FALSE);
   run_matmul (HN_DTYPE_F32, 6, 5, 520, FALSE, TRUE);
+  /* tall (>= 16384 rows, not a multiple of 8): 8 rows per workgroup */
+  run_matmul (HN_DTYPE_F32, 1, 16389, 16, TRUE, FALSE);
+  run_matmul (HN_DTYPE_F32, 3, 16387, 24, FALSE, FALSE);
 }
 
 static void
@@ -107,6 +110,8 @@ test_matmul_f16_bf16 (void)
       run_matmul (dt, 1, 131, 256, TRUE, FALSE);
       run_matmul (dt, 7, 9, 8, FALSE, FALSE);
       run_matmul (dt, 2, 3, 1024, TRUE, TRUE);
+      run_matmul (dt, 1, 16389, 64, FALSE, FALSE);
+      run_matmul (dt, 2, 16387, 16, TRUE, FALSE);
       run_matmul (dt, 200, 130, 96, TRUE, TRUE);
     }
 }
