@@ -46,6 +46,12 @@ void hn_ref_attention (float *out, const float *q, const float *k, const float *
                        gint64 KVH, gint64 D, gint64 Dv, gint64 n_ctx, const HnAttentionParams *p,
                        const float *slopes, const float *mask, gint64 mask_B, gint64 mask_T, gint64 mask_cols);
 
+/* hn_op_attention_paged on the host: q/out [B, T, H, D|Dv], k/v arenas
+ * [n_pages * HN_KV_PAGE_SIZE, KVH, D|Dv], page_table [B, max_pages], seq_lens [B]. */
+void hn_ref_attention_paged (float *out, const float *q, const float *k, const float *v, gint64 B, gint64 T, gint64 H,
+                             gint64 KVH, gint64 D, gint64 Dv, const gint32 *page_table, gint64 max_pages,
+                             const gint32 *seq_lens, const HnPagedAttentionParams *p);
+
 void hn_ref_cross_entropy (float *loss, float *mean, const float *logits, const gint32 *targets, gint64 N, gint64 V,
                            gint32 ignore_index);
 

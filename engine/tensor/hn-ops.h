@@ -215,6 +215,27 @@ gboolean hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, H
  * for up to n_kv keys with the given B, T, H, Dv (0 when it would not split). */
 gint64 hn_attention_scratch_size (gint64 B, gint64 T, gint64 H, gint64 Dv, gint64 n_kv);
 
+/* Paged K/V (issue 10): keys/values live in HN_KV_PAGE_SIZE-token pages of one
+ * physical arena per layer; a page table maps each sequence's logical pages to
+ * physical ones. */
+#define HN_KV_PAGE_SIZE 16
+
+typedef struct {
+  float scale;           /* 0 = 1/sqrt(head_dim) */
+  float softcap;         /* > 0: tanh soft-capping of the scores */
+  gboolean causal;       /* query t of row b (position seq_len[b] - T + t) sees keys j <= its position */
+  gint64 window;         /* > 0: also hide keys j <= p - window (sliding window) */
+  HnTensor *page_table;  /* i32 [B, max_pages]: physical page of each logical page */
+  HnTensor *seq_lens;    /* i32 [B]: tokens in each row's cache, the T new ones included */
+} HnPagedAttentionParams;
+
+/* Attention of q/out [B, T, H, D] over k/v arenas [n_pages * HN_KV_PAGE_SIZE, KVH, D]
+ * read through params->page_table (entries must be valid pages for every key
+ * below seq_len; rows may have different lengths). Same math as hn_op_attention
+ * with pos0 = seq_len[b] - T and n_kv = seq_len[b]; no ALiBi or mask. */
+gboolean hn_op_attention_paged (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k_arena, HnTensor *v_arena,
+                                const HnPagedAttentionParams *params, GError **error);
+
 /* Standard ALiBi slopes for n_heads (as in BLOOM/MPT). */
 void hn_alibi_slopes (int n_heads, float max_bias, float *slopes);
 
