@@ -25,8 +25,9 @@ case "$mode" in
     xvfb-run -a -s "-screen 0 1400x1000x24" dbus-run-session -- \
       meson test -C "$BUILD" --print-errorlogs --num-processes 2
     # The engine tests that need no GPU again under AddressSanitizer +
-    # UndefinedBehaviorSanitizer (HN_NO_SANITIZE=1 skips this).
-    if [ -z "${HN_NO_SANITIZE:-}" ]; then
+    # UndefinedBehaviorSanitizer: opt-in (HN_SANITIZE=1) until its CI time
+    # and leak suppressions have been measured on an idle machine.
+    if [ -n "${HN_SANITIZE:-}" ]; then
       bash build-aux/sanitize.sh "$BUILD-asan"
     fi ;;
   *) echo "usage: $0 run|test|build" >&2; exit 2 ;;
