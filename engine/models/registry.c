@@ -95,6 +95,14 @@ static const HnArchInfo archs[] = {
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY |
       HN_QUIRK_LM_HEAD_BIAS,
     "gelu_new", DEC, "codegen" },
+  /* routed mixture of experts: every expert runs densely, weighted by the top-k router probabilities */
+  { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC, "mixtral" },
+  { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
+    "silu", DEC, "olmoe" },
+  { "qwen3_moe", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD,
+    "silu", DEC, "qwen3_moe" },
+  { "qwen2_moe", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "qwen2_moe" },
 };
 
 const HnArchInfo *
@@ -169,7 +177,7 @@ static const char *const quirk_names[] = {
   "layernorm", "norm-plus-one", "norm-no-params", "norm-no-bias", "embed-scale-sqrt", "multipliers", "logit-scale",
   "qk-norm-head", "qk-norm-full", "softcap", "sliding-alternate", "fused-qkv", "fused-gate-up", "conv1d",
   "learned-positions", "alibi", "rope-interleaved", "partial-rotary", "embed-norm", "clip-qkv", "lm-head-bias",
-  "gated-mlp", "no-rope", "rope-sliding-only",
+  "gated-mlp", "no-rope", "rope-sliding-only", "moe",
 };
 
 char *

@@ -65,6 +65,7 @@ typedef enum {
   HN_QUIRK_NO_ROPE = 1u << 22,        /* no rotary embedding (gpt2, opt, bloom) */
   HN_QUIRK_ROPE_SLIDING_ONLY = 1u << 23, /* with a sliding window, full-attention layers have no RoPE
                                           * (cohere2, exaone4) */
+  HN_QUIRK_MOE = 1u << 24,            /* routed mixture-of-experts MLP (mixtral, qwen2/3_moe, olmoe) */
 } HnQuirk;
 
 typedef enum {

@@ -422,8 +422,45 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   if (strcmp (mt, "cohere") == 0 && cfg->use_qk_norm == TRUE)
     return unsupported (error, cfg, "use_qk_norm");
-  if (cfg->num_experts > 0)
-    return unsupported (error, cfg, "mixture-of-experts layers");
+  if (cfg->num_experts > 0 || (q & HN_QUIRK_MOE))
+    {
+      if (!(q & HN_QUIRK_MOE))
+        return unsupported (error, cfg, "mixture-of-experts layers");
+      if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                       "%s: num_experts (%" G_GINT64_FORMAT ") and num_experts_per_tok (%" G_GINT64_FORMAT
+                       ") must be positive with top-k <= experts",
+                       cfg->path, cfg->num_experts, cfg->num_experts_per_tok);
+          return FALSE;
+        }
+      hp->n_experts = (int) cfg->num_experts;
+      hp->n_experts_used = (int) cfg->num_experts_per_tok;
+      hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : hp->ffn;
+      hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
+      /* mixtral always renormalises the top-k weights; the qwen/olmoe families say so in norm_topk_prob */
+      gboolean norm_topk = strcmp (mt, "mixtral") == 0;
+      GError *ne = NULL;
+      if (!hn_model_config_get_bool (cfg, "norm_topk_prob", &norm_topk, &ne) && ne)
+        {
+          g_propagate_error (error, ne);
+          return FALSE;
+        }
+      hp->moe_norm_topk = norm_topk;
+      /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
+      gint64 step = 1;
+      GError *se = NULL;
+      if (!hn_model_config_get_int (cfg, "decoder_sparse_step", &step, &se) && se)
+        {
+          g_propagate_error (error, se);
+          return FALSE;
+        }
+      JsonObject *moe_raw = hn_model_config_get_raw (cfg);
+      JsonNode *mol = moe_raw ? json_object_get_member (moe_raw, "mlp_only_layers") : NULL;
+      gboolean dense_layers = mol && JSON_NODE_HOLDS_ARRAY (mol) && json_array_get_length (json_node_get_array (mol)) > 0;
+      if (step != 1 || dense_layers)
+        return unsupported (error, cfg, "decoder_sparse_step other than 1 or mlp_only_layers (mixed dense/MoE layers)");
+    }
   double clip = NAN;
   GError *ce = NULL;
   if (hn_model_config_get_double (cfg, "clip_qkv", &clip, &ce))

@@ -47,6 +47,8 @@ hn_transformer_free (HnTransformer *m)
 {
   if (!m)
     return;
+  for (int i = 0; m->w.layers && i < m->hp.n_layer; i++)
+    g_free (m->w.layers[i].experts); /* the tensors themselves are in m->owned */
   g_free (m->w.layers);
   g_clear_pointer (&m->owned, g_ptr_array_unref);
   if (m->origins)
@@ -106,6 +108,9 @@ hn_transformer_get_dir (HnTransformer *m)
 struct ActsPriv {
   HnTransformerActs pub;
   GPtrArray *views; /* views made while recording; dropped after the submit */
+  /* MoE scratch (NULL for dense models): router logits / routing weights [N, E], top-k [N, k],
+   * one column [N, 1], one expert's output [N, C] */
+  HnTensor *route, *route_w, *topv, *topi, *col, *expert_out;
 };
 
 static HnTensor *
@@ -129,6 +134,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   gint64 N = max_tokens, C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim;
   gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gint64 F = hp->ffn * ((m->w.layers && m->w.layers[0].w_gate && !m->w.layers[0].w_up) ? 2 : 1);
+  gint64 Fu = MAX (hp->ffn, MAX (hp->moe_ffn, hp->shared_ffn)); /* MoE experts reuse gate/up/act */
+  F = MAX (F, Fu);
   a->max_tokens = max_tokens;
   if (!(a->ids = act_new (m, keep, "acts.ids", HN_DTYPE_I32, N, 0, error)) ||
       !(a->pos = act_new (m, keep, "acts.pos", HN_DTYPE_I32, N, 0, error)) ||
@@ -141,11 +148,18 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
       !(a->o = act_new (m, keep, "acts.o", HN_DTYPE_F32, N, C, error)) ||
       !(a->h2 = act_new (m, keep, "acts.h2", HN_DTYPE_F32, N, C, error)) ||
       !(a->gate = act_new (m, keep, "acts.gate", HN_DTYPE_F32, N, F, error)) ||
-      !(a->up = act_new (m, keep, "acts.up", HN_DTYPE_F32, N, hp->ffn, error)) ||
-      !(a->act = act_new (m, keep, "acts.act", HN_DTYPE_F32, N, hp->ffn, error)) ||
+      !(a->up = act_new (m, keep, "acts.up", HN_DTYPE_F32, N, Fu, error)) ||
+      !(a->act = act_new (m, keep, "acts.act", HN_DTYPE_F32, N, Fu, error)) ||
       !(a->mlp = act_new (m, keep, "acts.mlp", HN_DTYPE_F32, N, C, error)) ||
       !(a->last = act_new (m, keep, "acts.last", HN_DTYPE_F32, max_logit_rows, C, error)) ||
-      !(a->logits = act_new (m, keep, "acts.logits", HN_DTYPE_F32, max_logit_rows, hp->vocab, error)))
+      !(a->logits = act_new (m, keep, "acts.logits", HN_DTYPE_F32, max_logit_rows, hp->vocab, error)) ||
+      (hp->n_experts > 0 &&
+       (!(p->route = act_new (m, keep, "acts.moe.route", HN_DTYPE_F32, N, hp->n_experts, error)) ||
+        !(p->route_w = act_new (m, keep, "acts.moe.route_w", HN_DTYPE_F32, N, hp->n_experts, error)) ||
+        !(p->topv = act_new (m, keep, "acts.moe.topv", HN_DTYPE_F32, N, hp->n_experts_used, error)) ||
+        !(p->topi = act_new (m, keep, "acts.moe.topi", HN_DTYPE_I32, N, hp->n_experts_used, error)) ||
+        !(p->col = act_new (m, keep, "acts.moe.col", HN_DTYPE_F32, N, 1, error)) ||
+        !(p->expert_out = act_new (m, keep, "acts.moe.expert_out", HN_DTYPE_F32, N, C, error)))))
     {
       for (guint i = 0; i < keep->len; i++)
         hn_tensor_unref (keep->pdata[i]);
@@ -163,7 +177,8 @@ hn_transformer_acts_free (HnTransformerActs *a)
     return;
   struct ActsPriv *p = (struct ActsPriv *) a;
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
-                       &a->up, &a->act, &a->mlp, &a->last, &a->logits };
+                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &p->route, &p->route_w, &p->topv,
+                       &p->topi, &p->col, &p->expert_out };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -219,11 +234,16 @@ clamp_abs (HnCmd *cmd, HnTensor *t, float c, GError **error)
   return hn_op_scale (cmd, t, t, 1.0f, -c, error);
 }
 
+static gboolean moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
+                     HnTensor *out, gint64 N, GError **error);
+
 static gboolean
 mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
      gint64 N, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
+  if (lw->router)
+    return moe (m, cmd, a, lw, in, out, N, error);
   HnTensor *act = rows_of (a, a->act, 0, N, error);
   CK (act);
   if (lw->w_gate && !lw->w_up)
@@ -249,6 +269,81 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
       CK (hn_op_unary (cmd, act, u, hp->act, error));
     }
   return hn_op_matmul (cmd, out, act, lw->w_down, lw->b_down, error);
+}
+
+/* The first n * cols elements of the scratch t, as [n, cols] (experts narrower than the dense MLP). */
+static HnTensor *
+scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **error)
+{
+  HnTensor *flat = shaped (a, t, 1, (gint64[]) { t->n }, error);
+  HnTensor *part = flat ? rows_of (a, flat, 0, n * cols, error) : NULL;
+  return part ? shaped (a, part, 2, (gint64[]) { n, cols }, error) : NULL;
+}
+
+/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert). */
+static gboolean
+gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnTensor *bg, HnTensor *wu,
+           HnTensor *bu, HnTensor *wd, HnTensor *bd, gint64 F, HnTensor *in, HnTensor *out, gint64 N, GError **error)
+{
+  HnTensor *g = scratch_2d (a, a->gate, N, F, error), *u = g ? scratch_2d (a, a->up, N, F, error) : NULL;
+  HnTensor *act = u ? scratch_2d (a, a->act, N, F, error) : NULL;
+  CK (act);
+  CK (hn_op_matmul (cmd, g, in, wg, bg, error));
+  CK (hn_op_matmul (cmd, u, in, wu, bu, error));
+  CK (hn_op_glu (cmd, act, g, u, m->hp.act, error));
+  return hn_op_matmul (cmd, out, act, wd, bd, error);
+}
+
+/* Routed mixture of experts: probs = softmax(router(in)); the top-k keep their probability (renormalised
+ * when the config says so), the rest get 0; out = sum over experts of weight * expert(in).
+ * Every expert runs on every token (E / k times the routed work): simple, exact, and needs no readback of
+ * the routing inside a recording; a gather/scatter by expert would make large models cheaper. */
+static gboolean
+moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
+     gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 E = hp->n_experts, K = hp->n_experts_used;
+  HnTensor *route = rows_of (a, p->route, 0, N, error), *w = rows_of (a, p->route_w, 0, N, error);
+  HnTensor *topv = rows_of (a, p->topv, 0, N, error), *topi = rows_of (a, p->topi, 0, N, error);
+  HnTensor *col = rows_of (a, p->col, 0, N, error), *eo = rows_of (a, p->expert_out, 0, N, error);
+  CK (route && w && topv && topi && col && eo);
+  HnSoftmaxParams sp = { 0 };
+  CK (hn_op_matmul (cmd, route, in, lw->router, NULL, error));
+  CK (hn_op_softmax (cmd, w, route, &sp, error));
+  CK (hn_op_topk (cmd, topv, topi, w, (int) K, error));
+  CK (hn_op_slice (cmd, col, topv, 1, K - 1, error)); /* the k-th largest probability of each token */
+  /* keep = [p >= kth]: (p - kth) * 1e30 + 1 clamped to [0, 1] is 1 at or above the threshold and 0 below
+   * (any gap over 1e-30 saturates; exact ties with the k-th value are kept, as in a stable top-k) */
+  CK (hn_op_binary (cmd, route, w, col, HN_BINARY_SUB, error));
+  CK (hn_op_scale (cmd, route, route, 1e30f, 1.0f, error));
+  CK (hn_op_clamp (cmd, route, route, 0.0f, 1.0f, error));
+  CK (hn_op_mul (cmd, w, w, route, error));
+  if (hp->moe_norm_topk)
+    {
+      CK (hn_op_reduce (cmd, col, w, HN_REDUCE_SUM, error));
+      CK (hn_op_binary (cmd, w, w, col, HN_BINARY_DIV, error));
+    }
+  CK (hn_op_fill (cmd, out, 0.0f, error));
+  for (gint64 e = 0; e < E; e++)
+    {
+      HnTensor **x = &lw->experts[3 * e];
+      CK (gated_ffn (m, cmd, a, x[0], NULL, x[1], NULL, x[2], NULL, hp->moe_ffn, in, eo, N, error));
+      CK (hn_op_slice (cmd, col, w, 1, e, error));
+      CK (hn_op_mul (cmd, eo, eo, col, error));
+      CK (hn_op_add (cmd, out, out, eo, error));
+    }
+  if (lw->shared_expert_gate)
+    {
+      CK (gated_ffn (m, cmd, a, lw->w_gate, lw->b_gate, lw->w_up, lw->b_up, lw->w_down, lw->b_down, hp->shared_ffn,
+                     in, eo, N, error));
+      CK (hn_op_matmul (cmd, col, in, lw->shared_expert_gate, NULL, error));
+      CK (hn_op_unary (cmd, col, col, HN_ACT_SIGMOID, error));
+      CK (hn_op_mul (cmd, eo, eo, col, error));
+      CK (hn_op_add (cmd, out, out, eo, error));
+    }
+  return TRUE;
 }
 
 /* x += r * residual_scale */

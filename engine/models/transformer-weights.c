@@ -413,6 +413,40 @@ take_norm (Loader *L, const char *pfx, const char *part, gint64 n, gboolean para
   return take_vector (L, bn, n, FALSE, b ? b : &dummy, error);
 }
 
+/* Router, experts and (qwen2_moe) the sigmoid-gated shared expert of one MoE layer. */
+static gboolean
+take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
+  gboolean mixtral = strcmp (hp->arch->model_type, "mixtral") == 0;
+  const char *blk = mixtral ? "block_sparse_moe" : "mlp";
+  /* mixtral: w1 = gate, w3 = up, w2 = down */
+  const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
+  g_autofree char *rn = g_strdup_printf ("%s%s.gate.weight", pfx, blk);
+  if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
+    return FALSE;
+  lw->experts = g_new0 (HnTensor *, 3 * E);
+  for (gint64 e = 0; e < E; e++)
+    for (int j = 0; j < 3; j++)
+      {
+        g_autofree char *wn = g_strdup_printf ("%s%s.experts.%" G_GINT64_FORMAT ".%s.weight", pfx, blk, e, parts[j]);
+        if (!take_matrix (L, wn, j == 2 ? C : Fe, j == 2 ? Fe : C, TRUE, &lw->experts[3 * e + j], error))
+          return FALSE;
+      }
+  if (hp->shared_ffn > 0)
+    {
+      gint64 Fs = hp->shared_ffn;
+      g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
+      if (!take_linear (L, N, pfx, "mlp.shared_expert.gate_proj", Fs, C, &lw->w_gate, &lw->b_gate, error) ||
+          !take_linear (L, N, pfx, "mlp.shared_expert.up_proj", Fs, C, &lw->w_up, &lw->b_up, error) ||
+          !take_linear (L, N, pfx, "mlp.shared_expert.down_proj", C, Fs, &lw->w_down, &lw->b_down, error) ||
+          !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 static void
 names_for (const HnTransformerHParams *hp, Names *N)
 {
@@ -710,6 +744,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
               !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
             return FALSE;
+        }
+      if (hp->n_experts > 0)
+        {
+          if (!take_moe (&L, &N, pfx, lw, error))
+            return FALSE;
+          continue;
         }
       if (N.gate_up)
         {

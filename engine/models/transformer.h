@@ -65,6 +65,11 @@ typedef struct {
   float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
   gboolean tie_embeddings;
   gboolean embed_norm;   /* bloom word_embeddings_layernorm */
+  /* routed mixture of experts (HN_QUIRK_MOE): softmax router -> top-k -> optional renormalisation */
+  int n_experts, n_experts_used; /* 0 = dense MLP */
+  int moe_ffn;                   /* expert intermediate size */
+  int shared_ffn;                /* qwen2_moe shared expert (sigmoid-gated), 0 = none */
+  gboolean moe_norm_topk;        /* renormalise the top-k weights to sum to 1 */
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -131,7 +136,11 @@ typedef struct {
   HnTensor *post_attn_w, *post_ffn_w;             /* gemma2 sandwich, olmo2 post-norms */
   HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
   HnTensor *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;
-  HnTensor *w_gate, *b_gate, *w_up, *b_up, *w_down, *b_down; /* non-gated: up = fc1, down = fc2 */
+  HnTensor *w_gate, *b_gate, *w_up, *b_up, *w_down, *b_down; /* non-gated: up = fc1, down = fc2;
+                                                              * MoE: the shared expert or NULL */
+  HnTensor *router;              /* MoE: [n_experts, C] */
+  HnTensor **experts;            /* MoE: [3 * n_experts] gate, up, down of each expert (owned array) */
+  HnTensor *shared_expert_gate;  /* qwen2_moe: [1, C] */
 } HnLayerWeights;
 
 typedef struct {
