@@ -11,9 +11,10 @@ int hn_cmd_architectures (int argc, char **argv);
 int
 hn_cmd_architectures (int argc, char **argv)
 {
-  gboolean json = FALSE;
+  gboolean json = FALSE, count = FALSE;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the registry as JSON", NULL },
+    { "count", 0, 0, G_OPTION_ARG_NONE, &count, "Print the number of parity-verified architectures", NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- list supported model architectures");
@@ -23,6 +24,11 @@ hn_cmd_architectures (int argc, char **argv)
     return hn_cli_fail (error);
   if (argc > 1)
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
+  if (count)
+    {
+      printf ("%u\n", hn_arch_count_parity_verified ());
+      return 0;
+    }
   if (json)
     {
       g_autofree char *s = hn_arch_list_to_json ();

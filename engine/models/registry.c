@@ -190,6 +190,16 @@ hn_quirks_to_string (guint quirks)
   return g_string_free (s, FALSE);
 }
 
+guint
+hn_arch_count_parity_verified (void)
+{
+  guint n = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    if ((archs[i].tasks & HN_TASK_LOGITS) && archs[i].fixture)
+      n++;
+  return n;
+}
+
 char *
 hn_arch_list_to_json (void)
 {

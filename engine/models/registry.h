@@ -102,6 +102,10 @@ const char *hn_task_name (HnTask task);
 /* Space-separated quirk names of `quirks` (new string). */
 char *hn_quirks_to_string (guint quirks);
 
+/* Architectures whose logits are parity-verified: rows claiming logits with a fixture (the parity test
+ * runs every such fixture, so a row cannot claim support without passing it). */
+guint hn_arch_count_parity_verified (void);
+
 /* The registry as JSON: [{"model_type", "aliases", "family", "block", "quirks",
  * "tasks": {"logits": bool, ...}, "parity_fixture"}...]. */
 char *hn_arch_list_to_json (void);

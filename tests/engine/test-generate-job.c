@@ -108,11 +108,11 @@ test_fail_closed (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_assert_nonnull (strstr (error->message, "paged"));
   g_clear_error (&error);
-  g_autofree char *moe = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "mixtral", NULL);
+  g_autofree char *moe = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "phimoe", NULL);
   const char *m[] = { "generate", "--model-path", moe, "--input-ids", "5,6", NULL };
   g_assert_false (run (m, &ev, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "mixtral"));
+  g_assert_nonnull (strstr (error->message, "phimoe"));
   g_clear_error (&error);
   const char *bad[] = { "generate", "--model-path", model, "--input-ids", "1,x", NULL };
   g_assert_false (run (bad, &ev, &error));

@@ -75,6 +75,20 @@ test_json (void)
   g_assert_true (json_object_has_member (json_object_get_object_member (o, "tasks"), "generate"));
 }
 
+/* The README states the count; it must be the one the registry computes. */
+static void
+test_readme_count (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "README.md", NULL);
+  g_autofree char *text = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, &error));
+  g_autofree char *want = g_strdup_printf ("Parity-verified architectures: **%u**", hn_arch_count_parity_verified ());
+  if (!strstr (text, want))
+    g_test_message ("README.md must say \"%s\"", want);
+  g_assert_nonnull (strstr (text, want));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -83,5 +97,6 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/unknown", test_unknown);
   g_test_add_func ("/registry/tasks", test_tasks);
   g_test_add_func ("/registry/json", test_json);
+  g_test_add_func ("/registry/readme-count", test_readme_count);
   return g_test_run ();
 }
