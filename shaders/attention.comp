@@ -23,7 +23,7 @@ layout(push_constant) uniform P {
   uint T; uint H; uint KVH; uint D; uint Dv; uint n_ctx; uint n_kv;
   int pos0; uint window; uint causal; float scale; float softcap;
   uint q_off; uint k_off; uint v_off; uint o_off; uint s_off; uint m_off;
-  uint flags;  // 1 = alibi slopes, 2 = mask
+  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding)
   uint mask_B; uint mask_T; uint mask_cols;
   uint chunk; uint n_split;
 } p;
@@ -55,7 +55,7 @@ void main() {
   uint qb = p.q_off + ((b * p.T + t) * p.H + h) * p.D;
   for (uint d = tid; d < p.D; d += 64u) qs[d] = q[qb + d];
   barrier();
-  float slope = (p.flags & 1u) != 0u ? slopes[p.s_off + h] : 0.0;
+  float slope = (p.flags & 1u) != 0u ? slopes[p.s_off + h] : 0.0;  // binding 3: ALiBi slopes or sinks
   uint mrow = 0u;
   if ((p.flags & 2u) != 0u) {
     uint mb = p.mask_B == 1u ? 0u : b;
@@ -63,6 +63,8 @@ void main() {
     mrow = p.m_off + (mb * p.mask_T + mt) * p.mask_cols;
   }
   float m_run = HN_NEG_INF, l_run = 0.0;
+  // A sink is one more score with no value: it starts the running softmax (once, in split 0).
+  if ((p.flags & 4u) != 0u && split == 0u) { m_run = slopes[p.s_off + h]; l_run = 1.0; }
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   uint kv_row0 = b * p.n_ctx;
   // Keys past the causal limit never contribute: stop there.

@@ -95,7 +95,7 @@ static const HnArchInfo archs[] = {
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY |
       HN_QUIRK_LM_HEAD_BIAS,
     "gelu_new", DEC, "codegen" },
-  /* routed mixture of experts: every expert runs densely, weighted by the top-k router probabilities */
+  /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
     "silu", DEC, "olmoe" },
@@ -103,6 +103,15 @@ static const HnArchInfo archs[] = {
     "silu", DEC, "qwen3_moe" },
   { "qwen2_moe", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "qwen2_moe" },
+  { "granitemoe", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE,
+    "silu", DEC, "granitemoe" },
+  { "phimoe", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_MOE, "silu",
+    DEC, "phimoe" },
+  { "gpt_oss", NULL, "gpt_oss", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC, "gpt_oss" },
+  { "deepseek_v2", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "deepseek_v2" },
+  { "deepseek_v3", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "deepseek_v3" },
 };
 
 const HnArchInfo *

@@ -70,6 +70,7 @@ rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, co
   s->attention_factor = isnan (r->attention_factor) ? 0.0 : r->attention_factor;
   s->mscale = isnan (r->mscale) ? 0.0 : r->mscale;
   s->mscale_all_dim = isnan (r->mscale_all_dim) ? 0.0 : r->mscale_all_dim;
+  s->yarn_no_truncate = r->truncate == 0; /* gpt_oss: "truncate": false keeps the fractional correction range */
   if (s->type == HN_ROPE_SCALING_LONGROPE && s == &hp->rope_scaling)
     {
       hp->rope_short_factor = g_memdup2 (r->short_factor, sizeof (double) * r->n_short_factor);
@@ -98,6 +99,164 @@ activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
       g_autofree char *what = g_strdup_printf ("activation \"%s\"", name);
       return unsupported (error, cfg, what);
     }
+  return TRUE;
+}
+
+static gboolean
+get_int (const HnModelConfig *cfg, const char *key, gint64 dflt, gint64 *out, GError **error)
+{
+  GError *e = NULL;
+  *out = dflt;
+  if (!hn_model_config_get_int (cfg, key, out, &e) && e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+get_double (const HnModelConfig *cfg, const char *key, double dflt, double *out, GError **error)
+{
+  GError *e = NULL;
+  *out = dflt;
+  if (!hn_model_config_get_double (cfg, key, out, &e) && e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The routed MLP of each MoE family as its transformers modeling file builds it. */
+static gboolean
+moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  const char *mt = hp->arch->model_type;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v");
+  if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
+      cfg->num_experts_per_tok > 32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: num_experts (%" G_GINT64_FORMAT ") and num_experts_per_tok (%" G_GINT64_FORMAT
+                   ") must be positive with top-k <= experts and <= 32",
+                   cfg->path, cfg->num_experts, cfg->num_experts_per_tok);
+      return FALSE;
+    }
+  hp->n_experts = (int) cfg->num_experts;
+  hp->n_experts_used = (int) cfg->num_experts_per_tok;
+  hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : hp->ffn;
+  hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
+  hp->moe_scale = 1.0f;
+  hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
+  /* mixtral and phimoe always renormalise; qwen/olmoe/deepseek_v3 say so in norm_topk_prob */
+  gboolean norm_topk = strcmp (mt, "mixtral") == 0;
+  if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
+    return FALSE;
+  hp->moe_norm_topk = norm_topk;
+  if (strcmp (mt, "granitemoe") == 0 || strcmp (mt, "gpt_oss") == 0)
+    hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
+  if (strcmp (mt, "gpt_oss") == 0)
+    hp->moe_swiglu_limit = 7.0f; /* GptOssExperts: limit 7, alpha 1.702 (= quick_gelu) */
+  if (strcmp (mt, "phimoe") == 0)
+    {
+      double eps;
+      if (!get_double (cfg, "router_jitter_noise", 0.01, &eps, error))
+        return FALSE;
+      if (hp->n_experts_used != 2)
+        return unsupported (error, cfg, "a sparsemixer router with num_experts_per_tok other than 2");
+      hp->moe_route = HN_MOE_ROUTE_SPARSEMIXER;
+      hp->moe_jitter_eps = (float) eps;
+    }
+  if (deepseek)
+    {
+      gint64 n_shared, first_dense, n_group, topk_group;
+      double scale;
+      if (!get_int (cfg, "n_shared_experts", 0, &n_shared, error) ||
+          !get_int (cfg, "first_k_dense_replace", 0, &first_dense, error) ||
+          !get_int (cfg, "n_group", 1, &n_group, error) || !get_int (cfg, "topk_group", 1, &topk_group, error) ||
+          !get_double (cfg, "routed_scaling_factor", 1.0, &scale, error))
+        return FALSE;
+      hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
+      hp->moe_first_dense = (int) CLAMP (first_dense, 0, hp->n_layer);
+      hp->moe_scale = (float) scale;
+      gboolean grouped;
+      if (strcmp (mt, "deepseek_v3") == 0)
+        {
+          hp->moe_route = HN_MOE_ROUTE_SIGMOID_TOPK;
+          grouped = TRUE; /* DeepseekV3TopkRouter always limits the choice to topk_group groups */
+        }
+      else
+        {
+          const char *method = hn_model_config_get_string (cfg, "topk_method");
+          if (method && strcmp (method, "greedy") != 0 && strcmp (method, "group_limited_greedy") != 0)
+            {
+              g_autofree char *what = g_strdup_printf ("topk_method \"%s\"", method);
+              return unsupported (error, cfg, what);
+            }
+          grouped = method && strcmp (method, "group_limited_greedy") == 0;
+        }
+      if (grouped && n_group > 1)
+        {
+          if (n_group > 32 || hp->n_experts % n_group != 0 || topk_group < 1 || topk_group > n_group ||
+              topk_group * (hp->n_experts / n_group) < hp->n_experts_used)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                           "%s: n_group %" G_GINT64_FORMAT " / topk_group %" G_GINT64_FORMAT
+                           " do not split %d experts into at most 32 groups holding num_experts_per_tok",
+                           cfg->path, n_group, topk_group, hp->n_experts);
+              return FALSE;
+            }
+          hp->moe_n_group = (int) n_group;
+          hp->moe_topk_group = (int) topk_group;
+        }
+    }
+  /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
+  gint64 step;
+  if (!get_int (cfg, "decoder_sparse_step", 1, &step, error))
+    return FALSE;
+  JsonObject *moe_raw = hn_model_config_get_raw (cfg);
+  JsonNode *mol = moe_raw ? json_object_get_member (moe_raw, "mlp_only_layers") : NULL;
+  gboolean dense_layers = mol && JSON_NODE_HOLDS_ARRAY (mol) && json_array_get_length (json_node_get_array (mol)) > 0;
+  if (step != 1 || dense_layers)
+    return unsupported (error, cfg, "decoder_sparse_step other than 1 or mlp_only_layers (mixed dense/MoE layers)");
+  return TRUE;
+}
+
+/* DeepSeek's multi-head latent attention: per-head keys [rope | nope] (the device order), values of
+ * v_head_dim, one rotary key shared by all heads. */
+static gboolean
+mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  gint64 q_rank, kv_rank, nope, rope, v;
+  if (!get_int (cfg, "q_lora_rank", 0, &q_rank, error) || !get_int (cfg, "kv_lora_rank", 0, &kv_rank, error) ||
+      !get_int (cfg, "qk_nope_head_dim", 0, &nope, error) || !get_int (cfg, "qk_rope_head_dim", 0, &rope, error) ||
+      !get_int (cfg, "v_head_dim", 0, &v, error))
+    return FALSE;
+  if (kv_rank <= 0 || nope <= 0 || rope <= 0 || rope % 2 || v <= 0 || nope + rope > 256 || v > 256)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim (even) and v_head_dim must be positive, "
+                   "head dims at most 256",
+                   cfg->path);
+      return FALSE;
+    }
+  if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
+    /* deepseek's yarn also rescales the softmax by mscale_all_dim; no fixture proves it here */
+    return unsupported (error, cfg, "rope scaling on multi-head latent attention");
+  hp->mla = TRUE;
+  hp->q_lora_rank = (int) MAX (q_rank, 0);
+  hp->kv_lora_rank = (int) kv_rank;
+  hp->qk_nope_dim = (int) nope;
+  hp->v_head_dim = (int) v;
+  hp->head_dim = (int) (nope + rope);
+  hp->rot_dims = (int) rope;
+  hp->n_kv_head = hp->n_head; /* keys and values are expanded per head from the latent */
+  gboolean interleave = TRUE; /* deepseek_v2 rotates complex pairs; v3 does when rope_interleave (default) */
+  if (strcmp (hp->arch->model_type, "deepseek_v3") == 0 && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
+    return FALSE;
+  hp->rope_style = interleave ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
+  hp->attn_scale = 0.0f;
   return TRUE;
 }
 
@@ -426,41 +585,16 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     {
       if (!(q & HN_QUIRK_MOE))
         return unsupported (error, cfg, "mixture-of-experts layers");
-      if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts)
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
-                       "%s: num_experts (%" G_GINT64_FORMAT ") and num_experts_per_tok (%" G_GINT64_FORMAT
-                       ") must be positive with top-k <= experts",
-                       cfg->path, cfg->num_experts, cfg->num_experts_per_tok);
-          return FALSE;
-        }
-      hp->n_experts = (int) cfg->num_experts;
-      hp->n_experts_used = (int) cfg->num_experts_per_tok;
-      hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : hp->ffn;
-      hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
-      /* mixtral always renormalises the top-k weights; the qwen/olmoe families say so in norm_topk_prob */
-      gboolean norm_topk = strcmp (mt, "mixtral") == 0;
-      GError *ne = NULL;
-      if (!hn_model_config_get_bool (cfg, "norm_topk_prob", &norm_topk, &ne) && ne)
-        {
-          g_propagate_error (error, ne);
-          return FALSE;
-        }
-      hp->moe_norm_topk = norm_topk;
-      /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
-      gint64 step = 1;
-      GError *se = NULL;
-      if (!hn_model_config_get_int (cfg, "decoder_sparse_step", &step, &se) && se)
-        {
-          g_propagate_error (error, se);
-          return FALSE;
-        }
-      JsonObject *moe_raw = hn_model_config_get_raw (cfg);
-      JsonNode *mol = moe_raw ? json_object_get_member (moe_raw, "mlp_only_layers") : NULL;
-      gboolean dense_layers = mol && JSON_NODE_HOLDS_ARRAY (mol) && json_array_get_length (json_node_get_array (mol)) > 0;
-      if (step != 1 || dense_layers)
-        return unsupported (error, cfg, "decoder_sparse_step other than 1 or mlp_only_layers (mixed dense/MoE layers)");
+      if (!moe_from_config (hp, cfg, error))
+        return FALSE;
     }
+  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0)
+    {
+      if (!mla_from_config (hp, cfg, error))
+        return FALSE;
+    }
+  hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  hp->attn_sinks = strcmp (mt, "gpt_oss") == 0;
   double clip = NAN;
   GError *ce = NULL;
   if (hn_model_config_get_double (cfg, "clip_qkv", &clip, &ce))

@@ -48,7 +48,10 @@ hn_transformer_free (HnTransformer *m)
   if (!m)
     return;
   for (int i = 0; m->w.layers && i < m->hp.n_layer; i++)
-    g_free (m->w.layers[i].experts); /* the tensors themselves are in m->owned */
+    {
+      g_free (m->w.layers[i].experts); /* the tensors themselves are in m->owned */
+      g_free (m->w.layers[i].expert_biases);
+    }
   g_free (m->w.layers);
   g_clear_pointer (&m->owned, g_ptr_array_unref);
   if (m->origins)
@@ -108,9 +111,12 @@ hn_transformer_get_dir (HnTransformer *m)
 struct ActsPriv {
   HnTransformerActs pub;
   GPtrArray *views; /* views made while recording; dropped after the submit */
-  /* MoE scratch (NULL for dense models): router logits / routing weights [N, E], top-k [N, k],
+  /* MoE scratch (NULL for dense models): router logits / routing weights [N, E], chosen experts [N, k],
    * one column [N, 1], one expert's output [N, C] */
-  HnTensor *route, *route_w, *topv, *topi, *col, *expert_out;
+  HnTensor *route, *route_w, *topi, *col, *expert_out;
+  /* MLA scratch (NULL unless deepseek): q/kv latent [N, max(q_lora, kv_lora)], per-head key nope part
+   * [N, H * nope], the shared rotary key [N, rope] and its copy per head [N, H * rope] */
+  HnTensor *mla_lat, *mla_knope, *mla_kr, *mla_krb;
 };
 
 static HnTensor *
@@ -156,10 +162,16 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
       (hp->n_experts > 0 &&
        (!(p->route = act_new (m, keep, "acts.moe.route", HN_DTYPE_F32, N, hp->n_experts, error)) ||
         !(p->route_w = act_new (m, keep, "acts.moe.route_w", HN_DTYPE_F32, N, hp->n_experts, error)) ||
-        !(p->topv = act_new (m, keep, "acts.moe.topv", HN_DTYPE_F32, N, hp->n_experts_used, error)) ||
         !(p->topi = act_new (m, keep, "acts.moe.topi", HN_DTYPE_I32, N, hp->n_experts_used, error)) ||
         !(p->col = act_new (m, keep, "acts.moe.col", HN_DTYPE_F32, N, 1, error)) ||
-        !(p->expert_out = act_new (m, keep, "acts.moe.expert_out", HN_DTYPE_F32, N, C, error)))))
+        !(p->expert_out = act_new (m, keep, "acts.moe.expert_out", HN_DTYPE_F32, N, C, error)))) ||
+      (hp->mla &&
+       (!(p->mla_lat = act_new (m, keep, "acts.mla.latent", HN_DTYPE_F32, N, MAX (hp->kv_lora_rank, hp->q_lora_rank),
+                                error)) ||
+        !(p->mla_knope = act_new (m, keep, "acts.mla.k_nope", HN_DTYPE_F32, N, hp->n_head * hp->qk_nope_dim, error)) ||
+        !(p->mla_kr = act_new (m, keep, "acts.mla.k_rope", HN_DTYPE_F32, N, hp->head_dim - hp->qk_nope_dim, error)) ||
+        !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
+                                hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
     {
       for (guint i = 0; i < keep->len; i++)
         hn_tensor_unref (keep->pdata[i]);
@@ -177,8 +189,8 @@ hn_transformer_acts_free (HnTransformerActs *a)
     return;
   struct ActsPriv *p = (struct ActsPriv *) a;
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
-                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &p->route, &p->route_w, &p->topv,
-                       &p->topi, &p->col, &p->expert_out };
+                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &p->route, &p->route_w, &p->topi,
+                       &p->col, &p->expert_out, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -280,7 +292,8 @@ scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **e
   return part ? shaped (a, part, 2, (gint64[]) { n, cols }, error) : NULL;
 }
 
-/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert). */
+/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert). gpt_oss clamps
+ * first: gate to at most the limit, up to ±limit, and runs (up + 1) · quick_gelu(gate). */
 static gboolean
 gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnTensor *bg, HnTensor *wu,
            HnTensor *bu, HnTensor *wd, HnTensor *bd, gint64 F, HnTensor *in, HnTensor *out, gint64 N, GError **error)
@@ -290,12 +303,20 @@ gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnT
   CK (act);
   CK (hn_op_matmul (cmd, g, in, wg, bg, error));
   CK (hn_op_matmul (cmd, u, in, wu, bu, error));
-  CK (hn_op_glu (cmd, act, g, u, m->hp.act, error));
+  float lim = m->hp.moe_swiglu_limit;
+  if (lim > 0)
+    {
+      CK (hn_op_clamp (cmd, g, g, -INFINITY, lim, error));
+      CK (hn_op_clamp (cmd, u, u, -lim, lim, error));
+      CK (hn_op_scale (cmd, u, u, 1.0f, 1.0f, error));
+    }
+  CK (hn_op_glu (cmd, act, g, u, lim > 0 ? HN_ACT_QUICK_GELU : m->hp.act, error));
   return hn_op_matmul (cmd, out, act, wd, bd, error);
 }
 
-/* Routed mixture of experts: probs = softmax(router(in)); the top-k keep their probability (renormalised
- * when the config says so), the rest get 0; out = sum over experts of weight * expert(in).
+/* Routed mixture of experts: router logits (+ bias) -> hn_op_moe_route (each family's rule) -> the
+ * weights of the k chosen experts per token, 0 elsewhere; out = sum over experts of weight * expert(in)
+ * (+ the shared expert, sigmoid-gated for qwen2_moe).
  * Every expert runs on every token (E / k times the routed work): simple, exact, and needs no readback of
  * the routing inside a recording; a gather/scatter by expert would make large models cheaper. */
 static gboolean
@@ -304,46 +325,79 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
 {
   const HnTransformerHParams *hp = &m->hp;
   struct ActsPriv *p = (struct ActsPriv *) a;
-  gint64 E = hp->n_experts, K = hp->n_experts_used;
+  gint64 E = hp->n_experts;
   HnTensor *route = rows_of (a, p->route, 0, N, error), *w = rows_of (a, p->route_w, 0, N, error);
-  HnTensor *topv = rows_of (a, p->topv, 0, N, error), *topi = rows_of (a, p->topi, 0, N, error);
+  HnTensor *topi = rows_of (a, p->topi, 0, N, error);
   HnTensor *col = rows_of (a, p->col, 0, N, error), *eo = rows_of (a, p->expert_out, 0, N, error);
-  CK (route && w && topv && topi && col && eo);
-  HnSoftmaxParams sp = { 0 };
-  CK (hn_op_matmul (cmd, route, in, lw->router, NULL, error));
-  CK (hn_op_softmax (cmd, w, route, &sp, error));
-  CK (hn_op_topk (cmd, topv, topi, w, (int) K, error));
-  CK (hn_op_slice (cmd, col, topv, 1, K - 1, error)); /* the k-th largest probability of each token */
-  /* keep = [p >= kth]: (p - kth) * 1e30 + 1 clamped to [0, 1] is 1 at or above the threshold and 0 below
-   * (any gap over 1e-30 saturates; exact ties with the k-th value are kept, as in a stable top-k) */
-  CK (hn_op_binary (cmd, route, w, col, HN_BINARY_SUB, error));
-  CK (hn_op_scale (cmd, route, route, 1e30f, 1.0f, error));
-  CK (hn_op_clamp (cmd, route, route, 0.0f, 1.0f, error));
-  CK (hn_op_mul (cmd, w, w, route, error));
-  if (hp->moe_norm_topk)
-    {
-      CK (hn_op_reduce (cmd, col, w, HN_REDUCE_SUM, error));
-      CK (hn_op_binary (cmd, w, w, col, HN_BINARY_DIV, error));
-    }
+  CK (route && w && topi && col && eo);
+  CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
+  HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
+                          hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
+                          lw->route_bias };
+  CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   CK (hn_op_fill (cmd, out, 0.0f, error));
   for (gint64 e = 0; e < E; e++)
     {
       HnTensor **x = &lw->experts[3 * e];
-      CK (gated_ffn (m, cmd, a, x[0], NULL, x[1], NULL, x[2], NULL, hp->moe_ffn, in, eo, N, error));
+      HnTensor *const none[3] = { NULL, NULL, NULL };
+      HnTensor *const *b = lw->expert_biases ? &lw->expert_biases[3 * e] : none;
+      CK (gated_ffn (m, cmd, a, x[0], b[0], x[1], b[1], x[2], b[2], hp->moe_ffn, in, eo, N, error));
       CK (hn_op_slice (cmd, col, w, 1, e, error));
       CK (hn_op_mul (cmd, eo, eo, col, error));
       CK (hn_op_add (cmd, out, out, eo, error));
     }
-  if (lw->shared_expert_gate)
+  if (lw->w_down)
     {
       CK (gated_ffn (m, cmd, a, lw->w_gate, lw->b_gate, lw->w_up, lw->b_up, lw->w_down, lw->b_down, hp->shared_ffn,
                      in, eo, N, error));
-      CK (hn_op_matmul (cmd, col, in, lw->shared_expert_gate, NULL, error));
-      CK (hn_op_unary (cmd, col, col, HN_ACT_SIGMOID, error));
-      CK (hn_op_mul (cmd, eo, eo, col, error));
+      if (lw->shared_expert_gate)
+        {
+          CK (hn_op_matmul (cmd, col, in, lw->shared_expert_gate, NULL, error));
+          CK (hn_op_unary (cmd, col, col, HN_ACT_SIGMOID, error));
+          CK (hn_op_mul (cmd, eo, eo, col, error));
+        }
       CK (hn_op_add (cmd, out, out, eo, error));
     }
   return TRUE;
+}
+
+/* DeepSeek multi-head latent attention projections: q [N, H, rope | nope] (through the q LoRA and
+ * its norm when configured), keys [N, H, rope | nope] from the shared rotary key and the latent's
+ * per-head part, values [N, H * v_head_dim] from the latent. RoPE runs afterwards as for any model. */
+static gboolean
+mla_qkv (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *q,
+         HnTensor *k, HnTensor *v, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 H = hp->n_head, dn = hp->qk_nope_dim, dr = hp->head_dim - dn;
+  if (hp->q_lora_rank > 0)
+    {
+      HnTensor *qa = scratch_2d (a, p->mla_lat, N, hp->q_lora_rank, error);
+      CK (qa);
+      CK (hn_op_matmul (cmd, qa, in, lw->wq_a, NULL, error));
+      CK (hn_op_rmsnorm (cmd, qa, qa, lw->q_a_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (hn_op_matmul (cmd, q, qa, lw->wq, NULL, error));
+    }
+  else
+    CK (hn_op_matmul (cmd, q, in, lw->wq, NULL, error));
+  HnTensor *lat = scratch_2d (a, p->mla_lat, N, hp->kv_lora_rank, error);
+  HnTensor *kn = rows_of (a, p->mla_knope, 0, N, error), *kr = rows_of (a, p->mla_kr, 0, N, error);
+  HnTensor *krb = rows_of (a, p->mla_krb, 0, N, error);
+  CK (lat && kn && kr && krb);
+  CK (hn_op_matmul (cmd, lat, in, lw->wkv_a, NULL, error));
+  CK (hn_op_rmsnorm (cmd, lat, lat, lw->kv_a_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+  CK (hn_op_matmul (cmd, kn, lat, lw->wk_nope, NULL, error));
+  CK (hn_op_matmul (cmd, v, lat, lw->wv_b, NULL, error));
+  CK (hn_op_matmul (cmd, kr, in, lw->wk_rope, NULL, error));
+  HnTensor *kr3 = shaped (a, kr, 3, (gint64[]) { N, 1, dr }, error);
+  HnTensor *krb3 = shaped (a, krb, 3, (gint64[]) { N, H, dr }, error);
+  HnTensor *kn3 = shaped (a, kn, 3, (gint64[]) { N, H, dn }, error);
+  HnTensor *k3 = shaped (a, k, 3, (gint64[]) { N, H, dn + dr }, error);
+  CK (kr3 && krb3 && kn3 && k3);
+  CK (hn_op_fill (cmd, krb3, 0.0f, error));
+  CK (hn_op_add (cmd, krb3, krb3, kr3, error)); /* the one rotary key, broadcast to every head */
+  return hn_op_concat (cmd, k3, krb3, kn3, 2, error);
 }
 
 /* x += r * residual_scale */
@@ -389,6 +443,7 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   const HnTransformerWeights *W = &m->w;
   const HnLayerWeights *lw = &W->layers[il];
   gint64 N = (gint64) B * T, C = hp->hidden, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  gint64 Dv = hp->v_head_dim;
   gint64 n_ctx = kv->k->shape[1];
   if (N > a->max_tokens || pos0 + T > n_ctx || B > kv->k->shape[0])
     {
@@ -400,8 +455,9 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
   HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *o = rows_of (a, a->o, 0, N, error);
   HnTensor *mo = rows_of (a, a->mlp, 0, N, error);
-  HnTensor *q = rows_of (a, a->q, 0, N, error), *k = rows_of (a, a->k, 0, N, error), *v = rows_of (a, a->v, 0, N, error);
-  HnTensor *att = rows_of (a, a->att, 0, N, error), *pos = rows_of (a, a->pos, 0, N, error);
+  HnTensor *q = rows_of (a, a->q, 0, N, error), *k = rows_of (a, a->k, 0, N, error);
+  HnTensor *v = scratch_2d (a, a->v, N, KVH * Dv, error);
+  HnTensor *att = scratch_2d (a, a->att, N, H * Dv, error), *pos = rows_of (a, a->pos, 0, N, error);
   CK (x && h && h2 && o && mo && q && k && v && att && pos);
 
   /* --- attention input */
@@ -413,9 +469,14 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   if (hp->block == HN_BLOCK_PARALLEL_2NORM)
     CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error)); /* from the same x as attention */
 
-  CK (hn_op_matmul (cmd, q, ain, lw->wq, lw->bq, error));
-  CK (hn_op_matmul (cmd, k, ain, lw->wk, lw->bk, error));
-  CK (hn_op_matmul (cmd, v, ain, lw->wv, lw->bv, error));
+  if (hp->mla)
+    CK (mla_qkv (m, cmd, a, lw, ain, q, k, v, N, error));
+  else
+    {
+      CK (hn_op_matmul (cmd, q, ain, lw->wq, lw->bq, error));
+      CK (hn_op_matmul (cmd, k, ain, lw->wk, lw->bk, error));
+      CK (hn_op_matmul (cmd, v, ain, lw->wv, lw->bv, error));
+    }
   if (hp->clip_qkv > 0)
     {
       CK (clamp_abs (cmd, q, hp->clip_qkv, error));
@@ -449,7 +510,7 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
       HnTensor *kr = rows_of (a, kv->k, b, 1, error), *vr = rows_of (a, kv->v, b, 1, error);
       CK (kr && vr);
       HnTensor *kf = shaped (a, kr, 2, (gint64[]) { n_ctx, KVH * D }, error);
-      HnTensor *vf = shaped (a, vr, 2, (gint64[]) { n_ctx, KVH * D }, error);
+      HnTensor *vf = shaped (a, vr, 2, (gint64[]) { n_ctx, KVH * Dv }, error);
       CK (kf && vf);
       HnTensor *kd = rows_of (a, kf, pos0, T, error), *vd = rows_of (a, vf, pos0, T, error);
       HnTensor *ks = rows_of (a, k, (gint64) b * T, T, error), *vs = rows_of (a, v, (gint64) b * T, T, error);
@@ -465,20 +526,21 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   ap.n_kv = pos0 + T;
   ap.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
   ap.alibi_slopes = W->alibi_slopes;
+  ap.sinks = lw->sinks;
   HnTensor *kk = rows_of (a, kv->k, 0, B, error), *vv = rows_of (a, kv->v, 0, B, error);
   CK (kk && vv);
   if (B == 1)
     {
       HnTensor *k1 = shaped (a, kk, 3, (gint64[]) { n_ctx, KVH, D }, error);
-      HnTensor *v1 = shaped (a, vv, 3, (gint64[]) { n_ctx, KVH, D }, error);
-      HnTensor *att3 = shaped (a, att, 3, (gint64[]) { T, H, D }, error);
+      HnTensor *v1 = shaped (a, vv, 3, (gint64[]) { n_ctx, KVH, Dv }, error);
+      HnTensor *att3 = shaped (a, att, 3, (gint64[]) { T, H, Dv }, error);
       CK (k1 && v1 && att3);
       CK (hn_op_attention (cmd, att3, q3, k1, v1, &ap, error));
     }
   else
     {
       HnTensor *q4 = shaped (a, q, 4, (gint64[]) { B, T, H, D }, error);
-      HnTensor *att4 = shaped (a, att, 4, (gint64[]) { B, T, H, D }, error);
+      HnTensor *att4 = shaped (a, att, 4, (gint64[]) { B, T, H, Dv }, error);
       CK (q4 && att4);
       CK (hn_op_attention (cmd, att4, q4, kk, vv, &ap, error));
     }
@@ -577,9 +639,9 @@ hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logit
   g_autoptr (HnTransformerActs) a = hn_transformer_acts_new (m, n, n, error);
   if (!a)
     return FALSE;
-  gint64 kvd_shape[4] = { 1, n, hp->n_kv_head, hp->head_dim };
+  gint64 kvd_shape[4] = { 1, n, hp->n_kv_head, hp->head_dim }, vd_shape[4] = { 1, n, hp->n_kv_head, hp->v_head_dim };
   g_autoptr (HnTensor) kc = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
-  g_autoptr (HnTensor) vc = kc ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, kvd_shape, error) : NULL;
+  g_autoptr (HnTensor) vc = kc ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, vd_shape, error) : NULL;
   if (!vc)
     return FALSE;
   g_autofree int32_t *pos = g_new (int32_t, n);

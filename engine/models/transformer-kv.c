@@ -95,18 +95,19 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
   int L = hp->n_layer;
   HnLayerKv *kv = g_new0 (HnLayerKv, L);
   gint64 shape[4] = { s->max_rows, s->max_ctx, hp->n_kv_head, hp->head_dim };
+  gint64 vshape[4] = { s->max_rows, s->max_ctx, hp->n_kv_head, hp->v_head_dim };
   for (int i = 0; i < L; i++)
     {
       g_autofree char *kn = g_strdup_printf ("%s.%d.k", what, i);
       g_autofree char *vn = g_strdup_printf ("%s.%d.v", what, i);
       kv[i].k = hn_tensor_new_named (s->m->ctx, kn, HN_DTYPE_F32, 4, shape, error);
-      kv[i].v = kv[i].k ? hn_tensor_new_named (s->m->ctx, vn, HN_DTYPE_F32, 4, shape, error) : NULL;
+      kv[i].v = kv[i].k ? hn_tensor_new_named (s->m->ctx, vn, HN_DTYPE_F32, 4, vshape, error) : NULL;
       if (!kv[i].v)
         {
           free_kv (kv, L);
           return NULL;
         }
-      s->bytes += 2 * hn_tensor_nbytes (kv[i].k);
+      s->bytes += hn_tensor_nbytes (kv[i].k) + hn_tensor_nbytes (kv[i].v);
     }
   return kv;
 }
@@ -409,7 +410,7 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
   if (identity)
     return TRUE;
   const HnTransformerHParams *hp = &s->m->hp;
-  gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 kvd[2] = { (gint64) hp->n_kv_head * hp->head_dim, (gint64) hp->n_kv_head * hp->v_head_dim };
   g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   for (int il = 0; il < hp->n_layer; il++)
     for (int r = 0; r < n_rows; r++)
@@ -427,11 +428,11 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
             if (!to)
               return FALSE;
             g_ptr_array_add (views, to);
-            HnTensor *f2 = hn_tensor_reshape (from, 2, (gint64[]) { s->max_ctx, kvd }, error);
+            HnTensor *f2 = hn_tensor_reshape (from, 2, (gint64[]) { s->max_ctx, kvd[j] }, error);
             if (!f2)
               return FALSE;
             g_ptr_array_add (views, f2);
-            HnTensor *t2 = hn_tensor_reshape (to, 2, (gint64[]) { s->max_ctx, kvd }, error);
+            HnTensor *t2 = hn_tensor_reshape (to, 2, (gint64[]) { s->max_ctx, kvd[j] }, error);
             if (!t2)
               return FALSE;
             g_ptr_array_add (views, t2);

@@ -413,38 +413,241 @@ take_norm (Loader *L, const char *pfx, const char *part, gint64 n, gboolean para
   return take_vector (L, bn, n, FALSE, b ? b : &dummy, error);
 }
 
-/* Router, experts and (qwen2_moe) the sigmoid-gated shared expert of one MoE layer. */
+/* Expert e's matrix out of a stacked [E, a, b] checkpoint tensor: rows idx[0..n) of slab e (each of b
+ * columns), or with `transposed` (gpt_oss stores x @ W) rows idx of the slab read as [b, a]. */
+static HnTensor *
+expert_slice (Loader *L, const HnSafetensorInfo *t, const char *name, gint64 e, const gint64 *idx, gint64 n,
+              gboolean transposed, GError **error)
+{
+  HnDType dt;
+  if (n <= 0 || !st_to_dtype (t, &dt, error))
+    return NULL;
+  gint64 a = t->shape[1], b = t->shape[2], cols = transposed ? a : b;
+  gsize es = hn_st_dtype_size (t->dtype);
+  const guint8 *slab = (const guint8 *) t->data + (gsize) (e * a * b) * es;
+  g_autofree guint8 *buf = g_malloc ((gsize) (n * cols) * es);
+  for (gint64 r = 0; r < n; r++)
+    for (gint64 c = 0; c < cols; c++)
+      memcpy (buf + (gsize) (r * cols + c) * es, slab + (gsize) (transposed ? c * b + idx[r] : idx[r] * b + c) * es, es);
+  HnTensor *out = upload (L, name, dt, 2, (gint64[]) { n, cols }, buf, (gsize) (n * cols) * es, error);
+  if (out && !transposed)
+    {
+      g_autofree gint64 *rows = g_new (gint64, (gsize) n); /* rows of the checkpoint tensor seen as [E * a, b] */
+      for (gint64 r = 0; r < n; r++)
+        rows[r] = e * a + idx[r];
+      note_origin (L, out, t, FALSE, 0, rows);
+    }
+  return out;
+}
+
+static const HnSafetensorInfo *
+take_stacked (Loader *L, const char *name, gint64 E, gint64 a, gint64 b, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return NULL;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  return check_shape (t, 3, (gint64[]) { E, a, b }, error) ? t : NULL;
+}
+
+/* Experts stored stacked: granitemoe input_linear [E, 2F, C] (gate rows, then up rows) and
+ * output_linear [E, C, F]; gpt_oss gate_up_proj [E, C, 2F] (gate and up interleaved by column),
+ * down_proj [E, F, C], with biases [E, 2F] and [E, C]. */
+static gboolean
+take_stacked_experts (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, E = hp->n_experts, F = hp->moe_ffn;
+  gboolean oss = strcmp (hp->arch->model_type, "gpt_oss") == 0;
+  g_autofree char *gun = g_strdup_printf (oss ? "%smlp.experts.gate_up_proj" : "%sblock_sparse_moe.input_linear.weight", pfx);
+  g_autofree char *dn = g_strdup_printf (oss ? "%smlp.experts.down_proj" : "%sblock_sparse_moe.output_linear.weight", pfx);
+  const HnSafetensorInfo *gu = oss ? take_stacked (L, gun, E, C, 2 * F, error) : take_stacked (L, gun, E, 2 * F, C, error);
+  const HnSafetensorInfo *d = gu ? (oss ? take_stacked (L, dn, E, F, C, error) : take_stacked (L, dn, E, C, F, error)) : NULL;
+  if (!d)
+    return FALSE;
+  g_autofree gint64 *gi = g_new (gint64, F), *ui = g_new (gint64, F), *di = g_new (gint64, C);
+  for (gint64 f = 0; f < F; f++)
+    {
+      gi[f] = oss ? 2 * f : f;
+      ui[f] = oss ? 2 * f + 1 : F + f;
+    }
+  for (gint64 c = 0; c < C; c++)
+    di[c] = c;
+  g_autofree float *gub = NULL, *db = NULL;
+  if (oss)
+    {
+      g_autofree char *gbn = g_strdup_printf ("%smlp.experts.gate_up_proj_bias", pfx);
+      g_autofree char *dbn = g_strdup_printf ("%smlp.experts.down_proj_bias", pfx);
+      const HnSafetensorInfo *gb = find (L, gbn), *dbt = find (L, dbn);
+      if (!gb || !dbt)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
+                       gb ? dbn : gbn);
+          return FALSE;
+        }
+      g_hash_table_add (L->used, (gpointer) gb->name);
+      g_hash_table_add (L->used, (gpointer) dbt->name);
+      if (!check_shape (gb, 2, (gint64[]) { E, 2 * F }, error) || !check_shape (dbt, 2, (gint64[]) { E, C }, error) ||
+          !(gub = hn_safetensor_info_dup_f32 (gb, error)) || !(db = hn_safetensor_info_dup_f32 (dbt, error)))
+        return FALSE;
+      lw->expert_biases = g_new0 (HnTensor *, 3 * E);
+    }
+  lw->experts = g_new0 (HnTensor *, 3 * E);
+  g_autofree float *bg = g_new (float, F), *bu = g_new (float, F);
+  for (gint64 e = 0; e < E; e++)
+    {
+      g_autofree char *n0 = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT " gate)", gun, e);
+      g_autofree char *n1 = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT " up)", gun, e);
+      g_autofree char *n2 = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT ")", dn, e);
+      HnTensor **x = &lw->experts[3 * e];
+      if (!(x[0] = expert_slice (L, gu, n0, e, gi, F, oss, error)) ||
+          !(x[1] = expert_slice (L, gu, n1, e, ui, F, oss, error)) ||
+          !(x[2] = expert_slice (L, d, n2, e, di, C, oss, error)))
+        return FALSE;
+      if (!oss)
+        continue;
+      for (gint64 f = 0; f < F; f++)
+        {
+          bg[f] = gub[e * 2 * F + gi[f]];
+          bu[f] = gub[e * 2 * F + ui[f]];
+        }
+      HnTensor **xb = &lw->expert_biases[3 * e];
+      if (!(xb[0] = vector_from_f32 (L, n0, bg, F, error)) || !(xb[1] = vector_from_f32 (L, n1, bu, F, error)) ||
+          !(xb[2] = vector_from_f32 (L, n2, db + e * C, C, error)))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Router, experts and the shared expert (qwen2_moe: sigmoid-gated; deepseek: plain) of one MoE layer. */
 static gboolean
 take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
 {
   const HnTransformerHParams *hp = &L->m->hp;
+  const char *mt = hp->arch->model_type;
   gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
-  gboolean mixtral = strcmp (hp->arch->model_type, "mixtral") == 0;
-  const char *blk = mixtral ? "block_sparse_moe" : "mlp";
+  gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0;
+  gboolean granite = strcmp (mt, "granitemoe") == 0, oss = strcmp (mt, "gpt_oss") == 0;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v");
+  const char *blk = mixtral || granite ? "block_sparse_moe" : "mlp";
   /* mixtral: w1 = gate, w3 = up, w2 = down */
   const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
-  g_autofree char *rn = g_strdup_printf ("%s%s.gate.weight", pfx, blk);
+  g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite ? "router.layer" : oss ? "router" : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
-  lw->experts = g_new0 (HnTensor *, 3 * E);
-  for (gint64 e = 0; e < E; e++)
-    for (int j = 0; j < 3; j++)
-      {
-        g_autofree char *wn = g_strdup_printf ("%s%s.experts.%" G_GINT64_FORMAT ".%s.weight", pfx, blk, e, parts[j]);
-        if (!take_matrix (L, wn, j == 2 ? C : Fe, j == 2 ? Fe : C, TRUE, &lw->experts[3 * e + j], error))
-          return FALSE;
-      }
+  if (oss)
+    {
+      g_autofree char *rb = g_strdup_printf ("%smlp.router.bias", pfx);
+      if (!take_vector (L, rb, E, TRUE, &lw->router_b, error))
+        return FALSE;
+    }
+  if (strcmp (mt, "deepseek_v3") == 0)
+    {
+      g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
+      if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
+        return FALSE;
+    }
+  if (granite || oss)
+    {
+      if (!take_stacked_experts (L, pfx, lw, error))
+        return FALSE;
+    }
+  else
+    {
+      lw->experts = g_new0 (HnTensor *, 3 * E);
+      for (gint64 e = 0; e < E; e++)
+        for (int j = 0; j < 3; j++)
+          {
+            g_autofree char *wn = g_strdup_printf ("%s%s.experts.%" G_GINT64_FORMAT ".%s.weight", pfx, blk, e, parts[j]);
+            if (!take_matrix (L, wn, j == 2 ? C : Fe, j == 2 ? Fe : C, TRUE, &lw->experts[3 * e + j], error))
+              return FALSE;
+          }
+    }
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
+      const char *sh = deepseek ? "mlp.shared_experts" : "mlp.shared_expert";
+      g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
+      g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
+      g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
+      if (!take_linear (L, N, pfx, gp, Fs, C, &lw->w_gate, &lw->b_gate, error) ||
+          !take_linear (L, N, pfx, up, Fs, C, &lw->w_up, &lw->b_up, error) ||
+          !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
+        return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
-      if (!take_linear (L, N, pfx, "mlp.shared_expert.gate_proj", Fs, C, &lw->w_gate, &lw->b_gate, error) ||
-          !take_linear (L, N, pfx, "mlp.shared_expert.up_proj", Fs, C, &lw->w_up, &lw->b_up, error) ||
-          !take_linear (L, N, pfx, "mlp.shared_expert.down_proj", C, Fs, &lw->w_down, &lw->b_down, error) ||
-          !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      if (!deepseek && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
+}
+
+/* DeepSeek MLA projections: q (optionally through the q LoRA and its norm) with each head's rows
+ * reordered to [rope | nope], the latent and rotary rows of kv_a_proj_with_mqa, and kv_b_proj split
+ * into per-head key (nope) and value rows. */
+static gboolean
+take_mla (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, H = hp->n_head, D = hp->head_dim, dn = hp->qk_nope_dim, dr = D - dn;
+  gint64 dv = hp->v_head_dim, kvr = hp->kv_lora_rank, qr = hp->q_lora_rank;
+  g_autofree gint64 *qi = g_new (gint64, H * D);
+  for (gint64 h = 0; h < H; h++)
+    for (gint64 j = 0; j < D; j++)
+      qi[h * D + j] = h * D + (j < dr ? dn + j : j - dr);
+  g_autofree char *qn = g_strdup_printf ("%sself_attn.%s.weight", pfx, qr > 0 ? "q_b_proj" : "q_proj");
+  const HnSafetensorInfo *q = find (L, qn);
+  if (!q)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, qn);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) q->name);
+  if (!check_shape (q, 2, (gint64[]) { H * D, qr > 0 ? qr : C }, error) ||
+      !(lw->wq = gather_rows (L, q, qn, qi, H * D, qr > 0 ? qr : C, error)))
+    return FALSE;
+  if (qr > 0)
+    {
+      g_autofree char *an = g_strdup_printf ("%sself_attn.q_a_proj.weight", pfx);
+      g_autofree char *nn = g_strdup_printf ("%sself_attn.q_a_layernorm.weight", pfx);
+      if (!take_matrix (L, an, qr, C, TRUE, &lw->wq_a, error) || !take_vector (L, nn, qr, TRUE, &lw->q_a_norm_w, error))
+        return FALSE;
+    }
+  g_autofree char *kan = g_strdup_printf ("%sself_attn.kv_a_proj_with_mqa.weight", pfx);
+  g_autofree char *knn = g_strdup_printf ("%sself_attn.kv_a_layernorm.weight", pfx);
+  g_autofree char *kbn = g_strdup_printf ("%sself_attn.kv_b_proj.weight", pfx);
+  const HnSafetensorInfo *ka = find (L, kan), *kb = find (L, kbn);
+  if (!ka || !kb)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ka ? kbn : kan);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) ka->name);
+  g_hash_table_add (L->used, (gpointer) kb->name);
+  if (!check_shape (ka, 2, (gint64[]) { kvr + dr, C }, error) ||
+      !check_shape (kb, 2, (gint64[]) { H * (dn + dv), kvr }, error) ||
+      !take_vector (L, knn, kvr, TRUE, &lw->kv_a_norm_w, error))
+    return FALSE;
+  g_autofree gint64 *ai = g_new (gint64, kvr + dr), *ki = g_new (gint64, H * dn), *vi = g_new (gint64, H * dv);
+  for (gint64 r = 0; r < kvr + dr; r++)
+    ai[r] = r;
+  for (gint64 h = 0; h < H; h++)
+    {
+      for (gint64 j = 0; j < dn; j++)
+        ki[h * dn + j] = h * (dn + dv) + j;
+      for (gint64 j = 0; j < dv; j++)
+        vi[h * dv + j] = h * (dn + dv) + dn + j;
+    }
+  g_autofree char *lat = g_strdup_printf ("%s (latent rows)", kan);
+  g_autofree char *rot = g_strdup_printf ("%s (rotary rows)", kan);
+  g_autofree char *kk = g_strdup_printf ("%s (key rows)", kbn);
+  g_autofree char *vv = g_strdup_printf ("%s (value rows)", kbn);
+  return (lw->wkv_a = gather_rows (L, ka, lat, ai, kvr, C, error)) &&
+         (lw->wk_rope = gather_rows (L, ka, rot, ai + kvr, dr, C, error)) &&
+         (lw->wk_nope = gather_rows (L, kb, kk, ki, H * dn, kvr, error)) &&
+         (lw->wv_b = gather_rows (L, kb, vv, vi, H * dv, kvr, error));
 }
 
 static void
@@ -727,7 +930,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
         return FALSE;
-      if (N.qkv)
+      if (hp->mla)
+        {
+          if (!take_mla (&L, pfx, lw, error))
+            return FALSE;
+        }
+      else if (N.qkv)
         {
           if (!take_fused_qkv (&L, &N, pfx, lw, error))
             return FALSE;
@@ -736,7 +944,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
                !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
                !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error))
         return FALSE;
-      if (!take_linear (&L, &N, pfx, N.o, C, qd, &lw->wo, &lw->bo, error))
+      if (!take_linear (&L, &N, pfx, N.o, C, (gint64) hp->n_head * hp->v_head_dim, &lw->wo, &lw->bo, error))
+        return FALSE;
+      g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
+      if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
         return FALSE;
       if (N.q_norm)
         {
@@ -745,7 +956,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
               !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
             return FALSE;
         }
-      if (hp->n_experts > 0)
+      if (hp->n_experts > 0 && i >= hp->moe_first_dense)
         {
           if (!take_moe (&L, &N, pfx, lw, error))
             return FALSE;

@@ -65,11 +65,22 @@ typedef struct {
   float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
   gboolean tie_embeddings;
   gboolean embed_norm;   /* bloom word_embeddings_layernorm */
-  /* routed mixture of experts (HN_QUIRK_MOE): softmax router -> top-k -> optional renormalisation */
+  /* routed mixture of experts (HN_QUIRK_MOE): router -> hn_op_moe_route -> weighted experts */
   int n_experts, n_experts_used; /* 0 = dense MLP */
   int moe_ffn;                   /* expert intermediate size */
-  int shared_ffn;                /* qwen2_moe shared expert (sigmoid-gated), 0 = none */
+  int shared_ffn;                /* shared expert (qwen2_moe: sigmoid-gated; deepseek: plain), 0 = none */
   gboolean moe_norm_topk;        /* renormalise the top-k weights to sum to 1 */
+  HnMoeRouteKind moe_route;
+  float moe_scale;               /* deepseek routed_scaling_factor (1 elsewhere) */
+  int moe_n_group, moe_topk_group; /* deepseek grouped choice (0 = none) */
+  float moe_jitter_eps;          /* phimoe sparsemixer router_jitter_noise */
+  int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
+  float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
+  /* multi-head latent attention (deepseek): head_dim = qk_nope_dim + qk_rope_dim (rope dims first
+   * on the device: q rows are reordered per head at load), v_head_dim for values */
+  gboolean mla;
+  int q_lora_rank, kv_lora_rank, qk_nope_dim, v_head_dim; /* v_head_dim == head_dim unless MLA */
+  gboolean attn_sinks;           /* gpt_oss: a learned per-head logit in every softmax denominator */
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -140,7 +151,17 @@ typedef struct {
                                                               * MoE: the shared expert or NULL */
   HnTensor *router;              /* MoE: [n_experts, C] */
   HnTensor **experts;            /* MoE: [3 * n_experts] gate, up, down of each expert (owned array) */
+  HnTensor **expert_biases;      /* gpt_oss: [3 * n_experts] gate, up, down biases (owned array) or NULL */
+  HnTensor *router_b;            /* gpt_oss router bias [n_experts] */
+  HnTensor *route_bias;          /* deepseek_v3 e_score_correction_bias [n_experts] (choice only) */
   HnTensor *shared_expert_gate;  /* qwen2_moe: [1, C] */
+  HnTensor *sinks;               /* gpt_oss attention sinks [n_head] */
+  /* MLA (deepseek): wq is q_proj or q_b_proj (rows reordered, rope dims first per head) */
+  HnTensor *wq_a, *q_a_norm_w;   /* q_lora: [q_lora_rank, C], [q_lora_rank] */
+  HnTensor *wkv_a, *kv_a_norm_w; /* kv_a_proj_with_mqa latent rows [kv_lora_rank, C], its norm */
+  HnTensor *wk_rope;             /* kv_a_proj_with_mqa rope rows [qk_rope_dim, C] (one key shared by all heads) */
+  HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
+  HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
 } HnLayerWeights;
 
 typedef struct {

@@ -278,14 +278,16 @@ hn_ref_attention (float *out, const float *q, const float *k, const float *v, gi
               double x = dot * scale;
               if (p->softcap > 0)
                 x = p->softcap * tanh (x / p->softcap);
-              if (slopes)
+              if (slopes && !p->sinks)
                 x += slopes[h] * (double) (j - pos);
               if (mask)
                 x += mask[((mask_B == 1 ? 0 : b) * mask_T + (mask_T == 1 ? 0 : t)) * mask_cols + j];
               s[j] = x;
               mx = MAX (mx, x);
             }
-          double sum = 0;
+          double sink = p->sinks && slopes ? slopes[h] : -INFINITY; /* one more score that adds no value */
+          mx = MAX (mx, sink);
+          double sum = sink == -INFINITY ? 0 : exp (sink - mx);
           for (gint64 j = 0; j < n_kv; j++)
             {
               s[j] = mx == -INFINITY || s[j] == -INFINITY ? 0 : exp (s[j] - mx);
@@ -397,5 +399,134 @@ hn_ref_permute (guint32 *out, const guint32 *in, int ndim, const gint64 *shape, 
           src += c * in_stride[perm[i]];
         }
       out[o] = in[src];
+    }
+}
+
+void
+hn_ref_moe_route (float *weights, gint32 *indices, const float *logits, gint64 rows, gint64 E,
+                  const HnMoeRouteParams *p, const float *bias)
+{
+  int K = p->k;
+  float scale = p->scale != 0.0f ? p->scale : 1.0f;
+  g_autofree float *s = g_new (float, E);
+  for (gint64 r = 0; r < rows; r++)
+    {
+      const float *l = logits + r * E;
+      float mx = -INFINITY, sum = 0.0f;
+      for (gint64 e = 0; e < E; e++)
+        mx = MAX (mx, l[e]);
+      for (gint64 e = 0; e < E; e++)
+        sum += p->kind == HN_MOE_ROUTE_SOFTMAX_TOPK ? expf (l[e] - mx) : 0.0f;
+      for (gint64 e = 0; e < E; e++)
+        s[e] = p->kind == HN_MOE_ROUTE_SOFTMAX_TOPK   ? expf (l[e] - mx) / sum
+               : p->kind == HN_MOE_ROUTE_SIGMOID_TOPK ? 1.0f / (1.0f + expf (-l[e]))
+                                                      : l[e];
+      gint64 sel[32];
+      float val[32];
+      if (p->kind == HN_MOE_ROUTE_SPARSEMIXER)
+        {
+          gint64 first = -1;
+          for (int j = 0; j < 2; j++)
+            {
+              float m = -INFINITY;
+              gint64 bi = -1;
+              for (gint64 e = 0; e < E; e++)
+                if (e != first && (bi < 0 || s[e] > m))
+                  {
+                    m = s[e];
+                    bi = e;
+                  }
+              float t = 0.0f;
+              for (gint64 e = 0; e < E; e++)
+                if (e != first && !((m - s[e]) / MAX (fabsf (s[e]), m) > 2.0f * p->jitter_eps))
+                  t += expf (s[e] - m);
+              sel[j] = bi;
+              val[j] = 1.0f / t;
+              first = bi;
+            }
+        }
+      else
+        {
+          guint32 groups = 0xffffffffu;
+          gint64 gs = p->n_group > 1 ? E / p->n_group : E;
+          if (p->n_group > 1)
+            {
+              float gsc[32];
+              for (int g = 0; g < p->n_group; g++)
+                {
+                  float b1 = -INFINITY, b2 = -INFINITY;
+                  for (gint64 e = g * gs; e < (g + 1) * gs; e++)
+                    {
+                      float c = s[e] + (bias ? bias[e] : 0.0f);
+                      if (c > b1)
+                        {
+                          b2 = b1;
+                          b1 = c;
+                        }
+                      else if (c > b2)
+                        b2 = c;
+                    }
+                  gsc[g] = p->group_sum2 ? b1 + b2 : b1;
+                }
+              groups = 0;
+              for (int j = 0; j < p->topk_group; j++)
+                {
+                  int bg = -1;
+                  for (int g = 0; g < p->n_group; g++)
+                    if (!(groups & (1u << g)) && (bg < 0 || gsc[g] > gsc[bg]))
+                      bg = g;
+                  groups |= 1u << bg;
+                }
+            }
+          for (int j = 0; j < K; j++)
+            {
+              float bv = -INFINITY;
+              gint64 bi = -1;
+              for (gint64 e = 0; e < E; e++)
+                {
+                  gboolean taken = FALSE;
+                  for (int q = 0; q < j; q++)
+                    taken = taken || sel[q] == e;
+                  if (taken)
+                    continue;
+                  float c = s[e] + (bias ? bias[e] : 0.0f);
+                  if (p->n_group > 1 && !(groups & (1u << (e / gs))))
+                    c = 0.0f;
+                  if (bi < 0 || c > bv)
+                    {
+                      bv = c;
+                      bi = e;
+                    }
+                }
+              sel[j] = bi;
+              val[j] = s[bi];
+            }
+          if (p->kind == HN_MOE_ROUTE_TOPK_SOFTMAX)
+            {
+              float v0 = val[0], t = 0.0f;
+              for (int j = 0; j < K; j++)
+                t += expf (val[j] - v0);
+              for (int j = 0; j < K; j++)
+                val[j] = expf (val[j] - v0) / t;
+            }
+          else if (p->norm_topk)
+            {
+              float t = 0.0f;
+              for (int j = 0; j < K; j++)
+                t += val[j];
+              if (p->kind == HN_MOE_ROUTE_SIGMOID_TOPK)
+                t += 1e-20f;
+              for (int j = 0; j < K; j++)
+                val[j] /= t;
+            }
+        }
+      float *w = weights + r * E;
+      for (gint64 e = 0; e < E; e++)
+        w[e] = 0.0f;
+      for (int j = 0; j < K; j++)
+        {
+          w[sel[j]] = val[j] * scale;
+          indices[r * K + j] = (gint32) sel[j];
+        }
     }
 }

@@ -40,8 +40,8 @@ void hn_ref_softmax (float *out, const float *in, gint64 rows, gint64 cols, gint
 void hn_ref_rope (float *out, const float *x, gint64 rows, gint64 H, gint64 D, const gint32 *positions,
                   const float *inv_freq, int rot_dims, HnRopeStyle style, float attn_scale);
 
-/* q/out [B, T, H, D|Dv], k/v [B, n_ctx, KVH, D|Dv]; p->mask and p->alibi_slopes
- * are ignored: pass their host copies as mask/slopes. */
+/* q/out [B, T, H, D|Dv], k/v [B, n_ctx, KVH, D|Dv]; p->mask, p->alibi_slopes and p->sinks
+ * are ignored: pass their host copies as mask/slopes (slopes holds the sinks when p->sinks is set). */
 void hn_ref_attention (float *out, const float *q, const float *k, const float *v, gint64 B, gint64 T, gint64 H,
                        gint64 KVH, gint64 D, gint64 Dv, gint64 n_ctx, const HnAttentionParams *p,
                        const float *slopes, const float *mask, gint64 mask_B, gint64 mask_T, gint64 mask_cols);
@@ -56,6 +56,8 @@ void hn_ref_cross_entropy (float *loss, float *mean, const float *logits, const 
                            gint32 ignore_index);
 
 void hn_ref_topk (float *values, gint32 *indices, const float *in, gint64 rows, gint64 cols, int k);
+void hn_ref_moe_route (float *weights, gint32 *indices, const float *logits, gint64 rows, gint64 E,
+                       const HnMoeRouteParams *params, const float *bias);
 
 void hn_ref_reduce (float *out, const float *in, gint64 rows, gint64 cols, HnReduceOp op);
 

@@ -196,6 +196,8 @@ typedef struct {
   gint64 window;          /* > 0: also hide keys j <= p - window (sliding window) */
   HnTensor *alibi_slopes; /* optional f32 [H]: score += slope[h] · (j - p) */
   HnTensor *mask;         /* optional additive f32 [T, n_kv] (or [B, T, n_kv], [B, 1, n_kv]) */
+  HnTensor *sinks;        /* optional f32 [H]: a logit per head that joins every softmax denominator and
+                           * adds no value (gpt_oss); not with alibi_slopes */
   HnTensor *scratch;      /* optional f32 scratch for split-K decode (see below); NULL = one pass */
 } HnAttentionParams;
 
@@ -254,6 +256,31 @@ gboolean hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
 /* The k largest values of each row, sorted descending (lower index first on
  * ties): values f32 [rows, k] (nullable), indices i32 [rows, k]. */
 gboolean hn_op_topk (HnCmd *cmd, HnTensor *values, HnTensor *indices, HnTensor *in, int k, GError **error);
+
+/* Mixture-of-experts routing of router logits [N, E] to k experts per token:
+ * weights f32 [N, E] get the k routing weights (times `scale`) and zeros
+ * elsewhere, indices i32 [N, k] the chosen experts, best first. */
+typedef enum {
+  HN_MOE_ROUTE_SOFTMAX_TOPK,  /* softmax over all experts, the k best (mixtral, qwen_moe, olmoe, deepseek_v2) */
+  HN_MOE_ROUTE_TOPK_SOFTMAX,  /* the k largest logits, softmax over those k (granitemoe, gpt_oss) */
+  HN_MOE_ROUTE_SIGMOID_TOPK,  /* sigmoid scores, chosen by score + bias within the kept groups (deepseek_v3) */
+  HN_MOE_ROUTE_SPARSEMIXER,   /* phimoe's sparsemixer at inference (k = 2) */
+} HnMoeRouteKind;
+
+typedef struct {
+  HnMoeRouteKind kind;
+  int k;                 /* 1..32 */
+  gboolean norm_topk;    /* renormalise the k weights to sum to 1 (softmax and sigmoid kinds) */
+  float scale;           /* multiplies the final weights (routed_scaling_factor); 0 means 1 */
+  int n_group;           /* > 1: experts split into n_group groups (<= 32), only topk_group of them may be chosen */
+  int topk_group;
+  gboolean group_sum2;   /* a group's score is the sum of its two best (deepseek_v3), else its best (deepseek_v2) */
+  float jitter_eps;      /* sparsemixer: experts within 2·eps (relative) of a pick share its softmax */
+  HnTensor *bias;        /* optional f32 [E] added to the scores for the choice only (e_score_correction_bias) */
+} HnMoeRouteParams;
+
+gboolean hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *logits,
+                          const HnMoeRouteParams *params, GError **error);
 
 /* ------------------------------------------------------------ layout */
 

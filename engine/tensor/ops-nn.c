@@ -283,8 +283,15 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "attention: heads, queries or batch above 65535, or bad pos0/window");
       return FALSE;
     }
-  if (!check_vec (op, "alibi_slopes", cmd, params->alibi_slopes, H, error))
+  if (!check_vec (op, "alibi_slopes", cmd, params->alibi_slopes, H, error) ||
+      !check_vec (op, "sinks", cmd, params->sinks, H, error))
     return FALSE;
+  if (params->alibi_slopes && params->sinks)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "attention: ALiBi slopes and sinks together");
+      return FALSE;
+    }
+  HnTensor *per_head = params->alibi_slopes ? params->alibi_slopes : params->sinks;
   guint32 mB = 1, mT = 1, mcols = 0;
   if (params->mask)
     {
@@ -317,8 +324,8 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u,
     params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
     hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out),
-    params->alibi_slopes ? hn_eoff (params->alibi_slopes) : 0, params->mask ? hn_eoff (params->mask) : 0,
-    (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u), mB, mT, mcols, 0, 1 };
+    per_head ? hn_eoff (per_head) : 0, params->mask ? hn_eoff (params->mask) : 0,
+    (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u) | (params->sinks ? 4u : 0u), mB, mT, mcols, 0, 1 };
   guint32 chunk = 0, n_split = 1;
   HnTensor *sc = params->scratch;
   if (sc && g_getenv ("HN_NO_SPLITK") == NULL)
@@ -326,7 +333,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       if (!hn_op_check_ctx (op, cmd, sc, error) || !hn_op_check_dtype (op, "scratch", sc, HN_DTYPE_F32, error) ||
           !scratch_disjoint (op, sc, out, error) || !scratch_disjoint (op, sc, q, error) ||
           !scratch_disjoint (op, sc, k, error) || !scratch_disjoint (op, sc, v, error) ||
-          !scratch_disjoint (op, sc, params->mask, error) || !scratch_disjoint (op, sc, params->alibi_slopes, error))
+          !scratch_disjoint (op, sc, params->mask, error) || !scratch_disjoint (op, sc, per_head, error))
         return FALSE;
       n_split = attention_n_split (B, T, H, n_kv, &chunk);
       /* The single pass is exact too: a scratch too small to split just keeps it. */
@@ -338,7 +345,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
   guint32 spec[2] = { hn_op_float_code (k->dtype), n_split >= 2 ? 1u : 0u };
   HnVkBinding bd[6] = {
     hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
-    hn_bind (params->alibi_slopes ? params->alibi_slopes : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
+    hn_bind (per_head ? per_head : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
     hn_bind (n_split >= 2 ? sc : out, TRUE) };
   if (n_split < 2)
     return hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T, (guint32) B,
@@ -412,4 +419,58 @@ gboolean
 hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
 {
   return hn_op_topk (cmd, NULL, out, in, 1, error);
+}
+
+gboolean
+hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *logits, const HnMoeRouteParams *params,
+                 GError **error)
+{
+  const char *op = "moe_route";
+  if (!hn_op_check_ctx (op, cmd, weights, error) || !hn_op_check_ctx (op, cmd, logits, error) ||
+      !hn_op_check_ctx (op, cmd, indices, error) || !hn_op_check_dtype (op, "indices", indices, HN_DTYPE_I32, error) ||
+      !hn_op_check_dtype (op, "logits", logits, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "weights", weights, HN_DTYPE_F32, error))
+    return FALSE;
+  gint64 rows = hn_tensor_rows (logits), E = hn_tensor_cols (logits);
+  int k = params->k;
+  const char *bad = NULL;
+  if (k < 1 || k > 32 || k > E)
+    bad = "k must be within 1..min(32, experts)";
+  else if (params->kind == HN_MOE_ROUTE_SPARSEMIXER && k != 2)
+    bad = "the sparsemixer picks exactly 2 experts";
+  else if (params->n_group > 1 &&
+           (params->n_group > 32 || E % params->n_group != 0 || params->topk_group < 1 ||
+            params->topk_group > params->n_group || (gint64) params->topk_group * (E / params->n_group) < k))
+    bad = "n_group must divide the experts (at most 32 groups) and topk_group groups must hold k experts";
+  if (bad)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "moe_route: %s (k %d, %" G_GINT64_FORMAT " experts)", bad,
+                   k, E);
+      return FALSE;
+    }
+  if (!hn_op_check_count (op, "weights", weights, rows * E, error) ||
+      !hn_op_check_count (op, "indices", indices, rows * k, error) ||
+      !check_vec (op, "bias", cmd, params->bias, E, error))
+    return FALSE;
+  if (weights->buf == logits->buf && weights->offset < logits->offset + hn_tensor_nbytes (logits) &&
+      logits->offset < weights->offset + hn_tensor_nbytes (weights))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "moe_route: weights %s overlap logits %s", weights->name,
+                   logits->name);
+      return FALSE;
+    }
+  HnTensor *idx = indices;
+  struct {
+    guint32 rows, E, K, kind, l_off, b_off, w_off, i_off, has_bias, norm;
+    float scale;
+    guint32 n_group, topk_group, group_sum2;
+    float eps;
+  } pc = { (guint32) rows, (guint32) E, (guint32) k, (guint32) params->kind, hn_eoff (logits),
+           params->bias ? hn_eoff (params->bias) : 0, hn_eoff (weights), hn_eoff (idx), params->bias != NULL,
+           params->norm_topk != FALSE, params->scale != 0.0f ? params->scale : 1.0f,
+           params->n_group > 1 ? (guint32) params->n_group : 1, (guint32) params->topk_group,
+           params->group_sum2 != FALSE, params->jitter_eps };
+  HnVkBinding bd[4] = { hn_bind (logits, FALSE), hn_bind (params->bias ? params->bias : logits, FALSE),
+                        hn_bind (weights, TRUE), hn_bind (idx, TRUE) };
+  return hn_op_dispatch_rows (cmd, "moe_route", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) (rows + 63) / 64, error);
 }

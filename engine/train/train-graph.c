@@ -236,6 +236,12 @@ check_supported (HnTrainGraph *g, GError **error)
     return unsupported ("an embedding LayerNorm", error);
   if (hp->head_dim > 256)
     return unsupported ("a head dim above 256", error);
+  if (hp->n_experts > 0)
+    return unsupported ("a mixture-of-experts MLP (gradients through the router and experts)", error);
+  if (hp->mla)
+    return unsupported ("multi-head latent attention", error);
+  if (hp->attn_sinks)
+    return unsupported ("attention sinks", error);
   return TRUE;
 }
 

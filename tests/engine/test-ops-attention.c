@@ -129,7 +129,7 @@ test_rope_scaling (void)
 typedef struct {
   gint64 B, T, H, KVH, D, Dv, n_ctx;
   HnAttentionParams p;
-  gboolean alibi;
+  int alibi;      /* 1 ALiBi slopes, 2 attention sinks (gpt_oss) */
   int mask_kind;  /* 0 none, 1 [T, n_kv], 2 [B, 1, n_kv] padding */
   HnDType kv_dtype;
 } AttnCase;
@@ -161,12 +161,18 @@ run_attention (const AttnCase *c, gboolean with_scratch)
   g_autofree float *slopes = NULL, *mask = NULL;
   g_autoptr(HnTensor) ts = NULL, tm = NULL;
   gint64 mB = 1, mT = 1, mcols = n_kv + 3;
-  if (c->alibi)
+  if (c->alibi == 1)
     {
       slopes = g_new (float, H);
       hn_alibi_slopes ((int) H, 8.0f, slopes);
       ts = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, slopes);
       p.alibi_slopes = ts;
+    }
+  else if (c->alibi == 2)
+    {
+      slopes = hn_test_random (H, -2, 2);
+      ts = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, slopes);
+      p.sinks = ts;
     }
   if (c->mask_kind == 1)
     {
@@ -236,6 +242,10 @@ test_attention (void)
     { 1, 2, 6, 3, 16, 24, 300, { .causal = TRUE, .pos0 = 255, .window = 97, .softcap = 3.0f }, TRUE, 1, HN_DTYPE_F32 },
     { 3, 1, 2, 1, 32, 32, 197, { .causal = TRUE, .pos0 = 196 }, FALSE, 2, HN_DTYPE_BF16 },
     { 1, 1, 2, 2, 64, 64, 129, { .scale = 0.5f }, TRUE, 1, HN_DTYPE_F16 },
+    /* attention sinks: prefill with a sliding window, split-K decode, batch */
+    { 1, 9, 4, 2, 8, 8, 9, { .causal = TRUE, .window = 4 }, 2, 0, HN_DTYPE_F32 },
+    { 1, 1, 4, 2, 16, 16, 300, { .causal = TRUE, .pos0 = 290, .n_kv = 291 }, 2, 0, HN_DTYPE_F32 },
+    { 2, 3, 2, 1, 16, 8, 12, { .causal = TRUE, .pos0 = 9 }, 2, 0, HN_DTYPE_F32 },
   };
   guint n_split = 0;
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -248,6 +248,59 @@ test_topk (void)
   g_assert_cmpint (got[2], ==, 5);                  /* +inf */
 }
 
+/* Every routing kind against the CPU reference, odd sizes, groups and a correction bias. */
+static void
+test_moe_route (void)
+{
+  g_autoptr(GError) error = NULL;
+  struct { HnMoeRouteKind kind; gint64 E; int k; gboolean norm; float scale; int n_group, topk_group; gboolean sum2; gboolean bias; } cases[] = {
+    { HN_MOE_ROUTE_SOFTMAX_TOPK, 8, 2, TRUE, 0, 0, 0, FALSE, FALSE },
+    { HN_MOE_ROUTE_SOFTMAX_TOPK, 7, 3, FALSE, 2.5f, 0, 0, FALSE, FALSE },
+    { HN_MOE_ROUTE_SOFTMAX_TOPK, 12, 3, FALSE, 1.0f, 4, 2, FALSE, FALSE },
+    { HN_MOE_ROUTE_TOPK_SOFTMAX, 5, 2, FALSE, 0, 0, 0, FALSE, FALSE },
+    { HN_MOE_ROUTE_SIGMOID_TOPK, 16, 4, TRUE, 2.5f, 4, 2, TRUE, TRUE },
+    { HN_MOE_ROUTE_SIGMOID_TOPK, 6, 2, FALSE, 1.0f, 0, 0, FALSE, TRUE },
+    { HN_MOE_ROUTE_SPARSEMIXER, 9, 2, FALSE, 0, 0, 0, FALSE, FALSE },
+  };
+  gint64 rows = 70;
+  for (gsize c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      gint64 E = cases[c].E;
+      int k = cases[c].k;
+      g_autofree float *x = hn_test_random (rows * E, -3, 3);
+      x[E + 1] = x[E + 2]; /* a tie */
+      g_autofree float *b = hn_test_random (E, -0.5, 0.5);
+      g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, E }, x);
+      g_autoptr(HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { E }, b);
+      g_autoptr(HnTensor) tw = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { rows, E });
+      g_autoptr(HnTensor) ti = hn_test_empty (HN_DTYPE_I32, 2, (gint64[]) { rows, k });
+      HnMoeRouteParams p = { cases[c].kind, k, cases[c].norm, cases[c].scale, cases[c].n_group, cases[c].topk_group,
+                             cases[c].sum2, 0.05f, cases[c].bias ? tb : NULL };
+      g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_moe_route (cmd, tw, ti, tx, &p, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *gw = hn_test_download (tw), *rw = g_new (float, rows * E);
+      g_autofree gint32 *gi = g_new (gint32, rows * k), *ri = g_new (gint32, rows * k);
+      g_assert_true (hn_tensor_download_i32 (ti, gi, rows * k, &error));
+      hn_ref_moe_route (rw, ri, x, rows, E, &p, cases[c].bias ? b : NULL);
+      g_assert_cmpmem (gi, sizeof (gint32) * rows * k, ri, sizeof (gint32) * rows * k);
+      hn_test_assert_close ("moe_route", gw, rw, rows * E, 1e-5, 1e-6);
+    }
+  /* what the kinds cannot do is refused */
+  g_autoptr(HnTensor) tx = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 6 });
+  g_autoptr(HnTensor) tw = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 6 });
+  g_autoptr(HnTensor) ti = hn_test_empty (HN_DTYPE_I32, 2, (gint64[]) { 3, 3 });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  HnMoeRouteParams sm = { HN_MOE_ROUTE_SPARSEMIXER, 3, FALSE, 0, 0, 0, FALSE, 0.01f, NULL };
+  g_assert_false (hn_op_moe_route (cmd, tw, ti, tx, &sm, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  HnMoeRouteParams gr = { HN_MOE_ROUTE_SOFTMAX_TOPK, 3, FALSE, 0, 4, 1, FALSE, 0, NULL };
+  g_assert_false (hn_op_moe_route (cmd, tw, ti, tx, &gr, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -258,6 +311,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/reduce", test_reduce);
   g_test_add_func ("/ops/cross-entropy", test_cross_entropy);
   g_test_add_func ("/ops/topk", test_topk);
+  g_test_add_func ("/ops/moe-route", test_moe_route);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;

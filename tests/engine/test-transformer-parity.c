@@ -5,6 +5,7 @@
 #include "hn-error.h"
 #include "models/transformer.h"
 
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
@@ -243,11 +244,27 @@ test_fail_closed (void)
   g_assert_null (hn_transformer_load (ctx, moe, &error));
   g_assert_nonnull (error);
   g_clear_error (&error);
-  g_autofree char *phimoe = fixture_dir ("phimoe"); /* its sparsemixer router is not implemented */
-  g_assert_null (hn_transformer_load (ctx, phimoe, &error));
-  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "phimoe"));
-  g_clear_error (&error);
+  /* MoE configurations without a graph here: phimoe's sparsemixer picks exactly 2 experts; dbrx has no fixture */
+  g_autofree char *tmp = g_dir_make_tmp ("hn-parity-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_autofree char *cfg = g_build_filename (tmp, "config.json", NULL);
+  static const char *const configs[][2] = {
+    { "{\"model_type\":\"phimoe\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":1,"
+      "\"num_attention_heads\":2,\"num_local_experts\":4,\"num_experts_per_tok\":3}",
+      "num_experts_per_tok other than 2" },
+    { "{\"model_type\":\"dbrx\",\"vocab_size\":16,\"d_model\":8,\"n_layers\":1,\"n_heads\":2}", "dbrx" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (configs); i++)
+    {
+      g_assert_true (g_file_set_contents (cfg, configs[i][0], -1, &error));
+      g_assert_null (hn_transformer_load (ctx, tmp, &error));
+      g_assert_nonnull (error);
+      g_test_message ("%s", error->message);
+      g_assert_nonnull (strstr (error->message, configs[i][1]));
+      g_clear_error (&error);
+    }
+  g_assert_cmpint (g_remove (cfg), ==, 0);
+  g_assert_cmpint (g_rmdir (tmp), ==, 0);
   HnKvCacheMode mode;
   g_assert_false (hn_kv_cache_mode_from_string ("quantized", &mode, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
