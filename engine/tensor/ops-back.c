@@ -273,9 +273,10 @@ hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTe
       !check_f32 (op, "q", cmd, q, error) || !check_f32 (op, "k", cmd, k, error) || !check_f32 (op, "v", cmd, v, error) ||
       !check_f32 (op, "stats", cmd, stats, error) || !check_f32 (op, "alibi_slopes", cmd, params->alibi_slopes, error))
     return FALSE;
-  if (params->mask)
+  if (params->mask || params->sinks)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: an additive mask is not supported in training", op);
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s not supported in training", op,
+                   params->mask ? "an additive mask is" : "attention sinks are");
       return FALSE;
     }
   if (!dq || !dk || !dv)
