@@ -22,7 +22,9 @@ hn_charsmap_new (const guint8 *data, gsize len, const char *file, GError **error
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: precompiled_charsmap is truncated (%zu bytes)", file, len);
       return NULL;
     }
-  guint32 trie_size = GUINT32_FROM_LE (*(const guint32 *) data);
+  guint32 trie_size;
+  memcpy (&trie_size, data, 4); /* the blob sits at any offset of a decoded base64 string */
+  trie_size = GUINT32_FROM_LE (trie_size);
   if (trie_size % 4 != 0 || trie_size == 0 || trie_size > len - 4)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: precompiled_charsmap trie size %u does not fit its %zu bytes",

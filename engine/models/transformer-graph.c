@@ -17,6 +17,29 @@
 
 /* ---------------------------------------------------------------- loading */
 
+/* Weights stay in their stored dtype on the device, so their bytes on disk
+ * are what they need there. A model that cannot fit is refused with the
+ * numbers before the first upload, not after minutes of copying. */
+static gboolean
+check_fits (HnTransformer *m, HnSafetensors *st, GError **error)
+{
+  guint64 need = 0;
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    need += hn_safetensors_get_nth (st, i)->nbytes;
+  guint64 have = hn_vk_context_get_capacity (m->ctx);
+  if (have == 0 || need <= have)
+    return TRUE;
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (m->ctx);
+  g_autofree char *need_s = g_format_size_full (need, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *have_s = g_format_size_full (have, G_FORMAT_SIZE_IEC_UNITS);
+  g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
+               "%s: the model's weights alone need %s (%" G_GUINT64_FORMAT " bytes) of device memory, but %s has %s (%"
+               G_GUINT64_FORMAT " bytes): choose a device with more memory or a smaller model (a bf16/f16 copy of an "
+               "f32 model needs half)",
+               m->dir, need_s, need, info->name, have_s, have);
+  return FALSE;
+}
+
 HnTransformer *
 hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
 {
@@ -34,7 +57,7 @@ hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
       return NULL;
     }
   g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
-  if (!st || !hn_transformer_weights_load (m, st, error))
+  if (!st || !check_fits (m, st, error) || !hn_transformer_weights_load (m, st, error))
     {
       hn_transformer_free (m);
       return NULL;

@@ -121,6 +121,11 @@ void hn_vk_context_reset_peak (HnVkContext *ctx);
  * VK_ERROR_OUT_OF_DEVICE_MEMORY. */
 void hn_vk_context_set_memory_limit (HnVkContext *ctx, guint64 bytes);
 
+/* The most device memory one model can hold: the largest device-local heap,
+ * or the memory limit above when one is set and smaller. Used to refuse a
+ * model that cannot fit before anything is uploaded. */
+guint64 hn_vk_context_get_capacity (HnVkContext *ctx);
+
 /* Largest single buffer a tensor can live in: min(maxStorageBufferRange,
  * maxMemoryAllocationSize). A tensor bigger than this fails closed with
  * HN_ERROR_UNSUPPORTED (we do not split bindings; the caller splits e.g. a

@@ -404,6 +404,19 @@ hn_vk_context_set_memory_limit (HnVkContext *ctx, guint64 bytes)
 }
 
 guint64
+hn_vk_context_get_capacity (HnVkContext *ctx)
+{
+  guint64 heap = 0;
+  for (guint i = 0; i < ctx->info->n_heaps; i++)
+    if (ctx->info->heaps[i].device_local)
+      heap = MAX (heap, ctx->info->heaps[i].size);
+  g_mutex_lock (&ctx->lock);
+  guint64 limit = ctx->limit;
+  g_mutex_unlock (&ctx->lock);
+  return limit && limit < heap ? limit : heap;
+}
+
+guint64
 hn_vk_context_max_buffer_size (HnVkContext *ctx)
 {
   return ctx->max_buffer;

@@ -3,6 +3,7 @@
  * Hooks: hn_fault_* (engine/hn-util.h). */
 #include "jobs/job-spec.h"
 #include "models/hierarchos-private.h"
+#include "models/transformer.h"
 #include "vk/hn-vk.h"
 #include "hn-error.h"
 #include "hn-util.h"
@@ -393,6 +394,40 @@ test_vk_alloc_fails (void)
   g_assert_cmpmem (in, sizeof in, back, sizeof back);
 }
 
+/* A model bigger than the device is refused before any upload, with the
+ * numbers; the same model loads once it fits. */
+static void
+test_model_too_big (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_autofree char *why = g_strdup_printf ("no Vulkan device: %s", error->message);
+      g_test_skip (why);
+      return;
+    }
+  g_autofree char *dir = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  HnVkMemoryStats before, after;
+  hn_vk_context_get_memory_stats (ctx, &before);
+  hn_vk_context_set_memory_limit (ctx, 64 << 10);
+  g_assert_cmpuint (hn_vk_context_get_capacity (ctx), ==, 64 << 10);
+  HnTransformer *m = hn_transformer_load (ctx, dir, &error);
+  g_assert_null (m);
+  g_assert_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, dir));
+  g_assert_nonnull (strstr (error->message, "weights alone need"));
+  g_assert_nonnull (strstr (error->message, "65536 bytes"));
+  g_clear_error (&error);
+  hn_vk_context_get_memory_stats (ctx, &after);
+  g_assert_cmpuint (after.allocated_bytes, ==, before.allocated_bytes);
+  hn_vk_context_set_memory_limit (ctx, 0);
+  m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  hn_transformer_free (m);
+}
+
 /* Absurd hyperparameters are refused with the allowed range, before any
  * work starts. */
 static void
@@ -426,5 +461,6 @@ main (int argc, char **argv)
   g_test_add_func ("/faults/sigkill-during-save", test_sigkill_during_save);
   g_test_add_func ("/faults/vk-alloc-fails", test_vk_alloc_fails);
   g_test_add_func ("/limits/absurd-hyperparameters", test_absurd_hyperparameters);
+  g_test_add_func ("/limits/model-too-big", test_model_too_big);
   return g_test_run ();
 }

@@ -749,7 +749,7 @@ test_corrupt (void)
   g_rmdir (dir);
 }
 
-/* ---- speed ---- */
+/* ---- the whole of tinyshakespeare: round trip, time reported ---- */
 
 static void
 time_file (const char *tokenizer_rel)
@@ -768,9 +768,9 @@ time_file (const char *tokenizer_rel)
   double cpu = (double) (clock () - c0) / CLOCKS_PER_SEC;
   g_test_message ("tinyshakespeare (%zu bytes) with %s: %u tokens in %.3f s (%.3f s CPU)", len, tokenizer_rel, ids->len,
                   secs, cpu);
-  /* CPU time, not wall time: a busy machine must not fail this; the bound
-   * is generous (well under a second is typical). */
-  g_assert_cmpfloat (cpu, <, 5.0);
+  /* Reported, not asserted: speed is measured by benchmarks, never by a
+   * timed test (sanitizer builds run this 10x slower). */
+  g_assert_cmpuint (ids->len, >, len / 8);
   g_autofree char *back = hn_tokenizer_decode (tok, (int32_t *) ids->data, ids->len, FALSE, &error);
   g_assert_no_error (error);
   if (!strstr (tokenizer_rel, "stories") && !strstr (tokenizer_rel, "bert"))
