@@ -22,4 +22,5 @@ ninja -C "$BUILD" "${targets[@]}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=$PWD/build-aux/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-meson test -C "$BUILD" --no-rebuild --print-errorlogs --num-processes 2 "${tests[@]}"
+# Sanitized code runs several times slower: give every test more time.
+meson test -C "$BUILD" --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 5 "${tests[@]}"
