@@ -15,6 +15,7 @@
 #include "hn-window.h"
 #include "jobs/job.h"
 #include "hn-error.h"
+#include "hn-util.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -487,6 +488,7 @@ static void save_screenshot (const char *name);
 typedef struct {
   guint tokens_before_done;
   gboolean done, ok;
+  int error_code;
 } GenSeen;
 
 static void
@@ -496,7 +498,7 @@ on_gen_event (HnJobController *c, const HnJobEvent *e, GenSeen *seen)
   if (e->type == HN_JOB_EVENT_TOKEN && !seen->done)
     seen->tokens_before_done++;
   if (e->type == HN_JOB_EVENT_DONE)
-    seen->done = TRUE, seen->ok = e->done.ok;
+    seen->done = TRUE, seen->ok = e->done.ok, seen->error_code = e->done.error_code;
 }
 
 static gboolean
@@ -554,6 +556,43 @@ test_generate_streams (void)
   g_assert_false (seen.ok);
   g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
   g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_CANCELLED);
+  g_signal_handler_disconnect (c, id);
+  hn_job_spec_set_int (spec, "max-new-tokens", 64);
+}
+
+/* A Vulkan allocation fails in the middle of a job: the job ends with the
+ * out-of-memory error, the window stays usable, the next run works. */
+static void
+test_generate_vk_alloc_fails (void)
+{
+  if (!hn_job_kind_is_registered ("transformer-generate"))
+    {
+      g_test_skip ("transformer-generate is not registered in this build");
+      return;
+    }
+  HnGeneratePage *page = HN_GENERATE_PAGE (hn_window_get_page (window, "generate"));
+  hn_window_show_page (window, "generate");
+  HnJobSpec *spec = hn_generate_page_get_spec (page);
+  hn_job_spec_set_int (spec, "max-new-tokens", 4);
+  hn_generate_page_set_prompt (page, "Once upon a time");
+  HnJobController *c = hn_generate_page_get_controller (page);
+  GenSeen seen = { 0 };
+  gulong id = g_signal_connect (c, "event", G_CALLBACK (on_gen_event), &seen);
+  hn_fault_set_vk_alloc (1);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
+  g_assert_true (wait_for (gen_done, &seen, 120000));
+  hn_fault_set_vk_alloc (0);
+  g_assert_false (seen.ok);
+  g_assert_cmpint (seen.error_code, ==, HN_ERROR_OUT_OF_MEMORY);
+  g_autoptr (HnJobRecord) failed = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_assert_cmpint (hn_job_record_get_state (failed), ==, HN_JOB_RECORD_FAILED);
+  g_assert_false (hn_job_controller_get_running (c));
+  spin (50);
+  memset (&seen, 0, sizeof seen);
+  g_assert_null (hn_generate_page_get_start_problem (page));
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
+  g_assert_true (wait_for (gen_done, &seen, 120000));
+  g_assert_true (seen.ok);
   g_signal_handler_disconnect (c, id);
   hn_job_spec_set_int (spec, "max-new-tokens", 64);
 }
@@ -755,6 +794,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/chart-in-window", test_chart_in_window);
   g_test_add_func ("/gui/controller", test_controller);
   g_test_add_func ("/gui/generate-streams", test_generate_streams);
+  g_test_add_func ("/gui/generate-vk-alloc-fails", test_generate_vk_alloc_fails);
   g_test_add_func ("/gui/hierarchos-train-and-chat", test_hierarchos_train_and_chat);
   g_test_add_func ("/gui/finetune-loss-falls", test_finetune_loss_falls);
   g_test_add_func ("/gui/screenshots", test_screenshots);
