@@ -1,8 +1,13 @@
 /* `transformer-logits --model-path DIR --input-ids "1,2,3" [--device-index N] --output OUT.json`
- * writes {"shape": [seq, vocab], "logits": [row-major floats]} for batch row 0. */
+ * writes {"shape": [seq, vocab], "logits": [row-major floats]} for batch row 0: a decoder's
+ * next-token logits, an encoder's masked-LM logits (--token-type-ids), or an encoder-decoder's
+ * logits of --decoder-input-ids (default: decoder_start_token_id alone). */
 #include "cli.h"
 #include "hn-error.h"
 #include "hn-util.h"
+#include "io/model-config.h"
+#include "models/encoder.h"
+#include "models/seq2seq.h"
 #include "models/transformer.h"
 
 #include <math.h>
@@ -40,12 +45,15 @@ parse_ids (const char *flag, const char *text, GArray *out, GError **error)
 int
 hn_cmd_transformer_logits (int argc, char **argv)
 {
-  g_autofree char *model = NULL, *ids_text = NULL, *dec_text = NULL, *output = NULL;
+  g_autofree char *model = NULL, *ids_text = NULL, *dec_text = NULL, *tt_text = NULL, *output = NULL;
   int device = -1;
   GOptionEntry entries[] = {
     { "model-path", 0, 0, G_OPTION_ARG_FILENAME, &model, "Hugging Face model folder", "DIR" },
     { "input-ids", 0, 0, G_OPTION_ARG_STRING, &ids_text, "Comma-separated input token ids", "IDS" },
-    { "decoder-input-ids", 0, 0, G_OPTION_ARG_STRING, &dec_text, "Decoder input ids (encoder-decoder models)", "IDS" },
+    { "decoder-input-ids", 0, 0, G_OPTION_ARG_STRING, &dec_text,
+      "Decoder input ids (encoder-decoder models; default: decoder_start_token_id)", "IDS" },
+    { "token-type-ids", 0, 0, G_OPTION_ARG_STRING, &tt_text, "Token type (segment) ids, one per input id (encoders)",
+      "IDS" },
     { "device-index", 0, 0, G_OPTION_ARG_INT, &device, "Vulkan device (-1: the best one)", "N" },
     { "output", 0, 0, G_OPTION_ARG_FILENAME, &output, "Where to write the logits JSON", "OUT.json" },
     { NULL },
@@ -60,32 +68,86 @@ hn_cmd_transformer_logits (int argc, char **argv)
   if (!model || !ids_text || !output)
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                                      "--model-path, --input-ids and --output are required"));
-  if (dec_text)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_UNSUPPORTED,
-                                     "--decoder-input-ids: encoder-decoder models are not supported yet"));
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  if (!parse_ids ("--input-ids", ids_text, ids, &error))
+  g_autoptr (GArray) dec = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_autoptr (GArray) tt = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  if (!parse_ids ("--input-ids", ids_text, ids, &error) || (dec_text && !parse_ids ("--decoder-input-ids", dec_text, dec, &error)) ||
+      (tt_text && !parse_ids ("--token-type-ids", tt_text, tt, &error)))
+    return hn_cli_fail (error);
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model, &error);
+  const HnArchInfo *arch = cfg ? hn_arch_lookup (cfg->model_type, &error) : NULL;
+  if (!arch)
+    return hn_cli_fail (error);
+  gboolean enc = hn_arch_is_encoder (arch), s2s = hn_arch_is_seq2seq (arch);
+  if (dec_text && !s2s)
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                                     "--decoder-input-ids: model_type \"%s\" is not an encoder-decoder", arch->model_type));
+  if (tt_text && !enc)
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                                     "--token-type-ids: model_type \"%s\" is not an encoder", arch->model_type));
+  if (tt_text && tt->len != ids->len)
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                                     "--token-type-ids has %u ids for %u input ids", tt->len, ids->len));
+  if (!hn_arch_require_task (arch, HN_TASK_LOGITS, &error))
     return hn_cli_fail (error);
   g_autoptr (HnVkContext) vk = hn_vk_context_new (device, &error);
   if (!vk)
     return hn_cli_fail (error);
-  g_autoptr (HnTransformer) m = hn_transformer_load (vk, model, &error);
-  if (!m)
+  int vocab = 0;
+  guint rows = ids->len;
+  g_autofree float *logits = NULL;
+  gboolean ok;
+  if (enc)
+    {
+      g_autoptr (HnEncoder) m = hn_encoder_load (vk, model, &error);
+      ok = m != NULL;
+      if (ok)
+        {
+          vocab = hn_encoder_get_vocab (m);
+          logits = g_new (float, (gsize) rows * vocab);
+          ok = hn_encoder_logits (m, (const int32_t *) ids->data, tt_text ? (const int32_t *) tt->data : NULL,
+                                  (int) ids->len, logits, &error);
+        }
+    }
+  else if (s2s)
+    {
+      g_autoptr (HnSeq2Seq) m = hn_seq2seq_load (vk, model, &error);
+      ok = m != NULL;
+      if (ok)
+        {
+          vocab = hn_seq2seq_get_vocab (m);
+          if (!dec_text)
+            {
+              int32_t start = hn_seq2seq_get_decoder_start (m);
+              g_array_append_val (dec, start);
+            }
+          rows = dec->len;
+          logits = g_new (float, (gsize) rows * vocab);
+          ok = hn_seq2seq_logits (m, (const int32_t *) ids->data, (int) ids->len, (const int32_t *) dec->data,
+                                  (int) dec->len, logits, &error);
+        }
+    }
+  else
+    {
+      g_autoptr (HnTransformer) m = hn_transformer_load (vk, model, &error);
+      ok = m != NULL;
+      if (ok)
+        {
+          vocab = hn_transformer_get_hparams (m)->vocab;
+          logits = g_new (float, (gsize) rows * vocab);
+          ok = hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error);
+        }
+    }
+  if (!ok)
     return hn_cli_fail (error);
-  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
-  if (!hn_arch_require_task (hp->arch, HN_TASK_LOGITS, &error))
-    return hn_cli_fail (error);
-  gsize n = (gsize) ids->len * hp->vocab;
-  g_autofree float *logits = g_new (float, n);
-  if (!hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error))
-    return hn_cli_fail (error);
+  gsize n = (gsize) rows * vocab;
   for (gsize i = 0; i < n; i++)
     if (!isfinite (logits[i]))
       return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_NUMERIC, "the model produced a non-finite logit at row %zu",
-                                       i / (gsize) hp->vocab));
+                                       i / (gsize) vocab));
   /* "%.9g" round-trips a float exactly */
   GString *s = g_string_sized_new (n * 14 + 64);
-  g_string_append_printf (s, "{\"shape\": [%u, %d], \"logits\": [", ids->len, hp->vocab);
+  g_string_append_printf (s, "{\"shape\": [%u, %d], \"logits\": [", rows, vocab);
   for (gsize i = 0; i < n; i++)
     {
       char buf[G_ASCII_DTOSTR_BUF_SIZE];
@@ -93,7 +155,7 @@ hn_cmd_transformer_logits (int argc, char **argv)
       g_string_append_printf (s, "%s%s", i ? ", " : "", buf);
     }
   g_string_append (s, "]}\n");
-  gboolean ok = hn_write_file_atomic (output, s->str, s->len, &error);
+  ok = hn_write_file_atomic (output, s->str, s->len, &error);
   g_string_free (s, TRUE);
   if (!ok)
     return hn_cli_fail (error);

@@ -10,6 +10,7 @@
 #include "io/model-config.h"
 #include "io/tokenizer.h"
 #include "models/lora.h"
+#include "models/seq2seq.h"
 #include "models/transformer.h"
 
 #include <json-glib/json-glib.h>
@@ -375,19 +376,30 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
 
   int device = (int) hn_job_spec_get_int (spec, "device-index");
   g_autoptr (HnVkContext) ctx = hn_vk_context_new (device, error);
-  g_autoptr (HnTransformer) model = ctx ? hn_transformer_load (ctx, model_dir, error) : NULL;
-  if (!model)
-    {
-      hn_generate_options_clear (&opt);
-      return FALSE;
-    }
-  const HnArchInfo *arch = hn_transformer_get_hparams (model)->arch;
-  if (!hn_arch_require_task (arch, HN_TASK_GENERATE, error))
-    {
-      hn_generate_options_clear (&opt);
-      return FALSE;
-    }
+  /* decoders run through HnTransformer, encoder-decoders through HnSeq2Seq; encoders do not generate */
+  const HnArchInfo *arch = ctx ? hn_arch_lookup (mc->model_type, error) : NULL;
   const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path");
+  gboolean s2s = arch && hn_arch_is_seq2seq (arch);
+  if (arch && hn_arch_is_encoder (arch))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "model_type \"%s\" is an encoder (masked LM): it does not generate text; transformer-logits gives "
+                   "its logits", arch->model_type);
+      arch = NULL;
+    }
+  else if (s2s && (mode != HN_KV_CACHE_CONTIGUOUS || adapter_dir))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "model_type \"%s\" (encoder-decoder): %s is not supported",
+                   arch->model_type, adapter_dir ? "--lora-adapter-path" : "a KV cache mode other than the default");
+      arch = NULL;
+    }
+  g_autoptr (HnSeq2Seq) s2s_model = arch && s2s ? hn_seq2seq_load (ctx, model_dir, error) : NULL;
+  g_autoptr (HnTransformer) model = arch && !s2s ? hn_transformer_load (ctx, model_dir, error) : NULL;
+  if ((!model && !s2s_model) || !hn_arch_require_task (arch, HN_TASK_GENERATE, error))
+    {
+      hn_generate_options_clear (&opt);
+      return FALSE;
+    }
   if (adapter_dir)
     {
       /* attached in device memory (scaling·B·A added to the adapted weights); no merged files */
@@ -400,7 +412,8 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
       hn_job_log (job, HN_LOG_INFO, "LoRA adapter %s attached (%u modules)", adapter_dir, ad->modules->len);
     }
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
-              hn_transformer_get_weight_bytes (model) / 1e6, hn_kv_cache_mode_name (mode));
+              (model ? hn_transformer_get_weight_bytes (model) : hn_seq2seq_get_weight_bytes (s2s_model)) / 1e6,
+              hn_kv_cache_mode_name (mode));
 
   g_autoptr (GPtrArray) out_seqs = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   g_autoptr (GPtrArray) out_texts = g_ptr_array_new_with_free_func (g_free);
@@ -408,9 +421,12 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
     {
       GArray *p = g_ptr_array_index (prompts, i);
       Stream st = { job, tok, tok ? hn_token_decoder_new (tok, TRUE) : NULL, i, 0, opt.max_new_tokens, NULL };
+      HnTokenFunc stream = opt.num_beams > 1 ? NULL : on_token;
       g_autoptr (HnGenerateResult) r =
-        hn_transformer_generate (model, mode, &opt, (const int32_t *) p->data, (int) p->len, tok ? decode_text : NULL,
-                                 tok, opt.num_beams > 1 ? NULL : on_token, &st, hn_job_get_cancellable (job), error);
+        model ? hn_transformer_generate (model, mode, &opt, (const int32_t *) p->data, (int) p->len,
+                                         tok ? decode_text : NULL, tok, stream, &st, hn_job_get_cancellable (job), error)
+              : hn_seq2seq_generate (s2s_model, &opt, (const int32_t *) p->data, (int) p->len, tok ? decode_text : NULL,
+                                     tok, stream, &st, hn_job_get_cancellable (job), error);
       if (st.dec)
         {
           g_autofree char *rest = hn_token_decoder_flush (st.dec);

@@ -8,9 +8,16 @@
  * (tests/engine/test-transformer-parity.c); training/LoRA bits come with the
  * training module. */
 #define DEC (HN_TASK_LOGITS | HN_TASK_GENERATE)
+/* encoders: masked-LM logits (tests/engine/test-encdec-parity.c) */
+#define ENC (HN_TASK_LOGITS)
+#define ENC_Q (HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE | HN_QUIRK_LM_HEAD_BIAS)
+/* encoder-decoders: logits given decoder ids, greedy and beam generation (test-encdec-parity.c) */
+#define S2S (HN_TASK_LOGITS | HN_TASK_GENERATE)
+#define S2S_Q (HN_QUIRK_LAYERNORM | HN_QUIRK_NO_ROPE | HN_QUIRK_LM_HEAD_BIAS)
 
 static const char *const falcon_aliases[] = { "RefinedWeb", "RefinedWebModel", NULL };
 static const char *const neox_aliases[] = { "gpt-neox", NULL };
+static const char *const xlmr_aliases[] = { "xlm_roberta", NULL };
 
 #define RMS_GATED (HN_QUIRK_GATED_MLP)
 static const HnArchInfo archs[] = {
@@ -112,6 +119,32 @@ static const HnArchInfo archs[] = {
     "deepseek_v2" },
   { "deepseek_v3", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "deepseek_v3" },
+  /* encoders with their masked-LM head (models/encoder.c) */
+  { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "bert" },
+  { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
+    "roberta" },
+  { "xlm-roberta", xlmr_aliases, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS,
+    "gelu", ENC, "xlm-roberta" },
+  { "distilbert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_DISTILBERT, ENC_Q, "gelu", ENC, "distilbert" },
+  { "albert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_ALBERT, ENC_Q, "gelu_new", ENC, "albert" },
+  { "electra", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_ELECTRA, ENC_Q, "gelu", ENC, "electra" },
+  { "modernbert", NULL, "modernbert", HN_BLOCK_ENCODER_PRE_NORM, HN_NAMES_MODERNBERT,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_GATED_MLP | HN_QUIRK_SLIDING_ALTERNATE |
+      HN_QUIRK_LM_HEAD_BIAS,
+    "gelu", ENC, "modernbert" },
+  /* encoder-decoders (models/seq2seq.c) */
+  { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S, "t5" },
+  { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
+  { "umt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE | HN_QUIRK_REL_BIAS_PER_LAYER,
+    "gelu_new", S2S, "umt5" },
+  { "bart", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
+    "gelu", S2S, "bart" },
+  { "mbart", NULL, "bart", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
+    "gelu", S2S, "mbart" },
+  { "marian", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_SINUSOIDAL_POS, "gelu", S2S,
+    "marian" },
+  { "pegasus", NULL, "bart", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_SINUSOIDAL_POS, "gelu", S2S,
+    "pegasus" },
 };
 
 const HnArchInfo *
@@ -178,15 +211,32 @@ hn_block_kind_name (HnBlockKind kind)
     case HN_BLOCK_PARALLEL_2NORM: return "parallel-2norm";
     case HN_BLOCK_SANDWICH: return "sandwich";
     case HN_BLOCK_POST_NORM: return "post-norm";
+    case HN_BLOCK_ENCODER_POST_NORM: return "encoder-post-norm";
+    case HN_BLOCK_ENCODER_PRE_NORM: return "encoder-pre-norm";
+    case HN_BLOCK_SEQ2SEQ_POST_NORM: return "seq2seq-post-norm";
+    case HN_BLOCK_SEQ2SEQ_PRE_NORM: return "seq2seq-pre-norm";
     }
   return "?";
+}
+
+gboolean
+hn_arch_is_encoder (const HnArchInfo *arch)
+{
+  return arch->block == HN_BLOCK_ENCODER_POST_NORM || arch->block == HN_BLOCK_ENCODER_PRE_NORM;
+}
+
+gboolean
+hn_arch_is_seq2seq (const HnArchInfo *arch)
+{
+  return arch->block == HN_BLOCK_SEQ2SEQ_POST_NORM || arch->block == HN_BLOCK_SEQ2SEQ_PRE_NORM;
 }
 
 static const char *const quirk_names[] = {
   "layernorm", "norm-plus-one", "norm-no-params", "norm-no-bias", "embed-scale-sqrt", "multipliers", "logit-scale",
   "qk-norm-head", "qk-norm-full", "softcap", "sliding-alternate", "fused-qkv", "fused-gate-up", "conv1d",
   "learned-positions", "alibi", "rope-interleaved", "partial-rotary", "embed-norm", "clip-qkv", "lm-head-bias",
-  "gated-mlp", "no-rope", "rope-sliding-only", "moe",
+  "gated-mlp", "no-rope", "rope-sliding-only", "moe", "pad-positions", "sinusoidal-positions",
+  "rel-bias-per-layer",
 };
 
 char *

@@ -16,6 +16,11 @@ typedef enum {
   HN_BLOCK_PARALLEL_2NORM,/* x += attn(n1(x)) + mlp(n2(x))   (gpt_neox, falcon new arch) */
   HN_BLOCK_SANDWICH,      /* pre and post norms around both sublayers (gemma2) */
   HN_BLOCK_POST_NORM,     /* x += norm(attn(x)); x += norm(mlp(x))  (olmo2) */
+  /* not decoders: models/encoder.h and models/seq2seq.h run these */
+  HN_BLOCK_ENCODER_POST_NORM, /* bidirectional, x = norm(x + attn(x)); x = norm(x + mlp(x)) (bert) */
+  HN_BLOCK_ENCODER_PRE_NORM,  /* bidirectional, x += attn(norm(x)); x += mlp(norm(x)) (modernbert) */
+  HN_BLOCK_SEQ2SEQ_POST_NORM, /* encoder-decoder, post-norm sublayers (bart, marian) */
+  HN_BLOCK_SEQ2SEQ_PRE_NORM,  /* encoder-decoder, pre-norm sublayers and final norms (t5, mbart, pegasus) */
 } HnBlockKind;
 
 /* Where the weights live in the checkpoint and how they are laid out. */
@@ -36,6 +41,13 @@ typedef enum {
   HN_NAMES_GPT_NEO,    /* transformer.h.N.attn.attention.{q,k,v,out}_proj, mlp.c_fc/c_proj (Linear) */
   HN_NAMES_MPT,        /* transformer.blocks.N.attn.Wqkv, norm_1/norm_2, ffn.up_proj/down_proj */
   HN_NAMES_CODEGEN,    /* transformer.h.N.attn.qkv_proj in 4 model-parallel chunks of (q, v, k) */
+  HN_NAMES_BERT,       /* <base>.encoder.layer.N.attention.self.{query,key,value}, cls/lm_head (bert, roberta) */
+  HN_NAMES_DISTILBERT, /* distilbert.transformer.layer.N.attention.{q,k,v,out}_lin, ffn.lin1/lin2 */
+  HN_NAMES_ALBERT,     /* albert.encoder.albert_layer_groups.G.albert_layers.J (shared layers) */
+  HN_NAMES_ELECTRA,    /* bert names under electra., embeddings_project, generator_predictions */
+  HN_NAMES_MODERNBERT, /* model.layers.N.attn.Wqkv/Wo, mlp.Wi/Wo, head, decoder */
+  HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
+  HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */
@@ -66,6 +78,9 @@ typedef enum {
   HN_QUIRK_ROPE_SLIDING_ONLY = 1u << 23, /* with a sliding window, full-attention layers have no RoPE
                                           * (cohere2, exaone4) */
   HN_QUIRK_MOE = 1u << 24,            /* routed mixture-of-experts MLP (mixtral, qwen2/3_moe, olmoe) */
+  HN_QUIRK_PAD_POSITIONS = 1u << 25,  /* positions count from padding_idx + 1, pads sit at padding_idx (roberta) */
+  HN_QUIRK_SINUSOIDAL_POS = 1u << 26, /* fixed sinusoidal positions (marian, pegasus) */
+  HN_QUIRK_REL_BIAS_PER_LAYER = 1u << 27, /* T5 relative-position bias in every layer, not only the first (umt5) */
 } HnQuirk;
 
 typedef enum {
@@ -98,6 +113,9 @@ const HnArchInfo *hn_arch_lookup (const char *model_type, GError **error);
 gboolean hn_arch_require_task (const HnArchInfo *arch, HnTask task, GError **error);
 
 const char *hn_block_kind_name (HnBlockKind kind);
+/* Encoders with a masked-LM head (models/encoder.h) and encoder-decoders (models/seq2seq.h). */
+gboolean hn_arch_is_encoder (const HnArchInfo *arch);
+gboolean hn_arch_is_seq2seq (const HnArchInfo *arch);
 const char *hn_task_name (HnTask task);
 /* Space-separated quirk names of `quirks` (new string). */
 char *hn_quirks_to_string (guint quirks);

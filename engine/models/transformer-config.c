@@ -267,6 +267,13 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   const HnArchInfo *a = hn_arch_lookup (cfg->model_type, error);
   if (!a)
     return FALSE;
+  if (hn_arch_is_encoder (a) || hn_arch_is_seq2seq (a))
+    {
+      /* a different graph (models/encoder.h, models/seq2seq.h); callers that take any model dispatch first */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is %s, not a decoder-only model",
+                   cfg->path, a->model_type, hn_arch_is_encoder (a) ? "an encoder (masked LM)" : "an encoder-decoder");
+      return FALSE;
+    }
   hp->arch = a;
   hp->block = a->block;
   const char *mt = a->model_type;

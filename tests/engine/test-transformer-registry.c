@@ -21,6 +21,16 @@ test_lookup (void)
   g_assert_true (g->quirks & HN_QUIRK_SOFTCAP);
   g_assert_true (g->quirks & HN_QUIRK_NORM_PLUS_ONE);
   g_assert_cmpint (g->block, ==, HN_BLOCK_SANDWICH);
+  /* encoders and encoder-decoders are their own kinds */
+  const HnArchInfo *x = hn_arch_lookup ("xlm_roberta", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (x->model_type, ==, "xlm-roberta");
+  g_assert_true (hn_arch_is_encoder (x) && !hn_arch_is_seq2seq (x));
+  const HnArchInfo *t = hn_arch_lookup ("umt5", &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_arch_is_seq2seq (t) && !hn_arch_is_encoder (t));
+  g_assert_true (t->quirks & HN_QUIRK_REL_BIAS_PER_LAYER);
+  g_assert_false (hn_arch_is_encoder (a) || hn_arch_is_seq2seq (a));
 }
 
 static void

@@ -1,0 +1,36 @@
+/* Hugging Face encoders with their masked-LM head on Vulkan: bert, roberta,
+ * xlm-roberta, distilbert, albert (factorised embeddings, shared layers),
+ * electra (embedding projection, generator head) and modernbert (rope,
+ * local/global attention, gated GeLU). Bidirectional attention, one forward.
+ *
+ *   g_autoptr (HnEncoder) m = hn_encoder_load (ctx, "model-dir", &error);
+ *   hn_encoder_logits (m, ids, type_ids_or_NULL, n, logits, &error);   // [n, vocab]
+ */
+#pragma once
+#include <gio/gio.h>
+#include <stdint.h>
+
+#include "models/registry.h"
+#include "tensor/hn-tensor.h"
+
+G_BEGIN_DECLS
+
+typedef struct _HnEncoder HnEncoder;
+
+/* Loads config.json and the weights; every checkpoint tensor must be one the graph uses. */
+HnEncoder *hn_encoder_load (HnVkContext *ctx, const char *model_dir, GError **error);
+void hn_encoder_free (HnEncoder *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnEncoder, hn_encoder_free)
+
+const HnArchInfo *hn_encoder_get_arch (HnEncoder *m);
+int hn_encoder_get_vocab (HnEncoder *m);
+/* Token types the model has (0 when it takes none: distilbert, modernbert). */
+int hn_encoder_get_type_vocab (HnEncoder *m);
+guint64 hn_encoder_get_weight_bytes (HnEncoder *m);
+
+/* Masked-LM logits [n, vocab] of one sequence (attention mask all ones). type_ids may be NULL
+ * (all 0, as transformers); a model without token types refuses them. */
+gboolean hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, float *logits,
+                            GError **error);
+
+G_END_DECLS

@@ -1,0 +1,44 @@
+/* Hugging Face encoder-decoders on Vulkan: t5, mt5, umt5 (relative position
+ * buckets, RMS norm, gated-gelu), bart, mbart, marian and pegasus (learned or
+ * sinusoidal positions, post- or pre-norm LayerNorm, final_logits_bias).
+ *
+ *   g_autoptr (HnSeq2Seq) m = hn_seq2seq_load (ctx, "model-dir", &error);
+ *   hn_seq2seq_logits (m, src, n_src, dec_ids, n_dec, logits, &error);   // [n_dec, vocab]
+ *   r = hn_seq2seq_generate (m, &options, src, n_src, ...);               // greedy, sampling or beams
+ *
+ * Generation runs the encoder once, computes every layer's cross-attention
+ * keys/values once, and decodes with a self-attention KV cache per row. */
+#pragma once
+#include <gio/gio.h>
+#include <stdint.h>
+
+#include "generate/generate.h"
+#include "models/registry.h"
+#include "tensor/hn-tensor.h"
+
+G_BEGIN_DECLS
+
+typedef struct _HnSeq2Seq HnSeq2Seq;
+
+HnSeq2Seq *hn_seq2seq_load (HnVkContext *ctx, const char *model_dir, GError **error);
+void hn_seq2seq_free (HnSeq2Seq *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnSeq2Seq, hn_seq2seq_free)
+
+const HnArchInfo *hn_seq2seq_get_arch (HnSeq2Seq *m);
+int hn_seq2seq_get_vocab (HnSeq2Seq *m);
+/* config.json's decoder_start_token_id: the first decoder token of every generation. */
+int hn_seq2seq_get_decoder_start (HnSeq2Seq *m);
+guint64 hn_seq2seq_get_weight_bytes (HnSeq2Seq *m);
+
+/* Logits [n_dec, vocab] of the decoder given its input ids (teacher forcing) and the encoder ids
+ * (attention masks all ones). */
+gboolean hn_seq2seq_logits (HnSeq2Seq *m, const int32_t *src, int n_src, const int32_t *dec, int n_dec, float *logits,
+                            GError **error);
+
+/* Generates from the encoder input `src`; the decoder starts from decoder_start_token_id, which the
+ * returned sequences do not include. */
+HnGenerateResult *hn_seq2seq_generate (HnSeq2Seq *m, const HnGenerateOptions *opt, const int32_t *src, int n_src,
+                                       HnDecodeFunc decode, gpointer decode_data, HnTokenFunc on_token,
+                                       gpointer token_data, GCancellable *cancellable, GError **error);
+
+G_END_DECLS

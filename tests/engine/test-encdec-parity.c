@@ -1,0 +1,235 @@
+/* Parity with transformers 5.17 for encoders (masked-LM logits, token types
+ * where the fixture has them) and encoder-decoders (logits given decoder
+ * input ids, greedy ids, beam search where the fixture has one): every
+ * registry row of those kinds runs its fixture in tests/fixtures/parity. */
+#include "hn-error.h"
+#include "models/encoder.h"
+#include "models/seq2seq.h"
+#include "models/transformer.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+static HnVkContext *ctx;
+
+static char *
+fixture_dir (const char *name)
+{
+  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", name, NULL);
+}
+
+static JsonObject *
+load_json (JsonParser *p, const char *path)
+{
+  GError *error = NULL;
+  g_assert_true (json_parser_load_from_file (p, path, &error));
+  g_assert_no_error (error);
+  return json_node_get_object (json_parser_get_root (p));
+}
+
+static GArray *
+int_array (JsonObject *o, const char *member)
+{
+  JsonArray *a = json_object_get_array_member (o, member);
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      int32_t v = (int32_t) json_array_get_int_element (a, i);
+      g_array_append_val (out, v);
+    }
+  return out;
+}
+
+static void
+compare_logits (const char *name, const float *got, JsonArray *want, gsize n)
+{
+  g_assert_cmpuint (json_array_get_length (want), ==, n);
+  gsize bad = 0, first = 0;
+  double worst = 0;
+  for (gsize i = 0; i < n; i++)
+    {
+      double e = json_array_get_double_element (want, (guint) i);
+      double d = fabs (got[i] - e);
+      if (!(d <= 1e-4 + 1e-4 * fabs (e)))
+        {
+          if (!bad)
+            first = i;
+          bad++;
+        }
+      worst = MAX (worst, d);
+    }
+  if (bad)
+    g_test_message ("%s: %zu of %zu logits differ (first at %zu: %g vs %g), max |diff| %g", name, bad, n, first,
+                    got[first], json_array_get_double_element (want, (guint) first), worst);
+  g_assert_cmpuint (bad, ==, 0);
+}
+
+static void
+assert_ids (const char *what, GArray *got, GArray *want)
+{
+  gboolean same = got->len == want->len && memcmp (got->data, want->data, sizeof (int32_t) * want->len) == 0;
+  if (!same)
+    {
+      g_autoptr (GString) s = g_string_new (NULL);
+      for (guint i = 0; i < got->len; i++)
+        g_string_append_printf (s, "%d ", g_array_index (got, int32_t, i));
+      g_test_message ("%s: got %s", what, s->str);
+    }
+  g_assert_true (same);
+}
+
+static void
+test_encoder (gconstpointer data)
+{
+  const char *name = data;
+  g_autofree char *dir = fixture_dir (name);
+  g_autofree char *exp_path = g_build_filename (dir, "expected.json", NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonObject *exp = load_json (parser, exp_path);
+  GError *error = NULL;
+  g_autoptr (HnEncoder) m = hn_encoder_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (GArray) ids = int_array (exp, "input_ids");
+  g_autoptr (GArray) tt = json_object_has_member (exp, "token_type_ids") ? int_array (exp, "token_type_ids") : NULL;
+  int V = hn_encoder_get_vocab (m);
+  g_autofree float *logits = g_new (float, (gsize) ids->len * V);
+  g_assert_true (hn_encoder_logits (m, (const int32_t *) ids->data, tt ? (const int32_t *) tt->data : NULL,
+                                    (int) ids->len, logits, &error));
+  g_assert_no_error (error);
+  compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * V);
+}
+
+static void
+test_seq2seq (gconstpointer data)
+{
+  const char *name = data;
+  g_autofree char *dir = fixture_dir (name);
+  g_autofree char *exp_path = g_build_filename (dir, "expected.json", NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonObject *exp = load_json (parser, exp_path);
+  GError *error = NULL;
+  g_autoptr (HnSeq2Seq) m = hn_seq2seq_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  int V = hn_seq2seq_get_vocab (m);
+
+  /* logits of the decoder input ids given the 11 encoder ids */
+  g_autoptr (GArray) ids = int_array (exp, "input_ids");
+  g_autoptr (GArray) dec = int_array (exp, "decoder_input_ids");
+  g_assert_cmpint (hn_seq2seq_get_decoder_start (m), ==, g_array_index (dec, int32_t, 0));
+  g_autofree float *logits = g_new (float, (gsize) dec->len * V);
+  g_assert_true (hn_seq2seq_logits (m, (const int32_t *) ids->data, (int) ids->len, (const int32_t *) dec->data,
+                                    (int) dec->len, logits, &error));
+  g_assert_no_error (error);
+  compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) dec->len * V);
+
+  /* greedy: the encoder once, then the decoder with its caches */
+  JsonObject *gr = json_object_get_object_member (exp, "greedy");
+  g_autoptr (GArray) prompt = int_array (gr, "prompt_ids");
+  g_autoptr (GArray) want = int_array (gr, "new_ids");
+  HnGenerateOptions o;
+  hn_generate_options_init (&o);
+  o.max_new_tokens = (int) json_object_get_int_member (gr, "max_new_tokens");
+  o.min_new_tokens = (int) json_object_get_int_member (gr, "min_new_tokens");
+  g_autoptr (HnGenerateResult) r = hn_seq2seq_generate (m, &o, (const int32_t *) prompt->data, (int) prompt->len, NULL,
+                                                        NULL, NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  assert_ids ("greedy", g_ptr_array_index (r->sequences, 0), want);
+  hn_generate_options_clear (&o);
+
+  if (json_object_has_member (exp, "beam"))
+    {
+      JsonObject *b = json_object_get_object_member (exp, "beam");
+      g_autoptr (GArray) bp = int_array (b, "prompt_ids");
+      g_autoptr (GArray) bw = int_array (b, "new_ids");
+      hn_generate_options_init (&o);
+      o.num_beams = (int) json_object_get_int_member (b, "num_beams");
+      o.num_return_sequences = (int) json_object_get_int_member (b, "num_return_sequences");
+      o.max_new_tokens = (int) json_object_get_int_member (b, "max_new_tokens");
+      o.min_new_tokens = (int) json_object_get_int_member (b, "min_new_tokens");
+      o.length_penalty = json_object_get_double_member (b, "length_penalty");
+      o.early_stopping = json_object_get_boolean_member (b, "early_stopping") ? HN_EARLY_STOP_TRUE : HN_EARLY_STOP_FALSE;
+      g_autoptr (HnGenerateResult) br = hn_seq2seq_generate (m, &o, (const int32_t *) bp->data, (int) bp->len, NULL,
+                                                             NULL, NULL, NULL, NULL, &error);
+      g_assert_no_error (error);
+      assert_ids ("beam", g_ptr_array_index (br->sequences, 0), bw);
+      g_assert_cmpfloat_with_epsilon (g_array_index (br->scores, double, 0),
+                                      json_object_get_double_member (b, "sequence_score"), 1e-4);
+      hn_generate_options_clear (&o);
+    }
+}
+
+/* Bad input fails with a message naming the problem. */
+static void
+test_fail_closed (void)
+{
+  GError *error = NULL;
+  g_autofree char *bert = fixture_dir ("bert");
+  g_autoptr (HnEncoder) m = hn_encoder_load (ctx, bert, &error);
+  g_assert_no_error (error);
+  int32_t ids[2] = { 5, 500 }, tt[2] = { 0, 7 };
+  float lg[2 * 128];
+  g_assert_false (hn_encoder_logits (m, ids, NULL, 2, lg, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  ids[1] = 6;
+  g_assert_false (hn_encoder_logits (m, ids, tt, 2, lg, &error));
+  g_assert_nonnull (strstr (error->message, "type_vocab_size"));
+  g_clear_error (&error);
+  /* an encoder is not an encoder-decoder, and the other way round */
+  g_assert_null (hn_seq2seq_load (ctx, bert, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_autofree char *t5 = fixture_dir ("t5");
+  g_assert_null (hn_encoder_load (ctx, t5, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  /* the decoder-only graph names what these are */
+  g_assert_null (hn_transformer_load (ctx, bert, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "encoder (masked LM)"));
+  g_clear_error (&error);
+  g_assert_null (hn_transformer_load (ctx, t5, &error));
+  g_assert_nonnull (strstr (error->message, "encoder-decoder"));
+  g_clear_error (&error);
+  /* a decoder id outside the vocabulary */
+  g_autoptr (HnSeq2Seq) s = hn_seq2seq_load (ctx, t5, &error);
+  g_assert_no_error (error);
+  int32_t dec[2] = { 0, 4096 };
+  g_assert_false (hn_seq2seq_logits (s, ids, 1, dec, 2, lg, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  GError *error = NULL;
+  ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_printerr ("no Vulkan device: %s\n", error->message);
+      g_clear_error (&error);
+      return 1;
+    }
+  const char *only = g_getenv ("HN_PARITY_ONLY");
+  g_auto (GStrv) only_v = only ? g_strsplit (only, ",", -1) : NULL;
+  gsize n_arch;
+  const HnArchInfo *arch = hn_arch_list (&n_arch);
+  for (gsize i = 0; i < n_arch; i++)
+    {
+      gboolean enc = hn_arch_is_encoder (&arch[i]), s2s = hn_arch_is_seq2seq (&arch[i]);
+      if (!(arch[i].tasks & HN_TASK_LOGITS) || !(enc || s2s))
+        continue;
+      g_assert_nonnull (arch[i].fixture);
+      if (only_v && !g_strv_contains ((const char *const *) only_v, arch[i].fixture))
+        continue;
+      g_autofree char *path = g_strdup_printf ("/encdec/parity/%s", arch[i].fixture);
+      g_test_add_data_func (path, arch[i].fixture, enc ? test_encoder : test_seq2seq);
+    }
+  g_test_add_func ("/encdec/fail-closed", test_fail_closed);
+  int rc = g_test_run ();
+  hn_vk_context_unref (ctx);
+  return rc;
+}
