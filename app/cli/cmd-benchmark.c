@@ -19,6 +19,7 @@
 #include "models/transformer.h"
 #include "models/lora.h"
 #include "tensor/hn-ops.h"
+#include "train/memory-estimate.h"
 #include "train/train-graph.h"
 #include "vk/hn-vk.h"
 
@@ -603,6 +604,16 @@ run_benchmark (const BenchOptions *o)
         }
       json_object_set_string_member (res, "model", sh ? sh->name : o->model_path);
       g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+      /* the memory estimate of this workload, to set beside the measured peak */
+      gboolean training = g_str_equal (wl, "train") || g_str_equal (wl, "lora");
+      HnMemoryRequest req = { g_str_equal (wl, "lora") ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, MAX (o->batch, 1),
+                              o->seq_len > 0 ? o->seq_len : 1024, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0, FALSE };
+      HnMemoryEstimate est;
+      if (m && training && hn_memory_estimate_model (dir, &req, &est, NULL))
+        {
+          json_object_set_int_member (res, "estimate_bytes", (gint64) est.total);
+          hn_memory_estimate_clear (&est);
+        }
       if (tmp)
         remove_dir (tmp);
       if (!m)
@@ -625,6 +636,7 @@ run_benchmark (const BenchOptions *o)
   HnVkMemoryStats ms;
   hn_vk_context_get_memory_stats (ctx, &ms);
   json_object_set_int_member (res, "peak_device_bytes", (gint64) ms.peak_reserved_bytes);
+  json_object_set_int_member (res, "peak_allocated_bytes", (gint64) ms.peak_allocated_bytes);
   if (!ok)
     return hn_cli_fail (g_steal_pointer (&error));
   g_autoptr (JsonNode) root = json_node_new (JSON_NODE_OBJECT);

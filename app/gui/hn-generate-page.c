@@ -1,5 +1,6 @@
 #include "hn-generate-page.h"
 #include "hn-command-view.h"
+#include "hn-memory-row.h"
 #include "hn-option-group.h"
 #include "hn-page-util.h"
 #include "hn-progress-view.h"
@@ -19,7 +20,7 @@ struct _HnGeneratePage
   GtkWidget *model_group, *sampling_group, *cache_group, *run_group;
   GtkWidget *extra_group;
   GtkWidget *prompt_view, *extra_view, *output_view;
-  GtkWidget *progress, *command, *reason;
+  GtkWidget *progress, *command, *reason, *memory;
 };
 
 G_DEFINE_FINAL_TYPE (HnGeneratePage, hn_generate_page, ADW_TYPE_BIN)
@@ -39,6 +40,8 @@ update_state (HnGeneratePage *self)
   GtkWidget *gs[] = { self->model_group, self->sampling_group, self->cache_group, self->run_group, NULL };
   g_free (self->problem);
   self->problem = hn_page_start_problem (self->spec, gs);
+  if (!self->problem)
+    self->problem = hn_memory_row_dup_problem (HN_MEMORY_ROW (self->memory));
   gboolean running = hn_job_controller_get_running (self->controller);
   gtk_label_set_text (GTK_LABEL (self->reason), running || !self->problem ? "" : self->problem);
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.start", !running && !self->problem);
@@ -205,6 +208,12 @@ hn_generate_page_get_command_text (HnGeneratePage *self)
   return hn_command_view_get_text (HN_COMMAND_VIEW (self->command));
 }
 
+GtkWidget *
+hn_generate_page_get_memory_row (HnGeneratePage *self)
+{
+  return self->memory;
+}
+
 const char *
 hn_generate_page_get_start_problem (HnGeneratePage *self)
 {
@@ -253,6 +262,7 @@ hn_generate_page_class_init (HnGeneratePageClass *klass)
   g_type_ensure (HN_TYPE_OPTION_GROUP);
   g_type_ensure (HN_TYPE_PROGRESS_VIEW);
   g_type_ensure (HN_TYPE_COMMAND_VIEW);
+  g_type_ensure (HN_TYPE_MEMORY_ROW);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-generate-page.ui");
   gtk_widget_class_bind_template_child (widget_class, HnGeneratePage, model_group);
   gtk_widget_class_bind_template_child (widget_class, HnGeneratePage, sampling_group);
@@ -265,6 +275,7 @@ hn_generate_page_class_init (HnGeneratePageClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnGeneratePage, progress);
   gtk_widget_class_bind_template_child (widget_class, HnGeneratePage, command);
   gtk_widget_class_bind_template_child (widget_class, HnGeneratePage, reason);
+  gtk_widget_class_bind_template_child (widget_class, HnGeneratePage, memory);
   gtk_widget_class_install_action (widget_class, "page.start", NULL, start_action);
   gtk_widget_class_install_action (widget_class, "page.stop", NULL, stop_action);
 }
@@ -289,6 +300,8 @@ hn_generate_page_init (HnGeneratePage *self)
       g_signal_connect (gs[i], "problems-changed", G_CALLBACK (on_problems_changed), self);
     }
   hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), self->spec);
+  hn_memory_row_set_spec (HN_MEMORY_ROW (self->memory), self->spec);
+  g_signal_connect_swapped (self->memory, "changed", G_CALLBACK (update_state), self);
   g_signal_connect (gtk_text_view_get_buffer (GTK_TEXT_VIEW (self->prompt_view)), "changed",
                     G_CALLBACK (on_buffer_changed), self);
   g_signal_connect (gtk_text_view_get_buffer (GTK_TEXT_VIEW (self->extra_view)), "changed",

@@ -18,5 +18,7 @@ void hn_generate_page_set_prompt (HnGeneratePage *self, const char *prompt);
 char *hn_generate_page_dup_output (HnGeneratePage *self);
 const char *hn_generate_page_get_command_text (HnGeneratePage *self);
 const char *hn_generate_page_get_start_problem (HnGeneratePage *self);
+/* The memory estimate row (an HnMemoryRow). */
+GtkWidget *hn_generate_page_get_memory_row (HnGeneratePage *self);
 
 G_END_DECLS

@@ -1,5 +1,6 @@
 #include "hn-train-page.h"
 #include "hn-command-view.h"
+#include "hn-memory-row.h"
 #include "hn-option-group.h"
 #include "hn-page-util.h"
 #include "hn-progress-view.h"
@@ -28,6 +29,7 @@ struct _HnTrainPage
   GtkWidget *progress;
   GtkWidget *command;
   GtkWidget *reason;
+  GtkWidget *memory;
 };
 
 enum { PROP_0, PROP_KIND, PROP_ALT_KIND, N_PROPS };
@@ -50,6 +52,8 @@ update_state (HnTrainPage *self)
   GtkWidget *gs[9];
   g_free (self->problem);
   self->problem = hn_page_start_problem (self->specs[self->active], groups (self, gs));
+  if (!self->problem)
+    self->problem = hn_memory_row_dup_problem (HN_MEMORY_ROW (self->memory));
   gboolean running = hn_job_controller_get_running (self->controller);
   gtk_label_set_text (GTK_LABEL (self->reason), running ? "" : self->problem ? self->problem : "");
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.start", !running && !self->problem);
@@ -72,6 +76,7 @@ bind_spec (HnTrainPage *self)
   for (GtkWidget **g = groups (self, gs); *g; g++)
     hn_option_group_set_spec (HN_OPTION_GROUP (*g), spec);
   hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), spec);
+  hn_memory_row_set_spec (HN_MEMORY_ROW (self->memory), spec);
   update_state (self);
 }
 
@@ -233,6 +238,12 @@ hn_train_page_get_command_text (HnTrainPage *self)
   return hn_command_view_get_text (HN_COMMAND_VIEW (self->command));
 }
 
+GtkWidget *
+hn_train_page_get_memory_row (HnTrainPage *self)
+{
+  return self->memory;
+}
+
 const char *
 hn_train_page_get_start_problem (HnTrainPage *self)
 {
@@ -312,6 +323,7 @@ hn_train_page_class_init (HnTrainPageClass *klass)
   g_type_ensure (HN_TYPE_LOSS_CHART);
   g_type_ensure (HN_TYPE_PROGRESS_VIEW);
   g_type_ensure (HN_TYPE_COMMAND_VIEW);
+  g_type_ensure (HN_TYPE_MEMORY_ROW);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-train-page.ui");
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, mode_group);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, mode_train);
@@ -329,6 +341,7 @@ hn_train_page_class_init (HnTrainPageClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, progress);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, command);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, reason);
+  gtk_widget_class_bind_template_child (widget_class, HnTrainPage, memory);
   gtk_widget_class_install_action (widget_class, "page.start", NULL, start_action);
   gtk_widget_class_install_action (widget_class, "page.stop", NULL, stop_action);
   gtk_widget_class_install_action (widget_class, "page.export-png", NULL, export_action);
@@ -344,6 +357,7 @@ hn_train_page_init (HnTrainPage *self)
   g_signal_connect (self->controller, "started", G_CALLBACK (on_started), self);
   g_signal_connect (self->controller, "finished", G_CALLBACK (on_finished), self);
   g_object_bind_property (self->log_toggle, "active", self->chart, "log-scale", G_BINDING_SYNC_CREATE);
+  g_signal_connect_swapped (self->memory, "changed", G_CALLBACK (update_state), self);
   g_signal_connect (self->mode_train, "toggled", G_CALLBACK (on_mode_toggled), self);
   g_signal_connect (self->mode_finetune, "toggled", G_CALLBACK (on_mode_toggled), self);
   GtkWidget *gs[9];

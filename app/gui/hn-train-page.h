@@ -22,6 +22,8 @@ HnLossChart *hn_train_page_get_chart (HnTrainPage *self);
 const char *hn_train_page_get_command_text (HnTrainPage *self);
 /* Why Start is disabled, or NULL. */
 const char *hn_train_page_get_start_problem (HnTrainPage *self);
+/* The memory estimate row (an HnMemoryRow). */
+GtkWidget *hn_train_page_get_memory_row (HnTrainPage *self);
 /* Switches to the alternative kind (TRUE) or back. */
 void hn_train_page_set_alt_mode (HnTrainPage *self, gboolean alt);
 

@@ -4,6 +4,7 @@
  * exits at once. */
 #include "jobs/job.h"
 #include "hn-error.h"
+#include "train/memory-estimate.h"
 
 #include <glib-unix.h>
 #include <math.h>
@@ -222,15 +223,66 @@ run_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_main_loop_quit (p->loop);
 }
 
+/* --dry-run: the memory estimate against the chosen device, nothing run. */
+static int
+dry_run (HnJobSpec *spec, gboolean json)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_new ((int) hn_job_spec_get_int (spec, "device-index"), &error);
+  if (!ctx)
+    {
+      fprintf (stderr, "warning: no device to compare with: %s\n", error->message);
+      g_clear_error (&error);
+    }
+  HnMemoryEstimate e;
+  if (!hn_memory_estimate_for_spec (spec, ctx, &e, &error))
+    {
+      fprintf (stderr, "error: %s\n", error->message);
+      return 1;
+    }
+  if (json)
+    {
+      g_autoptr (JsonNode) node = hn_memory_estimate_to_json (&e);
+      g_autofree char *text = json_to_string (node, FALSE);
+      printf ("%s\n", text);
+    }
+  else
+    {
+      g_autofree char *text = hn_memory_estimate_to_text (&e);
+      fputs (text, stdout);
+    }
+  hn_memory_estimate_clear (&e);
+  return 0;
+}
+
 int
 hn_job_cli_main (const char *kind, int argc, char **argv)
 {
-  gboolean json = FALSE;
+  gboolean json = FALSE, dry = FALSE, dry_json = FALSE;
   int status = 0;
   hn_job_register_builtin_kinds ();
-  g_autoptr (HnJobSpec) spec = hn_job_cli_parse (kind, argc, argv, &json, &status);
+  /* --dry-run (and its --json) are about printing, not about the job */
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  for (int i = 0; i < argc; i++)
+    if (i > 0 && (strcmp (argv[i], "--dry-run") == 0 || strcmp (argv[i], "--dry_run") == 0))
+      dry = TRUE;
+    else
+      g_ptr_array_add (args, argv[i]);
+  const HnJobKindInfo *info = hn_job_kind_lookup (kind);
+  gboolean kind_has_json = info && info->options && strstr (info->options, " json") != NULL;
+  if (dry && !kind_has_json)
+    for (guint i = 1; i < args->len; i++)
+      if (strcmp (args->pdata[i], "--json") == 0)
+        {
+          dry_json = TRUE;
+          g_ptr_array_remove_index (args, i--);
+        }
+  g_ptr_array_add (args, NULL);
+  g_autoptr (HnJobSpec) spec = hn_job_cli_parse (kind, (int) args->len - 1, (char **) args->pdata, &json, &status);
   if (!spec)
     return status;
+  if (dry)
+    return dry_run (spec, dry_json || (kind_has_json && hn_job_spec_get_bool (spec, "json")));
 
   Printer p = { .json = json, .tty = isatty (STDERR_FILENO), .last_loss = NAN };
   /* interactive kinds read their inputs from stdin */

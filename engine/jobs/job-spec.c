@@ -1036,4 +1036,8 @@ hn_job_spec_print_help (const HnJobKindInfo *kind, FILE *out)
                 "  %-34s %s\n  %-34s %s\n",
            "--json-events", "Print progress, metrics and tokens as JSON lines",
            "-h, --help", "Show this help");
+  if (g_str_equal (kind->name, "transformer-train") || g_str_equal (kind->name, "transformer-finetune") ||
+      g_str_equal (kind->name, "transformer-generate"))
+    fprintf (out, "  %-34s %s\n", "--dry-run [--json]",
+             "Print the device memory the job would need against the free memory, and stop");
 }

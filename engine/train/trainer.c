@@ -14,6 +14,7 @@
 #include "io/tokenizer.h"
 #include "models/lora.h"
 #include "train/checkpoint.h"
+#include "train/memory-estimate.h"
 #include "train/optim.h"
 #include "train/train-graph.h"
 
@@ -282,6 +283,8 @@ hn_train_job_run (HnJob *job, GError **error)
   GArray *cands = NULL;
   gint32 *inputs = NULL, *targets = NULL;
   float *weights = NULL;
+  HnMemoryEstimate est = { 0 };
+  gboolean have_estimate = FALSE;
   r.o = &o;
 
   if (!read_options (job, &o, error))
@@ -297,6 +300,20 @@ hn_train_job_run (HnJob *job, GError **error)
   if (!(ctx = hn_vk_context_new ((int) o.device_index, error)))
     goto out;
   hn_job_log (job, HN_LOG_INFO, "device: %s", hn_vk_context_get_device_info (ctx)->name);
+  /* Warn, never block: the estimate may be wrong, and a run that would fit must start. */
+  HnMemoryRequest mreq = { o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, (int) o.batch, (int) o.seq_len, o.lcfg.r,
+                           hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules"), 0, 0, FALSE };
+  have_estimate = hn_memory_estimate_model (weights_dir, &mreq, &est, NULL);
+  if (have_estimate)
+    {
+      hn_memory_estimate_set_device (&est, ctx);
+      g_autofree char *summary = hn_memory_estimate_summary (&est);
+      if (hn_memory_estimate_exceeds (&est))
+        hn_job_log (job, HN_LOG_WARNING, "%s: it may not fit; to fit: %s. Starting anyway.", summary,
+                    hn_memory_estimate_advice (mreq.workload));
+      else
+        hn_job_log (job, HN_LOG_INFO, "%s", summary);
+    }
   if (!(tok = hn_tokenizer_load (o.tok_path, error)))
     goto out;
   HnDatasetOptions dopts;
@@ -477,6 +494,14 @@ hn_train_job_run (HnJob *job, GError **error)
   hn_job_set_output_path (job, o.out_dir);
   ok = TRUE;
 out:
+  if (!ok)
+    {
+      g_autofree char *what = g_strdup_printf ("batch %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT " tokens", o.batch,
+                                               o.seq_len);
+      hn_memory_estimate_explain_oom (error, o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, have_estimate ? &est : NULL,
+                                      what);
+    }
+  hn_memory_estimate_clear (&est);
   if (mf)
     fclose (mf);
   hn_lora_candidates_free (cands);

@@ -58,6 +58,7 @@ typedef struct {
   guint64 max_allocation_size, max_storage_buffer_range, min_storage_offset_alignment;
   gboolean fp16, bf16, int8, storage16, storage8, int_dot_product;
   gboolean push_descriptor, timestamps;
+  gboolean memory_budget;          /* VK_EXT_memory_budget: the driver reports free memory per heap */
   double timestamp_period_ns;
   gboolean coopmat_khr, coopmat_nv, coopmat_nv2;
   GArray *coopmat_shapes;          /* of HnVkCoopmatShape (KHR, or NV v1 when KHR is absent) */
@@ -125,6 +126,19 @@ void hn_vk_context_set_memory_limit (HnVkContext *ctx, guint64 bytes);
  * or the memory limit above when one is set and smaller. Used to refuse a
  * model that cannot fit before anything is uploaded. */
 guint64 hn_vk_context_get_capacity (HnVkContext *ctx);
+
+/* Device-local memory this context can still get: with VK_EXT_memory_budget
+ * the driver's budget minus what the whole system uses now, else the heap
+ * size minus what this context holds; capped by the memory limit (set above
+ * or by HN_VK_MEMORY_LIMIT, bytes with an optional K/M/G suffix, read when
+ * the context is made). `total` is the largest device-local heap (or the
+ * limit). */
+typedef struct {
+  guint64 total, free;
+  gboolean from_budget; /* free came from VK_EXT_memory_budget */
+} HnVkMemoryBudget;
+
+void hn_vk_context_get_memory_budget (HnVkContext *ctx, HnVkMemoryBudget *out);
 
 /* Largest single buffer a tensor can live in: min(maxStorageBufferRange,
  * maxMemoryAllocationSize). A tensor bigger than this fails closed with

@@ -284,6 +284,7 @@ hn_vk_fill_device_info (VkInstance instance, VkPhysicalDevice phys, int index, H
               "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
               u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 
+  info->memory_budget = has_ext (exts, n_ext, "VK_EXT_memory_budget");
   VkPhysicalDeviceMemoryProperties mp;
   vkGetPhysicalDeviceMemoryProperties (phys, &mp);
   info->n_heaps = MIN (mp.memoryHeapCount, G_N_ELEMENTS (info->heaps));
@@ -458,6 +459,7 @@ hn_vk_device_info_to_json (const HnVkDeviceInfo *info)
   json_builder_set_member_name (b, "integer_dot_product"); json_builder_add_boolean_value (b, info->int_dot_product);
   json_builder_set_member_name (b, "push_descriptor"); json_builder_add_boolean_value (b, info->push_descriptor);
   json_builder_set_member_name (b, "timestamps"); json_builder_add_boolean_value (b, info->timestamps);
+  json_builder_set_member_name (b, "memory_budget"); json_builder_add_boolean_value (b, info->memory_budget);
   json_builder_set_member_name (b, "cooperative_matrix_khr"); json_builder_add_boolean_value (b, info->coopmat_khr);
   json_builder_set_member_name (b, "cooperative_matrix_nv"); json_builder_add_boolean_value (b, info->coopmat_nv);
   json_builder_set_member_name (b, "cooperative_matrix_nv2"); json_builder_add_boolean_value (b, info->coopmat_nv2);

@@ -48,6 +48,22 @@ hn_vk_memory_init (HnVkContext *ctx, GError **error)
   ctx->alignment = MAX (256, info->min_storage_offset_alignment);
   ctx->max_buffer &= ~(ctx->alignment - 1);
   ctx->block_size = MIN (DEFAULT_BLOCK_SIZE, ctx->max_buffer);
+  /* HN_VK_MEMORY_LIMIT: play a smaller GPU (out-of-memory tests, trying a
+   * configuration meant for a smaller card) */
+  const char *lim = g_getenv ("HN_VK_MEMORY_LIMIT");
+  if (lim && *lim)
+    {
+      char *end = NULL;
+      guint64 v = g_ascii_strtoull (lim, &end, 10);
+      switch (end ? g_ascii_toupper (*end) : 0)
+        {
+        case 'G': v <<= 30; break;
+        case 'M': v <<= 20; break;
+        case 'K': v <<= 10; break;
+        default: break;
+        }
+      ctx->limit = v;
+    }
 
   /* Probe a buffer's memory requirements to learn the allowed types. */
   VkBuffer probe;
@@ -145,15 +161,15 @@ hn_vk_memory_fini (HnVkContext *ctx)
     vkDestroyCommandPool (ctx->device, ctx->xfer_pool, NULL);
 }
 
+static void set_oom_error (HnVkContext *ctx, guint64 size, const char *what, const char *detail, GError **error);
+
 static HnVkBlock *
-block_new (HnVkContext *ctx, guint64 size, gboolean dedicated, const char *what, GError **error)
+block_new (HnVkContext *ctx, guint64 size, guint64 need, gboolean dedicated, const char *what, GError **error)
 {
+  /* need: the bytes the caller's allocation takes (for messages; size may be a whole pool block) */
   if (ctx->limit && ctx->reserved + size > ctx->limit)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
-                   "out of GPU memory allocating %" G_GUINT64_FORMAT " bytes for %s: the memory limit of %"
-                   G_GUINT64_FORMAT " bytes is reached (%" G_GUINT64_FORMAT " in use)",
-                   size, what, ctx->limit, ctx->reserved);
+      set_oom_error (ctx, need, what, NULL, error);
       return NULL;
     }
   HnVkBlock *b = g_new0 (HnVkBlock, 1);
@@ -187,9 +203,11 @@ block_new (HnVkContext *ctx, guint64 size, gboolean dedicated, const char *what,
 
 fail:
   if (local->code == HN_ERROR_OUT_OF_MEMORY)
-    g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
-                 "out of GPU memory allocating %" G_GUINT64_FORMAT " bytes for %s (%" G_GUINT64_FORMAT
-                 " bytes already held): %s", size, what, ctx->reserved - size, local->message);
+    {
+      ctx->reserved -= size; /* block_free below undoes it for good; the message counts what is held */
+      set_oom_error (ctx, need, what, local->message, error);
+      ctx->reserved += size;
+    }
   else
     g_propagate_prefixed_error (error, g_steal_pointer (&local), "allocating %" G_GUINT64_FORMAT " bytes for %s: ", size, what);
   g_clear_error (&local);
@@ -268,16 +286,13 @@ hn_vk_buffer_new (HnVkContext *ctx, guint64 size, const char *what, GError **err
   g_mutex_lock (&ctx->lock);
   if (ctx->limit && ctx->allocated + asize > ctx->limit)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
-                   "out of GPU memory allocating %" G_GUINT64_FORMAT " bytes for %s: the memory limit of %"
-                   G_GUINT64_FORMAT " bytes is reached (%" G_GUINT64_FORMAT " allocated)",
-                   size, what, ctx->limit, ctx->allocated);
+      set_oom_error (ctx, size, what, NULL, error);
       g_mutex_unlock (&ctx->lock);
       return NULL;
     }
   if (asize > ctx->block_size / 2)
     {
-      block = block_new (ctx, asize, TRUE, what, error);
+      block = block_new (ctx, asize, asize, TRUE, what, error);
       if (block)
         block_take (block, asize, &offset);
     }
@@ -291,7 +306,12 @@ hn_vk_buffer_new (HnVkContext *ctx, guint64 size, const char *what, GError **err
         }
       if (!block)
         {
-          block = block_new (ctx, ctx->block_size, FALSE, what, error);
+          /* under a memory limit, the last block takes what is left, so the limit
+           * fails the allocation that crosses it (as a real device would) */
+          guint64 bsize = ctx->block_size;
+          if (ctx->limit && ctx->limit > ctx->reserved)
+            bsize = MAX (asize, MIN (bsize, (ctx->limit - ctx->reserved) & ~(ctx->alignment - 1)));
+          block = block_new (ctx, bsize, asize, FALSE, what, error);
           if (block)
             block_take (block, asize, &offset);
         }
@@ -401,6 +421,56 @@ hn_vk_context_set_memory_limit (HnVkContext *ctx, guint64 bytes)
   g_mutex_lock (&ctx->lock);
   ctx->limit = bytes;
   g_mutex_unlock (&ctx->lock);
+}
+
+/* Under ctx->lock. */
+static void
+budget_locked (HnVkContext *ctx, HnVkMemoryBudget *out)
+{
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT bp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT };
+  VkPhysicalDeviceMemoryProperties2 mp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                           .pNext = ctx->info->memory_budget ? &bp : NULL };
+  vkGetPhysicalDeviceMemoryProperties2 (ctx->phys, &mp);
+  /* the heap our device-local memory type lives in */
+  guint32 heap = mp.memoryProperties.memoryTypes[ctx->device_mem_type].heapIndex;
+  out->total = mp.memoryProperties.memoryHeaps[heap].size;
+  out->from_budget = ctx->info->memory_budget && bp.heapBudget[heap] > 0;
+  if (out->from_budget)
+    out->free = bp.heapBudget[heap] > bp.heapUsage[heap] ? bp.heapBudget[heap] - bp.heapUsage[heap] : 0;
+  else
+    out->free = out->total > ctx->reserved ? out->total - ctx->reserved : 0;
+  if (ctx->limit)
+    {
+      out->total = MIN (out->total, ctx->limit);
+      out->free = MIN (out->free, ctx->limit > ctx->reserved ? ctx->limit - ctx->reserved : 0);
+    }
+}
+
+void
+hn_vk_context_get_memory_budget (HnVkContext *ctx, HnVkMemoryBudget *out)
+{
+  g_mutex_lock (&ctx->lock);
+  budget_locked (ctx, out);
+  g_mutex_unlock (&ctx->lock);
+}
+
+/* "out of GPU memory allocating tensor X: needed 64.0 MiB, 12.0 MiB free of
+ * 8.0 GiB on 'device'" (under ctx->lock). Free counts the unused room in
+ * our own blocks too. */
+static void
+set_oom_error (HnVkContext *ctx, guint64 size, const char *what, const char *detail, GError **error)
+{
+  HnVkMemoryBudget b;
+  budget_locked (ctx, &b);
+  guint64 free_bytes = b.free + (ctx->reserved > ctx->allocated ? ctx->reserved - ctx->allocated : 0);
+  g_autofree char *need = g_format_size_full (size, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *free_s = g_format_size_full (MIN (free_bytes, b.total), G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *total = g_format_size_full (b.total, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *held = g_format_size_full (ctx->allocated, G_FORMAT_SIZE_IEC_UNITS);
+  g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
+               "out of GPU memory allocating %s: needed %s, %s free of %s%s on '%s' (%s in use by this job)%s%s",
+               what, need, free_s, total, ctx->limit ? " (the memory limit)" : "", ctx->info->name, held,
+               detail ? ": " : "", detail ? detail : "");
 }
 
 guint64

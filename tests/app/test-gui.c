@@ -9,6 +9,7 @@
 #include "hn-job-controller.h"
 #include "hn-job-record.h"
 #include "hn-loss-chart.h"
+#include "hn-memory-row.h"
 #include "hn-option-group.h"
 #include "hn-progress-view.h"
 #include "hn-train-page.h"
@@ -194,6 +195,8 @@ test_preview_round_trip (void)
   check_round_trip (line, cspec);
 }
 
+static void save_screenshot (const char *name);
+
 static void
 test_start_reason (void)
 {
@@ -231,6 +234,46 @@ test_start_reason (void)
     }
   else
     g_assert_null (hn_train_page_get_start_problem (p));
+}
+
+/* The memory estimate follows the settings; when it does not fit it warns,
+ * Start waits for "Start anyway", and the user can go on. */
+static void
+test_memory_estimate (void)
+{
+  HnTrainPage *p = HN_TRAIN_PAGE (hn_window_get_page (window, "train"));
+  hn_window_show_page (window, "train");
+  HnMemoryRow *row = HN_MEMORY_ROW (hn_train_page_get_memory_row (p));
+  HnJobSpec *spec = hn_train_page_get_spec (p);
+  g_assert_nonnull (hn_job_spec_get_string (spec, "model-path"));
+  hn_memory_row_refresh (row);
+  g_test_message ("%s", hn_memory_row_get_text (row));
+  g_assert_nonnull (strstr (hn_memory_row_get_text (row), "About "));
+  g_assert_nonnull (strstr (hn_memory_row_get_text (row), "free on"));
+  g_assert_false (hn_memory_row_get_exceeds (row));
+  g_assert_null (hn_train_page_get_start_problem (p));
+
+  /* far more activations than lavapipe's memory: a warning, and an override */
+  hn_job_spec_set_int (spec, "batch-size", 4096);
+  hn_job_spec_set_int (spec, "seq-len", 512);
+  g_assert_true (wait_for ((gboolean (*) (gpointer)) hn_memory_row_get_exceeds, row, 5000));
+  g_test_message ("%s", hn_memory_row_get_text (row));
+  g_assert_nonnull (strstr (hn_memory_row_get_text (row), "It may not fit"));
+  g_assert_nonnull (strstr (hn_memory_row_get_text (row), "LoRA"));
+  g_assert_nonnull (strstr (hn_train_page_get_start_problem (p), "may not fit"));
+  g_assert_false (gtk_widget_activate_action (GTK_WIDGET (p), "page.start", NULL) &&
+                  hn_job_controller_get_running (hn_train_page_get_controller (p)));
+  save_screenshot ("memory-warning");
+  hn_memory_row_set_override (row, TRUE);
+  g_assert_null (hn_train_page_get_start_problem (p));
+  hn_memory_row_set_override (row, FALSE);
+  g_assert_nonnull (hn_train_page_get_start_problem (p));
+
+  hn_job_spec_unset (spec, "batch-size");
+  hn_job_spec_unset (spec, "seq-len");
+  hn_memory_row_refresh (row);
+  g_assert_false (hn_memory_row_get_exceeds (row));
+  g_assert_null (hn_train_page_get_start_problem (p));
 }
 
 /* ---- chart ------------------------------------------------------------- */
@@ -790,6 +833,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/preview-follows", test_preview_follows);
   g_test_add_func ("/gui/preview-round-trip", test_preview_round_trip);
   g_test_add_func ("/gui/start-reason", test_start_reason);
+  g_test_add_func ("/gui/memory-estimate", test_memory_estimate);
   g_test_add_func ("/gui/chart-pixels", test_chart_pixels);
   g_test_add_func ("/gui/chart-in-window", test_chart_in_window);
   g_test_add_func ("/gui/controller", test_controller);

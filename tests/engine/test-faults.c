@@ -1,6 +1,7 @@
 /* Fault injection: nothing a full disk, a cancel, a SIGKILL or a failed
  * Vulkan allocation does may cost the user their work or crash the app.
  * Hooks: hn_fault_* (engine/hn-util.h). */
+#include "jobs/job.h"
 #include "jobs/job-spec.h"
 #include "models/hierarchos-private.h"
 #include "models/transformer.h"
@@ -428,6 +429,89 @@ test_model_too_big (void)
   hn_transformer_free (m);
 }
 
+static gboolean
+run_train_job (const char *const *argv, GError **error)
+{
+  hn_job_register_builtin_kinds ();
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (g_strv_length ((char **) argv), argv, error);
+  if (!spec || !hn_job_spec_validate (spec, error))
+    return FALSE;
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  return hn_job_run_sync (job, error);
+}
+
+static GBytes *
+read_bytes (const char *dir, const char *name)
+{
+  g_autofree char *p = g_build_filename (dir, name, NULL);
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (p, &data, &len, NULL));
+  return g_bytes_new_take (g_steal_pointer (&data), len);
+}
+
+/* Out of device memory in a LoRA job (a device limit below what the job
+ * needs, then a failed vkAllocateMemory): the error names the allocation,
+ * needed and free, and what to change; the checkpoint of the run before is
+ * untouched, and the next run on the same process resumes from it. */
+static void
+test_train_out_of_memory (void)
+{
+  g_autofree char *model = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  g_autofree char *data = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "tinyshakespeare-small.txt", NULL);
+  g_autofree char *tmp = g_dir_make_tmp ("faults-oom-XXXXXX", NULL);
+  g_autofree char *out = g_build_filename (tmp, "out", NULL);
+  g_autofree char *ck = g_build_filename (out, "checkpoint-step-2", NULL);
+  g_autoptr (GError) error = NULL;
+  const char *first[] = { "transformer-finetune", "--model-path", model, "--train", data, "--out-dir", out,
+                          "--max-steps", "2", "--save-steps", "2", "--batch-size", "2", "--seq-len", "16", NULL };
+  if (!run_train_job (first, &error) && g_error_matches (error, HN_ERROR, HN_ERROR_NO_DEVICE))
+    {
+      g_test_skip (error->message);
+      rm_rf (tmp);
+      return;
+    }
+  g_assert_no_error (error);
+  g_autoptr (GBytes) before = read_bytes (ck, "adapter_model.safetensors");
+  g_autoptr (GBytes) state_before = read_bytes (ck, "trainer_state.json");
+
+  const char *resume[] = { "transformer-finetune", "--model-path", model, "--train", data, "--out-dir", out,
+                           "--max-steps", "4", "--save-steps", "2", "--batch-size", "2", "--seq-len", "16",
+                           "--resume-from-checkpoint", ck, NULL };
+  /* 1: the weights fit, the activations do not */
+  g_setenv ("HN_VK_MEMORY_LIMIT", "1500K", TRUE);
+  g_assert_false (run_train_job (resume, &error));
+  g_unsetenv ("HN_VK_MEMORY_LIMIT");
+  g_assert_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY);
+  g_test_message ("%s", error->message);
+  static const char *const says[] = { "out of GPU memory allocating tensor train.", "needed", "free of",
+                                      "This job needs about", "batch 2 x 16 tokens", "--batch-size", "--seq-len",
+                                      "--grad-accum", "--lora-r", NULL };
+  for (int i = 0; says[i]; i++)
+    g_assert_nonnull (strstr (error->message, says[i]));
+  g_clear_error (&error);
+  /* 2: the driver refuses the first block (the fault hook) */
+  hn_fault_set_vk_alloc (1);
+  g_assert_false (run_train_job (resume, &error));
+  hn_fault_set_vk_alloc (0);
+  g_assert_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, "tensor "));
+  g_assert_nonnull (strstr (error->message, "To fit:"));
+  g_clear_error (&error);
+
+  /* the checkpoint is as it was, and resuming from it works */
+  g_autoptr (GBytes) after = read_bytes (ck, "adapter_model.safetensors");
+  g_autoptr (GBytes) state_after = read_bytes (ck, "trainer_state.json");
+  g_assert_true (g_bytes_equal (before, after));
+  g_assert_true (g_bytes_equal (state_before, state_after));
+  g_assert_true (run_train_job (resume, &error));
+  g_assert_no_error (error);
+  g_autofree char *ck4 = g_build_filename (out, "checkpoint-step-4", NULL);
+  g_assert_true (g_file_test (ck4, G_FILE_TEST_IS_DIR));
+  rm_rf (tmp);
+}
+
 /* Absurd hyperparameters are refused with the allowed range, before any
  * work starts. */
 static void
@@ -460,6 +544,7 @@ main (int argc, char **argv)
   g_test_add_func ("/faults/cancel-resume-random", test_cancel_resume_random);
   g_test_add_func ("/faults/sigkill-during-save", test_sigkill_during_save);
   g_test_add_func ("/faults/vk-alloc-fails", test_vk_alloc_fails);
+  g_test_add_func ("/faults/train-out-of-memory", test_train_out_of_memory);
   g_test_add_func ("/limits/absurd-hyperparameters", test_absurd_hyperparameters);
   g_test_add_func ("/limits/model-too-big", test_model_too_big);
   return g_test_run ();

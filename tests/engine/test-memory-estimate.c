@@ -1,0 +1,235 @@
+/* The memory estimate against the measured peak (the context's
+ * high-water mark of live allocations) for several configurations: full
+ * training and LoRA on llama (stories260K) and gpt2, generation with one
+ * and several beams. Each must be within 20 %. Also: the CLI's --dry-run
+ * prints the same figures, and a device limit makes it say "does not fit". */
+#include "models/lora.h"
+#include "models/transformer.h"
+#include "train/memory-estimate.h"
+#include "train/train-graph.h"
+#include "hn-error.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static HnVkContext *ctx;
+
+static char *
+model_path (const char *which)
+{
+  if (g_str_equal (which, "stories"))
+    return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", which, NULL);
+}
+
+typedef struct {
+  const char *model;
+  HnMemoryWorkload workload;
+  int batch, seq_len, r;
+  const char *targets;
+  int rows, context;
+} Case;
+
+/* Runs the case for real and returns the peak of allocated device bytes. */
+static guint64
+measure (const Case *c)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = model_path (c->model);
+  HnVkMemoryStats ms;
+  hn_vk_context_get_memory_stats (ctx, &ms);
+  g_assert_cmpuint (ms.allocated_bytes, ==, 0);
+  hn_vk_context_reset_peak (ctx);
+  {
+    g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+    g_assert_no_error (error);
+    if (c->workload == HN_MEMORY_GENERATE)
+      {
+        g_autoptr (HnTransformerSession) s =
+          hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, c->rows, c->context, &error);
+        g_assert_no_error (error);
+      }
+    else
+      {
+        g_autoptr (HnLoraAdapter) ad = NULL;
+        if (c->workload == HN_MEMORY_LORA)
+          {
+            HnLoraConfig cfg;
+            hn_lora_config_init (&cfg);
+            cfg.r = c->r;
+            g_assert_true (hn_lora_config_set_targets (&cfg, c->targets, &error));
+            GArray *cands = hn_train_graph_lora_candidates (m, &cfg, &error);
+            g_assert_no_error (error);
+            ad = hn_lora_adapter_new (&cfg);
+            for (guint i = 0; i < cands->len; i++)
+              {
+                HnLoraCandidate *lc = &g_array_index (cands, HnLoraCandidate, i);
+                hn_lora_adapter_add (ad, lc->path, lc->in, lc->out, 1 + i);
+              }
+            hn_lora_candidates_free (cands);
+            hn_lora_config_clear (&cfg);
+          }
+        g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, c->batch, c->seq_len, ad, &error);
+        g_assert_no_error (error);
+        int N = c->batch * c->seq_len, V = hn_transformer_get_hparams (m)->vocab;
+        g_autofree gint32 *in = g_new (gint32, N), *tg = g_new (gint32, N);
+        for (int i = 0; i < N; i++)
+          in[i] = (i * 31 + 3) % V, tg[i] = (i * 31 + 34) % V;
+        HnOptimConfig oc;
+        hn_optim_config_init (&oc, HN_OPTIM_ADAMW);
+        double loss = 0, norm = 0;
+        g_assert_true (hn_train_graph_zero_grads (g, &error) &&
+                       hn_train_graph_micro_step (g, in, tg, NULL, N, &loss, &error) &&
+                       hn_train_graph_grad_norm (g, &norm, &error) &&
+                       hn_train_graph_optimizer_step (g, &oc, 1, 1e-3, 1.0f, &error));
+        g_assert_no_error (error);
+        g_assert_true (isfinite (loss));
+      }
+  }
+  hn_vk_context_get_memory_stats (ctx, &ms);
+  return ms.peak_allocated_bytes;
+}
+
+static void
+test_within_20_percent (void)
+{
+  static const Case cases[] = {
+    { "stories", HN_MEMORY_TRAIN, 2, 64, 0, NULL, 0, 0 },
+    { "stories", HN_MEMORY_TRAIN, 4, 128, 0, NULL, 0, 0 },
+    { "stories", HN_MEMORY_LORA, 4, 128, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0 },
+    { "stories", HN_MEMORY_LORA, 2, 256, 16, "all-linear", 0, 0 },
+    { "gpt2", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0 },
+    { "gpt2", HN_MEMORY_LORA, 4, 64, 4, "c_attn,c_proj", 0, 0 },
+    { "qwen3", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0 },
+    { "stories", HN_MEMORY_GENERATE, 0, 0, 0, NULL, 1, 300 },
+    { "stories", HN_MEMORY_GENERATE, 0, 0, 0, NULL, 4, 512 },
+    { NULL },
+  };
+  for (const Case *c = cases; c->model; c++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *dir = model_path (c->model);
+      HnMemoryRequest req = { c->workload, c->batch, c->seq_len, c->r, c->targets, c->rows, c->context, FALSE };
+      HnMemoryEstimate e;
+      g_assert_true (hn_memory_estimate_model (dir, &req, &e, &error));
+      g_assert_no_error (error);
+      guint64 peak = measure (c);
+      double ratio = (double) e.total / (double) peak;
+      g_test_message ("%s workload %d b%d x %d r%d rows %d ctx %d: estimate %" G_GUINT64_FORMAT " peak %" G_GUINT64_FORMAT
+                      " ratio %.3f", c->model, c->workload, c->batch, c->seq_len, c->r, c->rows, c->context, e.total,
+                      peak, ratio);
+      g_assert_cmpfloat (ratio, >=, 0.8);
+      g_assert_cmpfloat (ratio, <=, 1.2);
+      hn_memory_estimate_clear (&e);
+    }
+}
+
+/* The estimate counts what it should: doubling the batch doubles the
+ * activations, LoRA has far fewer trainable parameters, a device limit
+ * turns "fits" into a warning with advice. */
+static void
+test_parts_and_device (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = model_path ("stories");
+  HnMemoryRequest a = { HN_MEMORY_TRAIN, 2, 64, 0, NULL, 0, 0, FALSE }, b = a;
+  b.batch = 4;
+  HnMemoryEstimate ea, eb;
+  g_assert_true (hn_memory_estimate_model (dir, &a, &ea, &error));
+  g_assert_true (hn_memory_estimate_model (dir, &b, &eb, &error));
+  g_assert_cmpuint (eb.activations, ==, 2 * ea.activations);
+  g_assert_cmpuint (eb.weights, ==, ea.weights);
+  g_assert_cmpuint (ea.optimizer, ==, 2 * ea.gradients);
+  g_assert_cmpstr (ea.weights_dtype, ==, "f32");
+  HnMemoryRequest l = { HN_MEMORY_LORA, 2, 64, 8, "q_proj,v_proj", 0, 0, FALSE };
+  HnMemoryEstimate el;
+  g_assert_true (hn_memory_estimate_model (dir, &l, &el, &error));
+  g_assert_cmpint (el.n_trainable, <, ea.n_trainable / 10);
+  /* 5 layers x (q: 8*(64+64) + v: 8*(64+32)) */
+  g_assert_cmpint (el.n_trainable, ==, 5 * (8 * (64 + 64) + 8 * (64 + 32)));
+
+  hn_vk_context_set_memory_limit (ctx, ea.total / 2);
+  hn_memory_estimate_set_device (&ea, ctx);
+  g_assert_true (hn_memory_estimate_exceeds (&ea));
+  g_autofree char *text = hn_memory_estimate_to_text (&ea);
+  g_test_message ("%s", text);
+  g_assert_nonnull (strstr (text, "does not fit"));
+  g_assert_nonnull (strstr (text, "--batch-size"));
+  hn_vk_context_set_memory_limit (ctx, 0);
+  hn_memory_estimate_set_device (&ea, ctx);
+  g_assert_false (hn_memory_estimate_exceeds (&ea));
+  hn_memory_estimate_clear (&ea);
+  hn_memory_estimate_clear (&eb);
+  hn_memory_estimate_clear (&el);
+
+  /* a folder that is not a model: the error names it */
+  HnMemoryEstimate bad;
+  g_assert_false (hn_memory_estimate_model ("/nonexistent-model", &a, &bad, &error));
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "/nonexistent-model"));
+}
+
+/* --dry-run --json through the CLI: the same total as the engine call, and
+ * nothing written. */
+static void
+test_cli_dry_run (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *cli = g_build_filename (g_getenv ("HN_BUILD_DIR"), "app", "cli", "hierarchos-native-cli", NULL);
+  g_autofree char *dir = model_path ("stories");
+  g_autofree char *tmp = g_dir_make_tmp ("hn-dry-XXXXXX", &error);
+  g_autofree char *out = g_build_filename (tmp, "out", NULL);
+  g_autofree char *data = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "tinyshakespeare-small.txt", NULL);
+  const char *argv[] = { cli, "transformer-finetune", "--model-path", dir, "--train", data, "--out-dir", out,
+                         "--batch-size", "3", "--seq-len", "40", "--lora-r", "4", "--dry-run", "--json", NULL };
+  g_autofree char *so = NULL, *se = NULL;
+  int status = 0;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &so, &se, &status, &error));
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (p, so, -1, &error));
+  JsonObject *o = json_node_get_object (json_parser_get_root (p));
+  HnMemoryRequest req = { HN_MEMORY_LORA, 3, 40, 4, "q_proj,v_proj", 0, 0, FALSE };
+  HnMemoryEstimate e;
+  g_assert_true (hn_memory_estimate_model (dir, &req, &e, &error));
+  g_assert_cmpint (json_object_get_int_member (o, "total_bytes"), ==, (gint64) e.total);
+  g_assert_cmpstr (json_object_get_string_member (o, "workload"), ==, "lora");
+  g_assert_true (json_object_has_member (o, "fits"));
+  g_assert_false (g_file_test (out, G_FILE_TEST_EXISTS));
+  hn_memory_estimate_clear (&e);
+
+  /* a device limit below the estimate: the text says it does not fit and what to change, exit 0 (a warning) */
+  const char *envp_add = "HN_VK_MEMORY_LIMIT=4M";
+  g_auto (GStrv) env = g_get_environ ();
+  env = g_environ_setenv (env, "HN_VK_MEMORY_LIMIT", envp_add + strlen ("HN_VK_MEMORY_LIMIT="), TRUE);
+  const char *argv2[] = { cli, "transformer-train", "--model-path", dir, "--train", data, "--out-dir", out,
+                          "--batch-size", "8", "--seq-len", "256", "--dry-run", NULL };
+  g_clear_pointer (&so, g_free);
+  g_clear_pointer (&se, g_free);
+  g_assert_true (g_spawn_sync (NULL, (char **) argv2, env, G_SPAWN_DEFAULT, NULL, NULL, &so, &se, &status, &error));
+  g_test_message ("%s", so);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_nonnull (strstr (so, "does not fit"));
+  g_assert_nonnull (strstr (so, "LoRA"));
+  g_rmdir (tmp);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_autoptr (GError) error = NULL;
+  ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_test_message ("no Vulkan device: %s", error->message);
+      return 77;
+    }
+  g_test_add_func ("/memory-estimate/within-20-percent", test_within_20_percent);
+  g_test_add_func ("/memory-estimate/parts-and-device", test_parts_and_device);
+  g_test_add_func ("/memory-estimate/cli-dry-run", test_cli_dry_run);
+  int rc = g_test_run ();
+  hn_vk_context_unref (ctx);
+  return rc;
+}
