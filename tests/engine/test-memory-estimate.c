@@ -95,10 +95,10 @@ static void
 test_within_20_percent (void)
 {
   static const Case cases[] = {
-    { "stories", HN_MEMORY_TRAIN, 2, 64, 0, NULL, 0, 0 },
-    { "stories", HN_MEMORY_TRAIN, 4, 128, 0, NULL, 0, 0 },
-    { "stories", HN_MEMORY_LORA, 4, 128, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0 },
-    { "stories", HN_MEMORY_LORA, 2, 256, 16, "all-linear", 0, 0 },
+    { "stories", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0 },
+    { "stories", HN_MEMORY_TRAIN, 3, 48, 0, NULL, 0, 0 },
+    { "stories", HN_MEMORY_LORA, 2, 64, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0 },
+    { "stories", HN_MEMORY_LORA, 2, 96, 16, "all-linear", 0, 0 },
     { "gpt2", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0 },
     { "gpt2", HN_MEMORY_LORA, 4, 64, 4, "c_attn,c_proj", 0, 0 },
     { "qwen3", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0 },
