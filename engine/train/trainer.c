@@ -302,7 +302,8 @@ hn_train_job_run (HnJob *job, GError **error)
   hn_job_log (job, HN_LOG_INFO, "device: %s", hn_vk_context_get_device_info (ctx)->name);
   /* Warn, never block: the estimate may be wrong, and a run that would fit must start. */
   HnMemoryRequest mreq = { o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, (int) o.batch, (int) o.seq_len, o.lcfg.r,
-                           hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules"), 0, 0, FALSE };
+                           o.lora ? hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules") : NULL, 0, 0,
+                           FALSE };
   have_estimate = hn_memory_estimate_model (weights_dir, &mreq, &est, NULL);
   if (have_estimate)
     {

@@ -468,8 +468,9 @@ set_oom_error (HnVkContext *ctx, guint64 size, const char *what, const char *det
   g_autofree char *total = g_format_size_full (b.total, G_FORMAT_SIZE_IEC_UNITS);
   g_autofree char *held = g_format_size_full (ctx->allocated, G_FORMAT_SIZE_IEC_UNITS);
   g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
-               "out of GPU memory allocating %s: needed %s, %s free of %s%s on '%s' (%s in use by this job)%s%s",
-               what, need, free_s, total, ctx->limit ? " (the memory limit)" : "", ctx->info->name, held,
+               "out of GPU memory allocating %s: needed %s (%" G_GUINT64_FORMAT " bytes), %s free of %s%s on '%s' "
+               "(%s in use by this job)%s%s",
+               what, need, size, free_s, total, ctx->limit ? " (the memory limit)" : "", ctx->info->name, held,
                detail ? ": " : "", detail ? detail : "");
 }
 
