@@ -137,6 +137,9 @@ struct ActsPriv {
   /* MoE scratch (NULL for dense models): router logits / routing weights [N, E], chosen experts [N, k],
    * one column [N, 1], one expert's output [N, C] */
   HnTensor *route, *route_w, *topi, *col, *expert_out;
+  /* sparse expert execution: slots grouped by expert (offsets [E + 1], order [N * k]) and the
+   * routed experts' gate, up, activation [N * k, F] and output [N * k, C] per slot */
+  HnTensor *moe_offs, *moe_order, *moe_g, *moe_u, *moe_act, *moe_y;
   /* MLA scratch (NULL unless deepseek): q/kv latent [N, max(q_lora, kv_lora)], per-head key nope part
    * [N, H * nope], the shared rotary key [N, rope] and its copy per head [N, H * rope] */
   HnTensor *mla_lat, *mla_knope, *mla_kr, *mla_krb;
@@ -187,7 +190,13 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->route_w = act_new (m, keep, "acts.moe.route_w", HN_DTYPE_F32, N, hp->n_experts, error)) ||
         !(p->topi = act_new (m, keep, "acts.moe.topi", HN_DTYPE_I32, N, hp->n_experts_used, error)) ||
         !(p->col = act_new (m, keep, "acts.moe.col", HN_DTYPE_F32, N, 1, error)) ||
-        !(p->expert_out = act_new (m, keep, "acts.moe.expert_out", HN_DTYPE_F32, N, C, error)))) ||
+        !(p->expert_out = act_new (m, keep, "acts.moe.expert_out", HN_DTYPE_F32, N, C, error)) ||
+        !(p->moe_offs = act_new (m, keep, "acts.moe.offsets", HN_DTYPE_I32, hp->n_experts + 1, 0, error)) ||
+        !(p->moe_order = act_new (m, keep, "acts.moe.order", HN_DTYPE_I32, N * hp->n_experts_used, 0, error)) ||
+        !(p->moe_g = act_new (m, keep, "acts.moe.gate", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
+        !(p->moe_u = act_new (m, keep, "acts.moe.up", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
+        !(p->moe_act = act_new (m, keep, "acts.moe.act", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
+        !(p->moe_y = act_new (m, keep, "acts.moe.y", HN_DTYPE_F32, N * hp->n_experts_used, C, error)))) ||
       (hp->mla &&
        (!(p->mla_lat = act_new (m, keep, "acts.mla.latent", HN_DTYPE_F32, N, MAX (hp->kv_lora_rank, hp->q_lora_rank),
                                 error)) ||
@@ -213,7 +222,8 @@ hn_transformer_acts_free (HnTransformerActs *a)
   struct ActsPriv *p = (struct ActsPriv *) a;
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &p->route, &p->route_w, &p->topi,
-                       &p->col, &p->expert_out, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb };
+                       &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_g, &p->moe_u,
+                       &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -269,6 +279,13 @@ clamp_abs (HnCmd *cmd, HnTensor *t, float c, GError **error)
   return hn_op_scale (cmd, t, t, 1.0f, -c, error);
 }
 
+/* HN_MOE_DENSE=1 runs every expert on every token (to compare the two paths). */
+static gboolean
+hn_moe_dense_forced (void)
+{
+  return g_strcmp0 (g_getenv ("HN_MOE_DENSE"), "1") == 0;
+}
+
 static gboolean moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
                      HnTensor *out, gint64 N, GError **error);
 
@@ -315,8 +332,22 @@ scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **e
   return part ? shaped (a, part, 2, (gint64[]) { n, cols }, error) : NULL;
 }
 
-/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert). gpt_oss clamps
- * first: gate to at most the limit, up to ±limit, and runs (up + 1) · quick_gelu(gate). */
+/* act = act(g) * u; gpt_oss clamps first: g to at most the limit, u to ±limit, and runs
+ * (u + 1) · quick_gelu(g). g and u are overwritten. */
+static gboolean
+expert_glu (HnTransformer *m, HnCmd *cmd, HnTensor *act, HnTensor *g, HnTensor *u, GError **error)
+{
+  float lim = m->hp.moe_swiglu_limit;
+  if (lim > 0)
+    {
+      CK (hn_op_clamp (cmd, g, g, -INFINITY, lim, error));
+      CK (hn_op_clamp (cmd, u, u, -lim, lim, error));
+      CK (hn_op_scale (cmd, u, u, 1.0f, 1.0f, error));
+    }
+  return hn_op_glu (cmd, act, g, u, lim > 0 ? HN_ACT_QUICK_GELU : m->hp.act, error);
+}
+
+/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert or the shared one). */
 static gboolean
 gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnTensor *bg, HnTensor *wu,
            HnTensor *bu, HnTensor *wd, HnTensor *bd, gint64 F, HnTensor *in, HnTensor *out, gint64 N, GError **error)
@@ -326,22 +357,40 @@ gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnT
   CK (act);
   CK (hn_op_matmul (cmd, g, in, wg, bg, error));
   CK (hn_op_matmul (cmd, u, in, wu, bu, error));
-  float lim = m->hp.moe_swiglu_limit;
-  if (lim > 0)
-    {
-      CK (hn_op_clamp (cmd, g, g, -INFINITY, lim, error));
-      CK (hn_op_clamp (cmd, u, u, -lim, lim, error));
-      CK (hn_op_scale (cmd, u, u, 1.0f, 1.0f, error));
-    }
-  CK (hn_op_glu (cmd, act, g, u, lim > 0 ? HN_ACT_QUICK_GELU : m->hp.act, error));
+  CK (expert_glu (m, cmd, act, g, u, error));
   return hn_op_matmul (cmd, out, act, wd, bd, error);
 }
 
+/* The routed experts only: slots grouped by expert, the three projections read just the chosen
+ * experts' rows of the stacked weights, and each token sums its k outputs by their weights. */
+static gboolean
+sparse_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
+                HnTensor *w, HnTensor *topi, HnTensor *out, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 S = N * hp->n_experts_used;
+  HnTensor *order = rows_of (a, p->moe_order, 0, S, error), *g = rows_of (a, p->moe_g, 0, S, error);
+  HnTensor *u = rows_of (a, p->moe_u, 0, S, error), *act = rows_of (a, p->moe_act, 0, S, error);
+  HnTensor *y = rows_of (a, p->moe_y, 0, S, error);
+  HnTensor *ids = shaped (a, topi, 1, (gint64[]) { S }, error);
+  CK (order && g && u && act && y && ids);
+  HnTensor *const *st = lw->expert_stack, *const *bs = lw->expert_bias_stack;
+  int k = hp->n_experts_used;
+  CK (hn_op_moe_sort (cmd, p->moe_offs, order, ids, hp->n_experts, error));
+  CK (hn_op_moe_matmul (cmd, g, in, st[0], bs[0], p->moe_offs, order, k, error));
+  CK (hn_op_moe_matmul (cmd, u, in, st[1], bs[1], p->moe_offs, order, k, error));
+  CK (expert_glu (m, cmd, act, g, u, error));
+  CK (hn_op_moe_matmul (cmd, y, act, st[2], bs[2], p->moe_offs, order, 1, error));
+  return hn_op_moe_combine (cmd, out, y, w, topi, error);
+}
+
 /* Routed mixture of experts: router logits (+ bias) -> hn_op_moe_route (each family's rule) -> the
- * weights of the k chosen experts per token, 0 elsewhere; out = sum over experts of weight * expert(in)
- * (+ the shared expert, sigmoid-gated for qwen2_moe).
- * Every expert runs on every token (E / k times the routed work): simple, exact, and needs no readback of
- * the routing inside a recording; a gather/scatter by expert would make large models cheaper. */
+ * weights of the k chosen experts per token, 0 elsewhere; out = sum over the chosen experts of
+ * weight * expert(in) (+ the shared expert, sigmoid-gated for qwen2_moe). Sparse when the layer's
+ * experts are stacked (only chosen experts run, and their weights are all that is read: k of E
+ * for one decoded token); otherwise, or with HN_MOE_DENSE=1, every expert runs on every token and
+ * is weighted by 0 where not chosen. Neither needs a readback of the routing inside a recording. */
 static gboolean
 moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
      gint64 N, GError **error)
@@ -358,8 +407,12 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
                           lw->route_bias };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
-  CK (hn_op_fill (cmd, out, 0.0f, error));
-  for (gint64 e = 0; e < E; e++)
+  gboolean stacked = lw->expert_stack[0] && lw->expert_stack[1] && lw->expert_stack[2];
+  if (stacked && !hn_moe_dense_forced ())
+    CK (sparse_experts (m, cmd, a, lw, in, w, topi, out, N, error));
+  else
+    CK (hn_op_fill (cmd, out, 0.0f, error));
+  for (gint64 e = 0; (!stacked || hn_moe_dense_forced ()) && e < E; e++)
     {
       HnTensor **x = &lw->experts[3 * e];
       HnTensor *const none[3] = { NULL, NULL, NULL };

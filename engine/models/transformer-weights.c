@@ -413,31 +413,130 @@ take_norm (Loader *L, const char *pfx, const char *part, gint64 n, gboolean para
   return take_vector (L, bn, n, FALSE, b ? b : &dummy, error);
 }
 
-/* Expert e's matrix out of a stacked [E, a, b] checkpoint tensor: rows idx[0..n) of slab e (each of b
- * columns), or with `transposed` (gpt_oss stores x @ W) rows idx of the slab read as [b, a]. */
-static HnTensor *
-expert_slice (Loader *L, const HnSafetensorInfo *t, const char *name, gint64 e, const gint64 *idx, gint64 n,
-              gboolean transposed, GError **error)
+/* One projection (gate, up or down) of every expert of a layer, gathered on the host as
+ * [E, rows, cols] in the checkpoint's dtype, then uploaded as one stacked tensor (the sparse
+ * path's moe_matmul reads it; each expert is a view of it) or, when the stack does not fit one
+ * device buffer, as one tensor per expert (the dense path). */
+typedef struct {
+  gint64 E, rows, cols;
+  HnStDtype st_dt;
+  gboolean have_dt;
+  guint8 *data;
+  const HnSafetensorInfo **src; /* [E]: where expert e's rows came from */
+  gint64 **src_rows;            /* [E][rows]: their rows in the source seen as 2-D (owned) */
+} Slab;
+
+static void
+slab_init (Slab *sl, gint64 E, gint64 rows, gint64 cols)
+{
+  memset (sl, 0, sizeof *sl);
+  sl->E = E;
+  sl->rows = rows;
+  sl->cols = cols;
+  sl->src = g_new0 (const HnSafetensorInfo *, E);
+  sl->src_rows = g_new0 (gint64 *, E);
+}
+
+static void
+slab_clear (Slab *sl)
+{
+  for (gint64 e = 0; e < sl->E; e++)
+    g_free (sl->src_rows[e]);
+  g_free (sl->src_rows);
+  g_free (sl->src);
+  g_free (sl->data);
+}
+
+/* Expert e's slab: rows idx[r] (of cols elements) of src seen as [src rows, cols], or with
+ * `transposed` (gpt_oss stores x @ W) column idx[r] of the [cols, b] matrix at element offset
+ * base, i.e. row r of its transpose. */
+static gboolean
+slab_put (Loader *L, Slab *sl, gint64 e, const HnSafetensorInfo *t, gsize base, const gint64 *idx,
+          gboolean transposed, gint64 b, GError **error)
 {
   HnDType dt;
-  if (n <= 0 || !st_to_dtype (t, &dt, error))
-    return NULL;
-  gint64 a = t->shape[1], b = t->shape[2], cols = transposed ? a : b;
-  gsize es = hn_st_dtype_size (t->dtype);
-  const guint8 *slab = (const guint8 *) t->data + (gsize) (e * a * b) * es;
-  g_autofree guint8 *buf = g_malloc ((gsize) (n * cols) * es);
-  for (gint64 r = 0; r < n; r++)
-    for (gint64 c = 0; c < cols; c++)
-      memcpy (buf + (gsize) (r * cols + c) * es, slab + (gsize) (transposed ? c * b + idx[r] : idx[r] * b + c) * es, es);
-  HnTensor *out = upload (L, name, dt, 2, (gint64[]) { n, cols }, buf, (gsize) (n * cols) * es, error);
-  if (out && !transposed)
+  if (!st_to_dtype (t, &dt, error))
+    return FALSE;
+  if (sl->have_dt && t->dtype != sl->st_dt)
     {
-      g_autofree gint64 *rows = g_new (gint64, (gsize) n); /* rows of the checkpoint tensor seen as [E * a, b] */
-      for (gint64 r = 0; r < n; r++)
-        rows[r] = e * a + idx[r];
-      note_origin (L, out, t, FALSE, 0, rows);
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tensor %s is %s while the other experts are %s",
+                   t->file, t->name, hn_st_dtype_name (t->dtype), hn_st_dtype_name (sl->st_dt));
+      return FALSE;
     }
-  return out;
+  gsize es = hn_st_dtype_size (t->dtype);
+  if (!sl->have_dt)
+    {
+      sl->st_dt = t->dtype;
+      sl->have_dt = TRUE;
+      sl->data = g_malloc ((gsize) (sl->E * sl->rows * sl->cols) * es);
+    }
+  guint8 *dst = sl->data + (gsize) (e * sl->rows * sl->cols) * es;
+  const guint8 *src = (const guint8 *) t->data + base * es;
+  for (gint64 r = 0; r < sl->rows; r++)
+    {
+      if (!transposed)
+        memcpy (dst + (gsize) (r * sl->cols) * es, src + (gsize) (idx[r] * sl->cols) * es, (gsize) sl->cols * es);
+      else
+        for (gint64 c = 0; c < sl->cols; c++)
+          memcpy (dst + (gsize) (r * sl->cols + c) * es, src + (gsize) (c * b + idx[r]) * es, es);
+    }
+  sl->src[e] = t;
+  if (!transposed)
+    {
+      sl->src_rows[e] = g_new (gint64, (gsize) sl->rows);
+      for (gint64 r = 0; r < sl->rows; r++)
+        sl->src_rows[e][r] = (gint64) (base / (gsize) sl->cols) + idx[r];
+    }
+  (void) L;
+  return TRUE;
+}
+
+static HnTensor *
+keep_view (Loader *L, HnTensor *v)
+{
+  if (v)
+    g_ptr_array_add (L->m->owned, v);
+  return v;
+}
+
+/* Uploads a slab: *stack = [E, rows, cols] with out[e * stride] = views of it, or, when it does not
+ * fit one buffer, *stack = NULL and one tensor per expert. */
+static gboolean
+slab_upload (Loader *L, Slab *sl, const char *name, HnTensor **stack, HnTensor **out, int stride, GError **error)
+{
+  HnDType dt;
+  gsize es = hn_st_dtype_size (sl->st_dt);
+  gsize expert_bytes = (gsize) (sl->rows * sl->cols) * es;
+  *stack = NULL;
+  if (!sl->src[0] || !st_to_dtype (sl->src[0], &dt, error))
+    return FALSE;
+  if ((guint64) expert_bytes * (guint64) sl->E <= hn_vk_context_max_buffer_size (L->m->ctx))
+    {
+      g_autofree char *sn = g_strdup_printf ("%s (stacked)", name);
+      *stack = upload (L, sn, dt, 3, (gint64[]) { sl->E, sl->rows, sl->cols }, sl->data, expert_bytes * (gsize) sl->E,
+                       error);
+      if (!*stack)
+        return FALSE;
+    }
+  for (gint64 e = 0; e < sl->E; e++)
+    {
+      g_autofree char *en = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT ")", name, e);
+      HnTensor *t;
+      if (*stack)
+        {
+          HnTensor *row = keep_view (L, hn_tensor_view_rows (*stack, e, 1, error));
+          t = row ? keep_view (L, hn_tensor_reshape (row, 2, (gint64[]) { sl->rows, sl->cols }, error)) : NULL;
+        }
+      else
+        t = upload (L, en, dt, 2, (gint64[]) { sl->rows, sl->cols }, sl->data + (gsize) e * expert_bytes, expert_bytes,
+                    error);
+      if (!t)
+        return FALSE;
+      if (sl->src_rows[e]) /* a transposed slice (gpt_oss) has no row mapping to write back through */
+        note_origin (L, t, sl->src[e], FALSE, 0, sl->src_rows[e]);
+      out[e * stride] = t;
+    }
+  return TRUE;
 }
 
 static const HnSafetensorInfo *
@@ -453,76 +552,62 @@ take_stacked (Loader *L, const char *name, gint64 E, gint64 a, gint64 b, GError 
   return check_shape (t, 3, (gint64[]) { E, a, b }, error) ? t : NULL;
 }
 
-/* Experts stored stacked: granitemoe input_linear [E, 2F, C] (gate rows, then up rows) and
- * output_linear [E, C, F]; gpt_oss gate_up_proj [E, C, 2F] (gate and up interleaved by column),
- * down_proj [E, F, C], with biases [E, 2F] and [E, C]. */
+/* gpt_oss expert biases gate_up [E, 2F] (interleaved) and down [E, C] -> stacked f32 [E, F], [E, F],
+ * [E, C] with per-expert views. */
 static gboolean
-take_stacked_experts (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+take_oss_biases (Loader *L, const char *pfx, HnLayerWeights *lw, const gint64 *gi, const gint64 *ui, GError **error)
 {
   const HnTransformerHParams *hp = &L->m->hp;
   gint64 C = hp->hidden, E = hp->n_experts, F = hp->moe_ffn;
-  gboolean oss = strcmp (hp->arch->model_type, "gpt_oss") == 0;
-  g_autofree char *gun = g_strdup_printf (oss ? "%smlp.experts.gate_up_proj" : "%sblock_sparse_moe.input_linear.weight", pfx);
-  g_autofree char *dn = g_strdup_printf (oss ? "%smlp.experts.down_proj" : "%sblock_sparse_moe.output_linear.weight", pfx);
-  const HnSafetensorInfo *gu = oss ? take_stacked (L, gun, E, C, 2 * F, error) : take_stacked (L, gun, E, 2 * F, C, error);
-  const HnSafetensorInfo *d = gu ? (oss ? take_stacked (L, dn, E, F, C, error) : take_stacked (L, dn, E, C, F, error)) : NULL;
-  if (!d)
-    return FALSE;
-  g_autofree gint64 *gi = g_new (gint64, F), *ui = g_new (gint64, F), *di = g_new (gint64, C);
-  for (gint64 f = 0; f < F; f++)
+  g_autofree char *gbn = g_strdup_printf ("%smlp.experts.gate_up_proj_bias", pfx);
+  g_autofree char *dbn = g_strdup_printf ("%smlp.experts.down_proj_bias", pfx);
+  const HnSafetensorInfo *gb = find (L, gbn), *dbt = find (L, dbn);
+  if (!gb || !dbt)
     {
-      gi[f] = oss ? 2 * f : f;
-      ui[f] = oss ? 2 * f + 1 : F + f;
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
+                   gb ? dbn : gbn);
+      return FALSE;
     }
-  for (gint64 c = 0; c < C; c++)
-    di[c] = c;
+  g_hash_table_add (L->used, (gpointer) gb->name);
+  g_hash_table_add (L->used, (gpointer) dbt->name);
   g_autofree float *gub = NULL, *db = NULL;
-  if (oss)
-    {
-      g_autofree char *gbn = g_strdup_printf ("%smlp.experts.gate_up_proj_bias", pfx);
-      g_autofree char *dbn = g_strdup_printf ("%smlp.experts.down_proj_bias", pfx);
-      const HnSafetensorInfo *gb = find (L, gbn), *dbt = find (L, dbn);
-      if (!gb || !dbt)
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
-                       gb ? dbn : gbn);
-          return FALSE;
-        }
-      g_hash_table_add (L->used, (gpointer) gb->name);
-      g_hash_table_add (L->used, (gpointer) dbt->name);
-      if (!check_shape (gb, 2, (gint64[]) { E, 2 * F }, error) || !check_shape (dbt, 2, (gint64[]) { E, C }, error) ||
-          !(gub = hn_safetensor_info_dup_f32 (gb, error)) || !(db = hn_safetensor_info_dup_f32 (dbt, error)))
-        return FALSE;
-      lw->expert_biases = g_new0 (HnTensor *, 3 * E);
-    }
-  lw->experts = g_new0 (HnTensor *, 3 * E);
-  g_autofree float *bg = g_new (float, F), *bu = g_new (float, F);
+  if (!check_shape (gb, 2, (gint64[]) { E, 2 * F }, error) || !check_shape (dbt, 2, (gint64[]) { E, C }, error) ||
+      !(gub = hn_safetensor_info_dup_f32 (gb, error)) || !(db = hn_safetensor_info_dup_f32 (dbt, error)))
+    return FALSE;
+  g_autofree float *bg = g_new (float, E * F), *bu = g_new (float, E * F);
   for (gint64 e = 0; e < E; e++)
+    for (gint64 f = 0; f < F; f++)
+      {
+        bg[e * F + f] = gub[e * 2 * F + gi[f]];
+        bu[e * F + f] = gub[e * 2 * F + ui[f]];
+      }
+  const float *host[3] = { bg, bu, db };
+  gint64 n[3] = { F, F, C };
+  const char *nm[3] = { gbn, gbn, dbn };
+  lw->expert_biases = g_new0 (HnTensor *, 3 * E);
+  for (int j = 0; j < 3; j++)
     {
-      g_autofree char *n0 = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT " gate)", gun, e);
-      g_autofree char *n1 = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT " up)", gun, e);
-      g_autofree char *n2 = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT ")", dn, e);
-      HnTensor **x = &lw->experts[3 * e];
-      if (!(x[0] = expert_slice (L, gu, n0, e, gi, F, oss, error)) ||
-          !(x[1] = expert_slice (L, gu, n1, e, ui, F, oss, error)) ||
-          !(x[2] = expert_slice (L, d, n2, e, di, C, oss, error)))
+      g_autofree char *sn = g_strdup_printf ("%s (%s, stacked)", nm[j], j == 0 ? "gate" : j == 1 ? "up" : "down");
+      lw->expert_bias_stack[j] =
+        upload (L, sn, HN_DTYPE_F32, 2, (gint64[]) { E, n[j] }, host[j], sizeof (float) * (gsize) (E * n[j]), error);
+      if (!lw->expert_bias_stack[j])
         return FALSE;
-      if (!oss)
-        continue;
-      for (gint64 f = 0; f < F; f++)
+      for (gint64 e = 0; e < E; e++)
         {
-          bg[f] = gub[e * 2 * F + gi[f]];
-          bu[f] = gub[e * 2 * F + ui[f]];
+          HnTensor *row = keep_view (L, hn_tensor_view_rows (lw->expert_bias_stack[j], e, 1, error));
+          HnTensor *v = row ? keep_view (L, hn_tensor_reshape (row, 1, (gint64[]) { n[j] }, error)) : NULL;
+          if (!v)
+            return FALSE;
+          lw->expert_biases[3 * e + j] = v;
         }
-      HnTensor **xb = &lw->expert_biases[3 * e];
-      if (!(xb[0] = vector_from_f32 (L, n0, bg, F, error)) || !(xb[1] = vector_from_f32 (L, n1, bu, F, error)) ||
-          !(xb[2] = vector_from_f32 (L, n2, db + e * C, C, error)))
-        return FALSE;
     }
   return TRUE;
 }
 
-/* Router, experts and the shared expert (qwen2_moe: sigmoid-gated; deepseek: plain) of one MoE layer. */
+/* Router, experts and the shared expert (qwen2_moe: sigmoid-gated; deepseek: plain) of one MoE layer.
+ * Experts come per expert (mixtral w1/w3/w2, the others gate/up/down_proj) or stacked: granitemoe
+ * input_linear [E, 2F, C] (gate rows, then up rows) and output_linear [E, C, F]; gpt_oss gate_up_proj
+ * [E, C, 2F] (gate and up interleaved by column) and down_proj [E, F, C], with biases. */
 static gboolean
 take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
 {
@@ -533,8 +618,6 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = strcmp (mt, "granitemoe") == 0, oss = strcmp (mt, "gpt_oss") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v");
   const char *blk = mixtral || granite ? "block_sparse_moe" : "mlp";
-  /* mixtral: w1 = gate, w3 = up, w2 = down */
-  const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite ? "router.layer" : oss ? "router" : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
@@ -550,22 +633,67 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
+
+  Slab sl[3];
+  slab_init (&sl[0], E, Fe, C);
+  slab_init (&sl[1], E, Fe, C);
+  slab_init (&sl[2], E, C, Fe);
+  g_autofree gint64 *gi = g_new (gint64, Fe), *ui = g_new (gint64, Fe), *ident = g_new (gint64, MAX (C, Fe));
+  for (gint64 f = 0; f < Fe; f++)
+    {
+      gi[f] = oss ? 2 * f : f;
+      ui[f] = oss ? 2 * f + 1 : Fe + f;
+    }
+  for (gint64 r = 0; r < MAX (C, Fe); r++)
+    ident[r] = r;
+  gboolean ok = TRUE;
+  g_autofree char *names[3] = { NULL, NULL, NULL };
   if (granite || oss)
     {
-      if (!take_stacked_experts (L, pfx, lw, error))
-        return FALSE;
+      names[0] = g_strdup_printf (oss ? "%smlp.experts.gate_up_proj" : "%sblock_sparse_moe.input_linear.weight", pfx);
+      names[2] = g_strdup_printf (oss ? "%smlp.experts.down_proj" : "%sblock_sparse_moe.output_linear.weight", pfx);
+      names[1] = g_strdup (names[0]);
+      const HnSafetensorInfo *gu = oss ? take_stacked (L, names[0], E, C, 2 * Fe, error)
+                                       : take_stacked (L, names[0], E, 2 * Fe, C, error);
+      const HnSafetensorInfo *d = !gu ? NULL
+                                  : oss ? take_stacked (L, names[2], E, Fe, C, error)
+                                        : take_stacked (L, names[2], E, C, Fe, error);
+      ok = d != NULL;
+      for (gint64 e = 0; ok && e < E; e++)
+        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, oss, 2 * Fe, error) &&
+             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, oss, 2 * Fe, error) &&
+             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, oss, C, error);
+      ok = ok && (!oss || take_oss_biases (L, pfx, lw, gi, ui, error));
     }
   else
     {
-      lw->experts = g_new0 (HnTensor *, 3 * E);
-      for (gint64 e = 0; e < E; e++)
-        for (int j = 0; j < 3; j++)
+      /* mixtral: w1 = gate, w3 = up, w2 = down */
+      const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
+      for (int j = 0; j < 3; j++)
+        names[j] = g_strdup_printf ("%s%s.experts.*.%s.weight", pfx, blk, parts[j]);
+      for (gint64 e = 0; ok && e < E; e++)
+        for (int j = 0; ok && j < 3; j++)
           {
             g_autofree char *wn = g_strdup_printf ("%s%s.experts.%" G_GINT64_FORMAT ".%s.weight", pfx, blk, e, parts[j]);
-            if (!take_matrix (L, wn, j == 2 ? C : Fe, j == 2 ? Fe : C, TRUE, &lw->experts[3 * e + j], error))
-              return FALSE;
+            const HnSafetensorInfo *t = find (L, wn);
+            if (!t)
+              {
+                g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, wn);
+                ok = FALSE;
+                break;
+              }
+            g_hash_table_add (L->used, (gpointer) t->name);
+            ok = check_shape (t, 2, (gint64[]) { sl[j].rows, sl[j].cols }, error) &&
+                 slab_put (L, &sl[j], e, t, 0, ident, FALSE, 0, error);
           }
     }
+  lw->experts = g_new0 (HnTensor *, 3 * E);
+  for (int j = 0; ok && j < 3; j++)
+    ok = slab_upload (L, &sl[j], names[j], &lw->expert_stack[j], &lw->experts[j], 3, error);
+  for (int j = 0; j < 3; j++)
+    slab_clear (&sl[j]);
+  if (!ok)
+    return FALSE;
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;

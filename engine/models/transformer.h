@@ -151,7 +151,10 @@ typedef struct {
                                                               * MoE: the shared expert or NULL */
   HnTensor *router;              /* MoE: [n_experts, C] */
   HnTensor **experts;            /* MoE: [3 * n_experts] gate, up, down of each expert (owned array) */
+  HnTensor *expert_stack[3];     /* MoE: gate, up [E, F, C] and down [E, C, F] of all experts (experts[] are
+                                  * views of them), or NULL when a stack exceeds one device buffer */
   HnTensor **expert_biases;      /* gpt_oss: [3 * n_experts] gate, up, down biases (owned array) or NULL */
+  HnTensor *expert_bias_stack[3]; /* gpt_oss: [E, F], [E, F], [E, C] (expert_biases are views of them) */
   HnTensor *router_b;            /* gpt_oss router bias [n_experts] */
   HnTensor *route_bias;          /* deepseek_v3 e_score_correction_bias [n_experts] (choice only) */
   HnTensor *shared_expert_gate;  /* qwen2_moe: [1, C] */

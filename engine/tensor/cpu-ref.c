@@ -530,3 +530,36 @@ hn_ref_moe_route (float *weights, gint32 *indices, const float *logits, gint64 r
         }
     }
 }
+
+void
+hn_ref_moe_matmul (float *y, const float *x, const float *w, const float *bias, const gint32 *ids, gint64 S, gint64 N,
+                   gint64 K, int x_div)
+{
+  for (gint64 s = 0; s < S; s++)
+    {
+      gint64 e = ids[s];
+      const float *xr = x + (s / x_div) * K;
+      for (gint64 n = 0; n < N; n++)
+        {
+          double acc = 0;
+          const float *wr = w + (e * N + n) * K;
+          for (gint64 k = 0; k < K; k++)
+            acc += (double) xr[k] * wr[k];
+          y[s * N + n] = (float) acc + (bias ? bias[e * N + n] : 0.0f);
+        }
+    }
+}
+
+void
+hn_ref_moe_combine (float *out, const float *y, const float *weights, const gint32 *ids, gint64 T, gint64 C, gint64 E,
+                    int k)
+{
+  for (gint64 t = 0; t < T; t++)
+    for (gint64 c = 0; c < C; c++)
+      {
+        double acc = 0;
+        for (int j = 0; j < k; j++)
+          acc += (double) weights[t * E + ids[t * k + j]] * y[(t * k + j) * C + c];
+        out[t * C + c] = (float) acc;
+      }
+}

@@ -58,6 +58,13 @@ void hn_ref_cross_entropy (float *loss, float *mean, const float *logits, const 
 void hn_ref_topk (float *values, gint32 *indices, const float *in, gint64 rows, gint64 cols, int k);
 void hn_ref_moe_route (float *weights, gint32 *indices, const float *logits, gint64 rows, gint64 E,
                        const HnMoeRouteParams *params, const float *bias);
+/* moe_matmul + moe_combine on the host from the routing alone: out[t] = sum_j
+ * weights[t, ids[t, j]] · down_e(act(gate_e(x_t)) · up_e(x_t)) is what the graph builds; these
+ * two give y [S, N] = x[s / x_div] · w[ids[s]]ᵀ (+ bias) and the weighted sum. */
+void hn_ref_moe_matmul (float *y, const float *x, const float *w, const float *bias, const gint32 *ids, gint64 S,
+                        gint64 N, gint64 K, int x_div);
+void hn_ref_moe_combine (float *out, const float *y, const float *weights, const gint32 *ids, gint64 T, gint64 C,
+                         gint64 E, int k);
 
 void hn_ref_reduce (float *out, const float *in, gint64 rows, gint64 cols, HnReduceOp op);
 

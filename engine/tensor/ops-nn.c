@@ -474,3 +474,95 @@ hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *log
                         hn_bind (weights, TRUE), hn_bind (idx, TRUE) };
   return hn_op_dispatch_rows (cmd, "moe_route", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) (rows + 63) / 64, error);
 }
+
+gboolean
+hn_op_moe_sort (HnCmd *cmd, HnTensor *offsets, HnTensor *order, HnTensor *ids, int n_experts, GError **error)
+{
+  const char *op = "moe_sort";
+  if (!hn_op_check_ctx (op, cmd, offsets, error) || !hn_op_check_ctx (op, cmd, order, error) ||
+      !hn_op_check_ctx (op, cmd, ids, error) || !hn_op_check_dtype (op, "offsets", offsets, HN_DTYPE_I32, error) ||
+      !hn_op_check_dtype (op, "order", order, HN_DTYPE_I32, error) ||
+      !hn_op_check_dtype (op, "ids", ids, HN_DTYPE_I32, error))
+    return FALSE;
+  if (n_experts < 1 || n_experts > 1024)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "moe_sort: %d experts (1..1024 are supported)", n_experts);
+      return FALSE;
+    }
+  if (!hn_op_check_count (op, "offsets", offsets, n_experts + 1, error) ||
+      !hn_op_check_count (op, "order", order, ids->n, error))
+    return FALSE;
+  struct { guint32 S, E, i_off, f_off, o_off; } pc = { (guint32) ids->n, (guint32) n_experts, hn_eoff (ids),
+                                                       hn_eoff (offsets), hn_eoff (order) };
+  HnVkBinding bd[3] = { hn_bind (ids, FALSE), hn_bind (offsets, TRUE), hn_bind (order, TRUE) };
+  return hn_cmd_dispatch (cmd, "moe_sort", NULL, 0, bd, 3, &pc, sizeof pc, 1, 1, 1, error);
+}
+
+gboolean
+hn_op_moe_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *offsets, HnTensor *order,
+                  int x_div, GError **error)
+{
+  const char *op = "moe_matmul";
+  if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+      !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, offsets, error) ||
+      !hn_op_check_ctx (op, cmd, order, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_float_storage (op, "w", w, error) ||
+      !hn_op_check_dtype (op, "offsets", offsets, HN_DTYPE_I32, error) ||
+      !hn_op_check_dtype (op, "order", order, HN_DTYPE_I32, error))
+    return FALSE;
+  gint64 S = hn_tensor_rows (y), N = hn_tensor_cols (y), K = hn_tensor_cols (x), R = hn_tensor_rows (x);
+  if (w->ndim != 3 || w->shape[1] != N || w->shape[2] != K || x_div < 1 || (S + x_div - 1) / x_div > R ||
+      offsets->n != w->shape[0] + 1 || order->n != S || w->shape[0] > 65535 || (S + 7) / 8 > 65535)
+    {
+      g_autofree char *dy = hn_tensor_describe (y), *dx = hn_tensor_describe (x), *dw = hn_tensor_describe (w);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "moe_matmul: shapes do not fit (y %s, x %s, w %s, x_div %d; offsets must hold experts + 1, order "
+                   "one entry per slot)",
+                   dy, dx, dw, x_div);
+      return FALSE;
+    }
+  gint64 E = w->shape[0];
+  if (!check_vec (op, "bias", cmd, bias, E * N, error))
+    return FALSE;
+  struct { guint32 N, K, x_div, x_off, w_off, b_off, f_off, o_off, y_off, has_bias; } pc = {
+    (guint32) N, (guint32) K, (guint32) x_div, hn_eoff (x), hn_eoff (w), bias ? hn_eoff (bias) : 0, hn_eoff (offsets),
+    hn_eoff (order), hn_eoff (y), bias != NULL };
+  guint32 spec[1] = { hn_op_float_code (w->dtype) };
+  HnVkBinding bd[6] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE),
+                        hn_bind (offsets, FALSE), hn_bind (order, FALSE), hn_bind (y, TRUE) };
+  guint64 blocks = (guint64) (N + 3) / 4;
+  if (blocks > 65535)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "moe_matmul: %" G_GINT64_FORMAT " output rows (at most %d)", N,
+                   65535 * 4);
+      return FALSE;
+    }
+  return hn_cmd_dispatch (cmd, "moe_matmul", spec, 1, bd, 6, &pc, sizeof pc, (guint32) blocks, (guint32) E,
+                          (guint32) ((S + 7) / 8), error);
+}
+
+gboolean
+hn_op_moe_combine (HnCmd *cmd, HnTensor *out, HnTensor *y, HnTensor *weights, HnTensor *ids, GError **error)
+{
+  const char *op = "moe_combine";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, y, error) ||
+      !hn_op_check_ctx (op, cmd, weights, error) || !hn_op_check_ctx (op, cmd, ids, error) ||
+      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "weights", weights, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "ids", ids, HN_DTYPE_I32, error))
+    return FALSE;
+  gint64 T = hn_tensor_rows (out), C = hn_tensor_cols (out), E = hn_tensor_cols (weights), k = hn_tensor_cols (ids);
+  if (hn_tensor_rows (weights) != T || hn_tensor_rows (ids) != T || hn_tensor_rows (y) != T * k ||
+      hn_tensor_cols (y) != C)
+    {
+      g_autofree char *d0 = hn_tensor_describe (out), *d1 = hn_tensor_describe (y), *d2 = hn_tensor_describe (weights),
+                      *d3 = hn_tensor_describe (ids);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "moe_combine: shapes do not fit (out %s, y %s, weights %s, ids %s)", d0, d1, d2, d3);
+      return FALSE;
+    }
+  struct { guint32 n, C, K, E, y_off, w_off, i_off, o_off; } pc = {
+    (guint32) (T * C), (guint32) C, (guint32) k, (guint32) E, hn_eoff (y), hn_eoff (weights), hn_eoff (ids), hn_eoff (out) };
+  HnVkBinding bd[4] = { hn_bind (y, FALSE), hn_bind (weights, FALSE), hn_bind (ids, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "moe_combine", NULL, 0, bd, 4, &pc, sizeof pc, pc.n, error);
+}

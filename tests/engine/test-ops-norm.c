@@ -301,6 +301,70 @@ test_moe_route (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* Sparse expert execution: moe_sort groups slots by expert, moe_matmul runs only the chosen
+ * experts (f32/f16/bf16 weights, token and slot rows, with and without bias), moe_combine sums. */
+static void
+test_moe_sparse (void)
+{
+  g_autoptr(GError) error = NULL;
+  struct { gint64 T, E, N, K; int k; HnDType dt; gboolean bias; } cases[] = {
+    { 1, 8, 37, 24, 2, HN_DTYPE_F32, FALSE },   /* decode: two experts read */
+    { 13, 5, 70, 33, 3, HN_DTYPE_F16, TRUE },   /* more slots per expert than one tile of 8 */
+    { 40, 16, 9, 64, 4, HN_DTYPE_BF16, TRUE },
+  };
+  for (gsize c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      gint64 T = cases[c].T, E = cases[c].E, N = cases[c].N, K = cases[c].K, k = cases[c].k, S = T * k;
+      g_autofree gint32 *ids = g_new (gint32, S);
+      for (gint64 t = 0; t < T; t++)
+        for (gint64 j = 0; j < k; j++)
+          ids[t * k + j] = (gint32) ((t * 7 + j * 3 + (t % 3)) % E); /* distinct per token, uneven per expert */
+      g_autofree float *x = hn_test_random (T * K, -1, 1), *xs = hn_test_random (S * K, -1, 1);
+      g_autofree float *w = hn_test_random (E * N * K, -1, 1), *b = hn_test_random (E * N, -1, 1);
+      g_autofree float *dw = hn_test_random (T * E, 0, 1);
+      g_autoptr(HnTensor) tids = hn_test_tensor_i32 (2, (gint64[]) { T, k }, ids);
+      g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { T, K }, x);
+      g_autoptr(HnTensor) txs = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { S, K }, xs);
+      g_autoptr(HnTensor) tw = hn_test_tensor (cases[c].dt, 3, (gint64[]) { E, N, K }, w);
+      g_autoptr(HnTensor) tb = cases[c].bias ? hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { E, N }, b) : NULL;
+      g_autoptr(HnTensor) twt = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { T, E }, dw);
+      g_autoptr(HnTensor) toffs = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { E + 1 });
+      g_autoptr(HnTensor) torder = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { S });
+      g_autoptr(HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { S, N });
+      g_autoptr(HnTensor) tys = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { S, N });
+      g_autoptr(HnTensor) tout = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { T, N });
+      g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_moe_sort (cmd, toffs, torder, tids, (int) E, &error));
+      g_assert_true (hn_op_moe_matmul (cmd, ty, tx, tw, tb, toffs, torder, (int) k, &error));
+      g_assert_true (hn_op_moe_matmul (cmd, tys, txs, tw, tb, toffs, torder, 1, &error));
+      g_assert_true (hn_op_moe_combine (cmd, tout, ty, twt, tids, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      /* offsets and order group the slots by expert */
+      g_autofree gint32 *offs = g_new (gint32, E + 1), *order = g_new (gint32, S);
+      g_assert_true (hn_tensor_download_i32 (toffs, offs, E + 1, &error));
+      g_assert_true (hn_tensor_download_i32 (torder, order, S, &error));
+      g_assert_cmpint (offs[0], ==, 0);
+      g_assert_cmpint (offs[E], ==, S);
+      g_autofree gboolean *seen = g_new0 (gboolean, S);
+      for (gint64 e = 0; e < E; e++)
+        for (gint32 i = offs[e]; i < offs[e + 1]; i++)
+          {
+            g_assert_cmpint (ids[order[i]], ==, e);
+            g_assert_false (seen[order[i]]);
+            seen[order[i]] = TRUE;
+          }
+      g_autofree float *ry = g_new (float, S * N), *rys = g_new (float, S * N), *rout = g_new (float, T * N);
+      hn_ref_moe_matmul (ry, x, w, tb ? b : NULL, ids, S, N, K, (int) k);
+      hn_ref_moe_matmul (rys, xs, w, tb ? b : NULL, ids, S, N, K, 1);
+      hn_ref_moe_combine (rout, ry, dw, ids, T, N, E, (int) k);
+      g_autofree float *gy = hn_test_download (ty), *gys = hn_test_download (tys), *gout = hn_test_download (tout);
+      hn_test_assert_close ("moe_matmul (token rows)", gy, ry, S * N, 1e-5, 1e-5);
+      hn_test_assert_close ("moe_matmul (slot rows)", gys, rys, S * N, 1e-5, 1e-5);
+      hn_test_assert_close ("moe_combine", gout, rout, T * N, 1e-5, 1e-5);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -312,6 +376,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/cross-entropy", test_cross_entropy);
   g_test_add_func ("/ops/topk", test_topk);
   g_test_add_func ("/ops/moe-route", test_moe_route);
+  g_test_add_func ("/ops/moe-sparse", test_moe_sparse);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;

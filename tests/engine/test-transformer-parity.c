@@ -271,6 +271,48 @@ test_fail_closed (void)
   g_clear_error (&error);
 }
 
+/* Sparse experts: one token reads only the k experts it routes to. Each expert of each layer is
+ * poisoned with NaN in turn; the logits change (to NaN) for exactly k experts per layer and stay
+ * bit-identical for the rest, which the dense path (0 · NaN) could not do. */
+static void
+test_moe_sparse (void)
+{
+  GError *error = NULL;
+  g_autofree char *dir = fixture_dir ("mixtral");
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  const HnTransformerWeights *W = hn_transformer_get_weights (m);
+  int32_t id = 5;
+  g_autofree float *want = g_new (float, hp->vocab), *got = g_new (float, hp->vocab);
+  g_assert_true (hn_transformer_logits (m, &id, 1, want, &error));
+  for (int il = 0; il < hp->n_layer; il++)
+    {
+      g_assert_nonnull (W->layers[il].expert_stack[0]); /* the stacked weights the sparse path reads */
+      int changed = 0;
+      for (int e = 0; e < hp->n_experts; e++)
+        {
+          HnTensor *gate = W->layers[il].experts[3 * e];
+          gsize n = (gsize) gate->n;
+          g_autofree float *keep = g_new (float, n), *nan = g_new (float, n);
+          g_assert_true (hn_tensor_download_f32 (gate, keep, n, &error));
+          for (gsize i = 0; i < n; i++)
+            nan[i] = NAN;
+          g_assert_true (hn_tensor_upload_raw (gate, nan, sizeof (float) * n, &error));
+          g_assert_true (hn_transformer_logits (m, &id, 1, got, &error));
+          g_assert_true (hn_tensor_upload_raw (gate, keep, sizeof (float) * n, &error));
+          g_assert_no_error (error);
+          if (memcmp (got, want, sizeof (float) * hp->vocab) != 0)
+            {
+              changed++;
+              for (int v = 0; v < hp->vocab; v++)
+                g_assert_true (isnan (got[v]));
+            }
+        }
+      g_assert_cmpint (changed, ==, hp->n_experts_used);
+    }
+}
+
 /* Variants beyond each registered architecture's own fixture. */
 static const char *const extra_cases[] = { "llama_rope_llama3", "falcon_mq" };
 
@@ -312,6 +354,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/stories260K", test_stories);
   g_test_add_func ("/transformer/chunked-prefill", test_chunked_prefill);
   g_test_add_func ("/transformer/fail-closed", test_fail_closed);
+  g_test_add_func ("/transformer/moe-sparse", test_moe_sparse);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
