@@ -9,6 +9,7 @@
 #include <gio/gio.h>
 #include "generate/sampler.h"
 #include "jobs/job.h"
+#include "vk/hn-vk.h"
 
 G_BEGIN_DECLS
 
@@ -192,6 +193,28 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnHierRunner, hn_hier_runner_free)
  * A non-finite logit is an HN_ERROR_NUMERIC error. */
 gboolean hn_hier_runner_step (HnHierRunner *r, HnHierState *state, guint32 token, float *logits,
                               GError **error);
+
+/* ---- The Vulkan runtime (hierarchos-vk.c) ----------------------------- */
+
+/* The token step as compute shaders: the parameters live on the device, a
+ * chunk of up to 64 tokens runs in one submission (halting and refinement
+ * loops decided on the GPU), the state is uploaded before and downloaded
+ * after each call, so HnHierState stays the one source of truth (state
+ * files, /status) for both runtimes. Matches hn_hier_runner_step within
+ * float rounding. */
+typedef struct _HnHierVkRunner HnHierVkRunner;
+/* Fails with HN_ERROR_UNSUPPORTED (naming the setting) for geometries past
+ * the shaders' limits: head size 64, 4096 LTM slots, top-k 64, width 4096. */
+HnHierVkRunner *hn_hier_vk_runner_new (HnHierModel *m, HnVkContext *ctx, GError **error);
+void hn_hier_vk_runner_free (HnHierVkRunner *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnHierVkRunner, hn_hier_vk_runner_free)
+/* Copies m->params to the device again (after the host weights changed). */
+gboolean hn_hier_vk_runner_upload_params (HnHierVkRunner *r, GError **error);
+/* Runs n tokens from `state` (advanced in place, like n calls of
+ * hn_hier_runner_step): logits [n, V] and/or the last token's logits [V]
+ * (either may be NULL). On error the state is unchanged. */
+gboolean hn_hier_vk_runner_steps (HnHierVkRunner *r, HnHierState *state, const guint32 *tokens, gsize n,
+                                  float *logits, float *last, GError **error);
 
 /* ---- Chat state files (hierarchos-state.c) ----------------------------- */
 

@@ -1,0 +1,117 @@
+/* Internal to engine/models/hierarchos-vk*.c: the Vulkan runtime's ops.
+ *
+ * The token step is recorded as a program of a few Hierarchos-specific ops
+ * (shaders/hier_*.comp). Every op reads the model's parameters (one f32
+ * block, `prm`) and reads and writes the runner's work buffer (`wk`: state,
+ * scratch, control words, logits) at element offsets given in its push
+ * constants. Each op has a CPU reference (hierarchos-vk-ref.c) that
+ * interprets the same push constants, so the shaders are tested against it
+ * and a program can also run on the host. */
+#pragma once
+#include "models/hierarchos-private.h"
+#include "vk/hn-vk.h"
+
+G_BEGIN_DECLS
+
+#define HN_HIER_NONE 0xffffffffu
+
+typedef enum {
+  HN_HIER_OP_MATVEC,
+  HN_HIER_OP_NORM,
+  HN_HIER_OP_WKV,
+  HN_HIER_OP_LTM,
+  HN_HIER_OP_DRIFT,
+  HN_HIER_OP_EW,
+  HN_HIER_N_OPS,
+} HnHierOpKind;
+
+/* Activation codes: HnActivation's numbers plus this one. */
+#define HN_HIER_ACT_WDECAY 9u
+
+enum { HN_HIER_POST_PLAIN, HN_HIER_POST_CM, HN_HIER_POST_GATE, HN_HIER_POST_HALT };
+
+/* shaders/hier_matvec.comp documents every field. */
+typedef struct {
+  guint32 out_n, in_n, trans, w_off;
+  guint32 b_off, res_off, y_off, y2_off;
+  guint32 x0, n0, x1, n1;
+  guint32 x2, xsrc, act, post;
+  guint32 aux, pred, flags, u0;
+  float scale, clamp, clamp2, f0;
+  float f1;
+} HnHierMatvecPush;
+
+typedef struct {
+  guint32 width, x_off, xsrc, w_off;
+  guint32 b_off, y_off;
+  float eps, yclamp;
+  guint32 n_mix, prev_off, mix_off, pred;
+  guint32 c[6];
+} HnHierNormPush;
+
+typedef struct {
+  guint32 N, r_off, k_off, v_off;
+  guint32 a_off, g_off, w_off, kk_p;
+  guint32 ka_p, rk_p, lnw_p, lnb_p;
+  guint32 s_off, vf_off, t_off;
+  float sc, eps;
+  guint32 pred;
+} HnHierWkvPush;
+
+typedef struct {
+  guint32 S, K, Vd, topk;
+  guint32 keys_p, vals_p, fast_off, q_off;
+  guint32 gate_off, y_off, idx_off, pred;
+} HnHierLtmPush;
+
+enum { HN_HIER_DRIFT_START, HN_HIER_DRIFT_REFINE, HN_HIER_DRIFT_FINAL };
+
+typedef struct {
+  guint32 n, d_off, delta_off, ctx_off;
+  guint32 cd_off, y_off;
+  float dsc, dnc, atol;
+  guint32 mode, flag, nflag, pred;
+} HnHierDriftPush;
+
+enum { HN_HIER_EW_COPY, HN_HIER_EW_LERP, HN_HIER_EW_AXPYS };
+
+typedef struct {
+  guint32 n, op, a_off, asrc;
+  guint32 b_off, s_off, y_off;
+  float f0, clamp;
+  guint32 pred;
+} HnHierEwPush;
+
+typedef struct {
+  HnHierOpKind kind;
+  guint32 groups;
+  union {
+    HnHierMatvecPush mv;
+    HnHierNormPush norm;
+    HnHierWkvPush wkv;
+    HnHierLtmPush ltm;
+    HnHierDriftPush drift;
+    HnHierEwPush ew;
+  } u;
+} HnHierOp;
+
+/* Limits of the shaders (workgroup-local arrays). */
+#define HN_HIER_VK_MAX_HEAD 64
+#define HN_HIER_VK_MAX_SLOTS 4096
+#define HN_HIER_VK_MAX_TOPK 64
+#define HN_HIER_VK_MAX_DRIFT 4096
+
+/* The workgroup count an op needs (from its push constants). */
+guint32 hn_hier_op_groups (const HnHierOp *op);
+/* The CPU reference of one op. */
+void hn_hier_op_ref (const HnHierOp *op, const float *prm, float *wk);
+/* Records one op: prm and wk are bound whole at bindings 0 and 1. */
+gboolean hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, GError **error);
+
+/* The runner without a device: runs its programs through the CPU
+ * references (tests compare it with the tape runtime and the shaders). */
+HnHierVkRunner *hn_hier_vk_runner_new_reference (HnHierModel *m, GError **error);
+/* Dispatches recorded for the last chunk. */
+guint hn_hier_vk_runner_get_n_ops (HnHierVkRunner *r);
+
+G_END_DECLS

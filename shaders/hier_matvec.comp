@@ -1,0 +1,114 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// One Linear of the Hierarchos step: y[o] = post(W x + b + res).
+// trans 0: W [out, in] row-major, ROWS outputs per workgroup, the threads of
+// a row stride over `in` and reduce in shared memory. trans 1: x @ M with M
+// [in, out] (the low-rank matrices), one output per thread summed in the
+// CPU tape's order. x is the concatenation of up to three segments
+// ([x0 : n0] ++ [x1 : n1] ++ [x2 : in - n0 - n1]); bit s of xsrc reads
+// segment s from the parameters instead of the work buffer. Staged through
+// shared memory in tiles.
+// post 0: y = clamp(scale * act(v)) (clamp <= 0: none), and y2 (if set) =
+//   the same value clamped to clamp2 (a cell output and its state copy);
+// post 1 (channel mix): relu(clamp(v, clamp))^2 * clamp(work[aux + o], f1),
+//   then clamped to clamp^2 * f1;
+// post 2 (memory gate, out 1): F(sigmoid(clamp(prm[aux] + v, 50))) with
+//   the warm-up floor f1: F(g) = f1 + (1 - f1) g;
+// post 3 (halting, out 1): p = clamp(sigmoid(clamp(v, f1)), 1e-6, 1 - 1e-6);
+//   control words at aux: [active, survival, steps]; flags bit 0 = first
+//   step. Halts (active = 0) once steps >= u0 (min_h_steps) and
+//   1 - survival >= f0 (h_halt_thresh).
+#include "hier.glsl"
+layout(local_size_x = 128) in;
+layout(push_constant) uniform P {
+  uint out_n; uint in_n; uint trans; uint w_off;
+  uint b_off; uint res_off; uint y_off; uint y2_off;
+  uint x0; uint n0; uint x1; uint n1;
+  uint x2; uint xsrc; uint act; uint post;
+  uint aux; uint pred; uint flags; uint u0;
+  float scale; float clamp_v; float clamp2; float f0;
+  float f1;
+} p;
+
+const uint ROWS = 8u, TPR = 16u, TILE = 2048u;
+shared float xs[TILE];
+shared float part[128];
+
+float xin(uint i) {
+  uint seg = i < p.n0 ? 0u : (i < p.n0 + p.n1 ? 1u : 2u);
+  uint idx = seg == 0u ? p.x0 + i : (seg == 1u ? p.x1 + i - p.n0 : p.x2 + i - p.n0 - p.n1);
+  return ((p.xsrc >> seg) & 1u) != 0u ? prm[idx] : wk[idx];
+}
+
+void finish(uint o, float v) {
+  if (p.b_off != HIER_NONE) v += prm[p.b_off + o];
+  if (p.res_off != HIER_NONE) v += wk[p.res_off + o];
+  if (p.post == 0u) {
+    v = p.scale * hier_act(p.act, v);
+    wk[p.y_off + o] = p.clamp_v > 0.0 ? hier_clamp(v, p.clamp_v) : v;
+    if (p.y2_off != HIER_NONE) wk[p.y2_off + o] = hier_clamp(v, p.clamp2);
+  } else if (p.post == 1u) {
+    if (p.clamp_v > 0.0) v = hier_clamp(v, p.clamp_v);
+    float f = v > 0.0 ? v * v : 0.0;
+    if (p.aux != HIER_NONE) {
+      float d = wk[p.aux + o];
+      if (p.f1 > 0.0) d = hier_clamp(d, p.f1);
+      f *= d;
+      if (p.clamp_v > 0.0 && p.f1 > 0.0) f = hier_clamp(f, p.clamp_v * p.clamp_v * p.f1);
+    }
+    wk[p.y_off + o] = f;
+  } else if (p.post == 2u) {
+    float g = hier_sigmoid(hier_clamp(prm[p.aux] + v, 50.0));
+    if (p.f1 > 0.0) g = g * (1.0 - p.f1) + p.f1;
+    wk[p.y_off + o] = g;
+  } else {
+    float pr = hier_sigmoid(hier_clamp(v, p.f1));
+    if (!(isnan(pr) || isinf(pr))) pr = clamp(pr, 1e-6, 1.0 - 1e-6);
+    wk[p.y_off + o] = pr;
+    float surv = (p.flags & 1u) != 0u ? 1.0 - pr : wk[p.aux + 1u] * (1.0 - pr);
+    float steps = (p.flags & 1u) != 0u ? 1.0 : wk[p.aux + 2u] + 1.0;
+    bool halted = steps >= float(p.u0) && (1.0 - surv) >= p.f0;
+    wk[p.aux] = halted ? 0.0 : 1.0;
+    wk[p.aux + 1u] = surv;
+    wk[p.aux + 2u] = steps;
+  }
+}
+
+void main() {
+  if (hier_skip(p.pred)) return;
+  uint t = gl_LocalInvocationID.x;
+  if (p.trans != 0u) {
+    uint o = hn_group_index() * 128u + t;
+    float acc = 0.0;
+    for (uint k0 = 0u; k0 < p.in_n; k0 += TILE) {
+      uint kn = min(TILE, p.in_n - k0);
+      for (uint i = t; i < kn; i += 128u) xs[i] = xin(k0 + i);
+      barrier();
+      if (o < p.out_n)
+        for (uint i = 0u; i < kn; i++) acc += xs[i] * prm[p.w_off + (k0 + i) * p.out_n + o];
+      barrier();
+    }
+    if (o < p.out_n) finish(o, acc);
+    return;
+  }
+  uint r = t / TPR, l = t % TPR;
+  uint o = hn_group_index() * ROWS + r;
+  float acc = 0.0;
+  for (uint k0 = 0u; k0 < p.in_n; k0 += TILE) {
+    uint kn = min(TILE, p.in_n - k0);
+    for (uint i = t; i < kn; i += 128u) xs[i] = xin(k0 + i);
+    barrier();
+    if (o < p.out_n) {
+      uint row = p.w_off + o * p.in_n + k0;
+      for (uint i = l; i < kn; i += TPR) acc += prm[row + i] * xs[i];
+    }
+    barrier();
+  }
+  part[t] = acc;
+  barrier();
+  if (l == 0u && o < p.out_n) {
+    float s = 0.0;
+    for (uint j = 0u; j < TPR; j++) s += part[t + j];
+    finish(o, s);
+  }
+}
