@@ -121,6 +121,13 @@ hn_loss_chart_get_smoothed (HnLossChart *self, guint i)
   return g_array_index (self->points, Point, i).smoothed;
 }
 
+double
+hn_loss_chart_get_eval_loss (HnLossChart *self, guint i)
+{
+  g_return_val_if_fail (HN_IS_LOSS_CHART (self) && i < self->points->len, NAN);
+  return g_array_index (self->points, Point, i).eval_loss;
+}
+
 void
 hn_loss_chart_set_log_scale (HnLossChart *self, gboolean log_scale)
 {

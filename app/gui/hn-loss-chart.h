@@ -21,6 +21,8 @@ gboolean hn_loss_chart_get_log_scale (HnLossChart *self);
 void hn_loss_chart_set_smoothing (HnLossChart *self, double smoothing);
 /* The smoothed loss at point i (for tests and the read-out). */
 double hn_loss_chart_get_smoothed (HnLossChart *self, guint i);
+/* The eval loss of point i (NAN where the step had no evaluation). */
+double hn_loss_chart_get_eval_loss (HnLossChart *self, guint i);
 
 /* Draws the chart into any cairo context of the given size (the widget,
  * PNG export and tests share this). */

@@ -68,6 +68,12 @@ const HnOptionInfo hn_option_table[] = {
   { "eval-steps", HN_OPTION_INT, "0", 0, INT_MAXV, NULL, N_("Evaluate every"),
     N_("Evaluate every N optimizer steps (0: at the end of each epoch)"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "N" },
+  { "early-stopping-patience", HN_OPTION_INT, "0", 0, INT_MAXV, NULL, N_("Early stopping patience"),
+    N_("Stop when the evaluation loss has not improved for this many evaluations (0: off)"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "N" },
+  { "stop-at-loss", HN_OPTION_DOUBLE, "0", 0.0, 1e6, NULL, N_("Stop at loss"),
+    N_("Stop once the loss (the evaluation loss when there is evaluation data) is at or below this value (0: off)"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "LOSS" },
 
   /* Output and checkpoints */
   { "out-dir", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Output folder"),
@@ -319,6 +325,7 @@ const HnOptionInfo hn_option_table[] = {
 #define MODEL_OPTS "model-path hf-model hf-model-revision tokenizer-path hf-tokenizer hf-tokenizer-revision "
 #define HUB_OPTS " hf-cache-dir hf-token"
 #define DATA_OPTS " train hf-dataset hf-dataset-file hf-dataset-config hf-dataset-split hf-dataset-revision eval-file eval-split eval-steps"
+#define STOP_OPTS " early-stopping-patience stop-at-loss"
 #define OUT_OPTS " out-dir save-steps resume-from-checkpoint metrics-file"
 #define SCHED_OPTS " epochs max-steps batch-size seq-len grad-accum"
 #define OPTIM_OPTS " optimizer lr lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm precision no-shuffle no-dropout"
@@ -337,11 +344,11 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "model-path|hf-model" },
   { "transformer-train", NULL, N_("Transformer training"),
     "Train all weights of a Transformer model",
-    MODEL_OPTS DATA_OPTS OUT_OPTS SCHED_OPTS OPTIM_OPTS RUN_OPTS HUB_OPTS,
+    MODEL_OPTS DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS OPTIM_OPTS RUN_OPTS HUB_OPTS,
     "model-path|hf-model;train|hf-dataset;out-dir" },
   { "transformer-finetune", "lora finetune-lora", N_("LoRA fine-tuning"),
     "Fine-tune a Transformer model with LoRA adapters",
-    MODEL_OPTS "lora-adapter-path" DATA_OPTS OUT_OPTS SCHED_OPTS
+    MODEL_OPTS "lora-adapter-path" DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS
     " optimizer lr=2e-4 lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm"
     " precision no-shuffle no-dropout" LORA_OPTS RUN_OPTS HUB_OPTS,
     "model-path|hf-model;train|hf-dataset;out-dir" },

@@ -208,7 +208,9 @@ hn_trainer_state_write (const HnTrainerState *st, const char *dir, GError **erro
   g_string_append_printf (s, "  \"grad_accum\": %" G_GINT64_FORMAT ",\n", st->grad_accum);
   g_string_append_printf (s, "  \"lora\": %s,\n", st->lora ? "true" : "false");
   put_dbl (s, "elapsed_s", st->elapsed_s, FALSE);
-  put_dbl (s, "tokens_seen", st->tokens_seen, TRUE);
+  put_dbl (s, "tokens_seen", st->tokens_seen, FALSE);
+  put_dbl (s, "best_eval_loss", st->best_eval_loss, FALSE);
+  g_string_append_printf (s, "  \"evals_since_best\": %" G_GINT64_FORMAT "\n", st->evals_since_best);
   g_string_append (s, "}\n");
   g_autofree char *path = g_build_filename (dir, "trainer_state.json", NULL);
   return hn_write_file_atomic (path, s->str, s->len, error);
@@ -298,6 +300,18 @@ hn_trainer_state_read (HnTrainerState *st, const char *dir, GError **error)
   st->lr_scheduler = g_strdup (json_object_get_string_member_with_default (o, "lr_scheduler", "linear"));
   st->optimizer = g_strdup (json_object_get_string_member_with_default (o, "optimizer", "adamw"));
   st->lora = json_object_get_boolean_member_with_default (o, "lora", FALSE);
+  /* early-stopping state; absent in checkpoints from before evaluation existed */
+  st->best_eval_loss = NAN;
+  if (json_object_has_member (o, "best_eval_loss") &&
+      !hn_json_node_get_double (json_object_get_member (o, "best_eval_loss"), &st->best_eval_loss))
+    st->best_eval_loss = NAN;
+  if (json_object_has_member (o, "evals_since_best") &&
+      (!hn_json_node_get_int (json_object_get_member (o, "evals_since_best"), &st->evals_since_best) ||
+       st->evals_since_best < 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: 'evals_since_best' is not a count", path);
+      return FALSE;
+    }
   return TRUE;
 }
 

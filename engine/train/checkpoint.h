@@ -40,6 +40,8 @@ typedef struct {
   gboolean lora;
   double elapsed_s;          /* training time before this checkpoint */
   double tokens_seen;
+  double best_eval_loss;     /* lowest eval loss so far, NAN before the first evaluation */
+  gint64 evals_since_best;   /* evaluations since it (early stopping's patience count) */
 } HnTrainerState;
 
 void hn_trainer_state_clear (HnTrainerState *st);

@@ -21,8 +21,10 @@
 typedef struct {
   HnJob *job;
   gboolean lora;
-  char *model_dir, *tok_path, *data_path, *out_dir, *resume, *metrics_file, *adapter_path;
+  char *model_dir, *tok_path, *data_path, *out_dir, *resume, *metrics_file, *adapter_path, *eval_file;
   gint64 epochs, max_steps, batch, seq_len, accum, save_steps, device_index;
+  double eval_split, stop_at_loss;
+  gint64 eval_steps, patience;
   guint64 seed;
   gboolean shuffle, no_dropout;
   HnOptimConfig oc;
@@ -40,6 +42,7 @@ options_clear (Options *o)
   g_free (o->resume);
   g_free (o->metrics_file);
   g_free (o->adapter_path);
+  g_free (o->eval_file);
   hn_lora_config_clear (&o->lcfg);
 }
 
@@ -107,9 +110,21 @@ read_options (HnJob *job, Options *o, GError **error)
                    "--precision %s: training runs in f32 for now (f16/bf16 compute is not implemented)", precision);
       return FALSE;
     }
-  if (hn_job_spec_is_set (spec, "eval-file") || hn_job_spec_get_double (spec, "eval-split") > 0)
+  o->eval_file = g_strdup (hn_job_spec_get_string (spec, "eval-file"));
+  o->eval_split = hn_job_spec_get_double (spec, "eval-split");
+  o->eval_steps = hn_job_spec_get_int (spec, "eval-steps");
+  o->patience = hn_job_spec_get_int (spec, "early-stopping-patience");
+  o->stop_at_loss = hn_job_spec_get_double (spec, "stop-at-loss");
+  if (o->eval_file && o->eval_split > 0)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "evaluation during training (--eval-file/--eval-split) is not implemented yet");
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "give --eval-file or --eval-split, not both (--eval-split %g holds out part of --train)", o->eval_split);
+      return FALSE;
+    }
+  if (o->patience > 0 && !o->eval_file && o->eval_split <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--early-stopping-patience watches the evaluation loss: add --eval-split FRACTION or --eval-file FILE");
       return FALSE;
     }
   if (o->lora)
@@ -236,10 +251,13 @@ metric_line (FILE *f, const HnJobMetric *m)
   char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE], c[G_ASCII_DTOSTR_BUF_SIZE];
   char d[G_ASCII_DTOSTR_BUF_SIZE], e[G_ASCII_DTOSTR_BUF_SIZE], g[G_ASCII_DTOSTR_BUF_SIZE];
   fprintf (f, "{\"step\": %" G_GINT64_FORMAT ", \"epoch\": %s, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, "
-              "\"tokens_per_s\": %s, \"elapsed_s\": %s}\n",
+              "\"tokens_per_s\": %s, \"elapsed_s\": %s",
            m->step, g_ascii_dtostr (a, sizeof a, m->epoch), g_ascii_dtostr (b, sizeof b, m->loss),
            g_ascii_dtostr (c, sizeof c, m->lr), g_ascii_dtostr (d, sizeof d, m->grad_norm),
            g_ascii_dtostr (e, sizeof e, m->tokens_per_s), g_ascii_dtostr (g, sizeof g, m->elapsed_s));
+  if (isfinite (m->eval_loss))
+    fprintf (f, ", \"eval_loss\": %s", g_ascii_dtostr (a, sizeof a, m->eval_loss));
+  fputs ("}\n", f);
   fflush (f);
 }
 
@@ -266,6 +284,40 @@ check_resume_state (const Options *o, const HnTrainerState *st, GError **error)
   return TRUE;
 }
 
+/* Mean loss per target token over every example of `eval` once, in file
+ * order, without gradients. The last batch is filled up by the iterator with
+ * examples from the next pass; their targets are not counted. */
+static gboolean
+evaluate (HnTrainGraph *graph, HnDataset *eval, const Options *o, gint32 pad, double *loss, GError **error)
+{
+  g_autoptr (HnDatasetIter) it = hn_dataset_iter_new (eval, (guint) o->batch, FALSE, 0, pad, error);
+  if (!it)
+    return FALSE;
+  gint64 n = (gint64) hn_dataset_get_n_examples (eval), N = o->batch * o->seq_len;
+  g_autofree gint32 *targets = g_new (gint32, N);
+  double sum = 0, wsum = 0;
+  for (gint64 done = 0; done < n; done += o->batch)
+    {
+      const HnBatch *b = hn_dataset_iter_next (it);
+      memcpy (targets, b->targets, sizeof (gint32) * N);
+      for (gint64 row = n - done; row < o->batch; row++)
+        for (gint64 t = 0; t < o->seq_len; t++)
+          targets[row * o->seq_len + t] = -100;
+      double s_part = 0, w_part = 0;
+      if (!hn_train_graph_eval_loss (graph, b->inputs, targets, b->weights, &s_part, &w_part, error))
+        return FALSE;
+      sum += s_part;
+      wsum += w_part;
+    }
+  if (wsum <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the evaluation data has no tokens to score");
+      return FALSE;
+    }
+  *loss = sum / wsum;
+  return TRUE;
+}
+
 gboolean
 hn_train_job_run (HnJob *job, GError **error)
 {
@@ -275,6 +327,7 @@ hn_train_job_run (HnJob *job, GError **error)
   g_autoptr (HnVkContext) ctx = NULL;
   g_autoptr (HnTokenizer) tok = NULL;
   g_autoptr (HnDataset) ds = NULL;
+  g_autoptr (HnDataset) eval_ds = NULL;
   g_autoptr (HnDatasetIter) it = NULL;
   g_autoptr (HnTransformer) model = NULL;
   g_autoptr (HnLoraAdapter) adapter = NULL;
@@ -325,6 +378,23 @@ hn_train_job_run (HnJob *job, GError **error)
   const HnDatasetStats *dst = hn_dataset_get_stats (ds);
   hn_job_log (job, HN_LOG_INFO, "data: %" G_GUINT64_FORMAT " examples, %" G_GUINT64_FORMAT " tokens (%s)",
               dst->n_examples, dst->n_tokens, hn_dataset_shape_to_string (dst->shape));
+  if (o.eval_split > 0)
+    {
+      HnDataset *train_part = NULL, *eval_part = NULL;
+      if (!hn_dataset_split (ds, o.eval_split, o.seed, &train_part, &eval_part, error))
+        goto out;
+      hn_dataset_free (ds);
+      ds = train_part;
+      eval_ds = eval_part;
+    }
+  else if (o.eval_file && !(eval_ds = hn_dataset_load (o.eval_file, tok, &dopts, error)))
+    {
+      g_prefix_error (error, "--eval-file: ");
+      goto out;
+    }
+  if (eval_ds)
+    hn_job_log (job, HN_LOG_INFO, "evaluation: %" G_GSIZE_FORMAT " examples held out from training%s",
+                hn_dataset_get_n_examples (eval_ds), o.eval_file ? " (from --eval-file)" : "");
   gint32 pad = hn_tokenizer_get_pad_id (tok);
   if (pad < 0)
     pad = hn_tokenizer_get_eos_id (tok);
@@ -368,6 +438,8 @@ hn_train_job_run (HnJob *job, GError **error)
   gint64 steps_per_epoch = MAX (1, batches_per_epoch / o.accum);
   gint64 total = o.max_steps > 0 ? o.max_steps : o.epochs * steps_per_epoch;
   o.sched.total_steps = total;
+  /* evaluate every --eval-steps steps (else once per epoch) and after the last step */
+  gint64 eval_every = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
 
   r.st.seed = o.seed;
   r.st.total_steps = total;
@@ -384,6 +456,7 @@ hn_train_job_run (HnJob *job, GError **error)
   r.st.seq_len = o.seq_len;
   r.st.grad_accum = o.accum;
   r.st.lora = o.lora;
+  r.st.best_eval_loss = NAN;
   gint64 start = 0;
   double elapsed_before = 0, tokens_before = 0;
   if (o.resume)
@@ -393,6 +466,8 @@ hn_train_job_run (HnJob *job, GError **error)
                      hn_dataset_iter_set_cursor (it, &prev.cursor, error) &&
                      hn_checkpoint_read_optimizer (graph, o.resume, error);
       start = prev.global_step;
+      r.st.best_eval_loss = prev.best_eval_loss;
+      r.st.evals_since_best = prev.evals_since_best;
       elapsed_before = prev.elapsed_s;
       tokens_before = prev.tokens_seen;
       hn_trainer_state_clear (&prev);
@@ -472,6 +547,33 @@ hn_train_job_run (HnJob *job, GError **error)
       m.grad_norm = norm;
       m.tokens_per_s = now > 0 ? tokens_session / now : NAN;
       m.elapsed_s = elapsed_before + now;
+      gboolean stop = FALSE;
+      if (eval_ds && ((step + 1) % eval_every == 0 || step + 1 == total))
+        {
+          if (!evaluate (graph, eval_ds, &o, pad, &m.eval_loss, error))
+            goto out;
+          if (!isfinite (r.st.best_eval_loss) || m.eval_loss < r.st.best_eval_loss)
+            {
+              r.st.best_eval_loss = m.eval_loss;
+              r.st.evals_since_best = 0;
+            }
+          else if (o.patience > 0 && ++r.st.evals_since_best >= o.patience)
+            {
+              hn_job_log (job, HN_LOG_INFO,
+                          "early stopping at step %" G_GINT64_FORMAT ": the evaluation loss has not improved for %"
+                          G_GINT64_FORMAT " evaluations (best %.4f)", step + 1, r.st.evals_since_best,
+                          r.st.best_eval_loss);
+              stop = TRUE;
+            }
+        }
+      /* --stop-at-loss watches the evaluation loss when there is one */
+      double watched = eval_ds ? m.eval_loss : m.loss;
+      if (o.stop_at_loss > 0 && isfinite (watched) && watched <= o.stop_at_loss)
+        {
+          hn_job_log (job, HN_LOG_INFO, "stopping at step %" G_GINT64_FORMAT ": the %s loss %.4f reached --stop-at-loss %g",
+                      step + 1, eval_ds ? "evaluation" : "training", watched, o.stop_at_loss);
+          stop = TRUE;
+        }
       hn_job_emit_metric (job, &m);
       if (mf)
         metric_line (mf, &m);
@@ -488,6 +590,8 @@ hn_train_job_run (HnJob *job, GError **error)
             goto out;
           hn_job_log (job, HN_LOG_INFO, "saved %s", dir);
         }
+      if (stop)
+        break;
     }
   /* The final model goes into OUT itself (next to the checkpoints), file by file. */
   if (!write_files (&r, o.out_dir, FALSE, error))

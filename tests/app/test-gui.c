@@ -757,6 +757,8 @@ test_finetune_loss_falls (void)
   hn_job_spec_set_double (spec, "lr", 5e-3);
   hn_job_spec_set_string (spec, "lr-scheduler", "constant");
   hn_job_spec_set_int (spec, "lora-r", 8);
+  hn_job_spec_set_double (spec, "eval-split", 0.01);
+  hn_job_spec_set_int (spec, "eval-steps", 8);
   g_assert_null (hn_train_page_get_start_problem (page));
   HnJobController *c = hn_train_page_get_controller (page);
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
@@ -770,6 +772,10 @@ test_finetune_loss_falls (void)
   double first = hn_loss_chart_get_smoothed (chart, 0), last = hn_loss_chart_get_smoothed (chart, n - 1);
   g_test_message ("smoothed loss %.4f -> %.4f", first, last);
   g_assert_cmpfloat (last, <, first);
+  /* the eval loss is its own series: at steps 8 and 16 only */
+  for (guint i = 0; i < n; i++)
+    g_assert_true (isfinite (hn_loss_chart_get_eval_loss (chart, i)) == (i == 7 || i == 15));
+  g_test_message ("eval loss %.4f -> %.4f", hn_loss_chart_get_eval_loss (chart, 7), hn_loss_chart_get_eval_loss (chart, 15));
   save_screenshot ("finetune-trained");
 }
 
