@@ -4,43 +4,10 @@
  * GeLU); the name scheme of the registry row picks the checkpoint names. */
 #include "hn-error.h"
 #include "models/encdec-private.h"
-#include "models/encoder.h"
+#include "models/encoder-private.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef struct {
-  HnTensor *ln1_w, *ln1_b;   /* post-norm: after attention; pre-norm: before it (NULL: identity) */
-  HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
-  HnTensor *ln2_w, *ln2_b;   /* post-norm: after the MLP; pre-norm: before it */
-  HnTensor *wi, *bi, *wd, *bd; /* wi [F, C] (gated: [2F, C], act on the first half) */
-} EncLayer;
-
-struct _HnEncoder {
-  HnVkContext *ctx;
-  char *dir;
-  const HnArchInfo *arch;
-  GPtrArray *owned;
-  guint64 weight_bytes;
-  int vocab, E, C, H, D, F, n_layer, type_vocab, n_pos;
-  int pad_positions;        /* roberta: padding_idx, positions count from padding_idx + 1; -1 otherwise */
-  float eps, head_eps;
-  HnActivation act, head_act;
-  gboolean pre_norm, gated;
-  /* embeddings [vocab, E], [n_pos, E], [type_vocab, E], their norm, the E -> C projection */
-  HnTensor *word, *pos, *type, *emb_ln_w, *emb_ln_b, *proj_w, *proj_b;
-  EncLayer *layers;         /* [n_unique] */
-  int n_unique;
-  int *order;               /* [n_exec]: which layer runs at each step (albert shares them) */
-  int n_exec;
-  HnTensor *final_w, *final_b;
-  HnTensor *head_w, *head_b, *head_ln_w, *head_ln_b, *dec_w, *dec_b; /* dec_w [vocab, E or C] */
-  /* modernbert */
-  HnTensor *inv_freq_global, *inv_freq_local;
-  float rope_scale_global, rope_scale_local;
-  guint8 *layer_local;      /* [n_exec] */
-  int local_window;         /* keys within |i - j| <= local_window */
-};
 
 const HnArchInfo *
 hn_encoder_get_arch (HnEncoder *m)
@@ -537,8 +504,20 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
   return hn_op_layernorm (cmd, x, d, lw->ln2_w, lw->ln2_b, m->eps, error);
 }
 
-static gboolean
-check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, GError **error)
+void
+hn_encoder_positions (HnEncoder *m, const int32_t *ids, int n, int32_t *pos)
+{
+  for (int i = 0, seen = 0; i < n; i++)
+    {
+      if (m->pad_positions >= 0) /* roberta: non-pad tokens count from padding_idx + 1 */
+        pos[i] = ids[i] == m->pad_positions ? m->pad_positions : m->pad_positions + ++seen;
+      else
+        pos[i] = i;
+    }
+}
+
+gboolean
+hn_encoder_check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, GError **error)
 {
   if (n <= 0)
     {
@@ -580,20 +559,14 @@ check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, GEr
 gboolean
 hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, float *logits, GError **error)
 {
-  CK (check_ids (m, ids, type_ids, n, error));
+  CK (hn_encoder_check_ids (m, ids, type_ids, n, error));
   gint64 N = n, C = m->C, E = m->E;
-  /* host inputs: positions (roberta's count non-pad tokens from padding_idx + 1), token types, local mask */
+  /* host inputs: positions, token types (0 unless given), local mask */
   g_autofree int32_t *pos = g_new (int32_t, n);
   g_autofree int32_t *tt = g_new0 (int32_t, n);
-  for (int i = 0, seen = 0; i < n; i++)
-    {
-      if (m->pad_positions >= 0)
-        pos[i] = ids[i] == m->pad_positions ? m->pad_positions : m->pad_positions + ++seen;
-      else
-        pos[i] = i;
-      if (type_ids)
-        tt[i] = type_ids[i];
-    }
+  hn_encoder_positions (m, ids, n, pos);
+  if (type_ids)
+    memcpy (tt, type_ids, sizeof (int32_t) * (gsize) n);
   HnScratch sc;
   hn_scratch_init (&sc, m->ctx);
   g_autoptr (HnCmd) cmd = hn_cmd_new (m->ctx, error);

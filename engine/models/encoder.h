@@ -33,4 +33,26 @@ guint64 hn_encoder_get_weight_bytes (HnEncoder *m);
 gboolean hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, float *logits,
                             GError **error);
 
+/* ---- masked-LM training (post-norm encoders: the bert family) */
+
+typedef struct _HnEncoderTrainer HnEncoderTrainer;
+
+/* torch.optim.AdamW settings of one step (step counts from 1). */
+typedef struct {
+  gint64 step;
+  double lr, beta1, beta2, eps, weight_decay;
+} HnEncoderTrainStep;
+
+/* A trainer for batches of B rows of T tokens; every weight (f32) trains. Models it cannot train
+ * (modernbert) fail with HN_ERROR_UNSUPPORTED. */
+HnEncoderTrainer *hn_encoder_trainer_new (HnEncoder *m, int B, int T, GError **error);
+void hn_encoder_trainer_free (HnEncoderTrainer *tr);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnEncoderTrainer, hn_encoder_trainer_free)
+/* One forward, backward and AdamW update on ids [B*T] (type_ids NULL: 0) with MLM labels [B*T]
+ * (-100: ignored); *loss is the batch's loss before the update, as transformers reports it. */
+gboolean hn_encoder_trainer_step (HnEncoderTrainer *tr, const int32_t *ids, const int32_t *type_ids,
+                                  const int32_t *labels, const HnEncoderTrainStep *opt, double *loss, GError **error);
+/* Every device tensor of the model in load order (checkpoint weights; modernbert adds its rope tables). */
+HnTensor *const *hn_encoder_get_weights (HnEncoder *m, guint *n);
+
 G_END_DECLS

@@ -153,6 +153,26 @@ read_options (HnJob *job, Options *o, GError **error)
 }
 
 /* Dropout the config asks for: not implemented, so refuse unless --no-dropout. */
+/* This loop drives the decoder-only training graph; encoders and encoder-decoders fail closed here. */
+static gboolean
+check_kind (const char *model_dir, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  const HnArchInfo *arch = cfg ? hn_arch_lookup (cfg->model_type, error) : NULL;
+  if (!arch)
+    return FALSE;
+  if (hn_arch_is_encoder (arch) || hn_arch_is_seq2seq (arch))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: model_type \"%s\" is %s; transformer-train and transformer-finetune train decoder-only "
+                   "models (masked-LM training of bert-family encoders exists in the engine, HnEncoderTrainer, but "
+                   "not in this job yet)",
+                   cfg->path, arch->model_type, hn_arch_is_encoder (arch) ? "an encoder" : "an encoder-decoder");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 check_dropout (const Options *o, const char *model_dir, GError **error)
 {
@@ -348,7 +368,7 @@ hn_train_job_run (HnJob *job, GError **error)
       goto out;
     }
   const char *weights_dir = (o.resume && !o.lora) ? o.resume : o.model_dir;
-  if (!check_dropout (&o, weights_dir, error))
+  if (!check_kind (weights_dir, error) || !check_dropout (&o, weights_dir, error))
     goto out;
   if (!(ctx = hn_vk_context_new ((int) o.device_index, error)))
     goto out;
