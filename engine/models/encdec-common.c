@@ -165,6 +165,36 @@ hn_wl_check_all_used (HnWLoader *L, const char *model_type, GError **error)
   return TRUE;
 }
 
+HnModelConfig *
+hn_encdec_config_load (const char *model_dir, gboolean seq2seq, const HnArchInfo **arch, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg || !(*arch = hn_arch_lookup (cfg->model_type, error)))
+    return NULL;
+  if (seq2seq ? !hn_arch_is_seq2seq (*arch) : !hn_arch_is_encoder (*arch))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is not an %s", cfg->path,
+                   (*arch)->model_type, seq2seq ? "encoder-decoder" : "encoder");
+      return NULL;
+    }
+  return g_steal_pointer (&cfg);
+}
+
+gboolean
+hn_wl_load_all (HnVkContext *ctx, const char *model_dir, const HnArchInfo *arch, const HnModelConfig *cfg,
+                GPtrArray *owned, HnWLoadFunc load, gpointer model, guint64 *bytes, GError **error)
+{
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
+  if (!st)
+    return FALSE;
+  HnWLoader L;
+  hn_wl_init (&L, ctx, model_dir, st, owned);
+  gboolean ok = load (model, &L, cfg, error) && hn_wl_check_all_used (&L, arch->model_type, error);
+  *bytes = L.bytes;
+  hn_wl_clear (&L);
+  return ok;
+}
+
 /* ---------------------------------------------------------------- scratch */
 
 void

@@ -53,6 +53,17 @@ HnTensor *hn_wl_from_f32 (HnWLoader *L, const char *name, int ndim, const gint64
 /* Fails naming the first checkpoint tensor nothing took. */
 gboolean hn_wl_check_all_used (HnWLoader *L, const char *model_type, GError **error);
 
+/* config.json of model_dir and its registry row, which must be an encoder (seq2seq FALSE) or an
+ * encoder-decoder (seq2seq TRUE); anything else is HN_ERROR_UNSUPPORTED naming it. */
+HnModelConfig *hn_encdec_config_load (const char *model_dir, gboolean seq2seq, const HnArchInfo **arch,
+                                      GError **error);
+
+typedef gboolean (*HnWLoadFunc) (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error);
+/* Opens model_dir's safetensors, lets load() take the weights into `owned` and checks that every
+ * checkpoint tensor was taken; *bytes receives the device bytes. */
+gboolean hn_wl_load_all (HnVkContext *ctx, const char *model_dir, const HnArchInfo *arch, const HnModelConfig *cfg,
+                         GPtrArray *owned, HnWLoadFunc load, gpointer model, guint64 *bytes, GError **error);
+
 /* ---- temporaries of one recording */
 
 typedef struct {

@@ -398,38 +398,27 @@ load_modernbert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **
   return TRUE;
 }
 
+static gboolean
+load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
+{
+  HnEncoder *m = model;
+  return m->arch->names == HN_NAMES_MODERNBERT ? load_modernbert (m, L, cfg, error) : load_bert_like (m, L, error);
+}
+
 HnEncoder *
 hn_encoder_load (HnVkContext *ctx, const char *model_dir, GError **error)
 {
-  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  const HnArchInfo *arch;
+  g_autoptr (HnModelConfig) cfg = hn_encdec_config_load (model_dir, FALSE, &arch, error);
   if (!cfg)
     return NULL;
-  const HnArchInfo *arch = hn_arch_lookup (cfg->model_type, error);
-  if (!arch)
-    return NULL;
-  if (!hn_arch_is_encoder (arch))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is not an encoder", cfg->path,
-                   arch->model_type);
-      return NULL;
-    }
   HnEncoder *m = g_new0 (HnEncoder, 1);
   m->ctx = hn_vk_context_ref (ctx);
   m->dir = g_strdup (model_dir);
   m->arch = arch;
   m->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
-  g_autoptr (HnSafetensors) st = NULL;
-  gboolean ok = resolve (m, cfg, error) && (st = hn_safetensors_open (model_dir, error)) != NULL;
-  if (ok)
-    {
-      HnWLoader L;
-      hn_wl_init (&L, ctx, model_dir, st, m->owned);
-      ok = (arch->names == HN_NAMES_MODERNBERT ? load_modernbert (m, &L, cfg, error) : load_bert_like (m, &L, error)) &&
-           hn_wl_check_all_used (&L, arch->model_type, error);
-      m->weight_bytes = L.bytes;
-      hn_wl_clear (&L);
-    }
-  if (!ok)
+  if (!resolve (m, cfg, error) ||
+      !hn_wl_load_all (ctx, model_dir, arch, cfg, m->owned, load_weights, m, &m->weight_bytes, error))
     {
       hn_encoder_free (m);
       return NULL;

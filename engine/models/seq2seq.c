@@ -323,8 +323,9 @@ take_positions (HnSeq2Seq *m, HnWLoader *L, GError **error)
 }
 
 static gboolean
-load_weights (HnSeq2Seq *m, HnWLoader *L, GError **error)
+load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
+  HnSeq2Seq *m = model;
   gint64 C = m->C, V = m->vocab;
   const char *shared = m->t5 ? "shared.weight" : "model.shared.weight";
   CK (hn_wl_matrix (L, shared, V, C, TRUE, &m->shared, error));
@@ -377,34 +378,17 @@ load_weights (HnSeq2Seq *m, HnWLoader *L, GError **error)
 HnSeq2Seq *
 hn_seq2seq_load (HnVkContext *ctx, const char *model_dir, GError **error)
 {
-  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  const HnArchInfo *arch;
+  g_autoptr (HnModelConfig) cfg = hn_encdec_config_load (model_dir, TRUE, &arch, error);
   if (!cfg)
     return NULL;
-  const HnArchInfo *arch = hn_arch_lookup (cfg->model_type, error);
-  if (!arch)
-    return NULL;
-  if (!hn_arch_is_seq2seq (arch))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is not an encoder-decoder", cfg->path,
-                   arch->model_type);
-      return NULL;
-    }
   HnSeq2Seq *m = g_new0 (HnSeq2Seq, 1);
   m->ctx = hn_vk_context_ref (ctx);
   m->dir = g_strdup (model_dir);
   m->arch = arch;
   m->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
-  g_autoptr (HnSafetensors) st = NULL;
-  gboolean ok = resolve (m, cfg, error) && (st = hn_safetensors_open (model_dir, error)) != NULL;
-  if (ok)
-    {
-      HnWLoader L;
-      hn_wl_init (&L, ctx, model_dir, st, m->owned);
-      ok = load_weights (m, &L, error) && hn_wl_check_all_used (&L, arch->model_type, error);
-      m->weight_bytes = L.bytes;
-      hn_wl_clear (&L);
-    }
-  if (!ok)
+  if (!resolve (m, cfg, error) ||
+      !hn_wl_load_all (ctx, model_dir, arch, cfg, m->owned, load_weights, m, &m->weight_bytes, error))
     {
       hn_seq2seq_free (m);
       return NULL;

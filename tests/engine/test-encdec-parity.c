@@ -6,129 +6,60 @@
 #include "models/encoder.h"
 #include "models/seq2seq.h"
 #include "models/transformer.h"
+#include "parity-util.h"
 
-#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
-#include <unistd.h>
 #include <math.h>
 #include <string.h>
 
 static HnVkContext *ctx;
 
-static char *
-fixture_dir (const char *name)
-{
-  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", name, NULL);
-}
-
-static JsonObject *
-load_json (JsonParser *p, const char *path)
-{
-  GError *error = NULL;
-  g_assert_true (json_parser_load_from_file (p, path, &error));
-  g_assert_no_error (error);
-  return json_node_get_object (json_parser_get_root (p));
-}
-
-static GArray *
-int_array (JsonObject *o, const char *member)
-{
-  JsonArray *a = json_object_get_array_member (o, member);
-  GArray *out = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    {
-      int32_t v = (int32_t) json_array_get_int_element (a, i);
-      g_array_append_val (out, v);
-    }
-  return out;
-}
-
-static void
-compare_logits (const char *name, const float *got, JsonArray *want, gsize n)
-{
-  g_assert_cmpuint (json_array_get_length (want), ==, n);
-  gsize bad = 0, first = 0;
-  double worst = 0;
-  for (gsize i = 0; i < n; i++)
-    {
-      double e = json_array_get_double_element (want, (guint) i);
-      double d = fabs (got[i] - e);
-      if (!(d <= 1e-4 + 1e-4 * fabs (e)))
-        {
-          if (!bad)
-            first = i;
-          bad++;
-        }
-      worst = MAX (worst, d);
-    }
-  if (bad)
-    g_test_message ("%s: %zu of %zu logits differ (first at %zu: %g vs %g), max |diff| %g", name, bad, n, first,
-                    got[first], json_array_get_double_element (want, (guint) first), worst);
-  g_assert_cmpuint (bad, ==, 0);
-}
-
-static void
-assert_ids (const char *what, GArray *got, GArray *want)
-{
-  gboolean same = got->len == want->len && memcmp (got->data, want->data, sizeof (int32_t) * want->len) == 0;
-  if (!same)
-    {
-      g_autoptr (GString) s = g_string_new (NULL);
-      for (guint i = 0; i < got->len; i++)
-        g_string_append_printf (s, "%d ", g_array_index (got, int32_t, i));
-      g_test_message ("%s: got %s", what, s->str);
-    }
-  g_assert_true (same);
-}
-
 static void
 test_encoder (gconstpointer data)
 {
   const char *name = data;
-  g_autofree char *dir = fixture_dir (name);
-  g_autofree char *exp_path = g_build_filename (dir, "expected.json", NULL);
+  g_autofree char *dir = parity_fixture_dir (name);
   g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonObject *exp = load_json (parser, exp_path);
+  JsonObject *exp = parity_load_expected (parser, name);
   GError *error = NULL;
   g_autoptr (HnEncoder) m = hn_encoder_load (ctx, dir, &error);
   g_assert_no_error (error);
-  g_autoptr (GArray) ids = int_array (exp, "input_ids");
-  g_autoptr (GArray) tt = json_object_has_member (exp, "token_type_ids") ? int_array (exp, "token_type_ids") : NULL;
+  g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+  g_autoptr (GArray) tt = json_object_has_member (exp, "token_type_ids") ? parity_int_array (exp, "token_type_ids") : NULL;
   int V = hn_encoder_get_vocab (m);
   g_autofree float *logits = g_new (float, (gsize) ids->len * V);
   g_assert_true (hn_encoder_logits (m, (const int32_t *) ids->data, tt ? (const int32_t *) tt->data : NULL,
                                     (int) ids->len, logits, &error));
   g_assert_no_error (error);
-  compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * V);
+  parity_compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * V);
 }
 
 static void
 test_seq2seq (gconstpointer data)
 {
   const char *name = data;
-  g_autofree char *dir = fixture_dir (name);
-  g_autofree char *exp_path = g_build_filename (dir, "expected.json", NULL);
+  g_autofree char *dir = parity_fixture_dir (name);
   g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonObject *exp = load_json (parser, exp_path);
+  JsonObject *exp = parity_load_expected (parser, name);
   GError *error = NULL;
   g_autoptr (HnSeq2Seq) m = hn_seq2seq_load (ctx, dir, &error);
   g_assert_no_error (error);
   int V = hn_seq2seq_get_vocab (m);
 
   /* logits of the decoder input ids given the 11 encoder ids */
-  g_autoptr (GArray) ids = int_array (exp, "input_ids");
-  g_autoptr (GArray) dec = int_array (exp, "decoder_input_ids");
+  g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+  g_autoptr (GArray) dec = parity_int_array (exp, "decoder_input_ids");
   g_assert_cmpint (hn_seq2seq_get_decoder_start (m), ==, g_array_index (dec, int32_t, 0));
   g_autofree float *logits = g_new (float, (gsize) dec->len * V);
   g_assert_true (hn_seq2seq_logits (m, (const int32_t *) ids->data, (int) ids->len, (const int32_t *) dec->data,
                                     (int) dec->len, logits, &error));
   g_assert_no_error (error);
-  compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) dec->len * V);
+  parity_compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) dec->len * V);
 
   /* greedy: the encoder once, then the decoder with its caches */
   JsonObject *gr = json_object_get_object_member (exp, "greedy");
-  g_autoptr (GArray) prompt = int_array (gr, "prompt_ids");
-  g_autoptr (GArray) want = int_array (gr, "new_ids");
+  g_autoptr (GArray) prompt = parity_int_array (gr, "prompt_ids");
+  g_autoptr (GArray) want = parity_int_array (gr, "new_ids");
   HnGenerateOptions o;
   hn_generate_options_init (&o);
   o.max_new_tokens = (int) json_object_get_int_member (gr, "max_new_tokens");
@@ -136,25 +67,19 @@ test_seq2seq (gconstpointer data)
   g_autoptr (HnGenerateResult) r = hn_seq2seq_generate (m, &o, (const int32_t *) prompt->data, (int) prompt->len, NULL,
                                                         NULL, NULL, NULL, NULL, &error);
   g_assert_no_error (error);
-  assert_ids ("greedy", g_ptr_array_index (r->sequences, 0), want);
+  parity_assert_ids ("greedy", g_ptr_array_index (r->sequences, 0), want);
   hn_generate_options_clear (&o);
 
   if (json_object_has_member (exp, "beam"))
     {
       JsonObject *b = json_object_get_object_member (exp, "beam");
-      g_autoptr (GArray) bp = int_array (b, "prompt_ids");
-      g_autoptr (GArray) bw = int_array (b, "new_ids");
-      hn_generate_options_init (&o);
-      o.num_beams = (int) json_object_get_int_member (b, "num_beams");
-      o.num_return_sequences = (int) json_object_get_int_member (b, "num_return_sequences");
-      o.max_new_tokens = (int) json_object_get_int_member (b, "max_new_tokens");
-      o.min_new_tokens = (int) json_object_get_int_member (b, "min_new_tokens");
-      o.length_penalty = json_object_get_double_member (b, "length_penalty");
-      o.early_stopping = json_object_get_boolean_member (b, "early_stopping") ? HN_EARLY_STOP_TRUE : HN_EARLY_STOP_FALSE;
+      g_autoptr (GArray) bp = parity_int_array (b, "prompt_ids");
+      g_autoptr (GArray) bw = parity_int_array (b, "new_ids");
+      parity_beam_options (b, &o);
       g_autoptr (HnGenerateResult) br = hn_seq2seq_generate (m, &o, (const int32_t *) bp->data, (int) bp->len, NULL,
                                                              NULL, NULL, NULL, NULL, &error);
       g_assert_no_error (error);
-      assert_ids ("beam", g_ptr_array_index (br->sequences, 0), bw);
+      parity_assert_ids ("beam", g_ptr_array_index (br->sequences, 0), bw);
       g_assert_cmpfloat_with_epsilon (g_array_index (br->scores, double, 0),
                                       json_object_get_double_member (b, "sequence_score"), 1e-4);
       hn_generate_options_clear (&o);
@@ -167,10 +92,9 @@ static void
 test_encoder_train (gconstpointer data)
 {
   const char *name = data;
-  g_autofree char *dir = fixture_dir (name);
-  g_autofree char *exp_path = g_build_filename (dir, "expected.json", NULL);
+  g_autofree char *dir = parity_fixture_dir (name);
   g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonObject *train = json_object_get_object_member (load_json (parser, exp_path), "train");
+  JsonObject *train = json_object_get_object_member (parity_load_expected (parser, name), "train");
   JsonArray *rows = json_object_get_array_member (train, "input_ids");
   JsonArray *lrows = json_object_get_array_member (train, "labels");
   int B = (int) json_array_get_length (rows);
@@ -203,14 +127,7 @@ test_encoder_train (gconstpointer data)
       g_assert_cmpfloat_with_epsilon (loss, want, 2e-3);
     }
   /* PyTorch's trained weights through the same loader */
-  g_autofree char *tmp = g_dir_make_tmp ("hn-encdec-XXXXXX", &error);
-  g_assert_no_error (error);
-  g_autofree char *src_cfg = g_build_filename (dir, "config.json", NULL);
-  g_autofree char *src_st = g_build_filename (dir, "trained.safetensors", NULL);
-  g_autofree char *dst_cfg = g_build_filename (tmp, "config.json", NULL);
-  g_autofree char *dst_st = g_build_filename (tmp, "model.safetensors", NULL);
-  g_assert_cmpint (symlink (src_cfg, dst_cfg), ==, 0);
-  g_assert_cmpint (symlink (src_st, dst_st), ==, 0);
+  g_autofree char *tmp = parity_trained_dir (dir);
   g_autoptr (HnEncoder) ref = hn_encoder_load (ctx, tmp, &error);
   g_assert_no_error (error);
   guint n, n_ref;
@@ -233,9 +150,7 @@ test_encoder_train (gconstpointer data)
       if (worst > tol)
         g_error ("%s: %s differs from PyTorch's trained weight by %.3g", name, w[i]->name, worst);
     }
-  g_unlink (dst_cfg);
-  g_unlink (dst_st);
-  g_rmdir (tmp);
+  parity_trained_dir_remove (tmp);
 }
 
 /* Bad input fails with a message naming the problem. */
@@ -243,7 +158,7 @@ static void
 test_fail_closed (void)
 {
   GError *error = NULL;
-  g_autofree char *bert = fixture_dir ("bert");
+  g_autofree char *bert = parity_fixture_dir ("bert");
   g_autoptr (HnEncoder) m = hn_encoder_load (ctx, bert, &error);
   g_assert_no_error (error);
   int32_t ids[2] = { 5, 500 }, tt[2] = { 0, 7 };
@@ -259,7 +174,7 @@ test_fail_closed (void)
   g_assert_null (hn_seq2seq_load (ctx, bert, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
-  g_autofree char *t5 = fixture_dir ("t5");
+  g_autofree char *t5 = parity_fixture_dir ("t5");
   g_assert_null (hn_encoder_load (ctx, t5, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
@@ -272,7 +187,7 @@ test_fail_closed (void)
   g_assert_nonnull (strstr (error->message, "encoder-decoder"));
   g_clear_error (&error);
   /* training what is not implemented fails closed */
-  g_autofree char *mb = fixture_dir ("modernbert");
+  g_autofree char *mb = parity_fixture_dir ("modernbert");
   g_autoptr (HnEncoder) mbm = hn_encoder_load (ctx, mb, &error);
   g_assert_no_error (error);
   g_assert_null (hn_encoder_trainer_new (mbm, 1, 4, &error));

@@ -5,10 +5,10 @@
 #include <math.h>
 #include <string.h>
 
-#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
 #include "hn-error.h"
+#include "parity-util.h"
 #include "train/train-graph.h"
 
 static HnVkContext *ctx;
@@ -129,18 +129,10 @@ test_full (gconstpointer data)
   run_steps (g, &tc, name);
 
   /* final weights: load PyTorch's trained.safetensors through the same loader */
-  g_autofree char *tmp = g_dir_make_tmp ("hn-parity-XXXXXX", &error);
-  g_autofree char *src_cfg = g_build_filename (dir, "config.json", NULL);
-  g_autofree char *src_st = g_build_filename (dir, "trained.safetensors", NULL);
-  g_autofree char *dst_cfg = g_build_filename (tmp, "config.json", NULL);
-  g_autofree char *dst_st = g_build_filename (tmp, "model.safetensors", NULL);
-  g_assert_cmpint (symlink (src_cfg, dst_cfg), ==, 0);
-  g_assert_cmpint (symlink (src_st, dst_st), ==, 0);
+  g_autofree char *tmp = parity_trained_dir (dir);
   g_autoptr (HnTransformer) ref = hn_transformer_load (ctx, tmp, &error);
   g_assert_no_error (error);
-  g_unlink (dst_cfg);
-  g_unlink (dst_st);
-  g_rmdir (tmp);
+  parity_trained_dir_remove (tmp);
   g_autoptr (GPtrArray) mine = g_ptr_array_new (), theirs = g_ptr_array_new ();
   int nl = hn_transformer_get_hparams (m)->n_layer;
   collect (hn_transformer_get_weights (m), nl, mine);

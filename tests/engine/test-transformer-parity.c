@@ -4,6 +4,7 @@
  * the real stories260K model generates expected-greedy-ids.txt from BOS. */
 #include "hn-error.h"
 #include "models/transformer.h"
+#include "parity-util.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -12,96 +13,30 @@
 
 static HnVkContext *ctx;
 
-static char *
-fixture_dir (const char *name)
-{
-  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", name, NULL);
-}
-
-static JsonObject *
-load_json (JsonParser *p, const char *path)
-{
-  GError *error = NULL;
-  g_assert_true (json_parser_load_from_file (p, path, &error));
-  g_assert_no_error (error);
-  return json_node_get_object (json_parser_get_root (p));
-}
-
-static GArray *
-int_array (JsonObject *o, const char *member)
-{
-  JsonArray *a = json_object_get_array_member (o, member);
-  GArray *out = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    {
-      int32_t v = (int32_t) json_array_get_int_element (a, i);
-      g_array_append_val (out, v);
-    }
-  return out;
-}
-
-static void
-compare_logits (const char *name, const float *got, JsonArray *want, gsize n)
-{
-  g_assert_cmpuint (json_array_get_length (want), ==, n);
-  gsize bad = 0, first = 0;
-  double worst = 0;
-  for (gsize i = 0; i < n; i++)
-    {
-      double e = json_array_get_double_element (want, (guint) i);
-      double d = fabs (got[i] - e);
-      if (!(d <= 1e-4 + 1e-4 * fabs (e)))
-        {
-          if (!bad)
-            first = i;
-          bad++;
-        }
-      worst = MAX (worst, d);
-    }
-  if (bad)
-    g_test_message ("%s: %zu of %zu logits differ (first at %zu: %g vs %g), max |diff| %g", name, bad, n, first,
-                    got[first], json_array_get_double_element (want, (guint) first), worst);
-  g_assert_cmpuint (bad, ==, 0);
-}
-
-static void
-assert_ids (const char *what, GArray *got, GArray *want)
-{
-  gboolean same = got->len == want->len && memcmp (got->data, want->data, sizeof (int32_t) * want->len) == 0;
-  if (!same)
-    {
-      g_autoptr (GString) s = g_string_new (NULL);
-      for (guint i = 0; i < got->len; i++)
-        g_string_append_printf (s, "%d ", g_array_index (got, int32_t, i));
-      g_test_message ("%s: got %s", what, s->str);
-    }
-  g_assert_true (same);
-}
-
 static void
 test_case (gconstpointer data)
 {
   const char *name = data;
-  g_autofree char *dir = fixture_dir (name);
+  g_autofree char *dir = parity_fixture_dir (name);
   g_autofree char *exp_path = g_build_filename (dir, "expected.json", NULL);
   g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonObject *exp = load_json (parser, exp_path);
+  JsonObject *exp = parity_load_json (parser, exp_path);
   GError *error = NULL;
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
   const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
 
   /* logits of the 11 input ids */
-  g_autoptr (GArray) ids = int_array (exp, "input_ids");
+  g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
   g_autofree float *logits = g_new (float, (gsize) ids->len * hp->vocab);
   g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
   g_assert_no_error (error);
-  compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * hp->vocab);
+  parity_compare_logits (name, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * hp->vocab);
 
   /* greedy, with and without the KV cache */
   JsonObject *gr = json_object_get_object_member (exp, "greedy");
-  g_autoptr (GArray) prompt = int_array (gr, "prompt_ids");
-  g_autoptr (GArray) want = int_array (gr, "new_ids");
+  g_autoptr (GArray) prompt = parity_int_array (gr, "prompt_ids");
+  g_autoptr (GArray) want = parity_int_array (gr, "new_ids");
   HnGenerateOptions o;
   hn_generate_options_init (&o);
   o.max_new_tokens = (int) json_object_get_int_member (gr, "max_new_tokens");
@@ -112,7 +47,7 @@ test_case (gconstpointer data)
       g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, cm, &o, (const int32_t *) prompt->data,
                                                                 (int) prompt->len, NULL, NULL, NULL, NULL, NULL, &error);
       g_assert_no_error (error);
-      assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), want);
+      parity_assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), want);
     }
   hn_generate_options_clear (&o);
 
@@ -120,19 +55,13 @@ test_case (gconstpointer data)
   if (json_object_has_member (exp, "beam"))
     {
       JsonObject *b = json_object_get_object_member (exp, "beam");
-      g_autoptr (GArray) bp = int_array (b, "prompt_ids");
-      g_autoptr (GArray) bw = int_array (b, "new_ids");
-      hn_generate_options_init (&o);
-      o.num_beams = (int) json_object_get_int_member (b, "num_beams");
-      o.num_return_sequences = (int) json_object_get_int_member (b, "num_return_sequences");
-      o.max_new_tokens = (int) json_object_get_int_member (b, "max_new_tokens");
-      o.min_new_tokens = (int) json_object_get_int_member (b, "min_new_tokens");
-      o.length_penalty = json_object_get_double_member (b, "length_penalty");
-      o.early_stopping = json_object_get_boolean_member (b, "early_stopping") ? HN_EARLY_STOP_TRUE : HN_EARLY_STOP_FALSE;
+      g_autoptr (GArray) bp = parity_int_array (b, "prompt_ids");
+      g_autoptr (GArray) bw = parity_int_array (b, "new_ids");
+      parity_beam_options (b, &o);
       g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, HN_KV_CACHE_CONTIGUOUS, &o, (const int32_t *) bp->data,
                                                                 (int) bp->len, NULL, NULL, NULL, NULL, NULL, &error);
       g_assert_no_error (error);
-      assert_ids ("beam", g_ptr_array_index (r->sequences, 0), bw);
+      parity_assert_ids ("beam", g_ptr_array_index (r->sequences, 0), bw);
       g_assert_cmpfloat_with_epsilon (g_array_index (r->scores, double, 0),
                                       json_object_get_double_member (b, "sequence_score"), 1e-4);
       hn_generate_options_clear (&o);
@@ -161,14 +90,14 @@ test_stories (void)
   g_assert_no_error (error);
 
   /* logits of the first 8 positions against transformers */
-  g_autofree char *lp = fixture_dir ("stories260K_logits.json");
+  g_autofree char *lp = parity_fixture_dir ("stories260K_logits.json");
   g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonObject *exp = load_json (parser, lp);
-  g_autoptr (GArray) in = int_array (exp, "input_ids");
+  JsonObject *exp = parity_load_json (parser, lp);
+  g_autoptr (GArray) in = parity_int_array (exp, "input_ids");
   g_autofree float *logits = g_new (float, (gsize) in->len * 512);
   g_assert_true (hn_transformer_logits (m, (const int32_t *) in->data, (int) in->len, logits, &error));
   g_assert_no_error (error);
-  compare_logits ("stories260K", logits, json_object_get_array_member (exp, "logits"), (gsize) in->len * 512);
+  parity_compare_logits ("stories260K", logits, json_object_get_array_member (exp, "logits"), (gsize) in->len * 512);
 
   HnGenerateOptions o;
   hn_generate_options_init (&o);
@@ -181,7 +110,7 @@ test_stories (void)
       g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, cm, &o, (const int32_t *) want->data, 1, NULL, NULL,
                                                                 NULL, NULL, NULL, &error);
       g_assert_no_error (error);
-      assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), rest);
+      parity_assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), rest);
       g_test_message ("stories260K %s: %d tokens in %.3f s (%.1f tokens/s)", hn_kv_cache_mode_name (cm),
                       r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9));
     }
@@ -221,7 +150,7 @@ test_chunked_prefill (void)
       g_assert_no_error (error);
       g_autoptr (GArray) rest = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_array_append_vals (rest, (int32_t *) want->data + 23, 10);
-      assert_ids ("chunked", g_ptr_array_index (r->sequences, 0), rest);
+      parity_assert_ids ("chunked", g_ptr_array_index (r->sequences, 0), rest);
       g_assert_false (hn_transformer_session_set_prefill_chunk (s, 0, &error));
       g_clear_error (&error);
     }
@@ -233,14 +162,14 @@ test_fail_closed (void)
 {
   GError *error = NULL;
   /* paged caches come with issue 10 */
-  g_autofree char *dir = fixture_dir ("llama");
+  g_autofree char *dir = parity_fixture_dir ("llama");
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
   g_assert_null (hn_transformer_session_new (m, HN_KV_CACHE_PAGED, 1, 16, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
   /* an architecture without a graph here names itself */
-  g_autofree char *moe = fixture_dir ("mamba-does-not-exist");
+  g_autofree char *moe = parity_fixture_dir ("mamba-does-not-exist");
   g_assert_null (hn_transformer_load (ctx, moe, &error));
   g_assert_nonnull (error);
   g_clear_error (&error);
