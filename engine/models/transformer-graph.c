@@ -656,6 +656,11 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
       CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
       CK (residual_add (m, cmd, x, mo, error));
       break;
+    case HN_BLOCK_ENCODER_POST_NORM:
+    case HN_BLOCK_ENCODER_PRE_NORM:
+    case HN_BLOCK_SEQ2SEQ_POST_NORM:
+    case HN_BLOCK_SEQ2SEQ_PRE_NORM:
+      g_assert_not_reached (); /* hn_transformer_hparams_resolve refuses them (encoder.c, seq2seq.c) */
     }
   (void) C;
   return TRUE;

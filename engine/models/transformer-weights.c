@@ -921,6 +921,14 @@ names_for (const HnTransformerHParams *hp, Names *N)
       N->final_norm = "transformer.norm_f";
       N->lm_head = "lm_head";
       break;
+    case HN_NAMES_BERT:
+    case HN_NAMES_DISTILBERT:
+    case HN_NAMES_ALBERT:
+    case HN_NAMES_ELECTRA:
+    case HN_NAMES_MODERNBERT:
+    case HN_NAMES_T5:
+    case HN_NAMES_BART:
+      g_assert_not_reached (); /* not decoders: hn_transformer_hparams_resolve refuses them */
     case HN_NAMES_CODEGEN:
       N->embed = "transformer.wte";
       N->layer = "transformer.h.";

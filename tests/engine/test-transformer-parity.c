@@ -207,7 +207,7 @@ static void
 test_moe_sparse (void)
 {
   GError *error = NULL;
-  g_autofree char *dir = fixture_dir ("mixtral");
+  g_autofree char *dir = parity_fixture_dir ("mixtral");
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
   const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
