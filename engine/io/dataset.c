@@ -593,8 +593,9 @@ tokenize_run (Loader *L, Piece *pieces, guint n_pieces, GArray *ids, GArray *lab
     }
   tok_bounds[n_pieces] = full->len;
   for (guint k = 0; k < n_pieces && ok; k++)
-    push_labelled (L, &g_array_index (full, int32_t, tok_bounds[k]), tok_bounds[k + 1] - tok_bounds[k],
-                   pieces[k].trained, ids, labels, weights);
+    if (tok_bounds[k + 1] > tok_bounds[k]) /* an empty piece (or an empty full) has no ids to point at */
+      push_labelled (L, &g_array_index (full, int32_t, tok_bounds[k]), tok_bounds[k + 1] - tok_bounds[k],
+                     pieces[k].trained, ids, labels, weights);
   g_string_free (text, TRUE);
   return ok;
 }

@@ -196,11 +196,22 @@ tr_skip (TR *t, int type, int depth)
         guint64 n = tr_varint (t);
         if (n == 0)
           break;
+        /* Booleans inside a map take a byte each, like in lists, so every
+         * entry takes at least two bytes: a count past that is a damaged
+         * file, not 2^64 iterations (found by fuzz-parquet). */
+        if (n > (guint64) (t->end - t->p) / 2 + 1)
+          {
+            t->bad = TRUE;
+            break;
+          }
         guint8 kv = tr_byte (t);
+        int kt = kv >> 4, vt = kv & 0x0f;
+        kt = kt == T_TRUE || kt == T_FALSE ? T_BYTE : kt;
+        vt = vt == T_TRUE || vt == T_FALSE ? T_BYTE : vt;
         for (guint64 i = 0; i < n && !t->bad; i++)
           {
-            tr_skip (t, kv >> 4, depth + 1);
-            tr_skip (t, kv & 0x0f, depth + 1);
+            tr_skip (t, kt, depth + 1);
+            tr_skip (t, vt, depth + 1);
           }
       }
       break;

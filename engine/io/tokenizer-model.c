@@ -191,7 +191,8 @@ tokenize_chunk (HnModel *m, const char *word, gsize len, GArray *out)
   if (cacheable)
     {
       GArray *val = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), out->len - start);
-      g_array_append_vals (val, &g_array_index (out, int32_t, start), out->len - start);
+      if (out->len > start) /* an empty GArray has no data pointer to offset */
+        g_array_append_vals (val, &g_array_index (out, int32_t, start), out->len - start);
       g_mutex_lock (&m->cache_lock);
       if (g_hash_table_size (m->cache) >= CACHE_MAX_ENTRIES)
         g_hash_table_remove_all (m->cache);

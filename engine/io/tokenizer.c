@@ -506,7 +506,8 @@ hn_token_decoder_flush (HnTokenDecoder *d)
 {
   g_autoptr (GByteArray) all = decode_bytes (d->tok, (const int32_t *) d->ids->data, d->ids->len, d->skip_special, NULL);
   char *text;
-  if (all && all->len > d->prefix->len && memcmp (all->data, d->prefix->data, d->prefix->len) == 0)
+  if (all && all->len > d->prefix->len &&
+      (d->prefix->len == 0 || memcmp (all->data, d->prefix->data, d->prefix->len) == 0))
     text = bytes_to_utf8 (all->data + d->prefix->len, all->len - d->prefix->len);
   else
     text = g_strdup ("");
