@@ -9,6 +9,7 @@
 #include "io/gen-config.h"
 #include "io/model-config.h"
 #include "io/tokenizer.h"
+#include "models/hierarchos.h"
 #include "models/lora.h"
 #include "models/seq2seq.h"
 #include "models/transformer.h"
@@ -292,6 +293,8 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
                    "--hf-model: download the model first (hierarchos-native-cli download) and pass --model-path");
       return FALSE;
     }
+  if (hn_hier_is_model_dir (model_dir))
+    return hn_hier_generate_job_run (job, error);
   if (hn_job_spec_get_bool (spec, "continuous-batching"))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--continuous-batching is not implemented yet (issue 10)");

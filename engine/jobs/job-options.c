@@ -313,6 +313,9 @@ const HnOptionInfo hn_option_table[] = {
   { "device-index", HN_OPTION_INT, "-1", -1, 1024, NULL, N_("Device"),
     N_("The Vulkan device to run on, as listed by `devices` (-1: the best one)"),
     "device", 0, HN_OPTION_HINT_DEVICE, "N" },
+  { "runtime", HN_OPTION_CHOICE, "vulkan", UNBOUNDED, "vulkan cpu", N_("Runtime"),
+    N_("Hierarchos models: run on the Vulkan device (vulkan) or on the pure-C CPU runtime (cpu)"),
+    NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "seed", HN_OPTION_INT, "42", 0, 4294967295.0, NULL, N_("Seed"),
     N_("Random seed for shuffling, initialisation, dropout and sampling"),
     NULL, 0, HN_OPTION_HINT_NONE, "N" },
@@ -339,7 +342,7 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "Continue prompts with a Transformer model",
     MODEL_OPTS "lora-adapter-path prompt prompt-file input-ids" SAMPLING_OPTS
     " epsilon-cutoff eta-cutoff bad-words-ids suppress-tokens eos-token-id num-beams length-penalty early-stopping num-return-sequences generation-config"
-    " cache-implementation no-use-cache continuous-batching continuous-batch-max-requests output-json"
+    " cache-implementation no-use-cache continuous-batching continuous-batch-max-requests output-json runtime"
     RUN_OPTS HUB_OPTS,
     "model-path|hf-model" },
   { "transformer-train", NULL, N_("Transformer training"),
@@ -369,7 +372,7 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "Chat with a model that has a chat template, or a Hierarchos model",
     MODEL_OPTS "lora-adapter-path raw-prompt max-new-tokens=512 do-sample=true temperature=0.7 top-k=40"
     " top-p=0.9 min-p repetition-penalty=1.2 stop carry-chat-state chat-state-file"
-    " resume-chat-from-state-file cache-implementation no-use-cache" RUN_OPTS HUB_OPTS,
+    " resume-chat-from-state-file cache-implementation no-use-cache runtime" RUN_OPTS HUB_OPTS,
     "model-path|hf-model" },
   { "evaluate", "perplexity", N_("Evaluate"),
     "Perplexity of a model, or a model with an adapter, on your text",

@@ -44,11 +44,66 @@ hn_hier_sample (const HnHierSampling *s, float *logits, int V, const GArray *his
   return id < 0 ? (guint32) hn_argmax (logits, V) : (guint32) id;
 }
 
+/* ---- the runtime a job runs on ---- */
+
+gboolean
+hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  memset (x, 0, sizeof *x);
+  x->m = m;
+  const char *rt = hn_job_spec_lookup (spec, "runtime") ? hn_job_spec_get_string (spec, "runtime") : NULL;
+  if (rt && g_str_equal (rt, "cpu"))
+    {
+      if (hn_job_spec_is_set (spec, "device-index"))
+        hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
+      x->cpu = hn_hier_runner_new (m);
+      x->description = g_strdup ("CPU");
+      hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: CPU (pure C, --runtime cpu)");
+      return TRUE;
+    }
+  int device = (int) hn_job_spec_get_int (spec, "device-index");
+  g_autoptr (GError) local = NULL;
+  g_autoptr (HnVkContext) ctx = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
+  if (ctx)
+    x->vk = hn_hier_vk_runner_new (m, ctx, &local);
+  if (!x->vk)
+    {
+      g_set_error (error, HN_ERROR, local->code == HN_ERROR_UNSUPPORTED ? HN_ERROR_UNSUPPORTED : local->code,
+                   "Hierarchos Vulkan runtime: %s (--runtime cpu runs the CPU runtime)", local->message);
+      hn_hier_exec_clear (x);
+      return FALSE;
+    }
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
+  x->description = g_strdup_printf ("Vulkan (%s)", info->name);
+  hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: Vulkan on %s (device %d)", info->name, info->index);
+  return TRUE;
+}
+
+void
+hn_hier_exec_clear (HnHierExec *x)
+{
+  g_clear_pointer (&x->cpu, hn_hier_runner_free);
+  g_clear_pointer (&x->vk, hn_hier_vk_runner_free);
+  g_clear_pointer (&x->description, g_free);
+}
+
+gboolean
+hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens, gsize n, float *last, GError **error)
+{
+  if (x->vk)
+    return hn_hier_vk_runner_steps (x->vk, s, tokens, n, NULL, last, error);
+  for (gsize i = 0; i < n; i++)
+    if (!hn_hier_runner_step (x->cpu, s, tokens[i], i + 1 == n ? last : NULL, error))
+      return FALSE;
+  return TRUE;
+}
+
 typedef struct {
   HnJob *job;
   HnHierModel *m;
   HnTokenizer *tok;
-  HnHierRunner *runner;
+  HnHierExec *exec;
   HnHierState *state;
   HnHierSampling sampling;
   float *logits;
@@ -63,19 +118,19 @@ typedef struct {
 static gboolean
 feed (Chat *c, const GArray *ids, GError **error)
 {
+  if (!hn_job_check_cancelled (c->job, error))
+    return FALSE;
   for (guint i = 0; i < ids->len; i++)
     {
-      if (!hn_job_check_cancelled (c->job, error))
-        return FALSE;
       gint32 id = g_array_index (ids, int32_t, i);
       if (id < 0 || id >= c->m->V)
         {
           g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token %d is outside the model's vocabulary (%d)", id, c->m->V);
           return FALSE;
         }
-      if (!hn_hier_runner_step (c->runner, c->state, (guint32) id, c->logits, error))
-        return FALSE;
     }
+  if (ids->len && !hn_hier_exec_feed (c->exec, c->state, (const guint32 *) ids->data, ids->len, c->logits, error))
+    return FALSE;
   c->have_logits = ids->len > 0 || c->have_logits;
   return TRUE;
 }
@@ -122,7 +177,7 @@ reply (Chat *c, const char *input, GError **error)
         return -1;
       hn_job_emit_token (c->job, 0, (gint32) id, piece);
       g_string_append (out, piece);
-      if (!hn_hier_runner_step (c->runner, c->state, id, c->logits, error))
+      if (!hn_hier_exec_feed (c->exec, c->state, &id, 1, c->logits, error))
         return -1;
       gboolean stop = FALSE;
       for (int s = 0; c->stops && c->stops[s]; s++)
@@ -148,6 +203,8 @@ save_state (Chat *c, const char *path, GError **error)
   hn_job_log (c->job, HN_LOG_INFO, "state saved to %s (position %" G_GINT64_FORMAT ")", path, c->state->position);
   return TRUE;
 }
+
+static gboolean chat_loop (HnJob *job, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GError **error);
 
 gboolean
 hn_hier_chat_job_run (HnJob *job, GError **error)
@@ -182,10 +239,21 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
                    hn_tokenizer_get_vocab_size (tok), m->V);
       return FALSE;
     }
-  g_autoptr (HnHierRunner) runner = hn_hier_runner_new (m);
+  HnHierExec exec;
+  if (!hn_hier_exec_init (&exec, job, m, error))
+    return FALSE;
+  gboolean ok = chat_loop (job, m, tok, &exec, error);
+  hn_hier_exec_clear (&exec);
+  return ok;
+}
+
+static gboolean
+chat_loop (HnJob *job, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
   g_autoptr (HnHierState) state = hn_hier_state_new (m);
   g_autofree float *logits = g_new0 (float, m->V);
-  Chat c = { job, m, tok, runner, state };
+  Chat c = { job, m, tok, exec, state };
   hn_hier_sampling_defaults (&c.sampling);
   c.logits = logits;
   c.carry = hn_job_spec_get_bool (spec, "carry-chat-state");
@@ -238,9 +306,9 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
       if (strcmp (input, "/status") == 0)
         {
           hn_job_log (job, HN_LOG_INFO, "Hierarchos %s, contract %.12s, vocab %d, context %d; position %" G_GINT64_FORMAT
-                      ", ROSA %u tokens; carry-chat-state %s; state file %s", m->cfg.architecture_revision,
+                      ", ROSA %u tokens; carry-chat-state %s; state file %s; runtime %s", m->cfg.architecture_revision,
                       m->contract_sha256, m->V, m->C, state->position, state->rosa.tokens->len, c.carry ? "on" : "off",
-                      c.state_file ? c.state_file : "(none)");
+                      c.state_file ? c.state_file : "(none)", exec->description);
           hn_job_emit_turn_end (job, 0);
           continue;
         }
@@ -268,4 +336,161 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
         return FALSE;
     }
   return TRUE;
+}
+
+/* ---- generate ---- */
+
+static gboolean
+generate_prompts (HnJob *job, HnTokenizer *tok, GPtrArray *prompts, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *ids_text = hn_job_spec_get_string (spec, "input-ids");
+  if (ids_text)
+    {
+      GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_ptr_array_add (prompts, ids);
+      g_auto (GStrv) parts = g_strsplit (ids_text, ",", -1);
+      for (char **p = parts; *p; p++)
+        {
+          gint64 v;
+          if (!g_ascii_string_to_signed (g_strstrip (*p), 10, 0, G_MAXINT32, &v, NULL))
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--input-ids: '%s' is not a token id", *p);
+              return FALSE;
+            }
+          gint32 id = (gint32) v;
+          g_array_append_val (ids, id);
+        }
+    }
+  g_autoptr (GPtrArray) texts = g_ptr_array_new_with_free_func (g_free);
+  for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); p && *p; p++)
+    g_ptr_array_add (texts, g_strdup (*p));
+  const char *pf = hn_job_spec_get_string (spec, "prompt-file");
+  if (pf)
+    {
+      g_autofree char *content = NULL;
+      if (!g_file_get_contents (pf, &content, NULL, error))
+        return FALSE;
+      g_auto (GStrv) lines = g_strsplit (content, "\n", -1);
+      for (char **l = lines; *l; l++)
+        if (**l)
+          g_ptr_array_add (texts, g_strdup (*l));
+    }
+  for (guint i = 0; i < texts->len; i++)
+    {
+      GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_ptr_array_add (prompts, ids);
+      if (!hn_tokenizer_encode (tok, g_ptr_array_index (texts, i), -1, TRUE, ids, error))
+        return FALSE;
+    }
+  if (prompts->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "give --prompt, --prompt-file or --input-ids");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+generate_one (HnJob *job, HnHierExec *exec, HnTokenizer *tok, const HnHierSampling *smp, guint seq,
+              const GArray *prompt, gint64 max_new, guint64 seed, GError **error)
+{
+  HnHierModel *m = exec->m;
+  g_autoptr (HnHierState) state = hn_hier_state_new (m);
+  g_autofree float *logits = g_new (float, m->V);
+  if (prompt->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "prompt %u is empty", seq);
+      return FALSE;
+    }
+  for (guint i = 0; i < prompt->len; i++)
+    if (g_array_index (prompt, int32_t, i) >= m->V)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token %d is outside the model's vocabulary (%d)",
+                     g_array_index (prompt, int32_t, i), m->V);
+        return FALSE;
+      }
+  HnRng rng;
+  hn_rng_seed (&rng, seed ^ (0x9e3779b97f4a7c15ULL * (guint64) (seq + 1)));
+  gint64 t0 = g_get_monotonic_time ();
+  if (!hn_hier_exec_feed (exec, state, (const guint32 *) prompt->data, prompt->len, logits, error))
+    return FALSE;
+  gint64 t1 = g_get_monotonic_time ();
+  g_autoptr (HnTokenDecoder) dec = hn_token_decoder_new (tok, TRUE);
+  const char *stop = "max-new-tokens";
+  gint64 n = 0;
+  for (; n < max_new; n++)
+    {
+      if (!hn_job_check_cancelled (job, error))
+        return FALSE;
+      guint32 id = hn_hier_sample (smp, logits, m->V, state->history, &rng);
+      if (hn_tokenizer_is_eos (tok, (int32_t) id))
+        {
+          stop = "eos";
+          break;
+        }
+      g_autofree char *piece = hn_token_decoder_push (dec, (int32_t) id, error);
+      if (!piece)
+        return FALSE;
+      hn_job_emit_token (job, seq, (gint32) id, piece);
+      hn_job_emit_progress (job, HN_PROGRESS_TOKENS, n + 1, max_new, n + 1);
+      if (n + 1 < max_new && !hn_hier_exec_feed (exec, state, &id, 1, logits, error))
+        return FALSE;
+    }
+  g_autofree char *rest = hn_token_decoder_flush (dec);
+  if (rest && *rest)
+    hn_job_emit_token (job, seq, -1, rest);
+  hn_job_emit_token (job, seq, -1, "\n");
+  double secs = (double) (g_get_monotonic_time () - t1) / 1e6;
+  hn_job_log (job, HN_LOG_INFO, "prompt %u: %u prompt tokens (%.3f s), %" G_GINT64_FORMAT " generated in %.2f s "
+              "(%.1f tokens/s, %s runtime), stop: %s", seq, prompt->len, (double) (t1 - t0) / 1e6, n, secs,
+              (double) n / MAX (secs, 1e-9), exec->description, stop);
+  return TRUE;
+}
+
+gboolean
+hn_hier_generate_job_run (HnJob *job, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *dir = hn_job_spec_get_string (spec, "model-path");
+  /* What only Transformer generation implements fails closed here. */
+  const char *const unsupported[] = { "lora-adapter-path", "output-json", "continuous-batching", "generation-config",
+                                      "bad-words-ids", "suppress-tokens", "no-repeat-ngram-size", NULL };
+  for (int i = 0; unsupported[i]; i++)
+    if (hn_job_spec_lookup (spec, unsupported[i]) && hn_job_spec_is_set (spec, unsupported[i]))
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--%s is not supported for Hierarchos models", unsupported[i]);
+        return FALSE;
+      }
+  if (hn_job_spec_get_int (spec, "num-beams") > 1 || hn_job_spec_get_int (spec, "num-return-sequences") > 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "beam search and several return sequences are not "
+                   "supported for Hierarchos models");
+      return FALSE;
+    }
+  g_autoptr (HnHierModel) m = hn_hier_model_load (dir, error);
+  if (!m)
+    return FALSE;
+  const char *tp = hn_job_spec_get_string (spec, "tokenizer-path");
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tp ? tp : dir, error);
+  if (!tok)
+    return FALSE;
+  g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  if (!generate_prompts (job, tok, prompts, error))
+    return FALSE;
+  HnHierSampling smp;
+  hn_hier_sampling_defaults (&smp);
+  smp.temperature = hn_job_spec_get_bool (spec, "do-sample") ? hn_job_spec_get_double (spec, "temperature") : 0.0;
+  smp.top_k = (int) hn_job_spec_get_int (spec, "top-k");
+  smp.top_p = hn_job_spec_get_double (spec, "top-p");
+  smp.repetition_penalty = hn_job_spec_get_double (spec, "repetition-penalty");
+  HnHierExec exec;
+  if (!hn_hier_exec_init (&exec, job, m, error))
+    return FALSE;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < prompts->len; i++)
+    ok = generate_one (job, &exec, tok, &smp, i, g_ptr_array_index (prompts, i), hn_job_spec_get_int (spec, "max-new-tokens"),
+                       (guint64) hn_job_spec_get_int (spec, "seed"), error);
+  hn_hier_exec_clear (&exec);
+  return ok;
 }

@@ -229,8 +229,12 @@ run_training (HnJob *job, gboolean finetune, GError **error)
                    hn_job_spec_get_string (spec, "precision"));
       return FALSE;
     }
+  /* The Vulkan runtime covers the forward (generate, chat); the training
+   * chunk's backward exists only on the CPU tape so far. Say so on every run. */
+  hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: CPU (the tape's forward and backward; the Vulkan "
+              "training backward is not implemented yet, so the GPU is not used for training)");
   if (hn_job_spec_is_set (spec, "device-index"))
-    hn_job_log (job, HN_LOG_WARNING, "Hierarchos trains on the CPU in this build; --device-index is ignored");
+    hn_job_log (job, HN_LOG_WARNING, "--device-index is ignored: Hierarchos trains on the CPU");
 
   if (resume)
     {

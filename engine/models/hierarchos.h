@@ -216,6 +216,22 @@ gboolean hn_hier_vk_runner_upload_params (HnHierVkRunner *r, GError **error);
 gboolean hn_hier_vk_runner_steps (HnHierVkRunner *r, HnHierState *state, const guint32 *tokens, gsize n,
                                   float *logits, float *last, GError **error);
 
+/* The runtime a job runs on: the Vulkan runner on the chosen device
+ * (--device-index, else the default device), or the CPU runner with
+ * --runtime cpu. Never falls back silently: the job log says which runs,
+ * and a missing Vulkan device is an error that names --runtime cpu. */
+typedef struct {
+  HnHierModel *m;
+  HnHierRunner *cpu;
+  HnHierVkRunner *vk;
+  char *description; /* "Vulkan (NAME)" or "CPU" */
+} HnHierExec;
+gboolean hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error);
+void hn_hier_exec_clear (HnHierExec *x);
+/* Feeds n tokens; the last token's logits [V] go to `last` (may be NULL). */
+gboolean hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens, gsize n, float *last,
+                            GError **error);
+
 /* ---- Chat state files (hierarchos-state.c) ----------------------------- */
 
 #define HN_HIER_STATE_KIND "hierarchos_runtime_state_interchange"
@@ -281,6 +297,9 @@ gboolean hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *fin
 gboolean hn_hier_train_job_run (HnJob *job, GError **error);
 gboolean hn_hier_finetune_job_run (HnJob *job, GError **error);
 gboolean hn_hier_chat_job_run (HnJob *job, GError **error);
+/* `generate` with a Hierarchos model folder: continues each prompt from a
+ * fresh state (transformer-generate hands Hierarchos folders over). */
+gboolean hn_hier_generate_job_run (HnJob *job, GError **error);
 /* TRUE when `dir` holds a Hierarchos config.json (model_type "hierarchos"). */
 gboolean hn_hier_is_model_dir (const char *dir);
 

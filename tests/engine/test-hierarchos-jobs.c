@@ -60,6 +60,15 @@ events_clear (Events *e)
 }
 
 static gboolean
+logs_contain (const Events *e, const char *what)
+{
+  for (guint i = 0; i < e->logs->len; i++)
+    if (strstr (e->logs->pdata[i], what))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
 run_job (const char *const *argv, const char *const *inputs, Events *e, GError **error)
 {
   g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) g_strv_length ((char **) argv), argv, error);
@@ -128,6 +137,7 @@ test_init_train_chat (void)
   g_assert_true (run_job (train, NULL, &e, &error));
   g_assert_no_error (error);
   g_assert_cmpint (e.metrics, ==, 3);
+  g_assert_true (logs_contain (&e, "Hierarchos training runtime: CPU"));
   g_assert_true (hn_hier_is_model_dir (out));
   g_autofree char *tj = g_build_filename (out, "tokenizer.json", NULL);
   g_assert_true (g_file_test (tj, G_FILE_TEST_EXISTS));
@@ -175,7 +185,27 @@ test_init_train_chat (void)
   g_assert_no_error (error);
   g_assert_cmpuint (e.replies->len, ==, 1);
   g_assert_cmpstr (e.replies->pdata[0], ==, reply_a);
+  g_assert_true (logs_contain (&e, "Hierarchos runtime: Vulkan"));
   events_clear (&e);
+
+  /* generate: the Vulkan runtime by default, the CPU runtime with --runtime
+   * cpu, each named in the log; greedy continuations are identical. */
+  char *gen_text[2] = { NULL, NULL };
+  for (int i = 0; i < 2; i++)
+    {
+      events_init (&e);
+      const char *const gen[] = { "generate", "--model-path", out, "--prompt", "First Citizen:", "--max-new-tokens", "16",
+                                  i ? "--runtime" : NULL, "cpu", NULL };
+      g_assert_true (run_job (gen, NULL, &e, &error));
+      g_assert_no_error (error);
+      g_assert_true (logs_contain (&e, i ? "Hierarchos runtime: CPU" : "Hierarchos runtime: Vulkan"));
+      g_assert_cmpuint (strlen (e.cur->str), >, 1);
+      gen_text[i] = g_strdup (e.cur->str);
+      events_clear (&e);
+    }
+  g_assert_cmpstr (gen_text[0], ==, gen_text[1]);
+  g_free (gen_text[0]);
+  g_free (gen_text[1]);
 
   /* A state from a model with another contract is refused. */
   g_autofree char *other = g_build_filename (tmp, "other", NULL);
