@@ -133,7 +133,7 @@ static const HnArchInfo archs[] = {
       HN_QUIRK_LM_HEAD_BIAS,
     "gelu", ENC, "modernbert" },
   /* encoder-decoders (models/seq2seq.c) */
-  { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S, "t5" },
+  { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
   { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
   { "umt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE | HN_QUIRK_REL_BIAS_PER_LAYER,
     "gelu_new", S2S, "umt5" },

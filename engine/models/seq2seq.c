@@ -12,38 +12,10 @@
  * allocated when the session is made. */
 #include "hn-error.h"
 #include "models/encdec-private.h"
-#include "models/seq2seq.h"
+#include "models/seq2seq-private.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef struct {
-  HnTensor *n1_w, *n1_b, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;         /* self-attention */
-  HnTensor *n2_w, *n2_b, *cq, *cbq, *ck, *cbk, *cv, *cbv, *co, *cbo;     /* cross-attention (decoder) */
-  HnTensor *n3_w, *n3_b, *wg, *wi, *bi, *wd, *bd;                        /* MLP: wg gate (gated), wi up / fc1 */
-  float *rel;                                                            /* T5 bias [buckets, H] (host) or NULL */
-} S2SLayer;
-
-typedef struct {
-  int n_layer, H, F;
-  S2SLayer *l;
-  HnTensor *emb_ln_w, *emb_ln_b, *final_w, *final_b;
-} Stack;
-
-struct _HnSeq2Seq {
-  HnVkContext *ctx;
-  char *dir;
-  const HnArchInfo *arch;
-  GPtrArray *owned;
-  guint64 weight_bytes;
-  int vocab, C, D, n_pos, pos_offset, dec_start, buckets, max_distance;
-  gboolean t5, pre_norm, gated, bias_per_layer, tied;
-  HnActivation act;
-  float eps, alpha, embed_scale, lm_scale;
-  HnTensor *shared, *pos, *lm_head, *logits_bias; /* pos [n_pos, C]: learned or sinusoidal, shared by both stacks */
-  HnTensor *dec_pos;                              /* the decoder's own learned table (bart) */
-  Stack enc, dec;
-};
 
 const HnArchInfo *
 hn_seq2seq_get_arch (HnSeq2Seq *m)
@@ -198,6 +170,7 @@ resolve (HnSeq2Seq *m, const HnModelConfig *cfg, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: activation \"%s\" is not supported", cfg->path, act);
       return FALSE;
     }
+  m->pad = (int) cfg->pad_token_id;
   m->dec_start = (int) cfg->decoder_start_token_id;
   if (m->dec_start < 0 || m->dec_start >= m->vocab)
     return bad_config (cfg, "decoder_start_token_id", cfg->decoder_start_token_id, error);

@@ -41,4 +41,28 @@ HnGenerateResult *hn_seq2seq_generate (HnSeq2Seq *m, const HnGenerateOptions *op
                                        HnDecodeFunc decode, gpointer decode_data, HnTokenFunc on_token,
                                        gpointer token_data, GCancellable *cancellable, GError **error);
 
+/* ---- training (t5, mt5) */
+
+typedef struct _HnSeq2SeqTrainer HnSeq2SeqTrainer;
+
+/* torch.optim.AdamW settings of one step (step counts from 1). */
+typedef struct {
+  gint64 step;
+  double lr, beta1, beta2, eps, weight_decay;
+} HnSeq2SeqTrainStep;
+
+/* A trainer for B rows of S encoder and T decoder tokens; every weight (f32) trains, the relative
+ * position tables included. Other families fail with HN_ERROR_UNSUPPORTED. */
+HnSeq2SeqTrainer *hn_seq2seq_trainer_new (HnSeq2Seq *m, int B, int S, int T, GError **error);
+void hn_seq2seq_trainer_free (HnSeq2SeqTrainer *tr);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnSeq2SeqTrainer, hn_seq2seq_trainer_free)
+/* One forward, backward and AdamW update: src [B*S] encoder ids, labels [B*T] (-100: ignored; the
+ * decoder input is them shifted right after decoder_start_token_id). *loss is the loss before it. */
+gboolean hn_seq2seq_trainer_step (HnSeq2SeqTrainer *tr, const int32_t *src, const int32_t *labels,
+                                  const HnSeq2SeqTrainStep *opt, double *loss, GError **error);
+/* The trained relative_attention_bias table [buckets, heads] of the encoder's or decoder's first layer. */
+HnTensor *hn_seq2seq_trainer_get_bias_table (HnSeq2SeqTrainer *tr, gboolean decoder);
+/* Every device weight of the model in load order (the bias tables live on the host: see above). */
+HnTensor *const *hn_seq2seq_get_weights (HnSeq2Seq *m, guint *n);
+
 G_END_DECLS

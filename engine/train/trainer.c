@@ -165,8 +165,8 @@ check_kind (const char *model_dir, GError **error)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s: model_type \"%s\" is %s; transformer-train and transformer-finetune train decoder-only "
-                   "models (masked-LM training of bert-family encoders exists in the engine, HnEncoderTrainer, but "
-                   "not in this job yet)",
+                   "models (bert-family and t5/mt5 training exist in the engine, HnEncoderTrainer and "
+                   "HnSeq2SeqTrainer, but not in this job yet)",
                    cfg->path, arch->model_type, hn_arch_is_encoder (arch) ? "an encoder" : "an encoder-decoder");
       return FALSE;
     }
