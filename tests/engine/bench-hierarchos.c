@@ -1,0 +1,212 @@
+/* hn-bench-hierarchos: a fresh Hierarchos model of a given width on real
+ * text: CPU vs Vulkan forward agreement (max |logit diff|), forward and
+ * generation tokens/s on both runtimes, and the trainer's tokens/s. One
+ * JSON object per line on stdout. Not a test (the smoke test runs it tiny);
+ * build-aux/hier-device-check runs it at the default size (context 448).
+ *
+ *   hn-bench-hierarchos [--context-dim 448] [--tokens 256] [--gen 128]
+ *                       [--train-steps 2] [--batch 4] [--seq-len 128]
+ * Needs HN_SHARED_DIR (stories260K tokenizer, tinyshakespeare.txt). */
+#include "models/hierarchos.h"
+#include "hn-error.h"
+#include "io/tokenizer.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static double
+now_s (void)
+{
+  return (double) g_get_monotonic_time () / 1e6;
+}
+
+static void
+on_metric (const char *line, gpointer data)
+{
+  (void) data;
+  printf ("{\"bench\":\"hierarchos-train-step\",\"metric\":%s}\n", line);
+  fflush (stdout);
+}
+
+static void
+rm_rf (const char *path)
+{
+  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
+      const char *f;
+      while (d && (f = g_dir_read_name (d)))
+        {
+          g_autofree char *p = g_build_filename (path, f, NULL);
+          rm_rf (p);
+        }
+    }
+  g_remove (path);
+}
+
+static int
+fail (GError *error)
+{
+  fprintf (stderr, "hn-bench-hierarchos: %s\n", error->message);
+  g_error_free (error);
+  return 1;
+}
+
+int
+main (int argc, char **argv)
+{
+  gint ctx_dim = 448, n_tok = 256, n_gen = 128, train_steps = 2, batch = 4, seq_len = 128;
+  GOptionEntry entries[] = {
+    { "context-dim", 0, 0, G_OPTION_ARG_INT, &ctx_dim, "Model width (default 448)", "C" },
+    { "tokens", 0, 0, G_OPTION_ARG_INT, &n_tok, "Tokens of text for the forward comparison", "N" },
+    { "gen", 0, 0, G_OPTION_ARG_INT, &n_gen, "Generated tokens (greedy) per runtime", "N" },
+    { "train-steps", 0, 0, G_OPTION_ARG_INT, &train_steps, "Optimizer steps of the trainer (0: skip)", "N" },
+    { "batch", 0, 0, G_OPTION_ARG_INT, &batch, "Rows per step", "N" },
+    { "seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len, "Tokens per row (one chunk)", "N" },
+    { NULL },
+  };
+  GError *error = NULL;
+  g_autoptr (GOptionContext) oc = g_option_context_new (NULL);
+  g_option_context_add_main_entries (oc, entries, NULL);
+  if (!g_option_context_parse (oc, &argc, &argv, &error))
+    return fail (error);
+  const char *shared = g_getenv ("HN_SHARED_DIR");
+  if (!shared)
+    {
+      fprintf (stderr, "hn-bench-hierarchos: set HN_SHARED_DIR\n");
+      return 2;
+    }
+  g_autofree char *tp = g_build_filename (shared, "models", "stories260K", NULL);
+  g_autofree char *text_path = g_build_filename (shared, "datasets", "tinyshakespeare.txt", NULL);
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tp, &error);
+  if (!tok)
+    return fail (error);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents (text_path, &text, &len, &error))
+    return fail (error);
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  if (!hn_tokenizer_encode (tok, text, MIN (len, (gsize) 200000), TRUE, ids, &error))
+    return fail (error);
+  if (ids->len < (guint) MAX (n_tok, 1) + 1)
+    {
+      fprintf (stderr, "hn-bench-hierarchos: the text has only %u tokens\n", ids->len);
+      return 1;
+    }
+
+  HnHierConfig cfg;
+  hn_hier_config_init_defaults (&cfg, hn_tokenizer_get_vocab_size (tok), ctx_dim);
+  g_autoptr (HnHierModel) m = hn_hier_model_new (&cfg, &error);
+  hn_hier_config_clear (&cfg);
+  if (!m)
+    return fail (error);
+  hn_hier_model_init_weights (m, 1337);
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    return fail (error);
+  g_autoptr (HnHierVkRunner) vk = hn_hier_vk_runner_new (m, ctx, &error);
+  if (!vk)
+    return fail (error);
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
+  printf ("{\"bench\":\"hierarchos-model\",\"device\":\"%s\",\"context_dim\":%d,\"vocab\":%d,\"params\":%" G_GSIZE_FORMAT
+          ",\"h_steps\":%" G_GINT64_FORMAT ",\"l_steps\":%" G_GINT64_FORMAT "}\n",
+          info->name, m->C, m->V, m->n_params, m->cfg.max_h_steps, m->cfg.max_l_steps);
+
+  /* forward: CPU runtime token by token, Vulkan in chunks */
+  gsize V = (gsize) m->V, n = (gsize) n_tok;
+  const guint32 *toks = (const guint32 *) ids->data;
+  g_autofree float *want = g_new (float, n * V);
+  g_autofree float *got = g_new (float, n * V);
+  g_autoptr (HnHierRunner) cpu = hn_hier_runner_new (m);
+  g_autoptr (HnHierState) sc = hn_hier_state_new (m);
+  g_autoptr (HnHierState) sv = hn_hier_state_new (m);
+  double t0 = now_s ();
+  for (gsize t = 0; t < n; t++)
+    if (!hn_hier_runner_step (cpu, sc, toks[t], want + t * V, &error))
+      return fail (error);
+  double t_cpu = now_s () - t0;
+  /* a warm-up call creates the pipelines */
+  g_autoptr (HnHierState) warm = hn_hier_state_new (m);
+  if (!hn_hier_vk_runner_steps (vk, warm, toks, 4, NULL, NULL, &error))
+    return fail (error);
+  t0 = now_s ();
+  if (!hn_hier_vk_runner_steps (vk, sv, toks, n, got, NULL, &error))
+    return fail (error);
+  double t_vk = now_s () - t0;
+  double worst = 0, scale = 0;
+  for (gsize i = 0; i < n * V; i++)
+    {
+      worst = MAX (worst, fabs ((double) got[i] - want[i]));
+      scale = MAX (scale, fabs ((double) want[i]));
+    }
+  printf ("{\"bench\":\"hierarchos-forward\",\"tokens\":%d,\"max_abs_logit_diff\":%.3g,\"max_abs_logit\":%.3g,"
+          "\"cpu_tokens_per_s\":%.1f,\"vulkan_tokens_per_s\":%.1f}\n", n_tok, worst, scale, n / t_cpu, n / t_vk);
+  fflush (stdout);
+
+  /* generation: greedy, one token per call (as chat and generate run) */
+  g_autofree float *lg = g_new (float, V);
+  HnHierState *states[2] = { sc, sv };
+  double rate[2];
+  guint32 last_tok[2] = { 0, 0 };
+  gboolean same = TRUE;
+  g_autoptr (GArray) gen0 = g_array_new (FALSE, FALSE, sizeof (guint32));
+  for (int r = 0; r < 2; r++)
+    {
+      memcpy (lg, (r ? got : want) + (n - 1) * V, V * sizeof (float));
+      t0 = now_s ();
+      for (int i = 0; i < n_gen; i++)
+        {
+          guint32 id = 0;
+          for (gsize j = 1; j < V; j++)
+            if (lg[j] > lg[id])
+              id = (guint32) j;
+          if (r == 0)
+            g_array_append_val (gen0, id);
+          else if (g_array_index (gen0, guint32, i) != id)
+            same = FALSE;
+          last_tok[r] = id;
+          gboolean ok = r ? hn_hier_vk_runner_steps (vk, states[r], &id, 1, NULL, lg, &error)
+                          : hn_hier_runner_step (cpu, states[r], id, lg, &error);
+          if (!ok)
+            return fail (error);
+        }
+      rate[r] = n_gen / (now_s () - t0);
+    }
+  printf ("{\"bench\":\"hierarchos-generate\",\"new_tokens\":%d,\"cpu_tokens_per_s\":%.1f,\"vulkan_tokens_per_s\":%.1f,"
+          "\"greedy_tokens_identical\":%s}\n", n_gen, rate[0], rate[1], same ? "true" : "false");
+  fflush (stdout);
+  (void) last_tok;
+
+  /* the trainer (CPU tape: forward + backward + AdamW) */
+  if (train_steps > 0)
+    {
+      g_autofree char *tmp = g_dir_make_tmp ("hn-bench-hier-XXXXXX", &error);
+      if (!tmp)
+        return fail (error);
+      HnHierTrainOptions o;
+      hn_hier_train_options_defaults (&o);
+      o.out_dir = tmp;
+      o.tokens = toks;
+      o.n_tokens = ids->len;
+      o.batch_size = batch;
+      o.max_length = seq_len;
+      o.chunk_size = seq_len;
+      o.max_steps = train_steps;
+      o.epochs = 1;
+      o.quiet = TRUE;
+      o.on_metric = on_metric;
+      double loss = 0;
+      t0 = now_s ();
+      gboolean ok = hn_hier_train (m, &o, &loss, &error);
+      double secs = now_s () - t0;
+      rm_rf (tmp);
+      if (!ok)
+        return fail (error);
+      printf ("{\"bench\":\"hierarchos-train\",\"runtime\":\"cpu\",\"threads\":%u,\"steps\":%d,\"batch\":%d,\"seq_len\":%d,"
+              "\"tokens_per_s\":%.1f,\"seconds\":%.2f,\"loss\":%.4f}\n", MIN (g_get_num_processors (), 16u), train_steps,
+              batch, seq_len, (double) train_steps * batch * seq_len / secs, secs, loss);
+    }
+  return worst < 1e-4 && same ? 0 : 3;
+}
