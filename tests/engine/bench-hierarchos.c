@@ -10,8 +10,8 @@
 #include "models/hierarchos.h"
 #include "hn-error.h"
 #include "io/tokenizer.h"
+#include "train/checkpoint.h"
 
-#include <glib/gstdio.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,22 +28,6 @@ on_metric (const char *line, gpointer data)
   (void) data;
   printf ("{\"bench\":\"hierarchos-train-step\",\"metric\":%s}\n", line);
   fflush (stdout);
-}
-
-static void
-rm_rf (const char *path)
-{
-  if (g_file_test (path, G_FILE_TEST_IS_DIR))
-    {
-      g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
-      const char *f;
-      while (d && (f = g_dir_read_name (d)))
-        {
-          g_autofree char *p = g_build_filename (path, f, NULL);
-          rm_rf (p);
-        }
-    }
-  g_remove (path);
 }
 
 static int
@@ -201,7 +185,7 @@ main (int argc, char **argv)
       t0 = now_s ();
       gboolean ok = hn_hier_train (m, &o, &loss, &error);
       double secs = now_s () - t0;
-      rm_rf (tmp);
+      hn_checkpoint_remove_tree (tmp);
       if (!ok)
         return fail (error);
       printf ("{\"bench\":\"hierarchos-train\",\"runtime\":\"cpu\",\"threads\":%u,\"steps\":%d,\"batch\":%d,\"seq_len\":%d,"
