@@ -31,8 +31,17 @@ hn_application_activate (GApplication *app)
   gtk_window_present (win);
 }
 
+static gboolean
+any_window_running (GApplication *app)
+{
+  for (GList *l = gtk_application_get_windows (GTK_APPLICATION (app)); l; l = l->next)
+    if (HN_IS_WINDOW (l->data) && hn_window_has_running_jobs (l->data))
+      return TRUE;
+  return FALSE;
+}
+
 static void
-quit_action (GSimpleAction *action, GVariant *param, gpointer app)
+quit_now (GApplication *app)
 {
   /* closing a window removes it from the application's list: walk a copy */
   g_autoptr (GList) windows = g_list_copy (gtk_application_get_windows (GTK_APPLICATION (app)));
@@ -42,7 +51,50 @@ quit_action (GSimpleAction *action, GVariant *param, gpointer app)
         hn_window_set_quitting (l->data);
       gtk_window_close (l->data); /* saves window state; pages stop their jobs on dispose */
     }
-  g_application_quit (G_APPLICATION (app));
+  g_application_quit (app);
+}
+
+static gboolean
+quit_when_saved (gpointer app)
+{
+  if (any_window_running (app))
+    return G_SOURCE_CONTINUE;
+  quit_now (app);
+  g_application_release (app);
+  return G_SOURCE_REMOVE;
+}
+
+/* Quit saves first: running training writes a checkpoint after its current
+ * step (resumable from the Jobs page), then the app goes. Quit again while
+ * it saves to leave at once. */
+static void
+quit_action (GSimpleAction *action, GVariant *param, gpointer app)
+{
+  static guint waiting;
+  if (waiting || !any_window_running (app))
+    {
+      if (waiting)
+        g_source_remove (waiting), g_application_release (app);
+      waiting = 0;
+      quit_now (app);
+      return;
+    }
+  for (GList *l = gtk_application_get_windows (GTK_APPLICATION (app)); l; l = l->next)
+    if (HN_IS_WINDOW (l->data))
+      {
+        hn_window_save_and_stop_jobs (l->data);
+        hn_window_toast (l->data, _("Saving a checkpoint, then quitting…"));
+      }
+  g_application_hold (app);
+  waiting = g_timeout_add (100, quit_when_saved, app);
+}
+
+static void
+show_window_action (GSimpleAction *action, GVariant *param, gpointer app)
+{
+  GtkWindow *win = gtk_application_get_active_window (GTK_APPLICATION (app));
+  if (win)
+    gtk_window_present (win);
 }
 
 static void
@@ -106,6 +158,7 @@ hn_application_startup (GApplication *app)
   hn_job_register_builtin_kinds ();
   static const GActionEntry actions[] = {
     { "quit", quit_action, NULL, NULL, NULL, { 0 } },
+    { "show-window", show_window_action, NULL, NULL, NULL, { 0 } },
     { "about", about_action, NULL, NULL, NULL, { 0 } },
     { "preferences", preferences_action, NULL, NULL, NULL, { 0 } },
   };

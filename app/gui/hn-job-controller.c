@@ -85,16 +85,22 @@ drain (gpointer data)
           if (e->type == HN_JOB_EVENT_PROGRESS)
             hn_job_record_update (self->record, e->progress.step, e->progress.total, NAN);
           else if (e->type == HN_JOB_EVENT_METRIC)
-            hn_job_record_update (self->record, e->metric.step, -1, e->metric.loss);
+            {
+              hn_job_record_update (self->record, e->metric.step, -1, e->metric.loss);
+              hn_job_record_add_point (self->record, e->metric.step, e->metric.loss, e->metric.eval_loss);
+            }
         }
       g_signal_emit (self, signals[EVENT], 0, e);
       if (e->type == HN_JOB_EVENT_DONE)
         {
           if (self->record)
-            hn_job_record_finish (self->record,
-                                  e->done.ok ? HN_JOB_RECORD_SUCCEEDED
-                                  : e->done.cancelled ? HN_JOB_RECORD_CANCELLED : HN_JOB_RECORD_FAILED,
-                                  e->done.error_message, e->done.output_path, e->time_s);
+            {
+              hn_job_record_set_resume_from (self->record, e->done.resume_from);
+              hn_job_record_finish (self->record,
+                                    e->done.ok ? (e->done.resume_from ? HN_JOB_RECORD_STOPPED : HN_JOB_RECORD_SUCCEEDED)
+                                    : e->done.cancelled ? HN_JOB_RECORD_CANCELLED : HN_JOB_RECORD_FAILED,
+                                    e->done.error_message, e->done.output_path, e->time_s);
+            }
           notify_finished (self, e);
           set_running (self, FALSE);
           g_signal_emit (self, signals[FINISHED], 0, e->done.ok, e->done.error_message, e->done.output_path);
@@ -174,6 +180,18 @@ hn_job_controller_stop (HnJobController *self)
       hn_job_close_input (self->job);
       hn_job_cancel (self->job);
     }
+}
+
+void
+hn_job_controller_save_and_stop (HnJobController *self)
+{
+  g_return_if_fail (HN_IS_JOB_CONTROLLER (self));
+  if (!self->job || !self->running)
+    return;
+  if (hn_job_kind_can_save_and_stop (hn_job_spec_get_kind (hn_job_get_spec (self->job))))
+    hn_job_request_save_and_stop (self->job);
+  else
+    hn_job_controller_stop (self);
 }
 
 gboolean

@@ -19,7 +19,11 @@ HnJobController *hn_job_controller_new (void);
 /* Starts a job for `spec`; fails (nothing started) when the spec is not
  * valid or a job is already running. */
 gboolean hn_job_controller_start (HnJobController *self, HnJobSpec *spec, GError **error);
+/* Cancel: the job ends without saving (the last checkpoint stays). */
 void hn_job_controller_stop (HnJobController *self);
+/* "Stop and save": a training job writes a checkpoint of the step reached
+ * and ends resumable; other jobs are cancelled. */
+void hn_job_controller_save_and_stop (HnJobController *self);
 gboolean hn_job_controller_get_running (HnJobController *self);
 /* The running (or last) job, or NULL. */
 HnJob *hn_job_controller_get_job (HnJobController *self);

@@ -17,6 +17,8 @@ struct _HnJobRecord
   char *output_path;
   gint64 step, total;
   double loss;
+  char *resume_from;
+  GArray *points; /* HnJobRecordPoint */
 };
 
 enum { PROP_0, PROP_SUMMARY, PROP_STATE, N_PROPS };
@@ -32,6 +34,8 @@ hn_job_record_finalize (GObject *object)
   g_free (self->command_line);
   g_free (self->summary);
   g_free (self->output_path);
+  g_free (self->resume_from);
+  g_array_unref (self->points);
   G_OBJECT_CLASS (hn_job_record_parent_class)->finalize (object);
 }
 
@@ -54,7 +58,7 @@ hn_job_record_class_init (HnJobRecordClass *klass)
   object_class->finalize = hn_job_record_finalize;
   object_class->get_property = hn_job_record_get_property;
   properties[PROP_SUMMARY] = g_param_spec_string ("summary", NULL, NULL, NULL, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
-  properties[PROP_STATE] = g_param_spec_int ("state", NULL, NULL, 0, 3, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  properties[PROP_STATE] = g_param_spec_int ("state", NULL, NULL, 0, HN_JOB_RECORD_STOPPED, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, properties);
 }
 
@@ -63,6 +67,7 @@ hn_job_record_init (HnJobRecord *self)
 {
   self->loss = NAN;
   self->total = -1;
+  self->points = g_array_new (FALSE, FALSE, sizeof (HnJobRecordPoint));
 }
 
 char *
@@ -86,7 +91,61 @@ hn_job_record_list (void)
   return store;
 }
 
-static const char *const state_names[] = { "running", "succeeded", "failed", "cancelled" };
+static const char *const state_names[] = { "running", "succeeded", "failed", "cancelled", "stopped" };
+
+/* The curve in the history file: at most this many points (every k-th kept,
+ * the last always), so a long run does not make the file huge. */
+#define HISTORY_MAX_POINTS 1000
+
+static void
+write_points (JsonBuilder *b, GArray *points)
+{
+  if (points->len == 0)
+    return;
+  guint every = (points->len + HISTORY_MAX_POINTS - 1) / HISTORY_MAX_POINTS;
+  json_builder_set_member_name (b, "curve");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < points->len; i++)
+    {
+      if (i % every != 0 && i + 1 != points->len)
+        continue;
+      const HnJobRecordPoint *p = &g_array_index (points, HnJobRecordPoint, i);
+      json_builder_begin_array (b); /* [step, loss, eval_loss or null] */
+      json_builder_add_int_value (b, p->step);
+      if (isfinite (p->loss))
+        json_builder_add_double_value (b, p->loss);
+      else
+        json_builder_add_null_value (b);
+      if (isfinite (p->eval_loss))
+        json_builder_add_double_value (b, p->eval_loss);
+      else
+        json_builder_add_null_value (b);
+      json_builder_end_array (b);
+    }
+  json_builder_end_array (b);
+}
+
+static void
+read_points (JsonObject *o, GArray *points)
+{
+  JsonNode *n = json_object_get_member (o, "curve");
+  if (!n || !JSON_NODE_HOLDS_ARRAY (n))
+    return;
+  JsonArray *a = json_node_get_array (n);
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      JsonNode *e = json_array_get_element (a, i);
+      if (!JSON_NODE_HOLDS_ARRAY (e) || json_array_get_length (json_node_get_array (e)) != 3)
+        continue; /* a damaged point: skip it, keep the curve */
+      JsonArray *t = json_node_get_array (e);
+      HnJobRecordPoint p = { json_array_get_int_element (t, 0), NAN, NAN };
+      if (!json_array_get_null_element (t, 1))
+        p.loss = json_array_get_double_element (t, 1);
+      if (!json_array_get_null_element (t, 2))
+        p.eval_loss = json_array_get_double_element (t, 2);
+      g_array_append_val (points, p);
+    }
+}
 
 gboolean
 hn_job_history_save (GListModel *records, const char *path, GError **error)
@@ -127,6 +186,12 @@ hn_job_history_save (GListModel *records, const char *path, GError **error)
           json_builder_set_member_name (b, "steps");
           json_builder_add_int_value (b, r->step);
         }
+      if (r->resume_from)
+        {
+          json_builder_set_member_name (b, "resume_from");
+          json_builder_add_string_value (b, r->resume_from);
+        }
+      write_points (b, r->points);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -192,6 +257,8 @@ hn_job_history_load (GListStore *store, const char *path, GError **error)
       g_free (r->summary);
       r->summary = g_strdup (summary);
       r->output_path = g_strdup (member_string (o, "output_path"));
+      r->resume_from = g_strdup (member_string (o, "resume_from"));
+      read_points (o, r->points);
       JsonNode *loss = json_object_get_member (o, "final_loss");
       if (loss && JSON_NODE_HOLDS_VALUE (loss) && json_node_get_value_type (loss) == G_TYPE_DOUBLE)
         r->loss = json_node_get_double (loss);
@@ -221,6 +288,23 @@ const char *hn_job_record_get_command_line (HnJobRecord *self) { return self->co
 HnJobRecordState hn_job_record_get_state (HnJobRecord *self) { return self->state; }
 const char *hn_job_record_get_summary (HnJobRecord *self) { return self->summary; }
 const char *hn_job_record_get_output_path (HnJobRecord *self) { return self->output_path; }
+
+const char *hn_job_record_get_resume_from (HnJobRecord *self) { return self->resume_from; }
+GArray *hn_job_record_get_points (HnJobRecord *self) { return self->points; }
+
+void
+hn_job_record_set_resume_from (HnJobRecord *self, const char *dir)
+{
+  g_free (self->resume_from);
+  self->resume_from = g_strdup (dir);
+}
+
+void
+hn_job_record_add_point (HnJobRecord *self, gint64 step, double loss, double eval_loss)
+{
+  HnJobRecordPoint p = { step, loss, eval_loss };
+  g_array_append_val (self->points, p);
+}
 
 static void
 set_summary (HnJobRecord *self, char *summary)
@@ -266,7 +350,10 @@ hn_job_record_finish (HnJobRecord *self, HnJobRecordState state, const char *mes
         g_string_append_printf (s, _("Finished in %.0f s"), elapsed_s);
       break;
     case HN_JOB_RECORD_CANCELLED:
-      g_string_append (s, _("Stopped"));
+      g_string_append (s, _("Cancelled"));
+      break;
+    case HN_JOB_RECORD_STOPPED:
+      g_string_append_printf (s, _("Stopped and saved at step %lld (resumable)"), (long long) self->step);
       break;
     case HN_JOB_RECORD_FAILED:
       g_string_append_printf (s, _("Failed: %s"), message ? message : _("unknown error"));
@@ -276,8 +363,10 @@ hn_job_record_finish (HnJobRecord *self, HnJobRecordState state, const char *mes
     }
   if (state != HN_JOB_RECORD_FAILED && isfinite (self->loss))
     g_string_append_printf (s, _(" · final loss %.4f"), self->loss);
-  if (output_path)
+  if (output_path && state != HN_JOB_RECORD_STOPPED)
     g_string_append_printf (s, " · %s", output_path);
+  else if (self->resume_from)
+    g_string_append_printf (s, " · %s", self->resume_from);
   set_summary (self, g_string_free (s, FALSE));
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_STATE]);
   g_autofree char *path = hn_job_history_path ();

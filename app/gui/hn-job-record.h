@@ -13,6 +13,7 @@ typedef enum {
   HN_JOB_RECORD_SUCCEEDED,
   HN_JOB_RECORD_FAILED,
   HN_JOB_RECORD_CANCELLED,
+  HN_JOB_RECORD_STOPPED,   /* "Stop and save": resumable from hn_job_record_get_resume_from */
 } HnJobRecordState;
 
 HnJobRecord *hn_job_record_new (const char *title, const char *command_line);
@@ -39,6 +40,18 @@ gboolean hn_job_history_load (GListStore *store, const char *path, GError **erro
 double hn_job_record_get_final_loss (HnJobRecord *self);
 
 void hn_job_record_update (HnJobRecord *self, gint64 step, gint64 total, double loss);
+/* The checkpoint a stopped run resumes from (set before hn_job_record_finish), or NULL. */
+void hn_job_record_set_resume_from (HnJobRecord *self, const char *dir);
+const char *hn_job_record_get_resume_from (HnJobRecord *self);
+/* The run's loss curve, kept in the history so runs can be compared:
+ * one point per metric event (eval_loss NAN where there was none). */
+typedef struct {
+  gint64 step;
+  double loss, eval_loss;
+} HnJobRecordPoint;
+void hn_job_record_add_point (HnJobRecord *self, gint64 step, double loss, double eval_loss);
+/* HnJobRecordPoint, in step order (never NULL). */
+GArray *hn_job_record_get_points (HnJobRecord *self);
 void hn_job_record_finish (HnJobRecord *self, HnJobRecordState state, const char *message,
                            const char *output_path, double elapsed_s);
 

@@ -17,6 +17,7 @@ struct _HnLossChart
 {
   GtkWidget parent_instance;
   GArray *points;      /* Point, in arrival order (steps increase) */
+  GPtrArray *series;   /* Series*: other runs overlaid for comparison */
   gboolean log_scale;
   double smoothing;
   double hover_x;      /* widget x of the pointer, or -1 */
@@ -32,23 +33,50 @@ G_DEFINE_FINAL_TYPE (HnLossChart, hn_loss_chart, GTK_TYPE_WIDGET)
 #define M_TOP 18.0
 #define M_BOTTOM 40.0
 
+typedef struct {
+  char *label;
+  GArray *points; /* Point (lr NAN) */
+} Series;
+
 static void
-recompute_smoothing (HnLossChart *self)
+series_free (gpointer data)
+{
+  Series *s = data;
+  g_free (s->label);
+  g_array_unref (s->points);
+  g_free (s);
+}
+
+/* Overlaid runs: distinct from the live run's blue, orange LR and green eval. */
+static const double series_colors[][3] = {
+  { 0.75, 0.11, 0.16 }, { 0.51, 0.24, 0.68 }, { 0.10, 0.55, 0.58 }, { 0.60, 0.45, 0.10 }, { 0.35, 0.35, 0.35 },
+};
+
+static void
+smooth_points (GArray *points, double smoothing)
 {
   /* debiased EMA, as TensorBoard does, so the start is not pulled to 0 */
   double ema = 0.0, weight = 0.0;
-  for (guint i = 0; i < self->points->len; i++)
+  for (guint i = 0; i < points->len; i++)
     {
-      Point *p = &g_array_index (self->points, Point, i);
+      Point *p = &g_array_index (points, Point, i);
       if (!isfinite (p->loss))
         {
           p->smoothed = NAN;
           continue;
         }
-      ema = self->smoothing * ema + (1.0 - self->smoothing) * p->loss;
-      weight = self->smoothing * weight + (1.0 - self->smoothing);
+      ema = smoothing * ema + (1.0 - smoothing) * p->loss;
+      weight = smoothing * weight + (1.0 - smoothing);
       p->smoothed = ema / weight;
     }
+}
+
+static void
+recompute_smoothing (HnLossChart *self)
+{
+  for (guint i = 0; i < self->series->len; i++)
+    smooth_points (((Series *) self->series->pdata[i])->points, self->smoothing);
+  smooth_points (self->points, self->smoothing);
 }
 
 static void
@@ -74,6 +102,38 @@ hn_loss_chart_clear (HnLossChart *self)
   update_accessible (self);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_POINTS]);
   gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+void
+hn_loss_chart_add_series (HnLossChart *self, const char *label, const gint64 *steps, const double *losses,
+                          const double *eval_losses, guint n)
+{
+  g_return_if_fail (HN_IS_LOSS_CHART (self));
+  Series *sr = g_new0 (Series, 1);
+  sr->label = g_strdup (label);
+  sr->points = g_array_sized_new (FALSE, FALSE, sizeof (Point), n);
+  for (guint i = 0; i < n; i++)
+    {
+      Point p = { steps[i], losses[i], NAN, eval_losses ? eval_losses[i] : NAN, NAN };
+      g_array_append_val (sr->points, p);
+    }
+  smooth_points (sr->points, self->smoothing);
+  g_ptr_array_add (self->series, sr);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+void
+hn_loss_chart_clear_series (HnLossChart *self)
+{
+  g_return_if_fail (HN_IS_LOSS_CHART (self));
+  g_ptr_array_set_size (self->series, 0);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+guint
+hn_loss_chart_get_n_series (HnLossChart *self)
+{
+  return self->series->len;
 }
 
 void
@@ -238,6 +298,23 @@ compute_frame (HnLossChart *self, int width, int height, Frame *f)
           f->r_max = MAX (f->r_max, p->lr);
         }
     }
+  for (guint k = 0; k < self->series->len; k++)
+    {
+      GArray *pts = ((Series *) self->series->pdata[k])->points;
+      for (guint i = 0; i < pts->len; i++)
+        {
+          const Point *p = &g_array_index (pts, Point, i);
+          f->s_min = MIN (f->s_min, (double) p->step);
+          f->s_max = MAX (f->s_max, (double) p->step);
+          double vals[2] = { p->loss, p->eval_loss };
+          for (int j = 0; j < 2; j++)
+            if (isfinite (vals[j]) && (!self->log_scale || vals[j] > 0))
+              {
+                f->l_min = MIN (f->l_min, ytrans (self, vals[j]));
+                f->l_max = MAX (f->l_max, ytrans (self, vals[j]));
+              }
+        }
+    }
   if (f->l_min > f->l_max)
     f->l_min = 0, f->l_max = 1;
   double pad = (f->l_max - f->l_min) * 0.06;
@@ -294,6 +371,49 @@ hovered_point (HnLossChart *self, const Frame *f)
   return best;
 }
 
+/* The overlaid runs: each its smoothed loss as a line, its eval loss as
+ * dots, one colour per run, named in a legend at the top left. */
+static void
+draw_series (HnLossChart *self, cairo_t *cr, PangoLayout *layout, const Frame *f)
+{
+  for (guint k = 0; k < self->series->len; k++)
+    {
+      Series *sr = self->series->pdata[k];
+      const double *c = series_colors[k % G_N_ELEMENTS (series_colors)];
+      cairo_save (cr);
+      cairo_rectangle (cr, f->x0, f->y0, f->x1 - f->x0, f->y1 - f->y0);
+      cairo_clip (cr);
+      cairo_set_source_rgba (cr, c[0], c[1], c[2], 1.0);
+      cairo_set_line_width (cr, 2.0);
+      gboolean started = FALSE;
+      for (guint i = 0; i < sr->points->len; i++)
+        {
+          const Point *p = &g_array_index (sr->points, Point, i);
+          if (!isfinite (p->smoothed) || (self->log_scale && p->smoothed <= 0))
+            continue;
+          double x = px_x (f, (double) p->step), y = px_y (f, ytrans (self, p->smoothed));
+          started ? cairo_line_to (cr, x, y) : cairo_move_to (cr, x, y);
+          started = TRUE;
+        }
+      cairo_stroke (cr);
+      for (guint i = 0; i < sr->points->len; i++)
+        {
+          const Point *p = &g_array_index (sr->points, Point, i);
+          if (!isfinite (p->eval_loss) || (self->log_scale && p->eval_loss <= 0))
+            continue;
+          cairo_rectangle (cr, px_x (f, (double) p->step) - 3, px_y (f, ytrans (self, p->eval_loss)) - 3, 6, 6);
+          cairo_fill (cr);
+        }
+      cairo_restore (cr);
+      /* legend entry */
+      double ly = f->y0 + 8 + 16 * k;
+      cairo_set_source_rgba (cr, c[0], c[1], c[2], 1.0);
+      cairo_rectangle (cr, f->x0 + 10, ly + 4, 14, 4);
+      cairo_fill (cr);
+      draw_text (cr, layout, sr->label, f->x0 + 30, ly + 6, 0.0, 0.5);
+    }
+}
+
 static void
 draw_chart (HnLossChart *self, cairo_t *cr, int width, int height, GdkRGBA fg)
 {
@@ -340,8 +460,14 @@ draw_chart (HnLossChart *self, cairo_t *cr, int width, int height, GdkRGBA fg)
   draw_text (cr, layout, self->log_scale ? _("loss (log scale)") : _("loss"), 0, 0, 0.5, 0.5);
   cairo_restore (cr);
 
+  draw_series (self, cr, layout, &f);
   if (self->points->len == 0)
     {
+      if (self->series->len > 0)
+        {
+          g_object_unref (layout);
+          return;
+        }
       draw_text (cr, layout, _("The loss curve appears here when training starts"),
                  (f.x0 + f.x1) / 2, (f.y0 + f.y1) / 2, 0.5, 0.5);
       g_object_unref (layout);
@@ -572,6 +698,7 @@ hn_loss_chart_finalize (GObject *object)
 {
   HnLossChart *self = HN_LOSS_CHART (object);
   g_array_unref (self->points);
+  g_ptr_array_unref (self->series);
   G_OBJECT_CLASS (hn_loss_chart_parent_class)->finalize (object);
 }
 
@@ -625,6 +752,7 @@ static void
 hn_loss_chart_init (HnLossChart *self)
 {
   self->points = g_array_new (FALSE, FALSE, sizeof (Point));
+  self->series = g_ptr_array_new_with_free_func (series_free);
   self->smoothing = 0.9;
   self->hover_x = -1;
   GtkEventController *motion = gtk_event_controller_motion_new ();

@@ -15,6 +15,12 @@ void hn_loss_chart_clear (HnLossChart *self);
 /* Any of loss, lr, eval_loss may be NAN (not measured at this step). */
 void hn_loss_chart_add_point (HnLossChart *self, gint64 step, double loss, double lr, double eval_loss);
 guint hn_loss_chart_get_n_points (HnLossChart *self);
+/* Another run overlaid for comparison (its own colour, named in a legend):
+ * n points of steps and losses, eval_losses NAN where none (may be NULL). */
+void hn_loss_chart_add_series (HnLossChart *self, const char *label, const gint64 *steps, const double *losses,
+                               const double *eval_losses, guint n);
+void hn_loss_chart_clear_series (HnLossChart *self);
+guint hn_loss_chart_get_n_series (HnLossChart *self);
 void hn_loss_chart_set_log_scale (HnLossChart *self, gboolean log_scale);
 gboolean hn_loss_chart_get_log_scale (HnLossChart *self);
 /* Exponential moving average weight, 0 (none) .. 0.99 (TensorBoard-style, debiased). */

@@ -1,9 +1,12 @@
 #include "hn-train-page.h"
 #include "hn-command-view.h"
+#include "hn-data-preview.h"
 #include "hn-memory-row.h"
 #include "hn-option-group.h"
 #include "hn-page-util.h"
 #include "hn-progress-view.h"
+
+#include "hn-error.h"
 
 #include <glib/gi18n.h>
 #include <math.h>
@@ -30,6 +33,9 @@ struct _HnTrainPage
   GtkWidget *command;
   GtkWidget *reason;
   GtkWidget *memory;
+  GtkWidget *save_stop_button;
+  GtkWidget *preview, *preview_expander;
+  char *resume_from; /* the checkpoint of the last "Stop and save" */
 };
 
 enum { PROP_0, PROP_KIND, PROP_ALT_KIND, N_PROPS };
@@ -58,6 +64,7 @@ update_state (HnTrainPage *self)
   gtk_label_set_text (GTK_LABEL (self->reason), running ? "" : self->problem ? self->problem : "");
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.start", !running && !self->problem);
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.stop", running);
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.save-stop", running);
   gtk_widget_set_sensitive (self->mode_train, !running);
   gtk_widget_set_sensitive (self->mode_finetune, !running);
 }
@@ -77,6 +84,8 @@ bind_spec (HnTrainPage *self)
     hn_option_group_set_spec (HN_OPTION_GROUP (*g), spec);
   hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), spec);
   hn_memory_row_set_spec (HN_MEMORY_ROW (self->memory), spec);
+  hn_data_preview_set_spec (HN_DATA_PREVIEW (self->preview), spec);
+  gtk_widget_set_visible (self->preview_expander, gtk_widget_get_visible (self->preview));
   update_state (self);
 }
 
@@ -107,6 +116,11 @@ on_problems_changed (HnOptionGroup *group, HnTrainPage *self)
 static void
 on_event (HnJobController *c, const HnJobEvent *e, HnTrainPage *self)
 {
+  if (e->type == HN_JOB_EVENT_DONE)
+    {
+      g_free (self->resume_from);
+      self->resume_from = g_strdup (e->done.resume_from);
+    }
   if (e->type == HN_JOB_EVENT_METRIC && e->metric.step >= 0)
     hn_loss_chart_add_point (self->chart, e->metric.step, e->metric.loss, e->metric.lr, e->metric.eval_loss);
 }
@@ -124,7 +138,9 @@ on_finished (HnJobController *c, gboolean ok, const char *message, const char *o
   update_state (self);
   HnJob *job = hn_job_controller_get_job (c);
   g_autofree char *text = NULL;
-  if (ok)
+  if (ok && self->resume_from)
+    text = g_strdup_printf (_("Stopped and saved %s: resume it from the Jobs page"), self->resume_from);
+  else if (ok)
     text = output ? g_strdup_printf (_("Training finished: %s"), output) : g_strdup (_("Training finished"));
   else if (job && g_cancellable_is_cancelled (hn_job_get_cancellable (job)))
     text = g_strdup (_("Training stopped"));
@@ -150,7 +166,48 @@ start_action (GtkWidget *widget, const char *action, GVariant *param)
 static void
 stop_action (GtkWidget *widget, const char *action, GVariant *param)
 {
-  hn_job_controller_stop (HN_TRAIN_PAGE (widget)->controller);
+  if (g_str_equal (action, "page.save-stop"))
+    hn_job_controller_save_and_stop (HN_TRAIN_PAGE (widget)->controller);
+  else
+    hn_job_controller_stop (HN_TRAIN_PAGE (widget)->controller);
+}
+
+gboolean
+hn_train_page_resume (HnTrainPage *self, HnJobSpec *from, const char *checkpoint, GError **error)
+{
+  const char *kind = hn_job_spec_get_kind (from);
+  guint which = self->specs[1] && g_str_equal (kind, hn_job_spec_get_kind (self->specs[1])) ? 1 : 0;
+  if (!g_str_equal (kind, hn_job_spec_get_kind (self->specs[which])))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, _("This page does not run %s jobs"), kind);
+      return FALSE;
+    }
+  hn_train_page_set_alt_mode (self, which == 1);
+  HnJobSpec *spec = self->specs[which];
+  guint n = 0;
+  const HnOptionInfo *opts = hn_job_spec_get_options (spec, &n);
+  for (guint i = 0; i < n; i++)
+    {
+      const char *name = opts[i].name;
+      if (!hn_job_spec_is_set (from, name))
+        hn_job_spec_unset (spec, name);
+      else if (opts[i].type == HN_OPTION_STRINGV)
+        hn_job_spec_set_strv (spec, name, hn_job_spec_get_strv (from, name));
+      else
+        {
+          g_autofree char *v = hn_job_spec_value_to_string (from, name);
+          if (!hn_job_spec_set_from_string (spec, name, v, error))
+            return FALSE;
+        }
+    }
+  hn_job_spec_set_string (spec, "resume-from-checkpoint", checkpoint);
+  update_state (self);
+  if (self->problem)
+    {
+      g_set_error_literal (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, self->problem);
+      return FALSE;
+    }
+  return hn_job_controller_start (self->controller, spec, error);
 }
 
 static void
@@ -210,6 +267,7 @@ hn_train_page_constructed (GObject *object)
       g_signal_connect (self->specs[i], "changed", G_CALLBACK (on_spec_changed), self);
     }
   gtk_widget_set_visible (self->mode_group, self->specs[1] != NULL);
+  gtk_widget_set_visible (self->save_stop_button, hn_job_kind_can_save_and_stop (kinds[0]));
   hn_progress_view_set_controller (HN_PROGRESS_VIEW (self->progress), self->controller);
   bind_spec (self);
 }
@@ -236,6 +294,18 @@ const char *
 hn_train_page_get_command_text (HnTrainPage *self)
 {
   return hn_command_view_get_text (HN_COMMAND_VIEW (self->command));
+}
+
+void
+hn_train_page_set_preview_expanded (HnTrainPage *self, gboolean expanded)
+{
+  gtk_expander_set_expanded (GTK_EXPANDER (self->preview_expander), expanded);
+}
+
+GtkWidget *
+hn_train_page_get_data_preview (HnTrainPage *self)
+{
+  return self->preview;
 }
 
 GtkWidget *
@@ -276,6 +346,7 @@ hn_train_page_finalize (GObject *object)
   g_free (self->kind);
   g_free (self->alt_kind);
   g_free (self->problem);
+  g_free (self->resume_from);
   G_OBJECT_CLASS (hn_train_page_parent_class)->finalize (object);
 }
 
@@ -324,6 +395,7 @@ hn_train_page_class_init (HnTrainPageClass *klass)
   g_type_ensure (HN_TYPE_PROGRESS_VIEW);
   g_type_ensure (HN_TYPE_COMMAND_VIEW);
   g_type_ensure (HN_TYPE_MEMORY_ROW);
+  g_type_ensure (HN_TYPE_DATA_PREVIEW);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-train-page.ui");
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, mode_group);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, mode_train);
@@ -342,8 +414,12 @@ hn_train_page_class_init (HnTrainPageClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, command);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, reason);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, memory);
+  gtk_widget_class_bind_template_child (widget_class, HnTrainPage, save_stop_button);
+  gtk_widget_class_bind_template_child (widget_class, HnTrainPage, preview);
+  gtk_widget_class_bind_template_child (widget_class, HnTrainPage, preview_expander);
   gtk_widget_class_install_action (widget_class, "page.start", NULL, start_action);
   gtk_widget_class_install_action (widget_class, "page.stop", NULL, stop_action);
+  gtk_widget_class_install_action (widget_class, "page.save-stop", NULL, stop_action);
   gtk_widget_class_install_action (widget_class, "page.export-png", NULL, export_action);
   gtk_widget_class_install_action (widget_class, "page.export-csv", NULL, export_action);
 }

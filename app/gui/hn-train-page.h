@@ -24,6 +24,13 @@ const char *hn_train_page_get_command_text (HnTrainPage *self);
 const char *hn_train_page_get_start_problem (HnTrainPage *self);
 /* The memory estimate row (an HnMemoryRow). */
 GtkWidget *hn_train_page_get_memory_row (HnTrainPage *self);
+/* The data preview (an HnDataPreview, in the "Data preview" expander). */
+GtkWidget *hn_train_page_get_data_preview (HnTrainPage *self);
+void hn_train_page_set_preview_expanded (HnTrainPage *self, gboolean expanded);
+/* Starts `from`'s settings again from `checkpoint` (the Jobs page's Resume):
+ * picks the page mode of from's kind, copies its options, sets
+ * --resume-from-checkpoint and starts. */
+gboolean hn_train_page_resume (HnTrainPage *self, HnJobSpec *from, const char *checkpoint, GError **error);
 /* Switches to the alternative kind (TRUE) or back. */
 void hn_train_page_set_alt_mode (HnTrainPage *self, gboolean alt);
 

@@ -17,6 +17,16 @@ void hn_window_toast (HnWindow *self, const char *message);
 gboolean hn_window_get_banner_revealed (HnWindow *self);
 /* TRUE while a page runs a job (a chat waiting for input does not count). */
 gboolean hn_window_has_running_jobs (HnWindow *self);
+/* "Stop and save" on every page that runs a job (training saves a
+ * checkpoint; other jobs are cancelled): what Quit does first. */
+void hn_window_save_and_stop_jobs (HnWindow *self);
+/* The Jobs page: Resume a stopped run from its checkpoint on its page; open
+ * a finished fine-tune side by side with its base model; overlay runs. */
+typedef struct _HnJobRecord HnJobRecord;
+gboolean hn_window_resume_record (HnWindow *self, HnJobRecord *record, GError **error);
+gboolean hn_window_compare_record (HnWindow *self, HnJobRecord *record, GError **error);
+void hn_window_set_compared (HnWindow *self, HnJobRecord *record, gboolean compared);
+GtkWidget *hn_window_get_compare_chart (HnWindow *self);
 /* The next close really closes (the app's quit action). */
 void hn_window_set_quitting (HnWindow *self);
 /* Text for a bug report: versions, devices, the last error. */

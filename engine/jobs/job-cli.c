@@ -167,7 +167,10 @@ print_event (HnJob *job, const HnJobEvent *e, gpointer user_data)
     case HN_JOB_EVENT_DONE:
       end_progress_line (p);
       fflush (stdout);
-      if (e->done.ok && e->done.output_path)
+      if (e->done.ok && e->done.resume_from)
+        fprintf (stderr, "Stopped and saved %s (resume with --resume-from-checkpoint %s)\n", e->done.resume_from,
+                 e->done.resume_from);
+      else if (e->done.ok && e->done.output_path)
         fprintf (stderr, "Wrote %s\n", e->done.output_path);
       else if (e->done.cancelled)
         fprintf (stderr, "Cancelled.\n");
@@ -182,8 +185,16 @@ on_sigint (gpointer user_data)
 {
   HnJob *job = user_data;
   static int count;
-  if (++count > 1)
+  gboolean can_save = hn_job_kind_can_save_and_stop (hn_job_spec_get_kind (hn_job_get_spec (job)));
+  if (++count > (can_save ? 2 : 1))
     _exit (130);
+  if (can_save && count == 1)
+    {
+      /* Ctrl-C is "Stop and save" for training; a second one cancels without saving */
+      fprintf (stderr, "\nSaving a checkpoint after the current step, then stopping (Ctrl-C again to stop without saving)...\n");
+      hn_job_request_save_and_stop (job);
+      return G_SOURCE_CONTINUE;
+    }
   fprintf (stderr, "\nStopping after the current step (Ctrl-C again to quit at once)...\n");
   hn_job_cancel (job);
   return G_SOURCE_CONTINUE;

@@ -65,6 +65,7 @@ hn_job_event_copy (const HnJobEvent *event)
     case HN_JOB_EVENT_DONE:
       copy->done.error_message = g_strdup (event->done.error_message);
       copy->done.output_path = g_strdup (event->done.output_path);
+      copy->done.resume_from = g_strdup (event->done.resume_from);
       break;
     default:
       break;
@@ -88,6 +89,7 @@ hn_job_event_free (HnJobEvent *event)
     case HN_JOB_EVENT_DONE:
       g_free (event->done.error_message);
       g_free (event->done.output_path);
+      g_free (event->done.resume_from);
       break;
     default:
       break;
@@ -188,6 +190,7 @@ hn_job_event_to_json (const HnJobEvent *e)
       json_builder_add_boolean_value (b, e->done.cancelled);
       add_string (b, "error", e->done.error_message);
       add_string (b, "output_path", e->done.output_path);
+      add_string (b, "resume_from", e->done.resume_from);
       break;
     }
   json_builder_end_object (b);
@@ -213,8 +216,10 @@ struct _HnJob
   gpointer func_data;
   GDestroyNotify func_destroy;
 
-  GMutex lock;            /* output_path */
+  GMutex lock;            /* output_path, resume_path */
   char *output_path;
+  char *resume_path;
+  gint save_and_stop;     /* atomic */
   gint64 device_bytes;    /* written by the job thread only */
   gint running;           /* atomic */
   gint started;           /* atomic */
@@ -243,6 +248,7 @@ hn_job_finalize (GObject *object)
   g_clear_object (&self->spec);
   g_clear_object (&self->cancellable);
   g_free (self->output_path);
+  g_free (self->resume_path);
   g_mutex_clear (&self->lock);
   g_async_queue_unref (self->input);
   G_OBJECT_CLASS (hn_job_parent_class)->finalize (object);
@@ -435,6 +441,34 @@ hn_job_set_output_path (HnJob *self, const char *path)
 }
 
 void
+hn_job_set_resume_path (HnJob *self, const char *dir)
+{
+  g_mutex_lock (&self->lock);
+  g_free (self->resume_path);
+  self->resume_path = g_strdup (dir);
+  g_mutex_unlock (&self->lock);
+}
+
+void
+hn_job_request_save_and_stop (HnJob *self)
+{
+  g_atomic_int_set (&self->save_and_stop, 1);
+}
+
+gboolean
+hn_job_save_and_stop_requested (HnJob *self)
+{
+  return g_atomic_int_get (&self->save_and_stop) != 0;
+}
+
+gboolean
+hn_job_kind_can_save_and_stop (const char *kind)
+{
+  /* the Transformer trainer (trainer.c) honours the request */
+  return g_strcmp0 (kind, "transformer-train") == 0 || g_strcmp0 (kind, "transformer-finetune") == 0;
+}
+
+void
 hn_job_set_device_bytes (HnJob *self, gint64 bytes)
 {
   self->device_bytes = bytes;
@@ -507,9 +541,11 @@ run_job (HnJob *self, GError **error)
   done.done.error_code = local ? local->code : 0;
   g_mutex_lock (&self->lock);
   done.done.output_path = g_strdup (self->output_path);
+  done.done.resume_from = ok ? g_strdup (self->resume_path) : NULL;
   g_mutex_unlock (&self->lock);
   hn_job_emit (self, &done);
   g_free (done.done.output_path);
+  g_free (done.done.resume_from);
 
   g_atomic_int_set (&self->running, 0);
   if (local)

@@ -110,6 +110,7 @@ typedef struct {
       char *error_message; /* NULL when ok */
       int error_code;      /* HnErrorCode when !ok */
       char *output_path;   /* what the job wrote, NULL if nothing */
+      char *resume_from;   /* stopped and saved: the checkpoint to resume from, else NULL */
     } done;
   };
 } HnJobEvent;
@@ -145,6 +146,12 @@ HnJob *hn_job_new (HnJobSpec *spec);
 HnJobSpec *hn_job_get_spec (HnJob *self);          /* the job's own copy; do not modify while running */
 GCancellable *hn_job_get_cancellable (HnJob *self); /* never NULL */
 void hn_job_cancel (HnJob *self);                   /* thread-safe */
+/* "Stop and save" (thread-safe), as opposed to cancel: a kind that
+ * checkpoints (hn_job_kind_can_save_and_stop) writes a checkpoint after the
+ * current step and ends successfully, with the checkpoint in the DONE
+ * event's resume_from. Other kinds ignore the request. */
+void hn_job_request_save_and_stop (HnJob *self);
+gboolean hn_job_kind_can_save_and_stop (const char *kind);
 /* Must be called before the job starts. */
 void hn_job_set_event_func (HnJob *self, HnJobEventFunc func, gpointer user_data, GDestroyNotify destroy);
 
@@ -163,6 +170,10 @@ double hn_job_get_elapsed (HnJob *self);
 
 /* ---- for run functions (call from the job's thread) -------------------- */
 
+/* TRUE once "Stop and save" was asked for. */
+gboolean hn_job_save_and_stop_requested (HnJob *self);
+/* The checkpoint a stopped job resumes from (reported in DONE as resume_from). */
+void hn_job_set_resume_path (HnJob *self, const char *dir);
 /* FALSE with HN_ERROR_CANCELLED when the job was cancelled. */
 gboolean hn_job_check_cancelled (HnJob *self, GError **error);
 void hn_job_emit (HnJob *self, const HnJobEvent *event); /* time_s is filled in */

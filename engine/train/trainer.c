@@ -518,6 +518,26 @@ hn_train_job_run (HnJob *job, GError **error)
     {
       if (!hn_job_check_cancelled (job, error))
         goto out;
+      if (hn_job_save_and_stop_requested (job))
+        {
+          /* "Stop and save": a checkpoint of this step (resumable exactly), then a clean end */
+          g_autofree char *name = g_strdup_printf ("checkpoint-step-%" G_GINT64_FORMAT, step);
+          g_autofree char *dir = g_build_filename (o.out_dir, name, NULL);
+          if (step > start && !save_checkpoint (&r, dir, error))
+            goto out;
+          const char *from = step > start ? dir : o.resume;
+          if (from)
+            {
+              hn_job_set_resume_path (job, from);
+              hn_job_set_output_path (job, from);
+              hn_job_log (job, HN_LOG_INFO, "stopped at step %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+                          "; continue with --resume-from-checkpoint %s", step, total, from);
+            }
+          else
+            hn_job_log (job, HN_LOG_INFO, "stopped before the first step: nothing to save");
+          ok = TRUE;
+          goto out;
+        }
       double w_total = 0, real_tokens = 0;
       for (gint64 mb = 0; mb < o.accum; mb++)
         {

@@ -5,6 +5,8 @@
  * to <build>/tests/out. */
 #include "hn-application.h"
 #include "hn-chat-page.h"
+#include "hn-compare-page.h"
+#include "hn-data-preview.h"
 #include "hn-generate-page.h"
 #include "hn-job-controller.h"
 #include "hn-job-record.h"
@@ -779,6 +781,162 @@ test_finetune_loss_falls (void)
   save_screenshot ("finetune-trained");
 }
 
+/* ---- the fine-tuning workflow: preview, stop and save, compare --------- */
+
+static void
+test_data_preview (void)
+{
+  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "finetune"));
+  hn_window_show_page (window, "finetune");
+  HnJobSpec *spec = hn_train_page_get_spec (page);
+  g_autofree char *old = g_strdup (hn_job_spec_get_string (spec, "train"));
+  g_autofree char *alpaca = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "data", "alpaca.jsonl", NULL);
+  HnDataPreview *pv = HN_DATA_PREVIEW (hn_train_page_get_data_preview (page));
+  gint64 old_seq = hn_job_spec_get_int (spec, "seq-len");
+  hn_job_spec_set_int (spec, "seq-len", 256);
+  hn_job_spec_set_string (spec, "train", alpaca);
+  hn_data_preview_refresh (pv);
+  g_test_message ("%s", hn_data_preview_get_summary (pv));
+  g_assert_nonnull (strstr (hn_data_preview_get_summary (pv), "instruction"));
+  g_assert_cmpuint (hn_data_preview_get_n_rows (pv), >=, 1);
+  const char *m = hn_data_preview_get_row_markup (pv, 0);
+  g_assert_nonnull (strstr (m, "background=\"#e8e8e7\">Below is an instruction")); /* the masked Alpaca prompt */
+  g_assert_nonnull (strstr (m, "<b>"));                                              /* the trained response */
+  g_assert_null (strstr (hn_data_preview_get_summary (pv), " 0 trained"));
+  hn_train_page_set_preview_expanded (page, TRUE);
+  save_screenshot ("dataset-preview");
+  /* a file that cannot be read says why */
+  hn_job_spec_set_string (spec, "train", "/nonexistent/data.jsonl");
+  hn_data_preview_refresh (pv);
+  g_assert_nonnull (strstr (hn_data_preview_get_summary (pv), "cannot be read"));
+  g_assert_nonnull (strstr (hn_data_preview_get_summary (pv), "/nonexistent/data.jsonl"));
+  hn_train_page_set_preview_expanded (page, FALSE);
+  hn_job_spec_set_string (spec, "train", old);
+  hn_job_spec_set_int (spec, "seq-len", old_seq);
+  hn_data_preview_refresh (pv);
+}
+
+static gboolean
+has_two_points (gpointer chart)
+{
+  return hn_loss_chart_get_n_points (chart) >= 2;
+}
+
+/* Stop and save (what Quit does first) leaves a resumable run in the
+ * history; Resume continues it from that checkpoint to the end. */
+static void
+test_stop_save_resume (void)
+{
+  if (!hn_job_kind_is_registered ("transformer-finetune"))
+    {
+      g_test_skip ("transformer-finetune is not registered in this build");
+      return;
+    }
+  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "finetune"));
+  hn_window_show_page (window, "finetune");
+  HnJobSpec *spec = hn_train_page_get_spec (page);
+  g_autofree char *dir = out_dir ();
+  g_autofree char *run = g_build_filename (dir, "stop-run", NULL);
+  hn_job_spec_set_string (spec, "out-dir", run);
+  hn_job_spec_set_int (spec, "max-steps", 8);
+  hn_job_spec_set_int (spec, "batch-size", 2);
+  hn_job_spec_set_int (spec, "seq-len", 16);
+  hn_job_spec_unset (spec, "eval-split");
+  hn_job_spec_unset (spec, "eval-steps");
+  HnJobController *c = hn_train_page_get_controller (page);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
+  g_assert_true (wait_for (has_two_points, hn_train_page_get_chart (page), 120000));
+  hn_window_save_and_stop_jobs (window);
+  g_assert_true (wait_for (not_running, c, 120000));
+  g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_test_message ("stopped run: %s", hn_job_record_get_summary (rec));
+  g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_STOPPED);
+  const char *ck = hn_job_record_get_resume_from (rec);
+  g_assert_nonnull (ck);
+  g_autofree char *state = g_build_filename (ck, "trainer_state.json", NULL);
+  g_assert_true (g_file_test (state, G_FILE_TEST_EXISTS));
+  gint64 stopped_at = g_array_index (hn_job_record_get_points (rec), HnJobRecordPoint,
+                                     hn_job_record_get_points (rec)->len - 1).step;
+  g_assert_cmpint (stopped_at, <, 8);
+
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_window_resume_record (window, rec, &error));
+  g_assert_no_error (error);
+  g_assert_true (wait_for (not_running, c, 120000));
+  g_autoptr (HnJobRecord) again = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_test_message ("resumed run: %s", hn_job_record_get_summary (again));
+  g_assert_cmpint (hn_job_record_get_state (again), ==, HN_JOB_RECORD_SUCCEEDED);
+  g_assert_nonnull (strstr (hn_job_record_get_command_line (again), "--resume-from-checkpoint"));
+  GArray *pts = hn_job_record_get_points (again);
+  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, 0).step, ==, stopped_at + 1);
+  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, pts->len - 1).step, ==, 8);
+  hn_job_spec_unset (spec, "resume-from-checkpoint");
+}
+
+/* Two runs of the history overlaid on the Jobs page's chart. */
+static void
+test_history_overlay (void)
+{
+  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
+  guint picked = 0;
+  for (guint i = 0; i < g_list_model_get_n_items (list) && picked < 2; i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
+      if (hn_job_record_get_points (r)->len >= 4 && hn_job_record_get_state (r) == HN_JOB_RECORD_SUCCEEDED)
+        {
+          hn_window_set_compared (window, r, TRUE);
+          picked++;
+        }
+    }
+  g_assert_cmpuint (picked, ==, 2);
+  g_assert_cmpuint (hn_loss_chart_get_n_series (HN_LOSS_CHART (hn_window_get_compare_chart (window))), ==, 2);
+  hn_window_show_page (window, "jobs");
+  save_screenshot ("history-two-runs");
+  /* the curves are in the history file, so the comparison survives a restart */
+  g_autofree char *path = hn_job_history_path ();
+  g_autoptr (GListStore) reloaded = g_list_store_new (HN_TYPE_JOB_RECORD);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_job_history_load (reloaded, path, &error));
+  g_autoptr (HnJobRecord) first = g_list_model_get_item (G_LIST_MODEL (reloaded), 0);
+  g_assert_cmpuint (hn_job_record_get_points (first)->len, >, 0);
+}
+
+static gboolean
+compare_idle (gpointer page)
+{
+  return !hn_compare_page_get_running (page);
+}
+
+/* The base model and the fine-tuned adapter answer the same message side by side. */
+static void
+test_side_by_side (void)
+{
+  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
+  g_autoptr (HnJobRecord) tuned = NULL;
+  for (guint i = 0; i < g_list_model_get_n_items (list) && !tuned; i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
+      if (hn_job_record_get_state (r) == HN_JOB_RECORD_SUCCEEDED &&
+          strstr (hn_job_record_get_command_line (r), "transformer-finetune") && hn_job_record_get_output_path (r))
+        tuned = g_object_ref (r);
+    }
+  g_assert_nonnull (tuned);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_window_compare_record (window, tuned, &error));
+  g_assert_no_error (error);
+  HnComparePage *cp = HN_COMPARE_PAGE (hn_window_get_page (window, "compare"));
+  g_assert_true (hn_compare_page_send (cp, "Once upon a time", &error));
+  g_assert_no_error (error);
+  g_assert_true (wait_for (compare_idle, cp, 120000));
+  g_test_message ("base: %s", hn_compare_page_get_reply (cp, 0));
+  g_test_message ("fine-tuned: %s", hn_compare_page_get_reply (cp, 1));
+  g_assert_cmpuint (strlen (hn_compare_page_get_reply (cp, 0)), >, 0);
+  g_assert_cmpuint (strlen (hn_compare_page_get_reply (cp, 1)), >, 0);
+  /* the adapter changes the model: its greedy continuation differs */
+  g_assert_cmpstr (hn_compare_page_get_reply (cp, 0), !=, hn_compare_page_get_reply (cp, 1));
+  save_screenshot ("chat-side-by-side");
+}
+
 /* ---- screenshots ------------------------------------------------------- */
 
 static void
@@ -847,6 +1005,10 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/generate-vk-alloc-fails", test_generate_vk_alloc_fails);
   g_test_add_func ("/gui/hierarchos-train-and-chat", test_hierarchos_train_and_chat);
   g_test_add_func ("/gui/finetune-loss-falls", test_finetune_loss_falls);
+  g_test_add_func ("/gui/data-preview", test_data_preview);
+  g_test_add_func ("/gui/stop-save-resume", test_stop_save_resume);
+  g_test_add_func ("/gui/history-overlay", test_history_overlay);
+  g_test_add_func ("/gui/side-by-side", test_side_by_side);
   g_test_add_func ("/gui/screenshots", test_screenshots);
   int ret = g_test_run ();
   gtk_window_destroy (GTK_WINDOW (window));

@@ -136,6 +136,70 @@ test_resume_exact (void)
   hn_trainer_state_clear (&st);
 }
 
+typedef struct {
+  char *resume_from;
+  gint64 last_step;
+} StopSeen;
+
+static void
+stop_at_two (HnJob *job, const HnJobEvent *e, gpointer data)
+{
+  StopSeen *s = data;
+  if (e->type == HN_JOB_EVENT_METRIC)
+    {
+      s->last_step = e->metric.step;
+      if (e->metric.step == 2)
+        hn_job_request_save_and_stop (job); /* the "Stop and save" button / the first Ctrl-C */
+    }
+  if (e->type == HN_JOB_EVENT_DONE && e->done.ok)
+    s->resume_from = g_strdup (e->done.resume_from);
+}
+
+/* "Stop and save" writes a checkpoint of the step reached and ends
+ * successfully with it as resume_from; resuming from it finishes the run
+ * with the weights of a run never stopped. */
+static void
+test_stop_and_save (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *straight = g_build_filename (tmp_root, "stop-straight", NULL);
+  g_autofree char *stopped = g_build_filename (tmp_root, "stopped", NULL);
+  g_autoptr (GPtrArray) a1 = g_ptr_array_new_with_free_func (g_free);
+  train_args (a1, "transformer-train", straight, "4");
+  g_ptr_array_add (a1, NULL);
+  g_assert_true (run_job ((const char *const *) a1->pdata, &error));
+  g_assert_no_error (error);
+
+  g_autoptr (GPtrArray) a2 = g_ptr_array_new_with_free_func (g_free);
+  train_args (a2, "transformer-train", stopped, "4");
+  g_ptr_array_add (a2, NULL);
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) a2->len - 1, (const char *const *) a2->pdata, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  StopSeen seen = { 0 };
+  hn_job_set_event_func (job, stop_at_two, &seen, NULL);
+  g_assert_true (hn_job_kind_can_save_and_stop ("transformer-train"));
+  g_assert_true (hn_job_run_sync (job, &error));
+  g_assert_no_error (error);
+  g_autofree char *ck = g_build_filename (stopped, "checkpoint-step-2", NULL);
+  g_assert_cmpint (seen.last_step, ==, 2);
+  g_assert_cmpstr (seen.resume_from, ==, ck);
+  g_autofree char *final_model = g_build_filename (stopped, "model.safetensors", NULL);
+  g_assert_false (g_file_test (final_model, G_FILE_TEST_EXISTS)); /* stopped: no final model yet */
+
+  g_autoptr (GPtrArray) a3 = g_ptr_array_new_with_free_func (g_free);
+  train_args (a3, "transformer-train", stopped, "4");
+  g_ptr_array_add (a3, g_strdup ("--resume-from-checkpoint"));
+  g_ptr_array_add (a3, g_strdup (ck));
+  g_ptr_array_add (a3, NULL);
+  g_assert_true (run_job ((const char *const *) a3->pdata, &error));
+  g_assert_no_error (error);
+  g_autoptr (GBytes) w1 = file_bytes (straight, "model.safetensors");
+  g_autoptr (GBytes) w2 = file_bytes (stopped, "model.safetensors");
+  g_assert_true (g_bytes_equal (w1, w2));
+  g_free (seen.resume_from);
+}
+
 static void
 test_resume_mismatch (void)
 {
@@ -215,6 +279,7 @@ main (int argc, char **argv)
   g_assert_true (g_file_set_contents (text_path, all, MIN (len, 3000), NULL));
   g_test_add_func ("/train/resume-exact", test_resume_exact);
   g_test_add_func ("/train/resume-mismatch", test_resume_mismatch);
+  g_test_add_func ("/train/stop-and-save", test_stop_and_save);
   g_test_add_func ("/train/lora-finetune-merge", test_lora_finetune_and_merge);
   int rc = g_test_run ();
   hn_checkpoint_remove_tree (tmp_root);

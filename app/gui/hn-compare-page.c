@@ -1,0 +1,284 @@
+#include "hn-compare-page.h"
+#include "hn-job-controller.h"
+#include "hn-page-util.h"
+#include "hn-error.h"
+
+#include <glib/gi18n.h>
+
+typedef struct {
+  HnJobController *controller;
+  GtkWidget *title, *messages, *scroller;
+  GtkWidget *reply;      /* the bubble being streamed into */
+  GString *text;         /* its text */
+} Side;
+
+struct _HnComparePage
+{
+  AdwBin parent_instance;
+  GtkWidget *base_entry, *tuned_entry, *prompt, *send, *reason;
+  Side sides[2];
+};
+
+G_DEFINE_FINAL_TYPE (HnComparePage, hn_compare_page, ADW_TYPE_BIN)
+
+static GtkWidget *
+add_bubble (Side *side, gboolean from_user, const char *text)
+{
+  GtkWidget *label = gtk_label_new (text);
+  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_widget_add_css_class (label, "bubble");
+  gtk_widget_add_css_class (label, from_user ? "user" : "assistant");
+  gtk_widget_set_halign (label, from_user ? GTK_ALIGN_END : GTK_ALIGN_START);
+  gtk_widget_set_margin_start (label, from_user ? 40 : 8);
+  gtk_widget_set_margin_end (label, from_user ? 8 : 40);
+  gtk_widget_set_margin_top (label, 4);
+  gtk_widget_set_margin_bottom (label, 4);
+  gtk_list_box_append (GTK_LIST_BOX (side->messages), label);
+  gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (gtk_widget_get_parent (label)), FALSE);
+  return label;
+}
+
+static gboolean
+any_running (HnComparePage *self)
+{
+  return hn_job_controller_get_running (self->sides[0].controller) ||
+         hn_job_controller_get_running (self->sides[1].controller);
+}
+
+static void
+update_state (HnComparePage *self)
+{
+  gboolean running = any_running (self);
+  const char *base = gtk_editable_get_text (GTK_EDITABLE (self->base_entry));
+  const char *tuned = gtk_editable_get_text (GTK_EDITABLE (self->tuned_entry));
+  const char *why = running ? NULL
+                    : !*base || !*tuned ? _("Choose the base model and the fine-tuned adapter or model (Jobs page: “Chat side by side”)")
+                                        : NULL;
+  gtk_label_set_text (GTK_LABEL (self->reason), why ? why : "");
+  gtk_widget_set_sensitive (self->send, !running && !why);
+  g_autofree char *bt = g_strdup_printf (_("Base: %s"), *base ? base : _("not set"));
+  g_autofree char *tt = g_strdup_printf (_("Fine-tuned: %s"), *tuned ? tuned : _("not set"));
+  gtk_label_set_text (GTK_LABEL (self->sides[0].title), bt);
+  gtk_label_set_text (GTK_LABEL (self->sides[1].title), tt);
+}
+
+static void
+on_event (HnJobController *c, const HnJobEvent *e, HnComparePage *self)
+{
+  Side *side = c == self->sides[0].controller ? &self->sides[0] : &self->sides[1];
+  if (e->type == HN_JOB_EVENT_TOKEN && side->reply)
+    {
+      g_string_append (side->text, e->token.text);
+      g_autofree char *valid = g_utf8_make_valid (side->text->str, -1);
+      gtk_label_set_text (GTK_LABEL (side->reply), valid);
+    }
+  else if (e->type == HN_JOB_EVENT_DONE && !e->done.ok && side->reply)
+    {
+      g_autofree char *msg = g_strdup_printf (_("(failed: %s)"), e->done.error_message ? e->done.error_message : "");
+      gtk_label_set_text (GTK_LABEL (side->reply), msg);
+    }
+}
+
+static void
+on_finished (HnJobController *c, gboolean ok, const char *message, const char *output, HnComparePage *self)
+{
+  update_state (self);
+}
+
+void
+hn_compare_page_set_models (HnComparePage *self, const char *base, const char *tuned)
+{
+  gtk_editable_set_text (GTK_EDITABLE (self->base_entry), base ? base : "");
+  gtk_editable_set_text (GTK_EDITABLE (self->tuned_entry), tuned ? tuned : "");
+  update_state (self);
+}
+
+/* The generate job of one side for `text`. */
+static HnJobSpec *
+side_spec (HnComparePage *self, guint side, const char *text, GError **error)
+{
+  const char *base = gtk_editable_get_text (GTK_EDITABLE (self->base_entry));
+  const char *tuned = gtk_editable_get_text (GTK_EDITABLE (self->tuned_entry));
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new ("transformer-generate", error);
+  if (!spec)
+    return NULL;
+  g_autofree char *adapter_cfg = g_build_filename (tuned, "adapter_config.json", NULL);
+  gboolean is_adapter = g_file_test (adapter_cfg, G_FILE_TEST_EXISTS);
+  hn_job_spec_set_string (spec, "model-path", side == 0 || is_adapter ? base : tuned);
+  if (side == 1 && is_adapter)
+    hn_job_spec_set_string (spec, "lora-adapter-path", tuned);
+  const char *prompts[] = { text, NULL };
+  hn_job_spec_set_strv (spec, "prompt", prompts);
+  hn_job_spec_set_int (spec, "max-new-tokens", 48);
+  return g_steal_pointer (&spec);
+}
+
+gboolean
+hn_compare_page_send (HnComparePage *self, const char *text, GError **error)
+{
+  if (any_running (self))
+    {
+      g_set_error_literal (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, _("Both sides are still answering"));
+      return FALSE;
+    }
+  g_autoptr (HnJobSpec) base = side_spec (self, 0, text, error);
+  g_autoptr (HnJobSpec) tuned = base ? side_spec (self, 1, text, error) : NULL;
+  if (!tuned || !hn_job_spec_validate (base, error) || !hn_job_spec_validate (tuned, error))
+    return FALSE;
+  HnJobSpec *specs[2] = { base, tuned };
+  for (guint i = 0; i < 2; i++)
+    {
+      Side *side = &self->sides[i];
+      add_bubble (side, TRUE, text);
+      side->reply = add_bubble (side, FALSE, "…");
+      g_string_truncate (side->text, 0);
+      if (!hn_job_controller_start (side->controller, specs[i], error))
+        return FALSE;
+    }
+  update_state (self);
+  return TRUE;
+}
+
+gboolean
+hn_compare_page_get_running (HnComparePage *self)
+{
+  return any_running (self);
+}
+
+const char *
+hn_compare_page_get_reply (HnComparePage *self, guint side)
+{
+  g_return_val_if_fail (side < 2, NULL);
+  return self->sides[side].text->str;
+}
+
+static void
+on_send (GtkWidget *w, HnComparePage *self)
+{
+  const char *text = gtk_editable_get_text (GTK_EDITABLE (self->prompt));
+  if (!*text)
+    return;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *copy = g_strdup (text);
+  if (hn_compare_page_send (self, copy, &error))
+    gtk_editable_set_text (GTK_EDITABLE (self->prompt), "");
+  else
+    hn_page_toast (GTK_WIDGET (self), error->message);
+}
+
+static void
+on_entry_changed (GtkEditable *e, HnComparePage *self)
+{
+  update_state (self);
+}
+
+static void
+hn_compare_page_dispose (GObject *object)
+{
+  HnComparePage *self = HN_COMPARE_PAGE (object);
+  for (guint i = 0; i < 2; i++)
+    if (self->sides[i].controller)
+      {
+        g_signal_handlers_disconnect_by_data (self->sides[i].controller, self);
+        hn_job_controller_stop (self->sides[i].controller);
+        g_clear_object (&self->sides[i].controller);
+      }
+  G_OBJECT_CLASS (hn_compare_page_parent_class)->dispose (object);
+}
+
+static void
+hn_compare_page_finalize (GObject *object)
+{
+  HnComparePage *self = HN_COMPARE_PAGE (object);
+  for (guint i = 0; i < 2; i++)
+    g_string_free (self->sides[i].text, TRUE);
+  G_OBJECT_CLASS (hn_compare_page_parent_class)->finalize (object);
+}
+
+static void
+hn_compare_page_class_init (HnComparePageClass *klass)
+{
+  G_OBJECT_CLASS (klass)->dispose = hn_compare_page_dispose;
+  G_OBJECT_CLASS (klass)->finalize = hn_compare_page_finalize;
+}
+
+static GtkWidget *
+labeled_entry (GtkWidget *grid, int row, const char *label, GtkWidget **entry)
+{
+  GtkWidget *l = gtk_label_new (label);
+  gtk_label_set_xalign (GTK_LABEL (l), 0);
+  *entry = gtk_entry_new ();
+  gtk_widget_set_hexpand (*entry, TRUE);
+  gtk_grid_attach (GTK_GRID (grid), l, 0, row, 1, 1);
+  gtk_grid_attach (GTK_GRID (grid), *entry, 1, row, 1, 1);
+  return *entry;
+}
+
+static void
+hn_compare_page_init (HnComparePage *self)
+{
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 12);
+  gtk_widget_set_margin_start (box, 18);
+  gtk_widget_set_margin_end (box, 18);
+  gtk_widget_set_margin_top (box, 12);
+  gtk_widget_set_margin_bottom (box, 12);
+  GtkWidget *grid = gtk_grid_new ();
+  gtk_grid_set_row_spacing (GTK_GRID (grid), 6);
+  gtk_grid_set_column_spacing (GTK_GRID (grid), 12);
+  labeled_entry (grid, 0, _("Base model folder"), &self->base_entry);
+  labeled_entry (grid, 1, _("Fine-tuned adapter or model"), &self->tuned_entry);
+  g_signal_connect (self->base_entry, "changed", G_CALLBACK (on_entry_changed), self);
+  g_signal_connect (self->tuned_entry, "changed", G_CALLBACK (on_entry_changed), self);
+  gtk_box_append (GTK_BOX (box), grid);
+
+  GtkWidget *columns = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 12);
+  gtk_box_set_homogeneous (GTK_BOX (columns), TRUE);
+  gtk_widget_set_vexpand (columns, TRUE);
+  for (guint i = 0; i < 2; i++)
+    {
+      Side *side = &self->sides[i];
+      side->text = g_string_new (NULL);
+      side->controller = hn_job_controller_new ();
+      g_signal_connect (side->controller, "event", G_CALLBACK (on_event), self);
+      g_signal_connect (side->controller, "finished", G_CALLBACK (on_finished), self);
+      GtkWidget *col = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
+      side->title = gtk_label_new (NULL);
+      gtk_label_set_xalign (GTK_LABEL (side->title), 0);
+      gtk_label_set_ellipsize (GTK_LABEL (side->title), PANGO_ELLIPSIZE_START);
+      gtk_widget_add_css_class (side->title, "heading");
+      side->messages = gtk_list_box_new ();
+      gtk_list_box_set_selection_mode (GTK_LIST_BOX (side->messages), GTK_SELECTION_NONE);
+      gtk_widget_add_css_class (side->messages, "chat-messages");
+      side->scroller = gtk_scrolled_window_new ();
+      gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (side->scroller), side->messages);
+      gtk_widget_set_vexpand (side->scroller, TRUE);
+      GtkWidget *frame = gtk_frame_new (NULL);
+      gtk_frame_set_child (GTK_FRAME (frame), side->scroller);
+      gtk_box_append (GTK_BOX (col), side->title);
+      gtk_box_append (GTK_BOX (col), frame);
+      gtk_box_append (GTK_BOX (columns), col);
+    }
+  gtk_box_append (GTK_BOX (box), columns);
+
+  GtkWidget *bottom = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 12);
+  self->prompt = gtk_entry_new ();
+  gtk_entry_set_placeholder_text (GTK_ENTRY (self->prompt), _("A message for both models"));
+  gtk_widget_set_hexpand (self->prompt, TRUE);
+  g_signal_connect (self->prompt, "activate", G_CALLBACK (on_send), self);
+  self->send = gtk_button_new_with_mnemonic (_("_Send to both"));
+  gtk_widget_add_css_class (self->send, "suggested-action");
+  gtk_widget_add_css_class (self->send, "pill");
+  g_signal_connect (self->send, "clicked", G_CALLBACK (on_send), self);
+  gtk_box_append (GTK_BOX (bottom), self->prompt);
+  gtk_box_append (GTK_BOX (bottom), self->send);
+  gtk_box_append (GTK_BOX (box), bottom);
+  self->reason = gtk_label_new (NULL);
+  gtk_label_set_xalign (GTK_LABEL (self->reason), 0);
+  gtk_widget_add_css_class (self->reason, "warning");
+  gtk_box_append (GTK_BOX (box), self->reason);
+  adw_bin_set_child (ADW_BIN (self), box);
+  update_state (self);
+}
