@@ -154,6 +154,11 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
     return FALSE;
   hp->moe_norm_topk = norm_topk;
+  double jitter;
+  if (!get_double (cfg, "router_jitter_noise", 0.0, &jitter, error) ||
+      !raw_bool (cfg, "output_router_logits", FALSE, &hp->moe_aux_loss, error))
+    return FALSE;
+  hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
   if (strcmp (mt, "granitemoe") == 0 || strcmp (mt, "gpt_oss") == 0)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
   if (strcmp (mt, "gpt_oss") == 0)

@@ -76,6 +76,8 @@ typedef struct {
   float moe_jitter_eps;          /* phimoe sparsemixer router_jitter_noise */
   int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
+  float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
+  gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
   /* multi-head latent attention (deepseek): head_dim = qk_nope_dim + qk_rope_dim (rope dims first
    * on the device: q rows are reordered per head at load), v_head_dim for values */
   gboolean mla;

@@ -44,6 +44,10 @@ typedef struct {
   HnTensor *att;               /* [N, H*D] */
   HnTensor *gate, *up, *act;   /* [N, F] (gate [N, 2F] when fused) */
   LoraSite *site[N_PROJ];      /* adapter per projection (shared by fused q/k/v) */
+  /* MoE: router logits and routing weights [N, E], chosen experts [N, k]; per expert its gate,
+   * up, activation [N, F] and output [N, C] (every expert runs; unchosen ones weigh 0) */
+  HnTensor *route, *route_w, *topi;
+  HnTensor **egate, **eup, **eact, **ey;
 } LayerActs;
 
 struct _HnTrainGraph {
@@ -72,6 +76,9 @@ struct _HnTrainGraph {
   /* backward scratch */
   HnTensor *dres, *dh, *dh2, *dq, *dk, *dv, *dq2, *dk2, *datt, *datt4, *dq4, *dk4, *dv4;
   HnTensor *dgate, *dup, *dact;
+  /* MoE backward: one column [N, 1], an expert's dy and a product [N, C], its gate/up/act
+   * gradients [N, F], routing-weight gradients [E, N] and [N, E], router-logit gradients [N, E] */
+  HnTensor *col, *edy, *eprod, *edgate, *edup, *edact, *dwT, *dw, *dl;
   HnTensor *stats, *qk_stats, *att_stats;
   HnTensor *q_rows, *k_rows, *dq_rows, *dk_rows, *dq2_rows, *dk2_rows; /* [N*H, D] views for q/k norm */
   HnTensor **q_lin_rows, **k_lin_rows;
@@ -182,6 +189,13 @@ hn_train_graph_free (HnTrainGraph *g)
   g_clear_pointer (&g->sites, g_ptr_array_unref);
   g_clear_pointer (&g->owned, g_ptr_array_unref);
   g_free (g->resid);
+  for (int il = 0; g->L && il < g->hp->n_layer; il++)
+    {
+      g_free (g->L[il].egate); /* the tensors are in g->owned */
+      g_free (g->L[il].eup);
+      g_free (g->L[il].eact);
+      g_free (g->L[il].ey);
+    }
   g_free (g->L);
   g_free (g->q4);
   g_free (g->k4);
@@ -236,8 +250,16 @@ check_supported (HnTrainGraph *g, GError **error)
     return unsupported ("an embedding LayerNorm", error);
   if (hp->head_dim > 256)
     return unsupported ("a head dim above 256", error);
-  if (hp->n_experts > 0)
-    return unsupported ("a mixture-of-experts MLP (gradients through the router and experts)", error);
+  /* the router backward built here is that of a softmax -> top-k -> renormalised router (mixtral,
+   * qwen3_moe with norm_topk_prob) without a shared expert */
+  if (hp->n_experts > 0 && (hp->moe_route != HN_MOE_ROUTE_SOFTMAX_TOPK || !hp->moe_norm_topk || hp->shared_ffn > 0 ||
+                            hp->moe_n_group > 1 || hp->moe_scale != 1.0f || hp->moe_first_dense > 0))
+    return unsupported ("this mixture-of-experts router (only softmax / top-k / renormalised routers without a "
+                        "shared expert train)", error);
+  if (hp->n_experts > 0 && hp->moe_train_jitter > 0)
+    return unsupported ("router_jitter_noise (transformers multiplies the router input by random noise)", error);
+  if (hp->n_experts > 0 && hp->moe_aux_loss)
+    return unsupported ("output_router_logits (the load-balancing auxiliary loss)", error);
   if (hp->mla)
     return unsupported ("multi-head latent attention", error);
   if (hp->attn_sinks)
@@ -373,11 +395,39 @@ setup_params (HnTrainGraph *g, GError **error)
       for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
         if (all[i] && !param_add (g, all[i], all[i]->name, error))
           return FALSE;
+      if (lw->router && !param_add (g, lw->router, lw->router->name, error))
+        return FALSE;
+      for (int i = 0; lw->router && i < 3 * hp->n_experts; i++)
+        if (!param_add (g, lw->experts[i], lw->experts[i]->name, error))
+          return FALSE;
     }
   HnTensor *tail[] = { W->final_norm_w, W->final_norm_b, W->lm_head, W->lm_head_b };
   for (gsize i = 0; i < G_N_ELEMENTS (tail); i++)
     if (tail[i] && !param_add (g, tail[i], tail[i]->name, error))
       return FALSE;
+  return TRUE;
+}
+
+static gboolean
+moe_acts_new (HnTrainGraph *g, LayerActs *a, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  gint64 N = g->N, E = hp->n_experts, Fe = hp->moe_ffn;
+  a->route = new2d (g, "train.moe.route", N, E, error);
+  a->route_w = a->route ? new2d (g, "train.moe.route_w", N, E, error) : NULL;
+  a->topi = a->route_w ? own (g, hn_tensor_new_named (g->ctx, "train.moe.topi", HN_DTYPE_I32, 2,
+                                                      (gint64[]) { N, hp->n_experts_used }, error))
+                       : NULL;
+  CK (a->topi);
+  a->egate = g_new0 (HnTensor *, E);
+  a->eup = g_new0 (HnTensor *, E);
+  a->eact = g_new0 (HnTensor *, E);
+  a->ey = g_new0 (HnTensor *, E);
+  for (gint64 e = 0; e < E; e++)
+    CK ((a->egate[e] = new2d (g, "train.moe.gate", N, Fe, error)) &&
+        (a->eup[e] = new2d (g, "train.moe.up", N, Fe, error)) &&
+        (a->eact[e] = new2d (g, "train.moe.act", N, Fe, error)) &&
+        (a->ey[e] = new2d (g, "train.moe.y", N, hp->hidden, error)));
   return TRUE;
 }
 
@@ -461,6 +511,8 @@ hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter 
           !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error)) ||
           !(a->up = new2d (g, "train.up", N, F, error)) || !(a->act = new2d (g, "train.act", N, F, error)))
         return NULL;
+      if (hp->n_experts > 0 && !moe_acts_new (g, a, error))
+        return NULL;
       a->q = a->q_lin;
       a->k = a->k_lin;
       if (hp->qk_norm_head)
@@ -500,6 +552,16 @@ hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter 
       !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
       !(g->att_stats = own (g, hn_tensor_new_named (g->ctx, "grad.att_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))))
     return NULL;
+  if (hp->n_experts > 0)
+    {
+      gint64 E = hp->n_experts, Fe = hp->moe_ffn;
+      if (!(g->col = new2d (g, "grad.moe.col", N, 1, error)) || !(g->edy = new2d (g, "grad.moe.dy", N, C, error)) ||
+          !(g->eprod = new2d (g, "grad.moe.prod", N, C, error)) ||
+          !(g->edgate = new2d (g, "grad.moe.gate", N, Fe, error)) || !(g->edup = new2d (g, "grad.moe.up", N, Fe, error)) ||
+          !(g->edact = new2d (g, "grad.moe.act", N, Fe, error)) || !(g->dwT = new2d (g, "grad.moe.wT", E, N, error)) ||
+          !(g->dw = new2d (g, "grad.moe.w", N, E, error)) || !(g->dl = new2d (g, "grad.moe.logits", N, E, error)))
+        return NULL;
+    }
   if (!(g->datt4 = reshape (g, g->datt, 4, (gint64[]) { g->B, g->T, H, D }, error)) ||
       !(g->dq4 = reshape (g, g->dq, 4, (gint64[]) { g->B, g->T, H, D }, error)) ||
       !(g->dk4 = reshape (g, g->dk, 4, (gint64[]) { g->B, g->T, KVH, D }, error)) ||
@@ -587,9 +649,35 @@ lora_back (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor *dx, HnTensor **d
   return hn_op_bmm (g->cmd, dx, s->du, s->A, HN_MATMUL_ACCUMULATE, 1.0f, error);
 }
 
+/* Mixture of experts as the inference graph routes it; every expert's activations are kept for the
+ * backward (the unchosen ones weigh 0). */
+static gboolean
+moe_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, 0, 0, FALSE, 0, NULL };
+  CK (hn_op_matmul (g->cmd, a->route, in, lw->router, NULL, error));
+  CK (hn_op_moe_route (g->cmd, a->route_w, a->topi, a->route, &rp, error));
+  CK (hn_op_fill (g->cmd, g->mo, 0.0f, error));
+  for (int e = 0; e < hp->n_experts; e++)
+    {
+      HnTensor **x = &lw->experts[3 * e];
+      CK (hn_op_matmul (g->cmd, a->egate[e], in, x[0], NULL, error));
+      CK (hn_op_matmul (g->cmd, a->eup[e], in, x[1], NULL, error));
+      CK (hn_op_glu (g->cmd, a->eact[e], a->egate[e], a->eup[e], hp->act, error));
+      CK (hn_op_matmul (g->cmd, a->ey[e], a->eact[e], x[2], NULL, error));
+      CK (hn_op_slice (g->cmd, g->col, a->route_w, 1, e, error));
+      CK (hn_op_mul (g->cmd, g->eprod, a->ey[e], g->col, error));
+      CK (hn_op_add (g->cmd, g->mo, g->mo, g->eprod, error));
+    }
+  return TRUE;
+}
+
 static gboolean
 mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, GError **error)
 {
+  if (lw->router)
+    return moe_fwd (g, a, lw, in, error);
   HnTensor *outs[N_PROJ] = { 0 };
   outs[P_GATE] = a->gate;
   outs[P_UP] = a->up;
@@ -719,10 +807,43 @@ forward (HnTrainGraph *g, GError **error)
 
 /* ---------------------------------------------------------------- backward */
 
+/* out = Σ_e w_e · y_e: each expert gets dy · w_e; the routing weights get dw_e = <dy, y_e> per token.
+ * The chosen weights are a softmax over the chosen logits (renormalised top-k of a softmax), the
+ * others constant 0, so d logits = w ⊙ (dw - <w, dw>) (0 off the chosen experts). */
+static gboolean
+moe_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy, HnTensor *in, HnTensor *din,
+          HnBackFlags flags, GError **error)
+{
+  const HnTransformerHParams *hp = g->hp;
+  for (int e = 0; e < hp->n_experts; e++)
+    {
+      HnTensor **x = &lw->experts[3 * e];
+      g_autoptr (HnTensor) dw_e = hn_tensor_view_rows (g->dwT, e, 1, error);
+      CK (dw_e);
+      CK (hn_op_mul (g->cmd, g->eprod, dy, a->ey[e], error));
+      CK (hn_op_reduce (g->cmd, dw_e, g->eprod, HN_REDUCE_SUM, error));
+      CK (hn_op_slice (g->cmd, g->col, a->route_w, 1, e, error));
+      CK (hn_op_mul (g->cmd, g->edy, dy, g->col, error));
+      CK (hn_op_matmul_back (g->cmd, g->edact, G (g, x[2]), NULL, g->edy, a->eact[e], x[2], 0, error));
+      CK (hn_op_glu_back (g->cmd, g->edgate, g->edup, g->edact, a->egate[e], a->eup[e], hp->act, error));
+      CK (hn_op_matmul_back (g->cmd, din, G (g, x[0]), NULL, g->edgate, in, x[0], e ? HN_BACK_ACCUMULATE : flags,
+                             error));
+      CK (hn_op_matmul_back (g->cmd, din, G (g, x[1]), NULL, g->edup, in, x[1], HN_BACK_ACCUMULATE, error));
+    }
+  CK (hn_op_transpose (g->cmd, g->dw, g->dwT, 0, 1, error));
+  CK (hn_op_mul (g->cmd, g->dl, a->route_w, g->dw, error));
+  CK (hn_op_reduce (g->cmd, g->col, g->dl, HN_REDUCE_SUM, error));
+  CK (hn_op_binary (g->cmd, g->dl, g->dw, g->col, HN_BINARY_SUB, error));
+  CK (hn_op_mul (g->cmd, g->dl, g->dl, a->route_w, error));
+  return hn_op_matmul_back (g->cmd, din, G (g, lw->router), NULL, g->dl, in, lw->router, HN_BACK_ACCUMULATE, error);
+}
+
 static gboolean
 mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy, HnTensor *in, HnTensor *din,
           HnBackFlags flags, GError **error)
 {
+  if (lw->router)
+    return moe_back (g, a, lw, dy, in, din, flags, error);
   HnTensor *dys[N_PROJ] = { 0 };
   CK (hn_op_matmul_back (g->cmd, g->dact, G (g, lw->w_down), G (g, lw->b_down), dy, a->act, lw->w_down, 0, error));
   dys[P_DOWN] = dy;
