@@ -1,9 +1,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Routed expert matmul: y[s, n] = x[s / x_div, :] · W[e, n, :] (+ bias[e, n])
-// for the slots s of expert e only (offs/order from moe_sort.comp), so the
-// weights of experts no token chose are never read. Workgroup (x, y, z) =
-// (block of ROWS outputs n, expert e, tile of up to 8 of e's slots):
+// for the slots s of expert e only (offs/order/tiles from moe_sort.comp), so
+// the weights of experts no token chose are never read. Workgroup (x, y) =
+// (block of ROWS outputs n, entry y of the tile list: up to 8 slots of one
+// expert; entries past the list's length exit):
 // invocations stride over K, then a shared-memory tree sums their parts
 // (no subgroup features needed). W [E, N, K] is f32/f16/bf16 (spec constant 0).
 #include "common.glsl"
@@ -14,18 +15,21 @@ layout(std430, binding = 1) readonly buffer W { uint ww[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) readonly buffer Offs { int offs[]; };
 layout(std430, binding = 4) readonly buffer Order { int order[]; };
-layout(std430, binding = 5) writeonly buffer Y { float y[]; };
+layout(std430, binding = 5) readonly buffer Tiles { int tiles[]; };
+layout(std430, binding = 6) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P {
   uint N; uint K; uint x_div; uint x_off; uint w_off; uint b_off; uint f_off; uint o_off; uint y_off; uint has_bias;
+  uint t_off;
 } p;
 const uint ROWS = 4u;
 shared float part[ROWS * 8u * 64u];  // [ROWS][slots <= 8][invocations]
 
 void main() {
-  uint n0 = gl_WorkGroupID.x * ROWS, e = gl_WorkGroupID.y;
-  int begin = offs[p.f_off + e] + int(gl_WorkGroupID.z) * 8;
+  uint n0 = gl_WorkGroupID.x * ROWS, ti = gl_WorkGroupID.y;
+  if (int(ti) >= tiles[p.t_off] || n0 >= p.N) return;  // uniform: past the work list
+  uint e = uint(tiles[p.t_off + 1u + 2u * ti]);
+  int begin = tiles[p.t_off + 2u + 2u * ti];
   int end = min(begin + 8, offs[p.f_off + e + 1u]);
-  if (begin >= end || n0 >= p.N) return;  // uniform: no slot of this expert here
   uint M = uint(end - begin), tid = gl_LocalInvocationID.x;
   uint slot[8], xrow[8];
   [[unroll]] for (uint m = 0u; m < 8u; m++) {

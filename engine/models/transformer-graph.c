@@ -139,7 +139,7 @@ struct ActsPriv {
   HnTensor *route, *route_w, *topi, *col, *expert_out;
   /* sparse expert execution: slots grouped by expert (offsets [E + 1], order [N * k]) and the
    * routed experts' gate, up, activation [N * k, F] and output [N * k, C] per slot */
-  HnTensor *moe_offs, *moe_order, *moe_g, *moe_u, *moe_act, *moe_y;
+  HnTensor *moe_offs, *moe_order, *moe_tiles, *moe_g, *moe_u, *moe_act, *moe_y;
   /* MLA scratch (NULL unless deepseek): q/kv latent [N, max(q_lora, kv_lora)], per-head key nope part
    * [N, H * nope], the shared rotary key [N, rope] and its copy per head [N, H * rope] */
   HnTensor *mla_lat, *mla_knope, *mla_kr, *mla_krb;
@@ -193,6 +193,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->expert_out = act_new (m, keep, "acts.moe.expert_out", HN_DTYPE_F32, N, C, error)) ||
         !(p->moe_offs = act_new (m, keep, "acts.moe.offsets", HN_DTYPE_I32, hp->n_experts + 1, 0, error)) ||
         !(p->moe_order = act_new (m, keep, "acts.moe.order", HN_DTYPE_I32, N * hp->n_experts_used, 0, error)) ||
+        !(p->moe_tiles = act_new (m, keep, "acts.moe.tiles", HN_DTYPE_I32,
+                                  hn_moe_tiles_size (N * hp->n_experts_used, hp->n_experts), 0, error)) ||
         !(p->moe_g = act_new (m, keep, "acts.moe.gate", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
         !(p->moe_u = act_new (m, keep, "acts.moe.up", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
         !(p->moe_act = act_new (m, keep, "acts.moe.act", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
@@ -222,7 +224,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
   struct ActsPriv *p = (struct ActsPriv *) a;
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &p->route, &p->route_w, &p->topi,
-                       &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_g, &p->moe_u,
+                       &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
@@ -374,14 +376,16 @@ sparse_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLaye
   HnTensor *u = rows_of (a, p->moe_u, 0, S, error), *act = rows_of (a, p->moe_act, 0, S, error);
   HnTensor *y = rows_of (a, p->moe_y, 0, S, error);
   HnTensor *ids = shaped (a, topi, 1, (gint64[]) { S }, error);
-  CK (order && g && u && act && y && ids);
+  HnTensor *tiles = scratch_2d (a, p->moe_tiles, 1, hn_moe_tiles_size (S, hp->n_experts), error);
+  HnTensor *tiles1 = tiles ? shaped (a, tiles, 1, (gint64[]) { tiles->n }, error) : NULL;
+  CK (order && g && u && act && y && ids && tiles1);
   HnTensor *const *st = lw->expert_stack, *const *bs = lw->expert_bias_stack;
   int k = hp->n_experts_used;
-  CK (hn_op_moe_sort (cmd, p->moe_offs, order, ids, hp->n_experts, error));
-  CK (hn_op_moe_matmul (cmd, g, in, st[0], bs[0], p->moe_offs, order, k, error));
-  CK (hn_op_moe_matmul (cmd, u, in, st[1], bs[1], p->moe_offs, order, k, error));
+  CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, hp->n_experts, error));
+  CK (hn_op_moe_matmul (cmd, g, in, st[0], bs[0], p->moe_offs, order, tiles1, k, error));
+  CK (hn_op_moe_matmul (cmd, u, in, st[1], bs[1], p->moe_offs, order, tiles1, k, error));
   CK (expert_glu (m, cmd, act, g, u, error));
-  CK (hn_op_moe_matmul (cmd, y, act, st[2], bs[2], p->moe_offs, order, 1, error));
+  CK (hn_op_moe_matmul (cmd, y, act, st[2], bs[2], p->moe_offs, order, tiles1, 1, error));
   return hn_op_moe_combine (cmd, out, y, w, topi, error);
 }
 

@@ -284,15 +284,18 @@ gboolean hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTe
 
 /* Routed (sparse) expert execution, with no readback of the routing: moe_sort groups the
  * slots s = token · k + j of ids i32 [S] (moe_route's indices) by expert into offsets
- * i32 [E + 1] and order i32 [S] (E <= 1024). moe_matmul then computes
+ * i32 [E + 1], order i32 [S] and a work list tiles i32 [hn_moe_tiles_size (S, E)] (E <= 1024).
+ * moe_matmul then computes
  * y[s, :] = x[s / x_div, :] · w[e, :, :]ᵀ (+ bias[e, :]) for each slot s of expert e, reading
  * only the experts some slot chose: x f32 [R, K] (x_div = k: token rows; 1: slot rows),
  * w [E, N, K] f32/f16/bf16, bias f32 [E, N] (nullable), y f32 [S, N]. moe_combine sums each
  * token's k rows: out[t, :] = sum_j weights[t, ids[t, j]] · y[t · k + j, :] (weights [T, E] f32,
  * ids i32 [T, k], y [T · k, C], out [T, C]). */
-gboolean hn_op_moe_sort (HnCmd *cmd, HnTensor *offsets, HnTensor *order, HnTensor *ids, int n_experts, GError **error);
+gint64 hn_moe_tiles_size (gint64 n_slots, gint64 n_experts);
+gboolean hn_op_moe_sort (HnCmd *cmd, HnTensor *offsets, HnTensor *order, HnTensor *tiles, HnTensor *ids, int n_experts,
+                         GError **error);
 gboolean hn_op_moe_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *offsets,
-                           HnTensor *order, int x_div, GError **error);
+                           HnTensor *order, HnTensor *tiles, int x_div, GError **error);
 gboolean hn_op_moe_combine (HnCmd *cmd, HnTensor *out, HnTensor *y, HnTensor *weights, HnTensor *ids, GError **error);
 
 /* ------------------------------------------------------------ layout */

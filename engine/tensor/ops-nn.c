@@ -475,11 +475,26 @@ hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *log
   return hn_op_dispatch_rows (cmd, "moe_route", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) (rows + 63) / 64, error);
 }
 
+/* Tiles of up to 8 slots of one expert: at most S / 8 + E of them, and at most S (none is empty). */
+static gint64
+moe_max_tiles (gint64 n_slots, gint64 n_experts)
+{
+  return MIN (n_slots, (n_slots + 7) / 8 + n_experts);
+}
+
+gint64
+hn_moe_tiles_size (gint64 n_slots, gint64 n_experts)
+{
+  return 1 + 2 * moe_max_tiles (n_slots, n_experts);
+}
+
 gboolean
-hn_op_moe_sort (HnCmd *cmd, HnTensor *offsets, HnTensor *order, HnTensor *ids, int n_experts, GError **error)
+hn_op_moe_sort (HnCmd *cmd, HnTensor *offsets, HnTensor *order, HnTensor *tiles, HnTensor *ids, int n_experts,
+                GError **error)
 {
   const char *op = "moe_sort";
-  if (!hn_op_check_ctx (op, cmd, offsets, error) || !hn_op_check_ctx (op, cmd, order, error) ||
+  if (!hn_op_check_ctx (op, cmd, tiles, error) || !hn_op_check_dtype (op, "tiles", tiles, HN_DTYPE_I32, error) ||
+      !hn_op_check_ctx (op, cmd, offsets, error) || !hn_op_check_ctx (op, cmd, order, error) ||
       !hn_op_check_ctx (op, cmd, ids, error) || !hn_op_check_dtype (op, "offsets", offsets, HN_DTYPE_I32, error) ||
       !hn_op_check_dtype (op, "order", order, HN_DTYPE_I32, error) ||
       !hn_op_check_dtype (op, "ids", ids, HN_DTYPE_I32, error))
@@ -490,20 +505,21 @@ hn_op_moe_sort (HnCmd *cmd, HnTensor *offsets, HnTensor *order, HnTensor *ids, i
       return FALSE;
     }
   if (!hn_op_check_count (op, "offsets", offsets, n_experts + 1, error) ||
-      !hn_op_check_count (op, "order", order, ids->n, error))
+      !hn_op_check_count (op, "order", order, ids->n, error) ||
+      !hn_op_check_count (op, "tiles", tiles, hn_moe_tiles_size (ids->n, n_experts), error))
     return FALSE;
-  struct { guint32 S, E, i_off, f_off, o_off; } pc = { (guint32) ids->n, (guint32) n_experts, hn_eoff (ids),
-                                                       hn_eoff (offsets), hn_eoff (order) };
-  HnVkBinding bd[3] = { hn_bind (ids, FALSE), hn_bind (offsets, TRUE), hn_bind (order, TRUE) };
-  return hn_cmd_dispatch (cmd, "moe_sort", NULL, 0, bd, 3, &pc, sizeof pc, 1, 1, 1, error);
+  struct { guint32 S, E, i_off, f_off, o_off, t_off; } pc = { (guint32) ids->n, (guint32) n_experts, hn_eoff (ids),
+                                                              hn_eoff (offsets), hn_eoff (order), hn_eoff (tiles) };
+  HnVkBinding bd[4] = { hn_bind (ids, FALSE), hn_bind (offsets, TRUE), hn_bind (order, TRUE), hn_bind (tiles, TRUE) };
+  return hn_cmd_dispatch (cmd, "moe_sort", NULL, 0, bd, 4, &pc, sizeof pc, 1, 1, 1, error);
 }
 
 gboolean
 hn_op_moe_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *offsets, HnTensor *order,
-                  int x_div, GError **error)
+                  HnTensor *tiles, int x_div, GError **error)
 {
   const char *op = "moe_matmul";
-  if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+  if (!hn_op_check_ctx (op, cmd, tiles, error) || !hn_op_check_dtype (op, "tiles", tiles, HN_DTYPE_I32, error) ||!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
       !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, offsets, error) ||
       !hn_op_check_ctx (op, cmd, order, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
       !hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_float_storage (op, "w", w, error) ||
@@ -512,7 +528,8 @@ hn_op_moe_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *b
     return FALSE;
   gint64 S = hn_tensor_rows (y), N = hn_tensor_cols (y), K = hn_tensor_cols (x), R = hn_tensor_rows (x);
   if (w->ndim != 3 || w->shape[1] != N || w->shape[2] != K || x_div < 1 || (S + x_div - 1) / x_div > R ||
-      offsets->n != w->shape[0] + 1 || order->n != S || w->shape[0] > 65535 || (S + 7) / 8 > 65535)
+      offsets->n != w->shape[0] + 1 || order->n != S || tiles->n != hn_moe_tiles_size (S, w->shape[0]) ||
+      moe_max_tiles (S, w->shape[0]) > 65535)
     {
       g_autofree char *dy = hn_tensor_describe (y), *dx = hn_tensor_describe (x), *dw = hn_tensor_describe (w);
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -524,12 +541,12 @@ hn_op_moe_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *b
   gint64 E = w->shape[0];
   if (!check_vec (op, "bias", cmd, bias, E * N, error))
     return FALSE;
-  struct { guint32 N, K, x_div, x_off, w_off, b_off, f_off, o_off, y_off, has_bias; } pc = {
+  struct { guint32 N, K, x_div, x_off, w_off, b_off, f_off, o_off, y_off, has_bias, t_off; } pc = {
     (guint32) N, (guint32) K, (guint32) x_div, hn_eoff (x), hn_eoff (w), bias ? hn_eoff (bias) : 0, hn_eoff (offsets),
-    hn_eoff (order), hn_eoff (y), bias != NULL };
+    hn_eoff (order), hn_eoff (y), bias != NULL, hn_eoff (tiles) };
   guint32 spec[1] = { hn_op_float_code (w->dtype) };
-  HnVkBinding bd[6] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE),
-                        hn_bind (offsets, FALSE), hn_bind (order, FALSE), hn_bind (y, TRUE) };
+  HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE),
+                        hn_bind (offsets, FALSE), hn_bind (order, FALSE), hn_bind (tiles, FALSE), hn_bind (y, TRUE) };
   guint64 blocks = (guint64) (N + 3) / 4;
   if (blocks > 65535)
     {
@@ -537,8 +554,8 @@ hn_op_moe_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *b
                    65535 * 4);
       return FALSE;
     }
-  return hn_cmd_dispatch (cmd, "moe_matmul", spec, 1, bd, 6, &pc, sizeof pc, (guint32) blocks, (guint32) E,
-                          (guint32) ((S + 7) / 8), error);
+  return hn_cmd_dispatch (cmd, "moe_matmul", spec, 1, bd, 7, &pc, sizeof pc, (guint32) blocks,
+                          (guint32) moe_max_tiles (S, E), 1, error);
 }
 
 gboolean

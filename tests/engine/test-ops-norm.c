@@ -330,13 +330,15 @@ test_moe_sparse (void)
       g_autoptr(HnTensor) twt = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { T, E }, dw);
       g_autoptr(HnTensor) toffs = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { E + 1 });
       g_autoptr(HnTensor) torder = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { S });
+      gint64 nt = hn_moe_tiles_size (S, E);
+      g_autoptr(HnTensor) ttiles = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { nt });
       g_autoptr(HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { S, N });
       g_autoptr(HnTensor) tys = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { S, N });
       g_autoptr(HnTensor) tout = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { T, N });
       g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
-      g_assert_true (hn_op_moe_sort (cmd, toffs, torder, tids, (int) E, &error));
-      g_assert_true (hn_op_moe_matmul (cmd, ty, tx, tw, tb, toffs, torder, (int) k, &error));
-      g_assert_true (hn_op_moe_matmul (cmd, tys, txs, tw, tb, toffs, torder, 1, &error));
+      g_assert_true (hn_op_moe_sort (cmd, toffs, torder, ttiles, tids, (int) E, &error));
+      g_assert_true (hn_op_moe_matmul (cmd, ty, tx, tw, tb, toffs, torder, ttiles, (int) k, &error));
+      g_assert_true (hn_op_moe_matmul (cmd, tys, txs, tw, tb, toffs, torder, ttiles, 1, &error));
       g_assert_true (hn_op_moe_combine (cmd, tout, ty, twt, tids, &error));
       g_assert_no_error (error);
       hn_test_run (cmd);
@@ -346,6 +348,17 @@ test_moe_sparse (void)
       g_assert_true (hn_tensor_download_i32 (torder, order, S, &error));
       g_assert_cmpint (offs[0], ==, 0);
       g_assert_cmpint (offs[E], ==, S);
+      /* the work list covers every slot once, in tiles of up to 8 of one expert */
+      g_autofree gint32 *tl = g_new (gint32, nt);
+      g_assert_true (hn_tensor_download_i32 (ttiles, tl, nt, &error));
+      gint64 covered = 0;
+      for (gint32 t = 0; t < tl[0]; t++)
+        {
+          gint32 e = tl[1 + 2 * t], b = tl[2 + 2 * t];
+          g_assert_true (b >= offs[e] && b < offs[e + 1]);
+          covered += MIN (8, offs[e + 1] - b);
+        }
+      g_assert_cmpint (covered, ==, S);
       g_autofree gboolean *seen = g_new0 (gboolean, S);
       for (gint64 e = 0; e < E; e++)
         for (gint32 i = offs[e]; i < offs[e + 1]; i++)
