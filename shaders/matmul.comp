@@ -1,21 +1,34 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Tiled batched matmul: C[b] = alpha * A[b] · B[b] (+ bias[n]) (+= C when
-// accumulating). Strided operands cover x·Wᵀ (B(k, n) = W[n, k]) and the
-// transposed cases; B may be f32/f16/bf16 (spec constant 0), math is f32.
-// Tiles: BM x BN outputs per workgroup, BK deep, each invocation TM x TN.
+// Register-blocked batched matmul: C[b] = alpha * A[b] · B[b] (+ bias[n])
+// (+= C when accumulating). Strided operands cover x·Wᵀ (B(k, n) = W[n, k])
+// and the transposed cases; B may be f32/f16/bf16 (spec constant 0), math
+// is f32.
+// Workgroup: BM x BN outputs, BK deep; invocation (tx, ty) owns TM x TN of
+// them as (TM / 4) x (TN / 4) blocks of 4 x 4, block i at row i * BM / (TM / 4)
+// + ty * 4, so a warp's vec4 reads of shared memory are conflict-free.
+// Loads (matmul_load.glsl): 4-element fragments, prefetched into registers
+// while the previous tile is multiplied, into double-buffered shared memory
+// (one barrier per BK step).
 #include "common.glsl"
 layout(constant_id = 0) const uint BDT = 0;
-layout(constant_id = 1) const uint BM = 64;
-layout(constant_id = 2) const uint BN = 64;
-layout(constant_id = 3) const uint BK = 16;
-layout(constant_id = 4) const uint TM = 4;
-layout(constant_id = 5) const uint TN = 4;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 8;
+layout(constant_id = 4) const uint TM = 8;
+layout(constant_id = 5) const uint TN = 8;
 layout(local_size_x_id = 6) in;  // = (BM / TM) * (BN / TN)
+layout(constant_id = 7) const uint A_MODE = 0;
+layout(constant_id = 8) const uint B_MODE = 0;
+layout(constant_id = 9) const uint C_VEC = 0;  // 1: rows of C 4-aligned, vec4 stores
 layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 0) readonly buffer A4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer B { uint bw[]; };
+layout(std430, binding = 1) readonly buffer B4 { uvec4 b4[]; };
+layout(std430, binding = 1) readonly buffer B2 { uvec2 b2[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) buffer C { float c[]; };
+layout(std430, binding = 3) buffer C4 { vec4 c4[]; };
 layout(push_constant) uniform P {
   uint M; uint N; uint K;
   uint a_off; uint b_off; uint c_off; uint bias_off;
@@ -25,53 +38,112 @@ layout(push_constant) uniform P {
   float alpha; uint flags;  // 1 = accumulate, 2 = has bias
 } p;
 
-// +1 padding: the loaders write along k, which would otherwise hit one bank.
-shared float As[BK * (BM + 1)];
-shared float Bs[BK * (BN + 1)];
+const uint NT = (BM / TM) * (BN / TN);
+const uint PAD = 4;  // keeps the k-major scatter of k-contiguous fragments off one bank
+const uint SA = BM + PAD, SB = BN + PAD;
+const uint FA = BM * BK / 4, FB = BN * BK / 4;  // fragments per tile
+const uint LA = (FA + NT - 1) / NT, LB = (FB + NT - 1) / NT;
+const uint MG = TM / 4, NG = TN / 4;
+
+// [buffer][k][m] and [buffer][k][n], as vec4 along m / n
+shared vec4 As[2 * BK * SA / 4];
+shared vec4 Bs[2 * BK * SB / 4];
+
+#include "matmul_load.glsl"
+
+void store_a(uint f, uint buf, vec4 v) {
+  if (f >= FA) return;
+  if (A_MODE == 2) {
+    uint kk = f / (BM / 4), mm = (f % (BM / 4)) * 4;
+    As[((buf * BK + kk) * SA + mm) >> 2] = v;
+  } else {
+    uint mm = f / (BK / 4), kk = (f % (BK / 4)) * 4;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+      uint o = (buf * BK + kk + i) * SA + mm;
+      As[o >> 2][o & 3u] = v[i];
+    }
+  }
+}
+
+void store_b(uint f, uint buf, vec4 v) {
+  if (f >= FB) return;
+  if (B_MODE == 2) {
+    uint kk = f / (BN / 4), nn = (f % (BN / 4)) * 4;
+    Bs[((buf * BK + kk) * SB + nn) >> 2] = v;
+  } else {
+    uint nn = f / (BK / 4), kk = (f % (BK / 4)) * 4;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+      uint o = (buf * BK + kk + i) * SB + nn;
+      Bs[o >> 2][o & 3u] = v[i];
+    }
+  }
+}
 
 void main() {
-  const uint NT = (BM / TM) * (BN / TN);
   uint tid = gl_LocalInvocationID.x;
   uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM, batch = gl_WorkGroupID.z;
   uint tx = tid % (BN / TN), ty = tid / (BN / TN);
-  float acc[TM * TN];
-  [[unroll]] for (uint i = 0u; i < TM * TN; i++) acc[i] = 0.0;
   uint abase = p.a_off + batch * p.a_sb, bbase = p.b_off + batch * p.b_sb;
 
-  for (uint k0 = 0u; k0 < p.K; k0 += BK) {
-    for (uint e = tid; e < BK * BM; e += NT) {
-      uint mm = e / BK, kk = e % BK;
-      uint gm = m0 + mm, gk = k0 + kk;
-      As[kk * (BM + 1u) + mm] = (gm < p.M && gk < p.K) ? a[abase + gm * p.a_sm + gk * p.a_sk] : 0.0;
+  vec4 acc[TM * NG];  // row r, column block j: acc[r * NG + j]
+  [[unroll]] for (uint i = 0u; i < TM * NG; i++) acc[i] = vec4(0.0);
+  vec4 ra[LA], rb[LB];
+
+  uint ntiles = (p.K + BK - 1u) / BK;
+  [[unroll]] for (uint l = 0u; l < LA; l++) ra[l] = fetch_a(tid + l * NT, m0, 0u, abase);
+  [[unroll]] for (uint l = 0u; l < LB; l++) rb[l] = fetch_b(tid + l * NT, n0, 0u, bbase);
+  [[unroll]] for (uint l = 0u; l < LA; l++) store_a(tid + l * NT, 0u, ra[l]);
+  [[unroll]] for (uint l = 0u; l < LB; l++) store_b(tid + l * NT, 0u, rb[l]);
+  barrier();
+
+  for (uint t = 0u; t < ntiles; t++) {
+    uint buf = t & 1u;
+    bool more = t + 1u < ntiles;
+    if (more) {
+      uint k1 = (t + 1u) * BK;
+      [[unroll]] for (uint l = 0u; l < LA; l++) ra[l] = fetch_a(tid + l * NT, m0, k1, abase);
+      [[unroll]] for (uint l = 0u; l < LB; l++) rb[l] = fetch_b(tid + l * NT, n0, k1, bbase);
     }
-    for (uint e = tid; e < BK * BN; e += NT) {
-      uint nn = e / BK, kk = e % BK;
-      uint gn = n0 + nn, gk = k0 + kk;
-      float v = 0.0;
-      if (gn < p.N && gk < p.K) { uint idx = bbase + gk * p.b_sk + gn * p.b_sn; v = HN_LOAD(bw, BDT, idx); }
-      Bs[kk * (BN + 1u) + nn] = v;
-    }
-    barrier();
     [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-      float ar[TM], br[TN];
-      [[unroll]] for (uint i = 0u; i < TM; i++) ar[i] = As[kk * (BM + 1u) + ty * TM + i];
-      [[unroll]] for (uint j = 0u; j < TN; j++) br[j] = Bs[kk * (BN + 1u) + tx * TN + j];
-      [[unroll]] for (uint i = 0u; i < TM; i++)
-        [[unroll]] for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ar[i], br[j], acc[i * TN + j]);
+      vec4 av[MG], bv[NG];
+      [[unroll]] for (uint i = 0u; i < MG; i++) av[i] = As[((buf * BK + kk) * SA + i * (BM / MG) + ty * 4u) >> 2];
+      [[unroll]] for (uint j = 0u; j < NG; j++) bv[j] = Bs[((buf * BK + kk) * SB + j * (BN / NG) + tx * 4u) >> 2];
+      [[unroll]] for (uint i = 0u; i < MG; i++)
+        [[unroll]] for (uint r = 0u; r < 4u; r++)
+          [[unroll]] for (uint j = 0u; j < NG; j++)
+            acc[(i * 4u + r) * NG + j] = fma(vec4(av[i][r]), bv[j], acc[(i * 4u + r) * NG + j]);
+    }
+    if (more) {
+      [[unroll]] for (uint l = 0u; l < LA; l++) store_a(tid + l * NT, buf ^ 1u, ra[l]);
+      [[unroll]] for (uint l = 0u; l < LB; l++) store_b(tid + l * NT, buf ^ 1u, rb[l]);
     }
     barrier();
   }
-  [[unroll]] for (uint i = 0u; i < TM; i++) {
-    uint gm = m0 + ty * TM + i;
-    if (gm >= p.M) continue;
-    [[unroll]] for (uint j = 0u; j < TN; j++) {
-      uint gn = n0 + tx * TN + j;
-      if (gn >= p.N) continue;
-      float v = p.alpha * acc[i * TN + j];
-      if ((p.flags & 2u) != 0u) v += bias[p.bias_off + gn];
-      uint ci = p.c_off + batch * p.c_sb + gm * p.c_sm + gn;
-      if ((p.flags & 1u) != 0u) v += c[ci];
-      c[ci] = v;
+
+  uint cbase = p.c_off + batch * p.c_sb;
+  [[unroll]] for (uint i = 0u; i < MG; i++)
+    [[unroll]] for (uint r = 0u; r < 4u; r++) {
+      uint gm = m0 + i * (BM / MG) + ty * 4u + r;
+      if (gm >= p.M) continue;
+      [[unroll]] for (uint j = 0u; j < NG; j++) {
+        uint gn = n0 + j * (BN / NG) + tx * 4u;
+        vec4 v = p.alpha * acc[(i * 4u + r) * NG + j];
+        uint ci = cbase + gm * p.c_sm + gn;
+        if (C_VEC == 1u && gn < p.N) {  // N % 4 == 0: all 4 in range
+          if ((p.flags & 2u) != 0u)
+            v += vec4(bias[p.bias_off + gn], bias[p.bias_off + gn + 1u], bias[p.bias_off + gn + 2u],
+                      bias[p.bias_off + gn + 3u]);
+          if ((p.flags & 1u) != 0u) v += c4[ci >> 2];
+          c4[ci >> 2] = v;
+        } else if (C_VEC == 0u) {
+          [[unroll]] for (uint e = 0u; e < 4u; e++) {
+            if (gn + e >= p.N) continue;
+            float s = v[e];
+            if ((p.flags & 2u) != 0u) s += bias[p.bias_off + gn + e];
+            if ((p.flags & 1u) != 0u) s += c[ci + e];
+            c[ci + e] = s;
+          }
+        }
+      }
     }
-  }
 }

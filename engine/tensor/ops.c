@@ -115,53 +115,81 @@ hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnM
          !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
 }
 
+/* Load mode of an operand whose element (r, k) is at off + r * sr + k * sk
+ * (batch stride sb): 1 = contiguous along k, 2 = contiguous along r, each in
+ * 4-element aligned fragments (R or K a multiple of 4), 0 = element by
+ * element. The kernels read whole 4-element fragments in modes 1 and 2. */
+static guint32
+operand_mode (guint32 off, guint32 sb, guint32 sr, guint32 sk, guint32 R, guint32 K)
+{
+  if (off % 4 || sb % 4)
+    return 0;
+  if (sk == 1 && K % 4 == 0 && sr % 4 == 0)
+    return 1;
+  if (sr == 1 && R % 4 == 0 && sk % 4 == 0)
+    return 2;
+  return 0;
+}
+
+static gboolean
+dispatch_labelled (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_spec, HnTensor *c, HnTensor *a,
+                   HnTensor *b, HnTensor *bias, const MatmulPush *pc, guint32 bm, guint32 bn, guint32 batch,
+                   GError **error)
+{
+  HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
+  hn_cmd_set_label (cmd, shader);
+  gboolean ok = hn_cmd_dispatch (cmd, shader, spec, n_spec, bd, 4, pc, sizeof *pc, (pc->N + bn - 1) / bn,
+                                 (pc->M + bm - 1) / bm, batch, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
 static gboolean
 dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
                 guint32 batch, HnMatmulFlags flags, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
+  guint32 a_mode = operand_mode (pc->a_off, pc->a_sb, pc->a_sm, pc->a_sk, pc->M, pc->K);
+  guint32 b_mode = operand_mode (pc->b_off, pc->b_sb, pc->b_sn, pc->b_sk, pc->N, pc->K);
   if (hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags))
     {
       const HnVkDeviceInfo *di = hn_vk_context_get_device_info (ctx);
       /* 64x64 output tiles, 2x2 subgroups of 32x32 (2x2 coopmats of 16x16) */
       guint32 spec[6] = { hn_op_float_code (b->dtype), 64, 64, 32, 32, 4 * di->subgroup_size };
-      HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
-      hn_cmd_set_label (cmd, "matmul_coopmat");
-      gboolean ok = hn_cmd_dispatch (cmd, "matmul_coopmat", spec, 6, bd, 4, pc, sizeof *pc, (pc->N + 63) / 64,
-                                     (pc->M + 63) / 64, batch, error);
-      hn_cmd_set_label (cmd, NULL);
-      return ok;
+      return dispatch_labelled (cmd, "matmul_coopmat", spec, 6, c, a, b, bias, pc, 64, 64, batch, error);
     }
-  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
-  /* Tiles: 128x128x8 with 8x8 per invocation on GPUs for big products,
-   * 64x64x16 with 4x4 otherwise (and on CPU devices), 32x32 on devices with
-   * small workgroups. HN_MATMUL_TILE="BM,BN,BK,TM,TN" overrides (for tuning). */
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
+  /* Tiles: 128x128x8 with 8x8 per invocation on GPUs when there are enough
+   * such tiles to fill the device, 64x64x16 with 4x4 otherwise (and on CPU
+   * devices), 32x32x8 on devices with small workgroups or shared memory.
+   * HN_MATMUL_TILE="BM,BN,BK,TM,TN" overrides (for tuning and tests). */
   guint32 bm = 64, bn = 64, bk = 16, tm = 4, tn = 4;
   gboolean gpu = !g_str_equal (info->type, "cpu");
-  if (gpu && pc->M >= 128 && pc->N >= 128 && info->max_workgroup_invocations >= 256 && info->max_shared_memory >= 16384)
+  guint64 big_tiles = (guint64) ((pc->M + 127) / 128) * ((pc->N + 127) / 128) * batch;
+  if (gpu && big_tiles >= 128 && info->max_workgroup_invocations >= 256 && info->max_shared_memory >= 2 * 8 * 264 * 4)
     {
       bm = bn = 128;
       bk = 8;
       tm = tn = 8;
     }
-  if (info->max_workgroup_invocations < 256 || info->max_shared_memory < 16384)
-    bm = bn = 32; /* 64 invocations, 4 KiB of shared memory */
+  if (info->max_workgroup_invocations < 256 || info->max_shared_memory < 2 * 16 * 136 * 4)
+    {
+      bm = bn = 32; /* 64 invocations, 4.5 KiB of shared memory */
+      bk = 8;
+    }
   const char *tile = g_getenv ("HN_MATMUL_TILE");
   guint32 t[5];
   if (tile && sscanf (tile, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5 && t[3] && t[4] &&
-      t[0] % t[3] == 0 && t[1] % t[4] == 0 && (t[0] / t[3]) * (t[1] / t[4]) <= info->max_workgroup_invocations &&
-      t[3] * t[4] <= 64 && (t[0] + t[1] + 2) * t[2] * 4 <= info->max_shared_memory)
+      t[3] % 4 == 0 && t[4] % 4 == 0 && t[2] % 4 == 0 && t[2] && t[0] % t[3] == 0 && t[1] % t[4] == 0 &&
+      (t[0] / t[3]) * (t[1] / t[4]) <= info->max_workgroup_invocations && t[3] * t[4] <= 64 &&
+      2 * t[2] * (t[0] + t[1] + 8) * 4 <= info->max_shared_memory)
     {
       bm = t[0]; bn = t[1]; bk = t[2]; tm = t[3]; tn = t[4];
     }
   guint32 threads = (bm / tm) * (bn / tn);
-  guint32 spec[7] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads };
-  HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
-  hn_cmd_set_label (cmd, "matmul");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul", spec, 7, bd, 4, pc, sizeof *pc, (pc->N + bn - 1) / bn,
-                                 (pc->M + bm - 1) / bm, batch, error);
-  hn_cmd_set_label (cmd, NULL);
-  return ok;
+  gboolean c_vec = pc->c_off % 4 == 0 && pc->c_sb % 4 == 0 && pc->c_sm % 4 == 0 && pc->N % 4 == 0;
+  guint32 spec[10] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads, a_mode, b_mode, c_vec };
+  return dispatch_labelled (cmd, "matmul", spec, 10, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
 gboolean

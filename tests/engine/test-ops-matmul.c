@@ -205,6 +205,12 @@ test_bmm (void)
   run_bmm (1, 1, 1, 70, 3, 9, 0, 1.0f, HN_DTYPE_F16);
   run_bmm (3, 3, 1, 100, 70, 40, HN_MATMUL_TRANS_B, 0.5f, HN_DTYPE_BF16);
   run_bmm (2, 2, 2, 100, 70, 40, HN_MATMUL_TRANS_B | HN_MATMUL_EXACT, 1.0f, HN_DTYPE_F16);
+  /* 4-aligned shapes: the vector-load modes of each operand layout */
+  run_bmm (2, 2, 2, 68, 72, 36, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_F32);      /* A and B contiguous along m, n */
+  run_bmm (1, 1, 1, 140, 136, 44, 0, 0.5f, HN_DTYPE_F32);                    /* A along k, B along n */
+  run_bmm (2, 2, 2, 20, 24, 16, HN_MATMUL_ACCUMULATE | HN_MATMUL_TRANS_B, 0.5f, HN_DTYPE_F32);
+  run_bmm (1, 1, 1, 36, 40, 20, 0, 1.0f, HN_DTYPE_BF16);
+  run_bmm (1, 1, 1, 36, 40, 20, HN_MATMUL_EXACT, 1.0f, HN_DTYPE_F16);
 }
 
 int
