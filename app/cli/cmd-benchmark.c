@@ -546,6 +546,20 @@ bench_train (HnTransformer *m, const BenchOptions *o, gboolean lora, JsonObject 
   if (!ok)
     return FALSE;
   double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
+  if (o->profile)
+    {
+      /* one more forward + backward (a single submission) with timestamps */
+      HnCmd *cmd = hn_train_graph_get_cmd (g);
+      double prof_total = 0, l2 = 0;
+      hn_cmd_set_profiling (cmd, TRUE);
+      if (!hn_train_graph_zero_grads (g, error) ||
+          !hn_train_graph_micro_step (g, in, tg, NULL, (double) B * T, &l2, error))
+        return FALSE;
+      JsonNode *prof = profile_json (cmd, &prof_total);
+      hn_cmd_set_profiling (cmd, FALSE);
+      set_d (res, "profiled_step_gpu_us", prof_total);
+      json_object_set_member (res, "profile", prof);
+    }
   json_object_set_int_member (res, "tokens", (gint64) B * T);
   json_object_set_int_member (res, "trainable_params", hn_train_graph_get_n_trainable (g));
   set_d (res, "tokens_per_s", (double) B * T / s);

@@ -144,6 +144,46 @@ dispatch_labelled (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_
   return ok;
 }
 
+/* Shared memory of matmul_coopmat.comp for a BM x BN tile: two f16 tiles
+ * of each operand (BK = 32, padded by 8 in the worse of its two layouts)
+ * and a 16x16 f32 scratch tile per subgroup. */
+static guint32
+coopmat_shared_bytes (guint32 bm, guint32 bn, guint32 subgroups)
+{
+  guint32 a = MAX (bm * 40, 32 * (bm + 8)), b = MAX (bn * 40, 32 * (bn + 8));
+  return 2 * 2 * (a + b) + subgroups * 16 * 16 * 4;
+}
+
+static gboolean
+dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
+                  guint32 batch, guint32 a_mode, guint32 b_mode, gboolean c_vec, GError **error)
+{
+  const HnVkDeviceInfo *di = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  /* 128x128 tiles of 2x4 subgroups (64x32 each: 4x2 accumulators) when
+   * there are enough of them to fill a big GPU twice over, else 64x64 tiles
+   * of 2x2 subgroups of 32x32. HN_COOPMAT_TILE="BM,BN,WM,WN" overrides. */
+  guint32 bm = 64, bn = 64, wm = 32, wn = 32;
+  guint64 big_tiles = (guint64) ((pc->M + 127) / 128) * ((pc->N + 127) / 128) * batch;
+  if (big_tiles >= 256 && 8 * di->subgroup_size <= di->max_workgroup_invocations &&
+      coopmat_shared_bytes (128, 128, 8) <= di->max_shared_memory)
+    {
+      bm = bn = 128;
+      wm = 64;
+    }
+  const char *tile = g_getenv ("HN_COOPMAT_TILE");
+  guint32 t[4];
+  if (tile && sscanf (tile, "%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3]) == 4 && t[2] && t[3] && t[2] % 16 == 0 &&
+      t[3] % 16 == 0 && t[0] % t[2] == 0 && t[1] % t[3] == 0 &&
+      (t[0] / t[2]) * (t[1] / t[3]) * di->subgroup_size <= di->max_workgroup_invocations &&
+      coopmat_shared_bytes (t[0], t[1], (t[0] / t[2]) * (t[1] / t[3])) <= di->max_shared_memory)
+    {
+      bm = t[0]; bn = t[1]; wm = t[2]; wn = t[3];
+    }
+  guint32 threads = (bm / wm) * (bn / wn) * di->subgroup_size;
+  guint32 spec[9] = { hn_op_float_code (b->dtype), bm, bn, wm, wn, threads, a_mode, b_mode, c_vec };
+  return dispatch_labelled (cmd, "matmul_coopmat", spec, 9, c, a, b, bias, pc, bm, bn, batch, error);
+}
+
 static gboolean
 dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
                 guint32 batch, HnMatmulFlags flags, GError **error)
@@ -151,13 +191,9 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   guint32 a_mode = operand_mode (pc->a_off, pc->a_sb, pc->a_sm, pc->a_sk, pc->M, pc->K);
   guint32 b_mode = operand_mode (pc->b_off, pc->b_sb, pc->b_sn, pc->b_sk, pc->N, pc->K);
+  gboolean c_vec = pc->c_off % 4 == 0 && pc->c_sb % 4 == 0 && pc->c_sm % 4 == 0 && pc->N % 4 == 0;
   if (hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags))
-    {
-      const HnVkDeviceInfo *di = hn_vk_context_get_device_info (ctx);
-      /* 64x64 output tiles, 2x2 subgroups of 32x32 (2x2 coopmats of 16x16) */
-      guint32 spec[6] = { hn_op_float_code (b->dtype), 64, 64, 32, 32, 4 * di->subgroup_size };
-      return dispatch_labelled (cmd, "matmul_coopmat", spec, 6, c, a, b, bias, pc, 64, 64, batch, error);
-    }
+    return dispatch_coopmat (cmd, c, a, b, bias, pc, batch, a_mode, b_mode, c_vec, error);
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
   /* Tiles: 128x128x8 with 8x8 per invocation on GPUs when there are enough
    * such tiles to fill the device, 64x64x16 with 4x4 otherwise (and on CPU
@@ -187,7 +223,6 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
       bm = t[0]; bn = t[1]; bk = t[2]; tm = t[3]; tn = t[4];
     }
   guint32 threads = (bm / tm) * (bn / tn);
-  gboolean c_vec = pc->c_off % 4 == 0 && pc->c_sb % 4 == 0 && pc->c_sm % 4 == 0 && pc->N % 4 == 0;
   guint32 spec[10] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads, a_mode, b_mode, c_vec };
   return dispatch_labelled (cmd, "matmul", spec, 10, c, a, b, bias, pc, bm, bn, batch, error);
 }
