@@ -113,6 +113,7 @@ test_matmul_f16_bf16 (void)
       run_matmul (dt, 1, 16389, 64, FALSE, FALSE);
       run_matmul (dt, 2, 16387, 16, TRUE, FALSE);
       run_matmul (dt, 200, 130, 96, TRUE, TRUE);
+      run_matmul (dt, 136, 132, 64, FALSE, FALSE); /* whole aligned blocks: direct stores on tensor cores */
     }
 }
 
@@ -211,6 +212,8 @@ test_bmm (void)
   run_bmm (2, 2, 2, 20, 24, 16, HN_MATMUL_ACCUMULATE | HN_MATMUL_TRANS_B, 0.5f, HN_DTYPE_F32);
   run_bmm (1, 1, 1, 36, 40, 20, 0, 1.0f, HN_DTYPE_BF16);
   run_bmm (1, 1, 1, 36, 40, 20, HN_MATMUL_EXACT, 1.0f, HN_DTYPE_F16);
+  run_bmm (2, 2, 2, 68, 72, 36, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_BF16);
+  run_bmm (1, 1, 1, 132, 136, 48, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F16);
 }
 
 int
