@@ -347,6 +347,16 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
     hn_bind (per_head ? per_head : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
     hn_bind (n_split >= 2 ? sc : out, TRUE) };
+  /* Many queries (prefill, training): blocks of 16 queries share each key
+   * block in shared memory (attention_prefill.comp, head dims <= 128). */
+  if (n_split < 2 && T >= 16 && D <= 128 && Dv <= 128 && g_getenv ("HN_NO_ATTN_PREFILL") == NULL)
+    {
+      hn_cmd_set_label (cmd, "attention_prefill");
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_prefill", spec, 1, bd, 6, &pc, sizeof pc,
+                                     (guint32) ((T + 15) / 16), (guint32) H, (guint32) B, error);
+      hn_cmd_set_label (cmd, NULL);
+      return ok;
+    }
   if (n_split < 2)
     return hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T, (guint32) B,
                             error);

@@ -246,6 +246,16 @@ test_attention (void)
     { 1, 9, 4, 2, 8, 8, 9, { .causal = TRUE, .window = 4 }, 2, 0, HN_DTYPE_F32 },
     { 1, 1, 4, 2, 16, 16, 300, { .causal = TRUE, .pos0 = 290, .n_kv = 291 }, 2, 0, HN_DTYPE_F32 },
     { 2, 3, 2, 1, 16, 8, 12, { .causal = TRUE, .pos0 = 9 }, 2, 0, HN_DTYPE_F32 },
+    /* prefill kernel (T >= 16): several query and key blocks, GQA, chunked
+     * prefill after a past, window + soft-cap + ALiBi, masks, sinks, batch,
+     * f16/bf16 caches, Dv != D, head dim 128; above 128 the per-query kernel */
+    { 1, 37, 4, 2, 33, 33, 37, { .causal = TRUE }, FALSE, 0, HN_DTYPE_F32 },
+    { 1, 20, 2, 1, 64, 64, 50, { .causal = TRUE, .pos0 = 30 }, FALSE, 0, HN_DTYPE_BF16 },
+    { 1, 24, 3, 3, 16, 24, 40, { .causal = TRUE, .pos0 = 16, .window = 9, .softcap = 3.0f }, TRUE, 0, HN_DTYPE_F32 },
+    { 1, 18, 2, 2, 8, 8, 21, { .n_kv = 21 }, FALSE, 1, HN_DTYPE_F16 },
+    { 2, 17, 2, 1, 128, 128, 17, { .causal = TRUE }, FALSE, 2, HN_DTYPE_F32 },
+    { 1, 33, 4, 2, 16, 16, 33, { .causal = TRUE, .window = 7 }, 2, 0, HN_DTYPE_F32 },
+    { 1, 16, 2, 2, 160, 160, 16, { .causal = TRUE }, FALSE, 0, HN_DTYPE_F32 },
   };
   guint n_split = 0;
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
