@@ -314,14 +314,30 @@ hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTe
   HnTensor *sl = params->alibi_slopes ? params->alibi_slopes : q;
   HnVkBinding bq[7] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
                         hn_bind (sl, FALSE), hn_bind (stats, TRUE), hn_bind (dq, TRUE) };
+  HnVkBinding bkv[8] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
+                         hn_bind (sl, FALSE), hn_bind (stats, FALSE), hn_bind (dk, TRUE), hn_bind (dv, TRUE) };
+  /* Head dims <= 128: blocks of queries (pass 1) and keys (pass 2) share
+   * the other side's rows through shared memory (the *_tiled shaders);
+   * above that, one invocation per row. */
+  if (D <= 128 && Dv <= 128 && g_getenv ("HN_NO_ATTN_TILED") == NULL)
+    {
+      hn_cmd_set_label (cmd, "attention_back_q");
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_back_q_tiled", NULL, 0, bq, 7, &pc, sizeof pc,
+                                     (guint32) ((T + 15) / 16), (guint32) H, (guint32) B, error);
+      pc.g_off = hn_eoff (dk);
+      pc.g2_off = hn_eoff (dv);
+      hn_cmd_set_label (cmd, "attention_back_kv");
+      ok = ok && hn_cmd_dispatch (cmd, "attention_back_kv_tiled", NULL, 0, bkv, 8, &pc, sizeof pc,
+                                  (guint32) ((S + 15) / 16), (guint32) KVH, (guint32) B, error);
+      hn_cmd_set_label (cmd, NULL);
+      return ok;
+    }
   guint32 gx, gy;
   hn_grid ((guint64) (B * T * H + 63) / 64, &gx, &gy);
   if (!hn_cmd_dispatch (cmd, "attention_back_q", NULL, 0, bq, 7, &pc, sizeof pc, gx, gy, 1, error))
     return FALSE;
   pc.g_off = hn_eoff (dk);
   pc.g2_off = hn_eoff (dv);
-  HnVkBinding bkv[8] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
-                         hn_bind (sl, FALSE), hn_bind (stats, FALSE), hn_bind (dk, TRUE), hn_bind (dv, TRUE) };
   hn_grid ((guint64) (B * S * KVH + 63) / 64, &gx, &gy);
   return hn_cmd_dispatch (cmd, "attention_back_kv", NULL, 0, bkv, 8, &pc, sizeof pc, gx, gy, 1, error);
 }

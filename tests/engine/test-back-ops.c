@@ -294,6 +294,11 @@ test_attention_back (void)
   run_attention (2, 9, 4, 2, 8, TRUE, 0, 0, FALSE);
   run_attention (1, 5, 3, 3, 6, FALSE, 0, 0, FALSE);
   run_attention (2, 7, 4, 1, 8, TRUE, 2.0f, 3, TRUE);
+  /* several query and key blocks of the tiled kernels; head dim 130: the per-row kernels */
+  run_attention (1, 37, 4, 2, 16, TRUE, 0, 0, FALSE);
+  run_attention (2, 20, 2, 2, 33, FALSE, 3.0f, 0, TRUE);
+  run_attention (1, 40, 2, 1, 8, TRUE, 0, 11, FALSE);
+  run_attention (1, 6, 2, 2, 130, TRUE, 0, 0, FALSE);
 }
 
 static void
