@@ -97,7 +97,7 @@ norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor
   HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (x ? x : dy, FALSE), hn_bind (stats ? stats : dy, FALSE),
                         hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
   guint32 gx, gy;
-  hn_grid ((pc.cols + 63) / 64, &gx, &gy);
+  hn_grid ((pc.cols + 7) / 8, &gx, &gy);
   return hn_cmd_dispatch (cmd, "norm_back_params", NULL, 0, bd, 5, &pc, sizeof pc, gx, gy, 1, error);
 }
 

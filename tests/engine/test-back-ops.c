@@ -115,7 +115,7 @@ static void
 run_norm (gboolean layer, gboolean plus_one)
 {
   g_autoptr (GError) error = NULL;
-  gint64 rows = 5, cols = 300; /* > 256: several columns per invocation */
+  gint64 rows = 70, cols = 300; /* > 256: several columns per invocation; > 32 rows per column lane */
   g_autofree float *dy = rnd (rows * cols, 1), *x = rnd (rows * cols, 2), *w = rnd (cols, 1);
   g_autofree float *dx = g_new0 (float, rows * cols), *dw = g_new0 (float, cols), *db = g_new0 (float, cols);
   if (layer)
