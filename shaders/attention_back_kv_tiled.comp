@@ -9,16 +9,20 @@
 #include "common.glsl"
 #include "activation.glsl"
 #include "attention_back.glsl"
+#include "attention_rows.glsl"
 layout(local_size_x = 128) in;
 layout(std430, binding = 5) readonly buffer ST { float st[]; };
 layout(std430, binding = 6) buffer DK { float dk[]; };
 layout(std430, binding = 7) buffer DV { float dv[]; };
 
-const uint BJ = 16u, BQ = 8u, DMAX = 128u, SD = DMAX + 1u;
-shared float ks[BJ * SD];
-shared float vs[BJ * SD];
-shared float qs[BQ * SD];
-shared float gs[BQ * SD];  // dO rows
+const uint BJ = 16u, BQ = 8u, DMAX = 128u;
+// Rows as vec4, padded by one (the 8 rows read at once are 16 bytes apart
+// in the banks); dims past D / Dv are zero.
+const uint SD4 = DMAX / 4u + 1u;
+shared vec4 ks[BJ * SD4];
+shared vec4 vs[BJ * SD4];
+shared vec4 qs[BQ * SD4];
+shared vec4 gs[BQ * SD4];  // dO rows
 shared float ps[BJ * (BQ + 1u)];
 shared float dss[BJ * (BQ + 1u)];
 shared float lse_s[BQ];
@@ -30,14 +34,8 @@ void main() {
   uint grp = p.H / p.KVH;
   uint j = j0 + r;
   bool live = j < p.S;
-  for (uint e = tid; e < BJ * p.D; e += 128u) {
-    uint jj = e / p.D, d = e % p.D;
-    ks[jj * SD + d] = j0 + jj < p.S ? k[p.k_off + ((b * p.S + j0 + jj) * p.KVH + kvh) * p.D + d] : 0.0;
-  }
-  for (uint e = tid; e < BJ * p.Dv; e += 128u) {
-    uint jj = e / p.Dv, d = e % p.Dv;
-    vs[jj * SD + d] = j0 + jj < p.S ? v[p.v_off + ((b * p.S + j0 + jj) * p.KVH + kvh) * p.Dv + d] : 0.0;
-  }
+  HN_ROWS_LOAD(ks, BJ, p.D, jj, j0 + jj < p.S, k, p.k_off + ((b * p.S + j0 + jj) * p.KVH + kvh) * p.D);
+  HN_ROWS_LOAD(vs, BJ, p.Dv, jj, j0 + jj < p.S, v, p.v_off + ((b * p.S + j0 + jj) * p.KVH + kvh) * p.Dv);
   float acc_k[DMAX / 8u], acc_v[DMAX / 8u];
   [[unroll]] for (uint i = 0u; i < DMAX / 8u; i++) { acc_k[i] = 0.0; acc_v[i] = 0.0; }
   // Causal: queries before position j0 see none of these keys.
@@ -47,14 +45,8 @@ void main() {
     float slope = (p.flags & 1u) != 0u ? slopes[p.s_off + h] : 0.0;
     for (uint t0 = t_begin; t0 < p.T; t0 += BQ) {
       barrier();  // the previous block's rows are read
-      for (uint e = tid; e < BQ * p.D; e += 128u) {
-        uint ii = e / p.D, d = e % p.D;
-        qs[ii * SD + d] = t0 + ii < p.T ? q[p.q_off + ((b * p.T + t0 + ii) * p.H + h) * p.D + d] : 0.0;
-      }
-      for (uint e = tid; e < BQ * p.Dv; e += 128u) {
-        uint ii = e / p.Dv, d = e % p.Dv;
-        gs[ii * SD + d] = t0 + ii < p.T ? dout[p.do_off + ((b * p.T + t0 + ii) * p.H + h) * p.Dv + d] : 0.0;
-      }
+      HN_ROWS_LOAD(qs, BQ, p.D, ii, t0 + ii < p.T, q, p.q_off + ((b * p.T + t0 + ii) * p.H + h) * p.D);
+      HN_ROWS_LOAD(gs, BQ, p.Dv, ii, t0 + ii < p.T, dout, p.do_off + ((b * p.T + t0 + ii) * p.H + h) * p.Dv);
       if (tid < BQ) {
         uint row = (b * p.T + min(t0 + tid, p.T - 1u)) * p.H + h;
         lse_s[tid] = st[p.st_off + 2u * row];
@@ -66,11 +58,11 @@ void main() {
       float pv = 0.0, dsv = 0.0;
       if (live && t < p.T && !hn_att_hidden(j, pos)) {
         float dot = 0.0, dp = 0.0, th = 0.0;
-        for (uint d = 0u; d < p.D; d++) dot = fma(qs[c * SD + d], ks[r * SD + d], dot);
+        HN_ROWS_DOT(dot, qs, c, ks, r, p.D);
         float s = dot * p.scale;
         if (p.softcap > 0.0) { th = hn_tanh(s / p.softcap); s = p.softcap * th; }
         if ((p.flags & 1u) != 0u) s += slope * float(int(j) - pos);
-        for (uint d = 0u; d < p.Dv; d++) dp = fma(gs[c * SD + d], vs[r * SD + d], dp);
+        HN_ROWS_DOT(dp, gs, c, vs, r, p.Dv);
         pv = exp(s - lse_s[c]);
         dsv = pv * (dp - del_s[c]) * (1.0 - th * th) * p.scale;
       }
@@ -81,8 +73,8 @@ void main() {
         float wp = ps[r * (BQ + 1u) + ii], wd = dss[r * (BQ + 1u) + ii];
         [[unroll]] for (uint i = 0u; i < DMAX / 8u; i++) {
           uint d = c + i * 8u;
-          if (d < p.Dv) acc_v[i] = fma(wp, gs[ii * SD + d], acc_v[i]);
-          if (d < p.D) acc_k[i] = fma(wd, qs[ii * SD + d], acc_k[i]);
+          if (d < p.Dv) acc_v[i] = fma(wp, gs[ii * SD4 + d / 4u][d % 4u], acc_v[i]);
+          if (d < p.D) acc_k[i] = fma(wd, qs[ii * SD4 + d / 4u][d % 4u], acc_k[i]);
         }
       }
     }

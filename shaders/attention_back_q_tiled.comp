@@ -10,28 +10,25 @@
 #include "common.glsl"
 #include "activation.glsl"
 #include "attention_back.glsl"
+#include "attention_rows.glsl"
 layout(local_size_x = 128) in;
 layout(std430, binding = 5) writeonly buffer ST { float st[]; };
 layout(std430, binding = 6) buffer DQ { float dq[]; };
 
-const uint BQ = 16u, BJ = 8u, DMAX = 128u, SD = DMAX + 1u;
-shared float qs[BQ * SD];
-shared float gs[BQ * SD];  // dO rows
-shared float ks[BJ * SD];
-shared float vs[BJ * SD];
+const uint BQ = 16u, BJ = 8u, DMAX = 128u;
+// Rows as vec4, padded by one (the 8 rows read at once are 16 bytes apart
+// in the banks); dims past D / Dv are zero.
+const uint SD4 = DMAX / 4u + 1u;
+shared vec4 qs[BQ * SD4];
+shared vec4 gs[BQ * SD4];  // dO rows
+shared vec4 ks[BJ * SD4];
+shared vec4 vs[BJ * SD4];
 shared float ss[BQ * (BJ + 1u)];
 shared float ds_[BQ * (BJ + 1u)];
 
 void load_keys(uint b, uint kvh, uint j0, uint n_keys) {
-  uint tid = gl_LocalInvocationID.x;
-  for (uint e = tid; e < BJ * p.D; e += 128u) {
-    uint jj = e / p.D, d = e % p.D, j = j0 + jj;
-    ks[jj * SD + d] = j < n_keys ? k[p.k_off + ((b * p.S + j) * p.KVH + kvh) * p.D + d] : 0.0;
-  }
-  for (uint e = tid; e < BJ * p.Dv; e += 128u) {
-    uint jj = e / p.Dv, d = e % p.Dv, j = j0 + jj;
-    vs[jj * SD + d] = j < n_keys ? v[p.v_off + ((b * p.S + j) * p.KVH + kvh) * p.Dv + d] : 0.0;
-  }
+  HN_ROWS_LOAD(ks, BJ, p.D, jj, j0 + jj < n_keys, k, p.k_off + ((b * p.S + j0 + jj) * p.KVH + kvh) * p.D);
+  HN_ROWS_LOAD(vs, BJ, p.Dv, jj, j0 + jj < n_keys, v, p.v_off + ((b * p.S + j0 + jj) * p.KVH + kvh) * p.Dv);
 }
 
 void main() {
@@ -42,14 +39,8 @@ void main() {
   bool live = t < p.T;
   int pos = p.pos0 + int(t);
   uint row = (b * p.T + t) * p.H + h;
-  for (uint e = tid; e < BQ * p.D; e += 128u) {
-    uint rr = e / p.D, d = e % p.D;
-    qs[rr * SD + d] = qb0 + rr < p.T ? q[p.q_off + ((b * p.T + qb0 + rr) * p.H + h) * p.D + d] : 0.0;
-  }
-  for (uint e = tid; e < BQ * p.Dv; e += 128u) {
-    uint rr = e / p.Dv, d = e % p.Dv;
-    gs[rr * SD + d] = qb0 + rr < p.T ? dout[p.do_off + ((b * p.T + qb0 + rr) * p.H + h) * p.Dv + d] : 0.0;
-  }
+  HN_ROWS_LOAD(qs, BQ, p.D, rr, qb0 + rr < p.T, q, p.q_off + ((b * p.T + qb0 + rr) * p.H + h) * p.D);
+  HN_ROWS_LOAD(gs, BQ, p.Dv, rr, qb0 + rr < p.T, dout, p.do_off + ((b * p.T + qb0 + rr) * p.H + h) * p.Dv);
   float slope = (p.flags & 1u) != 0u ? slopes[p.s_off + h] : 0.0;
   uint n_keys = p.S;
   if (p.causal != 0u) n_keys = uint(clamp(p.pos0 + int(min(qb0 + BQ, p.T)), 0, int(p.S)));
@@ -64,11 +55,11 @@ void main() {
     float s = HN_NEG_INF, dp = 0.0;
     if (live && j < n_keys && !hn_att_hidden(j, pos)) {
       float dot = 0.0;
-      for (uint d = 0u; d < p.D; d++) dot = fma(qs[r * SD + d], ks[c * SD + d], dot);
+      HN_ROWS_DOT(dot, qs, r, ks, c, p.D);
       s = dot * p.scale;
       if (p.softcap > 0.0) s = p.softcap * hn_tanh(s / p.softcap);
       if ((p.flags & 1u) != 0u) s += slope * float(int(j) - pos);
-      for (uint d = 0u; d < p.Dv; d++) dp = fma(gs[r * SD + d], vs[c * SD + d], dp);
+      HN_ROWS_DOT(dp, gs, r, vs, c, p.Dv);
     }
     ss[r * (BJ + 1u) + c] = s;
     ds_[r * (BJ + 1u) + c] = dp;
@@ -102,11 +93,11 @@ void main() {
     float dsv = 0.0;
     if (live && j < n_keys && !hn_att_hidden(j, pos)) {
       float dot = 0.0, dp = 0.0, th = 0.0;
-      for (uint d = 0u; d < p.D; d++) dot = fma(qs[r * SD + d], ks[c * SD + d], dot);
+      HN_ROWS_DOT(dot, qs, r, ks, c, p.D);
       float s = dot * p.scale;
       if (p.softcap > 0.0) { th = hn_tanh(s / p.softcap); s = p.softcap * th; }
       if ((p.flags & 1u) != 0u) s += slope * float(int(j) - pos);
-      for (uint d = 0u; d < p.Dv; d++) dp = fma(gs[r * SD + d], vs[c * SD + d], dp);
+      HN_ROWS_DOT(dp, gs, r, vs, c, p.Dv);
       dsv = exp(s - lse) * (dp - delta) * (1.0 - th * th) * p.scale;
     }
     ds_[r * (BJ + 1u) + c] = dsv;
@@ -115,7 +106,7 @@ void main() {
       float w = ds_[r * (BJ + 1u) + jj];
       [[unroll]] for (uint i = 0u; i < DMAX / 8u; i++) {
         uint d = c + i * 8u;
-        if (d < p.D) acc[i] = fma(w, ks[jj * SD + d], acc[i]);
+        if (d < p.D) acc[i] = fma(w, ks[jj * SD4 + d / 4u][d % 4u], acc[i]);
       }
     }
   }

@@ -4,7 +4,7 @@
 // attention.comp (single pass), one workgroup per block of BQ = 16 queries
 // of one head, keys in blocks of BJ = 16 staged in shared memory (f32) and
 // shared by the block's queries, with an online softmax per query.
-// Invocation (r, c) = (tid / 8, tid % 8) scores keys 2c, 2c + 1 of query r,
+// Invocation (r, c) = (tid / 8, tid % 8) scores keys c, c + 8 of query r,
 // then every invocation of row r reads the row's 16 scores and accumulates
 // output dims c, c + 8, ... (so no reduction needs a barrier of its own).
 // D, Dv <= 128 (the host uses attention.comp above that).
@@ -28,9 +28,11 @@ layout(push_constant) uniform P {
 } p;
 
 const uint BQ = 16u, BJ = 16u, DMAX = 128u;
-const uint SD = DMAX + 1u;  // padded rows: the 8 invocations of a row read 8 different keys
-shared float qs[BQ * SD];
-shared float ks[BJ * SD];
+// q and k rows as vec4, padded by one: the 8 invocations of a row read 8
+// different keys 16 bytes apart in the banks. Dims past D are zero.
+const uint SD4 = DMAX / 4u + 1u;
+shared vec4 qs[BQ * SD4];
+shared vec4 ks[BJ * SD4];
 shared float vs[BJ * DMAX];
 shared float ss[BQ * (BJ + 1u)];
 
@@ -41,9 +43,15 @@ void main() {
   uint t = qb0 + r;
   bool live = t < p.T;
   int pos = p.pos0 + int(t);
-  for (uint e = tid; e < BQ * p.D; e += 128u) {
-    uint rr = e / p.D, d = e % p.D;
-    qs[rr * SD + d] = qb0 + rr < p.T ? q[p.q_off + ((b * p.T + qb0 + rr) * p.H + h) * p.D + d] : 0.0;
+  uint D4 = (p.D + 3u) / 4u;
+  for (uint e = tid; e < BQ * D4; e += 128u) {
+    uint rr = e / D4, d = (e % D4) * 4u;
+    vec4 v4 = vec4(0.0);
+    if (qb0 + rr < p.T) {
+      uint base = p.q_off + ((b * p.T + qb0 + rr) * p.H + h) * p.D;
+      [[unroll]] for (uint i = 0u; i < 4u; i++) if (d + i < p.D) v4[i] = q[base + d + i];
+    }
+    qs[rr * SD4 + d / 4u] = v4;
   }
   float slope = (p.flags & 1u) != 0u ? slopes[p.s_off + h] : 0.0;
   uint mrow = 0u;
@@ -62,9 +70,14 @@ void main() {
   if (p.causal != 0u) n_keys = uint(clamp(p.pos0 + int(min(qb0 + BQ, p.T)), 0, int(p.n_kv)));
   for (uint j0 = 0u; j0 < n_keys; j0 += BJ) {
     barrier();  // the previous block's ks / vs / ss are read
-    for (uint e = tid; e < BJ * p.D; e += 128u) {
-      uint jj = e / p.D, d = e % p.D, j = j0 + jj;
-      ks[jj * SD + d] = j < n_keys ? HN_LOAD(kw, KVDT, p.k_off + ((kv_row0 + j) * p.KVH + kvh) * p.D + d) : 0.0;
+    for (uint e = tid; e < BJ * D4; e += 128u) {
+      uint jj = e / D4, d = (e % D4) * 4u, j = j0 + jj;
+      vec4 v4 = vec4(0.0);
+      if (j < n_keys) {
+        uint base = p.k_off + ((kv_row0 + j) * p.KVH + kvh) * p.D;
+        [[unroll]] for (uint i = 0u; i < 4u; i++) if (d + i < p.D) v4[i] = HN_LOAD(kw, KVDT, base + d + i);
+      }
+      ks[jj * SD4 + d / 4u] = v4;
     }
     for (uint e = tid; e < BJ * p.Dv; e += 128u) {
       uint jj = e / p.Dv, d = e % p.Dv, j = j0 + jj;
@@ -72,14 +85,14 @@ void main() {
     }
     barrier();
     [[unroll]] for (uint u = 0u; u < 2u; u++) {
-      uint jj = c * 2u + u, j = j0 + jj;
+      uint jj = c + u * 8u, j = j0 + jj;
       float s = HN_NEG_INF;
       bool visible = live && j < n_keys && !(p.causal != 0u && int(j) > pos) &&
                      !(p.window > 0u && int(j) <= pos - int(p.window));
       if (visible) {
-        float dot = 0.0;
-        for (uint d = 0u; d < p.D; d++) dot = fma(qs[r * SD + d], ks[jj * SD + d], dot);
-        s = dot * p.scale;
+        vec4 d4 = vec4(0.0);
+        for (uint d = 0u; d < D4; d++) d4 = fma(qs[r * SD4 + d], ks[jj * SD4 + d], d4);
+        s = (d4.x + d4.y + d4.z + d4.w) * p.scale;
         if (p.softcap > 0.0) s = p.softcap * hn_tanh(s / p.softcap);
         if ((p.flags & 1u) != 0u) s += slope * float(int(j) - pos);
         if ((p.flags & 2u) != 0u) s += mask[mrow + j];
