@@ -181,11 +181,7 @@ dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     }
   guint32 threads = (bm / wm) * (bn / wn) * di->subgroup_size;
   guint32 spec[9] = { hn_op_float_code (b->dtype), bm, bn, wm, wn, threads, a_mode, b_mode, c_vec };
-  /* HN_COOPMAT_FIXED=1: the same 128x128 kernel with literal tile sizes */
-  gboolean fixed = bm == 128 && bn == 128 && wm == 64 && wn == 32 && threads == 256 &&
-                   g_getenv ("HN_COOPMAT_FIXED") != NULL;
-  return dispatch_labelled (cmd, fixed ? "matmul_coopmat_fixed" : "matmul_coopmat", spec, 9, c, a, b, bias, pc, bm,
-                            bn, batch, error);
+  return dispatch_labelled (cmd, "matmul_coopmat", spec, 9, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
 static gboolean
