@@ -8,6 +8,9 @@
  * (tests/engine/test-transformer-parity.c); training/LoRA bits come with the
  * training module. */
 #define DEC (HN_TASK_LOGITS | HN_TASK_GENERATE)
+/* + 4 AdamW steps matching PyTorch in test-train-parity (full; LoRA with the <fixture>_lora case) */
+#define DEC_T (DEC | HN_TASK_TRAIN)
+#define DEC_TL (DEC | HN_TASK_TRAIN | HN_TASK_LORA)
 /* encoders: masked-LM logits (tests/engine/test-encdec-parity.c) */
 #define ENC (HN_TASK_LOGITS)
 #define ENC_Q (HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE | HN_QUIRK_LM_HEAD_BIAS)
@@ -21,18 +24,18 @@ static const char *const xlmr_aliases[] = { "xlm_roberta", NULL };
 
 #define RMS_GATED (HN_QUIRK_GATED_MLP)
 static const HnArchInfo archs[] = {
-  { "llama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "llama" },
+  { "llama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC_TL, "llama" },
   { "mistral", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "mistral" },
   { "qwen2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "qwen2" },
-  { "qwen3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC,
+  { "qwen3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC_T,
     "qwen3" },
   { "gemma", NULL, "gemma", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
-    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT, "gelu_pytorch_tanh", DEC, "gemma" },
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT, "gelu_pytorch_tanh", DEC_T, "gemma" },
   { "gemma2", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
     RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_SOFTCAP | HN_QUIRK_SLIDING_ALTERNATE,
     "gelu_pytorch_tanh", DEC, "gemma2" },
   { "phi3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_PHI3,
-    RMS_GATED | HN_QUIRK_FUSED_QKV | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "phi3" },
+    RMS_GATED | HN_QUIRK_FUSED_QKV | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC_T, "phi3" },
   { "olmo", NULL, "olmo", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
     RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_PARAMS | HN_QUIRK_CLIP_QKV, "silu", DEC, "olmo" },
   { "olmo2", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", DEC,
@@ -50,9 +53,9 @@ static const HnArchInfo archs[] = {
     "gelu_pytorch_tanh", DEC, "starcoder2" },
   { "gpt2", NULL, "gpt2", HN_BLOCK_PRE_NORM, HN_NAMES_GPT2,
     HN_QUIRK_LAYERNORM | HN_QUIRK_CONV1D | HN_QUIRK_FUSED_QKV | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_new",
-    DEC, "gpt2" },
+    DEC_TL, "gpt2" },
   { "gpt_neox", neox_aliases, "gpt_neox", HN_BLOCK_PARALLEL_2NORM, HN_NAMES_GPT_NEOX,
-    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC, "gpt_neox" },
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC_T, "gpt_neox" },
   { "gptj", NULL, "gptj", HN_BLOCK_PARALLEL, HN_NAMES_GPTJ,
     HN_QUIRK_LAYERNORM | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", DEC,
     "gptj" },
@@ -103,7 +106,7 @@ static const HnArchInfo archs[] = {
       HN_QUIRK_LM_HEAD_BIAS,
     "gelu_new", DEC, "codegen" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
-  { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC, "mixtral" },
+  { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
     "silu", DEC, "olmoe" },
   { "qwen3_moe", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD,
