@@ -313,8 +313,13 @@ parse_value (const HnOptionInfo *o, const char *text, Value *out, GError **error
         gint64 v;
         if (!g_ascii_string_to_signed (text, 10, G_MININT64, G_MAXINT64, &v, &local))
           {
-            g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                         "--%s: '%s' is not a whole number", o->name, text);
+            if (o->hint == HN_OPTION_HINT_DEVICE && g_ascii_strcasecmp (text, "cpu") == 0)
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                           "--%s: 'cpu' is not a Vulkan device; --runtime cpu runs Hierarchos models on the CPU",
+                           o->name);
+            else
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                           "--%s: '%s' is not a whole number", o->name, text);
             g_error_free (local);
             return FALSE;
           }

@@ -204,6 +204,14 @@ test_init_train_chat (void)
       events_clear (&e);
     }
   g_assert_cmpstr (gen_text[0], ==, gen_text[1]);
+  /* --device cpu is not a device: the error names --runtime cpu */
+  events_init (&e);
+  const char *const gen_bad[] = { "generate", "--model-path", out, "--prompt", "x", "--device", "cpu", NULL };
+  g_assert_false (run_job (gen_bad, NULL, &e, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "--runtime cpu"));
+  g_clear_error (&error);
+  events_clear (&e);
   g_free (gen_text[0]);
   g_free (gen_text[1]);
 
