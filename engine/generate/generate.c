@@ -1,7 +1,7 @@
 /* The generation loops: transformers' _sample (greedy and sampling) and the
  * vectorised _beam_search (transformers >= 4.50), ported for one prompt with
  * the same stopping criteria, scores in float32 and the same -1e9 masking. */
-#include "generate/generate.h"
+#include "generate/generate-private.h"
 #include "generate/logits-process.h"
 #include "generate/sampler.h"
 #include "hn-error.h"
@@ -176,8 +176,8 @@ hn_generate_result_free (HnGenerateResult *res)
   g_free (res);
 }
 
-static gboolean
-is_eos (const HnGenerateOptions *opt, int32_t t)
+gboolean
+hn_generate_is_eos (const HnGenerateOptions *opt, int32_t t)
 {
   for (guint i = 0; opt->eos_token_ids && i < opt->eos_token_ids->len; i++)
     if (g_array_index (opt->eos_token_ids, int32_t, i) == t)
@@ -188,8 +188,8 @@ is_eos (const HnGenerateOptions *opt, int32_t t)
 /* StopStringCriteria: a stop string counts when the last token completes it
  * (it may overhang past the string's end). Checked on the decoded generated
  * text: an occurrence must end after the text decoded before the last token. */
-static gboolean
-hits_stop_string (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t *gen, int n_gen)
+gboolean
+hn_generate_hits_stop_string (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t *gen, int n_gen)
 {
   if (!opt->stop_strings || !opt->stop_strings[0] || n_gen <= 0)
     return FALSE;
@@ -208,8 +208,8 @@ hits_stop_string (const HnGenerateModel *m, const HnGenerateOptions *opt, const 
   return FALSE;
 }
 
-static HnGenerateResult *
-result_new (int n_prompt)
+HnGenerateResult *
+hn_generate_result_new (int n_prompt)
 {
   HnGenerateResult *r = g_new0 (HnGenerateResult, 1);
   r->sequences = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
@@ -218,8 +218,8 @@ result_new (int n_prompt)
   return r;
 }
 
-static gboolean
-check_cancel (GCancellable *c, GError **error)
+gboolean
+hn_generate_check_cancel (GCancellable *c, GError **error)
 {
   if (c && g_cancellable_is_cancelled (c))
     {
@@ -241,13 +241,41 @@ check_finite_logits (const float *logits, int n, GError **error)
   return TRUE;
 }
 
+const char *
+hn_generate_sample_step (const HnGenerateModel *m, const HnGenerateOptions *opt, HnRng *rng, GArray *ids,
+                         int n_prompt, int max_length, float *logits, int32_t *next, GError **error)
+{
+  int V = m->vocab_size;
+  *next = -1;
+  if (!check_finite_logits (logits, V, error))
+    return NULL;
+  hn_logits_process (opt, logits, V, (const int32_t *) ids->data, (int) ids->len, n_prompt);
+  int32_t t = opt->do_sample ? hn_sample_categorical (rng, logits, V) : hn_argmax (logits, V);
+  if (t < 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
+                   "every token was removed by the logits processors at position %u", ids->len);
+      return NULL;
+    }
+  g_array_append_val (ids, t);
+  *next = t;
+  int cur_len = (int) ids->len;
+  if (hn_generate_is_eos (opt, t))
+    return "eos";
+  if (cur_len >= max_length)
+    return "max_length";
+  if (hn_generate_hits_stop_string (m, opt, (const int32_t *) ids->data + n_prompt, cur_len - n_prompt))
+    return "stop_string";
+  return "";
+}
+
 /* transformers' _sample: greedy (argmax) or multinomial sampling. */
 static HnGenerateResult *
 run_sample (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t *prompt, int n_prompt,
             int max_length, GCancellable *cancellable, GError **error)
 {
   int V = m->vocab_size;
-  g_autoptr (HnGenerateResult) res = result_new (n_prompt);
+  g_autoptr (HnGenerateResult) res = hn_generate_result_new (n_prompt);
   g_autofree float *logits = g_new (float, V);
   HnRng rng;
   hn_rng_seed (&rng, opt->seed);
@@ -266,32 +294,17 @@ run_sample (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_
         return NULL;
       if (r == 0)
         res->prefill_seconds = (g_get_monotonic_time () - t0) / 1e6;
-      const char *reason = "max_length";
+      const char *reason;
       for (;;)
         {
-          if (!check_cancel (cancellable, error) || !check_finite_logits (logits, V, error))
+          int32_t next;
+          if (!hn_generate_check_cancel (cancellable, error) ||
+              !(reason = hn_generate_sample_step (m, opt, &rng, ids, n_prompt, max_length, logits, &next, error)))
             return NULL;
-          hn_logits_process (opt, logits, V, (const int32_t *) ids->data, (int) ids->len, n_prompt);
-          int32_t next = opt->do_sample ? hn_sample_categorical (&rng, logits, V) : hn_argmax (logits, V);
-          if (next < 0)
-            {
-              g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
-                           "every token was removed by the logits processors at position %u", ids->len);
-              return NULL;
-            }
-          g_array_append_val (ids, next);
           res->n_generated++;
           if (m->on_token && r == 0)
             m->on_token (m->token_data, next);
-          int cur_len = (int) ids->len;
-          gboolean done = FALSE;
-          if (cur_len >= max_length)
-            done = TRUE, reason = "max_length";
-          if (is_eos (opt, next))
-            done = TRUE, reason = "eos";
-          if (!done && hits_stop_string (m, opt, (const int32_t *) ids->data + n_prompt, cur_len - n_prompt))
-            done = TRUE, reason = "stop_string";
-          if (done)
+          if (*reason)
             break;
           int row = 0;
           if (!m->ops->decode (m->lm, 1, &row, &next, logits, error))
@@ -341,7 +354,7 @@ run_beam (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t 
   int K = MAX (2, 1 + n_eos) * B;
   int L = max_length;
   int32_t fill = opt->pad_token_id >= 0 ? opt->pad_token_id : (n_eos > 0 ? g_array_index (opt->eos_token_ids, int32_t, 0) : -1);
-  g_autoptr (HnGenerateResult) res = result_new (n_prompt);
+  g_autoptr (HnGenerateResult) res = hn_generate_result_new (n_prompt);
   gint64 t0 = g_get_monotonic_time ();
 
   g_autofree int32_t *run_seq = g_new (int32_t, (gsize) B * L);  /* [B, L] */
@@ -391,7 +404,7 @@ run_beam (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t 
   gboolean all_hit = FALSE;
   for (;;)
     {
-      if (!check_cancel (cancellable, error) || !check_finite_logits (logits, B * V, error))
+      if (!hn_generate_check_cancel (cancellable, error) || !check_finite_logits (logits, B * V, error))
         return NULL;
       /* b. log-softmax, processors on each beam's sequence, add running scores */
       for (int b = 0; b < B; b++)
@@ -432,8 +445,8 @@ run_beam (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t 
       for (int k = 0; k < K; k++)
         {
           int32_t t = topk_seq[(gsize) k * L + cur_len];
-          hits[k] = cur_len + 1 >= max_length || is_eos (opt, t) ||
-                    hits_stop_string (m, opt, topk_seq + (gsize) k * L + n_prompt, cur_len + 1 - n_prompt);
+          hits[k] = cur_len + 1 >= max_length || hn_generate_is_eos (opt, t) ||
+                    hn_generate_hits_stop_string (m, opt, topk_seq + (gsize) k * L + n_prompt, cur_len + 1 - n_prompt);
           all_hit = all_hit && hits[k];
         }
       /* e. the best B unfinished candidates keep running */
@@ -533,16 +546,16 @@ run_beam (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t 
   return g_steal_pointer (&res);
 }
 
-HnGenerateResult *
-hn_generate_run (const HnGenerateModel *model, const HnGenerateOptions *opt, const int32_t *prompt, int n_prompt,
-                 GCancellable *cancellable, GError **error)
+int
+hn_generate_check_prompt (const HnGenerateModel *model, const HnGenerateOptions *opt, const int32_t *prompt,
+                          int n_prompt, GError **error)
 {
   if (!hn_generate_options_validate (opt, model->vocab_size, error))
-    return NULL;
+    return -1;
   if (n_prompt <= 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the prompt is empty: generation needs at least one token");
-      return NULL;
+      return -1;
     }
   for (int i = 0; i < n_prompt; i++)
     if (prompt[i] < 0 || prompt[i] >= model->vocab_size)
@@ -550,12 +563,12 @@ hn_generate_run (const HnGenerateModel *model, const HnGenerateOptions *opt, con
         g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                      "prompt token %d at position %d is outside the vocabulary (0..%d)", prompt[i], i,
                      model->vocab_size - 1);
-        return NULL;
+        return -1;
       }
   if (opt->stop_strings && opt->stop_strings[0] && !model->decode)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "stop strings need a tokenizer to decode tokens");
-      return NULL;
+      return -1;
     }
   int max_length = hn_generate_options_max_length (opt, n_prompt);
   if (n_prompt >= max_length)
@@ -563,8 +576,18 @@ hn_generate_run (const HnGenerateModel *model, const HnGenerateOptions *opt, con
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                    "the prompt has %d tokens but max_length is %d: raise max_length or set max_new_tokens", n_prompt,
                    max_length);
-      return NULL;
+      return -1;
     }
+  return max_length;
+}
+
+HnGenerateResult *
+hn_generate_run (const HnGenerateModel *model, const HnGenerateOptions *opt, const int32_t *prompt, int n_prompt,
+                 GCancellable *cancellable, GError **error)
+{
+  int max_length = hn_generate_check_prompt (model, opt, prompt, n_prompt, error);
+  if (max_length < 0)
+    return NULL;
   if (opt->num_beams > 1)
     return run_beam (model, opt, prompt, n_prompt, max_length, cancellable, error);
   return run_sample (model, opt, prompt, n_prompt, max_length, cancellable, error);

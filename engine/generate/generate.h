@@ -75,6 +75,9 @@ typedef struct {
                       GError **error);
   /* Row r takes the state that row src[r] had (beam reordering; src may repeat). */
   gboolean (*reorder) (gpointer self, int n_rows, const int *src, GError **error);
+  /* Continuous batching (NULL where the model has no shared cache): `row` ends and returns
+   * its cache to the pool; the row starts empty. decode() then takes rows of any lengths. */
+  gboolean (*release) (gpointer self, int row, GError **error);
 } HnLmOps;
 
 /* Decodes ids to text (for stop strings and streaming); returns a new string or NULL. */
@@ -110,5 +113,37 @@ typedef struct {
 HnGenerateResult *hn_generate_run (const HnGenerateModel *model, const HnGenerateOptions *opt,
                                    const int32_t *prompt, int n_prompt, GCancellable *cancellable,
                                    GError **error);
+
+/* ---- continuous batching (batch.c) ---- */
+
+typedef struct {
+  int max_requests;  /* requests decoded together (>= 1) */
+  int n_pages;       /* the model's shared cache in pages of page_size tokens */
+  int page_size;
+  int max_pages_per_request; /* 0: no limit beyond n_pages */
+} HnBatchOptions;
+
+typedef struct {
+  int rounds;          /* decode rounds: one model->decode call (one submission) each */
+  int max_active;      /* most requests active at once */
+  int page_waits;      /* times the next request waited for pages with a request slot free */
+  gint64 n_generated;  /* tokens produced over all requests */
+  double seconds;
+} HnBatchStats;
+
+/* Called as each request finishes, in finishing order; `result` holds its one sequence. */
+typedef void (*HnBatchDoneFunc) (gpointer user_data, int request, const HnGenerateResult *result);
+
+/* Serves prompts (GArray of int32_t each) with continuous batching over a model whose rows
+ * share a page pool (model->ops->release is required): up to max_requests run at once; a
+ * waiting request is admitted, first come first served, when a row is free and the pool has
+ * the pages of its whole length (prompt + new tokens) besides those reserved by the active
+ * ones; a finished request returns its pages. Every decode round feeds all active requests
+ * in one model->decode call. Greedy or sampling (each request with its own generator seeded
+ * with opt->seed, so it matches hn_generate_run), one sequence per request; beam search fails
+ * closed. Returns the results in request order (GPtrArray of HnGenerateResult). */
+GPtrArray *hn_generate_batch_run (const HnGenerateModel *model, const HnGenerateOptions *opt, const HnBatchOptions *bo,
+                                  GPtrArray *prompts, HnBatchDoneFunc done, gpointer done_data, HnBatchStats *stats,
+                                  GCancellable *cancellable, GError **error);
 
 G_END_DECLS

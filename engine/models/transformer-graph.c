@@ -515,6 +515,12 @@ hn_transformer_record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   return TRUE;
 }
 
+static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
+                                 HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error);
+static gboolean layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
+                            HnTensor *h, HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N,
+                            GError **error);
+
 gboolean
 hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
                              int B, int T, int pos0, GError **error)
@@ -522,10 +528,18 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   const HnTransformerHParams *hp = &m->hp;
   const HnTransformerWeights *W = &m->w;
   const HnLayerWeights *lw = &W->layers[il];
-  gint64 N = (gint64) B * T, C = hp->hidden, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  gint64 N = (gint64) B * T, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
   gint64 Dv = hp->v_head_dim;
-  gint64 n_ctx = kv->k->shape[1];
-  if (N > a->max_tokens || pos0 + T > n_ctx || B > kv->k->shape[0])
+  gboolean paged = kv->page_table != NULL;
+  gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
+  if (paged && (W->alibi_slopes || lw->sinks || kv->slots->n != N || kv->page_table->shape[0] != B))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "layer %d: %s", il,
+                   W->alibi_slopes || lw->sinks ? "ALiBi or attention-sink attention cannot read a paged cache"
+                                                : "the page table or slots do not match the rows and tokens");
+      return FALSE;
+    }
+  if (N > a->max_tokens || pos0 + T > n_ctx || (!paged && B > kv->k->shape[0]))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                    "layer %d: %d rows x %d tokens at position %d do not fit the session (%d tokens, context %" G_GINT64_FORMAT ")",
@@ -584,6 +598,8 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
       CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
       CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
     }
+  if (paged)
+    return paged_attention (m, cmd, a, il, kv, q, k, v, att, B, T, error) && layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
   /* new keys/values into each row's cache at [pos0, pos0 + T) */
   for (int b = 0; b < B; b++)
     {
@@ -624,6 +640,40 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
       CK (q4 && att4);
       CK (hn_op_attention (cmd, att4, q4, kk, vv, &ap, error));
     }
+  return layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
+}
+
+/* The new K/V into their arena slots, then attention through the page table. */
+static gboolean
+paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, HnTensor *q,
+                 HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  gint64 H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim, Dv = hp->v_head_dim, R = kv->k->shape[0];
+  HnTensor *k2 = shaped (a, kv->k, 2, (gint64[]) { R, KVH * D }, error);
+  HnTensor *v2 = shaped (a, kv->v, 2, (gint64[]) { R, KVH * Dv }, error);
+  CK (k2 && v2);
+  CK (hn_op_set_rows (cmd, k2, k, kv->slots, error));
+  CK (hn_op_set_rows (cmd, v2, v, kv->slots, error));
+  HnTensor *q4 = shaped (a, q, 4, (gint64[]) { B, T, H, D }, error);
+  HnTensor *att4 = shaped (a, att, 4, (gint64[]) { B, T, H, Dv }, error);
+  CK (q4 && att4);
+  HnPagedAttentionParams pp = { 0 };
+  pp.scale = hp->attn_scale;
+  pp.softcap = hp->attn_softcap;
+  pp.causal = TRUE;
+  pp.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
+  pp.page_table = kv->page_table;
+  pp.seq_lens = kv->seq_lens;
+  return hn_op_attention_paged (cmd, att4, q4, kv->k, kv->v, &pp, error);
+}
+
+/* o_proj, then the block's residual and MLP wiring. */
+static gboolean
+layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x, HnTensor *h,
+            HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
   CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
 
   /* --- wiring */
@@ -666,7 +716,6 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
     case HN_BLOCK_SEQ2SEQ_PRE_NORM:
       g_assert_not_reached (); /* hn_transformer_hparams_resolve refuses them (encoder.c, seq2seq.c) */
     }
-  (void) C;
   return TRUE;
 }
 

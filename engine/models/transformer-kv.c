@@ -1,7 +1,10 @@
 /* Generation sessions: the contiguous KV cache (one [max_ctx] block per row
- * and layer, allocated once) and the no-cache mode that recomputes the whole
- * prefix each step, both behind HnLmOps. Beam reordering copies cache rows
- * into a second set of buffers and swaps them. */
+ * and layer, allocated once), the paged cache (one arena of 16-token pages
+ * per layer shared by every row through per-row page tables, with a free
+ * list; rows of different lengths decode in one forward) and the no-cache
+ * mode that recomputes the whole prefix each step, all behind HnLmOps. Beam
+ * reordering copies contiguous cache rows into a second set of buffers and
+ * swaps them. */
 #include "hn-error.h"
 #include "models/transformer-private.h"
 
@@ -22,6 +25,13 @@ struct _HnTransformerSession {
   int32_t *ids_host, *pos_host; /* [acts->max_tokens] */
   guint64 bytes;
   int chunk;         /* tokens per prefill forward */
+  /* paged: kv[il] are arenas [n_pages * HN_KV_PAGE_SIZE, KVH, D] */
+  int n_pages, max_pages;          /* pool size; page-table width (pages of max_ctx) */
+  int *pages;                      /* [max_rows, max_pages] physical page of each logical page */
+  int *n_row_pages;                /* [max_rows] pages each row holds */
+  int *free_list, n_free;          /* a stack of free pages */
+  HnTensor *pt_dev, *sl_dev, *slot_dev; /* i32 [max_rows, max_pages], [max_rows], [max_tokens] */
+  int32_t *pt_host, *sl_host, *slot_host;
 };
 
 #define PREFILL_CHUNK 512
@@ -85,6 +95,15 @@ hn_transformer_session_free (HnTransformerSession *s)
   g_free (s->row_logits);
   g_free (s->ids_host);
   g_free (s->pos_host);
+  g_free (s->pages);
+  g_free (s->n_row_pages);
+  g_free (s->free_list);
+  g_clear_pointer (&s->pt_dev, hn_tensor_unref);
+  g_clear_pointer (&s->sl_dev, hn_tensor_unref);
+  g_clear_pointer (&s->slot_dev, hn_tensor_unref);
+  g_free (s->pt_host);
+  g_free (s->sl_host);
+  g_free (s->slot_host);
   g_free (s);
 }
 
@@ -96,12 +115,17 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
   HnLayerKv *kv = g_new0 (HnLayerKv, L);
   gint64 shape[4] = { s->max_rows, s->max_ctx, hp->n_kv_head, hp->head_dim };
   gint64 vshape[4] = { s->max_rows, s->max_ctx, hp->n_kv_head, hp->v_head_dim };
+  gint64 arena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, hp->n_kv_head, hp->head_dim };
+  gint64 varena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, hp->n_kv_head, hp->v_head_dim };
+  gboolean paged = s->mode == HN_KV_CACHE_PAGED;
   for (int i = 0; i < L; i++)
     {
       g_autofree char *kn = g_strdup_printf ("%s.%d.k", what, i);
       g_autofree char *vn = g_strdup_printf ("%s.%d.v", what, i);
-      kv[i].k = hn_tensor_new_named (s->m->ctx, kn, HN_DTYPE_F32, 4, shape, error);
-      kv[i].v = kv[i].k ? hn_tensor_new_named (s->m->ctx, vn, HN_DTYPE_F32, 4, vshape, error) : NULL;
+      kv[i].k = hn_tensor_new_named (s->m->ctx, kn, HN_DTYPE_F32, paged ? 3 : 4, paged ? arena : shape, error);
+      kv[i].v = kv[i].k ? hn_tensor_new_named (s->m->ctx, vn, HN_DTYPE_F32, paged ? 3 : 4, paged ? varena : vshape,
+                                               error)
+                        : NULL;
       if (!kv[i].v)
         {
           free_kv (kv, L);
@@ -112,17 +136,56 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
   return kv;
 }
 
-HnTransformerSession *
-hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, GError **error)
+/* The page pool: every page free, no row holding any. */
+static void
+pages_reset (HnTransformerSession *s)
+{
+  s->n_free = s->n_pages;
+  for (int i = 0; i < s->n_pages; i++)
+    s->free_list[i] = s->n_pages - 1 - i; /* pops 0, 1, 2, ... */
+  memset (s->n_row_pages, 0, sizeof (int) * (gsize) s->max_rows);
+}
+
+static gboolean
+paged_alloc (HnTransformerSession *s, int max_tokens, GError **error)
+{
+  HnVkContext *ctx = s->m->ctx;
+  s->pages = g_new0 (int, (gsize) s->max_rows * s->max_pages);
+  s->n_row_pages = g_new0 (int, s->max_rows);
+  s->free_list = g_new (int, s->n_pages);
+  pages_reset (s);
+  s->pt_host = g_new0 (int32_t, (gsize) s->max_rows * s->max_pages);
+  s->sl_host = g_new0 (int32_t, s->max_rows);
+  s->slot_host = g_new0 (int32_t, max_tokens);
+  s->pt_dev = hn_tensor_new_named (ctx, "kv.page_table", HN_DTYPE_I32, 2, (gint64[]) { s->max_rows, s->max_pages }, error);
+  s->sl_dev = s->pt_dev ? hn_tensor_new_named (ctx, "kv.seq_lens", HN_DTYPE_I32, 1, (gint64[]) { s->max_rows }, error) : NULL;
+  s->slot_dev = s->sl_dev ? hn_tensor_new_named (ctx, "kv.slots", HN_DTYPE_I32, 1, (gint64[]) { max_tokens }, error) : NULL;
+  return s->slot_dev != NULL;
+}
+
+/* Whether the model's attention can read a paged cache (no ALiBi, head dims the kernel takes). */
+static gboolean
+check_pageable (HnTransformer *m, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
-  if (mode == HN_KV_CACHE_PAGED)
+  gboolean sinks = hp->attn_sinks;
+  if (hp->alibi || sinks || hp->head_dim > 256 || hp->v_head_dim > 256)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "the paged KV cache is not implemented yet; use --cache-implementation contiguous or --no-use-cache");
-      return NULL;
+                   "%s: the paged KV cache cannot serve this model's attention (%s); use --cache-implementation contiguous",
+                   hp->arch->model_type, hp->alibi ? "ALiBi position biases" : sinks ? "attention sinks" : "head dim above 256");
+      return FALSE;
     }
-  if (max_rows < 1 || max_ctx < 1)
+  return TRUE;
+}
+
+static HnTransformerSession *
+session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, int n_pages, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (mode == HN_KV_CACHE_PAGED && !check_pageable (m, error))
+    return NULL;
+  if (max_rows < 1 || max_ctx < 1 || n_pages < 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "a session needs at least one row and one token");
       return NULL;
@@ -139,6 +202,8 @@ hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, 
   s->mode = mode;
   s->max_rows = max_rows;
   s->max_ctx = max_ctx;
+  s->max_pages = (max_ctx + HN_KV_PAGE_SIZE - 1) / HN_KV_PAGE_SIZE;
+  s->n_pages = n_pages > 0 ? n_pages : max_rows * s->max_pages;
   s->len = g_new0 (int, max_rows);
   s->hist = g_new0 (GArray *, max_rows);
   for (int r = 0; r < max_rows; r++)
@@ -150,7 +215,7 @@ hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, 
   s->acts = hn_transformer_acts_new (m, max_tokens, max_rows, error);
   if (!s->acts || !(s->kv = alloc_kv (s, "kv", error)) ||
       (max_rows > 1 && mode == HN_KV_CACHE_CONTIGUOUS && !(s->kv_alt = alloc_kv (s, "kv-alt", error))) ||
-      !(s->cmd = hn_cmd_new (m->ctx, error)))
+      (mode == HN_KV_CACHE_PAGED && !paged_alloc (s, max_tokens, error)) || !(s->cmd = hn_cmd_new (m->ctx, error)))
     {
       hn_transformer_session_free (s);
       return NULL;
@@ -159,6 +224,41 @@ hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, 
   s->ids_host = g_new (int32_t, max_tokens);
   s->pos_host = g_new (int32_t, max_tokens);
   return s;
+}
+
+HnTransformerSession *
+hn_transformer_session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, GError **error)
+{
+  return session_new (m, mode, max_rows, max_ctx, 0, error);
+}
+
+HnTransformerSession *
+hn_transformer_session_new_paged (HnTransformer *m, int max_rows, int max_ctx, int n_pages, GError **error)
+{
+  if (n_pages < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "a paged KV cache needs at least one page (got %d)", n_pages);
+      return NULL;
+    }
+  return session_new (m, HN_KV_CACHE_PAGED, max_rows, max_ctx, n_pages, error);
+}
+
+gboolean
+hn_transformer_check_pageable (HnTransformer *m, GError **error)
+{
+  return check_pageable (m, error);
+}
+
+int
+hn_transformer_session_get_free_pages (HnTransformerSession *s)
+{
+  return s->mode == HN_KV_CACHE_PAGED ? s->n_free : 0;
+}
+
+int
+hn_transformer_session_get_n_pages (HnTransformerSession *s)
+{
+  return s->mode == HN_KV_CACHE_PAGED ? s->n_pages : 0;
 }
 
 gboolean
@@ -180,42 +280,21 @@ hn_transformer_session_get_bytes (HnTransformerSession *s)
   return s->bytes;
 }
 
-/* Runs one forward: B rows (cache rows first_row..first_row+B) of T tokens from
- * ids_host/pos_host at position pos0, and downloads the logits of the last
- * token of each row into `logits` [B, vocab]. */
+/* Uploads ids_host/pos_host, records the forward of B rows of T tokens over
+ * kvs (one submit) and downloads the logits of the last token of each row
+ * into `logits` [B, vocab]. */
 static gboolean
-forward (HnTransformerSession *s, int first_row, int B, int T, int pos0, float *logits, GError **error)
+run_forward (HnTransformerSession *s, const HnLayerKv *kvs, int B, int T, int pos0, float *logits, GError **error)
 {
   HnTransformer *m = s->m;
   const HnTransformerHParams *hp = &m->hp;
   int N = B * T;
-  if (pos0 + T > s->max_ctx)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                   "the sequence would grow to %d tokens, beyond the session's context of %d", pos0 + T, s->max_ctx);
-      return FALSE;
-    }
   HnTransformerActs *a = s->acts;
   g_autoptr (HnTensor) ids = hn_tensor_view_rows (a->ids, 0, N, error);
   g_autoptr (HnTensor) pos = ids ? hn_tensor_view_rows (a->pos, 0, N, error) : NULL;
   if (!pos || !hn_tensor_upload_i32 (ids, s->ids_host, (gsize) N, error) ||
       !hn_tensor_upload_i32 (pos, s->pos_host, (gsize) N, error))
     return FALSE;
-  g_autofree HnLayerKv *kvs = g_new0 (HnLayerKv, hp->n_layer);
-  g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
-  for (int il = 0; il < hp->n_layer; il++)
-    {
-      HnTensor *k = hn_tensor_view_rows (s->kv[il].k, first_row, B, error);
-      HnTensor *v = k ? hn_tensor_view_rows (s->kv[il].v, first_row, B, error) : NULL;
-      if (k)
-        g_ptr_array_add (views, k);
-      if (v)
-        g_ptr_array_add (views, v);
-      if (!v)
-        return FALSE;
-      kvs[il].k = k;
-      kvs[il].v = v;
-    }
   gboolean ok = hn_transformer_record_embed (m, s->cmd, a, N, error);
   for (int il = 0; ok && il < hp->n_layer; il++)
     ok = hn_transformer_record_layer (m, s->cmd, a, il, &kvs[il], B, T, pos0, error);
@@ -241,6 +320,87 @@ forward (HnTransformerSession *s, int first_row, int B, int T, int pos0, float *
     return FALSE;
   g_autoptr (HnTensor) lg = hn_tensor_view_rows (a->logits, 0, B, error);
   return lg && hn_tensor_download_f32 (lg, logits, (gsize) B * hp->vocab, error);
+}
+
+/* Contiguous: B rows (cache rows first_row..first_row+B) of T tokens at position pos0. */
+static gboolean
+forward (HnTransformerSession *s, int first_row, int B, int T, int pos0, float *logits, GError **error)
+{
+  const HnTransformerHParams *hp = &s->m->hp;
+  if (pos0 + T > s->max_ctx)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "the sequence would grow to %d tokens, beyond the session's context of %d", pos0 + T, s->max_ctx);
+      return FALSE;
+    }
+  g_autofree HnLayerKv *kvs = g_new0 (HnLayerKv, hp->n_layer);
+  g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  for (int il = 0; il < hp->n_layer; il++)
+    {
+      HnTensor *k = hn_tensor_view_rows (s->kv[il].k, first_row, B, error);
+      HnTensor *v = k ? hn_tensor_view_rows (s->kv[il].v, first_row, B, error) : NULL;
+      if (k)
+        g_ptr_array_add (views, k);
+      if (v)
+        g_ptr_array_add (views, v);
+      if (!v)
+        return FALSE;
+      kvs[il].k = k;
+      kvs[il].v = v;
+    }
+  return run_forward (s, kvs, B, T, pos0, logits, error);
+}
+
+/* Paged: T new tokens of each of rows[0..B) (T > 1 only for one row), each row at its own
+ * length. Takes the pages the new tokens need from the free list, writes the rows' page
+ * tables, lengths and the arena slot of every new token, and grows the rows on success. */
+static gboolean
+forward_paged (HnTransformerSession *s, const int *rows, int B, int T, float *logits, GError **error)
+{
+  const HnTransformerHParams *hp = &s->m->hp;
+  const int P = HN_KV_PAGE_SIZE, MP = s->max_pages;
+  for (int b = 0; b < B; b++)
+    {
+      int r = rows[b], need = s->len[r] + T;
+      if (need > s->max_ctx)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "the sequence would grow to %d tokens, beyond the session's context of %d", need, s->max_ctx);
+          return FALSE;
+        }
+      while (s->n_row_pages[r] * P < need)
+        {
+          if (s->n_free == 0)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
+                           "the paged KV cache has no free page left (%d pages of %d tokens)", s->n_pages, P);
+              return FALSE;
+            }
+          s->pages[r * MP + s->n_row_pages[r]++] = s->free_list[--s->n_free];
+        }
+      memcpy (s->pt_host + b * MP, s->pages + r * MP, sizeof (int32_t) * (gsize) MP);
+      s->sl_host[b] = need;
+      for (int t = 0; t < T; t++)
+        {
+          int j = s->len[r] + t;
+          s->slot_host[b * T + t] = s->pages[r * MP + j / P] * P + j % P;
+        }
+    }
+  g_autoptr (HnTensor) pt = hn_tensor_view_rows (s->pt_dev, 0, B, error);
+  g_autoptr (HnTensor) sl = pt ? hn_tensor_view_rows (s->sl_dev, 0, B, error) : NULL;
+  g_autoptr (HnTensor) slots = sl ? hn_tensor_view_rows (s->slot_dev, 0, (gint64) B * T, error) : NULL;
+  if (!slots || !hn_tensor_upload_i32 (pt, s->pt_host, (gsize) B * MP, error) ||
+      !hn_tensor_upload_i32 (sl, s->sl_host, (gsize) B, error) ||
+      !hn_tensor_upload_i32 (slots, s->slot_host, (gsize) B * T, error))
+    return FALSE;
+  g_autofree HnLayerKv *kvs = g_new0 (HnLayerKv, hp->n_layer);
+  for (int il = 0; il < hp->n_layer; il++)
+    kvs[il] = (HnLayerKv) { s->kv[il].k, s->kv[il].v, pt, sl, slots };
+  if (!run_forward (s, kvs, B, T, 0, logits, error))
+    return FALSE;
+  for (int b = 0; b < B; b++)
+    s->len[rows[b]] += T;
+  return TRUE;
 }
 
 static void
@@ -279,6 +439,26 @@ lm_reset (gpointer self, int n_rows, GError **error)
       s->len[r] = 0;
       g_array_set_size (s->hist[r], 0);
     }
+  if (s->mode == HN_KV_CACHE_PAGED)
+    pages_reset (s);
+  return TRUE;
+}
+
+/* The row's pages go back to the free list; the row starts empty. */
+static gboolean
+lm_release (gpointer self, int row, GError **error)
+{
+  HnTransformerSession *s = self;
+  if (!check_row (s, row, error))
+    return FALSE;
+  if (s->mode == HN_KV_CACHE_PAGED)
+    {
+      for (int p = s->n_row_pages[row] - 1; p >= 0; p--)
+        s->free_list[s->n_free++] = s->pages[row * s->max_pages + p];
+      s->n_row_pages[row] = 0;
+    }
+  s->len[row] = 0;
+  g_array_set_size (s->hist[row], 0);
   return TRUE;
 }
 
@@ -291,7 +471,8 @@ prefill_chunks (HnTransformerSession *s, int row, const int32_t *ids, int n, int
       int t = MIN (s->chunk, n - off);
       memcpy (s->ids_host, ids + off, sizeof (int32_t) * (gsize) t);
       fill_positions (s, 0, t, pos0 + off);
-      if (!forward (s, row, 1, t, pos0 + off, logits, error))
+      if (s->mode == HN_KV_CACHE_PAGED ? !forward_paged (s, &row, 1, t, logits, error)
+                                       : !forward (s, row, 1, t, pos0 + off, logits, error))
         return FALSE;
     }
   return TRUE;
@@ -336,7 +517,37 @@ lm_prefill (gpointer self, int row, const int32_t *ids, int n, float *logits, GE
     }
   if (!prefill_chunks (s, row, ids, n, s->len[row], logits, error))
     return FALSE;
-  s->len[row] += n;
+  if (s->mode != HN_KV_CACHE_PAGED) /* forward_paged grows the row itself */
+    s->len[row] += n;
+  return TRUE;
+}
+
+/* Paged: one forward for every row, each at its own length. */
+static gboolean
+decode_paged (HnTransformerSession *s, int n, const int *rows, const int32_t *tokens, float *logits, GError **error)
+{
+  int off = s->m->hp.learned_pos ? s->m->hp.pos_offset : 0;
+  for (int i = 0; i < n; i++)
+    {
+      if (tokens[i] < 0 || tokens[i] >= s->m->hp.vocab)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
+                       tokens[i], s->m->hp.vocab - 1);
+          return FALSE;
+        }
+      for (int j = 0; j < i; j++)
+        if (rows[j] == rows[i])
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "row %d appears twice in one decode step", rows[i]);
+            return FALSE;
+          }
+      s->ids_host[i] = tokens[i];
+      s->pos_host[i] = s->len[rows[i]] + off;
+    }
+  if (!forward_paged (s, rows, n, 1, logits, error))
+    return FALSE;
+  for (int i = 0; i < n; i++)
+    g_array_append_val (s->hist[rows[i]], tokens[i]);
   return TRUE;
 }
 
@@ -348,6 +559,8 @@ lm_decode (gpointer self, int n, const int *rows, const int32_t *tokens, float *
   for (int i = 0; i < n; i++)
     if (!check_row (s, rows[i], error))
       return FALSE;
+  if (s->mode == HN_KV_CACHE_PAGED)
+    return decode_paged (s, n, rows, tokens, logits, error);
   /* one batched step when the rows are 0..n-1 at one length (beams) */
   gboolean batched = s->mode == HN_KV_CACHE_CONTIGUOUS && n > 1;
   for (int i = 0; batched && i < n; i++)
@@ -383,9 +596,21 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "reorder of %d rows in a session of %d", n_rows, s->n_rows);
       return FALSE;
     }
+  gboolean identity = TRUE;
   for (int r = 0; r < n_rows; r++)
-    if (!check_row (s, src[r], error))
+    {
+      if (!check_row (s, src[r], error))
+        return FALSE;
+      identity = identity && src[r] == r;
+    }
+  if (identity)
+    return TRUE;
+  if (s->mode == HN_KV_CACHE_PAGED)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "beam search reorders cache rows, which the paged KV cache does not do; use the contiguous cache");
       return FALSE;
+    }
   g_autofree int *old_len = g_memdup2 (s->len, sizeof (int) * (gsize) n_rows);
   g_autofree GArray **old_hist = g_memdup2 (s->hist, sizeof (GArray *) * (gsize) n_rows);
   GArray **new_hist = g_new (GArray *, (gsize) MAX (n_rows, 1));
@@ -403,11 +628,6 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
     }
   g_free (new_hist);
   if (s->mode != HN_KV_CACHE_CONTIGUOUS || n_rows == 1)
-    return TRUE;
-  gboolean identity = TRUE;
-  for (int r = 0; r < n_rows; r++)
-    identity = identity && src[r] == r;
-  if (identity)
     return TRUE;
   const HnTransformerHParams *hp = &s->m->hp;
   gint64 kvd[2] = { (gint64) hp->n_kv_head * hp->head_dim, (gint64) hp->n_kv_head * hp->v_head_dim };
@@ -459,7 +679,7 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
   return TRUE;
 }
 
-static const HnLmOps session_ops = { lm_reset, lm_prefill, lm_decode, lm_reorder };
+static const HnLmOps session_ops = { lm_reset, lm_prefill, lm_decode, lm_reorder, lm_release };
 
 const HnLmOps *
 hn_transformer_session_lm_ops (void)
@@ -475,6 +695,13 @@ hn_transformer_generate (HnTransformer *m, HnKvCacheMode mode, const HnGenerateO
   int max_len = hn_generate_options_max_length (opt, n_prompt);
   if (max_len <= n_prompt)
     max_len = n_prompt + 1; /* hn_generate_run reports the real problem */
+  if (mode == HN_KV_CACHE_PAGED && opt->num_beams > 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "beam search (num_beams %d) needs the contiguous KV cache; the paged cache serves greedy and sampling",
+                   opt->num_beams);
+      return NULL;
+    }
   g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, mode, MAX (1, opt->num_beams), max_len, error);
   if (!s)
     return NULL;

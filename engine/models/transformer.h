@@ -110,7 +110,7 @@ gboolean hn_transformer_logits (HnTransformer *model, const int32_t *ids, int n,
 typedef enum {
   HN_KV_CACHE_CONTIGUOUS, /* one [max_ctx] K/V block per row and layer (default) */
   HN_KV_CACHE_NONE,       /* recompute the whole prefix every step (transformers use_cache=False) */
-  HN_KV_CACHE_PAGED,      /* issue 10: not implemented, fails closed */
+  HN_KV_CACHE_PAGED,      /* 16-token pages in one arena per layer, page tables per row, a free list */
 } HnKvCacheMode;
 
 /* Parses "dynamic"/"static"/"contiguous" (contiguous), "none"/"off", "paged";
@@ -124,6 +124,17 @@ typedef struct _HnTransformerSession HnTransformerSession;
  * Every device buffer is allocated here; the token loop allocates nothing. */
 HnTransformerSession *hn_transformer_session_new (HnTransformer *model, HnKvCacheMode mode, int max_rows,
                                                   int max_ctx, GError **error);
+/* A paged session whose rows share a pool of n_pages pages of HN_KV_PAGE_SIZE tokens (the
+ * plain constructor gives every row max_ctx tokens' worth). A forward that needs a page when
+ * none is free fails with HN_ERROR_OUT_OF_MEMORY; HnLmOps.release returns a row's pages. */
+HnTransformerSession *hn_transformer_session_new_paged (HnTransformer *model, int max_rows, int max_ctx, int n_pages,
+                                                        GError **error);
+/* Fails (HN_ERROR_UNSUPPORTED, naming the reason) when the model's attention cannot read a
+ * paged cache (ALiBi, head dims above 256). */
+gboolean hn_transformer_check_pageable (HnTransformer *model, GError **error);
+/* Paged sessions: pages in the pool, and those no row holds (0 for other modes). */
+int hn_transformer_session_get_n_pages (HnTransformerSession *s);
+int hn_transformer_session_get_free_pages (HnTransformerSession *s);
 void hn_transformer_session_free (HnTransformerSession *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerSession, hn_transformer_session_free)
 /* The HnLmOps to drive a session from hn_generate_run (self = the session). */
@@ -227,16 +238,21 @@ HnTransformerActs *hn_transformer_acts_new (HnTransformer *model, int max_tokens
 void hn_transformer_acts_free (HnTransformerActs *acts);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerActs, hn_transformer_acts_free)
 
-/* K/V storage one layer reads: k/v [B, n_ctx, KVH, D] (B rows). */
+/* K/V storage one layer reads: k/v [B, n_ctx, KVH, D] (B rows), or with a page table the
+ * layer's paged arenas k/v [n_pages * HN_KV_PAGE_SIZE, KVH, D] shared by every row. */
 typedef struct {
   HnTensor *k, *v;
+  HnTensor *page_table; /* paged: i32 [B, max_pages]; NULL = contiguous */
+  HnTensor *seq_lens;   /* paged: i32 [B], each row's length with the new tokens */
+  HnTensor *slots;      /* paged: i32 [B * T], the arena row of each new token */
 } HnLayerKv;
 
 /* Records embeddings (+ positions, embed norm/scale) of acts->ids/pos for N tokens into acts->x. */
 gboolean hn_transformer_record_embed (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int n_tokens,
                                       GError **error);
 /* Records layer `il` for B rows of T new tokens each, at positions pos0..pos0+T (same for every
- * row); K/V of the new tokens are written into kv at [row, pos0..pos0+T). */
+ * row); K/V of the new tokens are written into kv at [row, pos0..pos0+T). With a paged kv the
+ * rows may have different lengths (kv->seq_lens; pos0 is unused): the new K/V go to kv->slots. */
 gboolean hn_transformer_record_layer (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int il,
                                       const HnLayerKv *kv, int n_rows, int n_tokens, int pos0, GError **error);
 /* Records the final norm and lm_head for rows [row0, row0 + n) of acts->x into acts->logits[0..n). */

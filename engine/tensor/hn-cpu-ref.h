@@ -52,6 +52,9 @@ void hn_ref_attention_paged (float *out, const float *q, const float *k, const f
                              gint64 KVH, gint64 D, gint64 Dv, const gint32 *page_table, gint64 max_pages,
                              const gint32 *seq_lens, const HnPagedAttentionParams *p);
 
+/* hn_op_set_rows on the host: dst [R, D], src [n, D], rows [n]. */
+void hn_ref_set_rows (float *dst, const float *src, const gint32 *rows, gint64 n, gint64 D, gint64 R);
+
 void hn_ref_cross_entropy (float *loss, float *mean, const float *logits, const gint32 *targets, gint64 N, gint64 V,
                            gint32 ignore_index);
 

@@ -238,6 +238,11 @@ typedef struct {
 gboolean hn_op_attention_paged (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k_arena, HnTensor *v_arena,
                                 const HnPagedAttentionParams *params, GError **error);
 
+/* dst[rows[r], :] = src[r, :]: scatters the rows of src [n, D] into dst [R, D]
+ * (both f32; rows i32 [n], entries outside 0..R-1 are skipped). Writes the new
+ * keys/values of a step into their slots of a paged arena. */
+gboolean hn_op_set_rows (HnCmd *cmd, HnTensor *dst, HnTensor *src, HnTensor *rows, GError **error);
+
 /* Standard ALiBi slopes for n_heads (as in BLOOM/MPT). */
 void hn_alibi_slopes (int n_heads, float max_bias, float *slopes);
 

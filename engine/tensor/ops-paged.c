@@ -107,3 +107,41 @@ hn_ref_attention_paged (float *out, const float *q, const float *k, const float 
                         1, 0);
     }
 }
+
+gboolean
+hn_op_set_rows (HnCmd *cmd, HnTensor *dst, HnTensor *src, HnTensor *rows, GError **error)
+{
+  const char *op = "set_rows";
+  if (!hn_op_check_ctx (op, cmd, dst, error) || !hn_op_check_ctx (op, cmd, src, error) ||
+      !hn_op_check_ctx (op, cmd, rows, error) || !hn_op_check_dtype (op, "dst", dst, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "src", src, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "rows", rows, HN_DTYPE_I32, error))
+    return FALSE;
+  gint64 D = hn_tensor_cols (dst), R = hn_tensor_rows (dst);
+  if (hn_tensor_cols (src) != D || hn_tensor_rows (src) != rows->n || R > G_MAXINT32 || src->n > G_MAXUINT32)
+    {
+      g_autofree char *dd = hn_tensor_describe (dst), *ds = hn_tensor_describe (src), *dr = hn_tensor_describe (rows);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "set_rows: shapes do not fit (dst %s, src %s, rows %s: src must be [n_rows, dst columns])", dd, ds,
+                   dr);
+      return FALSE;
+    }
+  if (dst->buf == src->buf && dst->offset < src->offset + hn_tensor_nbytes (src) &&
+      src->offset < dst->offset + hn_tensor_nbytes (dst))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "set_rows: dst %s overlaps src %s", dst->name, src->name);
+      return FALSE;
+    }
+  struct { guint32 n, D, R, s_off, i_off, o_off; } pc = {
+    (guint32) src->n, (guint32) D, (guint32) R, hn_eoff (src), hn_eoff (rows), hn_eoff (dst) };
+  HnVkBinding bd[3] = { hn_bind (src, FALSE), hn_bind (rows, FALSE), hn_bind (dst, TRUE) };
+  return hn_op_dispatch_elems (cmd, "set_rows", NULL, 0, bd, 3, &pc, sizeof pc, (guint64) src->n, error);
+}
+
+void
+hn_ref_set_rows (float *dst, const float *src, const gint32 *rows, gint64 n, gint64 D, gint64 R)
+{
+  for (gint64 r = 0; r < n; r++)
+    if (rows[r] >= 0 && rows[r] < R)
+      memcpy (dst + (gint64) rows[r] * D, src + r * D, sizeof (float) * (gsize) D);
+}

@@ -121,6 +121,31 @@ test_paged_errors (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* the new rows of a step scattered into an arena: odd widths, untouched rows keep their values,
+ * out-of-range slots are skipped */
+static void
+test_set_rows (void)
+{
+  g_autoptr (GError) error = NULL;
+  const gint64 R = 37, D = 19, n = 6;
+  g_autofree float *dst = hn_test_random (R * D, -1, 1), *src = hn_test_random (n * D, -1, 1);
+  gint32 rows[6] = { 5, 36, 0, 17, -1, 40 };
+  g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { R, D }, dst);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n, D }, src);
+  g_autoptr (HnTensor) ti = hn_test_tensor_i32 (1, (gint64[]) { n }, rows);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_set_rows (cmd, td, ts, ti, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (td);
+  hn_ref_set_rows (dst, src, rows, n, D, R);
+  hn_test_assert_close ("set_rows vs cpu", got, dst, R * D, 0, 0);
+  g_assert_cmpfloat (got[5 * D + 3], ==, src[0 * D + 3]);
+  g_autoptr (HnTensor) bad = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { n, D + 1 });
+  g_assert_false (hn_op_set_rows (cmd, td, bad, ti, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -128,5 +153,6 @@ main (int argc, char **argv)
   g_test_add_func ("/paged/attention-decode", test_paged_decode);
   g_test_add_func ("/paged/attention-prefill", test_paged_prefill);
   g_test_add_func ("/paged/attention-errors", test_paged_errors);
+  g_test_add_func ("/paged/set-rows", test_set_rows);
   return g_test_run ();
 }
