@@ -153,47 +153,94 @@ decode_text (gpointer data, const int32_t *ids, int n)
   return hn_tokenizer_decode (data, ids, (gsize) n, TRUE, NULL);
 }
 
-static gboolean
-write_output (const char *path, GPtrArray *sequences, GPtrArray *texts, GError **error)
+/* The results as one JSON document: every returned sequence's ids and text (in prompt order),
+ * and per prompt its lengths and why it stopped. */
+static char *
+results_json (GPtrArray *results, HnTokenizer *tok, const HnBatchStats *batch, gsize *len)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
-  json_builder_set_member_name (b, "sequences");
-  json_builder_begin_array (b);
-  for (guint i = 0; i < sequences->len; i++)
+  for (int pass = 0; pass < 2; pass++)
     {
-      GArray *ids = g_ptr_array_index (sequences, i);
+      json_builder_set_member_name (b, pass == 0 ? "sequences" : "texts");
       json_builder_begin_array (b);
-      for (guint j = 0; j < ids->len; j++)
-        json_builder_add_int_value (b, g_array_index (ids, int32_t, j));
+      for (guint i = 0; i < results->len; i++)
+        {
+          HnGenerateResult *r = g_ptr_array_index (results, i);
+          for (int k = 0; k < r->n_sequences; k++)
+            {
+              GArray *ids = g_ptr_array_index (r->sequences, k);
+              if (pass == 1)
+                {
+                  g_autofree char *t = tok ? hn_tokenizer_decode (tok, (const int32_t *) ids->data, ids->len, TRUE, NULL)
+                                           : NULL;
+                  if (t)
+                    json_builder_add_string_value (b, t);
+                  else
+                    json_builder_add_null_value (b);
+                  continue;
+                }
+              json_builder_begin_array (b);
+              for (guint j = 0; j < ids->len; j++)
+                json_builder_add_int_value (b, g_array_index (ids, int32_t, j));
+              json_builder_end_array (b);
+            }
+        }
       json_builder_end_array (b);
     }
-  json_builder_end_array (b);
-  json_builder_set_member_name (b, "texts");
+  json_builder_set_member_name (b, "requests");
   json_builder_begin_array (b);
-  for (guint i = 0; i < texts->len; i++)
+  for (guint i = 0; i < results->len; i++)
     {
-      const char *t = g_ptr_array_index (texts, i);
-      if (t)
-        json_builder_add_string_value (b, t);
-      else
-        json_builder_add_null_value (b);
+      HnGenerateResult *r = g_ptr_array_index (results, i);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "prompt_tokens");
+      json_builder_add_int_value (b, r->n_prompt);
+      json_builder_set_member_name (b, "generated_tokens");
+      json_builder_add_int_value (b, r->n_generated);
+      json_builder_set_member_name (b, "stop_reason");
+      json_builder_add_string_value (b, r->stop_reason ? r->stop_reason : "");
+      json_builder_set_member_name (b, "seconds");
+      json_builder_add_double_value (b, r->seconds);
+      json_builder_end_object (b);
     }
   json_builder_end_array (b);
+  if (batch)
+    {
+      json_builder_set_member_name (b, "continuous_batching");
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "rounds");
+      json_builder_add_int_value (b, batch->rounds);
+      json_builder_set_member_name (b, "max_active");
+      json_builder_add_int_value (b, batch->max_active);
+      json_builder_set_member_name (b, "page_waits");
+      json_builder_add_int_value (b, batch->page_waits);
+      json_builder_set_member_name (b, "tokens_per_s");
+      json_builder_add_double_value (b, batch->n_generated / MAX (batch->seconds, 1e-9));
+      json_builder_end_object (b);
+    }
   json_builder_end_object (b);
   g_autoptr (JsonGenerator) gen = json_generator_new ();
   g_autoptr (JsonNode) root = json_builder_get_root (b);
   json_generator_set_root (gen, root);
-  gsize len;
-  g_autofree char *data = json_generator_to_data (gen, &len);
-  return hn_write_file_atomic (path, data, len, error);
+  return json_generator_to_data (gen, len);
 }
+
+/* What an explicit --generation-config file opts into (a model's own file cannot). */
+typedef struct {
+  char *cache_implementation;         /* the file's, or NULL */
+  gboolean continuous_batching;       /* the file has a continuous_batching_config */
+  HnContinuousBatchingConfig cb;
+  gboolean model_asks;                /* the model's own file or config.json asks for paged / batching */
+} OptIn;
 
 /* The policy: model defaults, then the job's explicit options. */
 static gboolean
-build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *o, GError **error)
+build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *o, OptIn *in,
+               GError **error)
 {
-  hn_generate_options_init (o);
+  g_autoptr (HnGenerationConfig) none = hn_generation_config_new ();
+  hn_continuous_batching_config_parse (none, NULL, &in->cb, NULL); /* every knob unset */
   g_autoptr (HnGenerationConfig) gc = hn_generation_config_from_model_config (mc);
   const char *gc_path = hn_job_spec_get_string (spec, "generation-config");
   GError *e = NULL;
@@ -204,9 +251,21 @@ build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGene
       return FALSE;
     }
   g_clear_error (&e);
+  /* a package's own paged cache or batching settings must not opt the user in; a file the user
+   * names may (issue 10) */
+  in->model_asks = g_strcmp0 (gc->cache_implementation, "paged") == 0 || gc->continuous_batching;
+  if (file && gc_path)
+    {
+      in->cache_implementation = g_strdup (file->cache_implementation);
+      in->continuous_batching = file->continuous_batching != NULL;
+      if (!hn_continuous_batching_config_parse (file, gc_path, &in->cb, error))
+        return FALSE;
+    }
+  else if (file)
+    in->model_asks = in->model_asks || g_strcmp0 (file->cache_implementation, "paged") == 0 ||
+                     file->continuous_batching;
   if (file)
     hn_generation_config_merge (gc, file);
-  /* a package's own paged cache setting must not opt the user in (issue 10) */
   gboolean model_sets_length = gc->max_new_tokens > 0 || gc->max_length > 0;
   hn_generation_config_apply_defaults (gc);
   if (!hn_generation_config_validate (gc, error))
@@ -282,99 +341,272 @@ build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGene
   return TRUE;
 }
 
-gboolean
-hn_transformer_generate_job_run (HnJob *job, GError **error)
+/* The cache and scheduler a job asked for: the flags, else an explicit --generation-config. */
+static gboolean
+resolve_cache (HnJob *job, HnJobSpec *spec, const OptIn *in, HnKvCacheMode *mode, gboolean *batch, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
-  const char *model_dir = hn_job_spec_get_string (spec, "model-path");
-  if (!model_dir)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "--hf-model: download the model first (hierarchos-native-cli download) and pass --model-path");
-      return FALSE;
-    }
-  if (hn_hier_is_model_dir (model_dir))
-    return hn_hier_generate_job_run (job, error);
-  if (hn_job_spec_get_bool (spec, "continuous-batching"))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--continuous-batching is not implemented yet (issue 10)");
-      return FALSE;
-    }
-  HnKvCacheMode mode = HN_KV_CACHE_CONTIGUOUS;
+  const char *gc_path = hn_job_spec_get_string (spec, "generation-config");
   const char *ci = hn_job_spec_get_string (spec, "cache-implementation");
-  if (ci && !hn_kv_cache_mode_from_string (ci, &mode, error))
+  *mode = HN_KV_CACHE_CONTIGUOUS;
+  if (ci && !hn_kv_cache_mode_from_string (ci, mode, error))
     return FALSE;
-  if (hn_job_spec_get_bool (spec, "no-use-cache"))
-    mode = HN_KV_CACHE_NONE;
-
-  g_autoptr (HnModelConfig) mc = hn_model_config_load (model_dir, error);
-  if (!mc)
-    return FALSE;
-  HnGenerateOptions opt;
-  if (!build_options (spec, model_dir, mc, &opt, error))
+  if (!ci && in->cache_implementation && !hn_kv_cache_mode_from_string (in->cache_implementation, mode, error))
     {
-      hn_generate_options_clear (&opt);
+      g_prefix_error (error, "%s: ", gc_path);
       return FALSE;
     }
+  gboolean chosen = ci || in->cache_implementation;
+  if (hn_job_spec_get_bool (spec, "no-use-cache"))
+    *mode = HN_KV_CACHE_NONE, chosen = TRUE;
+  *batch = hn_job_spec_get_bool (spec, "continuous-batching") || in->continuous_batching;
+  if (*batch && chosen && *mode != HN_KV_CACHE_PAGED)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "continuous batching shares a paged KV cache; it cannot run with the %s cache",
+                   hn_kv_cache_mode_name (*mode));
+      return FALSE;
+    }
+  if (*batch)
+    *mode = HN_KV_CACHE_PAGED;
+  if (in->model_asks && !chosen && !*batch)
+    hn_job_log (job, HN_LOG_INFO, "the model's generation config asks for a paged cache or continuous batching; "
+                "ignored (opt in with --cache-implementation paged, --continuous-batching or --generation-config)");
+  return TRUE;
+}
 
-  /* prompts: --input-ids, --prompt (repeatable), --prompt-file (one per line) */
-  const char *tok_dir = hn_job_spec_get_string (spec, "tokenizer-path");
-  g_autoptr (HnTokenizer) tok = NULL;
-  GError *tok_error = NULL;
-  tok = hn_tokenizer_load (tok_dir ? tok_dir : model_dir, &tok_error);
+/* Prompts: --input-ids, --prompt (repeatable), --prompt-file (one per line). */
+static GPtrArray *
+read_prompts (HnJobSpec *spec, HnTokenizer *tok, GError *tok_error, GError **error)
+{
   g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   const char *ids_text = hn_job_spec_get_string (spec, "input-ids");
-  gboolean ok = TRUE;
   if (ids_text)
     {
       GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_ptr_array_add (prompts, ids);
-      ok = parse_ids ("--input-ids", ids_text, ids, error);
+      if (!parse_ids ("--input-ids", ids_text, ids, error))
+        return NULL;
     }
   g_autoptr (GPtrArray) texts_in = g_ptr_array_new_with_free_func (g_free);
-  for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); ok && p && *p; p++)
+  for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); p && *p; p++)
     g_ptr_array_add (texts_in, g_strdup (*p));
   const char *pf = hn_job_spec_get_string (spec, "prompt-file");
-  if (ok && pf)
+  if (pf)
     {
       g_autofree char *content = NULL;
       if (!g_file_get_contents (pf, &content, NULL, error))
-        ok = FALSE;
-      else
-        {
-          g_auto (GStrv) lines = g_strsplit (content, "\n", -1);
-          for (char **l = lines; *l; l++)
-            if (**l)
-              g_ptr_array_add (texts_in, g_strdup (*l));
-        }
+        return NULL;
+      g_auto (GStrv) lines = g_strsplit (content, "\n", -1);
+      for (char **l = lines; *l; l++)
+        if (**l)
+          g_ptr_array_add (texts_in, g_strdup (*l));
     }
-  if (ok && texts_in->len > 0 && !tok)
+  if (texts_in->len > 0 && !tok)
     {
-      g_propagate_prefixed_error (error, g_steal_pointer (&tok_error), "prompts need a tokenizer: ");
-      ok = FALSE;
+      g_set_error (error, HN_ERROR, tok_error ? tok_error->code : HN_ERROR_NOT_FOUND, "prompts need a tokenizer: %s",
+                   tok_error ? tok_error->message : "none found");
+      return NULL;
     }
-  for (guint i = 0; ok && i < texts_in->len; i++)
+  for (guint i = 0; i < texts_in->len; i++)
     {
       GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_ptr_array_add (prompts, ids);
-      ok = hn_tokenizer_encode (tok, g_ptr_array_index (texts_in, i), -1, TRUE, ids, error);
+      if (!hn_tokenizer_encode (tok, g_ptr_array_index (texts_in, i), -1, TRUE, ids, error))
+        return NULL;
     }
-  if (ok && prompts->len == 0)
+  if (prompts->len == 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "give --prompt, --prompt-file or --input-ids");
-      ok = FALSE;
+      return NULL;
     }
-  if (ok && opt.eos_token_ids->len == 0 && tok)
+  return g_steal_pointer (&prompts);
+}
+
+typedef struct {
+  HnJob *job;
+  HnTokenizer *tok;
+  gboolean json;
+  GPtrArray *done;   /* HnGenerateResult copies by request (NULL until finished) */
+  guint next_print;  /* requests before this one are printed */
+  gint64 n_tokens;
+} BatchPrint;
+
+static HnGenerateResult *
+result_copy (const HnGenerateResult *r)
+{
+  HnGenerateResult *c = g_new0 (HnGenerateResult, 1);
+  *c = *r;
+  c->sequences = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  for (guint i = 0; i < r->sequences->len; i++)
+    {
+      GArray *a = g_ptr_array_index (r->sequences, i);
+      GArray *b = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), a->len);
+      g_array_append_vals (b, a->data, a->len);
+      g_ptr_array_add (c->sequences, b);
+    }
+  c->scores = g_array_copy (r->scores);
+  c->stop_reason = g_strdup (r->stop_reason);
+  return c;
+}
+
+/* A finished request: its text is printed once every earlier request's is, so the output keeps
+ * the prompts' order while requests finish in any order. */
+static void
+on_request_done (gpointer data, int request, const HnGenerateResult *r)
+{
+  BatchPrint *bp = data;
+  g_ptr_array_index (bp->done, request) = result_copy (r);
+  bp->n_tokens += r->n_generated;
+  hn_job_emit_progress (bp->job, HN_PROGRESS_TOKENS, bp->n_tokens, -1, bp->n_tokens);
+  while (bp->next_print < bp->done->len && g_ptr_array_index (bp->done, bp->next_print))
+    {
+      guint i = bp->next_print++;
+      HnGenerateResult *d = g_ptr_array_index (bp->done, i);
+      GArray *ids = g_ptr_array_index (d->sequences, 0);
+      hn_job_log (bp->job, HN_LOG_INFO, "request %u: %d prompt tokens, %d generated in %.2f s, stop: %s", i, d->n_prompt,
+                  d->n_generated, d->seconds, d->stop_reason);
+      if (bp->json)
+        continue;
+      g_autofree char *text = bp->tok ? hn_tokenizer_decode (bp->tok, (const int32_t *) ids->data, ids->len, TRUE, NULL)
+                                      : NULL;
+      if (!text) /* no tokenizer: the ids */
+        {
+          GString *s = g_string_new (NULL);
+          for (guint j = 0; j < ids->len; j++)
+            g_string_append_printf (s, "%s%d", j ? " " : "", g_array_index (ids, int32_t, j));
+          text = g_string_free (s, FALSE);
+        }
+      hn_job_emit_token (bp->job, i, -1, text);
+      hn_job_emit_token (bp->job, i, -1, "\n");
+    }
+}
+
+/* --continuous-batching: every prompt a request over one paged session. */
+static GPtrArray *
+run_batched (HnJob *job, HnTransformer *model, HnTokenizer *tok, const HnGenerateOptions *opt, GPtrArray *prompts,
+             const OptIn *in, HnBatchStats *st, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  G_STATIC_ASSERT (HN_KV_PAGE_SIZE == 16); /* hn_continuous_batching_config_parse checks block_size against 16 */
+  int R = (int) hn_job_spec_get_int (spec, "continuous-batch-max-requests");
+  if (!hn_job_spec_is_set (spec, "continuous-batch-max-requests") && in->cb.max_requests_per_batch > 0)
+    R = (int) MIN (in->cb.max_requests_per_batch, 4096);
+  if (in->cb.max_batch_tokens > 0) /* one token of every active request per round */
+    R = (int) MIN (R, in->cb.max_batch_tokens);
+  R = MIN (R, (int) prompts->len);
+  int max_ctx = 1, max_pages = 1;
+  for (guint i = 0; i < prompts->len; i++)
+    {
+      int n = (int) ((GArray *) g_ptr_array_index (prompts, i))->len;
+      int len = MAX (hn_generate_options_max_length (opt, n), n + 1);
+      max_ctx = MAX (max_ctx, len);
+      max_pages = MAX (max_pages, (len - 1 + HN_KV_PAGE_SIZE - 1) / HN_KV_PAGE_SIZE);
+    }
+  /* by default the pool holds every active request at its full length: no request waits for pages */
+  gint64 n_pages = in->cb.num_blocks > 0 ? in->cb.num_blocks : (gint64) R * max_pages;
+  if (n_pages > G_MAXINT32 / HN_KV_PAGE_SIZE)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "continuous_batching_config.num_blocks %" G_GINT64_FORMAT
+                   " is too large", n_pages);
+      return NULL;
+    }
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new_paged (model, R, max_ctx, (int) n_pages, error);
+  if (!s || (in->cb.max_batch_tokens > 0 &&
+             !hn_transformer_session_set_prefill_chunk (s, (int) MIN (in->cb.max_batch_tokens, 512), error)))
+    return NULL;
+  hn_job_set_device_bytes (job, (gint64) (hn_transformer_get_weight_bytes (model) + hn_transformer_session_get_bytes (s)));
+  hn_job_log (job, HN_LOG_INFO, "continuous batching: %u requests, up to %d at once, %d pages of %d tokens", prompts->len,
+              R, (int) n_pages, HN_KV_PAGE_SIZE);
+  HnGenerateModel gm = { hn_transformer_session_lm_ops (), s, hn_transformer_get_hparams (model)->vocab,
+                         tok ? decode_text : NULL, tok, NULL, NULL };
+  HnBatchOptions bo = { R, (int) n_pages, HN_KV_PAGE_SIZE, (int) MAX (in->cb.max_blocks_per_request, 0) };
+  g_autoptr (GPtrArray) done = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_generate_result_free);
+  g_ptr_array_set_size (done, (gint) prompts->len);
+  BatchPrint bp = { job, tok, hn_job_spec_get_bool (spec, "json"), done, 0, 0 };
+  GPtrArray *res = hn_generate_batch_run (&gm, opt, &bo, prompts, on_request_done, &bp, st,
+                                          hn_job_get_cancellable (job), error);
+  if (res)
+    hn_job_log (job, HN_LOG_INFO, "%" G_GINT64_FORMAT " tokens in %.2f s (%.1f tokens/s), %d decode rounds, up to %d "
+                "requests at once, %d waits for pages", st->n_generated, st->seconds,
+                st->n_generated / MAX (st->seconds, 1e-9), st->rounds, st->max_active, st->page_waits);
+  return res;
+}
+
+/* One prompt after another, streaming the text of greedy/sampled ones. */
+static GPtrArray *
+run_sequential (HnJob *job, HnTransformer *model, HnSeq2Seq *s2s_model, HnKvCacheMode mode, HnTokenizer *tok,
+                const HnGenerateOptions *opt, GPtrArray *prompts, gboolean json, GError **error)
+{
+  g_autoptr (GPtrArray) results = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_generate_result_free);
+  for (guint i = 0; i < prompts->len; i++)
+    {
+      GArray *p = g_ptr_array_index (prompts, i);
+      gboolean stream = opt->num_beams == 1 && !json;
+      Stream st = { job, tok, tok && stream ? hn_token_decoder_new (tok, TRUE) : NULL, i, 0, opt->max_new_tokens, NULL };
+      HnTokenFunc tf = stream ? on_token : NULL;
+      HnGenerateResult *r =
+        model ? hn_transformer_generate (model, mode, opt, (const int32_t *) p->data, (int) p->len,
+                                         tok ? decode_text : NULL, tok, tf, &st, hn_job_get_cancellable (job), error)
+              : hn_seq2seq_generate (s2s_model, opt, (const int32_t *) p->data, (int) p->len, tok ? decode_text : NULL,
+                                     tok, tf, &st, hn_job_get_cancellable (job), error);
+      if (st.dec)
+        {
+          g_autofree char *rest = hn_token_decoder_flush (st.dec);
+          if (rest && *rest)
+            hn_job_emit_token (job, i, -1, rest);
+          hn_token_decoder_free (st.dec);
+        }
+      g_clear_error (&st.stream_error);
+      if (!r)
+        return NULL;
+      g_ptr_array_add (results, r);
+      if (stream)
+        hn_job_emit_token (job, i, -1, "\n");
+      hn_job_log (job, HN_LOG_INFO, "prompt %u: %d prompt tokens, %d generated in %.2f s (%.1f tokens/s, prefill %.3f s), stop: %s",
+                  i, r->n_prompt, r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9),
+                  r->prefill_seconds, r->stop_reason);
+      for (int j = 0; opt->num_beams > 1 && !json && j < r->n_sequences; j++)
+        {
+          /* beam results are only known at the end */
+          GArray *ids = g_ptr_array_index (r->sequences, j);
+          g_autofree char *t = tok ? hn_tokenizer_decode (tok, (const int32_t *) ids->data, ids->len, TRUE, NULL) : NULL;
+          hn_job_emit_token (job, i, -1, t ? t : "");
+          hn_job_emit_token (job, i, -1, "\n");
+        }
+    }
+  return g_steal_pointer (&results);
+}
+
+static gboolean
+generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *opt, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  OptIn in = { 0 };
+  HnKvCacheMode mode;
+  gboolean batch;
+  gboolean ok = build_options (spec, model_dir, mc, opt, &in, error) && resolve_cache (job, spec, &in, &mode, &batch, error);
+  g_free (in.cache_implementation);
+  if (!ok)
+    return FALSE;
+  if (batch && (opt->num_beams > 1 || opt->num_return_sequences > 1))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "continuous batching returns one greedy or sampled sequence per request (num_beams %d, "
+                   "num_return_sequences %d)", opt->num_beams, opt->num_return_sequences);
+      return FALSE;
+    }
+
+  const char *tok_dir = hn_job_spec_get_string (spec, "tokenizer-path");
+  g_autoptr (GError) tok_error = NULL;
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tok_dir ? tok_dir : model_dir, &tok_error);
+  g_autoptr (GPtrArray) prompts = read_prompts (spec, tok, tok_error, error);
+  if (!prompts)
+    return FALSE;
+  if (opt->eos_token_ids->len == 0 && tok)
     {
       gsize n_eos;
       const int32_t *eos = hn_tokenizer_get_eos_ids (tok, &n_eos);
-      g_array_append_vals (opt.eos_token_ids, eos, (guint) n_eos);
-    }
-  g_clear_error (&tok_error);
-  if (!ok)
-    {
-      hn_generate_options_clear (&opt);
-      return FALSE;
+      g_array_append_vals (opt->eos_token_ids, eos, (guint) n_eos);
     }
 
   int device = (int) hn_job_spec_get_int (spec, "device-index");
@@ -388,91 +620,87 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "model_type \"%s\" is an encoder (masked LM): it does not generate text; transformer-logits gives "
                    "its logits", arch->model_type);
-      arch = NULL;
+      return FALSE;
     }
-  else if (s2s && (mode != HN_KV_CACHE_CONTIGUOUS || adapter_dir))
+  if (s2s && (batch || mode != HN_KV_CACHE_CONTIGUOUS || adapter_dir))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "model_type \"%s\" (encoder-decoder): %s is not supported",
-                   arch->model_type, adapter_dir ? "--lora-adapter-path" : "a KV cache mode other than the default");
-      arch = NULL;
+                   arch->model_type, batch ? "continuous batching (decoder-only models)"
+                                   : adapter_dir ? "--lora-adapter-path" : "a KV cache mode other than the default");
+      return FALSE;
     }
   g_autoptr (HnSeq2Seq) s2s_model = arch && s2s ? hn_seq2seq_load (ctx, model_dir, error) : NULL;
   g_autoptr (HnTransformer) model = arch && !s2s ? hn_transformer_load (ctx, model_dir, error) : NULL;
-  if ((!model && !s2s_model) || !hn_arch_require_task (arch, HN_TASK_GENERATE, error))
-    {
-      hn_generate_options_clear (&opt);
-      return FALSE;
-    }
+  if ((!model && !s2s_model) || !hn_arch_require_task (arch, HN_TASK_GENERATE, error) ||
+      (mode == HN_KV_CACHE_PAGED && !hn_transformer_check_pageable (model, error)))
+    return FALSE;
   if (adapter_dir)
     {
       /* attached in device memory (scaling·B·A added to the adapted weights); no merged files */
       g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (adapter_dir, error);
       if (!ad || !hn_lora_attach (model, ad, error))
-        {
-          hn_generate_options_clear (&opt);
-          return FALSE;
-        }
+        return FALSE;
       hn_job_log (job, HN_LOG_INFO, "LoRA adapter %s attached (%u modules)", adapter_dir, ad->modules->len);
     }
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
               (model ? hn_transformer_get_weight_bytes (model) : hn_seq2seq_get_weight_bytes (s2s_model)) / 1e6,
               hn_kv_cache_mode_name (mode));
 
-  g_autoptr (GPtrArray) out_seqs = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
-  g_autoptr (GPtrArray) out_texts = g_ptr_array_new_with_free_func (g_free);
-  for (guint i = 0; ok && i < prompts->len; i++)
-    {
-      GArray *p = g_ptr_array_index (prompts, i);
-      Stream st = { job, tok, tok ? hn_token_decoder_new (tok, TRUE) : NULL, i, 0, opt.max_new_tokens, NULL };
-      HnTokenFunc stream = opt.num_beams > 1 ? NULL : on_token;
-      g_autoptr (HnGenerateResult) r =
-        model ? hn_transformer_generate (model, mode, &opt, (const int32_t *) p->data, (int) p->len,
-                                         tok ? decode_text : NULL, tok, stream, &st, hn_job_get_cancellable (job), error)
-              : hn_seq2seq_generate (s2s_model, &opt, (const int32_t *) p->data, (int) p->len, tok ? decode_text : NULL,
-                                     tok, stream, &st, hn_job_get_cancellable (job), error);
-      if (st.dec)
-        {
-          g_autofree char *rest = hn_token_decoder_flush (st.dec);
-          if (rest && *rest)
-            hn_job_emit_token (job, i, -1, rest);
-          hn_token_decoder_free (st.dec);
-        }
-      g_clear_error (&st.stream_error);
-      if (!r)
-        {
-          ok = FALSE;
-          break;
-        }
-      if (opt.num_beams == 1)
-        hn_job_emit_token (job, i, -1, "\n");
-      hn_job_log (job, HN_LOG_INFO, "prompt %u: %d prompt tokens, %d generated in %.2f s (%.1f tokens/s, prefill %.3f s), stop: %s",
-                  i, r->n_prompt, r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9),
-                  r->prefill_seconds, r->stop_reason);
-      for (int j = 0; j < r->n_sequences; j++)
-        {
-          GArray *ids = g_ptr_array_index (r->sequences, j);
-          GArray *copy = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), ids->len);
-          g_array_append_vals (copy, ids->data, ids->len);
-          g_ptr_array_add (out_seqs, copy);
-          g_ptr_array_add (out_texts, tok ? hn_tokenizer_decode (tok, (const int32_t *) ids->data, ids->len, TRUE, NULL)
-                                          : NULL);
-          if (opt.num_beams > 1) /* beam results are only known at the end */
-            {
-              const char *t = g_ptr_array_index (out_texts, out_texts->len - 1);
-              hn_job_emit_token (job, i, -1, t ? t : "");
-              hn_job_emit_token (job, i, -1, "\n");
-            }
-        }
-    }
-  hn_generate_options_clear (&opt);
-  if (!ok)
+  gboolean json = hn_job_spec_get_bool (spec, "json");
+  HnBatchStats st;
+  g_autoptr (GPtrArray) results = batch ? run_batched (job, model, tok, opt, prompts, &in, &st, error)
+                                        : run_sequential (job, model, s2s_model, mode, tok, opt, prompts, json, error);
+  if (!results)
     return FALSE;
   const char *out = hn_job_spec_get_string (spec, "output-json");
+  if (!out && !json)
+    return TRUE;
+  gsize len;
+  g_autofree char *data = results_json (results, tok, batch ? &st : NULL, &len);
+  if (json)
+    {
+      hn_job_emit_token (job, 0, -1, data);
+      hn_job_emit_token (job, 0, -1, "\n");
+    }
   if (out)
     {
-      if (!write_output (out, out_seqs, out_texts, error))
+      if (!hn_write_file_atomic (out, data, len, error))
         return FALSE;
       hn_job_set_output_path (job, out);
     }
   return TRUE;
+}
+
+gboolean
+hn_transformer_generate_job_run (HnJob *job, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *model_dir = hn_job_spec_get_string (spec, "model-path");
+  if (!model_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--hf-model: download the model first (hierarchos-native-cli download) and pass --model-path");
+      return FALSE;
+    }
+  if (hn_hier_is_model_dir (model_dir))
+    {
+      /* recurrent: no attention cache to page or share */
+      if (g_strcmp0 (hn_job_spec_get_string (spec, "cache-implementation"), "paged") == 0 ||
+          hn_job_spec_get_bool (spec, "continuous-batching"))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "%s: Hierarchos is recurrent and has no attention cache to page; the paged cache and continuous "
+                       "batching serve Transformer decoders", model_dir);
+          return FALSE;
+        }
+      return hn_hier_generate_job_run (job, error);
+    }
+  g_autoptr (HnModelConfig) mc = hn_model_config_load (model_dir, error);
+  if (!mc)
+    return FALSE;
+  HnGenerateOptions opt;
+  hn_generate_options_init (&opt);
+  gboolean ok = generate_with (job, model_dir, mc, &opt, error);
+  hn_generate_options_clear (&opt);
+  return ok;
 }

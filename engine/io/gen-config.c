@@ -52,6 +52,8 @@ hn_generation_config_copy (const HnGenerationConfig *src)
   g->begin_suppress_tokens = dup_ids (src->begin_suppress_tokens, src->n_begin_suppress_tokens);
   g->eos_token_ids = dup_ids (src->eos_token_ids, src->n_eos_token_ids);
   g->cache_implementation = g_strdup (src->cache_implementation);
+  if (src->continuous_batching)
+    json_object_ref (src->continuous_batching);
   return g;
 }
 
@@ -66,6 +68,7 @@ hn_generation_config_free (HnGenerationConfig *g)
   g_free (g->begin_suppress_tokens);
   g_free (g->eos_token_ids);
   g_free (g->cache_implementation);
+  g_clear_pointer (&g->continuous_batching, json_object_unref);
   g_free (g);
 }
 
@@ -198,6 +201,17 @@ read_gen_fields (GCtx *c, HnGenerationConfig *g, gboolean ids_too)
         }
       else
         gtype_error (c, "cache_implementation", "a string");
+    }
+  JsonNode *cb = gmember (c, "continuous_batching_config");
+  if (cb)
+    {
+      if (JSON_NODE_HOLDS_OBJECT (cb))
+        {
+          g_clear_pointer (&g->continuous_batching, json_object_unref);
+          g->continuous_batching = json_object_ref (json_node_get_object (cb));
+        }
+      else
+        gtype_error (c, "continuous_batching_config", "an object");
     }
   if (read_ids (c, "suppress_tokens", &g->suppress_tokens, &g->n_suppress_tokens, FALSE))
     g->suppress_tokens_set = TRUE;
@@ -356,6 +370,11 @@ hn_generation_config_merge (HnGenerationConfig *dst, const HnGenerationConfig *s
       g_free (dst->cache_implementation);
       dst->cache_implementation = g_strdup (src->cache_implementation);
     }
+  if (src->continuous_batching)
+    {
+      g_clear_pointer (&dst->continuous_batching, json_object_unref);
+      dst->continuous_batching = json_object_ref (src->continuous_batching);
+    }
   if (src->bad_words_ids)
     {
       if (dst->bad_words_ids)
@@ -478,4 +497,78 @@ hn_generation_config_is_eos (const HnGenerationConfig *g, gint64 id)
     if (g->eos_token_ids[i] == id)
       return TRUE;
   return FALSE;
+}
+
+gboolean
+hn_continuous_batching_config_parse (const HnGenerationConfig *cfg, const char *file, HnContinuousBatchingConfig *out,
+                                     GError **error)
+{
+  static const char *const ints[] = { "block_size", "num_blocks", "max_batch_tokens", "max_requests_per_batch",
+                                      "max_blocks_per_request" };
+  gint64 *slots[] = { &out->block_size, &out->num_blocks, &out->max_batch_tokens, &out->max_requests_per_batch,
+                      &out->max_blocks_per_request };
+  for (gsize i = 0; i < G_N_ELEMENTS (slots); i++)
+    *slots[i] = -1;
+  if (!cfg->continuous_batching)
+    return TRUE;
+  g_autoptr (GList) keys = json_object_get_members (cfg->continuous_batching);
+  for (GList *l = keys; l; l = l->next)
+    {
+      const char *key = l->data;
+      JsonNode *n = json_object_get_member (cfg->continuous_batching, key);
+      if (JSON_NODE_HOLDS_NULL (n)) /* None: transformers' default */
+        continue;
+      gboolean known = FALSE;
+      for (gsize i = 0; i < G_N_ELEMENTS (ints) && !known; i++)
+        if (strcmp (key, ints[i]) == 0)
+          {
+            known = TRUE;
+            if (!hn_json_node_get_int (n, slots[i]) || *slots[i] < 1)
+              {
+                g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                             "%s: continuous_batching_config.%s must be a positive integer", file, key);
+                return FALSE;
+              }
+          }
+      if (known)
+        continue;
+      gboolean b;
+      if (strcmp (key, "scheduler_type") == 0)
+        {
+          const char *v = JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING
+                            ? json_node_get_string (n) : NULL;
+          if (!v || strcmp (v, "fifo") != 0)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                           "%s: continuous_batching_config.scheduler_type must be \"fifo\", the only scheduler here", file);
+              return FALSE;
+            }
+        }
+      else if (strcmp (key, "allow_block_sharing") == 0)
+        {
+          if (!hn_json_node_get_bool (n, &b) || b)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                           "%s: continuous_batching_config.allow_block_sharing: prefix sharing of pages is not "
+                           "implemented; set it to false", file);
+              return FALSE;
+            }
+        }
+      else
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "%s: continuous_batching_config.%s is not a knob of this scheduler (known: block_size, num_blocks, "
+                       "max_batch_tokens, max_requests_per_batch, max_blocks_per_request, scheduler_type, "
+                       "allow_block_sharing)", file, key);
+          return FALSE;
+        }
+    }
+  if (out->block_size >= 0 && out->block_size != 16)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: continuous_batching_config.block_size %" G_GINT64_FORMAT ": the paged KV cache uses pages of 16 "
+                   "tokens", file, out->block_size);
+      return FALSE;
+    }
+  return TRUE;
 }

@@ -53,7 +53,24 @@ typedef struct {
   gint64 num_return_sequences;   /* default 1 */
   char *cache_implementation;    /* "static", "dynamic", ...; NULL = default */
   int use_cache;                 /* tri-state; default TRUE */
+  JsonObject *continuous_batching; /* transformers' continuous_batching_config as read (NULL: none);
+                                    * only checked where it is used (hn_continuous_batching_config_parse) */
 } HnGenerationConfig;
+
+/* The knobs of transformers' ContinuousBatchingConfig that this scheduler has; -1 = unset. */
+typedef struct {
+  gint64 block_size;             /* must be 16, the engine's page */
+  gint64 num_blocks;             /* pages in the shared pool */
+  gint64 max_batch_tokens;       /* tokens per forward (bounds the active requests and prefill chunks) */
+  gint64 max_requests_per_batch; /* requests decoded together */
+  gint64 max_blocks_per_request;
+} HnContinuousBatchingConfig;
+
+/* Reads cfg->continuous_batching. Any other key, a block_size other than 16, a scheduler_type
+ * other than "fifo", allow_block_sharing true (prefix sharing is not implemented) or a wrong type
+ * is HN_ERROR_INVALID_ARGUMENT naming `file` and the key. */
+gboolean hn_continuous_batching_config_parse (const HnGenerationConfig *cfg, const char *file,
+                                              HnContinuousBatchingConfig *out, GError **error);
 
 /* All fields unset. */
 HnGenerationConfig *hn_generation_config_new (void);

@@ -273,7 +273,7 @@ const HnOptionInfo hn_option_table[] = {
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "continuous-batch-max-requests", HN_OPTION_INT, "8", 1, 4096, NULL, N_("Concurrent requests"),
     N_("Requests decoded together with continuous batching"),
-    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "N" },
+    NULL, 0, HN_OPTION_HINT_NONE, "N" },
   { "output-json", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Output file"),
     N_("Also write the generated ids and texts to this JSON file"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_SAVE_FILE, "FILE" },
@@ -342,7 +342,7 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "Continue prompts with a Transformer model",
     MODEL_OPTS "lora-adapter-path prompt prompt-file input-ids" SAMPLING_OPTS
     " epsilon-cutoff eta-cutoff bad-words-ids suppress-tokens eos-token-id num-beams length-penalty early-stopping num-return-sequences generation-config"
-    " cache-implementation no-use-cache continuous-batching continuous-batch-max-requests output-json runtime"
+    " cache-implementation no-use-cache continuous-batching continuous-batch-max-requests output-json json runtime"
     RUN_OPTS HUB_OPTS,
     "model-path|hf-model" },
   { "transformer-train", NULL, N_("Transformer training"),

@@ -219,6 +219,12 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
                    "model_type \"hierarchos\"); chat with Transformer models is handled elsewhere", dir);
       return FALSE;
     }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "cache-implementation"), "paged") == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--cache-implementation paged: Hierarchos is recurrent and has no attention cache to page");
+      return FALSE;
+    }
   if (hn_job_spec_lookup (spec, "lora-adapter-path") && hn_job_spec_is_set (spec, "lora-adapter-path"))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA adapters do not apply to Hierarchos models");

@@ -6,12 +6,15 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   GString *text;
   int n_tokens;
   int n_progress;
   gboolean done_ok;
+  GString *logs;
+  GString *per_seq[4];  /* text by sequence */
 } Events;
 
 static void
@@ -23,7 +26,15 @@ on_event (HnJob *job, const HnJobEvent *e, gpointer data)
       g_string_append (ev->text, e->token.text);
       if (e->token.token_id >= 0)
         ev->n_tokens++;
+      if (e->token.sequence < G_N_ELEMENTS (ev->per_seq))
+        {
+          if (!ev->per_seq[e->token.sequence])
+            ev->per_seq[e->token.sequence] = g_string_new (NULL);
+          g_string_append (ev->per_seq[e->token.sequence], e->token.text);
+        }
     }
+  else if (e->type == HN_JOB_EVENT_LOG && ev->logs)
+    g_string_append_printf (ev->logs, "%s\n", e->log.message);
   else if (e->type == HN_JOB_EVENT_PROGRESS)
     ev->n_progress++;
   else if (e->type == HN_JOB_EVENT_DONE)
@@ -98,16 +109,213 @@ test_prompt_and_policies (void)
 }
 
 static void
+events_clear (Events *ev)
+{
+  g_string_free (ev->text, TRUE);
+  if (ev->logs)
+    g_string_free (ev->logs, TRUE);
+  for (gsize i = 0; i < G_N_ELEMENTS (ev->per_seq); i++)
+    if (ev->per_seq[i])
+      g_string_free (ev->per_seq[i], TRUE);
+  memset (ev, 0, sizeof *ev);
+}
+
+static JsonObject *
+load_object (JsonParser *p, const char *path)
+{
+  GError *error = NULL;
+  g_assert_true (json_parser_load_from_file (p, path, &error));
+  g_assert_no_error (error);
+  return json_node_get_object (json_parser_get_root (p));
+}
+
+static char *
+write_tmp (const char *dir, const char *name, const char *text)
+{
+  char *path = g_build_filename (dir, name, NULL);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  return path;
+}
+
+/* --continuous-batching: every prompt's ids equal its own run on the contiguous cache, with
+ * prompts of different lengths that end at different times (EOS 426 is a token the stories
+ * repeat), printed per request in prompt order; a pool of 3 pages makes requests wait. */
+static void
+test_continuous_batching (void)
+{
+  g_autofree char *model = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  g_autofree char *tmp = g_dir_make_tmp ("hn-cb-XXXXXX", NULL);
+  g_autofree char *seq_out = g_build_filename (tmp, "seq.json", NULL);
+  g_autofree char *cb_out = g_build_filename (tmp, "cb.json", NULL);
+  g_autofree char *pf = write_tmp (tmp, "prompts.txt", "Lily\nThe dog was very\n");
+  GError *error = NULL;
+  const char *seq[] = { "generate", "--model-path", model, "--prompt", "Once upon a time", "--prompt-file", pf,
+                        "--prompt", "One day, a big", "--max-new-tokens", "24", "--eos-token-id", "426",
+                        "--output-json", seq_out, NULL };
+  Events a = { g_string_new (NULL) };
+  g_assert_true (run (seq, &a, &error));
+  g_assert_no_error (error);
+  const char *cb[] = { "generate", "--model-path", model, "--prompt", "Once upon a time", "--prompt-file", pf,
+                       "--prompt", "One day, a big", "--max-new-tokens", "24", "--eos-token-id", "426",
+                       "--continuous-batching", "--continuous-batch-max-requests", "2", "--output-json", cb_out, NULL };
+  Events b = { g_string_new (NULL), .logs = g_string_new (NULL) };
+  g_assert_true (run (cb, &b, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (b.logs->str, "KV cache: paged"));
+  g_assert_nonnull (strstr (b.logs->str, "up to 2 requests at once"));
+  g_autoptr (JsonParser) pa = json_parser_new (), pb = json_parser_new ();
+  JsonObject *oa = load_object (pa, seq_out), *ob = load_object (pb, cb_out);
+  JsonArray *sa = json_object_get_array_member (oa, "sequences"), *sb = json_object_get_array_member (ob, "sequences");
+  JsonArray *ta = json_object_get_array_member (oa, "texts");
+  g_assert_cmpuint (json_array_get_length (sa), ==, 4);
+  g_assert_cmpuint (json_array_get_length (sb), ==, 4);
+  gboolean lengths_differ = FALSE;
+  for (guint i = 0; i < 4; i++)
+    {
+      JsonArray *x = json_array_get_array_element (sa, i), *y = json_array_get_array_element (sb, i);
+      g_assert_cmpuint (json_array_get_length (x), ==, json_array_get_length (y));
+      for (guint j = 0; j < json_array_get_length (x); j++)
+        g_assert_cmpint (json_array_get_int_element (x, j), ==, json_array_get_int_element (y, j));
+      lengths_differ = lengths_differ || json_array_get_length (x) != json_array_get_length (json_array_get_array_element (sa, 0));
+      /* printed per request: its text, then a newline */
+      g_autofree char *want = g_strconcat (json_array_get_string_element (ta, i), "\n", NULL);
+      g_assert_nonnull (b.per_seq[i]);
+      g_assert_cmpstr (b.per_seq[i]->str, ==, want);
+    }
+  g_assert_true (lengths_differ); /* the requests ended at different times */
+  JsonObject *stats = json_object_get_object_member (ob, "continuous_batching");
+  g_assert_cmpint (json_object_get_int_member (stats, "max_active"), ==, 2);
+  events_clear (&a);
+  events_clear (&b);
+
+  /* out of pages: 3 pages, requests of 2 pages each: one runs at a time and the rest wait (--json prints the result) */
+  g_autofree char *gc = write_tmp (tmp, "gc.json", "{\"continuous_batching_config\": {\"block_size\": 16, "
+                                                   "\"num_blocks\": 3, \"scheduler_type\": \"fifo\"}}");
+  const char *tight[] = { "generate", "--model-path", model, "--prompt", "Once upon a time", "--prompt-file", pf,
+                          "--max-new-tokens", "24", "--eos-token-id", "426", "--generation-config", gc, "--json", NULL };
+  Events c = { g_string_new (NULL), .logs = g_string_new (NULL) };
+  g_assert_true (run (tight, &c, &error)); /* the explicit file opts in to batching */
+  g_assert_no_error (error);
+  g_autoptr (JsonParser) pc = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (pc, c.text->str, -1, &error));
+  g_assert_no_error (error);
+  JsonObject *oc = json_node_get_object (json_parser_get_root (pc));
+  JsonObject *sc = json_object_get_object_member (oc, "continuous_batching");
+  g_assert_cmpint (json_object_get_int_member (sc, "page_waits"), >, 0);
+  g_assert_cmpint (json_object_get_int_member (sc, "max_active"), ==, 1);
+  JsonArray *sq = json_object_get_array_member (oc, "sequences");
+  g_assert_cmpuint (json_array_get_length (sq), ==, 3);
+  static const guint same_prompt[3] = { 0, 2, 3 }; /* --prompt first, then the prompt file */
+  for (guint i = 0; i < 3; i++)
+    {
+      JsonArray *x = json_array_get_array_element (sa, same_prompt[i]), *y = json_array_get_array_element (sq, i);
+      g_assert_cmpuint (json_array_get_length (x), ==, json_array_get_length (y));
+      for (guint j = 0; j < json_array_get_length (x); j++)
+        g_assert_cmpint (json_array_get_int_element (x, j), ==, json_array_get_int_element (y, j));
+    }
+  events_clear (&c);
+  g_unlink (seq_out);
+  g_unlink (cb_out);
+  g_unlink (gc);
+  g_unlink (pf);
+  g_rmdir (tmp);
+}
+
+/* A downloaded model cannot opt the user in to the paged cache or batching; a named file can.
+ * Bad scheduler settings and impossible combinations fail with a message. */
+static void
+test_paged_opt_in (void)
+{
+  g_autofree char *model = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  g_autofree char *tmp = g_dir_make_tmp ("hn-paged-XXXXXX", NULL);
+  g_autofree char *pkg = g_build_filename (tmp, "pkg", NULL);
+  g_assert_cmpint (g_mkdir (pkg, 0700), ==, 0);
+  static const char *const files[] = { "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json" };
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *from = g_build_filename (model, files[i], NULL), *to = g_build_filename (pkg, files[i], NULL);
+      g_assert_cmpint (symlink (from, to), ==, 0);
+    }
+  g_autofree char *own = write_tmp (pkg, "generation_config.json",
+                                    "{\"cache_implementation\": \"paged\", \"continuous_batching_config\": "
+                                    "{\"block_size\": 256, \"use_cuda_graph\": true}}");
+  GError *error = NULL;
+  const char *def[] = { "generate", "--model-path", pkg, "--input-ids", "1", "--max-new-tokens", "3", NULL };
+  Events ev = { g_string_new (NULL), .logs = g_string_new (NULL) };
+  g_assert_true (run (def, &ev, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (ev.logs->str, "KV cache: contiguous"));
+  g_assert_nonnull (strstr (ev.logs->str, "ignored"));
+  events_clear (&ev);
+
+  g_autofree char *mine = write_tmp (tmp, "mine.json", "{\"cache_implementation\": \"paged\"}");
+  const char *opt[] = { "generate", "--model-path", pkg, "--input-ids", "1", "--max-new-tokens", "3",
+                        "--generation-config", mine, NULL };
+  ev = (Events) { g_string_new (NULL), .logs = g_string_new (NULL) };
+  g_assert_true (run (opt, &ev, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (ev.logs->str, "KV cache: paged"));
+  events_clear (&ev);
+
+  /* block_size other than 16 and unknown knobs are errors naming the file */
+  struct { const char *json, *needle; } bad[] = {
+    { "{\"continuous_batching_config\": {\"block_size\": 32}}", "block_size 32" },
+    { "{\"continuous_batching_config\": {\"use_cuda_graph\": true}}", "use_cuda_graph" },
+    { "{\"continuous_batching_config\": {\"scheduler_type\": \"prefill_first\"}}", "fifo" },
+    { "{\"continuous_batching_config\": {\"num_blocks\": 0}}", "num_blocks" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree char *f = write_tmp (tmp, "bad.json", bad[i].json);
+      const char *argv[] = { "generate", "--model-path", model, "--input-ids", "1", "--continuous-batching",
+                             "--generation-config", f, NULL };
+      ev = (Events) { g_string_new (NULL) };
+      g_assert_false (run (argv, &ev, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, bad[i].needle));
+      g_assert_nonnull (strstr (error->message, "bad.json"));
+      g_clear_error (&error);
+      events_clear (&ev);
+      g_unlink (f);
+    }
+  /* batching needs the paged cache, and serves one greedy or sampled sequence per request */
+  const char *contig[] = { "generate", "--model-path", model, "--input-ids", "1", "--continuous-batching",
+                           "--cache-implementation", "contiguous", NULL };
+  const char *beams[] = { "generate", "--model-path", model, "--input-ids", "1", "--continuous-batching",
+                          "--num-beams", "2", NULL };
+  ev = (Events) { g_string_new (NULL) };
+  g_assert_false (run (contig, &ev, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (run (beams, &ev, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "num_beams 2"));
+  g_clear_error (&error);
+  /* a graph without pageable attention (ALiBi) fails closed */
+  g_autofree char *bloom = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "bloom", NULL);
+  const char *alibi[] = { "generate", "--model-path", bloom, "--input-ids", "5,6", "--cache-implementation", "paged", NULL };
+  g_assert_false (run (alibi, &ev, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "ALiBi"));
+  g_clear_error (&error);
+  events_clear (&ev);
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *to = g_build_filename (pkg, files[i], NULL);
+      g_unlink (to);
+    }
+  g_unlink (own);
+  g_unlink (mine);
+  g_rmdir (pkg);
+  g_rmdir (tmp);
+}
+
+static void
 test_fail_closed (void)
 {
   g_autofree char *model = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
   GError *error = NULL;
-  const char *paged[] = { "generate", "--model-path", model, "--input-ids", "1", "--cache-implementation", "paged", NULL };
   Events ev = { g_string_new (NULL) };
-  g_assert_false (run (paged, &ev, &error));
-  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "paged"));
-  g_clear_error (&error);
   /* an architecture without a graph (dbrx has no parity fixture) names itself */
   g_autofree char *moe = g_dir_make_tmp ("hn-genjob-XXXXXX", &error);
   g_assert_no_error (error);
@@ -134,6 +342,8 @@ main (int argc, char **argv)
   hn_job_register_builtin_kinds ();
   g_test_add_func ("/generate-job/stories260K", test_stories);
   g_test_add_func ("/generate-job/prompt-and-policies", test_prompt_and_policies);
+  g_test_add_func ("/generate-job/continuous-batching", test_continuous_batching);
+  g_test_add_func ("/generate-job/paged-opt-in", test_paged_opt_in);
   g_test_add_func ("/generate-job/fail-closed", test_fail_closed);
   return g_test_run ();
 }

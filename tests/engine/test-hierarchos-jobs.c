@@ -227,6 +227,14 @@ test_init_train_chat (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   events_clear (&e);
+  /* a recurrent model has no attention cache to page */
+  events_init (&e);
+  const char *const chat_p[] = { "chat", "--model-path", out, "--cache-implementation", "paged", NULL };
+  g_assert_false (run_job (chat_p, inputs_b, &e, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "recurrent"));
+  g_clear_error (&error);
+  events_clear (&e);
 
   /* Fine-tuning trains the default subset only. */
   events_init (&e);

@@ -111,6 +111,31 @@ test_round_trip_all_kinds (void)
     }
 }
 
+/* The paged cache and continuous batching, as the Generate page sets them, survive the
+ * preview -> CLI parser round trip. */
+static void
+test_round_trip_batching (void)
+{
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new ("transformer-generate", NULL);
+  hn_job_spec_set_string (spec, "model-path", "/m");
+  const char *prompts[] = { "Once upon a time", "The dog", NULL };
+  hn_job_spec_set_strv (spec, "prompt", prompts);
+  hn_job_spec_set_string (spec, "cache-implementation", "paged");
+  hn_job_spec_set_bool (spec, "continuous-batching", TRUE);
+  hn_job_spec_set_int (spec, "continuous-batch-max-requests", 16);
+  g_autofree char *line = hn_job_spec_to_command_line (spec, HN_ARGV_WITH_PROGRAM);
+  g_assert_nonnull (strstr (line, "--prompt 'Once upon a time' --prompt 'The dog'"));
+  g_assert_nonnull (strstr (line, "--cache-implementation paged --continuous-batching --continuous-batch-max-requests 16"));
+  g_auto (GStrv) argv = NULL;
+  int argc = 0;
+  g_assert_true (g_shell_parse_argv (line, &argc, &argv, NULL));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnJobSpec) back = hn_job_spec_new_from_argv (argc - 1, (const char *const *) argv + 1, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_job_spec_equal (spec, back));
+  g_assert_cmpint (hn_job_spec_get_int (back, "continuous-batch-max-requests"), ==, 16);
+}
+
 static void
 test_secret_masked (void)
 {
@@ -529,6 +554,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/jobs/spec/round-trip", test_round_trip_all_kinds);
+  g_test_add_func ("/jobs/spec/round-trip-batching", test_round_trip_batching);
   g_test_add_func ("/jobs/spec/secret-masked", test_secret_masked);
   g_test_add_func ("/jobs/spec/aliases-defaults", test_aliases_and_defaults);
   g_test_add_func ("/jobs/spec/parse-errors", test_parse_errors);
