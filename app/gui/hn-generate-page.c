@@ -46,7 +46,12 @@ update_state (HnGeneratePage *self)
   gtk_label_set_text (GTK_LABEL (self->reason), running || !self->problem ? "" : self->problem);
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.start", !running && !self->problem);
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.stop", running);
-  gtk_widget_set_visible (self->extra_group, hn_job_spec_get_bool (self->spec, "continuous-batching"));
+  gboolean batching = hn_job_spec_get_bool (self->spec, "continuous-batching");
+  gtk_widget_set_visible (self->extra_group, batching);
+  /* the request limit only means something with batching on */
+  GtkWidget *max_row = hn_option_group_get_row (HN_OPTION_GROUP (self->cache_group), "continuous-batch-max-requests");
+  if (max_row)
+    gtk_widget_set_sensitive (max_row, batching);
 }
 
 /* The prompt view and the extra prompts become the repeatable --prompt. */
@@ -194,6 +199,12 @@ void
 hn_generate_page_set_prompt (HnGeneratePage *self, const char *prompt)
 {
   gtk_text_buffer_set_text (gtk_text_view_get_buffer (GTK_TEXT_VIEW (self->prompt_view)), prompt, -1);
+}
+
+void
+hn_generate_page_set_extra_prompts (HnGeneratePage *self, const char *prompts)
+{
+  gtk_text_buffer_set_text (gtk_text_view_get_buffer (GTK_TEXT_VIEW (self->extra_view)), prompts, -1);
 }
 
 char *

@@ -15,6 +15,8 @@ GtkWidget *hn_generate_page_new (void);
 HnJobSpec *hn_generate_page_get_spec (HnGeneratePage *self);
 HnJobController *hn_generate_page_get_controller (HnGeneratePage *self);
 void hn_generate_page_set_prompt (HnGeneratePage *self, const char *prompt);
+/* The extra prompts served with continuous batching, one per line. */
+void hn_generate_page_set_extra_prompts (HnGeneratePage *self, const char *prompts);
 char *hn_generate_page_dup_output (HnGeneratePage *self);
 const char *hn_generate_page_get_command_text (HnGeneratePage *self);
 const char *hn_generate_page_get_start_problem (HnGeneratePage *self);

@@ -602,6 +602,35 @@ test_generate_streams (void)
   g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
   g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_CANCELLED);
   g_signal_handler_disconnect (c, id);
+
+  /* continuous batching from the page: the main prompt and two extra ones served together over
+   * the paged cache, each in its own section, the first as the single greedy run gave it */
+  GtkWidget *w = GTK_WIDGET (page);
+  GtkWidget *max_row = hn_option_group_get_row (find_group (w, "continuous-batch-max-requests"),
+                                                "continuous-batch-max-requests");
+  g_assert_false (gtk_widget_get_sensitive (max_row));
+  hn_job_spec_set_int (spec, "max-new-tokens", 12);
+  gtk_switch_set_active (GTK_SWITCH (editor (w, "continuous-batching")), TRUE);
+  g_assert_true (gtk_widget_get_sensitive (max_row));
+  gtk_spin_button_set_value (GTK_SPIN_BUTTON (editor (w, "continuous-batch-max-requests")), 2);
+  hn_generate_page_set_extra_prompts (page, "Lily\nThe dog was very\n");
+  const char *cmd = hn_generate_page_get_command_text (page);
+  g_assert_nonnull (strstr (cmd, "--prompt 'Once upon a time' --prompt Lily --prompt 'The dog was very'"));
+  g_assert_nonnull (strstr (cmd, "--continuous-batching --continuous-batch-max-requests 2"));
+  check_round_trip (cmd, spec);
+  memset (&seen, 0, sizeof seen);
+  id = g_signal_connect (c, "event", G_CALLBACK (on_gen_event), &seen);
+  g_assert_true (gtk_widget_activate_action (w, "page.start", NULL));
+  g_assert_true (wait_for (gen_done, &seen, 120000));
+  g_assert_true (seen.ok);
+  g_signal_handler_disconnect (c, id);
+  g_autofree char *batched = hn_generate_page_dup_output (page);
+  g_test_message ("batched: %s", batched);
+  g_assert_true (g_str_has_prefix (batched, "── Sequence 1 ──\nOnce upon a time, there was a little girl"));
+  g_assert_nonnull (strstr (batched, "── Sequence 3 ──\nThe dog was very"));
+  save_screenshot ("generate-batched");
+  gtk_switch_set_active (GTK_SWITCH (editor (w, "continuous-batching")), FALSE);
+  hn_generate_page_set_extra_prompts (page, "");
   hn_job_spec_set_int (spec, "max-new-tokens", 64);
 }
 
