@@ -40,9 +40,9 @@ static const SynthShape synth_shapes[] = {
 };
 
 typedef struct {
-  char *model_path, *synthetic, *dtype, *workload, *device;
-  int batch, seq_len, new_tokens, iterations, warmup, size;
-  gboolean json, profile;
+  char *model_path, *synthetic, *dtype, *workload, *device, *concurrency;
+  int batch, seq_len, new_tokens, iterations, warmup, size, requests;
+  gboolean json, profile, continuous_batching;
 } BenchOptions;
 
 static guint64
@@ -435,6 +435,116 @@ bench_decode (HnTransformer *m, const BenchOptions *o, JsonObject *res, GError *
   return TRUE;
 }
 
+/* Runs every request of `prompts` through hn_generate_batch_run with up to `C` at once on a paged
+ * session (C = 0: one after another on a contiguous session, hn_generate_run each) and records the
+ * aggregate rate, prefills included. */
+static gboolean
+bench_requests (HnTransformer *m, const HnGenerateOptions *opt, GPtrArray *prompts, int ctx_len, int C, JsonObject *row,
+                GError **error)
+{
+  int V = hn_transformer_get_hparams (m)->vocab;
+  gint64 t0 = g_get_monotonic_time (), tokens = 0;
+  if (C == 0)
+    {
+      g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, 1, ctx_len, error);
+      if (!s)
+        return FALSE;
+      HnGenerateModel gm = { hn_transformer_session_lm_ops (), s, V, NULL, NULL, NULL, NULL };
+      t0 = g_get_monotonic_time ();
+      for (guint i = 0; i < prompts->len; i++)
+        {
+          GArray *p = g_ptr_array_index (prompts, i);
+          g_autoptr (HnGenerateResult) r = hn_generate_run (&gm, opt, (const int32_t *) p->data, (int) p->len, NULL, error);
+          if (!r)
+            return FALSE;
+          tokens += r->n_generated;
+        }
+    }
+  else
+    {
+      int pages = (ctx_len - 1 + HN_KV_PAGE_SIZE - 1) / HN_KV_PAGE_SIZE;
+      g_autoptr (HnTransformerSession) s = hn_transformer_session_new_paged (m, C, ctx_len, C * pages, error);
+      if (!s)
+        return FALSE;
+      HnGenerateModel gm = { hn_transformer_session_lm_ops (), s, V, NULL, NULL, NULL, NULL };
+      HnBatchOptions bo = { C, C * pages, HN_KV_PAGE_SIZE, 0 };
+      HnBatchStats st;
+      t0 = g_get_monotonic_time ();
+      g_autoptr (GPtrArray) res = hn_generate_batch_run (&gm, opt, &bo, prompts, NULL, NULL, &st, NULL, error);
+      if (!res)
+        return FALSE;
+      tokens = st.n_generated;
+      json_object_set_int_member (row, "decode_rounds", st.rounds);
+      json_object_set_int_member (row, "max_active", st.max_active);
+      set_d (row, "ms_per_round_with_prefills", st.seconds * 1e3 / MAX (st.rounds, 1));
+    }
+  double secs = (g_get_monotonic_time () - t0) / 1e6;
+  json_object_set_int_member (row, "generated_tokens", tokens);
+  set_d (row, "seconds", secs);
+  set_d (row, "tokens_per_s", tokens / MAX (secs, 1e-9));
+  return TRUE;
+}
+
+/* --workload decode --continuous-batching: --requests prompts of --seq-len random tokens, each
+ * generating --new-tokens greedily (no EOS), served with each --concurrency level, against the
+ * same requests run one after another on the contiguous cache. */
+static gboolean
+bench_decode_batched (HnTransformer *m, const BenchOptions *o, JsonObject *res, GError **error)
+{
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  int P = o->seq_len > 0 ? o->seq_len : 32, NT = o->new_tokens > 0 ? o->new_tokens : 32;
+  int R = o->requests > 0 ? o->requests : 64;
+  g_auto (GStrv) levels = g_strsplit (o->concurrency ? o->concurrency : "1,8,32,64", ",", -1);
+  g_autoptr (GArray) cs = g_array_new (FALSE, FALSE, sizeof (int));
+  for (char **l = levels; *l; l++)
+    {
+      char *end = NULL;
+      gint64 c = g_ascii_strtoll (*l, &end, 10);
+      if (!end || *end || c < 1 || c > 4096)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--concurrency: \"%s\" is not a count in 1..4096", *l);
+          return FALSE;
+        }
+      int ci = (int) c;
+      g_array_append_val (cs, ci);
+    }
+  g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  for (int r = 0; r < R; r++)
+    {
+      GArray *p = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), (guint) P);
+      for (int i = 0; i < P; i++)
+        {
+          int32_t id = (int32_t) (((gint64) (r * P + i) * 7919 + 11) % hp->vocab);
+          g_array_append_val (p, id);
+        }
+      g_ptr_array_add (prompts, p);
+    }
+  HnGenerateOptions opt;
+  hn_generate_options_init (&opt); /* greedy, no EOS: every request makes NT tokens */
+  opt.max_new_tokens = NT;
+  g_autoptr (JsonObject) seq = json_object_new ();
+  gboolean ok = bench_requests (m, &opt, prompts, P + NT, 0, seq, error);
+  JsonArray *rows = json_array_new ();
+  double base = ok ? json_object_get_double_member (seq, "tokens_per_s") : 0;
+  for (guint i = 0; ok && i < cs->len; i++)
+    {
+      JsonObject *row = json_object_new ();
+      json_object_set_int_member (row, "concurrent_requests", g_array_index (cs, int, i));
+      ok = bench_requests (m, &opt, prompts, P + NT, g_array_index (cs, int, i), row, error);
+      if (ok)
+        set_d (row, "speedup_vs_sequential", json_object_get_double_member (row, "tokens_per_s") / MAX (base, 1e-9));
+      json_array_add_object_element (rows, row);
+    }
+  hn_generate_options_clear (&opt);
+  json_object_set_boolean_member (res, "continuous_batching", TRUE);
+  json_object_set_int_member (res, "requests", R);
+  json_object_set_int_member (res, "prompt_tokens", P);
+  json_object_set_int_member (res, "new_tokens", NT);
+  json_object_set_object_member (res, "sequential", json_object_ref (seq));
+  json_object_set_array_member (res, "batched", rows);
+  return ok;
+}
+
 static gboolean
 bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonObject *res, GError **error)
 {
@@ -575,6 +685,13 @@ run_benchmark (const BenchOptions *o)
   HnStDtype dt;
   if (!parse_dtype (o->dtype, &dt, &error))
     return hn_cli_fail (g_steal_pointer (&error));
+  if ((o->continuous_batching || o->requests || o->concurrency) &&
+      (!o->continuous_batching || (o->workload && !g_str_equal (o->workload, "decode"))))
+    {
+      g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--continuous-batching (with --requests and --concurrency) goes with --workload decode");
+      return hn_cli_fail (g_steal_pointer (&error));
+    }
   const char *wl = o->workload ? o->workload : "decode";
   if (!g_str_equal (wl, "decode") && !g_str_equal (wl, "prefill") && !g_str_equal (wl, "gemm") &&
       !g_str_equal (wl, "train") && !g_str_equal (wl, "lora"))
@@ -640,7 +757,9 @@ run_benchmark (const BenchOptions *o)
       guint64 n_params = wbytes / esz - (hp->tie_embeddings ? 0 : (guint64) hp->vocab * hp->hidden);
       json_object_set_int_member (res, "weight_bytes", (gint64) wbytes);
       hn_vk_context_reset_peak (ctx);
-      if (g_str_equal (wl, "decode"))
+      if (g_str_equal (wl, "decode") && o->continuous_batching)
+        ok = bench_decode_batched (m, o, res, &error);
+      else if (g_str_equal (wl, "decode"))
         ok = bench_decode (m, o, res, &error);
       else if (g_str_equal (wl, "prefill"))
         ok = bench_prefill (m, o, n_params, res, &error);
@@ -680,6 +799,11 @@ hn_cmd_benchmark (int argc, char **argv)
     { "device", 0, 0, G_OPTION_ARG_STRING, &o.device, "Device index, UUID or name substring", "SEL" },
     { "device-index", 0, 0, G_OPTION_ARG_STRING, &o.device, "Same as --device", "N" },
     { "profile", 0, 0, G_OPTION_ARG_NONE, &o.profile, "Per-op GPU time of one step (timestamp queries)", NULL },
+    { "continuous-batching", 0, 0, G_OPTION_ARG_NONE, &o.continuous_batching,
+      "Decode: serve --requests prompts with continuous batching over the paged cache, beside sequential runs", NULL },
+    { "requests", 0, 0, G_OPTION_ARG_INT, &o.requests, "Continuous batching: prompts to serve (default 64)", "N" },
+    { "concurrency", 0, 0, G_OPTION_ARG_STRING, &o.concurrency,
+      "Continuous batching: requests decoded together, a comma-separated list (default 1,8,32,64)", "LIST" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "One-line JSON (default: pretty JSON)", NULL },
     { NULL },
   };
@@ -703,5 +827,6 @@ hn_cmd_benchmark (int argc, char **argv)
   g_free (o.dtype);
   g_free (o.workload);
   g_free (o.device);
+  g_free (o.concurrency);
   return rc;
 }

@@ -153,6 +153,13 @@ decode_text (gpointer data, const int32_t *ids, int n)
   return hn_tokenizer_decode (data, ids, (gsize) n, TRUE, NULL);
 }
 
+static void
+add_int (JsonBuilder *b, const char *name, gint64 v)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_int_value (b, v);
+}
+
 /* The results as one JSON document: every returned sequence's ids and text (in prompt order),
  * and per prompt its lengths and why it stopped. */
 static char *
@@ -194,10 +201,8 @@ results_json (GPtrArray *results, HnTokenizer *tok, const HnBatchStats *batch, g
     {
       HnGenerateResult *r = g_ptr_array_index (results, i);
       json_builder_begin_object (b);
-      json_builder_set_member_name (b, "prompt_tokens");
-      json_builder_add_int_value (b, r->n_prompt);
-      json_builder_set_member_name (b, "generated_tokens");
-      json_builder_add_int_value (b, r->n_generated);
+      add_int (b, "prompt_tokens", r->n_prompt);
+      add_int (b, "generated_tokens", r->n_generated);
       json_builder_set_member_name (b, "stop_reason");
       json_builder_add_string_value (b, r->stop_reason ? r->stop_reason : "");
       json_builder_set_member_name (b, "seconds");
@@ -209,12 +214,9 @@ results_json (GPtrArray *results, HnTokenizer *tok, const HnBatchStats *batch, g
     {
       json_builder_set_member_name (b, "continuous_batching");
       json_builder_begin_object (b);
-      json_builder_set_member_name (b, "rounds");
-      json_builder_add_int_value (b, batch->rounds);
-      json_builder_set_member_name (b, "max_active");
-      json_builder_add_int_value (b, batch->max_active);
-      json_builder_set_member_name (b, "page_waits");
-      json_builder_add_int_value (b, batch->page_waits);
+      add_int (b, "rounds", batch->rounds);
+      add_int (b, "max_active", batch->max_active);
+      add_int (b, "page_waits", batch->page_waits);
       json_builder_set_member_name (b, "tokens_per_s");
       json_builder_add_double_value (b, batch->n_generated / MAX (batch->seconds, 1e-9));
       json_builder_end_object (b);
