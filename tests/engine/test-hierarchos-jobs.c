@@ -235,6 +235,13 @@ test_init_train_chat (void)
   g_assert_nonnull (strstr (error->message, "recurrent"));
   g_clear_error (&error);
   events_clear (&e);
+  events_init (&e);
+  const char *const gen_cb[] = { "generate", "--model-path", out, "--prompt", "a", "--continuous-batching", NULL };
+  g_assert_false (run_job (gen_cb, NULL, &e, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "recurrent"));
+  g_clear_error (&error);
+  events_clear (&e);
 
   /* Fine-tuning trains the default subset only. */
   events_init (&e);
