@@ -246,9 +246,23 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
                    cfg->path);
       return FALSE;
     }
+  gboolean v3 = strcmp (hp->arch->model_type, "deepseek_v3") == 0;
+  double scale = 1.0 / sqrt ((double) (nope + rope));
   if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
-    /* deepseek's yarn also rescales the softmax by mscale_all_dim; no fixture proves it here */
-    return unsupported (error, cfg, "rope scaling on multi-head latent attention");
+    {
+      /* DeepseekV3Attention: with a scaled rope the softmax scale is multiplied by
+       * yarn_get_mscale(factor, mscale_all_dim)^2 (the rope's own attention factor is the
+       * mscale / mscale_all_dim ratio, as hn_rope_compute_inv_freq computes it). transformers'
+       * deepseek_v2 has no such term and no fixture shows which one a v2 checkpoint needs. */
+      if (!v3 || hp->rope_scaling.type != HN_ROPE_SCALING_YARN)
+        return unsupported (error, cfg, "rope scaling other than yarn on deepseek_v3 multi-head latent attention");
+      double f = hp->rope_scaling.factor, mad = hp->rope_scaling.mscale_all_dim;
+      if (mad > 0 && f > 1)
+        {
+          double m = 0.1 * mad * log (f) + 1.0;
+          scale *= m * m;
+        }
+    }
   hp->mla = TRUE;
   hp->q_lora_rank = (int) MAX (q_rank, 0);
   hp->kv_lora_rank = (int) kv_rank;
@@ -258,10 +272,10 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->rot_dims = (int) rope;
   hp->n_kv_head = hp->n_head; /* keys and values are expanded per head from the latent */
   gboolean interleave = TRUE; /* deepseek_v2 rotates complex pairs; v3 does when rope_interleave (default) */
-  if (strcmp (hp->arch->model_type, "deepseek_v3") == 0 && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
+  if (v3 && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
     return FALSE;
   hp->rope_style = interleave ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
-  hp->attn_scale = 0.0f;
+  hp->attn_scale = (float) scale;
   return TRUE;
 }
 

@@ -10,6 +10,7 @@
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 static HnVkContext *ctx;
 
@@ -363,6 +364,72 @@ test_moe_sparse (void)
     }
 }
 
+/* The fixture's config with rope_parameters replaced by yarn (factor 4, mscale_all_dim 1), in a
+ * temporary folder beside a link to its weights. */
+static char *
+yarn_variant (const char *name)
+{
+  GError *error = NULL;
+  g_autofree char *dir = parity_fixture_dir (name);
+  g_autofree char *cfg = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *st = g_build_filename (dir, "model.safetensors", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  JsonObject *o = parity_load_json (p, cfg);
+  JsonObject *rp = json_object_new ();
+  json_object_set_string_member (rp, "rope_type", "yarn");
+  json_object_set_double_member (rp, "rope_theta", 10000.0);
+  json_object_set_double_member (rp, "factor", 4.0);
+  json_object_set_double_member (rp, "mscale", 1.0);
+  json_object_set_double_member (rp, "mscale_all_dim", 1.0);
+  json_object_set_int_member (rp, "original_max_position_embeddings", 16);
+  json_object_set_object_member (o, "rope_parameters", rp);
+  char *tmp = g_dir_make_tmp ("hn-yarn-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_autofree char *out_cfg = g_build_filename (tmp, "config.json", NULL);
+  g_autofree char *out_st = g_build_filename (tmp, "model.safetensors", NULL);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  json_generator_set_root (gen, json_parser_get_root (p));
+  g_assert_true (json_generator_to_file (gen, out_cfg, &error));
+  g_assert_cmpint (symlink (st, out_st), ==, 0);
+  return tmp;
+}
+
+static void
+remove_variant (char *tmp)
+{
+  g_autofree char *a = g_build_filename (tmp, "config.json", NULL), *b = g_build_filename (tmp, "model.safetensors", NULL);
+  g_unlink (a);
+  g_unlink (b);
+  g_rmdir (tmp);
+  g_free (tmp);
+}
+
+/* DeepSeek-V3's yarn: the softmax scale gains yarn_get_mscale(factor, mscale_all_dim)^2 (there is no
+ * transformers fixture for it; the value is DeepseekV3Attention's formula), the logits stay finite;
+ * deepseek_v2 with a scaled rope is refused by name. */
+static void
+test_deepseek_yarn (void)
+{
+  GError *error = NULL;
+  char *v3 = yarn_variant ("deepseek_v3");
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, v3, &error);
+  g_assert_no_error (error);
+  double ms = 0.1 * log (4.0) + 1.0;
+  g_assert_cmpfloat_with_epsilon (hn_transformer_get_hparams (m)->attn_scale, 0.25 * ms * ms, 1e-6);
+  int32_t ids[3] = { 3, 9, 27 };
+  g_autofree float *lg = g_new (float, 3 * 128);
+  g_assert_true (hn_transformer_logits (m, ids, 3, lg, &error));
+  for (int i = 0; i < 3 * 128; i++)
+    g_assert_true (isfinite (lg[i]));
+  remove_variant (v3);
+  char *v2 = yarn_variant ("deepseek_v2");
+  g_assert_null (hn_transformer_load (ctx, v2, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "rope scaling"));
+  g_clear_error (&error);
+  remove_variant (v2);
+}
+
 /* Variants beyond each registered architecture's own fixture. */
 static const char *const extra_cases[] = { "llama_rope_llama3", "falcon_mq" };
 
@@ -406,6 +473,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/continuous-batching", test_continuous_batching);
   g_test_add_func ("/transformer/fail-closed", test_fail_closed);
   g_test_add_func ("/transformer/moe-sparse", test_moe_sparse);
+  g_test_add_func ("/transformer/deepseek-yarn", test_deepseek_yarn);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
