@@ -40,24 +40,7 @@ update_state (HnChatPage *self)
 static GtkWidget *
 add_bubble (HnChatPage *self, gboolean from_user, const char *text)
 {
-  GtkWidget *label = gtk_label_new (text);
-  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
-  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
-  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
-  gtk_label_set_xalign (GTK_LABEL (label), 0);
-  gtk_label_set_max_width_chars (GTK_LABEL (label), 60);
-  gtk_widget_add_css_class (label, "bubble");
-  gtk_widget_add_css_class (label, from_user ? "user" : "assistant");
-  gtk_widget_set_halign (label, from_user ? GTK_ALIGN_END : GTK_ALIGN_START);
-  gtk_widget_set_margin_start (label, from_user ? 60 : 8);
-  gtk_widget_set_margin_end (label, from_user ? 8 : 60);
-  gtk_widget_set_margin_top (label, 4);
-  gtk_widget_set_margin_bottom (label, 4);
-  gtk_accessible_update_property (GTK_ACCESSIBLE (label), GTK_ACCESSIBLE_PROPERTY_LABEL,
-                                  from_user ? _("You said") : _("The model said"), -1);
-  gtk_list_box_append (GTK_LIST_BOX (self->messages), label);
-  GtkWidget *row = gtk_widget_get_parent (label);
-  gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), FALSE);
+  GtkWidget *label = hn_page_add_bubble (GTK_LIST_BOX (self->messages), from_user, text);
   GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (self->scroller));
   gtk_adjustment_set_value (adj, gtk_adjustment_get_upper (adj));
   return label;

@@ -24,21 +24,7 @@ G_DEFINE_FINAL_TYPE (HnComparePage, hn_compare_page, ADW_TYPE_BIN)
 static GtkWidget *
 add_bubble (Side *side, gboolean from_user, const char *text)
 {
-  GtkWidget *label = gtk_label_new (text);
-  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
-  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
-  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
-  gtk_label_set_xalign (GTK_LABEL (label), 0);
-  gtk_widget_add_css_class (label, "bubble");
-  gtk_widget_add_css_class (label, from_user ? "user" : "assistant");
-  gtk_widget_set_halign (label, from_user ? GTK_ALIGN_END : GTK_ALIGN_START);
-  gtk_widget_set_margin_start (label, from_user ? 40 : 8);
-  gtk_widget_set_margin_end (label, from_user ? 8 : 40);
-  gtk_widget_set_margin_top (label, 4);
-  gtk_widget_set_margin_bottom (label, 4);
-  gtk_list_box_append (GTK_LIST_BOX (side->messages), label);
-  gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (gtk_widget_get_parent (label)), FALSE);
-  return label;
+  return hn_page_add_bubble (GTK_LIST_BOX (side->messages), from_user, text);
 }
 
 static gboolean

@@ -160,3 +160,26 @@ hn_page_toast (GtkWidget *widget, const char *message)
 {
   gtk_widget_activate_action (widget, "win.show-toast", "s", message);
 }
+
+GtkWidget *
+hn_page_add_bubble (GtkListBox *list, gboolean from_user, const char *text)
+{
+  GtkWidget *label = gtk_label_new (text);
+  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_label_set_max_width_chars (GTK_LABEL (label), 60);
+  gtk_widget_add_css_class (label, "bubble");
+  gtk_widget_add_css_class (label, from_user ? "user" : "assistant");
+  gtk_widget_set_halign (label, from_user ? GTK_ALIGN_END : GTK_ALIGN_START);
+  gtk_widget_set_margin_start (label, from_user ? 60 : 8);
+  gtk_widget_set_margin_end (label, from_user ? 8 : 60);
+  gtk_widget_set_margin_top (label, 4);
+  gtk_widget_set_margin_bottom (label, 4);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (label), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  from_user ? _("You said") : _("The model said"), -1);
+  gtk_list_box_append (list, label);
+  gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (gtk_widget_get_parent (label)), FALSE);
+  return label;
+}

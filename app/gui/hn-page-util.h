@@ -26,6 +26,10 @@ void hn_page_remember (HnJobSpec *spec);
  * problems count too. */
 char *hn_page_start_problem (HnJobSpec *spec, GtkWidget **groups);
 
+/* A chat bubble (the user's on the right, the model's on the left) appended
+ * to `list`; returns its label, to stream a reply into. */
+GtkWidget *hn_page_add_bubble (GtkListBox *list, gboolean from_user, const char *text);
+
 /* Shows a toast in the window that holds `widget`. */
 void hn_page_toast (GtkWidget *widget, const char *message);
 

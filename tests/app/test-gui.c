@@ -767,24 +767,35 @@ test_hierarchos_train_and_chat (void)
 
 /* ---- LoRA fine-tuning of the demo model: the loss curve falls ----------- */
 
-static void
-test_finetune_loss_falls (void)
+/* The Fine-tune page, shown, with the preselected demo model and dataset and
+ * a short run into <build>/tests/out/RUN; NULL (test skipped) without the kind. */
+static HnJobSpec *
+finetune_setup (HnTrainPage **page_out, const char *run_name, gint64 steps, gint64 batch, gint64 seq_len)
 {
   if (!hn_job_kind_is_registered ("transformer-finetune"))
     {
       g_test_skip ("transformer-finetune is not registered in this build");
-      return;
+      return NULL;
     }
-  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "finetune"));
+  HnTrainPage *page = *page_out = HN_TRAIN_PAGE (hn_window_get_page (window, "finetune"));
   hn_window_show_page (window, "finetune");
   HnJobSpec *spec = hn_train_page_get_spec (page);
   g_autofree char *dir = out_dir ();
-  g_autofree char *run = g_build_filename (dir, "finetune-run", NULL);
-  /* the preselected demo model and dataset; a short, brisk run */
+  g_autofree char *run = g_build_filename (dir, run_name, NULL);
   hn_job_spec_set_string (spec, "out-dir", run);
-  hn_job_spec_set_int (spec, "max-steps", 16);
-  hn_job_spec_set_int (spec, "batch-size", 4);
-  hn_job_spec_set_int (spec, "seq-len", 48);
+  hn_job_spec_set_int (spec, "max-steps", steps);
+  hn_job_spec_set_int (spec, "batch-size", batch);
+  hn_job_spec_set_int (spec, "seq-len", seq_len);
+  return spec;
+}
+
+static void
+test_finetune_loss_falls (void)
+{
+  HnTrainPage *page = NULL;
+  HnJobSpec *spec = finetune_setup (&page, "finetune-run", 16, 4, 48);
+  if (!spec)
+    return;
   hn_job_spec_set_double (spec, "lr", 5e-3);
   hn_job_spec_set_string (spec, "lr-scheduler", "constant");
   hn_job_spec_set_int (spec, "lora-r", 8);
@@ -856,20 +867,10 @@ has_two_points (gpointer chart)
 static void
 test_stop_save_resume (void)
 {
-  if (!hn_job_kind_is_registered ("transformer-finetune"))
-    {
-      g_test_skip ("transformer-finetune is not registered in this build");
-      return;
-    }
-  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "finetune"));
-  hn_window_show_page (window, "finetune");
-  HnJobSpec *spec = hn_train_page_get_spec (page);
-  g_autofree char *dir = out_dir ();
-  g_autofree char *run = g_build_filename (dir, "stop-run", NULL);
-  hn_job_spec_set_string (spec, "out-dir", run);
-  hn_job_spec_set_int (spec, "max-steps", 8);
-  hn_job_spec_set_int (spec, "batch-size", 2);
-  hn_job_spec_set_int (spec, "seq-len", 16);
+  HnTrainPage *page = NULL;
+  HnJobSpec *spec = finetune_setup (&page, "stop-run", 8, 2, 16);
+  if (!spec)
+    return;
   hn_job_spec_unset (spec, "eval-split");
   hn_job_spec_unset (spec, "eval-steps");
   HnJobController *c = hn_train_page_get_controller (page);
