@@ -1,6 +1,7 @@
 /* Shared pieces of the encoder and encoder-decoder graphs (see encdec-private.h). */
 #include "hn-error.h"
 #include "models/encdec-private.h"
+#include "tensor/ops-back.h"
 
 #include <math.h>
 #include <string.h>
@@ -251,6 +252,81 @@ hn_scratch_prefix (HnScratch *s, HnTensor *t, int ndim, const gint64 *shape, GEr
   HnTensor *flat = hn_scratch_shape (s, t, 1, (gint64[]) { t->n }, error);
   HnTensor *part = flat ? hn_scratch_rows (s, flat, 0, n, error) : NULL;
   return part ? hn_scratch_shape (s, part, ndim, shape, error) : NULL;
+}
+
+/* ---------------------------------------------------------------- trained parameters */
+
+void
+hn_params_init (HnParamSet *ps)
+{
+  ps->params = g_ptr_array_new ();
+  ps->grads = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  ps->m1 = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  ps->m2 = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  ps->grad = g_hash_table_new (NULL, NULL);
+}
+
+void
+hn_params_clear (HnParamSet *ps)
+{
+  g_clear_pointer (&ps->params, g_ptr_array_unref);
+  g_clear_pointer (&ps->grads, g_ptr_array_unref);
+  g_clear_pointer (&ps->m1, g_ptr_array_unref);
+  g_clear_pointer (&ps->m2, g_ptr_array_unref);
+  g_clear_pointer (&ps->grad, g_hash_table_unref);
+}
+
+gboolean
+hn_params_add (HnParamSet *ps, HnTensor *p, GError **error)
+{
+  if (p->dtype != HN_DTYPE_F32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training needs f32 weights; %s is %s", p->name,
+                   hn_dtype_name (p->dtype));
+      return FALSE;
+    }
+  HnTensor *t[3];
+  for (int i = 0; i < 3; i++)
+    if (!(t[i] = hn_tensor_new_named (p->ctx, i ? "adamw.moment" : "grad", HN_DTYPE_F32, p->ndim, p->shape, error)))
+      {
+        for (int j = 0; j < i; j++)
+          hn_tensor_unref (t[j]);
+        return FALSE;
+      }
+  g_ptr_array_add (ps->params, p);
+  g_ptr_array_add (ps->grads, t[0]);
+  g_ptr_array_add (ps->m1, t[1]);
+  g_ptr_array_add (ps->m2, t[2]);
+  g_hash_table_insert (ps->grad, p, t[0]);
+  return TRUE;
+}
+
+HnTensor *
+hn_params_grad (HnParamSet *ps, HnTensor *p)
+{
+  return p ? g_hash_table_lookup (ps->grad, p) : NULL;
+}
+
+gboolean
+hn_params_zero (HnParamSet *ps, HnCmd *cmd, gboolean moments, GError **error)
+{
+  for (guint i = 0; i < ps->params->len; i++)
+    {
+      if (moments)
+        CK (hn_op_fill (cmd, ps->m1->pdata[i], 0.0f, error) && hn_op_fill (cmd, ps->m2->pdata[i], 0.0f, error));
+      else
+        CK (hn_op_fill (cmd, ps->grads->pdata[i], 0.0f, error));
+    }
+  return TRUE;
+}
+
+gboolean
+hn_params_adamw (HnParamSet *ps, HnCmd *cmd, const HnAdamwScalars *s, GError **error)
+{
+  for (guint i = 0; i < ps->params->len; i++)
+    CK (hn_op_adamw (cmd, ps->params->pdata[i], ps->grads->pdata[i], ps->m1->pdata[i], ps->m2->pdata[i], s, 1.0f,
+                     error));
+  return TRUE;
 }
 
 /* ---------------------------------------------------------------- attention */

@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "models/registry.h"
 #include "tensor/hn-ops.h"
+#include "train/optim.h"
 
 G_BEGIN_DECLS
 
@@ -80,6 +81,24 @@ HnTensor *hn_scratch_rows (HnScratch *s, HnTensor *t, gint64 row0, gint64 n, GEr
 HnTensor *hn_scratch_shape (HnScratch *s, HnTensor *t, int ndim, const gint64 *shape, GError **error);
 /* The first prod(shape) elements of t with that shape. */
 HnTensor *hn_scratch_prefix (HnScratch *s, HnTensor *t, int ndim, const gint64 *shape, GError **error);
+
+/* ---- trained parameters: each f32 weight with its gradient and AdamW moments */
+
+typedef struct {
+  GPtrArray *params, *grads, *m1, *m2; /* grads and moments are owned */
+  GHashTable *grad;                    /* param -> its gradient */
+} HnParamSet;
+
+void hn_params_init (HnParamSet *ps);
+void hn_params_clear (HnParamSet *ps);
+/* Adds a parameter (f32 only; another dtype is HN_ERROR_UNSUPPORTED naming it). */
+gboolean hn_params_add (HnParamSet *ps, HnTensor *param, GError **error);
+/* The gradient of param, or NULL for NULL. */
+HnTensor *hn_params_grad (HnParamSet *ps, HnTensor *param);
+/* Records zeroing the moments (once) or the gradients (every step). */
+gboolean hn_params_zero (HnParamSet *ps, HnCmd *cmd, gboolean moments, GError **error);
+/* Records one AdamW update of every parameter. */
+gboolean hn_params_adamw (HnParamSet *ps, HnCmd *cmd, const HnAdamwScalars *s, GError **error);
 
 /* ---- attention */
 

@@ -17,9 +17,8 @@ typedef struct {
 struct _HnEncoderTrainer {
   HnEncoder *m;
   int B, T;
-  GPtrArray *owned;        /* every tensor made here */
-  GHashTable *grad;        /* parameter -> its gradient */
-  GPtrArray *params, *grads, *m1, *m2;
+  GPtrArray *owned;        /* every activation made here */
+  HnParamSet ps;
   HnTensor *ids, *pos, *tt, *targets, *row_scale, *loss, *mean;
   HnTensor *e_sum, *e_tmp, *e_ln; /* [N, E] */
   HnTensor **X;            /* [n_exec + 1] of [N, C]: the input of each step, then the output */
@@ -36,11 +35,7 @@ hn_encoder_trainer_free (HnEncoderTrainer *tr)
   if (!tr)
     return;
   g_clear_pointer (&tr->cmd, hn_cmd_free);
-  g_clear_pointer (&tr->grad, g_hash_table_unref);
-  g_clear_pointer (&tr->params, g_ptr_array_unref);
-  g_clear_pointer (&tr->grads, g_ptr_array_unref);
-  g_clear_pointer (&tr->m1, g_ptr_array_unref);
-  g_clear_pointer (&tr->m2, g_ptr_array_unref);
+  hn_params_clear (&tr->ps);
   g_clear_pointer (&tr->owned, g_ptr_array_unref);
   g_free (tr->X);
   g_free (tr->acts);
@@ -60,7 +55,7 @@ mk (HnEncoderTrainer *tr, const char *name, HnDType dt, gint64 rows, gint64 cols
 static HnTensor *
 G (HnEncoderTrainer *tr, HnTensor *param)
 {
-  return param ? g_hash_table_lookup (tr->grad, param) : NULL;
+  return hn_params_grad (&tr->ps, param);
 }
 
 HnEncoderTrainer *
@@ -80,36 +75,11 @@ hn_encoder_trainer_new (HnEncoder *m, int B, int T, GError **error)
   g_autoptr (HnEncoderTrainer) tr = g_new0 (HnEncoderTrainer, 1);
   tr->m = m, tr->B = B, tr->T = T;
   tr->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
-  tr->grad = g_hash_table_new (NULL, NULL);
-  tr->params = g_ptr_array_new ();
-  tr->grads = g_ptr_array_new ();
-  tr->m1 = g_ptr_array_new ();
-  tr->m2 = g_ptr_array_new ();
+  hn_params_init (&tr->ps);
   /* every weight of the model trains (the decoder is the word table, tied) */
   for (guint i = 0; i < m->owned->len; i++)
-    {
-      HnTensor *p = g_ptr_array_index (m->owned, i);
-      if (p->dtype != HN_DTYPE_F32)
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training needs f32 weights; %s is %s", p->name,
-                       hn_dtype_name (p->dtype));
-          return NULL;
-        }
-      HnTensor *g = hn_tensor_new_named (m->ctx, "grad", HN_DTYPE_F32, p->ndim, p->shape, error);
-      HnTensor *m1 = g ? hn_tensor_new_named (m->ctx, "adam.m", HN_DTYPE_F32, p->ndim, p->shape, error) : NULL;
-      HnTensor *m2 = m1 ? hn_tensor_new_named (m->ctx, "adam.v", HN_DTYPE_F32, p->ndim, p->shape, error) : NULL;
-      HnTensor *all[] = { g, m1, m2 };
-      for (int j = 0; j < 3; j++)
-        if (all[j])
-          g_ptr_array_add (tr->owned, all[j]);
-      if (!m2)
-        return NULL;
-      g_hash_table_insert (tr->grad, p, g);
-      g_ptr_array_add (tr->params, p);
-      g_ptr_array_add (tr->grads, g);
-      g_ptr_array_add (tr->m1, m1);
-      g_ptr_array_add (tr->m2, m2);
-    }
+    if (!hn_params_add (&tr->ps, g_ptr_array_index (m->owned, i), error))
+      return NULL;
   gint64 N = (gint64) B * T, C = m->C, E = m->E, F = m->F, V = m->vocab, HE = m->head_w->shape[0];
   tr->X = g_new0 (HnTensor *, m->n_exec + 1);
   tr->acts = g_new0 (StepActs, m->n_exec);
@@ -157,11 +127,7 @@ hn_encoder_trainer_new (HnEncoder *m, int B, int T, GError **error)
   if (!ok || !(tr->cmd = hn_cmd_new (m->ctx, error)))
     return NULL;
   /* AdamW moments start at 0 */
-  for (guint i = 0; i < tr->params->len; i++)
-    if (!hn_op_fill (tr->cmd, g_ptr_array_index (tr->m1, i), 0.0f, error) ||
-        !hn_op_fill (tr->cmd, g_ptr_array_index (tr->m2, i), 0.0f, error))
-      return NULL;
-  if (!hn_cmd_submit_wait (tr->cmd, error))
+  if (!hn_params_zero (&tr->ps, tr->cmd, TRUE, error) || !hn_cmd_submit_wait (tr->cmd, error))
     return NULL;
   return g_steal_pointer (&tr);
 }
@@ -310,14 +276,9 @@ hn_encoder_trainer_step (HnEncoderTrainer *tr, const int32_t *ids, const int32_t
   ap.scale = 1.0f / sqrtf ((float) m->D);
   HnAdamwScalars as;
   hn_adamw_scalars (&as, opt->step, opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay);
-  gboolean ok = TRUE;
-  for (guint i = 0; ok && i < tr->grads->len; i++)
-    ok = hn_op_fill (tr->cmd, g_ptr_array_index (tr->grads, i), 0.0f, error);
-  ok = ok && forward (tr, &sc, &ap, error) && backward (tr, &sc, &ap, error);
-  for (guint i = 0; ok && i < tr->params->len; i++)
-    ok = hn_op_adamw (tr->cmd, g_ptr_array_index (tr->params, i), g_ptr_array_index (tr->grads, i),
-                      g_ptr_array_index (tr->m1, i), g_ptr_array_index (tr->m2, i), &as, 1.0f, error);
-  ok = ok && hn_cmd_submit_wait (tr->cmd, error);
+  gboolean ok = hn_params_zero (&tr->ps, tr->cmd, FALSE, error) && forward (tr, &sc, &ap, error) &&
+                backward (tr, &sc, &ap, error) && hn_params_adamw (&tr->ps, tr->cmd, &as, error) &&
+                hn_cmd_submit_wait (tr->cmd, error);
   if (!ok)
     hn_cmd_reset (tr->cmd);
   hn_scratch_clear (&sc);

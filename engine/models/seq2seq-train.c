@@ -42,8 +42,7 @@ struct _HnSeq2SeqTrainer {
   HnSeq2Seq *m;
   int B, S, T;
   GPtrArray *owned;
-  GHashTable *grad;
-  GPtrArray *params, *grads, *m1, *m2;
+  HnParamSet ps;
   StackActs enc, dec;
   HnTensor *targets, *row_scale, *loss, *mean, *logits;
   /* activation gradients (reused) */
@@ -59,11 +58,7 @@ hn_seq2seq_trainer_free (HnSeq2SeqTrainer *tr)
   if (!tr)
     return;
   g_clear_pointer (&tr->cmd, hn_cmd_free);
-  g_clear_pointer (&tr->grad, g_hash_table_unref);
-  g_clear_pointer (&tr->params, g_ptr_array_unref);
-  g_clear_pointer (&tr->grads, g_ptr_array_unref);
-  g_clear_pointer (&tr->m1, g_ptr_array_unref);
-  g_clear_pointer (&tr->m2, g_ptr_array_unref);
+  hn_params_clear (&tr->ps);
   g_clear_pointer (&tr->owned, g_ptr_array_unref);
   StackActs *st[2] = { &tr->enc, &tr->dec };
   for (int s = 0; s < 2; s++)
@@ -100,28 +95,7 @@ mk3 (HnSeq2SeqTrainer *tr, gint64 a, gint64 b, gint64 c, GError **error)
 static HnTensor *
 G (HnSeq2SeqTrainer *tr, HnTensor *param)
 {
-  return param ? g_hash_table_lookup (tr->grad, param) : NULL;
-}
-
-static gboolean
-add_param (HnSeq2SeqTrainer *tr, HnTensor *p, GError **error)
-{
-  if (p->dtype != HN_DTYPE_F32)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training needs f32 weights; %s is %s", p->name,
-                   hn_dtype_name (p->dtype));
-      return FALSE;
-    }
-  HnTensor *g = mk (tr, HN_DTYPE_F32, p->ndim, p->shape, error);
-  HnTensor *m1 = g ? mk (tr, HN_DTYPE_F32, p->ndim, p->shape, error) : NULL;
-  HnTensor *m2 = m1 ? mk (tr, HN_DTYPE_F32, p->ndim, p->shape, error) : NULL;
-  CK (m2);
-  g_hash_table_insert (tr->grad, p, g);
-  g_ptr_array_add (tr->params, p);
-  g_ptr_array_add (tr->grads, g);
-  g_ptr_array_add (tr->m1, m1);
-  g_ptr_array_add (tr->m2, m2);
-  return TRUE;
+  return hn_params_grad (&tr->ps, param);
 }
 
 static gboolean
@@ -141,7 +115,7 @@ stack_acts_new (HnSeq2SeqTrainer *tr, StackActs *sa, const Stack *st, gboolean d
   g_autofree float *rel = g_memdup2 (st->l[0].rel, sizeof (float) * (gsize) m->buckets * H);
   CK ((sa->table = hn_tensor_new_named (m->ctx, table_name, HN_DTYPE_F32, 2, (gint64[]) { m->buckets, H }, error)));
   g_ptr_array_add (tr->owned, sa->table);
-  CK (hn_tensor_upload_f32 (sa->table, rel, (gsize) m->buckets * H, error) && add_param (tr, sa->table, error));
+  CK (hn_tensor_upload_f32 (sa->table, rel, (gsize) m->buckets * H, error) && hn_params_add (&tr->ps, sa->table, error));
   g_autofree int32_t *bk = g_new (int32_t, T * S);
   for (int i = 0; i < T; i++)
     for (int j = 0; j < S; j++)
@@ -184,13 +158,9 @@ hn_seq2seq_trainer_new (HnSeq2Seq *m, int B, int S, int T, GError **error)
   g_autoptr (HnSeq2SeqTrainer) tr = g_new0 (HnSeq2SeqTrainer, 1);
   tr->m = m, tr->B = B, tr->S = S, tr->T = T;
   tr->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
-  tr->grad = g_hash_table_new (NULL, NULL);
-  tr->params = g_ptr_array_new ();
-  tr->grads = g_ptr_array_new ();
-  tr->m1 = g_ptr_array_new ();
-  tr->m2 = g_ptr_array_new ();
+  hn_params_init (&tr->ps);
   for (guint i = 0; i < m->owned->len; i++)
-    if (!add_param (tr, g_ptr_array_index (m->owned, i), error))
+    if (!hn_params_add (&tr->ps, g_ptr_array_index (m->owned, i), error))
       return NULL;
   int H = m->enc.H, MX = MAX (S, T);
   gint64 C = m->C, HD = (gint64) H * m->D, F = MAX (m->enc.F, m->dec.F), NM = (gint64) B * MX, V = m->vocab;
@@ -215,11 +185,7 @@ hn_seq2seq_trainer_new (HnSeq2Seq *m, int B, int S, int T, GError **error)
       !(tr->w_dvh = mk3 (tr, H, MX, m->D, error)) || !(tr->w_r = mk2 (tr, (gint64) H * MX, 1, error)) ||
       !(tr->stats = mk (tr, HN_DTYPE_F32, 1, (gint64[]) { 2 * NM * H }, error)) || !(tr->cmd = hn_cmd_new (m->ctx, error)))
     return NULL;
-  for (guint i = 0; i < tr->params->len; i++)
-    if (!hn_op_fill (tr->cmd, g_ptr_array_index (tr->m1, i), 0.0f, error) ||
-        !hn_op_fill (tr->cmd, g_ptr_array_index (tr->m2, i), 0.0f, error))
-      return NULL;
-  if (!hn_cmd_submit_wait (tr->cmd, error))
+  if (!hn_params_zero (&tr->ps, tr->cmd, TRUE, error) || !hn_cmd_submit_wait (tr->cmd, error))
     return NULL;
   return g_steal_pointer (&tr);
 }
@@ -570,14 +536,9 @@ hn_seq2seq_trainer_step (HnSeq2SeqTrainer *tr, const int32_t *src, const int32_t
   hn_scratch_init (&sc, m->ctx);
   HnAdamwScalars as;
   hn_adamw_scalars (&as, opt->step, opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay);
-  gboolean ok = TRUE;
-  for (guint i = 0; ok && i < tr->grads->len; i++)
-    ok = hn_op_fill (tr->cmd, g_ptr_array_index (tr->grads, i), 0.0f, error);
-  ok = ok && forward (tr, &sc, error) && backward (tr, &sc, error);
-  for (guint i = 0; ok && i < tr->params->len; i++)
-    ok = hn_op_adamw (tr->cmd, g_ptr_array_index (tr->params, i), g_ptr_array_index (tr->grads, i),
-                      g_ptr_array_index (tr->m1, i), g_ptr_array_index (tr->m2, i), &as, 1.0f, error);
-  ok = ok && hn_cmd_submit_wait (tr->cmd, error);
+  gboolean ok = hn_params_zero (&tr->ps, tr->cmd, FALSE, error) && forward (tr, &sc, error) &&
+                backward (tr, &sc, error) && hn_params_adamw (&tr->ps, tr->cmd, &as, error) &&
+                hn_cmd_submit_wait (tr->cmd, error);
   if (!ok)
     hn_cmd_reset (tr->cmd);
   hn_scratch_clear (&sc);
