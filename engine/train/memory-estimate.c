@@ -234,6 +234,25 @@ longest_prompt (HnJobSpec *spec, const char *model_dir)
 }
 
 gboolean
+hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapter_dir, char **owned_targets, GError **error)
+{
+  HnLoraConfig cfg;
+  hn_lora_config_init (&cfg);
+  gboolean ok = hn_lora_config_load (&cfg, adapter_dir, error);
+  if (ok)
+    {
+      req->lora_r = cfg.r;
+      g_free (*owned_targets);
+      *owned_targets = cfg.all_linear ? g_strdup ("all-linear")
+                       : cfg.target_modules ? g_strjoinv (",", cfg.target_modules) : NULL;
+      if (*owned_targets)
+        req->lora_targets = *owned_targets;
+    }
+  hn_lora_config_clear (&cfg);
+  return ok;
+}
+
+gboolean
 hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate *out, GError **error)
 {
   const char *kind = hn_job_spec_get_kind (spec);
@@ -258,8 +277,6 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
                      : "the memory estimate needs --model-path");
       return FALSE;
     }
-  HnLoraConfig lcfg;
-  hn_lora_config_init (&lcfg);
   g_autofree char *adapter_targets = NULL;
   if (req.workload == HN_MEMORY_GENERATE)
     {
@@ -279,21 +296,13 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
           const char *adapter = hn_job_spec_get_string (spec, "resume-from-checkpoint");
           if (!adapter)
             adapter = hn_job_spec_get_string (spec, "lora-adapter-path");
-          if (adapter && !hn_lora_config_load (&lcfg, adapter, error))
-            {
-              hn_lora_config_clear (&lcfg);
-              return FALSE;
-            }
-          req.lora_r = adapter ? lcfg.r : (int) hn_job_spec_get_int (spec, "lora-r");
+          req.lora_r = (int) hn_job_spec_get_int (spec, "lora-r");
           req.lora_targets = hn_job_spec_get_string (spec, "lora-target-modules");
-          if (adapter && lcfg.all_linear)
-            req.lora_targets = "all-linear";
-          else if (adapter && lcfg.target_modules)
-            req.lora_targets = adapter_targets = g_strjoinv (",", lcfg.target_modules);
+          if (adapter && !hn_memory_request_use_adapter (&req, adapter, &adapter_targets, error))
+            return FALSE;
         }
     }
   gboolean ok = hn_memory_estimate_model (model_dir, &req, out, error);
-  hn_lora_config_clear (&lcfg);
   if (ok && ctx)
     hn_memory_estimate_set_device (out, ctx);
   return ok;

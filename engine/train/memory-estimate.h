@@ -57,6 +57,12 @@ void hn_memory_estimate_clear (HnMemoryEstimate *e);
 gboolean hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnMemoryEstimate *out,
                                    GError **error);
 
+/* An existing adapter (or LoRA checkpoint) folder brings its own rank and
+ * target modules: sets them in `req` (the targets string goes to
+ * *owned_targets, which the caller frees). */
+gboolean hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapter_dir, char **owned_targets,
+                                        GError **error);
+
 /* Sets the device fields from a context's memory budget. */
 void hn_memory_estimate_set_device (HnMemoryEstimate *e, HnVkContext *ctx);
 

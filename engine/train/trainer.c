@@ -358,6 +358,7 @@ hn_train_job_run (HnJob *job, GError **error)
   float *weights = NULL;
   HnMemoryEstimate est = { 0 };
   gboolean have_estimate = FALSE;
+  g_autofree char *adapter_targets = NULL; /* declared before any goto out: freed on every path */
   r.o = &o;
 
   if (!read_options (job, &o, error))
@@ -377,7 +378,9 @@ hn_train_job_run (HnJob *job, GError **error)
   HnMemoryRequest mreq = { o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, (int) o.batch, (int) o.seq_len, o.lcfg.r,
                            o.lora ? hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules") : NULL, 0, 0,
                            FALSE };
-  have_estimate = hn_memory_estimate_model (weights_dir, &mreq, &est, NULL);
+  const char *adapter_dir = o.resume ? o.resume : o.adapter_path;
+  have_estimate = (!o.lora || !adapter_dir || hn_memory_request_use_adapter (&mreq, adapter_dir, &adapter_targets, NULL)) &&
+                  hn_memory_estimate_model (weights_dir, &mreq, &est, NULL);
   if (have_estimate)
     {
       hn_memory_estimate_set_device (&est, ctx);

@@ -276,6 +276,14 @@ test_memory_estimate (void)
   hn_memory_row_refresh (row);
   g_assert_false (hn_memory_row_get_exceeds (row));
   g_assert_null (hn_train_page_get_start_problem (p));
+
+  /* the Generate page estimates generation: weights, activations and the KV cache */
+  HnGeneratePage *gp = HN_GENERATE_PAGE (hn_window_get_page (window, "generate"));
+  HnMemoryRow *grow = HN_MEMORY_ROW (hn_generate_page_get_memory_row (gp));
+  hn_memory_row_refresh (grow);
+  g_test_message ("%s", hn_memory_row_get_text (grow));
+  g_assert_nonnull (strstr (hn_memory_row_get_text (grow), "KV cache"));
+  g_assert_false (hn_memory_row_get_exceeds (grow));
 }
 
 /* ---- chart ------------------------------------------------------------- */

@@ -163,6 +163,29 @@ test_parts_and_device (void)
   hn_memory_estimate_clear (&eb);
   hn_memory_estimate_clear (&el);
 
+  /* an adapter to continue brings its own rank and targets (not --lora-r) */
+  g_autofree char *llama = model_path ("llama");
+  g_autofree char *adapter = model_path ("llama_lora/adapter_init");
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new ("transformer-finetune", &error);
+  hn_job_spec_set_string (spec, "model-path", llama);
+  hn_job_spec_set_string (spec, "lora-adapter-path", adapter);
+  hn_job_spec_set_int (spec, "lora-r", 64);
+  HnMemoryEstimate es;
+  g_assert_true (hn_memory_estimate_for_spec (spec, NULL, &es, &error));
+  g_assert_no_error (error);
+  HnLoraConfig acfg;
+  hn_lora_config_init (&acfg);
+  g_assert_true (hn_lora_config_load (&acfg, adapter, &error));
+  g_autofree char *targets = g_strjoinv (",", acfg.target_modules);
+  HnMemoryRequest ar = { HN_MEMORY_LORA, 4, 256, acfg.r, targets, 0, 0, FALSE };
+  HnMemoryEstimate ea2;
+  g_assert_true (hn_memory_estimate_model (llama, &ar, &ea2, &error));
+  g_assert_cmpint (es.n_trainable, ==, ea2.n_trainable);
+  g_assert_cmpint (acfg.r, !=, 64);
+  hn_lora_config_clear (&acfg);
+  hn_memory_estimate_clear (&es);
+  hn_memory_estimate_clear (&ea2);
+
   /* a folder that is not a model: the error names it */
   HnMemoryEstimate bad;
   g_assert_false (hn_memory_estimate_model ("/nonexistent-model", &a, &bad, &error));
