@@ -15,10 +15,12 @@ layout(std430, binding = 2) readonly buffer V { uint vw[]; };
 layout(std430, binding = 3) readonly buffer PT { int page_table[]; };
 layout(std430, binding = 4) readonly buffer SL { int seq_lens[]; };
 layout(std430, binding = 5) writeonly buffer O { float o[]; };
+layout(std430, binding = 6) readonly buffer Sk { float sinks[]; };
 layout(push_constant) uniform P {
   uint T; uint H; uint KVH; uint D; uint Dv; uint max_pages;
   uint window; uint causal; float scale; float softcap;
   uint q_off; uint k_off; uint v_off; uint o_off; uint pt_off; uint sl_off;
+  uint has_sinks; uint s_off;
 } p;
 
 const uint PAGE = 16u;
@@ -52,6 +54,8 @@ void main() {
   for (uint d = tid; d < p.D; d += 64u) qs[d] = q[qb + d];
   barrier();
   float m_run = HN_NEG_INF, l_run = 0.0;
+  // A sink (gpt_oss) is one more score with no value: it starts the running softmax.
+  if (p.has_sinks != 0u) { m_run = sinks[p.s_off + h]; l_run = 1.0; }
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   uint n_keys = uint(max(n_kv, 0));
   if (p.causal != 0u) n_keys = uint(clamp(pos + 1, 0, max(n_kv, 0)));

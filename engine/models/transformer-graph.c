@@ -532,11 +532,11 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   gint64 Dv = hp->v_head_dim;
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
-  if (paged && (W->alibi_slopes || lw->sinks || kv->slots->n != N || kv->page_table->shape[0] != B))
+  if (paged && (W->alibi_slopes || kv->slots->n != N || kv->page_table->shape[0] != B))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "layer %d: %s", il,
-                   W->alibi_slopes || lw->sinks ? "ALiBi or attention-sink attention cannot read a paged cache"
-                                                : "the page table or slots do not match the rows and tokens");
+                   W->alibi_slopes ? "ALiBi attention cannot read a paged cache"
+                                   : "the page table or slots do not match the rows and tokens");
       return FALSE;
     }
   if (N > a->max_tokens || pos0 + T > n_ctx || (!paged && B > kv->k->shape[0]))
@@ -665,6 +665,7 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
   pp.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
   pp.page_table = kv->page_table;
   pp.seq_lens = kv->seq_lens;
+  pp.sinks = m->w.layers[il].sinks;
   return hn_op_attention_paged (cmd, att4, q4, kv->k, kv->v, &pp, error);
 }
 

@@ -168,12 +168,11 @@ static gboolean
 check_pageable (HnTransformer *m, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
-  gboolean sinks = hp->attn_sinks;
-  if (hp->alibi || sinks || hp->head_dim > 256 || hp->v_head_dim > 256)
+  if (hp->alibi || hp->head_dim > 256 || hp->v_head_dim > 256)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s: the paged KV cache cannot serve this model's attention (%s); use --cache-implementation contiguous",
-                   hp->arch->model_type, hp->alibi ? "ALiBi position biases" : sinks ? "attention sinks" : "head dim above 256");
+                   hp->arch->model_type, hp->alibi ? "ALiBi position biases" : "head dim above 256");
       return FALSE;
     }
   return TRUE;

@@ -50,7 +50,7 @@ void hn_ref_attention (float *out, const float *q, const float *k, const float *
  * [n_pages * HN_KV_PAGE_SIZE, KVH, D|Dv], page_table [B, max_pages], seq_lens [B]. */
 void hn_ref_attention_paged (float *out, const float *q, const float *k, const float *v, gint64 B, gint64 T, gint64 H,
                              gint64 KVH, gint64 D, gint64 Dv, const gint32 *page_table, gint64 max_pages,
-                             const gint32 *seq_lens, const HnPagedAttentionParams *p);
+                             const gint32 *seq_lens, const HnPagedAttentionParams *p, const float *sinks);
 
 /* hn_op_set_rows on the host: dst [R, D], src [n, D], rows [n]. */
 void hn_ref_set_rows (float *dst, const float *src, const gint32 *rows, gint64 n, gint64 D, gint64 R);

@@ -229,12 +229,13 @@ typedef struct {
   gint64 window;         /* > 0: also hide keys j <= p - window (sliding window) */
   HnTensor *page_table;  /* i32 [B, max_pages]: physical page of each logical page */
   HnTensor *seq_lens;    /* i32 [B]: tokens in each row's cache, the T new ones included */
+  HnTensor *sinks;       /* optional f32 [H]: per-head logits in every softmax denominator (gpt_oss) */
 } HnPagedAttentionParams;
 
 /* Attention of q/out [B, T, H, D] over k/v arenas [n_pages * HN_KV_PAGE_SIZE, KVH, D]
  * read through params->page_table (entries must be valid pages for every key
  * below seq_len; rows may have different lengths). Same math as hn_op_attention
- * with pos0 = seq_len[b] - T and n_kv = seq_len[b]; no ALiBi or mask. */
+ * with pos0 = seq_len[b] - T and n_kv = seq_len[b] (sinks included); no ALiBi or mask. */
 gboolean hn_op_attention_paged (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k_arena, HnTensor *v_arena,
                                 const HnPagedAttentionParams *params, GError **error);
 

@@ -63,26 +63,31 @@ hn_op_attention_paged (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTe
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "attention_paged: out partly overlaps q");
       return FALSE;
     }
+  HnTensor *sk = params->sinks;
+  if (sk && (!hn_op_check_ctx (op, cmd, sk, error) || !hn_op_check_dtype (op, "sinks", sk, HN_DTYPE_F32, error) ||
+             !hn_op_check_count (op, "sinks", sk, H, error)))
+    return FALSE;
   struct {
     guint32 T, H, KVH, D, Dv, max_pages, window, causal;
     float scale, softcap;
-    guint32 q_off, k_off, v_off, o_off, pt_off, sl_off;
+    guint32 q_off, k_off, v_off, o_off, pt_off, sl_off, has_sinks, s_off;
   } pc = {
     (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) pt->shape[1],
     (guint32) params->window, params->causal ? 1u : 0u,
     params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
-    hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out), hn_eoff (pt), hn_eoff (sl) };
+    hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out), hn_eoff (pt), hn_eoff (sl), sk != NULL,
+    sk ? hn_eoff (sk) : 0 };
   guint32 spec[1] = { hn_op_float_code (k->dtype) };
-  HnVkBinding bd[6] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
-                        hn_bind (pt, FALSE), hn_bind (sl, FALSE), hn_bind (out, TRUE) };
-  return hn_cmd_dispatch (cmd, "attention_paged", spec, 1, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T,
+  HnVkBinding bd[7] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
+                        hn_bind (pt, FALSE), hn_bind (sl, FALSE), hn_bind (out, TRUE), hn_bind (sk ? sk : q, FALSE) };
+  return hn_cmd_dispatch (cmd, "attention_paged", spec, 1, bd, 7, &pc, sizeof pc, (guint32) H, (guint32) T,
                           (guint32) B, error);
 }
 
 void
 hn_ref_attention_paged (float *out, const float *q, const float *k, const float *v, gint64 B, gint64 T, gint64 H,
                         gint64 KVH, gint64 D, gint64 Dv, const gint32 *page_table, gint64 max_pages,
-                        const gint32 *seq_lens, const HnPagedAttentionParams *p)
+                        const gint32 *seq_lens, const HnPagedAttentionParams *p, const float *sinks)
 {
   /* gather each row's keys into a contiguous block, then the contiguous reference */
   for (gint64 b = 0; b < B; b++)
@@ -97,14 +102,14 @@ hn_ref_attention_paged (float *out, const float *q, const float *k, const float 
           memcpy (vc + j * KVH * Dv, v + row * KVH * Dv, sizeof (float) * (gsize) (KVH * Dv));
         }
       HnAttentionParams ap = { .scale = p->scale, .softcap = p->softcap, .causal = p->causal, .pos0 = n - T,
-                               .n_kv = n, .window = p->window };
+                               .n_kv = n, .window = p->window, .sinks = p->sinks };
       if (n == 0)
         {
           memset (out + b * T * H * Dv, 0, sizeof (float) * (gsize) (T * H * Dv));
           continue;
         }
-      hn_ref_attention (out + b * T * H * Dv, q + b * T * H * D, kc, vc, 1, T, H, KVH, D, Dv, n, &ap, NULL, NULL, 1,
-                        1, 0);
+      hn_ref_attention (out + b * T * H * Dv, q + b * T * H * D, kc, vc, 1, T, H, KVH, D, Dv, n, &ap,
+                        p->sinks ? sinks : NULL, NULL, 1, 1, 0);
     }
 }
 
