@@ -7,6 +7,7 @@
 #include "hn-error.h"
 #include "hn-util.h"
 #include "io/gen-config.h"
+#include "io/hub-job.h"
 #include "io/model-config.h"
 #include "io/tokenizer.h"
 #include "models/hierarchos.h"
@@ -677,13 +678,11 @@ gboolean
 hn_transformer_generate_job_run (HnJob *job, GError **error)
 {
   HnJobSpec *spec = hn_job_get_spec (job);
-  const char *model_dir = hn_job_spec_get_string (spec, "model-path");
+  /* --model-path, or --hf-model resolved through the Hub cache (downloaded
+   * on first use, offline afterwards when HF_HUB_OFFLINE is set). */
+  g_autofree char *model_dir = hn_hub_job_model_dir (job, error);
   if (!model_dir)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "--hf-model: download the model first (hierarchos-native-cli download) and pass --model-path");
-      return FALSE;
-    }
+    return FALSE;
   if (hn_hier_is_model_dir (model_dir))
     {
       /* recurrent: no attention cache to page or share */

@@ -358,6 +358,19 @@ make_safetensors_bytes (void)
 }
 
 static void
+add_dir_files (const char *repo, const char *dir, const char *const *names)
+{
+  for (guint i = 0; names[i]; i++)
+    {
+      g_autofree char *p = g_build_filename (dir, names[i], NULL);
+      char *data;
+      gsize len;
+      g_assert_true (g_file_get_contents (p, &data, &len, NULL));
+      add_file (repo, names[i], g_bytes_new_take (data, len), g_str_has_suffix (names[i], ".safetensors"));
+    }
+}
+
+static void
 start_server (void)
 {
   g_mutex_init (&hub_srv.lock);
@@ -365,6 +378,11 @@ start_server (void)
   GBytes *st = make_safetensors_bytes ();
   add_file ("models/org/tiny", "config.json", g_bytes_new_static ("{\"model_type\":\"llama\"}", 22), FALSE);
   add_file ("models/org/tiny", "model.safetensors", g_bytes_ref (st), TRUE);
+  /* a real model, so generate --hf-model runs end to end */
+  static const char *const stories[] = { "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                         NULL };
+  g_autofree char *demo = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  add_dir_files ("models/org/stories", demo, stories);
   add_file ("models/org/tiny", "pytorch_model.bin", g_bytes_new_static ("pickle!", 7), TRUE);
   add_file ("models/org/tiny", "nested/deeper/extra.json", g_bytes_new_static ("{}", 2), FALSE);
   add_file ("models/org/gated", "config.json", g_bytes_new_static ("{\"gated\":1}", 11), FALSE);
@@ -928,6 +946,21 @@ test_cli_pull (void)
   g_autofree char *st = g_build_filename (snap, "model.safetensors", NULL);
   g_assert_true (g_file_test (cfg, G_FILE_TEST_IS_REGULAR));
   g_assert_false (g_file_test (st, G_FILE_TEST_EXISTS)); /* --include *.json */
+
+  /* generate --hf-model: resolved through the cache, downloaded on first use */
+  g_autoptr (GSubprocess) g = g_subprocess_launcher_spawn (l, &error, cli, "generate", "--hf-model", "org/stories",
+                                                           "--hf-cache-dir", cache, "--prompt", "Once upon a time",
+                                                           "--max-new-tokens", "8", NULL);
+  g_assert_no_error (error);
+  g_autofree char *gout = NULL, *gerr = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (g, NULL, NULL, &gout, &gerr, &error));
+  if (g_subprocess_get_exit_status (g) != 0)
+    g_error ("generate --hf-model failed: %s %s", gout, gerr);
+  g_test_message ("generate --hf-model: %s", gout);
+  g_assert_true (g_str_has_prefix (gout, ", there was a little girl")); /* greedy stories260K, as transformers */
+  g_autofree char *gsnap = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, "model.safetensors",
+                                             NULL);
+  g_assert_true (g_file_test (gsnap, G_FILE_TEST_EXISTS));
 
   /* a gated repo: exit status 1 and the actionable message */
   g_autoptr (GSubprocess) q = g_subprocess_launcher_spawn (l, &error, cli, "pull", "--repo", "org/gated",
