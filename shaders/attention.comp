@@ -8,6 +8,8 @@
 // b * n_split + split and covers keys [split * chunk, + chunk); binding 5
 // is then f32 scratch getting (max, sum, acc[Dv]) per (b, t, h, split),
 // combined by attention_merge.comp.
+// flags & 8: pos0 is read from binding 6 (i32) and n_kv = pos0 + T, so one
+// recorded decode step serves every position.
 #include "common.glsl"
 #include "activation.glsl"
 layout(constant_id = 0) const uint KVDT = 0;
@@ -19,13 +21,14 @@ layout(std430, binding = 2) readonly buffer V { uint vw[]; };
 layout(std430, binding = 3) readonly buffer S { float slopes[]; };
 layout(std430, binding = 4) readonly buffer Mk { float mask[]; };
 layout(std430, binding = 5) writeonly buffer O { float o[]; };
+layout(std430, binding = 6) readonly buffer Dyn { int dyn[]; };
 layout(push_constant) uniform P {
   uint T; uint H; uint KVH; uint D; uint Dv; uint n_ctx; uint n_kv;
   int pos0; uint window; uint causal; float scale; float softcap;
   uint q_off; uint k_off; uint v_off; uint o_off; uint s_off; uint m_off;
-  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding)
+  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding), 8 = pos0 from binding 6
   uint mask_B; uint mask_T; uint mask_cols;
-  uint chunk; uint n_split;
+  uint chunk; uint n_split; uint dyn_off;
 } p;
 
 shared float qs[256];
@@ -51,7 +54,13 @@ void main() {
   if (SPLIT != 0u) { split = b % p.n_split; b /= p.n_split; }
   uint tid = gl_LocalInvocationID.x;
   uint kvh = h / (p.H / p.KVH);
-  int pos = p.pos0 + int(t);
+  int pos0 = p.pos0;
+  uint n_kv = p.n_kv;
+  if ((p.flags & 8u) != 0u) {
+    pos0 = dyn[p.dyn_off];
+    n_kv = uint(clamp(pos0 + int(p.T), 0, int(p.n_ctx)));
+  }
+  int pos = pos0 + int(t);
   uint qb = p.q_off + ((b * p.T + t) * p.H + h) * p.D;
   for (uint d = tid; d < p.D; d += 64u) qs[d] = q[qb + d];
   barrier();
@@ -68,8 +77,8 @@ void main() {
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   uint kv_row0 = b * p.n_ctx;
   // Keys past the causal limit never contribute: stop there.
-  uint n_keys = p.n_kv;
-  if (p.causal != 0u) n_keys = uint(clamp(pos + 1, 0, int(p.n_kv)));
+  uint n_keys = n_kv;
+  if (p.causal != 0u) n_keys = uint(clamp(pos + 1, 0, int(n_kv)));
   uint j_begin = 0u;
   if (SPLIT != 0u) { j_begin = split * p.chunk; n_keys = min(n_keys, j_begin + p.chunk); }
   for (uint j0 = j_begin; j0 < n_keys; j0 += 64u) {

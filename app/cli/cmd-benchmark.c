@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "models/transformer-private.h"
 #include "models/transformer.h"
+#include "generate/sampler.h"
 #include "models/lora.h"
 #include "tensor/hn-ops.h"
 #include "train/memory-estimate.h"
@@ -209,10 +210,8 @@ remove_dir (const char *dir)
 
 /* Per-op time of one profiled submission, summed by op name. */
 static JsonNode *
-profile_json (HnCmd *cmd, double *total_us)
+profile_entries_json (const HnCmdProfileEntry *e, guint n, double *total_us)
 {
-  guint n = 0;
-  const HnCmdProfileEntry *e = hn_cmd_get_profile (cmd, &n);
   g_autoptr (GHashTable) sums = g_hash_table_new (g_str_hash, g_str_equal);
   g_autoptr (GPtrArray) order = g_ptr_array_new ();
   g_autofree double *us = g_new0 (double, MAX (n, 1));
@@ -246,6 +245,14 @@ profile_json (HnCmd *cmd, double *total_us)
     }
   json_builder_end_array (b);
   return json_builder_get_root (b);
+}
+
+static JsonNode *
+profile_json (HnCmd *cmd, double *total_us)
+{
+  guint n = 0;
+  const HnCmdProfileEntry *e = hn_cmd_get_profile (cmd, &n);
+  return profile_entries_json (e, n, total_us);
 }
 
 typedef struct {
@@ -313,16 +320,6 @@ fwd_run (Fwd *f, const int32_t *ids, const int32_t *pos, int rows, int T, int po
   return ok;
 }
 
-static int
-argmax_row (const float *x, int n)
-{
-  int best = 0;
-  for (int i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return best;
-}
-
 static void
 set_d (JsonObject *o, const char *k, double v)
 {
@@ -374,6 +371,8 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
   return TRUE;
 }
 
+/* Greedy decode as generation runs it: a session (contiguous KV cache), the prompt prefilled, then
+ * new tokens from the recorded step replayed on the device with only the picked ids coming back. */
 static gboolean
 bench_decode (HnTransformer *m, const BenchOptions *o, JsonObject *res, GError **error)
 {
@@ -384,49 +383,48 @@ bench_decode (HnTransformer *m, const BenchOptions *o, JsonObject *res, GError *
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "the decode workload runs batch 1 (got --batch %d)", o->batch);
       return FALSE;
     }
-  Fwd f = { 0 };
-  if (!fwd_init (&f, m, 1, P + NT + 1, P, error))
-    {
-      fwd_clear (&f);
-      return FALSE;
-    }
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, 1, P + NT + 1, error);
+  if (!s)
+    return FALSE;
+  const HnLmOps *ops = hn_transformer_session_lm_ops ();
   g_autofree int32_t *ids = g_new (int32_t, P);
-  g_autofree int32_t *pos = g_new (int32_t, P);
+  g_autofree int32_t *out = g_new (int32_t, NT + 1);
   g_autofree float *logits = g_new (float, hp->vocab);
-  int off = hp->learned_pos ? hp->pos_offset : 0;
   for (int i = 0; i < P; i++)
-    ids[i] = (i * 7919 + 11) % hp->vocab, pos[i] = i + off;
-  gboolean ok = fwd_run (&f, ids, pos, 1, P, 0, error);
-  g_autoptr (HnTensor) lg = ok ? hn_tensor_view_rows (f.acts->logits, 0, 1, error) : NULL;
-  ok = lg && hn_tensor_download_f32 (lg, logits, hp->vocab, error);
+    ids[i] = (i * 7919 + 11) % hp->vocab;
+  /* warm-up (records the step, creates its pipelines), then the measured run from a fresh prompt */
+  if (!ops->reset (s, 1, error) || !ops->prefill (s, 0, ids, P, logits, error) ||
+      !hn_transformer_session_decode_greedy (s, hn_argmax (logits, hp->vocab), 2, out, error) ||
+      !ops->reset (s, 1, error) || !ops->prefill (s, 0, ids, P, logits, error))
+    return FALSE;
+  int32_t first = hn_argmax (logits, hp->vocab);
   gint64 t0 = g_get_monotonic_time ();
+  if (!hn_transformer_session_decode_greedy (s, first, NT, out, error))
+    return FALSE;
+  double sec = (g_get_monotonic_time () - t0) / 1e6;
   double prof_total = 0;
   JsonNode *prof = NULL;
-  for (int t = 0; ok && t < NT; t++)
+  if (o->profile)
     {
-      int32_t tok = argmax_row (logits, hp->vocab), p = P + t + off;
-      gboolean last = t == NT - 1;
-      if (last && o->profile)
-        hn_cmd_set_profiling (f.cmd, TRUE);
-      ok = fwd_run (&f, &tok, &p, 1, 1, P + t, error) && hn_tensor_download_f32 (lg, logits, hp->vocab, error);
-      if (ok && last && o->profile)
-        prof = profile_json (f.cmd, &prof_total);
+      /* one more step, timed per dispatch */
+      hn_transformer_session_set_profiling (s, TRUE);
+      if (!ops->reset (s, 1, error) || !ops->prefill (s, 0, ids, P, logits, error) ||
+          !hn_transformer_session_decode_greedy (s, first, 1, out + NT, error))
+        return FALSE;
+      guint n = 0;
+      const HnCmdProfileEntry *e = hn_transformer_session_get_profile (s, &n);
+      prof = profile_entries_json (e, n, &prof_total);
     }
-  double s = (g_get_monotonic_time () - t0) / 1e6;
-  fwd_clear (&f);
-  if (!ok)
-    {
-      if (prof)
-        json_node_unref (prof);
-      return FALSE;
-    }
-  double per_tok = s / NT;
+  double per_tok = sec / NT;
   json_object_set_int_member (res, "prompt_tokens", P);
   json_object_set_int_member (res, "new_tokens", NT);
-  set_d (res, "tokens_per_s", NT / s);
+  set_d (res, "tokens_per_s", NT / sec);
   set_d (res, "ms_per_token", per_tok * 1e3);
   /* bytes a decode step must read: every weight once (+ the KV cache, small here) */
   set_d (res, "weight_gb_per_s", hn_transformer_get_weight_bytes (m) / per_tok / 1e9);
+  /* the picks, so runs can be compared (first and last few) */
+  json_object_set_int_member (res, "first_token", out[0]);
+  json_object_set_int_member (res, "last_token", out[NT - 1]);
   if (prof)
     {
       set_d (res, "profiled_step_gpu_us", prof_total);

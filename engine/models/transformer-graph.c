@@ -206,14 +206,19 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->mla_kr = act_new (m, keep, "acts.mla.k_rope", HN_DTYPE_F32, N, hp->head_dim - hp->qk_nope_dim, error)) ||
         !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
                                 hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
-    {
-      for (guint i = 0; i < keep->len; i++)
-        hn_tensor_unref (keep->pdata[i]);
-      g_ptr_array_unref (p->views);
-      g_free (p);
-      return NULL;
-    }
+    goto fail;
+  /* split-K partials for decode steps of up to max_logit_rows rows, at any context length */
+  gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, hp->head_dim, G_MAXINT32);
+  if (scratch > 0 && !(a->att_scratch = act_new (m, keep, "acts.att_scratch", HN_DTYPE_F32, scratch, 0, error)))
+    goto fail;
   return a;
+
+fail:
+  for (guint i = 0; i < keep->len; i++)
+    hn_tensor_unref (keep->pdata[i]);
+  g_ptr_array_unref (p->views);
+  g_free (p);
+  return NULL;
 }
 
 void
@@ -223,8 +228,8 @@ hn_transformer_acts_free (HnTransformerActs *a)
     return;
   struct ActsPriv *p = (struct ActsPriv *) a;
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
-                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &p->route, &p->route_w, &p->topi,
-                       &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
+                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &p->route, &p->route_w,
+                       &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
@@ -290,6 +295,42 @@ hn_moe_dense_forced (void)
 
 static gboolean moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
                      HnTensor *out, gint64 N, GError **error);
+
+/* Decode (N <= 8 rows, dense MLP, pre-norm): x̂ = rmsnorm(x) inside the kernels, gate and up in one
+ * matrix-vector pass with the activation, and the down projection added straight into the residual
+ * stream (x += residual_scale * down). */
+static gboolean
+mlp_matvec (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
+            const HnMatvecNorm *nrm, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  HnTensor *act = rows_of (a, a->act, 0, N, error);
+  CK (act);
+  HnTensor *wg = lw->w_gate, *bg = lw->b_gate, *wu = lw->w_up, *bu = lw->b_up;
+  if (!wg) /* not gated: up, activation */
+    {
+      HnTensor *u = rows_of (a, a->up, 0, N, error);
+      CK (u);
+      CK (hn_op_matvec_normed (cmd, u, x, nrm, lw->w_up, lw->b_up, error));
+      CK (hn_op_unary (cmd, act, u, hp->act, error));
+    }
+  else if (!wu) /* fused gate_up [2F, C]: the halves as views */
+    {
+      gint64 F = hp->ffn;
+      wg = keep_view (a, hn_tensor_view_rows (lw->w_gate, 0, F, error));
+      wu = wg ? keep_view (a, hn_tensor_view_rows (lw->w_gate, F, F, error)) : NULL;
+      CK (wu);
+      if (lw->b_gate) /* [2F]: rows of a 1-D tensor are its elements */
+        {
+          bg = rows_of (a, lw->b_gate, 0, F, error);
+          bu = bg ? rows_of (a, lw->b_gate, F, F, error) : NULL;
+          CK (bu);
+        }
+    }
+  if (wg)
+    CK (hn_op_matvec_glu (cmd, act, x, nrm, wg, bg, wu, bu, hp->act, error));
+  return hn_op_matvec_add (cmd, x, act, lw->w_down, lw->b_down, hp->residual_scale, error);
+}
 
 static gboolean
 mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
@@ -491,28 +532,38 @@ residual_add (HnTransformer *m, HnCmd *cmd, HnTensor *x, HnTensor *r, GError **e
 
 /* ---------------------------------------------------------------- recording */
 
-gboolean
-hn_transformer_record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int n_tokens, GError **error)
+/* ids/pos: i32 [N] (views of acts->ids/pos, or of a decode state) */
+static gboolean
+record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *ids, HnTensor *pos, gint64 N,
+              GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
   const HnTransformerWeights *W = &m->w;
-  gint64 N = n_tokens;
-  HnTensor *ids = rows_of (a, a->ids, 0, N, error);
   HnTensor *x = rows_of (a, a->x, 0, N, error);
-  CK (ids && x);
+  CK (x);
   CK (hn_op_embedding (cmd, x, W->tok_embed, ids, error));
   if (hp->embed_scale != 1.0f)
     CK (hn_op_scale (cmd, x, x, hp->embed_scale, 0.0f, error));
   if (W->pos_embed)
     {
-      HnTensor *pos = rows_of (a, a->pos, 0, N, error), *pe = rows_of (a, a->h, 0, N, error);
-      CK (pos && pe);
+      HnTensor *pe = rows_of (a, a->h, 0, N, error);
+      CK (pe);
       CK (hn_op_embedding (cmd, pe, W->pos_embed, pos, error));
       CK (hn_op_add (cmd, x, x, pe, error));
     }
   if (hp->embed_norm)
     CK (hn_op_layernorm (cmd, x, x, W->embed_norm_w, W->embed_norm_b, hp->norm_eps, error));
   return TRUE;
+}
+
+/* Decode (pre-norm, RMSNorm, dense MLP, a few rows): the norms run inside the matrix-vector kernels
+ * and the residual adds are fused into the o and down projections. */
+static gboolean
+decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && hp->block == HN_BLOCK_PRE_NORM &&
+         !hp->layernorm;
 }
 
 static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
@@ -522,8 +573,18 @@ static gboolean layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, 
                             GError **error);
 
 gboolean
-hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
-                             int B, int T, int pos0, GError **error)
+hn_transformer_record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int n_tokens, GError **error)
+{
+  HnTensor *ids = rows_of (a, a->ids, 0, n_tokens, error), *pos = rows_of (a, a->pos, 0, n_tokens, error);
+  CK (ids && pos);
+  return record_embed (m, cmd, a, ids, pos, n_tokens, error);
+}
+
+/* pos: i32 [B*T] positions (rope); dyn_row: NULL, or i32 [1] holding pos0 on the device (B = T = 1,
+ * a replayed decode step: the cache row and the key count are read there). */
+static gboolean
+record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, int B, int T,
+              int pos0, HnTensor *pos, HnTensor *dyn_row, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
   const HnTransformerWeights *W = &m->w;
@@ -551,20 +612,30 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   HnTensor *mo = rows_of (a, a->mlp, 0, N, error);
   HnTensor *q = rows_of (a, a->q, 0, N, error), *k = rows_of (a, a->k, 0, N, error);
   HnTensor *v = scratch_2d (a, a->v, N, KVH * Dv, error);
-  HnTensor *att = scratch_2d (a, a->att, N, H * Dv, error), *pos = rows_of (a, a->pos, 0, N, error);
+  HnTensor *att = scratch_2d (a, a->att, N, H * Dv, error);
   CK (x && h && h2 && o && mo && q && k && v && att && pos);
+
+  /* decode: the pre-norms run inside the matrix-vector kernels (and layer_rest fuses the residual adds) */
+  gboolean fuse = decode_fusable (m, cmd, lw, N);
+  HnMatvecNorm n1 = { lw->ln1_w, hp->norm_eps, hp->norm_plus_one };
 
   /* --- attention input */
   HnTensor *ain = h;
   if (hp->block == HN_BLOCK_POST_NORM)
     ain = x;
-  else
+  else if (!fuse)
     CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
   if (hp->block == HN_BLOCK_PARALLEL_2NORM)
     CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error)); /* from the same x as attention */
 
   if (hp->mla)
     CK (mla_qkv (m, cmd, a, lw, ain, q, k, v, N, error));
+  else if (fuse)
+    {
+      CK (hn_op_matvec_normed (cmd, q, x, &n1, lw->wq, lw->bq, error));
+      CK (hn_op_matvec_normed (cmd, k, x, &n1, lw->wk, lw->bk, error));
+      CK (hn_op_matvec_normed (cmd, v, x, &n1, lw->wv, lw->bv, error));
+    }
   else
     {
       CK (hn_op_matmul (cmd, q, ain, lw->wq, lw->bq, error));
@@ -590,27 +661,54 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
       CK (norm (m, cmd, q, q, lw->q_norm_w, lw->q_norm_b, error));
       CK (norm (m, cmd, k, k, lw->k_norm_w, lw->k_norm_b, error));
     }
+  gboolean kv_written = FALSE;
   if (hp->layer_rope[il])
     {
       gboolean local = hp->local_rope && hp->layer_sliding[il];
       HnTensor *inv = local ? W->inv_freq_local : W->inv_freq;
       float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
-      CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
-      CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+      if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32)
+        {
+          /* one row: rope of q and k and both cache writes in one dispatch */
+          HnTensor *kf = shaped (a, kv->k, 2, (gint64[]) { n_ctx, KVH * D }, error);
+          HnTensor *vf = shaped (a, kv->v, 2, (gint64[]) { n_ctx, KVH * Dv }, error);
+          HnTensor *v3 = shaped (a, v, 3, (gint64[]) { N, KVH, Dv }, error);
+          CK (kf && vf && v3);
+          HnKvDest dest = { kf, vf, pos0, dyn_row };
+          CK (hn_op_rope_kv (cmd, q3, k3, v3, pos, inv, hp->rot_dims, hp->rope_style, sc, &dest, error));
+          kv_written = TRUE;
+        }
+      else
+        {
+          CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+          CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+        }
     }
   if (paged)
     return paged_attention (m, cmd, a, il, kv, q, k, v, att, B, T, error) && layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
   /* new keys/values into each row's cache at [pos0, pos0 + T) */
-  for (int b = 0; b < B; b++)
+  for (int b = 0; b < B && !kv_written; b++)
     {
       HnTensor *kr = rows_of (a, kv->k, b, 1, error), *vr = rows_of (a, kv->v, b, 1, error);
       CK (kr && vr);
       HnTensor *kf = shaped (a, kr, 2, (gint64[]) { n_ctx, KVH * D }, error);
       HnTensor *vf = shaped (a, vr, 2, (gint64[]) { n_ctx, KVH * Dv }, error);
       CK (kf && vf);
-      HnTensor *kd = rows_of (a, kf, pos0, T, error), *vd = rows_of (a, vf, pos0, T, error);
       HnTensor *ks = rows_of (a, k, (gint64) b * T, T, error), *vs = rows_of (a, v, (gint64) b * T, T, error);
-      CK (kd && vd && ks && vs);
+      CK (ks && vs);
+      if (kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32)
+        {
+          CK (hn_op_kv_store (cmd, kf, vf, ks, vs, pos0, dyn_row, error));
+          continue;
+        }
+      if (dyn_row)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "layer %d: a replayed decode step needs an f32 KV cache",
+                       il);
+          return FALSE;
+        }
+      HnTensor *kd = rows_of (a, kf, pos0, T, error), *vd = rows_of (a, vf, pos0, T, error);
+      CK (kd && vd);
       CK (hn_op_copy (cmd, kd, ks, error));
       CK (hn_op_copy (cmd, vd, vs, error));
     }
@@ -623,6 +721,8 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   ap.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
   ap.alibi_slopes = W->alibi_slopes;
   ap.sinks = lw->sinks;
+  ap.scratch = a->att_scratch;
+  ap.dyn_pos = dyn_row;
   HnTensor *kk = rows_of (a, kv->k, 0, B, error), *vv = rows_of (a, kv->v, 0, B, error);
   CK (kk && vv);
   if (B == 1)
@@ -675,6 +775,12 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
             HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
+  if (decode_fusable (m, cmd, lw, N))
+    {
+      HnMatvecNorm n2 = { lw->ln2_w, hp->norm_eps, hp->norm_plus_one };
+      CK (hn_op_matvec_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
+      return mlp_matvec (m, cmd, a, lw, x, &n2, N, error);
+    }
   CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
 
   /* --- wiring */
@@ -721,6 +827,15 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
 }
 
 gboolean
+hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
+                             int B, int T, int pos0, GError **error)
+{
+  HnTensor *pos = rows_of (a, a->pos, 0, (gint64) B * T, error);
+  CK (pos);
+  return record_layer (m, cmd, a, il, kv, B, T, pos0, pos, NULL, error);
+}
+
+gboolean
 hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
@@ -745,6 +860,35 @@ hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, 
       CK (hn_op_scale (cmd, lg, lg, hp->final_softcap, 0.0f, error));
     }
   return TRUE;
+}
+
+gboolean
+hn_transformer_record_step (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerKv *kv,
+                            HnTensor *state, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (state->dtype != HN_DTYPE_I32 || state->ndim != 1 || state->n <= HN_STEP_TOKENS)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "decode step: state %s must be i32 [%d + capacity]",
+                   state->name, HN_STEP_TOKENS);
+      return FALSE;
+    }
+  HnTensor *tok = rows_of (a, state, HN_STEP_TOKEN, 1, error), *pos = rows_of (a, state, HN_STEP_POS, 1, error);
+  HnTensor *row = rows_of (a, state, HN_STEP_ROW, 1, error);
+  CK (tok && pos && row);
+  CK (record_embed (m, cmd, a, tok, pos, 1, error));
+  for (int il = 0; il < hp->n_layer; il++)
+    CK (record_layer (m, cmd, a, il, &kv[il], 1, 1, 0, pos, row, error));
+  CK (hn_transformer_record_head (m, cmd, a, 0, 1, error));
+  HnTensor *lg = rows_of (a, a->logits, 0, 1, error);
+  CK (lg);
+  CK (hn_op_argmax (cmd, tok, lg, error));
+  struct { guint32 off, cap; } pc = { (guint32) (state->offset / 4), (guint32) (state->n - HN_STEP_TOKENS) };
+  HnVkBinding bd[1] = { { state->buf, state->offset, hn_tensor_nbytes (state), TRUE } };
+  hn_cmd_set_label (cmd, "decode_advance");
+  gboolean ok = hn_cmd_dispatch (cmd, "decode_advance", NULL, 0, bd, 1, &pc, sizeof pc, 1, 1, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
 }
 
 /* ---------------------------------------------------------------- full-sequence logits */

@@ -21,6 +21,11 @@ struct _HnTransformerSession {
   GArray **hist;     /* [max_rows] token history (no-cache mode recomputes from it) */
   HnTransformerActs *acts;
   HnCmd *cmd;
+  /* one-row contiguous sessions: a decode step recorded once and replayed per token, reading
+   * token/position/cache row from `state` (i32 [HN_STEP_TOKENS + max_ctx]) */
+  HnCmd *step_cmd;
+  HnTensor *state;
+  gboolean profiling;
   float *row_logits; /* [max_rows, vocab] host staging */
   int32_t *ids_host, *pos_host; /* [acts->max_tokens] */
   guint64 bytes;
@@ -92,6 +97,8 @@ hn_transformer_session_free (HnTransformerSession *s)
   g_free (s->len);
   g_clear_pointer (&s->acts, hn_transformer_acts_free);
   g_clear_pointer (&s->cmd, hn_cmd_free);
+  g_clear_pointer (&s->step_cmd, hn_cmd_free);
+  g_clear_pointer (&s->state, hn_tensor_unref);
   g_free (s->row_logits);
   g_free (s->ids_host);
   g_free (s->pos_host);
@@ -214,7 +221,11 @@ session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, in
   s->acts = hn_transformer_acts_new (m, max_tokens, max_rows, error);
   if (!s->acts || !(s->kv = alloc_kv (s, "kv", error)) ||
       (max_rows > 1 && mode == HN_KV_CACHE_CONTIGUOUS && !(s->kv_alt = alloc_kv (s, "kv-alt", error))) ||
-      (mode == HN_KV_CACHE_PAGED && !paged_alloc (s, max_tokens, error)) || !(s->cmd = hn_cmd_new (m->ctx, error)))
+      (mode == HN_KV_CACHE_PAGED && !paged_alloc (s, max_tokens, error)) || !(s->cmd = hn_cmd_new (m->ctx, error)) ||
+      (max_rows == 1 && mode == HN_KV_CACHE_CONTIGUOUS &&
+       (!(s->step_cmd = hn_cmd_new (m->ctx, error)) ||
+        !(s->state = hn_tensor_new_named (m->ctx, "session.step", HN_DTYPE_I32, 1,
+                                          (gint64[]) { HN_STEP_TOKENS + max_ctx }, error)))))
     {
       hn_transformer_session_free (s);
       return NULL;
@@ -402,6 +413,85 @@ forward_paged (HnTransformerSession *s, const int *rows, int B, int T, float *lo
   return TRUE;
 }
 
+/* The recorded step for row 0 (recorded on first use). */
+static gboolean
+ensure_step (HnTransformerSession *s, GError **error)
+{
+  if (hn_cmd_is_finished (s->step_cmd))
+    return TRUE;
+  hn_cmd_reset (s->step_cmd);
+  hn_cmd_set_reusable (s->step_cmd);
+  hn_cmd_set_profiling (s->step_cmd, s->profiling);
+  gboolean ok = hn_transformer_record_step (s->m, s->step_cmd, s->acts, s->kv, s->state, error) &&
+                hn_cmd_finish (s->step_cmd, error);
+  if (!ok)
+    hn_cmd_reset (s->step_cmd);
+  hn_transformer_acts_drop_views (s->acts); /* the recording holds the buffers, not the views */
+  return ok;
+}
+
+/* Runs `n` replayed steps of row 0 from `token`: the cache grows by n. */
+static gboolean
+run_steps (HnTransformerSession *s, int32_t token, int n, GError **error)
+{
+  if (s->len[0] + n > s->max_ctx)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "the sequence would grow to %d tokens, beyond the session's context of %d", s->len[0] + n, s->max_ctx);
+      return FALSE;
+    }
+  int off = s->m->hp.learned_pos ? s->m->hp.pos_offset : 0;
+  int32_t head[HN_STEP_TOKENS] = { [HN_STEP_TOKEN] = token, [HN_STEP_POS] = s->len[0] + off,
+                                   [HN_STEP_ROW] = s->len[0], [HN_STEP_COUNT] = 0 };
+  g_autoptr (HnTensor) hv = hn_tensor_view_rows (s->state, 0, HN_STEP_TOKENS, error);
+  if (!hv || !ensure_step (s, error) || !hn_tensor_upload_i32 (hv, head, HN_STEP_TOKENS, error) ||
+      !hn_cmd_replay (s->step_cmd, (guint) n, error))
+    return FALSE;
+  g_array_append_val (s->hist[0], token);
+  s->len[0] += n;
+  return TRUE;
+}
+
+gboolean
+hn_transformer_session_decode_greedy (HnTransformerSession *s, int32_t token, int n_new, int32_t *out, GError **error)
+{
+  if (!s->step_cmd || s->n_rows != 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "greedy decoding on the device needs a session of one row with a contiguous KV cache (after a reset to 1 row)");
+      return FALSE;
+    }
+  if (token < 0 || token >= s->m->hp.vocab || n_new < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "greedy decoding of %d tokens from token id %d", n_new,
+                   token);
+      return FALSE;
+    }
+  if (!run_steps (s, token, n_new, error))
+    return FALSE;
+  g_autoptr (HnTensor) picks = hn_tensor_view_rows (s->state, HN_STEP_TOKENS, n_new, error);
+  if (!picks || !hn_tensor_download_i32 (picks, out, (gsize) n_new, error))
+    return FALSE;
+  g_array_append_vals (s->hist[0], out, (guint) n_new - 1);
+  return TRUE;
+}
+
+void
+hn_transformer_session_set_profiling (HnTransformerSession *s, gboolean enabled)
+{
+  s->profiling = enabled;
+  hn_cmd_set_profiling (s->cmd, enabled);
+  if (s->step_cmd)
+    hn_cmd_reset (s->step_cmd);
+}
+
+const HnCmdProfileEntry *
+hn_transformer_session_get_profile (HnTransformerSession *s, guint *n_entries)
+{
+  *n_entries = 0;
+  return s->step_cmd ? hn_cmd_get_profile (s->step_cmd, n_entries) : NULL;
+}
+
 static void
 fill_positions (HnTransformerSession *s, int idx, int n, int pos0)
 {
@@ -579,6 +669,18 @@ lm_decode (gpointer self, int n, const int *rows, const int32_t *tokens, float *
       for (int i = 0; i < n; i++)
         s->len[i]++;
       return TRUE;
+    }
+  /* one row: the recorded step, then its logits */
+  if (n == 1 && s->step_cmd && s->n_rows == 1 && s->mode == HN_KV_CACHE_CONTIGUOUS)
+    {
+      if (tokens[0] < 0 || tokens[0] >= V)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (0..%d)",
+                       tokens[0], V - 1);
+          return FALSE;
+        }
+      g_autoptr (HnTensor) lg = hn_tensor_view_rows (s->acts->logits, 0, 1, error);
+      return lg && run_steps (s, tokens[0], 1, error) && hn_tensor_download_f32 (lg, logits, (gsize) V, error);
     }
   for (int i = 0; i < n; i++)
     if (!lm_prefill (s, rows[i], &tokens[i], 1, logits + (gsize) i * V, error))

@@ -144,6 +144,16 @@ const HnLmOps *hn_transformer_session_lm_ops (void);
 gboolean hn_transformer_session_set_prefill_chunk (HnTransformerSession *s, int n_tokens, GError **error);
 /* Device bytes of the session's caches and scratch. */
 guint64 hn_transformer_session_get_bytes (HnTransformerSession *s);
+/* Greedy decoding on the device (a one-row session with a contiguous cache): feeds `token` to
+ * row 0, then its own picks, n_new steps replayed from one recorded step with only the picks
+ * coming back (out[n_new]); the same ids as argmax over each step's logits. Row 0 then holds the
+ * token and out[0..n_new-1) (out[n_new-1] is not fed yet). */
+gboolean hn_transformer_session_decode_greedy (HnTransformerSession *s, int32_t token, int n_new, int32_t *out,
+                                               GError **error);
+/* Per-dispatch timestamps for the session's decode steps (re-records them); the entries of the
+ * last step run, or NULL. */
+void hn_transformer_session_set_profiling (HnTransformerSession *s, gboolean enabled);
+const HnCmdProfileEntry *hn_transformer_session_get_profile (HnTransformerSession *s, guint *n_entries);
 
 /* Generation with a session sized for the request (num_beams rows, prompt + new tokens). */
 HnGenerateResult *hn_transformer_generate (HnTransformer *model, HnKvCacheMode mode, const HnGenerateOptions *opt,
@@ -231,6 +241,7 @@ typedef struct {
   HnTensor *mlp;               /* [N, C] */
   HnTensor *last;              /* [B, C] final-normed last rows */
   HnTensor *logits;            /* [max_tokens, V] (row capacity of the head) */
+  HnTensor *att_scratch;       /* f32 split-K attention partials for decode (NULL when it would not split) */
 } HnTransformerActs;
 
 HnTransformerActs *hn_transformer_acts_new (HnTransformer *model, int max_tokens, int max_logit_rows,
@@ -258,5 +269,24 @@ gboolean hn_transformer_record_layer (HnTransformer *model, HnCmd *cmd, HnTransf
 /* Records the final norm and lm_head for rows [row0, row0 + n) of acts->x into acts->logits[0..n). */
 gboolean hn_transformer_record_head (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int row0, int n,
                                      GError **error);
+
+/* The i32 state a replayed decode step reads and advances (HN_STEP_*: element indices; the
+ * produced tokens follow from HN_STEP_TOKENS). */
+enum {
+  HN_STEP_TOKEN = 0,  /* the token fed to the step; the step leaves its greedy pick here */
+  HN_STEP_POS = 1,    /* its position (+ the learned-position offset) */
+  HN_STEP_ROW = 2,    /* its cache row (tokens already in the cache) */
+  HN_STEP_COUNT = 3,  /* tokens picked so far */
+  HN_STEP_TOKENS = 4, /* the picks, in order */
+};
+
+/* Records one decode step of one sequence (B = T = 1) that takes token, position and cache row
+ * from `state` (i32 [HN_STEP_TOKENS + cap]) on the device, so the recording can be replayed for
+ * every token (hn_cmd_set_reusable / hn_cmd_replay): embedding, every layer (K/V written at the
+ * row), the head into acts->logits[0], the greedy pick (first maximum) into state[HN_STEP_TOKEN]
+ * and state[HN_STEP_TOKENS + count] (while count < cap), then position, row and count + 1.
+ * Needs an f32 KV cache. */
+gboolean hn_transformer_record_step (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts,
+                                     const HnLayerKv *kv, HnTensor *state, GError **error);
 
 G_END_DECLS

@@ -28,6 +28,29 @@ G_BEGIN_DECLS
  * or the matrix-vector kernel (subgroup reductions) when M is small (decode). */
 gboolean hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error);
 
+/* TRUE when hn_op_matmul takes the matrix-vector kernel for x with M rows
+ * (1..8 rows, subgroup arithmetic, HN_NO_MATVEC unset); the fused decode
+ * ops below need it and fail with HN_ERROR_UNSUPPORTED otherwise. */
+gboolean hn_op_matvec_available (HnCmd *cmd, gint64 M);
+
+/* An RMSNorm the matrix-vector kernel applies to x on the fly (the decode
+ * step's pre-norm, no separate pass): x̂ = x / sqrt(mean(x²) + eps) · w,
+ * or · (1 + w) with plus_one; weight nullable (f32 [K]). */
+typedef struct {
+  HnTensor *weight;
+  float eps;
+  gboolean plus_one;
+} HnMatvecNorm;
+
+/* y[M, N] = rmsnorm(x)·Wᵀ + bias in one pass. */
+gboolean hn_op_matvec_normed (HnCmd *cmd, HnTensor *y, HnTensor *x, const HnMatvecNorm *norm, HnTensor *w,
+                              HnTensor *bias, GError **error);
+
+/* y[M, N] += alpha · (x·Wᵀ + bias): the residual add fused into the
+ * matrix-vector kernel (y is read and written; it must not overlap x or W). */
+gboolean hn_op_matvec_add (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, float alpha,
+                           GError **error);
+
 typedef enum {
   HN_MATMUL_DEFAULT    = 0,
   HN_MATMUL_TRANS_A    = 1 << 0,  /* A is stored [batch, K, M] */
@@ -99,6 +122,12 @@ gboolean hn_op_unary (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act,
  * with GELU/GELU_TANH). With up == NULL, gate is [.., 2F] holding the gate in
  * its first half and up in the second (a fused gate_up_proj). */
 gboolean hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation act, GError **error);
+
+/* out[M, F] = act(x̂·W_gateᵀ + b_gate) * (x̂·W_upᵀ + b_up) in one pass over
+ * both matrices (same dtype, [F, K]); biases nullable; x̂ = x, or
+ * rmsnorm(x) with norm (HnMatvecNorm, nullable). */
+gboolean hn_op_matvec_glu (HnCmd *cmd, HnTensor *out, HnTensor *x, const HnMatvecNorm *norm, HnTensor *w_gate,
+                           HnTensor *b_gate, HnTensor *w_up, HnTensor *b_up, HnActivation act, GError **error);
 
 /* ------------------------------------------------------------ gather */
 
@@ -185,6 +214,21 @@ gboolean hn_rope_compute_inv_freq (double base, int rot_dims, gint64 max_positio
 gboolean hn_op_rope (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *positions, HnTensor *inv_freq,
                      int rot_dims, HnRopeStyle style, float attn_scale, GError **error);
 
+/* Where hn_op_rope_kv writes the new keys and values: f32 caches [n_ctx, KVH * D] and
+ * [n_ctx, KVH * Dv] from row row0 (dyn_row, nullable i32 [1]: row0 read on the device; rows past
+ * n_ctx are then dropped). */
+typedef struct {
+  HnTensor *k_cache, *v_cache;
+  gint64 row0;
+  HnTensor *dyn_row;
+} HnKvDest;
+
+/* The decode step's rope + cache writes in one dispatch: q [T, H, D] is rotated in place, k
+ * [T, KVH, D] rotated into dest->k_cache and v [T, KVH, Dv] copied into dest->v_cache (k and v
+ * themselves are left as they are). Same math as hn_op_rope then hn_op_kv_store. */
+gboolean hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *positions, HnTensor *inv_freq,
+                        int rot_dims, HnRopeStyle style, float attn_scale, const HnKvDest *dest, GError **error);
+
 /* ------------------------------------------------------------ attention */
 
 typedef struct {
@@ -199,6 +243,8 @@ typedef struct {
   HnTensor *sinks;        /* optional f32 [H]: a logit per head that joins every softmax denominator and
                            * adds no value (gpt_oss); not with alibi_slopes */
   HnTensor *scratch;      /* optional f32 scratch for split-K decode (see below); NULL = one pass */
+  HnTensor *dyn_pos;      /* optional i32 [1]: pos0 read on the device (n_kv = pos0 + T; pos0 and n_kv
+                           * above are ignored), so a recorded step can be replayed at every position */
 } HnAttentionParams;
 
 /* Scaled-dot-product attention reading K/V from a cache:
@@ -309,6 +355,14 @@ gboolean hn_op_moe_combine (HnCmd *cmd, HnTensor *out, HnTensor *y, HnTensor *we
 /* out = in with the same element count; converts between f32, f16 and bf16
  * (round to nearest even); i32 -> i32. */
 gboolean hn_op_copy (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
+
+/* New keys and values into a cache: k_cache f32 [n_ctx, Wk] and v_cache
+ * [n_ctx, Wv] get rows row0..row0+T of k [T, Wk] and v [T, Wv] (any shapes
+ * with those element counts; shape[0] of the caches is n_ctx),
+ * one dispatch for both. dyn_row (nullable i32 [1]): row0 is read on the
+ * device instead (rows past n_ctx are dropped), for replayed decode steps. */
+gboolean hn_op_kv_store (HnCmd *cmd, HnTensor *k_cache, HnTensor *v_cache, HnTensor *k, HnTensor *v, gint64 row0,
+                         HnTensor *dyn_row, GError **error);
 
 /* out.shape[i] = in.shape[perm[i]] (f32 or i32; up to 4 dims). */
 gboolean hn_op_permute (HnCmd *cmd, HnTensor *out, HnTensor *in, const int *perm, GError **error);

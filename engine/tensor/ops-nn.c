@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+static gboolean scratch_disjoint (const char *op, HnTensor *sc, HnTensor *t, GError **error);
+
 static gboolean
 in_place_or_disjoint (const char *op, HnTensor *out, HnTensor *in, GError **error)
 {
@@ -171,6 +173,76 @@ hn_op_rope (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *positions, HnTenso
   return hn_op_dispatch_elems (cmd, "rope", NULL, 0, bd, 4, &pc, sizeof pc, pc.n, error);
 }
 
+gboolean
+hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *positions, HnTensor *inv_freq,
+               int rot_dims, HnRopeStyle style, float attn_scale, const HnKvDest *dest, GError **error)
+{
+  const char *op = "rope_kv";
+  HnTensor *kc = dest->k_cache, *vc = dest->v_cache;
+  HnTensor *all[8] = { q, k, v, positions, inv_freq, kc, vc, dest->dyn_row };
+  for (int i = 0; i < 8; i++)
+    if (!hn_op_check_ctx (op, cmd, all[i], error))
+      return FALSE;
+  if (!hn_op_check_dtype (op, "q", q, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "k", k, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "v", v, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "k_cache", kc, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "v_cache", vc, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "positions", positions, HN_DTYPE_I32, error) ||
+      (dest->dyn_row && (!hn_op_check_dtype (op, "dyn_row", dest->dyn_row, HN_DTYPE_I32, error) ||
+                         !hn_op_check_count (op, "dyn_row", dest->dyn_row, 1, error))))
+    return FALSE;
+  if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || q->shape[0] != k->shape[0] || v->shape[0] != k->shape[0] ||
+      v->shape[1] != k->shape[1] || q->shape[2] != k->shape[2] || kc->ndim < 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "rope_kv: q, k, v (tensors %s, %s, %s) must be [T, H, D], [T, KVH, D], [T, KVH, Dv]", q->name,
+                   k->name, v->name);
+      return FALSE;
+    }
+  gint64 T = q->shape[0], H = q->shape[1], KVH = k->shape[1], D = q->shape[2], Dv = v->shape[2];
+  gint64 n_ctx = kc->shape[0];
+  if (kc->n != n_ctx * KVH * D || vc->n != n_ctx * KVH * Dv || vc->shape[0] != n_ctx ||
+      (!dest->dyn_row && (dest->row0 < 0 || dest->row0 + T > n_ctx)))
+    {
+      g_autofree char *dk = hn_tensor_describe (kc), *dv = hn_tensor_describe (vc);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "rope_kv: caches %s %s, %s %s do not take %" G_GINT64_FORMAT " rows of %" G_GINT64_FORMAT
+                   " heads from row %" G_GINT64_FORMAT, kc->name, dk, vc->name, dv, T, KVH, dest->row0);
+      return FALSE;
+    }
+  if (rot_dims <= 0 || rot_dims > D || rot_dims % 2 != 0 || (style != HN_ROPE_NEOX && style != HN_ROPE_GPTJ))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "rope_kv: rot_dims %d must be even and within head_dim %" G_GINT64_FORMAT ", style NeoX or GPT-J",
+                   rot_dims, D);
+      return FALSE;
+    }
+  if (!hn_op_check_count (op, "positions", positions, T, error) ||
+      !check_vec (op, "inv_freq", cmd, inv_freq, rot_dims / 2, error))
+    return FALSE;
+  HnTensor *srcs[3] = { q, k, v };
+  for (int i = 0; i < 3; i++)
+    if (!scratch_disjoint (op, kc, srcs[i], error) || !scratch_disjoint (op, vc, srcs[i], error))
+      return FALSE;
+  if (!scratch_disjoint (op, kc, vc, error))
+    return FALSE;
+  guint64 per_row = (guint64) (D - rot_dims / 2);
+  guint64 n = (guint64) T * (H + KVH) * per_row + (guint64) (T * KVH * Dv);
+  struct {
+    guint32 T, H, KVH, D, Dv, rot, q_off, k_off, v_off, p_off, f_off, kc_off, vc_off, style;
+    float attn_scale;
+    guint32 n_ctx, row0, dyn, dyn_off;
+  } pc = {
+    (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) rot_dims, hn_eoff (q), hn_eoff (k),
+    hn_eoff (v), hn_eoff (positions), hn_eoff (inv_freq), hn_eoff (kc), hn_eoff (vc), (guint32) style, attn_scale,
+    (guint32) n_ctx, dest->dyn_row ? 0 : (guint32) dest->row0, dest->dyn_row != NULL,
+    dest->dyn_row ? hn_eoff (dest->dyn_row) : 0 };
+  HnVkBinding bd[8] = { hn_bind (q, TRUE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (positions, FALSE),
+                        hn_bind (inv_freq, FALSE), hn_bind (kc, TRUE), hn_bind (vc, TRUE),
+                        hn_bind (dest->dyn_row ? dest->dyn_row : positions, FALSE) };
+  return hn_op_dispatch_elems (cmd, "rope_kv", NULL, 0, bd, 8, &pc, sizeof pc, n, error);
+}
+
 /* ------------------------------------------------------------ attention */
 
 void
@@ -244,7 +316,11 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     params = &defaults;
   if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, q, error) ||
       !hn_op_check_ctx (op, cmd, k, error) || !hn_op_check_ctx (op, cmd, v, error) ||
-      !hn_op_check_ctx (op, cmd, params->mask, error) || !hn_op_check_ctx (op, cmd, params->alibi_slopes, error))
+      !hn_op_check_ctx (op, cmd, params->mask, error) || !hn_op_check_ctx (op, cmd, params->alibi_slopes, error) ||
+      !hn_op_check_ctx (op, cmd, params->dyn_pos, error))
+    return FALSE;
+  if (params->dyn_pos && (!hn_op_check_dtype (op, "dyn_pos", params->dyn_pos, HN_DTYPE_I32, error) ||
+                          !hn_op_check_count (op, "dyn_pos", params->dyn_pos, 1, error)))
     return FALSE;
   if (!hn_op_check_dtype (op, "q", q, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) ||
       !hn_op_check_float_storage (op, "k", k, error) || !hn_op_check_dtype (op, "v", v, k->dtype, error))
@@ -260,7 +336,8 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
   gint64 B = batched ? q->shape[0] : 1;
   gint64 T = q->shape[o], H = q->shape[o + 1], D = q->shape[o + 2];
   gint64 n_ctx = k->shape[o], KVH = k->shape[o + 1], Dv = v->shape[o + 2];
-  gint64 n_kv = params->n_kv > 0 ? params->n_kv : n_ctx;
+  /* with dyn_pos the key count is only known on the device: plan (split, mask) for all of n_ctx */
+  gint64 n_kv = params->n_kv > 0 && !params->dyn_pos ? params->n_kv : n_ctx;
   if ((batched && (k->shape[0] != B || v->shape[0] != B || out->shape[0] != B)) || k->shape[o + 2] != D ||
       v->shape[o] != n_ctx || v->shape[o + 1] != KVH || out->shape[o] != T || out->shape[o + 1] != H ||
       out->shape[o + 2] != Dv || H % KVH != 0 || n_kv > n_ctx)
@@ -318,14 +395,15 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     gint32 pos0;
     guint32 window, causal;
     float scale, softcap;
-    guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols, chunk, n_split;
+    guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols, chunk, n_split, dyn_off;
   } pc = {
     (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) n_ctx, (guint32) n_kv,
     (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u,
     params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
     hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out),
     per_head ? hn_eoff (per_head) : 0, params->mask ? hn_eoff (params->mask) : 0,
-    (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u) | (params->sinks ? 4u : 0u), mB, mT, mcols, 0, 1 };
+    (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u) | (params->sinks ? 4u : 0u) |
+      (params->dyn_pos ? 8u : 0u), mB, mT, mcols, 0, 1, params->dyn_pos ? hn_eoff (params->dyn_pos) : 0 };
   guint32 chunk = 0, n_split = 1;
   HnTensor *sc = params->scratch;
   if (sc && g_getenv ("HN_NO_SPLITK") == NULL)
@@ -333,7 +411,8 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       if (!hn_op_check_ctx (op, cmd, sc, error) || !hn_op_check_dtype (op, "scratch", sc, HN_DTYPE_F32, error) ||
           !scratch_disjoint (op, sc, out, error) || !scratch_disjoint (op, sc, q, error) ||
           !scratch_disjoint (op, sc, k, error) || !scratch_disjoint (op, sc, v, error) ||
-          !scratch_disjoint (op, sc, params->mask, error) || !scratch_disjoint (op, sc, per_head, error))
+          !scratch_disjoint (op, sc, params->mask, error) || !scratch_disjoint (op, sc, per_head, error) ||
+          !scratch_disjoint (op, sc, params->dyn_pos, error))
         return FALSE;
       n_split = attention_n_split (B, T, H, n_kv, &chunk);
       /* The single pass is exact too: a scratch too small to split just keeps it. */
@@ -343,13 +422,14 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
         n_split = 1;
     }
   guint32 spec[2] = { hn_op_float_code (k->dtype), n_split >= 2 ? 1u : 0u };
-  HnVkBinding bd[6] = {
+  HnVkBinding bd[7] = {
     hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
     hn_bind (per_head ? per_head : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
-    hn_bind (n_split >= 2 ? sc : out, TRUE) };
+    hn_bind (n_split >= 2 ? sc : out, TRUE), hn_bind (params->dyn_pos ? params->dyn_pos : q, FALSE) };
   /* Many queries (prefill, training): blocks of 16 queries share each key
-   * block in shared memory (attention_prefill.comp, head dims <= 128). */
-  if (n_split < 2 && T >= 16 && D <= 128 && Dv <= 128 && g_getenv ("HN_NO_ATTN_PREFILL") == NULL)
+   * block in shared memory (attention_prefill.comp, head dims <= 128; the
+   * position always from the push constants). */
+  if (n_split < 2 && T >= 16 && D <= 128 && Dv <= 128 && !params->dyn_pos && g_getenv ("HN_NO_ATTN_PREFILL") == NULL)
     {
       hn_cmd_set_label (cmd, "attention_prefill");
       gboolean ok = hn_cmd_dispatch (cmd, "attention_prefill", spec, 1, bd, 6, &pc, sizeof pc,
@@ -358,12 +438,12 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       return ok;
     }
   if (n_split < 2)
-    return hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T, (guint32) B,
+    return hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 7, &pc, sizeof pc, (guint32) H, (guint32) T, (guint32) B,
                             error);
   pc.chunk = chunk;
   pc.n_split = n_split;
   pc.o_off = hn_eoff (sc);
-  if (!hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 6, &pc, sizeof pc, (guint32) H, (guint32) T,
+  if (!hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 7, &pc, sizeof pc, (guint32) H, (guint32) T,
                         (guint32) B * n_split, error))
     return FALSE;
   struct { guint32 T, H, Dv, n_split, s_off, o_off; } mpc = {
@@ -428,7 +508,21 @@ hn_op_topk (HnCmd *cmd, HnTensor *values, HnTensor *indices, HnTensor *in, int k
 gboolean
 hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
 {
-  return hn_op_topk (cmd, NULL, out, in, 1, error);
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  /* One row (greedy decode): one workgroup of up to 1024 invocations with subgroup reductions. */
+  if (hn_tensor_rows (in) != 1 || !info->subgroup_arithmetic || info->subgroup_size < 1)
+    return hn_op_topk (cmd, NULL, out, in, 1, error);
+  const char *op = "argmax";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, in, error) ||
+      !hn_op_check_dtype (op, "in", in, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_I32, error) ||
+      !hn_op_check_count (op, "out", out, 1, error))
+    return FALSE;
+  /* at most 64 subgroups (the shader's shared arrays) */
+  guint32 wg = MIN (MIN (info->max_workgroup_invocations, 1024), 64 * info->subgroup_size);
+  guint32 spec[1] = { wg };
+  struct { guint32 cols, x_off, i_off; } pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out) };
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  return hn_cmd_dispatch (cmd, "argmax", spec, 1, bd, 2, &pc, sizeof pc, 1, 1, 1, error);
 }
 
 gboolean

@@ -95,6 +95,157 @@ check_no_overlap (const char *op, HnTensor *out, HnTensor *in, GError **error)
   return TRUE;
 }
 
+/* ------------------------------------------------------------ matrix-vector */
+
+gboolean
+hn_op_matvec_available (HnCmd *cmd, gint64 M)
+{
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  return M >= 1 && M <= 8 && info->subgroup_arithmetic && info->subgroup_size >= 1 && g_getenv ("HN_NO_MATVEC") == NULL;
+}
+
+/* y = x·Wᵀ (+ bias), or act(x·Wᵀ + bias) * (x·Uᵀ + bias_u) with u; accumulate: y += alpha * that.
+ * Shapes are checked by the callers. */
+static gboolean
+dispatch_matvec (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *u, HnTensor *bias_u,
+                 guint32 act, gboolean accumulate, float alpha, const HnMatvecNorm *norm, GError **error)
+{
+  HnTensor *g = norm ? norm->weight : NULL;
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
+  struct {
+    guint32 M, N, K, x_off, w_off, bias_off, y_off, flags, u_off, bu_off, act;
+    float alpha;
+    guint32 g_off;
+    float eps;
+    guint32 nflags;
+  } pc = {
+    (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), bias ? hn_eoff (bias) : 0, hn_eoff (y),
+    (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (bias_u ? 4u : 0u), u ? hn_eoff (u) : 0,
+    bias_u ? hn_eoff (bias_u) : 0, act, alpha, g ? hn_eoff (g) : 0, norm ? norm->eps : 0.0f,
+    (norm && norm->plus_one ? 1u : 0u) | (g ? 2u : 0u) };
+  /* Vector loads need 8-element aligned rows and offsets (16 bytes of
+   * 16-bit weights or 32 of f32) and 4-aligned activation rows. */
+  gboolean vec = K % 8 == 0 && hn_eoff (w) % 8 == 0 && hn_eoff (x) % 4 == 0 && (!u || hn_eoff (u) % 8 == 0) &&
+                 (!g || hn_eoff (g) % 4 == 0);
+  /* Four subgroups per workgroup, each taking two dot products at a time:
+   * 8 rows (4 gated outputs) per workgroup, 4 loads per row in flight
+   * (2 for several rows of x, whose accumulators take registers).
+   * HN_MATVEC_TUNE="subgroups,rows,unroll" overrides (for tuning). */
+  guint32 sg = MIN (info->subgroup_size, 128), n_sg = 4, rows = 8, unroll = M == 1 ? 4 : 2;
+  if (g_str_equal (info->type, "cpu"))
+    unroll = 1; /* no memory latency to hide; keeps the unrolled kernel small to compile */
+  const char *tune = g_getenv ("HN_MATVEC_TUNE");
+  guint32 t[3];
+  if (tune && sscanf (tune, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] >= 1 && t[0] * sg <= info->max_workgroup_invocations &&
+      t[1] >= 2 && t[1] % 2 == 0 && t[2] >= 1 && t[2] <= 16)
+    {
+      n_sg = t[0]; rows = t[1]; unroll = t[2];
+    }
+  if (u)
+    rows /= 2; /* one gated output per subgroup step */
+  guint32 wg = n_sg * sg;
+  guint32 spec[8] = { hn_op_float_code (w->dtype), wg, rows, vec ? 1 : 0, M == 1 ? 1 : 8, u ? 1 : 0, unroll,
+                      norm ? 1 : 0 };
+  HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE),
+                        hn_bind (u ? u : w, FALSE), hn_bind (bias_u ? bias_u : x, FALSE), hn_bind (g ? g : x, FALSE) };
+  guint32 gx, gy;
+  hn_grid (((guint64) N + rows - 1) / rows, &gx, &gy);
+  hn_cmd_set_label (cmd, u ? "matvec_glu" : "matvec");
+  gboolean ok = hn_cmd_dispatch (cmd, "matvec", spec, 8, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+static gboolean
+check_linear (const char *op, HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
+{
+  if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+      !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
+    return FALSE;
+  if (!hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
+      !hn_op_check_float_storage (op, "W", w, error) ||
+      (bias && !hn_op_check_dtype (op, "bias", bias, HN_DTYPE_F32, error)))
+    return FALSE;
+  if (w->ndim != 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: W (tensor %s) must be 2-D [out, in]", op, w->name);
+      return FALSE;
+    }
+  gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
+  if (hn_tensor_cols (x) != K || hn_tensor_cols (y) != N || hn_tensor_rows (y) != M)
+    {
+      g_autofree char *dx = hn_tensor_describe (x), *dw = hn_tensor_describe (w), *dy = hn_tensor_describe (y);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: shapes do not fit y = x·Wᵀ: x %s %s, W %s %s, y %s %s", op, x->name, dx, w->name, dw, y->name, dy);
+      return FALSE;
+    }
+  if (bias && bias->n != N)
+    return hn_op_check_count (op, "bias", bias, N, error);
+  return check_no_overlap (op, y, x, error) && check_no_overlap (op, y, w, error);
+}
+
+static gboolean
+check_matvec_rows (const char *op, HnCmd *cmd, HnTensor *x, GError **error)
+{
+  if (!hn_op_matvec_available (cmd, hn_tensor_rows (x)))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: x %s has %" G_GINT64_FORMAT " rows; the fused matrix-vector kernel takes 1..8 rows on a device "
+                   "with subgroup arithmetic (see hn_op_matvec_available)", op, x->name, hn_tensor_rows (x));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_op_matvec_add (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, float alpha, GError **error)
+{
+  const char *op = "matvec_add";
+  if (!check_linear (op, cmd, y, x, w, bias, error) || !check_matvec_rows (op, cmd, x, error))
+    return FALSE;
+  return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, TRUE, alpha, NULL, error);
+}
+
+static gboolean
+check_norm (const char *op, HnCmd *cmd, HnTensor *x, const HnMatvecNorm *norm, GError **error)
+{
+  if (!norm || !norm->weight)
+    return TRUE;
+  return hn_op_check_ctx (op, cmd, norm->weight, error) &&
+         hn_op_check_dtype (op, "norm weight", norm->weight, HN_DTYPE_F32, error) &&
+         hn_op_check_count (op, "norm weight", norm->weight, hn_tensor_cols (x), error);
+}
+
+gboolean
+hn_op_matvec_normed (HnCmd *cmd, HnTensor *y, HnTensor *x, const HnMatvecNorm *norm, HnTensor *w, HnTensor *bias,
+                     GError **error)
+{
+  const char *op = "matvec_normed";
+  if (!check_linear (op, cmd, y, x, w, bias, error) || !check_matvec_rows (op, cmd, x, error) ||
+      !check_norm (op, cmd, x, norm, error))
+    return FALSE;
+  return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, FALSE, 1.0f, norm, error);
+}
+
+gboolean
+hn_op_matvec_glu (HnCmd *cmd, HnTensor *out, HnTensor *x, const HnMatvecNorm *norm, HnTensor *w_gate,
+                  HnTensor *b_gate, HnTensor *w_up, HnTensor *b_up, HnActivation act, GError **error)
+{
+  const char *op = "matvec_glu";
+  if (!check_linear (op, cmd, out, x, w_gate, b_gate, error) || !check_linear (op, cmd, out, x, w_up, b_up, error) ||
+      !check_matvec_rows (op, cmd, x, error) || !check_norm (op, cmd, x, norm, error))
+    return FALSE;
+  if (w_up->dtype != w_gate->dtype)
+    return hn_op_check_dtype (op, "W_up", w_up, w_gate->dtype, error);
+  if ((guint) act > HN_ACT_TANH)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "matvec_glu: unknown activation %d", (int) act);
+      return FALSE;
+    }
+  return dispatch_matvec (cmd, out, x, w_gate, b_gate, w_up, b_up, (guint32) act, FALSE, 1.0f, norm, error);
+}
+
 /* ------------------------------------------------------------ matmul */
 
 typedef struct {
@@ -231,51 +382,11 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
 gboolean
 hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
 {
-  const char *op = "matmul";
-  if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
-      !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
+  if (!check_linear ("matmul", cmd, y, x, w, bias, error))
     return FALSE;
-  if (!hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
-      !hn_op_check_float_storage (op, "W", w, error) ||
-      (bias && !hn_op_check_dtype (op, "bias", bias, HN_DTYPE_F32, error)))
-    return FALSE;
-  if (w->ndim != 2)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "matmul: W (tensor %s) must be 2-D [out, in]", w->name);
-      return FALSE;
-    }
   gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
-  if (hn_tensor_cols (x) != K || hn_tensor_cols (y) != N || hn_tensor_rows (y) != M)
-    {
-      g_autofree char *dx = hn_tensor_describe (x), *dw = hn_tensor_describe (w), *dy = hn_tensor_describe (y);
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                   "matmul: shapes do not fit y = x·Wᵀ: x %s %s, W %s %s, y %s %s", x->name, dx, w->name, dw, y->name, dy);
-      return FALSE;
-    }
-  if (bias && bias->n != N)
-    return hn_op_check_count (op, "bias", bias, N, error);
-  if (!check_no_overlap (op, y, x, error) || !check_no_overlap (op, y, w, error))
-    return FALSE;
-
-  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
-  if (M <= 8 && info->subgroup_arithmetic && g_getenv ("HN_NO_MATVEC") == NULL)
-    {
-      struct { guint32 M, N, K, x_off, w_off, bias_off, y_off, has_bias; } pc = {
-        (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), bias ? hn_eoff (bias) : 0, hn_eoff (y),
-        bias != NULL };
-      /* Vector loads need 8-element aligned rows and offsets (16 bytes of
-       * 16-bit weights or 32 of f32) and 4-aligned activation rows. */
-      gboolean vec = K % 8 == 0 && hn_eoff (w) % 8 == 0 && hn_eoff (x) % 4 == 0;
-      /* Tall matrices (LM head: ~128k rows) take 8 rows per workgroup, so
-       * each invocation keeps 8 row loads in flight and the per-workgroup
-       * reduction is amortised; 2 rows keep enough workgroups for FFN sizes. */
-      guint32 wg = 128, rows = vec && N >= 16384 ? 8 : 2;
-      guint32 spec[4] = { hn_op_float_code (w->dtype), wg, rows, vec ? 1 : 0 };
-      HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE) };
-      guint32 gx, gy;
-      hn_grid (((guint64) N + rows - 1) / rows, &gx, &gy);
-      return hn_cmd_dispatch (cmd, "matvec", spec, 4, bd, 4, &pc, sizeof pc, gx, gy, 1, error);
-    }
+  if (hn_op_matvec_available (cmd, M))
+    return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, FALSE, 1.0f, NULL, error);
   MatmulPush pc = {
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), hn_eoff (y), bias ? hn_eoff (bias) : 0,
     0, (guint32) K, 1,           /* A(m, k) = x[m * K + k] */
@@ -591,6 +702,45 @@ hn_op_copy (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
   HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
   guint64 invocations = out_dt == 0 ? (guint64) in->n : ((guint64) in->n + 1) / 2;
   return hn_op_dispatch_elems (cmd, "copy", NULL, 0, bd, 2, &pc, sizeof pc, invocations, error);
+}
+
+gboolean
+hn_op_kv_store (HnCmd *cmd, HnTensor *k_cache, HnTensor *v_cache, HnTensor *k, HnTensor *v, gint64 row0,
+                HnTensor *dyn_row, GError **error)
+{
+  const char *op = "kv_store";
+  HnTensor *all[5] = { k_cache, v_cache, k, v, dyn_row };
+  for (int i = 0; i < 5; i++)
+    if (!hn_op_check_ctx (op, cmd, all[i], error))
+      return FALSE;
+  if (!hn_op_check_dtype (op, "k_cache", k_cache, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "v_cache", v_cache, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "k", k, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "v", v, HN_DTYPE_F32, error) ||
+      (dyn_row && (!hn_op_check_dtype (op, "dyn_row", dyn_row, HN_DTYPE_I32, error) ||
+                   !hn_op_check_count (op, "dyn_row", dyn_row, 1, error))))
+    return FALSE;
+  gint64 n_ctx = k_cache->shape[0], Wk = k_cache->n / n_ctx, T = Wk > 0 ? k->n / Wk : 0;
+  gint64 Wv = v_cache->shape[0] == n_ctx ? v_cache->n / n_ctx : 0, W = MAX (Wk, Wv);
+  if (Wv < 1 || v_cache->n != n_ctx * Wv || T * Wk != k->n || v->n != T * Wv || T < 1 ||
+      (!dyn_row && (row0 < 0 || row0 + T > n_ctx)))
+    {
+      g_autofree char *dc = hn_tensor_describe (k_cache), *dk = hn_tensor_describe (k);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "kv_store: k %s %s and v do not fit rows from %" G_GINT64_FORMAT " of cache %s %s (and its v twin)",
+                   k->name, dk, row0, k_cache->name, dc);
+      return FALSE;
+    }
+  if (!check_no_overlap (op, k_cache, k, error) || !check_no_overlap (op, k_cache, v, error) ||
+      !check_no_overlap (op, v_cache, k, error) || !check_no_overlap (op, v_cache, v, error) ||
+      !check_no_overlap (op, k_cache, v_cache, error))
+    return FALSE;
+  struct { guint32 n, W, n_ctx, row0, dyn, dyn_off, k_off, v_off, kc_off, vc_off, Wk, Wv; } pc = {
+    (guint32) (T * W), (guint32) W, (guint32) n_ctx, dyn_row ? 0 : (guint32) row0, dyn_row != NULL,
+    dyn_row ? hn_eoff (dyn_row) : 0, hn_eoff (k), hn_eoff (v), hn_eoff (k_cache), hn_eoff (v_cache), (guint32) Wk,
+    (guint32) Wv };
+  HnVkBinding bd[5] = { hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (k_cache, TRUE), hn_bind (v_cache, TRUE),
+                        hn_bind (dyn_row ? dyn_row : k, FALSE) };
+  return hn_op_dispatch_elems (cmd, "kv_store", NULL, 0, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
 }
 
 typedef struct {

@@ -223,8 +223,21 @@ void hn_cmd_set_label (HnCmd *cmd, const char *label);
  * recorder is a no-op. */
 gboolean hn_cmd_submit_wait (HnCmd *cmd, GError **error);
 
-/* Drops what was recorded without running it. */
+/* Drops what was recorded (or finished) without running it. */
 void hn_cmd_reset (HnCmd *cmd);
+
+/* Recorded once, run many times (a decode step): call hn_cmd_set_reusable
+ * on a fresh or reset recorder, record, hn_cmd_finish, then hn_cmd_replay
+ * runs the same command buffer `times` times back to back (each run sees
+ * the previous one's writes) and waits. Push constants are frozen at
+ * recording, so what changes per run (positions, tokens) must live in
+ * buffers the shaders read. The buffers bound must outlive the recording;
+ * the next dispatch or hn_cmd_reset starts over. With profiling on, the
+ * timestamps of the last run are read back. */
+void hn_cmd_set_reusable (HnCmd *cmd);
+gboolean hn_cmd_finish (HnCmd *cmd, GError **error);
+gboolean hn_cmd_is_finished (HnCmd *cmd);
+gboolean hn_cmd_replay (HnCmd *cmd, guint times, GError **error);
 
 /* Number of dispatches and barriers recorded since the last submit/reset. */
 guint hn_cmd_get_n_dispatches (HnCmd *cmd);

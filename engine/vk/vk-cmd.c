@@ -284,6 +284,8 @@ struct _HnCmd {
   GArray *dpools;          /* every pool (VkDescriptorPool), all reset at each recording */
   guint dpool_index;
   gboolean recording;
+  gboolean reusable;  /* recorded for hn_cmd_replay */
+  gboolean finished;  /* a reusable recording was ended and may be replayed */
   GArray *written;  /* HnSpan since the last barrier */
   GArray *read;
   guint n_dispatches, n_barriers;
@@ -400,16 +402,23 @@ begin (HnCmd *cmd, GError **error)
 {
   if (cmd->recording)
     return TRUE;
+  /* A replayed buffer may be pending several times in one submission. */
   VkCommandBufferBeginInfo bi = {
-    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+    .flags = cmd->reusable ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
+  cmd->finished = FALSE;
   if (!HN_VK_OK (vkResetCommandBuffer (cmd->cb, 0), error) || !HN_VK_OK (vkBeginCommandBuffer (cmd->cb, &bi), error))
     return FALSE;
-  /* Uploads happened outside any recording: make them visible. */
+  /* Uploads happened outside any recording: make them visible; a replay
+   * also follows the previous run of the same buffer (its shader writes). */
   VkMemoryBarrier mb = {
     .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-    .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                     (cmd->reusable ? VK_ACCESS_SHADER_WRITE_BIT : 0),
     .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT };
-  vkCmdPipelineBarrier (cmd->cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+  vkCmdPipelineBarrier (cmd->cb,
+                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                          (cmd->reusable ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : 0),
                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
   /* The sets of the last submission are no longer in use: reset every pool. */
   for (guint i = 0; i < cmd->dpools->len; i++)
@@ -607,30 +616,47 @@ hn_cmd_reset (HnCmd *cmd)
       vkResetCommandBuffer (cmd->cb, 0);
       cmd->recording = FALSE;
     }
+  else if (cmd->finished)
+    vkResetCommandBuffer (cmd->cb, 0);
+  cmd->finished = FALSE;
   g_array_set_size (cmd->written, 0);
   g_array_set_size (cmd->read, 0);
   g_ptr_array_set_size (cmd->pending_names, 0);
 }
 
-gboolean
-hn_cmd_submit_wait (HnCmd *cmd, GError **error)
+/* Ends the recording: results become visible to the host (mapped memory) and to transfers. */
+static gboolean
+end_recording (HnCmd *cmd, GError **error)
 {
-  HnVkContext *ctx = cmd->ctx;
-  if (!cmd->recording)
-    return TRUE;
-  /* Results become visible to the host (mapped memory) and to transfers. */
   VkMemoryBarrier mb = {
     .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
     .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT };
   vkCmdPipelineBarrier (cmd->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
   cmd->recording = FALSE;
-  if (!HN_VK_OK (vkEndCommandBuffer (cmd->cb), error))
-    return FALSE;
-  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd->cb };
+  return HN_VK_OK (vkEndCommandBuffer (cmd->cb), error);
+}
+
+/* Submits the command buffer `times` times (in batches, one fence on the last) and waits; then reads
+ * the timestamps of the last run. */
+static gboolean
+run_and_wait (HnCmd *cmd, guint times, GError **error)
+{
+  HnVkContext *ctx = cmd->ctx;
+  enum { BATCH = 32 };
+  VkCommandBuffer cbs[BATCH];
+  for (guint i = 0; i < BATCH; i++)
+    cbs[i] = cmd->cb;
+  gboolean ok = TRUE;
   g_mutex_lock (&ctx->lock);
-  gboolean ok = HN_VK_OK (vkResetFences (ctx->device, 1, &cmd->fence), error) &&
-                HN_VK_OK (vkQueueSubmit (ctx->queue, 1, &si, cmd->fence), error);
+  ok = HN_VK_OK (vkResetFences (ctx->device, 1, &cmd->fence), error);
+  for (guint done = 0; ok && done < times;)
+    {
+      guint n = MIN (BATCH, times - done);
+      VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs };
+      done += n;
+      ok = HN_VK_OK (vkQueueSubmit (ctx->queue, 1, &si, done == times ? cmd->fence : VK_NULL_HANDLE), error);
+    }
   g_mutex_unlock (&ctx->lock);
   if (ok)
     ok = hn_vk_wait_fence (ctx, cmd->fence, "the recorded ops", error);
@@ -651,10 +677,70 @@ hn_cmd_submit_wait (HnCmd *cmd, GError **error)
             g_array_append_val (cmd->profile, e);
           }
     }
+  return ok;
+}
+
+gboolean
+hn_cmd_submit_wait (HnCmd *cmd, GError **error)
+{
+  if (!cmd->recording)
+    return TRUE;
+  if (cmd->reusable)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "a recorder made reusable runs through hn_cmd_finish and hn_cmd_replay, not submit_wait");
+      hn_cmd_reset (cmd);
+      return FALSE;
+    }
+  gboolean ok = end_recording (cmd, error) && run_and_wait (cmd, 1, error);
   g_ptr_array_set_size (cmd->pending_names, 0);
   g_array_set_size (cmd->written, 0);
   g_array_set_size (cmd->read, 0);
   return ok;
+}
+
+void
+hn_cmd_set_reusable (HnCmd *cmd)
+{
+  g_return_if_fail (!cmd->recording);
+  cmd->reusable = TRUE;
+}
+
+gboolean
+hn_cmd_finish (HnCmd *cmd, GError **error)
+{
+  if (!cmd->reusable || !cmd->recording)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   cmd->reusable ? "nothing recorded to finish" : "hn_cmd_finish needs hn_cmd_set_reusable first");
+      return FALSE;
+    }
+  if (!end_recording (cmd, error))
+    {
+      hn_cmd_reset (cmd);
+      return FALSE;
+    }
+  cmd->finished = TRUE;
+  g_array_set_size (cmd->written, 0);
+  g_array_set_size (cmd->read, 0);
+  return TRUE;
+}
+
+gboolean
+hn_cmd_is_finished (HnCmd *cmd)
+{
+  return cmd->finished;
+}
+
+gboolean
+hn_cmd_replay (HnCmd *cmd, guint times, GError **error)
+{
+  if (!cmd->finished)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no finished recording to replay");
+      return FALSE;
+    }
+  return times == 0 || run_and_wait (cmd, times, error);
 }
 
 guint

@@ -131,6 +131,57 @@ bench_matmul (HnVkContext *ctx, const char *name, HnDType wdt, gint64 M, gint64 
   hn_tensor_unref (d.w);
 }
 
+typedef struct { HnTensor *y, *x, *g, *u; } GluData;
+
+static gboolean
+rec_matvec_glu (HnCmd *cmd, gpointer p, GError **error)
+{
+  GluData *d = p;
+  return hn_op_matvec_glu (cmd, d->y, d->x, NULL, d->g, NULL, d->u, NULL, HN_ACT_SILU, error);
+}
+
+/* The decode MLP's gate+up+SiLU in one kernel: two [F, K] matrices read. */
+static void
+bench_matvec_glu (HnVkContext *ctx, const char *name, HnDType wdt, gint64 F, gint64 K)
+{
+  if (!wanted (name))
+    return;
+  GluData d = {
+    random_tensor (ctx, HN_DTYPE_F32, 2, (gint64[]) { 1, F }), random_tensor (ctx, HN_DTYPE_F32, 2, (gint64[]) { 1, K }),
+    random_tensor (ctx, wdt, 2, (gint64[]) { F, K }), random_tensor (ctx, wdt, 2, (gint64[]) { F, K }) };
+  double us = time_op (ctx, rec_matvec_glu, &d);
+  g_autofree char *shape = g_strdup_printf ("2 x N%" G_GINT64_FORMAT " K%" G_GINT64_FORMAT " W %s", F, K,
+                                            hn_dtype_name (wdt));
+  report (name, shape, us, 4.0 * F * K, 2.0 * F * K * hn_dtype_size (wdt));
+  hn_tensor_unref (d.y);
+  hn_tensor_unref (d.x);
+  hn_tensor_unref (d.g);
+  hn_tensor_unref (d.u);
+}
+
+typedef struct { HnTensor *o, *x; } ArgmaxData;
+
+static gboolean
+rec_argmax (HnCmd *cmd, gpointer p, GError **error)
+{
+  ArgmaxData *d = p;
+  return hn_op_argmax (cmd, d->o, d->x, error);
+}
+
+static void
+bench_argmax (HnVkContext *ctx, const char *name, gint64 cols)
+{
+  if (!wanted (name))
+    return;
+  ArgmaxData d = { random_tensor (ctx, HN_DTYPE_I32, 1, (gint64[]) { 1 }),
+                   random_tensor (ctx, HN_DTYPE_F32, 2, (gint64[]) { 1, cols }) };
+  double us = time_op (ctx, rec_argmax, &d);
+  g_autofree char *shape = g_strdup_printf ("1x%" G_GINT64_FORMAT, cols);
+  report (name, shape, us, 0, 4.0 * cols);
+  hn_tensor_unref (d.o);
+  hn_tensor_unref (d.x);
+}
+
 typedef struct { HnTensor *o, *q, *k, *v; HnAttentionParams p; } AttnData;
 
 static gboolean
@@ -141,17 +192,22 @@ rec_attn (HnCmd *cmd, gpointer p, GError **error)
 }
 
 static void
-bench_attention (HnVkContext *ctx, const char *name, gint64 T, gint64 H, gint64 KVH, gint64 D, gint64 n_kv, HnDType kvdt)
+bench_attention (HnVkContext *ctx, const char *name, gint64 T, gint64 H, gint64 KVH, gint64 D, gint64 n_kv, HnDType kvdt,
+                 gboolean split)
 {
   if (!wanted (name))
     return;
+  gint64 nsc = split ? hn_attention_scratch_size (1, T, H, D, n_kv) : 0;
+  HnTensor *sc = nsc > 0 ? random_tensor (ctx, HN_DTYPE_F32, 1, (gint64[]) { nsc }) : NULL;
   AttnData d = {
     random_tensor (ctx, HN_DTYPE_F32, 3, (gint64[]) { T, H, D }),
     random_tensor (ctx, HN_DTYPE_F32, 3, (gint64[]) { T, H, D }),
     random_tensor (ctx, kvdt, 3, (gint64[]) { n_kv, KVH, D }),
     random_tensor (ctx, kvdt, 3, (gint64[]) { n_kv, KVH, D }),
-    { .causal = TRUE, .pos0 = n_kv - T, .n_kv = n_kv } };
+    { .causal = TRUE, .pos0 = n_kv - T, .n_kv = n_kv, .scratch = sc } };
   double us = time_op (ctx, rec_attn, &d);
+  if (sc)
+    hn_tensor_unref (sc);
   g_autofree char *shape = g_strdup_printf ("T%" G_GINT64_FORMAT " H%" G_GINT64_FORMAT " KVH%" G_GINT64_FORMAT
                                             " D%" G_GINT64_FORMAT " n_kv %" G_GINT64_FORMAT " %s",
                                             T, H, KVH, D, n_kv, hn_dtype_name (kvdt));
@@ -240,9 +296,16 @@ main (int argc, char **argv)
   bench_matmul (ctx, "matvec-bf16-lmhead", HN_DTYPE_BF16, 1, 128256 / s, 2048 / s);
   bench_matmul (ctx, "matvec-f32-ffn", HN_DTYPE_F32, 1, 8192 / s, 2048 / s);
   bench_matmul (ctx, "matvec-bf16-batch4", HN_DTYPE_BF16, 4, 8192 / s, 2048 / s);
-  bench_attention (ctx, "attention-decode-f16", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F16);
-  bench_attention (ctx, "attention-decode-f32", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F32);
-  bench_attention (ctx, "attention-prefill", 512 / s, 32, 8, 64, 512 / s, HN_DTYPE_F32);
+  bench_matmul (ctx, "matvec-bf16-q", HN_DTYPE_BF16, 1, 2048 / s, 2048 / s);
+  bench_matmul (ctx, "matvec-bf16-kv", HN_DTYPE_BF16, 1, 512 / s, 2048 / s);
+  bench_matmul (ctx, "matvec-bf16-down", HN_DTYPE_BF16, 1, 2048 / s, 8192 / s);
+  bench_matvec_glu (ctx, "matvec-bf16-glu", HN_DTYPE_BF16, 8192 / s, 2048 / s);
+  bench_argmax (ctx, "argmax-vocab", 128256 / s);
+  bench_attention (ctx, "attention-decode-f16", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F16, FALSE);
+  bench_attention (ctx, "attention-decode-f32", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F32, FALSE);
+  bench_attention (ctx, "attention-decode-split-f32", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F32, TRUE);
+  bench_attention (ctx, "attention-decode-split-256", 1, 32, 8, 64, 256, HN_DTYPE_F32, TRUE);
+  bench_attention (ctx, "attention-prefill", 512 / s, 32, 8, 64, 512 / s, HN_DTYPE_F32, FALSE);
   bench_rows (ctx, "rmsnorm", rec_rmsnorm, 2048 / s, 2048);
   bench_rows (ctx, "softmax", rec_softmax, 2048 / s, 4096);
   bench_rows (ctx, "copy", rec_copy, 8192 / s, 8192 / s);

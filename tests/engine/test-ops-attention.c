@@ -43,6 +43,71 @@ test_rope (void)
   run_rope (300, 1, 6, 4, HN_ROPE_NEOX, 1.0f, FALSE);
 }
 
+/* rope of q in place, of k into a cache, v copied into a cache, from row0 (host or device) */
+static void
+run_rope_kv (gint64 T, gint64 H, gint64 KVH, gint64 D, int rot, HnRopeStyle style, gboolean dyn)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 n_ctx = T + 5, row0 = 3;
+  g_autofree float *q = hn_test_random (T * H * D, -2, 2), *k = hn_test_random (T * KVH * D, -2, 2);
+  g_autofree float *v = hn_test_random (T * KVH * D, -2, 2), *zero = g_new0 (float, n_ctx * KVH * D);
+  g_autofree float *inv = g_new (float, rot / 2);
+  g_assert_true (hn_rope_compute_inv_freq (10000.0, rot, 2048, NULL, 0, inv, NULL, &error));
+  g_autofree gint32 *pos = g_new (gint32, T);
+  for (gint64 t = 0; t < T; t++)
+    pos[t] = (gint32) (row0 + t + 40);
+  gint32 r0 = (gint32) row0;
+  g_autoptr(HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { T, H, D }, q);
+  g_autoptr(HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { T, KVH, D }, k);
+  g_autoptr(HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { T, KVH, D }, v);
+  g_autoptr(HnTensor) kc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n_ctx, KVH * D }, zero);
+  g_autoptr(HnTensor) vc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n_ctx, KVH * D }, zero);
+  g_autoptr(HnTensor) tp = hn_test_tensor_i32 (1, (gint64[]) { T }, pos);
+  g_autoptr(HnTensor) tr = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &r0);
+  g_autoptr(HnTensor) tf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { rot / 2 }, inv);
+  HnKvDest dest = { kc, vc, dyn ? 0 : row0, dyn ? tr : NULL };
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_rope_kv (cmd, tq, tk, tv, tp, tf, rot, style, 1.0f, &dest, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *gq = hn_test_download (tq), *gk = hn_test_download (kc), *gv = hn_test_download (vc);
+  g_autofree float *rq = g_new (float, T * H * D), *rk = g_new (float, T * KVH * D);
+  hn_ref_rope (rq, q, T * H, H, D, pos, inv, rot, style, 1.0f);
+  hn_ref_rope (rk, k, T * KVH, KVH, D, pos, inv, rot, style, 1.0f);
+  hn_test_assert_close ("rope_kv q", gq, rq, T * H * D, 1e-5, 2e-6);
+  hn_test_assert_close ("rope_kv k", gk + row0 * KVH * D, rk, T * KVH * D, 1e-5, 2e-6);
+  hn_test_assert_close ("rope_kv v", gv + row0 * KVH * D, v, T * KVH * D, 0, 0);
+  for (gint64 i = 0; i < row0 * KVH * D; i++)
+    g_assert_cmpfloat (gk[i] + gv[i], ==, 0.0f); /* rows before row0 untouched */
+}
+
+static void
+test_rope_kv (void)
+{
+  run_rope_kv (1, 4, 2, 64, 64, HN_ROPE_NEOX, TRUE);
+  run_rope_kv (3, 2, 1, 80, 32, HN_ROPE_NEOX, FALSE); /* partial rotary */
+  run_rope_kv (2, 3, 3, 16, 16, HN_ROPE_GPTJ, TRUE);
+  /* errors: rows past the cache (host row), bad positions */
+  g_autoptr(GError) error = NULL;
+  g_autofree float *z = g_new0 (float, 64);
+  g_autoptr(HnTensor) q = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 2, 2, 4 }, z);
+  g_autoptr(HnTensor) kc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 3, 8 }, z);
+  g_autoptr(HnTensor) vc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 3, 8 }, z);
+  g_autoptr(HnTensor) k = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 2, 2, 4 }, z);
+  g_autoptr(HnTensor) v = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 2, 2, 4 }, z);
+  gint32 pos[2] = { 0, 1 };
+  g_autoptr(HnTensor) tp = hn_test_tensor_i32 (1, (gint64[]) { 2 }, pos);
+  g_autoptr(HnTensor) tf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 2 }, z);
+  HnKvDest dest = { kc, vc, 2, NULL };
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_op_rope_kv (cmd, q, k, v, tp, tf, 4, HN_ROPE_NEOX, 1.0f, &dest, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  dest.row0 = 0;
+  g_assert_false (hn_op_rope_kv (cmd, q, k, v, tf, tf, 4, HN_ROPE_NEOX, 1.0f, &dest, &error));
+  g_assert_nonnull (error);
+}
+
 /* float results of double math: equal to rounding */
 #define ASSERT_F32(a, b) g_assert_cmpfloat_with_epsilon ((a), (b), fabs ((double) (b)) * 2e-7)
 
@@ -135,9 +200,10 @@ typedef struct {
 } AttnCase;
 
 /* with_scratch: also pass split-K scratch when the shape splits; returns
- * whether it did. */
+ * whether it did. dyn: pos0 from a device tensor (a replayed decode step),
+ * for causal cases whose n_kv is pos0 + T. */
 static gboolean
-run_attention (const AttnCase *c, gboolean with_scratch)
+run_attention (const AttnCase *c, gboolean with_scratch, gboolean dyn)
 {
   g_autoptr(GError) error = NULL;
   gint64 B = c->B, T = c->T, H = c->H, KVH = c->KVH, D = c->D, Dv = c->Dv, n_ctx = c->n_ctx;
@@ -199,15 +265,33 @@ run_attention (const AttnCase *c, gboolean with_scratch)
       tsc = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { nsc });
       p.scratch = tsc;
     }
+  g_autoptr(HnTensor) tdyn = NULL;
+  HnAttentionParams pd = p;
+  if (dyn)
+    {
+      gint32 pos0 = (gint32) p.pos0;
+      tdyn = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &pos0);
+      pd.dyn_pos = tdyn;
+      pd.pos0 = 0; /* ignored: the device value counts */
+      pd.n_kv = 0;
+      if (tsc && hn_attention_scratch_size (B, T, H, Dv, n_ctx) > nsc)
+        {
+          /* planned for n_ctx keys: a bigger scratch */
+          g_clear_pointer (&tsc, hn_tensor_unref);
+          nsc = hn_attention_scratch_size (B, T, H, Dv, n_ctx);
+          tsc = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { nsc });
+          pd.scratch = tsc;
+        }
+    }
   g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
-  g_assert_true (hn_op_attention (cmd, to, tq, tk, tv, &p, &error));
+  g_assert_true (hn_op_attention (cmd, to, tq, tk, tv, &pd, &error));
   g_assert_no_error (error);
   hn_test_run (cmd);
   g_autofree float *got = hn_test_download (to), *ref = g_new (float, B * T * H * Dv);
   hn_ref_attention (ref, q, k, v, B, T, H, KVH, D, Dv, n_ctx, &p, slopes, mask, mB, mT, mcols);
   g_autofree char *what = g_strdup_printf ("attention B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " H%" G_GINT64_FORMAT
-                                           " KVH%" G_GINT64_FORMAT " D%" G_GINT64_FORMAT " n_kv %" G_GINT64_FORMAT "%s",
-                                           B, T, H, KVH, D, n_kv, nsc > 0 ? " split-K" : "");
+                                           " KVH%" G_GINT64_FORMAT " D%" G_GINT64_FORMAT " n_kv %" G_GINT64_FORMAT "%s%s",
+                                           B, T, H, KVH, D, n_kv, nsc > 0 ? " split-K" : "", dyn ? " device pos0" : "");
   /* outputs are convex combinations of v in [-1, 1] */
   hn_test_assert_close (what, got, ref, B * T * H * Dv, 1e-5, 2e-6);
   return nsc > 0;
@@ -257,13 +341,22 @@ test_attention (void)
     { 1, 33, 4, 2, 16, 16, 33, { .causal = TRUE, .window = 7 }, 2, 0, HN_DTYPE_F32 },
     { 1, 16, 2, 2, 160, 160, 16, { .causal = TRUE }, FALSE, 0, HN_DTYPE_F32 },
   };
-  guint n_split = 0;
+  guint n_split = 0, n_dyn = 0;
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
-      run_attention (&cases[i], FALSE);
-      n_split += run_attention (&cases[i], TRUE);
+      const AttnCase *c = &cases[i];
+      run_attention (c, FALSE, FALSE);
+      n_split += run_attention (c, TRUE, FALSE);
+      gint64 n_kv = c->p.n_kv > 0 ? c->p.n_kv : c->n_ctx;
+      if (c->p.causal && c->mask_kind == 0 && c->p.pos0 + c->T == n_kv)
+        {
+          run_attention (c, FALSE, TRUE);
+          run_attention (c, TRUE, TRUE);
+          n_dyn++;
+        }
     }
   g_assert_cmpuint (n_split, >=, 5);
+  g_assert_cmpuint (n_dyn, >=, 4);
 }
 
 static void
@@ -297,6 +390,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/ops/rope", test_rope);
   g_test_add_func ("/ops/rope-scaling", test_rope_scaling);
+  g_test_add_func ("/ops/rope-kv", test_rope_kv);
   g_test_add_func ("/ops/attention", test_attention);
   g_test_add_func ("/ops/attention-errors", test_attention_errors);
   int r = g_test_run ();

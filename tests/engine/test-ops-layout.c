@@ -130,6 +130,88 @@ test_kv_cache_write (void)
     g_assert_cmpfloat (got[3 * KVH * D + i], ==, hn_f16_to_f32 (hn_f32_to_f16 (k2[i])));
 }
 
+static void
+test_kv_store (void)
+{
+  /* k and v rows into f32 caches at a row given on the host, then at one read on the device */
+  g_autoptr(GError) error = NULL;
+  gint64 n_ctx = 9, W = 12;
+  g_autofree float *zero = g_new0 (float, n_ctx * W);
+  g_autoptr(HnTensor) kc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n_ctx, W }, zero);
+  g_autoptr(HnTensor) vc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n_ctx, W }, zero);
+  g_autofree float *k = hn_test_random (3 * W, -1, 1), *v = hn_test_random (3 * W, -1, 1);
+  g_autoptr(HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 3, 3, 4 }, k);
+  g_autoptr(HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 3, 3, 4 }, v);
+  g_autoptr(HnTensor) k1 = hn_tensor_view_rows (tk, 2, 1, &error), v1 = hn_tensor_view_rows (tv, 2, 1, &error);
+  gint32 row = 7;
+  g_autoptr(HnTensor) trow = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &row);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_kv_store (cmd, kc, vc, tk, tv, 2, NULL, &error));
+  g_assert_true (hn_op_kv_store (cmd, kc, vc, k1, v1, 0, trow, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *gk = hn_test_download (kc), *gv = hn_test_download (vc);
+  for (gint64 r = 0; r < n_ctx; r++)
+    for (gint64 c = 0; c < W; c++)
+      {
+        float wk = r >= 2 && r < 5 ? k[(r - 2) * W + c] : r == 7 ? k[2 * W + c] : 0.0f;
+        float wv = r >= 2 && r < 5 ? v[(r - 2) * W + c] : r == 7 ? v[2 * W + c] : 0.0f;
+        g_assert_cmpfloat (gk[r * W + c], ==, wk);
+        g_assert_cmpfloat (gv[r * W + c], ==, wv);
+      }
+  /* values narrower than keys (MLA): [n_ctx, 12] keys, [n_ctx, 5] values */
+  g_autofree float *v5 = hn_test_random (2 * 5, -1, 1), *z5 = g_new0 (float, n_ctx * 5);
+  g_autoptr(HnTensor) vc5 = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n_ctx, 5 }, z5);
+  g_autoptr(HnTensor) tv5 = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 2, 5 }, v5);
+  g_autoptr(HnTensor) k2 = hn_tensor_view_rows (tk, 0, 2, &error);
+  g_assert_true (hn_op_kv_store (cmd, kc, vc5, k2, tv5, 5, NULL, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *gk2 = hn_test_download (kc), *gv5 = hn_test_download (vc5);
+  for (gint64 i = 0; i < 2 * W; i++)
+    g_assert_cmpfloat (gk2[5 * W + i], ==, k[i]);
+  for (gint64 i = 0; i < 2 * 5; i++)
+    g_assert_cmpfloat (gv5[5 * 5 + i], ==, v5[i]);
+  /* past the end on the host is an error; on the device the rows are dropped */
+  g_assert_false (hn_op_kv_store (cmd, kc, vc, tk, tv, 7, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (hn_op_kv_store (cmd, kc, vc, tk, tv, 0, tk, &error)); /* row tensor must be i32 */
+  g_assert_nonnull (error);
+  hn_cmd_reset (cmd);
+}
+
+static void
+test_replay (void)
+{
+  /* a reusable recording replayed: each run sees the previous one's writes */
+  g_autoptr(GError) error = NULL;
+  float x0[5] = { 1, 2, 3, 4, 5 }, one[5] = { 1, 1, 1, 1, 1 };
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 5 }, x0);
+  g_autoptr(HnTensor) t1 = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 5 }, one);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_cmd_replay (cmd, 1, &error)); /* nothing recorded */
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  hn_cmd_set_reusable (cmd);
+  g_assert_true (hn_op_add (cmd, tx, tx, t1, &error));
+  g_assert_true (hn_op_add (cmd, tx, tx, t1, &error));
+  g_assert_true (hn_cmd_finish (cmd, &error));
+  g_assert_true (hn_cmd_is_finished (cmd));
+  g_assert_true (hn_cmd_replay (cmd, 1, &error));
+  g_assert_true (hn_cmd_replay (cmd, 40, &error)); /* more than one submission batch */
+  g_assert_no_error (error);
+  g_autofree float *got = hn_test_download (tx);
+  for (int i = 0; i < 5; i++)
+    g_assert_cmpfloat (got[i], ==, x0[i] + 82.0f);
+  /* submit_wait refuses a reusable recorder; reset drops the recording */
+  g_assert_true (hn_op_add (cmd, tx, tx, t1, &error));
+  g_assert_false (hn_cmd_submit_wait (cmd, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (hn_cmd_is_finished (cmd));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -137,6 +219,8 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/permute", test_permute);
   g_test_add_func ("/ops/slice-concat", test_slice_concat);
   g_test_add_func ("/ops/kv-cache-write", test_kv_cache_write);
+  g_test_add_func ("/ops/kv-store", test_kv_store);
+  g_test_add_func ("/ops/replay", test_replay);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;

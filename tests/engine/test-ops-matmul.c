@@ -117,6 +117,98 @@ test_matmul_f16_bf16 (void)
     }
 }
 
+/* The fused decode kernels: y += alpha·(x·Wᵀ + b) and act(x·Gᵀ + bg)·(x·Uᵀ + bu). */
+static void
+run_matvec_fused (HnDType wdt, gint64 M, gint64 N, gint64 K, gboolean with_bias)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  if (!hn_op_matvec_available (cmd, M))
+    return;
+  g_autofree float *x = hn_test_random (M * K, -1, 1), *w = hn_test_random (N * K, -1, 1);
+  g_autofree float *u = hn_test_random (N * K, -1, 1), *y0 = hn_test_random (M * N, -1, 1);
+  g_autofree float *b = with_bias ? hn_test_random (N, -1, 1) : NULL, *bu = with_bias ? hn_test_random (N, -1, 1) : NULL;
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (wdt, 2, (gint64[]) { N, K }, w);
+  g_autoptr(HnTensor) tu = hn_test_tensor (wdt, 2, (gint64[]) { N, K }, u);
+  g_autoptr(HnTensor) tb = b ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b) : NULL;
+  g_autoptr(HnTensor) tbu = bu ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, bu) : NULL;
+  g_autoptr(HnTensor) ty = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, N }, y0);
+  g_autoptr(HnTensor) tg = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_assert_true (hn_op_matvec_add (cmd, ty, tx, tw, tb, 0.75f, &error));
+  g_assert_true (hn_op_matvec_glu (cmd, tg, tx, NULL, tw, tb, tu, tbu, HN_ACT_SILU, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *gy = hn_test_download (ty), *gg = hn_test_download (tg);
+  g_autofree float *rw = g_new (float, M * N), *ru = g_new (float, M * N), *ref = g_new (float, M * N);
+  hn_ref_matmul (rw, x, w, b, M, N, K);
+  hn_ref_matmul (ru, x, u, bu, M, N, K);
+  for (gint64 i = 0; i < M * N; i++)
+    ref[i] = y0[i] + 0.75f * rw[i];
+  g_autofree char *what = g_strdup_printf ("matvec %s M=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT " K=%" G_GINT64_FORMAT,
+                                           hn_dtype_name (wdt), M, N, K);
+  /* dot products of K terms in [-1, 1]: 1e-5 relative to K */
+  hn_test_assert_close (what, gy, ref, M * N, 1e-5, 1e-5 * K);
+  hn_ref_glu (ref, rw, ru, M, N, HN_ACT_SILU);
+  g_autofree char *wg = g_strdup_printf ("%s glu", what);
+  hn_test_assert_close (wg, gg, ref, M * N, 1e-5, 1e-5 * K * (1 + K));
+
+  /* with the RMSNorm inside (weight, 1 + weight, none) against rmsnorm then matmul */
+  for (int f = 0; f < 3; f++)
+    {
+      g_autofree float *gn = hn_test_random (K, 0.5, 1.5);
+      g_autoptr(HnTensor) tgn = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { K }, gn);
+      HnMatvecNorm nrm = { f == 2 ? NULL : tgn, 1e-5f, f == 1 };
+      g_autoptr(HnTensor) tn = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+      g_autoptr(HnTensor) tng = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+      g_autoptr(HnCmd) c2 = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_matvec_normed (c2, tn, tx, &nrm, tw, tb, &error));
+      g_assert_true (hn_op_matvec_glu (c2, tng, tx, &nrm, tw, tb, tu, tbu, HN_ACT_SILU, &error));
+      g_assert_no_error (error);
+      hn_test_run (c2);
+      g_autofree float *gnorm = hn_test_download (tn), *gnglu = hn_test_download (tng);
+      g_autofree float *xn = g_new (float, M * K);
+      hn_ref_rmsnorm (xn, x, nrm.weight ? gn : NULL, M, K, 1e-5f, f == 1 ? HN_NORM_WEIGHT_PLUS_ONE : HN_NORM_DEFAULT);
+      double scale = 2.5 * hn_test_max_abs (xn, M * K) * K; /* bound of |terms| summed */
+      hn_ref_matmul (rw, xn, w, b, M, N, K);
+      hn_ref_matmul (ru, xn, u, bu, M, N, K);
+      g_autofree char *wn = g_strdup_printf ("%s normed %d", what, f);
+      hn_test_assert_close (wn, gnorm, rw, M * N, 1e-5, 1e-6 * scale);
+      hn_ref_glu (ref, rw, ru, M, N, HN_ACT_SILU);
+      g_autofree char *wng = g_strdup_printf ("%s normed glu %d", what, f);
+      hn_test_assert_close (wng, gnglu, ref, M * N, 1e-5, 1e-6 * scale * (1 + scale));
+    }
+}
+
+static void
+test_matvec_fused (void)
+{
+  /* each case compiles its own kernels on lavapipe: few, covering vector and scalar loads, M = 1
+   * and M > 1, each weight dtype */
+  run_matvec_fused (HN_DTYPE_BF16, 1, 37, 64, TRUE);   /* vector loads, odd N */
+  run_matvec_fused (HN_DTYPE_BF16, 3, 20, 56, TRUE);   /* M > 1 */
+  run_matvec_fused (HN_DTYPE_BF16, 8, 5, 33, FALSE);   /* scalar path (K odd) */
+  run_matvec_fused (HN_DTYPE_F16, 1, 9, 1000, FALSE);  /* several unrolled chunks */
+  run_matvec_fused (HN_DTYPE_F32, 1, 3, 7, TRUE);
+  run_matvec_fused (HN_DTYPE_F32, 2, 11, 48, FALSE);
+  /* errors: too many rows, mismatched dtypes */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_autofree float *x = hn_test_random (9 * 8, -1, 1), *w = hn_test_random (4 * 8, -1, 1);
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 9, 8 }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 4, 8 }, w);
+  g_autoptr(HnTensor) th = hn_test_tensor (HN_DTYPE_BF16, 2, (gint64[]) { 4, 8 }, w);
+  g_autoptr(HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 9, 4 });
+  g_assert_false (hn_op_matvec_add (cmd, ty, tx, tw, NULL, 1.0f, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_autoptr(HnTensor) x1 = hn_tensor_view_rows (tx, 0, 1, &error);
+  g_autoptr(HnTensor) y1 = hn_tensor_view_rows (ty, 0, 1, &error);
+  g_assert_false (hn_op_matvec_glu (cmd, y1, x1, NULL, tw, NULL, th, NULL, HN_ACT_SILU, &error));
+  g_assert_nonnull (error);
+  hn_cmd_reset (cmd);
+}
+
 static void
 test_matmul_errors (void)
 {
@@ -223,6 +315,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/matmul/f32", test_matmul_f32);
   g_test_add_func ("/ops/matmul/f16-bf16", test_matmul_f16_bf16);
   g_test_add_func ("/ops/matmul/errors", test_matmul_errors);
+  g_test_add_func ("/ops/matvec/fused", test_matvec_fused);
   g_test_add_func ("/ops/bmm", test_bmm);
   int r = g_test_run ();
   hn_test_free_ctx ();

@@ -246,6 +246,29 @@ test_topk (void)
     g_assert_cmpint (got[i], ==, ri[i]);
   g_assert_cmpint (got[0], ==, 10);                 /* first of the ties */
   g_assert_cmpint (got[2], ==, 5);                  /* +inf */
+  /* one row (the greedy decode step's kernel), each of the rows above and a long one */
+  for (int r = 0; r < rows; r++)
+    {
+      g_autoptr(HnTensor) row = hn_tensor_view_rows (tx, r, 1, &error);
+      g_autoptr(HnTensor) one = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { 1 });
+      g_autoptr(HnCmd) c1 = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_argmax (c1, one, row, &error));
+      hn_test_run (c1);
+      gint32 g1;
+      g_assert_true (hn_tensor_download_i32 (one, &g1, 1, &error));
+      g_assert_cmpint (g1, ==, ri[r]);
+    }
+  gint64 n = 150001;
+  g_autofree float *big = hn_test_random (n, -3, 3);
+  big[n - 2] = big[77777] = 9.0f;
+  g_autoptr(HnTensor) tbig = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 1, n }, big);
+  g_autoptr(HnTensor) one = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { 1 });
+  g_autoptr(HnCmd) c2 = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_argmax (c2, one, tbig, &error));
+  hn_test_run (c2);
+  gint32 g2;
+  g_assert_true (hn_tensor_download_i32 (one, &g2, 1, &error));
+  g_assert_cmpint (g2, ==, 77777);
 }
 
 /* Every routing kind against the CPU reference, odd sizes, groups and a correction bias. */

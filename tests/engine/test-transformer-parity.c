@@ -136,6 +136,25 @@ test_stories (void)
                       r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9));
     }
   hn_generate_options_clear (&o);
+
+  /* greedy on the device (recorded step replayed, only ids downloaded), after a prompt of 3 */
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, 1, 80, &error);
+  g_assert_no_error (error);
+  const HnLmOps *ops = hn_transformer_session_lm_ops ();
+  g_autofree float *lg = g_new (float, 512);
+  int32_t picks[77];
+  g_assert_true (ops->reset (s, 1, &error) && ops->prefill (s, 0, (const int32_t *) want->data, 3, lg, &error));
+  g_assert_no_error (error);
+  g_assert_true (hn_transformer_session_decode_greedy (s, g_array_index (want, int32_t, 3), 40, picks, &error));
+  g_assert_no_error (error);
+  g_assert_true (hn_transformer_session_decode_greedy (s, picks[39], 37, picks + 40, &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < 77; i++)
+    g_assert_cmpint (picks[i], ==, g_array_index (want, int32_t, 4 + i));
+  /* the context is full: one more step fails closed */
+  g_assert_false (hn_transformer_session_decode_greedy (s, picks[76], 1, picks, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
 }
 
 /* A prompt longer than the prefill chunk runs in several forwards with the same result. */
