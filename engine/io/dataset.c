@@ -763,6 +763,11 @@ static gboolean
 process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gboolean *fatal, GError **error)
 {
   *fatal = FALSE;
+  if (!node) /* json-glib parses a line of only whitespace to no root at all */
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "the row holds no JSON value");
+      return FALSE;
+    }
   if (!JSON_NODE_HOLDS_OBJECT (node))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "the row is not a JSON object");
