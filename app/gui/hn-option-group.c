@@ -1,4 +1,5 @@
 #include "hn-option-group.h"
+#include "hn-device-list-row.h"
 #include "hn-device-row.h"
 
 #include <glib/gi18n.h>
@@ -245,7 +246,23 @@ on_device_changed (HnDeviceRow *row, GParamSpec *pspec, Row *r)
   HnOptionGroup *self = g_object_get_data (G_OBJECT (row), "hn-group");
   if (self->updating)
     return;
-  hn_job_spec_set_int (self->spec, r->name, hn_device_row_get_device_index (row));
+  int idx = hn_device_row_get_device_index (row);
+  hn_job_spec_set_int (self->spec, r->name, idx);
+  /* one device or several: picking one here clears the several */
+  if (idx >= 0 && hn_job_spec_lookup (self->spec, "device-indices"))
+    hn_job_spec_unset (self->spec, "device-indices");
+}
+
+static void
+on_device_list_changed (HnDeviceListRow *row, GParamSpec *pspec, Row *r)
+{
+  HnOptionGroup *self = g_object_get_data (G_OBJECT (row), "hn-group");
+  if (self->updating)
+    return;
+  const char *v = hn_device_list_row_get_device_indices (row);
+  hn_job_spec_set_string (self->spec, r->name, v);
+  if (v && hn_job_spec_lookup (self->spec, "device-index")) /* --device-indices replaces --device-index */
+    hn_job_spec_unset (self->spec, "device-index");
 }
 
 /* ---- file chooser ------------------------------------------------------- */
@@ -356,6 +373,12 @@ load_row (HnOptionGroup *self, Row *r)
       }
       break;
     case HN_OPTION_STRING:
+      if (HN_IS_DEVICE_LIST_ROW (r->editor))
+        {
+          hn_device_list_row_set_device_indices (HN_DEVICE_LIST_ROW (r->editor), hn_job_spec_get_string (spec, r->name));
+          check_spec_value (self, r);
+          break;
+        }
       {
         const char *v = hn_job_spec_get_string (spec, r->name);
         g_autofree char *cur = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (r->editor))));
@@ -411,6 +434,14 @@ make_row (HnOptionGroup *self, Row *r)
       r->editor = row;
       g_object_set_data (G_OBJECT (row), "hn-group", self);
       g_signal_connect (row, "notify::device-index", G_CALLBACK (on_device_changed), r);
+    }
+  else if (o->hint == HN_OPTION_HINT_DEVICES)
+    {
+      row = hn_device_list_row_new ();
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), label);
+      r->editor = row;
+      g_object_set_data (G_OBJECT (row), "hn-group", self);
+      g_signal_connect (row, "notify::device-indices", G_CALLBACK (on_device_list_changed), r);
     }
   else if (o->type == HN_OPTION_INT || o->type == HN_OPTION_DOUBLE || o->type == HN_OPTION_BOOL)
     {

@@ -580,6 +580,22 @@ run_sequential (HnJob *job, HnTransformer *model, HnSeq2Seq *s2s_model, HnKvCach
   return g_steal_pointer (&results);
 }
 
+/* Where a model split across devices (--device-indices) put its layers. */
+static void
+log_stages (HnJob *job, HnTransformer *m, GArray *devs)
+{
+  for (guint i = 0; i < hn_transformer_get_n_stages (m); i++)
+    {
+      int l0, l1;
+      HnTransformer *st = hn_transformer_get_stage (m, i, &l0, &l1);
+      HnTransformer *next = hn_transformer_get_stage (m, i + 1, NULL, NULL);
+      guint64 bytes = hn_transformer_get_weight_bytes (st) - (next ? hn_transformer_get_weight_bytes (next) : 0);
+      hn_job_log (job, HN_LOG_INFO, "pipeline stage %u: layers %d-%d on device %d (%s), %.1f MB of weights", i, l0,
+                  l1 - 1, g_array_index (devs, int, i),
+                  hn_vk_context_get_device_info (hn_transformer_get_context (st))->name, bytes / 1e6);
+    }
+}
+
 static gboolean
 generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *opt, GError **error)
 {
@@ -612,8 +628,10 @@ generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateO
       g_array_append_vals (opt->eos_token_ids, eos, (guint) n_eos);
     }
 
-  int device = (int) hn_job_spec_get_int (spec, "device-index");
-  g_autoptr (HnVkContext) ctx = hn_vk_context_new (device, error);
+  /* one device, or several with the layers split across them (--device-indices) */
+  g_autoptr (GArray) devs = hn_job_spec_get_devices (spec, error);
+  g_autoptr (GPtrArray) ctxs = devs ? hn_vk_contexts_new ((const int *) devs->data, devs->len, error) : NULL;
+  HnVkContext *ctx = ctxs ? ctxs->pdata[0] : NULL;
   /* decoders run through HnTransformer, encoder-decoders through HnSeq2Seq; encoders do not generate */
   const HnArchInfo *arch = ctx ? hn_arch_lookup (mc->model_type, error) : NULL;
   const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path");
@@ -625,15 +643,20 @@ generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateO
                    "its logits", arch->model_type);
       return FALSE;
     }
-  if (s2s && (batch || mode != HN_KV_CACHE_CONTIGUOUS || adapter_dir))
+  if (s2s && (batch || mode != HN_KV_CACHE_CONTIGUOUS || adapter_dir || ctxs->len > 1))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "model_type \"%s\" (encoder-decoder): %s is not supported",
                    arch->model_type, batch ? "continuous batching (decoder-only models)"
-                                   : adapter_dir ? "--lora-adapter-path" : "a KV cache mode other than the default");
+                                   : adapter_dir ? "--lora-adapter-path"
+                                   : ctxs->len > 1 ? "splitting the layers across devices (--device-indices)"
+                                                   : "a KV cache mode other than the default");
       return FALSE;
     }
   g_autoptr (HnSeq2Seq) s2s_model = arch && s2s ? hn_seq2seq_load (ctx, model_dir, error) : NULL;
-  g_autoptr (HnTransformer) model = arch && !s2s ? hn_transformer_load (ctx, model_dir, error) : NULL;
+  g_autoptr (HnTransformer) model =
+    arch && !s2s ? hn_transformer_load_split ((HnVkContext *const *) ctxs->pdata, ctxs->len, model_dir, error) : NULL;
+  if (model && ctxs->len > 1)
+    log_stages (job, model, devs);
   if ((!model && !s2s_model) || !hn_arch_require_task (arch, HN_TASK_GENERATE, error) ||
       (mode == HN_KV_CACHE_PAGED && !hn_transformer_check_pageable (model, error)))
     return FALSE;
@@ -683,6 +706,13 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
   g_autofree char *model_dir = hn_hub_job_model_dir (job, error);
   if (!model_dir)
     return FALSE;
+  if (hn_hier_is_model_dir (model_dir) && hn_job_spec_is_set (spec, "device-indices"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s is a Hierarchos model: it runs on one device (--device-index); --device-indices splits the "
+                   "layers of Transformer models only", model_dir);
+      return FALSE;
+    }
   if (hn_hier_is_model_dir (model_dir))
     {
       /* recurrent: no attention cache to page or share */

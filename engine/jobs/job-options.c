@@ -316,6 +316,10 @@ const HnOptionInfo hn_option_table[] = {
   { "runtime", HN_OPTION_CHOICE, "vulkan", UNBOUNDED, "vulkan cpu", N_("Runtime"),
     N_("Hierarchos models: run on the Vulkan device (vulkan) or on the pure-C CPU runtime (cpu)"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
+  { "device-indices", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Devices"),
+    N_("Several Vulkan devices, comma-separated (0,1): training keeps one replica of the model on each and splits "
+       "the batch; generation splits the layers across them by memory"),
+    "devices", 0, HN_OPTION_HINT_DEVICES, "LIST" },
   { "seed", HN_OPTION_INT, "42", 0, 4294967295.0, NULL, N_("Seed"),
     N_("Random seed for shuffling, initialisation, dropout and sampling"),
     NULL, 0, HN_OPTION_HINT_NONE, "N" },
@@ -343,17 +347,17 @@ const HnJobKindInfo hn_job_kind_table[] = {
     MODEL_OPTS "lora-adapter-path prompt prompt-file input-ids" SAMPLING_OPTS
     " epsilon-cutoff eta-cutoff bad-words-ids suppress-tokens eos-token-id num-beams length-penalty early-stopping num-return-sequences generation-config"
     " cache-implementation no-use-cache continuous-batching continuous-batch-max-requests output-json json runtime"
-    RUN_OPTS HUB_OPTS,
+    RUN_OPTS " device-indices" HUB_OPTS,
     "model-path|hf-model" },
   { "transformer-train", NULL, N_("Transformer training"),
     "Train all weights of a Transformer model",
-    MODEL_OPTS DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS OPTIM_OPTS RUN_OPTS HUB_OPTS,
+    MODEL_OPTS DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS OPTIM_OPTS RUN_OPTS " device-indices" HUB_OPTS,
     "model-path|hf-model;train|hf-dataset;out-dir" },
   { "transformer-finetune", "lora finetune-lora", N_("LoRA fine-tuning"),
     "Fine-tune a Transformer model with LoRA adapters",
     MODEL_OPTS "lora-adapter-path" DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS
     " optimizer lr=2e-4 lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm"
-    " precision no-shuffle no-dropout" LORA_OPTS RUN_OPTS HUB_OPTS,
+    " precision no-shuffle no-dropout" LORA_OPTS RUN_OPTS " device-indices" HUB_OPTS,
     "model-path|hf-model;train|hf-dataset;out-dir" },
   { "hierarchos-train", "train", N_("Hierarchos training"),
     "Train a Hierarchos model, fresh from a tokenizer or continuing a model",

@@ -787,7 +787,68 @@ hn_job_spec_check_option (HnJobSpec *self, const char *name, GError **error)
                    o->name, text, o->choices);
       return FALSE;
     }
+  if (o->hint == HN_OPTION_HINT_DEVICES)
+    {
+      g_autoptr (GError) local = NULL;
+      g_autoptr (GArray) devs = hn_parse_device_indices (v->s, &local);
+      if (!devs)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--%s %s: %s", o->name, text, local->message);
+          return FALSE;
+        }
+    }
   return TRUE;
+}
+
+GArray *
+hn_parse_device_indices (const char *text, GError **error)
+{
+  g_autoptr (GArray) out = g_array_new (FALSE, FALSE, sizeof (int));
+  g_auto (GStrv) parts = g_strsplit (text ? text : "", ",", -1);
+  for (char **p = parts; *p; p++)
+    {
+      const char *w = g_strstrip (*p);
+      guint64 v = 0;
+      if (!g_ascii_string_to_unsigned (w, 10, 0, 1024, &v, NULL))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "'%s' is not a device index (a comma-separated list of numbers from `devices`, such as 0,1)", w);
+          return NULL;
+        }
+      int i = (int) v;
+      g_array_append_val (out, i);
+    }
+  if (out->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the device list is empty (give indices such as 0,1)");
+      return NULL;
+    }
+  return g_steal_pointer (&out);
+}
+
+GArray *
+hn_job_spec_get_devices (HnJobSpec *self, GError **error)
+{
+  g_return_val_if_fail (HN_IS_JOB_SPEC (self), NULL);
+  gboolean many = hn_job_spec_lookup (self, "device-indices") && hn_job_spec_is_set (self, "device-indices");
+  if (many && hn_job_spec_is_set (self, "device-index"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "give either --device-index or --device-indices, not both");
+      return NULL;
+    }
+  if (many)
+    {
+      g_autoptr (GError) local = NULL;
+      GArray *devs = hn_parse_device_indices (hn_job_spec_get_string (self, "device-indices"), &local);
+      if (!devs)
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--device-indices: %s", local->message);
+      return devs;
+    }
+  GArray *one = g_array_new (FALSE, FALSE, sizeof (int));
+  int i = (int) hn_job_spec_get_int (self, "device-index");
+  g_array_append_val (one, i);
+  return one;
 }
 
 gboolean

@@ -50,6 +50,7 @@ typedef enum {
   HN_OPTION_HINT_HUB_ID,    /* org/name on the Hugging Face Hub */
   HN_OPTION_HINT_DEVICE,    /* a Vulkan device index */
   HN_OPTION_HINT_MULTILINE, /* free text (prompts) */
+  HN_OPTION_HINT_DEVICES,   /* comma-separated Vulkan device indices ("0,1") */
 } HnOptionHint;
 
 typedef struct {
@@ -136,6 +137,15 @@ gboolean hn_job_spec_check_option (HnJobSpec *self, const char *name, GError **e
 /* Checks every option and the kind's "exactly one of" groups: the spec is
  * ready to run. The message says which flag is missing or wrong. */
 gboolean hn_job_spec_validate (HnJobSpec *self, GError **error);
+
+/* The devices a job runs on: --device-indices "0,1" parsed (an index may
+ * repeat: "0,0" opens two logical devices on one GPU, for testing), else the
+ * one --device-index names (-1 = the best device). A GArray of int; NULL
+ * with an error naming the flag for a malformed list, or when both flags are
+ * set. */
+GArray *hn_job_spec_get_devices (HnJobSpec *self, GError **error);
+/* Parses a device list "0,1" (indices 0..1024, at least one). */
+GArray *hn_parse_device_indices (const char *text, GError **error);
 
 typedef enum {
   HN_ARGV_DEFAULT = 0,

@@ -724,6 +724,8 @@ hn_lora_proj_weight (const HnLayerWeights *lw, HnLoraProj p)
 gboolean
 hn_lora_attach (HnTransformer *model, HnLoraAdapter *ad, GError **error)
 {
+  if (!hn_transformer_require_whole (model, "attaching a LoRA adapter", error))
+    return FALSE;
   const HnTransformerHParams *hp = hn_transformer_get_hparams (model);
   const HnTransformerWeights *W = hn_transformer_get_weights (model);
   const char *prefix;

@@ -40,8 +40,9 @@ check_fits (HnTransformer *m, HnSafetensors *st, GError **error)
   return FALSE;
 }
 
-HnTransformer *
-hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
+/* Layers [layer0, layer1) of the model (layer1 < 0: up to the last). */
+static HnTransformer *
+load_stage (HnVkContext *ctx, const char *model_dir, int layer0, int layer1, GError **error)
 {
   g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
   if (!cfg)
@@ -56,8 +57,12 @@ hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
       hn_transformer_free (m);
       return NULL;
     }
+  m->layer0 = layer0;
+  m->layer1 = layer1 < 0 ? m->hp.n_layer : layer1;
   g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
-  if (!st || !check_fits (m, st, error) || !hn_transformer_weights_load (m, st, error))
+  /* a whole model must fit its device; a pipeline stage was checked by the split plan */
+  gboolean whole = m->layer0 == 0 && m->layer1 == m->hp.n_layer;
+  if (!st || (whole && !check_fits (m, st, error)) || !hn_transformer_weights_load (m, st, error))
     {
       hn_transformer_free (m);
       return NULL;
@@ -65,11 +70,154 @@ hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
   return m;
 }
 
+HnTransformer *
+hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
+{
+  return load_stage (ctx, model_dir, 0, -1, error);
+}
+
+gboolean
+hn_transformer_plan_split (const char *model_dir, const guint64 *capacity, guint n_devices, int *first_layer,
+                           guint64 *stage_bytes, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return FALSE;
+  HnTransformerHParams hp = { 0 };
+  if (!hn_transformer_hparams_resolve (&hp, cfg, error))
+    {
+      hn_transformer_hparams_clear (&hp);
+      return FALSE;
+    }
+  int L = hp.n_layer;
+  gboolean ok = FALSE;
+  g_autofree guint64 *layer = g_new0 (guint64, MAX (L, 1));
+  g_autoptr (HnSafetensors) st = NULL;
+  if (n_devices == 0 || (int) n_devices > L)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %d layers cannot be split over %u devices",
+                   model_dir, L, n_devices);
+      goto out;
+    }
+  if (!(st = hn_safetensors_open (model_dir, error)))
+    goto out;
+  guint64 embed = 0, head = 0, total = 0, cap_total = 0;
+  hn_transformer_weights_measure (&hp, st, layer, &embed, &head);
+  for (int i = 0; i < L; i++)
+    total += layer[i];
+  total += embed + head;
+  for (guint d = 0; d < n_devices; d++)
+    cap_total += MAX (capacity[d], 1);
+  /* boundary d goes where the bytes before it come closest to the device
+   * capacities' share of the whole; every stage keeps at least one layer */
+  first_layer[0] = 0;
+  first_layer[n_devices] = L;
+  guint64 cap_before = 0;
+  for (guint d = 1; d < n_devices; d++)
+    {
+      cap_before += MAX (capacity[d - 1], 1);
+      double target = (double) total * (double) cap_before / (double) cap_total;
+      int lo = first_layer[d - 1] + 1, hi = L - (int) (n_devices - d), best = lo;
+      double best_err = G_MAXDOUBLE, before = (double) embed;
+      for (int i = 0; i < lo; i++)
+        before += (double) layer[i];
+      for (int i = lo; i <= hi; i++)
+        {
+          if (fabs (before - target) < best_err)
+            {
+              best_err = fabs (before - target);
+              best = i;
+            }
+          before += (double) layer[i];
+        }
+      first_layer[d] = best;
+    }
+  for (guint d = 0; d < n_devices; d++)
+    {
+      guint64 b = (d == 0 ? embed : 0) + (d + 1 == n_devices ? head : 0);
+      for (int i = first_layer[d]; i < first_layer[d + 1]; i++)
+        b += layer[i];
+      stage_bytes[d] = b;
+      if (capacity[d] > 0 && b > capacity[d])
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
+                       "%s: layers %d-%d need %.1f MB of weights, more than device %u's %.1f MB; add a device",
+                       model_dir, first_layer[d], first_layer[d + 1] - 1, b / 1e6, d, capacity[d] / 1e6);
+          goto out;
+        }
+    }
+  ok = TRUE;
+out:
+  hn_transformer_hparams_clear (&hp);
+  return ok;
+}
+
+HnTransformer *
+hn_transformer_load_split (HnVkContext *const *ctxs, guint n_devices, const char *model_dir, GError **error)
+{
+  if (n_devices == 1)
+    return hn_transformer_load (ctxs[0], model_dir, error);
+  g_autofree guint64 *cap = g_new0 (guint64, MAX (n_devices, 1));
+  g_autofree guint64 *bytes = g_new0 (guint64, MAX (n_devices, 1));
+  g_autofree int *first = g_new0 (int, n_devices + 1);
+  for (guint d = 0; d < n_devices; d++)
+    cap[d] = hn_vk_context_get_capacity (ctxs[d]);
+  if (!hn_transformer_plan_split (model_dir, cap, n_devices, first, bytes, error))
+    return NULL;
+  HnTransformer *head = NULL, **link = &head;
+  for (guint d = 0; d < n_devices; d++)
+    {
+      HnTransformer *m = load_stage (ctxs[d], model_dir, first[d], first[d + 1], error);
+      if (!m)
+        {
+          g_prefix_error (error, "pipeline stage %u (layers %d-%d): ", d, first[d], first[d + 1] - 1);
+          hn_transformer_free (head);
+          return NULL;
+        }
+      *link = m;
+      link = &m->next;
+    }
+  return head;
+}
+
+guint
+hn_transformer_get_n_stages (HnTransformer *m)
+{
+  guint n = 0;
+  for (; m; m = m->next)
+    n++;
+  return n;
+}
+
+HnTransformer *
+hn_transformer_get_stage (HnTransformer *m, guint i, int *layer0, int *layer1)
+{
+  for (; m && i > 0; i--)
+    m = m->next;
+  if (m && layer0)
+    *layer0 = m->layer0;
+  if (m && layer1)
+    *layer1 = m->layer1;
+  return m;
+}
+
+gboolean
+hn_transformer_require_whole (HnTransformer *m, const char *what, GError **error)
+{
+  if (!m->next && m->layer0 == 0 && m->layer1 == m->hp.n_layer)
+    return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+               "%s runs on one device; a model split across devices (--device-indices) is only used for generation",
+               what);
+  return FALSE;
+}
+
 void
 hn_transformer_free (HnTransformer *m)
 {
   if (!m)
     return;
+  g_clear_pointer (&m->next, hn_transformer_free);
   for (int i = 0; m->w.layers && i < m->hp.n_layer; i++)
     {
       g_free (m->w.layers[i].experts); /* the tensors themselves are in m->owned */
@@ -107,7 +255,7 @@ hn_transformer_get_context (HnTransformer *m)
 guint64
 hn_transformer_get_weight_bytes (HnTransformer *m)
 {
-  return m->weight_bytes;
+  return m->weight_bytes + (m->next ? hn_transformer_get_weight_bytes (m->next) : 0);
 }
 
 const HnTransformerWeights *
@@ -165,7 +313,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   g_autoptr (GPtrArray) keep = g_ptr_array_new ();
   gint64 N = max_tokens, C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim;
   gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
-  gint64 F = hp->ffn * ((m->w.layers && m->w.layers[0].w_gate && !m->w.layers[0].w_up) ? 2 : 1);
+  const HnLayerWeights *l0 = m->w.layers ? &m->w.layers[m->layer0] : NULL; /* this stage's first layer */
+  gint64 F = hp->ffn * ((l0 && l0->w_gate && !l0->w_up) ? 2 : 1);
   gint64 Fu = MAX (hp->ffn, MAX (hp->moe_ffn, hp->shared_ffn)); /* MoE experts reuse gate/up/act */
   F = MAX (F, Fu);
   a->max_tokens = max_tokens;
@@ -897,6 +1046,8 @@ gboolean
 hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logits, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
+  if (!hn_transformer_require_whole (m, "full-sequence logits", error))
+    return FALSE;
   if (n <= 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no input ids");

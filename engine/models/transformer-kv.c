@@ -4,14 +4,29 @@
  * list; rows of different lengths decode in one forward) and the no-cache
  * mode that recomputes the whole prefix each step, all behind HnLmOps. Beam
  * reordering copies contiguous cache rows into a second set of buffers and
- * swaps them. */
+ * swaps them.
+ *
+ * A model split across devices (hn_transformer_load_split) runs as stages:
+ * each stage records its layers on its own device, with its own activations
+ * and the K/V caches of its layers there; at a boundary the residual stream
+ * [tokens, hidden] is downloaded and uploaded into the next stage. The paged
+ * cache and the replayed one-row step serve a model on one device. */
 #include "hn-error.h"
 #include "models/transformer-private.h"
 
 #include <string.h>
 
+typedef struct {
+  HnTransformer *m;            /* this stage's part of the model */
+  HnTransformerActs *acts;
+  HnCmd *cmd;
+} Stage;
+
 struct _HnTransformerSession {
-  HnTransformer *m;
+  HnTransformer *m;  /* stage 0 (hyper-parameters, embeddings) */
+  guint n_stages;
+  Stage *st;
+  float *x_host;     /* [max_tokens, hidden] hand-over between stages (split models) */
   HnKvCacheMode mode;
   int max_rows, max_ctx;
   int n_rows;
@@ -19,15 +34,14 @@ struct _HnTransformerSession {
   HnLayerKv *kv_alt; /* the same, for reordering (max_rows > 1) */
   int *len;          /* [max_rows] tokens in each row */
   GArray **hist;     /* [max_rows] token history (no-cache mode recomputes from it) */
-  HnTransformerActs *acts;
-  HnCmd *cmd;
+  int max_tokens;    /* activation rows of every stage */
   /* one-row contiguous sessions: a decode step recorded once and replayed per token, reading
    * token/position/cache row from `state` (i32 [HN_STEP_TOKENS + max_ctx]) */
   HnCmd *step_cmd;
   HnTensor *state;
   gboolean profiling;
   float *row_logits; /* [max_rows, vocab] host staging */
-  int32_t *ids_host, *pos_host; /* [acts->max_tokens] */
+  int32_t *ids_host, *pos_host; /* [max_tokens] */
   guint64 bytes;
   int chunk;         /* tokens per prefill forward */
   /* paged: kv[il] are arenas [n_pages * HN_KV_PAGE_SIZE, KVH, D] */
@@ -95,8 +109,13 @@ hn_transformer_session_free (HnTransformerSession *s)
       g_array_unref (s->hist[r]);
   g_free (s->hist);
   g_free (s->len);
-  g_clear_pointer (&s->acts, hn_transformer_acts_free);
-  g_clear_pointer (&s->cmd, hn_cmd_free);
+  for (guint i = 0; s->st && i < s->n_stages; i++)
+    {
+      g_clear_pointer (&s->st[i].acts, hn_transformer_acts_free);
+      g_clear_pointer (&s->st[i].cmd, hn_cmd_free);
+    }
+  g_free (s->st);
+  g_free (s->x_host);
   g_clear_pointer (&s->step_cmd, hn_cmd_free);
   g_clear_pointer (&s->state, hn_tensor_unref);
   g_free (s->row_logits);
@@ -114,6 +133,20 @@ hn_transformer_session_free (HnTransformerSession *s)
   g_free (s);
 }
 
+/* The stage that runs layer il. */
+static Stage *
+stage_of (HnTransformerSession *s, int il)
+{
+  for (guint i = 0; i < s->n_stages; i++)
+    {
+      int l0, l1;
+      hn_transformer_get_stage (s->m, i, &l0, &l1);
+      if (il >= l0 && il < l1)
+        return &s->st[i];
+    }
+  g_assert_not_reached ();
+}
+
 static HnLayerKv *
 alloc_kv (HnTransformerSession *s, const char *what, GError **error)
 {
@@ -129,9 +162,9 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
     {
       g_autofree char *kn = g_strdup_printf ("%s.%d.k", what, i);
       g_autofree char *vn = g_strdup_printf ("%s.%d.v", what, i);
-      kv[i].k = hn_tensor_new_named (s->m->ctx, kn, HN_DTYPE_F32, paged ? 3 : 4, paged ? arena : shape, error);
-      kv[i].v = kv[i].k ? hn_tensor_new_named (s->m->ctx, vn, HN_DTYPE_F32, paged ? 3 : 4, paged ? varena : vshape,
-                                               error)
+      HnVkContext *ctx = stage_of (s, i)->m->ctx; /* the cache lives where its layer runs */
+      kv[i].k = hn_tensor_new_named (ctx, kn, HN_DTYPE_F32, paged ? 3 : 4, paged ? arena : shape, error);
+      kv[i].v = kv[i].k ? hn_tensor_new_named (ctx, vn, HN_DTYPE_F32, paged ? 3 : 4, paged ? varena : vshape, error)
                         : NULL;
       if (!kv[i].v)
         {
@@ -191,6 +224,13 @@ session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, in
   const HnTransformerHParams *hp = &m->hp;
   if (mode == HN_KV_CACHE_PAGED && !check_pageable (m, error))
     return NULL;
+  if (mode == HN_KV_CACHE_PAGED && hn_transformer_get_n_stages (m) > 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "the paged KV cache serves a model on one device; a model split across devices (--device-indices) "
+                   "uses the contiguous cache");
+      return NULL;
+    }
   if (max_rows < 1 || max_ctx < 1 || n_pages < 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "a session needs at least one row and one token");
@@ -217,12 +257,28 @@ session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, in
   /* prefills (and no-cache recomputes) run in chunks of PREFILL_CHUNK tokens, so activations stay
    * bounded for long contexts; a decode step takes one token of every row */
   int max_tokens = MAX (MIN (max_ctx, PREFILL_CHUNK), max_rows);
+  s->max_tokens = max_tokens;
   s->chunk = MIN (max_ctx, PREFILL_CHUNK);
-  s->acts = hn_transformer_acts_new (m, max_tokens, max_rows, error);
-  if (!s->acts || !(s->kv = alloc_kv (s, "kv", error)) ||
+  s->n_stages = hn_transformer_get_n_stages (m);
+  s->st = g_new0 (Stage, s->n_stages);
+  for (guint i = 0; i < s->n_stages; i++)
+    {
+      Stage *st = &s->st[i];
+      st->m = hn_transformer_get_stage (m, i, NULL, NULL);
+      if (!(st->acts = hn_transformer_acts_new (st->m, max_tokens, max_rows, error)) ||
+          !(st->cmd = hn_cmd_new (st->m->ctx, error)))
+        {
+          hn_transformer_session_free (s);
+          return NULL;
+        }
+    }
+  if (s->n_stages > 1)
+    s->x_host = g_new (float, (gsize) max_tokens * hp->hidden);
+  /* the replayed one-row step records the whole model into one command buffer: one device only */
+  if (!(s->kv = alloc_kv (s, "kv", error)) ||
       (max_rows > 1 && mode == HN_KV_CACHE_CONTIGUOUS && !(s->kv_alt = alloc_kv (s, "kv-alt", error))) ||
-      (mode == HN_KV_CACHE_PAGED && !paged_alloc (s, max_tokens, error)) || !(s->cmd = hn_cmd_new (m->ctx, error)) ||
-      (max_rows == 1 && mode == HN_KV_CACHE_CONTIGUOUS &&
+      (mode == HN_KV_CACHE_PAGED && !paged_alloc (s, max_tokens, error)) ||
+      (max_rows == 1 && mode == HN_KV_CACHE_CONTIGUOUS && s->n_stages == 1 &&
        (!(s->step_cmd = hn_cmd_new (m->ctx, error)) ||
         !(s->state = hn_tensor_new_named (m->ctx, "session.step", HN_DTYPE_I32, 1,
                                           (gint64[]) { HN_STEP_TOKENS + max_ctx }, error)))))
@@ -274,10 +330,10 @@ hn_transformer_session_get_n_pages (HnTransformerSession *s)
 gboolean
 hn_transformer_session_set_prefill_chunk (HnTransformerSession *s, int n_tokens, GError **error)
 {
-  if (n_tokens < 1 || n_tokens > s->acts->max_tokens)
+  if (n_tokens < 1 || n_tokens > s->max_tokens)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "prefill chunk %d outside 1..%d", n_tokens,
-                   s->acts->max_tokens);
+                   s->max_tokens);
       return FALSE;
     }
   s->chunk = n_tokens;
@@ -290,45 +346,66 @@ hn_transformer_session_get_bytes (HnTransformerSession *s)
   return s->bytes;
 }
 
-/* Uploads ids_host/pos_host, records the forward of B rows of T tokens over
- * kvs (one submit) and downloads the logits of the last token of each row
- * into `logits` [B, vocab]. */
+/* Records stage `st`'s part of a forward over kvs (embeddings on the first
+ * stage, the head on the last) and runs it (one submit). */
 static gboolean
-run_forward (HnTransformerSession *s, const HnLayerKv *kvs, int B, int T, int pos0, float *logits, GError **error)
+run_stage (HnTransformerSession *s, Stage *st, gboolean last, const HnLayerKv *kvs, int B, int T, int pos0,
+           GError **error)
 {
-  HnTransformer *m = s->m;
-  const HnTransformerHParams *hp = &m->hp;
+  HnTransformerActs *a = st->acts;
   int N = B * T;
-  HnTransformerActs *a = s->acts;
   g_autoptr (HnTensor) ids = hn_tensor_view_rows (a->ids, 0, N, error);
   g_autoptr (HnTensor) pos = ids ? hn_tensor_view_rows (a->pos, 0, N, error) : NULL;
-  if (!pos || !hn_tensor_upload_i32 (ids, s->ids_host, (gsize) N, error) ||
+  if (!pos || (st->m->layer0 == 0 && !hn_tensor_upload_i32 (ids, s->ids_host, (gsize) N, error)) ||
       !hn_tensor_upload_i32 (pos, s->pos_host, (gsize) N, error))
     return FALSE;
-  gboolean ok = hn_transformer_record_embed (m, s->cmd, a, N, error);
-  for (int il = 0; ok && il < hp->n_layer; il++)
-    ok = hn_transformer_record_layer (m, s->cmd, a, il, &kvs[il], B, T, pos0, error);
+  gboolean ok = st->m->layer0 > 0 || hn_transformer_record_embed (st->m, st->cmd, a, N, error);
+  for (int il = st->m->layer0; ok && il < st->m->layer1; il++)
+    ok = hn_transformer_record_layer (st->m, st->cmd, a, il, &kvs[il], B, T, pos0, error);
   /* the last token of each row: rows T-1, 2T-1, ... are contiguous only for T == 1 */
-  if (ok && T == 1)
-    ok = hn_transformer_record_head (m, s->cmd, a, 0, B, error);
-  else if (ok && B == 1)
-    ok = hn_transformer_record_head (m, s->cmd, a, T - 1, 1, error);
-  else if (ok)
+  if (ok && last && T == 1)
+    ok = hn_transformer_record_head (st->m, st->cmd, a, 0, B, error);
+  else if (ok && last && B == 1)
+    ok = hn_transformer_record_head (st->m, st->cmd, a, T - 1, 1, error);
+  else if (ok && last)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "several rows of several tokens in one forward");
       ok = FALSE;
     }
   if (!ok)
     {
-      hn_cmd_reset (s->cmd);
+      hn_cmd_reset (st->cmd);
       hn_transformer_acts_drop_views (a);
       return FALSE;
     }
-  ok = hn_cmd_submit_wait (s->cmd, error);
+  ok = hn_cmd_submit_wait (st->cmd, error);
   hn_transformer_acts_drop_views (a);
-  if (!ok)
-    return FALSE;
-  g_autoptr (HnTensor) lg = hn_tensor_view_rows (a->logits, 0, B, error);
+  return ok;
+}
+
+/* Uploads ids_host/pos_host, runs the forward of B rows of T tokens over kvs
+ * stage by stage and downloads the logits of the last token of each row into
+ * `logits` [B, vocab]. */
+static gboolean
+run_forward (HnTransformerSession *s, const HnLayerKv *kvs, int B, int T, int pos0, float *logits, GError **error)
+{
+  const HnTransformerHParams *hp = &s->m->hp;
+  int N = B * T;
+  for (guint i = 0; i < s->n_stages; i++)
+    {
+      gboolean last = i + 1 == s->n_stages;
+      if (!run_stage (s, &s->st[i], last, kvs, B, T, pos0, error))
+        return FALSE;
+      if (last)
+        break;
+      /* hand the residual stream [N, hidden] to the next device */
+      gsize n = (gsize) N * hp->hidden;
+      g_autoptr (HnTensor) from = hn_tensor_view_rows (s->st[i].acts->x, 0, N, error);
+      g_autoptr (HnTensor) to = from ? hn_tensor_view_rows (s->st[i + 1].acts->x, 0, N, error) : NULL;
+      if (!to || !hn_tensor_download_f32 (from, s->x_host, n, error) || !hn_tensor_upload_f32 (to, s->x_host, n, error))
+        return FALSE;
+    }
+  g_autoptr (HnTensor) lg = hn_tensor_view_rows (s->st[s->n_stages - 1].acts->logits, 0, B, error);
   return lg && hn_tensor_download_f32 (lg, logits, (gsize) B * hp->vocab, error);
 }
 
@@ -422,11 +499,11 @@ ensure_step (HnTransformerSession *s, GError **error)
   hn_cmd_reset (s->step_cmd);
   hn_cmd_set_reusable (s->step_cmd);
   hn_cmd_set_profiling (s->step_cmd, s->profiling);
-  gboolean ok = hn_transformer_record_step (s->m, s->step_cmd, s->acts, s->kv, s->state, error) &&
+  gboolean ok = hn_transformer_record_step (s->m, s->step_cmd, s->st[0].acts, s->kv, s->state, error) &&
                 hn_cmd_finish (s->step_cmd, error);
   if (!ok)
     hn_cmd_reset (s->step_cmd);
-  hn_transformer_acts_drop_views (s->acts); /* the recording holds the buffers, not the views */
+  hn_transformer_acts_drop_views (s->st[0].acts); /* the recording holds the buffers, not the views */
   return ok;
 }
 
@@ -480,7 +557,8 @@ void
 hn_transformer_session_set_profiling (HnTransformerSession *s, gboolean enabled)
 {
   s->profiling = enabled;
-  hn_cmd_set_profiling (s->cmd, enabled);
+  for (guint i = 0; i < s->n_stages; i++)
+    hn_cmd_set_profiling (s->st[i].cmd, enabled);
   if (s->step_cmd)
     hn_cmd_reset (s->step_cmd);
 }
@@ -679,7 +757,7 @@ lm_decode (gpointer self, int n, const int *rows, const int32_t *tokens, float *
                        tokens[0], V - 1);
           return FALSE;
         }
-      g_autoptr (HnTensor) lg = hn_tensor_view_rows (s->acts->logits, 0, 1, error);
+      g_autoptr (HnTensor) lg = hn_tensor_view_rows (s->st[0].acts->logits, 0, 1, error);
       return lg && run_steps (s, tokens[0], 1, error) && hn_tensor_download_f32 (lg, logits, (gsize) V, error);
     }
   for (int i = 0; i < n; i++)
@@ -765,15 +843,21 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
             if (!tn)
               return FALSE;
             g_ptr_array_add (views, tn);
-            if (!hn_op_copy (s->cmd, tn, fn, error))
+            if (!hn_op_copy (stage_of (s, il)->cmd, tn, fn, error))
               {
-                hn_cmd_reset (s->cmd);
+                for (guint i = 0; i < s->n_stages; i++)
+                  hn_cmd_reset (s->st[i].cmd);
                 return FALSE;
               }
           }
       }
-  if (!hn_cmd_submit_wait (s->cmd, error))
-    return FALSE;
+  for (guint i = 0; i < s->n_stages; i++)
+    if (!hn_cmd_submit_wait (s->st[i].cmd, error))
+      {
+        for (guint k = i + 1; k < s->n_stages; k++)
+          hn_cmd_reset (s->st[k].cmd);
+        return FALSE;
+      }
   HnLayerKv *tmp = s->kv;
   s->kv = s->kv_alt;
   s->kv_alt = tmp;

@@ -15,6 +15,12 @@ struct _HnTransformer {
   GPtrArray *owned;      /* every HnTensor the model holds */
   guint64 weight_bytes;
   GArray *origins;       /* HnWeightOrigin, for writing weights back (training) */
+  /* Layer-split (pipeline) inference: this model holds layers [layer0, layer1)
+   * (embeddings when layer0 == 0, final norm and head when layer1 == n_layer)
+   * and `next` the following stage on another device; a whole model is one
+   * stage [0, n_layer) with next == NULL. */
+  int layer0, layer1;
+  HnTransformer *next;
 };
 
 /* transformer-config.c */
@@ -23,6 +29,11 @@ void hn_transformer_hparams_clear (HnTransformerHParams *hp);
 
 /* transformer-weights.c */
 gboolean hn_transformer_weights_load (HnTransformer *model, HnSafetensors *st, GError **error);
+/* Bytes of the checkpoint's tensors by layer: layer_bytes [n_layer], the
+ * embeddings (first stage) and the final norm + head (last stage; the
+ * embedding matrix again when tied). */
+void hn_transformer_weights_measure (const HnTransformerHParams *hp, HnSafetensors *st, guint64 *layer_bytes,
+                                     guint64 *embed_bytes, guint64 *head_bytes);
 
 /* transformer-graph.c: drops the tensor views a recording made (after its submit). */
 void hn_transformer_acts_drop_views (HnTransformerActs *acts);

@@ -1019,6 +1019,102 @@ names_for (const HnTransformerHParams *hp, Names *N)
     }
 }
 
+/* TRUE when checkpoint tensor `name` lies under `prefix` (which ends in
+ * "."), also in a bare base model saved without the "model." prefix. */
+static gboolean
+under (const char *name, const char *prefix)
+{
+  return g_str_has_prefix (name, prefix) || (g_str_has_prefix (prefix, "model.") && g_str_has_prefix (name, prefix + 6));
+}
+
+/* A pipeline stage leaves out the tensors another stage loads: they count
+ * as understood here (that stage validates them). */
+static void
+skip_prefix (Loader *L, const char *prefix)
+{
+  guint n = hn_safetensors_get_n_tensors (L->st);
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (L->st, i);
+      if (under (t->name, prefix))
+        g_hash_table_add (L->used, (gpointer) t->name);
+    }
+}
+
+static void
+skip_module (Loader *L, const char *module)
+{
+  if (!module)
+    return;
+  g_autofree char *p = g_strdup_printf ("%s.", module);
+  skip_prefix (L, p);
+}
+
+/* The layer a tensor belongs to, or -1. */
+static int
+layer_of (const Names *N, const char *name)
+{
+  const char *rest = NULL;
+  if (g_str_has_prefix (name, N->layer))
+    rest = name + strlen (N->layer);
+  else if (g_str_has_prefix (N->layer, "model.") && g_str_has_prefix (name, N->layer + 6))
+    rest = name + strlen (N->layer) - 6;
+  if (!rest || !g_ascii_isdigit (*rest))
+    return -1;
+  char *end = NULL;
+  guint64 v = g_ascii_strtoull (rest, &end, 10);
+  return end && *end == '.' && v < G_MAXINT ? (int) v : -1;
+}
+
+/* The final norm and the LM head (the last stage's weights). */
+static gboolean
+take_head (Loader *L, const Names *N, gint64 C, gint64 V, gboolean params, const char *lmw, const char *lmb,
+           GError **error)
+{
+  HnTransformerWeights *W = &L->m->w;
+  if (!take_norm (L, "", N->final_norm, C, params, &W->final_norm_w, &W->final_norm_b, error))
+    return FALSE;
+  if (L->m->hp.tie_embeddings)
+    {
+      W->lm_head = W->tok_embed;
+      const HnSafetensorInfo *t = find (L, lmw);
+      if (t) /* transformers ties it anyway; a stale copy is not used */
+        g_hash_table_add (L->used, (gpointer) t->name);
+    }
+  else if (!take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error))
+    return FALSE;
+  return take_vector (L, lmb, V, FALSE, &W->lm_head_b, error);
+}
+
+void
+hn_transformer_weights_measure (const HnTransformerHParams *hp, HnSafetensors *st, guint64 *layer_bytes,
+                                guint64 *embed_bytes, guint64 *head_bytes)
+{
+  Names N;
+  names_for (hp, &N);
+  g_autofree char *embed = g_strdup_printf ("%s.", N.embed);
+  g_autofree char *lm = g_strdup_printf ("%s.", N.lm_head);
+  g_autofree char *fnorm = g_strdup_printf ("%s.", N.final_norm);
+  memset (layer_bytes, 0, sizeof (guint64) * (gsize) hp->n_layer);
+  *embed_bytes = *head_bytes = 0;
+  guint n = hn_safetensors_get_n_tensors (st);
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      int il = layer_of (&N, t->name);
+      if (il >= 0 && il < hp->n_layer)
+        layer_bytes[il] += t->nbytes;
+      else if (under (t->name, lm) || under (t->name, fnorm))
+        *head_bytes += hp->tie_embeddings && under (t->name, lm) ? 0 : t->nbytes;
+      else
+        {
+          *embed_bytes += t->nbytes;
+          if (hp->tie_embeddings && under (t->name, embed))
+            *head_bytes += t->nbytes; /* the last stage holds its own copy as the head */
+        }
+    }
+}
+
 gboolean
 hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error)
 {
@@ -1038,10 +1134,18 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
   gint64 qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gboolean params = !(hp->arch->quirks & HN_QUIRK_NORM_NO_PARAMS);
 
+  gboolean first = m->layer0 == 0, last = m->layer1 == hp->n_layer;
   g_autofree char *emb = g_strdup_printf ("%s.weight", N.embed);
-  if (!take_matrix (&L, emb, V, C, TRUE, &W->tok_embed, error))
-    return FALSE;
-  if (N.pos)
+  if (first || (last && hp->tie_embeddings))
+    {
+      if (!take_matrix (&L, emb, V, C, TRUE, &W->tok_embed, error))
+        return FALSE;
+    }
+  else
+    skip_module (&L, N.embed);
+  if (N.pos && !first)
+    skip_module (&L, N.pos);
+  else if (N.pos)
     {
       g_autofree char *pn = g_strdup_printf ("%s.weight", N.pos);
       const HnSafetensorInfo *t = find (&L, pn);
@@ -1053,7 +1157,9 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (!take_matrix (&L, pn, t->shape[0], C, TRUE, &W->pos_embed, error))
         return FALSE;
     }
-  if (N.embed_norm && !take_norm (&L, "", N.embed_norm, C, TRUE, &W->embed_norm_w, &W->embed_norm_b, error))
+  if (N.embed_norm && !first)
+    skip_module (&L, N.embed_norm);
+  else if (N.embed_norm && !take_norm (&L, "", N.embed_norm, C, TRUE, &W->embed_norm_w, &W->embed_norm_b, error))
     return FALSE;
 
   W->layers = g_new0 (HnLayerWeights, hp->n_layer);
@@ -1061,6 +1167,11 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     {
       HnLayerWeights *lw = &W->layers[i];
       g_autofree char *pfx = g_strdup_printf ("%s%d.", N.layer, i);
+      if (i < m->layer0 || i >= m->layer1)
+        {
+          skip_prefix (&L, pfx); /* another stage's layer */
+          continue;
+        }
       if (!take_norm (&L, pfx, N.ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
           !take_norm (&L, pfx, N.ln2, C, params, &lw->ln2_w, &lw->ln2_b, error) ||
           !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
@@ -1111,20 +1222,14 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (!take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error))
         return FALSE;
     }
-  if (!take_norm (&L, "", N.final_norm, C, params, &W->final_norm_w, &W->final_norm_b, error))
-    return FALSE;
   g_autofree char *lmw = g_strdup_printf ("%s.weight", N.lm_head);
   g_autofree char *lmb = g_strdup_printf ("%s.bias", N.lm_head);
-  if (hp->tie_embeddings)
+  if (!last)
     {
-      W->lm_head = W->tok_embed;
-      const HnSafetensorInfo *t = find (&L, lmw);
-      if (t) /* transformers ties it anyway; a stale copy is not used */
-        g_hash_table_add (used, (gpointer) t->name);
+      skip_module (&L, N.final_norm);
+      skip_module (&L, N.lm_head);
     }
-  else if (!take_matrix (&L, lmw, V, C, TRUE, &W->lm_head, error))
-    return FALSE;
-  if (!take_vector (&L, lmb, V, FALSE, &W->lm_head_b, error))
+  else if (!take_head (&L, &N, C, V, params, lmw, lmb, error))
     return FALSE;
 
   /* everything in the checkpoint must have been understood */

@@ -97,9 +97,30 @@ HnTransformer *hn_transformer_load (HnVkContext *ctx, const char *model_dir, GEr
 void hn_transformer_free (HnTransformer *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformer, hn_transformer_free)
 
+/* Layer-split (pipeline) inference for a model larger than one device:
+ * stage d holds layers first_layer[d] .. first_layer[d + 1] - 1 on
+ * ctxs[d] (stage 0 also the embeddings, the last stage the final norm and
+ * head), split by the devices' device-local memory. The returned model is
+ * stage 0, chained to the others; generation sessions run the stages in turn
+ * and copy the [tokens, hidden] activations across at each boundary. Only
+ * generation uses a split model (training, full logits and LoRA attach
+ * refuse it). One context = hn_transformer_load. */
+HnTransformer *hn_transformer_load_split (HnVkContext *const *ctxs, guint n_devices, const char *model_dir,
+                                          GError **error);
+/* The split plan: capacity [n_devices] bytes (0 = unknown), first_layer
+ * [n_devices + 1], stage_bytes [n_devices] the checkpoint bytes each stage
+ * holds. A stage that does not fit its device is HN_ERROR_OUT_OF_MEMORY. */
+gboolean hn_transformer_plan_split (const char *model_dir, const guint64 *capacity, guint n_devices,
+                                    int *first_layer, guint64 *stage_bytes, GError **error);
+/* Stages of a (split) model: 1 for a whole model. */
+guint hn_transformer_get_n_stages (HnTransformer *model);
+HnTransformer *hn_transformer_get_stage (HnTransformer *model, guint i, int *layer0, int *layer1);
+/* Fails (HN_ERROR_UNSUPPORTED, naming `what`) for a split model. */
+gboolean hn_transformer_require_whole (HnTransformer *model, const char *what, GError **error);
+
 const HnTransformerHParams *hn_transformer_get_hparams (HnTransformer *model);
 HnVkContext *hn_transformer_get_context (HnTransformer *model);
-/* Bytes of weights on the device. */
+/* Bytes of weights on the device (all devices of a split model). */
 guint64 hn_transformer_get_weight_bytes (HnTransformer *model);
 
 /* Logits of every position of one sequence, without a cache: logits [n, vocab]. */

@@ -434,6 +434,8 @@ moe_acts_new (HnTrainGraph *g, LayerActs *a, GError **error)
 HnTrainGraph *
 hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter, GError **error)
 {
+  if (!hn_transformer_require_whole (model, "training", error))
+    return NULL;
   g_autoptr (HnTrainGraph) g = g_new0 (HnTrainGraph, 1);
   g->model = model;
   g->hp = hn_transformer_get_hparams (model);

@@ -15,6 +15,7 @@
 #include "models/lora.h"
 #include "train/checkpoint.h"
 #include "train/memory-estimate.h"
+#include "train/data-parallel.h"
 #include "train/optim.h"
 #include "train/train-graph.h"
 
@@ -22,7 +23,8 @@ typedef struct {
   HnJob *job;
   gboolean lora;
   char *model_dir, *tok_path, *data_path, *out_dir, *resume, *metrics_file, *adapter_path, *eval_file;
-  gint64 epochs, max_steps, batch, seq_len, accum, save_steps, device_index;
+  gint64 epochs, max_steps, batch, seq_len, accum, save_steps;
+  GArray *devices;     /* int: one replica per entry */
   double eval_split, stop_at_loss;
   gint64 eval_steps, patience;
   guint64 seed;
@@ -43,6 +45,7 @@ options_clear (Options *o)
   g_free (o->metrics_file);
   g_free (o->adapter_path);
   g_free (o->eval_file);
+  g_clear_pointer (&o->devices, g_array_unref);
   hn_lora_config_clear (&o->lcfg);
 }
 
@@ -87,7 +90,8 @@ read_options (HnJob *job, Options *o, GError **error)
   o->seq_len = hn_job_spec_get_int (spec, "seq-len");
   o->accum = hn_job_spec_get_int (spec, "grad-accum");
   o->save_steps = hn_job_spec_get_int (spec, "save-steps");
-  o->device_index = hn_job_spec_get_int (spec, "device-index");
+  if (!(o->devices = hn_job_spec_get_devices (spec, error)))
+    return FALSE;
   o->seed = (guint64) hn_job_spec_get_int (spec, "seed");
   o->shuffle = !hn_job_spec_get_bool (spec, "no-shuffle");
   o->no_dropout = hn_job_spec_get_bool (spec, "no-dropout");
@@ -305,22 +309,23 @@ check_resume_state (const Options *o, const HnTrainerState *st, GError **error)
 }
 
 /* Mean loss per target token over every example of `eval` once, in file
- * order, without gradients. The last batch is filled up by the iterator with
+ * order, without gradients, `rows` (the graph's batch: one replica's share)
+ * at a time. The last batch is filled up by the iterator with
  * examples from the next pass; their targets are not counted. */
 static gboolean
-evaluate (HnTrainGraph *graph, HnDataset *eval, const Options *o, gint32 pad, double *loss, GError **error)
+evaluate (HnTrainGraph *graph, HnDataset *eval, gint64 rows, const Options *o, gint32 pad, double *loss, GError **error)
 {
-  g_autoptr (HnDatasetIter) it = hn_dataset_iter_new (eval, (guint) o->batch, FALSE, 0, pad, error);
+  g_autoptr (HnDatasetIter) it = hn_dataset_iter_new (eval, (guint) rows, FALSE, 0, pad, error);
   if (!it)
     return FALSE;
-  gint64 n = (gint64) hn_dataset_get_n_examples (eval), N = o->batch * o->seq_len;
+  gint64 n = (gint64) hn_dataset_get_n_examples (eval), N = rows * o->seq_len;
   g_autofree gint32 *targets = g_new (gint32, N);
   double sum = 0, wsum = 0;
-  for (gint64 done = 0; done < n; done += o->batch)
+  for (gint64 done = 0; done < n; done += rows)
     {
       const HnBatch *b = hn_dataset_iter_next (it);
       memcpy (targets, b->targets, sizeof (gint32) * N);
-      for (gint64 row = n - done; row < o->batch; row++)
+      for (gint64 row = n - done; row < rows; row++)
         for (gint64 t = 0; t < o->seq_len; t++)
           targets[row * o->seq_len + t] = -100;
       double s_part = 0, w_part = 0;
@@ -338,20 +343,45 @@ evaluate (HnTrainGraph *graph, HnDataset *eval, const Options *o, gint32 pad, do
   return TRUE;
 }
 
+static void
+log_devices (HnJob *job, HnDataParallel *dp, const Options *o)
+{
+  guint n = hn_data_parallel_get_n_replicas (dp);
+  if (n == 1)
+    {
+      hn_job_log (job, HN_LOG_INFO, "device: %s", hn_vk_context_get_device_info (hn_data_parallel_get_context (dp, 0))->name);
+      return;
+    }
+  g_autoptr (GString) names = g_string_new (NULL);
+  for (guint r = 0; r < n; r++)
+    g_string_append_printf (names, "%s%d %s", r ? ", " : "", g_array_index (o->devices, int, r),
+                            hn_vk_context_get_device_info (hn_data_parallel_get_context (dp, r))->name);
+  hn_job_log (job, HN_LOG_INFO, "data parallel: %u replicas on devices %s; %" G_GINT64_FORMAT " rows per replica",
+              n, names->str, o->batch / n);
+  for (guint r = 1; r < n; r++)
+    for (guint k = 0; k < r; k++)
+      if (g_array_index (o->devices, int, r) == g_array_index (o->devices, int, k))
+        {
+          hn_job_log (job, HN_LOG_WARNING,
+                      "device %d is listed twice: two logical devices share one GPU (correct, for testing; not faster)",
+                      g_array_index (o->devices, int, r));
+          return;
+        }
+}
+
 gboolean
 hn_train_job_run (HnJob *job, GError **error)
 {
   Options o = { 0 };
   Run r = { 0 };
   gboolean ok = FALSE;
-  g_autoptr (HnVkContext) ctx = NULL;
   g_autoptr (HnTokenizer) tok = NULL;
   g_autoptr (HnDataset) ds = NULL;
   g_autoptr (HnDataset) eval_ds = NULL;
   g_autoptr (HnDatasetIter) it = NULL;
-  g_autoptr (HnTransformer) model = NULL;
   g_autoptr (HnLoraAdapter) adapter = NULL;
-  g_autoptr (HnTrainGraph) graph = NULL;
+  g_autoptr (GPtrArray) ctxs = NULL;  /* one per replica */
+  g_autoptr (HnDataParallel) dp = NULL;
   FILE *mf = NULL;
   GArray *cands = NULL;
   gint32 *inputs = NULL, *targets = NULL;
@@ -371,13 +401,14 @@ hn_train_job_run (HnJob *job, GError **error)
   const char *weights_dir = (o.resume && !o.lora) ? o.resume : o.model_dir;
   if (!check_kind (weights_dir, error) || !check_dropout (&o, weights_dir, error))
     goto out;
-  if (!(ctx = hn_vk_context_new ((int) o.device_index, error)))
+  if (!(ctxs = hn_vk_contexts_new ((const int *) o.devices->data, o.devices->len, error)))
     goto out;
-  hn_job_log (job, HN_LOG_INFO, "device: %s", hn_vk_context_get_device_info (ctx)->name);
-  /* Warn, never block: the estimate may be wrong, and a run that would fit must start. */
-  HnMemoryRequest mreq = { o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, (int) o.batch, (int) o.seq_len, o.lcfg.r,
-                           o.lora ? hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules") : NULL, 0, 0,
-                           FALSE };
+  HnVkContext *ctx = ctxs->pdata[0];
+  /* Warn, never block: the estimate may be wrong, and a run that would fit must start. Each
+   * replica holds the whole model and its share of the batch: replica 0 stands for all. */
+  HnMemoryRequest mreq = { o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, (int) MAX (1, o.batch / ctxs->len), (int) o.seq_len,
+                           o.lcfg.r, o.lora ? hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules") : NULL,
+                           0, 0, FALSE };
   const char *adapter_dir = o.resume ? o.resume : o.adapter_path;
   have_estimate = (!o.lora || !adapter_dir || hn_memory_request_use_adapter (&mreq, adapter_dir, &adapter_targets, NULL)) &&
                   hn_memory_estimate_model (weights_dir, &mreq, &est, NULL);
@@ -425,8 +456,10 @@ hn_train_job_run (HnJob *job, GError **error)
     pad = 0;
   if (!(it = hn_dataset_iter_new (ds, (guint) o.batch, o.shuffle, o.seed, pad, error)))
     goto out;
-  if (!(model = hn_transformer_load (ctx, weights_dir, error)))
+  if (!(dp = hn_data_parallel_new ((HnVkContext *const *) ctxs->pdata, ctxs->len, weights_dir, error)))
     goto out;
+  log_devices (job, dp, &o);
+  HnTransformer *model = hn_data_parallel_get_model (dp, 0);
   if (o.lora)
     {
       const char *from = o.resume ? o.resume : o.adapter_path;
@@ -449,8 +482,10 @@ hn_train_job_run (HnJob *job, GError **error)
             }
         }
     }
-  if (!(graph = hn_train_graph_new (model, (int) o.batch, (int) o.seq_len, adapter, error)))
+  if (!hn_data_parallel_setup (dp, (int) o.batch, (int) o.seq_len, adapter, error))
     goto out;
+  /* checkpoints and the final model come from replica 0 (every replica holds the same weights) */
+  HnTrainGraph *graph = hn_data_parallel_get_graph (dp, 0);
   r.model = model;
   r.graph = graph;
   r.adapter = adapter;
@@ -487,7 +522,7 @@ hn_train_job_run (HnJob *job, GError **error)
       HnTrainerState prev = { 0 };
       gboolean rok = hn_trainer_state_read (&prev, o.resume, error) && check_resume_state (&o, &prev, error) &&
                      hn_dataset_iter_set_cursor (it, &prev.cursor, error) &&
-                     hn_checkpoint_read_optimizer (graph, o.resume, error);
+                     hn_data_parallel_read_optimizer (dp, o.resume, error);
       start = prev.global_step;
       r.st.best_eval_loss = prev.best_eval_loss;
       r.st.evals_since_best = prev.evals_since_best;
@@ -556,18 +591,10 @@ hn_train_job_run (HnJob *job, GError **error)
             }
         }
       double loss = 0;
-      if (!hn_train_graph_zero_grads (graph, error))
+      if (!hn_data_parallel_gradients (dp, inputs, targets, weights, (int) o.accum, w_total, &loss, error))
         goto out;
-      for (gint64 mb = 0; mb < o.accum; mb++)
-        {
-          double part = 0;
-          if (!hn_train_graph_micro_step (graph, inputs + mb * N, targets + mb * N, weights + mb * N, w_total, &part,
-                                          error))
-            goto out;
-          loss += part;
-        }
       double norm = 0;
-      if (!hn_train_graph_grad_norm (graph, &norm, error))
+      if (!hn_data_parallel_grad_norm (dp, &norm, error))
         goto out;
       if (!isfinite (norm))
         {
@@ -577,7 +604,7 @@ hn_train_job_run (HnJob *job, GError **error)
         }
       float clip = hn_clip_coef (norm, o.oc.max_grad_norm);
       double lr = o.oc.lr * hn_lr_schedule_factor (&o.sched, step);
-      if (!hn_train_graph_optimizer_step (graph, &o.oc, step + 1, lr, clip, error))
+      if (!hn_data_parallel_optimizer_step (dp, &o.oc, step + 1, lr, clip, error))
         goto out;
       tokens_session += real_tokens;
       double now = g_get_monotonic_time () / 1e6 - t0;
@@ -593,7 +620,7 @@ hn_train_job_run (HnJob *job, GError **error)
       gboolean stop = FALSE;
       if (eval_ds && ((step + 1) % eval_every == 0 || step + 1 == total))
         {
-          if (!evaluate (graph, eval_ds, &o, pad, &m.eval_loss, error))
+          if (!evaluate (graph, eval_ds, o.batch / hn_data_parallel_get_n_replicas (dp), &o, pad, &m.eval_loss, error))
             goto out;
           if (!isfinite (r.st.best_eval_loss) || m.eval_loss < r.st.best_eval_loss)
             {

@@ -93,6 +93,12 @@ HnVkContext *hn_vk_context_new (int device_index, GError **error);
  * 36-character UUID, or else a case-insensitive substring of the name. */
 HnVkContext *hn_vk_context_new_for_selector (const char *selector, GError **error);
 
+/* One context per entry of `indices` (as hn_vk_context_new: -1 = the best
+ * device). An index may repeat: each entry is its own VkDevice, so "0,0"
+ * gives two logical devices on one GPU (how the multi-device paths are
+ * tested on one GPU or lavapipe). A GPtrArray owning the contexts. */
+GPtrArray *hn_vk_contexts_new (const int *indices, guint n, GError **error);
+
 /* The process-wide context for the device HN_DEVICE names (or the best one),
  * created on first use and shared, so the GUI, jobs and models do not each
  * open their own VkDevice. Returns a new reference; the context goes away

@@ -729,6 +729,20 @@ hn_vk_context_new (int device_index, GError **error)
   return hn_vk_context_new_for_selector (g_getenv ("HN_DEVICE"), error);
 }
 
+GPtrArray *
+hn_vk_contexts_new (const int *indices, guint n, GError **error)
+{
+  g_autoptr (GPtrArray) ctxs = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_vk_context_unref);
+  for (guint i = 0; i < n; i++)
+    {
+      HnVkContext *c = hn_vk_context_new (indices[i], error);
+      if (!c)
+        return NULL;
+      g_ptr_array_add (ctxs, c);
+    }
+  return g_steal_pointer (&ctxs);
+}
+
 static GMutex default_lock;
 static HnVkContext *default_ctx; /* weak: cleared when its last reference goes */
 

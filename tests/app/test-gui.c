@@ -7,6 +7,9 @@
 #include "hn-chat-page.h"
 #include "hn-compare-page.h"
 #include "hn-data-preview.h"
+#include "hn-device-list-row.h"
+#include "hn-device-row.h"
+#include "hn-devices.h"
 #include "hn-generate-page.h"
 #include "hn-job-controller.h"
 #include "hn-job-record.h"
@@ -198,6 +201,57 @@ test_preview_round_trip (void)
 }
 
 static void save_screenshot (const char *name);
+
+static gboolean
+devices_ready (gpointer data)
+{
+  return hn_devices_is_ready (hn_devices_get_default ());
+}
+
+/* The training pages pick several devices (data parallel): the list row
+ * writes --device-indices, the preview shows it and parses back, and the
+ * one-device row and the list clear each other. */
+static void
+test_device_list (void)
+{
+  HnTrainPage *p = HN_TRAIN_PAGE (hn_window_get_page (window, "train"));
+  GtkWidget *w = GTK_WIDGET (p);
+  HnJobSpec *spec = hn_train_page_get_spec (p);
+  GtkWidget *list = editor (w, "device-indices");
+  g_assert_true (HN_IS_DEVICE_LIST_ROW (list));
+  g_assert_nonnull (find_group (hn_window_get_page (window, "finetune"), "device-indices"));
+  g_assert_null (find_group (hn_window_get_page (window, "hierarchos"), "device-indices")); /* trains on the CPU */
+
+  hn_job_spec_set_int (spec, "device-index", 0);
+  hn_device_list_row_set_device_indices (HN_DEVICE_LIST_ROW (list), "0,0");
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "device-indices"), ==, "0,0");
+  g_assert_false (hn_job_spec_is_set (spec, "device-index"));
+  const char *cmd = hn_train_page_get_command_text (p);
+  g_assert_nonnull (strstr (cmd, " --device-indices 0,0"));
+  g_assert_null (strstr (cmd, "--device-index "));
+  check_round_trip (cmd, spec);
+
+  /* the checks follow the list and write it */
+  g_assert_true (wait_for (devices_ready, NULL, 30000));
+  GtkCheckButton *c0 = hn_device_list_row_get_check (HN_DEVICE_LIST_ROW (list), 0);
+  g_assert_nonnull (c0);
+  g_assert_true (gtk_check_button_get_active (c0));
+  gtk_check_button_set_active (c0, FALSE);
+  g_assert_false (hn_job_spec_is_set (spec, "device-indices"));
+  g_assert_null (strstr (hn_train_page_get_command_text (p), "--device-indices"));
+  gtk_check_button_set_active (c0, TRUE);
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "device-indices"), ==, "0");
+  check_round_trip (hn_train_page_get_command_text (p), spec);
+
+  /* the spec drives the row; one device on the Device row clears the list */
+  hn_job_spec_set_string (spec, "device-indices", "0,1");
+  g_assert_cmpstr (hn_device_list_row_get_device_indices (HN_DEVICE_LIST_ROW (list)), ==, "0,1");
+  hn_device_row_set_device_index (HN_DEVICE_ROW (editor (w, "device-index")), 0);
+  g_assert_false (hn_job_spec_is_set (spec, "device-indices"));
+  g_assert_null (hn_device_list_row_get_device_indices (HN_DEVICE_LIST_ROW (list)));
+  g_assert_false (gtk_check_button_get_active (c0));
+  hn_job_spec_unset (spec, "device-index");
+}
 
 static void
 test_start_reason (void)
@@ -1034,6 +1088,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/pages-build", test_pages_build);
   g_test_add_func ("/gui/preview-follows", test_preview_follows);
   g_test_add_func ("/gui/preview-round-trip", test_preview_round_trip);
+  g_test_add_func ("/gui/device-list", test_device_list);
   g_test_add_func ("/gui/start-reason", test_start_reason);
   g_test_add_func ("/gui/memory-estimate", test_memory_estimate);
   g_test_add_func ("/gui/chart-pixels", test_chart_pixels);

@@ -19,7 +19,8 @@ fill_non_default (HnJobSpec *spec)
       switch (o->type)
         {
         case HN_OPTION_STRING:
-          hn_job_spec_set_string (spec, o->name, "a value with spaces/and 'quotes'");
+          hn_job_spec_set_string (spec, o->name,
+                                  o->hint == HN_OPTION_HINT_DEVICES ? "0,1" : "a value with spaces/and 'quotes'");
           break;
         case HN_OPTION_CHOICE:
           {
@@ -267,6 +268,59 @@ test_validate (void)
   hn_job_spec_set_double (spec, "eval-split", 0.9);
   g_assert_false (hn_job_spec_validate (spec, &error));
   g_assert_cmpstr (error->message, ==, "--eval-split: 0.9 is out of range: it must be at least 0 and at most 0.5");
+}
+
+/* --device-indices: several devices (training replicas, pipeline stages) */
+static void
+test_device_indices (void)
+{
+  g_autoptr (GError) error = NULL;
+  const char *argv[] = { "transformer-train", "--model-path", "m", "--train", "d.txt", "--out-dir", "o",
+                         "--device-indices", "0,1", NULL };
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv) - 1, argv, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_job_spec_validate (spec, &error));
+  g_autofree char *line = hn_job_spec_to_command_line (spec, HN_ARGV_DEFAULT);
+  g_assert_nonnull (strstr (line, " --device-indices 0,1"));
+  g_autoptr (HnJobSpec) back = round_trip (spec, HN_ARGV_DEFAULT);
+  g_assert_true (hn_job_spec_equal (spec, back));
+  g_autoptr (GArray) devs = hn_job_spec_get_devices (spec, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (devs->len, ==, 2);
+  g_assert_cmpint (g_array_index (devs, int, 0), ==, 0);
+  g_assert_cmpint (g_array_index (devs, int, 1), ==, 1);
+  /* the same device twice (two logical devices) is allowed; spaces are fine */
+  hn_job_spec_set_string (spec, "device-indices", "0, 0");
+  g_autoptr (GArray) twice = hn_job_spec_get_devices (spec, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (twice->len, ==, 2);
+  /* without the flag: the one --device-index (default -1, the best device) */
+  hn_job_spec_unset (spec, "device-indices");
+  g_autoptr (GArray) one = hn_job_spec_get_devices (spec, &error);
+  g_assert_cmpuint (one->len, ==, 1);
+  g_assert_cmpint (g_array_index (one, int, 0), ==, -1);
+  /* bad lists name the flag; both flags at once is an error */
+  const char *bad[] = { "0,x", "", ",", "-1", "2000", NULL };
+  for (int i = 0; bad[i]; i++)
+    {
+      g_autoptr (GError) e = NULL;
+      hn_job_spec_set_string (spec, "device-indices", bad[i]);
+      if (!hn_job_spec_is_set (spec, "device-indices"))
+        continue; /* "" unsets */
+      g_assert_false (hn_job_spec_check_option (spec, "device-indices", &e));
+      g_assert_error (e, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+      g_assert_true (g_str_has_prefix (e->message, "--device-indices"));
+    }
+  hn_job_spec_set_string (spec, "device-indices", "0,1");
+  hn_job_spec_set_int (spec, "device-index", 0);
+  g_assert_null (hn_job_spec_get_devices (spec, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* the generate kind takes it (pipeline); the alias --devices parses */
+  const char *gen[] = { "generate", "--model-path", "m", "--prompt", "x", "--devices", "1,0", NULL };
+  g_autoptr (HnJobSpec) g = hn_job_spec_new_from_argv (G_N_ELEMENTS (gen) - 1, gen, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (hn_job_spec_get_string (g, "device-indices"), ==, "1,0");
 }
 
 static void
@@ -559,6 +613,7 @@ main (int argc, char **argv)
   g_test_add_func ("/jobs/spec/aliases-defaults", test_aliases_and_defaults);
   g_test_add_func ("/jobs/spec/parse-errors", test_parse_errors);
   g_test_add_func ("/jobs/spec/validate", test_validate);
+  g_test_add_func ("/jobs/spec/device-indices", test_device_indices);
   g_test_add_func ("/jobs/spec/changed-signal", test_changed_signal);
   g_test_add_func ("/jobs/spec/help", test_help);
   g_test_add_func ("/jobs/runner/events", test_runner_events);
