@@ -15,11 +15,13 @@
 
 #include "hn-error.h"
 #include "io/safetensors.h"
+#include "jobs/job-spec.h"
 #include "models/transformer-private.h"
 #include "models/transformer.h"
 #include "generate/sampler.h"
 #include "models/lora.h"
 #include "tensor/hn-ops.h"
+#include "train/data-parallel.h"
 #include "train/memory-estimate.h"
 #include "train/train-graph.h"
 #include "vk/hn-vk.h"
@@ -41,7 +43,7 @@ static const SynthShape synth_shapes[] = {
 };
 
 typedef struct {
-  char *model_path, *synthetic, *dtype, *workload, *device, *concurrency;
+  char *model_path, *synthetic, *dtype, *workload, *device, *concurrency, *device_indices;
   int batch, seq_len, new_tokens, iterations, warmup, size, requests;
   gboolean json, profile, continuous_batching;
 } BenchOptions;
@@ -600,10 +602,13 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
 }
 
 /* One optimizer step per iteration: zero grads, forward + backward of one
- * batch (B x T), AdamW over every trained parameter (full or LoRA). */
+ * batch (B x T), AdamW over every trained parameter (full or LoRA); with
+ * several replicas (--device-indices) the batch is split across them and the
+ * gradients all-reduced (engine/train/data-parallel.h). */
 static gboolean
-bench_train (HnTransformer *m, const BenchOptions *o, gboolean lora, JsonObject *res, GError **error)
+bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObject *res, GError **error)
 {
+  HnTransformer *m = hn_data_parallel_get_model (dp, 0);
   const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
   int B = MAX (o->batch, 1), T = o->seq_len > 0 ? o->seq_len : 1024;
   g_autoptr (HnLoraAdapter) ad = NULL;
@@ -629,8 +634,7 @@ bench_train (HnTransformer *m, const BenchOptions *o, gboolean lora, JsonObject 
       if (!ad)
         return FALSE;
     }
-  g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, B, T, ad, error);
-  if (!g)
+  if (!hn_data_parallel_setup (dp, B, T, ad, error))
     return FALSE;
   g_autofree gint32 *in = g_new (gint32, (gsize) B * T);
   g_autofree gint32 *tg = g_new (gint32, (gsize) B * T);
@@ -643,13 +647,16 @@ bench_train (HnTransformer *m, const BenchOptions *o, gboolean lora, JsonObject 
   gboolean ok = TRUE;
   int iters = MAX (o->iterations, 1), warm = MAX (o->warmup, 1);
   gint64 t0 = 0;
+  double allreduce0 = 0;
   for (int i = 0; ok && i < warm + iters; i++)
     {
       if (i == warm)
-        t0 = g_get_monotonic_time ();
-      ok = hn_train_graph_zero_grads (g, error) &&
-           hn_train_graph_micro_step (g, in, tg, NULL, (double) B * T, &loss, error) &&
-           hn_train_graph_optimizer_step (g, &oc, ++step, 1e-4, 1.0f, error);
+        {
+          t0 = g_get_monotonic_time ();
+          allreduce0 = hn_data_parallel_get_allreduce_seconds (dp);
+        }
+      ok = hn_data_parallel_gradients (dp, in, tg, NULL, 1, (double) B * T, &loss, error) &&
+           hn_data_parallel_optimizer_step (dp, &oc, ++step, 1e-4, 1.0f, error);
     }
   if (!ok)
     return FALSE;
@@ -669,11 +676,23 @@ bench_train (HnTransformer *m, const BenchOptions *o, gboolean lora, JsonObject 
       json_object_set_member (res, "profile", prof);
     }
   json_object_set_int_member (res, "tokens", (gint64) B * T);
-  json_object_set_int_member (res, "trainable_params", hn_train_graph_get_n_trainable (g));
+  json_object_set_int_member (res, "replicas", hn_data_parallel_get_n_replicas (dp));
+  set_d (res, "allreduce_ms_per_step", (hn_data_parallel_get_allreduce_seconds (dp) - allreduce0) / iters * 1e3);
+  json_object_set_int_member (res, "trainable_params", hn_train_graph_get_n_trainable (hn_data_parallel_get_graph (dp, 0)));
   set_d (res, "tokens_per_s", (double) B * T / s);
   set_d (res, "ms_per_step", s * 1e3);
   set_d (res, "loss", loss);
   return TRUE;
+}
+
+static int
+print_result (JsonObject *res, const BenchOptions *o)
+{
+  g_autoptr (JsonNode) root = json_node_new (JSON_NODE_OBJECT);
+  json_node_set_object (root, res);
+  g_autofree char *text = json_to_string (root, !o->json);
+  printf ("%s\n", text);
+  return 0;
 }
 
 static int
@@ -695,6 +714,12 @@ run_benchmark (const BenchOptions *o)
       !g_str_equal (wl, "train") && !g_str_equal (wl, "lora"))
     {
       g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--workload %s: use decode, prefill, train, lora or gemm", wl);
+      return hn_cli_fail (g_steal_pointer (&error));
+    }
+  gboolean training = g_str_equal (wl, "train") || g_str_equal (wl, "lora");
+  if (o->device_indices && !training)
+    {
+      g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--device-indices applies to --workload train and lora");
       return hn_cli_fail (g_steal_pointer (&error));
     }
   g_autoptr (HnVkContext) ctx = hn_vk_context_new_for_selector (o->device, &error);
@@ -732,17 +757,45 @@ run_benchmark (const BenchOptions *o)
           dir = tmp;
         }
       json_object_set_string_member (res, "model", sh ? sh->name : o->model_path);
-      g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
-      /* the memory estimate of this workload, to set beside the measured peak */
-      gboolean training = g_str_equal (wl, "train") || g_str_equal (wl, "lora");
-      HnMemoryRequest req = { g_str_equal (wl, "lora") ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, MAX (o->batch, 1),
-                              o->seq_len > 0 ? o->seq_len : 1024, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0, FALSE };
-      HnMemoryEstimate est;
-      if (m && training && hn_memory_estimate_model (dir, &req, &est, NULL))
+      if (training)
         {
-          json_object_set_int_member (res, "estimate_bytes", (gint64) est.total);
-          hn_memory_estimate_clear (&est);
+          /* one replica per device: the --device one, or each of --device-indices */
+          g_autoptr (GArray) devs = o->device_indices ? hn_parse_device_indices (o->device_indices, &error) : NULL;
+          g_autoptr (GPtrArray) ctxs = devs ? hn_vk_contexts_new ((const int *) devs->data, devs->len, &error)
+                                            : g_ptr_array_new_with_free_func ((GDestroyNotify) hn_vk_context_unref);
+          if (ctxs && !devs)
+            g_ptr_array_add (ctxs, hn_vk_context_ref (ctx));
+          g_autoptr (HnDataParallel) dp =
+            ctxs ? hn_data_parallel_new ((HnVkContext *const *) ctxs->pdata, ctxs->len, dir, &error) : NULL;
+          /* the memory estimate of one replica (its share of the batch), beside its measured peak */
+          HnMemoryRequest req = { g_str_equal (wl, "lora") ? HN_MEMORY_LORA : HN_MEMORY_TRAIN,
+                                  MAX (MAX (o->batch, 1) / (int) (ctxs ? ctxs->len : 1), 1),
+                                  o->seq_len > 0 ? o->seq_len : 1024, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0, FALSE };
+          HnMemoryEstimate est;
+          if (dp && hn_memory_estimate_model (dir, &req, &est, NULL))
+            {
+              json_object_set_int_member (res, "estimate_bytes", (gint64) est.total);
+              hn_memory_estimate_clear (&est);
+            }
+          if (tmp)
+            remove_dir (tmp);
+          if (!dp)
+            return hn_cli_fail (g_steal_pointer (&error));
+          HnVkContext *c0 = hn_data_parallel_get_context (dp, 0);
+          json_object_set_string_member (res, "device", hn_vk_context_get_device_info (c0)->name);
+          json_object_set_int_member (res, "weight_bytes",
+                                      (gint64) hn_transformer_get_weight_bytes (hn_data_parallel_get_model (dp, 0)));
+          hn_vk_context_reset_peak (c0);
+          ok = bench_train (dp, o, g_str_equal (wl, "lora"), res, &error);
+          HnVkMemoryStats ms; /* replica 0 */
+          hn_vk_context_get_memory_stats (c0, &ms);
+          json_object_set_int_member (res, "peak_device_bytes", (gint64) ms.peak_reserved_bytes);
+          json_object_set_int_member (res, "peak_allocated_bytes", (gint64) ms.peak_allocated_bytes);
+          if (!ok)
+            return hn_cli_fail (g_steal_pointer (&error));
+          return print_result (res, o);
         }
+      g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
       if (tmp)
         remove_dir (tmp);
       if (!m)
@@ -759,10 +812,8 @@ run_benchmark (const BenchOptions *o)
         ok = bench_decode_batched (m, o, res, &error);
       else if (g_str_equal (wl, "decode"))
         ok = bench_decode (m, o, res, &error);
-      else if (g_str_equal (wl, "prefill"))
-        ok = bench_prefill (m, o, n_params, res, &error);
       else
-        ok = bench_train (m, o, g_str_equal (wl, "lora"), res, &error);
+        ok = bench_prefill (m, o, n_params, res, &error);
     }
   HnVkMemoryStats ms;
   hn_vk_context_get_memory_stats (ctx, &ms);
@@ -770,11 +821,7 @@ run_benchmark (const BenchOptions *o)
   json_object_set_int_member (res, "peak_allocated_bytes", (gint64) ms.peak_allocated_bytes);
   if (!ok)
     return hn_cli_fail (g_steal_pointer (&error));
-  g_autoptr (JsonNode) root = json_node_new (JSON_NODE_OBJECT);
-  json_node_set_object (root, res);
-  g_autofree char *text = json_to_string (root, !o->json);
-  printf ("%s\n", text);
-  return 0;
+  return print_result (res, o);
 }
 
 int hn_cmd_benchmark (int argc, char **argv);
@@ -796,6 +843,8 @@ hn_cmd_benchmark (int argc, char **argv)
     { "size", 0, 0, G_OPTION_ARG_INT, &o.size, "GEMM size M=N=K (default 8192)", "N" },
     { "device", 0, 0, G_OPTION_ARG_STRING, &o.device, "Device index, UUID or name substring", "SEL" },
     { "device-index", 0, 0, G_OPTION_ARG_STRING, &o.device, "Same as --device", "N" },
+    { "device-indices", 0, 0, G_OPTION_ARG_STRING, &o.device_indices,
+      "Train on several devices at once (data parallel, the batch split): 0,1 (0,0: two logical devices on one GPU)", "LIST" },
     { "profile", 0, 0, G_OPTION_ARG_NONE, &o.profile, "Per-op GPU time of one step (timestamp queries)", NULL },
     { "continuous-batching", 0, 0, G_OPTION_ARG_NONE, &o.continuous_batching,
       "Decode: serve --requests prompts with continuous batching over the paged cache, beside sequential runs", NULL },
@@ -826,5 +875,6 @@ hn_cmd_benchmark (int argc, char **argv)
   g_free (o.workload);
   g_free (o.device);
   g_free (o.concurrency);
+  g_free (o.device_indices);
   return rc;
 }

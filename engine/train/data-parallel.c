@@ -21,6 +21,7 @@ struct _HnDataParallel {
   int rows;       /* rows per replica */
   int seq_len;
   gint64 n_grad;  /* floats in one replica's gradients */
+  double allreduce_s; /* time spent in the all-reduce so far */
 };
 
 void
@@ -270,8 +271,17 @@ hn_data_parallel_gradients (HnDataParallel *dp, const gint32 *inputs, const gint
     *loss += dp->rep[r].loss;
   if (dp->n == 1)
     return TRUE;
-  return run_all (dp, replica_download, NULL, error) && run_all (dp, replica_reduce, NULL, error) &&
-         run_all (dp, replica_upload, NULL, error);
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean ok = run_all (dp, replica_download, NULL, error) && run_all (dp, replica_reduce, NULL, error) &&
+                run_all (dp, replica_upload, NULL, error);
+  dp->allreduce_s += (g_get_monotonic_time () - t0) / 1e6;
+  return ok;
+}
+
+double
+hn_data_parallel_get_allreduce_seconds (HnDataParallel *dp)
+{
+  return dp->allreduce_s;
 }
 
 gboolean

@@ -61,6 +61,9 @@ gboolean hn_data_parallel_grad_norm (HnDataParallel *dp, double *norm, GError **
 gboolean hn_data_parallel_optimizer_step (HnDataParallel *dp, const HnOptimConfig *oc, gint64 step, double lr,
                                           float clip, GError **error);
 
+/* Seconds spent in the gradient all-reduce since dp was made (0 with one replica). */
+double hn_data_parallel_get_allreduce_seconds (HnDataParallel *dp);
+
 /* Loads a checkpoint's optimizer state into every replica. */
 gboolean hn_data_parallel_read_optimizer (HnDataParallel *dp, const char *dir, GError **error);
 
