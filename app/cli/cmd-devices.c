@@ -7,16 +7,6 @@
 
 int hn_cmd_devices (int argc, char **argv);
 
-static guint64
-device_local_bytes (const HnVkDeviceInfo *d)
-{
-  guint64 best = 0;
-  for (guint h = 0; h < d->n_heaps; h++)
-    if (d->heaps[h].device_local)
-      best = MAX (best, d->heaps[h].size);
-  return best;
-}
-
 int
 hn_cmd_devices (int argc, char **argv)
 {
@@ -52,7 +42,7 @@ hn_cmd_devices (int argc, char **argv)
   for (guint i = 0; i < list->len; i++)
     {
       const HnVkDeviceInfo *d = list->pdata[i];
-      g_autofree char *mem = g_format_size_full (device_local_bytes (d), G_FORMAT_SIZE_IEC_UNITS);
+      g_autofree char *mem = g_format_size_full (hn_vk_device_info_local_bytes (d), G_FORMAT_SIZE_IEC_UNITS);
       printf ("%-5d %-40s %-10s %-10s %-8s %s\n", d->index, d->name, d->type, mem, d->api_version, d->uuid);
     }
   return 0;

@@ -64,9 +64,7 @@ enumerate_thread (GTask *task, gpointer source, gpointer data, GCancellable *can
       e->index = info->index;
       e->name = g_strdup (info->name);
       e->type = g_strdup (info->type);
-      for (guint h = 0; h < info->n_heaps; h++)
-        if (info->heaps[h].device_local)
-          e->memory = MAX (e->memory, info->heaps[h].size);
+      e->memory = hn_vk_device_info_local_bytes (info);
       g_ptr_array_add (entries, e);
     }
   g_task_return_pointer (task, entries, (GDestroyNotify) g_ptr_array_unref);

@@ -161,7 +161,7 @@ hn_transformer_load_split (HnVkContext *const *ctxs, guint n_devices, const char
   g_autofree guint64 *bytes = g_new0 (guint64, MAX (n_devices, 1));
   g_autofree int *first = g_new0 (int, n_devices + 1);
   for (guint d = 0; d < n_devices; d++)
-    cap[d] = hn_vk_context_get_capacity (ctxs[d]);
+    cap[d] = hn_vk_context_get_capacity (ctxs[d]); /* the largest device-local heap, or the memory limit */
   if (!hn_transformer_plan_split (model_dir, cap, n_devices, first, bytes, error))
     return NULL;
   HnTransformer *head = NULL, **link = &head;

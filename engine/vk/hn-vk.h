@@ -76,6 +76,9 @@ GPtrArray *hn_vk_list_devices (GError **error);
  * there is no loader. */
 char *hn_vk_loader_version (void);
 
+/* The size of the device's largest device-local heap: the memory it offers. */
+guint64 hn_vk_device_info_local_bytes (const HnVkDeviceInfo *info);
+
 /* One device as JSON (an object): every field above, cooperative matrix shapes
  * as "16x16x16 f16*f16+f32->f32" strings and objects. */
 JsonNode *hn_vk_device_info_to_json (const HnVkDeviceInfo *info);

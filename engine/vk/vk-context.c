@@ -516,8 +516,8 @@ device_rank (const HnVkDeviceInfo *info)
   return 0;
 }
 
-static guint64
-device_local_bytes (const HnVkDeviceInfo *info)
+guint64
+hn_vk_device_info_local_bytes (const HnVkDeviceInfo *info)
 {
   guint64 best = 0;
   for (guint h = 0; h < info->n_heaps; h++)
@@ -536,7 +536,8 @@ pick_device (GPtrArray *list, const char *selector, GError **error)
         {
           const HnVkDeviceInfo *a = list->pdata[i], *b = list->pdata[best];
           if (device_rank (a) > device_rank (b) ||
-              (device_rank (a) == device_rank (b) && device_local_bytes (a) > device_local_bytes (b)))
+              (device_rank (a) == device_rank (b) &&
+               hn_vk_device_info_local_bytes (a) > hn_vk_device_info_local_bytes (b)))
             best = (int) i;
         }
       return best;

@@ -477,10 +477,7 @@ set_oom_error (HnVkContext *ctx, guint64 size, const char *what, const char *det
 guint64
 hn_vk_context_get_capacity (HnVkContext *ctx)
 {
-  guint64 heap = 0;
-  for (guint i = 0; i < ctx->info->n_heaps; i++)
-    if (ctx->info->heaps[i].device_local)
-      heap = MAX (heap, ctx->info->heaps[i].size);
+  guint64 heap = hn_vk_device_info_local_bytes (ctx->info);
   g_mutex_lock (&ctx->lock);
   guint64 limit = ctx->limit;
   g_mutex_unlock (&ctx->lock);
