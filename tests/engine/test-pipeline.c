@@ -114,8 +114,9 @@ static void
 test_families (void)
 {
   /* gpt2: tied head (the embedding on both ends), learned positions, Conv1D;
-   * phi3: fused gate_up; mixtral: MoE; gemma2: sandwich norms, soft-caps */
-  const char *names[] = { "gpt2", "llama", "phi3", "mixtral", "gemma2", NULL };
+   * phi3: fused gate_up; mixtral: MoE; gemma2: sandwich norms, soft-caps;
+   * deepseek_v3: MLA (own v head dim), dense first layers; gpt_oss: attention sinks, expert biases */
+  const char *names[] = { "gpt2", "llama", "phi3", "mixtral", "gemma2", "deepseek_v3", "gpt_oss", NULL };
   for (int i = 0; names[i]; i++)
     {
       g_autofree char *dir = fixture (names[i]);
