@@ -290,6 +290,10 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
     {
       req.batch = (int) hn_job_spec_get_int (spec, "batch-size");
       req.seq_len = (int) hn_job_spec_get_int (spec, "seq-len");
+      /* data parallel (--device-indices): each replica holds the model and its share of the batch */
+      g_autoptr (GArray) devs = hn_job_spec_get_devices (spec, NULL);
+      if (devs && devs->len > 1)
+        req.batch = MAX (1, req.batch / (int) devs->len);
       if (req.workload == HN_MEMORY_LORA)
         {
           /* an existing adapter brings its own rank and targets */
