@@ -2,7 +2,8 @@
  * GPU, or lavapipe in CI) with the real stories260K model: after every step
  * the replicas hold identical weights, and the loss and gradient norm equal
  * the one-device run with the same global batch (1e-5); the same for LoRA;
- * as a job (--device-indices) with a checkpoint and an exact resume. */
+ * as a job (--device-indices) with evaluation, a checkpoint and an exact
+ * resume. */
 #include <math.h>
 #include <string.h>
 
@@ -174,7 +175,8 @@ train_args (const char *out, const char *devices_flag, const char *devices)
   GPtrArray *a = g_ptr_array_new_with_free_func (g_free);
   const char *common[] = { "transformer-train", "--model-path", model, "--train", text_path, "--out-dir", out,
                            "--max-steps", "4", "--batch-size", "4", "--seq-len", "16", "--lr", "3e-3",
-                           "--lr-scheduler", "cosine", "--warmup-steps", "1", "--seed", "7", devices_flag, devices, NULL };
+                           "--lr-scheduler", "cosine", "--warmup-steps", "1", "--seed", "7", "--eval-split", "0.2",
+                           "--eval-steps", "2", devices_flag, devices, NULL };
   for (int i = 0; common[i]; i++)
     g_ptr_array_add (a, g_strdup (common[i]));
   return a;
@@ -190,8 +192,9 @@ file_bytes (const char *dir, const char *name)
   return g_bytes_new_take (g_steal_pointer (&data), len);
 }
 
+/* loss of every step; eval_loss where the step evaluated (NAN elsewhere) */
 static void
-read_losses (const char *path, double *loss, int n)
+read_losses (const char *path, double *loss, double *eval_loss, int n)
 {
   g_autofree char *text = NULL;
   g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
@@ -201,7 +204,9 @@ read_losses (const char *path, double *loss, int n)
     {
       g_autoptr (JsonParser) p = json_parser_new ();
       g_assert_true (json_parser_load_from_data (p, lines[i], -1, NULL));
-      loss[i] = json_object_get_double_member (json_node_get_object (json_parser_get_root (p)), "loss");
+      JsonObject *o = json_node_get_object (json_parser_get_root (p));
+      loss[i] = json_object_get_double_member (o, "loss");
+      eval_loss[i] = json_object_has_member (o, "eval_loss") ? json_object_get_double_member (o, "eval_loss") : NAN;
     }
 }
 
@@ -227,11 +232,15 @@ test_job_resume (void)
     g_ptr_array_add (a2, g_strdup (more[i]));
   g_assert_true (run_job (a2, &error));
   g_assert_no_error (error);
-  double l1[4], l2[4];
-  read_losses (m1, l1, 4);
-  read_losses (m2, l2, 4);
+  double l1[4], l2[4], e1[4], e2[4];
+  read_losses (m1, l1, e1, 4);
+  read_losses (m2, l2, e2, 4);
   for (int i = 0; i < 4; i++)
     g_assert_cmpfloat (fabs (l1[i] - l2[i]), <=, 1e-5);
+  /* evaluation runs on replica 0, its share of the batch at a time: the same mean */
+  g_assert_true (isfinite (e1[1]) && isfinite (e1[3]));
+  for (int i = 0; i < 4; i++)
+    g_assert_true (isfinite (e1[i]) ? fabs (e1[i] - e2[i]) <= 1e-5 : !isfinite (e2[i]));
 
   /* resume the two-device run from its step-2 checkpoint (written from replica 0) */
   g_autofree char *ck = g_build_filename (two, "checkpoint-step-2", NULL);
