@@ -663,7 +663,8 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
   double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
   if (o->profile)
     {
-      /* one more forward + backward (a single submission) with timestamps */
+      /* one more forward + backward (a single submission) with timestamps, of replica 0's share */
+      HnTrainGraph *g = hn_data_parallel_get_graph (dp, 0);
       HnCmd *cmd = hn_train_graph_get_cmd (g);
       double prof_total = 0, l2 = 0;
       hn_cmd_set_profiling (cmd, TRUE);
