@@ -374,6 +374,44 @@ merge_text_config (JsonObject *outer, JsonObject *text)
   return m;
 }
 
+/* DBRX keeps its attention and MoE settings in attn_config / ffn_config: lift them to the
+ * top-level names read below (a top-level key, as transformers 5 also writes some, wins). */
+static JsonObject *
+flatten_dbrx (JsonObject *outer)
+{
+  static const char *const lift[][3] = {
+    { "attn_config", "kv_n_heads", "num_key_value_heads" },
+    { "attn_config", "clip_qkv", "clip_qkv" },
+    { "attn_config", "rope_theta", "rope_theta" },
+    { "ffn_config", "ffn_hidden_size", "ffn_hidden_size" },
+    { "ffn_config", "moe_num_experts", "moe_num_experts" },
+    { "ffn_config", "moe_top_k", "moe_top_k" },
+    { "ffn_config", "moe_jitter_eps", "moe_jitter_eps" },
+    { "ffn_config", "moe_normalize_expert_weights", "moe_normalize_expert_weights" },
+  };
+  JsonObject *m = json_object_new ();
+  g_autoptr (GList) keys = json_object_get_members (outer);
+  for (GList *l = keys; l; l = l->next)
+    json_object_set_member (m, l->data, json_node_copy (json_object_get_member (outer, l->data)));
+  for (gsize i = 0; i < G_N_ELEMENTS (lift); i++)
+    {
+      JsonNode *sub = json_object_get_member (outer, lift[i][0]);
+      JsonObject *so = sub && JSON_NODE_HOLDS_OBJECT (sub) ? json_node_get_object (sub) : NULL;
+      JsonNode *v = so ? json_object_get_member (so, lift[i][1]) : NULL;
+      if (v && !json_object_has_member (m, lift[i][2]))
+        json_object_set_member (m, lift[i][2], json_node_copy (v));
+    }
+  /* ffn_act_fn is {"name": ...} */
+  JsonNode *ffn = json_object_get_member (outer, "ffn_config");
+  JsonNode *act = ffn && JSON_NODE_HOLDS_OBJECT (ffn) ? json_object_get_member (json_node_get_object (ffn), "ffn_act_fn")
+                                                     : NULL;
+  JsonNode *name = act && JSON_NODE_HOLDS_OBJECT (act) ? json_object_get_member (json_node_get_object (act), "name")
+                                                      : NULL;
+  if (name && !json_object_has_member (m, "hidden_act"))
+    json_object_set_member (m, "hidden_act", json_node_copy (name));
+  return m;
+}
+
 static void
 parse_fields (Ctx *c, HnModelConfig *cfg)
 {
@@ -586,6 +624,8 @@ hn_model_config_load_from_data (const char *data, gssize len, const char *name, 
       g_info ("%s: multimodal config (%s): using its text_config; the vision tower is not run", name,
               cfg->outer_model_type ? cfg->outer_model_type : "?");
     }
+  else if (g_strcmp0 (cfg->outer_model_type, "dbrx") == 0)
+    cfg->raw = flatten_dbrx (cfg->outer_raw);
   else
     cfg->raw = json_object_ref (cfg->outer_raw);
   c.o = cfg->raw;

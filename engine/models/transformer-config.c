@@ -128,6 +128,24 @@ get_double (const HnModelConfig *cfg, const char *key, double dflt, double *out,
   return TRUE;
 }
 
+/* DbrxFFN divides the top-k softmax weights by their moe_normalize_expert_weights-norm (default 1,
+ * null = none). Only p = 1 (a sum, what the released models use) is built. */
+static gboolean
+dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *n = raw ? json_object_get_member (raw, "moe_normalize_expert_weights") : NULL;
+  *norm = !n || !JSON_NODE_HOLDS_NULL (n);
+  if (!n || JSON_NODE_HOLDS_NULL (n))
+    return TRUE;
+  double p;
+  if (!get_double (cfg, "moe_normalize_expert_weights", 1.0, &p, error))
+    return FALSE;
+  if (p != 1.0)
+    return unsupported (error, cfg, "ffn_config.moe_normalize_expert_weights other than 1 (a p-norm of the top-k weights)");
+  return TRUE;
+}
+
 /* The routed MLP of each MoE family as its transformers modeling file builds it. */
 static gboolean
 moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
@@ -151,7 +169,12 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
   /* mixtral and phimoe always renormalise; qwen/olmoe/deepseek_v3 say so in norm_topk_prob */
   gboolean norm_topk = strcmp (mt, "mixtral") == 0;
-  if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
+  if (strcmp (mt, "dbrx") == 0)
+    {
+      if (!dbrx_norm_topk (cfg, &norm_topk, error))
+        return FALSE;
+    }
+  else if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
     return FALSE;
   hp->moe_norm_topk = norm_topk;
   double jitter;

@@ -607,7 +607,8 @@ take_oss_biases (Loader *L, const char *pfx, HnLayerWeights *lw, const gint64 *g
 /* Router, experts and the shared expert (qwen2_moe: sigmoid-gated; deepseek: plain) of one MoE layer.
  * Experts come per expert (mixtral w1/w3/w2, the others gate/up/down_proj) or stacked: granitemoe
  * input_linear [E, 2F, C] (gate rows, then up rows) and output_linear [E, C, F]; gpt_oss gate_up_proj
- * [E, C, 2F] (gate and up interleaved by column) and down_proj [E, F, C], with biases. */
+ * [E, C, 2F] (gate and up interleaved by column) and down_proj [E, F, C], with biases; dbrx
+ * ffn.experts.mlp.w1 (gate), v1 (up) and w2 (down, applied as x @ W) each [E * F, C]. */
 static gboolean
 take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
 {
@@ -616,9 +617,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
   gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0;
   gboolean granite = strcmp (mt, "granitemoe") == 0, oss = strcmp (mt, "gpt_oss") == 0;
-  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v");
-  const char *blk = mixtral || granite ? "block_sparse_moe" : "mlp";
-  g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite ? "router.layer" : oss ? "router" : "gate");
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v"), dbrx = strcmp (mt, "dbrx") == 0;
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
+  g_autofree char *rn =
+    g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite || dbrx ? "router.layer" : oss ? "router" : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -664,6 +666,30 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
              slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, oss, 2 * Fe, error) &&
              slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, oss, C, error);
       ok = ok && (!oss || take_oss_biases (L, pfx, lw, gi, ui, error));
+    }
+  else if (dbrx)
+    {
+      const char *parts[3] = { "w1", "v1", "w2" };
+      const HnSafetensorInfo *t[3] = { NULL, NULL, NULL };
+      for (int j = 0; ok && j < 3; j++)
+        {
+          names[j] = g_strdup_printf ("%sffn.experts.mlp.%s", pfx, parts[j]);
+          t[j] = find (L, names[j]);
+          if (!t[j])
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
+                           names[j]);
+              ok = FALSE;
+              break;
+            }
+          g_hash_table_add (L->used, (gpointer) t[j]->name);
+          ok = check_shape (t[j], 2, (gint64[]) { E * Fe, C }, error);
+        }
+      /* expert e owns rows e·F .. e·F + F; its down projection is the transpose of its w2 rows */
+      for (gint64 e = 0; ok && e < E; e++)
+        ok = slab_put (L, &sl[0], e, t[0], (gsize) (e * Fe * C), ident, FALSE, 0, error) &&
+             slab_put (L, &sl[1], e, t[1], (gsize) (e * Fe * C), ident, FALSE, 0, error) &&
+             slab_put (L, &sl[2], e, t[2], (gsize) (e * Fe * C), ident, TRUE, C, error);
     }
   else
     {
@@ -918,6 +944,17 @@ names_for (const HnTransformerHParams *hp, Names *N)
       N->o = "attn.out_proj";
       N->up = "ffn.up_proj";
       N->down = "ffn.down_proj";
+      N->final_norm = "transformer.norm_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_DBRX:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.blocks.";
+      N->ln1 = "norm_attn_norm.norm_1";
+      N->ln2 = "norm_attn_norm.norm_2";
+      N->qkv = "norm_attn_norm.attn.Wqkv";
+      N->qkv_layout = QKV_CONCAT;
+      N->o = "norm_attn_norm.attn.out_proj";
       N->final_norm = "transformer.norm_f";
       N->lm_head = "lm_head";
       break;

@@ -314,7 +314,8 @@ test_fail_closed (void)
   g_assert_null (hn_transformer_load (ctx, moe, &error));
   g_assert_nonnull (error);
   g_clear_error (&error);
-  /* MoE configurations without a graph here: phimoe's sparsemixer picks exactly 2 experts; dbrx has no fixture */
+  /* MoE configurations without a graph here: phimoe's sparsemixer picks exactly 2 experts; dbrx's router
+   * is built for the 1-norm only */
   g_autofree char *tmp = g_dir_make_tmp ("hn-parity-XXXXXX", &error);
   g_assert_no_error (error);
   g_autofree char *cfg = g_build_filename (tmp, "config.json", NULL);
@@ -322,7 +323,9 @@ test_fail_closed (void)
     { "{\"model_type\":\"phimoe\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":1,"
       "\"num_attention_heads\":2,\"num_local_experts\":4,\"num_experts_per_tok\":3}",
       "num_experts_per_tok other than 2" },
-    { "{\"model_type\":\"dbrx\",\"vocab_size\":16,\"d_model\":8,\"n_layers\":1,\"n_heads\":2}", "dbrx" },
+    { "{\"model_type\":\"dbrx\",\"vocab_size\":16,\"d_model\":8,\"n_layers\":1,\"n_heads\":2,\"ffn_config\":"
+      "{\"ffn_hidden_size\":8,\"moe_num_experts\":4,\"moe_top_k\":2,\"moe_normalize_expert_weights\":2.0}}",
+      "moe_normalize_expert_weights other than 1" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (configs); i++)
     {
