@@ -75,6 +75,10 @@ const HnOptionInfo hn_option_table[] = {
     N_("Stop once the loss (the evaluation loss when there is evaluation data) is at or below this value (0: off)"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "LOSS" },
 
+  { "mlm-probability", HN_OPTION_DOUBLE, "0.15", 0.0, 1.0, NULL, N_("Masking probability"),
+    N_("Encoders (masked LM): the share of tokens masked in each batch"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "P" },
+
   /* Output and checkpoints */
   { "out-dir", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Output folder"),
     N_("Where the trained model or adapter and its checkpoints are written"),
@@ -351,7 +355,7 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "model-path|hf-model" },
   { "transformer-train", NULL, N_("Transformer training"),
     "Train all weights of a Transformer model",
-    MODEL_OPTS DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS OPTIM_OPTS RUN_OPTS " device-indices" HUB_OPTS,
+    MODEL_OPTS DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS OPTIM_OPTS " mlm-probability" RUN_OPTS " device-indices" HUB_OPTS,
     "model-path|hf-model;train|hf-dataset;out-dir" },
   { "transformer-finetune", "lora finetune-lora", N_("LoRA fine-tuning"),
     "Fine-tune a Transformer model with LoRA adapters",

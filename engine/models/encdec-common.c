@@ -274,6 +274,7 @@ hn_params_clear (HnParamSet *ps)
   g_clear_pointer (&ps->m1, g_ptr_array_unref);
   g_clear_pointer (&ps->m2, g_ptr_array_unref);
   g_clear_pointer (&ps->grad, g_hash_table_unref);
+  g_clear_pointer (&ps->partials, hn_tensor_unref);
 }
 
 gboolean
@@ -321,11 +322,54 @@ hn_params_zero (HnParamSet *ps, HnCmd *cmd, gboolean moments, GError **error)
 }
 
 gboolean
-hn_params_adamw (HnParamSet *ps, HnCmd *cmd, const HnAdamwScalars *s, GError **error)
+hn_params_adamw (HnParamSet *ps, HnCmd *cmd, const HnAdamwScalars *s, float clip, GError **error)
 {
   for (guint i = 0; i < ps->params->len; i++)
-    CK (hn_op_adamw (cmd, ps->params->pdata[i], ps->grads->pdata[i], ps->m1->pdata[i], ps->m2->pdata[i], s, 1.0f,
+    CK (hn_op_adamw (cmd, ps->params->pdata[i], ps->grads->pdata[i], ps->m1->pdata[i], ps->m2->pdata[i], s, clip,
                      error));
+  return TRUE;
+}
+
+gboolean
+hn_params_grad_norm (HnParamSet *ps, HnCmd *cmd, double *norm, GError **error)
+{
+  guint n = 0;
+  for (guint i = 0; i < ps->grads->len; i++)
+    n += hn_sumsq_n_partials (((HnTensor *) ps->grads->pdata[i])->n);
+  if (!ps->partials &&
+      !(ps->partials = hn_tensor_new_named (((HnTensor *) ps->params->pdata[0])->ctx, "grad.sumsq", HN_DTYPE_F32, 1, (gint64[]) { n }, error)))
+    return FALSE;
+  guint off = 0;
+  for (guint i = 0; i < ps->grads->len; i++)
+    {
+      HnTensor *g = ps->grads->pdata[i];
+      CK (hn_op_sumsq_partials (cmd, ps->partials, off, g, error));
+      off += hn_sumsq_n_partials (g->n);
+    }
+  CK (hn_cmd_submit_wait (cmd, error));
+  g_autofree float *parts = g_new (float, n);
+  CK (hn_tensor_download_f32 (ps->partials, parts, n, error));
+  double s = 0;
+  for (guint i = 0; i < n; i++)
+    s += parts[i];
+  *norm = sqrt (s);
+  return TRUE;
+}
+
+gboolean
+hn_params_clip (HnParamSet *ps, HnCmd *cmd, double max_norm, double *norm, float *clip, GError **error)
+{
+  *norm = NAN;
+  *clip = 1.0f;
+  if (max_norm <= 0)
+    return TRUE;
+  CK (hn_params_grad_norm (ps, cmd, norm, error));
+  if (!isfinite (*norm))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "the gradient norm is not finite");
+      return FALSE;
+    }
+  *clip = hn_clip_coef (*norm, max_norm);
   return TRUE;
 }
 

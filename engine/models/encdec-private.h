@@ -87,6 +87,7 @@ HnTensor *hn_scratch_prefix (HnScratch *s, HnTensor *t, int ndim, const gint64 *
 typedef struct {
   GPtrArray *params, *grads, *m1, *m2; /* grads and moments are owned */
   GHashTable *grad;                    /* param -> its gradient */
+  HnTensor *partials;                  /* sums of squares for the gradient norm, made on first use */
 } HnParamSet;
 
 void hn_params_init (HnParamSet *ps);
@@ -97,8 +98,13 @@ gboolean hn_params_add (HnParamSet *ps, HnTensor *param, GError **error);
 HnTensor *hn_params_grad (HnParamSet *ps, HnTensor *param);
 /* Records zeroing the moments (once) or the gradients (every step). */
 gboolean hn_params_zero (HnParamSet *ps, HnCmd *cmd, gboolean moments, GError **error);
-/* Records one AdamW update of every parameter. */
-gboolean hn_params_adamw (HnParamSet *ps, HnCmd *cmd, const HnAdamwScalars *s, GError **error);
+/* Records one AdamW update of every parameter, gradients scaled by clip (1: none). */
+gboolean hn_params_adamw (HnParamSet *ps, HnCmd *cmd, const HnAdamwScalars *s, float clip, GError **error);
+/* Submits what cmd holds plus the sums of squares of every gradient; *norm = their total L2 norm. */
+gboolean hn_params_grad_norm (HnParamSet *ps, HnCmd *cmd, double *norm, GError **error);
+/* The gradient norm and clip coefficient of one step (torch's clip_grad_norm_): with max_norm > 0
+ * submits cmd and measures the norm, else *norm = NAN and *clip = 1. */
+gboolean hn_params_clip (HnParamSet *ps, HnCmd *cmd, double max_norm, double *norm, float *clip, GError **error);
 
 /* ---- attention */
 

@@ -27,6 +27,7 @@ struct _HnEncoderTrainer {
   /* gradients of activations (reused across layers) */
   HnTensor *dX, *dX2, *dtmp, *dq, *dk, *dv, *datt, *du, *da, *dt1, *dt2, *de, *de2, *stats;
   HnCmd *cmd;
+  double grad_norm; /* of the last step, before clipping (NAN: not measured) */
 };
 
 void
@@ -276,9 +277,11 @@ hn_encoder_trainer_step (HnEncoderTrainer *tr, const int32_t *ids, const int32_t
   ap.scale = 1.0f / sqrtf ((float) m->D);
   HnAdamwScalars as;
   hn_adamw_scalars (&as, opt->step, opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay);
+  float clip = 1.0f;
   gboolean ok = hn_params_zero (&tr->ps, tr->cmd, FALSE, error) && forward (tr, &sc, &ap, error) &&
-                backward (tr, &sc, &ap, error) && hn_params_adamw (&tr->ps, tr->cmd, &as, error) &&
-                hn_cmd_submit_wait (tr->cmd, error);
+                backward (tr, &sc, &ap, error) &&
+                hn_params_clip (&tr->ps, tr->cmd, opt->max_grad_norm, &tr->grad_norm, &clip, error) &&
+                hn_params_adamw (&tr->ps, tr->cmd, &as, clip, error) && hn_cmd_submit_wait (tr->cmd, error);
   if (!ok)
     hn_cmd_reset (tr->cmd);
   hn_scratch_clear (&sc);
@@ -294,4 +297,10 @@ hn_encoder_get_weights (HnEncoder *m, guint *n)
 {
   *n = m->owned->len;
   return (HnTensor *const *) m->owned->pdata;
+}
+
+double
+hn_encoder_trainer_get_grad_norm (HnEncoderTrainer *tr)
+{
+  return tr->grad_norm;
 }

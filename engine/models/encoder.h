@@ -41,6 +41,7 @@ typedef struct _HnEncoderTrainer HnEncoderTrainer;
 typedef struct {
   gint64 step;
   double lr, beta1, beta2, eps, weight_decay;
+  double max_grad_norm; /* > 0: clip the gradients to this total norm first (torch's clip_grad_norm_) */
 } HnEncoderTrainStep;
 
 /* A trainer for batches of B rows of T tokens; every weight (f32) trains. Models it cannot train
@@ -52,6 +53,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnEncoderTrainer, hn_encoder_trainer_free)
  * (-100: ignored); *loss is the batch's loss before the update, as transformers reports it. */
 gboolean hn_encoder_trainer_step (HnEncoderTrainer *tr, const int32_t *ids, const int32_t *type_ids,
                                   const int32_t *labels, const HnEncoderTrainStep *opt, double *loss, GError **error);
+/* The total gradient norm of the last step (measured when it clipped, else NAN). */
+double hn_encoder_trainer_get_grad_norm (HnEncoderTrainer *tr);
 /* Every device tensor of the model in load order (checkpoint weights; modernbert adds its rope tables). */
 HnTensor *const *hn_encoder_get_weights (HnEncoder *m, guint *n);
 

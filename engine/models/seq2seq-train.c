@@ -50,6 +50,7 @@ struct _HnSeq2SeqTrainer {
   HnTensor *w_doh, *w_dp, *w_pd, *w_dqh, *w_dkh, *w_dvh, *w_r; /* per-row biased-attention scratch */
   HnTensor *stats;
   HnCmd *cmd;
+  double grad_norm; /* of the last step, before clipping (NAN: not measured) */
 };
 
 void
@@ -536,9 +537,11 @@ hn_seq2seq_trainer_step (HnSeq2SeqTrainer *tr, const int32_t *src, const int32_t
   hn_scratch_init (&sc, m->ctx);
   HnAdamwScalars as;
   hn_adamw_scalars (&as, opt->step, opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay);
+  float clip = 1.0f;
   gboolean ok = hn_params_zero (&tr->ps, tr->cmd, FALSE, error) && forward (tr, &sc, error) &&
-                backward (tr, &sc, error) && hn_params_adamw (&tr->ps, tr->cmd, &as, error) &&
-                hn_cmd_submit_wait (tr->cmd, error);
+                backward (tr, &sc, error) &&
+                hn_params_clip (&tr->ps, tr->cmd, opt->max_grad_norm, &tr->grad_norm, &clip, error) &&
+                hn_params_adamw (&tr->ps, tr->cmd, &as, clip, error) && hn_cmd_submit_wait (tr->cmd, error);
   if (!ok)
     hn_cmd_reset (tr->cmd);
   hn_scratch_clear (&sc);
@@ -563,4 +566,10 @@ hn_seq2seq_get_weights (HnSeq2Seq *m, guint *n)
 {
   *n = m->owned->len;
   return (HnTensor *const *) m->owned->pdata;
+}
+
+double
+hn_seq2seq_trainer_get_grad_norm (HnSeq2SeqTrainer *tr)
+{
+  return tr->grad_norm;
 }

@@ -49,6 +49,7 @@ typedef struct _HnSeq2SeqTrainer HnSeq2SeqTrainer;
 typedef struct {
   gint64 step;
   double lr, beta1, beta2, eps, weight_decay;
+  double max_grad_norm; /* > 0: clip the gradients to this total norm first (torch's clip_grad_norm_) */
 } HnSeq2SeqTrainStep;
 
 /* A trainer for B rows of S encoder and T decoder tokens; every weight (f32) trains, the relative
@@ -60,6 +61,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnSeq2SeqTrainer, hn_seq2seq_trainer_free)
  * decoder input is them shifted right after decoder_start_token_id). *loss is the loss before it. */
 gboolean hn_seq2seq_trainer_step (HnSeq2SeqTrainer *tr, const int32_t *src, const int32_t *labels,
                                   const HnSeq2SeqTrainStep *opt, double *loss, GError **error);
+/* The total gradient norm of the last step (measured when it clipped, else NAN). */
+double hn_seq2seq_trainer_get_grad_norm (HnSeq2SeqTrainer *tr);
 /* The trained relative_attention_bias table [buckets, heads] of the encoder's or decoder's first layer. */
 HnTensor *hn_seq2seq_trainer_get_bias_table (HnSeq2SeqTrainer *tr, gboolean decoder);
 /* Every device weight of the model in load order (the bias tables live on the host: see above). */

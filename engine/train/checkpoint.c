@@ -19,12 +19,34 @@
 gboolean
 hn_checkpoint_write_model (HnTransformer *model, const char *dir, GError **error)
 {
-  const char *src_dir = hn_transformer_get_dir (model);
+  guint n_orig = 0;
+  const HnWeightOrigin *orig = hn_transformer_get_weight_origins (model, &n_orig);
+  return hn_checkpoint_write_weights (hn_transformer_get_dir (model), orig, n_orig, dir, error);
+}
+
+gboolean
+hn_checkpoint_write_named (const char *src_dir, HnTensor *const *weights, guint n, const char *dir, GError **error)
+{
+  /* a tensor's name is its checkpoint tensor; tensors sharing a name are consecutive row blocks of it */
+  g_autofree HnWeightOrigin *orig = g_new0 (HnWeightOrigin, n);
+  for (guint i = 0; i < n; i++)
+    {
+      orig[i].t = weights[i];
+      orig[i].src = weights[i]->name;
+      for (guint k = 0; k < i; k++)
+        if (g_strcmp0 (weights[k]->name, weights[i]->name) == 0)
+          orig[i].row0 += weights[k]->shape[0];
+    }
+  return hn_checkpoint_write_weights (src_dir, orig, n, dir, error);
+}
+
+gboolean
+hn_checkpoint_write_weights (const char *src_dir, const HnWeightOrigin *orig, guint n_orig, const char *dir,
+                             GError **error)
+{
   g_autoptr (HnSafetensors) st = hn_safetensors_open (src_dir, error);
   if (!st)
     return FALSE;
-  guint n_orig = 0;
-  const HnWeightOrigin *orig = hn_transformer_get_weight_origins (model, &n_orig);
   g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
   guint n = hn_safetensors_get_n_tensors (st);
   for (guint i = 0; i < n; i++)

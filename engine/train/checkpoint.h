@@ -22,6 +22,14 @@ G_BEGIN_DECLS
  * (tensors the model does not hold are copied as they were), plus the side
  * files (config.json, tokenizer...) of that folder. */
 gboolean hn_checkpoint_write_model (HnTransformer *model, const char *dir, GError **error);
+/* The same from src_dir's checkpoint and the device weights that came from it (orig). */
+gboolean hn_checkpoint_write_weights (const char *src_dir, const HnWeightOrigin *orig, guint n_orig, const char *dir,
+                                      GError **error);
+/* The same for weights named after their checkpoint tensor (the encoder and encoder-decoder
+ * loaders), tensors of one name being consecutive row blocks of it in order; a weight whose
+ * name is no checkpoint tensor (rope tables) is not written. */
+gboolean hn_checkpoint_write_named (const char *src_dir, HnTensor *const *weights, guint n, const char *dir,
+                                    GError **error);
 
 gboolean hn_checkpoint_write_optimizer (HnTrainGraph *g, const char *dir, GError **error);
 /* Every trained tensor's state must be present with its shape. */

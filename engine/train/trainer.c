@@ -18,24 +18,11 @@
 #include "train/data-parallel.h"
 #include "train/optim.h"
 #include "train/train-graph.h"
+#include "train/trainer-private.h"
 
-typedef struct {
-  HnJob *job;
-  gboolean lora;
-  char *model_dir, *tok_path, *data_path, *out_dir, *resume, *metrics_file, *adapter_path, *eval_file;
-  gint64 epochs, max_steps, batch, seq_len, accum, save_steps;
-  GArray *devices;     /* int: one replica per entry */
-  double eval_split, stop_at_loss;
-  gint64 eval_steps, patience;
-  guint64 seed;
-  gboolean shuffle, no_dropout;
-  HnOptimConfig oc;
-  HnLrSchedule sched;
-  HnLoraConfig lcfg;
-} Options;
 
-static void
-options_clear (Options *o)
+void
+hn_train_options_clear (Options *o)
 {
   g_free (o->model_dir);
   g_free (o->tok_path);
@@ -49,8 +36,8 @@ options_clear (Options *o)
   hn_lora_config_clear (&o->lcfg);
 }
 
-static gboolean
-read_options (HnJob *job, Options *o, GError **error)
+gboolean
+hn_train_options_read (HnJob *job, Options *o, GError **error)
 {
   HnJobSpec *spec = hn_job_get_spec (job);
   o->job = job;
@@ -119,6 +106,8 @@ read_options (HnJob *job, Options *o, GError **error)
   o->eval_steps = hn_job_spec_get_int (spec, "eval-steps");
   o->patience = hn_job_spec_get_int (spec, "early-stopping-patience");
   o->stop_at_loss = hn_job_spec_get_double (spec, "stop-at-loss");
+  if (!o->lora) /* transformer-finetune has no masked-LM option */
+    o->mlm_probability = hn_job_spec_get_double (spec, "mlm-probability");
   if (o->eval_file && o->eval_split > 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -156,27 +145,20 @@ read_options (HnJob *job, Options *o, GError **error)
   return TRUE;
 }
 
-/* Dropout the config asks for: not implemented, so refuse unless --no-dropout. */
-/* This loop drives the decoder-only training graph; encoders and encoder-decoders fail closed here. */
+/* Decoders run the training graph here; encoders and encoder-decoders run in trainer-encdec.c. */
 static gboolean
-check_kind (const char *model_dir, GError **error)
+model_kind (const char *model_dir, gboolean *encdec, gboolean *seq2seq, GError **error)
 {
   g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
   const HnArchInfo *arch = cfg ? hn_arch_lookup (cfg->model_type, error) : NULL;
   if (!arch)
     return FALSE;
-  if (hn_arch_is_encoder (arch) || hn_arch_is_seq2seq (arch))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "%s: model_type \"%s\" is %s; transformer-train and transformer-finetune train decoder-only "
-                   "models (bert-family and t5/mt5 training exist in the engine, HnEncoderTrainer and "
-                   "HnSeq2SeqTrainer, but not in this job yet)",
-                   cfg->path, arch->model_type, hn_arch_is_encoder (arch) ? "an encoder" : "an encoder-decoder");
-      return FALSE;
-    }
+  *seq2seq = hn_arch_is_seq2seq (arch);
+  *encdec = *seq2seq || hn_arch_is_encoder (arch);
   return TRUE;
 }
 
+/* Dropout the config asks for: not implemented, so refuse unless --no-dropout. */
 static gboolean
 check_dropout (const Options *o, const char *model_dir, GError **error)
 {
@@ -206,8 +188,8 @@ check_dropout (const Options *o, const char *model_dir, GError **error)
   return TRUE;
 }
 
-static gboolean
-copy_tokenizer_files (const char *src_dir, const char *dst_dir, GError **error)
+gboolean
+hn_train_copy_tokenizer_files (const char *src_dir, const char *dst_dir, GError **error)
 {
   static const char *const files[] = { "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                        "tokenizer.model", "vocab.json", "merges.txt", "vocab.txt", "spiece.model",
@@ -245,10 +227,10 @@ write_files (Run *r, const char *tmp, gboolean sidecars, GError **error)
   gboolean ok;
   if (r->adapter)
     ok = hn_train_graph_sync_adapter (r->graph, error) && hn_lora_adapter_save (r->adapter, tmp, error) &&
-         copy_tokenizer_files (r->o->tok_path, tmp, error);
+         hn_train_copy_tokenizer_files (r->o->tok_path, tmp, error);
   else
     ok = hn_checkpoint_write_model (r->model, tmp, error) &&
-         (g_str_equal (r->o->tok_path, hn_transformer_get_dir (r->model)) || copy_tokenizer_files (r->o->tok_path, tmp, error));
+         (g_str_equal (r->o->tok_path, hn_transformer_get_dir (r->model)) || hn_train_copy_tokenizer_files (r->o->tok_path, tmp, error));
   ok = ok && hn_trainer_state_write (&r->st, tmp, error);
   return ok && (!sidecars || hn_checkpoint_write_optimizer (r->graph, tmp, error));
 }
@@ -269,8 +251,8 @@ save_checkpoint (Run *r, const char *final_dir, GError **error)
   return TRUE;
 }
 
-static void
-metric_line (FILE *f, const HnJobMetric *m)
+void
+hn_train_metric_line (FILE *f, const HnJobMetric *m)
 {
   char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE], c[G_ASCII_DTOSTR_BUF_SIZE];
   char d[G_ASCII_DTOSTR_BUF_SIZE], e[G_ASCII_DTOSTR_BUF_SIZE], g[G_ASCII_DTOSTR_BUF_SIZE];
@@ -391,7 +373,7 @@ hn_train_job_run (HnJob *job, GError **error)
   g_autofree char *adapter_targets = NULL; /* declared before any goto out: freed on every path */
   r.o = &o;
 
-  if (!read_options (job, &o, error))
+  if (!hn_train_options_read (job, &o, error))
     goto out;
   if (o.resume && !g_file_test (o.resume, G_FILE_TEST_IS_DIR))
     {
@@ -399,8 +381,15 @@ hn_train_job_run (HnJob *job, GError **error)
       goto out;
     }
   const char *weights_dir = (o.resume && !o.lora) ? o.resume : o.model_dir;
-  if (!check_kind (weights_dir, error) || !check_dropout (&o, weights_dir, error))
+  gboolean encdec = FALSE, seq2seq = FALSE;
+  if (!model_kind (weights_dir, &encdec, &seq2seq, error) || !check_dropout (&o, weights_dir, error))
     goto out;
+  if (encdec)
+    {
+      ok = hn_train_encdec_job_run (job, &o, seq2seq, error);
+      hn_train_options_clear (&o);
+      return ok;
+    }
   if (!(ctxs = hn_vk_contexts_new ((const int *) o.devices->data, o.devices->len, error)))
     goto out;
   HnVkContext *ctx = ctxs->pdata[0];
@@ -646,7 +635,7 @@ hn_train_job_run (HnJob *job, GError **error)
         }
       hn_job_emit_metric (job, &m);
       if (mf)
-        metric_line (mf, &m);
+        hn_train_metric_line (mf, &m);
       hn_job_emit_progress (job, HN_PROGRESS_STEPS, step + 1, total, (gint64) tokens_session);
       r.st.global_step = step + 1;
       hn_dataset_iter_get_cursor (it, &r.st.cursor);
@@ -684,7 +673,7 @@ out:
   g_free (targets);
   g_free (weights);
   hn_trainer_state_clear (&r.st);
-  options_clear (&o);
+  hn_train_options_clear (&o);
   return ok;
 }
 

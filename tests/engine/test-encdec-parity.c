@@ -167,8 +167,8 @@ test_train (gconstpointer data)
   for (guint i = 0; i < json_array_get_length (losses); i++)
     {
       double loss = 0, want = json_array_get_double_element (losses, i);
-      HnEncoderTrainStep es = { i + 1, lr, b1, b2, eps, wd };
-      HnSeq2SeqTrainStep ss = { i + 1, lr, b1, b2, eps, wd };
+      HnEncoderTrainStep es = { i + 1, lr, b1, b2, eps, wd, 0 };
+      HnSeq2SeqTrainStep ss = { i + 1, lr, b1, b2, eps, wd, 0 };
       gboolean ok = etr ? hn_encoder_trainer_step (etr, ids, NULL, labels, &es, &loss, &error)
                         : hn_seq2seq_trainer_step (str, ids, labels, &ss, &loss, &error);
       g_assert_no_error (error);
