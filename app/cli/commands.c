@@ -27,7 +27,7 @@ static const char *const pull_aliases[] = { "download", NULL };
 const HnCliCommand hn_cli_commands[] = {
   { "architectures", NULL, "List supported model architectures and tasks", hn_cmd_architectures },
   { "benchmark", NULL, "Time decode, prefill and GEMM on a model or the reference shapes", hn_cmd_benchmark },
-  { "chat", NULL, "Chat with a Hierarchos model (template, sampling, carried state)", hn_cmd_chat },
+  { "chat", NULL, "Chat with a Transformer model (chat template) or a Hierarchos model", hn_cmd_chat },
   { "dataset-preview", NULL, "Show training rows as the trainer sees them: templating, loss mask, tokens", hn_cmd_dataset_preview },
   { "devices", NULL, "List the Vulkan devices (--json for the full report)", hn_cmd_devices },
   { "doctor", NULL, "Check the Vulkan setup, devices, features, shaders and cache folders", hn_cmd_doctor },

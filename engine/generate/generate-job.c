@@ -361,7 +361,8 @@ resolve_cache (HnJob *job, HnJobSpec *spec, const OptIn *in, HnKvCacheMode *mode
   gboolean chosen = ci || in->cache_implementation;
   if (hn_job_spec_get_bool (spec, "no-use-cache"))
     *mode = HN_KV_CACHE_NONE, chosen = TRUE;
-  *batch = hn_job_spec_get_bool (spec, "continuous-batching") || in->continuous_batching;
+  *batch = (hn_job_spec_lookup (spec, "continuous-batching") && hn_job_spec_get_bool (spec, "continuous-batching")) ||
+           in->continuous_batching;
   if (*batch && chosen && *mode != HN_KV_CACHE_PAGED)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -596,6 +597,36 @@ log_stages (HnJob *job, HnTransformer *m, GArray *devs)
     }
 }
 
+gboolean
+hn_generate_job_attach_adapter (HnJob *job, HnTransformer *model, const char *adapter_dir, GError **error)
+{
+  /* attached in device memory (scaling·B·A added to the adapted weights); no merged files */
+  g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (adapter_dir, error);
+  if (!ad || !hn_lora_attach (model, ad, error))
+    return FALSE;
+  hn_job_log (job, HN_LOG_INFO, "LoRA adapter %s attached (%u modules)", adapter_dir, ad->modules->len);
+  return TRUE;
+}
+
+gboolean
+hn_generate_job_policy (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *opt,
+                        HnKvCacheMode *mode, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  OptIn in = { 0 };
+  gboolean batch;
+  gboolean ok = build_options (spec, model_dir, mc, opt, &in, error) && resolve_cache (job, spec, &in, mode, &batch, error);
+  g_free (in.cache_implementation);
+  if (ok && batch)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: continuous batching serves many prompts at once; a chat runs one conversation",
+                   hn_job_spec_get_string (spec, "generation-config"));
+      return FALSE;
+    }
+  return ok;
+}
+
 static gboolean
 generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *opt, GError **error)
 {
@@ -660,14 +691,8 @@ generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateO
   if ((!model && !s2s_model) || !hn_arch_require_task (arch, HN_TASK_GENERATE, error) ||
       (mode == HN_KV_CACHE_PAGED && !hn_transformer_check_pageable (model, error)))
     return FALSE;
-  if (adapter_dir)
-    {
-      /* attached in device memory (scaling·B·A added to the adapted weights); no merged files */
-      g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (adapter_dir, error);
-      if (!ad || !hn_lora_attach (model, ad, error))
-        return FALSE;
-      hn_job_log (job, HN_LOG_INFO, "LoRA adapter %s attached (%u modules)", adapter_dir, ad->modules->len);
-    }
+  if (adapter_dir && !hn_generate_job_attach_adapter (job, model, adapter_dir, error))
+    return FALSE;
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
               (model ? hn_transformer_get_weight_bytes (model) : hn_seq2seq_get_weight_bytes (s2s_model)) / 1e6,
               hn_kv_cache_mode_name (mode));

@@ -18,10 +18,8 @@ hn_job_register_builtin_kinds (void)
       hn_job_register_kind ("transformer-generate", hn_transformer_generate_job_run);
       hn_job_register_kind ("hierarchos-train", hn_hier_train_job_run);
       hn_job_register_kind ("hierarchos-finetune", hn_hier_finetune_job_run);
-      /* Hierarchos model folders only for now; a Transformer chat run
-       * function should take this kind over and call hn_hier_chat_job_run
-       * when hn_hier_is_model_dir (model folder). */
-      hn_job_register_kind ("chat", hn_hier_chat_job_run);
+      /* Transformer decoders; Hierarchos model folders go on to hn_hier_chat_job_run */
+      hn_job_register_kind ("chat", hn_chat_job_run);
       hn_job_register_kind ("transformer-train", hn_train_job_run);
       hn_job_register_kind ("transformer-finetune", hn_train_job_run);
       g_once_init_leave (&once, 1);

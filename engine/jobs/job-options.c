@@ -201,6 +201,12 @@ const HnOptionInfo hn_option_table[] = {
   { "raw-prompt", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Raw prompt"),
     N_("Send the text as it is, without the chat template"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
+  { "system-prompt", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("System prompt"),
+    N_("The system message that opens every conversation (chat template models)"),
+    NULL, 0, HN_OPTION_HINT_MULTILINE, "TEXT" },
+  { "chat-template", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Chat template file"),
+    N_("A Jinja chat template file used instead of the tokenizer's chat_template"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_FILE, "FILE" },
 
   /* Generation */
   { "max-new-tokens", HN_OPTION_INT, "64", 1, 1048576, NULL, N_("Maximum new tokens"),
@@ -343,13 +349,15 @@ const HnOptionInfo hn_option_table[] = {
 #define LORA_OPTS " lora-r lora-alpha lora-dropout lora-target-modules use-rslora"
 #define SAMPLING_OPTS " max-new-tokens min-new-tokens do-sample temperature top-k top-p min-p typical-p" \
                       " repetition-penalty no-repeat-ngram-size stop"
+/* the rest of transformer generation's policy, shared by generate and chat */
+#define GEN_POLICY_OPTS " epsilon-cutoff eta-cutoff bad-words-ids suppress-tokens eos-token-id num-beams length-penalty" \
+                        " early-stopping num-return-sequences generation-config"
 #define RUN_OPTS " device-index seed"
 
 const HnJobKindInfo hn_job_kind_table[] = {
   { "transformer-generate", "generate infer", N_("Generate text"),
     "Continue prompts with a Transformer model",
-    MODEL_OPTS "lora-adapter-path prompt prompt-file input-ids" SAMPLING_OPTS
-    " epsilon-cutoff eta-cutoff bad-words-ids suppress-tokens eos-token-id num-beams length-penalty early-stopping num-return-sequences generation-config"
+    MODEL_OPTS "lora-adapter-path prompt prompt-file input-ids" SAMPLING_OPTS GEN_POLICY_OPTS
     " cache-implementation no-use-cache continuous-batching continuous-batch-max-requests output-json json runtime"
     RUN_OPTS " device-indices" HUB_OPTS,
     "model-path|hf-model" },
@@ -377,9 +385,10 @@ const HnJobKindInfo hn_job_kind_table[] = {
     " max-grad-norm precision no-shuffle trainable device-index seed=1337" HUB_OPTS,
     "model-path;train|hf-dataset;out-dir" },
   { "chat", NULL, N_("Chat"),
-    "Chat with a model that has a chat template, or a Hierarchos model",
-    MODEL_OPTS "lora-adapter-path raw-prompt max-new-tokens=512 do-sample=true temperature=0.7 top-k=40"
-    " top-p=0.9 min-p repetition-penalty=1.2 stop carry-chat-state chat-state-file"
+    "Chat with a Transformer model (its chat template) or a Hierarchos model",
+    MODEL_OPTS "lora-adapter-path raw-prompt system-prompt chat-template max-new-tokens=512 min-new-tokens"
+    " do-sample=true temperature=0.7 top-k=40 top-p=0.9 min-p typical-p repetition-penalty=1.2"
+    " no-repeat-ngram-size stop" GEN_POLICY_OPTS " carry-chat-state chat-state-file"
     " resume-chat-from-state-file cache-implementation no-use-cache runtime" RUN_OPTS HUB_OPTS,
     "model-path|hf-model" },
   { "evaluate", "perplexity", N_("Evaluate"),

@@ -216,7 +216,7 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
   if (!hn_hier_is_model_dir (dir))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s is not a Hierarchos model folder (config.json with "
-                   "model_type \"hierarchos\"); chat with Transformer models is handled elsewhere", dir);
+                   "model_type \"hierarchos\")", dir);
       return FALSE;
     }
   if (g_strcmp0 (hn_job_spec_get_string (spec, "cache-implementation"), "paged") == 0)
@@ -230,6 +230,17 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA adapters do not apply to Hierarchos models");
       return FALSE;
     }
+  /* what only the Transformer chat implements fails closed here */
+  const char *const unsupported[] = { "system-prompt", "chat-template", "generation-config", "bad-words-ids",
+                                      "suppress-tokens", "eos-token-id", "no-repeat-ngram-size", "num-beams",
+                                      "min-new-tokens", "typical-p", "epsilon-cutoff", "eta-cutoff", NULL };
+  for (int i = 0; unsupported[i]; i++)
+    if (hn_job_spec_lookup (spec, unsupported[i]) && hn_job_spec_is_set (spec, unsupported[i]))
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: --%s is not supported for Hierarchos models (it uses "
+                     "its own \"User: ...\\n\\nAssistant: \" template and sampler)", dir, unsupported[i]);
+        return FALSE;
+      }
   g_autoptr (HnHierModel) m = hn_hier_model_load (dir, error);
   if (!m)
     return FALSE;
