@@ -4,12 +4,14 @@
 #include "hn-error.h"
 
 #include <glib/gi18n.h>
+#include <json-glib/json-glib.h>
 
 typedef struct {
   HnJobController *controller;
   GtkWidget *title, *messages, *scroller;
   GtkWidget *reply;      /* the bubble being streamed into */
   GString *text;         /* its text */
+  gboolean waiting;      /* a message was sent and its reply is not complete */
 } Side;
 
 struct _HnComparePage
@@ -27,11 +29,11 @@ add_bubble (Side *side, gboolean from_user, const char *text)
   return hn_page_add_bubble (GTK_LIST_BOX (side->messages), from_user, text);
 }
 
+/* A side is busy from a message until its reply ends (its chat job keeps running between turns). */
 static gboolean
 any_running (HnComparePage *self)
 {
-  return hn_job_controller_get_running (self->sides[0].controller) ||
-         hn_job_controller_get_running (self->sides[1].controller);
+  return self->sides[0].waiting || self->sides[1].waiting;
 }
 
 static void
@@ -61,6 +63,11 @@ on_event (HnJobController *c, const HnJobEvent *e, HnComparePage *self)
       g_autofree char *valid = g_utf8_make_valid (side->text->str, -1);
       gtk_label_set_text (GTK_LABEL (side->reply), valid);
     }
+  else if (e->type == HN_JOB_EVENT_TURN_END)
+    {
+      side->waiting = FALSE;
+      update_state (self);
+    }
   else if (e->type == HN_JOB_EVENT_DONE && !e->done.ok && side->reply)
     {
       g_autofree char *msg = g_strdup_printf (_("(failed: %s)"), e->done.error_message ? e->done.error_message : "");
@@ -71,7 +78,25 @@ on_event (HnJobController *c, const HnJobEvent *e, HnComparePage *self)
 static void
 on_finished (HnJobController *c, gboolean ok, const char *message, const char *output, HnComparePage *self)
 {
+  Side *side = c == self->sides[0].controller ? &self->sides[0] : &self->sides[1];
+  side->waiting = FALSE;
   update_state (self);
+}
+
+/* Other models: a new conversation on both sides. */
+static void
+end_conversations (HnComparePage *self)
+{
+  for (guint i = 0; i < 2; i++)
+    {
+      Side *side = &self->sides[i];
+      hn_job_controller_stop (side->controller);
+      side->waiting = FALSE;
+      side->reply = NULL;
+      GtkWidget *child;
+      while ((child = gtk_widget_get_first_child (side->messages)))
+        gtk_list_box_remove (GTK_LIST_BOX (side->messages), child);
+    }
 }
 
 void
@@ -82,22 +107,39 @@ hn_compare_page_set_models (HnComparePage *self, const char *base, const char *t
   update_state (self);
 }
 
-/* The generate job of one side for `text`. */
+/* Whether the tokenizer next to `dir` has a chat template (else the side chats in raw text). */
+static gboolean
+has_chat_template (const char *dir)
+{
+  g_autofree char *jinja = g_build_filename (dir, "chat_template.jinja", NULL);
+  g_autofree char *cfg = g_build_filename (dir, "tokenizer_config.json", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  if (g_file_test (jinja, G_FILE_TEST_EXISTS))
+    return TRUE;
+  if (!json_parser_load_from_file (p, cfg, NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))
+    return FALSE;
+  JsonNode *t = json_object_get_member (json_node_get_object (json_parser_get_root (p)), "chat_template");
+  return t && !JSON_NODE_HOLDS_NULL (t);
+}
+
+/* The chat job of one side; it keeps that side's conversation. */
 static HnJobSpec *
-side_spec (HnComparePage *self, guint side, const char *text, GError **error)
+side_spec (HnComparePage *self, guint side, GError **error)
 {
   const char *base = gtk_editable_get_text (GTK_EDITABLE (self->base_entry));
   const char *tuned = gtk_editable_get_text (GTK_EDITABLE (self->tuned_entry));
-  g_autoptr (HnJobSpec) spec = hn_job_spec_new ("transformer-generate", error);
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new ("chat", error);
   if (!spec)
     return NULL;
   g_autofree char *adapter_cfg = g_build_filename (tuned, "adapter_config.json", NULL);
   gboolean is_adapter = g_file_test (adapter_cfg, G_FILE_TEST_EXISTS);
-  hn_job_spec_set_string (spec, "model-path", side == 0 || is_adapter ? base : tuned);
+  const char *model = side == 0 || is_adapter ? base : tuned;
+  hn_job_spec_set_string (spec, "model-path", model);
   if (side == 1 && is_adapter)
     hn_job_spec_set_string (spec, "lora-adapter-path", tuned);
-  const char *prompts[] = { text, NULL };
-  hn_job_spec_set_strv (spec, "prompt", prompts);
+  hn_job_spec_set_bool (spec, "raw-prompt", !has_chat_template (model));
+  /* greedy: the two sides differ by the model only */
+  hn_job_spec_set_bool (spec, "do-sample", FALSE);
   hn_job_spec_set_int (spec, "max-new-tokens", 48);
   return g_steal_pointer (&spec);
 }
@@ -110,19 +152,23 @@ hn_compare_page_send (HnComparePage *self, const char *text, GError **error)
       g_set_error_literal (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, _("Both sides are still answering"));
       return FALSE;
     }
-  g_autoptr (HnJobSpec) base = side_spec (self, 0, text, error);
-  g_autoptr (HnJobSpec) tuned = base ? side_spec (self, 1, text, error) : NULL;
-  if (!tuned || !hn_job_spec_validate (base, error) || !hn_job_spec_validate (tuned, error))
-    return FALSE;
-  HnJobSpec *specs[2] = { base, tuned };
+  for (guint i = 0; i < 2; i++)
+    {
+      Side *side = &self->sides[i];
+      if (hn_job_controller_get_running (side->controller))
+        continue; /* the conversation goes on */
+      g_autoptr (HnJobSpec) spec = side_spec (self, i, error);
+      if (!spec || !hn_job_spec_validate (spec, error) || !hn_job_controller_start (side->controller, spec, error))
+        return FALSE;
+    }
   for (guint i = 0; i < 2; i++)
     {
       Side *side = &self->sides[i];
       add_bubble (side, TRUE, text);
       side->reply = add_bubble (side, FALSE, "…");
       g_string_truncate (side->text, 0);
-      if (!hn_job_controller_start (side->controller, specs[i], error))
-        return FALSE;
+      side->waiting = TRUE;
+      hn_job_push_input (hn_job_controller_get_job (side->controller), text);
     }
   update_state (self);
   return TRUE;
@@ -132,6 +178,13 @@ gboolean
 hn_compare_page_get_running (HnComparePage *self)
 {
   return any_running (self);
+}
+
+HnJob *
+hn_compare_page_get_job (HnComparePage *self, guint side)
+{
+  g_return_val_if_fail (side < 2, NULL);
+  return hn_job_controller_get_job (self->sides[side].controller);
 }
 
 const char *
@@ -158,6 +211,7 @@ on_send (GtkWidget *w, HnComparePage *self)
 static void
 on_entry_changed (GtkEditable *e, HnComparePage *self)
 {
+  end_conversations (self);
   update_state (self);
 }
 

@@ -1,10 +1,11 @@
 /* HnComparePage: the base model and the fine-tuned one (a LoRA adapter on
  * the base, or a trained model folder) answer the same message side by
- * side. Each message runs one transformer-generate job per side (the same
- * job the Generate page runs), so a reply continues that message; the
- * conversation is not carried from turn to turn. */
+ * side. Each side runs one chat job (the Chat page's kind) that keeps its
+ * conversation across turns; choosing other models starts new ones. Models
+ * without a chat template chat in raw text. */
 #pragma once
 #include <adwaita.h>
+#include "jobs/job.h"
 
 G_BEGIN_DECLS
 
@@ -16,6 +17,8 @@ void hn_compare_page_set_models (HnComparePage *self, const char *base, const ch
 /* Sends `text` to both sides (what the Send button does). FALSE with a reason when it cannot. */
 gboolean hn_compare_page_send (HnComparePage *self, const char *text, GError **error);
 gboolean hn_compare_page_get_running (HnComparePage *self);
+/* The chat job of side 0 (base) or 1 (fine-tuned), or NULL before the first message. */
+HnJob *hn_compare_page_get_job (HnComparePage *self, guint side);
 /* The last reply of side 0 (base) or 1 (fine-tuned). */
 const char *hn_compare_page_get_reply (HnComparePage *self, guint side);
 

@@ -16,6 +16,7 @@
 #include "hn-loss-chart.h"
 #include "hn-memory-row.h"
 #include "hn-option-group.h"
+#include "hn-page-util.h"
 #include "hn-progress-view.h"
 #include "hn-train-page.h"
 #include "hn-window.h"
@@ -743,6 +744,7 @@ not_running (gpointer data)
 
 typedef struct {
   gboolean turn_end;
+  int tokens;       /* streamed TOKEN events with an id */
 } ChatSeen;
 
 static void
@@ -750,6 +752,8 @@ on_chat_event (HnJobController *c, const HnJobEvent *e, ChatSeen *seen)
 {
   if (e->type == HN_JOB_EVENT_TURN_END)
     seen->turn_end = TRUE;
+  else if (e->type == HN_JOB_EVENT_TOKEN && e->token.token_id >= 0)
+    seen->tokens++;
 }
 
 static gboolean
@@ -822,6 +826,44 @@ test_hierarchos_train_and_chat (void)
   hn_chat_page_send (chat, "JULIET:");
   g_assert_true (wait_for (chat_turn_done, &seen, 60000));
   save_screenshot ("chat-hierarchos");
+  gtk_widget_activate_action (GTK_WIDGET (chat), "page.reset", NULL);
+  g_assert_true (wait_for (not_running, cc, 30000));
+  g_signal_handler_disconnect (cc, id);
+}
+
+/* The Chat page with a Transformer model (the demo model, raw text: it has no chat template):
+ * the reply streams token by token and the conversation's job stays open across turns. */
+static void
+test_transformer_chat (void)
+{
+  HnChatPage *chat = HN_CHAT_PAGE (hn_window_get_page (window, "chat"));
+  gtk_widget_activate_action (GTK_WIDGET (chat), "page.reset", NULL);
+  hn_window_show_page (window, "chat");
+  HnJobSpec *cspec = hn_chat_page_get_spec (chat);
+  g_autofree char *demo = hn_demo_path ("stories260K");
+  g_assert_nonnull (demo);
+  hn_job_spec_set_string (cspec, "model-path", demo);
+  hn_job_spec_set_bool (cspec, "raw-prompt", TRUE);
+  hn_job_spec_set_bool (cspec, "carry-chat-state", FALSE);
+  hn_job_spec_set_bool (cspec, "do-sample", FALSE);
+  hn_job_spec_set_int (cspec, "max-new-tokens", 12);
+  g_assert_null (hn_chat_page_get_start_problem (chat));
+  ChatSeen seen = { FALSE, 0 };
+  HnJobController *cc = hn_chat_page_get_controller (chat);
+  gulong id = g_signal_connect (cc, "event", G_CALLBACK (on_chat_event), &seen);
+  hn_chat_page_send (chat, "Once upon a time");
+  g_assert_true (wait_for (chat_turn_done, &seen, 60000));
+  g_assert_cmpint (seen.tokens, ==, 12);
+  HnJob *job = hn_job_controller_get_job (cc);
+  g_autofree char *reply = hn_chat_page_dup_last_reply (chat);
+  g_test_message ("reply: %s", reply);
+  g_assert_cmpuint (strlen (reply), >, 0);
+  seen.turn_end = FALSE;
+  hn_chat_page_send (chat, "The end.");
+  g_assert_true (wait_for (chat_turn_done, &seen, 60000));
+  g_assert_true (hn_job_controller_get_job (cc) == job); /* one job holds the conversation */
+  g_assert_cmpint (seen.tokens, >, 12);
+  save_screenshot ("chat-transformer");
   gtk_widget_activate_action (GTK_WIDGET (chat), "page.reset", NULL);
   g_assert_true (wait_for (not_running, cc, 30000));
   g_signal_handler_disconnect (cc, id);
@@ -1026,6 +1068,15 @@ test_side_by_side (void)
   g_assert_cmpuint (strlen (hn_compare_page_get_reply (cp, 1)), >, 0);
   /* the adapter changes the model: its greedy continuation differs */
   g_assert_cmpstr (hn_compare_page_get_reply (cp, 0), !=, hn_compare_page_get_reply (cp, 1));
+  /* a second turn goes to the same chat jobs: each side keeps its conversation */
+  HnJob *jobs[2] = { hn_compare_page_get_job (cp, 0), hn_compare_page_get_job (cp, 1) };
+  g_assert_nonnull (jobs[0]);
+  g_assert_true (hn_compare_page_send (cp, "The end.", &error));
+  g_assert_no_error (error);
+  g_assert_true (wait_for (compare_idle, cp, 120000));
+  g_assert_true (hn_compare_page_get_job (cp, 0) == jobs[0] && hn_compare_page_get_job (cp, 1) == jobs[1]);
+  g_assert_cmpuint (strlen (hn_compare_page_get_reply (cp, 0)), >, 0);
+  g_assert_cmpuint (strlen (hn_compare_page_get_reply (cp, 1)), >, 0);
   save_screenshot ("chat-side-by-side");
 }
 
@@ -1097,6 +1148,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/generate-streams", test_generate_streams);
   g_test_add_func ("/gui/generate-vk-alloc-fails", test_generate_vk_alloc_fails);
   g_test_add_func ("/gui/hierarchos-train-and-chat", test_hierarchos_train_and_chat);
+  g_test_add_func ("/gui/transformer-chat", test_transformer_chat);
   g_test_add_func ("/gui/finetune-loss-falls", test_finetune_loss_falls);
   g_test_add_func ("/gui/data-preview", test_data_preview);
   g_test_add_func ("/gui/stop-save-resume", test_stop_save_resume);
