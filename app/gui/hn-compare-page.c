@@ -137,7 +137,10 @@ side_spec (HnComparePage *self, guint side, GError **error)
   hn_job_spec_set_string (spec, "model-path", model);
   if (side == 1 && is_adapter)
     hn_job_spec_set_string (spec, "lora-adapter-path", tuned);
-  hn_job_spec_set_bool (spec, "raw-prompt", !has_chat_template (model));
+  /* the chat job reads an adapter's own tokenizer files when it has them */
+  g_autofree char *adapter_tok = g_build_filename (tuned, "tokenizer_config.json", NULL);
+  gboolean adapter_has_tok = side == 1 && is_adapter && g_file_test (adapter_tok, G_FILE_TEST_EXISTS);
+  hn_job_spec_set_bool (spec, "raw-prompt", !has_chat_template (adapter_has_tok ? tuned : model));
   /* greedy: the two sides differ by the model only */
   hn_job_spec_set_bool (spec, "do-sample", FALSE);
   hn_job_spec_set_int (spec, "max-new-tokens", 48);

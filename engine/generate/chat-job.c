@@ -107,7 +107,11 @@ reply (Chat *c, const char *input, GError **error)
   g_clear_pointer (&c->dec, hn_token_decoder_free);
   g_clear_error (&c->stream_error);
   if (!r)
-    return -1;
+    {
+      if (error && *error && !g_error_matches (*error, HN_ERROR, HN_ERROR_CANCELLED))
+        g_prefix_error (error, "the conversation's %u prompt tokens (/reset starts a new one): ", ids->len);
+      return -1;
+    }
   GArray *out = g_ptr_array_index (r->sequences, 0);
   g_autofree char *text = hn_tokenizer_decode (c->tok, (const int32_t *) out->data, out->len, TRUE, error);
   if (!text)
@@ -164,11 +168,15 @@ chat_loop (Chat *c, GError **error)
     }
 }
 
-/* The template: --chat-template FILE, else the tokenizer's; none fails unless --raw-prompt. */
+/* The template: --chat-template FILE, else the tokenizer folder's chat_template.jinja (where
+ * transformers saves it), else tokenizer_config.json's; none fails unless --raw-prompt. */
 static HnChatTemplate *
-load_template (HnJobSpec *spec, HnTokenizer *tok, const char *model_dir, GError **error)
+load_template (HnJobSpec *spec, HnTokenizer *tok, const char *tok_dir, const char *model_dir, GError **error)
 {
   const char *path = hn_job_spec_get_string (spec, "chat-template");
+  g_autofree char *jinja = g_build_filename (tok_dir, "chat_template.jinja", NULL);
+  if (!path && g_file_test (jinja, G_FILE_TEST_IS_REGULAR))
+    path = jinja;
   g_autofree char *src = NULL;
   if (path && !g_file_get_contents (path, &src, NULL, error))
     return NULL;
@@ -220,11 +228,20 @@ transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GEr
   g_autofree char *tp = hn_hub_job_tokenizer_path (job, error);
   if (!tp && error && *error)
     return FALSE;
-  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tp ? tp : model_dir, error);
+  /* an adapter folder written by the trainer carries the tokenizer and template it was trained with */
+  const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path");
+  g_autofree char *adapter_tok = adapter_dir ? g_build_filename (adapter_dir, "tokenizer_config.json", NULL) : NULL;
+  if (!tp && adapter_tok && g_file_test (adapter_tok, G_FILE_TEST_IS_REGULAR))
+    {
+      tp = g_strdup (adapter_dir);
+      hn_job_log (job, HN_LOG_INFO, "tokenizer and chat template from the adapter folder %s", adapter_dir);
+    }
+  const char *tok_dir = tp ? tp : model_dir;
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tok_dir, error);
   if (!tok)
     return FALSE;
   gboolean raw = hn_job_spec_get_bool (spec, "raw-prompt");
-  g_autoptr (HnChatTemplate) tmpl = raw ? NULL : load_template (spec, tok, model_dir, error);
+  g_autoptr (HnChatTemplate) tmpl = raw ? NULL : load_template (spec, tok, tok_dir, model_dir, error);
   if (!raw && !tmpl)
     return FALSE;
   if (opt->eos_token_ids->len == 0)
@@ -255,7 +272,6 @@ transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GEr
   if (!model || !hn_arch_require_task (arch, HN_TASK_GENERATE, error) ||
       (mode == HN_KV_CACHE_PAGED && !hn_transformer_check_pageable (model, error)))
     return FALSE;
-  const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path");
   if (adapter_dir && !hn_generate_job_attach_adapter (job, model, adapter_dir, error))
     return FALSE;
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, %s", model_dir, arch->model_type,

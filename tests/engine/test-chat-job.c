@@ -320,7 +320,13 @@ test_no_template (void)
   g_assert_true (run_job (file, inputs, &ev, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (ev.replies->len, ==, 2);
-  g_unlink (tpath);
+  /* where transformers saves a template: chat_template.jinja next to the tokenizer */
+  g_autofree char *jinja = g_build_filename (model, "chat_template.jinja", NULL);
+  g_assert_cmpint (g_rename (tpath, jinja), ==, 0);
+  g_assert_true (run_job (argv, inputs, &ev, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (ev.replies->len, ==, 3);
+  g_unlink (jinja);
 
   const char *hier_only[] = { "chat", "--model-path", model, "--carry-chat-state", NULL };
   g_assert_false (run_job (hier_only, inputs, &ev, &error));
