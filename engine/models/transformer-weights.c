@@ -58,7 +58,32 @@ find (Loader *L, const char *name)
   const HnSafetensorInfo *t = hn_safetensors_lookup (L->st, name);
   if (!t && g_str_has_prefix (name, "model."))
     t = hn_safetensors_lookup (L->st, name + 6); /* a bare base model saved without its prefix */
+  if (!t && L->m->config->text_config_resolved)
+    {
+      /* A multimodal package (llava, qwen2_vl, gemma3, mllama...) keeps its text
+       * model under a prefix: transformers 5 writes model.language_model.X with
+       * a top-level lm_head, 4.x wrote language_model.model.X and
+       * language_model.lm_head. */
+      g_autofree char *v4 = g_strconcat ("language_model.", name, NULL);
+      if (g_str_has_prefix (name, "model."))
+        {
+          g_autofree char *v5 = g_strconcat ("model.language_model.", name + 6, NULL);
+          t = hn_safetensors_lookup (L->st, v5);
+        }
+      if (!t)
+        t = hn_safetensors_lookup (L->st, v4);
+    }
   return t;
+}
+
+/* The vision tower, projector and other towers of a multimodal package: not
+ * run, not an error, and kept as they are when a checkpoint is written (the
+ * checkpoint writer copies every tensor the graph did not take). */
+static gboolean
+is_other_tower (const HnModelConfig *c, const char *name)
+{
+  return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
+         !g_str_has_prefix (name, "language_model.") && !g_str_has_prefix (name, "lm_head.");
 }
 
 static gboolean
@@ -1270,12 +1295,17 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     return FALSE;
 
   /* everything in the checkpoint must have been understood */
-  guint n = hn_safetensors_get_n_tensors (st);
+  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0;
   for (guint i = 0; i < n; i++)
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
       if (g_hash_table_contains (used, t->name))
         continue;
+      if (is_other_tower (m->config, t->name))
+        {
+          n_towers++;
+          continue;
+        }
       if (g_str_has_suffix (t->name, "rotary_emb.inv_freq") || g_str_has_suffix (t->name, ".attn.bias") ||
           g_str_has_suffix (t->name, ".attn.masked_bias") || g_str_has_suffix (t->name, ".masked_bias"))
         continue; /* buffers some exporters save; recomputed here */
@@ -1284,6 +1314,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
                    t->name, hp->arch->model_type);
       return FALSE;
     }
+
+  if (n_towers)
+    g_info ("%s: %s package: %u tensors of its non-text towers are not run (kept on export)", m->dir,
+            m->config->outer_model_type, n_towers);
 
   /* rotary frequencies and ALiBi slopes */
   if (hp->rope)

@@ -1,0 +1,139 @@
+/* Multimodal packages whose text backbone we run (llava, qwen2_vl, gemma3,
+ * mllama...): the llama fixture repackaged as a llava folder, in the
+ * transformers 5 layout (model.language_model.X, lm_head) and the 4.x one
+ * (language_model.model.X, language_model.lm_head), gives transformers'
+ * llama logits; the vision tower is not run but survives a checkpoint
+ * write; an unknown tensor inside the text model is still an error. */
+#include "hn-error.h"
+#include "io/safetensors.h"
+#include "models/transformer.h"
+#include "parity-util.h"
+#include "train/checkpoint.h"
+#include "vk/hn-vk.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+static void
+rm_rf (const char *path)
+{
+  g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
+  const char *f;
+  while (d && (f = g_dir_read_name (d)))
+    {
+      g_autofree char *p = g_build_filename (path, f, NULL);
+      if (g_file_test (p, G_FILE_TEST_IS_DIR))
+        rm_rf (p);
+      else
+        g_unlink (p);
+    }
+  g_rmdir (path);
+}
+
+/* Writes DIR/config.json (llava around the fixture's config) and
+ * DIR/model.safetensors (the fixture's tensors renamed, plus two tower
+ * tensors and, if given, one stray tensor). */
+static char *
+make_llava (const char *fixture, gboolean v5, const char *stray)
+{
+  g_autofree char *cfg_path = g_build_filename (fixture, "config.json", NULL);
+  g_autofree char *text_cfg = NULL;
+  g_assert_true (g_file_get_contents (cfg_path, &text_cfg, NULL, NULL));
+  char *dir = g_dir_make_tmp ("hn-llava-XXXXXX", NULL);
+  g_autofree char *cfg = g_strdup_printf ("{\"model_type\": \"llava\", \"architectures\": [\"LlavaForConditionalGeneration\"], "
+                                          "\"image_token_index\": 3, \"vision_config\": {\"model_type\": "
+                                          "\"clip_vision_model\", \"hidden_size\": 16}, \"text_config\": %s}",
+                                          text_cfg);
+  g_autofree char *out_cfg = g_build_filename (dir, "config.json", NULL);
+  g_assert_true (g_file_set_contents (out_cfg, cfg, -1, NULL));
+
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (fixture, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      g_autofree char *name = NULL;
+      if (g_str_has_prefix (t->name, "model."))
+        name = v5 ? g_strconcat ("model.language_model.", t->name + 6, NULL) : g_strconcat ("language_model.", t->name, NULL);
+      else
+        name = v5 ? g_strdup (t->name) : g_strconcat ("language_model.", t->name, NULL);
+      g_assert_true (hn_safetensors_writer_add (w, name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, FALSE, &error));
+    }
+  float tower[16];
+  for (int i = 0; i < 16; i++)
+    tower[i] = (float) i;
+  gint64 shape[] = { 4, 4 };
+  const char *towers[] = { v5 ? "model.vision_tower.embeddings.weight" : "vision_tower.embeddings.weight",
+                           v5 ? "model.multi_modal_projector.linear_1.weight" : "multi_modal_projector.linear_1.weight",
+                           stray };
+  for (guint i = 0; i < G_N_ELEMENTS (towers) && towers[i]; i++)
+    g_assert_true (hn_safetensors_writer_add (w, towers[i], HN_ST_DTYPE_F32, 2, shape, tower, sizeof tower, FALSE, &error));
+  g_autofree char *out_st = g_build_filename (dir, "model.safetensors", NULL);
+  g_assert_true (hn_safetensors_writer_write_file (w, out_st, &error));
+  g_assert_no_error (error);
+  return dir;
+}
+
+static void
+check_layout (gboolean v5)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  g_autofree char *fixture = parity_fixture_dir ("llama");
+  g_autoptr (JsonParser) p = json_parser_new ();
+  JsonObject *exp = parity_load_expected (p, "llama");
+  g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+
+  g_autofree char *dir = make_llava (fixture, v5, NULL);
+  HnTransformer *m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  g_autofree float *logits = g_new (float, (gsize) ids->len * hp->vocab);
+  g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
+  g_assert_no_error (error);
+  parity_compare_logits (v5 ? "llava (5.x layout)" : "llava (4.x layout)", logits,
+                         json_object_get_array_member (exp, "logits"), (gsize) ids->len * hp->vocab);
+
+  /* the towers are written back untouched, under their own names */
+  g_autofree char *out = g_dir_make_tmp ("hn-llava-out-XXXXXX", NULL);
+  g_assert_true (hn_checkpoint_write_model (m, out, &error));
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
+  g_assert_no_error (error);
+  const HnSafetensorInfo *tw = hn_safetensors_lookup (back, v5 ? "model.vision_tower.embeddings.weight"
+                                                                : "vision_tower.embeddings.weight");
+  g_assert_nonnull (tw);
+  g_assert_cmpfloat (((const float *) tw->data)[5], ==, 5.0f);
+  g_assert_nonnull (hn_safetensors_lookup (back, v5 ? "model.language_model.layers.0.self_attn.q_proj.weight"
+                                                    : "language_model.model.layers.0.self_attn.q_proj.weight"));
+  hn_transformer_free (m);
+  rm_rf (out);
+  rm_rf (dir);
+
+  /* a tensor inside the text model that the graph does not know still fails closed */
+  g_autofree char *bad = make_llava (fixture, v5, v5 ? "model.language_model.layers.0.mystery.weight"
+                                                     : "language_model.model.layers.0.mystery.weight");
+  g_assert_null (hn_transformer_load (ctx, bad, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "mystery"));
+  rm_rf (bad);
+}
+
+static void test_v5 (void) { check_layout (TRUE); }
+static void test_v4 (void) { check_layout (FALSE); }
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/multimodal/llava-v5-layout", test_v5);
+  g_test_add_func ("/multimodal/llava-v4-layout", test_v4);
+  return g_test_run ();
+}
