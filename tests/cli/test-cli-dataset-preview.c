@@ -1,26 +1,8 @@
 /* Runs `hierarchos-native-cli dataset-preview` as a user would and checks what it prints. */
+#include "cli-util.h"
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
-
-static char *
-run_cli (int *status, char **err, ...)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_autofree char *exe = g_build_filename (g_getenv ("HN_BUILD_DIR"), "app", "cli", "hierarchos-native-cli", NULL);
-  g_ptr_array_add (argv, exe);
-  va_list ap;
-  va_start (ap, err);
-  for (const char *a; (a = va_arg (ap, const char *));)
-    g_ptr_array_add (argv, (gpointer) a);
-  va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  char *out = NULL;
-  g_autoptr (GError) error = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, err, status, &error));
-  g_assert_no_error (error);
-  return out;
-}
 
 static char *
 fixture (const char *name)
@@ -41,7 +23,7 @@ test_json (void)
   g_autofree char *file = fixture ("malformed.jsonl");
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *out = run_cli (&status, &err, "dataset-preview", "--train", file, "--tokenizer", tok,
+  g_autofree char *out = cli_run (&status, &err, "dataset-preview", "--train", file, "--tokenizer", tok,
                                   "--rows", "3", "--seq-len", "64", "--json", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_autoptr (JsonParser) p = json_parser_new ();
@@ -77,7 +59,7 @@ test_text (void)
   g_autofree char *file = fixture ("alpaca.jsonl");
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *out = run_cli (&status, &err, "dataset-preview", "--train", file, "--tokenizer", tok,
+  g_autofree char *out = cli_run (&status, &err, "dataset-preview", "--train", file, "--tokenizer", tok,
                                   "--seq-len", "20", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (out, "Shape:    instruction (detected)"));
@@ -89,7 +71,7 @@ test_text (void)
 
   /* a forced shape that does not fit is a malformed row, not a crash */
   g_autofree char *err2 = NULL;
-  g_autofree char *out2 = run_cli (&status, &err2, "dataset-preview", "--train", file, "--tokenizer", tok,
+  g_autofree char *out2 = cli_run (&status, &err2, "dataset-preview", "--train", file, "--tokenizer", tok,
                                    "--shape", "qa", "--rows", "1", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (out2, "MALFORMED: missing \"question\""));
@@ -101,10 +83,10 @@ test_errors (void)
   g_autofree char *tok = tokenizer_dir ();
   int status;
   g_autofree char *err = NULL, *err2 = NULL;
-  g_autofree char *out = run_cli (&status, &err, "dataset-preview", "--train", "/nonexistent.jsonl", "--tokenizer", tok, NULL);
+  g_autofree char *out = cli_run (&status, &err, "dataset-preview", "--train", "/nonexistent.jsonl", "--tokenizer", tok, NULL);
   g_assert_false (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (err, "error: dataset file /nonexistent.jsonl does not exist"));
-  g_autofree char *out2 = run_cli (&status, &err2, "dataset-preview", "--train", "x.jsonl", "--tokenizer", tok,
+  g_autofree char *out2 = cli_run (&status, &err2, "dataset-preview", "--train", "x.jsonl", "--tokenizer", tok,
                                    "--shape", "sql", NULL);
   g_assert_false (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (err2, "unknown dataset shape 'sql'"));

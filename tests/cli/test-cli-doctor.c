@@ -1,34 +1,15 @@
 /* Runs `hierarchos-native-cli doctor` and `devices` as a user would. */
+#include "cli-util.h"
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
-
-static char *
-run_cli (int *status, char **err, const char *const *envp, ...)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_autofree char *exe = g_build_filename (g_getenv ("HN_BUILD_DIR"), "app", "cli", "hierarchos-native-cli", NULL);
-  g_ptr_array_add (argv, exe);
-  va_list ap;
-  va_start (ap, envp);
-  for (const char *a; (a = va_arg (ap, const char *));)
-    g_ptr_array_add (argv, (gpointer) a);
-  va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  char *out = NULL;
-  g_autoptr (GError) error = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, (char **) envp, G_SPAWN_DEFAULT, NULL, NULL, &out, err,
-                               status, &error));
-  g_assert_no_error (error);
-  return out;
-}
 
 static void
 test_doctor_json (void)
 {
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *out = run_cli (&status, &err, NULL, "doctor", "--json", NULL);
+  g_autofree char *out = cli_run_env (&status, &err, NULL, "doctor", "--json", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_autoptr (JsonParser) p = json_parser_new ();
   g_autoptr (GError) error = NULL;
@@ -56,15 +37,15 @@ test_doctor_text_and_devices (void)
 {
   int status;
   g_autofree char *err = NULL, *err2 = NULL, *err3 = NULL;
-  g_autofree char *out = run_cli (&status, &err, NULL, "doctor", NULL);
+  g_autofree char *out = cli_run_env (&status, &err, NULL, "doctor", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (out, "compute check: ok"));
-  g_autofree char *dev = run_cli (&status, &err2, NULL, "devices", "--json", NULL);
+  g_autofree char *dev = cli_run_env (&status, &err2, NULL, "devices", "--json", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_autoptr (JsonParser) p = json_parser_new ();
   g_assert_true (json_parser_load_from_data (p, dev, -1, NULL));
   g_assert_cmpuint (json_array_get_length (json_node_get_array (json_parser_get_root (p))), >, 0);
-  g_autofree char *help = run_cli (&status, &err3, NULL, "doctor", "--help", NULL);
+  g_autofree char *help = cli_run_env (&status, &err3, NULL, "doctor", "--help", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (help, "--json"));
 }
@@ -78,10 +59,10 @@ test_no_device (void)
   env = g_environ_setenv (env, "VK_DRIVER_FILES", "/nonexistent/icd.json", TRUE);
   int status;
   g_autofree char *err = NULL, *err2 = NULL;
-  g_autofree char *out = run_cli (&status, &err, (const char *const *) env, "doctor", NULL);
+  g_autofree char *out = cli_run_env (&status, &err, (const char *const *) env, "doctor", NULL);
   g_assert_false (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (err, "Vulkan"));
-  g_autofree char *out2 = run_cli (&status, &err2, (const char *const *) env, "devices", NULL);
+  g_autofree char *out2 = cli_run_env (&status, &err2, (const char *const *) env, "devices", NULL);
   g_assert_false (g_spawn_check_wait_status (status, NULL));
   g_assert_true (g_str_has_prefix (err2, "error: "));
 }
@@ -91,7 +72,7 @@ test_bad_device (void)
 {
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *out = run_cli (&status, &err, NULL, "doctor", "--device", "no-such-gpu-xyz", NULL);
+  g_autofree char *out = cli_run_env (&status, &err, NULL, "doctor", "--device", "no-such-gpu-xyz", NULL);
   g_assert_false (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (err, "no-such-gpu-xyz"));
 }

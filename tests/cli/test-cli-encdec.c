@@ -1,31 +1,12 @@
 /* transformer-logits and transformer-generate on encoder and encoder-decoder fixtures, run as a
  * user would: the logits JSON matches transformers' (1e-4), generate writes the greedy ids, and
  * options that do not fit the model's kind fail with a message naming them. */
+#include "cli-util.h"
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
-
-static char *
-run_cli (int *status, char **err, ...)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_autofree char *exe = g_build_filename (g_getenv ("HN_BUILD_DIR"), "app", "cli", "hierarchos-native-cli", NULL);
-  g_ptr_array_add (argv, exe);
-  va_list ap;
-  va_start (ap, err);
-  for (const char *a; (a = va_arg (ap, const char *));)
-    g_ptr_array_add (argv, (gpointer) a);
-  va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  char *out = NULL;
-  g_autoptr (GError) error = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, err, status,
-                               &error));
-  g_assert_no_error (error);
-  return out;
-}
 
 static char *
 fixture (const char *name)
@@ -64,7 +45,7 @@ check_logits (const char *name, const char *extra_flag, const char *extra_member
   g_autofree char *out = g_build_filename (tmp, "logits.json", NULL);
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *o = run_cli (&status, &err, "transformer-logits", "--model-path", dir, "--input-ids", ids,
+  g_autofree char *o = cli_run (&status, &err, "transformer-logits", "--model-path", dir, "--input-ids", ids,
                                 extra_flag, extra, "--output", out, NULL);
   if (!g_spawn_check_wait_status (status, NULL))
     g_error ("%s: %s", name, err);
@@ -104,7 +85,7 @@ test_generate (void)
   g_autofree char *out = g_build_filename (tmp, "gen.json", NULL);
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *o = run_cli (&status, &err, "transformer-generate", "--model-path", dir, "--input-ids", prompt,
+  g_autofree char *o = cli_run (&status, &err, "transformer-generate", "--model-path", dir, "--input-ids", prompt,
                                 "--max-new-tokens", "12", "--min-new-tokens", "12", "--output-json", out, NULL);
   if (!g_spawn_check_wait_status (status, NULL))
     g_error ("pegasus: %s", err);
@@ -136,7 +117,7 @@ test_refusals (void)
       int status;
       g_autofree char *err = NULL;
       gboolean logits = strcmp (cases[i].cmd, "transformer-logits") == 0;
-      g_autofree char *o = run_cli (&status, &err, cases[i].cmd, "--model-path", cases[i].model, "--input-ids", "5,6",
+      g_autofree char *o = cli_run (&status, &err, cases[i].cmd, "--model-path", cases[i].model, "--input-ids", "5,6",
                                     cases[i].flag, cases[i].value, logits ? "--output" : NULL,
                                     "/nonexistent/never-written.json", NULL);
       g_assert_false (g_spawn_check_wait_status (status, NULL));
