@@ -258,7 +258,9 @@ hn_window_resume_record (HnWindow *self, HnJobRecord *record, GError **error)
   if (!spec)
     return FALSE;
   const char *kind = hn_job_spec_get_kind (spec);
-  const char *page = g_str_equal (kind, "transformer-finetune") ? "finetune" : "train";
+  const char *page = g_str_equal (kind, "transformer-finetune") ? "finetune"
+                     : g_str_has_prefix (kind, "hierarchos-")   ? "hierarchos"
+                                                                : "train";
   if (!hn_train_page_resume (HN_TRAIN_PAGE (hn_window_get_page (self, page)), spec, ck, error))
     return FALSE;
   hn_window_show_page (self, page);

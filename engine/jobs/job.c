@@ -464,8 +464,12 @@ hn_job_save_and_stop_requested (HnJob *self)
 gboolean
 hn_job_kind_can_save_and_stop (const char *kind)
 {
-  /* the Transformer trainer (trainer.c) honours the request */
-  return g_strcmp0 (kind, "transformer-train") == 0 || g_strcmp0 (kind, "transformer-finetune") == 0;
+  /* the Transformer trainer (trainer.c) and the Hierarchos one (hierarchos-train.c) honour the request */
+  const char *const kinds[] = { "transformer-train", "transformer-finetune", "hierarchos-train", "hierarchos-finetune" };
+  for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++)
+    if (g_strcmp0 (kind, kinds[i]) == 0)
+      return TRUE;
+  return FALSE;
 }
 
 void

@@ -198,6 +198,31 @@ emit_metric (const char *line, gpointer data)
   hn_job_emit_progress (mc->job, HN_PROGRESS_STEPS, m.step, mc->total, -1);
 }
 
+HnHierModel *
+hn_hier_fresh_model_for_spec (HnJobSpec *spec, const char *tok_path, GError **error)
+{
+  g_autoptr (GPtrArray) ov = g_ptr_array_new_with_free_func (g_free);
+  const char *geo[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
+  for (gsize i = 0; i < G_N_ELEMENTS (geo); i++)
+    if (hn_job_spec_lookup (spec, geo[i]) && hn_job_spec_is_set (spec, geo[i]) && hn_job_spec_get_int (spec, geo[i]) > 0)
+      {
+        g_autofree char *k = g_strdelimit (g_strdup (geo[i]), "-", '_');
+        g_ptr_array_add (ov, g_strdup_printf ("%s=%" G_GINT64_FORMAT, k, hn_job_spec_get_int (spec, geo[i])));
+      }
+  gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
+  g_ptr_array_add (ov, g_strdup_printf ("training_chunk_size=%" G_GINT64_FORMAT, chunk));
+  g_ptr_array_add (ov, g_strdup_printf ("reference_chunk_len=%" G_GINT64_FORMAT, chunk));
+  g_ptr_array_add (ov, NULL);
+  return hn_hier_init_model_dir (tok_path, NULL, hn_job_spec_get_int (spec, "context-dim"),
+                                 (const char *const *) ov->pdata, (guint64) hn_job_spec_get_int (spec, "seed"), error);
+}
+
+static gboolean
+stop_requested (gpointer job)
+{
+  return hn_job_save_and_stop_requested (job);
+}
+
 static gboolean
 run_training (HnJob *job, gboolean finetune, GError **error)
 {
@@ -249,20 +274,7 @@ run_training (HnJob *job, gboolean finetune, GError **error)
                        "%s: a fresh model needs --tokenizer-path or --hf-tokenizer (or --model-path to continue)", kind);
           return FALSE;
         }
-      g_autoptr (GPtrArray) ov = g_ptr_array_new_with_free_func (g_free);
-      const char *geo[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
-      for (gsize i = 0; i < G_N_ELEMENTS (geo); i++)
-        if (hn_job_spec_lookup (spec, geo[i]) && hn_job_spec_is_set (spec, geo[i]) && hn_job_spec_get_int (spec, geo[i]) > 0)
-          {
-            g_autofree char *k = g_strdelimit (g_strdup (geo[i]), "-", '_');
-            g_ptr_array_add (ov, g_strdup_printf ("%s=%" G_GINT64_FORMAT, k, hn_job_spec_get_int (spec, geo[i])));
-          }
-      gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
-      g_ptr_array_add (ov, g_strdup_printf ("training_chunk_size=%" G_GINT64_FORMAT, chunk));
-      g_ptr_array_add (ov, g_strdup_printf ("reference_chunk_len=%" G_GINT64_FORMAT, chunk));
-      g_ptr_array_add (ov, NULL);
-      m = hn_hier_init_model_dir (tok_path, NULL, hn_job_spec_get_int (spec, "context-dim"),
-                                  (const char *const *) ov->pdata, (guint64) hn_job_spec_get_int (spec, "seed"), error);
+      m = hn_hier_fresh_model_for_spec (spec, tok_path, error);
       hn_job_log (job, HN_LOG_INFO, "fresh Hierarchos model: %zu parameters, contract %s", m ? m->n_params : 0,
                   m ? m->contract_sha256 : "-");
     }
@@ -356,9 +368,26 @@ run_training (HnJob *job, gboolean finetune, GError **error)
   if (o.chunk_size != m->cfg.training_chunk_size)
     hn_job_log (job, HN_LOG_INFO, "training with chunks of %d tokens (the contract records %" G_GINT64_FORMAT ")",
                 o.chunk_size, m->cfg.training_chunk_size);
+  g_autofree char *stopped_at = NULL;
+  o.stop_requested = stop_requested;
+  o.stop_data = job;
+  o.stopped_at = &stopped_at;
   double final = 0;
   if (!hn_hier_train (m, &o, &final, error))
     return FALSE;
+  if (hn_job_save_and_stop_requested (job))
+    {
+      if (stopped_at)
+        {
+          hn_job_set_resume_path (job, stopped_at);
+          hn_job_set_output_path (job, stopped_at);
+          hn_job_log (job, HN_LOG_INFO, "stopped and saved %s; continue with --resume-from-checkpoint %s", stopped_at,
+                      stopped_at);
+        }
+      else
+        hn_job_log (job, HN_LOG_INFO, "stopped before the first step: nothing to save");
+      return TRUE;
+    }
   hn_job_log (job, HN_LOG_INFO, "final loss %.4f; model saved to %s", final, out_dir);
   hn_job_set_output_path (job, out_dir);
   return TRUE;

@@ -35,6 +35,7 @@ typedef struct {
   gsize block_used;
   int n_params;    /* nodes [0, n_params) are the model parameters */
   gboolean record_grads;
+  guint peak_nodes;  /* the most nodes held before a reset */
 } HnHTape;
 
 HnHTape *hn_htape_new (void);
@@ -42,6 +43,8 @@ void hn_htape_free (HnHTape *t);
 /* Drops every node and frees the arena (keeps the first block). */
 void hn_htape_reset (HnHTape *t);
 float *hn_htape_alloc (HnHTape *t, gsize n);
+/* Bytes the tape holds: its arena blocks and its most nodes. */
+guint64 hn_htape_bytes (const HnHTape *t);
 static inline HnHTapeNode *hn_htape_node (HnHTape *t, HnVar v) { return &g_array_index (t->nodes, HnHTapeNode, v); }
 static inline float *hn_htape_val (HnHTape *t, HnVar v) { return hn_htape_node (t, v)->val; }
 

@@ -35,10 +35,20 @@ hn_htape_reset (HnHTape *t)
 {
   /* Blocks stay allocated: the next token or chunk reuses them without
    * touching the allocator (or faulting pages in again). */
+  t->peak_nodes = MAX (t->peak_nodes, t->nodes->len);
   g_array_set_size (t->nodes, 0);
   t->cur = 0;
   t->block_used = 0;
   t->n_params = 0;
+}
+
+guint64
+hn_htape_bytes (const HnHTape *t)
+{
+  guint64 b = (guint64) MAX (t->peak_nodes, t->nodes->len) * sizeof (HnHTapeNode);
+  for (guint i = 0; i < t->block_sizes->len; i++)
+    b += g_array_index (t->block_sizes, gsize, i) * sizeof (float);
+  return b;
 }
 
 float *

@@ -337,13 +337,20 @@ typedef struct {
   double last_loss;
 } Cursor;
 
+static char *
+checkpoint_dir (const HnHierTrainOptions *o, const Cursor *cur)
+{
+  g_autofree char *name = g_strdup_printf ("checkpoint-epoch-%" G_GINT64_FORMAT "-step-%" G_GINT64_FORMAT,
+                                           cur->epoch, cur->global_step);
+  return g_build_filename (o->out_dir, name, NULL);
+}
+
 static gboolean
 save_checkpoint (HnHierModel *m, const HnHierTrainOptions *o, const Adam *a, const Cursor *cur, int chunk,
                  int row_len, const char *fingerprint, GError **error)
 {
-  g_autofree char *name = g_strdup_printf ("checkpoint-epoch-%" G_GINT64_FORMAT "-step-%" G_GINT64_FORMAT,
-                                           cur->epoch, cur->global_step);
-  g_autofree char *final = g_build_filename (o->out_dir, name, NULL);
+  g_autofree char *final = checkpoint_dir (o, cur);
+  g_autofree char *name = g_path_get_basename (final);
   g_autofree char *tmpname = g_strdup_printf (".%s.partial", name);
   g_autofree char *tmp = g_build_filename (o->out_dir, tmpname, NULL);
   /* Write everything into a hidden folder, then rename it into place: a
@@ -525,6 +532,64 @@ is_trainable (const HnHierParam *p, const HnHierTrainOptions *o)
 
 /* ---- the loop ---- */
 
+/* Worker threads: one row of the step each at a time. */
+static int
+train_threads (const HnHierTrainOptions *o)
+{
+  int n = o->threads > 0 ? o->threads : (int) MIN (g_get_num_processors (), 16);
+  return MIN (MIN (n, o->batch_size * o->accumulation_steps), 16);
+}
+
+/* The buffers hn_hier_train allocates besides the tapes (keep in step). */
+static void
+train_memory_fixed (const HnHierModel *m, const HnHierTrainOptions *o, HnHierTrainMemory *out)
+{
+  guint64 p = (guint64) m->n_params * sizeof (float);
+  out->params = p;
+  out->grads = p * (1 + (guint64) o->batch_size * o->accumulation_steps);
+  out->optimizer = 2 * p;
+  out->threads = train_threads (o);
+  out->trainable = 0;
+  for (guint i = 0; i < m->param_list->len; i++)
+    if (is_trainable (m->param_list->pdata[i], o))
+      out->trainable += (gint64) ((HnHierParam *) m->param_list->pdata[i])->numel;
+}
+
+gboolean
+hn_hier_train_memory (HnHierModel *m, const HnHierTrainOptions *o, HnHierTrainMemory *out, GError **error)
+{
+  int chunk = o->chunk_size > 0 ? o->chunk_size : (int) m->cfg.training_chunk_size;
+  if (o->batch_size <= 0 || o->accumulation_steps <= 0 || chunk <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "the memory estimate needs a positive batch size, accumulation and chunk size");
+      return FALSE;
+    }
+  memset (out, 0, sizeof *out);
+  train_memory_fixed (m, o, out);
+  /* One chunk as a worker tapes it; the weights are not changed. */
+  HnHTape *t = hn_htape_new ();
+  HnHierState *s = hn_hier_state_new (m);
+  g_autofree float *grads = g_try_malloc0 ((gsize) m->n_params * sizeof (float));
+  g_autofree guint32 *in = g_new (guint32, chunk);
+  g_autofree gint32 *lab = g_new (gint32, chunk);
+  for (int i = 0; i < chunk; i++)
+    {
+      in[i] = (guint32) ((7919u * (guint32) i + 1u) % (guint32) m->V);
+      lab[i] = (gint32) ((7919u * (guint32) (i + 1) + 1u) % (guint32) m->V);
+    }
+  HnHierLoss l;
+  gboolean ok = grads != NULL;
+  if (!ok)
+    g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "cannot allocate a gradient buffer for the memory estimate");
+  else
+    ok = hn_hier_chunk_loss (t, m, grads, 1.0f, s, in, lab, NULL, chunk, 0, &l, error);
+  out->tapes = (guint64) out->threads * hn_htape_bytes (t);
+  hn_htape_free (t);
+  hn_hier_state_free (s);
+  return ok;
+}
+
 gboolean
 hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, GError **error)
 {
@@ -582,8 +647,7 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
 
   Adam adam = { g_new0 (float, m->n_params), g_new0 (float, m->n_params), 0 };
   gboolean ok = FALSE;
-  int n_threads = o->threads > 0 ? o->threads : (int) MIN (g_get_num_processors (), 16);
-  n_threads = MIN (n_threads, o->batch_size * o->accumulation_steps);
+  int n_threads = train_threads (o);
   gsize n_step_rows = per_step;
   float **row_grads = g_new0 (float *, n_step_rows);
   HnHierLoss *row_loss = g_new0 (HnHierLoss, n_step_rows);
@@ -595,7 +659,6 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
   gint64 last_perm_epoch = -1;
   HnHTape *tapes[16] = { NULL };
   HnHierState *states[16] = { NULL };
-  n_threads = MIN (n_threads, 16);
   for (int i = 0; i < n_threads; i++)
     {
       tapes[i] = hn_htape_new ();
@@ -643,11 +706,26 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
 
   gint64 t0 = g_get_monotonic_time ();
   gint64 n_chunks = row_len / chunk;
+  gint64 start_step = cur.global_step, saved_step = -1;
   while (cur.global_step < cur.total_steps)
     {
       if (o->cancellable && g_cancellable_is_cancelled (o->cancellable))
         {
           g_set_error (error, HN_ERROR, HN_ERROR_CANCELLED, "training cancelled at step %" G_GINT64_FORMAT, cur.global_step);
+          goto out;
+        }
+      if (o->stop_requested && o->stop_requested (o->stop_data))
+        {
+          /* "Stop and save": the checkpoint of this step, unless save_steps
+           * just wrote it or no step ran since the resumed one. */
+          if (cur.global_step > start_step && saved_step != cur.global_step &&
+              !save_checkpoint (m, o, &adam, &cur, chunk, row_len, fingerprint, error))
+            goto out;
+          if (o->stopped_at)
+            *o->stopped_at = cur.global_step > start_step ? checkpoint_dir (o, &cur) : g_strdup (o->resume_from);
+          if (final_loss)
+            *final_loss = cur.last_loss;
+          ok = TRUE;
           goto out;
         }
       if (cur.step_in_epoch >= steps_per_epoch)
@@ -754,9 +832,12 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
         }
       if (o->on_metric)
         o->on_metric (line, o->on_metric_data);
-      if (o->save_steps > 0 && cur.global_step % o->save_steps == 0 && cur.global_step < cur.total_steps &&
-          !save_checkpoint (m, o, &adam, &cur, chunk, row_len, fingerprint, error))
-        goto out;
+      if (o->save_steps > 0 && cur.global_step % o->save_steps == 0 && cur.global_step < cur.total_steps)
+        {
+          if (!save_checkpoint (m, o, &adam, &cur, chunk, row_len, fingerprint, error))
+            goto out;
+          saved_step = cur.global_step;
+        }
     }
   if (!hn_hier_model_save (m, o->out_dir, error))
     goto out;
@@ -768,6 +849,13 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
 out:
   if (metrics)
     fclose (metrics);
+  if (o->measured)
+    {
+      memset (o->measured, 0, sizeof *o->measured);
+      train_memory_fixed (m, o, o->measured);
+      for (int i = 0; i < n_threads; i++)
+        o->measured->tapes += hn_htape_bytes (tapes[i]);
+    }
   for (int i = 0; i < 16; i++)
     {
       hn_htape_free (tapes[i]);

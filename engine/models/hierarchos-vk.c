@@ -695,6 +695,18 @@ hn_hier_vk_runner_new (HnHierModel *m, HnVkContext *ctx, GError **error)
   return g_steal_pointer (&r);
 }
 
+gboolean
+hn_hier_vk_device_bytes (HnHierModel *m, guint64 *bytes, GError **error)
+{
+  /* the two buffers hn_hier_vk_runner_new allocates, laid out without a device */
+  HnHierVkRunner *r = runner_alloc (m, error);
+  if (!r)
+    return FALSE;
+  *bytes = ((guint64) m->n_params + r->wk_n) * sizeof (float);
+  hn_hier_vk_runner_free (r);
+  return TRUE;
+}
+
 HnHierVkRunner *
 hn_hier_vk_runner_new_reference (HnHierModel *m, GError **error)
 {

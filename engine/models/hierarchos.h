@@ -207,6 +207,8 @@ typedef struct _HnHierVkRunner HnHierVkRunner;
  * the shaders' limits: head size 64, 4096 LTM slots, top-k 64, width 4096. */
 HnHierVkRunner *hn_hier_vk_runner_new (HnHierModel *m, HnVkContext *ctx, GError **error);
 void hn_hier_vk_runner_free (HnHierVkRunner *r);
+/* Device bytes a runner for `m` allocates (parameters + work buffer). */
+gboolean hn_hier_vk_device_bytes (HnHierModel *m, guint64 *bytes, GError **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnHierVkRunner, hn_hier_vk_runner_free)
 /* Copies m->params to the device again (after the host weights changed). */
 gboolean hn_hier_vk_runner_upload_params (HnHierVkRunner *r, GError **error);
@@ -258,6 +260,16 @@ guint32 hn_hier_sample (const HnHierSampling *s, float *logits, int V, const GAr
 
 typedef void (*HnHierMetricFunc) (const char *json_line, gpointer user_data);
 
+/* Host bytes of the CPU trainer (it trains on the CPU, not on the GPU). */
+typedef struct {
+  guint64 params;     /* the fp32 weights (the master copy the optimizer updates) */
+  guint64 grads;      /* the step's gradient and one per row of the step (batch x accumulation) */
+  guint64 optimizer;  /* AdamW first and second moments */
+  guint64 tapes;      /* per worker thread: the tape of one training chunk */
+  gint64 trainable;   /* elements the optimizer updates (moments are kept for all) */
+  int threads;
+} HnHierTrainMemory;
+
 typedef struct {
   const char *out_dir;
   const char *resume_from;        /* a checkpoint folder, or NULL */
@@ -282,6 +294,15 @@ typedef struct {
   HnHierMetricFunc on_metric;
   gpointer on_metric_data;
   GCancellable *cancellable;
+  /* "Stop and save" (polled between steps, may be NULL): when it returns
+   * TRUE the trainer writes a checkpoint of the step reached (as for
+   * save_steps), stores its folder in *stopped_at (g_free; the resumed
+   * checkpoint when no step ran since, NULL when none) and returns TRUE
+   * without writing the final model. */
+  gboolean (*stop_requested) (gpointer data);
+  gpointer stop_data;
+  char **stopped_at;
+  HnHierTrainMemory *measured;    /* may be NULL: receives what the run allocated */
 } HnHierTrainOptions;
 
 void hn_hier_train_options_defaults (HnHierTrainOptions *o);
@@ -289,12 +310,21 @@ void hn_hier_train_options_defaults (HnHierTrainOptions *o);
  * *final_loss when not NULL. Writes OUT/checkpoint-epoch-E-step-S/ every
  * save_steps and the final model into OUT/. */
 gboolean hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, GError **error);
+/* What hn_hier_train will allocate for `o` (batch, accumulation, chunk and
+ * thread count; no data needed): the tape size comes from taping one
+ * training chunk of `m` forward and backward on a fixed token sequence, so
+ * it follows the model's geometry exactly (ponder depth depends on the
+ * data, so the real tape may differ a little). */
+gboolean hn_hier_train_memory (HnHierModel *m, const HnHierTrainOptions *o, HnHierTrainMemory *out, GError **error);
 
 /* ---- Jobs (hierarchos-job.c, hierarchos-chat.c) ----------------------- */
 
 /* Run functions of the job kinds "hierarchos-train", "hierarchos-finetune"
  * and (for Hierarchos model folders) "chat". */
 gboolean hn_hier_train_job_run (HnJob *job, GError **error);
+/* The fresh model a training job without --model-path starts from: the
+ * tokenizer at `tok_path` and the spec's geometry flags and seed. */
+HnHierModel *hn_hier_fresh_model_for_spec (HnJobSpec *spec, const char *tok_path, GError **error);
 gboolean hn_hier_finetune_job_run (HnJob *job, GError **error);
 gboolean hn_hier_chat_job_run (HnJob *job, GError **error);
 /* `generate` with a Hierarchos model folder: continues each prompt from a

@@ -9,6 +9,7 @@
 #include "io/model-config.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "models/hierarchos.h"
 #include "models/lora.h"
 #include "models/transformer-private.h"
 
@@ -189,9 +190,39 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
   return TRUE;
 }
 
+/* The host's memory from /proc/meminfo (MemTotal, MemAvailable). */
+static void
+set_host_memory (HnMemoryEstimate *e)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents ("/proc/meminfo", &text, NULL, NULL))
+    return;
+  guint64 total = 0, avail = 0;
+  for (char *line = text; line && *line; line = strchr (line, '\n') ? strchr (line, '\n') + 1 : NULL)
+    {
+      if (g_str_has_prefix (line, "MemTotal:"))
+        total = g_ascii_strtoull (line + 9, NULL, 10) * 1024;
+      else if (g_str_has_prefix (line, "MemAvailable:"))
+        avail = g_ascii_strtoull (line + 13, NULL, 10) * 1024;
+    }
+  if (!total || !avail)
+    return;
+  g_free (e->device_name);
+  e->device_name = g_strdup (_("this computer's memory"));
+  e->device_known = TRUE;
+  e->device_total = total;
+  e->device_free = avail;
+  e->free_from_budget = FALSE;
+}
+
 void
 hn_memory_estimate_set_device (HnMemoryEstimate *e, HnVkContext *ctx)
 {
+  if (e->host)
+    {
+      set_host_memory (e);
+      return;
+    }
   HnVkMemoryBudget b;
   hn_vk_context_get_memory_budget (ctx, &b);
   g_free (e->device_name);
@@ -252,10 +283,81 @@ hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapter_dir, ch
   return ok;
 }
 
+/* Hierarchos: training runs on the CPU (hn_hier_train_memory gives what
+ * it allocates), generation and chat on the Vulkan runner's two buffers. */
+static gboolean
+hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
+{
+  const char *kind = hn_job_spec_get_kind (spec);
+  gboolean training = g_str_has_prefix (kind, "hierarchos-");
+  const char *dir = training ? hn_job_spec_get_string (spec, "resume-from-checkpoint") : NULL;
+  if (!dir)
+    dir = hn_job_spec_get_string (spec, "model-path");
+  const char *tok = hn_job_spec_lookup (spec, "tokenizer-path") ? hn_job_spec_get_string (spec, "tokenizer-path") : NULL;
+  g_autoptr (HnHierModel) m = NULL;
+  if (dir)
+    m = hn_hier_model_load (dir, error);
+  else if (g_str_equal (kind, "hierarchos-train") && tok)
+    m = hn_hier_fresh_model_for_spec (spec, tok, error);
+  else
+    g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                 "the memory estimate needs a local --model-path%s", training ? " (or --tokenizer-path for a fresh model)" : "");
+  if (!m)
+    return FALSE;
+  memset (out, 0, sizeof *out);
+  out->weights_dtype = g_strdup ("f32");
+  out->n_params = (gint64) m->n_params;
+  if (!training)
+    {
+      if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no memory estimate for the CPU Hierarchos runtime yet");
+          return FALSE;
+        }
+      guint64 dev = 0;
+      if (!hn_hier_vk_device_bytes (m, &dev, error))
+        return FALSE;
+      out->workload = HN_MEMORY_GENERATE;
+      out->weights = F32 * m->n_params;
+      out->activations = dev - out->weights; /* the work buffer: state, scratch, logits */
+      out->total = dev;
+      return TRUE;
+    }
+  HnHierTrainOptions o;
+  hn_hier_train_options_defaults (&o);
+  o.finetune = g_str_equal (kind, "hierarchos-finetune");
+  o.trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
+  o.batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
+  o.accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
+  o.chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");
+  HnHierTrainMemory hm;
+  if (!hn_hier_train_memory (m, &o, &hm, error))
+    return FALSE;
+  out->workload = HN_MEMORY_TRAIN;
+  out->host = TRUE;
+  out->n_trainable = hm.trainable;
+  out->weights = hm.params;
+  out->gradients = hm.grads;
+  out->optimizer = hm.optimizer;
+  out->activations = hm.tapes;
+  out->total = hm.params + hm.grads + hm.optimizer + hm.tapes;
+  return TRUE;
+}
+
 gboolean
 hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate *out, GError **error)
 {
   const char *kind = hn_job_spec_get_kind (spec);
+  const char *model = hn_job_spec_lookup (spec, "model-path") ? hn_job_spec_get_string (spec, "model-path") : NULL;
+  if (g_str_has_prefix (kind, "hierarchos-") ||
+      ((g_str_equal (kind, "chat") || g_str_equal (kind, "transformer-generate")) && model &&
+       hn_hier_is_model_dir (model)))
+    {
+      gboolean ok = hierarchos_estimate (spec, out, error);
+      if (ok && (ctx || out->host))
+        hn_memory_estimate_set_device (out, ctx);
+      return ok;
+    }
   HnMemoryRequest req = { 0 };
   if (g_str_equal (kind, "transformer-train"))
     req.workload = HN_MEMORY_TRAIN;
@@ -336,6 +438,8 @@ hn_memory_estimate_to_json (const HnMemoryEstimate *e)
   MEMBER_INT ("activations_bytes", e->activations);
   MEMBER_INT ("kv_cache_bytes", e->kv_cache);
   MEMBER_INT ("total_bytes", e->total);
+  json_builder_set_member_name (b, "memory");
+  json_builder_add_string_value (b, e->host ? "host" : "device");
   if (e->device_known)
     {
       json_builder_set_member_name (b, "device");
@@ -368,6 +472,8 @@ hn_memory_estimate_to_text (const HnMemoryEstimate *e)
   GString *s = g_string_new (NULL);
   static const char *const titles[] = { N_("full training"), N_("LoRA fine-tuning"), N_("generation") };
   g_string_append_printf (s, _("Memory estimate (%s):\n"), _(titles[e->workload]));
+  if (e->host)
+    g_string_append (s, _("  host memory: Hierarchos trains on the CPU\n"));
   g_autofree char *wl = g_strdup_printf (_("weights (%s)"), e->weights_dtype);
   row (s, wl, e->weights);
   if (e->workload != HN_MEMORY_GENERATE)
@@ -403,6 +509,9 @@ hn_memory_estimate_summary (const HnMemoryEstimate *e)
   g_autofree char *head = e->workload == HN_MEMORY_GENERATE
                             ? g_strdup_printf (_("About %s of device memory (weights %s, activations and KV cache %s)"),
                                                tot, w, a)
+                          : e->host
+                            ? g_strdup_printf (_("About %s of host memory, training on the CPU (weights %s, gradients "
+                                                 "and optimizer %s, activations %s)"), tot, w, o, a)
                             : g_strdup_printf (_("About %s of device memory (weights %s, gradients and optimizer %s, "
                                                  "activations %s)"), tot, w, o, a);
   if (!e->device_known)

@@ -43,6 +43,7 @@ typedef struct {
   gint64 n_params, n_trainable;
   guint64 weights, gradients, optimizer, activations, kv_cache;
   guint64 total;               /* the sum */
+  gboolean host;               /* host memory (the Hierarchos CPU trainer), not device memory */
   /* the device (when one was given) */
   char *device_name;
   gboolean device_known;
@@ -67,8 +68,11 @@ gboolean hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapte
 void hn_memory_estimate_set_device (HnMemoryEstimate *e, HnVkContext *ctx);
 
 /* The estimate of a job (transformer-train, transformer-finetune,
- * transformer-generate, chat) from its spec; needs a local --model-path
- * (a Hub model is not downloaded for an estimate). `ctx` may be NULL (no
+ * transformer-generate; hierarchos-train and hierarchos-finetune, which
+ * train on the CPU and so need host memory; generate and chat with a
+ * Hierarchos folder on the Vulkan runtime) from its spec; needs a local
+ * --model-path (a Hub model is not downloaded for an estimate) or, for a
+ * fresh Hierarchos model, a local --tokenizer-path. `ctx` may be NULL (no
  * device figures). */
 gboolean hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate *out, GError **error);
 
@@ -77,7 +81,7 @@ gboolean hn_memory_estimate_exceeds (const HnMemoryEstimate *e);
 
 /* {"workload", "weights_dtype", "params", "trainable_params", "weights_bytes",
  *  "gradients_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes",
- *  "total_bytes", "device": {"name", "total_bytes", "free_bytes", "from_budget"},
+ *  "total_bytes", "memory" ("device", or "host" for the CPU trainer), "device": {"name", "total_bytes", "free_bytes", "from_budget"},
  *  "fits"} — "device" and "fits" only when the device is known. */
 JsonNode *hn_memory_estimate_to_json (const HnMemoryEstimate *e);
 /* A few lines for a terminal or a tooltip. */

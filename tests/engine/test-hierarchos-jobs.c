@@ -82,6 +82,34 @@ run_job (const char *const *argv, const char *const *inputs, Events *e, GError *
   return hn_job_run_sync (job, error);
 }
 
+typedef struct {
+  char *resume_from;
+  gint64 last_step;
+} StopSeen;
+
+static void
+stop_at_two (HnJob *job, const HnJobEvent *e, gpointer data)
+{
+  StopSeen *s = data;
+  if (e->type == HN_JOB_EVENT_METRIC)
+    {
+      s->last_step = e->metric.step;
+      if (e->metric.step == 2)
+        hn_job_request_save_and_stop (job); /* the "Stop and save" button / the first Ctrl-C */
+    }
+  if (e->type == HN_JOB_EVENT_DONE && e->done.ok)
+    s->resume_from = g_strdup (e->done.resume_from);
+}
+
+static GBytes *
+file_bytes (const char *dir, const char *name)
+{
+  g_autofree char *p = g_build_filename (dir, name, NULL);
+  g_autoptr (GMappedFile) f = g_mapped_file_new (p, FALSE, NULL);
+  g_assert_nonnull (f);
+  return g_mapped_file_get_bytes (f);
+}
+
 static void
 rm_rf (const char *path)
 {
@@ -142,6 +170,42 @@ test_init_train_chat (void)
   g_autofree char *tj = g_build_filename (out, "tokenizer.json", NULL);
   g_assert_true (g_file_test (tj, G_FILE_TEST_EXISTS));
   events_clear (&e);
+
+  /* "Stop and save" after step 2: DONE names the checkpoint, and resuming
+   * from it ends with the weights of the run above. */
+  g_autofree char *out_stop = g_build_filename (tmp, "out-stop", NULL);
+  const char *const train_stop[] = { "train", "--model-path", model, "--train", text, "--out-dir", out_stop, "--seq-len",
+                                     "16", "--training_chunk_size", "8", "--batch_size", "2", "--accumulation-steps", "1",
+                                     "--max-steps", "3", "--starting-lr", "3e-3", NULL };
+  {
+    g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (train_stop) - 1, train_stop, &error);
+    g_assert_no_error (error);
+    g_assert_true (hn_job_kind_can_save_and_stop (hn_job_spec_get_kind (spec)));
+    g_autoptr (HnJob) job = hn_job_new (spec);
+    StopSeen seen = { 0 };
+    hn_job_set_event_func (job, stop_at_two, &seen, NULL);
+    g_assert_true (hn_job_run_sync (job, &error));
+    g_assert_no_error (error);
+    g_autofree char *ck = g_build_filename (out_stop, "checkpoint-epoch-0-step-2", NULL);
+    g_assert_cmpint (seen.last_step, ==, 2);
+    g_assert_cmpstr (seen.resume_from, ==, ck);
+    g_assert_false (hn_hier_is_model_dir (out_stop)); /* stopped: no final model yet */
+    g_autoptr (GPtrArray) resume = g_ptr_array_new ();
+    for (gsize i = 0; train_stop[i]; i++)
+      g_ptr_array_add (resume, (gpointer) train_stop[i]);
+    g_ptr_array_add (resume, (gpointer) "--resume-from-checkpoint");
+    g_ptr_array_add (resume, ck);
+    g_ptr_array_add (resume, NULL);
+    events_init (&e);
+    g_assert_true (run_job ((const char *const *) resume->pdata, NULL, &e, &error));
+    g_assert_no_error (error);
+    g_assert_cmpint (e.metrics, ==, 1);
+    events_clear (&e);
+    g_autoptr (GBytes) w1 = file_bytes (out, "model.safetensors");
+    g_autoptr (GBytes) w2 = file_bytes (out_stop, "model.safetensors");
+    g_assert_true (g_bytes_equal (w1, w2));
+    g_free (seen.resume_from);
+  }
 
   /* A prompt/completion JSONL dataset through the dataset layer (loss on
    * completions only). */

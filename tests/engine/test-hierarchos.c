@@ -649,6 +649,86 @@ test_train_resume_exact (void)
   rm_rf (d3);
 }
 
+static gboolean
+stop_requested (gpointer data)
+{
+  StopAt *s = data;
+  return s->n >= s->stop;
+}
+
+static void
+count_metric (const char *line, gpointer data)
+{
+  ((StopAt *) data)->n++;
+}
+
+/* "Stop and save": a checkpoint of the step reached that resumes bit-exact. */
+static void
+test_train_stop_and_save (void)
+{
+  gsize n = 16 * 12 + 1;
+  g_autofree guint32 *tok = toy_corpus (n);
+  g_autofree char *d1 = g_dir_make_tmp ("hier-a-XXXXXX", NULL);
+  g_autofree char *d2 = g_dir_make_tmp ("hier-b-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnHierModel) a = tiny_model (33);
+  HnHierTrainOptions o;
+  train_opts (&o, d1, tok, n);
+  o.max_steps = 7;
+  g_assert_true (hn_hier_train (a, &o, NULL, &error));
+  g_assert_no_error (error);
+  /* stopped after step 5 (no --save-steps checkpoint there) */
+  g_autoptr (HnHierModel) b = tiny_model (33);
+  train_opts (&o, d2, tok, n);
+  o.max_steps = 7;
+  o.save_steps = 2;
+  StopAt stop = { NULL, 5, 0 };
+  g_autofree char *at = NULL;
+  o.on_metric = count_metric;
+  o.on_metric_data = &stop;
+  o.stop_requested = stop_requested;
+  o.stop_data = &stop;
+  o.stopped_at = &at;
+  g_assert_true (hn_hier_train (b, &o, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stop.n, ==, 5);
+  g_autofree char *ck = g_build_filename (d2, "checkpoint-epoch-1-step-5", NULL);
+  g_assert_cmpstr (at, ==, ck);
+  g_assert_true (g_file_test (ck, G_FILE_TEST_IS_DIR));
+  /* a stopped run does not write the final model */
+  g_autofree char *final = g_build_filename (d2, "model.safetensors", NULL);
+  g_assert_false (g_file_test (final, G_FILE_TEST_EXISTS));
+  /* resumed and stopped again at once: nothing new, the same checkpoint */
+  g_autoptr (HnHierModel) c = hn_hier_model_load (ck, &error);
+  g_assert_no_error (error);
+  g_autofree char *at2 = NULL;
+  o.resume_from = ck;
+  o.stopped_at = &at2;
+  g_assert_true (hn_hier_train (c, &o, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (at2, ==, ck);
+  g_assert_false (g_file_test (final, G_FILE_TEST_EXISTS));
+  /* stopped at step 6, where --save-steps already wrote the checkpoint */
+  g_autofree char *at3 = NULL;
+  stop = (StopAt) { NULL, 1, 0 };
+  o.stopped_at = &at3;
+  g_assert_true (hn_hier_train (c, &o, NULL, &error));
+  g_assert_no_error (error);
+  g_autofree char *ck6 = g_build_filename (d2, "checkpoint-epoch-1-step-6", NULL);
+  g_assert_cmpstr (at3, ==, ck6);
+  /* resumed to the end: bit-exact with the straight run */
+  g_autoptr (HnHierModel) e = hn_hier_model_load (ck6, &error);
+  g_assert_no_error (error);
+  o.resume_from = ck6;
+  o.stop_requested = NULL;
+  g_assert_true (hn_hier_train (e, &o, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (a->params, a->n_params * 4, e->params, e->n_params * 4);
+  g_assert_true (g_file_test (final, G_FILE_TEST_EXISTS));
+  rm_rf (d1);
+  rm_rf (d2);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -666,5 +746,6 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos/grad/rosa-gate", test_grad_rosa);
   g_test_add_func ("/hierarchos/train/loss-falls", test_train_loss_falls);
   g_test_add_func ("/hierarchos/train/resume-exact", test_train_resume_exact);
+  g_test_add_func ("/hierarchos/train/stop-and-save", test_train_stop_and_save);
   return g_test_run ();
 }
