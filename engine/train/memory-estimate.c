@@ -333,7 +333,7 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
   HnHierTrainMemory hm;
   if (!hn_hier_train_memory (m, &o, &hm, error))
     return FALSE;
-  out->workload = HN_MEMORY_TRAIN;
+  out->workload = HN_MEMORY_HIER_TRAIN;
   out->host = TRUE;
   out->n_trainable = hm.trainable;
   out->weights = hm.params;
@@ -417,7 +417,8 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
 static const char *
 workload_name (HnMemoryWorkload w)
 {
-  return w == HN_MEMORY_TRAIN ? "train" : w == HN_MEMORY_LORA ? "lora" : "generate";
+  static const char *const names[] = { "train", "lora", "generate", "hierarchos-train" };
+  return names[w];
 }
 
 JsonNode *
@@ -470,7 +471,8 @@ char *
 hn_memory_estimate_to_text (const HnMemoryEstimate *e)
 {
   GString *s = g_string_new (NULL);
-  static const char *const titles[] = { N_("full training"), N_("LoRA fine-tuning"), N_("generation") };
+  static const char *const titles[] = { N_("full training"), N_("LoRA fine-tuning"), N_("generation"),
+                                        N_("Hierarchos training") };
   g_string_append_printf (s, _("Memory estimate (%s):\n"), _(titles[e->workload]));
   if (e->host)
     g_string_append (s, _("  host memory: Hierarchos trains on the CPU\n"));
@@ -531,6 +533,9 @@ hn_memory_estimate_advice (HnMemoryWorkload workload)
     case HN_MEMORY_LORA:
       return N_("lower --batch-size or --seq-len (raise --grad-accum to keep the effective batch), "
                 "or a smaller --lora-r or fewer --lora-target-modules");
+    case HN_MEMORY_HIER_TRAIN:
+      return N_("lower --batch-size or --grad-accum (each row of a step keeps its own gradient) or "
+                "--training-chunk-size (the tape holds one chunk per worker thread)");
     case HN_MEMORY_GENERATE:
     default:
       return N_("lower --max-new-tokens or --num-beams, or use a smaller model");

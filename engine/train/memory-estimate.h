@@ -26,6 +26,7 @@ typedef enum {
   HN_MEMORY_TRAIN,    /* every weight trained (f32), AdamW state */
   HN_MEMORY_LORA,     /* base frozen, adapter matrices trained */
   HN_MEMORY_GENERATE, /* inference with a KV cache */
+  HN_MEMORY_HIER_TRAIN, /* Hierarchos training or fine-tuning on the CPU (host memory) */
 } HnMemoryWorkload;
 
 typedef struct {

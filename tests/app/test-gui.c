@@ -762,6 +762,33 @@ chat_turn_done (gpointer data)
   return ((ChatSeen *) data)->turn_end;
 }
 
+/* The Hierarchos page set up for a fresh tiny model (seconds on lavapipe);
+ * returns the output folder. */
+static char *
+hierarchos_setup (HnTrainPage **page_out, const char *name, int steps)
+{
+  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "hierarchos"));
+  hn_window_show_page (window, "hierarchos");
+  hn_train_page_set_alt_mode (page, FALSE);
+  HnJobSpec *spec = hn_train_page_get_spec (page);
+  g_autofree char *dir = out_dir ();
+  char *run = g_build_filename (dir, name, NULL);
+  hn_job_spec_set_string (spec, "out-dir", run);
+  hn_job_spec_set_int (spec, "context-dim", 32);
+  hn_job_spec_set_int (spec, "rwkv-head-size", 16);
+  hn_job_spec_set_int (spec, "ltm-slots", 16);
+  hn_job_spec_set_int (spec, "seq-len", 32);
+  hn_job_spec_set_int (spec, "training-chunk-size", 16);
+  hn_job_spec_set_int (spec, "batch-size", 2);
+  hn_job_spec_set_int (spec, "max-steps", steps);
+  hn_job_spec_set_double (spec, "lr", 3e-3);
+  hn_job_spec_set_int (spec, "warmup-steps", 0);
+  hn_job_spec_set_string (spec, "lr-scheduler", "cosine");
+  g_assert_null (hn_train_page_get_start_problem (page));
+  *page_out = page;
+  return run;
+}
+
 static void
 test_hierarchos_train_and_chat (void)
 {
@@ -770,25 +797,14 @@ test_hierarchos_train_and_chat (void)
       g_test_skip ("hierarchos-train or chat is not registered in this build");
       return;
     }
-  HnTrainPage *page = HN_TRAIN_PAGE (hn_window_get_page (window, "hierarchos"));
-  hn_window_show_page (window, "hierarchos");
-  hn_train_page_set_alt_mode (page, FALSE);
-  HnJobSpec *spec = hn_train_page_get_spec (page);
-  g_autofree char *dir = out_dir ();
-  g_autofree char *run = g_build_filename (dir, "hierarchos-run", NULL);
-  /* a tiny geometry so 40 steps take seconds on lavapipe */
-  hn_job_spec_set_string (spec, "out-dir", run);
-  hn_job_spec_set_int (spec, "context-dim", 32);
-  hn_job_spec_set_int (spec, "rwkv-head-size", 16);
-  hn_job_spec_set_int (spec, "ltm-slots", 16);
-  hn_job_spec_set_int (spec, "seq-len", 32);
-  hn_job_spec_set_int (spec, "training-chunk-size", 16);
-  hn_job_spec_set_int (spec, "batch-size", 2);
-  hn_job_spec_set_int (spec, "max-steps", 40);
-  hn_job_spec_set_double (spec, "lr", 3e-3);
-  hn_job_spec_set_int (spec, "warmup-steps", 0);
-  hn_job_spec_set_string (spec, "lr-scheduler", "cosine");
-  g_assert_null (hn_train_page_get_start_problem (page));
+  HnTrainPage *page = NULL;
+  g_autofree char *run = hierarchos_setup (&page, "hierarchos-run", 40);
+  /* the memory row: host memory, since Hierarchos trains on the CPU */
+  HnMemoryRow *mrow = HN_MEMORY_ROW (hn_train_page_get_memory_row (page));
+  hn_memory_row_refresh (mrow);
+  g_test_message ("%s", hn_memory_row_get_text (mrow));
+  g_assert_nonnull (strstr (hn_memory_row_get_text (mrow), "host memory"));
+  g_assert_false (hn_memory_row_get_exceeds (mrow));
   HnJobController *c = hn_train_page_get_controller (page);
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
   g_assert_true (hn_job_controller_get_running (c));
@@ -1007,6 +1023,45 @@ test_stop_save_resume (void)
   hn_job_spec_unset (spec, "resume-from-checkpoint");
 }
 
+/* The same for a Hierarchos run: Stop and save on its page, Resume from
+ * the history back on the Hierarchos page to the last step. */
+static void
+test_hierarchos_stop_resume (void)
+{
+  if (!hn_job_kind_is_registered ("hierarchos-train"))
+    {
+      g_test_skip ("hierarchos-train is not registered in this build");
+      return;
+    }
+  HnTrainPage *page = NULL;
+  g_autofree char *run = hierarchos_setup (&page, "hierarchos-stop", 12);
+  HnJobController *c = hn_train_page_get_controller (page);
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
+  g_assert_true (wait_for (has_two_points, hn_train_page_get_chart (page), 120000));
+  hn_window_save_and_stop_jobs (window);
+  g_assert_true (wait_for (not_running, c, 120000));
+  g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_test_message ("stopped Hierarchos run: %s", hn_job_record_get_summary (rec));
+  g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_STOPPED);
+  const char *ck = hn_job_record_get_resume_from (rec);
+  g_assert_nonnull (ck);
+  g_assert_true (g_str_has_prefix (ck, run));
+  gint64 stopped_at = g_array_index (hn_job_record_get_points (rec), HnJobRecordPoint,
+                                     hn_job_record_get_points (rec)->len - 1).step;
+  g_assert_cmpint (stopped_at, <, 12);
+
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_window_resume_record (window, rec, &error));
+  g_assert_no_error (error);
+  g_assert_true (wait_for (not_running, c, 120000));
+  g_autoptr (HnJobRecord) again = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_assert_cmpint (hn_job_record_get_state (again), ==, HN_JOB_RECORD_SUCCEEDED);
+  GArray *pts = hn_job_record_get_points (again);
+  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, 0).step, ==, stopped_at + 1);
+  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, pts->len - 1).step, ==, 12);
+  hn_job_spec_unset (hn_train_page_get_spec (page), "resume-from-checkpoint");
+}
+
 /* Two runs of the history overlaid on the Jobs page's chart. */
 static void
 test_history_overlay (void)
@@ -1152,6 +1207,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui/finetune-loss-falls", test_finetune_loss_falls);
   g_test_add_func ("/gui/data-preview", test_data_preview);
   g_test_add_func ("/gui/stop-save-resume", test_stop_save_resume);
+  g_test_add_func ("/gui/hierarchos-stop-resume", test_hierarchos_stop_resume);
   g_test_add_func ("/gui/history-overlay", test_history_overlay);
   g_test_add_func ("/gui/side-by-side", test_side_by_side);
   g_test_add_func ("/gui/screenshots", test_screenshots);

@@ -4,6 +4,7 @@
 #include "models/hierarchos.h"
 #include "hn-error.h"
 #include "jobs/job.h"
+#include "train/memory-estimate.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -330,10 +331,91 @@ test_init_train_chat (void)
   rm_rf (tmp);
 }
 
+/* The memory estimate of Hierarchos jobs: host memory for training (the
+ * CPU trainer; test-hierarchos.c holds it against a run), the Vulkan
+ * runner's buffers for chat; --dry-run prints the same and runs nothing. */
+static void
+test_memory_estimate (void)
+{
+  const char *shared = g_getenv ("HN_SHARED_DIR");
+  g_autofree char *tok = g_build_filename (shared, "models", "stories260K", NULL);
+  g_autofree char *tmp = g_dir_make_tmp ("hier-mem-XXXXXX", NULL);
+  g_autofree char *model = g_build_filename (tmp, "model", NULL);
+  g_autofree char *out = g_build_filename (tmp, "out", NULL);
+  g_autofree char *text = g_build_filename (tmp, "text.txt", NULL);
+  g_assert_true (g_file_set_contents (text, "To be, or not to be, that is the question.", -1, NULL));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnHierModel) m = hn_hier_init_model_dir (tok, model, 16, NULL, 7, &error);
+  g_assert_no_error (error);
+
+  const char *const train[] = { "train", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
+                                "--training-chunk-size", "8", "--batch-size", "2", NULL };
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (train) - 1, train, &error);
+  g_assert_no_error (error);
+  HnMemoryEstimate e;
+  g_assert_true (hn_memory_estimate_for_spec (spec, NULL, &e, &error));
+  g_assert_no_error (error);
+  g_assert_true (e.host);
+  g_assert_true (e.device_known); /* the host's memory */
+  g_assert_cmpint (e.n_params, ==, (gint64) m->n_params);
+  g_assert_cmpuint (e.weights, ==, 4 * m->n_params);
+  g_assert_cmpuint (e.optimizer, ==, 8 * m->n_params);
+  g_assert_cmpuint (e.gradients, ==, 4 * m->n_params * 3); /* the step's and one per row */
+  g_assert_cmpuint (e.activations, >, 0);
+  g_autofree char *summary = hn_memory_estimate_summary (&e);
+  g_assert_nonnull (strstr (summary, "host memory"));
+  guint64 total = e.total;
+  hn_memory_estimate_clear (&e);
+
+  /* a fresh model from the tokenizer: the geometry of the flags */
+  const char *const fresh[] = { "train", "--tokenizer-path", tok, "--context-dim", "16", "--train", text, "--out-dir",
+                                out, "--seq-len", "16", "--training-chunk-size", "8", "--batch-size", "2", NULL };
+  g_autoptr (HnJobSpec) fspec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (fresh) - 1, fresh, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_memory_estimate_for_spec (fspec, NULL, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (e.n_params, ==, (gint64) m->n_params);
+  hn_memory_estimate_clear (&e);
+
+  /* chat: the Vulkan runner's parameters and work buffer (test-hierarchos-vk checks them) */
+  const char *const chat[] = { "chat", "--model-path", model, NULL };
+  g_autoptr (HnJobSpec) cspec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (chat) - 1, chat, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_memory_estimate_for_spec (cspec, NULL, &e, &error));
+  g_assert_no_error (error);
+  g_assert_false (e.host);
+  g_assert_cmpint (e.workload, ==, HN_MEMORY_GENERATE);
+  g_assert_cmpuint (e.weights, ==, 4 * m->n_params);
+  g_assert_cmpuint (e.activations, >, 0);
+  hn_memory_estimate_clear (&e);
+
+  /* --dry-run --json through the CLI */
+  g_autofree char *cli = g_build_filename (g_getenv ("HN_BUILD_DIR"), "app", "cli", "hierarchos-native-cli", NULL);
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, cli);
+  for (gsize i = 0; train[i]; i++)
+    g_ptr_array_add (argv, (gpointer) train[i]);
+  g_ptr_array_add (argv, (gpointer) "--dry-run");
+  g_ptr_array_add (argv, (gpointer) "--json");
+  g_ptr_array_add (argv, NULL);
+  g_autofree char *so = NULL;
+  int status = 0;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &so, NULL, &status, &error));
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (p, so, -1, &error));
+  JsonObject *o = json_node_get_object (json_parser_get_root (p));
+  g_assert_cmpstr (json_object_get_string_member (o, "memory"), ==, "host");
+  g_assert_cmpint (json_object_get_int_member (o, "total_bytes"), ==, (gint64) total);
+  g_assert_false (g_file_test (out, G_FILE_TEST_EXISTS));
+  rm_rf (tmp);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/hierarchos/jobs/init-train-chat", test_init_train_chat);
+  g_test_add_func ("/hierarchos/jobs/memory-estimate", test_memory_estimate);
   return g_test_run ();
 }

@@ -435,8 +435,17 @@ test_vulkan_parity (void)
     {
       g_autoptr (HnHierModel) m = model_for (V, 32, 7, perturbs[i]);
       g_autoptr (GError) error = NULL;
+      HnVkMemoryStats before, after;
+      hn_vk_context_get_memory_stats (ctx, &before);
       g_autoptr (HnHierVkRunner) r = hn_hier_vk_runner_new (m, ctx, &error);
       g_assert_no_error (error);
+      /* the memory estimate's figure is what the runner allocates */
+      hn_vk_context_get_memory_stats (ctx, &after);
+      guint64 est = 0;
+      g_assert_true (hn_hier_vk_device_bytes (m, &est, &error));
+      guint64 got = after.allocated_bytes - before.allocated_bytes;
+      g_test_message ("Vulkan runner: estimate %" G_GUINT64_FORMAT " bytes, allocated %" G_GUINT64_FORMAT, est, got);
+      g_assert_cmpfloat (fabs ((double) est - (double) got), <=, 0.2 * (double) got);
       float worst = compare_runtimes (m, r, ids);
       g_test_message ("Vulkan vs CPU runtime (perturb %.2f): max |logit diff| over 256 tokens %.3g", perturbs[i], worst);
       g_assert_cmpfloat (worst, <, 1e-4);

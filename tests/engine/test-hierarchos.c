@@ -5,6 +5,9 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 /* sha256 of the default contract (V 50257, C 448), computed by Python json.dumps. */
 #define HIER_DEFAULT_SHA "a50ed901be04ba96592bd485103e75382095a658955f4299b62828d8d3c0a7dc"
@@ -729,6 +732,72 @@ test_train_stop_and_save (void)
   rm_rf (d2);
 }
 
+typedef struct {
+  gsize base, peak;
+} HeapPeak;
+
+/* Bytes the allocator hands out (heap + mmapped), glibc only. */
+static gsize
+heap_bytes (void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+  struct mallinfo2 mi = mallinfo2 ();
+  return mi.uordblks + mi.hblkhd;
+#else
+  return 0;
+#endif
+}
+
+static void
+heap_at_metric (const char *line, gpointer data)
+{
+  HeapPeak *h = data;
+  h->peak = MAX (h->peak, heap_bytes ());
+}
+
+/* The memory estimate of the CPU trainer against what a run holds: its own
+ * counters and, on glibc, the allocator's bytes in use during the steps. */
+static void
+test_train_memory_estimate (void)
+{
+  HnHierConfig c;
+  tiny_config (&c);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnHierModel) m = hn_hier_model_new (&c, &error);
+  g_assert_no_error (error);
+  hn_hier_config_clear (&c);
+  hn_hier_model_init_weights (m, 5);
+  gsize n = 64 * 24 + 1;
+  g_autofree guint32 *tok = toy_corpus (n);
+  g_autofree char *d = g_dir_make_tmp ("hier-mem-XXXXXX", NULL);
+  HnHierTrainOptions o;
+  train_opts (&o, d, tok, n);
+  o.chunk_size = 64;
+  o.max_length = 64;
+  o.batch_size = 4;
+  o.max_steps = 2;
+  o.threads = 1; /* every allocation on this thread's arena */
+  HnHierTrainMemory est, got;
+  g_assert_true (hn_hier_train_memory (m, &o, &est, &error));
+  g_assert_no_error (error);
+  HeapPeak h = { heap_bytes (), 0 };
+  o.on_metric = heap_at_metric;
+  o.on_metric_data = &h;
+  o.measured = &got;
+  g_assert_true (hn_hier_train (m, &o, NULL, &error));
+  g_assert_no_error (error);
+  guint64 te = est.params + est.grads + est.optimizer + est.tapes;
+  guint64 tg = got.params + got.grads + got.optimizer + got.tapes;
+  g_test_message ("estimate %" G_GUINT64_FORMAT " (tape %" G_GUINT64_FORMAT "), trainer %" G_GUINT64_FORMAT
+                  " (tape %" G_GUINT64_FORMAT "), allocator %zu", te, est.tapes, tg, got.tapes, h.peak - h.base);
+  g_assert_cmpint (est.threads, ==, 1);
+  g_assert_cmpfloat (fabs ((double) est.tapes - (double) got.tapes), <=, 0.2 * (double) got.tapes);
+  g_assert_cmpfloat (fabs ((double) te - (double) tg), <=, 0.2 * (double) tg);
+  if (h.base)
+    g_assert_cmpfloat (fabs ((double) te - (double) (h.peak - h.base)), <=, 0.2 * (double) (h.peak - h.base));
+  rm_rf (d);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -747,5 +816,6 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos/train/loss-falls", test_train_loss_falls);
   g_test_add_func ("/hierarchos/train/resume-exact", test_train_resume_exact);
   g_test_add_func ("/hierarchos/train/stop-and-save", test_train_stop_and_save);
+  g_test_add_func ("/hierarchos/train/memory-estimate", test_train_memory_estimate);
   return g_test_run ();
 }
