@@ -982,18 +982,14 @@ has_two_points (gpointer chart)
   return hn_loss_chart_get_n_points (chart) >= 2;
 }
 
-/* Stop and save (what Quit does first) leaves a resumable run in the
- * history; Resume continues it from that checkpoint to the end. */
+/* Starts the page's run, stops and saves it (what Quit does first) after two
+ * points: a resumable run in the history; Resume continues it from that
+ * checkpoint, on the same page, to step `steps`. */
 static void
-test_stop_save_resume (void)
+stop_save_resume (HnTrainPage *page, gint64 steps)
 {
-  HnTrainPage *page = NULL;
-  HnJobSpec *spec = finetune_setup (&page, "stop-run", 8, 2, 16);
-  if (!spec)
-    return;
-  hn_job_spec_unset (spec, "eval-split");
-  hn_job_spec_unset (spec, "eval-steps");
   HnJobController *c = hn_train_page_get_controller (page);
+  const char *out = hn_job_spec_get_string (hn_train_page_get_spec (page), "out-dir");
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
   g_assert_true (wait_for (has_two_points, hn_train_page_get_chart (page), 120000));
   hn_window_save_and_stop_jobs (window);
@@ -1003,11 +999,12 @@ test_stop_save_resume (void)
   g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_STOPPED);
   const char *ck = hn_job_record_get_resume_from (rec);
   g_assert_nonnull (ck);
+  g_assert_true (g_str_has_prefix (ck, out));
   g_autofree char *state = g_build_filename (ck, "trainer_state.json", NULL);
   g_assert_true (g_file_test (state, G_FILE_TEST_EXISTS));
   gint64 stopped_at = g_array_index (hn_job_record_get_points (rec), HnJobRecordPoint,
                                      hn_job_record_get_points (rec)->len - 1).step;
-  g_assert_cmpint (stopped_at, <, 8);
+  g_assert_cmpint (stopped_at, <, steps);
 
   g_autoptr (GError) error = NULL;
   g_assert_true (hn_window_resume_record (window, rec, &error));
@@ -1019,12 +1016,23 @@ test_stop_save_resume (void)
   g_assert_nonnull (strstr (hn_job_record_get_command_line (again), "--resume-from-checkpoint"));
   GArray *pts = hn_job_record_get_points (again);
   g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, 0).step, ==, stopped_at + 1);
-  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, pts->len - 1).step, ==, 8);
-  hn_job_spec_unset (spec, "resume-from-checkpoint");
+  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, pts->len - 1).step, ==, steps);
+  hn_job_spec_unset (hn_train_page_get_spec (page), "resume-from-checkpoint");
 }
 
-/* The same for a Hierarchos run: Stop and save on its page, Resume from
- * the history back on the Hierarchos page to the last step. */
+static void
+test_stop_save_resume (void)
+{
+  HnTrainPage *page = NULL;
+  HnJobSpec *spec = finetune_setup (&page, "stop-run", 8, 2, 16);
+  if (!spec)
+    return;
+  hn_job_spec_unset (spec, "eval-split");
+  hn_job_spec_unset (spec, "eval-steps");
+  stop_save_resume (page, 8);
+}
+
+/* The same for a Hierarchos run, resumed on the Hierarchos page. */
 static void
 test_hierarchos_stop_resume (void)
 {
@@ -1035,31 +1043,7 @@ test_hierarchos_stop_resume (void)
     }
   HnTrainPage *page = NULL;
   g_autofree char *run = hierarchos_setup (&page, "hierarchos-stop", 12);
-  HnJobController *c = hn_train_page_get_controller (page);
-  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
-  g_assert_true (wait_for (has_two_points, hn_train_page_get_chart (page), 120000));
-  hn_window_save_and_stop_jobs (window);
-  g_assert_true (wait_for (not_running, c, 120000));
-  g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
-  g_test_message ("stopped Hierarchos run: %s", hn_job_record_get_summary (rec));
-  g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_STOPPED);
-  const char *ck = hn_job_record_get_resume_from (rec);
-  g_assert_nonnull (ck);
-  g_assert_true (g_str_has_prefix (ck, run));
-  gint64 stopped_at = g_array_index (hn_job_record_get_points (rec), HnJobRecordPoint,
-                                     hn_job_record_get_points (rec)->len - 1).step;
-  g_assert_cmpint (stopped_at, <, 12);
-
-  g_autoptr (GError) error = NULL;
-  g_assert_true (hn_window_resume_record (window, rec, &error));
-  g_assert_no_error (error);
-  g_assert_true (wait_for (not_running, c, 120000));
-  g_autoptr (HnJobRecord) again = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
-  g_assert_cmpint (hn_job_record_get_state (again), ==, HN_JOB_RECORD_SUCCEEDED);
-  GArray *pts = hn_job_record_get_points (again);
-  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, 0).step, ==, stopped_at + 1);
-  g_assert_cmpint (g_array_index (pts, HnJobRecordPoint, pts->len - 1).step, ==, 12);
-  hn_job_spec_unset (hn_train_page_get_spec (page), "resume-from-checkpoint");
+  stop_save_resume (page, 12);
 }
 
 /* Two runs of the history overlaid on the Jobs page's chart. */
