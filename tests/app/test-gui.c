@@ -1043,6 +1043,9 @@ test_hierarchos_stop_resume (void)
     }
   HnTrainPage *page = NULL;
   g_autofree char *run = hierarchos_setup (&page, "hierarchos-stop", 12);
+  /* Hierarchos checkpoints never replace a folder: start from none */
+  const char *rm[] = { "rm", "-rf", run, NULL };
+  g_assert_true (g_spawn_sync (NULL, (char **) rm, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL));
   stop_save_resume (page, 12);
 }
 
