@@ -42,11 +42,7 @@ hn_memory_row_refresh (HnMemoryRow *self)
   gboolean was = self->exceeds;
   g_autofree char *text = NULL, *tip = NULL;
   self->exceeds = FALSE;
-  /* a fresh Hierarchos model is estimated from its tokenizer and geometry */
-  gboolean fresh = self->spec && g_str_has_prefix (hn_job_spec_get_kind (self->spec), "hierarchos-") &&
-                   hn_job_spec_lookup (self->spec, "tokenizer-path") &&
-                   hn_job_spec_get_string (self->spec, "tokenizer-path");
-  if (self->spec && (hn_job_spec_get_string (self->spec, "model-path") || fresh))
+  if (self->spec && hn_job_spec_get_string (self->spec, "model-path"))
     {
       HnVkContext *ctx = device (self, (int) hn_job_spec_get_int (self->spec, "device-index"));
       if (hn_memory_estimate_for_spec (self->spec, ctx, &e, &error))
