@@ -359,17 +359,15 @@ hn_params_grad_norm (HnParamSet *ps, HnCmd *cmd, double *norm, GError **error)
 gboolean
 hn_params_clip (HnParamSet *ps, HnCmd *cmd, double max_norm, double *norm, float *clip, GError **error)
 {
-  *norm = NAN;
   *clip = 1.0f;
-  if (max_norm <= 0)
-    return TRUE;
   CK (hn_params_grad_norm (ps, cmd, norm, error));
   if (!isfinite (*norm))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "the gradient norm is not finite");
       return FALSE;
     }
-  *clip = hn_clip_coef (*norm, max_norm);
+  if (max_norm > 0)
+    *clip = hn_clip_coef (*norm, max_norm);
   return TRUE;
 }
 

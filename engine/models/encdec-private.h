@@ -102,8 +102,8 @@ gboolean hn_params_zero (HnParamSet *ps, HnCmd *cmd, gboolean moments, GError **
 gboolean hn_params_adamw (HnParamSet *ps, HnCmd *cmd, const HnAdamwScalars *s, float clip, GError **error);
 /* Submits what cmd holds plus the sums of squares of every gradient; *norm = their total L2 norm. */
 gboolean hn_params_grad_norm (HnParamSet *ps, HnCmd *cmd, double *norm, GError **error);
-/* The gradient norm and clip coefficient of one step (torch's clip_grad_norm_): with max_norm > 0
- * submits cmd and measures the norm, else *norm = NAN and *clip = 1. */
+/* Submits cmd, measures the gradient norm of the step (a non-finite one is HN_ERROR_NUMERIC) and,
+ * with max_norm > 0, the clip coefficient of torch's clip_grad_norm_ (else *clip = 1). */
 gboolean hn_params_clip (HnParamSet *ps, HnCmd *cmd, double max_norm, double *norm, float *clip, GError **error);
 
 /* ---- attention */

@@ -27,7 +27,7 @@ struct _HnEncoderTrainer {
   /* gradients of activations (reused across layers) */
   HnTensor *dX, *dX2, *dtmp, *dq, *dk, *dv, *datt, *du, *da, *dt1, *dt2, *de, *de2, *stats;
   HnCmd *cmd;
-  double grad_norm; /* of the last step, before clipping (NAN: not measured) */
+  double grad_norm; /* of the last step, before clipping */
 };
 
 void

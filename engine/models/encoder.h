@@ -53,7 +53,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnEncoderTrainer, hn_encoder_trainer_free)
  * (-100: ignored); *loss is the batch's loss before the update, as transformers reports it. */
 gboolean hn_encoder_trainer_step (HnEncoderTrainer *tr, const int32_t *ids, const int32_t *type_ids,
                                   const int32_t *labels, const HnEncoderTrainStep *opt, double *loss, GError **error);
-/* The total gradient norm of the last step (measured when it clipped, else NAN). */
+/* The total gradient norm of the last step, before clipping. */
 double hn_encoder_trainer_get_grad_norm (HnEncoderTrainer *tr);
 /* Every device tensor of the model in load order (checkpoint weights; modernbert adds its rope tables). */
 HnTensor *const *hn_encoder_get_weights (HnEncoder *m, guint *n);

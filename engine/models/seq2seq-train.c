@@ -50,7 +50,7 @@ struct _HnSeq2SeqTrainer {
   HnTensor *w_doh, *w_dp, *w_pd, *w_dqh, *w_dkh, *w_dvh, *w_r; /* per-row biased-attention scratch */
   HnTensor *stats;
   HnCmd *cmd;
-  double grad_norm; /* of the last step, before clipping (NAN: not measured) */
+  double grad_norm; /* of the last step, before clipping */
 };
 
 void

@@ -61,7 +61,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnSeq2SeqTrainer, hn_seq2seq_trainer_free)
  * decoder input is them shifted right after decoder_start_token_id). *loss is the loss before it. */
 gboolean hn_seq2seq_trainer_step (HnSeq2SeqTrainer *tr, const int32_t *src, const int32_t *labels,
                                   const HnSeq2SeqTrainStep *opt, double *loss, GError **error);
-/* The total gradient norm of the last step (measured when it clipped, else NAN). */
+/* The total gradient norm of the last step, before clipping. */
 double hn_seq2seq_trainer_get_grad_norm (HnSeq2SeqTrainer *tr);
 /* The trained relative_attention_bias table [buckets, heads] of the encoder's or decoder's first layer. */
 HnTensor *hn_seq2seq_trainer_get_bias_table (HnSeq2SeqTrainer *tr, gboolean decoder);
