@@ -3,31 +3,12 @@
  * with the metrics file, checkpoints and an output folder that
  * transformer-logits loads back with logits other than the untrained ones;
  * and the kinds it does not train fail with a message naming the reason. */
+#include "cli-util.h"
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
-
-static char *
-run_cli (int *status, char **err, ...)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_autofree char *exe = g_build_filename (g_getenv ("HN_BUILD_DIR"), "app", "cli", "hierarchos-native-cli", NULL);
-  g_ptr_array_add (argv, exe);
-  va_list ap;
-  va_start (ap, err);
-  for (const char *a; (a = va_arg (ap, const char *));)
-    g_ptr_array_add (argv, (gpointer) a);
-  va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  char *out = NULL;
-  g_autoptr (GError) error = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, err, status,
-                               &error));
-  g_assert_no_error (error);
-  return out;
-}
 
 static char *
 src_path (const char *a, const char *b)
@@ -42,7 +23,7 @@ logits_of (JsonParser *p, const char *model, const char *tmp)
   g_autofree char *out = g_build_filename (tmp, "logits.json", NULL);
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *o = run_cli (&status, &err, "transformer-logits", "--model-path", model, "--input-ids",
+  g_autofree char *o = cli_run (&status, &err, "transformer-logits", "--model-path", model, "--input-ids",
                                 "2,10,7,8,3", "--output", out, NULL);
   if (!g_spawn_check_wait_status (status, NULL))
     g_error ("transformer-logits %s: %s", model, err);
@@ -62,7 +43,7 @@ test_train (void)
   g_autofree char *out = g_build_filename (tmp, "out", NULL), *metrics = g_build_filename (tmp, "m.jsonl", NULL);
   int status;
   g_autofree char *err = NULL;
-  g_autofree char *o = run_cli (&status, &err, "transformer-train", "--model-path", bert, "--tokenizer-path", tokdir,
+  g_autofree char *o = cli_run (&status, &err, "transformer-train", "--model-path", bert, "--tokenizer-path", tokdir,
                                 "--train", data, "--out-dir", out, "--batch-size", "2", "--seq-len", "16",
                                 "--max-steps", "24", "--lr", "1e-2", "--lr-scheduler", "constant", "--seed", "3",
                                 "--save-steps", "12", "--metrics-file", metrics, NULL);
@@ -141,7 +122,7 @@ test_refusals (void)
     {
       int status;
       g_autofree char *err = NULL;
-      g_autofree char *o = run_cli (&status, &err, cases[i].cmd, "--model-path", cases[i].model, "--tokenizer-path",
+      g_autofree char *o = cli_run (&status, &err, cases[i].cmd, "--model-path", cases[i].model, "--tokenizer-path",
                                     tokdir, "--train", data, "--out-dir", "/nonexistent/never-written", "--max-steps",
                                     "1", cases[i].flag, cases[i].value, NULL);
       g_assert_false (g_spawn_check_wait_status (status, NULL));
