@@ -1,4 +1,4 @@
-/* `architectures [--json]`: the model types this build knows, with family,
+/* `architectures [--json|--markdown|--count]`: the model types this build knows, with family,
  * block wiring, quirks and supported tasks, straight from the registry. */
 #include "cli.h"
 #include "models/registry.h"
@@ -11,10 +11,11 @@ int hn_cmd_architectures (int argc, char **argv);
 int
 hn_cmd_architectures (int argc, char **argv)
 {
-  gboolean json = FALSE, count = FALSE;
+  gboolean json = FALSE, count = FALSE, markdown = FALSE;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the registry as JSON", NULL },
     { "count", 0, 0, G_OPTION_ARG_NONE, &count, "Print the number of parity-verified architectures", NULL },
+    { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "Print the registry as a Markdown page", NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- list supported model architectures");
@@ -27,6 +28,12 @@ hn_cmd_architectures (int argc, char **argv)
   if (count)
     {
       printf ("%u\n", hn_arch_count_parity_verified ());
+      return 0;
+    }
+  if (markdown)
+    {
+      g_autofree char *s = hn_arch_list_to_markdown ();
+      fputs (s, stdout);
       return 0;
     }
   if (json)

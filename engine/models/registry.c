@@ -313,3 +313,28 @@ hn_arch_list_to_json (void)
   json_generator_set_pretty (gen, TRUE);
   return json_generator_to_data (gen, NULL);
 }
+
+char *
+hn_arch_list_to_markdown (void)
+{
+  GString *md = g_string_new ("# Supported architectures\n\n");
+  g_string_append_printf (md,
+                          "Generated from the registry (`engine/models/registry.c`) by `hierarchos-native-cli "
+                          "architectures --markdown`. Parity-verified architectures: **%u** (a row claiming logits "
+                          "names a transformers fixture in `tests/fixtures/parity/`, which the parity tests run).\n\n",
+                          hn_arch_count_parity_verified ());
+  g_string_append (md, "| model_type | family | block | logits | generate | train | LoRA | aliases | fixture |\n"
+                       "|---|---|---|---|---|---|---|---|---|\n");
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    {
+      const HnArchInfo *a = &archs[i];
+      g_autofree char *aliases = a->aliases ? g_strjoinv (", ", (char **) a->aliases) : g_strdup ("");
+      g_string_append_printf (md, "| `%s` | %s | %s |", a->model_type, a->family, hn_block_kind_name (a->block));
+      for (guint t = 0; t < 4; t++)
+        g_string_append (md, a->tasks & (1u << t) ? " yes |" : " — |");
+      g_string_append_printf (md, " %s | %s |\n", aliases, a->fixture ? a->fixture : "—");
+    }
+  g_string_append (md, "\nA task marked yes has passed against transformers: logits within 1e-4 and identical greedy "
+                       "ids, losses after AdamW steps, PEFT adapters. Anything else fails closed with a message.\n");
+  return g_string_free (md, FALSE);
+}

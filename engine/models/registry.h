@@ -129,4 +129,8 @@ guint hn_arch_count_parity_verified (void);
  * "tasks": {"logits": bool, ...}, "parity_fixture"}...]. */
 char *hn_arch_list_to_json (void);
 
+/* The same as a Markdown page (the generated docs page architectures.md):
+ * the parity-verified count and one table row per model_type. */
+char *hn_arch_list_to_markdown (void);
+
 G_END_DECLS

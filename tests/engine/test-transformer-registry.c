@@ -85,6 +85,26 @@ test_json (void)
   g_assert_true (json_object_has_member (json_object_get_object_member (o, "tasks"), "generate"));
 }
 
+/* The generated docs page: the count and one row per registry entry. */
+static void
+test_markdown (void)
+{
+  g_autofree char *md = hn_arch_list_to_markdown ();
+  g_autofree char *count = g_strdup_printf ("Parity-verified architectures: **%u**", hn_arch_count_parity_verified ());
+  g_assert_nonnull (strstr (md, count));
+  gsize n;
+  const HnArchInfo *a = hn_arch_list (&n);
+  for (gsize i = 0; i < n; i++)
+    {
+      g_autofree char *row = g_strdup_printf ("\n| `%s` | %s |", a[i].model_type, a[i].family);
+      g_assert_nonnull (strstr (md, row));
+    }
+  guint rows = 0;
+  for (const char *p = md; (p = strstr (p, "\n| `")); p++)
+    rows++;
+  g_assert_cmpuint (rows, ==, n);
+}
+
 /* The README states the count; it must be the one the registry computes. */
 static void
 test_readme_count (void)
@@ -108,5 +128,6 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/tasks", test_tasks);
   g_test_add_func ("/registry/json", test_json);
   g_test_add_func ("/registry/readme-count", test_readme_count);
+  g_test_add_func ("/registry/markdown", test_markdown);
   return g_test_run ();
 }
