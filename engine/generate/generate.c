@@ -269,6 +269,46 @@ hn_generate_sample_step (const HnGenerateModel *m, const HnGenerateOptions *opt,
   return "";
 }
 
+/* Steps per HnLmOps.decode_greedy call: the tokens of one chunk are streamed together. */
+#define GREEDY_CHUNK 32
+
+/* Greedy generation can run on the model's side when no logits processor could change an
+ * argmax and no stop string needs the decoded text after every token. */
+static gboolean
+use_device_greedy (const HnGenerateModel *m, const HnGenerateOptions *opt)
+{
+  return m->ops->decode_greedy && m->ops->can_decode_greedy && hn_logits_greedy_is_argmax (opt) &&
+         !(opt->stop_strings && opt->stop_strings[0]) && m->ops->can_decode_greedy (m->lm);
+}
+
+/* The greedy steps after the first, GREEDY_CHUNK at a time on the model's side, stopping as
+ * hn_generate_sample_step does (EOS, then max_length; stop strings never come here). Picks past
+ * the stop within a chunk are dropped. The stop reason, NULL on error. */
+static const char *
+run_device_greedy (const HnGenerateModel *m, const HnGenerateOptions *opt, GArray *ids, int max_length,
+                   gboolean stream, int *n_generated, GCancellable *cancellable, GError **error)
+{
+  int32_t out[GREEDY_CHUNK];
+  for (;;)
+    {
+      int32_t last = g_array_index (ids, int32_t, ids->len - 1);
+      int n = MIN (GREEDY_CHUNK, max_length - (int) ids->len);
+      if (!hn_generate_check_cancel (cancellable, error) || !m->ops->decode_greedy (m->lm, last, n, out, error))
+        return NULL;
+      for (int i = 0; i < n; i++)
+        {
+          g_array_append_val (ids, out[i]);
+          (*n_generated)++;
+          if (stream)
+            m->on_token (m->token_data, out[i]);
+          if (hn_generate_is_eos (opt, out[i]))
+            return "eos";
+          if ((int) ids->len >= max_length)
+            return "max_length";
+        }
+    }
+}
+
 /* transformers' _sample: greedy (argmax) or multinomial sampling. */
 static HnGenerateResult *
 run_sample (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_t *prompt, int n_prompt,
@@ -306,6 +346,15 @@ run_sample (const HnGenerateModel *m, const HnGenerateOptions *opt, const int32_
             m->on_token (m->token_data, next);
           if (*reason)
             break;
+          if (use_device_greedy (m, opt))
+            {
+              g_debug ("greedy decoding on the device, %d steps per chunk", GREEDY_CHUNK);
+              res->device_greedy = TRUE;
+              if (!(reason = run_device_greedy (m, opt, ids, max_length, m->on_token && r == 0, &res->n_generated,
+                                                cancellable, error)))
+                return NULL;
+              break;
+            }
           int row = 0;
           if (!m->ops->decode (m->lm, 1, &row, &next, logits, error))
             return NULL;

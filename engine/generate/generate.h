@@ -78,6 +78,12 @@ typedef struct {
   /* Continuous batching (NULL where the model has no shared cache): `row` ends and returns
    * its cache to the pool; the row starts empty. decode() then takes rows of any lengths. */
   gboolean (*release) (gpointer self, int row, GError **error);
+  /* Greedy decoding on the model's side, so that only token ids come back (both NULL where the
+   * model has none). can_decode_greedy: whether this instance, as now reset, can (one row, a
+   * cache that supports it). decode_greedy: feeds `token` to row 0, then its own argmax picks,
+   * n steps, writing the picks to out[n] (out[n-1] is not fed yet). */
+  gboolean (*can_decode_greedy) (gpointer self);
+  gboolean (*decode_greedy) (gpointer self, int32_t token, int n, int32_t *out, GError **error);
 } HnLmOps;
 
 /* Decodes ids to text (for stop strings and streaming); returns a new string or NULL. */
@@ -94,6 +100,7 @@ typedef struct {
   double seconds;       /* wall time of the loop */
   double prefill_seconds;
   char *stop_reason;    /* "eos", "max_length", "stop_string" */
+  gboolean device_greedy; /* the tokens after the first came from HnLmOps.decode_greedy */
 } HnGenerateResult;
 
 void hn_generate_result_free (HnGenerateResult *res);

@@ -376,3 +376,20 @@ hn_logits_process (const HnGenerateOptions *opt, float *scores, int vocab, const
   if (opt->eta_cutoff > 0.0 && opt->eta_cutoff < 1.0)
     hn_logits_eta (scores, vocab, opt->eta_cutoff, keep);
 }
+
+static gboolean
+has_ids (const GArray *a)
+{
+  return a && a->len > 0;
+}
+
+gboolean
+hn_logits_greedy_is_argmax (const HnGenerateOptions *opt)
+{
+  /* min_length / min_new_tokens only suppress EOS, so they matter only when there is one */
+  gboolean have_eos = has_ids (opt->eos_token_ids);
+  return !opt->do_sample && opt->num_beams == 1 && opt->repetition_penalty == 1.0 && opt->no_repeat_ngram_size <= 0 &&
+         !(opt->bad_words_ids && opt->bad_words_ids->len > 0) && !(have_eos && opt->min_length > 0) &&
+         !(have_eos && opt->min_new_tokens > 0) && !has_ids (opt->suppress_tokens) &&
+         !has_ids (opt->begin_suppress_tokens);
+}

@@ -29,5 +29,9 @@ void hn_logits_log_softmax (float *scores, int vocab);
  * temperature, top-k, top-p, min-p, typical-p, epsilon, eta. */
 void hn_logits_process (const HnGenerateOptions *opt, float *scores, int vocab, const int32_t *ids, int n_ids,
                         int prompt_len);
+/* TRUE when greedy decoding with these options is plain argmax over the raw logits: no
+ * processor above could change any step's pick (kept next to hn_logits_process so that a new
+ * processor is added to both). */
+gboolean hn_logits_greedy_is_argmax (const HnGenerateOptions *opt);
 
 G_END_DECLS

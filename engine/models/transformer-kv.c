@@ -864,7 +864,22 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
   return TRUE;
 }
 
-static const HnLmOps session_ops = { lm_reset, lm_prefill, lm_decode, lm_reorder, lm_release };
+static gboolean
+lm_can_decode_greedy (gpointer self)
+{
+  HnTransformerSession *s = self;
+  return s->step_cmd && s->n_rows == 1;
+}
+
+static gboolean
+lm_decode_greedy (gpointer self, int32_t token, int n, int32_t *out, GError **error)
+{
+  return hn_transformer_session_decode_greedy (self, token, n, out, error);
+}
+
+static const HnLmOps session_ops = { lm_reset,   lm_prefill,           lm_decode,
+                                     lm_reorder, lm_release,           lm_can_decode_greedy,
+                                     lm_decode_greedy };
 
 const HnLmOps *
 hn_transformer_session_lm_ops (void)

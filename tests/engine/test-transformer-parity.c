@@ -78,6 +78,8 @@ test_case (gconstpointer data)
         }
       g_assert_no_error (error);
       parity_assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), want);
+      /* plain greedy with the contiguous cache runs on the device, only ids coming back */
+      g_assert_cmpint (r->device_greedy, ==, cm == HN_KV_CACHE_CONTIGUOUS);
     }
   hn_generate_options_clear (&o);
 
@@ -132,6 +134,7 @@ test_stories (void)
                                                                 NULL, NULL, NULL, &error);
       g_assert_no_error (error);
       parity_assert_ids (hn_kv_cache_mode_name (cm), g_ptr_array_index (r->sequences, 0), rest);
+      g_assert_cmpint (r->device_greedy, ==, cm == HN_KV_CACHE_CONTIGUOUS);
       g_test_message ("stories260K %s: %d tokens in %.3f s (%.1f tokens/s)", hn_kv_cache_mode_name (cm),
                       r->n_generated, r->seconds, r->n_generated / MAX (r->seconds, 1e-9));
     }
@@ -155,6 +158,84 @@ test_stories (void)
   g_assert_false (hn_transformer_session_decode_greedy (s, picks[76], 1, picks, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
+}
+
+static void
+collect_token (gpointer data, int32_t token)
+{
+  g_array_append_val ((GArray *) data, token);
+}
+
+/* Greedy generation through the device loop (contiguous cache) and the host loop (paged cache,
+ * and a no-op repetition penalty that still keeps the host path): same ids, same streamed
+ * tokens, same stop reason. */
+static void
+check_device_greedy (HnTransformer *m, const HnGenerateOptions *o, const int32_t *prompt, int n_prompt, GArray *want,
+                     const char *reason)
+{
+  GError *error = NULL;
+  static const HnKvCacheMode modes[] = { HN_KV_CACHE_CONTIGUOUS, HN_KV_CACHE_PAGED, HN_KV_CACHE_CONTIGUOUS };
+  for (gsize i = 0; i < G_N_ELEMENTS (modes); i++)
+    {
+      HnGenerateOptions oi;
+      hn_generate_options_copy (&oi, o);
+      if (i == 2)
+        oi.repetition_penalty = 1.0 + 1e-9; /* any processor keeps the host path */
+      g_autoptr (GArray) streamed = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, modes[i], &oi, prompt, n_prompt, NULL, NULL,
+                                                                collect_token, streamed, NULL, &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (r->device_greedy, ==, i == 0);
+      parity_assert_ids ("device greedy", g_ptr_array_index (r->sequences, 0), want);
+      parity_assert_ids ("streamed", streamed, want);
+      g_assert_cmpint (r->n_generated, ==, (int) want->len);
+      g_assert_cmpstr (r->stop_reason, ==, reason);
+      hn_generate_options_clear (&oi);
+    }
+}
+
+/* The device-greedy loop of hn_generate_run stops exactly where the host loop does: an EOS in
+ * the middle of a chunk, max_new_tokens that is not a multiple of the chunk. */
+static void
+test_device_greedy_stops (void)
+{
+  g_autofree char *dir = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  GError *error = NULL;
+  g_autoptr (GArray) story = story_ids (dir);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  const int32_t *ids = (const int32_t *) story->data;
+  HnGenerateOptions o;
+  hn_generate_options_init (&o);
+
+  /* 37 new tokens from a prompt of 2: one host step, a chunk of 32, then 4 */
+  o.max_new_tokens = 37;
+  g_autoptr (GArray) want = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_array_append_vals (want, ids + 2, 37);
+  check_device_greedy (m, &o, ids, 2, want, "max_length");
+
+  /* EOS: the token at new position 45; it first comes at new position 39, inside the second chunk */
+  int32_t eos = ids[2 + 45];
+  int stop = 0;
+  while (ids[2 + stop] != eos)
+    stop++;
+  g_assert_cmpint (stop, >, 33); /* past the first chunk, inside the second */
+  g_assert_cmpint (stop % 32, !=, 0);
+  o.max_new_tokens = 70;
+  o.eos_token_ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_array_append_val (o.eos_token_ids, eos);
+  g_array_set_size (want, 0);
+  g_array_append_vals (want, ids + 2, (guint) stop + 1);
+  check_device_greedy (m, &o, ids, 2, want, "eos");
+
+  /* min_new_tokens past that EOS suppresses it: the host path, which then runs on */
+  o.min_new_tokens = stop + 2;
+  g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, HN_KV_CACHE_CONTIGUOUS, &o, ids, 2, NULL, NULL, NULL,
+                                                            NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_false (r->device_greedy);
+  g_assert_cmpint (r->n_generated, >, stop + 1);
+  hn_generate_options_clear (&o);
 }
 
 /* A prompt longer than the prefill chunk runs in several forwards with the same result. */
@@ -491,6 +572,7 @@ main (int argc, char **argv)
       g_test_add_data_func (path, c, test_case);
     }
   g_test_add_func ("/transformer/stories260K", test_stories);
+  g_test_add_func ("/transformer/device-greedy-stops", test_device_greedy_stops);
   g_test_add_func ("/transformer/chunked-prefill", test_chunked_prefill);
   g_test_add_func ("/transformer/continuous-batching", test_continuous_batching);
   g_test_add_func ("/transformer/fail-closed", test_fail_closed);
