@@ -14,22 +14,6 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-static void
-rm_rf (const char *path)
-{
-  g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
-  const char *f;
-  while (d && (f = g_dir_read_name (d)))
-    {
-      g_autofree char *p = g_build_filename (path, f, NULL);
-      if (g_file_test (p, G_FILE_TEST_IS_DIR))
-        rm_rf (p);
-      else
-        g_unlink (p);
-    }
-  g_rmdir (path);
-}
-
 /* Writes DIR/config.json (llava around the fixture's config) and
  * DIR/model.safetensors (the fixture's tensors renamed, plus two tower
  * tensors and, if given, one stray tensor). */
@@ -114,8 +98,8 @@ check_layout (gboolean v5)
   g_assert_nonnull (hn_safetensors_lookup (back, v5 ? "model.language_model.layers.0.self_attn.q_proj.weight"
                                                     : "language_model.model.layers.0.self_attn.q_proj.weight"));
   hn_transformer_free (m);
-  rm_rf (out);
-  rm_rf (dir);
+  hn_checkpoint_remove_tree (out);
+  hn_checkpoint_remove_tree (dir);
 
   /* a tensor inside the text model that the graph does not know still fails closed */
   g_autofree char *bad = make_llava (fixture, v5, v5 ? "model.language_model.layers.0.mystery.weight"
@@ -123,7 +107,7 @@ check_layout (gboolean v5)
   g_assert_null (hn_transformer_load (ctx, bad, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_assert_nonnull (strstr (error->message, "mystery"));
-  rm_rf (bad);
+  hn_checkpoint_remove_tree (bad);
 }
 
 static void test_v5 (void) { check_layout (TRUE); }

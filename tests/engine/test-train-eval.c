@@ -4,6 +4,7 @@
  * hn_transformer_logits); early stopping stops after `patience` evaluations
  * without improvement; --stop-at-loss stops at the threshold; bad
  * combinations are refused; the early-stopping state is in the checkpoint. */
+#include "train/checkpoint.h"
 #include "io/dataset.h"
 #include "io/tokenizer.h"
 #include "jobs/job.h"
@@ -200,24 +201,6 @@ test_refused (void)
     }
 }
 
-static void
-rm_rf (const char *path)
-{
-  if (g_file_test (path, G_FILE_TEST_IS_DIR))
-    {
-      g_autoptr (GDir) d = g_dir_open (path, 0, NULL);
-      const char *f;
-      while (d && (f = g_dir_read_name (d)))
-        {
-          g_autofree char *p = g_build_filename (path, f, NULL);
-          rm_rf (p);
-        }
-      g_rmdir (path);
-    }
-  else
-    g_unlink (path);
-}
-
 int
 main (int argc, char **argv)
 {
@@ -242,7 +225,7 @@ main (int argc, char **argv)
   g_test_add_func ("/train-eval/stop-at-loss", test_stop_at_loss);
   g_test_add_func ("/train-eval/refused", test_refused);
   int rc = g_test_run ();
-  rm_rf (tmp_root);
+  hn_checkpoint_remove_tree (tmp_root);
   g_free (tmp_root);
   g_free (model);
   g_free (train_txt);
