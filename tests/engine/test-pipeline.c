@@ -11,6 +11,7 @@
 #include "hn-error.h"
 #include "generate/generate.h"
 #include "jobs/job.h"
+#include "test-device.h"
 #include "models/transformer.h"
 #include "train/train-graph.h"
 
@@ -210,14 +211,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   hn_job_register_builtin_kinds ();
-  g_autoptr (GError) error = NULL;
-  g_autoptr (HnVkContext) probe = hn_vk_context_new (-1, &error);
-  if (!probe)
-    {
-      g_printerr ("no Vulkan device: %s\n", error->message);
-      return 77;
-    }
-  g_clear_pointer (&probe, hn_vk_context_unref);
+  if (!hn_test_have_vulkan ())
+    return 77;
   g_test_add_func ("/pipeline/families", test_families);
   g_test_add_func ("/pipeline/stories-2-and-3", test_stories_three);
   g_test_add_func ("/pipeline/plan", test_plan);

@@ -8,6 +8,7 @@
 #include "io/dataset.h"
 #include "io/tokenizer.h"
 #include "jobs/job.h"
+#include "test-device.h"
 #include "models/transformer.h"
 #include "hn-error.h"
 
@@ -206,14 +207,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   hn_job_register_builtin_kinds ();
-  g_autoptr (GError) error = NULL;
-  g_autoptr (HnVkContext) probe = hn_vk_context_new (-1, &error);
-  if (!probe)
-    {
-      g_test_message ("no Vulkan device: %s", error->message);
-      return 77;
-    }
-  g_clear_pointer (&probe, hn_vk_context_unref);
+  if (!hn_test_have_vulkan ())
+    return 77;
   model = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
   train_txt = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "tinyshakespeare-small.txt", NULL);
   tmp_root = g_dir_make_tmp ("hn-train-eval-XXXXXX", NULL);

@@ -10,6 +10,7 @@
 #include "hn-error.h"
 #include "io/safetensors.h"
 #include "jobs/job.h"
+#include "test-device.h"
 #include "models/lora.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -261,22 +262,12 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   hn_job_register_builtin_kinds ();
+  if (!hn_test_have_vulkan ())
+    return 77;
   g_autoptr (GError) error = NULL;
-  g_autoptr (HnVkContext) probe = hn_vk_context_new (-1, &error);
-  if (!probe)
-    {
-      g_printerr ("no Vulkan device: %s\n", error->message);
-      return 77;
-    }
   tmp_root = g_dir_make_tmp ("hn-train-XXXXXX", &error);
   g_assert_no_error (error);
-  /* a small text: every step sees different windows */
-  g_autofree char *shakespeare = g_build_filename (g_getenv ("HN_SHARED_DIR"), "datasets", "tinyshakespeare.txt", NULL);
-  g_autofree char *all = NULL;
-  gsize len = 0;
-  g_assert_true (g_file_get_contents (shakespeare, &all, &len, NULL));
-  text_path = g_build_filename (tmp_root, "text.txt", NULL);
-  g_assert_true (g_file_set_contents (text_path, all, MIN (len, 3000), NULL));
+  text_path = hn_test_write_text_head (tmp_root, 3000);
   g_test_add_func ("/train/resume-exact", test_resume_exact);
   g_test_add_func ("/train/resume-mismatch", test_resume_mismatch);
   g_test_add_func ("/train/stop-and-save", test_stop_and_save);
