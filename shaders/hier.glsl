@@ -3,19 +3,37 @@
 // (one f32 block) at binding 0 and the runner's work buffer (state, scratch,
 // control words, logits) at binding 1; push constants carry element offsets.
 // A dispatch with a predicate (`pred` != HIER_NONE) does nothing when the
-// control word work[pred] is 0: that is how the halting and refinement
-// loops are decided on the GPU without a host round trip.
+// control word work[pred] is 0 (with HIER_PRED_NOT set in pred: when it is
+// not 0): that is how the halting and refinement loops are decided on the
+// GPU without a host round trip. Batch rows: gl_WorkGroupID.z is the row,
+// whose part of the work buffer starts at z * rs (push field `rs`);
+// offsets in the push constants are relative to it.
 // The math mirrors the CPU tape (engine/models/hierarchos-tape.c) op for op,
 // including its clamps that pass non-finite values through unchanged.
 #include "common.glsl"
 #include "activation.glsl"
 layout(std430, binding = 0) readonly buffer Params { float prm[]; };
+#ifdef HIER_BACK
+// The backward ops (hier_*_back.comp): the forward's values are read-only;
+// gradients go to gwk (laid out like wk) and gprm (one slice of the
+// parameters' size per row, at z * ps).
+layout(std430, binding = 1) readonly buffer Work { float wk[]; };
+layout(std430, binding = 2) buffer GParams { float gprm[]; };
+layout(std430, binding = 3) buffer GWork { float gwk[]; };
+#else
 layout(std430, binding = 1) buffer Work { float wk[]; };
+#endif
+
+uint rb; // the row's base in wk (set first thing in main)
 
 const uint HIER_NONE = 0xffffffffu;
 
-bool hier_skip(uint pred) {
-  return pred != HIER_NONE && wk[pred] == 0.0;
+const uint HIER_PRED_NOT = 0x80000000u;
+
+bool hier_skip(uint pred, uint rb) {
+  if (pred == HIER_NONE) return false;
+  float w = wk[rb + (pred & ~HIER_PRED_NOT)];
+  return (pred & HIER_PRED_NOT) != 0u ? w != 0.0 : w == 0.0;
 }
 
 float hier_clamp(float x, float m) {

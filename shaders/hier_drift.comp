@@ -17,6 +17,7 @@ layout(push_constant) uniform P {
   uint cd_off; uint y_off; float dsc; float dnc;
   float atol; uint mode; uint flag; uint nflag;
   uint pred;
+  uint rs; uint ps;
 } p;
 
 shared float vs[4096];
@@ -34,13 +35,14 @@ void l2clamp_shared(float m) {
 }
 
 void main() {
-  if (hier_skip(p.pred)) return;
+  rb = gl_WorkGroupID.z * p.rs;
+  if (hier_skip(p.pred, rb)) return;
   uint t = gl_LocalInvocationID.x;
   float ma = 0.0;
   for (uint c = t; c < p.n; c += 256u) {
-    float v = wk[p.d_off + c];
+    float v = wk[rb + p.d_off + c];
     if (p.mode == 1u) {
-      float dl = wk[p.delta_off + c];
+      float dl = wk[rb + p.delta_off + c];
       ma += abs(dl);
       v += dl;
     }
@@ -55,14 +57,14 @@ void main() {
   l2clamp_shared(p.dnc);
   float total = hn_wg_sum(ma);
   for (uint c = t; c < p.n; c += 256u) {
-    wk[p.y_off + c] = vs[c];
-    if (p.cd_off != HIER_NONE) wk[p.cd_off + c] = wk[p.ctx_off + c] + vs[c];
+    wk[rb + p.y_off + c] = vs[c];
+    if (p.cd_off != HIER_NONE) wk[rb + p.cd_off + c] = wk[rb + p.ctx_off + c] + vs[c];
   }
   if (t == 0u) {
     if (p.mode == 0u) {
-      wk[p.flag] = 1.0;
-      for (uint i = 1u; i < p.nflag; i++) wk[p.flag + i] = 0.0;
+      wk[rb + p.flag] = 1.0;
+      for (uint i = 1u; i < p.nflag; i++) wk[rb + p.flag + i] = 0.0;
     }
-    if (p.mode == 1u) wk[p.flag] = total / float(p.n) < p.atol ? 0.0 : 1.0;
+    if (p.mode == 1u) wk[rb + p.flag] = total / float(p.n) < p.atol ? 0.0 : 1.0;
   }
 }

@@ -11,6 +11,7 @@ layout(push_constant) uniform P {
   uint S; uint K; uint Vd; uint topk;
   uint keys_p; uint vals_p; uint fast_off; uint q_off;
   uint gate_off; uint y_off; uint idx_off; uint pred;
+  uint rs; uint ps;
 } p;
 
 shared float sc[4096];
@@ -23,12 +24,13 @@ bool better(float v, int i, float ov, int oi) {
 }
 
 void main() {
-  if (hier_skip(p.pred)) return;
+  rb = gl_WorkGroupID.z * p.rs;
+  if (hier_skip(p.pred, rb)) return;
   uint t = gl_LocalInvocationID.x;
   float scale = 1.0 / sqrt(float(p.K));
   for (uint s = t; s < p.S; s += 256u) {
     float d = 0.0;
-    for (uint i = 0u; i < p.K; i++) d += wk[p.q_off + i] * prm[p.keys_p + s * p.K + i];
+    for (uint i = 0u; i < p.K; i++) d += wk[rb + p.q_off + i] * prm[p.keys_p + s * p.K + i];
     d *= scale;
     sc[s] = isnan(d) ? HN_NEG_INF : d;
   }
@@ -52,15 +54,15 @@ void main() {
     if (t == 0u) picks[r] = bi[0];
     barrier();
   }
-  float gate = wk[p.gate_off];
+  float gate = wk[rb + p.gate_off];
   for (uint e = t; e < p.topk * p.Vd; e += 256u) {
     uint r = e / p.Vd, c = e % p.Vd;
     float y = 0.0;
     if (r < n) {
       uint row = uint(picks[r]) * p.Vd + c;
-      y = (prm[p.vals_p + row] + wk[p.fast_off + row]) * gate;
+      y = (prm[p.vals_p + row] + wk[rb + p.fast_off + row]) * gate;
     }
-    wk[p.y_off + e] = y;
+    wk[rb + p.y_off + e] = y;
   }
-  if (t < p.topk) wk[p.idx_off + t] = t < n ? float(picks[t]) : -1.0;
+  if (t < p.topk) wk[rb + p.idx_off + t] = t < n ? float(picks[t]) : -1.0;
 }

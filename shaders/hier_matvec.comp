@@ -15,8 +15,8 @@
 // post 2 (memory gate, out 1): F(sigmoid(clamp(prm[aux] + v, 50))) with
 //   the warm-up floor f1: F(g) = f1 + (1 - f1) g;
 // post 3 (halting, out 1): p = clamp(sigmoid(clamp(v, f1)), 1e-6, 1 - 1e-6);
-//   control words at aux: [active, survival, steps]; flags bit 0 = first
-//   step. Halts (active = 0) once steps >= u0 (min_h_steps) and
+//   control words [active, survival, steps] read at aux and written at
+//   y2_off (the same offset in place); flags bit 0 = first step. Halts (active = 0) once steps >= u0 (min_h_steps) and
 //   1 - survival >= f0 (h_halt_thresh).
 #include "hier.glsl"
 layout(local_size_x = 128) in;
@@ -28,6 +28,7 @@ layout(push_constant) uniform P {
   uint aux; uint pred; uint flags; uint u0;
   float scale; float clamp_v; float clamp2; float f0;
   float f1;
+  uint rs; uint ps;
 } p;
 
 const uint ROWS = 8u, TPR = 16u, TILE = 2048u;
@@ -37,45 +38,46 @@ shared float part[128];
 float xin(uint i) {
   uint seg = i < p.n0 ? 0u : (i < p.n0 + p.n1 ? 1u : 2u);
   uint idx = seg == 0u ? p.x0 + i : (seg == 1u ? p.x1 + i - p.n0 : p.x2 + i - p.n0 - p.n1);
-  return ((p.xsrc >> seg) & 1u) != 0u ? prm[idx] : wk[idx];
+  return ((p.xsrc >> seg) & 1u) != 0u ? prm[idx] : wk[rb + idx];
 }
 
 void finish(uint o, float v) {
   if (p.b_off != HIER_NONE) v += prm[p.b_off + o];
-  if (p.res_off != HIER_NONE) v += wk[p.res_off + o];
+  if (p.res_off != HIER_NONE) v += wk[rb + p.res_off + o];
   if (p.post == 0u) {
     v = p.scale * hier_act(p.act, v);
-    wk[p.y_off + o] = p.clamp_v > 0.0 ? hier_clamp(v, p.clamp_v) : v;
-    if (p.y2_off != HIER_NONE) wk[p.y2_off + o] = hier_clamp(v, p.clamp2);
+    wk[rb + p.y_off + o] = p.clamp_v > 0.0 ? hier_clamp(v, p.clamp_v) : v;
+    if (p.y2_off != HIER_NONE) wk[rb + p.y2_off + o] = hier_clamp(v, p.clamp2);
   } else if (p.post == 1u) {
     if (p.clamp_v > 0.0) v = hier_clamp(v, p.clamp_v);
     float f = v > 0.0 ? v * v : 0.0;
     if (p.aux != HIER_NONE) {
-      float d = wk[p.aux + o];
+      float d = wk[rb + p.aux + o];
       if (p.f1 > 0.0) d = hier_clamp(d, p.f1);
       f *= d;
       if (p.clamp_v > 0.0 && p.f1 > 0.0) f = hier_clamp(f, p.clamp_v * p.clamp_v * p.f1);
     }
-    wk[p.y_off + o] = f;
+    wk[rb + p.y_off + o] = f;
   } else if (p.post == 2u) {
     float g = hier_sigmoid(hier_clamp(prm[p.aux] + v, 50.0));
     if (p.f1 > 0.0) g = g * (1.0 - p.f1) + p.f1;
-    wk[p.y_off + o] = g;
+    wk[rb + p.y_off + o] = g;
   } else {
     float pr = hier_sigmoid(hier_clamp(v, p.f1));
     if (!(isnan(pr) || isinf(pr))) pr = clamp(pr, 1e-6, 1.0 - 1e-6);
-    wk[p.y_off + o] = pr;
-    float surv = (p.flags & 1u) != 0u ? 1.0 - pr : wk[p.aux + 1u] * (1.0 - pr);
-    float steps = (p.flags & 1u) != 0u ? 1.0 : wk[p.aux + 2u] + 1.0;
+    wk[rb + p.y_off + o] = pr;
+    float surv = (p.flags & 1u) != 0u ? 1.0 - pr : wk[rb + p.aux + 1u] * (1.0 - pr);
+    float steps = (p.flags & 1u) != 0u ? 1.0 : wk[rb + p.aux + 2u] + 1.0;
     bool halted = steps >= float(p.u0) && (1.0 - surv) >= p.f0;
-    wk[p.aux] = halted ? 0.0 : 1.0;
-    wk[p.aux + 1u] = surv;
-    wk[p.aux + 2u] = steps;
+    wk[rb + p.y2_off] = halted ? 0.0 : 1.0;
+    wk[rb + p.y2_off + 1u] = surv;
+    wk[rb + p.y2_off + 2u] = steps;
   }
 }
 
 void main() {
-  if (hier_skip(p.pred)) return;
+  rb = gl_WorkGroupID.z * p.rs;
+  if (hier_skip(p.pred, rb)) return;
   uint t = gl_LocalInvocationID.x;
   if (p.trans != 0u) {
     uint o = hn_group_index() * 128u + t;

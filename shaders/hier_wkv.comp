@@ -6,7 +6,8 @@
 //   sa_i = sum_j S_ij (-kk_j); S_ij = S_ij exp(-exp(clamp(w_j, -60, 30)))
 //     + sa_i kk_j a_j + v_i k2_j; y_i = sum_j S_ij r_j (unclamped S);
 //   t = GroupNorm_head(y; ln_x, eps) + (sum r k2 r_k) v, times g.
-// S is updated in place, clamped to +-sc (recurrent_state_clamp), and the
+// S is read at s_off and written at so_off (the same offset in place),
+// clamped to +-sc (recurrent_state_clamp), and the
 // cell's v_first state gets clamp(v, sc).
 #include "hier.glsl"
 layout(local_size_x = 64) in;
@@ -15,7 +16,8 @@ layout(push_constant) uniform P {
   uint a_off; uint g_off; uint w_off; uint kk_p;
   uint ka_p; uint rk_p; uint lnw_p; uint lnb_p;
   uint s_off; uint vf_off; uint t_off; float sc;
-  float eps; uint pred;
+  float eps; uint pred; uint so_off;
+  uint rs; uint ps;
 } p;
 
 shared float kk[64], k2[64], dec[64], aa[64], rr[64], red[64];
@@ -34,32 +36,33 @@ float head_sum(float v) {
 }
 
 void main() {
-  if (hier_skip(p.pred)) return;
+  rb = gl_WorkGroupID.z * p.rs;
+  if (hier_skip(p.pred, rb)) return;
   uint i = gl_LocalInvocationID.x, h = gl_WorkGroupID.x;
   bool on = i < p.N;
   uint c = h * p.N + i;
-  float kkv = on ? wk[p.k_off + c] * prm[p.kk_p + c] : 0.0;
+  float kkv = on ? wk[rb + p.k_off + c] * prm[p.kk_p + c] : 0.0;
   float d = max(sqrt(head_sum(kkv * kkv)), 1e-12);
   float y = 0.0, vi = 0.0, bon = 0.0;
   if (on) {
-    float a = wk[p.a_off + c], kv = wk[p.k_off + c], w = wk[p.w_off + c];
+    float a = wk[rb + p.a_off + c], kv = wk[rb + p.k_off + c], w = wk[rb + p.w_off + c];
     kk[i] = kkv / d;
     k2[i] = kv * ((a - 1.0) * prm[p.ka_p + c] + 1.0);
     float wc = (isnan(w) || isinf(w)) ? w : clamp(w, -60.0, 30.0);
     dec[i] = exp(-exp(wc));
     aa[i] = a;
-    rr[i] = wk[p.r_off + c];
-    vi = wk[p.v_off + c];
+    rr[i] = wk[rb + p.r_off + c];
+    vi = wk[rb + p.v_off + c];
   }
   barrier();
   if (on) {
-    uint base = p.s_off + (h * p.N + i) * p.N;
+    uint base = rb + p.s_off + (h * p.N + i) * p.N, obase = rb + p.so_off + (h * p.N + i) * p.N;
     float sa = 0.0;
     for (uint j = 0u; j < p.N; j++) sa += wk[base + j] * (-kk[j]);
     for (uint j = 0u; j < p.N; j++) {
       float s = wk[base + j] * dec[j] + sa * (kk[j] * aa[j]) + vi * k2[j];
       y += s * rr[j];
-      wk[base + j] = hier_clamp(s, p.sc);
+      wk[obase + j] = hier_clamp(s, p.sc);
     }
     bon = rr[i] * k2[i] * prm[p.rk_p + c];
   }
@@ -70,7 +73,7 @@ void main() {
   if (on) {
     float tt = dv * rstd * prm[p.lnw_p + c] + prm[p.lnb_p + c];
     tt += bonus * vi;
-    wk[p.t_off + c] = tt * wk[p.g_off + c];
-    wk[p.vf_off + c] = hier_clamp(vi, p.sc);
+    wk[rb + p.t_off + c] = tt * wk[rb + p.g_off + c];
+    wk[rb + p.vf_off + c] = hier_clamp(vi, p.sc);
   }
 }

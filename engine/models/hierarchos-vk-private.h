@@ -6,7 +6,12 @@
  * scratch, control words, logits) at element offsets given in its push
  * constants. Each op has a CPU reference (hierarchos-vk-ref.c) that
  * interprets the same push constants, so the shaders are tested against it
- * and a program can also run on the host. */
+ * and a program can also run on the host.
+ *
+ * Batch rows: an op with `rows` > 1 runs once per row (gl_WorkGroupID.z),
+ * row r's work buffer starting at r * rs (every push struct ends with rs
+ * and ps); its offsets are relative to that base. Training keeps one
+ * gradient slice of the parameters' size per row, at r * ps. */
 #pragma once
 #include "models/hierarchos-private.h"
 #include "vk/hn-vk.h"
@@ -14,6 +19,8 @@
 G_BEGIN_DECLS
 
 #define HN_HIER_NONE 0xffffffffu
+/* In a predicate: run when the control word is 0 (the negation). */
+#define HN_HIER_PRED_NOT 0x80000000u
 
 typedef enum {
   HN_HIER_OP_MATVEC,
@@ -39,6 +46,7 @@ typedef struct {
   guint32 aux, pred, flags, u0;
   float scale, clamp, clamp2, f0;
   float f1;
+  guint32 rs, ps;
 } HnHierMatvecPush;
 
 typedef struct {
@@ -47,6 +55,8 @@ typedef struct {
   float eps, yclamp;
   guint32 n_mix, prev_off, mix_off, pred;
   guint32 c[6];
+  guint32 xi;
+  guint32 rs, ps;
 } HnHierNormPush;
 
 typedef struct {
@@ -55,13 +65,15 @@ typedef struct {
   guint32 ka_p, rk_p, lnw_p, lnb_p;
   guint32 s_off, vf_off, t_off;
   float sc, eps;
-  guint32 pred;
+  guint32 pred, so_off;
+  guint32 rs, ps;
 } HnHierWkvPush;
 
 typedef struct {
   guint32 S, K, Vd, topk;
   guint32 keys_p, vals_p, fast_off, q_off;
   guint32 gate_off, y_off, idx_off, pred;
+  guint32 rs, ps;
 } HnHierLtmPush;
 
 enum { HN_HIER_DRIFT_START, HN_HIER_DRIFT_REFINE, HN_HIER_DRIFT_FINAL };
@@ -71,6 +83,7 @@ typedef struct {
   guint32 cd_off, y_off;
   float dsc, dnc, atol;
   guint32 mode, flag, nflag, pred;
+  guint32 rs, ps;
 } HnHierDriftPush;
 
 enum { HN_HIER_EW_COPY, HN_HIER_EW_LERP, HN_HIER_EW_AXPYS };
@@ -79,12 +92,15 @@ typedef struct {
   guint32 n, op, a_off, asrc;
   guint32 b_off, s_off, y_off;
   float f0, clamp;
-  guint32 pred;
+  guint32 pred, xi;
+  guint32 rs, ps;
 } HnHierEwPush;
 
 typedef struct {
   HnHierOpKind kind;
   guint32 groups;
+  guint32 rows; /* 0 or 1: one row */
+  guint32 bs;   /* training: the backward's scratch in gwk (row-relative) */
   union {
     HnHierMatvecPush mv;
     HnHierNormPush norm;
@@ -103,10 +119,65 @@ typedef struct {
 
 /* The workgroup count an op needs (from its push constants). */
 guint32 hn_hier_op_groups (const HnHierOp *op);
-/* The CPU reference of one op. */
+/* The row stride (rs) of an op. */
+guint32 hn_hier_op_rs (const HnHierOp *op);
+/* The CPU reference of one op (every row). */
 void hn_hier_op_ref (const HnHierOp *op, const float *prm, float *wk);
 /* Records one op: prm and wk are bound whole at bindings 0 and 1. */
 gboolean hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, GError **error);
+
+/* ---- training: the backward of each op ----
+ *
+ * The backward of an op takes the op's own push constants. wk holds the
+ * forward's values (a training program never overwrites a value that a
+ * later op or a backward reads), gwk the gradients of the work buffer (the
+ * same layout, rows at r * rs) and gprm one gradient slice of the
+ * parameters' size per row (row r's at r * ps). For every row whose
+ * predicate held in the forward, the backward reads the gradient of each
+ * output at the output's offset in gwk and ADDS the gradient of each input:
+ * inputs read from wk to gwk at the same offset, inputs read from prm
+ * (weights, biases, mix coefficients, embedding rows, gate logits) to the
+ * row's gprm slice. Control words (predicates, halting words, refinement
+ * flags, LTM picks) get no gradient; an output's gradient may be left
+ * changed. The rules are the CPU tape's (hierarchos-tape.c), op for op.
+ * An op may use hn_hier_*_back_scratch floats of gwk at op->bs in its row
+ * (content undefined on entry). No float atomics: the same inputs give the
+ * same bits, so training is deterministic. */
+typedef gboolean (*HnHierBackRecordFunc) (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk,
+                                          HnVkBuffer *gprm, HnVkBuffer *gwk, GError **error);
+typedef void (*HnHierBackRefFunc) (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+
+/* One dispatch of a backward shader: prm, wk, gprm, gwk bound whole at 0..3,
+ * gx workgroups (split over y past 65535) times `rows` in z. */
+gboolean hn_hier_back_dispatch (HnCmd *cmd, const char *shader, const void *push, guint push_size, HnVkBuffer *prm,
+                                HnVkBuffer *wk, HnVkBuffer *gprm, HnVkBuffer *gwk, guint32 gx, guint32 rows,
+                                GError **error);
+
+/* Per op kind (hierarchos-vk-back-*.c). */
+guint32 hn_hier_mv_back_scratch (const HnHierOp *op);
+void hn_hier_mv_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+gboolean hn_hier_mv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                                 HnVkBuffer *gwk, GError **error);
+guint32 hn_hier_wkv_back_scratch (const HnHierOp *op);
+void hn_hier_wkv_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+gboolean hn_hier_wkv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                                  HnVkBuffer *gwk, GError **error);
+guint32 hn_hier_ltm_back_scratch (const HnHierOp *op);
+void hn_hier_ltm_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+gboolean hn_hier_ltm_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                                  HnVkBuffer *gwk, GError **error);
+guint32 hn_hier_norm_back_scratch (const HnHierOp *op);
+void hn_hier_norm_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+gboolean hn_hier_norm_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                                   HnVkBuffer *gwk, GError **error);
+guint32 hn_hier_drift_back_scratch (const HnHierOp *op);
+void hn_hier_drift_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+gboolean hn_hier_drift_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                                    HnVkBuffer *gwk, GError **error);
+guint32 hn_hier_ew_back_scratch (const HnHierOp *op);
+void hn_hier_ew_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+gboolean hn_hier_ew_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                                 HnVkBuffer *gwk, GError **error);
 
 /* The runner without a device: runs its programs through the CPU
  * references (tests compare it with the tape runtime and the shaders). */

@@ -61,7 +61,10 @@ hn_hier_op_groups (const HnHierOp *op)
 static gboolean
 skip (const float *wk, guint32 pred)
 {
-  return pred != NONE && wk[pred] == 0.0f;
+  if (pred == NONE)
+    return FALSE;
+  float w = wk[pred & ~HN_HIER_PRED_NOT];
+  return (pred & HN_HIER_PRED_NOT) ? w != 0.0f : w == 0.0f;
 }
 
 static void
@@ -114,9 +117,9 @@ matvec_finish (const HnHierMatvecPush *p, const float *prm, float *wk, guint32 o
         float surv = first ? 1.0f - pr : wk[p->aux + 1] * (1.0f - pr);
         float steps = first ? 1.0f : wk[p->aux + 2] + 1.0f;
         gboolean halted = steps >= (float) p->u0 && (1.0f - surv) >= p->f0;
-        wk[p->aux] = halted ? 0.0f : 1.0f;
-        wk[p->aux + 1] = surv;
-        wk[p->aux + 2] = steps;
+        wk[p->y2_off] = halted ? 0.0f : 1.0f;
+        wk[p->y2_off + 1] = surv;
+        wk[p->y2_off + 2] = steps;
       }
     }
 }
@@ -150,7 +153,8 @@ ref_matvec (const HnHierMatvecPush *p, const float *prm, float *wk)
 static void
 ref_norm (const HnHierNormPush *p, const float *prm, float *wk)
 {
-  const float *x = (p->xsrc & 1) ? prm + p->x_off : wk + p->x_off;
+  guint32 xo = p->x_off + ((p->xsrc & 2) ? (guint32) wk[p->xi] * p->width : 0);
+  const float *x = (p->xsrc & 1) ? prm + xo : wk + xo;
   float *xv = g_new (float, p->width);
   memcpy (xv, x, p->width * sizeof (float));
   float mean = 0, var = 0;
@@ -206,7 +210,8 @@ ref_wkv (const HnHierWkvPush *p, guint32 heads, const float *prm, float *wk)
       for (guint32 i = 0; i < N; i++)
         {
           guint32 c = h * N + i;
-          float *row = wk + p->s_off + (gsize) c * N;
+          const float *row = wk + p->s_off + (gsize) c * N;
+          float *orow = wk + p->so_off + (gsize) c * N;
           float sa = 0, acc = 0, vi = wk[p->v_off + c];
           for (guint32 j = 0; j < N; j++)
             sa += row[j] * (-kk[j]);
@@ -214,7 +219,7 @@ ref_wkv (const HnHierWkvPush *p, guint32 heads, const float *prm, float *wk)
             {
               float s = row[j] * dec[j] + sa * (kk[j] * wk[p->a_off + h * N + j]) + vi * k2[j];
               acc += s * wk[p->r_off + h * N + j];
-              row[j] = rclamp (s, p->sc);
+              orow[j] = rclamp (s, p->sc);
             }
           y[i] = acc;
           mean += acc;
@@ -337,9 +342,10 @@ ref_drift (const HnHierDriftPush *p, float *wk)
 static void
 ref_ew (const HnHierEwPush *p, const float *prm, float *wk)
 {
+  guint32 ao = p->a_off + ((p->asrc & 2) ? (guint32) wk[p->xi] * p->n : 0);
   for (guint32 i = 0; i < p->n; i++)
     {
-      float a = (p->asrc & 1) ? prm[p->a_off + i] : wk[p->a_off + i];
+      float a = (p->asrc & 1) ? prm[ao + i] : wk[ao + i];
       float y = a;
       if (p->op == HN_HIER_EW_LERP)
         y = a + (wk[p->b_off + i] - a) * p->f0;
@@ -364,8 +370,33 @@ op_pred (const HnHierOp *op)
     }
 }
 
+guint32
+hn_hier_op_rs (const HnHierOp *op)
+{
+  switch (op->kind)
+    {
+    case HN_HIER_OP_MATVEC: return op->u.mv.rs;
+    case HN_HIER_OP_NORM: return op->u.norm.rs;
+    case HN_HIER_OP_WKV: return op->u.wkv.rs;
+    case HN_HIER_OP_LTM: return op->u.ltm.rs;
+    case HN_HIER_OP_DRIFT: return op->u.drift.rs;
+    case HN_HIER_OP_EW: return op->u.ew.rs;
+    default: g_assert_not_reached ();
+    }
+}
+
+static void ref_one (const HnHierOp *op, const float *prm, float *wk);
+
 void
 hn_hier_op_ref (const HnHierOp *op, const float *prm, float *wk)
+{
+  guint32 rows = MAX (op->rows, 1), rs = hn_hier_op_rs (op);
+  for (guint32 r = 0; r < rows; r++)
+    ref_one (op, prm, wk + (gsize) r * rs);
+}
+
+static void
+ref_one (const HnHierOp *op, const float *prm, float *wk)
 {
   if (skip (wk, op_pred (op)))
     return;

@@ -39,7 +39,22 @@ hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *
       gx = 65535;
       gy = (g + 65534) / 65535;
     }
-  return hn_cmd_dispatch (cmd, op_shader[op->kind], NULL, 0, b, 2, &op->u, op_push_size[op->kind], gx, gy, 1, error);
+  return hn_cmd_dispatch (cmd, op_shader[op->kind], NULL, 0, b, 2, &op->u, op_push_size[op->kind], gx, gy,
+                          MAX (op->rows, 1), error);
+}
+
+gboolean
+hn_hier_back_dispatch (HnCmd *cmd, const char *shader, const void *push, guint push_size, HnVkBuffer *prm,
+                       HnVkBuffer *wk, HnVkBuffer *gprm, HnVkBuffer *gwk, guint32 gx, guint32 rows, GError **error)
+{
+  HnVkBinding b[4] = { { prm, 0, 0, FALSE }, { wk, 0, 0, FALSE }, { gprm, 0, 0, TRUE }, { gwk, 0, 0, TRUE } };
+  guint32 gy = 1;
+  if (gx > 65535)
+    {
+      gy = (gx + 65534) / 65535;
+      gx = 65535;
+    }
+  return hn_cmd_dispatch (cmd, shader, NULL, 0, b, 4, push, push_size, gx, gy, MAX (rows, 1), error);
 }
 
 /* ---- layout ---- */
@@ -366,7 +381,7 @@ cell (HnHierVkRunner *r, const CellPrm *c, const CellOff *st, guint32 x, guint32
 
   HnHierOp wop = { .kind = HN_HIER_OP_WKV, .groups = W / c->N };
   wop.u.wkv = (HnHierWkvPush) { c->N, s->r, s->k, s->v, s->a, s->g, s->w, c->k_k, c->k_a, c->r_k, c->lnxw, c->lnxb,
-                                st->S, st->vf, s->tt, sc, 64e-5f, pred };
+                                st->S, st->vf, s->tt, sc, 64e-5f, pred, st->S };
   emit (r, &wop);
 
   /* mixed = x + W_o t */
@@ -428,6 +443,7 @@ halt (HnHierVkRunner *r, int step)
   p.b_off = r->halt_b;
   p.post = HN_HIER_POST_HALT;
   p.aux = r->hctl;
+  p.y2_off = r->hctl;
   p.flags = step == 0 ? 1 : 0;
   p.u0 = (guint32) cfg->min_h_steps;
   p.f0 = (float) cfg->h_halt_thresh;

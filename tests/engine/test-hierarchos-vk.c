@@ -182,6 +182,7 @@ test_op_matvec (void)
   p.b_off = 300;
   p.post = HN_HIER_POST_HALT;
   p.aux = 9000;
+  p.y2_off = 9100; /* the control words out (in place in inference) */
   p.flags = 1;
   p.u0 = 1;
   p.f0 = 0.9f;
@@ -243,7 +244,7 @@ test_op_wkv (void)
       for (guint32 i = 0; i < N * op.groups; i++)
         b->wk[600 + i] = urand (&b->rng, -4.0f, 1.0f);
       op.u.wkv = (HnHierWkvPush) { N, 100, 200, 300, 400, 500, 600, 1000, 2000, 3000, 4000, 5000,
-                                   20000, 30000, 31000, 0.9f, 64e-5f, NONE };
+                                   20000, 30000, 31000, 0.9f, 64e-5f, NONE, 20000 };
       bench_check (b, &op, 2e-5f);
     }
   bench_free (b);
