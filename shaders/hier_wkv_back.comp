@@ -1,0 +1,160 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// The backward of hier_wkv.comp (CPU reference and the tape rules it
+// follows: engine/models/hierarchos-vk-back-wkv.c). One workgroup per head
+// and row, thread i owning channel i of the head (row i of the state, and
+// column i in the column sums). The forward is recomputed from its inputs
+// (S' and the GroupNorm statistics, in the forward's order of operations
+// so the clamp masks agree bit for bit). The gradient G of S' lives in
+// shared memory so the column sums over the state's rows (decay, k2, kk,
+// a and r gradients) are one thread's loop each: no atomics, the same bits
+// every run.
+#define HIER_BACK
+#include "hier.glsl"
+layout(local_size_x = 64) in;
+layout(push_constant) uniform P {
+  uint N; uint r_off; uint k_off; uint v_off;
+  uint a_off; uint g_off; uint w_off; uint kk_p;
+  uint ka_p; uint rk_p; uint lnw_p; uint lnb_p;
+  uint s_off; uint vf_off; uint t_off; float sc;
+  float eps; uint pred; uint so_off;
+  uint rs; uint ps;
+} p;
+
+const uint GS = 65u; // G's row stride: padded so a column walk hits distinct banks
+
+shared float kk[64], k2[64], dec[64], aa[64], rr[64], vv[64], sa[64], gy[64], gsa[64], red[64];
+shared float G[64 * GS];
+
+float head_sum(float v) {
+  uint t = gl_LocalInvocationID.x;
+  red[t] = v;
+  barrier();
+  [[unroll]] for (uint s = 32u; s > 0u; s >>= 1) {
+    if (t < s) red[t] += red[t + s];
+    barrier();
+  }
+  float r = red[0];
+  barrier();
+  return r;
+}
+
+// HT_CLAMP's derivative: 1 inside [-m, m], 0 outside and for NaN.
+float clamp_pass(float x, float m) {
+  return !isnan(x) && x >= -m && x <= m ? 1.0 : 0.0;
+}
+
+void main() {
+  rb = gl_WorkGroupID.z * p.rs;
+  if (hier_skip(p.pred, rb)) return;
+  uint gb = gl_WorkGroupID.z * p.ps;
+  uint i = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, N = p.N;
+  bool on = i < N;
+  uint c = h * N + i;
+
+  // ---- forward ----
+  float kv = on ? wk[rb + p.k_off + c] : 0.0, kkp = on ? prm[p.kk_p + c] : 0.0;
+  float u = kv * kkp;
+  float d = max(sqrt(head_sum(u * u)), 1e-12);
+  float av = 0.0, wv = 0.0, vi = 0.0, ri = 0.0, km = 0.0, kki = 0.0, k2i = 0.0, deci = 0.0;
+  if (on) {
+    av = wk[rb + p.a_off + c];
+    wv = wk[rb + p.w_off + c];
+    vi = wk[rb + p.v_off + c];
+    ri = wk[rb + p.r_off + c];
+    kki = u / d;
+    km = (av - 1.0) * prm[p.ka_p + c] + 1.0;
+    k2i = kv * km;
+    float wc = (isnan(wv) || isinf(wv)) ? wv : clamp(wv, -60.0, 30.0);
+    deci = exp(-exp(wc));
+    kk[i] = kki; k2[i] = k2i; dec[i] = deci; aa[i] = av; rr[i] = ri; vv[i] = vi;
+  }
+  barrier();
+  uint row = rb + p.s_off + c * N, orow = rb + p.so_off + c * N;
+  float sai = 0.0, y = 0.0;
+  if (on) {
+    for (uint j = 0u; j < N; j++) sai += wk[row + j] * (-kk[j]);
+    for (uint j = 0u; j < N; j++) y += (wk[row + j] * dec[j] + sai * (kk[j] * aa[j]) + vi * k2[j]) * rr[j];
+  }
+  float mean = head_sum(on ? y : 0.0) / float(N);
+  float dv = on ? y - mean : 0.0;
+  float rstd = 1.0 / sqrt(head_sum(dv * dv) / float(N) + p.eps);
+  float rk = on ? prm[p.rk_p + c] : 0.0;
+  float bonus = head_sum(ri * k2i * rk);
+
+  // ---- t = tt g, v_first = clamp(v), tt = GN(y) + bonus v ----
+  float xh = dv * rstd, lw = on ? prm[p.lnw_p + c] : 0.0, gtt = 0.0, gv = 0.0;
+  if (on) {
+    float tt = xh * lw + prm[p.lnb_p + c] + bonus * vi;
+    float gt = gwk[rb + p.t_off + c];
+    gwk[rb + p.g_off + c] += gt * tt;
+    gtt = gt * wk[rb + p.g_off + c];
+    gv = gwk[rb + p.vf_off + c] * clamp_pass(vi, p.sc) + gtt * bonus;
+  }
+  float gs = head_sum(gtt * vi);
+  float gx = gtt * lw;
+  float m1 = head_sum(gx) / float(N);
+  float m2 = head_sum(gx * xh) / float(N);
+  float gr = gs * k2i * rk, gk2 = gs * ri * rk;
+  float gyi = rstd * (gx - m1 - xh * m2);
+  if (on) {
+    gprm[gb + p.rk_p + c] += gs * ri * k2i;
+    gprm[gb + p.lnw_p + c] += gtt * xh;
+    gprm[gb + p.lnb_p + c] += gtt;
+    gy[i] = gyi;
+    sa[i] = sai;
+  }
+
+  // ---- row i: G = clamp'(S') g(S out) + gy r^T; the row sums ----
+  if (on) {
+    float gsai = 0.0, gvs = 0.0;
+    for (uint j = 0u; j < N; j++) {
+      float s = wk[row + j] * dec[j] + sai * (kk[j] * aa[j]) + vi * k2[j];
+      float g = gwk[orow + j] * clamp_pass(s, p.sc) + gyi * rr[j];
+      G[i * GS + j] = g;
+      gsai += g * kk[j] * aa[j];
+      gvs += g * k2[j];
+    }
+    gsa[i] = gsai;
+    gv += gvs;
+  }
+  barrier();
+
+  // ---- column i: the column sums, the state's gradient ----
+  float gkk = 0.0, ga = 0.0;
+  if (on) {
+    float gdecay = 0.0, gbb = 0.0, gk = 0.0, gkks = 0.0, grr = 0.0;
+    float kka = kki * av;
+    for (uint q = 0u; q < N; q++) {
+      uint at = rb + p.s_off + (h * N + q) * N + i;
+      float s0 = wk[at], g = G[q * GS + i];
+      gdecay += g * s0;
+      gbb += g * sa[q];
+      gk += g * vv[q];
+      gkks += gsa[q] * s0;
+      grr += gy[q] * (s0 * deci + sa[q] * kka + vv[q] * k2i);
+      gwk[at] += g * deci - gsa[q] * kki;
+    }
+    gkk = gbb * av - gkks;
+    ga = gbb * kki;
+    gk2 += gk;
+    gr += grr;
+    if (!isnan(wv) && !isinf(wv) && wv >= -60.0 && wv <= 30.0)
+      gwk[rb + p.w_off + c] += gdecay * (-deci * exp(wv));
+  }
+
+  // ---- k2 = k ((a - 1) k_a + 1); kk = headnorm(k k_k) ----
+  float dot = head_sum(kki * gkk);
+  if (on) {
+    float gm = gk2 * kv, ka = prm[p.ka_p + c];
+    float gu = d > 1e-12 ? (gkk - kki * dot) / d : gkk / d;
+    gwk[rb + p.k_off + c] += gk2 * km;
+    gwk[rb + p.k_off + c] += gu * kkp;
+    gprm[gb + p.kk_p + c] += gu * kv;
+    gprm[gb + p.ka_p + c] += gm * (av - 1.0);
+    gwk[rb + p.a_off + c] += ga;
+    gwk[rb + p.a_off + c] += gm * ka;
+    gwk[rb + p.r_off + c] += gr;
+    gwk[rb + p.v_off + c] += gv;
+  }
+}

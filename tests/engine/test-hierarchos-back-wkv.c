@@ -1,0 +1,305 @@
+/* The backward of the Hierarchos WKV and LTM ops (hierarchos-vk-back-wkv.c):
+ * the CPU references against central differences of the forward references
+ * (always), and the shaders against the references (when a Vulkan device
+ * opens). Two batch rows each, one of them skipped by its predicate. */
+#include "hier-back-check.h"
+#include "hn-error.h"
+
+#define NONE HN_HIER_NONE
+
+static HnVkContext *ctx; /* NULL: no device, the shader checks are skipped */
+
+/* Row 0 runs and row 1 is skipped under `pred` (a word at 0 of each row);
+ * NONE runs both. */
+static void
+set_pred (HierBackBench *b, guint32 pred)
+{
+  gboolean neg = pred != NONE && (pred & HN_HIER_PRED_NOT);
+  for (guint32 r = 0; r < b->rows; r++)
+    b->wk[(gsize) r * b->rs] = (r == 0) != neg ? 1.0f : 0.0f;
+}
+
+/* ---- WKV ---- */
+
+/* One row: [pred, pad][r k v a g w: W each][S: W N][S out][v_first][t] */
+typedef struct {
+  guint32 N, heads, W, r, k, v, a, g, w, S, so, vf, t, rs;
+} WkvLayout;
+
+static WkvLayout
+wkv_layout (guint32 N, guint32 heads)
+{
+  WkvLayout l = { N, heads, N * heads };
+  guint32 at = 2;
+  guint32 *vec[] = { &l.r, &l.k, &l.v, &l.a, &l.g, &l.w };
+  for (gsize i = 0; i < G_N_ELEMENTS (vec); i++, at += l.W)
+    *vec[i] = at;
+  l.S = at;
+  l.so = l.S + l.W * N;
+  l.vf = l.so + l.W * N;
+  l.t = l.vf + l.W;
+  l.rs = l.t + l.W + 3;
+  return l;
+}
+
+/* prm: [pad 3][k_k][k_a][r_k][ln_x.weight][ln_x.bias][pad 2], one gradient
+ * slice of that size per row */
+static guint32
+wkv_n_prm (const WkvLayout *l)
+{
+  return 3 + 5 * l->W + 2;
+}
+
+static HnHierOp
+wkv_op (const WkvLayout *l, guint32 rows, float sc, guint32 pred)
+{
+  HnHierOp op = { .kind = HN_HIER_OP_WKV, .groups = l->heads, .rows = rows };
+  guint32 W = l->W;
+  op.u.wkv = (HnHierWkvPush) { l->N, l->r, l->k, l->v, l->a, l->g, l->w, 3, 3 + W, 3 + 2 * W, 3 + 3 * W, 3 + 4 * W,
+                               l->S, l->vf, l->t, sc, 64e-5f, pred, l->so, l->rs, wkv_n_prm (l) };
+  return op;
+}
+
+static HierBackBench *
+wkv_bench (guint64 seed, const WkvLayout *l, guint32 rows)
+{
+  HierBackBench *b = hier_back_bench_new (seed, wkv_n_prm (l), rows, l->rs);
+  /* w as the decay projection leaves it: decays well inside (0, 1) */
+  for (guint32 r = 0; r < rows; r++)
+    for (guint32 i = 0; i < l->W; i++)
+      b->wk[(gsize) r * l->rs + l->w + i] = hier_back_urand (&b->rng, -3.0f, 0.5f);
+  return b;
+}
+
+/* A state clamp that acts on some of row 0's S' and v but has none of
+ * them within `margin` of its edge (finite differences must not cross it). */
+static float
+wkv_pick_clamp (HierBackBench *b, const HnHierOp *op, const WkvLayout *l, float margin)
+{
+  HnHierOp big = *op;
+  big.u.wkv.sc = 1e30f;
+  float *w = g_memdup2 (b->wk, b->n_wk * sizeof (float));
+  hn_hier_op_ref (&big, b->prm, w);
+  float found = 0;
+  for (float sc = 0.2f; sc < 0.95f && !found; sc += 0.0037f)
+    {
+      guint near = 0, s_out = 0, v_out = 0;
+      for (guint32 i = 0; i < l->W * l->N; i++)
+        {
+          near += fabsf (fabsf (w[l->so + i]) - sc) <= margin;
+          s_out += fabsf (w[l->so + i]) > sc;
+        }
+      for (guint32 i = 0; i < l->W; i++)
+        {
+          near += fabsf (fabsf (w[l->v + i]) - sc) <= margin;
+          v_out += fabsf (w[l->v + i]) > sc;
+        }
+      if (!near && s_out && v_out)
+        found = sc;
+    }
+  g_free (w);
+  if (!found)
+    g_error ("no state clamp away from the values");
+  return found;
+}
+
+static void
+wkv_fd (HierBackBench *b, const HnHierOp *op, const WkvLayout *l, guint32 s_rows)
+{
+  guint32 W = l->W;
+  const HierRange outs[] = { { l->so, W * l->N, FALSE }, { l->vf, W, FALSE }, { l->t, W, FALSE } };
+  /* the state: the first s_rows rows of every head's N x N block */
+  HierRange ins[6 + 5 + HN_HIER_VK_MAX_HEAD];
+  int n = 0;
+  guint32 vec[] = { l->r, l->k, l->v, l->a, l->g, l->w };
+  for (gsize i = 0; i < G_N_ELEMENTS (vec); i++)
+    ins[n++] = (HierRange) { vec[i], W, FALSE };
+  for (guint32 p = 0; p < 5; p++)
+    ins[n++] = (HierRange) { 3 + p * W, W, TRUE };
+  for (guint32 h = 0; h < l->heads; h++)
+    ins[n++] = (HierRange) { l->S + h * l->N * l->N, s_rows * l->N, FALSE };
+  hn_hier_op_ref (op, b->prm, b->wk);
+  hier_back_fd_check (b, op, hn_hier_wkv_back_ref, outs, G_N_ELEMENTS (outs), ins, n, 3e-3f, 1e-3f);
+}
+
+static void
+wkv_dev (HierBackBench *b, const HnHierOp *op)
+{
+  if (ctx)
+    hier_back_dev_check (ctx, b, op, hn_hier_wkv_back_ref, hn_hier_wkv_back_record, 0, 2e-5f);
+}
+
+static void
+test_wkv_shapes (void)
+{
+  /* odd head sizes and counts, one head of the largest size */
+  const guint32 shapes[][3] = { { 5, 3, 5 }, { 8, 2, 8 }, { 1, 4, 1 }, { 64, 1, 2 } };
+  for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      WkvLayout l = wkv_layout (shapes[s][0], shapes[s][1]);
+      HierBackBench *b = wkv_bench (10 + s, &l, 2);
+      HnHierOp op = wkv_op (&l, 2, 1e4f, NONE);
+      wkv_fd (b, &op, &l, shapes[s][2]);
+      wkv_dev (b, &op);
+      hier_back_bench_free (b);
+    }
+}
+
+static void
+test_wkv_clamp_pred (void)
+{
+  /* the state clamp acting on part of S' and v, under both predicate
+   * senses: row 1 is skipped and gets nothing */
+  const guint32 preds[] = { 0, HN_HIER_PRED_NOT };
+  for (gsize k = 0; k < G_N_ELEMENTS (preds); k++)
+    {
+      WkvLayout l = wkv_layout (7, 2);
+      HierBackBench *b = wkv_bench (20 + k, &l, 2);
+      set_pred (b, preds[k]);
+      HnHierOp op = wkv_op (&l, 2, 0, preds[k]);
+      op.u.wkv.sc = wkv_pick_clamp (b, &op, &l, 2e-2f);
+      wkv_fd (b, &op, &l, 7);
+      wkv_dev (b, &op);
+
+      /* the skipped row's gradients stay as they were, bit for bit */
+      float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm * 2);
+      for (gsize i = 0; i < b->n_wk; i++)
+        gwk[i] = 1.0f;
+      hn_hier_wkv_back_ref (&op, b->prm, b->wk, gprm, gwk);
+      for (guint32 i = 0; i < l.rs; i++)
+        g_assert_cmpfloat (gwk[l.rs + i], ==, 1.0f);
+      for (gsize i = 0; i < b->n_prm; i++)
+        g_assert_cmpfloat (gprm[b->n_prm + i], ==, 0.0f);
+      g_free (gwk);
+      g_free (gprm);
+      hier_back_bench_free (b);
+    }
+}
+
+static void
+test_wkv_edges (void)
+{
+  WkvLayout l = wkv_layout (6, 3);
+  HierBackBench *b = wkv_bench (30, &l, 2);
+  /* w past its clamp [-60, 30] on both sides: no decay gradient there */
+  b->wk[l.w + 1] = 35.0f;
+  b->wk[l.w + 8] = -70.0f;
+  b->wk[l.rs + l.w + 4] = 31.0f;
+  HnHierOp op = wkv_op (&l, 2, 1e4f, NONE);
+  wkv_fd (b, &op, &l, 6);
+  wkv_dev (b, &op);
+  float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm * 2);
+  for (guint32 i = 0; i < l.W; i++)
+    gwk[l.t + i] = 1.0f;
+  hn_hier_wkv_back_ref (&op, b->prm, b->wk, gprm, gwk);
+  g_assert_cmpfloat (gwk[l.w + 1], ==, 0.0f);
+  g_assert_cmpfloat (gwk[l.w + 8], ==, 0.0f);
+  g_assert_cmpfloat (gwk[l.w + 2], !=, 0.0f);
+
+  /* a head whose k k_k is 0 (the L2 norm's 1e-12 floor) and a state with
+   * an infinity (NaN gradients where the tape has them): shader against
+   * the reference only, finite differences mean nothing there */
+  for (guint32 i = 0; i < l.N; i++)
+    b->wk[l.k + l.N + i] = 0.0f;
+  b->wk[l.rs + l.S + 2 * l.N * l.N + 3] = INFINITY;
+  wkv_dev (b, &op);
+  g_free (gwk);
+  g_free (gprm);
+  hier_back_bench_free (b);
+}
+
+static void
+test_wkv_in_place (void)
+{
+  /* a forward that replaced its state cannot be differentiated */
+  if (!ctx)
+    {
+      g_test_skip ("no Vulkan device");
+      return;
+    }
+  WkvLayout l = wkv_layout (4, 1);
+  HnHierOp op = wkv_op (&l, 1, 1.0f, NONE);
+  op.u.wkv.so_off = op.u.wkv.s_off;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  g_assert_false (hn_hier_wkv_back_record (cmd, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "in place"));
+}
+
+/* ---- LTM ---- */
+
+/* One row: [pred, pad][q: K][gate][fast: S Vd][y: topk Vd][picks: topk];
+ * prm: [pad 3][keys: S K][vals: S Vd][pad 2] (= ps). */
+static HnHierOp
+ltm_op (guint32 S, guint32 K, guint32 Vd, guint32 topk, guint32 rows, guint32 pred)
+{
+  HnHierOp op = { .kind = HN_HIER_OP_LTM, .rows = rows };
+  guint32 q = 2, gate = q + K, fast = gate + 1, y = fast + S * Vd, idx = y + topk * Vd;
+  op.u.ltm = (HnHierLtmPush) { S, K, Vd, topk, 3, 3 + S * K, fast, q, gate, y, idx, pred, idx + topk + 1,
+                               3 + S * K + S * Vd + 2 };
+  return op;
+}
+
+static void
+test_ltm (void)
+{
+  /* fewer slots than top-k; top-k Vd past one workgroup's 256 threads */
+  const guint32 shapes[][4] = { { 13, 5, 3, 4 }, { 3, 4, 6, 5 }, { 40, 7, 37, 9 } };
+  const guint32 preds[] = { NONE, 0, HN_HIER_PRED_NOT };
+  for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
+    for (gsize k = 0; k < G_N_ELEMENTS (preds); k++)
+      {
+        guint32 S = shapes[s][0], K = shapes[s][1], Vd = shapes[s][2], topk = shapes[s][3];
+        HnHierOp op = ltm_op (S, K, Vd, topk, 2, preds[k]);
+        const HnHierLtmPush *p = &op.u.ltm;
+        HierBackBench *b = hier_back_bench_new (40 + 3 * s + k, p->ps, 2, p->rs);
+        set_pred (b, preds[k]);
+        /* the forward writes the picks the backward reads */
+        hn_hier_op_ref (&op, b->prm, b->wk);
+        const HierRange outs[] = { { p->y_off, topk * Vd, FALSE } };
+        const HierRange ins[] = { { p->vals_p, S * Vd, TRUE }, { p->gate_off, 1, FALSE } };
+        hier_back_fd_check (b, &op, hn_hier_ltm_back_ref, outs, 1, ins, 2, 1e-3f, 1e-3f);
+        if (ctx)
+          hier_back_dev_check (ctx, b, &op, hn_hier_ltm_back_ref, hn_hier_ltm_back_record, 0, 1e-5f);
+
+        /* nothing reaches q, the fast values or the keys */
+        float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm * 2);
+        for (guint32 i = 0; i < topk * Vd; i++)
+          gwk[p->y_off + i] = gwk[p->rs + p->y_off + i] = 1.0f;
+        hn_hier_ltm_back_ref (&op, b->prm, b->wk, gprm, gwk);
+        for (guint32 r = 0; r < 2; r++)
+          {
+            for (guint32 i = 0; i < K; i++)
+              g_assert_cmpfloat (gwk[r * p->rs + p->q_off + i], ==, 0.0f);
+            for (guint32 i = 0; i < S * Vd; i++)
+              g_assert_cmpfloat (gwk[r * p->rs + p->fast_off + i], ==, 0.0f);
+            for (guint32 i = 0; i < S * K; i++)
+              g_assert_cmpfloat (gprm[r * p->ps + p->keys_p + i], ==, 0.0f);
+          }
+        g_assert_cmpfloat (gwk[p->gate_off], !=, 0.0f);
+        g_free (gwk);
+        g_free (gprm);
+        hier_back_bench_free (b);
+      }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_autoptr (GError) error = NULL;
+  ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    g_printerr ("no Vulkan device (%s): the shader checks are skipped\n", error->message);
+  g_test_add_func ("/hierarchos-back/wkv/shapes", test_wkv_shapes);
+  g_test_add_func ("/hierarchos-back/wkv/clamp-pred", test_wkv_clamp_pred);
+  g_test_add_func ("/hierarchos-back/wkv/edges", test_wkv_edges);
+  g_test_add_func ("/hierarchos-back/wkv/in-place", test_wkv_in_place);
+  g_test_add_func ("/hierarchos-back/ltm", test_ltm);
+  int rc = g_test_run ();
+  if (ctx)
+    hn_vk_context_unref (ctx);
+  return rc;
+}
