@@ -218,6 +218,179 @@ test_nonfinite (void)
   hier_back_bench_free (b);
 }
 
+/* ---- against the CPU tape ----
+ *
+ * The same op built from the tape's nodes (hierarchos-runtime.c's way),
+ * L = sum g * out run backward, against the reference on one row. Finite
+ * differences cannot probe a clamp's edge: here a clamp bound is set to
+ * one input's exact value, where the tape passes the gradient. */
+
+typedef struct {
+  HnHTape *t;
+  HnVar loss;
+  GPtrArray *grads; /* the leaves' gradients, freed with the rig */
+} TapeRig;
+
+static void
+rig_init (TapeRig *g)
+{
+  g->t = hn_htape_new ();
+  g->t->record_grads = TRUE;
+  g->loss = -1;
+  g->grads = g_ptr_array_new_with_free_func (g_free);
+}
+
+static void
+rig_clear (TapeRig *g)
+{
+  hn_htape_free (g->t);
+  g_ptr_array_unref (g->grads);
+}
+
+static HnVar
+rig_leaf (TapeRig *g, float *val, int n)
+{
+  float *gr = g_new0 (float, n);
+  g_ptr_array_add (g->grads, gr);
+  return hn_htape_leaf (g->t, val, gr, n);
+}
+
+static float *
+rig_grad (TapeRig *g, HnVar v)
+{
+  return hn_htape_node (g->t, v)->grad;
+}
+
+/* loss += sum g * out, with g random, also placed in gwk at off */
+static void
+rig_out (TapeRig *g, HierBackBench *b, float *gwk, HnVar out, guint32 off, int n)
+{
+  float *gv = gwk + off;
+  for (int i = 0; i < n; i++)
+    gv[i] = hier_back_urand (&b->rng, -1.0f, 1.0f);
+  HnVar l = hn_htape_sum (g->t, hn_htape_mul (g->t, out, hn_htape_const (g->t, gv, n)));
+  g->loss = g->loss < 0 ? l : hn_htape_add (g->t, g->loss, l);
+}
+
+static void
+rig_compare (const float *want, const float *got, int n, const char *what)
+{
+  for (int i = 0; i < n; i++)
+    if (fabsf (got[i] - want[i]) > 1e-5f * (1.0f + fabsf (want[i])))
+      g_error ("%s[%d]: reference %.8g, tape %.8g", what, i, got[i], want[i]);
+}
+
+static void
+test_tape_norm (void)
+{
+  for (guint32 n_mix = 0; n_mix <= 6; n_mix += 3)
+    {
+      guint32 W = 37, rs = 13 * W + 8;
+      HierBackBench *b = hier_back_bench_new (400 + n_mix, 12 * W, 1, rs);
+      TapeRig g;
+      rig_init (&g);
+      float *gwk = g_new0 (float, rs), *gprm = g_new0 (float, 12 * W);
+      HnVar x = rig_leaf (&g, b->wk, W), w = rig_leaf (&g, b->prm, W), bb = rig_leaf (&g, b->prm + W, W);
+      HnVar prev = rig_leaf (&g, b->wk + W, W), c[6];
+      HnVar xn = hn_htape_ln (g.t, x, w, bb, 1e-5f);
+      float yclamp = fabsf (hn_htape_val (g.t, xn)[3]); /* element 3 on the edge */
+      rig_out (&g, b, gwk, hn_htape_clamp (g.t, xn, yclamp), 2 * W, W);
+      for (guint32 j = 0; j < n_mix; j++)
+        {
+          c[j] = rig_leaf (&g, b->prm + (2 + j) * W, W);
+          rig_out (&g, b, gwk, hn_htape_mix (g.t, xn, prev, c[j]), 3 * W + j * W, W);
+        }
+      hn_htape_backward (g.t, g.loss, 1.0f);
+      HnHierOp op = { .kind = HN_HIER_OP_NORM };
+      op.u.norm = (HnHierNormPush) { W, 0, 0, 0, W, 2 * W, 1e-5f, yclamp, n_mix, W, 3 * W, NONE,
+                                     { 2 * W, 3 * W, 4 * W, 5 * W, 6 * W, 7 * W }, 0, rs, 12 * W };
+      hn_hier_norm_back_ref (&op, b->prm, b->wk, gprm, gwk);
+      rig_compare (rig_grad (&g, x), gwk, W, "norm x");
+      rig_compare (rig_grad (&g, w), gprm, W, "norm w");
+      rig_compare (rig_grad (&g, bb), gprm + W, W, "norm b");
+      if (n_mix)
+        rig_compare (rig_grad (&g, prev), gwk + W, W, "norm prev");
+      for (guint32 j = 0; j < n_mix; j++)
+        rig_compare (rig_grad (&g, c[j]), gprm + (2 + j) * W, W, "norm c");
+      rig_clear (&g);
+      g_free (gwk);
+      g_free (gprm);
+      hier_back_bench_free (b);
+    }
+}
+
+static void
+test_tape_drift (void)
+{
+  for (guint32 mode = HN_HIER_DRIFT_START; mode <= HN_HIER_DRIFT_FINAL; mode++)
+    {
+      guint32 n = 37, rs = 5 * n + 8;
+      HierBackBench *b = hier_back_bench_new (410 + mode, 4, 1, rs);
+      TapeRig g;
+      rig_init (&g);
+      float *gwk = g_new0 (float, rs), gprm[4] = { 0 };
+      float dnc = 0.3f * sqrtf ((float) n), dsc;
+      HnVar d = rig_leaf (&g, b->wk, n), delta = rig_leaf (&g, b->wk + n, n), ctx = rig_leaf (&g, b->wk + 2 * n, n);
+      HnVar x = d;
+      if (mode == HN_HIER_DRIFT_START)
+        x = hn_htape_l2clamp (g.t, d, dnc);
+      else if (mode == HN_HIER_DRIFT_REFINE)
+        x = hn_htape_add (g.t, d, delta);
+      /* the start's clamp input comes from an l2clamp whose norm the tape
+       * sums in double: no exact edge there, but a clamp that cuts */
+      dsc = mode == HN_HIER_DRIFT_START ? 1.2f * dnc / sqrtf ((float) n) : fabsf (hn_htape_val (g.t, x)[3]);
+      HnVar v = hn_htape_l2clamp (g.t, hn_htape_clamp (g.t, x, dsc), dnc);
+      rig_out (&g, b, gwk, v, 4 * n, n);
+      rig_out (&g, b, gwk, hn_htape_add (g.t, ctx, v), 3 * n, n);
+      hn_htape_backward (g.t, g.loss, 1.0f);
+      HnHierOp op = { .kind = HN_HIER_OP_DRIFT };
+      op.u.drift = (HnHierDriftPush) { n, 0, n, 2 * n, 3 * n, 4 * n, dsc, dnc, 0.01f, mode, 5 * n, 4, NONE, rs, 4 };
+      hn_hier_drift_back_ref (&op, b->prm, b->wk, gprm, gwk);
+      rig_compare (rig_grad (&g, d), gwk, n, "drift d");
+      rig_compare (rig_grad (&g, ctx), gwk + 2 * n, n, "drift ctx");
+      if (mode == HN_HIER_DRIFT_REFINE)
+        rig_compare (rig_grad (&g, delta), gwk + n, n, "drift delta");
+      rig_clear (&g);
+      g_free (gwk);
+      hier_back_bench_free (b);
+    }
+}
+
+static void
+test_tape_ew (void)
+{
+  for (guint32 opcode = HN_HIER_EW_COPY; opcode <= HN_HIER_EW_AXPYS; opcode++)
+    {
+      guint32 n = 37, rs = 6 * n + 8;
+      HierBackBench *b = hier_back_bench_new (420 + opcode, 4 * n, 1, rs);
+      TapeRig g;
+      rig_init (&g);
+      float *gwk = g_new0 (float, rs), *gprm = g_new0 (float, 4 * n), f0 = 0.375f;
+      /* a from the parameters (an embedding row), b and s from wk */
+      HnVar a = rig_leaf (&g, b->prm + n, n), bv = rig_leaf (&g, b->wk + n, n), s = rig_leaf (&g, b->wk + 3 * n, 1);
+      HnVar y = a;
+      if (opcode == HN_HIER_EW_LERP)
+        y = hn_htape_add (g.t, a, hn_htape_scale (g.t, hn_htape_sub (g.t, bv, a), f0));
+      else if (opcode == HN_HIER_EW_AXPYS)
+        y = hn_htape_add (g.t, a, hn_htape_muls (g.t, bv, s));
+      float clamp = fabsf (hn_htape_val (g.t, y)[3]);
+      rig_out (&g, b, gwk, hn_htape_clamp (g.t, y, clamp), 2 * n, n);
+      hn_htape_backward (g.t, g.loss, 1.0f);
+      HnHierOp op = { .kind = HN_HIER_OP_EW };
+      op.u.ew = (HnHierEwPush) { n, opcode, n, 1, n, 3 * n, 2 * n, f0, clamp, NONE, 0, rs, 4 * n };
+      hn_hier_ew_back_ref (&op, b->prm, b->wk, gprm, gwk);
+      rig_compare (rig_grad (&g, a), gprm + n, n, "ew a");
+      if (opcode != HN_HIER_EW_COPY)
+        rig_compare (rig_grad (&g, bv), gwk + n, n, "ew b");
+      if (opcode == HN_HIER_EW_AXPYS)
+        rig_compare (rig_grad (&g, s), gwk + 3 * n, 1, "ew s");
+      rig_clear (&g);
+      g_free (gwk);
+      g_free (gprm);
+      hier_back_bench_free (b);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -234,6 +407,9 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos-back-misc/drift", test_drift);
   g_test_add_func ("/hierarchos-back-misc/ew", test_ew);
   g_test_add_func ("/hierarchos-back-misc/nonfinite", test_nonfinite);
+  g_test_add_func ("/hierarchos-back-misc/tape/norm", test_tape_norm);
+  g_test_add_func ("/hierarchos-back-misc/tape/drift", test_tape_drift);
+  g_test_add_func ("/hierarchos-back-misc/tape/ew", test_tape_ew);
   int rc = g_test_run ();
   g_clear_pointer (&ctx, hn_vk_context_unref);
   return rc;
