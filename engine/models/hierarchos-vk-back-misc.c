@@ -10,6 +10,7 @@
  * values (means, norms, clamp inputs) are recomputed from wk the way the
  * forward computed them, so no scratch is needed. */
 #include "models/hierarchos-vk-private.h"
+#include "hn-error.h"
 
 #include <math.h>
 #include <string.h>
@@ -38,7 +39,46 @@ dclamp (float x, float m)
   return (x >= -m && x <= m) ? 1.0f : 0.0f;
 }
 
+/* A range of one row's work buffer: n words at off (n = 0: none). */
+typedef struct {
+  guint32 off, n;
+} Span;
+
+#define SPAN_IF(cond, off, n) ((cond) ? (Span) { (off), (n) } : (Span) { 0, 0 })
+#define PRED_SPAN(pred) SPAN_IF ((pred) != NONE, (pred) & ~HN_HIER_PRED_NOT, 1)
+
+/* The backward recomputes the forward's values from its inputs (and reads
+ * its control words): FALSE, with an error naming the op, when one of the
+ * forward's outputs covers one of them (an in-place forward, as in
+ * inference; a training program keeps every value). */
+static gboolean
+inputs_kept (const char *what, const Span *ins, int n_ins, const Span *outs, int n_outs, GError **error)
+{
+  for (int i = 0; i < n_ins; i++)
+    for (int o = 0; o < n_outs; o++)
+      if (ins[i].n && outs[o].n && (guint64) ins[i].off < (guint64) outs[o].off + outs[o].n &&
+          (guint64) outs[o].off < (guint64) ins[i].off + ins[i].n)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "%s backward: the forward wrote its output at %u..%u over what the backward reads at %u..%u; "
+                       "training needs the forward's inputs kept",
+                       what, outs[o].off, outs[o].off + outs[o].n - 1, ins[i].off, ins[i].off + ins[i].n - 1);
+          return FALSE;
+        }
+  return TRUE;
+}
+
 /* ---- NORM ---- */
+
+static gboolean
+norm_kept (const HnHierNormPush *p, GError **error)
+{
+  /* an indexed wk row is only known at run time: its word is checked */
+  Span ins[4] = { SPAN_IF (!(p->xsrc & 1) && !(p->xsrc & 2), p->x_off, p->width), SPAN_IF (p->n_mix, p->prev_off, p->width),
+                  SPAN_IF (p->xsrc & 2, p->xi, 1), PRED_SPAN (p->pred) };
+  Span outs[2] = { SPAN_IF (p->y_off != NONE, p->y_off, p->width), SPAN_IF (p->n_mix, p->mix_off, p->n_mix * p->width) };
+  return inputs_kept ("NORM", ins, 4, outs, 2, error);
+}
 
 guint32
 hn_hier_norm_back_scratch (const HnHierOp *op)
@@ -123,6 +163,7 @@ void
 hn_hier_norm_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
   const HnHierNormPush *p = &op->u.norm;
+  g_return_if_fail (norm_kept (p, NULL));
   for (guint32 r = 0; r < MAX (op->rows, 1); r++)
     {
       const float *w = wk + (gsize) r * p->rs;
@@ -135,11 +176,23 @@ gboolean
 hn_hier_norm_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
                           HnVkBuffer *gwk, GError **error)
 {
+  if (!norm_kept (&op->u.norm, error))
+    return FALSE;
   return hn_hier_back_dispatch (cmd, "hier_norm_back", &op->u.norm, sizeof (HnHierNormPush), prm, wk, gprm, gwk, 1,
                                 op->rows, error);
 }
 
 /* ---- DRIFT ---- */
+
+static gboolean
+drift_kept (const HnHierDriftPush *p, GError **error)
+{
+  Span ins[4] = { { p->d_off, p->n }, SPAN_IF (p->mode == HN_HIER_DRIFT_REFINE, p->delta_off, p->n),
+                  SPAN_IF (p->cd_off != NONE, p->ctx_off, p->n), PRED_SPAN (p->pred) };
+  guint32 n_flags = p->mode == HN_HIER_DRIFT_START ? MAX (p->nflag, 1) : p->mode == HN_HIER_DRIFT_REFINE ? 1 : 0;
+  Span outs[3] = { { p->y_off, p->n }, SPAN_IF (p->cd_off != NONE, p->cd_off, p->n), { p->flag, n_flags } };
+  return inputs_kept ("DRIFT", ins, 4, outs, 3, error);
+}
 
 guint32
 hn_hier_drift_back_scratch (const HnHierOp *op)
@@ -225,6 +278,7 @@ hn_hier_drift_back_ref (const HnHierOp *op, const float *prm, const float *wk, f
   const HnHierDriftPush *p = &op->u.drift;
   (void) prm;
   (void) gprm;
+  g_return_if_fail (drift_kept (p, NULL));
   for (guint32 r = 0; r < MAX (op->rows, 1); r++)
     {
       const float *w = wk + (gsize) r * p->rs;
@@ -237,11 +291,23 @@ gboolean
 hn_hier_drift_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
                            HnVkBuffer *gwk, GError **error)
 {
+  if (!drift_kept (&op->u.drift, error))
+    return FALSE;
   return hn_hier_back_dispatch (cmd, "hier_drift_back", &op->u.drift, sizeof (HnHierDriftPush), prm, wk, gprm, gwk,
                                 1, op->rows, error);
 }
 
 /* ---- EW ---- */
+
+static gboolean
+ew_kept (const HnHierEwPush *p, GError **error)
+{
+  Span ins[5] = { SPAN_IF (!(p->asrc & 1) && !(p->asrc & 2), p->a_off, p->n),
+                  SPAN_IF (p->op != HN_HIER_EW_COPY, p->b_off, p->n), SPAN_IF (p->op == HN_HIER_EW_AXPYS, p->s_off, 1),
+                  SPAN_IF (p->asrc & 2, p->xi, 1), PRED_SPAN (p->pred) };
+  Span outs[1] = { { p->y_off, p->n } };
+  return inputs_kept ("EW", ins, 5, outs, 1, error);
+}
 
 guint32
 hn_hier_ew_back_scratch (const HnHierOp *op)
@@ -289,6 +355,7 @@ void
 hn_hier_ew_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
   const HnHierEwPush *p = &op->u.ew;
+  g_return_if_fail (ew_kept (p, NULL));
   for (guint32 r = 0; r < MAX (op->rows, 1); r++)
     {
       const float *w = wk + (gsize) r * p->rs;
@@ -301,6 +368,8 @@ gboolean
 hn_hier_ew_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
                         HnVkBuffer *gwk, GError **error)
 {
+  if (!ew_kept (&op->u.ew, error))
+    return FALSE;
   return hn_hier_back_dispatch (cmd, "hier_ew_back", &op->u.ew, sizeof (HnHierEwPush), prm, wk, gprm, gwk,
                                 (op->u.ew.n + 255) / 256, op->rows, error);
 }

@@ -6,6 +6,7 @@
  * must be left untouched. */
 #include "hier-back-check.h"
 #include "test-device.h"
+#include "hn-error.h"
 
 #define NONE HN_HIER_NONE
 
@@ -218,6 +219,38 @@ test_nonfinite (void)
   hier_back_bench_free (b);
 }
 
+/* The inference step's in-place forms are refused (the record fails before
+ * it touches the command or the buffers). */
+static void
+test_in_place (void)
+{
+  g_autoptr (GError) error = NULL;
+  HnHierOp op = { .kind = HN_HIER_OP_NORM };
+  /* the cell's LN1: y (the new tm state) over prev (the old one) */
+  op.u.norm = (HnHierNormPush) { 8, 0, 0, NONE, NONE, 8, 1e-5f, 0.7f, 6, 8, 16, NONE, { 0 }, 0, 80, 0 };
+  g_assert_false (hn_hier_norm_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "NORM backward"));
+  g_clear_error (&error);
+  /* the refinement: d updated in place */
+  op = (HnHierOp) { .kind = HN_HIER_OP_DRIFT };
+  op.u.drift = (HnHierDriftPush) { 8, 0, 8, 16, 24, 0, 0.5f, 1.0f, 0.01f, HN_HIER_DRIFT_REFINE, 40, 4, 41, 48, 0 };
+  g_assert_false (hn_hier_drift_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* a flag word over the predicate */
+  op.u.drift.y_off = 32;
+  op.u.drift.flag = 41;
+  g_assert_false (hn_hier_drift_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* y over b */
+  op = (HnHierOp) { .kind = HN_HIER_OP_EW };
+  op.u.ew = (HnHierEwPush) { 8, HN_HIER_EW_AXPYS, 0, 0, 8, 16, 4, 0, 0, NONE, 0, 24, 0 };
+  g_assert_false (hn_hier_ew_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 /* ---- against the CPU tape ----
  *
  * The same op built from the tape's nodes (hierarchos-runtime.c's way),
@@ -407,6 +440,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos-back-misc/drift", test_drift);
   g_test_add_func ("/hierarchos-back-misc/ew", test_ew);
   g_test_add_func ("/hierarchos-back-misc/nonfinite", test_nonfinite);
+  g_test_add_func ("/hierarchos-back-misc/in-place", test_in_place);
   g_test_add_func ("/hierarchos-back-misc/tape/norm", test_tape_norm);
   g_test_add_func ("/hierarchos-back-misc/tape/drift", test_tape_drift);
   g_test_add_func ("/hierarchos-back-misc/tape/ew", test_tape_ew);
