@@ -1,7 +1,8 @@
 /* The backward of the Hierarchos WKV and LTM ops (hierarchos-vk-back-wkv.c):
  * the CPU references against central differences of the forward references
- * (always), and the shaders against the references (when a Vulkan device
- * opens). Two batch rows each, one of them skipped by its predicate. */
+ * and against the CPU tape's own backward of the same composition (always),
+ * and the shaders against the references (when a Vulkan device opens). Two
+ * batch rows each, one of them skipped by its predicate. */
 #include "hier-back-check.h"
 #include "hn-error.h"
 
@@ -208,6 +209,119 @@ test_wkv_edges (void)
   hier_back_bench_free (b);
 }
 
+/* Both gradients agree (rounding apart), NaN where the other is NaN. */
+static void
+assert_close (const char *what, guint32 i, float got, float want, float tol)
+{
+  if (isnan (got) != isnan (want) || (!isnan (want) && fabsf (got - want) > tol * (1.0f + fabsf (want))))
+    g_error ("%s[%u]: backward %.8g, tape %.8g", what, i, got, want);
+}
+
+/* The tape's own composition of the op (hierarchos-runtime.c cell_step),
+ * differentiated by the tape, against the reference on one row: the same
+ * rules, so they agree to rounding, at the clamps' edges and with
+ * non-finite values too. gso_inf puts an infinity into the gradient of a
+ * clamped state element (the tape's 0 * inf = NaN must come out). */
+static void
+wkv_tape_check (HierBackBench *b, const HnHierOp *op, const WkvLayout *l, gboolean gso_inf)
+{
+  const HnHierWkvPush *p = &op->u.wkv;
+  guint32 W = l->W, N = l->N, SN = W * N;
+  int heads = (int) l->heads;
+  HnHTape *t = hn_htape_new ();
+  t->record_grads = TRUE;
+  float *tg = g_new0 (float, b->n_wk), *tgp = g_new0 (float, b->n_prm);
+#define WK(off, n) hn_htape_leaf (t, b->wk + (off), tg + (off), (int) (n))
+#define PRM(off) hn_htape_leaf (t, b->prm + (off), tgp + (off), (int) W)
+  HnVar r = WK (p->r_off, W), k = WK (p->k_off, W), v = WK (p->v_off, W), a = WK (p->a_off, W);
+  HnVar g = WK (p->g_off, W), w = WK (p->w_off, W), S = WK (p->s_off, SN);
+  HnVar kkp = PRM (p->kk_p), ka = PRM (p->ka_p), rk = PRM (p->rk_p), lnw = PRM (p->lnw_p), lnb = PRM (p->lnb_p);
+#undef WK
+#undef PRM
+  HnVar kk = hn_htape_headnorm (t, hn_htape_mul (t, k, kkp), heads);
+  HnVar k2 = hn_htape_mul (t, k, hn_htape_addc (t, hn_htape_mul (t, hn_htape_addc (t, a, -1.0f), ka), 1.0f));
+  HnVar S2 = hn_htape_wkv (t, S, w, k2, v, kk, a, heads, (int) N);
+  HnVar y = hn_htape_wkvread (t, S2, r, heads, (int) N);
+  HnVar tt = hn_htape_gn (t, y, lnw, lnb, heads, p->eps);
+  tt = hn_htape_mul (t, hn_htape_bonus (t, tt, r, k2, rk, v, heads), g);
+  HnVar vf = hn_htape_clamp (t, v, p->sc), so = hn_htape_clamp (t, S2, p->sc);
+
+  /* the forward agrees with the tape's */
+  float *fw = g_memdup2 (b->wk, b->n_wk * sizeof (float));
+  hn_hier_op_ref (op, b->prm, fw);
+  const struct { HnVar node; guint32 off, n; } outs[] = { { tt, p->t_off, W }, { vf, p->vf_off, W }, { so, p->so_off, SN } };
+  float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm);
+  guint32 clamped = 0;
+  for (gsize o = 0; o < G_N_ELEMENTS (outs); o++)
+    for (guint32 i = 0; i < outs[o].n; i++)
+      {
+        assert_close ("forward", i, fw[outs[o].off + i], hn_htape_val (t, outs[o].node)[i], 1e-6f);
+        float gi = hier_back_urand (&b->rng, -1.0f, 1.0f);
+        if (gso_inf && outs[o].node == so && !clamped && fabsf (hn_htape_val (t, S2)[i]) > p->sc)
+          gi = INFINITY, clamped++;
+        gwk[outs[o].off + i] = gi;
+        hn_htape_node (t, outs[o].node)->grad[i] = gi;
+      }
+  g_assert_true (!gso_inf || clamped);
+  hn_htape_sweep (t);
+  hn_hier_wkv_back_ref (op, b->prm, b->wk, gprm, gwk);
+  const guint32 wins[][2] = { { p->r_off, W }, { p->k_off, W }, { p->v_off, W }, { p->a_off, W },
+                              { p->g_off, W }, { p->w_off, W }, { p->s_off, SN } };
+  for (gsize q = 0; q < G_N_ELEMENTS (wins); q++)
+    for (guint32 i = 0; i < wins[q][1]; i++)
+      assert_close ("wk input", wins[q][0] + i, gwk[wins[q][0] + i], tg[wins[q][0] + i], 1e-5f);
+  for (gsize i = 0; i < b->n_prm; i++)
+    assert_close ("prm", (guint32) i, gprm[i], tgp[i], 1e-5f);
+  hn_htape_free (t);
+  g_free (fw);
+  g_free (tg);
+  g_free (tgp);
+  g_free (gwk);
+  g_free (gprm);
+}
+
+static void
+test_wkv_tape (void)
+{
+  const guint32 shapes[][2] = { { 5, 3 }, { 64, 2 } };
+  for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      WkvLayout l = wkv_layout (shapes[s][0], shapes[s][1]);
+      HierBackBench *b = wkv_bench (50 + s, &l, 1);
+      HnHierOp op = wkv_op (&l, 1, 0.8f, NONE);
+      guint32 N = l.N;
+      float *wk = b->wk;
+      /* v on the clamp's edges (HT_CLAMP passes them) and past it */
+      wk[l.v] = 0.8f;
+      wk[l.v + 1] = -0.8f;
+      wk[l.v + 2] = 0.9f;
+      /* w on its clamp's edges [-60, 30] (gradient) and infinite (none) */
+      wk[l.w] = 30.0f;
+      wk[l.w + 1] = -60.0f;
+      wk[l.w + N] = INFINITY;
+      /* column 1 of head 1: a = 0, k_a = 1 (k2 = 0) and w = -inf (decay
+       * exactly 1), so S' = S there: rows 0 and 1 exactly on the edges */
+      wk[l.a + N + 1] = 0.0f;
+      b->prm[op.u.wkv.ka_p + N + 1] = 1.0f;
+      wk[l.w + N + 1] = -INFINITY;
+      wk[l.S + N * N + 1] = 0.8f;
+      wk[l.S + N * N + N + 1] = -0.8f;
+      wkv_tape_check (b, &op, &l, FALSE);
+      wkv_tape_check (b, &op, &l, TRUE);
+      /* the w gradient at -60 is tiny but there */
+      float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm);
+      for (guint32 i = 0; i < l.W; i++)
+        gwk[l.t + i] = 1.0f;
+      hn_hier_wkv_back_ref (&op, b->prm, b->wk, gprm, gwk);
+      g_assert_cmpfloat (gwk[l.w + 1], !=, 0.0f);
+      g_assert_cmpfloat (gwk[l.w + N], ==, 0.0f);
+      g_free (gwk);
+      g_free (gprm);
+      wkv_dev (b, &op);
+      hier_back_bench_free (b);
+    }
+}
+
 static void
 test_wkv_in_place (void)
 {
@@ -242,6 +356,44 @@ ltm_op (guint32 S, guint32 K, guint32 Vd, guint32 topk, guint32 rows, guint32 pr
   return op;
 }
 
+/* The tape's gather of ltm.vals rows (plus the fast values) times the gate
+ * (hierarchos-runtime.c forward_step, step 4) against the reference. */
+static void
+ltm_tape_check (HierBackBench *b, const HnHierOp *op)
+{
+  const HnHierLtmPush *p = &op->u.ltm;
+  HnHTape *t = hn_htape_new ();
+  t->record_grads = TRUE;
+  float *tg = g_new0 (float, b->n_wk), *tgp = g_new0 (float, b->n_prm);
+  int idx[HN_HIER_VK_MAX_TOPK], n_idx = 0;
+  while (n_idx < (int) p->topk && b->wk[p->idx_off + n_idx] >= 0)
+    {
+      idx[n_idx] = (int) b->wk[p->idx_off + n_idx];
+      n_idx++;
+    }
+  g_assert_cmpint (n_idx, ==, MIN (p->S, p->topk));
+  HnVar vals = hn_htape_leaf (t, b->prm + p->vals_p, tgp + p->vals_p, (int) (p->S * p->Vd));
+  HnVar gate = hn_htape_leaf (t, b->wk + p->gate_off, tg + p->gate_off, 1);
+  HnVar y = hn_htape_gather (t, vals, b->wk + p->fast_off, idx, n_idx, (int) p->topk, (int) p->Vd);
+  y = hn_htape_muls (t, y, gate);
+  float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm);
+  for (guint32 i = 0; i < p->topk * p->Vd; i++)
+    {
+      assert_close ("forward", i, b->wk[p->y_off + i], hn_htape_val (t, y)[i], 1e-6f);
+      gwk[p->y_off + i] = hn_htape_node (t, y)->grad[i] = hier_back_urand (&b->rng, -1.0f, 1.0f);
+    }
+  hn_htape_sweep (t);
+  hn_hier_ltm_back_ref (op, b->prm, b->wk, gprm, gwk);
+  assert_close ("gate", 0, gwk[p->gate_off], tg[p->gate_off], 1e-5f);
+  for (gsize i = 0; i < b->n_prm; i++)
+    assert_close ("prm", (guint32) i, gprm[i], tgp[i], 1e-5f);
+  hn_htape_free (t);
+  g_free (tg);
+  g_free (tgp);
+  g_free (gwk);
+  g_free (gprm);
+}
+
 static void
 test_ltm (void)
 {
@@ -261,6 +413,12 @@ test_ltm (void)
         const HierRange outs[] = { { p->y_off, topk * Vd, FALSE } };
         const HierRange ins[] = { { p->vals_p, S * Vd, TRUE }, { p->gate_off, 1, FALSE } };
         hier_back_fd_check (b, &op, hn_hier_ltm_back_ref, outs, 1, ins, 2, 1e-3f, 1e-3f);
+        if (preds[k] == NONE)
+          {
+            HierBackBench one = *b;
+            one.rows = 1;
+            ltm_tape_check (&one, &op);
+          }
         if (ctx)
           hier_back_dev_check (ctx, b, &op, hn_hier_ltm_back_ref, hn_hier_ltm_back_record, 0, 1e-5f);
 
@@ -296,6 +454,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos-back/wkv/shapes", test_wkv_shapes);
   g_test_add_func ("/hierarchos-back/wkv/clamp-pred", test_wkv_clamp_pred);
   g_test_add_func ("/hierarchos-back/wkv/edges", test_wkv_edges);
+  g_test_add_func ("/hierarchos-back/wkv/tape", test_wkv_tape);
   g_test_add_func ("/hierarchos-back/wkv/in-place", test_wkv_in_place);
   g_test_add_func ("/hierarchos-back/ltm", test_ltm);
   int rc = g_test_run ();
