@@ -2,13 +2,13 @@
 #extension GL_GOOGLE_include_directive : require
 // The backward of hier_wkv.comp (CPU reference and the tape rules it
 // follows: engine/models/hierarchos-vk-back-wkv.c). One workgroup per head
-// and row, thread i owning channel i of the head (row i of the state, and
-// column i in the column sums). The forward is recomputed from its inputs
-// (S' and the GroupNorm statistics, in the forward's order of operations
-// so the clamp masks agree bit for bit). The gradient G of S' lives in
-// shared memory so the column sums over the state's rows (decay, k2, kk,
-// a and r gradients) are one thread's loop each: no atomics, the same bits
-// every run.
+// and row, thread i owning channel i of the head. The forward is recomputed
+// from its inputs (S' and the GroupNorm statistics, in the forward's order
+// of operations so the clamp masks agree). The head's N x N block lives in
+// shared memory (first S, then in place the gradient G of S'), so every
+// global access to the state walks it along its rows (coalesced) and the
+// sums over its rows and its columns are each one thread's loop: no
+// atomics, the same bits every run.
 #define HIER_BACK
 #include "hier.glsl"
 layout(local_size_x = 64) in;
@@ -21,10 +21,10 @@ layout(push_constant) uniform P {
   uint rs; uint ps;
 } p;
 
-const uint GS = 65u; // G's row stride: padded so a column walk hits distinct banks
+const uint GS = 65u; // X's row stride: padded so row and column walks hit distinct banks
 
 shared float kk[64], k2[64], dec[64], aa[64], rr[64], vv[64], sa[64], gy[64], gsa[64], red[64];
-shared float G[64 * GS];
+shared float X[64 * GS];
 
 float head_sum(float v) {
   uint t = gl_LocalInvocationID.x;
@@ -69,12 +69,14 @@ void main() {
     deci = exp(-exp(wc));
     kk[i] = kki; k2[i] = k2i; dec[i] = deci; aa[i] = av; rr[i] = ri; vv[i] = vi;
   }
+  // the head's state block, [q][j] at X[q * GS + j]
+  uint blk = rb + p.s_off + h * N * N, oblk = rb + p.so_off + h * N * N;
+  for (uint e = i; e < N * N; e += 64u) X[(e / N) * GS + e % N] = wk[blk + e];
   barrier();
-  uint row = rb + p.s_off + c * N, orow = rb + p.so_off + c * N;
   float sai = 0.0, y = 0.0;
   if (on) {
-    for (uint j = 0u; j < N; j++) sai += wk[row + j] * (-kk[j]);
-    for (uint j = 0u; j < N; j++) y += (wk[row + j] * dec[j] + sai * (kk[j] * aa[j]) + vi * k2[j]) * rr[j];
+    for (uint j = 0u; j < N; j++) sai += X[i * GS + j] * (-kk[j]);
+    for (uint j = 0u; j < N; j++) y += (X[i * GS + j] * dec[j] + sai * (kk[j] * aa[j]) + vi * k2[j]) * rr[j];
   }
   float mean = head_sum(on ? y : 0.0) / float(N);
   float dv = on ? y - mean : 0.0;
@@ -96,22 +98,40 @@ void main() {
   float m1 = head_sum(gx) / float(N);
   float m2 = head_sum(gx * xh) / float(N);
   float gr = gs * k2i * rk, gk2 = gs * ri * rk;
-  float gyi = rstd * (gx - m1 - xh * m2);
   if (on) {
     gprm[gb + p.rk_p + c] += gs * ri * k2i;
     gprm[gb + p.lnw_p + c] += gtt * xh;
     gprm[gb + p.lnb_p + c] += gtt;
-    gy[i] = gyi;
+    gy[i] = rstd * (gx - m1 - xh * m2);
     sa[i] = sai;
   }
+  barrier();
 
-  // ---- row i: G = clamp'(S') g(S out) + gy r^T; the row sums ----
+  // ---- column i: G = clamp'(S') g(S out) + gy r^T in place of S; the
+  // column sums that need no row sum of G ----
+  float kka = kki * av, gdecay = 0.0, gbb = 0.0, gk = 0.0;
+  if (on) {
+    float grr = 0.0;
+    for (uint q = 0u; q < N; q++) {
+      float s0 = X[q * GS + i];
+      float s = s0 * deci + sa[q] * kka + vv[q] * k2i;
+      float g = gwk[oblk + q * N + i] * clamp_pass(s, p.sc) + gy[q] * ri;
+      X[q * GS + i] = g;
+      gdecay += g * s0;
+      gbb += g * sa[q];
+      gk += g * vv[q];
+      grr += gy[q] * s;
+    }
+    gr += grr;
+    gk2 += gk;
+  }
+  barrier();
+
+  // ---- row i: the row sums of G ----
   if (on) {
     float gsai = 0.0, gvs = 0.0;
     for (uint j = 0u; j < N; j++) {
-      float s = wk[row + j] * dec[j] + sai * (kk[j] * aa[j]) + vi * k2[j];
-      float g = gwk[orow + j] * clamp_pass(s, p.sc) + gyi * rr[j];
-      G[i * GS + j] = g;
+      float g = X[i * GS + j];
       gsai += g * kk[j] * aa[j];
       gvs += g * k2[j];
     }
@@ -120,25 +140,17 @@ void main() {
   }
   barrier();
 
-  // ---- column i: the column sums, the state's gradient ----
+  // ---- column i: the state's gradient, kk's and a's ----
   float gkk = 0.0, ga = 0.0;
   if (on) {
-    float gdecay = 0.0, gbb = 0.0, gk = 0.0, gkks = 0.0, grr = 0.0;
-    float kka = kki * av;
+    float gkks = 0.0;
     for (uint q = 0u; q < N; q++) {
-      uint at = rb + p.s_off + (h * N + q) * N + i;
-      float s0 = wk[at], g = G[q * GS + i];
-      gdecay += g * s0;
-      gbb += g * sa[q];
-      gk += g * vv[q];
-      gkks += gsa[q] * s0;
-      grr += gy[q] * (s0 * deci + sa[q] * kka + vv[q] * k2i);
-      gwk[at] += g * deci - gsa[q] * kki;
+      uint at = blk + q * N + i;
+      gkks += gsa[q] * wk[at];
+      gwk[at] += X[q * GS + i] * deci - gsa[q] * kki;
     }
     gkk = gbb * av - gkks;
     ga = gbb * kki;
-    gk2 += gk;
-    gr += grr;
     if (!isnan(wv) && !isinf(wv) && wv >= -60.0 && wv <= 30.0)
       gwk[rb + p.w_off + c] += gdecay * (-deci * exp(wv));
   }

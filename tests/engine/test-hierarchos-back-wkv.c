@@ -443,6 +443,68 @@ test_ltm (void)
       }
 }
 
+/* ---- timing (-m perf only) ---- */
+
+/* Seconds per dispatch of `rec` (or the forward when rec is NULL), n of
+ * them recorded into one submit. */
+static double
+time_dispatches (HierBackBench *b, const HnHierOp *op, HnHierBackRecordFunc rec, int n)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkBuffer) bp = hn_vk_buffer_new (ctx, b->n_prm * 4, "perf prm", &error);
+  g_autoptr (HnVkBuffer) bw = hn_vk_buffer_new (ctx, b->n_wk * 4, "perf wk", &error);
+  g_autoptr (HnVkBuffer) bgp = hn_vk_buffer_new (ctx, b->n_prm * b->rows * 4, "perf gprm", &error);
+  g_autoptr (HnVkBuffer) bgw = hn_vk_buffer_new (ctx, b->n_wk * 4, "perf gwk", &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_vk_buffer_upload (bp, 0, b->prm, b->n_prm * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (bw, 0, b->wk, b->n_wk * 4, &error));
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  double best = INFINITY;
+  for (int rep = 0; rep < 3; rep++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      for (int i = 0; i < n; i++)
+        g_assert_true (rec ? rec (cmd, op, bp, bw, bgp, bgw, &error) : hn_hier_op_record (cmd, op, bp, bw, &error));
+      g_assert_true (hn_cmd_submit_wait (cmd, &error));
+      best = MIN (best, (double) (g_get_monotonic_time () - t0) / 1e6 / n);
+    }
+  return best;
+}
+
+static void
+test_perf (void)
+{
+  if (!ctx)
+    {
+      g_test_skip ("no Vulkan device");
+      return;
+    }
+  /* a wide cell: 16 heads of 64, 4 batch rows */
+  WkvLayout l = wkv_layout (64, 16);
+  HierBackBench *b = wkv_bench (60, &l, 4);
+  HnHierOp op = wkv_op (&l, 4, 1.0f, NONE);
+  double fwd = time_dispatches (b, &op, NULL, 20), back = time_dispatches (b, &op, hn_hier_wkv_back_record, 20);
+  float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm * 4);
+  gint64 t0 = g_get_monotonic_time ();
+  hn_hier_wkv_back_ref (&op, b->prm, b->wk, gprm, gwk);
+  double ref = (double) (g_get_monotonic_time () - t0) / 1e6;
+  g_test_minimized_result (back, "WKV W=1024 N=64 rows=4: forward %.3f ms, backward %.3f ms, CPU reference %.3f ms",
+                           fwd * 1e3, back * 1e3, ref * 1e3);
+  g_free (gwk);
+  g_free (gprm);
+  hier_back_bench_free (b);
+
+  /* the default LTM: 1024 slots of 128, top 4 */
+  HnHierOp lop = ltm_op (1024, 128, 128, 4, 4, NONE);
+  b = hier_back_bench_new (61, lop.u.ltm.ps, 4, lop.u.ltm.rs);
+  hn_hier_op_ref (&lop, b->prm, b->wk);
+  fwd = time_dispatches (b, &lop, NULL, 20);
+  back = time_dispatches (b, &lop, hn_hier_ltm_back_record, 20);
+  g_test_minimized_result (back, "LTM S=1024 K=Vd=128 topk=4 rows=4: forward %.3f ms, backward %.3f ms", fwd * 1e3,
+                           back * 1e3);
+  hier_back_bench_free (b);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -457,6 +519,8 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos-back/wkv/tape", test_wkv_tape);
   g_test_add_func ("/hierarchos-back/wkv/in-place", test_wkv_in_place);
   g_test_add_func ("/hierarchos-back/ltm", test_ltm);
+  if (g_test_perf ())
+    g_test_add_func ("/hierarchos-back/perf", test_perf);
   int rc = g_test_run ();
   if (ctx)
     hn_vk_context_unref (ctx);
