@@ -39,6 +39,21 @@ dclamp (float x, float m)
   return (x >= -m && x <= m) ? 1.0f : 0.0f;
 }
 
+/* Runs one row's backward for every row whose forward predicate held. */
+typedef void (*RowFunc) (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+
+static void
+each_row (const HnHierOp *op, guint32 pred, guint32 rs, guint32 ps, RowFunc row, const float *prm, const float *wk,
+          float *gprm, float *gwk)
+{
+  for (guint32 r = 0; r < MAX (op->rows, 1); r++)
+    {
+      const float *w = wk + (gsize) r * rs;
+      if (!skipped (w, pred))
+        row (op, prm, w, gprm + (gsize) r * ps, gwk + (gsize) r * rs);
+    }
+}
+
 /* A range of one row's work buffer: n words at off (n = 0: none). */
 typedef struct {
   guint32 off, n;
@@ -117,8 +132,9 @@ norm_gxn (const HnHierNormPush *p, const float *prm, const float *wk, const floa
 }
 
 static void
-norm_back_row (const HnHierNormPush *p, const float *prm, const float *wk, float *gprm, float *gwk)
+norm_back_row (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
+  const HnHierNormPush *p = &op->u.norm;
   guint32 W = p->width;
   guint32 xo = p->x_off + ((p->xsrc & 2) ? (guint32) wk[p->xi] * W : 0);
   const float *x = (p->xsrc & 1) ? prm + xo : wk + xo;
@@ -164,12 +180,7 @@ hn_hier_norm_back_ref (const HnHierOp *op, const float *prm, const float *wk, fl
 {
   const HnHierNormPush *p = &op->u.norm;
   g_return_if_fail (norm_kept (p, NULL));
-  for (guint32 r = 0; r < MAX (op->rows, 1); r++)
-    {
-      const float *w = wk + (gsize) r * p->rs;
-      if (!skipped (w, p->pred))
-        norm_back_row (p, prm, w, gprm + (gsize) r * p->ps, gwk + (gsize) r * p->rs);
-    }
+  each_row (op, p->pred, p->rs, p->ps, norm_back_row, prm, wk, gprm, gwk);
 }
 
 gboolean
@@ -231,8 +242,11 @@ l2clamp_back (const float *x, float *g, guint32 n, float s, float norm)
 }
 
 static void
-drift_back_row (const HnHierDriftPush *p, const float *wk, float *gwk)
+drift_back_row (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
+  const HnHierDriftPush *p = &op->u.drift;
+  (void) prm;
+  (void) gprm;
   guint32 n = p->n;
   const float *d = wk + p->d_off;
   float *x = g_new (float, MAX (n, 1)), *u = g_new (float, MAX (n, 1)), *g = g_new (float, MAX (n, 1));
@@ -276,15 +290,8 @@ void
 hn_hier_drift_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
   const HnHierDriftPush *p = &op->u.drift;
-  (void) prm;
-  (void) gprm;
   g_return_if_fail (drift_kept (p, NULL));
-  for (guint32 r = 0; r < MAX (op->rows, 1); r++)
-    {
-      const float *w = wk + (gsize) r * p->rs;
-      if (!skipped (w, p->pred))
-        drift_back_row (p, w, gwk + (gsize) r * p->rs);
-    }
+  each_row (op, p->pred, p->rs, p->ps, drift_back_row, prm, wk, gprm, gwk);
 }
 
 gboolean
@@ -317,8 +324,9 @@ hn_hier_ew_back_scratch (const HnHierOp *op)
 }
 
 static void
-ew_back_row (const HnHierEwPush *p, const float *prm, const float *wk, float *gprm, float *gwk)
+ew_back_row (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
+  const HnHierEwPush *p = &op->u.ew;
   guint32 ao = p->a_off + ((p->asrc & 2) ? (guint32) wk[p->xi] * p->n : 0);
   float *ga = (p->asrc & 1) ? gprm + ao : gwk + ao;
   float gs = 0;
@@ -356,12 +364,7 @@ hn_hier_ew_back_ref (const HnHierOp *op, const float *prm, const float *wk, floa
 {
   const HnHierEwPush *p = &op->u.ew;
   g_return_if_fail (ew_kept (p, NULL));
-  for (guint32 r = 0; r < MAX (op->rows, 1); r++)
-    {
-      const float *w = wk + (gsize) r * p->rs;
-      if (!skipped (w, p->pred))
-        ew_back_row (p, prm, w, gprm + (gsize) r * p->ps, gwk + (gsize) r * p->rs);
-    }
+  each_row (op, p->pred, p->rs, p->ps, ew_back_row, prm, wk, gprm, gwk);
 }
 
 gboolean

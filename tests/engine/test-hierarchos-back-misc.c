@@ -424,6 +424,101 @@ test_tape_ew (void)
     }
 }
 
+/* ---- timing (-m perf) ----
+ *
+ * Median device time of each backward at the H200 model's sizes (width
+ * 1024, 8 batch rows), from the dispatch timestamps. */
+
+/* The forward, timed beside its backward. */
+static gboolean
+record_forward (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm, HnVkBuffer *gwk,
+                GError **error)
+{
+  (void) gprm;
+  (void) gwk;
+  return hn_hier_op_record (cmd, op, prm, wk, error);
+}
+
+static double
+time_rec (const HnHierOp *op, HnHierBackRecordFunc rec, gsize n_prm, guint32 rs, guint32 rows)
+{
+  g_autoptr (GError) error = NULL;
+  HierBackBench *b = hier_back_bench_new (500, n_prm, rows, rs);
+  gsize n_gp = n_prm * rows;
+  g_autofree float *zeros = g_new0 (float, MAX (n_gp, b->n_wk));
+  g_autoptr (HnVkBuffer) bp = hn_vk_buffer_new (ctx, n_prm * 4, "perf prm", &error);
+  g_autoptr (HnVkBuffer) bw = hn_vk_buffer_new (ctx, b->n_wk * 4, "perf wk", &error);
+  g_autoptr (HnVkBuffer) bgp = hn_vk_buffer_new (ctx, n_gp * 4, "perf gprm", &error);
+  g_autoptr (HnVkBuffer) bgw = hn_vk_buffer_new (ctx, b->n_wk * 4, "perf gwk", &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_vk_buffer_upload (bp, 0, b->prm, n_prm * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (bw, 0, b->wk, b->n_wk * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (bgp, 0, zeros, n_gp * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (bgw, 0, zeros, b->n_wk * 4, &error));
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (rec (cmd, op, bp, bw, bgp, bgw, &error) && hn_cmd_submit_wait (cmd, &error)); /* warm up */
+  hn_cmd_set_profiling (cmd, TRUE);
+  enum { RUNS = 21 };
+  for (int i = 0; i < RUNS; i++)
+    g_assert_true (rec (cmd, op, bp, bw, bgp, bgw, &error));
+  g_assert_true (hn_cmd_submit_wait (cmd, &error));
+  guint n = 0;
+  const HnCmdProfileEntry *e = hn_cmd_get_profile (cmd, &n);
+  double us[RUNS];
+  g_assert_cmpuint (n, ==, RUNS);
+  for (int i = 0; i < RUNS; i++)
+    us[i] = e[i].microseconds;
+  for (int i = 1; i < RUNS; i++)
+    for (int j = i; j > 0 && us[j] < us[j - 1]; j--)
+      {
+        double t = us[j];
+        us[j] = us[j - 1];
+        us[j - 1] = t;
+      }
+  hier_back_bench_free (b);
+  return us[RUNS / 2];
+}
+
+static void
+time_back (const char *name, const HnHierOp *op, HnHierBackRecordFunc rec, gsize n_prm, guint32 rs, guint32 rows)
+{
+  double back = time_rec (op, rec, n_prm, rs, rows), fwd = time_rec (op, record_forward, n_prm, rs, rows);
+  g_test_minimized_result (back, "%s: backward %.1f us, forward %.1f us (%u rows)", name, back, fwd, rows);
+}
+
+static void
+test_perf (void)
+{
+  if (!ctx)
+    {
+      g_test_skip ("no Vulkan device");
+      return;
+    }
+  guint32 W = 1024, R = 8, rs = 13 * W + 8;
+  HnHierOp op = { .kind = HN_HIER_OP_NORM, .rows = R };
+  op.u.norm = (HnHierNormPush) { W, 0, 0, 0, W, 2 * W, 1e-5f, 0.7f, 6, W, 3 * W, NONE,
+                                 { 2 * W, 3 * W, 4 * W, 5 * W, 6 * W, 7 * W }, 0, rs, 12 * W };
+  time_back ("norm (LN1, six mixes)", &op, hn_hier_norm_back_record, 12 * W, rs, R);
+  op.u.norm.n_mix = 1;
+  time_back ("norm (LN2, one mix)", &op, hn_hier_norm_back_record, 12 * W, rs, R);
+  rs = 5 * W + 8;
+  op = (HnHierOp) { .kind = HN_HIER_OP_DRIFT, .rows = R };
+  op.u.drift = (HnHierDriftPush) { W, 0, W, 2 * W, 3 * W, 4 * W, 0.3f, 10.0f, 0.01f, HN_HIER_DRIFT_START, 5 * W, 4,
+                                   NONE, rs, 4 };
+  time_back ("drift (start)", &op, hn_hier_drift_back_record, 4, rs, R);
+  op.u.drift.mode = HN_HIER_DRIFT_REFINE;
+  time_back ("drift (refine)", &op, hn_hier_drift_back_record, 4, rs, R);
+  /* the worker's state copy (4W + W * 64 words) and the gated residual */
+  guint32 n = 4 * W + W * 64;
+  rs = 2 * n + 8;
+  op = (HnHierOp) { .kind = HN_HIER_OP_EW, .rows = R };
+  op.u.ew = (HnHierEwPush) { n, HN_HIER_EW_COPY, 0, 0, NONE, NONE, n, 0, 0, NONE, 0, rs, 4 };
+  time_back ("ew (copy, 69632)", &op, hn_hier_ew_back_record, 4, rs, R);
+  rs = 6 * W + 8;
+  op.u.ew = (HnHierEwPush) { W, HN_HIER_EW_AXPYS, 0, 0, W, 3 * W, 2 * W, 0, 0, NONE, 0, rs, 4 };
+  time_back ("ew (axpys)", &op, hn_hier_ew_back_record, 4, rs, R);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -444,6 +539,8 @@ main (int argc, char **argv)
   g_test_add_func ("/hierarchos-back-misc/tape/norm", test_tape_norm);
   g_test_add_func ("/hierarchos-back-misc/tape/drift", test_tape_drift);
   g_test_add_func ("/hierarchos-back-misc/tape/ew", test_tape_ew);
+  if (g_test_perf ())
+    g_test_add_func ("/hierarchos-back-misc/perf", test_perf);
   int rc = g_test_run ();
   g_clear_pointer (&ctx, hn_vk_context_unref);
   return rc;
