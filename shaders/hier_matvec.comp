@@ -19,27 +19,7 @@
 //   y2_off (the same offset in place); flags bit 0 = first step. Halts (active = 0) once steps >= u0 (min_h_steps) and
 //   1 - survival >= f0 (h_halt_thresh).
 #include "hier.glsl"
-layout(local_size_x = 128) in;
-layout(push_constant) uniform P {
-  uint out_n; uint in_n; uint trans; uint w_off;
-  uint b_off; uint res_off; uint y_off; uint y2_off;
-  uint x0; uint n0; uint x1; uint n1;
-  uint x2; uint xsrc; uint act; uint post;
-  uint aux; uint pred; uint flags; uint u0;
-  float scale; float clamp_v; float clamp2; float f0;
-  float f1;
-  uint rs; uint ps;
-} p;
-
-const uint ROWS = 8u, TPR = 16u, TILE = 2048u;
-shared float xs[TILE];
-shared float part[128];
-
-float xin(uint i) {
-  uint seg = i < p.n0 ? 0u : (i < p.n0 + p.n1 ? 1u : 2u);
-  uint idx = seg == 0u ? p.x0 + i : (seg == 1u ? p.x1 + i - p.n0 : p.x2 + i - p.n0 - p.n1);
-  return ((p.xsrc >> seg) & 1u) != 0u ? prm[idx] : wk[rb + idx];
-}
+#include "hier_mv.glsl"
 
 void finish(uint o, float v) {
   if (p.b_off != HIER_NONE) v += prm[p.b_off + o];
@@ -78,39 +58,5 @@ void finish(uint o, float v) {
 void main() {
   rb = gl_WorkGroupID.z * p.rs;
   if (hier_skip(p.pred, rb)) return;
-  uint t = gl_LocalInvocationID.x;
-  if (p.trans != 0u) {
-    uint o = hn_group_index() * 128u + t;
-    float acc = 0.0;
-    for (uint k0 = 0u; k0 < p.in_n; k0 += TILE) {
-      uint kn = min(TILE, p.in_n - k0);
-      for (uint i = t; i < kn; i += 128u) xs[i] = xin(k0 + i);
-      barrier();
-      if (o < p.out_n)
-        for (uint i = 0u; i < kn; i++) acc += xs[i] * prm[p.w_off + (k0 + i) * p.out_n + o];
-      barrier();
-    }
-    if (o < p.out_n) finish(o, acc);
-    return;
-  }
-  uint r = t / TPR, l = t % TPR;
-  uint o = hn_group_index() * ROWS + r;
-  float acc = 0.0;
-  for (uint k0 = 0u; k0 < p.in_n; k0 += TILE) {
-    uint kn = min(TILE, p.in_n - k0);
-    for (uint i = t; i < kn; i += 128u) xs[i] = xin(k0 + i);
-    barrier();
-    if (o < p.out_n) {
-      uint row = p.w_off + o * p.in_n + k0;
-      for (uint i = l; i < kn; i += TPR) acc += prm[row + i] * xs[i];
-    }
-    barrier();
-  }
-  part[t] = acc;
-  barrier();
-  if (l == 0u && o < p.out_n) {
-    float s = 0.0;
-    for (uint j = 0u; j < TPR; j++) s += part[t + j];
-    finish(o, s);
-  }
+  hier_mv_run();
 }

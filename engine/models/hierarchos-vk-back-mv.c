@@ -1,0 +1,309 @@
+/* The backward of the Hierarchos MATVEC op (hierarchos-vk-private.h's
+ * contract): y = post(W x + b + res) for the four posts, W [out, in]
+ * (trans 0) or M [in, out] (trans 1), x up to three segments from wk or
+ * prm. The derivatives are the CPU tape's (hierarchos-tape.c) node for
+ * node: a clamp passes the gradient inside [-m, m] (edges included) and
+ * blocks it outside and at non-finite values; the Linear skips outputs
+ * whose gradient is 0, the vecmat does not.
+ *
+ * Two dispatches: hier_matvec_back_dv recomputes v as the forward did and
+ * writes dv to the scratch (plus the per-output inputs: bias, residual,
+ * channel mix's deep embedding, the gate logit); hier_matvec_back adds the
+ * input's gradient W^T dv and the weight's outer product dv x^T. */
+#include "models/hierarchos-vk-private.h"
+#include "hn-error.h"
+
+#include <math.h>
+
+#define NONE HN_HIER_NONE
+#define FAIL(code, ...) (g_set_error (error, HN_ERROR, code, __VA_ARGS__), FALSE)
+
+/* The backward shaders' push constants: the forward's plus the scratch. */
+typedef struct {
+  HnHierMatvecPush mv;
+  guint32 bs;
+} MvBackPush;
+
+/* Workgroup geometry of hier_matvec_back.comp. */
+#define MV_BACK_COLS 32u
+#define MV_BACK_ROWS 8u
+
+guint32
+hn_hier_mv_back_scratch (const HnHierOp *op)
+{
+  return op->u.mv.out_n; /* dv */
+}
+
+/* What the backward implements; the rest fails closed. */
+static gboolean
+mv_back_supported (const HnHierMatvecPush *p, GError **error)
+{
+  if (p->post > HN_HIER_POST_HALT)
+    return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: unknown post %u", p->post);
+  if (p->post == HN_HIER_POST_PLAIN)
+    switch (p->act)
+      {
+      case 0: case 1: case 2: case 4: case 5: case 7: case 8: case HN_HIER_ACT_WDECAY: break;
+      default:
+        return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: activation %u not implemented",
+                             p->act);
+      }
+  /* one gate logit / one set of control words: a single output */
+  if ((p->post == HN_HIER_POST_GATE || p->post == HN_HIER_POST_HALT) && p->out_n != 1)
+    return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: post %u needs out_n 1, not %u",
+                         p->post, p->out_n);
+  if (p->n0 + p->n1 > p->in_n)
+    return FAIL (HN_ERROR_INVALID_ARGUMENT, "Hierarchos matvec backward: segments %u + %u > in %u",
+                         p->n0, p->n1, p->in_n);
+  /* the shader adds each element's input gradient from one thread:
+   * segments of one buffer must not overlap */
+  guint32 off[3] = { p->x0, p->x1, p->x2 }, n[3] = { p->n0, p->n1, p->in_n - p->n0 - p->n1 };
+  for (int a = 0; a < 3; a++)
+    for (int b = a + 1; b < 3; b++)
+      if (n[a] && n[b] && ((p->xsrc >> a) & 1) == ((p->xsrc >> b) & 1) && off[a] < off[b] + n[b] &&
+          off[b] < off[a] + n[a])
+        return FAIL (HN_ERROR_UNSUPPORTED,
+                             "Hierarchos matvec backward: x segments %d and %d overlap", a, b);
+  return TRUE;
+}
+
+static gboolean
+skip_row (const float *wk, guint32 pred)
+{
+  if (pred == NONE)
+    return FALSE;
+  float w = wk[pred & ~HN_HIER_PRED_NOT];
+  return (pred & HN_HIER_PRED_NOT) ? w != 0.0f : w == 0.0f;
+}
+
+static float
+inside (float x, float lo, float hi)
+{
+  return x >= lo && x <= hi ? 1.0f : 0.0f;
+}
+
+static float
+rclamp (float x, float m)
+{
+  return isfinite (x) ? (x < -m ? -m : (x > m ? m : x)) : x;
+}
+
+static float
+rsigmoid (float x)
+{
+  if (x >= 0)
+    return 1.0f / (1.0f + expf (-x));
+  float e = expf (x);
+  return e / (1.0f + e);
+}
+
+/* act(v) and its derivative (the tape's). */
+static float
+act_and_d (guint32 act, float v, float *d)
+{
+  switch (act)
+    {
+    case 1:
+      {
+        float s = rsigmoid (v);
+        *d = s + v * s * (1 - s);
+        return v * s;
+      }
+    case 2:
+      *d = 0.5f * (1.0f + erff (v * (float) M_SQRT1_2)) + v * expf (-0.5f * v * v) * 0.3989422804014327f;
+      return 0.5f * v * (1.0f + erff (v * (float) M_SQRT1_2));
+    case 4:
+      *d = v > 0 ? 1.0f : 0.0f;
+      return v > 0 ? v : 0.0f;
+    case 5:
+      *d = v > 0 ? 2 * v : 0.0f;
+      return v > 0 ? v * v : 0.0f;
+    case 7:
+      {
+        float y = rsigmoid (v);
+        *d = y * (1 - y);
+        return y;
+      }
+    case 8:
+      {
+        float y = tanhf (v);
+        *d = 1 - y * y;
+        return y;
+      }
+    case HN_HIER_ACT_WDECAY:
+      {
+        float u = -v, sp = u > 20.0f ? u : (u < -20.0f ? expf (u) : log1pf (expf (u)));
+        *d = u > 20.0f ? 1.0f : (u < -20.0f ? expf (u) : rsigmoid (u));
+        return -sp - 0.5f;
+      }
+    default:
+      *d = 1.0f;
+      return v;
+    }
+}
+
+/* dL/dv of output o (v = W x + b + res); adds the deep embedding's and the
+ * gate logit's gradients. */
+static float
+mv_dv (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm, float *gwk, guint32 o, float v)
+{
+  float g = gwk[p->y_off + o];
+  switch (p->post)
+    {
+    case HN_HIER_POST_PLAIN:
+      {
+        float d, z = p->scale * act_and_d (p->act, v, &d);
+        if (p->clamp > 0)
+          g *= inside (z, -p->clamp, p->clamp);
+        if (p->y2_off != NONE)
+          g += gwk[p->y2_off + o] * inside (z, -p->clamp2, p->clamp2);
+        return g * p->scale * d;
+      }
+    case HN_HIER_POST_CM:
+      {
+        float k = v, pass = 1.0f;
+        if (p->clamp > 0)
+          {
+            pass = inside (v, -p->clamp, p->clamp);
+            k = rclamp (v, p->clamp);
+          }
+        float f = k > 0 ? k * k : 0.0f;
+        if (p->aux != NONE)
+          {
+            float d0 = wk[p->aux + o], d = d0, dpass = 1.0f;
+            if (p->f1 > 0)
+              {
+                dpass = inside (d0, -p->f1, p->f1);
+                d = rclamp (d0, p->f1);
+              }
+            if (p->clamp > 0 && p->f1 > 0)
+              {
+                float m = p->clamp * p->clamp * p->f1;
+                g *= inside (f * d, -m, m);
+              }
+            gwk[p->aux + o] += g * f * dpass;
+            g *= d;
+          }
+        return g * (k > 0 ? 2 * k : 0.0f) * pass;
+      }
+    case HN_HIER_POST_GATE:
+      {
+        float z = prm[p->aux] + v, s = rsigmoid (rclamp (z, 50.0f));
+        if (p->f1 > 0)
+          g *= 1.0f - p->f1;
+        float dz = g * (s * (1 - s)) * inside (z, -50.0f, 50.0f);
+        gprm[p->aux] += dz;
+        return dz;
+      }
+    default:
+      {
+        /* halting: the probability's gradient; the control words get none */
+        float s = rsigmoid (rclamp (v, p->f1));
+        g *= inside (s, 1e-6f, 1.0f - 1e-6f);
+        return g * (s * (1 - s)) * inside (v, -p->f1, p->f1);
+      }
+    }
+}
+
+static float
+mv_x (const HnHierMatvecPush *p, const float *prm, const float *wk, guint32 i, float **grad, float *gprm, float *gwk)
+{
+  guint seg = i < p->n0 ? 0 : (i < p->n0 + p->n1 ? 1 : 2);
+  guint32 idx = seg == 0 ? p->x0 + i : seg == 1 ? p->x1 + i - p->n0 : p->x2 + i - p->n0 - p->n1;
+  gboolean from_prm = (p->xsrc >> seg) & 1;
+  *grad = from_prm ? gprm + idx : gwk + idx;
+  return from_prm ? prm[idx] : wk[idx];
+}
+
+/* One row: wk, gwk and gprm are the row's. */
+static void
+mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm, float *gwk)
+{
+  guint32 in = p->in_n, out = p->out_n;
+  float *x = g_new (float, MAX (in, 1)), **gx = g_new (float *, MAX (in, 1));
+  float *dv = g_new0 (float, MAX (out, 1));
+  for (guint32 i = 0; i < in; i++)
+    x[i] = mv_x (p, prm, wk, i, &gx[i], gprm, gwk);
+  /* v as the forward's reference sums it */
+  for (guint32 o = 0; o < out; o++)
+    for (guint32 i = 0; i < in; i++)
+      dv[o] += x[i] * (p->trans ? prm[p->w_off + (gsize) i * out + o] : prm[p->w_off + (gsize) o * in + i]);
+  for (guint32 o = 0; o < out; o++)
+    {
+      float v = dv[o];
+      if (p->b_off != NONE)
+        v += prm[p->b_off + o];
+      if (p->res_off != NONE)
+        v += wk[p->res_off + o];
+      dv[o] = mv_dv (p, prm, wk, gprm, gwk, o, v);
+      if (p->b_off != NONE)
+        gprm[p->b_off + o] += dv[o];
+      if (p->res_off != NONE)
+        gwk[p->res_off + o] += dv[o];
+    }
+  float *gw = gprm + p->w_off;
+  if (p->trans)
+    for (guint32 i = 0; i < in; i++)
+      {
+        float s = 0;
+        for (guint32 j = 0; j < out; j++)
+          {
+            s += prm[p->w_off + (gsize) i * out + j] * dv[j];
+            gw[(gsize) i * out + j] += x[i] * dv[j];
+          }
+        *gx[i] += s;
+      }
+  else
+    for (guint32 o = 0; o < out; o++)
+      {
+        if (dv[o] == 0.0f)
+          continue;
+        for (guint32 i = 0; i < in; i++)
+          {
+            *gx[i] += prm[p->w_off + (gsize) o * in + i] * dv[o];
+            gw[(gsize) o * in + i] += dv[o] * x[i];
+          }
+      }
+  g_free (x);
+  g_free (gx);
+  g_free (dv);
+}
+
+void
+hn_hier_mv_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
+{
+  const HnHierMatvecPush *p = &op->u.mv;
+  g_autoptr (GError) error = NULL;
+  if (!mv_back_supported (p, &error))
+    {
+      g_critical ("%s", error->message);
+      return;
+    }
+  for (guint32 r = 0; r < MAX (op->rows, 1); r++)
+    {
+      gsize w = (gsize) r * p->rs;
+      if (!skip_row (wk + w, p->pred))
+        mv_back_row (p, prm, wk + w, gprm + (gsize) r * p->ps, gwk + w);
+    }
+}
+
+gboolean
+hn_hier_mv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                        HnVkBuffer *gwk, GError **error)
+{
+  const HnHierMatvecPush *p = &op->u.mv;
+  if (!mv_back_supported (p, error))
+    return FALSE;
+  MvBackPush push = { *p, op->bs };
+  guint32 rows = MAX (op->rows, 1);
+  if (!hn_hier_back_dispatch (cmd, "hier_matvec_back_dv", &push, sizeof push, prm, wk, gprm, gwk,
+                              hn_hier_op_groups (op), rows, error))
+    return FALSE;
+  guint64 xg = p->trans ? (p->in_n + MV_BACK_ROWS - 1) / MV_BACK_ROWS : (p->in_n + MV_BACK_COLS - 1) / MV_BACK_COLS;
+  guint64 wg = ((guint64) p->out_n * p->in_n + 127) / 128;
+  if (xg + wg > G_MAXUINT32 / 2)
+    return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: %u x %u weight too large",
+                         p->out_n, p->in_n);
+  return hn_hier_back_dispatch (cmd, "hier_matvec_back", &push, sizeof push, prm, wk, gprm, gwk, (guint32) (xg + wg),
+                                rows, error);
+}

@@ -1,0 +1,336 @@
+/* The backward of the Hierarchos MATVEC op (hierarchos-vk-back-mv.c): the
+ * CPU reference against finite differences of the forward reference, and
+ * the shaders against the reference, for every post, activation, layout,
+ * x segment source, bias, residual and predicate form; 2 rows, the second
+ * one's predicate off. */
+#include "hier-back-check.h"
+#include "test-device.h"
+#include "hn-error.h"
+
+#define NONE HN_HIER_NONE
+
+/* prm: bias, an x segment, the gate logit, W. wk row: x segments 0 and 2,
+ * residual, aux (deep embedding or control words in), y, y2, control
+ * words out, the predicate word, the scratch. */
+enum { P_B = 0, P_X = 400, P_LOGIT = 500, P_W = 512 };
+enum { W_X0 = 0, W_X2 = 3000, W_RES = 6000, W_AUX = 6400, W_Y = 6800, W_Y2 = 7200, W_CTL = 7600, W_PRED = 7610,
+       W_BS = 7700, RS = 8200 };
+
+typedef struct {
+  guint32 out, in, trans, post, act;
+  gboolean segs, bias, res, y2, aux, not;
+  float scale, clamp, clamp2, f0, f1;
+  guint32 flags, u0;
+} Case;
+
+static HnHierOp
+case_op (const Case *c)
+{
+  HnHierOp op = { .kind = HN_HIER_OP_MATVEC, .rows = 2, .bs = W_BS };
+  HnHierMatvecPush *p = &op.u.mv;
+  p->out_n = c->out;
+  p->in_n = c->in;
+  p->trans = c->trans;
+  p->post = c->post;
+  p->act = c->act;
+  p->w_off = P_W;
+  p->x0 = p->x1 = p->x2 = W_X0;
+  p->n0 = c->in;
+  if (c->segs)
+    {
+      /* [wk : a third] ++ [prm : a third] ++ [wk : the rest] */
+      p->n0 = c->in / 3;
+      p->n1 = c->in / 3;
+      p->x1 = P_X;
+      p->x2 = W_X2;
+      p->xsrc = 2;
+    }
+  p->b_off = c->bias ? P_B : NONE;
+  p->res_off = c->res ? W_RES : NONE;
+  p->y_off = W_Y;
+  p->y2_off = c->y2 ? W_Y2 : NONE;
+  p->aux = NONE;
+  if (c->post == HN_HIER_POST_CM && c->aux)
+    p->aux = W_AUX;
+  else if (c->post == HN_HIER_POST_GATE)
+    p->aux = P_LOGIT;
+  else if (c->post == HN_HIER_POST_HALT)
+    {
+      p->aux = W_AUX;
+      p->y2_off = W_CTL;
+    }
+  p->pred = c->not ? W_PRED | HN_HIER_PRED_NOT : W_PRED;
+  p->flags = c->flags;
+  p->u0 = c->u0;
+  p->scale = c->scale;
+  p->clamp = c->clamp;
+  p->clamp2 = c->clamp2;
+  p->f0 = c->f0;
+  p->f1 = c->f1;
+  p->rs = RS;
+  p->ps = P_W + c->out * c->in;
+  return op;
+}
+
+static HierBackBench *
+case_bench (const Case *c, guint64 seed)
+{
+  HierBackBench *b = hier_back_bench_new (seed, P_W + c->out * c->in, 2, RS);
+  /* one row runs, the other does not: row 0 with the plain predicate,
+   * row 1 with the negated one (its gradient slice is not the first) */
+  b->wk[W_PRED] = 1.0f;
+  b->wk[RS + W_PRED] = 0.0f;
+  /* halting's control words in: survival, steps */
+  for (guint32 r = 0; r < 2; r++)
+    {
+      b->wk[r * RS + W_AUX + 1] = 0.5f;
+      b->wk[r * RS + W_AUX + 2] = 1.0f;
+    }
+  return b;
+}
+
+/* Finite differences of every input, then the shaders (when a device exists). */
+static void
+check_case (const Case *c, guint64 seed, HnVkContext *ctx)
+{
+  HnHierOp op = case_op (c);
+  const HnHierMatvecPush *p = &op.u.mv;
+  HierBackBench *b = case_bench (c, seed);
+  HierRange outs[2] = { { W_Y, c->out, FALSE } };
+  int n_outs = 1;
+  if (c->post == HN_HIER_POST_PLAIN && c->y2)
+    outs[n_outs++] = (HierRange) { W_Y2, c->out, FALSE };
+  HierRange ins[8];
+  int n_ins = 0;
+  ins[n_ins++] = (HierRange) { P_W, c->out * c->in, TRUE };
+  ins[n_ins++] = (HierRange) { p->x0, p->n0, FALSE };
+  if (c->segs)
+    {
+      ins[n_ins++] = (HierRange) { p->x1, p->n1, TRUE };
+      ins[n_ins++] = (HierRange) { p->x2, c->in - p->n0 - p->n1, FALSE };
+    }
+  if (c->bias)
+    ins[n_ins++] = (HierRange) { P_B, c->out, TRUE };
+  if (c->res)
+    ins[n_ins++] = (HierRange) { W_RES, c->out, FALSE };
+  if (c->post == HN_HIER_POST_CM && c->aux)
+    ins[n_ins++] = (HierRange) { W_AUX, c->out, FALSE };
+  if (c->post == HN_HIER_POST_GATE)
+    ins[n_ins++] = (HierRange) { P_LOGIT, 1, TRUE };
+  if (c->in * c->out <= 1000)
+    hier_back_fd_check (b, &op, hn_hier_mv_back_ref, outs, n_outs, ins, n_ins, 1e-3f, 5e-3f);
+  if (ctx)
+    hier_back_dev_check (ctx, b, &op, hn_hier_mv_back_ref, hn_hier_mv_back_record, hn_hier_mv_back_scratch (&op),
+                         1e-4f);
+  hier_back_bench_free (b);
+}
+
+static const Case plain = { .out = 13, .in = 37, .segs = TRUE, .bias = TRUE, .res = TRUE, .y2 = TRUE,
+                            .scale = 0.7f, .clamp = 0.4f, .clamp2 = 0.25f };
+
+static void
+test_plain (gconstpointer data)
+{
+  HnVkContext *ctx = (HnVkContext *) data;
+  const guint32 acts[] = { 0, 1, 2, 7, 8, HN_HIER_ACT_WDECAY };
+  for (guint32 trans = 0; trans < 2; trans++)
+    for (gsize a = 0; a < G_N_ELEMENTS (acts); a++)
+      {
+        Case c = plain;
+        c.trans = trans;
+        c.act = acts[a];
+        c.not = a % 2 == 1;
+        if (trans)
+          {
+            c.out = 19;
+            c.in = 11;
+          }
+        check_case (&c, 11 + a + 100 * trans, ctx);
+      }
+  /* no clamp, no y2, no bias, no residual, one segment, the other predicate form */
+  for (guint32 trans = 0; trans < 2; trans++)
+    {
+      Case c = { .out = 9, .in = 14, .trans = trans, .act = 8, .scale = 1.0f, .not = TRUE };
+      check_case (&c, 20 + trans, ctx);
+    }
+}
+
+static void
+test_cm (gconstpointer data)
+{
+  HnVkContext *ctx = (HnVkContext *) data;
+  const Case cases[] = {
+    { .out = 20, .in = 9, .post = HN_HIER_POST_CM, .aux = TRUE, .clamp = 1.0f, .f1 = 0.6f },
+    { .out = 20, .in = 9, .post = HN_HIER_POST_CM, .aux = TRUE, .segs = TRUE },
+    { .out = 20, .in = 9, .post = HN_HIER_POST_CM, .clamp = 1.0f, .res = TRUE, .not = TRUE },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    check_case (&cases[i], 30 + i, ctx);
+}
+
+static void
+test_gate (gconstpointer data)
+{
+  HnVkContext *ctx = (HnVkContext *) data;
+  for (int floor = 0; floor < 2; floor++)
+    {
+      Case c = { .out = 1, .in = 23, .post = HN_HIER_POST_GATE, .bias = TRUE, .segs = floor == 1,
+                 .f1 = floor ? 0.3f : 0.0f };
+      check_case (&c, 40 + floor, ctx);
+    }
+}
+
+static void
+test_halt (gconstpointer data)
+{
+  HnVkContext *ctx = (HnVkContext *) data;
+  for (int first = 0; first < 2; first++)
+    {
+      Case c = { .out = 1, .in = 17, .post = HN_HIER_POST_HALT, .bias = TRUE, .flags = first ? 1 : 0, .u0 = 2,
+                 .f0 = 0.5f, .f1 = 0.5f, .not = first == 0 };
+      check_case (&c, 50 + first, ctx);
+    }
+}
+
+/* The shaders past one workgroup and one x tile (too big for finite differences). */
+static void
+test_large (gconstpointer data)
+{
+  HnVkContext *ctx = (HnVkContext *) data;
+  const Case cases[] = {
+    { .out = 300, .in = 13, .act = 1, .scale = 1.0f, .bias = TRUE, .res = TRUE, .clamp = 2.0f },
+    { .out = 3, .in = 2100, .segs = TRUE, .act = 2, .scale = 1.0f },
+    { .out = 150, .in = 20, .trans = 1, .act = 7, .scale = 1.0f, .bias = TRUE, .segs = TRUE },
+    { .out = 1, .in = 2300, .trans = 1, .scale = 1.0f },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    check_case (&cases[i], 60 + i, ctx);
+}
+
+/* The reference's gradient slice after one backward from zero gradients,
+ * with gradient 1 on y and 10 on y2. */
+static float *
+edge_grads (HierBackBench *b, const HnHierOp *op)
+{
+  float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm * b->rows);
+  for (guint32 o = 0; o < op->u.mv.out_n; o++)
+    {
+      gwk[W_Y + o] = 1.0f;
+      gwk[W_Y2 + o] = 10.0f;
+    }
+  hn_hier_mv_back_ref (op, b->prm, b->wk, gprm, gwk);
+  g_free (gwk);
+  return gprm;
+}
+
+/* The tape's rules where finite differences cannot look: a clamp passes
+ * the gradient at its edge and blocks it past it and at non-finite values;
+ * the Linear skips an output whose gradient is 0 (a non-finite input then
+ * leaves the weight's gradient finite), the vecmat does not. */
+static void
+test_edges (gconstpointer data)
+{
+  HnVkContext *ctx = (HnVkContext *) data;
+  /* v = x W + b = 0.5, 0.25, 0.75, -0.5 against clamp 0.5 and clamp2 0.25 */
+  Case c = { .out = 4, .in = 1, .bias = TRUE, .y2 = TRUE, .scale = 1.0f, .clamp = 0.5f, .clamp2 = 0.25f };
+  HnHierOp op = case_op (&c);
+  HierBackBench *b = case_bench (&c, 70);
+  const float v[] = { 0.5f, 0.25f, 0.75f, -0.5f }, want[] = { 1, 11, 0, 1 };
+  b->wk[W_X0] = 1.0f;
+  for (int o = 0; o < 4; o++)
+    {
+      b->prm[P_W + o] = 1.0f;
+      b->prm[P_B + o] = v[o] - 1.0f;
+    }
+  float *g = edge_grads (b, &op);
+  for (int o = 0; o < 4; o++)
+    g_assert_cmpfloat (g[P_B + o], ==, want[o]);
+  g_free (g);
+  if (ctx) /* one term per sum: the shaders agree exactly */
+    hier_back_dev_check (ctx, b, &op, hn_hier_mv_back_ref, hn_hier_mv_back_record, 4, 0.0f);
+  hier_back_bench_free (b);
+
+  /* x = [inf, 0.3] and an infinite weight: every v is non-finite */
+  for (guint32 trans = 0; trans < 2; trans++)
+    {
+      c = (Case) { .out = 3, .in = 2, .trans = trans, .scale = 1.0f, .clamp = 0.5f };
+      op = case_op (&c);
+      b = case_bench (&c, 71);
+      b->wk[W_X0] = INFINITY;
+      b->prm[P_W + 3] = INFINITY;
+      g = edge_grads (b, &op);
+      for (guint32 e = 0; e < 6; e++)
+        if (trans == 0 || e == 3)
+          g_assert_cmpfloat (g[P_W + e], ==, 0.0f);
+        else /* vecmat: row 0 of M gets inf * 0 */
+          g_assert_true (e < 3 ? isnan (g[P_W + e]) : g[P_W + e] == 0.0f);
+      g_free (g);
+      if (ctx)
+        hier_back_dev_check (ctx, b, &op, hn_hier_mv_back_ref, hn_hier_mv_back_record, 3, 1e-4f);
+      hier_back_bench_free (b);
+    }
+
+  /* halting: p = sigmoid(-20) is under 1e-6: clamped, no gradient */
+  c = (Case) { .out = 1, .in = 1, .post = HN_HIER_POST_HALT, .bias = TRUE, .flags = 1, .f1 = 30.0f };
+  op = case_op (&c);
+  b = case_bench (&c, 72);
+  b->wk[W_X0] = 1.0f;
+  b->prm[P_W] = 1.0f;
+  b->prm[P_B] = -21.0f;
+  g = edge_grads (b, &op);
+  g_assert_cmpfloat (g[P_B], ==, 0.0f);
+  g_free (g);
+  if (ctx)
+    hier_back_dev_check (ctx, b, &op, hn_hier_mv_back_ref, hn_hier_mv_back_record, 1, 0.0f);
+  hier_back_bench_free (b);
+}
+
+/* What is not implemented fails closed. */
+static void
+test_unsupported (void)
+{
+  Case c = plain;
+  c.act = 3; /* gelu-tanh: not used by Hierarchos */
+  HnHierOp op = case_op (&c);
+  g_autoptr (GError) error = NULL;
+  g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "activation 3"));
+  g_clear_error (&error);
+  c = (Case) { .out = 2, .in = 5, .post = HN_HIER_POST_GATE };
+  op = case_op (&c);
+  g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  c = plain;
+  op = case_op (&c);
+  op.u.mv.x2 = op.u.mv.x0 + 1; /* overlaps segment 0 */
+  g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "overlap"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  /* finite differences always; the shaders too when a device opens */
+  HnVkContext *ctx = NULL;
+  if (hn_test_have_vulkan ())
+    {
+      g_autoptr (GError) error = NULL;
+      ctx = hn_vk_context_get_default (&error);
+      g_assert_no_error (error);
+    }
+  g_test_add_data_func ("/hierarchos-back-mv/plain", ctx, test_plain);
+  g_test_add_data_func ("/hierarchos-back-mv/cm", ctx, test_cm);
+  g_test_add_data_func ("/hierarchos-back-mv/gate", ctx, test_gate);
+  g_test_add_data_func ("/hierarchos-back-mv/halt", ctx, test_halt);
+  if (ctx)
+    g_test_add_data_func ("/hierarchos-back-mv/large", ctx, test_large);
+  g_test_add_data_func ("/hierarchos-back-mv/edges", ctx, test_edges);
+  g_test_add_func ("/hierarchos-back-mv/unsupported", test_unsupported);
+  int rc = g_test_run ();
+  if (ctx)
+    hn_vk_context_unref (ctx);
+  return rc;
+}
