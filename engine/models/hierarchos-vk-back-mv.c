@@ -34,36 +34,54 @@ hn_hier_mv_back_scratch (const HnHierOp *op)
   return op->u.mv.out_n; /* dv */
 }
 
+static gboolean
+overlaps (guint32 a, guint32 na, guint32 b, guint32 nb)
+{
+  return na && nb && (guint64) a < (guint64) b + nb && (guint64) b < (guint64) a + na;
+}
+
 /* What the backward implements; the rest fails closed. */
 static gboolean
 mv_back_supported (const HnHierMatvecPush *p, GError **error)
 {
   if (p->post > HN_HIER_POST_HALT)
-    return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: unknown post %u", p->post);
+    return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: unknown post %u", p->post);
   if (p->post == HN_HIER_POST_PLAIN)
     switch (p->act)
       {
       case 0: case 1: case 2: case 4: case 5: case 7: case 8: case HN_HIER_ACT_WDECAY: break;
-      default:
-        return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: activation %u not implemented",
-                             p->act);
+      default: return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: activation %u not implemented", p->act);
       }
   /* one gate logit / one set of control words: a single output */
   if ((p->post == HN_HIER_POST_GATE || p->post == HN_HIER_POST_HALT) && p->out_n != 1)
-    return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: post %u needs out_n 1, not %u",
-                         p->post, p->out_n);
+    return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: post %u needs out_n 1, not %u", p->post, p->out_n);
   if (p->n0 + p->n1 > p->in_n)
-    return FAIL (HN_ERROR_INVALID_ARGUMENT, "Hierarchos matvec backward: segments %u + %u > in %u",
-                         p->n0, p->n1, p->in_n);
+    return FAIL (HN_ERROR_INVALID_ARGUMENT, "MATVEC backward: segments %u + %u > in %u", p->n0, p->n1, p->in_n);
   /* the shader adds each element's input gradient from one thread:
    * segments of one buffer must not overlap */
   guint32 off[3] = { p->x0, p->x1, p->x2 }, n[3] = { p->n0, p->n1, p->in_n - p->n0 - p->n1 };
   for (int a = 0; a < 3; a++)
     for (int b = a + 1; b < 3; b++)
-      if (n[a] && n[b] && ((p->xsrc >> a) & 1) == ((p->xsrc >> b) & 1) && off[a] < off[b] + n[b] &&
-          off[b] < off[a] + n[a])
-        return FAIL (HN_ERROR_UNSUPPORTED,
-                             "Hierarchos matvec backward: x segments %d and %d overlap", a, b);
+      if (((p->xsrc >> a) & 1) == ((p->xsrc >> b) & 1) && overlaps (off[a], n[a], off[b], n[b]))
+        return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: x segments %d and %d overlap", a, b);
+  /* v is recomputed from the inputs and the predicate reread: an in-place
+   * forward (the inference step's halting words over its predicate) is
+   * refused; a training program keeps every value */
+  guint32 in_off[6] = { p->x0, p->x1, p->x2, p->res_off, p->aux, p->pred & ~HN_HIER_PRED_NOT };
+  guint32 in_n[6] = { n[0], n[1], n[2], p->res_off != NONE ? p->out_n : 0,
+                      p->post == HN_HIER_POST_CM && p->aux != NONE ? p->out_n : 0, p->pred != NONE };
+  for (int a = 0; a < 3; a++)
+    if ((p->xsrc >> a) & 1)
+      in_n[a] = 0;
+  guint32 out_off[2] = { p->y_off, p->y2_off };
+  guint32 out_n[2] = { p->out_n, p->y2_off == NONE ? 0 : p->post == HN_HIER_POST_HALT ? 3 : p->post == HN_HIER_POST_PLAIN ? p->out_n : 0 };
+  for (int i = 0; i < 6; i++)
+    for (int o = 0; o < 2; o++)
+      if (overlaps (in_off[i], in_n[i], out_off[o], out_n[o]))
+        return FAIL (HN_ERROR_INVALID_ARGUMENT,
+                     "MATVEC backward: the forward wrote its output at %u..%u over what the backward reads at %u..%u; "
+                     "training needs the forward's inputs kept",
+                     out_off[o], out_off[o] + out_n[o] - 1, in_off[i], in_off[i] + in_n[i] - 1);
   return TRUE;
 }
 
@@ -302,7 +320,7 @@ hn_hier_mv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuf
   guint64 xg = p->trans ? (p->in_n + MV_BACK_ROWS - 1) / MV_BACK_ROWS : (p->in_n + MV_BACK_COLS - 1) / MV_BACK_COLS;
   guint64 wg = ((guint64) p->out_n * p->in_n + 127) / 128;
   if (xg + wg > G_MAXUINT32 / 2)
-    return FAIL (HN_ERROR_UNSUPPORTED, "Hierarchos matvec backward: %u x %u weight too large",
+    return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: %u x %u weight too large",
                          p->out_n, p->in_n);
   return hn_hier_back_dispatch (cmd, "hier_matvec_back", &push, sizeof push, prm, wk, gprm, gwk, (guint32) (xg + wg),
                                 rows, error);

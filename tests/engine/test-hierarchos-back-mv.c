@@ -307,6 +307,28 @@ test_unsupported (void)
   op.u.mv.x2 = op.u.mv.x0 + 1; /* overlaps segment 0 */
   g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
   g_assert_nonnull (strstr (error->message, "overlap"));
+  g_clear_error (&error);
+  /* the inference step's later halting steps write their control words
+   * over their predicate: refused (the reference too) */
+  c = (Case) { .out = 1, .in = 5, .post = HN_HIER_POST_HALT };
+  op = case_op (&c);
+  op.u.mv.y2_off = op.u.mv.aux;
+  op.u.mv.pred = op.u.mv.aux;
+  g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "inputs kept"));
+  g_clear_error (&error);
+  op.u.mv.pred = NONE; /* the first step: its words in are not read */
+  HierBackBench *b = case_bench (&c, 80);
+  float *g = edge_grads (b, &op);
+  g_free (g);
+  hier_back_bench_free (b);
+  /* a residual under the output */
+  c = plain;
+  op = case_op (&c);
+  op.u.mv.res_off = op.u.mv.y_off + 2;
+  g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
 int
