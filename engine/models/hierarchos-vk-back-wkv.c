@@ -33,6 +33,31 @@ row_skip (const float *wk, guint32 pred)
   return (pred & HN_HIER_PRED_NOT) ? w != 0.0f : w == 0.0f;
 }
 
+/* n words of a row's work buffer at off */
+typedef struct {
+  guint32 off, n;
+} Range;
+
+/* The backward reads the forward's inputs again: FALSE, with an error
+ * naming the op, when an output of the forward covered one of them (an
+ * in-place forward, as inference records it). */
+static gboolean
+inputs_kept (const char *op, const Range *ins, int n_ins, const Range *outs, int n_outs, GError **error)
+{
+  for (int i = 0; i < n_ins; i++)
+    for (int o = 0; o < n_outs; o++)
+      if ((guint64) ins[i].off < (guint64) outs[o].off + outs[o].n &&
+          (guint64) outs[o].off < (guint64) ins[i].off + ins[i].n)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "%s backward: the forward wrote its output at %u over its input at %u (in place); training "
+                       "needs the inputs kept",
+                       op, outs[o].off, ins[i].off);
+          return FALSE;
+        }
+  return TRUE;
+}
+
 /* ---- WKV ---- */
 
 guint32
@@ -202,12 +227,28 @@ wkv_back_head (const HnHierWkvPush *p, guint32 h, const float *prm, const float 
     }
 }
 
+static gboolean
+wkv_check (const HnHierOp *op, GError **error)
+{
+  const HnHierWkvPush *p = &op->u.wkv;
+  if (p->N == 0 || p->N > HN_HIER_VK_MAX_HEAD)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "WKV backward: head size %u is outside 1..%d", p->N,
+                   HN_HIER_VK_MAX_HEAD);
+      return FALSE;
+    }
+  guint32 W = p->N * op->groups, pred = p->pred & ~HN_HIER_PRED_NOT;
+  const Range ins[] = { { p->r_off, W }, { p->k_off, W }, { p->v_off, W }, { p->a_off, W }, { p->g_off, W },
+                        { p->w_off, W }, { p->s_off, W * p->N }, { pred, p->pred != HN_HIER_NONE } };
+  const Range outs[] = { { p->so_off, W * p->N }, { p->vf_off, W }, { p->t_off, W } };
+  return inputs_kept ("WKV", ins, G_N_ELEMENTS (ins), outs, G_N_ELEMENTS (outs), error);
+}
+
 void
 hn_hier_wkv_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
   const HnHierWkvPush *p = &op->u.wkv;
-  /* S' is recomputed from S: the forward must not have replaced it */
-  g_return_if_fail (p->so_off != p->s_off && p->N <= HN_HIER_VK_MAX_HEAD);
+  g_return_if_fail (wkv_check (op, NULL));
   for (guint32 r = 0; r < MAX (op->rows, 1); r++)
     {
       const float *w = wk + (gsize) r * p->rs;
@@ -222,22 +263,10 @@ gboolean
 hn_hier_wkv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
                          HnVkBuffer *gwk, GError **error)
 {
-  const HnHierWkvPush *p = &op->u.wkv;
-  if (p->so_off == p->s_off)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                   "WKV backward: the forward wrote its state in place (s_off = so_off = %u); training needs the old "
-                   "state kept",
-                   p->s_off);
-      return FALSE;
-    }
-  if (p->N == 0 || p->N > HN_HIER_VK_MAX_HEAD)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "WKV backward: head size %u is outside 1..%d", p->N,
-                   HN_HIER_VK_MAX_HEAD);
-      return FALSE;
-    }
-  return hn_hier_back_dispatch (cmd, "hier_wkv_back", p, sizeof *p, prm, wk, gprm, gwk, op->groups, op->rows, error);
+  if (!wkv_check (op, error))
+    return FALSE;
+  return hn_hier_back_dispatch (cmd, "hier_wkv_back", &op->u.wkv, sizeof op->u.wkv, prm, wk, gprm, gwk, op->groups,
+                                op->rows, error);
 }
 
 /* ---- LTM ---- */
@@ -249,10 +278,29 @@ hn_hier_ltm_back_scratch (const HnHierOp *op)
   return 0;
 }
 
+static gboolean
+ltm_check (const HnHierOp *op, GError **error)
+{
+  const HnHierLtmPush *p = &op->u.ltm;
+  if (p->topk > HN_HIER_VK_MAX_TOPK)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LTM backward: top-k %u is past %d", p->topk,
+                   HN_HIER_VK_MAX_TOPK);
+      return FALSE;
+    }
+  /* the picks are the forward's own output: only y may not cover them */
+  guint32 pred = p->pred & ~HN_HIER_PRED_NOT;
+  const Range ins[] = { { p->gate_off, 1 }, { p->fast_off, p->S * p->Vd }, { p->idx_off, p->topk },
+                        { pred, p->pred != HN_HIER_NONE } };
+  const Range outs[] = { { p->y_off, p->topk * p->Vd } };
+  return inputs_kept ("LTM", ins, G_N_ELEMENTS (ins), outs, G_N_ELEMENTS (outs), error);
+}
+
 void
 hn_hier_ltm_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk)
 {
   const HnHierLtmPush *p = &op->u.ltm;
+  g_return_if_fail (ltm_check (op, NULL));
   for (guint32 row = 0; row < MAX (op->rows, 1); row++)
     {
       const float *w = wk + (gsize) row * p->rs;
@@ -282,6 +330,8 @@ gboolean
 hn_hier_ltm_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
                          HnVkBuffer *gwk, GError **error)
 {
+  if (!ltm_check (op, error))
+    return FALSE;
   return hn_hier_back_dispatch (cmd, "hier_ltm_back", &op->u.ltm, sizeof op->u.ltm, prm, wk, gprm, gwk, 1, op->rows,
                                 error);
 }
