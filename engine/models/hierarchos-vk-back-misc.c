@@ -85,9 +85,16 @@ inputs_kept (const char *what, const Span *ins, int n_ins, const Span *outs, int
 
 /* ---- NORM ---- */
 
+/* Also refuses more mixes than the push constants hold coefficients for. */
 static gboolean
 norm_kept (const HnHierNormPush *p, GError **error)
 {
+  if (p->n_mix > G_N_ELEMENTS (p->c))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "NORM backward: %u mixes, at most %u", p->n_mix,
+                   (guint) G_N_ELEMENTS (p->c));
+      return FALSE;
+    }
   /* an indexed wk row is only known at run time: its word is checked */
   Span ins[4] = { SPAN_IF (!(p->xsrc & 1) && !(p->xsrc & 2), p->x_off, p->width), SPAN_IF (p->n_mix, p->prev_off, p->width),
                   SPAN_IF (p->xsrc & 2, p->xi, 1), PRED_SPAN (p->pred) };

@@ -232,6 +232,13 @@ test_in_place (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
   g_assert_nonnull (strstr (error->message, "NORM backward"));
   g_clear_error (&error);
+  /* more mixes than coefficients */
+  op.u.norm.y_off = 72;
+  op.u.norm.n_mix = 7;
+  g_assert_false (hn_hier_norm_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "7 mixes"));
+  g_clear_error (&error);
   /* the refinement: d updated in place */
   op = (HnHierOp) { .kind = HN_HIER_OP_DRIFT };
   op.u.drift = (HnHierDriftPush) { 8, 0, 8, 16, 24, 0, 0.5f, 1.0f, 0.01f, HN_HIER_DRIFT_REFINE, 40, 4, 41, 48, 0 };
