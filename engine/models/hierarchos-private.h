@@ -166,6 +166,23 @@ gboolean hn_hier_chunk_loss (HnHTape *t, HnHierModel *m, float *grads, float sca
                              const guint32 *inputs, const gint32 *labels, const float *weights, int n,
                              int flags, HnHierLoss *loss, GError **error);
 
+/* The losses alone, built on tape t from each token's outputs (so.logits,
+ * halt_p, drift may be leaves holding values computed elsewhere, e.g. by
+ * the Vulkan trainer): hn_hier_loss_token per position (label < 0 or weight
+ * <= 0: no loss), then hn_hier_loss_finish fills `loss` and, with grads,
+ * seeds every loss term by `scale` and sweeps the tape. */
+typedef struct {
+  GArray *ce, *ponder, *commit; /* HnVar of each term */
+  double wsum, ce_sum;
+} HnHierLossAcc;
+void hn_hier_loss_acc_init (HnHierLossAcc *a);
+void hn_hier_loss_acc_clear (HnHierLossAcc *a);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (HnHierLossAcc, hn_hier_loss_acc_clear)
+gboolean hn_hier_loss_token (HnHTape *t, HnHierModel *m, const HnHierStepOut *so, gint32 lab, float w, int flags,
+                             HnHierLossAcc *a, HnHierLoss *loss, GError **error);
+void hn_hier_loss_finish (HnHTape *t, HnHierModel *m, HnHierLossAcc *a, float scale, gboolean grads,
+                          HnHierLoss *loss);
+
 /* ---- weights ---- */
 gboolean hn_hier_model_save_weights (HnHierModel *m, const char *path, GError **error);
 gboolean hn_hier_model_load_weights (HnHierModel *m, const char *path, GError **error);

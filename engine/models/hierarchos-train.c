@@ -44,7 +44,121 @@ hn_hier_train_options_defaults (HnHierTrainOptions *o)
   o->lr_schedule = HN_LR_COSINE;
 }
 
-/* ---- one chunk: forward, losses, backward ---- */
+/* ---- the losses of one chunk (shared with the Vulkan trainer) ---- */
+
+void
+hn_hier_loss_acc_init (HnHierLossAcc *a)
+{
+  memset (a, 0, sizeof *a);
+  a->ce = g_array_new (FALSE, FALSE, sizeof (HnVar));
+  a->ponder = g_array_new (FALSE, FALSE, sizeof (HnVar));
+  a->commit = g_array_new (FALSE, FALSE, sizeof (HnVar));
+}
+
+void
+hn_hier_loss_acc_clear (HnHierLossAcc *a)
+{
+  g_clear_pointer (&a->ce, g_array_unref);
+  g_clear_pointer (&a->ponder, g_array_unref);
+  g_clear_pointer (&a->commit, g_array_unref);
+}
+
+gboolean
+hn_hier_loss_token (HnHTape *t, HnHierModel *m, const HnHierStepOut *so, gint32 lab, float w, int flags,
+                    HnHierLossAcc *a, HnHierLoss *loss, GError **error)
+{
+  const HnHierConfig *cfg = &m->cfg;
+  int min_h = (int) cfg->min_h_steps, max_h = (int) cfg->max_h_steps;
+  float thr = (float) cfg->h_halt_thresh, temp = (float) cfg->act_depth_temperature;
+  float zw = (float) cfg->z_loss_weight, beta = (float) cfg->ponder_huber_beta;
+  float pcap = (float) cfg->max_ponder_cost_for_backward, ccap = (float) cfg->max_commitment_cost_for_backward;
+  float cthr = (float) cfg->commitment_threshold;
+  float lnV = logf ((float) m->V);
+  if (lab < 0 || w <= 0)
+    return TRUE;
+  if (lab >= m->V)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "label %d is outside the vocabulary (%d)", lab, m->V);
+      return FALSE;
+    }
+  float ce = 0;
+  HnVar c = hn_htape_ce (t, so->logits, lab, zw, w, &ce);
+  g_array_append_val (a->ce, c);
+  a->wsum += w;
+  a->ce_sum += (double) w * ce;
+  loss->n_tokens++;
+
+  if (so->pondered && cfg->ponder_loss_weight > 0)
+    {
+      /* Expected depth: min_h + sum over i in [min_h, max_h) of
+       * sigmoid((thresh - cdf_i) / T), straight-through to the hard depth. */
+      HnVar surv = -1, cdf = -1, soft = -1;
+      for (int k = 1; k < max_h; k++)
+        {
+          if (k <= so->n_h)
+            {
+              HnVar q = hn_htape_addc (t, hn_htape_scale (t, so->halt_p[k - 1], -1.0f), 1.0f);
+              surv = surv < 0 ? q : hn_htape_mul (t, surv, q);
+              cdf = hn_htape_addc (t, hn_htape_scale (t, surv, -1.0f), 1.0f);
+            }
+          if (k < min_h)
+            continue;
+          HnVar term = hn_htape_sigmoid (t, hn_htape_scale (t, hn_htape_addc (t, hn_htape_scale (t, cdf, -1.0f), thr), 1.0f / temp));
+          soft = soft < 0 ? term : hn_htape_add (t, soft, term);
+        }
+      if (soft >= 0)
+        {
+          soft = hn_htape_addc (t, soft, (float) min_h);
+          HnVar depth = (flags & HN_HIER_LOSS_SOFT_PONDER) ? soft
+                                                           : hn_htape_straight (t, soft, (float) (so->selected + 1));
+          /* OPEN choice (HIERARCHOS.md): difficulty = this position's
+           * detached cross-entropy relative to a uniform guess. */
+          float diff = CLAMP (ce / lnV, 0.0f, 1.0f);
+          float target = (float) min_h + (float) (max_h - min_h) * diff;
+          HnVar pl = hn_htape_smoothl1 (t, depth, target, beta);
+          if (pcap > 0)
+            pl = hn_htape_minc (t, pl, pcap);
+          g_array_append_val (a->ponder, pl);
+          loss->ponder += hn_htape_val (t, pl)[0];
+        }
+    }
+  if (cfg->commitment_loss_weight > 0)
+    for (int j = 0; j < so->n_refine; j++)
+      {
+        HnVar cc = hn_htape_relu (t, hn_htape_addc (t, hn_htape_meansq (t, so->drift[j]), -cthr));
+        if (ccap > 0)
+          cc = hn_htape_minc (t, cc, ccap);
+        g_array_append_val (a->commit, cc);
+        loss->commit += hn_htape_val (t, cc)[0];
+      }
+  return TRUE;
+}
+
+void
+hn_hier_loss_finish (HnHTape *t, HnHierModel *m, HnHierLossAcc *a, float scale, gboolean grads, HnHierLoss *loss)
+{
+  const HnHierConfig *cfg = &m->cfg;
+  double zsum = 0;
+  for (guint i = 0; i < a->ce->len; i++)
+    zsum += hn_htape_val (t, g_array_index (a->ce, HnVar, i))[0];
+  loss->ce = a->wsum > 0 ? a->ce_sum / a->wsum : 0;
+  loss->ce_z = a->wsum > 0 ? zsum / a->wsum : 0;
+  loss->ponder = a->ponder->len ? loss->ponder / a->ponder->len : 0;
+  loss->commit = a->commit->len ? loss->commit / a->commit->len : 0;
+  loss->total = loss->ce_z + cfg->ponder_loss_weight * loss->ponder + cfg->commitment_loss_weight * loss->commit;
+  if (!grads)
+    return;
+  for (guint i = 0; i < a->ce->len; i++)
+    hn_htape_seed (t, g_array_index (a->ce, HnVar, i), (float) (scale / a->wsum));
+  for (guint i = 0; i < a->ponder->len; i++)
+    hn_htape_seed (t, g_array_index (a->ponder, HnVar, i), (float) (scale * cfg->ponder_loss_weight / a->ponder->len));
+  for (guint i = 0; i < a->commit->len; i++)
+    hn_htape_seed (t, g_array_index (a->commit, HnVar, i),
+                   (float) (scale * cfg->commitment_loss_weight / a->commit->len));
+  hn_htape_sweep (t);
+}
+
+/* ---- one chunk on the tape: forward, losses, backward ---- */
 
 gboolean
 hn_hier_chunk_loss (HnHTape *t, HnHierModel *m, float *grads, float scale, HnHierState *s, const guint32 *inputs,
@@ -58,17 +172,8 @@ hn_hier_chunk_loss (HnHTape *t, HnHierModel *m, float *grads, float scale, HnHie
   t->record_grads = grads != NULL;
   hn_hier_tape_params (t, m, grads, &ix);
   hn_hier_vstate_load (t, m, s, &vs);
-
-  int min_h = (int) cfg->min_h_steps, max_h = (int) cfg->max_h_steps;
-  float thr = (float) cfg->h_halt_thresh, temp = (float) cfg->act_depth_temperature;
-  float zw = (float) cfg->z_loss_weight, beta = (float) cfg->ponder_huber_beta;
-  float pcap = (float) cfg->max_ponder_cost_for_backward, ccap = (float) cfg->max_commitment_cost_for_backward;
-  float cthr = (float) cfg->commitment_threshold;
-  float lnV = logf ((float) m->V);
-  g_autoptr (GArray) ce_nodes = g_array_new (FALSE, FALSE, sizeof (HnVar));
-  g_autoptr (GArray) ponder_nodes = g_array_new (FALSE, FALSE, sizeof (HnVar));
-  g_autoptr (GArray) commit_nodes = g_array_new (FALSE, FALSE, sizeof (HnVar));
-  double wsum = 0, ce_sum = 0;
+  g_auto (HnHierLossAcc) acc;
+  hn_hier_loss_acc_init (&acc);
   gint64 detach_n = cfg->detach_every_n_steps;
 
   for (int i = 0; i < n; i++)
@@ -76,90 +181,11 @@ hn_hier_chunk_loss (HnHTape *t, HnHierModel *m, float *grads, float scale, HnHie
       if (detach_n > 0 && i > 0 && i % detach_n == 0)
         hn_hier_vstate_detach (t, &vs);
       HnHierStepOut so;
-      if (!hn_hier_forward_step (t, m, &ix, &vs, s, inputs[i], &so, error))
+      if (!hn_hier_forward_step (t, m, &ix, &vs, s, inputs[i], &so, error) ||
+          !hn_hier_loss_token (t, m, &so, labels[i], weights ? weights[i] : 1.0f, flags, &acc, loss, error))
         return FALSE;
-      gint32 lab = labels[i];
-      float w = weights ? weights[i] : 1.0f;
-      if (lab < 0 || w <= 0)
-        continue;
-      if (lab >= m->V)
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "label %d is outside the vocabulary (%d)", lab, m->V);
-          return FALSE;
-        }
-      float ce = 0;
-      HnVar c = hn_htape_ce (t, so.logits, lab, zw, w, &ce);
-      g_array_append_val (ce_nodes, c);
-      wsum += w;
-      ce_sum += (double) w * ce;
-      loss->n_tokens++;
-
-      if (so.pondered && cfg->ponder_loss_weight > 0)
-        {
-          /* Expected depth: min_h + sum over i in [min_h, max_h) of
-           * sigmoid((thresh - cdf_i) / T), straight-through to the hard depth. */
-          HnVar surv = -1, cdf = -1, soft = -1;
-          for (int k = 1; k < max_h; k++)
-            {
-              if (k <= so.n_h)
-                {
-                  HnVar q = hn_htape_addc (t, hn_htape_scale (t, so.halt_p[k - 1], -1.0f), 1.0f);
-                  surv = surv < 0 ? q : hn_htape_mul (t, surv, q);
-                  cdf = hn_htape_addc (t, hn_htape_scale (t, surv, -1.0f), 1.0f);
-                }
-              if (k < min_h)
-                continue;
-              HnVar term = hn_htape_sigmoid (t, hn_htape_scale (t, hn_htape_addc (t, hn_htape_scale (t, cdf, -1.0f), thr), 1.0f / temp));
-              soft = soft < 0 ? term : hn_htape_add (t, soft, term);
-            }
-          if (soft >= 0)
-            {
-              soft = hn_htape_addc (t, soft, (float) min_h);
-              HnVar depth = (flags & HN_HIER_LOSS_SOFT_PONDER) ? soft
-                                                               : hn_htape_straight (t, soft, (float) (so.selected + 1));
-              /* OPEN choice (HIERARCHOS.md): difficulty = this position's
-               * detached cross-entropy relative to a uniform guess. */
-              float diff = CLAMP (ce / lnV, 0.0f, 1.0f);
-              float target = (float) min_h + (float) (max_h - min_h) * diff;
-              HnVar pl = hn_htape_smoothl1 (t, depth, target, beta);
-              if (pcap > 0)
-                pl = hn_htape_minc (t, pl, pcap);
-              g_array_append_val (ponder_nodes, pl);
-              loss->ponder += hn_htape_val (t, pl)[0];
-            }
-        }
-      if (cfg->commitment_loss_weight > 0)
-        for (int j = 0; j < so.n_refine; j++)
-          {
-            HnVar cc = hn_htape_relu (t, hn_htape_addc (t, hn_htape_meansq (t, so.drift[j]), -cthr));
-            if (ccap > 0)
-              cc = hn_htape_minc (t, cc, ccap);
-            g_array_append_val (commit_nodes, cc);
-            loss->commit += hn_htape_val (t, cc)[0];
-          }
     }
-
-  double zsum = 0;
-  for (guint i = 0; i < ce_nodes->len; i++)
-    zsum += hn_htape_val (t, g_array_index (ce_nodes, HnVar, i))[0];
-  loss->ce = wsum > 0 ? ce_sum / wsum : 0;
-  loss->ce_z = wsum > 0 ? zsum / wsum : 0;
-  loss->ponder = ponder_nodes->len ? loss->ponder / ponder_nodes->len : 0;
-  loss->commit = commit_nodes->len ? loss->commit / commit_nodes->len : 0;
-  loss->total = loss->ce_z + cfg->ponder_loss_weight * loss->ponder + cfg->commitment_loss_weight * loss->commit;
-
-  if (grads)
-    {
-      for (guint i = 0; i < ce_nodes->len; i++)
-        hn_htape_seed (t, g_array_index (ce_nodes, HnVar, i), (float) (scale / wsum));
-      for (guint i = 0; i < ponder_nodes->len; i++)
-        hn_htape_seed (t, g_array_index (ponder_nodes, HnVar, i),
-                       (float) (scale * cfg->ponder_loss_weight / ponder_nodes->len));
-      for (guint i = 0; i < commit_nodes->len; i++)
-        hn_htape_seed (t, g_array_index (commit_nodes, HnVar, i),
-                       (float) (scale * cfg->commitment_loss_weight / commit_nodes->len));
-      hn_htape_sweep (t);
-    }
+  hn_hier_loss_finish (t, m, &acc, scale, grads != NULL, loss);
   hn_hier_vstate_store (t, m, &vs, s);
   return TRUE;
 }
