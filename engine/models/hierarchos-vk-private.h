@@ -101,6 +101,7 @@ typedef struct {
   guint32 groups;
   guint32 rows; /* 0 or 1: one row */
   guint32 bs;   /* training: the backward's scratch in gwk (row-relative) */
+  gboolean no_back; /* training: a detaching copy (no gradient flows back) */
   union {
     HnHierMatvecPush mv;
     HnHierNormPush norm;
@@ -153,6 +154,12 @@ gboolean hn_hier_back_dispatch (HnCmd *cmd, const char *shader, const void *push
                                 HnVkBuffer *wk, HnVkBuffer *gprm, HnVkBuffer *gwk, guint32 gx, guint32 rows,
                                 GError **error);
 
+/* The backward of any op (hierarchos-vk-back.c: by kind). */
+guint32 hn_hier_op_back_scratch (const HnHierOp *op);
+void hn_hier_op_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
+gboolean hn_hier_op_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
+                                 HnVkBuffer *gwk, GError **error);
+
 /* Per op kind (hierarchos-vk-back-*.c). */
 guint32 hn_hier_mv_back_scratch (const HnHierOp *op);
 void hn_hier_mv_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
@@ -178,6 +185,74 @@ guint32 hn_hier_ew_back_scratch (const HnHierOp *op);
 void hn_hier_ew_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
 gboolean hn_hier_ew_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
                                  HnVkBuffer *gwk, GError **error);
+
+/* ---- the runner (hierarchos-vk.c; training in hierarchos-vk-train.c) ----
+ *
+ * Every value a chunk computes gets its own slot in the row's activation
+ * region (nothing is overwritten), so the same program serves inference and
+ * training: the backward reads what the forward left. Per row: */
+typedef struct { guint32 tm, cm, vf, out, S, size; } HnHierCellOff;
+
+/* A token's values the losses need (row-relative offsets). */
+typedef struct {
+  gboolean pondered;
+  guint32 hp, ctl; /* halting probability [max_h] and control words [max_h][3] */
+  guint32 flags;   /* refinement predicates [max_l + 1] */
+  guint32 d;       /* drift [max_l + 1][C]: d[i + 1] after refinement step i */
+} HnHierTokOut;
+
+/* Parameter offsets of one cell. */
+typedef struct {
+  guint32 W, N, rw, ra, rg;
+  guint32 x_r, x_w, x_k, x_v, x_a, x_g, w1, w2, w0, a1, a2, a0, g1, g2, k_k, k_a, r_k, x_k_cm;
+  guint32 ln1w, ln1b, ln2w, ln2b, lnxw, lnxb, rec, key, val, out, kcm, vcm;
+} HnHierCellPrm;
+
+typedef struct { HnHierCellOff h, l; guint32 prev, target, fdrift; } HnHierVOff;
+
+struct _HnHierVkRunner {
+  HnHierModel *m;
+  HnVkContext *ctx; /* NULL: the CPU references run the programs */
+  HnVkBuffer *prm, *wk, *gprm, *gwk; /* gradients: training only */
+  HnCmd *cmd;
+  float *host_wk, *host_gprm, *host_gwk; /* reference mode */
+  GArray *prog;                         /* HnHierOp of the chunk */
+  guint n_ops;
+  gboolean train;
+  guint32 R, T, rows; /* row capacity, token capacity, rows of this chunk */
+  gsize rs;           /* floats per row */
+  /* the fixed part of a row */
+  HnHierVOff sin;     /* the state in (packed like pack_state), from 0 */
+  guint32 state_n, sout, fast, tok, rtok, ron, hp, ctl, flags, dd, logits;
+  /* the activation region: a bump allocator reset per chunk */
+  guint32 act, act_n, cur;
+  gboolean overflow;
+  guint32 bs, bs_n; /* backward scratch */
+  HnHierVOff vs;    /* the current version of each state value */
+  HnHierTokOut *to; /* [T] */
+  HnHierCellPrm hpm, lpm;
+  guint32 lm_head, hde_down, hde_up, hde_bias, lde_down, lde_up, lde_bias, ra_down, ra_up, ra_bias;
+  guint32 rosa_gate_logit, rosa_router_w, rosa_router_b, ltm_gate_logit, ltm_router_w, ltm_router_b;
+  guint32 persistent, ltm_keys, ltm_vals, qproj, in_proj_w, in_proj_b, l_feedback;
+  guint32 h_to_ctx_w, h_to_ctx_b, halt_w, halt_b, l_in_w, l_in_b, drift_w, l_out_w, l_out_b, onw, onb;
+  float *pack;      /* [R][state_n] staging of the states */
+  float *fast_sent; /* row 0's fast values last uploaded (inference) */
+  gboolean fast_valid;
+};
+
+/* A runner for training: `rows` rows of `chunk` tokens per program, with
+ * gradient buffers (ctx NULL: reference mode). */
+HnHierVkRunner *hn_hier_vk_trainer_new (HnHierModel *m, HnVkContext *ctx, int rows, int chunk, GError **error);
+/* Records and runs the forward of one chunk of n tokens for rows states
+ * (s[r], tokens in[r]); with logits, downloads each row's [n, V] logits to
+ * logits + r * n * V. The states advance only when everything succeeded. */
+gboolean hn_hier_vk_forward (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 *const *in, int n,
+                             float *logits, GError **error);
+/* Buffer transfers of the runner (device or reference mode). */
+gboolean hn_hier_vk_wk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **error);
+gboolean hn_hier_vk_wk_download (HnHierVkRunner *r, gsize at, float *dst, gsize n, GError **error);
+/* Runs r->prog (forward ops) through the device or the references. */
+gboolean hn_hier_vk_run_program (HnHierVkRunner *r, GError **error);
 
 /* The runner without a device: runs its programs through the CPU
  * references (tests compare it with the tape runtime and the shaders). */

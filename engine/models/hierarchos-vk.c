@@ -59,47 +59,6 @@ hn_hier_back_dispatch (HnCmd *cmd, const char *shader, const void *push, guint p
 
 /* ---- layout ---- */
 
-typedef struct { guint32 tm, cm, vf, out, S, size; } CellOff;
-
-/* Parameter offsets of one cell. */
-typedef struct {
-  guint32 W, N, rw, ra, rg;
-  guint32 x_r, x_w, x_k, x_v, x_a, x_g, w1, w2, w0, a1, a2, a0, g1, g2, k_k, k_a, r_k, x_k_cm;
-  guint32 ln1w, ln1b, ln2w, ln2b, lnxw, lnxb, rec, key, val, out, kcm, vcm;
-} CellPrm;
-
-/* Scratch of one cell step (sized for the wider cell). */
-typedef struct { guint32 mix, r, k, v, a, g, w, la, lw, lg, tt, mixed, xkc, f; } CellScratch;
-
-struct _HnHierVkRunner {
-  HnHierModel *m;
-  HnVkContext *ctx; /* NULL: the CPU references run the program */
-  HnVkBuffer *prm, *wk;
-  HnCmd *cmd;
-  float *host_wk;   /* reference mode */
-  GArray *prog;     /* HnHierOp of the chunk being recorded */
-  guint n_ops;
-  gsize wk_n;
-  /* state (contiguous from 0, packed like pack_state) */
-  CellOff h, l;
-  guint32 prev, target, fdrift, state_n;
-  guint32 fast;
-  CellOff shadow;
-  CellScratch cs;
-  guint32 e, ehat, hmid, lmid, hde, lde, fehat, ramid, remb, rgate, x, q, lgate, vals, idx, enc, u, hout;
-  guint32 halt_p, hctl, ctx_v, dr, d, cd, li, o, delta, lflags, fo, fenc, fn;
-  guint32 logits;
-  CellPrm hp, lp;
-  /* top-level parameter offsets */
-  guint32 lm_head, hde_down, hde_up, hde_bias, lde_down, lde_up, lde_bias, ra_down, ra_up, ra_bias;
-  guint32 rosa_gate_logit, rosa_router_w, rosa_router_b, ltm_gate_logit, ltm_router_w, ltm_router_b;
-  guint32 persistent, ltm_keys, ltm_vals, qproj, in_proj_w, in_proj_b, l_feedback;
-  guint32 h_to_ctx_w, h_to_ctx_b, halt_w, halt_b, l_in_w, l_in_b, drift_w, l_out_w, l_out_b, onw, onb;
-  float *pack;      /* [state_n] staging of the state */
-  float *fast_sent; /* fast values last uploaded */
-  gboolean fast_valid;
-};
-
 static guint32
 poff (HnHierModel *m, const char *name)
 {
@@ -116,7 +75,7 @@ coff (HnHierModel *m, const char *pre, const char *name)
 }
 
 static void
-cell_prm (HnHierModel *m, const char *pre, int W, int N, int rw, int ra, int rg, CellPrm *c)
+cell_prm (HnHierModel *m, const char *pre, int W, int N, int rw, int ra, int rg, HnHierCellPrm *c)
 {
   c->W = (guint32) W;
   c->N = (guint32) N;
@@ -142,7 +101,7 @@ take (gsize *cursor, gsize n)
 }
 
 static void
-cell_off (gsize *cur, int W, int N, CellOff *c)
+cell_off (gsize *cur, int W, int N, HnHierCellOff *c)
 {
   c->tm = take (cur, W);
   c->cm = take (cur, W);
@@ -180,73 +139,67 @@ check_limits (HnHierModel *m, GError **error)
   return TRUE;
 }
 
+static void param_offsets (HnHierVkRunner *r);
+static void record_token (HnHierVkRunner *r, int t, gint64 pos, int rosa, gboolean detach);
+static void record_state_out (HnHierVkRunner *r);
+
+/* The fixed part of a row, then the activation region sized by recording a
+ * worst-case chunk (from position 0: the most pondering tokens; every ROSA
+ * op present; the detaching copies), then the backward's scratch. */
 static void
 layout (HnHierVkRunner *r)
 {
   HnHierModel *m = r->m;
-  int Nh = (int) m->cfg.h_rwkv_head_size, Nl = (int) m->cfg.l_rwkv_head_size;
-  int Wm = MAX (m->H, m->L), rmax = MAX (MAX (MAX (m->rw, m->ra), m->rg), MAX (MAX (m->rwl, m->ral), m->rgl));
+  const HnHierConfig *cfg = &m->cfg;
+  int Nh = (int) cfg->h_rwkv_head_size, Nl = (int) cfg->l_rwkv_head_size;
+  gsize T = r->T, max_h = (gsize) cfg->max_h_steps, nl = (gsize) cfg->max_l_steps + 1;
   gsize cur = 0;
-  cell_off (&cur, m->H, Nh, &r->h);
-  cell_off (&cur, m->L, Nl, &r->l);
-  r->prev = take (&cur, m->C);
-  r->target = take (&cur, m->C);
-  r->fdrift = take (&cur, m->C);
+  cell_off (&cur, m->H, Nh, &r->sin.h);
+  cell_off (&cur, m->L, Nl, &r->sin.l);
+  r->sin.prev = take (&cur, m->C);
+  r->sin.target = take (&cur, m->C);
+  r->sin.fdrift = take (&cur, m->C);
   r->state_n = (guint32) cur;
+  r->sout = take (&cur, r->state_n);
   r->fast = take (&cur, (gsize) m->S * m->Vd);
-  cell_off (&cur, m->L, Nl, &r->shadow);
-  CellScratch *s = &r->cs;
-  s->mix = take (&cur, 6 * (gsize) Wm);
-  s->r = take (&cur, Wm);
-  s->k = take (&cur, Wm);
-  s->v = take (&cur, Wm);
-  s->a = take (&cur, Wm);
-  s->g = take (&cur, Wm);
-  s->w = take (&cur, Wm);
-  s->la = take (&cur, rmax);
-  s->lw = take (&cur, rmax);
-  s->lg = take (&cur, rmax);
-  s->tt = take (&cur, Wm);
-  s->mixed = take (&cur, Wm);
-  s->xkc = take (&cur, Wm);
-  s->f = take (&cur, 4 * (gsize) Wm);
-  r->e = take (&cur, m->C);
-  r->ehat = take (&cur, m->C);
-  r->hmid = take (&cur, m->rank);
-  r->lmid = take (&cur, m->rank);
-  r->hde = take (&cur, 4 * (gsize) m->H);
-  r->lde = take (&cur, 4 * (gsize) m->L);
-  r->fehat = take (&cur, m->C);
-  r->ramid = take (&cur, m->rank);
-  r->remb = take (&cur, m->C);
-  r->rgate = take (&cur, 1);
-  r->x = take (&cur, m->C);
-  r->q = take (&cur, m->K);
-  r->lgate = take (&cur, 1);
-  r->vals = take (&cur, (gsize) m->topk * m->Vd);
-  r->idx = take (&cur, m->topk);
-  r->enc = take (&cur, m->C);
-  r->u = take (&cur, m->H);
-  r->hout = take (&cur, m->H);
-  r->halt_p = take (&cur, HN_HIER_MAX_STEPS);
-  r->hctl = take (&cur, 3);
-  r->ctx_v = take (&cur, m->C);
-  r->dr = take (&cur, m->C);
-  r->d = take (&cur, m->C);
-  r->cd = take (&cur, m->C);
-  r->li = take (&cur, m->L);
-  r->o = take (&cur, m->L);
-  r->delta = take (&cur, m->C);
-  r->lflags = take (&cur, HN_HIER_MAX_STEPS + 1);
-  r->fo = take (&cur, m->L);
-  r->fenc = take (&cur, m->C);
-  r->fn = take (&cur, m->C);
+  r->tok = take (&cur, T);
+  r->rtok = take (&cur, T);
+  r->ron = take (&cur, T);
+  r->hp = take (&cur, T * max_h);
+  r->ctl = take (&cur, T * max_h * 3);
+  r->flags = take (&cur, T * nl);
+  r->dd = take (&cur, T * nl * m->C);
   cur = (cur + 63) & ~(gsize) 63;
-  r->logits = take (&cur, (gsize) HN_HIER_VK_CHUNK * m->V);
-  r->wk_n = cur;
+  r->logits = take (&cur, T * m->V);
+  r->act = (guint32) cur;
 
-  cell_prm (m, "h_rnn", m->H, Nh, m->rw, m->ra, m->rg, &r->hp);
-  cell_prm (m, "l_rnn", m->L, Nl, m->rwl, m->ral, m->rgl, &r->lp);
+  /* a dry run of the recorder measures the activation region */
+  param_offsets (r);
+  r->act_n = G_MAXUINT32 - r->act;
+  r->cur = 0;
+  r->vs = r->sin;
+  r->rows = 1;
+  gint64 dn = cfg->detach_every_n_steps;
+  for (int t = 0; t < (int) T; t++)
+    record_token (r, t, t, 1, dn > 0 && t > 0 && t % dn == 0);
+  record_state_out (r);
+  r->act_n = r->cur;
+  cur += r->act_n;
+  r->bs_n = 0;
+  if (r->train)
+    for (guint i = 0; i < r->prog->len; i++)
+      r->bs_n = MAX (r->bs_n, hn_hier_op_back_scratch (&g_array_index (r->prog, HnHierOp, i)));
+  g_array_set_size (r->prog, 0);
+  r->bs = take (&cur, r->bs_n);
+  r->rs = (cur + 63) & ~(gsize) 63;
+}
+
+static void
+param_offsets (HnHierVkRunner *r)
+{
+  HnHierModel *m = r->m;
+  cell_prm (m, "h_rnn", m->H, (int) m->cfg.h_rwkv_head_size, m->rw, m->ra, m->rg, &r->hpm);
+  cell_prm (m, "l_rnn", m->L, (int) m->cfg.l_rwkv_head_size, m->rwl, m->ral, m->rgl, &r->lpm);
 #define P(field, name) r->field = poff (m, name)
   P (lm_head, "lm_head.weight");
   P (hde_down, "h_deepembed_adapter.down.weight"); P (hde_up, "h_deepembed_adapter.up.weight");
@@ -268,9 +221,45 @@ layout (HnHierVkRunner *r)
 
 /* ---- recording ---- */
 
+/* A fresh slot of n floats in the activation region. */
+static guint32
+A (HnHierVkRunner *r, gsize n)
+{
+  if ((gsize) r->cur + n > r->act_n)
+    {
+      r->overflow = TRUE;
+      return r->act;
+    }
+  guint32 at = r->act + r->cur;
+  r->cur += (guint32) n;
+  return at;
+}
+
+static HnHierCellOff
+A_cell (HnHierVkRunner *r, int W, int N)
+{
+  HnHierCellOff c;
+  gsize base = A (r, (gsize) W * (4 + N));
+  cell_off (&base, W, N, &c);
+  return c;
+}
+
 static void
 emit (HnHierVkRunner *r, HnHierOp *op)
 {
+  guint32 rs = (guint32) r->rs, ps = (guint32) r->m->n_params;
+  op->rows = r->rows;
+  switch (op->kind)
+    {
+    case HN_HIER_OP_MATVEC: op->u.mv.rs = rs; op->u.mv.ps = ps; break;
+    case HN_HIER_OP_NORM: op->u.norm.rs = rs; op->u.norm.ps = ps; break;
+    case HN_HIER_OP_WKV: op->u.wkv.rs = rs; op->u.wkv.ps = ps; break;
+    case HN_HIER_OP_LTM: op->u.ltm.rs = rs; op->u.ltm.ps = ps; break;
+    case HN_HIER_OP_DRIFT: op->u.drift.rs = rs; op->u.drift.ps = ps; break;
+    case HN_HIER_OP_EW: op->u.ew.rs = rs; op->u.ew.ps = ps; break;
+    default: g_assert_not_reached ();
+    }
+  op->bs = r->bs;
   g_array_append_val (r->prog, *op);
 }
 
@@ -323,15 +312,17 @@ vecmat (HnHierVkRunner *r, guint32 M, guint32 b, guint32 x, guint32 in, guint32 
   emit_mv (r, &p);
 }
 
+/* LayerNorm of x (xsrc: bit 0 from prm, bit 1 the row work[xi] of it). */
 static void
-norm (HnHierVkRunner *r, guint32 x, gboolean x_prm, guint32 w, guint32 b, guint32 width, guint32 y, float yclamp,
-      guint32 pred)
+norm (HnHierVkRunner *r, guint32 x, guint32 xsrc, guint32 xi, guint32 w, guint32 b, guint32 width, guint32 y,
+      float yclamp, guint32 pred)
 {
   HnHierOp op = { .kind = HN_HIER_OP_NORM };
   HnHierNormPush *p = &op.u.norm;
   p->width = width;
   p->x_off = x;
-  p->xsrc = x_prm ? 1 : 0;
+  p->xsrc = xsrc;
+  p->xi = xi;
   p->w_off = w;
   p->b_off = b;
   p->y_off = y;
@@ -343,58 +334,69 @@ norm (HnHierVkRunner *r, guint32 x, gboolean x_prm, guint32 w, guint32 b, guint3
 }
 
 static void
-ew (HnHierVkRunner *r, guint32 opcode, guint32 a, gboolean a_prm, guint32 b, guint32 s, guint32 y, guint32 n, float f0,
+ew (HnHierVkRunner *r, guint32 opcode, guint32 a, guint32 asrc, guint32 b, guint32 s, guint32 y, guint32 n, float f0,
     float clamp, guint32 pred)
 {
   HnHierOp op = { .kind = HN_HIER_OP_EW };
-  op.u.ew = (HnHierEwPush) { n, opcode, a, a_prm ? 1 : 0, b, s, y, f0, clamp, pred };
+  op.u.ew = (HnHierEwPush) { n, opcode, a, asrc, b, s, y, f0, clamp, pred, s };
   emit (r, &op);
 }
 
-/* One RWKV-7 style cell step on state st (updated in place), input x [W],
- * deep embedding de [4W]; writes clamp(out, activation_clamp) to y. */
+/* A copy the backward does not see (the TBPTT cuts, the state out). */
 static void
-cell (HnHierVkRunner *r, const CellPrm *c, const CellOff *st, guint32 x, guint32 de, guint32 y, guint32 pred)
+detached_copy (HnHierVkRunner *r, guint32 from, guint32 to, guint32 n)
+{
+  ew (r, HN_HIER_EW_COPY, from, 0, NONE, NONE, to, n, 0, 0, NONE);
+  g_array_index (r->prog, HnHierOp, r->prog->len - 1).no_back = TRUE;
+}
+
+/* One RWKV-7 style cell step from state `in` to fresh state `out`, input x
+ * [W], deep embedding de [4W]; writes clamp(out, activation_clamp) to y. */
+static void
+cell (HnHierVkRunner *r, const HnHierCellPrm *c, const HnHierCellOff *in, const HnHierCellOff *st, guint32 x,
+      guint32 de, guint32 y, guint32 pred)
 {
   const HnHierConfig *cfg = &r->m->cfg;
-  const CellScratch *s = &r->cs;
   guint32 W = c->W;
   float sc = (float) cfg->recurrent_state_clamp, kc = (float) cfg->rwkv_channel_mix_key_clamp;
   float dc = (float) cfg->rwkv_channel_mix_deepembed_clamp, act = (float) cfg->activation_clamp;
+  guint32 mix = A (r, 6 * (gsize) W), rr = A (r, W), k = A (r, W), v = A (r, W), a = A (r, W), g = A (r, W);
+  guint32 w = A (r, W), la = A (r, c->ra), lw = A (r, c->rw), lg = A (r, c->rg), tt = A (r, W);
+  guint32 mixed = A (r, W), xkc = A (r, W), f = A (r, 4 * (gsize) W);
 
-  /* xn = LN1(x) -> tm state; the six token-shift mixes r, w, k, v, a, g */
+  /* xn = LN1(x) -> tm state; the six token-shift mixes r, w, k, v, a, g
+   * against the previous tm */
   HnHierOp op = { .kind = HN_HIER_OP_NORM };
   HnHierNormPush *np = &op.u.norm;
-  *np = (HnHierNormPush) { W, x, 0, c->ln1w, c->ln1b, st->tm, 1e-5f, sc, 6, st->tm, s->mix, pred,
+  *np = (HnHierNormPush) { W, x, 0, c->ln1w, c->ln1b, st->tm, 1e-5f, sc, 6, in->tm, mix, pred,
                            { c->x_r, c->x_w, c->x_k, c->x_v, c->x_a, c->x_g } };
   emit (r, &op);
-  guint32 xr = s->mix, xw = s->mix + W, xk = s->mix + 2 * W, xv = s->mix + 3 * W, xa = s->mix + 4 * W, xg = s->mix + 5 * W;
-  linear (r, c->rec, NONE, xr, W, s->r, W, 0, 0, pred);
-  linear (r, c->key, NONE, xk, W, s->k, W, 0, 0, pred);
-  linear (r, c->val, NONE, xv, W, s->v, W, 0, 0, pred);
-  vecmat (r, c->a1, NONE, xa, W, s->la, c->ra, 0, pred);
-  vecmat (r, c->w1, NONE, xw, W, s->lw, c->rw, 8 /* tanh */, pred);
-  vecmat (r, c->g1, NONE, xg, W, s->lg, c->rg, 7 /* sigmoid */, pred);
-  vecmat (r, c->a2, c->a0, s->la, c->ra, s->a, W, 7, pred);
-  vecmat (r, c->w2, c->w0, s->lw, c->rw, s->w, W, HN_HIER_ACT_WDECAY, pred);
-  vecmat (r, c->g2, NONE, s->lg, c->rg, s->g, W, 0, pred);
+  guint32 xr = mix, xw = mix + W, xk = mix + 2 * W, xv = mix + 3 * W, xa = mix + 4 * W, xg = mix + 5 * W;
+  linear (r, c->rec, NONE, xr, W, rr, W, 0, 0, pred);
+  linear (r, c->key, NONE, xk, W, k, W, 0, 0, pred);
+  linear (r, c->val, NONE, xv, W, v, W, 0, 0, pred);
+  vecmat (r, c->a1, NONE, xa, W, la, c->ra, 0, pred);
+  vecmat (r, c->w1, NONE, xw, W, lw, c->rw, 8 /* tanh */, pred);
+  vecmat (r, c->g1, NONE, xg, W, lg, c->rg, 7 /* sigmoid */, pred);
+  vecmat (r, c->a2, c->a0, la, c->ra, a, W, 7, pred);
+  vecmat (r, c->w2, c->w0, lw, c->rw, w, W, HN_HIER_ACT_WDECAY, pred);
+  vecmat (r, c->g2, NONE, lg, c->rg, g, W, 0, pred);
 
   HnHierOp wop = { .kind = HN_HIER_OP_WKV, .groups = W / c->N };
-  wop.u.wkv = (HnHierWkvPush) { c->N, s->r, s->k, s->v, s->a, s->g, s->w, c->k_k, c->k_a, c->r_k, c->lnxw, c->lnxb,
-                                st->S, st->vf, s->tt, sc, 64e-5f, pred, st->S };
+  wop.u.wkv = (HnHierWkvPush) { c->N, rr, k, v, a, g, w, c->k_k, c->k_a, c->r_k, c->lnxw, c->lnxb,
+                                in->S, st->vf, tt, sc, 64e-5f, pred, st->S };
   emit (r, &wop);
 
   /* mixed = x + W_o t */
-  HnHierMatvecPush p = mv_base (c->out, s->tt, W, s->mixed, W);
+  HnHierMatvecPush p = mv_base (c->out, tt, W, mixed, W);
   p.res_off = x;
   p.pred = pred;
   emit_mv (r, &p);
 
   /* channel mix: xn2 = LN2(mixed) -> cm state; xk = mix with the old cm */
-  *np = (HnHierNormPush) { W, s->mixed, 0, c->ln2w, c->ln2b, st->cm, 1e-5f, sc, 1, st->cm, s->xkc, pred,
-                           { c->x_k_cm } };
+  *np = (HnHierNormPush) { W, mixed, 0, c->ln2w, c->ln2b, st->cm, 1e-5f, sc, 1, in->cm, xkc, pred, { c->x_k_cm } };
   emit (r, &op);
-  p = mv_base (c->kcm, s->xkc, W, s->f, 4 * W);
+  p = mv_base (c->kcm, xkc, W, f, 4 * W);
   p.post = HN_HIER_POST_CM;
   p.clamp = kc;
   p.aux = de;
@@ -403,8 +405,8 @@ cell (HnHierVkRunner *r, const CellPrm *c, const CellOff *st, guint32 x, guint32
   emit_mv (r, &p);
   /* out = mixed + W_value f: the cell output (clamped for the caller) and
    * the out state (clamped to the state clamp) */
-  p = mv_base (c->vcm, s->f, 4 * W, y, W);
-  p.res_off = s->mixed;
+  p = mv_base (c->vcm, f, 4 * W, y, W);
+  p.res_off = mixed;
   p.clamp = act;
   p.y2_off = st->out;
   p.clamp2 = sc;
@@ -414,13 +416,14 @@ cell (HnHierVkRunner *r, const CellPrm *c, const CellOff *st, guint32 x, guint32
 
 /* A memory gate F(sigmoid(clamp(logit + router(x), 50))) into y [1]. */
 static void
-gate (HnHierVkRunner *r, guint32 logit, guint32 rw, guint32 rb, guint32 x, guint32 y, float floor)
+gate (HnHierVkRunner *r, guint32 logit, guint32 rw, guint32 rb, guint32 x, guint32 y, float floor, guint32 pred)
 {
   HnHierMatvecPush p = mv_base (rw, x, (guint32) r->m->C, y, 1);
   p.b_off = rb;
   p.post = HN_HIER_POST_GATE;
   p.aux = logit;
   p.f1 = floor;
+  p.pred = pred;
   emit_mv (r, &p);
 }
 
@@ -435,31 +438,33 @@ gate_floor (HnHierModel *m)
   return (float) (floor * (1.0 - progress));
 }
 
+/* Halting step `step` on the manager output o: probability to hp, control
+ * words [active, survival, steps] from ctl_in to ctl_out. */
 static void
-halt (HnHierVkRunner *r, int step)
+halt (HnHierVkRunner *r, int step, guint32 o, guint32 hp, guint32 ctl_in, guint32 ctl_out)
 {
   const HnHierConfig *cfg = &r->m->cfg;
-  HnHierMatvecPush p = mv_base (r->halt_w, r->hout, (guint32) r->m->H, r->halt_p + step, 1);
+  HnHierMatvecPush p = mv_base (r->halt_w, o, (guint32) r->m->H, hp, 1);
   p.b_off = r->halt_b;
   p.post = HN_HIER_POST_HALT;
-  p.aux = r->hctl;
-  p.y2_off = r->hctl;
+  p.aux = ctl_in;
+  p.y2_off = ctl_out;
   p.flags = step == 0 ? 1 : 0;
   p.u0 = (guint32) cfg->min_h_steps;
   p.f0 = (float) cfg->h_halt_thresh;
   p.f1 = (float) cfg->halt_logit_clamp;
-  p.pred = step == 0 ? NONE : r->hctl;
+  p.pred = step == 0 ? NONE : ctl_in;
   emit_mv (r, &p);
 }
 
-/* The worker's input li = clamp(l_input_proj [enc; ctx + d], state clamp). */
+/* The worker's input li = clamp(l_input_proj [enc; cd], state clamp). */
 static void
-worker_input (HnHierVkRunner *r, guint32 pred)
+worker_input (HnHierVkRunner *r, guint32 enc, guint32 cd, guint32 li, guint32 pred)
 {
   HnHierModel *m = r->m;
-  HnHierMatvecPush p = mv_base (r->l_in_w, r->enc, 2 * (guint32) m->C, r->li, (guint32) m->L);
+  HnHierMatvecPush p = mv_base (r->l_in_w, enc, 2 * (guint32) m->C, li, (guint32) m->L);
   p.n0 = (guint32) m->C;
-  p.x1 = r->cd;
+  p.x1 = cd;
   p.n1 = (guint32) m->C;
   p.b_off = r->l_in_b;
   p.clamp = (float) m->cfg.recurrent_state_clamp;
@@ -468,74 +473,121 @@ worker_input (HnHierVkRunner *r, guint32 pred)
 }
 
 static void
-drift (HnHierVkRunner *r, guint32 mode, guint32 d_in, guint32 y, guint32 flag, guint32 pred)
+drift (HnHierVkRunner *r, guint32 mode, guint32 d_in, guint32 delta, guint32 ctx, guint32 cd, guint32 y, guint32 flag,
+       guint32 pred)
 {
   const HnHierConfig *cfg = &r->m->cfg;
   HnHierOp op = { .kind = HN_HIER_OP_DRIFT };
-  gboolean fin = mode == HN_HIER_DRIFT_FINAL;
-  op.u.drift = (HnHierDriftPush) { (guint32) r->m->C, d_in, r->delta, r->ctx_v, fin ? NONE : r->cd, y,
-                                   (float) cfg->drift_state_clamp, (float) cfg->drift_norm_clamp,
-                                   (float) cfg->l_conv_atol, mode, flag, (guint32) cfg->max_l_steps + 1, pred };
+  op.u.drift = (HnHierDriftPush) { (guint32) r->m->C, d_in, delta, ctx, cd, y, (float) cfg->drift_state_clamp,
+                                   (float) cfg->drift_norm_clamp, (float) cfg->l_conv_atol, mode, flag,
+                                   (guint32) cfg->max_l_steps + 1, pred };
   emit (r, &op);
 }
 
-/* One token at `pos` with ROSA prediction `pred` (-1: none); logits to row t. */
+/* The state's current versions copied to fresh slots the backward does not
+ * pass (a TBPTT cut inside the chunk). */
 static void
-record_token (HnHierVkRunner *r, guint32 token, gint64 pos, gint64 pred, int t)
+detach_state (HnHierVkRunner *r)
+{
+  HnHierModel *m = r->m;
+  HnHierVOff *vs = &r->vs;
+  HnHierCellOff h = A_cell (r, m->H, (int) m->cfg.h_rwkv_head_size), l = A_cell (r, m->L, (int) m->cfg.l_rwkv_head_size);
+  detached_copy (r, vs->h.tm, h.tm, h.size);
+  detached_copy (r, vs->l.tm, l.tm, l.size);
+  guint32 prev = A (r, m->C), target = A (r, m->C), fdrift = A (r, m->C);
+  detached_copy (r, vs->prev, prev, (guint32) m->C);
+  detached_copy (r, vs->target, target, (guint32) m->C);
+  detached_copy (r, vs->fdrift, fdrift, (guint32) m->C);
+  *vs = (HnHierVOff) { h, l, prev, target, fdrift };
+}
+
+/* The chunk's final state to the state-out region (packed like the state in). */
+static void
+record_state_out (HnHierVkRunner *r)
+{
+  HnHierVOff *vs = &r->vs;
+  guint32 o = r->sout, C = (guint32) r->m->C;
+  detached_copy (r, vs->h.tm, o + r->sin.h.tm, vs->h.size);
+  detached_copy (r, vs->l.tm, o + r->sin.l.tm, vs->l.size);
+  detached_copy (r, vs->prev, o + r->sin.prev, C);
+  detached_copy (r, vs->target, o + r->sin.target, C);
+  detached_copy (r, vs->fdrift, o + r->sin.fdrift, C);
+}
+
+/* Token t of the chunk at position pos. rosa: 0 no row has a ROSA
+ * prediction, 2 every row has one, 1 some (work[ron + t] says which). */
+static void
+record_token (HnHierVkRunner *r, int t, gint64 pos, int rosa, gboolean detach)
 {
   HnHierModel *m = r->m;
   const HnHierConfig *cfg = &m->cfg;
-  guint32 C = (guint32) m->C, H = (guint32) m->H, L = (guint32) m->L;
+  HnHierVOff *vs = &r->vs;
+  HnHierTokOut *to = &r->to[t];
+  guint32 C = (guint32) m->C, H = (guint32) m->H, L = (guint32) m->L, rank = (guint32) m->rank;
+  int Nh = (int) cfg->h_rwkv_head_size, Nl = (int) cfg->l_rwkv_head_size;
   float act = (float) cfg->activation_clamp, ctxc = (float) cfg->context_state_clamp;
+  float dsc = (float) cfg->drift_state_clamp;
   float floor = gate_floor (m);
+  int max_h = (int) cfg->max_h_steps, max_l = (int) cfg->max_l_steps;
+  guint32 max_hu = (guint32) max_h, nl = (guint32) max_l + 1;
 
-  /* 1. tied embedding, deep embeddings */
-  ew (r, HN_HIER_EW_COPY, r->lm_head + token * C, TRUE, NONE, NONE, r->e, C, 0, 0, NONE);
-  norm (r, r->e, FALSE, NONE, NONE, C, r->ehat, 0, NONE);
-  linear (r, r->hde_down, NONE, r->ehat, C, r->hmid, (guint32) m->rank, 1 /* silu */, 0, NONE);
-  linear (r, r->lde_down, NONE, r->ehat, C, r->lmid, (guint32) m->rank, 1, 0, NONE);
-  linear (r, r->hde_up, r->hde_bias, r->hmid, (guint32) m->rank, r->hde, 4 * H, 0, 0, NONE);
-  linear (r, r->lde_up, r->lde_bias, r->lmid, (guint32) m->rank, r->lde, 4 * L, 0, 0, NONE);
+  if (detach)
+    detach_state (r);
 
-  /* 2. ROSA: x = e + gate * adapter(LN(e[pred])) */
-  guint32 x = r->e;
-  if (pred >= 0 && pred < m->V)
+  /* 1. tied embedding (the row's token), deep embeddings */
+  guint32 e = A (r, C), ehat = A (r, C), hmid = A (r, rank), lmid = A (r, rank), hde = A (r, 4 * H), lde = A (r, 4 * L);
+  ew (r, HN_HIER_EW_COPY, r->lm_head, 3, NONE, r->tok + (guint32) t, e, C, 0, 0, NONE);
+  norm (r, e, 0, NONE, NONE, NONE, C, ehat, 0, NONE);
+  linear (r, r->hde_down, NONE, ehat, C, hmid, rank, 1 /* silu */, 0, NONE);
+  linear (r, r->lde_down, NONE, ehat, C, lmid, rank, 1, 0, NONE);
+  linear (r, r->hde_up, r->hde_bias, hmid, rank, hde, 4 * H, 0, 0, NONE);
+  linear (r, r->lde_up, r->lde_bias, lmid, rank, lde, 4 * L, 0, 0, NONE);
+
+  /* 2. ROSA: x = e + gate * adapter(LN(e[pred])) in the rows with a
+   * prediction, x = e in the others */
+  guint32 x = e;
+  if (rosa)
     {
-      norm (r, r->lm_head + (guint32) pred * C, TRUE, NONE, NONE, C, r->fehat, 0, NONE);
-      linear (r, r->ra_down, NONE, r->fehat, C, r->ramid, (guint32) m->rank, 1, 0, NONE);
-      linear (r, r->ra_up, r->ra_bias, r->ramid, (guint32) m->rank, r->remb, C, 0, 0, NONE);
-      gate (r, r->rosa_gate_logit, r->rosa_router_w, r->rosa_router_b, r->e, r->rgate, floor);
-      ew (r, HN_HIER_EW_AXPYS, r->e, FALSE, r->remb, r->rgate, r->x, C, 0, 0, NONE);
-      x = r->x;
+      guint32 on = rosa == 2 ? NONE : r->ron + (guint32) t;
+      guint32 fehat = A (r, C), ramid = A (r, rank), remb = A (r, C), rgate = A (r, 1);
+      x = A (r, C);
+      norm (r, r->lm_head, 3, r->rtok + (guint32) t, NONE, NONE, C, fehat, 0, on);
+      linear (r, r->ra_down, NONE, fehat, C, ramid, rank, 1, 0, on);
+      linear (r, r->ra_up, r->ra_bias, ramid, rank, remb, C, 0, 0, on);
+      gate (r, r->rosa_gate_logit, r->rosa_router_w, r->rosa_router_b, e, rgate, floor, on);
+      ew (r, HN_HIER_EW_AXPYS, e, 0, remb, rgate, x, C, 0, 0, on);
+      if (rosa == 1)
+        ew (r, HN_HIER_EW_COPY, e, 0, NONE, NONE, x, C, 0, 0, on | HN_HIER_PRED_NOT);
     }
 
   /* 4. LTM read: q = clamp(qproj [x; prev_context], 12), top-k, gated values */
-  HnHierMatvecPush p = mv_base (r->qproj, x, 2 * C, r->q, (guint32) m->K);
+  guint32 q = A (r, (gsize) m->K), lgate = A (r, 1), kv = (guint32) (m->topk * m->Vd);
+  guint32 vals = A (r, kv), idx = A (r, (gsize) m->topk), enc = A (r, C), u = A (r, H);
+  HnHierMatvecPush p = mv_base (r->qproj, x, 2 * C, q, (guint32) m->K);
   p.n0 = C;
-  p.x1 = r->prev;
+  p.x1 = vs->prev;
   p.n1 = C;
   p.clamp = 12.0f;
   emit_mv (r, &p);
-  gate (r, r->ltm_gate_logit, r->ltm_router_w, r->ltm_router_b, x, r->lgate, floor);
+  gate (r, r->ltm_gate_logit, r->ltm_router_w, r->ltm_router_b, x, lgate, floor, NONE);
   HnHierOp lop = { .kind = HN_HIER_OP_LTM };
   lop.u.ltm = (HnHierLtmPush) { (guint32) m->S, (guint32) m->K, (guint32) m->Vd, (guint32) m->topk, r->ltm_keys,
-                                r->ltm_vals, r->fast, r->q, r->lgate, r->vals, r->idx, NONE };
+                                r->ltm_vals, r->fast, q, lgate, vals, idx, NONE };
   emit (r, &lop);
 
   /* 5. enc = clamp(GELU(in_proj [x; persistent; values]), 30) */
-  guint32 kv = (guint32) (m->topk * m->Vd);
-  p = mv_base (r->in_proj_w, x, C + (guint32) m->P + kv, r->enc, C);
+  p = mv_base (r->in_proj_w, x, C + (guint32) m->P + kv, enc, C);
   p.n0 = C;
   if (m->P > 0)
     {
       p.x1 = r->persistent;
       p.n1 = (guint32) m->P;
       p.xsrc = 2;
-      p.x2 = r->vals;
+      p.x2 = vals;
     }
   else
     {
-      p.x1 = r->vals;
+      p.x1 = vals;
       p.n1 = kv;
     }
   p.b_off = r->in_proj_b;
@@ -543,65 +595,103 @@ record_token (HnHierVkRunner *r, guint32 token, gint64 pos, gint64 pred, int t)
   p.clamp = 30.0f;
   emit_mv (r, &p);
 
-  /* 6. manager: one real step, ponder steps every h_stride tokens */
-  p = mv_base (r->l_feedback, r->l.out, L, r->u, H);
-  p.res_off = r->enc;
+  /* 6. manager: one real step, ponder steps every h_stride tokens. Each
+   * step writes one block [state | output | control words]; a step that
+   * does not run (halted) copies the previous block, so the last block is
+   * always the selected step. */
+  p = mv_base (r->l_feedback, vs->l.out, L, u, H);
+  p.res_off = enc;
   p.clamp = act;
   emit_mv (r, &p);
-  cell (r, &r->hp, &r->h, r->u, r->hde, r->hout, NONE);
+  guint32 hblk = vs->h.size + H + 3;
+  HnHierCellOff b = A_cell (r, (int) H, Nh);
+  guint32 hout = A (r, H), ctl = A (r, 3);
+  g_assert (r->overflow || (hout == b.tm + vs->h.size && ctl == hout + H));
+  cell (r, &r->hpm, &vs->h, &b, u, hde, hout, NONE);
   int stride = (int) cfg->h_stride;
-  if (pos % stride == 0)
+  to->pondered = pos % stride == 0;
+  if (to->pondered)
     {
-      ew (r, HN_HIER_EW_COPY, r->target, FALSE, NONE, NONE, r->prev, C, 0, 0, NONE);
-      halt (r, 0);
-      for (int step = 1; step < (int) cfg->max_h_steps; step++)
+      guint32 hp0 = r->hp + (guint32) t * max_hu, ctl0 = r->ctl + (guint32) t * max_hu * 3;
+      to->hp = hp0;
+      to->ctl = ctl0;
+      halt (r, 0, hout, hp0, ctl, ctl);
+      for (int step = 1; step < max_h; step++)
         {
-          /* the shadow steps continue from the committed state; the last
-           * computed step is the selected one, so they run in place */
-          cell (r, &r->hp, &r->h, r->u, r->hde, r->hout, r->hctl);
-          halt (r, step);
+          HnHierCellOff nb = A_cell (r, (int) H, Nh);
+          guint32 nout = A (r, H), nctl = A (r, 3);
+          cell (r, &r->hpm, &b, &nb, u, hde, nout, ctl);
+          halt (r, step, nout, hp0 + (guint32) step, ctl, nctl);
+          ew (r, HN_HIER_EW_COPY, b.tm, 0, NONE, NONE, nb.tm, hblk, 0, 0, ctl | HN_HIER_PRED_NOT);
+          b = nb;
+          hout = nout;
+          ctl = nctl;
         }
-      linear (r, r->h_to_ctx_w, r->h_to_ctx_b, r->hout, H, r->target, C, 0, ctxc, NONE);
+      /* the last control words, for the losses (how many steps ran) */
+      detached_copy (r, ctl, ctl0, 3);
+      guint32 target = A (r, C);
+      linear (r, r->h_to_ctx_w, r->h_to_ctx_b, hout, H, target, C, 0, ctxc, NONE);
+      vs->prev = vs->target;
+      vs->target = target;
     }
+  vs->h = b;
 
   /* 7. sliding context */
   float alpha = (float) (pos % stride) / (float) stride;
-  ew (r, HN_HIER_EW_LERP, r->prev, FALSE, r->target, NONE, r->ctx_v, C, alpha, ctxc, NONE);
+  guint32 ctx = A (r, C);
+  ew (r, HN_HIER_EW_LERP, vs->prev, 0, vs->target, NONE, ctx, C, alpha, ctxc, NONE);
 
-  /* 8. worker with drift refinement on a shadow state */
-  linear (r, r->drift_w, NONE, r->l.out, L, r->dr, C, 8 /* tanh */, (float) cfg->drift_state_clamp, NONE);
-  drift (r, HN_HIER_DRIFT_START, r->dr, r->d, r->lflags, NONE);
-  worker_input (r, NONE);
-  ew (r, HN_HIER_EW_COPY, r->l.tm, FALSE, NONE, NONE, r->shadow.tm, r->l.size, 0, 0, NONE);
-  for (int i = 0; i < (int) cfg->max_l_steps; i++)
+  /* 8. worker with drift refinement on shadow states. Step i reads block i
+   * [d | li] and writes block i + 1 (copied when the step does not run);
+   * the drifts also go to the token's loss slots. */
+  guint32 dr = A (r, C), flags = r->flags + (guint32) t * nl, dd = r->dd + (guint32) t * nl * C;
+  to->flags = flags;
+  to->d = dd;
+  linear (r, r->drift_w, NONE, vs->l.out, L, dr, C, 8 /* tanh */, dsc, NONE);
+  guint32 blk = A (r, C + L), cd = A (r, C);
+  drift (r, HN_HIER_DRIFT_START, dr, NONE, ctx, cd, blk, flags, NONE);
+  worker_input (r, enc, cd, blk + C, NONE);
+  HnHierCellOff sh = vs->l;
+  for (int i = 0; i < max_l; i++)
     {
-      guint32 on = r->lflags + (guint32) i;
-      cell (r, &r->lp, &r->shadow, r->li, r->lde, r->o, on);
-      p = mv_base (r->drift_w, r->o, L, r->delta, C);
+      guint32 on = flags + (guint32) i;
+      HnHierCellOff nsh = A_cell (r, (int) L, Nl);
+      guint32 o = A (r, L), delta = A (r, C), nblk = A (r, C + L), ncd = A (r, C);
+      cell (r, &r->lpm, &sh, &nsh, blk + C, lde, o, on);
+      p = mv_base (r->drift_w, o, L, delta, C);
       p.act = 8;
       p.scale = (float) cfg->drift_delta_scale;
       p.pred = on;
       emit_mv (r, &p);
-      drift (r, HN_HIER_DRIFT_REFINE, r->d, r->d, on + 1, on);
-      worker_input (r, on);
+      drift (r, HN_HIER_DRIFT_REFINE, blk, delta, ctx, ncd, nblk, on + 1, on);
+      worker_input (r, enc, ncd, nblk + C, on);
+      ew (r, HN_HIER_EW_COPY, blk, 0, NONE, NONE, nblk, C + L, 0, 0, on | HN_HIER_PRED_NOT);
+      if (r->train)
+        ew (r, HN_HIER_EW_COPY, nblk, 0, NONE, NONE, dd + (guint32) (i + 1) * C, C, 0, 0, on);
+      sh = nsh;
+      blk = nblk;
     }
-  cell (r, &r->lp, &r->l, r->li, r->lde, r->fo, NONE);
-  p = mv_base (r->l_out_w, r->fo, L, r->fenc, C);
+  HnHierCellOff lnew = A_cell (r, (int) L, Nl);
+  guint32 fo = A (r, L), fenc = A (r, C), fdrift = A (r, C), fn = A (r, C);
+  cell (r, &r->lpm, &vs->l, &lnew, blk + C, lde, fo, NONE);
+  p = mv_base (r->l_out_w, fo, L, fenc, C);
   p.b_off = r->l_out_b;
-  p.res_off = r->enc;
+  p.res_off = enc;
   p.clamp = act;
   emit_mv (r, &p);
-  drift (r, HN_HIER_DRIFT_FINAL, r->d, r->fdrift, 0, NONE);
+  drift (r, HN_HIER_DRIFT_FINAL, blk, NONE, ctx, NONE, fdrift, 0, NONE);
+  vs->l = lnew;
+  vs->fdrift = fdrift;
 
   /* 9. logits = lm_head(clamp(LN_out(final_enc), 100)) */
-  norm (r, r->fenc, FALSE, r->onw, r->onb, C, r->fn, act, NONE);
-  linear (r, r->lm_head, NONE, r->fn, C, r->logits + (guint32) t * (guint32) m->V, (guint32) m->V, 0, 0, NONE);
+  norm (r, fenc, 0, NONE, r->onw, r->onb, C, fn, act, NONE);
+  linear (r, r->lm_head, NONE, fn, C, r->logits + (guint32) t * (guint32) m->V, (guint32) m->V, 0, 0, NONE);
 }
 
 /* ---- state transfer ---- */
 
 static void
-pack_cell (float *dst, const HnHierCellState *c, const CellOff *o, int W)
+pack_cell (float *dst, const HnHierCellState *c, const HnHierCellOff *o, int W)
 {
   memcpy (dst + o->tm, c->tm, (gsize) W * sizeof (float));
   memcpy (dst + o->cm, c->cm, (gsize) W * sizeof (float));
@@ -611,7 +701,7 @@ pack_cell (float *dst, const HnHierCellState *c, const CellOff *o, int W)
 }
 
 static void
-unpack_cell (const float *src, HnHierCellState *c, const CellOff *o, int W)
+unpack_cell (const float *src, HnHierCellState *c, const HnHierCellOff *o, int W)
 {
   memcpy (c->tm, src + o->tm, (gsize) W * sizeof (float));
   memcpy (c->cm, src + o->cm, (gsize) W * sizeof (float));
@@ -621,29 +711,29 @@ unpack_cell (const float *src, HnHierCellState *c, const CellOff *o, int W)
 }
 
 static void
-pack_state (HnHierVkRunner *r, const HnHierState *s)
+pack_state (HnHierVkRunner *r, float *pack, const HnHierState *s)
 {
   HnHierModel *m = r->m;
-  pack_cell (r->pack, &s->h, &r->h, m->H);
-  pack_cell (r->pack, &s->l, &r->l, m->L);
-  memcpy (r->pack + r->prev, s->prev_context, (gsize) m->C * sizeof (float));
-  memcpy (r->pack + r->target, s->target_context, (gsize) m->C * sizeof (float));
-  memcpy (r->pack + r->fdrift, s->final_drift, (gsize) m->C * sizeof (float));
+  pack_cell (pack, &s->h, &r->sin.h, m->H);
+  pack_cell (pack, &s->l, &r->sin.l, m->L);
+  memcpy (pack + r->sin.prev, s->prev_context, (gsize) m->C * sizeof (float));
+  memcpy (pack + r->sin.target, s->target_context, (gsize) m->C * sizeof (float));
+  memcpy (pack + r->sin.fdrift, s->final_drift, (gsize) m->C * sizeof (float));
 }
 
 static void
-unpack_state (HnHierVkRunner *r, HnHierState *s)
+unpack_state (HnHierVkRunner *r, const float *pack, HnHierState *s)
 {
   HnHierModel *m = r->m;
-  unpack_cell (r->pack, &s->h, &r->h, m->H);
-  unpack_cell (r->pack, &s->l, &r->l, m->L);
-  memcpy (s->prev_context, r->pack + r->prev, (gsize) m->C * sizeof (float));
-  memcpy (s->target_context, r->pack + r->target, (gsize) m->C * sizeof (float));
-  memcpy (s->final_drift, r->pack + r->fdrift, (gsize) m->C * sizeof (float));
+  unpack_cell (pack, &s->h, &r->sin.h, m->H);
+  unpack_cell (pack, &s->l, &r->sin.l, m->L);
+  memcpy (s->prev_context, pack + r->sin.prev, (gsize) m->C * sizeof (float));
+  memcpy (s->target_context, pack + r->sin.target, (gsize) m->C * sizeof (float));
+  memcpy (s->final_drift, pack + r->sin.fdrift, (gsize) m->C * sizeof (float));
 }
 
-static gboolean
-wk_upload (HnHierVkRunner *r, guint32 at, const float *src, gsize n, GError **error)
+gboolean
+hn_hier_vk_wk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **error)
 {
   if (!r->ctx)
     {
@@ -653,8 +743,8 @@ wk_upload (HnHierVkRunner *r, guint32 at, const float *src, gsize n, GError **er
   return hn_vk_buffer_upload (r->wk, (guint64) at * sizeof (float), src, n * sizeof (float), error);
 }
 
-static gboolean
-wk_download (HnHierVkRunner *r, guint32 at, float *dst, gsize n, GError **error)
+gboolean
+hn_hier_vk_wk_download (HnHierVkRunner *r, gsize at, float *dst, gsize n, GError **error)
 {
   if (!r->ctx)
     {
@@ -667,69 +757,132 @@ wk_download (HnHierVkRunner *r, guint32 at, float *dst, gsize n, GError **error)
 /* ---- the runner ---- */
 
 static HnHierVkRunner *
-runner_alloc (HnHierModel *m, GError **error)
+runner_alloc (HnHierModel *m, gboolean train, int rows, int chunk, GError **error)
 {
   if (!check_limits (m, error))
     return NULL;
+  if (m->n_params > G_MAXUINT32 / 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "the Vulkan Hierarchos runtime addresses at most 2^31 parameters");
+      return NULL;
+    }
   HnHierVkRunner *r = g_new0 (HnHierVkRunner, 1);
   r->m = m;
+  r->train = train;
+  r->R = (guint32) MAX (rows, 1);
+  r->T = (guint32) MAX (chunk, 1);
   r->prog = g_array_new (FALSE, FALSE, sizeof (HnHierOp));
+  r->to = g_new0 (HnHierTokOut, r->T);
   layout (r);
-  r->pack = g_new0 (float, r->state_n);
+  r->pack = g_new0 (float, (gsize) r->R * r->state_n);
   r->fast_sent = g_new0 (float, (gsize) m->S * m->Vd);
+  /* offsets are 32-bit and every row's predicates must stay below the
+   * negation bit */
+  if (r->rs * r->R >= HN_HIER_PRED_NOT)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "the Vulkan Hierarchos %s needs %" G_GSIZE_FORMAT " MiB of work buffer per row, past its 8 GiB "
+                   "addressing limit; use fewer rows or a shorter --training-chunk-size, or --runtime cpu",
+                   train ? "trainer" : "runtime", r->rs * 4 >> 20);
+      hn_hier_vk_runner_free (r);
+      return NULL;
+    }
   return r;
+}
+
+static HnVkBuffer *
+device_buffer (HnHierVkRunner *r, gsize floats, const char *what, GError **error)
+{
+  guint64 bytes = (guint64) floats * sizeof (float);
+  guint64 range = hn_vk_context_max_buffer_size (r->ctx);
+  if (range && bytes > range)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "the Hierarchos %s needs %" G_GUINT64_FORMAT " MiB, past this device's %" G_GUINT64_FORMAT
+                   " MiB storage-buffer limit; use fewer rows (--batch-size), a shorter --training-chunk-size or "
+                   "--runtime cpu", what, bytes >> 20, range >> 20);
+      return NULL;
+    }
+  return hn_vk_buffer_new (r->ctx, bytes, what, error);
+}
+
+static gboolean
+zero_buffer (HnHierVkRunner *r, HnVkBuffer *b, gsize floats, GError **error)
+{
+  struct { guint32 n, off, value; } pc = { 0, 0, 0 };
+  for (gsize at = 0; at < floats; at += (gsize) 1 << 30)
+    {
+      pc.off = (guint32) at;
+      pc.n = (guint32) MIN (floats - at, (gsize) 1 << 30);
+      guint32 g = (pc.n + 255) / 256, gx = MIN (g, 65535u), gy = (g + gx - 1) / gx;
+      HnVkBinding bd = { b, 0, 0, TRUE };
+      if (!hn_cmd_dispatch (r->cmd, "fill", NULL, 0, &bd, 1, &pc, sizeof pc, gx, gy, 1, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static HnHierVkRunner *
+runner_new (HnHierModel *m, HnVkContext *ctx, gboolean train, int rows, int chunk, GError **error)
+{
+  g_autoptr (HnHierVkRunner) r = runner_alloc (m, train, rows, chunk, error);
+  if (!r)
+    return NULL;
+  gsize wk_n = r->rs * r->R;
+  if (!ctx)
+    {
+      r->host_wk = g_new0 (float, wk_n);
+      if (train)
+        {
+          r->host_gwk = g_new0 (float, wk_n);
+          r->host_gprm = g_new0 (float, (gsize) m->n_params * r->R);
+        }
+      return g_steal_pointer (&r);
+    }
+  r->ctx = hn_vk_context_ref (ctx);
+  if (!(r->prm = device_buffer (r, m->n_params, "Hierarchos parameters", error)) ||
+      !(r->wk = device_buffer (r, wk_n, "Hierarchos work buffer", error)))
+    return NULL;
+  if (train && (!(r->gwk = device_buffer (r, wk_n, "Hierarchos work gradients", error)) ||
+                !(r->gprm = device_buffer (r, (gsize) m->n_params * r->R, "Hierarchos parameter gradients", error))))
+    return NULL;
+  if (!(r->cmd = hn_cmd_new (ctx, error)) || !hn_hier_vk_runner_upload_params (r, error))
+    return NULL;
+  /* Zero the work buffer once: the predicate words of rows and the slots
+   * of ops that do not run are read before anything writes them. */
+  if (!zero_buffer (r, r->wk, wk_n, error) || !hn_cmd_submit_wait (r->cmd, error))
+    return NULL;
+  return g_steal_pointer (&r);
 }
 
 HnHierVkRunner *
 hn_hier_vk_runner_new (HnHierModel *m, HnVkContext *ctx, GError **error)
 {
-  if (m->n_params > G_MAXUINT32)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "the Vulkan Hierarchos runtime addresses at most 2^32 parameters");
-      return NULL;
-    }
-  g_autoptr (HnHierVkRunner) r = runner_alloc (m, error);
-  if (!r)
-    return NULL;
-  r->ctx = hn_vk_context_ref (ctx);
-  r->prm = hn_vk_buffer_new (ctx, (guint64) m->n_params * sizeof (float), "Hierarchos parameters", error);
-  if (!r->prm)
-    return NULL;
-  r->wk = hn_vk_buffer_new (ctx, (guint64) r->wk_n * sizeof (float), "Hierarchos work buffer", error);
-  if (!r->wk)
-    return NULL;
-  r->cmd = hn_cmd_new (ctx, error);
-  if (!r->cmd)
-    return NULL;
-  if (!hn_hier_vk_runner_upload_params (r, error))
-    return NULL;
-  /* Zero the work buffer once (scratch never read before written, but
-   * the control words and logits rows are clean). */
-  g_autofree float *zeros = g_new0 (float, r->wk_n);
-  if (!hn_vk_buffer_upload (r->wk, 0, zeros, (guint64) r->wk_n * sizeof (float), error))
-    return NULL;
-  return g_steal_pointer (&r);
+  return runner_new (m, ctx, FALSE, 1, HN_HIER_VK_CHUNK, error);
+}
+
+HnHierVkRunner *
+hn_hier_vk_trainer_new (HnHierModel *m, HnVkContext *ctx, int rows, int chunk, GError **error)
+{
+  return runner_new (m, ctx, TRUE, rows, chunk, error);
+}
+
+HnHierVkRunner *
+hn_hier_vk_runner_new_reference (HnHierModel *m, GError **error)
+{
+  return runner_new (m, NULL, FALSE, 1, HN_HIER_VK_CHUNK, error);
 }
 
 gboolean
 hn_hier_vk_device_bytes (HnHierModel *m, guint64 *bytes, GError **error)
 {
   /* the two buffers hn_hier_vk_runner_new allocates, laid out without a device */
-  HnHierVkRunner *r = runner_alloc (m, error);
+  HnHierVkRunner *r = runner_alloc (m, FALSE, 1, HN_HIER_VK_CHUNK, error);
   if (!r)
     return FALSE;
-  *bytes = ((guint64) m->n_params + r->wk_n) * sizeof (float);
+  *bytes = ((guint64) m->n_params + r->rs) * sizeof (float);
   hn_hier_vk_runner_free (r);
   return TRUE;
-}
-
-HnHierVkRunner *
-hn_hier_vk_runner_new_reference (HnHierModel *m, GError **error)
-{
-  HnHierVkRunner *r = runner_alloc (m, error);
-  if (r)
-    r->host_wk = g_new0 (float, r->wk_n);
-  return r;
 }
 
 gboolean
@@ -747,14 +900,17 @@ hn_hier_vk_runner_free (HnHierVkRunner *r)
     return;
   if (r->cmd)
     hn_cmd_free (r->cmd);
-  if (r->prm)
-    hn_vk_buffer_unref (r->prm);
-  if (r->wk)
-    hn_vk_buffer_unref (r->wk);
+  HnVkBuffer *bufs[4] = { r->prm, r->wk, r->gprm, r->gwk };
+  for (int i = 0; i < 4; i++)
+    if (bufs[i])
+      hn_vk_buffer_unref (bufs[i]);
   if (r->ctx)
     hn_vk_context_unref (r->ctx);
   g_array_unref (r->prog);
   g_free (r->host_wk);
+  g_free (r->host_gwk);
+  g_free (r->host_gprm);
+  g_free (r->to);
   g_free (r->pack);
   g_free (r->fast_sent);
   g_free (r);
@@ -766,8 +922,8 @@ hn_hier_vk_runner_get_n_ops (HnHierVkRunner *r)
   return r->n_ops;
 }
 
-static gboolean
-run_program (HnHierVkRunner *r, GError **error)
+gboolean
+hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
 {
   r->n_ops = r->prog->len;
   if (!r->ctx)
@@ -785,60 +941,111 @@ run_program (HnHierVkRunner *r, GError **error)
   return hn_cmd_submit_wait (r->cmd, error);
 }
 
-/* One chunk of n <= HN_HIER_VK_CHUNK tokens. */
-static gboolean
-run_chunk (HnHierVkRunner *r, HnHierState *s, const guint32 *tokens, int n, float *logits, float *last, GError **error)
+gboolean
+hn_hier_vk_forward (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 *const *in, int n, float *logits,
+                    GError **error)
 {
   HnHierModel *m = r->m;
   const HnHierConfig *cfg = &m->cfg;
   gsize cap = cfg->enforce_rosa_max_context ? (gsize) cfg->rosa_max_context : 0;
   gsize nfast = (gsize) m->S * m->Vd;
-  pack_state (r, s);
-  if (!wk_upload (r, 0, r->pack, r->state_n, error))
-    return FALSE;
-  if (!r->fast_valid || memcmp (r->fast_sent, s->fast_vals, nfast * sizeof (float)) != 0)
+  g_assert (rows >= 1 && (guint32) rows <= r->R && n >= 1 && (guint32) n <= r->T);
+  for (int k = 0; k < rows; k++)
+    for (int i = 0; i < n; i++)
+      if (in[k][i] >= (guint32) m->V)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %u is outside the vocabulary (%d)", in[k][i], m->V);
+          return FALSE;
+        }
+  /* The automata advance on copies: the callers' states change only when
+   * the whole chunk succeeded. Per row: the tokens, the ROSA predictions
+   * and whether there is one, as floats (exact below 2^24). */
+  HnHierRosa rosa[rows];
+  g_autofree float *words = g_new (float, 3 * (gsize) n);
+  g_autofree guint8 *have = g_new0 (guint8, (gsize) n * rows);
+  gboolean ok = TRUE;
+  for (int k = 0; k < rows; k++)
     {
-      if (!wk_upload (r, r->fast, s->fast_vals, nfast, error))
-        return FALSE;
-      memcpy (r->fast_sent, s->fast_vals, nfast * sizeof (float));
-      r->fast_valid = TRUE;
+      hn_hier_rosa_init (&rosa[k]);
+      hn_hier_rosa_copy (&rosa[k], &s[k]->rosa);
     }
-  /* The automaton advances on a copy: the caller's state changes only when
-   * the whole chunk succeeded. */
-  HnHierRosa rosa;
-  hn_hier_rosa_init (&rosa);
-  hn_hier_rosa_copy (&rosa, &s->rosa);
-  g_array_set_size (r->prog, 0);
-  for (int t = 0; t < n; t++)
+  for (int k = 0; k < rows && ok; k++)
     {
-      gint64 pred = hn_hier_rosa_predict_and_push (&rosa, tokens[t], cap);
-      record_token (r, tokens[t], s->position + t, pred, t);
+      gsize base = (gsize) k * r->rs;
+      for (int i = 0; i < n; i++)
+        {
+          gint64 pred = hn_hier_rosa_predict_and_push (&rosa[k], in[k][i], cap);
+          gboolean on = pred >= 0 && pred < m->V;
+          have[(gsize) i * rows + k] = on;
+          words[i] = (float) in[k][i];
+          words[n + i] = on ? (float) pred : 0.0f;
+          words[2 * n + i] = on ? 1.0f : 0.0f;
+        }
+      float *pk = r->pack + (gsize) k * r->state_n;
+      pack_state (r, pk, s[k]);
+      ok = hn_hier_vk_wk_upload (r, base, pk, r->state_n, error) &&
+           hn_hier_vk_wk_upload (r, base + r->tok, words, n, error) &&
+           hn_hier_vk_wk_upload (r, base + r->rtok, words + n, n, error) &&
+           hn_hier_vk_wk_upload (r, base + r->ron, words + 2 * n, n, error);
+      /* the fast values rarely change (inference: never between chunks) */
+      gboolean same = k == 0 && rows == 1 && r->fast_valid && memcmp (r->fast_sent, s[k]->fast_vals, nfast * sizeof (float)) == 0;
+      if (ok && !same)
+        {
+          ok = hn_hier_vk_wk_upload (r, base + r->fast, s[k]->fast_vals, nfast, error);
+          r->fast_valid = ok && k == 0 && rows == 1;
+          if (r->fast_valid)
+            memcpy (r->fast_sent, s[k]->fast_vals, nfast * sizeof (float));
+        }
     }
-  g_autofree float *rows = logits ? NULL : g_new (float, (gsize) n * m->V);
-  float *out = logits ? logits : rows;
-  gboolean ok = run_program (r, error) && wk_download (r, r->logits, out, (gsize) n * m->V, error) &&
-                wk_download (r, 0, r->pack, r->state_n, error);
-  for (gsize i = 0; ok && i < (gsize) n * m->V; i++)
-    if (!isfinite (out[i]))
-      {
-        g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
-                     "non-finite logit at position %" G_GINT64_FORMAT " (token %u); refusing to sanitize coherent-v9 output",
-                     s->position + (gint64) (i / (gsize) m->V), tokens[i / (gsize) m->V]);
-        ok = FALSE;
-      }
-  if (!ok)
+  if (ok)
     {
-      hn_hier_rosa_clear (&rosa);
-      return FALSE;
+      g_array_set_size (r->prog, 0);
+      r->rows = (guint32) rows;
+      r->cur = 0;
+      r->overflow = FALSE;
+      r->vs = r->sin;
+      gint64 dn = r->train ? cfg->detach_every_n_steps : 0;
+      for (int i = 0; i < n; i++)
+        {
+          int all = 1, any = 0;
+          for (int k = 0; k < rows; k++)
+            {
+              all &= have[(gsize) i * rows + k];
+              any |= have[(gsize) i * rows + k];
+            }
+          record_token (r, i, s[0]->position + i, all ? 2 : any, dn > 0 && i > 0 && i % dn == 0);
+        }
+      record_state_out (r);
+      g_assert (!r->overflow);
+      ok = hn_hier_vk_run_program (r, error);
     }
-  unpack_state (r, s);
-  hn_hier_rosa_copy (&s->rosa, &rosa);
-  hn_hier_rosa_clear (&rosa);
-  g_array_append_vals (s->history, tokens, (guint) n);
-  s->position += n;
-  if (last)
-    memcpy (last, out + (gsize) (n - 1) * m->V, (gsize) m->V * sizeof (float));
-  return TRUE;
+  for (int k = 0; k < rows && ok; k++)
+    {
+      gsize base = (gsize) k * r->rs;
+      float *out = logits ? logits + (gsize) k * n * m->V : NULL;
+      ok = (!out || hn_hier_vk_wk_download (r, base + r->logits, out, (gsize) n * m->V, error)) &&
+           hn_hier_vk_wk_download (r, base + r->sout, r->pack + (gsize) k * r->state_n, r->state_n, error);
+      for (gsize i = 0; ok && out && i < (gsize) n * m->V; i++)
+        if (!isfinite (out[i]))
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
+                         "non-finite logit at position %" G_GINT64_FORMAT " (token %u); refusing to sanitize coherent-v9 output",
+                         s[k]->position + (gint64) (i / (gsize) m->V), in[k][i / (gsize) m->V]);
+            ok = FALSE;
+          }
+    }
+  for (int k = 0; k < rows; k++)
+    {
+      if (ok)
+        {
+          unpack_state (r, r->pack + (gsize) k * r->state_n, s[k]);
+          hn_hier_rosa_copy (&s[k]->rosa, &rosa[k]);
+          g_array_append_vals (s[k]->history, in[k], (guint) n);
+          s[k]->position += n;
+        }
+      hn_hier_rosa_clear (&rosa[k]);
+    }
+  return ok;
 }
 
 gboolean
@@ -846,17 +1053,16 @@ hn_hier_vk_runner_steps (HnHierVkRunner *r, HnHierState *s, const guint32 *token
                          float *last, GError **error)
 {
   HnHierModel *m = r->m;
-  for (gsize i = 0; i < n; i++)
-    if (tokens[i] >= (guint32) m->V)
-      {
-        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %u is outside the vocabulary (%d)", tokens[i], m->V);
-        return FALSE;
-      }
-  for (gsize i = 0; i < n; i += HN_HIER_VK_CHUNK)
+  for (gsize i = 0; i < n; i += r->T)
     {
-      int k = (int) MIN ((gsize) HN_HIER_VK_CHUNK, n - i);
-      if (!run_chunk (r, s, tokens + i, k, logits ? logits + i * m->V : NULL, i + (gsize) k == n ? last : NULL, error))
+      int k = (int) MIN ((gsize) r->T, n - i);
+      g_autofree float *rows = logits ? NULL : g_new (float, (gsize) k * m->V);
+      float *out = logits ? logits + i * m->V : rows;
+      const guint32 *in = tokens + i;
+      if (!hn_hier_vk_forward (r, &s, 1, &in, k, out, error))
         return FALSE;
+      if (last && i + (gsize) k == n)
+        memcpy (last, out + (gsize) (k - 1) * m->V, (gsize) m->V * sizeof (float));
     }
   return TRUE;
 }
