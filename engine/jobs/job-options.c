@@ -376,13 +376,13 @@ const HnJobKindInfo hn_job_kind_table[] = {
     MODEL_OPTS DATA_OPTS OUT_OPTS " epochs=3 max-steps batch-size seq-len=256 training-chunk-size grad-accum"
     " optimizer lr=1e-4 min-lr=1e-6 lr-scheduler=cosine warmup-steps weight-decay=0.1 beta1 beta2 eps"
     " max-grad-norm precision no-shuffle"
-    " context-dim h-hidden l-hidden rwkv-head-size ltm-slots device-index seed=1337" HUB_OPTS,
+    " context-dim h-hidden l-hidden rwkv-head-size ltm-slots runtime device-index seed=1337" HUB_OPTS,
     "model-path|tokenizer-path|hf-tokenizer;train|hf-dataset;out-dir" },
   { "hierarchos-finetune", "finetune", N_("Hierarchos fine-tuning"),
     "Fine-tune a Hierarchos model (a trainable subset by default)",
     "model-path" DATA_OPTS OUT_OPTS " epochs=3 max-steps batch-size seq-len=256 training-chunk-size grad-accum"
     " optimizer lr=1e-4 min-lr=1e-6 lr-scheduler=cosine warmup-steps weight-decay=0.1 beta1 beta2 eps"
-    " max-grad-norm precision no-shuffle trainable device-index seed=1337" HUB_OPTS,
+    " max-grad-norm precision no-shuffle trainable runtime device-index seed=1337" HUB_OPTS,
     "model-path;train|hf-dataset;out-dir" },
   { "chat", NULL, N_("Chat"),
     "Chat with a Transformer model (its chat template) or a Hierarchos model",

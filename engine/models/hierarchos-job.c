@@ -254,12 +254,29 @@ run_training (HnJob *job, gboolean finetune, GError **error)
                    hn_job_spec_get_string (spec, "precision"));
       return FALSE;
     }
-  /* The Vulkan runtime covers the forward (generate, chat); the training
-   * chunk's backward exists only on the CPU tape so far. Say so on every run. */
-  hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: CPU (the tape's forward and backward; the Vulkan "
-              "training backward is not implemented yet, so the GPU is not used for training)");
-  if (hn_job_spec_is_set (spec, "device-index"))
-    hn_job_log (job, HN_LOG_WARNING, "--device-index is ignored: Hierarchos trains on the CPU");
+  /* The same runtime policy as chat and generate: the Vulkan device unless
+   * --runtime cpu, never a silent fallback; the log says which runs. */
+  g_autoptr (HnVkContext) vk_ctx = NULL;
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0)
+    {
+      hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: CPU (the tape's forward and backward, --runtime cpu)");
+      if (hn_job_spec_is_set (spec, "device-index"))
+        hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
+    }
+  else
+    {
+      int device = (int) hn_job_spec_get_int (spec, "device-index");
+      g_autoptr (GError) local = NULL;
+      vk_ctx = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
+      if (!vk_ctx)
+        {
+          g_set_error (error, HN_ERROR, local->code, "%s: Hierarchos Vulkan trainer: %s (--runtime cpu trains on the CPU)",
+                       kind, local->message);
+          return FALSE;
+        }
+      const HnVkDeviceInfo *info = hn_vk_context_get_device_info (vk_ctx);
+      hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: Vulkan on %s (device %d)", info->name, info->index);
+    }
 
   if (resume)
     {
@@ -356,6 +373,7 @@ run_training (HnJob *job, gboolean finetune, GError **error)
     return FALSE;
   o.lr_schedule = sk;
   o.cancellable = hn_job_get_cancellable (job);
+  o.vk_ctx = vk_ctx;
   MetricCtx mc = { job, o.max_steps };
   o.on_metric = emit_metric;
   o.on_metric_data = &mc;

@@ -2,7 +2,7 @@
  * losses (cross-entropy + z-loss, ponder, commitment), AdamW with fp32
  * masters, cosine schedule with warm-up, clipping, accumulation, periodic
  * checkpoints with optimizer / data-cursor / RNG sidecars and exact resume. */
-#include "models/hierarchos-private.h"
+#include "models/hierarchos-vk-private.h"
 #include "io/json-util.h"
 #include "hn-error.h"
 #include "hn-util.h"
@@ -294,6 +294,84 @@ work_thread (gpointer data)
         }
     }
   return NULL;
+}
+
+/* ---- the Vulkan trainer: the step's rows in groups of up to R rows ---- */
+
+static gboolean
+vk_step (HnHierVkRunner *vk, HnHierState **states, int R, const Work *w, GError **error)
+{
+  int chunk = w->chunk;
+  g_autofree gint32 *labels = g_new (gint32, (gsize) R * chunk);
+  g_autofree float *wts = g_new (float, (gsize) R * chunk);
+  g_autofree HnHierLoss *l = g_new0 (HnHierLoss, R);
+  const guint32 *in[R];
+  const gint32 *lab[R];
+  const float *wt[R];
+  for (int g = 0; g < w->n_rows; g += R)
+    {
+      int nr = MIN (R, w->n_rows - g);
+      for (int k = 0; k < nr; k++)
+        {
+          hn_hier_state_reset (w->m, states[k]);
+          memset (&w->row_loss[g + k], 0, sizeof (HnHierLoss));
+        }
+      for (int c = 0; c < w->n_chunks; c++)
+        {
+          int off = c * chunk;
+          for (int k = 0; k < nr; k++)
+            {
+              gsize at = (gsize) w->rows[g + k] * w->d->stride;
+              const guint32 *row = w->d->tokens + at;
+              gint32 *lk = labels + (gsize) k * chunk;
+              float *wk = wts + (gsize) k * chunk;
+              for (int i = 0; i < chunk; i++)
+                {
+                  lk[i] = w->d->labels ? w->d->labels[at + off + i + 1] : (gint32) row[off + i + 1];
+                  wk[i] = w->d->tw ? w->d->tw[at + off + i + 1] : 1.0f;
+                }
+              in[k] = row + off;
+              lab[k] = lk;
+              wt[k] = wk;
+            }
+          if (!hn_hier_vk_train_chunk (vk, states, nr, in, lab, wt, chunk, w->scale, l, error))
+            return FALSE;
+          for (int k = 0; k < nr; k++)
+            {
+              HnHierLoss *rl = &w->row_loss[g + k];
+              rl->total += l[k].total / w->n_chunks;
+              rl->ce += l[k].ce / w->n_chunks;
+              rl->ponder += l[k].ponder / w->n_chunks;
+              rl->commit += l[k].commit / w->n_chunks;
+              rl->n_tokens += l[k].n_tokens;
+            }
+        }
+      if (!hn_hier_vk_train_take_grads (vk, nr, w->row_grads + g, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+int
+hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, GError **error)
+{
+  /* as many rows as the device's largest buffer holds (work buffer and
+   * parameter gradients: one slice each per row) */
+  g_autoptr (HnHierVkRunner) one = hn_hier_vk_trainer_layout (m, 1, chunk, error);
+  if (!one)
+    return 0;
+  guint64 limit = hn_vk_context_max_buffer_size (ctx);
+  guint64 per_row = MAX ((guint64) hn_hier_vk_trainer_row_floats (one), (guint64) m->n_params) * sizeof (float);
+  guint64 fit = limit / per_row;
+  if (fit < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "one training row of %d tokens needs %" G_GUINT64_FORMAT " MiB of Vulkan work buffer, past this "
+                   "device's %" G_GUINT64_FORMAT " MiB buffer limit; use a shorter --training-chunk-size or --runtime cpu",
+                   chunk, per_row >> 20, limit >> 20);
+      return 0;
+    }
+  return (int) MIN ((guint64) want, fit);
 }
 
 /* ---- checkpoints ---- */
@@ -673,6 +751,9 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
 
   Adam adam = { g_new0 (float, m->n_params), g_new0 (float, m->n_params), 0 };
   gboolean ok = FALSE;
+  HnHierVkRunner *vk = NULL;
+  HnHierState **vstates = NULL;
+  int vk_rows = 0;
   int n_threads = train_threads (o);
   gsize n_step_rows = per_step;
   float **row_grads = g_new0 (float *, n_step_rows);
@@ -689,6 +770,16 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
     {
       tapes[i] = hn_htape_new ();
       states[i] = hn_hier_state_new (m);
+    }
+  if (o->vk_ctx)
+    {
+      int want = o->vk_rows > 0 ? MIN (o->vk_rows, (int) n_step_rows) : (int) n_step_rows;
+      if (!(vk_rows = hn_hier_vk_train_rows (m, o->vk_ctx, chunk, want, error)) ||
+          !(vk = hn_hier_vk_trainer_new (m, o->vk_ctx, vk_rows, chunk, error)))
+        goto out;
+      vstates = g_new0 (HnHierState *, vk_rows);
+      for (int i = 0; i < vk_rows; i++)
+        vstates[i] = hn_hier_state_new (m);
     }
   for (gsize i = 0; i < n_step_rows; i++)
     row_grads[i] = g_try_malloc0 (m->n_params * sizeof (float));
@@ -770,16 +861,24 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
 
       Work works[16];
       GThread *threads[16];
-      for (int i = 0; i < n_threads; i++)
+      float scale = (float) (1.0 / ((double) n_step_rows * (double) n_chunks));
+      if (vk)
+        {
+          works[0] = (Work) { m, o, &d, rows, (int) n_step_rows, chunk, (int) n_chunks, row_grads, row_loss, 0, 1,
+                              scale, NULL, NULL, NULL };
+          if (!vk_step (vk, vstates, vk_rows, &works[0], error))
+            goto out;
+        }
+      for (int i = 0; i < n_threads && !vk; i++)
         {
           works[i] = (Work) { m, o, &d, rows, (int) n_step_rows, chunk, (int) n_chunks, row_grads, row_loss, i, n_threads,
-                              (float) (1.0 / ((double) n_step_rows * (double) n_chunks)), tapes[i], states[i], NULL };
+                              scale, tapes[i], states[i], NULL };
           threads[i] = n_threads > 1 ? g_thread_new ("hier-train", work_thread, &works[i]) : NULL;
           if (!threads[i])
             work_thread (&works[i]);
         }
       GError *werr = NULL;
-      for (int i = 0; i < n_threads; i++)
+      for (int i = 0; i < n_threads && !vk; i++)
         {
           if (threads[i])
             g_thread_join (threads[i]);
@@ -844,6 +943,8 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
       cur.last_loss = loss;
       /* The memory-gate warm-up counts optimizer steps. */
       hn_hier_model_data (m, "memory_gate_warmup_step")[0] = (float) cur.global_step;
+      if (vk && !hn_hier_vk_runner_upload_params (vk, error))
+        goto out;
 
       double now = (double) (g_get_monotonic_time () - t0) / 1e6;
       double dt = (double) (g_get_monotonic_time () - ts) / 1e6;
@@ -887,6 +988,10 @@ out:
       hn_htape_free (tapes[i]);
       hn_hier_state_free (states[i]);
     }
+  for (int i = 0; vstates && i < vk_rows; i++)
+    hn_hier_state_free (vstates[i]);
+  g_free (vstates);
+  hn_hier_vk_runner_free (vk);
   for (gsize i = 0; i < n_step_rows; i++)
     g_free (row_grads[i]);
   g_free (row_grads);

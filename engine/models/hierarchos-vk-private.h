@@ -196,7 +196,7 @@ typedef struct { guint32 tm, cm, vf, out, S, size; } HnHierCellOff;
 /* A token's values the losses need (row-relative offsets). */
 typedef struct {
   gboolean pondered;
-  guint32 hp, ctl; /* halting probability [max_h] and control words [max_h][3] */
+  guint32 hp, ctl; /* halting probabilities [max_h], the last control words [3] */
   guint32 flags;   /* refinement predicates [max_l + 1] */
   guint32 d;       /* drift [max_l + 1][C]: d[i + 1] after refinement step i */
 } HnHierTokOut;
@@ -238,6 +238,7 @@ struct _HnHierVkRunner {
   float *pack;      /* [R][state_n] staging of the states */
   float *fast_sent; /* row 0's fast values last uploaded (inference) */
   gboolean fast_valid;
+  HnHTape *tape;    /* training: the losses */
 };
 
 /* A runner for training: `rows` rows of `chunk` tokens per program, with
@@ -251,6 +252,23 @@ gboolean hn_hier_vk_forward (HnHierVkRunner *r, HnHierState **s, int rows, const
 /* Buffer transfers of the runner (device or reference mode). */
 gboolean hn_hier_vk_wk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **error);
 gboolean hn_hier_vk_wk_download (HnHierVkRunner *r, gsize at, float *dst, gsize n, GError **error);
+/* Records a zero fill of the first `floats` floats of b (submit to run it). */
+gboolean hn_hier_vk_zero (HnHierVkRunner *r, HnVkBuffer *b, gsize floats, GError **error);
+/* One training chunk for `rows` rows: the forward, the losses on the host
+ * from the downloaded logits, halting probabilities and drifts (the tape's
+ * own loss code), and the backward on the device, adding each row's
+ * gradient times `scale` to its gradient slice. loss[k]: row k's losses. */
+gboolean hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 *const *in,
+                                 const gint32 *const *labels, const float *const *weights, int n, float scale,
+                                 HnHierLoss *loss, GError **error);
+/* A trainer's layout without buffers (for sizing), and its floats per row. */
+HnHierVkRunner *hn_hier_vk_trainer_layout (HnHierModel *m, int rows, int chunk, GError **error);
+gsize hn_hier_vk_trainer_row_floats (HnHierVkRunner *r);
+/* How many of `want` rows one trainer program can hold on ctx's device
+ * (0 with an error when not even one fits). */
+int hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, GError **error);
+/* Copies row k's gradient slice to grads[k] (k < rows) and zeroes the slices. */
+gboolean hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float **grads, GError **error);
 /* Runs r->prog (forward ops) through the device or the references. */
 gboolean hn_hier_vk_run_program (HnHierVkRunner *r, GError **error);
 

@@ -166,7 +166,7 @@ layout (HnHierVkRunner *r)
   r->rtok = take (&cur, T);
   r->ron = take (&cur, T);
   r->hp = take (&cur, T * max_h);
-  r->ctl = take (&cur, T * max_h * 3);
+  r->ctl = take (&cur, T * 3);
   r->flags = take (&cur, T * nl);
   r->dd = take (&cur, T * nl * m->C);
   cur = (cur + 63) & ~(gsize) 63;
@@ -612,7 +612,7 @@ record_token (HnHierVkRunner *r, int t, gint64 pos, int rosa, gboolean detach)
   to->pondered = pos % stride == 0;
   if (to->pondered)
     {
-      guint32 hp0 = r->hp + (guint32) t * max_hu, ctl0 = r->ctl + (guint32) t * max_hu * 3;
+      guint32 hp0 = r->hp + (guint32) t * max_hu, ctl0 = r->ctl + (guint32) t * 3;
       to->hp = hp0;
       to->ctl = ctl0;
       halt (r, 0, hout, hp0, ctl, ctl);
@@ -806,8 +806,8 @@ device_buffer (HnHierVkRunner *r, gsize floats, const char *what, GError **error
   return hn_vk_buffer_new (r->ctx, bytes, what, error);
 }
 
-static gboolean
-zero_buffer (HnHierVkRunner *r, HnVkBuffer *b, gsize floats, GError **error)
+gboolean
+hn_hier_vk_zero (HnHierVkRunner *r, HnVkBuffer *b, gsize floats, GError **error)
 {
   struct { guint32 n, off, value; } pc = { 0, 0, 0 };
   for (gsize at = 0; at < floats; at += (gsize) 1 << 30)
@@ -850,7 +850,8 @@ runner_new (HnHierModel *m, HnVkContext *ctx, gboolean train, int rows, int chun
     return NULL;
   /* Zero the work buffer once: the predicate words of rows and the slots
    * of ops that do not run are read before anything writes them. */
-  if (!zero_buffer (r, r->wk, wk_n, error) || !hn_cmd_submit_wait (r->cmd, error))
+  if (!hn_hier_vk_zero (r, r->wk, wk_n, error) || (train && !hn_hier_vk_zero (r, r->gprm, (gsize) m->n_params * r->R, error)) ||
+      !hn_cmd_submit_wait (r->cmd, error))
     return NULL;
   return g_steal_pointer (&r);
 }
@@ -865,6 +866,18 @@ HnHierVkRunner *
 hn_hier_vk_trainer_new (HnHierModel *m, HnVkContext *ctx, int rows, int chunk, GError **error)
 {
   return runner_new (m, ctx, TRUE, rows, chunk, error);
+}
+
+HnHierVkRunner *
+hn_hier_vk_trainer_layout (HnHierModel *m, int rows, int chunk, GError **error)
+{
+  return runner_alloc (m, TRUE, rows, chunk, error);
+}
+
+gsize
+hn_hier_vk_trainer_row_floats (HnHierVkRunner *r)
+{
+  return r->rs;
 }
 
 HnHierVkRunner *
@@ -911,6 +924,7 @@ hn_hier_vk_runner_free (HnHierVkRunner *r)
   g_free (r->host_gwk);
   g_free (r->host_gprm);
   g_free (r->to);
+  hn_htape_free (r->tape);
   g_free (r->pack);
   g_free (r->fast_sent);
   g_free (r);

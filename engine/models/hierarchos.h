@@ -303,6 +303,8 @@ typedef struct {
   gpointer stop_data;
   char **stopped_at;
   HnHierTrainMemory *measured;    /* may be NULL: receives what the run allocated */
+  HnVkContext *vk_ctx;            /* train on this Vulkan device (NULL: the CPU tape) */
+  int vk_rows;                    /* rows per Vulkan program (0: the whole step, as memory allows) */
 } HnHierTrainOptions;
 
 void hn_hier_train_options_defaults (HnHierTrainOptions *o);
