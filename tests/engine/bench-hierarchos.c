@@ -6,6 +6,9 @@
  *
  *   hn-bench-hierarchos [--context-dim 448] [--tokens 256] [--gen 128]
  *                       [--train-steps 2] [--batch 4] [--seq-len 128]
+ *                       [--chunk 0] [--train-runtime both|cpu|vulkan]
+ * Training runs from the same initial weights on each runtime; "both" also
+ * reports how far the two runs' losses are apart.
  * Needs HN_SHARED_DIR (stories260K tokenizer, tinyshakespeare.txt). */
 #include "models/hierarchos.h"
 #include "hn-error.h"
@@ -41,14 +44,17 @@ fail (GError *error)
 int
 main (int argc, char **argv)
 {
-  gint ctx_dim = 448, n_tok = 256, n_gen = 128, train_steps = 2, batch = 4, seq_len = 128;
+  gint ctx_dim = 448, n_tok = 256, n_gen = 128, train_steps = 2, batch = 4, seq_len = 128, chunk = 0;
+  g_autofree char *train_rt = NULL;
   GOptionEntry entries[] = {
     { "context-dim", 0, 0, G_OPTION_ARG_INT, &ctx_dim, "Model width (default 448)", "C" },
     { "tokens", 0, 0, G_OPTION_ARG_INT, &n_tok, "Tokens of text for the forward comparison", "N" },
     { "gen", 0, 0, G_OPTION_ARG_INT, &n_gen, "Generated tokens (greedy) per runtime", "N" },
     { "train-steps", 0, 0, G_OPTION_ARG_INT, &train_steps, "Optimizer steps of the trainer (0: skip)", "N" },
     { "batch", 0, 0, G_OPTION_ARG_INT, &batch, "Rows per step", "N" },
-    { "seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len, "Tokens per row (one chunk)", "N" },
+    { "seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len, "Tokens per row", "N" },
+    { "chunk", 0, 0, G_OPTION_ARG_INT, &chunk, "Tokens per training chunk (0: the whole row)", "N" },
+    { "train-runtime", 0, 0, G_OPTION_ARG_STRING, &train_rt, "both (default), cpu or vulkan", "RT" },
     { NULL },
   };
   GError *error = NULL;
@@ -163,34 +169,54 @@ main (int argc, char **argv)
   fflush (stdout);
   (void) last_tok;
 
-  /* the trainer (CPU tape: forward + backward + AdamW) */
+  /* the trainers (forward + backward + AdamW) from the same weights */
+  gboolean train_ok = TRUE;
   if (train_steps > 0)
     {
-      g_autofree char *tmp = g_dir_make_tmp ("hn-bench-hier-XXXXXX", &error);
-      if (!tmp)
-        return fail (error);
-      HnHierTrainOptions o;
-      hn_hier_train_options_defaults (&o);
-      o.out_dir = tmp;
-      o.tokens = toks;
-      o.n_tokens = ids->len;
-      o.batch_size = batch;
-      o.max_length = seq_len;
-      o.chunk_size = seq_len;
-      o.max_steps = train_steps;
-      o.epochs = 1;
-      o.quiet = TRUE;
-      o.on_metric = on_metric;
-      double loss = 0;
-      t0 = now_s ();
-      gboolean ok = hn_hier_train (m, &o, &loss, &error);
-      double secs = now_s () - t0;
-      hn_checkpoint_remove_tree (tmp);
-      if (!ok)
-        return fail (error);
-      printf ("{\"bench\":\"hierarchos-train\",\"runtime\":\"cpu\",\"threads\":%u,\"steps\":%d,\"batch\":%d,\"seq_len\":%d,"
-              "\"tokens_per_s\":%.1f,\"seconds\":%.2f,\"loss\":%.4f}\n", MIN (g_get_num_processors (), 16u), train_steps,
-              batch, seq_len, (double) train_steps * batch * seq_len / secs, secs, loss);
+      const char *which = train_rt ? train_rt : "both";
+      g_autofree float *init = g_memdup2 (m->params, m->n_params * sizeof (float));
+      double losses[2] = { NAN, NAN };
+      for (int rt = 0; rt < 2; rt++)
+        {
+          if (!g_str_equal (which, "both") && !g_str_equal (which, rt ? "vulkan" : "cpu"))
+            continue;
+          memcpy (m->params, init, m->n_params * sizeof (float));
+          hn_hier_model_data (m, "memory_gate_warmup_step")[0] = 0;
+          g_autofree char *tmp = g_dir_make_tmp ("hn-bench-hier-XXXXXX", &error);
+          if (!tmp)
+            return fail (error);
+          HnHierTrainOptions o;
+          hn_hier_train_options_defaults (&o);
+          o.out_dir = tmp;
+          o.tokens = toks;
+          o.n_tokens = ids->len;
+          o.batch_size = batch;
+          o.max_length = seq_len;
+          o.chunk_size = chunk > 0 ? chunk : seq_len;
+          o.max_steps = train_steps;
+          o.epochs = 1;
+          o.quiet = TRUE;
+          o.on_metric = on_metric;
+          o.vk_ctx = rt ? ctx : NULL;
+          t0 = now_s ();
+          gboolean ok = hn_hier_train (m, &o, &losses[rt], &error);
+          double secs = now_s () - t0;
+          hn_checkpoint_remove_tree (tmp);
+          if (!ok)
+            return fail (error);
+          printf ("{\"bench\":\"hierarchos-train\",\"runtime\":\"%s\",\"threads\":%u,\"steps\":%d,\"batch\":%d,"
+                  "\"seq_len\":%d,\"chunk\":%d,\"tokens_per_s\":%.1f,\"seconds\":%.2f,\"loss\":%.6f}\n",
+                  rt ? "vulkan" : "cpu", rt ? 1 : MIN (g_get_num_processors (), 16u), train_steps, batch, seq_len,
+                  o.chunk_size, (double) train_steps * batch * seq_len / secs, secs, losses[rt]);
+          fflush (stdout);
+        }
+      if (g_str_equal (which, "both"))
+        {
+          double d = fabs (losses[0] - losses[1]);
+          printf ("{\"bench\":\"hierarchos-train-agreement\",\"final_loss_cpu\":%.6f,\"final_loss_vulkan\":%.6f,"
+                  "\"abs_diff\":%.3g}\n", losses[0], losses[1], d);
+          train_ok = d < 2e-3;
+        }
     }
-  return worst < 1e-4 && same ? 0 : 3;
+  return worst < 1e-4 && same && train_ok ? 0 : 3;
 }
