@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "models/hierarchos.h"
+#include "models/hierarchos-vk-private.h"
 #include "models/lora.h"
 #include "models/transformer-private.h"
 
@@ -283,8 +284,10 @@ hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapter_dir, ch
   return ok;
 }
 
-/* Hierarchos: training runs on the CPU (hn_hier_train_memory gives what
- * it allocates), generation and chat on the Vulkan runner's two buffers. */
+/* Hierarchos: training on the CPU tape (hn_hier_train_memory gives what it
+ * allocates) or on the Vulkan trainer (its device buffers: weights, one
+ * parameter-gradient slice and two work buffers per row of the step);
+ * generation and chat on the Vulkan runner's two buffers. */
 static gboolean
 hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
 {
@@ -321,6 +324,23 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
       out->weights = F32 * m->n_params;
       out->activations = dev - out->weights; /* the work buffer: state, scratch, logits */
       out->total = dev;
+      return TRUE;
+    }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") != 0)
+    {
+      gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
+      guint64 rows = (guint64) hn_job_spec_get_int (spec, "batch-size") * (guint64) hn_job_spec_get_int (spec, "grad-accum");
+      HnHierVkRunner *r = hn_hier_vk_trainer_layout (m, 1, chunk > 0 ? (int) chunk : (int) m->cfg.training_chunk_size, error);
+      if (!r)
+        return FALSE;
+      guint64 row = hn_hier_vk_trainer_row_floats (r);
+      hn_hier_vk_runner_free (r);
+      out->workload = HN_MEMORY_HIER_TRAIN;
+      out->n_trainable = (gint64) m->n_params;
+      out->weights = F32 * m->n_params;
+      out->gradients = F32 * m->n_params * rows;
+      out->activations = F32 * 2 * row * rows;
+      out->total = out->weights + out->gradients + out->activations;
       return TRUE;
     }
   HnHierTrainOptions o;
