@@ -31,7 +31,7 @@ model_for (guint64 seed)
   c.max_h_steps = 3;
   c.max_l_steps = 3;
   c.h_halt_thresh = 0.6;
-  c.l_conv_atol = 0.02;
+  c.l_conv_atol = 0.05;
   c.rosa_max_context = 24;
   c.detach_every_n_steps = 5;
   hn_hier_config_derive (&c);
