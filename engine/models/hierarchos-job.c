@@ -250,7 +250,7 @@ run_training (HnJob *job, gboolean finetune, GError **error)
   if (g_strcmp0 (hn_job_spec_get_string (spec, "precision"), "f32") != 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "%s: --precision %s is not implemented for Hierarchos (the CPU trainer computes and stores fp32)", kind,
+                   "%s: --precision %s is not implemented for Hierarchos (both trainers compute and store fp32)", kind,
                    hn_job_spec_get_string (spec, "precision"));
       return FALSE;
     }
@@ -276,6 +276,9 @@ run_training (HnJob *job, gboolean finetune, GError **error)
         }
       const HnVkDeviceInfo *info = hn_vk_context_get_device_info (vk_ctx);
       hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: Vulkan on %s (device %d)", info->name, info->index);
+      if (g_strcmp0 (info->type, "cpu") == 0)
+        hn_job_log (job, HN_LOG_WARNING, "%s is a software Vulkan device: training is exact but much slower there "
+                    "than on the CPU trainer (--runtime cpu)", info->name);
     }
 
   if (resume)

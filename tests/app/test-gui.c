@@ -775,6 +775,8 @@ hierarchos_setup (HnTrainPage **page_out, const char *name, int steps)
   char *run = g_build_filename (dir, name, NULL);
   hn_job_spec_set_string (spec, "out-dir", run);
   hn_job_spec_set_int (spec, "context-dim", 32);
+  /* the CPU trainer: lavapipe runs the Vulkan one exactly but slowly */
+  hn_job_spec_set_string (spec, "runtime", "cpu");
   hn_job_spec_set_int (spec, "rwkv-head-size", 16);
   hn_job_spec_set_int (spec, "ltm-slots", 16);
   hn_job_spec_set_int (spec, "seq-len", 32);

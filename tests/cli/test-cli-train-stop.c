@@ -80,7 +80,7 @@ test_sigint_saves (gconstpointer hierarchos)
   const char *argv[] = { cli, "transformer-finetune", "--model-path", model, "--train", data, "--out-dir", out,
                          "--max-steps", "500", "--batch-size", "2", "--seq-len", "16", "--json-events", NULL };
   /* a fresh tiny Hierarchos model from the same tokenizer, trained on the CPU */
-  const char *hargv[] = { cli, "hierarchos-train", "--tokenizer-path", model, "--context-dim", "16", "--train", data,
+  const char *hargv[] = { cli, "hierarchos-train", "--runtime", "cpu", "--tokenizer-path", model, "--context-dim", "16", "--train", data,
                           "--out-dir", out, "--max-steps", "500", "--batch-size", "2", "--seq-len", "16",
                           "--training-chunk-size", "8", "--json-events", NULL };
   gint64 last_step = 0;

@@ -283,7 +283,7 @@ test_sigkill_during_save (void)
   g_autoptr (HnHierModel) m = hn_hier_init_model_dir (tokdir, model, 16, ov, 7, &error);
   g_assert_no_error (error);
 
-  const char *argv[] = { cli, "train", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
+  const char *argv[] = { cli, "train", "--runtime", "cpu", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
                          "--training-chunk-size", "8", "--batch-size", "1", "--max-steps", "400", "--save-steps", "1",
                          "--lr", "1e-3", NULL };
   /* Kill it at a random moment after the first checkpoints appear. */
@@ -336,7 +336,7 @@ test_sigkill_during_save (void)
   /* Resume from it for two more steps. */
   g_autofree char *steps = g_strdup_printf ("%" G_GINT64_FORMAT, best + 2);
   g_autofree char *out2 = g_build_filename (tmp, "out2", NULL);
-  const char *argv2[] = { cli, "train", "--model-path", model, "--train", text, "--out-dir", out2, "--seq-len", "16",
+  const char *argv2[] = { cli, "train", "--runtime", "cpu", "--model-path", model, "--train", text, "--out-dir", out2, "--seq-len", "16",
                           "--training-chunk-size", "8", "--batch-size", "1", "--max-steps", steps,
                           "--lr", "1e-3", "--resume-from-checkpoint", newest, NULL };
   int wstatus = 0;

@@ -5,6 +5,7 @@
 #include "hn-error.h"
 #include "jobs/job.h"
 #include "train/memory-estimate.h"
+#include "test-device.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 
 typedef struct {
   int metrics, turns;
+  double last_loss;
   GString *cur;
   GPtrArray *replies;
   GPtrArray *logs;
@@ -26,6 +28,7 @@ on_event (HnJob *job, const HnJobEvent *ev, gpointer data)
     case HN_JOB_EVENT_METRIC:
       e->metrics++;
       g_assert_true (isfinite (ev->metric.loss));
+      e->last_loss = ev->metric.loss;
       break;
     case HN_JOB_EVENT_TOKEN:
       g_string_append (e->cur, ev->token.text);
@@ -129,6 +132,46 @@ rm_rf (const char *path)
     g_unlink (path);
 }
 
+/* Stops the run of `argv` after step 2, checks DONE names the checkpoint,
+ * resumes from it and compares the weights with the uninterrupted run in
+ * `full`. */
+static void
+check_stop_resume (const char *const *argv, const char *out_stop, const char *full)
+{
+  g_autoptr (GError) error = NULL;
+  gsize n = 0;
+  while (argv[n])
+    n++;
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) n, argv, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_job_kind_can_save_and_stop (hn_job_spec_get_kind (spec)));
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  StopSeen seen = { 0 };
+  hn_job_set_event_func (job, stop_at_two, &seen, NULL);
+  g_assert_true (hn_job_run_sync (job, &error));
+  g_assert_no_error (error);
+  g_autofree char *ck = g_build_filename (out_stop, "checkpoint-epoch-0-step-2", NULL);
+  g_assert_cmpint (seen.last_step, ==, 2);
+  g_assert_cmpstr (seen.resume_from, ==, ck);
+  g_assert_false (hn_hier_is_model_dir (out_stop)); /* stopped: no final model yet */
+  g_autoptr (GPtrArray) resume = g_ptr_array_new ();
+  for (gsize i = 0; argv[i]; i++)
+    g_ptr_array_add (resume, (gpointer) argv[i]);
+  g_ptr_array_add (resume, (gpointer) "--resume-from-checkpoint");
+  g_ptr_array_add (resume, ck);
+  g_ptr_array_add (resume, NULL);
+  Events e;
+  events_init (&e);
+  g_assert_true (run_job ((const char *const *) resume->pdata, NULL, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (e.metrics, ==, 1);
+  events_clear (&e);
+  g_autoptr (GBytes) w1 = file_bytes (full, "model.safetensors");
+  g_autoptr (GBytes) w2 = file_bytes (out_stop, "model.safetensors");
+  g_assert_true (g_bytes_equal (w1, w2));
+  g_free (seen.resume_from);
+}
+
 static void
 test_init_train_chat (void)
 {
@@ -160,13 +203,14 @@ test_init_train_chat (void)
 
   Events e;
   events_init (&e);
-  const char *const train[] = { "train", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
+  const char *const train[] = { "train", "--runtime", "cpu", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
                                 "--training_chunk_size", "8", "--batch_size", "2", "--accumulation-steps", "1",
                                 "--max-steps", "3", "--starting-lr", "3e-3", NULL };
   g_assert_true (run_job (train, NULL, &e, &error));
   g_assert_no_error (error);
   g_assert_cmpint (e.metrics, ==, 3);
   g_assert_true (logs_contain (&e, "Hierarchos training runtime: CPU"));
+  double cpu_loss = e.last_loss;
   g_assert_true (hn_hier_is_model_dir (out));
   g_autofree char *tj = g_build_filename (out, "tokenizer.json", NULL);
   g_assert_true (g_file_test (tj, G_FILE_TEST_EXISTS));
@@ -175,38 +219,33 @@ test_init_train_chat (void)
   /* "Stop and save" after step 2: DONE names the checkpoint, and resuming
    * from it ends with the weights of the run above. */
   g_autofree char *out_stop = g_build_filename (tmp, "out-stop", NULL);
-  const char *const train_stop[] = { "train", "--model-path", model, "--train", text, "--out-dir", out_stop, "--seq-len",
-                                     "16", "--training_chunk_size", "8", "--batch_size", "2", "--accumulation-steps", "1",
-                                     "--max-steps", "3", "--starting-lr", "3e-3", NULL };
-  {
-    g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (train_stop) - 1, train_stop, &error);
-    g_assert_no_error (error);
-    g_assert_true (hn_job_kind_can_save_and_stop (hn_job_spec_get_kind (spec)));
-    g_autoptr (HnJob) job = hn_job_new (spec);
-    StopSeen seen = { 0 };
-    hn_job_set_event_func (job, stop_at_two, &seen, NULL);
-    g_assert_true (hn_job_run_sync (job, &error));
-    g_assert_no_error (error);
-    g_autofree char *ck = g_build_filename (out_stop, "checkpoint-epoch-0-step-2", NULL);
-    g_assert_cmpint (seen.last_step, ==, 2);
-    g_assert_cmpstr (seen.resume_from, ==, ck);
-    g_assert_false (hn_hier_is_model_dir (out_stop)); /* stopped: no final model yet */
-    g_autoptr (GPtrArray) resume = g_ptr_array_new ();
-    for (gsize i = 0; train_stop[i]; i++)
-      g_ptr_array_add (resume, (gpointer) train_stop[i]);
-    g_ptr_array_add (resume, (gpointer) "--resume-from-checkpoint");
-    g_ptr_array_add (resume, ck);
-    g_ptr_array_add (resume, NULL);
-    events_init (&e);
-    g_assert_true (run_job ((const char *const *) resume->pdata, NULL, &e, &error));
-    g_assert_no_error (error);
-    g_assert_cmpint (e.metrics, ==, 1);
-    events_clear (&e);
-    g_autoptr (GBytes) w1 = file_bytes (out, "model.safetensors");
-    g_autoptr (GBytes) w2 = file_bytes (out_stop, "model.safetensors");
-    g_assert_true (g_bytes_equal (w1, w2));
-    g_free (seen.resume_from);
-  }
+  const char *const train_stop[] = { "train", "--runtime", "cpu", "--model-path", model, "--train", text, "--out-dir",
+                                     out_stop, "--seq-len", "16", "--training_chunk_size", "8", "--batch_size", "2",
+                                     "--accumulation-steps", "1", "--max-steps", "3", "--starting-lr", "3e-3", NULL };
+  check_stop_resume (train_stop, out_stop, out);
+
+  /* The same run on the Vulkan trainer: its own stop and resume is
+   * bit-exact too, and its losses follow the CPU trainer's. */
+  if (hn_test_have_vulkan ())
+    {
+      g_autofree char *out_vk = g_build_filename (tmp, "out-vk", NULL);
+      g_autofree char *out_vk_stop = g_build_filename (tmp, "out-vk-stop", NULL);
+      const char *const train_vk[] = { "train", "--runtime", "vulkan", "--model-path", model, "--train", text, "--out-dir",
+                                       out_vk, "--seq-len", "16", "--training_chunk_size", "8", "--batch_size", "2",
+                                       "--accumulation-steps", "1", "--max-steps", "3", "--starting-lr", "3e-3", NULL };
+      const char *const train_vk_stop[] = { "train", "--runtime", "vulkan", "--model-path", model, "--train", text,
+                                            "--out-dir", out_vk_stop, "--seq-len", "16", "--training_chunk_size", "8",
+                                            "--batch_size", "2", "--accumulation-steps", "1", "--max-steps", "3",
+                                            "--starting-lr", "3e-3", NULL };
+      events_init (&e);
+      g_assert_true (run_job (train_vk, NULL, &e, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (e.metrics, ==, 3);
+      g_assert_true (logs_contain (&e, "Hierarchos training runtime: Vulkan"));
+      g_assert_cmpfloat (fabs (e.last_loss - cpu_loss), <, 2e-3);
+      events_clear (&e);
+      check_stop_resume (train_vk_stop, out_vk_stop, out_vk);
+    }
 
   /* A prompt/completion JSONL dataset through the dataset layer (loss on
    * completions only). */
@@ -218,7 +257,7 @@ test_init_train_chat (void)
   g_assert_true (g_file_set_contents (jl, rows->str, -1, NULL));
   g_string_free (rows, TRUE);
   g_autofree char *out_jl = g_build_filename (tmp, "out-jl", NULL);
-  const char *const train_jl[] = { "train", "--model-path", model, "--train", jl, "--out-dir", out_jl, "--seq-len", "16",
+  const char *const train_jl[] = { "train", "--runtime", "cpu", "--model-path", model, "--train", jl, "--out-dir", out_jl, "--seq-len", "16",
                                    "--training-chunk-size", "8", "--batch-size", "2", "--max-steps", "2", NULL };
   g_assert_true (run_job (train_jl, NULL, &e, &error));
   g_assert_no_error (error);
@@ -311,7 +350,7 @@ test_init_train_chat (void)
   /* Fine-tuning trains the default subset only. */
   events_init (&e);
   g_autofree char *ft = g_build_filename (tmp, "ft", NULL);
-  const char *const fine[] = { "finetune", "--model-path", out, "--train", text, "--out-dir", ft, "--seq-len", "8",
+  const char *const fine[] = { "finetune", "--runtime", "cpu", "--model-path", out, "--train", text, "--out-dir", ft, "--seq-len", "8",
                                "--training-chunk-size", "8", "--batch-size", "2", "--max-steps", "2", "--lr", "1e-2", NULL };
   g_assert_true (run_job (fine, NULL, &e, &error));
   g_assert_no_error (error);
@@ -348,7 +387,7 @@ test_memory_estimate (void)
   g_autoptr (HnHierModel) m = hn_hier_init_model_dir (tok, model, 16, NULL, 7, &error);
   g_assert_no_error (error);
 
-  const char *const train[] = { "train", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
+  const char *const train[] = { "train", "--runtime", "cpu", "--model-path", model, "--train", text, "--out-dir", out, "--seq-len", "16",
                                 "--training-chunk-size", "8", "--batch-size", "2", NULL };
   g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (train) - 1, train, &error);
   g_assert_no_error (error);
@@ -368,7 +407,7 @@ test_memory_estimate (void)
   hn_memory_estimate_clear (&e);
 
   /* a fresh model from the tokenizer: the geometry of the flags */
-  const char *const fresh[] = { "train", "--tokenizer-path", tok, "--context-dim", "16", "--train", text, "--out-dir",
+  const char *const fresh[] = { "train", "--runtime", "cpu", "--tokenizer-path", tok, "--context-dim", "16", "--train", text, "--out-dir",
                                 out, "--seq-len", "16", "--training-chunk-size", "8", "--batch-size", "2", NULL };
   g_autoptr (HnJobSpec) fspec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (fresh) - 1, fresh, &error);
   g_assert_no_error (error);
