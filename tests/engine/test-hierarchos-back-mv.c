@@ -1,6 +1,7 @@
 /* The backward of the Hierarchos MATVEC op (hierarchos-vk-back-mv.c): the
- * CPU reference against finite differences of the forward reference, and
- * the shaders against the reference, for every post, activation, layout,
+ * CPU reference against the CPU tape's own backward of the same
+ * composition and finite differences of the forward reference, and the
+ * shaders against the reference, for every post, activation, layout,
  * x segment source, bias, residual and predicate form; 2 rows, the second
  * one's predicate off. */
 #include "hier-back-check.h"
@@ -89,6 +90,120 @@ case_bench (const Case *c, guint64 seed)
   return b;
 }
 
+static void
+assert_close (const char *what, gsize i, float got, float want)
+{
+  if (isnan (got) != isnan (want) || (!isnan (want) && fabsf (got - want) > 1e-5f * (1.0f + fabsf (want))))
+    g_error ("%s[%" G_GSIZE_FORMAT "]: backward %.8g, tape %.8g", what, i, got, want);
+}
+
+static HnVar
+tape_act (HnHTape *t, guint32 act, HnVar v)
+{
+  switch (act)
+    {
+    case 1: return hn_htape_silu (t, v);
+    case 2: return hn_htape_gelu (t, v);
+    case 4: return hn_htape_relu (t, v);
+    case 5: return hn_htape_relusq (t, v);
+    case 7: return hn_htape_sigmoid (t, v);
+    case 8: return hn_htape_tanh (t, v);
+    case HN_HIER_ACT_WDECAY: return hn_htape_wdecay (t, v);
+    default: return v;
+    }
+}
+
+/* The op as the CPU tape composes it (hierarchos-runtime.c), differentiated
+ * by the tape, against the reference on the row that runs: the same rules,
+ * so they agree to rounding, at the clamps' edges and with non-finite
+ * values too. */
+static void
+tape_check (HierBackBench *b, const HnHierOp *op, const Case *c)
+{
+  const HnHierMatvecPush *p = &op->u.mv;
+  guint32 row = c->not ? 1 : 0;
+  gsize rb = (gsize) row * RS, gb = (gsize) row * p->ps;
+  HnHTape *t = hn_htape_new ();
+  t->record_grads = TRUE;
+  float *tg = g_new0 (float, b->n_wk), *tgp = g_new0 (float, b->n_prm);
+#define LEAF(from_prm, off, n)                                                                                     \
+  ((from_prm) ? hn_htape_leaf (t, b->prm + (off), tgp + (off), (int) (n))                                            \
+              : hn_htape_leaf (t, b->wk + rb + (off), tg + rb + (off), (int) (n)))
+  HnVar seg[3];
+  guint32 soff[3] = { p->x0, p->x1, p->x2 }, sn[3] = { p->n0, p->n1, p->in_n - p->n0 - p->n1 };
+  int n_seg = 0;
+  for (int k = 0; k < 3; k++)
+    if (sn[k])
+      seg[n_seg++] = LEAF ((p->xsrc >> k) & 1, soff[k], sn[k]);
+  HnVar x = n_seg == 1 ? seg[0] : hn_htape_concat (t, n_seg, seg);
+  HnVar W = LEAF (TRUE, p->w_off, p->out_n * p->in_n);
+  HnVar bias = c->bias ? LEAF (TRUE, p->b_off, p->out_n) : -1;
+  HnVar v = p->trans ? hn_htape_vecmat (t, x, W, (int) p->in_n, (int) p->out_n)
+                     : hn_htape_linear (t, W, x, bias, (int) p->out_n, (int) p->in_n);
+  if (p->trans && bias >= 0)
+    v = hn_htape_add (t, bias, v);
+  if (c->res)
+    v = hn_htape_add (t, LEAF (FALSE, p->res_off, p->out_n), v);
+  HnVar y = v, y2 = -1;
+  switch (p->post)
+    {
+    case HN_HIER_POST_PLAIN:
+      y = tape_act (t, p->act, v);
+      if (p->scale != 1.0f)
+        y = hn_htape_scale (t, y, p->scale);
+      if (p->y2_off != NONE)
+        y2 = hn_htape_clamp (t, y, p->clamp2);
+      if (p->clamp > 0)
+        y = hn_htape_clamp (t, y, p->clamp);
+      break;
+    case HN_HIER_POST_CM:
+      y = hn_htape_relusq (t, p->clamp > 0 ? hn_htape_clamp (t, v, p->clamp) : v);
+      if (p->aux != NONE)
+        {
+          HnVar de = LEAF (FALSE, p->aux, p->out_n);
+          y = hn_htape_mul (t, y, p->f1 > 0 ? hn_htape_clamp (t, de, p->f1) : de);
+          if (p->clamp > 0 && p->f1 > 0)
+            y = hn_htape_clamp (t, y, p->clamp * p->clamp * p->f1);
+        }
+      break;
+    case HN_HIER_POST_GATE:
+      y = hn_htape_sigmoid (t, hn_htape_clamp (t, hn_htape_add (t, LEAF (TRUE, p->aux, 1), v), 50.0f));
+      if (p->f1 > 0)
+        y = hn_htape_addc (t, hn_htape_scale (t, y, 1.0f - p->f1), p->f1);
+      break;
+    default:
+      y = hn_htape_clamp2 (t, hn_htape_sigmoid (t, hn_htape_clamp (t, v, p->f1)), 1e-6f, 1.0f - 1e-6f);
+    }
+#undef LEAF
+  /* the forward agrees with the tape's; the same random output gradients */
+  float *fw = g_memdup2 (b->wk, b->n_wk * sizeof (float));
+  hn_hier_op_ref (op, b->prm, fw);
+  float *gwk = g_new0 (float, b->n_wk), *gprm = g_new0 (float, b->n_prm * b->rows);
+  const struct { HnVar node; guint32 off; } outs[2] = { { y, p->y_off }, { y2, p->y2_off } };
+  for (int o = 0; o < 2 && outs[o].node >= 0; o++)
+    for (guint32 i = 0; i < p->out_n; i++)
+      {
+        assert_close ("forward", i, fw[rb + outs[o].off + i], hn_htape_val (t, outs[o].node)[i]);
+        float gi = hier_back_urand (&b->rng, -1.0f, 1.0f);
+        gwk[rb + outs[o].off + i] = gi;
+        hn_htape_node (t, outs[o].node)->grad[i] = gi;
+      }
+  hn_htape_sweep (t);
+  hn_hier_mv_back_ref (op, b->prm, b->wk, gprm, gwk);
+  /* every input of the row (the outputs' own gradients aside) and the slice */
+  for (gsize i = 0; i < RS; i++)
+    if (!(i >= W_Y && i < W_CTL + 3))
+      assert_close ("gwk", rb + i, gwk[rb + i], tg[rb + i]);
+  for (gsize i = 0; i < b->n_prm; i++)
+    assert_close ("gprm", i, gprm[gb + i], tgp[i]);
+  hn_htape_free (t);
+  g_free (fw);
+  g_free (tg);
+  g_free (tgp);
+  g_free (gwk);
+  g_free (gprm);
+}
+
 /* Finite differences of every input, then the shaders (when a device exists). */
 static void
 check_case (const Case *c, guint64 seed, HnVkContext *ctx)
@@ -117,6 +232,7 @@ check_case (const Case *c, guint64 seed, HnVkContext *ctx)
     ins[n_ins++] = (HierRange) { W_AUX, c->out, FALSE };
   if (c->post == HN_HIER_POST_GATE)
     ins[n_ins++] = (HierRange) { P_LOGIT, 1, TRUE };
+  tape_check (b, &op, c);
   if (c->in * c->out <= 1000)
     hier_back_fd_check (b, &op, hn_hier_mv_back_ref, outs, n_outs, ins, n_ins, 1e-3f, 5e-3f);
   if (ctx)
@@ -242,6 +358,7 @@ test_edges (gconstpointer data)
       b->prm[P_W + o] = 1.0f;
       b->prm[P_B + o] = v[o] - 1.0f;
     }
+  tape_check (b, &op, &c);
   float *g = edge_grads (b, &op);
   for (int o = 0; o < 4; o++)
     g_assert_cmpfloat (g[P_B + o], ==, want[o]);
@@ -258,6 +375,7 @@ test_edges (gconstpointer data)
       b = case_bench (&c, 71);
       b->wk[W_X0] = INFINITY;
       b->prm[P_W + 3] = INFINITY;
+      tape_check (b, &op, &c);
       g = edge_grads (b, &op);
       for (guint32 e = 0; e < 6; e++)
         if (trans == 0 || e == 3)
@@ -277,6 +395,7 @@ test_edges (gconstpointer data)
   b->wk[W_X0] = 1.0f;
   b->prm[P_W] = 1.0f;
   b->prm[P_B] = -21.0f;
+  tape_check (b, &op, &c);
   g = edge_grads (b, &op);
   g_assert_cmpfloat (g[P_B], ==, 0.0f);
   g_free (g);
