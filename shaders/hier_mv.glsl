@@ -15,7 +15,8 @@ layout(push_constant) uniform P {
   float f1;
   uint rs; uint ps;
 #ifdef HIER_BACK
-  uint bs; // the backward's scratch (dv [out_n]) in the row's gwk
+  uint bs;    // the backward's scratch in the row's gwk
+  uint phase; // hier_matvec_back.comp: which of its dispatches
 #endif
 } p;
 

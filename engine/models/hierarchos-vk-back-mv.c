@@ -6,10 +6,14 @@
  * blocks it outside and at non-finite values; the Linear skips outputs
  * whose gradient is 0, the vecmat does not.
  *
- * Two dispatches: hier_matvec_back_dv recomputes v as the forward did and
+ * Dispatches: hier_matvec_back_dv recomputes v as the forward did and
  * writes dv to the scratch (plus the per-output inputs: bias, residual,
- * channel mix's deep embedding, the gate logit); hier_matvec_back adds the
- * input's gradient W^T dv and the weight's outer product dv x^T. */
+ * channel mix's deep embedding, the gate logit), except for a plain Linear
+ * without activation or clamp, whose dv is the output's gradient times
+ * scale; hier_matvec_back adds the input's gradient W^T dv and the
+ * weight's outer product dv x^T (and a direct op's bias and residual
+ * gradients); past MV_BACK_OC outputs (trans 0) a third dispatch sums the
+ * input gradient's partial sums. */
 #include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
 
@@ -18,20 +22,41 @@
 #define NONE HN_HIER_NONE
 #define FAIL(code, ...) (g_set_error (error, HN_ERROR, code, __VA_ARGS__), FALSE)
 
-/* The backward shaders' push constants: the forward's plus the scratch. */
+/* The backward shaders' push constants: the forward's plus the scratch
+ * and which of hier_matvec_back's dispatches. */
 typedef struct {
   HnHierMatvecPush mv;
-  guint32 bs;
+  guint32 bs, phase;
 } MvBackPush;
 
 /* Workgroup geometry of hier_matvec_back.comp. */
 #define MV_BACK_COLS 32u
 #define MV_BACK_ROWS 8u
+#define MV_BACK_OC 512u
+#define MV_BACK_GW 1024u
+
+/* A plain Linear without activation or clamp: dv is scale * dL/dy, so the
+ * dv pass (a second read of W) is left out. */
+static gboolean
+mv_direct (const HnHierMatvecPush *p)
+{
+  return p->post == HN_HIER_POST_PLAIN && p->act == 0 && !(p->clamp > 0) && p->y2_off == NONE;
+}
+
+/* trans 0: the input's gradient is summed per MV_BACK_OC outputs, then the
+ * partial sums (in the scratch) in a third dispatch. */
+static guint32
+mv_chunks (const HnHierMatvecPush *p)
+{
+  return p->trans ? 1 : (p->out_n + MV_BACK_OC - 1) / MV_BACK_OC;
+}
 
 guint32
 hn_hier_mv_back_scratch (const HnHierOp *op)
 {
-  return op->u.mv.out_n; /* dv */
+  const HnHierMatvecPush *p = &op->u.mv;
+  guint32 nc = mv_chunks (p);
+  return (mv_direct (p) ? 0 : p->out_n) + (nc > 1 ? nc * p->in_n : 0);
 }
 
 static gboolean
@@ -312,16 +337,25 @@ hn_hier_mv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuf
   const HnHierMatvecPush *p = &op->u.mv;
   if (!mv_back_supported (p, error))
     return FALSE;
-  MvBackPush push = { *p, op->bs };
+  MvBackPush push = { *p, op->bs, 0 };
   guint32 rows = MAX (op->rows, 1);
-  if (!hn_hier_back_dispatch (cmd, "hier_matvec_back_dv", &push, sizeof push, prm, wk, gprm, gwk,
-                              hn_hier_op_groups (op), rows, error))
+  if (!mv_direct (p) && !hn_hier_back_dispatch (cmd, "hier_matvec_back_dv", &push, sizeof push, prm, wk, gprm, gwk,
+                                                 hn_hier_op_groups (op), rows, error))
     return FALSE;
-  guint64 xg = p->trans ? (p->in_n + MV_BACK_ROWS - 1) / MV_BACK_ROWS : (p->in_n + MV_BACK_COLS - 1) / MV_BACK_COLS;
-  guint64 wg = ((guint64) p->out_n * p->in_n + 127) / 128;
-  if (xg + wg > G_MAXUINT32 / 2)
-    return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: %u x %u weight too large",
-                         p->out_n, p->in_n);
-  return hn_hier_back_dispatch (cmd, "hier_matvec_back", &push, sizeof push, prm, wk, gprm, gwk, (guint32) (xg + wg),
-                                rows, error);
+  guint64 xg = p->trans ? (p->in_n + MV_BACK_ROWS - 1) / MV_BACK_ROWS
+                        : (guint64) (p->in_n + MV_BACK_COLS - 1) / MV_BACK_COLS * mv_chunks (p);
+  guint32 len = p->trans ? p->out_n : p->in_n, nrows = p->trans ? p->in_n : p->out_n;
+  guint32 rpg = MAX (1, MV_BACK_GW / MAX (len, 1));
+  guint64 wg = ((guint64) nrows + rpg - 1) / rpg;
+  guint64 bg = mv_direct (p) ? (p->out_n + 127) / 128 : 0;
+  if ((guint64) p->out_n * p->in_n > G_MAXUINT32 || xg + wg + bg > G_MAXUINT32 / 2)
+    return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: %u x %u weight too large", p->out_n, p->in_n);
+  if (!hn_hier_back_dispatch (cmd, "hier_matvec_back", &push, sizeof push, prm, wk, gprm, gwk, (guint32) (xg + wg + bg),
+                              rows, error))
+    return FALSE;
+  if (mv_chunks (p) == 1)
+    return TRUE;
+  push.phase = 1;
+  return hn_hier_back_dispatch (cmd, "hier_matvec_back", &push, sizeof push, prm, wk, gprm, gwk,
+                                (p->in_n + 127) / 128, rows, error);
 }

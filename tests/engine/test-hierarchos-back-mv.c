@@ -13,9 +13,10 @@
 /* prm: bias, an x segment, the gate logit, W. wk row: x segments 0 and 2,
  * residual, aux (deep embedding or control words in), y, y2, control
  * words out, the predicate word, the scratch. */
-enum { P_B = 0, P_X = 400, P_LOGIT = 500, P_W = 512 };
-enum { W_X0 = 0, W_X2 = 3000, W_RES = 6000, W_AUX = 6400, W_Y = 6800, W_Y2 = 7200, W_CTL = 7600, W_PRED = 7610,
-       W_BS = 7700, RS = 8200 };
+enum { MAX_OUT = 2048, MAX_IN = 3000, MAX_SCRATCH = 4000 };
+enum { P_B = 0, P_X = MAX_OUT, P_LOGIT = P_X + MAX_IN, P_W = P_LOGIT + 8 };
+enum { W_X0 = 0, W_X2 = MAX_IN, W_RES = 2 * MAX_IN, W_AUX = W_RES + MAX_OUT, W_Y = W_AUX + MAX_OUT, W_Y2 = W_Y + MAX_OUT,
+       W_CTL = W_Y2 + MAX_OUT, W_PRED = W_CTL + 8, W_BS = W_PRED + 8, RS = W_BS + MAX_SCRATCH };
 
 typedef struct {
   guint32 out, in, trans, post, act;
@@ -29,6 +30,7 @@ case_op (const Case *c)
 {
   HnHierOp op = { .kind = HN_HIER_OP_MATVEC, .rows = 2, .bs = W_BS };
   HnHierMatvecPush *p = &op.u.mv;
+  g_assert_true (c->out <= MAX_OUT && c->in <= MAX_IN);
   p->out_n = c->out;
   p->in_n = c->in;
   p->trans = c->trans;
@@ -70,6 +72,7 @@ case_op (const Case *c)
   p->f1 = c->f1;
   p->rs = RS;
   p->ps = P_W + c->out * c->in;
+  g_assert_cmpuint (hn_hier_mv_back_scratch (&op), <=, MAX_SCRATCH);
   return op;
 }
 
@@ -263,6 +266,16 @@ test_plain (gconstpointer data)
           }
         check_case (&c, 11 + a + 100 * trans, ctx);
       }
+  /* a direct Linear (no activation, clamp or y2: no dv pass) */
+  for (guint32 trans = 0; trans < 2; trans++)
+    {
+      Case c = plain;
+      c.trans = trans;
+      c.clamp = 0.0f;
+      c.y2 = FALSE;
+      c.not = trans == 1;
+      check_case (&c, 25 + trans, ctx);
+    }
   /* no clamp, no y2, no bias, no residual, one segment, the other predicate form */
   for (guint32 trans = 0; trans < 2; trans++)
     {
@@ -318,6 +331,10 @@ test_large (gconstpointer data)
     { .out = 3, .in = 2100, .segs = TRUE, .act = 2, .scale = 1.0f },
     { .out = 150, .in = 20, .trans = 1, .act = 7, .scale = 1.0f, .bias = TRUE, .segs = TRUE },
     { .out = 1, .in = 2300, .trans = 1, .scale = 1.0f },
+    /* trans 0 past one chunk of outputs (partial sums of the input's
+     * gradient): a direct Linear, and one with a dv pass */
+    { .out = 1100, .in = 7, .bias = TRUE, .res = TRUE, .segs = TRUE, .scale = 0.5f },
+    { .out = 600, .in = 5, .act = 1, .clamp = 1.0f, .scale = 1.0f, .not = TRUE },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     check_case (&cases[i], 60 + i, ctx);
@@ -450,6 +467,101 @@ test_unsupported (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* ---- timing (-m perf) ----
+ *
+ * Median device time of the backward (all its dispatches) beside the
+ * forward at the H200 model's sizes (width 1024), from the dispatch
+ * timestamps. */
+
+static double
+time_op (HnVkContext *ctx, const HnHierOp *op, gboolean back)
+{
+  g_autoptr (GError) error = NULL;
+  const HnHierMatvecPush *p = &op->u.mv;
+  guint32 rows = MAX (op->rows, 1);
+  HierBackBench *b = hier_back_bench_new (90, p->ps, rows, p->rs);
+  gsize n_gp = (gsize) p->ps * rows;
+  g_autofree float *zeros = g_new0 (float, MAX (n_gp, b->n_wk));
+  for (guint32 r = 0; r < rows; r++)
+    b->wk[(gsize) r * p->rs + p->pred] = 1.0f;
+  g_autoptr (HnVkBuffer) bp = hn_vk_buffer_new (ctx, b->n_prm * 4, "perf prm", &error);
+  g_autoptr (HnVkBuffer) bw = hn_vk_buffer_new (ctx, b->n_wk * 4, "perf wk", &error);
+  g_autoptr (HnVkBuffer) bgp = hn_vk_buffer_new (ctx, n_gp * 4, "perf gprm", &error);
+  g_autoptr (HnVkBuffer) bgw = hn_vk_buffer_new (ctx, b->n_wk * 4, "perf gwk", &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_vk_buffer_upload (bp, 0, b->prm, b->n_prm * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (bw, 0, b->wk, b->n_wk * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (bgp, 0, zeros, n_gp * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (bgw, 0, zeros, b->n_wk * 4, &error));
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  enum { RUNS = 9 };
+  double us[RUNS];
+  for (int run = -1; run < RUNS; run++) /* run -1 warms up */
+    {
+      hn_cmd_set_profiling (cmd, run >= 0);
+      g_assert_true (back ? hn_hier_mv_back_record (cmd, op, bp, bw, bgp, bgw, &error)
+                          : hn_hier_op_record (cmd, op, bp, bw, &error));
+      g_assert_true (hn_cmd_submit_wait (cmd, &error));
+      if (run < 0)
+        continue;
+      guint n = 0;
+      const HnCmdProfileEntry *e = hn_cmd_get_profile (cmd, &n);
+      us[run] = 0;
+      for (guint i = 0; i < n; i++)
+        us[run] += e[i].microseconds;
+    }
+  for (int i = 1; i < RUNS; i++)
+    for (int j = i; j > 0 && us[j] < us[j - 1]; j--)
+      {
+        double t = us[j];
+        us[j] = us[j - 1];
+        us[j - 1] = t;
+      }
+  hier_back_bench_free (b);
+  return us[RUNS / 2];
+}
+
+static void
+test_perf (gconstpointer data)
+{
+  HnVkContext *ctx = (HnVkContext *) data;
+  const guint32 W = 1024, R = 4;
+  const struct { const char *name; guint32 out, in, trans, act; float clamp; guint32 post; } shapes[] = {
+    { "key W x W (direct)", W, W, 0, 0, 0, HN_HIER_POST_PLAIN },
+    { "drift W x W, tanh, clamp", W, W, 0, 8, 1.0f, HN_HIER_POST_PLAIN },
+    { "channel-mix key 4W x W", 4 * W, W, 0, 0, 1.0f, HN_HIER_POST_CM },
+    { "decay lora W -> 64, tanh", 64, W, 1, 8, 0, HN_HIER_POST_PLAIN },
+    { "decay lora 64 -> W, w-decay", W, 64, 1, HN_HIER_ACT_WDECAY, 0, HN_HIER_POST_PLAIN },
+    { "lm_head 4096 x W (direct)", 4096, W, 0, 0, 0, HN_HIER_POST_PLAIN },
+  };
+  for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      HnHierOp op = { .kind = HN_HIER_OP_MATVEC, .rows = R, .bs = 2 * W + 2 * 4 * W + 8 };
+      HnHierMatvecPush *p = &op.u.mv;
+      *p = (HnHierMatvecPush) { .out_n = shapes[s].out, .in_n = shapes[s].in, .trans = shapes[s].trans };
+      p->w_off = 0;
+      p->b_off = p->res_off = p->y2_off = p->aux = NONE;
+      p->x0 = p->x1 = p->x2 = 0;
+      p->n0 = p->in_n;
+      p->y_off = 4 * W;
+      p->act = shapes[s].act;
+      p->clamp = shapes[s].clamp;
+      p->post = shapes[s].post;
+      p->scale = 1.0f;
+      if (p->post == HN_HIER_POST_CM)
+        {
+          p->aux = 8 * W;
+          p->f1 = 1.0f;
+        }
+      p->pred = op.bs - 1;
+      p->ps = p->out_n * p->in_n;
+      p->rs = op.bs + hn_hier_mv_back_scratch (&op);
+      double fwd = time_op (ctx, &op, FALSE), back = time_op (ctx, &op, TRUE);
+      g_test_minimized_result (back, "MATVEC %s: backward %.1f us, forward %.1f us (%u rows)", shapes[s].name, back, fwd,
+                               R);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -470,6 +582,8 @@ main (int argc, char **argv)
     g_test_add_data_func ("/hierarchos-back-mv/large", ctx, test_large);
   g_test_add_data_func ("/hierarchos-back-mv/edges", ctx, test_edges);
   g_test_add_func ("/hierarchos-back-mv/unsupported", test_unsupported);
+  if (ctx && g_test_perf ())
+    g_test_add_data_func ("/hierarchos-back-mv/perf", ctx, test_perf);
   int rc = g_test_run ();
   if (ctx)
     hn_vk_context_unref (ctx);
