@@ -239,6 +239,7 @@ struct _HnHierVkRunner {
   float *fast_sent; /* row 0's fast values last uploaded (inference) */
   gboolean fast_valid;
   HnHTape *tape;    /* training: the losses */
+  GHashTable *prof; /* HN_HIER_PROFILE: shader name -> [microseconds, dispatches] */
 };
 
 /* A runner for training: `rows` rows of `chunk` tokens per program, with
@@ -269,6 +270,9 @@ gsize hn_hier_vk_trainer_row_floats (HnHierVkRunner *r);
 int hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, GError **error);
 /* Copies row k's gradient slice to grads[k] (k < rows) and zeroes the slices. */
 gboolean hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float **grads, GError **error);
+/* Submits what is recorded when `last` (or, profiling, every 4000
+ * dispatches), adding the profile's timestamps to r->prof. */
+gboolean hn_hier_vk_profile_flush (HnHierVkRunner *r, gboolean last, GError **error);
 /* Runs r->prog (forward ops) through the device or the references. */
 gboolean hn_hier_vk_run_program (HnHierVkRunner *r, GError **error);
 

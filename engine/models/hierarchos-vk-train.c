@@ -36,13 +36,14 @@ run_backward (HnHierVkRunner *r, GError **error)
   for (guint i = r->prog->len; i-- > 0;)
     {
       const HnHierOp *op = &g_array_index (r->prog, HnHierOp, i);
-      if (!op->no_back && !hn_hier_op_back_record (r->cmd, op, r->prm, r->wk, r->gprm, r->gwk, error))
+      if (!op->no_back && (!hn_hier_op_back_record (r->cmd, op, r->prm, r->wk, r->gprm, r->gwk, error) ||
+                           !hn_hier_vk_profile_flush (r, FALSE, error)))
         {
           hn_cmd_reset (r->cmd);
           return FALSE;
         }
     }
-  return hn_cmd_submit_wait (r->cmd, error);
+  return hn_hier_vk_profile_flush (r, TRUE, error);
 }
 
 /* Row k's losses on the tape, from the chunk's downloaded values; the

@@ -140,6 +140,7 @@ check_limits (HnHierModel *m, GError **error)
 }
 
 static void param_offsets (HnHierVkRunner *r);
+static void profile_print (HnHierVkRunner *r);
 static void record_token (HnHierVkRunner *r, int t, gint64 pos, int rosa, gboolean detach);
 static void record_state_out (HnHierVkRunner *r);
 
@@ -848,6 +849,11 @@ runner_new (HnHierModel *m, HnVkContext *ctx, gboolean train, int rows, int chun
     return NULL;
   if (!(r->cmd = hn_cmd_new (ctx, error)) || !hn_hier_vk_runner_upload_params (r, error))
     return NULL;
+  if (g_getenv ("HN_HIER_PROFILE"))
+    {
+      r->prof = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      hn_cmd_set_profiling (r->cmd, TRUE);
+    }
   /* Zero the work buffer once: the predicate words of rows and the slots
    * of ops that do not run are read before anything writes them. */
   if (!hn_hier_vk_zero (r, r->wk, wk_n, error) || (train && !hn_hier_vk_zero (r, r->gprm, (gsize) m->n_params * r->R, error)) ||
@@ -911,6 +917,11 @@ hn_hier_vk_runner_free (HnHierVkRunner *r)
 {
   if (!r)
     return;
+  if (r->prof)
+    {
+      profile_print (r);
+      g_hash_table_unref (r->prof);
+    }
   if (r->cmd)
     hn_cmd_free (r->cmd);
   HnVkBuffer *bufs[4] = { r->prm, r->wk, r->gprm, r->gwk };
@@ -936,6 +947,50 @@ hn_hier_vk_runner_get_n_ops (HnHierVkRunner *r)
   return r->n_ops;
 }
 
+/* HN_HIER_PROFILE=1: GPU time per shader, summed over the runner's life
+ * and printed to stderr when it is freed (the recorder's timestamps hold
+ * 4096 dispatches, so a profiled program is submitted in parts). */
+gboolean
+hn_hier_vk_profile_flush (HnHierVkRunner *r, gboolean last, GError **error)
+{
+  if (!r->prof)
+    return last ? hn_cmd_submit_wait (r->cmd, error) : TRUE;
+  if (!last && hn_cmd_get_n_dispatches (r->cmd) < 4000)
+    return TRUE;
+  if (!hn_cmd_submit_wait (r->cmd, error))
+    return FALSE;
+  guint n = 0;
+  const HnCmdProfileEntry *e = hn_cmd_get_profile (r->cmd, &n);
+  for (guint i = 0; i < n; i++)
+    {
+      double *v = g_hash_table_lookup (r->prof, e[i].name);
+      if (!v)
+        g_hash_table_insert (r->prof, g_strdup (e[i].name), v = g_new0 (double, 2));
+      v[0] += e[i].microseconds;
+      v[1] += 1;
+    }
+  return TRUE;
+}
+
+static void
+profile_print (HnHierVkRunner *r)
+{
+  GHashTableIter it;
+  gpointer k, v;
+  double total = 0;
+  g_hash_table_iter_init (&it, r->prof);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    total += ((double *) v)[0];
+  g_printerr ("Hierarchos Vulkan %s profile: %.1f ms of GPU time\n", r->train ? "trainer" : "runtime", total / 1e3);
+  g_hash_table_iter_init (&it, r->prof);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      const double *d = v;
+      g_printerr ("  %-24s %10.1f ms %5.1f%% %9.0f dispatches %8.2f us each\n", (const char *) k, d[0] / 1e3,
+                  100 * d[0] / MAX (total, 1e-9), d[1], d[0] / d[1]);
+    }
+}
+
 gboolean
 hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
 {
@@ -947,12 +1002,13 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
       return TRUE;
     }
   for (guint i = 0; i < r->prog->len; i++)
-    if (!hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm, r->wk, error))
+    if (!hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm, r->wk, error) ||
+        !hn_hier_vk_profile_flush (r, FALSE, error))
       {
         hn_cmd_reset (r->cmd);
         return FALSE;
       }
-  return hn_cmd_submit_wait (r->cmd, error);
+  return hn_hier_vk_profile_flush (r, TRUE, error);
 }
 
 gboolean
