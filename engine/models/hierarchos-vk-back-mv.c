@@ -110,78 +110,34 @@ mv_back_supported (const HnHierMatvecPush *p, GError **error)
   return TRUE;
 }
 
-static gboolean
-skip_row (const float *wk, guint32 pred)
-{
-  if (pred == NONE)
-    return FALSE;
-  float w = wk[pred & ~HN_HIER_PRED_NOT];
-  return (pred & HN_HIER_PRED_NOT) ? w != 0.0f : w == 0.0f;
-}
-
 static float
 inside (float x, float lo, float hi)
 {
   return x >= lo && x <= hi ? 1.0f : 0.0f;
 }
 
+/* d act(v) / dv (the tape's), y = act(v). */
 static float
-rclamp (float x, float m)
-{
-  return isfinite (x) ? (x < -m ? -m : (x > m ? m : x)) : x;
-}
-
-static float
-rsigmoid (float x)
-{
-  if (x >= 0)
-    return 1.0f / (1.0f + expf (-x));
-  float e = expf (x);
-  return e / (1.0f + e);
-}
-
-/* act(v) and its derivative (the tape's). */
-static float
-act_and_d (guint32 act, float v, float *d)
+act_d (guint32 act, float v, float y)
 {
   switch (act)
     {
     case 1:
       {
-        float s = rsigmoid (v);
-        *d = s + v * s * (1 - s);
-        return v * s;
+        float s = hn_hier_ref_sigmoid (v);
+        return s + v * s * (1 - s);
       }
-    case 2:
-      *d = 0.5f * (1.0f + erff (v * (float) M_SQRT1_2)) + v * expf (-0.5f * v * v) * 0.3989422804014327f;
-      return 0.5f * v * (1.0f + erff (v * (float) M_SQRT1_2));
-    case 4:
-      *d = v > 0 ? 1.0f : 0.0f;
-      return v > 0 ? v : 0.0f;
-    case 5:
-      *d = v > 0 ? 2 * v : 0.0f;
-      return v > 0 ? v * v : 0.0f;
-    case 7:
-      {
-        float y = rsigmoid (v);
-        *d = y * (1 - y);
-        return y;
-      }
-    case 8:
-      {
-        float y = tanhf (v);
-        *d = 1 - y * y;
-        return y;
-      }
+    case 2: return 0.5f * (1.0f + erff (v * (float) M_SQRT1_2)) + v * expf (-0.5f * v * v) * 0.3989422804014327f;
+    case 4: return v > 0 ? 1.0f : 0.0f;
+    case 5: return v > 0 ? 2 * v : 0.0f;
+    case 7: return y * (1 - y);
+    case 8: return 1 - y * y;
     case HN_HIER_ACT_WDECAY:
       {
-        float u = -v, sp = u > 20.0f ? u : (u < -20.0f ? expf (u) : log1pf (expf (u)));
-        *d = u > 20.0f ? 1.0f : (u < -20.0f ? expf (u) : rsigmoid (u));
-        return -sp - 0.5f;
+        float u = -v;
+        return u > 20.0f ? 1.0f : (u < -20.0f ? expf (u) : hn_hier_ref_sigmoid (u));
       }
-    default:
-      *d = 1.0f;
-      return v;
+    default: return 1.0f;
     }
 }
 
@@ -195,12 +151,12 @@ mv_dv (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm
     {
     case HN_HIER_POST_PLAIN:
       {
-        float d, z = p->scale * act_and_d (p->act, v, &d);
+        float y = hn_hier_ref_act (p->act, v), z = p->scale * y;
         if (p->clamp > 0)
           g *= inside (z, -p->clamp, p->clamp);
         if (p->y2_off != NONE)
           g += gwk[p->y2_off + o] * inside (z, -p->clamp2, p->clamp2);
-        return g * p->scale * d;
+        return g * p->scale * act_d (p->act, v, y);
       }
     case HN_HIER_POST_CM:
       {
@@ -208,7 +164,7 @@ mv_dv (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm
         if (p->clamp > 0)
           {
             pass = inside (v, -p->clamp, p->clamp);
-            k = rclamp (v, p->clamp);
+            k = hn_hier_ref_clamp (v, p->clamp);
           }
         float f = k > 0 ? k * k : 0.0f;
         if (p->aux != NONE)
@@ -217,7 +173,7 @@ mv_dv (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm
             if (p->f1 > 0)
               {
                 dpass = inside (d0, -p->f1, p->f1);
-                d = rclamp (d0, p->f1);
+                d = hn_hier_ref_clamp (d0, p->f1);
               }
             if (p->clamp > 0 && p->f1 > 0)
               {
@@ -231,7 +187,7 @@ mv_dv (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm
       }
     case HN_HIER_POST_GATE:
       {
-        float z = prm[p->aux] + v, s = rsigmoid (rclamp (z, 50.0f));
+        float z = prm[p->aux] + v, s = hn_hier_ref_sigmoid (hn_hier_ref_clamp (z, 50.0f));
         if (p->f1 > 0)
           g *= 1.0f - p->f1;
         float dz = g * (s * (1 - s)) * inside (z, -50.0f, 50.0f);
@@ -241,7 +197,7 @@ mv_dv (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm
     default:
       {
         /* halting: the probability's gradient; the control words get none */
-        float s = rsigmoid (rclamp (v, p->f1));
+        float s = hn_hier_ref_sigmoid (hn_hier_ref_clamp (v, p->f1));
         g *= inside (s, 1e-6f, 1.0f - 1e-6f);
         return g * (s * (1 - s)) * inside (v, -p->f1, p->f1);
       }
@@ -325,7 +281,7 @@ hn_hier_mv_back_ref (const HnHierOp *op, const float *prm, const float *wk, floa
   for (guint32 r = 0; r < MAX (op->rows, 1); r++)
     {
       gsize w = (gsize) r * p->rs;
-      if (!skip_row (wk + w, p->pred))
+      if (!hn_hier_ref_skip (wk + w, p->pred))
         mv_back_row (p, prm, wk + w, gprm + (gsize) r * p->ps, gwk + w);
     }
 }

@@ -124,6 +124,13 @@ guint32 hn_hier_op_groups (const HnHierOp *op);
 guint32 hn_hier_op_rs (const HnHierOp *op);
 /* The CPU reference of one op (every row). */
 void hn_hier_op_ref (const HnHierOp *op, const float *prm, float *wk);
+/* The references' rules (hierarchos-vk-ref.c): a row skipped by its
+ * predicate, the clamp that passes non-finite values, the stable sigmoid,
+ * an activation code's function. */
+gboolean hn_hier_ref_skip (const float *wk, guint32 pred);
+float hn_hier_ref_clamp (float x, float m);
+float hn_hier_ref_sigmoid (float x);
+float hn_hier_ref_act (guint32 act, float x);
 /* Records one op: prm and wk are bound whole at bindings 0 and 1. */
 gboolean hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, GError **error);
 

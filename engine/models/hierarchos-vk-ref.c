@@ -411,3 +411,28 @@ ref_one (const HnHierOp *op, const float *prm, float *wk)
     default: g_assert_not_reached ();
     }
 }
+
+/* The references' scalar rules, for the backward references. */
+gboolean
+hn_hier_ref_skip (const float *wk, guint32 pred)
+{
+  return skip (wk, pred);
+}
+
+float
+hn_hier_ref_clamp (float x, float m)
+{
+  return rclamp (x, m);
+}
+
+float
+hn_hier_ref_sigmoid (float x)
+{
+  return rsigmoid (x);
+}
+
+float
+hn_hier_ref_act (guint32 act, float x)
+{
+  return ract (act, x);
+}
