@@ -110,8 +110,9 @@ void main() {
     }
     return;
   }
+  // (past these: the padding of a grid split over y)
   uint o = (g - GW) * 128u + t;
-  if (o >= p.out_n) return;
+  if (!direct() || o >= p.out_n) return;
   float d = dvo(o);
   if (p.b_off != HIER_NONE) gprm[gb + p.b_off + o] += d;
   if (p.res_off != HIER_NONE) gwk[rb + p.res_off + o] += d;
