@@ -21,7 +21,6 @@ layout(push_constant) uniform P {
 } p;
 
 const uint ROWS = 8u, TPR = 16u, TILE = 2048u;
-shared float xs[TILE];
 shared float part[128];
 
 // Segment s of x and where element i lives (bit s of xsrc: in prm).
@@ -36,6 +35,8 @@ float xin(uint i) {
 }
 
 #ifndef HIER_MV_NO_RUN
+shared float xs[TILE];
+
 void finish(uint o, float v);
 
 void hier_mv_run() {
