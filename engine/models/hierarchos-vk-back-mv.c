@@ -82,31 +82,42 @@ mv_back_supported (const HnHierMatvecPush *p, GError **error)
     return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: post %u needs out_n 1, not %u", p->post, p->out_n);
   if (p->n0 + p->n1 > p->in_n)
     return FAIL (HN_ERROR_INVALID_ARGUMENT, "MATVEC backward: segments %u + %u > in %u", p->n0, p->n1, p->in_n);
-  /* the shader adds each element's input gradient from one thread:
-   * segments of one buffer must not overlap */
-  guint32 off[3] = { p->x0, p->x1, p->x2 }, n[3] = { p->n0, p->n1, p->in_n - p->n0 - p->n1 };
-  for (int a = 0; a < 3; a++)
-    for (int b = a + 1; b < 3; b++)
-      if (((p->xsrc >> a) & 1) == ((p->xsrc >> b) & 1) && overlaps (off[a], n[a], off[b], n[b]))
-        return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: x segments %d and %d overlap", a, b);
+  /* the shaders add each input element's gradient from one thread, some
+   * inputs in the same dispatch: the inputs of one buffer must not
+   * overlap */
+  static const char *const names[] = { "x segment 0", "x segment 1", "x segment 2", "the residual",
+                                       "the deep embedding", "the weight", "the bias", "the gate logit" };
+  guint32 n[3] = { p->n0, p->n1, p->in_n - p->n0 - p->n1 };
+  guint32 ins_off[8] = { p->x0, p->x1, p->x2, p->res_off, p->aux, p->w_off, p->b_off, p->aux };
+  guint32 ins_n[8] = { n[0], n[1], n[2], p->res_off != NONE ? p->out_n : 0,
+                       p->post == HN_HIER_POST_CM && p->aux != NONE ? p->out_n : 0, p->out_n * p->in_n,
+                       p->b_off != NONE ? p->out_n : 0, p->post == HN_HIER_POST_GATE };
+  gboolean ins_prm[8] = { (p->xsrc & 1) != 0, (p->xsrc & 2) != 0, (p->xsrc & 4) != 0, FALSE, FALSE, TRUE, TRUE, TRUE };
+  for (int a = 0; a < 8; a++)
+    for (int b = a + 1; b < 8; b++)
+      if (ins_prm[a] == ins_prm[b] && overlaps (ins_off[a], ins_n[a], ins_off[b], ins_n[b]))
+        return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: %s (%s %u..%u) overlaps %s (%u..%u)", names[a],
+                     ins_prm[a] ? "prm" : "wk", ins_off[a], ins_off[a] + ins_n[a] - 1, names[b], ins_off[b],
+                     ins_off[b] + ins_n[b] - 1);
   /* v is recomputed from the inputs and the predicate reread: an in-place
    * forward (the inference step's halting words over its predicate) is
    * refused; a training program keeps every value */
-  guint32 in_off[6] = { p->x0, p->x1, p->x2, p->res_off, p->aux, p->pred & ~HN_HIER_PRED_NOT };
-  guint32 in_n[6] = { n[0], n[1], n[2], p->res_off != NONE ? p->out_n : 0,
-                      p->post == HN_HIER_POST_CM && p->aux != NONE ? p->out_n : 0, p->pred != NONE };
-  for (int a = 0; a < 3; a++)
-    if ((p->xsrc >> a) & 1)
-      in_n[a] = 0;
   guint32 out_off[2] = { p->y_off, p->y2_off };
-  guint32 out_n[2] = { p->out_n, p->y2_off == NONE ? 0 : p->post == HN_HIER_POST_HALT ? 3 : p->post == HN_HIER_POST_PLAIN ? p->out_n : 0 };
-  for (int i = 0; i < 6; i++)
+  guint32 out_n[2] = { p->out_n, p->y2_off == NONE              ? 0
+                                 : p->post == HN_HIER_POST_HALT  ? 3
+                                 : p->post == HN_HIER_POST_PLAIN ? p->out_n
+                                                                 : 0 };
+  guint32 pred = p->pred & ~HN_HIER_PRED_NOT;
+  for (int i = 0; i < 9; i++)
     for (int o = 0; o < 2; o++)
-      if (overlaps (in_off[i], in_n[i], out_off[o], out_n[o]))
-        return FAIL (HN_ERROR_INVALID_ARGUMENT,
-                     "MATVEC backward: the forward wrote its output at %u..%u over what the backward reads at %u..%u; "
-                     "training needs the forward's inputs kept",
-                     out_off[o], out_off[o] + out_n[o] - 1, in_off[i], in_off[i] + in_n[i] - 1);
+      {
+        guint32 at = i < 8 ? ins_off[i] : pred, len = i < 8 ? (ins_prm[i] ? 0 : ins_n[i]) : p->pred != NONE;
+        if (overlaps (at, len, out_off[o], out_n[o]))
+          return FAIL (HN_ERROR_INVALID_ARGUMENT,
+                       "MATVEC backward: the forward wrote its output at %u..%u over what the backward reads at "
+                       "%u..%u; training needs the forward's inputs kept",
+                       out_off[o], out_off[o] + out_n[o] - 1, at, at + len - 1);
+      }
   return TRUE;
 }
 

@@ -442,7 +442,13 @@ test_unsupported (void)
   op = case_op (&c);
   op.u.mv.x2 = op.u.mv.x0 + 1; /* overlaps segment 0 */
   g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
-  g_assert_nonnull (strstr (error->message, "overlap"));
+  g_assert_nonnull (strstr (error->message, "x segment 0 (wk 0..11) overlaps x segment 2"));
+  g_clear_error (&error);
+  /* the residual's gradient is added beside the input's: no overlap */
+  op = case_op (&c);
+  op.u.mv.res_off = op.u.mv.x2 + 3;
+  g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "overlaps the residual"));
   g_clear_error (&error);
   /* the inference step's later halting steps write their control words
    * over their predicate: refused (the reference too) */
