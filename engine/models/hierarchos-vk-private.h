@@ -247,7 +247,18 @@ struct _HnHierVkRunner {
   gboolean fast_valid;
   HnHTape *tape;    /* training: the losses */
   GHashTable *prof; /* HN_HIER_PROFILE: shader name -> [microseconds, dispatches] */
+  GPtrArray *cache; /* HnHierVkProgram: recorded programs, replayed when a chunk's ops repeat */
+  struct _HnHierVkProgram *last; /* the program of the chunk that ran last */
 };
+
+/* A chunk's program recorded once (forward, and for training its backward
+ * followed by the zeroing of the work gradients) and replayed whenever a
+ * chunk has exactly the same ops: the tokens, ROSA words and weights live
+ * in buffers, so steady training and generation record nothing. */
+typedef struct _HnHierVkProgram {
+  GBytes *ops; /* the HnHierOp array it was recorded from */
+  HnCmd *fwd, *back;
+} HnHierVkProgram;
 
 /* A runner for training: `rows` rows of `chunk` tokens per program, with
  * gradient buffers (ctx NULL: reference mode). */
@@ -260,8 +271,8 @@ gboolean hn_hier_vk_forward (HnHierVkRunner *r, HnHierState **s, int rows, const
 /* Buffer transfers of the runner (device or reference mode). */
 gboolean hn_hier_vk_wk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **error);
 gboolean hn_hier_vk_wk_download (HnHierVkRunner *r, gsize at, float *dst, gsize n, GError **error);
-/* Records a zero fill of the first `floats` floats of b (submit to run it). */
-gboolean hn_hier_vk_zero (HnHierVkRunner *r, HnVkBuffer *b, gsize floats, GError **error);
+/* Records into cmd a zero fill of the first `floats` floats of b. */
+gboolean hn_hier_vk_zero (HnCmd *cmd, HnVkBuffer *b, gsize floats, GError **error);
 /* One training chunk for `rows` rows: the forward, the losses on the host
  * from the downloaded logits, halting probabilities and drifts (the tape's
  * own loss code), and the backward on the device, adding each row's

@@ -20,6 +20,21 @@ gwk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **err
   return hn_vk_buffer_upload (r->gwk, (guint64) at * sizeof (float), src, n * sizeof (float), error);
 }
 
+/* The backward program, then the work gradients zeroed for the next chunk
+ * (the gradient slices of the parameters keep accumulating). */
+static gboolean
+record_backward (HnHierVkRunner *r, HnCmd *c, gboolean profiled, GError **error)
+{
+  for (guint i = r->prog->len; i-- > 0;)
+    {
+      const HnHierOp *op = &g_array_index (r->prog, HnHierOp, i);
+      if (!op->no_back && (!hn_hier_op_back_record (c, op, r->prm, r->wk, r->gprm, r->gwk, error) ||
+                           (profiled && !hn_hier_vk_profile_flush (r, FALSE, error))))
+        return FALSE;
+    }
+  return hn_hier_vk_zero (c, r->gwk, r->rs * r->rows, error);
+}
+
 static gboolean
 run_backward (HnHierVkRunner *r, GError **error)
 {
@@ -31,19 +46,33 @@ run_backward (HnHierVkRunner *r, GError **error)
           if (!op->no_back)
             hn_hier_op_back_ref (op, r->m->params, r->host_wk, r->host_gprm, r->host_gwk);
         }
+      memset (r->host_gwk, 0, r->rs * r->rows * sizeof (float));
       return TRUE;
     }
-  for (guint i = r->prog->len; i-- > 0;)
+  if (r->prof)
     {
-      const HnHierOp *op = &g_array_index (r->prog, HnHierOp, i);
-      if (!op->no_back && (!hn_hier_op_back_record (r->cmd, op, r->prm, r->wk, r->gprm, r->gwk, error) ||
-                           !hn_hier_vk_profile_flush (r, FALSE, error)))
+      if (!record_backward (r, r->cmd, TRUE, error))
         {
           hn_cmd_reset (r->cmd);
           return FALSE;
         }
+      return hn_hier_vk_profile_flush (r, TRUE, error);
     }
-  return hn_hier_vk_profile_flush (r, TRUE, error);
+  HnHierVkProgram *p = r->last;
+  if (!p->back)
+    {
+      HnCmd *c = hn_cmd_new (r->ctx, error);
+      if (!c)
+        return FALSE;
+      hn_cmd_set_reusable (c);
+      if (!record_backward (r, c, FALSE, error) || !hn_cmd_finish (c, error))
+        {
+          hn_cmd_free (c);
+          return FALSE;
+        }
+      p->back = c;
+    }
+  return hn_cmd_replay (p->back, 1, error);
 }
 
 /* Row k's losses on the tape, from the chunk's downloaded values; the
@@ -111,13 +140,7 @@ hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guin
     r->tape = hn_htape_new ();
   if (!hn_hier_vk_forward (r, s, rows, in, n, logits, error))
     return FALSE;
-  if (r->ctx)
-    {
-      if (!hn_hier_vk_zero (r, r->gwk, r->rs * (gsize) rows, error) || !hn_cmd_submit_wait (r->cmd, error))
-        return FALSE;
-    }
-  else
-    memset (r->host_gwk, 0, r->rs * (gsize) rows * sizeof (float));
+  /* the work gradients are zero here (at creation and after every backward) */
   for (int k = 0; k < rows; k++)
     {
       gsize base = (gsize) k * r->rs;
@@ -151,5 +174,5 @@ hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float **grads, GError 
   for (int k = 0; k < rows; k++)
     if (!hn_vk_buffer_download (r->gprm, (guint64) k * np * sizeof (float), grads[k], np * sizeof (float), error))
       return FALSE;
-  return hn_hier_vk_zero (r, r->gprm, np * r->R, error) && hn_cmd_submit_wait (r->cmd, error);
+  return hn_hier_vk_zero (r->cmd, r->gprm, np * r->R, error) && hn_cmd_submit_wait (r->cmd, error);
 }

@@ -141,6 +141,7 @@ check_limits (HnHierModel *m, GError **error)
 
 static void param_offsets (HnHierVkRunner *r);
 static void profile_print (HnHierVkRunner *r);
+static void program_free (gpointer data);
 static void record_token (HnHierVkRunner *r, int t, gint64 pos, int rosa, gboolean detach);
 static void record_state_out (HnHierVkRunner *r);
 
@@ -773,6 +774,7 @@ runner_alloc (HnHierModel *m, gboolean train, int rows, int chunk, GError **erro
   r->R = (guint32) MAX (rows, 1);
   r->T = (guint32) MAX (chunk, 1);
   r->prog = g_array_new (FALSE, FALSE, sizeof (HnHierOp));
+  r->cache = g_ptr_array_new_with_free_func (program_free);
   r->to = g_new0 (HnHierTokOut, r->T);
   layout (r);
   r->pack = g_new0 (float, (gsize) r->R * r->state_n);
@@ -808,7 +810,7 @@ device_buffer (HnHierVkRunner *r, gsize floats, const char *what, GError **error
 }
 
 gboolean
-hn_hier_vk_zero (HnHierVkRunner *r, HnVkBuffer *b, gsize floats, GError **error)
+hn_hier_vk_zero (HnCmd *cmd, HnVkBuffer *b, gsize floats, GError **error)
 {
   struct { guint32 n, off, value; } pc = { 0, 0, 0 };
   for (gsize at = 0; at < floats; at += (gsize) 1 << 30)
@@ -817,7 +819,7 @@ hn_hier_vk_zero (HnHierVkRunner *r, HnVkBuffer *b, gsize floats, GError **error)
       pc.n = (guint32) MIN (floats - at, (gsize) 1 << 30);
       guint32 g = (pc.n + 255) / 256, gx = MIN (g, 65535u), gy = (g + gx - 1) / gx;
       HnVkBinding bd = { b, 0, 0, TRUE };
-      if (!hn_cmd_dispatch (r->cmd, "fill", NULL, 0, &bd, 1, &pc, sizeof pc, gx, gy, 1, error))
+      if (!hn_cmd_dispatch (cmd, "fill", NULL, 0, &bd, 1, &pc, sizeof pc, gx, gy, 1, error))
         return FALSE;
     }
   return TRUE;
@@ -856,7 +858,8 @@ runner_new (HnHierModel *m, HnVkContext *ctx, gboolean train, int rows, int chun
     }
   /* Zero the work buffer once: the predicate words of rows and the slots
    * of ops that do not run are read before anything writes them. */
-  if (!hn_hier_vk_zero (r, r->wk, wk_n, error) || (train && !hn_hier_vk_zero (r, r->gprm, (gsize) m->n_params * r->R, error)) ||
+  if (!hn_hier_vk_zero (r->cmd, r->wk, wk_n, error) ||
+      (train && (!hn_hier_vk_zero (r->cmd, r->gprm, (gsize) m->n_params * r->R, error) || !hn_hier_vk_zero (r->cmd, r->gwk, wk_n, error))) ||
       !hn_cmd_submit_wait (r->cmd, error))
     return NULL;
   return g_steal_pointer (&r);
@@ -922,6 +925,7 @@ hn_hier_vk_runner_free (HnHierVkRunner *r)
       profile_print (r);
       g_hash_table_unref (r->prof);
     }
+  g_ptr_array_unref (r->cache); /* before the buffers its recordings bind */
   if (r->cmd)
     hn_cmd_free (r->cmd);
   HnVkBuffer *bufs[4] = { r->prm, r->wk, r->gprm, r->gwk };
@@ -991,6 +995,39 @@ profile_print (HnHierVkRunner *r)
     }
 }
 
+static void
+program_free (gpointer data)
+{
+  HnHierVkProgram *p = data;
+  g_bytes_unref (p->ops);
+  if (p->fwd)
+    hn_cmd_free (p->fwd);
+  if (p->back)
+    hn_cmd_free (p->back);
+  g_free (p);
+}
+
+#define HN_HIER_VK_CACHE 8 /* programs kept: chunk shapes of a run, single-token steps */
+
+/* The cached program for r->prog, a new empty entry when none matches. */
+static HnHierVkProgram *
+program_for (HnHierVkRunner *r)
+{
+  g_autoptr (GBytes) ops = g_bytes_new (r->prog->data, (gsize) r->prog->len * sizeof (HnHierOp));
+  for (guint i = 0; i < r->cache->len; i++)
+    {
+      HnHierVkProgram *p = r->cache->pdata[i];
+      if (g_bytes_equal (p->ops, ops))
+        return p;
+    }
+  if (r->cache->len >= HN_HIER_VK_CACHE)
+    g_ptr_array_remove_index (r->cache, 0);
+  HnHierVkProgram *p = g_new0 (HnHierVkProgram, 1);
+  p->ops = g_steal_pointer (&ops);
+  g_ptr_array_add (r->cache, p);
+  return p;
+}
+
 gboolean
 hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
 {
@@ -1001,14 +1038,39 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
         hn_hier_op_ref (&g_array_index (r->prog, HnHierOp, i), r->m->params, r->host_wk);
       return TRUE;
     }
-  for (guint i = 0; i < r->prog->len; i++)
-    if (!hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm, r->wk, error) ||
-        !hn_hier_vk_profile_flush (r, FALSE, error))
-      {
-        hn_cmd_reset (r->cmd);
+  if (r->prof)
+    {
+      /* profiled: recorded every time, submitted in parts */
+      for (guint i = 0; i < r->prog->len; i++)
+        if (!hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm, r->wk, error) ||
+            !hn_hier_vk_profile_flush (r, FALSE, error))
+          {
+            hn_cmd_reset (r->cmd);
+            return FALSE;
+          }
+      return hn_hier_vk_profile_flush (r, TRUE, error);
+    }
+  HnHierVkProgram *p = r->last = program_for (r);
+  if (!p->fwd)
+    {
+      HnCmd *c = hn_cmd_new (r->ctx, error);
+      if (!c)
         return FALSE;
-      }
-  return hn_hier_vk_profile_flush (r, TRUE, error);
+      hn_cmd_set_reusable (c);
+      for (guint i = 0; i < r->prog->len; i++)
+        if (!hn_hier_op_record (c, &g_array_index (r->prog, HnHierOp, i), r->prm, r->wk, error))
+          {
+            hn_cmd_free (c);
+            return FALSE;
+          }
+      if (!hn_cmd_finish (c, error))
+        {
+          hn_cmd_free (c);
+          return FALSE;
+        }
+      p->fwd = c;
+    }
+  return hn_cmd_replay (p->fwd, 1, error);
 }
 
 gboolean
@@ -1083,7 +1145,10 @@ hn_hier_vk_forward (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 
               all &= have[(gsize) i * rows + k];
               any |= have[(gsize) i * rows + k];
             }
-          record_token (r, i, s[0]->position + i, all ? 2 : any, dn > 0 && i > 0 && i % dn == 0);
+          /* training: the ROSA ops always predicated, so every chunk at
+           * the same positions has the same program (replayed) */
+          int mode = r->train ? 1 : all ? 2 : any;
+          record_token (r, i, s[0]->position + i, mode, dn > 0 && i > 0 && i % dn == 0);
         }
       record_state_out (r);
       g_assert (!r->overflow);
