@@ -18,12 +18,15 @@
 //   control words [active, survival, steps] read at aux and written at
 //   y2_off (the same offset in place); flags bit 0 = first step. Halts (active = 0) once steps >= u0 (min_h_steps) and
 //   1 - survival >= f0 (h_halt_thresh).
+// flags bit 1 (training, posts 0-2): v = W x + b + res also to work[u0 + o]
+//   (the backward reads it instead of W).
 #include "hier.glsl"
 #include "hier_mv.glsl"
 
 void finish(uint o, float v) {
   if (p.b_off != HIER_NONE) v += prm[p.b_off + o];
   if (p.res_off != HIER_NONE) v += wk[rb + p.res_off + o];
+  if ((p.flags & 2u) != 0u && p.post != 3u) wk[rb + p.u0 + o] = v;
   if (p.post == 0u) {
     v = p.scale * hier_act(p.act, v);
     wk[rb + p.y_off + o] = p.clamp_v > 0.0 ? hier_clamp(v, p.clamp_v) : v;

@@ -1,7 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Backward of hier_matvec.comp, part 1 (engine/models/hierarchos-vk-back-mv.c):
-// recomputes v = W x + b + res exactly as the forward did and writes
+// recomputes v = W x + b + res exactly as the forward did (or reads it
+// where the forward kept it: flags HN_HIER_MV_KEEP_V) and writes
 // dv = dL/dv to the scratch gwk[bs + o], from the gradients of the outputs
 // (y, and y2 for post 0). The per-output inputs get theirs here too:
 // the bias (gprm), the residual (gwk), channel mix's deep embedding aux
@@ -37,10 +38,9 @@ float act_d(uint act, float v, float a) {
   return 1.0;
 }
 
-void finish(uint o, float v) {
+// v = W x + b + res of output o
+void back_out(uint o, float v) {
   uint gb = gl_WorkGroupID.z * p.ps;
-  if (p.b_off != HIER_NONE) v += prm[p.b_off + o];
-  if (p.res_off != HIER_NONE) v += wk[rb + p.res_off + o];
   float g = gwk[rb + p.y_off + o], dv;
   if (p.post == 0u) {
     float a = hier_act(p.act, v), z = p.scale * a;
@@ -84,8 +84,20 @@ void finish(uint o, float v) {
   if (p.res_off != HIER_NONE) gwk[rb + p.res_off + o] += dv;
 }
 
+void finish(uint o, float v) {
+  if (p.b_off != HIER_NONE) v += prm[p.b_off + o];
+  if (p.res_off != HIER_NONE) v += wk[rb + p.res_off + o];
+  back_out(o, v);
+}
+
 void main() {
   rb = gl_WorkGroupID.z * p.rs;
   if (hier_skip(p.pred, rb)) return;
+  if ((p.flags & 2u) != 0u && p.post != 3u) {
+    // the forward kept v: one output a thread
+    uint o = hn_group_index() * 128u + gl_LocalInvocationID.x;
+    if (o < p.out_n) back_out(o, wk[rb + p.u0 + o]);
+    return;
+  }
   hier_mv_run();
 }

@@ -6,8 +6,8 @@
  * blocks it outside and at non-finite values; the Linear skips outputs
  * whose gradient is 0, the vecmat does not.
  *
- * Dispatches: hier_matvec_back_dv recomputes v as the forward did and
- * writes dv to the scratch (plus the per-output inputs: bias, residual,
+ * Dispatches: hier_matvec_back_dv recomputes v as the forward did (or
+ * reads it where the forward kept it, HN_HIER_MV_KEEP_V) and writes dv to the scratch (plus the per-output inputs: bias, residual,
  * channel mix's deep embedding, the gate logit), except for a plain Linear
  * without activation or clamp, whose dv is the output's gradient times
  * scale; hier_matvec_back adds the input's gradient W^T dv and the
@@ -34,6 +34,13 @@ typedef struct {
 #define MV_BACK_ROWS 8u
 #define MV_BACK_OC 512u
 #define MV_BACK_GW 1024u
+
+/* The forward kept v (HN_HIER_MV_KEEP_V): the dv pass reads it. */
+static gboolean
+mv_kept_v (const HnHierMatvecPush *p)
+{
+  return (p->flags & HN_HIER_MV_KEEP_V) && p->post != HN_HIER_POST_HALT;
+}
 
 /* A plain Linear without activation or clamp: dv is scale * dL/dy, so the
  * dv pass (a second read of W) is left out. */
@@ -102,14 +109,16 @@ mv_back_supported (const HnHierMatvecPush *p, GError **error)
   /* v is recomputed from the inputs and the predicate reread: an in-place
    * forward (the inference step's halting words over its predicate) is
    * refused; a training program keeps every value */
-  guint32 out_off[2] = { p->y_off, p->y2_off };
-  guint32 out_n[2] = { p->out_n, p->y2_off == NONE              ? 0
-                                 : p->post == HN_HIER_POST_HALT  ? 3
-                                 : p->post == HN_HIER_POST_PLAIN ? p->out_n
-                                                                 : 0 };
+  guint32 out_off[3] = { p->y_off, p->y2_off, p->u0 };
+  guint32 out_n[3] = { p->out_n,
+                       p->y2_off == NONE              ? 0
+                       : p->post == HN_HIER_POST_HALT  ? 3
+                       : p->post == HN_HIER_POST_PLAIN ? p->out_n
+                                                       : 0,
+                       mv_kept_v (p) ? p->out_n : 0 };
   guint32 pred = p->pred & ~HN_HIER_PRED_NOT;
   for (int i = 0; i < 9; i++)
-    for (int o = 0; o < 2; o++)
+    for (int o = 0; o < 3; o++)
       {
         guint32 at = i < 8 ? ins_off[i] : pred, len = i < 8 ? (ins_prm[i] ? 0 : ins_n[i]) : p->pred != NONE;
         if (overlaps (at, len, out_off[o], out_n[o]))
@@ -234,16 +243,17 @@ mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float
   float *dv = g_new0 (float, MAX (out, 1));
   for (guint32 i = 0; i < in; i++)
     x[i] = mv_x (p, prm, wk, i, &gx[i], gprm, gwk);
-  /* v as the forward's reference sums it */
-  for (guint32 o = 0; o < out; o++)
+  /* v as the forward's reference sums it, or as the forward kept it */
+  gboolean kept = mv_kept_v (p);
+  for (guint32 o = 0; o < out && !kept; o++)
     for (guint32 i = 0; i < in; i++)
       dv[o] += x[i] * (p->trans ? prm[p->w_off + (gsize) i * out + o] : prm[p->w_off + (gsize) o * in + i]);
   for (guint32 o = 0; o < out; o++)
     {
-      float v = dv[o];
-      if (p->b_off != NONE)
+      float v = kept ? wk[p->u0 + o] : dv[o];
+      if (!kept && p->b_off != NONE)
         v += prm[p->b_off + o];
-      if (p->res_off != NONE)
+      if (!kept && p->res_off != NONE)
         v += wk[p->res_off + o];
       dv[o] = mv_dv (p, prm, wk, gprm, gwk, o, v);
       if (p->b_off != NONE)
@@ -306,8 +316,9 @@ hn_hier_mv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuf
     return FALSE;
   MvBackPush push = { *p, op->bs, 0 };
   guint32 rows = MAX (op->rows, 1);
+  guint32 dv_groups = mv_kept_v (p) ? (p->out_n + 127) / 128 : hn_hier_op_groups (op);
   if (!mv_direct (p) && !hn_hier_back_dispatch (cmd, "hier_matvec_back_dv", &push, sizeof push, prm, wk, gprm, gwk,
-                                                 hn_hier_op_groups (op), rows, error))
+                                                 dv_groups, rows, error))
     return FALSE;
   guint64 xg = p->trans ? (p->in_n + MV_BACK_ROWS - 1) / MV_BACK_ROWS
                         : (guint64) (p->in_n + MV_BACK_COLS - 1) / MV_BACK_COLS * mv_chunks (p);

@@ -36,6 +36,10 @@ typedef enum {
 #define HN_HIER_ACT_WDECAY 9u
 
 enum { HN_HIER_POST_PLAIN, HN_HIER_POST_CM, HN_HIER_POST_GATE, HN_HIER_POST_HALT };
+/* MATVEC flags bit (training, every post but halting): the forward also
+ * writes v = W x + b + res to wk[u0 + o], so its backward reads v instead
+ * of reading W again. */
+#define HN_HIER_MV_KEEP_V 2u
 
 /* shaders/hier_matvec.comp documents every field. */
 typedef struct {

@@ -74,6 +74,8 @@ matvec_finish (const HnHierMatvecPush *p, const float *prm, float *wk, guint32 o
     v += prm[p->b_off + o];
   if (p->res_off != NONE)
     v += wk[p->res_off + o];
+  if ((p->flags & HN_HIER_MV_KEEP_V) && p->post != HN_HIER_POST_HALT)
+    wk[p->u0 + o] = v;
   switch (p->post)
     {
     case HN_HIER_POST_PLAIN:

@@ -16,11 +16,11 @@
 enum { MAX_OUT = 2048, MAX_IN = 3000, MAX_SCRATCH = 4000 };
 enum { P_B = 0, P_X = MAX_OUT, P_LOGIT = P_X + MAX_IN, P_W = P_LOGIT + 8 };
 enum { W_X0 = 0, W_X2 = MAX_IN, W_RES = 2 * MAX_IN, W_AUX = W_RES + MAX_OUT, W_Y = W_AUX + MAX_OUT, W_Y2 = W_Y + MAX_OUT,
-       W_CTL = W_Y2 + MAX_OUT, W_PRED = W_CTL + 8, W_BS = W_PRED + 8, RS = W_BS + MAX_SCRATCH };
+       W_CTL = W_Y2 + MAX_OUT, W_PRED = W_CTL + 8, W_V = W_PRED + 8, W_BS = W_V + MAX_OUT, RS = W_BS + MAX_SCRATCH };
 
 typedef struct {
   guint32 out, in, trans, post, act;
-  gboolean segs, bias, res, y2, aux, not;
+  gboolean segs, bias, res, y2, aux, not, keep;
   float scale, clamp, clamp2, f0, f1;
   guint32 flags, u0;
 } Case;
@@ -65,6 +65,11 @@ case_op (const Case *c)
   p->pred = c->not ? W_PRED | HN_HIER_PRED_NOT : W_PRED;
   p->flags = c->flags;
   p->u0 = c->u0;
+  if (c->keep)
+    {
+      p->flags |= HN_HIER_MV_KEEP_V;
+      p->u0 = W_V;
+    }
   p->scale = c->scale;
   p->clamp = c->clamp;
   p->clamp2 = c->clamp2;
@@ -89,6 +94,11 @@ case_bench (const Case *c, guint64 seed)
     {
       b->wk[r * RS + W_AUX + 1] = 0.5f;
       b->wk[r * RS + W_AUX + 2] = 1.0f;
+    }
+  if (c->keep) /* the backward reads the v the forward kept */
+    {
+      HnHierOp op = case_op (c);
+      hn_hier_op_ref (&op, b->prm, b->wk);
     }
   return b;
 }
@@ -259,6 +269,7 @@ test_plain (gconstpointer data)
         c.trans = trans;
         c.act = acts[a];
         c.not = a % 2 == 1;
+        c.keep = a % 3 == 2; /* gelu and w-decay read the v the forward kept */
         if (trans)
           {
             c.out = 19;
@@ -290,6 +301,7 @@ test_cm (gconstpointer data)
   HnVkContext *ctx = (HnVkContext *) data;
   const Case cases[] = {
     { .out = 20, .in = 9, .post = HN_HIER_POST_CM, .aux = TRUE, .clamp = 1.0f, .f1 = 0.6f },
+    { .out = 20, .in = 9, .post = HN_HIER_POST_CM, .aux = TRUE, .clamp = 1.0f, .f1 = 0.6f, .keep = TRUE, .res = TRUE },
     { .out = 20, .in = 9, .post = HN_HIER_POST_CM, .aux = TRUE, .segs = TRUE },
     { .out = 20, .in = 9, .post = HN_HIER_POST_CM, .clamp = 1.0f, .res = TRUE, .not = TRUE },
   };
@@ -304,7 +316,7 @@ test_gate (gconstpointer data)
   for (int floor = 0; floor < 2; floor++)
     {
       Case c = { .out = 1, .in = 23, .post = HN_HIER_POST_GATE, .bias = TRUE, .segs = floor == 1,
-                 .f1 = floor ? 0.3f : 0.0f };
+                 .f1 = floor ? 0.3f : 0.0f, .keep = floor == 1 };
       check_case (&c, 40 + floor, ctx);
     }
 }
@@ -335,6 +347,8 @@ test_large (gconstpointer data)
      * gradient): a direct Linear, and one with a dv pass */
     { .out = 1100, .in = 7, .bias = TRUE, .res = TRUE, .segs = TRUE, .scale = 0.5f },
     { .out = 600, .in = 5, .act = 1, .clamp = 1.0f, .scale = 1.0f, .not = TRUE },
+    { .out = 600, .in = 5, .act = 8, .clamp = 0.5f, .scale = 1.0f, .bias = TRUE, .keep = TRUE },
+    { .out = 200, .in = 40, .trans = 1, .act = 7, .scale = 1.0f, .res = TRUE, .keep = TRUE },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     check_case (&cases[i], 60 + i, ctx);
@@ -465,6 +479,14 @@ test_unsupported (void)
   float *g = edge_grads (b, &op);
   g_free (g);
   hier_back_bench_free (b);
+  /* the kept v over an input */
+  c = plain;
+  c.keep = TRUE;
+  op = case_op (&c);
+  op.u.mv.u0 = op.u.mv.x2;
+  g_assert_false (hn_hier_mv_back_record (NULL, &op, NULL, NULL, NULL, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "inputs kept"));
+  g_clear_error (&error);
   /* a residual under the output */
   c = plain;
   op = case_op (&c);
@@ -524,17 +546,19 @@ test_perf (gconstpointer data)
 {
   HnVkContext *ctx = (HnVkContext *) data;
   const guint32 W = 1024, R = 4;
-  const struct { const char *name; guint32 out, in, trans, act; float clamp; guint32 post; } shapes[] = {
-    { "key W x W (direct)", W, W, 0, 0, 0, HN_HIER_POST_PLAIN },
-    { "drift W x W, tanh, clamp", W, W, 0, 8, 1.0f, HN_HIER_POST_PLAIN },
-    { "channel-mix key 4W x W", 4 * W, W, 0, 0, 1.0f, HN_HIER_POST_CM },
-    { "decay lora W -> 64, tanh", 64, W, 1, 8, 0, HN_HIER_POST_PLAIN },
-    { "decay lora 64 -> W, w-decay", W, 64, 1, HN_HIER_ACT_WDECAY, 0, HN_HIER_POST_PLAIN },
-    { "lm_head 4096 x W (direct)", 4096, W, 0, 0, 0, HN_HIER_POST_PLAIN },
+  const struct { const char *name; guint32 out, in, trans, act; float clamp; guint32 post; gboolean keep; } shapes[] = {
+    { "key W x W (direct)", W, W, 0, 0, 0, HN_HIER_POST_PLAIN, FALSE },
+    { "drift W x W, tanh, clamp", W, W, 0, 8, 1.0f, HN_HIER_POST_PLAIN, FALSE },
+    { "drift W x W, tanh, clamp, v kept", W, W, 0, 8, 1.0f, HN_HIER_POST_PLAIN, TRUE },
+    { "channel-mix key 4W x W", 4 * W, W, 0, 0, 1.0f, HN_HIER_POST_CM, FALSE },
+    { "channel-mix key 4W x W, v kept", 4 * W, W, 0, 0, 1.0f, HN_HIER_POST_CM, TRUE },
+    { "decay lora W -> 64, tanh", 64, W, 1, 8, 0, HN_HIER_POST_PLAIN, FALSE },
+    { "decay lora 64 -> W, w-decay", W, 64, 1, HN_HIER_ACT_WDECAY, 0, HN_HIER_POST_PLAIN, FALSE },
+    { "lm_head 4096 x W (direct)", 4096, W, 0, 0, 0, HN_HIER_POST_PLAIN, FALSE },
   };
   for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
     {
-      HnHierOp op = { .kind = HN_HIER_OP_MATVEC, .rows = R, .bs = 2 * W + 2 * 4 * W + 8 };
+      HnHierOp op = { .kind = HN_HIER_OP_MATVEC, .rows = R, .bs = 17 * W + 8 };
       HnHierMatvecPush *p = &op.u.mv;
       *p = (HnHierMatvecPush) { .out_n = shapes[s].out, .in_n = shapes[s].in, .trans = shapes[s].trans };
       p->w_off = 0;
@@ -552,6 +576,11 @@ test_perf (gconstpointer data)
           p->f1 = 1.0f;
         }
       p->pred = op.bs - 1;
+      if (shapes[s].keep)
+        {
+          p->flags = HN_HIER_MV_KEEP_V;
+          p->u0 = 12 * W;
+        }
       p->ps = p->out_n * p->in_n;
       p->rs = op.bs + hn_hier_mv_back_scratch (&op);
       double fwd = time_op (ctx, &op, FALSE), back = time_op (ctx, &op, TRUE);

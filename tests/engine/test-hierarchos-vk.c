@@ -158,15 +158,22 @@ test_op_matvec (void)
       p.clamp = 0.8f;
       p.y2_off = 41000;
       p.clamp2 = 0.3f;
+      if (a == 2) /* training: v kept for the backward too */
+        {
+          p.flags = HN_HIER_MV_KEEP_V;
+          p.u0 = 42000;
+        }
       op.u.mv = p;
       bench_check (b, &op, 1e-5f);
     }
-  /* channel mix */
+  /* channel mix, v kept */
   HnHierMatvecPush p = mv (64, 16, 0);
   p.post = HN_HIER_POST_CM;
   p.clamp = 1.2f;
   p.aux = 8000;
   p.f1 = 0.5f;
+  p.flags = HN_HIER_MV_KEEP_V;
+  p.u0 = 42000;
   op.u.mv = p;
   bench_check (b, &op, 1e-5f);
   /* memory gate with a floor */
