@@ -30,7 +30,7 @@ typedef struct {
 } MvBackPush;
 
 /* Workgroup geometry of hier_matvec_back.comp. */
-#define MV_BACK_COLS 32u
+#define MV_BACK_COLS 8u
 #define MV_BACK_ROWS 8u
 #define MV_BACK_OC 512u
 #define MV_BACK_GW 1024u
