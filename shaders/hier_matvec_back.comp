@@ -23,7 +23,7 @@
 // trans 1: ROWS rows of M per workgroup, TPR lanes over each row.
 // (8 columns: a warp reads 4 rows of 32 bytes, whole sectors; 16 lanes keep
 // the serial loop short on the small matrices, which are latency-bound)
-const uint COLS = 8u, LANES = 128u / COLS, OC = 512u, GW_ELEMS = 1024u;
+const uint COLS = 8u, LANES = 128u / COLS, OC = 2048u, GW_ELEMS = 1024u;
 
 bool direct() { return p.post == 0u && p.act == 0u && !(p.clamp_v > 0.0) && p.y2_off == HIER_NONE; }
 uint nchunks() { return p.trans != 0u ? 1u : (p.out_n + OC - 1u) / OC; }

@@ -32,7 +32,7 @@ typedef struct {
 /* Workgroup geometry of hier_matvec_back.comp. */
 #define MV_BACK_COLS 8u
 #define MV_BACK_ROWS 8u
-#define MV_BACK_OC 512u
+#define MV_BACK_OC 2048u
 #define MV_BACK_GW 1024u
 
 /* The forward kept v (HN_HIER_MV_KEEP_V): the dv pass reads it. */
@@ -274,16 +274,23 @@ mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float
         *gx[i] += s;
       }
   else
-    for (guint32 o = 0; o < out; o++)
-      {
-        if (dv[o] == 0.0f)
-          continue;
-        for (guint32 i = 0; i < in; i++)
-          {
-            *gx[i] += prm[p->w_off + (gsize) o * in + i] * dv[o];
-            gw[(gsize) o * in + i] += dv[o] * x[i];
-          }
-      }
+    {
+      /* W^T dv summed, then added (as the shader) */
+      float *s = g_new0 (float, MAX (in, 1));
+      for (guint32 o = 0; o < out; o++)
+        {
+          if (dv[o] == 0.0f)
+            continue;
+          for (guint32 i = 0; i < in; i++)
+            {
+              s[i] += prm[p->w_off + (gsize) o * in + i] * dv[o];
+              gw[(gsize) o * in + i] += dv[o] * x[i];
+            }
+        }
+      for (guint32 i = 0; i < in; i++)
+        *gx[i] += s[i];
+      g_free (s);
+    }
   g_free (x);
   g_free (gx);
   g_free (dv);

@@ -13,7 +13,7 @@
 /* prm: bias, an x segment, the gate logit, W. wk row: x segments 0 and 2,
  * residual, aux (deep embedding or control words in), y, y2, control
  * words out, the predicate word, the scratch. */
-enum { MAX_OUT = 2048, MAX_IN = 3000, MAX_SCRATCH = 4000 };
+enum { MAX_OUT = 4200, MAX_IN = 3000, MAX_SCRATCH = 4400 };
 enum { P_B = 0, P_X = MAX_OUT, P_LOGIT = P_X + MAX_IN, P_W = P_LOGIT + 8 };
 enum { W_X0 = 0, W_X2 = MAX_IN, W_RES = 2 * MAX_IN, W_AUX = W_RES + MAX_OUT, W_Y = W_AUX + MAX_OUT, W_Y2 = W_Y + MAX_OUT,
        W_CTL = W_Y2 + MAX_OUT, W_PRED = W_CTL + 8, W_V = W_PRED + 8, W_BS = W_V + MAX_OUT, RS = W_BS + MAX_SCRATCH };
@@ -345,9 +345,9 @@ test_large (gconstpointer data)
     { .out = 1, .in = 2300, .trans = 1, .scale = 1.0f },
     /* trans 0 past one chunk of outputs (partial sums of the input's
      * gradient): a direct Linear, and one with a dv pass */
-    { .out = 1100, .in = 7, .bias = TRUE, .res = TRUE, .segs = TRUE, .scale = 0.5f },
-    { .out = 600, .in = 5, .act = 1, .clamp = 1.0f, .scale = 1.0f, .not = TRUE },
-    { .out = 600, .in = 5, .act = 8, .clamp = 0.5f, .scale = 1.0f, .bias = TRUE, .keep = TRUE },
+    { .out = 4100, .in = 7, .bias = TRUE, .res = TRUE, .segs = TRUE, .scale = 0.5f },
+    { .out = 2100, .in = 5, .act = 1, .clamp = 1.0f, .scale = 1.0f, .not = TRUE },
+    { .out = 2100, .in = 5, .act = 8, .clamp = 0.5f, .scale = 1.0f, .bias = TRUE, .keep = TRUE },
     { .out = 200, .in = 40, .trans = 1, .act = 7, .scale = 1.0f, .res = TRUE, .keep = TRUE },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
