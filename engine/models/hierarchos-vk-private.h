@@ -15,6 +15,7 @@
 #pragma once
 #include "models/hierarchos-private.h"
 #include "vk/hn-vk.h"
+#include "tensor/hn-tensor.h"
 
 G_BEGIN_DECLS
 
@@ -224,7 +225,7 @@ typedef struct { HnHierCellOff h, l; guint32 prev, target, fdrift; } HnHierVOff;
 struct _HnHierVkRunner {
   HnHierModel *m;
   HnVkContext *ctx; /* NULL: the CPU references run the programs */
-  HnVkBuffer *prm, *wk, *gprm, *gwk; /* gradients: training only */
+  HnTensor *prm, *wk, *gprm, *gwk; /* 1-D; gradients: training only */
   HnCmd *cmd;
   float *host_wk, *host_gprm, *host_gwk; /* reference mode */
   GArray *prog;                         /* HnHierOp of the chunk */
@@ -234,7 +235,8 @@ struct _HnHierVkRunner {
   gsize rs;           /* floats per row */
   /* the fixed part of a row */
   HnHierVOff sin;     /* the state in (packed like pack_state), from 0 */
-  guint32 state_n, sout, fast, tok, rtok, ron, hp, ctl, flags, dd, logits;
+  guint32 state_n, sout, fast, tok, rtok, ron, hp, ctl, flags, dd, fnr, logits;
+  guint32 n;          /* tokens of the chunk being run */
   /* the activation region: a bump allocator reset per chunk */
   guint32 act, act_n, cur;
   gboolean overflow;
@@ -295,6 +297,9 @@ gboolean hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float **grads
 /* Submits what is recorded when `last` (or, profiling, every 4000
  * dispatches), adding the profile's timestamps to r->prof. */
 gboolean hn_hier_vk_profile_flush (HnHierVkRunner *r, gboolean last, GError **error);
+/* Records the LM head's backward for the chunk that ran (c NULL in
+ * reference mode: runs it on the host). */
+gboolean hn_hier_vk_head_backward (HnHierVkRunner *r, HnCmd *c, GError **error);
 /* Runs r->prog (forward ops) through the device or the references. */
 gboolean hn_hier_vk_run_program (HnHierVkRunner *r, GError **error);
 

@@ -17,7 +17,7 @@ gwk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **err
       memcpy (r->host_gwk + at, src, n * sizeof (float));
       return TRUE;
     }
-  return hn_vk_buffer_upload (r->gwk, (guint64) at * sizeof (float), src, n * sizeof (float), error);
+  return hn_vk_buffer_upload (r->gwk->buf, (guint64) at * sizeof (float), src, n * sizeof (float), error);
 }
 
 /* The backward program, then the work gradients zeroed for the next chunk
@@ -25,14 +25,16 @@ gwk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **err
 static gboolean
 record_backward (HnHierVkRunner *r, HnCmd *c, gboolean profiled, GError **error)
 {
+  if (!hn_hier_vk_head_backward (r, c, error))
+    return FALSE;
   for (guint i = r->prog->len; i-- > 0;)
     {
       const HnHierOp *op = &g_array_index (r->prog, HnHierOp, i);
-      if (!op->no_back && (!hn_hier_op_back_record (c, op, r->prm, r->wk, r->gprm, r->gwk, error) ||
+      if (!op->no_back && (!hn_hier_op_back_record (c, op, r->prm->buf, r->wk->buf, r->gprm->buf, r->gwk->buf, error) ||
                            (profiled && !hn_hier_vk_profile_flush (r, FALSE, error))))
         return FALSE;
     }
-  return hn_hier_vk_zero (c, r->gwk, r->rs * r->rows, error);
+  return hn_hier_vk_zero (c, r->gwk->buf, r->rs * r->rows, error);
 }
 
 static gboolean
@@ -40,6 +42,7 @@ run_backward (HnHierVkRunner *r, GError **error)
 {
   if (!r->ctx)
     {
+      hn_hier_vk_head_backward (r, NULL, error);
       for (guint i = r->prog->len; i-- > 0;)
         {
           const HnHierOp *op = &g_array_index (r->prog, HnHierOp, i);
@@ -172,7 +175,7 @@ hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float **grads, GError 
       return TRUE;
     }
   for (int k = 0; k < rows; k++)
-    if (!hn_vk_buffer_download (r->gprm, (guint64) k * np * sizeof (float), grads[k], np * sizeof (float), error))
+    if (!hn_vk_buffer_download (r->gprm->buf, (guint64) k * np * sizeof (float), grads[k], np * sizeof (float), error))
       return FALSE;
-  return hn_hier_vk_zero (r->cmd, r->gprm, np * r->R, error) && hn_cmd_submit_wait (r->cmd, error);
+  return hn_hier_vk_zero (r->cmd, r->gprm->buf, np * r->R, error) && hn_cmd_submit_wait (r->cmd, error);
 }

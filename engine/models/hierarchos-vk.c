@@ -12,6 +12,8 @@
  * round trip. */
 #include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
+#include "tensor/hn-ops.h"
+#include "tensor/ops-back.h"
 
 #include <math.h>
 #include <string.h>
@@ -171,6 +173,8 @@ layout (HnHierVkRunner *r)
   r->ctl = take (&cur, T * 3);
   r->flags = take (&cur, T * nl);
   r->dd = take (&cur, T * nl * m->C);
+  cur = (cur + 63) & ~(gsize) 63;
+  r->fnr = take (&cur, T * m->C);
   cur = (cur + 63) & ~(gsize) 63;
   r->logits = take (&cur, T * m->V);
   r->act = (guint32) cur;
@@ -674,7 +678,7 @@ record_token (HnHierVkRunner *r, int t, gint64 pos, int rosa, gboolean detach)
       blk = nblk;
     }
   HnHierCellOff lnew = A_cell (r, (int) L, Nl);
-  guint32 fo = A (r, L), fenc = A (r, C), fdrift = A (r, C), fn = A (r, C);
+  guint32 fo = A (r, L), fenc = A (r, C), fdrift = A (r, C), fn = r->fnr + (guint32) t * C;
   cell (r, &r->lpm, &vs->l, &lnew, blk + C, lde, fo, NONE);
   p = mv_base (r->l_out_w, fo, L, fenc, C);
   p.b_off = r->l_out_b;
@@ -685,9 +689,9 @@ record_token (HnHierVkRunner *r, int t, gint64 pos, int rosa, gboolean detach)
   vs->l = lnew;
   vs->fdrift = fdrift;
 
-  /* 9. logits = lm_head(clamp(LN_out(final_enc), 100)) */
+  /* 9. the head's input clamp(LN_out(final_enc), 100); the logits of the
+   * whole chunk are one matmul after the program (head_forward) */
   norm (r, fenc, 0, NONE, r->onw, r->onb, C, fn, act, NONE);
-  linear (r, r->lm_head, NONE, fn, C, r->logits + (guint32) t * (guint32) m->V, (guint32) m->V, 0, 0, NONE);
 }
 
 /* ---- state transfer ---- */
@@ -742,7 +746,7 @@ hn_hier_vk_wk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GE
       memcpy (r->host_wk + at, src, n * sizeof (float));
       return TRUE;
     }
-  return hn_vk_buffer_upload (r->wk, (guint64) at * sizeof (float), src, n * sizeof (float), error);
+  return hn_vk_buffer_upload (r->wk->buf, (guint64) at * sizeof (float), src, n * sizeof (float), error);
 }
 
 gboolean
@@ -753,7 +757,7 @@ hn_hier_vk_wk_download (HnHierVkRunner *r, gsize at, float *dst, gsize n, GError
       memcpy (dst, r->host_wk + at, n * sizeof (float));
       return TRUE;
     }
-  return hn_vk_buffer_download (r->wk, (guint64) at * sizeof (float), dst, n * sizeof (float), error);
+  return hn_vk_buffer_download (r->wk->buf, (guint64) at * sizeof (float), dst, n * sizeof (float), error);
 }
 
 /* ---- the runner ---- */
@@ -793,7 +797,7 @@ runner_alloc (HnHierModel *m, gboolean train, int rows, int chunk, GError **erro
   return r;
 }
 
-static HnVkBuffer *
+static HnTensor *
 device_buffer (HnHierVkRunner *r, gsize floats, const char *what, GError **error)
 {
   guint64 bytes = (guint64) floats * sizeof (float);
@@ -806,7 +810,7 @@ device_buffer (HnHierVkRunner *r, gsize floats, const char *what, GError **error
                    "--runtime cpu", what, bytes >> 20, range >> 20);
       return NULL;
     }
-  return hn_vk_buffer_new (r->ctx, bytes, what, error);
+  return hn_tensor_new_named (r->ctx, what, HN_DTYPE_F32, 1, (gint64[]) { (gint64) floats }, error);
 }
 
 gboolean
@@ -858,8 +862,9 @@ runner_new (HnHierModel *m, HnVkContext *ctx, gboolean train, int rows, int chun
     }
   /* Zero the work buffer once: the predicate words of rows and the slots
    * of ops that do not run are read before anything writes them. */
-  if (!hn_hier_vk_zero (r->cmd, r->wk, wk_n, error) ||
-      (train && (!hn_hier_vk_zero (r->cmd, r->gprm, (gsize) m->n_params * r->R, error) || !hn_hier_vk_zero (r->cmd, r->gwk, wk_n, error))) ||
+  if (!hn_hier_vk_zero (r->cmd, r->wk->buf, wk_n, error) ||
+      (train && (!hn_hier_vk_zero (r->cmd, r->gprm->buf, (gsize) m->n_params * r->R, error) ||
+                 !hn_hier_vk_zero (r->cmd, r->gwk->buf, wk_n, error))) ||
       !hn_cmd_submit_wait (r->cmd, error))
     return NULL;
   return g_steal_pointer (&r);
@@ -912,7 +917,7 @@ hn_hier_vk_runner_upload_params (HnHierVkRunner *r, GError **error)
 {
   if (!r->ctx)
     return TRUE; /* the references read m->params directly */
-  return hn_vk_buffer_upload (r->prm, 0, r->m->params, (guint64) r->m->n_params * sizeof (float), error);
+  return hn_vk_buffer_upload (r->prm->buf, 0, r->m->params, (guint64) r->m->n_params * sizeof (float), error);
 }
 
 void
@@ -928,10 +933,10 @@ hn_hier_vk_runner_free (HnHierVkRunner *r)
   g_ptr_array_unref (r->cache); /* before the buffers its recordings bind */
   if (r->cmd)
     hn_cmd_free (r->cmd);
-  HnVkBuffer *bufs[4] = { r->prm, r->wk, r->gprm, r->gwk };
+  HnTensor *bufs[4] = { r->prm, r->wk, r->gprm, r->gwk };
   for (int i = 0; i < 4; i++)
     if (bufs[i])
-      hn_vk_buffer_unref (bufs[i]);
+      hn_tensor_unref (bufs[i]);
   if (r->ctx)
     hn_vk_context_unref (r->ctx);
   g_array_unref (r->prog);
@@ -1028,6 +1033,99 @@ program_for (HnHierVkRunner *r)
   return p;
 }
 
+/* ---- the tied LM head: one matmul per row and chunk ---- */
+
+/* The [rows, cols] matrix at element off of a 1-D tensor. */
+static HnTensor *
+view2 (HnTensor *t, gsize off, gint64 rows, gint64 cols, GError **error)
+{
+  g_autoptr (HnTensor) v = hn_tensor_view_rows (t, (gint64) off, rows * cols, error);
+  return v ? hn_tensor_reshape (v, 2, (gint64[]) { rows, cols }, error) : NULL;
+}
+
+/* logits[n, V] = fn[n, C] lm_head^T for every row (the head reads no state,
+ * so it leaves the token loop: a matmul instead of n matrix-vector products;
+ * W is read once per row instead of once per token). */
+static gboolean
+head_forward (HnHierVkRunner *r, HnCmd *c, GError **error)
+{
+  HnHierModel *m = r->m;
+  gint64 n = r->n, C = m->C, V = m->V;
+  if (!r->ctx)
+    {
+      const float *W = m->params + r->lm_head;
+      for (guint32 k = 0; k < r->rows; k++)
+        {
+          float *wk = r->host_wk + (gsize) k * r->rs;
+          for (gint64 t = 0; t < n; t++)
+            for (gint64 v = 0; v < V; v++)
+              {
+                float acc = 0;
+                for (gint64 i = 0; i < C; i++)
+                  acc += wk[r->fnr + t * C + i] * W[v * C + i];
+                wk[r->logits + t * V + v] = acc;
+              }
+        }
+      return TRUE;
+    }
+  g_autoptr (HnTensor) W = view2 (r->prm, r->lm_head, V, C, error);
+  for (guint32 k = 0; W && k < r->rows; k++)
+    {
+      g_autoptr (HnTensor) x = view2 (r->wk, k * r->rs + r->fnr, n, C, error);
+      g_autoptr (HnTensor) y = x ? view2 (r->wk, k * r->rs + r->logits, n, V, error) : NULL;
+      if (!y || !hn_op_matmul (c, y, x, W, NULL, error))
+        return FALSE;
+    }
+  return W != NULL;
+}
+
+/* The head's backward from the logits' gradients: the inputs' gradients
+ * into gwk, lm_head's into each row's gradient slice. */
+gboolean
+hn_hier_vk_head_backward (HnHierVkRunner *r, HnCmd *c, GError **error)
+{
+  HnHierModel *m = r->m;
+  gint64 n = r->n, C = m->C, V = m->V;
+  gsize np = m->n_params;
+  if (!r->ctx)
+    {
+      const float *W = m->params + r->lm_head;
+      for (guint32 k = 0; k < r->rows; k++)
+        {
+          const float *wk = r->host_wk + (gsize) k * r->rs;
+          float *gwk = r->host_gwk + (gsize) k * r->rs, *gW = r->host_gprm + (gsize) k * np + r->lm_head;
+          for (gint64 t = 0; t < n; t++)
+            for (gint64 i = 0; i < C; i++)
+              {
+                float acc = 0;
+                for (gint64 v = 0; v < V; v++)
+                  acc += gwk[r->logits + t * V + v] * W[v * C + i];
+                gwk[r->fnr + t * C + i] += acc;
+              }
+          for (gint64 v = 0; v < V; v++)
+            for (gint64 i = 0; i < C; i++)
+              {
+                float acc = 0;
+                for (gint64 t = 0; t < n; t++)
+                  acc += gwk[r->logits + t * V + v] * wk[r->fnr + t * C + i];
+                gW[v * C + i] += acc;
+              }
+        }
+      return TRUE;
+    }
+  g_autoptr (HnTensor) W = view2 (r->prm, r->lm_head, V, C, error);
+  for (guint32 k = 0; W && k < r->rows; k++)
+    {
+      g_autoptr (HnTensor) x = view2 (r->wk, k * r->rs + r->fnr, n, C, error);
+      g_autoptr (HnTensor) dx = x ? view2 (r->gwk, k * r->rs + r->fnr, n, C, error) : NULL;
+      g_autoptr (HnTensor) dy = dx ? view2 (r->gwk, k * r->rs + r->logits, n, V, error) : NULL;
+      g_autoptr (HnTensor) dW = dy ? view2 (r->gprm, k * np + r->lm_head, V, C, error) : NULL;
+      if (!dW || !hn_op_matmul_back (c, dx, dW, NULL, dy, x, W, HN_BACK_ACCUMULATE, error))
+        return FALSE;
+    }
+  return W != NULL;
+}
+
 gboolean
 hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
 {
@@ -1036,18 +1134,23 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
     {
       for (guint i = 0; i < r->prog->len; i++)
         hn_hier_op_ref (&g_array_index (r->prog, HnHierOp, i), r->m->params, r->host_wk);
-      return TRUE;
+      return head_forward (r, NULL, error);
     }
   if (r->prof)
     {
       /* profiled: recorded every time, submitted in parts */
       for (guint i = 0; i < r->prog->len; i++)
-        if (!hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm, r->wk, error) ||
+        if (!hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm->buf, r->wk->buf, error) ||
             !hn_hier_vk_profile_flush (r, FALSE, error))
           {
             hn_cmd_reset (r->cmd);
             return FALSE;
           }
+      if (!head_forward (r, r->cmd, error))
+        {
+          hn_cmd_reset (r->cmd);
+          return FALSE;
+        }
       return hn_hier_vk_profile_flush (r, TRUE, error);
     }
   HnHierVkProgram *p = r->last = program_for (r);
@@ -1058,12 +1161,12 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
         return FALSE;
       hn_cmd_set_reusable (c);
       for (guint i = 0; i < r->prog->len; i++)
-        if (!hn_hier_op_record (c, &g_array_index (r->prog, HnHierOp, i), r->prm, r->wk, error))
+        if (!hn_hier_op_record (c, &g_array_index (r->prog, HnHierOp, i), r->prm->buf, r->wk->buf, error))
           {
             hn_cmd_free (c);
             return FALSE;
           }
-      if (!hn_cmd_finish (c, error))
+      if (!head_forward (r, c, error) || !hn_cmd_finish (c, error))
         {
           hn_cmd_free (c);
           return FALSE;
@@ -1133,6 +1236,7 @@ hn_hier_vk_forward (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 
     {
       g_array_set_size (r->prog, 0);
       r->rows = (guint32) rows;
+      r->n = (guint32) n;
       r->cur = 0;
       r->overflow = FALSE;
       r->vs = r->sin;
