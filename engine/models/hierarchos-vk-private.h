@@ -251,7 +251,7 @@ struct _HnHierVkRunner {
   float *pack;      /* [R][state_n] staging of the states */
   float *fast_sent; /* row 0's fast values last uploaded (inference) */
   gboolean fast_valid;
-  HnHTape *tape;    /* training: the losses */
+  HnHTape **tapes;  /* training: the losses, a tape per row */
   GHashTable *prof; /* HN_HIER_PROFILE: shader name -> [microseconds, dispatches] */
   GPtrArray *cache; /* HnHierVkProgram: recorded programs, replayed when a chunk's ops repeat */
   struct _HnHierVkProgram *last; /* the program of the chunk that ran last */

@@ -78,46 +78,74 @@ run_backward (HnHierVkRunner *r, GError **error)
   return hn_cmd_replay (p->back, 1, error);
 }
 
-/* Row k's losses on the tape, from the chunk's downloaded values; the
- * gradients of the loss land in the *_g arrays (zeroed by the caller). */
-static gboolean
-row_losses (HnHierVkRunner *r, int n, float *logits, float *logits_g, float *hp, float *hp_g, const float *ctl,
-            const float *flags, float *dd, float *dd_g, const gint32 *labels, const float *weights, float scale,
-            HnHierLoss *loss, GError **error)
+/* What one row's losses read and write (host copies of the chunk's values
+ * and the gradients the losses give them). */
+typedef struct {
+  HnHierVkRunner *r;
+  int n;
+  float *logits, *logits_g, *hp, *hp_g, *ctl, *flags, *dd, *dd_g;
+  const gint32 *labels;
+  const float *weights;
+  float scale;
+  HnHierLoss *loss;
+  HnHTape *tape;
+  GError *error;
+} RowLoss;
+
+/* A row's losses on its own tape (rows run on threads: a large vocabulary
+ * makes the cross-entropy the host's biggest job). */
+static gpointer
+row_losses (gpointer data)
 {
+  RowLoss *w = data;
+  HnHierVkRunner *r = w->r;
   HnHierModel *m = r->m;
   const HnHierConfig *cfg = &m->cfg;
-  int max_h = (int) cfg->max_h_steps, max_l = (int) cfg->max_l_steps, nl = max_l + 1, C = m->C, V = m->V;
-  HnHTape *t = r->tape;
+  int n = w->n, max_h = (int) cfg->max_h_steps, max_l = (int) cfg->max_l_steps, nl = max_l + 1, C = m->C, V = m->V;
+  HnHTape *t = w->tape;
   hn_htape_reset (t);
   t->record_grads = TRUE;
   g_auto (HnHierLossAcc) acc;
   hn_hier_loss_acc_init (&acc);
-  memset (loss, 0, sizeof *loss);
+  memset (w->loss, 0, sizeof *w->loss);
   for (int i = 0; i < n; i++)
     {
       HnHierStepOut so;
       memset (&so, 0, sizeof so);
-      so.logits = hn_htape_leaf (t, logits + (gsize) i * V, logits_g + (gsize) i * V, V);
+      so.logits = hn_htape_leaf (t, w->logits + (gsize) i * V, w->logits_g + (gsize) i * V, V);
       so.pondered = r->to[i].pondered;
       if (so.pondered)
         {
           /* the selected step is always the last one computed */
-          so.n_h = CLAMP ((int) ctl[(gsize) i * 3 + 2], 1, max_h);
+          so.n_h = CLAMP ((int) w->ctl[(gsize) i * 3 + 2], 1, max_h);
           so.selected = so.n_h - 1;
           for (int k = 0; k < so.n_h; k++)
-            so.halt_p[k] = hn_htape_leaf (t, hp + (gsize) i * max_h + k, hp_g + (gsize) i * max_h + k, 1);
+            so.halt_p[k] = hn_htape_leaf (t, w->hp + (gsize) i * max_h + k, w->hp_g + (gsize) i * max_h + k, 1);
         }
-      while (so.n_refine < max_l && flags[(gsize) i * nl + so.n_refine] != 0.0f)
+      while (so.n_refine < max_l && w->flags[(gsize) i * nl + so.n_refine] != 0.0f)
         {
           gsize at = ((gsize) i * nl + so.n_refine + 1) * C;
-          so.drift[so.n_refine++] = hn_htape_leaf (t, dd + at, dd_g + at, C);
+          so.drift[so.n_refine++] = hn_htape_leaf (t, w->dd + at, w->dd_g + at, C);
         }
-      if (!hn_hier_loss_token (t, m, &so, labels[i], weights ? weights[i] : 1.0f, 0, &acc, loss, error))
-        return FALSE;
+      if (!hn_hier_loss_token (t, m, &so, w->labels[i], w->weights ? w->weights[i] : 1.0f, 0, &acc, w->loss, &w->error))
+        return NULL;
     }
-  hn_hier_loss_finish (t, m, &acc, scale, TRUE, loss);
-  return TRUE;
+  hn_hier_loss_finish (t, m, &acc, w->scale, TRUE, w->loss);
+  return NULL;
+}
+
+typedef struct {
+  RowLoss *w;
+  int rows, tid, n_threads;
+} LossThread;
+
+static gpointer
+loss_thread (gpointer data)
+{
+  LossThread *lt = data;
+  for (int k = lt->tid; k < lt->rows; k += lt->n_threads)
+    row_losses (&lt->w[k]);
+  return NULL;
 }
 
 gboolean
@@ -129,35 +157,75 @@ hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guin
   const HnHierConfig *cfg = &m->cfg;
   g_assert (r->train);
   gsize nv = (gsize) n * m->V, nh = (gsize) n * cfg->max_h_steps, nl = (gsize) cfg->max_l_steps + 1;
-  gsize nd = (gsize) n * nl * m->C;
+  gsize nd = (gsize) n * nl * m->C, per_row = nv + 2 * (nh + nd) + (gsize) n * (3 + nl);
+  g_autofree float *vals = g_try_malloc ((gsize) rows * per_row * sizeof (float));
   g_autofree float *logits = g_try_malloc ((gsize) rows * nv * sizeof (float));
-  g_autofree float *vals = g_try_malloc (2 * (nv + nh + nd) * sizeof (float) + ((gsize) n * (3 + nl)) * sizeof (float));
-  if (!logits || !vals)
+  if (!vals || !logits)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "cannot allocate the host buffers of a training chunk");
       return FALSE;
     }
-  float *logits_g = vals, *hp = logits_g + nv, *hp_g = hp + nh, *dd = hp_g + nh, *dd_g = dd + nd;
-  float *ctl = dd_g + nd, *flags = ctl + (gsize) n * 3;
-  if (!r->tape)
-    r->tape = hn_htape_new ();
+  RowLoss w[rows];
+  if (!r->tapes)
+    r->tapes = g_new0 (HnHTape *, r->R);
+  for (int k = 0; k < rows; k++)
+    {
+      float *v = vals + (gsize) k * per_row;
+      w[k] = (RowLoss) { r, n, logits + (gsize) k * nv, v, v + nv, v + nv + nh, v + nv + 2 * nh, v + nv + 2 * nh + (gsize) n * 3,
+                         NULL, NULL, labels[k], weights ? weights[k] : NULL, scale, &loss[k], NULL, NULL };
+      w[k].dd = w[k].flags + (gsize) n * nl;
+      w[k].dd_g = w[k].dd + nd;
+      memset (w[k].logits_g, 0, nv * sizeof (float));
+      memset (w[k].hp_g, 0, nh * sizeof (float));
+      memset (w[k].dd_g, 0, nd * sizeof (float));
+      if (!r->tapes[k])
+        r->tapes[k] = hn_htape_new ();
+      w[k].tape = r->tapes[k];
+    }
+  /* the forward, then what the losses need (the work gradients are zero
+   * here: at creation and after every backward) */
   if (!hn_hier_vk_forward (r, s, rows, in, n, logits, error))
     return FALSE;
-  /* the work gradients are zero here (at creation and after every backward) */
   for (int k = 0; k < rows; k++)
     {
       gsize base = (gsize) k * r->rs;
-      memset (logits_g, 0, (nv + 2 * nh + 2 * nd) * sizeof (float));
-      /* hp_g and dd_g are cleared with the rest; hp and dd are overwritten */
-      if (!hn_hier_vk_wk_download (r, base + r->hp, hp, nh, error) ||
-          !hn_hier_vk_wk_download (r, base + r->ctl, ctl, (gsize) n * 3, error) ||
-          !hn_hier_vk_wk_download (r, base + r->flags, flags, (gsize) n * nl, error) ||
-          !hn_hier_vk_wk_download (r, base + r->dd, dd, nd, error) ||
-          !row_losses (r, n, logits + (gsize) k * nv, logits_g, hp, hp_g, ctl, flags, dd, dd_g, labels[k],
-                       weights ? weights[k] : NULL, scale, &loss[k], error))
+      if (!hn_hier_vk_wk_download (r, base + r->hp, w[k].hp, nh, error) ||
+          !hn_hier_vk_wk_download (r, base + r->ctl, w[k].ctl, (gsize) n * 3, error) ||
+          !hn_hier_vk_wk_download (r, base + r->flags, w[k].flags, (gsize) n * nl, error) ||
+          !hn_hier_vk_wk_download (r, base + r->dd, w[k].dd, nd, error))
         return FALSE;
-      if (!gwk_upload (r, base + r->logits, logits_g, nv, error) || !gwk_upload (r, base + r->hp, hp_g, nh, error) ||
-          !gwk_upload (r, base + r->dd, dd_g, nd, error))
+    }
+  /* rows tid, tid + T, ... on thread tid of T (each row on its own tape) */
+  int n_threads = (int) MIN ((guint) rows, MIN (g_get_num_processors (), 16u));
+  LossThread lt[16];
+  GThread *th[16] = { NULL };
+  for (int i = 0; i < n_threads; i++)
+    {
+      lt[i] = (LossThread) { w, rows, i, n_threads };
+      if (i > 0)
+        th[i] = g_thread_new ("hier-loss", loss_thread, &lt[i]);
+    }
+  loss_thread (&lt[0]);
+  for (int i = 1; i < n_threads; i++)
+    g_thread_join (th[i]);
+  GError *first = NULL;
+  for (int k = 0; k < rows; k++)
+    {
+      if (w[k].error && !first)
+        first = w[k].error;
+      else if (w[k].error)
+        g_error_free (w[k].error);
+    }
+  if (first)
+    {
+      g_propagate_error (error, first);
+      return FALSE;
+    }
+  for (int k = 0; k < rows; k++)
+    {
+      gsize base = (gsize) k * r->rs;
+      if (!gwk_upload (r, base + r->logits, w[k].logits_g, nv, error) || !gwk_upload (r, base + r->hp, w[k].hp_g, nh, error) ||
+          !gwk_upload (r, base + r->dd, w[k].dd_g, nd, error))
         return FALSE;
     }
   return run_backward (r, error);

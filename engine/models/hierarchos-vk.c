@@ -944,7 +944,9 @@ hn_hier_vk_runner_free (HnHierVkRunner *r)
   g_free (r->host_gwk);
   g_free (r->host_gprm);
   g_free (r->to);
-  hn_htape_free (r->tape);
+  for (guint32 i = 0; r->tapes && i < r->R; i++)
+    hn_htape_free (r->tapes[i]);
+  g_free (r->tapes);
   g_free (r->pack);
   g_free (r->fast_sent);
   g_free (r);
