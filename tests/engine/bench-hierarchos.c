@@ -6,7 +6,7 @@
  *
  *   hn-bench-hierarchos [--context-dim 448] [--tokens 256] [--gen 128]
  *                       [--train-steps 2] [--batch 4] [--seq-len 128]
- *                       [--chunk 0] [--train-runtime both|cpu|vulkan]
+ *                       [--chunk 0] [--train-runtime both|cpu|vulkan] [--vocab V]
  * Training runs from the same initial weights on each runtime; "both" also
  * reports how far the two runs' losses are apart.
  * Needs HN_SHARED_DIR (stories260K tokenizer, tinyshakespeare.txt). */
@@ -44,7 +44,7 @@ fail (GError *error)
 int
 main (int argc, char **argv)
 {
-  gint ctx_dim = 448, n_tok = 256, n_gen = 128, train_steps = 2, batch = 4, seq_len = 128, chunk = 0;
+  gint ctx_dim = 448, n_tok = 256, n_gen = 128, train_steps = 2, batch = 4, seq_len = 128, chunk = 0, vocab = 0;
   g_autofree char *train_rt = NULL;
   GOptionEntry entries[] = {
     { "context-dim", 0, 0, G_OPTION_ARG_INT, &ctx_dim, "Model width (default 448)", "C" },
@@ -54,6 +54,8 @@ main (int argc, char **argv)
     { "batch", 0, 0, G_OPTION_ARG_INT, &batch, "Rows per step", "N" },
     { "seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len, "Tokens per row", "N" },
     { "chunk", 0, 0, G_OPTION_ARG_INT, &chunk, "Tokens per training chunk (0: the whole row)", "N" },
+    { "vocab", 0, 0, G_OPTION_ARG_INT, &vocab, "Vocabulary size of the model (0: the tokenizer's; larger: "
+      "e.g. GPT-2's 50257, with the text still tokenized by stories260K)", "V" },
     { "train-runtime", 0, 0, G_OPTION_ARG_STRING, &train_rt, "both (default), cpu or vulkan", "RT" },
     { NULL },
   };
@@ -87,7 +89,7 @@ main (int argc, char **argv)
     }
 
   HnHierConfig cfg;
-  hn_hier_config_init_defaults (&cfg, hn_tokenizer_get_vocab_size (tok), ctx_dim);
+  hn_hier_config_init_defaults (&cfg, MAX (hn_tokenizer_get_vocab_size (tok), vocab), ctx_dim);
   g_autoptr (HnHierModel) m = hn_hier_model_new (&cfg, &error);
   hn_hier_config_clear (&cfg);
   if (!m)
