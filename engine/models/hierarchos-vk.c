@@ -290,6 +290,13 @@ emit_mv (HnHierVkRunner *r, const HnHierMatvecPush *p)
 {
   HnHierOp op = { .kind = HN_HIER_OP_MATVEC };
   op.u.mv = *p;
+  /* training: the forward keeps v = W x + b + res, so the backward need
+   * not read W twice */
+  if (r->train && p->post != HN_HIER_POST_HALT)
+    {
+      op.u.mv.flags |= HN_HIER_MV_KEEP_V;
+      op.u.mv.u0 = A (r, p->out_n);
+    }
   emit (r, &op);
 }
 
