@@ -298,8 +298,10 @@ work_thread (gpointer data)
 
 /* ---- the Vulkan trainer: the step's rows in groups of up to R rows ---- */
 
+/* The step's gradient is summed into grads (zeroed by the caller); the
+ * rows' losses go to w->row_loss as on the CPU. */
 static gboolean
-vk_step (HnHierVkRunner *vk, HnHierState **states, int R, const Work *w, GError **error)
+vk_step (HnHierVkRunner *vk, HnHierState **states, int R, const Work *w, float *grads, GError **error)
 {
   int chunk = w->chunk;
   g_autofree gint32 *labels = g_new (gint32, (gsize) R * chunk);
@@ -346,7 +348,7 @@ vk_step (HnHierVkRunner *vk, HnHierState **states, int R, const Work *w, GError 
               rl->n_tokens += l[k].n_tokens;
             }
         }
-      if (!hn_hier_vk_train_take_grads (vk, nr, w->row_grads + g, error))
+      if (!hn_hier_vk_train_take_grads (vk, nr, grads, error))
         return FALSE;
     }
   return TRUE;
@@ -781,9 +783,11 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
       for (int i = 0; i < vk_rows; i++)
         vstates[i] = hn_hier_state_new (m);
     }
-  for (gsize i = 0; i < n_step_rows; i++)
+  /* per-row gradients: the CPU trainer's threads (the Vulkan trainer sums
+   * its rows on the device) */
+  for (gsize i = 0; i < n_step_rows && !vk; i++)
     row_grads[i] = g_try_malloc0 (m->n_params * sizeof (float));
-  for (gsize i = 0; i < n_step_rows; i++)
+  for (gsize i = 0; i < n_step_rows && !vk; i++)
     if (!row_grads[i])
       {
         g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "cannot allocate gradient buffers");
@@ -862,11 +866,12 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
       Work works[16];
       GThread *threads[16];
       float scale = (float) (1.0 / ((double) n_step_rows * (double) n_chunks));
+      memset (grads, 0, m->n_params * sizeof (float));
       if (vk)
         {
           works[0] = (Work) { m, o, &d, rows, (int) n_step_rows, chunk, (int) n_chunks, row_grads, row_loss, 0, 1,
                               scale, NULL, NULL, NULL };
-          if (!vk_step (vk, vstates, vk_rows, &works[0], error))
+          if (!vk_step (vk, vstates, vk_rows, &works[0], grads, error))
             goto out;
         }
       for (int i = 0; i < n_threads && !vk; i++)
@@ -894,12 +899,11 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
         }
       /* Sum per-row gradients in row order: the result does not depend on
        * the thread count or scheduling. */
-      memset (grads, 0, m->n_params * sizeof (float));
       double loss = 0, ce = 0, pond = 0, com = 0;
       gint64 toks = 0;
       for (gsize r = 0; r < n_step_rows; r++)
         {
-          for (gsize j = 0; j < m->n_params; j++)
+          for (gsize j = 0; j < m->n_params && !vk; j++)
             grads[j] += row_grads[r][j];
           loss += row_loss[r].total / (double) n_step_rows;
           ce += row_loss[r].ce / (double) n_step_rows;

@@ -252,6 +252,7 @@ struct _HnHierVkRunner {
   float *fast_sent; /* row 0's fast values last uploaded (inference) */
   gboolean fast_valid;
   HnHTape **tapes;  /* training: the losses, a tape per row */
+  float *gsum;      /* training: the downloaded gradient of a row group */
   GHashTable *prof; /* HN_HIER_PROFILE: shader name -> [microseconds, dispatches] */
   GPtrArray *cache; /* HnHierVkProgram: recorded programs, replayed when a chunk's ops repeat */
   struct _HnHierVkProgram *last; /* the program of the chunk that ran last */
@@ -292,8 +293,10 @@ gsize hn_hier_vk_trainer_row_floats (HnHierVkRunner *r);
 /* How many of `want` rows one trainer program can hold on ctx's device
  * (0 with an error when not even one fits). */
 int hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, GError **error);
-/* Copies row k's gradient slice to grads[k] (k < rows) and zeroes the slices. */
-gboolean hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float **grads, GError **error);
+/* Adds the gradient of the rows run since the last call (the rows' slices
+ * summed in row order on the device; one slice is downloaded) to sum, and
+ * zeroes the slices. */
+gboolean hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float *sum, GError **error);
 /* Submits what is recorded when `last` (or, profiling, every 4000
  * dispatches), adding the profile's timestamps to r->prof. */
 gboolean hn_hier_vk_profile_flush (HnHierVkRunner *r, gboolean last, GError **error);

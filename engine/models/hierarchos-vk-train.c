@@ -5,6 +5,7 @@
  * device in reverse order, one submission per chunk for all rows. */
 #include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
+#include "tensor/hn-ops.h"
 
 #include <math.h>
 #include <string.h>
@@ -232,18 +233,41 @@ hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guin
 }
 
 gboolean
-hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float **grads, GError **error)
+hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float *sum, GError **error)
 {
   gsize np = r->m->n_params;
+  if (!r->gsum)
+    r->gsum = g_new (float, np);
   if (!r->ctx)
     {
-      for (int k = 0; k < rows; k++)
-        memcpy (grads[k], r->host_gprm + (gsize) k * np, np * sizeof (float));
+      /* the rows' slices summed in row order, as on the device */
+      memcpy (r->gsum, r->host_gprm, np * sizeof (float));
+      for (int k = 1; k < rows; k++)
+        for (gsize i = 0; i < np; i++)
+          r->gsum[i] += r->host_gprm[(gsize) k * np + i];
       memset (r->host_gprm, 0, np * r->R * sizeof (float));
-      return TRUE;
     }
-  for (int k = 0; k < rows; k++)
-    if (!hn_vk_buffer_download (r->gprm->buf, (guint64) k * np * sizeof (float), grads[k], np * sizeof (float), error))
-      return FALSE;
-  return hn_hier_vk_zero (r->cmd, r->gprm->buf, np * r->R, error) && hn_cmd_submit_wait (r->cmd, error);
+  else
+    {
+      /* slice 0 += slice k in row order on the device: one slice comes back */
+      g_autoptr (HnTensor) s0 = hn_tensor_view_rows (r->gprm, 0, (gint64) np, error);
+      if (!s0)
+        return FALSE;
+      for (int k = 1; k < rows; k++)
+        {
+          g_autoptr (HnTensor) sk = hn_tensor_view_rows (r->gprm, (gint64) ((gsize) k * np), (gint64) np, error);
+          if (!sk || !hn_op_add (r->cmd, s0, s0, sk, error))
+            {
+              hn_cmd_reset (r->cmd);
+              return FALSE;
+            }
+        }
+      if (!hn_cmd_submit_wait (r->cmd, error) ||
+          !hn_vk_buffer_download (r->gprm->buf, 0, r->gsum, np * sizeof (float), error) ||
+          !hn_hier_vk_zero (r->cmd, r->gprm->buf, np * r->R, error) || !hn_cmd_submit_wait (r->cmd, error))
+        return FALSE;
+    }
+  for (gsize i = 0; i < np; i++)
+    sum[i] += r->gsum[i];
+  return TRUE;
 }

@@ -954,6 +954,7 @@ hn_hier_vk_runner_free (HnHierVkRunner *r)
   for (guint32 i = 0; r->tapes && i < r->R; i++)
     hn_htape_free (r->tapes[i]);
   g_free (r->tapes);
+  g_free (r->gsum);
   g_free (r->pack);
   g_free (r->fast_sent);
   g_free (r);
