@@ -134,6 +134,9 @@ typedef struct {
   HnVar halt_p[HN_HIER_MAX_STEPS];   /* [1] each */
   int n_refine;
   HnVar drift[HN_HIER_MAX_STEPS];    /* drift after each refinement step [C] */
+  /* logits < 0: the cross-entropy was computed elsewhere (the Vulkan
+   * trainer, which also computes the logits' gradient): its value and lse */
+  float ce, lse;
 } HnHierStepOut;
 
 void hn_hier_vstate_load (HnHTape *t, const HnHierModel *m, const HnHierState *s, HnHierVState *vs);

@@ -81,8 +81,16 @@ hn_hier_loss_token (HnHTape *t, HnHierModel *m, const HnHierStepOut *so, gint32 
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "label %d is outside the vocabulary (%d)", lab, m->V);
       return FALSE;
     }
-  float ce = 0;
-  HnVar c = hn_htape_ce (t, so->logits, lab, zw, w, &ce);
+  float ce = so->ce;
+  HnVar c;
+  if (so->logits >= 0)
+    c = hn_htape_ce (t, so->logits, lab, zw, w, &ce);
+  else
+    {
+      /* the term's value only: its gradient was applied where it was computed */
+      float v = w * (ce + zw * so->lse * so->lse);
+      c = hn_htape_const (t, &v, 1);
+    }
   g_array_append_val (a->ce, c);
   a->wsum += w;
   a->ce_sum += (double) w * ce;

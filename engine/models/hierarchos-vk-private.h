@@ -236,6 +236,7 @@ struct _HnHierVkRunner {
   /* the fixed part of a row */
   HnHierVOff sin;     /* the state in (packed like pack_state), from 0 */
   guint32 state_n, sout, fast, tok, rtok, ron, hp, ctl, flags, dd, fnr, logits;
+  guint32 lab, coef, stats; /* training: labels, loss coefficients, [lse, ce, bad] per token */
   guint32 n;          /* tokens of the chunk being run */
   /* the activation region: a bump allocator reset per chunk */
   guint32 act, act_n, cur;

@@ -84,7 +84,7 @@ run_backward (HnHierVkRunner *r, GError **error)
 typedef struct {
   HnHierVkRunner *r;
   int n;
-  float *logits, *logits_g, *hp, *hp_g, *ctl, *flags, *dd, *dd_g;
+  float *stats, *hp, *hp_g, *ctl, *flags, *dd, *dd_g;
   const gint32 *labels;
   const float *weights;
   float scale;
@@ -93,8 +93,9 @@ typedef struct {
   GError *error;
 } RowLoss;
 
-/* A row's losses on its own tape (rows run on threads: a large vocabulary
- * makes the cross-entropy the host's biggest job). */
+/* A row's losses on its own tape, from the device's cross-entropy values
+ * (whose gradient the device applied) and the halting probabilities and
+ * drifts (whose gradients go back up). */
 static gpointer
 row_losses (gpointer data)
 {
@@ -102,7 +103,7 @@ row_losses (gpointer data)
   HnHierVkRunner *r = w->r;
   HnHierModel *m = r->m;
   const HnHierConfig *cfg = &m->cfg;
-  int n = w->n, max_h = (int) cfg->max_h_steps, max_l = (int) cfg->max_l_steps, nl = max_l + 1, C = m->C, V = m->V;
+  int n = w->n, max_h = (int) cfg->max_h_steps, max_l = (int) cfg->max_l_steps, nl = max_l + 1, C = m->C;
   HnHTape *t = w->tape;
   hn_htape_reset (t);
   t->record_grads = TRUE;
@@ -113,7 +114,9 @@ row_losses (gpointer data)
     {
       HnHierStepOut so;
       memset (&so, 0, sizeof so);
-      so.logits = hn_htape_leaf (t, w->logits + (gsize) i * V, w->logits_g + (gsize) i * V, V);
+      so.logits = -1;
+      so.lse = w->stats[3 * i];
+      so.ce = w->stats[3 * i + 1];
       so.pondered = r->to[i].pondered;
       if (so.pondered)
         {
@@ -149,6 +152,39 @@ loss_thread (gpointer data)
   return NULL;
 }
 
+/* Row k's labels and loss coefficients for the device's cross-entropy: the
+ * seed the tape's CE node gets (scale / sum of the labelled weights) times
+ * the position's weight, 0 where there is no loss. */
+static gboolean
+upload_labels (HnHierVkRunner *r, int k, const gint32 *labels, const float *weights, int n, float scale, GError **error)
+{
+  HnHierModel *m = r->m;
+  g_autofree float *words = g_new (float, 2 * (gsize) n);
+  double wsum = 0;
+  for (int i = 0; i < n; i++)
+    {
+      float w = weights ? weights[i] : 1.0f;
+      if (labels[i] >= m->V)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "label %d is outside the vocabulary (%d)", labels[i], m->V);
+          return FALSE;
+        }
+      if (labels[i] >= 0 && w > 0)
+        wsum += w;
+    }
+  float seed = wsum > 0 ? (float) (scale / wsum) : 0.0f;
+  for (int i = 0; i < n; i++)
+    {
+      float w = weights ? weights[i] : 1.0f;
+      gboolean on = labels[i] >= 0 && w > 0;
+      words[i] = on ? (float) labels[i] : -1.0f;
+      words[n + i] = on ? seed * w : 0.0f;
+    }
+  gsize base = (gsize) k * r->rs;
+  return hn_hier_vk_wk_upload (r, base + r->lab, words, n, error) &&
+         hn_hier_vk_wk_upload (r, base + r->coef, words + n, n, error);
+}
+
 gboolean
 hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 *const *in,
                         const gint32 *const *labels, const float *const *weights, int n, float scale,
@@ -157,11 +193,10 @@ hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guin
   HnHierModel *m = r->m;
   const HnHierConfig *cfg = &m->cfg;
   g_assert (r->train);
-  gsize nv = (gsize) n * m->V, nh = (gsize) n * cfg->max_h_steps, nl = (gsize) cfg->max_l_steps + 1;
-  gsize nd = (gsize) n * nl * m->C, per_row = nv + 2 * (nh + nd) + (gsize) n * (3 + nl);
+  gsize nh = (gsize) n * cfg->max_h_steps, nl = (gsize) cfg->max_l_steps + 1;
+  gsize nd = (gsize) n * nl * m->C, per_row = 2 * (nh + nd) + (gsize) n * (6 + nl);
   g_autofree float *vals = g_try_malloc ((gsize) rows * per_row * sizeof (float));
-  g_autofree float *logits = g_try_malloc ((gsize) rows * nv * sizeof (float));
-  if (!vals || !logits)
+  if (!vals)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "cannot allocate the host buffers of a training chunk");
       return FALSE;
@@ -172,29 +207,40 @@ hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guin
   for (int k = 0; k < rows; k++)
     {
       float *v = vals + (gsize) k * per_row;
-      w[k] = (RowLoss) { r, n, logits + (gsize) k * nv, v, v + nv, v + nv + nh, v + nv + 2 * nh, v + nv + 2 * nh + (gsize) n * 3,
-                         NULL, NULL, labels[k], weights ? weights[k] : NULL, scale, &loss[k], NULL, NULL };
+      w[k] = (RowLoss) { r, n, v, v + 3 * n, v + 3 * n + nh, v + 3 * n + 2 * nh, v + 6 * n + 2 * nh, NULL, NULL,
+                         labels[k], weights ? weights[k] : NULL, scale, &loss[k], NULL, NULL };
       w[k].dd = w[k].flags + (gsize) n * nl;
       w[k].dd_g = w[k].dd + nd;
-      memset (w[k].logits_g, 0, nv * sizeof (float));
       memset (w[k].hp_g, 0, nh * sizeof (float));
       memset (w[k].dd_g, 0, nd * sizeof (float));
       if (!r->tapes[k])
         r->tapes[k] = hn_htape_new ();
       w[k].tape = r->tapes[k];
+      if (!upload_labels (r, k, labels[k], weights ? weights[k] : NULL, n, scale, error))
+        return FALSE;
     }
-  /* the forward, then what the losses need (the work gradients are zero
-   * here: at creation and after every backward) */
-  if (!hn_hier_vk_forward (r, s, rows, in, n, logits, error))
+  /* the forward with the logits' cross-entropy and gradient, then what the
+   * other losses need (the work gradients were zero before: at creation and
+   * after every backward) */
+  if (!hn_hier_vk_forward (r, s, rows, in, n, NULL, error))
     return FALSE;
   for (int k = 0; k < rows; k++)
     {
       gsize base = (gsize) k * r->rs;
-      if (!hn_hier_vk_wk_download (r, base + r->hp, w[k].hp, nh, error) ||
+      if (!hn_hier_vk_wk_download (r, base + r->stats, w[k].stats, 3 * (gsize) n, error) ||
+          !hn_hier_vk_wk_download (r, base + r->hp, w[k].hp, nh, error) ||
           !hn_hier_vk_wk_download (r, base + r->ctl, w[k].ctl, (gsize) n * 3, error) ||
           !hn_hier_vk_wk_download (r, base + r->flags, w[k].flags, (gsize) n * nl, error) ||
           !hn_hier_vk_wk_download (r, base + r->dd, w[k].dd, nd, error))
         return FALSE;
+      for (int i = 0; i < n; i++)
+        if (w[k].stats[3 * i + 2] != 0.0f || !isfinite (w[k].stats[3 * i]))
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
+                         "non-finite logit at position %" G_GINT64_FORMAT " (token %u); refusing to sanitize coherent-v9 output",
+                         s[k]->position - n + i, in[k][i]);
+            return FALSE;
+          }
     }
   /* rows tid, tid + T, ... on thread tid of T (each row on its own tape) */
   int n_threads = (int) MIN ((guint) rows, MIN (g_get_num_processors (), 16u));
@@ -225,8 +271,7 @@ hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guin
   for (int k = 0; k < rows; k++)
     {
       gsize base = (gsize) k * r->rs;
-      if (!gwk_upload (r, base + r->logits, w[k].logits_g, nv, error) || !gwk_upload (r, base + r->hp, w[k].hp_g, nh, error) ||
-          !gwk_upload (r, base + r->dd, w[k].dd_g, nd, error))
+      if (!gwk_upload (r, base + r->hp, w[k].hp_g, nh, error) || !gwk_upload (r, base + r->dd, w[k].dd_g, nd, error))
         return FALSE;
     }
   return run_backward (r, error);

@@ -173,6 +173,9 @@ layout (HnHierVkRunner *r)
   r->ctl = take (&cur, T * 3);
   r->flags = take (&cur, T * nl);
   r->dd = take (&cur, T * nl * m->C);
+  r->lab = take (&cur, T);
+  r->coef = take (&cur, T);
+  r->stats = take (&cur, 3 * T);
   cur = (cur + 63) & ~(gsize) 63;
   r->fnr = take (&cur, T * m->C);
   cur = (cur + 63) & ~(gsize) 63;
@@ -1136,6 +1139,49 @@ hn_hier_vk_head_backward (HnHierVkRunner *r, HnCmd *c, GError **error)
   return W != NULL;
 }
 
+/* Training: the cross-entropy of every token on the device
+ * (shaders/hier_ce.comp; c NULL: the same on the host). */
+static gboolean
+loss_forward (HnHierVkRunner *r, HnCmd *c, GError **error)
+{
+  HnHierModel *m = r->m;
+  guint32 V = (guint32) m->V;
+  float zw = (float) m->cfg.z_loss_weight;
+  if (!r->train)
+    return TRUE;
+  if (!r->ctx)
+    {
+      for (guint32 k = 0; k < r->rows; k++)
+        {
+          float *wk = r->host_wk + (gsize) k * r->rs, *gwk = r->host_gwk + (gsize) k * r->rs;
+          for (guint32 t = 0; t < r->n; t++)
+            {
+              const float *z = wk + r->logits + (gsize) t * V;
+              float mx = -INFINITY, bad = 0, s = 0;
+              for (guint32 i = 0; i < V; i++)
+                {
+                  bad += isfinite (z[i]) ? 0.0f : 1.0f;
+                  mx = MAX (mx, z[i]);
+                }
+              for (guint32 i = 0; i < V; i++)
+                s += expf (z[i] - mx);
+              float lse = mx + logf (s), co = wk[r->coef + t], kk = 1.0f + 2.0f * zw * lse;
+              int lab = (int) wk[r->lab + t];
+              wk[r->stats + 3 * t] = lse;
+              wk[r->stats + 3 * t + 1] = lab >= 0 ? lse - z[lab] : 0.0f;
+              wk[r->stats + 3 * t + 2] = bad;
+              for (guint32 i = 0; co != 0.0f && i < V; i++)
+                gwk[r->logits + (gsize) t * V + i] = co * (expf (z[i] - lse) * kk - ((int) i == lab ? 1.0f : 0.0f));
+            }
+        }
+      return TRUE;
+    }
+  struct { guint32 V, logits, lab, coef, stats, rs; float zw; } pc = { V, r->logits, r->lab, r->coef, r->stats,
+                                                                      (guint32) r->rs, zw };
+  HnVkBinding b[2] = { { r->wk->buf, 0, 0, TRUE }, { r->gwk->buf, 0, 0, TRUE } };
+  return hn_cmd_dispatch (c, "hier_ce", NULL, 0, b, 2, &pc, sizeof pc, r->n, 1, r->rows, error);
+}
+
 gboolean
 hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
 {
@@ -1144,7 +1190,7 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
     {
       for (guint i = 0; i < r->prog->len; i++)
         hn_hier_op_ref (&g_array_index (r->prog, HnHierOp, i), r->m->params, r->host_wk);
-      return head_forward (r, NULL, error);
+      return head_forward (r, NULL, error) && loss_forward (r, NULL, error);
     }
   if (r->prof)
     {
@@ -1156,7 +1202,7 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
             hn_cmd_reset (r->cmd);
             return FALSE;
           }
-      if (!head_forward (r, r->cmd, error))
+      if (!head_forward (r, r->cmd, error) || !loss_forward (r, r->cmd, error))
         {
           hn_cmd_reset (r->cmd);
           return FALSE;
@@ -1176,7 +1222,7 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
             hn_cmd_free (c);
             return FALSE;
           }
-      if (!head_forward (r, c, error) || !hn_cmd_finish (c, error))
+      if (!head_forward (r, c, error) || !loss_forward (r, c, error) || !hn_cmd_finish (c, error))
         {
           hn_cmd_free (c);
           return FALSE;
