@@ -35,14 +35,20 @@ hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *
   /* Every op may read anything in the work buffer: one barrier per op
    * (the step is a chain of dependent ops anyway). */
   HnVkBinding b[2] = { { prm, 0, 0, FALSE }, { wk, 0, 0, TRUE } };
-  guint32 g = hn_hier_op_groups (op), gx = g, gy = 1;
+  guint32 g = hn_hier_op_groups (op), gx = g, gy = 1, gz = MAX (op->rows, 1);
   if (g > 65535)
     {
       gx = 65535;
       gy = (g + 65534) / 65535;
     }
-  return hn_cmd_dispatch (cmd, op_shader[op->kind], NULL, 0, b, 2, &op->u, op_push_size[op->kind], gx, gy,
-                          MAX (op->rows, 1), error);
+  if (op->kind == HN_HIER_OP_MATVEC && !op->u.mv.trans && gz > 1)
+    {
+      /* a Linear over several rows: up to 16 rows per workgroup read W once */
+      HnHierMatvecPush mp = op->u.mv;
+      mp.flags |= 4u | (gz << 8);
+      return hn_cmd_dispatch (cmd, "hier_matvec_rows", NULL, 0, b, 2, &mp, sizeof mp, gx, gy, (gz + 15) / 16, error);
+    }
+  return hn_cmd_dispatch (cmd, op_shader[op->kind], NULL, 0, b, 2, &op->u, op_push_size[op->kind], gx, gy, gz, error);
 }
 
 gboolean

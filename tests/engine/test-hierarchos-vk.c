@@ -313,6 +313,71 @@ test_op_drift_ew (void)
   bench_free (b);
 }
 
+/* The Linear over many rows (hier_matvec_rows, W read once per workgroup
+ * of 16 rows) gives the same bits as the same op run row by row, including
+ * the epilogue and a row whose predicate is off. */
+static void
+test_op_matvec_rows (void)
+{
+  g_autoptr (HnVkContext) ctx = context_or_skip ();
+  if (!ctx)
+    return;
+  g_autoptr (GError) error = NULL;
+  const guint32 rows = 19, rs = 4096, out = 37, in = 300;
+  gsize n_prm = 1 << 16, n_wk = (gsize) rows * rs;
+  HnRng rng;
+  hn_rng_seed (&rng, 5);
+  g_autofree float *prm = g_new (float, n_prm), *wk = g_new (float, n_wk);
+  for (gsize i = 0; i < n_prm; i++)
+    prm[i] = urand (&rng, -1.0f, 1.0f);
+  for (gsize i = 0; i < n_wk; i++)
+    wk[i] = urand (&rng, -1.0f, 1.0f);
+  for (guint32 r = 0; r < rows; r++)
+    wk[(gsize) r * rs + 10] = r == 7 ? 0.0f : 1.0f; /* row 7 predicated off */
+  HnHierOp op = { .kind = HN_HIER_OP_MATVEC };
+  op.u.mv = mv (out, in, 0);
+  op.u.mv.x0 = 100;
+  op.u.mv.y_off = 1000;
+  op.u.mv.b_off = 50000;
+  op.u.mv.res_off = 2000;
+  op.u.mv.act = 8;
+  op.u.mv.clamp = 0.9f;
+  op.u.mv.pred = 10;
+  op.u.mv.rs = rs;
+  g_autoptr (HnVkBuffer) bp = hn_vk_buffer_new (ctx, n_prm * 4, "prm", &error);
+  g_autoptr (HnVkBuffer) b1 = hn_vk_buffer_new (ctx, n_wk * 4, "rows", &error);
+  g_autoptr (HnVkBuffer) b2 = hn_vk_buffer_new (ctx, n_wk * 4, "row by row", &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_vk_buffer_upload (bp, 0, prm, n_prm * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (b1, 0, wk, n_wk * 4, &error));
+  g_assert_true (hn_vk_buffer_upload (b2, 0, wk, n_wk * 4, &error));
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  op.rows = rows;
+  g_assert_true (hn_hier_op_record (cmd, &op, bp, b1, &error));
+  op.rows = 1;
+  for (guint32 r = 0; r < rows; r++)
+    {
+      /* one row at a time: the same offsets, shifted by the row's base */
+      HnHierOp one = op;
+      guint32 base = r * rs;
+      one.u.mv.x0 += base;
+      one.u.mv.x1 += base;
+      one.u.mv.x2 += base;
+      one.u.mv.y_off += base;
+      one.u.mv.res_off += base;
+      one.u.mv.pred += base;
+      g_assert_true (hn_hier_op_record (cmd, &one, bp, b2, &error));
+    }
+  g_assert_true (hn_cmd_submit_wait (cmd, &error));
+  g_autofree float *got = g_new (float, n_wk), *want = g_new (float, n_wk);
+  g_assert_true (hn_vk_buffer_download (b1, 0, got, n_wk * 4, &error));
+  g_assert_true (hn_vk_buffer_download (b2, 0, want, n_wk * 4, &error));
+  g_assert_cmpmem (got, n_wk * 4, want, n_wk * 4);
+  g_assert_cmpfloat (got[7 * rs + 1000], ==, wk[7 * rs + 1000]); /* the row that did not run */
+  g_assert_cmpfloat (got[1000], !=, wk[1000]);
+}
+
 /* ---- whole step ---- */
 
 static HnHierModel *
@@ -483,6 +548,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/hierarchos-vk/op/matvec", test_op_matvec);
+  g_test_add_func ("/hierarchos-vk/op/matvec-rows", test_op_matvec_rows);
   g_test_add_func ("/hierarchos-vk/op/norm", test_op_norm);
   g_test_add_func ("/hierarchos-vk/op/wkv", test_op_wkv);
   g_test_add_func ("/hierarchos-vk/op/ltm", test_op_ltm);
