@@ -304,6 +304,8 @@ gboolean hn_hier_vk_profile_flush (HnHierVkRunner *r, gboolean last, GError **er
 /* Records the LM head's backward for the chunk that ran (c NULL in
  * reference mode: runs it on the host). */
 gboolean hn_hier_vk_head_backward (HnHierVkRunner *r, HnCmd *c, GError **error);
+/* Profiling: names the next dispatches by the op's kind and shape. */
+void hn_hier_vk_profile_label (HnHierVkRunner *r, const HnHierOp *op, const char *prefix);
 /* Runs r->prog (forward ops) through the device or the references. */
 gboolean hn_hier_vk_run_program (HnHierVkRunner *r, GError **error);
 

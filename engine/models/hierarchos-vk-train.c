@@ -26,15 +26,21 @@ gwk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **err
 static gboolean
 record_backward (HnHierVkRunner *r, HnCmd *c, gboolean profiled, GError **error)
 {
+  if (profiled)
+    hn_cmd_set_label (c, "back head");
   if (!hn_hier_vk_head_backward (r, c, error))
     return FALSE;
   for (guint i = r->prog->len; i-- > 0;)
     {
       const HnHierOp *op = &g_array_index (r->prog, HnHierOp, i);
+      if (profiled)
+        hn_hier_vk_profile_label (r, op, "back ");
       if (!op->no_back && (!hn_hier_op_back_record (c, op, r->prm->buf, r->wk->buf, r->gprm->buf, r->gwk->buf, error) ||
                            (profiled && !hn_hier_vk_profile_flush (r, FALSE, error))))
         return FALSE;
     }
+  if (profiled)
+    hn_cmd_set_label (c, NULL);
   return hn_hier_vk_zero (c, r->gwk->buf, r->rs * r->rows, error);
 }
 

@@ -1000,6 +1000,19 @@ hn_hier_vk_profile_flush (HnHierVkRunner *r, gboolean last, GError **error)
   return TRUE;
 }
 
+void
+hn_hier_vk_profile_label (HnHierVkRunner *r, const HnHierOp *op, const char *prefix)
+{
+  static const char *const kind[HN_HIER_N_OPS] = { "matvec", "norm", "wkv", "ltm", "drift", "ew" };
+  char label[96];
+  if (op->kind == HN_HIER_OP_MATVEC)
+    g_snprintf (label, sizeof label, "%s%s %ux%u%s%s", prefix, kind[op->kind], op->u.mv.out_n, op->u.mv.in_n,
+                op->u.mv.trans ? " T" : "", op->u.mv.post ? " post" : "");
+  else
+    g_snprintf (label, sizeof label, "%s%s", prefix, kind[op->kind]);
+  hn_cmd_set_label (r->cmd, label);
+}
+
 static void
 profile_print (HnHierVkRunner *r)
 {
@@ -1200,14 +1213,17 @@ hn_hier_vk_run_program (HnHierVkRunner *r, GError **error)
     }
   if (r->prof)
     {
-      /* profiled: recorded every time, submitted in parts */
+      /* profiled: recorded every time, submitted in parts, each op named
+       * by its kind and shape */
       for (guint i = 0; i < r->prog->len; i++)
-        if (!hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm->buf, r->wk->buf, error) ||
+        if ((hn_hier_vk_profile_label (r, &g_array_index (r->prog, HnHierOp, i), ""), FALSE) ||
+            !hn_hier_op_record (r->cmd, &g_array_index (r->prog, HnHierOp, i), r->prm->buf, r->wk->buf, error) ||
             !hn_hier_vk_profile_flush (r, FALSE, error))
           {
             hn_cmd_reset (r->cmd);
             return FALSE;
           }
+      hn_cmd_set_label (r->cmd, NULL);
       if (!head_forward (r, r->cmd, error) || !loss_forward (r, r->cmd, error))
         {
           hn_cmd_reset (r->cmd);
