@@ -26,8 +26,37 @@
 
 #include "hier_mv_finish.glsl"
 
+// trans 1 here (x @ M, M [in, out]): 16 outputs a workgroup, 8 lanes of an
+// output splitting the inputs (lane l adds i = l mod 8 in order, then the
+// lanes add in order): an eighth of the serial loop of hier_mv_run's one
+// output a thread, for the cell's short low-rank matrices.
+void trans_split() {
+  uint t = gl_LocalInvocationID.x, l = t % 8u;
+  uint o = hn_group_index() * 16u + t / 8u;
+  float acc = 0.0;
+  for (uint k0 = 0u; k0 < p.in_n; k0 += TILE) {
+    uint kn = min(TILE, p.in_n - k0);
+    for (uint i = t; i < kn; i += 128u) xs[i] = xin(k0 + i);
+    barrier();
+    if (o < p.out_n)
+      for (uint i = l; i < kn; i += 8u) acc += xs[i] * prm[p.w_off + (k0 + i) * p.out_n + o];
+    barrier();
+  }
+  part[t] = acc;
+  barrier();
+  if (l == 0u && o < p.out_n) {
+    float s = 0.0;
+    for (uint j = 0u; j < 8u; j++) s += part[t + j];
+    finish(o, s);
+  }
+}
+
 void main() {
   rb = gl_WorkGroupID.z * p.rs;
   if (hier_skip(p.pred, rb)) return;
+  if (p.trans != 0u) {
+    trans_split();
+    return;
+  }
   hier_mv_run();
 }

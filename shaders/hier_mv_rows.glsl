@@ -1,17 +1,18 @@
-// hier_matvec.comp for up to 16 batch rows in one workgroup (the row count
-// in flags >> 8, workgroup z = a group of 16 rows): W [out,
+// hier_matvec.comp for MVR_ROWS batch rows in one workgroup (the row count
+// in flags >> 8, workgroup z = a group of MVR_ROWS rows): W [out,
 // in] is read once for all the rows instead of once per row. Each output's
 // sum runs in the same order as the one-row path (lane l adds the inputs
 // i = l mod 16 in order, then the 16 lanes in order), so both give the same
 // bits. Include after hier_mv.glsl and hier_mv_finish.glsl.
-const uint MVR_ROWS = 16u, MVR_TILE = 128u;
+layout(constant_id = 0) const uint MVR_ROWS = 4u; // rows a workgroup (<= 16)
+const uint MVR_TILE = 128u;
 
 void hier_mv_rows_run() {
   uint t = gl_LocalInvocationID.x, r8 = t / TPR, l = t % TPR;
   uint o = hn_group_index() * ROWS + r8;
   uint n_rows = p.flags >> 8, r0 = gl_WorkGroupID.z * MVR_ROWS, nr = min(MVR_ROWS, n_rows - r0);
-  float acc[MVR_ROWS];
-  [[unroll]] for (uint q = 0u; q < MVR_ROWS; q++) acc[q] = 0.0;
+  float acc[16];
+  [[unroll]] for (uint q = 0u; q < 16u; q++) acc[q] = 0.0;
   for (uint k0 = 0u; k0 < p.in_n; k0 += MVR_TILE) {
     uint kn = min(MVR_TILE, p.in_n - k0);
     // x of every row of the group: xs[q * MVR_TILE + i]
@@ -25,13 +26,13 @@ void hier_mv_rows_run() {
       uint row = p.w_off + o * p.in_n + k0;
       for (uint i = l; i < kn; i += TPR) {
         float w = prm[row + i];
-        [[unroll]] for (uint q = 0u; q < MVR_ROWS; q++)
+        [[unroll]] for (uint q = 0u; q < 16u; q++)
           if (q < nr) acc[q] += w * xs[q * MVR_TILE + i];
       }
     }
     barrier();
   }
-  [[unroll]] for (uint q = 0u; q < MVR_ROWS; q++) {
+  [[unroll]] for (uint q = 0u; q < 16u; q++) {
     if (q < nr) {
       part[t] = acc[q];
       barrier();

@@ -20,6 +20,7 @@
 
 #define NONE HN_HIER_NONE
 #define HN_HIER_VK_CHUNK 64 /* tokens per submission (logits rows kept) */
+#define HN_HIER_MV_ROWS_DEFAULT 4
 
 static const char *const op_shader[HN_HIER_N_OPS] = {
   "hier_matvec", "hier_norm", "hier_wkv", "hier_ltm", "hier_drift", "hier_ew",
@@ -28,6 +29,21 @@ static const guint op_push_size[HN_HIER_N_OPS] = {
   sizeof (HnHierMatvecPush), sizeof (HnHierNormPush), sizeof (HnHierWkvPush),
   sizeof (HnHierLtmPush),    sizeof (HnHierDriftPush), sizeof (HnHierEwPush),
 };
+
+/* Batch rows per workgroup of a Linear over several rows (HN_HIER_MV_ROWS,
+ * 1..16; 1: one workgroup per row). More rows read W fewer times but give
+ * the GPU fewer workgroups. */
+static guint32
+mv_rows_per_group (void)
+{
+  static guint32 per = 0;
+  if (!per)
+    {
+      const char *e = g_getenv ("HN_HIER_MV_ROWS");
+      per = e ? (guint32) CLAMP (g_ascii_strtoll (e, NULL, 10), 1, 16) : HN_HIER_MV_ROWS_DEFAULT;
+    }
+  return per;
+}
 
 gboolean
 hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, GError **error)
@@ -41,12 +57,21 @@ hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *
       gx = 65535;
       gy = (g + 65534) / 65535;
     }
-  if (op->kind == HN_HIER_OP_MATVEC && !op->u.mv.trans && gz > 1)
+  if (op->kind == HN_HIER_OP_MATVEC && op->u.mv.trans)
     {
-      /* a Linear over several rows: up to 16 rows per workgroup read W once */
+      /* hier_matvec.comp's trans path: 16 outputs a workgroup */
+      g = (op->u.mv.out_n + 15) / 16;
+      gx = MIN (g, 65535u);
+      gy = (g + gx - 1) / gx;
+    }
+  guint32 per = mv_rows_per_group ();
+  if (op->kind == HN_HIER_OP_MATVEC && !op->u.mv.trans && gz > 1 && per > 1)
+    {
+      /* a Linear over several rows: `per` rows a workgroup read W once */
       HnHierMatvecPush mp = op->u.mv;
       mp.flags |= 4u | (gz << 8);
-      return hn_cmd_dispatch (cmd, "hier_matvec_rows", NULL, 0, b, 2, &mp, sizeof mp, gx, gy, (gz + 15) / 16, error);
+      return hn_cmd_dispatch (cmd, "hier_matvec_rows", &per, 1, b, 2, &mp, sizeof mp, gx, gy, (gz + per - 1) / per,
+                              error);
     }
   return hn_cmd_dispatch (cmd, op_shader[op->kind], NULL, 0, b, 2, &op->u, op_push_size[op->kind], gx, gy, gz, error);
 }
