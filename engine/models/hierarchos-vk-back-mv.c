@@ -6,14 +6,15 @@
  * blocks it outside and at non-finite values; the Linear skips outputs
  * whose gradient is 0, the vecmat does not.
  *
- * Dispatches: hier_matvec_back_dv recomputes v as the forward did (or
- * reads it where the forward kept it, HN_HIER_MV_KEEP_V) and writes dv to the scratch (plus the per-output inputs: bias, residual,
- * channel mix's deep embedding, the gate logit), except for a plain Linear
- * without activation or clamp, whose dv is the output's gradient times
- * scale; hier_matvec_back adds the input's gradient W^T dv and the
- * weight's outer product dv x^T (and a direct op's bias and residual
- * gradients); past MV_BACK_OC outputs (trans 0) a third dispatch sums the
- * input gradient's partial sums. */
+ * Dispatches: hier_matvec_back_dv recomputes v as the forward did (or,
+ * where the forward kept it, HN_HIER_MV_KEEP_V, reads it: one output a
+ * thread, W not read) and writes dv to the scratch, plus the per-output
+ * inputs' gradients (bias, residual, channel mix's deep embedding, the
+ * gate logit); then hier_matvec_back adds the input's gradient W^T dv and
+ * the weight's outer product dv x^T. A plain Linear without activation or
+ * clamp has no dv pass (dv = scale * dL/dy: one dispatch, W read once;
+ * hier_matvec_back adds the bias's and residual's gradients too). Past
+ * MV_BACK_OC outputs (trans 0) a last dispatch sums W^T dv's partial sums. */
 #include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
 

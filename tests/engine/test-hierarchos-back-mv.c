@@ -15,8 +15,9 @@
  * words out, the predicate word, the scratch. */
 enum { MAX_OUT = 4200, MAX_IN = 3000, MAX_SCRATCH = 4400 };
 enum { P_B = 0, P_X = MAX_OUT, P_LOGIT = P_X + MAX_IN, P_W = P_LOGIT + 8 };
-enum { W_X0 = 0, W_X2 = MAX_IN, W_RES = 2 * MAX_IN, W_AUX = W_RES + MAX_OUT, W_Y = W_AUX + MAX_OUT, W_Y2 = W_Y + MAX_OUT,
-       W_CTL = W_Y2 + MAX_OUT, W_PRED = W_CTL + 8, W_V = W_PRED + 8, W_BS = W_V + MAX_OUT, RS = W_BS + MAX_SCRATCH };
+enum { W_X0 = 0, W_X2 = MAX_IN, W_RES = 2 * MAX_IN, W_AUX = W_RES + MAX_OUT, W_Y = W_AUX + MAX_OUT };
+enum { W_Y2 = W_Y + MAX_OUT, W_CTL = W_Y2 + MAX_OUT, W_PRED = W_CTL + 8, W_V = W_PRED + 8, W_BS = W_V + MAX_OUT };
+enum { RS = W_BS + MAX_SCRATCH };
 
 typedef struct {
   guint32 out, in, trans, post, act;
@@ -584,8 +585,8 @@ test_perf (gconstpointer data)
       p->ps = p->out_n * p->in_n;
       p->rs = op.bs + hn_hier_mv_back_scratch (&op);
       double fwd = time_op (ctx, &op, FALSE), back = time_op (ctx, &op, TRUE);
-      g_test_minimized_result (back, "MATVEC %s: backward %.1f us, forward %.1f us (%u rows)", shapes[s].name, back, fwd,
-                               R);
+      g_test_minimized_result (back, "MATVEC %s: backward %.1f us, forward %.1f us (%u rows)", shapes[s].name, back,
+                               fwd, R);
     }
 }
 
