@@ -554,8 +554,9 @@ hn_memory_estimate_advice (HnMemoryWorkload workload)
       return N_("lower --batch-size or --seq-len (raise --grad-accum to keep the effective batch), "
                 "or a smaller --lora-r or fewer --lora-target-modules");
     case HN_MEMORY_HIER_TRAIN:
-      return N_("lower --batch-size or --grad-accum (each row of a step keeps its own gradient) or "
-                "--training-chunk-size (the tape holds one chunk per worker thread)");
+      return N_("lower --batch-size or --grad-accum (each row of a step keeps its own gradient, and on Vulkan "
+                "its own work buffers) or --training-chunk-size (one chunk's activations per row on Vulkan, per "
+                "worker thread on the CPU tape)");
     case HN_MEMORY_GENERATE:
     default:
       return N_("lower --max-new-tokens or --num-beams, or use a smaller model");
