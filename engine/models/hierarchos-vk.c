@@ -20,7 +20,7 @@
 
 #define NONE HN_HIER_NONE
 #define HN_HIER_VK_CHUNK 64 /* tokens per submission (logits rows kept) */
-#define HN_HIER_MV_ROWS_DEFAULT 4
+#define HN_HIER_MV_ROWS_DEFAULT 1 /* fastest on the H200 (build-aux/perf, 2026-12-01) */
 
 static const char *const op_shader[HN_HIER_N_OPS] = {
   "hier_matvec", "hier_norm", "hier_wkv", "hier_ltm", "hier_drift", "hier_ew",
@@ -32,7 +32,9 @@ static const guint op_push_size[HN_HIER_N_OPS] = {
 
 /* Batch rows per workgroup of a Linear over several rows (HN_HIER_MV_ROWS,
  * 1..16; 1: one workgroup per row). More rows read W fewer times but give
- * the GPU fewer workgroups. */
+ * the GPU fewer workgroups: on the H200 one row a workgroup is fastest
+ * (a step's GPU time 459 ms, against 495/510/538/614 for 2/4/8/16), so the
+ * batched kernel is opt-in for devices where W's bandwidth dominates. */
 static guint32
 mv_rows_per_group (void)
 {
