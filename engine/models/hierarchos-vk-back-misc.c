@@ -17,20 +17,6 @@
 
 #define NONE HN_HIER_NONE
 
-static gboolean
-skipped (const float *wk, guint32 pred)
-{
-  if (pred == NONE)
-    return FALSE;
-  float w = wk[pred & ~HN_HIER_PRED_NOT];
-  return (pred & HN_HIER_PRED_NOT) ? w != 0.0f : w == 0.0f;
-}
-
-static float
-clamp_of (float x, float m)
-{
-  return isfinite (x) ? (x < -m ? -m : (x > m ? m : x)) : x;
-}
 
 /* The tape's clamp derivative: 1 inside [-m, m], 0 outside or non-finite. */
 static float
@@ -49,7 +35,7 @@ each_row (const HnHierOp *op, guint32 pred, guint32 rs, guint32 ps, RowFunc row,
   for (guint32 r = 0; r < MAX (op->rows, 1); r++)
     {
       const float *w = wk + (gsize) r * rs;
-      if (!skipped (w, pred))
+      if (!hn_hier_ref_skip (w, pred))
         row (op, prm, w, gprm + (gsize) r * ps, gwk + (gsize) r * rs);
     }
 }
@@ -268,7 +254,7 @@ drift_back_row (const HnHierOp *op, const float *prm, const float *wk, float *gp
         x[c] = d[c] + wk[p->delta_off + c];
       else
         x[c] = d[c];
-      u[c] = clamp_of (x[c], p->dsc);
+      u[c] = hn_hier_ref_clamp (x[c], p->dsc);
       g[c] = gwk[p->y_off + c];
       if (p->cd_off != NONE)
         {

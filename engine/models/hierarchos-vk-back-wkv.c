@@ -24,14 +24,6 @@ clamp_pass (float x, float m)
   return x >= -m && x <= m ? 1.0f : 0.0f;
 }
 
-static gboolean
-row_skip (const float *wk, guint32 pred)
-{
-  if (pred == HN_HIER_NONE)
-    return FALSE;
-  float w = wk[pred & ~HN_HIER_PRED_NOT];
-  return (pred & HN_HIER_PRED_NOT) ? w != 0.0f : w == 0.0f;
-}
 
 /* n words of a row's work buffer at off */
 typedef struct {
@@ -252,7 +244,7 @@ hn_hier_wkv_back_ref (const HnHierOp *op, const float *prm, const float *wk, flo
   for (guint32 r = 0; r < MAX (op->rows, 1); r++)
     {
       const float *w = wk + (gsize) r * p->rs;
-      if (row_skip (w, p->pred))
+      if (hn_hier_ref_skip (w, p->pred))
         continue;
       for (guint32 h = 0; h < op->groups; h++)
         wkv_back_head (p, h, prm, w, gprm + (gsize) r * p->ps, gwk + (gsize) r * p->rs);
@@ -305,7 +297,7 @@ hn_hier_ltm_back_ref (const HnHierOp *op, const float *prm, const float *wk, flo
     {
       const float *w = wk + (gsize) row * p->rs;
       float *gw = gwk + (gsize) row * p->rs, *gp = gprm + (gsize) row * p->ps;
-      if (row_skip (w, p->pred))
+      if (hn_hier_ref_skip (w, p->pred))
         continue;
       float gate = w[p->gate_off], gg = 0;
       for (guint32 r = 0; r < p->topk; r++)

@@ -4,7 +4,7 @@
  * Vulkan trainer against the CPU trainer. */
 #include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
-#include "test-device.h"
+#include "hier-test-util.h"
 #include "train/checkpoint.h"
 
 #include <math.h>
@@ -40,16 +40,7 @@ model_for (guint64 seed)
   g_assert_no_error (error);
   hn_hier_config_clear (&c);
   hn_hier_model_init_weights (m, seed);
-  /* every zero-initialised matrix non-trivial, so every path carries gradient */
-  HnRng rng;
-  hn_rng_seed (&rng, seed + 1);
-  for (guint i = 0; i < m->param_list->len; i++)
-    {
-      HnHierParam *p = m->param_list->pdata[i];
-      if (p->trainable)
-        for (gsize j = 0; j < p->numel; j++)
-          m->params[p->offset + j] += (float) (0.05 * hn_hier_rng_normal (&rng));
-    }
+  hier_test_perturb (m, seed + 1, 0.05f);
   return m;
 }
 
@@ -211,17 +202,23 @@ test_program_gradients (void)
   run_out_clear (&ref);
 }
 
+/* The default device, or NULL with the test marked skipped. */
+static HnVkContext *
+device_or_skip (void)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    g_test_skip_printf ("no Vulkan device: %s", error->message);
+  return ctx;
+}
+
 static void
 test_device_gradients (void)
 {
-  if (!hn_test_have_vulkan ())
-    {
-      g_test_skip ("no Vulkan device");
-      return;
-    }
-  g_autoptr (GError) error = NULL;
-  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
-  g_assert_no_error (error);
+  g_autoptr (HnVkContext) ctx = device_or_skip ();
+  if (!ctx)
+    return;
   g_autoptr (HnHierModel) m = model_for (5);
   RunOut ref = { 0 }, dev = { 0 };
   run_vk (m, NULL, &ref);
@@ -290,14 +287,10 @@ train_losses (HnVkContext *ctx, int vk_rows, const char *out)
 static void
 test_adamw_losses (void)
 {
-  if (!hn_test_have_vulkan ())
-    {
-      g_test_skip ("no Vulkan device");
-      return;
-    }
+  g_autoptr (HnVkContext) ctx = device_or_skip ();
+  if (!ctx)
+    return;
   g_autoptr (GError) error = NULL;
-  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
-  g_assert_no_error (error);
   g_autofree char *dir = g_dir_make_tmp ("hn-hier-vk-train-XXXXXX", &error);
   g_assert_no_error (error);
   g_autofree char *a = g_build_filename (dir, "cpu", NULL);

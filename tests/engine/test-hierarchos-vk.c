@@ -4,6 +4,7 @@
  * the CPU runtime over 256 tokens of real text. */
 #include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
+#include "hier-test-util.h"
 #include "io/tokenizer.h"
 
 #include <math.h>
@@ -402,18 +403,7 @@ model_for (gint64 vocab, gint64 C, guint64 seed, float perturb)
   hn_hier_config_clear (&c);
   hn_hier_model_init_weights (m, seed);
   if (perturb > 0)
-    {
-      /* every zero-initialised matrix non-trivial, so every path counts */
-      HnRng rng;
-      hn_rng_seed (&rng, seed + 1);
-      for (guint i = 0; i < m->param_list->len; i++)
-        {
-          HnHierParam *p = m->param_list->pdata[i];
-          if (p->trainable)
-            for (gsize j = 0; j < p->numel; j++)
-              m->params[p->offset + j] += (float) (perturb * hn_hier_rng_normal (&rng));
-        }
-    }
+    hier_test_perturb (m, seed + 1, perturb);
   return m;
 }
 

@@ -1,6 +1,7 @@
 /* Hierarchos coherent-v9: contract, init, ROSA, CPU runtime, state files. */
 #include "models/hierarchos-private.h"
 #include "hn-error.h"
+#include "hier-test-util.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -43,22 +44,6 @@ tiny_model (guint64 seed)
   return m;
 }
 
-/* Makes every zero-initialised matrix non-trivial so gradients reach all
- * paths (a fresh model has zero adapters and low-rank matrices). */
-static void
-perturb (HnHierModel *m, guint64 seed, float scale)
-{
-  HnRng rng;
-  hn_rng_seed (&rng, seed);
-  for (guint i = 0; i < m->param_list->len; i++)
-    {
-      HnHierParam *p = m->param_list->pdata[i];
-      if (!p->trainable)
-        continue;
-      for (gsize j = 0; j < p->numel; j++)
-        m->params[p->offset + j] += (float) (scale * hn_hier_rng_normal (&rng));
-    }
-}
 
 /* ---- contract ---- */
 
@@ -205,7 +190,7 @@ static void
 test_runtime_deterministic (void)
 {
   g_autoptr (HnHierModel) m = tiny_model (7);
-  perturb (m, 3, 0.05f);
+  hier_test_perturb (m, 3, 0.05f);
   g_autoptr (HnHierState) s1 = hn_hier_state_new (m);
   g_autoptr (HnHierState) s2 = hn_hier_state_new (m);
   guint32 tok[40];
@@ -285,7 +270,7 @@ static void
 test_state_file (void)
 {
   g_autoptr (HnHierModel) m = tiny_model (41);
-  perturb (m, 5, 0.05f);
+  hier_test_perturb (m, 5, 0.05f);
   guint32 tok[60];
   for (int i = 0; i < 60; i++)
     tok[i] = (guint32) ((i * 5 + (i / 7) * 3) % 40);
@@ -354,7 +339,7 @@ gradcheck (const char *const *names)
   g_autoptr (HnHierModel) m = hn_hier_model_new (&c, &error);
   hn_hier_config_clear (&c);
   hn_hier_model_init_weights (m, 5);
-  perturb (m, 9, 0.1f);
+  hier_test_perturb (m, 9, 0.1f);
   /* Faster decays (w near 0) so the decay path carries gradients well above
    * the finite-difference noise of a float loss. */
   for (int cell = 0; cell < 2; cell++)
