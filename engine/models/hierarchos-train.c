@@ -365,20 +365,27 @@ vk_step (HnHierVkRunner *vk, HnHierState **states, int R, const Work *w, float *
 int
 hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, GError **error)
 {
-  /* as many rows as the device's largest buffer holds (work buffer and
-   * parameter gradients: one slice each per row) */
+  /* as many rows as the device's largest buffer holds (the work buffer, its
+   * gradient and the parameter gradients each hold one slice per row) and
+   * its free memory, past the weights and a margin, holds all three */
   g_autoptr (HnHierVkRunner) one = hn_hier_vk_trainer_layout (m, 1, chunk, error);
   if (!one)
     return 0;
+  guint64 row = (guint64) hn_hier_vk_trainer_row_floats (one) * sizeof (float), np = (guint64) m->n_params * sizeof (float);
   guint64 limit = hn_vk_context_max_buffer_size (ctx);
-  guint64 per_row = MAX ((guint64) hn_hier_vk_trainer_row_floats (one), (guint64) m->n_params) * sizeof (float);
-  guint64 fit = limit / per_row;
+  guint64 fit = limit / MAX (row, np);
+  HnVkMemoryBudget b;
+  hn_vk_context_get_memory_budget (ctx, &b);
+  guint64 margin = 256ull << 20;
+  if (b.free > 0)
+    fit = MIN (fit, b.free > np + margin ? (b.free - np - margin) / (2 * row + np) : 0);
   if (fit < 1)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "one training row of %d tokens needs %" G_GUINT64_FORMAT " MiB of Vulkan work buffer, past this "
-                   "device's %" G_GUINT64_FORMAT " MiB buffer limit; use a shorter --training-chunk-size or --runtime cpu",
-                   chunk, per_row >> 20, limit >> 20);
+      g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
+                   "one training row of %d tokens needs %" G_GUINT64_FORMAT " MiB of Vulkan work buffers (the "
+                   "device's largest buffer: %" G_GUINT64_FORMAT " MiB, free: %" G_GUINT64_FORMAT " MiB); use a "
+                   "shorter --training-chunk-size or --runtime cpu",
+                   chunk, (2 * row + np) >> 20, limit >> 20, b.free >> 20);
       return 0;
     }
   return (int) MIN ((guint64) want, fit);
