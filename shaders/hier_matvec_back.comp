@@ -9,10 +9,8 @@
 //     segment read from prm); trans 0 with more than OC outputs: partial
 //     sums per OC outputs into the scratch, summed by phase 1 in a fixed
 //     order (no float atomics);
-//   the weight's outer-product gradient, summed over the batch rows (in
-//     row order, skipping rows whose predicate is off) into row 0's gprm
-//     slice: one read-modify-write of the gradient instead of one per row;
-//     a few of the weight's rows a workgroup, in the workgroups of z = 0;
+//   the weight's outer-product gradient into the row's gprm slice, a few
+//     of the weight's rows a workgroup;
 //   direct only: the bias's and the residual's gradients (dv itself).
 // As the CPU tape's Linear, an output whose dv is 0 adds nothing (trans 0
 // only; its vecmat has no such test).
@@ -25,7 +23,7 @@
 // trans 1: ROWS rows of M per workgroup, TPR lanes over each row.
 // (8 columns: a warp reads 4 rows of 32 bytes, whole sectors; 16 lanes keep
 // the serial loop short on the small matrices, which are latency-bound)
-const uint COLS = 8u, LANES = 128u / COLS, OC = 2048u, GW_ELEMS = 512u;
+const uint COLS = 8u, LANES = 128u / COLS, OC = 2048u, GW_ELEMS = 1024u;
 
 bool direct() { return p.post == 0u && p.act == 0u && !(p.clamp_v > 0.0) && p.y2_off == HIER_NONE; }
 uint nchunks() { return p.trans != 0u ? 1u : (p.out_n + OC - 1u) / OC; }
@@ -76,39 +74,10 @@ void grad_x(uint g, uint t, uint gb) {
   }
 }
 
-// The weight's rows of workgroup g, every batch row's outer product added
-// up in row order (z = 0 only).
-void grad_w(uint g, uint t) {
-  uint len = p.trans != 0u ? p.out_n : p.in_n, nrows = p.trans != 0u ? p.in_n : p.out_n;
-  uint rpg = wrows(), r1 = min(nrows, (g + 1u) * rpg), nb = gl_NumWorkGroups.z;
-  for (uint r = g * rpg; r < r1; r++) {
-    uint row = p.w_off + r * len;
-    for (uint i = t; i < len; i += 128u) {
-      float acc = 0.0;
-      for (uint b = 0u; b < nb; b++) {
-        rb = b * p.rs;
-        if (hier_skip(p.pred, rb)) continue;
-        if (p.trans == 0u) {
-          float d = dvo(r);
-          if (d != 0.0) acc += d * xin(i);
-        } else {
-          acc += xin(r) * dvo(i);
-        }
-      }
-      gprm[row + i] += acc;
-    }
-  }
-}
-
 void main() {
-  uint t = gl_LocalInvocationID.x, g = hn_group_index();
-  if (p.phase == 0u && g >= xgroups() && g < xgroups() + wgroups()) {
-    if (gl_WorkGroupID.z == 0u) grad_w(g - xgroups(), t);
-    return;
-  }
   rb = gl_WorkGroupID.z * p.rs;
   if (hier_skip(p.pred, rb)) return;
-  uint gb = gl_WorkGroupID.z * p.ps;
+  uint gb = gl_WorkGroupID.z * p.ps, t = gl_LocalInvocationID.x, g = hn_group_index();
   if (p.phase != 0u) {
     // the partial sums of the input's gradient, chunk by chunk
     uint i = g * 128u + t, nc = nchunks();
@@ -123,9 +92,28 @@ void main() {
     grad_x(g, t, gb);
     return;
   }
-  // (the weight's workgroups are above; past them the bias and residual
-  // of a direct Linear, then the padding of a grid split over y)
-  uint o = (g - G - wgroups()) * 128u + t;
+  g -= G;
+  uint GW = wgroups();
+  if (g < GW) {
+    // rows of the weight: trans 0 W's row o (dv[o] times x), trans 1 M's
+    // row i (x[i] times dv); RPG rows a workgroup
+    uint len = p.trans != 0u ? p.out_n : p.in_n, nrows = p.trans != 0u ? p.in_n : p.out_n;
+    uint rpg = wrows(), r1 = min(nrows, (g + 1u) * rpg);
+    for (uint r = g * rpg; r < r1; r++) {
+      uint row = gb + p.w_off + r * len;
+      if (p.trans == 0u) {
+        float d = dvo(r);
+        if (d != 0.0)
+          for (uint i = t; i < len; i += 128u) gprm[row + i] += d * xin(i);
+      } else {
+        float xi = xin(r);
+        for (uint j = t; j < len; j += 128u) gprm[row + j] += xi * dvo(j);
+      }
+    }
+    return;
+  }
+  // (past these: the padding of a grid split over y)
+  uint o = (g - GW) * 128u + t;
   if (!direct() || o >= p.out_n) return;
   float d = dvo(o);
   if (p.b_off != HIER_NONE) gprm[gb + p.b_off + o] += d;

@@ -34,7 +34,7 @@ typedef struct {
 #define MV_BACK_COLS 8u
 #define MV_BACK_ROWS 8u
 #define MV_BACK_OC 2048u
-#define MV_BACK_GW 512u
+#define MV_BACK_GW 1024u
 
 /* The forward kept v (HN_HIER_MV_KEEP_V): the dv pass reads it. */
 static gboolean
@@ -235,10 +235,9 @@ mv_x (const HnHierMatvecPush *p, const float *prm, const float *wk, guint32 i, f
   return from_prm ? prm[idx] : wk[idx];
 }
 
-/* One row: wk, gwk and gprm are the row's; the weight's gradient goes to gw0
- * (row 0's slice: the shader sums the rows' outer products there). */
+/* One row: wk, gwk and gprm are the row's. */
 static void
-mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm, float *gwk, float *gw0)
+mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm, float *gwk)
 {
   guint32 in = p->in_n, out = p->out_n;
   float *x = g_new (float, MAX (in, 1)), **gx = g_new (float *, MAX (in, 1));
@@ -263,7 +262,7 @@ mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float
       if (p->res_off != NONE)
         gwk[p->res_off + o] += dv[o];
     }
-  float *gw = gw0 + p->w_off;
+  float *gw = gprm + p->w_off;
   if (p->trans)
     for (guint32 i = 0; i < in; i++)
       {
@@ -312,7 +311,7 @@ hn_hier_mv_back_ref (const HnHierOp *op, const float *prm, const float *wk, floa
     {
       gsize w = (gsize) r * p->rs;
       if (!hn_hier_ref_skip (wk + w, p->pred))
-        mv_back_row (p, prm, wk + w, gprm + (gsize) r * p->ps, gwk + w, gprm);
+        mv_back_row (p, prm, wk + w, gprm + (gsize) r * p->ps, gwk + w);
     }
 }
 

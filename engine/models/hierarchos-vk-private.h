@@ -150,9 +150,7 @@ gboolean hn_hier_op_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnV
  * output at the output's offset in gwk and ADDS the gradient of each input:
  * inputs read from wk to gwk at the same offset, inputs read from prm
  * (weights, biases, mix coefficients, embedding rows, gate logits) to the
- * row's gprm slice (or, where that saves traffic, the sum over the rows in
- * row order to row 0's slice: the MATVEC weight gradient; only the slices'
- * sum is used). Control words (predicates, halting words, refinement
+ * row's gprm slice. Control words (predicates, halting words, refinement
  * flags, LTM picks) get no gradient; an output's gradient may be left
  * changed. The rules are the CPU tape's (hierarchos-tape.c), op for op.
  * An op may use hn_hier_*_back_scratch floats of gwk at op->bs in its row
