@@ -111,6 +111,11 @@ test_pages_build (void)
   g_assert_cmpstr (hn_job_spec_get_kind (hn_train_page_get_spec (h)), ==, "hierarchos-finetune");
   g_assert_true (g_str_has_prefix (hn_train_page_get_command_text (h), "hierarchos-native-cli hierarchos-finetune"));
   hn_train_page_set_alt_mode (h, FALSE);
+  /* the Hierarchos runtime (Vulkan or the CPU) on its page and the chat
+   * page, not on Transformer training */
+  g_assert_nonnull (find_group (GTK_WIDGET (h), "runtime"));
+  g_assert_nonnull (find_group (hn_window_get_page (window, "chat"), "runtime"));
+  g_assert_null (find_group (hn_window_get_page (window, "train"), "runtime"));
   /* diagnostics for a bug report */
   g_autofree char *diag = hn_window_dup_diagnostics (window);
   g_assert_true (g_str_has_prefix (diag, "Hierarchos Native " HN_VERSION "\nGTK 4."));
