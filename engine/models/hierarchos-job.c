@@ -1,7 +1,7 @@
 /* Hierarchos job kinds: "hierarchos-train" (fresh from a tokenizer, or
  * continuing a model folder) and "hierarchos-finetune", plus fresh model
  * folders and training-text loading. */
-#include "models/hierarchos-private.h"
+#include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
 #include "hn-util.h"
 #include "io/dataset.h"
@@ -377,6 +377,22 @@ run_training (HnJob *job, gboolean finetune, GError **error)
   o.lr_schedule = sk;
   o.cancellable = hn_job_get_cancellable (job);
   o.vk_ctx = vk_ctx;
+  if (vk_ctx)
+    {
+      /* say how the step's rows run (a group per program when the device
+       * cannot hold them all); refuse early when not one row fits */
+      int chunk = o.chunk_size > 0 ? o.chunk_size : (int) m->cfg.training_chunk_size;
+      int want = o.batch_size * o.accumulation_steps;
+      int per = hn_hier_vk_train_rows (m, vk_ctx, chunk, want, error);
+      if (!per)
+        return FALSE;
+      g_autoptr (HnHierVkRunner) lay = hn_hier_vk_trainer_layout (m, 1, chunk, error);
+      if (!lay)
+        return FALSE;
+      guint64 mib = ((guint64) per * (2 * hn_hier_vk_trainer_row_floats (lay) + m->n_params) + m->n_params) * 4 >> 20;
+      hn_job_log (job, HN_LOG_INFO, "Vulkan trainer: %d of the step's %d rows per program (chunks of %d tokens), "
+                  "%" G_GUINT64_FORMAT " MiB of device buffers", per, want, chunk, mib);
+    }
   MetricCtx mc = { job, o.max_steps };
   o.on_metric = emit_metric;
   o.on_metric_data = &mc;
