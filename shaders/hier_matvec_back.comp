@@ -30,7 +30,11 @@ uint nchunks() { return p.trans != 0u ? 1u : (p.out_n + OC - 1u) / OC; }
 uint xgroups() { return p.trans != 0u ? (p.in_n + ROWS - 1u) / ROWS : (p.in_n + COLS - 1u) / COLS * nchunks(); }
 // the weight gradient's rows per workgroup (about GW_ELEMS elements) and groups
 uint wrows() { return max(1u, GW_ELEMS / max(1u, p.trans != 0u ? p.out_n : p.in_n)); }
-uint wgroups() { return ((p.trans != 0u ? p.in_n : p.out_n) + wrows() - 1u) / wrows(); }
+uint wgroups() {
+  // flags bit 3 (HN_HIER_MV_NO_DW): the trainer adds the weight's gradient
+  if ((p.flags & 8u) != 0u) return 0u;
+  return ((p.trans != 0u ? p.in_n : p.out_n) + wrows() - 1u) / wrows();
+}
 // the partial sums' base in gwk
 uint partials() { return rb + p.bs + (direct() ? 0u : p.out_n); }
 

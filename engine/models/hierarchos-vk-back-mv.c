@@ -51,6 +51,12 @@ mv_direct (const HnHierMatvecPush *p)
   return p->post == HN_HIER_POST_PLAIN && p->act == 0 && !(p->clamp > 0) && p->y2_off == NONE;
 }
 
+gboolean
+hn_hier_mv_back_direct (const HnHierMatvecPush *p)
+{
+  return mv_direct (p);
+}
+
 /* trans 0: the input's gradient is summed per MV_BACK_OC outputs, then the
  * partial sums (in the scratch) in a third dispatch. */
 static guint32
@@ -237,8 +243,9 @@ mv_x (const HnHierMatvecPush *p, const float *prm, const float *wk, guint32 i, f
 
 /* One row: wk, gwk and gprm are the row's. */
 static void
-mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm, float *gwk)
+mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float *gprm, float *gwk, guint32 bs)
 {
+  gboolean no_dw = (p->flags & HN_HIER_MV_NO_DW) != 0;
   guint32 in = p->in_n, out = p->out_n;
   float *x = g_new (float, MAX (in, 1)), **gx = g_new (float *, MAX (in, 1));
   float *dv = g_new0 (float, MAX (out, 1));
@@ -257,11 +264,14 @@ mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float
       if (!kept && p->res_off != NONE)
         v += wk[p->res_off + o];
       dv[o] = mv_dv (p, prm, wk, gprm, gwk, o, v);
+      if (no_dw && !mv_direct (p))
+        gwk[bs + o] = dv[o]; /* kept for the trainer's weight gradient, as the shader */
       if (p->b_off != NONE)
         gprm[p->b_off + o] += dv[o];
       if (p->res_off != NONE)
         gwk[p->res_off + o] += dv[o];
     }
+  /* HN_HIER_MV_NO_DW: the weight's gradient is the trainer's (W^T dv only) */
   float *gw = gprm + p->w_off;
   if (p->trans)
     for (guint32 i = 0; i < in; i++)
@@ -270,7 +280,8 @@ mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float
         for (guint32 j = 0; j < out; j++)
           {
             s += prm[p->w_off + (gsize) i * out + j] * dv[j];
-            gw[(gsize) i * out + j] += x[i] * dv[j];
+            if (!no_dw)
+              gw[(gsize) i * out + j] += x[i] * dv[j];
           }
         *gx[i] += s;
       }
@@ -285,7 +296,8 @@ mv_back_row (const HnHierMatvecPush *p, const float *prm, const float *wk, float
           for (guint32 i = 0; i < in; i++)
             {
               s[i] += prm[p->w_off + (gsize) o * in + i] * dv[o];
-              gw[(gsize) o * in + i] += dv[o] * x[i];
+              if (!no_dw)
+                gw[(gsize) o * in + i] += dv[o] * x[i];
             }
         }
       for (guint32 i = 0; i < in; i++)
@@ -311,7 +323,7 @@ hn_hier_mv_back_ref (const HnHierOp *op, const float *prm, const float *wk, floa
     {
       gsize w = (gsize) r * p->rs;
       if (!hn_hier_ref_skip (wk + w, p->pred))
-        mv_back_row (p, prm, wk + w, gprm + (gsize) r * p->ps, gwk + w);
+        mv_back_row (p, prm, wk + w, gprm + (gsize) r * p->ps, gwk + w, op->bs);
     }
 }
 
@@ -332,7 +344,7 @@ hn_hier_mv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuf
                         : (guint64) (p->in_n + MV_BACK_COLS - 1) / MV_BACK_COLS * mv_chunks (p);
   guint32 len = p->trans ? p->out_n : p->in_n, nrows = p->trans ? p->in_n : p->out_n;
   guint32 rpg = MAX (1, MV_BACK_GW / MAX (len, 1));
-  guint64 wg = ((guint64) nrows + rpg - 1) / rpg;
+  guint64 wg = (p->flags & HN_HIER_MV_NO_DW) ? 0 : ((guint64) nrows + rpg - 1) / rpg;
   guint64 bg = mv_direct (p) ? (p->out_n + 127) / 128 : 0;
   if ((guint64) p->out_n * p->in_n > G_MAXUINT32 || xg + wg + bg > G_MAXUINT32 / 2)
     return FAIL (HN_ERROR_UNSUPPORTED, "MATVEC backward: %u x %u weight too large", p->out_n, p->in_n);

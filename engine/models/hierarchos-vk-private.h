@@ -41,6 +41,11 @@ enum { HN_HIER_POST_PLAIN, HN_HIER_POST_CM, HN_HIER_POST_GATE, HN_HIER_POST_HALT
  * writes v = W x + b + res to wk[u0 + o], so its backward reads v instead
  * of reading W again. */
 #define HN_HIER_MV_KEEP_V 2u
+/* MATVEC flags bit (training): the backward adds no weight gradient; the
+ * trainer adds it once per weight and chunk as a matmul over the weight's
+ * uses (each keeps its dv: in its own scratch, or scale x the output's
+ * gradient for a direct Linear). */
+#define HN_HIER_MV_NO_DW 8u
 
 /* shaders/hier_matvec.comp documents every field. */
 typedef struct {
@@ -174,6 +179,9 @@ gboolean hn_hier_op_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm
 
 /* Per op kind (hierarchos-vk-back-*.c). */
 guint32 hn_hier_mv_back_scratch (const HnHierOp *op);
+/* A plain Linear (no activation, clamp or y2): its dv is scale x dL/dy and
+ * the backward keeps no dv of its own. */
+gboolean hn_hier_mv_back_direct (const HnHierMatvecPush *p);
 void hn_hier_mv_back_ref (const HnHierOp *op, const float *prm, const float *wk, float *gprm, float *gwk);
 gboolean hn_hier_mv_back_record (HnCmd *cmd, const HnHierOp *op, HnVkBuffer *prm, HnVkBuffer *wk, HnVkBuffer *gprm,
                                  HnVkBuffer *gwk, GError **error);
@@ -242,6 +250,7 @@ struct _HnHierVkRunner {
   guint32 act, act_n, cur;
   gboolean overflow;
   guint32 bs, bs_n; /* backward scratch */
+  guint32 gath, gath_n; /* training: the weights' uses gathered (X and DV) */
   HnHierVOff vs;    /* the current version of each state value */
   HnHierTokOut *to; /* [T] */
   HnHierCellPrm hpm, lpm;
@@ -266,7 +275,18 @@ struct _HnHierVkRunner {
 typedef struct _HnHierVkProgram {
   GBytes *ops; /* the HnHierOp array it was recorded from */
   HnCmd *fwd, *back;
+  HnTensor *uses; /* training: the weights' uses, for their gradients (hier_gather.comp) */
 } HnHierVkProgram;
+
+/* Training: the MATVEC ops of r->prog grouped by weight (first use first),
+ * for the weight gradients as one matmul per weight and chunk. */
+typedef struct {
+  guint32 w_off, trans, in_n, out_n;
+  GArray *ops; /* guint indices into r->prog */
+} HnHierWeightUses;
+GPtrArray *hn_hier_vk_weight_uses (HnHierVkRunner *r);
+/* The floats of gwk per row that gathering the largest weight's uses needs. */
+gsize hn_hier_vk_gather_floats (GPtrArray *uses);
 
 /* A runner for training: `rows` rows of `chunk` tokens per program, with
  * gradient buffers (ctx NULL: reference mode). */
@@ -301,6 +321,8 @@ gboolean hn_hier_vk_train_take_grads (HnHierVkRunner *r, int rows, float *sum, G
 /* Submits what is recorded when `last` (or, profiling, every 4000
  * dispatches), adding the profile's timestamps to r->prof. */
 gboolean hn_hier_vk_profile_flush (HnHierVkRunner *r, gboolean last, GError **error);
+/* The [rows, cols] matrix at element off of a 1-D tensor (a view). */
+HnTensor *hn_hier_vk_view (HnTensor *t, gsize off, gint64 rows, gint64 cols, GError **error);
 /* Records the LM head's backward for the chunk that ran (c NULL in
  * reference mode: runs it on the host). */
 gboolean hn_hier_vk_head_backward (HnHierVkRunner *r, HnCmd *c, GError **error);

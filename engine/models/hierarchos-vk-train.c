@@ -21,10 +21,158 @@ gwk_upload (HnHierVkRunner *r, gsize at, const float *src, gsize n, GError **err
   return hn_vk_buffer_upload (r->gwk->buf, (guint64) at * sizeof (float), src, n * sizeof (float), error);
 }
 
+/* ---- the weight gradients: one matmul per weight and chunk ---- */
+
+static void
+weight_uses_free (gpointer data)
+{
+  HnHierWeightUses *w = data;
+  g_array_unref (w->ops);
+  g_free (w);
+}
+
+GPtrArray *
+hn_hier_vk_weight_uses (HnHierVkRunner *r)
+{
+  GPtrArray *all = g_ptr_array_new_with_free_func (weight_uses_free);
+  for (guint i = 0; i < r->prog->len; i++)
+    {
+      const HnHierOp *op = &g_array_index (r->prog, HnHierOp, i);
+      if (op->kind != HN_HIER_OP_MATVEC || !(op->u.mv.flags & HN_HIER_MV_NO_DW) || op->no_back)
+        continue;
+      const HnHierMatvecPush *p = &op->u.mv;
+      HnHierWeightUses *w = NULL;
+      for (guint k = 0; k < all->len && !w; k++)
+        {
+          HnHierWeightUses *c = all->pdata[k];
+          if (c->w_off == p->w_off && c->trans == p->trans)
+            w = c;
+        }
+      if (!w)
+        {
+          w = g_new0 (HnHierWeightUses, 1);
+          *w = (HnHierWeightUses) { p->w_off, p->trans, p->in_n, p->out_n, g_array_new (FALSE, FALSE, sizeof (guint)) };
+          g_ptr_array_add (all, w);
+        }
+      g_array_append_val (w->ops, i);
+    }
+  return all;
+}
+
+gsize
+hn_hier_vk_gather_floats (GPtrArray *uses)
+{
+  gsize n = 0;
+  for (guint k = 0; k < uses->len; k++)
+    {
+      HnHierWeightUses *w = uses->pdata[k];
+      n = MAX (n, (gsize) w->ops->len * (w->in_n + w->out_n));
+    }
+  return n;
+}
+
+/* The host's version (reference mode): every use's outer product in order. */
+static void
+weight_grads_host (HnHierVkRunner *r, GPtrArray *uses)
+{
+  gsize np = r->m->n_params;
+  for (guint k = 0; k < uses->len; k++)
+    {
+      HnHierWeightUses *w = uses->pdata[k];
+      g_autofree float *x = g_new (float, MAX (w->in_n, 1)), *dv = g_new (float, MAX (w->out_n, 1));
+      for (guint32 row = 0; row < r->rows; row++)
+        {
+          const float *wk = r->host_wk + (gsize) row * r->rs;
+          const float *gwk = r->host_gwk + (gsize) row * r->rs;
+          float *gw = r->host_gprm + (gsize) row * np + w->w_off;
+          for (guint u = 0; u < w->ops->len; u++)
+            {
+              const HnHierOp *op = &g_array_index (r->prog, HnHierOp, g_array_index (w->ops, guint, u));
+              const HnHierMatvecPush *p = &op->u.mv;
+              if (hn_hier_ref_skip (wk, p->pred))
+                continue;
+              gboolean direct = hn_hier_mv_back_direct (p);
+              for (guint32 o = 0; o < p->out_n; o++)
+                dv[o] = direct ? gwk[p->y_off + o] * p->scale : gwk[op->bs + o];
+              for (guint32 i = 0; i < p->in_n; i++)
+                {
+                  guint seg = i < p->n0 ? 0 : (i < p->n0 + p->n1 ? 1 : 2);
+                  guint32 idx = seg == 0 ? p->x0 + i : seg == 1 ? p->x1 + i - p->n0 : p->x2 + i - p->n0 - p->n1;
+                  x[i] = (p->xsrc >> seg) & 1 ? r->m->params[idx] : wk[idx];
+                }
+              for (guint32 o = 0; o < p->out_n; o++)
+                for (guint32 i = 0; i < p->in_n; i++)
+                  gw[p->trans ? (gsize) i * p->out_n + o : (gsize) o * p->in_n + i] += dv[o] * x[i];
+            }
+        }
+    }
+}
+
+/* The device's: each weight's uses gathered into X [U, in] and DV [U, out]
+ * per row (hier_gather.comp), then dW += DV^T X (trans: X^T DV) into the
+ * row's gradient slice. The use table goes to *table (kept as long as the
+ * recording). */
+static gboolean
+weight_grads (HnHierVkRunner *r, HnCmd *c, GPtrArray *uses, HnTensor **table, GError **error)
+{
+  gsize np = r->m->n_params, n = 0;
+  for (guint k = 0; k < uses->len; k++)
+    n += ((HnHierWeightUses *) uses->pdata[k])->ops->len;
+  if (!n)
+    return TRUE;
+  g_autofree guint32 *tab = g_new (guint32, n * 10);
+  gsize e = 0;
+  for (guint k = 0; k < uses->len; k++)
+    {
+      HnHierWeightUses *w = uses->pdata[k];
+      for (guint u = 0; u < w->ops->len; u++)
+        {
+          const HnHierOp *op = &g_array_index (r->prog, HnHierOp, g_array_index (w->ops, guint, u));
+          const HnHierMatvecPush *p = &op->u.mv;
+          gboolean direct = hn_hier_mv_back_direct (p);
+          guint32 sb;
+          memcpy (&sb, &p->scale, sizeof sb);
+          guint32 row[10] = { p->x0, p->n0, p->x1, p->n1, p->x2, p->xsrc, direct ? p->y_off : op->bs, direct, sb, p->pred };
+          memcpy (tab + e * 10, row, sizeof row);
+          e++;
+        }
+    }
+  if (*table)
+    hn_tensor_unref (*table);
+  *table = hn_tensor_new_named (r->ctx, "Hierarchos weight uses", HN_DTYPE_I32, 1, (gint64[]) { (gint64) n * 10 }, error);
+  if (!*table || !hn_tensor_upload_raw (*table, tab, n * 10 * sizeof (guint32), error))
+    return FALSE;
+  guint32 base = 0;
+  for (guint k = 0; k < uses->len; k++)
+    {
+      HnHierWeightUses *w = uses->pdata[k];
+      guint32 U = w->ops->len, xo = r->gath, dvo = r->gath + U * w->in_n;
+      struct { guint32 base, in_n, out_n, rs, xo, dvo; } pc = { base * 10, w->in_n, w->out_n, (guint32) r->rs, xo, dvo };
+      HnVkBinding b[4] = { { r->prm->buf, 0, 0, FALSE }, { r->wk->buf, 0, 0, FALSE }, { r->gwk->buf, 0, 0, TRUE },
+                           { (*table)->buf, 0, 0, FALSE } };
+      if (!hn_cmd_dispatch (c, "hier_gather", NULL, 0, b, 4, &pc, sizeof pc, U, 1, r->rows, error))
+        return FALSE;
+      for (guint32 row = 0; row < r->rows; row++)
+        {
+          gsize rb = (gsize) row * r->rs;
+          g_autoptr (HnTensor) X = hn_hier_vk_view (r->gwk, rb + xo, U, w->in_n, error);
+          g_autoptr (HnTensor) DV = X ? hn_hier_vk_view (r->gwk, rb + dvo, U, w->out_n, error) : NULL;
+          g_autoptr (HnTensor) dW = DV ? hn_hier_vk_view (r->gprm, (gsize) row * np + w->w_off, w->trans ? w->in_n : w->out_n,
+                                                          w->trans ? w->out_n : w->in_n, error)
+                                       : NULL;
+          if (!dW || !hn_op_bmm (c, dW, w->trans ? X : DV, w->trans ? DV : X,
+                                 HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE | HN_MATMUL_EXACT, 1.0f, error))
+            return FALSE;
+        }
+      base += U;
+    }
+  return TRUE;
+}
+
 /* The backward program, then the work gradients zeroed for the next chunk
  * (the gradient slices of the parameters keep accumulating). */
 static gboolean
-record_backward (HnHierVkRunner *r, HnCmd *c, gboolean profiled, GError **error)
+record_backward (HnHierVkRunner *r, HnCmd *c, gboolean profiled, HnTensor **table, GError **error)
 {
   if (profiled)
     hn_cmd_set_label (c, "back head");
@@ -39,6 +187,14 @@ record_backward (HnHierVkRunner *r, HnCmd *c, gboolean profiled, GError **error)
                            (profiled && !hn_hier_vk_profile_flush (r, FALSE, error))))
         return FALSE;
     }
+  /* (profiled: submit what is recorded, so the gradients' dispatches fit) */
+  if (profiled && !hn_hier_vk_profile_flush (r, TRUE, error))
+    return FALSE;
+  if (profiled)
+    hn_cmd_set_label (c, "weight gradients");
+  g_autoptr (GPtrArray) uses = hn_hier_vk_weight_uses (r);
+  if (!weight_grads (r, c, uses, table, error))
+    return FALSE;
   if (profiled)
     hn_cmd_set_label (c, NULL);
   return hn_hier_vk_zero (c, r->gwk->buf, r->rs * r->rows, error);
@@ -56,12 +212,15 @@ run_backward (HnHierVkRunner *r, GError **error)
           if (!op->no_back)
             hn_hier_op_back_ref (op, r->m->params, r->host_wk, r->host_gprm, r->host_gwk);
         }
+      g_autoptr (GPtrArray) uses = hn_hier_vk_weight_uses (r);
+      weight_grads_host (r, uses);
       memset (r->host_gwk, 0, r->rs * r->rows * sizeof (float));
       return TRUE;
     }
   if (r->prof)
     {
-      if (!record_backward (r, r->cmd, TRUE, error))
+      g_autoptr (HnTensor) table = NULL;
+      if (!record_backward (r, r->cmd, TRUE, &table, error))
         {
           hn_cmd_reset (r->cmd);
           return FALSE;
@@ -75,7 +234,7 @@ run_backward (HnHierVkRunner *r, GError **error)
       if (!c)
         return FALSE;
       hn_cmd_set_reusable (c);
-      if (!record_backward (r, c, FALSE, error) || !hn_cmd_finish (c, error))
+      if (!record_backward (r, c, FALSE, &p->uses, error) || !hn_cmd_finish (c, error))
         {
           hn_cmd_free (c);
           return FALSE;

@@ -227,12 +227,18 @@ layout (HnHierVkRunner *r)
   record_state_out (r);
   r->act_n = r->cur;
   cur += r->act_n;
-  r->bs_n = 0;
+  r->bs_n = r->gath_n = 0;
   if (r->train)
-    for (guint i = 0; i < r->prog->len; i++)
-      r->bs_n = MAX (r->bs_n, hn_hier_op_back_scratch (&g_array_index (r->prog, HnHierOp, i)));
+    {
+      for (guint i = 0; i < r->prog->len; i++)
+        r->bs_n = MAX (r->bs_n, hn_hier_op_back_scratch (&g_array_index (r->prog, HnHierOp, i)));
+      g_autoptr (GPtrArray) uses = hn_hier_vk_weight_uses (r);
+      r->gath_n = (guint32) hn_hier_vk_gather_floats (uses);
+    }
   g_array_set_size (r->prog, 0);
   r->bs = take (&cur, r->bs_n);
+  cur = (cur + 63) & ~(gsize) 63;
+  r->gath = take (&cur, r->gath_n);
   r->rs = (cur + 63) & ~(gsize) 63;
 }
 
@@ -333,7 +339,16 @@ emit_mv (HnHierVkRunner *r, const HnHierMatvecPush *p)
       op.u.mv.flags |= HN_HIER_MV_KEEP_V;
       op.u.mv.u0 = A (r, p->out_n);
     }
+  /* training: the weight's gradient is one matmul per chunk over its uses,
+   * so each use keeps its dv in its own scratch */
+  if (r->train)
+    op.u.mv.flags |= HN_HIER_MV_NO_DW;
   emit (r, &op);
+  if (r->train)
+    {
+      HnHierOp *last = &g_array_index (r->prog, HnHierOp, r->prog->len - 1);
+      last->bs = A (r, hn_hier_mv_back_scratch (last));
+    }
 }
 
 /* y = clamp(act(W x + b)) with W [out, in]. */
@@ -1064,6 +1079,8 @@ program_free (gpointer data)
 {
   HnHierVkProgram *p = data;
   g_bytes_unref (p->ops);
+  if (p->uses)
+    hn_tensor_unref (p->uses);
   if (p->fwd)
     hn_cmd_free (p->fwd);
   if (p->back)
@@ -1095,8 +1112,8 @@ program_for (HnHierVkRunner *r)
 /* ---- the tied LM head: one matmul per row and chunk ---- */
 
 /* The [rows, cols] matrix at element off of a 1-D tensor. */
-static HnTensor *
-view2 (HnTensor *t, gsize off, gint64 rows, gint64 cols, GError **error)
+HnTensor *
+hn_hier_vk_view (HnTensor *t, gsize off, gint64 rows, gint64 cols, GError **error)
 {
   g_autoptr (HnTensor) v = hn_tensor_view_rows (t, (gint64) off, rows * cols, error);
   return v ? hn_tensor_reshape (v, 2, (gint64[]) { rows, cols }, error) : NULL;
@@ -1127,11 +1144,11 @@ head_forward (HnHierVkRunner *r, HnCmd *c, GError **error)
         }
       return TRUE;
     }
-  g_autoptr (HnTensor) W = view2 (r->prm, r->lm_head, V, C, error);
+  g_autoptr (HnTensor) W = hn_hier_vk_view (r->prm, r->lm_head, V, C, error);
   for (guint32 k = 0; W && k < r->rows; k++)
     {
-      g_autoptr (HnTensor) x = view2 (r->wk, k * r->rs + r->fnr, n, C, error);
-      g_autoptr (HnTensor) y = x ? view2 (r->wk, k * r->rs + r->logits, n, V, error) : NULL;
+      g_autoptr (HnTensor) x = hn_hier_vk_view (r->wk, k * r->rs + r->fnr, n, C, error);
+      g_autoptr (HnTensor) y = x ? hn_hier_vk_view (r->wk, k * r->rs + r->logits, n, V, error) : NULL;
       if (!y || !hn_op_matmul (c, y, x, W, NULL, error))
         return FALSE;
     }
@@ -1172,13 +1189,13 @@ hn_hier_vk_head_backward (HnHierVkRunner *r, HnCmd *c, GError **error)
         }
       return TRUE;
     }
-  g_autoptr (HnTensor) W = view2 (r->prm, r->lm_head, V, C, error);
+  g_autoptr (HnTensor) W = hn_hier_vk_view (r->prm, r->lm_head, V, C, error);
   for (guint32 k = 0; W && k < r->rows; k++)
     {
-      g_autoptr (HnTensor) x = view2 (r->wk, k * r->rs + r->fnr, n, C, error);
-      g_autoptr (HnTensor) dx = x ? view2 (r->gwk, k * r->rs + r->fnr, n, C, error) : NULL;
-      g_autoptr (HnTensor) dy = dx ? view2 (r->gwk, k * r->rs + r->logits, n, V, error) : NULL;
-      g_autoptr (HnTensor) dW = dy ? view2 (r->gprm, k * np + r->lm_head, V, C, error) : NULL;
+      g_autoptr (HnTensor) x = hn_hier_vk_view (r->wk, k * r->rs + r->fnr, n, C, error);
+      g_autoptr (HnTensor) dx = x ? hn_hier_vk_view (r->gwk, k * r->rs + r->fnr, n, C, error) : NULL;
+      g_autoptr (HnTensor) dy = dx ? hn_hier_vk_view (r->gwk, k * r->rs + r->logits, n, V, error) : NULL;
+      g_autoptr (HnTensor) dW = dy ? hn_hier_vk_view (r->gprm, k * np + r->lm_head, V, C, error) : NULL;
       if (!dW || !hn_op_matmul_back (c, dx, dW, NULL, dy, x, W, HN_BACK_ACCUMULATE, error))
         return FALSE;
     }
