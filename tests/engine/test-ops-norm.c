@@ -377,9 +377,9 @@ test_moe_sparse (void)
       gint64 covered = 0;
       for (gint32 t = 0; t < tl[0]; t++)
         {
-          gint32 e = tl[1 + 2 * t], b = tl[2 + 2 * t];
-          g_assert_true (b >= offs[e] && b < offs[e + 1]);
-          covered += MIN (8, offs[e + 1] - b);
+          gint32 e = tl[1 + 2 * t], row0 = tl[2 + 2 * t];
+          g_assert_true (row0 >= offs[e] && row0 < offs[e + 1]);
+          covered += MIN (8, offs[e + 1] - row0);
         }
       g_assert_cmpint (covered, ==, S);
       g_autofree gboolean *seen = g_new0 (gboolean, S);
