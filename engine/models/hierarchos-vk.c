@@ -9,7 +9,12 @@
  * manager's ponder steps and the worker's refinement steps are recorded up
  * to their maximum counts, each predicated on a control word in the work
  * buffer that the halting / convergence ops clear. So no token needs a host
- * round trip. */
+ * round trip.
+ *
+ * Every value gets its own slot (nothing is overwritten), so the same
+ * program is the training forward (hierarchos-vk-train.c runs the backward
+ * of each op after it); the rows of a batch run in one program; a chunk's
+ * program is recorded once and replayed while its ops repeat. */
 #include "models/hierarchos-vk-private.h"
 #include "hn-error.h"
 #include "tensor/hn-ops.h"
