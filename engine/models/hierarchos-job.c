@@ -383,13 +383,11 @@ run_training (HnJob *job, gboolean finetune, GError **error)
        * cannot hold them all); refuse early when not one row fits */
       int chunk = o.chunk_size > 0 ? o.chunk_size : (int) m->cfg.training_chunk_size;
       int want = o.batch_size * o.accumulation_steps;
-      int per = hn_hier_vk_train_rows (m, vk_ctx, chunk, want, error);
+      gsize row = 0;
+      int per = hn_hier_vk_train_rows (m, vk_ctx, chunk, want, &row, error);
       if (!per)
         return FALSE;
-      g_autoptr (HnHierVkRunner) lay = hn_hier_vk_trainer_layout (m, 1, chunk, error);
-      if (!lay)
-        return FALSE;
-      guint64 mib = ((guint64) per * (2 * hn_hier_vk_trainer_row_floats (lay) + m->n_params) + m->n_params) * 4 >> 20;
+      guint64 mib = ((guint64) per * (2 * row + m->n_params) + m->n_params) * 4 >> 20;
       hn_job_log (job, HN_LOG_INFO, "Vulkan trainer: %d of the step's %d rows per program (chunks of %d tokens), "
                   "%" G_GUINT64_FORMAT " MiB of device buffers", per, want, chunk, mib);
     }

@@ -363,7 +363,7 @@ vk_step (HnHierVkRunner *vk, HnHierState **states, int R, const Work *w, float *
 }
 
 int
-hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, GError **error)
+hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, gsize *row_floats, GError **error)
 {
   /* as many rows as the device's largest buffer holds (the work buffer, its
    * gradient and the parameter gradients each hold one slice per row) and
@@ -372,6 +372,8 @@ hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, GE
   if (!one)
     return 0;
   guint64 row = (guint64) hn_hier_vk_trainer_row_floats (one) * sizeof (float), np = (guint64) m->n_params * sizeof (float);
+  if (row_floats)
+    *row_floats = hn_hier_vk_trainer_row_floats (one);
   guint64 limit = hn_vk_context_max_buffer_size (ctx);
   guint64 fit = limit / MAX (row, np);
   HnVkMemoryBudget b;
@@ -791,7 +793,7 @@ hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *final_loss, 
   if (o->vk_ctx)
     {
       int want = o->vk_rows > 0 ? MIN (o->vk_rows, (int) n_step_rows) : (int) n_step_rows;
-      if (!(vk_rows = hn_hier_vk_train_rows (m, o->vk_ctx, chunk, want, error)) ||
+      if (!(vk_rows = hn_hier_vk_train_rows (m, o->vk_ctx, chunk, want, NULL, error)) ||
           !(vk = hn_hier_vk_trainer_new (m, o->vk_ctx, vk_rows, chunk, error)))
         goto out;
       vstates = g_new0 (HnHierState *, vk_rows);

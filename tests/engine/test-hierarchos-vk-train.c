@@ -20,26 +20,11 @@ static HnHierModel *
 model_for (guint64 seed)
 {
   HnHierConfig c;
-  hn_hier_config_init_defaults (&c, 40, 16);
-  c.persistent_dim = 8;
-  c.ltm_slots = 16;
-  c.ltm_key_dim = 8;
-  c.ltm_val_dim = 8;
-  c.ltm_topk = 2;
-  c.rwkv_head_size = 8;
-  c.h_stride = 2;
-  c.max_h_steps = 3;
-  c.max_l_steps = 3;
+  hier_test_tiny_config (&c, 40, 16);
   c.h_halt_thresh = 0.6;
   c.l_conv_atol = 0.05;
-  c.rosa_max_context = 24;
   c.detach_every_n_steps = 5;
-  hn_hier_config_derive (&c);
-  g_autoptr (GError) error = NULL;
-  HnHierModel *m = hn_hier_model_new (&c, &error);
-  g_assert_no_error (error);
-  hn_hier_config_clear (&c);
-  hn_hier_model_init_weights (m, seed);
+  HnHierModel *m = hier_test_model (&c, seed);
   hier_test_perturb (m, seed + 1, 0.05f);
   return m;
 }

@@ -385,23 +385,11 @@ static HnHierModel *
 model_for (gint64 vocab, gint64 C, guint64 seed, float perturb)
 {
   HnHierConfig c;
-  hn_hier_config_init_defaults (&c, vocab, C);
-  c.persistent_dim = 8;
+  hier_test_tiny_config (&c, vocab, C);
   c.ltm_slots = 32;
-  c.ltm_key_dim = 8;
-  c.ltm_val_dim = 8;
   c.ltm_topk = 3;
-  c.rwkv_head_size = 8;
-  c.h_stride = 2;
-  c.max_h_steps = 3;
-  c.max_l_steps = 3;
   c.rosa_max_context = 96;
-  hn_hier_config_derive (&c);
-  g_autoptr (GError) error = NULL;
-  HnHierModel *m = hn_hier_model_new (&c, &error);
-  g_assert_no_error (error);
-  hn_hier_config_clear (&c);
-  hn_hier_model_init_weights (m, seed);
+  HnHierModel *m = hier_test_model (&c, seed);
   if (perturb > 0)
     hier_test_perturb (m, seed + 1, perturb);
   return m;

@@ -17,17 +17,7 @@
 static void
 tiny_config (HnHierConfig *c)
 {
-  hn_hier_config_init_defaults (c, 40, 16);
-  c->persistent_dim = 8;
-  c->ltm_slots = 16;
-  c->ltm_key_dim = 8;
-  c->ltm_val_dim = 8;
-  c->ltm_topk = 2;
-  c->rwkv_head_size = 8;
-  c->h_stride = 2;
-  c->max_h_steps = 3;
-  c->max_l_steps = 3;
-  c->rosa_max_context = 24;
+  hier_test_tiny_config (c, 40, 16);
   hn_hier_config_derive (c);
 }
 
@@ -35,15 +25,9 @@ static HnHierModel *
 tiny_model (guint64 seed)
 {
   HnHierConfig c;
-  tiny_config (&c);
-  g_autoptr (GError) error = NULL;
-  HnHierModel *m = hn_hier_model_new (&c, &error);
-  g_assert_no_error (error);
-  hn_hier_config_clear (&c);
-  hn_hier_model_init_weights (m, seed);
-  return m;
+  hier_test_tiny_config (&c, 40, 16);
+  return hier_test_model (&c, seed);
 }
-
 
 /* ---- contract ---- */
 
