@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // The backward of hier_wkv.comp (CPU reference and the tape rules it
-// follows: engine/models/hierarchos-vk-back-wkv.c). One workgroup per head
+// follows: engine/hierarchos/hierarchos-vk-back-wkv.c). One workgroup per head
 // and row: 4 lanes of 64 threads, thread (lane, i) on channel i of the
 // head. Every lane computes the channel's scalars; lane 0 alone writes the
 // per-channel gradients. The forward is recomputed from its inputs (S' and

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // The backward of hier_ltm.comp (reference: hn_hier_ltm_back_ref in
-// engine/models/hierarchos-vk-back-wkv.c), one workgroup per row: for the
+// engine/hierarchos/hierarchos-vk-back-wkv.c), one workgroup per row: for the
 // forward's picks (work[idx_off + r], -1 for none) the picked ltm.vals rows
 // get gy * gate, the gate gets sum gy * (vals + fast) by a fixed-order
 // shared-memory reduction. The fast values, q and the keys get none.

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// The Vulkan trainer's weight gradients (engine/models/hierarchos-vk-train.c):
+// The Vulkan trainer's weight gradients (engine/hierarchos/hierarchos-vk-train.c):
 // for one weight, the inputs x and the pre-activation gradients dv of its
 // uses in a chunk, gathered into the rows of X [U, in] and DV [U, out] in
 // the row's gwk (workgroup x = use, z = batch row), for dW += DV^T X. A

@@ -1,5 +1,5 @@
 // Shared by the Hierarchos coherent-v9 step shaders (hier_*.comp, driven by
-// engine/models/hierarchos-vk.c). Every shader binds the model's parameters
+// engine/hierarchos/hierarchos-vk.c). Every shader binds the model's parameters
 // (one f32 block) at binding 0 and the runner's work buffer (state, scratch,
 // control words, logits) at binding 1; push constants carry element offsets.
 // A dispatch with a predicate (`pred` != HIER_NONE) does nothing when the
@@ -8,7 +8,7 @@
 // GPU without a host round trip. Batch rows: gl_WorkGroupID.z is the row,
 // whose part of the work buffer starts at z * rs (push field `rs`);
 // offsets in the push constants are relative to it.
-// The math mirrors the CPU tape (engine/models/hierarchos-tape.c) op for op,
+// The math mirrors the CPU tape (engine/hierarchos/hierarchos-tape.c) op for op,
 // including its clamps that pass non-finite values through unchanged.
 #include "common.glsl"
 #include "activation.glsl"

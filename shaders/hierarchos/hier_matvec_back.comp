@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Backward of hier_matvec.comp (engine/models/hierarchos-vk-back-mv.c), the
+// Backward of hier_matvec.comp (engine/hierarchos/hierarchos-vk-back-mv.c), the
 // input and weight gradients from dv = dL/dv [out_n]: dv is in the scratch
 // gwk[bs] (hier_matvec_back_dv.comp ran first) or, for a plain Linear with
 // no activation or clamp ("direct"), scale * the output's gradient.

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // The backward of hier_norm.comp (one workgroup per row; the tape's rules,
-// engine/models/hierarchos-vk-back-misc.c): the gradient reaching xn is
+// engine/hierarchos/hierarchos-vk-back-misc.c): the gradient reaching xn is
 // y's (through its clamp) plus sum_j mix_j's * (1 - c_j); prev gets
 // sum_j mix_j's * c_j, c_j gets mix_j's * (prev - xn), w and b the affine's,
 // and x rstd (gh - mean(gh) - xh mean(gh xh)), gh = g * w (into gprm for

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Backward of hier_matvec.comp, part 1 (engine/models/hierarchos-vk-back-mv.c):
+// Backward of hier_matvec.comp, part 1 (engine/hierarchos/hierarchos-vk-back-mv.c):
 // recomputes v = W x + b + res exactly as the forward did (or reads it
 // where the forward kept it: flags HN_HIER_MV_KEEP_V) and writes
 // dv = dL/dv to the scratch gwk[bs + o], from the gradients of the outputs

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // The backward of hier_ew.comp (the tape's rules,
-// engine/models/hierarchos-vk-back-misc.c): with g = gy through the clamp,
+// engine/hierarchos/hierarchos-vk-back-misc.c): with g = gy through the clamp,
 // copy: a += g; lerp: a += g (1 - f0), b += g f0; axpys: a += g,
 // b += g s, and s += sum_i g_i b_i, summed by workgroup 0 alone over the
 // whole row (no atomics: the same bits every run). a's gradient goes to

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // The backward of hier_drift.comp (one workgroup per row; the tape's rules,
-// engine/models/hierarchos-vk-back-misc.c). With x the clamp's input
+// engine/hierarchos/hierarchos-vk-back-misc.c). With x the clamp's input
 // (start: l2clamp(d_in), refine: d + delta, final: d) and u = clamp(x):
 // g = gy + gcd (ctx gets gcd), back through l2clamp(u) and the clamp, then
 // (start) through l2clamp(d_in); refine gives d and delta the same. Every
