@@ -1,8 +1,8 @@
 /* `architectures [--json|--markdown|--count]`: the model types this build knows, with family,
  * block wiring, quirks and supported tasks, straight from the registry. */
 #include "cli.h"
-#include "models/registry.h"
-#include "hn-error.h"
+#include "transformer/registry.h"
+#include "base/hn-error.h"
 
 #include <stdio.h>
 

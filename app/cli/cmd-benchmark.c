@@ -13,16 +13,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hn-error.h"
-#include "io/safetensors.h"
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
 #include "jobs/job-spec.h"
-#include "models/transformer-private.h"
-#include "models/transformer.h"
+#include "transformer/transformer-private.h"
+#include "transformer/transformer.h"
 #include "generate/sampler.h"
-#include "models/lora.h"
+#include "transformer/lora.h"
 #include "tensor/hn-ops.h"
 #include "train/data-parallel.h"
-#include "train/memory-estimate.h"
+#include "jobs/memory-estimate.h"
 #include "train/train-graph.h"
 #include "vk/hn-vk.h"
 

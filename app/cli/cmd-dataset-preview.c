@@ -4,9 +4,9 @@
  * counts, and which rows are truncated, dropped or malformed and why — plus
  * the counts for the whole file. */
 #include "cli.h"
-#include "io/dataset.h"
-#include "io/tokenizer.h"
-#include "hn-error.h"
+#include "data/dataset.h"
+#include "tokenizer/tokenizer.h"
+#include "base/hn-error.h"
 
 #include <json-glib/json-glib.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* `devices [--json]`: the Vulkan devices the GUI's picker shows. */
 #include "cli.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "vk/hn-vk.h"
 
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * in (and whether the optional cooperative-matrix ones are), and writable
  * cache folders. Exits 1 with a clear message when no device can compute. */
 #include "cli.h"
-#include "hn-error.h"
-#include "hn-util.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
 #include "tensor/hn-ops.h"
 #include "vk/hn-vk.h"
 

@@ -1,9 +1,9 @@
 /* `evaluate --model-path DIR [--lora-adapter-path DIR] (--text-file F | --eval-file F.jsonl)
  *  [--seq-len N] [--device-index N] [--json]` prints the perplexity, the mean NLL and
- * the number of predicted tokens (see engine/models/evaluate.h for the rules). */
+ * the number of predicted tokens (see engine/transformer/evaluate.h for the rules). */
 #include "cli.h"
-#include "hn-error.h"
-#include "models/evaluate.h"
+#include "base/hn-error.h"
+#include "transformer/evaluate.h"
 
 #include <stdio.h>
 

@@ -2,7 +2,7 @@
  * job layer parses the flags into the same spec the GUI edits, runs the job
  * and prints its events: the text streams on stdout, tokens/s on stderr. */
 #include "cli.h"
-#include "jobs/job.h"
+#include "job-cli.h"
 
 int hn_cmd_transformer_generate (int argc, char **argv);
 

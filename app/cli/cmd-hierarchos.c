@@ -2,9 +2,9 @@
  * `hierarchos-finetune` (alias `finetune`) and `chat` run the shared job
  * kinds; `hierarchos-init` writes a fresh model folder from a tokenizer. */
 #include "cli.h"
-#include "hn-error.h"
-#include "jobs/job.h"
-#include "models/hierarchos.h"
+#include "base/hn-error.h"
+#include "job-cli.h"
+#include "hierarchos/hierarchos.h"
 
 #include <stdio.h>
 #include <string.h>

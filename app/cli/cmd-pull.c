@@ -1,7 +1,7 @@
 /* `pull --repo ID [--revision R] [--repo-type model|dataset] [--include GLOB]`:
- * downloads into the Hugging Face cache (engine/io/hub-job.c runs it). */
+ * downloads into the Hugging Face cache (engine/jobs/hub-job.c runs it). */
 #include "cli.h"
-#include "jobs/job.h"
+#include "job-cli.h"
 
 int hn_cmd_pull (int argc, char **argv);
 

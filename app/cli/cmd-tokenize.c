@@ -2,8 +2,8 @@
  * [--add-special-tokens] [--json]` prints token ids; `--decode "1,2,3"`
  * prints the text of ids instead. */
 #include "cli.h"
-#include "io/tokenizer.h"
-#include "hn-error.h"
+#include "tokenizer/tokenizer.h"
+#include "base/hn-error.h"
 
 #include <json-glib/json-glib.h>
 #include <stdio.h>

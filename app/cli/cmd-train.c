@@ -5,9 +5,9 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "hn-error.h"
-#include "jobs/job.h"
-#include "train/trainer.h"
+#include "base/hn-error.h"
+#include "job-cli.h"
+#include "jobs/train-job.h"
 
 int hn_cmd_transformer_train (int argc, char **argv);
 int hn_cmd_transformer_finetune (int argc, char **argv);

@@ -3,12 +3,12 @@
  * next-token logits, an encoder's masked-LM logits (--token-type-ids), or an encoder-decoder's
  * logits of --decoder-input-ids (default: decoder_start_token_id alone). */
 #include "cli.h"
-#include "hn-error.h"
-#include "hn-util.h"
-#include "io/model-config.h"
-#include "models/encoder.h"
-#include "models/seq2seq.h"
-#include "models/transformer.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
+#include "formats/model-config.h"
+#include "transformer/encoder.h"
+#include "transformer/seq2seq.h"
+#include "transformer/transformer.h"
 
 #include <math.h>
 #include <stdio.h>

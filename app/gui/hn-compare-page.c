@@ -1,7 +1,7 @@
 #include "hn-compare-page.h"
 #include "hn-job-controller.h"
 #include "hn-page-util.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>

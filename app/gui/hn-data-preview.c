@@ -2,8 +2,8 @@
 
 #include <glib/gi18n.h>
 
-#include "io/dataset.h"
-#include "io/tokenizer.h"
+#include "data/dataset.h"
+#include "tokenizer/tokenizer.h"
 
 #define N_ROWS 3
 
@@ -148,7 +148,7 @@ hn_data_preview_set_spec (HnDataPreview *self, HnJobSpec *spec)
   if (self->spec)
     g_signal_handlers_disconnect_by_data (self->spec, self);
   g_set_object (&self->spec, spec);
-  /* only Transformer kinds read the data through engine/io/dataset */
+  /* only Transformer kinds read the data through engine/data/dataset */
   gboolean shown = spec && hn_job_spec_lookup (spec, "train") && g_str_has_prefix (hn_job_spec_get_kind (spec), "transformer-");
   gtk_widget_set_visible (GTK_WIDGET (self), shown);
   if (spec)

@@ -1,5 +1,5 @@
 /* HnDataPreview: the first rows of a page's training data as the trainer
- * will see them (engine/io/dataset.h hn_dataset_preview): the text after
+ * will see them (engine/data/dataset.h hn_dataset_preview): the text after
  * templating with the loss-masked part set apart (dim, on a grey ground),
  * token counts, and rows truncated, dropped or malformed with the reason.
  * Recomputed when the data, tokenizer, model or sequence length change. */

@@ -1,7 +1,7 @@
 #include "hn-job-controller.h"
 #include "hn-job-record.h"
 #include "hn-page-util.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <glib/gi18n.h>
 #include <gtk/gtk.h>

@@ -1,7 +1,7 @@
 #include "hn-job-record.h"
 
-#include "hn-error.h"
-#include "hn-util.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>

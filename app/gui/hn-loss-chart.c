@@ -1,6 +1,6 @@
 #include "hn-loss-chart.h"
-#include "hn-error.h"
-#include "hn-util.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <errno.h>
 #include <glib/gi18n.h>

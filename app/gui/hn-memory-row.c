@@ -2,7 +2,7 @@
 
 #include <glib/gi18n.h>
 
-#include "train/memory-estimate.h"
+#include "jobs/memory-estimate.h"
 #include "vk/hn-vk.h"
 
 struct _HnMemoryRow

@@ -1,4 +1,4 @@
-/* HnMemoryRow: the memory estimate of a page's job (train/memory-estimate.h),
+/* HnMemoryRow: the memory estimate of a page's job (jobs/memory-estimate.h),
  * recomputed as the settings change, against the device's free memory.
  * When it does not fit, it says so with what to change, and a "Start anyway"
  * check lets the user go on: a warning, never a hard block. */

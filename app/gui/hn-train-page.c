@@ -6,7 +6,7 @@
 #include "hn-page-util.h"
 #include "hn-progress-view.h"
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <glib/gi18n.h>
 #include <math.h>

@@ -2,7 +2,7 @@
 #include "hn-chat-page.h"
 #include "hn-compare-page.h"
 #include "hn-loss-chart.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "hn-devices.h"
 #include "hn-generate-page.h"
 #include "hn-job-record.h"

@@ -4,7 +4,7 @@
  * only the model calls are shared: a prefill per admitted request and one
  * decode call per round for every active request. */
 #include "generate/generate-private.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <string.h>
 

@@ -3,10 +3,10 @@
  * below (and include your area's header). Kinds not listed fail closed with
  * HN_ERROR_UNSUPPORTED when a job of that kind is started. */
 #include "jobs/job.h"
-#include "io/hub-job.h"
-#include "generate/generate-job.h"
-#include "models/hierarchos.h"
-#include "train/trainer.h"
+#include "jobs/hub-job.h"
+#include "jobs/generate-job.h"
+#include "hierarchos/hierarchos.h"
+#include "jobs/train-job.h"
 
 void
 hn_job_register_builtin_kinds (void)

@@ -1,6 +1,6 @@
 /* HnJobSpec: typed option values for one job kind, and their argv form. */
 #include "jobs/job-spec.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <errno.h>
 #include <math.h>

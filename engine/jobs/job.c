@@ -1,7 +1,7 @@
 /* HnJob: runs one job kind's run function on the engine thread pool and
  * delivers its events. See job.h for the flow. */
 #include "jobs/job.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -464,7 +464,7 @@ hn_job_save_and_stop_requested (HnJob *self)
 gboolean
 hn_job_kind_can_save_and_stop (const char *kind)
 {
-  /* the Transformer trainer (trainer.c) and the Hierarchos one (hierarchos-train.c) honour the request */
+  /* the Transformer trainer (train-job.c) and the Hierarchos one (hierarchos-train.c) honour the request */
   const char *const kinds[] = { "transformer-train", "transformer-finetune", "hierarchos-train", "hierarchos-finetune" };
   for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++)
     if (g_strcmp0 (kind, kinds[i]) == 0)

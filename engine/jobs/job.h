@@ -26,7 +26,7 @@
  *   leaving the last checkpoint intact.
  *
  * CLI
- *   A subcommand for a kind is one line (app/cli/cmd-*.c):
+ *   A subcommand for a kind is one line (app/cli/cmd-*.c, with app/cli/job-cli.h):
  *       static int cmd_generate (int argc, char **argv)
  *       { return hn_job_cli_main ("transformer-generate", argc, argv); }
  *   hn_job_cli_main handles --help (generated from the option table),
@@ -200,15 +200,5 @@ void hn_job_set_device_bytes (HnJob *self, gint64 bytes);
 void hn_job_push_input (HnJob *self, const char *text);
 void hn_job_close_input (HnJob *self);
 char *hn_job_pop_input (HnJob *self, GError **error);
-
-/* ---- CLI helpers (no GTK; print to stdout/stderr) ----------------------- */
-
-/* The whole CLI subcommand for a kind; argv[0] is the subcommand name. */
-int hn_job_cli_main (const char *kind, int argc, char **argv);
-/* Parses argv for `kind` (argv[0] is ignored), handling --help (prints it
- * and sets *exit_status to 0) and --json-events. Returns NULL with
- * *exit_status set (0 after --help, 2 on a usage error, message printed). */
-HnJobSpec *hn_job_cli_parse (const char *kind, int argc, char **argv, gboolean *json_events,
-                             int *exit_status);
 
 G_END_DECLS

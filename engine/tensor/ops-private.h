@@ -1,7 +1,7 @@
 /* Helpers shared by the op files. */
 #pragma once
 #include "tensor/hn-ops.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #define HN_WG 256u
 

@@ -3,7 +3,7 @@
  * yarn, longrope). Math in double, rounded to f32 at the end; transformers
  * computes in f32 tensors, which differs by a few ulps at most. */
 #include "tensor/hn-ops.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <math.h>
 

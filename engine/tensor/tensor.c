@@ -1,6 +1,6 @@
 /* Tensors: shape bookkeeping, views and host transfers. */
 #include "tensor/hn-tensor.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <math.h>
 #include <string.h>

@@ -8,11 +8,11 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "hn-error.h"
-#include "hn-util.h"
-#include "io/json-util.h"
-#include "io/safetensors.h"
-#include "models/lora.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
+#include "base/json-util.h"
+#include "formats/safetensors.h"
+#include "transformer/lora.h"
 
 /* ---------------------------------------------------------------- model weights */
 

@@ -11,8 +11,8 @@
  * renamed into place, so a job killed mid-write leaves the previous
  * checkpoint intact and no half-written one under the final name. */
 #pragma once
-#include "io/dataset.h"
-#include "models/transformer.h"
+#include "data/dataset.h"
+#include "transformer/transformer.h"
 #include "train/train-graph.h"
 
 G_BEGIN_DECLS

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "train/checkpoint.h"
 
 typedef struct {

@@ -3,7 +3,7 @@
 
 #include <json-glib/json-glib.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 /* tokenizer_config.json's mask_token: a string or an AddedToken object {"content": ...}. */
 static char *

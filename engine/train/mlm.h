@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "generate/sampler.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 G_BEGIN_DECLS
 

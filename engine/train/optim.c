@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 void
 hn_optim_config_init (HnOptimConfig *oc, HnOptimKind kind)

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #define CK(expr)                                                                                                       \
   do                                                                                                                   \

@@ -15,8 +15,8 @@
  * tied embeddings share one gradient); LoRA training (an adapter given)
  * freezes the base and trains each adapted module's A and B. */
 #pragma once
-#include "models/lora.h"
-#include "models/transformer.h"
+#include "transformer/lora.h"
+#include "transformer/transformer.h"
 #include "tensor/ops-back.h"
 #include "train/optim.h"
 

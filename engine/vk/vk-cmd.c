@@ -2,7 +2,7 @@
  * on-disk cache) and the recorder (HnCmd): dispatches into one command buffer
  * with hazard-tracked barriers and optional timestamps. */
 #include "vk-private.h"
-#include "hn-util.h"
+#include "base/hn-util.h"
 
 #include <string.h>
 

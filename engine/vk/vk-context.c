@@ -1,6 +1,6 @@
 /* Instance, device report and choice, and the context (device + queue). */
 #include "vk-private.h"
-#include "hn-util.h"
+#include "base/hn-util.h"
 
 #include <stdio.h>
 #include <string.h>

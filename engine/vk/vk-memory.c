@@ -7,7 +7,7 @@
  * request larger than that fails closed with HN_ERROR_UNSUPPORTED; callers
  * split such tensors (e.g. by rows). Requests above the default block size get
  * a dedicated block of their own. */
-#include "hn-util.h"
+#include "base/hn-util.h"
 #include "vk-private.h"
 
 #include <string.h>

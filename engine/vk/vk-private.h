@@ -1,7 +1,7 @@
 /* Internals of engine/vk: shared by vk-*.c only. */
 #pragma once
 #include <vulkan/vulkan.h>
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "vk/hn-vk.h"
 
 /* VkResult -> GError in HN_ERROR with the call's text; FALSE on failure. */

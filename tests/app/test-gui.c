@@ -21,8 +21,8 @@
 #include "hn-train-page.h"
 #include "hn-window.h"
 #include "jobs/job.h"
-#include "hn-error.h"
-#include "hn-util.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

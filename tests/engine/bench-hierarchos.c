@@ -10,9 +10,9 @@
  * Training runs from the same initial weights on each runtime; "both" also
  * reports how far the two runs' losses are apart.
  * Needs HN_SHARED_DIR (stories260K tokenizer, tinyshakespeare.txt). */
-#include "models/hierarchos.h"
-#include "hn-error.h"
-#include "io/tokenizer.h"
+#include "hierarchos/hierarchos.h"
+#include "base/hn-error.h"
+#include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
 
 #include <math.h>

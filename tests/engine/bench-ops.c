@@ -6,7 +6,7 @@
  *   hn-bench-ops [--iterations N] [--filter SUBSTRING]
  */
 #include "tensor/hn-ops.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <math.h>
 #include <stdio.h>

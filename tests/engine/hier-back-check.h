@@ -3,7 +3,7 @@
  * and the shader against the CPU reference. Header-only, shared by the
  * test-hierarchos-back-*.c tests. */
 #pragma once
-#include "models/hierarchos-vk-private.h"
+#include "hierarchos/hierarchos-vk-private.h"
 #include "generate/sampler.h"
 
 #include <math.h>

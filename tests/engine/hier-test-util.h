@@ -1,6 +1,6 @@
 /* Shared by the Hierarchos tests (header only). */
 #pragma once
-#include "models/hierarchos-private.h"
+#include "hierarchos/hierarchos-private.h"
 #include "generate/sampler.h"
 
 /* The tests' tiny geometry (vocab V, width C): small LTM and heads, 3

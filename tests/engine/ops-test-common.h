@@ -3,7 +3,7 @@
 #pragma once
 #include "tensor/hn-ops.h"
 #include "tensor/hn-cpu-ref.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 HnVkContext *hn_test_ctx (void);
 void hn_test_free_ctx (void);

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "tensor/cpu-ref-back.h"
 #include "tensor/ops-back.h"
 

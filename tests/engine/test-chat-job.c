@@ -3,9 +3,9 @@
  * transformers' apply_chat_template (the parity fixture), the conversation
  * is carried across turns, and greedy replies are the tokens
  * transformer-generate gives for the same rendered prompt. */
-#include "generate/generate-job.h"
-#include "hn-error.h"
-#include "io/safetensors.h"
+#include "jobs/generate-job.h"
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
 #include "jobs/job.h"
 
 #include <glib/gstdio.h>

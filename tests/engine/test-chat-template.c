@@ -1,8 +1,8 @@
 /* Chat template engine: renders real model templates and feature snippets and
  * compares with jinja2's output in transformers' environment
  * (tests/fixtures/data/templates/expected.json, made by make-expected.py). */
-#include "io/chat-template.h"
-#include "hn-error.h"
+#include "template/chat-template.h"
+#include "base/hn-error.h"
 
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* config.json (4.x and 5.x spellings, aliases, text_config) and
  * generation_config.json with its precedence. */
-#include "io/model-config.h"
-#include "io/gen-config.h"
-#include "io/safetensors.h"
-#include "hn-error.h"
+#include "formats/model-config.h"
+#include "formats/gen-config.h"
+#include "formats/safetensors.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

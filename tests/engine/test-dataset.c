@@ -1,9 +1,9 @@
 /* Datasets: every row shape, prompt masking, truncation, packing, shuffling
  * and exact resume, malformed rows, preview — with the real stories260K
  * tokenizer (../shared/models/stories260K). */
-#include "io/dataset.h"
-#include "io/chat-template.h"
-#include "hn-error.h"
+#include "data/dataset.h"
+#include "template/chat-template.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <string.h>

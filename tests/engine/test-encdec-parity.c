@@ -2,11 +2,11 @@
  * where the fixture has them) and encoder-decoders (logits given decoder
  * input ids, greedy ids, beam search where the fixture has one): every
  * registry row of those kinds runs its fixture in tests/fixtures/parity. */
-#include "hn-error.h"
-#include "models/encoder.h"
-#include "models/seq2seq.h"
-#include "io/safetensors.h"
-#include "models/transformer.h"
+#include "base/hn-error.h"
+#include "transformer/encoder.h"
+#include "transformer/seq2seq.h"
+#include "formats/safetensors.h"
+#include "transformer/transformer.h"
 #include "parity-util.h"
 
 #include <json-glib/json-glib.h>

@@ -1,10 +1,10 @@
 /* evaluate: perplexity against an independent loop over hn_transformer_logits,
  * hand-counted windows and -100 labels, a JSONL file and a LoRA adapter (B = 0
  * keeps the base model's figure). Model: stories260K. */
-#include "hn-error.h"
-#include "io/tokenizer.h"
-#include "models/evaluate.h"
-#include "models/lora.h"
+#include "base/hn-error.h"
+#include "tokenizer/tokenizer.h"
+#include "transformer/evaluate.h"
+#include "transformer/lora.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

@@ -1,13 +1,13 @@
 /* Fault injection: nothing a full disk, a cancel, a SIGKILL or a failed
  * Vulkan allocation does may cost the user their work or crash the app.
- * Hooks: hn_fault_* (engine/hn-util.h). */
+ * Hooks: hn_fault_* (engine/base/hn-util.h). */
 #include "jobs/job.h"
 #include "jobs/job-spec.h"
-#include "models/hierarchos-private.h"
-#include "models/transformer.h"
+#include "hierarchos/hierarchos-private.h"
+#include "transformer/transformer.h"
 #include "vk/hn-vk.h"
-#include "hn-error.h"
-#include "hn-util.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <glib/gstdio.h>
 #include <signal.h>

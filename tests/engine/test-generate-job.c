@@ -1,6 +1,6 @@
 /* The transformer-generate job end to end, as the CLI and the GUI run it:
  * argv -> spec -> job -> streamed TOKEN events and the output JSON. */
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "jobs/job.h"
 
 #include <glib/gstdio.h>

@@ -4,7 +4,7 @@
 #include "generate/generate.h"
 #include "generate/logits-process.h"
 #include "generate/sampler.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,12 +1,12 @@
 /* The backward of the Hierarchos NORM, DRIFT and EW ops
- * (engine/models/hierarchos-vk-back-misc.c): each reference against finite
+ * (engine/hierarchos/hierarchos-vk-back-misc.c): each reference against finite
  * differences of the forward reference, and each shader against its
  * reference, over every mode and flag the recorder uses. Two rows each:
  * row 1's predicate word is 0 (or 1 under HN_HIER_PRED_NOT), so that row
  * must be left untouched. */
 #include "hier-back-check.h"
 #include "test-device.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #define NONE HN_HIER_NONE
 

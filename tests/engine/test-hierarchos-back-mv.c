@@ -6,7 +6,7 @@
  * one's predicate off. */
 #include "hier-back-check.h"
 #include "test-device.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #define NONE HN_HIER_NONE
 

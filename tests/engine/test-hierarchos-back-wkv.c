@@ -4,7 +4,7 @@
  * and the shaders against the references (when a Vulkan device opens). Two
  * batch rows each, one of them skipped by its predicate. */
 #include "hier-back-check.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #define NONE HN_HIER_NONE
 

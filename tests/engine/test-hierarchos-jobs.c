@@ -1,10 +1,10 @@
 /* Hierarchos through the job layer, as the CLI and the GUI run it: a fresh
  * model from a real tokenizer, a few training steps on real text, chat with
  * carried state, and a saved state that resumes to the same reply. */
-#include "models/hierarchos.h"
-#include "hn-error.h"
+#include "hierarchos/hierarchos.h"
+#include "base/hn-error.h"
 #include "jobs/job.h"
-#include "train/memory-estimate.h"
+#include "jobs/memory-estimate.h"
 #include "test-device.h"
 
 #include <glib/gstdio.h>

@@ -2,8 +2,8 @@
  * gradients (through the CPU references of every backward op) against the
  * CPU tape's, the device's against the references', and AdamW losses of the
  * Vulkan trainer against the CPU trainer. */
-#include "models/hierarchos-vk-private.h"
-#include "hn-error.h"
+#include "hierarchos/hierarchos-vk-private.h"
+#include "base/hn-error.h"
 #include "hier-test-util.h"
 #include "train/checkpoint.h"
 

@@ -2,10 +2,10 @@
  * reference on random inputs, the recorded program (run through the
  * references) against the CPU tape runtime, and the Vulkan forward against
  * the CPU runtime over 256 tokens of real text. */
-#include "models/hierarchos-vk-private.h"
-#include "hn-error.h"
+#include "hierarchos/hierarchos-vk-private.h"
+#include "base/hn-error.h"
 #include "hier-test-util.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <math.h>
 #include <string.h>

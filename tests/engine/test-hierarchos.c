@@ -1,6 +1,6 @@
 /* Hierarchos coherent-v9: contract, init, ROSA, CPU runtime, state files. */
-#include "models/hierarchos-private.h"
-#include "hn-error.h"
+#include "hierarchos/hierarchos-private.h"
+#include "base/hn-error.h"
 #include "hier-test-util.h"
 
 #include <glib/gstdio.h>

@@ -4,10 +4,10 @@
  * not follow), X-Repo-Commit / X-Linked-Etag / X-Linked-Size headers, Range,
  * 401 for a gated repo, 404s with X-Error-Code, and a CDN that drops the
  * connection mid-file once. */
-#include "io/hub.h"
-#include "io/hub-job.h"
-#include "io/safetensors.h"
-#include "hn-error.h"
+#include "hub/hub.h"
+#include "jobs/hub-job.h"
+#include "formats/safetensors.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>

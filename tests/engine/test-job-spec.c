@@ -1,7 +1,7 @@
 /* Job spec <-> argv round trips, parse errors, validation, and the job runner
  * (registry, events, cancellation, input queue). */
-#include "jobs/job.h"
-#include "hn-error.h"
+#include "job-cli.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

@@ -5,10 +5,10 @@
 
 #include <glib/gstdio.h>
 
-#include "hn-error.h"
-#include "io/safetensors.h"
-#include "models/lora.h"
-#include "models/transformer.h"
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
+#include "transformer/lora.h"
+#include "transformer/transformer.h"
 #include <json-glib/json-glib.h>
 
 static char *

@@ -3,11 +3,11 @@
  * training and LoRA on llama (stories260K) and gpt2, generation with one
  * and several beams. Each must be within 20 %. Also: the CLI's --dry-run
  * prints the same figures, and a device limit makes it say "does not fit". */
-#include "models/lora.h"
-#include "models/transformer.h"
-#include "train/memory-estimate.h"
+#include "transformer/lora.h"
+#include "transformer/transformer.h"
+#include "jobs/memory-estimate.h"
 #include "train/train-graph.h"
-#include "hn-error.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

@@ -4,9 +4,9 @@
  * (language_model.model.X, language_model.lm_head), gives transformers'
  * llama logits; the vision tower is not run but survives a checkpoint
  * write; an unknown tensor inside the text model is still an error. */
-#include "hn-error.h"
-#include "io/safetensors.h"
-#include "models/transformer.h"
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
+#include "transformer/transformer.h"
 #include "parity-util.h"
 #include "train/checkpoint.h"
 #include "vk/hn-vk.h"

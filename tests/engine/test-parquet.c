@@ -3,8 +3,8 @@
  * dictionaries, snappy/gzip/zstd/none, lists and list<struct>; parquetjs
  * with data pages v1, PLAIN, legacy repeated fields), compared with the
  * rows the writers were given (expected.json), plus malformed files. */
-#include "io/parquet.h"
-#include "hn-error.h"
+#include "formats/parquet.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>

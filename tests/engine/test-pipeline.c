@@ -8,11 +8,11 @@
 
 #include <glib/gstdio.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "generate/generate.h"
 #include "jobs/job.h"
 #include "test-device.h"
-#include "models/transformer.h"
+#include "transformer/transformer.h"
 #include "train/train-graph.h"
 
 static char *

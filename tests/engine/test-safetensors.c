@@ -1,7 +1,7 @@
 /* safetensors reader and writer: round trips, dtype conversions, sharding,
  * every corrupt-file error, and the real stories260K package. */
-#include "io/safetensors.h"
-#include "hn-error.h"
+#include "formats/safetensors.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

@@ -4,8 +4,8 @@
  * (the fake Hub saw it), so the absence means something. */
 #define _GNU_SOURCE /* memmem */
 #include "jobs/job-spec.h"
-#include "models/hierarchos.h"
-#include "hn-error.h"
+#include "hierarchos/hierarchos.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>

@@ -3,8 +3,8 @@
  * (split behaviours, prepend schemes, added-token flags, decoders,
  * post-processors, Unigram Viterbi). A WordPiece model whose vocabulary holds
  * whole pieces makes the pre-tokenizer's split points visible as tokens. */
-#include "io/tokenizer.h"
-#include "hn-error.h"
+#include "tokenizer/tokenizer.h"
+#include "base/hn-error.h"
 #include <glib/gstdio.h>
 #include <string.h>
 

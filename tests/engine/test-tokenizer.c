@@ -1,8 +1,8 @@
 /* Tokenizer tests against the reference ids of the original Hugging Face
  * tokenizers (llama.cpp's test vectors in ../shared/tokenizers/golden), round
  * trips, streaming decode, corrupt files and speed. */
-#include "io/tokenizer.h"
-#include "hn-error.h"
+#include "tokenizer/tokenizer.h"
+#include "base/hn-error.h"
 #include <glib/gstdio.h>
 #include <string.h>
 #include <time.h>

@@ -7,12 +7,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "jobs/job.h"
 #include "test-device.h"
 #include "train/checkpoint.h"
 #include "train/data-parallel.h"
-#include "train/trainer.h"
+#include "jobs/train-job.h"
 
 #define BATCH 4
 #define SEQ 16

@@ -5,12 +5,12 @@
  * without improvement; --stop-at-loss stops at the threshold; bad
  * combinations are refused; the early-stopping state is in the checkpoint. */
 #include "train/checkpoint.h"
-#include "io/dataset.h"
-#include "io/tokenizer.h"
+#include "data/dataset.h"
+#include "tokenizer/tokenizer.h"
 #include "jobs/job.h"
 #include "test-device.h"
-#include "models/transformer.h"
-#include "hn-error.h"
+#include "transformer/transformer.h"
+#include "base/hn-error.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 
 #include <json-glib/json-glib.h>
 
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "parity-util.h"
 #include "train/train-graph.h"
 

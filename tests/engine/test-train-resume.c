@@ -7,13 +7,13 @@
 
 #include <glib/gstdio.h>
 
-#include "hn-error.h"
-#include "io/safetensors.h"
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
 #include "jobs/job.h"
 #include "test-device.h"
-#include "models/lora.h"
+#include "transformer/lora.h"
 #include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "jobs/train-job.h"
 
 static char *tmp_root;
 static char *text_path;

@@ -1,9 +1,9 @@
 /* Weights stay in their stored dtype: a bf16 (and an f16) copy of a fixture
  * gives the logits of an f32 model holding the same rounded values, with
  * half the weight bytes on the device. */
-#include "hn-error.h"
-#include "io/safetensors.h"
-#include "models/transformer.h"
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
+#include "transformer/transformer.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

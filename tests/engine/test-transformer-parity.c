@@ -2,8 +2,8 @@
  * (tests/fixtures/parity/<case>) gives the same logits at atol/rtol 1e-4 in
  * f32, the same greedy ids with and without the KV cache, and the same beam;
  * the real stories260K model generates expected-greedy-ids.txt from BOS. */
-#include "hn-error.h"
-#include "models/transformer.h"
+#include "base/hn-error.h"
+#include "transformer/transformer.h"
 #include "parity-util.h"
 
 #include <glib/gstdio.h>

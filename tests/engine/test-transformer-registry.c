@@ -1,6 +1,6 @@
 /* The architecture registry: lookups, aliases, fail-closed errors, JSON. */
-#include "models/registry.h"
-#include "hn-error.h"
+#include "transformer/registry.h"
+#include "base/hn-error.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>

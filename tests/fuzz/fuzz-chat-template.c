@@ -2,7 +2,7 @@
  * with and without the generation prompt, collecting assistant spans. An
  * optional JSON messages array may follow the template after a NUL byte. */
 #include "fuzz-common.h"
-#include "io/chat-template.h"
+#include "template/chat-template.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>

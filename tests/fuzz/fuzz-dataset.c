@@ -3,8 +3,8 @@
  * skip of malformed rows; then a pass of the batch iterator. The first byte
  * picks options so the fuzzer reaches every mode. */
 #include "fuzz-common.h"
-#include "io/dataset.h"
-#include "io/tokenizer.h"
+#include "data/dataset.h"
+#include "tokenizer/tokenizer.h"
 
 static HnTokenizer *tok;
 

@@ -1,6 +1,6 @@
 /* generation_config.json. */
 #include "fuzz-common.h"
-#include "io/gen-config.h"
+#include "formats/gen-config.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

@@ -2,7 +2,7 @@
  * targets that load files belonging to a model. */
 #pragma once
 #include "fuzz-common.h"
-#include "models/hierarchos-private.h"
+#include "hierarchos/hierarchos-private.h"
 
 static inline HnHierModel *
 fuzz_hier_tiny_model (void)

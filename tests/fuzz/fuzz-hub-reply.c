@@ -2,7 +2,7 @@
  * that hn_hub_list_files parses, served by an in-process HTTP server (a
  * thread with its own main context) answering with the fuzz input. */
 #include "fuzz-common.h"
-#include "io/hub.h"
+#include "hub/hub.h"
 
 #include <libsoup/soup.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* config.json of a Transformers model. */
 #include "fuzz-common.h"
-#include "io/model-config.h"
+#include "formats/model-config.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

@@ -1,7 +1,7 @@
 /* Parquet: footer (Thrift compact), column chunks, pages (v1/v2, every
  * encoding and codec we read), then the rows as JSON objects. */
 #include "fuzz-common.h"
-#include "io/parquet.h"
+#include "formats/parquet.h"
 
 #include <json-glib/json-glib.h>
 

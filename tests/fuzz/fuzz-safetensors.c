@@ -1,6 +1,6 @@
 /* safetensors: header JSON, offsets, dtypes, shapes; small tensors converted. */
 #include "fuzz-common.h"
-#include "io/safetensors.h"
+#include "formats/safetensors.h"
 
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)

@@ -2,7 +2,7 @@
  * the streaming decoder over the ids. */
 #pragma once
 #include "fuzz-common.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static inline void
 fuzz_tokenizer_exercise (HnTokenizer *tok)

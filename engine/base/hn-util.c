@@ -1,0 +1,144 @@
+#include "base/hn-util.h"
+#include "base/hn-error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+gboolean
+hn_mkdir_p (const char *path, GError **error)
+{
+  if (g_mkdir_with_parents (path, 0755) != 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create folder %s: %s", path, g_strerror (e));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* ---- fault injection (see hn-util.h) ---- */
+
+static gint64 fault_write_budget = -1, fault_vk_alloc = 0;
+static GMutex fault_lock;
+
+static void
+fault_init (void)
+{
+  static gsize done;
+  if (g_once_init_enter (&done))
+    {
+      const char *w = g_getenv ("HN_FAULT_WRITE_BUDGET");
+      const char *v = g_getenv ("HN_FAULT_VK_ALLOC");
+      if (w && *w)
+        fault_write_budget = g_ascii_strtoll (w, NULL, 10);
+      if (v && *v)
+        fault_vk_alloc = g_ascii_strtoll (v, NULL, 10);
+      g_once_init_leave (&done, 1);
+    }
+}
+
+void
+hn_fault_set_write_budget (gint64 bytes)
+{
+  fault_init ();
+  g_mutex_lock (&fault_lock);
+  fault_write_budget = bytes;
+  g_mutex_unlock (&fault_lock);
+}
+
+void
+hn_fault_set_vk_alloc (gint64 nth)
+{
+  fault_init ();
+  g_mutex_lock (&fault_lock);
+  fault_vk_alloc = nth;
+  g_mutex_unlock (&fault_lock);
+}
+
+gssize
+hn_fault_write (int fd, const void *buf, gsize len)
+{
+  fault_init ();
+  g_mutex_lock (&fault_lock);
+  if (fault_write_budget >= 0)
+    {
+      if (fault_write_budget == 0)
+        {
+          g_mutex_unlock (&fault_lock);
+          errno = ENOSPC;
+          return -1;
+        }
+      /* A short write first, as a filling disk gives. */
+      len = MIN (len, (gsize) fault_write_budget);
+      fault_write_budget -= (gint64) len;
+    }
+  g_mutex_unlock (&fault_lock);
+  return write (fd, buf, len);
+}
+
+gboolean
+hn_fault_vk_alloc_fails (void)
+{
+  fault_init ();
+  g_mutex_lock (&fault_lock);
+  gboolean fail = fault_vk_alloc > 0 && --fault_vk_alloc == 0;
+  g_mutex_unlock (&fault_lock);
+  return fail;
+}
+
+gboolean
+hn_write_file_atomic (const char *path, const void *data, gsize len, GError **error)
+{
+  g_autofree char *tmp = g_strdup_printf ("%s.tmp-XXXXXX", path);
+  int fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", tmp, g_strerror (e));
+      return FALSE;
+    }
+  const char *p = data;
+  gsize left = len;
+  while (left > 0)
+    {
+      ssize_t n = hn_fault_write (fd, p, left);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int e = errno;
+          close (fd);
+          g_unlink (tmp);
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
+          return FALSE;
+        }
+      p += n;
+      left -= (gsize) n;
+    }
+  if (fsync (fd) != 0 || close (fd) != 0)
+    {
+      int e = errno;
+      g_unlink (tmp);
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
+      return FALSE;
+    }
+  if (g_rename (tmp, path) != 0)
+    {
+      int e = errno;
+      g_unlink (tmp);
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s into place: %s", path, g_strerror (e));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+char *
+hn_user_cache_dir (const char *sub)
+{
+  char *dir = g_build_filename (g_get_user_cache_dir (), "hierarchos-native", sub, NULL);
+  g_mkdir_with_parents (dir, 0755);
+  return dir;
+}

@@ -1,0 +1,86 @@
+#include "base/json-util.h"
+#include "base/hn-error.h"
+
+#include <math.h>
+#include <string.h>
+
+gboolean
+hn_json_parser_load (JsonParser *parser, const char *data, gssize len, const char *name, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  if (json_parser_load_from_data (parser, data, len, &local))
+    return TRUE;
+  /* json-glib says "<data>:LINE:COL: Parse error: ..."; put the file name there. */
+  const char *msg = local->message;
+  if (g_str_has_prefix (msg, "<data>:"))
+    msg += strlen ("<data>");
+  else if (msg[0] != ':')
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: invalid JSON: %s", name, msg);
+      return FALSE;
+    }
+  g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s%s", name, msg);
+  return FALSE;
+}
+
+gboolean
+hn_json_node_get_int (JsonNode *n, gint64 *out)
+{
+  if (!n || !JSON_NODE_HOLDS_VALUE (n))
+    return FALSE;
+  GType t = json_node_get_value_type (n);
+  if (t == G_TYPE_INT64)
+    {
+      *out = json_node_get_int (n);
+      return TRUE;
+    }
+  if (t == G_TYPE_DOUBLE)
+    {
+      double d = json_node_get_double (n);
+      if (isfinite (d) && d == floor (d) && fabs (d) < 9.0e15)
+        {
+          *out = (gint64) d;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+gboolean
+hn_json_node_get_double (JsonNode *n, double *out)
+{
+  if (!n || !JSON_NODE_HOLDS_VALUE (n))
+    return FALSE;
+  GType t = json_node_get_value_type (n);
+  if (t == G_TYPE_INT64)
+    *out = (double) json_node_get_int (n);
+  else if (t == G_TYPE_DOUBLE)
+    *out = json_node_get_double (n);
+  else
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+hn_json_node_get_bool (JsonNode *n, gboolean *out)
+{
+  if (!n || !JSON_NODE_HOLDS_VALUE (n))
+    return FALSE;
+  GType t = json_node_get_value_type (n);
+  if (t == G_TYPE_BOOLEAN)
+    *out = json_node_get_boolean (n);
+  else if (t == G_TYPE_INT64 && (json_node_get_int (n) == 0 || json_node_get_int (n) == 1))
+    *out = json_node_get_int (n) == 1; /* a few old configs write 0/1 */
+  else
+    return FALSE;
+  return TRUE;
+}
+
+const char *
+hn_json_object_get_string (JsonObject *o, const char *name)
+{
+  JsonNode *n = o ? json_object_get_member (o, name) : NULL;
+  if (!n || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}

@@ -1,0 +1,513 @@
+/* Chat with a Hierarchos model: the prompt template, sampling (the engine's
+ * transformers-exact logits processors), streaming through the job's token
+ * events, carried state with state files, and the /reset /status /save /quit
+ * commands. */
+#include "hierarchos/hierarchos-private.h"
+#include "generate/logits-process.h"
+#include "base/hn-error.h"
+#include "jobs/hub-job.h"
+#include "tokenizer/tokenizer.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TEMPLATE_PREFIX "User: "
+#define TEMPLATE_SUFFIX "\n\nAssistant: "
+
+void
+hn_hier_sampling_defaults (HnHierSampling *s)
+{
+  s->temperature = 0.7;
+  s->top_k = 40;
+  s->top_p = 0.9;
+  s->repetition_penalty = 1.2;
+}
+
+guint32
+hn_hier_sample (const HnHierSampling *s, float *logits, int V, const GArray *history, HnRng *rng)
+{
+  if (s->repetition_penalty != 1.0 && history && history->len)
+    {
+      g_autofree int32_t *ids = g_new (int32_t, history->len);
+      for (guint i = 0; i < history->len; i++)
+        ids[i] = (int32_t) g_array_index (history, guint32, i);
+      hn_logits_repetition_penalty (logits, V, ids, (int) history->len, s->repetition_penalty);
+    }
+  if (s->temperature <= 0)
+    return (guint32) hn_argmax (logits, V);
+  hn_logits_temperature (logits, V, s->temperature);
+  if (s->top_k > 0)
+    hn_logits_top_k (logits, V, s->top_k, 1);
+  if (s->top_p < 1.0)
+    hn_logits_top_p (logits, V, s->top_p, 1);
+  int id = hn_sample_categorical (rng, logits, V);
+  return id < 0 ? (guint32) hn_argmax (logits, V) : (guint32) id;
+}
+
+/* ---- the runtime a job runs on ---- */
+
+gboolean
+hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  memset (x, 0, sizeof *x);
+  x->m = m;
+  const char *rt = hn_job_spec_lookup (spec, "runtime") ? hn_job_spec_get_string (spec, "runtime") : NULL;
+  if (rt && g_str_equal (rt, "cpu"))
+    {
+      if (hn_job_spec_is_set (spec, "device-index"))
+        hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
+      x->cpu = hn_hier_runner_new (m);
+      x->description = g_strdup ("CPU");
+      hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: CPU (pure C, --runtime cpu)");
+      return TRUE;
+    }
+  int device = (int) hn_job_spec_get_int (spec, "device-index");
+  g_autoptr (GError) local = NULL;
+  g_autoptr (HnVkContext) ctx = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
+  if (ctx)
+    x->vk = hn_hier_vk_runner_new (m, ctx, &local);
+  if (!x->vk)
+    {
+      g_set_error (error, HN_ERROR, local->code == HN_ERROR_UNSUPPORTED ? HN_ERROR_UNSUPPORTED : local->code,
+                   "Hierarchos Vulkan runtime: %s (--runtime cpu runs the CPU runtime)", local->message);
+      hn_hier_exec_clear (x);
+      return FALSE;
+    }
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
+  x->description = g_strdup_printf ("Vulkan (%s)", info->name);
+  hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: Vulkan on %s (device %d)", info->name, info->index);
+  return TRUE;
+}
+
+void
+hn_hier_exec_clear (HnHierExec *x)
+{
+  g_clear_pointer (&x->cpu, hn_hier_runner_free);
+  g_clear_pointer (&x->vk, hn_hier_vk_runner_free);
+  g_clear_pointer (&x->description, g_free);
+}
+
+gboolean
+hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens, gsize n, float *last, GError **error)
+{
+  if (x->vk)
+    return hn_hier_vk_runner_steps (x->vk, s, tokens, n, NULL, last, error);
+  for (gsize i = 0; i < n; i++)
+    if (!hn_hier_runner_step (x->cpu, s, tokens[i], i + 1 == n ? last : NULL, error))
+      return FALSE;
+  return TRUE;
+}
+
+typedef struct {
+  HnJob *job;
+  HnHierModel *m;
+  HnTokenizer *tok;
+  HnHierExec *exec;
+  HnHierState *state;
+  HnHierSampling sampling;
+  float *logits;
+  gboolean have_logits; /* logits of the state's last token are current */
+  gboolean carry, raw;
+  gint64 max_new;
+  guint64 seed;
+  const char *state_file;
+  const char *const *stops;
+} Chat;
+
+static gboolean
+feed (Chat *c, const GArray *ids, GError **error)
+{
+  if (!hn_job_check_cancelled (c->job, error))
+    return FALSE;
+  for (guint i = 0; i < ids->len; i++)
+    {
+      gint32 id = g_array_index (ids, int32_t, i);
+      if (id < 0 || id >= c->m->V)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token %d is outside the model's vocabulary (%d)", id, c->m->V);
+          return FALSE;
+        }
+    }
+  if (ids->len && !hn_hier_exec_feed (c->exec, c->state, (const guint32 *) ids->data, ids->len, c->logits, error))
+    return FALSE;
+  c->have_logits = ids->len > 0 || c->have_logits;
+  return TRUE;
+}
+
+/* One reply; returns the number of generated tokens or -1. */
+static gint64
+reply (Chat *c, const char *input, GError **error)
+{
+  if (!c->carry)
+    {
+      hn_hier_state_reset (c->m, c->state);
+      c->have_logits = FALSE;
+    }
+  g_autofree char *text = c->raw ? g_strdup (input) : g_strconcat (TEMPLATE_PREFIX, input, TEMPLATE_SUFFIX, NULL);
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  /* Special tokens (BOS) only at the very start of a conversation. */
+  if (!hn_tokenizer_encode (c->tok, text, -1, c->state->position == 0, ids, error))
+    return -1;
+  if (ids->len == 0 && !c->have_logits)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the prompt is empty");
+      return -1;
+    }
+  /* The sampler stream is a function of the seed and the position where the
+   * reply starts, so a restored state continues exactly as the original. */
+  HnRng rng;
+  hn_rng_seed (&rng, c->seed ^ (0x9e3779b97f4a7c15ULL * (guint64) (c->state->position + ids->len + 1)));
+  if (!feed (c, ids, error))
+    return -1;
+  g_autoptr (HnTokenDecoder) dec = hn_token_decoder_new (c->tok, TRUE);
+  g_autoptr (GString) out = g_string_new (NULL);
+  g_autofree float *work = g_new (float, c->m->V);
+  gint64 n = 0;
+  for (; n < c->max_new; n++)
+    {
+      if (!hn_job_check_cancelled (c->job, error))
+        return -1;
+      memcpy (work, c->logits, (gsize) c->m->V * sizeof (float));
+      guint32 id = hn_hier_sample (&c->sampling, work, c->m->V, c->state->history, &rng);
+      if (hn_tokenizer_is_eos (c->tok, (int32_t) id))
+        break;
+      g_autofree char *piece = hn_token_decoder_push (dec, (int32_t) id, error);
+      if (!piece)
+        return -1;
+      hn_job_emit_token (c->job, 0, (gint32) id, piece);
+      g_string_append (out, piece);
+      if (!hn_hier_exec_feed (c->exec, c->state, &id, 1, c->logits, error))
+        return -1;
+      gboolean stop = FALSE;
+      for (int s = 0; c->stops && c->stops[s]; s++)
+        if (*c->stops[s] && g_str_has_suffix (out->str, c->stops[s]))
+          stop = TRUE;
+      if (stop)
+        {
+          n++;
+          break;
+        }
+    }
+  g_autofree char *rest = hn_token_decoder_flush (dec);
+  if (rest && *rest)
+    hn_job_emit_token (c->job, 0, -1, rest);
+  return n;
+}
+
+static gboolean
+save_state (Chat *c, const char *path, GError **error)
+{
+  if (!hn_hier_state_save (c->m, c->state, path, error))
+    return FALSE;
+  hn_job_log (c->job, HN_LOG_INFO, "state saved to %s (position %" G_GINT64_FORMAT ")", path, c->state->position);
+  return TRUE;
+}
+
+static gboolean chat_loop (HnJob *job, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GError **error);
+
+gboolean
+hn_hier_chat_job_run (HnJob *job, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  g_autofree char *dir = hn_hub_job_model_dir (job, error);
+  if (!dir)
+    return FALSE;
+  if (!hn_hier_is_model_dir (dir))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s is not a Hierarchos model folder (config.json with "
+                   "model_type \"hierarchos\")", dir);
+      return FALSE;
+    }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "cache-implementation"), "paged") == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--cache-implementation paged: Hierarchos is recurrent and has no attention cache to page");
+      return FALSE;
+    }
+  if (hn_job_spec_lookup (spec, "lora-adapter-path") && hn_job_spec_is_set (spec, "lora-adapter-path"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA adapters do not apply to Hierarchos models");
+      return FALSE;
+    }
+  /* what only the Transformer chat implements fails closed here */
+  const char *const unsupported[] = { "system-prompt", "chat-template", "generation-config", "bad-words-ids",
+                                      "suppress-tokens", "eos-token-id", "no-repeat-ngram-size", "num-beams",
+                                      "min-new-tokens", "typical-p", "epsilon-cutoff", "eta-cutoff", NULL };
+  for (int i = 0; unsupported[i]; i++)
+    if (hn_job_spec_lookup (spec, unsupported[i]) && hn_job_spec_is_set (spec, unsupported[i]))
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: --%s is not supported for Hierarchos models (it uses "
+                     "its own \"User: ...\\n\\nAssistant: \" template and sampler)", dir, unsupported[i]);
+        return FALSE;
+      }
+  g_autoptr (HnHierModel) m = hn_hier_model_load (dir, error);
+  if (!m)
+    return FALSE;
+  g_autofree char *tp = hn_hub_job_tokenizer_path (job, error);
+  if (!tp && error && *error)
+    return FALSE;
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tp ? tp : dir, error);
+  if (!tok)
+    return FALSE;
+  if (hn_tokenizer_get_vocab_size (tok) > m->V)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the tokenizer has %d tokens, the model %d",
+                   hn_tokenizer_get_vocab_size (tok), m->V);
+      return FALSE;
+    }
+  HnHierExec exec;
+  if (!hn_hier_exec_init (&exec, job, m, error))
+    return FALSE;
+  gboolean ok = chat_loop (job, m, tok, &exec, error);
+  hn_hier_exec_clear (&exec);
+  return ok;
+}
+
+static gboolean
+chat_loop (HnJob *job, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  g_autoptr (HnHierState) state = hn_hier_state_new (m);
+  g_autofree float *logits = g_new0 (float, m->V);
+  Chat c = { job, m, tok, exec, state };
+  hn_hier_sampling_defaults (&c.sampling);
+  c.logits = logits;
+  c.carry = hn_job_spec_get_bool (spec, "carry-chat-state");
+  c.raw = hn_job_spec_get_bool (spec, "raw-prompt");
+  c.max_new = hn_job_spec_get_int (spec, "max-new-tokens");
+  c.seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  c.state_file = hn_job_spec_get_string (spec, "chat-state-file");
+  c.stops = hn_job_spec_get_strv (spec, "stop");
+  c.sampling.temperature = hn_job_spec_get_bool (spec, "do-sample") ? hn_job_spec_get_double (spec, "temperature") : 0.0;
+  c.sampling.top_k = (int) hn_job_spec_get_int (spec, "top-k");
+  c.sampling.top_p = hn_job_spec_get_double (spec, "top-p");
+  c.sampling.repetition_penalty = hn_job_spec_get_double (spec, "repetition-penalty");
+  const char *resume = hn_job_spec_get_string (spec, "resume-chat-from-state-file");
+  if (resume)
+    {
+      if (!hn_hier_state_load (m, state, resume, error))
+        return FALSE;
+      if (!c.carry)
+        hn_job_log (job, HN_LOG_INFO, "--resume-chat-from-state-file implies --carry-chat-state");
+      c.carry = TRUE;
+      /* The logits after the last restored token are recomputed lazily: the
+       * next prompt's tokens produce fresh ones. */
+      hn_job_log (job, HN_LOG_INFO, "resumed chat state at position %" G_GINT64_FORMAT, state->position);
+    }
+
+  for (;;)
+    {
+      g_autoptr (GError) in_err = NULL;
+      g_autofree char *input = hn_job_pop_input (job, &in_err);
+      if (!input)
+        {
+          if (in_err)
+            {
+              g_propagate_error (error, g_steal_pointer (&in_err));
+              return FALSE;
+            }
+          break;
+        }
+      g_strchomp (input);
+      if (strcmp (input, "/quit") == 0 || strcmp (input, "/exit") == 0)
+        break;
+      if (strcmp (input, "/reset") == 0)
+        {
+          hn_hier_state_reset (m, state);
+          c.have_logits = FALSE;
+          hn_job_log (job, HN_LOG_INFO, "state reset");
+          hn_job_emit_turn_end (job, 0);
+          continue;
+        }
+      if (strcmp (input, "/status") == 0)
+        {
+          hn_job_log (job, HN_LOG_INFO, "Hierarchos %s, contract %.12s, vocab %d, context %d; position %" G_GINT64_FORMAT
+                      ", ROSA %u tokens; carry-chat-state %s; state file %s; runtime %s", m->cfg.architecture_revision,
+                      m->contract_sha256, m->V, m->C, state->position, state->rosa.tokens->len, c.carry ? "on" : "off",
+                      c.state_file ? c.state_file : "(none)", exec->description);
+          hn_job_emit_turn_end (job, 0);
+          continue;
+        }
+      if (strcmp (input, "/save") == 0 || g_str_has_prefix (input, "/save "))
+        {
+          const char *path = input[5] ? g_strstrip (input + 6) : c.state_file;
+          if (!path || !*path)
+            hn_job_log (job, HN_LOG_WARNING, "/save needs a path (or --chat-state-file)");
+          else if (!save_state (&c, path, error))
+            return FALSE;
+          hn_job_emit_turn_end (job, 0);
+          continue;
+        }
+      if (input[0] == '/' && input[1] && !g_ascii_isspace (input[1]) && !strchr (input, ' '))
+        {
+          hn_job_log (job, HN_LOG_WARNING, "unknown command %s (commands: /reset /status /save [FILE] /quit)", input);
+          hn_job_emit_turn_end (job, 0);
+          continue;
+        }
+      gint64 n = reply (&c, input, error);
+      if (n < 0)
+        return FALSE;
+      hn_job_emit_turn_end (job, (guint) n);
+      if (c.state_file && !save_state (&c, c.state_file, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* ---- generate ---- */
+
+static gboolean
+generate_prompts (HnJob *job, HnTokenizer *tok, GPtrArray *prompts, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *ids_text = hn_job_spec_get_string (spec, "input-ids");
+  if (ids_text)
+    {
+      GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_ptr_array_add (prompts, ids);
+      g_auto (GStrv) parts = g_strsplit (ids_text, ",", -1);
+      for (char **p = parts; *p; p++)
+        {
+          gint64 v;
+          if (!g_ascii_string_to_signed (g_strstrip (*p), 10, 0, G_MAXINT32, &v, NULL))
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--input-ids: '%s' is not a token id", *p);
+              return FALSE;
+            }
+          gint32 id = (gint32) v;
+          g_array_append_val (ids, id);
+        }
+    }
+  g_autoptr (GPtrArray) texts = g_ptr_array_new_with_free_func (g_free);
+  for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); p && *p; p++)
+    g_ptr_array_add (texts, g_strdup (*p));
+  const char *pf = hn_job_spec_get_string (spec, "prompt-file");
+  if (pf)
+    {
+      g_autofree char *content = NULL;
+      if (!g_file_get_contents (pf, &content, NULL, error))
+        return FALSE;
+      g_auto (GStrv) lines = g_strsplit (content, "\n", -1);
+      for (char **l = lines; *l; l++)
+        if (**l)
+          g_ptr_array_add (texts, g_strdup (*l));
+    }
+  for (guint i = 0; i < texts->len; i++)
+    {
+      GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_ptr_array_add (prompts, ids);
+      if (!hn_tokenizer_encode (tok, g_ptr_array_index (texts, i), -1, TRUE, ids, error))
+        return FALSE;
+    }
+  if (prompts->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "give --prompt, --prompt-file or --input-ids");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+generate_one (HnJob *job, HnHierExec *exec, HnTokenizer *tok, const HnHierSampling *smp, guint seq,
+              const GArray *prompt, gint64 max_new, guint64 seed, GError **error)
+{
+  HnHierModel *m = exec->m;
+  g_autoptr (HnHierState) state = hn_hier_state_new (m);
+  g_autofree float *logits = g_new (float, m->V);
+  if (prompt->len == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "prompt %u is empty", seq);
+      return FALSE;
+    }
+  for (guint i = 0; i < prompt->len; i++)
+    if (g_array_index (prompt, int32_t, i) >= m->V)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token %d is outside the model's vocabulary (%d)",
+                     g_array_index (prompt, int32_t, i), m->V);
+        return FALSE;
+      }
+  HnRng rng;
+  hn_rng_seed (&rng, seed ^ (0x9e3779b97f4a7c15ULL * (guint64) (seq + 1)));
+  gint64 t0 = g_get_monotonic_time ();
+  if (!hn_hier_exec_feed (exec, state, (const guint32 *) prompt->data, prompt->len, logits, error))
+    return FALSE;
+  gint64 t1 = g_get_monotonic_time ();
+  g_autoptr (HnTokenDecoder) dec = hn_token_decoder_new (tok, TRUE);
+  const char *stop = "max-new-tokens";
+  gint64 n = 0;
+  for (; n < max_new; n++)
+    {
+      if (!hn_job_check_cancelled (job, error))
+        return FALSE;
+      guint32 id = hn_hier_sample (smp, logits, m->V, state->history, &rng);
+      if (hn_tokenizer_is_eos (tok, (int32_t) id))
+        {
+          stop = "eos";
+          break;
+        }
+      g_autofree char *piece = hn_token_decoder_push (dec, (int32_t) id, error);
+      if (!piece)
+        return FALSE;
+      hn_job_emit_token (job, seq, (gint32) id, piece);
+      hn_job_emit_progress (job, HN_PROGRESS_TOKENS, n + 1, max_new, n + 1);
+      if (n + 1 < max_new && !hn_hier_exec_feed (exec, state, &id, 1, logits, error))
+        return FALSE;
+    }
+  g_autofree char *rest = hn_token_decoder_flush (dec);
+  if (rest && *rest)
+    hn_job_emit_token (job, seq, -1, rest);
+  hn_job_emit_token (job, seq, -1, "\n");
+  double secs = (double) (g_get_monotonic_time () - t1) / 1e6;
+  hn_job_log (job, HN_LOG_INFO, "prompt %u: %u prompt tokens (%.3f s), %" G_GINT64_FORMAT " generated in %.2f s "
+              "(%.1f tokens/s, %s runtime), stop: %s", seq, prompt->len, (double) (t1 - t0) / 1e6, n, secs,
+              (double) n / MAX (secs, 1e-9), exec->description, stop);
+  return TRUE;
+}
+
+gboolean
+hn_hier_generate_job_run (HnJob *job, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *dir = hn_job_spec_get_string (spec, "model-path");
+  /* What only Transformer generation implements fails closed here. */
+  const char *const unsupported[] = { "lora-adapter-path", "output-json", "continuous-batching", "generation-config",
+                                      "bad-words-ids", "suppress-tokens", "no-repeat-ngram-size", NULL };
+  for (int i = 0; unsupported[i]; i++)
+    if (hn_job_spec_lookup (spec, unsupported[i]) && hn_job_spec_is_set (spec, unsupported[i]))
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--%s is not supported for Hierarchos models", unsupported[i]);
+        return FALSE;
+      }
+  if (hn_job_spec_get_int (spec, "num-beams") > 1 || hn_job_spec_get_int (spec, "num-return-sequences") > 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "beam search and several return sequences are not "
+                   "supported for Hierarchos models");
+      return FALSE;
+    }
+  g_autoptr (HnHierModel) m = hn_hier_model_load (dir, error);
+  if (!m)
+    return FALSE;
+  const char *tp = hn_job_spec_get_string (spec, "tokenizer-path");
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tp ? tp : dir, error);
+  if (!tok)
+    return FALSE;
+  g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  if (!generate_prompts (job, tok, prompts, error))
+    return FALSE;
+  HnHierSampling smp;
+  hn_hier_sampling_defaults (&smp);
+  smp.temperature = hn_job_spec_get_bool (spec, "do-sample") ? hn_job_spec_get_double (spec, "temperature") : 0.0;
+  smp.top_k = (int) hn_job_spec_get_int (spec, "top-k");
+  smp.top_p = hn_job_spec_get_double (spec, "top-p");
+  smp.repetition_penalty = hn_job_spec_get_double (spec, "repetition-penalty");
+  HnHierExec exec;
+  if (!hn_hier_exec_init (&exec, job, m, error))
+    return FALSE;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < prompts->len; i++)
+    ok = generate_one (job, &exec, tok, &smp, i, g_ptr_array_index (prompts, i), hn_job_spec_get_int (spec, "max-new-tokens"),
+                       (guint64) hn_job_spec_get_int (spec, "seed"), error);
+  hn_hier_exec_clear (&exec);
+  return ok;
+}

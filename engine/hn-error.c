@@ -1,3 +1,0 @@
-#include "hn-error.h"
-
-G_DEFINE_QUARK (hn-error-quark, hn_error)

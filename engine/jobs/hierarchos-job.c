@@ -1,0 +1,441 @@
+/* Hierarchos job kinds: "hierarchos-train" (fresh from a tokenizer, or
+ * continuing a model folder) and "hierarchos-finetune", plus fresh model
+ * folders and training-text loading. */
+#include "hierarchos/hierarchos-vk-private.h"
+#include "base/hn-error.h"
+#include "base/hn-util.h"
+#include "data/dataset.h"
+#include "jobs/hub-job.h"
+#include "tokenizer/tokenizer.h"
+#include "train/optim.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+gboolean
+hn_hier_is_model_dir (const char *dir)
+{
+  if (!dir)
+    return FALSE;
+  g_autofree char *cp = g_build_filename (dir, HN_HIER_CONFIG_FILE, NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  if (!json_parser_load_from_file (p, cp, NULL))
+    return FALSE;
+  JsonNode *r = json_parser_get_root (p);
+  if (!r || !JSON_NODE_HOLDS_OBJECT (r))
+    return FALSE;
+  JsonNode *mt = json_object_get_member (json_node_get_object (r), "model_type");
+  return mt && json_node_get_value_type (mt) == G_TYPE_STRING && strcmp (json_node_get_string (mt), "hierarchos") == 0;
+}
+
+HnHierModel *
+hn_hier_init_model_dir (const char *tokenizer_path, const char *out_dir, gint64 context_dim,
+                        const char *const *overrides, guint64 seed, GError **error)
+{
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer_path, error);
+  if (!tok)
+    return NULL;
+  gint64 vocab = hn_tokenizer_get_vocab_size (tok);
+  HnHierConfig cfg;
+  hn_hier_config_init_defaults (&cfg, vocab, context_dim);
+  /* Overrides, then the width-dependent defaults (head sizes, adapter rank,
+   * commitment threshold) follow the widths, then the overrides again so an
+   * explicit setting of a derived field wins. */
+  for (int pass = 0; pass < 2; pass++)
+    {
+      for (int i = 0; overrides && overrides[i]; i++)
+        {
+          g_auto (GStrv) kv = g_strsplit (overrides[i], "=", 2);
+          if (!kv[0] || !kv[1])
+            {
+              hn_hier_config_clear (&cfg);
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "architecture setting '%s' is not NAME=VALUE",
+                           overrides[i]);
+              return NULL;
+            }
+          if (!hn_hier_config_set (&cfg, kv[0], kv[1], error))
+            {
+              hn_hier_config_clear (&cfg);
+              return NULL;
+            }
+        }
+      if (pass == 0)
+        hn_hier_config_derive (&cfg);
+    }
+  if (cfg.vocab_size != vocab)
+    {
+      hn_hier_config_clear (&cfg);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "vocab_size must be the tokenizer's (%" G_GINT64_FORMAT ")", vocab);
+      return NULL;
+    }
+  HnHierModel *m = hn_hier_model_new (&cfg, error);
+  hn_hier_config_clear (&cfg);
+  if (!m)
+    return NULL;
+  hn_hier_model_init_weights (m, seed);
+  g_autofree char *tok_dir = g_file_test (tokenizer_path, G_FILE_TEST_IS_DIR) ? g_strdup (tokenizer_path)
+                                                                            : g_path_get_dirname (tokenizer_path);
+  if (out_dir && (!hn_hier_model_save (m, out_dir, error) || !hn_hier_copy_tokenizer_files (tok_dir, out_dir, error)))
+    {
+      hn_hier_model_free (m);
+      return NULL;
+    }
+  return m;
+}
+
+GArray *
+hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_path, GError **error)
+{
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer_path, error);
+  if (!tok)
+    return NULL;
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (int i = 0; files && files[i]; i++)
+    {
+      const char *f = files[i];
+      g_autofree char *text = NULL;
+      gsize len = 0;
+      g_autoptr (GError) local = NULL;
+      if (!g_file_get_contents (f, &text, &len, &local))
+        {
+          g_set_error (error, HN_ERROR, g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
+                       "%s: %s", f, local->message);
+          return NULL;
+        }
+      if (!g_utf8_validate (text, (gssize) len, NULL))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not UTF-8 text", f);
+          return NULL;
+        }
+      if (!hn_tokenizer_encode (tok, text, (gssize) len, TRUE, ids, error))
+        return NULL;
+    }
+  GArray *out = g_array_sized_new (FALSE, FALSE, sizeof (guint32), ids->len);
+  for (guint i = 0; i < ids->len; i++)
+    {
+      guint32 v = (guint32) g_array_index (ids, int32_t, i);
+      g_array_append_val (out, v);
+    }
+  return out;
+}
+
+static gboolean
+is_structured (const char *const *files)
+{
+  for (int i = 0; files && files[i]; i++)
+    if (!g_str_has_suffix (files[i], ".txt"))
+      return TRUE;
+  return FALSE;
+}
+
+/* JSONL / JSON / Parquet (and anything not .txt) through the dataset layer:
+ * one padded row of row_len + 1 tokens per example, with its labels (-100 =
+ * no loss, e.g. masked prompts) and loss weights. */
+static gboolean
+load_dataset_rows (const char *const *files, const char *tokenizer_path, int row_len, GCancellable *cancel,
+                   GArray *tokens, GArray *labels, GArray *weights, GError **error)
+{
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer_path, error);
+  if (!tok)
+    return FALSE;
+  int32_t pad = hn_tokenizer_get_pad_id (tok);
+  if (pad < 0)
+    pad = MAX (hn_tokenizer_get_eos_id (tok), 0);
+  for (int f = 0; files[f]; f++)
+    {
+      HnDatasetOptions opts;
+      hn_dataset_options_init (&opts);
+      opts.seq_len = (guint) row_len;
+      opts.cancellable = cancel;
+      g_autoptr (HnDataset) ds = hn_dataset_load (files[f], tok, &opts, error);
+      if (!ds)
+        return FALSE;
+      for (gsize e = 0; e < hn_dataset_get_n_examples (ds); e++)
+        {
+          HnExample ex;
+          hn_dataset_get_example (ds, e, &ex);
+          for (int j = 0; j <= row_len; j++)
+            {
+              gboolean in = (guint) j < ex.n_tokens;
+              guint32 t = (guint32) (in ? ex.ids[j] : pad);
+              gint32 l = in ? ex.labels[j] : -100;
+              float w = in && l != -100 ? (ex.weights ? ex.weights[j] : 1.0f) : 0.0f;
+              g_array_append_val (tokens, t);
+              g_array_append_val (labels, l);
+              g_array_append_val (weights, w);
+            }
+        }
+    }
+  return TRUE;
+}
+
+/* ---- the train / finetune kinds ---- */
+
+typedef struct {
+  HnJob *job;
+  gint64 total;
+} MetricCtx;
+
+static void
+emit_metric (const char *line, gpointer data)
+{
+  MetricCtx *mc = data;
+  g_autoptr (JsonParser) p = json_parser_new ();
+  if (!json_parser_load_from_data (p, line, -1, NULL))
+    return;
+  JsonObject *o = json_node_get_object (json_parser_get_root (p));
+  HnJobMetric m;
+  hn_job_metric_init (&m);
+  m.step = json_object_get_int_member (o, "step");
+  m.epoch = json_object_get_double_member (o, "epoch");
+  m.loss = json_object_get_double_member (o, "loss");
+  m.lr = json_object_get_double_member (o, "lr");
+  m.grad_norm = json_object_get_double_member (o, "grad_norm");
+  m.tokens_per_s = json_object_get_double_member (o, "tokens_per_s");
+  m.elapsed_s = json_object_get_double_member (o, "elapsed_s");
+  hn_job_emit_metric (mc->job, &m);
+  hn_job_emit_progress (mc->job, HN_PROGRESS_STEPS, m.step, mc->total, -1);
+}
+
+HnHierModel *
+hn_hier_fresh_model_for_spec (HnJobSpec *spec, const char *tok_path, GError **error)
+{
+  g_autoptr (GPtrArray) ov = g_ptr_array_new_with_free_func (g_free);
+  const char *geo[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
+  for (gsize i = 0; i < G_N_ELEMENTS (geo); i++)
+    if (hn_job_spec_lookup (spec, geo[i]) && hn_job_spec_is_set (spec, geo[i]) && hn_job_spec_get_int (spec, geo[i]) > 0)
+      {
+        g_autofree char *k = g_strdelimit (g_strdup (geo[i]), "-", '_');
+        g_ptr_array_add (ov, g_strdup_printf ("%s=%" G_GINT64_FORMAT, k, hn_job_spec_get_int (spec, geo[i])));
+      }
+  gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
+  g_ptr_array_add (ov, g_strdup_printf ("training_chunk_size=%" G_GINT64_FORMAT, chunk));
+  g_ptr_array_add (ov, g_strdup_printf ("reference_chunk_len=%" G_GINT64_FORMAT, chunk));
+  g_ptr_array_add (ov, NULL);
+  return hn_hier_init_model_dir (tok_path, NULL, hn_job_spec_get_int (spec, "context-dim"),
+                                 (const char *const *) ov->pdata, (guint64) hn_job_spec_get_int (spec, "seed"), error);
+}
+
+static gboolean
+stop_requested (gpointer job)
+{
+  return hn_job_save_and_stop_requested (job);
+}
+
+static gboolean
+run_training (HnJob *job, gboolean finetune, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *kind = hn_job_spec_get_kind (spec);
+  g_autoptr (HnHierModel) m = NULL;
+  g_autofree char *tok_path = hn_hub_job_tokenizer_path (job, error);
+  if (!tok_path && error && *error)
+    return FALSE;
+  g_autofree char *model_dir = NULL;
+  gboolean fresh = !finetune && !hn_job_spec_is_set (spec, "model-path") &&
+                   !(hn_job_spec_lookup (spec, "hf-model") && hn_job_spec_is_set (spec, "hf-model"));
+  const char *out_dir = hn_job_spec_get_string (spec, "out-dir");
+  const char *resume = hn_job_spec_get_string (spec, "resume-from-checkpoint");
+  if (!out_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --out-dir is required", kind);
+      return FALSE;
+    }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "optimizer"), "adamw") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: only --optimizer adamw is implemented for Hierarchos", kind);
+      return FALSE;
+    }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "precision"), "f32") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: --precision %s is not implemented for Hierarchos (both trainers compute and store fp32)", kind,
+                   hn_job_spec_get_string (spec, "precision"));
+      return FALSE;
+    }
+  /* The same runtime policy as chat and generate: the Vulkan device unless
+   * --runtime cpu, never a silent fallback; the log says which runs. */
+  g_autoptr (HnVkContext) vk_ctx = NULL;
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0)
+    {
+      hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: CPU (the tape's forward and backward, --runtime cpu)");
+      if (hn_job_spec_is_set (spec, "device-index"))
+        hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
+    }
+  else
+    {
+      int device = (int) hn_job_spec_get_int (spec, "device-index");
+      g_autoptr (GError) local = NULL;
+      vk_ctx = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
+      if (!vk_ctx)
+        {
+          g_set_error (error, HN_ERROR, local->code, "%s: Hierarchos Vulkan trainer: %s (--runtime cpu trains on the CPU)",
+                       kind, local->message);
+          return FALSE;
+        }
+      const HnVkDeviceInfo *info = hn_vk_context_get_device_info (vk_ctx);
+      hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: Vulkan on %s (device %d)", info->name, info->index);
+      if (g_strcmp0 (info->type, "cpu") == 0)
+        hn_job_log (job, HN_LOG_WARNING, "%s is a software Vulkan device: training is exact but much slower there "
+                    "than on the CPU trainer (--runtime cpu)", info->name);
+    }
+
+  if (resume)
+    {
+      m = hn_hier_model_load (resume, error);
+      model_dir = g_strdup (resume);
+    }
+  else if (fresh)
+    {
+      if (!tok_path)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "%s: a fresh model needs --tokenizer-path or --hf-tokenizer (or --model-path to continue)", kind);
+          return FALSE;
+        }
+      m = hn_hier_fresh_model_for_spec (spec, tok_path, error);
+      hn_job_log (job, HN_LOG_INFO, "fresh Hierarchos model: %zu parameters, contract %s", m ? m->n_params : 0,
+                  m ? m->contract_sha256 : "-");
+    }
+  else
+    {
+      model_dir = hn_hub_job_model_dir (job, error);
+      if (!model_dir)
+        return FALSE;
+      m = hn_hier_model_load (model_dir, error);
+    }
+  if (!m)
+    return FALSE;
+  if (!tok_path)
+    tok_path = g_strdup (model_dir);
+
+  g_auto (GStrv) files = hn_hub_job_dataset_files (job, error);
+  if (!files)
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --train or --hf-dataset is required", kind);
+      return FALSE;
+    }
+  int row_len = (int) hn_job_spec_get_int (spec, "seq-len");
+  g_autoptr (GArray) tokens = NULL;
+  g_autoptr (GArray) labels = g_array_new (FALSE, FALSE, sizeof (gint32));
+  g_autoptr (GArray) weights = g_array_new (FALSE, FALSE, sizeof (float));
+  gboolean rows = is_structured ((const char *const *) files);
+  if (rows)
+    {
+      tokens = g_array_new (FALSE, FALSE, sizeof (guint32));
+      if (!load_dataset_rows ((const char *const *) files, tok_path, row_len, hn_job_get_cancellable (job), tokens,
+                              labels, weights, error))
+        return FALSE;
+      hn_job_log (job, HN_LOG_INFO, "%u training rows of %d tokens", tokens->len / (row_len + 1), row_len);
+    }
+  else
+    {
+      tokens = hn_hier_load_training_tokens ((const char *const *) files, tok_path, error);
+      if (!tokens)
+        return FALSE;
+      hn_job_log (job, HN_LOG_INFO, "%u training tokens", tokens->len);
+    }
+
+  HnHierTrainOptions o;
+  hn_hier_train_options_defaults (&o);
+  o.out_dir = out_dir;
+  o.resume_from = resume;
+  o.tokenizer_dir = g_file_test (tok_path, G_FILE_TEST_IS_DIR) ? tok_path : NULL;
+  g_autofree char *tok_dir = o.tokenizer_dir ? NULL : g_path_get_dirname (tok_path);
+  if (!o.tokenizer_dir)
+    o.tokenizer_dir = tok_dir;
+  o.metrics_file = hn_job_spec_get_string (spec, "metrics-file");
+  o.finetune = finetune;
+  o.trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
+  o.tokens = (const guint32 *) tokens->data;
+  o.n_tokens = tokens->len;
+  o.separate_rows = rows;
+  o.token_labels = rows ? (const gint32 *) labels->data : NULL;
+  o.token_weights = rows ? (const float *) weights->data : NULL;
+  o.batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
+  o.accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
+  o.chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");
+  o.max_length = (int) hn_job_spec_get_int (spec, "seq-len");
+  o.epochs = (int) hn_job_spec_get_int (spec, "epochs");
+  o.max_steps = hn_job_spec_get_int (spec, "max-steps");
+  o.save_steps = hn_job_spec_get_int (spec, "save-steps");
+  o.warmup_steps = hn_job_spec_get_int (spec, "warmup-steps");
+  o.lr = hn_job_spec_get_double (spec, "lr");
+  o.min_lr = hn_job_spec_get_double (spec, "min-lr");
+  o.weight_decay = hn_job_spec_get_double (spec, "weight-decay");
+  o.grad_clip = hn_job_spec_get_double (spec, "max-grad-norm");
+  o.beta1 = hn_job_spec_get_double (spec, "beta1");
+  o.beta2 = hn_job_spec_get_double (spec, "beta2");
+  o.eps = hn_job_spec_get_double (spec, "eps");
+  o.seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  o.no_shuffle = hn_job_spec_get_bool (spec, "no-shuffle");
+  HnLrScheduleKind sk = HN_LR_COSINE;
+  if (!hn_lr_schedule_kind_from_string (hn_job_spec_get_string (spec, "lr-scheduler"), &sk, error))
+    return FALSE;
+  o.lr_schedule = sk;
+  o.cancellable = hn_job_get_cancellable (job);
+  o.vk_ctx = vk_ctx;
+  if (vk_ctx)
+    {
+      /* say how the step's rows run (a group per program when the device
+       * cannot hold them all); refuse early when not one row fits */
+      int chunk = o.chunk_size > 0 ? o.chunk_size : (int) m->cfg.training_chunk_size;
+      int want = o.batch_size * o.accumulation_steps;
+      gsize row = 0;
+      int per = hn_hier_vk_train_rows (m, vk_ctx, chunk, want, &row, error);
+      if (!per)
+        return FALSE;
+      guint64 mib = ((guint64) per * (2 * row + m->n_params) + m->n_params) * 4 >> 20;
+      hn_job_log (job, HN_LOG_INFO, "Vulkan trainer: %d of the step's %d rows per program (chunks of %d tokens), "
+                  "%" G_GUINT64_FORMAT " MiB of device buffers", per, want, chunk, mib);
+    }
+  MetricCtx mc = { job, o.max_steps };
+  o.on_metric = emit_metric;
+  o.on_metric_data = &mc;
+  if (o.chunk_size > 0 && o.max_length % o.chunk_size != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: --seq-len (%d) must be a multiple of --training-chunk-size (%d)", kind, o.max_length, o.chunk_size);
+      return FALSE;
+    }
+  if (o.chunk_size != m->cfg.training_chunk_size)
+    hn_job_log (job, HN_LOG_INFO, "training with chunks of %d tokens (the contract records %" G_GINT64_FORMAT ")",
+                o.chunk_size, m->cfg.training_chunk_size);
+  g_autofree char *stopped_at = NULL;
+  o.stop_requested = stop_requested;
+  o.stop_data = job;
+  o.stopped_at = &stopped_at;
+  double final = 0;
+  if (!hn_hier_train (m, &o, &final, error))
+    return FALSE;
+  if (hn_job_save_and_stop_requested (job))
+    {
+      if (stopped_at)
+        {
+          hn_job_set_resume_path (job, stopped_at);
+          hn_job_set_output_path (job, stopped_at);
+          hn_job_log (job, HN_LOG_INFO, "stopped and saved %s; continue with --resume-from-checkpoint %s", stopped_at,
+                      stopped_at);
+        }
+      else
+        hn_job_log (job, HN_LOG_INFO, "stopped before the first step: nothing to save");
+      return TRUE;
+    }
+  hn_job_log (job, HN_LOG_INFO, "final loss %.4f; model saved to %s", final, out_dir);
+  hn_job_set_output_path (job, out_dir);
+  return TRUE;
+}
+
+gboolean
+hn_hier_train_job_run (HnJob *job, GError **error)
+{
+  return run_training (job, FALSE, error);
+}
+
+gboolean
+hn_hier_finetune_job_run (HnJob *job, GError **error)
+{
+  return run_training (job, TRUE, error);
+}

@@ -1,0 +1,122 @@
+#include "jobs/hub-job.h"
+#include "hub/hub.h"
+#include "base/hn-error.h"
+
+#include <math.h>
+
+/* A string option of the job's kind, NULL when the kind lacks it or it is unset. */
+static const char *
+opt (HnJob *job, const char *name)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  if (!hn_job_spec_lookup (spec, name))
+    return NULL;
+  const char *v = hn_job_spec_get_string (spec, name);
+  return v && *v ? v : NULL;
+}
+
+static void
+on_progress (const HnHubProgress *p, gpointer user_data)
+{
+  HnJob *job = user_data;
+  HnJobEvent e = { .type = HN_JOB_EVENT_PROGRESS };
+  e.progress.unit = HN_PROGRESS_BYTES;
+  e.progress.step = (gint64) p->bytes_done;
+  e.progress.total = p->bytes_total ? (gint64) p->bytes_total : -1;
+  e.progress.tokens_per_s = p->rate; /* bytes per second for a download */
+  e.progress.eta_s = p->eta_seconds >= 0 ? p->eta_seconds : NAN;
+  e.progress.device_bytes = -1;
+  hn_job_emit (job, &e);
+  if (p->finished)
+    hn_job_log (job, HN_LOG_INFO, "%s: %s (%u of %u, %" G_GUINT64_FORMAT " bytes)", p->repo_id ? p->repo_id : "",
+                p->file, p->file_index + 1, p->n_files, p->bytes_total);
+}
+
+static HnHub *
+job_hub (HnJob *job)
+{
+  HnHub *hub = hn_hub_new ();
+  hn_hub_set_cache_dir (hub, opt (job, "hf-cache-dir"));
+  if (opt (job, "hf-token"))
+    hn_hub_set_token (hub, opt (job, "hf-token"));
+  hn_hub_set_progress (hub, on_progress, job);
+  return hub;
+}
+
+gboolean
+hn_hub_pull_job_run (HnJob *job, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  const char *repo = opt (job, "repo");
+  if (!repo)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo ID is required");
+      return FALSE;
+    }
+  HnHubRepoType type = HN_HUB_REPO_MODEL;
+  const char *ts = opt (job, "repo-type");
+  if (ts && !hn_hub_repo_type_from_string (ts, &type))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo-type must be model or dataset, not '%s'", ts);
+      return FALSE;
+    }
+  const char *const *include = hn_job_spec_get_strv (spec, "include");
+  g_autoptr (HnHub) hub = job_hub (job);
+  hn_job_log (job, HN_LOG_INFO, "pulling %s %s (revision %s) into %s", type == HN_HUB_REPO_DATASET ? "dataset" : "model",
+              repo, opt (job, "revision") ? opt (job, "revision") : "main", hn_hub_get_cache_dir (hub));
+  g_autofree char *dir = hn_hub_snapshot_download (hub, type, repo, opt (job, "revision"),
+                                                   include && include[0] ? include : NULL,
+                                                   hn_job_get_cancellable (job), error);
+  if (!dir)
+    return FALSE;
+  hn_job_set_output_path (job, dir);
+  return TRUE;
+}
+
+char *
+hn_hub_job_model_dir (HnJob *job, GError **error)
+{
+  const char *path = opt (job, "model-path");
+  if (path)
+    return g_strdup (path);
+  const char *id = opt (job, "hf-model");
+  if (!id)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "give --model-path DIR or --hf-model ID");
+      return NULL;
+    }
+  g_autoptr (HnHub) hub = job_hub (job);
+  return hn_hub_resolve_model (hub, id, opt (job, "hf-model-revision"), NULL, hn_job_get_cancellable (job), error);
+}
+
+char *
+hn_hub_job_tokenizer_path (HnJob *job, GError **error)
+{
+  const char *path = opt (job, "tokenizer-path");
+  if (path)
+    return g_strdup (path);
+  const char *id = opt (job, "hf-tokenizer");
+  if (!id)
+    return NULL;
+  g_autoptr (HnHub) hub = job_hub (job);
+  return hn_hub_resolve_tokenizer (hub, id, opt (job, "hf-tokenizer-revision"), NULL, hn_job_get_cancellable (job), error);
+}
+
+char **
+hn_hub_job_dataset_files (HnJob *job, GError **error)
+{
+  const char *train = opt (job, "train");
+  if (train)
+    {
+      char **v = g_new0 (char *, 2);
+      v[0] = g_strdup (train);
+      return v;
+    }
+  const char *id = opt (job, "hf-dataset");
+  if (!id)
+    return NULL;
+  g_autoptr (HnHub) hub = job_hub (job);
+  return hn_hub_resolve_dataset (hub, id, opt (job, "hf-dataset-config"), opt (job, "hf-dataset-split"),
+                                 opt (job, "hf-dataset-file"), opt (job, "hf-dataset-revision"), NULL,
+                                 hn_job_get_cancellable (job), error);
+}

@@ -1,0 +1,586 @@
+/* Device memory a job will need (memory-estimate.h). Every formula names the
+ * allocation it mirrors, so a change there shows up here in review. */
+#include "jobs/memory-estimate.h"
+
+#include <glib/gi18n-lib.h>
+#include <string.h>
+
+#include "base/hn-error.h"
+#include "formats/model-config.h"
+#include "formats/safetensors.h"
+#include "tokenizer/tokenizer.h"
+#include "hierarchos/hierarchos.h"
+#include "hierarchos/hierarchos-vk-private.h"
+#include "transformer/lora.h"
+#include "transformer/transformer-private.h"
+
+#define F32 4ull
+
+void
+hn_memory_estimate_clear (HnMemoryEstimate *e)
+{
+  g_clear_pointer (&e->weights_dtype, g_free);
+  g_clear_pointer (&e->device_name, g_free);
+}
+
+/* Weights as the loader keeps them: matrices in their stored dtype, vectors
+ * (norms, biases) as f32. Sets *fused_gate_up when the MLP's gate and up
+ * come as one tensor (phi3), which doubles the gate activations. */
+static gboolean
+weight_bytes (const char *model_dir, HnMemoryEstimate *e, gboolean *fused_gate_up, GError **error)
+{
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
+  if (!st)
+    return FALSE;
+  guint64 by_dtype[3] = { 0 }; /* f32, f16, bf16 matrices */
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      e->n_params += t->n_elements;
+      if (strstr (t->name, "gate_up_proj"))
+        *fused_gate_up = TRUE;
+      if (t->ndim < 2)
+        {
+          e->weights += F32 * (guint64) t->n_elements;
+          continue;
+        }
+      e->weights += t->nbytes;
+      int k = t->dtype == HN_ST_DTYPE_F16 ? 1 : t->dtype == HN_ST_DTYPE_BF16 ? 2 : 0;
+      by_dtype[k] += t->nbytes;
+    }
+  static const char *const names[] = { "f32", "f16", "bf16" };
+  int n_kinds = 0, which = 0;
+  for (int k = 0; k < 3; k++)
+    if (by_dtype[k])
+      n_kinds++, which = k;
+  e->weights_dtype = g_strdup (n_kinds > 1 ? "mixed" : names[which]);
+  return TRUE;
+}
+
+/* The LoRA sites the config adapts, from the family's module map: trainable
+ * elements (A [r, in] + B [out, r]) and the number of sites (each saves
+ * u = x·Aᵀ [N, r] and its gradient). */
+static gboolean
+lora_sites (const HnTransformerHParams *hp, gboolean fused_gate_up, int r, const char *targets, gint64 *n_elems,
+            gint64 *n_sites, GError **error)
+{
+  HnLoraConfig cfg;
+  hn_lora_config_init (&cfg);
+  const char *prefix;
+  const HnLoraModuleMap *map;
+  guint n_map;
+  gboolean ok = hn_lora_config_set_targets (&cfg, targets ? targets : "q_proj,v_proj", error) &&
+                hn_lora_module_map (hp, &prefix, &map, &n_map, error);
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 F = hp->ffn;
+  for (int il = 0; ok && il < hp->n_layer; il++)
+    for (guint mi = 0; mi < n_map; mi++)
+      {
+        g_autofree char *path = g_strdup_printf ("%s%d.%s", prefix, il, map[mi].module);
+        if (!hn_lora_config_matches (&cfg, path))
+          continue;
+        gint64 in = 0, out = 0;
+        for (int k = 0; k < map[mi].n; k++)
+          switch (map[mi].proj[k])
+            {
+            case HN_LORA_PROJ_Q: in = C, out += qd; break;
+            case HN_LORA_PROJ_K: in = C, out += kvd; break;
+            case HN_LORA_PROJ_V: in = C, out += kvd; break;
+            case HN_LORA_PROJ_O: in = qd, out += C; break;
+            case HN_LORA_PROJ_GATE:
+              if (!hp->gated)
+                continue;
+              in = C, out += fused_gate_up ? 2 * F : F;
+              break;
+            case HN_LORA_PROJ_UP: in = C, out += F; break;
+            case HN_LORA_PROJ_DOWN: in = F, out += C; break;
+            default: break;
+            }
+        if (in == 0)
+          continue;
+        *n_elems += (gint64) r * (in + out);
+        (*n_sites)++;
+      }
+  hn_lora_config_clear (&cfg);
+  return ok;
+}
+
+/* train-graph.c's hn_train_graph_new: inputs, saved activations of every
+ * layer, the head, the backward scratch (all f32 [N, ...]). */
+static guint64
+train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint64 N)
+{
+  gint64 C = hp->hidden, H = hp->n_head, qd = H * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 F = hp->ffn, Fg = fused_gate_up ? 2 * F : F, V = hp->vocab, L = hp->n_layer;
+  gint64 per_layer = 3 * C + 2 * qd + 2 * kvd + Fg + 2 * F; /* h, h2, x_mid, q, att, k, v, gate, up, act */
+  if (hp->qk_norm_head)
+    per_layer += qd + kvd;
+  if (hp->rope)
+    per_layer += qd + kvd;
+  gint64 cols = 6                                  /* ids, pos, neg_pos, targets, row_scale, loss_rows */
+                + (L + 1) * C                      /* residual stream */
+                + L * per_layer + 4 * C + V        /* o, mlp, pos_embed, final; logits */
+                + 3 * C + 3 * qd + 3 * kvd + Fg + 2 * F /* backward scratch */
+                + 2 + 4 * H;                       /* norm and attention statistics */
+  return F32 * (guint64) (N * cols);
+}
+
+/* transformer-kv.c's session: chunked-prefill activations (the
+ * HnTransformerActs of transformer-graph.c) and the K/V caches. */
+static void
+generate_memory (const HnTransformerHParams *hp, gboolean fused_gate_up, const HnMemoryRequest *req,
+                 HnMemoryEstimate *e)
+{
+  gint64 rows = MAX (1, req->rows), ctx = MAX (1, req->context);
+  gint64 T = MAX (MIN (ctx, 512), rows); /* PREFILL_CHUNK */
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 Fu = MAX (hp->ffn, MAX (hp->moe_ffn, hp->shared_ffn));
+  gint64 Fg = MAX (hp->ffn * (fused_gate_up ? 2 : 1), Fu);
+  gint64 cols = 2 + 5 * C + 2 * qd + 2 * kvd + Fg + 2 * Fu;
+  if (hp->n_experts > 0)
+    cols += 2 * hp->n_experts + 2 * hp->n_experts_used + 1 + C;
+  e->activations = F32 * (guint64) (T * cols + rows * (C + hp->vocab));
+  /* [rows, ctx, KVH, D] K and V per layer; a second set to reorder beams */
+  e->kv_cache = 2 * F32 * (guint64) hp->n_layer * (guint64) (rows * ctx * kvd) * (rows > 1 ? 2 : 1);
+}
+
+gboolean
+hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnMemoryEstimate *out, GError **error)
+{
+  memset (out, 0, sizeof *out);
+  out->workload = req->workload;
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return FALSE;
+  HnTransformerHParams hp = { 0 };
+  gboolean fused_gate_up = FALSE;
+  if (!hn_transformer_hparams_resolve (&hp, cfg, error))
+    {
+      hn_transformer_hparams_clear (&hp);
+      return FALSE;
+    }
+  gboolean ok = weight_bytes (model_dir, out, &fused_gate_up, error);
+  gint64 N = (gint64) MAX (1, req->batch) * MAX (1, req->seq_len);
+  if (ok && req->workload == HN_MEMORY_TRAIN)
+    {
+      /* every weight is a parameter: gradient, AdamW m and v, all f32 */
+      out->n_trainable = out->n_params;
+      out->gradients = F32 * (guint64) out->n_params;
+      out->optimizer = 2 * F32 * (guint64) out->n_params;
+      out->activations = train_activations (&hp, fused_gate_up, N);
+    }
+  else if (ok && req->workload == HN_MEMORY_LORA)
+    {
+      gint64 n = 0, sites = 0;
+      ok = lora_sites (&hp, fused_gate_up, MAX (1, req->lora_r), req->lora_targets, &n, &sites, error);
+      out->n_trainable = n;
+      out->weights += F32 * (guint64) n; /* the adapter matrices on the device */
+      out->gradients = F32 * (guint64) n;
+      out->optimizer = 2 * F32 * (guint64) n;
+      out->activations = train_activations (&hp, fused_gate_up, N) + 2 * F32 * (guint64) (sites * N * req->lora_r);
+    }
+  else if (ok)
+    generate_memory (&hp, fused_gate_up, req, out);
+  hn_transformer_hparams_clear (&hp);
+  if (!ok)
+    {
+      hn_memory_estimate_clear (out);
+      return FALSE;
+    }
+  out->total = out->weights + out->gradients + out->optimizer + out->activations + out->kv_cache;
+  return TRUE;
+}
+
+/* The host's memory from /proc/meminfo (MemTotal, MemAvailable). */
+static void
+set_host_memory (HnMemoryEstimate *e)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents ("/proc/meminfo", &text, NULL, NULL))
+    return;
+  guint64 total = 0, avail = 0;
+  for (char *line = text; line && *line; line = strchr (line, '\n') ? strchr (line, '\n') + 1 : NULL)
+    {
+      if (g_str_has_prefix (line, "MemTotal:"))
+        total = g_ascii_strtoull (line + 9, NULL, 10) * 1024;
+      else if (g_str_has_prefix (line, "MemAvailable:"))
+        avail = g_ascii_strtoull (line + 13, NULL, 10) * 1024;
+    }
+  if (!total || !avail)
+    return;
+  g_free (e->device_name);
+  e->device_name = g_strdup (_("this computer's memory"));
+  e->device_known = TRUE;
+  e->device_total = total;
+  e->device_free = avail;
+  e->free_from_budget = FALSE;
+}
+
+void
+hn_memory_estimate_set_device (HnMemoryEstimate *e, HnVkContext *ctx)
+{
+  if (e->host)
+    {
+      set_host_memory (e);
+      return;
+    }
+  HnVkMemoryBudget b;
+  hn_vk_context_get_memory_budget (ctx, &b);
+  g_free (e->device_name);
+  e->device_name = g_strdup (hn_vk_context_get_device_info (ctx)->name);
+  e->device_known = TRUE;
+  e->device_total = b.total;
+  e->device_free = b.free;
+  e->free_from_budget = b.from_budget;
+}
+
+gboolean
+hn_memory_estimate_exceeds (const HnMemoryEstimate *e)
+{
+  return e->device_known && e->total > e->device_free;
+}
+
+/* Tokens of the longest prompt (0 when there is none or no tokenizer). */
+static gint64
+longest_prompt (HnJobSpec *spec, const char *model_dir)
+{
+  const char *ids = hn_job_spec_get_string (spec, "input-ids");
+  if (ids)
+    {
+      g_auto (GStrv) parts = g_strsplit (ids, ",", -1);
+      return g_strv_length (parts);
+    }
+  const char *const *prompts = hn_job_spec_get_strv (spec, "prompt");
+  if (!prompts[0])
+    return 0;
+  const char *tok_dir = hn_job_spec_get_string (spec, "tokenizer-path");
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tok_dir ? tok_dir : model_dir, NULL);
+  gint64 best = 0;
+  for (const char *const *p = prompts; tok && *p; p++)
+    {
+      g_autoptr (GArray) t = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      if (hn_tokenizer_encode (tok, *p, -1, TRUE, t, NULL))
+        best = MAX (best, (gint64) t->len);
+    }
+  return best;
+}
+
+gboolean
+hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapter_dir, char **owned_targets, GError **error)
+{
+  HnLoraConfig cfg;
+  hn_lora_config_init (&cfg);
+  gboolean ok = hn_lora_config_load (&cfg, adapter_dir, error);
+  if (ok)
+    {
+      req->lora_r = cfg.r;
+      g_free (*owned_targets);
+      *owned_targets = cfg.all_linear ? g_strdup ("all-linear")
+                       : cfg.target_modules ? g_strjoinv (",", cfg.target_modules) : NULL;
+      if (*owned_targets)
+        req->lora_targets = *owned_targets;
+    }
+  hn_lora_config_clear (&cfg);
+  return ok;
+}
+
+/* Hierarchos: training on the CPU tape (hn_hier_train_memory gives what it
+ * allocates) or on the Vulkan trainer (its device buffers: weights, one
+ * parameter-gradient slice and two work buffers per row of the step);
+ * generation and chat on the Vulkan runner's two buffers. */
+static gboolean
+hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
+{
+  const char *kind = hn_job_spec_get_kind (spec);
+  gboolean training = g_str_has_prefix (kind, "hierarchos-");
+  const char *dir = training ? hn_job_spec_get_string (spec, "resume-from-checkpoint") : NULL;
+  if (!dir)
+    dir = hn_job_spec_get_string (spec, "model-path");
+  const char *tok = hn_job_spec_lookup (spec, "tokenizer-path") ? hn_job_spec_get_string (spec, "tokenizer-path") : NULL;
+  g_autoptr (HnHierModel) m = NULL;
+  if (dir)
+    m = hn_hier_model_load (dir, error);
+  else if (g_str_equal (kind, "hierarchos-train") && tok)
+    m = hn_hier_fresh_model_for_spec (spec, tok, error);
+  else
+    g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                 "the memory estimate needs a local --model-path%s", training ? " (or --tokenizer-path for a fresh model)" : "");
+  if (!m)
+    return FALSE;
+  memset (out, 0, sizeof *out);
+  out->weights_dtype = g_strdup ("f32");
+  out->n_params = (gint64) m->n_params;
+  if (!training)
+    {
+      if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no memory estimate for the CPU Hierarchos runtime yet");
+          return FALSE;
+        }
+      guint64 dev = 0;
+      if (!hn_hier_vk_device_bytes (m, &dev, error))
+        return FALSE;
+      out->workload = HN_MEMORY_GENERATE;
+      out->weights = F32 * m->n_params;
+      out->activations = dev - out->weights; /* the work buffer: state, scratch, logits */
+      out->total = dev;
+      return TRUE;
+    }
+  if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") != 0)
+    {
+      gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
+      guint64 rows = (guint64) hn_job_spec_get_int (spec, "batch-size") * (guint64) hn_job_spec_get_int (spec, "grad-accum");
+      HnHierVkRunner *r = hn_hier_vk_trainer_layout (m, 1, chunk > 0 ? (int) chunk : (int) m->cfg.training_chunk_size, error);
+      if (!r)
+        return FALSE;
+      guint64 row = hn_hier_vk_trainer_row_floats (r);
+      hn_hier_vk_runner_free (r);
+      out->workload = HN_MEMORY_HIER_TRAIN;
+      out->n_trainable = (gint64) m->n_params;
+      out->weights = F32 * m->n_params;
+      out->gradients = F32 * m->n_params * rows;
+      out->activations = F32 * 2 * row * rows;
+      out->total = out->weights + out->gradients + out->activations;
+      return TRUE;
+    }
+  HnHierTrainOptions o;
+  hn_hier_train_options_defaults (&o);
+  o.finetune = g_str_equal (kind, "hierarchos-finetune");
+  o.trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
+  o.batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
+  o.accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
+  o.chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");
+  HnHierTrainMemory hm;
+  if (!hn_hier_train_memory (m, &o, &hm, error))
+    return FALSE;
+  out->workload = HN_MEMORY_HIER_TRAIN;
+  out->host = TRUE;
+  out->n_trainable = hm.trainable;
+  out->weights = hm.params;
+  out->gradients = hm.grads;
+  out->optimizer = hm.optimizer;
+  out->activations = hm.tapes;
+  out->total = hm.params + hm.grads + hm.optimizer + hm.tapes;
+  return TRUE;
+}
+
+gboolean
+hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate *out, GError **error)
+{
+  const char *kind = hn_job_spec_get_kind (spec);
+  const char *model = hn_job_spec_lookup (spec, "model-path") ? hn_job_spec_get_string (spec, "model-path") : NULL;
+  if (g_str_has_prefix (kind, "hierarchos-") ||
+      ((g_str_equal (kind, "chat") || g_str_equal (kind, "transformer-generate")) && model &&
+       hn_hier_is_model_dir (model)))
+    {
+      gboolean ok = hierarchos_estimate (spec, out, error);
+      if (ok && (ctx || out->host))
+        hn_memory_estimate_set_device (out, ctx);
+      return ok;
+    }
+  HnMemoryRequest req = { 0 };
+  if (g_str_equal (kind, "transformer-train"))
+    req.workload = HN_MEMORY_TRAIN;
+  else if (g_str_equal (kind, "transformer-finetune"))
+    req.workload = HN_MEMORY_LORA;
+  else if (g_str_equal (kind, "transformer-generate"))
+    req.workload = HN_MEMORY_GENERATE;
+  else
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no memory estimate for %s jobs yet", kind);
+      return FALSE;
+    }
+  const char *model_dir = hn_job_spec_get_string (spec, "model-path");
+  if (!model_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   hn_job_spec_is_set (spec, "hf-model")
+                     ? "the memory estimate reads a local model folder: pull the Hub model first and pass --model-path"
+                     : "the memory estimate needs --model-path");
+      return FALSE;
+    }
+  g_autofree char *adapter_targets = NULL;
+  if (req.workload == HN_MEMORY_GENERATE)
+    {
+      int rows = (int) hn_job_spec_get_int (spec, "num-beams");
+      if (hn_job_spec_get_bool (spec, "continuous-batching"))
+        rows = MAX (rows, (int) hn_job_spec_get_int (spec, "continuous-batch-max-requests"));
+      req.rows = rows;
+      req.context = (int) (longest_prompt (spec, model_dir) + hn_job_spec_get_int (spec, "max-new-tokens"));
+    }
+  else
+    {
+      req.batch = (int) hn_job_spec_get_int (spec, "batch-size");
+      req.seq_len = (int) hn_job_spec_get_int (spec, "seq-len");
+      /* data parallel (--device-indices): each replica holds the model and its share of the batch */
+      g_autoptr (GArray) devs = hn_job_spec_get_devices (spec, NULL);
+      if (devs && devs->len > 1)
+        req.batch = MAX (1, req.batch / (int) devs->len);
+      if (req.workload == HN_MEMORY_LORA)
+        {
+          /* an existing adapter brings its own rank and targets */
+          const char *adapter = hn_job_spec_get_string (spec, "resume-from-checkpoint");
+          if (!adapter)
+            adapter = hn_job_spec_get_string (spec, "lora-adapter-path");
+          req.lora_r = (int) hn_job_spec_get_int (spec, "lora-r");
+          req.lora_targets = hn_job_spec_get_string (spec, "lora-target-modules");
+          if (adapter && !hn_memory_request_use_adapter (&req, adapter, &adapter_targets, error))
+            return FALSE;
+        }
+    }
+  gboolean ok = hn_memory_estimate_model (model_dir, &req, out, error);
+  if (ok && ctx)
+    hn_memory_estimate_set_device (out, ctx);
+  return ok;
+}
+
+static const char *
+workload_name (HnMemoryWorkload w)
+{
+  static const char *const names[] = { "train", "lora", "generate", "hierarchos-train" };
+  return names[w];
+}
+
+JsonNode *
+hn_memory_estimate_to_json (const HnMemoryEstimate *e)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+#define MEMBER_INT(k, v) (json_builder_set_member_name (b, k), json_builder_add_int_value (b, (gint64) (v)))
+  json_builder_set_member_name (b, "workload");
+  json_builder_add_string_value (b, workload_name (e->workload));
+  json_builder_set_member_name (b, "weights_dtype");
+  json_builder_add_string_value (b, e->weights_dtype);
+  MEMBER_INT ("params", e->n_params);
+  MEMBER_INT ("trainable_params", e->n_trainable);
+  MEMBER_INT ("weights_bytes", e->weights);
+  MEMBER_INT ("gradients_bytes", e->gradients);
+  MEMBER_INT ("optimizer_bytes", e->optimizer);
+  MEMBER_INT ("activations_bytes", e->activations);
+  MEMBER_INT ("kv_cache_bytes", e->kv_cache);
+  MEMBER_INT ("total_bytes", e->total);
+  json_builder_set_member_name (b, "memory");
+  json_builder_add_string_value (b, e->host ? "host" : "device");
+  if (e->device_known)
+    {
+      json_builder_set_member_name (b, "device");
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, e->device_name);
+      MEMBER_INT ("total_bytes", e->device_total);
+      MEMBER_INT ("free_bytes", e->device_free);
+      json_builder_set_member_name (b, "from_budget");
+      json_builder_add_boolean_value (b, e->free_from_budget);
+      json_builder_end_object (b);
+      json_builder_set_member_name (b, "fits");
+      json_builder_add_boolean_value (b, !hn_memory_estimate_exceeds (e));
+    }
+#undef MEMBER_INT
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+static void
+row (GString *s, const char *label, guint64 bytes)
+{
+  g_autofree char *v = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
+  g_string_append_printf (s, "  %-22s %12s\n", label, v);
+}
+
+char *
+hn_memory_estimate_to_text (const HnMemoryEstimate *e)
+{
+  GString *s = g_string_new (NULL);
+  static const char *const titles[] = { N_("full training"), N_("LoRA fine-tuning"), N_("generation"),
+                                        N_("Hierarchos training") };
+  g_string_append_printf (s, _("Memory estimate (%s):\n"), _(titles[e->workload]));
+  if (e->host)
+    g_string_append (s, _("  host memory: Hierarchos trains on the CPU\n"));
+  g_autofree char *wl = g_strdup_printf (_("weights (%s)"), e->weights_dtype);
+  row (s, wl, e->weights);
+  if (e->workload != HN_MEMORY_GENERATE)
+    {
+      row (s, _("gradients"), e->gradients);
+      row (s, _("optimizer state"), e->optimizer);
+    }
+  row (s, _("activations"), e->activations);
+  if (e->workload == HN_MEMORY_GENERATE)
+    row (s, _("KV cache"), e->kv_cache);
+  row (s, _("total"), e->total);
+  if (e->device_known)
+    {
+      g_autofree char *f = g_format_size_full (e->device_free, G_FORMAT_SIZE_IEC_UNITS);
+      g_autofree char *t = g_format_size_full (e->device_total, G_FORMAT_SIZE_IEC_UNITS);
+      g_string_append_printf (s, _("  device: %s, %s free of %s%s\n"), e->device_name, f, t,
+                              e->free_from_budget ? " (VK_EXT_memory_budget)" : "");
+      if (hn_memory_estimate_exceeds (e))
+        g_string_append_printf (s, _("  does not fit: %s\n"), _(hn_memory_estimate_advice (e->workload)));
+      else
+        g_string_append (s, _("  fits\n"));
+    }
+  return g_string_free (s, FALSE);
+}
+
+char *
+hn_memory_estimate_summary (const HnMemoryEstimate *e)
+{
+  g_autofree char *tot = g_format_size_full (e->total, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *w = g_format_size_full (e->weights, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *a = g_format_size_full (e->activations + e->kv_cache, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *o = g_format_size_full (e->gradients + e->optimizer, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *head = e->workload == HN_MEMORY_GENERATE
+                            ? g_strdup_printf (_("About %s of device memory (weights %s, activations and KV cache %s)"),
+                                               tot, w, a)
+                          : e->host
+                            ? g_strdup_printf (_("About %s of host memory, training on the CPU (weights %s, gradients "
+                                                 "and optimizer %s, activations %s)"), tot, w, o, a)
+                            : g_strdup_printf (_("About %s of device memory (weights %s, gradients and optimizer %s, "
+                                                 "activations %s)"), tot, w, o, a);
+  if (!e->device_known)
+    return g_steal_pointer (&head);
+  g_autofree char *f = g_format_size_full (e->device_free, G_FORMAT_SIZE_IEC_UNITS);
+  return g_strdup_printf (_("%s; %s free on %s"), head, f, e->device_name);
+}
+
+const char *
+hn_memory_estimate_advice (HnMemoryWorkload workload)
+{
+  switch (workload)
+    {
+    case HN_MEMORY_TRAIN:
+      return N_("lower --batch-size or --seq-len (raise --grad-accum to keep the effective batch), "
+                "or fine-tune with LoRA (transformer-finetune) instead of training every weight");
+    case HN_MEMORY_LORA:
+      return N_("lower --batch-size or --seq-len (raise --grad-accum to keep the effective batch), "
+                "or a smaller --lora-r or fewer --lora-target-modules");
+    case HN_MEMORY_HIER_TRAIN:
+      return N_("lower --batch-size or --grad-accum (each row of a step keeps its own gradient, and on Vulkan "
+                "its own work buffers) or --training-chunk-size (one chunk's activations per row on Vulkan, per "
+                "worker thread on the CPU tape)");
+    case HN_MEMORY_GENERATE:
+    default:
+      return N_("lower --max-new-tokens or --num-beams, or use a smaller model");
+    }
+}
+
+void
+hn_memory_estimate_explain_oom (GError **error, HnMemoryWorkload workload, const HnMemoryEstimate *e,
+                                const char *what)
+{
+  if (!error || !*error || !g_error_matches (*error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY))
+    return;
+  GString *s = g_string_new ((*error)->message);
+  if (e)
+    {
+      g_autofree char *tot = g_format_size_full (e->total, G_FORMAT_SIZE_IEC_UNITS);
+      g_autofree char *w = g_format_size_full (e->weights, G_FORMAT_SIZE_IEC_UNITS);
+      g_autofree char *o = g_format_size_full (e->gradients + e->optimizer, G_FORMAT_SIZE_IEC_UNITS);
+      g_autofree char *a = g_format_size_full (e->activations + e->kv_cache, G_FORMAT_SIZE_IEC_UNITS);
+      g_string_append_printf (s, ". This job needs about %s (weights %s, gradients and optimizer %s, activations %s%s%s)",
+                              tot, w, o, a, what ? " for " : "", what ? what : "");
+    }
+  g_string_append_printf (s, ". To fit: %s", hn_memory_estimate_advice (workload));
+  g_autoptr (GError) old = g_steal_pointer (error);
+  g_set_error_literal (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, s->str);
+  g_string_free (s, TRUE);
+}

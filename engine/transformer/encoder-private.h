@@ -1,0 +1,46 @@
+/* Internals shared by the encoder's forward (encoder.c) and its training graph (encoder-train.c). */
+#pragma once
+#include "transformer/encdec-private.h"
+#include "transformer/encoder.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  HnTensor *ln1_w, *ln1_b;   /* post-norm: after attention; pre-norm: before it (NULL: identity) */
+  HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
+  HnTensor *ln2_w, *ln2_b;   /* post-norm: after the MLP; pre-norm: before it */
+  HnTensor *wi, *bi, *wd, *bd; /* wi [F, C] (gated: [2F, C], act on the first half) */
+} EncLayer;
+
+struct _HnEncoder {
+  HnVkContext *ctx;
+  char *dir;
+  const HnArchInfo *arch;
+  GPtrArray *owned;
+  guint64 weight_bytes;
+  int vocab, E, C, H, D, F, n_layer, type_vocab, n_pos;
+  int pad_positions;        /* roberta: padding_idx, positions count from padding_idx + 1; -1 otherwise */
+  float eps, head_eps;
+  HnActivation act, head_act;
+  gboolean pre_norm, gated;
+  /* embeddings [vocab, E], [n_pos, E], [type_vocab, E], their norm, the E -> C projection */
+  HnTensor *word, *pos, *type, *emb_ln_w, *emb_ln_b, *proj_w, *proj_b;
+  EncLayer *layers;         /* [n_unique] */
+  int n_unique;
+  int *order;               /* [n_exec]: which layer runs at each step (albert shares them) */
+  int n_exec;
+  HnTensor *final_w, *final_b;
+  HnTensor *head_w, *head_b, *head_ln_w, *head_ln_b, *dec_w, *dec_b; /* dec_w [vocab, E or C] */
+  /* modernbert */
+  HnTensor *inv_freq_global, *inv_freq_local;
+  float rope_scale_global, rope_scale_local;
+  guint8 *layer_local;      /* [n_exec] */
+  int local_window;         /* keys within |i - j| <= local_window */
+};
+
+/* The position ids of one sequence (roberta's count non-pad tokens from padding_idx + 1). */
+void hn_encoder_positions (HnEncoder *m, const int32_t *ids, int n, int32_t *pos);
+/* Ids inside the vocabulary, token types inside type_vocab_size, positions inside the table. */
+gboolean hn_encoder_check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,603 @@
+/* Encoders with a masked-LM head (see encoder.h). One graph for the BERT
+ * family (post-norm blocks, learned absolute positions, token types) and
+ * ModernBERT (pre-norm, rope, alternating local/global attention, gated
+ * GeLU); the name scheme of the registry row picks the checkpoint names. */
+#include "base/hn-error.h"
+#include "transformer/encdec-private.h"
+#include "transformer/encoder-private.h"
+
+#include <math.h>
+#include <string.h>
+
+const HnArchInfo *
+hn_encoder_get_arch (HnEncoder *m)
+{
+  return m->arch;
+}
+
+int
+hn_encoder_get_vocab (HnEncoder *m)
+{
+  return m->vocab;
+}
+
+int
+hn_encoder_get_type_vocab (HnEncoder *m)
+{
+  return m->type ? m->type_vocab : 0;
+}
+
+guint64
+hn_encoder_get_weight_bytes (HnEncoder *m)
+{
+  return m->weight_bytes;
+}
+
+void
+hn_encoder_free (HnEncoder *m)
+{
+  if (!m)
+    return;
+  g_clear_pointer (&m->owned, g_ptr_array_unref);
+  g_free (m->layers);
+  g_free (m->order);
+  g_free (m->layer_local);
+  g_clear_pointer (&m->ctx, hn_vk_context_unref);
+  g_free (m->dir);
+  g_free (m);
+}
+
+/* ---------------------------------------------------------------- config */
+
+static gint64
+cfg_int (const HnModelConfig *cfg, const char *key, gint64 dflt, GError **error)
+{
+  gint64 v;
+  GError *e = NULL;
+  if (hn_model_config_get_int (cfg, key, &v, &e))
+    return v;
+  if (e)
+    g_propagate_error (error, e);
+  return dflt;
+}
+
+static gboolean
+act_of (const char *file, const char *key, const char *name, HnActivation *out, GError **error)
+{
+  if (hn_activation_from_string (name, out))
+    return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s \"%s\" is not a supported activation", file, key, name);
+  return FALSE;
+}
+
+static gboolean
+positive (const HnModelConfig *cfg, const char *what, gint64 v, GError **error)
+{
+  if (v > 0 && v < (1 << 24))
+    return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s is missing or out of range (%" G_GINT64_FORMAT ")", cfg->path,
+               what, v);
+  return FALSE;
+}
+
+static gboolean
+resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
+{
+  HnNameScheme ns = m->arch->names;
+  GError *e = NULL;
+  m->vocab = (int) cfg->vocab_size;
+  m->C = (int) cfg->hidden_size;
+  m->n_layer = (int) cfg->num_hidden_layers;
+  m->H = (int) cfg->num_attention_heads;
+  m->F = (int) (ns == HN_NAMES_DISTILBERT ? cfg_int (cfg, "hidden_dim", -1, &e) : cfg->intermediate_size);
+  m->E = (int) cfg_int (cfg, "embedding_size", m->C, &e);
+  m->type_vocab = (int) cfg_int (cfg, "type_vocab_size", 2, &e);
+  m->n_pos = (int) cfg->max_position_embeddings;
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  CK (positive (cfg, "vocab_size", m->vocab, error) && positive (cfg, "hidden_size", m->C, error) &&
+      positive (cfg, "num_hidden_layers", m->n_layer, error) && positive (cfg, "num_attention_heads", m->H, error) &&
+      positive (cfg, "intermediate_size", m->F, error) && positive (cfg, "embedding_size", m->E, error));
+  if (m->C % m->H)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: hidden_size %d is not a multiple of num_attention_heads %d",
+                   cfg->path, m->C, m->H);
+      return FALSE;
+    }
+  m->D = m->C / m->H;
+  m->pre_norm = m->arch->block == HN_BLOCK_ENCODER_PRE_NORM;
+  m->gated = (m->arch->quirks & HN_QUIRK_GATED_MLP) != 0;
+  m->pad_positions = -1;
+  if (m->arch->quirks & HN_QUIRK_PAD_POSITIONS)
+    m->pad_positions = cfg->pad_token_id >= 0 ? (int) cfg->pad_token_id : 1;
+
+  /* norms: bert-style layer_norm_eps (1e-12), distilbert fixed 1e-12, modernbert norm_eps (1e-5) */
+  double eps = cfg->norm_eps;
+  if (ns == HN_NAMES_MODERNBERT)
+    {
+      eps = 1e-5;
+      if (!hn_model_config_get_double (cfg, "norm_eps", &eps, error) && error && *error)
+        return FALSE;
+    }
+  else if (ns == HN_NAMES_DISTILBERT || isnan (eps))
+    eps = 1e-12;
+  m->eps = m->head_eps = (float) eps;
+
+  const char *act = ns == HN_NAMES_DISTILBERT ? hn_model_config_get_string (cfg, "activation") : cfg->hidden_act;
+  if (!act)
+    act = m->arch->default_act;
+  CK (act_of (cfg->path, "hidden_act", act, &m->act, error));
+  /* the masked-LM head's activation: roberta and electra's generator use gelu whatever hidden_act says */
+  const char *head_act = act;
+  if (ns == HN_NAMES_ELECTRA || (ns == HN_NAMES_BERT && m->pad_positions >= 0))
+    head_act = "gelu";
+  else if (ns == HN_NAMES_MODERNBERT)
+    {
+      head_act = hn_model_config_get_string (cfg, "classifier_activation");
+      if (!head_act)
+        head_act = "gelu";
+    }
+  CK (act_of (cfg->path, "the head's activation", head_act, &m->head_act, error));
+
+  if (ns == HN_NAMES_ALBERT)
+    {
+      gint64 groups = cfg_int (cfg, "num_hidden_groups", 1, &e), inner = cfg_int (cfg, "inner_group_num", 1, &e);
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+      if (groups < 1 || inner < 1 || groups > m->n_layer || inner > 64)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: num_hidden_groups %" G_GINT64_FORMAT
+                       " / inner_group_num %" G_GINT64_FORMAT " do not fit %d layers", cfg->path, groups, inner,
+                       m->n_layer);
+          return FALSE;
+        }
+      /* AlbertTransformer: layer i runs group i / (L / groups), each group all its inner layers */
+      m->n_unique = (int) (groups * inner);
+      m->n_exec = m->n_layer * (int) inner;
+      m->order = g_new (int, m->n_exec);
+      for (int i = 0; i < m->n_layer; i++)
+        {
+          int g = (int) (i / ((double) m->n_layer / (double) groups));
+          for (int j = 0; j < inner; j++)
+            m->order[i * inner + j] = g * (int) inner + j;
+        }
+    }
+  else
+    {
+      m->n_unique = m->n_exec = m->n_layer;
+      m->order = g_new (int, m->n_exec);
+      for (int i = 0; i < m->n_exec; i++)
+        m->order[i] = i;
+    }
+
+  if (ns == HN_NAMES_MODERNBERT)
+    {
+      gint64 every = cfg_int (cfg, "global_attn_every_n_layers", 1, &e);
+      gint64 local = cfg_int (cfg, "local_attention", -1, &e);
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+      m->layer_local = g_new0 (guint8, m->n_exec);
+      for (int i = 0; i < m->n_exec; i++)
+        {
+          if (cfg->layer_types && g_strv_length (cfg->layer_types) == (guint) m->n_exec)
+            m->layer_local[i] = strcmp (cfg->layer_types[i], "sliding_attention") == 0;
+          else
+            m->layer_local[i] = every > 0 && i % every != 0;
+          if (m->layer_local[i] && local < 0)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: local attention layers need local_attention",
+                           cfg->path);
+              return FALSE;
+            }
+        }
+      m->local_window = (int) (local / 2);
+    }
+  return TRUE;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+typedef struct {
+  const char *emb;   /* embeddings prefix */
+  const char *layer; /* before the layer number */
+  const char *q, *k, *v, *o, *ln1, *up, *down, *ln2;
+  const char *proj;  /* E -> C projection or NULL */
+} EncNames;
+
+static void
+names_for (HnNameScheme ns, EncNames *N, const char *base)
+{
+  memset (N, 0, sizeof *N);
+  static char emb[64], layer[96];
+  switch (ns)
+    {
+    case HN_NAMES_DISTILBERT:
+      *N = (EncNames) { "distilbert.embeddings.", "distilbert.transformer.layer.", "attention.q_lin",
+                        "attention.k_lin", "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1",
+                        "ffn.lin2", "output_layer_norm", NULL };
+      return;
+    case HN_NAMES_ALBERT:
+      *N = (EncNames) { "albert.embeddings.", "albert.encoder.albert_layer_groups.",
+                        "attention.query", "attention.key", "attention.value", "attention.dense",
+                        "attention.LayerNorm", "ffn", "ffn_output", "full_layer_layer_norm",
+                        "albert.encoder.embedding_hidden_mapping_in" };
+      return;
+    default:
+      g_snprintf (emb, sizeof emb, "%s.embeddings.", base);
+      g_snprintf (layer, sizeof layer, "%s.encoder.layer.", base);
+      *N = (EncNames) { emb, layer, "attention.self.query", "attention.self.key", "attention.self.value",
+                        "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+                        "output.LayerNorm", ns == HN_NAMES_ELECTRA ? "electra.embeddings_project" : NULL };
+      return;
+    }
+}
+
+static gboolean
+load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
+{
+  HnNameScheme ns = m->arch->names;
+  const char *base = ns == HN_NAMES_ELECTRA ? "electra"
+                   : hn_safetensors_lookup (L->st, "roberta.embeddings.word_embeddings.weight") ? "roberta"
+                   : "bert";
+  if (ns == HN_NAMES_BERT && m->pad_positions >= 0)
+    base = "roberta";
+  EncNames N;
+  names_for (ns, &N, base);
+  gint64 C = m->C, E = m->E, F = m->F;
+  g_autofree char *wn = g_strdup_printf ("%sword_embeddings.weight", N.emb);
+  g_autofree char *pn = g_strdup_printf ("%sposition_embeddings.weight", N.emb);
+  g_autofree char *tn = g_strdup_printf ("%stoken_type_embeddings.weight", N.emb);
+  CK (hn_wl_matrix (L, wn, m->vocab, E, TRUE, &m->word, error));
+  const HnSafetensorInfo *pt = hn_wl_find (L, pn, TRUE, error);
+  CK (pt);
+  if (pt->ndim != 2 || pt->shape[0] < 1)
+    return hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error); /* reports the shape */
+  m->n_pos = (int) pt->shape[0];
+  CK (hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error));
+  if (ns != HN_NAMES_DISTILBERT)
+    CK (hn_wl_matrix (L, tn, m->type_vocab, E, TRUE, &m->type, error));
+  CK (hn_wl_norm (L, N.emb, "LayerNorm", E, &m->emb_ln_w, &m->emb_ln_b, error));
+  if (N.proj)
+    {
+      CK (hn_wl_linear (L, "", N.proj, C, E, &m->proj_w, &m->proj_b, error));
+    }
+  else if (E != C)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: embedding_size %d differs from hidden_size %d", m->dir,
+                   m->E, m->C);
+      return FALSE;
+    }
+  m->layers = g_new0 (EncLayer, m->n_unique);
+  for (int u = 0; u < m->n_unique; u++)
+    {
+      EncLayer *lw = &m->layers[u];
+      g_autofree char *pfx = NULL;
+      if (ns == HN_NAMES_ALBERT)
+        {
+          /* unique layer u = group * inner + j; groups are numbered, inner layers too */
+          int inner = m->n_exec / m->n_layer;
+          pfx = g_strdup_printf ("%s%d.albert_layers.%d.", N.layer, u / inner, u % inner);
+        }
+      else
+        pfx = g_strdup_printf ("%s%d.", N.layer, u);
+      CK (hn_wl_linear (L, pfx, N.q, C, C, &lw->wq, &lw->bq, error) &&
+          hn_wl_linear (L, pfx, N.k, C, C, &lw->wk, &lw->bk, error) &&
+          hn_wl_linear (L, pfx, N.v, C, C, &lw->wv, &lw->bv, error) &&
+          hn_wl_linear (L, pfx, N.o, C, C, &lw->wo, &lw->bo, error) &&
+          hn_wl_norm (L, pfx, N.ln1, C, &lw->ln1_w, &lw->ln1_b, error) &&
+          hn_wl_linear (L, pfx, N.up, F, C, &lw->wi, &lw->bi, error) &&
+          hn_wl_linear (L, pfx, N.down, C, F, &lw->wd, &lw->bd, error) &&
+          hn_wl_norm (L, pfx, N.ln2, C, &lw->ln2_w, &lw->ln2_b, error));
+    }
+  /* the head: transform (dense, act, norm), then the decoder tied to the word embeddings */
+  const char *hp, *dense, *norm, *dec, *bias;
+  gint64 HE = C; /* the head's output width */
+  switch (ns)
+    {
+    case HN_NAMES_DISTILBERT:
+      hp = "", dense = "vocab_transform", norm = "vocab_layer_norm", dec = "vocab_projector", bias = "vocab_projector.bias";
+      break;
+    case HN_NAMES_ALBERT:
+      hp = "predictions.", dense = "dense", norm = "LayerNorm", dec = "decoder", bias = "bias", HE = E;
+      break;
+    case HN_NAMES_ELECTRA:
+      hp = "generator_predictions.", dense = "dense", norm = "LayerNorm", dec = "../generator_lm_head",
+      bias = "../generator_lm_head.bias", HE = E;
+      break;
+    default:
+      if (m->pad_positions >= 0)
+        hp = "lm_head.", dense = "dense", norm = "layer_norm", dec = "decoder", bias = "bias";
+      else
+        hp = "cls.predictions.", dense = "transform.dense", norm = "transform.LayerNorm", dec = "decoder",
+        bias = "bias";
+      break;
+    }
+  CK (hn_wl_linear (L, hp, dense, HE, C, &m->head_w, &m->head_b, error) &&
+      hn_wl_norm (L, hp, norm, HE, &m->head_ln_w, &m->head_ln_b, error));
+  /* "../x" names a tensor outside the head's prefix (electra) */
+  g_autofree char *decw = g_str_has_prefix (dec, "../") ? g_strdup_printf ("%s.weight", dec + 3)
+                                                         : g_strdup_printf ("%s%s.weight", hp, dec);
+  g_autofree char *decb = g_str_has_prefix (dec, "../") ? g_strdup_printf ("%s.bias", dec + 3)
+                                                         : g_strdup_printf ("%s%s.bias", hp, dec);
+  g_autofree char *biasn = g_str_has_prefix (bias, "../") ? g_strdup (bias + 3) : g_strdup_printf ("%s%s", hp, bias);
+  hn_wl_find (L, decw, FALSE, NULL); /* tied: transformers uses the word embeddings */
+  m->dec_w = m->word;
+  CK (hn_wl_vector (L, biasn, m->vocab, FALSE, &m->dec_b, error));
+  if (!m->dec_b)
+    CK (hn_wl_vector (L, decb, m->vocab, TRUE, &m->dec_b, error));
+  else
+    hn_wl_find (L, decb, FALSE, NULL); /* the same bias, tied */
+  return TRUE;
+}
+
+static gboolean
+load_modernbert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error)
+{
+  gint64 C = m->C, F = m->F;
+  CK (hn_wl_matrix (L, "model.embeddings.tok_embeddings.weight", m->vocab, C, TRUE, &m->word, error) &&
+      hn_wl_norm (L, "model.embeddings.", "norm", C, &m->emb_ln_w, &m->emb_ln_b, error));
+  m->layers = g_new0 (EncLayer, m->n_unique);
+  for (int i = 0; i < m->n_unique; i++)
+    {
+      EncLayer *lw = &m->layers[i];
+      g_autofree char *pfx = g_strdup_printf ("model.layers.%d.", i);
+      g_autofree char *an = g_strdup_printf ("%sattn_norm.weight", pfx);
+      if (hn_safetensors_lookup (L->st, an)) /* layer 0 has none (identity) */
+        CK (hn_wl_norm (L, pfx, "attn_norm", C, &lw->ln1_w, &lw->ln1_b, error));
+      g_autofree char *qkv = g_strdup_printf ("%sattn.Wqkv.weight", pfx);
+      g_autofree char *qkvb = g_strdup_printf ("%sattn.Wqkv.bias", pfx);
+      CK (hn_wl_matrix_rows (L, qkv, 3 * C, 0, C, C, &lw->wq, error) &&
+          hn_wl_matrix_rows (L, qkv, 3 * C, C, C, C, &lw->wk, error) &&
+          hn_wl_matrix_rows (L, qkv, 3 * C, 2 * C, C, C, &lw->wv, error));
+      const HnSafetensorInfo *bt = hn_wl_find (L, qkvb, FALSE, NULL);
+      if (bt)
+        {
+          g_autofree float *b = hn_safetensor_info_dup_f32 (bt, error);
+          CK (b);
+          if (bt->n_elements != 3 * C)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should hold %" G_GINT64_FORMAT " values",
+                           bt->file, bt->name, 3 * C);
+              return FALSE;
+            }
+          CK ((lw->bq = hn_wl_from_f32 (L, "bq", 1, (gint64[]) { C }, b, error)) &&
+              (lw->bk = hn_wl_from_f32 (L, "bk", 1, (gint64[]) { C }, b + C, error)) &&
+              (lw->bv = hn_wl_from_f32 (L, "bv", 1, (gint64[]) { C }, b + 2 * C, error)));
+        }
+      CK (hn_wl_linear (L, pfx, "attn.Wo", C, C, &lw->wo, &lw->bo, error) &&
+          hn_wl_norm (L, pfx, "mlp_norm", C, &lw->ln2_w, &lw->ln2_b, error) &&
+          hn_wl_linear (L, pfx, "mlp.Wi", 2 * F, C, &lw->wi, &lw->bi, error) &&
+          hn_wl_linear (L, pfx, "mlp.Wo", C, F, &lw->wd, &lw->bd, error));
+    }
+  CK (hn_wl_norm (L, "model.", "final_norm", C, &m->final_w, &m->final_b, error) &&
+      hn_wl_linear (L, "head.", "dense", C, C, &m->head_w, &m->head_b, error) &&
+      hn_wl_norm (L, "head.", "norm", C, &m->head_ln_w, &m->head_ln_b, error));
+  hn_wl_find (L, "decoder.weight", FALSE, NULL); /* tied to the token embeddings */
+  m->dec_w = m->word;
+  CK (hn_wl_vector (L, "decoder.bias", m->vocab, FALSE, &m->dec_b, error));
+
+  /* rope: 5.x rope_parameters per layer type, 4.x global_rope_theta / local_rope_theta */
+  double tg = cfg->rope.from_rope_parameters ? cfg->rope.theta : 160000.0;
+  double tl = cfg->has_rope_sliding ? cfg->rope_sliding.theta : 10000.0;
+  (void) (hn_model_config_get_double (cfg, "global_rope_theta", &tg, NULL));
+  (void) (hn_model_config_get_double (cfg, "local_rope_theta", &tl, NULL));
+  g_autofree float *inv = g_new (float, m->D / 2);
+  CK (hn_rope_compute_inv_freq (tg, m->D, m->n_pos, NULL, 0, inv, &m->rope_scale_global, error));
+  CK ((m->inv_freq_global = hn_wl_from_f32 (L, "rope.global", 1, (gint64[]) { m->D / 2 }, inv, error)));
+  CK (hn_rope_compute_inv_freq (tl, m->D, m->n_pos, NULL, 0, inv, &m->rope_scale_local, error));
+  CK ((m->inv_freq_local = hn_wl_from_f32 (L, "rope.local", 1, (gint64[]) { m->D / 2 }, inv, error)));
+  return TRUE;
+}
+
+static gboolean
+load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
+{
+  HnEncoder *m = model;
+  return m->arch->names == HN_NAMES_MODERNBERT ? load_modernbert (m, L, cfg, error) : load_bert_like (m, L, error);
+}
+
+HnEncoder *
+hn_encoder_load (HnVkContext *ctx, const char *model_dir, GError **error)
+{
+  const HnArchInfo *arch;
+  g_autoptr (HnModelConfig) cfg = hn_encdec_config_load (model_dir, FALSE, &arch, error);
+  if (!cfg)
+    return NULL;
+  HnEncoder *m = g_new0 (HnEncoder, 1);
+  m->ctx = hn_vk_context_ref (ctx);
+  m->dir = g_strdup (model_dir);
+  m->arch = arch;
+  m->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  if (!resolve (m, cfg, error) ||
+      !hn_wl_load_all (ctx, model_dir, arch, cfg, m->owned, load_weights, m, &m->weight_bytes, error))
+    {
+      hn_encoder_free (m);
+      return NULL;
+    }
+  return m;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static gboolean
+linear (HnCmd *cmd, HnScratch *sc, HnTensor **out, const char *name, HnTensor *x, HnTensor *w, HnTensor *b,
+        GError **error)
+{
+  *out = hn_scratch_new (sc, name, HN_DTYPE_F32, 2, (gint64[]) { x->shape[0], w->shape[0] }, error);
+  return *out && hn_op_matmul (cmd, *out, x, w, b, error);
+}
+
+static gboolean
+record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, HnTensor *pos, HnTensor *local_mask,
+              GError **error)
+{
+  const EncLayer *lw = &m->layers[m->order[step]];
+  gint64 N = x->shape[0], C = m->C, H = m->H, D = m->D;
+  HnTensor *h = x;
+  if (m->pre_norm && lw->ln1_w)
+    {
+      CK ((h = hn_scratch_new (sc, "enc.h", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)));
+      CK (hn_op_layernorm (cmd, h, x, lw->ln1_w, lw->ln1_b, m->eps, error));
+    }
+  HnTensor *q, *k, *v, *att, *o;
+  CK (linear (cmd, sc, &q, "enc.q", h, lw->wq, lw->bq, error) && linear (cmd, sc, &k, "enc.k", h, lw->wk, lw->bk, error) &&
+      linear (cmd, sc, &v, "enc.v", h, lw->wv, lw->bv, error));
+  gint64 s3[] = { N, H, D };
+  HnTensor *q3 = hn_scratch_shape (sc, q, 3, s3, error), *k3 = hn_scratch_shape (sc, k, 3, s3, error);
+  HnTensor *v3 = hn_scratch_shape (sc, v, 3, s3, error);
+  CK ((att = hn_scratch_new (sc, "enc.att", HN_DTYPE_F32, 3, s3, error)) && q3 && k3 && v3);
+  HnTensor *mask = NULL;
+  if (m->inv_freq_global)
+    {
+      gboolean local = m->layer_local[step];
+      HnTensor *inv = local ? m->inv_freq_local : m->inv_freq_global;
+      float rs = local ? m->rope_scale_local : m->rope_scale_global;
+      CK (hn_op_rope (cmd, q3, q3, pos, inv, (int) D, HN_ROPE_NEOX, rs, error));
+      CK (hn_op_rope (cmd, k3, k3, pos, inv, (int) D, HN_ROPE_NEOX, rs, error));
+      mask = local ? local_mask : NULL;
+    }
+  CK (hn_encdec_attend (cmd, sc, NULL, att, q3, k3, v3, 1.0f / sqrtf ((float) D), NULL, mask, FALSE, 0, error));
+  HnTensor *att2 = hn_scratch_shape (sc, att, 2, (gint64[]) { N, C }, error);
+  CK (att2 && linear (cmd, sc, &o, "enc.o", att2, lw->wo, lw->bo, error));
+  if (m->pre_norm)
+    CK (hn_op_add (cmd, x, x, o, error));
+  else
+    CK (hn_op_add (cmd, o, o, x, error) && hn_op_layernorm (cmd, x, o, lw->ln1_w, lw->ln1_b, m->eps, error));
+
+  HnTensor *in = x;
+  if (m->pre_norm)
+    {
+      CK ((in = hn_scratch_new (sc, "enc.h2", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)));
+      CK (hn_op_layernorm (cmd, in, x, lw->ln2_w, lw->ln2_b, m->eps, error));
+    }
+  HnTensor *u, *a, *d;
+  CK (linear (cmd, sc, &u, "enc.up", in, lw->wi, lw->bi, error));
+  CK ((a = hn_scratch_new (sc, "enc.act", HN_DTYPE_F32, 2, (gint64[]) { N, m->F }, error)));
+  if (m->gated)
+    CK (hn_op_glu (cmd, a, u, NULL, m->act, error));
+  else
+    CK (hn_op_unary (cmd, a, u, m->act, error));
+  CK (linear (cmd, sc, &d, "enc.down", a, lw->wd, lw->bd, error));
+  if (m->pre_norm)
+    return hn_op_add (cmd, x, x, d, error);
+  CK (hn_op_add (cmd, d, d, x, error));
+  return hn_op_layernorm (cmd, x, d, lw->ln2_w, lw->ln2_b, m->eps, error);
+}
+
+void
+hn_encoder_positions (HnEncoder *m, const int32_t *ids, int n, int32_t *pos)
+{
+  for (int i = 0, seen = 0; i < n; i++)
+    {
+      if (m->pad_positions >= 0) /* roberta: non-pad tokens count from padding_idx + 1 */
+        pos[i] = ids[i] == m->pad_positions ? m->pad_positions : m->pad_positions + ++seen;
+      else
+        pos[i] = i;
+    }
+}
+
+gboolean
+hn_encoder_check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, GError **error)
+{
+  if (n <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no input ids");
+      return FALSE;
+    }
+  if (type_ids && !m->type)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "model_type \"%s\" takes no token type ids",
+                   m->arch->model_type);
+      return FALSE;
+    }
+  for (int i = 0; i < n; i++)
+    {
+      if (ids[i] < 0 || ids[i] >= m->vocab)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "input id %d at position %d is outside the vocabulary (0..%d)", ids[i], i, m->vocab - 1);
+          return FALSE;
+        }
+      if (type_ids && (type_ids[i] < 0 || type_ids[i] >= m->type_vocab))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "token type id %d at position %d is outside 0..%d (type_vocab_size)", type_ids[i], i,
+                       m->type_vocab - 1);
+          return FALSE;
+        }
+    }
+  int last_pos = m->pad_positions >= 0 ? m->pad_positions + n : n - 1;
+  if (m->pos && last_pos >= m->n_pos)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d tokens exceed the %d learned positions", n,
+                   m->pad_positions >= 0 ? m->n_pos - m->pad_positions - 1 : m->n_pos);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, float *logits, GError **error)
+{
+  CK (hn_encoder_check_ids (m, ids, type_ids, n, error));
+  gint64 N = n, C = m->C, E = m->E;
+  /* host inputs: positions, token types (0 unless given), local mask */
+  g_autofree int32_t *pos = g_new (int32_t, n);
+  g_autofree int32_t *tt = g_new0 (int32_t, n);
+  hn_encoder_positions (m, ids, n, pos);
+  if (type_ids)
+    memcpy (tt, type_ids, sizeof (int32_t) * (gsize) n);
+  HnScratch sc;
+  hn_scratch_init (&sc, m->ctx);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (m->ctx, error);
+  HnTensor *ids_t = cmd ? hn_scratch_new (&sc, "enc.ids", HN_DTYPE_I32, 1, (gint64[]) { N }, error) : NULL;
+  HnTensor *pos_t = ids_t ? hn_scratch_new (&sc, "enc.pos", HN_DTYPE_I32, 1, (gint64[]) { N }, error) : NULL;
+  HnTensor *tt_t = pos_t ? hn_scratch_new (&sc, "enc.types", HN_DTYPE_I32, 1, (gint64[]) { N }, error) : NULL;
+  HnTensor *e = tt_t ? hn_scratch_new (&sc, "enc.emb", HN_DTYPE_F32, 2, (gint64[]) { N, E }, error) : NULL;
+  HnTensor *e2 = e ? hn_scratch_new (&sc, "enc.emb2", HN_DTYPE_F32, 2, (gint64[]) { N, E }, error) : NULL;
+  HnTensor *x = e2 ? hn_scratch_new (&sc, "enc.x", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error) : NULL;
+  HnTensor *lg = x ? hn_scratch_new (&sc, "enc.logits", HN_DTYPE_F32, 2, (gint64[]) { N, m->vocab }, error) : NULL;
+  HnTensor *mask = NULL;
+  gboolean ok = lg && hn_tensor_upload_i32 (ids_t, ids, (gsize) n, error) &&
+                hn_tensor_upload_i32 (pos_t, pos, (gsize) n, error) && hn_tensor_upload_i32 (tt_t, tt, (gsize) n, error);
+  if (ok && m->layer_local)
+    {
+      g_autofree float *mk = g_new (float, (gsize) N * N);
+      for (gint64 i = 0; i < N; i++)
+        for (gint64 j = 0; j < N; j++)
+          mk[i * N + j] = ABS (i - j) <= m->local_window ? 0.0f : -INFINITY;
+      ok = (mask = hn_scratch_new (&sc, "enc.local_mask", HN_DTYPE_F32, 2, (gint64[]) { N, N }, error)) &&
+           hn_tensor_upload_f32 (mask, mk, (gsize) (N * N), error);
+    }
+  /* embeddings */
+  ok = ok && hn_op_embedding (cmd, e, m->word, ids_t, error);
+  if (ok && m->pos)
+    ok = hn_op_embedding (cmd, e2, m->pos, pos_t, error) && hn_op_add (cmd, e, e, e2, error);
+  if (ok && m->type)
+    ok = hn_op_embedding (cmd, e2, m->type, tt_t, error) && hn_op_add (cmd, e, e, e2, error);
+  ok = ok && hn_op_layernorm (cmd, m->proj_w ? e : x, e, m->emb_ln_w, m->emb_ln_b, m->eps, error);
+  if (ok && m->proj_w)
+    ok = hn_op_matmul (cmd, x, e, m->proj_w, m->proj_b, error);
+  for (int s = 0; ok && s < m->n_exec; s++)
+    ok = record_layer (m, cmd, &sc, s, x, pos_t, mask, error);
+  if (ok && m->final_w)
+    ok = hn_op_layernorm (cmd, x, x, m->final_w, m->final_b, m->eps, error);
+  /* head */
+  HnTensor *t = NULL;
+  ok = ok && linear (cmd, &sc, &t, "enc.head", x, m->head_w, m->head_b, error) &&
+       hn_op_unary (cmd, t, t, m->head_act, error) &&
+       hn_op_layernorm (cmd, t, t, m->head_ln_w, m->head_ln_b, m->head_eps, error) &&
+       hn_op_matmul (cmd, lg, t, m->dec_w, m->dec_b, error) && hn_cmd_submit_wait (cmd, error) &&
+       hn_tensor_download_f32 (lg, logits, (gsize) N * m->vocab, error);
+  hn_scratch_clear (&sc);
+  return ok;
+}

@@ -1,0 +1,340 @@
+#include "transformer/registry.h"
+#include "base/hn-error.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+/* What the Vulkan transformer runs: each DEC family passes its parity fixture
+ * (tests/engine/test-transformer-parity.c); training/LoRA bits come with the
+ * training module. */
+#define DEC (HN_TASK_LOGITS | HN_TASK_GENERATE)
+/* + 4 AdamW steps matching PyTorch in test-train-parity (full; LoRA with the <fixture>_lora case) */
+#define DEC_T (DEC | HN_TASK_TRAIN)
+#define DEC_TL (DEC | HN_TASK_TRAIN | HN_TASK_LORA)
+/* encoders: masked-LM logits (tests/engine/test-encdec-parity.c) */
+#define ENC (HN_TASK_LOGITS)
+#define ENC_Q (HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE | HN_QUIRK_LM_HEAD_BIAS)
+/* encoder-decoders: logits given decoder ids, greedy and beam generation (test-encdec-parity.c) */
+#define S2S (HN_TASK_LOGITS | HN_TASK_GENERATE)
+#define S2S_Q (HN_QUIRK_LAYERNORM | HN_QUIRK_NO_ROPE | HN_QUIRK_LM_HEAD_BIAS)
+
+static const char *const falcon_aliases[] = { "RefinedWeb", "RefinedWebModel", NULL };
+static const char *const neox_aliases[] = { "gpt-neox", NULL };
+static const char *const xlmr_aliases[] = { "xlm_roberta", NULL };
+
+#define RMS_GATED (HN_QUIRK_GATED_MLP)
+static const HnArchInfo archs[] = {
+  { "llama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC_TL, "llama" },
+  { "mistral", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "mistral" },
+  { "qwen2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "qwen2" },
+  { "qwen3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC_T,
+    "qwen3" },
+  { "gemma", NULL, "gemma", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT, "gelu_pytorch_tanh", DEC_T, "gemma" },
+  { "gemma2", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_SOFTCAP | HN_QUIRK_SLIDING_ALTERNATE,
+    "gelu_pytorch_tanh", DEC, "gemma2" },
+  { "phi3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_PHI3,
+    RMS_GATED | HN_QUIRK_FUSED_QKV | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC_T, "phi3" },
+  { "olmo", NULL, "olmo", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_PARAMS | HN_QUIRK_CLIP_QKV, "silu", DEC, "olmo" },
+  { "olmo2", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", DEC,
+    "olmo2" },
+  { "granite", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS, "silu", DEC,
+    "granite" },
+  { "cohere", NULL, "cohere", HN_BLOCK_PARALLEL, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED, "silu",
+    DEC, "cohere" },
+  { "stablelm", NULL, "stablelm", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "stablelm" },
+  { "phi", NULL, "phi", HN_BLOCK_PARALLEL, HN_NAMES_PHI,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", DEC, "phi" },
+  { "starcoder2", NULL, "starcoder2", HN_BLOCK_PRE_NORM, HN_NAMES_STARCODER2, HN_QUIRK_LAYERNORM,
+    "gelu_pytorch_tanh", DEC, "starcoder2" },
+  { "gpt2", NULL, "gpt2", HN_BLOCK_PRE_NORM, HN_NAMES_GPT2,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_CONV1D | HN_QUIRK_FUSED_QKV | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_new",
+    DEC_TL, "gpt2" },
+  { "gpt_neox", neox_aliases, "gpt_neox", HN_BLOCK_PARALLEL_2NORM, HN_NAMES_GPT_NEOX,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC_T, "gpt_neox" },
+  { "gptj", NULL, "gptj", HN_BLOCK_PARALLEL, HN_NAMES_GPTJ,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY | HN_QUIRK_LM_HEAD_BIAS, "gelu_new", DEC,
+    "gptj" },
+  { "opt", NULL, "opt", HN_BLOCK_PRE_NORM, HN_NAMES_OPT, HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE,
+    "relu", DEC, "opt" },
+  { "bloom", NULL, "bloom", HN_BLOCK_PRE_NORM, HN_NAMES_BLOOM,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ALIBI | HN_QUIRK_EMBED_NORM | HN_QUIRK_NO_ROPE, "gelu", DEC,
+    "bloom" },
+  { "falcon", falcon_aliases, "falcon", HN_BLOCK_PARALLEL, HN_NAMES_FALCON, HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV,
+    "gelu", DEC, "falcon" },
+  /* breadth (issue 11): dense decoders the same graph runs, each with its fixture */
+  { "helium", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC,
+    "helium" },
+  { "arcee", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, 0, "relu2", DEC, "arcee" },
+  { "ernie4_5", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC,
+    "ernie4_5" },
+  { "seed_oss", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "seed_oss" },
+  { "smollm3", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "smollm3" },
+  { "olmo3", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", DEC, "olmo3" },
+  { "exaone4", NULL, "exaone", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_ROPE_SLIDING_ONLY, "silu", DEC, "exaone4" },
+  { "gemma3_text", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_QK_NORM_HEAD, "gelu_pytorch_tanh", DEC,
+    "gemma3_text" },
+  { "nemotron", NULL, "nemotron", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_PARTIAL_ROTARY, "relu2", DEC, "nemotron" },
+  { "glm", NULL, "glm", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm" },
+  { "glm4", NULL, "glm", HN_BLOCK_SANDWICH, HN_NAMES_GLM4,
+    RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm4" },
+  { "persimmon", NULL, "persimmon", HN_BLOCK_PRE_NORM, HN_NAMES_PERSIMMON,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_PARTIAL_ROTARY, "relu2", DEC,
+    "persimmon" },
+  { "gpt_bigcode", NULL, "gpt2", HN_BLOCK_PRE_NORM, HN_NAMES_BIGCODE,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_pytorch_tanh", DEC,
+    "gpt_bigcode" },
+  { "cohere2", NULL, "cohere", HN_BLOCK_PARALLEL, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED |
+      HN_QUIRK_ROPE_SLIDING_ONLY,
+    "silu", DEC, "cohere2" },
+  { "gpt_neo", NULL, "gpt_neo", HN_BLOCK_PRE_NORM, HN_NAMES_GPT_NEO,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_new", DEC, "gpt_neo" },
+  { "mpt", NULL, "mpt", HN_BLOCK_PRE_NORM, HN_NAMES_MPT,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_FUSED_QKV | HN_QUIRK_ALIBI | HN_QUIRK_NO_ROPE, "gelu", DEC,
+    "mpt" },
+  { "codegen", NULL, "gptj", HN_BLOCK_PARALLEL, HN_NAMES_CODEGEN,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY |
+      HN_QUIRK_LM_HEAD_BIAS,
+    "gelu_new", DEC, "codegen" },
+  /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
+  { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
+  { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
+    "silu", DEC, "olmoe" },
+  { "qwen3_moe", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD,
+    "silu", DEC, "qwen3_moe" },
+  { "qwen2_moe", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "qwen2_moe" },
+  { "granitemoe", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE,
+    "silu", DEC, "granitemoe" },
+  { "phimoe", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_MOE, "silu",
+    DEC, "phimoe" },
+  { "gpt_oss", NULL, "gpt_oss", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC, "gpt_oss" },
+  { "dbrx", NULL, "dbrx", HN_BLOCK_PRE_NORM, HN_NAMES_DBRX,
+    RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_FUSED_QKV | HN_QUIRK_CLIP_QKV | HN_QUIRK_MOE,
+    "silu", DEC, "dbrx" },
+  { "deepseek_v2", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "deepseek_v2" },
+  { "deepseek_v3", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "deepseek_v3" },
+  /* encoders with their masked-LM head (transformer/encoder.c) */
+  { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
+  { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
+    "roberta" },
+  { "xlm-roberta", xlmr_aliases, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS,
+    "gelu", ENC, "xlm-roberta" },
+  { "distilbert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_DISTILBERT, ENC_Q, "gelu", ENC, "distilbert" },
+  { "albert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_ALBERT, ENC_Q, "gelu_new", ENC, "albert" },
+  { "electra", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_ELECTRA, ENC_Q, "gelu", ENC, "electra" },
+  { "modernbert", NULL, "modernbert", HN_BLOCK_ENCODER_PRE_NORM, HN_NAMES_MODERNBERT,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_GATED_MLP | HN_QUIRK_SLIDING_ALTERNATE |
+      HN_QUIRK_LM_HEAD_BIAS,
+    "gelu", ENC, "modernbert" },
+  /* encoder-decoders (transformer/seq2seq.c) */
+  { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
+  { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
+  { "umt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE | HN_QUIRK_REL_BIAS_PER_LAYER,
+    "gelu_new", S2S, "umt5" },
+  { "bart", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
+    "gelu", S2S, "bart" },
+  { "mbart", NULL, "bart", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
+    "gelu", S2S, "mbart" },
+  { "marian", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_SINUSOIDAL_POS, "gelu", S2S,
+    "marian" },
+  { "pegasus", NULL, "bart", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_SINUSOIDAL_POS, "gelu", S2S,
+    "pegasus" },
+};
+
+const HnArchInfo *
+hn_arch_list (gsize *n_out)
+{
+  *n_out = G_N_ELEMENTS (archs);
+  return archs;
+}
+
+const HnArchInfo *
+hn_arch_lookup (const char *model_type, GError **error)
+{
+  if (!model_type || !*model_type)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "config.json has no model_type, so the architecture is unknown");
+      return NULL;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    {
+      if (strcmp (archs[i].model_type, model_type) == 0)
+        return &archs[i];
+      for (const char *const *a = archs[i].aliases; a && *a; a++)
+        if (strcmp (*a, model_type) == 0)
+          return &archs[i];
+    }
+  g_autoptr (GString) known = g_string_new (NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    g_string_append_printf (known, "%s%s", i ? ", " : "", archs[i].model_type);
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "model_type \"%s\" is not supported (supported: %s)", model_type,
+               known->str);
+  return NULL;
+}
+
+const char *
+hn_task_name (HnTask task)
+{
+  switch (task)
+    {
+    case HN_TASK_LOGITS: return "logits";
+    case HN_TASK_GENERATE: return "generate";
+    case HN_TASK_TRAIN: return "train";
+    case HN_TASK_LORA: return "lora";
+    }
+  return "?";
+}
+
+gboolean
+hn_arch_require_task (const HnArchInfo *arch, HnTask task, GError **error)
+{
+  if (arch->tasks & task)
+    return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "model_type \"%s\" does not support %s yet", arch->model_type,
+               hn_task_name (task));
+  return FALSE;
+}
+
+const char *
+hn_block_kind_name (HnBlockKind kind)
+{
+  switch (kind)
+    {
+    case HN_BLOCK_PRE_NORM: return "pre-norm";
+    case HN_BLOCK_PARALLEL: return "parallel";
+    case HN_BLOCK_PARALLEL_2NORM: return "parallel-2norm";
+    case HN_BLOCK_SANDWICH: return "sandwich";
+    case HN_BLOCK_POST_NORM: return "post-norm";
+    case HN_BLOCK_ENCODER_POST_NORM: return "encoder-post-norm";
+    case HN_BLOCK_ENCODER_PRE_NORM: return "encoder-pre-norm";
+    case HN_BLOCK_SEQ2SEQ_POST_NORM: return "seq2seq-post-norm";
+    case HN_BLOCK_SEQ2SEQ_PRE_NORM: return "seq2seq-pre-norm";
+    }
+  return "?";
+}
+
+gboolean
+hn_arch_is_encoder (const HnArchInfo *arch)
+{
+  return arch->block == HN_BLOCK_ENCODER_POST_NORM || arch->block == HN_BLOCK_ENCODER_PRE_NORM;
+}
+
+gboolean
+hn_arch_is_seq2seq (const HnArchInfo *arch)
+{
+  return arch->block == HN_BLOCK_SEQ2SEQ_POST_NORM || arch->block == HN_BLOCK_SEQ2SEQ_PRE_NORM;
+}
+
+static const char *const quirk_names[] = {
+  "layernorm", "norm-plus-one", "norm-no-params", "norm-no-bias", "embed-scale-sqrt", "multipliers", "logit-scale",
+  "qk-norm-head", "qk-norm-full", "softcap", "sliding-alternate", "fused-qkv", "fused-gate-up", "conv1d",
+  "learned-positions", "alibi", "rope-interleaved", "partial-rotary", "embed-norm", "clip-qkv", "lm-head-bias",
+  "gated-mlp", "no-rope", "rope-sliding-only", "moe", "pad-positions", "sinusoidal-positions",
+  "rel-bias-per-layer",
+};
+
+char *
+hn_quirks_to_string (guint quirks)
+{
+  GString *s = g_string_new (NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (quirk_names); i++)
+    if (quirks & (1u << i))
+      g_string_append_printf (s, "%s%s", s->len ? " " : "", quirk_names[i]);
+  return g_string_free (s, FALSE);
+}
+
+guint
+hn_arch_count_parity_verified (void)
+{
+  guint n = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    if ((archs[i].tasks & HN_TASK_LOGITS) && archs[i].fixture)
+      n++;
+  return n;
+}
+
+char *
+hn_arch_list_to_json (void)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_array (b);
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    {
+      const HnArchInfo *a = &archs[i];
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "model_type");
+      json_builder_add_string_value (b, a->model_type);
+      json_builder_set_member_name (b, "aliases");
+      json_builder_begin_array (b);
+      for (const char *const *al = a->aliases; al && *al; al++)
+        json_builder_add_string_value (b, *al);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "family");
+      json_builder_add_string_value (b, a->family);
+      json_builder_set_member_name (b, "block");
+      json_builder_add_string_value (b, hn_block_kind_name (a->block));
+      json_builder_set_member_name (b, "quirks");
+      json_builder_begin_array (b);
+      for (guint q = 0; q < G_N_ELEMENTS (quirk_names); q++)
+        if (a->quirks & (1u << q))
+          json_builder_add_string_value (b, quirk_names[q]);
+      json_builder_end_array (b);
+      json_builder_set_member_name (b, "tasks");
+      json_builder_begin_object (b);
+      for (guint t = 0; t < 4; t++)
+        {
+          json_builder_set_member_name (b, hn_task_name ((HnTask) (1u << t)));
+          json_builder_add_boolean_value (b, (a->tasks & (1u << t)) != 0);
+        }
+      json_builder_end_object (b);
+      json_builder_set_member_name (b, "parity_fixture");
+      if (a->fixture)
+        json_builder_add_string_value (b, a->fixture);
+      else
+        json_builder_add_null_value (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  return json_generator_to_data (gen, NULL);
+}
+
+char *
+hn_arch_list_to_markdown (void)
+{
+  GString *md = g_string_new ("# Supported architectures\n\n");
+  g_string_append_printf (md,
+                          "Generated from the registry (`engine/transformer/registry.c`) by `hierarchos-native-cli "
+                          "architectures --markdown`. Parity-verified architectures: **%u** (a row claiming logits "
+                          "names a transformers fixture in `tests/fixtures/parity/`, which the parity tests run).\n\n",
+                          hn_arch_count_parity_verified ());
+  g_string_append (md, "| model_type | family | block | logits | generate | train | LoRA | aliases | fixture |\n"
+                       "|---|---|---|---|---|---|---|---|---|\n");
+  for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
+    {
+      const HnArchInfo *a = &archs[i];
+      g_autofree char *aliases = a->aliases ? g_strjoinv (", ", (char **) a->aliases) : g_strdup ("");
+      g_string_append_printf (md, "| `%s` | %s | %s |", a->model_type, a->family, hn_block_kind_name (a->block));
+      for (guint t = 0; t < 4; t++)
+        g_string_append (md, a->tasks & (1u << t) ? " yes |" : " — |");
+      g_string_append_printf (md, " %s | %s |\n", aliases, a->fixture ? a->fixture : "—");
+    }
+  g_string_append (md, "\nA task marked yes has passed against transformers: logits within 1e-4 and identical greedy "
+                       "ids, losses after AdamW steps, PEFT adapters. Anything else fails closed with a message.\n");
+  return g_string_free (md, FALSE);
+}

@@ -1,0 +1,136 @@
+/* The architecture registry: config.json's model_type (and its aliases) ->
+ * a block family, a weight-naming scheme and static quirk flags, with the
+ * tasks each architecture supports. Config-dependent details (parallel
+ * residual switches, partial rotary, sliding windows...) are resolved from
+ * config.json by the transformer loader; the registry holds what the
+ * model_type alone decides. Hierarchos is registered by its own module. */
+#pragma once
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* How a decoder layer wires norms, attention, MLP and residuals. */
+typedef enum {
+  HN_BLOCK_PRE_NORM,      /* x += attn(norm1(x)); x += mlp(norm2(x))  (llama, gpt2, bloom...) */
+  HN_BLOCK_PARALLEL,      /* x += attn(n(x)) + mlp(n(x)) with one norm (gptj, phi, cohere, falcon) */
+  HN_BLOCK_PARALLEL_2NORM,/* x += attn(n1(x)) + mlp(n2(x))   (gpt_neox, falcon new arch) */
+  HN_BLOCK_SANDWICH,      /* pre and post norms around both sublayers (gemma2) */
+  HN_BLOCK_POST_NORM,     /* x += norm(attn(x)); x += norm(mlp(x))  (olmo2) */
+  /* not decoders: transformer/encoder.h and transformer/seq2seq.h run these */
+  HN_BLOCK_ENCODER_POST_NORM, /* bidirectional, x = norm(x + attn(x)); x = norm(x + mlp(x)) (bert) */
+  HN_BLOCK_ENCODER_PRE_NORM,  /* bidirectional, x += attn(norm(x)); x += mlp(norm(x)) (modernbert) */
+  HN_BLOCK_SEQ2SEQ_POST_NORM, /* encoder-decoder, post-norm sublayers (bart, marian) */
+  HN_BLOCK_SEQ2SEQ_PRE_NORM,  /* encoder-decoder, pre-norm sublayers and final norms (t5, mbart, pegasus) */
+} HnBlockKind;
+
+/* Where the weights live in the checkpoint and how they are laid out. */
+typedef enum {
+  HN_NAMES_LLAMA,      /* model.layers.N.self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj */
+  HN_NAMES_PHI3,       /* self_attn.qkv_proj, mlp.gate_up_proj (fused) */
+  HN_NAMES_GPT2,       /* transformer.h.N.attn.c_attn (Conv1D [in,out]), mlp.c_fc/c_proj */
+  HN_NAMES_GPT_NEOX,   /* gpt_neox.layers.N.attention.query_key_value (per-head interleaved) */
+  HN_NAMES_GPTJ,       /* transformer.h.N.attn.{q,k,v,out}_proj, mlp.fc_in/fc_out */
+  HN_NAMES_BLOOM,      /* transformer.h.N.self_attention.query_key_value (per-head interleaved) */
+  HN_NAMES_FALCON,     /* transformer.h.N.self_attention.query_key_value (grouped), dense_h_to_4h */
+  HN_NAMES_OPT,        /* model.decoder.layers.N.self_attn.{q,k,v,out}_proj, fc1/fc2 */
+  HN_NAMES_PHI,        /* model.layers.N.self_attn.{q,k,v}_proj + dense, mlp.fc1/fc2 */
+  HN_NAMES_STARCODER2, /* model.layers.N.self_attn.*_proj, mlp.c_fc/c_proj */
+  HN_NAMES_PERSIMMON,  /* model.layers.N.self_attn.query_key_value (per-head), q/k_layernorm, dense_h_to_4h */
+  HN_NAMES_BIGCODE,    /* gpt2 names with Linear weights; c_attn rows q, k, v (multi-query) */
+  HN_NAMES_GLM4,       /* llama names + post_self_attn_layernorm / post_mlp_layernorm, fused gate_up */
+  HN_NAMES_GPT_NEO,    /* transformer.h.N.attn.attention.{q,k,v,out}_proj, mlp.c_fc/c_proj (Linear) */
+  HN_NAMES_MPT,        /* transformer.blocks.N.attn.Wqkv, norm_1/norm_2, ffn.up_proj/down_proj */
+  HN_NAMES_DBRX,       /* transformer.blocks.N.norm_attn_norm.{norm_1,attn.Wqkv,norm_2}, ffn.experts.mlp.w1/v1/w2 */
+  HN_NAMES_CODEGEN,    /* transformer.h.N.attn.qkv_proj in 4 model-parallel chunks of (q, v, k) */
+  HN_NAMES_BERT,       /* <base>.encoder.layer.N.attention.self.{query,key,value}, cls/lm_head (bert, roberta) */
+  HN_NAMES_DISTILBERT, /* distilbert.transformer.layer.N.attention.{q,k,v,out}_lin, ffn.lin1/lin2 */
+  HN_NAMES_ALBERT,     /* albert.encoder.albert_layer_groups.G.albert_layers.J (shared layers) */
+  HN_NAMES_ELECTRA,    /* bert names under electra., embeddings_project, generator_predictions */
+  HN_NAMES_MODERNBERT, /* model.layers.N.attn.Wqkv/Wo, mlp.Wi/Wo, head, decoder */
+  HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
+  HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
+} HnNameScheme;
+
+/* Static quirks of an architecture (what model_type alone implies). */
+typedef enum {
+  HN_QUIRK_LAYERNORM = 1u << 0,       /* LayerNorm (with bias unless NORM_NO_BIAS) instead of RMSNorm */
+  HN_QUIRK_NORM_PLUS_ONE = 1u << 1,   /* RMSNorm scales by (1 + w) (gemma) */
+  HN_QUIRK_NORM_NO_PARAMS = 1u << 2,  /* LayerNorm without weight and bias (olmo) */
+  HN_QUIRK_NORM_NO_BIAS = 1u << 3,    /* LayerNorm with weight only (cohere, olmo-style) */
+  HN_QUIRK_EMBED_SCALE_SQRT = 1u << 4,/* embeddings * sqrt(hidden) (gemma, gemma2) */
+  HN_QUIRK_MULTIPLIERS = 1u << 5,     /* granite: embedding/residual/attention multipliers, logits_scaling */
+  HN_QUIRK_LOGIT_SCALE = 1u << 6,     /* cohere: logits * logit_scale */
+  HN_QUIRK_QK_NORM_HEAD = 1u << 7,    /* q/k RMSNorm per head (qwen3) */
+  HN_QUIRK_QK_NORM_FULL = 1u << 8,    /* q/k RMSNorm over the whole projection (olmo2) */
+  HN_QUIRK_SOFTCAP = 1u << 9,         /* attention and final logit soft-capping (gemma2) */
+  HN_QUIRK_SLIDING_ALTERNATE = 1u << 10, /* sliding window on every other layer (gemma2) */
+  HN_QUIRK_FUSED_QKV = 1u << 11,      /* one q/k/v projection in the checkpoint */
+  HN_QUIRK_FUSED_GATE_UP = 1u << 12,  /* one gate/up projection (phi3) */
+  HN_QUIRK_CONV1D = 1u << 13,         /* weights stored [in, out] (gpt2 Conv1D) */
+  HN_QUIRK_LEARNED_POS = 1u << 14,    /* learned absolute positions (gpt2, opt) */
+  HN_QUIRK_ALIBI = 1u << 15,          /* ALiBi biases instead of RoPE (bloom, falcon with alibi) */
+  HN_QUIRK_ROPE_INTERLEAVED = 1u << 16, /* GPT-J style rotary on adjacent pairs */
+  HN_QUIRK_PARTIAL_ROTARY = 1u << 17, /* rotary on the first part of each head only */
+  HN_QUIRK_EMBED_NORM = 1u << 18,     /* LayerNorm right after the embeddings (bloom) */
+  HN_QUIRK_CLIP_QKV = 1u << 19,       /* clamp q/k/v to +-clip_qkv (olmo) */
+  HN_QUIRK_LM_HEAD_BIAS = 1u << 20,   /* lm_head has a bias (phi) */
+  HN_QUIRK_GATED_MLP = 1u << 21,      /* act(gate(x)) * up(x) */
+  HN_QUIRK_NO_ROPE = 1u << 22,        /* no rotary embedding (gpt2, opt, bloom) */
+  HN_QUIRK_ROPE_SLIDING_ONLY = 1u << 23, /* with a sliding window, full-attention layers have no RoPE
+                                          * (cohere2, exaone4) */
+  HN_QUIRK_MOE = 1u << 24,            /* routed mixture-of-experts MLP (mixtral, qwen2/3_moe, olmoe) */
+  HN_QUIRK_PAD_POSITIONS = 1u << 25,  /* positions count from padding_idx + 1, pads sit at padding_idx (roberta) */
+  HN_QUIRK_SINUSOIDAL_POS = 1u << 26, /* fixed sinusoidal positions (marian, pegasus) */
+  HN_QUIRK_REL_BIAS_PER_LAYER = 1u << 27, /* T5 relative-position bias in every layer, not only the first (umt5) */
+} HnQuirk;
+
+typedef enum {
+  HN_TASK_LOGITS = 1u << 0,
+  HN_TASK_GENERATE = 1u << 1,
+  HN_TASK_TRAIN = 1u << 2,
+  HN_TASK_LORA = 1u << 3,
+} HnTask;
+
+typedef struct {
+  const char *model_type;
+  const char *const *aliases; /* NULL-terminated, may be NULL */
+  const char *family;         /* display family ("llama", "gpt2", ...) */
+  HnBlockKind block;          /* the default wiring; config.json may switch it (see loader) */
+  HnNameScheme names;
+  guint quirks;               /* HnQuirk bits */
+  const char *default_act;    /* hidden_act when config.json has none */
+  guint tasks;                /* HnTask bits this build runs */
+  const char *fixture;        /* parity case in tests/fixtures/parity, or NULL */
+} HnArchInfo;
+
+/* All registered architectures, in table order; *n_out receives the count. */
+const HnArchInfo *hn_arch_list (gsize *n_out);
+
+/* Finds model_type or an alias (case-sensitive like transformers). Fails
+ * closed with HN_ERROR_UNSUPPORTED naming the type and listing what is known. */
+const HnArchInfo *hn_arch_lookup (const char *model_type, GError **error);
+
+/* Fails with HN_ERROR_UNSUPPORTED when `arch` does not support `task`. */
+gboolean hn_arch_require_task (const HnArchInfo *arch, HnTask task, GError **error);
+
+const char *hn_block_kind_name (HnBlockKind kind);
+/* Encoders with a masked-LM head (transformer/encoder.h) and encoder-decoders (transformer/seq2seq.h). */
+gboolean hn_arch_is_encoder (const HnArchInfo *arch);
+gboolean hn_arch_is_seq2seq (const HnArchInfo *arch);
+const char *hn_task_name (HnTask task);
+/* Space-separated quirk names of `quirks` (new string). */
+char *hn_quirks_to_string (guint quirks);
+
+/* Architectures whose logits are parity-verified: rows claiming logits with a fixture (the parity test
+ * runs every such fixture, so a row cannot claim support without passing it). */
+guint hn_arch_count_parity_verified (void);
+
+/* The registry as JSON: [{"model_type", "aliases", "family", "block", "quirks",
+ * "tasks": {"logits": bool, ...}, "parity_fixture"}...]. */
+char *hn_arch_list_to_json (void);
+
+/* The same as a Markdown page (the generated docs page architectures.md):
+ * the parity-verified count and one table row per model_type. */
+char *hn_arch_list_to_markdown (void);
+
+G_END_DECLS

@@ -1,0 +1,686 @@
+/* config.json -> HnTransformerHParams: the registry's static quirks plus the
+ * switches config.json carries, with each family's transformers defaults.
+ * Any option that changes the graph in a way we do not build fails closed
+ * with a message naming the option. */
+#include "base/hn-error.h"
+#include "transformer/transformer-private.h"
+
+#include <math.h>
+#include <string.h>
+
+static gboolean
+unsupported (GError **error, const HnModelConfig *cfg, const char *what)
+{
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s (model_type %s) is not supported", cfg->path, what,
+               cfg->model_type);
+  return FALSE;
+}
+
+static gboolean
+raw_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error)
+{
+  gboolean v;
+  GError *e = NULL;
+  if (hn_model_config_get_bool (cfg, key, &v, &e))
+    *out = v;
+  else if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  else
+    *out = dflt;
+  return TRUE;
+}
+
+static gboolean
+rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, const HnRopeConfig *r,
+                          HnRopeScaling *s, double *theta, GError **error)
+{
+  memset (s, 0, sizeof *s);
+  *theta = r->theta > 0 ? r->theta : 10000.0;
+  const char *t = r->rope_type ? r->rope_type : "default";
+  if (strcmp (t, "default") == 0)
+    s->type = HN_ROPE_SCALING_NONE;
+  else if (strcmp (t, "linear") == 0)
+    s->type = HN_ROPE_SCALING_LINEAR;
+  else if (strcmp (t, "dynamic") == 0)
+    s->type = HN_ROPE_SCALING_DYNAMIC;
+  else if (strcmp (t, "llama3") == 0)
+    s->type = HN_ROPE_SCALING_LLAMA3;
+  else if (strcmp (t, "yarn") == 0)
+    s->type = HN_ROPE_SCALING_YARN;
+  else if (strcmp (t, "longrope") == 0)
+    s->type = HN_ROPE_SCALING_LONGROPE;
+  else
+    {
+      g_autofree char *what = g_strdup_printf ("rope type \"%s\"", t);
+      return unsupported (error, cfg, what);
+    }
+  if (s->type == HN_ROPE_SCALING_DYNAMIC)
+    /* dynamic NTK changes the frequencies with the sequence length while the
+     * cache holds keys rotated with older ones; not built yet */
+    return unsupported (error, cfg, "rope type \"dynamic\"");
+  s->factor = r->factor > 0 ? r->factor : 1.0;
+  s->original_max_position_embeddings = r->original_max_position_embeddings > 0 ? r->original_max_position_embeddings : 0;
+  s->low_freq_factor = isnan (r->low_freq_factor) ? 1.0 : r->low_freq_factor;
+  s->high_freq_factor = isnan (r->high_freq_factor) ? 4.0 : r->high_freq_factor;
+  s->beta_fast = isnan (r->beta_fast) ? 0.0 : r->beta_fast;
+  s->beta_slow = isnan (r->beta_slow) ? 0.0 : r->beta_slow;
+  s->attention_factor = isnan (r->attention_factor) ? 0.0 : r->attention_factor;
+  s->mscale = isnan (r->mscale) ? 0.0 : r->mscale;
+  s->mscale_all_dim = isnan (r->mscale_all_dim) ? 0.0 : r->mscale_all_dim;
+  s->yarn_no_truncate = r->truncate == 0; /* gpt_oss: "truncate": false keeps the fractional correction range */
+  if (s->type == HN_ROPE_SCALING_LONGROPE && s == &hp->rope_scaling)
+    {
+      hp->rope_short_factor = g_memdup2 (r->short_factor, sizeof (double) * r->n_short_factor);
+      hp->rope_long_factor = g_memdup2 (r->long_factor, sizeof (double) * r->n_long_factor);
+      s->short_factor = hp->rope_short_factor;
+      s->long_factor = hp->rope_long_factor;
+      s->n_factors = MIN (r->n_short_factor, r->n_long_factor);
+    }
+  return TRUE;
+}
+
+static gboolean
+activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  const char *name = NULL;
+  if (hp->arch->quirks & HN_QUIRK_NORM_PLUS_ONE) /* gemma: hidden_activation wins over hidden_act */
+    name = hn_model_config_get_string (cfg, "hidden_activation");
+  if (!name)
+    name = cfg->hidden_act;
+  if (!name)
+    name = hp->arch->default_act;
+  if (strcmp (hp->arch->model_type, "bloom") == 0 && strcmp (name, "gelu") == 0)
+    name = "gelu_new"; /* bloom_gelu_forward is the tanh approximation */
+  if (!hn_activation_from_string (name, &hp->act))
+    {
+      g_autofree char *what = g_strdup_printf ("activation \"%s\"", name);
+      return unsupported (error, cfg, what);
+    }
+  return TRUE;
+}
+
+static gboolean
+get_int (const HnModelConfig *cfg, const char *key, gint64 dflt, gint64 *out, GError **error)
+{
+  GError *e = NULL;
+  *out = dflt;
+  if (!hn_model_config_get_int (cfg, key, out, &e) && e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+get_double (const HnModelConfig *cfg, const char *key, double dflt, double *out, GError **error)
+{
+  GError *e = NULL;
+  *out = dflt;
+  if (!hn_model_config_get_double (cfg, key, out, &e) && e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* DbrxFFN divides the top-k softmax weights by their moe_normalize_expert_weights-norm (default 1,
+ * null = none). Only p = 1 (a sum, what the released models use) is built. */
+static gboolean
+dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *n = raw ? json_object_get_member (raw, "moe_normalize_expert_weights") : NULL;
+  *norm = !n || !JSON_NODE_HOLDS_NULL (n);
+  if (!n || JSON_NODE_HOLDS_NULL (n))
+    return TRUE;
+  double p;
+  if (!get_double (cfg, "moe_normalize_expert_weights", 1.0, &p, error))
+    return FALSE;
+  if (p != 1.0)
+    return unsupported (error, cfg, "ffn_config.moe_normalize_expert_weights other than 1 (a p-norm of the top-k weights)");
+  return TRUE;
+}
+
+/* The routed MLP of each MoE family as its transformers modeling file builds it. */
+static gboolean
+moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  const char *mt = hp->arch->model_type;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v");
+  if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
+      cfg->num_experts_per_tok > 32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: num_experts (%" G_GINT64_FORMAT ") and num_experts_per_tok (%" G_GINT64_FORMAT
+                   ") must be positive with top-k <= experts and <= 32",
+                   cfg->path, cfg->num_experts, cfg->num_experts_per_tok);
+      return FALSE;
+    }
+  hp->n_experts = (int) cfg->num_experts;
+  hp->n_experts_used = (int) cfg->num_experts_per_tok;
+  hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : hp->ffn;
+  hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
+  hp->moe_scale = 1.0f;
+  hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
+  /* mixtral and phimoe always renormalise; qwen/olmoe/deepseek_v3 say so in norm_topk_prob */
+  gboolean norm_topk = strcmp (mt, "mixtral") == 0;
+  if (strcmp (mt, "dbrx") == 0)
+    {
+      if (!dbrx_norm_topk (cfg, &norm_topk, error))
+        return FALSE;
+    }
+  else if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
+    return FALSE;
+  hp->moe_norm_topk = norm_topk;
+  double jitter;
+  if (!get_double (cfg, "router_jitter_noise", 0.0, &jitter, error) ||
+      !raw_bool (cfg, "output_router_logits", FALSE, &hp->moe_aux_loss, error))
+    return FALSE;
+  hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
+  if (strcmp (mt, "granitemoe") == 0 || strcmp (mt, "gpt_oss") == 0)
+    hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
+  if (strcmp (mt, "gpt_oss") == 0)
+    hp->moe_swiglu_limit = 7.0f; /* GptOssExperts: limit 7, alpha 1.702 (= quick_gelu) */
+  if (strcmp (mt, "phimoe") == 0)
+    {
+      double eps;
+      if (!get_double (cfg, "router_jitter_noise", 0.01, &eps, error))
+        return FALSE;
+      if (hp->n_experts_used != 2)
+        return unsupported (error, cfg, "a sparsemixer router with num_experts_per_tok other than 2");
+      hp->moe_route = HN_MOE_ROUTE_SPARSEMIXER;
+      hp->moe_jitter_eps = (float) eps;
+    }
+  if (deepseek)
+    {
+      gint64 n_shared, first_dense, n_group, topk_group;
+      double scale;
+      if (!get_int (cfg, "n_shared_experts", 0, &n_shared, error) ||
+          !get_int (cfg, "first_k_dense_replace", 0, &first_dense, error) ||
+          !get_int (cfg, "n_group", 1, &n_group, error) || !get_int (cfg, "topk_group", 1, &topk_group, error) ||
+          !get_double (cfg, "routed_scaling_factor", 1.0, &scale, error))
+        return FALSE;
+      hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
+      hp->moe_first_dense = (int) CLAMP (first_dense, 0, hp->n_layer);
+      hp->moe_scale = (float) scale;
+      gboolean grouped;
+      if (strcmp (mt, "deepseek_v3") == 0)
+        {
+          hp->moe_route = HN_MOE_ROUTE_SIGMOID_TOPK;
+          grouped = TRUE; /* DeepseekV3TopkRouter always limits the choice to topk_group groups */
+        }
+      else
+        {
+          const char *method = hn_model_config_get_string (cfg, "topk_method");
+          if (method && strcmp (method, "greedy") != 0 && strcmp (method, "group_limited_greedy") != 0)
+            {
+              g_autofree char *what = g_strdup_printf ("topk_method \"%s\"", method);
+              return unsupported (error, cfg, what);
+            }
+          grouped = method && strcmp (method, "group_limited_greedy") == 0;
+        }
+      if (grouped && n_group > 1)
+        {
+          if (n_group > 32 || hp->n_experts % n_group != 0 || topk_group < 1 || topk_group > n_group ||
+              topk_group * (hp->n_experts / n_group) < hp->n_experts_used)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                           "%s: n_group %" G_GINT64_FORMAT " / topk_group %" G_GINT64_FORMAT
+                           " do not split %d experts into at most 32 groups holding num_experts_per_tok",
+                           cfg->path, n_group, topk_group, hp->n_experts);
+              return FALSE;
+            }
+          hp->moe_n_group = (int) n_group;
+          hp->moe_topk_group = (int) topk_group;
+        }
+    }
+  /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
+  gint64 step;
+  if (!get_int (cfg, "decoder_sparse_step", 1, &step, error))
+    return FALSE;
+  JsonObject *moe_raw = hn_model_config_get_raw (cfg);
+  JsonNode *mol = moe_raw ? json_object_get_member (moe_raw, "mlp_only_layers") : NULL;
+  gboolean dense_layers = mol && JSON_NODE_HOLDS_ARRAY (mol) && json_array_get_length (json_node_get_array (mol)) > 0;
+  if (step != 1 || dense_layers)
+    return unsupported (error, cfg, "decoder_sparse_step other than 1 or mlp_only_layers (mixed dense/MoE layers)");
+  return TRUE;
+}
+
+/* DeepSeek's multi-head latent attention: per-head keys [rope | nope] (the device order), values of
+ * v_head_dim, one rotary key shared by all heads. */
+static gboolean
+mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  gint64 q_rank, kv_rank, nope, rope, v;
+  if (!get_int (cfg, "q_lora_rank", 0, &q_rank, error) || !get_int (cfg, "kv_lora_rank", 0, &kv_rank, error) ||
+      !get_int (cfg, "qk_nope_head_dim", 0, &nope, error) || !get_int (cfg, "qk_rope_head_dim", 0, &rope, error) ||
+      !get_int (cfg, "v_head_dim", 0, &v, error))
+    return FALSE;
+  if (kv_rank <= 0 || nope <= 0 || rope <= 0 || rope % 2 || v <= 0 || nope + rope > 256 || v > 256)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim (even) and v_head_dim must be positive, "
+                   "head dims at most 256",
+                   cfg->path);
+      return FALSE;
+    }
+  gboolean v3 = strcmp (hp->arch->model_type, "deepseek_v3") == 0;
+  double scale = 1.0 / sqrt ((double) (nope + rope));
+  if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
+    {
+      /* DeepseekV3Attention: with a scaled rope the softmax scale is multiplied by
+       * yarn_get_mscale(factor, mscale_all_dim)^2 (the rope's own attention factor is the
+       * mscale / mscale_all_dim ratio, as hn_rope_compute_inv_freq computes it). transformers'
+       * deepseek_v2 has no such term and no fixture shows which one a v2 checkpoint needs. */
+      if (!v3 || hp->rope_scaling.type != HN_ROPE_SCALING_YARN)
+        return unsupported (error, cfg, "rope scaling other than yarn on deepseek_v3 multi-head latent attention");
+      double f = hp->rope_scaling.factor, mad = hp->rope_scaling.mscale_all_dim;
+      if (mad > 0 && f > 1)
+        {
+          double m = 0.1 * mad * log (f) + 1.0;
+          scale *= m * m;
+        }
+    }
+  hp->mla = TRUE;
+  hp->q_lora_rank = (int) MAX (q_rank, 0);
+  hp->kv_lora_rank = (int) kv_rank;
+  hp->qk_nope_dim = (int) nope;
+  hp->v_head_dim = (int) v;
+  hp->head_dim = (int) (nope + rope);
+  hp->rot_dims = (int) rope;
+  hp->n_kv_head = hp->n_head; /* keys and values are expanded per head from the latent */
+  gboolean interleave = TRUE; /* deepseek_v2 rotates complex pairs; v3 does when rope_interleave (default) */
+  if (v3 && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
+    return FALSE;
+  hp->rope_style = interleave ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
+  hp->attn_scale = (float) scale;
+  return TRUE;
+}
+
+gboolean
+hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  memset (hp, 0, sizeof *hp);
+  const HnArchInfo *a = hn_arch_lookup (cfg->model_type, error);
+  if (!a)
+    return FALSE;
+  if (hn_arch_is_encoder (a) || hn_arch_is_seq2seq (a))
+    {
+      /* a different graph (transformer/encoder.h, transformer/seq2seq.h); callers that take any model dispatch first */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is %s, not a decoder-only model",
+                   cfg->path, a->model_type, hn_arch_is_encoder (a) ? "an encoder (masked LM)" : "an encoder-decoder");
+      return FALSE;
+    }
+  hp->arch = a;
+  hp->block = a->block;
+  const char *mt = a->model_type;
+  guint q = a->quirks;
+
+  if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || cfg->num_hidden_layers <= 0 || cfg->num_attention_heads <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive",
+                   cfg->path);
+      return FALSE;
+    }
+  hp->vocab = (int) cfg->vocab_size;
+  hp->hidden = (int) cfg->hidden_size;
+  hp->n_layer = (int) cfg->num_hidden_layers;
+  hp->n_head = (int) cfg->num_attention_heads;
+  hp->n_kv_head = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads : hp->n_head;
+  hp->head_dim = cfg->head_dim > 0 ? (int) cfg->head_dim : hp->hidden / hp->n_head;
+  hp->ffn = cfg->intermediate_size > 0 ? (int) cfg->intermediate_size : 4 * hp->hidden;
+  hp->max_positions = cfg->max_position_embeddings > 0 ? (int) cfg->max_position_embeddings : 2048;
+  if (strcmp (mt, "falcon") == 0 && cfg->new_decoder_architecture != TRUE)
+    {
+      /* FalconAttention: num_kv_heads only counts with the new architecture; otherwise
+       * multi_query means one K/V head and its absence one per query head */
+      gboolean mq;
+      if (!raw_bool (cfg, "multi_query", TRUE, &mq, error))
+        return FALSE;
+      hp->n_kv_head = mq ? 1 : hp->n_head;
+    }
+  if (strcmp (mt, "codegen") == 0 && (hp->n_head * hp->head_dim) % 4 != 0)
+    return unsupported (error, cfg, "a width that does not split into codegen's 4 model-parallel chunks");
+  if (strcmp (mt, "persimmon") == 0)
+    hp->n_kv_head = hp->n_head; /* PersimmonAttention has no grouped K/V (num_key_value_heads is ignored) */
+  if (strcmp (mt, "falcon") == 0 && cfg->intermediate_size <= 0)
+    hp->ffn = 4 * hp->hidden; /* falcon: ffn_hidden_size defaults to 4 * hidden */
+  if (hp->n_head % hp->n_kv_head != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                   cfg->path, hp->n_head, hp->n_kv_head);
+      return FALSE;
+    }
+
+  /* norms */
+  hp->layernorm = (q & HN_QUIRK_LAYERNORM) != 0;
+  hp->norm_plus_one = (q & HN_QUIRK_NORM_PLUS_ONE) != 0;
+  if (q & HN_QUIRK_NORM_NO_PARAMS)
+    hp->norm_eps = 1e-5f; /* OlmoLayerNorm hard-codes it */
+  else if (!isnan (cfg->norm_eps))
+    hp->norm_eps = (float) cfg->norm_eps;
+  else
+    hp->norm_eps = hp->layernorm ? 1e-5f : 1e-6f;
+
+  /* mlp */
+  hp->gated = (q & HN_QUIRK_GATED_MLP) != 0;
+  if (!activation (hp, cfg, error))
+    return FALSE;
+
+  /* positions */
+  hp->rope = !(q & HN_QUIRK_NO_ROPE);
+  hp->alibi = (q & HN_QUIRK_ALIBI) != 0;
+  hp->learned_pos = (q & HN_QUIRK_LEARNED_POS) != 0;
+  if (strcmp (mt, "opt") == 0)
+    hp->pos_offset = 2;
+  if (strcmp (mt, "falcon") == 0 && cfg->alibi == TRUE)
+    {
+      hp->alibi = TRUE;
+      hp->rope = FALSE;
+    }
+  hp->rope_style = (q & HN_QUIRK_ROPE_INTERLEAVED) ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
+  hp->rot_dims = hp->head_dim;
+  if (cfg->rotary_dim > 0)
+    hp->rot_dims = (int) cfg->rotary_dim;
+  else if (strcmp (mt, "stablelm") == 0 && cfg->rope.partial_rotary_factor == 1.0)
+    hp->rot_dims = hp->head_dim / 4; /* stablelm's default partial_rotary_factor is 0.25 */
+  if (hp->rope && (hp->rot_dims <= 0 || hp->rot_dims > hp->head_dim || hp->rot_dims % 2))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: rotary dims %d do not fit head_dim %d", cfg->path,
+                   hp->rot_dims, hp->head_dim);
+      return FALSE;
+    }
+  if (hp->rope && !rope_scaling_from_config (hp, cfg, &cfg->rope, &hp->rope_scaling, &hp->rope_theta, error))
+    return FALSE;
+  if (hp->rope && cfg->has_rope_sliding)
+    {
+      if (!rope_scaling_from_config (hp, cfg, &cfg->rope_sliding, &hp->local_rope_scaling, &hp->local_rope_theta, error))
+        return FALSE;
+      if (hp->local_rope_scaling.type == HN_ROPE_SCALING_LONGROPE)
+        return unsupported (error, cfg, "longrope on sliding layers");
+      hp->local_rope = TRUE;
+    }
+
+  /* attention */
+  if (!isnan (cfg->query_pre_attn_scalar) && cfg->query_pre_attn_scalar > 0)
+    hp->attn_scale = (float) (1.0 / sqrt (cfg->query_pre_attn_scalar));
+  if ((q & HN_QUIRK_MULTIPLIERS) && !isnan (cfg->attention_multiplier))
+    hp->attn_scale = (float) cfg->attention_multiplier;
+  if ((q & HN_QUIRK_SOFTCAP))
+    {
+      hp->attn_softcap = isnan (cfg->attn_logit_softcapping) ? 0.0f : (float) cfg->attn_logit_softcapping;
+      hp->final_softcap = isnan (cfg->final_logit_softcapping) ? 0.0f : (float) cfg->final_logit_softcapping;
+    }
+  else if (!isnan (cfg->attn_logit_softcapping) || !isnan (cfg->final_logit_softcapping))
+    return unsupported (error, cfg, "logit soft-capping");
+  hp->qk_norm_head = (q & HN_QUIRK_QK_NORM_HEAD) != 0;
+  hp->qk_norm_full = (q & HN_QUIRK_QK_NORM_FULL) != 0;
+
+  /* sliding windows: layer_types when given, else the family's rule */
+  hp->layer_sliding = g_new0 (guint8, hp->n_layer);
+  gboolean sw_on = cfg->sliding_window > 0;
+  if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
+    sw_on = sw_on && cfg->use_sliding_window == TRUE;
+  if (sw_on)
+    {
+      hp->sliding_window = (int) cfg->sliding_window;
+      if (cfg->layer_types)
+        {
+          int n = (int) g_strv_length (cfg->layer_types);
+          if (n != hp->n_layer)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: layer_types has %d entries for %d layers",
+                           cfg->path, n, hp->n_layer);
+              return FALSE;
+            }
+          for (int i = 0; i < n; i++)
+            {
+              if (strcmp (cfg->layer_types[i], "sliding_attention") == 0)
+                hp->layer_sliding[i] = 1;
+              else if (strcmp (cfg->layer_types[i], "full_attention") != 0)
+                {
+                  g_autofree char *what = g_strdup_printf ("layer type \"%s\"", cfg->layer_types[i]);
+                  return unsupported (error, cfg, what);
+                }
+            }
+        }
+      else if (q & HN_QUIRK_SLIDING_ALTERNATE)
+        for (int i = 0; i < hp->n_layer; i++)
+          hp->layer_sliding[i] = (i + 1) % 2; /* gemma2: even layers slide */
+      else if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
+        for (int i = 0; i < hp->n_layer; i++)
+          hp->layer_sliding[i] = cfg->max_window_layers < 0 || i >= cfg->max_window_layers;
+      else
+        memset (hp->layer_sliding, 1, (gsize) hp->n_layer);
+    }
+
+  if (strcmp (mt, "gpt_neo") == 0)
+    {
+      /* GPTNeoSelfAttention does not scale the scores; "local" layers see window_size keys */
+      hp->attn_scale = 1.0f;
+      JsonObject *r = hn_model_config_get_raw (cfg);
+      gint64 win = 256;
+      GError *we = NULL;
+      if (!hn_model_config_get_int (cfg, "window_size", &win, &we) && we)
+        {
+          g_propagate_error (error, we);
+          return FALSE;
+        }
+      JsonArray *al = r && json_object_has_member (r, "attention_layers") &&
+                              JSON_NODE_HOLDS_ARRAY (json_object_get_member (r, "attention_layers"))
+                        ? json_object_get_array_member (r, "attention_layers")
+                        : NULL;
+      if (!al || json_array_get_length (al) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attention_layers must list one type per layer", cfg->path);
+          return FALSE;
+        }
+      hp->sliding_window = (int) win;
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          const char *t = json_array_get_string_element (al, (guint) i);
+          if (!t || (strcmp (t, "local") != 0 && strcmp (t, "global") != 0))
+            return unsupported (error, cfg, "an attention layer type other than global/local");
+          hp->layer_sliding[i] = strcmp (t, "local") == 0;
+        }
+    }
+  if (strcmp (mt, "mpt") == 0)
+    {
+      JsonObject *r = hn_model_config_get_raw (cfg);
+      JsonObject *ac = r && json_object_has_member (r, "attn_config") &&
+                               JSON_NODE_HOLDS_OBJECT (json_object_get_member (r, "attn_config"))
+                         ? json_object_get_object_member (r, "attn_config")
+                         : NULL;
+      if (ac)
+        {
+          static const char *const off[] = { "qk_ln", "prefix_lm", "attn_uses_sequence_id", NULL };
+          for (const char *const *k = off; *k; k++)
+            if (json_object_has_member (ac, *k) && JSON_NODE_HOLDS_VALUE (json_object_get_member (ac, *k)) &&
+                json_object_get_boolean_member (ac, *k))
+              return unsupported (error, cfg, *k);
+          if (json_object_has_member (ac, "clip_qkv") && !JSON_NODE_HOLDS_NULL (json_object_get_member (ac, "clip_qkv")))
+            return unsupported (error, cfg, "attn_config.clip_qkv");
+          if (json_object_has_member (ac, "alibi") && !json_object_get_boolean_member (ac, "alibi"))
+            return unsupported (error, cfg, "MPT without ALiBi (learned positions)");
+          if (json_object_has_member (ac, "softmax_scale") &&
+              JSON_NODE_HOLDS_VALUE (json_object_get_member (ac, "softmax_scale")))
+            hp->attn_scale = (float) json_object_get_double_member (ac, "softmax_scale");
+          if (json_object_has_member (ac, "alibi_bias_max") &&
+              json_object_get_double_member (ac, "alibi_bias_max") != 8.0)
+            return unsupported (error, cfg, "attn_config.alibi_bias_max other than 8");
+        }
+      gboolean no_bias;
+      if (!raw_bool (cfg, "no_bias", TRUE, &no_bias, error))
+        return FALSE;
+      (void) no_bias; /* biases are loaded when the checkpoint has them */
+    }
+
+  /* which layers rotate: all, or as no_rope_layers / the sliding layers say */
+  hp->layer_rope = g_new (guint8, hp->n_layer);
+  memset (hp->layer_rope, hp->rope ? 1 : 0, (gsize) hp->n_layer);
+  if (hp->rope && (q & HN_QUIRK_ROPE_SLIDING_ONLY) && hp->sliding_window > 0)
+    memcpy (hp->layer_rope, hp->layer_sliding, (gsize) hp->n_layer);
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  if (hp->rope && raw && json_object_has_member (raw, "no_rope_layers") &&
+      JSON_NODE_HOLDS_ARRAY (json_object_get_member (raw, "no_rope_layers")))
+    {
+      JsonArray *nr = json_object_get_array_member (raw, "no_rope_layers");
+      if (json_array_get_length (nr) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: no_rope_layers has %u entries for %d layers", cfg->path,
+                       json_array_get_length (nr), hp->n_layer);
+          return FALSE;
+        }
+      for (int i = 0; i < hp->n_layer; i++)
+        hp->layer_rope[i] = json_array_get_int_element (nr, (guint) i) != 0; /* 1 = this layer rotates */
+    }
+
+  /* scalars */
+  hp->embed_scale = 1.0f;
+  hp->residual_scale = 1.0f;
+  hp->logits_scale = 1.0f;
+  if (q & HN_QUIRK_EMBED_SCALE_SQRT)
+    hp->embed_scale = sqrtf ((float) hp->hidden);
+  if (q & HN_QUIRK_MULTIPLIERS)
+    {
+      if (!isnan (cfg->embedding_multiplier))
+        hp->embed_scale = (float) cfg->embedding_multiplier;
+      if (!isnan (cfg->residual_multiplier))
+        hp->residual_scale = (float) cfg->residual_multiplier;
+      if (!isnan (cfg->logits_scaling))
+        hp->logits_scale = (float) (1.0 / cfg->logits_scaling);
+    }
+  if ((q & HN_QUIRK_LOGIT_SCALE) && !isnan (cfg->logit_scale))
+    hp->logits_scale = (float) cfg->logit_scale;
+  hp->embed_norm = (q & HN_QUIRK_EMBED_NORM) != 0;
+
+  /* tied embeddings: the family's transformers default when config.json is silent */
+  static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
+                                                "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
+                                                NULL };
+  gboolean tie_default = g_strv_contains (tie_by_default, mt);
+  hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
+
+  /* family switches that change the wiring */
+  if (strcmp (mt, "gpt_neox") == 0 && cfg->use_parallel_residual == FALSE)
+    hp->block = HN_BLOCK_PRE_NORM;
+  if (strcmp (mt, "stablelm") == 0 && cfg->use_parallel_residual == TRUE)
+    hp->block = HN_BLOCK_PARALLEL;
+  if (strcmp (mt, "falcon") == 0)
+    {
+      if (cfg->new_decoder_architecture == TRUE)
+        {
+          gint64 n_ln = 2;
+          GError *e = NULL;
+          if (!hn_model_config_get_int (cfg, "num_ln_in_parallel_attn", &n_ln, &e) && e)
+            {
+              g_propagate_error (error, e);
+              return FALSE;
+            }
+          hp->block = n_ln == 1 ? HN_BLOCK_PARALLEL : HN_BLOCK_PARALLEL_2NORM;
+        }
+      else if (cfg->parallel_attn == FALSE)
+        hp->block = HN_BLOCK_PRE_NORM;
+    }
+  if (strcmp (mt, "gpt2") == 0)
+    {
+      if (cfg->scale_attn_by_inverse_layer_idx == TRUE)
+        return unsupported (error, cfg, "scale_attn_by_inverse_layer_idx");
+      if (cfg->scale_attn_weights == FALSE)
+        hp->attn_scale = 1.0f;
+    }
+  if (strcmp (mt, "opt") == 0)
+    {
+      gboolean before;
+      gint64 proj = -1;
+      GError *e = NULL;
+      if (!raw_bool (cfg, "do_layer_norm_before", TRUE, &before, error))
+        return FALSE;
+      if (!before)
+        return unsupported (error, cfg, "do_layer_norm_before=false (post-norm OPT)");
+      if (hn_model_config_get_int (cfg, "word_embed_proj_dim", &proj, &e) && proj != hp->hidden)
+        return unsupported (error, cfg, "word_embed_proj_dim different from hidden_size");
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+    }
+  if (strcmp (mt, "bloom") == 0)
+    {
+      gboolean post;
+      if (!raw_bool (cfg, "apply_residual_connection_post_layernorm", FALSE, &post, error))
+        return FALSE;
+      if (post)
+        return unsupported (error, cfg, "apply_residual_connection_post_layernorm");
+    }
+  if (strcmp (mt, "stablelm") == 0 || strcmp (mt, "phi") == 0)
+    {
+      gboolean qkln;
+      if (!raw_bool (cfg, "qk_layernorm", FALSE, &qkln, error))
+        return FALSE;
+      if (qkln)
+        return unsupported (error, cfg, "qk_layernorm");
+    }
+  if (strcmp (mt, "cohere") == 0 && cfg->use_qk_norm == TRUE)
+    return unsupported (error, cfg, "use_qk_norm");
+  if (cfg->num_experts > 0 || (q & HN_QUIRK_MOE))
+    {
+      if (!(q & HN_QUIRK_MOE))
+        return unsupported (error, cfg, "mixture-of-experts layers");
+      if (!moe_from_config (hp, cfg, error))
+        return FALSE;
+    }
+  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0)
+    {
+      if (!mla_from_config (hp, cfg, error))
+        return FALSE;
+    }
+  hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  hp->attn_sinks = strcmp (mt, "gpt_oss") == 0;
+  double clip = NAN;
+  GError *ce = NULL;
+  if (hn_model_config_get_double (cfg, "clip_qkv", &clip, &ce))
+    {
+      if (!(q & HN_QUIRK_CLIP_QKV))
+        return unsupported (error, cfg, "clip_qkv");
+      if (!(clip > 0))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: clip_qkv must be positive", cfg->path);
+          return FALSE;
+        }
+      hp->clip_qkv = (float) clip;
+    }
+  else if (ce)
+    {
+      g_propagate_error (error, ce);
+      return FALSE;
+    }
+
+  /* ids */
+  hp->bos_token_id = (int) cfg->bos_token_id;
+  hp->pad_token_id = (int) cfg->pad_token_id;
+  hp->eos_token_ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (guint i = 0; i < cfg->n_eos_token_ids; i++)
+    {
+      int32_t e = (int32_t) cfg->eos_token_ids[i];
+      g_array_append_val (hp->eos_token_ids, e);
+    }
+  return TRUE;
+}
+
+void
+hn_transformer_hparams_clear (HnTransformerHParams *hp)
+{
+  g_clear_pointer (&hp->layer_sliding, g_free);
+  g_clear_pointer (&hp->layer_rope, g_free);
+  g_clear_pointer (&hp->rope_short_factor, g_free);
+  g_clear_pointer (&hp->rope_long_factor, g_free);
+  g_clear_pointer (&hp->eos_token_ids, g_array_unref);
+}

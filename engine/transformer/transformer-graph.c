@@ -1,0 +1,1097 @@
+/* The decoder graph: loading a model, activations, and recording the
+ * embedding, one layer (every block wiring and quirk) and the head into an
+ * HnCmd. A forward is one recording and one submit. */
+#include "base/hn-error.h"
+#include "transformer/transformer-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#define CK(expr)                                                                                                       \
+  do                                                                                                                   \
+    {                                                                                                                  \
+      if (!(expr))                                                                                                     \
+        return FALSE;                                                                                                  \
+    }                                                                                                                  \
+  while (0)
+
+/* ---------------------------------------------------------------- loading */
+
+/* Weights stay in their stored dtype on the device, so their bytes on disk
+ * are what they need there. A model that cannot fit is refused with the
+ * numbers before the first upload, not after minutes of copying. */
+static gboolean
+check_fits (HnTransformer *m, HnSafetensors *st, GError **error)
+{
+  guint64 need = 0;
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    need += hn_safetensors_get_nth (st, i)->nbytes;
+  guint64 have = hn_vk_context_get_capacity (m->ctx);
+  if (have == 0 || need <= have)
+    return TRUE;
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (m->ctx);
+  g_autofree char *need_s = g_format_size_full (need, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *have_s = g_format_size_full (have, G_FORMAT_SIZE_IEC_UNITS);
+  g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
+               "%s: the model's weights alone need %s (%" G_GUINT64_FORMAT " bytes) of device memory, but %s has %s (%"
+               G_GUINT64_FORMAT " bytes): choose a device with more memory or a smaller model (a bf16/f16 copy of an "
+               "f32 model needs half)",
+               m->dir, need_s, need, info->name, have_s, have);
+  return FALSE;
+}
+
+/* Layers [layer0, layer1) of the model (layer1 < 0: up to the last). */
+static HnTransformer *
+load_stage (HnVkContext *ctx, const char *model_dir, int layer0, int layer1, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return NULL;
+  HnTransformer *m = g_new0 (HnTransformer, 1);
+  m->ctx = hn_vk_context_ref (ctx);
+  m->dir = g_strdup (model_dir);
+  m->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  m->config = g_steal_pointer (&cfg);
+  if (!hn_transformer_hparams_resolve (&m->hp, m->config, error))
+    {
+      hn_transformer_free (m);
+      return NULL;
+    }
+  m->layer0 = layer0;
+  m->layer1 = layer1 < 0 ? m->hp.n_layer : layer1;
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
+  /* a whole model must fit its device; a pipeline stage was checked by the split plan */
+  gboolean whole = m->layer0 == 0 && m->layer1 == m->hp.n_layer;
+  if (!st || (whole && !check_fits (m, st, error)) || !hn_transformer_weights_load (m, st, error))
+    {
+      hn_transformer_free (m);
+      return NULL;
+    }
+  return m;
+}
+
+HnTransformer *
+hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
+{
+  return load_stage (ctx, model_dir, 0, -1, error);
+}
+
+gboolean
+hn_transformer_plan_split (const char *model_dir, const guint64 *capacity, guint n_devices, int *first_layer,
+                           guint64 *stage_bytes, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return FALSE;
+  HnTransformerHParams hp = { 0 };
+  if (!hn_transformer_hparams_resolve (&hp, cfg, error))
+    {
+      hn_transformer_hparams_clear (&hp);
+      return FALSE;
+    }
+  int L = hp.n_layer;
+  gboolean ok = FALSE;
+  g_autofree guint64 *layer = g_new0 (guint64, MAX (L, 1));
+  g_autoptr (HnSafetensors) st = NULL;
+  if (n_devices == 0 || (int) n_devices > L)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %d layers cannot be split over %u devices",
+                   model_dir, L, n_devices);
+      goto out;
+    }
+  if (!(st = hn_safetensors_open (model_dir, error)))
+    goto out;
+  guint64 embed = 0, head = 0, total = 0, cap_total = 0;
+  hn_transformer_weights_measure (&hp, st, layer, &embed, &head);
+  for (int i = 0; i < L; i++)
+    total += layer[i];
+  total += embed + head;
+  for (guint d = 0; d < n_devices; d++)
+    cap_total += MAX (capacity[d], 1);
+  /* boundary d goes where the bytes before it come closest to the device
+   * capacities' share of the whole; every stage keeps at least one layer */
+  first_layer[0] = 0;
+  first_layer[n_devices] = L;
+  guint64 cap_before = 0;
+  for (guint d = 1; d < n_devices; d++)
+    {
+      cap_before += MAX (capacity[d - 1], 1);
+      double target = (double) total * (double) cap_before / (double) cap_total;
+      int lo = first_layer[d - 1] + 1, hi = L - (int) (n_devices - d), best = lo;
+      double best_err = G_MAXDOUBLE, before = (double) embed;
+      for (int i = 0; i < lo; i++)
+        before += (double) layer[i];
+      for (int i = lo; i <= hi; i++)
+        {
+          if (fabs (before - target) < best_err)
+            {
+              best_err = fabs (before - target);
+              best = i;
+            }
+          before += (double) layer[i];
+        }
+      first_layer[d] = best;
+    }
+  for (guint d = 0; d < n_devices; d++)
+    {
+      guint64 b = (d == 0 ? embed : 0) + (d + 1 == n_devices ? head : 0);
+      for (int i = first_layer[d]; i < first_layer[d + 1]; i++)
+        b += layer[i];
+      stage_bytes[d] = b;
+      if (capacity[d] > 0 && b > capacity[d])
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY,
+                       "%s: layers %d-%d need %.1f MB of weights, more than device %u's %.1f MB; add a device",
+                       model_dir, first_layer[d], first_layer[d + 1] - 1, b / 1e6, d, capacity[d] / 1e6);
+          goto out;
+        }
+    }
+  ok = TRUE;
+out:
+  hn_transformer_hparams_clear (&hp);
+  return ok;
+}
+
+HnTransformer *
+hn_transformer_load_split (HnVkContext *const *ctxs, guint n_devices, const char *model_dir, GError **error)
+{
+  if (n_devices == 1)
+    return hn_transformer_load (ctxs[0], model_dir, error);
+  g_autofree guint64 *cap = g_new0 (guint64, MAX (n_devices, 1));
+  g_autofree guint64 *bytes = g_new0 (guint64, MAX (n_devices, 1));
+  g_autofree int *first = g_new0 (int, n_devices + 1);
+  for (guint d = 0; d < n_devices; d++)
+    cap[d] = hn_vk_context_get_capacity (ctxs[d]); /* the largest device-local heap, or the memory limit */
+  if (!hn_transformer_plan_split (model_dir, cap, n_devices, first, bytes, error))
+    return NULL;
+  HnTransformer *head = NULL, **link = &head;
+  for (guint d = 0; d < n_devices; d++)
+    {
+      HnTransformer *m = load_stage (ctxs[d], model_dir, first[d], first[d + 1], error);
+      if (!m)
+        {
+          g_prefix_error (error, "pipeline stage %u (layers %d-%d): ", d, first[d], first[d + 1] - 1);
+          hn_transformer_free (head);
+          return NULL;
+        }
+      *link = m;
+      link = &m->next;
+    }
+  return head;
+}
+
+guint
+hn_transformer_get_n_stages (HnTransformer *m)
+{
+  guint n = 0;
+  for (; m; m = m->next)
+    n++;
+  return n;
+}
+
+HnTransformer *
+hn_transformer_get_stage (HnTransformer *m, guint i, int *layer0, int *layer1)
+{
+  for (; m && i > 0; i--)
+    m = m->next;
+  if (m && layer0)
+    *layer0 = m->layer0;
+  if (m && layer1)
+    *layer1 = m->layer1;
+  return m;
+}
+
+gboolean
+hn_transformer_require_whole (HnTransformer *m, const char *what, GError **error)
+{
+  if (!m->next && m->layer0 == 0 && m->layer1 == m->hp.n_layer)
+    return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+               "%s runs on one device; a model split across devices (--device-indices) is only used for generation",
+               what);
+  return FALSE;
+}
+
+void
+hn_transformer_free (HnTransformer *m)
+{
+  if (!m)
+    return;
+  g_clear_pointer (&m->next, hn_transformer_free);
+  for (int i = 0; m->w.layers && i < m->hp.n_layer; i++)
+    {
+      g_free (m->w.layers[i].experts); /* the tensors themselves are in m->owned */
+      g_free (m->w.layers[i].expert_biases);
+    }
+  g_free (m->w.layers);
+  g_clear_pointer (&m->owned, g_ptr_array_unref);
+  if (m->origins)
+    for (guint i = 0; i < m->origins->len; i++)
+      {
+        HnWeightOrigin *o = &g_array_index (m->origins, HnWeightOrigin, i);
+        g_free (o->src);
+        g_free (o->rows);
+      }
+  g_clear_pointer (&m->origins, g_array_unref);
+  hn_transformer_hparams_clear (&m->hp);
+  g_clear_pointer (&m->config, hn_model_config_free);
+  g_clear_pointer (&m->ctx, hn_vk_context_unref);
+  g_free (m->dir);
+  g_free (m);
+}
+
+const HnTransformerHParams *
+hn_transformer_get_hparams (HnTransformer *m)
+{
+  return &m->hp;
+}
+
+HnVkContext *
+hn_transformer_get_context (HnTransformer *m)
+{
+  return m->ctx;
+}
+
+guint64
+hn_transformer_get_weight_bytes (HnTransformer *m)
+{
+  return m->weight_bytes + (m->next ? hn_transformer_get_weight_bytes (m->next) : 0);
+}
+
+const HnTransformerWeights *
+hn_transformer_get_weights (HnTransformer *m)
+{
+  return &m->w;
+}
+
+const HnWeightOrigin *
+hn_transformer_get_weight_origins (HnTransformer *m, guint *n_origins)
+{
+  *n_origins = m->origins ? m->origins->len : 0;
+  return m->origins ? (const HnWeightOrigin *) m->origins->data : NULL;
+}
+
+const char *
+hn_transformer_get_dir (HnTransformer *m)
+{
+  return m->dir;
+}
+
+/* ---------------------------------------------------------------- activations */
+
+struct ActsPriv {
+  HnTransformerActs pub;
+  GPtrArray *views; /* views made while recording; dropped after the submit */
+  /* MoE scratch (NULL for dense models): router logits / routing weights [N, E], chosen experts [N, k],
+   * one column [N, 1], one expert's output [N, C] */
+  HnTensor *route, *route_w, *topi, *col, *expert_out;
+  /* sparse expert execution: slots grouped by expert (offsets [E + 1], order [N * k]) and the
+   * routed experts' gate, up, activation [N * k, F] and output [N * k, C] per slot */
+  HnTensor *moe_offs, *moe_order, *moe_tiles, *moe_g, *moe_u, *moe_act, *moe_y;
+  /* MLA scratch (NULL unless deepseek): q/kv latent [N, max(q_lora, kv_lora)], per-head key nope part
+   * [N, H * nope], the shared rotary key [N, rope] and its copy per head [N, H * rope] */
+  HnTensor *mla_lat, *mla_knope, *mla_kr, *mla_krb;
+};
+
+static HnTensor *
+act_new (HnTransformer *m, GPtrArray *keep, const char *name, HnDType dt, gint64 rows, gint64 cols, GError **error)
+{
+  HnTensor *t = cols > 0 ? hn_tensor_new_named (m->ctx, name, dt, 2, (gint64[]) { rows, cols }, error)
+                         : hn_tensor_new_named (m->ctx, name, dt, 1, (gint64[]) { rows }, error);
+  if (t)
+    g_ptr_array_add (keep, t);
+  return t;
+}
+
+HnTransformerActs *
+hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = g_new0 (struct ActsPriv, 1);
+  HnTransformerActs *a = &p->pub;
+  p->views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  g_autoptr (GPtrArray) keep = g_ptr_array_new ();
+  gint64 N = max_tokens, C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim;
+  gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  const HnLayerWeights *l0 = m->w.layers ? &m->w.layers[m->layer0] : NULL; /* this stage's first layer */
+  gint64 F = hp->ffn * ((l0 && l0->w_gate && !l0->w_up) ? 2 : 1);
+  gint64 Fu = MAX (hp->ffn, MAX (hp->moe_ffn, hp->shared_ffn)); /* MoE experts reuse gate/up/act */
+  F = MAX (F, Fu);
+  a->max_tokens = max_tokens;
+  if (!(a->ids = act_new (m, keep, "acts.ids", HN_DTYPE_I32, N, 0, error)) ||
+      !(a->pos = act_new (m, keep, "acts.pos", HN_DTYPE_I32, N, 0, error)) ||
+      !(a->x = act_new (m, keep, "acts.x", HN_DTYPE_F32, N, C, error)) ||
+      !(a->h = act_new (m, keep, "acts.h", HN_DTYPE_F32, N, C, error)) ||
+      !(a->q = act_new (m, keep, "acts.q", HN_DTYPE_F32, N, qd, error)) ||
+      !(a->k = act_new (m, keep, "acts.k", HN_DTYPE_F32, N, kvd, error)) ||
+      !(a->v = act_new (m, keep, "acts.v", HN_DTYPE_F32, N, kvd, error)) ||
+      !(a->att = act_new (m, keep, "acts.att", HN_DTYPE_F32, N, qd, error)) ||
+      !(a->o = act_new (m, keep, "acts.o", HN_DTYPE_F32, N, C, error)) ||
+      !(a->h2 = act_new (m, keep, "acts.h2", HN_DTYPE_F32, N, C, error)) ||
+      !(a->gate = act_new (m, keep, "acts.gate", HN_DTYPE_F32, N, F, error)) ||
+      !(a->up = act_new (m, keep, "acts.up", HN_DTYPE_F32, N, Fu, error)) ||
+      !(a->act = act_new (m, keep, "acts.act", HN_DTYPE_F32, N, Fu, error)) ||
+      !(a->mlp = act_new (m, keep, "acts.mlp", HN_DTYPE_F32, N, C, error)) ||
+      !(a->last = act_new (m, keep, "acts.last", HN_DTYPE_F32, max_logit_rows, C, error)) ||
+      !(a->logits = act_new (m, keep, "acts.logits", HN_DTYPE_F32, max_logit_rows, hp->vocab, error)) ||
+      (hp->n_experts > 0 &&
+       (!(p->route = act_new (m, keep, "acts.moe.route", HN_DTYPE_F32, N, hp->n_experts, error)) ||
+        !(p->route_w = act_new (m, keep, "acts.moe.route_w", HN_DTYPE_F32, N, hp->n_experts, error)) ||
+        !(p->topi = act_new (m, keep, "acts.moe.topi", HN_DTYPE_I32, N, hp->n_experts_used, error)) ||
+        !(p->col = act_new (m, keep, "acts.moe.col", HN_DTYPE_F32, N, 1, error)) ||
+        !(p->expert_out = act_new (m, keep, "acts.moe.expert_out", HN_DTYPE_F32, N, C, error)) ||
+        !(p->moe_offs = act_new (m, keep, "acts.moe.offsets", HN_DTYPE_I32, hp->n_experts + 1, 0, error)) ||
+        !(p->moe_order = act_new (m, keep, "acts.moe.order", HN_DTYPE_I32, N * hp->n_experts_used, 0, error)) ||
+        !(p->moe_tiles = act_new (m, keep, "acts.moe.tiles", HN_DTYPE_I32,
+                                  hn_moe_tiles_size (N * hp->n_experts_used, hp->n_experts), 0, error)) ||
+        !(p->moe_g = act_new (m, keep, "acts.moe.gate", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
+        !(p->moe_u = act_new (m, keep, "acts.moe.up", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
+        !(p->moe_act = act_new (m, keep, "acts.moe.act", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
+        !(p->moe_y = act_new (m, keep, "acts.moe.y", HN_DTYPE_F32, N * hp->n_experts_used, C, error)))) ||
+      (hp->mla &&
+       (!(p->mla_lat = act_new (m, keep, "acts.mla.latent", HN_DTYPE_F32, N, MAX (hp->kv_lora_rank, hp->q_lora_rank),
+                                error)) ||
+        !(p->mla_knope = act_new (m, keep, "acts.mla.k_nope", HN_DTYPE_F32, N, hp->n_head * hp->qk_nope_dim, error)) ||
+        !(p->mla_kr = act_new (m, keep, "acts.mla.k_rope", HN_DTYPE_F32, N, hp->head_dim - hp->qk_nope_dim, error)) ||
+        !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
+                                hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
+    goto fail;
+  /* split-K partials for decode steps of up to max_logit_rows rows, at any context length */
+  gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, hp->head_dim, G_MAXINT32);
+  if (scratch > 0 && !(a->att_scratch = act_new (m, keep, "acts.att_scratch", HN_DTYPE_F32, scratch, 0, error)))
+    goto fail;
+  return a;
+
+fail:
+  for (guint i = 0; i < keep->len; i++)
+    hn_tensor_unref (keep->pdata[i]);
+  g_ptr_array_unref (p->views);
+  g_free (p);
+  return NULL;
+}
+
+void
+hn_transformer_acts_free (HnTransformerActs *a)
+{
+  if (!a)
+    return;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
+                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &p->route, &p->route_w,
+                       &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
+                       &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb };
+  for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
+    g_clear_pointer (all[i], hn_tensor_unref);
+  g_ptr_array_unref (p->views);
+  g_free (p);
+}
+
+void
+hn_transformer_acts_drop_views (HnTransformerActs *a)
+{
+  g_ptr_array_set_size (((struct ActsPriv *) a)->views, 0);
+}
+
+static HnTensor *
+keep_view (HnTransformerActs *a, HnTensor *t)
+{
+  if (t)
+    g_ptr_array_add (((struct ActsPriv *) a)->views, t);
+  return t;
+}
+
+static HnTensor *
+rows_of (HnTransformerActs *a, HnTensor *t, gint64 row0, gint64 n, GError **error)
+{
+  return keep_view (a, hn_tensor_view_rows (t, row0, n, error));
+}
+
+static HnTensor *
+shaped (HnTransformerActs *a, HnTensor *t, int ndim, const gint64 *shape, GError **error)
+{
+  return keep_view (a, hn_tensor_reshape (t, ndim, shape, error));
+}
+
+/* ---------------------------------------------------------------- pieces */
+
+static gboolean
+norm (HnTransformer *m, HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *w, HnTensor *b, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (hp->layernorm)
+    return hn_op_layernorm (cmd, out, in, w, b, hp->norm_eps, error);
+  return hn_op_rmsnorm (cmd, out, in, w, hp->norm_eps, hp->norm_plus_one ? HN_NORM_WEIGHT_PLUS_ONE : HN_NORM_DEFAULT,
+                        error);
+}
+
+/* clamp(t, -c, c) from the ops we have: min(x, c) = c - relu(c - x); max(y, -c) = relu(y + c) - c. */
+static gboolean
+clamp_abs (HnCmd *cmd, HnTensor *t, float c, GError **error)
+{
+  CK (hn_op_scale (cmd, t, t, -1.0f, c, error));
+  CK (hn_op_unary (cmd, t, t, HN_ACT_RELU, error));
+  CK (hn_op_scale (cmd, t, t, -1.0f, 2.0f * c, error)); /* c - relu(c - x) + c */
+  CK (hn_op_unary (cmd, t, t, HN_ACT_RELU, error));
+  return hn_op_scale (cmd, t, t, 1.0f, -c, error);
+}
+
+/* HN_MOE_DENSE=1 runs every expert on every token (to compare the two paths). */
+static gboolean
+hn_moe_dense_forced (void)
+{
+  return g_strcmp0 (g_getenv ("HN_MOE_DENSE"), "1") == 0;
+}
+
+static gboolean moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
+                     HnTensor *out, gint64 N, GError **error);
+
+/* Decode (N <= 8 rows, dense MLP, pre-norm): x̂ = rmsnorm(x) inside the kernels, gate and up in one
+ * matrix-vector pass with the activation, and the down projection added straight into the residual
+ * stream (x += residual_scale * down). */
+static gboolean
+mlp_matvec (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
+            const HnMatvecNorm *nrm, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  HnTensor *act = rows_of (a, a->act, 0, N, error);
+  CK (act);
+  HnTensor *wg = lw->w_gate, *bg = lw->b_gate, *wu = lw->w_up, *bu = lw->b_up;
+  if (!wg) /* not gated: up, activation */
+    {
+      HnTensor *u = rows_of (a, a->up, 0, N, error);
+      CK (u);
+      CK (hn_op_matvec_normed (cmd, u, x, nrm, lw->w_up, lw->b_up, error));
+      CK (hn_op_unary (cmd, act, u, hp->act, error));
+    }
+  else if (!wu) /* fused gate_up [2F, C]: the halves as views */
+    {
+      gint64 F = hp->ffn;
+      wg = keep_view (a, hn_tensor_view_rows (lw->w_gate, 0, F, error));
+      wu = wg ? keep_view (a, hn_tensor_view_rows (lw->w_gate, F, F, error)) : NULL;
+      CK (wu);
+      if (lw->b_gate) /* [2F]: rows of a 1-D tensor are its elements */
+        {
+          bg = rows_of (a, lw->b_gate, 0, F, error);
+          bu = bg ? rows_of (a, lw->b_gate, F, F, error) : NULL;
+          CK (bu);
+        }
+    }
+  if (wg)
+    CK (hn_op_matvec_glu (cmd, act, x, nrm, wg, bg, wu, bu, hp->act, error));
+  return hn_op_matvec_add (cmd, x, act, lw->w_down, lw->b_down, hp->residual_scale, error);
+}
+
+static gboolean
+mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
+     gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (lw->router)
+    return moe (m, cmd, a, lw, in, out, N, error);
+  HnTensor *act = rows_of (a, a->act, 0, N, error);
+  CK (act);
+  if (lw->w_gate && !lw->w_up)
+    {
+      HnTensor *gu = rows_of (a, a->gate, 0, N, error); /* [N, 2F] fused gate_up */
+      CK (gu);
+      CK (hn_op_matmul (cmd, gu, in, lw->w_gate, lw->b_gate, error));
+      CK (hn_op_glu (cmd, act, gu, NULL, hp->act, error));
+    }
+  else if (lw->w_gate)
+    {
+      HnTensor *g = rows_of (a, a->gate, 0, N, error), *u = rows_of (a, a->up, 0, N, error);
+      CK (g && u);
+      CK (hn_op_matmul (cmd, g, in, lw->w_gate, lw->b_gate, error));
+      CK (hn_op_matmul (cmd, u, in, lw->w_up, lw->b_up, error));
+      CK (hn_op_glu (cmd, act, g, u, hp->act, error));
+    }
+  else
+    {
+      HnTensor *u = rows_of (a, a->up, 0, N, error);
+      CK (u);
+      CK (hn_op_matmul (cmd, u, in, lw->w_up, lw->b_up, error));
+      CK (hn_op_unary (cmd, act, u, hp->act, error));
+    }
+  return hn_op_matmul (cmd, out, act, lw->w_down, lw->b_down, error);
+}
+
+/* The first n * cols elements of the scratch t, as [n, cols] (experts narrower than the dense MLP). */
+static HnTensor *
+scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **error)
+{
+  HnTensor *flat = shaped (a, t, 1, (gint64[]) { t->n }, error);
+  HnTensor *part = flat ? rows_of (a, flat, 0, n * cols, error) : NULL;
+  return part ? shaped (a, part, 2, (gint64[]) { n, cols }, error) : NULL;
+}
+
+/* act = act(g) * u; gpt_oss clamps first: g to at most the limit, u to ±limit, and runs
+ * (u + 1) · quick_gelu(g). g and u are overwritten. */
+static gboolean
+expert_glu (HnTransformer *m, HnCmd *cmd, HnTensor *act, HnTensor *g, HnTensor *u, GError **error)
+{
+  float lim = m->hp.moe_swiglu_limit;
+  if (lim > 0)
+    {
+      CK (hn_op_clamp (cmd, g, g, -INFINITY, lim, error));
+      CK (hn_op_clamp (cmd, u, u, -lim, lim, error));
+      CK (hn_op_scale (cmd, u, u, 1.0f, 1.0f, error));
+    }
+  return hn_op_glu (cmd, act, g, u, lim > 0 ? HN_ACT_QUICK_GELU : m->hp.act, error);
+}
+
+/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert or the shared one). */
+static gboolean
+gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnTensor *bg, HnTensor *wu,
+           HnTensor *bu, HnTensor *wd, HnTensor *bd, gint64 F, HnTensor *in, HnTensor *out, gint64 N, GError **error)
+{
+  HnTensor *g = scratch_2d (a, a->gate, N, F, error), *u = g ? scratch_2d (a, a->up, N, F, error) : NULL;
+  HnTensor *act = u ? scratch_2d (a, a->act, N, F, error) : NULL;
+  CK (act);
+  CK (hn_op_matmul (cmd, g, in, wg, bg, error));
+  CK (hn_op_matmul (cmd, u, in, wu, bu, error));
+  CK (expert_glu (m, cmd, act, g, u, error));
+  return hn_op_matmul (cmd, out, act, wd, bd, error);
+}
+
+/* The routed experts only: slots grouped by expert, the three projections read just the chosen
+ * experts' rows of the stacked weights, and each token sums its k outputs by their weights. */
+static gboolean
+sparse_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
+                HnTensor *w, HnTensor *topi, HnTensor *out, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 S = N * hp->n_experts_used;
+  HnTensor *order = rows_of (a, p->moe_order, 0, S, error), *g = rows_of (a, p->moe_g, 0, S, error);
+  HnTensor *u = rows_of (a, p->moe_u, 0, S, error), *act = rows_of (a, p->moe_act, 0, S, error);
+  HnTensor *y = rows_of (a, p->moe_y, 0, S, error);
+  HnTensor *ids = shaped (a, topi, 1, (gint64[]) { S }, error);
+  HnTensor *tiles = scratch_2d (a, p->moe_tiles, 1, hn_moe_tiles_size (S, hp->n_experts), error);
+  HnTensor *tiles1 = tiles ? shaped (a, tiles, 1, (gint64[]) { tiles->n }, error) : NULL;
+  CK (order && g && u && act && y && ids && tiles1);
+  HnTensor *const *st = lw->expert_stack, *const *bs = lw->expert_bias_stack;
+  int k = hp->n_experts_used;
+  CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, hp->n_experts, error));
+  CK (hn_op_moe_matmul (cmd, g, in, st[0], bs[0], p->moe_offs, order, tiles1, k, error));
+  CK (hn_op_moe_matmul (cmd, u, in, st[1], bs[1], p->moe_offs, order, tiles1, k, error));
+  CK (expert_glu (m, cmd, act, g, u, error));
+  CK (hn_op_moe_matmul (cmd, y, act, st[2], bs[2], p->moe_offs, order, tiles1, 1, error));
+  return hn_op_moe_combine (cmd, out, y, w, topi, error);
+}
+
+/* Routed mixture of experts: router logits (+ bias) -> hn_op_moe_route (each family's rule) -> the
+ * weights of the k chosen experts per token, 0 elsewhere; out = sum over the chosen experts of
+ * weight * expert(in) (+ the shared expert, sigmoid-gated for qwen2_moe). Sparse when the layer's
+ * experts are stacked (only chosen experts run, and their weights are all that is read: k of E
+ * for one decoded token); otherwise, or with HN_MOE_DENSE=1, every expert runs on every token and
+ * is weighted by 0 where not chosen. Neither needs a readback of the routing inside a recording. */
+static gboolean
+moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
+     gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 E = hp->n_experts;
+  HnTensor *route = rows_of (a, p->route, 0, N, error), *w = rows_of (a, p->route_w, 0, N, error);
+  HnTensor *topi = rows_of (a, p->topi, 0, N, error);
+  HnTensor *col = rows_of (a, p->col, 0, N, error), *eo = rows_of (a, p->expert_out, 0, N, error);
+  CK (route && w && topi && col && eo);
+  CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
+  HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
+                          hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
+                          lw->route_bias };
+  CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
+  gboolean stacked = lw->expert_stack[0] && lw->expert_stack[1] && lw->expert_stack[2];
+  if (stacked && !hn_moe_dense_forced ())
+    CK (sparse_experts (m, cmd, a, lw, in, w, topi, out, N, error));
+  else
+    CK (hn_op_fill (cmd, out, 0.0f, error));
+  for (gint64 e = 0; (!stacked || hn_moe_dense_forced ()) && e < E; e++)
+    {
+      HnTensor **x = &lw->experts[3 * e];
+      HnTensor *const none[3] = { NULL, NULL, NULL };
+      HnTensor *const *b = lw->expert_biases ? &lw->expert_biases[3 * e] : none;
+      CK (gated_ffn (m, cmd, a, x[0], b[0], x[1], b[1], x[2], b[2], hp->moe_ffn, in, eo, N, error));
+      CK (hn_op_slice (cmd, col, w, 1, e, error));
+      CK (hn_op_mul (cmd, eo, eo, col, error));
+      CK (hn_op_add (cmd, out, out, eo, error));
+    }
+  if (lw->w_down)
+    {
+      CK (gated_ffn (m, cmd, a, lw->w_gate, lw->b_gate, lw->w_up, lw->b_up, lw->w_down, lw->b_down, hp->shared_ffn,
+                     in, eo, N, error));
+      if (lw->shared_expert_gate)
+        {
+          CK (hn_op_matmul (cmd, col, in, lw->shared_expert_gate, NULL, error));
+          CK (hn_op_unary (cmd, col, col, HN_ACT_SIGMOID, error));
+          CK (hn_op_mul (cmd, eo, eo, col, error));
+        }
+      CK (hn_op_add (cmd, out, out, eo, error));
+    }
+  return TRUE;
+}
+
+/* DeepSeek multi-head latent attention projections: q [N, H, rope | nope] (through the q LoRA and
+ * its norm when configured), keys [N, H, rope | nope] from the shared rotary key and the latent's
+ * per-head part, values [N, H * v_head_dim] from the latent. RoPE runs afterwards as for any model. */
+static gboolean
+mla_qkv (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *q,
+         HnTensor *k, HnTensor *v, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 H = hp->n_head, dn = hp->qk_nope_dim, dr = hp->head_dim - dn;
+  if (hp->q_lora_rank > 0)
+    {
+      HnTensor *qa = scratch_2d (a, p->mla_lat, N, hp->q_lora_rank, error);
+      CK (qa);
+      CK (hn_op_matmul (cmd, qa, in, lw->wq_a, NULL, error));
+      CK (hn_op_rmsnorm (cmd, qa, qa, lw->q_a_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (hn_op_matmul (cmd, q, qa, lw->wq, NULL, error));
+    }
+  else
+    CK (hn_op_matmul (cmd, q, in, lw->wq, NULL, error));
+  HnTensor *lat = scratch_2d (a, p->mla_lat, N, hp->kv_lora_rank, error);
+  HnTensor *kn = rows_of (a, p->mla_knope, 0, N, error), *kr = rows_of (a, p->mla_kr, 0, N, error);
+  HnTensor *krb = rows_of (a, p->mla_krb, 0, N, error);
+  CK (lat && kn && kr && krb);
+  CK (hn_op_matmul (cmd, lat, in, lw->wkv_a, NULL, error));
+  CK (hn_op_rmsnorm (cmd, lat, lat, lw->kv_a_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+  CK (hn_op_matmul (cmd, kn, lat, lw->wk_nope, NULL, error));
+  CK (hn_op_matmul (cmd, v, lat, lw->wv_b, NULL, error));
+  CK (hn_op_matmul (cmd, kr, in, lw->wk_rope, NULL, error));
+  HnTensor *kr3 = shaped (a, kr, 3, (gint64[]) { N, 1, dr }, error);
+  HnTensor *krb3 = shaped (a, krb, 3, (gint64[]) { N, H, dr }, error);
+  HnTensor *kn3 = shaped (a, kn, 3, (gint64[]) { N, H, dn }, error);
+  HnTensor *k3 = shaped (a, k, 3, (gint64[]) { N, H, dn + dr }, error);
+  CK (kr3 && krb3 && kn3 && k3);
+  CK (hn_op_fill (cmd, krb3, 0.0f, error));
+  CK (hn_op_add (cmd, krb3, krb3, kr3, error)); /* the one rotary key, broadcast to every head */
+  return hn_op_concat (cmd, k3, krb3, kn3, 2, error);
+}
+
+/* x += r * residual_scale */
+static gboolean
+residual_add (HnTransformer *m, HnCmd *cmd, HnTensor *x, HnTensor *r, GError **error)
+{
+  if (m->hp.residual_scale != 1.0f)
+    CK (hn_op_scale (cmd, r, r, m->hp.residual_scale, 0.0f, error));
+  return hn_op_add (cmd, x, x, r, error);
+}
+
+/* ---------------------------------------------------------------- recording */
+
+/* ids/pos: i32 [N] (views of acts->ids/pos, or of a decode state) */
+static gboolean
+record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *ids, HnTensor *pos, gint64 N,
+              GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnTransformerWeights *W = &m->w;
+  HnTensor *x = rows_of (a, a->x, 0, N, error);
+  CK (x);
+  CK (hn_op_embedding (cmd, x, W->tok_embed, ids, error));
+  if (hp->embed_scale != 1.0f)
+    CK (hn_op_scale (cmd, x, x, hp->embed_scale, 0.0f, error));
+  if (W->pos_embed)
+    {
+      HnTensor *pe = rows_of (a, a->h, 0, N, error);
+      CK (pe);
+      CK (hn_op_embedding (cmd, pe, W->pos_embed, pos, error));
+      CK (hn_op_add (cmd, x, x, pe, error));
+    }
+  if (hp->embed_norm)
+    CK (hn_op_layernorm (cmd, x, x, W->embed_norm_w, W->embed_norm_b, hp->norm_eps, error));
+  return TRUE;
+}
+
+/* Decode (pre-norm, RMSNorm, dense MLP, a few rows): the norms run inside the matrix-vector kernels
+ * and the residual adds are fused into the o and down projections. */
+static gboolean
+decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && hp->block == HN_BLOCK_PRE_NORM &&
+         !hp->layernorm;
+}
+
+static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
+                                 HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error);
+static gboolean layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
+                            HnTensor *h, HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N,
+                            GError **error);
+
+gboolean
+hn_transformer_record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int n_tokens, GError **error)
+{
+  HnTensor *ids = rows_of (a, a->ids, 0, n_tokens, error), *pos = rows_of (a, a->pos, 0, n_tokens, error);
+  CK (ids && pos);
+  return record_embed (m, cmd, a, ids, pos, n_tokens, error);
+}
+
+/* pos: i32 [B*T] positions (rope); dyn_row: NULL, or i32 [1] holding pos0 on the device (B = T = 1,
+ * a replayed decode step: the cache row and the key count are read there). */
+static gboolean
+record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, int B, int T,
+              int pos0, HnTensor *pos, HnTensor *dyn_row, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnTransformerWeights *W = &m->w;
+  const HnLayerWeights *lw = &W->layers[il];
+  gint64 N = (gint64) B * T, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  gint64 Dv = hp->v_head_dim;
+  gboolean paged = kv->page_table != NULL;
+  gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
+  if (paged && (W->alibi_slopes || kv->slots->n != N || kv->page_table->shape[0] != B))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "layer %d: %s", il,
+                   W->alibi_slopes ? "ALiBi attention cannot read a paged cache"
+                                   : "the page table or slots do not match the rows and tokens");
+      return FALSE;
+    }
+  if (N > a->max_tokens || pos0 + T > n_ctx || (!paged && B > kv->k->shape[0]))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "layer %d: %d rows x %d tokens at position %d do not fit the session (%d tokens, context %" G_GINT64_FORMAT ")",
+                   il, B, T, pos0, a->max_tokens, n_ctx);
+      return FALSE;
+    }
+  HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
+  HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *o = rows_of (a, a->o, 0, N, error);
+  HnTensor *mo = rows_of (a, a->mlp, 0, N, error);
+  HnTensor *q = rows_of (a, a->q, 0, N, error), *k = rows_of (a, a->k, 0, N, error);
+  HnTensor *v = scratch_2d (a, a->v, N, KVH * Dv, error);
+  HnTensor *att = scratch_2d (a, a->att, N, H * Dv, error);
+  CK (x && h && h2 && o && mo && q && k && v && att && pos);
+
+  /* decode: the pre-norms run inside the matrix-vector kernels (and layer_rest fuses the residual adds) */
+  gboolean fuse = decode_fusable (m, cmd, lw, N);
+  HnMatvecNorm n1 = { lw->ln1_w, hp->norm_eps, hp->norm_plus_one };
+
+  /* --- attention input */
+  HnTensor *ain = h;
+  if (hp->block == HN_BLOCK_POST_NORM)
+    ain = x;
+  else if (!fuse)
+    CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
+  if (hp->block == HN_BLOCK_PARALLEL_2NORM)
+    CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error)); /* from the same x as attention */
+
+  if (hp->mla)
+    CK (mla_qkv (m, cmd, a, lw, ain, q, k, v, N, error));
+  else if (fuse)
+    {
+      CK (hn_op_matvec_normed (cmd, q, x, &n1, lw->wq, lw->bq, error));
+      CK (hn_op_matvec_normed (cmd, k, x, &n1, lw->wk, lw->bk, error));
+      CK (hn_op_matvec_normed (cmd, v, x, &n1, lw->wv, lw->bv, error));
+    }
+  else
+    {
+      CK (hn_op_matmul (cmd, q, ain, lw->wq, lw->bq, error));
+      CK (hn_op_matmul (cmd, k, ain, lw->wk, lw->bk, error));
+      CK (hn_op_matmul (cmd, v, ain, lw->wv, lw->bv, error));
+    }
+  if (hp->clip_qkv > 0)
+    {
+      CK (clamp_abs (cmd, q, hp->clip_qkv, error));
+      CK (clamp_abs (cmd, k, hp->clip_qkv, error));
+      CK (clamp_abs (cmd, v, hp->clip_qkv, error));
+    }
+  HnTensor *q3 = shaped (a, q, 3, (gint64[]) { N, H, D }, error);
+  HnTensor *k3 = shaped (a, k, 3, (gint64[]) { N, KVH, D }, error);
+  CK (q3 && k3);
+  if (hp->qk_norm_head) /* per head, with the model's own norm (RMS, 1+w RMS or LayerNorm) */
+    {
+      CK (norm (m, cmd, q3, q3, lw->q_norm_w, lw->q_norm_b, error));
+      CK (norm (m, cmd, k3, k3, lw->k_norm_w, lw->k_norm_b, error));
+    }
+  if (hp->qk_norm_full)
+    {
+      CK (norm (m, cmd, q, q, lw->q_norm_w, lw->q_norm_b, error));
+      CK (norm (m, cmd, k, k, lw->k_norm_w, lw->k_norm_b, error));
+    }
+  gboolean kv_written = FALSE;
+  if (hp->layer_rope[il])
+    {
+      gboolean local = hp->local_rope && hp->layer_sliding[il];
+      HnTensor *inv = local ? W->inv_freq_local : W->inv_freq;
+      float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
+      if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32)
+        {
+          /* one row: rope of q and k and both cache writes in one dispatch */
+          HnTensor *kf = shaped (a, kv->k, 2, (gint64[]) { n_ctx, KVH * D }, error);
+          HnTensor *vf = shaped (a, kv->v, 2, (gint64[]) { n_ctx, KVH * Dv }, error);
+          HnTensor *v3 = shaped (a, v, 3, (gint64[]) { N, KVH, Dv }, error);
+          CK (kf && vf && v3);
+          HnKvDest dest = { kf, vf, pos0, dyn_row };
+          CK (hn_op_rope_kv (cmd, q3, k3, v3, pos, inv, hp->rot_dims, hp->rope_style, sc, &dest, error));
+          kv_written = TRUE;
+        }
+      else
+        {
+          CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+          CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+        }
+    }
+  if (paged)
+    return paged_attention (m, cmd, a, il, kv, q, k, v, att, B, T, error) && layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
+  /* new keys/values into each row's cache at [pos0, pos0 + T) */
+  for (int b = 0; b < B && !kv_written; b++)
+    {
+      HnTensor *kr = rows_of (a, kv->k, b, 1, error), *vr = rows_of (a, kv->v, b, 1, error);
+      CK (kr && vr);
+      HnTensor *kf = shaped (a, kr, 2, (gint64[]) { n_ctx, KVH * D }, error);
+      HnTensor *vf = shaped (a, vr, 2, (gint64[]) { n_ctx, KVH * Dv }, error);
+      CK (kf && vf);
+      HnTensor *ks = rows_of (a, k, (gint64) b * T, T, error), *vs = rows_of (a, v, (gint64) b * T, T, error);
+      CK (ks && vs);
+      if (kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32)
+        {
+          CK (hn_op_kv_store (cmd, kf, vf, ks, vs, pos0, dyn_row, error));
+          continue;
+        }
+      if (dyn_row)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "layer %d: a replayed decode step needs an f32 KV cache",
+                       il);
+          return FALSE;
+        }
+      HnTensor *kd = rows_of (a, kf, pos0, T, error), *vd = rows_of (a, vf, pos0, T, error);
+      CK (kd && vd);
+      CK (hn_op_copy (cmd, kd, ks, error));
+      CK (hn_op_copy (cmd, vd, vs, error));
+    }
+  HnAttentionParams ap = { 0 };
+  ap.scale = hp->attn_scale;
+  ap.softcap = hp->attn_softcap;
+  ap.causal = TRUE;
+  ap.pos0 = pos0;
+  ap.n_kv = pos0 + T;
+  ap.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
+  ap.alibi_slopes = W->alibi_slopes;
+  ap.sinks = lw->sinks;
+  ap.scratch = a->att_scratch;
+  ap.dyn_pos = dyn_row;
+  HnTensor *kk = rows_of (a, kv->k, 0, B, error), *vv = rows_of (a, kv->v, 0, B, error);
+  CK (kk && vv);
+  if (B == 1)
+    {
+      HnTensor *k1 = shaped (a, kk, 3, (gint64[]) { n_ctx, KVH, D }, error);
+      HnTensor *v1 = shaped (a, vv, 3, (gint64[]) { n_ctx, KVH, Dv }, error);
+      HnTensor *att3 = shaped (a, att, 3, (gint64[]) { T, H, Dv }, error);
+      CK (k1 && v1 && att3);
+      CK (hn_op_attention (cmd, att3, q3, k1, v1, &ap, error));
+    }
+  else
+    {
+      HnTensor *q4 = shaped (a, q, 4, (gint64[]) { B, T, H, D }, error);
+      HnTensor *att4 = shaped (a, att, 4, (gint64[]) { B, T, H, Dv }, error);
+      CK (q4 && att4);
+      CK (hn_op_attention (cmd, att4, q4, kk, vv, &ap, error));
+    }
+  return layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
+}
+
+/* The new K/V into their arena slots, then attention through the page table. */
+static gboolean
+paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, HnTensor *q,
+                 HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  gint64 H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim, Dv = hp->v_head_dim, R = kv->k->shape[0];
+  HnTensor *k2 = shaped (a, kv->k, 2, (gint64[]) { R, KVH * D }, error);
+  HnTensor *v2 = shaped (a, kv->v, 2, (gint64[]) { R, KVH * Dv }, error);
+  CK (k2 && v2);
+  CK (hn_op_set_rows (cmd, k2, k, kv->slots, error));
+  CK (hn_op_set_rows (cmd, v2, v, kv->slots, error));
+  HnTensor *q4 = shaped (a, q, 4, (gint64[]) { B, T, H, D }, error);
+  HnTensor *att4 = shaped (a, att, 4, (gint64[]) { B, T, H, Dv }, error);
+  CK (q4 && att4);
+  HnPagedAttentionParams pp = { 0 };
+  pp.scale = hp->attn_scale;
+  pp.softcap = hp->attn_softcap;
+  pp.causal = TRUE;
+  pp.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
+  pp.page_table = kv->page_table;
+  pp.seq_lens = kv->seq_lens;
+  pp.sinks = m->w.layers[il].sinks;
+  return hn_op_attention_paged (cmd, att4, q4, kv->k, kv->v, &pp, error);
+}
+
+/* o_proj, then the block's residual and MLP wiring. */
+static gboolean
+layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x, HnTensor *h,
+            HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (decode_fusable (m, cmd, lw, N))
+    {
+      HnMatvecNorm n2 = { lw->ln2_w, hp->norm_eps, hp->norm_plus_one };
+      CK (hn_op_matvec_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
+      return mlp_matvec (m, cmd, a, lw, x, &n2, N, error);
+    }
+  CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
+
+  /* --- wiring */
+  switch (hp->block)
+    {
+    case HN_BLOCK_PRE_NORM:
+      CK (residual_add (m, cmd, x, o, error));
+      CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
+      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (residual_add (m, cmd, x, mo, error));
+      break;
+    case HN_BLOCK_PARALLEL:
+      CK (mlp (m, cmd, a, lw, h, mo, N, error));
+      CK (hn_op_add (cmd, x, x, o, error));
+      CK (hn_op_add (cmd, x, x, mo, error));
+      break;
+    case HN_BLOCK_PARALLEL_2NORM:
+      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (hn_op_add (cmd, x, x, o, error));
+      CK (hn_op_add (cmd, x, x, mo, error));
+      break;
+    case HN_BLOCK_SANDWICH:
+      CK (norm (m, cmd, o, o, lw->post_attn_w, NULL, error));
+      CK (residual_add (m, cmd, x, o, error));
+      CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
+      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
+      CK (residual_add (m, cmd, x, mo, error));
+      break;
+    case HN_BLOCK_POST_NORM:
+      CK (norm (m, cmd, o, o, lw->post_attn_w, NULL, error));
+      CK (residual_add (m, cmd, x, o, error));
+      CK (mlp (m, cmd, a, lw, x, mo, N, error));
+      CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
+      CK (residual_add (m, cmd, x, mo, error));
+      break;
+    case HN_BLOCK_ENCODER_POST_NORM:
+    case HN_BLOCK_ENCODER_PRE_NORM:
+    case HN_BLOCK_SEQ2SEQ_POST_NORM:
+    case HN_BLOCK_SEQ2SEQ_PRE_NORM:
+      g_assert_not_reached (); /* hn_transformer_hparams_resolve refuses them (encoder.c, seq2seq.c) */
+    }
+  return TRUE;
+}
+
+gboolean
+hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
+                             int B, int T, int pos0, GError **error)
+{
+  HnTensor *pos = rows_of (a, a->pos, 0, (gint64) B * T, error);
+  CK (pos);
+  return record_layer (m, cmd, a, il, kv, B, T, pos0, pos, NULL, error);
+}
+
+gboolean
+hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnTransformerWeights *W = &m->w;
+  if (n > a->last->shape[0])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "head: %d rows exceed the %" G_GINT64_FORMAT " logit rows",
+                   n, a->last->shape[0]);
+      return FALSE;
+    }
+  HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
+  HnTensor *lg = rows_of (a, a->logits, 0, n, error);
+  CK (x && last && lg);
+  CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
+  CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
+  if (hp->logits_scale != 1.0f)
+    CK (hn_op_scale (cmd, lg, lg, hp->logits_scale, 0.0f, error));
+  if (hp->final_softcap > 0.0f)
+    {
+      CK (hn_op_scale (cmd, lg, lg, 1.0f / hp->final_softcap, 0.0f, error));
+      CK (hn_op_unary (cmd, lg, lg, HN_ACT_TANH, error));
+      CK (hn_op_scale (cmd, lg, lg, hp->final_softcap, 0.0f, error));
+    }
+  return TRUE;
+}
+
+gboolean
+hn_transformer_record_step (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerKv *kv,
+                            HnTensor *state, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (state->dtype != HN_DTYPE_I32 || state->ndim != 1 || state->n <= HN_STEP_TOKENS)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "decode step: state %s must be i32 [%d + capacity]",
+                   state->name, HN_STEP_TOKENS);
+      return FALSE;
+    }
+  HnTensor *tok = rows_of (a, state, HN_STEP_TOKEN, 1, error), *pos = rows_of (a, state, HN_STEP_POS, 1, error);
+  HnTensor *row = rows_of (a, state, HN_STEP_ROW, 1, error);
+  CK (tok && pos && row);
+  CK (record_embed (m, cmd, a, tok, pos, 1, error));
+  for (int il = 0; il < hp->n_layer; il++)
+    CK (record_layer (m, cmd, a, il, &kv[il], 1, 1, 0, pos, row, error));
+  CK (hn_transformer_record_head (m, cmd, a, 0, 1, error));
+  HnTensor *lg = rows_of (a, a->logits, 0, 1, error);
+  CK (lg);
+  CK (hn_op_argmax (cmd, tok, lg, error));
+  struct { guint32 off, cap; } pc = { (guint32) (state->offset / 4), (guint32) (state->n - HN_STEP_TOKENS) };
+  HnVkBinding bd[1] = { { state->buf, state->offset, hn_tensor_nbytes (state), TRUE } };
+  hn_cmd_set_label (cmd, "decode_advance");
+  gboolean ok = hn_cmd_dispatch (cmd, "decode_advance", NULL, 0, bd, 1, &pc, sizeof pc, 1, 1, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+/* ---------------------------------------------------------------- full-sequence logits */
+
+gboolean
+hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logits, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (!hn_transformer_require_whole (m, "full-sequence logits", error))
+    return FALSE;
+  if (n <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no input ids");
+      return FALSE;
+    }
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= hp->vocab)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "input id %d at position %d is outside the vocabulary (0..%d)",
+                     ids[i], i, hp->vocab - 1);
+        return FALSE;
+      }
+  if (hp->learned_pos && n + hp->pos_offset > m->w.pos_embed->shape[0])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d tokens exceed the %" G_GINT64_FORMAT " learned positions",
+                   n, m->w.pos_embed->shape[0] - hp->pos_offset);
+      return FALSE;
+    }
+  g_autoptr (HnTransformerActs) a = hn_transformer_acts_new (m, n, n, error);
+  if (!a)
+    return FALSE;
+  gint64 kvd_shape[4] = { 1, n, hp->n_kv_head, hp->head_dim }, vd_shape[4] = { 1, n, hp->n_kv_head, hp->v_head_dim };
+  g_autoptr (HnTensor) kc = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
+  g_autoptr (HnTensor) vc = kc ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, vd_shape, error) : NULL;
+  if (!vc)
+    return FALSE;
+  g_autofree int32_t *pos = g_new (int32_t, n);
+  for (int i = 0; i < n; i++)
+    pos[i] = i + (hp->learned_pos ? hp->pos_offset : 0);
+  g_autoptr (HnTensor) ids_t = hn_tensor_view_rows (a->ids, 0, n, error);
+  g_autoptr (HnTensor) pos_t = ids_t ? hn_tensor_view_rows (a->pos, 0, n, error) : NULL;
+  if (!pos_t || !hn_tensor_upload_i32 (ids_t, ids, (gsize) n, error) || !hn_tensor_upload_i32 (pos_t, pos, (gsize) n, error))
+    return FALSE;
+  g_autoptr (HnCmd) cmd = hn_cmd_new (m->ctx, error);
+  if (!cmd)
+    return FALSE;
+  HnLayerKv kv = { kc, vc };
+  gboolean ok = hn_transformer_record_embed (m, cmd, a, n, error);
+  for (int il = 0; ok && il < hp->n_layer; il++)
+    ok = hn_transformer_record_layer (m, cmd, a, il, &kv, 1, n, 0, error);
+  ok = ok && hn_transformer_record_head (m, cmd, a, 0, n, error);
+  ok = ok && hn_cmd_submit_wait (cmd, error);
+  hn_transformer_acts_drop_views (a);
+  if (!ok)
+    return FALSE;
+  return hn_tensor_download_f32 (a->logits, logits, (gsize) n * hp->vocab, error);
+}

@@ -1,0 +1,41 @@
+/* Internals shared by the transformer's files (config, weights, graph, KV cache). */
+#pragma once
+#include "formats/model-config.h"
+#include "formats/safetensors.h"
+#include "transformer/transformer.h"
+
+G_BEGIN_DECLS
+
+struct _HnTransformer {
+  HnVkContext *ctx;
+  char *dir;
+  HnModelConfig *config;
+  HnTransformerHParams hp;
+  HnTransformerWeights w;
+  GPtrArray *owned;      /* every HnTensor the model holds */
+  guint64 weight_bytes;
+  GArray *origins;       /* HnWeightOrigin, for writing weights back (training) */
+  /* Layer-split (pipeline) inference: this model holds layers [layer0, layer1)
+   * (embeddings when layer0 == 0, final norm and head when layer1 == n_layer)
+   * and `next` the following stage on another device; a whole model is one
+   * stage [0, n_layer) with next == NULL. */
+  int layer0, layer1;
+  HnTransformer *next;
+};
+
+/* transformer-config.c */
+gboolean hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error);
+void hn_transformer_hparams_clear (HnTransformerHParams *hp);
+
+/* transformer-weights.c */
+gboolean hn_transformer_weights_load (HnTransformer *model, HnSafetensors *st, GError **error);
+/* Bytes of the checkpoint's tensors by layer: layer_bytes [n_layer], the
+ * embeddings (first stage) and the final norm + head (last stage; the
+ * embedding matrix again when tied). */
+void hn_transformer_weights_measure (const HnTransformerHParams *hp, HnSafetensors *st, guint64 *layer_bytes,
+                                     guint64 *embed_bytes, guint64 *head_bytes);
+
+/* transformer-graph.c: drops the tensor views a recording made (after its submit). */
+void hn_transformer_acts_drop_views (HnTransformerActs *acts);
+
+G_END_DECLS

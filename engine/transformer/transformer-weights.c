@@ -1,0 +1,1352 @@
+/* Weight-name mapping and validation per family: checkpoint tensors ->
+ * HnTransformerWeights in one canonical layout. Matrices keep their stored
+ * dtype (f32/f16/bf16); fused q/k/v and gate/up tensors are split by rows,
+ * GPT-2's Conv1D [in, out] weights are transposed to [out, in]; vectors
+ * (norms, biases) become f32. Every tensor of the checkpoint must be used:
+ * one the graph does not know is an error naming it, so a model with a
+ * feature we do not build never runs silently wrong. */
+#include "base/hn-error.h"
+#include "transformer/transformer-private.h"
+
+#include <string.h>
+
+typedef enum {
+  QKV_SEPARATE,
+  QKV_CONCAT,       /* rows: q (H*D), k (KVH*D), v (KVH*D) — phi3, falcon multi-query */
+  QKV_CONV1D,       /* gpt2: Conv1D [C, 3C], columns q, k, v */
+  QKV_HEAD_SPLIT,   /* rows [H, 3, D] — gpt_neox, bloom, falcon (old, not multi-query) */
+  QKV_GROUPED,      /* rows [KVH, H/KVH + 2, D] — falcon new_decoder_architecture */
+  QKV_CODEGEN,      /* rows [4, 3, H*D/4] in the order q, v, k — codegen's model-parallel layout */
+} QkvLayout;
+
+typedef struct {
+  const char *embed, *pos, *embed_norm;
+  const char *layer; /* prefix before the layer number */
+  const char *ln1, *ln2, *post_attn, *post_ffn;
+  const char *q, *k, *v, *qkv, *o;
+  const char *q_norm, *k_norm;
+  const char *gate, *up, *gate_up, *down;
+  const char *final_norm, *lm_head;
+  QkvLayout qkv_layout;
+  gboolean conv1d; /* every matrix is Conv1D (gpt2) */
+} Names;
+
+typedef struct {
+  HnTransformer *m;
+  HnSafetensors *st;
+  GHashTable *used; /* tensor name -> TRUE */
+} Loader;
+
+static gboolean
+st_to_dtype (const HnSafetensorInfo *t, HnDType *out, GError **error)
+{
+  switch (t->dtype)
+    {
+    case HN_ST_DTYPE_F32: *out = HN_DTYPE_F32; return TRUE;
+    case HN_ST_DTYPE_F16: *out = HN_DTYPE_F16; return TRUE;
+    case HN_ST_DTYPE_BF16: *out = HN_DTYPE_BF16; return TRUE;
+    default:
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tensor %s has dtype %s; only F32, F16 and BF16 weights are supported",
+                   t->file, t->name, hn_st_dtype_name (t->dtype));
+      return FALSE;
+    }
+}
+
+static const HnSafetensorInfo *
+find (Loader *L, const char *name)
+{
+  const HnSafetensorInfo *t = hn_safetensors_lookup (L->st, name);
+  if (!t && g_str_has_prefix (name, "model."))
+    t = hn_safetensors_lookup (L->st, name + 6); /* a bare base model saved without its prefix */
+  if (!t && L->m->config->text_config_resolved)
+    {
+      /* A multimodal package (llava, qwen2_vl, gemma3, mllama...) keeps its text
+       * model under a prefix: transformers 5 writes model.language_model.X with
+       * a top-level lm_head, 4.x wrote language_model.model.X and
+       * language_model.lm_head. */
+      g_autofree char *v4 = g_strconcat ("language_model.", name, NULL);
+      if (g_str_has_prefix (name, "model."))
+        {
+          g_autofree char *v5 = g_strconcat ("model.language_model.", name + 6, NULL);
+          t = hn_safetensors_lookup (L->st, v5);
+        }
+      if (!t)
+        t = hn_safetensors_lookup (L->st, v4);
+    }
+  return t;
+}
+
+/* The vision tower, projector and other towers of a multimodal package: not
+ * run, not an error, and kept as they are when a checkpoint is written (the
+ * checkpoint writer copies every tensor the graph did not take). */
+static gboolean
+is_other_tower (const HnModelConfig *c, const char *name)
+{
+  return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
+         !g_str_has_prefix (name, "language_model.") && !g_str_has_prefix (name, "lm_head.");
+}
+
+static gboolean
+check_shape (const HnSafetensorInfo *t, int ndim, const gint64 *shape, GError **error)
+{
+  gboolean ok = (int) t->ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++)
+    ok = t->shape[i] == shape[i];
+  if (!ok)
+    {
+      g_autoptr (GString) want = g_string_new ("[");
+      g_autoptr (GString) got = g_string_new ("[");
+      for (int i = 0; i < ndim; i++)
+        g_string_append_printf (want, "%s%" G_GINT64_FORMAT, i ? ", " : "", shape[i]);
+      for (guint i = 0; i < t->ndim; i++)
+        g_string_append_printf (got, "%s%" G_GINT64_FORMAT, i ? ", " : "", t->shape[i]);
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor %s has shape %s], config.json implies %s]", t->file,
+                   t->name, got->str, want->str);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static HnTensor *
+upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shape, const void *data, gsize nbytes,
+        GError **error)
+{
+  HnTensor *t = hn_tensor_new_named (L->m->ctx, name, dtype, ndim, shape, error);
+  if (!t)
+    return NULL;
+  if (!hn_tensor_upload_raw (t, data, nbytes, error))
+    {
+      hn_tensor_unref (t);
+      return NULL;
+    }
+  g_ptr_array_add (L->m->owned, t);
+  L->m->weight_bytes += nbytes;
+  return t;
+}
+
+/* Records where a device weight came from (hn_transformer_get_weight_origins). */
+static void
+note_origin (Loader *L, HnTensor *t, const HnSafetensorInfo *src, gboolean transposed, gint64 row0,
+             const gint64 *rows)
+{
+  if (!t)
+    return;
+  if (!L->m->origins)
+    L->m->origins = g_array_new (FALSE, TRUE, sizeof (HnWeightOrigin));
+  HnWeightOrigin o = { t, g_strdup (src->name), transposed, row0,
+                       rows ? g_memdup2 (rows, sizeof (gint64) * (gsize) t->shape[0]) : NULL };
+  g_array_append_val (L->m->origins, o);
+}
+
+/* A matrix [rows, cols] in its stored dtype. */
+static gboolean
+take_matrix (Loader *L, const char *name, gint64 rows, gint64 cols, gboolean required, HnTensor **out,
+             GError **error)
+{
+  *out = NULL;
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      if (required)
+        g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return !required;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  HnDType dt;
+  if (!st_to_dtype (t, &dt, error) || !check_shape (t, 2, (gint64[]) { rows, cols }, error))
+    return FALSE;
+  g_autofree void *copy = g_memdup2 (t->data, t->nbytes); /* mapping may be unaligned */
+  *out = upload (L, name, dt, 2, (gint64[]) { rows, cols }, copy, t->nbytes, error);
+  note_origin (L, *out, t, FALSE, 0, NULL);
+  return *out != NULL;
+}
+
+/* Rows of a stored matrix picked by `idx` (n_idx rows of `cols`), same dtype. */
+static HnTensor *
+gather_rows (Loader *L, const HnSafetensorInfo *t, const char *name, const gint64 *idx, gint64 n_idx, gint64 cols,
+             GError **error)
+{
+  HnDType dt;
+  if (!st_to_dtype (t, &dt, error))
+    return NULL;
+  gsize es = hn_st_dtype_size (t->dtype);
+  gsize row_bytes = es * (gsize) cols;
+  g_autofree guint8 *buf = g_malloc ((gsize) n_idx * row_bytes);
+  for (gint64 r = 0; r < n_idx; r++)
+    memcpy (buf + (gsize) r * row_bytes, (const guint8 *) t->data + (gsize) idx[r] * row_bytes, row_bytes);
+  HnTensor *out = t->ndim == 1 ? upload (L, name, dt, 1, (gint64[]) { n_idx }, buf, (gsize) n_idx * row_bytes, error)
+                                : upload (L, name, dt, 2, (gint64[]) { n_idx, cols }, buf, (gsize) n_idx * row_bytes, error);
+  note_origin (L, out, t, FALSE, 0, idx);
+  return out;
+}
+
+/* A stored [in, out] Conv1D weight transposed to [out, in] on the host (same dtype). */
+static guint8 *
+transpose_host (const HnSafetensorInfo *t)
+{
+  gint64 in = t->shape[0], out = t->shape[1];
+  gsize es = hn_st_dtype_size (t->dtype);
+  guint8 *buf = g_malloc (t->nbytes);
+  const guint8 *src = t->data;
+  for (gint64 i = 0; i < in; i++)
+    for (gint64 o = 0; o < out; o++)
+      memcpy (buf + ((gsize) o * in + i) * es, src + ((gsize) i * out + o) * es, es);
+  return buf;
+}
+
+static HnTensor *
+transpose_conv1d (Loader *L, const HnSafetensorInfo *t, const char *name, GError **error)
+{
+  HnDType dt;
+  if (!st_to_dtype (t, &dt, error))
+    return NULL;
+  g_autofree guint8 *buf = transpose_host (t);
+  HnTensor *out = upload (L, name, dt, 2, (gint64[]) { t->shape[1], t->shape[0] }, buf, t->nbytes, error);
+  note_origin (L, out, t, TRUE, 0, NULL);
+  return out;
+}
+
+/* A Conv1D weight stored [in, out]; returned as [out, in]. */
+static gboolean
+take_conv1d (Loader *L, const char *name, gint64 in, gint64 out_dim, HnTensor **out, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (!check_shape (t, 2, (gint64[]) { in, out_dim }, error))
+    return FALSE;
+  *out = transpose_conv1d (L, t, name, error);
+  return *out != NULL;
+}
+
+/* A vector [n] converted to f32 (norm weights, biases). */
+static gboolean
+take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+{
+  *out = NULL;
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      if (required)
+        g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return !required;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (!check_shape (t, 1, (gint64[]) { n }, error))
+    return FALSE;
+  g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+  if (!f)
+    return FALSE;
+  *out = upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f, sizeof (float) * (gsize) n, error);
+  note_origin (L, *out, t, FALSE, 0, NULL);
+  return *out != NULL;
+}
+
+/* f32 vector from host floats (split fused biases). */
+static HnTensor *
+vector_from_f32 (Loader *L, const char *name, const float *v, gint64 n, GError **error)
+{
+  return upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, v, sizeof (float) * (gsize) n, error);
+}
+
+/* Row indices of q, k and v inside a fused projection. */
+static void
+qkv_rows (const HnTransformerHParams *hp, QkvLayout layout, gint64 *qi, gint64 *ki, gint64 *vi)
+{
+  int H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  switch (layout)
+    {
+    case QKV_HEAD_SPLIT:
+      for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++)
+          {
+            qi[h * D + d] = (gint64) h * 3 * D + d;
+            ki[h * D + d] = (gint64) h * 3 * D + D + d;
+            vi[h * D + d] = (gint64) h * 3 * D + 2 * D + d;
+          }
+      break;
+    case QKV_GROUPED:
+      {
+        int qpk = H / KVH;
+        for (int g = 0; g < KVH; g++)
+          {
+            gint64 base = (gint64) g * (qpk + 2) * D;
+            for (int j = 0; j < qpk; j++)
+              for (int d = 0; d < D; d++)
+                qi[(g * qpk + j) * D + d] = base + (gint64) j * D + d;
+            for (int d = 0; d < D; d++)
+              {
+                ki[g * D + d] = base + (gint64) qpk * D + d;
+                vi[g * D + d] = base + (gint64) (qpk + 1) * D + d;
+              }
+          }
+      }
+      break;
+    case QKV_CODEGEN:
+      {
+        gint64 ld = (gint64) H * D / 4;
+        for (int c = 0; c < 4; c++)
+          for (gint64 j = 0; j < ld; j++)
+            {
+              qi[c * ld + j] = c * 3 * ld + j;
+              vi[c * ld + j] = c * 3 * ld + ld + j;
+              ki[c * ld + j] = c * 3 * ld + 2 * ld + j;
+            }
+      }
+      break;
+    default: /* concatenated */
+      for (gint64 i = 0; i < (gint64) H * D; i++)
+        qi[i] = i;
+      for (gint64 i = 0; i < (gint64) KVH * D; i++)
+        {
+          ki[i] = (gint64) H * D + i;
+          vi[i] = (gint64) (H + KVH) * D + i;
+        }
+      break;
+    }
+}
+
+static gboolean
+take_fused_qkv (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 total = qd + 2 * kvd;
+  g_autofree char *wname = g_strdup_printf ("%s%s.weight", pfx, N->qkv);
+  g_autofree char *bname = g_strdup_printf ("%s%s.bias", pfx, N->qkv);
+  const HnSafetensorInfo *w = find (L, wname);
+  if (!w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, wname);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) w->name);
+  g_autofree gint64 *qi = g_new (gint64, qd);
+  g_autofree gint64 *ki = g_new (gint64, kvd);
+  g_autofree gint64 *vi = g_new (gint64, kvd);
+  qkv_rows (hp, N->qkv_layout, qi, ki, vi);
+  g_autofree char *qn = g_strdup_printf ("%sq (from %s)", pfx, N->qkv);
+  g_autofree char *kn = g_strdup_printf ("%sk (from %s)", pfx, N->qkv);
+  g_autofree char *vn = g_strdup_printf ("%sv (from %s)", pfx, N->qkv);
+  if (N->qkv_layout == QKV_CONV1D)
+    {
+      if (!check_shape (w, 2, (gint64[]) { C, total }, error))
+        return FALSE;
+      HnDType dt;
+      if (!st_to_dtype (w, &dt, error))
+        return FALSE;
+      gsize es = hn_st_dtype_size (w->dtype);
+      g_autofree guint8 *host = transpose_host (w); /* [3C, C]: q rows, k rows, v rows */
+      lw->wq = upload (L, qn, dt, 2, (gint64[]) { qd, C }, host, (gsize) (qd * C) * es, error);
+      lw->wk = lw->wq ? upload (L, kn, dt, 2, (gint64[]) { kvd, C }, host + (gsize) (qd * C) * es, (gsize) (kvd * C) * es, error) : NULL;
+      lw->wv = lw->wk ? upload (L, vn, dt, 2, (gint64[]) { kvd, C }, host + (gsize) ((qd + kvd) * C) * es, (gsize) (kvd * C) * es, error) : NULL;
+      if (!lw->wv)
+        return FALSE;
+      note_origin (L, lw->wq, w, TRUE, 0, NULL);
+      note_origin (L, lw->wk, w, TRUE, qd, NULL);
+      note_origin (L, lw->wv, w, TRUE, qd + kvd, NULL);
+    }
+  else
+    {
+      if (!check_shape (w, 2, (gint64[]) { total, C }, error))
+        return FALSE;
+      if (!(lw->wq = gather_rows (L, w, qn, qi, qd, C, error)) || !(lw->wk = gather_rows (L, w, kn, ki, kvd, C, error)) ||
+          !(lw->wv = gather_rows (L, w, vn, vi, kvd, C, error)))
+        return FALSE;
+    }
+  const HnSafetensorInfo *b = find (L, bname);
+  if (b)
+    {
+      g_hash_table_add (L->used, (gpointer) b->name);
+      if (!check_shape (b, 1, (gint64[]) { total }, error))
+        return FALSE;
+      g_autofree float *f = hn_safetensor_info_dup_f32 (b, error);
+      if (!f)
+        return FALSE;
+      g_autofree float *bq = g_new (float, qd);
+      g_autofree float *bk = g_new (float, kvd);
+      g_autofree float *bv = g_new (float, kvd);
+      if (N->qkv_layout == QKV_CONV1D)
+        {
+          memcpy (bq, f, sizeof (float) * qd);
+          memcpy (bk, f + qd, sizeof (float) * kvd);
+          memcpy (bv, f + qd + kvd, sizeof (float) * kvd);
+        }
+      else
+        {
+          for (gint64 i = 0; i < qd; i++)
+            bq[i] = f[qi[i]];
+          for (gint64 i = 0; i < kvd; i++)
+            {
+              bk[i] = f[ki[i]];
+              bv[i] = f[vi[i]];
+            }
+        }
+      if (!(lw->bq = vector_from_f32 (L, qn, bq, qd, error)) || !(lw->bk = vector_from_f32 (L, kn, bk, kvd, error)) ||
+          !(lw->bv = vector_from_f32 (L, vn, bv, kvd, error)))
+        return FALSE;
+      gboolean contiguous = N->qkv_layout == QKV_CONV1D;
+      note_origin (L, lw->bq, b, FALSE, 0, contiguous ? NULL : qi);
+      note_origin (L, lw->bk, b, FALSE, qd, contiguous ? NULL : ki);
+      note_origin (L, lw->bv, b, FALSE, qd + kvd, contiguous ? NULL : vi);
+    }
+  return TRUE;
+}
+
+/* Linear weight [rows, cols] plus optional bias, Conv1D-aware. */
+static gboolean
+take_linear (Loader *L, const Names *N, const char *pfx, const char *part, gint64 rows, gint64 cols, HnTensor **w,
+             HnTensor **b, GError **error)
+{
+  g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
+  g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
+  gboolean ok = N->conv1d ? take_conv1d (L, wn, cols, rows, w, error) : take_matrix (L, wn, rows, cols, TRUE, w, error);
+  return ok && take_vector (L, bn, rows, FALSE, b, error);
+}
+
+static gboolean
+take_norm (Loader *L, const char *pfx, const char *part, gint64 n, gboolean params, HnTensor **w, HnTensor **b,
+           GError **error)
+{
+  if (!part)
+    return TRUE;
+  g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
+  g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
+  const HnTransformerHParams *hp = &L->m->hp;
+  const HnSafetensorInfo *t = find (L, wn);
+  if (t && hp->layernorm && hp->norm_plus_one)
+    {
+      /* LayerNorm1p (nemotron) scales by 1 + w: fold the one into the stored weight */
+      g_hash_table_add (L->used, (gpointer) t->name);
+      if (!check_shape (t, 1, (gint64[]) { n }, error))
+        return FALSE;
+      g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+      if (!f)
+        return FALSE;
+      for (gint64 i = 0; i < n; i++)
+        f[i] += 1.0f;
+      if (!(*w = vector_from_f32 (L, wn, f, n, error)))
+        return FALSE;
+    }
+  else if (!take_vector (L, wn, n, params, w, error))
+    return FALSE;
+  HnTensor *dummy = NULL;
+  return take_vector (L, bn, n, FALSE, b ? b : &dummy, error);
+}
+
+/* One projection (gate, up or down) of every expert of a layer, gathered on the host as
+ * [E, rows, cols] in the checkpoint's dtype, then uploaded as one stacked tensor (the sparse
+ * path's moe_matmul reads it; each expert is a view of it) or, when the stack does not fit one
+ * device buffer, as one tensor per expert (the dense path). */
+typedef struct {
+  gint64 E, rows, cols;
+  HnStDtype st_dt;
+  gboolean have_dt;
+  guint8 *data;
+  const HnSafetensorInfo **src; /* [E]: where expert e's rows came from */
+  gint64 **src_rows;            /* [E][rows]: their rows in the source seen as 2-D (owned) */
+} Slab;
+
+static void
+slab_init (Slab *sl, gint64 E, gint64 rows, gint64 cols)
+{
+  memset (sl, 0, sizeof *sl);
+  sl->E = E;
+  sl->rows = rows;
+  sl->cols = cols;
+  sl->src = g_new0 (const HnSafetensorInfo *, E);
+  sl->src_rows = g_new0 (gint64 *, E);
+}
+
+static void
+slab_clear (Slab *sl)
+{
+  for (gint64 e = 0; e < sl->E; e++)
+    g_free (sl->src_rows[e]);
+  g_free (sl->src_rows);
+  g_free (sl->src);
+  g_free (sl->data);
+}
+
+/* Expert e's slab: rows idx[r] (of cols elements) of src seen as [src rows, cols], or with
+ * `transposed` (gpt_oss stores x @ W) column idx[r] of the [cols, b] matrix at element offset
+ * base, i.e. row r of its transpose. */
+static gboolean
+slab_put (Loader *L, Slab *sl, gint64 e, const HnSafetensorInfo *t, gsize base, const gint64 *idx,
+          gboolean transposed, gint64 b, GError **error)
+{
+  HnDType dt;
+  if (!st_to_dtype (t, &dt, error))
+    return FALSE;
+  if (sl->have_dt && t->dtype != sl->st_dt)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: tensor %s is %s while the other experts are %s",
+                   t->file, t->name, hn_st_dtype_name (t->dtype), hn_st_dtype_name (sl->st_dt));
+      return FALSE;
+    }
+  gsize es = hn_st_dtype_size (t->dtype);
+  if (!sl->have_dt)
+    {
+      sl->st_dt = t->dtype;
+      sl->have_dt = TRUE;
+      sl->data = g_malloc ((gsize) (sl->E * sl->rows * sl->cols) * es);
+    }
+  guint8 *dst = sl->data + (gsize) (e * sl->rows * sl->cols) * es;
+  const guint8 *src = (const guint8 *) t->data + base * es;
+  for (gint64 r = 0; r < sl->rows; r++)
+    {
+      if (!transposed)
+        memcpy (dst + (gsize) (r * sl->cols) * es, src + (gsize) (idx[r] * sl->cols) * es, (gsize) sl->cols * es);
+      else
+        for (gint64 c = 0; c < sl->cols; c++)
+          memcpy (dst + (gsize) (r * sl->cols + c) * es, src + (gsize) (c * b + idx[r]) * es, es);
+    }
+  sl->src[e] = t;
+  if (!transposed)
+    {
+      sl->src_rows[e] = g_new (gint64, (gsize) sl->rows);
+      for (gint64 r = 0; r < sl->rows; r++)
+        sl->src_rows[e][r] = (gint64) (base / (gsize) sl->cols) + idx[r];
+    }
+  (void) L;
+  return TRUE;
+}
+
+static HnTensor *
+keep_view (Loader *L, HnTensor *v)
+{
+  if (v)
+    g_ptr_array_add (L->m->owned, v);
+  return v;
+}
+
+/* Uploads a slab: *stack = [E, rows, cols] with out[e * stride] = views of it, or, when it does not
+ * fit one buffer, *stack = NULL and one tensor per expert. */
+static gboolean
+slab_upload (Loader *L, Slab *sl, const char *name, HnTensor **stack, HnTensor **out, int stride, GError **error)
+{
+  HnDType dt;
+  gsize es = hn_st_dtype_size (sl->st_dt);
+  gsize expert_bytes = (gsize) (sl->rows * sl->cols) * es;
+  *stack = NULL;
+  if (!sl->src[0] || !st_to_dtype (sl->src[0], &dt, error))
+    return FALSE;
+  if ((guint64) expert_bytes * (guint64) sl->E <= hn_vk_context_max_buffer_size (L->m->ctx))
+    {
+      g_autofree char *sn = g_strdup_printf ("%s (stacked)", name);
+      *stack = upload (L, sn, dt, 3, (gint64[]) { sl->E, sl->rows, sl->cols }, sl->data, expert_bytes * (gsize) sl->E,
+                       error);
+      if (!*stack)
+        return FALSE;
+    }
+  for (gint64 e = 0; e < sl->E; e++)
+    {
+      g_autofree char *en = g_strdup_printf ("%s (expert %" G_GINT64_FORMAT ")", name, e);
+      HnTensor *t;
+      if (*stack)
+        {
+          HnTensor *row = keep_view (L, hn_tensor_view_rows (*stack, e, 1, error));
+          t = row ? keep_view (L, hn_tensor_reshape (row, 2, (gint64[]) { sl->rows, sl->cols }, error)) : NULL;
+        }
+      else
+        t = upload (L, en, dt, 2, (gint64[]) { sl->rows, sl->cols }, sl->data + (gsize) e * expert_bytes, expert_bytes,
+                    error);
+      if (!t)
+        return FALSE;
+      if (sl->src_rows[e]) /* a transposed slice (gpt_oss) has no row mapping to write back through */
+        note_origin (L, t, sl->src[e], FALSE, 0, sl->src_rows[e]);
+      out[e * stride] = t;
+    }
+  return TRUE;
+}
+
+static const HnSafetensorInfo *
+take_stacked (Loader *L, const char *name, gint64 E, gint64 a, gint64 b, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return NULL;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  return check_shape (t, 3, (gint64[]) { E, a, b }, error) ? t : NULL;
+}
+
+/* gpt_oss expert biases gate_up [E, 2F] (interleaved) and down [E, C] -> stacked f32 [E, F], [E, F],
+ * [E, C] with per-expert views. */
+static gboolean
+take_oss_biases (Loader *L, const char *pfx, HnLayerWeights *lw, const gint64 *gi, const gint64 *ui, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, E = hp->n_experts, F = hp->moe_ffn;
+  g_autofree char *gbn = g_strdup_printf ("%smlp.experts.gate_up_proj_bias", pfx);
+  g_autofree char *dbn = g_strdup_printf ("%smlp.experts.down_proj_bias", pfx);
+  const HnSafetensorInfo *gb = find (L, gbn), *dbt = find (L, dbn);
+  if (!gb || !dbt)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
+                   gb ? dbn : gbn);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) gb->name);
+  g_hash_table_add (L->used, (gpointer) dbt->name);
+  g_autofree float *gub = NULL, *db = NULL;
+  if (!check_shape (gb, 2, (gint64[]) { E, 2 * F }, error) || !check_shape (dbt, 2, (gint64[]) { E, C }, error) ||
+      !(gub = hn_safetensor_info_dup_f32 (gb, error)) || !(db = hn_safetensor_info_dup_f32 (dbt, error)))
+    return FALSE;
+  g_autofree float *bg = g_new (float, E * F), *bu = g_new (float, E * F);
+  for (gint64 e = 0; e < E; e++)
+    for (gint64 f = 0; f < F; f++)
+      {
+        bg[e * F + f] = gub[e * 2 * F + gi[f]];
+        bu[e * F + f] = gub[e * 2 * F + ui[f]];
+      }
+  const float *host[3] = { bg, bu, db };
+  gint64 n[3] = { F, F, C };
+  const char *nm[3] = { gbn, gbn, dbn };
+  lw->expert_biases = g_new0 (HnTensor *, 3 * E);
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree char *sn = g_strdup_printf ("%s (%s, stacked)", nm[j], j == 0 ? "gate" : j == 1 ? "up" : "down");
+      lw->expert_bias_stack[j] =
+        upload (L, sn, HN_DTYPE_F32, 2, (gint64[]) { E, n[j] }, host[j], sizeof (float) * (gsize) (E * n[j]), error);
+      if (!lw->expert_bias_stack[j])
+        return FALSE;
+      for (gint64 e = 0; e < E; e++)
+        {
+          HnTensor *row = keep_view (L, hn_tensor_view_rows (lw->expert_bias_stack[j], e, 1, error));
+          HnTensor *v = row ? keep_view (L, hn_tensor_reshape (row, 1, (gint64[]) { n[j] }, error)) : NULL;
+          if (!v)
+            return FALSE;
+          lw->expert_biases[3 * e + j] = v;
+        }
+    }
+  return TRUE;
+}
+
+/* Router, experts and the shared expert (qwen2_moe: sigmoid-gated; deepseek: plain) of one MoE layer.
+ * Experts come per expert (mixtral w1/w3/w2, the others gate/up/down_proj) or stacked: granitemoe
+ * input_linear [E, 2F, C] (gate rows, then up rows) and output_linear [E, C, F]; gpt_oss gate_up_proj
+ * [E, C, 2F] (gate and up interleaved by column) and down_proj [E, F, C], with biases; dbrx
+ * ffn.experts.mlp.w1 (gate), v1 (up) and w2 (down, applied as x @ W) each [E * F, C]. */
+static gboolean
+take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  const char *mt = hp->arch->model_type;
+  gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
+  gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0;
+  gboolean granite = strcmp (mt, "granitemoe") == 0, oss = strcmp (mt, "gpt_oss") == 0;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v"), dbrx = strcmp (mt, "dbrx") == 0;
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
+  g_autofree char *rn =
+    g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite || dbrx ? "router.layer" : oss ? "router" : "gate");
+  if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
+    return FALSE;
+  if (oss)
+    {
+      g_autofree char *rb = g_strdup_printf ("%smlp.router.bias", pfx);
+      if (!take_vector (L, rb, E, TRUE, &lw->router_b, error))
+        return FALSE;
+    }
+  if (strcmp (mt, "deepseek_v3") == 0)
+    {
+      g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
+      if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
+        return FALSE;
+    }
+
+  Slab sl[3];
+  slab_init (&sl[0], E, Fe, C);
+  slab_init (&sl[1], E, Fe, C);
+  slab_init (&sl[2], E, C, Fe);
+  g_autofree gint64 *gi = g_new (gint64, Fe), *ui = g_new (gint64, Fe), *ident = g_new (gint64, MAX (C, Fe));
+  for (gint64 f = 0; f < Fe; f++)
+    {
+      gi[f] = oss ? 2 * f : f;
+      ui[f] = oss ? 2 * f + 1 : Fe + f;
+    }
+  for (gint64 r = 0; r < MAX (C, Fe); r++)
+    ident[r] = r;
+  gboolean ok = TRUE;
+  g_autofree char *names[3] = { NULL, NULL, NULL };
+  if (granite || oss)
+    {
+      names[0] = g_strdup_printf (oss ? "%smlp.experts.gate_up_proj" : "%sblock_sparse_moe.input_linear.weight", pfx);
+      names[2] = g_strdup_printf (oss ? "%smlp.experts.down_proj" : "%sblock_sparse_moe.output_linear.weight", pfx);
+      names[1] = g_strdup (names[0]);
+      const HnSafetensorInfo *gu = oss ? take_stacked (L, names[0], E, C, 2 * Fe, error)
+                                       : take_stacked (L, names[0], E, 2 * Fe, C, error);
+      const HnSafetensorInfo *d = !gu ? NULL
+                                  : oss ? take_stacked (L, names[2], E, Fe, C, error)
+                                        : take_stacked (L, names[2], E, C, Fe, error);
+      ok = d != NULL;
+      for (gint64 e = 0; ok && e < E; e++)
+        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, oss, 2 * Fe, error) &&
+             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, oss, 2 * Fe, error) &&
+             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, oss, C, error);
+      ok = ok && (!oss || take_oss_biases (L, pfx, lw, gi, ui, error));
+    }
+  else if (dbrx)
+    {
+      const char *parts[3] = { "w1", "v1", "w2" };
+      const HnSafetensorInfo *t[3] = { NULL, NULL, NULL };
+      for (int j = 0; ok && j < 3; j++)
+        {
+          names[j] = g_strdup_printf ("%sffn.experts.mlp.%s", pfx, parts[j]);
+          t[j] = find (L, names[j]);
+          if (!t[j])
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
+                           names[j]);
+              ok = FALSE;
+              break;
+            }
+          g_hash_table_add (L->used, (gpointer) t[j]->name);
+          ok = check_shape (t[j], 2, (gint64[]) { E * Fe, C }, error);
+        }
+      /* expert e owns rows e·F .. e·F + F; its down projection is the transpose of its w2 rows */
+      for (gint64 e = 0; ok && e < E; e++)
+        ok = slab_put (L, &sl[0], e, t[0], (gsize) (e * Fe * C), ident, FALSE, 0, error) &&
+             slab_put (L, &sl[1], e, t[1], (gsize) (e * Fe * C), ident, FALSE, 0, error) &&
+             slab_put (L, &sl[2], e, t[2], (gsize) (e * Fe * C), ident, TRUE, C, error);
+    }
+  else
+    {
+      /* mixtral: w1 = gate, w3 = up, w2 = down */
+      const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
+      for (int j = 0; j < 3; j++)
+        names[j] = g_strdup_printf ("%s%s.experts.*.%s.weight", pfx, blk, parts[j]);
+      for (gint64 e = 0; ok && e < E; e++)
+        for (int j = 0; ok && j < 3; j++)
+          {
+            g_autofree char *wn = g_strdup_printf ("%s%s.experts.%" G_GINT64_FORMAT ".%s.weight", pfx, blk, e, parts[j]);
+            const HnSafetensorInfo *t = find (L, wn);
+            if (!t)
+              {
+                g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, wn);
+                ok = FALSE;
+                break;
+              }
+            g_hash_table_add (L->used, (gpointer) t->name);
+            ok = check_shape (t, 2, (gint64[]) { sl[j].rows, sl[j].cols }, error) &&
+                 slab_put (L, &sl[j], e, t, 0, ident, FALSE, 0, error);
+          }
+    }
+  lw->experts = g_new0 (HnTensor *, 3 * E);
+  for (int j = 0; ok && j < 3; j++)
+    ok = slab_upload (L, &sl[j], names[j], &lw->expert_stack[j], &lw->experts[j], 3, error);
+  for (int j = 0; j < 3; j++)
+    slab_clear (&sl[j]);
+  if (!ok)
+    return FALSE;
+  if (hp->shared_ffn > 0)
+    {
+      gint64 Fs = hp->shared_ffn;
+      const char *sh = deepseek ? "mlp.shared_experts" : "mlp.shared_expert";
+      g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
+      g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
+      g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
+      if (!take_linear (L, N, pfx, gp, Fs, C, &lw->w_gate, &lw->b_gate, error) ||
+          !take_linear (L, N, pfx, up, Fs, C, &lw->w_up, &lw->b_up, error) ||
+          !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
+        return FALSE;
+      g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
+      if (!deepseek && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* DeepSeek MLA projections: q (optionally through the q LoRA and its norm) with each head's rows
+ * reordered to [rope | nope], the latent and rotary rows of kv_a_proj_with_mqa, and kv_b_proj split
+ * into per-head key (nope) and value rows. */
+static gboolean
+take_mla (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, H = hp->n_head, D = hp->head_dim, dn = hp->qk_nope_dim, dr = D - dn;
+  gint64 dv = hp->v_head_dim, kvr = hp->kv_lora_rank, qr = hp->q_lora_rank;
+  g_autofree gint64 *qi = g_new (gint64, H * D);
+  for (gint64 h = 0; h < H; h++)
+    for (gint64 j = 0; j < D; j++)
+      qi[h * D + j] = h * D + (j < dr ? dn + j : j - dr);
+  g_autofree char *qn = g_strdup_printf ("%sself_attn.%s.weight", pfx, qr > 0 ? "q_b_proj" : "q_proj");
+  const HnSafetensorInfo *q = find (L, qn);
+  if (!q)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, qn);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) q->name);
+  if (!check_shape (q, 2, (gint64[]) { H * D, qr > 0 ? qr : C }, error) ||
+      !(lw->wq = gather_rows (L, q, qn, qi, H * D, qr > 0 ? qr : C, error)))
+    return FALSE;
+  if (qr > 0)
+    {
+      g_autofree char *an = g_strdup_printf ("%sself_attn.q_a_proj.weight", pfx);
+      g_autofree char *nn = g_strdup_printf ("%sself_attn.q_a_layernorm.weight", pfx);
+      if (!take_matrix (L, an, qr, C, TRUE, &lw->wq_a, error) || !take_vector (L, nn, qr, TRUE, &lw->q_a_norm_w, error))
+        return FALSE;
+    }
+  g_autofree char *kan = g_strdup_printf ("%sself_attn.kv_a_proj_with_mqa.weight", pfx);
+  g_autofree char *knn = g_strdup_printf ("%sself_attn.kv_a_layernorm.weight", pfx);
+  g_autofree char *kbn = g_strdup_printf ("%sself_attn.kv_b_proj.weight", pfx);
+  const HnSafetensorInfo *ka = find (L, kan), *kb = find (L, kbn);
+  if (!ka || !kb)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ka ? kbn : kan);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) ka->name);
+  g_hash_table_add (L->used, (gpointer) kb->name);
+  if (!check_shape (ka, 2, (gint64[]) { kvr + dr, C }, error) ||
+      !check_shape (kb, 2, (gint64[]) { H * (dn + dv), kvr }, error) ||
+      !take_vector (L, knn, kvr, TRUE, &lw->kv_a_norm_w, error))
+    return FALSE;
+  g_autofree gint64 *ai = g_new (gint64, kvr + dr), *ki = g_new (gint64, H * dn), *vi = g_new (gint64, H * dv);
+  for (gint64 r = 0; r < kvr + dr; r++)
+    ai[r] = r;
+  for (gint64 h = 0; h < H; h++)
+    {
+      for (gint64 j = 0; j < dn; j++)
+        ki[h * dn + j] = h * (dn + dv) + j;
+      for (gint64 j = 0; j < dv; j++)
+        vi[h * dv + j] = h * (dn + dv) + dn + j;
+    }
+  g_autofree char *lat = g_strdup_printf ("%s (latent rows)", kan);
+  g_autofree char *rot = g_strdup_printf ("%s (rotary rows)", kan);
+  g_autofree char *kk = g_strdup_printf ("%s (key rows)", kbn);
+  g_autofree char *vv = g_strdup_printf ("%s (value rows)", kbn);
+  return (lw->wkv_a = gather_rows (L, ka, lat, ai, kvr, C, error)) &&
+         (lw->wk_rope = gather_rows (L, ka, rot, ai + kvr, dr, C, error)) &&
+         (lw->wk_nope = gather_rows (L, kb, kk, ki, H * dn, kvr, error)) &&
+         (lw->wv_b = gather_rows (L, kb, vv, vi, H * dv, kvr, error));
+}
+
+static void
+names_for (const HnTransformerHParams *hp, Names *N)
+{
+  memset (N, 0, sizeof *N);
+  const char *mt = hp->arch->model_type;
+  switch (hp->arch->names)
+    {
+    case HN_NAMES_LLAMA:
+    case HN_NAMES_PHI3:
+    case HN_NAMES_STARCODER2:
+    case HN_NAMES_PHI:
+    case HN_NAMES_GLM4:
+    case HN_NAMES_PERSIMMON:
+      N->embed = "model.embed_tokens";
+      N->layer = "model.layers.";
+      N->ln1 = "input_layernorm";
+      N->ln2 = "post_attention_layernorm";
+      N->q = "self_attn.q_proj";
+      N->k = "self_attn.k_proj";
+      N->v = "self_attn.v_proj";
+      N->o = "self_attn.o_proj";
+      N->gate = "mlp.gate_proj";
+      N->up = "mlp.up_proj";
+      N->down = "mlp.down_proj";
+      N->final_norm = "model.norm";
+      N->lm_head = "lm_head";
+      if (hp->qk_norm_head || hp->qk_norm_full)
+        {
+          N->q_norm = "self_attn.q_norm";
+          N->k_norm = "self_attn.k_norm";
+        }
+      if (hp->block == HN_BLOCK_SANDWICH)
+        {
+          N->post_attn = "post_attention_layernorm";
+          N->ln2 = "pre_feedforward_layernorm";
+          N->post_ffn = "post_feedforward_layernorm";
+        }
+      if (hp->block == HN_BLOCK_POST_NORM)
+        {
+          N->ln1 = N->ln2 = NULL;
+          N->post_attn = "post_attention_layernorm";
+          N->post_ffn = "post_feedforward_layernorm";
+        }
+      if (hp->block == HN_BLOCK_PARALLEL)
+        N->ln2 = NULL;
+      if (!hp->gated)
+        N->gate = NULL;
+      if (hp->arch->quirks & HN_QUIRK_FUSED_GATE_UP)
+        {
+          N->gate = N->up = NULL;
+          N->gate_up = "mlp.gate_up_proj";
+        }
+      if (hp->arch->names == HN_NAMES_GLM4)
+        {
+          N->post_attn = "post_self_attn_layernorm";
+          N->ln2 = "post_attention_layernorm";
+          N->post_ffn = "post_mlp_layernorm";
+        }
+      if (hp->arch->names == HN_NAMES_PERSIMMON)
+        {
+          N->q = N->k = N->v = NULL;
+          N->qkv = "self_attn.query_key_value";
+          N->qkv_layout = QKV_HEAD_SPLIT;
+          N->o = "self_attn.dense";
+          N->q_norm = "self_attn.q_layernorm";
+          N->k_norm = "self_attn.k_layernorm";
+          N->up = "mlp.dense_h_to_4h";
+          N->down = "mlp.dense_4h_to_h";
+          N->final_norm = "model.final_layernorm";
+        }
+      if (hp->arch->names == HN_NAMES_PHI3)
+        {
+          N->q = N->k = N->v = NULL;
+          N->qkv = "self_attn.qkv_proj";
+          N->qkv_layout = QKV_CONCAT;
+          N->gate = N->up = NULL;
+          N->gate_up = "mlp.gate_up_proj";
+        }
+      if (hp->arch->names == HN_NAMES_STARCODER2)
+        {
+          N->gate = NULL;
+          N->up = "mlp.c_fc";
+          N->down = "mlp.c_proj";
+        }
+      if (hp->arch->names == HN_NAMES_PHI)
+        {
+          N->o = "self_attn.dense";
+          N->gate = NULL;
+          N->up = "mlp.fc1";
+          N->down = "mlp.fc2";
+          N->final_norm = "model.final_layernorm";
+        }
+      (void) mt;
+      break;
+    case HN_NAMES_GPT2:
+    case HN_NAMES_BIGCODE:
+      N->embed = "transformer.wte";
+      N->pos = "transformer.wpe";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->ln2 = "ln_2";
+      N->qkv = "attn.c_attn";
+      N->qkv_layout = QKV_CONV1D;
+      N->o = "attn.c_proj";
+      N->up = "mlp.c_fc";
+      N->down = "mlp.c_proj";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      N->conv1d = TRUE;
+      if (hp->arch->names == HN_NAMES_BIGCODE)
+        {
+          N->conv1d = FALSE;
+          N->qkv_layout = QKV_CONCAT;
+        }
+      break;
+    case HN_NAMES_GPT_NEO:
+      N->embed = "transformer.wte";
+      N->pos = "transformer.wpe";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->ln2 = "ln_2";
+      N->q = "attn.attention.q_proj";
+      N->k = "attn.attention.k_proj";
+      N->v = "attn.attention.v_proj";
+      N->o = "attn.attention.out_proj";
+      N->up = "mlp.c_fc";
+      N->down = "mlp.c_proj";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_MPT:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.blocks.";
+      N->ln1 = "norm_1";
+      N->ln2 = "norm_2";
+      N->qkv = "attn.Wqkv";
+      N->qkv_layout = QKV_CONCAT;
+      N->o = "attn.out_proj";
+      N->up = "ffn.up_proj";
+      N->down = "ffn.down_proj";
+      N->final_norm = "transformer.norm_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_DBRX:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.blocks.";
+      N->ln1 = "norm_attn_norm.norm_1";
+      N->ln2 = "norm_attn_norm.norm_2";
+      N->qkv = "norm_attn_norm.attn.Wqkv";
+      N->qkv_layout = QKV_CONCAT;
+      N->o = "norm_attn_norm.attn.out_proj";
+      N->final_norm = "transformer.norm_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_BERT:
+    case HN_NAMES_DISTILBERT:
+    case HN_NAMES_ALBERT:
+    case HN_NAMES_ELECTRA:
+    case HN_NAMES_MODERNBERT:
+    case HN_NAMES_T5:
+    case HN_NAMES_BART:
+      g_assert_not_reached (); /* not decoders: hn_transformer_hparams_resolve refuses them */
+    case HN_NAMES_CODEGEN:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->qkv = "attn.qkv_proj";
+      N->qkv_layout = QKV_CODEGEN;
+      N->o = "attn.out_proj";
+      N->up = "mlp.fc_in";
+      N->down = "mlp.fc_out";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_GPT_NEOX:
+      N->embed = "gpt_neox.embed_in";
+      N->layer = "gpt_neox.layers.";
+      N->ln1 = "input_layernorm";
+      N->ln2 = "post_attention_layernorm";
+      N->qkv = "attention.query_key_value";
+      N->qkv_layout = QKV_HEAD_SPLIT;
+      N->o = "attention.dense";
+      N->up = "mlp.dense_h_to_4h";
+      N->down = "mlp.dense_4h_to_h";
+      N->final_norm = "gpt_neox.final_layer_norm";
+      N->lm_head = "embed_out";
+      break;
+    case HN_NAMES_GPTJ:
+      N->embed = "transformer.wte";
+      N->layer = "transformer.h.";
+      N->ln1 = "ln_1";
+      N->q = "attn.q_proj";
+      N->k = "attn.k_proj";
+      N->v = "attn.v_proj";
+      N->o = "attn.out_proj";
+      N->up = "mlp.fc_in";
+      N->down = "mlp.fc_out";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_OPT:
+      N->embed = "model.decoder.embed_tokens";
+      N->pos = "model.decoder.embed_positions";
+      N->layer = "model.decoder.layers.";
+      N->ln1 = "self_attn_layer_norm";
+      N->ln2 = "final_layer_norm";
+      N->q = "self_attn.q_proj";
+      N->k = "self_attn.k_proj";
+      N->v = "self_attn.v_proj";
+      N->o = "self_attn.out_proj";
+      N->up = "fc1";
+      N->down = "fc2";
+      N->final_norm = "model.decoder.final_layer_norm";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_BLOOM:
+      N->embed = "transformer.word_embeddings";
+      N->embed_norm = "transformer.word_embeddings_layernorm";
+      N->layer = "transformer.h.";
+      N->ln1 = "input_layernorm";
+      N->ln2 = "post_attention_layernorm";
+      N->qkv = "self_attention.query_key_value";
+      N->qkv_layout = QKV_HEAD_SPLIT;
+      N->o = "self_attention.dense";
+      N->up = "mlp.dense_h_to_4h";
+      N->down = "mlp.dense_4h_to_h";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      break;
+    case HN_NAMES_FALCON:
+      N->embed = "transformer.word_embeddings";
+      N->layer = "transformer.h.";
+      N->qkv = "self_attention.query_key_value";
+      N->o = "self_attention.dense";
+      N->up = "mlp.dense_h_to_4h";
+      N->down = "mlp.dense_4h_to_h";
+      N->final_norm = "transformer.ln_f";
+      N->lm_head = "lm_head";
+      if (hp->block == HN_BLOCK_PARALLEL_2NORM)
+        {
+          N->ln1 = "ln_attn";
+          N->ln2 = "ln_mlp";
+        }
+      else
+        {
+          N->ln1 = "input_layernorm";
+          N->ln2 = hp->block == HN_BLOCK_PRE_NORM ? "post_attention_layernorm" : NULL;
+        }
+      break;
+    }
+}
+
+/* TRUE when checkpoint tensor `name` lies under `prefix` (which ends in
+ * "."), also in a bare base model saved without the "model." prefix. */
+static gboolean
+under (const char *name, const char *prefix)
+{
+  return g_str_has_prefix (name, prefix) || (g_str_has_prefix (prefix, "model.") && g_str_has_prefix (name, prefix + 6));
+}
+
+/* A pipeline stage leaves out the tensors another stage loads: they count
+ * as understood here (that stage validates them). */
+static void
+skip_prefix (Loader *L, const char *prefix)
+{
+  guint n = hn_safetensors_get_n_tensors (L->st);
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (L->st, i);
+      if (under (t->name, prefix))
+        g_hash_table_add (L->used, (gpointer) t->name);
+    }
+}
+
+static void
+skip_module (Loader *L, const char *module)
+{
+  if (!module)
+    return;
+  g_autofree char *p = g_strdup_printf ("%s.", module);
+  skip_prefix (L, p);
+}
+
+/* The layer a tensor belongs to, or -1. */
+static int
+layer_of (const Names *N, const char *name)
+{
+  const char *rest = NULL;
+  if (g_str_has_prefix (name, N->layer))
+    rest = name + strlen (N->layer);
+  else if (g_str_has_prefix (N->layer, "model.") && g_str_has_prefix (name, N->layer + 6))
+    rest = name + strlen (N->layer) - 6;
+  if (!rest || !g_ascii_isdigit (*rest))
+    return -1;
+  char *end = NULL;
+  guint64 v = g_ascii_strtoull (rest, &end, 10);
+  return end && *end == '.' && v < G_MAXINT ? (int) v : -1;
+}
+
+/* The final norm and the LM head (the last stage's weights). */
+static gboolean
+take_head (Loader *L, const Names *N, gint64 C, gint64 V, gboolean params, const char *lmw, const char *lmb,
+           GError **error)
+{
+  HnTransformerWeights *W = &L->m->w;
+  if (!take_norm (L, "", N->final_norm, C, params, &W->final_norm_w, &W->final_norm_b, error))
+    return FALSE;
+  if (L->m->hp.tie_embeddings)
+    {
+      W->lm_head = W->tok_embed;
+      const HnSafetensorInfo *t = find (L, lmw);
+      if (t) /* transformers ties it anyway; a stale copy is not used */
+        g_hash_table_add (L->used, (gpointer) t->name);
+    }
+  else if (!take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error))
+    return FALSE;
+  return take_vector (L, lmb, V, FALSE, &W->lm_head_b, error);
+}
+
+void
+hn_transformer_weights_measure (const HnTransformerHParams *hp, HnSafetensors *st, guint64 *layer_bytes,
+                                guint64 *embed_bytes, guint64 *head_bytes)
+{
+  Names N;
+  names_for (hp, &N);
+  g_autofree char *embed = g_strdup_printf ("%s.", N.embed);
+  g_autofree char *lm = g_strdup_printf ("%s.", N.lm_head);
+  g_autofree char *fnorm = g_strdup_printf ("%s.", N.final_norm);
+  memset (layer_bytes, 0, sizeof (guint64) * (gsize) hp->n_layer);
+  *embed_bytes = *head_bytes = 0;
+  guint n = hn_safetensors_get_n_tensors (st);
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      int il = layer_of (&N, t->name);
+      if (il >= 0 && il < hp->n_layer)
+        layer_bytes[il] += t->nbytes;
+      else if (under (t->name, lm) || under (t->name, fnorm))
+        *head_bytes += hp->tie_embeddings && under (t->name, lm) ? 0 : t->nbytes;
+      else
+        {
+          *embed_bytes += t->nbytes;
+          if (hp->tie_embeddings && under (t->name, embed))
+            *head_bytes += t->nbytes; /* the last stage holds its own copy as the head */
+        }
+    }
+}
+
+gboolean
+hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error)
+{
+  HnTransformerHParams *hp = &m->hp;
+  HnTransformerWeights *W = &m->w;
+  Names N;
+  names_for (hp, &N);
+  if (hp->arch->names == HN_NAMES_FALCON)
+    {
+      gboolean nda = m->config->new_decoder_architecture == TRUE;
+      gboolean mq = hp->n_kv_head == 1;
+      N.qkv_layout = nda ? QKV_GROUPED : (mq ? QKV_CONCAT : QKV_HEAD_SPLIT);
+    }
+  g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
+  Loader L = { m, st, used };
+  gint64 C = hp->hidden, F = hp->ffn, V = hp->vocab;
+  gint64 qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gboolean params = !(hp->arch->quirks & HN_QUIRK_NORM_NO_PARAMS);
+
+  gboolean first = m->layer0 == 0, last = m->layer1 == hp->n_layer;
+  g_autofree char *emb = g_strdup_printf ("%s.weight", N.embed);
+  if (first || (last && hp->tie_embeddings))
+    {
+      if (!take_matrix (&L, emb, V, C, TRUE, &W->tok_embed, error))
+        return FALSE;
+    }
+  else
+    skip_module (&L, N.embed);
+  if (N.pos && !first)
+    skip_module (&L, N.pos);
+  else if (N.pos)
+    {
+      g_autofree char *pn = g_strdup_printf ("%s.weight", N.pos);
+      const HnSafetensorInfo *t = find (&L, pn);
+      if (!t || t->ndim != 2)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no 2-D tensor %s", m->dir, pn);
+          return FALSE;
+        }
+      if (!take_matrix (&L, pn, t->shape[0], C, TRUE, &W->pos_embed, error))
+        return FALSE;
+    }
+  if (N.embed_norm && !first)
+    skip_module (&L, N.embed_norm);
+  else if (N.embed_norm && !take_norm (&L, "", N.embed_norm, C, TRUE, &W->embed_norm_w, &W->embed_norm_b, error))
+    return FALSE;
+
+  W->layers = g_new0 (HnLayerWeights, hp->n_layer);
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      HnLayerWeights *lw = &W->layers[i];
+      g_autofree char *pfx = g_strdup_printf ("%s%d.", N.layer, i);
+      if (i < m->layer0 || i >= m->layer1)
+        {
+          skip_prefix (&L, pfx); /* another stage's layer */
+          continue;
+        }
+      if (!take_norm (&L, pfx, N.ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
+          !take_norm (&L, pfx, N.ln2, C, params, &lw->ln2_w, &lw->ln2_b, error) ||
+          !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
+          !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
+        return FALSE;
+      if (hp->mla)
+        {
+          if (!take_mla (&L, pfx, lw, error))
+            return FALSE;
+        }
+      else if (N.qkv)
+        {
+          if (!take_fused_qkv (&L, &N, pfx, lw, error))
+            return FALSE;
+        }
+      else if (!take_linear (&L, &N, pfx, N.q, qd, C, &lw->wq, &lw->bq, error) ||
+               !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
+               !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error))
+        return FALSE;
+      if (!take_linear (&L, &N, pfx, N.o, C, (gint64) hp->n_head * hp->v_head_dim, &lw->wo, &lw->bo, error))
+        return FALSE;
+      g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
+      if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
+        return FALSE;
+      if (N.q_norm)
+        {
+          gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
+          if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
+              !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
+            return FALSE;
+        }
+      if (hp->n_experts > 0 && i >= hp->moe_first_dense)
+        {
+          if (!take_moe (&L, &N, pfx, lw, error))
+            return FALSE;
+          continue;
+        }
+      if (N.gate_up)
+        {
+          g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, N.gate_up);
+          if (!take_matrix (&L, wn, 2 * F, C, TRUE, &lw->w_gate, error)) /* [2F, C]: gate rows, then up rows */
+            return FALSE;
+        }
+      else if (N.gate && !take_linear (&L, &N, pfx, N.gate, F, C, &lw->w_gate, &lw->b_gate, error))
+        return FALSE;
+      if (N.up && !take_linear (&L, &N, pfx, N.up, F, C, &lw->w_up, &lw->b_up, error))
+        return FALSE;
+      if (!take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error))
+        return FALSE;
+    }
+  g_autofree char *lmw = g_strdup_printf ("%s.weight", N.lm_head);
+  g_autofree char *lmb = g_strdup_printf ("%s.bias", N.lm_head);
+  if (!last)
+    {
+      skip_module (&L, N.final_norm);
+      skip_module (&L, N.lm_head);
+    }
+  else if (!take_head (&L, &N, C, V, params, lmw, lmb, error))
+    return FALSE;
+
+  /* everything in the checkpoint must have been understood */
+  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0;
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      if (g_hash_table_contains (used, t->name))
+        continue;
+      if (is_other_tower (m->config, t->name))
+        {
+          n_towers++;
+          continue;
+        }
+      if (g_str_has_suffix (t->name, "rotary_emb.inv_freq") || g_str_has_suffix (t->name, ".attn.bias") ||
+          g_str_has_suffix (t->name, ".attn.masked_bias") || g_str_has_suffix (t->name, ".masked_bias"))
+        continue; /* buffers some exporters save; recomputed here */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: tensor %s is not part of the %s graph (an unsupported feature of this checkpoint)", t->file,
+                   t->name, hp->arch->model_type);
+      return FALSE;
+    }
+
+  if (n_towers)
+    g_info ("%s: %s package: %u tensors of its non-text towers are not run (kept on export)", m->dir,
+            m->config->outer_model_type, n_towers);
+
+  /* rotary frequencies and ALiBi slopes */
+  if (hp->rope)
+    {
+      int half = hp->rot_dims / 2;
+      g_autofree float *inv = g_new (float, half);
+      if (!hn_rope_compute_inv_freq (hp->rope_theta, hp->rot_dims, hp->max_positions,
+                                     hp->rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL : &hp->rope_scaling, 0, inv,
+                                     &W->rope_attn_scale, error))
+        return FALSE;
+      if (!(W->inv_freq = vector_from_f32 (&L, "rope.inv_freq", inv, half, error)))
+        return FALSE;
+      if (hp->local_rope)
+        {
+          if (!hn_rope_compute_inv_freq (hp->local_rope_theta, hp->rot_dims, hp->max_positions,
+                                         hp->local_rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL
+                                                                                             : &hp->local_rope_scaling,
+                                         0, inv, &W->rope_attn_scale_local, error))
+            return FALSE;
+          if (!(W->inv_freq_local = vector_from_f32 (&L, "rope.inv_freq_local", inv, half, error)))
+            return FALSE;
+        }
+    }
+  if (hp->alibi)
+    {
+      g_autofree float *sl = g_new (float, hp->n_head);
+      hn_alibi_slopes (hp->n_head, 8.0f, sl);
+      if (!(W->alibi_slopes = vector_from_f32 (&L, "alibi.slopes", sl, hp->n_head, error)))
+        return FALSE;
+    }
+  return TRUE;
+}

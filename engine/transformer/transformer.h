@@ -1,0 +1,313 @@
+/* Hugging Face decoder-only Transformers on Vulkan: one config-driven graph
+ * for every registered family (transformer/registry.h), weights kept in their
+ * stored dtype (f32/f16/bf16) on the device.
+ *
+ *   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, "model-dir", &error);
+ *   hn_transformer_logits (m, ids, n, logits, &error);            // [n, vocab]
+ *
+ *   g_autoptr (HnTransformerSession) s =
+ *     hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, n_rows, max_ctx, &error);
+ *   HnGenerateModel gm = { hn_transformer_session_lm_ops (), s, vocab, ... };
+ *   hn_generate_run (&gm, &options, prompt, n_prompt, cancellable, &error);
+ *
+ * Building blocks for training and other graphs: a forward records into an
+ * HnCmd through hn_transformer_record_embed / _record_layer / _record_head on
+ * an HnTransformerActs (every intermediate activation of every layer stays
+ * addressable there, so a backward pass can read them). */
+#pragma once
+#include <gio/gio.h>
+#include <stdint.h>
+
+#include "generate/generate.h"
+#include "transformer/registry.h"
+#include "tensor/hn-ops.h"
+
+G_BEGIN_DECLS
+
+/* Everything the graph needs, resolved from config.json + the registry. */
+typedef struct {
+  const HnArchInfo *arch;
+  HnBlockKind block;
+  int vocab, hidden, n_layer, n_head, n_kv_head, head_dim, ffn;
+  int max_positions;
+  /* norms */
+  gboolean layernorm;    /* LayerNorm, else RMSNorm */
+  gboolean norm_plus_one;
+  float norm_eps;
+  /* mlp */
+  HnActivation act;
+  gboolean gated;
+  /* positions */
+  gboolean rope;
+  HnRopeStyle rope_style;
+  int rot_dims;
+  double rope_theta;
+  HnRopeScaling rope_scaling;
+  double *rope_short_factor, *rope_long_factor; /* owned, longrope */
+  gboolean learned_pos;
+  int pos_offset;        /* OPT's learned positions start at 2 */
+  gboolean alibi;
+  /* attention */
+  float attn_scale;      /* 0 = 1/sqrt(head_dim) */
+  float attn_softcap;    /* 0 = off */
+  float final_softcap;
+  int sliding_window;    /* 0 = none */
+  guint8 *layer_sliding; /* [n_layer]: 1 where the window applies (owned) */
+  guint8 *layer_rope;    /* [n_layer]: 1 where RoPE applies (owned; smollm3, cohere2 and exaone4 skip some) */
+  gboolean local_rope;   /* sliding layers use their own RoPE (gemma3: rope_local_base_freq) */
+  double local_rope_theta;
+  HnRopeScaling local_rope_scaling;
+  gboolean qk_norm_head, qk_norm_full;
+  float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
+  /* scalars */
+  float embed_scale;     /* 1 unless gemma (sqrt(hidden)) or granite (embedding_multiplier) */
+  float residual_scale;  /* granite residual_multiplier, else 1 */
+  float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
+  gboolean tie_embeddings;
+  gboolean embed_norm;   /* bloom word_embeddings_layernorm */
+  /* routed mixture of experts (HN_QUIRK_MOE): router -> hn_op_moe_route -> weighted experts */
+  int n_experts, n_experts_used; /* 0 = dense MLP */
+  int moe_ffn;                   /* expert intermediate size */
+  int shared_ffn;                /* shared expert (qwen2_moe: sigmoid-gated; deepseek: plain), 0 = none */
+  gboolean moe_norm_topk;        /* renormalise the top-k weights to sum to 1 */
+  HnMoeRouteKind moe_route;
+  float moe_scale;               /* deepseek routed_scaling_factor (1 elsewhere) */
+  int moe_n_group, moe_topk_group; /* deepseek grouped choice (0 = none) */
+  float moe_jitter_eps;          /* phimoe sparsemixer router_jitter_noise */
+  int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
+  float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
+  float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
+  gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
+  /* multi-head latent attention (deepseek): head_dim = qk_nope_dim + qk_rope_dim (rope dims first
+   * on the device: q rows are reordered per head at load), v_head_dim for values */
+  gboolean mla;
+  int q_lora_rank, kv_lora_rank, qk_nope_dim, v_head_dim; /* v_head_dim == head_dim unless MLA */
+  gboolean attn_sinks;           /* gpt_oss: a learned per-head logit in every softmax denominator */
+  /* ids */
+  int bos_token_id, pad_token_id;
+  GArray *eos_token_ids; /* int32_t */
+} HnTransformerHParams;
+
+typedef struct _HnTransformer HnTransformer;
+
+/* Loads config.json and the safetensors weights of `model_dir`, validates
+ * every tensor against the family's expected names and shapes (an unknown or
+ * missing tensor is an error naming it) and uploads them. */
+HnTransformer *hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error);
+void hn_transformer_free (HnTransformer *model);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformer, hn_transformer_free)
+
+/* Layer-split (pipeline) inference for a model larger than one device:
+ * stage d holds layers first_layer[d] .. first_layer[d + 1] - 1 on
+ * ctxs[d] (stage 0 also the embeddings, the last stage the final norm and
+ * head), split by the devices' device-local memory. The returned model is
+ * stage 0, chained to the others; generation sessions run the stages in turn
+ * and copy the [tokens, hidden] activations across at each boundary. Only
+ * generation uses a split model (training, full logits and LoRA attach
+ * refuse it). One context = hn_transformer_load. */
+HnTransformer *hn_transformer_load_split (HnVkContext *const *ctxs, guint n_devices, const char *model_dir,
+                                          GError **error);
+/* The split plan: capacity [n_devices] bytes (0 = unknown), first_layer
+ * [n_devices + 1], stage_bytes [n_devices] the checkpoint bytes each stage
+ * holds. A stage that does not fit its device is HN_ERROR_OUT_OF_MEMORY. */
+gboolean hn_transformer_plan_split (const char *model_dir, const guint64 *capacity, guint n_devices,
+                                    int *first_layer, guint64 *stage_bytes, GError **error);
+/* Stages of a (split) model: 1 for a whole model. */
+guint hn_transformer_get_n_stages (HnTransformer *model);
+HnTransformer *hn_transformer_get_stage (HnTransformer *model, guint i, int *layer0, int *layer1);
+/* Fails (HN_ERROR_UNSUPPORTED, naming `what`) for a split model. */
+gboolean hn_transformer_require_whole (HnTransformer *model, const char *what, GError **error);
+
+const HnTransformerHParams *hn_transformer_get_hparams (HnTransformer *model);
+HnVkContext *hn_transformer_get_context (HnTransformer *model);
+/* Bytes of weights on the device (all devices of a split model). */
+guint64 hn_transformer_get_weight_bytes (HnTransformer *model);
+
+/* Logits of every position of one sequence, without a cache: logits [n, vocab]. */
+gboolean hn_transformer_logits (HnTransformer *model, const int32_t *ids, int n, float *logits, GError **error);
+
+/* ---- generation sessions (KV cache) ---- */
+
+typedef enum {
+  HN_KV_CACHE_CONTIGUOUS, /* one [max_ctx] K/V block per row and layer (default) */
+  HN_KV_CACHE_NONE,       /* recompute the whole prefix every step (transformers use_cache=False) */
+  HN_KV_CACHE_PAGED,      /* 16-token pages in one arena per layer, page tables per row, a free list */
+} HnKvCacheMode;
+
+/* Parses "dynamic"/"static"/"contiguous" (contiguous), "none"/"off", "paged";
+ * transformers' other names fail with a message naming them. */
+gboolean hn_kv_cache_mode_from_string (const char *s, HnKvCacheMode *out, GError **error);
+const char *hn_kv_cache_mode_name (HnKvCacheMode mode);
+
+typedef struct _HnTransformerSession HnTransformerSession;
+
+/* A session for up to `max_rows` sequences (beams) of up to `max_ctx` tokens.
+ * Every device buffer is allocated here; the token loop allocates nothing. */
+HnTransformerSession *hn_transformer_session_new (HnTransformer *model, HnKvCacheMode mode, int max_rows,
+                                                  int max_ctx, GError **error);
+/* A paged session whose rows share a pool of n_pages pages of HN_KV_PAGE_SIZE tokens (the
+ * plain constructor gives every row max_ctx tokens' worth). A forward that needs a page when
+ * none is free fails with HN_ERROR_OUT_OF_MEMORY; HnLmOps.release returns a row's pages. */
+HnTransformerSession *hn_transformer_session_new_paged (HnTransformer *model, int max_rows, int max_ctx, int n_pages,
+                                                        GError **error);
+/* Fails (HN_ERROR_UNSUPPORTED, naming the reason) when the model's attention cannot read a
+ * paged cache (ALiBi, head dims above 256). */
+gboolean hn_transformer_check_pageable (HnTransformer *model, GError **error);
+/* Paged sessions: pages in the pool, and those no row holds (0 for other modes). */
+int hn_transformer_session_get_n_pages (HnTransformerSession *s);
+int hn_transformer_session_get_free_pages (HnTransformerSession *s);
+void hn_transformer_session_free (HnTransformerSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerSession, hn_transformer_session_free)
+/* The HnLmOps to drive a session from hn_generate_run (self = the session). */
+const HnLmOps *hn_transformer_session_lm_ops (void);
+/* Prompts are run through the model in chunks of at most this many tokens (default 512, which
+ * bounds the activations for long contexts); 1..the session's activation rows. */
+gboolean hn_transformer_session_set_prefill_chunk (HnTransformerSession *s, int n_tokens, GError **error);
+/* Device bytes of the session's caches and scratch. */
+guint64 hn_transformer_session_get_bytes (HnTransformerSession *s);
+/* Greedy decoding on the device (a one-row session with a contiguous cache): feeds `token` to
+ * row 0, then its own picks, n_new steps replayed from one recorded step with only the picks
+ * coming back (out[n_new]); the same ids as argmax over each step's logits. Row 0 then holds the
+ * token and out[0..n_new-1) (out[n_new-1] is not fed yet). */
+gboolean hn_transformer_session_decode_greedy (HnTransformerSession *s, int32_t token, int n_new, int32_t *out,
+                                               GError **error);
+/* Per-dispatch timestamps for the session's decode steps (re-records them); the entries of the
+ * last step run, or NULL. */
+void hn_transformer_session_set_profiling (HnTransformerSession *s, gboolean enabled);
+const HnCmdProfileEntry *hn_transformer_session_get_profile (HnTransformerSession *s, guint *n_entries);
+
+/* Generation with a session sized for the request (num_beams rows, prompt + new tokens). */
+HnGenerateResult *hn_transformer_generate (HnTransformer *model, HnKvCacheMode mode, const HnGenerateOptions *opt,
+                                           const int32_t *prompt, int n_prompt, HnDecodeFunc decode,
+                                           gpointer decode_data, HnTokenFunc on_token, gpointer token_data,
+                                           GCancellable *cancellable, GError **error);
+
+/* ---- building blocks (training reuses these) ---- */
+
+/* Per-layer device weights in the canonical layout (fused checkpoint tensors
+ * split, Conv1D transposed); NULL where the family has none. */
+typedef struct {
+  HnTensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;       /* input / post-attention norms */
+  HnTensor *post_attn_w, *post_ffn_w;             /* gemma2 sandwich, olmo2 post-norms */
+  HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
+  HnTensor *q_norm_w, *q_norm_b, *k_norm_w, *k_norm_b;
+  HnTensor *w_gate, *b_gate, *w_up, *b_up, *w_down, *b_down; /* non-gated: up = fc1, down = fc2;
+                                                              * MoE: the shared expert or NULL */
+  HnTensor *router;              /* MoE: [n_experts, C] */
+  HnTensor **experts;            /* MoE: [3 * n_experts] gate, up, down of each expert (owned array) */
+  HnTensor *expert_stack[3];     /* MoE: gate, up [E, F, C] and down [E, C, F] of all experts (experts[] are
+                                  * views of them), or NULL when a stack exceeds one device buffer */
+  HnTensor **expert_biases;      /* gpt_oss: [3 * n_experts] gate, up, down biases (owned array) or NULL */
+  HnTensor *expert_bias_stack[3]; /* gpt_oss: [E, F], [E, F], [E, C] (expert_biases are views of them) */
+  HnTensor *router_b;            /* gpt_oss router bias [n_experts] */
+  HnTensor *route_bias;          /* deepseek_v3 e_score_correction_bias [n_experts] (choice only) */
+  HnTensor *shared_expert_gate;  /* qwen2_moe: [1, C] */
+  HnTensor *sinks;               /* gpt_oss attention sinks [n_head] */
+  /* MLA (deepseek): wq is q_proj or q_b_proj (rows reordered, rope dims first per head) */
+  HnTensor *wq_a, *q_a_norm_w;   /* q_lora: [q_lora_rank, C], [q_lora_rank] */
+  HnTensor *wkv_a, *kv_a_norm_w; /* kv_a_proj_with_mqa latent rows [kv_lora_rank, C], its norm */
+  HnTensor *wk_rope;             /* kv_a_proj_with_mqa rope rows [qk_rope_dim, C] (one key shared by all heads) */
+  HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
+  HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
+} HnLayerWeights;
+
+typedef struct {
+  HnTensor *tok_embed;          /* [vocab, hidden] */
+  HnTensor *pos_embed;          /* [positions, hidden] or NULL */
+  HnTensor *embed_norm_w, *embed_norm_b;
+  HnLayerWeights *layers;       /* [n_layer] */
+  HnTensor *final_norm_w, *final_norm_b;
+  HnTensor *lm_head;            /* [vocab, hidden]; == tok_embed when tied */
+  HnTensor *lm_head_b;
+  HnTensor *inv_freq;           /* f32 [rot_dims / 2] */
+  HnTensor *inv_freq_local;     /* f32 [rot_dims / 2] for sliding layers, or NULL */
+  float rope_attn_scale_local;
+  HnTensor *alibi_slopes;       /* f32 [n_head] */
+  float rope_attn_scale;
+} HnTransformerWeights;
+
+const HnTransformerWeights *hn_transformer_get_weights (HnTransformer *model);
+
+/* Where each device weight came from in the checkpoint, so training can write
+ * weights back under their Hugging Face names and layouts: device rows r come
+ * from source rows rows[r] (or row0 + r when rows is NULL) of the checkpoint
+ * tensor `src`, of the transposed source when `transposed` (GPT-2 Conv1D).
+ * Tensors not from the checkpoint (rope inv_freq, ALiBi slopes) have none. */
+typedef struct {
+  HnTensor *t;
+  char *src;
+  gboolean transposed;
+  gint64 row0;
+  gint64 *rows;  /* [t->shape[0]] or NULL */
+} HnWeightOrigin;
+
+const HnWeightOrigin *hn_transformer_get_weight_origins (HnTransformer *model, guint *n_origins);
+/* The folder the model was loaded from. */
+const char *hn_transformer_get_dir (HnTransformer *model);
+
+/* Activations of one forward over T tokens of B rows (all [B*T, ...]). */
+typedef struct {
+  int max_tokens;              /* capacity B*T */
+  HnTensor *ids;               /* i32 [N] */
+  HnTensor *pos;               /* i32 [N] */
+  HnTensor *x;                 /* [N, C] residual stream */
+  HnTensor *h;                 /* [N, C] normed input */
+  HnTensor *q;                 /* [N, H*D] */
+  HnTensor *k, *v;             /* [N, KVH*D] (no-cache staging / training) */
+  HnTensor *att;               /* [N, H*D] attention output (pre o_proj) */
+  HnTensor *o;                 /* [N, C] */
+  HnTensor *h2;                /* [N, C] */
+  HnTensor *gate, *up;         /* [N, F] */
+  HnTensor *act;               /* [N, F] */
+  HnTensor *mlp;               /* [N, C] */
+  HnTensor *last;              /* [B, C] final-normed last rows */
+  HnTensor *logits;            /* [max_tokens, V] (row capacity of the head) */
+  HnTensor *att_scratch;       /* f32 split-K attention partials for decode (NULL when it would not split) */
+} HnTransformerActs;
+
+HnTransformerActs *hn_transformer_acts_new (HnTransformer *model, int max_tokens, int max_logit_rows,
+                                            GError **error);
+void hn_transformer_acts_free (HnTransformerActs *acts);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerActs, hn_transformer_acts_free)
+
+/* K/V storage one layer reads: k/v [B, n_ctx, KVH, D] (B rows), or with a page table the
+ * layer's paged arenas k/v [n_pages * HN_KV_PAGE_SIZE, KVH, D] shared by every row. */
+typedef struct {
+  HnTensor *k, *v;
+  HnTensor *page_table; /* paged: i32 [B, max_pages]; NULL = contiguous */
+  HnTensor *seq_lens;   /* paged: i32 [B], each row's length with the new tokens */
+  HnTensor *slots;      /* paged: i32 [B * T], the arena row of each new token */
+} HnLayerKv;
+
+/* Records embeddings (+ positions, embed norm/scale) of acts->ids/pos for N tokens into acts->x. */
+gboolean hn_transformer_record_embed (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int n_tokens,
+                                      GError **error);
+/* Records layer `il` for B rows of T new tokens each, at positions pos0..pos0+T (same for every
+ * row); K/V of the new tokens are written into kv at [row, pos0..pos0+T). With a paged kv the
+ * rows may have different lengths (kv->seq_lens; pos0 is unused): the new K/V go to kv->slots. */
+gboolean hn_transformer_record_layer (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int il,
+                                      const HnLayerKv *kv, int n_rows, int n_tokens, int pos0, GError **error);
+/* Records the final norm and lm_head for rows [row0, row0 + n) of acts->x into acts->logits[0..n). */
+gboolean hn_transformer_record_head (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int row0, int n,
+                                     GError **error);
+
+/* The i32 state a replayed decode step reads and advances (HN_STEP_*: element indices; the
+ * produced tokens follow from HN_STEP_TOKENS). */
+enum {
+  HN_STEP_TOKEN = 0,  /* the token fed to the step; the step leaves its greedy pick here */
+  HN_STEP_POS = 1,    /* its position (+ the learned-position offset) */
+  HN_STEP_ROW = 2,    /* its cache row (tokens already in the cache) */
+  HN_STEP_COUNT = 3,  /* tokens picked so far */
+  HN_STEP_TOKENS = 4, /* the picks, in order */
+};
+
+/* Records one decode step of one sequence (B = T = 1) that takes token, position and cache row
+ * from `state` (i32 [HN_STEP_TOKENS + cap]) on the device, so the recording can be replayed for
+ * every token (hn_cmd_set_reusable / hn_cmd_replay): embedding, every layer (K/V written at the
+ * row), the head into acts->logits[0], the greedy pick (first maximum) into state[HN_STEP_TOKEN]
+ * and state[HN_STEP_TOKENS + count] (while count < cap), then position, row and count + 1.
+ * Needs an f32 KV cache. */
+gboolean hn_transformer_record_step (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts,
+                                     const HnLayerKv *kv, HnTensor *state, GError **error);
+
+G_END_DECLS
