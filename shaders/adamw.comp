@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// One torch.optim.AdamW update of a parameter range (see engine/train/optim.h):
+// One torch.optim.AdamW update of a parameter range (see engine/tensor/optim.h):
 //   g *= clip;  p *= 1 - lr·wd;  m = m + (1-β1)(g - m);  v = β2·v + (1-β2)·g²
 //   p -= step_size · m / (sqrt(v) / sqrt(1-β2^t) + eps)
 // The parameter may be f32 (updated in place), or the update goes to an f32

@@ -7,7 +7,7 @@
 #include "base/hn-error.h"
 #include "base/hn-util.h"
 #include "formats/safetensors.h"
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>

@@ -7,8 +7,7 @@
 #pragma once
 #include <glib.h>
 #include <gio/gio.h>
-#include "generate/sampler.h"
-#include "jobs/job.h"
+#include "base/rng.h"
 #include "vk/hn-vk.h"
 
 G_BEGIN_DECLS
@@ -218,22 +217,6 @@ gboolean hn_hier_vk_runner_upload_params (HnHierVkRunner *r, GError **error);
 gboolean hn_hier_vk_runner_steps (HnHierVkRunner *r, HnHierState *state, const guint32 *tokens, gsize n,
                                   float *logits, float *last, GError **error);
 
-/* The runtime a job runs on: the Vulkan runner on the chosen device
- * (--device-index, else the default device), or the CPU runner with
- * --runtime cpu. Never falls back silently: the job log says which runs,
- * and a missing Vulkan device is an error that names --runtime cpu. */
-typedef struct {
-  HnHierModel *m;
-  HnHierRunner *cpu;
-  HnHierVkRunner *vk;
-  char *description; /* "Vulkan (NAME)" or "CPU" */
-} HnHierExec;
-gboolean hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error);
-void hn_hier_exec_clear (HnHierExec *x);
-/* Feeds n tokens; the last token's logits [V] go to `last` (may be NULL). */
-gboolean hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens, gsize n, float *last,
-                            GError **error);
-
 /* ---- Chat state files (hierarchos-state.c) ----------------------------- */
 
 #define HN_HIER_STATE_KIND "hierarchos_runtime_state_interchange"
@@ -244,7 +227,7 @@ gboolean hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens
 gboolean hn_hier_state_save (const HnHierModel *m, const HnHierState *s, const char *path, GError **error);
 gboolean hn_hier_state_load (const HnHierModel *m, HnHierState *s, const char *path, GError **error);
 
-/* ---- Sampling (hierarchos-chat.c) -------------------------------------- */
+/* ---- Sampling (hierarchos-sample.c) ------------------------------------ */
 
 typedef struct {
   double temperature, top_p, repetition_penalty;
@@ -289,7 +272,7 @@ typedef struct {
   guint64 seed;
   int threads;
   gboolean no_shuffle;            /* rows in file order every epoch */
-  int lr_schedule;                /* HnLrScheduleKind (train/optim.h); default cosine */
+  int lr_schedule;                /* HnLrScheduleKind (tensor/optim.h); default cosine */
   gboolean quiet;
   HnHierMetricFunc on_metric;
   gpointer on_metric_data;
@@ -319,19 +302,8 @@ gboolean hn_hier_train (HnHierModel *m, const HnHierTrainOptions *o, double *fin
  * data, so the real tape may differ a little). */
 gboolean hn_hier_train_memory (HnHierModel *m, const HnHierTrainOptions *o, HnHierTrainMemory *out, GError **error);
 
-/* ---- Jobs (hierarchos-job.c, hierarchos-chat.c) ----------------------- */
+/* ---- Model folders (hierarchos-folder.c) ---------------------------- */
 
-/* Run functions of the job kinds "hierarchos-train", "hierarchos-finetune"
- * and (for Hierarchos model folders) "chat". */
-gboolean hn_hier_train_job_run (HnJob *job, GError **error);
-/* The fresh model a training job without --model-path starts from: the
- * tokenizer at `tok_path` and the spec's geometry flags and seed. */
-HnHierModel *hn_hier_fresh_model_for_spec (HnJobSpec *spec, const char *tok_path, GError **error);
-gboolean hn_hier_finetune_job_run (HnJob *job, GError **error);
-gboolean hn_hier_chat_job_run (HnJob *job, GError **error);
-/* `generate` with a Hierarchos model folder: continues each prompt from a
- * fresh state (transformer-generate hands Hierarchos folders over). */
-gboolean hn_hier_generate_job_run (HnJob *job, GError **error);
 /* TRUE when `dir` holds a Hierarchos config.json (model_type "hierarchos"). */
 gboolean hn_hier_is_model_dir (const char *dir);
 

@@ -7,7 +7,7 @@
 #include "jobs/generate-job.h"
 #include "base/hn-error.h"
 #include "jobs/hub-job.h"
-#include "hierarchos/hierarchos.h"
+#include "jobs/hierarchos-job.h"
 
 #include <string.h>
 

@@ -10,7 +10,7 @@
 #include "jobs/hub-job.h"
 #include "formats/model-config.h"
 #include "tokenizer/tokenizer.h"
-#include "hierarchos/hierarchos.h"
+#include "jobs/hierarchos-job.h"
 #include "transformer/lora.h"
 #include "transformer/seq2seq.h"
 #include "transformer/transformer.h"

@@ -5,7 +5,7 @@
 #include "jobs/job.h"
 #include "jobs/hub-job.h"
 #include "jobs/generate-job.h"
-#include "hierarchos/hierarchos.h"
+#include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
 
 void

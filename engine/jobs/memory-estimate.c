@@ -9,7 +9,7 @@
 #include "formats/model-config.h"
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
-#include "hierarchos/hierarchos.h"
+#include "jobs/hierarchos-job.h"
 #include "hierarchos/hierarchos-vk-private.h"
 #include "transformer/lora.h"
 #include "transformer/transformer-private.h"

@@ -7,7 +7,7 @@
 
 #include "jobs/job.h"
 #include "transformer/lora.h"
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 G_BEGIN_DECLS
 

@@ -16,7 +16,7 @@
 #include "train/checkpoint.h"
 #include "jobs/memory-estimate.h"
 #include "train/data-parallel.h"
-#include "train/optim.h"
+#include "tensor/optim.h"
 #include "train/train-graph.h"
 #include "jobs/train-job-private.h"
 

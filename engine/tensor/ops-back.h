@@ -10,7 +10,7 @@
  * stream's gradient). A NULL gradient tensor is not computed. */
 #pragma once
 #include "tensor/hn-ops.h"
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 G_BEGIN_DECLS
 

@@ -14,7 +14,7 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "generate/sampler.h"
+#include "base/rng.h"
 #include "tokenizer/tokenizer.h"
 
 G_BEGIN_DECLS

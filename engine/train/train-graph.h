@@ -18,7 +18,7 @@
 #include "transformer/lora.h"
 #include "transformer/transformer.h"
 #include "tensor/ops-back.h"
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 G_BEGIN_DECLS
 

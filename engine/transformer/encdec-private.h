@@ -7,7 +7,7 @@
 #include "formats/safetensors.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 G_BEGIN_DECLS
 

@@ -10,7 +10,7 @@
 #include "base/hn-util.h"
 #include "base/json-util.h"
 #include "formats/safetensors.h"
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 #define PEFT_PREFIX "base_model.model."
 

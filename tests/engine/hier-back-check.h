@@ -4,7 +4,7 @@
  * test-hierarchos-back-*.c tests. */
 #pragma once
 #include "hierarchos/hierarchos-vk-private.h"
-#include "generate/sampler.h"
+#include "base/rng.h"
 
 #include <math.h>
 #include <string.h>

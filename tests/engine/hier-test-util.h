@@ -1,7 +1,7 @@
 /* Shared by the Hierarchos tests (header only). */
 #pragma once
 #include "hierarchos/hierarchos-private.h"
-#include "generate/sampler.h"
+#include "base/rng.h"
 
 /* The tests' tiny geometry (vocab V, width C): small LTM and heads, 3
  * ponder and refinement steps, pondering every other token. Callers adjust

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 static void
 test_adamw_first_steps (void)

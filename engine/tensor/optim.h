@@ -8,8 +8,11 @@
  *   hn_adamw_step_cpu (p, g, m, v, n, step + 1, lr, &oc, decay ? oc.weight_decay : 0);
  *
  * The CPU functions here are the references the Vulkan shaders
- * (shaders/adamw_back.comp ...) are tested against, and what the trainer
- * uses for host-side scalars (bias corrections, clip coefficient). */
+ * (shaders/adamw.comp, sgd.comp) are tested against, and what the trainers
+ * use for host-side scalars (bias corrections, clip coefficient). They sit
+ * in tensor/, next to hn_op_adamw, because every family's training step
+ * (transformer/encoder-train.c, hierarchos/hierarchos-train.c, train/) uses
+ * them and the families sit below train/. */
 #pragma once
 #include <glib.h>
 

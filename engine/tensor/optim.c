@@ -1,5 +1,5 @@
 /* Optimizers, clipping, schedules and the dropout RNG (see optim.h). */
-#include "train/optim.h"
+#include "tensor/optim.h"
 
 #include <math.h>
 #include <string.h>

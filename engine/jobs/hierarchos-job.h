@@ -1,0 +1,37 @@
+/* The Hierarchos job kinds (hierarchos-job.c, hierarchos-chat-job.c) and the
+ * runtime a job runs on. The model itself is hierarchos/hierarchos.h. */
+#pragma once
+#include "hierarchos/hierarchos.h"
+#include "jobs/job.h"
+
+G_BEGIN_DECLS
+
+/* The runtime a job runs on: the Vulkan runner on the chosen device
+ * (--device-index, else the default device), or the CPU runner with
+ * --runtime cpu. Never falls back silently: the job log says which runs,
+ * and a missing Vulkan device is an error that names --runtime cpu. */
+typedef struct {
+  HnHierModel *m;
+  HnHierRunner *cpu;
+  HnHierVkRunner *vk;
+  char *description; /* "Vulkan (NAME)" or "CPU" */
+} HnHierExec;
+gboolean hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error);
+void hn_hier_exec_clear (HnHierExec *x);
+/* Feeds n tokens; the last token's logits [V] go to `last` (may be NULL). */
+gboolean hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens, gsize n, float *last,
+                            GError **error);
+
+/* Run functions of the job kinds "hierarchos-train", "hierarchos-finetune"
+ * and (for Hierarchos model folders) "chat". */
+gboolean hn_hier_train_job_run (HnJob *job, GError **error);
+/* The fresh model a training job without --model-path starts from: the
+ * tokenizer at `tok_path` and the spec's geometry flags and seed. */
+HnHierModel *hn_hier_fresh_model_for_spec (HnJobSpec *spec, const char *tok_path, GError **error);
+gboolean hn_hier_finetune_job_run (HnJob *job, GError **error);
+gboolean hn_hier_chat_job_run (HnJob *job, GError **error);
+/* `generate` with a Hierarchos model folder: continues each prompt from a
+ * fresh state (transformer-generate hands Hierarchos folders over). */
+gboolean hn_hier_generate_job_run (HnJob *job, GError **error);
+
+G_END_DECLS
