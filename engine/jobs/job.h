@@ -14,12 +14,12 @@
  *   5. When the run function returns, the runner emits exactly one DONE event
  *      (ok, error message, output path) and completes the GTask.
  *
- * Plugging in a kind (engine areas)
- *   Write   static gboolean run_generate (HnJob *job, GError **error);
- *   and add one line to hn_job_register_builtin_kinds () in
- *   engine/jobs/job-builtin.c:
- *       hn_job_register_kind ("transformer-generate", run_generate);
- *   (declare run_generate in your area's header). A kind without a run
+ * Plugging in a kind
+ *   Write   gboolean hn_thing_job_run (HnJob *job, GError **error);
+ *   in engine/jobs/<kind>-job.c (declared in its header), and add one line
+ *   to hn_job_register_builtin_kinds () in engine/jobs/job-builtin.c:
+ *       hn_job_register_kind ("thing", hn_thing_job_run);
+ *   (docs/architecture.md, "Where to add"). A kind without a run
  *   function fails closed: the job ends with HN_ERROR_UNSUPPORTED naming it.
  *   Return FALSE with a GError in HN_ERROR on failure; when cancelled, return
  *   FALSE with HN_ERROR_CANCELLED (hn_job_check_cancelled sets it), after
