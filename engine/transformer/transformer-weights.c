@@ -28,7 +28,8 @@ typedef struct {
   const char *gate, *up, *gate_up, *down;
   const char *final_norm, *lm_head;
   QkvLayout qkv_layout;
-  gboolean conv1d; /* every matrix is Conv1D (gpt2) */
+  gboolean conv1d;        /* every matrix is Conv1D (gpt2) */
+  gboolean llama_overlay; /* scheme_names only: a row put over llama's names */
 } Names;
 
 typedef struct {
@@ -829,244 +830,188 @@ take_mla (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
          (lw->wv_b = gather_rows (L, kb, vv, vi, H * dv, kvr, error));
 }
 
+/* The weight names of each decoder scheme. A row with `llama_overlay` set
+ * describes a scheme that is llama's names, after the config's changes
+ * (llama_config), with these names put over them: NONE there means the
+ * scheme has no such tensor. Every other row is used as it stands (falcon's
+ * norms then follow its block). */
+#define NONE "-"
+static const Names scheme_names[] = {
+  [HN_NAMES_LLAMA] = {
+    .embed = "model.embed_tokens", .layer = "model.layers.",
+    .ln1 = "input_layernorm", .ln2 = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+    .final_norm = "model.norm", .lm_head = "lm_head" },
+  [HN_NAMES_PHI3] = { .llama_overlay = TRUE,
+    .q = NONE, .k = NONE, .v = NONE, .qkv = "self_attn.qkv_proj", .qkv_layout = QKV_CONCAT,
+    .gate = NONE, .up = NONE, .gate_up = "mlp.gate_up_proj" },
+  [HN_NAMES_STARCODER2] = { .llama_overlay = TRUE,
+    .gate = NONE, .up = "mlp.c_fc", .down = "mlp.c_proj" },
+  [HN_NAMES_PHI] = { .llama_overlay = TRUE,
+    .o = "self_attn.dense", .gate = NONE, .up = "mlp.fc1", .down = "mlp.fc2",
+    .final_norm = "model.final_layernorm" },
+  [HN_NAMES_GLM4] = { .llama_overlay = TRUE,
+    .post_attn = "post_self_attn_layernorm", .ln2 = "post_attention_layernorm",
+    .post_ffn = "post_mlp_layernorm" },
+  [HN_NAMES_PERSIMMON] = { .llama_overlay = TRUE,
+    .q = NONE, .k = NONE, .v = NONE, .qkv = "self_attn.query_key_value", .qkv_layout = QKV_HEAD_SPLIT,
+    .o = "self_attn.dense", .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h", .final_norm = "model.final_layernorm" },
+  [HN_NAMES_GPT2] = {
+    .embed = "transformer.wte", .pos = "transformer.wpe", .layer = "transformer.h.",
+    .ln1 = "ln_1", .ln2 = "ln_2",
+    .qkv = "attn.c_attn", .qkv_layout = QKV_CONV1D, .o = "attn.c_proj",
+    .up = "mlp.c_fc", .down = "mlp.c_proj",
+    .final_norm = "transformer.ln_f", .lm_head = "lm_head", .conv1d = TRUE },
+  [HN_NAMES_BIGCODE] = { /* gpt2's names with Linear weights, c_attn rows q, k, v */
+    .embed = "transformer.wte", .pos = "transformer.wpe", .layer = "transformer.h.",
+    .ln1 = "ln_1", .ln2 = "ln_2",
+    .qkv = "attn.c_attn", .qkv_layout = QKV_CONCAT, .o = "attn.c_proj",
+    .up = "mlp.c_fc", .down = "mlp.c_proj",
+    .final_norm = "transformer.ln_f", .lm_head = "lm_head" },
+  [HN_NAMES_GPT_NEO] = {
+    .embed = "transformer.wte", .pos = "transformer.wpe", .layer = "transformer.h.",
+    .ln1 = "ln_1", .ln2 = "ln_2",
+    .q = "attn.attention.q_proj", .k = "attn.attention.k_proj", .v = "attn.attention.v_proj",
+    .o = "attn.attention.out_proj", .up = "mlp.c_fc", .down = "mlp.c_proj",
+    .final_norm = "transformer.ln_f", .lm_head = "lm_head" },
+  [HN_NAMES_MPT] = {
+    .embed = "transformer.wte", .layer = "transformer.blocks.",
+    .ln1 = "norm_1", .ln2 = "norm_2",
+    .qkv = "attn.Wqkv", .qkv_layout = QKV_CONCAT, .o = "attn.out_proj",
+    .up = "ffn.up_proj", .down = "ffn.down_proj",
+    .final_norm = "transformer.norm_f", .lm_head = "lm_head" },
+  [HN_NAMES_DBRX] = { /* the experts: take_moe */
+    .embed = "transformer.wte", .layer = "transformer.blocks.",
+    .ln1 = "norm_attn_norm.norm_1", .ln2 = "norm_attn_norm.norm_2",
+    .qkv = "norm_attn_norm.attn.Wqkv", .qkv_layout = QKV_CONCAT, .o = "norm_attn_norm.attn.out_proj",
+    .final_norm = "transformer.norm_f", .lm_head = "lm_head" },
+  [HN_NAMES_CODEGEN] = {
+    .embed = "transformer.wte", .layer = "transformer.h.",
+    .ln1 = "ln_1",
+    .qkv = "attn.qkv_proj", .qkv_layout = QKV_CODEGEN, .o = "attn.out_proj",
+    .up = "mlp.fc_in", .down = "mlp.fc_out",
+    .final_norm = "transformer.ln_f", .lm_head = "lm_head" },
+  [HN_NAMES_GPT_NEOX] = {
+    .embed = "gpt_neox.embed_in", .layer = "gpt_neox.layers.",
+    .ln1 = "input_layernorm", .ln2 = "post_attention_layernorm",
+    .qkv = "attention.query_key_value", .qkv_layout = QKV_HEAD_SPLIT, .o = "attention.dense",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
+    .final_norm = "gpt_neox.final_layer_norm", .lm_head = "embed_out" },
+  [HN_NAMES_GPTJ] = {
+    .embed = "transformer.wte", .layer = "transformer.h.",
+    .ln1 = "ln_1",
+    .q = "attn.q_proj", .k = "attn.k_proj", .v = "attn.v_proj", .o = "attn.out_proj",
+    .up = "mlp.fc_in", .down = "mlp.fc_out",
+    .final_norm = "transformer.ln_f", .lm_head = "lm_head" },
+  [HN_NAMES_OPT] = {
+    .embed = "model.decoder.embed_tokens", .pos = "model.decoder.embed_positions",
+    .layer = "model.decoder.layers.",
+    .ln1 = "self_attn_layer_norm", .ln2 = "final_layer_norm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.out_proj",
+    .up = "fc1", .down = "fc2",
+    .final_norm = "model.decoder.final_layer_norm", .lm_head = "lm_head" },
+  [HN_NAMES_BLOOM] = {
+    .embed = "transformer.word_embeddings", .embed_norm = "transformer.word_embeddings_layernorm",
+    .layer = "transformer.h.",
+    .ln1 = "input_layernorm", .ln2 = "post_attention_layernorm",
+    .qkv = "self_attention.query_key_value", .qkv_layout = QKV_HEAD_SPLIT, .o = "self_attention.dense",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
+    .final_norm = "transformer.ln_f", .lm_head = "lm_head" },
+  [HN_NAMES_FALCON] = { /* norms: falcon_norms; the qkv layout: hn_transformer_weights_load */
+    .embed = "transformer.word_embeddings", .layer = "transformer.h.",
+    .qkv = "self_attention.query_key_value", .o = "self_attention.dense",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
+    .final_norm = "transformer.ln_f", .lm_head = "lm_head" },
+};
+
+/* What the config changes in llama's names: q/k norms, the norms of the
+ * block kind, no gate without gating, a fused gate_up. */
+static void
+llama_config (const HnTransformerHParams *hp, Names *N)
+{
+  if (hp->qk_norm_head || hp->qk_norm_full)
+    {
+      N->q_norm = "self_attn.q_norm";
+      N->k_norm = "self_attn.k_norm";
+    }
+  if (hp->block == HN_BLOCK_SANDWICH)
+    {
+      N->post_attn = "post_attention_layernorm";
+      N->ln2 = "pre_feedforward_layernorm";
+      N->post_ffn = "post_feedforward_layernorm";
+    }
+  if (hp->block == HN_BLOCK_POST_NORM)
+    {
+      N->ln1 = N->ln2 = NULL;
+      N->post_attn = "post_attention_layernorm";
+      N->post_ffn = "post_feedforward_layernorm";
+    }
+  if (hp->block == HN_BLOCK_PARALLEL)
+    N->ln2 = NULL;
+  if (!hp->gated)
+    N->gate = NULL;
+  if (hp->arch->quirks & HN_QUIRK_FUSED_GATE_UP)
+    {
+      N->gate = N->up = NULL;
+      N->gate_up = "mlp.gate_up_proj";
+    }
+}
+
+static void
+put (const char **name, const char *over)
+{
+  if (over)
+    *name = strcmp (over, NONE) == 0 ? NULL : over;
+}
+
+static void
+overlay (Names *N, const Names *o)
+{
+  put (&N->embed, o->embed);
+  put (&N->pos, o->pos);
+  put (&N->embed_norm, o->embed_norm);
+  put (&N->layer, o->layer);
+  put (&N->ln1, o->ln1);
+  put (&N->ln2, o->ln2);
+  put (&N->post_attn, o->post_attn);
+  put (&N->post_ffn, o->post_ffn);
+  put (&N->q, o->q);
+  put (&N->k, o->k);
+  put (&N->v, o->v);
+  put (&N->qkv, o->qkv);
+  put (&N->o, o->o);
+  put (&N->q_norm, o->q_norm);
+  put (&N->k_norm, o->k_norm);
+  put (&N->gate, o->gate);
+  put (&N->up, o->up);
+  put (&N->gate_up, o->gate_up);
+  put (&N->down, o->down);
+  put (&N->final_norm, o->final_norm);
+  put (&N->lm_head, o->lm_head);
+  if (o->qkv_layout != QKV_SEPARATE)
+    N->qkv_layout = o->qkv_layout;
+}
+
 static void
 names_for (const HnTransformerHParams *hp, Names *N)
 {
-  memset (N, 0, sizeof *N);
-  const char *mt = hp->arch->model_type;
-  switch (hp->arch->names)
+  HnNameScheme ns = hp->arch->names;
+  /* encoders and encoder-decoders are refused by hn_transformer_hparams_resolve */
+  g_assert ((gsize) ns < G_N_ELEMENTS (scheme_names) && (scheme_names[ns].layer || scheme_names[ns].llama_overlay));
+  const Names *row = &scheme_names[ns];
+  if (ns == HN_NAMES_LLAMA || row->llama_overlay)
     {
-    case HN_NAMES_LLAMA:
-    case HN_NAMES_PHI3:
-    case HN_NAMES_STARCODER2:
-    case HN_NAMES_PHI:
-    case HN_NAMES_GLM4:
-    case HN_NAMES_PERSIMMON:
-      N->embed = "model.embed_tokens";
-      N->layer = "model.layers.";
-      N->ln1 = "input_layernorm";
-      N->ln2 = "post_attention_layernorm";
-      N->q = "self_attn.q_proj";
-      N->k = "self_attn.k_proj";
-      N->v = "self_attn.v_proj";
-      N->o = "self_attn.o_proj";
-      N->gate = "mlp.gate_proj";
-      N->up = "mlp.up_proj";
-      N->down = "mlp.down_proj";
-      N->final_norm = "model.norm";
-      N->lm_head = "lm_head";
-      if (hp->qk_norm_head || hp->qk_norm_full)
-        {
-          N->q_norm = "self_attn.q_norm";
-          N->k_norm = "self_attn.k_norm";
-        }
-      if (hp->block == HN_BLOCK_SANDWICH)
-        {
-          N->post_attn = "post_attention_layernorm";
-          N->ln2 = "pre_feedforward_layernorm";
-          N->post_ffn = "post_feedforward_layernorm";
-        }
-      if (hp->block == HN_BLOCK_POST_NORM)
-        {
-          N->ln1 = N->ln2 = NULL;
-          N->post_attn = "post_attention_layernorm";
-          N->post_ffn = "post_feedforward_layernorm";
-        }
-      if (hp->block == HN_BLOCK_PARALLEL)
-        N->ln2 = NULL;
-      if (!hp->gated)
-        N->gate = NULL;
-      if (hp->arch->quirks & HN_QUIRK_FUSED_GATE_UP)
-        {
-          N->gate = N->up = NULL;
-          N->gate_up = "mlp.gate_up_proj";
-        }
-      if (hp->arch->names == HN_NAMES_GLM4)
-        {
-          N->post_attn = "post_self_attn_layernorm";
-          N->ln2 = "post_attention_layernorm";
-          N->post_ffn = "post_mlp_layernorm";
-        }
-      if (hp->arch->names == HN_NAMES_PERSIMMON)
-        {
-          N->q = N->k = N->v = NULL;
-          N->qkv = "self_attn.query_key_value";
-          N->qkv_layout = QKV_HEAD_SPLIT;
-          N->o = "self_attn.dense";
-          N->q_norm = "self_attn.q_layernorm";
-          N->k_norm = "self_attn.k_layernorm";
-          N->up = "mlp.dense_h_to_4h";
-          N->down = "mlp.dense_4h_to_h";
-          N->final_norm = "model.final_layernorm";
-        }
-      if (hp->arch->names == HN_NAMES_PHI3)
-        {
-          N->q = N->k = N->v = NULL;
-          N->qkv = "self_attn.qkv_proj";
-          N->qkv_layout = QKV_CONCAT;
-          N->gate = N->up = NULL;
-          N->gate_up = "mlp.gate_up_proj";
-        }
-      if (hp->arch->names == HN_NAMES_STARCODER2)
-        {
-          N->gate = NULL;
-          N->up = "mlp.c_fc";
-          N->down = "mlp.c_proj";
-        }
-      if (hp->arch->names == HN_NAMES_PHI)
-        {
-          N->o = "self_attn.dense";
-          N->gate = NULL;
-          N->up = "mlp.fc1";
-          N->down = "mlp.fc2";
-          N->final_norm = "model.final_layernorm";
-        }
-      (void) mt;
-      break;
-    case HN_NAMES_GPT2:
-    case HN_NAMES_BIGCODE:
-      N->embed = "transformer.wte";
-      N->pos = "transformer.wpe";
-      N->layer = "transformer.h.";
-      N->ln1 = "ln_1";
-      N->ln2 = "ln_2";
-      N->qkv = "attn.c_attn";
-      N->qkv_layout = QKV_CONV1D;
-      N->o = "attn.c_proj";
-      N->up = "mlp.c_fc";
-      N->down = "mlp.c_proj";
-      N->final_norm = "transformer.ln_f";
-      N->lm_head = "lm_head";
-      N->conv1d = TRUE;
-      if (hp->arch->names == HN_NAMES_BIGCODE)
-        {
-          N->conv1d = FALSE;
-          N->qkv_layout = QKV_CONCAT;
-        }
-      break;
-    case HN_NAMES_GPT_NEO:
-      N->embed = "transformer.wte";
-      N->pos = "transformer.wpe";
-      N->layer = "transformer.h.";
-      N->ln1 = "ln_1";
-      N->ln2 = "ln_2";
-      N->q = "attn.attention.q_proj";
-      N->k = "attn.attention.k_proj";
-      N->v = "attn.attention.v_proj";
-      N->o = "attn.attention.out_proj";
-      N->up = "mlp.c_fc";
-      N->down = "mlp.c_proj";
-      N->final_norm = "transformer.ln_f";
-      N->lm_head = "lm_head";
-      break;
-    case HN_NAMES_MPT:
-      N->embed = "transformer.wte";
-      N->layer = "transformer.blocks.";
-      N->ln1 = "norm_1";
-      N->ln2 = "norm_2";
-      N->qkv = "attn.Wqkv";
-      N->qkv_layout = QKV_CONCAT;
-      N->o = "attn.out_proj";
-      N->up = "ffn.up_proj";
-      N->down = "ffn.down_proj";
-      N->final_norm = "transformer.norm_f";
-      N->lm_head = "lm_head";
-      break;
-    case HN_NAMES_DBRX:
-      N->embed = "transformer.wte";
-      N->layer = "transformer.blocks.";
-      N->ln1 = "norm_attn_norm.norm_1";
-      N->ln2 = "norm_attn_norm.norm_2";
-      N->qkv = "norm_attn_norm.attn.Wqkv";
-      N->qkv_layout = QKV_CONCAT;
-      N->o = "norm_attn_norm.attn.out_proj";
-      N->final_norm = "transformer.norm_f";
-      N->lm_head = "lm_head";
-      break;
-    case HN_NAMES_BERT:
-    case HN_NAMES_DISTILBERT:
-    case HN_NAMES_ALBERT:
-    case HN_NAMES_ELECTRA:
-    case HN_NAMES_MODERNBERT:
-    case HN_NAMES_T5:
-    case HN_NAMES_BART:
-      g_assert_not_reached (); /* not decoders: hn_transformer_hparams_resolve refuses them */
-    case HN_NAMES_CODEGEN:
-      N->embed = "transformer.wte";
-      N->layer = "transformer.h.";
-      N->ln1 = "ln_1";
-      N->qkv = "attn.qkv_proj";
-      N->qkv_layout = QKV_CODEGEN;
-      N->o = "attn.out_proj";
-      N->up = "mlp.fc_in";
-      N->down = "mlp.fc_out";
-      N->final_norm = "transformer.ln_f";
-      N->lm_head = "lm_head";
-      break;
-    case HN_NAMES_GPT_NEOX:
-      N->embed = "gpt_neox.embed_in";
-      N->layer = "gpt_neox.layers.";
-      N->ln1 = "input_layernorm";
-      N->ln2 = "post_attention_layernorm";
-      N->qkv = "attention.query_key_value";
-      N->qkv_layout = QKV_HEAD_SPLIT;
-      N->o = "attention.dense";
-      N->up = "mlp.dense_h_to_4h";
-      N->down = "mlp.dense_4h_to_h";
-      N->final_norm = "gpt_neox.final_layer_norm";
-      N->lm_head = "embed_out";
-      break;
-    case HN_NAMES_GPTJ:
-      N->embed = "transformer.wte";
-      N->layer = "transformer.h.";
-      N->ln1 = "ln_1";
-      N->q = "attn.q_proj";
-      N->k = "attn.k_proj";
-      N->v = "attn.v_proj";
-      N->o = "attn.out_proj";
-      N->up = "mlp.fc_in";
-      N->down = "mlp.fc_out";
-      N->final_norm = "transformer.ln_f";
-      N->lm_head = "lm_head";
-      break;
-    case HN_NAMES_OPT:
-      N->embed = "model.decoder.embed_tokens";
-      N->pos = "model.decoder.embed_positions";
-      N->layer = "model.decoder.layers.";
-      N->ln1 = "self_attn_layer_norm";
-      N->ln2 = "final_layer_norm";
-      N->q = "self_attn.q_proj";
-      N->k = "self_attn.k_proj";
-      N->v = "self_attn.v_proj";
-      N->o = "self_attn.out_proj";
-      N->up = "fc1";
-      N->down = "fc2";
-      N->final_norm = "model.decoder.final_layer_norm";
-      N->lm_head = "lm_head";
-      break;
-    case HN_NAMES_BLOOM:
-      N->embed = "transformer.word_embeddings";
-      N->embed_norm = "transformer.word_embeddings_layernorm";
-      N->layer = "transformer.h.";
-      N->ln1 = "input_layernorm";
-      N->ln2 = "post_attention_layernorm";
-      N->qkv = "self_attention.query_key_value";
-      N->qkv_layout = QKV_HEAD_SPLIT;
-      N->o = "self_attention.dense";
-      N->up = "mlp.dense_h_to_4h";
-      N->down = "mlp.dense_4h_to_h";
-      N->final_norm = "transformer.ln_f";
-      N->lm_head = "lm_head";
-      break;
-    case HN_NAMES_FALCON:
-      N->embed = "transformer.word_embeddings";
-      N->layer = "transformer.h.";
-      N->qkv = "self_attention.query_key_value";
-      N->o = "self_attention.dense";
-      N->up = "mlp.dense_h_to_4h";
-      N->down = "mlp.dense_4h_to_h";
-      N->final_norm = "transformer.ln_f";
-      N->lm_head = "lm_head";
+      *N = scheme_names[HN_NAMES_LLAMA];
+      llama_config (hp, N);
+      if (row->llama_overlay)
+        overlay (N, row);
+    }
+  else
+    *N = *row;
+  if (ns == HN_NAMES_FALCON)
+    {
       if (hp->block == HN_BLOCK_PARALLEL_2NORM)
         {
           N->ln1 = "ln_attn";
@@ -1077,7 +1022,6 @@ names_for (const HnTransformerHParams *hp, Names *N)
           N->ln1 = "input_layernorm";
           N->ln2 = hp->block == HN_BLOCK_PRE_NORM ? "post_attention_layernorm" : NULL;
         }
-      break;
     }
 }
 
