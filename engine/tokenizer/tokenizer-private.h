@@ -216,6 +216,7 @@ struct _HnTokenizer {
   char *chat_template;
   guint64 model_max_length;
   gboolean slow_gpt2;          /* loaded from vocab.json + merges.txt */
+  gboolean from_tokenizer_json;
   gboolean clean_up_spaces;    /* tokenizer_config clean_up_tokenization_spaces: true */
 };
 

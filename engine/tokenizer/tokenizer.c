@@ -842,6 +842,7 @@ load_tokenizer_json (const char *file, GError **error)
         }
     }
   tok->unk_id = tok->model->unk_id;
+  tok->from_tokenizer_json = TRUE;
   return g_steal_pointer (&tok);
 }
 
@@ -887,7 +888,60 @@ set_special (HnTokenizer *tok, JsonObject *cfg, JsonObject *map, const char *key
 }
 
 static gboolean
-apply_config (HnTokenizer *tok, const char *dir, GError **error)
+pretok_has_byte_level (const HnPretok *p)
+{
+  if (!p)
+    return FALSE;
+  if (p->type == HN_PRETOK_BYTE_LEVEL)
+    return TRUE;
+  for (guint i = 0; p->children && i < p->children->len; i++)
+    if (pretok_has_byte_level (g_ptr_array_index (p->children, i)))
+      return TRUE;
+  return FALSE;
+}
+
+/* transformers 5's AutoTokenizer builds LlamaTokenizer's pipeline in the class
+ * (models/llama/tokenization_llama.py) and takes only the vocabulary, merges and
+ * added tokens from tokenizer.json: no normalizer, a Metaspace pre-tokenizer
+ * without split (prepend "always", "first" with legacy=false, "never" with
+ * add_prefix_space=false) and the matching decoder. A Strip or space-squeezing
+ * normalizer in the file is thus not applied (stories260K: a trailing newline
+ * stays a token). Only for a model folder (what AutoTokenizer reads): a
+ * tokenizer.json given as a file keeps its own pipeline, as
+ * tokenizers.Tokenizer.from_file does. Byte-level files that carry the class
+ * name (DeepSeek-V3) keep theirs too. */
+static gboolean
+use_llama_class_pipeline (HnTokenizer *tok, JsonObject *cfg, GError **error)
+{
+  const char *cls = hn_tok_json_str (cfg, "tokenizer_class");
+  if (!cls || !(g_str_equal (cls, "LlamaTokenizer") || g_str_equal (cls, "LlamaTokenizerFast"))
+      || tok->model->type != HN_MODEL_BPE || pretok_has_byte_level (tok->pretok)
+      || (tok->decoder && tok->decoder->type == HN_DEC_BYTE_LEVEL))
+    return TRUE;
+  gboolean prefix = hn_tok_json_bool (cfg, "add_prefix_space", TRUE);
+  gboolean legacy = hn_tok_json_bool (cfg, "legacy", FALSE);
+  g_autofree char *pre = g_strdup_printf ("{\"type\": \"Metaspace\", \"replacement\": \"\u2581\", "
+                                          "\"prepend_scheme\": \"%s\", \"split\": false}",
+                                          !prefix ? "never" : legacy ? "always" : "first");
+  g_autofree char *dec = g_strdup_printf ("{\"type\": \"Sequence\", \"decoders\": ["
+                                          "{\"type\": \"Replace\", \"pattern\": {\"String\": \"\u2581\"}, \"content\": \" \"}, "
+                                          "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}%s]}",
+                                          prefix ? ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}" : "");
+  g_autoptr (JsonNode) pn = json_from_string (pre, NULL), dn = json_from_string (dec, NULL);
+  g_autoptr (HnPretok) p = hn_pretok_from_json (pn, tok->path, error);
+  g_autoptr (HnDecoder) d = p ? hn_decoder_from_json (dn, tok->path, error) : NULL;
+  if (!d)
+    return FALSE;
+  g_clear_pointer (&tok->normalizer, hn_normalizer_free);
+  hn_pretok_free (tok->pretok);
+  tok->pretok = g_steal_pointer (&p);
+  hn_decoder_free (tok->decoder);
+  tok->decoder = g_steal_pointer (&d);
+  return TRUE;
+}
+
+static gboolean
+apply_config (HnTokenizer *tok, const char *dir, gboolean as_folder, GError **error)
 {
   g_autofree char *cfg_path = g_build_filename (dir, "tokenizer_config.json", NULL);
   g_autofree char *map_path = g_build_filename (dir, "special_tokens_map.json", NULL);
@@ -1010,6 +1064,8 @@ apply_config (HnTokenizer *tok, const char *dir, GError **error)
               }
         }
       tok->clean_up_spaces = hn_tok_json_bool (cfg, "clean_up_tokenization_spaces", FALSE);
+      if (as_folder && tok->from_tokenizer_json && !use_llama_class_pipeline (tok, cfg, error))
+        return FALSE;
       /* LlamaTokenizer with legacy=false: the SentencePiece dummy prefix goes
        * only at the start of the input, not after each special token. */
       n = json_object_get_member (cfg, "legacy");
@@ -1099,7 +1155,7 @@ hn_tokenizer_load (const char *path, GError **error)
     tok = load_tokenizer_json (file, error);
   if (!tok)
     return NULL;
-  if (!apply_config (tok, dir, error))
+  if (!apply_config (tok, dir, g_file_test (path, G_FILE_TEST_IS_DIR), error))
     return NULL;
   return g_steal_pointer (&tok);
 }

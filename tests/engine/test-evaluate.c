@@ -7,6 +7,7 @@
 #include "transformer/lora.h"
 
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 
 static const char text[] =
@@ -143,6 +144,42 @@ test_text_matches_reference (void)
   g_rmdir (tmp);
 }
 
+/* The perplexity transformers 5.17 computes on the stories260K model
+ * (tests/fixtures/tokref: model(ids, labels=ids).loss on AutoTokenizer's ids
+ * of the whole file, one window): the same token count and within 1e-4. */
+static void
+test_matches_transformers (void)
+{
+  g_autofree char *dir = model_dir ();
+  g_autofree char *fx = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "tokref", NULL);
+  g_autofree char *ref = g_build_filename (fx, "tok_reference.json", NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  g_assert_true (json_parser_load_from_file (parser, ref, &error));
+  g_assert_no_error (error);
+  JsonObject *stories = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)), "stories");
+  g_autoptr (GList) names = json_object_get_members (stories);
+  g_assert_cmpuint (g_list_length (names), >=, 2);
+  for (GList *l = names; l; l = l->next)
+    {
+      JsonObject *st = json_object_get_object_member (stories, l->data);
+      g_autofree char *path = g_build_filename (fx, l->data, NULL);
+      HnEvalOptions opts;
+      hn_eval_options_init (&opts);
+      opts.model_dir = dir;
+      opts.text_file = path;
+      HnEvalResult res;
+      g_assert_true (hn_evaluate_run (&opts, &res, NULL, &error));
+      g_assert_no_error (error);
+      double want = json_object_get_double_member (st, "perplexity");
+      g_test_message ("%s: perplexity %.6f over %" G_GUINT64_FORMAT " tokens; transformers %.6f over %" G_GINT64_FORMAT,
+                      (const char *) l->data, res.perplexity, res.tokens, want,
+                      json_object_get_int_member (st, "predicted_tokens"));
+      g_assert_cmpuint (res.tokens, ==, (guint64) json_object_get_int_member (st, "predicted_tokens"));
+      g_assert_cmpfloat (fabs (res.perplexity - want), <, 1e-4 * want);
+    }
+}
+
 /* Hand-checked: 10 ids in windows of 4 -> [0,4) [4,8) [8,10): 3 + 3 + 1 predictions;
  * with labels, only the non -100 targets (not at a window's first position) count,
  * and each equals -log softmax of the previous position's logits. */
@@ -233,6 +270,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/evaluate/text-matches-reference", test_text_matches_reference);
   g_test_add_func ("/evaluate/windows-and-labels", test_windows_and_labels);
+  g_test_add_func ("/evaluate/matches-transformers", test_matches_transformers);
   g_test_add_func ("/evaluate/jsonl", test_jsonl);
   return g_test_run ();
 }
