@@ -222,7 +222,10 @@ check_prompt_completion (const char *file, guint row, const char *prompt, const 
   gsize ml = strlen (want_masked);
   while (ml && want_masked[ml - 1] == ' ')
     want_masked[--ml] = '\0';
-  g_assert_cmpstr (masked, ==, want_masked);
+  /* the space before the completion is the prompt's last token, or merges
+   * into the completion's first one (▁word) */
+  if (!g_str_equal (masked, prompt))
+    g_assert_cmpstr (masked, ==, want_masked);
   g_autofree char *trained = decode_where (&e, TRUE);
   g_autofree char *want = g_strconcat (completion, "</s>", NULL);
   g_assert_cmpstr (g_strchug (trained), ==, g_strchug (want));
@@ -532,8 +535,10 @@ test_padding (void)
         g_assert_cmpint (b->targets[t], ==, -100);
       targets += b->targets[t] != -100;
     }
-  g_autoptr (GArray) answer = encode ("Yellow.");
-  g_assert_cmpuint (targets, ==, answer->len + 1); /* the answer and EOS */
+  /* the answer's tokens as they stand after the prompt, and EOS */
+  g_autoptr (GArray) full = encode ("Question: What color is the sun?\nAnswer: Yellow.");
+  g_autoptr (GArray) prompt = encode ("Question: What color is the sun?\nAnswer: ");
+  g_assert_cmpuint (targets, ==, full->len - prompt->len + 1);
 }
 
 static void
