@@ -757,6 +757,17 @@ preview_add_pieces (Loader *L, HnDatasetPreviewRow *r, GArray *pieces)
     }
 }
 
+/* Token ids as text, for the preview of a dataset without a tokenizer. */
+static char *
+ids_to_string (const int32_t *ids, guint n)
+{
+  GString *s = g_string_new ("[");
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (s, "%s%d", i ? " " : "", ids[i]);
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
 /* Processes one parsed row. Returns FALSE with `error` for a malformed row;
  * fatal errors (tokenizer failures) set *fatal. */
 static gboolean
@@ -788,6 +799,15 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
         }
       stats->shape = L->shape;
       L->packing = L->shape == HN_DATASET_SHAPE_TEXT && L->opts.pack;
+    }
+  if (!L->tok && L->shape != HN_DATASET_SHAPE_TOKENS)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s rows need a tokenizer and there is none (the model folder has no tokenizer files): give "
+                   "--tokenizer-path, or rows of token ids (\"input_ids\", optional \"labels\", \"attention_mask\", "
+                   "\"loss_weights\")", hn_dataset_shape_to_string (L->shape));
+      *fatal = TRUE;
+      return FALSE;
     }
 
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
@@ -829,7 +849,8 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
               guint j = k;
               while (j < ids->len && (g_array_index (labels, int32_t, j) != IGNORE_INDEX) == tr)
                 j++;
-              g_autofree char *t = hn_tokenizer_decode (L->tok, &g_array_index (ids, int32_t, k), j - k, FALSE, &derr);
+              g_autofree char *t = L->tok ? hn_tokenizer_decode (L->tok, &g_array_index (ids, int32_t, k), j - k, FALSE, &derr)
+                                          : ids_to_string (&g_array_index (ids, int32_t, k), j - k);
               HnDatasetSegment s = { g_strdup (t ? t : ""), tr };
               g_array_append_val (pr->segments, s);
               k = j;
@@ -1135,7 +1156,13 @@ run_loader (Loader *L, HnDatasetStats *stats, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "seq_len %u is out of range (1..16777216)", L->opts.seq_len);
       return FALSE;
     }
-  L->vocab = hn_tokenizer_get_vocab_size (L->tok);
+  L->vocab = L->tok ? hn_tokenizer_get_vocab_size (L->tok) : L->opts.vocab_size;
+  if (L->vocab <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: no tokenizer and no vocabulary size to check ids against",
+                   L->display);
+      return FALSE;
+    }
   L->shape = L->opts.shape;
   stats->shape = L->shape;
   L->packing = L->shape == HN_DATASET_SHAPE_TEXT && L->opts.pack;
@@ -1184,7 +1211,7 @@ loader_init (Loader *L, const char *path, HnTokenizer *tok, const HnDatasetOptio
 HnDataset *
 hn_dataset_load (const char *path, HnTokenizer *tok, const HnDatasetOptions *opts, GError **error)
 {
-  g_return_val_if_fail (path && tok, NULL);
+  g_return_val_if_fail (path, NULL);
   Loader L;
   loader_init (&L, path, tok, opts);
   L.ds = dataset_new (L.opts.seq_len);

@@ -95,6 +95,7 @@ typedef struct {
   JsonObject *chat_template_kwargs; /* extra template variables (enable_thinking...), or NULL */
   guint64 max_rows;               /* 0: all rows; else stop after this many non-empty rows */
   GCancellable *cancellable;      /* checked between rows: HN_ERROR_CANCELLED; may be NULL */
+  gint32 vocab_size;              /* without a tokenizer: the model's vocabulary, which bounds the ids */
 } HnDatasetOptions;
 
 void hn_dataset_options_init (HnDatasetOptions *opts);
@@ -125,6 +126,10 @@ typedef struct _HnDataset HnDataset;
 
 /* Loads and tokenizes `path` (.jsonl/.ndjson, .json array, .parquet, .txt; anything else is read
  * as JSONL). `opts` may be NULL (defaults). */
+/* `tok` may be NULL (a model folder without tokenizer files, as transformers'
+ * Trainer allows): then only TOKENS rows load, their ids bounded by
+ * opts->vocab_size; a text row, a .txt file or a chat row is an error
+ * (HN_ERROR_UNSUPPORTED) that says a tokenizer is needed. */
 HnDataset *hn_dataset_load (const char *path, HnTokenizer *tok, const HnDatasetOptions *opts, GError **error);
 void hn_dataset_free (HnDataset *ds);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnDataset, hn_dataset_free)

@@ -21,6 +21,7 @@ typedef struct {
   gint64 eval_steps, patience;
   guint64 seed;
   gboolean shuffle, no_dropout;
+  gboolean tok_from_model; /* tok_path is the model folder (no --tokenizer-path given) */
   HnOptimConfig oc;
   HnLrSchedule sched;
   HnLoraConfig lcfg;

@@ -53,7 +53,10 @@ hn_train_options_read (HnJob *job, Options *o, GError **error)
       return FALSE;
     }
   if (!o->tok_path)
-    o->tok_path = g_strdup (o->model_dir);
+    {
+      o->tok_path = g_strdup (o->model_dir);
+      o->tok_from_model = TRUE;
+    }
   g_auto (GStrv) files = hn_hub_job_dataset_files (job, error);
   if (!files)
     {
@@ -358,6 +361,7 @@ hn_train_job_run (HnJob *job, GError **error)
   Run r = { 0 };
   gboolean ok = FALSE;
   g_autoptr (HnTokenizer) tok = NULL;
+  g_autoptr (HnModelConfig) mcfg = NULL;
   g_autoptr (HnDataset) ds = NULL;
   g_autoptr (HnDataset) eval_ds = NULL;
   g_autoptr (HnDatasetIter) it = NULL;
@@ -411,11 +415,26 @@ hn_train_job_run (HnJob *job, GError **error)
       else
         hn_job_log (job, HN_LOG_INFO, "%s", summary);
     }
-  if (!(tok = hn_tokenizer_load (o.tok_path, error)))
+  /* A model folder without tokenizer files trains on token-id rows, as
+   * transformers' Trainer does; the dataset refuses text rows then. */
+  if (!(mcfg = hn_model_config_load (weights_dir, error)))
     goto out;
+  GError *tok_error = NULL;
+  if (!(tok = hn_tokenizer_load (o.tok_path, &tok_error)))
+    {
+      if (!o.tok_from_model || !g_error_matches (tok_error, HN_ERROR, HN_ERROR_NOT_FOUND))
+        {
+          g_propagate_error (error, tok_error);
+          goto out;
+        }
+      g_clear_error (&tok_error);
+      hn_job_log (job, HN_LOG_INFO, "%s has no tokenizer files: training on token-id rows (input_ids) without one; "
+                  "the output gets no tokenizer files", o.tok_path);
+    }
   HnDatasetOptions dopts;
   hn_dataset_options_init (&dopts);
   dopts.seq_len = (guint) o.seq_len;
+  dopts.vocab_size = (gint32) CLAMP (mcfg->vocab_size, 0, G_MAXINT32);
   if (!(ds = hn_dataset_load (o.data_path, tok, &dopts, error)))
     goto out;
   const HnDatasetStats *dst = hn_dataset_get_stats (ds);
@@ -438,12 +457,14 @@ hn_train_job_run (HnJob *job, GError **error)
   if (eval_ds)
     hn_job_log (job, HN_LOG_INFO, "evaluation: %" G_GSIZE_FORMAT " examples held out from training%s",
                 hn_dataset_get_n_examples (eval_ds), o.eval_file ? " (from --eval-file)" : "");
-  gint32 pad = hn_tokenizer_get_pad_id (tok);
+  /* the padding id only fills positions without loss; without a tokenizer
+   * it comes from config.json, as transformers' collators take it */
+  gint64 pad = tok ? hn_tokenizer_get_pad_id (tok) : mcfg->pad_token_id;
   if (pad < 0)
-    pad = hn_tokenizer_get_eos_id (tok);
-  if (pad < 0)
+    pad = tok ? hn_tokenizer_get_eos_id (tok) : mcfg->n_eos_token_ids ? mcfg->eos_token_ids[0] : -1;
+  if (pad < 0 || (mcfg->vocab_size > 0 && pad >= mcfg->vocab_size))
     pad = 0;
-  if (!(it = hn_dataset_iter_new (ds, (guint) o.batch, o.shuffle, o.seed, pad, error)))
+  if (!(it = hn_dataset_iter_new (ds, (guint) o.batch, o.shuffle, o.seed, (gint32) pad, error)))
     goto out;
   if (!(dp = hn_data_parallel_new ((HnVkContext *const *) ctxs->pdata, ctxs->len, weights_dir, error)))
     goto out;
