@@ -87,6 +87,34 @@ check_ids (GArray *a, const char *what, int vocab, GError **error)
   return TRUE;
 }
 
+char *
+hn_generate_options_drop_outside_vocab (HnGenerateOptions *opt, int vocab)
+{
+  if (vocab <= 0)
+    return NULL;
+  g_autoptr (GString) dropped = g_string_new (NULL);
+  for (guint i = 0; opt->eos_token_ids && i < opt->eos_token_ids->len;)
+    {
+      int32_t t = g_array_index (opt->eos_token_ids, int32_t, i);
+      if (t < vocab)
+        {
+          i++;
+          continue;
+        }
+      g_string_append_printf (dropped, "%seos_token_id %d", dropped->len ? ", " : "", t);
+      g_array_remove_index (opt->eos_token_ids, i);
+    }
+  if (opt->pad_token_id >= vocab)
+    {
+      g_string_append_printf (dropped, "%spad_token_id %d", dropped->len ? ", " : "", opt->pad_token_id);
+      opt->pad_token_id = -1;
+    }
+  if (!dropped->len)
+    return NULL;
+  return g_strdup_printf ("%s outside the vocabulary (0..%d): ignored, as transformers does (generation never stops "
+                          "on an id it cannot produce)", dropped->str, vocab - 1);
+}
+
 gboolean
 hn_generate_options_validate (const HnGenerateOptions *opt, int vocab, GError **error)
 {

@@ -60,6 +60,11 @@ void hn_generate_options_clear (HnGenerateOptions *opt);
 void hn_generate_options_copy (HnGenerateOptions *dst, const HnGenerateOptions *src);
 /* Checks ranges and combinations the way GenerationConfig.validate() does;
  * vocab_size > 0 also checks token ids. */
+/* Drops the eos ids and the pad id at or past `vocab` (config.json of many
+ * tiny test models on the Hub names GPT-2's 50256 with a vocabulary of a few
+ * hundred): transformers generates from them and never meets such an id.
+ * Returns the warning to log once (NULL when nothing was dropped). */
+char *hn_generate_options_drop_outside_vocab (HnGenerateOptions *opt, int vocab);
 gboolean hn_generate_options_validate (const HnGenerateOptions *opt, int vocab_size, GError **error);
 /* The total length limit for a prompt of prompt_len tokens. */
 int hn_generate_options_max_length (const HnGenerateOptions *opt, int prompt_len);

@@ -274,6 +274,9 @@ transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GEr
     return FALSE;
   if (adapter_dir && !hn_generate_job_attach_adapter (job, model, adapter_dir, error))
     return FALSE;
+  g_autofree char *dropped = hn_generate_options_drop_outside_vocab (opt, hn_transformer_get_hparams (model)->vocab);
+  if (dropped)
+    hn_job_log (job, HN_LOG_WARNING, "%s: %s", model_dir, dropped);
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, %s", model_dir, arch->model_type,
               hn_transformer_get_weight_bytes (model) / 1e6, raw ? "raw prompts" : "chat template");
 

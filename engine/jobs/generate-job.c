@@ -693,6 +693,10 @@ generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateO
     return FALSE;
   if (adapter_dir && !hn_generate_job_attach_adapter (job, model, adapter_dir, error))
     return FALSE;
+  g_autofree char *dropped = hn_generate_options_drop_outside_vocab (
+    opt, model ? hn_transformer_get_hparams (model)->vocab : hn_seq2seq_get_vocab (s2s_model));
+  if (dropped)
+    hn_job_log (job, HN_LOG_WARNING, "%s: %s", model_dir, dropped);
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
               (model ? hn_transformer_get_weight_bytes (model) : hn_seq2seq_get_weight_bytes (s2s_model)) / 1e6,
               hn_kv_cache_mode_name (mode));

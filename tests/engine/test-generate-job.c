@@ -221,6 +221,61 @@ test_continuous_batching (void)
   g_rmdir (tmp);
 }
 
+/* eos/pad ids outside the vocabulary (tiny test models on the Hub name GPT-2's 50256 with a
+ * few hundred tokens): generation runs, as in transformers, never stopping on them, and the
+ * log warns once; chat the same. */
+static void
+test_special_ids_outside_vocab (void)
+{
+  g_autofree char *model = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  g_autofree char *tmp = g_dir_make_tmp ("hn-oov-XXXXXX", NULL);
+  static const char *const files[] = { "model.safetensors", "tokenizer.json", "tokenizer_config.json" };
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *from = g_build_filename (model, files[i], NULL), *to = g_build_filename (tmp, files[i], NULL);
+      g_assert_cmpint (symlink (from, to), ==, 0);
+    }
+  g_autofree char *cfg_src = g_build_filename (model, "config.json", NULL);
+  g_autofree char *cfg = NULL;
+  g_assert_true (g_file_get_contents (cfg_src, &cfg, NULL, NULL));
+  g_auto (GStrv) parts = g_strsplit (cfg, "\"eos_token_id\": 2", 2);
+  g_assert_nonnull (parts[1]);
+  g_autofree char *edited = g_strjoinv ("\"eos_token_id\": 50256, \"pad_token_id\": 600", parts);
+  g_autofree char *cfg_path = write_tmp (tmp, "config.json", edited);
+  GError *error = NULL;
+  const char *argv[] = { "generate", "--model-path", tmp, "--input-ids", "1", "--max-new-tokens", "12", NULL };
+  Events ev = { g_string_new (NULL), .logs = g_string_new (NULL) };
+  g_assert_true (run (argv, &ev, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (ev.n_tokens, ==, 12);
+  g_assert_true (g_str_has_prefix (ev.text->str, "Once upon a time"));
+  const char *needle = "eos_token_id 50256, pad_token_id 600 outside the vocabulary (0..511): ignored";
+  const char *w = strstr (ev.logs->str, needle);
+  g_assert_nonnull (w);
+  g_assert_null (strstr (w + strlen (needle), "outside the vocabulary")); /* once */
+  events_clear (&ev);
+
+  const char *chat[] = { "chat", "--model-path", tmp, "--raw-prompt", "--do-sample=false", "--max-new-tokens", "5", NULL };
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) g_strv_length ((char **) chat), chat, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  Events ce = { g_string_new (NULL), .logs = g_string_new (NULL) };
+  hn_job_set_event_func (job, on_event, &ce, NULL);
+  hn_job_push_input (job, "Once upon a time");
+  hn_job_close_input (job);
+  g_assert_true (hn_job_run_sync (job, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (ce.logs->str, "eos_token_id 50256, pad_token_id 600 outside the vocabulary"));
+  events_clear (&ce);
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *to = g_build_filename (tmp, files[i], NULL);
+      g_unlink (to);
+    }
+  g_unlink (cfg_path);
+  g_rmdir (tmp);
+}
+
 /* A downloaded model cannot opt the user in to the paged cache or batching; a named file can.
  * Bad scheduler settings and impossible combinations fail with a message. */
 static void
@@ -345,5 +400,6 @@ main (int argc, char **argv)
   g_test_add_func ("/generate-job/continuous-batching", test_continuous_batching);
   g_test_add_func ("/generate-job/paged-opt-in", test_paged_opt_in);
   g_test_add_func ("/generate-job/fail-closed", test_fail_closed);
+  g_test_add_func ("/generate-job/special-ids-outside-vocab", test_special_ids_outside_vocab);
   return g_test_run ();
 }
