@@ -4,7 +4,7 @@
  * (labels / attention_mask / loss_weights too) and write no tokenizer files;
  * with the tokenizer files in the model folder they are copied; text rows
  * without a tokenizer are refused with an error that says so. */
-#include "hn-error.h"
+#include "base/hn-error.h"
 #include "jobs/job.h"
 
 #include <glib/gstdio.h>
