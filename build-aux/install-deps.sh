@@ -3,7 +3,7 @@
 # nothing (beyond a dpkg query) when everything is already present.
 set -e
 PKGS="meson ninja-build pkg-config gcc glslang-tools libvulkan-dev mesa-vulkan-drivers vulkan-tools
- libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libgtk-4-dev libadwaita-1-dev
+ libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libsecret-1-dev gnome-keyring libgtk-4-dev libadwaita-1-dev
  zlib1g-dev libzstd-dev libsnappy-dev gettext desktop-file-utils appstream
  xvfb xauth dbus dbus-x11 libglib2.0-bin vulkan-validationlayers"
 missing=""

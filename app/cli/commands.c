@@ -11,6 +11,7 @@ int hn_cmd_chat (int argc, char **argv);
 int hn_cmd_hierarchos_finetune (int argc, char **argv);
 int hn_cmd_hierarchos_init (int argc, char **argv);
 int hn_cmd_hierarchos_train (int argc, char **argv);
+int hn_cmd_hub_search (int argc, char **argv);
 int hn_cmd_pull (int argc, char **argv);
 int hn_cmd_tokenize (int argc, char **argv);
 int hn_cmd_merge_lora (int argc, char **argv);
@@ -37,6 +38,8 @@ const HnCliCommand hn_cli_commands[] = {
   { "hierarchos-init", NULL, "Create a fresh Hierarchos model folder from a tokenizer", hn_cmd_hierarchos_init },
   { "hierarchos-train", (const char *const[]) { "train", NULL },
     "Train a Hierarchos model, fresh from a tokenizer or continuing a model", hn_cmd_hierarchos_train },
+  { "hub-search", (const char *const[]) { "search", NULL },
+    "Search the Hugging Face Hub, or list the local cache (--local), as JSON", hn_cmd_hub_search },
   { "merge-lora", NULL, "Merge a LoRA adapter into its base model (a normal model folder)", hn_cmd_merge_lora },
   { "pull", pull_aliases, "Download a model or dataset from the Hugging Face Hub into the shared cache", hn_cmd_pull },
   { "tokenize", NULL, "Turn text into token ids and back with a model's tokenizer", hn_cmd_tokenize },

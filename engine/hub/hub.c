@@ -1,4 +1,6 @@
 #include "hub/hub.h"
+#include "hub/hub-private.h"
+#include "hub/hub-token.h"
 #include "base/json-util.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
@@ -21,6 +23,7 @@ struct _HnHub {
   char *endpoint_host;
   int endpoint_port;
   char *token;
+  gboolean keyring_tried; /* the keyring is asked once, on the first refusal */
   gboolean offline;
   char *cache_dir;
   HnHubProgressFunc progress;
@@ -368,7 +371,7 @@ check_status (HnHub *hub, SoupMessage *msg, const char *repo_id, const char *wha
   else if (st == 401 || st == 403)
     g_set_error (error, HN_ERROR, HN_ERROR_AUTH,
                  "access to %s is restricted (%s%s%u): it is gated or private. Log in to %s, accept the licence "
-                 "on the repo page, and set HF_TOKEN to an access token%s",
+                 "on the repo page, and set HF_TOKEN to an access token or save one on the app's Models page%s",
                  repo_id, code ? code : "", code ? ", HTTP " : "HTTP ", st, hub->endpoint,
                  hub->token ? " (the token in use was refused)" : "");
   else
@@ -412,6 +415,21 @@ send_request (HnHub *hub, const char *method, const char *url_in, guint64 range_
           return NULL;
         }
       guint st = soup_message_get_status (msg);
+      if ((st == 401 || st == 403) && !hub->token && !hub->keyring_tried && same_host_as_endpoint (hub, url))
+        {
+          /* A gated or private repo: ask the keyring now, not for every public download. */
+          hub->keyring_tried = TRUE;
+          g_autoptr (GError) kerr = NULL;
+          hub->token = hn_hub_token_lookup (hub->endpoint, &kerr);
+          if (kerr)
+            g_debug ("%s", kerr->message);
+          if (hub->token)
+            {
+              g_input_stream_close (in, NULL, NULL);
+              g_object_unref (in);
+              continue;
+            }
+        }
       SoupMessageHeaders *h = soup_message_get_response_headers (msg);
       const char *loc = soup_message_headers_get_one (h, "Location");
       if (SOUP_STATUS_IS_REDIRECTION (st) && loc &&
@@ -952,6 +970,94 @@ hn_hub_download_file (HnHub *hub, HnHubRepoType type, const char *repo_id, const
   if (!make_pointer (storage, m.commit, path, m.etag, error))
     return NULL;
   return g_steal_pointer (&pointer);
+}
+
+/* ------------------------------------------------------------ API GETs */
+
+gboolean
+hn_hub_get_offline (HnHub *hub)
+{
+  return hub->offline;
+}
+
+gboolean
+hn_hub_has_token (HnHub *hub)
+{
+  return hub->token != NULL;
+}
+
+char *
+hn_hub_link_next (const char *link)
+{
+  /* <url>; rel="next", <url2>; rel="prev" */
+  if (!link)
+    return NULL;
+  g_auto (GStrv) parts = g_strsplit (link, ",", -1);
+  for (char **p = parts; *p; p++)
+    {
+      const char *lt = strchr (*p, '<'), *gt = lt ? strchr (lt, '>') : NULL;
+      if (!gt)
+        continue;
+      g_autofree char *params = g_strdup (gt + 1);
+      gboolean next = FALSE;
+      g_auto (GStrv) attrs = g_strsplit (params, ";", -1);
+      for (char **a = attrs; *a; a++)
+        {
+          g_strstrip (*a);
+          if (g_ascii_strcasecmp (*a, "rel=\"next\"") == 0 || g_ascii_strcasecmp (*a, "rel=next") == 0)
+            next = TRUE;
+        }
+      if (next)
+        return g_strndup (lt + 1, (gsize) (gt - lt - 1));
+    }
+  return NULL;
+}
+
+JsonNode *
+hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *what, char **link_next,
+                GCancellable *cancellable, GError **error)
+{
+  if (link_next)
+    *link_next = NULL;
+  if (hub->offline)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NETWORK, "cannot ask the Hub for %s: HF_HUB_OFFLINE is set (only the "
+                   "local cache %s is used)", what, hub->cache_dir);
+      return NULL;
+    }
+  if (!same_host_as_endpoint (hub, url))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "refusing %s: it is not on the Hub %s", url,
+                   hub->endpoint);
+      return NULL;
+    }
+  g_autoptr (SoupMessage) msg = NULL;
+  g_autoptr (GInputStream) in = send_request (hub, "GET", url, 0, FALSE, &msg, NULL, cancellable, error);
+  if (!in)
+    return NULL;
+  if (!check_status (hub, msg, repo_id, what, error))
+    return NULL;
+  g_autoptr (GBytes) body = read_all (in, MAX_API_REPLY, url, cancellable, error);
+  if (!body)
+    return NULL;
+  gsize len;
+  const char *data = g_bytes_get_data (body, &len);
+  g_autoptr (JsonParser) parser = json_parser_new_immutable ();
+  g_autoptr (GError) jerr = NULL;
+  if (!json_parser_load_from_data (parser, data ? data : "", (gssize) len, &jerr))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the Hub's reply is not JSON: %s", url, jerr->message);
+      return NULL;
+    }
+  JsonNode *root = json_parser_get_root (parser);
+  if (!root)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the Hub's reply is empty", url);
+      return NULL;
+    }
+  if (link_next)
+    *link_next = hn_hub_link_next (soup_message_headers_get_one (soup_message_get_response_headers (msg), "Link"));
+  return json_node_copy (root);
 }
 
 /* ------------------------------------------------------------ listing */

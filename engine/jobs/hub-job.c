@@ -1,5 +1,7 @@
 #include "jobs/hub-job.h"
 #include "hub/hub.h"
+#include "hub/hub-library.h"
+#include "jobs/model-library.h"
 #include "base/hn-error.h"
 
 #include <math.h>
@@ -119,4 +121,54 @@ hn_hub_job_dataset_files (HnJob *job, GError **error)
   return hn_hub_resolve_dataset (hub, id, opt (job, "hf-dataset-config"), opt (job, "hf-dataset-split"),
                                  opt (job, "hf-dataset-file"), opt (job, "hf-dataset-revision"), NULL,
                                  hn_job_get_cancellable (job), error);
+}
+
+/* One line of JSON on stdout (the CLI prints token events as they are). */
+static void
+emit_json (HnJob *job, JsonNode *node)
+{
+  g_autofree char *text = json_to_string (node, FALSE);
+  hn_job_emit_token (job, 0, -1, text);
+  hn_job_emit_token (job, 0, -1, "\n");
+}
+
+gboolean
+hn_hub_search_job_run (HnJob *job, GError **error)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  HnHubRepoType type = HN_HUB_REPO_MODEL;
+  const char *ts = opt (job, "repo-type");
+  if (ts && !hn_hub_repo_type_from_string (ts, &type))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo-type must be model or dataset, not '%s'", ts);
+      return FALSE;
+    }
+  if (hn_job_spec_get_bool (spec, "local"))
+    {
+      g_autoptr (GPtrArray) models = hn_model_library_list (opt (job, "hf-cache-dir"), error);
+      if (!models)
+        return FALSE;
+      g_autoptr (JsonNode) node = hn_local_models_to_json (models);
+      emit_json (job, node);
+      return TRUE;
+    }
+  const char *task = opt (job, "task"), *library = opt (job, "library");
+  HnHubSearchQuery q = {
+    .type = type,
+    .search = opt (job, "search"),
+    .pipeline_tag = g_strcmp0 (task, "any") == 0 ? NULL : task,
+    .library = g_strcmp0 (library, "any") == 0 ? NULL : library,
+    .sort = opt (job, "sort"),
+    .limit = (guint) hn_job_spec_get_int (spec, "limit"),
+    .cursor = opt (job, "cursor"),
+  };
+  g_autoptr (HnHub) hub = job_hub (job);
+  g_autofree char *next = NULL;
+  g_autoptr (GPtrArray) results = hn_hub_search (hub, &q, &next, hn_job_get_cancellable (job), error);
+  if (!results)
+    return FALSE;
+  hn_job_log (job, HN_LOG_DEBUG, "%u results%s", results->len, next ? ", more on the next page" : "");
+  g_autoptr (JsonNode) node = hn_hub_search_to_json (results, next);
+  emit_json (job, node);
+  return TRUE;
 }

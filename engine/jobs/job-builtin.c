@@ -15,6 +15,7 @@ hn_job_register_builtin_kinds (void)
   if (g_once_init_enter (&once))
     {
       hn_job_register_kind ("pull", hn_hub_pull_job_run);
+      hn_job_register_kind ("hub-search", hn_hub_search_job_run);
       hn_job_register_kind ("transformer-generate", hn_transformer_generate_job_run);
       hn_job_register_kind ("hierarchos-train", hn_hier_train_job_run);
       hn_job_register_kind ("hierarchos-finetune", hn_hier_finetune_job_run);

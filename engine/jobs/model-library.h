@@ -1,0 +1,43 @@
+/* The model library's local side: the Hugging Face cache's model repos
+ * (and folders the user picked) read without loading a weight — config.json
+ * for the architecture, the safetensors headers for the parameter count and
+ * dtype, the registry for whether the architecture runs here and is
+ * parity-verified — and whether a model fits a device for chat or LoRA
+ * (jobs/memory-estimate.h). */
+#pragma once
+#include <json-glib/json-glib.h>
+
+#include "hub/hub.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char *repo_id;            /* "org/name" */
+  char *repo_path;          /* <cache>/models--org--name */
+  char *snapshot;           /* the snapshot folder used, NULL when none has files */
+  char *commit;
+  char *architecture;       /* config.json architectures[0], NULL without config */
+  char *model_type;         /* NULL without config */
+  char *dtype;              /* "bf16", "f16", "f32", "mixed"; NULL without weights */
+  gint64 n_params;          /* -1 without safetensors weights */
+  guint64 size_on_disk;     /* blobs, .incomplete files included */
+  guint64 incomplete_bytes; /* in .incomplete files: a download that can resume */
+  gboolean supported;       /* the registry knows model_type */
+  gboolean verified;        /* ...and its logits are parity-verified */
+  char *problem;            /* why it cannot be used (no config, no safetensors, bad header), else NULL */
+} HnLocalModel;
+
+void hn_local_model_free (HnLocalModel *m);
+
+/* The cache's model repos (HnLocalModel*), sorted by id. NULL cache_dir: the
+ * default. A missing cache is an empty list. Works offline. */
+GPtrArray *hn_model_library_list (const char *cache_dir, GError **error);
+/* One model folder (a snapshot or any folder the user picked). */
+HnLocalModel *hn_local_model_read (const char *folder, GError **error);
+
+/* As JSON: [{"id", "path", "snapshot", "architecture", "model_type",
+ * "dtype", "params", "size_on_disk", "incomplete_bytes", "supported",
+ * "verified", "problem"}...]. */
+JsonNode *hn_local_models_to_json (GPtrArray *models);
+
+G_END_DECLS

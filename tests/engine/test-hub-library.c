@@ -1,0 +1,518 @@
+/* The model library's engine side against the fake Hub (fake-hub.c):
+ * search and paging, repo details, a gated repo refused and then accepted
+ * with a token from the (injected) keyring that is never printed, a
+ * download cancelled and resumed to the same sha256, a damaged partial
+ * download refused, offline mode listing only local models, removal. */
+#include "fake-hub.h"
+#include "hub/hub.h"
+#include "hub/hub-library.h"
+#include "jobs/model-library.h"
+#include "hub/hub-private.h"
+#include "hub/hub-token.h"
+#include "base/hn-error.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+#define TOKEN "good-token" /* the fake's accepted token */
+
+static HnHub *
+new_hub (const char *cache)
+{
+  HnHub *hub = hn_hub_new ();
+  hn_hub_set_endpoint (hub, hub_srv.base);
+  hn_hub_set_cache_dir (hub, cache);
+  hn_hub_set_offline (hub, FALSE);
+  return hub;
+}
+
+/* ---- an in-memory keyring --------------------------------------------- */
+
+static char *mem_token;
+static int mem_lookups;
+
+static char *
+mem_lookup (const char *endpoint, gpointer data, GError **error)
+{
+  mem_lookups++;
+  g_assert_cmpstr (endpoint, ==, hub_srv.base);
+  return g_strdup (mem_token);
+}
+
+static gboolean
+mem_store (const char *endpoint, const char *token, gpointer data, GError **error)
+{
+  g_free (mem_token);
+  mem_token = g_strdup (token);
+  return TRUE;
+}
+
+static gboolean
+mem_clear (const char *endpoint, gpointer data, GError **error)
+{
+  g_clear_pointer (&mem_token, g_free);
+  return TRUE;
+}
+
+static const HnHubTokenStore mem_store_vt = { mem_lookup, mem_store, mem_clear, NULL };
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void
+test_link_next (void)
+{
+  g_autofree char *a = hn_hub_link_next ("<https://h/api/models?cursor=abc>; rel=\"next\"");
+  g_assert_cmpstr (a, ==, "https://h/api/models?cursor=abc");
+  g_autofree char *b = hn_hub_link_next ("<https://h/p1>; rel=\"prev\", <https://h/p3>; rel=\"next\"");
+  g_assert_cmpstr (b, ==, "https://h/p3");
+  g_assert_null (hn_hub_link_next ("<https://h/p1>; rel=\"prev\""));
+  g_assert_null (hn_hub_link_next ("garbage"));
+  g_assert_null (hn_hub_link_next (NULL));
+}
+
+static void
+test_search_paging (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_autoptr (GError) error = NULL;
+  /* text-generation by downloads, 3 a page: 8 repos in pages of 3, 3, 2 */
+  HnHubSearchQuery q = { .type = HN_HUB_REPO_MODEL, .pipeline_tag = "text-generation", .library = "transformers",
+                         .sort = "downloads", .limit = 3 };
+  g_autoptr (GPtrArray) seen = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *cursor = NULL;
+  int pages = 0;
+  gint64 last = G_MAXINT64;
+  do
+    {
+      g_autofree char *next = NULL;
+      q.cursor = cursor;
+      g_autoptr (GPtrArray) page = hn_hub_search (hub, &q, &next, NULL, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (page->len, <=, 3);
+      for (guint i = 0; i < page->len; i++)
+        {
+          HnHubRepoSummary *s = page->pdata[i];
+          g_assert_cmpint (s->downloads, <=, last); /* sorted across pages */
+          last = s->downloads;
+          g_assert_cmpstr (s->pipeline_tag, ==, "text-generation");
+          g_assert_cmpstr (s->library, ==, "transformers");
+          for (guint j = 0; j < seen->len; j++)
+            g_assert_cmpstr (seen->pdata[j], !=, s->id);
+          g_ptr_array_add (seen, g_strdup (s->id));
+        }
+      g_free (cursor);
+      cursor = g_steal_pointer (&next);
+      pages++;
+    }
+  while (cursor && pages < 10);
+  g_assert_cmpint (pages, ==, 3);
+  g_assert_cmpuint (seen->len, ==, 8);
+  g_assert_cmpstr (seen->pdata[0], ==, "org/stories");
+  /* what went over the wire: huggingface_hub's spelling */
+  g_mutex_lock (&hub_srv.lock);
+  g_autofree char *qs = g_strdup (hub_srv.last_search);
+  g_mutex_unlock (&hub_srv.lock);
+  g_assert_nonnull (strstr (qs, "pipeline_tag=text-generation"));
+  g_assert_nonnull (strstr (qs, "filter=transformers"));
+  g_assert_nonnull (strstr (qs, "direction=-1"));
+  g_assert_nonnull (strstr (qs, "expand=gated"));
+  g_assert_nonnull (strstr (qs, "cursor=off-6"));
+
+  /* fields: gated, licence from the tag, storage */
+  HnHubSearchQuery g = { .type = HN_HUB_REPO_MODEL, .search = "gated" };
+  g_autoptr (GPtrArray) gp = hn_hub_search (hub, &g, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (gp->len, ==, 1);
+  HnHubRepoSummary *gs = gp->pdata[0];
+  g_assert_cmpstr (gs->gated, ==, "manual");
+  g_assert_cmpstr (gs->license, ==, "llama3");
+  g_assert_cmpint (gs->likes, ==, 90);
+  g_assert_cmpint (gs->used_storage, >, 0);
+
+  /* another task, and recency */
+  HnHubSearchQuery fm = { .type = HN_HUB_REPO_MODEL, .pipeline_tag = "fill-mask" };
+  g_autoptr (GPtrArray) fp = hn_hub_search (hub, &fm, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (fp->len, ==, 1);
+  g_assert_cmpstr (((HnHubRepoSummary *) fp->pdata[0])->id, ==, "org/bert-mini");
+  HnHubSearchQuery lm = { .type = HN_HUB_REPO_MODEL, .pipeline_tag = "text-generation", .sort = "lastModified",
+                          .limit = 1 };
+  g_autoptr (GPtrArray) lp = hn_hub_search (hub, &lm, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (((HnHubRepoSummary *) lp->pdata[0])->id, ==, "org/tiny");
+
+  /* bad queries fail before any request */
+  HnHubSearchQuery bad = { .type = HN_HUB_REPO_MODEL, .sort = "stars" };
+  g_assert_null (hn_hub_search (hub, &bad, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* JSON */
+  g_autoptr (JsonNode) node = hn_hub_search_to_json (gp, "off-3");
+  g_autofree char *json = json_to_string (node, FALSE);
+  g_assert_nonnull (strstr (json, "\"id\":\"org/gated\""));
+  g_assert_nonnull (strstr (json, "\"gated\":\"manual\""));
+  g_assert_nonnull (strstr (json, "\"next_cursor\":\"off-3\""));
+  rm_rf (cache);
+}
+
+static void
+test_info_and_card (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_autoptr (GError) error = NULL;
+  HnHubRepoInfo *info = hn_hub_repo_info (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (info->summary.id, ==, "org/tiny");
+  g_assert_cmpstr (info->summary.license, ==, "apache-2.0");
+  g_assert_cmpstr (info->model_type, ==, "llama");
+  g_assert_cmpstr (info->architecture, ==, "LlamaForCausalLM");
+  g_assert_cmpstr (info->sha, ==, COMMIT);
+  g_assert_cmpuint (info->files->len, ==, 4);
+  FakeFile *st = find_file ("models/org/tiny", "model.safetensors");
+  g_assert_cmpuint (info->weights_size, ==, g_bytes_get_size (st->data));
+  g_assert_cmpuint (info->total_size, >, info->weights_size);
+  hn_hub_repo_info_free (info);
+
+  /* a gated repo's details are public; its files are not */
+  info = hn_hub_repo_info (hub, HN_HUB_REPO_MODEL, "org/gated", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (info->summary.gated, ==, "manual");
+  hn_hub_repo_info_free (info);
+  g_assert_null (hn_hub_repo_info (hub, HN_HUB_REPO_MODEL, "org/missing", NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+
+  /* the card, without its front matter */
+  g_autofree char *card = hn_hub_fetch_readme (hub, HN_HUB_REPO_MODEL, "org/stories", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_str_has_prefix (card, "---\nlicense: mit"));
+  g_autofree char *text = hn_hub_readme_strip_front_matter (card);
+  g_assert_true (g_str_has_prefix (text, "# Stories 260K"));
+  g_autofree char *plain = hn_hub_readme_strip_front_matter ("no front matter");
+  g_assert_cmpstr (plain, ==, "no front matter");
+  rm_rf (cache);
+}
+
+static void
+test_gated_token (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  hn_hub_token_store_set (&mem_store_vt);
+  mem_lookups = 0;
+
+  /* no token anywhere: refused with the way out, the keyring asked once */
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_assert_null (hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/gated", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_AUTH);
+  g_assert_nonnull (strstr (error->message, "Models page"));
+  g_assert_cmpint (mem_lookups, ==, 1);
+  g_clear_error (&error);
+
+  /* a public download never asks the keyring */
+  g_autoptr (HnHub) pub = new_hub (cache);
+  g_autofree char *cfg = hn_hub_download_file (pub, HN_HUB_REPO_MODEL, "org/tiny", NULL, "config.json", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (mem_lookups, ==, 1);
+
+  /* tokens that cannot be one are refused, without echoing them */
+  g_assert_false (hn_hub_token_save (NULL, "two words", &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_null (strstr (error->message, "two words"));
+  g_clear_error (&error);
+
+  /* a wrong token in the keyring: refused, says so, never printed */
+  g_assert_true (hn_hub_token_save (hub_srv.base, "wrong-token-123", &error));
+  g_autoptr (HnHub) wrong = new_hub (cache);
+  g_assert_null (hn_hub_snapshot_download (wrong, HN_HUB_REPO_MODEL, "org/gated", NULL, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_AUTH);
+  g_assert_nonnull (strstr (error->message, "was refused"));
+  g_assert_null (strstr (error->message, "wrong-token-123"));
+  g_clear_error (&error);
+
+  /* the right one: accepted */
+  g_assert_true (hn_hub_token_save (hub_srv.base, TOKEN, &error));
+  g_autoptr (HnHub) good = new_hub (cache);
+  g_autofree char *snap = hn_hub_snapshot_download (good, HN_HUB_REPO_MODEL, "org/gated", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_autofree char *gcfg = g_build_filename (snap, "config.json", NULL);
+  g_assert_true (g_file_test (gcfg, G_FILE_TEST_EXISTS));
+  g_assert_true (hn_hub_token_forget (hub_srv.base, &error));
+  g_assert_null (mem_token);
+  hn_hub_token_store_set (NULL);
+  rm_rf (cache);
+}
+
+typedef struct {
+  GCancellable *cancel;
+  guint64 at_cancel;
+  int calls;
+} CancelAt;
+
+static void
+cancel_on_progress (const HnHubProgress *p, gpointer data)
+{
+  CancelAt *c = data;
+  c->calls++;
+  if (!p->finished && strcmp (p->file, "model.safetensors") == 0 && !g_cancellable_is_cancelled (c->cancel))
+    {
+      g_assert_cmpuint (p->bytes_total, >, p->bytes_done);
+      c->at_cancel = p->bytes_done;
+      g_cancellable_cancel (c->cancel);
+    }
+}
+
+static char *
+file_sha256 (const char *path)
+{
+  g_autofree char *data = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (path, &data, &len, NULL));
+  return g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) data, len);
+}
+
+static void
+test_cancel_resume (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  FakeFile *f = find_file ("models/org/tiny", "model.safetensors");
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_mutex_lock (&hub_srv.lock);
+  hub_srv.throttle_us = 20000; /* 64 KiB per 20 ms: a few progress calls per file */
+  g_mutex_unlock (&hub_srv.lock);
+  CancelAt c = { g_cancellable_new (), 0, 0 };
+  hn_hub_set_progress (hub, cancel_on_progress, &c);
+  const char *const inc[] = { "*.safetensors", NULL };
+  g_assert_null (hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, inc, c.cancel, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CANCELLED);
+  g_clear_error (&error);
+  g_object_unref (c.cancel);
+  g_mutex_lock (&hub_srv.lock);
+  hub_srv.throttle_us = 0;
+  g_mutex_unlock (&hub_srv.lock);
+
+  /* the partial file stays, and the local listing says the download can resume */
+  g_autofree char *inc_name = g_strdup_printf ("%s.incomplete", f->sha256);
+  g_autofree char *partial = g_build_filename (cache, "models--org--tiny", "blobs", inc_name, NULL);
+  GStatBuf sb;
+  g_assert_cmpint (g_stat (partial, &sb), ==, 0);
+  g_assert_cmpuint ((guint64) sb.st_size, >, 0);
+  g_assert_cmpuint ((guint64) sb.st_size, <, g_bytes_get_size (f->data));
+  g_autoptr (GPtrArray) mid = hn_model_library_list (cache, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (mid->len, ==, 1);
+  g_assert_cmpuint (((HnLocalModel *) mid->pdata[0])->incomplete_bytes, ==, (guint64) sb.st_size);
+
+  /* resumed with Range from where it stopped, to the Hub's sha256 */
+  int ranges = hub_srv.range_gets;
+  hn_hub_set_progress (hub, NULL, NULL);
+  g_autofree char *snap = hn_hub_snapshot_download (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, inc, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (hub_srv.range_gets, ==, ranges + 1);
+  g_autofree char *st = g_build_filename (snap, "model.safetensors", NULL);
+  g_autofree char *sum = file_sha256 (st);
+  g_assert_cmpstr (sum, ==, f->sha256);
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  rm_rf (cache);
+}
+
+/* A partial file whose bytes were damaged: the resumed download's sha256
+ * does not match, so it is refused and removed, never renamed into place. */
+static void
+test_corrupt_partial (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  FakeFile *f = find_file ("models/org/tiny", "model.safetensors");
+  g_autofree char *blobs = g_build_filename (cache, "models--org--tiny", "blobs", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (blobs, 0755), ==, 0);
+  g_autofree char *inc_name = g_strdup_printf ("%s.incomplete", f->sha256);
+  g_autofree char *partial = g_build_filename (blobs, inc_name, NULL);
+  gsize half = g_bytes_get_size (f->data) / 2;
+  g_autofree char *bytes = g_memdup2 (g_bytes_get_data (f->data, NULL), half);
+  bytes[100] ^= 0x5a;
+  g_assert_true (g_file_set_contents (partial, bytes, (gssize) half, NULL));
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_assert_null (hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, "model.safetensors", NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "sha256"));
+  g_clear_error (&error);
+  g_assert_false (g_file_test (partial, G_FILE_TEST_EXISTS));
+  g_autofree char *blob = g_build_filename (blobs, f->sha256, NULL);
+  g_assert_false (g_file_test (blob, G_FILE_TEST_EXISTS));
+  /* asked again, it downloads cleanly */
+  g_autofree char *p = hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/tiny", NULL, "model.safetensors", NULL, &error);
+  g_assert_no_error (error);
+  g_autofree char *sum = file_sha256 (p);
+  g_assert_cmpstr (sum, ==, f->sha256);
+  rm_rf (cache);
+}
+
+static void
+test_local_offline_remove (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnHub) hub = new_hub (cache);
+  g_autofree char *a = hn_hub_resolve_model (hub, "org/stories", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_autofree char *b = hn_hub_download_file (hub, HN_HUB_REPO_MODEL, "org/bert-mini", NULL, "config.json", NULL, &error);
+  g_assert_no_error (error);
+
+  /* offline: search refuses, the local list still works and holds only what was downloaded */
+  g_autoptr (HnHub) off = new_hub (cache);
+  hn_hub_set_offline (off, TRUE);
+  int calls = hub_srv.search_calls;
+  HnHubSearchQuery q = { .type = HN_HUB_REPO_MODEL };
+  g_assert_null (hn_hub_search (off, &q, NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NETWORK);
+  g_assert_nonnull (strstr (error->message, "HF_HUB_OFFLINE"));
+  g_clear_error (&error);
+  g_assert_cmpint (hub_srv.search_calls, ==, calls);
+  g_autoptr (GPtrArray) local = hn_model_library_list (cache, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (local->len, ==, 2);
+  HnLocalModel *bert = local->pdata[0], *st = local->pdata[1];
+  g_assert_cmpstr (bert->repo_id, ==, "org/bert-mini");
+  g_assert_cmpint (bert->n_params, ==, -1);  /* config only: no weights */
+  g_assert_nonnull (bert->problem);
+  g_assert_cmpstr (st->repo_id, ==, "org/stories");
+  g_assert_cmpstr (st->model_type, ==, "llama");
+  g_assert_cmpstr (st->architecture, ==, "LlamaForCausalLM");
+  g_assert_true (st->supported);
+  g_assert_cmpint (st->n_params, >, 200000);
+  g_assert_cmpint (st->n_params, <, 400000);
+  g_assert_nonnull (st->dtype);
+  g_assert_cmpuint (st->incomplete_bytes, ==, 0);
+  g_autofree char *snap = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, NULL);
+  g_assert_cmpstr (st->snapshot, ==, snap);
+  FakeFile *w = find_file ("models/org/stories", "model.safetensors");
+  g_assert_cmpuint (st->size_on_disk, >, g_bytes_get_size (w->data));
+  g_autoptr (JsonNode) node = hn_local_models_to_json (local);
+  g_autofree char *json = json_to_string (node, FALSE);
+  g_assert_nonnull (strstr (json, "\"id\":\"org/stories\""));
+
+  /* removal reports what it frees, and the list shrinks */
+  guint64 size = hn_hub_cached_repo_size (cache, HN_HUB_REPO_MODEL, "org/stories");
+  g_assert_cmpuint (size, ==, st->size_on_disk);
+  guint64 freed = 0;
+  g_assert_true (hn_hub_remove_cached_repo (cache, HN_HUB_REPO_MODEL, "org/stories", &freed, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (freed, ==, size);
+  g_autofree char *repo = g_build_filename (cache, "models--org--stories", NULL);
+  g_assert_false (g_file_test (repo, G_FILE_TEST_EXISTS));
+  g_autoptr (GPtrArray) after = hn_model_library_list (cache, &error);
+  g_assert_cmpuint (after->len, ==, 1);
+  g_assert_false (hn_hub_remove_cached_repo (cache, HN_HUB_REPO_MODEL, "org/stories", &freed, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_false (hn_hub_remove_cached_repo (cache, HN_HUB_REPO_MODEL, "../x", &freed, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  rm_rf (cache);
+}
+
+/* The CLI: hub-search prints one JSON page; --local lists the cache offline;
+ * a keyring-less session falls back to anonymous; HF_TOKEN is used and never
+ * printed. */
+static void
+test_cli (void)
+{
+  const char *build = g_getenv ("HN_BUILD_DIR");
+  g_autofree char *cli = g_build_filename (build ? build : ".", "app", "cli", "hierarchos-native-cli", NULL);
+  if (!g_file_test (cli, G_FILE_TEST_IS_EXECUTABLE))
+    {
+      g_test_skip ("CLI not built");
+      return;
+    }
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                                                 G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_setenv (l, "HF_ENDPOINT", hub_srv.base, TRUE);
+  g_subprocess_launcher_unsetenv (l, "HF_HUB_OFFLINE");
+  /* no Secret Service on this bus: the keyring lookup fails fast */
+  g_subprocess_launcher_setenv (l, "DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus", TRUE);
+  g_autoptr (GSubprocess) p = g_subprocess_launcher_spawn (l, &error, cli, "hub-search", "--limit", "2",
+                                                           "--hf-cache-dir", cache, NULL);
+  g_assert_no_error (error);
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (p, NULL, NULL, &out, &err, &error));
+  if (g_subprocess_get_exit_status (p) != 0)
+    g_error ("hub-search failed: %s %s", out, err);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (parser, out, -1, &error));
+  JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+  g_assert_cmpuint (json_array_get_length (json_object_get_array_member (o, "results")), ==, 2);
+  g_assert_cmpstr (json_object_get_string_member (o, "next_cursor"), ==, "off-2");
+
+  /* the next page through --cursor */
+  g_autoptr (GSubprocess) p2 = g_subprocess_launcher_spawn (l, &error, cli, "hub-search", "--limit", "2", "--cursor",
+                                                            "off-2", NULL);
+  g_autofree char *out2 = NULL, *err2 = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (p2, NULL, NULL, &out2, &err2, &error));
+  g_assert_cmpint (g_subprocess_get_exit_status (p2), ==, 0);
+  g_assert_nonnull (strstr (out2, "\"id\":\"org/tiny\""));
+
+  /* gated with HF_TOKEN: downloaded, and the token appears nowhere */
+  g_subprocess_launcher_setenv (l, "HF_TOKEN", TOKEN, TRUE);
+  g_autoptr (GSubprocess) g = g_subprocess_launcher_spawn (l, &error, cli, "pull", "--repo", "org/gated",
+                                                           "--hf-cache-dir", cache, "--json-events", NULL);
+  g_autofree char *gout = NULL, *gerr = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (g, NULL, NULL, &gout, &gerr, &error));
+  g_assert_cmpint (g_subprocess_get_exit_status (g), ==, 0);
+  g_assert_null (strstr (gout, TOKEN));
+  g_assert_null (strstr (gerr, TOKEN));
+  g_subprocess_launcher_unsetenv (l, "HF_TOKEN");
+
+  /* offline: --local lists the cache; a search fails with the reason */
+  g_subprocess_launcher_setenv (l, "HF_HUB_OFFLINE", "1", TRUE);
+  g_autoptr (GSubprocess) loc = g_subprocess_launcher_spawn (l, &error, cli, "hub-search", "--local", "--hf-cache-dir",
+                                                             cache, NULL);
+  g_autofree char *lout = NULL, *lerr = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (loc, NULL, NULL, &lout, &lerr, &error));
+  g_assert_cmpint (g_subprocess_get_exit_status (loc), ==, 0);
+  g_assert_true (g_str_has_prefix (lout, "[{\"id\":\"org/gated\""));
+  g_autoptr (GSubprocess) s = g_subprocess_launcher_spawn (l, &error, cli, "hub-search", NULL);
+  g_autofree char *sout = NULL, *serr = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (s, NULL, NULL, &sout, &serr, &error));
+  g_assert_cmpint (g_subprocess_get_exit_status (s), !=, 0);
+  g_assert_nonnull (strstr (serr, "HF_HUB_OFFLINE"));
+  rm_rf (cache);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_unsetenv ("HF_TOKEN");
+  g_unsetenv ("HUGGING_FACE_HUB_TOKEN");
+  g_unsetenv ("HF_HUB_OFFLINE");
+  g_unsetenv ("TRANSFORMERS_OFFLINE");
+  g_unsetenv ("http_proxy");
+  g_unsetenv ("https_proxy");
+  g_unsetenv ("HTTP_PROXY");
+  g_unsetenv ("HTTPS_PROXY");
+  g_autofree char *home = g_dir_make_tmp ("hn-lib-home-XXXXXX", NULL);
+  g_setenv ("HF_HOME", home, TRUE); /* no token file of the user's */
+  start_server ();
+  /* every keyring call in this process goes to the in-memory store */
+  hn_hub_token_store_set (&mem_store_vt);
+  g_test_add_func ("/hub-library/link-next", test_link_next);
+  g_test_add_func ("/hub-library/search-paging", test_search_paging);
+  g_test_add_func ("/hub-library/info-and-card", test_info_and_card);
+  g_test_add_func ("/hub-library/gated-token", test_gated_token);
+  g_test_add_func ("/hub-library/cancel-resume", test_cancel_resume);
+  g_test_add_func ("/hub-library/corrupt-partial", test_corrupt_partial);
+  g_test_add_func ("/hub-library/local-offline-remove", test_local_offline_remove);
+  g_test_add_func ("/hub-library/cli", test_cli);
+  int rc = g_test_run ();
+  stop_server ();
+  rm_rf (home);
+  g_free (mem_token);
+  return rc;
+}
