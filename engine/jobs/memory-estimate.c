@@ -144,24 +144,22 @@ generate_memory (const HnTransformerHParams *hp, gboolean fused_gate_up, const H
   e->kv_cache = 2 * F32 * (guint64) hp->n_layer * (guint64) (rows * ctx * kvd) * (rows > 1 ? 2 : 1);
 }
 
-gboolean
-hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnMemoryEstimate *out, GError **error)
+/* Everything past the weights: gradients, optimizer state, activations and
+ * the KV cache of the workload (out->n_params, weights and weights_dtype are
+ * already set). */
+static gboolean
+estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest *req, HnMemoryEstimate *out,
+               GError **error)
 {
-  memset (out, 0, sizeof *out);
-  out->workload = req->workload;
-  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
-  if (!cfg)
-    return FALSE;
   HnTransformerHParams hp = { 0 };
-  gboolean fused_gate_up = FALSE;
   if (!hn_transformer_hparams_resolve (&hp, cfg, error))
     {
       hn_transformer_hparams_clear (&hp);
       return FALSE;
     }
-  gboolean ok = weight_bytes (model_dir, out, &fused_gate_up, error);
+  gboolean ok = TRUE;
   gint64 N = (gint64) MAX (1, req->batch) * MAX (1, req->seq_len);
-  if (ok && req->workload == HN_MEMORY_TRAIN)
+  if (req->workload == HN_MEMORY_TRAIN)
     {
       /* every weight is a parameter: gradient, AdamW m and v, all f32 */
       out->n_trainable = out->n_params;
@@ -169,7 +167,7 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
       out->optimizer = 2 * F32 * (guint64) out->n_params;
       out->activations = train_activations (&hp, fused_gate_up, N);
     }
-  else if (ok && req->workload == HN_MEMORY_LORA)
+  else if (req->workload == HN_MEMORY_LORA)
     {
       gint64 n = 0, sites = 0;
       ok = lora_sites (&hp, fused_gate_up, MAX (1, req->lora_r), req->lora_targets, &n, &sites, error);
@@ -179,15 +177,46 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
       out->optimizer = 2 * F32 * (guint64) n;
       out->activations = train_activations (&hp, fused_gate_up, N) + 2 * F32 * (guint64) (sites * N * req->lora_r);
     }
-  else if (ok)
+  else
     generate_memory (&hp, fused_gate_up, req, out);
   hn_transformer_hparams_clear (&hp);
-  if (!ok)
+  out->total = out->weights + out->gradients + out->optimizer + out->activations + out->kv_cache;
+  return ok;
+}
+
+gboolean
+hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnMemoryEstimate *out, GError **error)
+{
+  memset (out, 0, sizeof *out);
+  out->workload = req->workload;
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return FALSE;
+  gboolean fused_gate_up = FALSE;
+  if (!weight_bytes (model_dir, out, &fused_gate_up, error) || !estimate_rest (cfg, fused_gate_up, req, out, error))
     {
       hn_memory_estimate_clear (out);
       return FALSE;
     }
-  out->total = out->weights + out->gradients + out->optimizer + out->activations + out->kv_cache;
+  return TRUE;
+}
+
+gboolean
+hn_memory_estimate_config (HnModelConfig *cfg, gint64 n_params, guint64 weights_bytes, const char *dtype,
+                           const HnMemoryRequest *req, HnMemoryEstimate *out, GError **error)
+{
+  memset (out, 0, sizeof *out);
+  out->workload = req->workload;
+  out->n_params = n_params;
+  out->weights = weights_bytes;
+  out->weights_dtype = g_strdup (dtype ? dtype : "mixed");
+  /* phi3 checkpoints fuse gate and up (the one family that does) */
+  gboolean fused = cfg->model_type && strcmp (cfg->model_type, "phi3") == 0;
+  if (!estimate_rest (cfg, fused, req, out, error))
+    {
+      hn_memory_estimate_clear (out);
+      return FALSE;
+    }
   return TRUE;
 }
 

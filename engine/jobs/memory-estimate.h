@@ -17,6 +17,7 @@
 #pragma once
 #include <json-glib/json-glib.h>
 
+#include "formats/model-config.h"
 #include "jobs/job-spec.h"
 #include "vk/hn-vk.h"
 
@@ -58,6 +59,13 @@ void hn_memory_estimate_clear (HnMemoryEstimate *e);
  * headers; no weights are read). */
 gboolean hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnMemoryEstimate *out,
                                    GError **error);
+
+/* The same from a parsed config and the weights' figures alone (a Hub model
+ * before download: its file sizes and parameter count from the Hub's
+ * details, its config.json fetched on its own). Weights count at their
+ * stored size, vectors included, so this is a slight overestimate. */
+gboolean hn_memory_estimate_config (HnModelConfig *cfg, gint64 n_params, guint64 weights_bytes, const char *dtype,
+                                    const HnMemoryRequest *req, HnMemoryEstimate *out, GError **error);
 
 /* An existing adapter (or LoRA checkpoint) folder brings its own rank and
  * target modules: sets them in `req` (the targets string goes to

@@ -7,6 +7,8 @@
 #include "formats/safetensors.h"
 #include "hierarchos/hierarchos.h"
 #include "transformer/registry.h"
+#include "jobs/memory-estimate.h"
+#include "hub/hub-private.h"
 #include "base/hn-error.h"
 
 #include <string.h>
@@ -189,3 +191,94 @@ hn_local_models_to_json (GPtrArray *models)
   return json_builder_get_root (b);
 }
 
+
+/* ---- fit ---------------------------------------------------------------- */
+
+typedef gboolean (*EstimateFunc) (const HnMemoryRequest *req, HnMemoryEstimate *e, gpointer data, GError **error);
+
+static gboolean
+fit_with (EstimateFunc estimate, gpointer data, guint64 free_bytes, HnModelFit *out, GError **error)
+{
+  memset (out, 0, sizeof *out);
+  out->free_bytes = free_bytes;
+  HnMemoryRequest chat = { .workload = HN_MEMORY_GENERATE, .rows = 1, .context = HN_FIT_CHAT_CONTEXT };
+  HnMemoryRequest lora = { .workload = HN_MEMORY_LORA, .batch = HN_FIT_LORA_BATCH, .seq_len = HN_FIT_LORA_SEQ,
+                           .lora_r = 8 };
+  HnMemoryEstimate ec = { 0 }, el = { 0 };
+  if (!estimate (&chat, &ec, data, error))
+    return FALSE;
+  if (!estimate (&lora, &el, data, error))
+    {
+      hn_memory_estimate_clear (&ec);
+      return FALSE;
+    }
+  out->chat_bytes = ec.total;
+  out->lora_bytes = el.total;
+  /* the same chat with every parameter at 4 bits */
+  guint64 w4 = (guint64) MAX (ec.n_params, 0) / 2;
+  out->chat_4bit_bytes = ec.total - ec.weights + MIN (w4, ec.weights);
+  hn_memory_estimate_clear (&ec);
+  hn_memory_estimate_clear (&el);
+  if (free_bytes == 0)
+    out->level = HN_FIT_UNKNOWN;
+  else if (out->lora_bytes <= free_bytes)
+    out->level = HN_FIT_LORA;
+  else if (out->chat_bytes <= free_bytes)
+    out->level = HN_FIT_CHAT;
+  else if (out->chat_4bit_bytes <= free_bytes)
+    out->level = HN_FIT_NEEDS_4BIT;
+  else
+    out->level = HN_FIT_TOO_LARGE;
+  return TRUE;
+}
+
+static gboolean
+estimate_local (const HnMemoryRequest *req, HnMemoryEstimate *e, gpointer data, GError **error)
+{
+  return hn_memory_estimate_model (data, req, e, error);
+}
+
+gboolean
+hn_model_fit_local (const char *model_dir, guint64 free_bytes, HnModelFit *out, GError **error)
+{
+  return fit_with (estimate_local, (gpointer) model_dir, free_bytes, out, error);
+}
+
+typedef struct {
+  HnModelConfig *cfg;
+  gint64 n_params;
+  guint64 weights;
+} Remote;
+
+static gboolean
+estimate_remote (const HnMemoryRequest *req, HnMemoryEstimate *e, gpointer data, GError **error)
+{
+  Remote *r = data;
+  return hn_memory_estimate_config (r->cfg, r->n_params, r->weights, NULL, req, e, error);
+}
+
+gboolean
+hn_model_fit_remote (HnHub *hub, const HnHubRepoInfo *info, guint64 free_bytes, HnModelFit *out,
+                     GCancellable *cancellable, GError **error)
+{
+  if (info->weights_size == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s has no safetensors weights", info->summary.id);
+      return FALSE;
+    }
+  /* config.json is small and never LFS: read it from the Hub, not the cache */
+  g_autofree char *url = g_strdup_printf ("%s/%s/resolve/main/config.json", hn_hub_get_endpoint (hub),
+                                          info->summary.id);
+  g_autoptr (JsonNode) node = hn_hub_api_get (hub, url, info->summary.id, "config.json", NULL, cancellable, error);
+  if (!node)
+    return FALSE;
+  g_autofree char *text = json_to_string (node, FALSE);
+  g_autofree char *name = g_strdup_printf ("%s/config.json", info->summary.id);
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load_from_data (text, -1, name, error);
+  if (!cfg)
+    return FALSE;
+  /* without the Hub's parameter count, assume 16-bit weights (what nearly every repo holds) */
+  Remote r = { cfg, info->summary.n_params >= 0 ? info->summary.n_params : (gint64) (info->weights_size / 2),
+               info->weights_size };
+  return fit_with (estimate_remote, &r, free_bytes, out, error);
+}

@@ -8,6 +8,7 @@
 #include <json-glib/json-glib.h>
 
 #include "hub/hub.h"
+#include "hub/hub-library.h"
 
 G_BEGIN_DECLS
 
@@ -39,5 +40,34 @@ HnLocalModel *hn_local_model_read (const char *folder, GError **error);
  * "dtype", "params", "size_on_disk", "incomplete_bytes", "supported",
  * "verified", "problem"}...]. */
 JsonNode *hn_local_models_to_json (GPtrArray *models);
+
+/* Whether a model fits a device, best first: LoRA fine-tuning at batch
+ * HN_FIT_LORA_BATCH x HN_FIT_LORA_SEQ (which implies chat), chat with a
+ * HN_FIT_CHAT_CONTEXT-token context, chat only with 4-bit weights (advice:
+ * this build runs the stored dtype), or not at all. */
+typedef enum {
+  HN_FIT_UNKNOWN,    /* no estimate (no config, unknown architecture, no device) */
+  HN_FIT_TOO_LARGE,
+  HN_FIT_NEEDS_4BIT,
+  HN_FIT_CHAT,
+  HN_FIT_LORA,
+} HnFitLevel;
+
+#define HN_FIT_LORA_BATCH 4
+#define HN_FIT_LORA_SEQ 512
+#define HN_FIT_CHAT_CONTEXT 2048
+
+typedef struct {
+  HnFitLevel level;
+  guint64 chat_bytes, chat_4bit_bytes, lora_bytes; /* the estimates (jobs/memory-estimate.h) */
+  guint64 free_bytes;                               /* what they were set against */
+} HnModelFit;
+
+/* For a local model folder (config.json + safetensors headers). */
+gboolean hn_model_fit_local (const char *model_dir, guint64 free_bytes, HnModelFit *out, GError **error);
+/* For a Hub model before download: its config.json fetched alone (not
+ * cached) and the weight sizes of its details. */
+gboolean hn_model_fit_remote (HnHub *hub, const HnHubRepoInfo *info, guint64 free_bytes, HnModelFit *out,
+                              GCancellable *cancellable, GError **error);
 
 G_END_DECLS

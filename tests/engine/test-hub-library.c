@@ -12,6 +12,7 @@
 #include "base/hn-error.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 #define TOKEN "good-token" /* the fake's accepted token */
@@ -416,6 +417,57 @@ test_local_offline_remove (void)
   rm_rf (cache);
 }
 
+/* The fit badge's figures: local from the headers, remote from the Hub's
+ * details and config.json alone, and the level against the free memory. */
+static void
+test_fit (void)
+{
+  g_autofree char *cache = g_dir_make_tmp ("hn-lib-XXXXXX", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnHub) hub = new_hub (cache);
+  HnHubRepoInfo *info = hn_hub_repo_info (hub, HN_HUB_REPO_MODEL, "org/stories", NULL, &error);
+  g_assert_no_error (error);
+  HnModelFit remote;
+  g_assert_true (hn_model_fit_remote (hub, info, G_MAXUINT64, &remote, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (remote.level, ==, HN_FIT_LORA);
+  /* nothing was cached for it */
+  g_autofree char *repo = g_build_filename (cache, "models--org--stories", NULL);
+  g_assert_false (g_file_test (repo, G_FILE_TEST_EXISTS));
+
+  g_autofree char *dir = hn_hub_resolve_model (hub, "org/stories", NULL, NULL, NULL, &error);
+  g_assert_no_error (error);
+  HnModelFit local;
+  g_assert_true (hn_model_fit_local (dir, G_MAXUINT64, &local, &error));
+  g_assert_cmpuint (local.lora_bytes, >, local.chat_bytes);
+  g_assert_cmpuint (local.chat_4bit_bytes, <, local.chat_bytes);
+  /* before and after download, the same model costs about the same */
+  g_assert_cmpfloat (fabs ((double) remote.chat_bytes - (double) local.chat_bytes), <, 0.1 * (double) local.chat_bytes);
+  g_assert_cmpfloat (fabs ((double) remote.lora_bytes - (double) local.lora_bytes), <, 0.1 * (double) local.lora_bytes);
+
+  /* the level follows the free memory */
+  HnModelFit f;
+  g_assert_true (hn_model_fit_local (dir, local.lora_bytes, &f, &error));
+  g_assert_cmpint (f.level, ==, HN_FIT_LORA);
+  g_assert_true (hn_model_fit_local (dir, local.lora_bytes - 1, &f, &error));
+  g_assert_cmpint (f.level, ==, HN_FIT_CHAT);
+  g_assert_true (hn_model_fit_local (dir, local.chat_bytes - 1, &f, &error));
+  g_assert_cmpint (f.level, ==, HN_FIT_NEEDS_4BIT);
+  g_assert_true (hn_model_fit_local (dir, local.chat_4bit_bytes - 1, &f, &error));
+  g_assert_cmpint (f.level, ==, HN_FIT_TOO_LARGE);
+  g_assert_true (hn_model_fit_local (dir, 0, &f, &error));
+  g_assert_cmpint (f.level, ==, HN_FIT_UNKNOWN);
+  /* no weights: an error, not a guess */
+  HnHubRepoInfo *bert = hn_hub_repo_info (hub, HN_HUB_REPO_MODEL, "org/bert-mini", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_false (hn_model_fit_remote (hub, bert, G_MAXUINT64, &f, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  hn_hub_repo_info_free (bert);
+  hn_hub_repo_info_free (info);
+  rm_rf (cache);
+}
+
 /* The CLI: hub-search prints one JSON page; --local lists the cache offline;
  * a keyring-less session falls back to anonymous; HF_TOKEN is used and never
  * printed. */
@@ -509,6 +561,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hub-library/cancel-resume", test_cancel_resume);
   g_test_add_func ("/hub-library/corrupt-partial", test_corrupt_partial);
   g_test_add_func ("/hub-library/local-offline-remove", test_local_offline_remove);
+  g_test_add_func ("/hub-library/fit", test_fit);
   g_test_add_func ("/hub-library/cli", test_cli);
   int rc = g_test_run ();
   stop_server ();
