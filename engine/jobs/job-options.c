@@ -147,6 +147,10 @@ const HnOptionInfo hn_option_table[] = {
   { "precision", HN_OPTION_CHOICE, "f32", UNBOUNDED, "f32 f16 bf16", N_("Precision"),
     N_("Storage and compute precision (master weights stay f32)"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
+  { "gradient-checkpointing", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Gradient checkpointing"),
+    N_("Keep only each layer's input and recompute the layer in the backward pass: far less memory, about a third "
+       "more compute"),
+    NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "no-shuffle", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Keep data order"),
     N_("Do not shuffle the training examples"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, NULL },
@@ -366,7 +370,8 @@ const HnOptionInfo hn_option_table[] = {
 #define STOP_OPTS " early-stopping-patience stop-at-loss"
 #define OUT_OPTS " out-dir save-steps resume-from-checkpoint metrics-file"
 #define SCHED_OPTS " epochs max-steps batch-size seq-len grad-accum"
-#define OPTIM_OPTS " optimizer lr lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm precision no-shuffle no-dropout"
+#define OPTIM_OPTS " optimizer lr lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm precision" \
+                   " gradient-checkpointing no-shuffle no-dropout"
 #define LORA_OPTS " lora-r lora-alpha lora-dropout lora-target-modules use-rslora"
 #define SAMPLING_OPTS " max-new-tokens min-new-tokens do-sample temperature top-k top-p min-p typical-p" \
                       " repetition-penalty no-repeat-ngram-size stop"
@@ -390,7 +395,7 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "Fine-tune a Transformer model with LoRA adapters",
     MODEL_OPTS "lora-adapter-path" DATA_OPTS STOP_OPTS OUT_OPTS SCHED_OPTS
     " optimizer lr=2e-4 lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm"
-    " precision no-shuffle no-dropout" LORA_OPTS RUN_OPTS " device-indices" HUB_OPTS,
+    " precision gradient-checkpointing no-shuffle no-dropout" LORA_OPTS RUN_OPTS " device-indices" HUB_OPTS,
     "model-path|hf-model;train|hf-dataset;out-dir" },
   { "hierarchos-train", "train", N_("Hierarchos training"),
     "Train a Hierarchos model, fresh from a tokenizer or continuing a model",

@@ -106,9 +106,10 @@ lora_sites (const HnTransformerHParams *hp, gboolean fused_gate_up, int r, const
 }
 
 /* train-graph.c's hn_train_graph_new: inputs, saved activations of every
- * layer, the head, the backward scratch (all f32 [N, ...]). */
+ * layer (of one layer with checkpointing: the layers share one set), the
+ * head, the backward scratch (all f32 [N, ...]). */
 static guint64
-train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint64 N)
+train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint64 N, gboolean checkpointing)
 {
   gint64 C = hp->hidden, H = hp->n_head, qd = H * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gint64 F = hp->ffn, Fg = fused_gate_up ? 2 * F : F, V = hp->vocab, L = hp->n_layer;
@@ -119,7 +120,7 @@ train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint6
     per_layer += qd + kvd;
   gint64 cols = 6                                  /* ids, pos, neg_pos, targets, row_scale, loss_rows */
                 + (L + 1) * C                      /* residual stream */
-                + L * per_layer + 4 * C + V        /* o, mlp, pos_embed, final; logits */
+                + (checkpointing ? 1 : L) * per_layer + 4 * C + V /* o, mlp, pos_embed, final; logits */
                 + 3 * C + 3 * qd + 3 * kvd + Fg + 2 * F /* backward scratch */
                 + 2 + 4 * H;                       /* norm and attention statistics */
   return F32 * (guint64) (N * cols);
@@ -165,7 +166,7 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
       out->n_trainable = out->n_params;
       out->gradients = F32 * (guint64) out->n_params;
       out->optimizer = 2 * F32 * (guint64) out->n_params;
-      out->activations = train_activations (&hp, fused_gate_up, N);
+      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing);
     }
   else if (req->workload == HN_MEMORY_LORA)
     {
@@ -175,7 +176,7 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
       out->weights += F32 * (guint64) n; /* the adapter matrices on the device */
       out->gradients = F32 * (guint64) n;
       out->optimizer = 2 * F32 * (guint64) n;
-      out->activations = train_activations (&hp, fused_gate_up, N) + 2 * F32 * (guint64) (sites * N * req->lora_r);
+      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing) + 2 * F32 * (guint64) (sites * N * req->lora_r);
     }
   else
     generate_memory (&hp, fused_gate_up, req, out);
@@ -441,6 +442,7 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
     {
       req.batch = (int) hn_job_spec_get_int (spec, "batch-size");
       req.seq_len = (int) hn_job_spec_get_int (spec, "seq-len");
+      req.checkpointing = hn_job_spec_get_bool (spec, "gradient-checkpointing");
       /* data parallel (--device-indices): each replica holds the model and its share of the batch */
       g_autoptr (GArray) devs = hn_job_spec_get_devices (spec, NULL);
       if (devs && devs->len > 1)

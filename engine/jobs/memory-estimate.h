@@ -37,6 +37,7 @@ typedef struct {
   const char *lora_targets;    /* --lora-target-modules ("q_proj,v_proj", "all-linear", a regex) */
   int rows, context;           /* generation: sequences decoded together, prompt + new tokens */
   gboolean no_cache;           /* generation without a KV cache */
+  gboolean checkpointing;      /* training: --gradient-checkpointing (one set of layer activations) */
 } HnMemoryRequest;
 
 typedef struct {

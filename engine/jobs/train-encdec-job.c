@@ -40,6 +40,8 @@ check_options (const Options *o, const char *what, GError **error)
           "which transformers does not)";
   else if (o->devices->len > 1)
     bad = "data parallel training (several --device-indices) is not implemented for them";
+  else if (o->checkpointing)
+    bad = "--gradient-checkpointing is not implemented for them (only the decoder training graph recomputes layers)";
   else if (o->eval_file || o->eval_split > 0 || o->patience > 0)
     bad = "evaluation (--eval-file, --eval-split, --early-stopping-patience) is not implemented for them";
   if (bad)

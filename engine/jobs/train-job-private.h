@@ -20,7 +20,7 @@ typedef struct {
   double eval_split, stop_at_loss, mlm_probability;
   gint64 eval_steps, patience;
   guint64 seed;
-  gboolean shuffle, no_dropout;
+  gboolean shuffle, no_dropout, checkpointing;
   gboolean tok_from_model; /* tok_path is the model folder (no --tokenizer-path given) */
   HnOptimConfig oc;
   HnLrSchedule sched;

@@ -85,6 +85,7 @@ hn_train_options_read (HnJob *job, Options *o, GError **error)
   o->seed = (guint64) hn_job_spec_get_int (spec, "seed");
   o->shuffle = !hn_job_spec_get_bool (spec, "no-shuffle");
   o->no_dropout = hn_job_spec_get_bool (spec, "no-dropout");
+  o->checkpointing = hn_job_spec_get_bool (spec, "gradient-checkpointing");
   if (!hn_optim_kind_from_string (hn_job_spec_get_string (spec, "optimizer"), &o->oc.kind, error))
     return FALSE;
   hn_optim_config_init (&o->oc, o->oc.kind);
@@ -401,7 +402,7 @@ hn_train_job_run (HnJob *job, GError **error)
    * replica holds the whole model and its share of the batch: replica 0 stands for all. */
   HnMemoryRequest mreq = { o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, (int) MAX (1, o.batch / ctxs->len), (int) o.seq_len,
                            o.lcfg.r, o.lora ? hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules") : NULL,
-                           0, 0, FALSE };
+                           0, 0, FALSE, o.checkpointing };
   const char *adapter_dir = o.resume ? o.resume : o.adapter_path;
   have_estimate = (!o.lora || !adapter_dir || hn_memory_request_use_adapter (&mreq, adapter_dir, &adapter_targets, NULL)) &&
                   hn_memory_estimate_model (weights_dir, &mreq, &est, NULL);
@@ -492,6 +493,8 @@ hn_train_job_run (HnJob *job, GError **error)
             }
         }
     }
+  HnTrainGraphOptions gopts = { o.checkpointing };
+  hn_data_parallel_set_graph_options (dp, &gopts);
   if (!hn_data_parallel_setup (dp, (int) o.batch, (int) o.seq_len, adapter, error))
     goto out;
   /* checkpoints and the final model come from replica 0 (every replica holds the same weights) */

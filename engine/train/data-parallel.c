@@ -22,7 +22,14 @@ struct _HnDataParallel {
   int seq_len;
   gint64 n_grad;  /* floats in one replica's gradients */
   double allreduce_s; /* time spent in the all-reduce so far */
+  HnTrainGraphOptions gopts;
 };
+
+void
+hn_data_parallel_set_graph_options (HnDataParallel *dp, const HnTrainGraphOptions *opts)
+{
+  dp->gopts = *opts;
+}
 
 void
 hn_data_parallel_free (HnDataParallel *dp)
@@ -81,7 +88,7 @@ hn_data_parallel_setup (HnDataParallel *dp, int global_batch, int seq_len, HnLor
   for (guint r = 0; r < dp->n; r++)
     {
       Replica *p = &dp->rep[r];
-      if (!(p->graph = hn_train_graph_new (p->model, dp->rows, seq_len, adapter, error)))
+      if (!(p->graph = hn_train_graph_new_full (p->model, dp->rows, seq_len, adapter, &dp->gopts, error)))
         return FALSE;
     }
   dp->n_grad = hn_train_graph_get_n_trainable (dp->rep[0].graph);

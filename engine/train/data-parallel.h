@@ -39,6 +39,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnDataParallel, hn_data_parallel_free)
 gboolean hn_data_parallel_setup (HnDataParallel *dp, int global_batch, int seq_len, HnLoraAdapter *adapter,
                                  GError **error);
 
+/* Options of the training graphs hn_data_parallel_setup makes (call before it). */
+void hn_data_parallel_set_graph_options (HnDataParallel *dp, const HnTrainGraphOptions *opts);
+
 guint hn_data_parallel_get_n_replicas (HnDataParallel *dp);
 HnVkContext *hn_data_parallel_get_context (HnDataParallel *dp, guint replica);
 HnTransformer *hn_data_parallel_get_model (HnDataParallel *dp, guint replica);

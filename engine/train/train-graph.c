@@ -58,6 +58,7 @@ struct _HnTrainGraph {
   int B, T;
   gint64 N;
   HnLoraAdapter *adapter;
+  gboolean checkpointing;      /* layers share L[0]'s activation tensors (see HnTrainGraphOptions) */
   GPtrArray *owned;            /* every tensor and view we made */
   GPtrArray *params;           /* HnTrainParam* */
   GHashTable *grad_of;         /* HnTensor* (weight) -> HnTrainParam* */
@@ -189,7 +190,7 @@ hn_train_graph_free (HnTrainGraph *g)
   g_clear_pointer (&g->sites, g_ptr_array_unref);
   g_clear_pointer (&g->owned, g_ptr_array_unref);
   g_free (g->resid);
-  for (int il = 0; g->L && il < g->hp->n_layer; il++)
+  for (int il = 0; g->L && il < (g->checkpointing ? 1 : g->hp->n_layer); il++)
     {
       g_free (g->L[il].egate); /* the tensors are in g->owned */
       g_free (g->L[il].eup);
@@ -434,6 +435,13 @@ moe_acts_new (HnTrainGraph *g, LayerActs *a, GError **error)
 HnTrainGraph *
 hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter, GError **error)
 {
+  return hn_train_graph_new_full (model, batch, seq_len, adapter, NULL, error);
+}
+
+HnTrainGraph *
+hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter,
+                         const HnTrainGraphOptions *opts, GError **error)
+{
   if (!hn_transformer_require_whole (model, "training", error))
     return NULL;
   g_autoptr (HnTrainGraph) g = g_new0 (HnTrainGraph, 1);
@@ -445,6 +453,7 @@ hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter 
   g->T = seq_len;
   g->N = (gint64) batch * seq_len;
   g->adapter = adapter;
+  g->checkpointing = opts && opts->checkpointing;
   g->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   g->params = g_ptr_array_new_with_free_func (param_free);
   g->grad_of = g_hash_table_new (g_direct_hash, g_direct_equal);
@@ -506,6 +515,19 @@ hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter 
   for (int il = 0; il < nl; il++)
     {
       LayerActs *a = &g->L[il];
+      if (g->checkpointing && il > 0)
+        {
+          /* one set of activations, recomputed per layer in the backward */
+          *a = g->L[0];
+          memset (a->site, 0, sizeof a->site); /* setup_lora sets each layer's own */
+          g->q4[il] = g->q4[0];
+          g->k4[il] = g->k4[0];
+          g->v4[il] = g->v4[0];
+          g->att4[il] = g->att4[0];
+          g->q_lin_rows[il] = g->q_lin_rows[0];
+          g->k_lin_rows[il] = g->k_lin_rows[0];
+          continue;
+        }
       if (!(a->h = new2d (g, "train.h", N, C, error)) || !(a->h2 = new2d (g, "train.h2", N, C, error)) ||
           !(a->x_mid = new2d (g, "train.x_mid", N, C, error)) || !(a->q_lin = new2d (g, "train.q", N, qd, error)) ||
           !(a->k_lin = new2d (g, "train.k", N, kvd, error)) || !(a->v = new2d (g, "train.v", N, kvd, error)) ||
@@ -980,7 +1002,14 @@ backward (HnTrainGraph *g, GError **error)
   CK (hn_op_matmul_back (g->cmd, g->dh, G (g, W->lm_head), G (g, W->lm_head_b), g->logits, g->hf, W->lm_head, 0, error));
   CK (norm_back (g, g->dres, g->dh, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, 0, error));
   for (int il = hp->n_layer - 1; il >= 0; il--)
-    CK (layer_back (g, il, error));
+    {
+      /* checkpointing: the shared activations hold the last layer's after
+       * the forward; every other layer is recomputed from its saved input
+       * (this rewrites resid[il + 1] with the same values) */
+      if (g->checkpointing && il < hp->n_layer - 1)
+        CK (layer_fwd (g, il, error));
+      CK (layer_back (g, il, error));
+    }
   if (W->pos_embed && G (g, W->pos_embed))
     CK (hn_op_embedding_back (g->cmd, G (g, W->pos_embed), g->dres, g->pos, error));
   if (G (g, W->tok_embed))

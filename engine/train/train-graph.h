@@ -39,6 +39,20 @@ typedef struct _HnTrainGraph HnTrainGraph;
  * naming it. */
 HnTrainGraph *hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter,
                                   GError **error);
+
+typedef struct {
+  /* Gradient checkpointing (transformers' gradient_checkpointing_enable):
+   * only each layer's input (the residual stream) is kept from the forward;
+   * the backward recomputes a layer's activations into one shared set just
+   * before it differentiates that layer. Costs one more forward per step;
+   * the saved activations shrink from n_layer sets to one. The recomputed
+   * values are the same bits, so losses and gradients do not change. */
+  gboolean checkpointing;
+} HnTrainGraphOptions;
+
+/* hn_train_graph_new with options (NULL = the defaults, all off). */
+HnTrainGraph *hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter,
+                                       const HnTrainGraphOptions *opts, GError **error);
 void hn_train_graph_free (HnTrainGraph *g);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTrainGraph, hn_train_graph_free)
 

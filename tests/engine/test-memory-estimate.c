@@ -29,6 +29,7 @@ typedef struct {
   int batch, seq_len, r;
   const char *targets;
   int rows, context;
+  gboolean checkpointing;
 } Case;
 
 /* Runs the case for real and returns the peak of allocated device bytes. */
@@ -70,7 +71,8 @@ measure (const Case *c)
             hn_lora_candidates_free (cands);
             hn_lora_config_clear (&cfg);
           }
-        g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, c->batch, c->seq_len, ad, &error);
+        HnTrainGraphOptions opts = { c->checkpointing };
+        g_autoptr (HnTrainGraph) g = hn_train_graph_new_full (m, c->batch, c->seq_len, ad, &opts, &error);
         g_assert_no_error (error);
         int N = c->batch * c->seq_len, V = hn_transformer_get_hparams (m)->vocab;
         g_autofree gint32 *in = g_new (gint32, N), *tg = g_new (gint32, N);
@@ -102,6 +104,9 @@ test_within_20_percent (void)
     { "gpt2", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0 },
     { "gpt2", HN_MEMORY_LORA, 4, 64, 4, "c_attn,c_proj", 0, 0 },
     { "qwen3", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0 },
+    { "stories", HN_MEMORY_TRAIN, 3, 48, 0, NULL, 0, 0, TRUE },
+    { "stories", HN_MEMORY_LORA, 2, 96, 16, "all-linear", 0, 0, TRUE },
+    { "gpt2", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0, TRUE },
     { "stories", HN_MEMORY_GENERATE, 0, 0, 0, NULL, 1, 300 },
     { "stories", HN_MEMORY_GENERATE, 0, 0, 0, NULL, 4, 512 },
     { NULL },
@@ -110,14 +115,15 @@ test_within_20_percent (void)
     {
       g_autoptr (GError) error = NULL;
       g_autofree char *dir = model_path (c->model);
-      HnMemoryRequest req = { c->workload, c->batch, c->seq_len, c->r, c->targets, c->rows, c->context, FALSE };
+      HnMemoryRequest req = { c->workload, c->batch, c->seq_len, c->r, c->targets, c->rows, c->context, FALSE,
+                              c->checkpointing };
       HnMemoryEstimate e;
       g_assert_true (hn_memory_estimate_model (dir, &req, &e, &error));
       g_assert_no_error (error);
       guint64 peak = measure (c);
       double ratio = (double) e.total / (double) peak;
-      g_test_message ("%s workload %d b%d x %d r%d rows %d ctx %d: estimate %" G_GUINT64_FORMAT " peak %" G_GUINT64_FORMAT
-                      " ratio %.3f", c->model, c->workload, c->batch, c->seq_len, c->r, c->rows, c->context, e.total,
+      g_test_message ("%s workload %d%s b%d x %d r%d rows %d ctx %d: estimate %" G_GUINT64_FORMAT " peak %" G_GUINT64_FORMAT
+                      " ratio %.3f", c->model, c->workload, c->checkpointing ? " (checkpointing)" : "", c->batch, c->seq_len, c->r, c->rows, c->context, e.total,
                       peak, ratio);
       g_assert_cmpfloat (ratio, >=, 0.8);
       g_assert_cmpfloat (ratio, <=, 1.2);
@@ -148,6 +154,14 @@ test_parts_and_device (void)
   g_assert_cmpint (el.n_trainable, <, ea.n_trainable / 10);
   /* 5 layers x (q: 8*(64+64) + v: 8*(64+32)) */
   g_assert_cmpint (el.n_trainable, ==, 5 * (8 * (64 + 64) + 8 * (64 + 32)));
+  /* checkpointing keeps one set of layer activations instead of one per layer */
+  HnMemoryRequest ck = a;
+  ck.checkpointing = TRUE;
+  HnMemoryEstimate eck;
+  g_assert_true (hn_memory_estimate_model (dir, &ck, &eck, &error));
+  g_assert_cmpuint (eck.activations, <, ea.activations);
+  g_assert_cmpuint (eck.weights + eck.gradients + eck.optimizer, ==, ea.weights + ea.gradients + ea.optimizer);
+  hn_memory_estimate_clear (&eck);
 
   hn_vk_context_set_memory_limit (ctx, ea.total / 2);
   hn_memory_estimate_set_device (&ea, ctx);
