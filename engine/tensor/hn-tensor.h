@@ -22,6 +22,10 @@ typedef enum {
   HN_DTYPE_I32,
   HN_DTYPE_U8,
   HN_DTYPE_I8,
+  /* packed frozen weights, 2-D only (tensor/quant.h has the layouts) */
+  HN_DTYPE_NF4,     /* bitsandbytes NF4, blocks of 64, f32 absmax */
+  HN_DTYPE_NF4_DQ,  /* NF4 with double-quantized absmax */
+  HN_DTYPE_Q8,      /* int8 per output channel */
 } HnDType;
 
 #define HN_MAX_DIMS 4

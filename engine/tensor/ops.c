@@ -1,5 +1,6 @@
 /* Ops: matmul, elementwise, gather, layout and reductions. */
 #include "ops-private.h"
+#include "tensor/quant.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -164,7 +165,8 @@ check_linear (const char *op, HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w,
       !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
     return FALSE;
   if (!hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
-      !hn_op_check_float_storage (op, "W", w, error) ||
+      /* only hn_op_matmul has a kernel for quantized weights */
+      (!(hn_dtype_is_quant (w->dtype) && g_str_equal (op, "matmul")) && !hn_op_check_float_storage (op, "W", w, error)) ||
       (bias && !hn_op_check_dtype (op, "bias", bias, HN_DTYPE_F32, error)))
     return FALSE;
   if (w->ndim != 2)
@@ -382,6 +384,14 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
 gboolean
 hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
 {
+  if (w && hn_dtype_is_quant (w->dtype))
+    {
+      /* a frozen quantized weight (QLoRA): its own kernel, never the matrix-vector one */
+      if (!check_linear ("matmul", cmd, y, x, w, bias, error))
+        return FALSE;
+      return hn_op_matmul_quant_dispatch (cmd, y, x, w, bias, (guint32) hn_tensor_rows (x), (guint32) w->shape[0],
+                                          (guint32) w->shape[1], (guint32) w->shape[1], 1, TRUE, 1.0f, FALSE, error);
+    }
   if (!check_linear ("matmul", cmd, y, x, w, bias, error))
     return FALSE;
   gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
@@ -412,7 +422,7 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
       !hn_op_check_ctx (op, cmd, b, error))
     return FALSE;
   if (!hn_op_check_dtype (op, "A", a, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "C", c, HN_DTYPE_F32, error) ||
-      !hn_op_check_float_storage (op, "B", b, error))
+      (!hn_dtype_is_quant (b->dtype) && !hn_op_check_float_storage (op, "B", b, error)))
     return FALSE;
   gint64 ba, ar, ac, bb, br, bc, bcc, cr, cc;
   batch_dims (a, &ba, &ar, &ac);
@@ -436,6 +446,18 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
     }
   if (!check_no_overlap (op, c, a, error) || !check_no_overlap (op, c, b, error))
     return FALSE;
+  if (hn_dtype_is_quant (b->dtype))
+    {
+      /* B is a frozen quantized weight W [rows, cols]: stored [N, K] with TRANS_B, else [K, N] */
+      if (bcc != 1)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "bmm: a quantized B (%s) takes no batch", b->name);
+          return FALSE;
+        }
+      return hn_op_matmul_quant_dispatch (cmd, c, a, b, NULL, (guint32) M, (guint32) N, (guint32) K,
+                                          ta ? 1 : (guint32) ac, ta ? (guint32) ac : 1, tb, alpha,
+                                          (flags & HN_MATMUL_ACCUMULATE) != 0, error);
+    }
   MatmulPush pc = {
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (a), hn_eoff (b), hn_eoff (c), 0,
     ba == 1 ? 0 : (guint32) (ar * ac), ta ? 1 : (guint32) ac, ta ? (guint32) ac : 1,

@@ -1,6 +1,7 @@
 /* Tensors: shape bookkeeping, views and host transfers. */
 #include "tensor/hn-tensor.h"
 #include "base/hn-error.h"
+#include "tensor/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -16,6 +17,9 @@ hn_dtype_name (HnDType dtype)
     case HN_DTYPE_I32: return "i32";
     case HN_DTYPE_U8: return "u8";
     case HN_DTYPE_I8: return "i8";
+    case HN_DTYPE_NF4: return "nf4";
+    case HN_DTYPE_NF4_DQ: return "nf4 (double-quantized)";
+    case HN_DTYPE_Q8: return "int8 (per channel)";
     default: return "?";
     }
 }
@@ -89,13 +93,21 @@ hn_tensor_new_named (HnVkContext *ctx, const char *name, HnDType dtype, int ndim
   gint64 n;
   if (!check_shape (name, ndim, shape, &n, error))
     return NULL;
-  if (hn_dtype_size (dtype) == 0)
+  if (hn_dtype_is_quant (dtype) && ndim != 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "tensor %s: a %s tensor must be 2-D", name,
+                   hn_dtype_name (dtype));
+      return NULL;
+    }
+  if (hn_dtype_size (dtype) == 0 && !hn_dtype_is_quant (dtype))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "tensor %s: unknown dtype %d", name, (int) dtype);
       return NULL;
     }
   g_autofree char *what = g_strdup_printf ("tensor %s", name);
-  HnVkBuffer *buf = hn_vk_buffer_new (ctx, (guint64) n * hn_dtype_size (dtype), what, error);
+  guint64 bytes = hn_dtype_is_quant (dtype) ? hn_quant_nbytes (dtype, shape[0], shape[1])
+                                            : (guint64) n * hn_dtype_size (dtype);
+  HnVkBuffer *buf = hn_vk_buffer_new (ctx, bytes, what, error);
   if (!buf)
     return NULL;
   HnTensor *t = g_new0 (HnTensor, 1);
@@ -180,6 +192,12 @@ view_new (HnTensor *t, guint64 offset, int ndim, const gint64 *shape, gint64 n, 
 HnTensor *
 hn_tensor_view_rows (HnTensor *t, gint64 row0, gint64 n_rows, GError **error)
 {
+  if (hn_dtype_is_quant (t->dtype))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "tensor %s: views of a %s tensor are not supported", t->name,
+                   hn_dtype_name (t->dtype));
+      return NULL;
+    }
   if (row0 < 0 || n_rows <= 0 || row0 + n_rows > t->shape[0])
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -200,6 +218,12 @@ HnTensor *
 hn_tensor_reshape (HnTensor *t, int ndim, const gint64 *shape, GError **error)
 {
   gint64 n;
+  if (hn_dtype_is_quant (t->dtype))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "tensor %s: a %s tensor cannot be reshaped", t->name,
+                   hn_dtype_name (t->dtype));
+      return NULL;
+    }
   if (!check_shape (t->name, ndim, shape, &n, error))
     return NULL;
   if (n != t->n)
@@ -227,6 +251,8 @@ hn_tensor_rows (const HnTensor *t)
 guint64
 hn_tensor_nbytes (const HnTensor *t)
 {
+  if (hn_dtype_is_quant (t->dtype))
+    return hn_quant_nbytes (t->dtype, t->shape[0], t->shape[1]);
   return (guint64) t->n * hn_dtype_size (t->dtype);
 }
 
@@ -437,7 +463,8 @@ hn_tensor_download_f32 (HnTensor *t, float *data, gsize n, GError **error)
         return TRUE;
       }
     default:
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "tensor %s has an unknown dtype", t->name);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "download of %s tensor %s as f32 is not supported",
+                   hn_dtype_name (t->dtype), t->name);
       return FALSE;
     }
 }

@@ -1,0 +1,294 @@
+/* Packing, unpacking and the CPU reference of quantized weights (quant.h). */
+#include "tensor/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/hn-error.h"
+
+const float hn_nf4_code[16] = {
+  -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,
+  -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,
+  0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f,
+};
+
+static int
+cmp_float (const void *a, const void *b)
+{
+  float x = *(const float *) a, y = *(const float *) b;
+  return (x > y) - (x < y);
+}
+
+void
+hn_quant_dynamic_map (float out[256])
+{
+  /* 7 exponent bits: for i = 0..6, 2^i means of linspace(0.1, 1, 2^i + 1)
+   * scaled by 10^(i - 6), both signs; then 0 and 1 */
+  int k = 0;
+  for (int i = 0; i < 7; i++)
+    {
+      int n = (1 << i) + 1;
+      double step = 0.9 / (n - 1), scale = pow (10.0, i - 6);
+      for (int j = 0; j + 1 < n; j++)
+        {
+          float lo = (float) (0.1 + step * j), hi = (float) (0.1 + step * (j + 1));
+          float mean = (lo + hi) / 2.0f;
+          out[k++] = (float) (scale * mean);
+          out[k++] = (float) (-scale * mean);
+        }
+    }
+  out[k++] = 0.0f;
+  out[k++] = 1.0f;
+  g_assert (k == 256);
+  qsort (out, 256, sizeof (float), cmp_float);
+}
+
+gboolean
+hn_dtype_is_quant (HnDType dt)
+{
+  return dt == HN_DTYPE_NF4 || dt == HN_DTYPE_NF4_DQ || dt == HN_DTYPE_Q8;
+}
+
+gboolean
+hn_quant_dtype_from_string (const char *s, gboolean double_quant, HnDType *out, GError **error)
+{
+  if (!s || g_str_equal (s, "none"))
+    *out = HN_DTYPE_F32; /* no quantization */
+  else if (g_str_equal (s, "nf4"))
+    *out = double_quant ? HN_DTYPE_NF4_DQ : HN_DTYPE_NF4;
+  else if (g_str_equal (s, "int8"))
+    *out = HN_DTYPE_Q8;
+  else if (g_str_equal (s, "q4_k"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--quantization q4_k keeps a Q4_K GGUF model's own blocks, and GGUF models do not load for "
+                   "training yet: use --quantization nf4 on a safetensors model");
+      return FALSE;
+    }
+  else
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--quantization %s: use nf4, int8 or none", s);
+      return FALSE;
+    }
+  if (double_quant && *out != HN_DTYPE_NF4_DQ)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--double-quant quantizes NF4 block scales: it needs --quantization nf4");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static guint64
+words (guint64 bytes)
+{
+  return (bytes + 3) / 4;
+}
+
+void
+hn_quant_layout (HnDType dt, gint64 rows, gint64 cols, HnQuantLayout *L)
+{
+  guint64 n = (guint64) rows * (guint64) cols, nb = (n + HN_NF4_BLOCK - 1) / HN_NF4_BLOCK;
+  memset (L, 0, sizeof *L);
+  if (dt == HN_DTYPE_Q8)
+    {
+      L->scale = words (n);
+      L->scale2 = L->offset = L->table = L->scale + (guint64) rows;
+      return;
+    }
+  L->scale = words ((n + 1) / 2);
+  if (dt == HN_DTYPE_NF4)
+    {
+      L->scale2 = L->offset = L->table = L->scale + nb;
+      return;
+    }
+  L->scale2 = L->scale + words (nb);
+  L->offset = L->scale2 + (nb + HN_NF4_DQ_BLOCK - 1) / HN_NF4_DQ_BLOCK;
+  L->table = L->offset + 1;
+}
+
+guint64
+hn_quant_nbytes (HnDType dt, gint64 rows, gint64 cols)
+{
+  HnQuantLayout L;
+  hn_quant_layout (dt, rows, cols, &L);
+  return 4 * (L.table + (dt == HN_DTYPE_NF4_DQ ? 256 : 0));
+}
+
+static inline float
+src_get (const void *src, HnDType dt, guint64 i)
+{
+  if (dt == HN_DTYPE_F16)
+    return hn_f16_to_f32 (((const guint16 *) src)[i]);
+  if (dt == HN_DTYPE_BF16)
+    return hn_bf16_to_f32 (((const guint16 *) src)[i]);
+  return ((const float *) src)[i];
+}
+
+/* Index of the nearest NF4 value: the count of midpoints below x, as
+ * bitsandbytes' decision tree decides it. */
+static guint8
+nf4_nearest (float x)
+{
+  guint8 c = 0;
+  for (int i = 0; i < 15; i++)
+    if (x > (hn_nf4_code[i] + hn_nf4_code[i + 1]) / 2.0f)
+      c = (guint8) (i + 1);
+  return c;
+}
+
+static guint8
+table_nearest (const float *table, float x)
+{
+  int best = 0;
+  float bd = fabsf (x - table[0]);
+  for (int i = 1; i < 256; i++)
+    if (fabsf (x - table[i]) < bd)
+      bd = fabsf (x - table[i]), best = i;
+  return (guint8) best;
+}
+
+static float *
+section (guint8 *base, guint64 word)
+{
+  return (float *) (base + 4 * word);
+}
+
+void
+hn_quant_pack (HnDType dt, const void *src, HnDType src_dt, gint64 rows, gint64 cols, guint8 *out)
+{
+  guint64 n = (guint64) rows * (guint64) cols;
+  HnQuantLayout L;
+  hn_quant_layout (dt, rows, cols, &L);
+  memset (out, 0, hn_quant_nbytes (dt, rows, cols));
+  if (dt == HN_DTYPE_Q8)
+    {
+      float *scale = section (out, L.scale);
+      for (gint64 r = 0; r < rows; r++)
+        {
+          float amax = 0;
+          for (gint64 c = 0; c < cols; c++)
+            amax = fmaxf (amax, fabsf (src_get (src, src_dt, (guint64) r * cols + c)));
+          scale[r] = amax / 127.0f;
+          for (gint64 c = 0; c < cols; c++)
+            {
+              guint64 i = (guint64) r * cols + c;
+              float q = amax > 0 ? rintf (src_get (src, src_dt, i) * (127.0f / amax)) : 0.0f;
+              ((gint8 *) out)[i] = (gint8) CLAMP (q, -127.0f, 127.0f);
+            }
+        }
+      return;
+    }
+  guint64 nb = (n + HN_NF4_BLOCK - 1) / HN_NF4_BLOCK;
+  g_autofree float *absmax = g_new (float, nb);
+  for (guint64 b = 0; b < nb; b++)
+    {
+      guint64 i0 = b * HN_NF4_BLOCK, i1 = MIN (n, i0 + HN_NF4_BLOCK);
+      float amax = 0;
+      for (guint64 i = i0; i < i1; i++)
+        amax = fmaxf (amax, fabsf (src_get (src, src_dt, i)));
+      absmax[b] = amax;
+      float inv = amax > 0 ? 1.0f / amax : 0.0f; /* an all-zero block: code 7 (0.0) */
+      for (guint64 i = i0; i < i1; i++)
+        {
+          guint8 c = nf4_nearest (src_get (src, src_dt, i) * inv);
+          out[i / 2] |= (guint8) ((i & 1) ? c : c << 4);
+        }
+    }
+  if (dt == HN_DTYPE_NF4)
+    {
+      memcpy (section (out, L.scale), absmax, nb * sizeof (float));
+      return;
+    }
+  /* double quantization: absmax - mean, 8-bit in blocks of 256 */
+  double sum = 0;
+  for (guint64 b = 0; b < nb; b++)
+    sum += absmax[b];
+  float offset = (float) (sum / (double) nb);
+  float *table = section (out, L.table), *absmax2 = section (out, L.scale2);
+  hn_quant_dynamic_map (table);
+  *section (out, L.offset) = offset;
+  guint8 *qabs = out + 4 * L.scale;
+  for (guint64 b2 = 0; b2 * HN_NF4_DQ_BLOCK < nb; b2++)
+    {
+      guint64 j0 = b2 * HN_NF4_DQ_BLOCK, j1 = MIN (nb, j0 + HN_NF4_DQ_BLOCK);
+      float amax = 0;
+      for (guint64 j = j0; j < j1; j++)
+        amax = fmaxf (amax, fabsf (absmax[j] - offset));
+      absmax2[b2] = amax;
+      float inv = amax > 0 ? 1.0f / amax : 0.0f;
+      for (guint64 j = j0; j < j1; j++)
+        qabs[j] = table_nearest (table, (absmax[j] - offset) * inv);
+    }
+}
+
+float
+hn_quant_get (HnDType dt, const guint8 *q, gint64 rows, gint64 cols, gint64 idx)
+{
+  HnQuantLayout L;
+  hn_quant_layout (dt, rows, cols, &L);
+  const float *f = (const float *) q;
+  if (dt == HN_DTYPE_Q8)
+    return (float) ((const gint8 *) q)[idx] * f[L.scale + (guint64) (idx / cols)];
+  guint8 byte = q[idx / 2];
+  float code = hn_nf4_code[(idx & 1) ? byte & 15 : byte >> 4];
+  guint64 b = (guint64) idx / HN_NF4_BLOCK;
+  float absmax;
+  if (dt == HN_DTYPE_NF4)
+    absmax = f[L.scale + b];
+  else
+    absmax = f[L.table + q[4 * L.scale + b]] * f[L.scale2 + b / HN_NF4_DQ_BLOCK] + f[L.offset];
+  return code * absmax;
+}
+
+void
+hn_quant_unpack_rows (HnDType dt, const guint8 *q, gint64 rows, gint64 cols, gint64 row0, gint64 n_rows, float *out)
+{
+  for (gint64 r = 0; r < n_rows; r++)
+    for (gint64 c = 0; c < cols; c++)
+      out[r * cols + c] = hn_quant_get (dt, q, rows, cols, (row0 + r) * cols + c);
+}
+
+HnTensor *
+hn_tensor_new_quant (HnVkContext *ctx, const char *name, HnDType dt, gint64 rows, gint64 cols, const guint8 *packed,
+                     GError **error)
+{
+  HnTensor *t = hn_tensor_new_named (ctx, name, dt, 2, (gint64[]) { rows, cols }, error);
+  if (t && !hn_tensor_upload_raw (t, packed, hn_quant_nbytes (dt, rows, cols), error))
+    g_clear_pointer (&t, hn_tensor_unref);
+  return t;
+}
+
+void
+hn_cpu_matmul_quant (float *y, const float *x, HnDType dt, const guint8 *w, const float *bias, gint64 M, gint64 N,
+                     gint64 K)
+{
+  g_autofree float *row = g_new (float, K);
+  for (gint64 n = 0; n < N; n++)
+    {
+      hn_quant_unpack_rows (dt, w, N, K, n, 1, row);
+      for (gint64 m = 0; m < M; m++)
+        {
+          double s = bias ? bias[n] : 0.0;
+          for (gint64 k = 0; k < K; k++)
+            s += (double) x[m * K + k] * row[k];
+          y[m * N + n] = (float) s;
+        }
+    }
+}
+
+void
+hn_cpu_matmul_quant_dx (float *dx, const float *dy, HnDType dt, const guint8 *w, gint64 M, gint64 N, gint64 K)
+{
+  g_autofree double *acc = g_new0 (double, M * K);
+  g_autofree float *row = g_new (float, K);
+  for (gint64 n = 0; n < N; n++)
+    {
+      hn_quant_unpack_rows (dt, w, N, K, n, 1, row);
+      for (gint64 m = 0; m < M; m++)
+        for (gint64 k = 0; k < K; k++)
+          acc[m * K + k] += (double) dy[m * N + n] * row[k];
+    }
+  for (gint64 i = 0; i < M * K; i++)
+    dx[i] = (float) acc[i];
+}

@@ -1,0 +1,82 @@
+/* Quantized frozen weights for QLoRA (bitsandbytes' formats), packed on the
+ * host and kept packed on the device; the matmuls dequantize them tile by
+ * tile (shaders/matmul_quant.comp), so no full-precision copy ever exists.
+ *
+ * A quantized [rows, cols] weight is one tensor of dtype HN_DTYPE_NF4,
+ * HN_DTYPE_NF4_DQ or HN_DTYPE_Q8 whose storage holds these sections (each
+ * starting on a 4-byte boundary; n = rows·cols elements, row-major):
+ *
+ *   NF4     codes  u8[ceil(n / 2)]   two 4-bit codes a byte, element 2i in
+ *                                    the high nibble (bitsandbytes' packing)
+ *           absmax f32[nb]           nb = ceil(n / 64): blocks of 64
+ *                                    consecutive elements (the flat tensor)
+ *   NF4_DQ  codes  as NF4
+ *           qabsmax u8[nb]           double quantization (bitsandbytes'
+ *           absmax2 f32[ceil(nb / 256)] compress_statistics): the block
+ *           offset f32                 absmaxes minus their mean, 8-bit
+ *           table f32[256]             quantized in blocks of 256 with the
+ *                                      signed dynamic map
+ *   Q8      codes  i8[n]             per output channel (row): q = round(w / s),
+ *           scale f32[rows]          s = max|w_row| / 127
+ *
+ * NF4: w ≈ NF4[code] · absmax[block]; a block's code is the nearest of the 16
+ * NormalFloat values to w / absmax (bitsandbytes' published table). */
+#pragma once
+#include <glib.h>
+
+#include "tensor/hn-tensor.h"
+
+G_BEGIN_DECLS
+
+#define HN_NF4_BLOCK 64
+#define HN_NF4_DQ_BLOCK 256
+
+/* bitsandbytes' NF4 code (functional.py get_4bit_type("nf4")). */
+extern const float hn_nf4_code[16];
+
+/* bitsandbytes' create_dynamic_map(signed=True): the 256-entry 8-bit code of
+ * the double-quantized scales, sorted ascending. */
+void hn_quant_dynamic_map (float out[256]);
+
+/* TRUE for the packed weight dtypes above. */
+gboolean hn_dtype_is_quant (HnDType dt);
+
+/* Parses --quantization: "none", "nf4", "int8" (and "q4_k", refused: it
+ * keeps a Q4_K GGUF's own blocks, which needs the GGUF loader). */
+gboolean hn_quant_dtype_from_string (const char *s, gboolean double_quant, HnDType *out, GError **error);
+
+/* Bytes of the packed storage of a [rows, cols] weight. */
+guint64 hn_quant_nbytes (HnDType dt, gint64 rows, gint64 cols);
+
+/* Word (4-byte) offsets of the sections in the storage: codes at 0, then
+ * scale (absmax / qabsmax / Q8 scale), scale2 (absmax2), offset, table. */
+typedef struct {
+  guint64 scale, scale2, offset, table;
+} HnQuantLayout;
+void hn_quant_layout (HnDType dt, gint64 rows, gint64 cols, HnQuantLayout *out);
+
+/* Packs a host matrix [rows, cols] of dtype src_dt (f32, f16 or bf16) into
+ * `out` (hn_quant_nbytes bytes), one block at a time (no f32 copy). */
+void hn_quant_pack (HnDType dt, const void *src, HnDType src_dt, gint64 rows, gint64 cols, guint8 *out);
+
+/* The dequantized value of element `idx` (row-major) of packed storage `q`. */
+float hn_quant_get (HnDType dt, const guint8 *q, gint64 rows, gint64 cols, gint64 idx);
+
+/* Dequantizes rows [row0, row0 + n_rows) into out [n_rows, cols] (tests and
+ * the CPU reference; callers take a few rows at a time). */
+void hn_quant_unpack_rows (HnDType dt, const guint8 *q, gint64 rows, gint64 cols, gint64 row0, gint64 n_rows,
+                           float *out);
+
+/* A device tensor [rows, cols] of dtype dt holding `packed`
+ * (hn_quant_nbytes bytes). */
+HnTensor *hn_tensor_new_quant (HnVkContext *ctx, const char *name, HnDType dt, gint64 rows, gint64 cols,
+                               const guint8 *packed, GError **error);
+
+/* CPU reference of the quantized matmul: y[M, N] = x[M, K] · Wᵀ (+ bias),
+ * W [N, K] packed; dequantizes one row of W at a time. */
+void hn_cpu_matmul_quant (float *y, const float *x, HnDType dt, const guint8 *w, const float *bias, gint64 M,
+                          gint64 N, gint64 K);
+/* dx[M, K] = dy[M, N] · W (the input gradient through a frozen quantized W). */
+void hn_cpu_matmul_quant_dx (float *dx, const float *dy, HnDType dt, const guint8 *w, gint64 M, gint64 N, gint64 K);
+
+G_END_DECLS

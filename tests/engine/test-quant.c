@@ -1,0 +1,218 @@
+/* Quantized frozen weights (tensor/quant.h): the NF4 / double-quantized
+ * NF4 / int8 packers against hand-worked values, and the quantized matmul
+ * kernel (forward x·Wᵀ + b and the input gradient dy·W, plain and
+ * accumulating) against the CPU reference on odd sizes whose 64-element
+ * blocks straddle rows. */
+#include "ops-test-common.h"
+#include "tensor/ops-back.h"
+#include "tensor/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+/* One 70-element weight [2, 35]: block 0 = elements 0..63, block 1 = 64..69. */
+static void
+test_nf4_hand (void)
+{
+  float w[70] = { 0 };
+  w[0] = 2.0f;   /* / absmax 2 = 1     -> code 15 */
+  w[1] = -2.0f;  /* -1                 -> code 0 */
+  w[2] = 1.0f;   /* 0.5 < midpoint 0.5016 of 0.4407 and 0.5626 -> code 12 */
+  w[3] = 0.0f;   /* code 7 */
+  w[4] = -0.7f;  /* -0.35 < midpoint -0.3397 of -0.3949 and -0.2844 -> code 3 */
+  w[5] = 0.15f;  /* 0.075 > midpoint 0.0398 of 0 and 0.0796 -> code 8 */
+  w[64] = 0.3f;  /* block 1: absmax 0.3 -> code 15 */
+  w[65] = -0.1f; /* -0.3333 > -0.3397 -> code 4 (-0.2844) */
+  guint64 nb = hn_quant_nbytes (HN_DTYPE_NF4, 2, 35);
+  g_assert_cmpuint (nb, ==, 36 + 2 * 4); /* 35 code bytes padded to 36, two absmax */
+  g_autofree guint8 *q = g_malloc (nb);
+  hn_quant_pack (HN_DTYPE_NF4, w, HN_DTYPE_F32, 2, 35, q);
+  g_assert_cmphex (q[0], ==, 0xf0);
+  g_assert_cmphex (q[1], ==, 0xc7);
+  g_assert_cmphex (q[2], ==, 0x38);
+  g_assert_cmphex (q[3], ==, 0x77);
+  g_assert_cmphex (q[32], ==, 0xf4);
+  g_assert_cmphex (q[34], ==, 0x77); /* elements 68 and 69 (the last): 0 */
+  g_assert_cmphex (q[35], ==, 0x00); /* padding to the absmax section */
+  float absmax[2];
+  memcpy (absmax, q + 36, sizeof absmax);
+  g_assert_cmpfloat (absmax[0], ==, 2.0f);
+  g_assert_cmpfloat (absmax[1], ==, 0.3f);
+  g_assert_cmpfloat (hn_quant_get (HN_DTYPE_NF4, q, 2, 35, 2), ==, 0.44070982933044434f * 2.0f);
+  g_assert_cmpfloat (hn_quant_get (HN_DTYPE_NF4, q, 2, 35, 4), ==, -0.39491748809814453f * 2.0f);
+  g_assert_cmpfloat (hn_quant_get (HN_DTYPE_NF4, q, 2, 35, 65), ==, -0.28444138169288635f * 0.3f);
+  g_assert_cmpfloat (hn_quant_get (HN_DTYPE_NF4, q, 2, 35, 69), ==, 0.0f);
+  /* from bf16 storage: the same codes (the values are exact in bf16 but 0.7/0.15/0.3/0.1, which stay on the same side) */
+  guint16 wb[70];
+  for (int i = 0; i < 70; i++)
+    wb[i] = hn_f32_to_bf16 (w[i]);
+  g_autofree guint8 *qb = g_malloc (nb);
+  hn_quant_pack (HN_DTYPE_NF4, wb, HN_DTYPE_BF16, 2, 35, qb);
+  g_assert_cmpmem (qb, 36, q, 36);
+}
+
+static void
+test_int8_hand (void)
+{
+  float w[8] = { 127.0f, -63.5f, 0.5f, 1.0f, /* row 1 */ 0.0f, 0.0f, 0.0f, -2.54f };
+  guint64 nb = hn_quant_nbytes (HN_DTYPE_Q8, 2, 4);
+  g_assert_cmpuint (nb, ==, 8 + 2 * 4);
+  g_autofree guint8 *q = g_malloc (nb);
+  hn_quant_pack (HN_DTYPE_Q8, w, HN_DTYPE_F32, 2, 4, q);
+  const gint8 *c = (const gint8 *) q;
+  /* row 0: scale 127 / 127 = 1; -63.5 and 0.5 round half to even */
+  g_assert_cmpint (c[0], ==, 127);
+  g_assert_cmpint (c[1], ==, -64);
+  g_assert_cmpint (c[2], ==, 0);
+  g_assert_cmpint (c[3], ==, 1);
+  /* row 1: absmax 2.54 -> -127, zeros stay 0 */
+  g_assert_cmpint (c[7], ==, -127);
+  g_assert_cmpint (c[4], ==, 0);
+  g_assert_cmpfloat (hn_quant_get (HN_DTYPE_Q8, q, 2, 4, 1), ==, -64.0f);
+  g_assert_cmpfloat (fabsf (hn_quant_get (HN_DTYPE_Q8, q, 2, 4, 7) + 2.54f), <, 1e-6);
+}
+
+static void
+test_double_quant (void)
+{
+  float table[256];
+  hn_quant_dynamic_map (table);
+  /* bitsandbytes' signed dynamic map: 127 negatives, 0, 127 positives and 1 */
+  g_assert_cmpfloat (table[255], ==, 1.0f);
+  g_assert_cmpfloat (table[127], ==, 0.0f);
+  g_assert_cmpfloat (fabsf (table[254] - 0.99296875f), <, 1e-7);
+  g_assert_cmpfloat (fabsf (table[0] + 0.99296875f), <, 1e-7);
+  g_assert_cmpfloat (fabsf (table[128] - 5.5e-7f), <, 1e-12); /* 10^-6 · (0.1 + 1) / 2 */
+  for (int i = 0; i < 255; i++)
+    g_assert_cmpfloat (table[i], <, table[i + 1]);
+  /* a weight of 600 blocks (3 double-quant blocks): each dequantized absmax
+   * within half a step of the 8-bit map, so every element within 3 % of NF4's own */
+  gint64 rows = 300, cols = 128, n = rows * cols;
+  g_autofree float *w = hn_test_random (n, -1, 1);
+  for (gint64 i = 0; i < n; i++)
+    w[i] *= 1.0f + (float) (i / 64 % 7); /* blocks of different scales */
+  g_autofree guint8 *q4 = g_malloc (hn_quant_nbytes (HN_DTYPE_NF4, rows, cols));
+  g_autofree guint8 *qd = g_malloc (hn_quant_nbytes (HN_DTYPE_NF4_DQ, rows, cols));
+  g_assert_cmpuint (hn_quant_nbytes (HN_DTYPE_NF4_DQ, rows, cols), <, hn_quant_nbytes (HN_DTYPE_NF4, rows, cols));
+  hn_quant_pack (HN_DTYPE_NF4, w, HN_DTYPE_F32, rows, cols, q4);
+  hn_quant_pack (HN_DTYPE_NF4_DQ, w, HN_DTYPE_F32, rows, cols, qd);
+  g_assert_cmpmem (q4, n / 2, qd, n / 2); /* the same 4-bit codes */
+  double worst = 0;
+  for (gint64 i = 0; i < n; i++)
+    {
+      float a = hn_quant_get (HN_DTYPE_NF4, q4, rows, cols, i), b = hn_quant_get (HN_DTYPE_NF4_DQ, qd, rows, cols, i);
+      worst = MAX (worst, fabs (a - b) / (fabs (a) + 1e-3));
+    }
+  g_test_message ("double quantization: worst relative change %.3g", worst);
+  g_assert_cmpfloat (worst, <, 0.03); /* half a step of the map near 1 (0.007) times absmax2 / absmax */
+}
+
+static void
+run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random (M * K, -1, 1), *w = hn_test_random (N * K, -1, 1);
+  g_autofree float *b = hn_test_random (N, -1, 1), *dy = hn_test_random (M * N, -1, 1);
+  g_autofree float *dx0 = hn_test_random (M * K, -1, 1);
+  g_autofree guint8 *q = g_malloc (hn_quant_nbytes (dt, N, K));
+  hn_quant_pack (dt, w, HN_DTYPE_F32, N, K, q);
+  g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", dt, N, K, q, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b);
+  g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, N }, dy);
+  g_autoptr (HnTensor) tdx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, dx0);
+  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr (HnTensor) ty2 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr (HnTensor) tdx2 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, K });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_op_matmul (cmd, ty, tx, tw, tb, &error));
+  g_assert_true (hn_op_bmm (cmd, ty2, tx, tw, HN_MATMUL_TRANS_B, 0.5f, &error));
+  g_assert_true (hn_op_matmul_back (cmd, tdx, NULL, NULL, tdy, tx, tw, HN_BACK_ACCUMULATE, &error));
+  g_assert_true (hn_op_matmul_back (cmd, tdx2, NULL, NULL, tdy, tx, tw, 0, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *y = hn_test_download (ty), *y2 = hn_test_download (ty2);
+  g_autofree float *dx = hn_test_download (tdx), *dx2 = hn_test_download (tdx2);
+  g_autofree float *ry = g_new (float, M * N), *ry2 = g_new (float, M * N), *rdx = g_new (float, M * K);
+  hn_cpu_matmul_quant (ry, x, dt, q, b, M, N, K);
+  hn_cpu_matmul_quant (ry2, x, dt, q, NULL, M, N, K);
+  for (gint64 i = 0; i < M * N; i++)
+    ry2[i] *= 0.5f;
+  hn_cpu_matmul_quant_dx (rdx, dy, dt, q, M, N, K);
+  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                                           hn_dtype_name (dt), M, N, K);
+  double scale = sqrt ((double) MAX (K, N)) * 1e-5;
+  hn_test_assert_close (what, y, ry, M * N, 1e-5, scale);
+  hn_test_assert_close (what, y2, ry2, M * N, 1e-5, scale);
+  hn_test_assert_close (what, dx2, rdx, M * K, 1e-5, scale);
+  for (gint64 i = 0; i < M * K; i++)
+    rdx[i] += dx0[i];
+  hn_test_assert_close (what, dx, rdx, M * K, 1e-5, scale);
+  /* the dequantized weight is close to the original (NF4 error ~ absmax / 10) */
+  g_autofree float *row = g_new (float, K);
+  double worst = 0;
+  for (gint64 r = 0; r < N; r++)
+    {
+      hn_quant_unpack_rows (dt, q, N, K, r, 1, row);
+      for (gint64 c = 0; c < K; c++)
+        worst = MAX (worst, fabs (row[c] - w[r * K + c]));
+    }
+  g_assert_cmpfloat (worst, <, dt == HN_DTYPE_Q8 ? 0.005 : 0.2);
+}
+
+static void
+test_matmul (void)
+{
+  static const HnDType dts[] = { HN_DTYPE_NF4, HN_DTYPE_NF4_DQ, HN_DTYPE_Q8 };
+  static const gint64 shapes[][3] = { { 37, 29, 71 }, { 2, 3, 5 }, { 130, 200, 192 }, { 65, 64, 1 } };
+  for (gsize d = 0; d < G_N_ELEMENTS (dts); d++)
+    for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
+      run_case (dts[d], shapes[s][0], shapes[s][1], shapes[s][2]);
+}
+
+/* A quantized weight is only for hn_op_matmul / bmm: views, the decode
+ * kernels and f32 transfers refuse it by name. */
+static void
+test_fails_closed (void)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  float w[64 * 3] = { 0 };
+  guint8 q[512];
+  g_assert_cmpuint (hn_quant_nbytes (HN_DTYPE_NF4, 3, 64), <=, sizeof q);
+  hn_quant_pack (HN_DTYPE_NF4, w, HN_DTYPE_F32, 3, 64, q);
+  g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "frozen", HN_DTYPE_NF4, 3, 64, q, &error);
+  g_assert_no_error (error);
+  g_assert_null (hn_tensor_view_rows (tw, 0, 1, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  float out[192];
+  g_assert_false (hn_tensor_download_f32 (tw, out, 192, &error));
+  g_assert_nonnull (strstr (error->message, "frozen"));
+  g_clear_error (&error);
+  g_autoptr (HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 1, 64 });
+  g_autoptr (HnTensor) y = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 1, 3 });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  if (hn_op_matvec_available (cmd, 1))
+    {
+      g_assert_false (hn_op_matvec_add (cmd, y, x, tw, NULL, 1.0f, &error));
+      g_assert_nonnull (strstr (error->message, "nf4"));
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/quant/nf4-hand", test_nf4_hand);
+  g_test_add_func ("/quant/int8-hand", test_int8_hand);
+  g_test_add_func ("/quant/double-quant", test_double_quant);
+  g_test_add_func ("/quant/matmul", test_matmul);
+  g_test_add_func ("/quant/fails-closed", test_fails_closed);
+  int rc = g_test_run ();
+  hn_test_free_ctx ();
+  return rc;
+}
