@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 gboolean
@@ -16,6 +17,74 @@ hn_mkdir_p (const char *path, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create folder %s: %s", path, g_strerror (e));
       return FALSE;
     }
+  return TRUE;
+}
+
+gboolean
+hn_file_read_bounded (const char *path, gsize max_bytes, const char *what, char **contents, gsize *len,
+                      GError **error)
+{
+  /* O_NONBLOCK: opening a FIFO without a writer would wait forever. */
+  int fd = g_open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, e == ENOENT ? HN_ERROR_NOT_FOUND : HN_ERROR_IO, "%s: cannot open the %s: %s",
+                   path, what, g_strerror (e));
+      return FALSE;
+    }
+  struct stat st;
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "%s: the %s is not a regular file", path, what);
+      close (fd);
+      return FALSE;
+    }
+  if ((guint64) st.st_size > max_bytes)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "%s: the %s is %" G_GUINT64_FORMAT " bytes, over the limit of %"
+                   G_GSIZE_FORMAT " bytes", path, what, (guint64) st.st_size, max_bytes);
+      close (fd);
+      return FALSE;
+    }
+  /* Read to the end with the cap, not st_size: the file may grow meanwhile. */
+  gsize cap = (gsize) st.st_size + 1, n = 0;
+  char *buf = g_malloc (cap + 1);
+  for (;;)
+    {
+      if (n == cap)
+        {
+          if (cap > max_bytes)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_IO, "%s: the %s grew over the limit of %" G_GSIZE_FORMAT
+                           " bytes while it was read", path, what, max_bytes);
+              g_free (buf);
+              close (fd);
+              return FALSE;
+            }
+          cap = MIN (cap * 2, max_bytes + 1);
+          buf = g_realloc (buf, cap + 1);
+        }
+      gssize r = read (fd, buf + n, cap - n);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        {
+          int e = errno;
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "%s: cannot read the %s: %s", path, what, g_strerror (e));
+          g_free (buf);
+          close (fd);
+          return FALSE;
+        }
+      if (r == 0)
+        break;
+      n += (gsize) r;
+    }
+  close (fd);
+  buf[n] = '\0';
+  *contents = buf;
+  if (len)
+    *len = n;
   return TRUE;
 }
 

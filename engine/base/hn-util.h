@@ -9,6 +9,19 @@ G_BEGIN_DECLS
  * the new file, never a torn one. */
 gboolean hn_write_file_atomic (const char *path, const void *data, gsize len, GError **error);
 
+/* Size caps of hn_file_read_bounded, per kind of file read whole. */
+#define HN_MAX_CONFIG_BYTES (64u << 20)     /* config.json, generation/tokenizer/adapter configs, states */
+#define HN_MAX_TOKENIZER_BYTES (512u << 20) /* tokenizer.json, vocab/merges files, SentencePiece models */
+#define HN_MAX_TEMPLATE_BYTES (16u << 20)   /* chat template files */
+#define HN_MAX_TEXT_BYTES (256u << 20)      /* prompt files, text datasets, evaluation text */
+
+/* Reads a whole regular file of at most `max_bytes` (NUL-terminated, like
+ * g_file_get_contents). A FIFO, device or folder (which read without end or
+ * block) is refused, and so is a bigger file: "<path>: <what> is N bytes, over
+ * the limit of M". A missing file is HN_ERROR_NOT_FOUND, others HN_ERROR_IO. */
+gboolean hn_file_read_bounded (const char *path, gsize max_bytes, const char *what, char **contents,
+                               gsize *len, GError **error);
+
 /* Creates `path` and its parents (mode 0755). */
 gboolean hn_mkdir_p (const char *path, GError **error);
 

@@ -1,13 +1,52 @@
 #include "base/json-util.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <math.h>
 #include <string.h>
 
 gboolean
+hn_json_check_depth (const char *data, gsize len, const char *name, GError **error)
+{
+  /* Brackets inside strings do not nest; a malformed text is left to the
+   * parser, which reports it with line and column. */
+  int depth = 0;
+  gboolean in_str = FALSE;
+  for (gsize k = 0; k < len; k++)
+    {
+      char c = data[k];
+      if (in_str)
+        {
+          if (c == '\\')
+            k++;
+          else if (c == '"')
+            in_str = FALSE;
+        }
+      else if (c == '"')
+        in_str = TRUE;
+      else if (c == '[' || c == '{')
+        {
+          if (++depth > HN_JSON_MAX_DEPTH)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: JSON nested deeper than %d levels (at byte %"
+                           G_GSIZE_FORMAT ")", name, HN_JSON_MAX_DEPTH, k);
+              return FALSE;
+            }
+        }
+      else if ((c == ']' || c == '}') && depth > 0)
+        depth--;
+    }
+  return TRUE;
+}
+
+gboolean
 hn_json_parser_load (JsonParser *parser, const char *data, gssize len, const char *name, GError **error)
 {
   g_autoptr (GError) local = NULL;
+  if (len < 0)
+    len = (gssize) strlen (data);
+  if (!hn_json_check_depth (data, (gsize) len, name, error))
+    return FALSE;
   if (json_parser_load_from_data (parser, data, len, &local))
     return TRUE;
   /* json-glib says "<data>:LINE:COL: Parse error: ..."; put the file name there. */
@@ -21,6 +60,16 @@ hn_json_parser_load (JsonParser *parser, const char *data, gssize len, const cha
     }
   g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s%s", name, msg);
   return FALSE;
+}
+
+gboolean
+hn_json_parser_load_file (JsonParser *parser, const char *path, gsize max_bytes, const char *what, GError **error)
+{
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  if (!hn_file_read_bounded (path, max_bytes, what, &data, &len, error))
+    return FALSE;
+  return hn_json_parser_load (parser, data, (gssize) len, path, error);
 }
 
 gboolean

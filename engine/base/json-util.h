@@ -5,8 +5,24 @@
 
 G_BEGIN_DECLS
 
-/* Loads JSON text; a syntax error is HN_ERROR_CORRUPT "<name>:<line>:<col>: ...". */
+/* json-glib's parser recurses once per nesting level, so a hostile file
+ * nested 100k deep overflows the stack: every JSON read goes through the
+ * two loaders below, which refuse text nested deeper than this first (the
+ * tokenizer.json scanner uses the same bound). */
+#define HN_JSON_MAX_DEPTH 512
+
+/* HN_ERROR_CORRUPT "<name>: JSON nested deeper than 512 levels (at byte N)"
+ * when the arrays and objects of `data` nest deeper than HN_JSON_MAX_DEPTH. */
+gboolean hn_json_check_depth (const char *data, gsize len, const char *name, GError **error);
+
+/* Loads JSON text (len -1: NUL-terminated) after the depth check; a syntax
+ * error is HN_ERROR_CORRUPT "<name>:<line>:<col>: ...". */
 gboolean hn_json_parser_load (JsonParser *parser, const char *data, gssize len, const char *name, GError **error);
+
+/* Reads the regular file `path` of at most `max_bytes` (hn_file_read_bounded;
+ * `what` names the kind of file) and loads it as above. */
+gboolean hn_json_parser_load_file (JsonParser *parser, const char *path, gsize max_bytes, const char *what,
+                                   GError **error);
 
 /* Integers accept integral doubles (1.0) since Python writes those too. */
 gboolean hn_json_node_get_int (JsonNode *node, gint64 *out);

@@ -3,6 +3,8 @@
 #include "template/chat-template.h"
 #include "formats/parquet.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
+#include "base/json-util.h"
 
 #include <gio/gio.h>
 #include <math.h>
@@ -222,7 +224,9 @@ ensure_template (Loader *L, GError **error)
                    "tokenizer_config.json; give one explicitly", hn_tokenizer_get_path (L->tok));
       return FALSE;
     }
-  L->tmpl = hn_chat_template_new (src, error);
+  g_autofree char *name = L->opts.chat_template ? g_strdup ("the given chat template")
+                                                : g_strdup_printf ("tokenizer_config.json of %s", hn_tokenizer_get_path (L->tok));
+  L->tmpl = hn_chat_template_new_named (src, name, error);
   return L->tmpl != NULL;
 }
 
@@ -978,7 +982,7 @@ load_txt (Loader *L, HnDatasetStats *stats, GError **error)
 {
   g_autofree char *data = NULL;
   gsize len;
-  if (!g_file_get_contents (L->path, &data, &len, error))
+  if (!hn_file_read_bounded (L->path, HN_MAX_TEXT_BYTES, "text dataset", &data, &len, error))
     return FALSE;
   if (!g_utf8_validate (data, len, NULL))
     {
@@ -1077,7 +1081,7 @@ load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
       GError *row_error = NULL;
       if (strlen (text) != len || !g_utf8_validate (text, len, NULL))
         g_set_error (&row_error, HN_ERROR, HN_ERROR_CORRUPT, "the line is not valid UTF-8 text");
-      else if (!json_parser_load_from_data (parser, text, len, &row_error))
+      else if (!hn_json_parser_load (parser, text, (gssize) len, "row", &row_error))
         {
           g_autofree char *m = g_strdup_printf ("invalid JSON (%s)", row_error->message);
           g_clear_error (&row_error);

@@ -1,6 +1,7 @@
 #include "formats/gen-config.h"
 #include "base/json-util.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <math.h>
 #include <string.h>
@@ -297,14 +298,8 @@ hn_generation_config_load (const char *path, GError **error)
                             : g_strdup (path);
   g_autofree char *data = NULL;
   gsize len;
-  g_autoptr (GError) local = NULL;
-  if (!g_file_get_contents (file, &data, &len, &local))
-    {
-      g_set_error (error, HN_ERROR,
-                   g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "cannot read generation config %s: %s", file, local->message);
-      return NULL;
-    }
+  if (!hn_file_read_bounded (file, HN_MAX_CONFIG_BYTES, "generation config", &data, &len, error))
+    return NULL;
   return hn_generation_config_load_from_data (data, (gssize) len, file, error);
 }
 

@@ -355,12 +355,12 @@ load_file (HnSafetensors *st, const char *path, gboolean take_metadata, GError *
 
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
   g_autoptr (GError) jerr = NULL;
-  if (!json_parser_load_from_data (parser, (const char *) bytes + 8, (gssize) hlen, &jerr))
+  if (!hn_json_parser_load (parser, (const char *) bytes + 8, (gssize) hlen, "", &jerr))
     {
       const char *m = jerr->message;
-      if (g_str_has_prefix (m, "<data>:"))
-        m += strlen ("<data>:");
-      return corrupt (error, path, "header is not valid JSON at %s", m);
+      if (m[0] == ':')
+        m++;
+      return corrupt (error, path, "header is not valid JSON%s%s", m[0] == ' ' ? ":" : " at ", m);
     }
   JsonNode *root = json_parser_get_root (parser);
   if (!root || !JSON_NODE_HOLDS_OBJECT (root))
@@ -459,7 +459,7 @@ load_index (HnSafetensors *st, const char *index_path, GError **error)
   g_autofree char *text = NULL;
   gsize text_len = 0;
   g_autoptr (GError) ferr = NULL;
-  if (!g_file_get_contents (index_path, &text, &text_len, &ferr))
+  if (!hn_file_read_bounded (index_path, HN_MAX_CONFIG_BYTES, "safetensors index", &text, &text_len, &ferr))
     {
       g_set_error (error, HN_ERROR, g_error_matches (ferr, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
                    "cannot read %s: %s", index_path, ferr->message);

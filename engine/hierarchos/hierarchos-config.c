@@ -578,9 +578,11 @@ hn_hier_config_load (HnHierConfig *c, const char *path, GError **error)
 {
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GError) local = NULL;
-  if (!json_parser_load_from_file (parser, path, &local))
-    FAIL (g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_CORRUPT,
-          "%s: %s", path, local->message);
+  if (!hn_json_parser_load_file (parser, path, HN_MAX_CONFIG_BYTES, "model config", &local))
+    {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
   JsonNode *root = json_parser_get_root (parser);
   if (!root || !JSON_NODE_HOLDS_OBJECT (root))
     FAIL (HN_ERROR_CORRUPT, "%s: not a JSON object", path);

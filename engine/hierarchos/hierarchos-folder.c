@@ -3,6 +3,7 @@
 #include "hierarchos/hierarchos-private.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
+#include "base/json-util.h"
 #include "tokenizer/tokenizer.h"
 
 #include <json-glib/json-glib.h>
@@ -16,7 +17,7 @@ hn_hier_is_model_dir (const char *dir)
     return FALSE;
   g_autofree char *cp = g_build_filename (dir, HN_HIER_CONFIG_FILE, NULL);
   g_autoptr (JsonParser) p = json_parser_new ();
-  if (!json_parser_load_from_file (p, cp, NULL))
+  if (!hn_json_parser_load_file (p, cp, HN_MAX_CONFIG_BYTES, "model config", NULL))
     return FALSE;
   JsonNode *r = json_parser_get_root (p);
   if (!r || !JSON_NODE_HOLDS_OBJECT (r))
@@ -92,13 +93,8 @@ hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_pa
       const char *f = files[i];
       g_autofree char *text = NULL;
       gsize len = 0;
-      g_autoptr (GError) local = NULL;
-      if (!g_file_get_contents (f, &text, &len, &local))
-        {
-          g_set_error (error, HN_ERROR, g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                       "%s: %s", f, local->message);
-          return NULL;
-        }
+      if (!hn_file_read_bounded (f, HN_MAX_TEXT_BYTES, "text file", &text, &len, error))
+        return NULL;
       if (!g_utf8_validate (text, (gssize) len, NULL))
         {
           g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not UTF-8 text", f);

@@ -332,13 +332,8 @@ gboolean
 hn_hier_state_load (const HnHierModel *m, HnHierState *out, const char *path, GError **error)
 {
   g_autoptr (JsonParser) p = json_parser_new ();
-  g_autoptr (GError) local = NULL;
-  if (!json_parser_load_from_file (p, path, &local))
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_CORRUPT,
-                   "%s: %s", path, local->message);
-      return FALSE;
-    }
+  if (!hn_json_parser_load_file (p, path, HN_MAX_CONFIG_BYTES, "chat state", error))
+    return FALSE;
   JsonNode *rn = json_parser_get_root (p);
   if (!rn || !JSON_NODE_HOLDS_OBJECT (rn))
     BAD ("%s: not a JSON object", path);

@@ -570,9 +570,9 @@ load_trainer_state (const char *dir, const HnHierTrainOptions *o, int chunk, int
   g_autofree char *sp = g_build_filename (dir, TRAINER_STATE_FILE, NULL);
   g_autoptr (JsonParser) p = json_parser_new ();
   g_autoptr (GError) local = NULL;
-  if (!json_parser_load_from_file (p, sp, &local))
+  if (!hn_json_parser_load_file (p, sp, HN_MAX_CONFIG_BYTES, "trainer state", &local))
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s", sp, local->message);
+      g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
   JsonNode *root = json_parser_get_root (p);

@@ -1091,7 +1091,7 @@ hn_hub_list_files (HnHub *hub, HnHubRepoType type, const char *repo_id, const ch
   gsize len;
   const char *data = g_bytes_get_data (body, &len);
   g_autoptr (GError) jerr = NULL;
-  if (!json_parser_load_from_data (parser, data ? data : "", (gssize) len, &jerr)) /* an empty body has no data */
+  if (!hn_json_parser_load (parser, data ? data : "", (gssize) len, "reply", &jerr)) /* an empty body has no data */
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the Hub's reply is not JSON: %s", url, jerr->message);
       return NULL;

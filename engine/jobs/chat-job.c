@@ -6,6 +6,7 @@
  * streaming its tokens. Hierarchos model folders go to their own chat. */
 #include "jobs/generate-job.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
 #include "jobs/hub-job.h"
 #include "jobs/hierarchos-job.h"
 
@@ -178,7 +179,7 @@ load_template (HnJobSpec *spec, HnTokenizer *tok, const char *tok_dir, const cha
   if (!path && g_file_test (jinja, G_FILE_TEST_IS_REGULAR))
     path = jinja;
   g_autofree char *src = NULL;
-  if (path && !g_file_get_contents (path, &src, NULL, error))
+  if (path && !hn_file_read_bounded (path, HN_MAX_TEMPLATE_BYTES, "chat template", &src, NULL, error))
     return NULL;
   const char *text = src ? src : hn_tokenizer_get_chat_template (tok);
   if (!text)
@@ -188,10 +189,8 @@ load_template (HnJobSpec *spec, HnTokenizer *tok, const char *tok_dir, const cha
                    "or --raw-prompt to send the text as it is", model_dir, hn_tokenizer_get_path (tok));
       return NULL;
     }
-  HnChatTemplate *t = hn_chat_template_new (text, error);
-  if (!t && path)
-    g_prefix_error (error, "%s: ", path);
-  return t;
+  g_autofree char *name = path ? g_strdup (path) : g_strdup_printf ("tokenizer_config.json of %s", hn_tokenizer_get_path (tok));
+  return hn_chat_template_new_named (text, name, error);
 }
 
 /* The Hierarchos-only flags fail closed for Transformer models. */

@@ -398,7 +398,7 @@ read_prompts (HnJobSpec *spec, HnTokenizer *tok, GError *tok_error, GError **err
   if (pf)
     {
       g_autofree char *content = NULL;
-      if (!g_file_get_contents (pf, &content, NULL, error))
+      if (!hn_file_read_bounded (pf, HN_MAX_TEXT_BYTES, "prompt file", &content, NULL, error))
         return NULL;
       g_auto (GStrv) lines = g_strsplit (content, "\n", -1);
       for (char **l = lines; *l; l++)

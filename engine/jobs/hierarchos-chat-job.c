@@ -5,6 +5,7 @@
 #include "jobs/hierarchos-job.h"
 #include "hierarchos/hierarchos-private.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
 #include "jobs/hub-job.h"
 #include "tokenizer/tokenizer.h"
 
@@ -356,7 +357,7 @@ generate_prompts (HnJob *job, HnTokenizer *tok, GPtrArray *prompts, GError **err
   if (pf)
     {
       g_autofree char *content = NULL;
-      if (!g_file_get_contents (pf, &content, NULL, error))
+      if (!hn_file_read_bounded (pf, HN_MAX_TEXT_BYTES, "prompt file", &content, NULL, error))
         return FALSE;
       g_auto (GStrv) lines = g_strsplit (content, "\n", -1);
       for (char **l = lines; *l; l++)

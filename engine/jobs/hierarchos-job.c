@@ -4,6 +4,7 @@
 #include "jobs/hierarchos-job.h"
 #include "hierarchos/hierarchos-vk-private.h"
 #include "base/hn-error.h"
+#include "base/json-util.h"
 #include "base/hn-util.h"
 #include "data/dataset.h"
 #include "jobs/hub-job.h"
@@ -76,7 +77,7 @@ emit_metric (const char *line, gpointer data)
 {
   MetricCtx *mc = data;
   g_autoptr (JsonParser) p = json_parser_new ();
-  if (!json_parser_load_from_data (p, line, -1, NULL))
+  if (!hn_json_parser_load (p, line, -1, "metric line", NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))
     return;
   JsonObject *o = json_node_get_object (json_parser_get_root (p));
   HnJobMetric m;

@@ -7,6 +7,7 @@
 #include "base/hn-error.h"
 
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 typedef enum {
@@ -28,26 +29,30 @@ typedef struct {
   gsize n;
   GArray *toks;  /* Tok */
   GError **error;
+  gsize lc_pos;  /* pos_to_linecol's last answer, so counting is linear */
+  int lc_line, lc_col;
 } Lexer;
 
 static void
-pos_to_linecol (const char *src, gsize pos, int *line, int *col)
+pos_to_linecol (Lexer *lx, gsize pos, int *line, int *col)
 {
-  int l = 1, c = 1;
-  for (gsize k = 0; k < pos && src[k]; k++)
+  if (pos < lx->lc_pos || lx->lc_line == 0)
+    lx->lc_pos = 0, lx->lc_line = 1, lx->lc_col = 1;
+  for (gsize k = lx->lc_pos; k < pos && lx->src[k]; k++)
     {
-      if (src[k] == '\n') { l++; c = 1; }
-      else c++;
+      if (lx->src[k] == '\n') { lx->lc_line++; lx->lc_col = 1; }
+      else lx->lc_col++;
     }
-  *line = l;
-  *col = c;
+  lx->lc_pos = pos;
+  *line = lx->lc_line;
+  *col = lx->lc_col;
 }
 
 static void
 lex_push (Lexer *lx, TokKind kind, gsize pos, const char *s, gsize len)
 {
   Tok t = { kind, 0, 0, NULL, 0, 0, 0 };
-  pos_to_linecol (lx->src, pos, &t.line, &t.col);
+  pos_to_linecol (lx, pos, &t.line, &t.col);
   if (s)
     {
       t.s = g_malloc (len + 1);
@@ -62,7 +67,7 @@ static gboolean
 lex_fail (Lexer *lx, gsize pos, const char *msg)
 {
   int line, col;
-  pos_to_linecol (lx->src, pos, &line, &col);
+  pos_to_linecol (lx, pos, &line, &col);
   g_set_error (lx->error, HN_ERROR, HN_ERROR_CORRUPT,
                "chat template: line %d, column %d: %s", line, col, msg);
   return FALSE;
@@ -215,7 +220,12 @@ lex_tag_body (Lexer *lx, gsize *pos, gboolean is_block, gboolean *strip_after, g
           if (is_float)
             t->f = g_ascii_strtod (num, NULL);
           else
-            t->i = g_ascii_strtoll (num, NULL, 10);
+            {
+              errno = 0;
+              t->i = g_ascii_strtoll (num, NULL, 10);
+              if (errno == ERANGE) /* strtoll would saturate: a wrong number, silently */
+                return lex_fail (lx, p, "integer literal does not fit in 64 bits");
+            }
           p = q;
         }
       else if (c == '\'' || c == '"')
@@ -390,6 +400,7 @@ typedef struct {
   guint n;
   guint i;
   GError **error;
+  int depth;   /* nesting levels open now, see deeper() */
 } Parser;
 
 static CtNode *
@@ -511,6 +522,22 @@ expect_op (Parser *p, const char *op)
     return fail_at (p, t, "expected '%s', found %s", op, tok_desc (t));
   next (p);
   return TRUE;
+}
+
+/* The evaluator and ct_node_free recurse once per level of the tree, so a
+ * hostile template of 100k nested parentheses, `not`s, elifs or a chain of
+ * 100k `+` would overflow the stack: the parser counts every nesting level
+ * and every link of an operator chain while it parses them and refuses a
+ * tree deeper than this (real templates stay under 30). */
+#define CT_MAX_DEPTH 256
+
+static gboolean
+deeper (Parser *p)
+{
+  if (++p->depth <= CT_MAX_DEPTH)
+    return TRUE;
+  return fail_at (p, peek (p), "the template nests deeper than %d levels (parentheses, blocks or operator chains), "
+                  "the parser's limit", CT_MAX_DEPTH);
 }
 
 static CtNode *parse_expression (Parser *p, gboolean with_condexpr);
@@ -819,6 +846,11 @@ parse_postfix (Parser *p, CtNode *node)
   while (node)
     {
       Tok *t = peek (p);
+      if ((is_op (t, ".") || is_op (t, "[") || is_op (t, "(")) && !deeper (p))
+        {
+          ct_node_free (node);
+          return NULL;
+        }
       if (is_op (t, ".") || is_op (t, "["))
         node = parse_subscript (p, node);
       else if (is_op (t, "("))
@@ -863,6 +895,8 @@ parse_filter_expr (Parser *p, CtNode *node)
   while (node)
     {
       Tok *t = peek (p);
+      if ((is_op (t, "|") || is_name (t, "is")) && !deeper (p))
+        goto fail;
       if (is_op (t, "|"))
         {
           next (p);
@@ -918,8 +952,19 @@ fail:
   return NULL;
 }
 
+static CtNode *parse_unary_level (Parser *p, gboolean with_filter);
+
 static CtNode *
 parse_unary (Parser *p, gboolean with_filter)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_unary_level (p, with_filter) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_unary_level (Parser *p, gboolean with_filter)
 {
   Tok *t = peek (p);
   CtNode *node;
@@ -951,14 +996,25 @@ binary (const Tok *t, int op, CtNode *a, CtNode *b)
   return n;
 }
 
+static CtNode *parse_pow_level (Parser *p);
+
 static CtNode *
 parse_pow (Parser *p)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_pow_level (p) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_pow_level (Parser *p)
 {
   CtNode *l = parse_unary (p, TRUE);
   while (l && is_op (peek (p), "**"))
     {
       Tok *t = next (p);
-      CtNode *r = parse_unary (p, TRUE);
+      CtNode *r = deeper (p) ? parse_unary (p, TRUE) : NULL;
       if (!r)
         {
           ct_node_free (l);
@@ -969,8 +1025,19 @@ parse_pow (Parser *p)
   return l;
 }
 
+static CtNode *parse_math2_level (Parser *p);
+
 static CtNode *
 parse_math2 (Parser *p)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_math2_level (p) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_math2_level (Parser *p)
 {
   CtNode *l = parse_pow (p);
   while (l)
@@ -981,7 +1048,7 @@ parse_math2 (Parser *p)
       if (!op)
         break;
       next (p);
-      CtNode *r = parse_pow (p);
+      CtNode *r = deeper (p) ? parse_pow (p) : NULL;
       if (!r)
         {
           ct_node_free (l);
@@ -992,14 +1059,25 @@ parse_math2 (Parser *p)
   return l;
 }
 
+static CtNode *parse_concat_level (Parser *p);
+
 static CtNode *
 parse_concat (Parser *p)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_concat_level (p) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_concat_level (Parser *p)
 {
   CtNode *l = parse_math2 (p);
   while (l && is_op (peek (p), "~"))
     {
       Tok *t = next (p);
-      CtNode *r = parse_math2 (p);
+      CtNode *r = deeper (p) ? parse_math2 (p) : NULL;
       if (!r)
         {
           ct_node_free (l);
@@ -1010,8 +1088,19 @@ parse_concat (Parser *p)
   return l;
 }
 
+static CtNode *parse_math1_level (Parser *p);
+
 static CtNode *
 parse_math1 (Parser *p)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_math1_level (p) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_math1_level (Parser *p)
 {
   CtNode *l = parse_concat (p);
   while (l)
@@ -1021,7 +1110,7 @@ parse_math1 (Parser *p)
       if (!op)
         break;
       next (p);
-      CtNode *r = parse_concat (p);
+      CtNode *r = deeper (p) ? parse_concat (p) : NULL;
       if (!r)
         {
           ct_node_free (l);
@@ -1074,8 +1163,19 @@ parse_compare (Parser *p)
   return cmp ? cmp : l;
 }
 
+static CtNode *parse_not_level (Parser *p);
+
 static CtNode *
 parse_not (Parser *p)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_not_level (p) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_not_level (Parser *p)
 {
   Tok *t = peek (p);
   if (is_name (t, "not"))
@@ -1092,14 +1192,25 @@ parse_not (Parser *p)
   return parse_compare (p);
 }
 
+static CtNode *parse_and_level (Parser *p);
+
 static CtNode *
 parse_and (Parser *p)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_and_level (p) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_and_level (Parser *p)
 {
   CtNode *l = parse_not (p);
   while (l && is_name (peek (p), "and"))
     {
       Tok *t = next (p);
-      CtNode *r = parse_not (p);
+      CtNode *r = deeper (p) ? parse_not (p) : NULL;
       if (!r)
         {
           ct_node_free (l);
@@ -1113,14 +1224,25 @@ parse_and (Parser *p)
   return l;
 }
 
+static CtNode *parse_or_level (Parser *p);
+
 static CtNode *
 parse_or (Parser *p)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_or_level (p) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_or_level (Parser *p)
 {
   CtNode *l = parse_and (p);
   while (l && is_name (peek (p), "or"))
     {
       Tok *t = next (p);
-      CtNode *r = parse_and (p);
+      CtNode *r = deeper (p) ? parse_and (p) : NULL;
       if (!r)
         {
           ct_node_free (l);
@@ -1134,8 +1256,19 @@ parse_or (Parser *p)
   return l;
 }
 
+static CtNode *parse_expression_level (Parser *p, gboolean with_condexpr);
+
 static CtNode *
 parse_expression (Parser *p, gboolean with_condexpr)
+{
+  int d = p->depth;
+  CtNode *n = deeper (p) ? parse_expression_level (p, with_condexpr) : NULL;
+  p->depth = d;
+  return n;
+}
+
+static CtNode *
+parse_expression_level (Parser *p, gboolean with_condexpr)
 {
   CtNode *e = parse_or (p);
   if (!with_condexpr)
@@ -1143,7 +1276,7 @@ parse_expression (Parser *p, gboolean with_condexpr)
   while (e && is_name (peek (p), "if"))
     {
       Tok *t = next (p);
-      CtNode *cond = parse_or (p);
+      CtNode *cond = deeper (p) ? parse_or (p) : NULL;
       if (!cond)
         {
           ct_node_free (e);
@@ -1266,7 +1399,9 @@ parse_if (Parser *p, Tok *at)
     goto fail;
   if (strcmp (found, "elif") == 0)
     {
-      CtNode *e = parse_if (p, at);
+      int d = p->depth;
+      CtNode *e = deeper (p) ? parse_if (p, at) : NULL;
+      p->depth = d;
       if (!e)
         goto fail;
       g_ptr_array_add (n->else_body, e);
@@ -1378,8 +1513,19 @@ fail:
 
 /* Parses statements until a block tag named in `ends` (NULL: end of input).
  * The terminating tag is consumed; *found gets its name. */
+static gboolean parse_body_level (Parser *p, GPtrArray *body, const char *const *ends, char **found);
+
 static gboolean
 parse_body (Parser *p, GPtrArray *body, const char *const *ends, char **found)
+{
+  int d = p->depth;
+  gboolean ok = deeper (p) && parse_body_level (p, body, ends, found);
+  p->depth = d;
+  return ok;
+}
+
+static gboolean
+parse_body_level (Parser *p, GPtrArray *body, const char *const *ends, char **found)
 {
   for (;;)
     {
@@ -1465,6 +1611,12 @@ parse_body (Parser *p, GPtrArray *body, const char *const *ends, char **found)
                 CtNode *chain = NULL;
                 do
                   {
+                    if (!deeper (p))
+                      {
+                        ct_node_free (chain);
+                        ct_node_free (n);
+                        return FALSE;
+                      }
                     if (chain)
                       next (p); /* '|' */
                     CtNode *f = node_new (CT_E_FILTER, peek (p));

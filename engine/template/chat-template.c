@@ -16,6 +16,7 @@
 struct _HnChatTemplate {
   GPtrArray *body;
   gboolean has_generation;
+  char *name;
 };
 
 typedef enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_FUNC } VType;
@@ -62,6 +63,15 @@ typedef struct {
   GArray *segs;        /* gssize pairs (start, end) per message, -1 = none */
   GArray *gen_spans;   /* HnChatSpan from {% generation %} */
   int current_msg;     /* message whose loop iteration is running, -1 none */
+  /* Budgets (see chat-template.h), as jinja2's sandbox and minijinja keep:
+   * the arena frees nothing before the end, so `mem` is what the render
+   * holds; `steps` counts evaluated nodes, loop iterations and bulk work. */
+  const char *name;    /* the template's name for errors, or NULL */
+  const CtNode *at;    /* the node being evaluated, for budget errors */
+  gsize mem;
+  guint64 steps;
+  guint64 iterations;
+  int depth_now;       /* eval/exec recursion */
 } R;
 
 static void
@@ -83,6 +93,7 @@ v_new (R *r, VType t)
   Value *v = g_new0 (Value, 1);
   v->t = t;
   g_ptr_array_add (r->arena, v);
+  r->mem += sizeof (Value) + 2 * sizeof (gpointer);
   return v;
 }
 
@@ -128,6 +139,7 @@ static Value *
 v_strn (R *r, const char *s, gsize len)
 {
   Value *v = v_new (r, V_STR);
+  r->mem += len;
   v->s = g_malloc (len + 1);
   memcpy (v->s, s, len);
   v->s[len] = '\0';
@@ -145,6 +157,7 @@ static Value *
 v_str_take (R *r, GString *s)
 {
   Value *v = v_new (r, V_STR);
+  r->mem += s->allocated_len;
   v->len = s->len;
   v->s = g_string_free (s, FALSE);
   return v;
@@ -167,9 +180,18 @@ v_dict (R *r)
   return v;
 }
 
+/* Appends to a list value, counting the slot against the memory budget. */
 static void
-dict_set (Value *d, const char *key, Value *val)
+list_push (R *r, Value *l, Value *item)
 {
+  r->mem += 2 * sizeof (gpointer);
+  g_ptr_array_add (l->list, item);
+}
+
+static void
+dict_set (R *r, Value *d, const char *key, Value *val)
+{
+  r->mem += 64 + strlen (key);
   /* GHashTable keeps the existing key on replace, so the order array stays valid */
   gboolean existed = g_hash_table_contains (d->map, key);
   char *k = g_strdup (key);
@@ -191,6 +213,73 @@ v_func (R *r, FuncKind fk, const char *name)
   v->fk = fk;
   v->s = g_strdup (name);
   return v;
+}
+
+/* ------------------------------------------------------------------ errors */
+
+static Value *
+rfail (R *r, const CtNode *at, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
+
+static Value *
+rfail (R *r, const CtNode *at, const char *fmt, ...)
+{
+  if (r->error)
+    return NULL;
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *m = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_autofree char *who = r->name ? g_strdup_printf ("chat template (%s)", r->name) : g_strdup ("chat template");
+  if (!at)
+    at = r->at;
+  if (at)
+    g_set_error (&r->error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                 "%s: line %d, column %d: %s", who, at->line, at->col, m);
+  else
+    g_set_error (&r->error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s", who, m);
+  return NULL;
+}
+
+/* A budget ran out: the error names the limit, so a user can tell a hostile
+ * or broken template from a bug. */
+static Value *
+limit_fail (R *r, const char *what, guint64 limit, const char *unit)
+{
+  return rfail (r, NULL, "the template exceeds its %s limit of %" G_GUINT64_FORMAT "%s", what, limit, unit);
+}
+
+/* Checks every budget; `work` adds steps for bulk work (bytes scanned,
+ * elements compared) so one step cannot hide a long loop in C. */
+static gboolean
+budget_ok (R *r, guint64 work)
+{
+  if (r->error)
+    return FALSE;
+  r->steps += work;
+  if (r->steps > HN_CHAT_TEMPLATE_MAX_STEPS)
+    return limit_fail (r, "evaluation step", HN_CHAT_TEMPLATE_MAX_STEPS, " steps") != NULL;
+  if (r->mem > HN_CHAT_TEMPLATE_MAX_MEMORY)
+    return limit_fail (r, "memory", HN_CHAT_TEMPLATE_MAX_MEMORY >> 20, " MiB") != NULL;
+  if (r->main_out && r->main_out->len > HN_CHAT_TEMPLATE_MAX_OUTPUT)
+    return limit_fail (r, "output size", HN_CHAT_TEMPLATE_MAX_OUTPUT >> 20, " MiB") != NULL;
+  return TRUE;
+}
+
+/* Whether `bytes` more may be made now (checked before a big allocation). */
+static gboolean
+room_for (R *r, guint64 bytes)
+{
+  if (r->error)
+    return FALSE;
+  if (bytes > HN_CHAT_TEMPLATE_MAX_MEMORY || r->mem + bytes > HN_CHAT_TEMPLATE_MAX_MEMORY)
+    return limit_fail (r, "memory", HN_CHAT_TEMPLATE_MAX_MEMORY >> 20, " MiB") != NULL;
+  return TRUE;
+}
+
+static Value *
+undef_fail (R *r, const CtNode *at, const Value *v)
+{
+  return rfail (r, at, "%s is undefined", v->s && *v->s ? v->s : "value");
 }
 
 /* ----------------------------------------------------------- conversions */
@@ -222,7 +311,7 @@ from_json (R *r, JsonNode *n)
         Value *l = v_list (r);
         JsonArray *a = json_node_get_array (n);
         for (guint k = 0; k < json_array_get_length (a); k++)
-          g_ptr_array_add (l->list, from_json (r, json_array_get_element (a, k)));
+          list_push (r, l, from_json (r, json_array_get_element (a, k)));
         return l;
       }
     case JSON_NODE_OBJECT:
@@ -233,7 +322,7 @@ from_json (R *r, JsonNode *n)
         JsonObject *o = json_node_get_object (n);
         GList *names = json_object_get_members (o);
         for (GList *l = names; l; l = l->next)
-          dict_set (d, l->data, from_json (r, json_object_get_member (o, l->data)));
+          dict_set (r, d, l->data, from_json (r, json_object_get_member (o, l->data)));
         g_list_free (names);
         return d;
       }
@@ -336,6 +425,15 @@ append_py_repr_str (GString *out, const char *s, gsize len)
   g_string_append_c (out, q);
   for (gsize k = 0; k < len; k++)
     {
+      gsize run = k; /* copy a run of plain characters at once */
+      while (run < len && (unsigned char) s[run] >= 0x20 && s[run] != 0x7f && s[run] != q && s[run] != '\\')
+        run++;
+      if (run > k)
+        {
+          g_string_append_len (out, s + k, run - k);
+          k = run - 1;
+          continue;
+        }
       unsigned char c = s[k];
       if (c == (unsigned char) q || c == '\\')
         {
@@ -356,21 +454,19 @@ append_py_repr_str (GString *out, const char *s, gsize len)
   g_string_append_c (out, q);
 }
 
-static void append_str (GString *out, const Value *v);
+/* Values may share and (through namespace attributes) contain themselves, so
+ * printing is bounded in depth and, since a list of N references to one big
+ * string prints N copies, in size: the text printed counts against the
+ * memory budget as it grows. */
+#define CT_MAX_VALUE_DEPTH 100
 
-static void
-append_repr (GString *out, const Value *v)
+static gboolean
+append_value (R *r, GString *out, const Value *v, gboolean repr, int depth)
 {
-  if (v->t == V_STR)
-    append_py_repr_str (out, v->s, v->len);
-  else
-    append_str (out, v);
-}
-
-/* Python's str() of a value, which is what {{ }} prints. */
-static void
-append_str (GString *out, const Value *v)
-{
+  if (depth > CT_MAX_VALUE_DEPTH)
+    return rfail (r, NULL, "a value nests deeper than %d levels (or contains itself)", CT_MAX_VALUE_DEPTH) != NULL;
+  if (!room_for (r, out->len))
+    return FALSE;
   switch (v->t)
     {
     case V_UNDEF:
@@ -388,7 +484,12 @@ append_str (GString *out, const Value *v)
       append_float (out, v->f);
       break;
     case V_STR:
-      g_string_append_len (out, v->s, v->len);
+      if (!room_for (r, out->len + 4 * (guint64) v->len))
+        return FALSE;
+      if (repr)
+        append_py_repr_str (out, v->s, v->len);
+      else
+        g_string_append_len (out, v->s, v->len);
       break;
     case V_LIST:
       g_string_append_c (out, v->tuple ? '(' : '[');
@@ -396,7 +497,8 @@ append_str (GString *out, const Value *v)
         {
           if (k)
             g_string_append (out, ", ");
-          append_repr (out, v->list->pdata[k]);
+          if (!append_value (r, out, v->list->pdata[k], TRUE, depth + 1))
+            return FALSE;
         }
       if (v->tuple && v->list->len == 1)
         g_string_append_c (out, ',');
@@ -413,7 +515,8 @@ append_str (GString *out, const Value *v)
             g_string_append (out, ", ");
           append_py_repr_str (out, key, strlen (key));
           g_string_append (out, ": ");
-          append_repr (out, dict_get ((Value *) v, key));
+          if (!append_value (r, out, dict_get ((Value *) v, key), TRUE, depth + 1))
+            return FALSE;
         }
       g_string_append_c (out, '}');
       if (v->ns)
@@ -423,13 +526,22 @@ append_str (GString *out, const Value *v)
       g_string_append_printf (out, "<function %s>", v->s ? v->s : "");
       break;
     }
+  return TRUE;
+}
+
+/* Python's str() of a value, which is what {{ }} prints; on a budget error
+ * r->error is set and the text is cut. */
+static gboolean
+append_str (R *r, GString *out, const Value *v)
+{
+  return append_value (r, out, v, FALSE, 0);
 }
 
 static char *
-to_cstr (const Value *v)
+to_cstr (R *r, const Value *v)
 {
   GString *s = g_string_new (NULL);
-  append_str (s, v);
+  append_str (r, s, v);
   return g_string_free (s, FALSE);
 }
 
@@ -439,7 +551,7 @@ v_tostr (R *r, const Value *v)
   if (v->t == V_STR)
     return (Value *) v;
   GString *s = g_string_new (NULL);
-  append_str (s, v);
+  append_str (r, s, v);
   return v_str_take (r, s);
 }
 
@@ -475,12 +587,25 @@ num_f (const Value *v)
 static gint64
 num_i (const Value *v)
 {
-  return v->t == V_FLOAT ? (gint64) v->f : v->t == V_INT ? v->i : (gint64) v->b;
+  if (v->t == V_FLOAT) /* a float outside the int64 range saturates (a cast would be undefined) */
+    return isnan (v->f) ? 0 : v->f >= 9.2233720368547758e18 ? G_MAXINT64 : v->f <= -9.2233720368547758e18 ? G_MININT64
+                                                                                                 : (gint64) v->f;
+  return v->t == V_INT ? v->i : (gint64) v->b;
 }
 
+/* Python's ==; each element compared and each byte counts as work (unique
+ * and `in` over big lists), and the depth is bounded as in append_value. */
 static gboolean
-values_equal (const Value *a, const Value *b)
+values_equal_at (R *r, const Value *a, const Value *b, int depth)
 {
+  if (!budget_ok (r, 1) || depth > CT_MAX_VALUE_DEPTH)
+    {
+      if (depth > CT_MAX_VALUE_DEPTH)
+        rfail (r, NULL, "a value nests deeper than %d levels (or contains itself)", CT_MAX_VALUE_DEPTH);
+      return FALSE;
+    }
+  if (a == b && a->t != V_FLOAT)
+    return TRUE;
   if (is_num (a) && is_num (b))
     {
       if (a->t != V_FLOAT && b->t != V_FLOAT)
@@ -492,12 +617,12 @@ values_equal (const Value *a, const Value *b)
   switch (a->t)
     {
     case V_UNDEF: case V_NONE: return TRUE;
-    case V_STR: return a->len == b->len && memcmp (a->s, b->s, a->len) == 0;
+    case V_STR: return a->len == b->len && budget_ok (r, a->len / 16) && memcmp (a->s, b->s, a->len) == 0;
     case V_LIST:
       if (a->list->len != b->list->len)
         return FALSE;
       for (guint k = 0; k < a->list->len; k++)
-        if (!values_equal (a->list->pdata[k], b->list->pdata[k]))
+        if (!values_equal_at (r, a->list->pdata[k], b->list->pdata[k], depth + 1))
           return FALSE;
       return TRUE;
     case V_DICT:
@@ -506,7 +631,7 @@ values_equal (const Value *a, const Value *b)
       for (guint k = 0; k < a->keys->len; k++)
         {
           Value *bv = dict_get ((Value *) b, a->keys->pdata[k]);
-          if (!bv || !values_equal (dict_get ((Value *) a, a->keys->pdata[k]), bv))
+          if (!bv || !values_equal_at (r, dict_get ((Value *) a, a->keys->pdata[k]), bv, depth + 1))
             return FALSE;
         }
       return TRUE;
@@ -515,32 +640,10 @@ values_equal (const Value *a, const Value *b)
     }
 }
 
-/* ------------------------------------------------------------------ errors */
-
-static Value *
-rfail (R *r, const CtNode *at, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
-
-static Value *
-rfail (R *r, const CtNode *at, const char *fmt, ...)
+static gboolean
+values_equal (R *r, const Value *a, const Value *b)
 {
-  if (r->error)
-    return NULL;
-  va_list ap;
-  va_start (ap, fmt);
-  g_autofree char *m = g_strdup_vprintf (fmt, ap);
-  va_end (ap);
-  if (at)
-    g_set_error (&r->error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                 "chat template: line %d, column %d: %s", at->line, at->col, m);
-  else
-    g_set_error (&r->error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "chat template: %s", m);
-  return NULL;
-}
-
-static Value *
-undef_fail (R *r, const CtNode *at, const Value *v)
-{
-  return rfail (r, at, "%s is undefined", v->s && *v->s ? v->s : "value");
+  return values_equal_at (r, a, b, 0);
 }
 
 /* ------------------------------------------------------------------ frames */
@@ -548,6 +651,7 @@ undef_fail (R *r, const CtNode *at, const Value *v)
 static Frame *
 frame_push (R *r, Frame *parent)
 {
+  r->mem += 256; /* the frame, its hash table and a few names */
   Frame *f = g_new0 (Frame, 1);
   f->vars = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   f->parent = parent;
@@ -584,8 +688,9 @@ frame_lookup (Frame *f, const char *name)
 
 /* Byte offsets of each character of a UTF-8 string, plus the end. */
 static GArray *
-char_offsets (const Value *s)
+char_offsets (R *r, const Value *s)
 {
+  r->steps += s->len / 4; /* checked at the next step: no string is bigger than the memory budget */
   GArray *o = g_array_new (FALSE, FALSE, sizeof (gsize));
   const char *p = s->s, *end = s->s + s->len;
   while (p < end)
@@ -681,6 +786,8 @@ str_replace (R *r, const Value *s, const Value *old, const Value *rep, gint64 co
       /* Python inserts the replacement between characters */
       for (; p <= end && (count < 0 || done < count); done++)
         {
+          if (!room_for (r, out->len + rep->len))
+            break; /* r->error says which budget */
           g_string_append_len (out, rep->s, rep->len);
           if (p == end)
             {
@@ -699,6 +806,8 @@ str_replace (R *r, const Value *s, const Value *old, const Value *rep, gint64 co
     {
       const char *hit = g_strstr_len (p, end - p, old->s);
       if (!hit || hit + old->len > end)
+        break;
+      if (!room_for (r, out->len + (hit - p) + rep->len))
         break;
       g_string_append_len (out, p, hit - p);
       g_string_append_len (out, rep->s, rep->len);
@@ -733,13 +842,13 @@ str_split (R *r, const Value *s, const Value *sep, gint64 maxsplit)
                     break;
                   e = prev;
                 }
-              g_ptr_array_add (l->list, v_strn (r, p, e - p));
+              list_push (r, l, v_strn (r, p, e - p));
               break;
             }
           const char *w = p;
           while (p < end && !g_unichar_isspace (g_utf8_get_char (p)))
             p = g_utf8_next_char (p);
-          g_ptr_array_add (l->list, v_strn (r, w, p - w));
+          list_push (r, l, v_strn (r, w, p - w));
           n++;
         }
       return l;
@@ -751,10 +860,10 @@ str_split (R *r, const Value *s, const Value *sep, gint64 maxsplit)
                           ? g_strstr_len (p, end - p, sep->s) : NULL;
       if (!hit)
         {
-          g_ptr_array_add (l->list, v_strn (r, p, end - p));
+          list_push (r, l, v_strn (r, p, end - p));
           break;
         }
-      g_ptr_array_add (l->list, v_strn (r, p, hit - p));
+      list_push (r, l, v_strn (r, p, hit - p));
       p = hit + sep->len;
       n++;
     }
@@ -805,9 +914,15 @@ cmp_keys (gconstpointer a, gconstpointer b)
 
 /* json.dumps(v, ensure_ascii=False, indent=indent, separators=..., sort_keys=...) */
 static gboolean
-json_dump (GString *out, const Value *v, int indent, int level, const char *item_sep,
+json_dump (R *r, GString *out, const Value *v, gint64 indent, int level, const char *item_sep,
            const char *key_sep, gboolean sort_keys, const char **bad_type)
 {
+  /* bounded as append_value is; *bad_type stays NULL for a budget error */
+  if (level > CT_MAX_VALUE_DEPTH)
+    return rfail (r, NULL, "a value nests deeper than %d levels (or contains itself)", CT_MAX_VALUE_DEPTH) != NULL;
+  guint64 pad = indent > 0 ? (guint64) indent * (guint64) (level + 1) : 0;
+  if (!room_for (r, out->len + pad + (v->t == V_STR ? 6 * (guint64) v->len : 0)))
+    return FALSE;
   switch (v->t)
     {
     case V_NONE: g_string_append (out, "null"); return TRUE;
@@ -848,7 +963,7 @@ json_dump (GString *out, const Value *v, int indent, int level, const char *item
             if (indent >= 0)
               {
                 g_string_append_c (out, '\n');
-                for (int s = 0; s < indent * (level + 1); s++)
+                for (guint64 s = 0; s < pad; s++)
                   g_string_append_c (out, ' ');
               }
             const Value *item;
@@ -861,7 +976,7 @@ json_dump (GString *out, const Value *v, int indent, int level, const char *item
                 g_string_append (out, key_sep);
                 item = dict_get ((Value *) v, key);
               }
-            ok = json_dump (out, item, indent, level + 1, item_sep, key_sep, sort_keys, bad_type);
+            ok = json_dump (r, out, item, indent, level + 1, item_sep, key_sep, sort_keys, bad_type);
           }
         if (keys)
           g_ptr_array_unref (keys);
@@ -870,7 +985,7 @@ json_dump (GString *out, const Value *v, int indent, int level, const char *item
         if (indent >= 0)
           {
             g_string_append_c (out, '\n');
-            for (int s = 0; s < indent * level; s++)
+            for (guint64 s = 0; s < pad - (guint64) indent; s++)
               g_string_append_c (out, ' ');
           }
         g_string_append_c (out, is_list ? ']' : '}');
@@ -921,14 +1036,14 @@ iterable_to_list (R *r, const CtNode *at, Value *v)
       {
         Value *l = v_list (r);
         for (guint k = 0; k < v->keys->len; k++)
-          g_ptr_array_add (l->list, v_str (r, v->keys->pdata[k]));
+          list_push (r, l, v_str (r, v->keys->pdata[k]));
         return l;
       }
     case V_STR:
       {
         Value *l = v_list (r);
         for (const char *p = v->s; p < v->s + v->len; p = g_utf8_next_char (p))
-          g_ptr_array_add (l->list, v_strn (r, p, g_utf8_next_char (p) - p));
+          list_push (r, l, v_strn (r, p, g_utf8_next_char (p) - p));
         return l;
       }
     default:
@@ -944,9 +1059,9 @@ dict_items (R *r, Value *d)
     {
       Value *t = v_list (r);
       t->tuple = TRUE;
-      g_ptr_array_add (t->list, v_str (r, d->keys->pdata[k]));
-      g_ptr_array_add (t->list, dict_get (d, d->keys->pdata[k]));
-      g_ptr_array_add (l->list, t);
+      list_push (r, t, v_str (r, d->keys->pdata[k]));
+      list_push (r, t, dict_get (d, d->keys->pdata[k]));
+      list_push (r, l, t);
     }
   return l;
 }
@@ -1004,7 +1119,7 @@ get_item (R *r, const CtNode *at, Value *obj, Value *key)
     return undef_fail (r, at, obj);
   if (obj->t == V_DICT)
     {
-      g_autofree char *k = key->t == V_STR ? NULL : to_cstr (key);
+      g_autofree char *k = key->t == V_STR ? NULL : to_cstr (r, key);
       Value *v = dict_get (obj, key->t == V_STR ? key->s : k);
       if (v)
         return v;
@@ -1025,14 +1140,16 @@ get_item (R *r, const CtNode *at, Value *obj, Value *key)
         }
       else
         {
-          g_autoptr (GArray) off = char_offsets (obj);
-          gint64 n = off->len - 1;
+          /* walk to the character: s[i] in a loop over a long string must not
+           * build an offset table per step */
+          r->steps += obj->len / 4;
+          gint64 n = (gint64) g_utf8_strlen (obj->s, obj->len);
           if (i < 0)
             i += n;
           if (i >= 0 && i < n)
             {
-              gsize b = g_array_index (off, gsize, i), e = g_array_index (off, gsize, i + 1);
-              return v_strn (r, obj->s + b, e - b);
+              const char *c = g_utf8_offset_to_pointer (obj->s, i);
+              return v_strn (r, c, g_utf8_next_char (c) - c);
             }
         }
       g_autofree char *hint = g_strdup_printf ("%s index %" G_GINT64_FORMAT " out of range", type_name (obj), num_i (key));
@@ -1051,7 +1168,7 @@ slice_value (R *r, const CtNode *at, Value *obj, Value *vs, Value *ve, Value *vs
     return undef_fail (r, at, obj);
   if (obj->t != V_LIST && obj->t != V_STR)
     return rfail (r, at, "'%s' object cannot be sliced", type_name (obj));
-  g_autoptr (GArray) off = obj->t == V_STR ? char_offsets (obj) : NULL;
+  g_autoptr (GArray) off = obj->t == V_STR ? char_offsets (r, obj) : NULL;
   gint64 n = obj->t == V_LIST ? (gint64) obj->list->len : (gint64) off->len - 1;
   gint64 step = vst && vst->t != V_NONE ? num_i (vst) : 1;
   if (step == 0)
@@ -1078,17 +1195,23 @@ slice_value (R *r, const CtNode *at, Value *obj, Value *vs, Value *ve, Value *vs
       else if (stop >= n)
         stop = step < 0 ? n - 1 : n;
     }
+  /* start and stop lie in [-1, n] now; count the items in 128 bits, since
+   * `i += step` could overflow for a step near the int64 limits */
+  __int128 span = step > 0 ? (__int128) stop - start : (__int128) start - stop;
+  __int128 astep = step > 0 ? (__int128) step : -(__int128) step;
+  gint64 count = span > 0 ? (gint64) ((span + astep - 1) / astep) : 0;
   if (obj->t == V_LIST)
     {
       Value *l = v_list (r);
       l->tuple = obj->tuple;
-      for (gint64 i = start; step > 0 ? i < stop : i > stop; i += step)
-        g_ptr_array_add (l->list, obj->list->pdata[i]);
+      for (gint64 k = 0; k < count; k++)
+        list_push (r, l, obj->list->pdata[start + k * step]);
       return l;
     }
   GString *s = g_string_new (NULL);
-  for (gint64 i = start; step > 0 ? i < stop : i > stop; i += step)
+  for (gint64 k = 0; k < count; k++)
     {
+      gint64 i = start + k * step;
       gsize b = g_array_index (off, gsize, i), e = g_array_index (off, gsize, i + 1);
       g_string_append_len (s, obj->s + b, e - b);
     }
@@ -1096,9 +1219,16 @@ slice_value (R *r, const CtNode *at, Value *obj, Value *vs, Value *ve, Value *vs
 }
 
 static int
-compare_values (R *r, const CtNode *at, const Value *a, const Value *b, gboolean *ok)
+compare_values_at (R *r, const CtNode *at, const Value *a, const Value *b, gboolean *ok, int depth)
 {
   *ok = TRUE;
+  if (!budget_ok (r, 1) || depth > CT_MAX_VALUE_DEPTH)
+    {
+      if (depth > CT_MAX_VALUE_DEPTH)
+        rfail (r, at, "a value nests deeper than %d levels (or contains itself)", CT_MAX_VALUE_DEPTH);
+      *ok = FALSE;
+      return 0;
+    }
   if (is_num (a) && is_num (b))
     {
       double x = num_f (a), y = num_f (b);
@@ -1108,6 +1238,7 @@ compare_values (R *r, const CtNode *at, const Value *a, const Value *b, gboolean
     }
   if (a->t == V_STR && b->t == V_STR)
     {
+      budget_ok (r, MIN (a->len, b->len) / 16);
       int c = memcmp (a->s, b->s, MIN (a->len, b->len));
       if (c == 0)
         return a->len < b->len ? -1 : a->len > b->len;
@@ -1117,7 +1248,7 @@ compare_values (R *r, const CtNode *at, const Value *a, const Value *b, gboolean
     {
       for (guint k = 0; k < MIN (a->list->len, b->list->len); k++)
         {
-          int c = compare_values (r, at, a->list->pdata[k], b->list->pdata[k], ok);
+          int c = compare_values_at (r, at, a->list->pdata[k], b->list->pdata[k], ok, depth + 1);
           if (!*ok || c)
             return c;
         }
@@ -1133,6 +1264,12 @@ compare_values (R *r, const CtNode *at, const Value *a, const Value *b, gboolean
   return 0;
 }
 
+static int
+compare_values (R *r, const CtNode *at, const Value *a, const Value *b, gboolean *ok)
+{
+  return compare_values_at (r, at, a, b, ok, 0);
+}
+
 static Value *
 contains (R *r, const CtNode *at, Value *needle, Value *hay)
 {
@@ -1141,11 +1278,13 @@ contains (R *r, const CtNode *at, Value *needle, Value *hay)
     case V_STR:
       if (needle->t != V_STR)
         return rfail (r, at, "'in <string>' requires string as left operand, not %s", type_name (needle));
+      if (!budget_ok (r, hay->len / 16))
+        return NULL;
       return v_bool (r, needle->len == 0 || (needle->len <= hay->len &&
                                              g_strstr_len (hay->s, hay->len, needle->s) != NULL));
     case V_LIST:
-      for (guint k = 0; k < hay->list->len; k++)
-        if (values_equal (needle, hay->list->pdata[k]))
+      for (guint k = 0; k < hay->list->len && !r->error; k++)
+        if (values_equal (r, needle, hay->list->pdata[k]))
           return v_bool (r, TRUE);
       return v_bool (r, FALSE);
     case V_DICT:
@@ -1160,13 +1299,19 @@ contains (R *r, const CtNode *at, Value *needle, Value *hay)
 }
 
 static Value *
+int_overflow (R *r, const CtNode *at, const char *op)
+{
+  return rfail (r, at, "integer overflow in '%s' (the result does not fit in 64 bits)", op);
+}
+
+static Value *
 binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
 {
   if (op == CT_OP_CONCAT)
     {
       GString *s = g_string_new (NULL);
-      append_str (s, a);
-      append_str (s, b);
+      append_str (r, s, a);
+      append_str (r, s, b);
       return v_str_take (r, s);
     }
   if (a->t == V_UNDEF)
@@ -1179,11 +1324,23 @@ binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
       gboolean ints = a->t != V_FLOAT && b->t != V_FLOAT;
       gint64 x = num_i (a), y = num_i (b);
       double fx = num_f (a), fy = num_f (b);
+      gint64 z;
+      /* Python's ints do not overflow; ours are 64-bit, so a result out of
+       * range is an error rather than undefined behaviour or a wrong number. */
       switch (op)
         {
-        case CT_OP_ADD: return ints ? v_int (r, x + y) : v_float (r, fx + fy);
-        case CT_OP_SUB: return ints ? v_int (r, x - y) : v_float (r, fx - fy);
-        case CT_OP_MUL: return ints ? v_int (r, x * y) : v_float (r, fx * fy);
+        case CT_OP_ADD:
+          if (!ints)
+            return v_float (r, fx + fy);
+          return __builtin_add_overflow (x, y, &z) ? int_overflow (r, at, "+") : v_int (r, z);
+        case CT_OP_SUB:
+          if (!ints)
+            return v_float (r, fx - fy);
+          return __builtin_sub_overflow (x, y, &z) ? int_overflow (r, at, "-") : v_int (r, z);
+        case CT_OP_MUL:
+          if (!ints)
+            return v_float (r, fx * fy);
+          return __builtin_mul_overflow (x, y, &z) ? int_overflow (r, at, "*") : v_int (r, z);
         case CT_OP_DIV:
           if (fy == 0)
             return rfail (r, at, "division by zero");
@@ -1193,6 +1350,8 @@ binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
             return rfail (r, at, "integer division or modulo by zero");
           if (ints)
             {
+              if (x == G_MININT64 && y == -1)
+                return int_overflow (r, at, "//");
               gint64 q = x / y;
               if ((x % y != 0) && ((x < 0) != (y < 0)))
                 q--;
@@ -1204,7 +1363,7 @@ binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
             return rfail (r, at, "integer division or modulo by zero");
           if (ints)
             {
-              gint64 m = x % y;
+              gint64 m = y == -1 ? 0 : x % y; /* INT64_MIN % -1 traps in C */
               if (m != 0 && ((m < 0) != (y < 0)))
                 m += y;
               return v_int (r, m);
@@ -1218,9 +1377,16 @@ binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
         case CT_OP_POW:
           if (ints && y >= 0)
             {
-              gint64 p = 1;
-              for (gint64 k = 0; k < y; k++)
-                p *= x;
+              /* by squaring: 64 multiplications at most, each checked */
+              gint64 p = 1, base = x;
+              for (gint64 e = y; e > 0; e >>= 1)
+                {
+                  if ((e & 1) && __builtin_mul_overflow (p, base, &p))
+                    return int_overflow (r, at, "**");
+                  /* base*base overflowing with bits left means the result does too */
+                  if (e > 1 && __builtin_mul_overflow (base, base, &base))
+                    return int_overflow (r, at, "**");
+                }
               return v_int (r, p);
             }
           return v_float (r, pow (fx, fy));
@@ -1228,6 +1394,8 @@ binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
     }
   if (op == CT_OP_ADD && a->t == V_STR && b->t == V_STR)
     {
+      if (!room_for (r, (guint64) a->len + b->len))
+        return NULL;
       GString *s = g_string_sized_new (a->len + b->len);
       g_string_append_len (s, a->s, a->len);
       g_string_append_len (s, b->s, b->len);
@@ -1235,17 +1403,24 @@ binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
     }
   if (op == CT_OP_ADD && a->t == V_LIST && b->t == V_LIST)
     {
+      if (!room_for (r, ((guint64) a->list->len + b->list->len) * 2 * sizeof (gpointer)))
+        return NULL;
       Value *l = v_list (r);
       l->tuple = a->tuple;
       for (guint k = 0; k < a->list->len; k++)
-        g_ptr_array_add (l->list, a->list->pdata[k]);
+        list_push (r, l, a->list->pdata[k]);
       for (guint k = 0; k < b->list->len; k++)
-        g_ptr_array_add (l->list, b->list->pdata[k]);
+        list_push (r, l, b->list->pdata[k]);
       return l;
     }
   if (op == CT_OP_MUL && (a->t == V_STR || a->t == V_LIST) && (b->t == V_INT || b->t == V_BOOL))
     {
       gint64 n = num_i (b);
+      guint64 unit = a->t == V_STR ? a->len : (guint64) a->list->len * 2 * sizeof (gpointer);
+      if (n > 0 && unit > 0 && (guint64) n > (HN_CHAT_TEMPLATE_MAX_MEMORY + unit - 1) / unit)
+        return limit_fail (r, "memory", HN_CHAT_TEMPLATE_MAX_MEMORY >> 20, " MiB");
+      if (n > 0 && !room_for (r, unit * (guint64) n))
+        return NULL;
       if (a->t == V_STR)
         {
           GString *s = g_string_new (NULL);
@@ -1256,7 +1431,7 @@ binary_op (R *r, const CtNode *at, int op, Value *a, Value *b)
       Value *l = v_list (r);
       for (gint64 k = 0; k < n; k++)
         for (guint j = 0; j < a->list->len; j++)
-          g_ptr_array_add (l->list, a->list->pdata[j]);
+          list_push (r, l, a->list->pdata[j]);
       return l;
     }
   if (op == CT_OP_MUL && (b->t == V_STR || b->t == V_LIST) && (a->t == V_INT || a->t == V_BOOL))
@@ -1332,9 +1507,9 @@ apply_test (R *r, const CtNode *at, const char *name, Value *v, const Args *a, g
   else if (IS ("sameas"))
     *result = arg && (arg == v || (arg->t == v->t && (v->t == V_NONE || (v->t == V_BOOL && v->b == arg->b))));
   else if (IS ("eq") || IS ("equalto") || IS ("=="))
-    *result = arg && values_equal (v, arg);
+    *result = arg && values_equal (r, v, arg);
   else if (IS ("ne") || IS ("!="))
-    *result = !(arg && values_equal (v, arg));
+    *result = !(arg && values_equal (r, v, arg));
   else if (IS ("lt") || IS ("lessthan") || IS ("<") || IS ("le") || IS ("<=") || IS ("gt") ||
            IS ("greaterthan") || IS (">") || IS ("ge") || IS (">="))
     {
@@ -1426,7 +1601,7 @@ select_items (R *r, Frame *f, const CtNode *at, Value *seq, const Args *a, gbool
       else
         res = truthy (subject);
       if (res == keep)
-        g_ptr_array_add (out->list, item);
+        list_push (r, out, item);
     }
   g_ptr_array_unref (targs.args);
   return out;
@@ -1443,6 +1618,8 @@ sort_cmp (gconstpointer pa, gconstpointer pb, gpointer data)
   if (a->t == V_STR && b->t == V_STR)
     {
       /* case-insensitive by default, as jinja2's sort */
+      if (!budget_ok (r, (a->len + b->len) / 16 + 1))
+        return 0;
       g_autofree char *x = g_utf8_casefold (a->s, a->len), *y = g_utf8_casefold (b->s, b->len);
       return strcmp (x, y);
     }
@@ -1452,11 +1629,14 @@ sort_cmp (gconstpointer pa, gconstpointer pb, gpointer data)
 static Value *
 do_indent (R *r, Value *s, Value *width, gboolean first, gboolean blank)
 {
+  gint64 nsp = width && width->t != V_STR ? num_i (width) : 4;
+  if (!room_for (r, width && width->t == V_STR ? width->len : (guint64) MAX (nsp, 0)))
+    return NULL;
   GString *ind = g_string_new (NULL);
   if (width && width->t == V_STR)
     g_string_append_len (ind, width->s, width->len);
   else
-    for (gint64 k = 0; k < (width ? num_i (width) : 4); k++)
+    for (gint64 k = 0; k < nsp; k++)
       g_string_append_c (ind, ' ');
   g_autofree char *text = g_strdup_printf ("%s\n", s->s);
   g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
@@ -1468,6 +1648,8 @@ do_indent (R *r, Value *s, Value *width, gboolean first, gboolean blank)
     {
       if (k > 0)
         g_string_append_c (out, '\n');
+      if (!room_for (r, out->len + ind->len))
+        break;
       if ((k > 0 || first) && (blank || lines[k][0]))
         g_string_append_len (out, ind->str, ind->len);
       g_string_append (out, lines[k]);
@@ -1512,7 +1694,7 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
       Value *ind = arg_get (a, 0, "indent");
       Value *seps = arg_get (a, G_MAXUINT, "separators");
       Value *sk = arg_get (a, G_MAXUINT, "sort_keys");
-      int indent = ind && ind->t != V_NONE ? (int) num_i (ind) : -1;
+      gint64 indent = ind && ind->t != V_NONE ? num_i (ind) : -1;
       const char *item_sep = indent >= 0 ? "," : ", ", *key_sep = ": ";
       if (seps && seps->t == V_LIST && seps->list->len == 2 &&
           ((Value *) seps->list->pdata[0])->t == V_STR && ((Value *) seps->list->pdata[1])->t == V_STR)
@@ -1522,9 +1704,11 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
         }
       GString *o = g_string_new (NULL);
       const char *bad = NULL;
-      if (!json_dump (o, v, indent, 0, item_sep, key_sep, sk && truthy (sk), &bad))
+      if (!json_dump (r, o, v, indent, 0, item_sep, key_sep, sk && truthy (sk), &bad))
         {
           g_string_free (o, TRUE);
+          if (!bad)
+            return NULL;
           return rfail (r, at, "Object of type %s is not JSON serializable", bad);
         }
       return v_str_take (r, o);
@@ -1572,7 +1756,7 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
         return l;
       Value *c = v_list (r);
       for (guint k = 0; k < v->list->len; k++)
-        g_ptr_array_add (c->list, v->list->pdata[k]);
+        list_push (r, c, v->list->pdata[k]);
       return c;
     }
   if (IS ("first") || IS ("last"))
@@ -1595,7 +1779,7 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
       for (guint k = 0; k < l->list->len; k++)
         {
           if (k && sep)
-            append_str (o, sep);
+            append_str (r, o, sep);
           Value *item = l->list->pdata[k];
           if (attr)
             item = attr_path (r, at, item, v_tostr (r, attr)->s);
@@ -1604,7 +1788,7 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
               g_string_free (o, TRUE);
               return NULL;
             }
-          append_str (o, item);
+          append_str (r, o, item);
         }
       return v_str_take (r, o);
     }
@@ -1646,7 +1830,7 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
               g_ptr_array_unref (fargs.args);
               return NULL;
             }
-          g_ptr_array_add (out->list, res);
+          list_push (r, out, res);
         }
       g_ptr_array_unref (fargs.args);
       return out;
@@ -1664,10 +1848,10 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
       for (guint k = 0; k < l->list->len; k++)
         {
           gboolean seen = FALSE;
-          for (guint j = 0; j < out->list->len && !seen; j++)
-            seen = values_equal (out->list->pdata[j], l->list->pdata[k]);
+          for (guint j = 0; j < out->list->len && !seen && !r->error; j++)
+            seen = values_equal (r, out->list->pdata[j], l->list->pdata[k]);
           if (!seen)
-            g_ptr_array_add (out->list, l->list->pdata[k]);
+            list_push (r, out, l->list->pdata[k]);
         }
       return out;
     }
@@ -1683,7 +1867,7 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
         }
       Value *out = v_list (r);
       for (guint k = 0; k < l->list->len; k++)
-        g_ptr_array_add (out->list, l->list->pdata[k]);
+        list_push (r, out, l->list->pdata[k]);
       gboolean reverse = IS ("reverse");
       if (IS ("sort"))
         {
@@ -1698,10 +1882,10 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
                   Value *key = attr_path (r, at, out->list->pdata[k], v_tostr (r, attr)->s);
                   if (!key)
                     return NULL;
-                  g_ptr_array_add (p->list, key);
-                  g_ptr_array_add (p->list, v_int (r, k));
-                  g_ptr_array_add (p->list, out->list->pdata[k]);
-                  g_ptr_array_add (pairs->list, p);
+                  list_push (r, p, key);
+                  list_push (r, p, v_int (r, k));
+                  list_push (r, p, out->list->pdata[k]);
+                  list_push (r, pairs, p);
                 }
               g_ptr_array_sort_with_data (pairs->list, sort_cmp, r);
               for (guint k = 0; k < out->list->len; k++)
@@ -1829,7 +2013,7 @@ apply_filter (R *r, Frame *f, const CtNode *at, const char *name, Value *v, cons
               if (c == '%')
                 g_string_append_c (o, '%');
               else if ((c == 's' || c == 'd') && a->args && ai < a->args->len)
-                append_str (o, a->args->pdata[ai++]);
+                append_str (r, o, a->args->pdata[ai++]);
               else
                 {
                   g_string_free (o, TRUE);
@@ -1886,7 +2070,7 @@ str_format (R *r, const CtNode *at, Value *s, const Args *a)
               g_string_free (o, TRUE);
               return rfail (r, at, "format: no argument for field '{%s}'", field);
             }
-          append_str (o, v);
+          append_str (r, o, v);
           k = close - s->s;
         }
       else
@@ -1913,7 +2097,7 @@ call_method (R *r, const CtNode *at, Value *self, const char *m, const Args *a)
         {
           if (!a0)
             return rfail (r, at, "get needs a key");
-          g_autofree char *k = to_cstr (a0);
+          g_autofree char *k = to_cstr (r, a0);
           Value *v = dict_get (self, k);
           return v ? v : a1 ? a1 : v_none (r);
         }
@@ -1923,7 +2107,7 @@ call_method (R *r, const CtNode *at, Value *self, const char *m, const Args *a)
         {
           Value *l = v_list (r);
           for (guint k = 0; k < self->keys->len; k++)
-            g_ptr_array_add (l->list, IS ("keys") ? v_str (r, self->keys->pdata[k]) : dict_get (self, self->keys->pdata[k]));
+            list_push (r, l, IS ("keys") ? v_str (r, self->keys->pdata[k]) : dict_get (self, self->keys->pdata[k]));
           return l;
         }
     }
@@ -1965,9 +2149,9 @@ call_method (R *r, const CtNode *at, Value *self, const char *m, const Args *a)
                   Value *piece = all->list->pdata[k];
                   g_string_append_len (first, piece->s, piece->len);
                 }
-              g_ptr_array_add (out->list, v_str_take (r, first));
+              list_push (r, out, v_str_take (r, first));
               for (guint k = head; k < all->list->len; k++)
-                g_ptr_array_add (out->list, all->list->pdata[k]);
+                list_push (r, out, all->list->pdata[k]);
               return out;
             }
           return str_split (r, self, sep, maxsplit);
@@ -2030,6 +2214,11 @@ call_method (R *r, const CtNode *at, Value *self, const char *m, const Args *a)
                 {
                   g_string_free (o, TRUE);
                   return rfail (r, at, "sequence item %u: expected str instance, %s found", k, type_name (item));
+                }
+              if (!room_for (r, o->len + self->len + item->len))
+                {
+                  g_string_free (o, TRUE);
+                  return NULL;
                 }
               if (k)
                 g_string_append_len (o, self->s, self->len);
@@ -2107,7 +2296,7 @@ call_value (R *r, Frame *f, const CtNode *at, Value *fn, GPtrArray *args, GPtrAr
     case F_RAISE:
       {
         Value *m = arg_get (&a, 0, NULL);
-        g_autofree char *msg = m ? to_cstr (m) : g_strdup ("");
+        g_autofree char *msg = m ? to_cstr (r, m) : g_strdup ("");
         if (!r->error)
           g_set_error (&r->error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                        "chat template raised an error (line %d): %s", at->line, msg);
@@ -2148,11 +2337,17 @@ call_value (R *r, Frame *f, const CtNode *at, Value *fn, GPtrArray *args, GPtrAr
           return rfail (r, at, "range() takes 1 to 3 arguments");
         if (step == 0)
           return rfail (r, at, "range() step must not be zero");
-        if ((stop - start) / step > 1000000)
-          return rfail (r, at, "range() too large");
+        /* Python's len(range()), in 128 bits so no difference overflows; the
+         * cap is jinja2's sandbox MAX_RANGE, which transformers renders under */
+        __int128 span = step > 0 ? (__int128) stop - start : (__int128) start - stop;
+        __int128 astep = step > 0 ? (__int128) step : -(__int128) step;
+        __int128 count = span > 0 ? (span + astep - 1) / astep : 0;
+        if (count > HN_CHAT_TEMPLATE_MAX_RANGE)
+          return rfail (r, at, "range() of %" G_GINT64_FORMAT " items exceeds the limit of %d (jinja2's sandbox MAX_RANGE)",
+                        (gint64) (count > G_MAXINT64 ? G_MAXINT64 : count), HN_CHAT_TEMPLATE_MAX_RANGE);
         Value *l = v_list (r);
-        for (gint64 i = start; step > 0 ? i < stop : i > stop; i += step)
-          g_ptr_array_add (l->list, v_int (r, i));
+        for (gint64 k = 0; k < (gint64) count; k++)
+          list_push (r, l, v_int (r, start + k * step));
         return l;
       }
     case F_NAMESPACE:
@@ -2166,10 +2361,10 @@ call_value (R *r, Frame *f, const CtNode *at, Value *fn, GPtrArray *args, GPtrAr
             if (src->t != V_DICT)
               return rfail (r, at, "%s() positional arguments must be mappings", fn->s);
             for (guint j = 0; j < src->keys->len; j++)
-              dict_set (d, src->keys->pdata[j], dict_get (src, src->keys->pdata[j]));
+              dict_set (r, d, src->keys->pdata[j], dict_get (src, src->keys->pdata[j]));
           }
         for (guint k = 0; kwnames && k < kwnames->len; k++)
-          dict_set (d, kwnames->pdata[k], kwvals->pdata[k]);
+          dict_set (r, d, kwnames->pdata[k], kwvals->pdata[k]);
         return d;
       }
     case F_MACRO:
@@ -2263,8 +2458,36 @@ eval_filter_node (R *r, Frame *f, const CtNode *n, Value *operand)
   return apply_filter (r, f, n, n->str, operand, &a);
 }
 
+/* Every expression and statement passes here: one step, and one level of
+ * recursion (the parser bounds the tree's depth; macros and the call chain
+ * of filters add to it). */
+static gboolean
+enter (R *r, const CtNode *n)
+{
+  r->at = n;
+  if (!budget_ok (r, 1))
+    return FALSE;
+  if (r->depth_now >= HN_CHAT_TEMPLATE_MAX_DEPTH)
+    return limit_fail (r, "recursion depth", HN_CHAT_TEMPLATE_MAX_DEPTH, " levels") != NULL;
+  r->depth_now++;
+  return TRUE;
+}
+
+static Value *eval_node (R *r, Frame *f, const CtNode *n);
+
 static Value *
 eval (R *r, Frame *f, const CtNode *n)
+{
+  if (!enter (r, n))
+    return NULL;
+  Value *v = eval_node (r, f, n);
+  r->depth_now--;
+  r->at = n;
+  return v;
+}
+
+static Value *
+eval_node (R *r, Frame *f, const CtNode *n)
 {
   switch (n->kind)
     {
@@ -2290,7 +2513,7 @@ eval (R *r, Frame *f, const CtNode *n)
             Value *v = eval (r, f, n->args->pdata[k]);
             if (!v)
               return NULL;
-            g_ptr_array_add (l->list, v);
+            list_push (r, l, v);
           }
         return l;
       }
@@ -2303,8 +2526,8 @@ eval (R *r, Frame *f, const CtNode *n)
             Value *v = key ? eval (r, f, n->kwargs->pdata[k]) : NULL;
             if (!v)
               return NULL;
-            g_autofree char *ks = to_cstr (key);
-            dict_set (d, ks, v);
+            g_autofree char *ks = to_cstr (r, key);
+            dict_set (r, d, ks, v);
           }
         return d;
       }
@@ -2381,7 +2604,9 @@ eval (R *r, Frame *f, const CtNode *n)
           return rfail (r, n, "bad operand type for unary %c: '%s'", n->op, type_name (o));
         if (n->op == '+')
           return o;
-        return o->t == V_FLOAT ? v_float (r, -o->f) : v_int (r, -num_i (o));
+        if (o->t == V_FLOAT)
+          return v_float (r, -o->f);
+        return num_i (o) == G_MININT64 ? int_overflow (r, n, "-") : v_int (r, -num_i (o));
       }
     case CT_E_BINARY:
       {
@@ -2413,7 +2638,7 @@ eval (R *r, Frame *f, const CtNode *n)
             int op = g_array_index (n->ops, int, k);
             gboolean res;
             if (op == CT_OP_EQ || op == CT_OP_NE)
-              res = values_equal (left, right) == (op == CT_OP_EQ);
+              res = values_equal (r, left, right) == (op == CT_OP_EQ);
             else if (op == CT_OP_IN || op == CT_OP_NOTIN)
               {
                 Value *c = contains (r, n, left, right);
@@ -2486,6 +2711,8 @@ exec_for (R *r, Frame *f, const CtNode *n)
       Value *kept = v_list (r);
       for (guint k = 0; k < items->list->len; k++)
         {
+          if (++r->iterations > HN_CHAT_TEMPLATE_MAX_ITERATIONS)
+            return limit_fail (r, "loop iteration", HN_CHAT_TEMPLATE_MAX_ITERATIONS, " iterations") != NULL;
           Frame *tf = frame_push (r, f);
           if (!assign_targets (r, tf, n, n->targets, items->list->pdata[k]))
             return FALSE;
@@ -2493,7 +2720,7 @@ exec_for (R *r, Frame *f, const CtNode *n)
           if (!c)
             return FALSE;
           if (truthy (c))
-            g_ptr_array_add (kept->list, items->list->pdata[k]);
+            list_push (r, kept, items->list->pdata[k]);
         }
       items = kept;
     }
@@ -2501,24 +2728,26 @@ exec_for (R *r, Frame *f, const CtNode *n)
   for (guint k = 0; k < len; k++)
     {
       Value *item = items->list->pdata[k];
+      if (++r->iterations > HN_CHAT_TEMPLATE_MAX_ITERATIONS)
+        return limit_fail (r, "loop iteration", HN_CHAT_TEMPLATE_MAX_ITERATIONS, " iterations") != NULL;
       Frame *lf = frame_push (r, f);
       if (!assign_targets (r, lf, n, n->targets, item))
         return FALSE;
       Value *loop = v_dict (r);
       loop->loop = TRUE;
-      dict_set (loop, "index", v_int (r, k + 1));
-      dict_set (loop, "index0", v_int (r, k));
-      dict_set (loop, "revindex", v_int (r, len - k));
-      dict_set (loop, "revindex0", v_int (r, len - k - 1));
-      dict_set (loop, "first", v_bool (r, k == 0));
-      dict_set (loop, "last", v_bool (r, k == len - 1));
-      dict_set (loop, "length", v_int (r, len));
-      dict_set (loop, "depth", v_int (r, 1));
-      dict_set (loop, "depth0", v_int (r, 0));
+      dict_set (r, loop, "index", v_int (r, k + 1));
+      dict_set (r, loop, "index0", v_int (r, k));
+      dict_set (r, loop, "revindex", v_int (r, len - k));
+      dict_set (r, loop, "revindex0", v_int (r, len - k - 1));
+      dict_set (r, loop, "first", v_bool (r, k == 0));
+      dict_set (r, loop, "last", v_bool (r, k == len - 1));
+      dict_set (r, loop, "length", v_int (r, len));
+      dict_set (r, loop, "depth", v_int (r, 1));
+      dict_set (r, loop, "depth0", v_int (r, 0));
       if (k > 0)
-        dict_set (loop, "previtem", items->list->pdata[k - 1]);
+        dict_set (r, loop, "previtem", items->list->pdata[k - 1]);
       if (k + 1 < len)
-        dict_set (loop, "nextitem", items->list->pdata[k + 1]);
+        dict_set (r, loop, "nextitem", items->list->pdata[k + 1]);
       frame_set (lf, "loop", loop);
 
       int msg = r->tracked ? GPOINTER_TO_INT (g_hash_table_lookup (r->tracked, item)) - 1 : -1;
@@ -2547,8 +2776,20 @@ exec_for (R *r, Frame *f, const CtNode *n)
   return TRUE;
 }
 
+static gboolean exec_node (R *r, Frame *f, const CtNode *n);
+
 static gboolean
 exec_stmt (R *r, Frame *f, const CtNode *n)
+{
+  if (!enter (r, n))
+    return FALSE;
+  gboolean ok = exec_node (r, f, n);
+  r->depth_now--;
+  return ok && !r->error;
+}
+
+static gboolean
+exec_node (R *r, Frame *f, const CtNode *n)
 {
   switch (n->kind)
     {
@@ -2560,7 +2801,7 @@ exec_stmt (R *r, Frame *f, const CtNode *n)
         Value *v = eval (r, f, n->a);
         if (!v)
           return FALSE;
-        append_str (r->out, v);
+        append_str (r, r->out, v);
         return TRUE;
       }
     case CT_N_IF:
@@ -2587,7 +2828,7 @@ exec_stmt (R *r, Frame *f, const CtNode *n)
                 rfail (r, n, "cannot assign attribute on non-namespace object '%s'", n->a->a->str);
                 return FALSE;
               }
-            dict_set (ns, n->a->str, v);
+            dict_set (r, ns, n->a->str, v);
             return TRUE;
           }
         return assign_targets (r, f, n, n->targets, v);
@@ -2620,7 +2861,7 @@ exec_stmt (R *r, Frame *f, const CtNode *n)
         g_ptr_array_unref (chain);
         if (!v)
           return FALSE;
-        append_str (r->out, v);
+        append_str (r, r->out, v);
         return TRUE;
       }
     case CT_N_MACRO:
@@ -2682,16 +2923,32 @@ has_generation (GPtrArray *body)
 }
 
 HnChatTemplate *
-hn_chat_template_new (const char *source, GError **error)
+hn_chat_template_new_named (const char *source, const char *name, GError **error)
 {
   g_return_val_if_fail (source != NULL, NULL);
-  GPtrArray *body = ct_parse (source, error);
+  GError *local = NULL;
+  GPtrArray *body = ct_parse (source, &local);
   if (!body)
-    return NULL;
+    {
+      const char *m = local->message;
+      if (name && g_str_has_prefix (m, "chat template: "))
+        g_set_error (error, local->domain, local->code, "chat template (%s): %s", name, m + strlen ("chat template: "));
+      else
+        g_propagate_error (error, g_steal_pointer (&local));
+      g_clear_error (&local);
+      return NULL;
+    }
   HnChatTemplate *t = g_new0 (HnChatTemplate, 1);
   t->body = body;
   t->has_generation = has_generation (body);
+  t->name = g_strdup (name);
   return t;
+}
+
+HnChatTemplate *
+hn_chat_template_new (const char *source, GError **error)
+{
+  return hn_chat_template_new_named (source, NULL, error);
 }
 
 void
@@ -2700,6 +2957,7 @@ hn_chat_template_free (HnChatTemplate *tmpl)
   if (!tmpl)
     return;
   g_ptr_array_unref (tmpl->body);
+  g_free (tmpl->name);
   g_free (tmpl);
 }
 
@@ -2713,6 +2971,7 @@ render_raw (HnChatTemplate *tmpl, const HnChatRenderArgs *args, GArray *segs_out
   r.out = r.main_out = g_string_new (NULL);
   r.current_msg = -1;
   r.gen_spans = gen_spans;
+  r.name = tmpl->name;
   r.root = frame_push (&r, NULL);
 
   Value *msgs = from_json (&r, args->messages);

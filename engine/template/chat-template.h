@@ -24,9 +24,25 @@ G_BEGIN_DECLS
 
 typedef struct _HnChatTemplate HnChatTemplate;
 
+/* A template comes from outside (a model's tokenizer_config.json), so a
+ * render runs under budgets, as jinja2's sandbox (which transformers uses)
+ * and minijinja do; running out is an error naming the template and the
+ * limit. Integer arithmetic that leaves 64 bits is an error too, and the
+ * parser refuses templates nested deeper than 256 levels. */
+#define HN_CHAT_TEMPLATE_MAX_OUTPUT (64u << 20)      /* bytes of rendered text */
+#define HN_CHAT_TEMPLATE_MAX_MEMORY (256u << 20)     /* bytes of values made in one render */
+#define HN_CHAT_TEMPLATE_MAX_STEPS 20000000u         /* evaluated nodes plus bulk work */
+#define HN_CHAT_TEMPLATE_MAX_ITERATIONS 1000000u     /* for-loop iterations, all loops together */
+#define HN_CHAT_TEMPLATE_MAX_DEPTH 500               /* nested evaluation (expressions, blocks, macro calls) */
+#define HN_CHAT_TEMPLATE_MAX_RANGE 100000            /* items of one range(), jinja2's sandbox MAX_RANGE */
+
 /* Parses a template. Syntax errors are HN_ERROR_CORRUPT and say
  * "chat template: line L, column C: ...". */
 HnChatTemplate *hn_chat_template_new (const char *source, GError **error);
+
+/* The same, and the template's errors (syntax and rendering) say
+ * "chat template (NAME): ..." — e.g. the file it came from. */
+HnChatTemplate *hn_chat_template_new_named (const char *source, const char *name, GError **error);
 void hn_chat_template_free (HnChatTemplate *tmpl);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnChatTemplate, hn_chat_template_free)
 

@@ -455,11 +455,11 @@ hn_tok_json_load_split (const char *file, const char *data, gsize len, JsonParse
   g_string_append_len (small, p, data + len - p);
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
   g_autoptr (GError) e = NULL;
-  gboolean ok = json_parser_load_from_data (parser, small->str, (gssize) small->len, &e);
+  gboolean ok = hn_json_parser_load (parser, small->str, (gssize) small->len, file, &e);
   g_string_free (small, TRUE);
   if (!ok)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not valid JSON: %s", file, e->message);
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "not valid JSON: %s", e->message);
       return NULL;
     }
   *parser_out = g_steal_pointer (&parser);

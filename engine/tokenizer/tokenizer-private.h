@@ -3,6 +3,8 @@
 #pragma once
 #include "tokenizer.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
+#include "base/json-util.h"
 #include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS

@@ -10,13 +10,8 @@ hn_tokenizer_load_gpt2 (const char *vocab_json, const char *merges_txt, GError *
 {
   g_autofree char *vdata = NULL;
   gsize vlen = 0;
-  g_autoptr (GError) ve = NULL;
-  if (!g_file_get_contents (vocab_json, &vdata, &vlen, &ve))
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (ve, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "%s: %s", vocab_json, ve->message);
-      return NULL;
-    }
+  if (!hn_file_read_bounded (vocab_json, HN_MAX_TOKENIZER_BYTES, "vocabulary", &vdata, &vlen, error))
+    return NULL;
   g_autoptr (HnTokenizer) tok = hn_tokenizer_new_empty (vocab_json);
   tok->model = hn_model_new (HN_MODEL_BPE);
   if (!hn_tok_json_read_vocab (tok->model, vocab_json, vdata, vlen, error))
@@ -29,10 +24,9 @@ hn_tokenizer_load_gpt2 (const char *vocab_json, const char *merges_txt, GError *
   g_autofree char *text = NULL;
   gsize len = 0;
   g_autoptr (GError) e = NULL;
-  if (!g_file_get_contents (merges_txt, &text, &len, &e))
+  if (!hn_file_read_bounded (merges_txt, HN_MAX_TOKENIZER_BYTES, "merges file", &text, &len, &e))
     {
-      g_set_error (error, HN_ERROR, g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "%s: %s (vocab.json needs merges.txt next to it)", merges_txt, e->message);
+      g_set_error (error, HN_ERROR, e->code, "%s (vocab.json needs merges.txt next to it)", e->message);
       return NULL;
     }
   if (!g_utf8_validate (text, len, NULL))
@@ -106,13 +100,8 @@ hn_tokenizer_load_vocab_txt (const char *vocab_txt, GError **error)
 {
   g_autofree char *text = NULL;
   gsize len = 0;
-  g_autoptr (GError) e = NULL;
-  if (!g_file_get_contents (vocab_txt, &text, &len, &e))
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "%s: %s", vocab_txt, e->message);
-      return NULL;
-    }
+  if (!hn_file_read_bounded (vocab_txt, HN_MAX_TOKENIZER_BYTES, "vocabulary", &text, &len, error))
+    return NULL;
   if (!g_utf8_validate (text, len, NULL) || memchr (text, '\0', len))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not valid UTF-8 text", vocab_txt);

@@ -96,13 +96,8 @@ hn_tokenizer_load_spm (const char *file, GError **error)
 {
   g_autofree char *data = NULL;
   gsize len = 0;
-  g_autoptr (GError) e = NULL;
-  if (!g_file_get_contents (file, &data, &len, &e))
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "%s: %s", file, e->message);
-      return NULL;
-    }
+  if (!hn_file_read_bounded (file, HN_MAX_TOKENIZER_BYTES, "SentencePiece model", &data, &len, error))
+    return NULL;
   g_autoptr (GArray) pieces = g_array_new (FALSE, TRUE, sizeof (Piece));
   g_array_set_clear_func (pieces, piece_clear);
   int model_type = MODEL_UNIGRAM;

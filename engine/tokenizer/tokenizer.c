@@ -78,17 +78,13 @@ hn_tok_parse_json_file (const char *file, JsonParser **parser_out, GError **erro
 {
   g_autofree char *data = NULL;
   gsize len = 0;
-  g_autoptr (GError) e = NULL;
-  if (!g_file_get_contents (file, &data, &len, &e))
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "%s: %s", file, e->message);
-      return NULL;
-    }
+  if (!hn_file_read_bounded (file, HN_MAX_TOKENIZER_BYTES, "tokenizer file", &data, &len, error))
+    return NULL;
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
-  if (!json_parser_load_from_data (parser, data, (gssize) len, &e))
+  g_autoptr (GError) e = NULL;
+  if (!hn_json_parser_load (parser, data, (gssize) len, file, &e))
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not valid JSON: %s", file, e->message);
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "not valid JSON: %s", e->message);
       return NULL;
     }
   JsonNode *root = json_parser_get_root (parser);
@@ -776,13 +772,8 @@ load_tokenizer_json (const char *file, GError **error)
 {
   g_autofree char *data = NULL;
   gsize len = 0;
-  g_autoptr (GError) fe = NULL;
-  if (!g_file_get_contents (file, &data, &len, &fe))
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (fe, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
-                   "%s: %s", file, fe->message);
-      return NULL;
-    }
+  if (!hn_file_read_bounded (file, HN_MAX_TOKENIZER_BYTES, "tokenizer file", &data, &len, error))
+    return NULL;
   g_autoptr (JsonParser) parser = NULL;
   HnTokJsonSpan big[2];
   JsonNode *rootn = hn_tok_json_load_split (file, data, len, &parser, big, error);

@@ -267,7 +267,7 @@ hn_trainer_state_read (HnTrainerState *st, const char *dir, GError **error)
   g_autofree char *text = NULL;
   gsize len = 0;
   g_autoptr (GError) local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
+  if (!hn_file_read_bounded (path, HN_MAX_CONFIG_BYTES, "trainer state", &text, &len, &local))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s is not a checkpoint of this trainer: %s", dir,
                    local->message);

@@ -4,6 +4,8 @@
 #include <json-glib/json-glib.h>
 
 #include "base/hn-error.h"
+#include "base/hn-util.h"
+#include "base/json-util.h"
 
 /* tokenizer_config.json's mask_token: a string or an AddedToken object {"content": ...}. */
 static char *
@@ -13,7 +15,7 @@ config_mask_token (HnTokenizer *tok)
   g_autofree char *dir = path && g_file_test (path, G_FILE_TEST_IS_DIR) ? g_strdup (path) : g_path_get_dirname (path ? path : ".");
   g_autofree char *cfg = g_build_filename (dir, "tokenizer_config.json", NULL);
   g_autoptr (JsonParser) p = json_parser_new ();
-  if (!json_parser_load_from_file (p, cfg, NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))
+  if (!hn_json_parser_load_file (p, cfg, HN_MAX_CONFIG_BYTES, "tokenizer config", NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))
     return NULL;
   JsonNode *n = json_object_get_member (json_node_get_object (json_parser_get_root (p)), "mask_token");
   if (n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING)

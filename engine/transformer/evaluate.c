@@ -2,6 +2,7 @@
 #include "transformer/evaluate.h"
 
 #include "base/hn-error.h"
+#include "base/hn-util.h"
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "transformer/lora.h"
@@ -135,7 +136,7 @@ evaluate_loaded (const HnEvalOptions *opts, HnTransformer *m, HnTokenizer *tok, 
     {
       g_autofree char *text = NULL;
       gsize len = 0;
-      if (!g_file_get_contents (opts->text_file, &text, &len, error))
+      if (!hn_file_read_bounded (opts->text_file, HN_MAX_TEXT_BYTES, "text file", &text, &len, error))
         return FALSE;
       g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       if (!hn_tokenizer_encode (tok, text, (gssize) len, TRUE, ids, error))

@@ -144,7 +144,7 @@ hn_lora_config_load (HnLoraConfig *cfg, const char *dir, GError **error)
   g_autofree char *text = NULL;
   gsize len = 0;
   g_autoptr (GError) local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
+  if (!hn_file_read_bounded (path, HN_MAX_CONFIG_BYTES, "adapter config", &text, &len, &local))
     {
       g_set_error (error, HN_ERROR, g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_IO,
                    "%s: not a LoRA adapter folder: %s", dir, local->message);

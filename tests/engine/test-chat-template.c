@@ -226,6 +226,120 @@ test_runtime_errors (void)
     }
 }
 
+/* Hostile templates (the CLI probe of issue 20): each fails with the limit
+ * named, or renders the right answer, within seconds and bounded memory,
+ * instead of crashing, hanging or taking tens of GB. */
+static void
+test_hostile (void)
+{
+  static const struct { const char *src; const char *want; gboolean ok; } cases[] = {
+    { "{{ 'x' * 10000000000 }}", "memory limit of 256 MiB", FALSE },
+    { "{{ [1, 2] * 10000000000 }}", "memory limit", FALSE },
+    { "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "exceeds its", FALSE },
+    { "{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+      "memory limit", FALSE },
+    { "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+      "memory limit", FALSE },
+    { "{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow in '//'", FALSE },
+    { "{{ (-9223372036854775807 - 1) % -1 }}", "0", TRUE },
+    { "{{ -(-9223372036854775807 - 1) }}", "integer overflow in '-'", FALSE },
+    { "{{ 9223372036854775807 + 1 }}", "integer overflow in '+'", FALSE },
+    { "{{ -9223372036854775807 - 2 }}", "integer overflow in '-'", FALSE },
+    { "{{ 3037000500 * 3037000500 }}", "integer overflow in '*'", FALSE },
+    { "{{ 2 ** 63 }}", "integer overflow in '**'", FALSE },
+    { "{{ 2 ** 62 }}|{{ (-2) ** 63 }}|{{ 3 ** 39 }}", "4611686018427387904|-9223372036854775808|4052555153018976267", TRUE },
+    { "{{ 1 ** 100000000000000 }}|{{ (-1) ** 100000000000001 }}|{{ 0 ** 100000000000000 }}", "1|-1|0", TRUE },
+    { "{{ 99999999999999999999 }}", "integer literal does not fit in 64 bits", FALSE },
+    { "{{ range(1000000000000000000) | length }}", "exceeds the limit of 100000", FALSE },
+    { "{{ range(-9223372036854775807 - 1, 9223372036854775807) | length }}", "exceeds the limit of 100000", FALSE },
+    { "{{ range(0, 10, 9223372036854775807) | list }}|{{ range(5, -9223372036854775807 - 1, -9223372036854775807) | list }}",
+      "[0]|[5, -9223372036854775802]", TRUE },
+    { "{{ [1, 2, 3][::9223372036854775807] }}|{{ 'abc'[::-9223372036854775807 - 1] }}|{{ [1, 2, 3][-9223372036854775807 - 1:] }}",
+      "[1]|c|[1, 2, 3]", TRUE },
+    { "{{ 1e300 | int }}|{{ (2 ** 62) * 1.5 | int > 0 }}", "9223372036854775807|True", TRUE },
+    { "{% set ns = namespace() %}{% set ns.x = ns %}{{ ns }}", "nests deeper than 100 levels", FALSE },
+    { "{% set ns = namespace() %}{% set ns.x = ns %}{{ ns | tojson }}", "nests deeper than 100 levels", FALSE },
+    { "{% set a = namespace() %}{% set b = namespace(x=a) %}{% set a.x = b %}{{ a == b }}", "nests deeper", FALSE },
+    { "{% set s = 'x' * 1000000 %}{% set l = [s] * 100000 %}{{ l }}", "memory limit", FALSE },
+    { "{% set s = 'x' * 1000000 %}{{ ([s] * 100000) | join(',') }}", "memory limit", FALSE },
+    { "{{ ('x' * 1000) | replace('x', 'y' * 1000000) }}", "memory limit", FALSE },
+    { "{{ ('y' * 1000000).join(['a'] * 10000) }}", "memory limit", FALSE },
+    { "{{ [1] | tojson(indent=1000000000000) }}", "memory limit", FALSE },
+    { "{{ 'a\nb' | indent(1000000000000) }}", "memory limit", FALSE },
+    { "{% set t = 'x' * 10000000 %}{% for i in range(100000) %}{% if 'y' in t %}{% endif %}{% endfor %}",
+      "evaluation step limit of 20000000 steps", FALSE },
+    { "{% set s = 'x' * 10000000 %}{% for i in range(100000) %}{{ s[i] }}{% endfor %}", "evaluation step limit", FALSE },
+    { "{{ range(100000) | list | unique | length }}", "evaluation step limit", FALSE },
+    { "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "recursion too deep", FALSE },
+  };
+  g_autoptr (JsonNode) msgs = json_from_string ("[]", NULL);
+  for (guint k = 0; k < G_N_ELEMENTS (cases); k++)
+    {
+      g_autoptr (GError) error = NULL;
+      gint64 t0 = g_get_monotonic_time ();
+      g_autofree char *out = hn_chat_template_render (cases[k].src, msgs, FALSE, NULL, NULL, NULL, &error);
+      double secs = (g_get_monotonic_time () - t0) / 1e6;
+      if (cases[k].ok ? g_strcmp0 (out, cases[k].want) != 0 : (out || !strstr (error->message, cases[k].want)))
+        g_error ("'%s': got '%s', want '%s'", cases[k].src, out ? out : error->message, cases[k].want);
+      /* a generous bound: sanitizer builds run several times slower */
+      if (secs > 10)
+        g_error ("'%s' took %.1f s", cases[k].src, secs);
+      g_test_message ("%.3f s: %s", secs, cases[k].src);
+    }
+
+  /* Nesting the evaluator (and freeing) would recurse through: refused by the parser. */
+  const char *const opens[] = { "(", "[", "not ", "-", "{% if x %}" };
+  const char *const closes[] = { ")", "]", "", "", "{% endif %}" };
+  for (guint k = 0; k < G_N_ELEMENTS (opens); k++)
+    {
+      GString *src = g_string_new (k == 4 ? "" : "{{ ");
+      for (int d = 0; d < 100000; d++)
+        g_string_append (src, opens[k]);
+      g_string_append (src, k == 4 ? "" : "1");
+      for (int d = 0; d < 100000; d++)
+        g_string_append (src, closes[k]);
+      g_string_append (src, k == 4 ? "" : " }}");
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnChatTemplate) t = hn_chat_template_new (src->str, &error);
+      g_assert_null (t);
+      g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+      g_assert_nonnull (strstr (error->message, "nests deeper than 256 levels"));
+      g_string_free (src, TRUE);
+    }
+  /* ... and so are chains: 1 + 1 + ... builds a tree as deep as it is long, likewise elif and filters */
+  const char *const links[] = { " + 1", " ~ 1", " and 1", " | string", "[0]", "{% elif x %}" };
+  for (guint k = 0; k < G_N_ELEMENTS (links); k++)
+    {
+      GString *src = g_string_new (k == 5 ? "{% if x %}" : "{{ 1");
+      for (int d = 0; d < 100000; d++)
+        g_string_append (src, links[k]);
+      g_string_append (src, k == 5 ? "{% endif %}" : " }}");
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnChatTemplate) t = hn_chat_template_new (src->str, &error);
+      g_assert_null (t);
+      g_assert_nonnull (strstr (error->message, "nests deeper than 256 levels"));
+      g_string_free (src, TRUE);
+    }
+  /* A real template's depth stays far inside the limit. */
+  g_autofree char *ok = hn_chat_template_render ("{{ ((((((((((1)))))))))) + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 }}",
+                                                  msgs, FALSE, NULL, NULL, NULL, NULL);
+  g_assert_cmpstr (ok, ==, "10");
+
+  /* The error names the template. */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnChatTemplate) t = hn_chat_template_new_named ("{{ 'x' * 10000000000 }}", "model/tokenizer_config.json", &error);
+  g_assert_no_error (error);
+  HnChatRenderArgs args = { msgs, NULL, FALSE, NULL, NULL, NULL };
+  g_autofree char *out = hn_chat_template_apply (t, &args, NULL, &error);
+  g_assert_null (out);
+  g_assert_nonnull (strstr (error->message, "chat template (model/tokenizer_config.json): line 1, column"));
+  g_assert_nonnull (strstr (error->message, "memory limit of 256 MiB"));
+  g_clear_error (&error);
+  g_autoptr (HnChatTemplate) bad = hn_chat_template_new_named ("{% if %}", "x.jinja", &error);
+  g_assert_null (bad);
+  g_assert_nonnull (strstr (error->message, "chat template (x.jinja): line 1"));
+}
+
 static void
 test_simple_messages (void)
 {
@@ -284,6 +398,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat-template/generation-tag", test_generation_tag);
   g_test_add_func ("/chat-template/parse-errors", test_parse_errors);
   g_test_add_func ("/chat-template/runtime-errors", test_runtime_errors);
+  g_test_add_func ("/chat-template/hostile", test_hostile);
   g_test_add_func ("/chat-template/simple-messages", test_simple_messages);
   g_test_add_func ("/chat-template/qwen3-parity", test_qwen3_parity);
   return g_test_run ();
