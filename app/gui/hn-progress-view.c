@@ -72,23 +72,35 @@ on_event (HnJobController *c, const HnJobEvent *e, HnProgressView *self)
     return;
   stop_pulse (self);
   GString *s = g_string_new (NULL);
-  g_autofree char *step = format_count (e->progress.step);
+  /* downloads read "1.2 MB of 3.0 GB · 11.5 MB/s", not byte counts */
+  gboolean bytes = e->progress.unit == HN_PROGRESS_BYTES;
+  g_autofree char *step = bytes ? g_format_size ((guint64) MAX (e->progress.step, 0)) : format_count (e->progress.step);
   static const char *const unit_names[] = { N_("steps"), N_("tokens"), N_("bytes"), N_("items") };
-  const char *unit = gettext (unit_names[e->progress.unit]);
+  const char *unit = bytes ? "" : gettext (unit_names[e->progress.unit]);
   if (e->progress.total > 0)
     {
-      g_autofree char *total = format_count (e->progress.total);
+      g_autofree char *total = bytes ? g_format_size ((guint64) e->progress.total) : format_count (e->progress.total);
       /* TRANSLATORS: "1,200 of 5,000 steps" */
-      g_string_append_printf (s, _("%s of %s %s"), step, total, unit);
+      if (bytes)
+        /* TRANSLATORS: "1.2 MB of 3.0 GB" */
+        g_string_append_printf (s, _("%s of %s"), step, total);
+      else
+        g_string_append_printf (s, _("%s of %s %s"), step, total, unit);
       gtk_progress_bar_set_fraction (GTK_PROGRESS_BAR (self->bar),
                                      CLAMP ((double) e->progress.step / (double) e->progress.total, 0, 1));
     }
   else
     {
-      g_string_append_printf (s, "%s %s", step, unit);
+      g_string_append_printf (s, bytes ? "%s%s" : "%s %s", step, unit);
       gtk_progress_bar_pulse (GTK_PROGRESS_BAR (self->bar));
     }
-  if (isfinite (e->progress.tokens_per_s))
+  if (bytes && isfinite (e->progress.tokens_per_s) && e->progress.tokens_per_s > 0)
+    {
+      g_autofree char *rate = g_format_size ((guint64) e->progress.tokens_per_s);
+      /* TRANSLATORS: a download speed, "11.5 MB/s" */
+      g_string_append_printf (s, _(" · %s/s"), rate);
+    }
+  else if (!bytes && isfinite (e->progress.tokens_per_s))
     g_string_append_printf (s, _(" · %.1f tokens/s"), e->progress.tokens_per_s);
   if (e->progress.device_bytes >= 0)
     {

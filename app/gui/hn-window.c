@@ -2,6 +2,7 @@
 #include "hn-chat-page.h"
 #include "hn-compare-page.h"
 #include "hn-loss-chart.h"
+#include "hn-models-page.h"
 #include "base/hn-error.h"
 #include "hn-devices.h"
 #include "hn-generate-page.h"
@@ -19,7 +20,7 @@ struct _HnWindow
   GtkWidget *banner_label;
   GtkWidget *toasts;
   GtkWidget *stack;
-  GtkWidget *generate_page, *finetune_page, *train_page, *hierarchos_page, *chat_page;
+  GtkWidget *generate_page, *finetune_page, *train_page, *hierarchos_page, *chat_page, *models_page;
   GtkWidget *jobs_list;
   GtkWidget *compare_page, *compare_chart;
   HnDevices *devices;
@@ -397,6 +398,8 @@ page_controller (GtkWidget *page)
     return hn_generate_page_get_controller (HN_GENERATE_PAGE (page));
   if (HN_IS_CHAT_PAGE (page))
     return hn_chat_page_get_controller (HN_CHAT_PAGE (page));
+  if (HN_IS_MODELS_PAGE (page))
+    return hn_models_page_get_pull_controller (HN_MODELS_PAGE (page)); /* a download survives the window closing */
   return NULL;
 }
 
@@ -404,7 +407,7 @@ gboolean
 hn_window_has_running_jobs (HnWindow *self)
 {
   GtkWidget *pages[] = { self->generate_page, self->finetune_page, self->train_page, self->hierarchos_page,
-                         self->chat_page };
+                         self->chat_page, self->models_page };
   for (guint i = 0; i < G_N_ELEMENTS (pages); i++)
     {
       HnJobController *c = page_controller (pages[i]);
@@ -473,7 +476,7 @@ void
 hn_window_save_and_stop_jobs (HnWindow *self)
 {
   GtkWidget *pages[] = { self->generate_page, self->finetune_page, self->train_page, self->hierarchos_page,
-                         self->chat_page };
+                         self->chat_page, self->models_page };
   for (guint i = 0; i < G_N_ELEMENTS (pages); i++)
     {
       HnJobController *c = page_controller (pages[i]);
@@ -517,6 +520,7 @@ hn_window_class_init (HnWindowClass *klass)
   g_type_ensure (HN_TYPE_GENERATE_PAGE);
   g_type_ensure (HN_TYPE_TRAIN_PAGE);
   g_type_ensure (HN_TYPE_CHAT_PAGE);
+  g_type_ensure (HN_TYPE_MODELS_PAGE);
   g_type_ensure (HN_TYPE_COMPARE_PAGE);
   g_type_ensure (HN_TYPE_LOSS_CHART);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-window.ui");
@@ -530,6 +534,7 @@ hn_window_class_init (HnWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnWindow, train_page);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, hierarchos_page);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, chat_page);
+  gtk_widget_class_bind_template_child (widget_class, HnWindow, models_page);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, jobs_list);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, compare_page);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, compare_chart);
@@ -572,7 +577,7 @@ hn_window_init (HnWindow *self)
         hn_window_show_page (self, page);
     }
   GtkWidget *pages[] = { self->generate_page, self->finetune_page, self->train_page, self->hierarchos_page,
-                         self->chat_page };
+                         self->chat_page, self->models_page };
   for (guint i = 0; i < G_N_ELEMENTS (pages); i++)
     g_signal_connect_object (page_controller (pages[i]), "notify::running", G_CALLBACK (on_background_job_done),
                              self, 0);

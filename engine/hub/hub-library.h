@@ -68,8 +68,9 @@ void hn_hub_repo_info_free (HnHubRepoInfo *info);
 HnHubRepoInfo *hn_hub_repo_info (HnHub *hub, HnHubRepoType type, const char *repo_id,
                                  GCancellable *cancellable, GError **error);
 
-/* The repo's README.md (model card) as text, fetched into the cache (so it
- * also shows offline once seen). Capped at 1 MiB. */
+/* The repo's README.md (model card) as text, read from the Hub without
+ * touching the cache (a downloaded model's card is in its snapshot).
+ * Capped at 1 MiB. */
 char *hn_hub_fetch_readme (HnHub *hub, HnHubRepoType type, const char *repo_id, GCancellable *cancellable,
                            GError **error);
 

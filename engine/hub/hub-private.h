@@ -15,8 +15,10 @@ G_BEGIN_DECLS
 JsonNode *hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *what, char **link_next,
                           GCancellable *cancellable, GError **error);
 
-/* TRUE when HF_HUB_OFFLINE (or hn_hub_set_offline) is in force. */
-gboolean hn_hub_get_offline (HnHub *hub);
+/* The same for a body that is not JSON, at most `limit` bytes. */
+GBytes *hn_hub_get_bytes (HnHub *hub, const char *url, const char *repo_id, const char *what, gsize limit,
+                          char **link_next, GCancellable *cancellable, GError **error);
+
 /* TRUE when a token is set (its text never leaves the client). */
 gboolean hn_hub_has_token (HnHub *hub);
 

@@ -327,24 +327,24 @@ char *
 hn_hub_fetch_readme (HnHub *hub, HnHubRepoType type, const char *repo_id, GCancellable *cancellable,
                      GError **error)
 {
-  g_autofree char *path = hn_hub_download_file (hub, type, repo_id, NULL, "README.md", cancellable, error);
-  if (!path)
+  if (!hn_hub_validate_repo_id (repo_id, error))
     return NULL;
-  g_autofree char *text = NULL;
-  gsize len;
+  /* read from the Hub, not into the cache: browsing must not leave
+   * half-made repos in the local model list */
+  g_autofree char *url = g_strdup_printf ("%s%s/%s/resolve/main/README.md", hn_hub_get_endpoint (hub),
+                                          type == HN_HUB_REPO_DATASET ? "/datasets" : "", repo_id);
   g_autoptr (GError) local = NULL;
-  if (!g_file_get_contents (path, &text, &len, &local))
+  g_autoptr (GBytes) body = hn_hub_get_bytes (hub, url, repo_id, "README.md", 16 * MAX_README, NULL, cancellable,
+                                              &local);
+  if (!body)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot read %s: %s", path, local->message);
+      g_propagate_error (error, g_steal_pointer (&local));
       return NULL;
     }
-  if (len > MAX_README)
-    {
-      len = MAX_README;
-      text[len] = '\0';
-    }
-  /* a card is shown as text: invalid UTF-8 is replaced, not trusted */
-  return g_utf8_make_valid (text, (gssize) len);
+  gsize len;
+  const char *text = g_bytes_get_data (body, &len);
+  /* a card is shown as text: capped, and invalid UTF-8 replaced, not trusted */
+  return g_utf8_make_valid (text ? text : "", (gssize) MIN (len, MAX_README));
 }
 
 char *

@@ -1013,9 +1013,9 @@ hn_hub_link_next (const char *link)
   return NULL;
 }
 
-JsonNode *
-hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *what, char **link_next,
-                GCancellable *cancellable, GError **error)
+GBytes *
+hn_hub_get_bytes (HnHub *hub, const char *url, const char *repo_id, const char *what, gsize limit, char **link_next,
+                  GCancellable *cancellable, GError **error)
 {
   if (link_next)
     *link_next = NULL;
@@ -1037,26 +1037,34 @@ hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *wh
     return NULL;
   if (!check_status (hub, msg, repo_id, what, error))
     return NULL;
-  g_autoptr (GBytes) body = read_all (in, MAX_API_REPLY, url, cancellable, error);
+  GBytes *body = read_all (in, limit, url, cancellable, error);
+  if (body && link_next)
+    *link_next = hn_hub_link_next (soup_message_headers_get_one (soup_message_get_response_headers (msg), "Link"));
+  return body;
+}
+
+JsonNode *
+hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *what, char **link_next,
+                GCancellable *cancellable, GError **error)
+{
+  g_autoptr (GBytes) body = hn_hub_get_bytes (hub, url, repo_id, what, MAX_API_REPLY, link_next, cancellable, error);
   if (!body)
     return NULL;
   gsize len;
   const char *data = g_bytes_get_data (body, &len);
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
   g_autoptr (GError) jerr = NULL;
-  if (!json_parser_load_from_data (parser, data ? data : "", (gssize) len, &jerr))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the Hub's reply is not JSON: %s", url, jerr->message);
-      return NULL;
-    }
-  JsonNode *root = json_parser_get_root (parser);
+  JsonNode *root = NULL;
+  if (json_parser_load_from_data (parser, data ? data : "", (gssize) len, &jerr))
+    root = json_parser_get_root (parser);
   if (!root)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the Hub's reply is empty", url);
+      if (link_next)
+        g_clear_pointer (link_next, g_free);
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the Hub's reply is not JSON%s%s", url, jerr ? ": " : "",
+                   jerr ? jerr->message : " (empty)");
       return NULL;
     }
-  if (link_next)
-    *link_next = hn_hub_link_next (soup_message_headers_get_one (soup_message_get_response_headers (msg), "Link"));
   return json_node_copy (root);
 }
 

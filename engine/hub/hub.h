@@ -61,6 +61,8 @@ void hn_hub_set_cache_dir (HnHub *hub, const char *dir);
 void hn_hub_set_progress (HnHub *hub, HnHubProgressFunc func, gpointer user_data);
 const char *hn_hub_get_cache_dir (HnHub *hub);
 const char *hn_hub_get_endpoint (HnHub *hub);
+/* TRUE when HF_HUB_OFFLINE (or hn_hub_set_offline) is in force. */
+gboolean hn_hub_get_offline (HnHub *hub);
 
 /* "<cache>/models--org--name" (not created). */
 char *hn_hub_repo_cache_dir (HnHub *hub, HnHubRepoType type, const char *repo_id);

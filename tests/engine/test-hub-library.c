@@ -192,6 +192,8 @@ test_info_and_card (void)
   g_assert_true (g_str_has_prefix (card, "---\nlicense: mit"));
   g_autofree char *text = hn_hub_readme_strip_front_matter (card);
   g_assert_true (g_str_has_prefix (text, "# Stories 260K"));
+  g_autofree char *stories_dir = g_build_filename (cache, "models--org--stories", NULL);
+  g_assert_false (g_file_test (stories_dir, G_FILE_TEST_EXISTS)); /* browsing leaves the cache alone */
   g_autofree char *plain = hn_hub_readme_strip_front_matter ("no front matter");
   g_assert_cmpstr (plain, ==, "no front matter");
   rm_rf (cache);

@@ -1,0 +1,45 @@
+/* HnModelsPage: the model library. Left: the models in the Hugging Face
+ * cache (architecture, parameters, dtype, size, parity-verified, a fit
+ * badge for this device), Hub search with paged results (a hub-search job),
+ * the access token (kept in the keyring). Right: the chosen model's card,
+ * files and fit badge; Download (a pull job: progress, speed, ETA, cancel,
+ * resume from the partial file), Chat / Generate / Fine-tune / Train with
+ * it, Export, Remove (asks first, says what it frees). */
+#pragma once
+#include <adwaita.h>
+
+#include "hn-job-controller.h"
+
+G_BEGIN_DECLS
+
+#define HN_TYPE_MODELS_PAGE (hn_models_page_get_type ())
+G_DECLARE_FINAL_TYPE (HnModelsPage, hn_models_page, HN, MODELS_PAGE, AdwBin)
+
+GtkWidget *hn_models_page_new (void);
+HnJobController *hn_models_page_get_search_controller (HnModelsPage *self);
+HnJobController *hn_models_page_get_pull_controller (HnModelsPage *self);
+/* The hub-search job's spec (its --limit is the page size). */
+HnJobSpec *hn_models_page_get_search_spec (HnModelsPage *self);
+
+/* For tests and the first-run flow. */
+void hn_models_page_search (HnModelsPage *self, const char *text);
+void hn_models_page_refresh_local (HnModelsPage *self);
+/* TRUE while the local list, a search or a model's details load. */
+gboolean hn_models_page_is_loading (HnModelsPage *self);
+guint hn_models_page_get_n_results (HnModelsPage *self);
+guint hn_models_page_get_n_local (HnModelsPage *self);
+const char *hn_models_page_get_search_status (HnModelsPage *self);
+/* Shows a model's details: a search result (local FALSE) or a cached model. */
+gboolean hn_models_page_select (HnModelsPage *self, const char *id, gboolean local);
+const char *hn_models_page_get_fit_text (HnModelsPage *self);
+/* The badge of a cached model's row, or NULL. */
+const char *hn_models_page_get_local_fit (HnModelsPage *self, const char *id);
+char *hn_models_page_dup_card_text (HnModelsPage *self);
+guint hn_models_page_get_n_files (HnModelsPage *self);
+const char *hn_models_page_get_command_text (HnModelsPage *self);
+/* The "Remove?" dialog while it is open, else NULL. */
+GtkWidget *hn_models_page_get_remove_dialog (HnModelsPage *self);
+void hn_models_page_set_token_text (HnModelsPage *self, const char *text);
+const char *hn_models_page_get_token_status (HnModelsPage *self);
+
+G_END_DECLS

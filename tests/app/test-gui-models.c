@@ -1,0 +1,373 @@
+/* The Models page under Xvfb, against the fake Hub (tests/engine/fake-hub.c)
+ * and an empty cache: search with paging, a model card with its files and
+ * fit badge, a gated model refused and then downloaded once a token is saved
+ * (the token never shows), a download in progress cancelled and resumed to
+ * the Hub's sha256, the local list's fit badges, Chat with a downloaded
+ * model, removal that asks first, and offline mode listing only local
+ * models. Screenshots go to <build>/tests/out (models-*.png). */
+#include "fake-hub.h"
+#include "hn-application.h"
+#include "hn-chat-page.h"
+#include "hn-models-page.h"
+#include "hn-window.h"
+#include "hub/hub-token.h"
+#include "jobs/job.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+#define TOKEN "good-token"
+
+static HnWindow *window;
+static HnModelsPage *page;
+static char *cache;
+static char *mem_token;
+
+static char *
+mem_lookup (const char *endpoint, gpointer data, GError **error)
+{
+  return g_strdup (mem_token);
+}
+
+static gboolean
+mem_store (const char *endpoint, const char *token, gpointer data, GError **error)
+{
+  g_free (mem_token);
+  mem_token = g_strdup (token);
+  return TRUE;
+}
+
+static gboolean
+mem_clear (const char *endpoint, gpointer data, GError **error)
+{
+  g_clear_pointer (&mem_token, g_free);
+  return TRUE;
+}
+
+static void
+spin (guint ms)
+{
+  gint64 end = g_get_monotonic_time () + ms * 1000;
+  while (g_get_monotonic_time () < end)
+    while (g_main_context_iteration (NULL, FALSE))
+      ;
+}
+
+static gboolean
+wait_for (gboolean (*cond) (gpointer), gpointer data, guint timeout_ms)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  while (!cond (data))
+    {
+      if (g_get_monotonic_time () > end)
+        return FALSE;
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (1000);
+    }
+  return TRUE;
+}
+
+static gboolean
+idle_page (gpointer data)
+{
+  return !hn_models_page_is_loading (data);
+}
+
+static gboolean
+pull_idle (gpointer data)
+{
+  return !hn_job_controller_get_running (hn_models_page_get_pull_controller (data)) &&
+         !hn_models_page_is_loading (data);
+}
+
+static void
+settle (HnModelsPage *p)
+{
+  g_assert_true (wait_for (idle_page, p, 30000));
+  spin (50);
+}
+
+static void
+save_screenshot (const char *name)
+{
+  spin (300);
+  GtkWidget *w = GTK_WIDGET (window);
+  int width = gtk_widget_get_width (w), height = gtk_widget_get_height (w);
+  GdkPaintable *paintable = gtk_widget_paintable_new (w);
+  GtkSnapshot *snap = gtk_snapshot_new ();
+  gdk_paintable_snapshot (paintable, snap, width, height);
+  GskRenderNode *node = gtk_snapshot_free_to_node (snap);
+  GdkTexture *tex = gsk_renderer_render_texture (gtk_native_get_renderer (GTK_NATIVE (window)), node,
+                                                 &GRAPHENE_RECT_INIT (0, 0, width, height));
+  const char *build = g_getenv ("HN_BUILD_DIR");
+  g_autofree char *dir = g_build_filename (build ? build : ".", "tests", "out", NULL);
+  g_mkdir_with_parents (dir, 0755);
+  g_autofree char *file = g_strdup_printf ("%s.png", name);
+  g_autofree char *path = g_build_filename (dir, file, NULL);
+  g_assert_true (gdk_texture_save_to_png (tex, path));
+  g_test_message ("saved %s (%dx%d)", path, width, height);
+  g_object_unref (tex);
+  gsk_render_node_unref (node);
+  g_object_unref (paintable);
+}
+
+static void
+activate (const char *action, GVariant *param)
+{
+  g_assert_true (gtk_widget_activate_action_variant (GTK_WIDGET (page), action, param));
+}
+
+static void
+test_search_paging (void)
+{
+  hn_window_show_page (window, "models");
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 0);
+  hn_job_spec_set_int (hn_models_page_get_search_spec (page), "limit", 3);
+  hn_models_page_search (page, "");
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_results (page), ==, 3);
+  g_assert_nonnull (strstr (hn_models_page_get_command_text (page), "hub-search"));
+  g_assert_nonnull (strstr (hn_models_page_get_command_text (page), "--limit 3"));
+  activate ("models.more", NULL);
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_results (page), ==, 6);
+  g_assert_nonnull (strstr (hn_models_page_get_command_text (page), "--cursor off-3"));
+  activate ("models.more", NULL);
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_results (page), ==, 8);
+  g_assert_cmpstr (hn_models_page_get_search_status (page), ==, "8 models");
+  save_screenshot ("models-search");
+}
+
+static void
+test_card (void)
+{
+  g_assert_true (hn_models_page_select (page, "org/stories", FALSE));
+  settle (page);
+  g_autofree char *card = hn_models_page_dup_card_text (page);
+  g_assert_true (g_str_has_prefix (card, "# Stories 260K")); /* front matter stripped */
+  g_assert_cmpuint (hn_models_page_get_n_files (page), ==, 5);
+  const char *fit = hn_models_page_get_fit_text (page);
+  g_assert_nonnull (fit);
+  g_test_message ("fit of org/stories before download: %s", fit);
+  g_assert_true (g_str_equal (fit, "Fits for LoRA at batch 4 × 512") || g_str_equal (fit, "Fits for chat") ||
+                 g_str_equal (fit, "Needs 4-bit") || g_str_equal (fit, "Too large for this device") ||
+                 g_str_equal (fit, "Fit unknown"));
+  g_assert_nonnull (strstr (hn_models_page_get_command_text (page), "pull --repo org/stories"));
+  /* browsing left the cache alone */
+  g_autofree char *repo = g_build_filename (cache, "models--org--stories", NULL);
+  g_assert_false (g_file_test (repo, G_FILE_TEST_EXISTS));
+  save_screenshot ("models-card");
+}
+
+static void
+test_gated_token (void)
+{
+  g_assert_true (hn_models_page_select (page, "org/gated", FALSE));
+  settle (page);
+  activate ("models.download", NULL);
+  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_assert_nonnull (strstr (hn_models_page_get_token_status (page), "needs a token"));
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 0);
+
+  /* something that is not a token is refused and not echoed */
+  hn_models_page_set_token_text (page, "my password");
+  activate ("models.save-token", NULL);
+  g_assert_null (strstr (hn_models_page_get_token_status (page), "my password"));
+  g_assert_null (mem_token);
+
+  hn_models_page_set_token_text (page, TOKEN);
+  activate ("models.save-token", NULL);
+  settle (page);
+  g_assert_cmpstr (mem_token, ==, TOKEN);
+  g_assert_nonnull (strstr (hn_models_page_get_token_status (page), "keyring"));
+  activate ("models.download", NULL);
+  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 1);
+  /* the command line never holds it */
+  g_assert_null (strstr (hn_models_page_get_command_text (page), TOKEN));
+  g_assert_null (strstr (hn_models_page_get_command_text (page), "hf-token"));
+}
+
+typedef struct {
+  gboolean moving;
+} Seen;
+
+static void
+on_pull_event (HnJobController *c, const HnJobEvent *e, Seen *seen)
+{
+  if (e->type == HN_JOB_EVENT_PROGRESS && e->progress.unit == HN_PROGRESS_BYTES && e->progress.total > 0 &&
+      e->progress.step > 0 && e->progress.step < e->progress.total)
+    seen->moving = TRUE;
+}
+
+static gboolean
+seen_moving (gpointer data)
+{
+  return ((Seen *) data)->moving;
+}
+
+static char *
+file_sha256 (const char *path)
+{
+  g_autofree char *data = NULL;
+  gsize len;
+  g_assert_true (g_file_get_contents (path, &data, &len, NULL));
+  return g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) data, len);
+}
+
+static void
+test_download_cancel_resume (void)
+{
+  g_assert_true (hn_models_page_select (page, "org/stories", FALSE));
+  settle (page);
+  g_mutex_lock (&hub_srv.lock);
+  hub_srv.throttle_us = 60000; /* 64 KiB per 60 ms: slow enough to watch */
+  g_mutex_unlock (&hub_srv.lock);
+  Seen seen = { FALSE };
+  HnJobController *pull = hn_models_page_get_pull_controller (page);
+  gulong h = g_signal_connect (pull, "event", G_CALLBACK (on_pull_event), &seen);
+  activate ("models.download", NULL);
+  g_assert_true (wait_for (seen_moving, &seen, 30000));
+  save_screenshot ("models-download");
+  activate ("models.cancel", NULL);
+  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_signal_handler_disconnect (pull, h);
+  g_mutex_lock (&hub_srv.lock);
+  hub_srv.throttle_us = 0;
+  g_mutex_unlock (&hub_srv.lock);
+
+  /* the partial download is listed and resumes */
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 2);
+  g_assert_true (hn_models_page_select (page, "org/stories", TRUE));
+  int ranges = hub_srv.range_gets;
+  activate ("models.download", NULL);
+  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_assert_cmpint (hub_srv.range_gets, >, ranges);
+  FakeFile *f = find_file ("models/org/stories", "model.safetensors");
+  g_autofree char *st = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, "model.safetensors", NULL);
+  g_autofree char *sum = file_sha256 (st);
+  g_assert_cmpstr (sum, ==, f->sha256);
+}
+
+static void
+test_fit_badges (void)
+{
+  const char *fit = hn_models_page_get_local_fit (page, "org/stories");
+  g_assert_nonnull (fit);
+  g_test_message ("fit of org/stories on this device: %s", fit);
+  g_assert_cmpstr (hn_models_page_get_local_fit (page, "org/gated"), ==, "Fit unknown"); /* config only */
+  g_assert_true (hn_models_page_select (page, "org/stories", TRUE));
+  settle (page);
+  g_assert_cmpstr (hn_models_page_get_fit_text (page), ==, fit);
+  g_autofree char *card = hn_models_page_dup_card_text (page);
+  g_assert_true (g_str_has_prefix (card, "No model card")); /* pull takes model files only */
+  save_screenshot ("models-fit");
+
+  /* Chat with it */
+  activate ("models.open", g_variant_new_string ("chat"));
+  HnChatPage *chat = HN_CHAT_PAGE (hn_window_get_page (window, "chat"));
+  g_autofree char *snap = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, NULL);
+  g_assert_cmpstr (hn_job_spec_get_string (hn_chat_page_get_spec (chat), "model-path"), ==, snap);
+  hn_window_show_page (window, "models");
+}
+
+static gboolean
+dialog_open (gpointer data)
+{
+  return hn_models_page_get_remove_dialog (data) != NULL;
+}
+
+static void
+test_remove (void)
+{
+  g_assert_true (hn_models_page_select (page, "org/gated", TRUE));
+  activate ("models.remove", NULL);
+  g_assert_true (wait_for (dialog_open, page, 5000));
+  GtkWidget *dialog = hn_models_page_get_remove_dialog (page);
+  g_assert_nonnull (strstr (adw_message_dialog_get_body (ADW_MESSAGE_DIALOG (dialog)), "frees"));
+  /* Cancel keeps it */
+  adw_message_dialog_response (ADW_MESSAGE_DIALOG (dialog), "cancel");
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 2);
+  activate ("models.remove", NULL);
+  dialog = hn_models_page_get_remove_dialog (page);
+  adw_message_dialog_response (ADW_MESSAGE_DIALOG (dialog), "remove");
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 1);
+  g_autofree char *repo = g_build_filename (cache, "models--org--gated", NULL);
+  g_assert_false (g_file_test (repo, G_FILE_TEST_EXISTS));
+}
+
+static void
+test_offline (void)
+{
+  /* a page made while HF_HUB_OFFLINE is set (nothing else runs now) */
+  g_setenv ("HF_HUB_OFFLINE", "1", TRUE);
+  GtkWidget *win = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (win), 900, 600);
+  HnModelsPage *off = HN_MODELS_PAGE (hn_models_page_new ());
+  gtk_window_set_child (GTK_WINDOW (win), GTK_WIDGET (off));
+  gtk_window_present (GTK_WINDOW (win));
+  g_unsetenv ("HF_HUB_OFFLINE");
+  settle (off);
+  g_assert_cmpuint (hn_models_page_get_n_local (off), ==, 1);
+  g_assert_nonnull (strstr (hn_models_page_get_search_status (off), "Offline"));
+  g_assert_false (gtk_widget_activate_action (GTK_WIDGET (off), "models.search", NULL) &&
+                  hn_job_controller_get_running (hn_models_page_get_search_controller (off)));
+  g_assert_cmpuint (hn_models_page_get_n_results (off), ==, 0);
+  g_assert_true (hn_models_page_select (off, "org/stories", TRUE));
+  g_assert_cmpuint (hn_models_page_get_n_files (off), >=, 3);
+  gtk_window_destroy (GTK_WINDOW (win));
+  spin (50);
+}
+
+int
+main (int argc, char **argv)
+{
+  hn_gui_i18n_init ();
+  cache = g_dir_make_tmp ("hn-gui-models-XXXXXX", NULL);
+  g_autofree char *hf_home = g_build_filename (cache, "home", NULL);
+  g_setenv ("HF_HUB_CACHE", cache, TRUE);
+  g_setenv ("HF_HOME", hf_home, TRUE);
+  g_unsetenv ("HF_TOKEN");
+  g_unsetenv ("HUGGING_FACE_HUB_TOKEN");
+  g_unsetenv ("HF_HUB_OFFLINE");
+  g_unsetenv ("http_proxy");
+  g_unsetenv ("https_proxy");
+  gtk_test_init (&argc, &argv, NULL);
+  adw_init ();
+  start_server (); /* sets HF_ENDPOINT */
+  static const HnHubTokenStore store = { mem_lookup, mem_store, mem_clear, NULL };
+  hn_hub_token_store_set (&store); /* the libsecret path: test-hub-keyring */
+  hn_job_register_builtin_kinds ();
+  GtkCssProvider *css = gtk_css_provider_new ();
+  gtk_css_provider_load_from_resource (css, "/io/github/hierarchos/Native/style.css");
+  gtk_style_context_add_provider_for_display (gdk_display_get_default (), GTK_STYLE_PROVIDER (css),
+                                              GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  window = g_object_new (HN_TYPE_WINDOW, NULL);
+  gtk_window_set_default_size (GTK_WINDOW (window), 1280, 820);
+  gtk_window_present (GTK_WINDOW (window));
+  page = HN_MODELS_PAGE (hn_window_get_page (window, "models"));
+  spin (200);
+
+  g_test_add_func ("/gui-models/search-paging", test_search_paging);
+  g_test_add_func ("/gui-models/card", test_card);
+  g_test_add_func ("/gui-models/gated-token", test_gated_token);
+  g_test_add_func ("/gui-models/download-cancel-resume", test_download_cancel_resume);
+  g_test_add_func ("/gui-models/fit-badges", test_fit_badges);
+  g_test_add_func ("/gui-models/remove", test_remove);
+  g_test_add_func ("/gui-models/offline", test_offline);
+  int ret = g_test_run ();
+  gtk_window_destroy (GTK_WINDOW (window));
+  spin (50);
+  stop_server ();
+  rm_rf (cache);
+  g_free (cache);
+  g_free (mem_token);
+  g_object_unref (css);
+  return ret;
+}
