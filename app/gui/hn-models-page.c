@@ -256,10 +256,8 @@ set_fit (HnModelsPage *self, const HnModelFit *fit, const char *why_not)
 static void
 begin_details (HnModelsPage *self, const char *id, gboolean local)
 {
-  char *copy = g_strdup (id); /* id may be self->sel_id itself */
   g_free (self->sel_id);
-  self->sel_id = copy;
-  id = copy;
+  self->sel_id = g_strdup (id);
   self->sel_local = local;
   g_clear_pointer (&self->sel_snapshot, g_free);
   self->sel_incomplete = 0;
@@ -273,7 +271,12 @@ begin_details (HnModelsPage *self, const char *id, gboolean local)
   g_clear_pointer (&self->fit_text, g_free);
   /* the command line shows what Download runs */
   hn_job_spec_set_string (self->pull_spec, "repo", id);
-  hn_job_spec_set_strv (self->pull_spec, "include", hn_hub_model_patterns);
+  /* the model's files (never pickles or code), and its card */
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  g_strv_builder_addv (b, (const char **) hn_hub_model_patterns);
+  g_strv_builder_add (b, "README.md");
+  g_auto (GStrv) include = g_strv_builder_end (b);
+  hn_job_spec_set_strv (self->pull_spec, "include", (const char *const *) include);
   hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), self->pull_spec);
 }
 
@@ -717,8 +720,9 @@ show_local (HnModelsPage *self, LocalEntry *e)
 }
 
 gboolean
-hn_models_page_select (HnModelsPage *self, const char *id, gboolean local)
+hn_models_page_select (HnModelsPage *self, const char *id_in, gboolean local)
 {
+  g_autofree char *id = g_strdup (id_in); /* id_in may be self->sel_id, which begin_details replaces */
   LocalEntry *e = local ? find_local (self, id) : NULL;
   if (local && !e)
     return FALSE;
