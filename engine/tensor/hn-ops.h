@@ -245,6 +245,10 @@ typedef struct {
   HnTensor *scratch;      /* optional f32 scratch for split-K decode (see below); NULL = one pass */
   HnTensor *dyn_pos;      /* optional i32 [1]: pos0 read on the device (n_kv = pos0 + T; pos0 and n_kv
                            * above are ignored), so a recorded step can be replayed at every position */
+  gboolean reduced_precision; /* TRUE: many queries (T >= 16, D = Dv = 64 or 128) may run on the tensor
+                               * cores (VK_NV_cooperative_matrix2) with q, k, v and the probabilities
+                               * rounded to f16 (clamped to ±65504) and f32 accumulation, as fp16 autocast
+                               * does; FALSE (default): exact f32 everywhere */
 } HnAttentionParams;
 
 /* Scaled-dot-product attention reading K/V from a cache:

@@ -426,6 +426,19 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
     hn_bind (per_head ? per_head : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
     hn_bind (n_split >= 2 ? sc : out, TRUE), hn_bind (params->dyn_pos ? params->dyn_pos : q, FALSE) };
+  /* Many queries in reduced precision on NVIDIA: flash attention on the
+   * tensor cores (attention_cm2.comp), blocks of 64 queries and 64 keys. */
+  guint32 nt = 0;
+  if (params->reduced_precision && n_split < 2 && T >= 16 && D == Dv && (D == 64 || D == 128) && !params->dyn_pos &&
+      hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt) && g_getenv ("HN_NO_ATTN_CM2") == NULL)
+    {
+      guint32 cspec[3] = { spec[0], (guint32) D, nt };
+      hn_cmd_set_label (cmd, "attention_cm2");
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_cm2", cspec, 3, bd, 6, &pc, sizeof pc,
+                                     (guint32) ((T + 63) / 64), (guint32) H, (guint32) B, error);
+      hn_cmd_set_label (cmd, NULL);
+      return ok;
+    }
   /* Many queries (prefill, training): blocks of 16 queries share each key
    * block in shared memory (attention_prefill.comp, head dims <= 128; the
    * position always from the push constants). */

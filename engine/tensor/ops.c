@@ -337,11 +337,107 @@ dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   return dispatch_labelled (cmd, "matmul_coopmat", spec, 9, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
+/* The VK_NV_cooperative_matrix2 kernel (matmul_cm2.comp) when the device
+ * has it and each operand is contiguous along one of its two dimensions
+ * (the tensor layouts take one stride). Tiles by shape, as llama.cpp picks
+ * them: 128x256 when there are enough such tiles to fill the GPU twice,
+ * else 128x128 when those fill it once, else 64x64; BK 64. A single
+ * multiprocessor count is not reported by Vulkan, so "fill" means 256 and
+ * 128 tiles (the H200 has 132 multiprocessors).
+ * HN_CM2_TILE="BM,BN,BK" overrides. */
+static gboolean
+try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
+                  guint32 batch, gboolean *done, GError **error)
+{
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  guint32 nt = 0;
+  *done = FALSE;
+  if (!hn_vk_context_has_coopmat2 (ctx, &nt))
+    return TRUE;
+  guint32 a_t, b_t;
+  if (pc->a_sk == 1)
+    a_t = 0;
+  else if (pc->a_sm == 1)
+    a_t = 1;
+  else
+    return TRUE;
+  if (pc->b_sk == 1)
+    b_t = 0;
+  else if (pc->b_sn == 1)
+    b_t = 1;
+  else
+    return TRUE;
+  guint64 big = (guint64) ((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
+  guint64 mid = (guint64) ((pc->M + 127) / 128) * ((pc->N + 127) / 128) * batch;
+  guint32 bm = 64, bn = 64, bk = 64;
+  if (big >= 256)
+    bm = 128, bn = 256;
+  else if (mid >= 128)
+    bm = bn = 128;
+  const char *tile = g_getenv ("HN_CM2_TILE");
+  guint32 t[3];
+  if (tile && sscanf (tile, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] && t[1] && t[2] && t[0] % 16 == 0 &&
+      t[1] % 16 == 0 && t[2] % 16 == 0 && t[0] <= 256 && t[1] <= 256 && t[2] <= 128)
+    {
+      bm = t[0]; bn = t[1]; bk = t[2];
+    }
+  /* A to f16 first (to_f16.comp into the recorder's scratch): the kernel
+   * then streams 16-bit operands only, half A's bytes. HN_CM2_AMODE=0|1
+   * converts inside the kernel instead (see matmul_cm2.comp). */
+  const char *amode_env = g_getenv ("HN_CM2_AMODE");
+  guint32 amode = amode_env && (amode_env[0] == '0' || amode_env[0] == '1') ? (guint32) (amode_env[0] - '0') : 2u;
+  guint32 spec[9] = { hn_op_float_code (b->dtype), bm, bn, bk, nt, a_t, b_t, amode, 0 };
+  MatmulPush p2 = *pc;
+  HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
+  if (amode == 2)
+    {
+      if (a->n > G_MAXUINT32 - 1)
+        amode = 0, spec[7] = 0;
+      else
+        {
+          guint64 bytes = ((guint64) a->n + 1) / 2 * 4;
+          HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+          if (!s)
+            return FALSE;
+          struct { guint32 n, x_off; } cp = { (guint32) a->n, hn_eoff (a) };
+          HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
+          guint32 gx, gy;
+          hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
+          hn_cmd_set_label (cmd, "to_f16");
+          gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
+          hn_cmd_set_label (cmd, NULL);
+          if (!ok)
+            return FALSE;
+          p2.a_off -= hn_eoff (a);
+          bd[0] = (HnVkBinding) { s, 0, bytes, FALSE };
+        }
+    }
+  /* 16-byte aligned rows (8 halves of A's f16 copy, 4 floats of an f32 A,
+   * 8 halves of B): the kernel may then load 16 bytes at a time */
+  guint32 aal = spec[7] == 2 ? 8 : 4, a_st = a_t ? p2.a_sk : p2.a_sm, b_st = b_t ? p2.b_sk : p2.b_sn;
+  spec[8] = p2.a_off % aal == 0 && p2.a_sb % aal == 0 && a_st % aal == 0 && p2.b_off % 8 == 0 && p2.b_sb % 8 == 0 &&
+            b_st % 8 == 0;
+  *done = TRUE;
+  hn_cmd_set_label (cmd, "matmul_cm2");
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 9, bd, 4, &p2, sizeof p2, (p2.N + bn - 1) / bn,
+                                 (p2.M + bm - 1) / bm, batch, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
 static gboolean
 dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
                 guint32 batch, HnMatmulFlags flags, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
+  if (hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags))
+    {
+      gboolean done;
+      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, &done, error))
+        return FALSE;
+      if (done)
+        return TRUE;
+    }
   guint32 a_mode = operand_mode (pc->a_off, pc->a_sb, pc->a_sm, pc->a_sk, pc->M, pc->K);
   guint32 b_mode = operand_mode (pc->b_off, pc->b_sb, pc->b_sn, pc->b_sk, pc->N, pc->K);
   gboolean c_vec = pc->c_off % 4 == 0 && pc->c_sb % 4 == 0 && pc->c_sm % 4 == 0 && pc->N % 4 == 0;

@@ -872,6 +872,9 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   ap.sinks = lw->sinks;
   ap.scratch = a->att_scratch;
   ap.dyn_pos = dyn_row;
+  /* 16-bit attention exactly when the projections run in 16 bits (fp16 autocast) */
+  HnTensor *pw = lw->wo ? lw->wo : lw->wq;
+  ap.reduced_precision = pw && hn_op_matmul_reduced_precision (hn_cmd_get_context (cmd), pw->dtype, N, 0);
   HnTensor *kk = rows_of (a, kv->k, 0, B, error), *vv = rows_of (a, kv->v, 0, B, error);
   CK (kk && vv);
   if (B == 1)

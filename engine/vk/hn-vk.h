@@ -63,6 +63,7 @@ typedef struct {
   gboolean coopmat_khr, coopmat_nv, coopmat_nv2;
   GArray *coopmat_shapes;          /* of HnVkCoopmatShape (KHR, or NV v1 when KHR is absent) */
   guint32 nv2_flex_granularity[3]; /* NV_cooperative_matrix2 flexible-dimension granularity (M,N,K), 0 if none */
+  guint32 nv2_workgroup_invocations; /* workgroup size of its f16 x f16 -> f32 workgroup-scope shape, 0 if none */
 } HnVkDeviceInfo;
 
 void hn_vk_device_info_free (HnVkDeviceInfo *info);
@@ -164,6 +165,13 @@ gboolean hn_vk_context_save_pipeline_cache (HnVkContext *ctx, GError **error);
  * f16 16x16x16 -> f32 subgroup shape, and HN_NO_COOPMAT is unset. */
 gboolean hn_vk_context_has_coopmat (HnVkContext *ctx);
 
+/* TRUE when the VK_NV_cooperative_matrix2 matmul (workgroup-scope matrices,
+ * tensor addressing) runs on this context: its shader is built in (glslang
+ * >= 15), the device has the extension with the features it uses and an f16
+ * x f16 -> f32 workgroup-scope shape, the KHR path is on, and HN_NO_COOPMAT2
+ * is unset. *invocations (may be NULL) gets that shape's workgroup size. */
+gboolean hn_vk_context_has_coopmat2 (HnVkContext *ctx, guint32 *invocations);
+
 /* Which shaders are embedded (names), and whether the cooperative-matrix ones
  * were compiled in. */
 const char *const *hn_vk_shader_names (void);
@@ -222,6 +230,14 @@ gboolean hn_cmd_dispatch (HnCmd *cmd, const char *shader,
                           const void *push, guint push_size,
                           guint32 groups_x, guint32 groups_y, guint32 groups_z,
                           GError **error);
+
+/* A device buffer of at least `bytes` for an op's intermediate (the f16 copy
+ * of an operand), owned by the recorder. The same buffer comes back to the
+ * next caller whose request fits, so two ops of one recording share it: bind
+ * it with its byte range and the hazard tracking orders the reuse. A buffer
+ * outgrown by a later request stays alive until the recording is submitted,
+ * reset or freed. */
+HnVkBuffer *hn_cmd_scratch (HnCmd *cmd, guint64 bytes, GError **error);
 
 /* Names the op the following dispatches belong to, for profiling (until the
  * next call; NULL = use the shader name). */

@@ -297,6 +297,9 @@ struct _HnCmd {
   GPtrArray *pending_names;  /* names of the timed dispatches in this recording */
   GPtrArray *profile_names;  /* of the last submission (owns the strings) */
   GArray *profile;           /* HnCmdProfileEntry */
+
+  HnVkBuffer *scratch;       /* hn_cmd_scratch's buffer */
+  GPtrArray *retired;        /* outgrown scratch buffers the recording still binds */
 };
 
 #define DPOOL_SETS 1024
@@ -328,6 +331,7 @@ hn_cmd_new (HnVkContext *ctx, GError **error)
   cmd->read = g_array_new (FALSE, FALSE, sizeof (HnSpan));
   cmd->pending_names = g_ptr_array_new_with_free_func (g_free);
   cmd->profile_names = g_ptr_array_new_with_free_func (g_free);
+  cmd->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_vk_buffer_unref);
   cmd->profile = g_array_new (FALSE, FALSE, sizeof (HnCmdProfileEntry));
   VkCommandPoolCreateInfo pci = {
     .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -373,9 +377,27 @@ hn_cmd_free (HnCmd *cmd)
   g_ptr_array_unref (cmd->pending_names);
   g_ptr_array_unref (cmd->profile_names);
   g_array_unref (cmd->profile);
+  g_ptr_array_unref (cmd->retired);
+  if (cmd->scratch)
+    hn_vk_buffer_unref (cmd->scratch);
   g_free (cmd->label);
   hn_vk_context_unref (cmd->ctx);
   g_free (cmd);
+}
+
+HnVkBuffer *
+hn_cmd_scratch (HnCmd *cmd, guint64 bytes, GError **error)
+{
+  bytes = MAX ((bytes + 255) & ~(guint64) 255, 256);
+  if (cmd->scratch && hn_vk_buffer_get_size (cmd->scratch) >= bytes)
+    return cmd->scratch;
+  HnVkBuffer *b = hn_vk_buffer_new (cmd->ctx, bytes, "recorder scratch (an f16 copy of a matmul operand)", error);
+  if (!b)
+    return NULL;
+  if (cmd->scratch)
+    g_ptr_array_add (cmd->retired, cmd->scratch);
+  cmd->scratch = b;
+  return b;
 }
 
 HnVkContext *
@@ -622,6 +644,7 @@ hn_cmd_reset (HnCmd *cmd)
   g_array_set_size (cmd->written, 0);
   g_array_set_size (cmd->read, 0);
   g_ptr_array_set_size (cmd->pending_names, 0);
+  g_ptr_array_set_size (cmd->retired, 0);
 }
 
 /* Ends the recording: results become visible to the host (mapped memory) and to transfers. */
@@ -694,6 +717,7 @@ hn_cmd_submit_wait (HnCmd *cmd, GError **error)
     }
   gboolean ok = end_recording (cmd, error) && run_and_wait (cmd, 1, error);
   g_ptr_array_set_size (cmd->pending_names, 0);
+  g_ptr_array_set_size (cmd->retired, 0);
   g_array_set_size (cmd->written, 0);
   g_array_set_size (cmd->read, 0);
   return ok;

@@ -42,6 +42,22 @@ typedef struct {
   uint32_t workgroupInvocations;
 } HnVkCoopmatFlexNV;
 typedef VkResult (VKAPI_PTR *HnPfnCoopmatFlex) (VkPhysicalDevice, uint32_t *, HnVkCoopmatFlexNV *);
+#define HN_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV ((VkStructureType) 1000593000)
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrixWorkgroupScope;
+  VkBool32 cooperativeMatrixFlexibleDimensions;
+  VkBool32 cooperativeMatrixReductions;
+  VkBool32 cooperativeMatrixConversions;
+  VkBool32 cooperativeMatrixPerElementOperations;
+  VkBool32 cooperativeMatrixTensorAddressing;
+  VkBool32 cooperativeMatrixBlockLoads;
+} HnVkCoopmat2FeaturesNV;
+/* VkComponentTypeKHR and VkScopeKHR values */
+#define HN_VK_COMPONENT_FLOAT16 0u
+#define HN_VK_COMPONENT_FLOAT32 1u
+#define HN_VK_SCOPE_WORKGROUP 2u
 
 const char *
 hn_vk_result_string (VkResult r)
@@ -362,15 +378,22 @@ hn_vk_fill_device_info (VkInstance instance, VkPhysicalDevice phys, int index, H
             fp[i].sType = HN_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
           if (fn (phys, &n, fp) == VK_SUCCESS)
             for (uint32_t i = 0; i < n; i++)
-              /* Report the f16 (or first) workgroup-scope granularity. */
-              if (info->nv2_flex_granularity[0] == 0 || fp[i].AType == 0)
-                {
-                  info->nv2_flex_granularity[0] = fp[i].MGranularity;
-                  info->nv2_flex_granularity[1] = fp[i].NGranularity;
-                  info->nv2_flex_granularity[2] = fp[i].KGranularity;
-                  if (fp[i].AType == 0)
-                    break;
-                }
+              {
+                /* The f16 x f16 -> f32 workgroup-scope shape matmul_cm2 uses
+                 * (256 invocations preferred), else the first one listed. */
+                gboolean ours = fp[i].AType == HN_VK_COMPONENT_FLOAT16 && fp[i].BType == HN_VK_COMPONENT_FLOAT16 &&
+                                fp[i].CType == HN_VK_COMPONENT_FLOAT32 && fp[i].ResultType == HN_VK_COMPONENT_FLOAT32 &&
+                                fp[i].scope == HN_VK_SCOPE_WORKGROUP && !fp[i].saturatingAccumulation;
+                if (info->nv2_flex_granularity[0] == 0 ||
+                    (ours && (info->nv2_workgroup_invocations == 0 || fp[i].workgroupInvocations == 256)))
+                  {
+                    info->nv2_flex_granularity[0] = fp[i].MGranularity;
+                    info->nv2_flex_granularity[1] = fp[i].NGranularity;
+                    info->nv2_flex_granularity[2] = fp[i].KGranularity;
+                    if (ours)
+                      info->nv2_workgroup_invocations = fp[i].workgroupInvocations;
+                  }
+              }
         }
     }
   *out = g_steal_pointer (&info);
@@ -480,6 +503,8 @@ hn_vk_device_info_to_json (const HnVkDeviceInfo *info)
       for (int i = 0; i < 3; i++)
         json_builder_add_int_value (b, info->nv2_flex_granularity[i]);
       json_builder_end_array (b);
+      json_builder_set_member_name (b, "cooperative_matrix_nv2_workgroup_invocations");
+      json_builder_add_int_value (b, info->nv2_workgroup_invocations);
     }
   json_builder_end_object (b);
   return json_builder_get_root (b);
@@ -504,6 +529,14 @@ gboolean
 hn_vk_context_has_coopmat (HnVkContext *ctx)
 {
   return ctx->coopmat_f16;
+}
+
+gboolean
+hn_vk_context_has_coopmat2 (HnVkContext *ctx, guint32 *invocations)
+{
+  if (invocations)
+    *invocations = ctx->coopmat2 ? ctx->info->nv2_workgroup_invocations : 0;
+  return ctx->coopmat2;
 }
 
 static int
@@ -651,6 +684,36 @@ context_open (VkInstance instance, VkPhysicalDevice phys, int index, GError **er
           feats.pNext = &cmf;
           exts[n_exts++] = "VK_KHR_cooperative_matrix";
           ctx->coopmat_f16 = TRUE;
+        }
+    }
+  /* NV cooperative matrix 2 on top (NVIDIA): workgroup-scope matrices,
+   * flexible sizes, use conversions (an f32 A becomes an f16 operand),
+   * per-element epilogues and tensor addressing; the 16-bit operands are
+   * read as 16-bit storage. */
+  HnVkCoopmat2FeaturesNV cm2 = { .sType = HN_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV };
+  VkPhysicalDeviceBufferDeviceAddressFeatures bda = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES };
+  if (HN_HAVE_COOPMAT2 && ctx->coopmat_f16 && ctx->info->coopmat_nv2 && ctx->info->storage16 &&
+      ctx->info->nv2_workgroup_invocations > 0 && ctx->info->nv2_workgroup_invocations <= ctx->info->max_workgroup_invocations &&
+      g_getenv ("HN_NO_COOPMAT2") == NULL)
+    {
+      /* The bf16 decode function reads through a buffer reference of
+       * 16-bit integers: buffer device addresses and shaderInt16 too. */
+      cm2.pNext = &bda;
+      VkPhysicalDeviceFeatures2 q = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &cm2 };
+      vkGetPhysicalDeviceFeatures2 (phys, &q);
+      if (cm2.cooperativeMatrixWorkgroupScope && cm2.cooperativeMatrixFlexibleDimensions &&
+          cm2.cooperativeMatrixConversions && cm2.cooperativeMatrixPerElementOperations &&
+          cm2.cooperativeMatrixTensorAddressing && cm2.cooperativeMatrixBlockLoads && bda.bufferDeviceAddress &&
+          q.features.shaderInt16)
+        {
+          cm2.cooperativeMatrixReductions = VK_FALSE;
+          bda.bufferDeviceAddressCaptureReplay = VK_FALSE;
+          bda.bufferDeviceAddressMultiDevice = VK_FALSE;
+          feats.features.shaderInt16 = VK_TRUE;
+          bda.pNext = feats.pNext;
+          feats.pNext = &cm2;
+          exts[n_exts++] = "VK_NV_cooperative_matrix2";
+          ctx->coopmat2 = TRUE;
         }
     }
   VkDeviceCreateInfo dci = {

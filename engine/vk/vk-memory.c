@@ -30,6 +30,10 @@ find_memory_type (HnVkContext *ctx, guint32 type_bits, VkMemoryPropertyFlags wan
 static gboolean
 create_buffer (HnVkContext *ctx, guint64 size, VkBufferUsageFlags usage, VkBuffer *buffer, GError **error)
 {
+  /* matmul_cm2's decode functions read storage buffers through device
+   * addresses the driver takes from the descriptors. */
+  if (ctx->coopmat2 && (usage & VK_BUFFER_USAGE_STORAGE_BUFFER_BIT))
+    usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   VkBufferCreateInfo bci = {
     .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage,
     .sharingMode = VK_SHARING_MODE_EXCLUSIVE };
@@ -183,8 +187,11 @@ block_new (HnVkContext *ctx, guint64 size, guint64 need, gboolean dedicated, con
     goto fail;
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements (ctx->device, b->buffer, &req);
+  VkMemoryAllocateFlagsInfo maf = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                    .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT };
   VkMemoryAllocateInfo mai = {
-    .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = ctx->device_mem_type };
+    .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = ctx->coopmat2 ? &maf : NULL,
+    .allocationSize = req.size, .memoryTypeIndex = ctx->device_mem_type };
   /* hn_fault_vk_alloc_fails: the allocation-failure test's hook (hn-util.h) */
   VkResult ar = hn_fault_vk_alloc_fails () ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                                            : vkAllocateMemory (ctx->device, &mai, NULL, &b->memory);

@@ -70,6 +70,7 @@ struct _HnVkContext {
   guint64 alignment;
   gboolean use_push_descriptor;
   gboolean coopmat_f16;         /* VK_KHR_cooperative_matrix enabled, f16 16x16x16 shader usable */
+  gboolean coopmat2;            /* VK_NV_cooperative_matrix2 enabled, matmul_cm2 usable */
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn;
 
   GMutex lock;                 /* memory, staging, pipelines, queue */

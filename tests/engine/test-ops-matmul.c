@@ -114,6 +114,11 @@ test_matmul_f16_bf16 (void)
       run_matmul (dt, 2, 16387, 16, TRUE, FALSE);
       run_matmul (dt, 200, 130, 96, TRUE, TRUE);
       run_matmul (dt, 136, 132, 64, FALSE, FALSE); /* whole aligned blocks: direct stores on tensor cores */
+      /* several tiles of each size, K not a multiple of 64 (the clamped
+       * edges of the cooperative-matrix-2 kernel), and K a multiple of 64 */
+      run_matmul (dt, 257, 515, 130, TRUE, TRUE);
+      run_matmul (dt, 256, 512, 192, FALSE, FALSE);
+      run_matmul (dt, 129, 40, 1000, TRUE, FALSE);
     }
 }
 
@@ -306,6 +311,12 @@ test_bmm (void)
   run_bmm (1, 1, 1, 36, 40, 20, HN_MATMUL_EXACT, 1.0f, HN_DTYPE_F16);
   run_bmm (2, 2, 2, 68, 72, 36, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_BF16);
   run_bmm (1, 1, 1, 132, 136, 48, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F16);
+  /* larger, with batch strides, every operand layout, accumulation and
+   * alpha: the cooperative-matrix-2 kernel's tensor layouts and views */
+  run_bmm (3, 3, 3, 70, 90, 100, HN_MATMUL_ACCUMULATE | HN_MATMUL_TRANS_B, 0.5f, HN_DTYPE_F16);
+  run_bmm (2, 2, 2, 130, 66, 72, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_BF16);
+  run_bmm (2, 1, 2, 65, 130, 70, 0, 1.0f, HN_DTYPE_F16);
+  run_bmm (2, 2, 1, 150, 77, 129, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE, -1.0f, HN_DTYPE_BF16);
 }
 
 int

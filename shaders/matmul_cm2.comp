@@ -1,0 +1,156 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Tensor-core matmul through VK_NV_cooperative_matrix2 (NVIDIA): same
+// contract and push constants as matmul.comp (C[b] = alpha * A[b] · B[b]
+// (+ bias) (+= C)). The whole workgroup owns one BM x BN f32 accumulator;
+// the driver stages the operands through shared memory itself. Operands go
+// in as f16 (A, f32 in memory, clamped to ±65504 and rounded, usually by a
+// copy to_f16.comp made first; an f16 B directly, a bf16 B through a decode
+// function that clamps and rounds the same way), with f32 accumulation. Loads are tensor-addressed: a transposed view reads an
+// operand stored the other way round, and clamp-mode layouts (zero outside
+// the matrix) take the tiles on the edges and a K that is not a multiple of
+// BK, so no separate edge kernel exists. Tiles fully inside the matrix run
+// on unclamped layouts (no bounds checks).
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_EXT_buffer_reference : require
+#include "common.glsl"
+layout(constant_id = 0) const uint BDT = 1;  // HN_DT_F16 or HN_DT_BF16
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 64;
+layout(constant_id = 4) const uint NT = 256;  // the device's workgroup-scope invocation count
+layout(local_size_x_id = 4) in;
+// 0: A(m, k) at m * a_sm + k (rows along k); 1: at k * a_sk + m.
+layout(constant_id = 5) const uint A_T = 0;
+// 0: B(k, n) at n * b_sn + k (a [N, K] weight); 1: at k * b_sk + n.
+layout(constant_id = 6) const uint B_T = 0;
+// How A becomes f16 (the same numbers each way; the host picks the fastest):
+// 0: an f32 load into an accumulator and a conversion; 1: a decode
+// function; 2: A is already f16 in memory (to_f16.comp made the copy).
+layout(constant_id = 7) const uint A_MODE = 2;
+// 1: the host checked that the operands' offsets and row strides are
+// multiples of 16 bytes; masking them here lets the compiler prove it and use
+// 16-byte loads on the unclamped path (as llama.cpp does).
+layout(constant_id = 8) const uint ALIGNED = 0;
+
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
+layout(std430, binding = 1) readonly buffer Bh { float16_t bh[]; };
+layout(std430, binding = 1) readonly buffer Bb { uint16_t bb[]; };
+layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 3) buffer C { float c[]; };
+layout(push_constant) uniform P {
+  uint M; uint N; uint K;
+  uint a_off; uint b_off; uint c_off; uint bias_off;
+  uint a_sb; uint a_sm; uint a_sk;
+  uint b_sb; uint b_sk; uint b_sn;
+  uint c_sb; uint c_sm;
+  float alpha; uint flags;  // 1 = accumulate, 2 = has bias
+} p;
+
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer Bf16Elem { uint16_t v; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Elem { float v; };
+
+float16_t decode_bf16(const in Bf16Elem e, const in uint block[2], const in uint within[2]) {
+  return float16_t(clamp(uintBitsToFloat(uint(e.v) << 16), -65504.0, 65504.0));
+}
+
+float16_t decode_f32(const in F32Elem e, const in uint block[2], const in uint within[2]) {
+  return float16_t(clamp(e.v, -65504.0, 65504.0));
+}
+
+// alpha and the bias, element (r, col) of the tile whose first column is n0.
+float epilogue(const in uint r, const in uint col, const in float v, const in uint n0) {
+  float x = v * p.alpha;
+  uint gn = n0 + col;
+  if ((p.flags & 2u) != 0u && gn < p.N) x += bias[p.bias_off + gn];
+  return x;
+}
+
+#define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
+#define MA coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
+#define MAF coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator>
+#define MB coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
+
+// One BK step at k0 through layouts la / lb (clamped or not).
+#define STEP(la, lb, k0, abase, bbase) {                                                              \
+    MA ah;                                                                              \
+    if (A_MODE == 2u) {                                                                 \
+      if (A_T == 0u) coopMatLoadTensorNV(ah, ah16, abase, sliceTensorLayoutNV(la, m0, BM, k0, BK)); \
+      else coopMatLoadTensorNV(ah, ah16, abase, sliceTensorLayoutNV(la, k0, BK, m0, BM), tr); \
+    } else if (A_MODE == 1u) {                                                          \
+      if (A_T == 0u) coopMatLoadTensorNV(ah, a, abase, sliceTensorLayoutNV(la, m0, BM, k0, BK), decode_f32); \
+      else coopMatLoadTensorNV(ah, a, abase, sliceTensorLayoutNV(la, k0, BK, m0, BM), tr, decode_f32); \
+    } else {                                                                            \
+      MAF af;                                                                           \
+      if (A_T == 0u) coopMatLoadTensorNV(af, a, abase, sliceTensorLayoutNV(la, m0, BM, k0, BK)); \
+      else coopMatLoadTensorNV(af, a, abase, sliceTensorLayoutNV(la, k0, BK, m0, BM), tr); \
+      [[unroll]] for (int i = 0; i < af.length(); i++) af[i] = clamp(af[i], -65504.0, 65504.0); \
+      ah = MA(af);                                                                      \
+    }                                                                                   \
+    MB bm;                                                                              \
+    if (BDT == HN_DT_F16) {                                                             \
+      if (B_T == 0u) coopMatLoadTensorNV(bm, bh, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr); \
+      else coopMatLoadTensorNV(bm, bh, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN)); \
+    } else {                                                                            \
+      if (B_T == 0u) coopMatLoadTensorNV(bm, bb, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr, decode_bf16); \
+      else coopMatLoadTensorNV(bm, bb, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_bf16); \
+    }                                                                                   \
+    sum = coopMatMulAdd(ah, bm, sum);                                                   \
+  }
+
+void main() {
+  uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM, batch = gl_WorkGroupID.z;
+  uint abase = p.a_off + batch * p.a_sb, bbase = p.b_off + batch * p.b_sb;
+  uint cbase = p.c_off + batch * p.c_sb;
+
+  // A as stored: [M, K] (A_T 0) or [K, M]; B as stored: [N, K] (B_T 0) or [K, N].
+  uint a_d0 = A_T == 0u ? p.M : p.K, a_d1 = A_T == 0u ? p.K : p.M, a_st = A_T == 0u ? p.a_sm : p.a_sk;
+  uint b_d0 = B_T == 0u ? p.N : p.K, b_d1 = B_T == 0u ? p.K : p.N, b_st = B_T == 0u ? p.b_sn : p.b_sk;
+  tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0);
+
+  ACC sum = ACC(0.0);
+  bool inside = m0 + BM <= p.M && n0 + BN <= p.N && p.K % BK == 0u;
+  if (inside) {
+    uint am = ALIGNED == 1u ? (A_MODE == 2u ? ~7u : ~3u) : ~0u, bmk = ALIGNED == 1u ? ~7u : ~0u;
+    uint abase_al = abase & am, bbase_al = bbase & bmk;
+    tensorLayoutNV<2> la = createTensorLayoutNV(2);
+    tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+    la = setTensorLayoutDimensionNV(la, a_d0, a_d1);
+    la = setTensorLayoutStrideNV(la, a_st & am, 1);
+    lb = setTensorLayoutDimensionNV(lb, b_d0, b_d1);
+    lb = setTensorLayoutStrideNV(lb, b_st & bmk, 1);
+    for (uint k0 = 0u; k0 < p.K; k0 += BK)
+      STEP(la, lb, k0, abase_al, bbase_al)
+  } else {
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la =
+      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb =
+      createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    la = setTensorLayoutDimensionNV(la, a_d0, a_d1);
+    la = setTensorLayoutStrideNV(la, a_st, 1);
+    lb = setTensorLayoutDimensionNV(lb, b_d0, b_d1);
+    lb = setTensorLayoutStrideNV(lb, b_st, 1);
+    for (uint k0 = 0u; k0 < p.K; k0 += BK)
+      STEP(la, lb, k0, abase, bbase)
+  }
+
+  // C: [M, N] rows c_sm apart; the clamped layout drops stores outside.
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lc =
+    createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
+  lc = setTensorLayoutStrideNV(lc, p.c_sm, 1);
+  if (p.alpha != 1.0 || (p.flags & 2u) != 0u)
+    coopMatPerElementNV(sum, sum, epilogue, n0);
+  if ((p.flags & 1u) != 0u) {
+    ACC old;
+    coopMatLoadTensorNV(old, c, cbase, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
+    sum = sum + old;
+  }
+  coopMatStoreTensorNV(sum, c, cbase, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
+}
