@@ -382,35 +382,34 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
       bm = t[0]; bn = t[1]; bk = t[2];
     }
   /* A to f16 first (to_f16.comp into the recorder's scratch): the kernel
-   * then streams 16-bit operands only, half A's bytes. HN_CM2_AMODE=0|1
-   * converts inside the kernel instead (see matmul_cm2.comp). */
+   * then streams 16-bit operands only, half A's bytes. An A above 128 Mi
+   * elements (the logits gradient of a 128k vocabulary) is converted inside
+   * the kernel instead, by a decode function (8192³: 70 against 76 TFLOP/s),
+   * so the copy never adds more than 256 MiB to a step's peak. HN_CM2_AMODE=0|1
+   * picks an in-kernel conversion always (see matmul_cm2.comp). */
   const char *amode_env = g_getenv ("HN_CM2_AMODE");
-  guint32 amode = amode_env && (amode_env[0] == '0' || amode_env[0] == '1') ? (guint32) (amode_env[0] - '0') : 2u;
+  guint32 amode = amode_env && (amode_env[0] == '0' || amode_env[0] == '1') ? (guint32) (amode_env[0] - '0')
+                  : a->n > ((gint64) 128 << 20) ? 1u : 2u;
   guint32 spec[9] = { hn_op_float_code (b->dtype), bm, bn, bk, nt, a_t, b_t, amode, 0 };
   MatmulPush p2 = *pc;
   HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
   if (amode == 2)
     {
-      if (a->n > G_MAXUINT32 - 1)
-        amode = 0, spec[7] = 0;
-      else
-        {
-          guint64 bytes = ((guint64) a->n + 1) / 2 * 4;
-          HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
-          if (!s)
-            return FALSE;
-          struct { guint32 n, x_off; } cp = { (guint32) a->n, hn_eoff (a) };
-          HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
-          guint32 gx, gy;
-          hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
-          hn_cmd_set_label (cmd, "to_f16");
-          gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
-          hn_cmd_set_label (cmd, NULL);
-          if (!ok)
-            return FALSE;
-          p2.a_off -= hn_eoff (a);
-          bd[0] = (HnVkBinding) { s, 0, bytes, FALSE };
-        }
+      guint64 bytes = ((guint64) a->n + 1) / 2 * 4;
+      HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+      if (!s)
+        return FALSE;
+      struct { guint32 n, x_off; } cp = { (guint32) a->n, hn_eoff (a) };
+      HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
+      guint32 gx, gy;
+      hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
+      hn_cmd_set_label (cmd, "to_f16");
+      gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
+      hn_cmd_set_label (cmd, NULL);
+      if (!ok)
+        return FALSE;
+      p2.a_off -= hn_eoff (a);
+      bd[0] = (HnVkBinding) { s, 0, bytes, FALSE };
     }
   /* 16-byte aligned rows (8 halves of A's f16 copy, 4 floats of an f32 A,
    * 8 halves of B): the kernel may then load 16 bytes at a time */
