@@ -10,6 +10,7 @@
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "jobs/hierarchos-job.h"
+#include "jobs/train-job.h"
 #include "hierarchos/hierarchos-vk-private.h"
 #include "transformer/lora.h"
 #include "transformer/transformer-private.h"
@@ -430,6 +431,7 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
       return FALSE;
     }
   g_autofree char *adapter_targets = NULL;
+  g_auto (HnTrainJobOptions) train = { 0 }; /* req.lora_targets points into it */
   if (req.workload == HN_MEMORY_GENERATE)
     {
       int rows = (int) hn_job_spec_get_int (spec, "num-beams");
@@ -440,24 +442,10 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
     }
   else
     {
-      req.batch = (int) hn_job_spec_get_int (spec, "batch-size");
-      req.seq_len = (int) hn_job_spec_get_int (spec, "seq-len");
-      req.checkpointing = hn_job_spec_get_bool (spec, "gradient-checkpointing");
-      /* data parallel (--device-indices): each replica holds the model and its share of the batch */
-      g_autoptr (GArray) devs = hn_job_spec_get_devices (spec, NULL);
-      if (devs && devs->len > 1)
-        req.batch = MAX (1, req.batch / (int) devs->len);
-      if (req.workload == HN_MEMORY_LORA)
-        {
-          /* an existing adapter brings its own rank and targets */
-          const char *adapter = hn_job_spec_get_string (spec, "resume-from-checkpoint");
-          if (!adapter)
-            adapter = hn_job_spec_get_string (spec, "lora-adapter-path");
-          req.lora_r = (int) hn_job_spec_get_int (spec, "lora-r");
-          req.lora_targets = hn_job_spec_get_string (spec, "lora-target-modules");
-          if (adapter && !hn_memory_request_use_adapter (&req, adapter, &adapter_targets, error))
-            return FALSE;
-        }
+      /* the options the training run reads, and the request it makes of them */
+      if (!hn_train_job_options_read (spec, &train, error) ||
+          !hn_train_job_memory_request (&train, &req, &adapter_targets, error))
+        return FALSE;
     }
   gboolean ok = hn_memory_estimate_model (model_dir, &req, out, error);
   if (ok && ctx)

@@ -23,7 +23,7 @@
 
 /* Options the engine trainers do not implement, refused by name. */
 static gboolean
-check_options (const Options *o, const char *what, GError **error)
+check_options (const HnTrainJobOptions *o, const char *what, GError **error)
 {
   const char *bad = NULL;
   if (o->lora)
@@ -53,7 +53,7 @@ check_options (const Options *o, const char *what, GError **error)
 }
 
 typedef struct {
-  Options *o;
+  HnTrainJobOptions *o;
   HnEncoder *model;
 } Run;
 
@@ -116,7 +116,7 @@ epoch_order (guint *order, guint n, gboolean shuffle, guint64 seed, guint64 epoc
 }
 
 gboolean
-hn_train_encdec_job_run (HnJob *job, Options *o, gboolean seq2seq, GError **error)
+hn_train_encdec_job_run (HnJob *job, HnTrainJobOptions *o, gboolean seq2seq, GError **error)
 {
   if (seq2seq)
     {

@@ -22,7 +22,7 @@
 
 
 void
-hn_train_options_clear (Options *o)
+hn_train_job_options_clear (HnTrainJobOptions *o)
 {
   g_free (o->model_dir);
   g_free (o->tok_path);
@@ -32,45 +32,18 @@ hn_train_options_clear (Options *o)
   g_free (o->metrics_file);
   g_free (o->adapter_path);
   g_free (o->eval_file);
+  g_free (o->lora_targets);
+  g_free (o->precision);
   g_clear_pointer (&o->devices, g_array_unref);
   hn_lora_config_clear (&o->lcfg);
 }
 
 gboolean
-hn_train_options_read (HnJob *job, Options *o, GError **error)
+hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
-  o->job = job;
+  memset (o, 0, sizeof *o);
   o->lora = g_str_equal (hn_job_spec_get_kind (spec), "transformer-finetune");
   hn_lora_config_init (&o->lcfg);
-  if (!(o->model_dir = hn_hub_job_model_dir (job, error)))
-    return FALSE;
-  g_autoptr (GError) tok_err = NULL;
-  o->tok_path = hn_hub_job_tokenizer_path (job, &tok_err);
-  if (tok_err)
-    {
-      g_propagate_error (error, g_steal_pointer (&tok_err));
-      return FALSE;
-    }
-  if (!o->tok_path)
-    {
-      o->tok_path = g_strdup (o->model_dir);
-      o->tok_from_model = TRUE;
-    }
-  g_auto (GStrv) files = hn_hub_job_dataset_files (job, error);
-  if (!files)
-    {
-      if (error && !*error)
-        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no training data: pass --train FILE");
-      return FALSE;
-    }
-  if (!files[0] || files[1])
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training reads one data file; %u were given",
-                   g_strv_length (files));
-      return FALSE;
-    }
-  o->data_path = g_strdup (files[0]);
   o->out_dir = g_strdup (hn_job_spec_get_string (spec, "out-dir"));
   o->resume = g_strdup (hn_job_spec_get_string (spec, "resume-from-checkpoint"));
   o->metrics_file = g_strdup (hn_job_spec_get_string (spec, "metrics-file"));
@@ -98,13 +71,7 @@ hn_train_options_read (HnJob *job, Options *o, GError **error)
   if (!hn_lr_schedule_kind_from_string (hn_job_spec_get_string (spec, "lr-scheduler"), &o->sched.kind, error))
     return FALSE;
   o->sched.warmup_steps = hn_job_spec_get_int (spec, "warmup-steps");
-  const char *precision = hn_job_spec_get_string (spec, "precision");
-  if (g_strcmp0 (precision, "f32") != 0)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "--precision %s: training runs in f32 for now (f16/bf16 compute is not implemented)", precision);
-      return FALSE;
-    }
+  o->precision = g_strdup (hn_job_spec_get_string (spec, "precision"));
   o->eval_file = g_strdup (hn_job_spec_get_string (spec, "eval-file"));
   o->eval_split = hn_job_spec_get_double (spec, "eval-split");
   o->eval_steps = hn_job_spec_get_int (spec, "eval-steps");
@@ -112,6 +79,29 @@ hn_train_options_read (HnJob *job, Options *o, GError **error)
   o->stop_at_loss = hn_job_spec_get_double (spec, "stop-at-loss");
   if (!o->lora) /* transformer-finetune has no masked-LM option */
     o->mlm_probability = hn_job_spec_get_double (spec, "mlm-probability");
+  if (o->lora)
+    {
+      o->adapter_path = g_strdup (hn_job_spec_get_string (spec, "lora-adapter-path"));
+      o->lcfg.r = (int) hn_job_spec_get_int (spec, "lora-r");
+      o->lcfg.alpha = hn_job_spec_get_double (spec, "lora-alpha");
+      o->lcfg.dropout = hn_job_spec_get_double (spec, "lora-dropout");
+      o->lcfg.use_rslora = hn_job_spec_get_bool (spec, "use-rslora");
+      o->lora_targets = g_strdup (hn_job_spec_get_string (spec, "lora-target-modules"));
+      if (!hn_lora_config_set_targets (&o->lcfg, o->lora_targets, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_train_job_options_check (const HnTrainJobOptions *o, GError **error)
+{
+  if (g_strcmp0 (o->precision, "f32") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--precision %s: training runs in f32 for now (f16/bf16 compute is not implemented)", o->precision);
+      return FALSE;
+    }
   if (o->eval_file && o->eval_split > 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -124,28 +114,71 @@ hn_train_options_read (HnJob *job, Options *o, GError **error)
                    "--early-stopping-patience watches the evaluation loss: add --eval-split FRACTION or --eval-file FILE");
       return FALSE;
     }
-  if (o->lora)
+  if (o->lora && o->lcfg.dropout > 0 && !o->no_dropout)
     {
-      o->adapter_path = g_strdup (hn_job_spec_get_string (spec, "lora-adapter-path"));
-      o->lcfg.r = (int) hn_job_spec_get_int (spec, "lora-r");
-      o->lcfg.alpha = hn_job_spec_get_double (spec, "lora-alpha");
-      o->lcfg.dropout = hn_job_spec_get_double (spec, "lora-dropout");
-      o->lcfg.use_rslora = hn_job_spec_get_bool (spec, "use-rslora");
-      if (!hn_lora_config_set_targets (&o->lcfg, hn_job_spec_get_string (spec, "lora-target-modules"), error))
-        return FALSE;
-      if (o->lcfg.dropout > 0 && !o->no_dropout)
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                       "--lora-dropout %g: dropout is not implemented in training yet (use 0, or --no-dropout)",
-                       o->lcfg.dropout);
-          return FALSE;
-        }
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "--lora-dropout %g: dropout is not implemented in training yet (use 0, or --no-dropout)",
+                   o->lcfg.dropout);
+      return FALSE;
     }
   if (!o->out_dir)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--out-dir is required");
       return FALSE;
     }
+  return TRUE;
+}
+
+gboolean
+hn_train_job_memory_request (const HnTrainJobOptions *o, HnMemoryRequest *req, char **owned_targets, GError **error)
+{
+  memset (req, 0, sizeof *req);
+  req->workload = o->lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN;
+  guint replicas = o->devices && o->devices->len > 0 ? o->devices->len : 1;
+  req->batch = (int) MAX (1, o->batch / (gint64) replicas);
+  req->seq_len = (int) o->seq_len;
+  req->checkpointing = o->checkpointing;
+  if (!o->lora)
+    return TRUE;
+  req->lora_r = o->lcfg.r;
+  req->lora_targets = o->lora_targets;
+  const char *adapter_dir = o->resume ? o->resume : o->adapter_path;
+  return !adapter_dir || hn_memory_request_use_adapter (req, adapter_dir, owned_targets, error);
+}
+
+gboolean
+hn_train_options_read (HnJob *job, HnTrainJobOptions *o, GError **error)
+{
+  /* the Hub first: model, tokenizer and data are what a user sees fail first */
+  g_autofree char *model_dir = hn_hub_job_model_dir (job, error);
+  if (!model_dir)
+    return FALSE;
+  g_autoptr (GError) tok_err = NULL;
+  g_autofree char *tok_path = hn_hub_job_tokenizer_path (job, &tok_err);
+  if (tok_err)
+    {
+      g_propagate_error (error, g_steal_pointer (&tok_err));
+      return FALSE;
+    }
+  g_auto (GStrv) files = hn_hub_job_dataset_files (job, error);
+  if (!files)
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "no training data: pass --train FILE");
+      return FALSE;
+    }
+  if (!files[0] || files[1])
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training reads one data file; %u were given",
+                   g_strv_length (files));
+      return FALSE;
+    }
+  if (!hn_train_job_options_read (hn_job_get_spec (job), o, error) || !hn_train_job_options_check (o, error))
+    return FALSE;
+  o->model_dir = g_steal_pointer (&model_dir);
+  o->tok_from_model = !tok_path;
+  o->tok_path = tok_path ? g_steal_pointer (&tok_path) : g_strdup (o->model_dir);
+  o->data_path = g_strdup (files[0]);
   return TRUE;
 }
 
@@ -164,7 +197,7 @@ model_kind (const char *model_dir, gboolean *encdec, gboolean *seq2seq, GError *
 
 /* Dropout the config asks for: not implemented, so refuse unless --no-dropout. */
 static gboolean
-check_dropout (const Options *o, const char *model_dir, GError **error)
+check_dropout (const HnTrainJobOptions *o, const char *model_dir, GError **error)
 {
   if (o->no_dropout)
     return TRUE;
@@ -215,7 +248,7 @@ hn_train_copy_tokenizer_files (const char *src_dir, const char *dst_dir, GError 
 }
 
 typedef struct {
-  Options *o;
+  HnTrainJobOptions *o;
   HnTransformer *model;
   HnTrainGraph *graph;
   HnLoraAdapter *adapter;
@@ -272,7 +305,7 @@ hn_train_metric_line (FILE *f, const HnJobMetric *m)
 }
 
 static gboolean
-check_resume_state (const Options *o, const HnTrainerState *st, GError **error)
+check_resume_state (const HnTrainJobOptions *o, const HnTrainerState *st, GError **error)
 {
   if (st->lora != o->lora || st->batch_size != o->batch || st->seq_len != o->seq_len || st->grad_accum != o->accum)
     {
@@ -299,7 +332,7 @@ check_resume_state (const Options *o, const HnTrainerState *st, GError **error)
  * at a time. The last batch is filled up by the iterator with
  * examples from the next pass; their targets are not counted. */
 static gboolean
-evaluate (HnTrainGraph *graph, HnDataset *eval, gint64 rows, const Options *o, gint32 pad, double *loss, GError **error)
+evaluate (HnTrainGraph *graph, HnDataset *eval, gint64 rows, const HnTrainJobOptions *o, gint32 pad, double *loss, GError **error)
 {
   g_autoptr (HnDatasetIter) it = hn_dataset_iter_new (eval, (guint) rows, FALSE, 0, pad, error);
   if (!it)
@@ -330,7 +363,7 @@ evaluate (HnTrainGraph *graph, HnDataset *eval, gint64 rows, const Options *o, g
 }
 
 static void
-log_devices (HnJob *job, HnDataParallel *dp, const Options *o)
+log_devices (HnJob *job, HnDataParallel *dp, const HnTrainJobOptions *o)
 {
   guint n = hn_data_parallel_get_n_replicas (dp);
   if (n == 1)
@@ -358,7 +391,7 @@ log_devices (HnJob *job, HnDataParallel *dp, const Options *o)
 gboolean
 hn_train_job_run (HnJob *job, GError **error)
 {
-  Options o = { 0 };
+  HnTrainJobOptions o = { 0 };
   Run r = { 0 };
   gboolean ok = FALSE;
   g_autoptr (HnTokenizer) tok = NULL;
@@ -392,7 +425,7 @@ hn_train_job_run (HnJob *job, GError **error)
   if (encdec)
     {
       ok = hn_train_encdec_job_run (job, &o, seq2seq, error);
-      hn_train_options_clear (&o);
+      hn_train_job_options_clear (&o);
       return ok;
     }
   if (!(ctxs = hn_vk_contexts_new ((const int *) o.devices->data, o.devices->len, error)))
@@ -400,11 +433,8 @@ hn_train_job_run (HnJob *job, GError **error)
   HnVkContext *ctx = ctxs->pdata[0];
   /* Warn, never block: the estimate may be wrong, and a run that would fit must start. Each
    * replica holds the whole model and its share of the batch: replica 0 stands for all. */
-  HnMemoryRequest mreq = { o.lora ? HN_MEMORY_LORA : HN_MEMORY_TRAIN, (int) MAX (1, o.batch / ctxs->len), (int) o.seq_len,
-                           o.lcfg.r, o.lora ? hn_job_spec_get_string (hn_job_get_spec (job), "lora-target-modules") : NULL,
-                           0, 0, FALSE, o.checkpointing };
-  const char *adapter_dir = o.resume ? o.resume : o.adapter_path;
-  have_estimate = (!o.lora || !adapter_dir || hn_memory_request_use_adapter (&mreq, adapter_dir, &adapter_targets, NULL)) &&
+  HnMemoryRequest mreq;
+  have_estimate = hn_train_job_memory_request (&o, &mreq, &adapter_targets, NULL) &&
                   hn_memory_estimate_model (weights_dir, &mreq, &est, NULL);
   if (have_estimate)
     {
@@ -697,7 +727,7 @@ out:
   g_free (targets);
   g_free (weights);
   hn_trainer_state_clear (&r.st);
-  hn_train_options_clear (&o);
+  hn_train_job_options_clear (&o);
   return ok;
 }
 

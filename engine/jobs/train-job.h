@@ -14,8 +14,49 @@
  * the same weights as k steps, a resume, and N - k steps. */
 #pragma once
 #include "jobs/job.h"
+#include "jobs/memory-estimate.h"
+#include "tensor/optim.h"
+#include "transformer/lora.h"
 
 G_BEGIN_DECLS
+
+/* The options of both kinds, read once from the spec. The paths the Hub may
+ * provide (model, tokenizer, data) are set by the run function, which
+ * resolves --hf-* first; hn_train_job_options_read leaves them NULL. */
+typedef struct {
+  gboolean lora;     /* transformer-finetune */
+  char *model_dir, *tok_path, *data_path;
+  char *out_dir, *resume, *metrics_file, *adapter_path, *eval_file;
+  char *lora_targets; /* --lora-target-modules as given (lcfg holds them parsed) */
+  char *precision;
+  gint64 epochs, max_steps, batch, seq_len, accum, save_steps;
+  GArray *devices;   /* int: one replica per entry */
+  double eval_split, stop_at_loss, mlm_probability;
+  gint64 eval_steps, patience;
+  guint64 seed;
+  gboolean shuffle, no_dropout, checkpointing;
+  gboolean tok_from_model; /* tok_path is the model folder (no --tokenizer-path given) */
+  HnOptimConfig oc;
+  HnLrSchedule sched;
+  HnLoraConfig lcfg;
+} HnTrainJobOptions;
+
+/* Reads every option of a transformer-train or transformer-finetune spec
+ * (no file is opened, nothing is downloaded). Fails only on a spec value
+ * that cannot be parsed (device list, optimizer, schedule, LoRA targets). */
+gboolean hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GError **error);
+/* The combinations the trainers refuse (precision, --eval-file with
+ * --eval-split, patience without evaluation, LoRA dropout, no --out-dir). */
+gboolean hn_train_job_options_check (const HnTrainJobOptions *o, GError **error);
+void hn_train_job_options_clear (HnTrainJobOptions *o);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (HnTrainJobOptions, hn_train_job_options_clear)
+/* What the memory estimate needs to know about a run with these options:
+ * each of the o->devices replicas holds the whole model and its share of
+ * the batch; an existing adapter (--resume-from-checkpoint, else
+ * --lora-adapter-path) brings its own rank and targets (*owned_targets,
+ * which the caller frees). */
+gboolean hn_train_job_memory_request (const HnTrainJobOptions *o, HnMemoryRequest *req, char **owned_targets,
+                                      GError **error);
 
 /* Run function of both kinds (registered in job-builtin.c). */
 gboolean hn_train_job_run (HnJob *job, GError **error);

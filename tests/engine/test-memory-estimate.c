@@ -6,6 +6,7 @@
 #include "transformer/lora.h"
 #include "transformer/transformer.h"
 #include "jobs/memory-estimate.h"
+#include "jobs/train-job.h"
 #include "train/train-graph.h"
 #include "base/hn-error.h"
 
@@ -252,6 +253,44 @@ test_cli_dry_run (void)
   g_rmdir (tmp);
 }
 
+/* The estimate of a training spec is built from the options the run reads
+ * (hn_train_job_options_read), not from a second reading of the spec: the
+ * batch splits over --device-indices, LoRA takes --lora-r and the targets. */
+static void
+test_from_job_options (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = model_path ("stories");
+  const char *argv[] = { "transformer-finetune", "--model-path", dir, "--train", "x.jsonl", "--out-dir", "out",
+                         "--batch-size", "8", "--seq-len", "64", "--lora-r", "4",
+                         "--lora-target-modules", "q_proj,v_proj", "--device-indices", "0,0", NULL };
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv) - 1, argv, &error);
+  g_assert_no_error (error);
+  g_auto (HnTrainJobOptions) o = { 0 };
+  g_assert_true (hn_train_job_options_read (spec, &o, &error));
+  g_assert_no_error (error);
+  g_assert_true (o.lora);
+  g_assert_cmpint (o.batch, ==, 8);
+  g_assert_cmpuint (o.devices->len, ==, 2);
+  HnMemoryRequest req;
+  g_autofree char *owned = NULL;
+  g_assert_true (hn_train_job_memory_request (&o, &req, &owned, &error));
+  g_assert_cmpint (req.workload, ==, HN_MEMORY_LORA);
+  g_assert_cmpint (req.batch, ==, 4); /* each replica holds half of the batch */
+  g_assert_cmpint (req.seq_len, ==, 64);
+  g_assert_cmpint (req.lora_r, ==, 4);
+  g_assert_cmpstr (req.lora_targets, ==, "q_proj,v_proj");
+  HnMemoryEstimate a = { 0 }, b = { 0 };
+  hn_memory_estimate_model (dir, &req, &a, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_memory_estimate_for_spec (spec, NULL, &b, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (a.total, ==, b.total);
+  g_assert_cmpuint (a.activations, ==, b.activations);
+  hn_memory_estimate_clear (&a);
+  hn_memory_estimate_clear (&b);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -266,6 +305,7 @@ main (int argc, char **argv)
   g_test_add_func ("/memory-estimate/within-20-percent", test_within_20_percent);
   g_test_add_func ("/memory-estimate/parts-and-device", test_parts_and_device);
   g_test_add_func ("/memory-estimate/cli-dry-run", test_cli_dry_run);
+  g_test_add_func ("/memory-estimate/from-job-options", test_from_job_options);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
