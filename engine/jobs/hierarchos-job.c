@@ -93,23 +93,96 @@ emit_metric (const char *line, gpointer data)
   hn_job_emit_progress (mc->job, HN_PROGRESS_STEPS, m.step, mc->total, -1);
 }
 
+gboolean
+hn_hier_job_options_read (HnJobSpec *spec, HnHierJobOptions *o, GError **error)
+{
+  memset (o, 0, sizeof *o);
+  o->kind = hn_job_spec_get_kind (spec);
+  o->finetune = g_str_equal (o->kind, "hierarchos-finetune");
+  HnHierTrainOptions *t = &o->train;
+  hn_hier_train_options_defaults (t);
+  t->finetune = o->finetune;
+  t->out_dir = hn_job_spec_get_string (spec, "out-dir");
+  t->resume_from = hn_job_spec_get_string (spec, "resume-from-checkpoint");
+  t->metrics_file = hn_job_spec_get_string (spec, "metrics-file");
+  t->trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
+  t->batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
+  t->accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
+  t->chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");
+  t->max_length = (int) hn_job_spec_get_int (spec, "seq-len");
+  t->epochs = (int) hn_job_spec_get_int (spec, "epochs");
+  t->max_steps = hn_job_spec_get_int (spec, "max-steps");
+  t->save_steps = hn_job_spec_get_int (spec, "save-steps");
+  t->warmup_steps = hn_job_spec_get_int (spec, "warmup-steps");
+  t->lr = hn_job_spec_get_double (spec, "lr");
+  t->min_lr = hn_job_spec_get_double (spec, "min-lr");
+  t->weight_decay = hn_job_spec_get_double (spec, "weight-decay");
+  t->grad_clip = hn_job_spec_get_double (spec, "max-grad-norm");
+  t->beta1 = hn_job_spec_get_double (spec, "beta1");
+  t->beta2 = hn_job_spec_get_double (spec, "beta2");
+  t->eps = hn_job_spec_get_double (spec, "eps");
+  t->seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  t->no_shuffle = hn_job_spec_get_bool (spec, "no-shuffle");
+  HnLrScheduleKind sk = HN_LR_COSINE;
+  if (!hn_lr_schedule_kind_from_string (hn_job_spec_get_string (spec, "lr-scheduler"), &sk, error))
+    return FALSE;
+  t->lr_schedule = sk;
+  o->optimizer = hn_job_spec_get_string (spec, "optimizer");
+  o->precision = hn_job_spec_get_string (spec, "precision");
+  o->cpu = g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0;
+  o->device_index = (int) hn_job_spec_get_int (spec, "device-index");
+  o->device_index_set = hn_job_spec_is_set (spec, "device-index");
+  /* the geometry of a fresh model: only hierarchos-train has these, and only a value > 0 set by the user counts */
+  gint64 *geo[] = { &o->h_hidden, &o->l_hidden, &o->rwkv_head_size, &o->ltm_slots };
+  const char *geo_names[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
+  for (gsize i = 0; i < G_N_ELEMENTS (geo); i++)
+    if (hn_job_spec_lookup (spec, geo_names[i]) && hn_job_spec_is_set (spec, geo_names[i]))
+      *geo[i] = MAX (0, hn_job_spec_get_int (spec, geo_names[i]));
+  if (hn_job_spec_lookup (spec, "context-dim"))
+    o->context_dim = hn_job_spec_get_int (spec, "context-dim");
+  return TRUE;
+}
+
+gboolean
+hn_hier_job_options_check (const HnHierJobOptions *o, GError **error)
+{
+  if (!o->train.out_dir)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --out-dir is required", o->kind);
+      return FALSE;
+    }
+  if (g_strcmp0 (o->optimizer, "adamw") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: only --optimizer adamw is implemented for Hierarchos",
+                   o->kind);
+      return FALSE;
+    }
+  if (g_strcmp0 (o->precision, "f32") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: --precision %s is not implemented for Hierarchos (both trainers compute and store fp32)", o->kind,
+                   o->precision);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 HnHierModel *
-hn_hier_fresh_model_for_spec (HnJobSpec *spec, const char *tok_path, GError **error)
+hn_hier_fresh_model (const HnHierJobOptions *o, const char *tok_path, GError **error)
 {
   g_autoptr (GPtrArray) ov = g_ptr_array_new_with_free_func (g_free);
-  const char *geo[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
+  const struct { const char *key; gint64 v; } geo[] = {
+    { "h_hidden", o->h_hidden }, { "l_hidden", o->l_hidden },
+    { "rwkv_head_size", o->rwkv_head_size }, { "ltm_slots", o->ltm_slots },
+  };
   for (gsize i = 0; i < G_N_ELEMENTS (geo); i++)
-    if (hn_job_spec_lookup (spec, geo[i]) && hn_job_spec_is_set (spec, geo[i]) && hn_job_spec_get_int (spec, geo[i]) > 0)
-      {
-        g_autofree char *k = g_strdelimit (g_strdup (geo[i]), "-", '_');
-        g_ptr_array_add (ov, g_strdup_printf ("%s=%" G_GINT64_FORMAT, k, hn_job_spec_get_int (spec, geo[i])));
-      }
-  gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
+    if (geo[i].v > 0)
+      g_ptr_array_add (ov, g_strdup_printf ("%s=%" G_GINT64_FORMAT, geo[i].key, geo[i].v));
+  gint64 chunk = o->train.chunk_size;
   g_ptr_array_add (ov, g_strdup_printf ("training_chunk_size=%" G_GINT64_FORMAT, chunk));
   g_ptr_array_add (ov, g_strdup_printf ("reference_chunk_len=%" G_GINT64_FORMAT, chunk));
   g_ptr_array_add (ov, NULL);
-  return hn_hier_init_model_dir (tok_path, NULL, hn_job_spec_get_int (spec, "context-dim"),
-                                 (const char *const *) ov->pdata, (guint64) hn_job_spec_get_int (spec, "seed"), error);
+  return hn_hier_init_model_dir (tok_path, NULL, o->context_dim, (const char *const *) ov->pdata, o->train.seed, error);
 }
 
 static gboolean
@@ -119,10 +192,14 @@ stop_requested (gpointer job)
 }
 
 static gboolean
-run_training (HnJob *job, gboolean finetune, GError **error)
+run_training (HnJob *job, GError **error)
 {
   HnJobSpec *spec = hn_job_get_spec (job);
-  const char *kind = hn_job_spec_get_kind (spec);
+  HnHierJobOptions jo;
+  if (!hn_hier_job_options_read (spec, &jo, error))
+    return FALSE;
+  const char *kind = jo.kind;
+  gboolean finetune = jo.finetune;
   g_autoptr (HnHierModel) m = NULL;
   g_autofree char *tok_path = hn_hub_job_tokenizer_path (job, error);
   if (!tok_path && error && *error)
@@ -130,37 +207,22 @@ run_training (HnJob *job, gboolean finetune, GError **error)
   g_autofree char *model_dir = NULL;
   gboolean fresh = !finetune && !hn_job_spec_is_set (spec, "model-path") &&
                    !(hn_job_spec_lookup (spec, "hf-model") && hn_job_spec_is_set (spec, "hf-model"));
-  const char *out_dir = hn_job_spec_get_string (spec, "out-dir");
-  const char *resume = hn_job_spec_get_string (spec, "resume-from-checkpoint");
-  if (!out_dir)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --out-dir is required", kind);
-      return FALSE;
-    }
-  if (g_strcmp0 (hn_job_spec_get_string (spec, "optimizer"), "adamw") != 0)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: only --optimizer adamw is implemented for Hierarchos", kind);
-      return FALSE;
-    }
-  if (g_strcmp0 (hn_job_spec_get_string (spec, "precision"), "f32") != 0)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "%s: --precision %s is not implemented for Hierarchos (both trainers compute and store fp32)", kind,
-                   hn_job_spec_get_string (spec, "precision"));
-      return FALSE;
-    }
+  const char *out_dir = jo.train.out_dir;
+  const char *resume = jo.train.resume_from;
+  if (!hn_hier_job_options_check (&jo, error))
+    return FALSE;
   /* The same runtime policy as chat and generate: the Vulkan device unless
    * --runtime cpu, never a silent fallback; the log says which runs. */
   g_autoptr (HnVkContext) vk_ctx = NULL;
-  if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0)
+  if (jo.cpu)
     {
       hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: CPU (the tape's forward and backward, --runtime cpu)");
-      if (hn_job_spec_is_set (spec, "device-index"))
+      if (jo.device_index_set)
         hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
     }
   else
     {
-      int device = (int) hn_job_spec_get_int (spec, "device-index");
+      int device = jo.device_index;
       g_autoptr (GError) local = NULL;
       vk_ctx = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
       if (!vk_ctx)
@@ -189,7 +251,7 @@ run_training (HnJob *job, gboolean finetune, GError **error)
                        "%s: a fresh model needs --tokenizer-path or --hf-tokenizer (or --model-path to continue)", kind);
           return FALSE;
         }
-      m = hn_hier_fresh_model_for_spec (spec, tok_path, error);
+      m = hn_hier_fresh_model (&jo, tok_path, error);
       hn_job_log (job, HN_LOG_INFO, "fresh Hierarchos model: %zu parameters, contract %s", m ? m->n_params : 0,
                   m ? m->contract_sha256 : "-");
     }
@@ -212,7 +274,7 @@ run_training (HnJob *job, gboolean finetune, GError **error)
         g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: --train or --hf-dataset is required", kind);
       return FALSE;
     }
-  int row_len = (int) hn_job_spec_get_int (spec, "seq-len");
+  int row_len = jo.train.max_length;
   g_autoptr (GArray) tokens = NULL;
   g_autoptr (GArray) labels = g_array_new (FALSE, FALSE, sizeof (gint32));
   g_autoptr (GArray) weights = g_array_new (FALSE, FALSE, sizeof (float));
@@ -233,43 +295,16 @@ run_training (HnJob *job, gboolean finetune, GError **error)
       hn_job_log (job, HN_LOG_INFO, "%u training tokens", tokens->len);
     }
 
-  HnHierTrainOptions o;
-  hn_hier_train_options_defaults (&o);
-  o.out_dir = out_dir;
-  o.resume_from = resume;
+  HnHierTrainOptions o = jo.train;
   o.tokenizer_dir = g_file_test (tok_path, G_FILE_TEST_IS_DIR) ? tok_path : NULL;
   g_autofree char *tok_dir = o.tokenizer_dir ? NULL : g_path_get_dirname (tok_path);
   if (!o.tokenizer_dir)
     o.tokenizer_dir = tok_dir;
-  o.metrics_file = hn_job_spec_get_string (spec, "metrics-file");
-  o.finetune = finetune;
-  o.trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
   o.tokens = (const guint32 *) tokens->data;
   o.n_tokens = tokens->len;
   o.separate_rows = rows;
   o.token_labels = rows ? (const gint32 *) labels->data : NULL;
   o.token_weights = rows ? (const float *) weights->data : NULL;
-  o.batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
-  o.accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
-  o.chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");
-  o.max_length = (int) hn_job_spec_get_int (spec, "seq-len");
-  o.epochs = (int) hn_job_spec_get_int (spec, "epochs");
-  o.max_steps = hn_job_spec_get_int (spec, "max-steps");
-  o.save_steps = hn_job_spec_get_int (spec, "save-steps");
-  o.warmup_steps = hn_job_spec_get_int (spec, "warmup-steps");
-  o.lr = hn_job_spec_get_double (spec, "lr");
-  o.min_lr = hn_job_spec_get_double (spec, "min-lr");
-  o.weight_decay = hn_job_spec_get_double (spec, "weight-decay");
-  o.grad_clip = hn_job_spec_get_double (spec, "max-grad-norm");
-  o.beta1 = hn_job_spec_get_double (spec, "beta1");
-  o.beta2 = hn_job_spec_get_double (spec, "beta2");
-  o.eps = hn_job_spec_get_double (spec, "eps");
-  o.seed = (guint64) hn_job_spec_get_int (spec, "seed");
-  o.no_shuffle = hn_job_spec_get_bool (spec, "no-shuffle");
-  HnLrScheduleKind sk = HN_LR_COSINE;
-  if (!hn_lr_schedule_kind_from_string (hn_job_spec_get_string (spec, "lr-scheduler"), &sk, error))
-    return FALSE;
-  o.lr_schedule = sk;
   o.cancellable = hn_job_get_cancellable (job);
   o.vk_ctx = vk_ctx;
   if (vk_ctx)
@@ -326,11 +361,11 @@ run_training (HnJob *job, gboolean finetune, GError **error)
 gboolean
 hn_hier_train_job_run (HnJob *job, GError **error)
 {
-  return run_training (job, FALSE, error);
+  return run_training (job, error);
 }
 
 gboolean
 hn_hier_finetune_job_run (HnJob *job, GError **error)
 {
-  return run_training (job, TRUE, error);
+  return run_training (job, error);
 }

@@ -22,12 +22,34 @@ void hn_hier_exec_clear (HnHierExec *x);
 gboolean hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens, gsize n, float *last,
                             GError **error);
 
+/* The options of hierarchos-train and hierarchos-finetune, read once from
+ * the spec (strings belong to the spec). `train` is the trainer's options
+ * as far as the spec decides them: no data, no callbacks, no device yet. */
+typedef struct {
+  const char *kind;
+  gboolean finetune;
+  HnHierTrainOptions train;
+  const char *optimizer, *precision;
+  gboolean cpu;          /* --runtime cpu: the CPU tape instead of the Vulkan trainer */
+  int device_index;      /* -1: the default device */
+  gboolean device_index_set;
+  /* a fresh model (hierarchos-train without a model): geometry, 0 = the contract's default */
+  gint64 context_dim, h_hidden, l_hidden, rwkv_head_size, ltm_slots;
+} HnHierJobOptions;
+
+/* Reads every option of a hierarchos-train or hierarchos-finetune spec (no
+ * file is opened). Fails only on a value that cannot be parsed. */
+gboolean hn_hier_job_options_read (HnJobSpec *spec, HnHierJobOptions *o, GError **error);
+/* What the trainers refuse before any work: no --out-dir, an optimizer
+ * other than AdamW, a precision other than f32. */
+gboolean hn_hier_job_options_check (const HnHierJobOptions *o, GError **error);
+
 /* Run functions of the job kinds "hierarchos-train", "hierarchos-finetune"
  * and (for Hierarchos model folders) "chat". */
 gboolean hn_hier_train_job_run (HnJob *job, GError **error);
 /* The fresh model a training job without --model-path starts from: the
- * tokenizer at `tok_path` and the spec's geometry flags and seed. */
-HnHierModel *hn_hier_fresh_model_for_spec (HnJobSpec *spec, const char *tok_path, GError **error);
+ * tokenizer at `tok_path` and the options' geometry, chunk size and seed. */
+HnHierModel *hn_hier_fresh_model (const HnHierJobOptions *o, const char *tok_path, GError **error);
 gboolean hn_hier_finetune_job_run (HnJob *job, GError **error);
 gboolean hn_hier_chat_job_run (HnJob *job, GError **error);
 /* `generate` with a Hierarchos model folder: continues each prompt from a

@@ -324,7 +324,10 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
 {
   const char *kind = hn_job_spec_get_kind (spec);
   gboolean training = g_str_has_prefix (kind, "hierarchos-");
-  const char *dir = training ? hn_job_spec_get_string (spec, "resume-from-checkpoint") : NULL;
+  HnHierJobOptions jo = { 0 }; /* the options the training run reads */
+  if (training && !hn_hier_job_options_read (spec, &jo, error))
+    return FALSE;
+  const char *dir = training ? jo.train.resume_from : NULL;
   if (!dir)
     dir = hn_job_spec_get_string (spec, "model-path");
   const char *tok = hn_job_spec_lookup (spec, "tokenizer-path") ? hn_job_spec_get_string (spec, "tokenizer-path") : NULL;
@@ -332,7 +335,7 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
   if (dir)
     m = hn_hier_model_load (dir, error);
   else if (g_str_equal (kind, "hierarchos-train") && tok)
-    m = hn_hier_fresh_model_for_spec (spec, tok, error);
+    m = hn_hier_fresh_model (&jo, tok, error);
   else
     g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                  "the memory estimate needs a local --model-path%s", training ? " (or --tokenizer-path for a fresh model)" : "");
@@ -357,10 +360,10 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
       out->total = dev;
       return TRUE;
     }
-  if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") != 0)
+  if (!jo.cpu)
     {
-      gint64 chunk = hn_job_spec_get_int (spec, "training-chunk-size");
-      guint64 rows = (guint64) hn_job_spec_get_int (spec, "batch-size") * (guint64) hn_job_spec_get_int (spec, "grad-accum");
+      gint64 chunk = jo.train.chunk_size;
+      guint64 rows = (guint64) jo.train.batch_size * (guint64) jo.train.accumulation_steps;
       HnHierVkRunner *r = hn_hier_vk_trainer_layout (m, 1, chunk > 0 ? (int) chunk : (int) m->cfg.training_chunk_size, error);
       if (!r)
         return FALSE;
@@ -374,15 +377,8 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
       out->total = out->weights + out->gradients + out->activations;
       return TRUE;
     }
-  HnHierTrainOptions o;
-  hn_hier_train_options_defaults (&o);
-  o.finetune = g_str_equal (kind, "hierarchos-finetune");
-  o.trainable = hn_job_spec_lookup (spec, "trainable") ? hn_job_spec_get_string (spec, "trainable") : NULL;
-  o.batch_size = (int) hn_job_spec_get_int (spec, "batch-size");
-  o.accumulation_steps = (int) hn_job_spec_get_int (spec, "grad-accum");
-  o.chunk_size = (int) hn_job_spec_get_int (spec, "training-chunk-size");
   HnHierTrainMemory hm;
-  if (!hn_hier_train_memory (m, &o, &hm, error))
+  if (!hn_hier_train_memory (m, &jo.train, &hm, error))
     return FALSE;
   out->workload = HN_MEMORY_HIER_TRAIN;
   out->host = TRUE;

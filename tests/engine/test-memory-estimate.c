@@ -7,6 +7,7 @@
 #include "transformer/transformer.h"
 #include "jobs/memory-estimate.h"
 #include "jobs/train-job.h"
+#include "jobs/hierarchos-job.h"
 #include "train/train-graph.h"
 #include "base/hn-error.h"
 
@@ -291,6 +292,38 @@ test_from_job_options (void)
   hn_memory_estimate_clear (&b);
 }
 
+/* The same for Hierarchos on the CPU tape: the estimate is what
+ * hn_hier_train_memory says for the trainer options the run reads. */
+static void
+test_hierarchos_from_job_options (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *tok = model_path ("stories");
+  const char *argv[] = { "hierarchos-train", "--tokenizer-path", tok, "--train", "x.txt", "--out-dir", "out",
+                         "--runtime", "cpu", "--batch-size", "2", "--grad-accum", "3", "--training-chunk-size", "16",
+                         "--seq-len", "32", "--context-dim", "32", NULL };
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv) - 1, argv, &error);
+  g_assert_no_error (error);
+  HnHierJobOptions jo;
+  g_assert_true (hn_hier_job_options_read (spec, &jo, &error));
+  g_assert_true (jo.cpu);
+  g_assert_cmpint (jo.train.batch_size, ==, 2);
+  g_assert_cmpint (jo.train.accumulation_steps, ==, 3);
+  g_assert_cmpint (jo.train.chunk_size, ==, 16);
+  g_assert_cmpint (jo.train.max_length, ==, 32);
+  g_assert_cmpint (jo.context_dim, ==, 32);
+  g_autoptr (HnHierModel) m = hn_hier_fresh_model (&jo, tok, &error);
+  g_assert_no_error (error);
+  HnHierTrainMemory hm;
+  g_assert_true (hn_hier_train_memory (m, &jo.train, &hm, &error));
+  HnMemoryEstimate e = { 0 };
+  g_assert_true (hn_memory_estimate_for_spec (spec, NULL, &e, &error));
+  g_assert_no_error (error);
+  g_assert_true (e.host);
+  g_assert_cmpuint (e.total, ==, hm.params + hm.grads + hm.optimizer + hm.tapes);
+  hn_memory_estimate_clear (&e);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -306,6 +339,7 @@ main (int argc, char **argv)
   g_test_add_func ("/memory-estimate/parts-and-device", test_parts_and_device);
   g_test_add_func ("/memory-estimate/cli-dry-run", test_cli_dry_run);
   g_test_add_func ("/memory-estimate/from-job-options", test_from_job_options);
+  g_test_add_func ("/memory-estimate/hierarchos-from-job-options", test_hierarchos_from_job_options);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
