@@ -169,12 +169,37 @@ chat_loop (Chat *c, GError **error)
     }
 }
 
+/* The options of a Transformer chat, read once from the spec (strings belong to it). */
+typedef struct {
+  HnGeneratePolicy policy;
+  const char *chat_template, *adapter_path, *system_prompt;
+  gboolean raw_prompt;
+  int device_index;
+  const char *hier_only; /* the first Hierarchos-only flag given, or NULL */
+} ChatOptions;
+
+static void
+chat_options_read (HnJobSpec *spec, ChatOptions *o)
+{
+  memset (o, 0, sizeof *o);
+  hn_generate_policy_read (spec, &o->policy);
+  o->chat_template = hn_job_spec_get_string (spec, "chat-template");
+  o->adapter_path = hn_job_spec_get_string (spec, "lora-adapter-path");
+  o->system_prompt = hn_job_spec_get_string (spec, "system-prompt");
+  o->raw_prompt = hn_job_spec_get_bool (spec, "raw-prompt");
+  o->device_index = (int) hn_job_spec_get_int (spec, "device-index");
+  const char *const hier_only[] = { "carry-chat-state", "chat-state-file", "resume-chat-from-state-file", NULL };
+  for (int i = 0; hier_only[i] && !o->hier_only; i++)
+    if (hn_job_spec_is_set (spec, hier_only[i]))
+      o->hier_only = hier_only[i];
+}
+
 /* The template: --chat-template FILE, else the tokenizer folder's chat_template.jinja (where
  * transformers saves it), else tokenizer_config.json's; none fails unless --raw-prompt. */
 static HnChatTemplate *
-load_template (HnJobSpec *spec, HnTokenizer *tok, const char *tok_dir, const char *model_dir, GError **error)
+load_template (const ChatOptions *o, HnTokenizer *tok, const char *tok_dir, const char *model_dir, GError **error)
 {
-  const char *path = hn_job_spec_get_string (spec, "chat-template");
+  const char *path = o->chat_template;
   g_autofree char *jinja = g_build_filename (tok_dir, "chat_template.jinja", NULL);
   if (!path && g_file_test (jinja, G_FILE_TEST_IS_REGULAR))
     path = jinja;
@@ -195,17 +220,15 @@ load_template (HnJobSpec *spec, HnTokenizer *tok, const char *tok_dir, const cha
 
 /* The Hierarchos-only flags fail closed for Transformer models. */
 static gboolean
-check_flags (HnJobSpec *spec, const char *model_dir, GError **error)
+check_flags (const ChatOptions *o, const char *model_dir, GError **error)
 {
-  const char *const hier_only[] = { "carry-chat-state", "chat-state-file", "resume-chat-from-state-file", NULL };
-  for (int i = 0; hier_only[i]; i++)
-    if (hn_job_spec_is_set (spec, hier_only[i]))
-      {
-        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: --%s is for Hierarchos models; a Transformer chat "
-                     "renders the whole conversation every turn", model_dir, hier_only[i]);
-        return FALSE;
-      }
-  if (hn_job_spec_get_bool (spec, "raw-prompt") && hn_job_spec_is_set (spec, "chat-template"))
+  if (o->hier_only)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: --%s is for Hierarchos models; a Transformer chat "
+                   "renders the whole conversation every turn", model_dir, o->hier_only);
+      return FALSE;
+    }
+  if (o->raw_prompt && o->chat_template)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--raw-prompt skips the chat template; --chat-template "
                    "cannot be used with it");
@@ -217,18 +240,19 @@ check_flags (HnJobSpec *spec, const char *model_dir, GError **error)
 static gboolean
 transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
-  if (!check_flags (spec, model_dir, error))
+  ChatOptions co;
+  chat_options_read (hn_job_get_spec (job), &co);
+  if (!check_flags (&co, model_dir, error))
     return FALSE;
   g_autoptr (HnModelConfig) mc = hn_model_config_load (model_dir, error);
   HnKvCacheMode mode;
-  if (!mc || !hn_generate_job_policy (job, model_dir, mc, opt, &mode, error))
+  if (!mc || !hn_generate_job_policy (job, &co.policy, model_dir, mc, opt, &mode, error))
     return FALSE;
   g_autofree char *tp = hn_hub_job_tokenizer_path (job, error);
   if (!tp && error && *error)
     return FALSE;
   /* an adapter folder written by the trainer carries the tokenizer and template it was trained with */
-  const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path");
+  const char *adapter_dir = co.adapter_path;
   g_autofree char *adapter_tok = adapter_dir ? g_build_filename (adapter_dir, "tokenizer_config.json", NULL) : NULL;
   if (!tp && adapter_tok && g_file_test (adapter_tok, G_FILE_TEST_IS_REGULAR))
     {
@@ -239,8 +263,8 @@ transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GEr
   g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tok_dir, error);
   if (!tok)
     return FALSE;
-  gboolean raw = hn_job_spec_get_bool (spec, "raw-prompt");
-  g_autoptr (HnChatTemplate) tmpl = raw ? NULL : load_template (spec, tok, tok_dir, model_dir, error);
+  gboolean raw = co.raw_prompt;
+  g_autoptr (HnChatTemplate) tmpl = raw ? NULL : load_template (&co, tok, tok_dir, model_dir, error);
   if (!raw && !tmpl)
     return FALSE;
   if (opt->eos_token_ids->len == 0)
@@ -256,7 +280,7 @@ transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GEr
       return FALSE;
     }
 
-  g_autoptr (HnVkContext) ctx = hn_vk_context_new ((int) hn_job_spec_get_int (spec, "device-index"), error);
+  g_autoptr (HnVkContext) ctx = hn_vk_context_new (co.device_index, error);
   const HnArchInfo *arch = ctx ? hn_arch_lookup (mc->model_type, error) : NULL;
   if (!arch)
     return FALSE;
@@ -279,7 +303,7 @@ transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GEr
   hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, %s", model_dir, arch->model_type,
               hn_transformer_get_weight_bytes (model) / 1e6, raw ? "raw prompts" : "chat template");
 
-  Chat c = { job, model, tok, tmpl, opt, mode, hn_job_spec_get_string (spec, "system-prompt"), json_array_new (),
+  Chat c = { job, model, tok, tmpl, opt, mode, co.system_prompt, json_array_new (),
              g_array_new (FALSE, FALSE, sizeof (int32_t)) };
   if (raw && c.system)
     hn_job_log (job, HN_LOG_WARNING, "--raw-prompt: --system-prompt is not used (it is a chat template message)");

@@ -229,6 +229,90 @@ results_json (GPtrArray *results, HnTokenizer *tok, const HnBatchStats *batch, g
   return json_generator_to_data (gen, len);
 }
 
+/* The scalar policy flags: each overrides its HnGenerateOptions field when given. */
+static const struct {
+  const char *flag;
+  gsize offset;
+  gboolean is_double;
+} scalar_flags[] = {
+  { "min-new-tokens", G_STRUCT_OFFSET (HnGenerateOptions, min_new_tokens), FALSE },
+  { "top-k", G_STRUCT_OFFSET (HnGenerateOptions, top_k), FALSE },
+  { "no-repeat-ngram-size", G_STRUCT_OFFSET (HnGenerateOptions, no_repeat_ngram_size), FALSE },
+  { "num-beams", G_STRUCT_OFFSET (HnGenerateOptions, num_beams), FALSE },
+  { "num-return-sequences", G_STRUCT_OFFSET (HnGenerateOptions, num_return_sequences), FALSE },
+  { "temperature", G_STRUCT_OFFSET (HnGenerateOptions, temperature), TRUE },
+  { "top-p", G_STRUCT_OFFSET (HnGenerateOptions, top_p), TRUE },
+  { "typical-p", G_STRUCT_OFFSET (HnGenerateOptions, typical_p), TRUE },
+  { "repetition-penalty", G_STRUCT_OFFSET (HnGenerateOptions, repetition_penalty), TRUE },
+  { "length-penalty", G_STRUCT_OFFSET (HnGenerateOptions, length_penalty), TRUE },
+  { "epsilon-cutoff", G_STRUCT_OFFSET (HnGenerateOptions, epsilon_cutoff), TRUE },
+  { "eta-cutoff", G_STRUCT_OFFSET (HnGenerateOptions, eta_cutoff), TRUE },
+};
+
+void
+hn_generate_policy_read (HnJobSpec *spec, HnGeneratePolicy *p)
+{
+  memset (p, 0, sizeof *p);
+  for (guint i = 0; i < G_N_ELEMENTS (scalar_flags); i++)
+    {
+      const char *flag = scalar_flags[i].flag;
+      if (!hn_job_spec_lookup (spec, flag))
+        continue;
+      gpointer field = G_STRUCT_MEMBER_P (&p->value, scalar_flags[i].offset);
+      if (scalar_flags[i].is_double)
+        *(double *) field = hn_job_spec_get_double (spec, flag);
+      else
+        *(int *) field = (int) hn_job_spec_get_int (spec, flag);
+      if (hn_job_spec_is_set (spec, flag))
+        p->given |= 1u << i;
+    }
+  p->value.max_new_tokens = (int) hn_job_spec_get_int (spec, "max-new-tokens");
+  p->max_new_tokens_given = hn_job_spec_is_set (spec, "max-new-tokens");
+  p->min_p_given = hn_job_spec_is_set (spec, "min-p");
+  if (p->min_p_given)
+    p->value.min_p = hn_job_spec_get_double (spec, "min-p");
+  p->do_sample_given = hn_job_spec_is_set (spec, "do-sample");
+  if (p->do_sample_given)
+    p->value.do_sample = hn_job_spec_get_bool (spec, "do-sample");
+  p->early_stopping_given = hn_job_spec_is_set (spec, "early-stopping");
+  if (p->early_stopping_given)
+    p->value.early_stopping = hn_job_spec_get_bool (spec, "early-stopping") ? HN_EARLY_STOP_TRUE : HN_EARLY_STOP_FALSE;
+  p->suppress_tokens = hn_job_spec_get_string (spec, "suppress-tokens");
+  p->eos_token_id = hn_job_spec_get_string (spec, "eos-token-id");
+  p->bad_words_ids = hn_job_spec_get_string (spec, "bad-words-ids");
+  p->stop = hn_job_spec_get_strv (spec, "stop");
+  p->value.seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  p->generation_config = hn_job_spec_get_string (spec, "generation-config");
+  p->cache_implementation = hn_job_spec_get_string (spec, "cache-implementation");
+  p->no_use_cache = hn_job_spec_get_bool (spec, "no-use-cache");
+  p->continuous_batching = hn_job_spec_lookup (spec, "continuous-batching") &&
+                           hn_job_spec_get_bool (spec, "continuous-batching");
+}
+
+gboolean
+hn_generate_job_options_read (HnJobSpec *spec, HnGenerateJobOptions *o, GError **error)
+{
+  memset (o, 0, sizeof *o);
+  hn_generate_policy_read (spec, &o->policy);
+  o->tokenizer_path = hn_job_spec_get_string (spec, "tokenizer-path");
+  o->adapter_path = hn_job_spec_get_string (spec, "lora-adapter-path");
+  o->output_json = hn_job_spec_get_string (spec, "output-json");
+  o->input_ids = hn_job_spec_get_string (spec, "input-ids");
+  o->prompt_file = hn_job_spec_get_string (spec, "prompt-file");
+  o->prompts = hn_job_spec_get_strv (spec, "prompt");
+  o->json = hn_job_spec_get_bool (spec, "json");
+  o->batch_max_requests = (int) hn_job_spec_get_int (spec, "continuous-batch-max-requests");
+  o->batch_max_requests_given = hn_job_spec_is_set (spec, "continuous-batch-max-requests");
+  o->device_indices_given = hn_job_spec_is_set (spec, "device-indices");
+  return (o->devices = hn_job_spec_get_devices (spec, error)) != NULL;
+}
+
+void
+hn_generate_job_options_clear (HnGenerateJobOptions *o)
+{
+  g_clear_pointer (&o->devices, g_array_unref);
+}
+
 /* What an explicit --generation-config file opts into (a model's own file cannot). */
 typedef struct {
   char *cache_implementation;         /* the file's, or NULL */
@@ -239,13 +323,13 @@ typedef struct {
 
 /* The policy: model defaults, then the job's explicit options. */
 static gboolean
-build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *o, OptIn *in,
+build_options (const HnGeneratePolicy *p, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *o, OptIn *in,
                GError **error)
 {
   g_autoptr (HnGenerationConfig) none = hn_generation_config_new ();
   hn_continuous_batching_config_parse (none, NULL, &in->cb, NULL); /* every knob unset */
   g_autoptr (HnGenerationConfig) gc = hn_generation_config_from_model_config (mc);
-  const char *gc_path = hn_job_spec_get_string (spec, "generation-config");
+  const char *gc_path = p->generation_config;
   GError *e = NULL;
   g_autoptr (HnGenerationConfig) file = hn_generation_config_load (gc_path ? gc_path : model_dir, &e);
   if (!file && !(e->code == HN_ERROR_NOT_FOUND && !gc_path))
@@ -274,30 +358,18 @@ build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGene
   if (!hn_generation_config_validate (gc, error))
     return FALSE;
   hn_generate_options_from_config (o, gc);
-  if (!model_sets_length || hn_job_spec_is_set (spec, "max-new-tokens"))
-    o->max_new_tokens = (int) hn_job_spec_get_int (spec, "max-new-tokens");
-
-#define SET_INT(flag, field)                                                                                           \
-  if (hn_job_spec_is_set (spec, flag))                                                                                 \
-    o->field = (int) hn_job_spec_get_int (spec, flag);
-#define SET_DBL(flag, field)                                                                                           \
-  if (hn_job_spec_is_set (spec, flag))                                                                                 \
-    o->field = hn_job_spec_get_double (spec, flag);
-  SET_INT ("min-new-tokens", min_new_tokens);
-  SET_INT ("top-k", top_k);
-  SET_INT ("no-repeat-ngram-size", no_repeat_ngram_size);
-  SET_INT ("num-beams", num_beams);
-  SET_INT ("num-return-sequences", num_return_sequences);
-  SET_DBL ("temperature", temperature);
-  SET_DBL ("top-p", top_p);
-  SET_DBL ("typical-p", typical_p);
-  SET_DBL ("repetition-penalty", repetition_penalty);
-  SET_DBL ("length-penalty", length_penalty);
-  SET_DBL ("epsilon-cutoff", epsilon_cutoff);
-  SET_DBL ("eta-cutoff", eta_cutoff);
-#undef SET_INT
-#undef SET_DBL
-  const char *sup = hn_job_spec_get_string (spec, "suppress-tokens");
+  if (!model_sets_length || p->max_new_tokens_given)
+    o->max_new_tokens = p->value.max_new_tokens;
+  for (guint i = 0; i < G_N_ELEMENTS (scalar_flags); i++)
+    if (p->given & (1u << i))
+      {
+        gsize off = scalar_flags[i].offset;
+        if (scalar_flags[i].is_double)
+          G_STRUCT_MEMBER (double, o, off) = G_STRUCT_MEMBER (double, &p->value, off);
+        else
+          G_STRUCT_MEMBER (int, o, off) = G_STRUCT_MEMBER (int, &p->value, off);
+      }
+  const char *sup = p->suppress_tokens;
   if (sup)
     {
       g_clear_pointer (&o->suppress_tokens, g_array_unref);
@@ -305,14 +377,14 @@ build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGene
       if (!parse_ids ("--suppress-tokens", sup, o->suppress_tokens, error))
         return FALSE;
     }
-  const char *eos = hn_job_spec_get_string (spec, "eos-token-id");
+  const char *eos = p->eos_token_id;
   if (eos)
     {
       g_array_set_size (o->eos_token_ids, 0);
       if (!parse_ids ("--eos-token-id", eos, o->eos_token_ids, error))
         return FALSE;
     }
-  const char *bad = hn_job_spec_get_string (spec, "bad-words-ids");
+  const char *bad = p->bad_words_ids;
   if (bad)
     {
       g_clear_pointer (&o->bad_words_ids, g_ptr_array_unref);
@@ -328,28 +400,25 @@ build_options (HnJobSpec *spec, const char *model_dir, HnModelConfig *mc, HnGene
             return FALSE;
         }
     }
-  if (hn_job_spec_is_set (spec, "min-p"))
-    {
-      double mp = hn_job_spec_get_double (spec, "min-p");
-      o->min_p = mp > 0 ? mp : NAN;
-    }
-  if (hn_job_spec_is_set (spec, "do-sample"))
-    o->do_sample = hn_job_spec_get_bool (spec, "do-sample");
-  if (hn_job_spec_is_set (spec, "early-stopping"))
-    o->early_stopping = hn_job_spec_get_bool (spec, "early-stopping") ? HN_EARLY_STOP_TRUE : HN_EARLY_STOP_FALSE;
-  const char *const *stop = hn_job_spec_get_strv (spec, "stop");
-  if (stop && stop[0])
-    o->stop_strings = g_strdupv ((char **) stop);
-  o->seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  if (p->min_p_given)
+    o->min_p = p->value.min_p > 0 ? p->value.min_p : NAN;
+  if (p->do_sample_given)
+    o->do_sample = p->value.do_sample;
+  if (p->early_stopping_given)
+    o->early_stopping = p->value.early_stopping;
+  if (p->stop && p->stop[0])
+    o->stop_strings = g_strdupv ((char **) p->stop);
+  o->seed = p->value.seed;
   return TRUE;
 }
 
 /* The cache and scheduler a job asked for: the flags, else an explicit --generation-config. */
 static gboolean
-resolve_cache (HnJob *job, HnJobSpec *spec, const OptIn *in, HnKvCacheMode *mode, gboolean *batch, GError **error)
+resolve_cache (HnJob *job, const HnGeneratePolicy *p, const OptIn *in, HnKvCacheMode *mode, gboolean *batch,
+               GError **error)
 {
-  const char *gc_path = hn_job_spec_get_string (spec, "generation-config");
-  const char *ci = hn_job_spec_get_string (spec, "cache-implementation");
+  const char *gc_path = p->generation_config;
+  const char *ci = p->cache_implementation;
   *mode = HN_KV_CACHE_CONTIGUOUS;
   if (ci && !hn_kv_cache_mode_from_string (ci, mode, error))
     return FALSE;
@@ -359,10 +428,9 @@ resolve_cache (HnJob *job, HnJobSpec *spec, const OptIn *in, HnKvCacheMode *mode
       return FALSE;
     }
   gboolean chosen = ci || in->cache_implementation;
-  if (hn_job_spec_get_bool (spec, "no-use-cache"))
+  if (p->no_use_cache)
     *mode = HN_KV_CACHE_NONE, chosen = TRUE;
-  *batch = (hn_job_spec_lookup (spec, "continuous-batching") && hn_job_spec_get_bool (spec, "continuous-batching")) ||
-           in->continuous_batching;
+  *batch = p->continuous_batching || in->continuous_batching;
   if (*batch && chosen && *mode != HN_KV_CACHE_PAGED)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -380,10 +448,10 @@ resolve_cache (HnJob *job, HnJobSpec *spec, const OptIn *in, HnKvCacheMode *mode
 
 /* Prompts: --input-ids, --prompt (repeatable), --prompt-file (one per line). */
 static GPtrArray *
-read_prompts (HnJobSpec *spec, HnTokenizer *tok, GError *tok_error, GError **error)
+read_prompts (const HnGenerateJobOptions *o, HnTokenizer *tok, GError *tok_error, GError **error)
 {
   g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
-  const char *ids_text = hn_job_spec_get_string (spec, "input-ids");
+  const char *ids_text = o->input_ids;
   if (ids_text)
     {
       GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
@@ -392,9 +460,9 @@ read_prompts (HnJobSpec *spec, HnTokenizer *tok, GError *tok_error, GError **err
         return NULL;
     }
   g_autoptr (GPtrArray) texts_in = g_ptr_array_new_with_free_func (g_free);
-  for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); p && *p; p++)
+  for (const char *const *p = o->prompts; p && *p; p++)
     g_ptr_array_add (texts_in, g_strdup (*p));
-  const char *pf = hn_job_spec_get_string (spec, "prompt-file");
+  const char *pf = o->prompt_file;
   if (pf)
     {
       g_autofree char *content = NULL;
@@ -487,13 +555,12 @@ on_request_done (gpointer data, int request, const HnGenerateResult *r)
 
 /* --continuous-batching: every prompt a request over one paged session. */
 static GPtrArray *
-run_batched (HnJob *job, HnTransformer *model, HnTokenizer *tok, const HnGenerateOptions *opt, GPtrArray *prompts,
-             const OptIn *in, HnBatchStats *st, GError **error)
+run_batched (HnJob *job, const HnGenerateJobOptions *jo, HnTransformer *model, HnTokenizer *tok,
+             const HnGenerateOptions *opt, GPtrArray *prompts, const OptIn *in, HnBatchStats *st, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
   G_STATIC_ASSERT (HN_KV_PAGE_SIZE == 16); /* hn_continuous_batching_config_parse checks block_size against 16 */
-  int R = (int) hn_job_spec_get_int (spec, "continuous-batch-max-requests");
-  if (!hn_job_spec_is_set (spec, "continuous-batch-max-requests") && in->cb.max_requests_per_batch > 0)
+  int R = jo->batch_max_requests;
+  if (!jo->batch_max_requests_given && in->cb.max_requests_per_batch > 0)
     R = (int) MIN (in->cb.max_requests_per_batch, 4096);
   if (in->cb.max_batch_tokens > 0) /* one token of every active request per round */
     R = (int) MIN (R, in->cb.max_batch_tokens);
@@ -526,7 +593,7 @@ run_batched (HnJob *job, HnTransformer *model, HnTokenizer *tok, const HnGenerat
   HnBatchOptions bo = { R, (int) n_pages, HN_KV_PAGE_SIZE, (int) MAX (in->cb.max_blocks_per_request, 0) };
   g_autoptr (GPtrArray) done = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_generate_result_free);
   g_ptr_array_set_size (done, (gint) prompts->len);
-  BatchPrint bp = { job, tok, hn_job_spec_get_bool (spec, "json"), done, 0, 0 };
+  BatchPrint bp = { job, tok, jo->json, done, 0, 0 };
   GPtrArray *res = hn_generate_batch_run (&gm, opt, &bo, prompts, on_request_done, &bp, st,
                                           hn_job_get_cancellable (job), error);
   if (res)
@@ -609,32 +676,32 @@ hn_generate_job_attach_adapter (HnJob *job, HnTransformer *model, const char *ad
 }
 
 gboolean
-hn_generate_job_policy (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *opt,
-                        HnKvCacheMode *mode, GError **error)
+hn_generate_job_policy (HnJob *job, const HnGeneratePolicy *p, const char *model_dir, HnModelConfig *mc,
+                        HnGenerateOptions *opt, HnKvCacheMode *mode, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
   OptIn in = { 0 };
   gboolean batch;
-  gboolean ok = build_options (spec, model_dir, mc, opt, &in, error) && resolve_cache (job, spec, &in, mode, &batch, error);
+  gboolean ok = build_options (p, model_dir, mc, opt, &in, error) && resolve_cache (job, p, &in, mode, &batch, error);
   g_free (in.cache_implementation);
   if (ok && batch)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s: continuous batching serves many prompts at once; a chat runs one conversation",
-                   hn_job_spec_get_string (spec, "generation-config"));
+                   p->generation_config);
       return FALSE;
     }
   return ok;
 }
 
 static gboolean
-generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *opt, GError **error)
+generate_with (HnJob *job, const HnGenerateJobOptions *jo, const char *model_dir, HnModelConfig *mc,
+               HnGenerateOptions *opt, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
   OptIn in = { 0 };
   HnKvCacheMode mode;
   gboolean batch;
-  gboolean ok = build_options (spec, model_dir, mc, opt, &in, error) && resolve_cache (job, spec, &in, &mode, &batch, error);
+  gboolean ok = build_options (&jo->policy, model_dir, mc, opt, &in, error) &&
+                resolve_cache (job, &jo->policy, &in, &mode, &batch, error);
   g_free (in.cache_implementation);
   if (!ok)
     return FALSE;
@@ -646,10 +713,10 @@ generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateO
       return FALSE;
     }
 
-  const char *tok_dir = hn_job_spec_get_string (spec, "tokenizer-path");
+  const char *tok_dir = jo->tokenizer_path;
   g_autoptr (GError) tok_error = NULL;
   g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tok_dir ? tok_dir : model_dir, &tok_error);
-  g_autoptr (GPtrArray) prompts = read_prompts (spec, tok, tok_error, error);
+  g_autoptr (GPtrArray) prompts = read_prompts (jo, tok, tok_error, error);
   if (!prompts)
     return FALSE;
   if (opt->eos_token_ids->len == 0 && tok)
@@ -660,12 +727,12 @@ generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateO
     }
 
   /* one device, or several with the layers split across them (--device-indices) */
-  g_autoptr (GArray) devs = hn_job_spec_get_devices (spec, error);
-  g_autoptr (GPtrArray) ctxs = devs ? hn_vk_contexts_new ((const int *) devs->data, devs->len, error) : NULL;
+  GArray *devs = jo->devices;
+  g_autoptr (GPtrArray) ctxs = hn_vk_contexts_new ((const int *) devs->data, devs->len, error);
   HnVkContext *ctx = ctxs ? ctxs->pdata[0] : NULL;
   /* decoders run through HnTransformer, encoder-decoders through HnSeq2Seq; encoders do not generate */
   const HnArchInfo *arch = ctx ? hn_arch_lookup (mc->model_type, error) : NULL;
-  const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path");
+  const char *adapter_dir = jo->adapter_path;
   gboolean s2s = arch && hn_arch_is_seq2seq (arch);
   if (arch && hn_arch_is_encoder (arch))
     {
@@ -701,13 +768,13 @@ generate_with (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateO
               (model ? hn_transformer_get_weight_bytes (model) : hn_seq2seq_get_weight_bytes (s2s_model)) / 1e6,
               hn_kv_cache_mode_name (mode));
 
-  gboolean json = hn_job_spec_get_bool (spec, "json");
+  gboolean json = jo->json;
   HnBatchStats st;
-  g_autoptr (GPtrArray) results = batch ? run_batched (job, model, tok, opt, prompts, &in, &st, error)
+  g_autoptr (GPtrArray) results = batch ? run_batched (job, jo, model, tok, opt, prompts, &in, &st, error)
                                         : run_sequential (job, model, s2s_model, mode, tok, opt, prompts, json, error);
   if (!results)
     return FALSE;
-  const char *out = hn_job_spec_get_string (spec, "output-json");
+  const char *out = jo->output_json;
   if (!out && !json)
     return TRUE;
   gsize len;
@@ -735,7 +802,10 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
   g_autofree char *model_dir = hn_hub_job_model_dir (job, error);
   if (!model_dir)
     return FALSE;
-  if (hn_hier_is_model_dir (model_dir) && hn_job_spec_is_set (spec, "device-indices"))
+  g_auto (HnGenerateJobOptions) jo = { 0 };
+  if (!hn_generate_job_options_read (spec, &jo, error))
+    return FALSE;
+  if (hn_hier_is_model_dir (model_dir) && jo.device_indices_given)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s is a Hierarchos model: it runs on one device (--device-index); --device-indices splits the "
@@ -745,8 +815,7 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
   if (hn_hier_is_model_dir (model_dir))
     {
       /* recurrent: no attention cache to page or share */
-      if (g_strcmp0 (hn_job_spec_get_string (spec, "cache-implementation"), "paged") == 0 ||
-          hn_job_spec_get_bool (spec, "continuous-batching"))
+      if (g_strcmp0 (jo.policy.cache_implementation, "paged") == 0 || jo.policy.continuous_batching)
         {
           g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                        "%s: Hierarchos is recurrent and has no attention cache to page; the paged cache and continuous "
@@ -760,7 +829,7 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
     return FALSE;
   HnGenerateOptions opt;
   hn_generate_options_init (&opt);
-  gboolean ok = generate_with (job, model_dir, mc, &opt, error);
+  gboolean ok = generate_with (job, &jo, model_dir, mc, &opt, error);
   hn_generate_options_clear (&opt);
   return ok;
 }

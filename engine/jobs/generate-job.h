@@ -10,6 +10,40 @@
 
 G_BEGIN_DECLS
 
+/* The generation policy flags of transformer-generate and chat, read once
+ * from the spec: they go over the model's defaults and its
+ * generation_config.json (model < file < flags). Strings belong to the spec. */
+typedef struct {
+  HnGenerateOptions value; /* the scalar flags' values (their defaults when not given); only
+                              scalar fields are filled, so it needs no clearing */
+  guint32 given;           /* bit i: scalar flag i (generate-job.c's table) was given */
+  gboolean max_new_tokens_given, min_p_given, do_sample_given, early_stopping_given;
+  const char *suppress_tokens, *eos_token_id, *bad_words_ids; /* id lists as given, parsed when applied */
+  const char *const *stop;
+  const char *generation_config, *cache_implementation; /* NULL: not given */
+  gboolean no_use_cache, continuous_batching;
+} HnGeneratePolicy;
+
+/* Everything else transformer-generate reads. */
+typedef struct {
+  HnGeneratePolicy policy;
+  const char *tokenizer_path, *adapter_path, *output_json, *input_ids, *prompt_file;
+  const char *const *prompts;
+  gboolean json;
+  int batch_max_requests; /* --continuous-batch-max-requests */
+  gboolean batch_max_requests_given;
+  gboolean device_indices_given;
+  GArray *devices;        /* int: the layers split across these */
+} HnGenerateJobOptions;
+
+/* Reads the policy flags of a transformer-generate or chat spec. */
+void hn_generate_policy_read (HnJobSpec *spec, HnGeneratePolicy *p);
+/* Reads every option of a transformer-generate spec (no file is opened).
+ * Fails only on a device list that cannot be parsed. */
+gboolean hn_generate_job_options_read (HnJobSpec *spec, HnGenerateJobOptions *o, GError **error);
+void hn_generate_job_options_clear (HnGenerateJobOptions *o);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (HnGenerateJobOptions, hn_generate_job_options_clear)
+
 /* Reads the job's spec (model-path, prompts, policy flags, cache choice, output-json), generates
  * every prompt, streams TOKEN and PROGRESS events and writes {"sequences", "texts"}. */
 gboolean hn_transformer_generate_job_run (HnJob *job, GError **error);
@@ -19,8 +53,8 @@ void hn_generate_options_from_config (HnGenerateOptions *opt, const HnGeneration
 
 /* What transformer-generate and chat share: the policy of the job's spec (model defaults <
  * generation_config.json < flags) and its KV cache mode; continuous batching is refused. */
-gboolean hn_generate_job_policy (HnJob *job, const char *model_dir, HnModelConfig *mc, HnGenerateOptions *opt,
-                                 HnKvCacheMode *mode, GError **error);
+gboolean hn_generate_job_policy (HnJob *job, const HnGeneratePolicy *p, const char *model_dir, HnModelConfig *mc,
+                                 HnGenerateOptions *opt, HnKvCacheMode *mode, GError **error);
 /* Loads the adapter folder and attaches it to `model` in device memory. */
 gboolean hn_generate_job_attach_adapter (HnJob *job, HnTransformer *model, const char *adapter_dir, GError **error);
 

@@ -11,6 +11,7 @@
 #include "tokenizer/tokenizer.h"
 #include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
+#include "jobs/generate-job.h"
 #include "hierarchos/hierarchos-vk-private.h"
 #include "transformer/lora.h"
 #include "transformer/transformer-private.h"
@@ -273,18 +274,18 @@ hn_memory_estimate_exceeds (const HnMemoryEstimate *e)
 
 /* Tokens of the longest prompt (0 when there is none or no tokenizer). */
 static gint64
-longest_prompt (HnJobSpec *spec, const char *model_dir)
+longest_prompt (const HnGenerateJobOptions *o, const char *model_dir)
 {
-  const char *ids = hn_job_spec_get_string (spec, "input-ids");
+  const char *ids = o->input_ids;
   if (ids)
     {
       g_auto (GStrv) parts = g_strsplit (ids, ",", -1);
       return g_strv_length (parts);
     }
-  const char *const *prompts = hn_job_spec_get_strv (spec, "prompt");
+  const char *const *prompts = o->prompts;
   if (!prompts[0])
     return 0;
-  const char *tok_dir = hn_job_spec_get_string (spec, "tokenizer-path");
+  const char *tok_dir = o->tokenizer_path;
   g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tok_dir ? tok_dir : model_dir, NULL);
   gint64 best = 0;
   for (const char *const *p = prompts; tok && *p; p++)
@@ -430,11 +431,15 @@ hn_memory_estimate_for_spec (HnJobSpec *spec, HnVkContext *ctx, HnMemoryEstimate
   g_auto (HnTrainJobOptions) train = { 0 }; /* req.lora_targets points into it */
   if (req.workload == HN_MEMORY_GENERATE)
     {
-      int rows = (int) hn_job_spec_get_int (spec, "num-beams");
-      if (hn_job_spec_get_bool (spec, "continuous-batching"))
-        rows = MAX (rows, (int) hn_job_spec_get_int (spec, "continuous-batch-max-requests"));
+      /* the options the generate run reads: beams, batched requests, prompts and new tokens */
+      g_auto (HnGenerateJobOptions) go = { 0 };
+      if (!hn_generate_job_options_read (spec, &go, error))
+        return FALSE;
+      int rows = go.policy.value.num_beams;
+      if (go.policy.continuous_batching)
+        rows = MAX (rows, go.batch_max_requests);
       req.rows = rows;
-      req.context = (int) (longest_prompt (spec, model_dir) + hn_job_spec_get_int (spec, "max-new-tokens"));
+      req.context = (int) (longest_prompt (&go, model_dir) + go.policy.value.max_new_tokens);
     }
   else
     {
