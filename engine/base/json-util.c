@@ -39,6 +39,45 @@ hn_json_check_depth (const char *data, gsize len, const char *name, GError **err
   return TRUE;
 }
 
+guint
+hn_json_count_top_members (const char *data, gsize len, char **first_dup)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  int depth = 0;
+  gboolean expect_key = FALSE;
+  guint n = 0;
+  if (first_dup)
+    *first_dup = NULL;
+  for (gsize k = 0; k < len; k++)
+    {
+      char c = data[k];
+      if (c == '"')
+        {
+          gsize start = ++k;
+          while (k < len && data[k] != '"')
+            k += data[k] == '\\' ? 2 : 1;
+          if (depth == 1 && expect_key && k <= len)
+            {
+              char *key = g_strndup (data + start, MIN (k, len) - start);
+              n++;
+              if (!g_hash_table_add (seen, key) && first_dup && !*first_dup)
+                *first_dup = g_strdup (key);
+            }
+          expect_key = FALSE;
+        }
+      else if (c == '{' || c == '[')
+        {
+          depth++;
+          expect_key = depth == 1 && c == '{';
+        }
+      else if (c == '}' || c == ']')
+        depth--;
+      else if (c == ',' && depth == 1)
+        expect_key = TRUE;
+    }
+  return n;
+}
+
 gboolean
 hn_json_parser_load (JsonParser *parser, const char *data, gssize len, const char *name, GError **error)
 {

@@ -15,6 +15,12 @@ G_BEGIN_DECLS
  * when the arrays and objects of `data` nest deeper than HN_JSON_MAX_DEPTH. */
 gboolean hn_json_check_depth (const char *data, gsize len, const char *name, GError **error);
 
+/* json-glib keeps the last of repeated member names silently. Scans the
+ * top-level object of `data` and returns its number of members as written,
+ * with *first_dup (when not NULL) set to the first name written twice (as
+ * written, escapes kept; NULL when none, or only differently escaped ones). */
+guint hn_json_count_top_members (const char *data, gsize len, char **first_dup);
+
 /* Loads JSON text (len -1: NUL-terminated) after the depth check; a syntax
  * error is HN_ERROR_CORRUPT "<name>:<line>:<col>: ...". */
 gboolean hn_json_parser_load (JsonParser *parser, const char *data, gssize len, const char *name, GError **error);

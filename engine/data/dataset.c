@@ -101,7 +101,18 @@ typedef struct {
   GArray *stream_labels;
   gboolean packing;
   int32_t vocab;
+  guint64 cut_from;    /* preview: bytes of the row's text before the cut, 0 = not cut */
+  guint64 cut_to;
 } Loader;
+
+/* A JSONL row is read whole (json-glib needs it so), json-glib copies its
+ * strings and parses at some 20 MB/s: a longer line is a bad row (skipped
+ * with on-error=skip), read past without keeping it, so a file of no
+ * newlines neither fills memory nor takes minutes. */
+#define HN_MAX_JSONL_LINE_BYTES (64u << 20)
+/* A .json dataset is one JSON document read whole into a tree several times
+ * its size: bigger ones must be JSONL, which is read a row at a time. */
+#define HN_MAX_JSON_DATASET_BYTES (64u << 20)
 
 static void
 set_reason (char *dst, const char *msg)
@@ -604,10 +615,47 @@ tokenize_run (Loader *L, Piece *pieces, guint n_pieces, GArray *ids, GArray *lab
   return ok;
 }
 
+/* The preview shows at most seq_len + 1 tokens of a row, so it tokenizes only
+ * the text those can come from (generously: 64 bytes a token, at least 1 MiB)
+ * instead of a 300 MB row whole, which takes tens of GB in the tokenizer. */
+static void
+preview_cut (Loader *L, GArray *pieces)
+{
+  gsize budget = MAX ((gsize) 1 << 20, ((gsize) L->opts.seq_len + 1) * 64), used = 0;
+  guint64 full = 0;
+  guint keep = pieces->len;
+  for (guint k = 0; k < pieces->len; k++)
+    {
+      Piece *p = &g_array_index (pieces, Piece, k);
+      gsize len = p->text ? strlen (p->text) : 0;
+      full += len;
+      if (keep < pieces->len || used + len <= budget)
+        {
+          used += len;
+          continue;
+        }
+      gsize cut = budget - used;
+      while (cut > 0 && ((guchar) p->text[cut] & 0xC0) == 0x80) /* not inside a character */
+        cut--;
+      p->text[cut] = '\0';
+      used += cut;
+      keep = k + 1;
+    }
+  if (keep < pieces->len || used < full)
+    {
+      L->cut_from = full;
+      L->cut_to = used;
+      g_array_set_size (pieces, keep);
+    }
+}
+
 static gboolean
 tokenize_pieces (Loader *L, GArray *pieces, GArray *ids, GArray *labels, GArray *weights, GError **error)
 {
   guint k = 0;
+  L->cut_from = L->cut_to = 0;
+  if (L->preview)
+    preview_cut (L, pieces);
   while (k < pieces->len)
     {
       Piece *p = &g_array_index (pieces, Piece, k);
@@ -863,6 +911,12 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
       else
         preview_add_pieces (L, pr, pieces);
       pr->n_tokens_full = ids->len;
+      if (L->cut_from && L->shape != HN_DATASET_SHAPE_TOKENS)
+        {
+          pr->truncated = TRUE;
+          pr->reason = g_strdup_printf ("the preview tokenized the first %" G_GUINT64_FORMAT " of the row's %" G_GUINT64_FORMAT
+                                        " bytes of text (more than seq_len + 1 tokens need)", L->cut_to, L->cut_from);
+        }
       g_ptr_array_add (L->preview, pr);
     }
 
@@ -899,8 +953,8 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
     {
       pr->n_tokens = n;
       pr->n_trained = targets;
-      pr->truncated = truncated;
-      if (truncated)
+      pr->truncated = truncated || pr->truncated;
+      if (truncated && !pr->reason)
         pr->reason = g_strdup_printf ("truncated from %u to %u tokens (seq_len %u + 1)", ids->len, n, L->opts.seq_len);
     }
   if (targets == 0)
@@ -1041,6 +1095,63 @@ enough_rows (Loader *L, HnDatasetStats *stats)
   return L->opts.max_rows && stats->rows_read >= L->opts.max_rows;
 }
 
+/* GDataInputStream's read_line has no bound; this reads LF-terminated lines
+ * of at most `cap` bytes. */
+typedef struct {
+  GInputStream *in;
+  char buf[65536];
+  gsize len, pos;
+} LineReader;
+
+static char *
+line_reader_next (LineReader *lr, gsize cap, gsize *len_out, gboolean *too_long, GError **error)
+{
+  GString *s = NULL;
+  *too_long = FALSE;
+  for (;;)
+    {
+      if (lr->pos == lr->len)
+        {
+          gssize n = g_input_stream_read (lr->in, lr->buf, sizeof lr->buf, NULL, error);
+          if (n < 0)
+            break;
+          if (n == 0)
+            {
+              if (s)
+                *len_out = s->len;
+              if (*too_long)
+                return g_string_free (s, TRUE), g_strdup ("");
+              return s ? g_string_free (s, FALSE) : NULL;
+            }
+          lr->len = (gsize) n;
+          lr->pos = 0;
+        }
+      const char *start = lr->buf + lr->pos;
+      const char *nl = memchr (start, '\n', lr->len - lr->pos);
+      gsize take = nl ? (gsize) (nl - start) : lr->len - lr->pos;
+      if (!s)
+        s = g_string_sized_new (take + 1);
+      if (s->len + take > cap)
+        {
+          *too_long = TRUE; /* keep reading to the line's end, keeping nothing */
+          g_string_truncate (s, 0);
+        }
+      if (!*too_long)
+        g_string_append_len (s, start, take);
+      lr->pos += take + (nl ? 1 : 0);
+      if (nl)
+        {
+          *len_out = s->len;
+          if (*too_long)
+            return g_string_free (s, TRUE), g_strdup ("");
+          return g_string_free (s, FALSE);
+        }
+    }
+  if (s)
+    g_string_free (s, TRUE);
+  return NULL;
+}
+
 static gboolean
 load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
 {
@@ -1048,15 +1159,16 @@ load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
   g_autoptr (GFileInputStream) fin = g_file_read (file, NULL, error);
   if (!fin)
     return FALSE;
-  g_autoptr (GDataInputStream) in = g_data_input_stream_new (G_INPUT_STREAM (fin));
-  g_data_input_stream_set_newline_type (in, G_DATA_STREAM_NEWLINE_TYPE_LF);
+  g_autofree LineReader *lr = g_new0 (LineReader, 1);
+  lr->in = G_INPUT_STREAM (fin);
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
   guint64 line = 0;
   for (;;)
     {
-      gsize len;
+      gsize len = 0;
+      gboolean too_long = FALSE;
       GError *io_error = NULL;
-      g_autofree char *text = g_data_input_stream_read_line (in, &len, NULL, &io_error);
+      g_autofree char *text = line_reader_next (lr, HN_MAX_JSONL_LINE_BYTES, &len, &too_long, &io_error);
       if (io_error)
         {
           g_propagate_prefixed_error (error, io_error, "%s: ", L->display);
@@ -1069,7 +1181,7 @@ load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
         text[--len] = '\0';
       if (line == 1 && len >= 3 && (guchar) text[0] == 0xEF && (guchar) text[1] == 0xBB && (guchar) text[2] == 0xBF)
         memmove (text, text + 3, (len -= 3) + 1); /* UTF-8 byte order mark */
-      gboolean blank = TRUE;
+      gboolean blank = !too_long;
       for (gsize k = 0; k < len && blank; k++)
         blank = g_ascii_isspace (text[k]);
       if (blank)
@@ -1079,7 +1191,10 @@ load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
       if (cancelled (L, error))
         return FALSE;
       GError *row_error = NULL;
-      if (strlen (text) != len || !g_utf8_validate (text, len, NULL))
+      if (too_long)
+        g_set_error (&row_error, HN_ERROR, HN_ERROR_CORRUPT, "the line is longer than %u MiB, the limit for one JSONL row",
+                     HN_MAX_JSONL_LINE_BYTES >> 20);
+      else if (strlen (text) != len || !g_utf8_validate (text, len, NULL))
         g_set_error (&row_error, HN_ERROR, HN_ERROR_CORRUPT, "the line is not valid UTF-8 text");
       else if (!hn_json_parser_load (parser, text, (gssize) len, "row", &row_error))
         {
@@ -1094,6 +1209,7 @@ load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
             return FALSE;
           continue;
         }
+      g_clear_pointer (&text, g_free); /* the parsed tree holds its own copy: one row in memory, not two */
       if (!handle_row (L, stats, json_parser_get_root (parser), line, "", error))
         return FALSE;
     }
@@ -1104,14 +1220,13 @@ static gboolean
 load_json_array (Loader *L, HnDatasetStats *stats, GError **error)
 {
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
-  GError *e = NULL;
-  if (!json_parser_load_from_mapped_file (parser, L->path, &e))
-    {
-      g_set_error (error, HN_ERROR, g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? HN_ERROR_NOT_FOUND : HN_ERROR_CORRUPT,
-                   "%s: %s", L->display, e->message);
-      g_error_free (e);
-      return FALSE;
-    }
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  if (!hn_file_read_bounded (L->path, HN_MAX_JSON_DATASET_BYTES, "JSON dataset (use .jsonl for bigger ones)", &data,
+                             &len, error) ||
+      !hn_json_parser_load (parser, data, (gssize) len, L->display, error))
+    return FALSE;
+  g_clear_pointer (&data, g_free);
   JsonNode *root = json_parser_get_root (parser);
   if (!root || !JSON_NODE_HOLDS_ARRAY (root))
     {
@@ -1153,6 +1268,11 @@ run_loader (Loader *L, HnDatasetStats *stats, GError **error)
   if (!g_file_test (L->path, G_FILE_TEST_EXISTS))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "dataset file %s does not exist", L->path);
+      return FALSE;
+    }
+  if (!g_file_test (L->path, G_FILE_TEST_IS_REGULAR)) /* a FIFO or device blocks or reads without end */
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "dataset file %s is not a regular file", L->path);
       return FALSE;
     }
   if (L->opts.seq_len < 1 || L->opts.seq_len > (1u << 24))

@@ -532,6 +532,36 @@ parse_fields (Ctx *c, HnModelConfig *cfg)
                      c->file, pos[i].name, pos[i].v);
         return;
       }
+  /* The model code holds these in ints and allocates per layer, head and
+   * expert before the weights are read: a value past these bounds (4294967808
+   * would become 512, 1e9 layers a 1 GB allocation) is refused here. The
+   * bounds are far beyond any released model. */
+  struct { const char *name; gint64 v, max; } bounded[] = {
+    { "vocab_size", cfg->vocab_size, 1 << 28 }, { "hidden_size", cfg->hidden_size, 1 << 20 },
+    { "intermediate_size", cfg->intermediate_size, 1 << 22 }, { "num_hidden_layers", cfg->num_hidden_layers, 1024 },
+    { "num_attention_heads", cfg->num_attention_heads, 4096 }, { "num_key_value_heads", cfg->num_key_value_heads, 4096 },
+    { "head_dim", cfg->head_dim, 1 << 16 }, { "max_position_embeddings", cfg->max_position_embeddings, G_MAXINT32 },
+    { "rotary_dim", cfg->rotary_dim, 1 << 16 }, { "sliding_window", cfg->sliding_window, G_MAXINT32 },
+    { "max_window_layers", cfg->max_window_layers, G_MAXINT32 }, { "sliding_window_pattern", cfg->sliding_window_pattern, 1024 },
+    { "bos_token_id", cfg->bos_token_id, G_MAXINT32 }, { "pad_token_id", cfg->pad_token_id, G_MAXINT32 },
+    { "decoder_start_token_id", cfg->decoder_start_token_id, G_MAXINT32 }, { "num_experts", cfg->num_experts, 1 << 16 },
+    { "num_experts_per_tok", cfg->num_experts_per_tok, 1 << 16 }, { "moe_intermediate_size", cfg->moe_intermediate_size, 1 << 22 },
+    { "shared_expert_intermediate_size", cfg->shared_expert_intermediate_size, 1 << 22 },
+    { "n_shared_experts", cfg->n_shared_experts, 1 << 16 }, { "decoder_sparse_step", cfg->decoder_sparse_step, 1024 },
+    { "first_k_dense_replace", cfg->first_k_dense_replace, 1024 }, { "encoder_layers", cfg->encoder_layers, 1024 },
+    { "decoder_layers", cfg->decoder_layers, 1024 }, { "encoder_attention_heads", cfg->encoder_attention_heads, 4096 },
+    { "decoder_attention_heads", cfg->decoder_attention_heads, 4096 }, { "encoder_ffn_dim", cfg->encoder_ffn_dim, 1 << 22 },
+    { "decoder_ffn_dim", cfg->decoder_ffn_dim, 1 << 22 },
+    { "relative_attention_num_buckets", cfg->relative_attention_num_buckets, 1 << 16 },
+    { "relative_attention_max_distance", cfg->relative_attention_max_distance, G_MAXINT32 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bounded); i++)
+    if (bounded[i].v > bounded[i].max || bounded[i].v < G_MININT32)
+      {
+        g_set_error (&c->err, HN_ERROR, HN_ERROR_CORRUPT, "%s: \"%s\" is %" G_GINT64_FORMAT ", out of range (at most %"
+                     G_GINT64_FORMAT ")", c->file, bounded[i].name, bounded[i].v, bounded[i].max);
+        return;
+      }
   if (cfg->num_key_value_heads > 0 && cfg->num_attention_heads > 0 &&
       cfg->num_attention_heads % cfg->num_key_value_heads != 0)
     g_set_error (&c->err, HN_ERROR, HN_ERROR_CORRUPT,

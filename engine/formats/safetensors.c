@@ -366,6 +366,12 @@ load_file (HnSafetensors *st, const char *path, gboolean take_metadata, GError *
   if (!root || !JSON_NODE_HOLDS_OBJECT (root))
     return corrupt (error, path, "header is not a JSON object");
   JsonObject *ro = json_node_get_object (root);
+  /* A name written twice would silently take its last entry (json-glib keeps
+   * that); the safetensors library refuses such a header, and so do we. */
+  g_autofree char *dup = NULL;
+  if (hn_json_count_top_members ((const char *) bytes + 8, (gsize) hlen, &dup) != json_object_get_size (ro))
+    return dup ? corrupt (error, path, "tensor name '%s' appears more than once in the header", dup)
+               : corrupt (error, path, "a tensor name appears more than once in the header");
 
   g_autoptr (GList) members = json_object_get_members (ro);
   g_autoptr (GArray) spans = g_array_new (FALSE, FALSE, sizeof (Span));

@@ -69,6 +69,14 @@ hn_data_parallel_new (HnVkContext *const *ctxs, guint n_devices, const char *wei
             g_prefix_error (error, "replica %u (%s): ", r, hn_vk_context_get_device_info (p->ctx)->name);
           return NULL;
         }
+      guint64 bad = 0;
+      const char *nf = hn_transformer_get_nonfinite_weight (p->model, &bad);
+      if (nf) /* every loss and gradient would be NaN */
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "%s: weight %s holds %" G_GUINT64_FORMAT
+                       " NaN/Inf values; training from it cannot work", weights_dir, nf, bad);
+          return NULL;
+        }
     }
   return g_steal_pointer (&dp);
 }

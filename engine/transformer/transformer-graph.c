@@ -237,6 +237,7 @@ hn_transformer_free (HnTransformer *m)
   g_clear_pointer (&m->config, hn_model_config_free);
   g_clear_pointer (&m->ctx, hn_vk_context_unref);
   g_free (m->dir);
+  g_free (m->nonfinite_tensor);
   g_free (m);
 }
 
@@ -275,6 +276,20 @@ const char *
 hn_transformer_get_dir (HnTransformer *m)
 {
   return m->dir;
+}
+
+const char *
+hn_transformer_get_nonfinite_weight (HnTransformer *m, guint64 *n_values)
+{
+  /* a pipeline's later stages hold the other layers */
+  for (HnTransformer *s = m; s; s = s->next)
+    if (s->nonfinite_tensor)
+      {
+        if (n_values)
+          *n_values = s->nonfinite_values;
+        return s->nonfinite_tensor;
+      }
+  return NULL;
 }
 
 /* ---------------------------------------------------------------- activations */

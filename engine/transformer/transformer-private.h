@@ -14,6 +14,8 @@ struct _HnTransformer {
   HnTransformerWeights w;
   GPtrArray *owned;      /* every HnTensor the model holds */
   guint64 weight_bytes;
+  char *nonfinite_tensor;   /* the first weight holding NaN/Inf, or NULL */
+  guint64 nonfinite_values; /* its NaN/Inf values */
   GArray *origins;       /* HnWeightOrigin, for writing weights back (training) */
   /* Layer-split (pipeline) inference: this model holds layers [layer0, layer1)
    * (embeddings when layer0 == 0, final norm and head when layer1 == n_layer)

@@ -108,10 +108,40 @@ check_shape (const HnSafetensorInfo *t, int ndim, const gint64 *shape, GError **
   return TRUE;
 }
 
+/* NaN/Inf values of a weight in the upload format: all exponent bits set.
+ * One pass over bytes that are being copied anyway. */
+static guint64
+count_nonfinite (HnDType dtype, const void *data, gsize nbytes)
+{
+  guint64 n = 0;
+  if (dtype == HN_DTYPE_F32)
+    {
+      const guint32 *v = data;
+      for (gsize i = 0; i < nbytes / 4; i++)
+        n += (v[i] & 0x7f800000u) == 0x7f800000u;
+    }
+  else if (dtype == HN_DTYPE_F16 || dtype == HN_DTYPE_BF16)
+    {
+      const guint16 *v = data;
+      guint16 mask = dtype == HN_DTYPE_F16 ? 0x7c00 : 0x7f80;
+      for (gsize i = 0; i < nbytes / 2; i++)
+        n += (v[i] & mask) == mask;
+    }
+  return n;
+}
+
 static HnTensor *
 upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shape, const void *data, gsize nbytes,
         GError **error)
 {
+  guint64 bad = count_nonfinite (dtype, data, nbytes);
+  if (bad && !L->m->nonfinite_tensor)
+    {
+      L->m->nonfinite_tensor = g_strdup (name);
+      L->m->nonfinite_values = bad;
+      g_message ("%s: weight %s holds %" G_GUINT64_FORMAT " NaN/Inf values: the model's outputs will not be numbers",
+                 L->m->dir, name, bad);
+    }
   HnTensor *t = hn_tensor_new_named (L->m->ctx, name, dtype, ndim, shape, error);
   if (!t)
     return NULL;

@@ -244,6 +244,10 @@ typedef struct {
 const HnWeightOrigin *hn_transformer_get_weight_origins (HnTransformer *model, guint *n_origins);
 /* The folder the model was loaded from. */
 const char *hn_transformer_get_dir (HnTransformer *model);
+/* Weights are scanned as they are uploaded: the first tensor holding NaN or
+ * Inf values (and how many it holds), or NULL when all are finite. Loading
+ * says so with g_message; training refuses such a model. */
+const char *hn_transformer_get_nonfinite_weight (HnTransformer *model, guint64 *n_values);
 
 /* Activations of one forward over T tokens of B rows (all [B*T, ...]). */
 typedef struct {
