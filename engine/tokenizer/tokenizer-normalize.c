@@ -316,13 +316,13 @@ replace_literal (const char *s, const char *pattern, const char *content)
 }
 
 char *
-hn_normalizer_apply (const HnNormalizer *n, const char *s)
+hn_normalizer_apply (const HnNormalizer *n, const char *s, GError **error)
 {
-  return hn_normalizer_apply_at (n, s, TRUE);
+  return hn_normalizer_apply_at (n, s, TRUE, error);
 }
 
 char *
-hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start)
+hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start, GError **error)
 {
   switch (n->type)
     {
@@ -331,9 +331,11 @@ hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start)
         char *cur = g_strdup (s);
         for (guint i = 0; i < n->children->len; i++)
           {
-            char *next = hn_normalizer_apply_at (g_ptr_array_index (n->children, i), cur, at_start);
+            char *next = hn_normalizer_apply_at (g_ptr_array_index (n->children, i), cur, at_start, error);
             g_free (cur);
             cur = next;
+            if (!cur)
+              return NULL;
           }
         return cur;
       }
@@ -362,7 +364,19 @@ hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start)
       }
     case HN_NORM_REPLACE:
       if (n->regex)
-        return g_regex_replace_literal (n->regex, s, -1, 0, n->content, 0, NULL);
+        {
+          /* NULL when PCRE2 stops at its match limit: an error naming the pattern */
+          GError *e = NULL;
+          char *r = g_regex_replace_literal (n->regex, s, -1, 0, n->content, 0, &e);
+          if (!r)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "tokenizer normalizer Replace regex '%s' failed on a %"
+                           G_GSIZE_FORMAT "-byte text (PCRE2's match limit): %s", g_regex_get_pattern (n->regex),
+                           strlen (s), e ? e->message : "no result");
+              g_clear_error (&e);
+            }
+          return r;
+        }
       return replace_literal (s, n->pattern, n->content);
     case HN_NORM_PREPEND:
       return *s ? g_strconcat (n->content, s, NULL) : g_strdup (s);

@@ -147,14 +147,29 @@ emit_spans (const char *str, GArray *spans, HnSplitBehavior behavior, gboolean i
     }
 }
 
-static void
-split_regex (GRegex *re, const char *str, HnSplitBehavior behavior, gboolean invert, GPtrArray *out)
+/* PCRE2 (under GRegex) stops a match that backtracks past its match or
+ * depth limit, e.g. (a+)+$ on a long run of a's, with an error: that must
+ * fail the encode, naming the pattern, not split the text wrongly. */
+static gboolean
+regex_failed (GRegex *re, const char *what, gsize len, GError *e, GError **error)
+{
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "tokenizer %s regex '%s' failed on a %" G_GSIZE_FORMAT
+               "-byte piece (PCRE2's match limit): %s", what, g_regex_get_pattern (re), len, e->message);
+  g_error_free (e);
+  return FALSE;
+}
+
+static gboolean
+split_regex (GRegex *re, const char *str, HnSplitBehavior behavior, gboolean invert, GPtrArray *out, GError **error)
 {
   gsize len = strlen (str);
   g_autoptr (GArray) spans = g_array_new (FALSE, FALSE, sizeof (Span));
   g_autoptr (GMatchInfo) mi = NULL;
   gsize last = 0;
-  g_regex_match_full (re, str, (gssize) len, 0, 0, &mi, NULL);
+  GError *err = NULL;
+  g_regex_match_full (re, str, (gssize) len, 0, 0, &mi, &err);
+  if (err)
+    return regex_failed (re, "pre-tokenizer", len, err, error);
   while (g_match_info_matches (mi))
     {
       int s, e;
@@ -165,12 +180,17 @@ split_regex (GRegex *re, const char *str, HnSplitBehavior behavior, gboolean inv
           add_span (spans, s, e, TRUE);
           last = e;
         }
-      if (!g_match_info_next (mi, NULL))
-        break;
+      if (!g_match_info_next (mi, &err))
+        {
+          if (err)
+            return regex_failed (re, "pre-tokenizer", len, err, error);
+          break;
+        }
     }
   if (last < len)
     add_span (spans, last, len, FALSE);
   emit_spans (str, spans, behavior, invert, out);
+  return TRUE;
 }
 
 typedef gboolean (*CharPred) (gunichar c);
@@ -245,8 +265,8 @@ replace_spaces (const char *s, const char *rep)
 }
 
 /* Applies p to one piece; appends results to out. */
-static void
-apply_one (const HnPretok *p, char *piece, gboolean first, GPtrArray *out)
+static gboolean
+apply_one (const HnPretok *p, char *piece, gboolean first, GPtrArray *out, GError **error)
 {
   switch (p->type)
     {
@@ -262,7 +282,8 @@ apply_one (const HnPretok *p, char *piece, gboolean first, GPtrArray *out)
         if (p->use_regex)
           {
             g_autoptr (GPtrArray) parts = g_ptr_array_new_with_free_func (g_free);
-            split_regex (p->regex, src, HN_SPLIT_ISOLATED, FALSE, parts);
+            if (!split_regex (p->regex, src, HN_SPLIT_ISOLATED, FALSE, parts, error))
+              return FALSE;
             for (guint i = 0; i < parts->len; i++)
               g_ptr_array_add (out, byte_level_map (g_ptr_array_index (parts, i)));
           }
@@ -271,8 +292,7 @@ apply_one (const HnPretok *p, char *piece, gboolean first, GPtrArray *out)
         break;
       }
     case HN_PRETOK_SPLIT:
-      split_regex (p->regex, piece, p->behavior, p->invert, out);
-      break;
+      return split_regex (p->regex, piece, p->behavior, p->invert, out, error);
     case HN_PRETOK_METASPACE:
       {
         g_autofree char *r = replace_spaces (piece, p->replacement);
@@ -307,8 +327,7 @@ apply_one (const HnPretok *p, char *piece, gboolean first, GPtrArray *out)
         break;
       }
     case HN_PRETOK_WHITESPACE:
-      split_regex (p->regex, piece, HN_SPLIT_REMOVED, TRUE, out);
-      break;
+      return split_regex (p->regex, piece, HN_SPLIT_REMOVED, TRUE, out, error);
     case HN_PRETOK_WHITESPACE_SPLIT:
       split_chars (is_ws, piece, HN_SPLIT_REMOVED, out);
       break;
@@ -337,22 +356,26 @@ apply_one (const HnPretok *p, char *piece, gboolean first, GPtrArray *out)
         break;
       }
     }
+  return TRUE;
 }
 
-void
-hn_pretok_apply (const HnPretok *p, GPtrArray *pieces, gboolean at_start)
+gboolean
+hn_pretok_apply (const HnPretok *p, GPtrArray *pieces, gboolean at_start, GError **error)
 {
   if (p->type == HN_PRETOK_SEQUENCE)
     {
       for (guint i = 0; i < p->children->len; i++)
-        hn_pretok_apply (g_ptr_array_index (p->children, i), pieces, at_start);
-      return;
+        if (!hn_pretok_apply (g_ptr_array_index (p->children, i), pieces, at_start, error))
+          return FALSE;
+      return TRUE;
     }
   g_autoptr (GPtrArray) out = g_ptr_array_new_full (pieces->len * 2 + 4, g_free);
   for (guint i = 0; i < pieces->len; i++)
-    apply_one (p, g_ptr_array_index (pieces, i), at_start && i == 0, out);
+    if (!apply_one (p, g_ptr_array_index (pieces, i), at_start && i == 0, out, error))
+      return FALSE;
   g_ptr_array_set_size (pieces, 0); /* frees the old pieces */
   g_ptr_array_extend_and_steal (pieces, g_steal_pointer (&out));
+  return TRUE;
 }
 
 /* ---- construction ---- */

@@ -40,9 +40,9 @@ struct _HnNormalizer {
 
 HnNormalizer *hn_normalizer_from_json (JsonNode *node, const char *file, GError **error);
 void hn_normalizer_free (HnNormalizer *n);
-char *hn_normalizer_apply (const HnNormalizer *n, const char *s);
+char *hn_normalizer_apply (const HnNormalizer *n, const char *s, GError **error);
 /* `at_start`: s begins the whole input (SentencePiece legacy=false prefix). */
-char *hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start);
+char *hn_normalizer_apply_at (const HnNormalizer *n, const char *s, gboolean at_start, GError **error);
 /* Parses a precompiled_charsmap blob (SentencePiece / tokenizer.json). */
 HnCharsMap *hn_charsmap_new (const guint8 *data, gsize len, const char *file, GError **error);
 void hn_charsmap_free (HnCharsMap *m);
@@ -84,7 +84,7 @@ HnPretok *hn_pretok_new_bert (void);
 void hn_pretok_free (HnPretok *p);
 /* Splits every piece of `pieces` (char*, owned) in place. `at_start` says the
  * first piece begins the whole input (Metaspace prepend_scheme "first"). */
-void hn_pretok_apply (const HnPretok *p, GPtrArray *pieces, gboolean at_start);
+gboolean hn_pretok_apply (const HnPretok *p, GPtrArray *pieces, gboolean at_start, GError **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnPretok, hn_pretok_free)
 
 /* GPT-2's byte <-> printable code point table. */

@@ -254,42 +254,45 @@ find_added (HnTokenizer *tok, const char *s, gsize from, gsize len, gboolean wan
 
 /* ---- encode ---- */
 
-static void
-encode_text (HnTokenizer *tok, const char *s, gboolean at_start, GArray *out)
+static gboolean
+encode_text (HnTokenizer *tok, const char *s, gboolean at_start, GArray *out, GError **error)
 {
   if (!*s)
-    return;
+    return TRUE;
   g_autoptr (GPtrArray) pieces = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (pieces, g_strdup (s));
-  if (tok->pretok)
-    hn_pretok_apply (tok->pretok, pieces, at_start);
+  if (tok->pretok && !hn_pretok_apply (tok->pretok, pieces, at_start, error))
+    return FALSE;
   for (guint i = 0; i < pieces->len; i++)
     {
       const char *p = g_ptr_array_index (pieces, i);
       hn_model_tokenize (tok->model, p, strlen (p), out);
     }
+  return TRUE;
 }
 
-static void
-encode_normalized_segment (HnTokenizer *tok, const char *raw, gsize len, gboolean at_start, GArray *out)
+static gboolean
+encode_normalized_segment (HnTokenizer *tok, const char *raw, gsize len, gboolean at_start, GArray *out,
+                           GError **error)
 {
   g_autofree char *seg = g_strndup (raw, len);
-  g_autofree char *norm = tok->normalizer ? hn_normalizer_apply_at (tok->normalizer, seg, at_start) : g_steal_pointer (&seg);
+  g_autofree char *norm = tok->normalizer ? hn_normalizer_apply_at (tok->normalizer, seg, at_start, error)
+                                          : g_steal_pointer (&seg);
+  if (!norm)
+    return FALSE;
   if (!tok->has_normalized_added)
-    {
-      encode_text (tok, norm, at_start, out);
-      return;
-    }
+    return encode_text (tok, norm, at_start, out, error);
   gsize nlen = strlen (norm), pos = 0, a, m, b;
   const HnAddedToken *t;
   while ((t = find_added (tok, norm, pos, nlen, TRUE, &a, &m, &b)))
     {
       g_autofree char *part = g_strndup (norm + pos, a - pos);
-      encode_text (tok, part, at_start && pos == 0, out);
+      if (!encode_text (tok, part, at_start && pos == 0, out, error))
+        return FALSE;
       g_array_append_val (out, t->id);
       pos = b;
     }
-  encode_text (tok, norm + pos, at_start && pos == 0, out);
+  return encode_text (tok, norm + pos, at_start && pos == 0, out, error);
 }
 
 gboolean
@@ -321,13 +324,13 @@ hn_tokenizer_encode (HnTokenizer *tok, const char *text, gssize len, gboolean ad
   const HnAddedToken *t;
   while ((t = find_added (tok, text, pos, n, FALSE, &a, &m, &b)))
     {
-      if (a > pos)
-        encode_normalized_segment (tok, text + pos, a - pos, pos == 0, ids_out);
+      if (a > pos && !encode_normalized_segment (tok, text + pos, a - pos, pos == 0, ids_out, error))
+        return FALSE;
       g_array_append_val (ids_out, t->id);
       pos = b;
     }
-  if (pos < n)
-    encode_normalized_segment (tok, text + pos, n - pos, pos == 0, ids_out);
+  if (pos < n && !encode_normalized_segment (tok, text + pos, n - pos, pos == 0, ids_out, error))
+    return FALSE;
   if (add_special_tokens)
     {
       if (tok->has_post)

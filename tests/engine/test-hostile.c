@@ -377,6 +377,43 @@ test_nonfinite_weights (void)
   hn_vk_context_unref (ctx);
 }
 
+/* A catastrophic regex in a tokenizer (PCRE2 stops it at its match limit):
+ * the encode fails naming the pattern, instead of splitting the text wrongly
+ * or (the Replace normalizer) using a NULL result. */
+static void
+test_tokenizer_regex_limit (void)
+{
+  static const char *const parts[] = {
+    "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a+)+$\"}, \"behavior\": \"Isolated\", "
+    "\"invert\": false}",
+    "\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"Regex\": \"(a+)+$\"}, \"content\": \"x\"}",
+  };
+  static const char *const want[] = { "pre-tokenizer regex '(a+)+$' failed", "normalizer Replace regex '(a+)+$' failed" };
+  for (guint k = 0; k < G_N_ELEMENTS (parts); k++)
+    {
+      g_autofree char *dir = g_dir_make_tmp ("hn-hostile-XXXXXX", NULL);
+      g_autofree char *json = g_strdup_printf ("{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0, \"b\": 1, "
+                                               "\"x\": 2, \"[UNK]\": 3}, \"unk_token\": \"[UNK]\"}, %s}", parts[k]);
+      write_file (dir, "tokenizer.json", json);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnTokenizer) tok = hn_tokenizer_load (dir, &error);
+      g_assert_no_error (error);
+      g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_assert_true (hn_tokenizer_encode (tok, "aab", -1, FALSE, ids, &error)); /* short: fine */
+      g_assert_no_error (error);
+      GString *text = g_string_new (NULL);
+      for (int i = 0; i < 100000; i++)
+        g_string_append_c (text, 'a');
+      g_string_append_c (text, 'b');
+      gint64 t0 = g_get_monotonic_time ();
+      g_assert_false (hn_tokenizer_encode (tok, text->str, -1, FALSE, ids, &error));
+      g_assert_cmpint (g_get_monotonic_time () - t0, <, 10 * G_USEC_PER_SEC);
+      if (!strstr (error->message, want[k]))
+        g_error ("got '%s', want '%s'", error->message, want[k]);
+      g_string_free (text, TRUE);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -387,5 +424,6 @@ main (int argc, char **argv)
   g_test_add_func ("/hostile/safetensors-duplicate", test_safetensors_duplicate);
   g_test_add_func ("/hostile/preview-long-row", test_preview_long_row);
   g_test_add_func ("/hostile/nonfinite-weights", test_nonfinite_weights);
+  g_test_add_func ("/hostile/tokenizer-regex-limit", test_tokenizer_regex_limit);
   return g_test_run ();
 }
