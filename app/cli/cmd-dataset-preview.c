@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <json-glib/json-glib.h>
 #include <stdio.h>
@@ -146,7 +147,7 @@ hn_cmd_dataset_preview (int argc, char **argv)
   g_autofree char *template_src = NULL;
   if (template_file)
     {
-      if (!g_file_get_contents (template_file, &template_src, NULL, &error))
+      if (!hn_file_read_bounded (template_file, HN_MAX_TEMPLATE_BYTES, "chat template", &template_src, NULL, &error))
         return hn_cli_fail (error);
       opts.chat_template = template_src;
     }

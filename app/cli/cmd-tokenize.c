@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "tokenizer/tokenizer.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
 
 #include <json-glib/json-glib.h>
 #include <stdio.h>
@@ -104,13 +105,19 @@ hn_cmd_tokenize (int argc, char **argv)
           GString *in = g_string_new (NULL);
           char buf[65536];
           gsize n;
-          while ((n = fread (buf, 1, sizeof buf, stdin)) > 0)
+          while ((n = fread (buf, 1, sizeof buf, stdin)) > 0 && in->len <= HN_MAX_TEXT_BYTES)
             g_string_append_len (in, buf, n);
+          if (in->len > HN_MAX_TEXT_BYTES)
+            {
+              g_string_free (in, TRUE);
+              return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_IO, "standard input is over the limit of %u bytes",
+                                               HN_MAX_TEXT_BYTES));
+            }
           len = in->len;
           contents = g_string_free (in, FALSE);
         }
-      else if (!g_file_get_contents (input_file, &contents, &len, &e))
-        return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_IO, "%s: %s", input_file, e->message));
+      else if (!hn_file_read_bounded (input_file, HN_MAX_TEXT_BYTES, "input file", &contents, &len, &e))
+        return hn_cli_fail (g_steal_pointer (&e));
     }
   else
     {

@@ -2,6 +2,8 @@
 #include "hn-job-controller.h"
 #include "hn-page-util.h"
 #include "base/hn-error.h"
+#include "base/json-util.h"
+#include "base/hn-util.h"
 
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>
@@ -116,7 +118,7 @@ has_chat_template (const char *dir)
   g_autoptr (JsonParser) p = json_parser_new ();
   if (g_file_test (jinja, G_FILE_TEST_EXISTS))
     return TRUE;
-  if (!json_parser_load_from_file (p, cfg, NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))
+  if (!hn_json_parser_load_file (p, cfg, HN_MAX_CONFIG_BYTES, "tokenizer config", NULL) || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))
     return FALSE;
   JsonNode *t = json_object_get_member (json_node_get_object (json_parser_get_root (p)), "chat_template");
   return t && !JSON_NODE_HOLDS_NULL (t);

@@ -2,6 +2,7 @@
 
 #include "base/hn-error.h"
 #include "base/hn-util.h"
+#include "base/json-util.h"
 
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>
@@ -222,7 +223,7 @@ hn_job_history_load (GListStore *store, const char *path, GError **error)
     return TRUE;
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GError) local = NULL;
-  if (!json_parser_load_from_file (parser, path, &local))
+  if (!hn_json_parser_load_file (parser, path, HN_MAX_CONFIG_BYTES, "job history", &local))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, _("The job history %s cannot be read: %s"), path,
                    local->message);

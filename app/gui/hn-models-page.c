@@ -12,6 +12,8 @@
 #include "jobs/memory-estimate.h"
 #include "jobs/model-library.h"
 #include "base/hn-error.h"
+#include "base/json-util.h"
+#include "base/hn-util.h"
 
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
@@ -544,7 +546,7 @@ on_search_finished (HnJobController *c, gboolean ok, const char *message, const 
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GError) error = NULL;
   JsonNode *root = NULL;
-  if (json_parser_load_from_data (parser, self->search_out->str, -1, &error))
+  if (hn_json_parser_load (parser, self->search_out->str, -1, "search reply", &error))
     root = json_parser_get_root (parser);
   JsonObject *o = root && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
   JsonNode *rn = o ? json_object_get_member (o, "results") : NULL;
@@ -697,7 +699,7 @@ show_local (HnModelsPage *self, LocalEntry *e)
     {
       g_autofree char *readme = g_build_filename (m->snapshot, "README.md", NULL);
       g_autofree char *text = NULL;
-      if (g_file_get_contents (readme, &text, NULL, NULL))
+      if (hn_file_read_bounded (readme, HN_MAX_CONFIG_BYTES, "model card", &text, NULL, NULL))
         {
           g_autofree char *valid = g_utf8_make_valid (text, -1);
           card = hn_hub_readme_strip_front_matter (valid);

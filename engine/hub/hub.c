@@ -1055,7 +1055,7 @@ hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *wh
   g_autoptr (JsonParser) parser = json_parser_new_immutable ();
   g_autoptr (GError) jerr = NULL;
   JsonNode *root = NULL;
-  if (json_parser_load_from_data (parser, data ? data : "", (gssize) len, &jerr))
+  if (hn_json_parser_load (parser, data ? data : "", (gssize) len, "reply", &jerr))
     root = json_parser_get_root (parser);
   if (!root)
     {
