@@ -11,7 +11,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   CFLAGS="-fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     meson setup "$BUILD" -Db_sanitize=address,undefined -Db_lundef=false -Dgui=disabled >/dev/null
 fi
-tests=(safetensors config job-spec chat-template tokenizer tokenizer-components dataset parquet hub train-optim
+tests=(safetensors config hostile job-spec chat-template tokenizer tokenizer-components dataset parquet hub train-optim
        hierarchos hierarchos-jobs secrets)
 fuzz=$(sed -n "/^fuzz_targets = \\[/,/^\\]/p" tests/fuzz/meson.build | grep -o "'[a-z0-9-]*'" | tr -d "'")
 targets=(app/cli/hierarchos-native-cli)
