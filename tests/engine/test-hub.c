@@ -484,6 +484,8 @@ test_cli_pull (void)
   g_autoptr (GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
   g_subprocess_launcher_setenv (l, "HF_ENDPOINT", hub_srv.base, TRUE);
   g_subprocess_launcher_unsetenv (l, "HF_HUB_OFFLINE");
+  /* the gated pull asks the keyring: never the real one (test-hub-keyring has its own) */
+  g_subprocess_launcher_setenv (l, "DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus", TRUE);
   g_autoptr (GError) error = NULL;
   g_autoptr (GSubprocess) p = g_subprocess_launcher_spawn (l, &error, cli, "pull", "--repo", "org/tiny",
                                                            "--include", "*.json", "--hf-cache-dir", cache,
