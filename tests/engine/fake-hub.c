@@ -400,6 +400,43 @@ serve_search (SoupServerMessage *msg)
   reply_json (msg, b);
 }
 
+/* /api/datasets?search=: every dataset repo the fake holds, by name. */
+static void
+serve_dataset_search (SoupServerMessage *msg)
+{
+  const char *qs = g_uri_get_query (soup_server_message_get_uri (msg));
+  hub_srv.search_calls++;
+  g_free (hub_srv.last_search);
+  hub_srv.last_search = g_strdup (qs ? qs : "");
+  g_autoptr (GHashTable) q = qs ? g_uri_parse_params (qs, -1, "&", G_URI_PARAMS_NONE, NULL) : NULL;
+  const char *search = q ? g_hash_table_lookup (q, "search") : NULL;
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_array (b);
+  for (guint i = 0; i < hub_srv.files->len; i++)
+    {
+      FakeFile *f = hub_srv.files->pdata[i];
+      if (!g_str_has_prefix (f->repo, "datasets/") || g_hash_table_contains (seen, f->repo))
+        continue;
+      const char *id = f->repo + strlen ("datasets/");
+      if (search && !strstr (id, search))
+        continue;
+      g_hash_table_add (seen, (gpointer) f->repo);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "id");
+      json_builder_add_string_value (b, id);
+      json_builder_set_member_name (b, "downloads");
+      json_builder_add_int_value (b, 100);
+      json_builder_set_member_name (b, "likes");
+      json_builder_add_int_value (b, 1);
+      json_builder_set_member_name (b, "gated");
+      json_builder_add_boolean_value (b, FALSE);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  reply_json (msg, b);
+}
+
 /* /api/models/org/name?blobs=true: public even for a gated repo. */
 static void
 serve_info (SoupServerMessage *msg, const char *id)
@@ -487,6 +524,12 @@ handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTabl
         }
       else
         serve_bytes (msg, f->data);
+      g_mutex_unlock (&hub_srv.lock);
+      return;
+    }
+  if (n == 2 && strcmp (parts[0], "api") == 0 && strcmp (parts[1], "datasets") == 0)
+    {
+      serve_dataset_search (msg);
       g_mutex_unlock (&hub_srv.lock);
       return;
     }

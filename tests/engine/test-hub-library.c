@@ -143,6 +143,19 @@ test_search_paging (void)
   g_assert_no_error (error);
   g_assert_cmpstr (((HnHubRepoSummary *) lp->pdata[0])->id, ==, "org/tiny");
 
+  /* datasets: their own listing, no model filters sent */
+  HnHubSearchQuery dq = { .type = HN_HUB_REPO_DATASET, .search = "ds", .pipeline_tag = "text-generation",
+                          .library = "transformers" };
+  g_autoptr (GPtrArray) dp = hn_hub_search (hub, &dq, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (dp->len, ==, 1);
+  g_assert_cmpstr (((HnHubRepoSummary *) dp->pdata[0])->id, ==, "org/ds");
+  g_mutex_lock (&hub_srv.lock);
+  g_assert_null (strstr (hub_srv.last_search, "pipeline_tag"));
+  g_assert_null (strstr (hub_srv.last_search, "filter="));
+  g_assert_nonnull (strstr (hub_srv.last_search, "search=ds"));
+  g_mutex_unlock (&hub_srv.lock);
+
   /* bad queries fail before any request */
   HnHubSearchQuery bad = { .type = HN_HUB_REPO_MODEL, .sort = "stars" };
   g_assert_null (hn_hub_search (hub, &bad, NULL, NULL, &error));
