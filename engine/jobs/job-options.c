@@ -175,6 +175,23 @@ const HnOptionInfo hn_option_table[] = {
     N_("Scale by alpha / sqrt(rank) (rsLoRA)"),
     "rslora", HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, NULL },
 
+  { "use-dora", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("DoRA"),
+    N_("Weight-decomposed LoRA (PEFT's use_dora); not built yet: refused"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, NULL },
+  { "quantization", HN_OPTION_CHOICE, "none", UNBOUNDED, "none nf4 int8 q4_k", N_("Base quantization"),
+    N_("QLoRA: keep the frozen base weights as 4-bit NormalFloat (nf4) or 8-bit (int8) blocks, dequantized inside "
+       "each matmul"),
+    NULL, 0, HN_OPTION_HINT_NONE, NULL },
+  { "load-in-4bit", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Load in 4 bits"),
+    N_("transformers' spelling of --quantization nf4"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, NULL },
+  { "load-in-8bit", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Load in 8 bits"),
+    N_("transformers' spelling of --quantization int8"),
+    NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, NULL },
+  { "double-quant", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Double quantization"),
+    N_("NF4: also quantize the block scales to 8 bits (bitsandbytes' bnb_4bit_use_double_quant)"),
+    "bnb-4bit-use-double-quant use-double-quant", HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, NULL },
+
   /* Hierarchos geometry (fresh models) */
   { "context-dim", HN_OPTION_INT, "448", 8, 65536, NULL, N_("Context width"),
     N_("Width of the context vector and the manager module"),
@@ -372,7 +389,8 @@ const HnOptionInfo hn_option_table[] = {
 #define SCHED_OPTS " epochs max-steps batch-size seq-len grad-accum"
 #define OPTIM_OPTS " optimizer lr lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm precision" \
                    " gradient-checkpointing no-shuffle no-dropout"
-#define LORA_OPTS " lora-r lora-alpha lora-dropout lora-target-modules use-rslora"
+#define LORA_OPTS " lora-r lora-alpha lora-dropout lora-target-modules use-rslora use-dora" \
+                  " quantization load-in-4bit load-in-8bit double-quant"
 #define SAMPLING_OPTS " max-new-tokens min-new-tokens do-sample temperature top-k top-p min-p typical-p" \
                       " repetition-penalty no-repeat-ngram-size stop"
 /* the rest of transformer generation's policy, shared by generate and chat */

@@ -15,6 +15,7 @@
 #include "hierarchos/hierarchos-vk-private.h"
 #include "transformer/lora.h"
 #include "transformer/transformer-private.h"
+#include "tensor/quant.h"
 
 #define F32 4ull
 
@@ -25,11 +26,23 @@ hn_memory_estimate_clear (HnMemoryEstimate *e)
   g_clear_pointer (&e->device_name, g_free);
 }
 
-/* Weights as the loader keeps them: matrices in their stored dtype, vectors
- * (norms, biases) as f32. Sets *fused_gate_up when the MLP's gate and up
- * come as one tensor (phi3), which doubles the gate activations. */
+/* A layer's Linear weight, which QLoRA packs (the loader's take_linear):
+ * not the embeddings, the output head, routers or MoE experts. */
 static gboolean
-weight_bytes (const char *model_dir, HnMemoryEstimate *e, gboolean *fused_gate_up, GError **error)
+is_layer_linear (const HnSafetensorInfo *t)
+{
+  return t->ndim == 2 && g_str_has_suffix (t->name, ".weight") && !strstr (t->name, "embed") &&
+         !strstr (t->name, "wte") && !strstr (t->name, "wpe") && !strstr (t->name, "lm_head") &&
+         !strstr (t->name, "experts") && !strstr (t->name, "router") && !strstr (t->name, ".gate.weight") &&
+         !strstr (t->name, "norm");
+}
+
+/* Weights as the loader keeps them: matrices in their stored dtype (the
+ * layers' Linears packed with `quant`), vectors (norms, biases) as f32. Sets
+ * *fused_gate_up when the MLP's gate and up come as one tensor (phi3), which
+ * doubles the gate activations. */
+static gboolean
+weight_bytes (const char *model_dir, HnDType quant, HnMemoryEstimate *e, gboolean *fused_gate_up, GError **error)
 {
   g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
   if (!st)
@@ -44,6 +57,11 @@ weight_bytes (const char *model_dir, HnMemoryEstimate *e, gboolean *fused_gate_u
       if (t->ndim < 2)
         {
           e->weights += F32 * (guint64) t->n_elements;
+          continue;
+        }
+      if (hn_dtype_is_quant (quant) && is_layer_linear (t))
+        {
+          e->weights += hn_quant_nbytes (quant, t->shape[0], t->shape[1]);
           continue;
         }
       e->weights += t->nbytes;
@@ -196,10 +214,16 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
   if (!cfg)
     return FALSE;
   gboolean fused_gate_up = FALSE;
-  if (!weight_bytes (model_dir, out, &fused_gate_up, error) || !estimate_rest (cfg, fused_gate_up, req, out, error))
+  HnDType quant = req->workload == HN_MEMORY_LORA ? req->quant : HN_DTYPE_F32;
+  if (!weight_bytes (model_dir, quant, out, &fused_gate_up, error) || !estimate_rest (cfg, fused_gate_up, req, out, error))
     {
       hn_memory_estimate_clear (out);
       return FALSE;
+    }
+  if (hn_dtype_is_quant (quant))
+    {
+      g_free (out->weights_dtype);
+      out->weights_dtype = g_strdup (hn_dtype_name (quant));
     }
   return TRUE;
 }

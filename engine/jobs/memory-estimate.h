@@ -19,6 +19,7 @@
 
 #include "formats/model-config.h"
 #include "jobs/job-spec.h"
+#include "tensor/hn-tensor.h"
 #include "vk/hn-vk.h"
 
 G_BEGIN_DECLS
@@ -38,6 +39,7 @@ typedef struct {
   int rows, context;           /* generation: sequences decoded together, prompt + new tokens */
   gboolean no_cache;           /* generation without a KV cache */
   gboolean checkpointing;      /* training: --gradient-checkpointing (one set of layer activations) */
+  HnDType quant;               /* QLoRA: the layers' Linear weights packed (tensor/quant.h); 0 (F32) = as stored */
 } HnMemoryRequest;
 
 typedef struct {

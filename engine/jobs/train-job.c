@@ -13,6 +13,7 @@
 #include "formats/model-config.h"
 #include "tokenizer/tokenizer.h"
 #include "transformer/lora.h"
+#include "tensor/quant.h"
 #include "train/checkpoint.h"
 #include "jobs/memory-estimate.h"
 #include "train/data-parallel.h"
@@ -39,11 +40,31 @@ hn_train_job_options_clear (HnTrainJobOptions *o)
 }
 
 gboolean
+hn_train_quant_read (HnJobSpec *spec, HnDType *quant, GError **error)
+{
+  const char *q = hn_job_spec_get_string (spec, "quantization");
+  gboolean b4 = hn_job_spec_get_bool (spec, "load-in-4bit"), b8 = hn_job_spec_get_bool (spec, "load-in-8bit");
+  if ((b4 && b8) || ((b4 || b8) && g_strcmp0 (q, "none") != 0 && g_strcmp0 (q, b4 ? "nf4" : "int8") != 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "give one quantization: --load-in-4bit (nf4), --load-in-8bit (int8) or --quantization%s%s",
+                   q ? " " : "", q ? q : "");
+      return FALSE;
+    }
+  if (b4)
+    q = "nf4";
+  else if (b8)
+    q = "int8";
+  return hn_quant_dtype_from_string (q, hn_job_spec_get_bool (spec, "double-quant"), quant, error);
+}
+
+gboolean
 hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GError **error)
 {
   memset (o, 0, sizeof *o);
   o->lora = g_str_equal (hn_job_spec_get_kind (spec), "transformer-finetune");
   hn_lora_config_init (&o->lcfg);
+  o->quant = HN_DTYPE_F32;
   o->out_dir = g_strdup (hn_job_spec_get_string (spec, "out-dir"));
   o->resume = g_strdup (hn_job_spec_get_string (spec, "resume-from-checkpoint"));
   o->metrics_file = g_strdup (hn_job_spec_get_string (spec, "metrics-file"));
@@ -86,6 +107,15 @@ hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GError **error
       o->lcfg.alpha = hn_job_spec_get_double (spec, "lora-alpha");
       o->lcfg.dropout = hn_job_spec_get_double (spec, "lora-dropout");
       o->lcfg.use_rslora = hn_job_spec_get_bool (spec, "use-rslora");
+      if (hn_job_spec_get_bool (spec, "use-dora"))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "--use-dora: DoRA (weight-decomposed LoRA, PEFT's use_dora) is not implemented; train plain "
+                       "LoRA or rsLoRA (--use-rslora)");
+          return FALSE;
+        }
+      if (!hn_train_quant_read (spec, &o->quant, error))
+        return FALSE;
       o->lora_targets = g_strdup (hn_job_spec_get_string (spec, "lora-target-modules"));
       if (!hn_lora_config_set_targets (&o->lcfg, o->lora_targets, error))
         return FALSE;
@@ -138,6 +168,7 @@ hn_train_job_memory_request (const HnTrainJobOptions *o, HnMemoryRequest *req, c
   req->batch = (int) MAX (1, o->batch / (gint64) replicas);
   req->seq_len = (int) o->seq_len;
   req->checkpointing = o->checkpointing;
+  req->quant = o->quant;
   if (!o->lora)
     return TRUE;
   req->lora_r = o->lcfg.r;
@@ -497,7 +528,7 @@ hn_train_job_run (HnJob *job, GError **error)
     pad = 0;
   if (!(it = hn_dataset_iter_new (ds, (guint) o.batch, o.shuffle, o.seed, (gint32) pad, error)))
     goto out;
-  if (!(dp = hn_data_parallel_new ((HnVkContext *const *) ctxs->pdata, ctxs->len, weights_dir, error)))
+  if (!(dp = hn_data_parallel_new_quantized ((HnVkContext *const *) ctxs->pdata, ctxs->len, weights_dir, o.quant, error)))
     goto out;
   log_devices (job, dp, &o);
   HnTransformer *model = hn_data_parallel_get_model (dp, 0);

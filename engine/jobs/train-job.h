@@ -15,6 +15,7 @@
 #pragma once
 #include "jobs/job.h"
 #include "jobs/memory-estimate.h"
+#include "tensor/hn-tensor.h"
 #include "tensor/optim.h"
 #include "transformer/lora.h"
 
@@ -36,6 +37,7 @@ typedef struct {
   guint64 seed;
   gboolean shuffle, no_dropout, checkpointing;
   gboolean tok_from_model; /* tok_path is the model folder (no --tokenizer-path given) */
+  HnDType quant;     /* QLoRA: the base's Linear weights packed into this (HN_DTYPE_F32 = as stored) */
   HnOptimConfig oc;
   HnLrSchedule sched;
   HnLoraConfig lcfg;
@@ -49,6 +51,10 @@ gboolean hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GErro
  * --eval-split, patience without evaluation, LoRA dropout, no --out-dir). */
 gboolean hn_train_job_options_check (const HnTrainJobOptions *o, GError **error);
 void hn_train_job_options_clear (HnTrainJobOptions *o);
+/* --quantization / --load-in-4bit / --load-in-8bit / --double-quant of a
+ * transformer-finetune spec as a weight dtype (HN_DTYPE_F32 = none; q4_k and
+ * contradictory spellings refused by name). */
+gboolean hn_train_quant_read (HnJobSpec *spec, HnDType *quant, GError **error);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (HnTrainJobOptions, hn_train_job_options_clear)
 /* What the memory estimate needs to know about a run with these options:
  * each of the o->devices replicas holds the whole model and its share of

@@ -51,6 +51,13 @@ hn_data_parallel_free (HnDataParallel *dp)
 HnDataParallel *
 hn_data_parallel_new (HnVkContext *const *ctxs, guint n_devices, const char *weights_dir, GError **error)
 {
+  return hn_data_parallel_new_quantized (ctxs, n_devices, weights_dir, HN_DTYPE_F32, error);
+}
+
+HnDataParallel *
+hn_data_parallel_new_quantized (HnVkContext *const *ctxs, guint n_devices, const char *weights_dir, HnDType quant,
+                                GError **error)
+{
   if (n_devices == 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "data-parallel training needs at least one device");
@@ -63,7 +70,7 @@ hn_data_parallel_new (HnVkContext *const *ctxs, guint n_devices, const char *wei
     {
       Replica *p = &dp->rep[r];
       p->ctx = hn_vk_context_ref (ctxs[r]);
-      if (!(p->model = hn_transformer_load (p->ctx, weights_dir, error)))
+      if (!(p->model = hn_transformer_load_quantized (p->ctx, weights_dir, quant, error)))
         {
           if (n_devices > 1)
             g_prefix_error (error, "replica %u (%s): ", r, hn_vk_context_get_device_info (p->ctx)->name);

@@ -29,6 +29,10 @@ typedef struct _HnDataParallel HnDataParallel;
  * meant for testing). The replicas keep references to the contexts. */
 HnDataParallel *hn_data_parallel_new (HnVkContext *const *ctxs, guint n_devices, const char *weights_dir,
                                       GError **error);
+/* The same with the base's Linear weights quantized at load (QLoRA; see
+ * hn_transformer_load_quantized; HN_DTYPE_F32 = as stored). */
+HnDataParallel *hn_data_parallel_new_quantized (HnVkContext *const *ctxs, guint n_devices, const char *weights_dir,
+                                                HnDType quant, GError **error);
 void hn_data_parallel_free (HnDataParallel *dp);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnDataParallel, hn_data_parallel_free)
 

@@ -3,6 +3,7 @@
  * HnCmd. A forward is one recording and one submit. */
 #include "base/hn-error.h"
 #include "transformer/transformer-private.h"
+#include "tensor/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,7 +43,7 @@ check_fits (HnTransformer *m, HnSafetensors *st, GError **error)
 
 /* Layers [layer0, layer1) of the model (layer1 < 0: up to the last). */
 static HnTransformer *
-load_stage (HnVkContext *ctx, const char *model_dir, int layer0, int layer1, GError **error)
+load_stage (HnVkContext *ctx, const char *model_dir, int layer0, int layer1, HnDType quant, GError **error)
 {
   g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
   if (!cfg)
@@ -52,6 +53,7 @@ load_stage (HnVkContext *ctx, const char *model_dir, int layer0, int layer1, GEr
   m->dir = g_strdup (model_dir);
   m->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   m->config = g_steal_pointer (&cfg);
+  m->quant = quant;
   if (!hn_transformer_hparams_resolve (&m->hp, m->config, error))
     {
       hn_transformer_free (m);
@@ -62,7 +64,8 @@ load_stage (HnVkContext *ctx, const char *model_dir, int layer0, int layer1, GEr
   g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
   /* a whole model must fit its device; a pipeline stage was checked by the split plan */
   gboolean whole = m->layer0 == 0 && m->layer1 == m->hp.n_layer;
-  if (!st || (whole && !check_fits (m, st, error)) || !hn_transformer_weights_load (m, st, error))
+  /* quantized weights need far less than the files hold: allocation failures say it then */
+  if (!st || (whole && m->quant == HN_DTYPE_F32 && !check_fits (m, st, error)) || !hn_transformer_weights_load (m, st, error))
     {
       hn_transformer_free (m);
       return NULL;
@@ -73,7 +76,19 @@ load_stage (HnVkContext *ctx, const char *model_dir, int layer0, int layer1, GEr
 HnTransformer *
 hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error)
 {
-  return load_stage (ctx, model_dir, 0, -1, error);
+  return load_stage (ctx, model_dir, 0, -1, HN_DTYPE_F32, error);
+}
+
+HnTransformer *
+hn_transformer_load_quantized (HnVkContext *ctx, const char *model_dir, HnDType quant, GError **error)
+{
+  if (quant != HN_DTYPE_F32 && !hn_dtype_is_quant (quant))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s is not a quantized weight format", model_dir,
+                   hn_dtype_name (quant));
+      return NULL;
+    }
+  return load_stage (ctx, model_dir, 0, -1, quant, error);
 }
 
 gboolean
@@ -167,7 +182,7 @@ hn_transformer_load_split (HnVkContext *const *ctxs, guint n_devices, const char
   HnTransformer *head = NULL, **link = &head;
   for (guint d = 0; d < n_devices; d++)
     {
-      HnTransformer *m = load_stage (ctxs[d], model_dir, first[d], first[d + 1], error);
+      HnTransformer *m = load_stage (ctxs[d], model_dir, first[d], first[d + 1], HN_DTYPE_F32, error);
       if (!m)
         {
           g_prefix_error (error, "pipeline stage %u (layers %d-%d): ", d, first[d], first[d + 1] - 1);

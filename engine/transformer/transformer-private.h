@@ -17,6 +17,7 @@ struct _HnTransformer {
   char *nonfinite_tensor;   /* the first weight holding NaN/Inf, or NULL */
   guint64 nonfinite_values; /* its NaN/Inf values */
   GArray *origins;       /* HnWeightOrigin, for writing weights back (training) */
+  HnDType quant;         /* the layers' Linear weights packed into this (tensor/quant.h); F32 = as stored */
   /* Layer-split (pipeline) inference: this model holds layers [layer0, layer1)
    * (embeddings when layer0 == 0, final norm and head when layer1 == n_layer)
    * and `next` the following stage on another device; a whole model is one

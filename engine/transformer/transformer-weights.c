@@ -7,6 +7,7 @@
  * feature we do not build never runs silently wrong. */
 #include "base/hn-error.h"
 #include "transformer/transformer-private.h"
+#include "tensor/quant.h"
 
 #include <string.h>
 
@@ -36,6 +37,7 @@ typedef struct {
   HnTransformer *m;
   HnSafetensors *st;
   GHashTable *used; /* tensor name -> TRUE */
+  gboolean linear;  /* the matrix being taken is a layer's Linear weight (quantized with m->quant) */
 } Loader;
 
 static gboolean
@@ -141,6 +143,25 @@ upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shap
       L->m->nonfinite_values = bad;
       g_message ("%s: weight %s holds %" G_GUINT64_FORMAT " NaN/Inf values: the model's outputs will not be numbers",
                  L->m->dir, name, bad);
+    }
+  if (L->linear && ndim == 2 && hn_dtype_is_quant (L->m->quant))
+    {
+      /* QLoRA: packed on the host block by block, only the packed bytes go to the device */
+      guint64 qn = hn_quant_nbytes (L->m->quant, shape[0], shape[1]);
+      g_autofree guint8 *packed = g_try_malloc (qn);
+      if (!packed)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "%s: no host memory to quantize %s", L->m->dir, name);
+          return NULL;
+        }
+      hn_quant_pack (L->m->quant, data, dtype, shape[0], shape[1], packed);
+      HnTensor *q = hn_tensor_new_quant (L->m->ctx, name, L->m->quant, shape[0], shape[1], packed, error);
+      if (q)
+        {
+          g_ptr_array_add (L->m->owned, q);
+          L->m->weight_bytes += qn;
+        }
+      return q;
     }
   HnTensor *t = hn_tensor_new_named (L->m->ctx, name, dtype, ndim, shape, error);
   if (!t)
@@ -372,9 +393,11 @@ take_fused_qkv (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, 
         return FALSE;
       gsize es = hn_st_dtype_size (w->dtype);
       g_autofree guint8 *host = transpose_host (w); /* [3C, C]: q rows, k rows, v rows */
+      L->linear = TRUE;
       lw->wq = upload (L, qn, dt, 2, (gint64[]) { qd, C }, host, (gsize) (qd * C) * es, error);
       lw->wk = lw->wq ? upload (L, kn, dt, 2, (gint64[]) { kvd, C }, host + (gsize) (qd * C) * es, (gsize) (kvd * C) * es, error) : NULL;
       lw->wv = lw->wk ? upload (L, vn, dt, 2, (gint64[]) { kvd, C }, host + (gsize) ((qd + kvd) * C) * es, (gsize) (kvd * C) * es, error) : NULL;
+      L->linear = FALSE;
       if (!lw->wv)
         return FALSE;
       note_origin (L, lw->wq, w, TRUE, 0, NULL);
@@ -385,8 +408,11 @@ take_fused_qkv (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, 
     {
       if (!check_shape (w, 2, (gint64[]) { total, C }, error))
         return FALSE;
-      if (!(lw->wq = gather_rows (L, w, qn, qi, qd, C, error)) || !(lw->wk = gather_rows (L, w, kn, ki, kvd, C, error)) ||
-          !(lw->wv = gather_rows (L, w, vn, vi, kvd, C, error)))
+      L->linear = TRUE;
+      gboolean ok = (lw->wq = gather_rows (L, w, qn, qi, qd, C, error)) && (lw->wk = gather_rows (L, w, kn, ki, kvd, C, error)) &&
+                    (lw->wv = gather_rows (L, w, vn, vi, kvd, C, error));
+      L->linear = FALSE;
+      if (!ok)
         return FALSE;
     }
   const HnSafetensorInfo *b = find (L, bname);
@@ -435,7 +461,9 @@ take_linear (Loader *L, const Names *N, const char *pfx, const char *part, gint6
 {
   g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
   g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
+  L->linear = TRUE;
   gboolean ok = N->conv1d ? take_conv1d (L, wn, cols, rows, w, error) : take_matrix (L, wn, rows, cols, TRUE, w, error);
+  L->linear = FALSE;
   return ok && take_vector (L, bn, rows, FALSE, b, error);
 }
 
@@ -769,7 +797,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
                  slab_put (L, &sl[j], e, t, 0, ident, FALSE, 0, error);
           }
     }
-  lw->experts = g_new0 (HnTensor *, 3 * E);
+  lw->experts = g_new0 (HnTensor *, 3 * (gsize) MAX (E, 1)); /* E > 0 here; the cast keeps GCC from a negative size */
   for (int j = 0; ok && j < 3; j++)
     ok = slab_upload (L, &sl[j], names[j], &lw->expert_stack[j], &lw->experts[j], 3, error);
   for (int j = 0; j < 3; j++)
@@ -1165,7 +1193,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       N.qkv_layout = nda ? QKV_GROUPED : (mq ? QKV_CONCAT : QKV_HEAD_SPLIT);
     }
   g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
-  Loader L = { m, st, used };
+  Loader L = { m, st, used, FALSE };
   gint64 C = hp->hidden, F = hp->ffn, V = hp->vocab;
   gint64 qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gboolean params = !(hp->arch->quirks & HN_QUIRK_NORM_NO_PARAMS);
@@ -1248,7 +1276,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (N.gate_up)
         {
           g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, N.gate_up);
-          if (!take_matrix (&L, wn, 2 * F, C, TRUE, &lw->w_gate, error)) /* [2F, C]: gate rows, then up rows */
+          L.linear = TRUE;
+          gboolean ok = take_matrix (&L, wn, 2 * F, C, TRUE, &lw->w_gate, error); /* [2F, C]: gate rows, then up rows */
+          L.linear = FALSE;
+          if (!ok)
             return FALSE;
         }
       else if (N.gate && !take_linear (&L, &N, pfx, N.gate, F, C, &lw->w_gate, &lw->b_gate, error))

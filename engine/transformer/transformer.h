@@ -94,6 +94,12 @@ typedef struct _HnTransformer HnTransformer;
  * every tensor against the family's expected names and shapes (an unknown or
  * missing tensor is an error naming it) and uploads them. */
 HnTransformer *hn_transformer_load (HnVkContext *ctx, const char *model_dir, GError **error);
+/* QLoRA: as hn_transformer_load, with every Linear weight of the layers (not
+ * the embeddings, the output head or MoE experts) packed at load into
+ * `quant` (HN_DTYPE_NF4, HN_DTYPE_NF4_DQ or HN_DTYPE_Q8, tensor/quant.h;
+ * HN_DTYPE_F32 = as stored). Such a model is for LoRA training: only the
+ * matmul kernels read those weights (generation refuses them by name). */
+HnTransformer *hn_transformer_load_quantized (HnVkContext *ctx, const char *model_dir, HnDType quant, GError **error);
 void hn_transformer_free (HnTransformer *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformer, hn_transformer_free)
 

@@ -32,6 +32,7 @@ typedef struct {
   const char *targets;
   int rows, context;
   gboolean checkpointing;
+  HnDType quant; /* QLoRA: F32 (0) = none */
 } Case;
 
 /* Runs the case for real and returns the peak of allocated device bytes. */
@@ -45,7 +46,7 @@ measure (const Case *c)
   g_assert_cmpuint (ms.allocated_bytes, ==, 0);
   hn_vk_context_reset_peak (ctx);
   {
-    g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+    g_autoptr (HnTransformer) m = hn_transformer_load_quantized (ctx, dir, c->quant, &error);
     g_assert_no_error (error);
     if (c->workload == HN_MEMORY_GENERATE)
       {
@@ -109,6 +110,9 @@ test_within_20_percent (void)
     { "stories", HN_MEMORY_TRAIN, 3, 48, 0, NULL, 0, 0, TRUE },
     { "stories", HN_MEMORY_LORA, 2, 96, 16, "all-linear", 0, 0, TRUE },
     { "gpt2", HN_MEMORY_TRAIN, 2, 32, 0, NULL, 0, 0, TRUE },
+    { "stories", HN_MEMORY_LORA, 2, 96, 16, "all-linear", 0, 0, TRUE, HN_DTYPE_NF4 },
+    { "stories", HN_MEMORY_LORA, 2, 64, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0, FALSE, HN_DTYPE_NF4_DQ },
+    { "stories", HN_MEMORY_LORA, 2, 64, 8, "all-linear", 0, 0, FALSE, HN_DTYPE_Q8 },
     { "stories", HN_MEMORY_GENERATE, 0, 0, 0, NULL, 1, 300 },
     { "stories", HN_MEMORY_GENERATE, 0, 0, 0, NULL, 4, 512 },
     { NULL },
@@ -118,14 +122,14 @@ test_within_20_percent (void)
       g_autoptr (GError) error = NULL;
       g_autofree char *dir = model_path (c->model);
       HnMemoryRequest req = { c->workload, c->batch, c->seq_len, c->r, c->targets, c->rows, c->context, FALSE,
-                              c->checkpointing };
+                              c->checkpointing, c->quant };
       HnMemoryEstimate e;
       g_assert_true (hn_memory_estimate_model (dir, &req, &e, &error));
       g_assert_no_error (error);
       guint64 peak = measure (c);
       double ratio = (double) e.total / (double) peak;
-      g_test_message ("%s workload %d%s b%d x %d r%d rows %d ctx %d: estimate %" G_GUINT64_FORMAT " peak %" G_GUINT64_FORMAT
-                      " ratio %.3f", c->model, c->workload, c->checkpointing ? " (checkpointing)" : "", c->batch, c->seq_len, c->r, c->rows, c->context, e.total,
+      g_test_message ("%s workload %d%s%s b%d x %d r%d rows %d ctx %d: estimate %" G_GUINT64_FORMAT " peak %" G_GUINT64_FORMAT
+                      " ratio %.3f", c->model, c->workload, c->checkpointing ? " (checkpointing)" : "", c->quant ? " (quantized)" : "", c->batch, c->seq_len, c->r, c->rows, c->context, e.total,
                       peak, ratio);
       g_assert_cmpfloat (ratio, >=, 0.8);
       g_assert_cmpfloat (ratio, <=, 1.2);
