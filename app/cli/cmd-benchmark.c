@@ -21,6 +21,7 @@
 #include "generate/sampler.h"
 #include "transformer/lora.h"
 #include "tensor/hn-ops.h"
+#include "tensor/quant.h"
 #include "train/data-parallel.h"
 #include "jobs/memory-estimate.h"
 #include "train/train-graph.h"
@@ -33,10 +34,12 @@ typedef struct {
   gboolean tied;
 } SynthShape;
 
-/* The shapes of the reference table: Llama-3.2-1B and GPT-2 124M (vocab padded
- * to 50304 as in llm.c), plus a tiny one for smoke tests on any device. */
+/* The shapes of the reference table: Llama-3.2-1B, Llama-3-8B (QLoRA) and
+ * GPT-2 124M (vocab padded to 50304 as in llm.c), plus a tiny one for smoke
+ * tests on any device. */
 static const SynthShape synth_shapes[] = {
   { "llama-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 131072, TRUE },
+  { "llama3-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 8192, FALSE },
   { "gpt2-124m", "gpt2", 50304, 768, 12, 12, 12, 3072, 1024, TRUE },
   { "tiny", "llama", 512, 64, 2, 4, 2, 128, 512, TRUE },
   { NULL },
@@ -44,8 +47,9 @@ static const SynthShape synth_shapes[] = {
 
 typedef struct {
   char *model_path, *synthetic, *dtype, *workload, *device, *concurrency, *device_indices;
-  int batch, seq_len, new_tokens, iterations, warmup, size, requests;
-  gboolean json, profile, continuous_batching;
+  char *quantization, *lora_targets; /* lora: the base's packing (nf4, nf4-dq, int8) and targets */
+  int batch, seq_len, new_tokens, iterations, warmup, size, requests, lora_r;
+  gboolean json, profile, continuous_batching, checkpointing;
 } BenchOptions;
 
 static guint64
@@ -616,9 +620,10 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
     {
       HnLoraConfig cfg;
       hn_lora_config_init (&cfg);
-      cfg.r = 8;
-      cfg.alpha = 16;
-      gboolean ok = hn_lora_config_set_targets (&cfg, "q_proj,k_proj,v_proj,o_proj", error);
+      cfg.r = o->lora_r > 0 ? o->lora_r : 8;
+      cfg.alpha = 2.0 * cfg.r;
+      gboolean ok = hn_lora_config_set_targets (&cfg, o->lora_targets ? o->lora_targets : "q_proj,k_proj,v_proj,o_proj",
+                                                error);
       GArray *cands = ok ? hn_train_graph_lora_candidates (m, &cfg, error) : NULL;
       if (cands)
         {
@@ -634,6 +639,8 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
       if (!ad)
         return FALSE;
     }
+  HnTrainGraphOptions gopts = { o->checkpointing };
+  hn_data_parallel_set_graph_options (dp, &gopts);
   if (!hn_data_parallel_setup (dp, B, T, ad, error))
     return FALSE;
   g_autofree gint32 *in = g_new (gint32, (gsize) B * T);
@@ -750,7 +757,7 @@ run_benchmark (const BenchOptions *o)
           if (!sh)
             {
               g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                           "--synthetic %s: known shapes are llama-1b, gpt2-124m and tiny", name);
+                           "--synthetic %s: known shapes are llama-1b, llama3-8b, gpt2-124m and tiny", name);
               return hn_cli_fail (g_steal_pointer (&error));
             }
           if (!(tmp = write_synthetic (sh, dt, &error)))
@@ -766,12 +773,27 @@ run_benchmark (const BenchOptions *o)
                                             : g_ptr_array_new_with_free_func ((GDestroyNotify) hn_vk_context_unref);
           if (ctxs && !devs)
             g_ptr_array_add (ctxs, hn_vk_context_ref (ctx));
+          /* --quantization: nf4, nf4-dq (double-quantized scales) or int8, LoRA only */
+          HnDType quant = HN_DTYPE_F32;
+          const char *qs = o->quantization;
+          gboolean dq = qs && g_str_equal (qs, "nf4-dq");
+          if (qs && !hn_quant_dtype_from_string (dq ? "nf4" : qs, dq, &quant, &error))
+            return hn_cli_fail (g_steal_pointer (&error));
+          if (quant != HN_DTYPE_F32 && !g_str_equal (wl, "lora"))
+            {
+              g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                           "--quantization is for --workload lora (full training trains the weights)");
+              return hn_cli_fail (g_steal_pointer (&error));
+            }
           g_autoptr (HnDataParallel) dp =
-            ctxs ? hn_data_parallel_new ((HnVkContext *const *) ctxs->pdata, ctxs->len, dir, &error) : NULL;
+            ctxs ? hn_data_parallel_new_quantized ((HnVkContext *const *) ctxs->pdata, ctxs->len, dir, quant, &error)
+                 : NULL;
           /* the memory estimate of one replica (its share of the batch), beside its measured peak */
           HnMemoryRequest req = { g_str_equal (wl, "lora") ? HN_MEMORY_LORA : HN_MEMORY_TRAIN,
                                   MAX (MAX (o->batch, 1) / (int) (ctxs ? ctxs->len : 1), 1),
-                                  o->seq_len > 0 ? o->seq_len : 1024, 8, "q_proj,k_proj,v_proj,o_proj", 0, 0, FALSE };
+                                  o->seq_len > 0 ? o->seq_len : 1024, o->lora_r > 0 ? o->lora_r : 8,
+                                  o->lora_targets ? o->lora_targets : "q_proj,k_proj,v_proj,o_proj", 0, 0, FALSE,
+                                  o->checkpointing, quant };
           HnMemoryEstimate est;
           if (dp && hn_memory_estimate_model (dir, &req, &est, NULL))
             {
@@ -833,7 +855,7 @@ hn_cmd_benchmark (int argc, char **argv)
   BenchOptions o = { .batch = 1, .iterations = 5, .warmup = 1 };
   GOptionEntry entries[] = {
     { "model-path", 0, 0, G_OPTION_ARG_FILENAME, &o.model_path, "Model folder (config.json + safetensors)", "DIR" },
-    { "synthetic", 0, 0, G_OPTION_ARG_STRING, &o.synthetic, "Random weights of a named shape: llama-1b, gpt2-124m, tiny", "NAME" },
+    { "synthetic", 0, 0, G_OPTION_ARG_STRING, &o.synthetic, "Random weights of a named shape: llama-1b, llama3-8b, gpt2-124m, tiny", "NAME" },
     { "dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "Weight dtype of a synthetic model / GEMM: f32, f16, bf16 (default bf16)", "T" },
     { "workload", 0, 0, G_OPTION_ARG_STRING, &o.workload, "decode (default), prefill, gemm, train, lora", "W" },
     { "batch", 0, 0, G_OPTION_ARG_INT, &o.batch, "Sequences per step (default 1)", "N" },
@@ -852,6 +874,13 @@ hn_cmd_benchmark (int argc, char **argv)
     { "requests", 0, 0, G_OPTION_ARG_INT, &o.requests, "Continuous batching: prompts to serve (default 64)", "N" },
     { "concurrency", 0, 0, G_OPTION_ARG_STRING, &o.concurrency,
       "Continuous batching: requests decoded together, a comma-separated list (default 1,8,32,64)", "LIST" },
+    { "gradient-checkpointing", 0, 0, G_OPTION_ARG_NONE, &o.checkpointing,
+      "Train / lora: recompute each layer in the backward instead of keeping its activations", NULL },
+    { "quantization", 0, 0, G_OPTION_ARG_STRING, &o.quantization,
+      "Lora: the frozen base packed as nf4, nf4-dq (double-quantized scales) or int8 (QLoRA)", "Q" },
+    { "lora-r", 0, 0, G_OPTION_ARG_INT, &o.lora_r, "Lora: adapter rank (default 8)", "R" },
+    { "lora-target-modules", 0, 0, G_OPTION_ARG_STRING, &o.lora_targets,
+      "Lora: modules to adapt (default q_proj,k_proj,v_proj,o_proj; all-linear)", "LIST" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "One-line JSON (default: pretty JSON)", NULL },
     { NULL },
   };
@@ -872,6 +901,8 @@ hn_cmd_benchmark (int argc, char **argv)
     rc = run_benchmark (&o);
   g_free (o.model_path);
   g_free (o.synthetic);
+  g_free (o.quantization);
+  g_free (o.lora_targets);
   g_free (o.dtype);
   g_free (o.workload);
   g_free (o.device);

@@ -44,7 +44,7 @@ typedef struct {
 
 typedef struct {
   HnMemoryWorkload workload;
-  char *weights_dtype;         /* "f32", "bf16", "f16" or "mixed" */
+  char *weights_dtype;         /* "f32", "bf16", "f16", "mixed", or the QLoRA packing ("nf4", ...) */
   gint64 n_params, n_trainable;
   guint64 weights, gradients, optimizer, activations, kv_cache;
   guint64 total;               /* the sum */
