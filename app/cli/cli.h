@@ -15,6 +15,10 @@ extern const HnCliCommand hn_cli_commands[];
 
 int hn_cli_main (int argc, char **argv);
 
+/* A GOptionContext takes the last of an option given twice; this refuses
+ * that for every entry but the list and callback ones. Call before parsing. */
+gboolean hn_cli_check_repeats (const GOptionEntry *entries, int argc, char **argv, GError **error);
+
 /* Prints "error: <message>" to stderr and returns the exit status 1. */
 int hn_cli_fail (GError *error);
 

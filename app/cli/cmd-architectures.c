@@ -21,7 +21,7 @@ hn_cmd_architectures (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- list supported model architectures");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
-  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (ctx, &argc, &argv, &error))
     return hn_cli_fail (error);
   if (argc > 1)
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));

@@ -890,7 +890,7 @@ hn_cmd_benchmark (int argc, char **argv)
   g_option_context_add_main_entries (oc, entries, NULL);
   g_autoptr (GError) error = NULL;
   int rc;
-  if (!g_option_context_parse (oc, &argc, &argv, &error))
+  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (oc, &argc, &argv, &error))
     rc = hn_cli_fail (g_steal_pointer (&error));
   else if (argc > 1)
     {

@@ -104,7 +104,7 @@ hn_cmd_doctor (int argc, char **argv)
   g_autoptr (GOptionContext) octx = g_option_context_new ("- check the Vulkan setup, devices, shaders and cache folders");
   g_option_context_add_main_entries (octx, entries, NULL);
   GError *error = NULL;
-  if (!g_option_context_parse (octx, &argc, &argv, &error))
+  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (octx, &argc, &argv, &error))
     return hn_cli_fail (error);
   if (argc > 1)
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));

@@ -79,7 +79,7 @@ hn_cmd_hierarchos_init (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- create a fresh Hierarchos coherent-v9 model folder");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_autoptr (GError) error = NULL;
-  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (ctx, &argc, &argv, &error))
     {
       fprintf (stderr, "error: %s\n", error->message);
       return 2;

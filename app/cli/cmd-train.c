@@ -39,7 +39,7 @@ hn_cmd_merge_lora (int argc, char **argv)
   g_option_context_add_main_entries (oc, entries, NULL);
   g_option_context_set_summary (oc, "Writes base weights + scaling·B·A as a normal Hugging Face model folder.");
   g_autoptr (GError) error = NULL;
-  if (!g_option_context_parse (oc, &argc, &argv, &error))
+  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (oc, &argc, &argv, &error))
     {
       fprintf (stderr, "error: %s\n", error->message);
       return 2;

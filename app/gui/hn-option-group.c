@@ -214,6 +214,14 @@ on_combo_selected (AdwComboRow *combo, GParamSpec *pspec, Row *r)
     hn_job_spec_set_string (self->spec, r->name, choices[sel - offset]);
 }
 
+/* A list option's items in one text field: ", " between them, or "; " where
+ * each item is itself a comma-separated list (token ids). */
+static const char *
+list_sep (const Row *r)
+{
+  return r->info->hint == HN_OPTION_HINT_ID_LISTS ? ";" : ",";
+}
+
 static void
 on_text_changed (GtkEditable *editable, Row *r)
 {
@@ -223,7 +231,7 @@ on_text_changed (GtkEditable *editable, Row *r)
   g_autofree char *text = g_strstrip (g_strdup (gtk_editable_get_text (editable)));
   if (r->info->type == HN_OPTION_STRINGV)
     {
-      g_auto (GStrv) parts = g_strsplit (text, ",", -1);
+      g_auto (GStrv) parts = g_strsplit (text, list_sep (r), -1);
       GPtrArray *v = g_ptr_array_new ();
       for (char **p = parts; *p; p++)
         {
@@ -389,16 +397,17 @@ load_row (HnOptionGroup *self, Row *r)
       break;
     case HN_OPTION_STRINGV:
       {
-        g_autofree char *joined = g_strjoinv (", ", (char **) hn_job_spec_get_strv (spec, r->name));
+        g_autofree char *sep = g_strconcat (list_sep (r), " ", NULL);
+        g_autofree char *joined = g_strjoinv (sep, (char **) hn_job_spec_get_strv (spec, r->name));
         g_autofree char *cur = g_strdup (gtk_editable_get_text (GTK_EDITABLE (r->editor)));
         /* compare as lists, so typing ", " is not undone */
-        g_auto (GStrv) a = g_strsplit (cur, ",", -1);
+        g_auto (GStrv) a = g_strsplit (cur, list_sep (r), -1);
         GString *norm = g_string_new (NULL);
         for (char **p = a; *p; p++)
           {
             g_strstrip (*p);
             if (**p)
-              g_string_append_printf (norm, "%s%s", norm->len ? ", " : "", *p);
+              g_string_append_printf (norm, "%s%s", norm->len ? sep : "", *p);
           }
         if (strcmp (norm->str, joined) != 0)
           gtk_editable_set_text (GTK_EDITABLE (r->editor), joined);

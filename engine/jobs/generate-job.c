@@ -297,7 +297,7 @@ hn_generate_job_options_read (HnJobSpec *spec, HnGenerateJobOptions *o, GError *
   o->tokenizer_path = hn_job_spec_get_string (spec, "tokenizer-path");
   o->adapter_path = hn_job_spec_get_string (spec, "lora-adapter-path");
   o->output_json = hn_job_spec_get_string (spec, "output-json");
-  o->input_ids = hn_job_spec_get_string (spec, "input-ids");
+  o->input_ids = hn_job_spec_get_strv (spec, "input-ids");
   o->prompt_file = hn_job_spec_get_string (spec, "prompt-file");
   o->prompts = hn_job_spec_get_strv (spec, "prompt");
   o->json = hn_job_spec_get_bool (spec, "json");
@@ -446,17 +446,16 @@ resolve_cache (HnJob *job, const HnGeneratePolicy *p, const OptIn *in, HnKvCache
   return TRUE;
 }
 
-/* Prompts: --input-ids, --prompt (repeatable), --prompt-file (one per line). */
+/* Prompts: --input-ids and --prompt (both repeatable, one request each), --prompt-file (one per line). */
 static GPtrArray *
 read_prompts (const HnGenerateJobOptions *o, HnTokenizer *tok, GError *tok_error, GError **error)
 {
   g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
-  const char *ids_text = o->input_ids;
-  if (ids_text)
+  for (const char *const *p = o->input_ids; p && *p; p++)
     {
       GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_ptr_array_add (prompts, ids);
-      if (!parse_ids ("--input-ids", ids_text, ids, error))
+      if (!parse_ids ("--input-ids", *p, ids, error))
         return NULL;
     }
   g_autoptr (GPtrArray) texts_in = g_ptr_array_new_with_free_func (g_free);

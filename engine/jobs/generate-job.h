@@ -27,7 +27,8 @@ typedef struct {
 /* Everything else transformer-generate reads. */
 typedef struct {
   HnGeneratePolicy policy;
-  const char *tokenizer_path, *adapter_path, *output_json, *input_ids, *prompt_file;
+  const char *tokenizer_path, *adapter_path, *output_json, *prompt_file;
+  const char *const *input_ids; /* --input-ids, repeatable: one request each */
   const char *const *prompts;
   gboolean json;
   int batch_max_requests; /* --continuous-batch-max-requests */

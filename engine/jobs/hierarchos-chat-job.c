@@ -332,12 +332,11 @@ static gboolean
 generate_prompts (HnJob *job, HnTokenizer *tok, GPtrArray *prompts, GError **error)
 {
   HnJobSpec *spec = hn_job_get_spec (job);
-  const char *ids_text = hn_job_spec_get_string (spec, "input-ids");
-  if (ids_text)
+  for (const char *const *ids_text = hn_job_spec_get_strv (spec, "input-ids"); ids_text && *ids_text; ids_text++)
     {
       GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_ptr_array_add (prompts, ids);
-      g_auto (GStrv) parts = g_strsplit (ids_text, ",", -1);
+      g_auto (GStrv) parts = g_strsplit (*ids_text, ",", -1);
       for (char **p = parts; *p; p++)
         {
           gint64 v;

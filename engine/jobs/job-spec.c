@@ -988,6 +988,8 @@ hn_job_spec_new_from_argv (int argc, const char *const *argv, GError **error)
   g_autoptr (HnJobSpec) spec = hn_job_spec_new (argv[0], error);
   if (!spec)
     return NULL;
+  /* an option of one value given twice is an error, never a silent last-wins */
+  g_autofree gboolean *given = g_new0 (gboolean, spec->kd->n_options);
   for (int i = 1; i < argc; i++)
     {
       const char *arg = argv[i];
@@ -1016,6 +1018,14 @@ hn_job_spec_new_from_argv (int argc, const char *const *argv, GError **error)
                        HN_CLI_PROGRAM, spec->kd->kind->name);
           return NULL;
         }
+      int idx = option_index (spec, o->name);
+      if (given[idx] && o->type != HN_OPTION_STRINGV)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "--%s is given twice; it takes one value (only list options such as --prompt repeat)", o->name);
+          return NULL;
+        }
+      given[idx] = TRUE;
       if (!value)
         {
           if (o->type == HN_OPTION_BOOL)

@@ -51,6 +51,7 @@ typedef enum {
   HN_OPTION_HINT_DEVICE,    /* a Vulkan device index */
   HN_OPTION_HINT_MULTILINE, /* free text (prompts) */
   HN_OPTION_HINT_DEVICES,   /* comma-separated Vulkan device indices ("0,1") */
+  HN_OPTION_HINT_ID_LISTS,  /* STRINGV of comma-separated token ids: one text field holds several, "1,2; 1,5" */
 } HnOptionHint;
 
 typedef struct {

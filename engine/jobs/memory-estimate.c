@@ -300,12 +300,14 @@ hn_memory_estimate_exceeds (const HnMemoryEstimate *e)
 static gint64
 longest_prompt (const HnGenerateJobOptions *o, const char *model_dir)
 {
-  const char *ids = o->input_ids;
-  if (ids)
+  gint64 longest_ids = 0;
+  for (const char *const *ids = o->input_ids; ids && *ids; ids++)
     {
-      g_auto (GStrv) parts = g_strsplit (ids, ",", -1);
-      return g_strv_length (parts);
+      g_auto (GStrv) parts = g_strsplit (*ids, ",", -1);
+      longest_ids = MAX (longest_ids, (gint64) g_strv_length (parts));
     }
+  if (longest_ids)
+    return longest_ids;
   const char *const *prompts = o->prompts;
   if (!prompts[0])
     return 0;

@@ -36,6 +36,16 @@ test_errors (void)
   g_autofree char *out3 = cli_run (&status, &err3, "tokenize", "--help", NULL);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
   g_assert_nonnull (strstr (out3, "--input-file"));
+  /* an option of one value given twice is refused, not the last silently taken */
+  g_autofree char *tok = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  g_autofree char *err4 = NULL, *err5 = NULL;
+  g_autofree char *out4 = cli_run (&status, &err4, "tokenize", "--tokenizer", tok, "--text", "a", "--text=b", NULL);
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  g_assert_nonnull (strstr (err4, "--text is given twice"));
+  /* a value that looks like the flag is a value, and -t is --tokenizer */
+  g_autofree char *out5 = cli_run (&status, &err5, "tokenize", "-t", tok, "--tokenizer", tok, "--text", "--text", NULL);
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  g_assert_nonnull (strstr (err5, "--tokenizer is given twice"));
 }
 
 int

@@ -214,6 +214,20 @@ test_continuous_batching (void)
         g_assert_cmpint (json_array_get_int_element (x, j), ==, json_array_get_int_element (y, j));
     }
   events_clear (&c);
+
+  /* --input-ids repeats like --prompt: each is a request */
+  const char *ids[] = { "generate", "--model-path", model, "--input-ids", "1", "--input-ids", "1,403,407", "--input-ids",
+                        "1,338", "--max-new-tokens", "6", "--continuous-batching", "--json", NULL };
+  Events d = { g_string_new (NULL), .logs = g_string_new (NULL) };
+  g_assert_true (run (ids, &d, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (d.logs->str, "continuous batching: 3 requests"));
+  g_autoptr (JsonParser) pd = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (pd, d.text->str, -1, &error));
+  g_assert_no_error (error);
+  JsonArray *sd = json_object_get_array_member (json_node_get_object (json_parser_get_root (pd)), "sequences");
+  g_assert_cmpuint (json_array_get_length (sd), ==, 3);
+  events_clear (&d);
   g_unlink (seq_out);
   g_unlink (cb_out);
   g_unlink (gc);

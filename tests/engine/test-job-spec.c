@@ -243,6 +243,31 @@ test_parse_errors (void)
   expect_error ("transformer-train --no-shuffle=maybe", "--no-shuffle: 'maybe' is not true or false");
   expect_error ("transformer-train stray", "unexpected argument 'stray'");
   expect_error ("nonsense", "unknown job kind 'nonsense'");
+  /* one value given twice: an error, never the last silently */
+  expect_error ("transformer-train --lr 1e-3 --lr 1e-4", "--lr is given twice; it takes one value");
+  expect_error ("generate --model-path a --model a", "--model-path is given twice"); /* an alias is the same option */
+  expect_error ("transformer-train --no-shuffle --no-shuffle=false", "--no-shuffle is given twice");
+}
+
+/* --prompt and --input-ids repeat: each is one request. */
+static void
+test_repeatable (void)
+{
+  const char *argv[] = { "generate", "--input-ids", "1,2", "--prompt", "a, b", "--input-ids", "1", "--prompt", "c", NULL };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv) - 1, argv, &error);
+  g_assert_no_error (error);
+  const char *const *ids = hn_job_spec_get_strv (spec, "input-ids");
+  g_assert_cmpuint (g_strv_length ((char **) ids), ==, 2);
+  g_assert_cmpstr (ids[0], ==, "1,2");
+  g_assert_cmpstr (ids[1], ==, "1");
+  const char *const *prompts = hn_job_spec_get_strv (spec, "prompt");
+  g_assert_cmpuint (g_strv_length ((char **) prompts), ==, 2);
+  g_assert_cmpstr (prompts[0], ==, "a, b");
+  /* and back to argv, one flag per item */
+  g_auto (GStrv) back = hn_job_spec_to_argv (spec, 0);
+  g_autofree char *line = g_strjoinv (" ", back);
+  g_assert_nonnull (strstr (line, "--input-ids 1,2 --input-ids 1"));
 }
 
 static void
@@ -612,6 +637,7 @@ main (int argc, char **argv)
   g_test_add_func ("/jobs/spec/secret-masked", test_secret_masked);
   g_test_add_func ("/jobs/spec/aliases-defaults", test_aliases_and_defaults);
   g_test_add_func ("/jobs/spec/parse-errors", test_parse_errors);
+  g_test_add_func ("/jobs/spec/repeatable", test_repeatable);
   g_test_add_func ("/jobs/spec/validate", test_validate);
   g_test_add_func ("/jobs/spec/device-indices", test_device_indices);
   g_test_add_func ("/jobs/spec/changed-signal", test_changed_signal);
