@@ -18,26 +18,73 @@
 /* ---- the runtime a job runs on ---- */
 
 gboolean
+hn_hier_runtime_choose (HnJobSpec *spec, HnVkContext **ctx, char **why, GError **error)
+{
+  *ctx = NULL;
+  *why = NULL;
+  const char *rt = hn_job_spec_lookup (spec, "runtime") ? hn_job_spec_get_string (spec, "runtime") : "vulkan";
+  if (g_str_equal (rt, "cpu"))
+    {
+      *why = g_strdup ("CPU (--runtime cpu)");
+      return TRUE;
+    }
+  gboolean any = g_str_equal (rt, "auto");
+  int device = (int) hn_job_spec_get_int (spec, "device-index");
+  g_autoptr (GError) local = NULL;
+  g_autoptr (HnVkContext) c = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
+  if (!c)
+    {
+      if (any)
+        {
+          *why = g_strdup_printf ("CPU (--runtime auto: no Vulkan device: %s)", local->message);
+          return TRUE;
+        }
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (c);
+  if (any && g_strcmp0 (info->type, "cpu") == 0)
+    {
+      *why = g_strdup_printf ("CPU (--runtime auto: %s, device %d, is a CPU-type (software) Vulkan device, many times "
+                              "slower than the CPU runtime; --runtime vulkan uses it anyway)", info->name, info->index);
+      return TRUE;
+    }
+  gboolean software = g_strcmp0 (info->type, "cpu") == 0;
+  *why = any ? g_strdup_printf ("Vulkan on %s (device %d, a %s GPU; --runtime auto)", info->name, info->index,
+                                info->type ? info->type : "Vulkan")
+             : g_strdup_printf ("Vulkan on %s (device %d, --runtime vulkan%s)", info->name, info->index,
+                                software ? "; a CPU-type (software) device: exact, but many times slower than "
+                                           "--runtime cpu" : "");
+  *ctx = g_steal_pointer (&c);
+  return TRUE;
+}
+
+gboolean
 hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error)
 {
   HnJobSpec *spec = hn_job_get_spec (job);
   memset (x, 0, sizeof *x);
   x->m = m;
-  const char *rt = hn_job_spec_lookup (spec, "runtime") ? hn_job_spec_get_string (spec, "runtime") : NULL;
-  if (rt && g_str_equal (rt, "cpu"))
+  g_autoptr (HnVkContext) ctx = NULL;
+  g_autofree char *why = NULL;
+  g_autoptr (GError) local = NULL;
+  if (!hn_hier_runtime_choose (spec, &ctx, &why, &local))
     {
-      if (hn_job_spec_is_set (spec, "device-index"))
+      g_set_error (error, HN_ERROR, local->code, "Hierarchos Vulkan runtime: %s (--runtime cpu runs the CPU runtime)",
+                   local->message);
+      return FALSE;
+    }
+  if (!ctx)
+    {
+      if (hn_job_spec_is_set (spec, "runtime") && g_str_equal (hn_job_spec_get_string (spec, "runtime"), "cpu") &&
+          hn_job_spec_is_set (spec, "device-index"))
         hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
       x->cpu = hn_hier_runner_new (m);
       x->description = g_strdup ("CPU");
-      hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: CPU (pure C, --runtime cpu)");
+      hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: %s", why);
       return TRUE;
     }
-  int device = (int) hn_job_spec_get_int (spec, "device-index");
-  g_autoptr (GError) local = NULL;
-  g_autoptr (HnVkContext) ctx = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
-  if (ctx)
-    x->vk = hn_hier_vk_runner_new (m, ctx, &local);
+  x->vk = hn_hier_vk_runner_new (m, ctx, &local);
   if (!x->vk)
     {
       g_set_error (error, HN_ERROR, local->code == HN_ERROR_UNSUPPORTED ? HN_ERROR_UNSUPPORTED : local->code,
@@ -45,9 +92,8 @@ hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error)
       hn_hier_exec_clear (x);
       return FALSE;
     }
-  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
-  x->description = g_strdup_printf ("Vulkan (%s)", info->name);
-  hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: Vulkan on %s (device %d)", info->name, info->index);
+  x->description = g_strdup_printf ("Vulkan (%s)", hn_vk_context_get_device_info (ctx)->name);
+  hn_job_log (job, HN_LOG_INFO, "Hierarchos runtime: %s", why);
   return TRUE;
 }
 

@@ -211,32 +211,22 @@ run_training (HnJob *job, GError **error)
   const char *resume = jo.train.resume_from;
   if (!hn_hier_job_options_check (&jo, error))
     return FALSE;
-  /* The same runtime policy as chat and generate: the Vulkan device unless
-   * --runtime cpu, never a silent fallback; the log says which runs. */
+  /* The same runtime policy as chat and generate (hn_hier_runtime_choose):
+   * never a silent fallback; the log says which runs and why. */
   g_autoptr (HnVkContext) vk_ctx = NULL;
-  if (jo.cpu)
-    {
-      hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: CPU (the tape's forward and backward, --runtime cpu)");
-      if (jo.device_index_set)
-        hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
-    }
-  else
-    {
-      int device = jo.device_index;
-      g_autoptr (GError) local = NULL;
-      vk_ctx = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
-      if (!vk_ctx)
-        {
-          g_set_error (error, HN_ERROR, local->code, "%s: Hierarchos Vulkan trainer: %s (--runtime cpu trains on the CPU)",
-                       kind, local->message);
-          return FALSE;
-        }
-      const HnVkDeviceInfo *info = hn_vk_context_get_device_info (vk_ctx);
-      hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: Vulkan on %s (device %d)", info->name, info->index);
-      if (g_strcmp0 (info->type, "cpu") == 0)
-        hn_job_log (job, HN_LOG_WARNING, "%s is a software Vulkan device: training is exact but much slower there "
-                    "than on the CPU trainer (--runtime cpu)", info->name);
-    }
+  {
+    g_autofree char *why = NULL;
+    g_autoptr (GError) local = NULL;
+    if (!hn_hier_runtime_choose (spec, &vk_ctx, &why, &local))
+      {
+        g_set_error (error, HN_ERROR, local->code, "%s: Hierarchos Vulkan trainer: %s (--runtime cpu trains on the CPU)",
+                     kind, local->message);
+        return FALSE;
+      }
+    hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: %s", why);
+    if (jo.cpu && jo.device_index_set)
+      hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
+  }
 
   if (resume)
     {

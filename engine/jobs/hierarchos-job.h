@@ -6,10 +6,16 @@
 
 G_BEGIN_DECLS
 
-/* The runtime a job runs on: the Vulkan runner on the chosen device
- * (--device-index, else the default device), or the CPU runner with
- * --runtime cpu. Never falls back silently: the job log says which runs,
- * and a missing Vulkan device is an error that names --runtime cpu. */
+/* --runtime: "cpu", "vulkan" (the chosen device: --device-index, else the
+ * default one; none is an error that names --runtime cpu) or "auto" (the
+ * default): Vulkan on a GPU, the CPU when the device is CPU-type (a software
+ * rasterizer such as lavapipe: the CPU runtime is many times faster there)
+ * or when there is no Vulkan device. Returns the device's context, NULL for
+ * the CPU, and in *why the choice and its reason for the job log. */
+gboolean hn_hier_runtime_choose (HnJobSpec *spec, HnVkContext **ctx, char **why, GError **error);
+
+/* The runtime a job runs on: the Vulkan runner or the CPU runner, as
+ * hn_hier_runtime_choose picks. Never silent: the job log says which runs. */
 typedef struct {
   HnHierModel *m;
   HnHierRunner *cpu;

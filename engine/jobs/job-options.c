@@ -365,8 +365,9 @@ const HnOptionInfo hn_option_table[] = {
   { "device-index", HN_OPTION_INT, "-1", -1, 1024, NULL, N_("Device"),
     N_("The Vulkan device to run on, as listed by `devices` (-1: the best one)"),
     "device", 0, HN_OPTION_HINT_DEVICE, "N" },
-  { "runtime", HN_OPTION_CHOICE, "vulkan", UNBOUNDED, "vulkan cpu", N_("Runtime"),
-    N_("Hierarchos models: run on the Vulkan device (vulkan) or on the pure-C CPU runtime (cpu)"),
+  { "runtime", HN_OPTION_CHOICE, "auto", UNBOUNDED, "auto vulkan cpu", N_("Runtime"),
+    N_("Hierarchos models: the Vulkan device (vulkan), the pure-C CPU runtime (cpu), or auto: Vulkan on a GPU, the "
+       "CPU on a CPU-type (software) Vulkan device or without one"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "device-indices", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Devices"),
     N_("Several Vulkan devices, comma-separated (0,1): training keeps one replica of the model on each and splits "

@@ -342,6 +342,17 @@ hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapter_dir, ch
   return ok;
 }
 
+/* Whether the job runs on the CPU (--runtime cpu, or auto on a CPU-type device
+ * or without one); an unusable --runtime vulkan counts as Vulkan, whose path
+ * then reports the device error. */
+static gboolean
+hier_on_cpu (HnJobSpec *spec)
+{
+  g_autoptr (HnVkContext) ctx = NULL;
+  g_autofree char *why = NULL;
+  return hn_hier_runtime_choose (spec, &ctx, &why, NULL) && !ctx;
+}
+
 /* Hierarchos: training on the CPU tape (hn_hier_train_memory gives what it
  * allocates) or on the Vulkan trainer (its device buffers: weights, one
  * parameter-gradient slice and two work buffers per row of the step);
@@ -373,7 +384,7 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
   out->n_params = (gint64) m->n_params;
   if (!training)
     {
-      if (g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0)
+      if (hier_on_cpu (spec))
         {
           g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no memory estimate for the CPU Hierarchos runtime yet");
           return FALSE;
@@ -387,7 +398,7 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
       out->total = dev;
       return TRUE;
     }
-  if (!jo.cpu)
+  if (!hier_on_cpu (spec))
     {
       gint64 chunk = jo.train.chunk_size;
       guint64 rows = (guint64) jo.train.batch_size * (guint64) jo.train.accumulation_steps;

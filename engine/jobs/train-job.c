@@ -397,6 +397,15 @@ static void
 log_devices (HnJob *job, HnDataParallel *dp, const HnTrainJobOptions *o)
 {
   guint n = hn_data_parallel_get_n_replicas (dp);
+  /* Transformers train on Vulkan only (no CPU trainer to fall back to): say
+   * when that device is a software rasterizer, so a slow run is no mystery. */
+  for (guint r = 0; r < n; r++)
+    {
+      const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_data_parallel_get_context (dp, r));
+      if (g_strcmp0 (info->type, "cpu") == 0)
+        hn_job_log (job, HN_LOG_WARNING, "%s is a CPU-type (software) Vulkan device: training is exact but many times "
+                    "slower than on a GPU (Transformers have no separate CPU trainer)", info->name);
+    }
   if (n == 1)
     {
       hn_job_log (job, HN_LOG_INFO, "device: %s", hn_vk_context_get_device_info (hn_data_parallel_get_context (dp, 0))->name);

@@ -72,6 +72,17 @@ logs_contain (const Events *e, const char *what)
   return FALSE;
 }
 
+/* What --runtime auto (the default) picks on this machine: the CPU on a
+ * CPU-type Vulkan device (lavapipe in CI) or with none, Vulkan on a GPU. */
+static const char *
+auto_runtime (void)
+{
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (NULL);
+  if (!ctx || g_strcmp0 (hn_vk_context_get_device_info (ctx)->type, "cpu") == 0)
+    return "CPU (--runtime auto";
+  return "Vulkan on";
+}
+
 static gboolean
 run_job (const char *const *argv, const char *const *inputs, Events *e, GError **error)
 {
@@ -247,6 +258,24 @@ test_init_train_chat (void)
       check_stop_resume (train_vk_stop, out_vk_stop, out_vk);
     }
 
+  /* No --runtime: auto, which trains on the CPU on a software Vulkan device
+   * and says so (a 60-step run took 50 minutes on lavapipe, 39 s on the CPU). */
+  {
+    g_autofree char *out_auto = g_build_filename (tmp, "out-auto", NULL);
+    const char *const train_auto[] = { "train", "--model-path", model, "--train", text, "--out-dir", out_auto,
+                                       "--seq-len", "16", "--training_chunk_size", "8", "--batch_size", "2",
+                                       "--max-steps", "1", NULL };
+    events_init (&e);
+    g_assert_true (run_job (train_auto, NULL, &e, &error));
+    g_assert_no_error (error);
+    g_autofree char *want = g_strconcat ("Hierarchos training runtime: ", auto_runtime (), NULL);
+    if (!logs_contain (&e, want))
+      g_error ("the log lacks '%s'", want);
+    if (g_str_has_prefix (auto_runtime (), "CPU") && hn_test_have_vulkan ())
+      g_assert_true (logs_contain (&e, "is a CPU-type (software) Vulkan device"));
+    events_clear (&e);
+  }
+
   /* A prompt/completion JSONL dataset through the dataset layer (loss on
    * completions only). */
   events_init (&e);
@@ -289,17 +318,18 @@ test_init_train_chat (void)
   g_assert_no_error (error);
   g_assert_cmpuint (e.replies->len, ==, 1);
   g_assert_cmpstr (e.replies->pdata[0], ==, reply_a);
-  g_assert_true (logs_contain (&e, "Hierarchos runtime: Vulkan"));
+  g_autofree char *want_rt = g_strconcat ("Hierarchos runtime: ", auto_runtime (), NULL);
+  g_assert_true (logs_contain (&e, want_rt));
   events_clear (&e);
 
-  /* generate: the Vulkan runtime by default, the CPU runtime with --runtime
-   * cpu, each named in the log; greedy continuations are identical. */
+  /* generate: the Vulkan runtime with --runtime vulkan, the CPU runtime with
+   * --runtime cpu, each named in the log; greedy continuations are identical. */
   char *gen_text[2] = { NULL, NULL };
   for (int i = 0; i < 2; i++)
     {
       events_init (&e);
       const char *const gen[] = { "generate", "--model-path", out, "--prompt", "First Citizen:", "--max-new-tokens", "16",
-                                  i ? "--runtime" : NULL, "cpu", NULL };
+                                  "--runtime", i ? "cpu" : "vulkan", NULL };
       g_assert_true (run_job (gen, NULL, &e, &error));
       g_assert_no_error (error);
       g_assert_true (logs_contain (&e, i ? "Hierarchos runtime: CPU" : "Hierarchos runtime: Vulkan"));
@@ -419,7 +449,7 @@ test_memory_estimate (void)
   hn_memory_estimate_clear (&e);
 
   /* chat: the Vulkan runner's parameters and work buffer (test-hierarchos-vk checks them) */
-  const char *const chat[] = { "chat", "--model-path", model, NULL };
+  const char *const chat[] = { "chat", "--runtime", "vulkan", "--model-path", model, NULL };
   g_autoptr (HnJobSpec) cspec = hn_job_spec_new_from_argv ((int) G_N_ELEMENTS (chat) - 1, chat, &error);
   g_assert_no_error (error);
   g_assert_true (hn_memory_estimate_for_spec (cspec, NULL, &e, &error));
