@@ -5,6 +5,7 @@
 #include "base/hn-error.h"
 #include "job-cli.h"
 #include "hierarchos/hierarchos.h"
+#include "base/hn-folder.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -50,12 +51,15 @@ hn_cmd_hierarchos_init (int argc, char **argv)
 {
   g_autofree char *tokenizer = NULL, *out = NULL;
   gint64 seed = 1337, context_dim = 448;
+  gboolean overwrite = FALSE;
   int h_hidden = 0, l_hidden = 0, head = 0, slots = 0, pdim = -1, topk = 0, keydim = 0, valdim = 0;
   int stride = 0, max_h = 0, max_l = 0, chunk = 0;
   g_auto (GStrv) sets = NULL;
   GOptionEntry entries[] = {
     { "tokenizer-path", 't', 0, G_OPTION_ARG_FILENAME, &tokenizer, "Tokenizer file or folder (any Hugging Face tokenizer)", "PATH" },
     { "out-dir", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Model folder to create", "DIR" },
+    { "overwrite-output-dir", 0, 0, G_OPTION_ARG_NONE, &overwrite,
+      "Write into --out-dir even when it already holds files (those of the same names are replaced)", NULL },
     { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Initialisation seed (1337)", "N" },
     { "context-dim", 0, 0, G_OPTION_ARG_INT64, &context_dim, "Context width C (448)", "N" },
     { "h-hidden", 0, 0, G_OPTION_ARG_INT, &h_hidden, "Manager width (must equal C)", "N" },
@@ -89,6 +93,15 @@ hn_cmd_hierarchos_init (int argc, char **argv)
       fprintf (stderr, "error: --tokenizer-path and --out-dir are required\n");
       return 2;
     }
+  {
+    /* a fresh model never lands on the tokenizer's folder or over an existing model */
+    const HnOutputInput inputs[] = { { "--tokenizer-path", tokenizer } };
+    g_autoptr (GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+    if (!hn_output_dir_check (out, inputs, G_N_ELEMENTS (inputs), NULL, overwrite, HN_OUTPUT_WRITE_INTO, notes, &error))
+      return hn_cli_fail (g_steal_pointer (&error));
+    for (guint i = 0; i < notes->len; i++)
+      fprintf (stderr, "warning: %s\n", (char *) notes->pdata[i]);
+  }
   g_autoptr (GPtrArray) ov = g_ptr_array_new_with_free_func (g_free);
   const struct { const char *name; int v; gboolean set; } geo[] = {
     { "h_hidden", h_hidden, h_hidden > 0 }, { "l_hidden", l_hidden, l_hidden > 0 },

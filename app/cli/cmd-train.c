@@ -29,10 +29,13 @@ int
 hn_cmd_merge_lora (int argc, char **argv)
 {
   g_autofree char *model = NULL, *adapter = NULL, *out = NULL;
+  gboolean overwrite = FALSE;
   GOptionEntry entries[] = {
     { "model-path", 0, 0, G_OPTION_ARG_FILENAME, &model, "The base model folder", "DIR" },
     { "lora-adapter-path", 0, 0, G_OPTION_ARG_FILENAME, &adapter, "The PEFT adapter folder", "DIR" },
     { "out-dir", 0, 0, G_OPTION_ARG_FILENAME, &out, "Where the merged model is written", "DIR" },
+    { "overwrite-output-dir", 0, 0, G_OPTION_ARG_NONE, &overwrite,
+      "Replace --out-dir when it already exists (never the model's or the adapter's folder)", NULL },
     { NULL }
   };
   g_autoptr (GOptionContext) oc = g_option_context_new ("- merge a LoRA adapter into its base model");
@@ -49,7 +52,11 @@ hn_cmd_merge_lora (int argc, char **argv)
       fprintf (stderr, "error: merge-lora needs --model-path, --lora-adapter-path and --out-dir\n");
       return 2;
     }
-  if (!hn_merge_lora_run (model, adapter, out, &error))
+  g_autoptr (GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+  gboolean ok = hn_merge_lora_run (model, adapter, out, overwrite, notes, &error);
+  for (guint i = 0; i < notes->len; i++)
+    fprintf (stderr, "warning: %s\n", (char *) notes->pdata[i]);
+  if (!ok)
     return hn_cli_fail (g_steal_pointer (&error));
   printf ("%s\n", out);
   return 0;

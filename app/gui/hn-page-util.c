@@ -58,6 +58,45 @@ default_path (HnJobSpec *spec, const char *option, const char *key, const char *
     hn_job_spec_set_string (spec, option, d);
 }
 
+static gboolean
+is_empty_or_missing (const char *dir)
+{
+  if (!g_file_test (dir, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  return d && !g_dir_read_name (d);
+}
+
+void
+hn_page_fresh_out_dir (HnJobSpec *spec)
+{
+  if (!hn_job_spec_lookup (spec, "out-dir") || !hn_job_spec_is_set (spec, "out-dir") ||
+      (hn_job_spec_lookup (spec, "resume-from-checkpoint") && hn_job_spec_is_set (spec, "resume-from-checkpoint")) ||
+      (hn_job_spec_lookup (spec, "overwrite-output-dir") && hn_job_spec_get_bool (spec, "overwrite-output-dir")))
+    return;
+  const char *out = hn_job_spec_get_string (spec, "out-dir");
+  if (is_empty_or_missing (out))
+    return;
+  /* only the page's own names, KIND or KIND-N: a folder the user chose is left to the job's check */
+  const char *kind = hn_job_spec_get_kind (spec);
+  g_autofree char *base = g_path_get_basename (out);
+  gsize kl = strlen (kind);
+  if (strncmp (base, kind, kl) != 0 ||
+      (base[kl] && (base[kl] != '-' || !base[kl + 1] || strspn (base + kl + 1, "0123456789") != strlen (base + kl + 1))))
+    return;
+  g_autofree char *parent = g_path_get_dirname (out);
+  for (int n = 2; n < 10000; n++)
+    {
+      g_autofree char *name = g_strdup_printf ("%s-%d", kind, n);
+      g_autofree char *next = g_build_filename (parent, name, NULL);
+      if (is_empty_or_missing (next))
+        {
+          hn_job_spec_set_string (spec, "out-dir", next);
+          return;
+        }
+    }
+}
+
 void
 hn_page_apply_defaults (HnJobSpec *spec)
 {
@@ -79,6 +118,8 @@ hn_page_apply_defaults (HnJobSpec *spec)
         }
       g_autofree char *out = g_build_filename (base, kind, NULL);
       hn_job_spec_set_string (spec, "out-dir", out);
+      /* an earlier run's folder is never reused by default: the job refuses it */
+      hn_page_fresh_out_dir (spec);
     }
   GSettings *s = hn_app_settings ();
   if (s && hn_job_spec_lookup (spec, "device-index"))

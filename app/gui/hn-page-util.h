@@ -18,6 +18,11 @@ GSettings *hn_app_settings (void);
 /* Fills model, dataset and output from the last used paths, else the demo
  * model and dataset, so a first start can run with one click. */
 void hn_page_apply_defaults (HnJobSpec *spec);
+/* When out-dir is one of the page's default names (KIND, KIND-N) and an
+ * earlier run filled it, moves on to the next free KIND-N: a new run never
+ * writes over another (the job refuses a folder of files without
+ * --overwrite-output-dir). Resumes and overwrites keep their folder. */
+void hn_page_fresh_out_dir (HnJobSpec *spec);
 /* Remembers the paths the user chose (called when a job starts). */
 void hn_page_remember (HnJobSpec *spec);
 

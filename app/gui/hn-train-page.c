@@ -158,6 +158,7 @@ start_action (GtkWidget *widget, const char *action, GVariant *param)
   if (self->problem)
     return;
   HnJobSpec *spec = self->specs[self->active];
+  hn_page_fresh_out_dir (spec);
   hn_page_remember (spec);
   if (!hn_job_controller_start (self->controller, spec, &error))
     hn_page_toast (widget, error->message);

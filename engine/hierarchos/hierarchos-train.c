@@ -5,6 +5,7 @@
 #include "hierarchos/hierarchos-vk-private.h"
 #include "base/json-util.h"
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "base/hn-util.h"
 #include "formats/safetensors.h"
 #include "tensor/optim.h"
@@ -468,27 +469,30 @@ checkpoint_dir (const HnHierTrainOptions *o, const Cursor *cur)
   return g_build_filename (o->out_dir, name, NULL);
 }
 
+static gboolean write_checkpoint (HnHierModel *m, const HnHierTrainOptions *o, const Adam *a, const Cursor *cur,
+                                  int chunk, int row_len, const char *fingerprint, const char *tmp, GError **error);
+
 static gboolean
 save_checkpoint (HnHierModel *m, const HnHierTrainOptions *o, const Adam *a, const Cursor *cur, int chunk,
                  int row_len, const char *fingerprint, GError **error)
 {
   g_autofree char *final = checkpoint_dir (o, cur);
-  g_autofree char *name = g_path_get_basename (final);
-  g_autofree char *tmpname = g_strdup_printf (".%s.partial", name);
-  g_autofree char *tmp = g_build_filename (o->out_dir, tmpname, NULL);
   /* Write everything into a hidden folder, then rename it into place: a
    * crash never leaves a checkpoint folder that looks complete. */
-  if (g_file_test (tmp, G_FILE_TEST_IS_DIR))
-    {
-      g_autoptr (GDir) d = g_dir_open (tmp, 0, NULL);
-      const char *f;
-      while (d && (f = g_dir_read_name (d)))
-        {
-          g_autofree char *p = g_build_filename (tmp, f, NULL);
-          g_unlink (p);
-        }
-      g_rmdir (tmp);
-    }
+  g_autofree char *tmp = hn_folder_begin (final, error);
+  if (!tmp)
+    return FALSE;
+  gboolean ok = write_checkpoint (m, o, a, cur, chunk, row_len, fingerprint, tmp, error) &&
+                hn_folder_commit (tmp, final, NULL, error);
+  if (!ok)
+    hn_folder_remove_tree (tmp);
+  return ok;
+}
+
+static gboolean
+write_checkpoint (HnHierModel *m, const HnHierTrainOptions *o, const Adam *a, const Cursor *cur, int chunk,
+                  int row_len, const char *fingerprint, const char *tmp, GError **error)
+{
   if (!hn_hier_model_save (m, tmp, error))
     return FALSE;
   if (o->tokenizer_dir && !hn_hier_copy_tokenizer_files (o->tokenizer_dir, tmp, error))
@@ -544,17 +548,6 @@ save_checkpoint (HnHierModel *m, const HnHierTrainOptions *o, const Adam *a, con
   g_autofree char *sp = g_build_filename (tmp, TRAINER_STATE_FILE, NULL);
   if (!hn_write_file_atomic (sp, text, len, error))
     return FALSE;
-  if (g_file_test (final, G_FILE_TEST_EXISTS))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "%s already exists", final);
-      return FALSE;
-    }
-  if (g_rename (tmp, final) != 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s to %s: %s", tmp, final, g_strerror (e));
-      return FALSE;
-    }
   return TRUE;
 }
 

@@ -4,6 +4,7 @@
 #include "jobs/hierarchos-job.h"
 #include "hierarchos/hierarchos-vk-private.h"
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "base/json-util.h"
 #include "base/hn-util.h"
 #include "data/dataset.h"
@@ -256,6 +257,16 @@ run_training (HnJob *job, GError **error)
     return FALSE;
   if (!tok_path)
     tok_path = g_strdup (model_dir);
+  {
+    /* never onto the model or tokenizer being read, nor over another run's files unless asked */
+    const HnOutputInput inputs[] = { { "--model-path", resume ? NULL : model_dir }, { "--tokenizer-path", g_strcmp0 (tok_path, resume) ? tok_path : NULL } };
+    g_autoptr (GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+    if (!hn_output_dir_check (out_dir, inputs, G_N_ELEMENTS (inputs), resume,
+                              hn_job_spec_get_bool (spec, "overwrite-output-dir"), HN_OUTPUT_WRITE_INTO, notes, error))
+      return FALSE;
+    for (guint i = 0; i < notes->len; i++)
+      hn_job_log (job, HN_LOG_WARNING, "%s", (char *) notes->pdata[i]);
+  }
 
   g_auto (GStrv) files = hn_hub_job_dataset_files (job, error);
   if (!files)

@@ -83,6 +83,9 @@ const HnOptionInfo hn_option_table[] = {
   { "out-dir", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Output folder"),
     N_("Where the trained model or adapter and its checkpoints are written"),
     "output-dir", 0, HN_OPTION_HINT_SAVE_FOLDER, "DIR" },
+  { "overwrite-output-dir", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Overwrite the output folder"),
+    N_("Write into an output folder that already holds files, replacing those of the names the job writes"),
+    NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "save-steps", HN_OPTION_INT, "0", 0, INT_MAXV, NULL, N_("Checkpoint every"),
     N_("Save a checkpoint every N optimizer steps (0: only at the end)"),
     NULL, 0, HN_OPTION_HINT_NONE, "N" },
@@ -386,7 +389,7 @@ const HnOptionInfo hn_option_table[] = {
 #define HUB_OPTS " hf-cache-dir hf-token"
 #define DATA_OPTS " train hf-dataset hf-dataset-file hf-dataset-config hf-dataset-split hf-dataset-revision eval-file eval-split eval-steps"
 #define STOP_OPTS " early-stopping-patience stop-at-loss"
-#define OUT_OPTS " out-dir save-steps resume-from-checkpoint metrics-file"
+#define OUT_OPTS " out-dir overwrite-output-dir save-steps resume-from-checkpoint metrics-file"
 #define SCHED_OPTS " epochs max-steps batch-size seq-len grad-accum"
 #define OPTIM_OPTS " optimizer lr lr-scheduler warmup-steps weight-decay beta1 beta2 eps max-grad-norm precision" \
                    " gradient-checkpointing no-shuffle no-dropout"

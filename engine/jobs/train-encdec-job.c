@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "base/hn-util.h"
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
@@ -55,6 +56,7 @@ check_options (const HnTrainJobOptions *o, const char *what, GError **error)
 typedef struct {
   HnTrainJobOptions *o;
   HnEncoder *model;
+  HnJob *job;
 } Run;
 
 /* The trained weights under the checkpoint's names, config.json and the tokenizer files. */
@@ -70,14 +72,16 @@ write_files (Run *r, const char *dir, GError **error)
 static gboolean
 save_checkpoint (Run *r, const char *final_dir, GError **error)
 {
-  g_autofree char *tmp = hn_checkpoint_begin (final_dir, error);
+  g_autofree char *tmp = hn_folder_begin (final_dir, error);
   if (!tmp)
     return FALSE;
-  if (!write_files (r, tmp, error) || !hn_checkpoint_commit (tmp, final_dir, error))
+  gboolean replaced = FALSE;
+  if (!write_files (r, tmp, error) || !hn_folder_commit (tmp, final_dir, &replaced, error))
     {
-      hn_checkpoint_remove_tree (tmp);
+      hn_folder_remove_tree (tmp);
       return FALSE;
     }
+  hn_train_log_replaced (r->job, final_dir, replaced);
   return TRUE;
 }
 
@@ -182,7 +186,7 @@ hn_train_encdec_job_run (HnJob *job, HnTrainJobOptions *o, gboolean seq2seq, GEr
   if (!hn_mkdir_p (o->out_dir, error))
     goto out;
 
-  Run r = { o, model };
+  Run r = { o, model, job };
   gint64 steps_per_epoch = (blocks->len + B - 1) / B;
   gint64 total = o->max_steps > 0 ? o->max_steps : o->epochs * steps_per_epoch;
   o->sched.total_steps = total;

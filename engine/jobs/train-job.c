@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "base/hn-util.h"
 #include "data/dataset.h"
 #include "jobs/hub-job.h"
@@ -66,6 +67,7 @@ hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GError **error
   hn_lora_config_init (&o->lcfg);
   o->quant = HN_DTYPE_F32;
   o->out_dir = g_strdup (hn_job_spec_get_string (spec, "out-dir"));
+  o->overwrite = hn_job_spec_get_bool (spec, "overwrite-output-dir");
   o->resume = g_strdup (hn_job_spec_get_string (spec, "resume-from-checkpoint"));
   o->metrics_file = g_strdup (hn_job_spec_get_string (spec, "metrics-file"));
   o->epochs = hn_job_spec_get_int (spec, "epochs");
@@ -178,6 +180,28 @@ hn_train_job_memory_request (const HnTrainJobOptions *o, HnMemoryRequest *req, c
 }
 
 gboolean
+hn_train_check_out_dir (HnJob *job, const HnTrainJobOptions *o, GError **error)
+{
+  const HnOutputInput inputs[] = {
+    { "--model-path", o->model_dir }, { "--tokenizer-path", o->tok_path }, { "--lora-adapter-path", o->adapter_path },
+  };
+  g_autoptr (GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+  if (!hn_output_dir_check (o->out_dir, inputs, G_N_ELEMENTS (inputs), o->resume, o->overwrite, HN_OUTPUT_WRITE_INTO,
+                            notes, error))
+    return FALSE;
+  for (guint i = 0; i < notes->len; i++)
+    hn_job_log (job, HN_LOG_WARNING, "%s", (char *) notes->pdata[i]);
+  return TRUE;
+}
+
+void
+hn_train_log_replaced (HnJob *job, const char *dir, gboolean replaced)
+{
+  if (replaced)
+    hn_job_log (job, HN_LOG_WARNING, "replaced the existing %s", dir);
+}
+
+gboolean
 hn_train_options_read (HnJob *job, HnTrainJobOptions *o, GError **error)
 {
   /* the Hub first: model, tokenizer and data are what a user sees fail first */
@@ -280,6 +304,7 @@ hn_train_copy_tokenizer_files (const char *src_dir, const char *dst_dir, GError 
 
 typedef struct {
   HnTrainJobOptions *o;
+  HnJob *job;
   HnTransformer *model;
   HnTrainGraph *graph;
   HnLoraAdapter *adapter;
@@ -308,14 +333,16 @@ write_files (Run *r, const char *tmp, gboolean sidecars, GError **error)
 static gboolean
 save_checkpoint (Run *r, const char *final_dir, GError **error)
 {
-  g_autofree char *tmp = hn_checkpoint_begin (final_dir, error);
+  g_autofree char *tmp = hn_folder_begin (final_dir, error);
   if (!tmp)
     return FALSE;
-  if (!write_files (r, tmp, TRUE, error) || !hn_checkpoint_commit (tmp, final_dir, error))
+  gboolean replaced = FALSE;
+  if (!write_files (r, tmp, TRUE, error) || !hn_folder_commit (tmp, final_dir, &replaced, error))
     {
-      hn_checkpoint_remove_tree (tmp);
+      hn_folder_remove_tree (tmp);
       return FALSE;
     }
+  hn_train_log_replaced (r->job, final_dir, replaced);
   return TRUE;
 }
 
@@ -450,8 +477,9 @@ hn_train_job_run (HnJob *job, GError **error)
   gboolean have_estimate = FALSE;
   g_autofree char *adapter_targets = NULL; /* declared before any goto out: freed on every path */
   r.o = &o;
+  r.job = job;
 
-  if (!hn_train_options_read (job, &o, error))
+  if (!hn_train_options_read (job, &o, error) || !hn_train_check_out_dir (job, &o, error))
     goto out;
   if (o.resume && !g_file_test (o.resume, G_FILE_TEST_IS_DIR))
     {
@@ -772,14 +800,20 @@ out:
 }
 
 gboolean
-hn_merge_lora_run (const char *model_dir, const char *adapter_dir, const char *out_dir, GError **error)
+hn_merge_lora_run (const char *model_dir, const char *adapter_dir, const char *out_dir, gboolean overwrite,
+                   GPtrArray *notes, GError **error)
 {
-  g_autofree char *tmp = hn_checkpoint_begin (out_dir, error);
+  /* the merged folder replaces out_dir as a whole: never the base model's
+   * or the adapter's folder, never a folder of other files unless asked */
+  const HnOutputInput inputs[] = { { "--model-path", model_dir }, { "--lora-adapter-path", adapter_dir } };
+  if (!hn_output_dir_check (out_dir, inputs, G_N_ELEMENTS (inputs), NULL, overwrite, HN_OUTPUT_REPLACE, notes, error))
+    return FALSE;
+  g_autofree char *tmp = hn_folder_begin (out_dir, error);
   if (!tmp)
     return FALSE;
-  if (!hn_lora_merge_model (model_dir, adapter_dir, tmp, error) || !hn_checkpoint_commit (tmp, out_dir, error))
+  if (!hn_lora_merge_model (model_dir, adapter_dir, tmp, error) || !hn_folder_commit (tmp, out_dir, NULL, error))
     {
-      hn_checkpoint_remove_tree (tmp);
+      hn_folder_remove_tree (tmp);
       return FALSE;
     }
   return TRUE;

@@ -38,6 +38,7 @@ typedef struct {
   gboolean shuffle, no_dropout, checkpointing;
   gboolean tok_from_model; /* tok_path is the model folder (no --tokenizer-path given) */
   HnDType quant;     /* QLoRA: the base's Linear weights packed into this (HN_DTYPE_F32 = as stored) */
+  gboolean overwrite;      /* --overwrite-output-dir */
   HnOptimConfig oc;
   HnLrSchedule sched;
   HnLoraConfig lcfg;
@@ -68,6 +69,11 @@ gboolean hn_train_job_memory_request (const HnTrainJobOptions *o, HnMemoryReques
 gboolean hn_train_job_run (HnJob *job, GError **error);
 
 /* merge-lora: a base model plus a PEFT adapter into a merged HF model folder. */
-gboolean hn_merge_lora_run (const char *model_dir, const char *adapter_dir, const char *out_dir, GError **error);
+/* out_dir is replaced as a whole; it may not be the model's or the
+ * adapter's folder (or hold one), nor an existing folder or link unless
+ * `overwrite` (--overwrite-output-dir); `notes` (may be NULL) gets what that
+ * replaces, for the log. */
+gboolean hn_merge_lora_run (const char *model_dir, const char *adapter_dir, const char *out_dir, gboolean overwrite,
+                            GPtrArray *notes, GError **error);
 
 G_END_DECLS

@@ -9,7 +9,8 @@
  *
  * A checkpoint is written into a hidden temporary folder next to it and
  * renamed into place, so a job killed mid-write leaves the previous
- * checkpoint intact and no half-written one under the final name. */
+ * checkpoint intact and no half-written one under the final name
+ * (base/hn-folder.h). */
 #pragma once
 #include "data/dataset.h"
 #include "transformer/transformer.h"
@@ -55,13 +56,5 @@ typedef struct {
 void hn_trainer_state_clear (HnTrainerState *st);
 gboolean hn_trainer_state_write (const HnTrainerState *st, const char *dir, GError **error);
 gboolean hn_trainer_state_read (HnTrainerState *st, const char *dir, GError **error);
-
-/* Atomic folder publishing: a fresh hidden temp folder next to `final_dir`,
- * and the rename of the finished folder into place (an existing folder of
- * that name is removed first). */
-char *hn_checkpoint_begin (const char *final_dir, GError **error);
-gboolean hn_checkpoint_commit (const char *tmp_dir, const char *final_dir, GError **error);
-/* Removes a folder tree (a failed temp folder). */
-void hn_checkpoint_remove_tree (const char *dir);
 
 G_END_DECLS

@@ -12,6 +12,7 @@
  * Needs HN_SHARED_DIR (stories260K tokenizer, tinyshakespeare.txt). */
 #include "hierarchos/hierarchos.h"
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
 
@@ -203,7 +204,7 @@ main (int argc, char **argv)
           t0 = now_s ();
           gboolean ok = hn_hier_train (m, &o, &losses[rt], &error);
           double secs = now_s () - t0;
-          hn_checkpoint_remove_tree (tmp);
+          hn_folder_remove_tree (tmp);
           if (!ok)
             return fail (error);
           printf ("{\"bench\":\"hierarchos-train\",\"runtime\":\"%s\",\"threads\":%u,\"steps\":%d,\"batch\":%d,"

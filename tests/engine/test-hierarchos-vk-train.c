@@ -4,6 +4,7 @@
  * Vulkan trainer against the CPU trainer. */
 #include "hierarchos/hierarchos-vk-private.h"
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "hier-test-util.h"
 #include "train/checkpoint.h"
 
@@ -315,7 +316,7 @@ test_adamw_losses (gconstpointer data)
       g_assert_cmpfloat (fabs (x - y), <, 2e-3);
       g_assert_cmpfloat (fabs (y - z), <, 1e-5);
     }
-  hn_checkpoint_remove_tree (dir);
+  hn_folder_remove_tree (dir);
 }
 
 int

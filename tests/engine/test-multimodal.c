@@ -5,6 +5,7 @@
  * llama logits; the vision tower is not run but survives a checkpoint
  * write; an unknown tensor inside the text model is still an error. */
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "formats/safetensors.h"
 #include "transformer/transformer.h"
 #include "parity-util.h"
@@ -98,8 +99,8 @@ check_layout (gboolean v5)
   g_assert_nonnull (hn_safetensors_lookup (back, v5 ? "model.language_model.layers.0.self_attn.q_proj.weight"
                                                     : "language_model.model.layers.0.self_attn.q_proj.weight"));
   hn_transformer_free (m);
-  hn_checkpoint_remove_tree (out);
-  hn_checkpoint_remove_tree (dir);
+  hn_folder_remove_tree (out);
+  hn_folder_remove_tree (dir);
 
   /* a tensor inside the text model that the graph does not know still fails closed */
   g_autofree char *bad = make_llava (fixture, v5, v5 ? "model.language_model.layers.0.mystery.weight"
@@ -107,7 +108,7 @@ check_layout (gboolean v5)
   g_assert_null (hn_transformer_load (ctx, bad, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_assert_nonnull (strstr (error->message, "mystery"));
-  hn_checkpoint_remove_tree (bad);
+  hn_folder_remove_tree (bad);
 }
 
 static void test_v5 (void) { check_layout (TRUE); }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "jobs/job.h"
 #include "test-device.h"
 #include "train/checkpoint.h"
@@ -283,7 +284,7 @@ main (int argc, char **argv)
   g_test_add_func ("/train-dp/uneven-batch", test_uneven_batch);
   g_test_add_func ("/train-dp/job-resume", test_job_resume);
   int rc = g_test_run ();
-  hn_checkpoint_remove_tree (tmp_root);
+  hn_folder_remove_tree (tmp_root);
   g_free (tmp_root);
   g_free (text_path);
   return rc;

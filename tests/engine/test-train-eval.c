@@ -11,6 +11,7 @@
 #include "test-device.h"
 #include "transformer/transformer.h"
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -176,7 +177,8 @@ test_stop_at_loss (void)
   const char *extra2[] = { "--max-steps", "2", "--stop-at-loss", "0.001", "--eval-split", "0.01", "--eval-steps", "1",
                            NULL };
   Seen s2 = { 0 };
-  g_assert_true (run (extra2, &s2, out, &error));
+  g_autofree char *out2 = g_build_filename (tmp_root, "stop-eval", NULL); /* a new folder: out holds the first run */
+  g_assert_true (run (extra2, &s2, out2, &error));
   g_assert_no_error (error);
   g_assert_cmpint (s2.last_step, ==, 2);
   g_assert_true (isfinite (g_array_index (s2.eval_loss, double, 0)));
@@ -220,7 +222,7 @@ main (int argc, char **argv)
   g_test_add_func ("/train-eval/stop-at-loss", test_stop_at_loss);
   g_test_add_func ("/train-eval/refused", test_refused);
   int rc = g_test_run ();
-  hn_checkpoint_remove_tree (tmp_root);
+  hn_folder_remove_tree (tmp_root);
   g_free (tmp_root);
   g_free (model);
   g_free (train_txt);

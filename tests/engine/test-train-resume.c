@@ -8,6 +8,7 @@
 #include <glib/gstdio.h>
 
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "formats/safetensors.h"
 #include "jobs/job.h"
 #include "test-device.h"
@@ -250,7 +251,7 @@ test_lora_finetune_and_merge (void)
 
   g_autofree char *merged = g_build_filename (tmp_root, "merged", NULL);
   g_autofree char *model = stories ();
-  g_assert_true (hn_merge_lora_run (model, out, merged, &error));
+  g_assert_true (hn_merge_lora_run (model, out, merged, FALSE, NULL, &error));
   g_assert_no_error (error);
   g_autoptr (HnSafetensors) st = hn_safetensors_open (merged, &error);
   g_assert_no_error (error);
@@ -273,7 +274,7 @@ main (int argc, char **argv)
   g_test_add_func ("/train/stop-and-save", test_stop_and_save);
   g_test_add_func ("/train/lora-finetune-merge", test_lora_finetune_and_merge);
   int rc = g_test_run ();
-  hn_checkpoint_remove_tree (tmp_root);
+  hn_folder_remove_tree (tmp_root);
   g_free (tmp_root);
   g_free (text_path);
   return rc;
