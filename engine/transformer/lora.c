@@ -486,6 +486,15 @@ hn_lora_adapter_load (const char *dir, GError **error)
       float *data = hn_safetensor_info_dup_f32 (t, error);
       if (!data)
         return NULL;
+      /* NaN or Inf weights would merge into every output of the module */
+      for (gint64 e = 0; e < (gint64) rows * cols; e++)
+        if (!isfinite (data[e]))
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "%s: tensor %s holds a non-finite value (%g at element %"
+                         G_GINT64_FORMAT "): the adapter is corrupt", path, name, (double) data[e], e);
+            g_free (data);
+            return NULL;
+          }
       if (is_b)
         {
           m->b = data;
@@ -511,6 +520,32 @@ hn_lora_adapter_load (const char *dir, GError **error)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: no LoRA tensors", path);
       return NULL;
+    }
+  /* PEFT puts LoRA layers only on the modules target_modules names and drops
+   * the tensors of any other: an adapter whose tensors are outside its own
+   * target_modules is inconsistent, and applying it (or not) would differ
+   * from what PEFT does */
+  for (guint i = 0; i < ad->modules->len; i++)
+    {
+      HnLoraModule *m = g_ptr_array_index (ad->modules, i);
+      if (!hn_lora_config_matches (&ad->config, m->module))
+        {
+          g_autofree char *targets = ad->config.all_linear ? g_strdup ("all-linear")
+                                     : ad->config.target_regex ? g_strdup (ad->config.target_regex)
+                                     : g_strjoinv (", ", ad->config.target_modules);
+          guint n_match = 0;
+          for (guint j = 0; j < ad->modules->len; j++)
+            n_match += hn_lora_config_matches (&ad->config, ((HnLoraModule *) ad->modules->pdata[j])->module);
+          if (n_match == 0)
+            g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                         "%s/adapter_config.json: target_modules (%s) match none of the adapter's %u modules (such as %s)",
+                         dir, targets, ad->modules->len, m->module);
+          else
+            g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                         "%s/adapter_config.json: the adapter has tensors for %s, which target_modules (%s) does not name",
+                         dir, m->module, targets);
+          return NULL;
+        }
     }
   g_ptr_array_sort (ad->modules, module_cmp);
   return g_steal_pointer (&ad);
@@ -564,6 +599,54 @@ hn_model_copy_side_files (const char *src_dir, const char *dst_dir, GError **err
   return TRUE;
 }
 
+/* The index of the first NaN or Inf among n values of a float dtype stored
+ * at data (any alignment), or -1; other dtypes have none. */
+static gint64
+first_nonfinite (HnStDtype dtype, const void *data, gsize n)
+{
+  const guint8 *p = data;
+  for (gsize i = 0; i < n; i++)
+    {
+      if (dtype == HN_ST_DTYPE_F32)
+        {
+          guint32 u;
+          memcpy (&u, p + 4 * i, 4);
+          if ((u & 0x7F800000u) == 0x7F800000u)
+            return (gint64) i;
+        }
+      else if (dtype == HN_ST_DTYPE_F16 || dtype == HN_ST_DTYPE_BF16)
+        {
+          guint16 h;
+          memcpy (&h, p + 2 * i, 2);
+          guint16 mask = dtype == HN_ST_DTYPE_F16 ? 0x7C00 : 0x7F80;
+          if ((h & mask) == mask)
+            return (gint64) i;
+        }
+      else if (dtype == HN_ST_DTYPE_F64)
+        {
+          double d;
+          memcpy (&d, p + 8 * i, 8);
+          if (!isfinite (d))
+            return (gint64) i;
+        }
+      else
+        return -1;
+    }
+  return -1;
+}
+
+/* merge-lora never writes a non-finite weight: it names the tensor instead */
+static gboolean
+check_finite (const char *what, const char *name, HnStDtype dtype, const void *data, gsize n, GError **error)
+{
+  gint64 bad = first_nonfinite (dtype, data, n);
+  if (bad < 0)
+    return TRUE;
+  g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "%s: tensor %s would hold a non-finite value (NaN or Inf at element %"
+               G_GINT64_FORMAT "); nothing was written", what, name, bad);
+  return FALSE;
+}
+
 gboolean
 hn_lora_merge_model (const char *model_dir, const char *adapter_dir, const char *out_dir, GError **error)
 {
@@ -594,7 +677,9 @@ hn_lora_merge_model (const char *model_dir, const char *adapter_dir, const char 
         }
       if (!m)
         {
-          if (!hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, FALSE, error))
+          g_autofree char *what = g_strdup_printf ("%s (the base model)", model_dir);
+          if (!check_finite (what, t->name, t->dtype, t->data, (gsize) t->n_elements, error) ||
+              !hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, FALSE, error))
             return FALSE;
           continue;
         }
@@ -624,6 +709,9 @@ hn_lora_merge_model (const char *model_dir, const char *adapter_dir, const char 
             wf[idx] += (float) (scaling * d);
           }
       gsize ne = (gsize) t->n_elements;
+      g_autofree char *merged = g_strdup_printf ("merging %s into %s", adapter_dir, model_dir);
+      if (!check_finite (merged, t->name, HN_ST_DTYPE_F32, wf, ne, error))
+        return FALSE;
       if (t->dtype == HN_ST_DTYPE_F32)
         {
           if (!hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, wf, ne * 4, TRUE, error))
@@ -634,6 +722,9 @@ hn_lora_merge_model (const char *model_dir, const char *adapter_dir, const char 
           g_autofree guint16 *h = g_new (guint16, ne);
           for (gsize e = 0; e < ne; e++)
             h[e] = t->dtype == HN_ST_DTYPE_F16 ? hn_st_f32_to_f16 (wf[e]) : hn_st_f32_to_bf16 (wf[e]);
+          /* a sum past the half-precision range rounds to Inf */
+          if (!check_finite (merged, t->name, t->dtype, h, ne, error))
+            return FALSE;
           if (!hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, h, ne * 2, TRUE, error))
             return FALSE;
         }

@@ -203,6 +203,134 @@ test_merge (void)
   g_rmdir (tmp);
 }
 
+/* dst/NAME <- src/NAME, with `from` replaced by `to` in the text when given */
+static void
+copy_file (const char *src, const char *dst, const char *name, const char *from, const char *to)
+{
+  g_autofree char *sp = g_build_filename (src, name, NULL), *dp = g_build_filename (dst, name, NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (sp, &text, &len, NULL));
+  if (from)
+    {
+      g_assert_nonnull (strstr (text, from));
+      g_auto (GStrv) parts = g_strsplit (text, from, -1);
+      g_free (text);
+      text = g_strjoinv (to, parts);
+      len = strlen (text);
+    }
+  g_assert_true (g_file_set_contents (dp, text, (gssize) len, NULL));
+}
+
+/* src's safetensors file `name` rewritten into dst as F32, element 3 of
+ * tensor `poison` set to NaN */
+static void
+copy_with_nan (const char *src, const char *dst, const char *name, const char *poison)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *sp = g_build_filename (src, name, NULL), *dp = g_build_filename (dst, name, NULL);
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (sp, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  gboolean found = FALSE;
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      float *f = hn_safetensor_info_dup_f32 (t, &error);
+      g_assert_no_error (error);
+      if (g_str_equal (t->name, poison))
+        {
+          f[3] = NAN;
+          found = TRUE;
+        }
+      g_assert_true (hn_safetensors_writer_add (w, t->name, HN_ST_DTYPE_F32, t->ndim, t->shape, f,
+                                                (gsize) t->n_elements * 4, TRUE, &error));
+      g_free (f);
+    }
+  g_assert_true (found);
+  g_assert_true (hn_safetensors_writer_write_file (w, dp, &error));
+  g_assert_no_error (error);
+}
+
+static void
+rm_dir (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  for (const char *n; d && (n = g_dir_read_name (d));)
+    {
+      g_autofree char *p = g_build_filename (dir, n, NULL);
+      g_remove (p);
+    }
+  g_rmdir (dir);
+}
+
+/* An adapter's tensors must be modules its own target_modules names: PEFT
+ * would drop the others (with target_modules matching none, the whole
+ * adapter), so applying them silently differs from PEFT. */
+static void
+test_targets_match_tensors (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *src = fixture ("llama_lora/adapter_final");
+  g_autofree char *tmp = g_dir_make_tmp ("hn-lora-XXXXXX", &error);
+  copy_file (src, tmp, "adapter_model.safetensors", NULL, NULL);
+  const char *none = "[\n    \"k_proj\",\n    \"o_proj\"\n  ]";
+  copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]", none);
+  g_assert_null (hn_lora_adapter_load (tmp, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "match none of the adapter's 4 modules"));
+  g_assert_nonnull (strstr (error->message, "k_proj, o_proj"));
+  g_clear_error (&error);
+  copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]", "[\"q_proj\"]");
+  g_assert_null (hn_lora_adapter_load (tmp, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "v_proj, which target_modules (q_proj) does not name"));
+  g_clear_error (&error);
+  /* the regex form PEFT also takes */
+  copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]",
+             "\"model\\\\.layers\\\\.\\\\d+\\\\.self_attn\\\\.(q|v)_proj\"");
+  g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (tmp, &error);
+  g_assert_no_error (error);
+  rm_dir (tmp);
+}
+
+/* NaN in an adapter is refused at load, naming the tensor; merge-lora never
+ * writes a NaN weight, whether from the base model or from the merge. */
+static void
+test_nan_refused (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *src = fixture ("llama_lora/adapter_final");
+  g_autofree char *tmp = g_dir_make_tmp ("hn-lora-XXXXXX", &error);
+  copy_file (src, tmp, "adapter_config.json", NULL, NULL);
+  const char *bt = "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight";
+  copy_with_nan (src, tmp, "adapter_model.safetensors", bt);
+  g_assert_null (hn_lora_adapter_load (tmp, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NUMERIC);
+  g_assert_nonnull (strstr (error->message, bt));
+  g_assert_nonnull (strstr (error->message, "adapter_model.safetensors"));
+  g_clear_error (&error);
+  rm_dir (tmp);
+
+  const char *poison[] = { "model.embed_tokens.weight", "model.layers.1.self_attn.v_proj.weight" };
+  g_autofree char *base = fixture ("llama");
+  for (int i = 0; i < 2; i++)
+    {
+      g_autofree char *mdir = g_dir_make_tmp ("hn-lora-XXXXXX", &error);
+      copy_file (base, mdir, "config.json", NULL, NULL);
+      copy_with_nan (base, mdir, "model.safetensors", poison[i]);
+      g_autofree char *out = g_dir_make_tmp ("hn-merge-XXXXXX", &error);
+      g_assert_false (hn_lora_merge_model (mdir, src, out, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_NUMERIC);
+      g_assert_nonnull (strstr (error->message, poison[i]));
+      g_clear_error (&error);
+      g_autofree char *w = g_build_filename (out, "model.safetensors", NULL);
+      g_assert_false (g_file_test (w, G_FILE_TEST_EXISTS));
+      rm_dir (out);
+      rm_dir (mdir);
+    }
+}
+
 /* peft's logits with the initial adapter (lora_B non-zero) of llama_lora and
  * gpt2_lora, from the model with the adapter attached. */
 static void
@@ -269,6 +397,8 @@ main (int argc, char **argv)
   g_test_add_func ("/lora/targets-init", test_targets_and_init);
   g_test_add_func ("/lora/bad-config", test_bad_config);
   g_test_add_func ("/lora/merge", test_merge);
+  g_test_add_func ("/lora/targets-match-tensors", test_targets_match_tensors);
+  g_test_add_func ("/lora/nan-refused", test_nan_refused);
   g_test_add_func ("/lora/attach-generation", test_attach);
   return g_test_run ();
 }
