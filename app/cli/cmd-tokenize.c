@@ -81,6 +81,16 @@ hn_cmd_tokenize (int argc, char **argv)
       g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       if (!parse_ids (decode, ids, &error))
         return hn_cli_fail (error);
+      /* decoding skips ids without a token (a model's padded rows), as
+       * tokenizers does; ids typed by hand that are not tokens are an error */
+      for (guint i = 0; i < ids->len; i++)
+        {
+          int32_t id = g_array_index (ids, int32_t, i);
+          if (!hn_tokenizer_id_to_token (tok, id))
+            return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                                             "--decode: token id %d is not in the vocabulary of %s (%d ids)", id,
+                                             tokenizer, hn_tokenizer_get_vocab_size (tok)));
+        }
       g_autofree char *out = hn_tokenizer_decode (tok, (const int32_t *) ids->data, ids->len, skip_special, &error);
       if (!out)
         return hn_cli_fail (error);

@@ -88,6 +88,25 @@ hn_file_read_bounded (const char *path, gsize max_bytes, const char *what, char 
   return TRUE;
 }
 
+const char *
+hn_utf8_problem (const char *data, gsize len, gsize *at)
+{
+  const char *nul = memchr (data, '\0', len);
+  const char *bad = NULL;
+  /* the first problem wins: invalid bytes before the NUL are reported as such */
+  if (!g_utf8_validate_len (data, nul ? (gsize) (nul - data) : len, &bad))
+    {
+      *at = (gsize) (bad - data);
+      return "invalid UTF-8";
+    }
+  if (nul)
+    {
+      *at = (gsize) (nul - data);
+      return "a NUL byte";
+    }
+  return NULL;
+}
+
 /* ---- fault injection (see hn-util.h) ---- */
 
 static gint64 fault_write_budget = -1, fault_vk_alloc = 0;

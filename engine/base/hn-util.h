@@ -25,6 +25,11 @@ gboolean hn_file_read_bounded (const char *path, gsize max_bytes, const char *wh
 /* Creates `path` and its parents (mode 0755). */
 gboolean hn_mkdir_p (const char *path, GError **error);
 
+/* What keeps data[0..len) from being UTF-8 text, or NULL when nothing does:
+ * "a NUL byte" or "invalid UTF-8", at byte *at. (GLib's validation calls
+ * a NUL byte invalid UTF-8, which misleads: the text is UTF-8, with a NUL.) */
+const char *hn_utf8_problem (const char *data, gsize len, gsize *at);
+
 /* Folder under the user cache dir (created), e.g. ~/.cache/hierarchos-native/<sub>. */
 char *hn_user_cache_dir (const char *sub);
 

@@ -820,6 +820,34 @@ ids_to_string (const int32_t *ids, guint n)
   return g_string_free (s, FALSE);
 }
 
+static gboolean
+has_text (GArray *pieces)
+{
+  for (guint i = 0; i < pieces->len; i++)
+    {
+      const Piece *p = &g_array_index (pieces, Piece, i);
+      if (p->text && p->text[0])
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Counts a row that yields no example, with the first reason kept. */
+static void
+drop_row (Loader *L, HnDatasetStats *stats, guint64 line, const char *detail)
+{
+  g_autofree char *why = g_strdup_printf ("%s:%" G_GUINT64_FORMAT ": dropped: %s", L->display, line, detail);
+  stats->rows_dropped++;
+  set_reason (stats->first_drop_reason, why);
+  if (L->preview)
+    {
+      HnDatasetPreviewRow *pr = preview_row_new (line);
+      pr->dropped = TRUE;
+      pr->reason = g_strdup (detail);
+      g_ptr_array_add (L->preview, pr);
+    }
+}
+
 /* Processes one parsed row. Returns FALSE with `error` for a malformed row;
  * fatal errors (tokenizer failures) set *fatal. */
 static gboolean
@@ -876,6 +904,12 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
     {
       if (!row_pieces (L, row, pieces, fatal, error))
         return FALSE;
+      if (L->shape == HN_DATASET_SHAPE_TEXT && !has_text (pieces))
+        {
+          /* an empty text is no example: it would train on the special tokens alone (<s></s>) */
+          drop_row (L, stats, line, "the text is empty");
+          return TRUE;
+        }
       GError *tok_error = NULL;
       if (!tokenize_pieces (L, pieces, ids, labels, weights, &tok_error))
         {
@@ -1038,9 +1072,11 @@ load_txt (Loader *L, HnDatasetStats *stats, GError **error)
   gsize len;
   if (!hn_file_read_bounded (L->path, HN_MAX_TEXT_BYTES, "text dataset", &data, &len, error))
     return FALSE;
-  if (!g_utf8_validate (data, len, NULL))
+  gsize at = 0;
+  const char *why = hn_utf8_problem (data, len, &at);
+  if (why)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the text file is not valid UTF-8", L->display);
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the text file has %s at byte %zu", L->display, why, at);
       return FALSE;
     }
   L->shape = stats->shape = HN_DATASET_SHAPE_TEXT;
@@ -1191,11 +1227,13 @@ load_jsonl (Loader *L, HnDatasetStats *stats, GError **error)
       if (cancelled (L, error))
         return FALSE;
       GError *row_error = NULL;
+      gsize at = 0;
+      const char *why = NULL;
       if (too_long)
         g_set_error (&row_error, HN_ERROR, HN_ERROR_CORRUPT, "the line is longer than %u MiB, the limit for one JSONL row",
                      HN_MAX_JSONL_LINE_BYTES >> 20);
-      else if (strlen (text) != len || !g_utf8_validate (text, len, NULL))
-        g_set_error (&row_error, HN_ERROR, HN_ERROR_CORRUPT, "the line is not valid UTF-8 text");
+      else if ((why = hn_utf8_problem (text, len, &at)))
+        g_set_error (&row_error, HN_ERROR, HN_ERROR_CORRUPT, "the line has %s at byte %zu", why, at);
       else if (!hn_json_parser_load (parser, text, (gssize) len, "row", &row_error))
         {
           g_autofree char *m = g_strdup_printf ("invalid JSON (%s)", row_error->message);

@@ -103,6 +103,31 @@ g_int (GCtx *c, const char *key, gint64 *out)
     gtype_error (c, key, "an integer");
 }
 
+/* A count or length: an integer in [min, G_MAXINT32] (the generator keeps
+ * them as int); -1 is the "unset" value inside, so a negative one in the
+ * file must not read as unset. */
+static void
+g_count (GCtx *c, const char *key, gint64 *out, gint64 min)
+{
+  JsonNode *n = gmember (c, key);
+  gint64 v = 0;
+  if (!n)
+    return;
+  if (!hn_json_node_get_int (n, &v))
+    {
+      gtype_error (c, key, "an integer");
+      return;
+    }
+  if (v < min || v > G_MAXINT32)
+    {
+      g_set_error (&c->err, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: \"%s\" is %" G_GINT64_FORMAT ", out of range (it must be %" G_GINT64_FORMAT " to %d)", c->file,
+                   key, v, min, G_MAXINT32);
+      return;
+    }
+  *out = v;
+}
+
 static void
 g_dbl (GCtx *c, const char *key, double *out)
 {
@@ -164,21 +189,21 @@ read_gen_fields (GCtx *c, HnGenerationConfig *g, gboolean ids_too)
 {
   g_tri (c, "do_sample", &g->do_sample);
   g_dbl (c, "temperature", &g->temperature);
-  g_int (c, "top_k", &g->top_k);
+  g_count (c, "top_k", &g->top_k, 0);
   g_dbl (c, "top_p", &g->top_p);
   g_dbl (c, "min_p", &g->min_p);
   g_dbl (c, "typical_p", &g->typical_p);
   g_dbl (c, "epsilon_cutoff", &g->epsilon_cutoff);
   g_dbl (c, "eta_cutoff", &g->eta_cutoff);
   g_dbl (c, "repetition_penalty", &g->repetition_penalty);
-  g_int (c, "no_repeat_ngram_size", &g->no_repeat_ngram_size);
-  g_int (c, "min_new_tokens", &g->min_new_tokens);
-  g_int (c, "max_new_tokens", &g->max_new_tokens);
-  g_int (c, "min_length", &g->min_length);
-  g_int (c, "max_length", &g->max_length);
-  g_int (c, "num_beams", &g->num_beams);
+  g_count (c, "no_repeat_ngram_size", &g->no_repeat_ngram_size, 0);
+  g_count (c, "min_new_tokens", &g->min_new_tokens, 0);
+  g_count (c, "max_new_tokens", &g->max_new_tokens, 1);
+  g_count (c, "min_length", &g->min_length, 0);
+  g_count (c, "max_length", &g->max_length, 1);
+  g_count (c, "num_beams", &g->num_beams, 1);
   g_dbl (c, "length_penalty", &g->length_penalty);
-  g_int (c, "num_return_sequences", &g->num_return_sequences);
+  g_count (c, "num_return_sequences", &g->num_return_sequences, 1);
   g_tri (c, "use_cache", &g->use_cache);
   JsonNode *es = gmember (c, "early_stopping");
   if (es)

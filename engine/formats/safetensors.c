@@ -106,6 +106,40 @@ hn_st_f32_to_bf16 (float f)
   return (guint16) (u >> 16);
 }
 
+gint64
+hn_st_first_nonfinite (HnStDtype dtype, const void *data, gsize n)
+{
+  const guint8 *p = data;
+  for (gsize i = 0; i < n; i++)
+    {
+      if (dtype == HN_ST_DTYPE_F32)
+        {
+          guint32 u;
+          memcpy (&u, p + 4 * i, 4);
+          if ((u & 0x7F800000u) == 0x7F800000u)
+            return (gint64) i;
+        }
+      else if (dtype == HN_ST_DTYPE_F16 || dtype == HN_ST_DTYPE_BF16)
+        {
+          guint16 h;
+          memcpy (&h, p + 2 * i, 2);
+          guint16 mask = dtype == HN_ST_DTYPE_F16 ? 0x7C00 : 0x7F80;
+          if ((h & mask) == mask)
+            return (gint64) i;
+        }
+      else if (dtype == HN_ST_DTYPE_F64)
+        {
+          double d;
+          memcpy (&d, p + 8 * i, 8);
+          if (!isfinite (d))
+            return (gint64) i;
+        }
+      else
+        return -1;
+    }
+  return -1;
+}
+
 guint16
 hn_st_f32_to_f16 (float f)
 {

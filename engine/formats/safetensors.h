@@ -57,6 +57,9 @@ float hn_st_f16_to_f32 (guint16 h);
 float hn_st_bf16_to_f32 (guint16 h);
 guint16 hn_st_f32_to_f16 (float f);
 guint16 hn_st_f32_to_bf16 (float f);
+/* The index of the first NaN or Inf among n values of a float dtype stored
+ * at data (any alignment), or -1; integer dtypes have none. */
+gint64 hn_st_first_nonfinite (HnStDtype dtype, const void *data, gsize n);
 
 typedef struct {
   const char *name;

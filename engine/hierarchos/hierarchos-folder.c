@@ -95,9 +95,11 @@ hn_hier_load_training_tokens (const char *const *files, const char *tokenizer_pa
       gsize len = 0;
       if (!hn_file_read_bounded (f, HN_MAX_TEXT_BYTES, "text file", &text, &len, error))
         return NULL;
-      if (!g_utf8_validate (text, (gssize) len, NULL))
+      gsize at = 0;
+      const char *why = hn_utf8_problem (text, len, &at);
+      if (why)
         {
-          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not UTF-8 text", f);
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s at byte %zu", f, why, at);
           return NULL;
         }
       if (!hn_tokenizer_encode (tok, text, (gssize) len, TRUE, ids, error))

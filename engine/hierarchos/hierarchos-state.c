@@ -214,17 +214,28 @@ read_cell (JsonObject *root, const char *name, HnHierCellState *c, int W, int N,
   const char *layout = hn_json_object_get_string (o, "layout");
   const char *mode = hn_json_object_get_string (o, "state_readout_mode");
   JsonArray *shape = get_array (o, "shape");
-  if (!get_int (o, "hidden", &hidden) || !get_int (o, "head_size", &hs) || !get_int (o, "state_size", &ss) ||
-      g_strcmp0 (layout, PACKED_LAYOUT) != 0 || g_strcmp0 (mode, "explicit-output") != 0 || hidden != W || hs != N ||
-      ss != 4 + N || !shape || json_array_get_length (shape) != 3 || json_array_get_int_element (shape, 0) != 1 ||
-      json_array_get_int_element (shape, 1) != W || json_array_get_int_element (shape, 2) != 4 + N)
+#define MISMATCH(...) do { g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, __VA_ARGS__); return FALSE; } while (0)
+  /* each check says what it found: one message for all of them named the
+   * hidden size even when that matched */
+  if (!get_int (o, "hidden", &hidden) || !get_int (o, "head_size", &hs) || !get_int (o, "state_size", &ss))
+    MISMATCH ("%s: %s: 'hidden', 'head_size' and 'state_size' must be integers", path, name);
+  if (hidden != W || hs != N)
+    MISMATCH ("%s: %s geometry does not match this model (saved hidden=%" G_GINT64_FORMAT " head_size=%" G_GINT64_FORMAT
+              "; the model has hidden=%d head_size=%d)", path, name, hidden, hs, W, N);
+  if (ss != 4 + N)
+    MISMATCH ("%s: %s: state_size %" G_GINT64_FORMAT " is not head_size + 4 (%d)", path, name, ss, 4 + N);
+  if (g_strcmp0 (layout, PACKED_LAYOUT) != 0 || g_strcmp0 (mode, "explicit-output") != 0)
+    MISMATCH ("%s: %s: layout '%s' and state_readout_mode '%s' must be '" PACKED_LAYOUT "' and 'explicit-output'", path,
+              name, layout ? layout : "(none)", mode ? mode : "(none)");
+  const gint64 want[3] = { 1, W, 4 + N };
+  for (guint i = 0; i < 3; i++)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                   "%s: %s geometry/layout does not match this model (saved hidden=%" G_GINT64_FORMAT " head_size=%"
-                   G_GINT64_FORMAT "; the model has hidden=%d head_size=%d, layout " PACKED_LAYOUT ")",
-                   path, name, hidden, hs, W, N);
-      return FALSE;
+      JsonNode *e = shape && json_array_get_length (shape) == 3 ? json_array_get_element (shape, i) : NULL;
+      if (!e || !JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_INT64 ||
+          json_node_get_int (e) != want[i])
+        MISMATCH ("%s: %s: 'shape' must be [1, %d, %d] (three integers) for this model", path, name, W, 4 + N);
     }
+#undef MISMATCH
   int sz = 4 + N;
   g_autofree float *packed = g_new (float, (gsize) W * sz);
   if (!read_floats (o, "values", packed, (gsize) W * sz, path, error))

@@ -325,6 +325,8 @@ hn_chat_job_run (HnJob *job, GError **error)
   HnGenerateOptions opt;
   hn_generate_options_init (&opt);
   gboolean ok = transformer_chat (job, model_dir, &opt, error);
+  if (!ok)
+    hn_generate_job_explain_numeric (error, model_dir);
   hn_generate_options_clear (&opt);
   return ok;
 }

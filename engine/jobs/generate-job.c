@@ -9,6 +9,7 @@
 #include "formats/gen-config.h"
 #include "jobs/hub-job.h"
 #include "formats/model-config.h"
+#include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "jobs/hierarchos-job.h"
 #include "transformer/lora.h"
@@ -692,6 +693,27 @@ hn_generate_job_policy (HnJob *job, const HnGeneratePolicy *p, const char *model
   return ok;
 }
 
+/* transformers warns the same way: positions past max_position_embeddings
+ * are outside what the model was trained on (it may degrade or fail) */
+static void
+warn_positions (HnJob *job, const HnModelConfig *mc, const HnGenerateOptions *opt, GPtrArray *prompts)
+{
+  if (mc->max_position_embeddings <= 0)
+    return;
+  gint64 longest = 0;
+  for (guint i = 0; i < prompts->len; i++)
+    {
+      gint64 n = ((GArray *) prompts->pdata[i])->len;
+      gint64 total = opt->max_new_tokens > 0 ? n + opt->max_new_tokens : MAX (n, opt->max_length);
+      longest = MAX (longest, total);
+    }
+  if (longest > mc->max_position_embeddings)
+    hn_job_log (job, HN_LOG_WARNING,
+                "this generation may reach %" G_GINT64_FORMAT " tokens, past the model's max_position_embeddings (%"
+                G_GINT64_FORMAT "): positions after it are outside what the model was trained on, and the output may "
+                "degrade", longest, mc->max_position_embeddings);
+}
+
 static gboolean
 generate_with (HnJob *job, const HnGenerateJobOptions *jo, const char *model_dir, HnModelConfig *mc,
                HnGenerateOptions *opt, GError **error)
@@ -718,6 +740,7 @@ generate_with (HnJob *job, const HnGenerateJobOptions *jo, const char *model_dir
   g_autoptr (GPtrArray) prompts = read_prompts (jo, tok, tok_error, error);
   if (!prompts)
     return FALSE;
+  warn_positions (job, mc, opt, prompts);
   if (opt->eos_token_ids->len == 0 && tok)
     {
       gsize n_eos;
@@ -792,6 +815,30 @@ generate_with (HnJob *job, const HnGenerateJobOptions *jo, const char *model_dir
   return TRUE;
 }
 
+void
+hn_generate_job_explain_numeric (GError **error, const char *model_dir)
+{
+  if (!error || !*error || !g_error_matches (*error, HN_ERROR, HN_ERROR_NUMERIC) || !model_dir)
+    return;
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, NULL);
+  if (!st)
+    return;
+  g_autofree char *why = NULL;
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st) && !why; i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      gint64 bad = hn_st_first_nonfinite (t->dtype, t->data, (gsize) t->n_elements);
+      if (bad >= 0)
+        why = g_strdup_printf ("tensor %s in %s holds NaN or Inf (element %" G_GINT64_FORMAT ")", t->name, t->file,
+                               bad);
+    }
+  if (!why)
+    why = g_strdup_printf ("the weights in %s are all finite, so the values overflowed in the computation", model_dir);
+  GError *e = g_error_new (HN_ERROR, HN_ERROR_NUMERIC, "%s: %s", (*error)->message, why);
+  g_clear_error (error);
+  *error = e;
+}
+
 gboolean
 hn_transformer_generate_job_run (HnJob *job, GError **error)
 {
@@ -829,6 +876,8 @@ hn_transformer_generate_job_run (HnJob *job, GError **error)
   HnGenerateOptions opt;
   hn_generate_options_init (&opt);
   gboolean ok = generate_with (job, &jo, model_dir, mc, &opt, error);
+  if (!ok)
+    hn_generate_job_explain_numeric (error, model_dir);
   hn_generate_options_clear (&opt);
   return ok;
 }

@@ -59,6 +59,12 @@ gboolean hn_generate_job_policy (HnJob *job, const HnGeneratePolicy *p, const ch
 /* Loads the adapter folder and attaches it to `model` in device memory. */
 gboolean hn_generate_job_attach_adapter (HnJob *job, HnTransformer *model, const char *adapter_dir, GError **error);
 
+/* A numeric error of generation ("NaN logits") names no file: this adds the
+ * first tensor of model_dir's weights that holds NaN or Inf, or says the
+ * weights are finite (the values overflowed in the computation). Other
+ * errors are left as they are. */
+void hn_generate_job_explain_numeric (GError **error, const char *model_dir);
+
 /* The "chat" job kind: Hierarchos model folders go to hn_hier_chat_job_run; Transformer
  * decoders chat through their chat template (chat-job.c). */
 gboolean hn_chat_job_run (HnJob *job, GError **error);

@@ -11,11 +11,13 @@
 typedef struct {
   const char *s, *end, *start; /* start: the document, for offsets */
   const char *file;
+  char why[64];                /* the last failure, for errors about a value's shape */
 } Scan;
 
 static gboolean
 fail (Scan *sc, const char *what, GError **error)
 {
+  g_snprintf (sc->why, sizeof sc->why, "%s", what);
   g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: not valid JSON at byte %zu: %s", sc->file,
                (gsize) (sc->s - sc->start), what);
   return FALSE;
@@ -280,7 +282,14 @@ hn_tok_json_read_vocab (HnModel *m, const char *file, const char *data, gsize le
           g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: vocabulary entry '%s' is not an integer id", file, key->str);
           return FALSE;
         }
-      if (!hn_model_add_token (m, key->str, (int32_t) CLAMP (v, -1.0, (double) G_MAXINT32), file, error))
+      /* the id as written in the error: clamping it first showed -3 as -1 */
+      if (v < 0 || v > (1 << 26))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: token '%s' has an invalid id %.0f (ids are 0 to %d)", file,
+                       key->str, v, 1 << 26);
+          return FALSE;
+        }
+      if (!hn_model_add_token (m, key->str, (int32_t) v, file, error))
         return FALSE;
       if (!next_or_close (&sc, '}', &more, error))
         return FALSE;
@@ -306,20 +315,36 @@ hn_tok_json_read_merges (HnModel *m, const char *file, const char *data, gsize l
   for (gboolean more = TRUE; more; i++)
     {
       skip_ws (&sc);
+      g_autoptr (GError) shape = NULL;
+      /* well-formed JSON of the wrong shape ([1, 2], ["a"], ["a", "b", "c"]) is
+       * reported as the merge it is, with the scanner's detail */
       if (sc.s < sc.end && *sc.s == '[')
         {
           sc.s++;
           skip_ws (&sc);
-          if (!read_string (&sc, a, error) || !expect (&sc, ',', error))
-            return FALSE;
-          skip_ws (&sc);
-          if (!read_string (&sc, b, error) || !expect (&sc, ']', error))
-            return FALSE;
+          if (read_string (&sc, a, &shape) && expect (&sc, ',', &shape))
+            {
+              skip_ws (&sc);
+              if (read_string (&sc, b, &shape))
+                expect (&sc, ']', &shape);
+            }
+          if (shape)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                           "%s: model.merges[%u] is not a pair of two strings [\"a\", \"b\"] (%s)", file, i,
+                           sc.why);
+              return FALSE;
+            }
         }
       else
         {
-          if (!read_string (&sc, a, error))
-            return FALSE;
+          if (!read_string (&sc, a, &shape))
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                           "%s: model.merges[%u] is neither a string \"a b\" nor a pair [\"a\", \"b\"] (%s)", file,
+                           i, sc.why);
+              return FALSE;
+            }
           const char *sp = strchr (a->str, ' ');
           if (!sp || sp == a->str || sp[1] == '\0' || strchr (sp + 1, ' '))
             {

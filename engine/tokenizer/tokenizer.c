@@ -5,6 +5,8 @@
 #include "tokenizer-private.h"
 #include <string.h>
 
+#include "base/hn-util.h"
+
 /* ---- small shared helpers ---- */
 
 const char *
@@ -301,16 +303,11 @@ hn_tokenizer_encode (HnTokenizer *tok, const char *text, gssize len, gboolean ad
 {
   g_return_val_if_fail (tok && text && ids_out, FALSE);
   gsize n = len < 0 ? strlen (text) : (gsize) len;
-  const char *bad = NULL;
-  if (!g_utf8_validate_len (text, n, &bad))
+  gsize at = 0;
+  const char *why = hn_utf8_problem (text, n, &at);
+  if (why)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "text to tokenize is not valid UTF-8 (at byte %zu)",
-                   (gsize) (bad - text));
-      return FALSE;
-    }
-  if (memchr (text, '\0', n))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "text to tokenize contains a NUL byte");
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "text to tokenize has %s at byte %zu", why, at);
       return FALSE;
     }
   if (add_special_tokens)
@@ -632,10 +629,16 @@ read_added_tokens (HnTokenizer *tok, JsonObject *root, const char *file, GError 
       JsonObject *o = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
       const char *content = hn_tok_json_str (o, "content");
       JsonNode *idn = o ? json_object_get_member (o, "id") : NULL;
-      if (!content || !*content || !idn || !JSON_NODE_HOLDS_VALUE (idn) || json_node_get_value_type (idn) != G_TYPE_INT64
-          || json_node_get_int (idn) < 0 || json_node_get_int (idn) > (1 << 26))
+      if (idn && JSON_NODE_HOLDS_VALUE (idn) && json_node_get_value_type (idn) == G_TYPE_INT64 &&
+          (json_node_get_int (idn) < 0 || json_node_get_int (idn) > (1 << 26)))
         {
-          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: added_tokens[%u] needs a non-empty content and a valid id", file, i);
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: added_tokens[%u] has an invalid id %" G_GINT64_FORMAT
+                       " (ids are 0 to %d)", file, i, json_node_get_int (idn), 1 << 26);
+          return FALSE;
+        }
+      if (!content || !*content || !idn || !JSON_NODE_HOLDS_VALUE (idn) || json_node_get_value_type (idn) != G_TYPE_INT64)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: added_tokens[%u] needs a non-empty content and an integer id", file, i);
           return FALSE;
         }
       gboolean special = hn_tok_json_bool (o, "special", FALSE);

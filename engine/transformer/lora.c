@@ -599,47 +599,11 @@ hn_model_copy_side_files (const char *src_dir, const char *dst_dir, GError **err
   return TRUE;
 }
 
-/* The index of the first NaN or Inf among n values of a float dtype stored
- * at data (any alignment), or -1; other dtypes have none. */
-static gint64
-first_nonfinite (HnStDtype dtype, const void *data, gsize n)
-{
-  const guint8 *p = data;
-  for (gsize i = 0; i < n; i++)
-    {
-      if (dtype == HN_ST_DTYPE_F32)
-        {
-          guint32 u;
-          memcpy (&u, p + 4 * i, 4);
-          if ((u & 0x7F800000u) == 0x7F800000u)
-            return (gint64) i;
-        }
-      else if (dtype == HN_ST_DTYPE_F16 || dtype == HN_ST_DTYPE_BF16)
-        {
-          guint16 h;
-          memcpy (&h, p + 2 * i, 2);
-          guint16 mask = dtype == HN_ST_DTYPE_F16 ? 0x7C00 : 0x7F80;
-          if ((h & mask) == mask)
-            return (gint64) i;
-        }
-      else if (dtype == HN_ST_DTYPE_F64)
-        {
-          double d;
-          memcpy (&d, p + 8 * i, 8);
-          if (!isfinite (d))
-            return (gint64) i;
-        }
-      else
-        return -1;
-    }
-  return -1;
-}
-
 /* merge-lora never writes a non-finite weight: it names the tensor instead */
 static gboolean
 check_finite (const char *what, const char *name, HnStDtype dtype, const void *data, gsize n, GError **error)
 {
-  gint64 bad = first_nonfinite (dtype, data, n);
+  gint64 bad = hn_st_first_nonfinite (dtype, data, n);
   if (bad < 0)
     return TRUE;
   g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "%s: tensor %s would hold a non-finite value (NaN or Inf at element %"

@@ -1,5 +1,7 @@
 /* Runs `hierarchos-native-cli tokenize` as a user would and checks what it prints. */
 #include "cli-util.h"
+
+#include <glib/gstdio.h>
 #include <glib.h>
 #include <string.h>
 
@@ -48,11 +50,33 @@ test_errors (void)
   g_assert_nonnull (strstr (err5, "--tokenizer is given twice"));
 }
 
+/* ids typed by hand that are no token are an error, not dropped; a NUL
+ * byte in the input is named as one, not as invalid UTF-8 */
+static void
+test_unknown_id_and_nul (void)
+{
+  g_autofree char *tok = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  int status;
+  g_autofree char *err = NULL, *err2 = NULL;
+  g_autofree char *out = cli_run (&status, &err, "tokenize", "--tokenizer", tok, "--decode", "1,2,99999", NULL);
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  g_assert_nonnull (strstr (err, "token id 99999 is not in the vocabulary"));
+  g_autofree char *dir = g_dir_make_tmp ("hn-cli-tok-XXXXXX", NULL);
+  g_autofree char *f = g_build_filename (dir, "nul.txt", NULL);
+  g_assert_true (g_file_set_contents (f, "ab\0c", 4, NULL));
+  g_autofree char *out2 = cli_run (&status, &err2, "tokenize", "--tokenizer", tok, "--input-file", f, NULL);
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  g_assert_nonnull (strstr (err2, "a NUL byte at byte 2"));
+  g_unlink (f);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cli/tokenize/round-trip", test_round_trip);
   g_test_add_func ("/cli/tokenize/errors", test_errors);
+  g_test_add_func ("/cli/tokenize/unknown-id-and-nul", test_unknown_id_and_nul);
   return g_test_run ();
 }

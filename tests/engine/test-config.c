@@ -465,6 +465,21 @@ test_generation_config (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
   g_assert_nonnull (strstr (error->message, "generation_config.json: \"temperature\" must be a number"));
   g_clear_error (&error);
+  /* counts are range-checked as written: -1 is not "unset", 2^40 is not 0 */
+  const char *counts[][2] = {
+    { "{\"max_length\": -1}", "\"max_length\" is -1, out of range" },
+    { "{\"max_new_tokens\": 1099511627776}", "\"max_new_tokens\" is 1099511627776, out of range" },
+    { "{\"num_beams\": -2}", "\"num_beams\" is -2, out of range" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (counts); i++)
+    {
+      g_assert_true (g_file_set_contents (path, counts[i][0], -1, NULL));
+      g_assert_null (hn_generation_config_resolve (dir, mc, NULL, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+      if (!strstr (error->message, counts[i][1]))
+        g_error ("%s: got '%s'", counts[i][0], error->message);
+      g_clear_error (&error);
+    }
   g_assert_true (g_file_set_contents (path, "{\"temperature\": 0.5\n \"top_k\": 3}", -1, NULL));
   g_assert_null (hn_generation_config_load (dir, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);

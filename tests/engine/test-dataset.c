@@ -404,7 +404,7 @@ test_malformed (void)
     { "{\"prompt\": \"a\"}", "malformed-1.jsonl:1: missing \"completion\"" },
     { "[1, 2]", "malformed-1.jsonl:1: the row is not a JSON object" },
     { "{\"prompt\": 5, \"completion\": \"x\"}", "malformed-1.jsonl:1: \"prompt\" must be a string" },
-    { "{\"prompt\": \"\xff\", \"completion\": \"x\"}", "malformed-1.jsonl:1: the line is not valid UTF-8" },
+    { "{\"prompt\": \"\xff\", \"completion\": \"x\"}", "malformed-1.jsonl:1: the line has invalid UTF-8 at byte 12" },
     { "{\"weird\": 1}", "malformed-1.jsonl:1: cannot tell the dataset shape from the keys \"weird\"" },
   };
   g_autofree char *dir = g_dir_make_tmp ("hn-dataset-XXXXXX", NULL);
@@ -421,6 +421,13 @@ test_malformed (void)
       if (!strstr (e2->message, rows[k].msg))
         g_error ("row %u: got '%s', want '%s'", k, e2->message, rows[k].msg);
     }
+  /* a NUL byte is named as one, not as invalid UTF-8 */
+  g_assert_true (g_file_set_contents (tmp, "{\"text\": \"a\0b\"}", 15, NULL));
+  o.shape = HN_DATASET_SHAPE_AUTO;
+  g_autoptr (GError) e5 = NULL;
+  g_autoptr (HnDataset) d5 = hn_dataset_load (tmp, tok, &o, &e5);
+  g_assert_null (d5);
+  g_assert_nonnull (strstr (e5->message, "malformed-1.jsonl:1: the line has a NUL byte at byte 11"));
   g_unlink (tmp);
   g_rmdir (dir);
   g_autoptr (GError) e3 = NULL;
@@ -433,6 +440,46 @@ test_malformed (void)
   g_autoptr (GError) e4 = NULL;
   g_autoptr (HnDataset) d4 = hn_dataset_load (path, tok, &o, &e4);
   g_assert_error (e4, HN_ERROR, HN_ERROR_CANCELLED);
+}
+
+/* Empty texts are no examples: a dataset of them is refused instead of
+ * training on the special tokens alone (<s></s>). */
+static void
+test_empty_text (void)
+{
+  HnDatasetOptions o;
+  hn_dataset_options_init (&o);
+  o.seq_len = 16;
+  g_autofree char *dir = g_dir_make_tmp ("hn-dataset-XXXXXX", NULL);
+  g_autofree char *jl = g_build_filename (dir, "empty.jsonl", NULL);
+  g_autofree char *txt = g_build_filename (dir, "empty.txt", NULL);
+  g_assert_true (g_file_set_contents (jl, "{\"text\": \"\"}\n{\"text\": \"\"}\n", -1, NULL));
+  g_assert_true (g_file_set_contents (txt, "", 0, NULL));
+  const char *files[] = { jl, txt };
+  for (int i = 0; i < 2; i++)
+    {
+      for (int pack = 0; pack < 2; pack++)
+        {
+          o.pack = pack;
+          g_autoptr (GError) e = NULL;
+          g_autoptr (HnDataset) d = hn_dataset_load (files[i], tok, &o, &e);
+          g_assert_null (d);
+          g_assert_error (e, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+          g_assert_nonnull (strstr (e->message, "no usable examples"));
+          g_assert_nonnull (strstr (e->message, "dropped: the text is empty"));
+        }
+    }
+  /* one empty row among others is dropped and counted */
+  g_assert_true (g_file_set_contents (jl, "{\"text\": \"\"}\n{\"text\": \"Once upon a time\"}\n", -1, NULL));
+  o.pack = FALSE;
+  g_autoptr (GError) e = NULL;
+  g_autoptr (HnDataset) d = hn_dataset_load (jl, tok, &o, &e);
+  g_assert_no_error (e);
+  g_assert_cmpuint (hn_dataset_get_n_examples (d), ==, 1);
+  g_assert_cmpuint (hn_dataset_get_stats (d)->rows_dropped, ==, 1);
+  g_unlink (jl);
+  g_unlink (txt);
+  g_rmdir (dir);
 }
 
 static void
@@ -681,11 +728,14 @@ test_parquet (void)
   g_autoptr (GError) error = NULL;
   g_assert_true (json_parser_load_from_file (p, exp_path, &error));
   JsonArray *rows = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)), "rows");
-  guint with_text = 0, first_text = G_MAXUINT, null_content = 0;
+  guint with_text = 0, empty_text = 0, first_text = G_MAXUINT, null_content = 0;
   for (guint k = 0; k < json_array_get_length (rows); k++)
     {
       JsonObject *r = json_array_get_object_element (rows, k);
-      if (!json_object_get_null_member (r, "text"))
+      /* an empty text is dropped: it holds nothing to learn but <s></s> */
+      if (!json_object_get_null_member (r, "text") && !*json_object_get_string_member (r, "text"))
+        empty_text++;
+      else if (!json_object_get_null_member (r, "text"))
         {
           with_text++;
           first_text = MIN (first_text, k);
@@ -707,7 +757,8 @@ test_parquet (void)
   g_assert_no_error (error);
   const HnDatasetStats *s = hn_dataset_get_stats (ds);
   g_assert_cmpuint (s->rows_read, ==, json_array_get_length (rows));
-  g_assert_cmpuint (s->rows_skipped, ==, json_array_get_length (rows) - with_text);
+  g_assert_cmpuint (s->rows_skipped, ==, json_array_get_length (rows) - with_text - empty_text);
+  g_assert_cmpuint (s->rows_dropped, ==, empty_text);
   g_assert_cmpuint (hn_dataset_get_n_examples (ds), ==, with_text);
   HnExample e;
   hn_dataset_get_example (ds, 0, &e);
@@ -747,6 +798,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dataset/tokens", test_tokens);
   g_test_add_func ("/dataset/truncation", test_truncation);
   g_test_add_func ("/dataset/malformed", test_malformed);
+  g_test_add_func ("/dataset/empty-text", test_empty_text);
   g_test_add_func ("/dataset/batches-and-resume", test_batches_and_resume);
   g_test_add_func ("/dataset/padding", test_padding);
   g_test_add_func ("/dataset/split", test_split);

@@ -1,10 +1,12 @@
 /* The transformer-generate job end to end, as the CLI and the GUI run it:
  * argv -> spec -> job -> streamed TOKEN events and the output JSON. */
 #include "base/hn-error.h"
+#include "formats/safetensors.h"
 #include "jobs/job.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -404,6 +406,95 @@ test_fail_closed (void)
   g_string_free (ev.text, TRUE);
 }
 
+/* dst/NAME <- src/NAME with `from` replaced by `to` (when given) */
+static void
+copy_file (const char *src, const char *dst, const char *name, const char *from, const char *to)
+{
+  g_autofree char *sp = g_build_filename (src, name, NULL), *dp = g_build_filename (dst, name, NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (sp, &text, &len, NULL));
+  if (from)
+    {
+      g_assert_nonnull (strstr (text, from));
+      g_auto (GStrv) parts = g_strsplit (text, from, -1);
+      g_free (text);
+      text = g_strjoinv (to, parts);
+      len = strlen (text);
+    }
+  g_assert_true (g_file_set_contents (dp, text, (gssize) len, NULL));
+}
+
+static void
+rm_dir (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  for (const char *n; d && (n = g_dir_read_name (d));)
+    {
+      g_autofree char *p = g_build_filename (dir, n, NULL);
+      g_remove (p);
+    }
+  g_rmdir (dir);
+}
+
+/* Results that looked right but were not: generation past
+ * max_position_embeddings warns (as transformers does); NaN logits name the
+ * tensor that holds NaN. */
+static void
+test_silent_results (void)
+{
+  g_autofree char *model = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  GError *error = NULL;
+  g_autofree char *short_ctx = g_dir_make_tmp ("hn-genjob-XXXXXX", NULL);
+  copy_file (model, short_ctx, "config.json", "\"max_position_embeddings\": 512", "\"max_position_embeddings\": 6");
+  copy_file (model, short_ctx, "model.safetensors", NULL, NULL);
+  Events ev = { g_string_new (NULL), 0, 0, FALSE, g_string_new (NULL) };
+  const char *past[] = { "generate", "--model-path", short_ctx, "--input-ids", "1,2,3", "--max-new-tokens", "6", NULL };
+  g_assert_true (run (past, &ev, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (ev.logs->str, "may reach 9 tokens, past the model's max_position_embeddings (6)"));
+  g_string_truncate (ev.logs, 0);
+  const char *within[] = { "generate", "--model-path", short_ctx, "--input-ids", "1,2", "--max-new-tokens", "4", NULL };
+  g_assert_true (run (within, &ev, &error));
+  g_assert_null (strstr (ev.logs->str, "max_position_embeddings"));
+  rm_dir (short_ctx);
+
+  /* a NaN in one weight: the error names it and its file */
+  const char *poison = "model.layers.0.mlp.gate_proj.weight";
+  g_autofree char *nan_dir = g_dir_make_tmp ("hn-genjob-XXXXXX", NULL);
+  copy_file (model, nan_dir, "config.json", NULL, NULL);
+  g_autofree char *src = g_build_filename (model, "model.safetensors", NULL);
+  g_autofree char *dst = g_build_filename (nan_dir, "model.safetensors", NULL);
+  {
+    g_autoptr (HnSafetensors) st = hn_safetensors_open (src, &error);
+    g_assert_no_error (error);
+    g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+    for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+      {
+        const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+        float *f = hn_safetensor_info_dup_f32 (t, &error);
+        g_assert_no_error (error);
+        if (g_str_equal (t->name, poison))
+          f[0] = NAN;
+        g_assert_true (hn_safetensors_writer_add (w, t->name, HN_ST_DTYPE_F32, t->ndim, t->shape, f,
+                                                  (gsize) t->n_elements * 4, TRUE, &error));
+        g_free (f);
+      }
+    g_assert_true (hn_safetensors_writer_write_file (w, dst, &error));
+    g_assert_no_error (error);
+  }
+  const char *nan_run[] = { "generate", "--model-path", nan_dir, "--input-ids", "1,2,3", "--max-new-tokens", "2", NULL };
+  g_assert_false (run (nan_run, &ev, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NUMERIC);
+  g_assert_nonnull (strstr (error->message, "NaN logits"));
+  g_assert_nonnull (strstr (error->message, poison));
+  g_assert_nonnull (strstr (error->message, "model.safetensors"));
+  g_clear_error (&error);
+  rm_dir (nan_dir);
+  g_string_free (ev.text, TRUE);
+  g_string_free (ev.logs, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -415,5 +506,6 @@ main (int argc, char **argv)
   g_test_add_func ("/generate-job/paged-opt-in", test_paged_opt_in);
   g_test_add_func ("/generate-job/fail-closed", test_fail_closed);
   g_test_add_func ("/generate-job/special-ids-outside-vocab", test_special_ids_outside_vocab);
+  g_test_add_func ("/generate-job/silent-results", test_silent_results);
   return g_test_run ();
 }

@@ -12,6 +12,7 @@
 
 /* sha256 of the default contract (V 50257, C 448), computed by Python json.dumps. */
 #define HIER_DEFAULT_SHA "a50ed901be04ba96592bd485103e75382095a658955f4299b62828d8d3c0a7dc"
+#include <stdio.h>
 #include <string.h>
 
 static void
@@ -281,9 +282,29 @@ test_state_file (void)
   g_assert_false (hn_hier_state_load (other, b, path, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
-  /* a damaged automaton is refused and leaves the state alone */
+  /* a shape that only matches modulo 2^32 is named as the shape, not as a
+   * hidden-size mismatch of two equal numbers */
   g_autofree char *text = NULL;
   g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  {
+    char *sp = strstr (text, "\"shape\":[1,");
+    g_assert_nonnull (sp);
+    int w = 0, ss = 0;
+    g_assert_cmpint (sscanf (sp, "\"shape\":[1,%d,%d]", &w, &ss), ==, 2);
+    g_autofree char *from = g_strdup_printf ("\"shape\":[1,%d,", w);
+    g_autofree char *to = g_strdup_printf ("\"shape\":[1,%" G_GINT64_FORMAT ",", (gint64) w + ((gint64) 1 << 32));
+    g_auto (GStrv) parts = g_strsplit (text, from, 2);
+    g_autofree char *bad = g_strjoinv (to, parts);
+    g_assert_true (g_file_set_contents (path, bad, -1, NULL));
+    g_assert_false (hn_hier_state_load (m, b, path, &error));
+    g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+    g_autofree char *want = g_strdup_printf ("'shape' must be [1, %d, %d]", w, ss);
+    g_assert_nonnull (strstr (error->message, want));
+    g_assert_null (strstr (error->message, "hidden="));
+    g_clear_error (&error);
+    g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  }
+  /* a damaged automaton is refused and leaves the state alone */
   char *lp = strstr (text, "\"last_state\":");
   g_assert_nonnull (lp);
   lp[13] = lp[13] == '1' ? '2' : '1';

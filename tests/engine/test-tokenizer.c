@@ -765,6 +765,22 @@ test_corrupt (void)
   expect_load_error (dir, "tokenizer.json",
                      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}}", -1,
                      HN_ERROR_CORRUPT, "used by two tokens");
+  /* well-formed JSON of the wrong shape is named as the merge it is */
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, "
+                     "\"merges\": [[\"a\", \"b\", \"c\"]]}}", -1,
+                     HN_ERROR_CORRUPT, "model.merges[0] is not a pair of two strings [\"a\", \"b\"] (expected ']')");
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\", 7]}}", -1,
+                     HN_ERROR_CORRUPT, "is neither a string \"a b\" nor a pair");
+  /* an invalid id is shown as written (it was clamped to -1) */
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": -3}, \"merges\": []}}", -1,
+                     HN_ERROR_CORRUPT, "token 'b' has an invalid id -3");
+  expect_load_error (dir, "tokenizer.json",
+                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                     "\"added_tokens\": [{\"id\": -3, \"content\": \"<x>\", \"special\": true}]}", -1,
+                     HN_ERROR_CORRUPT, "added_tokens[0] has an invalid id -3");
   expect_load_error (dir, "tokenizer.json", "{\"model\": {\"type\": \"Mystery\", \"vocab\": {\"a\": 0}}}", -1,
                      HN_ERROR_UNSUPPORTED, "Mystery");
   expect_load_error (dir, "tokenizer.json",
