@@ -22,6 +22,7 @@
 #include "hn-window.h"
 #include "jobs/job.h"
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "base/hn-util.h"
 
 #include <glib/gstdio.h>
@@ -33,8 +34,13 @@ static HnWindow *window;
 static char *
 out_dir (void)
 {
+  static gboolean fresh;
   const char *build = g_getenv ("HN_BUILD_DIR");
   char *dir = g_build_filename (build ? build : ".", "tests", "out", NULL);
+  /* a new run every time: the jobs refuse an output folder an earlier run filled */
+  if (!fresh)
+    hn_folder_remove_tree (dir);
+  fresh = TRUE;
   g_mkdir_with_parents (dir, 0755);
   return dir;
 }
