@@ -15,6 +15,7 @@
 #include <json-glib/json-glib.h>
 
 #include "base/hn-error.h"
+#include "base/hn-folder.h"
 #include "formats/safetensors.h"
 #include "jobs/job.h"
 #include "tensor/quant.h"
@@ -307,7 +308,7 @@ test_job (void)
   g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (out_q, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (ad->modules->len, ==, 5 * 7); /* stories260K: 5 layers of 7 Linears */
-  hn_checkpoint_remove_tree (tmp);
+  hn_folder_remove_tree (tmp);
 }
 
 /* DoRA is refused by name when a fine-tune starts (before any data or model is read). */
