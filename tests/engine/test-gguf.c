@@ -1,0 +1,409 @@
+/* GGUF reader and writer: a hand-built byte fixture (independent of our
+ * writer), writer -> reader round trips of every value type and several
+ * tensor types, and the validation of damaged files. */
+#include "formats/gguf.h"
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- a hand-built file ---- */
+
+static void
+b_u32 (GByteArray *b, guint32 v)
+{
+  for (int i = 0; i < 4; i++)
+    {
+      guint8 x = (guint8) (v >> (8 * i));
+      g_byte_array_append (b, &x, 1);
+    }
+}
+
+static void
+b_u64 (GByteArray *b, guint64 v)
+{
+  for (int i = 0; i < 8; i++)
+    {
+      guint8 x = (guint8) (v >> (8 * i));
+      g_byte_array_append (b, &x, 1);
+    }
+}
+
+static void
+b_str (GByteArray *b, const char *s)
+{
+  b_u64 (b, strlen (s));
+  g_byte_array_append (b, (const guint8 *) s, (guint) strlen (s));
+}
+
+/* Version `ver`, 3 metadata entries, 2 tensors: "a" F32 [3] at 0 and "b"
+ * Q8_0 [32, 2] at 32, with alignment 32. Written field by field from the
+ * format description, not through HnGgufWriter. */
+static GByteArray *
+hand_built (guint32 ver)
+{
+  GByteArray *b = g_byte_array_new ();
+  g_byte_array_append (b, (const guint8 *) "GGUF", 4);
+  b_u32 (b, ver);
+  b_u64 (b, 2); /* tensors */
+  b_u64 (b, 3); /* kv */
+  b_str (b, "general.architecture");
+  b_u32 (b, 8);
+  b_str (b, "llama");
+  b_str (b, "llama.block_count");
+  b_u32 (b, 4);
+  b_u32 (b, 7);
+  b_str (b, "tokenizer.ggml.tokens");
+  b_u32 (b, 9);
+  b_u32 (b, 8);
+  b_u64 (b, 2);
+  b_str (b, "<s>");
+  b_str (b, "hi");
+  /* tensor infos */
+  b_str (b, "a");
+  b_u32 (b, 1);
+  b_u64 (b, 3);
+  b_u32 (b, 0);
+  b_u64 (b, 0);
+  b_str (b, "b");
+  b_u32 (b, 2);
+  b_u64 (b, 32);
+  b_u64 (b, 2);
+  b_u32 (b, 8);
+  b_u64 (b, 32);
+  while (b->len % 32)
+    g_byte_array_append (b, (const guint8 *) "", 1);
+  float a[3] = { 1.5f, -2.0f, 0.25f };
+  g_byte_array_append (b, (const guint8 *) a, sizeof a);
+  while (b->len % 32)
+    g_byte_array_append (b, (const guint8 *) "", 1);
+  for (int blk = 0; blk < 2; blk++)
+    {
+      guint8 d[2] = { 0x00, blk ? 0x40 : 0x3c }; /* half 1.0, 2.0 */
+      g_byte_array_append (b, d, 2);
+      for (int j = 0; j < 32; j++)
+        {
+          gint8 q = (gint8) (j - 16);
+          g_byte_array_append (b, (const guint8 *) &q, 1);
+        }
+    }
+  return b;
+}
+
+static void
+check_hand_built (HnGguf *g, guint32 ver)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_cmpuint (hn_gguf_get_version (g), ==, ver);
+  g_assert_cmpuint (hn_gguf_get_n_kv (g), ==, 3);
+  g_assert_cmpstr (hn_gguf_get_string (g, "general.architecture", &error), ==, "llama");
+  gint64 n = 0;
+  g_assert_true (hn_gguf_get_int (g, "llama.block_count", &n, &error));
+  g_assert_cmpint (n, ==, 7);
+  const HnGgufKv *toks = hn_gguf_get_array (g, "tokenizer.ggml.tokens", HN_GGUF_STRING, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (toks->n, ==, 2);
+  g_assert_cmpstr (toks->strs[1], ==, "hi");
+  g_assert_cmpuint (hn_gguf_get_n_tensors (g), ==, 2);
+  const HnGgufTensor *a = hn_gguf_find_tensor (g, "a"), *b = hn_gguf_find_tensor (g, "b");
+  g_assert_nonnull (a);
+  g_assert_nonnull (b);
+  g_assert_cmpint (a->ne[0], ==, 3);
+  g_assert_cmpint (b->ne[0], ==, 32);
+  g_assert_cmpint (b->ne[1], ==, 2);
+  g_assert_cmpuint (b->nbytes, ==, 68);
+  float fa[3], fb[64];
+  g_assert_true (hn_gguf_tensor_to_f32 (g, a, fa, &error));
+  g_assert_cmpfloat (fa[1], ==, -2.0f);
+  g_assert_true (hn_gguf_tensor_to_f32 (g, b, fb, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (fb[0], ==, -16.0f);
+  g_assert_cmpfloat (fb[31], ==, 15.0f);
+  g_assert_cmpfloat (fb[32], ==, -32.0f);
+  g_assert_cmpfloat (fb[63], ==, 30.0f);
+  /* a wrong-typed getter is an error naming the key */
+  g_assert_false (hn_gguf_get_int (g, "general.architecture", &n, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "general.architecture"));
+}
+
+static char *tmp_dir;
+
+static char *
+tmp_file (const char *name, const void *data, gsize len)
+{
+  char *p = g_build_filename (tmp_dir, name, NULL);
+  g_assert_true (g_file_set_contents (p, data, (gssize) len, NULL));
+  return p;
+}
+
+static void
+test_hand_built (void)
+{
+  for (guint32 ver = 2; ver <= 3; ver++)
+    {
+      g_autoptr (GByteArray) b = hand_built (ver);
+      g_autofree char *path = tmp_file ("hand.gguf", b->data, b->len);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnGguf) g = hn_gguf_open (path, &error);
+      g_assert_no_error (error);
+      check_hand_built (g, ver);
+      /* the folder form finds the one .gguf */
+      g_autoptr (HnGguf) g2 = hn_gguf_open (tmp_dir, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (hn_gguf_get_path (g2), ==, path);
+      g_unlink (path);
+    }
+}
+
+/* Every prefix of a valid file fails cleanly (except the whole file). */
+static void
+test_truncated (void)
+{
+  g_autoptr (GByteArray) b = hand_built (3);
+  for (guint n = 0; n < b->len; n++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnGguf) g = hn_gguf_open_from_data (b->data, n, "cut.gguf", &error);
+      g_assert_null (g);
+      g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+      g_assert_true (g_str_has_prefix (error->message, "cut.gguf: "));
+    }
+}
+
+typedef struct {
+  gsize at;          /* byte offset to patch */
+  guint64 value;
+  guint width;       /* 4 or 8 */
+  const char *expect; /* substring of the message */
+  int code;
+} Patch;
+
+static void
+test_damaged (void)
+{
+  g_autoptr (GByteArray) good = hand_built (3);
+  /* offsets in the hand-built layout */
+  const gsize kv0 = 24;                                  /* first key length */
+  const gsize kv0_type = kv0 + 8 + 20;                  /* "general.architecture" */
+  const gsize kv1 = kv0_type + 4 + 8 + 5;
+  const gsize kv1_type = kv1 + 8 + 17;                  /* "llama.block_count" */
+  const gsize kv2 = kv1_type + 4 + 4;
+  const gsize kv2_count = kv2 + 8 + 21 + 4 + 4;
+  const gsize ti0 = kv2_count + 8 + (8 + 3) + (8 + 2);
+  const gsize ti0_ndim = ti0 + 8 + 1;
+  const gsize ti0_type = ti0_ndim + 4 + 8;
+  const gsize ti0_off = ti0_type + 4;
+  const gsize ti1 = ti0_off + 8;
+  const gsize ti1_ne0 = ti1 + 8 + 1 + 4;
+  const gsize ti1_type = ti1_ne0 + 16;
+  const gsize ti1_off = ti1_type + 4;
+  Patch patches[] = {
+    { 0, 0x46554748, 4, "magic", HN_ERROR_CORRUPT },
+    { 4, 1, 4, "version 1", HN_ERROR_UNSUPPORTED },
+    { 4, 0x03000000, 4, "big-endian", HN_ERROR_UNSUPPORTED },
+    { 4, 7, 4, "version 7", HN_ERROR_CORRUPT },
+    { 8, G_MAXUINT64, 8, "tensor count", HN_ERROR_CORRUPT },
+    { 16, 1u << 30, 8, "metadata count", HN_ERROR_CORRUPT },
+    { kv0, G_MAXUINT64 / 2, 8, "key of metadata entry 0", HN_ERROR_CORRUPT },
+    { kv0_type, 99, 4, "unknown value type 99", HN_ERROR_CORRUPT },
+    { kv1_type, 9, 4, "llama.block_count", HN_ERROR_CORRUPT },
+    { kv2_count, G_GUINT64_CONSTANT (1) << 40, 8, "tokenizer.ggml.tokens", HN_ERROR_CORRUPT },
+    { ti0_ndim, 5, 4, "tensor 'a' has 5 dimensions", HN_ERROR_CORRUPT },
+    { ti0_type, 4, 4, "tensor 'a' has unknown type 4", HN_ERROR_CORRUPT },
+    { ti0_off, 8, 8, "not a multiple of the alignment", HN_ERROR_CORRUPT },
+    { ti0_off, 4096, 8, "tensor 'a'", HN_ERROR_CORRUPT },
+    { ti1_off, 0, 8, "overlap", HN_ERROR_CORRUPT },
+    { ti1_ne0, 31, 8, "multiple of its 32-element blocks", HN_ERROR_CORRUPT },
+    { ti1_ne0, G_MAXUINT64 / 4, 8, "tensor 'b'", HN_ERROR_CORRUPT },
+    { ti1 + 8, 'a', 1, "tensor 'a' appears twice", HN_ERROR_CORRUPT },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (patches); i++)
+    {
+      g_autoptr (GByteArray) b = g_byte_array_new ();
+      g_byte_array_append (b, good->data, good->len);
+      for (guint k = 0; k < patches[i].width; k++)
+        b->data[patches[i].at + k] = (guint8) (patches[i].value >> (8 * k));
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnGguf) g = hn_gguf_open_from_data (b->data, b->len, "bad.gguf", &error);
+      if (g || !error || error->code != patches[i].code || !strstr (error->message, patches[i].expect))
+        g_error ("patch %u: expected '%s', got %s", i, patches[i].expect, error ? error->message : "success");
+      g_assert_true (g_str_has_prefix (error->message, "bad.gguf: "));
+    }
+  /* a duplicate key */
+  g_autoptr (GByteArray) b = g_byte_array_new ();
+  g_byte_array_append (b, (const guint8 *) "GGUF", 4);
+  b_u32 (b, 3);
+  b_u64 (b, 0);
+  b_u64 (b, 2);
+  for (int i = 0; i < 2; i++)
+    {
+      b_str (b, "k");
+      b_u32 (b, 4);
+      b_u32 (b, 1);
+    }
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnGguf) g = hn_gguf_open_from_data (b->data, b->len, "dup.gguf", &error);
+  g_assert_null (g);
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "'k' appears twice"));
+}
+
+/* ---- writer round trip ---- */
+
+static void
+test_round_trip (void)
+{
+  g_autoptr (HnGgufWriter) w = hn_gguf_writer_new ();
+  hn_gguf_writer_set_string (w, "general.architecture", "llama");
+  hn_gguf_writer_set_u32 (w, "u32", 4000000000u);
+  hn_gguf_writer_set_i32 (w, "i32", -5);
+  hn_gguf_writer_set_u64 (w, "u64", G_GUINT64_CONSTANT (1) << 40);
+  hn_gguf_writer_set_f32 (w, "f32", 0.125f);
+  hn_gguf_writer_set_bool (w, "flag", TRUE);
+  const char *strs[] = { "a", "", "ü ▁x" };
+  hn_gguf_writer_set_string_array (w, "strs", strs, 3);
+  const gint32 ints[] = { 1, -2, 3 };
+  hn_gguf_writer_set_i32_array (w, "ints", ints, 3);
+  const float fl[] = { 0.5f, -1e-3f };
+  hn_gguf_writer_set_f32_array (w, "floats", fl, 2);
+  hn_gguf_writer_set_i32 (w, "i32", -6); /* replaced in place */
+  hn_gguf_writer_set_u32 (w, "general.alignment", 64);
+
+  float src[2 * 256];
+  for (int i = 0; i < 512; i++)
+    src[i] = sinf ((float) i * 0.37f) * 0.1f;
+  const HnGgmlType types[] = { HN_GGML_F32, HN_GGML_F16, HN_GGML_BF16, HN_GGML_Q8_0, HN_GGML_Q4_0, HN_GGML_Q4_K,
+                               HN_GGML_Q6_K };
+  g_autoptr (GError) error = NULL;
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++)
+    {
+      gint64 ne[2] = { 256, 2 };
+      gsize nb = hn_ggml_row_size (types[i], 256) * 2;
+      g_autofree void *q = g_malloc (nb);
+      g_assert_true (hn_ggml_quantize (types[i], src, q, 512, &error));
+      g_autofree char *name = g_strdup_printf ("t.%s", hn_ggml_type_name (types[i]));
+      g_assert_true (hn_gguf_writer_add_tensor (w, name, types[i], 2, ne, q, nb, TRUE, &error));
+    }
+  gint64 bad_ne[2] = { 100, 1 };
+  g_assert_false (hn_gguf_writer_add_tensor (w, "bad", HN_GGML_Q8_0, 2, bad_ne, src, 100, TRUE, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  g_autofree char *path = g_build_filename (tmp_dir, "rt.gguf", NULL);
+  g_assert_true (hn_gguf_writer_write (w, path, &error));
+  g_assert_no_error (error);
+  g_autoptr (HnGguf) g = hn_gguf_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (hn_gguf_get_alignment (g), ==, 64);
+  g_assert_cmpstr (hn_gguf_get_kv (g, 0)->key, ==, "general.architecture");
+  gint64 v = 0;
+  g_assert_true (hn_gguf_get_int (g, "u32", &v, &error) && v == 4000000000);
+  g_assert_true (hn_gguf_get_int (g, "i32", &v, &error) && v == -6);
+  g_assert_cmpstr (hn_gguf_get_kv (g, 2)->key, ==, "i32");
+  g_assert_true (hn_gguf_get_int (g, "u64", &v, &error) && v == (G_GINT64_CONSTANT (1) << 40));
+  double f = 0;
+  g_assert_true (hn_gguf_get_float (g, "f32", &f, &error) && f == 0.125);
+  gboolean flag = FALSE;
+  g_assert_true (hn_gguf_get_bool (g, "flag", &flag, &error) && flag);
+  const HnGgufKv *s = hn_gguf_get_array (g, "strs", HN_GGUF_STRING, &error);
+  g_assert_cmpstr (s->strs[2], ==, "ü ▁x");
+  g_assert_cmpstr (s->strs[1], ==, "");
+  const HnGgufKv *ia = hn_gguf_get_array (g, "ints", HN_GGUF_INT64, &error);
+  g_assert_cmpint (hn_gguf_kv_array_int (ia, 1), ==, -2);
+  const HnGgufKv *fa = hn_gguf_get_array (g, "floats", HN_GGUF_FLOAT64, &error);
+  g_assert_cmpfloat (hn_gguf_kv_array_float (fa, 1), ==, -1e-3f);
+  g_assert_no_error (error);
+  g_assert_null (hn_gguf_get_array (g, "ints", HN_GGUF_STRING, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_clear_error (&error);
+
+  g_assert_cmpuint (hn_gguf_get_n_tensors (g), ==, G_N_ELEMENTS (types));
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++)
+    {
+      const HnGgufTensor *t = hn_gguf_get_tensor (g, i);
+      g_assert_cmpint (t->type, ==, types[i]);
+      g_assert_cmpuint (t->offset % 64, ==, 0);
+      g_assert_cmpuint (((guintptr) t->data) % 64, ==, 0);
+      float back[512];
+      g_assert_true (hn_gguf_tensor_to_f32 (g, t, back, &error));
+      /* error bound per type relative to the values' range (0.1) */
+      const float tol = types[i] == HN_GGML_F32 ? 0 : types[i] == HN_GGML_F16 ? 1e-4f
+                        : types[i] == HN_GGML_BF16 ? 1e-3f : types[i] == HN_GGML_Q8_0 ? 1e-3f
+                        : types[i] == HN_GGML_Q6_K ? 3e-3f : types[i] == HN_GGML_Q4_0 ? 2e-2f : 1e-2f;
+      double max_err = 0;
+      for (int k = 0; k < 512; k++)
+        max_err = MAX (max_err, fabs (back[k] - src[k]));
+      if (max_err > tol)
+        g_error ("%s: max error %g above %g", hn_ggml_type_name (types[i]), max_err, tol);
+    }
+  g_unlink (path);
+}
+
+/* ---- (de)quantization details checked by hand ---- */
+
+static void
+test_quant_by_hand (void)
+{
+  g_autoptr (GError) error = NULL;
+  /* Q4_0 of 0..31 scaled: max |x| = 31 (positive) -> d = 31 / -8 */
+  float x[32], y[32];
+  for (int i = 0; i < 32; i++)
+    x[i] = (float) i;
+  guint8 q[18];
+  g_assert_true (hn_ggml_quantize (HN_GGML_Q4_0, x, q, 32, &error));
+  g_assert_true (hn_ggml_dequantize (HN_GGML_Q4_0, q, y, 32, &error));
+  g_assert_cmpfloat (y[31], ==, hn_st_f16_to_f32 (hn_st_f32_to_f16 (31.0f / -8)) * -8);
+  g_assert_cmpfloat (y[0], ==, 0.0f);
+  /* Q8_K: f32 d then int8 */
+  guint8 k8[292] = { 0 };
+  float d = 0.5f;
+  memcpy (k8, &d, 4);
+  k8[4] = 0xFE; /* -2 */
+  k8[4 + 255] = 7;
+  float z[256];
+  g_assert_true (hn_ggml_dequantize (HN_GGML_Q8_K, k8, z, 256, &error));
+  g_assert_cmpfloat (z[0], ==, -1.0f);
+  g_assert_cmpfloat (z[255], ==, 3.5f);
+  g_assert_cmpfloat (z[1], ==, 0.0f);
+  /* unsupported and misaligned requests fail closed */
+  g_assert_false (hn_ggml_dequantize (HN_GGML_IQ2_XXS, k8, z, 256, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_assert_false (hn_ggml_dequantize (HN_GGML_Q8_0, q, z, 31, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  /* all-zero input quantizes to zeros */
+  float zeros[256] = { 0 };
+  guint8 qk[210];
+  for (guint t = 0; t < 2; t++)
+    {
+      HnGgmlType ty = t ? HN_GGML_Q6_K : HN_GGML_Q4_K;
+      g_assert_true (hn_ggml_quantize (ty, zeros, qk, 256, &error));
+      g_assert_true (hn_ggml_dequantize (ty, qk, z, 256, &error));
+      for (int i = 0; i < 256; i++)
+        g_assert_cmpfloat (z[i], ==, 0.0f);
+    }
+  HnGgmlType ty;
+  g_assert_true (hn_ggml_type_from_name ("q4_k", &ty) && ty == HN_GGML_Q4_K);
+  g_assert_false (hn_ggml_type_from_name ("q4_2", &ty));
+  g_assert_false (hn_ggml_type_is_known (4));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  tmp_dir = g_dir_make_tmp ("hn-gguf-XXXXXX", NULL);
+  g_test_add_func ("/gguf/hand-built", test_hand_built);
+  g_test_add_func ("/gguf/truncated", test_truncated);
+  g_test_add_func ("/gguf/damaged", test_damaged);
+  g_test_add_func ("/gguf/round-trip", test_round_trip);
+  g_test_add_func ("/gguf/quant-by-hand", test_quant_by_hand);
+  int rc = g_test_run ();
+  g_rmdir (tmp_dir);
+  g_free (tmp_dir);
+  return rc;
+}
