@@ -21,7 +21,8 @@ allowed () {
     base) echo "" ;;
     vk) echo "base" ;;
     tensor) echo "base vk" ;;
-    formats | tokenizer | template | hub | generate) echo "$low" ;;
+    formats | template | hub | generate) echo "$low" ;;
+    tokenizer) echo "$low formats" ;; # a GGUF file's tokenizer.ggml.* metadata
     data) echo "$low formats tokenizer template" ;;
     transformer | hierarchos) echo "$low $mid" ;;
     train) echo "$low $mid transformer hierarchos" ;;

@@ -7,6 +7,7 @@ int hn_cmd_dataset_preview (int argc, char **argv);
 int hn_cmd_devices (int argc, char **argv);
 int hn_cmd_doctor (int argc, char **argv);
 int hn_cmd_evaluate (int argc, char **argv);
+int hn_cmd_export_gguf (int argc, char **argv);
 int hn_cmd_chat (int argc, char **argv);
 int hn_cmd_hierarchos_finetune (int argc, char **argv);
 int hn_cmd_hierarchos_init (int argc, char **argv);
@@ -33,6 +34,8 @@ const HnCliCommand hn_cli_commands[] = {
   { "devices", NULL, "List the Vulkan devices (--json for the full report)", hn_cmd_devices },
   { "doctor", NULL, "Check the Vulkan setup, devices, features, shaders and cache folders", hn_cmd_doctor },
   { "evaluate", NULL, "Perplexity of a model (or model + LoRA adapter) on a text or JSONL file", hn_cmd_evaluate },
+  { "export-gguf", NULL, "Write a model (and a merged LoRA adapter) as a GGUF file for llama.cpp / Ollama",
+    hn_cmd_export_gguf },
   { "hierarchos-finetune", (const char *const[]) { "finetune", NULL },
     "Fine-tune a Hierarchos model (a trainable subset by default)", hn_cmd_hierarchos_finetune },
   { "hierarchos-init", NULL, "Create a fresh Hierarchos model folder from a tokenizer", hn_cmd_hierarchos_init },

@@ -2,6 +2,7 @@
 #include "base/json-util.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
+#include "formats/gguf-hf.h"
 
 #include <math.h>
 #include <string.h>
@@ -318,6 +319,13 @@ hn_generation_config_load_from_data (const char *data, gssize len, const char *n
 HnGenerationConfig *
 hn_generation_config_load (const char *path, GError **error)
 {
+  /* A GGUF has no generation_config.json: the caller's defaults apply. */
+  g_autofree char *gguf = hn_gguf_resolve_path (path);
+  if (gguf)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: a GGUF model has no generation config", gguf);
+      return NULL;
+    }
   g_autofree char *file = g_file_test (path, G_FILE_TEST_IS_DIR)
                             ? g_build_filename (path, "generation_config.json", NULL)
                             : g_strdup (path);

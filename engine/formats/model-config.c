@@ -2,6 +2,7 @@
 #include "base/json-util.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
+#include "formats/gguf-hf.h"
 
 #include <math.h>
 #include <string.h>
@@ -676,6 +677,18 @@ hn_model_config_load_from_data (const char *data, gssize len, const char *name, 
 HnModelConfig *
 hn_model_config_load (const char *path, GError **error)
 {
+  /* A GGUF model: the config.json its metadata stands for. */
+  g_autofree char *gguf = hn_gguf_resolve_path (path);
+  if (gguf)
+    {
+      g_autoptr (HnGguf) g = hn_gguf_open (gguf, error);
+      if (!g)
+        return NULL;
+      g_autofree char *json = hn_gguf_config_json (g, error);
+      if (!json)
+        return NULL;
+      return hn_model_config_load_from_data (json, -1, hn_gguf_get_path (g), error);
+    }
   g_autofree char *file = NULL;
   if (g_file_test (path, G_FILE_TEST_IS_DIR))
     file = g_build_filename (path, "config.json", NULL);

@@ -2,6 +2,7 @@
 #include "base/json-util.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
+#include "formats/gguf-hf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -203,6 +204,9 @@ struct _HnSafetensors {
   GHashTable *by_name;   /* name -> HnSafetensorInfo* */
   GHashTable *metadata;  /* char* -> char* */
   char **file_names;     /* NULL-terminated, for get_files */
+  GPtrArray *owned;      /* memory of tensors built in memory (a GGUF's dequantized weights) */
+  gpointer keep;         /* what borrowed tensor data points into, freed last */
+  GDestroyNotify keep_free;
 };
 
 static void
@@ -233,6 +237,10 @@ hn_safetensors_free (HnSafetensors *st)
   g_ptr_array_unref (st->files);
   g_hash_table_unref (st->metadata);
   g_strfreev (st->file_names);
+  if (st->owned)
+    g_ptr_array_unref (st->owned);
+  if (st->keep_free)
+    st->keep_free (st->keep);
   g_free (st);
 }
 
@@ -631,15 +639,72 @@ find_in_dir (const char *dir, gboolean *is_index, GError **error)
   return NULL;
 }
 
-HnSafetensors *
-hn_safetensors_open (const char *path_or_dir, GError **error)
+static HnSafetensors *
+st_new (void)
 {
-  g_return_val_if_fail (path_or_dir != NULL, NULL);
-  g_autoptr (HnSafetensors) st = g_new0 (HnSafetensors, 1);
+  HnSafetensors *st = g_new0 (HnSafetensors, 1);
   st->files = g_ptr_array_new_with_free_func (st_file_free);
   st->tensors = g_ptr_array_new_with_free_func (info_free);
   st->by_name = g_hash_table_new (g_str_hash, g_str_equal);
   st->metadata = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  return st;
+}
+
+HnSafetensors *
+hn_safetensors_new_in_memory (const char *file, gpointer keep, GDestroyNotify keep_free)
+{
+  HnSafetensors *st = st_new ();
+  st->owned = g_ptr_array_new_with_free_func (g_free);
+  st->keep = keep;
+  st->keep_free = keep_free;
+  st->file_names = g_new0 (char *, 2);
+  st->file_names[0] = g_strdup (file);
+  return st;
+}
+
+gboolean
+hn_safetensors_add_in_memory (HnSafetensors *st, const char *name, HnStDtype dtype, guint ndim, const gint64 *shape,
+                              const void *data, gsize nbytes, gpointer owned, GError **error)
+{
+  g_return_val_if_fail (st->owned && ndim <= HN_ST_MAX_DIMS, FALSE);
+  if (owned)
+    g_ptr_array_add (st->owned, owned);
+  gint64 n = 1;
+  for (guint d = 0; d < ndim; d++)
+    n *= shape[d];
+  if (g_hash_table_contains (st->by_name, name) || (gsize) n * hn_st_dtype_size (dtype) != nbytes)
+    return corrupt (error, st->file_names[0], "tensor %s: duplicate name or size mismatch", name);
+  HnSafetensorInfo *t = g_new0 (HnSafetensorInfo, 1);
+  t->name = g_strdup (name);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  memcpy (t->shape, shape, ndim * sizeof (gint64));
+  t->n_elements = n;
+  t->data = data;
+  t->nbytes = nbytes;
+  t->file = st->file_names[0];
+  g_ptr_array_add (st->tensors, t);
+  g_hash_table_insert (st->by_name, (char *) t->name, t);
+  g_ptr_array_sort (st->tensors, info_cmp);
+  return TRUE;
+}
+
+void
+hn_safetensors_set_metadata (HnSafetensors *st, const char *key, const char *value)
+{
+  g_hash_table_insert (st->metadata, g_strdup (key), g_strdup (value));
+}
+
+HnSafetensors *
+hn_safetensors_open (const char *path_or_dir, GError **error)
+{
+  g_return_val_if_fail (path_or_dir != NULL, NULL);
+  /* A GGUF model (a .gguf file, or a folder holding one and no config.json)
+   * reads as the Hugging Face checkpoint it was converted from. */
+  g_autofree char *gguf = hn_gguf_resolve_path (path_or_dir);
+  if (gguf)
+    return hn_gguf_open_as_safetensors (gguf, error);
+  g_autoptr (HnSafetensors) st = st_new ();
 
   g_autofree char *path = NULL;
   gboolean is_index = FALSE;

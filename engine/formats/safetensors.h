@@ -101,6 +101,16 @@ float *hn_safetensor_info_dup_f32 (const HnSafetensorInfo *info, GError **error)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnSafetensors, hn_safetensors_free)
 
+/* A tensor set built in memory (GGUF import): `file` names it in messages;
+ * `keep` (freed with keep_free last) is what borrowed data points into.
+ * add: data is borrowed, or owned (g_free) when `owned` is set (then
+ * owned == data); a duplicate name or wrong size is HN_ERROR_CORRUPT. */
+HnSafetensors *hn_safetensors_new_in_memory (const char *file, gpointer keep, GDestroyNotify keep_free);
+gboolean hn_safetensors_add_in_memory (HnSafetensors *st, const char *name, HnStDtype dtype, guint ndim,
+                                       const gint64 *shape, const void *data, gsize nbytes, gpointer owned,
+                                       GError **error);
+void hn_safetensors_set_metadata (HnSafetensors *st, const char *key, const char *value);
+
 /* ---- writer ---- */
 
 typedef struct _HnSafetensorsWriter HnSafetensorsWriter;

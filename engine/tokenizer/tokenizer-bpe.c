@@ -16,6 +16,26 @@ struct _HnMergeTable {
 
 void hn_merge_table_free (HnMergeTable *t);
 
+GArray *
+hn_model_dup_merges (const HnModel *m)
+{
+  const HnMergeTable *t = m->merges;
+  GArray *out = g_array_new (FALSE, TRUE, sizeof (HnMerge));
+  if (!t || !t->n)
+    return out;
+  g_array_set_size (out, (guint) t->n);
+  for (gsize i = 0; i < t->cap; i++)
+    if (t->keys[i] && t->rank[i] >= 0 && (gsize) t->rank[i] < t->n)
+      {
+        guint64 k = t->keys[i] - 1;
+        HnMerge *mg = &g_array_index (out, HnMerge, t->rank[i]);
+        mg->a = (int32_t) (k >> 32);
+        mg->b = (int32_t) (k & 0xffffffffu);
+        mg->merged = t->merged[i];
+      }
+  return out;
+}
+
 void
 hn_merge_table_free (HnMergeTable *t)
 {

@@ -134,6 +134,11 @@ int32_t hn_model_lookup (const HnModel *m, const char *token);
 void hn_model_index_bytes (HnModel *m);
 /* Adds a merge "a b" -> ranked by insertion order. */
 gboolean hn_model_add_merge (HnModel *m, const char *a, const char *b, const char *file, GError **error);
+/* The merges in rank order (a + b -> merged, all vocabulary ids). */
+typedef struct {
+  int32_t a, b, merged;
+} HnMerge;
+GArray *hn_model_dup_merges (const HnModel *m);
 /* tokenizer-json.c: the big values of tokenizer.json, scanned directly. */
 typedef struct {
   const char *data;

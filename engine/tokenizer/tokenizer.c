@@ -3,6 +3,7 @@
  * (added tokens -> normalizer -> pre-tokenizer -> model -> post-processor),
  * decode and streaming decode. */
 #include "tokenizer-private.h"
+#include "formats/gguf-hf.h"
 #include <string.h>
 
 #include "base/hn-util.h"
@@ -1114,6 +1115,9 @@ HnTokenizer *
 hn_tokenizer_load (const char *path, GError **error)
 {
   g_return_val_if_fail (path, NULL);
+  g_autofree char *gguf = hn_gguf_resolve_path (path);
+  if (gguf)
+    return hn_tokenizer_load_gguf (gguf, error);
   g_autofree char *file = NULL, *merges = NULL;
   g_autoptr (HnTokenizer) tok = NULL;
   if (g_file_test (path, G_FILE_TEST_IS_DIR))

@@ -77,6 +77,13 @@ const char *hn_tokenizer_get_path (HnTokenizer *tok);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTokenizer, hn_tokenizer_unref)
 
+/* GGUF (tokenizer-gguf.c): a tokenizer from a .gguf's tokenizer.ggml.*
+ * metadata (hn_tokenizer_load does this for a .gguf path), and the same
+ * keys written for `tok` with the token list padded to n_vocab entries. */
+typedef struct _HnGgufWriter HnGgufWriter;
+HnTokenizer *hn_tokenizer_load_gguf (const char *gguf_path, GError **error);
+gboolean hn_tokenizer_write_gguf (HnTokenizer *tok, HnGgufWriter *w, int32_t n_vocab, GError **error);
+
 /* Streaming decode for token-by-token output. Feeding ids one at a time and
  * concatenating the returned strings gives the same text as decoding all ids
  * at once: bytes of an incomplete UTF-8 character (byte fallback, byte-level

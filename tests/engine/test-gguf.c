@@ -392,6 +392,104 @@ test_quant_by_hand (void)
   g_assert_false (hn_ggml_type_is_known (4));
 }
 
+/* ---- against llama.cpp's own code (tests/fixtures/gguf/make_quant_fixtures.py) ---- */
+
+static HnGguf *
+open_reference (void)
+{
+  const char *src = g_getenv ("HN_SOURCE_DIR");
+  g_autofree char *path = g_build_filename (src ? src : ".", "tests", "fixtures", "gguf", "quants-ref.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  HnGguf *g = hn_gguf_open (path, &error);
+  g_assert_no_error (error);
+  return g;
+}
+
+static float *
+ref_f32 (HnGguf *g, const char *name, gint64 *n)
+{
+  const HnGgufTensor *t = hn_gguf_find_tensor (g, name);
+  if (!t)
+    g_error ("reference tensor %s is missing", name);
+  float *f = g_new (float, t->n_elements);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_gguf_tensor_to_f32 (g, t, f, &error));
+  *n = t->n_elements;
+  return f;
+}
+
+/* Our dequantizers give gguf-py's quants.py values for random blocks. */
+static void
+test_dequant_reference (void)
+{
+  g_autoptr (HnGguf) g = open_reference ();
+  const char *types[] = { "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16", "F16" };
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++)
+    {
+      g_autofree char *bn = g_strdup_printf ("blocks.%s", types[i]);
+      g_autofree char *dn = g_strdup_printf ("deq.%s", types[i]);
+      gint64 n = 0, nref = 0;
+      g_autofree float *ours = ref_f32 (g, bn, &n); /* dequantized by the code under test */
+      g_autofree float *want = ref_f32 (g, dn, &nref);
+      g_assert_cmpint (n, ==, nref);
+      g_assert_cmpint (n, >=, 256);
+      gint64 exact = 0;
+      for (gint64 k = 0; k < n; k++)
+        {
+          /* numpy may order a product differently: allow 1 ulp */
+          if (ours[k] == want[k])
+            exact++;
+          else if (fabsf (ours[k] - want[k]) > 1.2e-7f * fabsf (want[k]))
+            g_error ("%s element %" G_GINT64_FORMAT ": %.9g, quants.py %.9g", types[i], k, ours[k], want[k]);
+        }
+      g_test_message ("%s: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " values bit-identical", types[i], exact, n);
+    }
+}
+
+static void
+check_quantizer (HnGgmlType type, const float *src, gint64 n, const HnGgufTensor *want, const char *what)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_cmpint (want->type, ==, type);
+  g_assert_cmpint (want->n_elements, ==, n);
+  g_autofree guint8 *q = g_malloc (want->nbytes);
+  g_assert_true (hn_ggml_quantize (type, src, q, n, &error));
+  gsize bs = hn_ggml_type_size (type), nb = want->nbytes / bs, diff = 0;
+  for (gsize b = 0; b < nb; b++)
+    if (memcmp (q + b * bs, (const guint8 *) want->data + b * bs, bs) != 0)
+      diff++;
+  if (diff)
+    g_error ("%s %s: %zu of %zu blocks differ from the reference bytes", what, hn_ggml_type_name (type), diff, nb);
+}
+
+/* Our quantizers write quants.py's bytes for given floats, and
+ * llama-quantize's (ggml's quantize_row_*_ref) for real weight rows. */
+static void
+test_quant_reference (void)
+{
+  g_autoptr (HnGguf) g = open_reference ();
+  gint64 n = 0;
+  g_autofree float *src = ref_f32 (g, "qsrc", &n);
+  const HnGgmlType qp[] = { HN_GGML_Q8_0, HN_GGML_Q4_0, HN_GGML_BF16, HN_GGML_F16 };
+  for (guint i = 0; i < G_N_ELEMENTS (qp); i++)
+    {
+      g_autofree char *name = g_strdup_printf ("quant.%s", hn_ggml_type_name (qp[i]));
+      const HnGgufTensor *t = hn_gguf_find_tensor (g, name);
+      g_assert_nonnull (t);
+      check_quantizer (qp[i], src, n, t, "quants.py");
+    }
+  gint64 nl = 0;
+  g_autofree float *rows = ref_f32 (g, "lq.src", &nl);
+  const HnGgmlType lq[] = { HN_GGML_Q4_K, HN_GGML_Q6_K, HN_GGML_Q8_0, HN_GGML_Q4_0 };
+  for (guint i = 0; i < G_N_ELEMENTS (lq); i++)
+    {
+      g_autofree char *name = g_strdup_printf ("lq.%s", hn_ggml_type_name (lq[i]));
+      const HnGgufTensor *t = hn_gguf_find_tensor (g, name);
+      g_assert_nonnull (t);
+      check_quantizer (lq[i], rows, nl, t, "llama-quantize");
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -402,6 +500,8 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf/damaged", test_damaged);
   g_test_add_func ("/gguf/round-trip", test_round_trip);
   g_test_add_func ("/gguf/quant-by-hand", test_quant_by_hand);
+  g_test_add_func ("/gguf/dequant-reference", test_dequant_reference);
+  g_test_add_func ("/gguf/quant-reference", test_quant_reference);
   int rc = g_test_run ();
   g_rmdir (tmp_dir);
   g_free (tmp_dir);

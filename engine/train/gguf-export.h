@@ -1,0 +1,25 @@
+/* export-gguf: a model folder, with an optional LoRA adapter merged in,
+ * written as a GGUF that llama.cpp loads: the keys its loader requires, the
+ * tokenizer, special ids and chat template, and the tensors converted and
+ * quantized as asked (norms and biases stay f32). */
+#pragma once
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Output types of export-gguf. */
+typedef enum {
+  HN_GGUF_OUT_F32, HN_GGUF_OUT_F16, HN_GGUF_OUT_BF16, HN_GGUF_OUT_Q8_0, HN_GGUF_OUT_Q4_0,
+  HN_GGUF_OUT_Q4_K_M, HN_GGUF_OUT_Q6_K,
+} HnGgufOutType;
+
+/* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q6_k". */
+gboolean hn_gguf_outtype_from_string (const char *s, HnGgufOutType *out, GError **error);
+const char *hn_gguf_outtype_name (HnGgufOutType t);
+
+/* Writes `model_dir` (+ `adapter_dir` merged, may be NULL) to `out_path`
+ * atomically. */
+gboolean hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType type, const char *out_path,
+                         GError **error);
+
+G_END_DECLS

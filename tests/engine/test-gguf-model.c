@@ -1,0 +1,254 @@
+/* GGUF models end to end: export a model folder (export-gguf's code), load
+ * the .gguf back as a model and compare its logits with the folder's.
+ * f32 is the same model (bit-identical logits where no value is changed on
+ * the way; gemma's norm +1 and Llama 3's rope factors allow a rounding);
+ * the other types are held to the error their rounding allows, stated per
+ * type below. The tokenizer round trip keeps every id. */
+#include "base/hn-error.h"
+#include "formats/gguf-hf.h"
+#include "train/gguf-export.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
+#include "transformer/transformer.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static HnVkContext *ctx;
+static char *tmp_dir;
+
+static char *
+fixture (const char *name)
+{
+  if (g_str_equal (name, "stories260K"))
+    return g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", name, NULL);
+}
+
+/* max |a - b| / max |b| over the logits of a fixed id sequence */
+static double
+logits_error (HnTransformer *a, HnTransformer *b, gboolean *identical)
+{
+  int V = hn_transformer_get_hparams (b)->vocab;
+  g_assert_cmpint (hn_transformer_get_hparams (a)->vocab, ==, V);
+  int32_t ids[] = { 1, 5, 17, 3, 9, 30, 2, 11, 7 };
+  int n = G_N_ELEMENTS (ids);
+  for (int i = 0; i < n; i++)
+    ids[i] %= V;
+  g_autofree float *la = g_new (float, (gsize) n * V);
+  g_autofree float *lb = g_new (float, (gsize) n * V);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_transformer_logits (a, ids, n, la, &error));
+  g_assert_true (hn_transformer_logits (b, ids, n, lb, &error));
+  g_assert_no_error (error);
+  double max_err = 0, max_ref = 0;
+  *identical = memcmp (la, lb, sizeof (float) * (gsize) n * V) == 0;
+  for (int i = 0; i < n * V; i++)
+    {
+      max_err = MAX (max_err, fabs ((double) la[i] - lb[i]));
+      max_ref = MAX (max_ref, fabs ((double) lb[i]));
+    }
+  return max_err / MAX (max_ref, 1e-12);
+}
+
+static void
+round_trip (const char *name, HnGgufOutType type, double tol, gboolean want_identical)
+{
+  g_autofree char *dir = fixture (name);
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("fixture missing");
+      return;
+    }
+  g_autofree char *base = g_strdup_printf ("%s-%s.gguf", name, hn_gguf_outtype_name (type));
+  g_autofree char *out = g_build_filename (tmp_dir, base, NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_gguf_export (dir, NULL, type, out, &error));
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) ref = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, out, &error);
+  g_assert_no_error (error);
+  gboolean identical = FALSE;
+  double err = logits_error (m, ref, &identical);
+  g_test_message ("%s %s: relative logits error %.3g%s", name, hn_gguf_outtype_name (type), err,
+                  identical ? " (bit-identical)" : "");
+  if (err > tol || (want_identical && !identical))
+    g_error ("%s %s: relative logits error %.3g (allowed %.3g%s)", name, hn_gguf_outtype_name (type), err, tol,
+             want_identical ? ", bit-identical required" : "");
+  g_unlink (out);
+}
+
+/* f32: the same numbers. */
+static void
+test_f32 (void)
+{
+  const char *same[] = { "stories260K", "llama", "mistral", "qwen2", "qwen3", "phi3" };
+  for (guint i = 0; i < G_N_ELEMENTS (same); i++)
+    round_trip (same[i], HN_GGUF_OUT_F32, 0, TRUE);
+  /* (w + 1) - 1 and the rope factors round once */
+  const char *near[] = { "gemma", "gemma2", "gemma3_text", "llama_rope_llama3" };
+  for (guint i = 0; i < G_N_ELEMENTS (near); i++)
+    round_trip (near[i], HN_GGUF_OUT_F32, 1e-5, FALSE);
+}
+
+/* The other types: errors measured on these models (the rounding of each
+ * type), with headroom. 16-bit floats keep ~3 (bf16 2) significant digits;
+ * Q8_0 keeps 8 bits per weight, Q6_K 6, Q4 4 (dims under 256 fall back to
+ * Q8_0/F16 as llama.cpp's converter does). */
+static void
+test_types (void)
+{
+  const struct { HnGgufOutType t; double tol; } types[] = {
+    { HN_GGUF_OUT_F16, 2e-3 }, { HN_GGUF_OUT_BF16, 2e-2 }, { HN_GGUF_OUT_Q8_0, 2e-2 },
+    { HN_GGUF_OUT_Q6_K, 2e-2 }, { HN_GGUF_OUT_Q4_K_M, 2e-2 }, { HN_GGUF_OUT_Q4_0, 0.3 },
+  };
+  const char *models[] = { "stories260K", "llama", "qwen2", "gemma" };
+  for (guint m = 0; m < G_N_ELEMENTS (models); m++)
+    for (guint i = 0; i < G_N_ELEMENTS (types); i++)
+      round_trip (models[m], types[i].t, types[i].tol, FALSE);
+}
+
+/* The tokenizer read back from the export encodes and decodes as the source. */
+static void
+test_tokenizer (void)
+{
+  g_autofree char *dir = fixture ("stories260K");
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("stories260K missing");
+      return;
+    }
+  g_autofree char *out = g_build_filename (tmp_dir, "tok.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_gguf_export (dir, NULL, HN_GGUF_OUT_Q8_0, out, &error));
+  g_autoptr (HnTokenizer) a = hn_tokenizer_load (dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTokenizer) b = hn_tokenizer_load (out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (hn_tokenizer_get_bos_id (b), ==, hn_tokenizer_get_bos_id (a));
+  g_assert_cmpint (hn_tokenizer_get_eos_id (b), ==, hn_tokenizer_get_eos_id (a));
+  g_assert_cmpint (hn_tokenizer_get_vocab_size (b), ==, hn_tokenizer_get_vocab_size (a));
+  /* (runs of spaces and leading spaces differ on purpose: the GGUF reads as
+   * llama.cpp tokenizes, which keeps them, where this tokenizer.json strips
+   * and collapses them) */
+  const char *texts[] = { "Once upon a time", "Lily and Tom went to the park. They saw a big dog!",
+                          "x y\ttabs\nnew line, 123 numbers; ünïcödé 🙂", "" };
+  for (guint i = 0; i < G_N_ELEMENTS (texts); i++)
+    {
+      g_autoptr (GArray) ia = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_autoptr (GArray) ib = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_assert_true (hn_tokenizer_encode (a, texts[i], -1, TRUE, ia, &error));
+      g_assert_true (hn_tokenizer_encode (b, texts[i], -1, TRUE, ib, &error));
+      g_assert_cmpuint (ib->len, ==, ia->len);
+      g_assert_cmpmem (ib->data, ib->len * 4, ia->data, ia->len * 4);
+      g_autofree char *da = hn_tokenizer_decode (a, (int32_t *) ia->data, ia->len, TRUE, &error);
+      g_autofree char *db = hn_tokenizer_decode (b, (int32_t *) ib->data, ib->len, TRUE, &error);
+      g_assert_cmpstr (db, ==, da);
+    }
+  g_unlink (out);
+}
+
+/* A GGUF made by llama.cpp's llama-quantize (Q4_K_M of stories260K, which
+ * falls back to Q5_0 and F16 at these widths) greedy-generates here what
+ * llama-simple generated from the same file on the device
+ * (tests/fixtures/gguf/llama-simple-output.txt). */
+static void
+test_llamacpp_file (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
+                                            "stories260K-llamacpp-q4_k_m.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnGguf) g = hn_gguf_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (hn_gguf_find_tensor (g, "blk.0.attn_q.weight"));
+  g_assert_cmpint (hn_gguf_find_tensor (g, "blk.0.attn_q.weight")->type, ==, HN_GGML_Q5_0);
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (path, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, path, &error);
+  g_assert_no_error (error);
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_assert_true (hn_tokenizer_encode (tok, "Once upon a time", -1, TRUE, ids, &error));
+  int V = hn_transformer_get_hparams (m)->vocab;
+  guint n_prompt = ids->len;
+  for (int step = 0; step < 40; step++)
+    {
+      g_autofree float *logits = g_new (float, (gsize) ids->len * V);
+      g_assert_true (hn_transformer_logits (m, (int32_t *) ids->data, (int) ids->len, logits, &error));
+      const float *last = logits + (gsize) (ids->len - 1) * V;
+      int32_t best = 0;
+      for (int v = 1; v < V; v++)
+        if (last[v] > last[best])
+          best = v;
+      g_array_append_val (ids, best);
+    }
+  g_autofree char *text = hn_tokenizer_decode (tok, (int32_t *) ids->data + n_prompt, ids->len - n_prompt, TRUE, &error);
+  g_assert_no_error (error);
+  g_autofree char *full = g_strconcat ("Once upon a time", text, NULL);
+  /* llama-simple prints "<s> " + prompt + continuation */
+  g_autofree char *expect_file = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
+                                                   "llama-simple-output.txt", NULL);
+  g_autofree char *expect = NULL;
+  g_assert_true (g_file_get_contents (expect_file, &expect, NULL, NULL));
+  const char *mark = strstr (expect, "== lc-q4_k_m.gguf ngl=0\n<s> ");
+  g_assert_nonnull (mark);
+  g_autofree char *line = g_strndup (mark + strlen ("== lc-q4_k_m.gguf ngl=0\n<s> "),
+                                     strcspn (mark + strlen ("== lc-q4_k_m.gguf ngl=0\n<s> "), "\n"));
+  g_assert_cmpstr (full, ==, line);
+}
+
+/* A folder holding one .gguf (and no config.json) is that model; the
+ * errors of a bad file name it. */
+static void
+test_paths (void)
+{
+  g_autofree char *dir = fixture ("llama");
+  g_autofree char *sub = g_build_filename (tmp_dir, "folder", NULL);
+  g_mkdir (sub, 0755);
+  g_autofree char *out = g_build_filename (sub, "m.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_gguf_export (dir, NULL, HN_GGUF_OUT_F16, out, &error));
+  g_autofree char *resolved = hn_gguf_resolve_path (sub);
+  g_assert_cmpstr (resolved, ==, out);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, sub, &error);
+  g_assert_no_error (error);
+  g_autofree char *bad = g_build_filename (sub, "bad.gguf", NULL);
+  g_assert_true (g_file_set_contents (bad, "GGUF\3\0\0\0", 8, NULL));
+  g_autoptr (HnTransformer) m2 = hn_transformer_load (ctx, bad, &error);
+  g_assert_null (m2);
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "bad.gguf"));
+  g_clear_error (&error);
+  /* two .gguf files: the folder is ambiguous */
+  g_autoptr (HnTransformer) m3 = hn_transformer_load (ctx, sub, &error);
+  g_assert_null (m3);
+  g_assert_nonnull (error);
+  g_unlink (bad);
+  g_unlink (out);
+  g_rmdir (sub);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  GError *error = NULL;
+  ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_printerr ("no Vulkan device: %s\n", error->message);
+      return 1;
+    }
+  tmp_dir = g_dir_make_tmp ("hn-gguf-model-XXXXXX", NULL);
+  g_test_add_func ("/gguf-model/f32", test_f32);
+  g_test_add_func ("/gguf-model/types", test_types);
+  g_test_add_func ("/gguf-model/tokenizer", test_tokenizer);
+  g_test_add_func ("/gguf-model/paths", test_paths);
+  g_test_add_func ("/gguf-model/llamacpp-file", test_llamacpp_file);
+  int rc = g_test_run ();
+  g_rmdir (tmp_dir);
+  g_free (tmp_dir);
+  hn_vk_context_unref (ctx);
+  return rc;
+}
