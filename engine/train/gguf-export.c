@@ -5,6 +5,7 @@
 #include "train/gguf-export.h"
 #include "formats/gguf-hf.h"
 #include "formats/model-config.h"
+#include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
@@ -342,6 +343,136 @@ export_dir (const char *model_dir, HnGgufOutType out, const char *out_path, GErr
   return TRUE;
 }
 
+/* ---------------------------------------------------------------- LoRA adapter */
+
+/* llama.cpp's adapter GGUF (convert_lora_to_gguf.py): general.type
+ * "adapter", adapter.type "lora", adapter.lora.alpha, and per adapted
+ * weight W two tensors W.lora_a [r, in] and W.lora_b [out, r] (ggml ne
+ * [in, r] and [r, out]); llama.cpp adds (alpha / r) * B A. B's rows get the
+ * Q/K permutation of W. */
+gboolean
+hn_gguf_export_lora (const char *model_dir, const char *adapter_dir, const char *out_path, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return FALSE;
+  const HnGgufArch *a = hn_gguf_arch_from_model_type (cfg->model_type);
+  if (!a)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type '%s' cannot be exported to GGUF; supported: %s",
+                   cfg->path, cfg->model_type ? cfg->model_type : "(none)", hn_gguf_supported_architectures ());
+      return FALSE;
+    }
+  g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (adapter_dir, error);
+  if (!ad)
+    return FALSE;
+  if (ad->config.fan_in_fan_out)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: fan_in_fan_out adapters (GPT-2 Conv1D) have no llama.cpp "
+                   "form", adapter_dir);
+      return FALSE;
+    }
+  g_autoptr (HnGgufWriter) w = hn_gguf_writer_new ();
+  hn_gguf_writer_set_string (w, "general.architecture", a->gguf);
+  hn_gguf_writer_set_string (w, "general.type", "adapter");
+  hn_gguf_writer_set_string (w, "adapter.type", "lora");
+  /* llama.cpp scales by alpha / r; rsLoRA's alpha / sqrt(r) needs alpha x sqrt(r) there */
+  int r = ad->modules->len ? ((HnLoraModule *) ad->modules->pdata[0])->r : ad->config.r;
+  double alpha = ad->config.use_rslora ? ad->config.alpha * sqrt ((double) r) : ad->config.alpha;
+  hn_gguf_writer_set_f32 (w, "adapter.lora.alpha", (float) alpha);
+  int heads = (int) cfg->num_attention_heads, kv_heads = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads
+                                                                                     : heads;
+  for (guint i = 0; i < ad->modules->len; i++)
+    {
+      HnLoraModule *m = ad->modules->pdata[i];
+      if (m->r != r)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: modules of different ranks (%d and %d)", adapter_dir,
+                       r, m->r);
+          return FALSE;
+        }
+      g_autofree char *hf = g_str_has_prefix (m->module, "model.") ? g_strconcat (m->module, ".weight", NULL)
+                                                                    : g_strconcat ("model.", m->module, ".weight", NULL);
+      g_autofree char *gname = hn_gguf_tensor_name_from_hf (a, hf);
+      if (!gname)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: adapted module %s has no llama.cpp name", adapter_dir,
+                       m->module);
+          return FALSE;
+        }
+      float *b = g_memdup2 (m->b, sizeof (float) * (gsize) m->out * m->r);
+      gboolean is_q = strstr (gname, ".attn_q.") != NULL, is_k = strstr (gname, ".attn_k.") != NULL;
+      if (a->permute_qk && (is_q || is_k))
+        hn_gguf_permute_qk_rows (b, m->out, m->r, is_q ? heads : kv_heads, TRUE);
+      gint64 ne_a[2] = { m->in, m->r }, ne_b[2] = { m->r, m->out };
+      g_autofree char *na = g_strconcat (gname, ".lora_a", NULL);
+      g_autofree char *nb = g_strconcat (gname, ".lora_b", NULL);
+      if (!hn_gguf_writer_add_tensor (w, na, HN_GGML_F32, 2, ne_a, m->a, sizeof (float) * (gsize) m->r * m->in, TRUE,
+                                      error)
+          || !hn_gguf_writer_add_tensor_take (w, nb, HN_GGML_F32, 2, ne_b, b, sizeof (float) * (gsize) m->out * m->r,
+                                              error))
+        return FALSE;
+    }
+  return hn_gguf_writer_write (w, out_path, error);
+}
+
+/* ---------------------------------------------------------------- Ollama Modelfile */
+
+/* Ollama's Go templates for the chat formats we can recognise in a Jinja
+ * chat template (by their marker tokens). NULL: no translation. */
+static const char *
+ollama_template (const char *jinja)
+{
+  if (!jinja)
+    return NULL;
+  if (strstr (jinja, "<|start_header_id|>"))
+    return "{{- if .System }}<|start_header_id|>system<|end_header_id|>\n\n{{ .System }}<|eot_id|>{{ end }}"
+           "{{- range .Messages }}<|start_header_id|>{{ .Role }}<|end_header_id|>\n\n{{ .Content }}<|eot_id|>"
+           "{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n";
+  if (strstr (jinja, "<|im_start|>"))
+    return "{{- if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
+           "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n";
+  if (strstr (jinja, "<start_of_turn>"))
+    return "{{- range .Messages }}<start_of_turn>{{ if eq .Role \"assistant\" }}model{{ else }}{{ .Role }}{{ end }}\n"
+           "{{ .Content }}<end_of_turn>\n{{ end }}<start_of_turn>model\n";
+  if (strstr (jinja, "<|assistant|>") && strstr (jinja, "<|end|>"))
+    return "{{- range .Messages }}<|{{ .Role }}|>\n{{ .Content }}<|end|>\n{{ end }}<|assistant|>\n";
+  if (strstr (jinja, "[INST]"))
+    return "{{- range .Messages }}{{ if eq .Role \"user\" }}[INST] {{ .Content }} [/INST]{{ else }}{{ .Content }}</s>"
+           "{{ end }}{{ end }}";
+  return NULL;
+}
+
+/* FILE.gguf -> FILE.Modelfile beside it: FROM, TEMPLATE (translated when
+ * the chat format is known), PARAMETER stop for every end-of-text token. */
+static gboolean
+write_modelfile (const char *model_dir, const char *out_path, GError **error)
+{
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (model_dir, NULL);
+  g_autofree char *base = g_path_get_basename (out_path);
+  g_autofree char *stem = g_str_has_suffix (base, ".gguf") ? g_strndup (base, strlen (base) - 5) : g_strdup (base);
+  g_autofree char *dir = g_path_get_dirname (out_path);
+  g_autofree char *mf_name = g_strconcat (stem, ".Modelfile", NULL);
+  g_autofree char *mf = g_build_filename (dir, mf_name, NULL);
+  g_autoptr (GString) s = g_string_new (NULL);
+  g_string_append_printf (s, "# ollama create %s -f %s\nFROM ./%s\n", stem, mf_name, base);
+  const char *jinja = tok ? hn_tokenizer_get_chat_template (tok) : NULL;
+  const char *tmpl = ollama_template (jinja);
+  if (tmpl)
+    g_string_append_printf (s, "TEMPLATE \"\"\"%s\"\"\"\n", tmpl);
+  else if (jinja)
+    g_string_append (s, "# the chat template has no known Ollama translation: Ollama reads the GGUF's own\n");
+  gsize n_eos = 0;
+  const int32_t *eos = tok ? hn_tokenizer_get_eos_ids (tok, &n_eos) : NULL;
+  for (gsize i = 0; i < n_eos; i++)
+    {
+      const char *t = hn_tokenizer_id_to_token (tok, eos[i]);
+      if (t && !strchr (t, '"'))
+        g_string_append_printf (s, "PARAMETER stop \"%s\"\n", t);
+    }
+  return hn_write_file_atomic (mf, s->str, s->len, error);
+}
+
 static void
 rm_tree (const char *path)
 {
@@ -365,7 +496,7 @@ hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType ty
                 GError **error)
 {
   if (!adapter_dir)
-    return export_dir (model_dir, type, out_path, error);
+    return export_dir (model_dir, type, out_path, error) && write_modelfile (model_dir, out_path, error);
   /* Merge into a scratch folder next to the output, export, remove it. */
   g_autofree char *parent = g_path_get_dirname (out_path);
   g_autofree char *tmpl = g_build_filename (parent, ".hn-merge-XXXXXX", NULL);
@@ -375,7 +506,7 @@ hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType ty
       return FALSE;
     }
   gboolean ok = hn_lora_merge_model (model_dir, adapter_dir, tmpl, error)
-                && export_dir (tmpl, type, out_path, error);
+                && export_dir (tmpl, type, out_path, error) && write_modelfile (tmpl, out_path, error);
   rm_tree (tmpl);
   return ok;
 }

@@ -18,8 +18,15 @@ gboolean hn_gguf_outtype_from_string (const char *s, HnGgufOutType *out, GError 
 const char *hn_gguf_outtype_name (HnGgufOutType t);
 
 /* Writes `model_dir` (+ `adapter_dir` merged, may be NULL) to `out_path`
- * atomically. */
+ * atomically, and an Ollama Modelfile beside it (FILE.gguf -> FILE.Modelfile:
+ * FROM, TEMPLATE translated from a known chat format, PARAMETER stop per
+ * end-of-text token). */
 gboolean hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType type, const char *out_path,
                          GError **error);
+
+/* A PEFT LoRA adapter as llama.cpp's adapter GGUF (general.type adapter,
+ * for llama-cli --lora): `model_dir` gives the architecture and head counts
+ * for the Q/K permutation of lora_b. */
+gboolean hn_gguf_export_lora (const char *model_dir, const char *adapter_dir, const char *out_path, GError **error);
 
 G_END_DECLS

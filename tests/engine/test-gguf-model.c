@@ -7,7 +7,9 @@
 #include "base/hn-error.h"
 #include "formats/gguf-hf.h"
 #include "train/gguf-export.h"
+#include "transformer/lora.h"
 #include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "transformer/transformer.h"
 
@@ -52,6 +54,15 @@ logits_error (HnTransformer *a, HnTransformer *b, gboolean *identical)
   return max_err / MAX (max_ref, 1e-12);
 }
 
+/* Removes FILE.gguf and the FILE.Modelfile beside it. */
+static void
+unlink_export (const char *out)
+{
+  g_autofree char *mf = g_strdup_printf ("%.*s.Modelfile", (int) (strlen (out) - 5), out);
+  g_unlink (mf);
+  g_unlink (out);
+}
+
 static void
 round_trip (const char *name, HnGgufOutType type, double tol, gboolean want_identical)
 {
@@ -77,7 +88,7 @@ round_trip (const char *name, HnGgufOutType type, double tol, gboolean want_iden
   if (err > tol || (want_identical && !identical))
     g_error ("%s %s: relative logits error %.3g (allowed %.3g%s)", name, hn_gguf_outtype_name (type), err, tol,
              want_identical ? ", bit-identical required" : "");
-  g_unlink (out);
+  unlink_export (out);
 }
 
 /* f32: the same numbers. */
@@ -147,7 +158,118 @@ test_tokenizer (void)
       g_autofree char *db = hn_tokenizer_decode (b, (int32_t *) ib->data, ib->len, TRUE, &error);
       g_assert_cmpstr (db, ==, da);
     }
+  unlink_export (out);
+}
+
+/* With --lora-adapter-path the export is the merged model: the logits of
+ * the merged folder (merge-lora), bit for bit in f32. */
+static void
+test_lora_merged (void)
+{
+  g_autofree char *base = fixture ("llama");
+  g_autofree char *adapter = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "llama_lora",
+                                               "adapter_final", NULL);
+  g_autofree char *merged = g_build_filename (tmp_dir, "merged", NULL);
+  g_autofree char *out = g_build_filename (tmp_dir, "lora.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_lora_merge_model (base, adapter, merged, &error));
+  g_assert_no_error (error);
+  g_assert_true (hn_gguf_export (base, adapter, HN_GGUF_OUT_F32, out, &error));
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) ref = hn_transformer_load (ctx, merged, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, out, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) plain = hn_transformer_load (ctx, base, &error);
+  g_assert_no_error (error);
+  gboolean identical = FALSE;
+  g_assert_cmpfloat (logits_error (m, ref, &identical), ==, 0);
+  g_assert_true (identical);
+  /* and the adapter changed something */
+  g_assert_cmpfloat (logits_error (m, plain, &identical), >, 1e-4);
+  /* no scratch folder left beside the output */
+  g_autoptr (GDir) d = g_dir_open (tmp_dir, 0, NULL);
+  const char *n;
+  while ((n = g_dir_read_name (d)))
+    g_assert_false (g_str_has_prefix (n, ".hn-merge-"));
+  unlink_export (out);
+  const char *files[] = { "model.safetensors", "config.json", "generation_config.json", NULL };
+  for (const char **f = files; *f; f++)
+    {
+      g_autofree char *p = g_build_filename (merged, *f, NULL);
+      g_unlink (p);
+    }
+  g_rmdir (merged);
+}
+
+/* The adapter alone, as llama.cpp's adapter GGUF: W + (alpha / r) B A from
+ * its tensors (B's rows permuted back) is the merged weight. */
+static void
+test_lora_adapter (void)
+{
+  g_autofree char *base = fixture ("llama");
+  g_autofree char *adapter = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "llama_lora",
+                                               "adapter_final", NULL);
+  g_autofree char *out = g_build_filename (tmp_dir, "adapter.gguf", NULL);
+  g_autofree char *merged = g_build_filename (tmp_dir, "merged2", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_gguf_export_lora (base, adapter, out, &error));
+  g_assert_no_error (error);
+  g_assert_true (hn_lora_merge_model (base, adapter, merged, &error));
+  g_autoptr (HnGguf) g = hn_gguf_open (out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (hn_gguf_get_string (g, "general.type", &error), ==, "adapter");
+  g_assert_cmpstr (hn_gguf_get_string (g, "adapter.type", &error), ==, "lora");
+  double alpha = 0;
+  g_assert_true (hn_gguf_get_float (g, "adapter.lora.alpha", &alpha, &error));
+  g_autoptr (HnSafetensors) bst = hn_safetensors_open (base, &error);
+  g_autoptr (HnSafetensors) mst = hn_safetensors_open (merged, &error);
+  g_assert_no_error (error);
+  const char *hf[] = { "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                       "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj" };
+  const char *gg[] = { "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down" };
+  guint checked = 0;
+  for (int layer = 0; layer < 2; layer++)
+    for (guint k = 0; k < G_N_ELEMENTS (hf); k++)
+      {
+        g_autofree char *na = g_strdup_printf ("blk.%d.%s.weight.lora_a", layer, gg[k]);
+        g_autofree char *nb = g_strdup_printf ("blk.%d.%s.weight.lora_b", layer, gg[k]);
+        const HnGgufTensor *ta = hn_gguf_find_tensor (g, na), *tb = hn_gguf_find_tensor (g, nb);
+        if (!ta)
+          continue;
+        g_assert_nonnull (tb);
+        int r = (int) ta->ne[1], in = (int) ta->ne[0], outd = (int) tb->ne[1];
+        g_assert_cmpint (tb->ne[0], ==, r);
+        g_autofree float *A = g_new (float, (gsize) r * in);
+        g_autofree float *B = g_new (float, (gsize) outd * r);
+        g_assert_true (hn_gguf_tensor_to_f32 (g, ta, A, &error));
+        g_assert_true (hn_gguf_tensor_to_f32 (g, tb, B, &error));
+        if (k < 2)
+          hn_gguf_permute_qk_rows (B, outd, r, k == 0 ? 4 : 2, FALSE);
+        g_autofree char *wn = g_strdup_printf ("model.layers.%d.%s.weight", layer, hf[k]);
+        g_autofree float *W = hn_safetensor_info_dup_f32 (hn_safetensors_lookup (bst, wn), &error);
+        g_autofree float *M = hn_safetensor_info_dup_f32 (hn_safetensors_lookup (mst, wn), &error);
+        g_assert_no_error (error);
+        for (int o = 0; o < outd; o++)
+          for (int i = 0; i < in; i++)
+            {
+              double d = 0;
+              for (int j = 0; j < r; j++)
+                d += (double) B[(gsize) o * r + j] * A[(gsize) j * in + i];
+              float w = W[(gsize) o * in + i] + (float) (alpha / r * d);
+              g_assert_cmpfloat (fabsf (w - M[(gsize) o * in + i]), <=, 1e-6f);
+            }
+        checked++;
+      }
+  g_assert_cmpuint (checked, >, 0);
   g_unlink (out);
+  const char *files[] = { "model.safetensors", "config.json", "generation_config.json", NULL };
+  for (const char **f = files; *f; f++)
+    {
+      g_autofree char *p = g_build_filename (merged, *f, NULL);
+      g_unlink (p);
+    }
+  g_rmdir (merged);
 }
 
 /* A GGUF made by llama.cpp's llama-quantize (Q4_K_M of stories260K, which
@@ -225,7 +347,7 @@ test_paths (void)
   g_assert_null (m3);
   g_assert_nonnull (error);
   g_unlink (bad);
-  g_unlink (out);
+  unlink_export (out);
   g_rmdir (sub);
 }
 
@@ -246,6 +368,8 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf-model/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf-model/paths", test_paths);
   g_test_add_func ("/gguf-model/llamacpp-file", test_llamacpp_file);
+  g_test_add_func ("/gguf-model/lora-merged", test_lora_merged);
+  g_test_add_func ("/gguf-model/lora-adapter", test_lora_adapter);
   int rc = g_test_run ();
   g_rmdir (tmp_dir);
   g_free (tmp_dir);
