@@ -214,7 +214,7 @@ export_rope_freqs (Export *x, int head_dim, GError **error)
 }
 
 static gboolean
-export_dir (const char *model_dir, HnGgufOutType out, const char *out_path, GError **error)
+export_dir (const char *model_dir, const char *tok_dir, HnGgufOutType out, const char *out_path, GError **error)
 {
   g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
   if (!cfg)
@@ -230,7 +230,7 @@ export_dir (const char *model_dir, HnGgufOutType out, const char *out_path, GErr
   if (!st)
     return FALSE;
   g_autoptr (GError) tok_error = NULL;
-  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (model_dir, &tok_error);
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tok_dir, &tok_error);
   if (!tok && !g_error_matches (tok_error, HN_ERROR, HN_ERROR_NOT_FOUND))
     {
       g_propagate_error (error, g_steal_pointer (&tok_error));
@@ -496,7 +496,7 @@ hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType ty
                 GError **error)
 {
   if (!adapter_dir)
-    return export_dir (model_dir, type, out_path, error) && write_modelfile (model_dir, out_path, error);
+    return export_dir (model_dir, model_dir, type, out_path, error) && write_modelfile (model_dir, out_path, error);
   /* Merge into a scratch folder next to the output, export, remove it. */
   g_autofree char *parent = g_path_get_dirname (out_path);
   g_autofree char *tmpl = g_build_filename (parent, ".hn-merge-XXXXXX", NULL);
@@ -505,8 +505,18 @@ hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType ty
       g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create a scratch folder in %s: %s", parent, g_strerror (errno));
       return FALSE;
     }
-  gboolean ok = hn_lora_merge_model (model_dir, adapter_dir, tmpl, error)
-                && export_dir (tmpl, type, out_path, error) && write_modelfile (tmpl, out_path, error);
+  gboolean ok = hn_lora_merge_model (model_dir, adapter_dir, tmpl, error);
+  /* A GGUF base (LoRA fine-tuned on it) has no config.json to copy: write
+   * the one its metadata stands for. The tokenizer is read from the base. */
+  g_autofree char *gguf = hn_gguf_resolve_path (model_dir);
+  if (ok && gguf)
+    {
+      g_autoptr (HnGguf) g = hn_gguf_open (gguf, error);
+      g_autofree char *json = g ? hn_gguf_config_json (g, error) : NULL;
+      g_autofree char *cfg = g_build_filename (tmpl, "config.json", NULL);
+      ok = json && hn_write_file_atomic (cfg, json, strlen (json), error);
+    }
+  ok = ok && export_dir (tmpl, model_dir, type, out_path, error) && write_modelfile (model_dir, out_path, error);
   rm_tree (tmpl);
   return ok;
 }

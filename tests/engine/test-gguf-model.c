@@ -187,6 +187,17 @@ test_lora_merged (void)
   g_assert_true (identical);
   /* and the adapter changed something */
   g_assert_cmpfloat (logits_error (m, plain, &identical), >, 1e-4);
+  /* an adapter trained on a GGUF base merges into it the same way */
+  g_autofree char *base_gguf = g_build_filename (tmp_dir, "base.gguf", NULL);
+  g_autofree char *out2 = g_build_filename (tmp_dir, "lora2.gguf", NULL);
+  g_assert_true (hn_gguf_export (base, NULL, HN_GGUF_OUT_F32, base_gguf, &error));
+  g_assert_true (hn_gguf_export (base_gguf, adapter, HN_GGUF_OUT_F32, out2, &error));
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) m2 = hn_transformer_load (ctx, out2, &error);
+  g_assert_no_error (error);
+  g_assert_cmpfloat (logits_error (m2, ref, &identical), ==, 0);
+  unlink_export (base_gguf);
+  unlink_export (out2);
   /* no scratch folder left beside the output */
   g_autoptr (GDir) d = g_dir_open (tmp_dir, 0, NULL);
   const char *n;
