@@ -4,6 +4,7 @@
 # build-asan) and runs them: I/O parsers, tokenizers, datasets, job specs,
 # optimizers, Hierarchos CPU model, fuzz-corpus replays, faults, secrets.
 #   build-aux/sanitize.sh [BUILD_DIR]
+#   HN_SANITIZE_TESTS="chat-template hostile" build-aux/sanitize.sh   (a subset)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build-asan}"
@@ -14,9 +15,19 @@ fi
 tests=(safetensors config hostile job-spec chat-template tokenizer tokenizer-components dataset parquet hub train-optim
        hierarchos hierarchos-jobs secrets)
 fuzz=$(sed -n "/^fuzz_targets = \\[/,/^\\]/p" tests/fuzz/meson.build | grep -o "'[a-z0-9-]*'" | tr -d "'")
+for t in $fuzz; do tests+=("fuzz-$t"); done
+# HN_SANITIZE_TESTS="chat-template hostile fuzz-chat-template ...": only those
+# (the template and JSON paths build and run in a few minutes).
+if [ -n "${HN_SANITIZE_TESTS:-}" ]; then
+  read -r -a tests <<< "$HN_SANITIZE_TESTS"
+fi
 targets=(app/cli/hierarchos-native-cli)
-for t in "${tests[@]}"; do targets+=("tests/engine/test-$t"); done
-for t in $fuzz; do tests+=("fuzz-$t"); targets+=("tests/fuzz/fuzz-replay-$t"); done
+for t in "${tests[@]}"; do
+  case "$t" in
+    fuzz-*) targets+=("tests/fuzz/fuzz-replay-${t#fuzz-}") ;;
+    *) targets+=("tests/engine/test-$t") ;;
+  esac
+done
 ninja -C "$BUILD" "${targets[@]}"
 # Leaks are errors; GLib's type system and caches live until exit by design.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0"
