@@ -2347,7 +2347,7 @@ call_value (R *r, Frame *f, const CtNode *at, Value *fn, GPtrArray *args, GPtrAr
                         (gint64) (count > G_MAXINT64 ? G_MAXINT64 : count), HN_CHAT_TEMPLATE_MAX_RANGE);
         Value *l = v_list (r);
         for (gint64 k = 0; k < (gint64) count; k++)
-          list_push (r, l, v_int (r, start + k * step));
+          list_push (r, l, v_int (r, (gint64) ((__int128) start + (__int128) k * step))); /* k * step may pass int64 */
         return l;
       }
     case F_NAMESPACE:
