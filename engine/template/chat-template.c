@@ -175,6 +175,7 @@ static Value *
 v_dict (R *r)
 {
   Value *v = v_new (r, V_DICT);
+  r->mem += 512; /* a GHashTable and its first arrays (measured, roughly) */
   v->map = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   v->keys = g_ptr_array_new ();
   return v;
@@ -191,7 +192,7 @@ list_push (R *r, Value *l, Value *item)
 static void
 dict_set (R *r, Value *d, const char *key, Value *val)
 {
-  r->mem += 64 + strlen (key);
+  r->mem += 96 + strlen (key);
   /* GHashTable keeps the existing key on replace, so the order array stays valid */
   gboolean existed = g_hash_table_contains (d->map, key);
   char *k = g_strdup (key);
@@ -651,7 +652,7 @@ values_equal (R *r, const Value *a, const Value *b)
 static Frame *
 frame_push (R *r, Frame *parent)
 {
-  r->mem += 256; /* the frame, its hash table and a few names */
+  r->mem += 768; /* the frame, its hash table and a few names (measured, roughly) */
   Frame *f = g_new0 (Frame, 1);
   f->vars = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   f->parent = parent;

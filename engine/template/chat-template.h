@@ -29,9 +29,9 @@ typedef struct _HnChatTemplate HnChatTemplate;
  * and minijinja do; running out is an error naming the template and the
  * limit. Integer arithmetic that leaves 64 bits is an error too, and the
  * parser refuses templates nested deeper than 256 levels. */
-#define HN_CHAT_TEMPLATE_MAX_OUTPUT (64u << 20)      /* bytes of rendered text */
-#define HN_CHAT_TEMPLATE_MAX_MEMORY (256u << 20)     /* bytes of values made in one render */
-#define HN_CHAT_TEMPLATE_MAX_STEPS 20000000u         /* evaluated nodes plus bulk work */
+#define HN_CHAT_TEMPLATE_MAX_OUTPUT (32u << 20)      /* bytes of rendered text */
+#define HN_CHAT_TEMPLATE_MAX_MEMORY (64u << 20)      /* bytes of values made in one render */
+#define HN_CHAT_TEMPLATE_MAX_STEPS 10000000u         /* evaluated nodes plus bulk work */
 #define HN_CHAT_TEMPLATE_MAX_ITERATIONS 1000000u     /* for-loop iterations, all loops together */
 #define HN_CHAT_TEMPLATE_MAX_DEPTH 500               /* nested evaluation (expressions, blocks, macro calls) */
 #define HN_CHAT_TEMPLATE_MAX_RANGE 100000            /* items of one range(), jinja2's sandbox MAX_RANGE */
