@@ -1166,6 +1166,39 @@ test_screenshots (void)
     }
 }
 
+/* The page's default output folder never points a new run at an earlier
+ * run's files (the job would refuse it): KIND moves on to KIND-2; a folder
+ * the user named, a resume and --overwrite-output-dir keep theirs. */
+static void
+test_fresh_out_dir (void)
+{
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new ("transformer-train", NULL);
+  g_autofree char *dir = out_dir ();
+  g_autofree char *runs = g_build_filename (dir, "fresh-runs", NULL);
+  g_autofree char *first = g_build_filename (runs, "transformer-train", NULL);
+  g_autofree char *second = g_build_filename (runs, "transformer-train-2", NULL);
+  g_autofree char *mine = g_build_filename (runs, "mine", NULL);
+  hn_job_spec_set_string (spec, "out-dir", first);
+  hn_page_fresh_out_dir (spec);
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "out-dir"), ==, first); /* missing: kept */
+  g_assert_cmpint (g_mkdir_with_parents (first, 0755), ==, 0);
+  g_autofree char *f = g_build_filename (first, "model.safetensors", NULL);
+  g_assert_true (g_file_set_contents (f, "x", -1, NULL));
+  hn_page_fresh_out_dir (spec);
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "out-dir"), ==, second);
+  hn_job_spec_set_string (spec, "out-dir", first);
+  hn_job_spec_set_bool (spec, "overwrite-output-dir", TRUE);
+  hn_page_fresh_out_dir (spec);
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "out-dir"), ==, first);
+  hn_job_spec_set_bool (spec, "overwrite-output-dir", FALSE);
+  g_assert_cmpint (g_mkdir_with_parents (mine, 0755), ==, 0);
+  g_autofree char *g = g_build_filename (mine, "notes.txt", NULL);
+  g_assert_true (g_file_set_contents (g, "x", -1, NULL));
+  hn_job_spec_set_string (spec, "out-dir", mine);
+  hn_page_fresh_out_dir (spec);
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "out-dir"), ==, mine);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1186,6 +1219,7 @@ main (int argc, char **argv)
   spin (300);
 
   g_test_add_func ("/gui/pages-build", test_pages_build);
+  g_test_add_func ("/gui/fresh-out-dir", test_fresh_out_dir);
   g_test_add_func ("/gui/preview-follows", test_preview_follows);
   g_test_add_func ("/gui/preview-round-trip", test_preview_round_trip);
   g_test_add_func ("/gui/device-list", test_device_list);
