@@ -45,29 +45,43 @@ job_hub (HnJob *job)
   return hub;
 }
 
+/* The options of the pull kind, read once (strings belong to the spec). */
+typedef struct {
+  const char *repo, *repo_type, *revision;
+  const char *const *include;
+} PullOptions;
+
+static void
+pull_options_read (HnJob *job, PullOptions *o)
+{
+  o->repo = opt (job, "repo");
+  o->repo_type = opt (job, "repo-type");
+  o->revision = opt (job, "revision");
+  o->include = hn_job_spec_get_strv (hn_job_get_spec (job), "include");
+}
+
 gboolean
 hn_hub_pull_job_run (HnJob *job, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
-  const char *repo = opt (job, "repo");
-  if (!repo)
+  PullOptions o;
+  pull_options_read (job, &o);
+  if (!o.repo)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo ID is required");
       return FALSE;
     }
   HnHubRepoType type = HN_HUB_REPO_MODEL;
-  const char *ts = opt (job, "repo-type");
-  if (ts && !hn_hub_repo_type_from_string (ts, &type))
+  if (o.repo_type && !hn_hub_repo_type_from_string (o.repo_type, &type))
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo-type must be model or dataset, not '%s'", ts);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo-type must be model or dataset, not '%s'",
+                   o.repo_type);
       return FALSE;
     }
-  const char *const *include = hn_job_spec_get_strv (spec, "include");
   g_autoptr (HnHub) hub = job_hub (job);
   hn_job_log (job, HN_LOG_INFO, "pulling %s %s (revision %s) into %s", type == HN_HUB_REPO_DATASET ? "dataset" : "model",
-              repo, opt (job, "revision") ? opt (job, "revision") : "main", hn_hub_get_cache_dir (hub));
-  g_autofree char *dir = hn_hub_snapshot_download (hub, type, repo, opt (job, "revision"),
-                                                   include && include[0] ? include : NULL,
+              o.repo, o.revision ? o.revision : "main", hn_hub_get_cache_dir (hub));
+  g_autofree char *dir = hn_hub_snapshot_download (hub, type, o.repo, o.revision,
+                                                   o.include && o.include[0] ? o.include : NULL,
                                                    hn_job_get_cancellable (job), error);
   if (!dir)
     return FALSE;

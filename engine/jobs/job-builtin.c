@@ -7,6 +7,7 @@
 #include "jobs/generate-job.h"
 #include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
+#include "jobs/evaluate-job.h"
 
 void
 hn_job_register_builtin_kinds (void)
@@ -23,6 +24,7 @@ hn_job_register_builtin_kinds (void)
       hn_job_register_kind ("chat", hn_chat_job_run);
       hn_job_register_kind ("transformer-train", hn_train_job_run);
       hn_job_register_kind ("transformer-finetune", hn_train_job_run);
+      hn_job_register_kind ("evaluate", hn_evaluate_job_run);
       g_once_init_leave (&once, 1);
     }
 }

@@ -441,7 +441,7 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "model-path|hf-model" },
   { "evaluate", "perplexity", N_("Evaluate"),
     "Perplexity of a model, or a model with an adapter, on your text",
-    MODEL_OPTS "lora-adapter-path text-file eval-file json" RUN_OPTS HUB_OPTS,
+    MODEL_OPTS "lora-adapter-path text-file eval-file seq-len= json" RUN_OPTS HUB_OPTS,
     "model-path|hf-model;text-file|eval-file" },
   { "hub-search", "search", N_("Find models"),
     "Search the Hugging Face Hub (or list the local cache with --local) and print JSON",

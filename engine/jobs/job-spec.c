@@ -78,7 +78,7 @@ build_kind (KindData *kd, const HnJobKindInfo *kind)
         {
           char *def = g_strdup (eq + 1);
           g_ptr_array_add (kd->strings, def);
-          o.default_value = def;
+          o.default_value = *def ? def : NULL; /* "name=": no default for this kind */
         }
       g_array_append_val (opts, o);
     }

@@ -7,8 +7,8 @@
  * Every option is declared once in a table (engine/jobs/job-options.c) with
  * its flag (kebab-case, written with "--"), type, default, range, help text,
  * aliases and flags; each kind lists the options it takes, optionally with a
- * kind-specific default ("lr=2e-4"). Underscore spellings (--batch_size) are
- * accepted for every flag.
+ * kind-specific default ("lr=2e-4"; "seq-len=" for none). Underscore
+ * spellings (--batch_size) are accepted for every flag.
  *
  * To add an option: add an HnOptionInfo row to hn_option_table and its name
  * to the kinds that take it in hn_job_kind_table (both in job-options.c).

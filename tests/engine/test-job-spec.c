@@ -37,6 +37,8 @@ fill_non_default (HnJobSpec *spec)
             gint64 v = d + 1;
             if (o->min <= o->max && (double) v > o->max)
               v = d - 1;
+            if (o->min <= o->max && (double) v < o->min) /* a kind without a default ("seq-len=") reads 0 */
+              v = (gint64) o->min;
             hn_job_spec_set_int (spec, o->name, v);
           }
           break;
