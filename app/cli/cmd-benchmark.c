@@ -134,6 +134,8 @@ write_synthetic (const SynthShape *sh, HnStDtype dt, GError **error)
     {
       ADD ("model.embed_tokens.weight", pool, sh->vocab, C);
       ADD ("model.norm.weight", ones, C);
+      if (!sh->tied) /* Llama-3-8B has its own LM head */
+        ADD ("lm_head.weight", pool, sh->vocab, C);
       for (int l = 0; l < sh->n_layer; l++)
         {
           char nm[160];
