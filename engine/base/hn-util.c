@@ -178,6 +178,53 @@ hn_fault_vk_alloc_fails (void)
 }
 
 gboolean
+hn_fd_write_all (int fd, const void *data, gsize len, const char *path, GError **error)
+{
+  const char *p = data;
+  while (len > 0)
+    {
+      ssize_t n = hn_fault_write (fd, p, MIN (len, (gsize) 1 << 30));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          int e = errno;
+          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
+          return FALSE;
+        }
+      p += n;
+      len -= (gsize) n;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_fd_commit_tmp (int fd, gboolean ok, const char *tmp, const char *path, GError **error)
+{
+  if (ok && fsync (fd) != 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
+      ok = FALSE;
+    }
+  if (close (fd) != 0 && ok)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
+      ok = FALSE;
+    }
+  if (ok && g_rename (tmp, path) != 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s into place: %s", path, g_strerror (e));
+      ok = FALSE;
+    }
+  if (!ok)
+    g_unlink (tmp);
+  return ok;
+}
+
+gboolean
 hn_write_file_atomic (const char *path, const void *data, gsize len, GError **error)
 {
   g_autofree char *tmp = g_strdup_printf ("%s.tmp-XXXXXX", path);
@@ -188,39 +235,8 @@ hn_write_file_atomic (const char *path, const void *data, gsize len, GError **er
       g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", tmp, g_strerror (e));
       return FALSE;
     }
-  const char *p = data;
-  gsize left = len;
-  while (left > 0)
-    {
-      ssize_t n = hn_fault_write (fd, p, left);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        {
-          int e = errno;
-          close (fd);
-          g_unlink (tmp);
-          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
-          return FALSE;
-        }
-      p += n;
-      left -= (gsize) n;
-    }
-  if (fsync (fd) != 0 || close (fd) != 0)
-    {
-      int e = errno;
-      g_unlink (tmp);
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
-      return FALSE;
-    }
-  if (g_rename (tmp, path) != 0)
-    {
-      int e = errno;
-      g_unlink (tmp);
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s into place: %s", path, g_strerror (e));
-      return FALSE;
-    }
-  return TRUE;
+  gboolean ok = hn_fd_write_all (fd, data, len, path, error);
+  return hn_fd_commit_tmp (fd, ok, tmp, path, error);
 }
 
 char *

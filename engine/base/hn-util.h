@@ -8,6 +8,11 @@ G_BEGIN_DECLS
  * fsyncs it and renames it into place, so a crash leaves either the old or
  * the new file, never a torn one. */
 gboolean hn_write_file_atomic (const char *path, const void *data, gsize len, GError **error);
+/* write(2) all of data to fd (EINTR retried, at most 1 GiB a call); errors name path. */
+gboolean hn_fd_write_all (int fd, const void *data, gsize len, const char *path, GError **error);
+/* Ends an atomic write begun in tmp: when ok, fsync and rename tmp onto path;
+ * fd is closed either way and tmp removed on any failure. Returns the outcome. */
+gboolean hn_fd_commit_tmp (int fd, gboolean ok, const char *tmp, const char *path, GError **error);
 
 /* Size caps of hn_file_read_bounded, per kind of file read whole. */
 #define HN_MAX_CONFIG_BYTES (64u << 20)     /* config.json, generation/tokenizer/adapter configs, states */

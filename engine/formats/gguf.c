@@ -896,27 +896,6 @@ hn_gguf_writer_add_tensor_take (HnGgufWriter *w, const char *name, HnGgmlType ty
   return add_tensor (w, name, type, n_dims, ne, data, nbytes, data, error);
 }
 
-static gboolean
-write_all (int fd, const void *data, gsize len, const char *path, GError **error)
-{
-  const guint8 *p = data;
-  while (len > 0)
-    {
-      gssize n = hn_fault_write (fd, p, MIN (len, (gsize) 1 << 30));
-      if (n < 0)
-        {
-          int e = errno;
-          if (e == EINTR)
-            continue;
-          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
-          return FALSE;
-        }
-      p += n;
-      len -= (gsize) n;
-    }
-  return TRUE;
-}
-
 gboolean
 hn_gguf_writer_write (HnGgufWriter *w, const char *path, GError **error)
 {
@@ -973,37 +952,17 @@ hn_gguf_writer_write (HnGgufWriter *w, const char *path, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", tmp, g_strerror (e));
       return FALSE;
     }
-  gboolean ok = write_all (fd, h->data, h->len, path, error);
+  gboolean ok = hn_fd_write_all (fd, h->data, h->len, path, error);
   for (guint i = 0; ok && i < w->tensors->len; i++)
     {
       WTensor *t = w->tensors->pdata[i];
-      ok = write_all (fd, t->data, t->nbytes, path, error);
+      ok = hn_fd_write_all (fd, t->data, t->nbytes, path, error);
       for (gsize pad = (alignment - t->nbytes % alignment) % alignment; ok && pad > 0;)
         {
           gsize n = MIN (pad, sizeof zeros);
-          ok = write_all (fd, zeros, n, path, error);
+          ok = hn_fd_write_all (fd, zeros, n, path, error);
           pad -= n;
         }
     }
-  if (ok && fsync (fd) != 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
-      ok = FALSE;
-    }
-  if (close (fd) != 0 && ok)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
-      ok = FALSE;
-    }
-  if (ok && g_rename (tmp, path) != 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s into place: %s", path, g_strerror (e));
-      ok = FALSE;
-    }
-  if (!ok)
-    g_unlink (tmp);
-  return ok;
+  return hn_fd_commit_tmp (fd, ok, tmp, path, error);
 }

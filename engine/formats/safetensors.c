@@ -1012,28 +1012,6 @@ wentry_name_cmp (gconstpointer a, gconstpointer b)
   return strcmp (x->name, y->name);
 }
 
-static gboolean
-write_all (int fd, const void *data, gsize len, const char *path, GError **error)
-{
-  const char *p = data;
-  while (len > 0)
-    {
-      ssize_t n = hn_fault_write (fd, p, MIN (len, (gsize) 1 << 30));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        {
-          int e = errno;
-          g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path,
-                       g_strerror (e));
-          return FALSE;
-        }
-      p += n;
-      len -= (gsize) n;
-    }
-  return TRUE;
-}
-
 /* Writes entries (any order; laid out here) into path atomically. */
 static gboolean
 write_entries (GPtrArray *entries, GHashTable *metadata, const char *path, GError **error)
@@ -1092,33 +1070,13 @@ write_entries (GPtrArray *entries, GHashTable *metadata, const char *path, GErro
       g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", tmp, g_strerror (e));
       return FALSE;
     }
-  gboolean ok = write_all (fd, lenbuf, 8, path, error) && write_all (fd, h->str, h->len, path, error);
+  gboolean ok = hn_fd_write_all (fd, lenbuf, 8, path, error) && hn_fd_write_all (fd, h->str, h->len, path, error);
   for (guint i = 0; ok && i < order->len; i++)
     {
       const WEntry *e = order->pdata[i];
-      ok = write_all (fd, e->data, e->nbytes, path, error);
+      ok = hn_fd_write_all (fd, e->data, e->nbytes, path, error);
     }
-  if (ok && fsync (fd) != 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
-      ok = FALSE;
-    }
-  if (close (fd) != 0 && ok)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));
-      ok = FALSE;
-    }
-  if (ok && g_rename (tmp, path) != 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot rename %s into place: %s", path, g_strerror (e));
-      ok = FALSE;
-    }
-  if (!ok)
-    g_unlink (tmp);
-  return ok;
+  return hn_fd_commit_tmp (fd, ok, tmp, path, error);
 }
 
 static void
