@@ -16,7 +16,6 @@
 #include "base/hn-error.h"
 #include "formats/safetensors.h"
 #include "jobs/job-spec.h"
-#include "transformer/transformer-private.h"
 #include "transformer/transformer.h"
 #include "generate/sampler.h"
 #include "transformer/lora.h"

@@ -14,7 +14,7 @@
 #include "jobs/generate-job.h"
 #include "hierarchos/hierarchos-vk-private.h"
 #include "transformer/lora.h"
-#include "transformer/transformer-private.h"
+#include "transformer/transformer.h"
 #include "tensor/quant.h"
 
 #define F32 4ull

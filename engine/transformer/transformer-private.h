@@ -26,10 +26,6 @@ struct _HnTransformer {
   HnTransformer *next;
 };
 
-/* transformer-config.c */
-gboolean hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error);
-void hn_transformer_hparams_clear (HnTransformerHParams *hp);
-
 /* transformer-weights.c */
 gboolean hn_transformer_weights_load (HnTransformer *model, HnSafetensors *st, GError **error);
 /* Bytes of the checkpoint's tensors by layer: layer_bytes [n_layer], the
@@ -37,8 +33,5 @@ gboolean hn_transformer_weights_load (HnTransformer *model, HnSafetensors *st, G
  * embedding matrix again when tied). */
 void hn_transformer_weights_measure (const HnTransformerHParams *hp, HnSafetensors *st, guint64 *layer_bytes,
                                      guint64 *embed_bytes, guint64 *head_bytes);
-
-/* transformer-graph.c: drops the tensor views a recording made (after its submit). */
-void hn_transformer_acts_drop_views (HnTransformerActs *acts);
 
 G_END_DECLS

@@ -18,6 +18,7 @@
 #include <gio/gio.h>
 #include <stdint.h>
 
+#include "formats/model-config.h"
 #include "generate/generate.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
@@ -89,6 +90,12 @@ typedef struct {
 } HnTransformerHParams;
 
 typedef struct _HnTransformer HnTransformer;
+
+/* The hyper-parameters a model of `cfg` would have, without loading weights
+ * (memory estimates, benchmarks); errors name the config key. Clear with
+ * hn_transformer_hparams_clear (also after a failed resolve). */
+gboolean hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error);
+void hn_transformer_hparams_clear (HnTransformerHParams *hp);
 
 /* Loads config.json and the safetensors weights of `model_dir`, validates
  * every tensor against the family's expected names and shapes (an unknown or
@@ -279,6 +286,8 @@ HnTransformerActs *hn_transformer_acts_new (HnTransformer *model, int max_tokens
                                             GError **error);
 void hn_transformer_acts_free (HnTransformerActs *acts);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnTransformerActs, hn_transformer_acts_free)
+/* Drops the tensor views a recording made in acts (call after its submit). */
+void hn_transformer_acts_drop_views (HnTransformerActs *acts);
 
 /* K/V storage one layer reads: k/v [B, n_ctx, KVH, D] (B rows), or with a page table the
  * layer's paged arenas k/v [n_pages * HN_KV_PAGE_SIZE, KVH, D] shared by every row. */
