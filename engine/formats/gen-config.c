@@ -382,7 +382,10 @@ hn_generation_config_merge (HnGenerationConfig *dst, const HnGenerationConfig *s
   M_INT (max_new_tokens);
   M_INT (min_length);
   M_INT (max_length);
-  M_INT (pad_token_id);
+  /* -1 is "unset" (and LLaMA's "none"); another negative id is carried so
+   * generation can warn that it ignores it (hn_generate_options_drop_outside_vocab) */
+  if (src->pad_token_id != -1)
+    dst->pad_token_id = src->pad_token_id;
   M_INT (bos_token_id);
   M_INT (decoder_start_token_id);
   M_INT (num_beams);

@@ -96,7 +96,7 @@ hn_generate_options_drop_outside_vocab (HnGenerateOptions *opt, int vocab)
   for (guint i = 0; opt->eos_token_ids && i < opt->eos_token_ids->len;)
     {
       int32_t t = g_array_index (opt->eos_token_ids, int32_t, i);
-      if (t < vocab)
+      if (t >= 0 && t < vocab)
         {
           i++;
           continue;
@@ -104,7 +104,7 @@ hn_generate_options_drop_outside_vocab (HnGenerateOptions *opt, int vocab)
       g_string_append_printf (dropped, "%seos_token_id %d", dropped->len ? ", " : "", t);
       g_array_remove_index (opt->eos_token_ids, i);
     }
-  if (opt->pad_token_id >= vocab)
+  if (opt->pad_token_id >= vocab || opt->pad_token_id < -1)
     {
       g_string_append_printf (dropped, "%spad_token_id %d", dropped->len ? ", " : "", opt->pad_token_id);
       opt->pad_token_id = -1;

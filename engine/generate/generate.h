@@ -62,7 +62,9 @@ void hn_generate_options_copy (HnGenerateOptions *dst, const HnGenerateOptions *
  * vocab_size > 0 also checks token ids. */
 /* Drops the eos ids and the pad id at or past `vocab` (config.json of many
  * tiny test models on the Hub names GPT-2's 50256 with a vocabulary of a few
- * hundred): transformers generates from them and never meets such an id.
+ * hundred), and negative ones (pad_token_id -3; -1 is "unset"): transformers
+ * generates from them and never meets such an id (it warns for a negative
+ * eos_token_id, and does not check the pad id).
  * Returns the warning to log once (NULL when nothing was dropped). */
 char *hn_generate_options_drop_outside_vocab (HnGenerateOptions *opt, int vocab);
 gboolean hn_generate_options_validate (const HnGenerateOptions *opt, int vocab_size, GError **error);

@@ -26,7 +26,7 @@ ids_from_i64 (const gint64 *v, guint n)
   GArray *a = g_array_sized_new (FALSE, FALSE, sizeof (int32_t), n);
   for (guint i = 0; i < n; i++)
     {
-      int32_t x = (int32_t) v[i];
+      int32_t x = (int32_t) CLAMP (v[i], G_MININT32, G_MAXINT32); /* never truncated into a valid id */
       g_array_append_val (a, x);
     }
   return a;
@@ -88,8 +88,8 @@ hn_generate_options_from_config (HnGenerateOptions *o, const HnGenerationConfig 
       g_clear_pointer (&o->eos_token_ids, g_array_unref);
       o->eos_token_ids = ids_from_i64 (c->eos_token_ids, c->n_eos_token_ids);
     }
-  if (c->pad_token_id >= 0)
-    o->pad_token_id = (int) c->pad_token_id;
+  if (c->pad_token_id != -1) /* a negative one is dropped with a warning once the vocabulary is known */
+    o->pad_token_id = (int) CLAMP (c->pad_token_id, G_MININT32, G_MAXINT32);
   if (c->num_beams > 0)
     o->num_beams = (int) c->num_beams;
   if (!isnan (c->length_penalty))

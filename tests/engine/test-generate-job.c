@@ -283,6 +283,20 @@ test_special_ids_outside_vocab (void)
   g_assert_no_error (error);
   g_assert_nonnull (strstr (ce.logs->str, "eos_token_id 50256, pad_token_id 600 outside the vocabulary"));
   events_clear (&ce);
+
+  /* a negative pad id (and eos id) in generation_config.json is ignored the same way, with the
+   * same single warning, not silently */
+  g_autofree char *gc_path = write_tmp (tmp, "generation_config.json", "{\"pad_token_id\": -3, \"eos_token_id\": [-5, 2]}");
+  Events nv = { g_string_new (NULL), .logs = g_string_new (NULL) };
+  g_assert_true (run (argv, &nv, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_str_has_prefix (nv.text->str, "Once upon a time"));
+  const char *neg = "eos_token_id -5, pad_token_id -3 outside the vocabulary (0..511): ignored";
+  const char *nw = strstr (nv.logs->str, neg);
+  g_assert_nonnull (nw);
+  g_assert_null (strstr (nw + strlen (neg), "outside the vocabulary"));
+  events_clear (&nv);
+  g_unlink (gc_path);
   for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
     {
       g_autofree char *to = g_build_filename (tmp, files[i], NULL);
