@@ -4,6 +4,7 @@
  * tokens; the caller validates UTF-8 at the end (or holds an incomplete tail
  * back when streaming). */
 #include "tokenizer-private.h"
+#include "base/hn-error.h"
 #include <string.h>
 
 #define SPIECE_UNDERLINE "\xe2\x96\x81"
@@ -71,14 +72,15 @@ wp_cleanup_pairs[][2] = {
   { " 'm", "'m" }, { " do not", " don't" }, { " 's", "'s" }, { " 've", "'ve" }, { " 're", "'re" },
 };
 
-void
-hn_decoder_apply (const HnDecoder *d, GPtrArray *tokens)
+gboolean
+hn_decoder_apply (const HnDecoder *d, GPtrArray *tokens, GError **error)
 {
   switch (d->type)
     {
     case HN_DEC_SEQUENCE:
       for (guint i = 0; i < d->children->len; i++)
-        hn_decoder_apply (g_ptr_array_index (d->children, i), tokens);
+        if (!hn_decoder_apply (g_ptr_array_index (d->children, i), tokens, error))
+          return FALSE;
       break;
     case HN_DEC_BYTE_LEVEL:
       {
@@ -189,9 +191,18 @@ hn_decoder_apply (const HnDecoder *d, GPtrArray *tokens)
               g_autofree char *s = g_strndup ((const char *) t->data, t->len);
               if (!g_utf8_validate (s, -1, NULL))
                 continue;
-              g_autofree char *r = g_regex_replace_literal (d->regex, s, -1, 0, d->content, 0, NULL);
-              if (r)
-                bytes_set (t, r, strlen (r));
+              /* NULL when PCRE2 stops at its match limit: an error naming the pattern, never the
+               * token left as it was */
+              g_autoptr (GError) e = NULL;
+              g_autofree char *r = g_regex_replace_literal (d->regex, s, -1, 0, d->content, 0, &e);
+              if (!r)
+                {
+                  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                               "tokenizer decoder Replace regex '%s' failed on a %u-byte token (PCRE2's match limit): %s",
+                               g_regex_get_pattern (d->regex), t->len, e ? e->message : "no result");
+                  return FALSE;
+                }
+              bytes_set (t, r, strlen (r));
             }
           else
             replace_in (t, d->pattern, d->content);
@@ -202,6 +213,7 @@ hn_decoder_apply (const HnDecoder *d, GPtrArray *tokens)
         replace_in (g_ptr_array_index (tokens, i), d->suffix, i + 1 == tokens->len ? "" : " ");
       break;
     }
+  return TRUE;
 }
 
 HnDecoder *

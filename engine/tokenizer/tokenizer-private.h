@@ -181,8 +181,9 @@ struct _HnDecoder {
 HnDecoder *hn_decoder_from_json (JsonNode *node, const char *file, GError **error);
 HnDecoder *hn_decoder_new (HnDecType type);
 void hn_decoder_free (HnDecoder *d);
-/* Transforms the token strings (GByteArray*, raw bytes) in place. */
-void hn_decoder_apply (const HnDecoder *d, GPtrArray *tokens);
+/* Transforms the token strings (GByteArray*, raw bytes) in place. Fails only
+ * when a Replace regex stops at PCRE2's match limit (the error names it). */
+gboolean hn_decoder_apply (const HnDecoder *d, GPtrArray *tokens, GError **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnDecoder, hn_decoder_free)
 
 /* ---- SentencePiece model proto (tokenizer-spm.c) ---- */

@@ -394,8 +394,8 @@ decode_bytes (HnTokenizer *tok, const int32_t *ids, gsize n, gboolean skip_speci
       g_byte_array_append (b, (const guint8 *) s, strlen (s));
       g_ptr_array_add (tokens, b);
     }
-  if (tok->decoder)
-    hn_decoder_apply (tok->decoder, tokens);
+  if (tok->decoder && !hn_decoder_apply (tok->decoder, tokens, error))
+    return NULL;
   GByteArray *out = g_byte_array_new ();
   for (guint i = 0; i < tokens->len; i++)
     {

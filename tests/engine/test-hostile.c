@@ -412,6 +412,30 @@ test_tokenizer_regex_limit (void)
         g_error ("got '%s', want '%s'", error->message, want[k]);
       g_string_free (text, TRUE);
     }
+
+  /* the decoder's Replace regex: the decode fails naming the pattern (it used to keep the
+   * token unreplaced, without a word) */
+  g_autofree char *dir = g_dir_make_tmp ("hn-hostile-XXXXXX", NULL);
+  write_file (dir, "tokenizer.json",
+              "{\"model\": {\"type\": \"WordLevel\", \"vocab\": {\"a\": 0, \"b\": 1, \"[UNK]\": 2}, "
+              "\"unk_token\": \"[UNK]\"}, \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, "
+              "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"(a+)+$\"}, \"content\": \"x\"}]}}");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (dir, &error);
+  g_assert_no_error (error);
+  static const int32_t few[] = { 0, 0, 1 };
+  g_autofree char *shortd = hn_tokenizer_decode (tok, few, G_N_ELEMENTS (few), FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (shortd, ==, "aab");
+  g_autofree int32_t *ids = g_new0 (int32_t, 100001);
+  ids[100000] = 1;
+  gint64 t0 = g_get_monotonic_time ();
+  g_autofree char *longd = hn_tokenizer_decode (tok, ids, 100001, FALSE, &error);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 10 * G_USEC_PER_SEC);
+  g_assert_null (longd);
+  g_assert_nonnull (error);
+  if (!strstr (error->message, "decoder Replace regex '(a+)+$' failed"))
+    g_error ("got '%s'", error->message);
 }
 
 int
