@@ -18,6 +18,8 @@ struct _HnJobController
   gboolean idle_pending;
   guint inhibit_cookie;
   gboolean running;
+  HnJobEventFunc tap;      /* worker-thread tap, see hn_job_controller_set_worker_tap */
+  gpointer tap_data;
 };
 
 enum { PROP_0, PROP_RUNNING, N_PROPS };
@@ -116,6 +118,8 @@ on_job_event (HnJob *job, const HnJobEvent *event, gpointer user_data)
 {
   HnJobController *self = user_data;
   gboolean schedule = FALSE;
+  if (self->tap)
+    self->tap (job, event, self->tap_data);
   g_mutex_lock (&self->lock);
   g_queue_push_tail (&self->queue, hn_job_event_copy (event));
   if (!self->idle_pending)
@@ -192,6 +196,14 @@ hn_job_controller_save_and_stop (HnJobController *self)
     hn_job_request_save_and_stop (self->job);
   else
     hn_job_controller_stop (self);
+}
+
+void
+hn_job_controller_set_worker_tap (HnJobController *self, HnJobEventFunc func, gpointer user_data)
+{
+  g_return_if_fail (HN_IS_JOB_CONTROLLER (self) && !self->running);
+  self->tap = func;
+  self->tap_data = user_data;
 }
 
 gboolean

@@ -28,6 +28,12 @@ gboolean hn_job_controller_get_running (HnJobController *self);
 /* The running (or last) job, or NULL. */
 HnJob *hn_job_controller_get_job (HnJobController *self);
 
+/* Called on the worker thread with every event of the jobs started after
+ * this, before it is queued for the main thread (NULL: none). For a caller
+ * that must act at an exact point of a run while it is there: the GUI tests
+ * hold a training run at a step until they have asked it to stop. */
+void hn_job_controller_set_worker_tap (HnJobController *self, HnJobEventFunc func, gpointer user_data);
+
 /* Signals (main thread):
  *   "started"  ()
  *   "event"    (const HnJobEvent *event)   every event, DONE included

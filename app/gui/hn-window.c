@@ -1,7 +1,7 @@
 #include "hn-window.h"
 #include "hn-chat-page.h"
 #include "hn-compare-page.h"
-#include "hn-loss-chart.h"
+#include "hn-jobs-page.h"
 #include "hn-models-page.h"
 #include "base/hn-error.h"
 #include "hn-devices.h"
@@ -21,8 +21,6 @@ struct _HnWindow
   GtkWidget *toasts;
   GtkWidget *stack;
   GtkWidget *generate_page, *finetune_page, *train_page, *hierarchos_page, *chat_page, *models_page;
-  GtkWidget *jobs_list;
-  GtkWidget *compare_page, *compare_chart;
   HnDevices *devices;
   gboolean held;      /* the app is held while the window hides over running jobs */
   gboolean quitting;
@@ -175,218 +173,6 @@ copy_diagnostics_action (GtkWidget *widget, const char *action, GVariant *param)
   hn_window_toast (HN_WINDOW (widget), _("Diagnostics copied"));
 }
 
-/* ---- job list ---------------------------------------------------------- */
-
-static void
-on_copy_command (GtkButton *button, HnJobRecord *record)
-{
-  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (button)), hn_job_record_get_command_line (record));
-  gtk_widget_activate_action (GTK_WIDGET (button), "win.show-toast", "s", _("Command copied"));
-}
-
-/* The option value of a record's CLI line ("--model-path DIR"), or NULL. */
-static char *
-command_option (HnJobRecord *record, const char *flag)
-{
-  g_auto (GStrv) argv = NULL;
-  if (!g_shell_parse_argv (hn_job_record_get_command_line (record), NULL, &argv, NULL))
-    return NULL;
-  for (int i = 0; argv[i] && argv[i + 1]; i++)
-    if (g_str_equal (argv[i], flag))
-      return g_strdup (argv[i + 1]);
-  return NULL;
-}
-
-static char *
-record_kind (HnJobRecord *record)
-{
-  g_auto (GStrv) argv = NULL;
-  if (!g_shell_parse_argv (hn_job_record_get_command_line (record), NULL, &argv, NULL) || !argv[0] || !argv[1])
-    return NULL;
-  const HnJobKindInfo *k = hn_job_kind_lookup (argv[1]);
-  return k ? g_strdup (k->name) : NULL;
-}
-
-/* Overlays every ticked run on the Jobs page's chart. */
-static void
-update_compare_chart (HnWindow *self)
-{
-  HnLossChart *chart = HN_LOSS_CHART (self->compare_chart);
-  hn_loss_chart_clear_series (chart);
-  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
-  for (guint i = 0; i < g_list_model_get_n_items (list); i++)
-    {
-      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
-      if (!g_object_get_data (G_OBJECT (r), "hn-compare"))
-        continue;
-      GArray *pts = hn_job_record_get_points (r);
-      g_autofree gint64 *steps = g_new (gint64, MAX (pts->len, 1));
-      g_autofree double *loss = g_new (double, MAX (pts->len, 1)), *eval = g_new (double, MAX (pts->len, 1));
-      for (guint k = 0; k < pts->len; k++)
-        {
-          const HnJobRecordPoint *p = &g_array_index (pts, HnJobRecordPoint, k);
-          steps[k] = p->step, loss[k] = p->loss, eval[k] = p->eval_loss;
-        }
-      g_autofree char *out = command_option (r, "--out-dir");
-      g_autofree char *base = out ? g_path_get_basename (out) : NULL;
-      g_autofree char *label = g_strdup_printf ("%s · %s", hn_job_record_get_title (r), base ? base : "");
-      hn_loss_chart_add_series (chart, label, steps, loss, eval, pts->len);
-    }
-}
-
-static void
-on_compare_toggled (GtkCheckButton *check, HnJobRecord *record)
-{
-  g_object_set_data (G_OBJECT (record), "hn-compare", GINT_TO_POINTER (gtk_check_button_get_active (check)));
-  HnWindow *self = HN_WINDOW (gtk_widget_get_root (GTK_WIDGET (check)));
-  update_compare_chart (self);
-}
-
-gboolean
-hn_window_resume_record (HnWindow *self, HnJobRecord *record, GError **error)
-{
-  const char *ck = hn_job_record_get_resume_from (record);
-  g_auto (GStrv) argv = NULL;
-  if (!ck || !g_shell_parse_argv (hn_job_record_get_command_line (record), NULL, &argv, error))
-    {
-      if (error && !*error)
-        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, _("This run was not stopped with a checkpoint"));
-      return FALSE;
-    }
-  /* argv[0] is the program, argv[1] the kind */
-  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (g_strv_length (argv) - 1, (const char *const *) argv + 1,
-                                                          error);
-  if (!spec)
-    return FALSE;
-  const char *kind = hn_job_spec_get_kind (spec);
-  const char *page = g_str_equal (kind, "transformer-finetune") ? "finetune"
-                     : g_str_has_prefix (kind, "hierarchos-")   ? "hierarchos"
-                                                                : "train";
-  if (!hn_train_page_resume (HN_TRAIN_PAGE (hn_window_get_page (self, page)), spec, ck, error))
-    return FALSE;
-  hn_window_show_page (self, page);
-  return TRUE;
-}
-
-static void
-on_resume (GtkButton *button, HnJobRecord *record)
-{
-  HnWindow *self = HN_WINDOW (gtk_widget_get_root (GTK_WIDGET (button)));
-  g_autoptr (GError) error = NULL;
-  if (!hn_window_resume_record (self, record, &error))
-    hn_window_toast (self, error->message);
-}
-
-gboolean
-hn_window_compare_record (HnWindow *self, HnJobRecord *record, GError **error)
-{
-  g_autofree char *base = command_option (record, "--model-path");
-  const char *tuned = hn_job_record_get_output_path (record);
-  if (!base || !tuned)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                   _("Side by side needs a finished run with a local --model-path and an output"));
-      return FALSE;
-    }
-  hn_compare_page_set_models (HN_COMPARE_PAGE (self->compare_page), base, tuned);
-  hn_window_show_page (self, "compare");
-  return TRUE;
-}
-
-static void
-on_side_by_side (GtkButton *button, HnJobRecord *record)
-{
-  HnWindow *self = HN_WINDOW (gtk_widget_get_root (GTK_WIDGET (button)));
-  g_autoptr (GError) error = NULL;
-  if (!hn_window_compare_record (self, record, &error))
-    hn_window_toast (self, error->message);
-}
-
-/* Which of a row's buttons apply depends on how the run ended. */
-static void
-update_row_buttons (HnJobRecord *record, GParamSpec *pspec, GtkWidget *row)
-{
-  HnJobRecordState st = hn_job_record_get_state (record);
-  g_autofree char *kind = record_kind (record);
-  gboolean training = kind && (g_str_has_prefix (kind, "transformer-train") || g_str_equal (kind, "transformer-finetune") ||
-                               g_str_has_prefix (kind, "hierarchos-"));
-  gtk_widget_set_visible (g_object_get_data (G_OBJECT (row), "hn-compare"),
-                          training && hn_job_record_get_points (record)->len > 0);
-  gtk_widget_set_visible (g_object_get_data (G_OBJECT (row), "hn-resume"),
-                          st == HN_JOB_RECORD_STOPPED && hn_job_record_get_resume_from (record));
-  gtk_widget_set_visible (g_object_get_data (G_OBJECT (row), "hn-side"),
-                          st == HN_JOB_RECORD_SUCCEEDED && kind &&
-                            (g_str_equal (kind, "transformer-finetune") || g_str_equal (kind, "transformer-train")));
-}
-
-static GtkWidget *
-row_button (GtkWidget *row, const char *label, const char *tooltip, GCallback cb, HnJobRecord *record)
-{
-  GtkWidget *b = gtk_button_new_with_mnemonic (label);
-  gtk_widget_set_valign (b, GTK_ALIGN_CENTER);
-  gtk_widget_set_tooltip_text (b, tooltip);
-  g_signal_connect_object (b, "clicked", cb, record, 0);
-  adw_action_row_add_suffix (ADW_ACTION_ROW (row), b);
-  return b;
-}
-
-static GtkWidget *
-create_job_row (gpointer item, gpointer user_data)
-{
-  HnJobRecord *record = item;
-  GtkWidget *row = adw_action_row_new ();
-  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), hn_job_record_get_title (record));
-  adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 3);
-  g_object_bind_property (record, "summary", row, "subtitle", G_BINDING_SYNC_CREATE);
-  GtkWidget *check = gtk_check_button_new ();
-  gtk_widget_set_valign (check, GTK_ALIGN_CENTER);
-  gtk_widget_set_tooltip_text (check, _("Overlay this run's loss curve on the chart above"));
-  gtk_check_button_set_active (GTK_CHECK_BUTTON (check), g_object_get_data (G_OBJECT (record), "hn-compare") != NULL);
-  g_signal_connect_object (check, "toggled", G_CALLBACK (on_compare_toggled), record, 0);
-  adw_action_row_add_prefix (ADW_ACTION_ROW (row), check);
-  g_object_set_data (G_OBJECT (row), "hn-compare", check);
-  g_object_set_data (G_OBJECT (row), "hn-resume",
-                     row_button (row, _("_Resume"), _("Continue from the checkpoint it was stopped at"),
-                                 G_CALLBACK (on_resume), record));
-  g_object_set_data (G_OBJECT (row), "hn-side",
-                     row_button (row, _("Chat side _by side"), _("Talk to the base model and this fine-tune at once"),
-                                 G_CALLBACK (on_side_by_side), record));
-  GtkWidget *copy = gtk_button_new_from_icon_name ("edit-copy-symbolic");
-  gtk_widget_set_valign (copy, GTK_ALIGN_CENTER);
-  gtk_widget_add_css_class (copy, "flat");
-  gtk_widget_set_tooltip_text (copy, hn_job_record_get_command_line (record));
-  gtk_accessible_update_property (GTK_ACCESSIBLE (copy), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Copy the command"), -1);
-  g_signal_connect_object (copy, "clicked", G_CALLBACK (on_copy_command), record, 0);
-  adw_action_row_add_suffix (ADW_ACTION_ROW (row), copy);
-  g_signal_connect_object (record, "notify::state", G_CALLBACK (update_row_buttons), row, 0);
-  update_row_buttons (record, NULL, row);
-  return row;
-}
-
-/* Ticks the compare box of a record (tests, and the first two runs). */
-void
-hn_window_set_compared (HnWindow *self, HnJobRecord *record, gboolean compared)
-{
-  g_object_set_data (G_OBJECT (record), "hn-compare", GINT_TO_POINTER (compared));
-  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
-  for (guint i = 0; i < g_list_model_get_n_items (list); i++)
-    {
-      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
-      if (r != record)
-        continue;
-      GtkListBoxRow *row = gtk_list_box_get_row_at_index (GTK_LIST_BOX (self->jobs_list), (int) i);
-      if (row)
-        gtk_check_button_set_active (GTK_CHECK_BUTTON (g_object_get_data (G_OBJECT (row), "hn-compare")), compared);
-    }
-  update_compare_chart (self);
-}
-
-GtkWidget *
-hn_window_get_compare_chart (HnWindow *self)
-{
-  return self->compare_chart;
-}
-
 /* ---- window state ------------------------------------------------------ */
 
 static HnJobController *
@@ -522,7 +308,7 @@ hn_window_class_init (HnWindowClass *klass)
   g_type_ensure (HN_TYPE_CHAT_PAGE);
   g_type_ensure (HN_TYPE_MODELS_PAGE);
   g_type_ensure (HN_TYPE_COMPARE_PAGE);
-  g_type_ensure (HN_TYPE_LOSS_CHART);
+  g_type_ensure (HN_TYPE_JOBS_PAGE);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-window.ui");
   gtk_widget_class_bind_template_child (widget_class, HnWindow, switcher_title);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, banner);
@@ -535,9 +321,6 @@ hn_window_class_init (HnWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnWindow, hierarchos_page);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, chat_page);
   gtk_widget_class_bind_template_child (widget_class, HnWindow, models_page);
-  gtk_widget_class_bind_template_child (widget_class, HnWindow, jobs_list);
-  gtk_widget_class_bind_template_child (widget_class, HnWindow, compare_page);
-  gtk_widget_class_bind_template_child (widget_class, HnWindow, compare_chart);
 
   gtk_widget_class_install_action (widget_class, "win.show-toast", "s", toast_action);
   gtk_widget_class_install_action (widget_class, "win.show-page", "s", show_page_action);
@@ -557,13 +340,6 @@ static void
 hn_window_init (HnWindow *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
-  gtk_list_box_bind_model (GTK_LIST_BOX (self->jobs_list), G_LIST_MODEL (hn_job_record_list ()), create_job_row,
-                           NULL, NULL);
-  GtkWidget *empty = gtk_label_new (_("No jobs yet. Start one from any page."));
-  gtk_widget_add_css_class (empty, "dim-label");
-  gtk_widget_set_margin_top (empty, 18);
-  gtk_widget_set_margin_bottom (empty, 18);
-  gtk_list_box_set_placeholder (GTK_LIST_BOX (self->jobs_list), empty);
 
   GSettings *s = hn_app_settings ();
   if (s)

@@ -1,5 +1,6 @@
 /* HnWindow: header bar with a view switcher over the workflow pages
- * (Generate, Fine-tune, Train, Hierarchos, Chat, Jobs), toasts, and a banner
+ * (Generate, Fine-tune, Train, Hierarchos, Chat, Models, Side by side,
+ * Jobs), toasts, and a banner
  * when only a software Vulkan device exists. */
 #pragma once
 #include <adwaita.h>
@@ -10,7 +11,8 @@ G_BEGIN_DECLS
 G_DECLARE_FINAL_TYPE (HnWindow, hn_window, HN, WINDOW, AdwApplicationWindow)
 
 HnWindow *hn_window_new (GtkApplication *app);
-/* "generate", "finetune", "train", "hierarchos", "chat", "jobs" */
+/* "generate", "finetune", "train", "hierarchos", "chat", "models", "compare",
+ * "jobs" */
 GtkWidget *hn_window_get_page (HnWindow *self, const char *name);
 void hn_window_show_page (HnWindow *self, const char *name);
 void hn_window_toast (HnWindow *self, const char *message);
@@ -20,13 +22,6 @@ gboolean hn_window_has_running_jobs (HnWindow *self);
 /* "Stop and save" on every page that runs a job (training saves a
  * checkpoint; other jobs are cancelled): what Quit does first. */
 void hn_window_save_and_stop_jobs (HnWindow *self);
-/* The Jobs page: Resume a stopped run from its checkpoint on its page; open
- * a finished fine-tune side by side with its base model; overlay runs. */
-typedef struct _HnJobRecord HnJobRecord;
-gboolean hn_window_resume_record (HnWindow *self, HnJobRecord *record, GError **error);
-gboolean hn_window_compare_record (HnWindow *self, HnJobRecord *record, GError **error);
-void hn_window_set_compared (HnWindow *self, HnJobRecord *record, gboolean compared);
-GtkWidget *hn_window_get_compare_chart (HnWindow *self);
 /* The next close really closes (the app's quit action). */
 void hn_window_set_quitting (HnWindow *self);
 /* Text for a bug report: versions, devices, the last error. */

@@ -6,7 +6,7 @@
  * model, removal that asks first, and offline mode listing only local
  * models. Screenshots go to <build>/tests/out (models-*.png). */
 #include "fake-hub.h"
-#include "hn-application.h"
+#include "gui-test.h"
 #include "hn-chat-page.h"
 #include "hn-models-page.h"
 #include "hn-window.h"
@@ -44,29 +44,6 @@ mem_clear (const char *endpoint, gpointer data, GError **error)
   return TRUE;
 }
 
-static void
-spin (guint ms)
-{
-  gint64 end = g_get_monotonic_time () + ms * 1000;
-  while (g_get_monotonic_time () < end)
-    while (g_main_context_iteration (NULL, FALSE))
-      ;
-}
-
-static gboolean
-wait_for (gboolean (*cond) (gpointer), gpointer data, guint timeout_ms)
-{
-  gint64 end = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
-  while (!cond (data))
-    {
-      if (g_get_monotonic_time () > end)
-        return FALSE;
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-  return TRUE;
-}
-
 static gboolean
 idle_page (gpointer data)
 {
@@ -83,32 +60,8 @@ pull_idle (gpointer data)
 static void
 settle (HnModelsPage *p)
 {
-  g_assert_true (wait_for (idle_page, p, 30000));
-  spin (50);
-}
-
-static void
-save_screenshot (const char *name)
-{
-  spin (300);
-  GtkWidget *w = GTK_WIDGET (window);
-  int width = gtk_widget_get_width (w), height = gtk_widget_get_height (w);
-  GdkPaintable *paintable = gtk_widget_paintable_new (w);
-  GtkSnapshot *snap = gtk_snapshot_new ();
-  gdk_paintable_snapshot (paintable, snap, width, height);
-  GskRenderNode *node = gtk_snapshot_free_to_node (snap);
-  GdkTexture *tex = gsk_renderer_render_texture (gtk_native_get_renderer (GTK_NATIVE (window)), node,
-                                                 &GRAPHENE_RECT_INIT (0, 0, width, height));
-  const char *build = g_getenv ("HN_BUILD_DIR");
-  g_autofree char *dir = g_build_filename (build ? build : ".", "tests", "out", NULL);
-  g_mkdir_with_parents (dir, 0755);
-  g_autofree char *file = g_strdup_printf ("%s.png", name);
-  g_autofree char *path = g_build_filename (dir, file, NULL);
-  g_assert_true (gdk_texture_save_to_png (tex, path));
-  g_test_message ("saved %s (%dx%d)", path, width, height);
-  g_object_unref (tex);
-  gsk_render_node_unref (node);
-  g_object_unref (paintable);
+  g_assert_true (gui_test_wait (idle_page, p, 30000));
+  gui_test_spin (50);
 }
 
 static void
@@ -137,7 +90,7 @@ test_search_paging (void)
   settle (page);
   g_assert_cmpuint (hn_models_page_get_n_results (page), ==, 8);
   g_assert_cmpstr (hn_models_page_get_search_status (page), ==, "8 models");
-  save_screenshot ("models-search");
+  gui_test_screenshot ("models-search");
 }
 
 static void
@@ -158,7 +111,7 @@ test_card (void)
   /* browsing left the cache alone */
   g_autofree char *repo = g_build_filename (cache, "models--org--stories", NULL);
   g_assert_false (g_file_test (repo, G_FILE_TEST_EXISTS));
-  save_screenshot ("models-card");
+  gui_test_screenshot ("models-card");
 }
 
 static void
@@ -167,7 +120,7 @@ test_gated_token (void)
   g_assert_true (hn_models_page_select (page, "org/gated", FALSE));
   settle (page);
   activate ("models.download", NULL);
-  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_assert_true (gui_test_wait (pull_idle, page, 30000));
   g_assert_nonnull (strstr (hn_models_page_get_token_status (page), "needs a token"));
   g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 0);
 
@@ -183,7 +136,7 @@ test_gated_token (void)
   g_assert_cmpstr (mem_token, ==, TOKEN);
   g_assert_nonnull (strstr (hn_models_page_get_token_status (page), "keyring"));
   activate ("models.download", NULL);
-  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_assert_true (gui_test_wait (pull_idle, page, 30000));
   g_assert_cmpuint (hn_models_page_get_n_local (page), ==, 1);
   /* the command line never holds it */
   g_assert_null (strstr (hn_models_page_get_command_text (page), TOKEN));
@@ -229,10 +182,10 @@ test_download_cancel_resume (void)
   HnJobController *pull = hn_models_page_get_pull_controller (page);
   gulong h = g_signal_connect (pull, "event", G_CALLBACK (on_pull_event), &seen);
   activate ("models.download", NULL);
-  g_assert_true (wait_for (seen_moving, &seen, 30000));
-  save_screenshot ("models-download");
+  g_assert_true (gui_test_wait (seen_moving, &seen, 30000));
+  gui_test_screenshot ("models-download");
   activate ("models.cancel", NULL);
-  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_assert_true (gui_test_wait (pull_idle, page, 30000));
   g_signal_handler_disconnect (pull, h);
   g_mutex_lock (&hub_srv.lock);
   hub_srv.throttle_us = 0;
@@ -243,7 +196,7 @@ test_download_cancel_resume (void)
   g_assert_true (hn_models_page_select (page, "org/stories", TRUE));
   int ranges = hub_srv.range_gets;
   activate ("models.download", NULL);
-  g_assert_true (wait_for (pull_idle, page, 30000));
+  g_assert_true (gui_test_wait (pull_idle, page, 30000));
   g_assert_cmpint (hub_srv.range_gets, >, ranges);
   FakeFile *f = find_file ("models/org/stories", "model.safetensors");
   g_autofree char *st = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, "model.safetensors", NULL);
@@ -263,7 +216,7 @@ test_fit_badges (void)
   g_assert_cmpstr (hn_models_page_get_fit_text (page), ==, fit);
   g_autofree char *card = hn_models_page_dup_card_text (page);
   g_assert_true (g_str_has_prefix (card, "# Stories 260K")); /* the card came with the model */
-  save_screenshot ("models-fit");
+  gui_test_screenshot ("models-fit");
 
   /* Chat with it */
   activate ("models.open", g_variant_new_string ("chat"));
@@ -284,7 +237,7 @@ test_remove (void)
 {
   g_assert_true (hn_models_page_select (page, "org/gated", TRUE));
   activate ("models.remove", NULL);
-  g_assert_true (wait_for (dialog_open, page, 5000));
+  g_assert_true (gui_test_wait (dialog_open, page, 5000));
   GtkWidget *dialog = hn_models_page_get_remove_dialog (page);
   g_assert_nonnull (strstr (adw_message_dialog_get_body (ADW_MESSAGE_DIALOG (dialog)), "frees"));
   /* Cancel keeps it */
@@ -322,13 +275,12 @@ test_offline (void)
   g_assert_true (hn_models_page_select (off, "org/stories", TRUE));
   g_assert_cmpuint (hn_models_page_get_n_files (off), >=, 3);
   gtk_window_destroy (GTK_WINDOW (win));
-  spin (50);
+  gui_test_spin (50);
 }
 
 int
 main (int argc, char **argv)
 {
-  hn_gui_i18n_init ();
   cache = g_dir_make_tmp ("hn-gui-models-XXXXXX", NULL);
   g_autofree char *hf_home = g_build_filename (cache, "home", NULL);
   g_setenv ("HF_HUB_CACHE", cache, TRUE);
@@ -338,21 +290,12 @@ main (int argc, char **argv)
   g_unsetenv ("HF_HUB_OFFLINE");
   g_unsetenv ("http_proxy");
   g_unsetenv ("https_proxy");
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  gui_test_init (&argc, &argv, "gui-models");
   start_server (); /* sets HF_ENDPOINT */
   static const HnHubTokenStore store = { mem_lookup, mem_store, mem_clear, NULL };
   hn_hub_token_store_set (&store); /* the libsecret path: test-hub-keyring */
-  hn_job_register_builtin_kinds ();
-  GtkCssProvider *css = gtk_css_provider_new ();
-  gtk_css_provider_load_from_resource (css, "/io/github/hierarchos/Native/style.css");
-  gtk_style_context_add_provider_for_display (gdk_display_get_default (), GTK_STYLE_PROVIDER (css),
-                                              GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
-  window = g_object_new (HN_TYPE_WINDOW, NULL);
-  gtk_window_set_default_size (GTK_WINDOW (window), 1280, 820);
-  gtk_window_present (GTK_WINDOW (window));
+  window = gui_test_window ();
   page = HN_MODELS_PAGE (hn_window_get_page (window, "models"));
-  spin (200);
 
   g_test_add_func ("/gui-models/search-paging", test_search_paging);
   g_test_add_func ("/gui-models/card", test_card);
@@ -361,13 +304,10 @@ main (int argc, char **argv)
   g_test_add_func ("/gui-models/fit-badges", test_fit_badges);
   g_test_add_func ("/gui-models/remove", test_remove);
   g_test_add_func ("/gui-models/offline", test_offline);
-  int ret = g_test_run ();
-  gtk_window_destroy (GTK_WINDOW (window));
-  spin (50);
+  int ret = gui_test_run ();
   stop_server ();
   rm_rf (cache);
   g_free (cache);
   g_free (mem_token);
-  g_object_unref (css);
   return ret;
 }
