@@ -1,6 +1,8 @@
 #include "hn-models-page.h"
 #include "hn-chat-page.h"
 #include "hn-command-view.h"
+#include "hn-export-dialog.h"
+#include "hn-job-record.h"
 #include "hn-generate-page.h"
 #include "hn-page-util.h"
 #include "hn-progress-view.h"
@@ -38,7 +40,7 @@ struct _HnModelsPage
 {
   AdwBin parent_instance;
   HnJobSpec *search_spec, *pull_spec;
-  HnJobController *search_ctl, *pull_ctl;
+  HnJobController *search_ctl, *pull_ctl, *export_ctl;
   GString *search_out;       /* the hub-search job's JSON */
   char *next_cursor;
   guint n_results;
@@ -58,7 +60,7 @@ struct _HnModelsPage
   guint detail_serial;
   guint n_files;
   char *fit_text;
-  GtkWidget *remove_dialog;
+  GtkWidget *remove_dialog, *export_dialog;
 
   GtkWidget *local_list, *search_entry, *task_drop, *sort_drop, *search_status, *result_list, *more_button;
   GtkWidget *token_row, *token_status;
@@ -207,7 +209,7 @@ update_actions (HnModelsPage *self)
   gtk_widget_action_set_enabled (w, "models.download", self->sel_id && !pulling && !self->offline && !complete);
   gtk_widget_action_set_enabled (w, "models.cancel", pulling);
   gtk_widget_action_set_enabled (w, "models.open", complete);
-  gtk_widget_action_set_enabled (w, "models.export", complete);
+  gtk_widget_action_set_enabled (w, "models.export", complete && !hn_job_controller_get_running (self->export_ctl));
   gtk_widget_action_set_enabled (w, "models.remove", self->sel_local && !pulling);
   gtk_widget_set_visible (self->more_button, self->next_cursor != NULL);
   gtk_button_set_label (GTK_BUTTON (self->download_button),
@@ -840,12 +842,71 @@ open_action (GtkWidget *w, const char *action, GVariant *param)
   hn_window_show_page (HN_WINDOW (root), target);
 }
 
+/* The newest adapter a finished fine-tune of `model_dir` wrote (the job
+ * history), or NULL. */
+static char *
+newest_adapter (const char *model_dir)
+{
+  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
+  for (guint i = 0; i < g_list_model_get_n_items (list); i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
+      const char *out = hn_job_record_get_output_path (r);
+      if (hn_job_record_get_state (r) != HN_JOB_RECORD_SUCCEEDED || !out)
+        continue;
+      g_auto (GStrv) argv = NULL;
+      if (!g_shell_parse_argv (hn_job_record_get_command_line (r), NULL, &argv, NULL))
+        continue;
+      gboolean from_model = FALSE;
+      for (int k = 0; argv[k] && argv[k + 1]; k++)
+        if (g_str_equal (argv[k], "--model-path") && g_str_equal (argv[k + 1], model_dir))
+          from_model = TRUE;
+      g_autofree char *cfg = g_build_filename (out, "adapter_config.json", NULL);
+      if (from_model && g_file_test (cfg, G_FILE_TEST_IS_REGULAR))
+        return g_strdup (out);
+    }
+  return NULL;
+}
+
+static void
+on_export_finished (HnJobController *c, gboolean ok, const char *message, const char *out, HnModelsPage *self)
+{
+  g_autofree char *text = ok ? g_strdup_printf (_("Exported %s"), out ? out : "")
+                             : g_strdup_printf (_("Export failed: %s"), message ? message : _("unknown error"));
+  hn_page_toast (GTK_WIDGET (self), text);
+  update_actions (self);
+}
+
+static void
+on_export_response (AdwMessageDialog *dialog, const char *response, HnModelsPage *self)
+{
+  self->export_dialog = NULL;
+  if (!g_str_equal (response, "export"))
+    return;
+  HnJobSpec *spec = hn_export_dialog_get_spec (HN_EXPORT_DIALOG (dialog));
+  g_autoptr (GError) error = NULL;
+  hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), spec);
+  if (!hn_job_controller_start (self->export_ctl, spec, &error))
+    hn_page_toast (GTK_WIDGET (self), error->message);
+  update_actions (self);
+}
+
 static void
 export_action (GtkWidget *w, const char *action, GVariant *param)
 {
-  /* fails closed, saying what exists instead */
-  hn_page_toast (w, _("Export is not in this build yet: a fine-tune's merged model is written with "
-                      "hierarchos-native-cli merge-lora"));
+  HnModelsPage *self = HN_MODELS_PAGE (w);
+  if (!self->sel_snapshot || !self->sel_id)
+    return;
+  const char *slash = strrchr (self->sel_id, '/');
+  const char *name = slash ? slash + 1 : self->sel_id;
+  g_autofree char *adapter = newest_adapter (self->sel_snapshot);
+  const char *docs = g_get_user_special_dir (G_USER_DIRECTORY_DOCUMENTS);
+  GtkRoot *root = gtk_widget_get_root (w);
+  GtkWidget *dialog = hn_export_dialog_new (GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL, self->sel_snapshot, name,
+                                            adapter, docs ? docs : g_get_home_dir ());
+  g_signal_connect (dialog, "response", G_CALLBACK (on_export_response), self);
+  self->export_dialog = dialog;
+  gtk_window_present (GTK_WINDOW (dialog));
 }
 
 /* ---- removal ------------------------------------------------------------ */
@@ -1059,6 +1120,18 @@ hn_models_page_get_command_text (HnModelsPage *self)
 }
 
 GtkWidget *
+hn_models_page_get_export_dialog (HnModelsPage *self)
+{
+  return self->export_dialog;
+}
+
+HnJobController *
+hn_models_page_get_export_controller (HnModelsPage *self)
+{
+  return self->export_ctl;
+}
+
+GtkWidget *
 hn_models_page_get_remove_dialog (HnModelsPage *self)
 {
   return self->remove_dialog;
@@ -1097,7 +1170,7 @@ hn_models_page_dispose (GObject *object)
 {
   HnModelsPage *self = HN_MODELS_PAGE (object);
   g_cancellable_cancel (self->cancel);
-  for (HnJobController **c = (HnJobController *[]) { self->search_ctl, self->pull_ctl, NULL }; *c; c++)
+  for (HnJobController **c = (HnJobController *[]) { self->search_ctl, self->pull_ctl, self->export_ctl, NULL }; *c; c++)
     {
       g_signal_handlers_disconnect_by_data (*c, self);
       hn_job_controller_stop (*c);
@@ -1105,6 +1178,7 @@ hn_models_page_dispose (GObject *object)
   gtk_widget_dispose_template (GTK_WIDGET (self), HN_TYPE_MODELS_PAGE);
   g_clear_object (&self->search_ctl);
   g_clear_object (&self->pull_ctl);
+  g_clear_object (&self->export_ctl);
   g_clear_object (&self->search_spec);
   g_clear_object (&self->pull_spec);
   G_OBJECT_CLASS (hn_models_page_parent_class)->dispose (object);
@@ -1175,6 +1249,8 @@ hn_models_page_init (HnModelsPage *self)
   self->pull_spec = hn_job_spec_new ("pull", NULL);
   self->search_ctl = hn_job_controller_new ();
   self->pull_ctl = hn_job_controller_new ();
+  self->export_ctl = hn_job_controller_new ();
+  g_signal_connect (self->export_ctl, "finished", G_CALLBACK (on_export_finished), self);
   g_signal_connect (self->search_ctl, "event", G_CALLBACK (on_search_event), self);
   g_signal_connect (self->search_ctl, "finished", G_CALLBACK (on_search_finished), self);
   g_signal_connect (self->pull_ctl, "started", G_CALLBACK (on_pull_started), self);

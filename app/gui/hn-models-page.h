@@ -4,7 +4,8 @@
  * the access token (kept in the keyring). Right: the chosen model's card,
  * files and fit badge; Download (a pull job: progress, speed, ETA, cancel,
  * resume from the partial file), Chat / Generate / Fine-tune / Train with
- * it, Export, Remove (asks first, says what it frees). */
+ * it, Export (a GGUF file or a merged folder, as a job: hn-export-dialog.h),
+ * Remove (asks first, says what it frees). */
 #pragma once
 #include <adwaita.h>
 
@@ -37,6 +38,10 @@ const char *hn_models_page_get_local_fit (HnModelsPage *self, const char *id);
 char *hn_models_page_dup_card_text (HnModelsPage *self);
 guint hn_models_page_get_n_files (HnModelsPage *self);
 const char *hn_models_page_get_command_text (HnModelsPage *self);
+/* The Export dialog (HnExportDialog) while it is open, else NULL; its
+ * "export" response starts the job on the export controller. */
+GtkWidget *hn_models_page_get_export_dialog (HnModelsPage *self);
+HnJobController *hn_models_page_get_export_controller (HnModelsPage *self);
 /* The "Remove?" dialog while it is open, else NULL. */
 GtkWidget *hn_models_page_get_remove_dialog (HnModelsPage *self);
 void hn_models_page_set_token_text (HnModelsPage *self, const char *text);

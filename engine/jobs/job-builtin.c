@@ -8,6 +8,7 @@
 #include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
 #include "jobs/evaluate-job.h"
+#include "jobs/export-job.h"
 
 void
 hn_job_register_builtin_kinds (void)
@@ -25,6 +26,8 @@ hn_job_register_builtin_kinds (void)
       hn_job_register_kind ("transformer-train", hn_train_job_run);
       hn_job_register_kind ("transformer-finetune", hn_train_job_run);
       hn_job_register_kind ("evaluate", hn_evaluate_job_run);
+      hn_job_register_kind ("export-gguf", hn_export_gguf_job_run);
+      hn_job_register_kind ("merge-lora", hn_merge_lora_job_run);
       g_once_init_leave (&once, 1);
     }
 }

@@ -323,6 +323,18 @@ const HnOptionInfo hn_option_table[] = {
     N_("Restore a saved chat state before the first turn"),
     NULL, 0, HN_OPTION_HINT_FILE, "FILE" },
 
+  /* Export */
+  { "outtype", HN_OPTION_CHOICE, "f16", UNBOUNDED, "f32 f16 bf16 q8_0 q4_0 q4_k_m q6_k", N_("Weight type"),
+    N_("How the matrices are stored in the GGUF file (norms and biases stay f32): f16 keeps the model as it is, "
+       "q8_0 halves it, q4_k_m and q4_0 quarter it"),
+    NULL, 0, HN_OPTION_HINT_NONE, NULL },
+  { "out", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("GGUF file"),
+    N_("The .gguf file to write (an Ollama Modelfile is written beside it)"),
+    NULL, 0, HN_OPTION_HINT_SAVE_FILE, "FILE" },
+  { "adapter-only", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Adapter only"),
+    N_("Write the LoRA adapter alone as a GGUF adapter (llama.cpp --lora) instead of the merged model"),
+    NULL, 0, HN_OPTION_HINT_NONE, NULL },
+
   /* Hub */
   { "repo", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Repository"),
     N_("The Hub repository id to download"),
@@ -443,6 +455,14 @@ const HnJobKindInfo hn_job_kind_table[] = {
     "Perplexity of a model, or a model with an adapter, on your text",
     MODEL_OPTS "lora-adapter-path text-file eval-file seq-len= json" RUN_OPTS HUB_OPTS,
     "model-path|hf-model;text-file|eval-file" },
+  { "export-gguf", NULL, N_("Export to GGUF"),
+    "Write a model (and a merged LoRA adapter) as a GGUF file for llama.cpp / Ollama",
+    "model-path lora-adapter-path outtype out adapter-only",
+    "model-path;out" },
+  { "merge-lora", NULL, N_("Merge LoRA"),
+    "Merge a LoRA adapter into its base model (a normal model folder)",
+    "model-path lora-adapter-path out-dir overwrite-output-dir",
+    "model-path;lora-adapter-path;out-dir" },
   { "hub-search", "search", N_("Find models"),
     "Search the Hugging Face Hub (or list the local cache with --local) and print JSON",
     "search task sort library limit cursor repo-type local" HUB_OPTS,

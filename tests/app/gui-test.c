@@ -109,17 +109,16 @@ gui_test_run_dir (const char *run)
 }
 
 void
-gui_test_screenshot (const char *name)
+gui_test_screenshot_of (GtkWidget *w, const char *name)
 {
-  HnWindow *win = gui_test_window ();
   gui_test_spin (300);
-  GtkWidget *w = GTK_WIDGET (win);
+  GtkNative *native = gtk_widget_get_native (w);
   int width = gtk_widget_get_width (w), height = gtk_widget_get_height (w);
   GdkPaintable *paintable = gtk_widget_paintable_new (w);
   GtkSnapshot *snap = gtk_snapshot_new ();
   gdk_paintable_snapshot (paintable, snap, width, height);
   GskRenderNode *node = gtk_snapshot_free_to_node (snap);
-  GdkTexture *tex = gsk_renderer_render_texture (gtk_native_get_renderer (GTK_NATIVE (win)), node,
+  GdkTexture *tex = gsk_renderer_render_texture (gtk_native_get_renderer (native), node,
                                                  &GRAPHENE_RECT_INIT (0, 0, width, height));
   g_autofree char *file = g_strdup_printf ("%s.png", name);
   g_autofree char *path = build_path ("out", file);
@@ -130,6 +129,12 @@ gui_test_screenshot (const char *name)
   g_object_unref (tex);
   gsk_render_node_unref (node);
   g_object_unref (paintable);
+}
+
+void
+gui_test_screenshot (const char *name)
+{
+  gui_test_screenshot_of (GTK_WIDGET (gui_test_window ()), name);
 }
 
 HnOptionGroup *

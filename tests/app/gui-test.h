@@ -31,6 +31,8 @@ gboolean gui_test_not_running (gpointer controller);
 char *gui_test_run_dir (const char *run);
 /* Saves the window as <build>/tests/out/NAME.png. */
 void gui_test_screenshot (const char *name);
+/* The same of another shown toplevel (a dialog). */
+void gui_test_screenshot_of (GtkWidget *toplevel, const char *name);
 
 /* The HnOptionGroup inside `root` that edits `option`, or NULL. */
 HnOptionGroup *gui_test_find_group (GtkWidget *root, const char *option);

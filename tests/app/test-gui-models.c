@@ -8,6 +8,8 @@
 #include "fake-hub.h"
 #include "gui-test.h"
 #include "hn-chat-page.h"
+#include "hn-export-dialog.h"
+#include "hn-job-record.h"
 #include "hn-models-page.h"
 #include "hn-window.h"
 #include "hub/hub-token.h"
@@ -227,6 +229,70 @@ test_fit_badges (void)
 }
 
 static gboolean
+export_idle (gpointer data)
+{
+  return !hn_job_controller_get_running (hn_models_page_get_export_controller (data));
+}
+
+/* Export posts an export-gguf job whose CLI line is the dialog's; the GGUF
+ * lands where the dialog says. A merged folder needs an adapter. */
+static void
+test_export (void)
+{
+  g_assert_true (hn_models_page_select (page, "org/stories", TRUE));
+  settle (page);
+  activate ("models.export", NULL);
+  HnExportDialog *d = HN_EXPORT_DIALOG (hn_models_page_get_export_dialog (page));
+  g_assert_nonnull (d);
+  g_autofree char *snap = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, NULL);
+  HnJobSpec *spec = hn_export_dialog_get_spec (d);
+  g_assert_cmpstr (hn_job_spec_get_kind (spec), ==, "export-gguf");
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "model-path"), ==, snap);
+  g_assert_true (g_str_has_suffix (hn_job_spec_get_string (spec, "out"), "/stories-f16.gguf"));
+  /* the default name follows the weight type */
+  hn_job_spec_set_string (spec, "outtype", "q8_0");
+  g_assert_true (g_str_has_suffix (hn_job_spec_get_string (spec, "out"), "/stories-q8_0.gguf"));
+  /* a merged model without an adapter is refused before anything runs */
+  hn_export_dialog_set_merged (d, TRUE);
+  g_assert_cmpstr (hn_job_spec_get_kind (hn_export_dialog_get_spec (d)), ==, "merge-lora");
+  g_autofree char *why = hn_export_dialog_dup_problem (d);
+  g_assert_nonnull (why);
+  g_assert_nonnull (strstr (why, "adapter"));
+  g_assert_false (adw_message_dialog_get_response_enabled (ADW_MESSAGE_DIALOG (d), "export"));
+  hn_export_dialog_set_merged (d, FALSE);
+  /* an output folder that does not exist is named */
+  hn_job_spec_set_string (spec, "out", "/nonexistent/x.gguf");
+  g_autofree char *why2 = hn_export_dialog_dup_problem (d);
+  g_assert_nonnull (why2);
+  g_assert_nonnull (strstr (why2, "/nonexistent"));
+  g_autofree char *gguf = g_build_filename (cache, "stories-q8_0.gguf", NULL);
+  hn_job_spec_set_string (spec, "out", gguf);
+  g_assert_null (hn_export_dialog_dup_problem (d));
+  g_assert_true (adw_message_dialog_get_response_enabled (ADW_MESSAGE_DIALOG (d), "export"));
+  g_autofree char *line = g_strdup (hn_export_dialog_get_command_text (d));
+  g_assert_nonnull (strstr (line, "hierarchos-native-cli export-gguf --model-path "));
+  g_assert_nonnull (strstr (line, "--outtype q8_0"));
+  g_assert_nonnull (strstr (line, gguf));
+  gui_test_screenshot_of (GTK_WIDGET (d), "models-export");
+  adw_message_dialog_response (ADW_MESSAGE_DIALOG (d), "export");
+  gtk_window_destroy (GTK_WINDOW (d));
+  g_assert_true (gui_test_wait (export_idle, page, 60000));
+  g_assert_null (hn_models_page_get_export_dialog (page));
+  /* the job list holds it, with the dialog's CLI line */
+  g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
+  g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_SUCCEEDED);
+  g_assert_cmpstr (hn_job_record_get_command_line (rec), ==, line);
+  g_assert_cmpstr (hn_job_record_get_output_path (rec), ==, gguf);
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (gguf, &data, &len, NULL));
+  g_assert_cmpuint (len, >, 1000);
+  g_assert_true (memcmp (data, "GGUF", 4) == 0);
+  g_autofree char *mf = g_build_filename (cache, "stories-q8_0.Modelfile", NULL);
+  g_assert_true (g_file_test (mf, G_FILE_TEST_IS_REGULAR));
+}
+
+static gboolean
 dialog_open (gpointer data)
 {
   return hn_models_page_get_remove_dialog (data) != NULL;
@@ -302,6 +368,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui-models/gated-token", test_gated_token);
   g_test_add_func ("/gui-models/download-cancel-resume", test_download_cancel_resume);
   g_test_add_func ("/gui-models/fit-badges", test_fit_badges);
+  g_test_add_func ("/gui-models/export", test_export);
   g_test_add_func ("/gui-models/remove", test_remove);
   g_test_add_func ("/gui-models/offline", test_offline);
   int ret = gui_test_run ();
