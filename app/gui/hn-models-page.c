@@ -60,6 +60,11 @@ struct _HnModelsPage
   guint detail_serial;
   guint n_files;
   char *fit_text;
+  HnModelFit sel_fit;        /* the chosen model's estimates (sel_has_fit) */
+  gboolean sel_has_fit;
+  char *sel_fit_why;
+  GPtrArray *results;        /* ResultEntry*, the search rows */
+  guint search_serial;
   GtkWidget *remove_dialog, *export_dialog;
 
   GtkWidget *local_list, *search_entry, *task_drop, *sort_drop, *search_status, *result_list, *more_button;
@@ -136,12 +141,17 @@ fit_tooltip (HnModelsPage *self, const HnModelFit *fit)
   g_autofree char *chat = g_format_size (fit->chat_bytes);
   g_autofree char *lora = g_format_size (fit->lora_bytes);
   g_autofree char *q4 = g_format_size (fit->chat_4bit_bytes);
-  if (fit->level == HN_FIT_UNKNOWN)
-    return g_strdup_printf (_("Chat needs about %s, LoRA at batch 4 × 512 about %s; no device memory to compare with"),
-                            chat, lora);
-  g_autofree char *free_s = g_format_size (fit->free_bytes);
-  return g_strdup_printf (_("Chat needs about %s (%s with 4-bit weights), LoRA at batch 4 × 512 about %s; %s free on %s"),
-                          chat, q4, lora, free_s, self->device_name ? self->device_name : _("the device"));
+  const char *guess = fit->params_from_storage ? _(" (the Hub gives no parameter count: estimated from the repo's "
+                                                   "size, an upper bound)")
+                                               : "";
+  if (self->free_bytes == 0)
+    return g_strdup_printf (_("Chat needs about %s, LoRA at batch 4 × 512 about %s%s; no device memory to compare "
+                              "with"),
+                            chat, lora, guess);
+  g_autofree char *free_s = g_format_size (self->free_bytes);
+  return g_strdup_printf (_("Chat needs about %s (%s with 4-bit weights), LoRA at batch 4 × 512 about %s%s; %s free "
+                            "on %s"),
+                          chat, q4, lora, guess, free_s, self->device_name ? self->device_name : _("the device"));
 }
 
 static void
@@ -165,6 +175,18 @@ new_badge (void)
   gtk_widget_add_css_class (b, "hn-badge");
   gtk_widget_set_valign (b, GTK_ALIGN_CENTER);
   return b;
+}
+
+/* A fit badge for estimates `fit` (NULL: none, `why` says why) against the
+ * device's free memory now. */
+static void
+apply_fit (HnModelsPage *self, GtkWidget *badge, const HnModelFit *fit, const char *why)
+{
+  HnFitLevel level = fit ? hn_model_fit_level (fit, self->free_bytes) : HN_FIT_UNKNOWN;
+  gtk_label_set_text (GTK_LABEL (badge), fit_label (level));
+  style_badge (badge, level);
+  g_autofree char *tip = fit ? fit_tooltip (self, fit) : NULL;
+  gtk_widget_set_tooltip_text (badge, fit ? tip : why);
 }
 
 /* Free device memory, asked once (opening the device takes a moment). */
@@ -239,21 +261,14 @@ add_file_row (HnModelsPage *self, const char *path, guint64 size)
 static void
 set_fit (HnModelsPage *self, const HnModelFit *fit, const char *why_not)
 {
-  g_clear_pointer (&self->fit_text, g_free);
+  self->sel_has_fit = fit != NULL;
   if (fit)
-    {
-      self->fit_text = g_strdup (fit_label (fit->level));
-      g_autofree char *tip = fit_tooltip (self, fit);
-      gtk_widget_set_tooltip_text (self->fit_badge, tip);
-      style_badge (self->fit_badge, fit->level);
-    }
-  else
-    {
-      self->fit_text = g_strdup (fit_label (HN_FIT_UNKNOWN));
-      gtk_widget_set_tooltip_text (self->fit_badge, why_not);
-      style_badge (self->fit_badge, HN_FIT_UNKNOWN);
-    }
-  gtk_label_set_text (GTK_LABEL (self->fit_badge), self->fit_text);
+    self->sel_fit = *fit;
+  g_free (self->sel_fit_why);
+  self->sel_fit_why = g_strdup (why_not);
+  apply_fit (self, self->fit_badge, fit, why_not);
+  g_free (self->fit_text);
+  self->fit_text = g_strdup (gtk_label_get_text (GTK_LABEL (self->fit_badge)));
   gtk_widget_set_visible (self->fit_badge, TRUE);
 }
 
@@ -397,14 +412,7 @@ on_local_listed (GObject *source, GAsyncResult *result, gpointer data)
       adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 2);
       gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), TRUE);
       e->badge = new_badge ();
-      HnFitLevel level = e->has_fit ? e->fit.level : HN_FIT_UNKNOWN;
-      gtk_label_set_text (GTK_LABEL (e->badge), fit_label (level));
-      style_badge (e->badge, level);
-      if (e->has_fit)
-        {
-          g_autofree char *tip = fit_tooltip (self, &e->fit);
-          gtk_widget_set_tooltip_text (e->badge, tip);
-        }
+      apply_fit (self, e->badge, e->has_fit ? &e->fit : NULL, e->model->problem);
       adw_action_row_add_suffix (ADW_ACTION_ROW (row), e->badge);
       g_object_set_data_full (G_OBJECT (row), "hn-id", g_strdup (e->model->repo_id), g_free);
       g_object_set_data (G_OBJECT (row), "hn-local", GINT_TO_POINTER (1));
@@ -441,6 +449,94 @@ hn_models_page_refresh_local (HnModelsPage *self)
 
 /* ---- search (a hub-search job) ----------------------------------------- */
 
+/* A search row: its fit badge fills in when its config.json has come. */
+typedef struct {
+  char *id;
+  GtkWidget *badge;          /* a ref */
+  gboolean has_fit, pending;
+  HnModelFit fit;
+  char *why;
+} ResultEntry;
+
+static void
+result_entry_free (ResultEntry *e)
+{
+  g_free (e->id);
+  g_clear_object (&e->badge);
+  g_free (e->why);
+  g_free (e);
+}
+
+typedef struct {
+  HnHubRepoSummary s;        /* id, n_params, used_storage */
+  guint serial;
+  gboolean ok;
+  HnModelFit fit;
+  char *why;
+} FitTask;
+
+static void
+fit_task_free (FitTask *t)
+{
+  g_free (t->s.id);
+  g_free (t->why);
+  g_free (t);
+}
+
+static void
+fit_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  FitTask *t = data;
+  g_autoptr (HnHub) hub = hn_hub_new ();
+  g_autoptr (GError) error = NULL;
+  t->ok = hn_model_fit_summary (hub, &t->s, 0, &t->fit, cancellable, &error);
+  if (!t->ok)
+    t->why = g_strdup (error->message);
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+on_fit (GObject *source, GAsyncResult *result, gpointer data)
+{
+  HnModelsPage *self = data;
+  GTask *task = G_TASK (result);
+  FitTask *t = g_task_get_task_data (task);
+  g_autoptr (GError) error = NULL;
+  g_task_propagate_boolean (task, &error);
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    return; /* the page is gone */
+  self->loading--;
+  if (t->serial != self->search_serial)
+    return; /* a new search replaced the rows */
+  for (guint i = 0; i < self->results->len; i++)
+    {
+      ResultEntry *e = self->results->pdata[i];
+      if (!e->pending || strcmp (e->id, t->s.id) != 0)
+        continue;
+      e->pending = FALSE;
+      e->has_fit = t->ok;
+      e->fit = t->fit;
+      g_free (e->why);
+      e->why = g_strdup (t->why);
+      apply_fit (self, e->badge, e->has_fit ? &e->fit : NULL, e->why);
+    }
+}
+
+static void
+start_fit (HnModelsPage *self, ResultEntry *e, JsonObject *o);
+
+static ResultEntry *
+find_result (HnModelsPage *self, const char *id)
+{
+  for (guint i = 0; i < self->results->len; i++)
+    {
+      ResultEntry *e = self->results->pdata[i];
+      if (strcmp (e->id, id) == 0)
+        return e;
+    }
+  return NULL;
+}
+
 static void
 start_search (HnModelsPage *self, gboolean more)
 {
@@ -455,6 +551,8 @@ start_search (HnModelsPage *self, gboolean more)
   if (!more)
     {
       clear_list (self->result_list);
+      g_ptr_array_set_size (self->results, 0);
+      self->search_serial++;
       self->n_results = 0;
     }
   g_string_truncate (self->search_out, 0);
@@ -530,9 +628,33 @@ add_result_row (HnModelsPage *self, JsonObject *o)
       gtk_label_set_text (GTK_LABEL (l), _("On this computer"));
       adw_action_row_add_suffix (ADW_ACTION_ROW (row), l);
     }
+  ResultEntry *e = g_new0 (ResultEntry, 1);
+  e->id = g_strdup (id);
+  e->badge = g_object_ref (new_badge ());
+  gtk_label_set_text (GTK_LABEL (e->badge), _("Checking fit…"));
+  gtk_widget_set_tooltip_text (e->badge, _("Reading the model's config.json from the Hub"));
+  adw_action_row_add_suffix (ADW_ACTION_ROW (row), e->badge);
+  g_ptr_array_add (self->results, e);
+  start_fit (self, e, o);
   g_object_set_data_full (G_OBJECT (row), "hn-id", g_strdup (id), g_free);
   gtk_list_box_append (GTK_LIST_BOX (self->result_list), row);
   self->n_results++;
+}
+
+static void
+start_fit (HnModelsPage *self, ResultEntry *e, JsonObject *o)
+{
+  check_device (self);
+  FitTask *t = g_new0 (FitTask, 1);
+  t->s.id = g_strdup (e->id);
+  t->s.n_params = member_int (o, "params");
+  t->s.used_storage = member_int (o, "used_storage");
+  t->serial = self->search_serial;
+  e->pending = TRUE;
+  g_autoptr (GTask) task = g_task_new (NULL, self->cancel, on_fit, self);
+  g_task_set_task_data (task, t, (GDestroyNotify) fit_task_free);
+  self->loading++;
+  g_task_run_in_thread (task, fit_thread);
 }
 
 static void
@@ -1092,6 +1214,40 @@ hn_models_page_get_fit_text (HnModelsPage *self)
 }
 
 const char *
+hn_models_page_get_result_fit (HnModelsPage *self, const char *id, HnModelFit *fit)
+{
+  ResultEntry *e = find_result (self, id);
+  if (!e)
+    return NULL;
+  if (fit && e->has_fit)
+    *fit = e->fit;
+  return gtk_label_get_text (GTK_LABEL (e->badge));
+}
+
+void
+hn_models_page_set_device_memory (HnModelsPage *self, guint64 free_bytes, const char *name)
+{
+  self->device_checked = TRUE;
+  self->free_bytes = free_bytes;
+  g_free (self->device_name);
+  self->device_name = g_strdup (name);
+  for (guint i = 0; self->local && i < self->local->len; i++)
+    {
+      LocalEntry *e = self->local->pdata[i];
+      if (e->badge)
+        apply_fit (self, e->badge, e->has_fit ? &e->fit : NULL, e->model->problem);
+    }
+  for (guint i = 0; i < self->results->len; i++)
+    {
+      ResultEntry *e = self->results->pdata[i];
+      if (!e->pending)
+        apply_fit (self, e->badge, e->has_fit ? &e->fit : NULL, e->why);
+    }
+  if (self->fit_text)
+    set_fit (self, self->sel_has_fit ? &self->sel_fit : NULL, self->sel_fit_why);
+}
+
+const char *
 hn_models_page_get_local_fit (HnModelsPage *self, const char *id)
 {
   LocalEntry *e = find_local (self, id);
@@ -1196,6 +1352,8 @@ hn_models_page_finalize (GObject *object)
   g_free (self->sel_id);
   g_free (self->sel_snapshot);
   g_free (self->fit_text);
+  g_free (self->sel_fit_why);
+  g_ptr_array_unref (self->results);
   G_OBJECT_CLASS (hn_models_page_parent_class)->finalize (object);
 }
 
@@ -1244,6 +1402,7 @@ hn_models_page_init (HnModelsPage *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
   self->search_out = g_string_new (NULL);
+  self->results = g_ptr_array_new_with_free_func ((GDestroyNotify) result_entry_free);
   self->cancel = g_cancellable_new ();
   self->search_spec = hn_job_spec_new ("hub-search", NULL);
   self->pull_spec = hn_job_spec_new ("pull", NULL);

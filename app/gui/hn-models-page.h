@@ -10,6 +10,7 @@
 #include <adwaita.h>
 
 #include "hn-job-controller.h"
+#include "jobs/model-library.h"
 
 G_BEGIN_DECLS
 
@@ -33,6 +34,12 @@ const char *hn_models_page_get_search_status (HnModelsPage *self);
 /* Shows a model's details: a search result (local FALSE) or a cached model. */
 gboolean hn_models_page_select (HnModelsPage *self, const char *id, gboolean local);
 const char *hn_models_page_get_fit_text (HnModelsPage *self);
+/* The fit badge of a search row ("Checking fit…" until its config.json
+ * came), or NULL; *fit (may be NULL) gets its estimates when it has them. */
+const char *hn_models_page_get_result_fit (HnModelsPage *self, const char *id, HnModelFit *fit);
+/* The device the badges are for, instead of asking the default device
+ * (tests; a device picker). Every badge is re-judged. */
+void hn_models_page_set_device_memory (HnModelsPage *self, guint64 free_bytes, const char *name);
 /* The badge of a cached model's row, or NULL. */
 const char *hn_models_page_get_local_fit (HnModelsPage *self, const char *id);
 char *hn_models_page_dup_card_text (HnModelsPage *self);

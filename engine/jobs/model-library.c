@@ -219,17 +219,22 @@ fit_with (EstimateFunc estimate, gpointer data, guint64 free_bytes, HnModelFit *
   out->chat_4bit_bytes = ec.total - ec.weights + MIN (w4, ec.weights);
   hn_memory_estimate_clear (&ec);
   hn_memory_estimate_clear (&el);
-  if (free_bytes == 0)
-    out->level = HN_FIT_UNKNOWN;
-  else if (out->lora_bytes <= free_bytes)
-    out->level = HN_FIT_LORA;
-  else if (out->chat_bytes <= free_bytes)
-    out->level = HN_FIT_CHAT;
-  else if (out->chat_4bit_bytes <= free_bytes)
-    out->level = HN_FIT_NEEDS_4BIT;
-  else
-    out->level = HN_FIT_TOO_LARGE;
+  out->level = hn_model_fit_level (out, free_bytes);
   return TRUE;
+}
+
+HnFitLevel
+hn_model_fit_level (const HnModelFit *fit, guint64 free_bytes)
+{
+  if (free_bytes == 0)
+    return HN_FIT_UNKNOWN;
+  if (fit->lora_bytes <= free_bytes)
+    return HN_FIT_LORA;
+  if (fit->chat_bytes <= free_bytes)
+    return HN_FIT_CHAT;
+  if (fit->chat_4bit_bytes <= free_bytes)
+    return HN_FIT_NEEDS_4BIT;
+  return HN_FIT_TOO_LARGE;
 }
 
 static gboolean
@@ -257,6 +262,19 @@ estimate_remote (const HnMemoryRequest *req, HnMemoryEstimate *e, gpointer data,
   return hn_memory_estimate_config (r->cfg, r->n_params, r->weights, NULL, req, e, error);
 }
 
+/* config.json is small and never LFS: read it from the Hub, not the cache. */
+static HnModelConfig *
+fetch_config (HnHub *hub, const char *repo_id, GCancellable *cancellable, GError **error)
+{
+  g_autofree char *url = g_strdup_printf ("%s/%s/resolve/main/config.json", hn_hub_get_endpoint (hub), repo_id);
+  g_autoptr (JsonNode) node = hn_hub_api_get (hub, url, repo_id, "config.json", NULL, cancellable, error);
+  if (!node)
+    return NULL;
+  g_autofree char *text = json_to_string (node, FALSE);
+  g_autofree char *name = g_strdup_printf ("%s/config.json", repo_id);
+  return hn_model_config_load_from_data (text, -1, name, error);
+}
+
 gboolean
 hn_model_fit_remote (HnHub *hub, const HnHubRepoInfo *info, guint64 free_bytes, HnModelFit *out,
                      GCancellable *cancellable, GError **error)
@@ -266,19 +284,43 @@ hn_model_fit_remote (HnHub *hub, const HnHubRepoInfo *info, guint64 free_bytes, 
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s has no safetensors weights", info->summary.id);
       return FALSE;
     }
-  /* config.json is small and never LFS: read it from the Hub, not the cache */
-  g_autofree char *url = g_strdup_printf ("%s/%s/resolve/main/config.json", hn_hub_get_endpoint (hub),
-                                          info->summary.id);
-  g_autoptr (JsonNode) node = hn_hub_api_get (hub, url, info->summary.id, "config.json", NULL, cancellable, error);
-  if (!node)
-    return FALSE;
-  g_autofree char *text = json_to_string (node, FALSE);
-  g_autofree char *name = g_strdup_printf ("%s/config.json", info->summary.id);
-  g_autoptr (HnModelConfig) cfg = hn_model_config_load_from_data (text, -1, name, error);
+  g_autoptr (HnModelConfig) cfg = fetch_config (hub, info->summary.id, cancellable, error);
   if (!cfg)
     return FALSE;
   /* without the Hub's parameter count, assume 16-bit weights (what nearly every repo holds) */
   Remote r = { cfg, info->summary.n_params >= 0 ? info->summary.n_params : (gint64) (info->weights_size / 2),
                info->weights_size };
   return fit_with (estimate_remote, &r, free_bytes, out, error);
+}
+
+/* Bytes per parameter of a config's dtype (float32: 4; 16-bit or unnamed: 2). */
+static guint
+dtype_bytes (const HnModelConfig *cfg)
+{
+  const char *d = cfg->dtype;
+  return d && (g_str_equal (d, "float32") || g_str_equal (d, "float") || g_str_equal (d, "fp32")) ? 4 : 2;
+}
+
+gboolean
+hn_model_fit_summary (HnHub *hub, const HnHubRepoSummary *s, guint64 free_bytes, HnModelFit *out,
+                      GCancellable *cancellable, GError **error)
+{
+  if (s->n_params <= 0 && s->used_storage <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "the Hub gives no parameter count or size for %s", s->id);
+      return FALSE;
+    }
+  g_autoptr (HnModelConfig) cfg = fetch_config (hub, s->id, cancellable, error);
+  if (!cfg)
+    return FALSE;
+  guint per = dtype_bytes (cfg);
+  Remote r = { cfg, s->n_params, 0 };
+  gboolean from_storage = s->n_params <= 0;
+  if (from_storage)
+    r.n_params = s->used_storage / per; /* every stored byte a weight: an upper bound */
+  r.weights = (guint64) r.n_params * per;
+  if (!fit_with (estimate_remote, &r, free_bytes, out, error))
+    return FALSE;
+  out->params_from_storage = from_storage;
+  return TRUE;
 }

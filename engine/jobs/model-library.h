@@ -61,7 +61,11 @@ typedef struct {
   HnFitLevel level;
   guint64 chat_bytes, chat_4bit_bytes, lora_bytes; /* the estimates (jobs/memory-estimate.h) */
   guint64 free_bytes;                               /* what they were set against */
+  gboolean params_from_storage;                     /* no parameter count: the repo's size as weights (an upper bound) */
 } HnModelFit;
+
+/* The level of the estimates in `fit` against free_bytes (0: unknown). */
+HnFitLevel hn_model_fit_level (const HnModelFit *fit, guint64 free_bytes);
 
 /* For a local model folder (config.json + safetensors headers). */
 gboolean hn_model_fit_local (const char *model_dir, guint64 free_bytes, HnModelFit *out, GError **error);
@@ -69,5 +73,13 @@ gboolean hn_model_fit_local (const char *model_dir, guint64 free_bytes, HnModelF
  * cached) and the weight sizes of its details. */
 gboolean hn_model_fit_remote (HnHub *hub, const HnHubRepoInfo *info, guint64 free_bytes, HnModelFit *out,
                               GCancellable *cancellable, GError **error);
+
+/* For a search result before any download: its config.json fetched alone
+ * (not cached) and the Hub's parameter count (safetensors.total) with the
+ * config's dtype; without a count, the repo's storage read as weights (an
+ * upper bound, params_from_storage). Fails when the Hub gives neither, the
+ * config cannot be read (gated, missing) or names an unknown architecture. */
+gboolean hn_model_fit_summary (HnHub *hub, const HnHubRepoSummary *s, guint64 free_bytes, HnModelFit *out,
+                               GCancellable *cancellable, GError **error);
 
 G_END_DECLS

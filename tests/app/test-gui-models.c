@@ -95,6 +95,35 @@ test_search_paging (void)
   gui_test_screenshot ("models-search");
 }
 
+/* Each search row gets a fit badge before any download, from the engine's
+ * estimate (config.json and the Hub's parameter count) against the device's
+ * free memory; unknown where the config cannot be read. */
+static void
+test_search_fit (void)
+{
+  hn_models_page_set_device_memory (page, G_MAXUINT64 / 4, "Test GPU");
+  HnModelFit fit = { 0 };
+  g_assert_cmpstr (hn_models_page_get_result_fit (page, "org/stories", &fit), ==, "Fits for LoRA at batch 4 × 512");
+  g_assert_cmpuint (fit.chat_4bit_bytes, <, fit.chat_bytes);
+  g_assert_cmpuint (fit.chat_bytes, <, fit.lora_bytes);
+  g_assert_false (fit.params_from_storage); /* the Hub's safetensors.total */
+  hn_models_page_set_device_memory (page, fit.lora_bytes - 1, "Test GPU");
+  g_assert_cmpstr (hn_models_page_get_result_fit (page, "org/stories", NULL), ==, "Fits for chat");
+  hn_models_page_set_device_memory (page, fit.chat_bytes - 1, "Test GPU");
+  g_assert_cmpstr (hn_models_page_get_result_fit (page, "org/stories", NULL), ==, "Needs 4-bit");
+  hn_models_page_set_device_memory (page, fit.chat_4bit_bytes - 1, "Test GPU");
+  g_assert_cmpstr (hn_models_page_get_result_fit (page, "org/stories", NULL), ==, "Too large for this device");
+  /* the config needs a token / names no known architecture: unknown, not a guess */
+  g_assert_cmpstr (hn_models_page_get_result_fit (page, "org/gated", NULL), ==, "Fit unknown");
+  g_assert_cmpstr (hn_models_page_get_result_fit (page, "org/pickle", NULL), ==, "Fit unknown");
+  /* no device memory known: unknown */
+  hn_models_page_set_device_memory (page, 0, NULL);
+  g_assert_cmpstr (hn_models_page_get_result_fit (page, "org/stories", NULL), ==, "Fit unknown");
+  hn_models_page_set_device_memory (page, fit.chat_bytes - 1, "Test GPU");
+  gui_test_screenshot ("models-search-fit");
+  hn_models_page_set_device_memory (page, G_MAXUINT64 / 4, "Test GPU");
+}
+
 static void
 test_card (void)
 {
@@ -364,6 +393,7 @@ main (int argc, char **argv)
   page = HN_MODELS_PAGE (hn_window_get_page (window, "models"));
 
   g_test_add_func ("/gui-models/search-paging", test_search_paging);
+  g_test_add_func ("/gui-models/search-fit", test_search_fit);
   g_test_add_func ("/gui-models/card", test_card);
   g_test_add_func ("/gui-models/gated-token", test_gated_token);
   g_test_add_func ("/gui-models/download-cancel-resume", test_download_cancel_resume);

@@ -259,7 +259,7 @@ drop_mid_file (SoupServerMessage *msg, GBytes *data)
 
 /* Every model repo the fake holds, with the figures search sorts by. */
 const FakeRepoMeta fake_repo_meta[] = {
-  { "org/stories", "text-generation", 9000, 40, "2024-05-01T00:00:00.000Z", "mit" },
+  { "org/stories", "text-generation", 9000, 40, "2024-05-01T00:00:00.000Z", "mit", 260032 },
   { "org/gated", "text-generation", 8000, 90, "2024-01-01T00:00:00.000Z", "llama3" },
   { "org/tiny", "text-generation", 7000, 10, "2024-07-01T00:00:00.000Z", "apache-2.0" },
   { "org/flaky", "text-generation", 6000, 5, "2023-01-01T00:00:00.000Z", "apache-2.0" },
@@ -318,6 +318,14 @@ add_meta (JsonBuilder *b, const FakeRepoMeta *m)
     json_builder_add_boolean_value (b, FALSE);
   json_builder_set_member_name (b, "usedStorage");
   json_builder_add_int_value (b, (gint64) repo_bytes (repo, FALSE));
+  if (m->params > 0)
+    {
+      json_builder_set_member_name (b, "safetensors");
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "total");
+      json_builder_add_int_value (b, m->params);
+      json_builder_end_object (b);
+    }
   json_builder_set_member_name (b, "tags");
   json_builder_begin_array (b);
   json_builder_add_string_value (b, "transformers");

@@ -45,6 +45,7 @@ typedef struct {
   gint64 downloads, likes;
   const char *last_modified;
   const char *license;
+  gint64 params;            /* safetensors.total in the search reply; 0: left out */
 } FakeRepoMeta;
 
 extern FakeHub hub_srv;

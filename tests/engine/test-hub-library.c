@@ -472,6 +472,36 @@ test_fit (void)
   g_assert_cmpint (f.level, ==, HN_FIT_TOO_LARGE);
   g_assert_true (hn_model_fit_local (dir, 0, &f, &error));
   g_assert_cmpint (f.level, ==, HN_FIT_UNKNOWN);
+  /* from a search row alone: the Hub's parameter count and config.json */
+  HnHubSearchQuery q = { .type = HN_HUB_REPO_MODEL, .search = "stories", .pipeline_tag = "text-generation" };
+  g_autoptr (GPtrArray) hits = hn_hub_search (hub, &q, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (hits->len, ==, 1);
+  HnHubRepoSummary *s = hits->pdata[0];
+  g_assert_cmpint (s->n_params, ==, 260032);
+  g_assert_true (hn_model_fit_summary (hub, s, local.lora_bytes - 1, &f, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (f.params_from_storage);
+  g_assert_cmpfloat (fabs ((double) f.chat_bytes - (double) local.chat_bytes), <, 0.1 * (double) local.chat_bytes);
+  g_assert_cmpfloat (fabs ((double) f.lora_bytes - (double) local.lora_bytes), <, 0.1 * (double) local.lora_bytes);
+  g_assert_cmpint (hn_model_fit_level (&f, G_MAXUINT64), ==, HN_FIT_LORA);
+  g_assert_cmpint (hn_model_fit_level (&f, f.chat_4bit_bytes), ==, HN_FIT_NEEDS_4BIT);
+  g_assert_cmpint (hn_model_fit_level (&f, 1), ==, HN_FIT_TOO_LARGE);
+  /* no count: the repo's size read as weights, said to be a guess */
+  HnHubRepoSummary guess = *s;
+  guess.n_params = -1;
+  g_assert_true (hn_model_fit_summary (hub, &guess, G_MAXUINT64, &f, NULL, &error));
+  g_assert_true (f.params_from_storage);
+  g_assert_cmpuint (f.chat_bytes, >=, local.chat_bytes * 9 / 10);
+  /* neither: an error; a config that needs a token: an error */
+  guess.used_storage = -1;
+  g_assert_false (hn_model_fit_summary (hub, &guess, G_MAXUINT64, &f, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  HnHubRepoSummary gated = { .id = (char *) "org/gated", .n_params = 1000, .used_storage = 11 };
+  g_assert_false (hn_model_fit_summary (hub, &gated, G_MAXUINT64, &f, NULL, &error));
+  g_assert_nonnull (error);
+  g_clear_error (&error);
   /* no weights: an error, not a guess */
   HnHubRepoInfo *bert = hn_hub_repo_info (hub, HN_HUB_REPO_MODEL, "org/bert-mini", NULL, &error);
   g_assert_no_error (error);
