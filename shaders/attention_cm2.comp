@@ -9,7 +9,9 @@
 // (masking, soft-capping, ALiBi, sinks, the running max and sum) is scalar
 // f32 over S in shared memory, four invocations per query row. Key blocks
 // past the block's last query (causal) or before its first query's window
-// are skipped. Head dims D = Dv = HD (64 or 128).
+// are skipped. Head dims D = Dv = HD (64 or 128). With flags & 16 the
+// row's log-sum-exp of its (scaled, masked) scores goes to binding 6 for
+// the flash-attention backward (attention_back_cm2_*.comp).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -38,13 +40,14 @@ layout(std430, binding = 2) readonly buffer Vb { uint16_t vb[]; };
 layout(std430, binding = 3) readonly buffer S { float slopes[]; };
 layout(std430, binding = 4) readonly buffer Mk { float mask[]; };
 layout(std430, binding = 5) buffer O { float o[]; };
+layout(std430, binding = 6) writeonly buffer L { float lse[]; };
 layout(push_constant) uniform P {
   uint T; uint H; uint KVH; uint D; uint Dv; uint n_ctx; uint n_kv;
   int pos0; uint window; uint causal; float scale; float softcap;
   uint q_off; uint k_off; uint v_off; uint o_off; uint s_off; uint m_off;
-  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding)
+  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding), 16 = write the LSE
   uint mask_B; uint mask_T; uint mask_cols;
-  uint chunk; uint n_split;
+  uint chunk; uint n_split; uint dyn_off; uint lse_off;
 } p;
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Elem { float v; };
@@ -165,6 +168,8 @@ void main() {
   }
 
   if (part == 0u) rowf[r] = l_run > 0.0 ? 1.0 / l_run : 0.0;
+  if (part == 0u && live && (p.flags & 16u) != 0u)
+    lse[p.lse_off + (b * p.T + t) * p.H + h] = l_run > 0.0 ? m_run + log(l_run) : 0.0;
   barrier();
   coopMatPerElementNV(acc, acc, scale_rows);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lo = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);

@@ -249,6 +249,10 @@ typedef struct {
                                * cores (VK_NV_cooperative_matrix2) with q, k, v and the probabilities
                                * rounded to f16 (clamped to ±65504) and f32 accumulation, as fp16 autocast
                                * does; FALSE (default): exact f32 everywhere */
+  HnTensor *lse;          /* optional f32 [B·T·H] (row (b·T + t)·H + h): the forward also writes each query
+                           * row's log-sum-exp of its scores, which hn_op_attention_back_flash reuses. Only
+                           * the flash kernel writes it: set it when hn_attention_flash_ok() says so (and
+                           * reduced_precision); otherwise the op fails with HN_ERROR_UNSUPPORTED */
 } HnAttentionParams;
 
 /* Scaled-dot-product attention reading K/V from a cache:

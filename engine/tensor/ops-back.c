@@ -343,6 +343,94 @@ hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTe
 }
 
 gboolean
+hn_attention_flash_ok (HnVkContext *ctx, gint64 D, gint64 Dv, const HnAttentionParams *params)
+{
+  static const HnAttentionParams defaults = { 0 };
+  if (!params)
+    params = &defaults;
+  return ctx && hn_vk_context_has_coopmat2 (ctx, NULL) && D == Dv && (D == 64 || D == 128) &&
+         params->softcap == 0.0f && !params->alibi_slopes && !params->mask && !params->sinks && !params->dyn_pos &&
+         !params->scratch && params->pos0 >= 0 && params->window >= 0 && g_getenv ("HN_NO_FLASH_ATTN") == NULL;
+}
+
+gboolean
+hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTensor *dout, HnTensor *q,
+                            HnTensor *k, HnTensor *v, HnTensor *out, HnTensor *lse, HnTensor *stats,
+                            const HnAttentionParams *params, HnBackFlags flags, GError **error)
+{
+  const char *op = "attention_back_flash";
+  static const HnAttentionParams defaults = { 0 };
+  if (!params)
+    params = &defaults;
+  if (!check_f32 (op, "dq", cmd, dq, error) || !check_f32 (op, "dk", cmd, dk, error) ||
+      !check_f32 (op, "dv", cmd, dv, error) || !check_f32 (op, "dout", cmd, dout, error) ||
+      !check_f32 (op, "q", cmd, q, error) || !check_f32 (op, "k", cmd, k, error) || !check_f32 (op, "v", cmd, v, error) ||
+      !check_f32 (op, "out", cmd, out, error) || !check_f32 (op, "lse", cmd, lse, error) ||
+      !check_f32 (op, "stats", cmd, stats, error))
+    return FALSE;
+  if (!dq || !dk || !dv || !dout || !q || !k || !v || !out || !lse || !stats)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: every tensor is required", op);
+      return FALSE;
+    }
+  gboolean batched = q->ndim == 4;
+  int o = batched ? 1 : 0;
+  if ((q->ndim != 3 && q->ndim != 4) || k->ndim != q->ndim || v->ndim != q->ndim)
+    return fail_shape (op, q, k, "q, k and v must be [B,] T, H, D", error);
+  gint64 B = batched ? q->shape[0] : 1;
+  gint64 T = q->shape[o], H = q->shape[o + 1], D = q->shape[o + 2];
+  gint64 S = k->shape[o], KVH = k->shape[o + 1], Dv = v->shape[o + 2];
+  if ((batched && (k->shape[0] != B || v->shape[0] != B)) || k->shape[o + 2] != D || v->shape[o] != S ||
+      v->shape[o + 1] != KVH || dout->n != q->n || out->n != q->n || H % KVH != 0 || dq->n != q->n ||
+      dk->n != k->n || dv->n != v->n || (params->n_kv > 0 && params->n_kv != S))
+    return fail_shape (op, q, k, "shapes do not fit (heads must be a multiple of KV heads; n_kv must be all of k)",
+                       error);
+  if (!hn_attention_flash_ok (hn_cmd_get_context (cmd), D, Dv, params))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: needs VK_NV_cooperative_matrix2, head dim 64 or 128 and no soft-cap, ALiBi, mask or sinks "
+                   "(hn_attention_flash_ok)", op);
+      return FALSE;
+    }
+  if (!hn_op_check_count (op, "lse", lse, B * T * H, error) || !check_at_least (op, "stats", stats, 2 * B * T * H, error))
+    return FALSE;
+  if (B > 65535 || H > 65535 || T > G_MAXINT32 || params->pos0 > G_MAXINT32 || params->window > G_MAXINT32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: batch or heads above 65535", op);
+      return FALSE;
+    }
+  guint32 nt = 0;
+  hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt);
+  float scale = params->scale != 0.0f ? params->scale : 1.0f / sqrtf ((float) D);
+  struct {
+    guint32 B, T, H, KVH, S;
+    gint32 pos0;
+    guint32 window, causal;
+    float scale;
+    guint32 q_off, k_off, v_off, do_off, o_off, lse_off, st_off, g_off, g2_off, flags;
+  } pc = { (guint32) B, (guint32) T, (guint32) H, (guint32) KVH, (guint32) S, (gint32) params->pos0,
+           (guint32) params->window, params->causal ? 1u : 0u, scale, hn_eoff (q), hn_eoff (k), hn_eoff (v),
+           hn_eoff (dout), hn_eoff (out), hn_eoff (lse), hn_eoff (stats), hn_eoff (dq), 0,
+           (flags & HN_BACK_ACCUMULATE) ? 2u : 0u };
+  guint32 spec[2] = { (guint32) D, nt };
+  HnVkBinding bq[8] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
+                        hn_bind (out, FALSE), hn_bind (lse, FALSE), hn_bind (stats, TRUE), hn_bind (dq, TRUE) };
+  hn_cmd_set_label (cmd, "attention_back_cm2_q");
+  gboolean ok = hn_cmd_dispatch (cmd, "attention_back_cm2_q", spec, 2, bq, 8, &pc, sizeof pc,
+                                 (guint32) ((T + 63) / 64), (guint32) H, (guint32) B, error);
+  pc.g_off = hn_eoff (dk);
+  pc.g2_off = hn_eoff (dv);
+  HnVkBinding bkv[9] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
+                         hn_bind (out, FALSE), hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dk, TRUE),
+                         hn_bind (dv, TRUE) };
+  hn_cmd_set_label (cmd, "attention_back_cm2_kv");
+  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_kv", spec, 2, bkv, 9, &pc, sizeof pc,
+                              (guint32) ((S + 63) / 64), (guint32) KVH, (guint32) B, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
 hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v, const HnAdamwScalars *s,
              float clip, GError **error)
 {

@@ -66,6 +66,28 @@ gboolean hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor 
                                HnTensor *k, HnTensor *v, HnTensor *stats, const HnAttentionParams *params,
                                HnBackFlags flags, GError **error);
 
+/* TRUE when the flash-attention backward (hn_op_attention_back_flash) and
+ * the forward that saves the log-sum-exp (hn_op_attention with reduced_precision
+ * and params->lse) run on this context for these shapes: VK_NV_cooperative_matrix2
+ * (tensor cores), D = Dv = 64 or 128, a full K/V (n_kv 0 or n_ctx), causal or
+ * not, sliding window, GQA; no soft-cap, ALiBi, mask, sinks or device pos0;
+ * HN_NO_FLASH_ATTN unset. Otherwise the exact kernels are the path. */
+gboolean hn_attention_flash_ok (HnVkContext *ctx, gint64 D, gint64 Dv, const HnAttentionParams *params);
+
+/* Attention backward on the tensor cores (FlashAttention-2: P recomputed
+ * from q, k and the forward's log-sum-exp; f16 operands, f32 accumulation;
+ * fully masked blocks skipped). Tensors as hn_op_attention_back, plus out
+ * (the forward's output, [B, T, H, D]) and lse (f32 [B·T·H], written by the
+ * forward with params->lse); stats is f32 scratch of 2·B·T·H elements. Only
+ * where hn_attention_flash_ok() holds (else HN_ERROR_UNSUPPORTED).
+ * Tolerance: the products see q, k, v, P and dS rounded to f16 (dO scaled by
+ * a power of two first so that it does not underflow), as fp16 autocast
+ * does; relative errors of ~1e-3 against the exact f32 backward. */
+gboolean hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTensor *dout,
+                                     HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *out, HnTensor *lse,
+                                     HnTensor *stats, const HnAttentionParams *params, HnBackFlags flags,
+                                     GError **error);
+
 /* One AdamW update of param (f32, same element count as grad/m/v, any
  * shape); the gradient is multiplied by clip first. */
 gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,

@@ -1,5 +1,6 @@
 /* Ops: norms, softmax, rope, attention, losses and picks. */
 #include "ops-private.h"
+#include "tensor/ops-back.h"
 
 #include <math.h>
 #include <string.h>
@@ -395,7 +396,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     gint32 pos0;
     guint32 window, causal;
     float scale, softcap;
-    guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols, chunk, n_split, dyn_off;
+    guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols, chunk, n_split, dyn_off, lse_off;
   } pc = {
     (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) n_ctx, (guint32) n_kv,
     (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u,
@@ -403,7 +404,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out),
     per_head ? hn_eoff (per_head) : 0, params->mask ? hn_eoff (params->mask) : 0,
     (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u) | (params->sinks ? 4u : 0u) |
-      (params->dyn_pos ? 8u : 0u), mB, mT, mcols, 0, 1, params->dyn_pos ? hn_eoff (params->dyn_pos) : 0 };
+      (params->dyn_pos ? 8u : 0u), mB, mT, mcols, 0, 1, params->dyn_pos ? hn_eoff (params->dyn_pos) : 0, 0 };
   guint32 chunk = 0, n_split = 1;
   HnTensor *sc = params->scratch;
   if (sc && g_getenv ("HN_NO_SPLITK") == NULL)
@@ -427,14 +428,36 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     hn_bind (per_head ? per_head : q, FALSE), hn_bind (params->mask ? params->mask : q, FALSE),
     hn_bind (n_split >= 2 ? sc : out, TRUE), hn_bind (params->dyn_pos ? params->dyn_pos : q, FALSE) };
   /* Many queries in reduced precision on NVIDIA: flash attention on the
-   * tensor cores (attention_cm2.comp), blocks of 64 queries and 64 keys. */
+   * tensor cores (attention_cm2.comp), blocks of 64 queries and 64 keys;
+   * with params->lse (training) always, writing the rows' log-sum-exp. */
   guint32 nt = 0;
-  if (params->reduced_precision && n_split < 2 && T >= 16 && D == Dv && (D == 64 || D == 128) && !params->dyn_pos &&
-      hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt) && g_getenv ("HN_NO_ATTN_CM2") == NULL)
+  if (params->lse)
+    {
+      if (!params->reduced_precision || !hn_attention_flash_ok (hn_cmd_get_context (cmd), D, Dv, params) ||
+          (params->n_kv > 0 && params->n_kv != n_ctx) || k->dtype != HN_DTYPE_F32)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "attention: the log-sum-exp output needs the flash kernel (reduced precision, f32 k/v, all of "
+                       "n_ctx, and hn_attention_flash_ok)");
+          return FALSE;
+        }
+      if (!hn_op_check_ctx (op, cmd, params->lse, error) || !hn_op_check_dtype (op, "lse", params->lse, HN_DTYPE_F32, error) ||
+          !hn_op_check_count (op, "lse", params->lse, B * T * H, error) ||
+          !scratch_disjoint (op, params->lse, out, error) || !scratch_disjoint (op, params->lse, q, error))
+        return FALSE;
+      n_split = 1;
+      pc.flags |= 16u;
+      pc.lse_off = hn_eoff (params->lse);
+      bd[5] = hn_bind (out, TRUE);
+      bd[6] = hn_bind (params->lse, TRUE);
+    }
+  if (params->reduced_precision && n_split < 2 && (T >= 16 || params->lse) && D == Dv && (D == 64 || D == 128) &&
+      !params->dyn_pos && hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt) &&
+      (params->lse || g_getenv ("HN_NO_ATTN_CM2") == NULL))
     {
       guint32 cspec[3] = { spec[0], (guint32) D, nt };
       hn_cmd_set_label (cmd, "attention_cm2");
-      gboolean ok = hn_cmd_dispatch (cmd, "attention_cm2", cspec, 3, bd, 6, &pc, sizeof pc,
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_cm2", cspec, 3, bd, 7, &pc, sizeof pc,
                                      (guint32) ((T + 63) / 64), (guint32) H, (guint32) B, error);
       hn_cmd_set_label (cmd, NULL);
       return ok;

@@ -81,6 +81,10 @@ struct _HnTrainGraph {
    * gradients [N, F], routing-weight gradients [E, N] and [N, E], router-logit gradients [N, E] */
   HnTensor *col, *edy, *eprod, *edgate, *edup, *edact, *dwT, *dw, *dl;
   HnTensor *stats, *qk_stats, *att_stats;
+  /* Flash attention (tensor cores, f16 operands) in forward and backward:
+   * each layer's row log-sum-exp [N·H] from the forward (see attn_flash) */
+  gboolean flash;
+  HnTensor **lse;
   HnTensor *q_rows, *k_rows, *dq_rows, *dk_rows, *dq2_rows, *dk2_rows; /* [N*H, D] views for q/k norm */
   HnTensor **q_lin_rows, **k_lin_rows;
   HnTensor *partials;
@@ -202,6 +206,7 @@ hn_train_graph_free (HnTrainGraph *g)
   g_free (g->k4);
   g_free (g->v4);
   g_free (g->att4);
+  g_free (g->lse);
   g_free (g->q_lin_rows);
   g_free (g->k_lin_rows);
   g_free (g->pos_host);
@@ -438,6 +443,27 @@ hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter 
   return hn_train_graph_new_full (model, batch, seq_len, adapter, NULL, error);
 }
 
+/* Flash attention on the tensor cores in training (hn_attention_flash_ok:
+ * NVIDIA cooperative matrix 2, head dim 64/128, no soft-cap or ALiBi) where
+ * PyTorch autocast would run attention in 16 bits: LoRA over a 16-bit base
+ * (its frozen projections already run on the tensor cores in f16). Full
+ * training in fp32 keeps the exact kernels unless HN_TRAIN_FLASH_ATTN=1
+ * asks for it (a measurement aid); HN_NO_FLASH_ATTN=1 turns it off. The
+ * sliding-window layers go along (the flash kernels mask windows too). */
+static gboolean
+attn_flash (HnTrainGraph *g, HnLoraAdapter *adapter)
+{
+  const HnTransformerHParams *hp = g->hp;
+  const HnTensor *wq = g->W->layers[0].wq;
+  gboolean want = (adapter && wq && wq->dtype != HN_DTYPE_F32) || g_strcmp0 (g_getenv ("HN_TRAIN_FLASH_ATTN"), "1") == 0;
+  HnAttentionParams ap = { 0 };
+  ap.softcap = hp->attn_softcap;
+  ap.causal = TRUE;
+  ap.window = hp->sliding_window;
+  ap.alibi_slopes = g->W->alibi_slopes;
+  return want && hn_attention_flash_ok (g->ctx, hp->head_dim, hp->head_dim, &ap);
+}
+
 HnTrainGraph *
 hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter,
                          const HnTrainGraphOptions *opts, GError **error)
@@ -576,6 +602,12 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
       !(g->att_stats = own (g, hn_tensor_new_named (g->ctx, "grad.att_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))))
     return NULL;
+  g->flash = attn_flash (g, adapter);
+  g->lse = g_new0 (HnTensor *, nl);
+  for (int il = 0; g->flash && il < nl; il++)
+    if (!(g->lse[il] = (g->checkpointing && il > 0) ? g->lse[0]
+                       : own (g, hn_tensor_new_named (g->ctx, "train.att_lse", HN_DTYPE_F32, 1, (gint64[]) { N * H }, error))))
+      return NULL;
   if (hp->n_experts > 0)
     {
       gint64 E = hp->n_experts, Fe = hp->moe_ffn;
@@ -782,6 +814,11 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   ap.causal = TRUE;
   ap.window = hp->layer_sliding && hp->layer_sliding[il] ? hp->sliding_window : 0;
   ap.alibi_slopes = W->alibi_slopes;
+  if (g->flash)
+    {
+      ap.reduced_precision = TRUE;
+      ap.lse = g->lse[il];
+    }
   CK (hn_op_attention (g->cmd, g->att4[il], g->q4[il], g->k4[il], g->v4[il], &ap, error));
   CK (hn_op_matmul (g->cmd, g->o, a->att, lw->wo, lw->bo, error));
   if (a->site[P_O])
@@ -925,8 +962,12 @@ attn_back (HnTrainGraph *g, int il, HnTensor *dy, HnTensor *din, HnBackFlags fla
   ap.causal = TRUE;
   ap.window = hp->layer_sliding && hp->layer_sliding[il] ? hp->sliding_window : 0;
   ap.alibi_slopes = W->alibi_slopes;
-  CK (hn_op_attention_back (g->cmd, g->dq4, g->dk4, g->dv4, g->datt4, g->q4[il], g->k4[il], g->v4[il], g->att_stats,
-                            &ap, 0, error));
+  if (g->flash)
+    CK (hn_op_attention_back_flash (g->cmd, g->dq4, g->dk4, g->dv4, g->datt4, g->q4[il], g->k4[il], g->v4[il],
+                                    g->att4[il], g->lse[il], g->att_stats, &ap, 0, error));
+  else
+    CK (hn_op_attention_back (g->cmd, g->dq4, g->dk4, g->dv4, g->datt4, g->q4[il], g->k4[il], g->v4[il], g->att_stats,
+                              &ap, 0, error));
   if (hp->rope)
     {
       g_autoptr (HnTensor) dq3 = hn_tensor_reshape (g->dq, 3, (gint64[]) { g->N, hp->n_head, hp->head_dim }, error);

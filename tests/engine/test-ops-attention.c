@@ -2,6 +2,8 @@
  * over a K/V cache (causal, GQA/MQA, sliding window, ALiBi, soft-capping,
  * masks, decode with a partly filled cache, f16/bf16 caches, batches). */
 #include "ops-test-common.h"
+#include "tensor/cpu-ref-back.h"
+#include "tensor/ops-back.h"
 
 #include <math.h>
 #include <string.h>
@@ -429,6 +431,124 @@ test_attention_errors (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
 }
 
+typedef struct {
+  int B, T, S, H, KVH, D;
+  gboolean causal;
+  gint64 pos0, window;
+  float dscale; /* dO's magnitude: a loss gradient of a mean over many tokens is ~1e-6 */
+} FlashCase;
+
+/* Relative error against the reference, in units of its largest entry. */
+static void
+flash_close (const char *what, const FlashCase *c, const float *got, const float *want, gint64 n)
+{
+  double mx = hn_test_max_abs (want, n), worst = 0;
+  for (gint64 i = 0; i < n; i++)
+    worst = MAX (worst, fabs ((double) got[i] - want[i]));
+  g_test_message ("flash %s B%d T%d S%d H%d KVH%d D%d%s window %" G_GINT64_FORMAT ": max error %.3g of max %.3g",
+                  what, c->B, c->T, c->S, c->H, c->KVH, c->D, c->causal ? " causal" : "", c->window, worst, mx);
+  /* f16 operands (q, k, v, P, dS and the scaled dO: 11 significant bits)
+   * over sums of up to a few hundred terms: ~1e-3 of the largest entry;
+   * 1e-2 leaves room, and a wrong mask or scale is off by O(1) */
+  hn_test_assert_close (what, got, want, n, 1e-2, 1e-2 * mx);
+}
+
+static void
+run_flash (const FlashCase *c)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 nq = (gint64) c->B * c->T * c->H * c->D, nk = (gint64) c->B * c->S * c->KVH * c->D;
+  gint64 rows = (gint64) c->B * c->T * c->H;
+  g_autofree float *q = hn_test_random (nq, -1.5, 1.5), *k = hn_test_random (nk, -1.5, 1.5);
+  g_autofree float *v = hn_test_random (nk, -1, 1), *dout = hn_test_random (nq, -1, 1);
+  for (gint64 i = 0; i < nq; i++)
+    dout[i] *= c->dscale * (1.0f + (float) (i / (c->H * c->D) % 7)); /* rows of different sizes */
+  gint64 sq[4] = { c->B, c->T, c->H, c->D }, sk[4] = { c->B, c->S, c->KVH, c->D };
+  g_autoptr(HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 4, sq, q), tk = hn_test_tensor (HN_DTYPE_F32, 4, sk, k);
+  g_autoptr(HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 4, sk, v), tdo = hn_test_tensor (HN_DTYPE_F32, 4, sq, dout);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 4, sq), tdq = hn_test_empty (HN_DTYPE_F32, 4, sq);
+  g_autoptr(HnTensor) tdk = hn_test_empty (HN_DTYPE_F32, 4, sk), tdv = hn_test_empty (HN_DTYPE_F32, 4, sk);
+  g_autoptr(HnTensor) tl = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { rows });
+  g_autoptr(HnTensor) st = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 2 * rows });
+  HnAttentionParams p = { .causal = c->causal, .pos0 = c->pos0, .window = c->window, .reduced_precision = TRUE,
+                          .lse = tl };
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_attention (cmd, to, tq, tk, tv, &p, &error));
+  g_assert_no_error (error);
+  g_assert_true (hn_op_attention_back_flash (cmd, tdq, tdk, tdv, tdo, tq, tk, tv, to, tl, st, &p, 0, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  /* the tensor cores see q, k, v as f16: so does the reference */
+  round_f16 (q, nq);
+  round_f16 (k, nk);
+  round_f16 (v, nk);
+  HnRefAttnShape rs = { c->B, c->T, c->S, c->H, c->KVH, c->D, c->D, 0, 0, c->causal, c->pos0, c->window, NULL };
+  g_autofree float *out = g_new (float, nq), *dq = g_new (float, nq), *dk = g_new (float, nk), *dv = g_new (float, nk);
+  hn_ref_attention_fwd (&rs, q, k, v, out);
+  hn_ref_attention_back (&rs, q, k, v, dout, dq, dk, dv);
+  g_autofree float *got_o = hn_test_download (to), *got_dq = hn_test_download (tdq);
+  g_autofree float *got_dk = hn_test_download (tdk), *got_dv = hn_test_download (tdv);
+  flash_close ("out", c, got_o, out, nq);
+  flash_close ("dq", c, got_dq, dq, nq);
+  flash_close ("dk", c, got_dk, dk, nk);
+  flash_close ("dv", c, got_dv, dv, nk);
+
+  /* accumulate: a second backward adds the same gradients */
+  g_autoptr(HnCmd) cmd2 = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_attention_back_flash (cmd2, tdq, tdk, tdv, tdo, tq, tk, tv, to, tl, st, &p, HN_BACK_ACCUMULATE,
+                                             &error));
+  hn_test_run (cmd2);
+  g_autofree float *acc_dk = hn_test_download (tdk);
+  for (gint64 i = 0; i < nk; i++)
+    dk[i] *= 2.0f;
+  flash_close ("dk accumulated", c, acc_dk, dk, nk);
+}
+
+/* The flash-attention forward (with the row log-sum-exp) and backward on
+ * the tensor cores against the exact CPU reference: odd sequence lengths,
+ * several query and key blocks, GQA, causal and not, sliding windows, a
+ * past (pos0), batch > 1, head dims 64 and 128, dO as small as a mean loss
+ * gives. Without cooperative matrix 2 (lavapipe) both fail closed. */
+static void
+test_attention_flash (void)
+{
+  g_autoptr(GError) error = NULL;
+  HnAttentionParams p0 = { .causal = TRUE };
+  if (!hn_attention_flash_ok (hn_test_ctx (), 64, 64, &p0))
+    {
+      g_autoptr(HnTensor) q = hn_test_empty (HN_DTYPE_F32, 4, (gint64[]) { 1, 20, 2, 64 });
+      g_autoptr(HnTensor) o = hn_test_empty (HN_DTYPE_F32, 4, (gint64[]) { 1, 20, 2, 64 });
+      g_autoptr(HnTensor) l = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 40 });
+      g_autoptr(HnTensor) st = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 80 });
+      HnAttentionParams p = { .causal = TRUE, .reduced_precision = TRUE, .lse = l };
+      g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_false (hn_op_attention (cmd, o, q, q, q, &p, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_clear_error (&error);
+      g_assert_false (hn_op_attention_back_flash (cmd, o, o, o, o, q, q, q, o, l, st, &p, 0, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_test_message ("no cooperative matrix 2 here: the flash kernels fail closed (checked on the H200)");
+      return;
+    }
+  FlashCase cases[] = {
+    { 1, 70, 70, 4, 2, 64, TRUE, 0, 0, 1.0f },
+    { 2, 130, 130, 4, 1, 128, TRUE, 0, 0, 1e-6f },
+    { 3, 77, 77, 2, 2, 64, FALSE, 0, 0, 1.0f },
+    { 2, 200, 200, 8, 2, 64, TRUE, 0, 37, 1e-3f },
+    { 1, 40, 70, 2, 1, 64, TRUE, 30, 0, 1.0f },
+    { 2, 17, 17, 2, 1, 128, TRUE, 0, 0, 1.0f },
+    { 1, 5, 5, 3, 3, 64, TRUE, 0, 0, 1.0f },
+    { 1, 512, 512, 4, 1, 64, TRUE, 0, 0, 2e-7f },
+    { 2, 257, 257, 2, 2, 128, TRUE, 0, 100, 1.0f },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    run_flash (&cases[i]);
+  /* soft-cap and ALiBi stay on the exact kernels */
+  HnAttentionParams ps = { .causal = TRUE, .softcap = 5.0f };
+  g_assert_false (hn_attention_flash_ok (hn_test_ctx (), 64, 64, &ps));
+  g_assert_false (hn_attention_flash_ok (hn_test_ctx (), 96, 96, &p0));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -439,6 +559,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/attention", test_attention);
   g_test_add_func ("/ops/attention-f16", test_attention_f16);
   g_test_add_func ("/ops/attention-errors", test_attention_errors);
+  g_test_add_func ("/ops/attention-flash", test_attention_flash);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
