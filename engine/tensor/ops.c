@@ -424,11 +424,66 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   return ok;
 }
 
+typedef struct {
+  guint32 L, K, x_off, x_sl, x_sk, w_off, w_sk, w_ss, c_off, c_sl, c_ss;
+  float alpha;
+  guint32 flags;
+} SkinnyPush;
+
+/* One output dimension of at most 16 (a LoRA adapter's rank) over a long K,
+ * f32, no batch or bias: matmul_skinny.comp (the tiled kernel would run a
+ * handful of workgroups down all of K). Sets *done when it took the product. */
+static gboolean
+try_dispatch_skinny (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
+                     guint32 batch, gboolean *done, GError **error)
+{
+  *done = FALSE;
+  if (bias || batch != 1 || a->dtype != HN_DTYPE_F32 || b->dtype != HN_DTYPE_F32 || pc->K < 64 ||
+      (pc->N > 16 && pc->M > 16) || g_getenv ("HN_NO_MATMUL_SKINNY") != NULL)
+    return TRUE;
+  SkinnyPush sp;
+  guint32 S;
+  HnTensor *xt, *wt;
+  if (pc->N <= 16 && pc->N <= pc->M)
+    {
+      /* C(m, n): l = m over A's rows, s = n over B's columns */
+      S = pc->N;
+      sp = (SkinnyPush) { pc->M, pc->K, pc->a_off, pc->a_sm, pc->a_sk, pc->b_off, pc->b_sk, pc->b_sn, pc->c_off,
+                           pc->c_sm, 1, pc->alpha, pc->flags & 1u };
+      xt = a;
+      wt = b;
+    }
+  else
+    {
+      /* Cᵀ(n, m) = Σ B(k, n)·A(m, k): l = n over B's columns, s = m */
+      S = pc->M;
+      sp = (SkinnyPush) { pc->N, pc->K, pc->b_off, pc->b_sn, pc->b_sk, pc->a_off, pc->a_sk, pc->a_sm, pc->c_off, 1,
+                           pc->c_sm, pc->alpha, pc->flags & 1u };
+      xt = b;
+      wt = a;
+    }
+  guint32 mode = sp.x_sk != 1 && sp.x_sl == 1 ? 1 : 0;
+  guint32 spec[2] = { S, mode };
+  guint32 gx, gy;
+  hn_grid ((guint64) (sp.L + (mode ? 31 : 7)) / (mode ? 32 : 8), &gx, &gy);
+  HnVkBinding bd[3] = { hn_bind (xt, FALSE), hn_bind (wt, FALSE), hn_bind (c, TRUE) };
+  hn_cmd_set_label (cmd, "matmul_skinny");
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_skinny", spec, 2, bd, 3, &sp, sizeof sp, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  *done = ok;
+  return ok;
+}
+
 static gboolean
 dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
                 guint32 batch, HnMatmulFlags flags, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
+  gboolean skinny;
+  if (!try_dispatch_skinny (cmd, c, a, b, bias, pc, batch, &skinny, error))
+    return FALSE;
+  if (skinny)
+    return TRUE;
   if (hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags))
     {
       gboolean done;

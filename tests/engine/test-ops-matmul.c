@@ -317,6 +317,16 @@ test_bmm (void)
   run_bmm (2, 2, 2, 130, 66, 72, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_BF16);
   run_bmm (2, 1, 2, 65, 130, 70, 0, 1.0f, HN_DTYPE_F16);
   run_bmm (2, 2, 1, 150, 77, 129, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE, -1.0f, HN_DTYPE_BF16);
+  /* one output dimension <= 16 over a long K (matmul_skinny.comp): the LoRA
+   * products u = x·Aᵀ, du = dy·B, dB += dyᵀ·u, dA += duᵀ·x, odd sizes, a K
+   * past one staged chunk, both operand orientations, alpha, accumulation */
+  run_bmm (1, 1, 1, 301, 8, 600, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F32);
+  run_bmm (1, 1, 1, 203, 5, 333, HN_MATMUL_ACCUMULATE, 0.5f, HN_DTYPE_F32);
+  run_bmm (1, 1, 1, 130, 8, 517, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, HN_DTYPE_F32);
+  run_bmm (1, 1, 1, 8, 190, 700, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, -1.0f, HN_DTYPE_F32);
+  run_bmm (1, 1, 1, 16, 77, 64, 0, 2.0f, HN_DTYPE_F32);
+  run_bmm (1, 1, 1, 3, 45, 99, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F32);
+  run_bmm (1, 1, 1, 90, 16, 257, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F32);
 }
 
 int
