@@ -142,7 +142,9 @@ train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint6
                 + (L + 1) * C                      /* residual stream */
                 + (checkpointing ? 1 : L) * per_layer + 4 * C + V /* o, mlp, pos_embed, final; logits */
                 + 3 * C + 3 * qd + 3 * kvd + Fg + 2 * F /* backward scratch */
-                + 2 + 4 * H;                       /* norm and attention statistics */
+                + 2 + 4 * H                        /* norm and attention statistics */
+                + (checkpointing ? 1 : L) * H;     /* each layer's log-sum-exp for the flash backward
+                                                    * (on cooperative-matrix-2 devices; 4 MB at llama-1b) */
   return F32 * (guint64) (N * cols);
 }
 

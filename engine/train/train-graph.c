@@ -682,8 +682,7 @@ norm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *dy, HnTensor *x, HnTensor *w
 static gboolean
 lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **error)
 {
-  CK (hn_op_matmul (g->cmd, s->u, x, s->A, NULL, error));
-  CK (hn_op_scale (g->cmd, s->u, s->u, s->scale, 0.0f, error));
+  CK (hn_op_bmm (g->cmd, s->u, x, s->A, HN_MATMUL_TRANS_B, s->scale, error));
   for (int k = 0; k < s->n_out; k++)
     CK (hn_op_bmm (g->cmd, outs[s->out_proj[k]], s->u, s->Bv[k], HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE, 1.0f,
                    error));
