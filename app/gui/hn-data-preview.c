@@ -3,6 +3,8 @@
 #include <glib/gi18n.h>
 
 #include "data/dataset.h"
+#include "hub/hub.h"
+#include "base/hn-error.h"
 #include "tokenizer/tokenizer.h"
 
 #define N_ROWS 3
@@ -49,6 +51,30 @@ hn_data_preview_refresh (HnDataPreview *self)
   g_clear_handle_id (&self->timeout_id, g_source_remove);
   clear_rows (self);
   const char *train = self->spec ? hn_job_spec_get_string (self->spec, "train") : NULL;
+  const char *ds = self->spec && hn_job_spec_lookup (self->spec, "hf-dataset")
+                     ? hn_job_spec_get_string (self->spec, "hf-dataset") : NULL;
+  g_autofree char *resolved = NULL;
+  if (!train && ds)
+    {
+      /* a Hub dataset: its first file of the chosen split, from the cache only */
+      g_autoptr (HnHub) hub = hn_hub_new ();
+      hn_hub_set_offline (hub, TRUE);
+      g_autoptr (GError) derr = NULL;
+      g_auto (GStrv) paths = hn_hub_resolve_dataset (
+        hub, ds, hn_job_spec_get_string (self->spec, "hf-dataset-config"),
+        hn_job_spec_get_string (self->spec, "hf-dataset-split"), hn_job_spec_get_string (self->spec, "hf-dataset-file"),
+        hn_job_spec_get_string (self->spec, "hf-dataset-revision"), hn_job_spec_get_string (self->spec, "hf-cache-dir"),
+        NULL, &derr);
+      if (!paths || !paths[0])
+        {
+          g_autofree char *msg = !derr || g_error_matches (derr, HN_ERROR, HN_ERROR_NOT_FOUND)
+                                   ? g_strdup_printf (_("Download %s to preview it"), ds)
+                                   : g_strdup_printf (_("No preview of %s: %s"), ds, derr->message);
+          gtk_label_set_text (GTK_LABEL (self->summary), msg);
+          return;
+        }
+      train = resolved = g_strdup (paths[0]);
+    }
   if (!train)
     {
       gtk_label_set_text (GTK_LABEL (self->summary), _("Choose training data to see how it is trained on"));
@@ -136,7 +162,7 @@ static void
 on_spec_changed (HnJobSpec *spec, const char *name, HnDataPreview *self)
 {
   if (!g_str_equal (name, "train") && !g_str_equal (name, "tokenizer-path") && !g_str_equal (name, "model-path") &&
-      !g_str_equal (name, "seq-len"))
+      !g_str_equal (name, "seq-len") && !g_str_has_prefix (name, "hf-dataset"))
     return;
   g_clear_handle_id (&self->timeout_id, g_source_remove);
   self->timeout_id = g_timeout_add (300, on_timeout, self);

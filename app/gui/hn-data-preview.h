@@ -2,7 +2,9 @@
  * will see them (engine/data/dataset.h hn_dataset_preview): the text after
  * templating with the loss-masked part set apart (dim, on a grey ground),
  * token counts, and rows truncated, dropped or malformed with the reason.
- * Recomputed when the data, tokenizer, model or sequence length change. */
+ * A Hub dataset (--hf-dataset and its split or file) is previewed from the
+ * cache once downloaded (its first file). Recomputed when the data,
+ * tokenizer, model or sequence length change. */
 #pragma once
 #include <gtk/gtk.h>
 

@@ -1,6 +1,7 @@
 #include "hn-train-page.h"
 #include "hn-command-view.h"
 #include "hn-data-preview.h"
+#include "hn-dataset-picker.h"
 #include "hn-memory-row.h"
 #include "hn-option-group.h"
 #include "hn-page-util.h"
@@ -34,7 +35,7 @@ struct _HnTrainPage
   GtkWidget *reason;
   GtkWidget *memory;
   GtkWidget *save_stop_button;
-  GtkWidget *preview, *preview_expander;
+  GtkWidget *preview, *preview_expander, *dataset_picker;
   char *resume_from; /* the checkpoint of the last "Stop and save" */
 };
 
@@ -85,6 +86,7 @@ bind_spec (HnTrainPage *self)
   hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), spec);
   hn_memory_row_set_spec (HN_MEMORY_ROW (self->memory), spec);
   hn_data_preview_set_spec (HN_DATA_PREVIEW (self->preview), spec);
+  hn_dataset_picker_set_spec (HN_DATASET_PICKER (self->dataset_picker), spec);
   gtk_widget_set_visible (self->preview_expander, gtk_widget_get_visible (self->preview));
   update_state (self);
 }
@@ -304,6 +306,12 @@ hn_train_page_set_preview_expanded (HnTrainPage *self, gboolean expanded)
 }
 
 GtkWidget *
+hn_train_page_get_dataset_picker (HnTrainPage *self)
+{
+  return self->dataset_picker;
+}
+
+GtkWidget *
 hn_train_page_get_data_preview (HnTrainPage *self)
 {
   return self->preview;
@@ -397,6 +405,7 @@ hn_train_page_class_init (HnTrainPageClass *klass)
   g_type_ensure (HN_TYPE_COMMAND_VIEW);
   g_type_ensure (HN_TYPE_MEMORY_ROW);
   g_type_ensure (HN_TYPE_DATA_PREVIEW);
+  g_type_ensure (HN_TYPE_DATASET_PICKER);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-train-page.ui");
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, mode_group);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, mode_train);
@@ -418,6 +427,7 @@ hn_train_page_class_init (HnTrainPageClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, save_stop_button);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, preview);
   gtk_widget_class_bind_template_child (widget_class, HnTrainPage, preview_expander);
+  gtk_widget_class_bind_template_child (widget_class, HnTrainPage, dataset_picker);
   gtk_widget_class_install_action (widget_class, "page.start", NULL, start_action);
   gtk_widget_class_install_action (widget_class, "page.stop", NULL, stop_action);
   gtk_widget_class_install_action (widget_class, "page.save-stop", NULL, stop_action);
@@ -440,6 +450,9 @@ hn_train_page_init (HnTrainPage *self)
   GtkWidget *gs[9];
   for (GtkWidget **g = groups (self, gs); *g; g++)
     g_signal_connect (*g, "problems-changed", G_CALLBACK (on_problems_changed), self);
+  /* a dataset just downloaded can be previewed */
+  g_signal_connect_swapped (hn_dataset_picker_get_pull_controller (HN_DATASET_PICKER (self->dataset_picker)),
+                            "finished", G_CALLBACK (hn_data_preview_refresh), self->preview);
 }
 
 GtkWidget *

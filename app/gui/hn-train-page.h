@@ -25,6 +25,8 @@ const char *hn_train_page_get_start_problem (HnTrainPage *self);
 /* The memory estimate row (an HnMemoryRow). */
 GtkWidget *hn_train_page_get_memory_row (HnTrainPage *self);
 /* The data preview (an HnDataPreview, in the "Data preview" expander). */
+/* The Hub dataset search and picker (HnDatasetPicker). */
+GtkWidget *hn_train_page_get_dataset_picker (HnTrainPage *self);
 GtkWidget *hn_train_page_get_data_preview (HnTrainPage *self);
 void hn_train_page_set_preview_expanded (HnTrainPage *self, gboolean expanded);
 /* Starts `from`'s settings again from `checkpoint` (the Jobs page's Resume):

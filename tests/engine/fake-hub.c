@@ -408,7 +408,9 @@ serve_search (SoupServerMessage *msg)
   reply_json (msg, b);
 }
 
-/* /api/datasets?search=: every dataset repo the fake holds, by name. */
+/* /api/datasets?search=&limit=&cursor=: every dataset repo the fake holds
+ * whose name has the text, in the order they were added, paged like the
+ * models (the cursor is an offset). */
 static void
 serve_dataset_search (SoupServerMessage *msg)
 {
@@ -418,9 +420,12 @@ serve_dataset_search (SoupServerMessage *msg)
   hub_srv.last_search = g_strdup (qs ? qs : "");
   g_autoptr (GHashTable) q = qs ? g_uri_parse_params (qs, -1, "&", G_URI_PARAMS_NONE, NULL) : NULL;
   const char *search = q ? g_hash_table_lookup (q, "search") : NULL;
+  const char *limit_s = q ? g_hash_table_lookup (q, "limit") : NULL;
+  const char *cursor = q ? g_hash_table_lookup (q, "cursor") : NULL;
+  guint limit = limit_s ? (guint) atoi (limit_s) : 1000;
+  guint from = cursor && g_str_has_prefix (cursor, "off-") ? (guint) atoi (cursor + 4) : 0;
   g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
-  g_autoptr (JsonBuilder) b = json_builder_new ();
-  json_builder_begin_array (b);
+  g_autoptr (GPtrArray) hits = g_ptr_array_new ();
   for (guint i = 0; i < hub_srv.files->len; i++)
     {
       FakeFile *f = hub_srv.files->pdata[i];
@@ -430,9 +435,15 @@ serve_dataset_search (SoupServerMessage *msg)
       if (search && !strstr (id, search))
         continue;
       g_hash_table_add (seen, (gpointer) f->repo);
+      g_ptr_array_add (hits, (gpointer) id);
+    }
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_array (b);
+  for (guint i = from; i < hits->len && i < from + limit; i++)
+    {
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "id");
-      json_builder_add_string_value (b, id);
+      json_builder_add_string_value (b, hits->pdata[i]);
       json_builder_set_member_name (b, "downloads");
       json_builder_add_int_value (b, 100);
       json_builder_set_member_name (b, "likes");
@@ -442,6 +453,18 @@ serve_dataset_search (SoupServerMessage *msg)
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
+  if (from + limit < hits->len)
+    {
+      GString *next = g_string_new (NULL);
+      g_string_append_printf (next, "<%s/api/datasets?", hub_srv.base);
+      g_auto (GStrv) pairs = g_strsplit (qs, "&", -1);
+      for (char **p = pairs; *p; p++)
+        if (!g_str_has_prefix (*p, "cursor="))
+          g_string_append_printf (next, "%s&", *p);
+      g_string_append_printf (next, "cursor=off-%u>; rel=\"next\"", from + limit);
+      soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Link", next->str);
+      g_string_free (next, TRUE);
+    }
   reply_json (msg, b);
 }
 
