@@ -456,8 +456,12 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       (params->lse || g_getenv ("HN_NO_ATTN_CM2") == NULL))
     {
       guint32 cspec[3] = { spec[0], (guint32) D, nt };
-      hn_cmd_set_label (cmd, "attention_cm2");
-      gboolean ok = hn_cmd_dispatch (cmd, "attention_cm2", cspec, 3, bd, 7, &pc, sizeof pc,
+      /* the softmax in the matrices (row reductions) where nothing per-head or masked is added */
+      const char *sh = hn_vk_context_has_coopmat2_reductions (hn_cmd_get_context (cmd)) && !per_head &&
+                           !params->mask && g_getenv ("HN_ATTN_CM2_SHARED") == NULL
+                         ? "attention_cm2_reg" : "attention_cm2";
+      hn_cmd_set_label (cmd, sh);
+      gboolean ok = hn_cmd_dispatch (cmd, sh, cspec, 3, bd, 7, &pc, sizeof pc,
                                      (guint32) ((T + 63) / 64), (guint32) H, (guint32) B, error);
       hn_cmd_set_label (cmd, NULL);
       return ok;

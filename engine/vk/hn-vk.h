@@ -172,6 +172,11 @@ gboolean hn_vk_context_has_coopmat (HnVkContext *ctx);
  * is unset. *invocations (may be NULL) gets that shape's workgroup size. */
 gboolean hn_vk_context_has_coopmat2 (HnVkContext *ctx, guint32 *invocations);
 
+/* TRUE when hn_vk_context_has_coopmat2 and the device's workgroup-scope
+ * matrices also have row/column reductions (cooperativeMatrixReductions,
+ * enabled then; HN_NO_CM2_REDUCE turns it off). */
+gboolean hn_vk_context_has_coopmat2_reductions (HnVkContext *ctx);
+
 /* Which shaders are embedded (names), and whether the cooperative-matrix ones
  * were compiled in. */
 const char *const *hn_vk_shader_names (void);

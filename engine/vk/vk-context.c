@@ -532,6 +532,12 @@ hn_vk_context_has_coopmat (HnVkContext *ctx)
 }
 
 gboolean
+hn_vk_context_has_coopmat2_reductions (HnVkContext *ctx)
+{
+  return ctx->coopmat2 && ctx->coopmat2_reductions;
+}
+
+gboolean
 hn_vk_context_has_coopmat2 (HnVkContext *ctx, guint32 *invocations)
 {
   if (invocations)
@@ -706,7 +712,9 @@ context_open (VkInstance instance, VkPhysicalDevice phys, int index, GError **er
           cm2.cooperativeMatrixTensorAddressing && cm2.cooperativeMatrixBlockLoads && bda.bufferDeviceAddress &&
           q.features.shaderInt16)
         {
-          cm2.cooperativeMatrixReductions = VK_FALSE;
+          /* row reductions: the flash-attention forward's softmax (attention_cm2_reg) */
+          ctx->coopmat2_reductions = cm2.cooperativeMatrixReductions && g_getenv ("HN_NO_CM2_REDUCE") == NULL;
+          cm2.cooperativeMatrixReductions = ctx->coopmat2_reductions;
           bda.bufferDeviceAddressCaptureReplay = VK_FALSE;
           bda.bufferDeviceAddressMultiDevice = VK_FALSE;
           feats.features.shaderInt16 = VK_TRUE;

@@ -71,6 +71,7 @@ struct _HnVkContext {
   gboolean use_push_descriptor;
   gboolean coopmat_f16;         /* VK_KHR_cooperative_matrix enabled, f16 16x16x16 shader usable */
   gboolean coopmat2;            /* VK_NV_cooperative_matrix2 enabled, matmul_cm2 usable */
+  gboolean coopmat2_reductions; /* and its row/column reductions (cooperativeMatrixReductions) */
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn;
 
   GMutex lock;                 /* memory, staging, pipelines, queue */
