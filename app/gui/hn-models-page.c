@@ -70,7 +70,9 @@ struct _HnModelsPage
   GtkWidget *local_list, *search_entry, *task_drop, *sort_drop, *search_status, *result_list, *more_button;
   GtkWidget *token_row, *token_status;
   GtkWidget *title, *subtitle, *fit_badge, *download_button, *progress, *card_view, *file_list, *command;
-  GtkWidget *detail_stack;
+  GtkWidget *detail_stack, *run_list;
+  guint n_runs;
+  char **user_paths;         /* the added folders and files when there are no settings to keep them */
 };
 
 G_DEFINE_FINAL_TYPE (HnModelsPage, hn_models_page, ADW_TYPE_BIN)
@@ -283,6 +285,8 @@ begin_details (HnModelsPage *self, const char *id, gboolean local)
   self->detail_serial++;
   self->n_files = 0;
   clear_list (self->file_list);
+  clear_list (self->run_list);
+  self->n_runs = 0;
   gtk_label_set_text (GTK_LABEL (self->title), id);
   gtk_label_set_text (GTK_LABEL (self->subtitle), "");
   set_card (self, "");
@@ -299,22 +303,102 @@ begin_details (HnModelsPage *self, const char *id, gboolean local)
   hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), self->pull_spec);
 }
 
+/* A cache repo is known by its id, a folder or file the user added by its path. */
+static const char *
+entry_id (const LocalEntry *e)
+{
+  return e->model->user_added ? e->model->repo_path : e->model->repo_id;
+}
+
 static LocalEntry *
 find_local (HnModelsPage *self, const char *id)
 {
   for (guint i = 0; self->local && i < self->local->len; i++)
     {
       LocalEntry *e = self->local->pdata[i];
-      if (strcmp (e->model->repo_id, id) == 0)
+      if (strcmp (entry_id (e), id) == 0)
         return e;
     }
   return NULL;
+}
+
+/* ---- what was made from a model (the job history) ----------------------- */
+
+static gboolean
+record_uses_model (HnJobRecord *r, const char *model_dir)
+{
+  g_auto (GStrv) argv = NULL;
+  if (!g_shell_parse_argv (hn_job_record_get_command_line (r), NULL, &argv, NULL) || !argv[0] || !argv[1])
+    return FALSE;
+  const char *kind = argv[1];
+  if (!g_str_has_prefix (kind, "transformer-train") && !g_str_has_prefix (kind, "transformer-finetune") &&
+      !g_str_has_prefix (kind, "lora") && !g_str_has_prefix (kind, "hierarchos-") && !g_str_equal (kind, "export-gguf") &&
+      !g_str_equal (kind, "merge-lora"))
+    return FALSE;
+  for (int k = 2; argv[k] && argv[k + 1]; k++)
+    if (g_str_equal (argv[k], "--model-path") && g_str_equal (argv[k + 1], model_dir))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+is_adapter (const char *dir)
+{
+  g_autofree char *cfg = dir ? g_build_filename (dir, "adapter_config.json", NULL) : NULL;
+  return cfg && g_file_test (cfg, G_FILE_TEST_IS_REGULAR);
+}
+
+/* The trainings, fine-tunes and exports of `model_dir` in the history
+ * (HnJobRecord refs, newest first); *n_adapters the adapters among their outputs. */
+static GPtrArray *
+runs_of (const char *model_dir, guint *n_adapters)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_object_unref);
+  guint adapters = 0;
+  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
+  for (guint i = 0; model_dir && i < g_list_model_get_n_items (list); i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
+      if (hn_job_record_get_state (r) == HN_JOB_RECORD_RUNNING || !record_uses_model (r, model_dir))
+        continue;
+      if (hn_job_record_get_state (r) == HN_JOB_RECORD_SUCCEEDED && is_adapter (hn_job_record_get_output_path (r)))
+        adapters++;
+      g_ptr_array_add (out, g_object_ref (r));
+    }
+  if (n_adapters)
+    *n_adapters = adapters;
+  return out;
+}
+
+static void
+fill_runs (HnModelsPage *self, const char *model_dir)
+{
+  clear_list (self->run_list);
+  self->n_runs = 0;
+  g_autoptr (GPtrArray) runs = runs_of (model_dir, NULL);
+  for (guint i = 0; i < runs->len; i++)
+    {
+      HnJobRecord *r = runs->pdata[i];
+      GtkWidget *row = adw_action_row_new ();
+      gboolean adapter = hn_job_record_get_state (r) == HN_JOB_RECORD_SUCCEEDED &&
+                         is_adapter (hn_job_record_get_output_path (r));
+      g_autofree char *title = g_strdup_printf ("%s%s", hn_job_record_get_title (r), adapter ? _(" · adapter") : "");
+      g_autofree char *title_m = g_markup_escape_text (title, -1);
+      g_autofree char *sub = g_markup_escape_text (hn_job_record_get_summary (r), -1);
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title_m);
+      adw_action_row_set_subtitle (ADW_ACTION_ROW (row), sub);
+      adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 3);
+      gtk_widget_set_tooltip_text (row, hn_job_record_get_command_line (r));
+      gtk_list_box_append (GTK_LIST_BOX (self->run_list), row);
+      self->n_runs++;
+    }
 }
 
 /* ---- the local list ---------------------------------------------------- */
 
 typedef struct {
   guint64 free_bytes;
+  char **paths;              /* the added folders and files */
   GPtrArray *entries;
 } LocalTask;
 
@@ -322,7 +406,29 @@ static void
 local_task_free (LocalTask *t)
 {
   g_clear_pointer (&t->entries, g_ptr_array_unref);
+  g_strfreev (t->paths);
   g_free (t);
+}
+
+/* The folders and .gguf files the user added (kept in the settings). */
+static char **
+dup_user_paths (HnModelsPage *self)
+{
+  GSettings *s = hn_app_settings ();
+  return s ? g_settings_get_strv (s, "model-folders") : g_strdupv (self->user_paths);
+}
+
+static void
+set_user_paths (HnModelsPage *self, const char *const *paths)
+{
+  GSettings *s = hn_app_settings ();
+  if (s)
+    g_settings_set_strv (s, "model-folders", paths);
+  else
+    {
+      g_strfreev (self->user_paths);
+      self->user_paths = g_strdupv ((char **) paths);
+    }
 }
 
 static void
@@ -330,7 +436,7 @@ list_local_thread (GTask *task, gpointer source, gpointer data, GCancellable *ca
 {
   LocalTask *t = data;
   GError *error = NULL;
-  g_autoptr (GPtrArray) models = hn_model_library_list (NULL, &error);
+  g_autoptr (GPtrArray) models = hn_model_library_list_with (NULL, (const char *const *) t->paths, &error);
   if (!models)
     {
       g_task_return_error (task, error);
@@ -363,6 +469,8 @@ local_subtitle (const LocalEntry *e)
   GString *s = g_string_new (NULL);
   if (m->architecture)
     g_string_append (s, m->architecture);
+  else if (m->model_type)
+    g_string_append (s, m->model_type); /* a GGUF names its model_type only */
   g_autofree char *params = format_params (m->n_params);
   g_string_append_printf (s, "%s%s", s->len ? " · " : "", params);
   if (m->dtype)
@@ -377,6 +485,14 @@ local_subtitle (const LocalEntry *e)
     g_string_append_printf (s, " · %s", _("download paused"));
   else if (m->problem)
     g_string_append_printf (s, " · %s", m->problem);
+  guint n_adapters = 0;
+  g_autoptr (GPtrArray) runs = runs_of (m->snapshot, &n_adapters);
+  if (runs->len)
+    g_string_append_printf (s, g_dngettext (NULL, " · %u run", " · %u runs", runs->len), runs->len);
+  if (n_adapters)
+    g_string_append_printf (s, g_dngettext (NULL, ", %u adapter", ", %u adapters", n_adapters), n_adapters);
+  if (m->user_added)
+    g_string_append_printf (s, "\n%s%s", m->gguf ? _("GGUF file ") : _("Folder "), m->repo_path);
   return g_string_free (s, FALSE);
 }
 
@@ -409,12 +525,12 @@ on_local_listed (GObject *source, GAsyncResult *result, gpointer data)
       g_autofree char *sub_m = g_markup_escape_text (sub, -1);
       adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
       adw_action_row_set_subtitle (ADW_ACTION_ROW (row), sub_m);
-      adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 2);
+      adw_action_row_set_subtitle_lines (ADW_ACTION_ROW (row), 3);
       gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), TRUE);
       e->badge = new_badge ();
       apply_fit (self, e->badge, e->has_fit ? &e->fit : NULL, e->model->problem);
       adw_action_row_add_suffix (ADW_ACTION_ROW (row), e->badge);
-      g_object_set_data_full (G_OBJECT (row), "hn-id", g_strdup (e->model->repo_id), g_free);
+      g_object_set_data_full (G_OBJECT (row), "hn-id", g_strdup (entry_id (e)), g_free);
       g_object_set_data (G_OBJECT (row), "hn-local", GINT_TO_POINTER (1));
       gtk_list_box_append (GTK_LIST_BOX (self->local_list), row);
     }
@@ -441,6 +557,7 @@ hn_models_page_refresh_local (HnModelsPage *self)
   check_device (self);
   LocalTask *t = g_new0 (LocalTask, 1);
   t->free_bytes = self->free_bytes;
+  t->paths = dup_user_paths (self);
   g_autoptr (GTask) task = g_task_new (NULL, self->cancel, on_local_listed, self);
   g_task_set_task_data (task, t, (GDestroyNotify) local_task_free);
   self->loading++;
@@ -812,6 +929,13 @@ show_local (HnModelsPage *self, LocalEntry *e)
   const HnLocalModel *m = e->model;
   self->sel_snapshot = g_strdup (m->snapshot);
   self->sel_incomplete = m->incomplete_bytes;
+  fill_runs (self, m->snapshot);
+  if (m->user_added)
+    {
+      /* not a Hub repo: nothing to download */
+      gtk_label_set_text (GTK_LABEL (self->title), m->repo_id);
+      hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), NULL);
+    }
   g_autofree char *sub = local_subtitle (e);
   gtk_label_set_text (GTK_LABEL (self->subtitle), sub);
   if (e->has_fit)
@@ -828,7 +952,9 @@ show_local (HnModelsPage *self, LocalEntry *e)
           g_autofree char *valid = g_utf8_make_valid (text, -1);
           card = hn_hub_readme_strip_front_matter (valid);
         }
-      g_autoptr (GDir) d = g_dir_open (m->snapshot, 0, NULL);
+      if (m->gguf)
+        add_file_row (self, m->repo_id, m->size_on_disk);
+      g_autoptr (GDir) d = m->gguf ? NULL : g_dir_open (m->snapshot, 0, NULL);
       const char *n;
       g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
       while (d && (n = g_dir_read_name (d)))
@@ -969,23 +1095,12 @@ open_action (GtkWidget *w, const char *action, GVariant *param)
 static char *
 newest_adapter (const char *model_dir)
 {
-  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
-  for (guint i = 0; i < g_list_model_get_n_items (list); i++)
+  g_autoptr (GPtrArray) runs = runs_of (model_dir, NULL);
+  for (guint i = 0; i < runs->len; i++)
     {
-      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
-      const char *out = hn_job_record_get_output_path (r);
-      if (hn_job_record_get_state (r) != HN_JOB_RECORD_SUCCEEDED || !out)
-        continue;
-      g_auto (GStrv) argv = NULL;
-      if (!g_shell_parse_argv (hn_job_record_get_command_line (r), NULL, &argv, NULL))
-        continue;
-      gboolean from_model = FALSE;
-      for (int k = 0; argv[k] && argv[k + 1]; k++)
-        if (g_str_equal (argv[k], "--model-path") && g_str_equal (argv[k + 1], model_dir))
-          from_model = TRUE;
-      g_autofree char *cfg = g_build_filename (out, "adapter_config.json", NULL);
-      if (from_model && g_file_test (cfg, G_FILE_TEST_IS_REGULAR))
-        return g_strdup (out);
+      HnJobRecord *r = runs->pdata[i];
+      if (hn_job_record_get_state (r) == HN_JOB_RECORD_SUCCEEDED && is_adapter (hn_job_record_get_output_path (r)))
+        return g_strdup (hn_job_record_get_output_path (r));
     }
   return NULL;
 }
@@ -1031,6 +1146,84 @@ export_action (GtkWidget *w, const char *action, GVariant *param)
   gtk_window_present (GTK_WINDOW (dialog));
 }
 
+/* ---- folders and files the user added ----------------------------------- */
+
+gboolean
+hn_models_page_add_local (HnModelsPage *self, const char *path, GError **error)
+{
+  g_autofree char *abs = g_canonicalize_filename (path, NULL);
+  gboolean gguf = g_str_has_suffix (abs, ".gguf") && g_file_test (abs, G_FILE_TEST_IS_REGULAR);
+  if (!gguf && !g_file_test (abs, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, _("%s is not a model folder or a .gguf file"), abs);
+      return FALSE;
+    }
+  g_auto (GStrv) paths = dup_user_paths (self);
+  if (!g_strv_contains ((const char *const *) paths, abs))
+    {
+      g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+      g_strv_builder_addv (b, (const char **) paths);
+      g_strv_builder_add (b, abs);
+      g_auto (GStrv) now = g_strv_builder_end (b);
+      set_user_paths (self, (const char *const *) now);
+    }
+  hn_models_page_refresh_local (self);
+  return TRUE;
+}
+
+gboolean
+hn_models_page_forget_local (HnModelsPage *self, const char *path)
+{
+  g_auto (GStrv) paths = dup_user_paths (self);
+  if (!g_strv_contains ((const char *const *) paths, path))
+    return FALSE;
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  for (char **p = paths; *p; p++)
+    if (!g_str_equal (*p, path))
+      g_strv_builder_add (b, *p);
+  g_auto (GStrv) now = g_strv_builder_end (b);
+  set_user_paths (self, (const char *const *) now);
+  hn_models_page_refresh_local (self);
+  return TRUE;
+}
+
+static void
+on_add_response (GtkNativeDialog *dialog, int response, HnModelsPage *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr (GFile) f = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
+      g_autofree char *path = f ? g_file_get_path (f) : NULL;
+      g_autoptr (GError) error = NULL;
+      if (path && !hn_models_page_add_local (self, path, &error))
+        hn_page_toast (GTK_WIDGET (self), error->message);
+    }
+  g_object_unref (self);
+  gtk_native_dialog_destroy (dialog);
+  g_object_unref (dialog);
+}
+
+static void
+add_action (GtkWidget *w, const char *action, GVariant *param)
+{
+  gboolean folder = g_str_equal (g_variant_get_string (param, NULL), "folder");
+  GtkRoot *root = gtk_widget_get_root (w);
+  GtkFileChooserNative *dialog = gtk_file_chooser_native_new (
+    folder ? _("Add a model folder") : _("Add a GGUF file"), GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL,
+    folder ? GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER : GTK_FILE_CHOOSER_ACTION_OPEN, _("_Add"), _("_Cancel"));
+  if (!folder)
+    {
+      GtkFileFilter *filter = gtk_file_filter_new ();
+      gtk_file_filter_set_name (filter, _("GGUF models"));
+      gtk_file_filter_add_pattern (filter, "*.gguf");
+      gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (dialog), filter);
+      g_object_unref (filter);
+    }
+  gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (dialog), TRUE);
+  g_signal_connect (dialog, "response", G_CALLBACK (on_add_response), g_object_ref (w));
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (dialog));
+}
+
 /* ---- removal ------------------------------------------------------------ */
 
 static void
@@ -1072,6 +1265,15 @@ on_remove_response (AdwMessageDialog *dialog, const char *response, HnModelsPage
   if (!g_str_equal (response, "remove"))
     return;
   const char *id = g_object_get_data (G_OBJECT (dialog), "hn-id");
+  if (g_object_get_data (G_OBJECT (dialog), "hn-forget"))
+    {
+      /* a folder or file the user added: the list forgets it, the files stay */
+      g_autofree char *name = g_path_get_basename (id);
+      g_autofree char *text = g_strdup_printf (_("%s is no longer listed; its files are where they were"), name);
+      hn_models_page_forget_local (self, id);
+      hn_page_toast (GTK_WIDGET (self), text);
+      return;
+    }
   g_autoptr (GTask) task = g_task_new (NULL, self->cancel, on_removed, self);
   g_task_set_task_data (task, g_strdup (id), g_free);
   self->loading++;
@@ -1084,14 +1286,29 @@ remove_action (GtkWidget *w, const char *action, GVariant *param)
   HnModelsPage *self = HN_MODELS_PAGE (w);
   if (!self->sel_local || !self->sel_id)
     return;
-  guint64 size = hn_hub_cached_repo_size (NULL, HN_HUB_REPO_MODEL, self->sel_id);
-  g_autofree char *size_s = g_format_size (size);
-  g_autofree char *heading = g_strdup_printf (_("Remove %s?"), self->sel_id);
-  g_autofree char *body = g_strdup_printf (_("This deletes its files from the Hugging Face cache and frees %s. "
-                                             "Python tools that share the cache lose it too."), size_s);
+  LocalEntry *e = find_local (self, self->sel_id);
+  gboolean forget = e && e->model->user_added;
+  g_autofree char *heading = NULL, *body = NULL;
+  if (forget)
+    {
+      heading = g_strdup_printf (_("Stop listing %s?"), e->model->repo_id);
+      body = g_strdup_printf (_("%s stays on the disk; the Models page just forgets it. Add it again at any time."),
+                              e->model->repo_path);
+    }
+  else
+    {
+      guint64 size = hn_hub_cached_repo_size (NULL, HN_HUB_REPO_MODEL, self->sel_id);
+      g_autofree char *size_s = g_format_size (size);
+      heading = g_strdup_printf (_("Remove %s?"), self->sel_id);
+      body = g_strdup_printf (_("This deletes its files from the Hugging Face cache and frees %s. "
+                                "Python tools that share the cache lose it too."), size_s);
+    }
   GtkRoot *root = gtk_widget_get_root (w);
   GtkWidget *dialog = adw_message_dialog_new (GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL, heading, body);
-  adw_message_dialog_add_responses (ADW_MESSAGE_DIALOG (dialog), "cancel", _("_Cancel"), "remove", _("_Remove"), NULL);
+  if (forget)
+    g_object_set_data (G_OBJECT (dialog), "hn-forget", GINT_TO_POINTER (1));
+  adw_message_dialog_add_responses (ADW_MESSAGE_DIALOG (dialog), "cancel", _("_Cancel"), "remove",
+                                    forget ? _("_Stop listing") : _("_Remove"), NULL);
   adw_message_dialog_set_response_appearance (ADW_MESSAGE_DIALOG (dialog), "remove", ADW_RESPONSE_DESTRUCTIVE);
   adw_message_dialog_set_default_response (ADW_MESSAGE_DIALOG (dialog), "cancel");
   adw_message_dialog_set_close_response (ADW_MESSAGE_DIALOG (dialog), "cancel");
@@ -1264,6 +1481,21 @@ hn_models_page_dup_card_text (HnModelsPage *self)
 }
 
 guint
+hn_models_page_get_n_runs (HnModelsPage *self)
+{
+  return self->n_runs;
+}
+
+const char *
+hn_models_page_get_local_subtitle (HnModelsPage *self, const char *id)
+{
+  for (GtkWidget *r = gtk_widget_get_first_child (self->local_list); r; r = gtk_widget_get_next_sibling (r))
+    if (g_strcmp0 (g_object_get_data (G_OBJECT (r), "hn-id"), id) == 0)
+      return adw_action_row_get_subtitle (ADW_ACTION_ROW (r));
+  return NULL;
+}
+
+guint
 hn_models_page_get_n_files (HnModelsPage *self)
 {
   return self->n_files;
@@ -1353,6 +1585,7 @@ hn_models_page_finalize (GObject *object)
   g_free (self->sel_snapshot);
   g_free (self->fit_text);
   g_free (self->sel_fit_why);
+  g_strfreev (self->user_paths);
   g_ptr_array_unref (self->results);
   G_OBJECT_CLASS (hn_models_page_parent_class)->finalize (object);
 }
@@ -1384,10 +1617,12 @@ hn_models_page_class_init (HnModelsPageClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, detail_stack);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, card_view);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, file_list);
+  gtk_widget_class_bind_template_child (widget_class, HnModelsPage, run_list);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, command);
   gtk_widget_class_install_action (widget_class, "models.search", NULL, search_action);
   gtk_widget_class_install_action (widget_class, "models.more", NULL, more_action);
   gtk_widget_class_install_action (widget_class, "models.refresh", NULL, refresh_action);
+  gtk_widget_class_install_action (widget_class, "models.add", "s", add_action);
   gtk_widget_class_install_action (widget_class, "models.download", NULL, download_action);
   gtk_widget_class_install_action (widget_class, "models.cancel", NULL, cancel_action);
   gtk_widget_class_install_action (widget_class, "models.open", "s", open_action);

@@ -1,6 +1,7 @@
 /* HnModelsPage: the model library. Left: the models in the Hugging Face
- * cache (architecture, parameters, dtype, size, parity-verified, a fit
- * badge for this device), Hub search with paged results (a hub-search job),
+ * cache and the folders and GGUF files the user added (architecture,
+ * parameters, dtype or quantization, size, parity-verified, the runs and
+ * adapters made from it, a fit badge for this device), Hub search with paged results (a hub-search job),
  * the access token (kept in the keyring). Right: the chosen model's card,
  * files and fit badge; Download (a pull job: progress, speed, ETA, cancel,
  * resume from the partial file), Chat / Generate / Fine-tune / Train with
@@ -40,6 +41,16 @@ const char *hn_models_page_get_result_fit (HnModelsPage *self, const char *id, H
 /* The device the badges are for, instead of asking the default device
  * (tests; a device picker). Every badge is re-judged. */
 void hn_models_page_set_device_memory (HnModelsPage *self, guint64 free_bytes, const char *name);
+/* A model folder or .gguf file listed beside the cache from now on (kept in
+ * the settings; its id is its absolute path). FALSE with a reason when it
+ * is neither. */
+gboolean hn_models_page_add_local (HnModelsPage *self, const char *path, GError **error);
+/* Stops listing an added path (its files stay); FALSE when it was not listed. */
+gboolean hn_models_page_forget_local (HnModelsPage *self, const char *path);
+/* The subtitle of a local row (architecture, size, runs, path), or NULL. */
+const char *hn_models_page_get_local_subtitle (HnModelsPage *self, const char *id);
+/* The chosen model's trainings, fine-tunes and exports (the Runs tab). */
+guint hn_models_page_get_n_runs (HnModelsPage *self);
 /* The badge of a cached model's row, or NULL. */
 const char *hn_models_page_get_local_fit (HnModelsPage *self, const char *id);
 char *hn_models_page_dup_card_text (HnModelsPage *self);

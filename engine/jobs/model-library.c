@@ -5,12 +5,15 @@
 #include "hub/hub-library.h"
 #include "formats/model-config.h"
 #include "formats/safetensors.h"
+#include "formats/gguf.h"
+#include "formats/gguf-hf.h"
 #include "hierarchos/hierarchos.h"
 #include "transformer/registry.h"
 #include "jobs/memory-estimate.h"
 #include "hub/hub-private.h"
 #include "base/hn-error.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 
 void
@@ -91,19 +94,95 @@ read_folder (HnLocalModel *m, const char *folder)
   read_weights (m, folder);
 }
 
-HnLocalModel *
-hn_local_model_read (const char *folder, GError **error)
+/* Bytes of the regular files under `dir` (links not followed). */
+static guint64
+tree_size (const char *dir, int depth)
 {
-  if (!g_file_test (folder, G_FILE_TEST_IS_DIR))
+  guint64 n = 0;
+  g_autoptr (GDir) d = depth < 16 ? g_dir_open (dir, 0, NULL) : NULL;
+  const char *name;
+  while (d && (name = g_dir_read_name (d)))
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s is not a folder", folder);
+      g_autofree char *p = g_build_filename (dir, name, NULL);
+      GStatBuf sb;
+      if (g_lstat (p, &sb) != 0)
+        continue;
+      if (S_ISREG (sb.st_mode))
+        n += (guint64) sb.st_size;
+      else if (S_ISDIR (sb.st_mode))
+        n += tree_size (p, depth + 1);
+    }
+  return n;
+}
+
+/* A .gguf file: its config from the <arch>.* keys, its parameters and the
+ * ggml type most of its matrix bytes are in, from the tensor infos. */
+static void
+read_gguf (HnLocalModel *m, const char *path)
+{
+  m->n_params = -1;
+  m->gguf = TRUE;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnGguf) g = hn_gguf_open (path, &error);
+  if (!g)
+    {
+      m->problem = g_strdup (error->message);
+      return;
+    }
+  GStatBuf sb;
+  if (g_stat (path, &sb) == 0)
+    m->size_on_disk = (guint64) sb.st_size;
+  m->n_params = 0;
+  guint64 by_type[HN_GGML_N_TYPES] = { 0 };
+  for (guint i = 0; i < hn_gguf_get_n_tensors (g); i++)
+    {
+      const HnGgufTensor *t = hn_gguf_get_tensor (g, i);
+      m->n_params += t->n_elements;
+      if (t->n_dims >= 2 && (guint) t->type < HN_GGML_N_TYPES)
+        by_type[t->type] += t->nbytes;
+    }
+  int best = -1;
+  for (int k = 0; k < HN_GGML_N_TYPES; k++)
+    if (by_type[k] && (best < 0 || by_type[k] > by_type[best]))
+      best = k;
+  if (best >= 0)
+    m->dtype = g_ascii_strdown (hn_ggml_type_name ((HnGgmlType) best), -1); /* as --outtype spells it */
+  g_autofree char *json = hn_gguf_config_json (g, &error);
+  g_autoptr (HnModelConfig) cfg = json ? hn_model_config_load_from_data (json, -1, path, &error) : NULL;
+  if (!cfg)
+    {
+      m->problem = g_strdup (error->message);
+      return;
+    }
+  m->model_type = g_strdup (cfg->model_type);
+  if (cfg->architectures[0])
+    m->architecture = g_strdup (cfg->architectures[0]);
+  const HnArchInfo *arch = cfg->model_type ? hn_arch_lookup (cfg->model_type, NULL) : NULL;
+  m->supported = arch != NULL;
+  m->verified = arch && arch->fixture && (arch->tasks & HN_TASK_LOGITS);
+}
+
+HnLocalModel *
+hn_local_model_read (const char *path, GError **error)
+{
+  gboolean gguf = g_str_has_suffix (path, ".gguf") && g_file_test (path, G_FILE_TEST_IS_REGULAR);
+  if (!gguf && !g_file_test (path, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s is not a model folder or a .gguf file", path);
       return NULL;
     }
   HnLocalModel *m = g_new0 (HnLocalModel, 1);
-  m->repo_id = g_path_get_basename (folder);
-  m->repo_path = g_strdup (folder);
-  m->snapshot = g_strdup (folder);
-  read_folder (m, folder);
+  m->repo_id = g_path_get_basename (path);
+  m->repo_path = g_strdup (path);
+  m->snapshot = g_strdup (path);
+  m->user_added = TRUE;
+  if (gguf)
+    read_gguf (m, path);
+  else
+    {
+      read_folder (m, path);
+      m->size_on_disk = tree_size (path, 0);
+    }
   return m;
 }
 
@@ -142,6 +221,31 @@ hn_model_library_list (const char *cache_dir, GError **error)
       g_ptr_array_add (out, m);
     }
   g_ptr_array_sort (out, local_cmp);
+  return out;
+}
+
+GPtrArray *
+hn_model_library_list_with (const char *cache_dir, const char *const *paths, GError **error)
+{
+  GPtrArray *out = hn_model_library_list (cache_dir, error);
+  if (!out)
+    return NULL;
+  for (const char *const *p = paths; p && *p; p++)
+    {
+      g_autoptr (GError) e = NULL;
+      HnLocalModel *m = hn_local_model_read (*p, &e);
+      if (!m)
+        {
+          /* listed still, so it can be forgotten */
+          m = g_new0 (HnLocalModel, 1);
+          m->repo_id = g_path_get_basename (*p);
+          m->repo_path = g_strdup (*p);
+          m->n_params = -1;
+          m->user_added = TRUE;
+          m->problem = g_strdup (e->message);
+        }
+      g_ptr_array_add (out, m);
+    }
   return out;
 }
 

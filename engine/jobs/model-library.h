@@ -26,6 +26,8 @@ typedef struct {
   gboolean supported;       /* the registry knows model_type */
   gboolean verified;        /* ...and its logits are parity-verified */
   char *problem;            /* why it cannot be used (no config, no safetensors, bad header), else NULL */
+  gboolean user_added;      /* a folder or file the user added, not a cache repo (repo_id: its name) */
+  gboolean gguf;            /* a .gguf file (dtype: the ggml type most matrix bytes are in) */
 } HnLocalModel;
 
 void hn_local_model_free (HnLocalModel *m);
@@ -33,8 +35,13 @@ void hn_local_model_free (HnLocalModel *m);
 /* The cache's model repos (HnLocalModel*), sorted by id. NULL cache_dir: the
  * default. A missing cache is an empty list. Works offline. */
 GPtrArray *hn_model_library_list (const char *cache_dir, GError **error);
-/* One model folder (a snapshot or any folder the user picked). */
-HnLocalModel *hn_local_model_read (const char *folder, GError **error);
+/* One model folder (a snapshot or any folder the user picked) or a .gguf
+ * file (its tensor infos and <arch>.* keys: nothing is dequantized). */
+HnLocalModel *hn_local_model_read (const char *path, GError **error);
+/* The cache's models, then one entry per path of `paths` (folders and .gguf
+ * files the user added, in that order); a path that cannot be read is
+ * listed with its problem. */
+GPtrArray *hn_model_library_list_with (const char *cache_dir, const char *const *paths, GError **error);
 
 /* As JSON: [{"id", "path", "snapshot", "architecture", "model_type",
  * "dtype", "params", "size_on_disk", "incomplete_bytes", "supported",

@@ -11,6 +11,7 @@
 #include "hn-export-dialog.h"
 #include "hn-job-record.h"
 #include "hn-models-page.h"
+#include "hn-page-util.h"
 #include "hn-window.h"
 #include "hub/hub-token.h"
 #include "jobs/job.h"
@@ -174,22 +175,50 @@ test_gated_token (void)
   g_assert_null (strstr (hn_models_page_get_command_text (page), "hf-token"));
 }
 
+/* The download, on its worker thread, waits at its first partial progress
+ * until the test has cancelled it: it cannot finish first on a loaded
+ * machine. */
 typedef struct {
-  gboolean moving;
+  GMutex lock;
+  GCond cond;
+  gboolean moving, released;
 } Seen;
 
 static void
-on_pull_event (HnJobController *c, const HnJobEvent *e, Seen *seen)
+pull_tap (HnJob *job, const HnJobEvent *e, gpointer data)
 {
-  if (e->type == HN_JOB_EVENT_PROGRESS && e->progress.unit == HN_PROGRESS_BYTES && e->progress.total > 0 &&
-      e->progress.step > 0 && e->progress.step < e->progress.total)
-    seen->moving = TRUE;
+  Seen *seen = data;
+  if (e->type != HN_JOB_EVENT_PROGRESS || e->progress.unit != HN_PROGRESS_BYTES || e->progress.total <= 0 ||
+      e->progress.step <= 0 || e->progress.step >= e->progress.total)
+    return;
+  g_mutex_lock (&seen->lock);
+  if (!seen->moving)
+    {
+      seen->moving = TRUE;
+      g_main_context_wakeup (NULL);
+      while (!seen->released)
+        g_cond_wait (&seen->cond, &seen->lock);
+    }
+  g_mutex_unlock (&seen->lock);
 }
 
 static gboolean
 seen_moving (gpointer data)
 {
-  return ((Seen *) data)->moving;
+  Seen *seen = data;
+  g_mutex_lock (&seen->lock);
+  gboolean moving = seen->moving;
+  g_mutex_unlock (&seen->lock);
+  return moving;
+}
+
+static void
+release_pull (Seen *seen)
+{
+  g_mutex_lock (&seen->lock);
+  seen->released = TRUE;
+  g_cond_broadcast (&seen->cond);
+  g_mutex_unlock (&seen->lock);
 }
 
 static char *
@@ -209,15 +238,25 @@ test_download_cancel_resume (void)
   g_mutex_lock (&hub_srv.lock);
   hub_srv.throttle_us = 60000; /* 64 KiB per 60 ms: slow enough to watch */
   g_mutex_unlock (&hub_srv.lock);
-  Seen seen = { FALSE };
+  Seen seen = { .moving = FALSE };
+  g_mutex_init (&seen.lock);
+  g_cond_init (&seen.cond);
   HnJobController *pull = hn_models_page_get_pull_controller (page);
-  gulong h = g_signal_connect (pull, "event", G_CALLBACK (on_pull_event), &seen);
+  hn_job_controller_set_worker_tap (pull, pull_tap, &seen);
   activate ("models.download", NULL);
-  g_assert_true (gui_test_wait (seen_moving, &seen, 30000));
-  gui_test_screenshot ("models-download");
-  activate ("models.cancel", NULL);
+  gboolean moving = gui_test_wait (seen_moving, &seen, 30000);
+  if (moving)
+    {
+      gui_test_spin (100); /* the events before the held one reach the progress bar */
+      gui_test_screenshot ("models-download");
+      activate ("models.cancel", NULL);
+    }
+  release_pull (&seen);
+  g_assert_true (moving);
   g_assert_true (gui_test_wait (pull_idle, page, 30000));
-  g_signal_handler_disconnect (pull, h);
+  hn_job_controller_set_worker_tap (pull, NULL, NULL);
+  g_mutex_clear (&seen.lock);
+  g_cond_clear (&seen.cond);
   g_mutex_lock (&hub_srv.lock);
   hub_srv.throttle_us = 0;
   g_mutex_unlock (&hub_srv.lock);
@@ -321,6 +360,86 @@ test_export (void)
   g_assert_true (g_file_test (mf, G_FILE_TEST_IS_REGULAR));
 }
 
+/* Folders and GGUF files the user adds are listed beside the cache (kept
+ * in the settings), with what they are, a fit badge, and the runs and
+ * adapters made from each; Export offers the newest adapter; forgetting
+ * one leaves its files alone. */
+static void
+test_local_added (void)
+{
+  g_autofree char *snap = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, NULL);
+  /* a fine-tune of org/stories in the history, with its adapter */
+  g_autofree char *adapter = g_build_filename (cache, "stories-lora", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (adapter, 0755), ==, 0);
+  g_autofree char *cfg = g_build_filename (adapter, "adapter_config.json", NULL);
+  g_assert_true (g_file_set_contents (cfg, "{\"peft_type\": \"LORA\"}", -1, NULL));
+  g_autofree char *line = g_strdup_printf ("hierarchos-native-cli transformer-finetune --model-path %s --train d.jsonl "
+                                           "--out-dir %s", snap, adapter);
+  g_autoptr (HnJobRecord) rec = hn_job_record_new ("LoRA fine-tuning", line);
+  g_list_store_insert (hn_job_record_list (), 0, rec);
+  hn_job_record_finish (rec, HN_JOB_RECORD_SUCCEEDED, NULL, adapter, 3);
+  hn_models_page_refresh_local (page);
+  settle (page);
+  const char *sub = hn_models_page_get_local_subtitle (page, "org/stories");
+  g_test_message ("org/stories: %s", sub);
+  g_assert_nonnull (strstr (sub, "2 runs, 1 adapter")); /* the export and the fine-tune */
+  g_assert_true (hn_models_page_select (page, "org/stories", TRUE));
+  g_assert_cmpuint (hn_models_page_get_n_runs (page), ==, 2);
+  activate ("models.export", NULL);
+  HnExportDialog *d = HN_EXPORT_DIALOG (hn_models_page_get_export_dialog (page));
+  g_assert_cmpstr (hn_job_spec_get_string (hn_export_dialog_get_spec (d), "lora-adapter-path"), ==, adapter);
+  adw_message_dialog_response (ADW_MESSAGE_DIALOG (d), "cancel");
+  gtk_window_destroy (GTK_WINDOW (d));
+
+  /* a folder and a GGUF file */
+  guint before = hn_models_page_get_n_local (page);
+  g_autofree char *demo = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  g_autofree char *gguf = g_build_filename (cache, "stories-q8_0.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_models_page_add_local (page, demo, &error));
+  g_assert_true (hn_models_page_add_local (page, gguf, &error));
+  g_assert_true (hn_models_page_add_local (page, gguf, &error)); /* once is enough */
+  g_assert_no_error (error);
+  g_assert_false (hn_models_page_add_local (page, "/nonexistent/model", &error));
+  g_assert_nonnull (strstr (error->message, "/nonexistent/model"));
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, before + 2);
+  g_auto (GStrv) kept = g_settings_get_strv (hn_app_settings (), "model-folders");
+  g_assert_cmpuint (g_strv_length (kept), ==, 2);
+  const char *gsub = hn_models_page_get_local_subtitle (page, gguf);
+  g_test_message ("gguf: %s", gsub);
+  g_assert_true (g_str_has_prefix (gsub, "llama · 260 K parameters · q8_0"));
+  g_assert_nonnull (strstr (gsub, "q8_0"));
+  g_assert_nonnull (strstr (gsub, "GGUF file"));
+  g_assert_cmpstr (hn_models_page_get_local_fit (page, gguf), ==, "Fits for LoRA at batch 4 × 512");
+  const char *dsub = hn_models_page_get_local_subtitle (page, demo);
+  g_test_message ("folder: %s", dsub);
+  g_assert_nonnull (strstr (dsub, "parity-verified"));
+  g_assert_nonnull (strstr (dsub, "f32"));
+  g_assert_cmpstr (hn_models_page_get_local_fit (page, demo), ==, "Fits for LoRA at batch 4 × 512");
+  gui_test_screenshot ("models-local");
+  /* Chat with the GGUF */
+  g_assert_true (hn_models_page_select (page, gguf, TRUE));
+  g_assert_cmpuint (hn_models_page_get_n_files (page), ==, 1);
+  activate ("models.open", g_variant_new_string ("chat"));
+  HnChatPage *chat = HN_CHAT_PAGE (hn_window_get_page (window, "chat"));
+  g_assert_cmpstr (hn_job_spec_get_string (hn_chat_page_get_spec (chat), "model-path"), ==, gguf);
+  hn_window_show_page (window, "models");
+
+  /* forgetting one asks, then leaves its file */
+  activate ("models.remove", NULL);
+  GtkWidget *dialog = hn_models_page_get_remove_dialog (page);
+  g_assert_nonnull (strstr (adw_message_dialog_get_body (ADW_MESSAGE_DIALOG (dialog)), "stays on the disk"));
+  adw_message_dialog_response (ADW_MESSAGE_DIALOG (dialog), "remove");
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  settle (page);
+  g_assert_true (g_file_test (gguf, G_FILE_TEST_IS_REGULAR));
+  g_assert_true (hn_models_page_forget_local (page, demo));
+  g_assert_false (hn_models_page_forget_local (page, demo));
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, before);
+}
+
 static gboolean
 dialog_open (gpointer data)
 {
@@ -399,6 +518,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui-models/download-cancel-resume", test_download_cancel_resume);
   g_test_add_func ("/gui-models/fit-badges", test_fit_badges);
   g_test_add_func ("/gui-models/export", test_export);
+  g_test_add_func ("/gui-models/local-added", test_local_added);
   g_test_add_func ("/gui-models/remove", test_remove);
   g_test_add_func ("/gui-models/offline", test_offline);
   int ret = gui_test_run ();
