@@ -36,10 +36,11 @@ hn_grid (guint64 n_groups, guint32 *gx, guint32 *gy)
 
 /* ops-quant.c: C[M, N] (=, or += with accumulate) alpha·A·B (+ bias) with B
  * the quantized W: B(k, n) = W[n, k] when w_row_is_n, else W[k, n]; A(m, k)
- * at a_off + m·a_sm + k·a_sk; C rows of N. */
+ * at a_off + m·a_sm + k·a_sk; C rows of N. flags: HN_MATMUL_EXACT keeps the f32
+ * kernel (never the tensor-core one). */
 gboolean hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M,
                                       guint32 N, guint32 K, guint32 a_sm, guint32 a_sk, gboolean w_row_is_n,
-                                      float alpha, gboolean accumulate, GError **error);
+                                      float alpha, gboolean accumulate, HnMatmulFlags flags, GError **error);
 
 gboolean hn_op_check_dtype (const char *op, const char *role, HnTensor *t, HnDType want, GError **error);
 gboolean hn_op_check_float_storage (const char *op, const char *role, HnTensor *t, GError **error);

@@ -1,7 +1,13 @@
 /* Matmuls with a quantized frozen weight (tensor/quant.h): the kernel
- * (shaders/matmul_quant.comp) dequantizes W tile by tile. hn_op_matmul and
- * hn_op_bmm come here when W / B has a quantized dtype. */
+ * dequantizes W tile by tile. hn_op_matmul and hn_op_bmm come here when W / B
+ * has a quantized dtype. On a VK_NV_cooperative_matrix2 device that is
+ * shaders/matmul_quant_cm2.comp (tensor cores, W decoded as the driver loads
+ * each tile, f16 operands and f32 accumulation, as the bf16 weights' path
+ * does); elsewhere, for M <= 8, with HN_MATMUL_EXACT, or when a row of W is
+ * not whole blocks, shaders/matmul_quant.comp (f32 throughout). */
 #include "ops-private.h"
+#include <stdio.h>
+
 #include "tensor/quant.h"
 
 typedef struct {
@@ -14,10 +20,92 @@ typedef struct {
   guint32 scale_w, scale2_w, offset_w, table_w;
 } QuantPush;
 
+typedef struct {
+  guint32 M, N, K;
+  guint32 a_off, a_sm, a_sk;
+  guint32 c_off, c_sm, bias_off;
+  guint32 flags;
+  float alpha;
+  guint32 w_rows, w_cols, w_bpr;
+  guint32 scale_w, scale2_w, offset_w, table_w;
+} QuantCm2Push;
+
+/* Tiles as matmul_cm2's (llama.cpp's rule): 128x256 when such tiles fill the
+ * GPU twice, 128x128 when they fill it once, else 64x64; BK 64 (one NF4 block
+ * of a row). HN_QCM2_TILE="BM,BN,BK" overrides. A becomes f16 first
+ * (to_f16.comp into the recorder's scratch) unless it is above 128 Mi
+ * elements (or HN_QCM2_A_F32 is set), when a decode function converts it in
+ * the kernel. */
+gboolean
+hn_quant_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags)
+{
+  gint64 qb = dt == HN_DTYPE_Q8 ? 4 : HN_NF4_BLOCK;
+  return hn_dtype_is_quant (dt) && hn_vk_context_has_coopmat2 (ctx, NULL) && M > 8 && w_cols % qb == 0 &&
+         !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
+}
+
+static gboolean
+try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, const QuantPush *q,
+                  guint32 qdt, HnMatmulFlags flags, gboolean *done, GError **error)
+{
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  guint32 nt = 0;
+  *done = FALSE;
+  guint32 qb = qdt == 2 ? 4 : HN_NF4_BLOCK;
+  if (!hn_quant_matmul_tensor_cores (ctx, w->dtype, q->M, q->w_cols, flags) || (q->a_sk != 1 && q->a_sm != 1))
+    return TRUE;
+  hn_vk_context_has_coopmat2 (ctx, &nt);
+  guint32 a_t = q->a_sk == 1 ? 0 : 1;
+  guint64 big = (guint64) ((q->M + 127) / 128) * ((q->N + 255) / 256);
+  guint64 mid = (guint64) ((q->M + 127) / 128) * ((q->N + 127) / 128);
+  guint32 bm = 64, bn = 64, bk = 64;
+  if (big >= 256)
+    bm = 128, bn = 256;
+  else if (mid >= 128)
+    bm = bn = 128;
+  const char *tile = g_getenv ("HN_QCM2_TILE");
+  guint32 t[3];
+  if (tile && sscanf (tile, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] && t[1] && t[2] && t[0] % 16 == 0 &&
+      t[1] % 16 == 0 && t[2] % 16 == 0 && t[0] <= 256 && t[1] <= 256 && t[2] <= 128)
+    {
+      bm = t[0]; bn = t[1]; bk = t[2];
+    }
+  gboolean a_f16 = a->n <= ((gint64) 128 << 20) && g_getenv ("HN_QCM2_A_F32") == NULL; /* the variable: tests */
+  QuantCm2Push pc = { q->M, q->N, q->K, q->a_off, q->a_sm, q->a_sk, q->c_off, q->c_sm, q->bias_off, q->flags,
+                      q->alpha, q->w_rows, q->w_cols, q->w_cols / qb, q->scale_w, q->scale2_w, q->offset_w,
+                      q->table_w };
+  HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
+  if (a_f16)
+    {
+      guint64 bytes = ((guint64) a->n + 1) / 2 * 4;
+      HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+      if (!s)
+        return FALSE;
+      struct { guint32 n, x_off; } cp = { (guint32) a->n, hn_eoff (a) };
+      HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
+      guint32 gx, gy;
+      hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
+      hn_cmd_set_label (cmd, "to_f16");
+      gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
+      hn_cmd_set_label (cmd, NULL);
+      if (!ok)
+        return FALSE;
+      pc.a_off -= hn_eoff (a);
+      bd[0] = (HnVkBinding) { s, 0, bytes, FALSE };
+    }
+  guint32 spec[8] = { qdt, bm, bn, bk, nt, a_t, q->w_row_is_n, a_f16 ? 1u : 0u };
+  *done = TRUE;
+  hn_cmd_set_label (cmd, "matmul_quant_cm2");
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_quant_cm2", spec, 8, bd, 4, &pc, sizeof pc, (q->N + bn - 1) / bn,
+                                 (q->M + bm - 1) / bm, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
 gboolean
 hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M, guint32 N,
                              guint32 K, guint32 a_sm, guint32 a_sk, gboolean w_row_is_n, float alpha,
-                             gboolean accumulate, GError **error)
+                             gboolean accumulate, HnMatmulFlags flags, GError **error)
 {
   if (w->offset != 0 || w->ndim != 2)
     {
@@ -37,11 +125,16 @@ hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, 
     (accumulate ? 1u : 0u) | (bias ? 2u : 0u), alpha,
     (guint32) w->shape[0], (guint32) w->shape[1], w_row_is_n ? 1u : 0u,
     (guint32) L.scale, (guint32) L.scale2, (guint32) L.offset, (guint32) L.table };
+  guint32 qdt = w->dtype == HN_DTYPE_NF4 ? 0 : w->dtype == HN_DTYPE_NF4_DQ ? 1 : 2;
+  gboolean done;
+  if (!try_dispatch_cm2 (cmd, c, a, w, bias, &pc, qdt, flags, &done, error))
+    return FALSE;
+  if (done)
+    return TRUE;
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
   guint32 bm = 64, bn = 64; /* 256 invocations, 8 KiB of shared memory */
   if (info->max_workgroup_invocations < 256)
     bm = bn = 32;
-  guint32 qdt = w->dtype == HN_DTYPE_NF4 ? 0 : w->dtype == HN_DTYPE_NF4_DQ ? 1 : 2;
   guint32 spec[4] = { qdt, bm, bn, (bm / 4) * (bn / 4) };
   HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
   hn_cmd_set_label (cmd, "matmul_quant");

@@ -540,7 +540,8 @@ hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias,
       if (!check_linear ("matmul", cmd, y, x, w, bias, error))
         return FALSE;
       return hn_op_matmul_quant_dispatch (cmd, y, x, w, bias, (guint32) hn_tensor_rows (x), (guint32) w->shape[0],
-                                          (guint32) w->shape[1], (guint32) w->shape[1], 1, TRUE, 1.0f, FALSE, error);
+                                          (guint32) w->shape[1], (guint32) w->shape[1], 1, TRUE, 1.0f, FALSE,
+                                          HN_MATMUL_DEFAULT, error);
     }
   if (!check_linear ("matmul", cmd, y, x, w, bias, error))
     return FALSE;
@@ -606,7 +607,7 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
         }
       return hn_op_matmul_quant_dispatch (cmd, c, a, b, NULL, (guint32) M, (guint32) N, (guint32) K,
                                           ta ? 1 : (guint32) ac, ta ? (guint32) ac : 1, tb, alpha,
-                                          (flags & HN_MATMUL_ACCUMULATE) != 0, error);
+                                          (flags & HN_MATMUL_ACCUMULATE) != 0, flags, error);
     }
   MatmulPush pc = {
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (a), hn_eoff (b), hn_eoff (c), 0,

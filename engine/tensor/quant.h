@@ -72,6 +72,13 @@ void hn_quant_unpack_rows (HnDType dt, const guint8 *q, gint64 rows, gint64 cols
 HnTensor *hn_tensor_new_quant (HnVkContext *ctx, const char *name, HnDType dt, gint64 rows, gint64 cols,
                                const guint8 *packed, GError **error);
 
+/* TRUE when a matmul of M rows through a quantized weight of w_cols columns
+ * takes the tensor-core kernel (matmul_quant_cm2.comp: a VK_NV_cooperative_
+ * matrix2 device, M > 8, whole blocks in a row, no HN_MATMUL_EXACT): its
+ * operands, A and the dequantized W, are then rounded to f16 (W's values
+ * clamped to ±65504) and accumulated in f32. */
+gboolean hn_quant_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags);
+
 /* CPU reference of the quantized matmul: y[M, N] = x[M, K] · Wᵀ (+ bias),
  * W [N, K] packed; dequantizes one row of W at a time. */
 void hn_cpu_matmul_quant (float *y, const float *x, HnDType dt, const guint8 *w, const float *bias, gint64 M,

@@ -2,7 +2,8 @@
  * NF4 / int8 packers against hand-worked values, and the quantized matmul
  * kernel (forward x·Wᵀ + b and the input gradient dy·W, plain and
  * accumulating) against the CPU reference on odd sizes whose 64-element
- * blocks straddle rows. */
+ * blocks straddle rows, and the tensor-core kernel (whole blocks in a row)
+ * against a reference on the f16-rounded operands where a device has it. */
 #include "ops-test-common.h"
 #include "tensor/ops-back.h"
 #include "tensor/quant.h"
@@ -107,6 +108,28 @@ test_double_quant (void)
   g_assert_cmpfloat (worst, <, 0.03); /* half a step of the map near 1 (0.007) times absmax2 / absmax */
 }
 
+static float
+round_f16 (float v)
+{
+  return hn_f16_to_f32 (hn_f32_to_f16 (CLAMP (v, -65504.0f, 65504.0f)));
+}
+
+/* got against a dense reference whose error bound is tol times the sum of
+ * the absolute terms of each output (abs) plus |c0| when accumulating. */
+static void
+check_dense (const char *what, const char *out, const float *got, const double *ref, const double *abs, gint64 n,
+             double tol)
+{
+  for (gint64 i = 0; i < n; i++)
+    if (!(fabs ((double) got[i] - ref[i]) <= tol * abs[i] + 1e-30))
+      g_error ("%s %s[%" G_GINT64_FORMAT "]: %.9g, reference %.9g (bound %.3g)", what, out, i, got[i], ref[i],
+               tol * abs[i]);
+}
+
+/* On a cooperative-matrix-2 device with M > 8 and whole blocks in W's rows
+ * the kernel is the tensor-core one: the reference then takes x, dy and the
+ * dequantized W rounded to f16, as the kernel does, and the tolerance is
+ * that of an f32 accumulation on tensor cores (test-ops-matmul's). */
 static void
 run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
 {
@@ -136,21 +159,67 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
   hn_test_run (cmd);
   g_autofree float *y = hn_test_download (ty), *y2 = hn_test_download (ty2);
   g_autofree float *dx = hn_test_download (tdx), *dx2 = hn_test_download (tdx2);
-  g_autofree float *ry = g_new (float, M * N), *ry2 = g_new (float, M * N), *rdx = g_new (float, M * K);
-  hn_cpu_matmul_quant (ry, x, dt, q, b, M, N, K);
-  hn_cpu_matmul_quant (ry2, x, dt, q, NULL, M, N, K);
-  for (gint64 i = 0; i < M * N; i++)
-    ry2[i] *= 0.5f;
-  hn_cpu_matmul_quant_dx (rdx, dy, dt, q, M, N, K);
-  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                                           hn_dtype_name (dt), M, N, K);
-  double scale = sqrt ((double) MAX (K, N)) * 1e-5;
-  hn_test_assert_close (what, y, ry, M * N, 1e-5, scale);
-  hn_test_assert_close (what, y2, ry2, M * N, 1e-5, scale);
-  hn_test_assert_close (what, dx2, rdx, M * K, 1e-5, scale);
-  for (gint64 i = 0; i < M * K; i++)
-    rdx[i] += dx0[i];
-  hn_test_assert_close (what, dx, rdx, M * K, 1e-5, scale);
+  gboolean tc = hn_quant_matmul_tensor_cores (ctx, dt, M, K, 0);
+  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "%s%s",
+                                           hn_dtype_name (dt), M, N, K, tc ? " (tensor cores" : "",
+                                           tc ? (g_getenv ("HN_QCM2_A_F32") ? ", f32 A)" : ")") : "");
+  if (!tc)
+    {
+      g_autofree float *ry = g_new (float, M * N), *ry2 = g_new (float, M * N), *rdx = g_new (float, M * K);
+      hn_cpu_matmul_quant (ry, x, dt, q, b, M, N, K);
+      hn_cpu_matmul_quant (ry2, x, dt, q, NULL, M, N, K);
+      for (gint64 i = 0; i < M * N; i++)
+        ry2[i] *= 0.5f;
+      hn_cpu_matmul_quant_dx (rdx, dy, dt, q, M, N, K);
+      double scale = sqrt ((double) MAX (K, N)) * 1e-5;
+      hn_test_assert_close (what, y, ry, M * N, 1e-5, scale);
+      hn_test_assert_close (what, y2, ry2, M * N, 1e-5, scale);
+      hn_test_assert_close (what, dx2, rdx, M * K, 1e-5, scale);
+      for (gint64 i = 0; i < M * K; i++)
+        rdx[i] += dx0[i];
+      hn_test_assert_close (what, dx, rdx, M * K, 1e-5, scale);
+    }
+  else
+    {
+      g_autofree float *wd = g_new (float, N * K);
+      hn_quant_unpack_rows (dt, q, N, K, 0, N, wd);
+      for (gint64 i = 0; i < N * K; i++)
+        wd[i] = round_f16 (wd[i]);
+      g_autofree double *ry = g_new0 (double, M * N), *ay = g_new0 (double, M * N);
+      g_autofree double *rdx = g_new0 (double, M * K), *adx = g_new0 (double, M * K);
+      for (gint64 m = 0; m < M; m++)
+        for (gint64 n = 0; n < N; n++)
+          {
+            double s = 0, sa = 0;
+            for (gint64 k = 0; k < K; k++)
+              {
+                double t = (double) round_f16 (x[m * K + k]) * wd[n * K + k];
+                s += t;
+                sa += fabs (t);
+              }
+            ry[m * N + n] = s;
+            ay[m * N + n] = sa;
+            float dyr = round_f16 (dy[m * N + n]);
+            for (gint64 k = 0; k < K; k++)
+              {
+                double t = (double) dyr * wd[n * K + k];
+                rdx[m * K + k] += t;
+                adx[m * K + k] += fabs (t);
+              }
+          }
+      g_autofree double *r = g_new (double, MAX (M * N, M * K)), *a2 = g_new (double, MAX (M * N, M * K));
+      for (gint64 i = 0; i < M * N; i++)
+        r[i] = ry[i] + b[i % N], a2[i] = ay[i] + fabs (b[i % N]);
+      check_dense (what, "y", y, r, a2, M * N, 2e-4);
+      for (gint64 i = 0; i < M * N; i++)
+        r[i] = 0.5 * ry[i], a2[i] = 0.5 * ay[i];
+      check_dense (what, "y (alpha 0.5)", y2, r, a2, M * N, 2e-4);
+      check_dense (what, "dx", dx2, rdx, adx, M * K, 2e-4);
+      for (gint64 i = 0; i < M * K; i++)
+        r[i] = rdx[i] + dx0[i], a2[i] = adx[i] + fabs (dx0[i]);
+      check_dense (what, "dx (accumulated)", dx, r, a2, M * K, 2e-4);
+    }
+  g_test_message ("%s: checked", what);
   /* the dequantized weight is close to the original (NF4 error ~ absmax / 10) */
   g_autofree float *row = g_new (float, K);
   double worst = 0;
@@ -167,10 +236,35 @@ static void
 test_matmul (void)
 {
   static const HnDType dts[] = { HN_DTYPE_NF4, HN_DTYPE_NF4_DQ, HN_DTYPE_Q8 };
-  static const gint64 shapes[][3] = { { 37, 29, 71 }, { 2, 3, 5 }, { 130, 200, 192 }, { 65, 64, 1 } };
+  /* odd sizes (blocks straddling rows: the f32 kernel everywhere), whole
+   * blocks in a row (the tensor-core kernel where there is one: edge tiles,
+   * one 64x64 tile, 17 of them) */
+  static const gint64 shapes[][3] = { { 37, 29, 71 }, { 2, 3, 5 }, { 130, 200, 192 }, { 65, 64, 1 },
+                                      { 64, 64, 64 }, { 77, 130, 128 }, { 300, 260, 256 } };
   for (gsize d = 0; d < G_N_ELEMENTS (dts); d++)
     for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
       run_case (dts[d], shapes[s][0], shapes[s][1], shapes[s][2]);
+}
+
+/* The tensor-core kernel's large tiles (128x128 and 128x256, chosen when
+ * they fill the GPU) and its in-kernel f32 conversion of A; on a device
+ * without that kernel there is nothing more to check than test_matmul does. */
+static void
+test_matmul_tensor_core_tiles (void)
+{
+  HnVkContext *ctx = hn_test_ctx ();
+  if (!hn_quant_matmul_tensor_cores (ctx, HN_DTYPE_NF4, 2048, 128, 0))
+    {
+      g_test_skip ("no tensor-core quantized matmul on this device");
+      return;
+    }
+  run_case (HN_DTYPE_NF4, 2048, 1024, 128);
+  run_case (HN_DTYPE_Q8, 1100, 1100, 64);
+  run_case (HN_DTYPE_NF4, 2048, 4096, 64);
+  g_setenv ("HN_QCM2_A_F32", "1", TRUE);
+  run_case (HN_DTYPE_NF4_DQ, 300, 260, 256);
+  run_case (HN_DTYPE_Q8, 130, 200, 192);
+  g_unsetenv ("HN_QCM2_A_F32");
 }
 
 /* A quantized weight is only for hn_op_matmul / bmm: views, the decode
@@ -211,6 +305,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/int8-hand", test_int8_hand);
   g_test_add_func ("/quant/double-quant", test_double_quant);
   g_test_add_func ("/quant/matmul", test_matmul);
+  g_test_add_func ("/quant/matmul-tensor-core-tiles", test_matmul_tensor_core_tiles);
   g_test_add_func ("/quant/fails-closed", test_fails_closed);
   int rc = g_test_run ();
   hn_test_free_ctx ();
