@@ -201,7 +201,13 @@ hn_fd_write_all (int fd, const void *data, gsize len, const char *path, GError *
 gboolean
 hn_fd_commit_tmp (int fd, gboolean ok, const char *tmp, const char *path, GError **error)
 {
-  if (ok && fsync (fd) != 0)
+  return hn_fd_commit_tmp_full (fd, ok, TRUE, tmp, path, error);
+}
+
+gboolean
+hn_fd_commit_tmp_full (int fd, gboolean ok, gboolean sync, const char *tmp, const char *path, GError **error)
+{
+  if (ok && sync && fsync (fd) != 0)
     {
       int e = errno;
       g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot write %s: %s", path, g_strerror (e));

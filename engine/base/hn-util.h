@@ -13,6 +13,8 @@ gboolean hn_fd_write_all (int fd, const void *data, gsize len, const char *path,
 /* Ends an atomic write begun in tmp: when ok, fsync and rename tmp onto path;
  * fd is closed either way and tmp removed on any failure. Returns the outcome. */
 gboolean hn_fd_commit_tmp (int fd, gboolean ok, const char *tmp, const char *path, GError **error);
+/* The same; without `sync` no fsync (a scratch file that need not survive a crash). */
+gboolean hn_fd_commit_tmp_full (int fd, gboolean ok, gboolean sync, const char *tmp, const char *path, GError **error);
 
 /* Size caps of hn_file_read_bounded, per kind of file read whole. */
 #define HN_MAX_CONFIG_BYTES (64u << 20)     /* config.json, generation/tokenizer/adapter configs, states */

@@ -881,6 +881,7 @@ struct _HnSafetensorsWriter {
   GPtrArray *entries;    /* WEntry* */
   GHashTable *names;     /* name -> WEntry* */
   GHashTable *metadata;  /* char* -> char* */
+  gboolean scratch;      /* no fsync (hn_safetensors_writer_set_scratch) */
 };
 
 static void
@@ -968,6 +969,12 @@ hn_safetensors_writer_add (HnSafetensorsWriter *w, const char *name, HnStDtype d
 }
 
 void
+hn_safetensors_writer_set_scratch (HnSafetensorsWriter *w, gboolean scratch)
+{
+  w->scratch = scratch;
+}
+
+void
 hn_safetensors_writer_set_metadata (HnSafetensorsWriter *w, const char *key, const char *value)
 {
   g_hash_table_replace (w->metadata, g_strdup (key), g_strdup (value));
@@ -1014,7 +1021,7 @@ wentry_name_cmp (gconstpointer a, gconstpointer b)
 
 /* Writes entries (any order; laid out here) into path atomically. */
 static gboolean
-write_entries (GPtrArray *entries, GHashTable *metadata, const char *path, GError **error)
+write_entries (GPtrArray *entries, GHashTable *metadata, gboolean sync, const char *path, GError **error)
 {
   g_autoptr (GPtrArray) order = g_ptr_array_new ();
   for (guint i = 0; i < entries->len; i++)
@@ -1076,7 +1083,7 @@ write_entries (GPtrArray *entries, GHashTable *metadata, const char *path, GErro
       const WEntry *e = order->pdata[i];
       ok = hn_fd_write_all (fd, e->data, e->nbytes, path, error);
     }
-  return hn_fd_commit_tmp (fd, ok, tmp, path, error);
+  return hn_fd_commit_tmp_full (fd, ok, sync, tmp, path, error);
 }
 
 static void
@@ -1090,7 +1097,7 @@ gboolean
 hn_safetensors_writer_write_file (HnSafetensorsWriter *w, const char *path, GError **error)
 {
   ensure_format (w);
-  return write_entries (w->entries, w->metadata, path, error);
+  return write_entries (w->entries, w->metadata, !w->scratch, path, error);
 }
 
 static gboolean
@@ -1148,7 +1155,7 @@ hn_safetensors_writer_write_dir (HnSafetensorsWriter *w, const char *dir, const 
     {
       g_autofree char *name = g_strdup_printf ("%s.safetensors", basename);
       g_autofree char *path = g_build_filename (dir, name, NULL);
-      if (!write_entries (w->entries, w->metadata, path, error))
+      if (!write_entries (w->entries, w->metadata, !w->scratch, path, error))
         return FALSE;
       g_hash_table_add (keep, g_steal_pointer (&name));
       remove_stale (dir, basename, keep);
@@ -1195,7 +1202,7 @@ hn_safetensors_writer_write_dir (HnSafetensorsWriter *w, const char *dir, const 
       char *name = g_strdup_printf ("%s-%05u-of-%05u.safetensors", basename, s + 1, shards->len);
       g_autofree char *path = g_build_filename (dir, name, NULL);
       g_hash_table_add (keep, name);
-      if (!write_entries (sh, w->metadata, path, error))
+      if (!write_entries (sh, w->metadata, !w->scratch, path, error))
         return FALSE;
       for (guint i = 0; i < sh->len; i++)
         {

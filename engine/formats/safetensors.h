@@ -128,6 +128,9 @@ gboolean hn_safetensors_writer_add (HnSafetensorsWriter *w, const char *name, Hn
  * adds "format": "pt" unless set, because transformers refuses files
  * without a known format. */
 void hn_safetensors_writer_set_metadata (HnSafetensorsWriter *w, const char *key, const char *value);
+/* A scratch file (the benchmark's synthetic model): written and renamed into
+ * place as always, but not fsynced, so it may not survive a crash. */
+void hn_safetensors_writer_set_scratch (HnSafetensorsWriter *w, gboolean scratch);
 
 /* Writes everything into one file. */
 gboolean hn_safetensors_writer_write_file (HnSafetensorsWriter *w, const char *path, GError **error);

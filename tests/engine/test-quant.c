@@ -108,6 +108,51 @@ test_double_quant (void)
   g_assert_cmpfloat (worst, <, 0.03); /* half a step of the map near 1 (0.007) times absmax2 / absmax */
 }
 
+/* A weight above 2^20 elements is packed by several threads: every block's
+ * absmax is its largest |w| and every code the nearest NF4 value (int8: the
+ * row's scale and rounding), as one thread packs them. */
+static void
+test_pack_threads (void)
+{
+  gint64 rows = 1030, cols = 1024, n = rows * cols;
+  g_autofree float *w = hn_test_random (n, -1, 1);
+  for (gint64 i = 0; i < n; i++)
+    w[i] *= 1.0f + (float) (i / 64 % 5);
+  g_autofree guint8 *q = g_malloc (hn_quant_nbytes (HN_DTYPE_NF4, rows, cols));
+  hn_quant_pack (HN_DTYPE_NF4, w, HN_DTYPE_F32, rows, cols, q);
+  HnQuantLayout L;
+  hn_quant_layout (HN_DTYPE_NF4, rows, cols, &L);
+  const float *absmax = (const float *) (q + 4 * L.scale);
+  for (gint64 b = 0; b < n / 64; b++)
+    {
+      float amax = 0;
+      for (gint64 i = b * 64; i < b * 64 + 64; i++)
+        amax = fmaxf (amax, fabsf (w[i]));
+      g_assert_cmpfloat (absmax[b], ==, amax);
+      for (gint64 i = b * 64; i < b * 64 + 64; i++)
+        {
+          int code = (i & 1) ? q[i / 2] & 15 : q[i / 2] >> 4;
+          float x = w[i] / amax, d = fabsf (hn_nf4_code[code] - x);
+          for (int c = 0; c < 16; c++)
+            if (fabsf (hn_nf4_code[c] - x) < d - 1e-6f)
+              g_error ("element %" G_GINT64_FORMAT ": code %d, %d is nearer", i, code, c);
+        }
+    }
+  g_autofree guint8 *q8 = g_malloc (hn_quant_nbytes (HN_DTYPE_Q8, rows, cols));
+  hn_quant_pack (HN_DTYPE_Q8, w, HN_DTYPE_F32, rows, cols, q8);
+  hn_quant_layout (HN_DTYPE_Q8, rows, cols, &L);
+  const float *scale = (const float *) (q8 + 4 * L.scale);
+  for (gint64 r = 0; r < rows; r++)
+    {
+      float amax = 0;
+      for (gint64 c = 0; c < cols; c++)
+        amax = fmaxf (amax, fabsf (w[r * cols + c]));
+      g_assert_cmpfloat (scale[r], ==, amax / 127.0f);
+      for (gint64 c = 0; c < cols; c++)
+        g_assert_cmpint (((gint8 *) q8)[r * cols + c], ==, (int) rintf (w[r * cols + c] * (127.0f / amax)));
+    }
+}
+
 static float
 round_f16 (float v)
 {
@@ -304,6 +349,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/nf4-hand", test_nf4_hand);
   g_test_add_func ("/quant/int8-hand", test_int8_hand);
   g_test_add_func ("/quant/double-quant", test_double_quant);
+  g_test_add_func ("/quant/pack-threads", test_pack_threads);
   g_test_add_func ("/quant/matmul", test_matmul);
   g_test_add_func ("/quant/matmul-tensor-core-tiles", test_matmul_tensor_core_tiles);
   g_test_add_func ("/quant/fails-closed", test_fails_closed);
