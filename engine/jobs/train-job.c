@@ -375,6 +375,15 @@ check_resume_state (const HnTrainJobOptions *o, const HnTrainerState *st, GError
                    o->lora ? "LoRA" : "full training", o->batch, o->seq_len, o->accum);
       return FALSE;
     }
+  const char *q = hn_quant_dtype_name (o->quant);
+  if (g_strcmp0 (st->quantization ? st->quantization : "none", q) != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--resume-from-checkpoint %s was trained on a base quantized as %s, this run asks for %s "
+                   "(the adapter and its optimizer state belong to that base: resume with the same --quantization)",
+                   o->resume, st->quantization ? st->quantization : "none", q);
+      return FALSE;
+    }
   if (st->seed != o->seed)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -625,6 +634,7 @@ hn_train_job_run (HnJob *job, GError **error)
   r.st.seq_len = o.seq_len;
   r.st.grad_accum = o.accum;
   r.st.lora = o.lora;
+  r.st.quantization = g_strdup (hn_quant_dtype_name (o.quant));
   r.st.best_eval_loss = NAN;
   gint64 start = 0;
   double elapsed_before = 0, tokens_before = 0;

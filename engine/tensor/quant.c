@@ -79,6 +79,12 @@ hn_quant_dtype_from_string (const char *s, gboolean double_quant, HnDType *out, 
   return TRUE;
 }
 
+const char *
+hn_quant_dtype_name (HnDType dt)
+{
+  return dt == HN_DTYPE_NF4 ? "nf4" : dt == HN_DTYPE_NF4_DQ ? "nf4-dq" : dt == HN_DTYPE_Q8 ? "int8" : "none";
+}
+
 static guint64
 words (guint64 bytes)
 {

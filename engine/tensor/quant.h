@@ -45,6 +45,10 @@ gboolean hn_dtype_is_quant (HnDType dt);
  * keeps a Q4_K GGUF's own blocks, which needs the GGUF loader). */
 gboolean hn_quant_dtype_from_string (const char *s, gboolean double_quant, HnDType *out, GError **error);
 
+/* The --quantization spelling of dt: "nf4", "nf4-dq" (double-quantized
+ * scales), "int8"; "none" for any other dtype. */
+const char *hn_quant_dtype_name (HnDType dt);
+
 /* Bytes of the packed storage of a [rows, cols] weight. */
 guint64 hn_quant_nbytes (HnDType dt, gint64 rows, gint64 cols);
 

@@ -191,6 +191,7 @@ hn_trainer_state_clear (HnTrainerState *st)
 {
   g_clear_pointer (&st->lr_scheduler, g_free);
   g_clear_pointer (&st->optimizer, g_free);
+  g_clear_pointer (&st->quantization, g_free);
 }
 
 /* Written by hand: json-glib 1.6 prints some doubles as "1e-08.0", which is
@@ -229,6 +230,7 @@ hn_trainer_state_write (const HnTrainerState *st, const char *dir, GError **erro
   g_string_append_printf (s, "  \"seq_len\": %" G_GINT64_FORMAT ",\n", st->seq_len);
   g_string_append_printf (s, "  \"grad_accum\": %" G_GINT64_FORMAT ",\n", st->grad_accum);
   g_string_append_printf (s, "  \"lora\": %s,\n", st->lora ? "true" : "false");
+  g_string_append_printf (s, "  \"quantization\": \"%s\",\n", st->quantization ? st->quantization : "none");
   put_dbl (s, "elapsed_s", st->elapsed_s, FALSE);
   put_dbl (s, "tokens_seen", st->tokens_seen, FALSE);
   put_dbl (s, "best_eval_loss", st->best_eval_loss, FALSE);
@@ -322,6 +324,8 @@ hn_trainer_state_read (HnTrainerState *st, const char *dir, GError **error)
   st->lr_scheduler = g_strdup (json_object_get_string_member_with_default (o, "lr_scheduler", "linear"));
   st->optimizer = g_strdup (json_object_get_string_member_with_default (o, "optimizer", "adamw"));
   st->lora = json_object_get_boolean_member_with_default (o, "lora", FALSE);
+  /* absent in checkpoints from before QLoRA: an unquantized base */
+  st->quantization = g_strdup (json_object_get_string_member_with_default (o, "quantization", "none"));
   /* early-stopping state; absent in checkpoints from before evaluation existed */
   st->best_eval_loss = NAN;
   if (json_object_has_member (o, "best_eval_loss") &&

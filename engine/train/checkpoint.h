@@ -5,7 +5,7 @@
  *
  *   optimizer.safetensors   F32 "<param>.exp_avg" / "<param>.exp_avg_sq" per trained tensor
  *   trainer_state.json      global_step, epoch, data cursor, seed, schedule, optimizer and
- *                           batch settings, the metrics so far
+ *                           batch settings, the base's quantization (QLoRA), the metrics so far
  *
  * A checkpoint is written into a hidden temporary folder next to it and
  * renamed into place, so a job killed mid-write leaves the previous
@@ -47,6 +47,7 @@ typedef struct {
   double lr, weight_decay, beta1, beta2, eps, max_grad_norm;
   gint64 batch_size, seq_len, grad_accum;
   gboolean lora;
+  char *quantization;        /* the frozen base's: "none", "nf4", "nf4-dq", "int8" (hn_quant_dtype_name) */
   double elapsed_s;          /* training time before this checkpoint */
   double tokens_seen;
   double best_eval_loss;     /* lowest eval loss so far, NAN before the first evaluation */

@@ -268,24 +268,33 @@ on_metric (HnJob *job, const HnJobEvent *e, gpointer data)
  * (--load-in-4bit), double quantization, checkpointing and all-linear on
  * the demo model writes a PEFT adapter that loads back; its first loss is
  * near (quantization changes the base a little) but not equal to that of the
- * same run on the unquantized base. */
-static void
-run_job (const char *out, gboolean qlora, GArray *losses)
+ * same run on the unquantized base. Its checkpoints record the quantization
+ * (trainer_state.json), and resuming one on another base is refused. */
+static gboolean
+run_job_full (const char *out, gboolean qlora, const char *resume, GArray *losses, GError **error)
 {
-  g_autoptr (GError) error = NULL;
   const char *src = g_getenv ("HN_SOURCE_DIR");
   g_autofree char *model = g_build_filename (src, "data", "demo", "stories260K", NULL);
   g_autofree char *data = g_build_filename (src, "data", "demo", "tinyshakespeare-small.txt", NULL);
   const char *argv[] = { "transformer-finetune", "--model-path", model, "--train", data, "--out-dir", out,
                          "--batch-size", "2", "--seq-len", "32", "--max-steps", "2", "--lr", "3e-3",
                          "--lora-target-modules", "all-linear", "--lora-r", "4",
-                         "--load-in-4bit", "--double-quant", "--gradient-checkpointing", NULL };
+                         "--save-steps", "1", "--load-in-4bit", "--double-quant", "--gradient-checkpointing", NULL };
   int argc = G_N_ELEMENTS (argv) - 1 - (qlora ? 0 : 3);
-  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (argc, argv, &error);
-  g_assert_no_error (error);
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (argc, argv, error);
+  g_assert_nonnull (spec);
+  if (resume)
+    hn_job_spec_set_string (spec, "resume-from-checkpoint", resume);
   g_autoptr (HnJob) job = hn_job_new (spec);
   hn_job_set_event_func (job, on_metric, losses, NULL);
-  g_assert_true (hn_job_run_sync (job, &error));
+  return hn_job_run_sync (job, error);
+}
+
+static void
+run_job (const char *out, gboolean qlora, GArray *losses)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_true (run_job_full (out, qlora, NULL, losses, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (losses->len, ==, 2);
 }
@@ -308,6 +317,29 @@ test_job (void)
   g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (out_q, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (ad->modules->len, ==, 5 * 7); /* stories260K: 5 layers of 7 Linears */
+  /* the checkpoints record the base's quantization, and a resume on another base is refused */
+  g_autofree char *ck_q = g_build_filename (out_q, "checkpoint-step-1", NULL);
+  g_autofree char *ck_p = g_build_filename (out_p, "checkpoint-step-1", NULL);
+  HnTrainerState st;
+  g_assert_true (hn_trainer_state_read (&st, ck_q, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (st.quantization, ==, "nf4-dq");
+  hn_trainer_state_clear (&st);
+  g_assert_true (hn_trainer_state_read (&st, ck_p, &error));
+  g_assert_cmpstr (st.quantization, ==, "none");
+  hn_trainer_state_clear (&st);
+  g_autofree char *out_r = g_build_filename (tmp, "resumed", NULL);
+  g_autoptr (GArray) lr = g_array_new (FALSE, FALSE, sizeof (double));
+  g_assert_false (run_job_full (out_r, FALSE, ck_q, lr, &error));
+  if (!error || !strstr (error->message, "quantized as nf4-dq"))
+    g_error ("resume of a QLoRA checkpoint without quantization: %s", error ? error->message : "accepted");
+  g_clear_error (&error);
+  g_assert_false (run_job_full (out_r, TRUE, ck_p, lr, &error));
+  g_assert_nonnull (strstr (error->message, "quantized as none"));
+  g_clear_error (&error);
+  /* the same quantization resumes */
+  g_assert_true (run_job_full (out_r, TRUE, ck_q, lr, &error));
+  g_assert_no_error (error);
   hn_folder_remove_tree (tmp);
 }
 
