@@ -1,12 +1,14 @@
 /* `transformer-logits --model-path DIR --input-ids "1,2,3" [--device-index N] --output OUT.json`
  * writes {"shape": [seq, vocab], "logits": [row-major floats]} for batch row 0: a decoder's
- * next-token logits, an encoder's masked-LM logits (--token-type-ids), or an encoder-decoder's
- * logits of --decoder-input-ids (default: decoder_start_token_id alone). */
+ * next-token logits (--adapter DIR: with a PEFT LoRA adapter merged into it), an encoder's
+ * masked-LM logits (--token-type-ids), or an encoder-decoder's logits of --decoder-input-ids
+ * (default: decoder_start_token_id alone). */
 #include "cli.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
 #include "formats/model-config.h"
 #include "transformer/encoder.h"
+#include "transformer/lora.h"
 #include "transformer/seq2seq.h"
 #include "transformer/transformer.h"
 
@@ -46,6 +48,7 @@ int
 hn_cmd_transformer_logits (int argc, char **argv)
 {
   g_autofree char *model = NULL, *ids_text = NULL, *dec_text = NULL, *tt_text = NULL, *output = NULL;
+  g_autofree char *adapter_dir = NULL;
   int device = -1;
   GOptionEntry entries[] = {
     { "model-path", 0, 0, G_OPTION_ARG_FILENAME, &model, "Hugging Face model folder", "DIR" },
@@ -56,6 +59,7 @@ hn_cmd_transformer_logits (int argc, char **argv)
       "IDS" },
     { "device-index", 0, 0, G_OPTION_ARG_INT, &device, "Vulkan device (-1: the best one)", "N" },
     { "output", 0, 0, G_OPTION_ARG_FILENAME, &output, "Where to write the logits JSON", "OUT.json" },
+    { "adapter", 0, 0, G_OPTION_ARG_FILENAME, &adapter_dir, "A PEFT LoRA adapter folder to apply (decoders)", "DIR" },
     { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- write the logits of a Transformer for given ids");
@@ -89,6 +93,12 @@ hn_cmd_transformer_logits (int argc, char **argv)
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                                      "--token-type-ids has %u ids for %u input ids", tt->len, ids->len));
   if (!hn_arch_require_task (arch, HN_TASK_LOGITS, &error))
+    return hn_cli_fail (error);
+  if (adapter_dir && (enc || s2s))
+    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_UNSUPPORTED,
+                                     "--adapter is for decoders; model_type \"%s\" is not one", arch->model_type));
+  g_autoptr (HnLoraAdapter) adapter = adapter_dir ? hn_lora_adapter_load (adapter_dir, &error) : NULL;
+  if (adapter_dir && !adapter)
     return hn_cli_fail (error);
   g_autoptr (HnVkContext) vk = hn_vk_context_new (device, &error);
   if (!vk)
@@ -130,7 +140,7 @@ hn_cmd_transformer_logits (int argc, char **argv)
   else
     {
       g_autoptr (HnTransformer) m = hn_transformer_load (vk, model, &error);
-      ok = m != NULL;
+      ok = m != NULL && (!adapter || hn_lora_attach (m, adapter, &error));
       if (ok)
         {
           vocab = hn_transformer_get_hparams (m)->vocab;
