@@ -762,6 +762,18 @@ run_benchmark (const BenchOptions *o)
   json_object_set_string_member (res, "dtype", hn_st_dtype_name (dt));
   json_object_set_boolean_member (res, "coopmat", hn_vk_context_has_coopmat (ctx));
   json_object_set_int_member (res, "batch", MAX (o->batch, 1));
+  if (training)
+    {
+      /* what the row measured, so a raw line describes itself */
+      json_object_set_string_member (res, "quantization", o->quantization ? o->quantization : "none");
+      json_object_set_boolean_member (res, "gradient_checkpointing", o->checkpointing);
+      if (g_str_equal (wl, "lora"))
+        {
+          json_object_set_int_member (res, "lora_r", o->lora_r > 0 ? o->lora_r : 8);
+          json_object_set_string_member (res, "lora_target_modules",
+                                         o->lora_targets ? o->lora_targets : "q_proj,k_proj,v_proj,o_proj");
+        }
+    }
   gboolean ok;
   if (g_str_equal (wl, "gemm"))
     ok = bench_gemm (ctx, o, dt, res, &error);
