@@ -34,10 +34,6 @@ layout(constant_id = 5) const uint A_T = 0;
 layout(constant_id = 6) const uint W_ROW_IS_N = 1;
 // 1: A is f16 in memory (to_f16.comp's copy); 0: f32, converted by a decode function.
 layout(constant_id = 7) const uint A_F16 = 1;
-// How the decode function reads its block coordinates: 0 = block indices
-// (column / 64), 1 = element coordinates of the block (HN_QCM2_BLOCK_COORDS=
-// elements, a check of the driver's reading).
-layout(constant_id = 8) const uint BLOCK_COORDS = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -68,11 +64,13 @@ shared float nf4_sh[16];  // the code table, indexed per element (a constant arr
 
 float wf(uint word) { return uintBitsToFloat(qw[word]); }
 
-// blk: (row of W, block along the row); within: (0, element in the block).
+// blk: the block's indices (row of W, block along the row: column / 64, as
+// the H200's driver passes them, test-quant's tensor-core cases check it);
+// within: (0, element in the block).
 float16_t decode_nf4(const in Nf4Ref bl, const in uint blk[2], const in uint within[2]) {
   uint e = within[1];
   uint code = (bl.qs[e >> 3] >> (((e & 7u) >> 1) * 8u + ((e & 1u) == 0u ? 4u : 0u))) & 15u;
-  uint b = blk[0] * p.w_bpr + (BLOCK_COORDS == 1u ? blk[1] >> 6 : blk[1]);
+  uint b = blk[0] * p.w_bpr + blk[1];
   float absmax;
   if (QDT == 0u) {
     absmax = wf(p.scale_w + b);

@@ -93,11 +93,10 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *b
       pc.a_off -= hn_eoff (a);
       bd[0] = (HnVkBinding) { s, 0, bytes, FALSE };
     }
-  const char *bc = g_getenv ("HN_QCM2_BLOCK_COORDS");
-  guint32 spec[9] = { qdt, bm, bn, bk, nt, a_t, q->w_row_is_n, a_f16 ? 1u : 0u, bc && g_str_equal (bc, "elements") };
+  guint32 spec[8] = { qdt, bm, bn, bk, nt, a_t, q->w_row_is_n, a_f16 ? 1u : 0u };
   *done = TRUE;
   hn_cmd_set_label (cmd, "matmul_quant_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_quant_cm2", spec, 9, bd, 4, &pc, sizeof pc, (q->N + bn - 1) / bn,
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_quant_cm2", spec, 8, bd, 4, &pc, sizeof pc, (q->N + bn - 1) / bn,
                                  (q->M + bm - 1) / bm, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;

@@ -131,16 +131,24 @@ src_get (const void *src, HnDType dt, guint64 i)
   return ((const float *) src)[i];
 }
 
-/* Index of the nearest NF4 value: the count of midpoints below x, as
- * bitsandbytes' decision tree decides it. */
-static guint8
-nf4_nearest (float x)
+/* The 15 midpoints between consecutive NF4 values, as bitsandbytes' decision tree compares them. */
+static void
+nf4_midpoints (float mid[15])
 {
-  guint8 c = 0;
   for (int i = 0; i < 15; i++)
-    if (x > (hn_nf4_code[i] + hn_nf4_code[i + 1]) / 2.0f)
-      c = (guint8) (i + 1);
-  return c;
+    mid[i] = (hn_nf4_code[i] + hn_nf4_code[i + 1]) / 2.0f;
+}
+
+/* Index of the nearest NF4 value: the count of midpoints below x (a binary
+ * search of the sorted midpoints; a NaN counts none). */
+static inline guint8
+nf4_nearest (const float mid[15], float x)
+{
+  guint c = x > mid[7] ? 8 : 0;
+  c += x > mid[c + 3] ? 4 : 0;
+  c += x > mid[c + 1] ? 2 : 0;
+  c += x > mid[c] ? 1 : 0;
+  return (guint8) c;
 }
 
 static guint8
@@ -199,6 +207,8 @@ pack_part (gpointer data)
       return NULL;
     }
   guint64 n = (guint64) P->rows * (guint64) P->cols;
+  float mid[15];
+  nf4_midpoints (mid);
   for (guint64 b = P->lo; b < P->hi; b++)
     {
       guint64 i0 = b * HN_NF4_BLOCK, i1 = MIN (n, i0 + HN_NF4_BLOCK);
@@ -209,7 +219,7 @@ pack_part (gpointer data)
       float inv = amax > 0 ? 1.0f / amax : 0.0f; /* an all-zero block: code 7 (0.0) */
       for (guint64 i = i0; i < i1; i++)
         {
-          guint8 c = nf4_nearest (src_get (src, src_dt, i) * inv);
+          guint8 c = nf4_nearest (mid, src_get (src, src_dt, i) * inv);
           out[i / 2] |= (guint8) ((i & 1) ? c : c << 4);
         }
     }

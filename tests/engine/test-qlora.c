@@ -6,7 +6,7 @@
  * - training on the packed base (the quantized matmul kernel) gives peft's
  *   losses within 2e-3 and its final adapter within 1e-4, with and without
  *   gradient checkpointing (the f32 kernel; the tensor-core one, with f16
- *   operands, within 1e-2 and 2e-3 where a device has it);
+ *   operands, its losses within 1e-3 where a device has it);
  * - peft's final adapter on the dequantized base gives peft's greedy tokens;
  * - the options resolve (--load-in-4bit, --load-in-8bit, --double-quant) and
  *   what is not built (q4_k, DoRA) is refused by name. */
@@ -108,11 +108,14 @@ read_batch (JsonObject *train, gint32 *inputs, gint32 *targets)
 
 /* tensor_cores FALSE: HN_MATMUL_EXACT, the f32 kernel (peft's losses within
  * 2e-3, its adapter within 1e-4); TRUE: the tensor-core kernel with its f16
- * operands, where a device has it (within 1e-2 and 2e-3). */
+ * operands, where a device has it: the losses within 1e-3 (the H200: 5e-5).
+ * Its adapter is only reported: AdamW moves an entry whose gradient is near
+ * zero by up to lr a step whatever the gradient's last digits, so f16
+ * rounding alone puts entries 0.02 apart after 4 steps at lr 1e-2. */
 static void
 run_qlora (gboolean checkpointing, gboolean tensor_cores)
 {
-  double loss_tol = tensor_cores ? 1e-2 : 2e-3, adapter_tol = tensor_cores ? 2e-3 : 1e-4;
+  double loss_tol = tensor_cores ? 1e-3 : 2e-3, adapter_tol = 1e-4;
   if (!tensor_cores)
     g_setenv ("HN_MATMUL_EXACT", "1", TRUE);
   g_autoptr (GError) error = NULL;
@@ -168,7 +171,8 @@ run_qlora (gboolean checkpointing, gboolean tensor_cores)
         worst = MAX (worst, fabs (a->b[k] - b->b[k]));
     }
   g_test_message ("trained adapter within %.3g of peft's", worst);
-  g_assert_cmpfloat (worst, <=, adapter_tol);
+  if (!tensor_cores)
+    g_assert_cmpfloat (worst, <=, adapter_tol);
   g_unsetenv ("HN_MATMUL_EXACT");
 }
 
