@@ -108,13 +108,13 @@ test_double_quant (void)
   g_assert_cmpfloat (worst, <, 0.03); /* half a step of the map near 1 (0.007) times absmax2 / absmax */
 }
 
-/* A weight above 2^20 elements is packed by several threads: every block's
- * absmax is its largest |w| and every code the nearest NF4 value (int8: the
- * row's scale and rounding), as one thread packs them. */
+/* Every block's absmax is its largest |w| and every code the nearest NF4
+ * value (int8: the row's scale and rounding): a weight above 2^20 elements,
+ * which several threads pack, and one whose last block is odd-sized. */
 static void
-test_pack_threads (void)
+check_pack (gint64 rows, gint64 cols)
 {
-  gint64 rows = 1030, cols = 1024, n = rows * cols;
+  gint64 n = rows * cols;
   g_autofree float *w = hn_test_random (n, -1, 1);
   for (gint64 i = 0; i < n; i++)
     w[i] *= 1.0f + (float) (i / 64 % 5);
@@ -123,13 +123,14 @@ test_pack_threads (void)
   HnQuantLayout L;
   hn_quant_layout (HN_DTYPE_NF4, rows, cols, &L);
   const float *absmax = (const float *) (q + 4 * L.scale);
-  for (gint64 b = 0; b < n / 64; b++)
+  for (gint64 b = 0; b * 64 < n; b++)
     {
+      gint64 i1 = MIN (n, b * 64 + 64);
       float amax = 0;
-      for (gint64 i = b * 64; i < b * 64 + 64; i++)
+      for (gint64 i = b * 64; i < i1; i++)
         amax = fmaxf (amax, fabsf (w[i]));
       g_assert_cmpfloat (absmax[b], ==, amax);
-      for (gint64 i = b * 64; i < b * 64 + 64; i++)
+      for (gint64 i = b * 64; i < i1; i++)
         {
           int code = (i & 1) ? q[i / 2] & 15 : q[i / 2] >> 4;
           float x = w[i] / amax, d = fabsf (hn_nf4_code[code] - x);
@@ -151,6 +152,13 @@ test_pack_threads (void)
       for (gint64 c = 0; c < cols; c++)
         g_assert_cmpint (((gint8 *) q8)[r * cols + c], ==, (int) rintf (w[r * cols + c] * (127.0f / amax)));
     }
+}
+
+static void
+test_pack_threads (void)
+{
+  check_pack (1030, 1024);
+  check_pack (3, 23); /* 69 elements: a last block of 5 */
 }
 
 static float
