@@ -8,7 +8,8 @@
 // X once, coalesced:
 //   MODE 0 (X contiguous along k): 8 rows of l, 32 invocations along k per
 //     row, W staged through shared memory in chunks of KC;
-//   MODE 1 (X contiguous along l): 32 l, 8 slices of k.
+//   MODE 1 (X contiguous along l): 8 l (a 32-byte sector) by 32 slices of
+//     k, so that a long K still meets 256 workgroups for 2048 l.
 // Partial sums meet in shared memory.
 #include "common.glsl"
 layout(constant_id = 0) const uint S = 8;
@@ -52,9 +53,9 @@ void main() {
       }
     }
   } else {
-    l = hn_group_index() * 32u + lo;
+    l = hn_group_index() * 8u + tid % 8u;
     if (l < p.L) {
-      for (uint k = hi; k < p.K; k += 8u) {
+      for (uint k = tid / 8u; k < p.K; k += 32u) {
         float xv = x[p.x_off + l * p.x_sl + k * p.x_sk];
         [[unroll]] for (uint s = 0u; s < S; s++) acc[s] = fma(xv, w[p.w_off + k * p.w_sk + s * p.w_ss], acc[s]);
       }
@@ -62,7 +63,7 @@ void main() {
   }
   [[unroll]] for (uint s = 0u; s < S; s++) red[tid * S + s] = acc[s];
   barrier();
-  // MODE 0: row hi's 32 partials per s; MODE 1: lane lo's 8 partials per s.
+  // MODE 0: row hi's 32 partials per s; MODE 1: l's 32 slices per s.
   if (MODE == 0u) {
     if (lo < S) {
       float sum = 0.0;
@@ -74,11 +75,11 @@ void main() {
       }
     }
   } else {
-    for (uint i = tid; i < 32u * S; i += 256u) {
-      uint ll = i % 32u, s = i / 32u;
+    for (uint i = tid; i < 8u * S; i += 256u) {
+      uint ll = i % 8u, s = i / 8u;
       float sum = 0.0;
-      for (uint j = 0u; j < 8u; j++) sum += red[(j * 32u + ll) * S + s];
-      uint row = hn_group_index() * 32u + ll;
+      for (uint j = 0u; j < 32u; j++) sum += red[(j * 8u + ll) * S + s];
+      uint row = hn_group_index() * 8u + ll;
       if (row < p.L) {
         uint ci = p.c_off + row * p.c_sl + s * p.c_ss;
         c[ci] = ((p.flags & 1u) != 0u ? c[ci] : 0.0) + p.alpha * sum;

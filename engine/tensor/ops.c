@@ -431,8 +431,8 @@ typedef struct {
 } SkinnyPush;
 
 /* One output dimension of at most 16 (a LoRA adapter's rank) over a long K,
- * f32, no batch or bias: matmul_skinny.comp (the tiled kernel would run a
- * handful of workgroups down all of K). Sets *done when it took the product. */
+ * f32, no batch or bias: matmul_skinny.comp, 8 rows per workgroup (the tiled
+ * kernel would run a handful of workgroups down all of K). Sets *done when it took the product. */
 static gboolean
 try_dispatch_skinny (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
                      guint32 batch, gboolean *done, GError **error)
@@ -465,7 +465,7 @@ try_dispatch_skinny (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor
   guint32 mode = sp.x_sk != 1 && sp.x_sl == 1 ? 1 : 0;
   guint32 spec[2] = { S, mode };
   guint32 gx, gy;
-  hn_grid ((guint64) (sp.L + (mode ? 31 : 7)) / (mode ? 32 : 8), &gx, &gy);
+  hn_grid ((guint64) (sp.L + 7) / 8, &gx, &gy);
   HnVkBinding bd[3] = { hn_bind (xt, FALSE), hn_bind (wt, FALSE), hn_bind (c, TRUE) };
   hn_cmd_set_label (cmd, "matmul_skinny");
   gboolean ok = hn_cmd_dispatch (cmd, "matmul_skinny", spec, 2, bd, 3, &sp, sizeof sp, gx, gy, 1, error);
