@@ -7,6 +7,7 @@
 #include "hub/hub.h"
 #include "hub/hub-library.h"
 #include "jobs/model-library.h"
+#include "train/gguf-export.h"
 #include "hub/hub-private.h"
 #include "hub/hub-token.h"
 #include "base/hn-error.h"
@@ -582,6 +583,51 @@ test_cli (void)
   rm_rf (cache);
 }
 
+/* What the library says about folders and GGUF files the user added: a
+ * GGUF from its tensor infos and keys (the ggml type, the parameters, the
+ * model_type), a fit like the folder it came from, and a path that cannot
+ * be read listed with the reason. */
+static void
+test_added_paths (void)
+{
+  g_autofree char *tmp = g_dir_make_tmp ("hn-lib-added-XXXXXX", NULL);
+  g_autofree char *cache = g_build_filename (tmp, "cache", NULL);
+  g_autofree char *demo = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  g_autofree char *gguf = g_build_filename (tmp, "stories-q8_0.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_gguf_export (demo, NULL, HN_GGUF_OUT_Q8_0, gguf, &error));
+  g_assert_no_error (error);
+  const char *paths[] = { demo, gguf, "/nonexistent/model", NULL };
+  g_autoptr (GPtrArray) all = hn_model_library_list_with (cache, paths, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (all->len, ==, 3); /* an empty cache, then the three in order */
+  HnLocalModel *f = all->pdata[0], *g = all->pdata[1], *bad = all->pdata[2];
+  g_assert_true (f->user_added && !f->gguf);
+  g_assert_cmpstr (f->dtype, ==, "f32");
+  g_assert_cmpint (f->n_params, ==, 260032);
+  g_assert_cmpuint (f->size_on_disk, >, 1000000);
+  g_assert_true (g->user_added && g->gguf);
+  g_assert_cmpstr (g->repo_id, ==, "stories-q8_0.gguf");
+  g_assert_cmpstr (g->dtype, ==, "q8_0");
+  g_assert_cmpstr (g->model_type, ==, "llama");
+  g_assert_true (g->supported);
+  g_assert_null (g->problem);
+  g_assert_cmpint (g->n_params, >, 250000);
+  g_assert_cmpint (g->n_params, <=, 260032);
+  g_assert_cmpuint (g->size_on_disk, <, f->size_on_disk / 2); /* 8-bit against f32 */
+  g_assert_true (bad->user_added);
+  g_assert_nonnull (bad->problem);
+  g_assert_nonnull (strstr (bad->problem, "/nonexistent/model"));
+  /* the GGUF is held dequantized: about the folder's figures */
+  HnModelFit fg, ff;
+  g_assert_true (hn_model_fit_local (gguf, G_MAXUINT64, &fg, &error));
+  g_assert_no_error (error);
+  g_assert_true (hn_model_fit_local (demo, G_MAXUINT64, &ff, &error));
+  g_assert_cmpint (fg.level, ==, HN_FIT_LORA);
+  g_assert_cmpfloat (fabs ((double) fg.chat_bytes - (double) ff.chat_bytes), <, 0.1 * (double) ff.chat_bytes);
+  rm_rf (tmp);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -607,6 +653,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hub-library/corrupt-partial", test_corrupt_partial);
   g_test_add_func ("/hub-library/local-offline-remove", test_local_offline_remove);
   g_test_add_func ("/hub-library/fit", test_fit);
+  g_test_add_func ("/hub-library/added-paths", test_added_paths);
   g_test_add_func ("/hub-library/cli", test_cli);
   int rc = g_test_run ();
   stop_server ();
