@@ -952,9 +952,10 @@ show_local (HnModelsPage *self, LocalEntry *e)
           g_autofree char *valid = g_utf8_make_valid (text, -1);
           card = hn_hub_readme_strip_front_matter (valid);
         }
-      if (m->gguf)
+      gboolean one_file = m->gguf && m->user_added; /* an added .gguf, not a folder */
+      if (one_file)
         add_file_row (self, m->repo_id, m->size_on_disk);
-      g_autoptr (GDir) d = m->gguf ? NULL : g_dir_open (m->snapshot, 0, NULL);
+      g_autoptr (GDir) d = one_file ? NULL : g_dir_open (m->snapshot, 0, NULL);
       const char *n;
       g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
       while (d && (n = g_dir_read_name (d)))

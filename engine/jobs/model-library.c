@@ -210,7 +210,14 @@ hn_model_library_list (const char *cache_dir, GError **error)
       m->size_on_disk = r->size_on_disk;
       m->incomplete_bytes = hn_hub_cached_repo_incomplete_bytes (r);
       m->snapshot = hn_hub_cached_repo_pick_snapshot (r, &m->commit);
-      if (m->snapshot)
+      /* a GGUF repo: one .gguf and no config.json (loaders take the folder) */
+      g_autofree char *gguf = m->snapshot ? hn_gguf_resolve_path (m->snapshot) : NULL;
+      if (gguf)
+        {
+          read_gguf (m, gguf);
+          m->size_on_disk = r->size_on_disk;
+        }
+      else if (m->snapshot)
         read_folder (m, m->snapshot);
       else
         {

@@ -618,6 +618,27 @@ test_added_paths (void)
   g_assert_true (bad->user_added);
   g_assert_nonnull (bad->problem);
   g_assert_nonnull (strstr (bad->problem, "/nonexistent/model"));
+  /* a GGUF repo in the cache (one .gguf, no config.json) is a GGUF entry too */
+  g_autofree char *snap = g_build_filename (cache, "models--org--stories-gguf", "snapshots", COMMIT, NULL);
+  g_autofree char *refs = g_build_filename (cache, "models--org--stories-gguf", "refs", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (snap, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (refs, 0755), ==, 0);
+  g_autofree char *main_ref = g_build_filename (refs, "main", NULL);
+  g_assert_true (g_file_set_contents (main_ref, COMMIT, -1, NULL));
+  g_autofree char *in_cache = g_build_filename (snap, "stories-q8_0.gguf", NULL);
+  g_autofree char *bytes = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (gguf, &bytes, &len, NULL));
+  g_assert_true (g_file_set_contents (in_cache, bytes, (gssize) len, NULL));
+  g_autoptr (GPtrArray) cached = hn_model_library_list (cache, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cached->len, ==, 1);
+  HnLocalModel *c = cached->pdata[0];
+  g_assert_cmpstr (c->repo_id, ==, "org/stories-gguf");
+  g_assert_true (c->gguf && !c->user_added);
+  g_assert_cmpstr (c->dtype, ==, "q8_0");
+  g_assert_null (c->problem);
+  g_assert_cmpstr (c->snapshot, ==, snap);
   /* the GGUF is held dequantized: about the folder's figures */
   HnModelFit fg, ff;
   g_assert_true (hn_model_fit_local (gguf, G_MAXUINT64, &fg, &error));
