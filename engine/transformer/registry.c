@@ -105,6 +105,8 @@ static const HnArchInfo archs[] = {
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY |
       HN_QUIRK_LM_HEAD_BIAS,
     "gelu_new", DEC, "codegen" },
+  /* issue 25 */
+  { "apertus", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_APERTUS, HN_QUIRK_QK_NORM_HEAD, "xielu", DEC, "apertus" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,

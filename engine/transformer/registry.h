@@ -42,6 +42,7 @@ typedef enum {
   HN_NAMES_MPT,        /* transformer.blocks.N.attn.Wqkv, norm_1/norm_2, ffn.up_proj/down_proj */
   HN_NAMES_DBRX,       /* transformer.blocks.N.norm_attn_norm.{norm_1,attn.Wqkv,norm_2}, ffn.experts.mlp.w1/v1/w2 */
   HN_NAMES_CODEGEN,    /* transformer.h.N.attn.qkv_proj in 4 model-parallel chunks of (q, v, k) */
+  HN_NAMES_APERTUS,    /* llama names, attention_layernorm / feedforward_layernorm, mlp.act_fn.alpha_p/alpha_n */
   HN_NAMES_BERT,       /* <base>.encoder.layer.N.attention.self.{query,key,value}, cls/lm_head (bert, roberta) */
   HN_NAMES_DISTILBERT, /* distilbert.transformer.layer.N.attention.{q,k,v,out}_lin, ffn.lin1/lin2 */
   HN_NAMES_ALBERT,     /* albert.encoder.albert_layer_groups.G.albert_layers.J (shared layers) */

@@ -92,6 +92,13 @@ activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
     name = cfg->hidden_act;
   if (!name)
     name = hp->arch->default_act;
+  if (strcmp (name, "xielu") == 0 && hp->arch->names == HN_NAMES_APERTUS && !hp->gated)
+    {
+      /* XIELUActivation with the layer's learned alpha_p / alpha_n (transformer-graph.c: xielu) */
+      hp->xielu = TRUE;
+      hp->act = HN_ACT_IDENTITY;
+      return TRUE;
+    }
   if (strcmp (hp->arch->model_type, "bloom") == 0 && strcmp (name, "gelu") == 0)
     name = "gelu_new"; /* bloom_gelu_forward is the tanh approximation */
   if (!hn_activation_from_string (name, &hp->act))

@@ -465,6 +465,44 @@ clamp_abs (HnCmd *cmd, HnTensor *t, float c, GError **error)
   return hn_op_scale (cmd, t, t, 1.0f, -c, error);
 }
 
+static HnTensor *scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **error);
+
+/* xIELU (apertus) of u [N, F] into act, from elementwise ops (u and the gate scratch are
+ * overwritten): ap·relu(u)² + β·u + an·(expm1(w) − w) with w = min(u, 0), and
+ * expm1(w) = 2t / (1 − t) for t = tanh(w / 2), which keeps its precision near 0. */
+static gboolean
+xielu (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *act, HnTensor *u,
+       gint64 N, GError **error)
+{
+  float ap = lw->xielu[0], an = lw->xielu[1], beta = lw->xielu[2];
+  HnTensor *g = scratch_2d (a, a->gate, N, u->shape[1], error);
+  CK (g);
+  CK (hn_op_scale (cmd, act, u, beta, 0.0f, error));
+  CK (hn_op_scale (cmd, g, u, -1.0f, 0.0f, error));
+  CK (hn_op_unary (cmd, g, g, HN_ACT_RELU, error)); /* g = -w >= 0 */
+  CK (hn_op_unary (cmd, u, u, HN_ACT_RELU2, error));
+  CK (hn_op_scale (cmd, u, u, ap, 0.0f, error));
+  CK (hn_op_add (cmd, act, act, u, error));
+  CK (hn_op_scale (cmd, u, g, 0.5f, 0.0f, error));
+  CK (hn_op_unary (cmd, u, u, HN_ACT_TANH, error)); /* s = tanh(-w / 2) = -t */
+  CK (hn_op_scale (cmd, g, g, an, 0.0f, error));
+  CK (hn_op_add (cmd, act, act, g, error)); /* + an · (-w) */
+  CK (hn_op_scale (cmd, g, u, 1.0f, 1.0f, error));
+  CK (hn_op_scale (cmd, u, u, -2.0f * an, 0.0f, error));
+  CK (hn_op_binary (cmd, u, u, g, HN_BINARY_DIV, error)); /* an · expm1(w) = -2an·s / (1 + s) */
+  return hn_op_add (cmd, act, act, u, error);
+}
+
+/* The non-gated MLP's activation of u into act. */
+static gboolean
+mlp_act (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *act, HnTensor *u,
+         gint64 N, GError **error)
+{
+  if (m->hp.xielu)
+    return xielu (m, cmd, a, lw, act, u, N, error);
+  return hn_op_unary (cmd, act, u, m->hp.act, error);
+}
+
 /* HN_MOE_DENSE=1 runs every expert on every token (to compare the two paths). */
 static gboolean
 hn_moe_dense_forced (void)
@@ -491,7 +529,7 @@ mlp_matvec (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
       HnTensor *u = rows_of (a, a->up, 0, N, error);
       CK (u);
       CK (hn_op_matvec_normed (cmd, u, x, nrm, lw->w_up, lw->b_up, error));
-      CK (hn_op_unary (cmd, act, u, hp->act, error));
+      CK (mlp_act (m, cmd, a, lw, act, u, N, error));
     }
   else if (!wu) /* fused gate_up [2F, C]: the halves as views */
     {
@@ -540,7 +578,7 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
       HnTensor *u = rows_of (a, a->up, 0, N, error);
       CK (u);
       CK (hn_op_matmul (cmd, u, in, lw->w_up, lw->b_up, error));
-      CK (hn_op_unary (cmd, act, u, hp->act, error));
+      CK (mlp_act (m, cmd, a, lw, act, u, N, error));
     }
   return hn_op_matmul (cmd, out, act, lw->w_down, lw->b_down, error);
 }

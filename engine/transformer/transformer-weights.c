@@ -9,6 +9,7 @@
 #include "transformer/transformer-private.h"
 #include "tensor/quant.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef enum {
@@ -909,6 +910,8 @@ static const Names scheme_names[] = {
   [HN_NAMES_PHI] = { .llama_overlay = TRUE,
     .o = "self_attn.dense", .gate = NONE, .up = "mlp.fc1", .down = "mlp.fc2",
     .final_norm = "model.final_layernorm" },
+  [HN_NAMES_APERTUS] = { .llama_overlay = TRUE,
+    .ln1 = "attention_layernorm", .ln2 = "feedforward_layernorm" },
   [HN_NAMES_GLM4] = { .llama_overlay = TRUE,
     .post_attn = "post_self_attn_layernorm", .ln2 = "post_attention_layernorm",
     .post_ffn = "post_mlp_layernorm" },
@@ -1179,6 +1182,61 @@ hn_transformer_weights_measure (const HnTransformerHParams *hp, HnSafetensors *s
     }
 }
 
+/* One scalar of the checkpoint (shape [] or [1]) on the host. */
+static gboolean
+take_scalar (Loader *L, const char *name, float *out, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (t->n_elements != 1 || t->ndim > 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor %s must hold one value", t->file, t->name);
+      return FALSE;
+    }
+  g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+  if (!f)
+    return FALSE;
+  *out = f[0];
+  return TRUE;
+}
+
+static double
+softplus (double x)
+{
+  return x > 20 ? x : log1p (exp (x));
+}
+
+/* XIELUActivation's parameters: alpha_p / alpha_n (softplus-parametrised), beta and eps buffers.
+ * The graph takes min(x, 0) where transformers takes min(x, eps): the same within |eps| · alpha_n,
+ * so an eps further from 0 than 1e-5 is refused. */
+static gboolean
+take_xielu (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  float ap, an, beta, eps;
+  g_autofree char *np = g_strdup_printf ("%smlp.act_fn.alpha_p", pfx);
+  g_autofree char *nn = g_strdup_printf ("%smlp.act_fn.alpha_n", pfx);
+  g_autofree char *nb = g_strdup_printf ("%smlp.act_fn.beta", pfx);
+  g_autofree char *ne = g_strdup_printf ("%smlp.act_fn.eps", pfx);
+  if (!take_scalar (L, np, &ap, error) || !take_scalar (L, nn, &an, error) || !take_scalar (L, nb, &beta, error) ||
+      !take_scalar (L, ne, &eps, error))
+    return FALSE;
+  if (!(fabsf (eps) <= 1e-5f))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: xIELU eps %g (%s) is not supported (only |eps| <= 1e-5)",
+                   L->m->dir, eps, ne);
+      return FALSE;
+    }
+  lw->xielu[0] = (float) softplus (ap);
+  lw->xielu[1] = (float) (beta + softplus (an));
+  lw->xielu[2] = beta;
+  return TRUE;
+}
+
 gboolean
 hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error)
 {
@@ -1287,6 +1345,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (N.up && !take_linear (&L, &N, pfx, N.up, F, C, &lw->w_up, &lw->b_up, error))
         return FALSE;
       if (!take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error))
+        return FALSE;
+      if (hp->xielu && !take_xielu (&L, pfx, lw, error))
         return FALSE;
     }
   g_autofree char *lmw = g_strdup_printf ("%s.weight", N.lm_head);

@@ -38,6 +38,7 @@ typedef struct {
   /* mlp */
   HnActivation act;
   gboolean gated;
+  gboolean xielu;        /* apertus: act is xIELU with per-layer alphas (HnLayerWeights.xielu) */
   /* positions */
   gboolean rope;
   HnRopeStyle rope_style;
@@ -222,6 +223,7 @@ typedef struct {
   HnTensor *wk_rope;             /* kv_a_proj_with_mqa rope rows [qk_rope_dim, C] (one key shared by all heads) */
   HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
+  float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
 } HnLayerWeights;
 
 typedef struct {
