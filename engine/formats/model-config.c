@@ -427,10 +427,10 @@ parse_fields (Ctx *c, HnModelConfig *cfg)
   int_alias (c, &cfg->vocab_size, "vocab_size", "padded_vocab_size", "n_vocab", NULL);
   int_alias (c, &cfg->hidden_size, "hidden_size", "n_embd", "d_model", "dim", "n_embed", NULL);
   int_alias (c, &cfg->intermediate_size, "intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size",
-             "hidden_dim", NULL);
+             "hidden_dim", "dff", NULL);
   int_alias (c, &cfg->num_hidden_layers, "num_hidden_layers", "n_layer", "num_layers", "n_layers", NULL);
   int_alias (c, &cfg->num_attention_heads, "num_attention_heads", "n_head", "num_heads", "n_heads",
-             "encoder_attention_heads", NULL);
+             "encoder_attention_heads", "attention_heads", NULL);
   int_alias (c, &cfg->num_key_value_heads, "num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads",
              "multi_query_group_num", NULL);
   int mq = HN_CONFIG_UNSET;

@@ -301,6 +301,11 @@ gboolean hn_op_set_rows (HnCmd *cmd, HnTensor *dst, HnTensor *src, HnTensor *row
 /* Standard ALiBi slopes for n_heads (as in BLOOM/MPT). */
 void hn_alibi_slopes (int n_heads, float max_bias, float *slopes);
 
+/* fairseq's fixed sinusoidal positions (m2m_100, xglm): row r of [n_rows, C] =
+ * [sin(r·f_j) | cos(r·f_j)], f_j = 10000^(-j / (C/2 - 1)), a zero last column
+ * when C is odd and a zero row at padding_idx (-1: none). New array. */
+float *hn_sinusoidal_table_fairseq (int n_rows, int C, int padding_idx);
+
 /* ------------------------------------------------------------ losses, picks */
 
 /* loss[N] = logsumexp(logits[n, :]) - logits[n, targets[n]] (0 where the

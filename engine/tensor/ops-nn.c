@@ -246,6 +246,23 @@ hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *posi
 
 /* ------------------------------------------------------------ attention */
 
+float *
+hn_sinusoidal_table_fairseq (int n_rows, int C, int padding_idx)
+{
+  float *t = g_new0 (float, (gsize) n_rows * C);
+  int half = C / 2;
+  /* in float32 as transformers computes it: exp(j * -step), times r, then sin / cos */
+  float step = half > 1 ? (float) (log (10000.0) / (half - 1)) : 0.0f;
+  for (int r = 0; r < n_rows; r++)
+    for (int j = 0; j < half && r != padding_idx; j++)
+      {
+        float a = (float) r * expf ((float) j * -step);
+        t[(gsize) r * C + j] = sinf (a);
+        t[(gsize) r * C + half + j] = cosf (a);
+      }
+  return t;
+}
+
 void
 hn_alibi_slopes (int n_heads, float max_bias, float *slopes)
 {

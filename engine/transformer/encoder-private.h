@@ -35,6 +35,9 @@ struct _HnEncoder {
   HnTensor *inv_freq_global, *inv_freq_local;
   float rope_scale_global, rope_scale_local;
   guint8 *layer_local;      /* [n_exec] */
+  HnRopeStyle rope_style;   /* modernbert: neox halves; roformer: interleaved pairs */
+  gboolean rope_value;      /* roformer rotary_value: v rotates too */
+  int max_full_tokens;      /* big_bird block_sparse: the longest input it runs as full attention (0 = any) */
   int local_window;         /* keys within |i - j| <= local_window */
 };
 

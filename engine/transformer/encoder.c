@@ -132,7 +132,7 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
   CK (act_of (cfg->path, "hidden_act", act, &m->act, error));
   /* the masked-LM head's activation: roberta and electra's generator use gelu whatever hidden_act says */
   const char *head_act = act;
-  if (ns == HN_NAMES_ELECTRA || (ns == HN_NAMES_BERT && m->pad_positions >= 0))
+  if (ns == HN_NAMES_ELECTRA || ((ns == HN_NAMES_BERT || ns == HN_NAMES_XLMR_XL) && m->pad_positions >= 0))
     head_act = "gelu";
   else if (ns == HN_NAMES_MODERNBERT)
     {
@@ -176,6 +176,36 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
         m->order[i] = i;
     }
 
+  if (ns == HN_NAMES_ROFORMER)
+    {
+      gboolean rv = FALSE;
+      GError *re = NULL;
+      if (!hn_model_config_get_bool (cfg, "rotary_value", &rv, &re) && re)
+        {
+          g_propagate_error (error, re);
+          return FALSE;
+        }
+      m->rope_value = rv;
+    }
+  const char *attn_type = hn_model_config_get_string (cfg, "attention_type");
+  if (strcmp (m->arch->model_type, "big_bird") == 0 && attn_type && strcmp (attn_type, "original_full") != 0)
+    {
+      /* BigBirdModel runs block_sparse as full attention when the input is at most
+       * (5 + 2 * num_random_blocks) * block_size tokens; the sparse pattern itself is not built */
+      gint64 bs = cfg_int (cfg, "block_size", 64, &e), nr = cfg_int (cfg, "num_random_blocks", 3, &e);
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+      if (strcmp (attn_type, "block_sparse") != 0 || bs < 1 || nr < 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: big_bird attention_type \"%s\" is not supported",
+                       cfg->path, attn_type);
+          return FALSE;
+        }
+      m->max_full_tokens = (int) ((5 + 2 * nr) * bs);
+    }
   if (ns == HN_NAMES_MODERNBERT)
     {
       gint64 every = cfg_int (cfg, "global_attn_every_n_layers", 1, &e);
@@ -231,12 +261,26 @@ names_for (HnNameScheme ns, EncNames *N, const char *base)
                         "attention.LayerNorm", "ffn", "ffn_output", "full_layer_layer_norm",
                         "albert.encoder.embedding_hidden_mapping_in" };
       return;
+    case HN_NAMES_MEGATRON_BERT:
+    case HN_NAMES_XLMR_XL:
+      g_snprintf (emb, sizeof emb, "%s.embeddings.", base);
+      g_snprintf (layer, sizeof layer, "%s.encoder.layer.", base);
+      if (ns == HN_NAMES_MEGATRON_BERT)
+        *N = (EncNames) { emb, layer, "attention.self.query", "attention.self.key", "attention.self.value",
+                          "attention.output.dense", "attention.ln", "intermediate.dense", "output.dense", "ln", NULL };
+      else
+        *N = (EncNames) { emb, layer, "attention.self.query", "attention.self.key", "attention.self.value",
+                          "attention.output.dense", "attention.self_attn_layer_norm", "intermediate.dense",
+                          "output.dense", "LayerNorm", NULL };
+      return;
     default:
       g_snprintf (emb, sizeof emb, "%s.embeddings.", base);
       g_snprintf (layer, sizeof layer, "%s.encoder.layer.", base);
       *N = (EncNames) { emb, layer, "attention.self.query", "attention.self.key", "attention.self.value",
                         "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense", "output.dense",
-                        "output.LayerNorm", ns == HN_NAMES_ELECTRA ? "electra.embeddings_project" : NULL };
+                        "output.LayerNorm",
+                        ns == HN_NAMES_ELECTRA ? "electra.embeddings_project"
+                        : ns == HN_NAMES_ROFORMER ? "roformer.embeddings_project" : NULL };
       return;
     }
 }
@@ -248,8 +292,15 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
   const char *base = ns == HN_NAMES_ELECTRA ? "electra"
                    : hn_safetensors_lookup (L->st, "roberta.embeddings.word_embeddings.weight") ? "roberta"
                    : "bert";
-  if (ns == HN_NAMES_BERT && m->pad_positions >= 0)
+  if ((ns == HN_NAMES_BERT || ns == HN_NAMES_XLMR_XL) && m->pad_positions >= 0)
     base = "roberta";
+  /* the base model's attribute in each *ForMaskedLM */
+  static const char *const bases[][2] = { { "data2vec-text", "data2vec_text" }, { "ernie", "ernie" },
+                                          { "roformer", "roformer" } };
+  for (gsize i = 0; i < G_N_ELEMENTS (bases); i++)
+    if (strcmp (m->arch->model_type, bases[i][0]) == 0)
+      base = bases[i][1];
+  gboolean pre = ns == HN_NAMES_MEGATRON_BERT || ns == HN_NAMES_XLMR_XL;
   EncNames N;
   names_for (ns, &N, base);
   gint64 C = m->C, E = m->E, F = m->F;
@@ -257,15 +308,33 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
   g_autofree char *pn = g_strdup_printf ("%sposition_embeddings.weight", N.emb);
   g_autofree char *tn = g_strdup_printf ("%stoken_type_embeddings.weight", N.emb);
   CK (hn_wl_matrix (L, wn, m->vocab, E, TRUE, &m->word, error));
-  const HnSafetensorInfo *pt = hn_wl_find (L, pn, TRUE, error);
-  CK (pt);
-  if (pt->ndim != 2 || pt->shape[0] < 1)
-    return hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error); /* reports the shape */
-  m->n_pos = (int) pt->shape[0];
-  CK (hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error));
+  if (ns == HN_NAMES_ROFORMER)
+    {
+      /* RoFormer: no position table, rotary q/k (and v with rotary_value) on pairs of each head;
+       * the sinusoidal table it saves is recomputed */
+      hn_wl_find (L, "roformer.encoder.embed_positions.weight", FALSE, NULL);
+      g_autofree float *inv = g_new (float, m->D / 2);
+      float sc;
+      CK (hn_rope_compute_inv_freq (10000.0, m->D, m->n_pos, NULL, 0, inv, &sc, error));
+      CK ((m->inv_freq_global = hn_wl_from_f32 (L, "rope.roformer", 1, (gint64[]) { m->D / 2 }, inv, error)));
+      m->rope_scale_global = sc;
+      m->rope_style = HN_ROPE_GPTJ;
+    }
+  else
+    {
+      const HnSafetensorInfo *pt = hn_wl_find (L, pn, TRUE, error);
+      CK (pt);
+      if (pt->ndim != 2 || pt->shape[0] < 1)
+        return hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error); /* reports the shape */
+      m->n_pos = (int) pt->shape[0];
+      CK (hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error));
+    }
   if (ns != HN_NAMES_DISTILBERT)
     CK (hn_wl_matrix (L, tn, m->type_vocab, E, TRUE, &m->type, error));
-  CK (hn_wl_norm (L, N.emb, "LayerNorm", E, &m->emb_ln_w, &m->emb_ln_b, error));
+  if (!pre) /* megatron-bert and xlm-roberta-xl embeddings have no norm (their layers are pre-norm) */
+    CK (hn_wl_norm (L, N.emb, "LayerNorm", E, &m->emb_ln_w, &m->emb_ln_b, error));
+  if (N.proj && ns == HN_NAMES_ROFORMER && E == C)
+    N.proj = NULL; /* RoFormerModel projects only an embedding_size other than hidden_size */
   if (N.proj)
     {
       CK (hn_wl_linear (L, "", N.proj, C, E, &m->proj_w, &m->proj_b, error));
@@ -297,6 +366,17 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
           hn_wl_linear (L, pfx, N.up, F, C, &lw->wi, &lw->bi, error) &&
           hn_wl_linear (L, pfx, N.down, C, F, &lw->wd, &lw->bd, error) &&
           hn_wl_norm (L, pfx, N.ln2, C, &lw->ln2_w, &lw->ln2_b, error));
+    }
+  if (pre)
+    {
+      g_autofree char *fp = g_strdup_printf ("%s.encoder.", base);
+      CK (hn_wl_norm (L, fp, ns == HN_NAMES_MEGATRON_BERT ? "ln" : "LayerNorm", C, &m->final_w, &m->final_b, error));
+    }
+  if (strcmp (m->arch->model_type, "big_bird") == 0)
+    {
+      /* BigBirdForMaskedLM keeps the pooler; the masked-LM head does not read it */
+      hn_wl_find (L, "bert.pooler.weight", FALSE, NULL);
+      hn_wl_find (L, "bert.pooler.bias", FALSE, NULL);
     }
   /* the head: transform (dense, act, norm), then the decoder tied to the word embeddings */
   const char *hp, *dense, *norm, *dec, *bias;
@@ -458,11 +538,13 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
   HnTensor *mask = NULL;
   if (m->inv_freq_global)
     {
-      gboolean local = m->layer_local[step];
+      gboolean local = m->layer_local && m->layer_local[step];
       HnTensor *inv = local ? m->inv_freq_local : m->inv_freq_global;
       float rs = local ? m->rope_scale_local : m->rope_scale_global;
-      CK (hn_op_rope (cmd, q3, q3, pos, inv, (int) D, HN_ROPE_NEOX, rs, error));
-      CK (hn_op_rope (cmd, k3, k3, pos, inv, (int) D, HN_ROPE_NEOX, rs, error));
+      CK (hn_op_rope (cmd, q3, q3, pos, inv, (int) D, m->rope_style, rs, error));
+      CK (hn_op_rope (cmd, k3, k3, pos, inv, (int) D, m->rope_style, rs, error));
+      if (m->rope_value)
+        CK (hn_op_rope (cmd, v3, v3, pos, inv, (int) D, m->rope_style, rs, error));
       mask = local ? local_mask : NULL;
     }
   CK (hn_encdec_attend (cmd, sc, NULL, att, q3, k3, v3, 1.0f / sqrtf ((float) D), NULL, mask, FALSE, 0, error));
@@ -535,6 +617,13 @@ hn_encoder_check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids,
           return FALSE;
         }
     }
+  if (m->max_full_tokens > 0 && n > m->max_full_tokens)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%d tokens need big_bird's block-sparse attention (not built; full attention runs up to %d)", n,
+                   m->max_full_tokens);
+      return FALSE;
+    }
   int last_pos = m->pad_positions >= 0 ? m->pad_positions + n : n - 1;
   if (m->pos && last_pos >= m->n_pos)
     {
@@ -584,7 +673,10 @@ hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, in
     ok = hn_op_embedding (cmd, e2, m->pos, pos_t, error) && hn_op_add (cmd, e, e, e2, error);
   if (ok && m->type)
     ok = hn_op_embedding (cmd, e2, m->type, tt_t, error) && hn_op_add (cmd, e, e, e2, error);
-  ok = ok && hn_op_layernorm (cmd, m->proj_w ? e : x, e, m->emb_ln_w, m->emb_ln_b, m->eps, error);
+  if (m->emb_ln_w)
+    ok = ok && hn_op_layernorm (cmd, m->proj_w ? e : x, e, m->emb_ln_w, m->emb_ln_b, m->eps, error);
+  else if (!m->proj_w) /* megatron-bert, xlm-roberta-xl: no embedding norm */
+    ok = ok && hn_op_copy (cmd, x, e, error);
   if (ok && m->proj_w)
     ok = hn_op_matmul (cmd, x, e, m->proj_w, m->proj_b, error);
   for (int s = 0; ok && s < m->n_exec; s++)

@@ -21,6 +21,7 @@ typedef enum {
   HN_BLOCK_ENCODER_PRE_NORM,  /* bidirectional, x += attn(norm(x)); x += mlp(norm(x)) (modernbert) */
   HN_BLOCK_SEQ2SEQ_POST_NORM, /* encoder-decoder, post-norm sublayers (bart, marian) */
   HN_BLOCK_SEQ2SEQ_PRE_NORM,  /* encoder-decoder, pre-norm sublayers and final norms (t5, mbart, pegasus) */
+  HN_BLOCK_POST_LN,           /* decoder, x = norm1(x + attn(x)); x = norm2(x + mlp(x)), no final norm (openai-gpt) */
 } HnBlockKind;
 
 /* Where the weights live in the checkpoint and how they are laid out. */
@@ -43,11 +44,22 @@ typedef enum {
   HN_NAMES_DBRX,       /* transformer.blocks.N.norm_attn_norm.{norm_1,attn.Wqkv,norm_2}, ffn.experts.mlp.w1/v1/w2 */
   HN_NAMES_CODEGEN,    /* transformer.h.N.attn.qkv_proj in 4 model-parallel chunks of (q, v, k) */
   HN_NAMES_APERTUS,    /* llama names, attention_layernorm / feedforward_layernorm, mlp.act_fn.alpha_p/alpha_n */
+  HN_NAMES_VAULTGEMMA, /* llama names, pre_feedforward_layernorm (no post norms) */
+  HN_NAMES_HUNYUAN,    /* llama names, self_attn.query_layernorm / key_layernorm (after the rotary) */
+  HN_NAMES_BITNET,     /* llama names + self_attn.attn_sub_norm, mlp.ffn_sub_norm */
+  HN_NAMES_XGLM,       /* model.layers.N.self_attn.*_proj, self_attn_layer_norm, fc1/fc2, model.layer_norm */
+  HN_NAMES_BIOGPT,     /* biogpt.layers.N.self_attn.*_proj, fc1/fc2, biogpt.layer_norm, output_projection */
+  HN_NAMES_CTRL,       /* transformer.h.N.multi_head_attention.W{q,k,v}/dense, ffn.0/ffn.2, layernorm1/2 */
+  HN_NAMES_OPENAI_GPT, /* transformer.h.N.attn.c_attn (Conv1D), ln_1/ln_2 after each sublayer, no final norm */
+  HN_NAMES_GPT_NEOX_JP,/* gpt_neox_japanese.layers.N.attention.query_key_value, attention.dense_bias */
   HN_NAMES_BERT,       /* <base>.encoder.layer.N.attention.self.{query,key,value}, cls/lm_head (bert, roberta) */
   HN_NAMES_DISTILBERT, /* distilbert.transformer.layer.N.attention.{q,k,v,out}_lin, ffn.lin1/lin2 */
   HN_NAMES_ALBERT,     /* albert.encoder.albert_layer_groups.G.albert_layers.J (shared layers) */
   HN_NAMES_ELECTRA,    /* bert names under electra., embeddings_project, generator_predictions */
   HN_NAMES_MODERNBERT, /* model.layers.N.attn.Wqkv/Wo, mlp.Wi/Wo, head, decoder */
+  HN_NAMES_MEGATRON_BERT, /* bert names, pre-norm: attention.ln, ln, bert.encoder.ln; no embedding norm */
+  HN_NAMES_XLMR_XL,    /* roberta names, pre-norm: attention.self_attn_layer_norm, LayerNorm, encoder.LayerNorm */
+  HN_NAMES_ROFORMER,   /* bert names under roformer., rotary (no position table), embeddings_project */
   HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
   HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
 } HnNameScheme;
@@ -104,11 +116,23 @@ typedef struct {
   const char *fixture;        /* parity case in tests/fixtures/parity, or NULL */
 } HnArchInfo;
 
+/* A model_type of transformers' LM mappings that this build refuses, and why. */
+typedef struct {
+  const char *model_type;
+  const char *reason;
+} HnArchRefusal;
+
+/* The refused model_types (sorted by name); *n_out receives the count. */
+const HnArchRefusal *hn_arch_refusals (gsize *n_out);
+/* Why `model_type` is refused, or NULL when it is not in the list. */
+const char *hn_arch_refusal_reason (const char *model_type);
+
 /* All registered architectures, in table order; *n_out receives the count. */
 const HnArchInfo *hn_arch_list (gsize *n_out);
 
 /* Finds model_type or an alias (case-sensitive like transformers). Fails
- * closed with HN_ERROR_UNSUPPORTED naming the type and listing what is known. */
+ * closed with HN_ERROR_UNSUPPORTED naming the type and the reason for a
+ * refused one (hn_arch_refusals), or listing what is known. */
 const HnArchInfo *hn_arch_lookup (const char *model_type, GError **error);
 
 /* Fails with HN_ERROR_UNSUPPORTED when `arch` does not support `task`. */

@@ -16,6 +16,7 @@ typedef struct {
   int n_layer, H, F;
   S2SLayer *l;
   HnTensor *emb_ln_w, *emb_ln_b, *final_w, *final_b;
+  gboolean emb_ln_first;    /* blenderbot-small's decoder: layernorm_embedding before the positions are added */
 } Stack;
 
 struct _HnSeq2Seq {
@@ -26,6 +27,7 @@ struct _HnSeq2Seq {
   guint64 weight_bytes;
   int vocab, C, D, n_pos, pos_offset, dec_start, pad, buckets, max_distance;
   gboolean t5, pre_norm, gated, bias_per_layer, tied;
+  gboolean fairseq_pos;     /* m2m_100: fixed sinusoidal table (sin | cos, 10000^(-j/(half-1))), ids from pad + 1 */
   HnActivation act;
   float eps, alpha, embed_scale, lm_scale;
   HnTensor *shared, *pos, *lm_head, *logits_bias; /* pos [n_pos, C]: learned or sinusoidal, shared by both stacks */

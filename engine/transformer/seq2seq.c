@@ -150,6 +150,19 @@ resolve (HnSeq2Seq *m, const HnModelConfig *cfg, GError **error)
       m->n_pos = (int) cfg->max_position_embeddings;
       NEED (cfg, "max_position_embeddings", m->n_pos);
       m->pos_offset = (m->arch->quirks & HN_QUIRK_SINUSOIDAL_POS) ? 0 : 2; /* BartLearnedPositionalEmbedding */
+      const char *mt = m->arch->model_type;
+      if (strcmp (mt, "blenderbot") == 0 || strcmp (mt, "blenderbot-small") == 0)
+        m->pos_offset = 0; /* Blenderbot(Small)LearnedPositionalEmbedding has no offset */
+      m->dec.emb_ln_first = strcmp (mt, "blenderbot-small") == 0;
+      if (strcmp (mt, "m2m_100") == 0)
+        {
+          /* M2M100SinusoidalPositionalEmbedding: positions count from padding_idx + 1 (no pads in a
+           * sequence given here) */
+          m->fairseq_pos = TRUE;
+          if (cfg->pad_token_id < 0 || cfg->pad_token_id >= m->vocab)
+            return bad_config (cfg, "pad_token_id", cfg->pad_token_id, error);
+          m->pos_offset = (int) cfg->pad_token_id + 1;
+        }
       gint64 dv;
       if (hn_model_config_get_int (cfg, "decoder_vocab_size", &dv, NULL) && dv != m->vocab)
         {
@@ -276,6 +289,13 @@ static gboolean
 take_positions (HnSeq2Seq *m, HnWLoader *L, GError **error)
 {
   gint64 C = m->C;
+  if (m->fairseq_pos)
+    {
+      gint64 rows = m->n_pos + m->pos_offset;
+      g_autofree float *t = hn_sinusoidal_table_fairseq ((int) rows, m->C, m->pad);
+      m->pos = hn_wl_from_f32 (L, "sinusoidal_positions", 2, (gint64[]) { rows, C }, t, error);
+      return m->pos != NULL;
+    }
   if (m->arch->quirks & HN_QUIRK_SINUSOIDAL_POS)
     {
       /* pegasus saves the (fixed) table, marian does not; both stacks use the same one */
@@ -468,12 +488,14 @@ embed (HnSeq2Seq *m, HnCmd *cmd, HnScratch *sc, Work *w, const Stack *st, HnTens
   CK (hn_op_embedding (cmd, x, m->shared, ids, error));
   if (m->embed_scale != 1.0f)
     CK (hn_op_scale (cmd, x, x, m->embed_scale, 0.0f, error));
+  if (st->emb_ln_w && st->emb_ln_first)
+    CK (norm (m, cmd, x, x, st->emb_ln_w, st->emb_ln_b, error));
   if (pos_table)
     {
       CK (hn_op_embedding (cmd, pe, pos_table, pos, error));
       CK (hn_op_add (cmd, x, x, pe, error));
     }
-  if (st->emb_ln_w)
+  if (st->emb_ln_w && !st->emb_ln_first)
     CK (norm (m, cmd, x, x, st->emb_ln_w, st->emb_ln_b, error));
   return TRUE;
 }

@@ -99,6 +99,12 @@ activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
       hp->act = HN_ACT_IDENTITY;
       return TRUE;
     }
+  if (hp->arch->names == HN_NAMES_OPENAI_GPT)
+    {
+      /* OpenAIGPTConfig.afn; its ACT_FNS maps "gelu" to gelu_new */
+      const char *afn = hn_model_config_get_string (cfg, "afn");
+      name = !afn || strcmp (afn, "gelu") == 0 ? "gelu_new" : afn;
+    }
   if (strcmp (hp->arch->model_type, "bloom") == 0 && strcmp (name, "gelu") == 0)
     name = "gelu_new"; /* bloom_gelu_forward is the tanh approximation */
   if (!hn_activation_from_string (name, &hp->act))
@@ -158,7 +164,9 @@ static gboolean
 moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
   const char *mt = hp->arch->model_type;
-  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v");
+  /* glm4_moe and dots1 route as deepseek_v3 (DeepseekV3TopkRouter) with its shared experts */
+  gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
   if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
       cfg->num_experts_per_tok > 32)
     {
@@ -189,8 +197,16 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       !raw_bool (cfg, "output_router_logits", FALSE, &hp->moe_aux_loss, error))
     return FALSE;
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
-  if (strcmp (mt, "granitemoe") == 0 || strcmp (mt, "gpt_oss") == 0)
+  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
+  if (strcmp (mt, "granitemoeshared") == 0)
+    {
+      /* GraniteMoeSharedMLP: input_linear [2 * shared_intermediate_size, C] (gate, up), added unweighted */
+      gint64 sh;
+      if (!get_int (cfg, "shared_intermediate_size", 0, &sh, error))
+        return FALSE;
+      hp->shared_ffn = sh > 0 ? (int) sh : 0;
+    }
   if (strcmp (mt, "gpt_oss") == 0)
     hp->moe_swiglu_limit = 7.0f; /* GptOssExperts: limit 7, alpha 1.702 (= quick_gelu) */
   if (strcmp (mt, "phimoe") == 0)
@@ -216,7 +232,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       hp->moe_first_dense = (int) CLAMP (first_dense, 0, hp->n_layer);
       hp->moe_scale = (float) scale;
       gboolean grouped;
-      if (strcmp (mt, "deepseek_v3") == 0)
+      if (v3_router)
         {
           hp->moe_route = HN_MOE_ROUTE_SIGMOID_TOPK;
           grouped = TRUE; /* DeepseekV3TopkRouter always limits the choice to topk_group groups */
@@ -570,7 +586,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   /* tied embeddings: the family's transformers default when config.json is silent */
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
-                                                NULL };
+                                                "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -668,6 +684,53 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     {
       g_propagate_error (error, ce);
       return FALSE;
+    }
+
+  /* issue 25 families */
+  HnNameScheme ns = a->names;
+  if (ns == HN_NAMES_HUNYUAN || strcmp (mt, "glm4_moe") == 0)
+    {
+      /* q/k RMSNorm per head when use_qk_norm (hunyuan: on the rotated heads) */
+      gboolean qkn;
+      if (!raw_bool (cfg, "use_qk_norm", ns == HN_NAMES_HUNYUAN, &qkn, error))
+        return FALSE;
+      hp->qk_norm_head = qkn;
+      hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
+    }
+  hp->sub_norms = ns == HN_NAMES_BITNET;
+  JsonObject *rp_raw = raw && json_object_has_member (raw, "rope_parameters") &&
+                           JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))
+                         ? json_object_get_object_member (raw, "rope_parameters")
+                         : NULL;
+  if (rp_raw && json_object_has_member (rp_raw, "llama_4_scaling_beta") &&
+      JSON_NODE_HOLDS_VALUE (json_object_get_member (rp_raw, "llama_4_scaling_beta")) &&
+      json_object_get_double_member (rp_raw, "llama_4_scaling_beta") != 0.0)
+    {
+      /* Ministral3: queries scale by 1 + beta * log(1 + floor(pos / original_max_position_embeddings)),
+       * 1 below original_max_position_embeddings; past it the scaling is not built */
+      int orig = hp->rope_scaling.original_max_position_embeddings;
+      if (strcmp (mt, "ministral3") != 0 || orig <= 0)
+        return unsupported (error, cfg, "rope_parameters.llama_4_scaling_beta");
+      hp->ctx_limit = orig;
+    }
+  if (ns == HN_NAMES_XGLM || ns == HN_NAMES_BIOGPT)
+    {
+      /* embeddings * sqrt(d_model) unless scale_embedding is false; positions start at 2 */
+      if (cfg->scale_embedding == FALSE)
+        hp->embed_scale = 1.0f;
+      hp->pos_offset = 2;
+      hp->learned_pos = TRUE; /* xglm: a fixed sinusoidal table, computed at load */
+    }
+  if (ns == HN_NAMES_CTRL)
+    hp->learned_pos = TRUE; /* a fixed sinusoidal table, computed at load */
+  if (ns == HN_NAMES_GPT_NEOX_JP)
+    {
+      gint64 mult;
+      if (!get_int (cfg, "intermediate_multiple_size", 4, &mult, error))
+        return FALSE;
+      if (mult < 1 || mult > 64)
+        return unsupported (error, cfg, "intermediate_multiple_size outside 1..64");
+      hp->ffn = (int) (mult * hp->hidden);
     }
 
   /* ids */

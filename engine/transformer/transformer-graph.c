@@ -580,6 +580,8 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
       CK (hn_op_matmul (cmd, u, in, lw->w_up, lw->b_up, error));
       CK (mlp_act (m, cmd, a, lw, act, u, N, error));
     }
+  if (lw->ffn_sub_w) /* bitnet ffn_sub_norm */
+    CK (norm (m, cmd, act, act, lw->ffn_sub_w, NULL, error));
   return hn_op_matmul (cmd, out, act, lw->w_down, lw->b_down, error);
 }
 
@@ -780,7 +782,7 @@ decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N
 {
   const HnTransformerHParams *hp = &m->hp;
   return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && hp->block == HN_BLOCK_PRE_NORM &&
-         !hp->layernorm;
+         !hp->layernorm && !hp->sub_norms;
 }
 
 static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
@@ -838,7 +840,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   /* --- attention input */
   HnTensor *ain = h;
-  if (hp->block == HN_BLOCK_POST_NORM)
+  if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN)
     ain = x;
   else if (!fuse)
     CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
@@ -868,7 +870,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   HnTensor *q3 = shaped (a, q, 3, (gint64[]) { N, H, D }, error);
   HnTensor *k3 = shaped (a, k, 3, (gint64[]) { N, KVH, D }, error);
   CK (q3 && k3);
-  if (hp->qk_norm_head) /* per head, with the model's own norm (RMS, 1+w RMS or LayerNorm) */
+  if (hp->qk_norm_head && !hp->qk_norm_after_rope) /* per head, with the model's own norm (RMS, 1+w RMS or LayerNorm) */
     {
       CK (norm (m, cmd, q3, q3, lw->q_norm_w, lw->q_norm_b, error));
       CK (norm (m, cmd, k3, k3, lw->k_norm_w, lw->k_norm_b, error));
@@ -884,7 +886,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       gboolean local = hp->local_rope && hp->layer_sliding[il];
       HnTensor *inv = local ? W->inv_freq_local : W->inv_freq;
       float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
-      if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32)
+      if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope)
         {
           /* one row: rope of q and k and both cache writes in one dispatch */
           HnTensor *kf = shaped (a, kv->k, 2, (gint64[]) { n_ctx, KVH * D }, error);
@@ -900,6 +902,11 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
           CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
           CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
         }
+    }
+  if (hp->qk_norm_head && hp->qk_norm_after_rope) /* hunyuan: on the rotated heads, before the cache */
+    {
+      CK (norm (m, cmd, q3, q3, lw->q_norm_w, lw->q_norm_b, error));
+      CK (norm (m, cmd, k3, k3, lw->k_norm_w, lw->k_norm_b, error));
     }
   if (paged)
     return paged_attention (m, cmd, a, il, kv, q, k, v, att, B, T, error) && layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
@@ -1001,6 +1008,8 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
       CK (hn_op_matvec_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
       return mlp_matvec (m, cmd, a, lw, x, &n2, N, error);
     }
+  if (lw->attn_sub_w) /* bitnet attn_sub_norm */
+    CK (norm (m, cmd, att, att, lw->attn_sub_w, NULL, error));
   CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
 
   /* --- wiring */
@@ -1037,6 +1046,13 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
       CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
       CK (residual_add (m, cmd, x, mo, error));
       break;
+    case HN_BLOCK_POST_LN:
+      CK (hn_op_add (cmd, o, o, x, error));
+      CK (norm (m, cmd, x, o, lw->ln1_w, lw->ln1_b, error));
+      CK (mlp (m, cmd, a, lw, x, mo, N, error));
+      CK (hn_op_add (cmd, mo, mo, x, error));
+      CK (norm (m, cmd, x, mo, lw->ln2_w, lw->ln2_b, error));
+      break;
     case HN_BLOCK_ENCODER_POST_NORM:
     case HN_BLOCK_ENCODER_PRE_NORM:
     case HN_BLOCK_SEQ2SEQ_POST_NORM:
@@ -1069,7 +1085,10 @@ hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, 
   HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
   HnTensor *lg = rows_of (a, a->logits, 0, n, error);
   CK (x && last && lg);
-  CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
+  if (hp->block != HN_BLOCK_POST_LN)
+    CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
+  else
+    CK (hn_op_copy (cmd, last, x, error)); /* openai-gpt: no final norm */
   CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (cmd, lg, lg, hp->logits_scale, 0.0f, error));
@@ -1131,6 +1150,13 @@ hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logit
                      ids[i], i, hp->vocab - 1);
         return FALSE;
       }
+  if (hp->ctx_limit > 0 && n > hp->ctx_limit)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%d tokens: %s scales its queries (llama_4_scaling_beta) past %d tokens, which is not built", n,
+                   hp->arch->model_type, hp->ctx_limit);
+      return FALSE;
+    }
   if (hp->learned_pos && n + hp->pos_offset > m->w.pos_embed->shape[0])
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d tokens exceed the %" G_GINT64_FORMAT " learned positions",

@@ -236,6 +236,13 @@ session_new (HnTransformer *m, HnKvCacheMode mode, int max_rows, int max_ctx, in
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "a session needs at least one row and one token");
       return NULL;
     }
+  if (hp->ctx_limit > 0 && max_ctx > hp->ctx_limit)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%d tokens: %s scales its queries (llama_4_scaling_beta) past %d tokens, which is not built",
+                   max_ctx, hp->arch->model_type, hp->ctx_limit);
+      return NULL;
+    }
   int pos_limit = hp->learned_pos ? (int) m->w.pos_embed->shape[0] - hp->pos_offset : hp->max_positions;
   if (hp->learned_pos && max_ctx > pos_limit)
     {

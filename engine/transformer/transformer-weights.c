@@ -701,8 +701,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   const char *mt = hp->arch->model_type;
   gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
   gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0;
-  gboolean granite = strcmp (mt, "granitemoe") == 0, oss = strcmp (mt, "gpt_oss") == 0;
-  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v"), dbrx = strcmp (mt, "dbrx") == 0;
+  gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
+  gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
   g_autofree char *rn =
     g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite || dbrx ? "router.layer" : oss ? "router" : "gate");
@@ -714,7 +715,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, rb, E, TRUE, &lw->router_b, error))
         return FALSE;
     }
-  if (strcmp (mt, "deepseek_v3") == 0)
+  if (v3_router)
     {
       g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
@@ -805,6 +806,32 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     slab_clear (&sl[j]);
   if (!ok)
     return FALSE;
+  if (hp->shared_ffn > 0 && granite)
+    {
+      /* granitemoeshared: shared_mlp.input_linear [2Fs, C] = gate rows, then up rows */
+      gint64 Fs = hp->shared_ffn;
+      g_autofree char *in = g_strdup_printf ("%sshared_mlp.input_linear.weight", pfx);
+      g_autofree char *on = g_strdup_printf ("%sshared_mlp.output_linear.weight", pfx);
+      const HnSafetensorInfo *t = find (L, in);
+      if (!t)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, in);
+          return FALSE;
+        }
+      g_hash_table_add (L->used, (gpointer) t->name);
+      if (!check_shape (t, 2, (gint64[]) { 2 * Fs, C }, error))
+        return FALSE;
+      g_autofree gint64 *gr = g_new (gint64, Fs), *ur = g_new (gint64, Fs);
+      for (gint64 f = 0; f < Fs; f++)
+        {
+          gr[f] = f;
+          ur[f] = Fs + f;
+        }
+      g_autofree char *gn = g_strdup_printf ("%s (gate rows)", in), *un = g_strdup_printf ("%s (up rows)", in);
+      return (lw->w_gate = gather_rows (L, t, gn, gr, Fs, C, error)) &&
+             (lw->w_up = gather_rows (L, t, un, ur, Fs, C, error)) &&
+             take_matrix (L, on, C, Fs, TRUE, &lw->w_down, error);
+    }
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
@@ -912,6 +939,36 @@ static const Names scheme_names[] = {
     .final_norm = "model.final_layernorm" },
   [HN_NAMES_APERTUS] = { .llama_overlay = TRUE,
     .ln1 = "attention_layernorm", .ln2 = "feedforward_layernorm" },
+  [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
+  [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
+  [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
+  [HN_NAMES_XGLM] = {
+    .embed = "model.embed_tokens", .layer = "model.layers.",
+    .ln1 = "self_attn_layer_norm", .ln2 = "final_layer_norm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.out_proj",
+    .up = "fc1", .down = "fc2", .final_norm = "model.layer_norm", .lm_head = "lm_head" },
+  [HN_NAMES_BIOGPT] = {
+    .embed = "biogpt.embed_tokens", .pos = "biogpt.embed_positions", .layer = "biogpt.layers.",
+    .ln1 = "self_attn_layer_norm", .ln2 = "final_layer_norm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.out_proj",
+    .up = "fc1", .down = "fc2", .final_norm = "biogpt.layer_norm", .lm_head = "output_projection" },
+  [HN_NAMES_CTRL] = {
+    .embed = "transformer.w", .layer = "transformer.h.",
+    .ln1 = "layernorm1", .ln2 = "layernorm2",
+    .q = "multi_head_attention.Wq", .k = "multi_head_attention.Wk", .v = "multi_head_attention.Wv",
+    .o = "multi_head_attention.dense", .up = "ffn.0", .down = "ffn.2",
+    .final_norm = "transformer.layernorm", .lm_head = "lm_head" },
+  [HN_NAMES_OPENAI_GPT] = {
+    .embed = "transformer.tokens_embed", .pos = "transformer.positions_embed", .layer = "transformer.h.",
+    .ln1 = "ln_1", .ln2 = "ln_2",
+    .qkv = "attn.c_attn", .qkv_layout = QKV_CONV1D, .o = "attn.c_proj",
+    .up = "mlp.c_fc", .down = "mlp.c_proj", .lm_head = "lm_head", .conv1d = TRUE },
+  [HN_NAMES_GPT_NEOX_JP] = { /* attention.dense has no bias; attention.dense_bias is added after it */
+    .embed = "gpt_neox_japanese.embed_in", .layer = "gpt_neox_japanese.layers.",
+    .ln1 = "input_layernorm", .ln2 = "post_attention_layernorm",
+    .qkv = "attention.query_key_value", .qkv_layout = QKV_HEAD_SPLIT, .o = "attention.dense",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
+    .final_norm = "gpt_neox_japanese.final_layer_norm", .lm_head = "embed_out" },
   [HN_NAMES_GLM4] = { .llama_overlay = TRUE,
     .post_attn = "post_self_attn_layernorm", .ln2 = "post_attention_layernorm",
     .post_ffn = "post_mlp_layernorm" },
@@ -994,8 +1051,9 @@ llama_config (const HnTransformerHParams *hp, Names *N)
 {
   if (hp->qk_norm_head || hp->qk_norm_full)
     {
-      N->q_norm = "self_attn.q_norm";
-      N->k_norm = "self_attn.k_norm";
+      gboolean hy = hp->arch->names == HN_NAMES_HUNYUAN;
+      N->q_norm = hy ? "self_attn.query_layernorm" : "self_attn.q_norm";
+      N->k_norm = hy ? "self_attn.key_layernorm" : "self_attn.k_norm";
     }
   if (hp->block == HN_BLOCK_SANDWICH)
     {
@@ -1279,6 +1337,35 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (!take_matrix (&L, pn, t->shape[0], C, TRUE, &W->pos_embed, error))
         return FALSE;
     }
+  if (first && (hp->arch->names == HN_NAMES_XGLM || hp->arch->names == HN_NAMES_CTRL))
+    {
+      /* fixed sinusoidal tables: xglm fairseq's from row 2 (padding_idx row zero), ctrl sin | cos of
+       * pos / 10000^(2i/C) in float32 */
+      gint64 rows = hp->max_positions + hp->pos_offset;
+      g_autofree float *t = NULL;
+      if (hp->arch->names == HN_NAMES_XGLM)
+        t = hn_sinusoidal_table_fairseq ((int) rows, (int) C, hp->pad_token_id >= 0 ? hp->pad_token_id : -1);
+      else
+        {
+          t = g_new (float, (gsize) (rows * C));
+          gint64 half = C / 2;
+          for (gint64 p = 0; p < rows; p++)
+            for (gint64 j = 0; j < half; j++)
+              {
+                float rate = 1.0f / powf (10000.0f, (float) (2 * j) / (float) C);
+                float a = (float) p * rate;
+                t[p * C + j] = sinf (a);
+                t[p * C + half + j] = cosf (a);
+              }
+        }
+      if (!(W->pos_embed = vector_from_f32 (&L, "sinusoidal_positions", t, rows * C, error)))
+        return FALSE;
+      HnTensor *pe = hn_tensor_reshape (W->pos_embed, 2, (gint64[]) { rows, C }, error);
+      if (!pe)
+        return FALSE;
+      g_ptr_array_add (m->owned, pe);
+      W->pos_embed = pe;
+    }
   if (N.embed_norm && !first)
     skip_module (&L, N.embed_norm);
   else if (N.embed_norm && !take_norm (&L, "", N.embed_norm, C, TRUE, &W->embed_norm_w, &W->embed_norm_b, error))
@@ -1315,6 +1402,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         return FALSE;
       if (!take_linear (&L, &N, pfx, N.o, C, (gint64) hp->n_head * hp->v_head_dim, &lw->wo, &lw->bo, error))
         return FALSE;
+      g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
+      /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
+      if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
+        return FALSE;
       g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
       if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
         return FALSE;
@@ -1347,6 +1438,9 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (!take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error))
         return FALSE;
       if (hp->xielu && !take_xielu (&L, pfx, lw, error))
+        return FALSE;
+      if (hp->sub_norms && (!take_norm (&L, pfx, "self_attn.attn_sub_norm", C, TRUE, &lw->attn_sub_w, NULL, error) ||
+                            !take_norm (&L, pfx, "mlp.ffn_sub_norm", F, TRUE, &lw->ffn_sub_w, NULL, error)))
         return FALSE;
     }
   g_autofree char *lmw = g_strdup_printf ("%s.weight", N.lm_head);

@@ -31,6 +31,7 @@ typedef struct {
   HnBlockKind block;
   int vocab, hidden, n_layer, n_head, n_kv_head, head_dim, ffn;
   int max_positions;
+  int ctx_limit;         /* > 0: longer contexts fail closed (ministral3's llama-4 query scaling starts there) */
   /* norms */
   gboolean layernorm;    /* LayerNorm, else RMSNorm */
   gboolean norm_plus_one;
@@ -60,6 +61,8 @@ typedef struct {
   double local_rope_theta;
   HnRopeScaling local_rope_scaling;
   gboolean qk_norm_head, qk_norm_full;
+  gboolean qk_norm_after_rope; /* hunyuan: q/k norms on the rotated heads */
+  gboolean sub_norms;    /* bitnet: RMSNorm before o_proj (attn_sub_norm) and before down_proj (ffn_sub_norm) */
   float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
   /* scalars */
   float embed_scale;     /* 1 unless gemma (sqrt(hidden)) or granite (embedding_multiplier) */
@@ -223,6 +226,7 @@ typedef struct {
   HnTensor *wk_rope;             /* kv_a_proj_with_mqa rope rows [qk_rope_dim, C] (one key shared by all heads) */
   HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
+  HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
 } HnLayerWeights;
 

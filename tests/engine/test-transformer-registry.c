@@ -37,9 +37,16 @@ static void
 test_unknown (void)
 {
   GError *error = NULL;
+  /* a refused type names itself and its reason */
   g_assert_null (hn_arch_lookup ("mamba", &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_assert_nonnull (strstr (error->message, "\"mamba\""));
+  g_assert_nonnull (strstr (error->message, "selective scan"));
+  g_clear_error (&error);
+  /* an unknown one lists what is known */
+  g_assert_null (hn_arch_lookup ("no-such-model", &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "\"no-such-model\""));
   g_assert_nonnull (strstr (error->message, "llama"));
   g_clear_error (&error);
   g_assert_null (hn_arch_lookup (NULL, &error));
@@ -99,10 +106,19 @@ test_markdown (void)
       g_autofree char *row = g_strdup_printf ("\n| `%s` | %s |", a[i].model_type, a[i].family);
       g_assert_nonnull (strstr (md, row));
     }
+  const char *refused = strstr (md, "\n## Refused model types");
+  g_assert_nonnull (refused);
   guint rows = 0;
-  for (const char *p = md; (p = strstr (p, "\n| `")); p++)
+  for (const char *p = md; (p = strstr (p, "\n| `")) && p < refused; p++)
     rows++;
   g_assert_cmpuint (rows, ==, n);
+  gsize n_ref;
+  const HnArchRefusal *r = hn_arch_refusals (&n_ref);
+  for (gsize i = 0; i < n_ref; i++)
+    {
+      g_autofree char *row = g_strdup_printf ("\n| `%s` | %s |", r[i].model_type, r[i].reason);
+      g_assert_nonnull (strstr (refused, row));
+    }
 }
 
 /* The README states the count; it must be the one the registry computes. */
@@ -119,6 +135,62 @@ test_readme_count (void)
   g_assert_nonnull (strstr (text, want));
 }
 
+/* Every model_type of transformers' causal-LM, masked-LM and seq2seq-LM mappings (listed on the
+ * device by tests/fixtures/list_lm_types.py) is registered with a parity fixture that exists, or
+ * refused by name with a reason; the refusal list holds nothing else. */
+static void
+test_lm_mappings (void)
+{
+  g_autofree char *path =
+    g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "lm_model_types.json", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  GError *error = NULL;
+  g_assert_true (json_parser_load_from_file (p, path, &error));
+  g_assert_no_error (error);
+  JsonArray *types = json_object_get_array_member (json_node_get_object (json_parser_get_root (p)), "model_types");
+  guint n_types = json_array_get_length (types), n_verified = 0, n_refused = 0;
+  g_assert_cmpuint (n_types, >, 200);
+  g_autoptr (GHashTable) listed = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint i = 0; i < n_types; i++)
+    {
+      const char *mt = json_array_get_string_element (types, i);
+      g_hash_table_add (listed, (gpointer) mt);
+      const char *reason = hn_arch_refusal_reason (mt);
+      const HnArchInfo *a = hn_arch_lookup (mt, &error);
+      if (a)
+        {
+          if (reason || !(a->tasks & HN_TASK_LOGITS) || !a->fixture)
+            g_test_message ("%s: registered but refused or without a verified fixture", mt);
+          g_assert_null (reason);
+          g_assert_true (a->tasks & HN_TASK_LOGITS);
+          g_assert_nonnull (a->fixture);
+          g_autofree char *exp = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity",
+                                                   a->fixture, "expected.json", NULL);
+          g_assert_true (g_file_test (exp, G_FILE_TEST_EXISTS));
+          n_verified++;
+          continue;
+        }
+      if (!reason)
+        g_test_message ("%s: neither registered nor refused by name", mt);
+      g_assert_nonnull (reason);
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, reason));
+      g_clear_error (&error);
+      n_refused++;
+    }
+  gsize n_ref;
+  const HnArchRefusal *r = hn_arch_refusals (&n_ref);
+  for (gsize i = 0; i < n_ref; i++)
+    {
+      g_assert_true (g_hash_table_contains (listed, r[i].model_type));
+      g_assert_true (strlen (r[i].reason) > 10);
+      if (i > 0)
+        g_assert_cmpstr (r[i - 1].model_type, <, r[i].model_type);
+    }
+  g_assert_cmpuint (n_refused, ==, n_ref);
+  g_test_message ("%u listed model_types: %u verified, %u refused by name", n_types, n_verified, n_refused);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -129,5 +201,6 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/json", test_json);
   g_test_add_func ("/registry/readme-count", test_readme_count);
   g_test_add_func ("/registry/markdown", test_markdown);
+  g_test_add_func ("/registry/lm-mappings", test_lm_mappings);
   return g_test_run ();
 }
