@@ -2,7 +2,7 @@
 # Fails on an include that runs back up the layer picture (docs/architecture.md):
 #
 #   base -> vk -> tensor -> formats tokenizer template data hub generate
-#        -> transformer hierarchos -> train -> jobs -> app
+#        -> transformer hierarchos -> encdec -> train -> jobs -> app
 #
 # Each engine area may include only the areas listed for it below (its own
 # files always). Also: no GTK or libadwaita in the engine, vulkan.h only in
@@ -25,8 +25,9 @@ allowed () {
     tokenizer) echo "$low formats" ;; # a GGUF file's tokenizer.ggml.* metadata
     data) echo "$low formats tokenizer template" ;;
     transformer | hierarchos) echo "$low $mid" ;;
-    train) echo "$low $mid transformer hierarchos" ;;
-    jobs) echo "$low $mid transformer hierarchos train" ;;
+    encdec) echo "$low $mid transformer" ;; # encoders and encoder-decoders on the registry
+    train) echo "$low $mid transformer hierarchos encdec" ;;
+    jobs) echo "$low $mid transformer hierarchos encdec train" ;;
     *) echo "?" ;;
   esac
 }

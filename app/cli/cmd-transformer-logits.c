@@ -7,9 +7,9 @@
 #include "base/hn-error.h"
 #include "base/hn-util.h"
 #include "formats/model-config.h"
-#include "transformer/encoder.h"
+#include "encdec/encoder.h"
+#include "encdec/seq2seq.h"
 #include "transformer/lora.h"
-#include "transformer/seq2seq.h"
 #include "transformer/transformer.h"
 
 #include <math.h>

@@ -425,12 +425,12 @@ parse_fields (Ctx *c, HnModelConfig *cfg)
   cfg->architectures = arch ? arch : g_new0 (char *, 1);
 
   int_alias (c, &cfg->vocab_size, "vocab_size", "padded_vocab_size", "n_vocab", NULL);
-  int_alias (c, &cfg->hidden_size, "hidden_size", "n_embd", "d_model", "dim", "n_embed", NULL);
+  int_alias (c, &cfg->hidden_size, "hidden_size", "n_embd", "d_model", "dim", "n_embed", "emb_dim", NULL);
   int_alias (c, &cfg->intermediate_size, "intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size",
              "hidden_dim", "dff", NULL);
   int_alias (c, &cfg->num_hidden_layers, "num_hidden_layers", "n_layer", "num_layers", "n_layers", NULL);
   int_alias (c, &cfg->num_attention_heads, "num_attention_heads", "n_head", "num_heads", "n_heads",
-             "encoder_attention_heads", "attention_heads", NULL);
+             "encoder_attention_heads", "attention_heads", "num_encoder_attention_heads", NULL);
   int_alias (c, &cfg->num_key_value_heads, "num_key_value_heads", "num_kv_heads", "n_head_kv", "n_kv_heads",
              "multi_query_group_num", NULL);
   int mq = HN_CONFIG_UNSET;
@@ -491,7 +491,7 @@ parse_fields (Ctx *c, HnModelConfig *cfg)
   string_alias (c, &cfg->dtype, "dtype", "torch_dtype", NULL);
 
   int_alias (c, &cfg->num_experts, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", NULL);
-  int_alias (c, &cfg->num_experts_per_tok, "num_experts_per_tok", "moe_top_k", "top_k_experts", NULL);
+  int_alias (c, &cfg->num_experts_per_tok, "num_experts_per_tok", "moe_top_k", "top_k_experts", "moe_k", NULL);
   bool_alias (c, &cfg->norm_topk_prob, "norm_topk_prob", NULL);
   int_alias (c, &cfg->moe_intermediate_size, "moe_intermediate_size", NULL);
   int_alias (c, &cfg->shared_expert_intermediate_size, "shared_expert_intermediate_size", NULL);

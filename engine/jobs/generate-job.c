@@ -13,7 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "jobs/hierarchos-job.h"
 #include "transformer/lora.h"
-#include "transformer/seq2seq.h"
+#include "encdec/seq2seq.h"
 #include "transformer/transformer.h"
 
 #include <json-glib/json-glib.h>

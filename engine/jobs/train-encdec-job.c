@@ -17,7 +17,7 @@
 #include "base/hn-util.h"
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
-#include "transformer/encoder.h"
+#include "encdec/encoder.h"
 #include "train/checkpoint.h"
 #include "train/mlm.h"
 #include "jobs/train-job-private.h"

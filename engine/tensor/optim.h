@@ -11,7 +11,7 @@
  * (shaders/adamw.comp, sgd.comp) are tested against, and what the trainers
  * use for host-side scalars (bias corrections, clip coefficient). They sit
  * in tensor/, next to hn_op_adamw, because every family's training step
- * (transformer/encoder-train.c, hierarchos/hierarchos-train.c, train/) uses
+ * (encdec/encoder-train.c, hierarchos/hierarchos-train.c, train/) uses
  * them and the families sit below train/. */
 #pragma once
 #include <glib.h>

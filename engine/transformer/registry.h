@@ -16,7 +16,7 @@ typedef enum {
   HN_BLOCK_PARALLEL_2NORM,/* x += attn(n1(x)) + mlp(n2(x))   (gpt_neox, falcon new arch) */
   HN_BLOCK_SANDWICH,      /* pre and post norms around both sublayers (gemma2) */
   HN_BLOCK_POST_NORM,     /* x += norm(attn(x)); x += norm(mlp(x))  (olmo2) */
-  /* not decoders: transformer/encoder.h and transformer/seq2seq.h run these */
+  /* not decoders: encdec/encoder.h and encdec/seq2seq.h run these */
   HN_BLOCK_ENCODER_POST_NORM, /* bidirectional, x = norm(x + attn(x)); x = norm(x + mlp(x)) (bert) */
   HN_BLOCK_ENCODER_PRE_NORM,  /* bidirectional, x += attn(norm(x)); x += mlp(norm(x)) (modernbert) */
   HN_BLOCK_SEQ2SEQ_POST_NORM, /* encoder-decoder, post-norm sublayers (bart, marian) */
@@ -60,6 +60,11 @@ typedef enum {
   HN_NAMES_MEGATRON_BERT, /* bert names, pre-norm: attention.ln, ln, bert.encoder.ln; no embedding norm */
   HN_NAMES_XLMR_XL,    /* roberta names, pre-norm: attention.self_attn_layer_norm, LayerNorm, encoder.LayerNorm */
   HN_NAMES_ROFORMER,   /* bert names under roformer., rotary (no position table), embeddings_project */
+  HN_NAMES_REMBERT,    /* bert names under rembert., embedding_hidden_mapping_in, an untied narrower head */
+  HN_NAMES_ESM,        /* esm.encoder.layer.N, pre-norm (LayerNorm gamma/beta), rotary, emb_layer_norm_after */
+  HN_NAMES_XLM,        /* transformer.attentions.N.q_lin, layer_norm1.N, ffns.N.lin1, pred_layer.proj */
+  HN_NAMES_ROBERTA_PRELN, /* roberta names under roberta_prelayernorm., attention / intermediate LayerNorm first */
+  HN_NAMES_MPNET,      /* mpnet.encoder.layer.N.attention.attn.{q,k,v,o}, one relative_attention_bias table */
   HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
   HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
 } HnNameScheme;
@@ -139,7 +144,7 @@ const HnArchInfo *hn_arch_lookup (const char *model_type, GError **error);
 gboolean hn_arch_require_task (const HnArchInfo *arch, HnTask task, GError **error);
 
 const char *hn_block_kind_name (HnBlockKind kind);
-/* Encoders with a masked-LM head (transformer/encoder.h) and encoder-decoders (transformer/seq2seq.h). */
+/* Encoders with a masked-LM head (encdec/encoder.h) and encoder-decoders (encdec/seq2seq.h). */
 gboolean hn_arch_is_encoder (const HnArchInfo *arch);
 gboolean hn_arch_is_seq2seq (const HnArchInfo *arch);
 const char *hn_task_name (HnTask task);

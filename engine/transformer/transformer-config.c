@@ -334,7 +334,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     return FALSE;
   if (hn_arch_is_encoder (a) || hn_arch_is_seq2seq (a))
     {
-      /* a different graph (transformer/encoder.h, transformer/seq2seq.h); callers that take any model dispatch first */
+      /* a different graph (encdec/encoder.h, encdec/seq2seq.h); callers that take any model dispatch first */
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is %s, not a decoder-only model",
                    cfg->path, a->model_type, hn_arch_is_encoder (a) ? "an encoder (masked LM)" : "an encoder-decoder");
       return FALSE;

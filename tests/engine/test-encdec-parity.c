@@ -3,12 +3,13 @@
  * input ids, greedy ids, beam search where the fixture has one): every
  * registry row of those kinds runs its fixture in tests/fixtures/parity. */
 #include "base/hn-error.h"
-#include "transformer/encoder.h"
-#include "transformer/seq2seq.h"
+#include "encdec/encoder.h"
+#include "encdec/seq2seq.h"
 #include "formats/safetensors.h"
 #include "transformer/transformer.h"
 #include "parity-util.h"
 
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
@@ -241,6 +242,46 @@ test_fail_closed (void)
   g_clear_error (&error);
 }
 
+/* big_bird's block-sparse attention runs as full attention (as transformers does) only up to
+ * (5 + 2 * num_random_blocks) * block_size tokens; a longer input fails closed by name. */
+static void
+test_big_bird_sparse (void)
+{
+  g_autofree char *src = parity_fixture_dir ("big_bird");
+  g_autofree char *dir = g_dir_make_tmp ("hn-bigbird-XXXXXX", NULL);
+  g_autofree char *cfgp = g_build_filename (src, "config.json", NULL), *text = NULL;
+  g_assert_true (g_file_get_contents (cfgp, &text, NULL, NULL));
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (p, text, -1, NULL));
+  JsonObject *o = json_node_get_object (json_parser_get_root (p));
+  json_object_set_string_member (o, "attention_type", "block_sparse");
+  json_object_set_int_member (o, "block_size", 2);
+  json_object_set_int_member (o, "num_random_blocks", 0);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  json_generator_set_root (gen, json_parser_get_root (p));
+  g_autofree char *out_cfg = g_build_filename (dir, "config.json", NULL);
+  g_assert_true (json_generator_to_file (gen, out_cfg, NULL));
+  g_autofree char *st_src = g_build_filename (src, "model.safetensors", NULL);
+  g_autofree char *st_dst = g_build_filename (dir, "model.safetensors", NULL);
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (st_src, &data, &len, NULL) && g_file_set_contents (st_dst, data, (gssize) len, NULL));
+  GError *error = NULL;
+  g_autoptr (HnEncoder) m = hn_encoder_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  int32_t ids[11] = { 47, 50, 120, 67, 70, 126, 70, 106, 12, 86, 24 };
+  g_autofree float *lg = g_new (float, 11 * hn_encoder_get_vocab (m));
+  g_assert_true (hn_encoder_logits (m, ids, NULL, 10, lg, &error)); /* 10 = (5 + 0) * 2 tokens: full attention */
+  g_assert_no_error (error);
+  g_assert_false (hn_encoder_logits (m, ids, NULL, 11, lg, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "block-sparse"));
+  g_clear_error (&error);
+  g_remove (out_cfg);
+  g_remove (st_dst);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -274,6 +315,7 @@ main (int argc, char **argv)
         }
     }
   g_test_add_func ("/encdec/fail-closed", test_fail_closed);
+  g_test_add_func ("/encdec/big-bird-sparse", test_big_bird_sparse);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;

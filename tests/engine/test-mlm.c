@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "transformer/encoder.h"
+#include "encdec/encoder.h"
 #include "parity-util.h"
 #include "train/checkpoint.h"
 #include "train/mlm.h"

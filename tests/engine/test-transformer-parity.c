@@ -536,6 +536,26 @@ test_deepseek_yarn (void)
 /* Variants beyond each registered architecture's own fixture. */
 static const char *const extra_cases[] = { "llama_rope_llama3", "falcon_mq" };
 
+/* ministral3 scales its queries past original_max_position_embeddings (16384 in the fixture):
+ * a session that long fails closed by name; one within it runs. */
+static void
+test_ministral3_limit (void)
+{
+  g_autofree char *dir = parity_fixture_dir ("ministral3");
+  GError *error = NULL;
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (hn_transformer_get_hparams (m)->ctx_limit, ==, 16384);
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, 1, 16385, &error);
+  g_assert_null (s);
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "llama_4_scaling_beta"));
+  g_clear_error (&error);
+  g_autoptr (HnTransformerSession) ok = hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, 1, 64, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (ok);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -576,6 +596,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/chunked-prefill", test_chunked_prefill);
   g_test_add_func ("/transformer/continuous-batching", test_continuous_batching);
   g_test_add_func ("/transformer/fail-closed", test_fail_closed);
+  g_test_add_func ("/transformer/ministral3-limit", test_ministral3_limit);
   g_test_add_func ("/transformer/moe-sparse", test_moe_sparse);
   g_test_add_func ("/transformer/deepseek-yarn", test_deepseek_yarn);
   int rc = g_test_run ();

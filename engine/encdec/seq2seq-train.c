@@ -10,7 +10,7 @@
  * dS = P · (dP - Σ_j dP·P); the bias table's gradient gathers dS by bucket
  * with the embedding backward. */
 #include "base/hn-error.h"
-#include "transformer/seq2seq-private.h"
+#include "encdec/seq2seq-private.h"
 #include "tensor/ops-back.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Internals shared by the encoder-decoder forward (seq2seq.c) and its training graph (seq2seq-train.c). */
 #pragma once
-#include "transformer/encdec-private.h"
-#include "transformer/seq2seq.h"
+#include "encdec/encdec-private.h"
+#include "encdec/seq2seq.h"
 
 G_BEGIN_DECLS
 

@@ -1,7 +1,7 @@
 /* Internals shared by the encoder's forward (encoder.c) and its training graph (encoder-train.c). */
 #pragma once
-#include "transformer/encdec-private.h"
-#include "transformer/encoder.h"
+#include "encdec/encdec-private.h"
+#include "encdec/encoder.h"
 
 G_BEGIN_DECLS
 
@@ -37,6 +37,10 @@ struct _HnEncoder {
   guint8 *layer_local;      /* [n_exec] */
   HnRopeStyle rope_style;   /* modernbert: neox halves; roformer: interleaved pairs */
   gboolean rope_value;      /* roformer rotary_value: v rotates too */
+  double rope_theta;        /* esm */
+  int head_width;           /* rembert output_embedding_size */
+  float *rel;               /* mpnet: relative_attention_bias [buckets, H] (host), shared by every layer */
+  int buckets;
   int max_full_tokens;      /* big_bird block_sparse: the longest input it runs as full attention (0 = any) */
   int local_window;         /* keys within |i - j| <= local_window */
 };

@@ -11,8 +11,8 @@
  * and a self-attention KV cache per row; every buffer of the token loop is
  * allocated when the session is made. */
 #include "base/hn-error.h"
-#include "transformer/encdec-private.h"
-#include "transformer/seq2seq-private.h"
+#include "encdec/encdec-private.h"
+#include "encdec/seq2seq-private.h"
 
 #include <math.h>
 #include <string.h>

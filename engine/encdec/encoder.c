@@ -3,8 +3,8 @@
  * ModernBERT (pre-norm, rope, alternating local/global attention, gated
  * GeLU); the name scheme of the registry row picks the checkpoint names. */
 #include "base/hn-error.h"
-#include "transformer/encdec-private.h"
-#include "transformer/encoder-private.h"
+#include "encdec/encdec-private.h"
+#include "encdec/encoder-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,6 +42,7 @@ hn_encoder_free (HnEncoder *m)
   g_free (m->layers);
   g_free (m->order);
   g_free (m->layer_local);
+  g_free (m->rel);
   g_clear_pointer (&m->ctx, hn_vk_context_unref);
   g_free (m->dir);
   g_free (m);
@@ -90,7 +91,10 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
   m->n_layer = (int) cfg->num_hidden_layers;
   m->H = (int) cfg->num_attention_heads;
   m->F = (int) (ns == HN_NAMES_DISTILBERT ? cfg_int (cfg, "hidden_dim", -1, &e) : cfg->intermediate_size);
-  m->E = (int) cfg_int (cfg, "embedding_size", m->C, &e);
+  m->E = (int) cfg_int (cfg, ns == HN_NAMES_REMBERT ? "input_embedding_size" : "embedding_size", m->C, &e);
+  m->head_width = (int) cfg_int (cfg, "output_embedding_size", m->C, &e);
+  if (ns == HN_NAMES_XLM && m->F <= 0)
+    m->F = 4 * m->C; /* XLM's TransformerFFN: 4 * emb_dim */
   m->type_vocab = (int) cfg_int (cfg, "type_vocab_size", 2, &e);
   m->n_pos = (int) cfg->max_position_embeddings;
   if (e)
@@ -132,7 +136,7 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
   CK (act_of (cfg->path, "hidden_act", act, &m->act, error));
   /* the masked-LM head's activation: roberta and electra's generator use gelu whatever hidden_act says */
   const char *head_act = act;
-  if (ns == HN_NAMES_ELECTRA || ((ns == HN_NAMES_BERT || ns == HN_NAMES_XLMR_XL) && m->pad_positions >= 0))
+  if (ns == HN_NAMES_ELECTRA || (ns != HN_NAMES_MODERNBERT && m->pad_positions >= 0))
     head_act = "gelu";
   else if (ns == HN_NAMES_MODERNBERT)
     {
@@ -176,6 +180,62 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
         m->order[i] = i;
     }
 
+  if (ns == HN_NAMES_ESM || ns == HN_NAMES_XLM)
+    {
+      /* esm: rotary, no token dropout, no embedding norm; xlm: one language, learned positions, bidirectional */
+      static const char *const esm_off[] = { "token_dropout", "emb_layer_norm_before", NULL };
+      static const char *const xlm_off[] = { "sinusoidal_embeddings", "causal", "asm", NULL };
+      for (const char *const *k = ns == HN_NAMES_ESM ? esm_off : xlm_off; *k; k++)
+        {
+          gboolean on = FALSE;
+          GError *be = NULL;
+          if (!hn_model_config_get_bool (cfg, *k, &on, &be) && be)
+            {
+              g_propagate_error (error, be);
+              return FALSE;
+            }
+          if (on)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s %s is not supported", cfg->path,
+                           m->arch->model_type, *k);
+              return FALSE;
+            }
+        }
+      const char *pe = hn_model_config_get_string (cfg, "position_embedding_type");
+      if (ns == HN_NAMES_ESM && pe && strcmp (pe, "rotary") != 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: esm position_embedding_type \"%s\" is not supported",
+                       cfg->path, pe);
+          return FALSE;
+        }
+      if (ns == HN_NAMES_XLM)
+        {
+          gboolean lang = TRUE, gelu = TRUE;
+          gint64 n_langs = cfg_int (cfg, "n_langs", 1, &e);
+          GError *be = NULL;
+          if ((!hn_model_config_get_bool (cfg, "use_lang_emb", &lang, &be) && be) ||
+              (!hn_model_config_get_bool (cfg, "gelu_activation", &gelu, &be) && be) || e)
+            {
+              g_propagate_error (error, be ? be : e);
+              return FALSE;
+            }
+          if (lang && n_langs > 1)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: xlm language embeddings (n_langs %" G_GINT64_FORMAT
+                           ") are not supported", cfg->path, n_langs);
+              return FALSE;
+            }
+          m->act = gelu ? HN_ACT_GELU : HN_ACT_RELU;
+        }
+      if (ns == HN_NAMES_ESM)
+        {
+          m->head_act = HN_ACT_GELU;
+          m->rope_theta = 10000.0;
+          (void) hn_model_config_get_double (cfg, "rope_theta", &m->rope_theta, NULL);
+          if (cfg->rope.from_rope_parameters && cfg->rope.theta > 0)
+            m->rope_theta = cfg->rope.theta;
+        }
+    }
   if (ns == HN_NAMES_ROFORMER)
     {
       gboolean rv = FALSE;
@@ -261,6 +321,23 @@ names_for (HnNameScheme ns, EncNames *N, const char *base)
                         "attention.LayerNorm", "ffn", "ffn_output", "full_layer_layer_norm",
                         "albert.encoder.embedding_hidden_mapping_in" };
       return;
+    case HN_NAMES_ESM:
+      *N = (EncNames) { "esm.embeddings.", "esm.encoder.layer.", "attention.self.query", "attention.self.key",
+                        "attention.self.value", "attention.output.dense", "attention.LayerNorm", "intermediate.dense",
+                        "output.dense", "LayerNorm", NULL };
+      return;
+    case HN_NAMES_ROBERTA_PRELN:
+    case HN_NAMES_MPNET:
+      g_snprintf (emb, sizeof emb, "%s.embeddings.", base);
+      g_snprintf (layer, sizeof layer, "%s.encoder.layer.", base);
+      if (ns == HN_NAMES_MPNET)
+        *N = (EncNames) { emb, layer, "attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o",
+                          "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm", NULL };
+      else
+        *N = (EncNames) { emb, layer, "attention.self.query", "attention.self.key", "attention.self.value",
+                          "attention.output.dense", "attention.LayerNorm", "intermediate.dense", "output.dense",
+                          "intermediate.LayerNorm", NULL };
+      return;
     case HN_NAMES_MEGATRON_BERT:
     case HN_NAMES_XLMR_XL:
       g_snprintf (emb, sizeof emb, "%s.embeddings.", base);
@@ -280,7 +357,8 @@ names_for (HnNameScheme ns, EncNames *N, const char *base)
                         "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense", "output.dense",
                         "output.LayerNorm",
                         ns == HN_NAMES_ELECTRA ? "electra.embeddings_project"
-                        : ns == HN_NAMES_ROFORMER ? "roformer.embeddings_project" : NULL };
+                        : ns == HN_NAMES_ROFORMER ? "roformer.embeddings_project"
+                        : ns == HN_NAMES_REMBERT ? "rembert.encoder.embedding_hidden_mapping_in" : NULL };
       return;
     }
 }
@@ -296,11 +374,13 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
     base = "roberta";
   /* the base model's attribute in each *ForMaskedLM */
   static const char *const bases[][2] = { { "data2vec-text", "data2vec_text" }, { "ernie", "ernie" },
-                                          { "roformer", "roformer" } };
+                                          { "roformer", "roformer" }, { "rembert", "rembert" }, { "esm", "esm" },
+                                          { "roberta-prelayernorm", "roberta_prelayernorm" }, { "mpnet", "mpnet" } };
   for (gsize i = 0; i < G_N_ELEMENTS (bases); i++)
     if (strcmp (m->arch->model_type, bases[i][0]) == 0)
       base = bases[i][1];
-  gboolean pre = ns == HN_NAMES_MEGATRON_BERT || ns == HN_NAMES_XLMR_XL;
+  gboolean pre = ns == HN_NAMES_MEGATRON_BERT || ns == HN_NAMES_XLMR_XL || ns == HN_NAMES_ESM ||
+                 ns == HN_NAMES_ROBERTA_PRELN;
   EncNames N;
   names_for (ns, &N, base);
   gint64 C = m->C, E = m->E, F = m->F;
@@ -308,17 +388,30 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
   g_autofree char *pn = g_strdup_printf ("%sposition_embeddings.weight", N.emb);
   g_autofree char *tn = g_strdup_printf ("%stoken_type_embeddings.weight", N.emb);
   CK (hn_wl_matrix (L, wn, m->vocab, E, TRUE, &m->word, error));
-  if (ns == HN_NAMES_ROFORMER)
+  if (ns == HN_NAMES_ROFORMER || ns == HN_NAMES_ESM)
     {
-      /* RoFormer: no position table, rotary q/k (and v with rotary_value) on pairs of each head;
-       * the sinusoidal table it saves is recomputed */
-      hn_wl_find (L, "roformer.encoder.embed_positions.weight", FALSE, NULL);
+      /* RoFormer: no position table, rotary q/k (and v with rotary_value) on pairs of each head; the
+       * sinusoidal table it saves is recomputed. ESM: rotate_half rotary, its inv_freq buffers too */
+      gboolean esm = ns == HN_NAMES_ESM;
+      if (esm)
+        {
+          hn_wl_find (L, "esm.encoder.layer.*.attention.self.rotary_embeddings.inv_freq", FALSE, NULL);
+          for (int i = 0; i < m->n_layer; i++)
+            {
+              g_autofree char *fn = g_strdup_printf ("esm.encoder.layer.%d.attention.self.rotary_embeddings.inv_freq", i);
+              hn_wl_find (L, fn, FALSE, NULL);
+            }
+          hn_wl_find (L, "esm.contact_head.regression.weight", FALSE, NULL); /* contact prediction: not run */
+          hn_wl_find (L, "esm.contact_head.regression.bias", FALSE, NULL);
+        }
+      else
+        hn_wl_find (L, "roformer.encoder.embed_positions.weight", FALSE, NULL);
       g_autofree float *inv = g_new (float, m->D / 2);
       float sc;
-      CK (hn_rope_compute_inv_freq (10000.0, m->D, m->n_pos, NULL, 0, inv, &sc, error));
-      CK ((m->inv_freq_global = hn_wl_from_f32 (L, "rope.roformer", 1, (gint64[]) { m->D / 2 }, inv, error)));
+      CK (hn_rope_compute_inv_freq (esm ? m->rope_theta : 10000.0, m->D, m->n_pos, NULL, 0, inv, &sc, error));
+      CK ((m->inv_freq_global = hn_wl_from_f32 (L, "rope.encoder", 1, (gint64[]) { m->D / 2 }, inv, error)));
       m->rope_scale_global = sc;
-      m->rope_style = HN_ROPE_GPTJ;
+      m->rope_style = esm ? HN_ROPE_NEOX : HN_ROPE_GPTJ;
     }
   else
     {
@@ -329,9 +422,9 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
       m->n_pos = (int) pt->shape[0];
       CK (hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error));
     }
-  if (ns != HN_NAMES_DISTILBERT)
+  if (ns != HN_NAMES_DISTILBERT && ns != HN_NAMES_ESM && ns != HN_NAMES_MPNET)
     CK (hn_wl_matrix (L, tn, m->type_vocab, E, TRUE, &m->type, error));
-  if (!pre) /* megatron-bert and xlm-roberta-xl embeddings have no norm (their layers are pre-norm) */
+  if (!pre || ns == HN_NAMES_ROBERTA_PRELN) /* megatron-bert, xlm-roberta-xl and esm embeddings have no norm */
     CK (hn_wl_norm (L, N.emb, "LayerNorm", E, &m->emb_ln_w, &m->emb_ln_b, error));
   if (N.proj && ns == HN_NAMES_ROFORMER && E == C)
     N.proj = NULL; /* RoFormerModel projects only an embedding_size other than hidden_size */
@@ -369,8 +462,23 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
     }
   if (pre)
     {
-      g_autofree char *fp = g_strdup_printf ("%s.encoder.", base);
-      CK (hn_wl_norm (L, fp, ns == HN_NAMES_MEGATRON_BERT ? "ln" : "LayerNorm", C, &m->final_w, &m->final_b, error));
+      /* the final norm: under the encoder, or the model (roberta_prelayernorm.LayerNorm) */
+      g_autofree char *fp = g_strdup_printf (ns == HN_NAMES_ROBERTA_PRELN ? "%s." : "%s.encoder.", base);
+      const char *fnn = ns == HN_NAMES_MEGATRON_BERT ? "ln" : ns == HN_NAMES_ESM ? "emb_layer_norm_after" : "LayerNorm";
+      CK (hn_wl_norm (L, fp, fnn, C, &m->final_w, &m->final_b, error));
+    }
+  if (ns == HN_NAMES_MPNET)
+    {
+      /* MPNetEncoder: one table of bidirectional T5 buckets (max distance 128) added in every layer */
+      const HnSafetensorInfo *rt = hn_wl_find (L, "mpnet.encoder.relative_attention_bias.weight", TRUE, error);
+      CK (rt);
+      if (rt->ndim != 2 || rt->shape[1] != m->H || rt->shape[0] < 2 || rt->shape[0] > 1024)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [buckets, %d]", rt->file, rt->name, m->H);
+          return FALSE;
+        }
+      m->buckets = (int) rt->shape[0];
+      CK ((m->rel = hn_safetensor_info_dup_f32 (rt, error)));
     }
   if (strcmp (m->arch->model_type, "big_bird") == 0)
     {
@@ -393,8 +501,12 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
       hp = "generator_predictions.", dense = "dense", norm = "LayerNorm", dec = "../generator_lm_head",
       bias = "../generator_lm_head.bias", HE = E;
       break;
+    case HN_NAMES_REMBERT: /* RemBertLMPredictionHead: output_embedding_size wide, its own decoder */
+      hp = "cls.predictions.", dense = "dense", norm = "LayerNorm", dec = "decoder", bias = "decoder.bias";
+      HE = m->head_width;
+      break;
     default:
-      if (m->pad_positions >= 0)
+      if (m->pad_positions >= 0 || ns == HN_NAMES_ESM)
         hp = "lm_head.", dense = "dense", norm = "layer_norm", dec = "decoder", bias = "bias";
       else
         hp = "cls.predictions.", dense = "transform.dense", norm = "transform.LayerNorm", dec = "decoder",
@@ -409,8 +521,13 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
   g_autofree char *decb = g_str_has_prefix (dec, "../") ? g_strdup_printf ("%s.bias", dec + 3)
                                                          : g_strdup_printf ("%s%s.bias", hp, dec);
   g_autofree char *biasn = g_str_has_prefix (bias, "../") ? g_strdup (bias + 3) : g_strdup_printf ("%s%s", hp, bias);
-  hn_wl_find (L, decw, FALSE, NULL); /* tied: transformers uses the word embeddings */
-  m->dec_w = m->word;
+  if (ns == HN_NAMES_REMBERT)
+    CK (hn_wl_matrix (L, decw, m->vocab, HE, TRUE, &m->dec_w, error));
+  else
+    {
+      hn_wl_find (L, decw, FALSE, NULL); /* tied: transformers uses the word embeddings */
+      m->dec_w = m->word;
+    }
   CK (hn_wl_vector (L, biasn, m->vocab, FALSE, &m->dec_b, error));
   if (!m->dec_b)
     CK (hn_wl_vector (L, decb, m->vocab, TRUE, &m->dec_b, error));
@@ -478,10 +595,46 @@ load_modernbert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **
   return TRUE;
 }
 
+/* XLMWithLMHeadModel: post-norm layers named by their position in per-kind lists; the head is
+ * pred_layer.proj, tied to the embeddings (no transform). */
+static gboolean
+load_xlm (HnEncoder *m, HnWLoader *L, GError **error)
+{
+  gint64 C = m->C, F = m->F;
+  CK (hn_wl_matrix (L, "transformer.embeddings.weight", m->vocab, C, TRUE, &m->word, error));
+  const HnSafetensorInfo *pt = hn_wl_find (L, "transformer.position_embeddings.weight", TRUE, error);
+  CK (pt);
+  if (pt->ndim == 2 && pt->shape[0] >= 1)
+    m->n_pos = (int) pt->shape[0];
+  CK (hn_wl_matrix (L, pt->name, m->n_pos, C, TRUE, &m->pos, error) &&
+      hn_wl_norm (L, "transformer.", "layer_norm_emb", C, &m->emb_ln_w, &m->emb_ln_b, error));
+  m->layers = g_new0 (EncLayer, m->n_unique);
+  for (int i = 0; i < m->n_unique; i++)
+    {
+      EncLayer *lw = &m->layers[i];
+      g_autofree char *ap = g_strdup_printf ("transformer.attentions.%d.", i);
+      g_autofree char *fp = g_strdup_printf ("transformer.ffns.%d.", i);
+      g_autofree char *n1 = g_strdup_printf ("layer_norm1.%d", i), *n2 = g_strdup_printf ("layer_norm2.%d", i);
+      CK (hn_wl_linear (L, ap, "q_lin", C, C, &lw->wq, &lw->bq, error) &&
+          hn_wl_linear (L, ap, "k_lin", C, C, &lw->wk, &lw->bk, error) &&
+          hn_wl_linear (L, ap, "v_lin", C, C, &lw->wv, &lw->bv, error) &&
+          hn_wl_linear (L, ap, "out_lin", C, C, &lw->wo, &lw->bo, error) &&
+          hn_wl_norm (L, "transformer.", n1, C, &lw->ln1_w, &lw->ln1_b, error) &&
+          hn_wl_linear (L, fp, "lin1", F, C, &lw->wi, &lw->bi, error) &&
+          hn_wl_linear (L, fp, "lin2", C, F, &lw->wd, &lw->bd, error) &&
+          hn_wl_norm (L, "transformer.", n2, C, &lw->ln2_w, &lw->ln2_b, error));
+    }
+  hn_wl_find (L, "pred_layer.proj.weight", FALSE, NULL); /* tied to the embeddings */
+  m->dec_w = m->word;
+  return hn_wl_vector (L, "pred_layer.proj.bias", m->vocab, TRUE, &m->dec_b, error);
+}
+
 static gboolean
 load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
   HnEncoder *m = model;
+  if (m->arch->names == HN_NAMES_XLM)
+    return load_xlm (m, L, error);
   return m->arch->names == HN_NAMES_MODERNBERT ? load_modernbert (m, L, cfg, error) : load_bert_like (m, L, error);
 }
 
@@ -518,7 +671,7 @@ linear (HnCmd *cmd, HnScratch *sc, HnTensor **out, const char *name, HnTensor *x
 
 static gboolean
 record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, HnTensor *pos, HnTensor *local_mask,
-              GError **error)
+              HnTensor *rel_bias, const HnAttendWork *aw, GError **error)
 {
   const EncLayer *lw = &m->layers[m->order[step]];
   gint64 N = x->shape[0], C = m->C, H = m->H, D = m->D;
@@ -547,7 +700,8 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
         CK (hn_op_rope (cmd, v3, v3, pos, inv, (int) D, m->rope_style, rs, error));
       mask = local ? local_mask : NULL;
     }
-  CK (hn_encdec_attend (cmd, sc, NULL, att, q3, k3, v3, 1.0f / sqrtf ((float) D), NULL, mask, FALSE, 0, error));
+  CK (hn_encdec_attend (cmd, sc, rel_bias ? aw : NULL, att, q3, k3, v3, 1.0f / sqrtf ((float) D), rel_bias, mask,
+                        FALSE, 0, error));
   HnTensor *att2 = hn_scratch_shape (sc, att, 2, (gint64[]) { N, C }, error);
   CK (att2 && linear (cmd, sc, &o, "enc.o", att2, lw->wo, lw->bo, error));
   if (m->pre_norm)
@@ -679,16 +833,39 @@ hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, in
     ok = ok && hn_op_copy (cmd, x, e, error);
   if (ok && m->proj_w)
     ok = hn_op_matmul (cmd, x, e, m->proj_w, m->proj_b, error);
+  HnTensor *rel_bias = NULL;
+  HnAttendWork aw = { 0 };
+  if (ok && m->rel)
+    {
+      /* mpnet: the [H, N, N] bias of the (key - query) buckets, and the biased attention's buffers */
+      gint64 H = m->H, HD = (gint64) m->H * m->D;
+      g_autofree float *bias = g_new (float, (gsize) (H * N * N));
+      for (gint64 i = 0; i < N; i++)
+        for (gint64 j = 0; j < N; j++)
+          {
+            int bk = hn_t5_relative_bucket ((int) (j - i), TRUE, m->buckets, 128);
+            for (gint64 h = 0; h < H; h++)
+              bias[(h * N + i) * N + j] = m->rel[bk * H + h];
+          }
+      ok = (rel_bias = hn_scratch_new (&sc, "enc.rel_bias", HN_DTYPE_F32, 3, (gint64[]) { H, N, N }, error)) &&
+           hn_tensor_upload_f32 (rel_bias, bias, (gsize) (H * N * N), error) &&
+           (aw.qh = hn_scratch_new (&sc, "enc.qh", HN_DTYPE_F32, 1, (gint64[]) { N * HD }, error)) &&
+           (aw.kh = hn_scratch_new (&sc, "enc.kh", HN_DTYPE_F32, 1, (gint64[]) { N * HD }, error)) &&
+           (aw.vh = hn_scratch_new (&sc, "enc.vh", HN_DTYPE_F32, 1, (gint64[]) { N * HD }, error)) &&
+           (aw.oh = hn_scratch_new (&sc, "enc.oh", HN_DTYPE_F32, 1, (gint64[]) { N * HD }, error)) &&
+           (aw.scores = hn_scratch_new (&sc, "enc.scores", HN_DTYPE_F32, 1, (gint64[]) { H * N * N }, error));
+    }
   for (int s = 0; ok && s < m->n_exec; s++)
-    ok = record_layer (m, cmd, &sc, s, x, pos_t, mask, error);
+    ok = record_layer (m, cmd, &sc, s, x, pos_t, mask, rel_bias, &aw, error);
   if (ok && m->final_w)
     ok = hn_op_layernorm (cmd, x, x, m->final_w, m->final_b, m->eps, error);
   /* head */
-  HnTensor *t = NULL;
-  ok = ok && linear (cmd, &sc, &t, "enc.head", x, m->head_w, m->head_b, error) &&
-       hn_op_unary (cmd, t, t, m->head_act, error) &&
-       hn_op_layernorm (cmd, t, t, m->head_ln_w, m->head_ln_b, m->head_eps, error) &&
-       hn_op_matmul (cmd, lg, t, m->dec_w, m->dec_b, error) && hn_cmd_submit_wait (cmd, error) &&
+  HnTensor *t = x; /* xlm: no transform before the decoder */
+  if (m->head_w)
+    ok = ok && linear (cmd, &sc, &t, "enc.head", x, m->head_w, m->head_b, error) &&
+         hn_op_unary (cmd, t, t, m->head_act, error) &&
+         hn_op_layernorm (cmd, t, t, m->head_ln_w, m->head_ln_b, m->head_eps, error);
+  ok = ok && hn_op_matmul (cmd, lg, t, m->dec_w, m->dec_b, error) && hn_cmd_submit_wait (cmd, error) &&
        hn_tensor_download_f32 (lg, logits, (gsize) N * m->vocab, error);
   hn_scratch_clear (&sc);
   return ok;

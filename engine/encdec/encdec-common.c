@@ -1,6 +1,6 @@
 /* Shared pieces of the encoder and encoder-decoder graphs (see encdec-private.h). */
 #include "base/hn-error.h"
-#include "transformer/encdec-private.h"
+#include "encdec/encdec-private.h"
 #include "tensor/ops-back.h"
 
 #include <math.h>
@@ -137,6 +137,13 @@ hn_wl_norm (HnWLoader *L, const char *pfx, const char *part, gint64 n, HnTensor 
 {
   g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
   g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
+  g_autofree char *gn = g_strdup_printf ("%s%s.gamma", pfx, part);
+  if (!hn_safetensors_lookup (L->st, wn) && hn_safetensors_lookup (L->st, gn))
+    {
+      /* the old LayerNorm spelling (esm's layers): gamma / beta */
+      g_autofree char *be = g_strdup_printf ("%s%s.beta", pfx, part);
+      return hn_wl_vector (L, gn, n, TRUE, w, error) && (!b || hn_wl_vector (L, be, n, FALSE, b, error));
+    }
   return hn_wl_vector (L, wn, n, TRUE, w, error) && (!b || hn_wl_vector (L, bn, n, FALSE, b, error));
 }
 

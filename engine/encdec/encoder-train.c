@@ -4,7 +4,7 @@
  * The loss is transformers' BertForMaskedLM loss: cross-entropy of every
  * position whose label is not -100, averaged over those (no shift). */
 #include "base/hn-error.h"
-#include "transformer/encoder-private.h"
+#include "encdec/encoder-private.h"
 #include "tensor/ops-back.h"
 
 #include <math.h>
