@@ -554,7 +554,8 @@ hn_hier_forward_step (HnHTape *t, HnHierModel *m, const HnHierIdx *ix, HnHierVSt
     if (!isfinite (lv[i]))
       {
         g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
-                     "non-finite logit at position %" G_GINT64_FORMAT " (token %u); refusing to sanitize coherent-v9 output",
+                     "the model produced a non-finite logit (NaN or Inf) at position %" G_GINT64_FORMAT " (after input token %u); "
+                     "coherent-v9 output is never sanitized",
                      pos, token);
         return FALSE;
       }

@@ -402,7 +402,8 @@ hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guin
         if (w[k].stats[3 * i + 2] != 0.0f || !isfinite (w[k].stats[3 * i]))
           {
             g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
-                         "non-finite logit at position %" G_GINT64_FORMAT " (token %u); refusing to sanitize coherent-v9 output",
+                         "the model produced a non-finite logit (NaN or Inf) at position %" G_GINT64_FORMAT " (after input token %u); "
+                     "coherent-v9 output is never sanitized",
                          s[k]->position - n + i, in[k][i]);
             return FALSE;
           }

@@ -1395,7 +1395,8 @@ hn_hier_vk_forward (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 
         if (!isfinite (out[i]))
           {
             g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
-                         "non-finite logit at position %" G_GINT64_FORMAT " (token %u); refusing to sanitize coherent-v9 output",
+                         "the model produced a non-finite logit (NaN or Inf) at position %" G_GINT64_FORMAT " (after input token %u); "
+                     "coherent-v9 output is never sanitized",
                          s[k]->position + (gint64) (i / (gsize) m->V), in[k][i / (gsize) m->V]);
             ok = FALSE;
           }

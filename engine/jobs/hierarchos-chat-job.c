@@ -17,19 +17,29 @@
 
 /* ---- the runtime a job runs on ---- */
 
+void
+hn_hier_runtime_options_read (HnJobSpec *spec, HnHierRuntimeOptions *o)
+{
+  gboolean has = hn_job_spec_lookup (spec, "runtime") != NULL;
+  o->runtime = has ? hn_job_spec_get_string (spec, "runtime") : "vulkan";
+  o->runtime_given = has && hn_job_spec_is_set (spec, "runtime");
+  o->device_index = (int) hn_job_spec_get_int (spec, "device-index");
+  o->device_index_given = hn_job_spec_is_set (spec, "device-index");
+}
+
 gboolean
-hn_hier_runtime_choose (HnJobSpec *spec, HnVkContext **ctx, char **why, GError **error)
+hn_hier_runtime_choose (const HnHierRuntimeOptions *o, HnVkContext **ctx, char **why, GError **error)
 {
   *ctx = NULL;
   *why = NULL;
-  const char *rt = hn_job_spec_lookup (spec, "runtime") ? hn_job_spec_get_string (spec, "runtime") : "vulkan";
+  const char *rt = o->runtime ? o->runtime : "auto";
   if (g_str_equal (rt, "cpu"))
     {
       *why = g_strdup ("CPU (--runtime cpu)");
       return TRUE;
     }
   gboolean any = g_str_equal (rt, "auto");
-  int device = (int) hn_job_spec_get_int (spec, "device-index");
+  int device = o->device_index;
   g_autoptr (GError) local = NULL;
   g_autoptr (HnVkContext) c = device >= 0 ? hn_vk_context_new (device, &local) : hn_vk_context_get_default (&local);
   if (!c)
@@ -60,24 +70,25 @@ hn_hier_runtime_choose (HnJobSpec *spec, HnVkContext **ctx, char **why, GError *
 }
 
 gboolean
-hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, GError **error)
+hn_hier_exec_init (HnHierExec *x, HnJob *job, HnHierModel *m, const char *model_dir, const HnHierRuntimeOptions *rt,
+                   GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
   memset (x, 0, sizeof *x);
   x->m = m;
+  x->model_dir = g_strdup (model_dir);
   g_autoptr (HnVkContext) ctx = NULL;
   g_autofree char *why = NULL;
   g_autoptr (GError) local = NULL;
-  if (!hn_hier_runtime_choose (spec, &ctx, &why, &local))
+  if (!hn_hier_runtime_choose (rt, &ctx, &why, &local))
     {
       g_set_error (error, HN_ERROR, local->code, "Hierarchos Vulkan runtime: %s (--runtime cpu runs the CPU runtime)",
                    local->message);
+      hn_hier_exec_clear (x);
       return FALSE;
     }
   if (!ctx)
     {
-      if (hn_job_spec_is_set (spec, "runtime") && g_str_equal (hn_job_spec_get_string (spec, "runtime"), "cpu") &&
-          hn_job_spec_is_set (spec, "device-index"))
+      if (rt->runtime_given && g_str_equal (rt->runtime, "cpu") && rt->device_index_given)
         hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
       x->cpu = hn_hier_runner_new (m);
       x->description = g_strdup ("CPU");
@@ -103,17 +114,79 @@ hn_hier_exec_clear (HnHierExec *x)
   g_clear_pointer (&x->cpu, hn_hier_runner_free);
   g_clear_pointer (&x->vk, hn_hier_vk_runner_free);
   g_clear_pointer (&x->description, g_free);
+  g_clear_pointer (&x->model_dir, g_free);
 }
 
 gboolean
 hn_hier_exec_feed (HnHierExec *x, HnHierState *s, const guint32 *tokens, gsize n, float *last, GError **error)
 {
+  GError *local = NULL;
+  gboolean ok = TRUE;
   if (x->vk)
-    return hn_hier_vk_runner_steps (x->vk, s, tokens, n, NULL, last, error);
-  for (gsize i = 0; i < n; i++)
-    if (!hn_hier_runner_step (x->cpu, s, tokens[i], i + 1 == n ? last : NULL, error))
+    ok = hn_hier_vk_runner_steps (x->vk, s, tokens, n, NULL, last, &local);
+  for (gsize i = 0; ok && !x->vk && i < n; i++)
+    ok = hn_hier_runner_step (x->cpu, s, tokens[i], i + 1 == n ? last : NULL, &local);
+  if (ok)
+    return TRUE;
+  if (g_error_matches (local, HN_ERROR, HN_ERROR_NUMERIC))
+    {
+      /* the weights were scanned at load (hn_hier_model_load_weights refuses NaN/Inf and names the
+       * tensor), and a restored chat state is checked the same way: the values overflowed here */
+      g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC,
+                   "%s: %s; the weights of %s/" HN_HIER_WEIGHTS_FILE " are finite (checked at load), so the values "
+                   "overflowed in the %s runtime", x->model_dir ? x->model_dir : "Hierarchos", local->message,
+                   x->model_dir ? x->model_dir : ".", x->description ? x->description : "Hierarchos");
+      g_error_free (local);
       return FALSE;
-  return TRUE;
+    }
+  g_propagate_error (error, local);
+  return FALSE;
+}
+
+void
+hn_hier_run_options_read (HnJobSpec *spec, HnHierRunOptions *o)
+{
+  memset (o, 0, sizeof *o);
+  gboolean chat = g_str_equal (hn_job_spec_get_kind (spec), "chat");
+  o->model_dir = hn_job_spec_get_string (spec, "model-path");
+  o->tokenizer_path = hn_job_spec_get_string (spec, "tokenizer-path");
+  hn_hier_runtime_options_read (spec, &o->runtime);
+  hn_hier_sampling_defaults (&o->sampling);
+  o->sampling.temperature = hn_job_spec_get_bool (spec, "do-sample") ? hn_job_spec_get_double (spec, "temperature") : 0.0;
+  o->sampling.top_k = (int) hn_job_spec_get_int (spec, "top-k");
+  o->sampling.top_p = hn_job_spec_get_double (spec, "top-p");
+  o->sampling.repetition_penalty = hn_job_spec_get_double (spec, "repetition-penalty");
+  o->max_new_tokens = hn_job_spec_get_int (spec, "max-new-tokens");
+  o->seed = (guint64) hn_job_spec_get_int (spec, "seed");
+  o->stop = hn_job_spec_get_strv (spec, "stop");
+  static const char *const empty[] = { NULL };
+  o->prompts = o->input_ids = empty;
+  if (chat)
+    {
+      o->carry_state = hn_job_spec_get_bool (spec, "carry-chat-state");
+      o->raw_prompt = hn_job_spec_get_bool (spec, "raw-prompt");
+      o->state_file = hn_job_spec_get_string (spec, "chat-state-file");
+      o->resume_state_file = hn_job_spec_get_string (spec, "resume-chat-from-state-file");
+      o->paged_cache = g_strcmp0 (hn_job_spec_get_string (spec, "cache-implementation"), "paged") == 0;
+      o->lora_adapter = hn_job_spec_is_set (spec, "lora-adapter-path");
+    }
+  else
+    {
+      o->prompts = hn_job_spec_get_strv (spec, "prompt");
+      o->input_ids = hn_job_spec_get_strv (spec, "input-ids");
+      o->prompt_file = hn_job_spec_get_string (spec, "prompt-file");
+      o->beams = hn_job_spec_get_int (spec, "num-beams") > 1 || hn_job_spec_get_int (spec, "num-return-sequences") > 1;
+    }
+  /* what only the Transformer kinds implement fails closed in the run functions */
+  static const char *const chat_only[] = { "system-prompt", "chat-template", "generation-config", "bad-words-ids",
+                                           "suppress-tokens", "eos-token-id", "no-repeat-ngram-size", "num-beams",
+                                           "min-new-tokens", "typical-p", "epsilon-cutoff", "eta-cutoff", NULL };
+  static const char *const generate_only[] = { "lora-adapter-path", "output-json", "continuous-batching",
+                                               "generation-config", "bad-words-ids", "suppress-tokens",
+                                               "no-repeat-ngram-size", NULL };
+  for (const char *const *u = chat ? chat_only : generate_only; *u && !o->unsupported; u++)
+    if (hn_job_spec_lookup (spec, *u) && hn_job_spec_is_set (spec, *u))
+      o->unsupported = *u;
 }
 
 typedef struct {
@@ -221,12 +294,14 @@ save_state (Chat *c, const char *path, GError **error)
   return TRUE;
 }
 
-static gboolean chat_loop (HnJob *job, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GError **error);
+static gboolean chat_loop (HnJob *job, const HnHierRunOptions *o, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec,
+                           GError **error);
 
 gboolean
 hn_hier_chat_job_run (HnJob *job, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
+  HnHierRunOptions o;
+  hn_hier_run_options_read (hn_job_get_spec (job), &o);
   g_autofree char *dir = hn_hub_job_model_dir (job, error);
   if (!dir)
     return FALSE;
@@ -236,28 +311,24 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
                    "model_type \"hierarchos\")", dir);
       return FALSE;
     }
-  if (g_strcmp0 (hn_job_spec_get_string (spec, "cache-implementation"), "paged") == 0)
+  if (o.paged_cache)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "--cache-implementation paged: Hierarchos is recurrent and has no attention cache to page");
       return FALSE;
     }
-  if (hn_job_spec_lookup (spec, "lora-adapter-path") && hn_job_spec_is_set (spec, "lora-adapter-path"))
+  if (o.lora_adapter)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA adapters do not apply to Hierarchos models");
       return FALSE;
     }
   /* what only the Transformer chat implements fails closed here */
-  const char *const unsupported[] = { "system-prompt", "chat-template", "generation-config", "bad-words-ids",
-                                      "suppress-tokens", "eos-token-id", "no-repeat-ngram-size", "num-beams",
-                                      "min-new-tokens", "typical-p", "epsilon-cutoff", "eta-cutoff", NULL };
-  for (int i = 0; unsupported[i]; i++)
-    if (hn_job_spec_lookup (spec, unsupported[i]) && hn_job_spec_is_set (spec, unsupported[i]))
-      {
-        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: --%s is not supported for Hierarchos models (it uses "
-                     "its own \"User: ...\\n\\nAssistant: \" template and sampler)", dir, unsupported[i]);
-        return FALSE;
-      }
+  if (o.unsupported)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: --%s is not supported for Hierarchos models (it uses "
+                   "its own \"User: ...\\n\\nAssistant: \" template and sampler)", dir, o.unsupported);
+      return FALSE;
+    }
   g_autoptr (HnHierModel) m = hn_hier_model_load (dir, error);
   if (!m)
     return FALSE;
@@ -274,33 +345,28 @@ hn_hier_chat_job_run (HnJob *job, GError **error)
       return FALSE;
     }
   HnHierExec exec;
-  if (!hn_hier_exec_init (&exec, job, m, error))
+  if (!hn_hier_exec_init (&exec, job, m, dir, &o.runtime, error))
     return FALSE;
-  gboolean ok = chat_loop (job, m, tok, &exec, error);
+  gboolean ok = chat_loop (job, &o, m, tok, &exec, error);
   hn_hier_exec_clear (&exec);
   return ok;
 }
 
 static gboolean
-chat_loop (HnJob *job, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GError **error)
+chat_loop (HnJob *job, const HnHierRunOptions *o, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
   g_autoptr (HnHierState) state = hn_hier_state_new (m);
   g_autofree float *logits = g_new0 (float, m->V);
   Chat c = { job, m, tok, exec, state };
-  hn_hier_sampling_defaults (&c.sampling);
+  c.sampling = o->sampling;
   c.logits = logits;
-  c.carry = hn_job_spec_get_bool (spec, "carry-chat-state");
-  c.raw = hn_job_spec_get_bool (spec, "raw-prompt");
-  c.max_new = hn_job_spec_get_int (spec, "max-new-tokens");
-  c.seed = (guint64) hn_job_spec_get_int (spec, "seed");
-  c.state_file = hn_job_spec_get_string (spec, "chat-state-file");
-  c.stops = hn_job_spec_get_strv (spec, "stop");
-  c.sampling.temperature = hn_job_spec_get_bool (spec, "do-sample") ? hn_job_spec_get_double (spec, "temperature") : 0.0;
-  c.sampling.top_k = (int) hn_job_spec_get_int (spec, "top-k");
-  c.sampling.top_p = hn_job_spec_get_double (spec, "top-p");
-  c.sampling.repetition_penalty = hn_job_spec_get_double (spec, "repetition-penalty");
-  const char *resume = hn_job_spec_get_string (spec, "resume-chat-from-state-file");
+  c.carry = o->carry_state;
+  c.raw = o->raw_prompt;
+  c.max_new = o->max_new_tokens;
+  c.seed = o->seed;
+  c.state_file = o->state_file;
+  c.stops = o->stop;
+  const char *resume = o->resume_state_file;
   if (resume)
     {
       if (!hn_hier_state_load (m, state, resume, error))
@@ -375,10 +441,9 @@ chat_loop (HnJob *job, HnHierModel *m, HnTokenizer *tok, HnHierExec *exec, GErro
 /* ---- generate ---- */
 
 static gboolean
-generate_prompts (HnJob *job, HnTokenizer *tok, GPtrArray *prompts, GError **error)
+generate_prompts (const HnHierRunOptions *o, HnTokenizer *tok, GPtrArray *prompts, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
-  for (const char *const *ids_text = hn_job_spec_get_strv (spec, "input-ids"); ids_text && *ids_text; ids_text++)
+  for (const char *const *ids_text = o->input_ids; *ids_text; ids_text++)
     {
       GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_ptr_array_add (prompts, ids);
@@ -396,9 +461,9 @@ generate_prompts (HnJob *job, HnTokenizer *tok, GPtrArray *prompts, GError **err
         }
     }
   g_autoptr (GPtrArray) texts = g_ptr_array_new_with_free_func (g_free);
-  for (const char *const *p = hn_job_spec_get_strv (spec, "prompt"); p && *p; p++)
+  for (const char *const *p = o->prompts; *p; p++)
     g_ptr_array_add (texts, g_strdup (*p));
-  const char *pf = hn_job_spec_get_string (spec, "prompt-file");
+  const char *pf = o->prompt_file;
   if (pf)
     {
       g_autofree char *content = NULL;
@@ -484,18 +549,16 @@ generate_one (HnJob *job, HnHierExec *exec, HnTokenizer *tok, const HnHierSampli
 gboolean
 hn_hier_generate_job_run (HnJob *job, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
-  const char *dir = hn_job_spec_get_string (spec, "model-path");
+  HnHierRunOptions o;
+  hn_hier_run_options_read (hn_job_get_spec (job), &o);
+  const char *dir = o.model_dir;
   /* What only Transformer generation implements fails closed here. */
-  const char *const unsupported[] = { "lora-adapter-path", "output-json", "continuous-batching", "generation-config",
-                                      "bad-words-ids", "suppress-tokens", "no-repeat-ngram-size", NULL };
-  for (int i = 0; unsupported[i]; i++)
-    if (hn_job_spec_lookup (spec, unsupported[i]) && hn_job_spec_is_set (spec, unsupported[i]))
-      {
-        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--%s is not supported for Hierarchos models", unsupported[i]);
-        return FALSE;
-      }
-  if (hn_job_spec_get_int (spec, "num-beams") > 1 || hn_job_spec_get_int (spec, "num-return-sequences") > 1)
+  if (o.unsupported)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "--%s is not supported for Hierarchos models", o.unsupported);
+      return FALSE;
+    }
+  if (o.beams)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "beam search and several return sequences are not "
                    "supported for Hierarchos models");
@@ -504,26 +567,18 @@ hn_hier_generate_job_run (HnJob *job, GError **error)
   g_autoptr (HnHierModel) m = hn_hier_model_load (dir, error);
   if (!m)
     return FALSE;
-  const char *tp = hn_job_spec_get_string (spec, "tokenizer-path");
-  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tp ? tp : dir, error);
+  g_autoptr (HnTokenizer) tok = hn_tokenizer_load (o.tokenizer_path ? o.tokenizer_path : dir, error);
   if (!tok)
     return FALSE;
   g_autoptr (GPtrArray) prompts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
-  if (!generate_prompts (job, tok, prompts, error))
+  if (!generate_prompts (&o, tok, prompts, error))
     return FALSE;
-  HnHierSampling smp;
-  hn_hier_sampling_defaults (&smp);
-  smp.temperature = hn_job_spec_get_bool (spec, "do-sample") ? hn_job_spec_get_double (spec, "temperature") : 0.0;
-  smp.top_k = (int) hn_job_spec_get_int (spec, "top-k");
-  smp.top_p = hn_job_spec_get_double (spec, "top-p");
-  smp.repetition_penalty = hn_job_spec_get_double (spec, "repetition-penalty");
   HnHierExec exec;
-  if (!hn_hier_exec_init (&exec, job, m, error))
+  if (!hn_hier_exec_init (&exec, job, m, dir, &o.runtime, error))
     return FALSE;
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < prompts->len; i++)
-    ok = generate_one (job, &exec, tok, &smp, i, g_ptr_array_index (prompts, i), hn_job_spec_get_int (spec, "max-new-tokens"),
-                       (guint64) hn_job_spec_get_int (spec, "seed"), error);
+    ok = generate_one (job, &exec, tok, &o.sampling, i, g_ptr_array_index (prompts, i), o.max_new_tokens, o.seed, error);
   hn_hier_exec_clear (&exec);
   return ok;
 }

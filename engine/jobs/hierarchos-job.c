@@ -130,9 +130,8 @@ hn_hier_job_options_read (HnJobSpec *spec, HnHierJobOptions *o, GError **error)
   t->lr_schedule = sk;
   o->optimizer = hn_job_spec_get_string (spec, "optimizer");
   o->precision = hn_job_spec_get_string (spec, "precision");
-  o->cpu = g_strcmp0 (hn_job_spec_get_string (spec, "runtime"), "cpu") == 0;
-  o->device_index = (int) hn_job_spec_get_int (spec, "device-index");
-  o->device_index_set = hn_job_spec_is_set (spec, "device-index");
+  hn_hier_runtime_options_read (spec, &o->runtime);
+  o->cpu = g_strcmp0 (o->runtime.runtime, "cpu") == 0;
   /* the geometry of a fresh model: only hierarchos-train has these, and only a value > 0 set by the user counts */
   gint64 *geo[] = { &o->h_hidden, &o->l_hidden, &o->rwkv_head_size, &o->ltm_slots };
   const char *geo_names[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
@@ -218,14 +217,14 @@ run_training (HnJob *job, GError **error)
   {
     g_autofree char *why = NULL;
     g_autoptr (GError) local = NULL;
-    if (!hn_hier_runtime_choose (spec, &vk_ctx, &why, &local))
+    if (!hn_hier_runtime_choose (&jo.runtime, &vk_ctx, &why, &local))
       {
         g_set_error (error, HN_ERROR, local->code, "%s: Hierarchos Vulkan trainer: %s (--runtime cpu trains on the CPU)",
                      kind, local->message);
         return FALSE;
       }
     hn_job_log (job, HN_LOG_INFO, "Hierarchos training runtime: %s", why);
-    if (jo.cpu && jo.device_index_set)
+    if (jo.cpu && jo.runtime.device_index_given)
       hn_job_log (job, HN_LOG_WARNING, "--runtime cpu: --device-index is not used");
   }
 

@@ -348,11 +348,11 @@ hn_memory_request_use_adapter (HnMemoryRequest *req, const char *adapter_dir, ch
  * or without one); an unusable --runtime vulkan counts as Vulkan, whose path
  * then reports the device error. */
 static gboolean
-hier_on_cpu (HnJobSpec *spec)
+hier_on_cpu (const HnHierRuntimeOptions *rt)
 {
   g_autoptr (HnVkContext) ctx = NULL;
   g_autofree char *why = NULL;
-  return hn_hier_runtime_choose (spec, &ctx, &why, NULL) && !ctx;
+  return hn_hier_runtime_choose (rt, &ctx, &why, NULL) && !ctx;
 }
 
 /* Hierarchos: training on the CPU tape (hn_hier_train_memory gives what it
@@ -365,12 +365,17 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
   const char *kind = hn_job_spec_get_kind (spec);
   gboolean training = g_str_has_prefix (kind, "hierarchos-");
   HnHierJobOptions jo = { 0 }; /* the options the training run reads */
+  HnHierRunOptions ro = { 0 }; /* those chat and generate read */
   if (training && !hn_hier_job_options_read (spec, &jo, error))
     return FALSE;
-  const char *dir = training ? jo.train.resume_from : NULL;
+  if (!training)
+    hn_hier_run_options_read (spec, &ro);
+  const HnHierRuntimeOptions *rt = training ? &jo.runtime : &ro.runtime;
+  const char *dir = training ? jo.train.resume_from : ro.model_dir;
   if (!dir)
     dir = hn_job_spec_get_string (spec, "model-path");
-  const char *tok = hn_job_spec_lookup (spec, "tokenizer-path") ? hn_job_spec_get_string (spec, "tokenizer-path") : NULL;
+  const char *tok = training ? (hn_job_spec_lookup (spec, "tokenizer-path") ? hn_job_spec_get_string (spec, "tokenizer-path") : NULL)
+                             : ro.tokenizer_path;
   g_autoptr (HnHierModel) m = NULL;
   if (dir)
     m = hn_hier_model_load (dir, error);
@@ -386,7 +391,7 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
   out->n_params = (gint64) m->n_params;
   if (!training)
     {
-      if (hier_on_cpu (spec))
+      if (hier_on_cpu (rt))
         {
           g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no memory estimate for the CPU Hierarchos runtime yet");
           return FALSE;
@@ -400,7 +405,7 @@ hierarchos_estimate (HnJobSpec *spec, HnMemoryEstimate *out, GError **error)
       out->total = dev;
       return TRUE;
     }
-  if (!hier_on_cpu (spec))
+  if (!hier_on_cpu (rt))
     {
       gint64 chunk = jo.train.chunk_size;
       guint64 rows = (guint64) jo.train.batch_size * (guint64) jo.train.accumulation_steps;

@@ -482,11 +482,74 @@ test_memory_estimate (void)
   rm_rf (tmp);
 }
 
+/* Non-finite numbers: a NaN weight is refused at load naming the file and the
+ * tensor; logits that overflow with finite weights fail naming the model
+ * folder and saying that its weights are finite (not "non-finite logit"
+ * alone). */
+static void
+test_nonfinite (void)
+{
+  hn_job_register_builtin_kinds ();
+  g_autofree char *tok = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
+  g_autofree char *tmp = g_dir_make_tmp ("hier-jobs-XXXXXX", NULL);
+  g_autofree char *nan_dir = g_build_filename (tmp, "nan", NULL);
+  g_autofree char *big_dir = g_build_filename (tmp, "big", NULL);
+  g_autoptr (GError) error = NULL;
+  const char *const ov[] = { "persistent_dim=8", "ltm_slots=16", "ltm_key_dim=8", "ltm_val_dim=8", "ltm_topk=2",
+                             "rwkv_head_size=8", "max_h_steps=3", "max_l_steps=2", NULL };
+  g_autoptr (HnHierModel) m = hn_hier_init_model_dir (tok, nan_dir, 16, ov, 7, &error);
+  g_assert_no_error (error);
+  HnHierParam *head = NULL, *victim = m->param_list->pdata[m->param_list->len / 2];
+  for (guint i = 0; i < m->param_list->len; i++)
+    if (g_str_equal (((HnHierParam *) m->param_list->pdata[i])->name, "lm_head.weight"))
+      head = m->param_list->pdata[i];
+  g_assert_nonnull (head);
+  g_assert_true (victim != head);
+
+  /* logits past the float range from finite weights */
+  for (gsize j = 0; j < head->numel; j++)
+    m->params[head->offset + j] = 3e38f;
+  g_assert_cmpint (g_mkdir (big_dir, 0755), ==, 0);
+  g_assert_true (hn_hier_model_save (m, big_dir, &error));
+  g_assert_no_error (error);
+  Events e;
+  events_init (&e);
+  const char *const chat_big[] = { "chat", "--model-path", big_dir, "--tokenizer-path", tok, "--runtime", "cpu",
+                                   "--max-new-tokens", "2", NULL };
+  const char *const inputs[] = { "Hello", NULL };
+  g_assert_false (run_job (chat_big, inputs, &e, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NUMERIC);
+  g_autofree char *weights = g_build_filename (big_dir, "model.safetensors", NULL);
+  if (!strstr (error->message, "non-finite logit (NaN or Inf)") || !g_str_has_prefix (error->message, big_dir) ||
+      !strstr (error->message, "are finite (checked at load)") || !strstr (error->message, weights))
+    g_error ("unclear: %s", error->message);
+  g_clear_error (&error);
+  events_clear (&e);
+
+  /* a NaN in one weight: refused at load, the file and the tensor named */
+  m->params[victim->offset + victim->numel / 2] = NAN;
+  g_assert_true (hn_hier_model_save (m, nan_dir, &error));
+  g_assert_no_error (error);
+  events_init (&e);
+  const char *const chat_nan[] = { "chat", "--model-path", nan_dir, "--tokenizer-path", tok, "--runtime", "cpu",
+                                   "--max-new-tokens", "2", NULL };
+  g_assert_false (run_job (chat_nan, inputs, &e, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NUMERIC);
+  g_autofree char *nan_weights = g_build_filename (nan_dir, "model.safetensors", NULL);
+  g_autofree char *named = g_strdup_printf ("%s: tensor '%s' contains non-finite values", nan_weights, victim->name);
+  if (!strstr (error->message, named))
+    g_error ("got '%s', want '%s'", error->message, named);
+  g_clear_error (&error);
+  events_clear (&e);
+  rm_rf (tmp);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/hierarchos/jobs/init-train-chat", test_init_train_chat);
   g_test_add_func ("/hierarchos/jobs/memory-estimate", test_memory_estimate);
+  g_test_add_func ("/hierarchos/jobs/nonfinite", test_nonfinite);
   return g_test_run ();
 }
