@@ -35,6 +35,8 @@ typedef struct {
   HnTokenDecoder *dec;
   gint64 n_tokens;
   GError *stream_error;
+  gint64 max_positions;      /* config.json's max_position_embeddings (<= 0: none) */
+  gboolean warned_positions; /* once per conversation */
 } Chat;
 
 static void
@@ -54,6 +56,25 @@ reset (Chat *c)
   if (c->system && *c->system)
     add_message (c->messages, "system", c->system);
   g_array_set_size (c->raw_ids, 0);
+  c->warned_positions = FALSE;
+}
+
+/* transformers warns the same way (generate's warn_positions): a conversation
+ * grows by every turn, so this is checked before each reply, once per
+ * conversation */
+static void
+warn_positions (Chat *c, guint n_prompt)
+{
+  gint64 total = c->opt->max_new_tokens > 0 ? (gint64) n_prompt + c->opt->max_new_tokens
+                                            : MAX ((gint64) n_prompt, (gint64) c->opt->max_length);
+  if (c->max_positions <= 0 || c->warned_positions || total <= c->max_positions)
+    return;
+  c->warned_positions = TRUE;
+  hn_job_log (c->job, HN_LOG_WARNING,
+              "the conversation may reach %" G_GINT64_FORMAT " tokens (%u in the prompt), past the model's "
+              "max_position_embeddings (%" G_GINT64_FORMAT "): positions after it are outside what the model was "
+              "trained on, and replies may degrade (/reset starts a new conversation)",
+              total, n_prompt, c->max_positions);
 }
 
 static void
@@ -99,6 +120,7 @@ reply (Chat *c, const char *input, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "the prompt is empty");
       return -1;
     }
+  warn_positions (c, ids->len);
   c->dec = hn_token_decoder_new (c->tok, TRUE);
   c->n_tokens = 0;
   g_autoptr (HnGenerateResult) r =
@@ -304,7 +326,7 @@ transformer_chat (HnJob *job, const char *model_dir, HnGenerateOptions *opt, GEr
               hn_transformer_get_weight_bytes (model) / 1e6, raw ? "raw prompts" : "chat template");
 
   Chat c = { job, model, tok, tmpl, opt, mode, co.system_prompt, json_array_new (),
-             g_array_new (FALSE, FALSE, sizeof (int32_t)) };
+             g_array_new (FALSE, FALSE, sizeof (int32_t)), .max_positions = mc->max_position_embeddings };
   if (raw && c.system)
     hn_job_log (job, HN_LOG_WARNING, "--raw-prompt: --system-prompt is not used (it is a chat template message)");
   reset (&c);

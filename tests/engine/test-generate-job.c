@@ -471,6 +471,41 @@ test_silent_results (void)
   const char *within[] = { "generate", "--model-path", short_ctx, "--input-ids", "1,2", "--max-new-tokens", "4", NULL };
   g_assert_true (run (within, &ev, &error));
   g_assert_null (strstr (ev.logs->str, "max_position_embeddings"));
+  /* chat: the first turn fits, the conversation passes the limit in the second; warned once */
+  {
+    copy_file (model, short_ctx, "tokenizer.json", NULL, NULL);
+    copy_file (model, short_ctx, "tokenizer_config.json", NULL, NULL);
+    const char *chat[] = { "chat", "--model-path", short_ctx, "--raw-prompt", "--do-sample=false", "--max-new-tokens",
+                           "2", NULL };
+    g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) g_strv_length ((char **) chat), chat, &error);
+    g_assert_no_error (error);
+    g_autoptr (HnJob) job = hn_job_new (spec);
+    Events ce = { g_string_new (NULL), .logs = g_string_new (NULL) };
+    hn_job_set_event_func (job, on_event, &ce, NULL);
+    hn_job_push_input (job, "Once");
+    hn_job_push_input (job, "upon");
+    hn_job_push_input (job, "a");
+    hn_job_close_input (job);
+    gboolean ran = hn_job_run_sync (job, &error);
+    g_assert_no_error (error);
+    g_assert_true (ran);
+    const char *w = strstr (ce.logs->str, "the conversation may reach ");
+    if (!w || !strstr (w, "past the model's max_position_embeddings (6)"))
+      g_error ("no warning in: %s", ce.logs->str);
+    g_assert_null (strstr (w + 1, "the conversation may reach ")); /* once */
+    events_clear (&ce);
+    /* the first turn alone (BOS, "Once" and 2 new tokens) is within: no warning */
+    g_autoptr (HnJob) one = hn_job_new (spec);
+    Events oe = { g_string_new (NULL), .logs = g_string_new (NULL) };
+    hn_job_set_event_func (one, on_event, &oe, NULL);
+    hn_job_push_input (one, "Once");
+    hn_job_close_input (one);
+    g_assert_true (hn_job_run_sync (one, &error));
+    g_assert_no_error (error);
+    g_assert_true (oe.text->len > 0);
+    g_assert_null (strstr (oe.logs->str, "max_position_embeddings"));
+    events_clear (&oe);
+  }
   rm_dir (short_ctx);
 
   /* a NaN in one weight: the error names it and its file */
