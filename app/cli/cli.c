@@ -63,6 +63,35 @@ hn_cli_check_repeats (const GOptionEntry *entries, int argc, char **argv, GError
   return TRUE;
 }
 
+HnJobSpec *
+hn_cli_parse_command (const char *name, int argc, char **argv, int *exit_status)
+{
+  const HnJobKindInfo *info = hn_command_lookup (name);
+  g_return_val_if_fail (info != NULL, NULL);
+  *exit_status = 2;
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_ptr_array_add (args, (gpointer) info->name);
+  for (int i = 1; i < argc; i++)
+    {
+      if (strcmp (argv[i], "--help") == 0 || strcmp (argv[i], "-h") == 0)
+        {
+          hn_job_spec_print_help (info, stdout);
+          *exit_status = 0;
+          return NULL;
+        }
+      g_ptr_array_add (args, argv[i]);
+    }
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) args->len, (const char *const *) args->pdata, &error);
+  if (!spec || !hn_job_spec_validate (spec, &error))
+    {
+      fprintf (stderr, "error: %s\n", error->message);
+      return NULL;
+    }
+  *exit_status = 0;
+  return g_steal_pointer (&spec);
+}
+
 static const HnCliCommand *
 find_command (const char *name)
 {

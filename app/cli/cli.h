@@ -2,6 +2,8 @@
 #pragma once
 #include <glib.h>
 
+#include "jobs/job-spec.h"
+
 G_BEGIN_DECLS
 
 typedef struct {
@@ -15,8 +17,16 @@ extern const HnCliCommand hn_cli_commands[];
 
 int hn_cli_main (int argc, char **argv);
 
-/* A GOptionContext takes the last of an option given twice; this refuses
- * that for every entry but the list and callback ones. Call before parsing. */
+/* Parses a command's argv (argv[0] = its name) by its row of hn_command_table
+ * (engine/jobs/job-options.c): -h/--help prints the help generated from the
+ * option table (*exit_status 0), an unknown, repeated, malformed or missing
+ * option prints the error (*exit_status 2); both return NULL. Otherwise the
+ * checked spec, whose getters give the typed values. */
+HnJobSpec *hn_cli_parse_command (const char *name, int argc, char **argv, int *exit_status);
+
+/* For the commands still on a GOptionContext (merge-lora, export-gguf): it
+ * takes the last of an option given twice; this refuses that for every entry
+ * but the list and callback ones. Call before parsing. */
 gboolean hn_cli_check_repeats (const GOptionEntry *entries, int argc, char **argv, GError **error);
 
 /* Prints "error: <message>" to stderr and returns the exit status 1. */

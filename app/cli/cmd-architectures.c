@@ -11,20 +11,12 @@ int hn_cmd_architectures (int argc, char **argv);
 int
 hn_cmd_architectures (int argc, char **argv)
 {
-  gboolean json = FALSE, count = FALSE, markdown = FALSE;
-  GOptionEntry entries[] = {
-    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the registry as JSON", NULL },
-    { "count", 0, 0, G_OPTION_ARG_NONE, &count, "Print the number of parity-verified architectures", NULL },
-    { "markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "Print the registry as a Markdown page", NULL },
-    { NULL },
-  };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- list supported model architectures");
-  g_option_context_add_main_entries (ctx, entries, NULL);
-  GError *error = NULL;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (ctx, &argc, &argv, &error))
-    return hn_cli_fail (error);
-  if (argc > 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("architectures", argc, argv, &status);
+  if (!spec)
+    return status;
+  gboolean json = hn_job_spec_get_bool (spec, "json"), count = hn_job_spec_get_bool (spec, "count"),
+           markdown = hn_job_spec_get_bool (spec, "markdown");
   if (count)
     {
       printf ("%u\n", hn_arch_count_parity_verified ());

@@ -45,9 +45,12 @@ static const SynthShape synth_shapes[] = {
   { NULL },
 };
 
+/* The benchmark's options, read once from its spec (hn_command_table); the
+ * strings belong to the spec. 0 / NULL: the workload's default. */
 typedef struct {
-  char *model_path, *synthetic, *dtype, *workload, *device, *concurrency, *device_indices;
-  char *quantization, *lora_targets; /* lora: the base's packing (nf4, nf4-dq, int8) and targets */
+  const char *model_path, *synthetic, *dtype, *workload, *device, *concurrency, *device_indices;
+  const char *quantization, *lora_targets; /* lora: the base's packing (nf4, int8; --double-quant) and targets */
+  gboolean double_quant;
   int batch, seq_len, new_tokens, iterations, warmup, size, requests, lora_r;
   gboolean json, profile, continuous_batching, checkpointing;
 } BenchOptions;
@@ -812,11 +815,10 @@ run_benchmark (const BenchOptions *o)
                                             : g_ptr_array_new_with_free_func ((GDestroyNotify) hn_vk_context_unref);
           if (ctxs && !devs)
             g_ptr_array_add (ctxs, hn_vk_context_ref (ctx));
-          /* --quantization: nf4, nf4-dq (double-quantized scales) or int8, LoRA only */
+          /* --quantization: nf4 (--double-quant: double-quantized scales) or int8, LoRA only */
           HnDType quant = HN_DTYPE_F32;
           const char *qs = o->quantization;
-          gboolean dq = qs && g_str_equal (qs, "nf4-dq");
-          if (qs && !hn_quant_dtype_from_string (dq ? "nf4" : qs, dq, &quant, &error))
+          if (qs && !hn_quant_dtype_from_string (qs, o->double_quant, &quant, &error))
             return hn_cli_fail (g_steal_pointer (&error));
           if (quant != HN_DTYPE_F32 && !g_str_equal (wl, "lora"))
             {
@@ -893,61 +895,36 @@ int hn_cmd_benchmark (int argc, char **argv);
 int
 hn_cmd_benchmark (int argc, char **argv)
 {
-  BenchOptions o = { .batch = 1, .iterations = 5, .warmup = 1 };
-  GOptionEntry entries[] = {
-    { "model-path", 0, 0, G_OPTION_ARG_FILENAME, &o.model_path, "Model folder (config.json + safetensors)", "DIR" },
-    { "synthetic", 0, 0, G_OPTION_ARG_STRING, &o.synthetic, "Random weights of a named shape: llama-1b, llama3-8b, gpt2-124m, tiny", "NAME" },
-    { "dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "Weight dtype of a synthetic model / GEMM: f32, f16, bf16 (default bf16)", "T" },
-    { "workload", 0, 0, G_OPTION_ARG_STRING, &o.workload, "decode (default), prefill, gemm, train, lora", "W" },
-    { "batch", 0, 0, G_OPTION_ARG_INT, &o.batch, "Sequences per step (default 1)", "N" },
-    { "seq-len", 0, 0, G_OPTION_ARG_INT, &o.seq_len, "Prompt / sequence length (decode 128, prefill 512, train 1024)", "N" },
-    { "new-tokens", 0, 0, G_OPTION_ARG_INT, &o.new_tokens, "Decode steps to time (default 128)", "N" },
-    { "iterations", 0, 0, G_OPTION_ARG_INT, &o.iterations, "Timed repetitions of prefill/train/gemm (default 5)", "N" },
-    { "warmup", 0, 0, G_OPTION_ARG_INT, &o.warmup, "Untimed repetitions first (default 1)", "N" },
-    { "size", 0, 0, G_OPTION_ARG_INT, &o.size, "GEMM size M=N=K (default 8192)", "N" },
-    { "device", 0, 0, G_OPTION_ARG_STRING, &o.device, "Device index, UUID or name substring", "SEL" },
-    { "device-index", 0, 0, G_OPTION_ARG_STRING, &o.device, "Same as --device", "N" },
-    { "device-indices", 0, 0, G_OPTION_ARG_STRING, &o.device_indices,
-      "Train on several devices at once (data parallel, the batch split): 0,1 (0,0: two logical devices on one GPU)", "LIST" },
-    { "profile", 0, 0, G_OPTION_ARG_NONE, &o.profile, "Per-op GPU time of one step (timestamp queries)", NULL },
-    { "continuous-batching", 0, 0, G_OPTION_ARG_NONE, &o.continuous_batching,
-      "Decode: serve --requests prompts with continuous batching over the paged cache, beside sequential runs", NULL },
-    { "requests", 0, 0, G_OPTION_ARG_INT, &o.requests, "Continuous batching: prompts to serve (default 64)", "N" },
-    { "concurrency", 0, 0, G_OPTION_ARG_STRING, &o.concurrency,
-      "Continuous batching: requests decoded together, a comma-separated list (default 1,8,32,64)", "LIST" },
-    { "gradient-checkpointing", 0, 0, G_OPTION_ARG_NONE, &o.checkpointing,
-      "Train / lora: recompute each layer in the backward instead of keeping its activations", NULL },
-    { "quantization", 0, 0, G_OPTION_ARG_STRING, &o.quantization,
-      "Lora: the frozen base packed as nf4, nf4-dq (double-quantized scales) or int8 (QLoRA)", "Q" },
-    { "lora-r", 0, 0, G_OPTION_ARG_INT, &o.lora_r, "Lora: adapter rank (default 8)", "R" },
-    { "lora-target-modules", 0, 0, G_OPTION_ARG_STRING, &o.lora_targets,
-      "Lora: modules to adapt (default q_proj,k_proj,v_proj,o_proj; all-linear)", "LIST" },
-    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json, "One-line JSON (default: pretty JSON)", NULL },
-    { NULL },
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("benchmark", argc, argv, &status);
+  if (!spec)
+    return status;
+  BenchOptions o = {
+    .model_path = hn_job_spec_get_string (spec, "model-path"),
+    .synthetic = hn_job_spec_get_string (spec, "synthetic"),
+    .dtype = hn_job_spec_get_string (spec, "dtype"),
+    .workload = hn_job_spec_get_string (spec, "workload"),
+    .device = hn_job_spec_get_string (spec, "device"),
+    .concurrency = hn_job_spec_get_string (spec, "concurrency"),
+    .device_indices = hn_job_spec_get_string (spec, "device-indices"),
+    .quantization = hn_job_spec_get_string (spec, "quantization"),
+    .double_quant = hn_job_spec_get_bool (spec, "double-quant"),
+    .lora_targets = hn_job_spec_get_string (spec, "lora-target-modules"),
+    .batch = (int) hn_job_spec_get_int (spec, "batch-size"),
+    .seq_len = (int) hn_job_spec_get_int (spec, "seq-len"),
+    .new_tokens = (int) hn_job_spec_get_int (spec, "max-new-tokens"),
+    .iterations = (int) hn_job_spec_get_int (spec, "iterations"),
+    .warmup = (int) hn_job_spec_get_int (spec, "warmup"),
+    .size = (int) hn_job_spec_get_int (spec, "size"),
+    .requests = (int) hn_job_spec_get_int (spec, "requests"),
+    .lora_r = (int) hn_job_spec_get_int (spec, "lora-r"),
+    .json = hn_job_spec_get_bool (spec, "json"),
+    .profile = hn_job_spec_get_bool (spec, "profile"),
+    .continuous_batching = hn_job_spec_get_bool (spec, "continuous-batching"),
+    .checkpointing = hn_job_spec_get_bool (spec, "gradient-checkpointing"),
   };
-  g_autoptr (GOptionContext) oc = g_option_context_new ("- time the reference workloads");
-  g_option_context_set_summary (oc, "Decode and prefill on a model or on random weights of the reference shapes,\n"
-                                    "and a GEMM, reporting tokens/s, GB/s, TFLOP/s and peak device memory.");
-  g_option_context_add_main_entries (oc, entries, NULL);
-  g_autoptr (GError) error = NULL;
-  int rc;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (oc, &argc, &argv, &error))
-    rc = hn_cli_fail (g_steal_pointer (&error));
-  else if (argc > 1)
-    {
-      fprintf (stderr, "error: unexpected argument '%s'\n", argv[1]);
-      rc = 2;
-    }
-  else
-    rc = run_benchmark (&o);
-  g_free (o.model_path);
-  g_free (o.synthetic);
-  g_free (o.quantization);
-  g_free (o.lora_targets);
-  g_free (o.dtype);
-  g_free (o.workload);
-  g_free (o.device);
-  g_free (o.concurrency);
-  g_free (o.device_indices);
-  return rc;
+  /* "none" is the table's word for no packing */
+  if (o.quantization && g_str_equal (o.quantization, "none"))
+    o.quantization = NULL;
+  return run_benchmark (&o);
 }

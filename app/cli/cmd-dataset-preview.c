@@ -107,35 +107,16 @@ add_row (JsonBuilder *b, const HnDatasetPreviewRow *r)
 int
 hn_cmd_dataset_preview (int argc, char **argv)
 {
-  g_autofree char *train = NULL, *tokenizer = NULL, *shape_name = NULL, *template_file = NULL;
-  gint seq_len = 256, n_rows = 5;
-  gboolean json = FALSE, no_pack = FALSE, no_mask = FALSE, quick = FALSE;
-  GOptionEntry entries[] = {
-    { "train", 0, 0, G_OPTION_ARG_FILENAME, &train, "Training file (.jsonl, .json, .txt)", "FILE" },
-    { "tokenizer", 't', 0, G_OPTION_ARG_FILENAME, &tokenizer, "Tokenizer file or model folder", "PATH" },
-    { "shape", 0, 0, G_OPTION_ARG_STRING, &shape_name,
-      "Row shape: auto (default), text, instruction, prompt-completion, qa, messages, tokens", "SHAPE" },
-    { "seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len, "Tokens per training sequence (default 256)", "N" },
-    { "rows", 'n', 0, G_OPTION_ARG_INT, &n_rows, "Rows to show (default 5)", "N" },
-    { "chat-template", 0, 0, G_OPTION_ARG_FILENAME, &template_file, "A Jinja chat template file to use instead of the tokenizer's", "FILE" },
-    { "no-pack", 0, 0, G_OPTION_ARG_NONE, &no_pack, "Do not pack text rows into full sequences", NULL },
-    { "no-mask-prompt", 0, 0, G_OPTION_ARG_NONE, &no_mask, "Train on prompt tokens too", NULL },
-    { "quick", 0, 0, G_OPTION_ARG_NONE, &quick, "Only read the rows shown (no counts for the whole file)", NULL },
-    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL },
-    { NULL },
-  };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- show training rows as the trainer sees them");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("dataset-preview", argc, argv, &status);
+  if (!spec)
+    return status;
+  const char *train = hn_job_spec_get_string (spec, "train"), *tokenizer = hn_job_spec_get_string (spec, "tokenizer-path");
+  const char *shape_name = hn_job_spec_get_string (spec, "shape"), *template_file = hn_job_spec_get_string (spec, "chat-template");
+  int seq_len = (int) hn_job_spec_get_int (spec, "seq-len"), n_rows = (int) hn_job_spec_get_int (spec, "rows");
+  gboolean json = hn_job_spec_get_bool (spec, "json"), no_pack = hn_job_spec_get_bool (spec, "no-pack");
+  gboolean no_mask = hn_job_spec_get_bool (spec, "no-mask-prompt"), quick = hn_job_spec_get_bool (spec, "quick");
   GError *error = NULL;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (ctx, &argc, &argv, &error))
-    return hn_cli_fail (error);
-  if (argc > 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
-  if (!train || !tokenizer)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                                     "dataset-preview needs --train FILE and --tokenizer PATH"));
-  if (seq_len < 1 || n_rows < 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--seq-len and --rows must be at least 1"));
 
   HnDatasetOptions opts;
   hn_dataset_options_init (&opts);

@@ -10,20 +10,12 @@ int hn_cmd_devices (int argc, char **argv);
 int
 hn_cmd_devices (int argc, char **argv)
 {
-  gboolean json = FALSE;
-  GOptionEntry entries[] = {
-    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print every device's full report as a JSON array", NULL },
-    { NULL },
-  };
-  g_autoptr (GOptionContext) octx = g_option_context_new ("- list the Vulkan devices");
-  g_option_context_set_description (octx,
-    "A device is chosen with --device (or HN_DEVICE) by its index, its UUID or part of its name.\n");
-  g_option_context_add_main_entries (octx, entries, NULL);
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("devices", argc, argv, &status);
+  if (!spec)
+    return status;
+  gboolean json = hn_job_spec_get_bool (spec, "json");
   GError *error = NULL;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (octx, &argc, &argv, &error))
-    return hn_cli_fail (error);
-  if (argc > 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
   g_autoptr (GPtrArray) list = hn_vk_list_devices (&error);
   if (!list)
     return hn_cli_fail (error);

@@ -94,20 +94,12 @@ print_device (const HnVkDeviceInfo *d)
 int
 hn_cmd_doctor (int argc, char **argv)
 {
-  gboolean json = FALSE;
-  g_autofree char *device = NULL;
-  GOptionEntry entries[] = {
-    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the report as JSON", NULL },
-    { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "Device to check (index, UUID or part of the name; default: HN_DEVICE or the best)", "DEVICE" },
-    { NULL },
-  };
-  g_autoptr (GOptionContext) octx = g_option_context_new ("- check the Vulkan setup, devices, shaders and cache folders");
-  g_option_context_add_main_entries (octx, entries, NULL);
-  GError *error = NULL;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (octx, &argc, &argv, &error))
-    return hn_cli_fail (error);
-  if (argc > 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("doctor", argc, argv, &status);
+  if (!spec)
+    return status;
+  gboolean json = hn_job_spec_get_bool (spec, "json");
+  const char *device = hn_job_spec_get_string (spec, "device");
 
   g_autofree char *loader = hn_vk_loader_version ();
   g_autoptr (GError) list_error = NULL;

@@ -33,66 +33,18 @@ hn_cmd_hierarchos_finetune (int argc, char **argv)
   return hn_job_cli_main ("hierarchos-finetune", argc, argv);
 }
 
-/* The original project's flags are spelled with underscores
- * (--context_dim); GOption wants one spelling, so flag names are
- * normalised to hyphens before parsing (values are left alone). */
-static void
-normalise_flag (char *arg)
-{
-  if (!g_str_has_prefix (arg, "--"))
-    return;
-  for (char *p = arg + 2; *p && *p != '='; p++)
-    if (*p == '_')
-      *p = '-';
-}
-
 int
 hn_cmd_hierarchos_init (int argc, char **argv)
 {
-  g_autofree char *tokenizer = NULL, *out = NULL;
-  gint64 seed = 1337, context_dim = 448;
-  gboolean overwrite = FALSE;
-  int h_hidden = 0, l_hidden = 0, head = 0, slots = 0, pdim = -1, topk = 0, keydim = 0, valdim = 0;
-  int stride = 0, max_h = 0, max_l = 0, chunk = 0;
-  g_auto (GStrv) sets = NULL;
-  GOptionEntry entries[] = {
-    { "tokenizer-path", 't', 0, G_OPTION_ARG_FILENAME, &tokenizer, "Tokenizer file or folder (any Hugging Face tokenizer)", "PATH" },
-    { "out-dir", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Model folder to create", "DIR" },
-    { "overwrite-output-dir", 0, 0, G_OPTION_ARG_NONE, &overwrite,
-      "Write into --out-dir even when it already holds files (those of the same names are replaced)", NULL },
-    { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Initialisation seed (1337)", "N" },
-    { "context-dim", 0, 0, G_OPTION_ARG_INT64, &context_dim, "Context width C (448)", "N" },
-    { "h-hidden", 0, 0, G_OPTION_ARG_INT, &h_hidden, "Manager width (must equal C)", "N" },
-    { "l-hidden", 0, 0, G_OPTION_ARG_INT, &l_hidden, "Worker width (C)", "N" },
-    { "rwkv-head-size", 0, 0, G_OPTION_ARG_INT, &head, "RWKV head size (64; divides the widths)", "N" },
-    { "ltm-slots", 0, 0, G_OPTION_ARG_INT, &slots, "Long-term memory slots (1024)", "N" },
-    { "ltm-topk", 0, 0, G_OPTION_ARG_INT, &topk, "Memory slots read per token (4)", "N" },
-    { "ltm-key-dim", 0, 0, G_OPTION_ARG_INT, &keydim, "Memory key size (128)", "N" },
-    { "ltm-val-dim", 0, 0, G_OPTION_ARG_INT, &valdim, "Memory value size (128)", "N" },
-    { "persistent-dim", 0, 0, G_OPTION_ARG_INT, &pdim, "Persistent vector size (128)", "N" },
-    { "h-stride", 0, 0, G_OPTION_ARG_INT, &stride, "Manager stride (4)", "N" },
-    { "max-h-steps", 0, 0, G_OPTION_ARG_INT, &max_h, "Most manager ponder steps (5)", "N" },
-    { "max-l-steps", 0, 0, G_OPTION_ARG_INT, &max_l, "Most worker refinement steps (5)", "N" },
-    { "training-chunk-size", 0, 0, G_OPTION_ARG_INT, &chunk, "Truncated-BPTT chunk recorded in the contract (256)", "N" },
-    { "set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Any contract setting, e.g. --set drift_norm_clamp=2 (repeatable)",
-      "NAME=VALUE" },
-    { NULL },
-  };
-  for (int i = 1; i < argc; i++)
-    normalise_flag (argv[i]);
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- create a fresh Hierarchos coherent-v9 model folder");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  /* the original project's underscore spellings (--context_dim) parse too */
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("hierarchos-init", argc, argv, &status);
+  if (!spec)
+    return status;
+  const char *tokenizer = hn_job_spec_get_string (spec, "tokenizer-path"), *out = hn_job_spec_get_string (spec, "out-dir");
+  gboolean overwrite = hn_job_spec_get_bool (spec, "overwrite-output-dir");
+  gint64 seed = hn_job_spec_get_int (spec, "seed"), context_dim = hn_job_spec_get_int (spec, "context-dim");
   g_autoptr (GError) error = NULL;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (ctx, &argc, &argv, &error))
-    {
-      fprintf (stderr, "error: %s\n", error->message);
-      return 2;
-    }
-  if (!tokenizer || !out)
-    {
-      fprintf (stderr, "error: --tokenizer-path and --out-dir are required\n");
-      return 2;
-    }
   {
     /* a fresh model never lands on the tokenizer's folder or over an existing model */
     const HnOutputInput inputs[] = { { "--tokenizer-path", tokenizer } };
@@ -102,20 +54,24 @@ hn_cmd_hierarchos_init (int argc, char **argv)
     for (guint i = 0; i < notes->len; i++)
       fprintf (stderr, "warning: %s\n", (char *) notes->pdata[i]);
   }
+  /* the contract's settings given on the command line; the rest keep the contract's defaults */
   g_autoptr (GPtrArray) ov = g_ptr_array_new_with_free_func (g_free);
-  const struct { const char *name; int v; gboolean set; } geo[] = {
-    { "h_hidden", h_hidden, h_hidden > 0 }, { "l_hidden", l_hidden, l_hidden > 0 },
-    { "rwkv_head_size", head, head > 0 }, { "ltm_slots", slots, slots > 0 }, { "ltm_topk", topk, topk > 0 },
-    { "ltm_key_dim", keydim, keydim > 0 }, { "ltm_val_dim", valdim, valdim > 0 },
-    { "persistent_dim", pdim, pdim >= 0 }, { "h_stride", stride, stride > 0 }, { "max_h_steps", max_h, max_h > 0 },
-    { "max_l_steps", max_l, max_l > 0 }, { "training_chunk_size", chunk, chunk > 0 },
-    { "reference_chunk_len", chunk, chunk > 0 },
+  const struct { const char *flag, *setting; } geo[] = {
+    { "h-hidden", "h_hidden" }, { "l-hidden", "l_hidden" }, { "rwkv-head-size", "rwkv_head_size" },
+    { "ltm-slots", "ltm_slots" }, { "ltm-topk", "ltm_topk" }, { "ltm-key-dim", "ltm_key_dim" },
+    { "ltm-val-dim", "ltm_val_dim" }, { "persistent-dim", "persistent_dim" }, { "h-stride", "h_stride" },
+    { "max-h-steps", "max_h_steps" }, { "max-l-steps", "max_l_steps" },
+    { "training-chunk-size", "training_chunk_size" }, { "training-chunk-size", "reference_chunk_len" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (geo); i++)
-    if (geo[i].set)
-      g_ptr_array_add (ov, g_strdup_printf ("%s=%d", geo[i].name, geo[i].v));
-  for (int i = 0; sets && sets[i]; i++)
-    g_ptr_array_add (ov, g_strdup (sets[i]));
+    {
+      gint64 v = hn_job_spec_get_int (spec, geo[i].flag);
+      /* 0 is "the contract's" for every setting but persistent_dim, which may be 0 */
+      if (hn_job_spec_is_set (spec, geo[i].flag) && (v > 0 || g_str_equal (geo[i].flag, "persistent-dim")))
+        g_ptr_array_add (ov, g_strdup_printf ("%s=%" G_GINT64_FORMAT, geo[i].setting, v));
+    }
+  for (const char *const *set = hn_job_spec_get_strv (spec, "set"); *set; set++)
+    g_ptr_array_add (ov, g_strdup (*set));
   g_ptr_array_add (ov, NULL);
   g_autoptr (HnHierModel) m = hn_hier_init_model_dir (tokenizer, out, context_dim, (const char *const *) ov->pdata,
                                                        (guint64) seed, &error);

@@ -1,6 +1,6 @@
 /* `tokenize --tokenizer PATH [--text STR | --input-file FILE]
  * [--add-special-tokens] [--json]` prints token ids; `--decode "1,2,3"`
- * prints the text of ids instead. */
+ * prints the text of ids instead. Options: hn_command_table. */
 #include "cli.h"
 #include "tokenizer/tokenizer.h"
 #include "base/hn-error.h"
@@ -45,33 +45,18 @@ json_string (const char *s)
 int
 hn_cmd_tokenize (int argc, char **argv)
 {
-  g_autofree char *tokenizer = NULL, *text = NULL, *input_file = NULL, *decode = NULL;
-  gboolean add_special = FALSE, json = FALSE, skip_special = FALSE, show_tokens = FALSE;
-  GOptionEntry entries[] = {
-    { "tokenizer", 't', 0, G_OPTION_ARG_FILENAME, &tokenizer,
-      "Tokenizer file or model folder (tokenizer.json, tokenizer.model, vocab.json + merges.txt, vocab.txt)", "PATH" },
-    { "text", 0, 0, G_OPTION_ARG_STRING, &text, "Text to tokenize", "STR" },
-    { "input-file", 'i', 0, G_OPTION_ARG_FILENAME, &input_file, "Tokenize the contents of FILE (- for standard input)", "FILE" },
-    { "add-special-tokens", 0, 0, G_OPTION_ARG_NONE, &add_special, "Add BOS/EOS/CLS/SEP as the tokenizer specifies", NULL },
-    { "decode", 'd', 0, G_OPTION_ARG_STRING, &decode, "Decode comma-separated ids instead of tokenizing", "IDS" },
-    { "skip-special-tokens", 0, 0, G_OPTION_ARG_NONE, &skip_special, "With --decode: leave special tokens out", NULL },
-    { "tokens", 0, 0, G_OPTION_ARG_NONE, &show_tokens, "Also print the token strings", NULL },
-    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON: {\"ids\": [...]} or {\"text\": \"...\"}", NULL },
-    { NULL },
-  };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- turn text into token ids and back");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("tokenize", argc, argv, &status);
+  if (!spec)
+    return status;
+  /* exactly one of --text, --input-file and --decode (hn_command_table) */
+  const char *tokenizer = hn_job_spec_get_string (spec, "tokenizer-path");
+  const char *text = hn_job_spec_get_string (spec, "text"), *input_file = hn_job_spec_get_string (spec, "input-file");
+  const char *decode = hn_job_spec_get_string (spec, "decode");
+  gboolean add_special = hn_job_spec_get_bool (spec, "add-special-tokens"), json = hn_job_spec_get_bool (spec, "json");
+  gboolean skip_special = hn_job_spec_get_bool (spec, "skip-special-tokens");
+  gboolean show_tokens = hn_job_spec_get_bool (spec, "tokens");
   GError *error = NULL;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (ctx, &argc, &argv, &error))
-    return hn_cli_fail (error);
-  if (argc > 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
-  if (!tokenizer)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--tokenizer PATH is required"));
-  int given = (text != NULL) + (input_file != NULL) + (decode != NULL);
-  if (given != 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                                     "give exactly one of --text, --input-file or --decode"));
   g_autoptr (HnTokenizer) tok = hn_tokenizer_load (tokenizer, &error);
   if (!tok)
     return hn_cli_fail (error);

@@ -47,31 +47,23 @@ parse_ids (const char *flag, const char *text, GArray *out, GError **error)
 int
 hn_cmd_transformer_logits (int argc, char **argv)
 {
-  g_autofree char *model = NULL, *ids_text = NULL, *dec_text = NULL, *tt_text = NULL, *output = NULL;
-  g_autofree char *adapter_dir = NULL;
-  int device = -1;
-  GOptionEntry entries[] = {
-    { "model-path", 0, 0, G_OPTION_ARG_FILENAME, &model, "Hugging Face model folder", "DIR" },
-    { "input-ids", 0, 0, G_OPTION_ARG_STRING, &ids_text, "Comma-separated input token ids", "IDS" },
-    { "decoder-input-ids", 0, 0, G_OPTION_ARG_STRING, &dec_text,
-      "Decoder input ids (encoder-decoder models; default: decoder_start_token_id)", "IDS" },
-    { "token-type-ids", 0, 0, G_OPTION_ARG_STRING, &tt_text, "Token type (segment) ids, one per input id (encoders)",
-      "IDS" },
-    { "device-index", 0, 0, G_OPTION_ARG_INT, &device, "Vulkan device (-1: the best one)", "N" },
-    { "output", 0, 0, G_OPTION_ARG_FILENAME, &output, "Where to write the logits JSON", "OUT.json" },
-    { "adapter", 0, 0, G_OPTION_ARG_FILENAME, &adapter_dir, "A PEFT LoRA adapter folder to apply (decoders)", "DIR" },
-    { NULL },
-  };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- write the logits of a Transformer for given ids");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  int status;
+  g_autoptr (HnJobSpec) spec = hn_cli_parse_command ("transformer-logits", argc, argv, &status);
+  if (!spec)
+    return status;
+  const char *model = hn_job_spec_get_string (spec, "model-path"), *output = hn_job_spec_get_string (spec, "output");
+  const char *const *ids_list = hn_job_spec_get_strv (spec, "input-ids"); /* repeatable for generate: one here */
+  if (g_strv_length ((char **) ids_list) != 1)
+    {
+      fprintf (stderr, "error: --input-ids is given twice; transformer-logits takes one sequence\n");
+      return 2;
+    }
+  const char *ids_text = ids_list[0];
+  const char *dec_text = hn_job_spec_get_string (spec, "decoder-input-ids");
+  const char *tt_text = hn_job_spec_get_string (spec, "token-type-ids");
+  int device = (int) hn_job_spec_get_int (spec, "device-index");
+  const char *adapter_dir = hn_job_spec_get_string (spec, "lora-adapter-path"); /* also --adapter */
   GError *error = NULL;
-  if (!hn_cli_check_repeats (entries, argc, argv, &error) || !g_option_context_parse (ctx, &argc, &argv, &error))
-    return hn_cli_fail (error);
-  if (argc > 1)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unexpected argument '%s'", argv[1]));
-  if (!model || !ids_text || !output)
-    return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                                     "--model-path, --input-ids and --output are required"));
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
   g_autoptr (GArray) dec = g_array_new (FALSE, FALSE, sizeof (int32_t));
   g_autoptr (GArray) tt = g_array_new (FALSE, FALSE, sizeof (int32_t));

@@ -25,6 +25,8 @@ typedef struct {
   GHashTable *by_name;    /* normalized name or alias -> GUINT_TO_POINTER (index + 1) */
   GPtrArray *strings;     /* owned default strings */
   char ***groups;         /* one_of groups, each a strv of option names; NULL-terminated */
+  char short_of[26];      /* -x: index + 1 of the option a lower-case letter stands for, 0: none */
+  gboolean command;       /* a CLI command of hn_command_table, not a job kind */
 } KindData;
 
 static KindData *kind_data;
@@ -92,15 +94,34 @@ build_kind (KindData *kd, const HnJobKindInfo *kind)
       if (o->default_value && !parse_value (o, o->default_value, &kd->defaults[i], &error))
         g_error ("job kind %s: bad default for --%s: %s", kind->name, o->name, error->message);
       if (g_hash_table_contains (kd->by_name, o->name))
-        g_error ("job kind %s lists --%s twice", kind->name, o->name);
+        g_error ("job kind %s lists --%s twice (or another option has it as an alias)", kind->name, o->name);
       g_hash_table_insert (kd->by_name, g_strdup (o->name), GUINT_TO_POINTER (i + 1));
-      if (o->aliases)
-        {
-          g_auto (GStrv) al = g_strsplit (o->aliases, " ", -1);
-          for (char **a = al; *a; a++)
-            if (**a)
-              g_hash_table_insert (kd->by_name, normalize_name (*a), GUINT_TO_POINTER (i + 1));
-        }
+    }
+  /* aliases after every name, so that an alias never shadows an option of the kind */
+  for (guint i = 0; i < kd->n_options; i++)
+    if (kd->options[i].aliases)
+      {
+        g_auto (GStrv) al = g_strsplit (kd->options[i].aliases, " ", -1);
+        for (char **a = al; *a; a++)
+          {
+            if (!**a)
+              continue;
+            char *n = normalize_name (*a);
+            if (g_hash_table_contains (kd->by_name, n))
+              g_error ("job kind %s: --%s is both an option and an alias of --%s", kind->name, n, kd->options[i].name);
+            g_hash_table_insert (kd->by_name, n, GUINT_TO_POINTER (i + 1));
+          }
+      }
+  /* "t=tokenizer-path o=out-dir": one-letter flags */
+  g_auto (GStrv) shorts = g_strsplit (kind->short_flags ? kind->short_flags : "", " ", -1);
+  for (char **f = shorts; *f; f++)
+    {
+      if (!**f)
+        continue;
+      guint idx = GPOINTER_TO_UINT (g_hash_table_lookup (kd->by_name, *f + 2));
+      if ((*f)[0] < 'a' || (*f)[0] > 'z' || (*f)[1] != '=' || !idx || kd->short_of[(*f)[0] - 'a'])
+        g_error ("job kind %s: bad one-letter flag '%s'", kind->name, *f);
+      kd->short_of[(*f)[0] - 'a'] = (char) idx;
     }
   g_auto (GStrv) groups = g_strsplit (kind->one_of ? kind->one_of : "", ";", -1);
   guint ng = g_strv_length (groups);
@@ -124,12 +145,24 @@ ensure_tables (void)
   static gsize once = 0;
   if (g_once_init_enter (&once))
     {
-      guint n = 0;
-      while (hn_job_kind_table[n].name)
-        n++;
+      guint n_jobs = 0, n_commands = 0;
+      while (hn_job_kind_table[n_jobs].name)
+        n_jobs++;
+      while (hn_command_table[n_commands].name)
+        n_commands++;
+      guint n = n_jobs + n_commands;
       KindData *kds = g_new0 (KindData, n);
-      for (guint i = 0; i < n; i++)
+      for (guint i = 0; i < n_jobs; i++)
         build_kind (&kds[i], &hn_job_kind_table[i]);
+      for (guint i = 0; i < n_commands; i++)
+        {
+          build_kind (&kds[n_jobs + i], &hn_command_table[i]);
+          kds[n_jobs + i].command = TRUE;
+        }
+      for (guint i = 0; i < n; i++)
+        for (guint j = 0; j < i; j++)
+          if (strcmp (kds[i].kind->name, kds[j].kind->name) == 0)
+            g_error ("%s is both a job kind and a command", kds[i].kind->name);
       kind_data = kds;
       n_kinds = n;
       g_once_init_leave (&once, 1);
@@ -169,8 +202,16 @@ const HnJobKindInfo *
 hn_job_kind_lookup (const char *name)
 {
   KindData *kd = name ? kind_data_lookup (name) : NULL;
-  return kd ? kd->kind : NULL;
+  return kd && !kd->command ? kd->kind : NULL;
 }
+
+const HnJobKindInfo *
+hn_command_lookup (const char *name)
+{
+  KindData *kd = name ? kind_data_lookup (name) : NULL;
+  return kd && kd->command ? kd->kind : NULL;
+}
+
 
 /* ---- values ----------------------------------------------------------- */
 
@@ -447,7 +488,8 @@ hn_job_spec_new (const char *kind, GError **error)
     {
       GString *known = g_string_new (NULL);
       for (guint i = 0; i < n_kinds; i++)
-        g_string_append_printf (known, "%s%s", i ? ", " : "", kind_data[i].kind->name);
+        if (!kind_data[i].command)
+          g_string_append_printf (known, "%s%s", known->len ? ", " : "", kind_data[i].kind->name);
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                    "unknown job kind '%s' (known: %s)", kind ? kind : "(null)", known->str);
       g_string_free (known, TRUE);
@@ -494,6 +536,12 @@ hn_job_spec_get_kind_info (HnJobSpec *self)
 {
   g_return_val_if_fail (HN_IS_JOB_SPEC (self), NULL);
   return self->kd->kind;
+}
+
+gboolean
+hn_job_spec_is_command (HnJobSpec *self)
+{
+  return self->kd->command;
 }
 
 const HnOptionInfo *
@@ -595,7 +643,9 @@ store (HnJobSpec *self, int i, Value *nv)
 {
   const HnOptionInfo *o = &self->kd->options[i];
   Value *cur = &self->values[i];
-  if (nv->set && !(o->flags & HN_OPTION_MODEL_DEFAULT) && value_equal (o->type, nv, &self->kd->defaults[i]))
+  /* equal to the default: unset (an option without a default keeps any value, 0 included) */
+  if (nv->set && !(o->flags & HN_OPTION_MODEL_DEFAULT) && self->kd->defaults[i].set &&
+      value_equal (o->type, nv, &self->kd->defaults[i]))
     value_clear (nv);
   if (nv->set && (o->type == HN_OPTION_STRING || o->type == HN_OPTION_CHOICE) && (!nv->s || !*nv->s))
     value_clear (nv);
@@ -960,11 +1010,22 @@ looks_like_flag (const char *s)
   return s[0] == '-' && s[1] == '-' && s[2] != '\0';
 }
 
+/* "-t": the option a kind's one-letter flag stands for, or NULL */
+static const HnOptionInfo *
+short_flag (HnJobSpec *spec, const char *s)
+{
+  if (s[0] != '-' || s[1] < 'a' || s[1] > 'z' || !spec->kd->short_of[s[1] - 'a'])
+    return NULL;
+  return &spec->kd->options[spec->kd->short_of[s[1] - 'a'] - 1];
+}
+
 /* "--name X": X is the value unless it is a flag of this kind; a text value
  * may start with "--" when no such flag exists. */
 static gboolean
 next_is_value (HnJobSpec *spec, const HnOptionInfo *o, const char *next)
 {
+  if (short_flag (spec, next) && next[2] == '\0')
+    return FALSE;
   if (!looks_like_flag (next))
     return TRUE;
   if (o->type != HN_OPTION_STRING && o->type != HN_OPTION_STRINGV)
@@ -993,6 +1054,32 @@ hn_job_spec_new_from_argv (int argc, const char *const *argv, GError **error)
   for (int i = 1; i < argc; i++)
     {
       const char *arg = argv[i];
+      const HnOptionInfo *so = short_flag (spec, arg);
+      if (so)
+        {
+          /* "-t VALUE" or "-tVALUE" */
+          int idx = option_index (spec, so->name);
+          if (given[idx] && so->type != HN_OPTION_STRINGV)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                           "-%c (--%s) is given twice; it takes one value", arg[1], so->name);
+              return NULL;
+            }
+          given[idx] = TRUE;
+          const char *value = arg[2] ? arg + 2 : NULL;
+          if (!value && so->type == HN_OPTION_BOOL)
+            value = "true";
+          else if (!value && i + 1 < argc && next_is_value (spec, so, argv[i + 1]))
+            value = argv[++i];
+          else if (!value)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "-%c (--%s) needs a value", arg[1], so->name);
+              return NULL;
+            }
+          if (!hn_job_spec_set_from_string (spec, so->name, value, error))
+            return NULL;
+          continue;
+        }
       if (!looks_like_flag (arg))
         {
           g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -1072,8 +1159,13 @@ hn_job_spec_print_help (const HnJobKindInfo *kind, FILE *out)
   for (guint i = 0; i < spec->kd->n_options; i++)
     {
       const HnOptionInfo *o = &spec->kd->options[i];
-      g_autofree char *flag = o->type == HN_OPTION_BOOL ? g_strdup_printf ("--%s", o->name)
-                                                         : g_strdup_printf ("--%s %s", o->name, type_metavar (o));
+      char letter = 0;
+      for (int c = 0; c < 26; c++)
+        if (spec->kd->short_of[c] == (char) (i + 1))
+          letter = (char) ('a' + c);
+      g_autofree char *shortf = letter ? g_strdup_printf ("-%c, ", letter) : g_strdup ("");
+      g_autofree char *flag = o->type == HN_OPTION_BOOL ? g_strdup_printf ("%s--%s", shortf, o->name)
+                                                         : g_strdup_printf ("%s--%s %s", shortf, o->name, type_metavar (o));
       GString *h = g_string_new (o->help);
       const Value *d = &spec->kd->defaults[i];
       if (o->type == HN_OPTION_CHOICE)
@@ -1108,10 +1200,10 @@ hn_job_spec_print_help (const HnJobKindInfo *kind, FILE *out)
           fprintf (out, "  --%s%s", j, g[1] ? ";" : "\n");
         }
     }
-  fprintf (out, "\nUnderscore spellings (--batch_size) are accepted for every option.\n"
-                "  %-34s %s\n  %-34s %s\n",
-           "--json-events", "Print progress, metrics and tokens as JSON lines",
-           "-h, --help", "Show this help");
+  fprintf (out, "\nUnderscore spellings (--batch_size) are accepted for every option.\n");
+  if (!spec->kd->command)
+    fprintf (out, "  %-34s %s\n", "--json-events", "Print progress, metrics and tokens as JSON lines");
+  fprintf (out, "  %-34s %s\n", "-h, --help", "Show this help");
   if (g_str_equal (kind->name, "transformer-train") || g_str_equal (kind->name, "transformer-finetune") ||
       g_str_equal (kind->name, "transformer-generate"))
     fprintf (out, "  %-34s %s\n", "--dry-run [--json]",

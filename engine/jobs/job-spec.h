@@ -11,7 +11,8 @@
  * spellings (--batch_size) are accepted for every flag.
  *
  * To add an option: add an HnOptionInfo row to hn_option_table and its name
- * to the kinds that take it in hn_job_kind_table (both in job-options.c).
+ * to the kinds that take it in hn_job_kind_table or the commands that take
+ * it in hn_command_table (all in job-options.c).
  *
  * No GTK here: the GUI listens to the "changed" signal (detailed with the
  * option name, e.g. "changed::lr") to keep widgets and the preview in sync. */
@@ -75,14 +76,22 @@ typedef struct {
   const char *summary;       /* one line for --help */
   const char *options;       /* space-separated option names, each optionally "name=default" */
   const char *one_of;        /* ';'-separated groups "a|b": exactly one option of each group must be set */
+  const char *short_flags;   /* space-separated one-letter flags "t=tokenizer-path": -t VALUE; NULL: none */
 } HnJobKindInfo;
 
-/* The tables (job-options.c). Both end with a row whose name is NULL. */
+/* The tables (job-options.c). Each ends with a row whose name is NULL.
+ * hn_command_table holds the CLI commands that are no job kind (tokenize,
+ * devices, merge-lora...): they take their options from the same option
+ * table and parse, check and print --help through HnJobSpec too, but no
+ * HnJob runs them and the GUI does not list them. */
 extern const HnOptionInfo hn_option_table[];
 extern const HnJobKindInfo hn_job_kind_table[];
+extern const HnJobKindInfo hn_command_table[];
 
-/* A kind by its name or an alias; NULL if unknown. */
+/* A job kind by its name or an alias; NULL if unknown (or a command). */
 const HnJobKindInfo *hn_job_kind_lookup (const char *name);
+/* A command of hn_command_table by its name or an alias; NULL if unknown. */
+const HnJobKindInfo *hn_command_lookup (const char *name);
 
 #define HN_TYPE_JOB_SPEC (hn_job_spec_get_type ())
 G_DECLARE_FINAL_TYPE (HnJobSpec, hn_job_spec, HN, JOB_SPEC, GObject)
@@ -94,6 +103,7 @@ HnJobSpec *hn_job_spec_copy (HnJobSpec *self);
 gboolean hn_job_spec_equal (HnJobSpec *a, HnJobSpec *b);
 
 const char *hn_job_spec_get_kind (HnJobSpec *self);        /* canonical name */
+gboolean hn_job_spec_is_command (HnJobSpec *self);         /* a spec of hn_command_table */
 const HnJobKindInfo *hn_job_spec_get_kind_info (HnJobSpec *self);
 
 /* The options of this spec's kind, in canonical order, with the kind's

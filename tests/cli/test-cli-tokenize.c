@@ -47,7 +47,7 @@ test_errors (void)
   /* a value that looks like the flag is a value, and -t is --tokenizer */
   g_autofree char *out5 = cli_run (&status, &err5, "tokenize", "-t", tok, "--tokenizer", tok, "--text", "--text", NULL);
   g_assert_false (g_spawn_check_wait_status (status, NULL));
-  g_assert_nonnull (strstr (err5, "--tokenizer is given twice"));
+  g_assert_nonnull (strstr (err5, "--tokenizer-path is given twice"));
 }
 
 /* ids typed by hand that are no token are an error, not dropped; a NUL

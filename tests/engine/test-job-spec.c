@@ -81,7 +81,10 @@ round_trip (HnJobSpec *spec, HnArgvFlags flags)
 static void
 test_round_trip_all_kinds (void)
 {
-  for (const HnJobKindInfo *k = hn_job_kind_table; k->name; k++)
+  /* the job kinds and the CLI commands that take their options from the same table */
+  const HnJobKindInfo *tables[] = { hn_job_kind_table, hn_command_table };
+  for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
+  for (const HnJobKindInfo *k = tables[t]; k->name; k++)
     {
       g_autoptr (GError) error = NULL;
       g_autoptr (HnJobSpec) spec = hn_job_spec_new (k->name, &error);
@@ -630,6 +633,64 @@ test_help (void)
   g_assert_cmpint (status, ==, 2);
 }
 
+/* The CLI commands (hn_command_table): no job kind of that name, their own
+ * one-letter flags, a repeated option named as typed, required groups, and
+ * an option without a default keeping 0. */
+static void
+test_commands (void)
+{
+  g_assert_null (hn_job_kind_lookup ("tokenize"));
+  g_assert_nonnull (hn_command_lookup ("tokenize"));
+  g_assert_null (hn_command_lookup ("transformer-generate"));
+  g_autoptr (GError) error = NULL;
+  const char *ok[] = { "tokenize", "-t", "/tok", "-d", "1,2", "--skip_special_tokens", NULL };
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (G_N_ELEMENTS (ok) - 1, ok, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_job_spec_is_command (spec));
+  g_assert_true (hn_job_spec_validate (spec, &error));
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "tokenizer-path"), ==, "/tok");
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "decode"), ==, "1,2");
+  g_assert_true (hn_job_spec_get_bool (spec, "skip-special-tokens"));
+  /* -tVALUE, and a one-letter flag of another command is no flag here */
+  const char *glued[] = { "tokenize", "-t/tok", "--text", "x", NULL };
+  g_autoptr (HnJobSpec) g = hn_job_spec_new_from_argv (G_N_ELEMENTS (glued) - 1, glued, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (hn_job_spec_get_string (g, "tokenizer-path"), ==, "/tok");
+  const char *other[] = { "tokenize", "-o", "x", NULL };
+  g_assert_null (hn_job_spec_new_from_argv (G_N_ELEMENTS (other) - 1, other, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  const char *twice[] = { "tokenize", "-t", "/a", "--tokenizer", "/b", NULL };
+  g_assert_null (hn_job_spec_new_from_argv (G_N_ELEMENTS (twice) - 1, twice, &error));
+  g_assert_nonnull (strstr (error->message, "--tokenizer-path is given twice"));
+  g_clear_error (&error);
+  const char *none[] = { "tokenize", "-t", "/a", NULL };
+  g_autoptr (HnJobSpec) n = hn_job_spec_new_from_argv (G_N_ELEMENTS (none) - 1, none, &error);
+  g_assert_no_error (error);
+  g_assert_false (hn_job_spec_validate (n, &error));
+  g_assert_nonnull (strstr (error->message, "tokenize needs --text, --input-file or --decode"));
+  g_clear_error (&error);
+  /* 0 of an option without a default is a value, not "unset" */
+  const char *zero[] = { "hierarchos-init", "-t", "/tok", "-o", "/out", "--persistent_dim", "0", NULL };
+  g_autoptr (HnJobSpec) z = hn_job_spec_new_from_argv (G_N_ELEMENTS (zero) - 1, zero, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_job_spec_is_set (z, "persistent-dim"));
+  g_assert_cmpint (hn_job_spec_get_int (z, "persistent-dim"), ==, 0);
+  g_assert_cmpint (hn_job_spec_get_int (z, "seed"), ==, 1337);
+  /* the help: one-letter flags, no job-only lines */
+  g_autofree char *path = g_build_filename (g_get_tmp_dir (), "hn-cmd-help-XXXXXX", NULL);
+  int fd = g_mkstemp (path);
+  FILE *f = fdopen (fd, "w");
+  hn_job_spec_print_help (hn_command_lookup ("tokenize"), f);
+  fclose (f);
+  g_autofree char *help = NULL;
+  g_assert_true (g_file_get_contents (path, &help, NULL, NULL));
+  g_unlink (path);
+  g_assert_nonnull (strstr (help, "-t, --tokenizer-path PATH"));
+  g_assert_nonnull (strstr (help, "--input-file FILE"));
+  g_assert_null (strstr (help, "--json-events"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -644,6 +705,7 @@ main (int argc, char **argv)
   g_test_add_func ("/jobs/spec/device-indices", test_device_indices);
   g_test_add_func ("/jobs/spec/changed-signal", test_changed_signal);
   g_test_add_func ("/jobs/spec/help", test_help);
+  g_test_add_func ("/jobs/spec/commands", test_commands);
   g_test_add_func ("/jobs/runner/events", test_runner_events);
   g_test_add_func ("/jobs/runner/unregistered", test_runner_unregistered);
   g_test_add_func ("/jobs/runner/invalid-spec", test_runner_invalid_spec);
