@@ -132,6 +132,9 @@ hn_hier_job_options_read (HnJobSpec *spec, HnHierJobOptions *o, GError **error)
   o->precision = hn_job_spec_get_string (spec, "precision");
   hn_hier_runtime_options_read (spec, &o->runtime);
   o->cpu = g_strcmp0 (o->runtime.runtime, "cpu") == 0;
+  o->model_given = hn_job_spec_is_set (spec, "model-path") ||
+                   (hn_job_spec_lookup (spec, "hf-model") && hn_job_spec_is_set (spec, "hf-model"));
+  o->overwrite_output_dir = hn_job_spec_get_bool (spec, "overwrite-output-dir");
   /* the geometry of a fresh model: only hierarchos-train has these, and only a value > 0 set by the user counts */
   gint64 *geo[] = { &o->h_hidden, &o->l_hidden, &o->rwkv_head_size, &o->ltm_slots };
   const char *geo_names[] = { "h-hidden", "l-hidden", "rwkv-head-size", "ltm-slots" };
@@ -205,8 +208,7 @@ run_training (HnJob *job, GError **error)
   if (!tok_path && error && *error)
     return FALSE;
   g_autofree char *model_dir = NULL;
-  gboolean fresh = !finetune && !hn_job_spec_is_set (spec, "model-path") &&
-                   !(hn_job_spec_lookup (spec, "hf-model") && hn_job_spec_is_set (spec, "hf-model"));
+  gboolean fresh = !finetune && !jo.model_given;
   const char *out_dir = jo.train.out_dir;
   const char *resume = jo.train.resume_from;
   if (!hn_hier_job_options_check (&jo, error))
@@ -261,7 +263,7 @@ run_training (HnJob *job, GError **error)
     const HnOutputInput inputs[] = { { "--model-path", resume ? NULL : model_dir }, { "--tokenizer-path", g_strcmp0 (tok_path, resume) ? tok_path : NULL } };
     g_autoptr (GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
     if (!hn_output_dir_check (out_dir, inputs, G_N_ELEMENTS (inputs), resume,
-                              hn_job_spec_get_bool (spec, "overwrite-output-dir"), HN_OUTPUT_WRITE_INTO, notes, error))
+                              jo.overwrite_output_dir, HN_OUTPUT_WRITE_INTO, notes, error))
       return FALSE;
     for (guint i = 0; i < notes->len; i++)
       hn_job_log (job, HN_LOG_WARNING, "%s", (char *) notes->pdata[i]);

@@ -51,6 +51,8 @@ typedef struct {
   const char *optimizer, *precision;
   HnHierRuntimeOptions runtime;
   gboolean cpu;          /* --runtime cpu: the CPU tape instead of the Vulkan trainer */
+  gboolean model_given;  /* --model-path or --hf-model: not a fresh model */
+  gboolean overwrite_output_dir;
   /* a fresh model (hierarchos-train without a model): geometry, 0 = the contract's default */
   gint64 context_dim, h_hidden, l_hidden, rwkv_head_size, ltm_slots;
 } HnHierJobOptions;
