@@ -554,14 +554,15 @@ tokenize_run (Loader *L, Piece *pieces, guint n_pieces, GArray *ids, GArray *lab
 {
   GString *text = g_string_new (NULL);
   g_autofree gsize *bounds = g_new (gsize, n_pieces + 1);
-  for (guint k = 0; k < n_pieces; k++)
+  for (guint k = 0; n_pieces > 1 && k < n_pieces; k++) /* one piece (a text file) is encoded in place */
     {
       bounds[k] = text->len;
       g_string_append (text, pieces[k].text);
     }
   bounds[n_pieces] = text->len;
   g_autoptr (GArray) full = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  gboolean ok = hn_tokenizer_encode (L->tok, text->str, text->len, FALSE, full, error);
+  gboolean ok = n_pieces == 1 ? hn_tokenizer_encode (L->tok, pieces[0].text, -1, FALSE, full, error)
+                              : hn_tokenizer_encode (L->tok, text->str, text->len, FALSE, full, error);
   g_autofree guint *tok_bounds = g_new0 (guint, n_pieces + 1);
   if (ok && n_pieces > 1)
     {
@@ -1085,6 +1086,7 @@ load_txt (Loader *L, HnDatasetStats *stats, GError **error)
   g_autoptr (JsonNode) node = json_node_new (JSON_NODE_OBJECT);
   JsonObject *o = json_object_new ();
   json_object_set_string_member (o, "text", data);
+  g_clear_pointer (&data, g_free); /* the row holds its own copy: one copy of a 256 MiB file, not two */
   json_node_take_object (node, o);
   gboolean fatal;
   GError *row_error = NULL;

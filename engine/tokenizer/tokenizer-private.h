@@ -204,6 +204,7 @@ typedef enum { HN_POST_NONE, HN_POST_TEMPLATE } HnPostType;
 struct _HnTokenizer {
   gint ref_count;
   char *path;
+  gsize encode_chunk;         /* long texts are encoded in chunks of about this many bytes; 0: whole */
   HnModel *model;
   HnNormalizer *normalizer;   /* may be NULL */
   HnPretok *pretok;           /* may be NULL */

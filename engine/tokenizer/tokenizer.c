@@ -113,6 +113,7 @@ HnTokenizer *
 hn_tokenizer_new_empty (const char *path)
 {
   HnTokenizer *tok = g_new0 (HnTokenizer, 1);
+  tok->encode_chunk = ((gsize) 1 << 20) /* 1 MiB: see encode_text */;
   tok->ref_count = 1;
   tok->path = g_strdup (path);
   tok->added = g_ptr_array_new_with_free_func ((GDestroyNotify) added_token_free);
@@ -130,6 +131,12 @@ hn_tokenizer_ref (HnTokenizer *tok)
 {
   g_atomic_int_inc (&tok->ref_count);
   return tok;
+}
+
+void
+hn_tokenizer_set_encode_chunk (HnTokenizer *tok, gsize bytes)
+{
+  tok->encode_chunk = bytes;
 }
 
 void
@@ -257,13 +264,14 @@ find_added (HnTokenizer *tok, const char *s, gsize from, gsize len, gboolean wan
 
 /* ---- encode ---- */
 
+/* The pre-tokenizer and the model on s[0, len) (s may continue past len). */
 static gboolean
-encode_text (HnTokenizer *tok, const char *s, gboolean at_start, GArray *out, GError **error)
+encode_pieces (HnTokenizer *tok, const char *s, gsize len, gboolean at_start, GArray *out, GError **error)
 {
-  if (!*s)
+  if (len == 0)
     return TRUE;
   g_autoptr (GPtrArray) pieces = g_ptr_array_new_with_free_func (g_free);
-  g_ptr_array_add (pieces, g_strdup (s));
+  g_ptr_array_add (pieces, g_strndup (s, len));
   if (tok->pretok && !hn_pretok_apply (tok->pretok, pieces, at_start, error))
     return FALSE;
   for (guint i = 0; i < pieces->len; i++)
@@ -272,6 +280,77 @@ encode_text (HnTokenizer *tok, const char *s, gboolean at_start, GArray *out, GE
       hn_model_tokenize (tok->model, p, strlen (p), out);
     }
   return TRUE;
+}
+
+/* A long text (a training file is one text) is encoded in chunks of about
+ * tok->encode_chunk bytes (1 MiB), so that the pre-tokenizer's pieces and the model's
+ * work of one chunk are alive at a time, not of the whole text (a 256 MiB
+ * file took several GB at once). A chunk ends where cutting changes nothing:
+ * the SEAM bytes on each side of the cut encode to the same ids whole and
+ * cut in two. The pre-tokenizer and the model only look a few bytes around
+ * any point (regex lookahead, merges inside a piece), so a cut that changes
+ * nothing within the seam changes nothing in the whole text; where no such
+ * cut is found within a further chunk, the rest is encoded whole. */
+#define HN_TOK_SEAM ((gsize) 4096)
+
+static gsize
+char_start (const char *s, gsize i)
+{
+  while (i > 0 && ((guchar) s[i] & 0xC0) == 0x80)
+    i--;
+  return i;
+}
+
+/* Whether s[p] is a cut that changes nothing (p follows a newline). */
+static gboolean
+seam_is_exact (HnTokenizer *tok, const char *s, gsize n, gsize p, GError **error, gboolean *ok)
+{
+  gsize a = char_start (s, p - HN_TOK_SEAM), b = MIN (n, p + HN_TOK_SEAM);
+  b = b < n ? char_start (s, b) : n;
+  g_autoptr (GArray) whole = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_autoptr (GArray) cut = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  *ok = encode_pieces (tok, s + a, b - a, FALSE, whole, error) && encode_pieces (tok, s + a, p - a, FALSE, cut, error) &&
+        encode_pieces (tok, s + p, b - p, FALSE, cut, error);
+  return *ok && whole->len == cut->len && memcmp (whole->data, cut->data, whole->len * sizeof (int32_t)) == 0;
+}
+
+/* Where a cut may go: after a newline, or before a space or SentencePiece's
+ * word marker U+2581 (a BPE vocabulary learnt on words rarely merges across
+ * a word start). s[q + 2] exists: q is at least two chunks before the end. */
+static gboolean
+cut_candidate (const char *s, gsize q)
+{
+  return s[q - 1] == '\n' || s[q] == ' ' ||
+         ((guchar) s[q] == 0xE2 && (guchar) s[q + 1] == 0x96 && (guchar) s[q + 2] == 0x81);
+}
+
+static gboolean
+encode_text (HnTokenizer *tok, const char *s, gboolean at_start, GArray *out, GError **error)
+{
+  gsize n = strlen (s), pos = 0, chunk = MAX (tok->encode_chunk, HN_TOK_SEAM);
+  while (tok->encode_chunk > 0 && n - pos > 2 * chunk)
+    {
+      gsize cut = 0, tries = 0;
+      /* a few checks a chunk, spread out: a text that refuses every cut costs little */
+      for (gsize q = pos + chunk; !cut && q < pos + 2 * chunk && tries < 32; q++)
+        {
+          if (!cut_candidate (s, q))
+            continue;
+          tries++;
+          gboolean ok;
+          if (seam_is_exact (tok, s, n, q, error, &ok))
+            cut = q;
+          else if (!ok)
+            return FALSE;
+          q += chunk / 64;
+        }
+      if (!cut)
+        break; /* no exact cut nearby: the rest in one go */
+      if (!encode_pieces (tok, s + pos, cut - pos, at_start && pos == 0, out, error))
+        return FALSE;
+      pos = cut;
+    }
+  return encode_pieces (tok, s + pos, n - pos, at_start && pos == 0, out, error);
 }
 
 static gboolean

@@ -35,6 +35,12 @@ void hn_tokenizer_unref (HnTokenizer *tok);
 gboolean hn_tokenizer_encode (HnTokenizer *tok, const char *text, gssize len,
                               gboolean add_special_tokens, GArray *ids_out, GError **error);
 
+/* A long text is encoded in chunks of about `bytes` (default 1 MiB), each
+ * ending after a newline where the cut changes no id (checked on the bytes
+ * around it), so that the work of one chunk is alive at a time; 0 encodes
+ * every text whole. For tests: call it before the tokenizer is shared. */
+void hn_tokenizer_set_encode_chunk (HnTokenizer *tok, gsize bytes);
+
 /* Decodes ids to UTF-8 text (invalid byte sequences become U+FFFD). Ids past
  * the vocabulary (a model's padded embedding rows) have no text and are
  * skipped, as tokenizers does; a negative id is HN_ERROR_INVALID_ARGUMENT. */

@@ -844,6 +844,44 @@ static void test_speed_llama (void) { time_file ("tokenizers/llama2/tokenizer.js
 static void test_speed_llama_model (void) { time_file ("tokenizers/llama2/tokenizer.model"); }
 static void test_speed_bert (void) { time_file ("tokenizers/bert-base-uncased/vocab.txt"); }
 
+/* A long text is encoded in chunks (bounded memory for a training file):
+ * the ids are those of the whole text, for a SentencePiece-style tokenizer
+ * (Strip/Prepend normalizers, no pre-tokenizer) and a WordPiece one, with
+ * newlines that allow a cut and a long line that does not. */
+static void
+test_chunked_encode (void)
+{
+  const char *shared = g_getenv ("HN_SHARED_DIR");
+  g_autofree char *story = g_build_filename (shared, "models", "stories260K", NULL);
+  g_autofree char *mlm = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "mlm", NULL);
+  g_autofree char *text_path = g_build_filename (shared, "datasets", "tinyshakespeare.txt", NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (text_path, &text, &len, NULL));
+  GString *t = g_string_new_len (text, (gssize) MIN (len, 300000));
+  for (int i = 0; i < 60000; i++) /* a 240 kB line: no newline to cut at */
+    g_string_append (t, i % 7 ? "word " : "Word, ");
+  g_string_append (t, "\n  Last  line.\n");
+  const char *dirs[] = { story, mlm };
+  for (guint d = 0; d < G_N_ELEMENTS (dirs); d++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HnTokenizer) tok = hn_tokenizer_load (dirs[d], &error);
+      g_assert_no_error (error);
+      g_autoptr (GArray) whole = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      g_autoptr (GArray) chunked = g_array_new (FALSE, FALSE, sizeof (int32_t));
+      hn_tokenizer_set_encode_chunk (tok, 0);
+      g_assert_true (hn_tokenizer_encode (tok, t->str, (gssize) t->len, TRUE, whole, &error));
+      hn_tokenizer_set_encode_chunk (tok, 8192); /* dozens of cuts */
+      g_assert_true (hn_tokenizer_encode (tok, t->str, (gssize) t->len, TRUE, chunked, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (whole->len, >, 10000);
+      g_assert_cmpuint (chunked->len, ==, whole->len);
+      g_assert_cmpmem (chunked->data, chunked->len * 4, whole->data, whole->len * 4);
+    }
+  g_string_free (t, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -874,6 +912,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tokenizer/speed/llama-json", test_speed_llama);
   g_test_add_func ("/tokenizer/speed/llama-model", test_speed_llama_model);
   g_test_add_func ("/tokenizer/speed/bert", test_speed_bert);
+  g_test_add_func ("/tokenizer/chunked-encode", test_chunked_encode);
   tmpdir = g_dir_make_tmp ("hn-tok-golden-XXXXXX", NULL);
   int ret = g_test_run ();
   g_hash_table_unref (loaded);
