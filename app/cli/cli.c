@@ -13,56 +13,6 @@ hn_cli_fail (GError *error)
   return 1;
 }
 
-static gboolean
-takes_value (const GOptionEntry *e)
-{
-  return e->arg != G_OPTION_ARG_NONE && !(e->arg == G_OPTION_ARG_CALLBACK && (e->flags & G_OPTION_FLAG_NO_ARG));
-}
-
-static gboolean
-repeatable (const GOptionEntry *e)
-{
-  return e->arg == G_OPTION_ARG_STRING_ARRAY || e->arg == G_OPTION_ARG_FILENAME_ARRAY || e->arg == G_OPTION_ARG_CALLBACK;
-}
-
-gboolean
-hn_cli_check_repeats (const GOptionEntry *entries, int argc, char **argv, GError **error)
-{
-  guint n = 0;
-  while (entries[n].long_name)
-    n++;
-  g_autofree guint *count = g_new0 (guint, n);
-  for (int i = 1; i < argc; i++)
-    {
-      const char *a = argv[i];
-      if (strcmp (a, "--") == 0)
-        break;
-      if (a[0] != '-' || a[1] == '\0')
-        continue;
-      for (guint k = 0; k < n; k++)
-        {
-          const GOptionEntry *e = &entries[k];
-          gsize ln = strlen (e->long_name);
-          gboolean is_long = a[1] == '-' && strncmp (a + 2, e->long_name, ln) == 0 && (a[2 + ln] == '\0' || a[2 + ln] == '=');
-          gboolean is_short = a[1] != '-' && e->short_name && a[1] == e->short_name;
-          if (!is_long && !is_short)
-            continue;
-          if (++count[k] > 1 && !repeatable (e))
-            {
-              g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--%s is given twice; it takes one value",
-                           e->long_name);
-              return FALSE;
-            }
-          /* "--name VALUE" / "-x VALUE": the value is no flag to check */
-          gboolean inline_value = is_long ? a[2 + ln] == '=' : a[2] != '\0';
-          if (takes_value (e) && !inline_value)
-            i++;
-          break;
-        }
-    }
-  return TRUE;
-}
-
 HnJobSpec *
 hn_cli_parse_command (const char *name, int argc, char **argv, int *exit_status)
 {

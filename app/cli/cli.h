@@ -24,11 +24,6 @@ int hn_cli_main (int argc, char **argv);
  * checked spec, whose getters give the typed values. */
 HnJobSpec *hn_cli_parse_command (const char *name, int argc, char **argv, int *exit_status);
 
-/* For the commands still on a GOptionContext (merge-lora, export-gguf): it
- * takes the last of an option given twice; this refuses that for every entry
- * but the list and callback ones. Call before parsing. */
-gboolean hn_cli_check_repeats (const GOptionEntry *entries, int argc, char **argv, GError **error);
-
 /* Prints "error: <message>" to stderr and returns the exit status 1. */
 int hn_cli_fail (GError *error);
 
