@@ -56,6 +56,16 @@ for area in $areas; do
   done
 done
 
+# a *-private.h is for the files of its own area: the app and the other areas use public headers
+hits=$(grep -rn -E '#[[:space:]]*include[[:space:]]*"[a-z0-9_-]+/[a-z0-9_-]+-private\.h"' engine app |
+  awk -F: '{ split ($1, p, "/"); match ($0, /"[a-z0-9_-]+\//); inc = substr ($0, RSTART + 1, RLENGTH - 2);
+             if (p[1] != "engine" || p[2] != inc) print }' || true)
+if [ -n "$hits" ]; then
+  echo "private headers included outside their area (give them a public API instead):"
+  echo "$hits"
+  fail=1
+fi
+
 # the engine never includes GTK, libadwaita or the app
 if grep -rn -E '#[[:space:]]*include[[:space:]]*[<"](gtk/|adwaita\.h|app/|gui/|cli/)' engine; then
   echo "engine/: GTK, libadwaita or app headers above"

@@ -308,13 +308,6 @@ gboolean hn_hier_vk_zero (HnCmd *cmd, HnVkBuffer *b, gsize floats, GError **erro
 gboolean hn_hier_vk_train_chunk (HnHierVkRunner *r, HnHierState **s, int rows, const guint32 *const *in,
                                  const gint32 *const *labels, const float *const *weights, int n, float scale,
                                  HnHierLoss *loss, GError **error);
-/* A trainer's layout without buffers (for sizing), and its floats per row. */
-HnHierVkRunner *hn_hier_vk_trainer_layout (HnHierModel *m, int rows, int chunk, GError **error);
-gsize hn_hier_vk_trainer_row_floats (HnHierVkRunner *r);
-/* How many of `want` rows one trainer program can hold on ctx's device
- * (0 with an error when not even one fits); row_floats (may be NULL): the
- * work buffer's floats per row. */
-int hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, gsize *row_floats, GError **error);
 /* Adds the gradient of the rows run since the last call (the rows' slices
  * summed in row order on the device; one slice is downloaded) to sum, and
  * zeroes the slices. */

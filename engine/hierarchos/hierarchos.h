@@ -209,6 +209,14 @@ void hn_hier_vk_runner_free (HnHierVkRunner *r);
 /* Device bytes a runner for `m` allocates (parameters + work buffer). */
 gboolean hn_hier_vk_device_bytes (HnHierModel *m, guint64 *bytes, GError **error);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnHierVkRunner, hn_hier_vk_runner_free)
+/* The Vulkan trainer's sizes (the memory estimate, the training job): a
+ * trainer's layout without buffers, and its floats per row. */
+HnHierVkRunner *hn_hier_vk_trainer_layout (HnHierModel *m, int rows, int chunk, GError **error);
+gsize hn_hier_vk_trainer_row_floats (HnHierVkRunner *r);
+/* How many of `want` rows one trainer program can hold on ctx's device
+ * (0 with an error when not even one fits); row_floats (may be NULL): the
+ * work buffer's floats per row. */
+int hn_hier_vk_train_rows (HnHierModel *m, HnVkContext *ctx, int chunk, int want, gsize *row_floats, GError **error);
 /* Copies m->params to the device again (after the host weights changed). */
 gboolean hn_hier_vk_runner_upload_params (HnHierVkRunner *r, GError **error);
 /* Runs n tokens from `state` (advanced in place, like n calls of

@@ -1,19 +1,11 @@
 /* What the Hub client's other files (hub-search.c, hub-local.c, hub-token.c)
- * share with hub.c. Not for use outside engine/io. */
+ * share with hub.c. Not for use outside engine/hub (tests/check-layers.sh). */
 #pragma once
 #include <json-glib/json-glib.h>
 
 #include "hub/hub.h"
 
 G_BEGIN_DECLS
-
-/* GETs `url` (which must be on the Hub's own host, so the token never goes
- * elsewhere) and parses the JSON reply. `repo_id` and `what` word the error
- * of a non-2xx reply. *link_next (may be NULL) receives the rel="next" URL of
- * the Link header, NULL when there is none. Offline, fails with
- * HN_ERROR_NETWORK. */
-JsonNode *hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *what, char **link_next,
-                          GCancellable *cancellable, GError **error);
 
 /* The same for a body that is not JSON, at most `limit` bytes. */
 GBytes *hn_hub_get_bytes (HnHub *hub, const char *url, const char *repo_id, const char *what, gsize limit,

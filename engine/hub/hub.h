@@ -17,6 +17,7 @@
  * size-checked and (for LFS files) sha256-checked before the rename. */
 #pragma once
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -139,5 +140,13 @@ void hn_hub_cached_repo_free (HnHubCachedRepo *r);
 GPtrArray *hn_hub_scan_cache (const char *cache_dir, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnHub, hn_hub_free)
+
+/* GETs `url` (which must be on the Hub's own host, so the token never goes
+ * elsewhere) and parses the JSON reply. `repo_id` and `what` word the error
+ * of a non-2xx reply. *link_next (may be NULL) receives the rel="next" URL of
+ * the Link header, NULL when there is none. Offline, fails with
+ * HN_ERROR_NETWORK. */
+JsonNode *hn_hub_api_get (HnHub *hub, const char *url, const char *repo_id, const char *what, char **link_next,
+                          GCancellable *cancellable, GError **error);
 
 G_END_DECLS

@@ -3,7 +3,6 @@
  * carried state with state files, and the /reset /status /save /quit commands;
  * and the runtime (Vulkan or CPU) a Hierarchos job runs on. */
 #include "jobs/hierarchos-job.h"
-#include "hierarchos/hierarchos-private.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
 #include "jobs/hub-job.h"

@@ -2,7 +2,6 @@
  * continuing a model folder) and "hierarchos-finetune" (fresh model folders
  * and plain-text loading are hierarchos/hierarchos-folder.c). */
 #include "jobs/hierarchos-job.h"
-#include "hierarchos/hierarchos-vk-private.h"
 #include "base/hn-error.h"
 #include "base/hn-folder.h"
 #include "base/json-util.h"

@@ -12,7 +12,6 @@
 #include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
 #include "jobs/generate-job.h"
-#include "hierarchos/hierarchos-vk-private.h"
 #include "transformer/lora.h"
 #include "transformer/transformer.h"
 #include "tensor/quant.h"

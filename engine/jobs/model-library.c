@@ -10,7 +10,6 @@
 #include "hierarchos/hierarchos.h"
 #include "transformer/registry.h"
 #include "jobs/memory-estimate.h"
-#include "hub/hub-private.h"
 #include "base/hn-error.h"
 
 #include <glib/gstdio.h>
