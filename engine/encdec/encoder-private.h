@@ -40,6 +40,7 @@ struct _HnEncoder {
   double rope_theta;        /* esm */
   int head_width;           /* rembert output_embedding_size */
   float *rel;               /* mpnet: relative_attention_bias [buckets, H] (host), shared by every layer */
+  gboolean rms;             /* eurobert: RMSNorm (weight only) instead of LayerNorm */
   int buckets;
   int max_full_tokens;      /* big_bird block_sparse: the longest input it runs as full attention (0 = any) */
   int local_window;         /* keys within |i - j| <= local_window */

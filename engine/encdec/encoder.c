@@ -126,6 +126,8 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
       if (!hn_model_config_get_double (cfg, "norm_eps", &eps, error) && error && *error)
         return FALSE;
     }
+  else if (ns == HN_NAMES_EUROBERT)
+    eps = isnan (eps) ? 1e-5 : eps;
   else if (ns == HN_NAMES_DISTILBERT || isnan (eps))
     eps = 1e-12;
   m->eps = m->head_eps = (float) eps;
@@ -629,10 +631,106 @@ load_xlm (HnEncoder *m, HnWLoader *L, GError **error)
   return hn_wl_vector (L, "pred_layer.proj.bias", m->vocab, TRUE, &m->dec_b, error);
 }
 
+/* A stored [rows, cols] matrix in f32 on the host (marked used). */
+static float *
+host_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error)
+{
+  const HnSafetensorInfo *t = hn_wl_find (L, name, TRUE, error);
+  if (!t)
+    return NULL;
+  if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                   t->file, t->name, rows, cols);
+      return NULL;
+    }
+  return hn_safetensor_info_dup_f32 (t, error);
+}
+
+/* EuroBertForMaskedLM: llama layers (RMSNorm, grouped K/V, rotary, SiLU-gated MLP) attending both
+ * ways, the final norm and lm_head. Grouped keys/values are expanded to one per query head and
+ * gate / up stacked into one [2F, C] matrix at load (f32). */
+static gboolean
+load_eurobert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error)
+{
+  gint64 C = m->C, F = m->F, H = m->H, D = m->D;
+  gint64 KVH = cfg->num_key_value_heads > 0 ? cfg->num_key_value_heads : H;
+  if (H % KVH || (cfg->head_dim > 0 && cfg->head_dim != D))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: eurobert with %d heads over %" G_GINT64_FORMAT
+                   " key/value heads or head_dim other than hidden_size / heads is not supported", cfg->path, m->H, KVH);
+      return FALSE;
+    }
+  gint64 rep = H / KVH;
+  m->rms = TRUE;
+  CK (hn_wl_matrix (L, "model.embed_tokens.weight", m->vocab, C, TRUE, &m->word, error));
+  m->layers = g_new0 (EncLayer, m->n_unique);
+  for (int i = 0; i < m->n_unique; i++)
+    {
+      EncLayer *lw = &m->layers[i];
+      g_autofree char *pfx = g_strdup_printf ("model.layers.%d.", i);
+      CK (hn_wl_norm (L, pfx, "input_layernorm", C, &lw->ln1_w, NULL, error) &&
+          hn_wl_linear (L, pfx, "self_attn.q_proj", H * D, C, &lw->wq, &lw->bq, error) &&
+          hn_wl_linear (L, pfx, "self_attn.o_proj", C, H * D, &lw->wo, &lw->bo, error) &&
+          hn_wl_norm (L, pfx, "post_attention_layernorm", C, &lw->ln2_w, NULL, error) &&
+          hn_wl_linear (L, pfx, "mlp.down_proj", C, F, &lw->wd, &lw->bd, error));
+      HnTensor **kv[2] = { &lw->wk, &lw->wv };
+      const char *kvn[2] = { "self_attn.k_proj", "self_attn.v_proj" };
+      for (int j = 0; j < 2; j++)
+        {
+          g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, kvn[j]);
+          g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, kvn[j]);
+          if (hn_safetensors_lookup (L->st, bn))
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: eurobert k/v biases are not supported", m->dir);
+              return FALSE;
+            }
+          g_autofree float *src = host_matrix (L, wn, KVH * D, C, error);
+          CK (src);
+          g_autofree float *ex = g_new (float, (gsize) (H * D * C));
+          for (gint64 h = 0; h < H; h++) /* repeat_kv: query head h reads key/value head h / rep */
+            memcpy (ex + h * D * C, src + (h / rep) * D * C, sizeof (float) * (gsize) (D * C));
+          CK ((*kv[j] = hn_wl_from_f32 (L, wn, 2, (gint64[]) { H * D, C }, ex, error)));
+        }
+      g_autofree char *gn = g_strdup_printf ("%smlp.gate_proj.weight", pfx);
+      g_autofree char *un = g_strdup_printf ("%smlp.up_proj.weight", pfx);
+      g_autofree float *g = host_matrix (L, gn, F, C, error);
+      g_autofree float *u = g ? host_matrix (L, un, F, C, error) : NULL;
+      CK (u);
+      g_autofree float *gu = g_new (float, (gsize) (2 * F * C));
+      memcpy (gu, g, sizeof (float) * (gsize) (F * C));
+      memcpy (gu + F * C, u, sizeof (float) * (gsize) (F * C));
+      CK ((lw->wi = hn_wl_from_f32 (L, gn, 2, (gint64[]) { 2 * F, C }, gu, error)));
+    }
+  CK (hn_wl_norm (L, "model.", "norm", C, &m->final_w, NULL, error));
+  if (cfg->tie_word_embeddings == TRUE)
+    {
+      hn_wl_find (L, "lm_head.weight", FALSE, NULL);
+      m->dec_w = m->word;
+    }
+  else
+    CK (hn_wl_matrix (L, "lm_head.weight", m->vocab, C, TRUE, &m->dec_w, error));
+  CK (hn_wl_vector (L, "lm_head.bias", m->vocab, FALSE, &m->dec_b, error));
+  double theta = cfg->rope.theta > 0 ? cfg->rope.theta : 10000.0;
+  if (cfg->rope.rope_type && strcmp (cfg->rope.rope_type, "default") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: eurobert rope type \"%s\" is not supported", cfg->path,
+                   cfg->rope.rope_type);
+      return FALSE;
+    }
+  g_autofree float *inv = g_new (float, D / 2);
+  CK (hn_rope_compute_inv_freq (theta, (int) D, m->n_pos, NULL, 0, inv, &m->rope_scale_global, error));
+  CK ((m->inv_freq_global = hn_wl_from_f32 (L, "rope.eurobert", 1, (gint64[]) { D / 2 }, inv, error)));
+  m->rope_style = HN_ROPE_NEOX;
+  return TRUE;
+}
+
 static gboolean
 load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
   HnEncoder *m = model;
+  if (m->arch->names == HN_NAMES_EUROBERT)
+    return load_eurobert (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_XLM)
     return load_xlm (m, L, error);
   return m->arch->names == HN_NAMES_MODERNBERT ? load_modernbert (m, L, cfg, error) : load_bert_like (m, L, error);
@@ -669,6 +767,15 @@ linear (HnCmd *cmd, HnScratch *sc, HnTensor **out, const char *name, HnTensor *x
   return *out && hn_op_matmul (cmd, *out, x, w, b, error);
 }
 
+/* The encoder's norm: LayerNorm, or RMSNorm (eurobert). */
+static gboolean
+enc_norm (HnEncoder *m, HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *w, HnTensor *b, float eps, GError **error)
+{
+  if (m->rms)
+    return hn_op_rmsnorm (cmd, out, in, w, eps, HN_NORM_DEFAULT, error);
+  return hn_op_layernorm (cmd, out, in, w, b, eps, error);
+}
+
 static gboolean
 record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, HnTensor *pos, HnTensor *local_mask,
               HnTensor *rel_bias, const HnAttendWork *aw, GError **error)
@@ -679,7 +786,7 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
   if (m->pre_norm && lw->ln1_w)
     {
       CK ((h = hn_scratch_new (sc, "enc.h", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)));
-      CK (hn_op_layernorm (cmd, h, x, lw->ln1_w, lw->ln1_b, m->eps, error));
+      CK (enc_norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, m->eps, error));
     }
   HnTensor *q, *k, *v, *att, *o;
   CK (linear (cmd, sc, &q, "enc.q", h, lw->wq, lw->bq, error) && linear (cmd, sc, &k, "enc.k", h, lw->wk, lw->bk, error) &&
@@ -713,7 +820,7 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
   if (m->pre_norm)
     {
       CK ((in = hn_scratch_new (sc, "enc.h2", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)));
-      CK (hn_op_layernorm (cmd, in, x, lw->ln2_w, lw->ln2_b, m->eps, error));
+      CK (enc_norm (m, cmd, in, x, lw->ln2_w, lw->ln2_b, m->eps, error));
     }
   HnTensor *u, *a, *d;
   CK (linear (cmd, sc, &u, "enc.up", in, lw->wi, lw->bi, error));
@@ -858,7 +965,7 @@ hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, in
   for (int s = 0; ok && s < m->n_exec; s++)
     ok = record_layer (m, cmd, &sc, s, x, pos_t, mask, rel_bias, &aw, error);
   if (ok && m->final_w)
-    ok = hn_op_layernorm (cmd, x, x, m->final_w, m->final_b, m->eps, error);
+    ok = enc_norm (m, cmd, x, x, m->final_w, m->final_b, m->eps, error);
   /* head */
   HnTensor *t = x; /* xlm: no transform before the decoder */
   if (m->head_w)

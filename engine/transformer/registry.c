@@ -128,6 +128,9 @@ static const HnArchInfo archs[] = {
   { "openai-gpt", NULL, "gpt2", HN_BLOCK_POST_LN, HN_NAMES_OPENAI_GPT,
     HN_QUIRK_LAYERNORM | HN_QUIRK_CONV1D | HN_QUIRK_FUSED_QKV | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE, "gelu_new", DEC,
     "openai-gpt" },
+  { "bert-generation", NULL, "bert", HN_BLOCK_POST_LN, HN_NAMES_BERT_GENERATION,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_LEARNED_POS | HN_QUIRK_NO_ROPE | HN_QUIRK_EMBED_NORM | HN_QUIRK_LM_HEAD_BIAS, "gelu",
+    DEC, "bert-generation" },
   { "gpt_neox_japanese", NULL, "gpt_neox", HN_BLOCK_PRE_NORM, HN_NAMES_GPT_NEOX_JP,
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC, "gpt_neox_japanese" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
@@ -192,6 +195,7 @@ static const HnArchInfo archs[] = {
     ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC, "roberta-prelayernorm" },
   { "mpnet", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_MPNET, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
     "mpnet" },
+  { "eurobert", NULL, "llama", HN_BLOCK_ENCODER_PRE_NORM, HN_NAMES_EUROBERT, RMS_GATED, "silu", ENC, "eurobert" },
   { "big_bird", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu_new", ENC, "big_bird" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
@@ -233,7 +237,6 @@ static const HnArchRefusal refusals[] = {
   { "axk1", R_UNMAPPED },
   { "axk2", R_UNMAPPED },
   { "bamba", R_SSD },
-  { "bert-generation", "BERT as a causal decoder (BertGenerationDecoder) is not built yet (fixture in tests/)" },
   { "bigbird_pegasus", "block-sparse attention (BigBird) in the encoder-decoder is not built yet" },
   { "blt", "byte-latent patching (local encoder / decoder around a latent transformer) is not built yet" },
   { "cohere2_moe", R_UNMAPPED },
@@ -250,7 +253,6 @@ static const HnArchRefusal refusals[] = {
   { "encoder-decoder", "a composite of two separately configured models (EncoderDecoderModel); load its parts" },
   { "ernie4_5_moe", "its softmax router with the moe_statics choice bias does not reproduce the fixture yet" },
   { "esmc", "ESM C's protein encoder is not built yet" },
-  { "eurobert", "a bidirectional llama-style encoder (RMSNorm, GQA, rotary) is not built yet" },
   { "exaone_moe", R_UNMAPPED },
   { "falcon_h1", R_SSD },
   { "falcon_mamba", R_SSM " (falcon_mamba: with RMS-normed B, C, dt)" },

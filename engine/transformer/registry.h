@@ -52,6 +52,7 @@ typedef enum {
   HN_NAMES_CTRL,       /* transformer.h.N.multi_head_attention.W{q,k,v}/dense, ffn.0/ffn.2, layernorm1/2 */
   HN_NAMES_OPENAI_GPT, /* transformer.h.N.attn.c_attn (Conv1D), ln_1/ln_2 after each sublayer, no final norm */
   HN_NAMES_GPT_NEOX_JP,/* gpt_neox_japanese.layers.N.attention.query_key_value, attention.dense_bias */
+  HN_NAMES_BERT_GENERATION, /* bert.encoder.layer.N (bert names, causal), bert.embeddings.LayerNorm, lm_head.bias */
   HN_NAMES_BERT,       /* <base>.encoder.layer.N.attention.self.{query,key,value}, cls/lm_head (bert, roberta) */
   HN_NAMES_DISTILBERT, /* distilbert.transformer.layer.N.attention.{q,k,v,out}_lin, ffn.lin1/lin2 */
   HN_NAMES_ALBERT,     /* albert.encoder.albert_layer_groups.G.albert_layers.J (shared layers) */
@@ -65,6 +66,7 @@ typedef enum {
   HN_NAMES_XLM,        /* transformer.attentions.N.q_lin, layer_norm1.N, ffns.N.lin1, pred_layer.proj */
   HN_NAMES_ROBERTA_PRELN, /* roberta names under roberta_prelayernorm., attention / intermediate LayerNorm first */
   HN_NAMES_MPNET,      /* mpnet.encoder.layer.N.attention.attn.{q,k,v,o}, one relative_attention_bias table */
+  HN_NAMES_EUROBERT,   /* llama names (RMSNorm, grouped K/V, rotary, gated MLP), bidirectional, lm_head */
   HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
   HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
 } HnNameScheme;

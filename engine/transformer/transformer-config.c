@@ -586,7 +586,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   /* tied embeddings: the family's transformers default when config.json is silent */
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
-                                                "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", NULL };
+                                                "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
+                                                NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 

@@ -969,6 +969,12 @@ static const Names scheme_names[] = {
     .qkv = "attention.query_key_value", .qkv_layout = QKV_HEAD_SPLIT, .o = "attention.dense",
     .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
     .final_norm = "gpt_neox_japanese.final_layer_norm", .lm_head = "embed_out" },
+  [HN_NAMES_BERT_GENERATION] = { /* BertGenerationDecoder: post-LN bert layers, causal; the head tied with a bias */
+    .embed = "bert.embeddings.word_embeddings", .pos = "bert.embeddings.position_embeddings",
+    .embed_norm = "bert.embeddings.LayerNorm", .layer = "bert.encoder.layer.",
+    .ln1 = "attention.output.LayerNorm", .ln2 = "output.LayerNorm",
+    .q = "attention.self.query", .k = "attention.self.key", .v = "attention.self.value",
+    .o = "attention.output.dense", .up = "intermediate.dense", .down = "output.dense", .lm_head = "lm_head" },
   [HN_NAMES_GLM4] = { .llama_overlay = TRUE,
     .post_attn = "post_self_attn_layernorm", .ln2 = "post_attention_layernorm",
     .post_ffn = "post_mlp_layernorm" },
