@@ -1,4 +1,5 @@
 #include "formats/gguf-hf.h"
+#include "tensor/quant.h"
 #include "base/hn-error.h"
 
 #include <glib/gstdio.h>
@@ -421,6 +422,29 @@ hn_gguf_config_json (HnGguf *g, GError **error)
 
 /* ---------------------------------------------------------------- import: tensors */
 
+static gboolean
+dequantize_all (void)
+{
+  const char *v = g_getenv ("HN_GGUF_DEQUANTIZE");
+  return v && *v && !g_str_equal (v, "0");
+}
+
+/* hn_gguf_permute_qk_rows (GGUF to Hugging Face order) on rows of any bytes. */
+static void
+permute_rows_bytes (guint8 *w, gint64 rows, gsize row_bytes, int n_head)
+{
+  gint64 hd = rows / n_head, half = hd / 2;
+  g_autofree guint8 *tmp = g_malloc ((gsize) hd * row_bytes);
+  for (int h = 0; h < n_head; h++)
+    {
+      guint8 *head = w + (gsize) (h * hd) * row_bytes;
+      for (gint64 j = 0; j < half; j++)
+        for (int s = 0; s < 2; s++)
+          memcpy (tmp + (gsize) (s * half + j) * row_bytes, head + (gsize) (2 * j + s) * row_bytes, row_bytes);
+      memcpy (head, tmp, (gsize) hd * row_bytes);
+    }
+}
+
 static void
 gguf_unref (gpointer p)
 {
@@ -481,6 +505,31 @@ hn_gguf_open_as_safetensors (const char *gguf_path, GError **error)
           HnStDtype dt = t->type == HN_GGML_F32 ? HN_ST_DTYPE_F32 : t->type == HN_GGML_F16 ? HN_ST_DTYPE_F16
                                                                                             : HN_ST_DTYPE_BF16;
           if (!hn_safetensors_add_in_memory (st, name, dt, ndim, shape, t->data, t->nbytes, NULL, error))
+            return NULL;
+          continue;
+        }
+      /* Quantized matrices of a type the device kernels read stay in their
+       * blocks (the Q/K permutation moves whole rows); HN_GGUF_DEQUANTIZE=1
+       * dequantizes them to f32 here instead (for comparisons). */
+      HnDType qdt;
+      if (ndim == 2 && !plus_one && hn_dtype_from_ggml_type (t->type, &qdt) && !dequantize_all ())
+        {
+          const void *data = t->data;
+          guint8 *copy = NULL;
+          if (permute)
+            {
+              int nh = (int) (is_q ? heads : kv_heads);
+              if (nh <= 0 || shape[0] % (2 * nh) != 0)
+                {
+                  g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor '%s' has %" G_GINT64_FORMAT " rows, not "
+                               "a multiple of 2 x %d heads", file, t->name, shape[0], nh);
+                  return NULL;
+                }
+              copy = g_memdup2 (t->data, t->nbytes);
+              permute_rows_bytes (copy, shape[0], hn_ggml_row_size (t->type, shape[1]), nh);
+              data = copy;
+            }
+          if (!hn_safetensors_add_ggml_in_memory (st, name, t->type, ndim, shape, data, t->nbytes, copy, error))
             return NULL;
           continue;
         }

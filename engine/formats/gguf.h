@@ -26,7 +26,7 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "formats/gguf-quants.h"
+#include "tensor/ggml-quants.h"
 
 G_BEGIN_DECLS
 

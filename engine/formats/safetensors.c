@@ -1,4 +1,5 @@
 #include "formats/safetensors.h"
+#include "tensor/ggml-quants.h"
 #include "base/json-util.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
@@ -29,7 +30,7 @@ static const struct {
   [HN_ST_DTYPE_BF16] = { "BF16", 2 },       [HN_ST_DTYPE_I32] = { "I32", 4 },
   [HN_ST_DTYPE_U32] = { "U32", 4 },         [HN_ST_DTYPE_F32] = { "F32", 4 },
   [HN_ST_DTYPE_F64] = { "F64", 8 },         [HN_ST_DTYPE_I64] = { "I64", 8 },
-  [HN_ST_DTYPE_U64] = { "U64", 8 },
+  [HN_ST_DTYPE_U64] = { "U64", 8 },         [HN_ST_DTYPE_GGML] = { "GGML", 0 },
 };
 
 gsize
@@ -49,7 +50,7 @@ hn_st_dtype_name (HnStDtype dtype)
 gboolean
 hn_st_dtype_from_name (const char *name, HnStDtype *out)
 {
-  for (guint i = 0; i < HN_ST_N_DTYPES; i++)
+  for (guint i = 0; i < HN_ST_DTYPE_GGML; i++)
     if (g_strcmp0 (dtype_table[i].name, name) == 0)
       {
         *out = (HnStDtype) i;
@@ -689,6 +690,37 @@ hn_safetensors_add_in_memory (HnSafetensors *st, const char *name, HnStDtype dty
   return TRUE;
 }
 
+gboolean
+hn_safetensors_add_ggml_in_memory (HnSafetensors *st, const char *name, guint32 ggml_type, guint ndim,
+                                   const gint64 *shape, const void *data, gsize nbytes, gpointer owned, GError **error)
+{
+  g_return_val_if_fail (st->owned && ndim >= 1 && ndim <= HN_ST_MAX_DIMS, FALSE);
+  if (owned)
+    g_ptr_array_add (st->owned, owned);
+  gint64 n = 1;
+  for (guint d = 0; d < ndim; d++)
+    n *= shape[d];
+  gint64 cols = shape[ndim - 1];
+  guint bs = hn_ggml_block_size ((HnGgmlType) ggml_type);
+  if (g_hash_table_contains (st->by_name, name) || bs == 0 || cols % bs != 0 ||
+      (gsize) (n / cols) * hn_ggml_row_size ((HnGgmlType) ggml_type, cols) != nbytes)
+    return corrupt (error, st->file_names[0], "tensor %s: duplicate name or size mismatch", name);
+  HnSafetensorInfo *t = g_new0 (HnSafetensorInfo, 1);
+  t->name = g_strdup (name);
+  t->dtype = HN_ST_DTYPE_GGML;
+  t->ggml_type = ggml_type;
+  t->ndim = ndim;
+  memcpy (t->shape, shape, ndim * sizeof (gint64));
+  t->n_elements = n;
+  t->data = data;
+  t->nbytes = nbytes;
+  t->file = st->file_names[0];
+  g_ptr_array_add (st->tensors, t);
+  g_hash_table_insert (st->by_name, (char *) t->name, t);
+  g_ptr_array_sort (st->tensors, info_cmp);
+  return TRUE;
+}
+
 void
 hn_safetensors_set_metadata (HnSafetensors *st, const char *key, const char *value)
 {
@@ -805,6 +837,16 @@ hn_safetensor_info_to_f32 (const HnSafetensorInfo *t, float *dst, GError **error
     case HN_ST_DTYPE_F8_E5M2:
       for (gint64 i = 0; i < n; i++)
         dst[i] = hn_st_f16_to_f32 ((guint16) (p[i] << 8));
+      break;
+    case HN_ST_DTYPE_GGML:
+      {
+        g_autoptr (GError) e = NULL;
+        if (!hn_ggml_dequantize ((HnGgmlType) t->ggml_type, p, dst, n, &e))
+          {
+            g_set_error (error, HN_ERROR, e->code, "%s: tensor '%s': %s", t->file, t->name, e->message);
+            return FALSE;
+          }
+      }
       break;
     case HN_ST_DTYPE_F8_E4M3:
       for (gint64 i = 0; i < n; i++)

@@ -40,6 +40,11 @@ typedef enum {
   HN_ST_DTYPE_F64,
   HN_ST_DTYPE_I64,
   HN_ST_DTYPE_U64,
+  /* not a safetensors dtype: ggml blocks of a GGUF file kept quantized
+   * (HnSafetensorInfo.ggml_type, tensor/ggml-quants.h), only in the tensor
+   * sets hn_gguf_open_as_safetensors builds; its element size is 0 and the
+   * file parser never accepts its name */
+  HN_ST_DTYPE_GGML,
   HN_ST_N_DTYPES
 } HnStDtype;
 
@@ -70,6 +75,7 @@ typedef struct {
   const void *data;              /* into the mapping; see alignment note above */
   gsize nbytes;
   const char *file;              /* the file holding it */
+  guint32 ggml_type;             /* HN_ST_DTYPE_GGML: the HnGgmlType of the blocks */
 } HnSafetensorInfo;
 
 typedef struct _HnSafetensors HnSafetensors;
@@ -93,7 +99,7 @@ GHashTable *hn_safetensors_get_metadata_table (HnSafetensors *st);
 /* Files that were mapped, in load order (owned by st). */
 const char *const *hn_safetensors_get_files (HnSafetensors *st);
 
-/* Converts F32/F16/BF16/F64 (and integer types) elements to float.
+/* Converts F32/F16/BF16/F64 (and integer types, and GGML blocks) elements to float.
  * `dst` holds info->n_elements floats. */
 gboolean hn_safetensor_info_to_f32 (const HnSafetensorInfo *info, float *dst, GError **error);
 /* Same, newly allocated (g_free). */
@@ -110,6 +116,11 @@ gboolean hn_safetensors_add_in_memory (HnSafetensors *st, const char *name, HnSt
                                        const gint64 *shape, const void *data, gsize nbytes, gpointer owned,
                                        GError **error);
 void hn_safetensors_set_metadata (HnSafetensors *st, const char *key, const char *value);
+/* A tensor of ggml blocks (dtype HN_ST_DTYPE_GGML): nbytes must be
+ * rows · hn_ggml_row_size (ggml_type, shape[ndim - 1]). */
+gboolean hn_safetensors_add_ggml_in_memory (HnSafetensors *st, const char *name, guint32 ggml_type, guint ndim,
+                                            const gint64 *shape, const void *data, gsize nbytes, gpointer owned,
+                                            GError **error);
 
 /* ---- writer ---- */
 

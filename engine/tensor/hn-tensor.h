@@ -26,6 +26,16 @@ typedef enum {
   HN_DTYPE_NF4,     /* bitsandbytes NF4, blocks of 64, f32 absmax */
   HN_DTYPE_NF4_DQ,  /* NF4 with double-quantized absmax */
   HN_DTYPE_Q8,      /* int8 per output channel */
+  /* ggml's blocks as a GGUF file holds them, row by row (tensor/ggml-quants.h);
+   * the matrix-vector and matmul kernels dequantize them (ops-gguf.c) */
+  HN_DTYPE_GGML_Q4_0,
+  HN_DTYPE_GGML_Q4_1,
+  HN_DTYPE_GGML_Q5_0,
+  HN_DTYPE_GGML_Q5_1,
+  HN_DTYPE_GGML_Q8_0,
+  HN_DTYPE_GGML_Q4_K,
+  HN_DTYPE_GGML_Q5_K,
+  HN_DTYPE_GGML_Q6_K,
 } HnDType;
 
 #define HN_MAX_DIMS 4

@@ -54,3 +54,15 @@ gboolean hn_op_dispatch_rows (HnCmd *cmd, const char *shader, const guint32 *spe
 gboolean hn_op_dispatch_elems (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_spec,
                                const HnVkBinding *b, guint nb, const void *push, guint push_size, guint64 n,
                                GError **error);
+
+/* ops-gguf.c: the kernels of a weight in ggml blocks (HN_DTYPE_GGML_*).
+ * matvec: y[M, N] = x·Wᵀ (+ bias), or act(x·Wᵀ + bias) · (x·Uᵀ + bias_u)
+ * with u, optionally RMS-normalising x on the fly (norm), accumulate: y +=
+ * alpha · that; M <= 8 rows (hn_op_matvec_available). matmul: as
+ * hn_op_matmul_quant_dispatch. Shapes are checked by the callers. */
+gboolean hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *u,
+                                     HnTensor *bias_u, guint32 act, gboolean accumulate, float alpha,
+                                     const HnMatvecNorm *norm, GError **error);
+gboolean hn_op_matmul_gguf_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M,
+                                     guint32 N, guint32 K, guint32 a_sm, guint32 a_sk, gboolean w_row_is_n,
+                                     float alpha, gboolean accumulate, GError **error);

@@ -40,7 +40,7 @@ gboolean
 hn_quant_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags)
 {
   gint64 qb = dt == HN_DTYPE_Q8 ? 4 : HN_NF4_BLOCK;
-  return hn_dtype_is_quant (dt) && hn_vk_context_has_coopmat2 (ctx, NULL) && M > 8 && w_cols % qb == 0 &&
+  return hn_dtype_is_quant (dt) && !hn_dtype_is_ggml (dt) && hn_vk_context_has_coopmat2 (ctx, NULL) && M > 8 && w_cols % qb == 0 &&
          !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
 }
 
@@ -107,6 +107,8 @@ hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, 
                              guint32 K, guint32 a_sm, guint32 a_sk, gboolean w_row_is_n, float alpha,
                              gboolean accumulate, HnMatmulFlags flags, GError **error)
 {
+  if (hn_dtype_is_ggml (w->dtype))
+    return hn_op_matmul_gguf_dispatch (cmd, c, a, w, bias, M, N, K, a_sm, a_sk, w_row_is_n, alpha, accumulate, error);
   if (w->offset != 0 || w->ndim != 2)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "matmul: quantized weight %s must be a whole 2-D tensor",

@@ -111,6 +111,8 @@ static gboolean
 dispatch_matvec (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *u, HnTensor *bias_u,
                  guint32 act, gboolean accumulate, float alpha, const HnMatvecNorm *norm, GError **error)
 {
+  if (hn_dtype_is_ggml (w->dtype))
+    return hn_op_matvec_gguf_dispatch (cmd, y, x, w, bias, u, bias_u, act, accumulate, alpha, norm, error);
   HnTensor *g = norm ? norm->weight : NULL;
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
   gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
@@ -165,8 +167,9 @@ check_linear (const char *op, HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w,
       !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
     return FALSE;
   if (!hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
-      /* only hn_op_matmul has a kernel for quantized weights */
-      (!(hn_dtype_is_quant (w->dtype) && g_str_equal (op, "matmul")) && !hn_op_check_float_storage (op, "W", w, error)) ||
+      /* only hn_op_matmul has a kernel for quantized weights, and the matvec ops for GGUF blocks */
+      (!(hn_dtype_is_quant (w->dtype) && g_str_equal (op, "matmul")) && !hn_dtype_is_ggml (w->dtype) &&
+       !hn_op_check_float_storage (op, "W", w, error)) ||
       (bias && !hn_op_check_dtype (op, "bias", bias, HN_DTYPE_F32, error)))
     return FALSE;
   if (w->ndim != 2)
@@ -536,9 +539,12 @@ hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias,
 {
   if (w && hn_dtype_is_quant (w->dtype))
     {
-      /* a frozen quantized weight (QLoRA): its own kernel, never the matrix-vector one */
+      /* a frozen quantized weight (QLoRA): its own kernel, never the matrix-vector one;
+       * GGUF blocks: their matrix-vector kernel for a few rows (decode) */
       if (!check_linear ("matmul", cmd, y, x, w, bias, error))
         return FALSE;
+      if (hn_dtype_is_ggml (w->dtype) && hn_op_matvec_available (cmd, hn_tensor_rows (x)))
+        return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, FALSE, 1.0f, NULL, error);
       return hn_op_matmul_quant_dispatch (cmd, y, x, w, bias, (guint32) hn_tensor_rows (x), (guint32) w->shape[0],
                                           (guint32) w->shape[1], (guint32) w->shape[1], 1, TRUE, 1.0f, FALSE,
                                           HN_MATMUL_DEFAULT, error);

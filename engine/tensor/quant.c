@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/hn-error.h"
+#include "tensor/ggml-quants.h"
 
 const float hn_nf4_code[16] = {
   -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,
@@ -46,7 +47,51 @@ hn_quant_dynamic_map (float out[256])
 gboolean
 hn_dtype_is_quant (HnDType dt)
 {
-  return dt == HN_DTYPE_NF4 || dt == HN_DTYPE_NF4_DQ || dt == HN_DTYPE_Q8;
+  return dt == HN_DTYPE_NF4 || dt == HN_DTYPE_NF4_DQ || dt == HN_DTYPE_Q8 || hn_dtype_is_ggml (dt);
+}
+
+static const struct {
+  HnDType dt;
+  HnGgmlType g;
+} ggml_map[] = {
+  { HN_DTYPE_GGML_Q4_0, HN_GGML_Q4_0 }, { HN_DTYPE_GGML_Q4_1, HN_GGML_Q4_1 }, { HN_DTYPE_GGML_Q5_0, HN_GGML_Q5_0 },
+  { HN_DTYPE_GGML_Q5_1, HN_GGML_Q5_1 }, { HN_DTYPE_GGML_Q8_0, HN_GGML_Q8_0 }, { HN_DTYPE_GGML_Q4_K, HN_GGML_Q4_K },
+  { HN_DTYPE_GGML_Q5_K, HN_GGML_Q5_K }, { HN_DTYPE_GGML_Q6_K, HN_GGML_Q6_K },
+};
+
+gboolean
+hn_dtype_is_ggml (HnDType dt)
+{
+  return dt >= HN_DTYPE_GGML_Q4_0 && dt <= HN_DTYPE_GGML_Q6_K;
+}
+
+guint32
+hn_dtype_ggml_type (HnDType dt)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (ggml_map); i++)
+    if (ggml_map[i].dt == dt)
+      return ggml_map[i].g;
+  g_return_val_if_reached (HN_GGML_F32);
+}
+
+gboolean
+hn_dtype_from_ggml_type (guint32 ggml_type, HnDType *out)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (ggml_map); i++)
+    if ((guint32) ggml_map[i].g == ggml_type)
+      {
+        *out = ggml_map[i].dt;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+gboolean
+hn_quant_shape_ok (HnDType dt, gint64 cols)
+{
+  if (!hn_dtype_is_ggml (dt))
+    return hn_dtype_is_quant (dt);
+  return cols > 0 && cols % hn_ggml_block_size (hn_dtype_ggml_type (dt)) == 0;
 }
 
 gboolean
@@ -96,6 +141,8 @@ hn_quant_layout (HnDType dt, gint64 rows, gint64 cols, HnQuantLayout *L)
 {
   guint64 n = (guint64) rows * (guint64) cols, nb = (n + HN_NF4_BLOCK - 1) / HN_NF4_BLOCK;
   memset (L, 0, sizeof *L);
+  if (hn_dtype_is_ggml (dt))
+    return; /* rows of blocks: no sections */
   if (dt == HN_DTYPE_Q8)
     {
       L->scale = words (n);
@@ -116,6 +163,8 @@ hn_quant_layout (HnDType dt, gint64 rows, gint64 cols, HnQuantLayout *L)
 guint64
 hn_quant_nbytes (HnDType dt, gint64 rows, gint64 cols)
 {
+  if (hn_dtype_is_ggml (dt))
+    return words ((guint64) rows * hn_ggml_row_size (hn_dtype_ggml_type (dt), cols)) * 4;
   HnQuantLayout L;
   hn_quant_layout (dt, rows, cols, &L);
   return 4 * (L.table + (dt == HN_DTYPE_NF4_DQ ? 256 : 0));
@@ -288,6 +337,21 @@ hn_quant_pack (HnDType dt, const void *src, HnDType src_dt, gint64 rows, gint64 
   HnQuantLayout L;
   hn_quant_layout (dt, rows, cols, &L);
   memset (out, 0, hn_quant_nbytes (dt, rows, cols));
+  if (hn_dtype_is_ggml (dt))
+    {
+      HnGgmlType g = hn_dtype_ggml_type (dt);
+      gsize rs = hn_ggml_row_size (g, cols);
+      g_autofree float *row = g_new (float, cols);
+      for (gint64 r = 0; r < rows; r++)
+        {
+          for (gint64 c = 0; c < cols; c++)
+            row[c] = src_get (src, src_dt, (guint64) r * cols + c);
+          g_autoptr (GError) error = NULL;
+          if (!hn_ggml_quantize (g, row, out + (gsize) r * rs, cols, &error))
+            g_error ("hn_quant_pack: %s", error->message); /* callers check hn_ggml_can_quantize */
+        }
+      return;
+    }
   PackPart proto = { dt, src_dt, src, rows, cols, out, NULL, 0, 0 };
   if (dt == HN_DTYPE_Q8)
     {
@@ -331,6 +395,16 @@ hn_quant_get (HnDType dt, const guint8 *q, gint64 rows, gint64 cols, gint64 idx)
   HnQuantLayout L;
   hn_quant_layout (dt, rows, cols, &L);
   const float *f = (const float *) q;
+  if (hn_dtype_is_ggml (dt))
+    {
+      HnGgmlType g = hn_dtype_ggml_type (dt);
+      guint bs = hn_ggml_block_size (g);
+      gint64 r = idx / cols, c = idx % cols;
+      float v[256];
+      hn_ggml_dequantize (g, q + (gsize) r * hn_ggml_row_size (g, cols) + (gsize) (c / bs) * hn_ggml_type_size (g), v, bs,
+                          NULL);
+      return v[c % bs];
+    }
   if (dt == HN_DTYPE_Q8)
     return (float) ((const gint8 *) q)[idx] * f[L.scale + (guint64) (idx / cols)];
   guint8 byte = q[idx / 2];
@@ -347,6 +421,14 @@ hn_quant_get (HnDType dt, const guint8 *q, gint64 rows, gint64 cols, gint64 idx)
 void
 hn_quant_unpack_rows (HnDType dt, const guint8 *q, gint64 rows, gint64 cols, gint64 row0, gint64 n_rows, float *out)
 {
+  if (hn_dtype_is_ggml (dt))
+    {
+      HnGgmlType g = hn_dtype_ggml_type (dt);
+      gsize rs = hn_ggml_row_size (g, cols);
+      for (gint64 r = 0; r < n_rows; r++)
+        hn_ggml_dequantize (g, q + (gsize) (row0 + r) * rs, out + r * cols, cols, NULL);
+      return;
+    }
   for (gint64 r = 0; r < n_rows; r++)
     for (gint64 c = 0; c < cols; c++)
       out[r * cols + c] = hn_quant_get (dt, q, rows, cols, (row0 + r) * cols + c);

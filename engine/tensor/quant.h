@@ -20,7 +20,14 @@
  *           scale f32[rows]          s = max|w_row| / 127
  *
  * NF4: w ≈ NF4[code] · absmax[block]; a block's code is the nearest of the 16
- * NormalFloat values to w / absmax (bitsandbytes' published table). */
+ * NormalFloat values to w / absmax (bitsandbytes' published table).
+ *
+ * HN_DTYPE_GGML_*: a GGUF file's blocks kept as they are (a quantized GGUF
+ * loads without a full-precision copy): row r is the ggml row of `cols`
+ * elements at byte r · hn_ggml_row_size (type, cols), cols a multiple of the
+ * type's block (32 or 256); the storage is padded to a multiple of 4 bytes.
+ * Packing quantizes with ggml's reference quantizers (q4_0, q8_0, q4_k, q6_k);
+ * unpacking is tensor/ggml-quants.c's dequantization. */
 #pragma once
 #include <glib.h>
 
@@ -40,6 +47,14 @@ void hn_quant_dynamic_map (float out[256]);
 
 /* TRUE for the packed weight dtypes above. */
 gboolean hn_dtype_is_quant (HnDType dt);
+/* TRUE for the HN_DTYPE_GGML_* dtypes; the ggml type of one, and back
+ * (FALSE for a ggml type with no device kernel). */
+gboolean hn_dtype_is_ggml (HnDType dt);
+guint32 hn_dtype_ggml_type (HnDType dt);
+gboolean hn_dtype_from_ggml_type (guint32 ggml_type, HnDType *out);
+/* TRUE when a [rows, cols] weight can be stored as dt (GGML types: cols a
+ * multiple of the block; packing also needs a reference quantizer). */
+gboolean hn_quant_shape_ok (HnDType dt, gint64 cols);
 
 /* Parses --quantization: "none", "nf4", "int8" (and "q4_k", refused: it
  * keeps a Q4_K GGUF's own blocks, which needs the GGUF loader). */

@@ -20,6 +20,14 @@ hn_dtype_name (HnDType dtype)
     case HN_DTYPE_NF4: return "nf4";
     case HN_DTYPE_NF4_DQ: return "nf4 (double-quantized)";
     case HN_DTYPE_Q8: return "int8 (per channel)";
+    case HN_DTYPE_GGML_Q4_0: return "q4_0";
+    case HN_DTYPE_GGML_Q4_1: return "q4_1";
+    case HN_DTYPE_GGML_Q5_0: return "q5_0";
+    case HN_DTYPE_GGML_Q5_1: return "q5_1";
+    case HN_DTYPE_GGML_Q8_0: return "q8_0";
+    case HN_DTYPE_GGML_Q4_K: return "q4_k";
+    case HN_DTYPE_GGML_Q5_K: return "q5_k";
+    case HN_DTYPE_GGML_Q6_K: return "q6_k";
     default: return "?";
     }
 }

@@ -8,6 +8,7 @@
 #include "base/hn-error.h"
 #include "transformer/transformer-private.h"
 #include "tensor/quant.h"
+#include "tensor/ggml-quants.h"
 
 #include <math.h>
 #include <string.h>
@@ -39,6 +40,7 @@ typedef struct {
   HnSafetensors *st;
   GHashTable *used; /* tensor name -> TRUE */
   gboolean linear;  /* the matrix being taken is a layer's Linear weight (quantized with m->quant) */
+  gboolean head;    /* the matrix being taken is the LM head (GGUF blocks stay quantized) */
 } Loader;
 
 static gboolean
@@ -191,6 +193,52 @@ note_origin (Loader *L, HnTensor *t, const HnSafetensorInfo *src, gboolean trans
   g_array_append_val (L->m->origins, o);
 }
 
+/* Rows `idx` (all rows when NULL) of a GGUF tensor of ggml blocks: a Linear
+ * weight (or the LM head) of a type the kernels read stays in its blocks on
+ * the device; anything else (the embedding table) is dequantized to f32. */
+static HnTensor *
+upload_ggml (Loader *L, const HnSafetensorInfo *t, const char *name, const gint64 *idx, gint64 n_rows, gint64 cols,
+             gboolean keep, GError **error)
+{
+  HnGgmlType g = (HnGgmlType) t->ggml_type;
+  gsize rs = hn_ggml_row_size (g, cols);
+  HnDType dt;
+  if (keep && hn_dtype_from_ggml_type (g, &dt))
+    {
+      guint64 qn = hn_quant_nbytes (dt, n_rows, cols);
+      g_autofree guint8 *packed = g_try_malloc0 (qn);
+      if (!packed)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "%s: no host memory for %s", L->m->dir, name);
+          return NULL;
+        }
+      for (gint64 r = 0; r < n_rows; r++)
+        memcpy (packed + (gsize) r * rs, (const guint8 *) t->data + (gsize) (idx ? idx[r] : r) * rs, rs);
+      HnTensor *q = hn_tensor_new_quant (L->m->ctx, name, dt, n_rows, cols, packed, error);
+      if (q)
+        {
+          g_ptr_array_add (L->m->owned, q);
+          L->m->weight_bytes += qn;
+        }
+      return q;
+    }
+  g_autofree float *f = g_try_new (float, (gsize) (n_rows * cols));
+  if (!f)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_OUT_OF_MEMORY, "%s: no host memory to dequantize %s", L->m->dir, name);
+      return NULL;
+    }
+  for (gint64 r = 0; r < n_rows; r++)
+    if (!hn_ggml_dequantize (g, (const guint8 *) t->data + (gsize) (idx ? idx[r] : r) * rs, f + r * cols, cols, error))
+      return NULL;
+  gboolean linear = L->linear;
+  L->linear = FALSE; /* already quantized: never packed again */
+  HnTensor *out = upload (L, name, HN_DTYPE_F32, 2, (gint64[]) { n_rows, cols }, f, sizeof (float) * (gsize) (n_rows * cols),
+                          error);
+  L->linear = linear;
+  return out;
+}
+
 /* A matrix [rows, cols] in its stored dtype. */
 static gboolean
 take_matrix (Loader *L, const char *name, gint64 rows, gint64 cols, gboolean required, HnTensor **out,
@@ -206,6 +254,14 @@ take_matrix (Loader *L, const char *name, gint64 rows, gint64 cols, gboolean req
     }
   g_hash_table_add (L->used, (gpointer) t->name);
   HnDType dt;
+  if (t->dtype == HN_ST_DTYPE_GGML)
+    {
+      if (!check_shape (t, 2, (gint64[]) { rows, cols }, error))
+        return FALSE;
+      *out = upload_ggml (L, t, name, NULL, rows, cols, L->linear || L->head, error);
+      note_origin (L, *out, t, FALSE, 0, NULL);
+      return *out != NULL;
+    }
   if (!st_to_dtype (t, &dt, error) || !check_shape (t, 2, (gint64[]) { rows, cols }, error))
     return FALSE;
   g_autofree void *copy = g_memdup2 (t->data, t->nbytes); /* mapping may be unaligned */
@@ -220,6 +276,12 @@ gather_rows (Loader *L, const HnSafetensorInfo *t, const char *name, const gint6
              GError **error)
 {
   HnDType dt;
+  if (t->dtype == HN_ST_DTYPE_GGML && t->ndim == 2)
+    {
+      HnTensor *out = upload_ggml (L, t, name, idx, n_idx, cols, L->linear || L->head, error);
+      note_origin (L, out, t, FALSE, 0, idx);
+      return out;
+    }
   if (!st_to_dtype (t, &dt, error))
     return NULL;
   gsize es = hn_st_dtype_size (t->dtype);
@@ -1212,8 +1274,14 @@ take_head (Loader *L, const Names *N, gint64 C, gint64 V, gboolean params, const
       if (t) /* transformers ties it anyway; a stale copy is not used */
         g_hash_table_add (L->used, (gpointer) t->name);
     }
-  else if (!take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error))
-    return FALSE;
+  else
+    {
+      L->head = TRUE;
+      gboolean ok = take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error);
+      L->head = FALSE;
+      if (!ok)
+        return FALSE;
+    }
   return take_vector (L, lmb, V, FALSE, &W->lm_head_b, error);
 }
 
@@ -1431,8 +1499,27 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (N.gate_up)
         {
           g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, N.gate_up);
+          const HnSafetensorInfo *gu = find (&L, wn);
           L.linear = TRUE;
-          gboolean ok = take_matrix (&L, wn, 2 * F, C, TRUE, &lw->w_gate, error); /* [2F, C]: gate rows, then up rows */
+          gboolean ok;
+          if (gu && gu->dtype == HN_ST_DTYPE_GGML)
+            {
+              /* GGUF blocks have no row views: gate and up as two weights (the same gated MLP) */
+              g_hash_table_add (L.used, (gpointer) gu->name);
+              g_autofree gint64 *rows_g = g_new (gint64, F), *rows_u = g_new (gint64, F);
+              for (gint64 r = 0; r < F; r++)
+                {
+                  rows_g[r] = r;
+                  rows_u[r] = F + r;
+                }
+              g_autofree char *gn = g_strdup_printf ("%sgate (from %s)", pfx, N.gate_up);
+              g_autofree char *un = g_strdup_printf ("%sup (from %s)", pfx, N.gate_up);
+              ok = check_shape (gu, 2, (gint64[]) { 2 * F, C }, error) &&
+                   (lw->w_gate = gather_rows (&L, gu, gn, rows_g, F, C, error)) &&
+                   (lw->w_up = gather_rows (&L, gu, un, rows_u, F, C, error));
+            }
+          else
+            ok = take_matrix (&L, wn, 2 * F, C, TRUE, &lw->w_gate, error); /* [2F, C]: gate rows, then up rows */
           L.linear = FALSE;
           if (!ok)
             return FALSE;

@@ -3,10 +3,16 @@
  * kernel (forward x·Wᵀ + b and the input gradient dy·W, plain and
  * accumulating) against the CPU reference on odd sizes whose 64-element
  * blocks straddle rows, and the tensor-core kernel (whole blocks in a row)
- * against a reference on the f16-rounded operands where a device has it. */
+ * against a reference on the f16-rounded operands where a device has it.
+ * GGUF blocks (HN_DTYPE_GGML_*): random blocks of each type through the
+ * matrix-vector kernel (plain, bias, residual add, fused RMSNorm, gated) and
+ * the tiled matmul (forward, bmm, input gradient) against the CPU
+ * dequantization (tensor/ggml-quants.c, itself checked against gguf-py's
+ * quants.py in test-gguf). */
 #include "ops-test-common.h"
 #include "tensor/ops-back.h"
 #include "tensor/quant.h"
+#include "tensor/ggml-quants.h"
 
 #include <math.h>
 #include <string.h>
@@ -320,6 +326,208 @@ test_matmul_tensor_core_tiles (void)
   g_unsetenv ("HN_QCM2_A_F32");
 }
 
+/* The matmul kernels on packed weight q [N, K] against the CPU reference. */
+static void
+run_packed (HnDType dt, gint64 M, gint64 N, gint64 K, const guint8 *q)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random (M * K, -1, 1);
+  g_autofree float *b = hn_test_random (N, -1, 1), *dy = hn_test_random (M * N, -1, 1);
+  g_autofree float *dx0 = hn_test_random (M * K, -1, 1);
+  g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", dt, N, K, q, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b);
+  g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, N }, dy);
+  g_autoptr (HnTensor) tdx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, dx0);
+  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr (HnTensor) ty2 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr (HnTensor) tdx2 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, K });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_op_matmul (cmd, ty, tx, tw, tb, &error));
+  g_assert_true (hn_op_bmm (cmd, ty2, tx, tw, HN_MATMUL_TRANS_B, 0.5f, &error));
+  g_assert_true (hn_op_matmul_back (cmd, tdx, NULL, NULL, tdy, tx, tw, HN_BACK_ACCUMULATE, &error));
+  g_assert_true (hn_op_matmul_back (cmd, tdx2, NULL, NULL, tdy, tx, tw, 0, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *y = hn_test_download (ty), *y2 = hn_test_download (ty2);
+  g_autofree float *dx = hn_test_download (tdx), *dx2 = hn_test_download (tdx2);
+  g_autofree float *ry = g_new (float, M * N), *ry2 = g_new (float, M * N), *rdx = g_new (float, M * K);
+  hn_cpu_matmul_quant (ry, x, dt, q, b, M, N, K);
+  hn_cpu_matmul_quant (ry2, x, dt, q, NULL, M, N, K);
+  for (gint64 i = 0; i < M * N; i++)
+    ry2[i] *= 0.5f;
+  hn_cpu_matmul_quant_dx (rdx, dy, dt, q, M, N, K);
+  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                                           hn_dtype_name (dt), M, N, K);
+  g_autofree float *wf = g_new (float, N * K);
+  hn_quant_unpack_rows (dt, q, N, K, 0, N, wf);
+  double scale = sqrt ((double) MAX (K, N)) * 1e-5 * MAX (1.0, hn_test_max_abs (wf, N * K));
+  hn_test_assert_close (what, y, ry, M * N, 1e-5, scale);
+  hn_test_assert_close (what, y2, ry2, M * N, 1e-5, scale);
+  hn_test_assert_close (what, dx2, rdx, M * K, 1e-5, scale);
+  for (gint64 i = 0; i < M * K; i++)
+    rdx[i] += dx0[i];
+  hn_test_assert_close (what, dx, rdx, M * K, 1e-5, scale);
+}
+
+
+static const HnDType ggml_dts[] = { HN_DTYPE_GGML_Q4_0, HN_DTYPE_GGML_Q4_1, HN_DTYPE_GGML_Q5_0, HN_DTYPE_GGML_Q5_1,
+                                    HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q5_K, HN_DTYPE_GGML_Q6_K };
+
+/* Random blocks of dt for [rows, cols]: random bytes, with the block's f16
+ * scales (d, and m / dmin) set to random values of either sign in
+ * [0.002, 0.05) so every value is a finite number of a model's magnitude. */
+static guint8 *
+random_blocks (HnDType dt, gint64 rows, gint64 cols)
+{
+  HnGgmlType g = hn_dtype_ggml_type (dt);
+  guint bs = hn_ggml_block_size (g), ts = hn_ggml_type_size (g);
+  guint64 nb = (guint64) rows * (guint64) (cols / bs), n = hn_quant_nbytes (dt, rows, cols);
+  guint8 *q = g_malloc0 (n);
+  for (guint64 i = 0; i < nb * ts; i++)
+    q[i] = (guint8) g_test_rand_int_range (0, 256);
+  for (guint64 b = 0; b < nb; b++)
+    {
+      guint8 *blk = q + b * ts;
+      int offs[2] = { 0, 2 }, n_half = 1;
+      if (g == HN_GGML_Q6_K)
+        offs[0] = 208;
+      else if (g == HN_GGML_Q4_1 || g == HN_GGML_Q5_1 || g == HN_GGML_Q4_K || g == HN_GGML_Q5_K)
+        n_half = 2;
+      for (int h = 0; h < n_half; h++)
+        {
+          float v = (float) g_test_rand_double_range (0.002, 0.05) * (g_test_rand_bit () ? 1.0f : -1.0f);
+          guint16 bits = hn_f32_to_f16 (v);
+          blk[offs[h]] = (guint8) (bits & 0xff);
+          blk[offs[h] + 1] = (guint8) (bits >> 8);
+        }
+    }
+  return q;
+}
+
+/* Decode: the matrix-vector kernel and its fused forms, 1, 3 and 8 rows. */
+static void
+run_gguf_matvec (HnDType dt, gint64 M, gint64 N, gint64 K, gboolean fused)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  if (!hn_op_matvec_available (cmd, M))
+    {
+      g_test_message ("no matrix-vector kernel on this device: skipped");
+      return;
+    }
+  g_autofree guint8 *q = random_blocks (dt, N, K), *qu = random_blocks (dt, N, K);
+  g_autofree float *wf = g_new (float, N * K), *uf = g_new (float, N * K);
+  hn_quant_unpack_rows (dt, q, N, K, 0, N, wf);
+  hn_quant_unpack_rows (dt, qu, N, K, 0, N, uf);
+  g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", dt, N, K, q, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTensor) tu = hn_tensor_new_quant (ctx, "u", dt, N, K, qu, &error);
+  g_assert_no_error (error);
+  g_autofree float *x = hn_test_random (M * K, -1, 1), *b = hn_test_random (N, -1, 1), *bu = hn_test_random (N, -1, 1);
+  g_autofree float *y0 = hn_test_random (M * N, -1, 1), *gn = hn_test_random (K, 0.5, 1.5);
+  g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b);
+  g_autoptr (HnTensor) tbu = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, bu);
+  g_autoptr (HnTensor) tg = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { K }, gn);
+  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr (HnTensor) tyb = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr (HnTensor) tya = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, N }, y0);
+  g_autoptr (HnTensor) tyn = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr (HnTensor) tyg = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  HnMatvecNorm nrm = { tg, 1e-5f, FALSE };
+  g_assert_true (hn_op_matmul (cmd, ty, tx, tw, NULL, &error));
+  g_assert_true (hn_op_matmul (cmd, tyb, tx, tw, tb, &error));
+  g_assert_true (hn_op_matvec_add (cmd, tya, tx, tw, tb, 0.5f, &error));
+  /* the fused forms are the same code for every type: tested on a few (each is a pipeline to compile) */
+  if (fused)
+    {
+      g_assert_true (hn_op_matvec_normed (cmd, tyn, tx, &nrm, tw, tb, &error));
+      g_assert_true (hn_op_matvec_glu (cmd, tyg, tx, &nrm, tw, tb, tu, tbu, HN_ACT_SILU, &error));
+    }
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *y = hn_test_download (ty), *yb = hn_test_download (tyb), *ya = hn_test_download (tya);
+  g_autofree float *yn = hn_test_download (tyn), *yg = hn_test_download (tyg);
+  g_autofree float *ry = g_new (float, M * N), *ryb = g_new (float, M * N), *rya = g_new (float, M * N);
+  g_autofree float *ryn = g_new (float, M * N), *ryg = g_new (float, M * N);
+  for (gint64 m = 0; m < M; m++)
+    {
+      double ss = 0;
+      for (gint64 k = 0; k < K; k++)
+        ss += (double) x[m * K + k] * x[m * K + k];
+      double rstd = 1.0 / sqrt (ss / (double) K + 1e-5);
+      for (gint64 n = 0; n < N; n++)
+        {
+          double s = 0, sn = 0, su = 0;
+          for (gint64 k = 0; k < K; k++)
+            {
+              double xv = x[m * K + k];
+              s += xv * wf[n * K + k];
+              sn += xv * gn[k] * wf[n * K + k];
+              su += xv * gn[k] * uf[n * K + k];
+            }
+          gint64 i = m * N + n;
+          ry[i] = (float) s;
+          ryb[i] = (float) (s + b[n]);
+          rya[i] = (float) (y0[i] + 0.5 * (s + b[n]));
+          ryn[i] = (float) (rstd * sn + b[n]);
+          double gv = rstd * sn + b[n], uv = rstd * su + bu[n];
+          ryg[i] = (float) (gv / (1.0 + exp (-gv)) * uv);
+        }
+    }
+  g_autofree char *what = g_strdup_printf ("matvec %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
+                                           hn_dtype_name (dt), M, N, K);
+  double atol = sqrt ((double) K) * 1e-5 * MAX (1.0, hn_test_max_abs (wf, N * K));
+  hn_test_assert_close (what, y, ry, M * N, 1e-5, atol);
+  hn_test_assert_close (what, yb, ryb, M * N, 1e-5, atol);
+  hn_test_assert_close (what, ya, rya, M * N, 1e-5, atol);
+  if (fused)
+    {
+      hn_test_assert_close (what, yn, ryn, M * N, 1e-5, atol);
+      hn_test_assert_close (what, yg, ryg, M * N, 1e-4, atol * 4);
+    }
+}
+
+static void
+test_gguf_matvec (void)
+{
+  for (gsize d = 0; d < G_N_ELEMENTS (ggml_dts); d++)
+    {
+      gboolean k_type = hn_ggml_block_size (hn_dtype_ggml_type (ggml_dts[d])) == 256;
+      gint64 K = k_type ? 512 : 160;
+      gboolean fused = ggml_dts[d] == HN_DTYPE_GGML_Q4_K || ggml_dts[d] == HN_DTYPE_GGML_Q5_0;
+      run_gguf_matvec (ggml_dts[d], 1, 37, K, fused);
+      run_gguf_matvec (ggml_dts[d], 3, 9, K, fused);
+      run_gguf_matvec (ggml_dts[d], 8, 70, k_type ? 256 : 96, FALSE);
+    }
+}
+
+/* Prefill and training: the tiled matmul (x·Wᵀ + b, bmm with alpha, dy·W). */
+static void
+test_gguf_matmul (void)
+{
+  for (gsize d = 0; d < G_N_ELEMENTS (ggml_dts); d++)
+    {
+      gboolean k_type = hn_ggml_block_size (hn_dtype_ggml_type (ggml_dts[d])) == 256;
+      gint64 shapes[][3] = { { 37, 29, k_type ? 512 : 96 }, { 65, 70, k_type ? 256 : 32 } };
+      for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
+        {
+          g_autofree guint8 *q = random_blocks (ggml_dts[d], shapes[s][1], shapes[s][2]);
+          run_packed (ggml_dts[d], shapes[s][0], shapes[s][1], shapes[s][2], q);
+        }
+    }
+  /* the reference quantizers pack as llama-quantize does: the kernels read them too */
+  static const HnDType packable[] = { HN_DTYPE_GGML_Q4_0, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K };
+  for (gsize d = 0; d < G_N_ELEMENTS (packable); d++)
+    run_case (packable[d], 9, 12, 256);
+}
+
 /* A quantized weight is only for hn_op_matmul / bmm: views, the decode
  * kernels and f32 transfers refuse it by name. */
 static void
@@ -361,6 +569,8 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/matmul", test_matmul);
   g_test_add_func ("/quant/matmul-tensor-core-tiles", test_matmul_tensor_core_tiles);
   g_test_add_func ("/quant/fails-closed", test_fails_closed);
+  g_test_add_func ("/quant/gguf-matvec", test_gguf_matvec);
+  g_test_add_func ("/quant/gguf-matmul", test_gguf_matmul);
   int rc = g_test_run ();
   hn_test_free_ctx ();
   return rc;

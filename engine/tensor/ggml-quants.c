@@ -2,8 +2,8 @@
  * ggml-quants.c operation by operation (same float expressions in the same
  * order, round-to-nearest-even halves) so that exported blocks are the bytes
  * llama-quantize writes and dequantized values are the values ggml computes. */
-#include "formats/gguf-quants.h"
-#include "formats/safetensors.h"
+#include "tensor/ggml-quants.h"
+#include "tensor/hn-tensor.h"
 #include "base/hn-error.h"
 
 #include <math.h>
@@ -84,13 +84,13 @@ hn_ggml_row_size (HnGgmlType t, gint64 n)
 static inline float
 half (const guint8 *p)
 {
-  return hn_st_f16_to_f32 ((guint16) (p[0] | (p[1] << 8)));
+  return hn_f16_to_f32 ((guint16) (p[0] | (p[1] << 8)));
 }
 
 static inline void
 put_half (guint8 *p, float f)
 {
-  guint16 h = hn_st_f32_to_f16 (f);
+  guint16 h = hn_f32_to_f16 (f);
   p[0] = (guint8) h;
   p[1] = (guint8) (h >> 8);
 }
@@ -335,7 +335,7 @@ hn_ggml_dequantize (HnGgmlType t, const void *src, float *dst, gint64 n, GError 
       break;
     case HN_GGML_BF16:
       for (gint64 i = 0; i < n; i++)
-        dst[i] = hn_st_bf16_to_f32 ((guint16) (x[2 * i] | (x[2 * i + 1] << 8)));
+        dst[i] = hn_bf16_to_f32 ((guint16) (x[2 * i] | (x[2 * i + 1] << 8)));
       break;
     case HN_GGML_F64:
       for (gint64 i = 0; i < n; i++)
@@ -727,7 +727,7 @@ hn_ggml_quantize (HnGgmlType t, const float *src, void *dst, gint64 n, GError **
     case HN_GGML_BF16:
       for (gint64 i = 0; i < n; i++)
         {
-          guint16 h = hn_st_f32_to_bf16 (src[i]);
+          guint16 h = hn_f32_to_bf16 (src[i]);
           y[2 * i] = (guint8) h;
           y[2 * i + 1] = (guint8) (h >> 8);
         }
