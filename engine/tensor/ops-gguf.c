@@ -2,8 +2,9 @@
  * without dequantizing, tensor/quant.h HN_DTYPE_GGML_*): the matrix-vector
  * kernel of decode (shaders/matvec_gguf.comp, with the fused RMSNorm, gated
  * MLP and residual add of matvec.comp) and the tiled matmul of prefill and
- * training (shaders/matmul_gguf.comp). hn_op_matmul, hn_op_bmm and the
- * hn_op_matvec_* ops come here for such a weight. */
+ * training (shaders/matmul_gguf.comp) and the embedding lookup
+ * (shaders/embedding_gguf.comp). hn_op_matmul, hn_op_bmm, hn_op_embedding
+ * and the hn_op_matvec_* ops come here for such a weight. */
 #include "ops-private.h"
 #include "tensor/ggml-quants.h"
 #include "tensor/quant.h"
@@ -126,4 +127,17 @@ hn_op_matmul_gguf_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, H
                                  (M + bm - 1) / bm, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
+}
+
+gboolean
+hn_op_embedding_gguf_dispatch (HnCmd *cmd, HnTensor *out, HnTensor *table, HnTensor *ids, GError **error)
+{
+  guint64 rb;
+  if (!check_weight ("embedding", table, table->shape[1], &rb, error))
+    return FALSE;
+  struct { guint32 n, D, V, row_bytes, i_off, o_off; } pc = {
+    (guint32) out->n, (guint32) table->shape[1], (guint32) table->shape[0], (guint32) rb, hn_eoff (ids), hn_eoff (out) };
+  guint32 spec[1] = { gg_code (table->dtype) };
+  HnVkBinding bd[3] = { hn_bind (table, FALSE), hn_bind (ids, FALSE), hn_bind (out, TRUE) };
+  return hn_op_dispatch_elems (cmd, "embedding_gguf", spec, 1, bd, 3, &pc, sizeof pc, (guint64) out->n, error);
 }

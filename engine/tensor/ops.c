@@ -833,7 +833,7 @@ hn_op_embedding (HnCmd *cmd, HnTensor *out, HnTensor *table, HnTensor *ids, GErr
       !hn_op_check_ctx (op, cmd, ids, error))
     return FALSE;
   if (!hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "ids", ids, HN_DTYPE_I32, error) ||
-      !hn_op_check_float_storage (op, "table", table, error))
+      (!hn_dtype_is_ggml (table->dtype) && !hn_op_check_float_storage (op, "table", table, error)))
     return FALSE;
   if (table->ndim != 2)
     {
@@ -843,6 +843,8 @@ hn_op_embedding (HnCmd *cmd, HnTensor *out, HnTensor *table, HnTensor *ids, GErr
   gint64 V = table->shape[0], D = table->shape[1];
   if (!hn_op_check_count (op, "out", out, ids->n * D, error) || !check_no_overlap (op, out, table, error))
     return FALSE;
+  if (hn_dtype_is_ggml (table->dtype))
+    return hn_op_embedding_gguf_dispatch (cmd, out, table, ids, error);
   struct { guint32 n, D, V, t_off, i_off, o_off; } pc = {
     (guint32) out->n, (guint32) D, (guint32) V, hn_eoff (table), hn_eoff (ids), hn_eoff (out) };
   guint32 spec[1] = { hn_op_float_code (table->dtype) };

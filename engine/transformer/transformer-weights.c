@@ -40,7 +40,6 @@ typedef struct {
   HnSafetensors *st;
   GHashTable *used; /* tensor name -> TRUE */
   gboolean linear;  /* the matrix being taken is a layer's Linear weight (quantized with m->quant) */
-  gboolean head;    /* the matrix being taken is the LM head (GGUF blocks stay quantized) */
 } Loader;
 
 static gboolean
@@ -193,9 +192,9 @@ note_origin (Loader *L, HnTensor *t, const HnSafetensorInfo *src, gboolean trans
   g_array_append_val (L->m->origins, o);
 }
 
-/* Rows `idx` (all rows when NULL) of a GGUF tensor of ggml blocks: a Linear
- * weight (or the LM head) of a type the kernels read stays in its blocks on
- * the device; anything else (the embedding table) is dequantized to f32. */
+/* Rows `idx` (all rows when NULL) of a GGUF tensor of ggml blocks: with
+ * `keep`, a type the kernels read (matmul, matrix-vector, embedding) stays in
+ * its blocks on the device; other types are dequantized to f32. */
 static HnTensor *
 upload_ggml (Loader *L, const HnSafetensorInfo *t, const char *name, const gint64 *idx, gint64 n_rows, gint64 cols,
              gboolean keep, GError **error)
@@ -258,7 +257,7 @@ take_matrix (Loader *L, const char *name, gint64 rows, gint64 cols, gboolean req
     {
       if (!check_shape (t, 2, (gint64[]) { rows, cols }, error))
         return FALSE;
-      *out = upload_ggml (L, t, name, NULL, rows, cols, L->linear || L->head, error);
+      *out = upload_ggml (L, t, name, NULL, rows, cols, TRUE, error);
       note_origin (L, *out, t, FALSE, 0, NULL);
       return *out != NULL;
     }
@@ -278,7 +277,7 @@ gather_rows (Loader *L, const HnSafetensorInfo *t, const char *name, const gint6
   HnDType dt;
   if (t->dtype == HN_ST_DTYPE_GGML && t->ndim == 2)
     {
-      HnTensor *out = upload_ggml (L, t, name, idx, n_idx, cols, L->linear || L->head, error);
+      HnTensor *out = upload_ggml (L, t, name, idx, n_idx, cols, TRUE, error);
       note_origin (L, out, t, FALSE, 0, idx);
       return out;
     }
@@ -1274,14 +1273,8 @@ take_head (Loader *L, const Names *N, gint64 C, gint64 V, gboolean params, const
       if (t) /* transformers ties it anyway; a stale copy is not used */
         g_hash_table_add (L->used, (gpointer) t->name);
     }
-  else
-    {
-      L->head = TRUE;
-      gboolean ok = take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error);
-      L->head = FALSE;
-      if (!ok)
-        return FALSE;
-    }
+  else if (!take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error))
+    return FALSE;
   return take_vector (L, lmb, V, FALSE, &W->lm_head_b, error);
 }
 

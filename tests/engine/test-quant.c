@@ -528,6 +528,38 @@ test_gguf_matmul (void)
     run_case (packable[d], 9, 12, 256);
 }
 
+/* The embedding lookup of a quantized table: rows dequantized, ids outside
+ * the vocabulary give zeros (as for float tables). */
+static void
+test_gguf_embedding (void)
+{
+  HnVkContext *ctx = hn_test_ctx ();
+  for (gsize d = 0; d < G_N_ELEMENTS (ggml_dts); d++)
+    {
+      g_autoptr (GError) error = NULL;
+      HnDType dt = ggml_dts[d];
+      gint64 V = 7, D = hn_ggml_block_size (hn_dtype_ggml_type (dt)) * 2;
+      g_autofree guint8 *q = random_blocks (dt, V, D);
+      g_autofree float *ref = g_new (float, V * D);
+      hn_quant_unpack_rows (dt, q, V, D, 0, V, ref);
+      g_autoptr (HnTensor) tt = hn_tensor_new_quant (ctx, "table", dt, V, D, q, &error);
+      g_assert_no_error (error);
+      gint32 ids[5] = { 3, 0, 6, -1, 7 };
+      g_autoptr (HnTensor) ti = hn_test_tensor_i32 (1, (gint64[]) { 5 }, ids);
+      g_autoptr (HnTensor) to = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 5, D });
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_embedding (cmd, to, tt, ti, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *o = hn_test_download (to);
+      g_autofree float *want = g_new0 (float, 5 * D);
+      for (int r = 0; r < 3; r++)
+        memcpy (want + r * D, ref + ids[r] * D, sizeof (float) * D);
+      g_autofree char *what = g_strdup_printf ("embedding %s", hn_dtype_name (dt));
+      hn_test_assert_close (what, o, want, 5 * D, 1e-6, 1e-7);
+    }
+}
+
 /* A quantized weight is only for hn_op_matmul / bmm: views, the decode
  * kernels and f32 transfers refuse it by name. */
 static void
@@ -571,6 +603,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/fails-closed", test_fails_closed);
   g_test_add_func ("/quant/gguf-matvec", test_gguf_matvec);
   g_test_add_func ("/quant/gguf-matmul", test_gguf_matmul);
+  g_test_add_func ("/quant/gguf-embedding", test_gguf_embedding);
   int rc = g_test_run ();
   hn_test_free_ctx ();
   return rc;
