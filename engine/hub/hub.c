@@ -1282,6 +1282,25 @@ hn_hub_resolve_model (HnHub *hub, const char *id_or_path, const char *revision, 
 }
 
 char *
+hn_hub_resolve_model_file (HnHub *hub, const char *repo_id, const char *revision, const char *file,
+                           const char *cache_dir, GCancellable *cancellable, GError **error)
+{
+  if (!hn_hub_validate_repo_id (repo_id, error))
+    return NULL;
+  g_autofree char *lower = g_ascii_strdown (file, -1);
+  if (!g_str_has_suffix (lower, ".gguf"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--hf-file %s: only a .gguf file is pulled alone (a safetensors model is --hf-model without --hf-file)",
+                   file);
+      return NULL;
+    }
+  g_autoptr (HnHub) owned = NULL;
+  hub = hub_for (hub, cache_dir, &owned);
+  return hn_hub_download_file (hub, HN_HUB_REPO_MODEL, repo_id, revision, file, cancellable, error);
+}
+
+char *
 hn_hub_resolve_tokenizer (HnHub *hub, const char *id_or_path, const char *revision, const char *cache_dir,
                           GCancellable *cancellable, GError **error)
 {

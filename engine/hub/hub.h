@@ -102,6 +102,11 @@ char *hn_hub_resolve_model (HnHub *hub, const char *id_or_path, const char *revi
                             GCancellable *cancellable, GError **error);
 char *hn_hub_resolve_tokenizer (HnHub *hub, const char *id_or_path, const char *revision, const char *cache_dir,
                                 GCancellable *cancellable, GError **error);
+/* --hf-model ID --hf-file NAME.gguf: downloads that one GGUF file of the
+ * model repo (or finds it in the cache) and returns its path; any other
+ * kind of file is refused. */
+char *hn_hub_resolve_model_file (HnHub *hub, const char *repo_id, const char *revision, const char *file,
+                                 const char *cache_dir, GCancellable *cancellable, GError **error);
 
 /* --hf-dataset: picks the data files of `config` / `split` (see
  * hn_hub_dataset_pick_files), downloads them and returns their local paths

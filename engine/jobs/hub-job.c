@@ -92,16 +92,25 @@ hn_hub_pull_job_run (HnJob *job, GError **error)
 char *
 hn_hub_job_model_dir (HnJob *job, GError **error)
 {
-  const char *path = opt (job, "model-path");
+  const char *path = opt (job, "model-path"), *file = opt (job, "hf-file");
+  if (path && file)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--hf-file names a file of --hf-model, not of --model-path");
+      return NULL;
+    }
   if (path)
     return g_strdup (path);
   const char *id = opt (job, "hf-model");
   if (!id)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "give --model-path DIR or --hf-model ID");
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   file ? "--hf-file needs --hf-model ID (the repo holding it)" : "give --model-path DIR or --hf-model ID");
       return NULL;
     }
   g_autoptr (HnHub) hub = job_hub (job);
+  if (file)
+    return hn_hub_resolve_model_file (hub, id, opt (job, "hf-model-revision"), file, NULL, hn_job_get_cancellable (job),
+                                      error);
   return hn_hub_resolve_model (hub, id, opt (job, "hf-model-revision"), NULL, hn_job_get_cancellable (job), error);
 }
 

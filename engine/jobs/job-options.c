@@ -18,6 +18,9 @@ const HnOptionInfo hn_option_table[] = {
   { "hf-model", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub model"),
     N_("A model id on the Hugging Face Hub, such as org/name, downloaded into the shared cache"),
     NULL, 0, HN_OPTION_HINT_HUB_ID, "ID" },
+  { "hf-file", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub GGUF file"),
+    N_("One .gguf file of the --hf-model repository (such as model-Q4_K_M.gguf), pulled alone"),
+    NULL, 0, HN_OPTION_HINT_NONE, "NAME.gguf" },
   { "hf-model-revision", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub model revision"),
     N_("Branch, tag or commit of the Hub model (default: main)"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "REV" },
@@ -502,7 +505,7 @@ const HnOptionInfo hn_option_table[] = {
   { NULL }
 };
 
-#define MODEL_OPTS "model-path hf-model hf-model-revision tokenizer-path hf-tokenizer hf-tokenizer-revision "
+#define MODEL_OPTS "model-path hf-model hf-file hf-model-revision tokenizer-path hf-tokenizer hf-tokenizer-revision "
 #define HUB_OPTS " hf-cache-dir hf-token"
 #define DATA_OPTS " train hf-dataset hf-dataset-file hf-dataset-config hf-dataset-split hf-dataset-revision eval-file eval-split eval-steps"
 #define STOP_OPTS " early-stopping-patience stop-at-loss"

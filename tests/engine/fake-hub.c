@@ -693,6 +693,12 @@ start_server (void)
                                          NULL };
   g_autofree char *demo = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
   add_dir_files ("models/org/stories", demo, stories);
+  /* a GGUF repo: llama.cpp's quantized stories260K and a second file that is never pulled */
+  g_autofree char *gguf_dir = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf", NULL);
+  static const char *const gguf_files[] = { "stories260K-llamacpp-q4_k_m.gguf", NULL };
+  add_dir_files ("models/org/stories-gguf", gguf_dir, gguf_files);
+  add_file ("models/org/stories-gguf", "stories260K-Q8_0.gguf", g_bytes_new_static ("not fetched", 11), TRUE);
+  add_file ("models/org/stories-gguf", "README.md", g_bytes_new_static ("# gguf", 6), FALSE);
   add_file ("models/org/tiny", "pytorch_model.bin", g_bytes_new_static ("pickle!", 7), TRUE);
   add_file ("models/org/tiny", "nested/deeper/extra.json", g_bytes_new_static ("{}", 2), FALSE);
   add_file ("models/org/gated", "config.json", g_bytes_new_static ("{\"gated\":1}", 11), FALSE);

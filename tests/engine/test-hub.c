@@ -456,6 +456,39 @@ test_job_options (void)
   g_free (job_result.model_dir);
   g_strfreev (job_result.data);
 
+  /* --hf-model with --hf-file: the file's path; only .gguf files; not with --model-path */
+  const char *argv3[] = { "transformer-finetune", "--hf-model", "org/stories-gguf", "--hf-file",
+                          "stories260K-llamacpp-q4_k_m.gguf", "--train", "t.jsonl", "--hf-cache-dir", cache,
+                          "--out-dir", cache, NULL };
+  g_autoptr (HnJobSpec) spec3 = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv3) - 1, argv3, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnJob) job3 = hn_job_new (spec3);
+  g_assert_true (hn_job_run_sync (job3, &error));
+  g_assert_no_error (job_result.model_error);
+  g_autofree char *want3 = g_build_filename (cache, "models--org--stories-gguf", "snapshots", COMMIT,
+                                             "stories260K-llamacpp-q4_k_m.gguf", NULL);
+  g_assert_cmpstr (job_result.model_dir, ==, want3);
+  g_free (job_result.model_dir);
+  g_strfreev (job_result.data);
+  g_autoptr (HnHub) hub = hn_hub_new ();
+  hn_hub_set_endpoint (hub, hub_srv.base);
+  hn_hub_set_cache_dir (hub, cache);
+  g_assert_null (hn_hub_resolve_model_file (hub, "org/stories-gguf", NULL, "README.md", NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (hn_hub_resolve_model_file (hub, "org/stories-gguf", NULL, "missing.gguf", NULL, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  const char *argv4[] = { "transformer-finetune", "--model-path", "/some/dir", "--hf-file", "x.gguf", "--train",
+                          "t.jsonl", "--out-dir", cache, NULL };
+  g_autoptr (HnJobSpec) spec4 = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv4) - 1, argv4, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnJob) job4 = hn_job_new (spec4);
+  g_assert_true (hn_job_run_sync (job4, &error));
+  g_assert_error (job_result.model_error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&job_result.model_error);
+  g_strfreev (job_result.data);
+
   /* --model-path wins without any download; neither is an error */
   const char *argv2[] = { "transformer-finetune", "--model-path", "/some/dir", "--train", "t.jsonl", "--out-dir", cache, NULL };
   g_autoptr (HnJobSpec) spec2 = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv2) - 1, argv2, &error);
@@ -518,6 +551,26 @@ test_cli_pull (void)
   g_autofree char *gsnap = g_build_filename (cache, "models--org--stories", "snapshots", COMMIT, "model.safetensors",
                                              NULL);
   g_assert_true (g_file_test (gsnap, G_FILE_TEST_EXISTS));
+
+  /* generate --hf-model --hf-file: that one .gguf file, not the repo, and llama-simple's greedy text */
+  g_autoptr (GSubprocess) gg = g_subprocess_launcher_spawn (l, &error, cli, "generate", "--hf-model", "org/stories-gguf",
+                                                            "--hf-file", "stories260K-llamacpp-q4_k_m.gguf",
+                                                            "--hf-cache-dir", cache, "--prompt", "Once upon a time",
+                                                            "--max-new-tokens", "8", NULL);
+  g_assert_no_error (error);
+  g_autofree char *ggout = NULL, *ggerr = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (gg, NULL, NULL, &ggout, &ggerr, &error));
+  if (g_subprocess_get_exit_status (gg) != 0)
+    g_error ("generate --hf-file failed: %s %s", ggout, ggerr);
+  g_test_message ("generate --hf-file: %s", ggout);
+  g_assert_true (g_str_has_prefix (ggout, ", there was a little girl"));
+  g_autofree char *ggsnap = g_build_filename (cache, "models--org--stories-gguf", "snapshots", COMMIT, NULL);
+  g_autofree char *ggfile = g_build_filename (ggsnap, "stories260K-llamacpp-q4_k_m.gguf", NULL);
+  g_autofree char *ggother = g_build_filename (ggsnap, "stories260K-Q8_0.gguf", NULL);
+  g_autofree char *ggreadme = g_build_filename (ggsnap, "README.md", NULL);
+  g_assert_true (g_file_test (ggfile, G_FILE_TEST_IS_REGULAR));
+  g_assert_false (g_file_test (ggother, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (ggreadme, G_FILE_TEST_EXISTS));
 
   /* a gated repo: exit status 1 and the actionable message */
   g_autoptr (GSubprocess) q = g_subprocess_launcher_spawn (l, &error, cli, "pull", "--repo", "org/gated",
