@@ -1,5 +1,6 @@
 /* LoRA adapters in PEFT's format, and merging them into a model (lora.h). */
 #include "transformer/lora.h"
+#include "tensor/quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -807,6 +808,14 @@ hn_lora_attach (HnTransformer *model, HnLoraAdapter *ad, GError **error)
               {
                 g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                              "LoRA: %s [in %d, out %d] does not fit the model's projection", path, m->in, m->out);
+                return FALSE;
+              }
+            if (hn_dtype_is_ggml (w->dtype))
+              {
+                g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                             "LoRA: the adapter is merged into the weights at load, and %s is kept quantized (%s): "
+                             "load a GGUF base with HN_GGUF_DEQUANTIZE=1 to merge it, or export the merged model "
+                             "(export-gguf --lora-adapter-path)", w->name, hn_dtype_name (w->dtype));
                 return FALSE;
               }
             gint64 rows = w->shape[0], in = w->shape[1];
