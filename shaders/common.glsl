@@ -34,6 +34,21 @@ uint hn_to_f16(float f) {
   return packHalf2x16(vec2(f, 0.0)) & 0xffffu;
 }
 
+// f rounded to the nearest f16 value (ties to even), returned as an f32:
+// |f| past the f16 range (>= 65520) becomes ±Inf, NaN stays NaN, values
+// below 2^-14 land on the f16 subnormal grid (2^-24). Integer arithmetic
+// only, so it is the same on every device (a conversion instruction's
+// rounding mode and overflow behaviour are left to the implementation);
+// converting the result to f16 (packHalf2x16, float16_t()) is then exact.
+// The operand and result rounding of fp16 autocast (--precision fp16).
+float hn_round_f16(float f) {
+  uint u = floatBitsToUint(f), s = u & 0x80000000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return f;
+  if (a < 0x38800000u) return uintBitsToFloat(s | floatBitsToUint(roundEven(uintBitsToFloat(a) * 16777216.0) * (1.0 / 16777216.0)));
+  uint r = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
+  return uintBitsToFloat(s | (r > 0x477fe000u ? 0x7f800000u : r));
+}
+
 // Element i (absolute element index) of a buffer of `words` in dtype dt.
 #define HN_LOAD(words, dt, i) \
   ((dt) == HN_DT_F32 ? uintBitsToFloat(words[(i)]) : \

@@ -3,7 +3,10 @@
 // Register-blocked batched matmul: C[b] = alpha * A[b] · B[b] (+ bias[n])
 // (+= C when accumulating). Strided operands cover x·Wᵀ (B(k, n) = W[n, k])
 // and the transposed cases; B may be f32/f16/bf16 (spec constant 0), math
-// is f32.
+// is f32. With F16 (fp16 autocast on a device without cooperative matrices)
+// both operands are rounded to f16 as they enter shared memory and each
+// result (alpha · A·B + f16(bias)) is rounded to f16 before it is stored or
+// added to C: the numbers of the tensor-core kernels, on any device.
 // Workgroup: BM x BN outputs, BK deep; invocation (tx, ty) owns TM x TN of
 // them as (TM / 4) x (TN / 4) blocks of 4 x 4, block i at row i * BM / (TM / 4)
 // + ty * 4, so a warp's vec4 reads of shared memory are conflict-free.
@@ -21,6 +24,7 @@ layout(local_size_x_id = 6) in;  // = (BM / TM) * (BN / TN)
 layout(constant_id = 7) const uint A_MODE = 0;
 layout(constant_id = 8) const uint B_MODE = 0;
 layout(constant_id = 9) const uint C_VEC = 0;  // 1: rows of C 4-aligned, vec4 stores
+layout(constant_id = 10) const uint F16 = 0;   // 1: fp16 autocast (see above)
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer A4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer B { uint bw[]; };
@@ -51,8 +55,13 @@ shared vec4 Bs[2 * BK * SB / 4];
 
 #include "matmul_load.glsl"
 
+vec4 round4(vec4 v) {
+  return vec4(hn_round_f16(v.x), hn_round_f16(v.y), hn_round_f16(v.z), hn_round_f16(v.w));
+}
+
 void store_a(uint f, uint buf, vec4 v) {
   if (f >= FA) return;
+  if (F16 == 1u) v = round4(v);
   if (A_MODE == 2) {
     uint kk = f / (BM / 4), mm = (f % (BM / 4)) * 4;
     As[((buf * BK + kk) * SA + mm) >> 2] = v;
@@ -67,6 +76,7 @@ void store_a(uint f, uint buf, vec4 v) {
 
 void store_b(uint f, uint buf, vec4 v) {
   if (f >= FB) return;
+  if (F16 == 1u) v = round4(v);
   if (B_MODE == 2) {
     uint kk = f / (BN / 4), nn = (f % (BN / 4)) * 4;
     Bs[((buf * BK + kk) * SB + nn) >> 2] = v;
@@ -130,16 +140,20 @@ void main() {
         vec4 v = p.alpha * acc[(i * 4u + r) * NG + j];
         uint ci = cbase + gm * p.c_sm + gn;
         if (C_VEC == 1u && gn < p.N) {  // N % 4 == 0: all 4 in range
-          if ((p.flags & 2u) != 0u)
-            v += vec4(bias[p.bias_off + gn], bias[p.bias_off + gn + 1u], bias[p.bias_off + gn + 2u],
-                      bias[p.bias_off + gn + 3u]);
+          if ((p.flags & 2u) != 0u) {
+            vec4 bv = vec4(bias[p.bias_off + gn], bias[p.bias_off + gn + 1u], bias[p.bias_off + gn + 2u],
+                           bias[p.bias_off + gn + 3u]);
+            v += F16 == 1u ? round4(bv) : bv;
+          }
+          if (F16 == 1u) v = round4(v);
           if ((p.flags & 1u) != 0u) v += c4[ci >> 2];
           c4[ci >> 2] = v;
         } else if (C_VEC == 0u) {
           [[unroll]] for (uint e = 0u; e < 4u; e++) {
             if (gn + e >= p.N) continue;
             float s = v[e];
-            if ((p.flags & 2u) != 0u) s += bias[p.bias_off + gn + e];
+            if ((p.flags & 2u) != 0u) s += F16 == 1u ? hn_round_f16(bias[p.bias_off + gn + e]) : bias[p.bias_off + gn + e];
+            if (F16 == 1u) s = hn_round_f16(s);
             if ((p.flags & 1u) != 0u) s += c[ci + e];
             c[ci + e] = s;
           }

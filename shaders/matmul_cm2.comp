@@ -37,11 +37,18 @@ layout(constant_id = 7) const uint A_MODE = 2;
 // multiples of 16 bytes; masking them here lets the compiler prove it and use
 // 16-byte loads on the unclamped path (as llama.cpp does).
 layout(constant_id = 8) const uint ALIGNED = 0;
+// 1: fp16 autocast (--precision fp16 training): operands are rounded to f16
+// (hn_round_f16: ±Inf past its range, where inference clamps to ±65504), an
+// f32 B too (BDT = HN_DT_F32, through decode_f32), and each result
+// (alpha · A·B + f16(bias)) is rounded to f16 before it is stored or added
+// to C, as PyTorch's fp16 autocast stores a matmul's output.
+layout(constant_id = 9) const uint F16 = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
 layout(std430, binding = 1) readonly buffer Bh { float16_t bh[]; };
 layout(std430, binding = 1) readonly buffer Bb { uint16_t bb[]; };
+layout(std430, binding = 1) readonly buffer Bf { float bf[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) buffer C { float c[]; };
 layout(push_constant) uniform P {
@@ -56,20 +63,24 @@ layout(push_constant) uniform P {
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Bf16Elem { uint16_t v; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Elem { float v; };
 
+float to_f16_range(float x) {
+  return F16 == 1u ? hn_round_f16(x) : clamp(x, -65504.0, 65504.0);
+}
+
 float16_t decode_bf16(const in Bf16Elem e, const in uint block[2], const in uint within[2]) {
-  return float16_t(clamp(uintBitsToFloat(uint(e.v) << 16), -65504.0, 65504.0));
+  return float16_t(to_f16_range(uintBitsToFloat(uint(e.v) << 16)));
 }
 
 float16_t decode_f32(const in F32Elem e, const in uint block[2], const in uint within[2]) {
-  return float16_t(clamp(e.v, -65504.0, 65504.0));
+  return float16_t(to_f16_range(e.v));
 }
 
 // alpha and the bias, element (r, col) of the tile whose first column is n0.
 float epilogue(const in uint r, const in uint col, const in float v, const in uint n0) {
   float x = v * p.alpha;
   uint gn = n0 + col;
-  if ((p.flags & 2u) != 0u && gn < p.N) x += bias[p.bias_off + gn];
-  return x;
+  if ((p.flags & 2u) != 0u && gn < p.N) x += F16 == 1u ? hn_round_f16(bias[p.bias_off + gn]) : bias[p.bias_off + gn];
+  return F16 == 1u ? hn_round_f16(x) : x;
 }
 
 #define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
@@ -90,13 +101,16 @@ float epilogue(const in uint r, const in uint col, const in float v, const in ui
       MAF af;                                                                           \
       if (A_T == 0u) coopMatLoadTensorNV(af, a, abase, sliceTensorLayoutNV(la, m0, BM, k0, BK)); \
       else coopMatLoadTensorNV(af, a, abase, sliceTensorLayoutNV(la, k0, BK, m0, BM), tr); \
-      [[unroll]] for (int i = 0; i < af.length(); i++) af[i] = clamp(af[i], -65504.0, 65504.0); \
+      [[unroll]] for (int i = 0; i < af.length(); i++) af[i] = to_f16_range(af[i]);         \
       ah = MA(af);                                                                      \
     }                                                                                   \
     MB bm;                                                                              \
     if (BDT == HN_DT_F16) {                                                             \
       if (B_T == 0u) coopMatLoadTensorNV(bm, bh, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr); \
       else coopMatLoadTensorNV(bm, bh, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN)); \
+    } else if (BDT == HN_DT_F32) {                                                      \
+      if (B_T == 0u) coopMatLoadTensorNV(bm, bf, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr, decode_f32); \
+      else coopMatLoadTensorNV(bm, bf, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_f32); \
     } else {                                                                            \
       if (B_T == 0u) coopMatLoadTensorNV(bm, bb, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr, decode_bf16); \
       else coopMatLoadTensorNV(bm, bb, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_bf16); \
@@ -117,7 +131,8 @@ void main() {
   ACC sum = ACC(0.0);
   bool inside = m0 + BM <= p.M && n0 + BN <= p.N && p.K % BK == 0u;
   if (inside) {
-    uint am = ALIGNED == 1u ? (A_MODE == 2u ? ~7u : ~3u) : ~0u, bmk = ALIGNED == 1u ? ~7u : ~0u;
+    uint am = ALIGNED == 1u ? (A_MODE == 2u ? ~7u : ~3u) : ~0u;
+    uint bmk = ALIGNED == 1u ? (BDT == HN_DT_F32 ? ~3u : ~7u) : ~0u;
     uint abase_al = abase & am, bbase_al = bbase & bmk;
     tensorLayoutNV<2> la = createTensorLayoutNV(2);
     tensorLayoutNV<2> lb = createTensorLayoutNV(2);
@@ -145,7 +160,7 @@ void main() {
     createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
   lc = setTensorLayoutStrideNV(lc, p.c_sm, 1);
-  if (p.alpha != 1.0 || (p.flags & 2u) != 0u)
+  if (F16 == 1u || p.alpha != 1.0 || (p.flags & 2u) != 0u)
     coopMatPerElementNV(sum, sum, epilogue, n0);
   if ((p.flags & 1u) != 0u) {
     ACC old;

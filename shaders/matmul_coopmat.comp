@@ -25,6 +25,10 @@ layout(local_size_x_id = 5) in;
 layout(constant_id = 6) const uint A_MODE = 0;
 layout(constant_id = 7) const uint B_MODE = 0;
 layout(constant_id = 8) const uint C_VEC = 0;  // 1: C rows 16-byte aligned: full blocks store directly
+// 1: fp16 autocast: operands rounded to f16 (±Inf past its range, not
+// clamped) and each result (alpha · A·B + f16(bias)) rounded to f16 before
+// it is stored or added to C (hn_round_f16, as matmul.comp's F16)
+layout(constant_id = 9) const uint F16 = 0;
 const uint BK = 32;
 const uint TM = 16;
 const uint TN = 16;
@@ -65,6 +69,8 @@ shared f16vec4 sb[2 * BSZ];
 shared float scratch[NW * TM * TN];  // one 16x16 output tile per subgroup
 
 f16vec4 to_half(vec4 v) {
+  if (F16 == 1u)
+    return f16vec4(vec4(hn_round_f16(v.x), hn_round_f16(v.y), hn_round_f16(v.z), hn_round_f16(v.w)));
   return f16vec4(clamp(v, vec4(-65504.0), vec4(65504.0)));
 }
 
@@ -151,6 +157,8 @@ void main() {
     [[unroll]] for (uint i = 0u; i < CM; i++)
       [[unroll]] for (uint j = 0u; j < CN; j++) {
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> r = sums[i * CN + j] * p.alpha;
+        if (F16 == 1u)
+          for (int e = 0; e < r.length(); e++) r[e] = hn_round_f16(r[e]);
         coopMatStore(r, c, cbase + (bm0 + i * TM) * p.c_sm + bn0 + j * TN, p.c_sm, gl_CooperativeMatrixLayoutRowMajor);
       }
     return;
@@ -165,7 +173,8 @@ void main() {
         uint gm = bm0 + i * TM + e / TN, gn = bn0 + j * TN + e % TN;
         if (gm >= p.M || gn >= p.N) continue;
         float v = p.alpha * scratch[sg * TM * TN + e];
-        if ((p.flags & 2u) != 0u) v += bias[p.bias_off + gn];
+        if ((p.flags & 2u) != 0u) v += F16 == 1u ? hn_round_f16(bias[p.bias_off + gn]) : bias[p.bias_off + gn];
+        if (F16 == 1u) v = hn_round_f16(v);
         uint ci = cbase + gm * p.c_sm + gn;
         if ((p.flags & 1u) != 0u) v += c[ci];
         c[ci] = v;

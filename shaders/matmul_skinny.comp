@@ -10,10 +10,15 @@
 //     row, W staged through shared memory in chunks of KC;
 //   MODE 1 (X contiguous along l): 8 l (a 32-byte sector) by 32 slices of
 //     k, so that a long K still meets 256 workgroups for 2048 l.
-// Partial sums meet in shared memory.
+// Partial sums meet in shared memory. F16 (fp16 autocast): the operands
+// rounded to f16 and each result alpha·Σ rounded to f16 before it is stored
+// or added to C (hn_round_f16, as matmul.comp's F16).
 #include "common.glsl"
 layout(constant_id = 0) const uint S = 8;
 layout(constant_id = 1) const uint MODE = 0;
+layout(constant_id = 2) const uint F16 = 0;
+
+float rnd(float v) { return F16 == 1u ? hn_round_f16(v) : v; }
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W { float w[]; };
@@ -42,12 +47,12 @@ void main() {
       barrier();
       for (uint i = tid; i < KC * S; i += 256u) {
         uint kk = i / S, s = i % S;
-        ws[kk * (S + 1u) + s] = k0 + kk < p.K ? w[p.w_off + (k0 + kk) * p.w_sk + s * p.w_ss] : 0.0;
+        ws[kk * (S + 1u) + s] = k0 + kk < p.K ? rnd(w[p.w_off + (k0 + kk) * p.w_sk + s * p.w_ss]) : 0.0;
       }
       barrier();
       if (live) {
         for (uint kk = lo; kk < KC && k0 + kk < p.K; kk += 32u) {
-          float xv = x[p.x_off + l * p.x_sl + (k0 + kk) * p.x_sk];
+          float xv = rnd(x[p.x_off + l * p.x_sl + (k0 + kk) * p.x_sk]);
           [[unroll]] for (uint s = 0u; s < S; s++) acc[s] = fma(xv, ws[kk * (S + 1u) + s], acc[s]);
         }
       }
@@ -56,8 +61,8 @@ void main() {
     l = hn_group_index() * 8u + tid % 8u;
     if (l < p.L) {
       for (uint k = tid / 8u; k < p.K; k += 32u) {
-        float xv = x[p.x_off + l * p.x_sl + k * p.x_sk];
-        [[unroll]] for (uint s = 0u; s < S; s++) acc[s] = fma(xv, w[p.w_off + k * p.w_sk + s * p.w_ss], acc[s]);
+        float xv = rnd(x[p.x_off + l * p.x_sl + k * p.x_sk]);
+        [[unroll]] for (uint s = 0u; s < S; s++) acc[s] = fma(xv, rnd(w[p.w_off + k * p.w_sk + s * p.w_ss]), acc[s]);
       }
     }
   }
@@ -71,7 +76,7 @@ void main() {
       uint row = hn_group_index() * 8u + hi;
       if (row < p.L) {
         uint ci = p.c_off + row * p.c_sl + lo * p.c_ss;
-        c[ci] = ((p.flags & 1u) != 0u ? c[ci] : 0.0) + p.alpha * sum;
+        c[ci] = ((p.flags & 1u) != 0u ? c[ci] : 0.0) + rnd(p.alpha * sum);
       }
     }
   } else {
@@ -82,7 +87,7 @@ void main() {
       uint row = hn_group_index() * 8u + ll;
       if (row < p.L) {
         uint ci = p.c_off + row * p.c_sl + s * p.c_ss;
-        c[ci] = ((p.flags & 1u) != 0u ? c[ci] : 0.0) + p.alpha * sum;
+        c[ci] = ((p.flags & 1u) != 0u ? c[ci] : 0.0) + rnd(p.alpha * sum);
       }
     }
   }

@@ -51,6 +51,7 @@ typedef struct {
   const char *model_path, *synthetic, *dtype, *workload, *device, *concurrency, *device_indices;
   const char *quantization, *lora_targets; /* lora: the base's packing (nf4, int8; --double-quant) and targets */
   gboolean double_quant;
+  const char *precision; /* train / lora: fp32 (default), fp16 (bf16 runs as fp16), as the training jobs' --precision */
   int batch, seq_len, new_tokens, iterations, warmup, size, requests, lora_r;
   gboolean json, profile, continuous_batching, checkpointing;
 } BenchOptions;
@@ -664,10 +665,21 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
       if (!ad)
         return FALSE;
     }
-  HnTrainGraphOptions gopts = { o->checkpointing };
+  gboolean fp16 = o->precision && (g_str_equal (o->precision, "fp16") || g_str_equal (o->precision, "bf16"));
+  if (o->precision && !fp16 && !g_str_equal (o->precision, "fp32"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--precision %s: use fp32, fp16 or bf16", o->precision);
+      return FALSE;
+    }
+  HnTrainGraphOptions gopts = { o->checkpointing, fp16 };
   hn_data_parallel_set_graph_options (dp, &gopts);
   if (!hn_data_parallel_setup (dp, B, T, ad, error))
     return FALSE;
+  /* fp16: the loss scaled by GradScaler's initial 65536 and unscaled in the
+   * update, as a training job's overflow-free step does */
+  double scale = fp16 ? 65536.0 : 1.0;
+  hn_data_parallel_set_loss_scale (dp, scale);
+  json_object_set_string_member (res, "precision", fp16 ? "fp16" : "fp32");
   g_autofree gint32 *in = g_new (gint32, (gsize) B * T);
   g_autofree gint32 *tg = g_new (gint32, (gsize) B * T);
   for (int i = 0; i < B * T; i++)
@@ -688,7 +700,7 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
           allreduce0 = hn_data_parallel_get_allreduce_seconds (dp);
         }
       ok = hn_data_parallel_gradients (dp, in, tg, NULL, 1, (double) B * T, &loss, error) &&
-           hn_data_parallel_optimizer_step (dp, &oc, ++step, 1e-4, 1.0f, error);
+           hn_data_parallel_optimizer_step (dp, &oc, ++step, 1e-4, (float) (1.0 / scale), error);
     }
   if (!ok)
     return FALSE;
@@ -922,6 +934,7 @@ hn_cmd_benchmark (int argc, char **argv)
     .profile = hn_job_spec_get_bool (spec, "profile"),
     .continuous_batching = hn_job_spec_get_bool (spec, "continuous-batching"),
     .checkpointing = hn_job_spec_get_bool (spec, "gradient-checkpointing"),
+    .precision = hn_job_spec_get_string (spec, "precision"),
   };
   /* "none" is the table's word for no packing */
   if (o.quantization && g_str_equal (o.quantization, "none"))

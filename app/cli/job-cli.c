@@ -144,6 +144,8 @@ print_event (HnJob *job, const HnJobEvent *e, gpointer user_data)
             fprintf (stderr, "  grad_norm %.3g", e->metric.grad_norm);
           if (isfinite (e->metric.eval_loss))
             fprintf (stderr, "  eval_loss %.4f", e->metric.eval_loss);
+          if (isfinite (e->metric.loss_scale))
+            fprintf (stderr, "  loss_scale %g", e->metric.loss_scale);
           fputc ('\n', stderr);
         }
       break;

@@ -159,7 +159,7 @@ hn_hier_job_options_check (const HnHierJobOptions *o, GError **error)
                    o->kind);
       return FALSE;
     }
-  if (g_strcmp0 (o->precision, "f32") != 0)
+  if (g_strcmp0 (o->precision, "fp32") != 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s: --precision %s is not implemented for Hierarchos (both trainers compute and store fp32)", o->kind,

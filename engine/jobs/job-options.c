@@ -151,8 +151,9 @@ const HnOptionInfo hn_option_table[] = {
   { "max-grad-norm", HN_OPTION_DOUBLE, "1", 0.0, 1e6, NULL, N_("Gradient clipping"),
     N_("Clip gradients to this global norm (0: off)"),
     "grad-clip", 0, HN_OPTION_HINT_NONE, "NORM" },
-  { "precision", HN_OPTION_CHOICE, "f32", UNBOUNDED, "f32 f16 bf16", N_("Precision"),
-    N_("Storage and compute precision (master weights stay f32)"),
+  { "precision", HN_OPTION_CHOICE, "fp32", UNBOUNDED, "fp32 fp16 bf16", N_("Precision"),
+    N_("fp32: exact; fp16: mixed precision as PyTorch's fp16 autocast with dynamic loss scaling (f16 matmuls on "
+       "the tensor cores, f32 master weights and optimizer); bf16 runs as fp16"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "gradient-checkpointing", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Gradient checkpointing"),
     N_("Keep only each layer's input and recompute the layer in the backward pass: far less memory, about a third "
@@ -590,7 +591,7 @@ const HnJobKindInfo hn_command_table[] = {
     "reporting tokens/s, GB/s, TFLOP/s and peak device memory as JSON",
     "model-path synthetic dtype workload batch-size=1 seq-len= max-new-tokens= iterations warmup size device "
     "device-indices profile continuous-batching requests concurrency gradient-checkpointing quantization "
-    "double-quant lora-r lora-target-modules=q_proj,k_proj,v_proj,o_proj json",
+    "double-quant lora-r lora-target-modules=q_proj,k_proj,v_proj,o_proj precision json",
     NULL, NULL },
   { "architectures", NULL, N_("Architectures"),
     "List the model architectures and tasks this build supports, straight from the registry",

@@ -170,6 +170,7 @@ hn_job_event_to_json (const HnJobEvent *e)
       add_double (b, "tokens_per_s", e->metric.tokens_per_s);
       add_double (b, "elapsed_s", e->metric.elapsed_s);
       add_double (b, "eval_loss", e->metric.eval_loss);
+      add_double (b, "loss_scale", e->metric.loss_scale);
       break;
     case HN_JOB_EVENT_TOKEN:
       add_string (b, "text", e->token.text ? e->token.text : "");
@@ -389,7 +390,7 @@ void
 hn_job_metric_init (HnJobMetric *m)
 {
   m->step = -1;
-  m->epoch = m->loss = m->lr = m->grad_norm = m->tokens_per_s = m->elapsed_s = m->eval_loss = NAN;
+  m->epoch = m->loss = m->lr = m->grad_norm = m->tokens_per_s = m->elapsed_s = m->eval_loss = m->loss_scale = NAN;
 }
 
 void

@@ -78,6 +78,7 @@ typedef struct {
   double tokens_per_s;
   double elapsed_s;
   double eval_loss;
+  double loss_scale;  /* --precision fp16: the loss scale this step's gradients were made with */
 } HnJobMetric;
 
 typedef struct {

@@ -43,6 +43,9 @@ check_options (const HnTrainJobOptions *o, const char *what, GError **error)
     bad = "data parallel training (several --device-indices) is not implemented for them";
   else if (o->checkpointing)
     bad = "--gradient-checkpointing is not implemented for them (only the decoder training graph recomputes layers)";
+  else if (o->fp16)
+    bad = "--precision fp16 (and bf16) is not implemented for them (only the decoder training graph has the fp16 "
+          "autocast path); use --precision fp32";
   else if (o->eval_file || o->eval_split > 0 || o->patience > 0)
     bad = "evaluation (--eval-file, --eval-split, --early-stopping-patience) is not implemented for them";
   if (bad)

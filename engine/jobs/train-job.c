@@ -95,6 +95,7 @@ hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GError **error
     return FALSE;
   o->sched.warmup_steps = hn_job_spec_get_int (spec, "warmup-steps");
   o->precision = g_strdup (hn_job_spec_get_string (spec, "precision"));
+  o->fp16 = g_strcmp0 (o->precision, "fp16") == 0 || g_strcmp0 (o->precision, "bf16") == 0;
   o->eval_file = g_strdup (hn_job_spec_get_string (spec, "eval-file"));
   o->eval_split = hn_job_spec_get_double (spec, "eval-split");
   o->eval_steps = hn_job_spec_get_int (spec, "eval-steps");
@@ -128,10 +129,10 @@ hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GError **error
 gboolean
 hn_train_job_options_check (const HnTrainJobOptions *o, GError **error)
 {
-  if (g_strcmp0 (o->precision, "f32") != 0)
+  if (!o->fp16 && g_strcmp0 (o->precision, "fp32") != 0)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "--precision %s: training runs in f32 for now (f16/bf16 compute is not implemented)", o->precision);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--precision %s: give fp32, fp16 or bf16",
+                   o->precision);
       return FALSE;
     }
   if (o->eval_file && o->eval_split > 0)
@@ -354,8 +355,10 @@ hn_train_metric_line (FILE *f, const HnJobMetric *m)
   fprintf (f, "{\"step\": %" G_GINT64_FORMAT ", \"epoch\": %s, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, "
               "\"tokens_per_s\": %s, \"elapsed_s\": %s",
            m->step, g_ascii_dtostr (a, sizeof a, m->epoch), g_ascii_dtostr (b, sizeof b, m->loss),
-           g_ascii_dtostr (c, sizeof c, m->lr), g_ascii_dtostr (d, sizeof d, m->grad_norm),
+           g_ascii_dtostr (c, sizeof c, m->lr), isfinite (m->grad_norm) ? g_ascii_dtostr (d, sizeof d, m->grad_norm) : "null",
            g_ascii_dtostr (e, sizeof e, m->tokens_per_s), g_ascii_dtostr (g, sizeof g, m->elapsed_s));
+  if (isfinite (m->loss_scale))
+    fprintf (f, ", \"loss_scale\": %s", g_ascii_dtostr (a, sizeof a, m->loss_scale));
   if (isfinite (m->eval_loss))
     fprintf (f, ", \"eval_loss\": %s", g_ascii_dtostr (a, sizeof a, m->eval_loss));
   fputs ("}\n", f);
@@ -382,6 +385,14 @@ check_resume_state (const HnTrainJobOptions *o, const HnTrainerState *st, GError
                    "--resume-from-checkpoint %s was trained on a base quantized as %s, this run asks for %s "
                    "(the adapter and its optimizer state belong to that base: resume with the same --quantization)",
                    o->resume, st->quantization ? st->quantization : "none", q);
+      return FALSE;
+    }
+  const char *prec = st->precision ? st->precision : "fp32", *want = o->fp16 ? "fp16" : "fp32";
+  if (g_strcmp0 (prec, want) != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--resume-from-checkpoint %s was trained with --precision %s; this run asks for %s (an exact resume "
+                   "needs the same)", o->resume, prec, o->precision);
       return FALSE;
     }
   if (st->seed != o->seed)
@@ -600,7 +611,15 @@ hn_train_job_run (HnJob *job, GError **error)
             }
         }
     }
-  HnTrainGraphOptions gopts = { o.checkpointing };
+  HnTrainGraphOptions gopts = { o.checkpointing, o.fp16 };
+  if (o.fp16)
+    hn_job_log (job, HN_LOG_INFO,
+                "precision %s: %smatmuls as PyTorch's fp16 autocast (f16 operands and results, f32 accumulation) on %s; "
+                "norms, softmax, attention, the loss and AdamW in f32 with f32 master weights; dynamic loss "
+                "scaling from 65536", o.precision,
+                g_strcmp0 (o.precision, "bf16") == 0 ? "runs as fp16 (bf16 tensor-core operands need GL_EXT_bfloat16, "
+                                                       "which this build's shader compiler lacks): " : "",
+                hn_vk_context_has_coopmat (ctx) ? "the tensor cores" : "the scalar kernel (no cooperative matrices)");
   hn_data_parallel_set_graph_options (dp, &gopts);
   if (!hn_data_parallel_setup (dp, (int) o.batch, (int) o.seq_len, adapter, error))
     goto out;
@@ -638,6 +657,14 @@ hn_train_job_run (HnJob *job, GError **error)
   r.st.best_eval_loss = NAN;
   gint64 start = 0;
   double elapsed_before = 0, tokens_before = 0;
+  HnLossScaler scaler;
+  hn_loss_scaler_init (&scaler);
+  /* HN_LOSS_SCALE_INIT: another first scale (GradScaler's init_scale), for
+   * tests that make the first steps overflow */
+  const char *scale_env = g_getenv ("HN_LOSS_SCALE_INIT");
+  if (o.fp16 && scale_env && g_ascii_strtod (scale_env, NULL) > 0)
+    scaler.scale = g_ascii_strtod (scale_env, NULL);
+  r.st.precision = g_strdup (o.fp16 ? "fp16" : "fp32");
   if (o.resume)
     {
       HnTrainerState prev = { 0 };
@@ -645,6 +672,12 @@ hn_train_job_run (HnJob *job, GError **error)
                      hn_dataset_iter_set_cursor (it, &prev.cursor, error) &&
                      hn_data_parallel_read_optimizer (dp, o.resume, error);
       start = prev.global_step;
+      r.st.optimizer_steps = prev.optimizer_steps;
+      if (o.fp16 && prev.loss_scale > 0)
+        {
+          scaler.scale = prev.loss_scale;
+          scaler.growth_tracker = prev.loss_scale_growth_tracker;
+        }
       r.st.best_eval_loss = prev.best_eval_loss;
       r.st.evals_since_best = prev.evals_since_best;
       elapsed_before = prev.elapsed_s;
@@ -711,22 +744,35 @@ hn_train_job_run (HnJob *job, GError **error)
               real_tokens += b->attention_mask[i] != 0;
             }
         }
-      double loss = 0;
+      double loss = 0, scale = o.fp16 ? scaler.scale : 1.0;
+      hn_data_parallel_set_loss_scale (dp, scale);
       if (!hn_data_parallel_gradients (dp, inputs, targets, weights, (int) o.accum, w_total, &loss, error))
         goto out;
       double norm = 0;
       if (!hn_data_parallel_grad_norm (dp, &norm, error))
         goto out;
-      if (!isfinite (norm))
+      /* GradScaler: an Inf or NaN in the scaled gradients skips the update
+       * (no Adam step, no scheduler step) and halves the scale */
+      gboolean found_inf = !isfinite (norm);
+      if (found_inf && !o.fp16)
         {
           g_set_error (error, HN_ERROR, HN_ERROR_NUMERIC, "step %" G_GINT64_FORMAT ": the gradient norm is not finite",
                        step + 1);
           goto out;
         }
-      float clip = hn_clip_coef (norm, o.oc.max_grad_norm);
-      double lr = o.oc.lr * hn_lr_schedule_factor (&o.sched, step);
-      if (!hn_data_parallel_optimizer_step (dp, &o.oc, step + 1, lr, clip, error))
-        goto out;
+      norm /= scale;
+      double lr = o.oc.lr * hn_lr_schedule_factor (&o.sched, r.st.optimizer_steps);
+      if (!o.fp16 || hn_loss_scaler_update (&scaler, found_inf))
+        {
+          /* unscaling folded into the clip factor (the scale is a power of two: exact) */
+          float clip = (float) (hn_clip_coef (norm, o.oc.max_grad_norm) / scale);
+          if (!hn_data_parallel_optimizer_step (dp, &o.oc, ++r.st.optimizer_steps, lr, clip, error))
+            goto out;
+        }
+      else
+        hn_job_log (job, HN_LOG_INFO,
+                    "step %" G_GINT64_FORMAT ": Inf/NaN in the fp16 gradients at loss scale %g: update skipped, "
+                    "scale now %g", step + 1, scale, scaler.scale);
       tokens_session += real_tokens;
       double now = g_get_monotonic_time () / 1e6 - t0;
       HnJobMetric m;
@@ -736,6 +782,8 @@ hn_train_job_run (HnJob *job, GError **error)
       m.loss = loss;
       m.lr = lr;
       m.grad_norm = norm;
+      if (o.fp16)
+        m.loss_scale = scale;
       m.tokens_per_s = now > 0 ? tokens_session / now : NAN;
       m.elapsed_s = elapsed_before + now;
       gboolean stop = FALSE;
@@ -770,6 +818,8 @@ hn_train_job_run (HnJob *job, GError **error)
         hn_train_metric_line (mf, &m);
       hn_job_emit_progress (job, HN_PROGRESS_STEPS, step + 1, total, (gint64) tokens_session);
       r.st.global_step = step + 1;
+      r.st.loss_scale = o.fp16 ? scaler.scale : 0;
+      r.st.loss_scale_growth_tracker = o.fp16 ? scaler.growth_tracker : 0;
       hn_dataset_iter_get_cursor (it, &r.st.cursor);
       r.st.elapsed_s = elapsed_before + now;
       r.st.tokens_seen = tokens_before + tokens_session;

@@ -30,6 +30,7 @@ typedef struct {
   char *out_dir, *resume, *metrics_file, *adapter_path, *eval_file;
   char *lora_targets; /* --lora-target-modules as given (lcfg holds them parsed) */
   char *precision;
+  gboolean fp16;     /* --precision fp16 (or bf16, which runs as fp16): autocast + dynamic loss scaling */
   gint64 epochs, max_steps, batch, seq_len, accum, save_steps;
   GArray *devices;   /* int: one replica per entry */
   double eval_split, stop_at_loss, mlm_probability;

@@ -57,6 +57,7 @@ typedef enum {
   HN_MATMUL_TRANS_B    = 1 << 1,  /* B is stored [batch, N, K] */
   HN_MATMUL_ACCUMULATE = 1 << 2,  /* C += result (gradient accumulation) */
   HN_MATMUL_EXACT      = 1 << 3,  /* never the reduced-precision tensor-core path */
+  HN_MATMUL_F16        = 1 << 4,  /* fp16 autocast for this call (as the recorder's HN_AUTOCAST_F16) */
 } HnMatmulFlags;
 
 /* Precision: with f32 B every path is f32. With f16/bf16 B on a device with
@@ -66,6 +67,19 @@ typedef enum {
  * these arguments takes that path (HN_MATMUL_EXACT or the environment
  * variable HN_MATMUL_EXACT=1 forces f32). hn_op_matmul passes no flags. */
 gboolean hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnMatmulFlags flags);
+
+/* fp16 autocast (the recorder's hn_cmd_set_autocast (HN_AUTOCAST_F16), or
+ * HN_MATMUL_F16 on one hn_op_bmm call; HN_MATMUL_EXACT wins): whatever B's
+ * dtype, both operands are rounded to f16 (to nearest, ±Inf past ±65504: an
+ * overflow shows, for the loss scaler) and each result alpha·A·B + f16(bias)
+ * is rounded to f16 before it is stored or added to C — what PyTorch's fp16
+ * autocast computes for a Linear / matmul (f16 in, f32 accumulation, f16 out)
+ * when its f16 output is then used as f32. Runs on the tensor cores
+ * (matmul_cm2, matmul_coopmat) where the device has cooperative matrices,
+ * else in the scalar kernel with the same rounding (lavapipe). The
+ * matrix-vector kernel is not used in this mode. This tells whether a call
+ * on this recorder with these flags runs so. */
+gboolean hn_op_matmul_f16 (HnCmd *cmd, HnMatmulFlags flags);
 
 /* Batched C[b] = alpha · op(A[b]) · op(B[b]). A is [batch, M, K] (or [batch,
  * K, M] with TRANS_A), B [batch, K, N] (or [batch, N, K] with TRANS_B), C

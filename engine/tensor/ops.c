@@ -271,6 +271,12 @@ hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnM
          !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
 }
 
+gboolean
+hn_op_matmul_f16 (HnCmd *cmd, HnMatmulFlags flags)
+{
+  return !(flags & HN_MATMUL_EXACT) && ((flags & HN_MATMUL_F16) || hn_cmd_get_autocast (cmd) == HN_AUTOCAST_F16);
+}
+
 /* Load mode of an operand whose element (r, k) is at off + r * sr + k * sk
  * (batch stride sb): 1 = contiguous along k, 2 = contiguous along r, each in
  * 4-element aligned fragments (R or K a multiple of 4), 0 = element by
@@ -312,7 +318,7 @@ coopmat_shared_bytes (guint32 bm, guint32 bn, guint32 subgroups)
 
 static gboolean
 dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                  guint32 batch, guint32 a_mode, guint32 b_mode, gboolean c_vec, GError **error)
+                  guint32 batch, guint32 a_mode, guint32 b_mode, gboolean c_vec, gboolean f16, GError **error)
 {
   const HnVkDeviceInfo *di = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
   /* 128x128 tiles of 2x4 subgroups (64x32 each: 4x2 accumulators) when
@@ -336,8 +342,8 @@ dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
       bm = t[0]; bn = t[1]; wm = t[2]; wn = t[3];
     }
   guint32 threads = (bm / wm) * (bn / wn) * di->subgroup_size;
-  guint32 spec[9] = { hn_op_float_code (b->dtype), bm, bn, wm, wn, threads, a_mode, b_mode, c_vec };
-  return dispatch_labelled (cmd, "matmul_coopmat", spec, 9, c, a, b, bias, pc, bm, bn, batch, error);
+  guint32 spec[10] = { hn_op_float_code (b->dtype), bm, bn, wm, wn, threads, a_mode, b_mode, c_vec, f16 };
+  return dispatch_labelled (cmd, "matmul_coopmat", spec, 10, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
 /* The VK_NV_cooperative_matrix2 kernel (matmul_cm2.comp) when the device
@@ -348,9 +354,24 @@ dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
  * multiprocessor count is not reported by Vulkan, so "fill" means 256 and
  * 128 tiles (the H200 has 132 multiprocessors).
  * HN_CM2_TILE="BM,BN,BK" overrides. */
+/* One f16 copy by to_f16.comp: the n elements of t from its first into
+ * word y_word of s (mode 0 clamps to ±65504, 1 rounds as autocast). */
+static gboolean
+record_to_f16 (HnCmd *cmd, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes, guint32 mode, GError **error)
+{
+  struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) t->n, hn_eoff (t), (guint32) (byte0 / 4), mode };
+  HnVkBinding cb[2] = { hn_bind (t, FALSE), { s, byte0, bytes, TRUE } };
+  guint32 gx, gy;
+  hn_grid (((guint64) t->n + 511) / 512, &gx, &gy);
+  hn_cmd_set_label (cmd, "to_f16");
+  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
 static gboolean
 try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                  guint32 batch, gboolean *done, GError **error)
+                  guint32 batch, gboolean f16, gboolean *done, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   guint32 nt = 0;
@@ -389,39 +410,50 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
    * elements (the logits gradient of a 128k vocabulary) is converted inside
    * the kernel instead, by a decode function (8192³: 70 against 76 TFLOP/s),
    * so the copy never adds more than 256 MiB to a step's peak. HN_CM2_AMODE=0|1
-   * picks an in-kernel conversion always (see matmul_cm2.comp). */
+   * picks an in-kernel conversion always (see matmul_cm2.comp). An f32 B
+   * (fp16 autocast only) is copied the same way, into the same scratch after
+   * A's copy, or decoded in the kernel when it is that large. */
   const char *amode_env = g_getenv ("HN_CM2_AMODE");
+  gint64 big_operand = (gint64) 128 << 20;
   guint32 amode = amode_env && (amode_env[0] == '0' || amode_env[0] == '1') ? (guint32) (amode_env[0] - '0')
-                  : a->n > ((gint64) 128 << 20) ? 1u : 2u;
-  guint32 spec[9] = { hn_op_float_code (b->dtype), bm, bn, bk, nt, a_t, b_t, amode, 0 };
+                  : a->n > big_operand ? 1u : 2u;
+  gboolean b_copy = b->dtype == HN_DTYPE_F32 && b->n <= big_operand;
+  guint32 bdt = b_copy ? hn_op_float_code (HN_DTYPE_F16) : hn_op_float_code (b->dtype);
+  guint32 spec[10] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16 };
   MatmulPush p2 = *pc;
   HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
-  if (amode == 2)
+  guint64 a_bytes = amode == 2 ? (((guint64) a->n + 1) / 2 * 4 + 255) & ~(guint64) 255 : 0;
+  guint64 b_bytes = b_copy ? ((guint64) b->n + 1) / 2 * 4 : 0;
+  if (a_bytes || b_bytes)
     {
-      guint64 bytes = ((guint64) a->n + 1) / 2 * 4;
-      HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+      HnVkBuffer *s = hn_cmd_scratch (cmd, a_bytes + b_bytes, error);
       if (!s)
         return FALSE;
-      struct { guint32 n, x_off; } cp = { (guint32) a->n, hn_eoff (a) };
-      HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
-      guint32 gx, gy;
-      hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
-      hn_cmd_set_label (cmd, "to_f16");
-      gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
-      hn_cmd_set_label (cmd, NULL);
-      if (!ok)
-        return FALSE;
-      p2.a_off -= hn_eoff (a);
-      bd[0] = (HnVkBinding) { s, 0, bytes, FALSE };
+      if (a_bytes)
+        {
+          if (!record_to_f16 (cmd, a, s, 0, a_bytes, f16, error))
+            return FALSE;
+          p2.a_off -= hn_eoff (a);
+          bd[0] = (HnVkBinding) { s, 0, a_bytes, FALSE };
+        }
+      if (b_bytes)
+        {
+          if (!record_to_f16 (cmd, b, s, a_bytes, b_bytes, f16, error))
+            return FALSE;
+          p2.b_off = p2.b_off - hn_eoff (b) + (guint32) (a_bytes / 2);
+          bd[1] = (HnVkBinding) { s, a_bytes, b_bytes, FALSE };
+        }
     }
   /* 16-byte aligned rows (8 halves of A's f16 copy, 4 floats of an f32 A,
-   * 8 halves of B): the kernel may then load 16 bytes at a time */
-  guint32 aal = spec[7] == 2 ? 8 : 4, a_st = a_t ? p2.a_sk : p2.a_sm, b_st = b_t ? p2.b_sk : p2.b_sn;
-  spec[8] = p2.a_off % aal == 0 && p2.a_sb % aal == 0 && a_st % aal == 0 && p2.b_off % 8 == 0 && p2.b_sb % 8 == 0 &&
-            b_st % 8 == 0;
+   * 8 halves of a 16-bit B, 4 floats of an f32 one): the kernel may then
+   * load 16 bytes at a time */
+  guint32 aal = spec[7] == 2 ? 8 : 4, bal = bdt == hn_op_float_code (HN_DTYPE_F32) ? 4 : 8;
+  guint32 a_st = a_t ? p2.a_sk : p2.a_sm, b_st = b_t ? p2.b_sk : p2.b_sn;
+  spec[8] = p2.a_off % aal == 0 && p2.a_sb % aal == 0 && a_st % aal == 0 && p2.b_off % bal == 0 &&
+            p2.b_sb % bal == 0 && b_st % bal == 0;
   *done = TRUE;
   hn_cmd_set_label (cmd, "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 9, bd, 4, &p2, sizeof p2, (p2.N + bn - 1) / bn,
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 10, bd, 4, &p2, sizeof p2, (p2.N + bn - 1) / bn,
                                  (p2.M + bm - 1) / bm, batch, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
@@ -435,10 +467,11 @@ typedef struct {
 
 /* One output dimension of at most 16 (a LoRA adapter's rank) over a long K,
  * f32, no batch or bias: matmul_skinny.comp, 8 rows per workgroup (the tiled
- * kernel would run a handful of workgroups down all of K). Sets *done when it took the product. */
+ * kernel would run a handful of workgroups down all of K), with fp16
+ * autocast's rounding when f16. Sets *done when it took the product. */
 static gboolean
 try_dispatch_skinny (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                     guint32 batch, gboolean *done, GError **error)
+                     guint32 batch, gboolean f16, gboolean *done, GError **error)
 {
   *done = FALSE;
   if (bias || batch != 1 || a->dtype != HN_DTYPE_F32 || b->dtype != HN_DTYPE_F32 || pc->K < 64 ||
@@ -466,12 +499,12 @@ try_dispatch_skinny (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor
       wt = a;
     }
   guint32 mode = sp.x_sk != 1 && sp.x_sl == 1 ? 1 : 0;
-  guint32 spec[2] = { S, mode };
+  guint32 spec[3] = { S, mode, f16 };
   guint32 gx, gy;
   hn_grid ((guint64) (sp.L + 7) / 8, &gx, &gy);
   HnVkBinding bd[3] = { hn_bind (xt, FALSE), hn_bind (wt, FALSE), hn_bind (c, TRUE) };
   hn_cmd_set_label (cmd, "matmul_skinny");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_skinny", spec, 2, bd, 3, &sp, sizeof sp, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_skinny", spec, 3, bd, 3, &sp, sizeof sp, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   *done = ok;
   return ok;
@@ -482,15 +515,19 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
                 guint32 batch, HnMatmulFlags flags, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
+  /* fp16 autocast: the tensor cores whatever B's dtype and M (the skinny
+   * kernel takes its products with the same rounding) */
+  gboolean f16 = hn_op_matmul_f16 (cmd, flags);
   gboolean skinny;
-  if (!try_dispatch_skinny (cmd, c, a, b, bias, pc, batch, &skinny, error))
+  if (!try_dispatch_skinny (cmd, c, a, b, bias, pc, batch, f16, &skinny, error))
     return FALSE;
   if (skinny)
     return TRUE;
-  if (hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags))
+  gboolean tensor = f16 ? hn_vk_context_has_coopmat (ctx) : hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags);
+  if (tensor)
     {
       gboolean done;
-      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, &done, error))
+      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, &done, error))
         return FALSE;
       if (done)
         return TRUE;
@@ -498,8 +535,8 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   guint32 a_mode = operand_mode (pc->a_off, pc->a_sb, pc->a_sm, pc->a_sk, pc->M, pc->K);
   guint32 b_mode = operand_mode (pc->b_off, pc->b_sb, pc->b_sn, pc->b_sk, pc->N, pc->K);
   gboolean c_vec = pc->c_off % 4 == 0 && pc->c_sb % 4 == 0 && pc->c_sm % 4 == 0 && pc->N % 4 == 0;
-  if (hn_op_matmul_reduced_precision (ctx, b->dtype, pc->M, flags))
-    return dispatch_coopmat (cmd, c, a, b, bias, pc, batch, a_mode, b_mode, c_vec, error);
+  if (tensor)
+    return dispatch_coopmat (cmd, c, a, b, bias, pc, batch, a_mode, b_mode, c_vec, f16, error);
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
   /* Tiles: 128x128x16 with 8x8 per invocation on GPUs when there are enough
    * such tiles to fill the device (40 TFLOP/s on the H200 against 35 with
@@ -530,8 +567,8 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
       bm = t[0]; bn = t[1]; bk = t[2]; tm = t[3]; tn = t[4];
     }
   guint32 threads = (bm / tm) * (bn / tn);
-  guint32 spec[10] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads, a_mode, b_mode, c_vec };
-  return dispatch_labelled (cmd, "matmul", spec, 10, c, a, b, bias, pc, bm, bn, batch, error);
+  guint32 spec[11] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads, a_mode, b_mode, c_vec, f16 };
+  return dispatch_labelled (cmd, "matmul", spec, 11, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
 gboolean
@@ -552,7 +589,7 @@ hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias,
   if (!check_linear ("matmul", cmd, y, x, w, bias, error))
     return FALSE;
   gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
-  if (hn_op_matvec_available (cmd, M))
+  if (!hn_op_matmul_f16 (cmd, 0) && hn_op_matvec_available (cmd, M))
     return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, FALSE, 1.0f, NULL, error);
   MatmulPush pc = {
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), hn_eoff (y), bias ? hn_eoff (bias) : 0,

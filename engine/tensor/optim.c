@@ -107,6 +107,36 @@ hn_clip_coef (double total_norm, double max_norm)
   return coef < 1.0f ? coef : 1.0f;
 }
 
+void
+hn_loss_scaler_init (HnLossScaler *s)
+{
+  s->scale = 65536.0;
+  s->growth_factor = 2.0;
+  s->backoff_factor = 0.5;
+  s->growth_interval = 2000;
+  s->growth_tracker = 0;
+}
+
+gboolean
+hn_loss_scaler_update (HnLossScaler *s, gboolean found_inf)
+{
+  if (found_inf)
+    {
+      /* torch's _amp_update_scale_ keeps the scale in f32 */
+      s->scale = (float) (s->scale * s->backoff_factor);
+      s->growth_tracker = 0;
+      return FALSE;
+    }
+  if (++s->growth_tracker == s->growth_interval)
+    {
+      float grown = (float) (s->scale * s->growth_factor);
+      if (isfinite (grown))
+        s->scale = grown;
+      s->growth_tracker = 0;
+    }
+  return TRUE;
+}
+
 gboolean
 hn_param_wants_decay (const char *name)
 {

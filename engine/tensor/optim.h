@@ -71,6 +71,25 @@ void hn_sgd_step_cpu (float *param, const float *grad, float *buf, gint64 n, gbo
  * (total_norm + 1e-6)) that every gradient is multiplied by. */
 float hn_clip_coef (double total_norm, double max_norm);
 
+/* Dynamic loss scaling for fp16 training, as torch.amp.GradScaler with its
+ * defaults: the loss (so every gradient) is multiplied by `scale` (65536 at
+ * first); a step whose gradients hold an Inf or NaN is skipped (no
+ * optimizer update, no Adam step count) and the scale is halved; after
+ * `growth_interval` (2000) overflow-free steps in a row it doubles. */
+typedef struct {
+  double scale;
+  double growth_factor, backoff_factor;
+  gint64 growth_interval;
+  gint64 growth_tracker;   /* overflow-free steps since the scale last changed */
+} HnLossScaler;
+
+void hn_loss_scaler_init (HnLossScaler *s);
+/* The update after a step's gradients (GradScaler.update): `found_inf`
+ * backs the scale off and resets the tracker; otherwise the tracker counts
+ * up and the scale grows when it reaches the interval (not past f32's
+ * range). Returns TRUE when the step's optimizer update is to run. */
+gboolean hn_loss_scaler_update (HnLossScaler *s, gboolean found_inf);
+
 /* Which parameters get weight decay, as transformers' Trainer decides:
  * everything but biases and the weights of normalisation layers. */
 gboolean hn_param_wants_decay (const char *hf_name);

@@ -192,6 +192,7 @@ hn_trainer_state_clear (HnTrainerState *st)
   g_clear_pointer (&st->lr_scheduler, g_free);
   g_clear_pointer (&st->optimizer, g_free);
   g_clear_pointer (&st->quantization, g_free);
+  g_clear_pointer (&st->precision, g_free);
 }
 
 /* Written by hand: json-glib 1.6 prints some doubles as "1e-08.0", which is
@@ -234,7 +235,11 @@ hn_trainer_state_write (const HnTrainerState *st, const char *dir, GError **erro
   put_dbl (s, "elapsed_s", st->elapsed_s, FALSE);
   put_dbl (s, "tokens_seen", st->tokens_seen, FALSE);
   put_dbl (s, "best_eval_loss", st->best_eval_loss, FALSE);
-  g_string_append_printf (s, "  \"evals_since_best\": %" G_GINT64_FORMAT "\n", st->evals_since_best);
+  g_string_append_printf (s, "  \"evals_since_best\": %" G_GINT64_FORMAT ",\n", st->evals_since_best);
+  g_string_append_printf (s, "  \"optimizer_steps\": %" G_GINT64_FORMAT ",\n", st->optimizer_steps);
+  g_string_append_printf (s, "  \"precision\": \"%s\",\n", st->precision ? st->precision : "fp32");
+  put_dbl (s, "loss_scale", st->loss_scale, FALSE);
+  g_string_append_printf (s, "  \"loss_scale_growth_tracker\": %" G_GINT64_FORMAT "\n", st->loss_scale_growth_tracker);
   g_string_append (s, "}\n");
   g_autofree char *path = g_build_filename (dir, "trainer_state.json", NULL);
   return hn_write_file_atomic (path, s->str, s->len, error);
@@ -336,6 +341,26 @@ hn_trainer_state_read (HnTrainerState *st, const char *dir, GError **error)
        st->evals_since_best < 0))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: 'evals_since_best' is not a count", path);
+      return FALSE;
+    }
+  /* absent before --precision fp16: every step ran an update, in fp32 */
+  st->optimizer_steps = st->global_step;
+  if (json_object_has_member (o, "optimizer_steps") &&
+      (!hn_json_node_get_int (json_object_get_member (o, "optimizer_steps"), &st->optimizer_steps) ||
+       st->optimizer_steps < 0 || st->optimizer_steps > st->global_step))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: 'optimizer_steps' is not a count up to global_step", path);
+      return FALSE;
+    }
+  st->precision = g_strdup (json_object_get_string_member_with_default (o, "precision", "fp32"));
+  if (g_strcmp0 (st->precision, "fp16") == 0 &&
+      (!get_dbl (o, "loss_scale", &st->loss_scale, path, error) ||
+       !get_int (o, "loss_scale_growth_tracker", &st->loss_scale_growth_tracker, path, error)))
+    return FALSE;
+  if (g_strcmp0 (st->precision, "fp16") == 0 && (!(st->loss_scale > 0) || !isfinite (st->loss_scale) ||
+                                                  st->loss_scale_growth_tracker < 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: bad loss scale", path);
       return FALSE;
     }
   return TRUE;

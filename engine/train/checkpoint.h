@@ -52,6 +52,10 @@ typedef struct {
   double tokens_seen;
   double best_eval_loss;     /* lowest eval loss so far, NAN before the first evaluation */
   gint64 evals_since_best;   /* evaluations since it (early stopping's patience count) */
+  gint64 optimizer_steps;    /* updates that ran (global_step less the fp16 steps skipped on overflow) */
+  char *precision;           /* "fp32" or "fp16" (NULL: fp32, a checkpoint from before --precision fp16) */
+  double loss_scale;         /* fp16: the loss scaler's scale and growth tracker (0 otherwise) */
+  gint64 loss_scale_growth_tracker;
 } HnTrainerState;
 
 void hn_trainer_state_clear (HnTrainerState *st);

@@ -32,6 +32,14 @@ hn_data_parallel_set_graph_options (HnDataParallel *dp, const HnTrainGraphOption
 }
 
 void
+hn_data_parallel_set_loss_scale (HnDataParallel *dp, double scale)
+{
+  for (guint r = 0; r < dp->n; r++)
+    if (dp->rep[r].graph)
+      hn_train_graph_set_loss_scale (dp->rep[r].graph, scale);
+}
+
+void
 hn_data_parallel_free (HnDataParallel *dp)
 {
   if (!dp)

@@ -46,6 +46,8 @@ gboolean hn_data_parallel_setup (HnDataParallel *dp, int global_batch, int seq_l
 /* Options of the training graphs hn_data_parallel_setup makes (call before it). */
 void hn_data_parallel_set_graph_options (HnDataParallel *dp, const HnTrainGraphOptions *opts);
 
+/* The loss scale of every replica's graph (hn_train_graph_set_loss_scale; after setup). */
+void hn_data_parallel_set_loss_scale (HnDataParallel *dp, double scale);
 guint hn_data_parallel_get_n_replicas (HnDataParallel *dp);
 HnVkContext *hn_data_parallel_get_context (HnDataParallel *dp, guint replica);
 HnTransformer *hn_data_parallel_get_model (HnDataParallel *dp, guint replica);

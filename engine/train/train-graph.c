@@ -59,6 +59,7 @@ struct _HnTrainGraph {
   gint64 N;
   HnLoraAdapter *adapter;
   gboolean checkpointing;      /* layers share L[0]'s activation tensors (see HnTrainGraphOptions) */
+  double loss_scale;           /* hn_train_graph_set_loss_scale */
   GPtrArray *owned;            /* every tensor and view we made */
   GPtrArray *params;           /* HnTrainParam* */
   GHashTable *grad_of;         /* HnTensor* (weight) -> HnTrainParam* */
@@ -480,6 +481,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   g->N = (gint64) batch * seq_len;
   g->adapter = adapter;
   g->checkpointing = opts && opts->checkpointing;
+  g->loss_scale = 1.0;
   g->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   g->params = g_ptr_array_new_with_free_func (param_free);
   g->grad_of = g_hash_table_new (g_direct_hash, g_direct_equal);
@@ -515,6 +517,8 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
 
   if (!(g->cmd = hn_cmd_new (g->ctx, error)))
     return NULL;
+  if (opts && opts->fp16)
+    hn_cmd_set_autocast (g->cmd, HN_AUTOCAST_F16);
   /* inputs */
   g->ids = own (g, hn_tensor_new_named (g->ctx, "train.ids", HN_DTYPE_I32, 1, (gint64[]) { N }, error));
   g->pos = g->ids ? own (g, hn_tensor_new_named (g->ctx, "train.pos", HN_DTYPE_I32, 1, (gint64[]) { N }, error)) : NULL;
@@ -1095,6 +1099,18 @@ upload_batch (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, GErr
   return hn_tensor_upload_i32 (g->ids, inputs, g->N, error) && hn_tensor_upload_i32 (g->targets, targets, g->N, error);
 }
 
+void
+hn_train_graph_set_loss_scale (HnTrainGraph *g, double scale)
+{
+  g->loss_scale = scale;
+}
+
+double
+hn_train_graph_get_loss_scale (HnTrainGraph *g)
+{
+  return g->loss_scale;
+}
+
 gboolean
 hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, const float *weights,
                            double w_total, double *loss_part, GError **error)
@@ -1104,7 +1120,7 @@ hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *
   for (gint64 i = 0; i < g->N; i++)
     {
       double w = targets[i] == -100 ? 0.0 : (weights ? weights[i] : 1.0);
-      rs[i] = w_total > 0 ? (float) (w / w_total * g->hp->logits_scale) : 0.0f;
+      rs[i] = w_total > 0 ? (float) (w / w_total * g->hp->logits_scale * g->loss_scale) : 0.0f;
     }
   CK (hn_tensor_upload_f32 (g->row_scale, rs, g->N, error));
   CK (forward (g, error));

@@ -48,6 +48,17 @@ typedef struct {
    * the saved activations shrink from n_layer sets to one. The recomputed
    * values are the same bits, so losses and gradients do not change. */
   gboolean checkpointing;
+  /* Mixed precision as PyTorch's fp16 autocast (--precision fp16): every
+   * matmul of the forward and the backward (projections, the LM head, LoRA
+   * adapters) takes f16 operands, accumulates in f32 and rounds its result
+   * to f16 (hn_cmd_set_autocast: the tensor cores where the device has
+   * cooperative matrices, the scalar kernel with the same rounding
+   * elsewhere); what autocast keeps in f32 (norms, softmax, attention's
+   * softmax, cross entropy, reductions, the optimizer) stays f32, and the
+   * weights, their gradients and AdamW's moments stay f32 (master weights).
+   * Use it with a loss scale (hn_train_graph_set_loss_scale) and
+   * HnLossScaler, as GradScaler does. */
+  gboolean fp16;
 } HnTrainGraphOptions;
 
 /* hn_train_graph_new with options (NULL = the defaults, all off). */
@@ -62,6 +73,14 @@ gint64 hn_train_graph_get_n_trainable (HnTrainGraph *g);
 
 /* Sets every gradient to zero (recorded and run). */
 gboolean hn_train_graph_zero_grads (HnTrainGraph *g, GError **error);
+
+/* The factor the loss's gradient is multiplied by before the backward
+ * (GradScaler's scale; 1 by default): the gradients then come out
+ * multiplied by it. Unscale by passing clip / scale to
+ * hn_train_graph_optimizer_step; the loss that micro steps report is not
+ * scaled. */
+void hn_train_graph_set_loss_scale (HnTrainGraph *g, double scale);
+double hn_train_graph_get_loss_scale (HnTrainGraph *g);
 
 /* One micro-batch: forward, loss, backward; gradients accumulate.
  * inputs/targets i32 [batch, seq_len] already shifted (targets[t] is the

@@ -248,6 +248,21 @@ HnVkBuffer *hn_cmd_scratch (HnCmd *cmd, guint64 bytes, GError **error);
  * next call; NULL = use the shader name). */
 void hn_cmd_set_label (HnCmd *cmd, const char *label);
 
+/* How the matmuls recorded into this recorder compute (hn_op_matmul,
+ * hn_op_bmm and so hn_op_matmul_back; see hn-ops.h). HN_AUTOCAST_F16 is
+ * PyTorch's fp16 autocast (--precision fp16 training): both operands are
+ * rounded to f16 and each result to f16, with f32 accumulation, on the
+ * tensor cores where the device has cooperative matrices and in the scalar
+ * kernel otherwise (same numbers). Every other op is unchanged (f32).
+ * Stays until changed; a new recorder starts with HN_AUTOCAST_NONE. */
+typedef enum {
+  HN_AUTOCAST_NONE,
+  HN_AUTOCAST_F16,
+} HnAutocast;
+
+void hn_cmd_set_autocast (HnCmd *cmd, HnAutocast mode);
+HnAutocast hn_cmd_get_autocast (HnCmd *cmd);
+
 /* Ends, submits and waits (a device timeout or loss is HN_ERROR_DEVICE_LOST).
  * The recorder is then empty and can record again. Submitting an empty
  * recorder is a no-op. */

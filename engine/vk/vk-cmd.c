@@ -290,6 +290,7 @@ struct _HnCmd {
   GArray *read;
   guint n_dispatches, n_barriers;
   char *label;
+  HnAutocast autocast;
 
   gboolean profiling;
   VkQueryPool queries;
@@ -411,6 +412,18 @@ hn_cmd_set_label (HnCmd *cmd, const char *label)
 {
   g_free (cmd->label);
   cmd->label = g_strdup (label);
+}
+
+void
+hn_cmd_set_autocast (HnCmd *cmd, HnAutocast mode)
+{
+  cmd->autocast = mode;
+}
+
+HnAutocast
+hn_cmd_get_autocast (HnCmd *cmd)
+{
+  return cmd->autocast;
 }
 
 void

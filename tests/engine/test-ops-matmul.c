@@ -329,6 +329,141 @@ test_bmm (void)
   run_bmm (1, 1, 1, 90, 16, 257, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F32);
 }
 
+/* fp16 autocast (HN_AUTOCAST_F16 / HN_MATMUL_F16): operands rounded to f16
+ * (Inf past the range), f32 accumulation, each result alpha·A·B + f16(bias)
+ * rounded to f16 before it is stored or added to C. */
+static float
+round16 (float v)
+{
+  return hn_f16_to_f32 (hn_f32_to_f16 (v));
+}
+
+static void
+run_autocast (gint64 batch, gint64 M, gint64 N, gint64 K, HnMatmulFlags flags, HnDType bdt, gboolean linear)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  gboolean ta = flags & HN_MATMUL_TRANS_A, tb = flags & HN_MATMUL_TRANS_B, acc = flags & HN_MATMUL_ACCUMULATE;
+  g_autofree float *a = hn_test_random (batch * M * K, -2, 2), *b = hn_test_random (batch * K * N, -2, 2);
+  g_autofree float *c0 = hn_test_random (batch * M * N, -1, 1), *bias = hn_test_random (N, -1, 1);
+  /* B as the device holds it (a 16-bit B is rounded on upload) */
+  for (gint64 i = 0; i < batch * K * N; i++)
+    b[i] = bdt == HN_DTYPE_F16 ? round16 (b[i]) : bdt == HN_DTYPE_BF16 ? hn_bf16_to_f32 (hn_f32_to_bf16 (b[i])) : b[i];
+  g_autoptr(HnTensor) tA = hn_test_tensor (HN_DTYPE_F32, 3, ta ? (gint64[]) { batch, K, M } : (gint64[]) { batch, M, K }, a);
+  g_autoptr(HnTensor) tB = linear ? hn_test_tensor (bdt, 2, (gint64[]) { N, K }, b)
+                                  : hn_test_tensor (bdt, 3, tb ? (gint64[]) { batch, N, K } : (gint64[]) { batch, K, N }, b);
+  g_autoptr(HnTensor) tbias = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, bias);
+  g_autoptr(HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { batch, M, N }, c0);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  float alpha = linear ? 1.0f : 0.5f;
+  if (linear)
+    {
+      /* hn_op_matmul under the recorder's mode: x·Wᵀ + bias, never the matrix-vector kernel */
+      hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+      g_assert_true (hn_op_matmul_f16 (cmd, 0));
+      g_assert_false (hn_op_matmul_f16 (cmd, HN_MATMUL_EXACT));
+      g_assert_true (hn_op_matmul (cmd, tc, tA, tB, tbias, &error));
+      flags = HN_MATMUL_TRANS_B;
+      tb = TRUE;
+      acc = FALSE;
+    }
+  else
+    g_assert_true (hn_op_bmm (cmd, tc, tA, tB, flags | HN_MATMUL_F16, alpha, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (tc);
+  for (gint64 i = 0; i < batch * M * K; i++)
+    a[i] = round16 (a[i]);
+  for (gint64 i = 0; i < batch * K * N; i++)
+    b[i] = round16 (b[i]);
+  g_autofree float *ref = g_new0 (float, batch * M * N);
+  hn_ref_bmm (ref, a, b, batch, batch, linear ? 1 : batch, M, N, K, flags & ~HN_MATMUL_ACCUMULATE, alpha);
+  g_autofree char *what = g_strdup_printf ("autocast %s batch %" G_GINT64_FORMAT " M %" G_GINT64_FORMAT " N %"
+                                           G_GINT64_FORMAT " K %" G_GINT64_FORMAT " flags %d%s%s", hn_dtype_name (bdt),
+                                           batch, M, N, K, flags, linear ? " (matmul + bias)" : "",
+                                           hn_vk_context_has_coopmat (ctx) ? " (tensor cores)" : "");
+  for (gint64 i = 0; i < batch * M * N; i++)
+    {
+      float r = ref[i] + (linear ? round16 (bias[i % N]) : 0.0f);
+      float r16 = round16 (r);
+      /* the stored result is an f16 value (before the add to C) */
+      float v = acc ? got[i] - c0[i] : got[i];
+      /* f32 sums in another order may land on the neighbouring f16 value */
+      double tol = fabs (r) * (1.0 / 1024) + 1e-4 * K;
+      if (!(fabs ((double) v - r16) <= tol) || (!acc && round16 (got[i]) != got[i]))
+        {
+          g_test_fail_printf ("%s: element %" G_GINT64_FORMAT " is %.9g, reference %.9g (f16 %.9g)", what, i, v, r, r16);
+          return;
+        }
+    }
+}
+
+/* Values whose f16 rounding decides the answer: 1 + 2^-12 is 1 in f16, so
+ * a sum of 64 of them times 0.5 is 32, not 32.0078 (f32); 300 · 300 is past
+ * the f16 range (Inf, what the loss scaler looks for); 1e-8 is below half the
+ * smallest f16 subnormal (0). */
+static void
+test_autocast_exact (void)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  gint64 M = 20, N = 24, K = 64;
+  g_autofree float *a = g_new (float, M * K), *b = g_new (float, K * N);
+  for (gint64 i = 0; i < M * K; i++)
+    a[i] = 1.0f + 1.0f / 4096;
+  for (gint64 i = 0; i < K * N; i++)
+    b[i] = 0.5f;
+  a[0] = 300.0f;         /* row 0: 300 · 300 at k 0 overflows */
+  b[0] = 300.0f;         /* (column 0 only) */
+  a[K] = 1e-8f;          /* row 1, k 0: becomes 0 */
+  a[3 * K] = 70000.0f;   /* row 3, k 0: an operand past the range is Inf, not clamped */
+  for (int mode = 0; mode < 2; mode++)
+    {
+      g_autoptr(HnTensor) tA = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, a);
+      g_autoptr(HnTensor) tB = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { K, N }, b);
+      g_autoptr(HnTensor) tc = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+      g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_bmm (cmd, tc, tA, tB, mode ? HN_MATMUL_F16 : 0, 1.0f, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *got = hn_test_download (tc);
+      if (mode == 0)
+        {
+          /* f32: the exact sums */
+          g_assert_cmpfloat_with_epsilon (got[0], 90000.0f + 63 * (1.0f + 1.0f / 4096) * 150.0f / 300.0f, 0.05f);
+          g_assert_cmpfloat_with_epsilon (got[2 * N + 1], 64 * (1.0f + 1.0f / 4096) * 0.5f, 1e-4f);
+          continue;
+        }
+      g_assert_true (isinf (got[0]) && got[0] > 0);
+      /* row 0, column 1: 300 · 0.5 + 63 · 0.5 = 181.5 */
+      g_assert_cmpfloat (got[1], ==, 181.5f);
+      /* row 1: 1e-8 → 0, 63 · 0.5 (column 1) */
+      g_assert_cmpfloat (got[N + 1], ==, 31.5f);
+      g_assert_true (isinf (got[3 * N + 1]) && got[3 * N + 1] > 0);
+      g_assert_cmpfloat (got[2 * N + 1], ==, 32.0f);
+      g_assert_cmpfloat (got[(M - 1) * N + N - 1], ==, 32.0f);
+    }
+}
+
+static void
+test_autocast (void)
+{
+  /* each layout of the training graph's matmuls (x·Wᵀ + bias; dx = dy·W;
+   * dW += dyᵀ·x), f32 / f16 / bf16 B, edges, accumulation */
+  run_autocast (1, 37, 45, 29, 0, HN_DTYPE_F32, TRUE);
+  run_autocast (1, 130, 68, 72, 0, HN_DTYPE_F32, TRUE);
+  run_autocast (1, 5, 7, 40, 0, HN_DTYPE_F32, TRUE);       /* M <= 8: still the tiled kernels */
+  run_autocast (1, 66, 40, 36, 0, HN_DTYPE_F32, FALSE);    /* dx = dy · W */
+  run_autocast (1, 40, 36, 70, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, HN_DTYPE_F32, FALSE); /* dW += dyᵀ·x */
+  run_autocast (2, 33, 17, 19, HN_MATMUL_TRANS_B, HN_DTYPE_F16, FALSE);
+  run_autocast (2, 20, 24, 48, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B, HN_DTYPE_BF16, FALSE);
+  run_autocast (1, 136, 132, 64, HN_MATMUL_TRANS_B, HN_DTYPE_F32, FALSE);
+  run_autocast (1, 29, 31, 33, 0, HN_DTYPE_BF16, TRUE);
+  /* a LoRA rank (one output dimension <= 16, long K): the skinny kernel */
+  run_autocast (1, 100, 8, 200, 0, HN_DTYPE_F32, FALSE);
+  run_autocast (1, 8, 64, 300, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, HN_DTYPE_F32, FALSE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -338,6 +473,8 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/matmul/errors", test_matmul_errors);
   g_test_add_func ("/ops/matvec/fused", test_matvec_fused);
   g_test_add_func ("/ops/bmm", test_bmm);
+  g_test_add_func ("/ops/matmul/autocast", test_autocast);
+  g_test_add_func ("/ops/matmul/autocast-exact", test_autocast_exact);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;

@@ -1,0 +1,182 @@
+/* --precision fp16 training (PyTorch fp16 autocast + GradScaler):
+ * - the loss scaler's rule (GradScaler's defaults);
+ * - a forced overflow (HN_LOSS_SCALE_INIT far too large) skips each update
+ *   and halves the scale: the weights stay the initial ones, the metrics
+ *   show the halving scale and no gradient norm;
+ * lavapipe runs the scalar kernel with the tensor-core kernels' rounding. */
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "base/hn-error.h"
+#include "base/hn-folder.h"
+#include "formats/safetensors.h"
+#include "jobs/job.h"
+#include "test-device.h"
+#include "tensor/optim.h"
+
+static char *tmp_root;
+
+
+static char *
+fixture (const char *a, const char *b)
+{
+  return g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", a, b, NULL);
+}
+
+static gboolean
+run_job (const char *const *argv, GError **error)
+{
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (g_strv_length ((char **) argv), argv, error);
+  if (!spec || !hn_job_spec_validate (spec, error))
+    return FALSE;
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  return hn_job_run_sync (job, error);
+}
+
+/* The metrics file's lines as JSON objects (owned by the returned parsers). */
+static GPtrArray *
+read_metrics (const char *path)
+{
+  g_autofree char *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_object_unref);
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (int i = 0; lines[i]; i++)
+    {
+      if (!*lines[i])
+        continue;
+      JsonParser *p = json_parser_new ();
+      g_autoptr (GError) error = NULL;
+      g_assert_true (json_parser_load_from_data (p, lines[i], -1, &error));
+      g_ptr_array_add (out, p);
+    }
+  return out;
+}
+
+static JsonObject *
+metric (GPtrArray *m, guint i)
+{
+  return json_node_get_object (json_parser_get_root (g_ptr_array_index (m, i)));
+}
+
+static void
+test_loss_scaler (void)
+{
+  HnLossScaler s;
+  hn_loss_scaler_init (&s);
+  g_assert_cmpfloat (s.scale, ==, 65536.0);
+  /* an overflow: no update, half the scale */
+  g_assert_false (hn_loss_scaler_update (&s, TRUE));
+  g_assert_cmpfloat (s.scale, ==, 32768.0);
+  g_assert_cmpint (s.growth_tracker, ==, 0);
+  /* 1999 clean steps keep it, the 2000th doubles it */
+  for (int i = 0; i < 1999; i++)
+    g_assert_true (hn_loss_scaler_update (&s, FALSE));
+  g_assert_cmpfloat (s.scale, ==, 32768.0);
+  g_assert_cmpint (s.growth_tracker, ==, 1999);
+  g_assert_true (hn_loss_scaler_update (&s, FALSE));
+  g_assert_cmpfloat (s.scale, ==, 65536.0);
+  g_assert_cmpint (s.growth_tracker, ==, 0);
+  /* an overflow resets the count */
+  for (int i = 0; i < 1500; i++)
+    hn_loss_scaler_update (&s, FALSE);
+  g_assert_false (hn_loss_scaler_update (&s, TRUE));
+  g_assert_cmpint (s.growth_tracker, ==, 0);
+  g_assert_cmpfloat (s.scale, ==, 32768.0);
+  for (int i = 0; i < 1999; i++)
+    hn_loss_scaler_update (&s, FALSE);
+  g_assert_cmpfloat (s.scale, ==, 32768.0);
+  /* never past f32's range */
+  s.scale = 3e38;
+  s.growth_tracker = s.growth_interval - 1;
+  g_assert_true (hn_loss_scaler_update (&s, FALSE));
+  g_assert_cmpfloat (s.scale, ==, 3e38);
+}
+
+static void
+train_argv (GPtrArray *a, const char *model, const char *data, const char *out, const char *steps, const char *batch,
+            const char *seq, const char *lr, const char *precision, const char *metrics)
+{
+  const char *v[] = { "transformer-train", "--model-path", model, "--train", data, "--out-dir", out, "--max-steps", steps,
+                      "--batch-size", batch, "--seq-len", seq, "--lr", lr, "--lr-scheduler", "constant",
+                      "--warmup-steps", "0", "--weight-decay", "0", "--max-grad-norm", "1", "--no-shuffle",
+                      "--precision", precision, "--metrics-file", metrics, NULL };
+  for (int i = 0; v[i]; i++)
+    g_ptr_array_add (a, g_strdup (v[i]));
+  g_ptr_array_add (a, NULL);
+}
+
+/* Every step of a run whose scale starts at 2^40 overflows (the scaled
+ * loss gradient alone is past f16's range): no update runs, so the model
+ * written at the end is the initial one, bit for bit. */
+static void
+test_forced_overflow (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *model = fixture ("parity", "gpt2");
+  g_autofree char *data = g_build_filename (tmp_root, "ov.jsonl", NULL);
+  g_autoptr (GString) rows = g_string_new (NULL);
+  for (int r = 0; r < 6; r++)
+    {
+      g_string_append (rows, "{\"input_ids\": [");
+      for (int t = 0; t < 12; t++)
+        g_string_append_printf (rows, "%s%d", t ? ", " : "", (r * 7 + t * 3) % 100);
+      g_string_append (rows, "]}\n");
+    }
+  g_assert_true (g_file_set_contents (data, rows->str, -1, &error));
+  g_autofree char *out = g_build_filename (tmp_root, "ov-out", NULL);
+  g_autofree char *metrics = g_build_filename (tmp_root, "ov.jsonl.metrics", NULL);
+  g_autoptr (GPtrArray) a = g_ptr_array_new_with_free_func (g_free);
+  train_argv (a, model, data, out, "3", "2", "12", "1e-2", "fp16", metrics);
+  g_setenv ("HN_LOSS_SCALE_INIT", "1099511627776", TRUE);
+  gboolean ok = run_job ((const char *const *) a->pdata, &error);
+  g_unsetenv ("HN_LOSS_SCALE_INIT");
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  g_autoptr (GPtrArray) m = read_metrics (metrics);
+  g_assert_cmpuint (m->len, ==, 3);
+  for (guint i = 0; i < 3; i++)
+    {
+      JsonObject *o = metric (m, i);
+      g_assert_cmpfloat (json_object_get_double_member (o, "loss_scale"), ==, ldexp (1.0, 40 - (int) i));
+      g_assert_true (JSON_NODE_HOLDS_NULL (json_object_get_member (o, "grad_norm")));
+    }
+  g_autofree char *w0 = g_build_filename (model, "model.safetensors", NULL);
+  g_autofree char *w1 = g_build_filename (out, "model.safetensors", NULL);
+  g_autoptr (HnSafetensors) s0 = hn_safetensors_open (w0, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensors) s1 = hn_safetensors_open (w1, &error);
+  g_assert_no_error (error);
+  guint n = hn_safetensors_get_n_tensors (s0);
+  g_assert_cmpuint (n, >, 0);
+  for (guint i = 0; i < n; i++)
+    {
+      const HnSafetensorInfo *t0 = hn_safetensors_get_nth (s0, i);
+      const HnSafetensorInfo *t1 = hn_safetensors_lookup (s1, t0->name);
+      g_assert_nonnull (t1);
+      g_assert_cmpuint (t0->nbytes, ==, t1->nbytes);
+      if (memcmp (t0->data, t1->data, t0->nbytes) != 0)
+        g_error ("%s changed although every step overflowed", t0->name);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  hn_job_register_builtin_kinds ();
+  g_test_add_func ("/train-fp16/loss-scaler", test_loss_scaler);
+  if (!hn_test_have_vulkan ())
+    return g_test_run ();
+  g_autoptr (GError) error = NULL;
+  tmp_root = g_dir_make_tmp ("hn-fp16-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_test_add_func ("/train-fp16/forced-overflow", test_forced_overflow);
+  int rc = g_test_run ();
+  hn_folder_remove_tree (tmp_root);
+  g_free (tmp_root);
+  return rc;
+}
