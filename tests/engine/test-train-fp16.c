@@ -3,6 +3,7 @@
  * - a forced overflow (HN_LOSS_SCALE_INIT far too large) skips each update
  *   and halves the scale: the weights stay the initial ones, the metrics
  *   show the halving scale and no gradient norm;
+ * - an fp16 run resumes bit for bit (the scaler's state in the checkpoint);
  * lavapipe runs the scalar kernel with the tensor-core kernels' rounding. */
 #include <math.h>
 #include <string.h>
@@ -109,6 +110,23 @@ train_argv (GPtrArray *a, const char *model, const char *data, const char *out, 
   g_ptr_array_add (a, NULL);
 }
 
+/* n token-id rows of 12 ids below 100 (the parity gpt2's vocabulary is 128) */
+static char *
+write_rows (const char *name, int n)
+{
+  char *path = g_build_filename (tmp_root, name, NULL);
+  g_autoptr (GString) rows = g_string_new (NULL);
+  for (int r = 0; r < n; r++)
+    {
+      g_string_append (rows, "{\"input_ids\": [");
+      for (int t = 0; t < 12; t++)
+        g_string_append_printf (rows, "%s%d", t ? ", " : "", (r * 7 + t * 3 + r * t) % 100);
+      g_string_append (rows, "]}\n");
+    }
+  g_assert_true (g_file_set_contents (path, rows->str, -1, NULL));
+  return path;
+}
+
 /* Every step of a run whose scale starts at 2^40 overflows (the scaled
  * loss gradient alone is past f16's range): no update runs, so the model
  * written at the end is the initial one, bit for bit. */
@@ -117,16 +135,7 @@ test_forced_overflow (void)
 {
   g_autoptr (GError) error = NULL;
   g_autofree char *model = fixture ("parity", "gpt2");
-  g_autofree char *data = g_build_filename (tmp_root, "ov.jsonl", NULL);
-  g_autoptr (GString) rows = g_string_new (NULL);
-  for (int r = 0; r < 6; r++)
-    {
-      g_string_append (rows, "{\"input_ids\": [");
-      for (int t = 0; t < 12; t++)
-        g_string_append_printf (rows, "%s%d", t ? ", " : "", (r * 7 + t * 3) % 100);
-      g_string_append (rows, "]}\n");
-    }
-  g_assert_true (g_file_set_contents (data, rows->str, -1, &error));
+  g_autofree char *data = write_rows ("ov.jsonl", 6);
   g_autofree char *out = g_build_filename (tmp_root, "ov-out", NULL);
   g_autofree char *metrics = g_build_filename (tmp_root, "ov.jsonl.metrics", NULL);
   g_autoptr (GPtrArray) a = g_ptr_array_new_with_free_func (g_free);
@@ -163,6 +172,76 @@ test_forced_overflow (void)
     }
 }
 
+/* An fp16 run resumed from its checkpoint continues bit for bit: the loss
+ * scaler's scale and growth count and the count of updates that ran come
+ * back from trainer_state.json (the first scale overflows, so the skipped
+ * steps and the scale matter). On the llama case: checkpoints of gpt2's
+ * fused c_attn are refused elsewhere (its split q/k/v optimizer state). */
+static void
+test_resume (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *model = fixture ("parity", "llama");
+  g_autofree char *data = write_rows ("rs.jsonl", 16);
+  g_autofree char *a_out = g_build_filename (tmp_root, "rs-a", NULL), *b_out = g_build_filename (tmp_root, "rs-b", NULL);
+  g_autofree char *a_m = g_build_filename (tmp_root, "rs-a.metrics", NULL), *b_m = g_build_filename (tmp_root, "rs-b.metrics", NULL);
+  g_autoptr (GPtrArray) a = g_ptr_array_new_with_free_func (g_free);
+  train_argv (a, model, data, a_out, "6", "2", "12", "1e-2", "fp16", a_m);
+  g_ptr_array_remove_index (a, a->len - 1);
+  g_ptr_array_add (a, g_strdup ("--save-steps"));
+  g_ptr_array_add (a, g_strdup ("2"));
+  g_ptr_array_add (a, NULL);
+  /* 2^20: steps 1-3 overflow here, the checkpoint of step 2 is mid-way */
+  g_setenv ("HN_LOSS_SCALE_INIT", "1048576", TRUE);
+  gboolean ok = run_job ((const char *const *) a->pdata, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  g_autofree char *ck = g_build_filename (a_out, "checkpoint-step-2", NULL);
+  g_autoptr (GPtrArray) b = g_ptr_array_new_with_free_func (g_free);
+  train_argv (b, model, data, b_out, "6", "2", "12", "1e-2", "fp16", b_m);
+  g_ptr_array_remove_index (b, b->len - 1);
+  g_ptr_array_add (b, g_strdup ("--resume-from-checkpoint"));
+  g_ptr_array_add (b, g_strdup (ck));
+  g_ptr_array_add (b, NULL);
+  ok = run_job ((const char *const *) b->pdata, &error);
+  g_unsetenv ("HN_LOSS_SCALE_INIT");
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  g_autoptr (GPtrArray) ma = read_metrics (a_m), mb = read_metrics (b_m);
+  g_assert_cmpuint (ma->len, ==, 6);
+  g_assert_cmpuint (mb->len, ==, 4);
+  guint skipped = 0;
+  for (guint i = 0; i < 6; i++)
+    skipped += JSON_NODE_HOLDS_NULL (json_object_get_member (metric (ma, i), "grad_norm"));
+  g_test_message ("fp16 resume: %u of 6 steps skipped", skipped);
+  g_assert_cmpuint (skipped, >, 2);
+  g_assert_cmpuint (skipped, <, 6);
+  for (guint i = 0; i < 4; i++)
+    {
+      JsonObject *x = metric (ma, i + 2), *y = metric (mb, i);
+      g_assert_cmpfloat (json_object_get_double_member (x, "loss"), ==, json_object_get_double_member (y, "loss"));
+      g_assert_cmpfloat (json_object_get_double_member (x, "loss_scale"), ==,
+                         json_object_get_double_member (y, "loss_scale"));
+    }
+  /* the same final weights */
+  g_autofree char *wa = g_build_filename (a_out, "model.safetensors", NULL), *wb = g_build_filename (b_out, "model.safetensors", NULL);
+  g_autofree char *da = NULL, *db = NULL;
+  gsize la = 0, lb = 0;
+  g_assert_true (g_file_get_contents (wa, &da, &la, NULL) && g_file_get_contents (wb, &db, &lb, NULL));
+  g_assert_true (la == lb && memcmp (da, db, la) == 0);
+  /* a checkpoint of one precision does not resume the other */
+  g_autoptr (GPtrArray) c = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *c_out = g_build_filename (tmp_root, "rs-c", NULL), *c_m = g_build_filename (tmp_root, "rs-c.metrics", NULL);
+  train_argv (c, model, data, c_out, "6", "2", "12", "1e-2", "fp32", c_m);
+  g_ptr_array_remove_index (c, c->len - 1);
+  g_ptr_array_add (c, g_strdup ("--resume-from-checkpoint"));
+  g_ptr_array_add (c, g_strdup (ck));
+  g_ptr_array_add (c, NULL);
+  g_assert_false (run_job ((const char *const *) c->pdata, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "--precision fp16"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -175,6 +254,7 @@ main (int argc, char **argv)
   tmp_root = g_dir_make_tmp ("hn-fp16-XXXXXX", &error);
   g_assert_no_error (error);
   g_test_add_func ("/train-fp16/forced-overflow", test_forced_overflow);
+  g_test_add_func ("/train-fp16/resume", test_resume);
   int rc = g_test_run ();
   hn_folder_remove_tree (tmp_root);
   g_free (tmp_root);
