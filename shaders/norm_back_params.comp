@@ -1,7 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Column sums for parameter gradients: dw[c] += Σ_r dy[r,c]·(x[r,c] - mean_r)·rstd_r
-// (flag 1), db[c] += Σ_r dy[r,c] (flag 2). A plain bias gradient is flag 2 alone.
+// (flag 1), db[c] += Σ_r dy[r,c] (flag 2). A plain bias gradient is flag 2 alone;
+// flag 4 rounds that sum to f16 first (a Linear's bias gradient under fp16
+// autocast, which PyTorch computes in f16: Inf past its range).
 // A workgroup owns 8 columns; its 32 lanes per column sum rows lane, lane + 32,
 // ... in order and lane 0 adds the 32 partials in order (deterministic).
 #include "common.glsl"
@@ -38,5 +40,5 @@ void main() {
     sb += pb[l * 8u + tid];
   }
   if ((p.flags & 1u) != 0u) dw[p.dw_off + c] += sw;
-  if ((p.flags & 2u) != 0u) db[p.db_off + c] += sb;
+  if ((p.flags & 2u) != 0u) db[p.db_off + c] += (p.flags & 4u) != 0u ? hn_round_f16(sb) : sb;
 }

@@ -86,14 +86,17 @@ hn_op_matmul_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTenso
   return TRUE;
 }
 
+/* round_db: db gets its sum rounded to f16 (a Linear's bias gradient under
+ * fp16 autocast, which PyTorch computes in f16) */
 static gboolean
 norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x, HnTensor *stats,
-                  GError **error)
+                  gboolean round_db, GError **error)
 {
   HnTensor *any = dw ? dw : db;
   struct { guint32 rows, cols, dy_off, x_off, st_off, dw_off, db_off, flags; } pc = {
     (guint32) hn_tensor_rows (dy), (guint32) hn_tensor_cols (dy), hn_eoff (dy), x ? hn_eoff (x) : 0,
-    stats ? hn_eoff (stats) : 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0, (dw ? 1u : 0u) | (db ? 2u : 0u) };
+    stats ? hn_eoff (stats) : 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0,
+    (dw ? 1u : 0u) | (db ? 2u : 0u) | (round_db ? 4u : 0u) };
   HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (x ? x : dy, FALSE), hn_bind (stats ? stats : dy, FALSE),
                         hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
   guint32 gx, gy;
@@ -108,7 +111,7 @@ hn_op_bias_back (HnCmd *cmd, HnTensor *db, HnTensor *dy, GError **error)
   if (!check_f32 (op, "db", cmd, db, error) || !check_f32 (op, "dy", cmd, dy, error) ||
       !hn_op_check_count (op, "db", db, hn_tensor_cols (dy), error))
     return FALSE;
-  return norm_params_back (cmd, NULL, db, dy, NULL, NULL, error);
+  return norm_params_back (cmd, NULL, db, dy, NULL, NULL, hn_op_matmul_f16 (cmd, 0), error);
 }
 
 static gboolean
@@ -147,7 +150,7 @@ norm_back (const char *op, HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db,
   if (!hn_op_dispatch_rows (cmd, "norm_back", NULL, 0, bd, 5, &pc, sizeof pc, rows, error))
     return FALSE;
   if (dw || db)
-    return norm_params_back (cmd, dw, db, dy, x, stats, error);
+    return norm_params_back (cmd, dw, db, dy, x, stats, FALSE, error);
   return TRUE;
 }
 

@@ -446,17 +446,18 @@ hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter 
 
 /* Flash attention on the tensor cores in training (hn_attention_flash_ok:
  * NVIDIA cooperative matrix 2, head dim 64/128, no soft-cap or ALiBi) where
- * PyTorch autocast would run attention in 16 bits: LoRA over a 16-bit base
- * (its frozen projections already run on the tensor cores in f16). Full
- * training in fp32 keeps the exact kernels unless HN_TRAIN_FLASH_ATTN=1
+ * PyTorch autocast would run attention in 16 bits: --precision fp16 (fp16
+ * autocast, HnTrainGraphOptions.fp16) and LoRA over a 16-bit base (its
+ * frozen projections already run on the tensor cores in f16). Training in
+ * fp32 keeps the exact kernels unless HN_TRAIN_FLASH_ATTN=1
  * asks for it (a measurement aid); HN_NO_FLASH_ATTN=1 turns it off. The
  * sliding-window layers go along (the flash kernels mask windows too). */
 static gboolean
-attn_flash (HnTrainGraph *g, HnLoraAdapter *adapter)
+attn_flash (HnTrainGraph *g, HnLoraAdapter *adapter, gboolean fp16)
 {
   const HnTransformerHParams *hp = g->hp;
   const HnTensor *wq = g->W->layers[0].wq;
-  gboolean want = (adapter && wq && wq->dtype != HN_DTYPE_F32) || g_strcmp0 (g_getenv ("HN_TRAIN_FLASH_ATTN"), "1") == 0;
+  gboolean want = fp16 || (adapter && wq && wq->dtype != HN_DTYPE_F32) || g_strcmp0 (g_getenv ("HN_TRAIN_FLASH_ATTN"), "1") == 0;
   HnAttentionParams ap = { 0 };
   ap.softcap = hp->attn_softcap;
   ap.causal = TRUE;
@@ -606,7 +607,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
       !(g->att_stats = own (g, hn_tensor_new_named (g->ctx, "grad.att_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))))
     return NULL;
-  g->flash = attn_flash (g, adapter);
+  g->flash = attn_flash (g, adapter, opts && opts->fp16);
   g->lse = g_new0 (HnTensor *, nl);
   for (int il = 0; g->flash && il < nl; il++)
     if (!(g->lse[il] = (g->checkpointing && il > 0) ? g->lse[0]

@@ -1,6 +1,7 @@
 /* matmul (x·Wᵀ, tiled and matrix-vector paths, f32/f16/bf16 weights, bias)
  * and batched matmul with transposes, broadcasting and accumulation. */
 #include "ops-test-common.h"
+#include "tensor/ops-back.h"
 
 #include <math.h>
 #include <string.h>
@@ -442,6 +443,26 @@ test_autocast_exact (void)
       g_assert_true (isinf (got[3 * N + 1]) && got[3 * N + 1] > 0);
       g_assert_cmpfloat (got[2 * N + 1], ==, 32.0f);
       g_assert_cmpfloat (got[(M - 1) * N + N - 1], ==, 32.0f);
+    }
+  /* a Linear's bias gradient under autocast is an f16 column sum (added to
+   * db in f32): 1 + 2^-12 becomes 1, 40000 + 40000 Inf; exact without */
+  float dy[6] = { 1.0f, 40000.0f, 0.0f, 1.0f / 4096, 40000.0f, 0.0f }, db0[3] = { 0.5f, 0.5f, 0.5f };
+  for (int mode = 0; mode < 2; mode++)
+    {
+      g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 2, 3 }, dy);
+      g_autoptr (HnTensor) tdb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 3 }, db0);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      hn_cmd_set_autocast (cmd, mode ? HN_AUTOCAST_F16 : HN_AUTOCAST_NONE);
+      g_assert_true (hn_op_bias_back (cmd, tdb, tdy, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *db = hn_test_download (tdb);
+      g_assert_cmpfloat (db[0], ==, mode ? 1.5f : 1.5f + 1.0f / 4096);
+      if (mode)
+        g_assert_true (isinf (db[1]));
+      else
+        g_assert_cmpfloat (db[1], ==, 80000.5f);
+      g_assert_cmpfloat (db[2], ==, 0.5f);
     }
 }
 
