@@ -614,9 +614,9 @@ hn_train_job_run (HnJob *job, GError **error)
   HnTrainGraphOptions gopts = { o.checkpointing, o.fp16 };
   if (o.fp16)
     hn_job_log (job, HN_LOG_INFO,
-                "precision %s: %smatmuls as PyTorch's fp16 autocast (f16 operands and results, f32 accumulation) on %s; "
-                "norms, softmax, attention, the loss and AdamW in f32 with f32 master weights; dynamic loss "
-                "scaling from 65536", o.precision,
+                "precision %s: %smatmuls as PyTorch's fp16 autocast (f16 operands and results, f32 accumulation) on %s, "
+                "attention on the tensor cores where the device has flash attention (else f32); norms, softmax, the "
+                "loss and AdamW in f32 with f32 master weights; dynamic loss scaling from 65536", o.precision,
                 g_strcmp0 (o.precision, "bf16") == 0 ? "runs as fp16 (bf16 tensor-core operands need GL_EXT_bfloat16, "
                                                        "which this build's shader compiler lacks): " : "",
                 hn_vk_context_has_coopmat (ctx) ? "the tensor cores" : "the scalar kernel (no cooperative matrices)");

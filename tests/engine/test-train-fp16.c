@@ -4,6 +4,10 @@
  *   and halves the scale: the weights stay the initial ones, the metrics
  *   show the halving scale and no gradient norm;
  * - an fp16 run resumes bit for bit (the scaler's state in the checkpoint);
+ * - the tiny GPT-2 of tests/fixtures/fp16-train (make_reference.py made it
+ *   on an H200 with torch): our fp16 losses follow torch's fp16 losses
+ *   closer than the fp16 - fp32 gap, our fp16 run is not our fp32 run, and
+ *   from a first scale that overflows we skip the same steps as GradScaler.
  * lavapipe runs the scalar kernel with the tensor-core kernels' rounding. */
 #include <math.h>
 #include <string.h>
@@ -20,6 +24,11 @@
 
 static char *tmp_root;
 
+/* The most mean |our loss - torch's| over the tiny fixture's steps, and
+ * the share of torch's mean |fp16 - fp32| loss gap that ours must reach
+ * (tests/fixtures/fp16-train/README.md: the figures they were set from). */
+#define FP16_TOL 1e-3
+#define FP16_GAP 0.25
 
 static char *
 fixture (const char *a, const char *b)
@@ -103,7 +112,7 @@ train_argv (GPtrArray *a, const char *model, const char *data, const char *out, 
 {
   const char *v[] = { "transformer-train", "--model-path", model, "--train", data, "--out-dir", out, "--max-steps", steps,
                       "--batch-size", batch, "--seq-len", seq, "--lr", lr, "--lr-scheduler", "constant",
-                      "--warmup-steps", "0", "--weight-decay", "0", "--max-grad-norm", "1", "--no-shuffle",
+                      "--warmup-steps", "0", "--weight-decay", "0", "--max-grad-norm", "1", "--no-shuffle", "--no-dropout",
                       "--precision", precision, "--metrics-file", metrics, NULL };
   for (int i = 0; v[i]; i++)
     g_ptr_array_add (a, g_strdup (v[i]));
@@ -242,6 +251,137 @@ test_resume (void)
   g_assert_nonnull (strstr (error->message, "--precision fp16"));
 }
 
+typedef struct {
+  double loss, scale;
+  gboolean skipped;
+} RefStep;
+
+static guint
+ref_steps (JsonObject *exp, const char *key, RefStep *out, guint max)
+{
+  JsonArray *a = json_object_get_array_member (exp, key);
+  guint n = MIN (json_array_get_length (a), max);
+  for (guint i = 0; i < n; i++)
+    {
+      JsonObject *o = json_array_get_object_element (a, i);
+      out[i].loss = json_object_get_double_member (o, "loss");
+      out[i].scale = json_object_get_double_member (o, "loss_scale");
+      out[i].skipped = json_object_get_boolean_member (o, "skipped");
+    }
+  return n;
+}
+
+static GPtrArray *
+run_fixture (const char *dir, JsonObject *exp, const char *precision, const char *scale_env, const char *tag)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *model = g_build_filename (dir, "model", NULL), *data = g_build_filename (dir, "data.jsonl", NULL);
+  g_autofree char *out = g_build_filename (tmp_root, tag, NULL);
+  g_autofree char *metrics = g_strdup_printf ("%s.metrics", out);
+  g_autofree char *steps = g_strdup_printf ("%" G_GINT64_FORMAT, json_object_get_int_member (exp, "steps"));
+  g_autofree char *batch = g_strdup_printf ("%" G_GINT64_FORMAT, json_object_get_int_member (exp, "batch"));
+  g_autofree char *seq = g_strdup_printf ("%" G_GINT64_FORMAT, json_object_get_int_member (exp, "seq_len"));
+  char lr[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_dtostr (lr, sizeof lr, json_object_get_double_member (exp, "lr"));
+  g_autoptr (GPtrArray) a = g_ptr_array_new_with_free_func (g_free);
+  train_argv (a, model, data, out, steps, batch, seq, lr, precision, metrics);
+  if (scale_env)
+    g_setenv ("HN_LOSS_SCALE_INIT", scale_env, TRUE);
+  gboolean ok = run_job ((const char *const *) a->pdata, &error);
+  g_unsetenv ("HN_LOSS_SCALE_INIT");
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  return read_metrics (metrics);
+}
+
+static void
+test_reference (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = fixture ("fp16-train", "tiny");
+  g_autofree char *path = g_build_filename (dir, "expected.json", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_file (p, path, &error));
+  JsonObject *exp = json_node_get_object (json_parser_get_root (p));
+  RefStep r16[64], r32[64], rov[64];
+  guint n = ref_steps (exp, "fp16", r16, 64);
+  g_assert_cmpuint (ref_steps (exp, "fp32", r32, 64), ==, n);
+  g_autoptr (GPtrArray) m16 = run_fixture (dir, exp, "fp16", NULL, "ref16");
+  g_autoptr (GPtrArray) m32 = run_fixture (dir, exp, "fp32", NULL, "ref32");
+  g_assert_cmpuint (m16->len, ==, n);
+  g_assert_cmpuint (m32->len, ==, n);
+  double d16 = 0, d32 = 0, gap_ref = 0, gap_ours = 0, x16 = 0;
+  for (guint i = 0; i < n; i++)
+    {
+      double l16 = json_object_get_double_member (metric (m16, i), "loss");
+      double l32 = json_object_get_double_member (metric (m32, i), "loss");
+      g_test_message ("step %u: fp16 %.6f (torch %.6f), fp32 %.6f (torch %.6f)", i + 1, l16, r16[i].loss, l32,
+                      r32[i].loss);
+      d16 += fabs (l16 - r16[i].loss) / n;
+      x16 = MAX (x16, fabs (l16 - r16[i].loss));
+      d32 += fabs (l32 - r32[i].loss) / n;
+      gap_ref += fabs (r16[i].loss - r32[i].loss) / n;
+      gap_ours += fabs (l16 - l32) / n;
+      g_assert_cmpfloat (json_object_get_double_member (metric (m16, i), "loss_scale"), ==, r16[i].scale);
+    }
+  g_test_message ("mean |ours - torch|: fp16 %.3g (max %.3g), fp32 %.3g; mean |fp16 - fp32|: torch %.3g, ours %.3g",
+                  d16, x16, d32, gap_ref, gap_ours);
+  /* FP16_TOL, FP16_GAP: see tests/fixtures/fp16-train/README.md */
+  if (!(d16 <= FP16_TOL))
+    g_error ("fp16 losses are %.3g from torch's on average (> %g)", d16, FP16_TOL);
+  /* the fp16 path is not the fp32 one: our fp16 losses move off our fp32
+   * ones by a good part of what torch's fp16 losses move off its fp32 ones */
+  if (!(gap_ours >= FP16_GAP * gap_ref))
+    g_error ("our fp16 run is only %.3g from our fp32 run (torch's: %.3g): the fp16 rounding is missing", gap_ours,
+             gap_ref);
+
+  /* From a first scale that overflows (2^24): GradScaler skips the first k
+   * steps, halving the scale each time, and then trains. Whether the step
+   * where the scale first fits overflows depends on the largest f16 value
+   * of that step's backward against 65504, which rounding in another order
+   * can move across: we must skip k - 1, k or k + 1 steps, each a skip
+   * while skipping (the same halved scales), and until the first update of
+   * either run the losses are the initial weights' (no skipped step may
+   * change a weight). */
+  RefStep *ov = rov;
+  guint nov = json_object_has_member (exp, "fp16_overflow") ? ref_steps (exp, "fp16_overflow", ov, 64) : 0;
+  g_assert_cmpuint (nov, ==, n);
+  char init[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_dtostr (init, sizeof init, json_object_get_double_member (exp, "overflow_init_scale"));
+  g_autoptr (GPtrArray) mov = run_fixture (dir, exp, "fp16", init, "refov");
+  guint k_ref = 0, k_ours = 0;
+  while (k_ref < n && ov[k_ref].skipped)
+    k_ref++;
+  g_assert_cmpuint (k_ref, >, 1);
+  g_assert_cmpuint (k_ref, <, n - 2);
+  for (guint i = k_ref; i < n; i++)
+    g_assert_false (ov[i].skipped); /* the fixture: one run of skips at the start */
+  for (guint i = 0; i < n; i++)
+    {
+      JsonObject *o = metric (mov, i);
+      gboolean sk = JSON_NODE_HOLDS_NULL (json_object_get_member (o, "grad_norm"));
+      g_test_message ("overflow run step %u: loss %.6f (torch %.6f), scale %g (torch %g)%s%s", i + 1,
+                      json_object_get_double_member (o, "loss"), ov[i].loss,
+                      json_object_get_double_member (o, "loss_scale"), ov[i].scale, sk ? ", skipped" : "",
+                      ov[i].skipped ? ", torch skipped" : "");
+      if (sk && k_ours == i)
+        k_ours++;
+      else if (sk)
+        g_error ("overflow run: step %u skipped after step %u trained", i + 1, k_ours);
+      if (i <= k_ours)
+        g_assert_cmpfloat (json_object_get_double_member (o, "loss_scale"), ==,
+                           json_object_get_double_member (exp, "overflow_init_scale") / ldexp (1.0, (int) i));
+    }
+  if (k_ours + 1 < k_ref || k_ours > k_ref + 1)
+    g_error ("overflow run: we skipped the first %u steps, GradScaler %u", k_ours, k_ref);
+  for (guint i = 0; i <= MIN (k_ours, k_ref); i++)
+    {
+      double l = json_object_get_double_member (metric (mov, i), "loss");
+      if (fabs (l - ov[i].loss) > 10 * FP16_TOL)
+        g_error ("overflow run: step %u's loss %.6f is not the initial weights' (torch %.6f)", i + 1, l, ov[i].loss);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -255,6 +395,7 @@ main (int argc, char **argv)
   g_assert_no_error (error);
   g_test_add_func ("/train-fp16/forced-overflow", test_forced_overflow);
   g_test_add_func ("/train-fp16/resume", test_resume);
+  g_test_add_func ("/train-fp16/reference", test_reference);
   int rc = g_test_run ();
   hn_folder_remove_tree (tmp_root);
   g_free (tmp_root);
