@@ -4,7 +4,6 @@
 #include "hn-progress-view.h"
 #include "hub/hub.h"
 #include "base/hn-error.h"
-#include "base/json-util.h"
 
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>
@@ -99,39 +98,24 @@ on_search_event (HnJobController *c, const HnJobEvent *e, HnDatasetPicker *self)
     g_string_append (self->search_out, e->token.text);
 }
 
-static gint64
-member_int (JsonObject *o, const char *name)
-{
-  JsonNode *n = json_object_get_member (o, name);
-  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_INT64 ? json_node_get_int (n) : -1;
-}
-
-static const char *
-member_string (JsonObject *o, const char *name)
-{
-  JsonNode *n = json_object_get_member (o, name);
-  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING ? json_node_get_string (n)
-                                                                                          : NULL;
-}
-
 static void
 add_result_row (HnDatasetPicker *self, JsonObject *o)
 {
-  const char *id = member_string (o, "id");
+  const char *id = hn_page_json_string (o, "id");
   if (!id)
     return;
   GString *s = g_string_new (NULL);
   /* TRANSLATORS: "1200 downloads · 3 likes" */
   g_string_append_printf (s, _("%" G_GINT64_FORMAT " downloads · %" G_GINT64_FORMAT " likes"),
-                          MAX (member_int (o, "downloads"), 0), MAX (member_int (o, "likes"), 0));
-  if (member_string (o, "license"))
-    g_string_append_printf (s, " · %s", member_string (o, "license"));
-  if (member_int (o, "used_storage") > 0)
+                          MAX (hn_page_json_int (o, "downloads"), 0), MAX (hn_page_json_int (o, "likes"), 0));
+  if (hn_page_json_string (o, "license"))
+    g_string_append_printf (s, " · %s", hn_page_json_string (o, "license"));
+  if (hn_page_json_int (o, "used_storage") > 0)
     {
-      g_autofree char *size = g_format_size ((guint64) member_int (o, "used_storage"));
+      g_autofree char *size = g_format_size ((guint64) hn_page_json_int (o, "used_storage"));
       g_string_append_printf (s, " · %s", size);
     }
-  if (member_string (o, "gated"))
+  if (hn_page_json_string (o, "gated"))
     g_string_append_printf (s, " · %s", _("gated: needs a token"));
   GtkWidget *row = adw_action_row_new ();
   g_autofree char *title = g_markup_escape_text (id, -1);
@@ -150,26 +134,16 @@ on_search_finished (HnJobController *c, gboolean ok, const char *message, const 
 {
   g_clear_pointer (&self->next_cursor, g_free);
   g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonObject *o = NULL;
-  if (ok && hn_json_parser_load (parser, self->search_out->str, -1, "search reply", NULL))
+  JsonArray *a = ok ? hn_page_search_results (parser, self->search_out->str, &self->next_cursor) : NULL;
+  if (!a)
     {
-      JsonNode *root = json_parser_get_root (parser);
-      o = JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
-    }
-  JsonNode *rn = o ? json_object_get_member (o, "results") : NULL;
-  if (!rn || !JSON_NODE_HOLDS_ARRAY (rn))
-    {
-      gtk_label_set_text (GTK_LABEL (self->status),
-                          !ok && message ? message : _("The search job printed no results"));
+      gtk_label_set_text (GTK_LABEL (self->status), !ok && message ? message : _("The search job printed no results"));
       update_actions (self);
       return;
     }
-  JsonArray *a = json_node_get_array (rn);
   for (guint i = 0; i < json_array_get_length (a); i++)
     if (JSON_NODE_HOLDS_OBJECT (json_array_get_element (a, i)))
       add_result_row (self, json_node_get_object (json_array_get_element (a, i)));
-  const char *next = member_string (o, "next_cursor");
-  self->next_cursor = next ? g_strdup (next) : NULL;
   g_autofree char *text = g_strdup_printf (g_dngettext (NULL, "%u dataset", "%u datasets", self->n_results),
                                            self->n_results);
   gtk_label_set_text (GTK_LABEL (self->status), self->n_results ? text : _("No datasets match"));

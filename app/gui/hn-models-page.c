@@ -687,42 +687,27 @@ on_search_event (HnJobController *c, const HnJobEvent *e, HnModelsPage *self)
     g_string_append (self->search_out, e->token.text);
 }
 
-static gint64
-member_int (JsonObject *o, const char *name)
-{
-  JsonNode *n = json_object_get_member (o, name);
-  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_INT64 ? json_node_get_int (n) : -1;
-}
-
-static const char *
-member_string (JsonObject *o, const char *name)
-{
-  JsonNode *n = json_object_get_member (o, name);
-  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING ? json_node_get_string (n)
-                                                                                          : NULL;
-}
-
 static void
 add_result_row (HnModelsPage *self, JsonObject *o)
 {
-  const char *id = member_string (o, "id");
+  const char *id = hn_page_json_string (o, "id");
   if (!id)
     return;
-  GString *s = g_string_new (task_title (member_string (o, "pipeline_tag")));
-  g_autofree char *dl = format_count (member_int (o, "downloads"));
+  GString *s = g_string_new (task_title (hn_page_json_string (o, "pipeline_tag")));
+  g_autofree char *dl = format_count (hn_page_json_int (o, "downloads"));
   /* TRANSLATORS: "1.2 M downloads" */
   g_string_append_printf (s, _(" · %s downloads"), dl);
-  g_string_append_printf (s, _(" · %" G_GINT64_FORMAT " likes"), MAX (member_int (o, "likes"), 0));
-  if (member_string (o, "license"))
-    g_string_append_printf (s, " · %s", member_string (o, "license"));
-  if (member_int (o, "used_storage") > 0)
+  g_string_append_printf (s, _(" · %" G_GINT64_FORMAT " likes"), MAX (hn_page_json_int (o, "likes"), 0));
+  if (hn_page_json_string (o, "license"))
+    g_string_append_printf (s, " · %s", hn_page_json_string (o, "license"));
+  if (hn_page_json_int (o, "used_storage") > 0)
     {
-      g_autofree char *size = g_format_size ((guint64) member_int (o, "used_storage"));
+      g_autofree char *size = g_format_size ((guint64) hn_page_json_int (o, "used_storage"));
       g_string_append_printf (s, " · %s", size);
     }
-  if (member_int (o, "params") > 0)
+  if (hn_page_json_int (o, "params") > 0)
     {
-      g_autofree char *p = format_params (member_int (o, "params"));
+      g_autofree char *p = format_params (hn_page_json_int (o, "params"));
       g_string_append_printf (s, " · %s", p);
     }
   GtkWidget *row = adw_action_row_new ();
@@ -732,7 +717,7 @@ add_result_row (HnModelsPage *self, JsonObject *o)
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
   adw_action_row_set_subtitle (ADW_ACTION_ROW (row), sub);
   gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), TRUE);
-  if (member_string (o, "gated"))
+  if (hn_page_json_string (o, "gated"))
     {
       GtkWidget *g = new_badge ();
       gtk_label_set_text (GTK_LABEL (g), _("Gated: needs a token"));
@@ -764,8 +749,8 @@ start_fit (HnModelsPage *self, ResultEntry *e, JsonObject *o)
   check_device (self);
   FitTask *t = g_new0 (FitTask, 1);
   t->s.id = g_strdup (e->id);
-  t->s.n_params = member_int (o, "params");
-  t->s.used_storage = member_int (o, "used_storage");
+  t->s.n_params = hn_page_json_int (o, "params");
+  t->s.used_storage = hn_page_json_int (o, "used_storage");
   t->serial = self->search_serial;
   e->pending = TRUE;
   g_autoptr (GTask) task = g_task_new (NULL, self->cancel, on_fit, self);
@@ -785,27 +770,19 @@ on_search_finished (HnJobController *c, gboolean ok, const char *message, const 
       return;
     }
   g_autoptr (JsonParser) parser = json_parser_new ();
-  g_autoptr (GError) error = NULL;
-  JsonNode *root = NULL;
-  if (hn_json_parser_load (parser, self->search_out->str, -1, "search reply", &error))
-    root = json_parser_get_root (parser);
-  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
-  JsonNode *rn = o ? json_object_get_member (o, "results") : NULL;
-  if (!rn || !JSON_NODE_HOLDS_ARRAY (rn))
+  JsonArray *a = hn_page_search_results (parser, self->search_out->str, &self->next_cursor);
+  if (!a)
     {
       gtk_label_set_text (GTK_LABEL (self->search_status), _("The search job printed no results"));
       update_actions (self);
       return;
     }
-  JsonArray *a = json_node_get_array (rn);
   for (guint i = 0; i < json_array_get_length (a); i++)
     {
       JsonNode *en = json_array_get_element (a, i);
       if (JSON_NODE_HOLDS_OBJECT (en))
         add_result_row (self, json_node_get_object (en));
     }
-  const char *next = member_string (o, "next_cursor");
-  self->next_cursor = next ? g_strdup (next) : NULL;
   g_autofree char *status = g_strdup_printf (g_dngettext (NULL, "%u model", "%u models", self->n_results),
                                              self->n_results);
   gtk_label_set_text (GTK_LABEL (self->search_status), self->n_results ? status : _("No models match"));

@@ -1,4 +1,5 @@
 #include "hn-page-util.h"
+#include "base/json-util.h"
 #include "hn-option-group.h"
 #include "jobs/job.h"
 
@@ -223,4 +224,35 @@ hn_page_add_bubble (GtkListBox *list, gboolean from_user, const char *text)
   gtk_list_box_append (list, label);
   gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (gtk_widget_get_parent (label)), FALSE);
   return label;
+}
+
+gint64
+hn_page_json_int (JsonObject *o, const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_INT64 ? json_node_get_int (n) : -1;
+}
+
+const char *
+hn_page_json_string (JsonObject *o, const char *name)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  return n && JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING ? json_node_get_string (n)
+                                                                                          : NULL;
+}
+
+JsonArray *
+hn_page_search_results (JsonParser *parser, const char *output, char **next_cursor)
+{
+  *next_cursor = NULL;
+  if (!hn_json_parser_load (parser, output, -1, "search reply", NULL))
+    return NULL;
+  JsonNode *root = json_parser_get_root (parser);
+  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
+  JsonNode *rn = o ? json_object_get_member (o, "results") : NULL;
+  if (!rn || !JSON_NODE_HOLDS_ARRAY (rn))
+    return NULL;
+  const char *next = hn_page_json_string (o, "next_cursor");
+  *next_cursor = next ? g_strdup (next) : NULL;
+  return json_node_get_array (rn);
 }

@@ -1,7 +1,9 @@
 /* Helpers the workflow pages share: the bundled demo files, GSettings
- * defaults, and the one-line reason why Start is disabled. */
+ * defaults, the one-line reason why Start is disabled, and reading a
+ * hub-search job's page of results. */
 #pragma once
 #include <adwaita.h>
+#include <json-glib/json-glib.h>
 
 #include "jobs/job-spec.h"
 
@@ -34,6 +36,15 @@ char *hn_page_start_problem (HnJobSpec *spec, GtkWidget **groups);
 /* A chat bubble (the user's on the right, the model's on the left) appended
  * to `list`; returns its label, to stream a reply into. */
 GtkWidget *hn_page_add_bubble (GtkListBox *list, gboolean from_user, const char *text);
+
+/* A hub-search job's output (one JSON page): its results (owned by
+ * `parser`), NULL when it holds none; *next_cursor gets the next page's
+ * cursor or NULL. */
+JsonArray *hn_page_search_results (JsonParser *parser, const char *output, char **next_cursor);
+/* A member of a search result: an integer (-1 when absent or not one), a
+ * string (NULL likewise). */
+gint64 hn_page_json_int (JsonObject *o, const char *name);
+const char *hn_page_json_string (JsonObject *o, const char *name);
 
 /* Shows a toast in the window that holds `widget`. */
 void hn_page_toast (GtkWidget *widget, const char *message);

@@ -193,19 +193,11 @@ gui_test_finetune_setup (HnTrainPage **page_out, const char *run_name, gint64 st
   return spec;
 }
 
-typedef struct {
-  GMutex lock;
-  GCond cond;
-  gint64 at;
-  gboolean held, released;
-} Hold;
-
-/* Worker thread: the metric of step `at` waits for the main thread. */
 static void
 hold_tap (HnJob *job, const HnJobEvent *e, gpointer data)
 {
-  Hold *h = data;
-  if (e->type != HN_JOB_EVENT_METRIC || e->metric.step < h->at)
+  GuiTestHold *h = data;
+  if (!h->at (e, h->data))
     return;
   g_mutex_lock (&h->lock);
   if (!h->held)
@@ -218,23 +210,68 @@ hold_tap (HnJob *job, const HnJobEvent *e, gpointer data)
   g_mutex_unlock (&h->lock);
 }
 
+void
+gui_test_hold_start (GuiTestHold *h, HnJobController *c, gboolean (*at) (const HnJobEvent *e, gpointer data),
+                     gpointer data)
+{
+  memset (h, 0, sizeof *h);
+  g_mutex_init (&h->lock);
+  g_cond_init (&h->cond);
+  h->at = at;
+  h->data = data;
+  h->controller = c;
+  hn_job_controller_set_worker_tap (c, hold_tap, h);
+}
+
 static gboolean
 is_held (gpointer data)
 {
-  Hold *h = data;
+  GuiTestHold *h = data;
   g_mutex_lock (&h->lock);
   gboolean held = h->held;
   g_mutex_unlock (&h->lock);
   return held;
 }
 
-static void
-release (Hold *h)
+gboolean
+gui_test_hold_wait (GuiTestHold *h, guint timeout_ms)
+{
+  return gui_test_wait (is_held, h, timeout_ms);
+}
+
+void
+gui_test_hold_release (GuiTestHold *h)
 {
   g_mutex_lock (&h->lock);
   h->released = TRUE;
   g_cond_broadcast (&h->cond);
   g_mutex_unlock (&h->lock);
+  /* the worker may still be in the tap: the tap goes once the job is done */
+  gui_test_wait (gui_test_not_running, h->controller, 120000);
+  hn_job_controller_set_worker_tap (h->controller, NULL, NULL);
+  g_mutex_clear (&h->lock);
+  g_cond_clear (&h->cond);
+}
+
+char *
+gui_test_private_hub_cache (void)
+{
+  char *cache = g_dir_make_tmp ("hn-gui-hub-XXXXXX", NULL);
+  g_autofree char *hf_home = g_build_filename (cache, "home", NULL);
+  g_setenv ("HF_HUB_CACHE", cache, TRUE);
+  g_setenv ("HF_HOME", hf_home, TRUE);
+  for (const char *const *v = (const char *const[]) { "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE",
+                                                      "http_proxy", "https_proxy", NULL };
+       *v; v++)
+    g_unsetenv (*v);
+  return cache;
+}
+
+/* Stop at the metric of step 2. */
+static gboolean
+at_step_2 (const HnJobEvent *e, gpointer data)
+{
+  return e->type == HN_JOB_EVENT_METRIC && e->metric.step >= 2;
 }
 
 void
@@ -243,20 +280,15 @@ gui_test_stop_save_resume (HnTrainPage *page, gint64 steps)
   HnWindow *win = gui_test_window ();
   HnJobController *c = hn_train_page_get_controller (page);
   const char *out = hn_job_spec_get_string (hn_train_page_get_spec (page), "out-dir");
-  Hold hold = { .at = 2 };
-  g_mutex_init (&hold.lock);
-  g_cond_init (&hold.cond);
-  hn_job_controller_set_worker_tap (c, hold_tap, &hold);
+  GuiTestHold hold;
+  gui_test_hold_start (&hold, c, at_step_2, NULL);
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (page), "page.start", NULL));
-  gboolean held = gui_test_wait (is_held, &hold, 120000);
+  gboolean held = gui_test_hold_wait (&hold, 120000);
   if (held)
     hn_window_save_and_stop_jobs (win);
-  release (&hold); /* also when the wait failed: the run must not hang */
+  gui_test_hold_release (&hold); /* also when the wait failed: the run must not hang */
   g_assert_true (held);
-  g_assert_true (gui_test_wait (gui_test_not_running, c, 120000));
-  hn_job_controller_set_worker_tap (c, NULL, NULL);
-  g_mutex_clear (&hold.lock);
-  g_cond_clear (&hold.cond);
+  g_assert_false (hn_job_controller_get_running (c));
   g_autoptr (HnJobRecord) rec = g_list_model_get_item (G_LIST_MODEL (hn_job_record_list ()), 0);
   g_test_message ("stopped run: %s", hn_job_record_get_summary (rec));
   g_assert_cmpint (hn_job_record_get_state (rec), ==, HN_JOB_RECORD_STOPPED);

@@ -53,6 +53,30 @@ HnJobSpec *gui_test_finetune_setup (HnTrainPage **page_out, const char *run, gin
  * step `steps`; both ends are checked. */
 void gui_test_stop_save_resume (HnTrainPage *page, gint64 steps);
 
+/* Holds a job on its worker thread at the first event `at` accepts, until
+ * released: the test acts at that exact point however loaded the machine
+ * is (a run cannot end before its stop or cancel arrives). */
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  gboolean (*at) (const HnJobEvent *e, gpointer data);
+  gpointer data;
+  gboolean held, released;
+  HnJobController *controller;
+} GuiTestHold;
+/* Taps `c` (set before its job starts). */
+void gui_test_hold_start (GuiTestHold *h, HnJobController *c, gboolean (*at) (const HnJobEvent *e, gpointer data),
+                          gpointer data);
+/* Runs the main loop until the job is held; FALSE after timeout_ms. */
+gboolean gui_test_hold_wait (GuiTestHold *h, guint timeout_ms);
+/* Lets the job go on and removes the tap. */
+void gui_test_hold_release (GuiTestHold *h);
+
+/* A private, empty Hugging Face cache for the fake Hub: HF_HUB_CACHE and
+ * HF_HOME set to a new temporary folder (returned), no token or proxy from
+ * the environment. Before gui_test_init. */
+char *gui_test_private_hub_cache (void);
+
 /* Follows a chat job's events: "event" handler data for gui_test_chat_event. */
 typedef struct {
   gboolean turn_end;

@@ -128,15 +128,7 @@ test_pick_and_preview (void)
 int
 main (int argc, char **argv)
 {
-  cache = g_dir_make_tmp ("hn-gui-datasets-XXXXXX", NULL);
-  g_autofree char *hf_home = g_build_filename (cache, "home", NULL);
-  g_setenv ("HF_HUB_CACHE", cache, TRUE);
-  g_setenv ("HF_HOME", hf_home, TRUE);
-  g_unsetenv ("HF_TOKEN");
-  g_unsetenv ("HUGGING_FACE_HUB_TOKEN");
-  g_unsetenv ("HF_HUB_OFFLINE");
-  g_unsetenv ("http_proxy");
-  g_unsetenv ("https_proxy");
+  cache = gui_test_private_hub_cache ();
   gui_test_init (&argc, &argv, "gui-datasets");
   start_server (); /* sets HF_ENDPOINT */
   g_autofree char *alpaca = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "data", "alpaca.jsonl",

@@ -175,50 +175,14 @@ test_gated_token (void)
   g_assert_null (strstr (hn_models_page_get_command_text (page), "hf-token"));
 }
 
-/* The download, on its worker thread, waits at its first partial progress
+/* The download waits, on its worker thread, at its first partial progress
  * until the test has cancelled it: it cannot finish first on a loaded
  * machine. */
-typedef struct {
-  GMutex lock;
-  GCond cond;
-  gboolean moving, released;
-} Seen;
-
-static void
-pull_tap (HnJob *job, const HnJobEvent *e, gpointer data)
-{
-  Seen *seen = data;
-  if (e->type != HN_JOB_EVENT_PROGRESS || e->progress.unit != HN_PROGRESS_BYTES || e->progress.total <= 0 ||
-      e->progress.step <= 0 || e->progress.step >= e->progress.total)
-    return;
-  g_mutex_lock (&seen->lock);
-  if (!seen->moving)
-    {
-      seen->moving = TRUE;
-      g_main_context_wakeup (NULL);
-      while (!seen->released)
-        g_cond_wait (&seen->cond, &seen->lock);
-    }
-  g_mutex_unlock (&seen->lock);
-}
-
 static gboolean
-seen_moving (gpointer data)
+at_partial_progress (const HnJobEvent *e, gpointer data)
 {
-  Seen *seen = data;
-  g_mutex_lock (&seen->lock);
-  gboolean moving = seen->moving;
-  g_mutex_unlock (&seen->lock);
-  return moving;
-}
-
-static void
-release_pull (Seen *seen)
-{
-  g_mutex_lock (&seen->lock);
-  seen->released = TRUE;
-  g_cond_broadcast (&seen->cond);
-  g_mutex_unlock (&seen->lock);
+  return e->type == HN_JOB_EVENT_PROGRESS && e->progress.unit == HN_PROGRESS_BYTES && e->progress.total > 0 &&
+         e->progress.step > 0 && e->progress.step < e->progress.total;
 }
 
 static char *
@@ -238,25 +202,19 @@ test_download_cancel_resume (void)
   g_mutex_lock (&hub_srv.lock);
   hub_srv.throttle_us = 60000; /* 64 KiB per 60 ms: slow enough to watch */
   g_mutex_unlock (&hub_srv.lock);
-  Seen seen = { .moving = FALSE };
-  g_mutex_init (&seen.lock);
-  g_cond_init (&seen.cond);
-  HnJobController *pull = hn_models_page_get_pull_controller (page);
-  hn_job_controller_set_worker_tap (pull, pull_tap, &seen);
+  GuiTestHold hold;
+  gui_test_hold_start (&hold, hn_models_page_get_pull_controller (page), at_partial_progress, NULL);
   activate ("models.download", NULL);
-  gboolean moving = gui_test_wait (seen_moving, &seen, 30000);
+  gboolean moving = gui_test_hold_wait (&hold, 30000);
   if (moving)
     {
       gui_test_spin (100); /* the events before the held one reach the progress bar */
       gui_test_screenshot ("models-download");
       activate ("models.cancel", NULL);
     }
-  release_pull (&seen);
+  gui_test_hold_release (&hold);
   g_assert_true (moving);
   g_assert_true (gui_test_wait (pull_idle, page, 30000));
-  hn_job_controller_set_worker_tap (pull, NULL, NULL);
-  g_mutex_clear (&seen.lock);
-  g_cond_clear (&seen.cond);
   g_mutex_lock (&hub_srv.lock);
   hub_srv.throttle_us = 0;
   g_mutex_unlock (&hub_srv.lock);
@@ -495,15 +453,7 @@ test_offline (void)
 int
 main (int argc, char **argv)
 {
-  cache = g_dir_make_tmp ("hn-gui-models-XXXXXX", NULL);
-  g_autofree char *hf_home = g_build_filename (cache, "home", NULL);
-  g_setenv ("HF_HUB_CACHE", cache, TRUE);
-  g_setenv ("HF_HOME", hf_home, TRUE);
-  g_unsetenv ("HF_TOKEN");
-  g_unsetenv ("HUGGING_FACE_HUB_TOKEN");
-  g_unsetenv ("HF_HUB_OFFLINE");
-  g_unsetenv ("http_proxy");
-  g_unsetenv ("https_proxy");
+  cache = gui_test_private_hub_cache ();
   gui_test_init (&argc, &argv, "gui-models");
   start_server (); /* sets HF_ENDPOINT */
   static const HnHubTokenStore store = { mem_lookup, mem_store, mem_clear, NULL };

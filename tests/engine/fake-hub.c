@@ -360,6 +360,22 @@ by_modified (gconstpointer a, gconstpointer b)
   return -strcmp (x->last_modified, y->last_modified);
 }
 
+/* The Hub's Link header: the same query with the cursor of the next page
+ * (an offset in the fake, opaque to the client as on the Hub). */
+static void
+set_next_link (SoupServerMessage *msg, const char *api, const char *qs, guint next_offset)
+{
+  GString *next = g_string_new (NULL);
+  g_string_append_printf (next, "<%s/api/%s?", hub_srv.base, api);
+  g_auto (GStrv) pairs = g_strsplit (qs, "&", -1);
+  for (char **p = pairs; *p; p++)
+    if (!g_str_has_prefix (*p, "cursor="))
+      g_string_append_printf (next, "%s&", *p);
+  g_string_append_printf (next, "cursor=off-%u>; rel=\"next\"", next_offset);
+  soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Link", next->str);
+  g_string_free (next, TRUE);
+}
+
 /* /api/models?search=&pipeline_tag=&filter=&sort=&limit=&cursor=: the
  * cursor is an offset in the fake (opaque to the client, as on the Hub). */
 static void
@@ -393,18 +409,7 @@ serve_search (SoupServerMessage *msg)
     }
   json_builder_end_array (b);
   if (from + limit < hits->len)
-    {
-      /* the Hub's Link header: the same query with the next cursor */
-      GString *next = g_string_new (NULL);
-      g_string_append_printf (next, "<%s/api/models?", hub_srv.base);
-      g_auto (GStrv) pairs = g_strsplit (qs, "&", -1);
-      for (char **p = pairs; *p; p++)
-        if (!g_str_has_prefix (*p, "cursor="))
-          g_string_append_printf (next, "%s&", *p);
-      g_string_append_printf (next, "cursor=off-%u>; rel=\"next\"", from + limit);
-      soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Link", next->str);
-      g_string_free (next, TRUE);
-    }
+    set_next_link (msg, "models", qs, from + limit);
   reply_json (msg, b);
 }
 
@@ -454,17 +459,7 @@ serve_dataset_search (SoupServerMessage *msg)
     }
   json_builder_end_array (b);
   if (from + limit < hits->len)
-    {
-      GString *next = g_string_new (NULL);
-      g_string_append_printf (next, "<%s/api/datasets?", hub_srv.base);
-      g_auto (GStrv) pairs = g_strsplit (qs, "&", -1);
-      for (char **p = pairs; *p; p++)
-        if (!g_str_has_prefix (*p, "cursor="))
-          g_string_append_printf (next, "%s&", *p);
-      g_string_append_printf (next, "cursor=off-%u>; rel=\"next\"", from + limit);
-      soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Link", next->str);
-      g_string_free (next, TRUE);
-    }
+    set_next_link (msg, "datasets", qs, from + limit);
   reply_json (msg, b);
 }
 
