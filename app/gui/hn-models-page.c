@@ -72,6 +72,7 @@ struct _HnModelsPage
   GtkWidget *title, *subtitle, *fit_badge, *download_button, *progress, *card_view, *file_list, *command;
   GtkWidget *detail_stack, *run_list;
   guint n_runs;
+  guint local_serial;
   char **user_paths;         /* the added folders and files when there are no settings to keep them */
 };
 
@@ -398,6 +399,7 @@ fill_runs (HnModelsPage *self, const char *model_dir)
 
 typedef struct {
   guint64 free_bytes;
+  guint serial;              /* of the refresh: a newer one replaces it */
   char **paths;              /* the added folders and files */
   GPtrArray *entries;
 } LocalTask;
@@ -507,6 +509,8 @@ on_local_listed (GObject *source, GAsyncResult *result, gpointer data)
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     return; /* the page is gone */
   self->loading--;
+  if (t->serial != self->local_serial)
+    return; /* a later look (another folder added meanwhile) lists what is there now */
   clear_list (self->local_list);
   g_clear_pointer (&self->local, g_ptr_array_unref);
   if (!ok)
@@ -558,6 +562,7 @@ hn_models_page_refresh_local (HnModelsPage *self)
   LocalTask *t = g_new0 (LocalTask, 1);
   t->free_bytes = self->free_bytes;
   t->paths = dup_user_paths (self);
+  t->serial = ++self->local_serial;
   g_autoptr (GTask) task = g_task_new (NULL, self->cancel, on_local_listed, self);
   g_task_set_task_data (task, t, (GDestroyNotify) local_task_free);
   self->loading++;
