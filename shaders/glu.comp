@@ -1,13 +1,19 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // out[r, f] = act(gate[r, f]) * up[r, f]; rows of gate/up have their own
-// stride so a fused [rows, 2F] gate_up tensor works.
+// stride so a fused [rows, 2F] gate_up tensor works. VEC 4: four
+// consecutive f per invocation with 16-byte loads and stores (F, the strides
+// and offsets multiples of 4; n and F then count groups of four).
 #include "common.glsl"
 #include "activation.glsl"
+layout(constant_id = 0) const uint VEC = 1;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer G { float g[]; };
 layout(std430, binding = 1) readonly buffer U { float u[]; };
 layout(std430, binding = 2) writeonly buffer O { float o[]; };
+layout(std430, binding = 0) readonly buffer G4 { vec4 g4[]; };
+layout(std430, binding = 1) readonly buffer U4 { vec4 u4[]; };
+layout(std430, binding = 2) writeonly buffer O4 { vec4 o4[]; };
 layout(push_constant) uniform P {
   uint n; uint F; uint g_off; uint u_off; uint o_off; uint g_stride; uint u_stride; uint act;
 } p;
@@ -15,5 +21,10 @@ void main() {
   uint i = hn_group_index() * 256u + gl_LocalInvocationID.x;
   if (i >= p.n) return;
   uint r = i / p.F, f = i % p.F;
-  o[p.o_off + i] = hn_act(p.act, g[p.g_off + r * p.g_stride + f]) * u[p.u_off + r * p.u_stride + f];
+  if (VEC == 4u) {
+    vec4 gv = g4[(p.g_off + r * p.g_stride) / 4u + f], uv = u4[(p.u_off + r * p.u_stride) / 4u + f];
+    o4[p.o_off / 4u + i] = vec4(hn_act(p.act, gv.x), hn_act(p.act, gv.y), hn_act(p.act, gv.z), hn_act(p.act, gv.w)) * uv;
+  } else {
+    o[p.o_off + i] = hn_act(p.act, g[p.g_off + r * p.g_stride + f]) * u[p.u_off + r * p.u_stride + f];
+  }
 }

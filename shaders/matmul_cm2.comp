@@ -43,6 +43,10 @@ layout(constant_id = 8) const uint ALIGNED = 0;
 // (alpha · A·B + f16(bias)) is rounded to f16 before it is stored or added
 // to C, as PyTorch's fp16 autocast stores a matmul's output.
 layout(constant_id = 9) const uint F16 = 0;
+// BK steps per iteration of the K loop on the unclamped path (unrolled, so
+// the driver can issue the next step's loads before this step's multiply,
+// as llama.cpp's kernel does with 8).
+layout(constant_id = 10) const uint UNROLL = 1;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -58,6 +62,10 @@ layout(push_constant) uniform P {
   uint b_sb; uint b_sk; uint b_sn;
   uint c_sb; uint c_sm;
   float alpha; uint flags;  // 1 = accumulate, 2 = has bias
+  // split-K: workgroup z = batch * splits + split reads K [split * k_split,
+  // min(K, (split + 1) * k_split)) and stores its partial product at
+  // c_off + split * c_ss (matmul_splitk.comp sums them); splits 1: whole K.
+  uint splits; uint k_split; uint c_ss;
 } p;
 
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Bf16Elem { uint16_t v; };
@@ -119,17 +127,22 @@ float epilogue(const in uint r, const in uint col, const in float v, const in ui
   }
 
 void main() {
-  uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM, batch = gl_WorkGroupID.z;
+  uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+  uint batch = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;
   uint abase = p.a_off + batch * p.a_sb, bbase = p.b_off + batch * p.b_sb;
-  uint cbase = p.c_off + batch * p.c_sb;
+  uint cbase = p.c_off + batch * p.c_sb + split * p.c_ss;
+  // this workgroup's K range; the layouts end at k_end, so a clamped load
+  // past it reads zeros
+  uint k_begin = split * p.k_split, k_end = min(p.K, k_begin + p.k_split);
 
   // A as stored: [M, K] (A_T 0) or [K, M]; B as stored: [N, K] (B_T 0) or [K, N].
-  uint a_d0 = A_T == 0u ? p.M : p.K, a_d1 = A_T == 0u ? p.K : p.M, a_st = A_T == 0u ? p.a_sm : p.a_sk;
-  uint b_d0 = B_T == 0u ? p.N : p.K, b_d1 = B_T == 0u ? p.K : p.N, b_st = B_T == 0u ? p.b_sn : p.b_sk;
+  uint a_d0 = A_T == 0u ? p.M : k_end, a_d1 = A_T == 0u ? k_end : p.M, a_st = A_T == 0u ? p.a_sm : p.a_sk;
+  uint b_d0 = B_T == 0u ? p.N : k_end, b_d1 = B_T == 0u ? k_end : p.N, b_st = B_T == 0u ? p.b_sn : p.b_sk;
   tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0);
 
   ACC sum = ACC(0.0);
-  bool inside = m0 + BM <= p.M && n0 + BN <= p.N && p.K % BK == 0u;
+  // p.k_split is a multiple of BK * UNROLL whenever splits > 1 (the host sees to it)
+  bool inside = m0 + BM <= p.M && n0 + BN <= p.N && (k_end - k_begin) % BK == 0u;
   if (inside) {
     uint am = ALIGNED == 1u ? (A_MODE == 2u ? ~7u : ~3u) : ~0u;
     uint bmk = ALIGNED == 1u ? (BDT == HN_DT_F32 ? ~3u : ~7u) : ~0u;
@@ -140,7 +153,16 @@ void main() {
     la = setTensorLayoutStrideNV(la, a_st & am, 1);
     lb = setTensorLayoutDimensionNV(lb, b_d0, b_d1);
     lb = setTensorLayoutStrideNV(lb, b_st & bmk, 1);
-    for (uint k0 = 0u; k0 < p.K; k0 += BK)
+    // (a multiple of BK: masking tells the compiler so when BK is a power of two)
+    uint k0 = ALIGNED == 1u && (BK & (BK - 1u)) == 0u ? k_begin & ~(BK - 1u) : k_begin;
+    const uint UK = BK * UNROLL;
+    for (; k0 + UK <= k_end;) {
+      [[unroll]] for (uint j = 0u; j < UNROLL; j++) {
+        STEP(la, lb, k0, abase_al, bbase_al)
+        k0 += BK;
+      }
+    }
+    for (; k0 < k_end; k0 += BK)
       STEP(la, lb, k0, abase_al, bbase_al)
   } else {
     tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la =
@@ -151,7 +173,7 @@ void main() {
     la = setTensorLayoutStrideNV(la, a_st, 1);
     lb = setTensorLayoutDimensionNV(lb, b_d0, b_d1);
     lb = setTensorLayoutStrideNV(lb, b_st, 1);
-    for (uint k0 = 0u; k0 < p.K; k0 += BK)
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK)
       STEP(la, lb, k0, abase, bbase)
   }
 

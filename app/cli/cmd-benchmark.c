@@ -53,6 +53,7 @@ typedef struct {
   gboolean double_quant;
   const char *precision; /* train / lora: fp32 (default), fp16 (bf16 runs as fp16), as the training jobs' --precision */
   int batch, seq_len, new_tokens, iterations, warmup, size, requests, lora_r;
+  double warmup_seconds; /* gemm, prefill: keep warming up at least this long */
   gboolean json, profile, continuous_batching, checkpointing;
 } BenchOptions;
 
@@ -293,6 +294,8 @@ typedef struct {
   HnLayerKv *kv;
   HnCmd *cmd;
   int n_layer;
+  gint64 record_us; /* host time spent uploading and recording, summed over runs */
+  gboolean replay;  /* prefill: record once, replay after (a diagnostic: HN_BENCH_PREFILL_REPLAY=1) */
 } Fwd;
 
 static void
@@ -333,10 +336,19 @@ fwd_run (Fwd *f, const int32_t *ids, const int32_t *pos, int rows, int T, int po
 {
   HnTransformerActs *a = f->acts;
   int N = rows * T;
+  gint64 t0 = g_get_monotonic_time ();
   g_autoptr (HnTensor) idv = hn_tensor_view_rows (a->ids, 0, N, error);
   g_autoptr (HnTensor) pv = idv ? hn_tensor_view_rows (a->pos, 0, N, error) : NULL;
   if (!pv || !hn_tensor_upload_i32 (idv, ids, (gsize) N, error) || !hn_tensor_upload_i32 (pv, pos, (gsize) N, error))
     return FALSE;
+  if (f->replay && hn_cmd_is_finished (f->cmd))
+    {
+      /* HN_BENCH_PREFILL_REPLAY: the same shapes and buffers as the recording: run it again */
+      f->record_us += g_get_monotonic_time () - t0;
+      return hn_cmd_replay (f->cmd, 1, error);
+    }
+  if (f->replay)
+    hn_cmd_set_reusable (f->cmd);
   gboolean ok = hn_transformer_record_embed (f->m, f->cmd, a, N, error);
   for (int il = 0; ok && il < f->n_layer; il++)
     ok = hn_transformer_record_layer (f->m, f->cmd, a, il, &f->kv[il], rows, T, pos0, error);
@@ -347,7 +359,11 @@ fwd_run (Fwd *f, const int32_t *ids, const int32_t *pos, int rows, int T, int po
       ok = hn_transformer_record_head (f->m, f->cmd, a, r * T + T - 1, 1, error);
   if (!ok)
     hn_cmd_reset (f->cmd);
-  ok = ok && hn_cmd_submit_wait (f->cmd, error);
+  f->record_us += g_get_monotonic_time () - t0;
+  if (f->replay)
+    ok = ok && hn_cmd_finish (f->cmd, error) && hn_cmd_replay (f->cmd, 1, error);
+  else
+    ok = ok && hn_cmd_submit_wait (f->cmd, error);
   hn_transformer_acts_drop_views (a);
   return ok;
 }
@@ -358,13 +374,45 @@ set_d (JsonObject *o, const char *k, double v)
   json_object_set_double_member (o, k, isfinite (v) ? v : 0.0);
 }
 
+/* Warm-up of gemm and prefill: at least o->warmup runs and at least o->warmup_seconds of them (a
+ * GPU leaves its idle clocks only after some 0.1-0.3 s of load: on the H200 the first 1 x 512
+ * prefills ran 34-42 ms, then 9.3). Reports what it ran. */
+static gboolean
+warm_until (const BenchOptions *o, JsonObject *res, gboolean (*run) (gpointer, GError **), gpointer data,
+            GError **error)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  int n = 0;
+  while (n < MAX (o->warmup, 1) || (g_get_monotonic_time () - t0 < o->warmup_seconds * 1e6 && n < 100000))
+    {
+      if (!run (data, error))
+        return FALSE;
+      n++;
+    }
+  json_object_set_int_member (res, "warmup_runs", n);
+  set_d (res, "warmup_s", (g_get_monotonic_time () - t0) / 1e6);
+  return TRUE;
+}
+
+typedef struct { HnCmd *cmd; HnTensor *y, *x, *w; } GemmRun;
+
+static gboolean
+gemm_once (gpointer p, GError **error)
+{
+  GemmRun *g = p;
+  return hn_op_matmul (g->cmd, g->y, g->x, g->w, NULL, error) && hn_cmd_submit_wait (g->cmd, error);
+}
+
 static gboolean
 bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *res, GError **error)
 {
   gint64 S = o->size > 0 ? o->size : 8192;
   HnDType wd = dt == HN_ST_DTYPE_F32 ? HN_DTYPE_F32 : dt == HN_ST_DTYPE_F16 ? HN_DTYPE_F16 : HN_DTYPE_BF16;
+  /* bf16 weights as a model load stores them: f16 where the tensor cores
+   * read f16 and every value fits (hn_bf16_weights_as_f16) */
+  gboolean as_f16 = wd == HN_DTYPE_BF16 && hn_bf16_weights_as_f16 (ctx);
   g_autoptr (HnTensor) x = hn_tensor_new_2d (ctx, HN_DTYPE_F32, S, S, error);
-  g_autoptr (HnTensor) w = x ? hn_tensor_new_2d (ctx, wd, S, S, error) : NULL;
+  g_autoptr (HnTensor) w = x ? hn_tensor_new_2d (ctx, as_f16 ? HN_DTYPE_F16 : wd, S, S, error) : NULL;
   g_autoptr (HnTensor) y = w ? hn_tensor_new_2d (ctx, HN_DTYPE_F32, S, S, error) : NULL;
   g_autoptr (HnCmd) cmd = y ? hn_cmd_new (ctx, error) : NULL;
   if (!cmd || !hn_op_fill (cmd, x, 0.01f, error) || !hn_cmd_submit_wait (cmd, error))
@@ -382,13 +430,19 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
       guint16 v = wd == HN_DTYPE_BF16 ? hn_st_f32_to_bf16 (0.01f) : hn_st_f32_to_f16 (0.01f);
       for (gsize i = 0; i < n; i++)
         h[i] = v;
-      if (!hn_tensor_upload_raw (w, h, n * 2, error))
+      g_autofree guint16 *h16 = NULL;
+      if (as_f16 && !hn_bf16_to_f16_if_fits (h, n, &h16))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_FAILED, "gemm: bf16 weights do not fit f16");
+          return FALSE;
+        }
+      if (!hn_tensor_upload_raw (w, h16 ? h16 : h, n * 2, error))
         return FALSE;
     }
-  int warm = MAX (o->warmup, 1), iters = MAX (o->iterations, 1);
-  for (int i = 0; i < warm; i++)
-    if (!hn_op_matmul (cmd, y, x, w, NULL, error) || !hn_cmd_submit_wait (cmd, error))
-      return FALSE;
+  int iters = MAX (o->iterations, 1);
+  GemmRun gr = { cmd, y, x, w };
+  if (!warm_until (o, res, gemm_once, &gr, error))
+    return FALSE;
   gint64 t0 = g_get_monotonic_time ();
   for (int i = 0; i < iters; i++)
     if (!hn_op_matmul (cmd, y, x, w, NULL, error))
@@ -398,6 +452,7 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
   double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
   json_object_set_int_member (res, "size", S);
   json_object_set_boolean_member (res, "reduced_precision", hn_op_matmul_reduced_precision (ctx, wd, S, 0));
+  json_object_set_string_member (res, "weights_stored", hn_dtype_name (w->dtype));
   set_d (res, "ms_per_gemm", s * 1e3);
   set_d (res, "tflops", 2.0 * S * S * S / s / 1e12);
   return TRUE;
@@ -575,6 +630,15 @@ bench_decode_batched (HnTransformer *m, const BenchOptions *o, JsonObject *res, 
   return ok;
 }
 
+typedef struct { Fwd *f; const int32_t *ids, *pos; int B, T; } PrefillRun;
+
+static gboolean
+prefill_once (gpointer p, GError **error)
+{
+  PrefillRun *r = p;
+  return fwd_run (r->f, r->ids, r->pos, r->B, r->T, 0, error);
+}
+
 static gboolean
 bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonObject *res, GError **error)
 {
@@ -592,13 +656,37 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
   for (int i = 0; i < B * T; i++)
     ids[i] = (i * 7919 + 11) % hp->vocab, pos[i] = i % T + off;
   gboolean ok = TRUE;
-  for (int i = 0; ok && i < MAX (o->warmup, 1); i++)
-    ok = fwd_run (&f, ids, pos, B, T, 0, error);
+  /* HN_BENCH_PROFILE_ALL=1: timestamps on every run, and each timed run's wall time, dispatch
+   * span and dispatch sum (ms) in runs_wall_span_gpu_ms (where the wall time goes) */
+  gboolean every = g_getenv ("HN_BENCH_PROFILE_ALL") != NULL;
+  f.replay = g_getenv ("HN_BENCH_PREFILL_REPLAY") != NULL;
+  json_object_set_boolean_member (res, "replayed", f.replay);
+  g_autoptr (GString) runs = every ? g_string_new ("") : NULL;
+  if (every)
+    hn_cmd_set_profiling (f.cmd, TRUE);
+  PrefillRun pr = { &f, ids, pos, B, T };
+  ok = warm_until (o, res, prefill_once, &pr, error);
   int iters = MAX (o->iterations, 1);
+  f.record_us = 0;
   gint64 t0 = g_get_monotonic_time ();
   for (int i = 0; ok && i < iters; i++)
-    ok = fwd_run (&f, ids, pos, B, T, 0, error);
+    {
+      gint64 r0 = g_get_monotonic_time ();
+      ok = fwd_run (&f, ids, pos, B, T, 0, error);
+      if (ok && runs)
+        {
+          guint n = 0;
+          double sum = 0;
+          const HnCmdProfileEntry *e = hn_cmd_get_profile (f.cmd, &n);
+          for (guint k = 0; k < n; k++)
+            sum += e[k].microseconds;
+          g_string_append_printf (runs, "%s%.2f/%.2f/%.2f", i ? " " : "", (g_get_monotonic_time () - r0) / 1e3,
+                                  hn_cmd_get_profile_span_us (f.cmd) / 1e3, sum / 1e3);
+        }
+    }
   double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
+  double rec_ms = f.record_us / 1e3 / iters;
+  guint n_disp = hn_cmd_get_n_dispatches (f.cmd);
   double prof_total = 0;
   JsonNode *prof = NULL;
   if (ok && o->profile)
@@ -608,6 +696,7 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
       if (ok)
         prof = profile_json (f.cmd, &prof_total);
     }
+  double span = hn_cmd_get_profile_span_us (f.cmd);
   fwd_clear (&f);
   if (!ok)
     {
@@ -622,10 +711,15 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
   json_object_set_int_member (res, "tokens", (gint64) tokens);
   set_d (res, "tokens_per_s", tokens / s);
   set_d (res, "ms_per_step", s * 1e3);
+  set_d (res, "ms_recording", rec_ms); /* of ms_per_step: the host's share before the submit */
+  json_object_set_int_member (res, "dispatches", n_disp);
+  if (runs)
+    json_object_set_string_member (res, "runs_wall_span_gpu_ms", runs->str);
   set_d (res, "tflops", flops / s / 1e12);
   if (prof)
     {
       set_d (res, "profiled_step_gpu_us", prof_total);
+      set_d (res, "profiled_step_span_us", span); /* first dispatch's start to the last one's end */
       json_object_set_member (res, "profile", prof);
     }
   return TRUE;
@@ -927,6 +1021,7 @@ hn_cmd_benchmark (int argc, char **argv)
     .new_tokens = (int) hn_job_spec_get_int (spec, "max-new-tokens"),
     .iterations = (int) hn_job_spec_get_int (spec, "iterations"),
     .warmup = (int) hn_job_spec_get_int (spec, "warmup"),
+    .warmup_seconds = hn_job_spec_get_double (spec, "warmup-seconds"),
     .size = (int) hn_job_spec_get_int (spec, "size"),
     .requests = (int) hn_job_spec_get_int (spec, "requests"),
     .lora_r = (int) hn_job_spec_get_int (spec, "lora-r"),

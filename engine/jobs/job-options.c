@@ -472,6 +472,9 @@ const HnOptionInfo hn_option_table[] = {
   { "warmup", HN_OPTION_INT, "1", 0, INT_MAXV, NULL, N_("Warm-up runs"),
     N_("Untimed repetitions before the timed ones"),
     NULL, 0, HN_OPTION_HINT_NONE, "N" },
+  { "warmup-seconds", HN_OPTION_DOUBLE, "1", 0.0, 3600.0, NULL, N_("Warm-up time"),
+    N_("GEMM and prefill: warm up at least this long, past the warm-up runs (the GPU's clocks rise from idle)"),
+    NULL, 0, HN_OPTION_HINT_NONE, "S" },
   { "size", HN_OPTION_INT, NULL, 1, 1048576, NULL, N_("GEMM size"),
     N_("GEMM size M = N = K (default 8192)"),
     NULL, 0, HN_OPTION_HINT_NONE, "N" },
@@ -589,7 +592,7 @@ const HnJobKindInfo hn_command_table[] = {
   { "benchmark", NULL, N_("Benchmark"),
     "Time decode, prefill, training, LoRA and a GEMM on a model or on random weights of the reference shapes, "
     "reporting tokens/s, GB/s, TFLOP/s and peak device memory as JSON",
-    "model-path synthetic dtype workload batch-size=1 seq-len= max-new-tokens= iterations warmup size device "
+    "model-path synthetic dtype workload batch-size=1 seq-len= max-new-tokens= iterations warmup warmup-seconds size device "
     "device-indices profile continuous-batching requests concurrency gradient-checkpointing quantization "
     "double-quant lora-r lora-target-modules=q_proj,k_proj,v_proj,o_proj precision json",
     NULL, NULL },

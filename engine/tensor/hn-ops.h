@@ -28,6 +28,19 @@ G_BEGIN_DECLS
  * or the matrix-vector kernel (subgroup reductions) when M is small (decode). */
 gboolean hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error);
 
+/* y[M, N] += alpha · x·Wᵀ + bias: hn_op_matmul with the add into y in the
+ * kernel's epilogue (a residual add without a pass of its own). A bias with
+ * alpha != 1 is refused unless the matrix-vector kernel runs it (which adds
+ * alpha · (x·Wᵀ + bias), as hn_op_matvec_add). */
+gboolean hn_op_matmul_add (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, float alpha,
+                           GError **error);
+
+/* y[i] = x · w[i]ᵀ + bias[i] for i < n (bias nullable, or its entries): the
+ * Linear layers of one input (q, k, v; gate, up), with one f16 copy of x for
+ * all of them on the cooperative-matrix-2 path, and no barrier between them. */
+gboolean hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *const *w,
+                         HnTensor *const *bias, GError **error);
+
 /* TRUE when hn_op_matmul takes the matrix-vector kernel for x with M rows
  * (1..8 rows, subgroup arithmetic, HN_NO_MATVEC unset); the fused decode
  * ops below need it and fail with HN_ERROR_UNSUPPORTED otherwise. */
@@ -67,6 +80,16 @@ typedef enum {
  * these arguments takes that path (HN_MATMUL_EXACT or the environment
  * variable HN_MATMUL_EXACT=1 forces f32). hn_op_matmul passes no flags. */
 gboolean hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnMatmulFlags flags);
+/* Whether bf16 weights are stored as f16 on this device (where the tensor
+ * cores read f16: a device with cooperative matrices, HN_MATMUL_EXACT unset;
+ * HN_BF16_AS_F16=0 keeps bf16), and the conversion: FALSE (nothing
+ * allocated) when a value is beyond f16's range (|x| > 65504, Inf, NaN). The
+ * conversion rounds to nearest even, as the kernels' in-load conversion of
+ * bf16 did (values below 2^-14 become f16 subnormals, losing bits below
+ * 2^-24); the exact f32 paths (the matrix-vector kernel) then read those
+ * f16 values too. */
+gboolean hn_bf16_weights_as_f16 (HnVkContext *ctx);
+gboolean hn_bf16_to_f16_if_fits (const void *bf16, gsize n, guint16 **out);
 
 /* fp16 autocast (the recorder's hn_cmd_set_autocast (HN_AUTOCAST_F16), or
  * HN_MATMUL_F16 on one hn_op_bmm call; HN_MATMUL_EXACT wins): whatever B's

@@ -277,6 +277,51 @@ hn_op_matmul_f16 (HnCmd *cmd, HnMatmulFlags flags)
   return !(flags & HN_MATMUL_EXACT) && ((flags & HN_MATMUL_F16) || hn_cmd_get_autocast (cmd) == HN_AUTOCAST_F16);
 }
 
+gboolean
+hn_bf16_weights_as_f16 (HnVkContext *ctx)
+{
+  const char *v = g_getenv ("HN_BF16_AS_F16");
+  return hn_vk_context_has_coopmat (ctx) && g_getenv ("HN_MATMUL_EXACT") == NULL && !(v && g_str_equal (v, "0"));
+}
+
+/* f32 bits -> f16 bits, round to nearest even (subnormals kept); only
+ * called on values below 65520 in magnitude. */
+static guint16
+bits_to_f16 (guint32 u)
+{
+  guint16 sign = (guint16) ((u >> 16) & 0x8000);
+  guint32 a = u & 0x7fffffffu;
+  if (a < 0x38800000u)
+    {
+      if (a < 0x33000000u)
+        return sign;
+      guint32 e = a >> 23, m = (a & 0x7fffff) | 0x800000, shift = 126 - e;
+      guint32 q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+      if (rem > half || (rem == half && (q & 1)))
+        q++;
+      return sign | (guint16) q;
+    }
+  guint32 r = a + 0xfffu + ((a >> 13) & 1);
+  return sign | (guint16) ((r - 0x38000000u) >> 13);
+}
+
+gboolean
+hn_bf16_to_f16_if_fits (const void *bf16, gsize n, guint16 **out)
+{
+  const guint16 *v = bf16;
+  *out = NULL;
+  for (gsize i = 0; i < n; i++)
+    if (((v[i] >> 7) & 0xff) >= 143) /* |x| >= 65536, Inf or NaN */
+      return FALSE;
+  guint16 *h = g_try_new (guint16, MAX (n, 1));
+  if (!h)
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    h[i] = bits_to_f16 ((guint32) v[i] << 16);
+  *out = h;
+  return TRUE;
+}
+
 /* Load mode of an operand whose element (r, k) is at off + r * sr + k * sk
  * (batch stride sb): 1 = contiguous along k, 2 = contiguous along r, each in
  * 4-element aligned fragments (R or K a multiple of 4), 0 = element by
@@ -346,14 +391,23 @@ dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   return dispatch_labelled (cmd, "matmul_coopmat", spec, 10, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
-/* The VK_NV_cooperative_matrix2 kernel (matmul_cm2.comp) when the device
- * has it and each operand is contiguous along one of its two dimensions
- * (the tensor layouts take one stride). Tiles by shape, as llama.cpp picks
- * them: 128x256 when there are enough such tiles to fill the GPU twice,
- * else 128x128 when those fill it once, else 64x64; BK 64. A single
- * multiprocessor count is not reported by Vulkan, so "fill" means 256 and
- * 128 tiles (the H200 has 132 multiprocessors).
- * HN_CM2_TILE="BM,BN,BK" overrides. */
+/* matmul_cm2's push constants: the matmul ones and the split-K fields. */
+typedef struct {
+  MatmulPush mm;
+  guint32 splits, k_split, c_ss;
+} Cm2Push;
+
+static guint32
+env_uint (const char *name, guint32 fallback)
+{
+  const char *v = g_getenv (name);
+  if (!v || !*v)
+    return fallback;
+  char *end;
+  guint64 x = g_ascii_strtoull (v, &end, 10);
+  return *end || x > 1024 ? fallback : (guint32) x;
+}
+
 /* One f16 copy by to_f16.comp: the n elements of t from its first into
  * word y_word of s (mode 0 clamps to ±65504, 1 rounds as autocast). */
 static gboolean
@@ -369,9 +423,54 @@ record_to_f16 (HnCmd *cmd, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 by
   return ok;
 }
 
+/* Bytes of A's f16 copy at the start of the recorder's scratch. */
+static guint64
+cm2_a_bytes (HnTensor *a)
+{
+  return (((guint64) a->n + 1) / 2 * 4 + 255) & ~(guint64) 255;
+}
+
+/* A's f16 copy (to_f16.comp, clamped) at the start of the recorder's scratch: its binding. */
+static gboolean
+cm2_convert_a (HnCmd *cmd, HnTensor *a, HnVkBinding *out, GError **error)
+{
+  guint64 a_bytes = cm2_a_bytes (a);
+  HnVkBuffer *s = hn_cmd_scratch (cmd, a_bytes, error);
+  if (!s || !record_to_f16 (cmd, a, s, 0, a_bytes, 0, error))
+    return FALSE;
+  *out = (HnVkBinding) { s, 0, a_bytes, FALSE };
+  return TRUE;
+}
+
+/* A made f16 in memory first (mode 2) unless it is above 128 Mi elements or
+ * HN_CM2_AMODE picks an in-kernel conversion (see try_dispatch_cm2). */
+static guint32
+cm2_a_mode (HnTensor *a)
+{
+  const char *amode_env = g_getenv ("HN_CM2_AMODE");
+  return amode_env && (amode_env[0] == '0' || amode_env[0] == '1') ? (guint32) (amode_env[0] - '0')
+         : a->n > ((gint64) 128 << 20) ? 1u : 2u;
+}
+
+/* The VK_NV_cooperative_matrix2 kernel (matmul_cm2.comp) when the device
+ * has it and each operand is contiguous along one of its two dimensions
+ * (the tensor layouts take one stride). Tiles by shape: 128x128 when those
+ * fill the GPU once or K is long (split-K then fills it), else 64x64; BK 64,
+ * 8 BK steps per loop iteration. llama.cpp's 128x256 tier ran no faster here
+ * (8192³: 250 against 244 TFLOP/s; 512 x 2048 x 2048: 79 against 114), and
+ * unrolling 1 / 4 / 8 steps gave 174 / 229 / 244. A multiprocessor count is
+ * not reported by Vulkan, so "fill" means 128 tiles (the H200 has 132
+ * multiprocessors). When the tiles fill fewer than half of them (66), K is
+ * split across workgroups (split-K: partial products in the recorder's
+ * scratch, summed with the epilogue by matmul_splitk.comp; never under fp16
+ * autocast, whose epilogue rounds each whole result).
+ * HN_CM2_TILE="BM,BN,BK", HN_CM2_UNROLL=n (BK steps per loop iteration) and
+ * HN_CM2_SPLITK=n (1: never split) override.
+ * a16: NULL, or A's f16 copy already made by cm2_convert_a (several
+ * matmuls of one input share it; not under fp16 autocast). */
 static gboolean
 try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                  guint32 batch, gboolean f16, gboolean *done, GError **error)
+                  guint32 batch, gboolean f16, const HnVkBinding *a16, gboolean *done, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   guint32 nt = 0;
@@ -391,13 +490,10 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     b_t = 1;
   else
     return TRUE;
-  guint64 big = (guint64) ((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
   guint64 mid = (guint64) ((pc->M + 127) / 128) * ((pc->N + 127) / 128) * batch;
   guint32 bm = 64, bn = 64, bk = 64;
-  if (big >= 256)
-    bm = 128, bn = 256;
-  else if (mid >= 128)
-    bm = bn = 128;
+  if (mid >= 128 || (pc->K >= 4096 && batch == 1))
+    bm = bn = 128; /* a long K: fewer, larger tiles and split-K (512 x 2048 x 8192: 61 against 47 TFLOP/s) */
   const char *tile = g_getenv ("HN_CM2_TILE");
   guint32 t[3];
   if (tile && sscanf (tile, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] && t[1] && t[2] && t[0] % 16 == 0 &&
@@ -405,6 +501,19 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     {
       bm = t[0]; bn = t[1]; bk = t[2];
     }
+  guint32 unroll = MAX (env_uint ("HN_CM2_UNROLL", 8), 1);
+  /* split-K: only for a single matrix (the linear layers), each split a
+   * whole number of unrolled K steps and at least two of them */
+  guint64 tiles = (guint64) ((pc->M + bm - 1) / bm) * ((pc->N + bn - 1) / bn) * batch;
+  guint32 uk = bk * unroll, k_steps = (pc->K + uk - 1) / uk, splits = 1;
+  if (batch == 1 && tiles < 66 && !f16)
+    splits = (guint32) MIN ((128 + tiles - 1) / tiles, (guint64) MAX (k_steps / 2, 1));
+  guint32 forced = env_uint ("HN_CM2_SPLITK", 0);
+  if (forced && batch == 1 && !f16)
+    splits = MIN (forced, MAX (k_steps, 1));
+  guint32 k_split = (k_steps + splits - 1) / splits * uk;
+  if (splits > 1)
+    splits = (pc->K + k_split - 1) / k_split; /* no empty split */
   /* A to f16 first (to_f16.comp into the recorder's scratch): the kernel
    * then streams 16-bit operands only, half A's bytes. An A above 128 Mi
    * elements (the logits gradient of a 128k vocabulary) is converted inside
@@ -413,48 +522,78 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
    * picks an in-kernel conversion always (see matmul_cm2.comp). An f32 B
    * (fp16 autocast only) is copied the same way, into the same scratch after
    * A's copy, or decoded in the kernel when it is that large. */
-  const char *amode_env = g_getenv ("HN_CM2_AMODE");
   gint64 big_operand = (gint64) 128 << 20;
-  guint32 amode = amode_env && (amode_env[0] == '0' || amode_env[0] == '1') ? (guint32) (amode_env[0] - '0')
-                  : a->n > big_operand ? 1u : 2u;
+  guint32 amode = cm2_a_mode (a);
   gboolean b_copy = b->dtype == HN_DTYPE_F32 && b->n <= big_operand;
   guint32 bdt = b_copy ? hn_op_float_code (HN_DTYPE_F16) : hn_op_float_code (b->dtype);
-  guint32 spec[10] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16 };
-  MatmulPush p2 = *pc;
+  guint32 spec[11] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll };
+  Cm2Push p2 = { *pc, 1, pc->K, 0 };
   HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
-  guint64 a_bytes = amode == 2 ? (((guint64) a->n + 1) / 2 * 4 + 255) & ~(guint64) 255 : 0;
+  /* the scratch: A's f16 copy, B's, then the partial products (256-byte aligned) */
+  guint64 a_bytes = amode == 2 ? cm2_a_bytes (a) : 0;
   guint64 b_bytes = b_copy ? ((guint64) b->n + 1) / 2 * 4 : 0;
-  if (a_bytes || b_bytes)
+  guint64 p_off = a_bytes + ((b_bytes + 255) & ~(guint64) 255);
+  guint64 p_bytes = splits > 1 ? (guint64) splits * pc->M * pc->N * 4 : 0;
+  HnVkBuffer *s = NULL;
+  if ((a_bytes && !(a16 && !f16)) || b_bytes || p_bytes)
+    if (!(s = hn_cmd_scratch (cmd, p_off + p_bytes, error)))
+      return FALSE;
+  if (amode == 2)
     {
-      HnVkBuffer *s = hn_cmd_scratch (cmd, a_bytes + b_bytes, error);
-      if (!s)
-        return FALSE;
-      if (a_bytes)
+      if (a16 && !f16)
+        bd[0] = *a16;
+      else
         {
           if (!record_to_f16 (cmd, a, s, 0, a_bytes, f16, error))
             return FALSE;
-          p2.a_off -= hn_eoff (a);
           bd[0] = (HnVkBinding) { s, 0, a_bytes, FALSE };
         }
-      if (b_bytes)
-        {
-          if (!record_to_f16 (cmd, b, s, a_bytes, b_bytes, f16, error))
-            return FALSE;
-          p2.b_off = p2.b_off - hn_eoff (b) + (guint32) (a_bytes / 2);
-          bd[1] = (HnVkBinding) { s, a_bytes, b_bytes, FALSE };
-        }
+      p2.mm.a_off -= hn_eoff (a);
+    }
+  if (b_bytes)
+    {
+      if (!record_to_f16 (cmd, b, s, a_bytes, b_bytes, f16, error))
+        return FALSE;
+      p2.mm.b_off = p2.mm.b_off - hn_eoff (b) + (guint32) (a_bytes / 2);
+      bd[1] = (HnVkBinding) { s, a_bytes, b_bytes, FALSE };
+    }
+  if (splits > 1)
+    {
+      /* partial products [splits, M, N] with no epilogue */
+      p2.splits = splits;
+      p2.k_split = k_split;
+      p2.c_ss = pc->M * pc->N;
+      p2.mm.c_off = (guint32) (p_off / 4);
+      p2.mm.c_sb = 0;
+      p2.mm.c_sm = pc->N;
+      p2.mm.alpha = 1.0f;
+      p2.mm.flags = 0;
+      bd[3] = (HnVkBinding) { s, p_off, p_bytes, TRUE };
     }
   /* 16-byte aligned rows (8 halves of A's f16 copy, 4 floats of an f32 A,
    * 8 halves of a 16-bit B, 4 floats of an f32 one): the kernel may then
    * load 16 bytes at a time */
   guint32 aal = spec[7] == 2 ? 8 : 4, bal = bdt == hn_op_float_code (HN_DTYPE_F32) ? 4 : 8;
-  guint32 a_st = a_t ? p2.a_sk : p2.a_sm, b_st = b_t ? p2.b_sk : p2.b_sn;
-  spec[8] = p2.a_off % aal == 0 && p2.a_sb % aal == 0 && a_st % aal == 0 && p2.b_off % bal == 0 &&
-            p2.b_sb % bal == 0 && b_st % bal == 0;
+  guint32 a_st = a_t ? p2.mm.a_sk : p2.mm.a_sm, b_st = b_t ? p2.mm.b_sk : p2.mm.b_sn;
+  spec[8] = p2.mm.a_off % aal == 0 && p2.mm.a_sb % aal == 0 && a_st % aal == 0 && p2.mm.b_off % bal == 0 &&
+            p2.mm.b_sb % bal == 0 && b_st % bal == 0;
   *done = TRUE;
   hn_cmd_set_label (cmd, "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 10, bd, 4, &p2, sizeof p2, (p2.N + bn - 1) / bn,
-                                 (p2.M + bm - 1) / bm, batch, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 11, bd, 4, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+                                 (pc->M + bm - 1) / bm, batch * splits, error);
+  hn_cmd_set_label (cmd, NULL);
+  if (!ok || splits == 1)
+    return ok;
+  struct {
+    guint32 M, N, splits, part_off, c_off, c_sm, bias_off;
+    float alpha;
+    guint32 flags;
+  } rp = { pc->M, pc->N, splits, (guint32) (p_off / 4), pc->c_off, pc->c_sm, pc->bias_off, pc->alpha, pc->flags };
+  guint32 vec = pc->N % 4 == 0 ? 4 : 1, gx, gy;
+  HnVkBinding rb[3] = { { s, p_off, p_bytes, FALSE }, hn_bind (bias ? bias : c, FALSE), hn_bind (c, TRUE) };
+  hn_grid (((guint64) pc->M * (pc->N / vec) + 255) / 256, &gx, &gy);
+  hn_cmd_set_label (cmd, "matmul_splitk");
+  ok = hn_cmd_dispatch (cmd, "matmul_splitk", &vec, 1, rb, 3, &rp, sizeof rp, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
@@ -512,7 +651,7 @@ try_dispatch_skinny (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor
 
 static gboolean
 dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                guint32 batch, HnMatmulFlags flags, GError **error)
+                guint32 batch, HnMatmulFlags flags, const HnVkBinding *a16, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   /* fp16 autocast: the tensor cores whatever B's dtype and M (the skinny
@@ -527,7 +666,7 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   if (tensor)
     {
       gboolean done;
-      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, &done, error))
+      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, a16, &done, error))
         return FALSE;
       if (done)
         return TRUE;
@@ -571,33 +710,75 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   return dispatch_labelled (cmd, "matmul", spec, 11, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
-gboolean
-hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
+/* y (+)= alpha · x·Wᵀ + bias on whichever kernel fits; a16: NULL or x's f16
+ * copy (hn_op_matmul_n). */
+static gboolean
+linear (HnCmd *cmd, const char *op, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, float alpha,
+        gboolean accumulate, const HnVkBinding *a16, GError **error)
 {
-  if (w && hn_dtype_is_quant (w->dtype))
-    {
-      /* a frozen quantized weight (QLoRA): its own kernel, never the matrix-vector one;
-       * GGUF blocks: their matrix-vector kernel for a few rows (decode) */
-      if (!check_linear ("matmul", cmd, y, x, w, bias, error))
-        return FALSE;
-      if (hn_dtype_is_ggml (w->dtype) && hn_op_matvec_available (cmd, hn_tensor_rows (x)))
-        return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, FALSE, 1.0f, NULL, error);
-      return hn_op_matmul_quant_dispatch (cmd, y, x, w, bias, (guint32) hn_tensor_rows (x), (guint32) w->shape[0],
-                                          (guint32) w->shape[1], (guint32) w->shape[1], 1, TRUE, 1.0f, FALSE,
-                                          HN_MATMUL_DEFAULT, error);
-    }
-  if (!check_linear ("matmul", cmd, y, x, w, bias, error))
+  if (!check_linear (op, cmd, y, x, w, bias, error))
     return FALSE;
+  /* GGUF blocks: their matrix-vector kernel for a few rows (decode) */
+  if (hn_dtype_is_ggml (w->dtype) && hn_op_matvec_available (cmd, hn_tensor_rows (x)))
+    return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, accumulate, alpha, NULL, error);
+  if (hn_dtype_is_quant (w->dtype))
+    /* a frozen quantized weight (QLoRA): its own kernel, never the matrix-vector one */
+    return hn_op_matmul_quant_dispatch (cmd, y, x, w, bias, (guint32) hn_tensor_rows (x), (guint32) w->shape[0],
+                                        (guint32) w->shape[1], (guint32) w->shape[1], 1, TRUE, alpha, accumulate,
+                                        HN_MATMUL_DEFAULT, error);
   gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
   if (!hn_op_matmul_f16 (cmd, 0) && hn_op_matvec_available (cmd, M))
-    return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, FALSE, 1.0f, NULL, error);
+    return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, accumulate, alpha, NULL, error);
   MatmulPush pc = {
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), hn_eoff (y), bias ? hn_eoff (bias) : 0,
     0, (guint32) K, 1,           /* A(m, k) = x[m * K + k] */
     0, 1, (guint32) K,           /* B(k, n) = W[n * K + k] */
     0, (guint32) N,
-    1.0f, bias ? 2u : 0u };
-  return dispatch_tiled (cmd, y, x, w, bias, &pc, 1, HN_MATMUL_DEFAULT, error);
+    alpha, (bias ? 2u : 0u) | (accumulate ? 1u : 0u) };
+  return dispatch_tiled (cmd, y, x, w, bias, &pc, 1, HN_MATMUL_DEFAULT, a16, error);
+}
+
+gboolean
+hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
+{
+  return linear (cmd, "matmul", y, x, w, bias, 1.0f, FALSE, NULL, error);
+}
+
+gboolean
+hn_op_matmul_add (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, float alpha, GError **error)
+{
+  if (bias && alpha != 1.0f && w && !hn_op_matvec_available (cmd, hn_tensor_rows (x)))
+    {
+      /* the tiled kernels add the bias after alpha */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "matmul_add: a bias with alpha %g needs the matrix-vector kernel (at most 8 rows of x %s)", alpha,
+                   x ? x->name : "?");
+      return FALSE;
+    }
+  return linear (cmd, "matmul_add", y, x, w, bias, alpha, TRUE, NULL, error);
+}
+
+gboolean
+hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *const *w, HnTensor *const *bias,
+                GError **error)
+{
+  /* one f16 copy of x when every weight takes the cooperative-matrix-2 kernel from it */
+  gboolean share = n > 1 && x && x->dtype == HN_DTYPE_F32 && !hn_op_matmul_f16 (cmd, 0) &&
+                   !hn_op_matvec_available (cmd, hn_tensor_rows (x)) &&
+                   hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), NULL) && cm2_a_mode (x) == 2;
+  for (guint i = 0; share && i < n; i++)
+    share = w[i] && !hn_dtype_is_quant (w[i]->dtype) &&
+            hn_op_matmul_reduced_precision (hn_cmd_get_context (cmd), w[i]->dtype, hn_tensor_rows (x), 0) &&
+            check_linear ("matmul_n", cmd, y[i], x, w[i], bias ? bias[i] : NULL, error);
+  if (error && *error)
+    return FALSE;
+  HnVkBinding a16;
+  if (share && !cm2_convert_a (cmd, x, &a16, error))
+    return FALSE;
+  for (guint i = 0; i < n; i++)
+    if (!linear (cmd, "matmul", y[i], x, w[i], bias ? bias[i] : NULL, 1.0f, FALSE, share ? &a16 : NULL, error))
+      return FALSE;
+  return TRUE;
 }
 
 static void
@@ -658,7 +839,7 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
     bb == 1 ? 0 : (guint32) (br * bc), tb ? 1 : (guint32) bc, tb ? (guint32) bc : 1,
     (guint32) (M * N), (guint32) N,
     alpha, (flags & HN_MATMUL_ACCUMULATE) ? 1u : 0u };
-  return dispatch_tiled (cmd, c, a, b, NULL, &pc, (guint32) bcc, flags, error);
+  return dispatch_tiled (cmd, c, a, b, NULL, &pc, (guint32) bcc, flags, NULL, error);
 }
 
 /* ------------------------------------------------------------ elementwise */
@@ -833,7 +1014,11 @@ hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation
     (guint32) out->n, (guint32) F, hn_eoff (gate), hn_eoff (u) + (up ? 0 : (guint32) F), hn_eoff (out),
     (guint32) gstride, (guint32) gstride, (guint32) act };
   HnVkBinding bd[3] = { hn_bind (gate, FALSE), hn_bind (u, FALSE), hn_bind (out, TRUE) };
-  return hn_op_dispatch_elems (cmd, "glu", NULL, 0, bd, 3, &pc, sizeof pc, (guint64) out->n, error);
+  /* four elements per invocation when every row starts 16-byte aligned */
+  guint32 vec = F % 4 == 0 && pc.g_off % 4 == 0 && pc.u_off % 4 == 0 && pc.o_off % 4 == 0 && gstride % 4 == 0 ? 4 : 1;
+  pc.n /= vec;
+  pc.F /= vec;
+  return hn_op_dispatch_elems (cmd, "glu", &vec, 1, bd, 3, &pc, sizeof pc, (guint64) pc.n, error);
 }
 
 gboolean

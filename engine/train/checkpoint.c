@@ -52,10 +52,16 @@ hn_checkpoint_write_weights (const char *src_dir, const HnWeightOrigin *orig, gu
   for (guint i = 0; i < n; i++)
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
-      gboolean any = FALSE;
-      for (guint k = 0; k < n_orig && !any; k++)
-        any = g_str_equal (orig[k].src, t->name);
-      if (!any)
+      /* a bf16 weight the loader made f16 for the tensor cores is frozen
+       * (training needs f32): its stored bytes are still the weight */
+      gboolean any = FALSE, all_f16 = TRUE;
+      for (guint k = 0; k < n_orig; k++)
+        if (g_str_equal (orig[k].src, t->name))
+          {
+            any = TRUE;
+            all_f16 = all_f16 && orig[k].t->dtype == HN_DTYPE_F16;
+          }
+      if (!any || (t->dtype == HN_ST_DTYPE_BF16 && all_f16))
         {
           if (!hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, FALSE, error))
             return FALSE;

@@ -549,9 +549,11 @@ mlp_matvec (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
   return hn_op_matvec_add (cmd, x, act, lw->w_down, lw->b_down, hp->residual_scale, error);
 }
 
+/* out = mlp(in); with add_to (a dense MLP only): add_to += residual_scale · mlp(in) in the down
+ * projection's epilogue, out unused */
 static gboolean
 mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
-     gint64 N, GError **error)
+     HnTensor *add_to, gint64 N, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
   if (lw->router)
@@ -569,8 +571,8 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
     {
       HnTensor *g = rows_of (a, a->gate, 0, N, error), *u = rows_of (a, a->up, 0, N, error);
       CK (g && u);
-      CK (hn_op_matmul (cmd, g, in, lw->w_gate, lw->b_gate, error));
-      CK (hn_op_matmul (cmd, u, in, lw->w_up, lw->b_up, error));
+      HnTensor *ys[2] = { g, u }, *ws[2] = { lw->w_gate, lw->w_up }, *bs[2] = { lw->b_gate, lw->b_up };
+      CK (hn_op_matmul_n (cmd, 2, ys, in, ws, bs, error));
       CK (hn_op_glu (cmd, act, g, u, hp->act, error));
     }
   else
@@ -582,6 +584,8 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
     }
   if (lw->ffn_sub_w) /* bitnet ffn_sub_norm */
     CK (norm (m, cmd, act, act, lw->ffn_sub_w, NULL, error));
+  if (add_to)
+    return hn_op_matmul_add (cmd, add_to, act, lw->w_down, lw->b_down, hp->residual_scale, error);
   return hn_op_matmul (cmd, out, act, lw->w_down, lw->b_down, error);
 }
 
@@ -857,9 +861,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     }
   else
     {
-      CK (hn_op_matmul (cmd, q, ain, lw->wq, lw->bq, error));
-      CK (hn_op_matmul (cmd, k, ain, lw->wk, lw->bk, error));
-      CK (hn_op_matmul (cmd, v, ain, lw->wv, lw->bv, error));
+      HnTensor *ys[3] = { q, k, v }, *ws[3] = { lw->wq, lw->wk, lw->wv }, *bs[3] = { lw->bq, lw->bk, lw->bv };
+      CK (hn_op_matmul_n (cmd, 3, ys, ain, ws, bs, error));
     }
   if (hp->clip_qkv > 0)
     {
@@ -1010,24 +1013,37 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
     }
   if (lw->attn_sub_w) /* bitnet attn_sub_norm */
     CK (norm (m, cmd, att, att, lw->attn_sub_w, NULL, error));
+  /* pre-norm: both residual adds in the o and down projections' epilogues (the tiled kernels add
+   * the bias after the scale, so a bias with a residual scale keeps the separate adds) */
+  if (hp->block == HN_BLOCK_PRE_NORM)
+    {
+      if (hp->residual_scale == 1.0f || !lw->bo)
+        CK (hn_op_matmul_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
+      else
+        {
+          CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
+          CK (residual_add (m, cmd, x, o, error));
+        }
+      CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
+      if (!lw->router && (hp->residual_scale == 1.0f || !lw->b_down))
+        return mlp (m, cmd, a, lw, h2, mo, x, N, error);
+      CK (mlp (m, cmd, a, lw, h2, mo, NULL, N, error));
+      return residual_add (m, cmd, x, mo, error);
+    }
   CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
 
   /* --- wiring */
   switch (hp->block)
     {
     case HN_BLOCK_PRE_NORM:
-      CK (residual_add (m, cmd, x, o, error));
-      CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
-      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
-      CK (residual_add (m, cmd, x, mo, error));
-      break;
+      g_assert_not_reached (); /* above */
     case HN_BLOCK_PARALLEL:
-      CK (mlp (m, cmd, a, lw, h, mo, N, error));
+      CK (mlp (m, cmd, a, lw, h, mo, NULL, N, error));
       CK (hn_op_add (cmd, x, x, o, error));
       CK (hn_op_add (cmd, x, x, mo, error));
       break;
     case HN_BLOCK_PARALLEL_2NORM:
-      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (mlp (m, cmd, a, lw, h2, mo, NULL, N, error));
       CK (hn_op_add (cmd, x, x, o, error));
       CK (hn_op_add (cmd, x, x, mo, error));
       break;
@@ -1035,21 +1051,21 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
       CK (norm (m, cmd, o, o, lw->post_attn_w, NULL, error));
       CK (residual_add (m, cmd, x, o, error));
       CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
-      CK (mlp (m, cmd, a, lw, h2, mo, N, error));
+      CK (mlp (m, cmd, a, lw, h2, mo, NULL, N, error));
       CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
       CK (residual_add (m, cmd, x, mo, error));
       break;
     case HN_BLOCK_POST_NORM:
       CK (norm (m, cmd, o, o, lw->post_attn_w, NULL, error));
       CK (residual_add (m, cmd, x, o, error));
-      CK (mlp (m, cmd, a, lw, x, mo, N, error));
+      CK (mlp (m, cmd, a, lw, x, mo, NULL, N, error));
       CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
       CK (residual_add (m, cmd, x, mo, error));
       break;
     case HN_BLOCK_POST_LN:
       CK (hn_op_add (cmd, o, o, x, error));
       CK (norm (m, cmd, x, o, lw->ln1_w, lw->ln1_b, error));
-      CK (mlp (m, cmd, a, lw, x, mo, N, error));
+      CK (mlp (m, cmd, a, lw, x, mo, NULL, N, error));
       CK (hn_op_add (cmd, mo, mo, x, error));
       CK (norm (m, cmd, x, mo, lw->ln2_w, lw->ln2_b, error));
       break;

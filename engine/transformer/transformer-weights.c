@@ -165,6 +165,18 @@ upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shap
         }
       return q;
     }
+  g_autofree guint16 *as_f16 = NULL;
+  if (dtype == HN_DTYPE_BF16 && L->linear && ndim == 2 && hn_bf16_weights_as_f16 (L->m->ctx))
+    {
+      if (!hn_bf16_to_f16_if_fits (data, nbytes / 2, &as_f16))
+        g_message ("%s: weight %s has values beyond the f16 range (±65504): kept in bf16, its matmuls clamp",
+                   L->m->dir, name);
+      else
+        {
+          dtype = HN_DTYPE_F16;
+          data = as_f16;
+        }
+    }
   HnTensor *t = hn_tensor_new_named (L->m->ctx, name, dtype, ndim, shape, error);
   if (!t)
     return NULL;

@@ -297,5 +297,8 @@ typedef struct {
 
 void hn_cmd_set_profiling (HnCmd *cmd, gboolean enabled);
 const HnCmdProfileEntry *hn_cmd_get_profile (HnCmd *cmd, guint *n_entries);
+/* Microseconds from the first timed dispatch's start to the last one's end
+ * in the last profiled submission (the sum of the entries plus the gaps). */
+double hn_cmd_get_profile_span_us (HnCmd *cmd);
 
 G_END_DECLS

@@ -298,6 +298,7 @@ struct _HnCmd {
   GPtrArray *pending_names;  /* names of the timed dispatches in this recording */
   GPtrArray *profile_names;  /* of the last submission (owns the strings) */
   GArray *profile;           /* HnCmdProfileEntry */
+  double profile_span_us;    /* first dispatch's start to the last one's end */
 
   HnVkBuffer *scratch;       /* hn_cmd_scratch's buffer */
   GPtrArray *retired;        /* outgrown scratch buffers the recording still binds */
@@ -699,6 +700,7 @@ run_and_wait (HnCmd *cmd, guint times, GError **error)
 
   g_array_set_size (cmd->profile, 0);
   g_ptr_array_set_size (cmd->profile_names, 0);
+  cmd->profile_span_us = 0;
   if (ok && cmd->pending_names->len > 0)
     {
       guint n = cmd->pending_names->len;
@@ -711,6 +713,7 @@ run_and_wait (HnCmd *cmd, guint times, GError **error)
             g_ptr_array_add (cmd->profile_names, name);
             HnCmdProfileEntry e = { name, (double) (ts[2 * i + 1] - ts[2 * i]) * ctx->info->timestamp_period_ns / 1000.0 };
             g_array_append_val (cmd->profile, e);
+            cmd->profile_span_us = (double) (ts[2 * i + 1] - ts[0]) * ctx->info->timestamp_period_ns / 1000.0;
           }
     }
   return ok;
@@ -797,4 +800,10 @@ hn_cmd_get_profile (HnCmd *cmd, guint *n_entries)
 {
   *n_entries = cmd->profile->len;
   return (const HnCmdProfileEntry *) cmd->profile->data;
+}
+
+double
+hn_cmd_get_profile_span_us (HnCmd *cmd)
+{
+  return cmd->profile_span_us;
 }

@@ -103,11 +103,12 @@ test_unary (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* F 301: one element per invocation; F 300: four (rows 16-byte aligned) */
 static void
-test_glu (void)
+run_glu (gint64 F)
 {
   g_autoptr(GError) error = NULL;
-  gint64 rows = 7, F = 301;
+  gint64 rows = 7;
   g_autofree float *g = hn_test_random (rows * F, -5, 5), *u = hn_test_random (rows * F, -2, 2);
   g_autofree float *gu = hn_test_random (rows * 2 * F, -5, 5);
   g_autoptr(HnTensor) tg = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, F }, g);
@@ -124,11 +125,18 @@ test_glu (void)
         hn_test_run (cmd);
         g_autofree float *got = hn_test_download (to), *ref = g_new (float, rows * F);
         hn_ref_glu (ref, fused ? gu : g, fused ? NULL : u, rows, F, acts[i]);
-        g_autofree char *what = g_strdup_printf ("glu %s%s", hn_activation_name (acts[i]), fused ? " fused" : "");
+        g_autofree char *what = g_strdup_printf ("glu %s%s F %" G_GINT64_FORMAT, hn_activation_name (acts[i]), fused ? " fused" : "", F);
         hn_test_assert_close (what, got, ref, rows * F, 1e-5, 1e-12);
       }
   g_assert_false (hn_op_glu (cmd, to, tg, NULL, HN_ACT_SILU, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
+static void
+test_glu (void)
+{
+  run_glu (301);
+  run_glu (300);
 }
 
 static void

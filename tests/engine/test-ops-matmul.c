@@ -485,6 +485,175 @@ test_autocast (void)
   run_autocast (1, 8, 64, 300, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, HN_DTYPE_F32, FALSE);
 }
 
+/* The cooperative-matrix-2 kernel's variants, forced through its overrides
+ * (on other devices the same cases run the other kernels): split-K (the
+ * partial products summed with bias, alpha and accumulation by
+ * matmul_splitk.comp; the last split shorter, K not a multiple of the tile;
+ * transposed operands), the unrolled K loop with a remainder, and split-K
+ * chosen by itself for a grid that fills few multiprocessors. */
+static void
+test_matmul_cm2_variants (void)
+{
+  g_setenv ("HN_CM2_SPLITK", "3", TRUE);
+  run_matmul (HN_DTYPE_F16, 70, 67, 1000, TRUE, FALSE);
+  run_matmul (HN_DTYPE_BF16, 64, 128, 1536, TRUE, TRUE);
+  run_bmm (1, 1, 1, 70, 90, 700, HN_MATMUL_ACCUMULATE | HN_MATMUL_TRANS_B, 0.5f, HN_DTYPE_F16);
+  run_bmm (1, 1, 1, 130, 66, 650, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE, -1.0f, HN_DTYPE_BF16);
+  run_bmm (1, 1, 1, 65, 130, 600, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_F16);
+  run_bmm (2, 2, 2, 33, 40, 300, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F16); /* batched: never split */
+  g_unsetenv ("HN_CM2_SPLITK");
+  g_setenv ("HN_CM2_UNROLL", "2", TRUE);
+  run_matmul (HN_DTYPE_F16, 128, 128, 320, FALSE, FALSE); /* 5 steps of 64: 2 unrolled pairs + 1 */
+  run_matmul (HN_DTYPE_BF16, 136, 132, 448, TRUE, FALSE);
+  g_unsetenv ("HN_CM2_UNROLL");
+  /* K 4096: 128x128 tiles, four of them, split by itself */
+  run_matmul (HN_DTYPE_BF16, 256, 200, 4096, TRUE, FALSE);
+  /* one 64x64 tile, K 2048: split by itself */
+  run_matmul (HN_DTYPE_F16, 64, 64, 2048, TRUE, FALSE);
+  run_matmul (HN_DTYPE_BF16, 40, 24, 4099, FALSE, FALSE);
+}
+
+/* y += alpha · x·Wᵀ + bias (hn_op_matmul_add: the residual add in the
+ * epilogue) and the Linear layers of one input (hn_op_matmul_n: one f16 copy
+ * of x on the cooperative-matrix-2 path), against the CPU reference. */
+static void
+run_matmul_add (HnDType wdt, gint64 M, gint64 N, gint64 K, gboolean with_bias, float alpha)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random (M * K, -1, 1), *w = hn_test_random (N * K, -1, 1);
+  g_autofree float *y0 = hn_test_random (M * N, -1, 1), *b = with_bias ? hn_test_random (N, -1, 1) : NULL;
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (wdt, 2, (gint64[]) { N, K }, w);
+  g_autoptr(HnTensor) tb = b ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b) : NULL;
+  g_autoptr(HnTensor) ty = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, N }, y0);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_matmul_add (cmd, ty, tx, tw, tb, alpha, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (ty);
+  gboolean rp = hn_op_matmul_reduced_precision (ctx, wdt, M, 0);
+  g_autofree float *xr = rp ? round_f16_copy (x, M * K) : g_memdup2 (x, sizeof (float) * M * K);
+  g_autofree float *wr = rp ? round_f16_copy (w, N * K) : g_memdup2 (w, sizeof (float) * N * K);
+  g_autofree float *ref = g_new (float, M * N);
+  hn_ref_matmul (ref, xr, wr, NULL, M, N, K);
+  /* the matrix-vector kernel scales the bias with alpha; the tiled ones take alpha 1 with a bias */
+  float bs = hn_op_matvec_available (cmd, M) ? alpha : 1.0f;
+  for (gint64 i = 0; i < M * N; i++)
+    ref[i] = y0[i] + alpha * ref[i] + (b ? bs * b[i % N] : 0.0f);
+  /* the tolerance of x·Wᵀ, scaled, plus the rounding of the add */
+  g_autofree float *sw = g_new (float, N * K);
+  for (gint64 i = 0; i < N * K; i++)
+    sw[i] = fabsf (alpha) * wr[i];
+  g_autofree float *ys = g_new (float, M * N);
+  for (gint64 i = 0; i < M * N; i++)
+    ys[i] = ref[i];
+  g_autofree char *what = g_strdup_printf ("matmul_add %s M=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT " K=%" G_GINT64_FORMAT
+                                           " alpha %g", hn_dtype_name (wdt), M, N, K, alpha);
+  for (gint64 i = 0; i < M * N; i++)
+    {
+      double absterm = 0;
+      for (gint64 k = 0; k < K; k++)
+        absterm += fabs ((double) xr[(i / N) * K + k] * sw[(i % N) * K + k]);
+      double tol = (rp ? 2e-4 : 1e-5) * absterm + 1e-6 * (fabs (y0[i]) + (b ? fabs (b[i % N]) : 0) + 1);
+      if (!(fabs ((double) got[i] - ref[i]) <= tol))
+        {
+          g_test_fail_printf ("%s: element %" G_GINT64_FORMAT " is %.9g, reference %.9g", what, i, got[i], ref[i]);
+          return;
+        }
+    }
+}
+
+static void
+test_matmul_add_n (void)
+{
+  run_matmul_add (HN_DTYPE_F32, 70, 33, 45, TRUE, 1.0f);
+  run_matmul_add (HN_DTYPE_F32, 3, 40, 64, TRUE, 0.5f);     /* matrix-vector: bias scaled with alpha */
+  run_matmul_add (HN_DTYPE_BF16, 136, 132, 64, FALSE, 0.5f);
+  run_matmul_add (HN_DTYPE_F16, 129, 257, 100, TRUE, 1.0f);
+  g_setenv ("HN_CM2_SPLITK", "2", TRUE);
+  run_matmul_add (HN_DTYPE_F16, 66, 70, 700, TRUE, 1.0f);  /* split-K: the add in the sum's epilogue */
+  g_unsetenv ("HN_CM2_SPLITK");
+  {
+    /* a bias with alpha != 1 on the tiled kernels: refused */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 20, 8 });
+    g_autoptr(HnTensor) w = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 4, 8 });
+    g_autoptr(HnTensor) b = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 4 });
+    g_autoptr(HnTensor) y = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 20, 4 });
+    g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+    g_assert_false (hn_op_matmul_add (cmd, y, x, w, b, 0.5f, &error));
+    g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+    g_assert_cmpuint (hn_cmd_get_n_dispatches (cmd), ==, 0);
+  }
+  /* three Linear layers of one input (q, k, v shapes: two narrower), some with a bias */
+  for (int d = 0; d < 2; d++)
+    {
+      HnDType dt = d ? HN_DTYPE_BF16 : HN_DTYPE_F16;
+      const gint64 M = 130, K = 96;
+      static const gint64 Ns[3] = { 128, 40, 40 };
+      g_autoptr(GError) error = NULL;
+      HnVkContext *ctx = hn_test_ctx ();
+      g_autofree float *x = hn_test_random (M * K, -1, 1);
+      g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+      float *w[3], *b[3];
+      HnTensor *tw[3], *tb[3], *ty[3];
+      for (int i = 0; i < 3; i++)
+        {
+          w[i] = hn_test_random (Ns[i] * K, -1, 1);
+          b[i] = i == 1 ? NULL : hn_test_random (Ns[i], -1, 1);
+          tw[i] = hn_test_tensor (dt, 2, (gint64[]) { Ns[i], K }, w[i]);
+          tb[i] = b[i] ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { Ns[i] }, b[i]) : NULL;
+          ty[i] = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, Ns[i] });
+        }
+      g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_matmul_n (cmd, 3, ty, tx, tw, tb, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      gboolean rp = hn_op_matmul_reduced_precision (ctx, dt, M, 0);
+      g_autofree float *xr = rp ? round_f16_copy (x, M * K) : g_memdup2 (x, sizeof (float) * M * K);
+      for (int i = 0; i < 3; i++)
+        {
+          g_autofree float *got = hn_test_download (ty[i]);
+          g_autofree float *wr = rp ? round_f16_copy (w[i], Ns[i] * K) : g_memdup2 (w[i], sizeof (float) * Ns[i] * K);
+          g_autofree float *ref = g_new (float, (gsize) M * (gsize) Ns[i]);
+          hn_ref_matmul (ref, xr, wr, b[i], M, Ns[i], K);
+          g_autofree char *what = g_strdup_printf ("matmul_n %s output %d", hn_dtype_name (dt), i);
+          check_matmul (what, got, xr, wr, b[i], ref, M, Ns[i], K, rp ? 2e-4 : 1e-5);
+          g_free (w[i]);
+          g_free (b[i]);
+          hn_tensor_unref (tw[i]);
+          g_clear_pointer (&tb[i], hn_tensor_unref);
+          hn_tensor_unref (ty[i]);
+        }
+    }
+}
+
+/* bf16 weights stored as f16 (hn_bf16_to_f16_if_fits): rounding to nearest
+ * even, subnormals, and the values that do not fit. */
+static void
+test_bf16_as_f16 (void)
+{
+  /* bf16 bits -> the f16 bits expected */
+  static const guint16 in[] = { 0x0000, 0x8000, 0x3f80, 0xbf80, 0x477f, 0xc77f, 0x3c00, 0x3800,
+                                0x3880, 0x3400, 0x3300, 0x3301, 0x33c0, 0x3f81, 0x0001 };
+  static const guint16 want[] = { 0x0000, 0x8000, 0x3c00, 0xbc00, 0x7bf8, 0xfbf8, 0x2000, 0x0200,
+                                  0x0400, 0x0002, 0x0000, 0x0001, 0x0002, 0x3c08, 0x0000 };
+  g_autofree guint16 *out = NULL;
+  g_assert_true (hn_bf16_to_f16_if_fits (in, G_N_ELEMENTS (in), &out));
+  for (guint i = 0; i < G_N_ELEMENTS (in); i++)
+    if (out[i] != want[i])
+      g_test_fail_printf ("bf16 0x%04x became f16 0x%04x, want 0x%04x", in[i], out[i], want[i]);
+  /* 65536, -Inf, NaN: not in range, nothing allocated */
+  static const guint16 big[][2] = { { 0x3f80, 0x4780 }, { 0xff80, 0 }, { 0, 0x7fc0 } };
+  for (guint i = 0; i < G_N_ELEMENTS (big); i++)
+    {
+      guint16 *o = (guint16 *) big; /* any non-NULL pointer: must be set to NULL */
+      g_assert_false (hn_bf16_to_f16_if_fits (big[i], 2, &o));
+      g_assert_null (o);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -496,6 +665,9 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/bmm", test_bmm);
   g_test_add_func ("/ops/matmul/autocast", test_autocast);
   g_test_add_func ("/ops/matmul/autocast-exact", test_autocast_exact);
+  g_test_add_func ("/ops/matmul/cm2-variants", test_matmul_cm2_variants);
+  g_test_add_func ("/ops/matmul/bf16-as-f16", test_bf16_as_f16);
+  g_test_add_func ("/ops/matmul/add-n", test_matmul_add_n);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
