@@ -517,8 +517,12 @@ take_fused_qkv (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, 
               bv[i] = f[vi[i]];
             }
         }
-      if (!(lw->bq = vector_from_f32 (L, qn, bq, qd, error)) || !(lw->bk = vector_from_f32 (L, kn, bk, kvd, error)) ||
-          !(lw->bv = vector_from_f32 (L, vn, bv, kvd, error)))
+      /* names of their own: the trainer keys parameters (and their AdamW moments) by name */
+      g_autofree char *bqn = g_strdup_printf ("%sq bias (from %s)", pfx, N->qkv);
+      g_autofree char *bkn = g_strdup_printf ("%sk bias (from %s)", pfx, N->qkv);
+      g_autofree char *bvn = g_strdup_printf ("%sv bias (from %s)", pfx, N->qkv);
+      if (!(lw->bq = vector_from_f32 (L, bqn, bq, qd, error)) || !(lw->bk = vector_from_f32 (L, bkn, bk, kvd, error)) ||
+          !(lw->bv = vector_from_f32 (L, bvn, bv, kvd, error)))
         return FALSE;
       gboolean contiguous = N->qkv_layout == QKV_CONV1D;
       note_origin (L, lw->bq, b, FALSE, 0, contiguous ? NULL : qi);

@@ -3,7 +3,9 @@
  * (stories260K) without its tokenizer files train on rows of input_ids
  * (labels / attention_mask / loss_weights too) and write no tokenizer files;
  * with the tokenizer files in the model folder they are copied; text rows
- * without a tokenizer are refused with an error that says so. */
+ * without a tokenizer are refused with an error that says so. A model whose
+ * q/k/v come from one fused tensor (GPT-2's c_attn, weight and bias) saves a
+ * checkpoint with its AdamW moments and resumes from it. */
 #include "base/hn-error.h"
 #include "jobs/job.h"
 
@@ -24,6 +26,20 @@ run (const char *kind, const char *model, const char *train, const char *out, GE
   const char *argv[] = { kind, "--model-path", model, "--train", train, "--out-dir", out, "--batch-size", "2",
                          "--seq-len", "8", "--max-steps", "2", "--seed", "3", NULL };
   g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (G_N_ELEMENTS (argv) - 1, argv, error);
+  if (!spec || !hn_job_spec_validate (spec, error))
+    return FALSE;
+  g_autoptr (HnJob) job = hn_job_new (spec);
+  return hn_job_run_sync (job, error);
+}
+
+static gboolean
+run_args (const char *const *extra, GError **error)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  for (gsize i = 0; extra[i]; i++)
+    g_ptr_array_add (argv, (gpointer) extra[i]);
+  g_ptr_array_add (argv, NULL);
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) argv->len - 1, (const char **) argv->pdata, error);
   if (!spec || !hn_job_spec_validate (spec, error))
     return FALSE;
   g_autoptr (HnJob) job = hn_job_new (spec);
@@ -89,6 +105,49 @@ test_text_rows_refused (void)
   g_assert_false (g_file_test (out, G_FILE_TEST_EXISTS));
 }
 
+/* GPT-2's c_attn is split into q, k, v weights and biases at load: each of
+ * the six is its own trained parameter, so the optimizer file names each once
+ * (the biases once shared their weight's name: "added twice" at the first save). */
+static void
+test_fused_qkv_checkpoint (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *fixture = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "gpt2", NULL);
+  g_autofree char *model = g_build_filename (tmp_root, "gpt2", NULL);
+  g_assert_cmpint (g_mkdir (model, 0755), ==, 0);
+  const char *files[] = { "config.json", "model.safetensors" };
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *src = g_build_filename (fixture, files[i], NULL), *dst = g_build_filename (model, files[i], NULL);
+      g_autofree char *data = NULL;
+      gsize len = 0;
+      g_assert_true (g_file_get_contents (src, &data, &len, NULL));
+      g_assert_true (g_file_set_contents (dst, data, (gssize) len, NULL));
+    }
+  /* ids inside its vocabulary of 128 */
+  g_autofree char *rows = g_build_filename (tmp_root, "gpt2-tokens.jsonl", NULL);
+  g_assert_true (g_file_set_contents (rows,
+                                      "{\"input_ids\": [1, 40, 47, 61, 78, 32, 83, 86, 61]}\n"
+                                      "{\"input_ids\": [1, 46, 106, 114, 63, 104, 41, 13]}\n",
+                                      -1, NULL));
+  g_autofree char *out = g_build_filename (tmp_root, "gpt2-out", NULL);
+  const char *train[] = { "transformer-train", "--model-path", model, "--train", rows, "--out-dir", out,
+                          "--batch-size", "2", "--seq-len", "8", "--max-steps", "2", "--save-steps", "1", "--seed", "3", NULL };
+  gboolean ok = run_args (train, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  g_autofree char *ckpt = g_build_filename (out, "checkpoint-step-1", NULL);
+  g_assert_true (has_file (ckpt, "optimizer.safetensors"));
+  g_autofree char *out2 = g_build_filename (tmp_root, "gpt2-resumed", NULL);
+  const char *resume[] = { "transformer-train", "--model-path", model, "--train", rows, "--out-dir", out2,
+                           "--batch-size", "2", "--seq-len", "8", "--max-steps", "2", "--seed", "3",
+                           "--resume-from-checkpoint", ckpt, NULL };
+  ok = run_args (resume, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  g_assert_true (has_file (out2, "model.safetensors"));
+}
+
 static void
 remove_tree (const char *path)
 {
@@ -140,6 +199,7 @@ main (int argc, char **argv)
   g_test_add_func ("/train-tokens/finetune-without-tokenizer", test_finetune_without_tokenizer);
   g_test_add_func ("/train-tokens/tokenizer-files-copied", test_tokenizer_files_copied);
   g_test_add_func ("/train-tokens/text-rows-refused", test_text_rows_refused);
+  g_test_add_func ("/train-tokens/fused-qkv-checkpoint", test_fused_qkv_checkpoint);
   int rc = g_test_run ();
   remove_tree (tmp_root);
   g_free (tmp_root);
