@@ -39,7 +39,10 @@ layout(push_constant) uniform P {
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Elem { float v; };
 
+// Finite values past f16's range clamp; Inf and NaN stay (an overflow under
+// fp16 autocast must reach the gradients, so the loss scaler skips the step).
 float16_t dec_f32(const in F32Elem e, const in uint block[2], const in uint within[2]) {
+  if (isinf(e.v) || isnan(e.v)) return float16_t(e.v);
   return float16_t(clamp(e.v, -65504.0, 65504.0));
 }
 
