@@ -46,6 +46,22 @@ run_args (const char *const *extra, GError **error)
   return hn_job_run_sync (job, error);
 }
 
+/* Copies config.json and model.safetensors of the folder src into dst (new). */
+static void
+copy_model (const char *src, const char *dst)
+{
+  g_assert_cmpint (g_mkdir (dst, 0755), ==, 0);
+  const char *files[] = { "config.json", "model.safetensors" };
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *from = g_build_filename (src, files[i], NULL), *to = g_build_filename (dst, files[i], NULL);
+      g_autofree char *data = NULL;
+      gsize len = 0;
+      g_assert_true (g_file_get_contents (from, &data, &len, NULL));
+      g_assert_true (g_file_set_contents (to, data, (gssize) len, NULL));
+    }
+}
+
 static gboolean
 has_file (const char *dir, const char *name)
 {
@@ -114,16 +130,7 @@ test_fused_qkv_checkpoint (void)
   g_autoptr (GError) error = NULL;
   g_autofree char *fixture = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "gpt2", NULL);
   g_autofree char *model = g_build_filename (tmp_root, "gpt2", NULL);
-  g_assert_cmpint (g_mkdir (model, 0755), ==, 0);
-  const char *files[] = { "config.json", "model.safetensors" };
-  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
-    {
-      g_autofree char *src = g_build_filename (fixture, files[i], NULL), *dst = g_build_filename (model, files[i], NULL);
-      g_autofree char *data = NULL;
-      gsize len = 0;
-      g_assert_true (g_file_get_contents (src, &data, &len, NULL));
-      g_assert_true (g_file_set_contents (dst, data, (gssize) len, NULL));
-    }
+  copy_model (fixture, model);
   /* ids inside its vocabulary of 128 */
   g_autofree char *rows = g_build_filename (tmp_root, "gpt2-tokens.jsonl", NULL);
   g_assert_true (g_file_set_contents (rows,
@@ -175,17 +182,8 @@ main (int argc, char **argv)
   g_assert_nonnull (tmp_root);
   /* the demo model without its tokenizer files */
   bare_model = g_build_filename (tmp_root, "model", NULL);
-  g_assert_cmpint (g_mkdir (bare_model, 0755), ==, 0);
   g_autofree char *demo = demo_model ();
-  const char *files[] = { "config.json", "model.safetensors" };
-  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
-    {
-      g_autofree char *src = g_build_filename (demo, files[i], NULL), *dst = g_build_filename (bare_model, files[i], NULL);
-      g_autofree char *data = NULL;
-      gsize len = 0;
-      g_assert_true (g_file_get_contents (src, &data, &len, NULL));
-      g_assert_true (g_file_set_contents (dst, data, (gssize) len, NULL));
-    }
+  copy_model (demo, bare_model);
   tokens_jsonl = g_build_filename (tmp_root, "tokens.jsonl", NULL);
   g_assert_true (g_file_set_contents (tokens_jsonl,
                                       "{\"input_ids\": [1, 403, 407, 261, 378, 432, 383, 286, 261]}\n"
