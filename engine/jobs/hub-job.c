@@ -155,35 +155,57 @@ emit_json (HnJob *job, JsonNode *node)
   hn_job_emit_token (job, 0, -1, "\n");
 }
 
+/* The options of the hub-search kind, read once (strings belong to the spec). */
+typedef struct {
+  const char *repo_type, *search, *task, *library, *sort, *cursor, *hf_cache_dir;
+  gboolean local;
+  gint64 limit;
+} SearchOptions;
+
+static void
+search_options_read (HnJob *job, SearchOptions *o)
+{
+  HnJobSpec *spec = hn_job_get_spec (job);
+  o->repo_type = opt (job, "repo-type");
+  o->search = opt (job, "search");
+  o->task = opt (job, "task");
+  o->library = opt (job, "library");
+  o->sort = opt (job, "sort");
+  o->cursor = opt (job, "cursor");
+  o->hf_cache_dir = opt (job, "hf-cache-dir");
+  o->local = hn_job_spec_get_bool (spec, "local");
+  o->limit = hn_job_spec_get_int (spec, "limit");
+}
+
 gboolean
 hn_hub_search_job_run (HnJob *job, GError **error)
 {
-  HnJobSpec *spec = hn_job_get_spec (job);
+  SearchOptions o;
+  search_options_read (job, &o);
   HnHubRepoType type = HN_HUB_REPO_MODEL;
-  const char *ts = opt (job, "repo-type");
-  if (ts && !hn_hub_repo_type_from_string (ts, &type))
+  if (o.repo_type && !hn_hub_repo_type_from_string (o.repo_type, &type))
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo-type must be model or dataset, not '%s'", ts);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--repo-type must be model or dataset, not '%s'",
+                   o.repo_type);
       return FALSE;
     }
-  if (hn_job_spec_get_bool (spec, "local"))
+  if (o.local)
     {
-      g_autoptr (GPtrArray) models = hn_model_library_list (opt (job, "hf-cache-dir"), error);
+      g_autoptr (GPtrArray) models = hn_model_library_list (o.hf_cache_dir, error);
       if (!models)
         return FALSE;
       g_autoptr (JsonNode) node = hn_local_models_to_json (models);
       emit_json (job, node);
       return TRUE;
     }
-  const char *task = opt (job, "task"), *library = opt (job, "library");
   HnHubSearchQuery q = {
     .type = type,
-    .search = opt (job, "search"),
-    .pipeline_tag = g_strcmp0 (task, "any") == 0 ? NULL : task,
-    .library = g_strcmp0 (library, "any") == 0 ? NULL : library,
-    .sort = opt (job, "sort"),
-    .limit = (guint) hn_job_spec_get_int (spec, "limit"),
-    .cursor = opt (job, "cursor"),
+    .search = o.search,
+    .pipeline_tag = g_strcmp0 (o.task, "any") == 0 ? NULL : o.task,
+    .library = g_strcmp0 (o.library, "any") == 0 ? NULL : o.library,
+    .sort = o.sort,
+    .limit = (guint) o.limit,
+    .cursor = o.cursor,
   };
   g_autoptr (HnHub) hub = job_hub (job);
   g_autofree char *next = NULL;
