@@ -118,3 +118,22 @@ parity_trained_dir_remove (const char *tmp)
     }
   g_rmdir (tmp);
 }
+
+/* dst/NAME <- src/NAME, with `from` replaced by `to` in the text when given */
+void
+parity_copy_file (const char *src, const char *dst, const char *name, const char *from, const char *to)
+{
+  g_autofree char *sp = g_build_filename (src, name, NULL), *dp = g_build_filename (dst, name, NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (sp, &text, &len, NULL));
+  if (from)
+    {
+      g_assert_nonnull (strstr (text, from));
+      g_auto (GStrv) parts = g_strsplit (text, from, -1);
+      g_free (text);
+      text = g_strjoinv (to, parts);
+      len = strlen (text);
+    }
+  g_assert_true (g_file_set_contents (dp, text, (gssize) len, NULL));
+}

@@ -26,4 +26,7 @@ void parity_beam_options (JsonObject *beam, HnGenerateOptions *o);
 char *parity_trained_dir (const char *dir);
 void parity_trained_dir_remove (const char *tmp);
 
+/* dst/NAME <- src/NAME, with `from` replaced by `to` in the text when given */
+void parity_copy_file (const char *src, const char *dst, const char *name, const char *from, const char *to);
+
 G_END_DECLS

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
+#include "parity-util.h"
 
 typedef struct {
   GString *text;
@@ -420,25 +421,6 @@ test_fail_closed (void)
   g_string_free (ev.text, TRUE);
 }
 
-/* dst/NAME <- src/NAME with `from` replaced by `to` (when given) */
-static void
-copy_file (const char *src, const char *dst, const char *name, const char *from, const char *to)
-{
-  g_autofree char *sp = g_build_filename (src, name, NULL), *dp = g_build_filename (dst, name, NULL);
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  g_assert_true (g_file_get_contents (sp, &text, &len, NULL));
-  if (from)
-    {
-      g_assert_nonnull (strstr (text, from));
-      g_auto (GStrv) parts = g_strsplit (text, from, -1);
-      g_free (text);
-      text = g_strjoinv (to, parts);
-      len = strlen (text);
-    }
-  g_assert_true (g_file_set_contents (dp, text, (gssize) len, NULL));
-}
-
 static void
 rm_dir (const char *dir)
 {
@@ -460,8 +442,8 @@ test_silent_results (void)
   g_autofree char *model = g_build_filename (g_getenv ("HN_SHARED_DIR"), "models", "stories260K", NULL);
   GError *error = NULL;
   g_autofree char *short_ctx = g_dir_make_tmp ("hn-genjob-XXXXXX", NULL);
-  copy_file (model, short_ctx, "config.json", "\"max_position_embeddings\": 512", "\"max_position_embeddings\": 6");
-  copy_file (model, short_ctx, "model.safetensors", NULL, NULL);
+  parity_copy_file (model, short_ctx, "config.json", "\"max_position_embeddings\": 512", "\"max_position_embeddings\": 6");
+  parity_copy_file (model, short_ctx, "model.safetensors", NULL, NULL);
   Events ev = { g_string_new (NULL), 0, 0, FALSE, g_string_new (NULL) };
   const char *past[] = { "generate", "--model-path", short_ctx, "--input-ids", "1,2,3", "--max-new-tokens", "6", NULL };
   g_assert_true (run (past, &ev, &error));
@@ -473,8 +455,8 @@ test_silent_results (void)
   g_assert_null (strstr (ev.logs->str, "max_position_embeddings"));
   /* chat: the first turn fits, the conversation passes the limit in the second; warned once */
   {
-    copy_file (model, short_ctx, "tokenizer.json", NULL, NULL);
-    copy_file (model, short_ctx, "tokenizer_config.json", NULL, NULL);
+    parity_copy_file (model, short_ctx, "tokenizer.json", NULL, NULL);
+    parity_copy_file (model, short_ctx, "tokenizer_config.json", NULL, NULL);
     const char *chat[] = { "chat", "--model-path", short_ctx, "--raw-prompt", "--do-sample=false", "--max-new-tokens",
                            "2", NULL };
     g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv ((int) g_strv_length ((char **) chat), chat, &error);
@@ -511,7 +493,7 @@ test_silent_results (void)
   /* a NaN in one weight: the error names it and its file */
   const char *poison = "model.layers.0.mlp.gate_proj.weight";
   g_autofree char *nan_dir = g_dir_make_tmp ("hn-genjob-XXXXXX", NULL);
-  copy_file (model, nan_dir, "config.json", NULL, NULL);
+  parity_copy_file (model, nan_dir, "config.json", NULL, NULL);
   g_autofree char *src = g_build_filename (model, "model.safetensors", NULL);
   g_autofree char *dst = g_build_filename (nan_dir, "model.safetensors", NULL);
   {

@@ -10,6 +10,7 @@
 #include "transformer/lora.h"
 #include "transformer/transformer.h"
 #include <json-glib/json-glib.h>
+#include "parity-util.h"
 
 static char *
 fixture (const char *rel)
@@ -203,25 +204,6 @@ test_merge (void)
   g_rmdir (tmp);
 }
 
-/* dst/NAME <- src/NAME, with `from` replaced by `to` in the text when given */
-static void
-copy_file (const char *src, const char *dst, const char *name, const char *from, const char *to)
-{
-  g_autofree char *sp = g_build_filename (src, name, NULL), *dp = g_build_filename (dst, name, NULL);
-  g_autofree char *text = NULL;
-  gsize len = 0;
-  g_assert_true (g_file_get_contents (sp, &text, &len, NULL));
-  if (from)
-    {
-      g_assert_nonnull (strstr (text, from));
-      g_auto (GStrv) parts = g_strsplit (text, from, -1);
-      g_free (text);
-      text = g_strjoinv (to, parts);
-      len = strlen (text);
-    }
-  g_assert_true (g_file_set_contents (dp, text, (gssize) len, NULL));
-}
-
 /* src's safetensors file `name` rewritten into dst as F32, element 3 of
  * tensor `poison` set to NaN */
 static void
@@ -273,21 +255,21 @@ test_targets_match_tensors (void)
   g_autoptr (GError) error = NULL;
   g_autofree char *src = fixture ("llama_lora/adapter_final");
   g_autofree char *tmp = g_dir_make_tmp ("hn-lora-XXXXXX", &error);
-  copy_file (src, tmp, "adapter_model.safetensors", NULL, NULL);
+  parity_copy_file (src, tmp, "adapter_model.safetensors", NULL, NULL);
   const char *none = "[\n    \"k_proj\",\n    \"o_proj\"\n  ]";
-  copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]", none);
+  parity_copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]", none);
   g_assert_null (hn_lora_adapter_load (tmp, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
   g_assert_nonnull (strstr (error->message, "match none of the adapter's 4 modules"));
   g_assert_nonnull (strstr (error->message, "k_proj, o_proj"));
   g_clear_error (&error);
-  copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]", "[\"q_proj\"]");
+  parity_copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]", "[\"q_proj\"]");
   g_assert_null (hn_lora_adapter_load (tmp, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
   g_assert_nonnull (strstr (error->message, "v_proj, which target_modules (q_proj) does not name"));
   g_clear_error (&error);
   /* the regex form PEFT also takes */
-  copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]",
+  parity_copy_file (src, tmp, "adapter_config.json", "[\n    \"q_proj\",\n    \"v_proj\"\n  ]",
              "\"model\\\\.layers\\\\.\\\\d+\\\\.self_attn\\\\.(q|v)_proj\"");
   g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (tmp, &error);
   g_assert_no_error (error);
@@ -302,7 +284,7 @@ test_nan_refused (void)
   g_autoptr (GError) error = NULL;
   g_autofree char *src = fixture ("llama_lora/adapter_final");
   g_autofree char *tmp = g_dir_make_tmp ("hn-lora-XXXXXX", &error);
-  copy_file (src, tmp, "adapter_config.json", NULL, NULL);
+  parity_copy_file (src, tmp, "adapter_config.json", NULL, NULL);
   const char *bt = "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight";
   copy_with_nan (src, tmp, "adapter_model.safetensors", bt);
   g_assert_null (hn_lora_adapter_load (tmp, &error));
@@ -317,7 +299,7 @@ test_nan_refused (void)
   for (int i = 0; i < 2; i++)
     {
       g_autofree char *mdir = g_dir_make_tmp ("hn-lora-XXXXXX", &error);
-      copy_file (base, mdir, "config.json", NULL, NULL);
+      parity_copy_file (base, mdir, "config.json", NULL, NULL);
       copy_with_nan (base, mdir, "model.safetensors", poison[i]);
       g_autofree char *out = g_dir_make_tmp ("hn-merge-XXXXXX", &error);
       g_assert_false (hn_lora_merge_model (mdir, src, out, &error));
