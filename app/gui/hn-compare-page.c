@@ -10,7 +10,7 @@
 
 typedef struct {
   HnJobController *controller;
-  GtkWidget *title, *messages, *scroller;
+  GtkWidget *title, *messages;
   GtkWidget *reply;      /* the bubble being streamed into */
   GString *text;         /* its text */
   gboolean waiting;      /* a message was sent and its reply is not complete */
@@ -231,6 +231,7 @@ hn_compare_page_dispose (GObject *object)
         hn_job_controller_stop (self->sides[i].controller);
         g_clear_object (&self->sides[i].controller);
       }
+  gtk_widget_dispose_template (GTK_WIDGET (self), HN_TYPE_COMPARE_PAGE);
   G_OBJECT_CLASS (hn_compare_page_parent_class)->dispose (object);
 }
 
@@ -246,42 +247,33 @@ hn_compare_page_finalize (GObject *object)
 static void
 hn_compare_page_class_init (HnComparePageClass *klass)
 {
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
   G_OBJECT_CLASS (klass)->dispose = hn_compare_page_dispose;
   G_OBJECT_CLASS (klass)->finalize = hn_compare_page_finalize;
-}
-
-static GtkWidget *
-labeled_entry (GtkWidget *grid, int row, const char *label, GtkWidget **entry)
-{
-  GtkWidget *l = gtk_label_new (label);
-  gtk_label_set_xalign (GTK_LABEL (l), 0);
-  *entry = gtk_entry_new ();
-  gtk_widget_set_hexpand (*entry, TRUE);
-  gtk_grid_attach (GTK_GRID (grid), l, 0, row, 1, 1);
-  gtk_grid_attach (GTK_GRID (grid), *entry, 1, row, 1, 1);
-  return *entry;
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-compare-page.ui");
+  gtk_widget_class_bind_template_child (widget_class, HnComparePage, base_entry);
+  gtk_widget_class_bind_template_child (widget_class, HnComparePage, tuned_entry);
+  gtk_widget_class_bind_template_child (widget_class, HnComparePage, prompt);
+  gtk_widget_class_bind_template_child (widget_class, HnComparePage, send);
+  gtk_widget_class_bind_template_child (widget_class, HnComparePage, reason);
+  gtk_widget_class_bind_template_child_full (widget_class, "base_title", FALSE,
+                                             G_STRUCT_OFFSET (HnComparePage, sides[0].title));
+  gtk_widget_class_bind_template_child_full (widget_class, "base_messages", FALSE,
+                                             G_STRUCT_OFFSET (HnComparePage, sides[0].messages));
+  gtk_widget_class_bind_template_child_full (widget_class, "tuned_title", FALSE,
+                                             G_STRUCT_OFFSET (HnComparePage, sides[1].title));
+  gtk_widget_class_bind_template_child_full (widget_class, "tuned_messages", FALSE,
+                                             G_STRUCT_OFFSET (HnComparePage, sides[1].messages));
 }
 
 static void
 hn_compare_page_init (HnComparePage *self)
 {
-  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 12);
-  gtk_widget_set_margin_start (box, 18);
-  gtk_widget_set_margin_end (box, 18);
-  gtk_widget_set_margin_top (box, 12);
-  gtk_widget_set_margin_bottom (box, 12);
-  GtkWidget *grid = gtk_grid_new ();
-  gtk_grid_set_row_spacing (GTK_GRID (grid), 6);
-  gtk_grid_set_column_spacing (GTK_GRID (grid), 12);
-  labeled_entry (grid, 0, _("Base model folder"), &self->base_entry);
-  labeled_entry (grid, 1, _("Fine-tuned adapter or model"), &self->tuned_entry);
+  gtk_widget_init_template (GTK_WIDGET (self));
   g_signal_connect (self->base_entry, "changed", G_CALLBACK (on_entry_changed), self);
   g_signal_connect (self->tuned_entry, "changed", G_CALLBACK (on_entry_changed), self);
-  gtk_box_append (GTK_BOX (box), grid);
-
-  GtkWidget *columns = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 12);
-  gtk_box_set_homogeneous (GTK_BOX (columns), TRUE);
-  gtk_widget_set_vexpand (columns, TRUE);
+  g_signal_connect (self->prompt, "activate", G_CALLBACK (on_send), self);
+  g_signal_connect (self->send, "clicked", G_CALLBACK (on_send), self);
   for (guint i = 0; i < 2; i++)
     {
       Side *side = &self->sides[i];
@@ -289,41 +281,6 @@ hn_compare_page_init (HnComparePage *self)
       side->controller = hn_job_controller_new ();
       g_signal_connect (side->controller, "event", G_CALLBACK (on_event), self);
       g_signal_connect (side->controller, "finished", G_CALLBACK (on_finished), self);
-      GtkWidget *col = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
-      side->title = gtk_label_new (NULL);
-      gtk_label_set_xalign (GTK_LABEL (side->title), 0);
-      gtk_label_set_ellipsize (GTK_LABEL (side->title), PANGO_ELLIPSIZE_START);
-      gtk_widget_add_css_class (side->title, "heading");
-      side->messages = gtk_list_box_new ();
-      gtk_list_box_set_selection_mode (GTK_LIST_BOX (side->messages), GTK_SELECTION_NONE);
-      gtk_widget_add_css_class (side->messages, "chat-messages");
-      side->scroller = gtk_scrolled_window_new ();
-      gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (side->scroller), side->messages);
-      gtk_widget_set_vexpand (side->scroller, TRUE);
-      GtkWidget *frame = gtk_frame_new (NULL);
-      gtk_frame_set_child (GTK_FRAME (frame), side->scroller);
-      gtk_box_append (GTK_BOX (col), side->title);
-      gtk_box_append (GTK_BOX (col), frame);
-      gtk_box_append (GTK_BOX (columns), col);
     }
-  gtk_box_append (GTK_BOX (box), columns);
-
-  GtkWidget *bottom = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 12);
-  self->prompt = gtk_entry_new ();
-  gtk_entry_set_placeholder_text (GTK_ENTRY (self->prompt), _("A message for both models"));
-  gtk_widget_set_hexpand (self->prompt, TRUE);
-  g_signal_connect (self->prompt, "activate", G_CALLBACK (on_send), self);
-  self->send = gtk_button_new_with_mnemonic (_("_Send to both"));
-  gtk_widget_add_css_class (self->send, "suggested-action");
-  gtk_widget_add_css_class (self->send, "pill");
-  g_signal_connect (self->send, "clicked", G_CALLBACK (on_send), self);
-  gtk_box_append (GTK_BOX (bottom), self->prompt);
-  gtk_box_append (GTK_BOX (bottom), self->send);
-  gtk_box_append (GTK_BOX (box), bottom);
-  self->reason = gtk_label_new (NULL);
-  gtk_label_set_xalign (GTK_LABEL (self->reason), 0);
-  gtk_widget_add_css_class (self->reason, "warning");
-  gtk_box_append (GTK_BOX (box), self->reason);
-  adw_bin_set_child (ADW_BIN (self), box);
   update_state (self);
 }

@@ -116,6 +116,7 @@ hn_export_dialog_dispose (GObject *object)
     g_signal_handlers_disconnect_by_data (self->merge_spec, self);
   g_clear_object (&self->gguf_spec);
   g_clear_object (&self->merge_spec);
+  gtk_widget_dispose_template (GTK_WIDGET (self), HN_TYPE_EXPORT_DIALOG);
   G_OBJECT_CLASS (hn_export_dialog_parent_class)->dispose (object);
 }
 
@@ -132,21 +133,23 @@ hn_export_dialog_finalize (GObject *object)
 static void
 hn_export_dialog_class_init (HnExportDialogClass *klass)
 {
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
   G_OBJECT_CLASS (klass)->dispose = hn_export_dialog_dispose;
   G_OBJECT_CLASS (klass)->finalize = hn_export_dialog_finalize;
+  g_type_ensure (HN_TYPE_OPTION_GROUP);
+  g_type_ensure (HN_TYPE_COMMAND_VIEW);
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hierarchos/Native/hn-export-dialog.ui");
+  gtk_widget_class_bind_template_child (widget_class, HnExportDialog, format_row);
+  gtk_widget_class_bind_template_child (widget_class, HnExportDialog, gguf_group);
+  gtk_widget_class_bind_template_child (widget_class, HnExportDialog, merge_group);
+  gtk_widget_class_bind_template_child (widget_class, HnExportDialog, problem_label);
+  gtk_widget_class_bind_template_child (widget_class, HnExportDialog, command);
 }
 
 static void
 hn_export_dialog_init (HnExportDialog *self)
 {
-}
-
-static GtkWidget *
-option_group (const char *options, HnJobSpec *spec)
-{
-  GtkWidget *g = g_object_new (HN_TYPE_OPTION_GROUP, "options", options, NULL);
-  hn_option_group_set_spec (HN_OPTION_GROUP (g), spec);
-  return g;
+  gtk_widget_init_template (GTK_WIDGET (self));
 }
 
 GtkWidget *
@@ -154,11 +157,7 @@ hn_export_dialog_new (GtkWindow *parent, const char *model_dir, const char *name
                       const char *out_folder)
 {
   g_autofree char *heading = g_strdup_printf (_("Export %s"), name);
-  HnExportDialog *self = g_object_new (HN_TYPE_EXPORT_DIALOG, "transient-for", parent, "modal", TRUE, "heading",
-                                       heading, "body",
-                                       _("A GGUF file runs in llama.cpp and Ollama; a merged model is a normal "
-                                         "Hugging Face folder with the adapter folded into its weights."),
-                                       NULL);
+  HnExportDialog *self = g_object_new (HN_TYPE_EXPORT_DIALOG, "transient-for", parent, "heading", heading, NULL);
   self->name = g_strdup (name);
   self->out_folder = g_strdup (out_folder);
   self->gguf_spec = hn_job_spec_new ("export-gguf", NULL);
@@ -174,34 +173,8 @@ hn_export_dialog_new (GtkWindow *parent, const char *model_dir, const char *name
   g_autofree char *merged_dir = g_build_filename (out_folder, merged_name, NULL);
   hn_job_spec_set_string (self->merge_spec, "out-dir", merged_dir);
 
-  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 12);
-  gtk_widget_set_size_request (box, 520, -1);
-  GtkWidget *fmt_group = adw_preferences_group_new ();
-  self->format_row = adw_combo_row_new ();
-  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (self->format_row), _("Format"));
-  const char *formats[] = { _("GGUF file (llama.cpp, Ollama)"), _("Merged model folder (safetensors)"), NULL };
-  GtkStringList *fl = gtk_string_list_new (formats);
-  adw_combo_row_set_model (ADW_COMBO_ROW (self->format_row), G_LIST_MODEL (fl));
-  g_object_unref (fl);
-  adw_preferences_group_add (ADW_PREFERENCES_GROUP (fmt_group), self->format_row);
-  gtk_box_append (GTK_BOX (box), fmt_group);
-  self->gguf_group = option_group ("outtype out lora-adapter-path adapter-only", self->gguf_spec);
-  self->merge_group = option_group ("lora-adapter-path out-dir overwrite-output-dir", self->merge_spec);
-  gtk_box_append (GTK_BOX (box), self->gguf_group);
-  gtk_box_append (GTK_BOX (box), self->merge_group);
-  self->problem_label = gtk_label_new (NULL);
-  gtk_label_set_wrap (GTK_LABEL (self->problem_label), TRUE);
-  gtk_label_set_xalign (GTK_LABEL (self->problem_label), 0);
-  gtk_widget_add_css_class (self->problem_label, "error");
-  gtk_box_append (GTK_BOX (box), self->problem_label);
-  self->command = g_object_new (HN_TYPE_COMMAND_VIEW, NULL);
-  gtk_box_append (GTK_BOX (box), self->command);
-  adw_message_dialog_set_extra_child (ADW_MESSAGE_DIALOG (self), box);
-
-  adw_message_dialog_add_responses (ADW_MESSAGE_DIALOG (self), "cancel", _("_Cancel"), "export", _("_Export"), NULL);
-  adw_message_dialog_set_response_appearance (ADW_MESSAGE_DIALOG (self), "export", ADW_RESPONSE_SUGGESTED);
-  adw_message_dialog_set_default_response (ADW_MESSAGE_DIALOG (self), "export");
-  adw_message_dialog_set_close_response (ADW_MESSAGE_DIALOG (self), "cancel");
+  hn_option_group_set_spec (HN_OPTION_GROUP (self->gguf_group), self->gguf_spec);
+  hn_option_group_set_spec (HN_OPTION_GROUP (self->merge_group), self->merge_spec);
   g_signal_connect (self->gguf_spec, "changed", G_CALLBACK (on_gguf_changed), self);
   g_signal_connect (self->merge_spec, "changed", G_CALLBACK (on_merge_changed), self);
   g_signal_connect (self->format_row, "notify::selected", G_CALLBACK (on_format), self);

@@ -2,7 +2,7 @@
  * text: CPU vs Vulkan forward agreement (max |logit diff|), forward and
  * generation tokens/s on both runtimes, and the trainer's tokens/s. One
  * JSON object per line on stdout. Not a test (the smoke test runs it tiny);
- * build-aux/hier-device-check runs it at the default size (context 448).
+ * build-aux/device-check run-hier runs it at the default size (context 448).
  *
  *   hn-bench-hierarchos [--context-dim 448] [--tokens 256] [--gen 128]
  *                       [--train-steps 2] [--batch 4] [--seq-len 128]
