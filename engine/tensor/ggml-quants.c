@@ -306,10 +306,18 @@ hn_ggml_can_dequantize (HnGgmlType t)
     }
 }
 
-gboolean
-hn_ggml_dequantize (HnGgmlType t, const void *src, float *dst, gint64 n, GError **error)
+/* What hn_ggml_dequantize (quantize FALSE) and hn_ggml_quantize check first: a
+ * type they convert, and a whole number of its blocks. */
+static gboolean
+check_conversion (HnGgmlType t, gint64 n, gboolean quantize, GError **error)
 {
-  if (!hn_ggml_can_dequantize (t))
+  if (quantize && !hn_ggml_can_quantize (t))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no quantizer for tensor type %s (supported: F32 F16 BF16 "
+                   "Q4_0 Q8_0 Q4_K Q6_K)", hn_ggml_type_name (t));
+      return FALSE;
+    }
+  if (!quantize && !hn_ggml_can_dequantize (t))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "tensor type %s cannot be dequantized here (supported: "
                    "F32 F16 BF16 F64 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K Q8_K)", hn_ggml_type_name (t));
@@ -322,6 +330,15 @@ hn_ggml_dequantize (HnGgmlType t, const void *src, float *dst, gint64 n, GError 
                    "number of %u-element blocks", hn_ggml_type_name (t), n, bs);
       return FALSE;
     }
+  return TRUE;
+}
+
+gboolean
+hn_ggml_dequantize (HnGgmlType t, const void *src, float *dst, gint64 n, GError **error)
+{
+  if (!check_conversion (t, n, FALSE, error))
+    return FALSE;
+  const guint bs = hn_ggml_block_size (t);
   const guint8 *x = src;
   const gint64 nb = n / bs;
   switch (t)
@@ -701,19 +718,9 @@ hn_ggml_can_quantize (HnGgmlType t)
 gboolean
 hn_ggml_quantize (HnGgmlType t, const float *src, void *dst, gint64 n, GError **error)
 {
-  if (!hn_ggml_can_quantize (t))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no quantizer for tensor type %s (supported: F32 F16 BF16 "
-                   "Q4_0 Q8_0 Q4_K Q6_K)", hn_ggml_type_name (t));
-      return FALSE;
-    }
+  if (!check_conversion (t, n, TRUE, error))
+    return FALSE;
   const guint bs = hn_ggml_block_size (t);
-  if (n < 0 || n % bs != 0)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %" G_GINT64_FORMAT " elements is not a whole "
-                   "number of %u-element blocks", hn_ggml_type_name (t), n, bs);
-      return FALSE;
-    }
   guint8 *y = dst;
   switch (t)
     {

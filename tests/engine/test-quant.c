@@ -185,20 +185,14 @@ check_dense (const char *what, const char *out, const float *got, const double *
                tol * abs[i]);
 }
 
-/* On a cooperative-matrix-2 device with M > 8 and whole blocks in W's rows
- * the kernel is the tensor-core one: the reference then takes x, dy and the
- * dequantized W rounded to f16, as the kernel does, and the tolerance is
- * that of an f32 accumulation on tensor cores (test-ops-matmul's). */
+/* The four kernels a quantized weight q [N, K] serves: y = x W^T + b,
+ * y2 = 0.5 x W^T, dx = dx0 + dy W (accumulated) and dx2 = dy W. */
 static void
-run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
+run_kernels (HnDType dt, gint64 M, gint64 N, gint64 K, const guint8 *q, float *x, float *b, float *dy,
+             float *dx0, float **y, float **y2, float **dx, float **dx2)
 {
   g_autoptr (GError) error = NULL;
   HnVkContext *ctx = hn_test_ctx ();
-  g_autofree float *x = hn_test_random (M * K, -1, 1), *w = hn_test_random (N * K, -1, 1);
-  g_autofree float *b = hn_test_random (N, -1, 1), *dy = hn_test_random (M * N, -1, 1);
-  g_autofree float *dx0 = hn_test_random (M * K, -1, 1);
-  g_autofree guint8 *q = g_malloc (hn_quant_nbytes (dt, N, K));
-  hn_quant_pack (dt, w, HN_DTYPE_F32, N, K, q);
   g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", dt, N, K, q, &error);
   g_assert_no_error (error);
   g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
@@ -216,28 +210,53 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
   g_assert_true (hn_op_matmul_back (cmd, tdx2, NULL, NULL, tdy, tx, tw, 0, &error));
   g_assert_no_error (error);
   hn_test_run (cmd);
-  g_autofree float *y = hn_test_download (ty), *y2 = hn_test_download (ty2);
-  g_autofree float *dx = hn_test_download (tdx), *dx2 = hn_test_download (tdx2);
+  *y = hn_test_download (ty);
+  *y2 = hn_test_download (ty2);
+  *dx = hn_test_download (tdx);
+  *dx2 = hn_test_download (tdx2);
+}
+
+/* run_kernels' outputs against the CPU reference on the same blocks. */
+static void
+check_cpu (const char *what, HnDType dt, const guint8 *q, gint64 M, gint64 N, gint64 K, const float *x, const float *b,
+           const float *dy, const float *dx0, const float *y, const float *y2, const float *dx, const float *dx2,
+           double scale)
+{
+  g_autofree float *ry = g_new (float, M * N), *ry2 = g_new (float, M * N), *rdx = g_new (float, M * K);
+  hn_cpu_matmul_quant (ry, x, dt, q, b, M, N, K);
+  hn_cpu_matmul_quant (ry2, x, dt, q, NULL, M, N, K);
+  for (gint64 i = 0; i < M * N; i++)
+    ry2[i] *= 0.5f;
+  hn_cpu_matmul_quant_dx (rdx, dy, dt, q, M, N, K);
+  hn_test_assert_close (what, y, ry, M * N, 1e-5, scale);
+  hn_test_assert_close (what, y2, ry2, M * N, 1e-5, scale);
+  hn_test_assert_close (what, dx2, rdx, M * K, 1e-5, scale);
+  for (gint64 i = 0; i < M * K; i++)
+    rdx[i] += dx0[i];
+  hn_test_assert_close (what, dx, rdx, M * K, 1e-5, scale);
+}
+
+/* On a cooperative-matrix-2 device with M > 8 and whole blocks in W's rows
+ * the kernel is the tensor-core one: the reference then takes x, dy and the
+ * dequantized W rounded to f16, as the kernel does, and the tolerance is
+ * that of an f32 accumulation on tensor cores (test-ops-matmul's). */
+static void
+run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
+{
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random (M * K, -1, 1), *w = hn_test_random (N * K, -1, 1);
+  g_autofree float *b = hn_test_random (N, -1, 1), *dy = hn_test_random (M * N, -1, 1);
+  g_autofree float *dx0 = hn_test_random (M * K, -1, 1);
+  g_autofree guint8 *q = g_malloc (hn_quant_nbytes (dt, N, K));
+  hn_quant_pack (dt, w, HN_DTYPE_F32, N, K, q);
+  g_autofree float *y = NULL, *y2 = NULL, *dx = NULL, *dx2 = NULL;
+  run_kernels (dt, M, N, K, q, x, b, dy, dx0, &y, &y2, &dx, &dx2);
   gboolean tc = hn_quant_matmul_tensor_cores (ctx, dt, M, K, 0);
   g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "%s%s",
                                            hn_dtype_name (dt), M, N, K, tc ? " (tensor cores" : "",
                                            tc ? (g_getenv ("HN_QCM2_A_F32") ? ", f32 A)" : ")") : "");
   if (!tc)
-    {
-      g_autofree float *ry = g_new (float, M * N), *ry2 = g_new (float, M * N), *rdx = g_new (float, M * K);
-      hn_cpu_matmul_quant (ry, x, dt, q, b, M, N, K);
-      hn_cpu_matmul_quant (ry2, x, dt, q, NULL, M, N, K);
-      for (gint64 i = 0; i < M * N; i++)
-        ry2[i] *= 0.5f;
-      hn_cpu_matmul_quant_dx (rdx, dy, dt, q, M, N, K);
-      double scale = sqrt ((double) MAX (K, N)) * 1e-5;
-      hn_test_assert_close (what, y, ry, M * N, 1e-5, scale);
-      hn_test_assert_close (what, y2, ry2, M * N, 1e-5, scale);
-      hn_test_assert_close (what, dx2, rdx, M * K, 1e-5, scale);
-      for (gint64 i = 0; i < M * K; i++)
-        rdx[i] += dx0[i];
-      hn_test_assert_close (what, dx, rdx, M * K, 1e-5, scale);
-    }
+    check_cpu (what, dt, q, M, N, K, x, b, dy, dx0, y, y2, dx, dx2, sqrt ((double) MAX (K, N)) * 1e-5);
   else
     {
       g_autofree float *wd = g_new (float, N * K);
@@ -330,47 +349,17 @@ test_matmul_tensor_core_tiles (void)
 static void
 run_packed (HnDType dt, gint64 M, gint64 N, gint64 K, const guint8 *q)
 {
-  g_autoptr (GError) error = NULL;
-  HnVkContext *ctx = hn_test_ctx ();
   g_autofree float *x = hn_test_random (M * K, -1, 1);
   g_autofree float *b = hn_test_random (N, -1, 1), *dy = hn_test_random (M * N, -1, 1);
   g_autofree float *dx0 = hn_test_random (M * K, -1, 1);
-  g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", dt, N, K, q, &error);
-  g_assert_no_error (error);
-  g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
-  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b);
-  g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, N }, dy);
-  g_autoptr (HnTensor) tdx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, dx0);
-  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
-  g_autoptr (HnTensor) ty2 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
-  g_autoptr (HnTensor) tdx2 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, K });
-  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
-  g_assert_no_error (error);
-  g_assert_true (hn_op_matmul (cmd, ty, tx, tw, tb, &error));
-  g_assert_true (hn_op_bmm (cmd, ty2, tx, tw, HN_MATMUL_TRANS_B, 0.5f, &error));
-  g_assert_true (hn_op_matmul_back (cmd, tdx, NULL, NULL, tdy, tx, tw, HN_BACK_ACCUMULATE, &error));
-  g_assert_true (hn_op_matmul_back (cmd, tdx2, NULL, NULL, tdy, tx, tw, 0, &error));
-  g_assert_no_error (error);
-  hn_test_run (cmd);
-  g_autofree float *y = hn_test_download (ty), *y2 = hn_test_download (ty2);
-  g_autofree float *dx = hn_test_download (tdx), *dx2 = hn_test_download (tdx2);
-  g_autofree float *ry = g_new (float, M * N), *ry2 = g_new (float, M * N), *rdx = g_new (float, M * K);
-  hn_cpu_matmul_quant (ry, x, dt, q, b, M, N, K);
-  hn_cpu_matmul_quant (ry2, x, dt, q, NULL, M, N, K);
-  for (gint64 i = 0; i < M * N; i++)
-    ry2[i] *= 0.5f;
-  hn_cpu_matmul_quant_dx (rdx, dy, dt, q, M, N, K);
+  g_autofree float *y = NULL, *y2 = NULL, *dx = NULL, *dx2 = NULL;
+  run_kernels (dt, M, N, K, q, x, b, dy, dx0, &y, &y2, &dx, &dx2);
   g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
                                            hn_dtype_name (dt), M, N, K);
   g_autofree float *wf = g_new (float, N * K);
   hn_quant_unpack_rows (dt, q, N, K, 0, N, wf);
   double scale = sqrt ((double) MAX (K, N)) * 1e-5 * MAX (1.0, hn_test_max_abs (wf, N * K));
-  hn_test_assert_close (what, y, ry, M * N, 1e-5, scale);
-  hn_test_assert_close (what, y2, ry2, M * N, 1e-5, scale);
-  hn_test_assert_close (what, dx2, rdx, M * K, 1e-5, scale);
-  for (gint64 i = 0; i < M * K; i++)
-    rdx[i] += dx0[i];
-  hn_test_assert_close (what, dx, rdx, M * K, 1e-5, scale);
+  check_cpu (what, dt, q, M, N, K, x, b, dy, dx0, y, y2, dx, dx2, scale);
 }
 
 
