@@ -75,35 +75,27 @@ update_actions (HnDatasetPicker *self)
 static void
 start_search (HnDatasetPicker *self, gboolean more)
 {
-  g_autoptr (GError) error = NULL;
   hn_job_spec_set_string (self->search_spec, "search", gtk_editable_get_text (GTK_EDITABLE (self->search_entry)));
-  hn_job_spec_set_string (self->search_spec, "cursor", more ? self->next_cursor : NULL);
   if (!more)
     {
       clear_list (self->result_list);
       self->n_results = 0;
     }
-  g_string_truncate (self->search_out, 0);
-  hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), self->search_spec);
-  gtk_label_set_text (GTK_LABEL (self->status), _("Searching…"));
-  if (!hn_job_controller_start (self->search_ctl, self->search_spec, &error))
-    gtk_label_set_text (GTK_LABEL (self->status), error->message);
+  hn_page_start_search (self->search_ctl, self->search_spec, more ? self->next_cursor : NULL, self->search_out,
+                        self->command, self->status);
   update_actions (self);
 }
 
 static void
 on_search_event (HnJobController *c, const HnJobEvent *e, HnDatasetPicker *self)
 {
-  if (e->type == HN_JOB_EVENT_TOKEN)
-    g_string_append (self->search_out, e->token.text);
+  hn_page_collect_output (e, self->search_out);
 }
 
 static void
-add_result_row (HnDatasetPicker *self, JsonObject *o)
+add_result_row (JsonObject *o, const char *id, gpointer data)
 {
-  const char *id = hn_page_json_string (o, "id");
-  if (!id)
-    return;
+  HnDatasetPicker *self = data;
   GString *s = g_string_new (NULL);
   /* TRANSLATORS: "1200 downloads · 3 likes" */
   g_string_append_printf (s, _("%" G_GINT64_FORMAT " downloads · %" G_GINT64_FORMAT " likes"),
@@ -133,20 +125,13 @@ static void
 on_search_finished (HnJobController *c, gboolean ok, const char *message, const char *out, HnDatasetPicker *self)
 {
   g_clear_pointer (&self->next_cursor, g_free);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonArray *a = ok ? hn_page_search_results (parser, self->search_out->str, &self->next_cursor) : NULL;
-  if (!a)
+  if (hn_page_finish_search (ok, message, self->search_out->str, &self->next_cursor, add_result_row, self,
+                             self->status))
     {
-      gtk_label_set_text (GTK_LABEL (self->status), !ok && message ? message : _("The search job printed no results"));
-      update_actions (self);
-      return;
+      g_autofree char *text = g_strdup_printf (g_dngettext (NULL, "%u dataset", "%u datasets", self->n_results),
+                                               self->n_results);
+      gtk_label_set_text (GTK_LABEL (self->status), self->n_results ? text : _("No datasets match"));
     }
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    if (JSON_NODE_HOLDS_OBJECT (json_array_get_element (a, i)))
-      add_result_row (self, json_node_get_object (json_array_get_element (a, i)));
-  g_autofree char *text = g_strdup_printf (g_dngettext (NULL, "%u dataset", "%u datasets", self->n_results),
-                                           self->n_results);
-  gtk_label_set_text (GTK_LABEL (self->status), self->n_results ? text : _("No datasets match"));
   update_actions (self);
 }
 

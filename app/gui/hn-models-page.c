@@ -662,14 +662,12 @@ find_result (HnModelsPage *self, const char *id)
 static void
 start_search (HnModelsPage *self, gboolean more)
 {
-  g_autoptr (GError) error = NULL;
   guint task = gtk_drop_down_get_selected (GTK_DROP_DOWN (self->task_drop));
   guint sort = gtk_drop_down_get_selected (GTK_DROP_DOWN (self->sort_drop));
   const char *text = gtk_editable_get_text (GTK_EDITABLE (self->search_entry));
   hn_job_spec_set_string (self->search_spec, "search", text);
   hn_job_spec_set_string (self->search_spec, "task", task_values[MIN (task, G_N_ELEMENTS (task_values) - 1)]);
   hn_job_spec_set_string (self->search_spec, "sort", sort_values[MIN (sort, G_N_ELEMENTS (sort_values) - 1)]);
-  hn_job_spec_set_string (self->search_spec, "cursor", more ? self->next_cursor : NULL);
   if (!more)
     {
       clear_list (self->result_list);
@@ -677,27 +675,21 @@ start_search (HnModelsPage *self, gboolean more)
       self->search_serial++;
       self->n_results = 0;
     }
-  g_string_truncate (self->search_out, 0);
-  hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), self->search_spec);
-  gtk_label_set_text (GTK_LABEL (self->search_status), _("Searching…"));
-  if (!hn_job_controller_start (self->search_ctl, self->search_spec, &error))
-    gtk_label_set_text (GTK_LABEL (self->search_status), error->message);
+  hn_page_start_search (self->search_ctl, self->search_spec, more ? self->next_cursor : NULL, self->search_out,
+                        self->command, self->search_status);
   update_actions (self);
 }
 
 static void
 on_search_event (HnJobController *c, const HnJobEvent *e, HnModelsPage *self)
 {
-  if (e->type == HN_JOB_EVENT_TOKEN)
-    g_string_append (self->search_out, e->token.text);
+  hn_page_collect_output (e, self->search_out);
 }
 
 static void
-add_result_row (HnModelsPage *self, JsonObject *o)
+add_result_row (JsonObject *o, const char *id, gpointer data)
 {
-  const char *id = hn_page_json_string (o, "id");
-  if (!id)
-    return;
+  HnModelsPage *self = data;
   GString *s = g_string_new (task_title (hn_page_json_string (o, "pipeline_tag")));
   g_autofree char *dl = format_count (hn_page_json_int (o, "downloads"));
   /* TRANSLATORS: "1.2 M downloads" */
@@ -768,29 +760,13 @@ static void
 on_search_finished (HnJobController *c, gboolean ok, const char *message, const char *out, HnModelsPage *self)
 {
   g_clear_pointer (&self->next_cursor, g_free);
-  if (!ok)
+  if (hn_page_finish_search (ok, message, self->search_out->str, &self->next_cursor, add_result_row, self,
+                             self->search_status))
     {
-      gtk_label_set_text (GTK_LABEL (self->search_status), message ? message : _("The search failed"));
-      update_actions (self);
-      return;
+      g_autofree char *status = g_strdup_printf (g_dngettext (NULL, "%u model", "%u models", self->n_results),
+                                                 self->n_results);
+      gtk_label_set_text (GTK_LABEL (self->search_status), self->n_results ? status : _("No models match"));
     }
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  JsonArray *a = hn_page_search_results (parser, self->search_out->str, &self->next_cursor);
-  if (!a)
-    {
-      gtk_label_set_text (GTK_LABEL (self->search_status), _("The search job printed no results"));
-      update_actions (self);
-      return;
-    }
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    {
-      JsonNode *en = json_array_get_element (a, i);
-      if (JSON_NODE_HOLDS_OBJECT (en))
-        add_result_row (self, json_node_get_object (en));
-    }
-  g_autofree char *status = g_strdup_printf (g_dngettext (NULL, "%u model", "%u models", self->n_results),
-                                             self->n_results);
-  gtk_label_set_text (GTK_LABEL (self->search_status), self->n_results ? status : _("No models match"));
   update_actions (self);
 }
 

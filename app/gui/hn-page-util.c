@@ -1,5 +1,6 @@
 #include "hn-page-util.h"
 #include "base/json-util.h"
+#include "hn-command-view.h"
 #include "hn-option-group.h"
 #include "jobs/job.h"
 
@@ -241,8 +242,10 @@ hn_page_json_string (JsonObject *o, const char *name)
                                                                                           : NULL;
 }
 
-JsonArray *
-hn_page_search_results (JsonParser *parser, const char *output, char **next_cursor)
+/* The results of a hub-search job's output (one JSON page), owned by
+ * `parser`, or NULL when it holds none; *next_cursor the next page's cursor. */
+static JsonArray *
+search_results (JsonParser *parser, const char *output, char **next_cursor)
 {
   *next_cursor = NULL;
   if (!hn_json_parser_load (parser, output, -1, "search reply", NULL))
@@ -255,4 +258,51 @@ hn_page_search_results (JsonParser *parser, const char *output, char **next_curs
   const char *next = hn_page_json_string (o, "next_cursor");
   *next_cursor = next ? g_strdup (next) : NULL;
   return json_node_get_array (rn);
+}
+
+void
+hn_page_start_search (HnJobController *ctl, HnJobSpec *spec, const char *cursor, GString *out, GtkWidget *command,
+                      GtkWidget *status)
+{
+  g_autoptr (GError) error = NULL;
+  hn_job_spec_set_string (spec, "cursor", cursor);
+  g_string_truncate (out, 0);
+  hn_command_view_set_spec (HN_COMMAND_VIEW (command), spec);
+  gtk_label_set_text (GTK_LABEL (status), _("Searching…"));
+  if (!hn_job_controller_start (ctl, spec, &error))
+    gtk_label_set_text (GTK_LABEL (status), error->message);
+}
+
+void
+hn_page_collect_output (const HnJobEvent *e, GString *out)
+{
+  if (e->type == HN_JOB_EVENT_TOKEN)
+    g_string_append (out, e->token.text);
+}
+
+gboolean
+hn_page_finish_search (gboolean ok, const char *message, const char *out, char **next_cursor, HnPageResultFunc add,
+                       gpointer data, GtkWidget *status)
+{
+  if (!ok)
+    {
+      gtk_label_set_text (GTK_LABEL (status), message ? message : _("The search failed"));
+      return FALSE;
+    }
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonArray *a = search_results (parser, out, next_cursor);
+  if (!a)
+    {
+      gtk_label_set_text (GTK_LABEL (status), _("The search job printed no results"));
+      return FALSE;
+    }
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      JsonNode *en = json_array_get_element (a, i);
+      JsonObject *o = JSON_NODE_HOLDS_OBJECT (en) ? json_node_get_object (en) : NULL;
+      const char *id = o ? hn_page_json_string (o, "id") : NULL;
+      if (id)
+        add (o, id, data);
+    }
+  return TRUE;
 }

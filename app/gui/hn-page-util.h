@@ -5,6 +5,7 @@
 #include <adwaita.h>
 #include <json-glib/json-glib.h>
 
+#include "hn-job-controller.h"
 #include "jobs/job-spec.h"
 
 G_BEGIN_DECLS
@@ -37,10 +38,21 @@ char *hn_page_start_problem (HnJobSpec *spec, GtkWidget **groups);
  * to `list`; returns its label, to stream a reply into. */
 GtkWidget *hn_page_add_bubble (GtkListBox *list, gboolean from_user, const char *text);
 
-/* A hub-search job's output (one JSON page): its results (owned by
- * `parser`), NULL when it holds none; *next_cursor gets the next page's
- * cursor or NULL. */
-JsonArray *hn_page_search_results (JsonParser *parser, const char *output, char **next_cursor);
+/* A hub-search job run from a page (the Models page, the dataset picker):
+ * hn_page_start_search sets spec's cursor (NULL: the first page), empties
+ * `out` (the job's output, which the page collects from its token events
+ * with hn_page_collect_output), shows the search's CLI line in `command` and
+ * "Searching…" in `status`, or why the job could not start. */
+void hn_page_start_search (HnJobController *ctl, HnJobSpec *spec, const char *cursor, GString *out,
+                           GtkWidget *command, GtkWidget *status);
+void hn_page_collect_output (const HnJobEvent *e, GString *out);
+/* When the job ends: on success calls add(o, id, data) for each result of
+ * the page in `out` (an object with a string "id"), sets *next_cursor (g_free the old one first; NULL on the
+ * last page) and returns TRUE; else shows why in `status` (the job's message,
+ * or that it printed no results) and returns FALSE. */
+typedef void (*HnPageResultFunc) (JsonObject *o, const char *id, gpointer data);
+gboolean hn_page_finish_search (gboolean ok, const char *message, const char *out, char **next_cursor,
+                                HnPageResultFunc add, gpointer data, GtkWidget *status);
 /* A member of a search result: an integer (-1 when absent or not one), a
  * string (NULL likewise). */
 gint64 hn_page_json_int (JsonObject *o, const char *name);
