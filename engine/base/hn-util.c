@@ -198,6 +198,20 @@ hn_fd_write_all (int fd, const void *data, gsize len, const char *path, GError *
   return TRUE;
 }
 
+int
+hn_fd_begin_tmp (const char *path, char **tmp, GError **error)
+{
+  *tmp = g_strdup_printf ("%s.tmp-XXXXXX", path);
+  int fd = g_mkstemp_full (*tmp, O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", *tmp, g_strerror (e));
+      g_clear_pointer (tmp, g_free);
+    }
+  return fd;
+}
+
 gboolean
 hn_fd_commit_tmp (int fd, gboolean ok, const char *tmp, const char *path, GError **error)
 {
@@ -233,14 +247,10 @@ hn_fd_commit_tmp_full (int fd, gboolean ok, gboolean sync, const char *tmp, cons
 gboolean
 hn_write_file_atomic (const char *path, const void *data, gsize len, GError **error)
 {
-  g_autofree char *tmp = g_strdup_printf ("%s.tmp-XXXXXX", path);
-  int fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0644);
+  g_autofree char *tmp = NULL;
+  int fd = hn_fd_begin_tmp (path, &tmp, error);
   if (fd < 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", tmp, g_strerror (e));
-      return FALSE;
-    }
+    return FALSE;
   gboolean ok = hn_fd_write_all (fd, data, len, path, error);
   return hn_fd_commit_tmp (fd, ok, tmp, path, error);
 }

@@ -10,6 +10,9 @@ G_BEGIN_DECLS
 gboolean hn_write_file_atomic (const char *path, const void *data, gsize len, GError **error);
 /* write(2) all of data to fd (EINTR retried, at most 1 GiB a call); errors name path. */
 gboolean hn_fd_write_all (int fd, const void *data, gsize len, const char *path, GError **error);
+/* Begins an atomic write of path: creates a temporary file next to it and
+ * returns its fd (*tmp its name, to g_free), or -1 with error set. */
+int hn_fd_begin_tmp (const char *path, char **tmp, GError **error);
 /* Ends an atomic write begun in tmp: when ok, fsync and rename tmp onto path;
  * fd is closed either way and tmp removed on any failure. Returns the outcome. */
 gboolean hn_fd_commit_tmp (int fd, gboolean ok, const char *tmp, const char *path, GError **error);

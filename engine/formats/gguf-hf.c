@@ -70,23 +70,49 @@ static const NamePair layer_names[] = {
   { "mlp.down_proj", "ffn_down" },
 };
 
-char *
-hn_gguf_tensor_name_from_hf (const HnGgufArch *a, const char *name)
+/* The names outside the layers, the same in every family. */
+static const NamePair top_names[] = {
+  { "model.embed_tokens.weight", "token_embd.weight" },
+  { "model.norm.weight", "output_norm.weight" },
+  { "lm_head.weight", "output.weight" },
+};
+
+/* Splits a tensor name of one naming (from_hf: transformers', else GGUF's):
+ * a name outside the layers gives its twin in the other naming in *top;
+ * a layer's "<prefix>N.<module>.weight|bias" gives the module (returned,
+ * owned), N in *layer and ".weight" or ".bias" in *suffix. NULL (and *top
+ * NULL) when it is neither. */
+static char *
+split_name (const char *name, gboolean from_hf, const char **top, int *layer, const char **suffix)
 {
-  if (g_str_equal (name, "model.embed_tokens.weight"))
-    return g_strdup ("token_embd.weight");
-  if (g_str_equal (name, "model.norm.weight"))
-    return g_strdup ("output_norm.weight");
-  if (g_str_equal (name, "lm_head.weight"))
-    return g_strdup ("output.weight");
-  int layer = -1, consumed = 0;
-  if (sscanf (name, "model.layers.%d.%n", &layer, &consumed) != 1 || consumed == 0 || layer < 0)
+  *top = NULL;
+  for (guint i = 0; i < G_N_ELEMENTS (top_names); i++)
+    if (g_str_equal (name, from_hf ? top_names[i].hf : top_names[i].gguf))
+      {
+        *top = from_hf ? top_names[i].gguf : top_names[i].hf;
+        return NULL;
+      }
+  int consumed = 0;
+  *layer = -1;
+  if ((from_hf ? sscanf (name, "model.layers.%d.%n", layer, &consumed) : sscanf (name, "blk.%d.%n", layer, &consumed)) != 1
+      || consumed == 0 || *layer < 0)
     return NULL;
   const char *rest = name + consumed;
   const char *dot = strrchr (rest, '.');
   if (!dot || (!g_str_equal (dot, ".weight") && !g_str_equal (dot, ".bias")))
     return NULL;
-  g_autofree char *module = g_strndup (rest, (gsize) (dot - rest));
+  *suffix = dot;
+  return g_strndup (rest, (gsize) (dot - rest));
+}
+
+char *
+hn_gguf_tensor_name_from_hf (const HnGgufArch *a, const char *name)
+{
+  const char *top = NULL, *dot = NULL;
+  int layer = -1;
+  g_autofree char *module = split_name (name, TRUE, &top, &layer, &dot);
+  if (!module)
+    return g_strdup (top);
   const char *g = NULL;
   if (g_str_equal (module, "post_attention_layernorm"))
     g = a->sandwich ? "post_attention_norm" : "ffn_norm";
@@ -99,20 +125,11 @@ hn_gguf_tensor_name_from_hf (const HnGgufArch *a, const char *name)
 static char *
 gguf_to_hf_name (const Arch *a, const char *name)
 {
-  if (g_str_equal (name, "token_embd.weight"))
-    return g_strdup ("model.embed_tokens.weight");
-  if (g_str_equal (name, "output_norm.weight"))
-    return g_strdup ("model.norm.weight");
-  if (g_str_equal (name, "output.weight"))
-    return g_strdup ("lm_head.weight");
-  int layer = -1, consumed = 0;
-  if (sscanf (name, "blk.%d.%n", &layer, &consumed) != 1 || consumed == 0 || layer < 0)
-    return NULL;
-  const char *rest = name + consumed;
-  const char *dot = strrchr (rest, '.');
-  if (!dot || (!g_str_equal (dot, ".weight") && !g_str_equal (dot, ".bias")))
-    return NULL;
-  g_autofree char *module = g_strndup (rest, (gsize) (dot - rest));
+  const char *top = NULL, *dot = NULL;
+  int layer = -1;
+  g_autofree char *module = split_name (name, FALSE, &top, &layer, &dot);
+  if (!module)
+    return g_strdup (top);
   const char *h = NULL;
   if (g_str_equal (module, "ffn_norm"))
     h = a->sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm";

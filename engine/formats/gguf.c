@@ -1,6 +1,7 @@
 #include "formats/gguf.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
+#include "formats/writer-tensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -654,26 +655,17 @@ hn_gguf_tensor_to_f32 (HnGguf *g, const HnGgufTensor *t, float *dst, GError **er
 
 /* ---------------------------------------------------------------- writer */
 
+G_STATIC_ASSERT (HN_GGUF_MAX_DIMS <= HN_WRITER_MAX_DIMS);
+
 typedef struct {
   char *key;
   HnGgufValueType type, elem_type;
   GByteArray *payload; /* the value's bytes as written after the type */
 } WKv;
 
-typedef struct {
-  char *name;
-  HnGgmlType type;
-  guint n_dims;
-  gint64 ne[HN_GGUF_MAX_DIMS];
-  const void *data;
-  gsize nbytes;
-  gpointer owned;
-} WTensor;
-
 struct _HnGgufWriter {
-  GPtrArray *kvs;      /* WKv* */
-  GPtrArray *tensors;  /* WTensor* */
-  GHashTable *names;
+  GPtrArray *kvs;         /* WKv* */
+  HnWriterTensors tensors;
 };
 
 static void
@@ -685,22 +677,12 @@ wkv_free (gpointer p)
   g_free (kv);
 }
 
-static void
-wtensor_free (gpointer p)
-{
-  WTensor *t = p;
-  g_free (t->name);
-  g_free (t->owned);
-  g_free (t);
-}
-
 HnGgufWriter *
 hn_gguf_writer_new (void)
 {
   HnGgufWriter *w = g_new0 (HnGgufWriter, 1);
   w->kvs = g_ptr_array_new_with_free_func (wkv_free);
-  w->tensors = g_ptr_array_new_with_free_func (wtensor_free);
-  w->names = g_hash_table_new (g_str_hash, g_str_equal);
+  hn_writer_tensors_init (&w->tensors);
   return w;
 }
 
@@ -709,8 +691,7 @@ hn_gguf_writer_free (HnGgufWriter *w)
 {
   if (!w)
     return;
-  g_hash_table_unref (w->names);
-  g_ptr_array_unref (w->tensors);
+  hn_writer_tensors_clear (&w->tensors);
   g_ptr_array_unref (w->kvs);
   g_free (w);
 }
@@ -841,7 +822,7 @@ add_tensor (HnGgufWriter *w, const char *name, HnGgmlType type, guint n_dims, co
   gint64 n = 1;
   if (!name || !*name || strlen (name) > HN_GGUF_MAX_NAME)
     problem = "its name is empty or longer than 63 bytes";
-  else if (g_hash_table_contains (w->names, name))
+  else if (hn_writer_tensors_contains (&w->tensors, name))
     problem = "a tensor of that name was already added";
   else if (!hn_ggml_type_is_known ((guint32) type))
     problem = "its type is unknown";
@@ -868,16 +849,7 @@ add_tensor (HnGgufWriter *w, const char *name, HnGgmlType type, guint n_dims, co
       g_free (owned);
       return FALSE;
     }
-  WTensor *t = g_new0 (WTensor, 1);
-  t->name = g_strdup (name);
-  t->type = type;
-  t->n_dims = n_dims;
-  memcpy (t->ne, ne, n_dims * sizeof (gint64));
-  t->data = data;
-  t->nbytes = nbytes;
-  t->owned = owned;
-  g_ptr_array_add (w->tensors, t);
-  g_hash_table_add (w->names, t->name);
+  hn_writer_tensors_add (&w->tensors, name, type, n_dims, ne, data, nbytes, owned);
   return TRUE;
 }
 
@@ -919,7 +891,7 @@ hn_gguf_writer_write (HnGgufWriter *w, const char *path, GError **error)
   g_autoptr (GByteArray) h = g_byte_array_new ();
   g_byte_array_append (h, (const guint8 *) GGUF_MAGIC, 4);
   put_u32 (h, 3);
-  put_u64 (h, w->tensors->len);
+  put_u64 (h, w->tensors.list->len);
   put_u64 (h, w->kvs->len);
   for (guint i = 0; i < w->kvs->len; i++)
     {
@@ -929,14 +901,14 @@ hn_gguf_writer_write (HnGgufWriter *w, const char *path, GError **error)
       g_byte_array_append (h, kv->payload->data, kv->payload->len);
     }
   guint64 off = 0;
-  for (guint i = 0; i < w->tensors->len; i++)
+  for (guint i = 0; i < w->tensors.list->len; i++)
     {
-      WTensor *t = w->tensors->pdata[i];
+      const HnWriterTensor *t = w->tensors.list->pdata[i];
       put_str (h, t->name);
-      put_u32 (h, t->n_dims);
-      for (guint d = 0; d < t->n_dims; d++)
-        put_u64 (h, (guint64) t->ne[d]);
-      put_u32 (h, t->type);
+      put_u32 (h, t->ndim);
+      for (guint d = 0; d < t->ndim; d++)
+        put_u64 (h, (guint64) t->shape[d]);
+      put_u32 (h, (guint32) t->type);
       put_u64 (h, off);
       off += (t->nbytes + alignment - 1) / alignment * alignment;
     }
@@ -944,18 +916,14 @@ hn_gguf_writer_write (HnGgufWriter *w, const char *path, GError **error)
   while (h->len % alignment != 0)
     g_byte_array_append (h, zeros, MIN (sizeof zeros, alignment - h->len % alignment));
 
-  g_autofree char *tmp = g_strdup_printf ("%s.tmp-XXXXXX", path);
-  int fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0644);
+  g_autofree char *tmp = NULL;
+  int fd = hn_fd_begin_tmp (path, &tmp, error);
   if (fd < 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", tmp, g_strerror (e));
-      return FALSE;
-    }
+    return FALSE;
   gboolean ok = hn_fd_write_all (fd, h->data, h->len, path, error);
-  for (guint i = 0; ok && i < w->tensors->len; i++)
+  for (guint i = 0; ok && i < w->tensors.list->len; i++)
     {
-      WTensor *t = w->tensors->pdata[i];
+      const HnWriterTensor *t = w->tensors.list->pdata[i];
       ok = hn_fd_write_all (fd, t->data, t->nbytes, path, error);
       for (gsize pad = (alignment - t->nbytes % alignment) % alignment; ok && pad > 0;)
         {

@@ -4,6 +4,7 @@
 #include "base/hn-error.h"
 #include "base/hn-util.h"
 #include "formats/gguf-hf.h"
+#include "formats/writer-tensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -909,38 +910,19 @@ hn_safetensor_info_dup_f32 (const HnSafetensorInfo *t, GError **error)
 
 /* ---------------------------------------------------------------- writer */
 
-typedef struct {
-  char *name;
-  HnStDtype dtype;
-  guint ndim;
-  gint64 shape[HN_ST_MAX_DIMS];
-  const void *data;
-  gsize nbytes;
-  gpointer owned;
-} WEntry;
+G_STATIC_ASSERT (HN_ST_MAX_DIMS <= HN_WRITER_MAX_DIMS);
 
 struct _HnSafetensorsWriter {
-  GPtrArray *entries;    /* WEntry* */
-  GHashTable *names;     /* name -> WEntry* */
+  HnWriterTensors entries;
   GHashTable *metadata;  /* char* -> char* */
   gboolean scratch;      /* no fsync (hn_safetensors_writer_set_scratch) */
 };
-
-static void
-wentry_free (gpointer p)
-{
-  WEntry *e = p;
-  g_free (e->name);
-  g_free (e->owned);
-  g_free (e);
-}
 
 HnSafetensorsWriter *
 hn_safetensors_writer_new (void)
 {
   HnSafetensorsWriter *w = g_new0 (HnSafetensorsWriter, 1);
-  w->entries = g_ptr_array_new_with_free_func (wentry_free);
-  w->names = g_hash_table_new (g_str_hash, g_str_equal);
+  hn_writer_tensors_init (&w->entries);
   w->metadata = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   return w;
 }
@@ -950,8 +932,7 @@ hn_safetensors_writer_free (HnSafetensorsWriter *w)
 {
   if (!w)
     return;
-  g_hash_table_unref (w->names);
-  g_ptr_array_unref (w->entries);
+  hn_writer_tensors_clear (&w->entries);
   g_hash_table_unref (w->metadata);
   g_free (w);
 }
@@ -966,7 +947,7 @@ hn_safetensors_writer_add (HnSafetensorsWriter *w, const char *name, HnStDtype d
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "invalid tensor name '%s'", name);
       return FALSE;
     }
-  if (g_hash_table_contains (w->names, name))
+  if (hn_writer_tensors_contains (&w->entries, name))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "tensor '%s' was added twice", name);
       return FALSE;
@@ -994,19 +975,8 @@ hn_safetensors_writer_add (HnSafetensorsWriter *w, const char *name, HnStDtype d
                    name, nbytes, hn_st_dtype_name (dtype), nel * hn_st_dtype_size (dtype));
       return FALSE;
     }
-  WEntry *e = g_new0 (WEntry, 1);
-  e->name = g_strdup (name);
-  e->dtype = dtype;
-  e->ndim = ndim;
-  for (guint i = 0; i < ndim; i++)
-    e->shape[i] = shape[i];
-  e->nbytes = nbytes;
-  if (copy && nbytes > 0)
-    e->data = e->owned = g_memdup2 (data, nbytes);
-  else
-    e->data = data;
-  g_ptr_array_add (w->entries, e);
-  g_hash_table_insert (w->names, e->name, e);
+  gpointer owned = copy && nbytes > 0 ? g_memdup2 (data, nbytes) : NULL;
+  hn_writer_tensors_add (&w->entries, name, dtype, ndim, shape, owned ? owned : data, nbytes, owned);
   return TRUE;
 }
 
@@ -1047,8 +1017,8 @@ json_escape (GString *s, const char *str)
 static int
 wentry_layout_cmp (gconstpointer a, gconstpointer b)
 {
-  const WEntry *x = *(WEntry *const *) a, *y = *(WEntry *const *) b;
-  gsize sx = hn_st_dtype_size (x->dtype), sy = hn_st_dtype_size (y->dtype);
+  const HnWriterTensor *x = *(HnWriterTensor *const *) a, *y = *(HnWriterTensor *const *) b;
+  gsize sx = hn_st_dtype_size ((HnStDtype) x->type), sy = hn_st_dtype_size ((HnStDtype) y->type);
   if (sx != sy)
     return sx > sy ? -1 : 1;
   return strcmp (x->name, y->name);
@@ -1057,7 +1027,7 @@ wentry_layout_cmp (gconstpointer a, gconstpointer b)
 static int
 wentry_name_cmp (gconstpointer a, gconstpointer b)
 {
-  const WEntry *x = *(WEntry *const *) a, *y = *(WEntry *const *) b;
+  const HnWriterTensor *x = *(HnWriterTensor *const *) a, *y = *(HnWriterTensor *const *) b;
   return strcmp (x->name, y->name);
 }
 
@@ -1091,12 +1061,12 @@ write_entries (GPtrArray *entries, GHashTable *metadata, gboolean sync, const ch
   guint64 off = 0;
   for (guint i = 0; i < order->len; i++)
     {
-      const WEntry *e = order->pdata[i];
+      const HnWriterTensor *e = order->pdata[i];
       if (!first)
         g_string_append_c (h, ',');
       first = FALSE;
       json_escape (h, e->name);
-      g_string_append_printf (h, ":{\"dtype\":\"%s\",\"shape\":[", hn_st_dtype_name (e->dtype));
+      g_string_append_printf (h, ":{\"dtype\":\"%s\",\"shape\":[", hn_st_dtype_name ((HnStDtype) e->type));
       for (guint d = 0; d < e->ndim; d++)
         g_string_append_printf (h, "%s%" G_GINT64_FORMAT, d ? "," : "", e->shape[d]);
       g_string_append_printf (h, "],\"data_offsets\":[%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT "]}", off,
@@ -1111,18 +1081,14 @@ write_entries (GPtrArray *entries, GHashTable *metadata, gboolean sync, const ch
   for (int i = 0; i < 8; i++)
     lenbuf[i] = (guint8) (hl >> (8 * i));
 
-  g_autofree char *tmp = g_strdup_printf ("%s.tmp-XXXXXX", path);
-  int fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0644);
+  g_autofree char *tmp = NULL;
+  int fd = hn_fd_begin_tmp (path, &tmp, error);
   if (fd < 0)
-    {
-      int e = errno;
-      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", tmp, g_strerror (e));
-      return FALSE;
-    }
+    return FALSE;
   gboolean ok = hn_fd_write_all (fd, lenbuf, 8, path, error) && hn_fd_write_all (fd, h->str, h->len, path, error);
   for (guint i = 0; ok && i < order->len; i++)
     {
-      const WEntry *e = order->pdata[i];
+      const HnWriterTensor *e = order->pdata[i];
       ok = hn_fd_write_all (fd, e->data, e->nbytes, path, error);
     }
   return hn_fd_commit_tmp_full (fd, ok, sync, tmp, path, error);
@@ -1139,7 +1105,7 @@ gboolean
 hn_safetensors_writer_write_file (HnSafetensorsWriter *w, const char *path, GError **error)
 {
   ensure_format (w);
-  return write_entries (w->entries, w->metadata, !w->scratch, path, error);
+  return write_entries (w->entries.list, w->metadata, !w->scratch, path, error);
 }
 
 static gboolean
@@ -1190,14 +1156,14 @@ hn_safetensors_writer_write_dir (HnSafetensorsWriter *w, const char *dir, const 
   ensure_format (w);
   g_autoptr (GHashTable) keep = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   guint64 total = 0;
-  for (guint i = 0; i < w->entries->len; i++)
-    total += ((WEntry *) w->entries->pdata[i])->nbytes;
+  for (guint i = 0; i < w->entries.list->len; i++)
+    total += ((HnWriterTensor *) w->entries.list->pdata[i])->nbytes;
 
   if (max_shard_bytes == 0 || total <= max_shard_bytes)
     {
       g_autofree char *name = g_strdup_printf ("%s.safetensors", basename);
       g_autofree char *path = g_build_filename (dir, name, NULL);
-      if (!write_entries (w->entries, w->metadata, !w->scratch, path, error))
+      if (!write_entries (w->entries.list, w->metadata, !w->scratch, path, error))
         return FALSE;
       g_hash_table_add (keep, g_steal_pointer (&name));
       remove_stale (dir, basename, keep);
@@ -1206,15 +1172,15 @@ hn_safetensors_writer_write_dir (HnSafetensorsWriter *w, const char *dir, const 
 
   /* Shards in name order, a new shard when the next tensor would overflow. */
   g_autoptr (GPtrArray) order = g_ptr_array_new ();
-  for (guint i = 0; i < w->entries->len; i++)
-    g_ptr_array_add (order, w->entries->pdata[i]);
+  for (guint i = 0; i < w->entries.list->len; i++)
+    g_ptr_array_add (order, w->entries.list->pdata[i]);
   g_ptr_array_sort (order, wentry_name_cmp);
   g_autoptr (GPtrArray) shards = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
   GPtrArray *cur = NULL;
   guint64 cur_size = 0;
   for (guint i = 0; i < order->len; i++)
     {
-      WEntry *e = order->pdata[i];
+      HnWriterTensor *e = order->pdata[i];
       if (!cur || (cur->len > 0 && cur_size + e->nbytes > max_shard_bytes))
         {
           cur = g_ptr_array_new ();
@@ -1248,7 +1214,7 @@ hn_safetensors_writer_write_dir (HnSafetensorsWriter *w, const char *dir, const 
         return FALSE;
       for (guint i = 0; i < sh->len; i++)
         {
-          json_builder_set_member_name (b, ((WEntry *) sh->pdata[i])->name);
+          json_builder_set_member_name (b, ((HnWriterTensor *) sh->pdata[i])->name);
           json_builder_add_string_value (b, name);
         }
     }
