@@ -12,6 +12,7 @@
 #include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
 #include "jobs/generate-job.h"
+#include "train/train-graph.h"
 #include "transformer/lora.h"
 #include "transformer/transformer.h"
 #include "tensor/quant.h"
@@ -39,9 +40,11 @@ is_layer_linear (const HnSafetensorInfo *t)
 /* Weights as the loader keeps them: matrices in their stored dtype (the
  * layers' Linears packed with `quant`), vectors (norms, biases) as f32. Sets
  * *fused_gate_up when the MLP's gate and up come as one tensor (phi3), which
- * doubles the gate activations. */
+ * doubles the gate activations. *max_quant gets the elements of the largest
+ * packed matrix. */
 static gboolean
-weight_bytes (const char *model_dir, HnDType quant, HnMemoryEstimate *e, gboolean *fused_gate_up, GError **error)
+weight_bytes (const char *model_dir, HnDType quant, HnMemoryEstimate *e, gboolean *fused_gate_up, gint64 *max_quant,
+              GError **error)
 {
   g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
   if (!st)
@@ -61,6 +64,7 @@ weight_bytes (const char *model_dir, HnDType quant, HnMemoryEstimate *e, gboolea
       if (hn_dtype_is_quant (quant) && is_layer_linear (t))
         {
           e->weights += hn_quant_nbytes (quant, t->shape[0], t->shape[1]);
+          *max_quant = MAX (*max_quant, (gint64) t->n_elements);
           continue;
         }
       e->weights += t->nbytes;
@@ -128,7 +132,8 @@ lora_sites (const HnTransformerHParams *hp, gboolean fused_gate_up, int r, const
  * layer (of one layer with checkpointing: the layers share one set), the
  * head, the backward scratch (all f32 [N, ...]). */
 static guint64
-train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint64 N, gboolean checkpointing)
+train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint64 N, gboolean checkpointing,
+                   gboolean lora)
 {
   gint64 C = hp->hidden, H = hp->n_head, qd = H * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gint64 F = hp->ffn, Fg = fused_gate_up ? 2 * F : F, V = hp->vocab, L = hp->n_layer;
@@ -139,12 +144,13 @@ train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint6
     per_layer += qd + kvd;
   gint64 cols = 6                                  /* ids, pos, neg_pos, targets, row_scale, loss_rows */
                 + (L + 1) * C                      /* residual stream */
-                + (checkpointing ? 1 : L) * per_layer + 4 * C + V /* o, mlp, pos_embed, final; logits */
+                + (checkpointing ? 1 : L) * per_layer + 4 * C /* o, mlp, pos_embed, final */
                 + 3 * C + 3 * qd + 3 * kvd + Fg + 2 * F /* backward scratch */
                 + 2 + 4 * H                        /* norm and attention statistics */
                 + (checkpointing ? 1 : L) * H;     /* each layer's log-sum-exp for the flash backward
                                                     * (on cooperative-matrix-2 devices; 4 MB at llama-1b) */
-  return F32 * (guint64) (N * cols);
+  /* the logits of one chunk of the head's rows */
+  return F32 * (guint64) (N * cols + hn_train_graph_head_rows (N, V, lora) * V);
 }
 
 /* transformer-kv.c's session: chunked-prefill activations (the
@@ -187,7 +193,7 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
       out->n_trainable = out->n_params;
       out->gradients = F32 * (guint64) out->n_params;
       out->optimizer = 2 * F32 * (guint64) out->n_params;
-      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing);
+      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing, FALSE);
     }
   else if (req->workload == HN_MEMORY_LORA)
     {
@@ -197,7 +203,7 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
       out->weights += F32 * (guint64) n; /* the adapter matrices on the device */
       out->gradients = F32 * (guint64) n;
       out->optimizer = 2 * F32 * (guint64) n;
-      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing) + 2 * F32 * (guint64) (sites * N * req->lora_r);
+      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing, TRUE) + 2 * F32 * (guint64) (sites * N * req->lora_r);
     }
   else
     generate_memory (&hp, fused_gate_up, req, out);
@@ -216,13 +222,21 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
     return FALSE;
   gboolean fused_gate_up = FALSE;
   HnDType quant = req->workload == HN_MEMORY_LORA ? req->quant : HN_DTYPE_F32;
-  if (!weight_bytes (model_dir, quant, out, &fused_gate_up, error) || !estimate_rest (cfg, fused_gate_up, req, out, error))
+  gint64 max_quant = 0;
+  if (!weight_bytes (model_dir, quant, out, &fused_gate_up, &max_quant, error) ||
+      !estimate_rest (cfg, fused_gate_up, req, out, error))
     {
       hn_memory_estimate_clear (out);
       return FALSE;
     }
   if (hn_dtype_is_quant (quant))
     {
+      /* the recorder's weight scratch: the largest packed matrix in f16 (its
+       * f16 form for the tensor-core matmul, tensor/ops-quant.c; up to 128 Mi
+       * elements) */
+      guint64 ws = 2 * (guint64) (max_quant <= ((gint64) 128 << 20) ? max_quant : 0);
+      out->activations += ws;
+      out->total += ws;
       g_free (out->weights_dtype);
       out->weights_dtype = g_strdup (hn_dtype_name (quant));
     }

@@ -104,6 +104,11 @@ gboolean hn_bf16_to_f16_if_fits (const void *bf16, gsize n, guint16 **out);
  * on this recorder with these flags runs so. */
 gboolean hn_op_matmul_f16 (HnCmd *cmd, HnMatmulFlags flags);
 
+/* out (f16, as many elements) = the quantized weight w (NF4 / NF4_DQ / int8,
+ * tensor/quant.h) dequantized, each value rounded to f16 (clamped to ±65504)
+ * as the tensor-core decode does. w's elements a multiple of 8. */
+gboolean hn_op_quant_to_f16 (HnCmd *cmd, HnTensor *out, HnTensor *w, GError **error);
+
 /* Batched C[b] = alpha · op(A[b]) · op(B[b]). A is [batch, M, K] (or [batch,
  * K, M] with TRANS_A), B [batch, K, N] (or [batch, N, K] with TRANS_B), C
  * [batch, M, N]. A 2-D operand has batch 1; a 4-D one has batch shape[0] *

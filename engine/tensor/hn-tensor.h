@@ -66,6 +66,10 @@ HnTensor *hn_tensor_new (HnVkContext *ctx, HnDType dtype, int ndim, const gint64
 HnTensor *hn_tensor_new_named (HnVkContext *ctx, const char *name, HnDType dtype, int ndim,
                                const gint64 *shape, GError **error);
 /* Convenience: 1-D/2-D/3-D shapes. */
+/* A tensor over existing storage: `buf` (a new reference) from byte `offset`
+ * (a multiple of 4); a plain dtype, the elements must fit the buffer. */
+HnTensor *hn_tensor_new_in_buffer (HnVkContext *ctx, HnVkBuffer *buf, guint64 offset, const char *name, HnDType dtype,
+                                   int ndim, const gint64 *shape, GError **error);
 HnTensor *hn_tensor_new_1d (HnVkContext *ctx, HnDType dtype, gint64 d0, GError **error);
 HnTensor *hn_tensor_new_2d (HnVkContext *ctx, HnDType dtype, gint64 d0, gint64 d1, GError **error);
 HnTensor *hn_tensor_new_3d (HnVkContext *ctx, HnDType dtype, gint64 d0, gint64 d1, gint64 d2, GError **error);

@@ -4,7 +4,9 @@
  * shaders/matmul_quant_cm2.comp (tensor cores, W decoded as the driver loads
  * each tile, f16 operands and f32 accumulation, as the bf16 weights' path
  * does); elsewhere, for M <= 8, with HN_MATMUL_EXACT, or when a row of W is
- * not whole blocks, shaders/matmul_quant.comp (f32 throughout). */
+ * not whole blocks, shaders/matmul_quant.comp (f32 throughout). With the
+ * tensor cores and at least 64 rows of A the product goes through W's f16
+ * form instead (see f16_form): quant_to_f16.comp, then matmul_cm2. */
 #include "ops-private.h"
 #include <stdio.h>
 
@@ -102,6 +104,104 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *b
   return ok;
 }
 
+typedef struct {
+  guint32 n8, cols, y_off, scale_w, scale2_w, offset_w, table_w;
+} ToF16Push;
+
+gboolean
+hn_op_quant_to_f16 (HnCmd *cmd, HnTensor *out, HnTensor *w, GError **error)
+{
+  const char *op = "quant_to_f16";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, w, error) ||
+      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error))
+    return FALSE;
+  if (!hn_dtype_is_quant (w->dtype) || hn_dtype_is_ggml (w->dtype) || w->ndim != 2 || w->offset != 0 ||
+      out->n != w->n || w->n % 8 != 0 || out->offset % 4 != 0 || (w->dtype != HN_DTYPE_Q8 && w->shape[1] % HN_NF4_BLOCK))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "quant_to_f16: %s must be a whole NF4 or int8 weight of whole blocks a row, a multiple of 8 "
+                   "elements, as many as %s has",
+                   w->name, out->name);
+      return FALSE;
+    }
+  HnQuantLayout L;
+  hn_quant_layout (w->dtype, w->shape[0], w->shape[1], &L);
+  if (L.table + 256 > G_MAXUINT32 || out->offset / 4 + (guint64) w->n / 2 > G_MAXUINT32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "quant_to_f16: weight %s is too large", w->name);
+      return FALSE;
+    }
+  ToF16Push pc = { (guint32) (w->n / 8), (guint32) w->shape[1], (guint32) (out->offset / 4), (guint32) L.scale,
+                   (guint32) L.scale2, (guint32) L.offset, (guint32) L.table };
+  guint32 qdt = w->dtype == HN_DTYPE_NF4 ? 0 : w->dtype == HN_DTYPE_NF4_DQ ? 1 : 2;
+  HnVkBinding bd[2] = { hn_bind (w, FALSE), hn_bind (out, TRUE) };
+  guint32 gx, gy;
+  hn_grid (((guint64) pc.n8 + 255) / 256, &gx, &gy);
+  hn_cmd_set_label (cmd, op);
+  gboolean ok = hn_cmd_dispatch (cmd, op, &qdt, 1, bd, 2, &pc, sizeof pc, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+/* The product through W's f16 form: W dequantized whole (quant_to_f16.comp)
+ * into the recorder's weight scratch, then the 16-bit weights' matmul
+ * (matmul_cm2.comp on the tensor cores, A made f16 there). The same f16
+ * operands and f32 accumulation as matmul_quant_cm2.comp, whose decode
+ * function dequantizes inside the tile loads; this runs at the speed of a
+ * bf16 weight (llama-1b QLoRA 4 x 512: the decode kernel's step was 4x the
+ * bf16 LoRA step). It is bitsandbytes' own way (dequantize_4bit into a
+ * temporary, then the GEMM): one matrix at a time is in 16 bits, never the
+ * model; the scratch holds the largest (Llama-3-8B: 14336 x 4096, 117 MB)
+ * and the hazard tracking orders its reuse. Taken for M >= 64 rows of A
+ * (below that the decode kernel's extra work is smaller than the copy) and
+ * W up to 128 Mi elements (larger ones keep the decode kernel, so the
+ * scratch never adds more than 256 MiB). HN_QUANT_F16=0 keeps the decode
+ * kernel always (a comparison aid; test-quant runs both); HN_QUANT_F16=1
+ * takes the f16 form for any M on any device (tests: elsewhere the 16-bit
+ * weights' kernel is the scalar one, f32 math on W's f16 values). Never
+ * with HN_MATMUL_EXACT. */
+static gboolean
+f16_form (HnCmd *cmd, HnTensor *w, guint32 M, HnMatmulFlags flags)
+{
+  const char *e = g_getenv ("HN_QUANT_F16");
+  if ((e && e[0] == '0') || (flags & HN_MATMUL_EXACT) || g_getenv ("HN_MATMUL_EXACT") != NULL || w->n % 8 != 0 ||
+      w->n > ((gint64) 128 << 20) || (w->dtype != HN_DTYPE_Q8 && w->shape[1] % HN_NF4_BLOCK != 0))
+    return FALSE;
+  if (e && e[0] == '1')
+    return TRUE;
+  return M >= 64 && hn_quant_matmul_tensor_cores (hn_cmd_get_context (cmd), w->dtype, M, w->shape[1], flags);
+}
+
+static gboolean
+dispatch_f16_form (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M, guint32 N,
+                   guint32 K, guint32 a_sk, gboolean w_row_is_n, float alpha, gboolean accumulate,
+                   HnMatmulFlags flags, gboolean *done, GError **error)
+{
+  *done = FALSE;
+  /* a bias only in the forward (x·Wᵀ + b, alpha 1, A not transposed) */
+  if (bias && (!w_row_is_n || a_sk != 1 || alpha != 1.0f))
+    return TRUE;
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  HnVkBuffer *s = hn_cmd_scratch_weight (cmd, (guint64) w->n * 2, error);
+  if (!s)
+    return FALSE;
+  g_autofree char *name = g_strconcat (w->name, " (f16 form)", NULL);
+  g_autoptr (HnTensor) w16 = hn_tensor_new_in_buffer (ctx, s, 0, name, HN_DTYPE_F16, 2, w->shape, error);
+  gboolean ta = a_sk != 1;
+  g_autoptr (HnTensor) a2 = w16 ? hn_tensor_reshape (a, 2, ta ? (gint64[]) { K, M } : (gint64[]) { M, K }, error) : NULL;
+  g_autoptr (HnTensor) c2 = a2 ? hn_tensor_reshape (c, 2, (gint64[]) { M, N }, error) : NULL;
+  if (!c2 || !hn_op_quant_to_f16 (cmd, w16, w, error))
+    return FALSE;
+  *done = TRUE;
+  if (bias)
+    return accumulate ? hn_op_matmul_add (cmd, c2, a2, w16, bias, 1.0f, error)
+                      : hn_op_matmul (cmd, c2, a2, w16, bias, error);
+  HnMatmulFlags mf = (flags & ~(HnMatmulFlags) (HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE)) |
+                     (ta ? HN_MATMUL_TRANS_A : 0) | (w_row_is_n ? HN_MATMUL_TRANS_B : 0) |
+                     (accumulate ? HN_MATMUL_ACCUMULATE : 0);
+  return hn_op_bmm (cmd, c2, a2, w16, mf, alpha, error);
+}
+
 gboolean
 hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M, guint32 N,
                              guint32 K, guint32 a_sm, guint32 a_sk, gboolean w_row_is_n, float alpha,
@@ -128,7 +228,12 @@ hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, 
     (guint32) w->shape[0], (guint32) w->shape[1], w_row_is_n ? 1u : 0u,
     (guint32) L.scale, (guint32) L.scale2, (guint32) L.offset, (guint32) L.table };
   guint32 qdt = w->dtype == HN_DTYPE_NF4 ? 0 : w->dtype == HN_DTYPE_NF4_DQ ? 1 : 2;
-  gboolean done;
+  gboolean done = FALSE;
+  if (f16_form (cmd, w, M, flags) &&
+      !dispatch_f16_form (cmd, c, a, w, bias, M, N, K, a_sk, w_row_is_n, alpha, accumulate, flags, &done, error))
+    return FALSE;
+  if (done)
+    return TRUE;
   if (!try_dispatch_cm2 (cmd, c, a, w, bias, &pc, qdt, flags, &done, error))
     return FALSE;
   if (done)

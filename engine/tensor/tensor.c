@@ -132,6 +132,37 @@ hn_tensor_new_named (HnVkContext *ctx, const char *name, HnDType dtype, int ndim
 }
 
 HnTensor *
+hn_tensor_new_in_buffer (HnVkContext *ctx, HnVkBuffer *buf, guint64 offset, const char *name, HnDType dtype, int ndim,
+                         const gint64 *shape, GError **error)
+{
+  if (!name)
+    name = "(unnamed)";
+  gint64 n;
+  if (!check_shape (name, ndim, shape, &n, error))
+    return NULL;
+  if (hn_dtype_is_quant (dtype) || hn_dtype_size (dtype) == 0 || offset % 4 ||
+      offset + (guint64) n * hn_dtype_size (dtype) > hn_vk_buffer_get_size (buf))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "tensor %s: %" G_GINT64_FORMAT " elements of %s do not fit its buffer from byte %" G_GUINT64_FORMAT,
+                   name, n, hn_dtype_name (dtype), offset);
+      return NULL;
+    }
+  HnTensor *t = g_new0 (HnTensor, 1);
+  t->refcount = 1;
+  t->ctx = hn_vk_context_ref (ctx);
+  t->buf = hn_vk_buffer_ref (buf);
+  t->offset = offset;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  for (int i = 0; i < HN_MAX_DIMS; i++)
+    t->shape[i] = i < ndim ? shape[i] : 1;
+  t->n = n;
+  t->name = g_strdup (name);
+  return t;
+}
+
+HnTensor *
 hn_tensor_new (HnVkContext *ctx, HnDType dtype, int ndim, const gint64 *shape, GError **error)
 {
   return hn_tensor_new_named (ctx, NULL, dtype, ndim, shape, error);

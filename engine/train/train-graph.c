@@ -72,7 +72,12 @@ struct _HnTrainGraph {
   HnTensor **resid;            /* [n_layer + 1] of [N, C] */
   LayerActs *L;
   HnTensor *o, *mo, *pe;       /* [N, C] scratch */
-  HnTensor *hf, *logits;       /* [N, C], [N, V] */
+  HnTensor *hf, *logits;       /* [N, C], [head_rows, V] */
+  /* The LM head in row chunks (hn_train_graph_head_rows): per chunk the
+   * views of hf, dh, targets, loss rows, row scales and logits */
+  gint64 head_rows;
+  guint n_chunks;
+  HnTensor **ch_hf, **ch_dh, **ch_targets, **ch_loss, **ch_scale, **ch_logits;
   /* 4-D views for attention */
   HnTensor **q4, **k4, **v4, **att4;
   /* backward scratch */
@@ -208,6 +213,12 @@ hn_train_graph_free (HnTrainGraph *g)
   g_free (g->v4);
   g_free (g->att4);
   g_free (g->lse);
+  g_free (g->ch_hf);
+  g_free (g->ch_dh);
+  g_free (g->ch_targets);
+  g_free (g->ch_loss);
+  g_free (g->ch_scale);
+  g_free (g->ch_logits);
   g_free (g->q_lin_rows);
   g_free (g->k_lin_rows);
   g_free (g->pos_host);
@@ -438,6 +449,20 @@ moe_acts_new (HnTrainGraph *g, LayerActs *a, GError **error)
   return TRUE;
 }
 
+gint64
+hn_train_graph_head_rows (gint64 N, gint64 V, gboolean lora)
+{
+  const char *e = g_getenv ("HN_TRAIN_HEAD_ROWS");
+  gint64 forced = e ? g_ascii_strtoll (e, NULL, 10) : 0;
+  if (forced > 0)
+    return MIN (forced, N);
+  gint64 cap = (gint64) 32 << 20;
+  if (!lora || N * V <= cap)
+    return N;
+  gint64 chunks = (N * V + cap - 1) / cap;
+  return (N + chunks - 1) / chunks;
+}
+
 HnTrainGraph *
 hn_train_graph_new (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter, GError **error)
 {
@@ -593,10 +618,29 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     }
   if (!(g->o = new2d (g, "train.o", N, C, error)) || !(g->mo = new2d (g, "train.mlp", N, C, error)) ||
       !(g->pe = new2d (g, "train.pos_embed", N, C, error)) || !(g->hf = new2d (g, "train.final", N, C, error)) ||
-      !(g->logits = new2d (g, "train.logits", N, V, error)))
+      !(g->logits = new2d (g, "train.logits", g->head_rows = hn_train_graph_head_rows (N, V, adapter != NULL), V, error)))
     return NULL;
+  g->n_chunks = (guint) ((N + g->head_rows - 1) / g->head_rows);
+  g->ch_hf = g_new0 (HnTensor *, g->n_chunks);
+  g->ch_dh = g_new0 (HnTensor *, g->n_chunks);
+  g->ch_targets = g_new0 (HnTensor *, g->n_chunks);
+  g->ch_loss = g_new0 (HnTensor *, g->n_chunks);
+  g->ch_scale = g_new0 (HnTensor *, g->n_chunks);
+  g->ch_logits = g_new0 (HnTensor *, g->n_chunks);
+  if (!(g->dh = new2d (g, "grad.h", N, C, error)))
+    return NULL;
+  for (guint c = 0; g->n_chunks > 1 && c < g->n_chunks; c++)
+    {
+      gint64 r0 = c * g->head_rows, n = MIN (g->head_rows, N - r0);
+      if (!(g->ch_hf[c] = rows_view (g, g->hf, r0, n, error)) || !(g->ch_dh[c] = rows_view (g, g->dh, r0, n, error)) ||
+          !(g->ch_targets[c] = rows_view (g, g->targets, r0, n, error)) ||
+          !(g->ch_loss[c] = rows_view (g, g->loss_rows, r0, n, error)) ||
+          !(g->ch_scale[c] = rows_view (g, g->row_scale, r0, n, error)) ||
+          !(g->ch_logits[c] = rows_view (g, g->logits, 0, n, error)))
+        return NULL;
+    }
   /* backward scratch */
-  if (!(g->dres = new2d (g, "grad.resid", N, C, error)) || !(g->dh = new2d (g, "grad.h", N, C, error)) ||
+  if (!(g->dres = new2d (g, "grad.resid", N, C, error)) ||
       !(g->dh2 = new2d (g, "grad.h2", N, C, error)) || !(g->dq = new2d (g, "grad.q", N, qd, error)) ||
       !(g->dk = new2d (g, "grad.k", N, kvd, error)) || !(g->dv = new2d (g, "grad.v", N, kvd, error)) ||
       !(g->dq2 = new2d (g, "grad.q2", N, qd, error)) || !(g->dk2 = new2d (g, "grad.k2", N, kvd, error)) ||
@@ -847,8 +891,10 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   return TRUE;
 }
 
+/* grad: the backward follows (with the head in chunks, the head's gradient
+ * is taken here, chunk by chunk). */
 static gboolean
-forward (HnTrainGraph *g, GError **error)
+forward (HnTrainGraph *g, gboolean grad, GError **error)
 {
   const HnTransformerHParams *hp = g->hp;
   const HnTransformerWeights *W = g->W;
@@ -864,6 +910,26 @@ forward (HnTrainGraph *g, GError **error)
   for (int il = 0; il < hp->n_layer; il++)
     CK (layer_fwd (g, il, error));
   CK (norm_fwd (g, g->hf, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, error));
+  if (g->n_chunks > 1)
+    {
+      /* the head chunk by chunk: a chunk's logits, its loss and (grad) its
+       * gradient into dh and the head's weight before the next chunk reuses
+       * the logits (the backward then starts at the final norm) */
+      for (guint c = 0; c < g->n_chunks; c++)
+        {
+          HnTensor *lg = g->ch_logits[c];
+          CK (hn_op_matmul (g->cmd, lg, g->ch_hf[c], W->lm_head, W->lm_head_b, error));
+          if (hp->logits_scale != 1.0f)
+            CK (hn_op_scale (g->cmd, lg, lg, hp->logits_scale, 0.0f, error));
+          CK (hn_op_cross_entropy (g->cmd, g->ch_loss[c], NULL, lg, g->ch_targets[c], -100, error));
+          if (!grad)
+            continue;
+          CK (hn_op_cross_entropy_back (g->cmd, lg, lg, g->ch_targets[c], g->ch_scale[c], error));
+          CK (hn_op_matmul_back (g->cmd, g->ch_dh[c], G (g, W->lm_head), G (g, W->lm_head_b), lg, g->ch_hf[c],
+                                 W->lm_head, 0, error));
+        }
+      return TRUE;
+    }
   CK (hn_op_matmul (g->cmd, g->logits, g->hf, W->lm_head, W->lm_head_b, error));
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));
@@ -1042,9 +1108,14 @@ backward (HnTrainGraph *g, GError **error)
 {
   const HnTransformerHParams *hp = g->hp;
   const HnTransformerWeights *W = g->W;
-  /* dlogits in place (row_scale already holds w/Σw·logits_scale) */
-  CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
-  CK (hn_op_matmul_back (g->cmd, g->dh, G (g, W->lm_head), G (g, W->lm_head_b), g->logits, g->hf, W->lm_head, 0, error));
+  /* dlogits in place (row_scale already holds w/Σw·logits_scale); in
+   * chunks, forward took the head's gradient */
+  if (g->n_chunks <= 1)
+    {
+      CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
+      CK (hn_op_matmul_back (g->cmd, g->dh, G (g, W->lm_head), G (g, W->lm_head_b), g->logits, g->hf, W->lm_head, 0,
+                             error));
+    }
   CK (norm_back (g, g->dres, g->dh, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, 0, error));
   for (int il = hp->n_layer - 1; il >= 0; il--)
     {
@@ -1124,7 +1195,7 @@ hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *
       rs[i] = w_total > 0 ? (float) (w / w_total * g->hp->logits_scale * g->loss_scale) : 0.0f;
     }
   CK (hn_tensor_upload_f32 (g->row_scale, rs, g->N, error));
-  CK (forward (g, error));
+  CK (forward (g, TRUE, error));
   CK (backward (g, error));
   CK (hn_cmd_submit_wait (g->cmd, error));
   g_autofree float *lr = g_new (float, g->N);
@@ -1147,7 +1218,7 @@ hn_train_graph_eval_loss (HnTrainGraph *g, const gint32 *inputs, const gint32 *t
                           double *loss_sum, double *weight_sum, GError **error)
 {
   CK (upload_batch (g, inputs, targets, error));
-  CK (forward (g, error));
+  CK (forward (g, FALSE, error));
   CK (hn_cmd_submit_wait (g->cmd, error));
   g_autofree float *lr = g_new (float, g->N);
   CK (hn_tensor_download_f32 (g->loss_rows, lr, g->N, error));

@@ -61,6 +61,18 @@ typedef struct {
   gboolean fp16;
 } HnTrainGraphOptions;
 
+/* Rows of the LM head's logits at a time in LoRA training (lora): all N
+ * when the logits [N, V] are at most 32 Mi floats (128 MiB), else N split
+ * into equal chunks of at most that many (llama-1b and Llama-3-8B 4 x 512:
+ * 8 chunks of 256 rows, 131 MB of logits instead of 1.05 GB). Full training
+ * keeps the whole head (a chunk would cost the head weight's gradient one
+ * more read and write each). A chunk's logits, loss and gradient (into
+ * the final hidden state's gradient and the head's weight) are taken before
+ * the next chunk reuses the buffer, so the full logits and their gradient
+ * never exist at once; the results are those of the whole head.
+ * HN_TRAIN_HEAD_ROWS=n sets the rows (tests). */
+gint64 hn_train_graph_head_rows (gint64 N, gint64 V, gboolean lora);
+
 /* hn_train_graph_new with options (NULL = the defaults, all off). */
 HnTrainGraph *hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAdapter *adapter,
                                        const HnTrainGraphOptions *opts, GError **error);

@@ -243,6 +243,9 @@ gboolean hn_cmd_dispatch (HnCmd *cmd, const char *shader,
  * outgrown by a later request stays alive until the recording is submitted,
  * reset or freed. */
 HnVkBuffer *hn_cmd_scratch (HnCmd *cmd, guint64 bytes, GError **error);
+/* A second such buffer, apart from hn_cmd_scratch's (an op may use both at
+ * once): the f16 form of one quantized weight (tensor/ops-quant.c). */
+HnVkBuffer *hn_cmd_scratch_weight (HnCmd *cmd, guint64 bytes, GError **error);
 
 /* Names the op the following dispatches belong to, for profiling (until the
  * next call; NULL = use the shader name). */

@@ -301,6 +301,7 @@ struct _HnCmd {
   double profile_span_us;    /* first dispatch's start to the last one's end */
 
   HnVkBuffer *scratch;       /* hn_cmd_scratch's buffer */
+  HnVkBuffer *wscratch;      /* hn_cmd_scratch_weight's buffer */
   GPtrArray *retired;        /* outgrown scratch buffers the recording still binds */
 };
 
@@ -382,24 +383,38 @@ hn_cmd_free (HnCmd *cmd)
   g_ptr_array_unref (cmd->retired);
   if (cmd->scratch)
     hn_vk_buffer_unref (cmd->scratch);
+  if (cmd->wscratch)
+    hn_vk_buffer_unref (cmd->wscratch);
   g_free (cmd->label);
   hn_vk_context_unref (cmd->ctx);
   g_free (cmd);
 }
 
+static HnVkBuffer *
+scratch_slot (HnCmd *cmd, HnVkBuffer **slot, guint64 bytes, const char *what, GError **error)
+{
+  bytes = MAX ((bytes + 255) & ~(guint64) 255, 256);
+  if (*slot && hn_vk_buffer_get_size (*slot) >= bytes)
+    return *slot;
+  HnVkBuffer *b = hn_vk_buffer_new (cmd->ctx, bytes, what, error);
+  if (!b)
+    return NULL;
+  if (*slot)
+    g_ptr_array_add (cmd->retired, *slot);
+  *slot = b;
+  return b;
+}
+
 HnVkBuffer *
 hn_cmd_scratch (HnCmd *cmd, guint64 bytes, GError **error)
 {
-  bytes = MAX ((bytes + 255) & ~(guint64) 255, 256);
-  if (cmd->scratch && hn_vk_buffer_get_size (cmd->scratch) >= bytes)
-    return cmd->scratch;
-  HnVkBuffer *b = hn_vk_buffer_new (cmd->ctx, bytes, "recorder scratch (an f16 copy of a matmul operand)", error);
-  if (!b)
-    return NULL;
-  if (cmd->scratch)
-    g_ptr_array_add (cmd->retired, cmd->scratch);
-  cmd->scratch = b;
-  return b;
+  return scratch_slot (cmd, &cmd->scratch, bytes, "recorder scratch (an f16 copy of a matmul operand)", error);
+}
+
+HnVkBuffer *
+hn_cmd_scratch_weight (HnCmd *cmd, guint64 bytes, GError **error)
+{
+  return scratch_slot (cmd, &cmd->wscratch, bytes, "recorder weight scratch (one quantized weight in f16)", error);
 }
 
 HnVkContext *

@@ -150,7 +150,8 @@ run_qlora (gboolean checkpointing, gboolean tensor_cores)
       g_assert_no_error (error);
       double want = json_array_get_double_element (losses, step);
       g_test_message ("QLoRA%s%s step %d: loss %.6f, peft on the dequantized base %.6f (difference %.2g)",
-                      checkpointing ? " (checkpointing)" : "", tensor_cores ? " (tensor cores)" : "", step, loss, want,
+                      checkpointing ? " (checkpointing)" : "",
+                      g_getenv ("HN_QUANT_F16") ? " (W's f16 form)" : tensor_cores ? " (tensor cores)" : "", step, loss, want,
                       fabs (loss - want));
       if (fabs (loss - want) > loss_tol)
         g_error ("QLoRA loss of step %d is %.6f, peft's %.6f", step, loss, want);
@@ -188,6 +189,18 @@ test_train_checkpointing (void)
   run_qlora (TRUE, FALSE);
 }
 
+/* W's f16 form (quant_to_f16, then the 16-bit weights' matmul), which the
+ * tensor cores take from 64 rows: forced for this batch of 24, and on every
+ * device (elsewhere the scalar kernel multiplies by W's f16 values) */
+static void
+test_train_f16_form (void)
+{
+  g_setenv ("HN_QUANT_F16", "1", TRUE);
+  run_qlora (FALSE, TRUE);
+  run_qlora (TRUE, TRUE);
+  g_unsetenv ("HN_QUANT_F16");
+}
+
 static void
 test_train_tensor_cores (void)
 {
@@ -198,6 +211,22 @@ test_train_tensor_cores (void)
     }
   run_qlora (FALSE, TRUE);
   run_qlora (TRUE, TRUE);
+}
+
+/* The LM head in row chunks (hn_train_graph_head_rows: the logits of 5 rows
+ * at a time, the last chunk of 4): the same losses and adapter as peft's,
+ * with and without checkpointing. A chunk's gradient taken from the wrong
+ * rows, or lost, moves the adapter past its bound. */
+static void
+test_train_head_chunks (void)
+{
+  g_assert_cmpint (hn_train_graph_head_rows (24, 512, TRUE), ==, 24);
+  g_assert_cmpint (hn_train_graph_head_rows (2048, 128256, TRUE), ==, 256);
+  g_assert_cmpint (hn_train_graph_head_rows (2048, 128256, FALSE), ==, 2048);
+  g_setenv ("HN_TRAIN_HEAD_ROWS", "5", TRUE);
+  run_qlora (FALSE, FALSE);
+  run_qlora (TRUE, FALSE);
+  g_unsetenv ("HN_TRAIN_HEAD_ROWS");
 }
 
 /* peft's adapter_final on the dequantized base, greedy, with this project's forward. */
@@ -403,6 +432,8 @@ main (int argc, char **argv)
   g_test_add_func ("/qlora/train", test_train);
   g_test_add_func ("/qlora/train-checkpointing", test_train_checkpointing);
   g_test_add_func ("/qlora/train-tensor-cores", test_train_tensor_cores);
+  g_test_add_func ("/qlora/train-f16-form", test_train_f16_form);
+  g_test_add_func ("/qlora/train-head-chunks", test_train_head_chunks);
   g_test_add_func ("/qlora/greedy", test_greedy);
   g_test_add_func ("/qlora/options", test_options);
   g_test_add_func ("/qlora/job", test_job);

@@ -252,10 +252,16 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
   g_autofree float *y = NULL, *y2 = NULL, *dx = NULL, *dx2 = NULL;
   run_kernels (dt, M, N, K, q, x, b, dy, dx0, &y, &y2, &dx, &dx2);
   gboolean tc = hn_quant_matmul_tensor_cores (ctx, dt, M, K, 0);
+  /* W's f16 form (ops-quant.c's f16_form): the tensor cores' choice from 64 rows, or forced */
+  const char *f16e = g_getenv ("HN_QUANT_F16");
+  gboolean f16_ok = (N * K) % 8 == 0 && N * K <= ((gint64) 128 << 20) && (dt == HN_DTYPE_Q8 || K % 64 == 0);
+  gboolean f16_form = f16_ok && !(f16e && f16e[0] == '0') && ((f16e && f16e[0] == '1') || (tc && M >= 64));
   g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "%s%s",
-                                           hn_dtype_name (dt), M, N, K, tc ? " (tensor cores" : "",
-                                           tc ? (g_getenv ("HN_QCM2_A_F32") ? ", f32 A)" : ")") : "");
-  if (!tc)
+                                           hn_dtype_name (dt), M, N, K,
+                                           f16_form ? (tc ? " (tensor cores, W's f16 form" : " (W's f16 form")
+                                           : tc ? " (tensor cores, decode" : "",
+                                           tc || f16_form ? (g_getenv ("HN_QCM2_A_F32") ? ", f32 A)" : ")") : "");
+  if (!tc && !f16_form)
     check_cpu (what, dt, q, M, N, K, x, b, dy, dx0, y, y2, dx, dx2, sqrt ((double) MAX (K, N)) * 1e-5);
   else
     {
@@ -271,13 +277,14 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
             double s = 0, sa = 0;
             for (gint64 k = 0; k < K; k++)
               {
-                double t = (double) round_f16 (x[m * K + k]) * wd[n * K + k];
+                /* A is f16 on the tensor cores, f32 in the scalar kernel of W's f16 form */
+                double t = (double) (tc ? round_f16 (x[m * K + k]) : x[m * K + k]) * wd[n * K + k];
                 s += t;
                 sa += fabs (t);
               }
             ry[m * N + n] = s;
             ay[m * N + n] = sa;
-            float dyr = round_f16 (dy[m * N + n]);
+            float dyr = tc ? round_f16 (dy[m * N + n]) : dy[m * N + n];
             for (gint64 k = 0; k < K; k++)
               {
                 double t = (double) dyr * wd[n * K + k];
@@ -343,6 +350,83 @@ test_matmul_tensor_core_tiles (void)
   run_case (HN_DTYPE_NF4_DQ, 300, 260, 256);
   run_case (HN_DTYPE_Q8, 130, 200, 192);
   g_unsetenv ("HN_QCM2_A_F32");
+  /* the decode kernel where the f16 form would be taken (M >= 64) */
+  g_setenv ("HN_QUANT_F16", "0", TRUE);
+  run_case (HN_DTYPE_NF4, 2048, 1024, 128);
+  run_case (HN_DTYPE_NF4_DQ, 300, 260, 256);
+  run_case (HN_DTYPE_Q8, 130, 200, 192);
+  g_unsetenv ("HN_QUANT_F16");
+}
+
+/* W's f16 form taken on every device (HN_QUANT_F16=1): quant_to_f16 and
+ * then the 16-bit weights' matmul (the scalar kernel on lavapipe, the
+ * tensor cores elsewhere), forward with a bias, alpha, the input gradient
+ * written and accumulated; odd row counts, int8 rows of 6. */
+static void
+test_matmul_f16_form (void)
+{
+  static const HnDType dts[] = { HN_DTYPE_NF4, HN_DTYPE_NF4_DQ, HN_DTYPE_Q8 };
+  static const gint64 shapes[][3] = { { 37, 29, 128 }, { 3, 64, 64 }, { 130, 200, 192 } };
+  g_setenv ("HN_QUANT_F16", "1", TRUE);
+  for (gsize d = 0; d < G_N_ELEMENTS (dts); d++)
+    for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
+      run_case (dts[d], shapes[s][0], shapes[s][1], shapes[s][2]);
+  run_case (HN_DTYPE_Q8, 9, 12, 6);
+  g_unsetenv ("HN_QUANT_F16");
+}
+
+/* quant_to_f16.comp (W's f16 form for the tensor-core matmul) against the
+ * CPU dequantization rounded to f16: every value to within the rounding of
+ * one f16 step (a driver may round its f32 -> f16 conversion either way);
+ * odd row counts, int8 rows that split an invocation's 8 elements. */
+static void
+test_to_f16 (void)
+{
+  static const struct { HnDType dt; gint64 rows, cols; } cases[] = {
+    { HN_DTYPE_NF4, 3, 64 }, { HN_DTYPE_NF4, 37, 192 }, { HN_DTYPE_NF4_DQ, 5, 128 }, { HN_DTYPE_NF4_DQ, 300, 256 },
+    { HN_DTYPE_Q8, 4, 6 }, { HN_DTYPE_Q8, 13, 40 }
+  };
+  HnVkContext *ctx = hn_test_ctx ();
+  for (gsize c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr (GError) error = NULL;
+      HnDType dt = cases[c].dt;
+      gint64 R = cases[c].rows, K = cases[c].cols;
+      g_autofree float *w = hn_test_random (R * K, -3, 3);
+      for (gint64 r = 0; r < R; r++) /* rows of different scales */
+        for (gint64 k = 0; k < K; k++)
+          w[r * K + k] *= (float) (1 + r % 7);
+      g_autofree guint8 *q = g_malloc (hn_quant_nbytes (dt, R, K));
+      hn_quant_pack (dt, w, HN_DTYPE_F32, R, K, q);
+      g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", dt, R, K, q, &error);
+      g_assert_no_error (error);
+      g_autoptr (HnTensor) out = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { R, K });
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_no_error (error);
+      g_assert_true (hn_op_quant_to_f16 (cmd, out, tw, &error));
+      g_assert_no_error (error);
+      hn_test_run (cmd);
+      g_autofree float *got = hn_test_download (out), *ref = g_new (float, R * K);
+      hn_quant_unpack_rows (dt, q, R, K, 0, R, ref);
+      for (gint64 i = 0; i < R * K; i++)
+        {
+          float want = round_f16 (ref[i]);
+          if (!(fabsf (got[i] - want) <= fabsf (ref[i]) * (1.0f / 1024) + 6e-8f))
+            g_error ("quant_to_f16 %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " [%" G_GINT64_FORMAT "]: %.9g, want %.9g",
+                     hn_dtype_name (dt), R, K, i, got[i], want);
+        }
+    }
+  /* fails closed on a weight it does not cover */
+  g_autoptr (GError) error = NULL;
+  g_autofree float *w = hn_test_random (3 * 5, -1, 1);
+  g_autofree guint8 *q = g_malloc (hn_quant_nbytes (HN_DTYPE_Q8, 3, 5));
+  hn_quant_pack (HN_DTYPE_Q8, w, HN_DTYPE_F32, 3, 5, q);
+  g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", HN_DTYPE_Q8, 3, 5, q, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTensor) out = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { 3, 5 });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_false (hn_op_quant_to_f16 (cmd, out, tw, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
 /* The matmul kernels on packed weight q [N, K] against the CPU reference. */
@@ -589,6 +673,8 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/pack-threads", test_pack_threads);
   g_test_add_func ("/quant/matmul", test_matmul);
   g_test_add_func ("/quant/matmul-tensor-core-tiles", test_matmul_tensor_core_tiles);
+  g_test_add_func ("/quant/to-f16", test_to_f16);
+  g_test_add_func ("/quant/matmul-f16-form", test_matmul_f16_form);
   g_test_add_func ("/quant/fails-closed", test_fails_closed);
   g_test_add_func ("/quant/gguf-matvec", test_gguf_matvec);
   g_test_add_func ("/quant/gguf-matmul", test_gguf_matmul);
