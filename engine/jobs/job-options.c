@@ -188,7 +188,7 @@ const HnOptionInfo hn_option_table[] = {
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, NULL },
   { "quantization", HN_OPTION_CHOICE, "none", UNBOUNDED, "none nf4 int8 q4_k", N_("Base quantization"),
     N_("QLoRA: keep the frozen base weights as 4-bit NormalFloat (nf4) or 8-bit (int8) blocks, dequantized inside "
-       "each matmul"),
+       "each matmul; q4_k keeps a GGUF model's ggml blocks and packs other weights into Q4_K"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "load-in-4bit", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Load in 4 bits"),
     N_("transformers' spelling of --quantization nf4"),

@@ -234,7 +234,7 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
       /* the recorder's weight scratch: the largest packed matrix in f16 (its
        * f16 form for the tensor-core matmul, tensor/ops-quant.c; up to 128 Mi
        * elements) */
-      guint64 ws = 2 * (guint64) (max_quant <= ((gint64) 128 << 20) ? max_quant : 0);
+      guint64 ws = hn_dtype_is_ggml (quant) ? 0 : 2 * (guint64) (max_quant <= ((gint64) 128 << 20) ? max_quant : 0);
       out->activations += ws;
       out->total += ws;
       g_free (out->weights_dtype);

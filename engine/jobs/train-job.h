@@ -54,8 +54,8 @@ gboolean hn_train_job_options_read (HnJobSpec *spec, HnTrainJobOptions *o, GErro
 gboolean hn_train_job_options_check (const HnTrainJobOptions *o, GError **error);
 void hn_train_job_options_clear (HnTrainJobOptions *o);
 /* --quantization / --load-in-4bit / --load-in-8bit / --double-quant of a
- * transformer-finetune spec as a weight dtype (HN_DTYPE_F32 = none; q4_k and
- * contradictory spellings refused by name). */
+ * transformer-finetune spec as a weight dtype (HN_DTYPE_F32 = none; q4_k is
+ * HN_DTYPE_GGML_Q4_K; contradictory spellings refused by name). */
 gboolean hn_train_quant_read (HnJobSpec *spec, HnDType *quant, GError **error);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (HnTrainJobOptions, hn_train_job_options_clear)
 /* What the memory estimate needs to know about a run with these options:

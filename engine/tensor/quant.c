@@ -104,15 +104,10 @@ hn_quant_dtype_from_string (const char *s, gboolean double_quant, HnDType *out, 
   else if (g_str_equal (s, "int8"))
     *out = HN_DTYPE_Q8;
   else if (g_str_equal (s, "q4_k"))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "--quantization q4_k keeps a Q4_K GGUF model's own blocks, and GGUF models do not load for "
-                   "training yet: use --quantization nf4 on a safetensors model");
-      return FALSE;
-    }
+    *out = HN_DTYPE_GGML_Q4_K; /* a GGUF's ggml blocks stay as they are; other Linear weights are packed so */
   else
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--quantization %s: use nf4, int8 or none", s);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--quantization %s: use nf4, int8, q4_k or none", s);
       return FALSE;
     }
   if (double_quant && *out != HN_DTYPE_NF4_DQ)
@@ -127,7 +122,8 @@ hn_quant_dtype_from_string (const char *s, gboolean double_quant, HnDType *out, 
 const char *
 hn_quant_dtype_name (HnDType dt)
 {
-  return dt == HN_DTYPE_NF4 ? "nf4" : dt == HN_DTYPE_NF4_DQ ? "nf4-dq" : dt == HN_DTYPE_Q8 ? "int8" : "none";
+  return dt == HN_DTYPE_NF4 ? "nf4" : dt == HN_DTYPE_NF4_DQ ? "nf4-dq" : dt == HN_DTYPE_Q8 ? "int8"
+         : dt == HN_DTYPE_GGML_Q4_K ? "q4_k" : "none";
 }
 
 static guint64
@@ -168,16 +164,6 @@ hn_quant_nbytes (HnDType dt, gint64 rows, gint64 cols)
   HnQuantLayout L;
   hn_quant_layout (dt, rows, cols, &L);
   return 4 * (L.table + (dt == HN_DTYPE_NF4_DQ ? 256 : 0));
-}
-
-static inline float
-src_get (const void *src, HnDType dt, guint64 i)
-{
-  if (dt == HN_DTYPE_F16)
-    return hn_f16_to_f32 (((const guint16 *) src)[i]);
-  if (dt == HN_DTYPE_BF16)
-    return hn_bf16_to_f32 (((const guint16 *) src)[i]);
-  return ((const float *) src)[i];
 }
 
 /* Elements [i0, i0 + m) of src as f32 (bf16 inline: the per-element call
@@ -255,6 +241,21 @@ pack_part (gpointer data)
   const void *src = P->src;
   HnDType src_dt = P->src_dt;
   guint8 *out = P->out;
+  if (hn_dtype_is_ggml (P->dt))
+    {
+      /* rows [lo, hi) with ggml's reference quantizer */
+      HnGgmlType g = hn_dtype_ggml_type (P->dt);
+      gsize rs = hn_ggml_row_size (g, P->cols);
+      g_autofree float *row = g_new (float, MAX (P->cols, 1));
+      for (gint64 r = (gint64) P->lo; r < (gint64) P->hi; r++)
+        {
+          src_block (src, src_dt, (guint64) r * P->cols, (guint64) P->cols, row);
+          g_autoptr (GError) error = NULL;
+          if (!hn_ggml_quantize (g, row, out + (gsize) r * rs, P->cols, &error))
+            g_error ("hn_quant_pack: %s", error->message); /* callers check hn_ggml_can_quantize */
+        }
+      return NULL;
+    }
   if (P->dt == HN_DTYPE_Q8)
     {
       HnQuantLayout L;
@@ -337,23 +338,8 @@ hn_quant_pack (HnDType dt, const void *src, HnDType src_dt, gint64 rows, gint64 
   HnQuantLayout L;
   hn_quant_layout (dt, rows, cols, &L);
   memset (out, 0, hn_quant_nbytes (dt, rows, cols));
-  if (hn_dtype_is_ggml (dt))
-    {
-      HnGgmlType g = hn_dtype_ggml_type (dt);
-      gsize rs = hn_ggml_row_size (g, cols);
-      g_autofree float *row = g_new (float, cols);
-      for (gint64 r = 0; r < rows; r++)
-        {
-          for (gint64 c = 0; c < cols; c++)
-            row[c] = src_get (src, src_dt, (guint64) r * cols + c);
-          g_autoptr (GError) error = NULL;
-          if (!hn_ggml_quantize (g, row, out + (gsize) r * rs, cols, &error))
-            g_error ("hn_quant_pack: %s", error->message); /* callers check hn_ggml_can_quantize */
-        }
-      return;
-    }
   PackPart proto = { dt, src_dt, src, rows, cols, out, NULL, 0, 0 };
-  if (dt == HN_DTYPE_Q8)
+  if (hn_dtype_is_ggml (dt) || dt == HN_DTYPE_Q8)
     {
       pack_parallel (&proto, (guint64) rows, (guint64) cols);
       return;

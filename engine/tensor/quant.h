@@ -56,12 +56,13 @@ gboolean hn_dtype_from_ggml_type (guint32 ggml_type, HnDType *out);
  * multiple of the block; packing also needs a reference quantizer). */
 gboolean hn_quant_shape_ok (HnDType dt, gint64 cols);
 
-/* Parses --quantization: "none", "nf4", "int8" (and "q4_k", refused: it
- * keeps a Q4_K GGUF's own blocks, which needs the GGUF loader). */
+/* Parses --quantization: "none", "nf4", "int8", "q4_k" (HN_DTYPE_GGML_Q4_K:
+ * a GGUF model's ggml blocks stay as they are, and every other Linear weight
+ * of the layers is packed into Q4_K blocks by ggml's reference quantizer). */
 gboolean hn_quant_dtype_from_string (const char *s, gboolean double_quant, HnDType *out, GError **error);
 
 /* The --quantization spelling of dt: "nf4", "nf4-dq" (double-quantized
- * scales), "int8"; "none" for any other dtype. */
+ * scales), "int8", "q4_k"; "none" for any other dtype. */
 const char *hn_quant_dtype_name (HnDType dt);
 
 /* Bytes of the packed storage of a [rows, cols] weight. */

@@ -149,6 +149,15 @@ upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shap
   if (L->linear && ndim == 2 && hn_dtype_is_quant (L->m->quant))
     {
       /* QLoRA: packed on the host block by block, only the packed bytes go to the device */
+      if (!hn_quant_shape_ok (L->m->quant, shape[1]))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                       "%s: --quantization %s packs rows of whole %u-element blocks, and %s has %" G_GINT64_FORMAT
+                       " columns (use nf4 or int8)",
+                       L->m->dir, hn_quant_dtype_name (L->m->quant),
+                       hn_ggml_block_size (hn_dtype_ggml_type (L->m->quant)), name, shape[1]);
+          return NULL;
+        }
       guint64 qn = hn_quant_nbytes (L->m->quant, shape[0], shape[1]);
       g_autofree guint8 *packed = g_try_malloc (qn);
       if (!packed)

@@ -8,8 +8,10 @@
  *   gradient checkpointing (the f32 kernel; the tensor-core one, with f16
  *   operands, its losses within 1e-3 where a device has it);
  * - peft's final adapter on the dequantized base gives peft's greedy tokens;
- * - the options resolve (--load-in-4bit, --load-in-8bit, --double-quant) and
- *   what is not built (q4_k, DoRA) is refused by name. */
+ * - the options resolve (--load-in-4bit, --load-in-8bit, --double-quant,
+ *   --quantization q4_k) and what is not built (DoRA) is refused by name;
+ * - q4_k: LoRA over layer weights packed into ggml's Q4_K blocks gives the
+ *   losses of LoRA over an f32 model of the values those blocks hold. */
 #include <math.h>
 #include <string.h>
 
@@ -279,7 +281,8 @@ test_options (void)
     { "none", TRUE, FALSE, TRUE, HN_DTYPE_NF4_DQ, NULL },
     { "none", FALSE, TRUE, FALSE, HN_DTYPE_Q8, NULL },
     { "int8", FALSE, FALSE, FALSE, HN_DTYPE_Q8, NULL },
-    { "q4_k", FALSE, FALSE, FALSE, HN_DTYPE_F32, "q4_k" },
+    { "q4_k", FALSE, FALSE, FALSE, HN_DTYPE_GGML_Q4_K, NULL },
+    { "q4_k", FALSE, FALSE, TRUE, HN_DTYPE_F32, "--double-quant" },
     { "int8", FALSE, FALSE, TRUE, HN_DTYPE_F32, "--double-quant" },
     { "none", TRUE, TRUE, FALSE, HN_DTYPE_F32, "one quantization" },
     { "int8", TRUE, FALSE, FALSE, HN_DTYPE_F32, "one quantization" },
@@ -397,6 +400,168 @@ test_job (void)
   hn_folder_remove_tree (tmp);
 }
 
+/* A random llama of hidden 256 (rows of whole Q4_K blocks) in dir; with
+ * q4_k_values, its layers' Linear weights hold what their Q4_K blocks
+ * dequantize to (ggml's reference quantizer, as the loader packs them). */
+static void
+write_llama256 (const char *dir, gboolean q4_k_values)
+{
+  g_autoptr (GError) error = NULL;
+  const int C = 256, F = 512, V = 320, KV = 128, L = 2;
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0755), ==, 0);
+  g_autofree char *cfg = g_build_filename (dir, "config.json", NULL);
+  g_assert_true (g_file_set_contents (cfg,
+                                      "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], "
+                                      "\"hidden_size\": 256, \"intermediate_size\": 512, \"num_hidden_layers\": 2, "
+                                      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 320, "
+                                      "\"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, "
+                                      "\"hidden_act\": \"silu\", \"tie_word_embeddings\": false}",
+                                      -1, &error));
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  GRand *rng = g_rand_new_with_seed (24);
+  struct { const char *name; int rows, cols; } mats[] = {
+    { "self_attn.q_proj", C, C }, { "self_attn.k_proj", KV, C }, { "self_attn.v_proj", KV, C },
+    { "self_attn.o_proj", C, C }, { "mlp.gate_proj", F, C }, { "mlp.up_proj", F, C }, { "mlp.down_proj", C, F }
+  };
+  g_autofree float *ones = g_new (float, C);
+  for (int i = 0; i < C; i++)
+    ones[i] = 1.0f;
+  for (int t = -1; t < L * (int) G_N_ELEMENTS (mats); t++)
+    {
+      gboolean emb = t < 0;
+      int rows = emb ? V : mats[t % G_N_ELEMENTS (mats)].rows, cols = emb ? C : mats[t % G_N_ELEMENTS (mats)].cols;
+      float *v = g_new (float, (gsize) rows * cols);
+      for (gsize i = 0; i < (gsize) rows * cols; i++)
+        v[i] = (float) g_rand_double_range (rng, -0.08, 0.08);
+      if (!emb && q4_k_values)
+        {
+          g_autofree guint8 *q = g_malloc (hn_quant_nbytes (HN_DTYPE_GGML_Q4_K, rows, cols));
+          hn_quant_pack (HN_DTYPE_GGML_Q4_K, v, HN_DTYPE_F32, rows, cols, q);
+          hn_quant_unpack_rows (HN_DTYPE_GGML_Q4_K, q, rows, cols, 0, rows, v);
+        }
+      g_autofree char *name = emb ? g_strdup ("model.embed_tokens.weight")
+                                  : g_strdup_printf ("model.layers.%d.%s.weight", t / (int) G_N_ELEMENTS (mats),
+                                                     mats[t % G_N_ELEMENTS (mats)].name);
+      g_assert_true (hn_safetensors_writer_add (w, name, HN_ST_DTYPE_F32, 2, (gint64[]) { rows, cols }, v,
+                                                sizeof (float) * (gsize) rows * cols, TRUE, &error));
+      if (emb) /* the head: the same values again, its own tensor */
+        g_assert_true (hn_safetensors_writer_add (w, "lm_head.weight", HN_ST_DTYPE_F32, 2, (gint64[]) { V, C }, v,
+                                                  sizeof (float) * (gsize) V * C, TRUE, &error));
+      g_free (v);
+    }
+  g_rand_free (rng);
+  for (int l = 0; l < L; l++)
+    for (int k = 0; k < 2; k++)
+      {
+        g_autofree char *name = g_strdup_printf ("model.layers.%d.%s.weight", l, k ? "post_attention_layernorm" : "input_layernorm");
+        g_assert_true (hn_safetensors_writer_add (w, name, HN_ST_DTYPE_F32, 1, (gint64[]) { C }, ones, sizeof (float) * C,
+                                                  TRUE, &error));
+      }
+  g_assert_true (hn_safetensors_writer_add (w, "model.norm.weight", HN_ST_DTYPE_F32, 1, (gint64[]) { C }, ones,
+                                            sizeof (float) * C, TRUE, &error));
+  g_assert_true (hn_safetensors_writer_write_dir (w, dir, "model", 0, &error));
+  g_assert_no_error (error);
+}
+
+/* 4 AdamW steps of r 4 all-linear LoRA on a batch of 2 x 16; the losses. */
+static void
+lora_losses (HnTransformer *m, double *losses)
+{
+  g_autoptr (GError) error = NULL;
+  HnLoraConfig cfg;
+  hn_lora_config_init (&cfg);
+  cfg.r = 4;
+  cfg.alpha = 8;
+  g_assert_true (hn_lora_config_set_targets (&cfg, "all-linear", &error));
+  GArray *cands = hn_train_graph_lora_candidates (m, &cfg, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_new (&cfg);
+  for (guint i = 0; i < cands->len; i++)
+    {
+      HnLoraCandidate *lc = &g_array_index (cands, HnLoraCandidate, i);
+      HnLoraModule *mod = hn_lora_adapter_add (ad, lc->path, lc->in, lc->out, 1 + i);
+      for (int k = 0; k < mod->out * mod->r; k++) /* B nonzero: A's gradient counts from the first step */
+        mod->b[k] = 0.01f * (float) ((k * 7 + (int) i) % 11 - 5);
+    }
+  g_assert_cmpuint (cands->len, ==, 14);
+  hn_lora_candidates_free (cands);
+  hn_lora_config_clear (&cfg);
+  g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, 2, 16, ad, &error);
+  g_assert_no_error (error);
+  gint32 inputs[32], targets[32];
+  for (int i = 0; i < 32; i++)
+    {
+      inputs[i] = (i * 37 + 11) % 320;
+      targets[i] = i % 16 == 15 ? -100 : (i * 53 + 5) % 320;
+    }
+  HnOptimConfig oc;
+  hn_optim_config_init (&oc, HN_OPTIM_ADAMW);
+  oc.lr = 1e-2;
+  for (int step = 0; step < 4; step++)
+    {
+      g_assert_true (hn_train_graph_zero_grads (g, &error));
+      g_assert_true (hn_train_graph_micro_step (g, inputs, targets, NULL, 30, &losses[step], &error));
+      g_assert_true (hn_train_graph_optimizer_step (g, &oc, step + 1, oc.lr, 1.0f, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* --quantization q4_k on a safetensors model: the layers' Linear weights
+ * packed into ggml's Q4_K blocks at load (frozen in them; the GGUF matmul
+ * kernels read them) give the losses of LoRA over an f32 model of the
+ * values those blocks hold; rows that are not whole 256-element blocks are
+ * refused naming the tensor. */
+static void
+test_q4_k (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *tmp = g_dir_make_tmp ("hn-q4k-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_autofree char *d_orig = g_build_filename (tmp, "orig", NULL), *d_deq = g_build_filename (tmp, "deq", NULL);
+  write_llama256 (d_orig, FALSE);
+  write_llama256 (d_deq, TRUE);
+  g_setenv ("HN_MATMUL_EXACT", "1", TRUE);
+  double lq[4], lf[4];
+  {
+    g_autoptr (HnTransformer) m = hn_transformer_load_quantized (ctx, d_orig, HN_DTYPE_GGML_Q4_K, &error);
+    g_assert_no_error (error);
+    const HnTransformerWeights *W = hn_transformer_get_weights (m);
+    g_assert_cmpint (W->layers[0].wq->dtype, ==, HN_DTYPE_GGML_Q4_K);
+    g_assert_cmpint (W->layers[1].w_down->dtype, ==, HN_DTYPE_GGML_Q4_K);
+    g_assert_cmpint (W->lm_head->dtype, ==, HN_DTYPE_F32);
+    lora_losses (m, lq);
+  }
+  {
+    g_autoptr (HnTransformer) m = hn_transformer_load (ctx, d_deq, &error);
+    g_assert_no_error (error);
+    lora_losses (m, lf);
+  }
+  double lo[4]; /* the unquantized model: the blocks do change the losses */
+  {
+    g_autoptr (HnTransformer) m = hn_transformer_load (ctx, d_orig, &error);
+    g_assert_no_error (error);
+    lora_losses (m, lo);
+  }
+  g_unsetenv ("HN_MATMUL_EXACT");
+  g_test_message ("step 0 unquantized: %.6f", lo[0]);
+  g_assert_cmpfloat (fabs (lo[0] - lq[0]), >, 1e-5);
+  for (int s = 0; s < 4; s++)
+    {
+      g_test_message ("q4_k LoRA step %d: loss %.6f, on the f32 values of its blocks %.6f (difference %.2g)", s, lq[s],
+                      lf[s], fabs (lq[s] - lf[s]));
+      if (!(fabs (lq[s] - lf[s]) <= 2e-3))
+        g_error ("q4_k LoRA loss of step %d is %.6f, %.6f over the f32 values", s, lq[s], lf[s]);
+    }
+  g_assert_cmpfloat (lq[3], <, lq[0]); /* it trains */
+  g_autofree char *base = fixture ("llama");
+  g_autoptr (HnTransformer) bad = hn_transformer_load_quantized (ctx, base, HN_DTYPE_GGML_Q4_K, &error);
+  g_assert_null (bad);
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  if (!strstr (error->message, "q4_k") || !strstr (error->message, "256"))
+    g_error ("q4_k on rows of 64: %s", error->message);
+  hn_folder_remove_tree (tmp);
+}
+
 /* DoRA is refused by name when a fine-tune starts (before any data or model is read). */
 static void
 test_dora_refused (void)
@@ -438,6 +603,7 @@ main (int argc, char **argv)
   g_test_add_func ("/qlora/options", test_options);
   g_test_add_func ("/qlora/job", test_job);
   g_test_add_func ("/qlora/dora-refused", test_dora_refused);
+  g_test_add_func ("/qlora/q4-k", test_q4_k);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
