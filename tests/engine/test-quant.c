@@ -256,11 +256,14 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
   const char *f16e = g_getenv ("HN_QUANT_F16");
   gboolean f16_ok = (N * K) % 8 == 0 && N * K <= ((gint64) 128 << 20) && (dt == HN_DTYPE_Q8 || K % 64 == 0);
   gboolean f16_form = f16_ok && !(f16e && f16e[0] == '0') && ((f16e && f16e[0] == '1') || (tc && M >= 64));
+  /* A (and dy) is made f16 on the tensor cores: the decode kernel's, or the
+   * 16-bit weights' kernel the f16 form takes (more than 8 rows) */
+  gboolean a16 = f16_form ? hn_op_matmul_reduced_precision (ctx, HN_DTYPE_F16, M, 0) : tc;
   g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "%s%s",
                                            hn_dtype_name (dt), M, N, K,
-                                           f16_form ? (tc ? " (tensor cores, W's f16 form" : " (W's f16 form")
+                                           f16_form ? (a16 ? " (tensor cores, W's f16 form" : " (W's f16 form")
                                            : tc ? " (tensor cores, decode" : "",
-                                           tc || f16_form ? (g_getenv ("HN_QCM2_A_F32") ? ", f32 A)" : ")") : "");
+                                           a16 || f16_form ? (g_getenv ("HN_QCM2_A_F32") ? ", f32 A)" : ")") : "");
   if (!tc && !f16_form)
     check_cpu (what, dt, q, M, N, K, x, b, dy, dx0, y, y2, dx, dx2, sqrt ((double) MAX (K, N)) * 1e-5);
   else
@@ -277,14 +280,13 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
             double s = 0, sa = 0;
             for (gint64 k = 0; k < K; k++)
               {
-                /* A is f16 on the tensor cores, f32 in the scalar kernel of W's f16 form */
-                double t = (double) (tc ? round_f16 (x[m * K + k]) : x[m * K + k]) * wd[n * K + k];
+                double t = (double) (a16 ? round_f16 (x[m * K + k]) : x[m * K + k]) * wd[n * K + k];
                 s += t;
                 sa += fabs (t);
               }
             ry[m * N + n] = s;
             ay[m * N + n] = sa;
-            float dyr = tc ? round_f16 (dy[m * N + n]) : dy[m * N + n];
+            float dyr = a16 ? round_f16 (dy[m * N + n]) : dy[m * N + n];
             for (gint64 k = 0; k < K; k++)
               {
                 double t = (double) dyr * wd[n * K + k];
