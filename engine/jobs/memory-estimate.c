@@ -153,6 +153,44 @@ train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint6
   return F32 * (guint64) (N * cols + hn_train_graph_head_rows (N, V, lora) * V);
 }
 
+/* The columns of [N, ...] that layers past the first share instead of
+ * saving their own (hn_train_graph_shares; without checkpointing). targets
+ * NULL: full training. */
+static gint64
+shared_cols (const HnTransformerHParams *hp, const char *targets)
+{
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 total = 0;
+  HnLoraConfig cfg;
+  hn_lora_config_init (&cfg);
+  const char *prefix = NULL;
+  const HnLoraModuleMap *map = NULL;
+  guint n_map = 0;
+  gboolean lora = targets && hn_lora_config_set_targets (&cfg, targets, NULL) &&
+                  hn_lora_module_map (hp, &prefix, &map, &n_map, NULL);
+  for (int il = 1; il < hp->n_layer; il++)
+    {
+      if (hp->rope && !hp->qk_norm_head)
+        total += qd + kvd;
+      if (!lora)
+        continue;
+      guint adapted = 0;
+      for (guint mi = 0; mi < n_map; mi++)
+        {
+          g_autofree char *path = g_strdup_printf ("%s%d.%s", prefix, il, map[mi].module);
+          if (hn_lora_config_matches (&cfg, path))
+            for (int k = 0; k < map[mi].n; k++)
+              adapted |= 1u << map[mi].proj[k];
+        }
+      if (!(adapted & (1u << HN_LORA_PROJ_DOWN)))
+        total += hp->ffn;
+      if (!(adapted & ((1u << HN_LORA_PROJ_GATE) | (1u << HN_LORA_PROJ_UP))))
+        total += C;
+    }
+  hn_lora_config_clear (&cfg);
+  return total;
+}
+
 /* transformer-kv.c's session: chunked-prefill activations (the
  * HnTransformerActs of transformer-graph.c) and the K/V caches. */
 static void
@@ -193,7 +231,8 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
       out->n_trainable = out->n_params;
       out->gradients = F32 * (guint64) out->n_params;
       out->optimizer = 2 * F32 * (guint64) out->n_params;
-      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing, FALSE);
+      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing, FALSE) -
+                         (req->checkpointing ? 0 : F32 * (guint64) (N * shared_cols (&hp, NULL)));
     }
   else if (req->workload == HN_MEMORY_LORA)
     {
@@ -203,7 +242,9 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
       out->weights += F32 * (guint64) n; /* the adapter matrices on the device */
       out->gradients = F32 * (guint64) n;
       out->optimizer = 2 * F32 * (guint64) n;
-      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing, TRUE) + 2 * F32 * (guint64) (sites * N * req->lora_r);
+      out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing, TRUE) + 2 * F32 * (guint64) (sites * N * req->lora_r) -
+                         (req->checkpointing ? 0
+                                             : F32 * (guint64) (N * shared_cols (&hp, req->lora_targets ? req->lora_targets : "q_proj,v_proj")));
     }
   else
     generate_memory (&hp, fused_gate_up, req, out);

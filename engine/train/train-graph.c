@@ -449,6 +449,32 @@ moe_acts_new (HnTrainGraph *g, LayerActs *a, GError **error)
   return TRUE;
 }
 
+guint
+hn_train_graph_shares (const HnTransformerHParams *hp, HnLoraAdapter *adapter, int il)
+{
+  guint sh = hp->rope && !hp->qk_norm_head ? HN_TRAIN_SHARE_QK : 0;
+  if (!adapter || g_getenv ("HN_TRAIN_NO_SHARE") != NULL)
+    return g_getenv ("HN_TRAIN_NO_SHARE") ? 0 : sh;
+  const char *prefix;
+  const HnLoraModuleMap *map;
+  guint n_map;
+  if (!hn_lora_module_map (hp, &prefix, &map, &n_map, NULL))
+    return sh; /* setup_lora names the problem */
+  guint adapted = 0;
+  for (guint mi = 0; mi < n_map; mi++)
+    {
+      g_autofree char *path = g_strdup_printf ("%s%d.%s", prefix, il, map[mi].module);
+      if (hn_lora_adapter_lookup (adapter, path))
+        for (int k = 0; k < map[mi].n; k++)
+          adapted |= 1u << map[mi].proj[k];
+    }
+  if (!(adapted & (1u << P_DOWN)))
+    sh |= HN_TRAIN_SHARE_ACT;
+  if (!(adapted & ((1u << P_GATE) | (1u << P_UP))))
+    sh |= HN_TRAIN_SHARE_H2;
+  return sh;
+}
+
 gint64
 hn_train_graph_head_rows (gint64 N, gint64 V, gboolean lora)
 {
@@ -584,12 +610,21 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           g->k_lin_rows[il] = g->k_lin_rows[0];
           continue;
         }
-      if (!(a->h = new2d (g, "train.h", N, C, error)) || !(a->h2 = new2d (g, "train.h2", N, C, error)) ||
-          !(a->x_mid = new2d (g, "train.x_mid", N, C, error)) || !(a->q_lin = new2d (g, "train.q", N, qd, error)) ||
-          !(a->k_lin = new2d (g, "train.k", N, kvd, error)) || !(a->v = new2d (g, "train.v", N, kvd, error)) ||
-          !(a->att = new2d (g, "train.att", N, qd, error)) ||
+      /* What the backward never reads is one tensor that all layers share
+       * (hn_train_graph_shares): the MLP's activation when down_proj trains
+       * nothing, its normed input when gate/up train nothing, q and k
+       * before rope */
+      const LayerActs *a0 = &g->L[0];
+      guint sh = il > 0 ? hn_train_graph_shares (hp, adapter, il) : 0;
+      if (!(a->h = new2d (g, "train.h", N, C, error)) ||
+          !(a->h2 = (sh & HN_TRAIN_SHARE_H2) ? a0->h2 : new2d (g, "train.h2", N, C, error)) ||
+          !(a->x_mid = new2d (g, "train.x_mid", N, C, error)) ||
+          !(a->q_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->q_lin : new2d (g, "train.q", N, qd, error)) ||
+          !(a->k_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->k_lin : new2d (g, "train.k", N, kvd, error)) ||
+          !(a->v = new2d (g, "train.v", N, kvd, error)) || !(a->att = new2d (g, "train.att", N, qd, error)) ||
           !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error)) ||
-          !(a->up = new2d (g, "train.up", N, F, error)) || !(a->act = new2d (g, "train.act", N, F, error)))
+          !(a->up = new2d (g, "train.up", N, F, error)) ||
+          !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error)))
         return NULL;
       if (hp->n_experts > 0 && !moe_acts_new (g, a, error))
         return NULL;

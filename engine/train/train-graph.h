@@ -61,6 +61,19 @@ typedef struct {
   gboolean fp16;
 } HnTrainGraphOptions;
 
+/* The saved activations of layer il (> 0) that the backward never reads, so
+ * that every layer writes one tensor of layer 0 instead of its own (the
+ * forward's values are dead once the layer's next op has read them):
+ * without checkpointing this is most of what LoRA saves per layer for
+ * frozen MLPs. QK: q and k before rope (rope without q/k norm: the
+ * backward reads the roped ones); with an adapter (LoRA), ACT: the MLP's
+ * activation when the adapter has no down_proj (its only reader is the
+ * gradient of down_proj's weight or adapter), H2: the MLP's normed input
+ * when it has neither gate_proj nor up_proj. HN_TRAIN_NO_SHARE=1 keeps
+ * every layer's own (tests: the same losses). */
+enum { HN_TRAIN_SHARE_QK = 1 << 0, HN_TRAIN_SHARE_ACT = 1 << 1, HN_TRAIN_SHARE_H2 = 1 << 2 };
+guint hn_train_graph_shares (const HnTransformerHParams *hp, HnLoraAdapter *adapter, int il);
+
 /* Rows of the LM head's logits at a time in LoRA training (lora): all N
  * when the logits [N, V] are at most 32 Mi floats (128 MiB), else N split
  * into equal chunks of at most that many (llama-1b and Llama-3-8B 4 x 512:

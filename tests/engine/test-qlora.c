@@ -562,6 +562,54 @@ test_q4_k (void)
   hn_folder_remove_tree (tmp);
 }
 
+/* Layers past the first share what the backward never reads
+ * (hn_train_graph_shares): with a q_proj,v_proj adapter on the 2-layer
+ * fixture, layer 1 saves no q/k before rope, MLP activation or MLP input,
+ * which is exactly that many fewer bytes allocated, and the same losses as
+ * with every layer's own (HN_TRAIN_NO_SHARE=1). */
+static void
+test_shared_activations (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *base = fixture ("llama"), *init = fixture ("llama_lora/adapter_init");
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, base, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  g_assert_cmpint (hp->n_layer, ==, 2);
+  g_autoptr (HnLoraAdapter) ad = hn_lora_adapter_load (init, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (hn_train_graph_shares (hp, ad, 1), ==, HN_TRAIN_SHARE_QK | HN_TRAIN_SHARE_ACT | HN_TRAIN_SHARE_H2);
+  g_assert_cmpuint (hn_train_graph_shares (hp, NULL, 1), ==, HN_TRAIN_SHARE_QK);
+  gint32 inputs[24], targets[24];
+  for (int i = 0; i < 24; i++)
+    {
+      inputs[i] = (i * 29 + 3) % hp->vocab;
+      targets[i] = (i * 13 + 7) % hp->vocab;
+    }
+  double loss[2];
+  guint64 bytes[2];
+  for (int k = 0; k < 2; k++)
+    {
+      if (k)
+        g_setenv ("HN_TRAIN_NO_SHARE", "1", TRUE);
+      HnVkMemoryStats a, b;
+      hn_vk_context_get_memory_stats (ctx, &a);
+      g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, 2, 12, ad, &error);
+      g_assert_no_error (error);
+      hn_vk_context_get_memory_stats (ctx, &b);
+      bytes[k] = b.allocated_bytes - a.allocated_bytes;
+      g_assert_true (hn_train_graph_micro_step (g, inputs, targets, NULL, 24, &loss[k], &error));
+      g_assert_no_error (error);
+      g_unsetenv ("HN_TRAIN_NO_SHARE");
+    }
+  gint64 qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  guint64 want = 4 * (guint64) (24 * (qd + kvd + hp->ffn + hp->hidden));
+  g_test_message ("graph bytes %" G_GUINT64_FORMAT " shared, %" G_GUINT64_FORMAT " unshared (want %" G_GUINT64_FORMAT
+                  " less); losses %.9g, %.9g", bytes[0], bytes[1], want, loss[0], loss[1]);
+  g_assert_cmpuint (bytes[1] - bytes[0], >=, want);
+  g_assert_cmpfloat (loss[0], ==, loss[1]);
+}
+
 /* DoRA is refused by name when a fine-tune starts (before any data or model is read). */
 static void
 test_dora_refused (void)
@@ -604,6 +652,7 @@ main (int argc, char **argv)
   g_test_add_func ("/qlora/job", test_job);
   g_test_add_func ("/qlora/dora-refused", test_dora_refused);
   g_test_add_func ("/qlora/q4-k", test_q4_k);
+  g_test_add_func ("/qlora/shared-activations", test_shared_activations);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
