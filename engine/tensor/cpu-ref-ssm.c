@@ -1,0 +1,195 @@
+/* CPU references of the state-space ops (ops-ssm.h): plain loops with double
+ * sums, the ground truth for the shaders; tests/engine/test-ops-ssm.c checks
+ * the backward ones against finite differences of the forward ones. */
+#include "tensor/ops-ssm.h"
+#include "tensor/cpu-ref-back.h"
+#include "tensor/hn-cpu-ref.h"
+
+#include <math.h>
+#include <string.h>
+
+/* P[q] of concat(state, x) for one (b, c): q < K - 1 reads the state. */
+static double
+conv_p (const float *x, const float *state, gint64 b, gint64 T, gint64 C, gint64 K, gint64 c, gint64 q)
+{
+  gint64 j = q - (K - 1);
+  if (j >= 0)
+    return x[(b * T + j) * C + c];
+  return state ? state[(b * (K - 1) + q) * C + c] : 0.0;
+}
+
+static double
+conv_pre (const float *x, const float *w, const float *bias, const float *state, gint64 b, gint64 T, gint64 C,
+          gint64 K, gint64 c, gint64 t)
+{
+  double s = bias ? bias[c] : 0.0;
+  for (gint64 k = 0; k < K; k++)
+    s += (double) w[c * K + k] * conv_p (x, state, b, T, C, K, c, t + k);
+  return s;
+}
+
+void
+hn_ref_conv1d_causal (float *out, const float *x, const float *w, const float *bias, float *state, gint64 B, gint64 T,
+                      gint64 C, gint64 K, HnActivation act)
+{
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 t = 0; t < T; t++)
+      for (gint64 c = 0; c < C; c++)
+        out[(b * T + t) * C + c] = (float) hn_ref_activation (act, conv_pre (x, w, bias, state, b, T, C, K, c, t));
+  if (!state || K < 2)
+    return;
+  g_autofree float *next = g_new (float, B * (K - 1) * C);
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 r = 0; r < K - 1; r++)
+      for (gint64 c = 0; c < C; c++)
+        next[(b * (K - 1) + r) * C + c] = (float) conv_p (x, state, b, T, C, K, c, T + r);
+  memcpy (state, next, sizeof (float) * B * (K - 1) * C);
+}
+
+void
+hn_ref_conv1d_causal_back (const float *dy, const float *x, const float *w, const float *bias, gint64 B, gint64 T,
+                           gint64 C, gint64 K, HnActivation act, float *dx, float *dw, float *dbias)
+{
+  g_autofree double *g = g_new (double, T);
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 c = 0; c < C; c++)
+      {
+        for (gint64 t = 0; t < T; t++)
+          {
+            double pre = conv_pre (x, w, bias, NULL, b, T, C, K, c, t);
+            g[t] = dy[(b * T + t) * C + c] * (double) hn_ref_act_grad (act, (float) pre);
+            if (dbias)
+              dbias[c] += (float) g[t];
+            for (gint64 k = 0; dw && k < K; k++)
+              dw[c * K + k] += (float) (g[t] * conv_p (x, NULL, b, T, C, K, c, t + k));
+          }
+        for (gint64 s = 0; dx && s < T; s++)
+          {
+            /* x[s] is P[s + K - 1], used by out[t] with t + k = s + K - 1 */
+            double acc = 0;
+            for (gint64 k = 0; k < K; k++)
+              {
+                gint64 t = s + K - 1 - k;
+                if (t < T)
+                  acc += g[t] * w[c * K + k];
+              }
+            dx[(b * T + s) * C + c] = (float) acc;
+          }
+      }
+}
+
+static double
+softplus_t (double v)
+{
+  return v > 20.0 ? v : log1p (exp (v));
+}
+
+static double
+sigmoid_d (double v)
+{
+  return 1.0 / (1.0 + exp (-v));
+}
+
+void
+hn_ref_ssm_scan (float *y, const float *x, const float *dt, const float *A_log, const float *B, const float *C,
+                 gint64 nb, gint64 T, gint64 I, gint64 N, const HnRefSsmScan *p)
+{
+  g_autofree double *h = g_new (double, N);
+  for (gint64 b = 0; b < nb; b++)
+    for (gint64 i = 0; i < I; i++)
+      {
+        for (gint64 n = 0; n < N; n++)
+          h[n] = p->state ? p->state[(b * I + i) * N + n] : 0.0;
+        for (gint64 t = 0; t < T; t++)
+          {
+            gint64 ti = (b * T + t) * I + i, tn = (b * T + t) * N;
+            double d = dt[ti] + (p->dt_bias ? p->dt_bias[i] : 0.0);
+            if (p->dt_softplus)
+              d = softplus_t (d);
+            double u = x[ti], acc = 0;
+            for (gint64 n = 0; n < N; n++)
+              {
+                double a = -exp ((double) A_log[i * N + n]);
+                h[n] = exp (d * a) * h[n] + d * B[tn + n] * u;
+                acc += h[n] * C[tn + n];
+              }
+            if (p->D)
+              acc += p->D[i] * u;
+            if (p->z)
+              acc *= p->z[ti] * sigmoid_d (p->z[ti]);
+            y[ti] = (float) acc;
+          }
+        for (gint64 n = 0; p->state && n < N; n++)
+          p->state[(b * I + i) * N + n] = (float) h[n];
+      }
+}
+
+void
+hn_ref_ssm_scan_back (const float *dy, const float *x, const float *dt, const float *A_log, const float *B,
+                      const float *C, gint64 nb, gint64 T, gint64 I, gint64 N, const HnRefSsmScan *p, float *dx,
+                      float *ddt, float *dA_log, float *dB, float *dC, float *dD, float *dz, float *ddt_bias)
+{
+  g_autofree double *hs = g_new (double, T * N), *gh = g_new (double, N), *delta = g_new (double, T);
+  g_autofree double *dBs = g_new0 (double, nb * T * N), *dCs = g_new0 (double, nb * T * N);
+  for (gint64 b = 0; b < nb; b++)
+    for (gint64 i = 0; i < I; i++)
+      {
+        /* the forward, keeping every state */
+        for (gint64 t = 0; t < T; t++)
+          {
+            gint64 ti = (b * T + t) * I + i, tn = (b * T + t) * N;
+            double d = dt[ti] + (p->dt_bias ? p->dt_bias[i] : 0.0);
+            delta[t] = p->dt_softplus ? softplus_t (d) : d;
+            for (gint64 n = 0; n < N; n++)
+              {
+                double a = -exp ((double) A_log[i * N + n]);
+                double prev = t > 0 ? hs[(t - 1) * N + n] : 0.0;
+                hs[t * N + n] = exp (delta[t] * a) * prev + delta[t] * B[tn + n] * x[ti];
+              }
+          }
+        for (gint64 n = 0; n < N; n++)
+          gh[n] = 0;
+        for (gint64 t = T - 1; t >= 0; t--)
+          {
+            gint64 ti = (b * T + t) * I + i, tn = (b * T + t) * N;
+            double u = x[ti], d = delta[t], Dv = p->D ? p->D[i] : 0.0;
+            double yc = Dv * u;
+            for (gint64 n = 0; n < N; n++)
+              yc += hs[t * N + n] * C[tn + n];
+            double g = dy[ti];
+            if (p->z)
+              {
+                double zz = p->z[ti], s = sigmoid_d (zz);
+                if (dz)
+                  dz[ti] = (float) (g * yc * s * (1.0 + zz * (1.0 - s)));
+                g *= zz * s;
+              }
+            if (dD && p->D)
+              dD[i] += (float) (g * u);
+            double du = g * Dv, ddelta = 0;
+            for (gint64 n = 0; n < N; n++)
+              {
+                double a = -exp ((double) A_log[i * N + n]), e = exp (d * a);
+                double prev = t > 0 ? hs[(t - 1) * N + n] : 0.0;
+                dCs[tn + n] += g * hs[t * N + n];
+                gh[n] += g * C[tn + n];
+                ddelta += gh[n] * (prev * a * e + B[tn + n] * u);
+                dA_log[i * N + n] += (float) (gh[n] * prev * d * e * a);
+                dBs[tn + n] += gh[n] * d * u;
+                du += gh[n] * d * B[tn + n];
+                gh[n] *= e;
+              }
+            double draw = dt[ti] + (p->dt_bias ? p->dt_bias[i] : 0.0);
+            double gdt = ddelta * (p->dt_softplus && draw <= 20.0 ? sigmoid_d (draw) : 1.0);
+            ddt[ti] = (float) gdt;
+            if (ddt_bias && p->dt_bias)
+              ddt_bias[i] += (float) gdt;
+            dx[ti] = (float) du;
+          }
+      }
+  for (gint64 q = 0; q < nb * T * N; q++)
+    {
+      dB[q] = (float) dBs[q];
+      dC[q] = (float) dCs[q];
+    }
+}

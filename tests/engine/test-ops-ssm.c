@@ -1,0 +1,482 @@
+/* The state-space ops (engine/tensor/ops-ssm.h) on the device against their
+ * CPU references, on random shapes with odd sizes: the causal conv1d and the
+ * selective scan, forward (whole sequences, and the same sequence in chunks
+ * carrying the state, as generation does) and backward; and the backward
+ * references against central finite differences of the forward ones. */
+#include <math.h>
+#include <string.h>
+
+#include "ops-test-common.h"
+#include "tensor/ops-ssm.h"
+
+static void
+run (HnCmd *cmd)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_cmd_submit_wait (cmd, &error));
+  g_assert_no_error (error);
+}
+
+static void
+close_to (const char *what, HnTensor *t, const float *want, double rtol, double atol)
+{
+  g_autofree float *got = hn_test_download (t);
+  hn_test_assert_close (what, got, want, t->n, rtol, atol);
+}
+
+/* ------------------------------------------------------------ conv1d */
+
+static void
+conv_case (gint64 B, gint64 T, gint64 C, gint64 K, gboolean with_bias, gboolean with_state, HnActivation act)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random (B * T * C, -1, 1), *w = hn_test_random (C * K, -0.7, 0.7);
+  g_autofree float *b = hn_test_random (C, -0.3, 0.3), *s0 = hn_test_random (B * (K - 1) * C + 1, -1, 1);
+  g_autofree float *want = g_new (float, B * T * C), *s_want = g_memdup2 (s0, sizeof (float) * (B * (K - 1) * C + 1));
+  hn_ref_conv1d_causal (want, x, w, with_bias ? b : NULL, with_state ? s_want : NULL, B, T, C, K, act);
+  g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, x);
+  g_autoptr (HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { C, K }, w);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, b);
+  g_autoptr (HnTensor) ts = K > 1 ? hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, K - 1, C }, s0) : NULL;
+  g_autoptr (HnTensor) to = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, C });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_conv1d_causal (cmd, to, tx, tw, with_bias ? tb : NULL, with_state ? ts : NULL, act, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("conv1d B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " C%" G_GINT64_FORMAT
+                                           " K%" G_GINT64_FORMAT " bias %d state %d act %d",
+                                           B, T, C, K, with_bias, with_state, (int) act);
+  close_to (what, to, want, 1e-5, 1e-5);
+  if (with_state && ts)
+    close_to ("conv1d state", ts, s_want, 0, 0);
+}
+
+/* The sequence in chunks of 1..3 steps with the carried state equals it whole from a zero state. */
+static void
+conv_chunks (gint64 B, gint64 T, gint64 C, gint64 K)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random (B * T * C, -1, 1), *w = hn_test_random (C * K, -0.7, 0.7);
+  g_autofree float *b = hn_test_random (C, -0.3, 0.3), *want = g_new (float, B * T * C);
+  hn_ref_conv1d_causal (want, x, w, b, NULL, B, T, C, K, HN_ACT_SILU);
+  g_autoptr (HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { C, K }, w);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, b);
+  g_autofree float *zeros = g_new0 (float, B * (K - 1) * C);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, K - 1, C }, zeros);
+  g_autofree float *got = g_new (float, B * T * C);
+  for (gint64 t0 = 0, step = 1; t0 < T; t0 += step, step = step % 3 + 1)
+    {
+      gint64 n = MIN (step, T - t0);
+      g_autofree float *xc = g_new (float, B * n * C);
+      for (gint64 bb = 0; bb < B; bb++)
+        memcpy (xc + bb * n * C, x + (bb * T + t0) * C, sizeof (float) * n * C);
+      g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, n, C }, xc);
+      g_autoptr (HnTensor) to = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, n, C });
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_conv1d_causal (cmd, to, tx, tw, tb, ts, HN_ACT_SILU, &error));
+      run (cmd);
+      g_autofree float *o = hn_test_download (to);
+      for (gint64 bb = 0; bb < B; bb++)
+        memcpy (got + (bb * T + t0) * C, o + bb * n * C, sizeof (float) * n * C);
+    }
+  hn_test_assert_close ("conv1d in chunks with the carried state", got, want, B * T * C, 1e-5, 1e-5);
+}
+
+static void
+test_conv1d (void)
+{
+  conv_case (2, 7, 13, 4, TRUE, TRUE, HN_ACT_SILU);
+  conv_case (3, 2, 37, 4, TRUE, TRUE, HN_ACT_SILU);     /* T < K - 1: the new state keeps part of the old one */
+  conv_case (1, 9, 5, 3, FALSE, TRUE, HN_ACT_IDENTITY);
+  conv_case (2, 5, 70, 4, TRUE, FALSE, HN_ACT_SILU);
+  conv_case (1, 6, 3, 1, TRUE, FALSE, HN_ACT_GELU);
+  conv_chunks (2, 11, 19, 4);
+  conv_chunks (1, 8, 65, 3);
+
+  /* refusals by name */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 4, 6 });
+  g_autoptr (HnTensor) w = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 6, 17 });
+  g_autoptr (HnTensor) o = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 4, 6 });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_op_conv1d_causal (cmd, o, x, w, NULL, NULL, HN_ACT_SILU, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "conv1d_causal"));
+}
+
+/* ------------------------------------------------------------ scan */
+
+typedef struct {
+  gint64 B, T, I, N;
+  float *x, *dt, *A_log, *Bm, *Cm, *D, *z, *dt_bias;
+  gboolean use_D, use_z, use_bias, softplus;
+} ScanCase;
+
+static void
+scan_make (ScanCase *c, gint64 B, gint64 T, gint64 I, gint64 N, gboolean use_D, gboolean use_z, gboolean use_bias,
+           gboolean softplus)
+{
+  *c = (ScanCase) { B, T, I, N };
+  gint64 n = B * T * I;
+  c->x = hn_test_random (n, -1, 1);
+  c->dt = softplus ? hn_test_random (n, -3, 1) : hn_test_random (n, 0.01, 0.5);
+  c->A_log = hn_test_random (I * N, -1, 1.2);
+  c->Bm = hn_test_random (B * T * N, -1, 1);
+  c->Cm = hn_test_random (B * T * N, -1, 1);
+  c->D = hn_test_random (I, -1, 1);
+  c->z = hn_test_random (n, -2, 2);
+  c->dt_bias = hn_test_random (I, -1, 1);
+  c->use_D = use_D;
+  c->use_z = use_z;
+  c->use_bias = use_bias;
+  c->softplus = softplus;
+}
+
+static void
+scan_free (ScanCase *c)
+{
+  g_free (c->x);
+  g_free (c->dt);
+  g_free (c->A_log);
+  g_free (c->Bm);
+  g_free (c->Cm);
+  g_free (c->D);
+  g_free (c->z);
+  g_free (c->dt_bias);
+}
+
+static HnRefSsmScan
+scan_ref_params (const ScanCase *c, float *state)
+{
+  return (HnRefSsmScan) { c->use_bias ? c->dt_bias : NULL, c->use_D ? c->D : NULL, c->use_z ? c->z : NULL, state,
+                          c->softplus };
+}
+
+static void
+scan_case (gint64 B, gint64 T, gint64 I, gint64 N, gboolean use_D, gboolean use_z, gboolean use_bias,
+           gboolean softplus, gboolean with_state)
+{
+  g_autoptr (GError) error = NULL;
+  ScanCase c;
+  scan_make (&c, B, T, I, N, use_D, use_z, use_bias, softplus);
+  g_autofree float *s0 = hn_test_random (B * I * N, -1, 1);
+  g_autofree float *s_want = g_memdup2 (s0, sizeof (float) * B * I * N), *want = g_new (float, B * T * I);
+  HnRefSsmScan rp = scan_ref_params (&c, with_state ? s_want : NULL);
+  hn_ref_ssm_scan (want, c.x, c.dt, c.A_log, c.Bm, c.Cm, B, T, I, N, &rp);
+  gint64 sx[3] = { B, T, I }, sb[3] = { B, T, N };
+  g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.x);
+  g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.dt);
+  g_autoptr (HnTensor) tz = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.z);
+  g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, c.A_log);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Bm);
+  g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Cm);
+  g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.D);
+  g_autoptr (HnTensor) tdb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.dt_bias);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, I, N }, s0);
+  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, sx);
+  HnSsmScanParams p = { use_bias ? tdb : NULL, use_D ? td : NULL, use_z ? tz : NULL, with_state ? ts : NULL, softplus };
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_ssm_scan (cmd, ty, tx, tdt, ta, tb, tc, &p, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("ssm_scan B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " I%" G_GINT64_FORMAT
+                                           " N%" G_GINT64_FORMAT " D%d z%d bias%d softplus%d state%d",
+                                           B, T, I, N, use_D, use_z, use_bias, softplus, with_state);
+  close_to (what, ty, want, 1e-4, 1e-5);
+  if (with_state)
+    close_to ("ssm_scan state", ts, s_want, 1e-4, 1e-5);
+  scan_free (&c);
+}
+
+/* T steps one at a time (decode) with the carried state equal the whole sequence. */
+static void
+scan_steps (gint64 B, gint64 T, gint64 I, gint64 N)
+{
+  g_autoptr (GError) error = NULL;
+  ScanCase c;
+  scan_make (&c, B, T, I, N, TRUE, TRUE, FALSE, TRUE);
+  g_autofree float *want = g_new (float, B * T * I), *got = g_new (float, B * T * I);
+  HnRefSsmScan rp = scan_ref_params (&c, NULL);
+  hn_ref_ssm_scan (want, c.x, c.dt, c.A_log, c.Bm, c.Cm, B, T, I, N, &rp);
+  g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, c.A_log);
+  g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.D);
+  g_autofree float *zeros = g_new0 (float, B * I * N);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, I, N }, zeros);
+  for (gint64 t = 0; t < T; t++)
+    {
+      g_autofree float *x1 = g_new (float, B * I), *dt1 = g_new (float, B * I), *z1 = g_new (float, B * I);
+      g_autofree float *b1 = g_new (float, B * N), *c1 = g_new (float, B * N);
+      for (gint64 bb = 0; bb < B; bb++)
+        {
+          memcpy (x1 + bb * I, c.x + (bb * T + t) * I, sizeof (float) * I);
+          memcpy (dt1 + bb * I, c.dt + (bb * T + t) * I, sizeof (float) * I);
+          memcpy (z1 + bb * I, c.z + (bb * T + t) * I, sizeof (float) * I);
+          memcpy (b1 + bb * N, c.Bm + (bb * T + t) * N, sizeof (float) * N);
+          memcpy (c1 + bb * N, c.Cm + (bb * T + t) * N, sizeof (float) * N);
+        }
+      gint64 sx[3] = { B, 1, I }, sb[3] = { B, 1, N };
+      g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, sx, x1);
+      g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sx, dt1);
+      g_autoptr (HnTensor) tz = hn_test_tensor (HN_DTYPE_F32, 3, sx, z1);
+      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, sb, b1);
+      g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, sb, c1);
+      g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, sx);
+      HnSsmScanParams p = { NULL, td, tz, ts, TRUE };
+      g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_ssm_scan (cmd, ty, tx, tdt, ta, tb, tc, &p, &error));
+      run (cmd);
+      g_autofree float *y = hn_test_download (ty);
+      for (gint64 bb = 0; bb < B; bb++)
+        memcpy (got + (bb * T + t) * I, y + bb * I, sizeof (float) * I);
+    }
+  hn_test_assert_close ("ssm_scan one step at a time with the carried state", got, want, B * T * I, 1e-4, 1e-5);
+  scan_free (&c);
+}
+
+static void
+test_scan (void)
+{
+  scan_case (2, 9, 11, 5, TRUE, TRUE, TRUE, TRUE, TRUE);
+  scan_case (1, 13, 67, 16, TRUE, TRUE, FALSE, TRUE, FALSE);
+  scan_case (3, 4, 7, 1, FALSE, FALSE, FALSE, FALSE, TRUE);
+  scan_case (1, 5, 129, 3, TRUE, FALSE, TRUE, TRUE, TRUE);
+  scan_steps (2, 7, 13, 8);
+
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 4 });
+  g_autoptr (HnTensor) a = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 5, 2 });
+  g_autoptr (HnTensor) bc = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 2 });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  HnSsmScanParams p = { 0 };
+  g_assert_false (hn_op_ssm_scan (cmd, x, x, x, a, bc, bc, &p, &error)); /* A_log is not [I = 4, N] */
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "ssm_scan"));
+}
+
+/* ------------------------------------------------------------ backward on the device */
+
+static void
+test_conv1d_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  const gint64 shapes[][4] = { { 2, 9, 13, 4 }, { 1, 3, 70, 4 }, { 3, 5, 7, 3 }, { 1, 4, 5, 1 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      gint64 B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], K = shapes[s][3];
+      HnActivation act = s % 2 ? HN_ACT_IDENTITY : HN_ACT_SILU;
+      g_autofree float *x = hn_test_random (B * T * C, -1, 1), *w = hn_test_random (C * K, -0.7, 0.7);
+      g_autofree float *b = hn_test_random (C, -0.3, 0.3), *dy = hn_test_random (B * T * C, -1, 1);
+      g_autofree float *dx = g_new (float, B * T * C), *dw = hn_test_random (C * K, -1, 1);
+      g_autofree float *db = hn_test_random (C, -1, 1);
+      g_autoptr (HnTensor) tdw = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { C, K }, dw);
+      g_autoptr (HnTensor) tdb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, db);
+      hn_ref_conv1d_causal_back (dy, x, w, b, B, T, C, K, act, dx, dw, db);
+      gint64 sh[3] = { B, T, C };
+      g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, sh, x);
+      g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 3, sh, dy);
+      g_autoptr (HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { C, K }, w);
+      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, b);
+      g_autoptr (HnTensor) tdx = hn_test_empty (HN_DTYPE_F32, 3, sh);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_conv1d_causal_back (cmd, tdx, tdw, tdb, tdy, tx, tw, tb, act, 0, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      close_to ("conv1d_back dx", tdx, dx, 1e-4, 1e-5);
+      close_to ("conv1d_back dw (accumulated)", tdw, dw, 1e-4, 1e-5);
+      close_to ("conv1d_back dbias (accumulated)", tdb, db, 1e-4, 1e-5);
+      /* HN_BACK_ACCUMULATE adds into dx */
+      g_assert_true (hn_op_conv1d_causal_back (cmd, tdx, NULL, NULL, tdy, tx, tw, tb, act, HN_BACK_ACCUMULATE, &error));
+      run (cmd);
+      for (gint64 i = 0; i < B * T * C; i++)
+        dx[i] *= 2;
+      close_to ("conv1d_back dx (accumulated)", tdx, dx, 1e-4, 1e-5);
+    }
+}
+
+static void
+test_scan_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  const gint64 shapes[][4] = { { 2, 9, 11, 5 }, { 1, 6, 67, 16 }, { 3, 4, 7, 1 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      gint64 B = shapes[s][0], T = shapes[s][1], I = shapes[s][2], N = shapes[s][3];
+      gboolean full = s != 2;
+      ScanCase c;
+      scan_make (&c, B, T, I, N, full, full, full, full);
+      gint64 n = B * T * I, nbn = B * T * N;
+      g_autofree float *dy = hn_test_random (n, -1, 1);
+      g_autofree float *dx = g_new (float, n), *ddt = g_new (float, n), *dz = g_new0 (float, n);
+      g_autofree float *dB = g_new (float, nbn), *dC = g_new (float, nbn);
+      g_autofree float *dA = hn_test_random (I * N, -1, 1), *dD = hn_test_random (I, -1, 1);
+      g_autofree float *ddb = hn_test_random (I, -1, 1);
+      gint64 sx[3] = { B, T, I }, sb[3] = { B, T, N };
+      g_autoptr (HnTensor) tdA = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, dA);
+      g_autoptr (HnTensor) tdD = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, dD);
+      g_autoptr (HnTensor) tddb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, ddb);
+      HnRefSsmScan rp = scan_ref_params (&c, NULL);
+      hn_ref_ssm_scan_back (dy, c.x, c.dt, c.A_log, c.Bm, c.Cm, B, T, I, N, &rp, dx, ddt, dA, dB, dC, dD, dz, ddb);
+      g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.x);
+      g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.dt);
+      g_autoptr (HnTensor) tz = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.z);
+      g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 3, sx, dy);
+      g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, c.A_log);
+      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Bm);
+      g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Cm);
+      g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.D);
+      g_autoptr (HnTensor) tbias = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.dt_bias);
+      g_autoptr (HnTensor) tdx = hn_test_empty (HN_DTYPE_F32, 3, sx), tddt = hn_test_empty (HN_DTYPE_F32, 3, sx);
+      g_autoptr (HnTensor) tdz = hn_test_empty (HN_DTYPE_F32, 3, sx);
+      g_autoptr (HnTensor) tdB = hn_test_empty (HN_DTYPE_F32, 3, sb), tdC = hn_test_empty (HN_DTYPE_F32, 3, sb);
+      g_autoptr (HnTensor) scratch =
+        hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { hn_ssm_scan_back_scratch (B, T, I, N) });
+      HnSsmScanParams p = { full ? tbias : NULL, full ? td : NULL, full ? tz : NULL, NULL, full };
+      g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_ssm_scan_back (cmd, tdx, tddt, tdA, tdB, tdC, full ? tdD : NULL, full ? tdz : NULL,
+                                          full ? tddb : NULL, tdy, tx, tdt, ta, tb, tc, &p, scratch, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      close_to ("ssm_scan_back dx", tdx, dx, 1e-4, 1e-4);
+      close_to ("ssm_scan_back ddt", tddt, ddt, 1e-4, 1e-4);
+      close_to ("ssm_scan_back dB", tdB, dB, 1e-4, 1e-4);
+      close_to ("ssm_scan_back dC", tdC, dC, 1e-4, 1e-4);
+      close_to ("ssm_scan_back dA_log (accumulated)", tdA, dA, 1e-4, 1e-4);
+      if (full)
+        {
+          close_to ("ssm_scan_back dz", tdz, dz, 1e-4, 1e-4);
+          close_to ("ssm_scan_back dD (accumulated)", tdD, dD, 1e-4, 1e-4);
+          close_to ("ssm_scan_back ddt_bias (accumulated)", tddb, ddb, 1e-4, 1e-4);
+        }
+      scan_free (&c);
+    }
+}
+
+/* ------------------------------------------------------------ finite differences of the references */
+
+typedef double (*LossFn) (gpointer data);
+
+static void
+check_fd (const char *what, LossFn fn, gpointer data, float *x, gint64 n, const float *analytic)
+{
+  const float h = 1e-2f;
+  double worst = 0;
+  for (gint64 i = 0; i < n; i++)
+    {
+      float saved = x[i];
+      x[i] = saved + h;
+      double lp = fn (data);
+      x[i] = saved - h;
+      double lm = fn (data);
+      x[i] = saved;
+      double num = (lp - lm) / (2.0 * h), err = fabs (num - analytic[i]) / MAX (1.0, fabs (num));
+      worst = MAX (worst, err);
+      if (err > 5e-3)
+        g_error ("%s[%" G_GINT64_FORMAT "]: analytic %.6g, numeric %.6g", what, i, analytic[i], num);
+    }
+  g_test_message ("%s: max relative error %.3g over %" G_GINT64_FORMAT, what, worst, n);
+}
+
+typedef struct {
+  gint64 B, T, C, K;
+  HnActivation act;
+  float *x, *w, *b, *r;
+} ConvFd;
+
+static double
+conv_loss (gpointer data)
+{
+  ConvFd *c = data;
+  gint64 n = c->B * c->T * c->C;
+  g_autofree float *y = g_new (float, n);
+  hn_ref_conv1d_causal (y, c->x, c->w, c->b, NULL, c->B, c->T, c->C, c->K, c->act);
+  double s = 0;
+  for (gint64 i = 0; i < n; i++)
+    s += (double) y[i] * c->r[i];
+  return s;
+}
+
+typedef struct {
+  ScanCase s;
+  float *r;
+} ScanFd;
+
+static double
+scan_loss (gpointer data)
+{
+  ScanFd *f = data;
+  ScanCase *c = &f->s;
+  gint64 n = c->B * c->T * c->I;
+  g_autofree float *y = g_new (float, n);
+  HnRefSsmScan rp = scan_ref_params (c, NULL);
+  hn_ref_ssm_scan (y, c->x, c->dt, c->A_log, c->Bm, c->Cm, c->B, c->T, c->I, c->N, &rp);
+  double s = 0;
+  for (gint64 i = 0; i < n; i++)
+    s += (double) y[i] * f->r[i];
+  return s;
+}
+
+static void
+test_fd (void)
+{
+  for (int act = 0; act < 2; act++)
+    {
+      ConvFd c = { 2, 6, 5, 3, act ? HN_ACT_SILU : HN_ACT_IDENTITY };
+      gint64 n = c.B * c.T * c.C;
+      c.x = hn_test_random (n, -1, 1);
+      c.w = hn_test_random (c.C * c.K, -1, 1);
+      c.b = hn_test_random (c.C, -0.5, 0.5);
+      c.r = hn_test_random (n, -1, 1);
+      g_autofree float *dx = g_new (float, n), *dw = g_new0 (float, c.C * c.K), *db = g_new0 (float, c.C);
+      hn_ref_conv1d_causal_back (c.r, c.x, c.w, c.b, c.B, c.T, c.C, c.K, c.act, dx, dw, db);
+      check_fd ("conv1d dx", conv_loss, &c, c.x, n, dx);
+      check_fd ("conv1d dw", conv_loss, &c, c.w, c.C * c.K, dw);
+      check_fd ("conv1d dbias", conv_loss, &c, c.b, c.C, db);
+      g_free (c.x);
+      g_free (c.w);
+      g_free (c.b);
+      g_free (c.r);
+    }
+  for (int full = 0; full < 2; full++)
+    {
+      ScanFd f;
+      scan_make (&f.s, 2, 5, 3, 4, full, full, full, full);
+      ScanCase *c = &f.s;
+      gint64 n = c->B * c->T * c->I, nbn = c->B * c->T * c->N;
+      f.r = hn_test_random (n, -1, 1);
+      g_autofree float *dx = g_new (float, n), *ddt = g_new (float, n), *dz = g_new0 (float, n);
+      g_autofree float *dB = g_new (float, nbn), *dC = g_new (float, nbn), *dA = g_new0 (float, c->I * c->N);
+      g_autofree float *dD = g_new0 (float, c->I), *ddb = g_new0 (float, c->I);
+      HnRefSsmScan rp = scan_ref_params (c, NULL);
+      hn_ref_ssm_scan_back (f.r, c->x, c->dt, c->A_log, c->Bm, c->Cm, c->B, c->T, c->I, c->N, &rp, dx, ddt, dA, dB,
+                            dC, dD, dz, ddb);
+      check_fd ("ssm_scan dx", scan_loss, &f, c->x, n, dx);
+      check_fd ("ssm_scan ddt", scan_loss, &f, c->dt, n, ddt);
+      check_fd ("ssm_scan dA_log", scan_loss, &f, c->A_log, c->I * c->N, dA);
+      check_fd ("ssm_scan dB", scan_loss, &f, c->Bm, nbn, dB);
+      check_fd ("ssm_scan dC", scan_loss, &f, c->Cm, nbn, dC);
+      if (full)
+        {
+          check_fd ("ssm_scan dz", scan_loss, &f, c->z, n, dz);
+          check_fd ("ssm_scan dD", scan_loss, &f, c->D, c->I, dD);
+          check_fd ("ssm_scan ddt_bias", scan_loss, &f, c->dt_bias, c->I, ddb);
+        }
+      g_free (f.r);
+      scan_free (c);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/ssm/fd", test_fd);
+  g_test_add_func ("/ssm/conv1d", test_conv1d);
+  g_test_add_func ("/ssm/scan", test_scan);
+  g_test_add_func ("/ssm/conv1d-back", test_conv1d_back);
+  g_test_add_func ("/ssm/scan-back", test_scan_back);
+  int r = g_test_run ();
+  hn_test_free_ctx ();
+  return r;
+}
