@@ -18,6 +18,8 @@
 #include "formats/safetensors.h"
 #include "jobs/job-spec.h"
 #include "transformer/transformer.h"
+#include "ssm/mamba.h"
+#include "formats/model-config.h"
 #include "generate/sampler.h"
 #include "transformer/lora.h"
 #include "tensor/hn-ops.h"
@@ -42,6 +44,8 @@ static const SynthShape synth_shapes[] = {
   { "llama3-8b", "llama", 128256, 4096, 32, 32, 8, 14336, 8192, FALSE },
   { "gpt2-124m", "gpt2", 50304, 768, 12, 12, 12, 3072, 1024, TRUE },
   { "tiny", "llama", 512, 64, 2, 4, 2, 128, 512, TRUE },
+  /* state-space (issue 25): state-spaces/mamba-130m (state 16, conv 4, dt rank 48; ffn = d_inner) */
+  { "mamba-130m", "mamba", 50280, 768, 24, 1, 1, 1536, 0, TRUE },
   { NULL },
 };
 
@@ -115,7 +119,7 @@ write_synthetic (const SynthShape *sh, HnStDtype dt, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create a temporary folder for the synthetic model");
       return NULL;
     }
-  gboolean llama = g_str_equal (sh->model_type, "llama");
+  gboolean llama = g_str_equal (sh->model_type, "llama"), mamba = g_str_equal (sh->model_type, "mamba");
   int C = sh->hidden, D = C / sh->n_head, KV = sh->n_kv_head * D, F = sh->ffn;
   gsize esz = hn_st_dtype_size (dt);
   gsize pool_elems = (gsize) sh->vocab * C;
@@ -155,7 +159,29 @@ write_synthetic (const SynthShape *sh, HnStDtype dt, GError **error)
       return NULL;                                                                                                     \
   }                                                                                                                    \
   G_STMT_END
-  if (llama)
+  if (mamba)
+    {
+      int I = F, N = 16, K = 4, R = (C + 15) / 16;
+      ADD ("backbone.embeddings.weight", pool, sh->vocab, C);
+      ADD ("backbone.norm_f.weight", ones, C);
+      for (int l = 0; l < sh->n_layer; l++)
+        {
+          char nm[160];
+#define MN(fmt) (g_snprintf (nm, sizeof nm, "backbone.layers.%d." fmt, l), nm)
+          ADD (MN ("norm.weight"), ones, C);
+          ADD (MN ("mixer.in_proj.weight"), pool, 2 * I, C);
+          ADD (MN ("mixer.conv1d.weight"), pool, I, 1, K);
+          ADD (MN ("mixer.conv1d.bias"), pool, I);
+          ADD (MN ("mixer.x_proj.weight"), pool, R + 2 * N, I);
+          ADD (MN ("mixer.dt_proj.weight"), pool, I, R);
+          ADD (MN ("mixer.dt_proj.bias"), pool, I);
+          ADD (MN ("mixer.A_log"), pool, I, N);
+          ADD (MN ("mixer.D"), ones, I);
+          ADD (MN ("mixer.out_proj.weight"), pool, C, I);
+#undef MN
+        }
+    }
+  else if (llama)
     {
       ADD ("model.embed_tokens.weight", pool, sh->vocab, C);
       ADD ("model.norm.weight", ones, C);
@@ -208,7 +234,15 @@ write_synthetic (const SynthShape *sh, HnStDtype dt, GError **error)
     return NULL;
   const char *dtname = dt == HN_ST_DTYPE_F32 ? "float32" : dt == HN_ST_DTYPE_F16 ? "float16" : "bfloat16";
   g_autofree char *config = NULL;
-  if (llama)
+  if (mamba)
+    config = g_strdup_printf (
+      "{\"model_type\":\"mamba\",\"architectures\":[\"MambaForCausalLM\"],\"vocab_size\":%d,\"hidden_size\":%d,"
+      "\"num_hidden_layers\":%d,\"intermediate_size\":%d,\"state_size\":16,\"conv_kernel\":4,\"expand\":2,"
+      "\"time_step_rank\":%d,\"layer_norm_epsilon\":1e-05,\"hidden_act\":\"silu\",\"use_bias\":false,"
+      "\"use_conv_bias\":true,\"tie_word_embeddings\":true,\"bos_token_id\":0,\"eos_token_id\":0,"
+      "\"torch_dtype\":\"%s\"}",
+      sh->vocab, C, sh->n_layer, F, (C + 15) / 16, dtname);
+  else if (llama)
     config = g_strdup_printf (
       "{\"model_type\":\"llama\",\"architectures\":[\"LlamaForCausalLM\"],\"vocab_size\":%d,\"hidden_size\":%d,"
       "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
@@ -837,6 +871,105 @@ print_result (JsonObject *res, const BenchOptions *o)
   return 0;
 }
 
+/* State-space decoders (ssm/mamba.h): decode --new-tokens greedy steps (one submission each, the
+ * conv + SSM states carried, the logits read back and argmax'd on the host as generation does)
+ * after a --seq-len prompt; prefill: --batch rows of --seq-len tokens in one forward. */
+static gboolean
+bench_mamba (HnMamba *m, const BenchOptions *o, gboolean decode, JsonObject *res, GError **error)
+{
+  const HnMambaHParams *hp = hn_mamba_get_hparams (m);
+  int P = o->seq_len > 0 ? o->seq_len : decode ? 128 : 512, NT = o->new_tokens > 0 ? o->new_tokens : 128;
+  int B = MAX (o->batch, 1), iters = o->iterations > 0 ? o->iterations : 5;
+  if (decode && B != 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "the decode workload runs batch 1 (got --batch %d)", B);
+      return FALSE;
+    }
+  g_autoptr (HnMambaSession) s = hn_mamba_session_new (m, B, P, error);
+  if (!s)
+    return FALSE;
+  const HnLmOps *ops = hn_mamba_session_lm_ops ();
+  g_autofree int32_t *ids = g_new (int32_t, P);
+  g_autofree float *logits = g_new (float, (gsize) B * hp->vocab);
+  for (int i = 0; i < P; i++)
+    ids[i] = (i * 7919 + 11) % hp->vocab;
+  json_object_set_int_member (res, "state_bytes_per_sequence", (gint64) hn_mamba_state_bytes_per_row (m));
+  json_object_set_int_member (res, "weight_bytes", (gint64) hn_mamba_get_weight_bytes (m));
+  if (!decode)
+    {
+      /* warm-up by time, as the prefill of the attention decoders */
+      double warm = o->warmup_seconds > 0 ? o->warmup_seconds : 1.0;
+      gint64 w0 = g_get_monotonic_time ();
+      do
+        for (int b = 0; b < B; b++)
+          if (!ops->reset (s, B, error) || !ops->prefill (s, b, ids, P, logits, error))
+            return FALSE;
+      while ((g_get_monotonic_time () - w0) / 1e6 < warm);
+      double best = 1e30, sum = 0;
+      for (int it = 0; it < iters; it++)
+        {
+          if (!ops->reset (s, B, error))
+            return FALSE;
+          gint64 t0 = g_get_monotonic_time ();
+          for (int b = 0; b < B; b++)
+            if (!ops->prefill (s, b, ids, P, logits, error))
+              return FALSE;
+          double sec = (g_get_monotonic_time () - t0) / 1e6;
+          best = MIN (best, sec);
+          sum += sec;
+        }
+      json_object_set_int_member (res, "seq_len", P);
+      set_d (res, "tokens_per_s", (double) B * P / (sum / iters));
+      set_d (res, "best_tokens_per_s", (double) B * P / best);
+      set_d (res, "ms_per_step", sum / iters * 1e3);
+      return TRUE;
+    }
+  g_autofree int32_t *out = g_new (int32_t, NT);
+  int32_t tok = 0;
+  /* warm-up (pipelines), then the measured run from a fresh prompt */
+  for (int pass = 0; pass < 2; pass++)
+    {
+      if (!ops->reset (s, 1, error) || !ops->prefill (s, 0, ids, P, logits, error))
+        return FALSE;
+      tok = hn_argmax (logits, hp->vocab);
+      int row = 0, steps = pass ? NT : 4;
+      gint64 t0 = g_get_monotonic_time ();
+      for (int i = 0; i < steps; i++)
+        {
+          if (!ops->decode (s, 1, &row, &tok, logits, error))
+            return FALSE;
+          tok = hn_argmax (logits, hp->vocab);
+          if (pass)
+            out[i] = tok;
+        }
+      if (pass)
+        {
+          double sec = (g_get_monotonic_time () - t0) / 1e6;
+          set_d (res, "tokens_per_s", NT / sec);
+          set_d (res, "ms_per_token", sec / NT * 1e3);
+          set_d (res, "weight_gb_per_s", hn_mamba_get_weight_bytes (m) / (sec / NT) / 1e9);
+        }
+    }
+  json_object_set_int_member (res, "prompt_tokens", P);
+  json_object_set_int_member (res, "new_tokens", NT);
+  json_object_set_int_member (res, "first_token", out[0]);
+  json_object_set_int_member (res, "last_token", out[NT - 1]);
+  if (o->profile)
+    {
+      hn_mamba_session_set_profiling (s, TRUE);
+      int row = 0;
+      if (!ops->decode (s, 1, &row, &tok, logits, error))
+        return FALSE;
+      guint n = 0;
+      double total = 0;
+      const HnCmdProfileEntry *e = hn_mamba_session_get_profile (s, &n);
+      JsonNode *prof = profile_entries_json (e, n, &total);
+      set_d (res, "profiled_step_gpu_us", total);
+      json_object_set_member (res, "profile", prof);
+    }
+  return TRUE;
+}
+
 static int
 run_benchmark (const BenchOptions *o)
 {
@@ -903,7 +1036,7 @@ run_benchmark (const BenchOptions *o)
           if (!sh)
             {
               g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                           "--synthetic %s: known shapes are llama-1b, llama3-8b, gpt2-124m and tiny", name);
+                           "--synthetic %s: known shapes are llama-1b, llama3-8b, gpt2-124m, mamba-130m and tiny", name);
               return hn_cli_fail (g_steal_pointer (&error));
             }
           gint64 w0 = g_get_monotonic_time ();
@@ -963,6 +1096,33 @@ run_benchmark (const BenchOptions *o)
           hn_vk_context_get_memory_stats (c0, &ms);
           json_object_set_int_member (res, "peak_device_bytes", (gint64) ms.peak_reserved_bytes);
           json_object_set_int_member (res, "peak_allocated_bytes", (gint64) ms.peak_allocated_bytes);
+          if (!ok)
+            return hn_cli_fail (g_steal_pointer (&error));
+          return print_result (res, o);
+        }
+      g_autoptr (HnModelConfig) mcfg = hn_model_config_load (dir, NULL);
+      const HnArchInfo *march = mcfg ? hn_arch_lookup (mcfg->model_type, NULL) : NULL;
+      if (march && hn_arch_is_ssm (march))
+        {
+          if (o->continuous_batching || !(g_str_equal (wl, "decode") || g_str_equal (wl, "prefill")))
+            {
+              if (tmp)
+                remove_dir (tmp);
+              g_set_error (&error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                           "model_type \"%s\" (state-space decoder): --workload %s%s is not supported (decode and "
+                           "prefill are)", march->model_type, wl, o->continuous_batching ? " --continuous-batching" : "");
+              return hn_cli_fail (g_steal_pointer (&error));
+            }
+          g_autoptr (HnMamba) mm = hn_mamba_load (ctx, dir, &error);
+          if (tmp)
+            remove_dir (tmp);
+          if (!mm)
+            return hn_cli_fail (g_steal_pointer (&error));
+          hn_vk_context_reset_peak (ctx);
+          ok = bench_mamba (mm, o, g_str_equal (wl, "decode"), res, &error);
+          HnVkMemoryStats mms;
+          hn_vk_context_get_memory_stats (ctx, &mms);
+          json_object_set_int_member (res, "peak_device_bytes", (gint64) mms.peak_reserved_bytes);
           if (!ok)
             return hn_cli_fail (g_steal_pointer (&error));
           return print_result (res, o);

@@ -9,6 +9,7 @@
 #include "formats/model-config.h"
 #include "encdec/encoder.h"
 #include "encdec/seq2seq.h"
+#include "ssm/mamba.h"
 #include "transformer/lora.h"
 #include "transformer/transformer.h"
 
@@ -74,7 +75,7 @@ hn_cmd_transformer_logits (int argc, char **argv)
   const HnArchInfo *arch = cfg ? hn_arch_lookup (cfg->model_type, &error) : NULL;
   if (!arch)
     return hn_cli_fail (error);
-  gboolean enc = hn_arch_is_encoder (arch), s2s = hn_arch_is_seq2seq (arch);
+  gboolean enc = hn_arch_is_encoder (arch), s2s = hn_arch_is_seq2seq (arch), ssm = hn_arch_is_ssm (arch);
   if (dec_text && !s2s)
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
                                      "--decoder-input-ids: model_type \"%s\" is not an encoder-decoder", arch->model_type));
@@ -86,9 +87,10 @@ hn_cmd_transformer_logits (int argc, char **argv)
                                      "--token-type-ids has %u ids for %u input ids", tt->len, ids->len));
   if (!hn_arch_require_task (arch, HN_TASK_LOGITS, &error))
     return hn_cli_fail (error);
-  if (adapter_dir && (enc || s2s))
+  if (adapter_dir && (enc || s2s || ssm))
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_UNSUPPORTED,
-                                     "--adapter is for decoders; model_type \"%s\" is not one", arch->model_type));
+                                     "--adapter is for attention decoders; model_type \"%s\" is not one",
+                                     arch->model_type));
   g_autoptr (HnLoraAdapter) adapter = adapter_dir ? hn_lora_adapter_load (adapter_dir, &error) : NULL;
   if (adapter_dir && !adapter)
     return hn_cli_fail (error);
@@ -127,6 +129,17 @@ hn_cmd_transformer_logits (int argc, char **argv)
           logits = g_new (float, (gsize) rows * vocab);
           ok = hn_seq2seq_logits (m, (const int32_t *) ids->data, (int) ids->len, (const int32_t *) dec->data,
                                   (int) dec->len, logits, &error);
+        }
+    }
+  else if (ssm)
+    {
+      g_autoptr (HnMamba) m = hn_mamba_load (vk, model, &error);
+      ok = m != NULL;
+      if (ok)
+        {
+          vocab = hn_mamba_get_hparams (m)->vocab;
+          logits = g_new (float, (gsize) rows * vocab);
+          ok = hn_mamba_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error);
         }
     }
   else

@@ -14,6 +14,7 @@
 #include "jobs/hierarchos-job.h"
 #include "transformer/lora.h"
 #include "encdec/seq2seq.h"
+#include "ssm/mamba.h"
 #include "transformer/transformer.h"
 
 #include <json-glib/json-glib.h>
@@ -605,8 +606,8 @@ run_batched (HnJob *job, const HnGenerateJobOptions *jo, HnTransformer *model, H
 
 /* One prompt after another, streaming the text of greedy/sampled ones. */
 static GPtrArray *
-run_sequential (HnJob *job, HnTransformer *model, HnSeq2Seq *s2s_model, HnKvCacheMode mode, HnTokenizer *tok,
-                const HnGenerateOptions *opt, GPtrArray *prompts, gboolean json, GError **error)
+run_sequential (HnJob *job, HnTransformer *model, HnSeq2Seq *s2s_model, HnMamba *ssm_model, HnKvCacheMode mode,
+                HnTokenizer *tok, const HnGenerateOptions *opt, GPtrArray *prompts, gboolean json, GError **error)
 {
   g_autoptr (GPtrArray) results = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_generate_result_free);
   for (guint i = 0; i < prompts->len; i++)
@@ -617,6 +618,8 @@ run_sequential (HnJob *job, HnTransformer *model, HnSeq2Seq *s2s_model, HnKvCach
       HnTokenFunc tf = stream ? on_token : NULL;
       HnGenerateResult *r =
         model ? hn_transformer_generate (model, mode, opt, (const int32_t *) p->data, (int) p->len,
+                                         tok ? decode_text : NULL, tok, tf, &st, hn_job_get_cancellable (job), error)
+        : ssm_model ? hn_mamba_generate (ssm_model, opt, (const int32_t *) p->data, (int) p->len,
                                          tok ? decode_text : NULL, tok, tf, &st, hn_job_get_cancellable (job), error)
               : hn_seq2seq_generate (s2s_model, opt, (const int32_t *) p->data, (int) p->len, tok ? decode_text : NULL,
                                      tok, tf, &st, hn_job_get_cancellable (job), error);
@@ -772,28 +775,51 @@ generate_with (HnJob *job, const HnGenerateJobOptions *jo, const char *model_dir
                                                    : "a KV cache mode other than the default");
       return FALSE;
     }
+  gboolean ssm = arch && hn_arch_is_ssm (arch);
+  if (ssm && (batch || mode != HN_KV_CACHE_CONTIGUOUS || adapter_dir || ctxs->len > 1))
+    {
+      /* a state-space decoder carries a fixed-size recurrent state per layer (conv + SSM) */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "model_type \"%s\" (state-space decoder: a conv + SSM state per layer, no KV cache): %s is not "
+                   "supported",
+                   arch->model_type,
+                   batch ? "continuous batching (a paged KV cache)"
+                   : adapter_dir ? "--lora-adapter-path"
+                   : ctxs->len > 1 ? "splitting the layers across devices (--device-indices)"
+                   : mode == HN_KV_CACHE_PAGED ? "the paged KV cache (--kv-cache paged)"
+                                               : "recomputing the prefix (--kv-cache none)");
+      return FALSE;
+    }
   g_autoptr (HnSeq2Seq) s2s_model = arch && s2s ? hn_seq2seq_load (ctx, model_dir, error) : NULL;
+  g_autoptr (HnMamba) ssm_model = ssm ? hn_mamba_load (ctx, model_dir, error) : NULL;
   g_autoptr (HnTransformer) model =
-    arch && !s2s ? hn_transformer_load_split ((HnVkContext *const *) ctxs->pdata, ctxs->len, model_dir, error) : NULL;
+    arch && !s2s && !ssm ? hn_transformer_load_split ((HnVkContext *const *) ctxs->pdata, ctxs->len, model_dir, error)
+                         : NULL;
   if (model && ctxs->len > 1)
     log_stages (job, model, devs);
-  if ((!model && !s2s_model) || !hn_arch_require_task (arch, HN_TASK_GENERATE, error) ||
+  if ((!model && !s2s_model && !ssm_model) || !hn_arch_require_task (arch, HN_TASK_GENERATE, error) ||
       (mode == HN_KV_CACHE_PAGED && !hn_transformer_check_pageable (model, error)))
     return FALSE;
   if (adapter_dir && !hn_generate_job_attach_adapter (job, model, adapter_dir, error))
     return FALSE;
   g_autofree char *dropped = hn_generate_options_drop_outside_vocab (
-    opt, model ? hn_transformer_get_hparams (model)->vocab : hn_seq2seq_get_vocab (s2s_model));
+    opt, model ? hn_transformer_get_hparams (model)->vocab
+         : ssm_model ? hn_mamba_get_hparams (ssm_model)->vocab : hn_seq2seq_get_vocab (s2s_model));
   if (dropped)
     hn_job_log (job, HN_LOG_WARNING, "%s: %s", model_dir, dropped);
-  hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
-              (model ? hn_transformer_get_weight_bytes (model) : hn_seq2seq_get_weight_bytes (s2s_model)) / 1e6,
-              hn_kv_cache_mode_name (mode));
+  if (ssm_model)
+    hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, recurrent state: %.1f KB per sequence (conv + SSM, "
+                "no KV cache)", model_dir, arch->model_type, hn_mamba_get_weight_bytes (ssm_model) / 1e6,
+                hn_mamba_state_bytes_per_row (ssm_model) / 1e3);
+  else
+    hn_job_log (job, HN_LOG_INFO, "%s (%s), %.1f MB of weights, KV cache: %s", model_dir, arch->model_type,
+                (model ? hn_transformer_get_weight_bytes (model) : hn_seq2seq_get_weight_bytes (s2s_model)) / 1e6,
+                hn_kv_cache_mode_name (mode));
 
   gboolean json = jo->json;
   HnBatchStats st;
   g_autoptr (GPtrArray) results = batch ? run_batched (job, jo, model, tok, opt, prompts, &in, &st, error)
-                                        : run_sequential (job, model, s2s_model, mode, tok, opt, prompts, json, error);
+                                        : run_sequential (job, model, s2s_model, ssm_model, mode, tok, opt, prompts, json, error);
   if (!results)
     return FALSE;
   const char *out = jo->output_json;

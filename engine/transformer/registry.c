@@ -162,6 +162,9 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoeshared" },
   { "flex_olmo", NULL, "olmoe", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
     "silu", DEC, "flex_olmo" },
+  /* state-space decoders (ssm/mamba.c): logits and generation with a recurrent state per layer */
+  { "mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba" },
+  { "falcon_mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "falcon_mamba" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
   { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
   { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
@@ -226,7 +229,6 @@ static const HnArchInfo archs[] = {
 /* Every other model_type of transformers 5.17's causal-LM, masked-LM and seq2seq-LM mappings
  * (tests/fixtures/parity/lm_model_types.json), refused by name with the reason; the registry test
  * checks that each listed type is registered or here. */
-#define R_SSM "state-space layers (Mamba selective scan) are not built yet"
 #define R_SSD "hybrid attention + Mamba-2 (SSD scan) layers are not built yet"
 #define R_NOTEXT "not a text-only graph (speech, audio, image or multi-codebook model)"
 #define R_UNMAPPED "its modeling file is not mapped onto this graph yet (no parity fixture)"
@@ -255,7 +257,6 @@ static const HnArchRefusal refusals[] = {
   { "esmc", "ESM C's protein encoder is not built yet" },
   { "exaone_moe", R_UNMAPPED },
   { "falcon_h1", R_SSD },
-  { "falcon_mamba", R_SSM " (falcon_mamba: with RMS-normed B, C, dt)" },
   { "flaubert", "XLM's language embeddings and pre/post-norm layout (Flaubert) are not built yet" },
   { "fnet", "Fourier-transform token mixing is not built yet" },
   { "fsmt", "separate source and target vocabularies (FSMT) are not built yet" },
@@ -302,7 +303,6 @@ static const HnArchRefusal refusals[] = {
   { "longformer", "sliding-window + global attention (Longformer) is not built yet" },
   { "longt5", "local / transient-global encoder attention is not built yet" },
   { "luke", "entity embeddings and entity-aware attention are not built yet" },
-  { "mamba", R_SSM },
   { "mamba2", "Mamba-2 SSD scan layers are not built yet" },
   { "mellum", R_UNMAPPED },
   { "mimo_v2_flash", R_UNMAPPED },
@@ -457,6 +457,7 @@ hn_block_kind_name (HnBlockKind kind)
     case HN_BLOCK_SEQ2SEQ_POST_NORM: return "seq2seq-post-norm";
     case HN_BLOCK_SEQ2SEQ_PRE_NORM: return "seq2seq-pre-norm";
     case HN_BLOCK_POST_LN: return "post-ln";
+    case HN_BLOCK_MAMBA: return "mamba";
     }
   return "?";
 }
@@ -465,6 +466,12 @@ gboolean
 hn_arch_is_encoder (const HnArchInfo *arch)
 {
   return arch->block == HN_BLOCK_ENCODER_POST_NORM || arch->block == HN_BLOCK_ENCODER_PRE_NORM;
+}
+
+gboolean
+hn_arch_is_ssm (const HnArchInfo *arch)
+{
+  return arch->block == HN_BLOCK_MAMBA;
 }
 
 gboolean

@@ -22,6 +22,8 @@ typedef enum {
   HN_BLOCK_SEQ2SEQ_POST_NORM, /* encoder-decoder, post-norm sublayers (bart, marian) */
   HN_BLOCK_SEQ2SEQ_PRE_NORM,  /* encoder-decoder, pre-norm sublayers and final norms (t5, mbart, pegasus) */
   HN_BLOCK_POST_LN,           /* decoder, x = norm1(x + attn(x)); x = norm2(x + mlp(x)), no final norm (openai-gpt) */
+  /* state-space decoders: ssm/mamba.h runs these (a recurrent state per layer, no attention) */
+  HN_BLOCK_MAMBA,             /* x += mixer(rmsnorm(x)), the Mamba selective-scan mixer (mamba, falcon_mamba) */
 } HnBlockKind;
 
 /* Where the weights live in the checkpoint and how they are laid out. */
@@ -69,6 +71,7 @@ typedef enum {
   HN_NAMES_EUROBERT,   /* llama names (RMSNorm, grouped K/V, rotary, gated MLP), bidirectional, lm_head */
   HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
   HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
+  HN_NAMES_MAMBA,      /* backbone.layers.N.mixer.{in_proj,conv1d,x_proj,dt_proj,out_proj,A_log,D}, backbone.norm_f */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */
@@ -149,6 +152,8 @@ const char *hn_block_kind_name (HnBlockKind kind);
 /* Encoders with a masked-LM head (encdec/encoder.h) and encoder-decoders (encdec/seq2seq.h). */
 gboolean hn_arch_is_encoder (const HnArchInfo *arch);
 gboolean hn_arch_is_seq2seq (const HnArchInfo *arch);
+/* State-space decoders (ssm/mamba.h): generation carries a recurrent state per layer, not a KV cache. */
+gboolean hn_arch_is_ssm (const HnArchInfo *arch);
 const char *hn_task_name (HnTask task);
 /* Space-separated quirk names of `quirks` (new string). */
 char *hn_quirks_to_string (guint quirks);

@@ -339,6 +339,14 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
                    cfg->path, a->model_type, hn_arch_is_encoder (a) ? "an encoder (masked LM)" : "an encoder-decoder");
       return FALSE;
     }
+  if (hn_arch_is_ssm (a))
+    {
+      /* ssm/mamba.h runs it (a recurrent state per layer instead of attention and a KV cache) */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: model_type \"%s\" is a state-space decoder (Mamba): it runs through its own graph, not the "
+                   "attention decoder's", cfg->path, a->model_type);
+      return FALSE;
+    }
   hp->arch = a;
   hp->block = a->block;
   const char *mt = a->model_type;

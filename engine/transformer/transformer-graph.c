@@ -1073,7 +1073,8 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
     case HN_BLOCK_ENCODER_PRE_NORM:
     case HN_BLOCK_SEQ2SEQ_POST_NORM:
     case HN_BLOCK_SEQ2SEQ_PRE_NORM:
-      g_assert_not_reached (); /* hn_transformer_hparams_resolve refuses them (encoder.c, seq2seq.c) */
+    case HN_BLOCK_MAMBA:
+      g_assert_not_reached (); /* hn_transformer_hparams_resolve refuses them (encoder.c, seq2seq.c, ssm/mamba.c) */
     }
   return TRUE;
 }

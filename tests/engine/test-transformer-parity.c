@@ -576,8 +576,9 @@ main (int argc, char **argv)
   gsize n_arch;
   const HnArchInfo *arch = hn_arch_list (&n_arch);
   for (gsize i = 0; i < n_arch; i++)
-    if ((arch[i].tasks & HN_TASK_LOGITS) && !hn_arch_is_encoder (&arch[i]) && !hn_arch_is_seq2seq (&arch[i]))
-      { /* encoders and encoder-decoders: test-encdec-parity.c */
+    if ((arch[i].tasks & HN_TASK_LOGITS) && !hn_arch_is_encoder (&arch[i]) && !hn_arch_is_seq2seq (&arch[i]) &&
+        !hn_arch_is_ssm (&arch[i]))
+      { /* encoders and encoder-decoders: test-encdec-parity.c; state-space decoders: test-ssm-parity.c */
         g_assert_nonnull (arch[i].fixture);
         g_ptr_array_add (cases, (gpointer) arch[i].fixture);
       }

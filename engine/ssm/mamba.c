@@ -1,0 +1,712 @@
+/* Mamba / Falcon-Mamba decoders (see mamba.h). The checkpoint's fused
+ * projections are split at load into the parts the graph multiplies by
+ * (in_proj into its x and z rows, x_proj into dt, B and C rows), so every
+ * activation is a contiguous tensor the ops take as they are. */
+#include "ssm/mamba.h"
+
+#include "base/hn-error.h"
+#include "encdec/encdec-private.h"
+#include "formats/model-config.h"
+#include "tensor/ops-ssm.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  HnTensor *norm_w;
+  HnTensor *w_x, *w_z, *b_x, *b_z;   /* in_proj rows [0, I) and [I, 2I) */
+  HnTensor *conv_w, *conv_b;         /* f32 [I, K], [I] */
+  HnTensor *w_dtl, *w_B, *w_C;       /* x_proj rows [0, R), [R, R + N), [R + N, R + 2N) */
+  HnTensor *dt_w, *dt_b;             /* dt_proj [I, R], [I] */
+  HnTensor *A_log, *D;               /* f32 [I, N], [I] */
+  HnTensor *out_w, *out_b;           /* out_proj [C, I] */
+} MambaLayer;
+
+struct _HnMamba {
+  HnVkContext *ctx;
+  const HnArchInfo *arch;
+  HnMambaHParams hp;
+  MambaLayer *layers;
+  HnTensor *embed, *norm_f, *lm_head;
+  GPtrArray *owned;
+  guint64 weight_bytes;
+  char *dir;
+};
+
+const HnArchInfo *
+hn_mamba_get_arch (HnMamba *m)
+{
+  return m->arch;
+}
+
+const HnMambaHParams *
+hn_mamba_get_hparams (HnMamba *m)
+{
+  return &m->hp;
+}
+
+guint64
+hn_mamba_get_weight_bytes (HnMamba *m)
+{
+  return m->weight_bytes;
+}
+
+guint64
+hn_mamba_state_bytes_per_row (HnMamba *m)
+{
+  const HnMambaHParams *h = &m->hp;
+  return (guint64) sizeof (float) * h->n_layer * ((guint64) (h->conv_kernel - 1) * h->inner + (guint64) h->inner * h->state);
+}
+
+void
+hn_mamba_free (HnMamba *m)
+{
+  if (!m)
+    return;
+  g_free (m->layers);
+  g_clear_pointer (&m->owned, g_ptr_array_unref);
+  g_clear_pointer (&m->ctx, hn_vk_context_unref);
+  g_free (m->dir);
+  g_free (m);
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static gboolean
+cfg_int (const HnModelConfig *cfg, const char *key, gint64 def, gint64 *out, GError **error)
+{
+  GError *e = NULL;
+  if (!hn_model_config_get_int (cfg, key, out, &e))
+    {
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+      *out = def;
+    }
+  return TRUE;
+}
+
+static gboolean
+cfg_bool (const HnModelConfig *cfg, const char *key, gboolean def, gboolean *out, GError **error)
+{
+  GError *e = NULL;
+  if (!hn_model_config_get_bool (cfg, key, out, &e))
+    {
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+      *out = def;
+    }
+  return TRUE;
+}
+
+static gboolean
+resolve (HnMambaHParams *h, const HnModelConfig *cfg, const HnArchInfo *arch, GError **error)
+{
+  gint64 state, kernel, expand, inner, rank;
+  gboolean use_bias, conv_bias;
+  if (!cfg_int (cfg, "state_size", 16, &state, error) || !cfg_int (cfg, "conv_kernel", 4, &kernel, error) ||
+      !cfg_int (cfg, "expand", 2, &expand, error) || !cfg_bool (cfg, "use_bias", FALSE, &use_bias, error) ||
+      !cfg_bool (cfg, "use_conv_bias", TRUE, &conv_bias, error))
+    return FALSE;
+  (void) use_bias;
+  (void) conv_bias;
+  h->vocab = (int) cfg->vocab_size;
+  h->hidden = (int) cfg->hidden_size;
+  h->n_layer = (int) cfg->num_hidden_layers;
+  if (h->vocab <= 0 || h->hidden <= 0 || h->n_layer <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: vocab_size, hidden_size and num_hidden_layers are required",
+                   cfg->path);
+      return FALSE;
+    }
+  /* intermediate_size is saved by MambaConfig (expand · hidden otherwise) */
+  inner = cfg->intermediate_size > 0 ? cfg->intermediate_size : expand * h->hidden;
+  const char *rs = hn_model_config_get_string (cfg, "time_step_rank");
+  if (rs && g_str_equal (rs, "auto"))
+    rank = (h->hidden + 15) / 16;
+  else if (!cfg_int (cfg, "time_step_rank", (h->hidden + 15) / 16, &rank, error))
+    return FALSE;
+  h->inner = (int) inner;
+  h->state = (int) state;
+  h->conv_kernel = (int) kernel;
+  h->dt_rank = (int) rank;
+  if (state < 1 || state > HN_SSM_MAX_STATE || kernel < 1 || kernel > HN_CONV1D_MAX_KERNEL || rank < 1 || inner < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: state_size %" G_GINT64_FORMAT " (1..%d), conv_kernel %" G_GINT64_FORMAT
+                   " (1..%d), time_step_rank %" G_GINT64_FORMAT " and intermediate_size %" G_GINT64_FORMAT
+                   " are outside what the kernels take",
+                   cfg->path, state, HN_SSM_MAX_STATE, kernel, HN_CONV1D_MAX_KERNEL, rank, inner);
+      return FALSE;
+    }
+  h->norm_eps = isnan (cfg->norm_eps) ? 1e-5f : (float) cfg->norm_eps;
+  const char *act = cfg->hidden_act;
+  if (act && !g_str_equal (act, "silu") && !g_str_equal (act, "swish"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: hidden_act \"%s\": the Mamba mixer is built for silu",
+                   cfg->path, act);
+      return FALSE;
+    }
+  h->bc_dt_norm = g_str_equal (arch->model_type, "falcon_mamba");
+  double me = 1e-6;
+  GError *e = NULL;
+  if (!hn_model_config_get_double (cfg, "mixer_rms_eps", &me, &e) && e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  h->mixer_eps = (float) me;
+  h->tie_embeddings = cfg->tie_word_embeddings != 0; /* MambaConfig's default: tied */
+  return TRUE;
+}
+
+/* An f32 device tensor of `shape` from checkpoint tensor `name`, which must hold that many values
+ * (conv1d.weight [I, 1, K] as [I, K]). */
+static gboolean
+load_f32 (HnWLoader *L, const char *name, int ndim, const gint64 *shape, gboolean required, HnTensor **out,
+          GError **error)
+{
+  *out = NULL;
+  const HnSafetensorInfo *t = hn_wl_find (L, name, required, error);
+  if (!t)
+    return !required;
+  gint64 n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
+  if ((gint64) t->n_elements != n)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: tensor %s holds %" G_GINT64_FORMAT " values, config.json implies %" G_GINT64_FORMAT, t->file,
+                   t->name, (gint64) t->n_elements, n);
+      return FALSE;
+    }
+  g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+  if (!f)
+    return FALSE;
+  *out = hn_wl_from_f32 (L, name, ndim, shape, f, error);
+  return *out != NULL;
+}
+
+/* A bias of 2 parts [n0 + n1] as two f32 tensors (NULL, NULL when absent). */
+static gboolean
+load_split_bias (HnWLoader *L, const char *name, gint64 n0, gint64 n1, HnTensor **a, HnTensor **b, GError **error)
+{
+  *a = *b = NULL;
+  const HnSafetensorInfo *t = hn_wl_find (L, name, FALSE, error);
+  if (!t)
+    return TRUE;
+  if ((gint64) t->n_elements != n0 + n1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor %s should hold %" G_GINT64_FORMAT " values", t->file,
+                   t->name, n0 + n1);
+      return FALSE;
+    }
+  g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+  if (!f)
+    return FALSE;
+  *a = hn_wl_from_f32 (L, name, 1, (gint64[]) { n0 }, f, error);
+  *b = *a ? hn_wl_from_f32 (L, name, 1, (gint64[]) { n1 }, f + n0, error) : NULL;
+  return *b != NULL;
+}
+
+static gboolean
+load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
+{
+  (void) cfg;
+  HnMamba *m = model;
+  const HnMambaHParams *h = &m->hp;
+  gint64 C = h->hidden, I = h->inner, N = h->state, R = h->dt_rank, K = h->conv_kernel, V = h->vocab;
+  CK (hn_wl_matrix (L, "backbone.embeddings.weight", V, C, TRUE, &m->embed, error));
+  CK (hn_wl_vector (L, "backbone.norm_f.weight", C, TRUE, &m->norm_f, error));
+  if (h->tie_embeddings)
+    {
+      m->lm_head = m->embed;
+      hn_wl_find (L, "lm_head.weight", FALSE, NULL); /* a tied copy some exporters keep */
+    }
+  else
+    CK (hn_wl_matrix (L, "lm_head.weight", V, C, TRUE, &m->lm_head, error));
+  m->layers = g_new0 (MambaLayer, h->n_layer);
+  for (int l = 0; l < h->n_layer; l++)
+    {
+      MambaLayer *ly = &m->layers[l];
+      char p[96];
+      g_snprintf (p, sizeof p, "backbone.layers.%d.", l);
+#define NM(s) (g_snprintf (nm, sizeof nm, "%s%s", p, s), nm)
+      char nm[160];
+      CK (hn_wl_vector (L, NM ("norm.weight"), C, TRUE, &ly->norm_w, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.in_proj.weight"), 2 * I, 0, I, C, &ly->w_x, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.in_proj.weight"), 2 * I, I, I, C, &ly->w_z, error));
+      CK (load_split_bias (L, NM ("mixer.in_proj.bias"), I, I, &ly->b_x, &ly->b_z, error));
+      CK (load_f32 (L, NM ("mixer.conv1d.weight"), 2, (gint64[]) { I, K }, TRUE, &ly->conv_w, error));
+      CK (load_f32 (L, NM ("mixer.conv1d.bias"), 1, (gint64[]) { I }, FALSE, &ly->conv_b, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, 0, R, I, &ly->w_dtl, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, R, N, I, &ly->w_B, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, R + N, N, I, &ly->w_C, error));
+      CK (hn_wl_matrix (L, NM ("mixer.dt_proj.weight"), I, R, TRUE, &ly->dt_w, error));
+      CK (hn_wl_vector (L, NM ("mixer.dt_proj.bias"), I, FALSE, &ly->dt_b, error));
+      CK (load_f32 (L, NM ("mixer.A_log"), 2, (gint64[]) { I, N }, TRUE, &ly->A_log, error));
+      CK (load_f32 (L, NM ("mixer.D"), 1, (gint64[]) { I }, TRUE, &ly->D, error));
+      CK (hn_wl_matrix (L, NM ("mixer.out_proj.weight"), C, I, TRUE, &ly->out_w, error));
+      CK (hn_wl_vector (L, NM ("mixer.out_proj.bias"), C, FALSE, &ly->out_b, error));
+#undef NM
+    }
+  return TRUE;
+}
+
+HnMamba *
+hn_mamba_load (HnVkContext *ctx, const char *model_dir, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  const HnArchInfo *arch = cfg ? hn_arch_lookup (cfg->model_type, error) : NULL;
+  if (!arch)
+    return NULL;
+  if (!hn_arch_is_ssm (arch) || arch->block != HN_BLOCK_MAMBA)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is not a Mamba decoder", cfg->path,
+                   arch->model_type);
+      return NULL;
+    }
+  g_autoptr (HnMamba) m = g_new0 (HnMamba, 1);
+  m->ctx = hn_vk_context_ref (ctx);
+  m->arch = arch;
+  m->dir = g_strdup (model_dir);
+  m->owned = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  if (!resolve (&m->hp, cfg, arch, error) ||
+      !hn_wl_load_all (ctx, model_dir, arch, cfg, m->owned, load_weights, m, &m->weight_bytes, error))
+    return NULL;
+  return g_steal_pointer (&m);
+}
+
+/* ---------------------------------------------------------------- the graph */
+
+/* Activations of up to max_tok tokens (flat [tokens, ...]); views of them per call. */
+typedef struct {
+  int max_tok, max_logit_rows;
+  HnTensor *ids, *x, *h, *xin, *z, *xc, *dtl, *Bm, *Cm, *dt, *y, *last, *logits;
+} Work;
+
+static void
+work_clear (Work *w)
+{
+  HnTensor **all[] = { &w->ids, &w->x, &w->h, &w->xin, &w->z, &w->xc, &w->dtl, &w->Bm, &w->Cm, &w->dt, &w->y,
+                       &w->last, &w->logits };
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    g_clear_pointer (all[i], hn_tensor_unref);
+}
+
+static gboolean
+work_init (Work *w, HnMamba *m, int max_tok, int max_logit_rows, GError **error)
+{
+  const HnMambaHParams *h = &m->hp;
+  HnVkContext *ctx = m->ctx;
+  *w = (Work) { max_tok, max_logit_rows };
+  gint64 T = max_tok;
+#define NEW(f, name, d1) (w->f = hn_tensor_new_named (ctx, name, HN_DTYPE_F32, 2, (gint64[]) { T, d1 }, error))
+  if (!(w->ids = hn_tensor_new_named (ctx, "mamba.ids", HN_DTYPE_I32, 1, (gint64[]) { T }, error)) ||
+      !NEW (x, "mamba.x", h->hidden) || !NEW (h, "mamba.h", h->hidden) || !NEW (xin, "mamba.xin", h->inner) ||
+      !NEW (z, "mamba.z", h->inner) || !NEW (xc, "mamba.xc", h->inner) || !NEW (dtl, "mamba.dt_low", h->dt_rank) ||
+      !NEW (Bm, "mamba.B", h->state) || !NEW (Cm, "mamba.C", h->state) || !NEW (dt, "mamba.dt", h->inner) ||
+      !NEW (y, "mamba.y", h->inner) ||
+      !(w->last = hn_tensor_new_named (ctx, "mamba.last", HN_DTYPE_F32, 2, (gint64[]) { max_logit_rows, h->hidden },
+                                       error)) ||
+      !(w->logits = hn_tensor_new_named (ctx, "mamba.logits", HN_DTYPE_F32, 2,
+                                         (gint64[]) { max_logit_rows, h->vocab }, error)))
+    {
+      work_clear (w);
+      return FALSE;
+    }
+#undef NEW
+  return TRUE;
+}
+
+/* Per-layer carried state of B rows: conv [B, K - 1, I] (NULL when K == 1) and ssm [B, I, N]. */
+typedef struct {
+  HnTensor *conv, *ssm;
+} LayerState;
+
+/* Records the forward of B rows of T tokens (ids already in w->ids[0, B·T)) through every layer,
+ * then the final norm and head: for every token (all_logits) or the last token of each row, into
+ * w->logits. st: per-layer states of these B rows (NULL: from zero, nothing kept). */
+static gboolean
+record_forward (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, const LayerState *st,
+                gboolean all_logits, GError **error)
+{
+  const HnMambaHParams *h = &m->hp;
+  gint64 n = (gint64) B * T;
+#define V2(t, d1) hn_scratch_prefix (sc, w->t, 2, (gint64[]) { n, d1 }, error)
+#define V3(t, d2) hn_scratch_prefix (sc, w->t, 3, (gint64[]) { B, T, d2 }, error)
+  HnTensor *ids = hn_scratch_prefix (sc, w->ids, 1, (gint64[]) { n }, error);
+  HnTensor *x = V2 (x, h->hidden), *hn = V2 (h, h->hidden);
+  HnTensor *xin = V3 (xin, h->inner), *z = V3 (z, h->inner), *xc = V3 (xc, h->inner), *dt = V3 (dt, h->inner);
+  HnTensor *y = V3 (y, h->inner), *dtl = V2 (dtl, h->dt_rank);
+  HnTensor *Bm = V3 (Bm, h->state), *Cm = V3 (Cm, h->state);
+  HnTensor *xin2 = V2 (xin, h->inner), *z2 = V2 (z, h->inner), *xc2 = V2 (xc, h->inner), *y2 = V2 (y, h->inner);
+  HnTensor *Bm2 = V2 (Bm, h->state), *Cm2 = V2 (Cm, h->state), *dt2 = V2 (dt, h->inner);
+#undef V2
+#undef V3
+  if (!ids || !x || !hn || !xin || !z || !xc || !dt || !y || !dtl || !Bm || !Cm || !xin2 || !z2 || !xc2 || !y2 ||
+      !Bm2 || !Cm2 || !dt2)
+    return FALSE;
+  CK (hn_op_embedding (cmd, x, m->embed, ids, error));
+  for (int l = 0; l < h->n_layer; l++)
+    {
+      const MambaLayer *ly = &m->layers[l];
+      CK (hn_op_rmsnorm (cmd, hn, x, ly->norm_w, h->norm_eps, HN_NORM_DEFAULT, error));
+      HnTensor *ys[2] = { xin2, z2 }, *ws[2] = { ly->w_x, ly->w_z }, *bs[2] = { ly->b_x, ly->b_z };
+      CK (hn_op_matmul_n (cmd, 2, ys, hn, ws, bs, error));
+      CK (hn_op_conv1d_causal (cmd, xc, xin, ly->conv_w, ly->conv_b, st ? st[l].conv : NULL, HN_ACT_SILU, error));
+      HnTensor *ps[3] = { dtl, Bm2, Cm2 }, *pw[3] = { ly->w_dtl, ly->w_B, ly->w_C }, *pb[3] = { NULL, NULL, NULL };
+      CK (hn_op_matmul_n (cmd, 3, ps, xc2, pw, pb, error));
+      if (h->bc_dt_norm)
+        {
+          CK (hn_op_rmsnorm (cmd, dtl, dtl, NULL, h->mixer_eps, HN_NORM_DEFAULT, error));
+          CK (hn_op_rmsnorm (cmd, Bm2, Bm2, NULL, h->mixer_eps, HN_NORM_DEFAULT, error));
+          CK (hn_op_rmsnorm (cmd, Cm2, Cm2, NULL, h->mixer_eps, HN_NORM_DEFAULT, error));
+        }
+      CK (hn_op_matmul (cmd, dt2, dtl, ly->dt_w, ly->dt_b, error));
+      HnSsmScanParams sp = { NULL, ly->D, z, st ? st[l].ssm : NULL, TRUE };
+      CK (hn_op_ssm_scan (cmd, y, xc, dt, ly->A_log, Bm, Cm, &sp, error));
+      CK (hn_op_matmul_add (cmd, x, y2, ly->out_w, ly->out_b, 1.0f, error));
+    }
+  if (all_logits)
+    {
+      HnTensor *lg = hn_scratch_prefix (sc, w->logits, 2, (gint64[]) { n, h->vocab }, error);
+      CK (lg);
+      CK (hn_op_rmsnorm (cmd, hn, x, m->norm_f, h->norm_eps, HN_NORM_DEFAULT, error));
+      return hn_op_matmul (cmd, lg, hn, m->lm_head, NULL, error);
+    }
+  /* the last token of each row */
+  HnTensor *last = hn_scratch_prefix (sc, w->last, 2, (gint64[]) { B, h->hidden }, error);
+  HnTensor *lg = hn_scratch_prefix (sc, w->logits, 2, (gint64[]) { B, h->vocab }, error);
+  CK (last && lg);
+  if (T == 1)
+    CK (hn_op_rmsnorm (cmd, last, x, m->norm_f, h->norm_eps, HN_NORM_DEFAULT, error));
+  else
+    for (int b = 0; b < B; b++)
+      {
+        HnTensor *src = hn_scratch_rows (sc, x, (gint64) b * T + T - 1, 1, error);
+        HnTensor *dst = hn_scratch_rows (sc, last, b, 1, error);
+        CK (src && dst);
+        CK (hn_op_rmsnorm (cmd, dst, src, m->norm_f, h->norm_eps, HN_NORM_DEFAULT, error));
+      }
+  return hn_op_matmul (cmd, lg, last, m->lm_head, NULL, error);
+}
+
+gboolean
+hn_mamba_logits (HnMamba *m, const int32_t *ids, int n, float *logits, GError **error)
+{
+  if (n <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba logits: no tokens");
+      return FALSE;
+    }
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= m->hp.vocab)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (%d)", ids[i],
+                     m->hp.vocab);
+        return FALSE;
+      }
+  Work w;
+  if (!work_init (&w, m, n, n, error))
+    return FALSE;
+  HnScratch sc;
+  hn_scratch_init (&sc, m->ctx);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (m->ctx, error);
+  gboolean ok = cmd && hn_tensor_upload_raw (w.ids, ids, sizeof (int32_t) * (gsize) n, error) &&
+                record_forward (m, cmd, &sc, &w, 1, n, NULL, TRUE, error) && hn_cmd_submit_wait (cmd, error);
+  if (ok)
+    {
+      HnTensor *lg = hn_scratch_prefix (&sc, w.logits, 2, (gint64[]) { n, m->hp.vocab }, error);
+      ok = lg && hn_tensor_download_f32 (lg, logits, (gsize) n * m->hp.vocab, error);
+    }
+  hn_scratch_clear (&sc);
+  work_clear (&w);
+  return ok;
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+struct _HnMambaSession {
+  HnMamba *m;
+  int max_rows, max_chunk;
+  Work w;
+  HnTensor **conv, **ssm; /* [n_layer]: [max_rows, K - 1, I] (NULL when K == 1), [max_rows, I, N] */
+  HnCmd *cmd;
+  HnScratch sc;
+  float *host_logits;     /* [max_rows, vocab] */
+  guint64 bytes;
+  gboolean profiling;
+};
+
+void
+hn_mamba_session_free (HnMambaSession *s)
+{
+  if (!s)
+    return;
+  for (int l = 0; l < s->m->hp.n_layer; l++)
+    {
+      g_clear_pointer (&s->conv[l], hn_tensor_unref);
+      g_clear_pointer (&s->ssm[l], hn_tensor_unref);
+    }
+  g_free (s->conv);
+  g_free (s->ssm);
+  work_clear (&s->w);
+  hn_scratch_clear (&s->sc);
+  g_clear_pointer (&s->cmd, hn_cmd_free);
+  g_free (s->host_logits);
+  g_free (s);
+}
+
+HnMambaSession *
+hn_mamba_session_new (HnMamba *m, int max_rows, int max_chunk, GError **error)
+{
+  const HnMambaHParams *h = &m->hp;
+  if (max_rows < 1 || max_chunk < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba session: %d rows, chunks of %d tokens", max_rows,
+                   max_chunk);
+      return NULL;
+    }
+  g_autoptr (HnMambaSession) s = g_new0 (HnMambaSession, 1);
+  s->m = m;
+  s->max_rows = max_rows;
+  s->max_chunk = max_chunk;
+  s->conv = g_new0 (HnTensor *, h->n_layer);
+  s->ssm = g_new0 (HnTensor *, h->n_layer);
+  hn_scratch_init (&s->sc, m->ctx);
+  int max_tok = MAX (max_chunk, max_rows);
+  if (!work_init (&s->w, m, max_tok, max_rows, error))
+    return NULL;
+  for (int l = 0; l < h->n_layer; l++)
+    {
+      if (h->conv_kernel > 1 &&
+          !(s->conv[l] = hn_tensor_new_named (m->ctx, "mamba.conv_state", HN_DTYPE_F32, 3,
+                                              (gint64[]) { max_rows, h->conv_kernel - 1, h->inner }, error)))
+        return NULL;
+      if (!(s->ssm[l] = hn_tensor_new_named (m->ctx, "mamba.ssm_state", HN_DTYPE_F32, 3,
+                                             (gint64[]) { max_rows, h->inner, h->state }, error)))
+        return NULL;
+    }
+  s->bytes = hn_mamba_state_bytes_per_row (m) * (guint64) max_rows +
+             sizeof (float) * (guint64) max_tok * (2 * h->hidden + 6 * h->inner + h->dt_rank + 2 * h->state) +
+             sizeof (float) * (guint64) max_rows * (h->hidden + h->vocab);
+  s->host_logits = g_new (float, (gsize) max_rows * h->vocab);
+  if (!(s->cmd = hn_cmd_new (m->ctx, error)))
+    return NULL;
+  return g_steal_pointer (&s);
+}
+
+guint64
+hn_mamba_session_get_bytes (HnMambaSession *s)
+{
+  return s->bytes;
+}
+
+void
+hn_mamba_session_set_profiling (HnMambaSession *s, gboolean enabled)
+{
+  s->profiling = enabled;
+  hn_cmd_set_profiling (s->cmd, enabled);
+}
+
+const HnCmdProfileEntry *
+hn_mamba_session_get_profile (HnMambaSession *s, guint *n_entries)
+{
+  return hn_cmd_get_profile (s->cmd, n_entries);
+}
+
+/* The states of rows [row0, row0 + n) as scratch views. */
+static gboolean
+state_views (HnMambaSession *s, int row0, int n, LayerState *st, GError **error)
+{
+  for (int l = 0; l < s->m->hp.n_layer; l++)
+    {
+      st[l].conv = s->conv[l] ? hn_scratch_rows (&s->sc, s->conv[l], row0, n, error) : NULL;
+      st[l].ssm = hn_scratch_rows (&s->sc, s->ssm[l], row0, n, error);
+      if ((s->conv[l] && !st[l].conv) || !st[l].ssm)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+check_ids (HnMambaSession *s, const int32_t *ids, int n, GError **error)
+{
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= s->m->hp.vocab)
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (%d)", ids[i],
+                     s->m->hp.vocab);
+        return FALSE;
+      }
+  return TRUE;
+}
+
+/* Runs B rows (from row0) of T tokens each through the model with their states; logits of each row's
+ * last token into s->host_logits[0, B). */
+static gboolean
+session_run (HnMambaSession *s, int row0, int B, int T, const int32_t *ids, GError **error)
+{
+  HnMamba *m = s->m;
+  g_autofree LayerState *st = g_new0 (LayerState, m->hp.n_layer);
+  HnTensor *idv = hn_scratch_prefix (&s->sc, s->w.ids, 1, (gint64[]) { (gint64) B * T }, error);
+  gboolean ok = idv && hn_tensor_upload_raw (idv, ids, sizeof (int32_t) * (gsize) B * T, error) &&
+                state_views (s, row0, B, st, error) &&
+                record_forward (m, s->cmd, &s->sc, &s->w, B, T, st, FALSE, error) &&
+                hn_cmd_submit_wait (s->cmd, error);
+  if (ok)
+    {
+      HnTensor *lg = hn_scratch_prefix (&s->sc, s->w.logits, 2, (gint64[]) { B, m->hp.vocab }, error);
+      ok = lg && hn_tensor_download_f32 (lg, s->host_logits, (gsize) B * m->hp.vocab, error);
+    }
+  if (!ok)
+    hn_cmd_reset (s->cmd);
+  hn_scratch_reset (&s->sc);
+  return ok;
+}
+
+static gboolean
+ops_reset (gpointer self, int n_rows, GError **error)
+{
+  HnMambaSession *s = self;
+  if (n_rows < 1 || n_rows > s->max_rows)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba session: %d rows (at most %d)", n_rows,
+                   s->max_rows);
+      return FALSE;
+    }
+  for (int l = 0; l < s->m->hp.n_layer; l++)
+    if ((s->conv[l] && !hn_op_fill (s->cmd, s->conv[l], 0.0f, error)) || !hn_op_fill (s->cmd, s->ssm[l], 0.0f, error))
+      {
+        hn_cmd_reset (s->cmd);
+        return FALSE;
+      }
+  return hn_cmd_submit_wait (s->cmd, error);
+}
+
+static gboolean
+ops_prefill (gpointer self, int row, const int32_t *ids, int n, float *logits, GError **error)
+{
+  HnMambaSession *s = self;
+  if (row < 0 || row >= s->max_rows || n < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba prefill: row %d, %d tokens", row, n);
+      return FALSE;
+    }
+  if (!check_ids (s, ids, n, error))
+    return FALSE;
+  for (int i = 0; i < n; i += s->max_chunk)
+    if (!session_run (s, row, 1, MIN (s->max_chunk, n - i), ids + i, error))
+      return FALSE;
+  memcpy (logits, s->host_logits, sizeof (float) * s->m->hp.vocab);
+  return TRUE;
+}
+
+static gboolean
+ops_decode (gpointer self, int n, const int *rows, const int32_t *tokens, float *logits, GError **error)
+{
+  HnMambaSession *s = self;
+  int V = s->m->hp.vocab;
+  if (n < 1 || n > s->max_rows || !check_ids (s, tokens, n, error))
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba decode: %d rows", n);
+      return FALSE;
+    }
+  gboolean in_order = TRUE;
+  for (int i = 0; i < n; i++)
+    {
+      if (rows[i] < 0 || rows[i] >= s->max_rows)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba decode: row %d", rows[i]);
+          return FALSE;
+        }
+      in_order &= rows[i] == rows[0] + i;
+    }
+  if (in_order)
+    {
+      /* one batch of n rows, T = 1 */
+      if (!session_run (s, rows[0], n, 1, tokens, error))
+        return FALSE;
+      memcpy (logits, s->host_logits, sizeof (float) * (gsize) n * V);
+      return TRUE;
+    }
+  for (int i = 0; i < n; i++)
+    {
+      if (!session_run (s, rows[i], 1, 1, tokens + i, error))
+        return FALSE;
+      memcpy (logits + (gsize) i * V, s->host_logits, sizeof (float) * V);
+    }
+  return TRUE;
+}
+
+static gboolean
+ops_reorder (gpointer self, int n_rows, const int *src, GError **error)
+{
+  HnMambaSession *s = self;
+  HnMamba *m = s->m;
+  if (n_rows < 1 || n_rows > s->max_rows)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba reorder: %d rows", n_rows);
+      return FALSE;
+    }
+  gboolean ok = TRUE;
+  for (int l = 0; ok && l < m->hp.n_layer; l++)
+    for (int k = 0; ok && k < 2; k++)
+      {
+        HnTensor *t = k ? s->ssm[l] : s->conv[l];
+        if (!t)
+          continue;
+        HnTensor *copy = hn_scratch_new (&s->sc, "mamba.reorder", HN_DTYPE_F32, t->ndim, t->shape, error);
+        ok = copy && hn_op_copy (s->cmd, copy, t, error);
+        for (int r = 0; ok && r < n_rows; r++)
+          {
+            if (src[r] < 0 || src[r] >= s->max_rows)
+              {
+                g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mamba reorder: source row %d", src[r]);
+                ok = FALSE;
+                break;
+              }
+            HnTensor *from = hn_scratch_rows (&s->sc, copy, src[r], 1, error);
+            HnTensor *to = from ? hn_scratch_rows (&s->sc, t, r, 1, error) : NULL;
+            ok = to && hn_op_copy (s->cmd, to, from, error);
+          }
+      }
+  ok = ok && hn_cmd_submit_wait (s->cmd, error);
+  if (!ok)
+    hn_cmd_reset (s->cmd);
+  hn_scratch_reset (&s->sc);
+  return ok;
+}
+
+static const HnLmOps mamba_ops = {
+  .reset = ops_reset,
+  .prefill = ops_prefill,
+  .decode = ops_decode,
+  .reorder = ops_reorder,
+};
+
+const HnLmOps *
+hn_mamba_session_lm_ops (void)
+{
+  return &mamba_ops;
+}
+
+HnGenerateResult *
+hn_mamba_generate (HnMamba *m, const HnGenerateOptions *opt, const int32_t *prompt, int n_prompt, HnDecodeFunc decode,
+                   gpointer decode_data, HnTokenFunc on_token, gpointer token_data, GCancellable *cancellable,
+                   GError **error)
+{
+  int rows = MAX (1, opt->num_beams);
+  g_autoptr (HnMambaSession) s = hn_mamba_session_new (m, rows, 512, error);
+  if (!s)
+    return NULL;
+  HnGenerateModel gm = { &mamba_ops, s, m->hp.vocab, decode, decode_data, on_token, token_data };
+  return hn_generate_run (&gm, opt, prompt, n_prompt, cancellable, error);
+}
