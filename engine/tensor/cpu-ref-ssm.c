@@ -90,31 +90,73 @@ sigmoid_d (double v)
   return 1.0 / (1.0 + exp (-v));
 }
 
+/* The layout of one channel: head, group and where its dt, A, B/C rows sit. */
+typedef struct {
+  gint64 hd, H, G, hpg, N;
+} ScanGeo;
+
+static ScanGeo
+scan_geo (gint64 I, gint64 N, const HnRefSsmScan *p)
+{
+  ScanGeo g;
+  g.hd = p->head_dim > 1 ? p->head_dim : 1;
+  g.H = I / g.hd;
+  g.G = p->n_groups > 1 ? p->n_groups : 1;
+  g.hpg = g.H / g.G;
+  g.N = N;
+  return g;
+}
+
+static double
+a_of (const float *A_log, const ScanGeo *g, const HnRefSsmScan *p, gint64 h, gint64 n)
+{
+  return -exp ((double) (p->a_per_head ? A_log[h] : A_log[h * g->N + n]));
+}
+
+/* delta from the raw dt (+ bias): softplus, clamp; *dd = d delta / d raw */
+static double
+delta_of (double raw, const HnRefSsmScan *p, double *dd)
+{
+  double d = raw, g = 1.0;
+  if (p->dt_softplus)
+    {
+      g = raw <= 20.0 ? sigmoid_d (raw) : 1.0;
+      d = softplus_t (raw);
+    }
+  if (p->dt_limit && (d < p->dt_min || d > p->dt_max))
+    {
+      d = d < p->dt_min ? p->dt_min : p->dt_max;
+      g = 0.0;
+    }
+  if (dd)
+    *dd = g;
+  return d;
+}
+
 void
 hn_ref_ssm_scan (float *y, const float *x, const float *dt, const float *A_log, const float *B, const float *C,
                  gint64 nb, gint64 T, gint64 I, gint64 N, const HnRefSsmScan *p)
 {
+  ScanGeo g = scan_geo (I, N, p);
   g_autofree double *h = g_new (double, N);
   for (gint64 b = 0; b < nb; b++)
     for (gint64 i = 0; i < I; i++)
       {
+        gint64 hh = i / g.hd, gg = hh / g.hpg;
         for (gint64 n = 0; n < N; n++)
           h[n] = p->state ? p->state[(b * I + i) * N + n] : 0.0;
         for (gint64 t = 0; t < T; t++)
           {
-            gint64 ti = (b * T + t) * I + i, tn = (b * T + t) * N;
-            double d = dt[ti] + (p->dt_bias ? p->dt_bias[i] : 0.0);
-            if (p->dt_softplus)
-              d = softplus_t (d);
+            gint64 ti = (b * T + t) * I + i, th = (b * T + t) * g.H + hh, tn = ((b * T + t) * g.G + gg) * N;
+            double d = delta_of (dt[th] + (p->dt_bias ? p->dt_bias[hh] : 0.0), p, NULL);
             double u = x[ti], acc = 0;
             for (gint64 n = 0; n < N; n++)
               {
-                double a = -exp ((double) A_log[i * N + n]);
-                h[n] = exp (d * a) * h[n] + d * B[tn + n] * u;
+                h[n] = exp (d * a_of (A_log, &g, p, hh, n)) * h[n] + d * B[tn + n] * u;
                 acc += h[n] * C[tn + n];
               }
             if (p->D)
-              acc += p->D[i] * u;
+              acc += p->D[hh] * u;
             if (p->z)
               acc *= p->z[ti] * sigmoid_d (p->z[ti]);
             y[ti] = (float) acc;
@@ -129,67 +171,70 @@ hn_ref_ssm_scan_back (const float *dy, const float *x, const float *dt, const fl
                       const float *C, gint64 nb, gint64 T, gint64 I, gint64 N, const HnRefSsmScan *p, float *dx,
                       float *ddt, float *dA_log, float *dB, float *dC, float *dD, float *dz, float *ddt_bias)
 {
+  ScanGeo g = scan_geo (I, N, p);
+  gint64 nbg = nb * T * g.G * N;
   g_autofree double *hs = g_new (double, T * N), *gh = g_new (double, N), *delta = g_new (double, T);
-  g_autofree double *dBs = g_new0 (double, nb * T * N), *dCs = g_new0 (double, nb * T * N);
+  g_autofree double *ddr = g_new (double, T);
+  g_autofree double *dBs = g_new0 (double, nbg), *dCs = g_new0 (double, nbg), *ddts = g_new0 (double, nb * T * g.H);
   for (gint64 b = 0; b < nb; b++)
     for (gint64 i = 0; i < I; i++)
       {
+        gint64 hh = i / g.hd, gg = hh / g.hpg;
         /* the forward, keeping every state */
         for (gint64 t = 0; t < T; t++)
           {
-            gint64 ti = (b * T + t) * I + i, tn = (b * T + t) * N;
-            double d = dt[ti] + (p->dt_bias ? p->dt_bias[i] : 0.0);
-            delta[t] = p->dt_softplus ? softplus_t (d) : d;
+            gint64 ti = (b * T + t) * I + i, th = (b * T + t) * g.H + hh, tn = ((b * T + t) * g.G + gg) * N;
+            delta[t] = delta_of (dt[th] + (p->dt_bias ? p->dt_bias[hh] : 0.0), p, &ddr[t]);
             for (gint64 n = 0; n < N; n++)
               {
-                double a = -exp ((double) A_log[i * N + n]);
                 double prev = t > 0 ? hs[(t - 1) * N + n] : 0.0;
-                hs[t * N + n] = exp (delta[t] * a) * prev + delta[t] * B[tn + n] * x[ti];
+                hs[t * N + n] = exp (delta[t] * a_of (A_log, &g, p, hh, n)) * prev + delta[t] * B[tn + n] * x[ti];
               }
           }
         for (gint64 n = 0; n < N; n++)
           gh[n] = 0;
         for (gint64 t = T - 1; t >= 0; t--)
           {
-            gint64 ti = (b * T + t) * I + i, tn = (b * T + t) * N;
-            double u = x[ti], d = delta[t], Dv = p->D ? p->D[i] : 0.0;
+            gint64 ti = (b * T + t) * I + i, th = (b * T + t) * g.H + hh, tn = ((b * T + t) * g.G + gg) * N;
+            double u = x[ti], d = delta[t], Dv = p->D ? p->D[hh] : 0.0;
             double yc = Dv * u;
             for (gint64 n = 0; n < N; n++)
               yc += hs[t * N + n] * C[tn + n];
-            double g = dy[ti];
+            double gy = dy[ti];
             if (p->z)
               {
                 double zz = p->z[ti], s = sigmoid_d (zz);
                 if (dz)
-                  dz[ti] = (float) (g * yc * s * (1.0 + zz * (1.0 - s)));
-                g *= zz * s;
+                  dz[ti] = (float) (gy * yc * s * (1.0 + zz * (1.0 - s)));
+                gy *= zz * s;
               }
             if (dD && p->D)
-              dD[i] += (float) (g * u);
-            double du = g * Dv, ddelta = 0;
+              dD[hh] += (float) (gy * u);
+            double du = gy * Dv, ddelta = 0;
             for (gint64 n = 0; n < N; n++)
               {
-                double a = -exp ((double) A_log[i * N + n]), e = exp (d * a);
+                double a = a_of (A_log, &g, p, hh, n), e = exp (d * a);
                 double prev = t > 0 ? hs[(t - 1) * N + n] : 0.0;
-                dCs[tn + n] += g * hs[t * N + n];
-                gh[n] += g * C[tn + n];
+                dCs[tn + n] += gy * hs[t * N + n];
+                gh[n] += gy * C[tn + n];
                 ddelta += gh[n] * (prev * a * e + B[tn + n] * u);
-                dA_log[i * N + n] += (float) (gh[n] * prev * d * e * a);
+                dA_log[p->a_per_head ? hh : hh * N + n] += (float) (gh[n] * prev * d * e * a);
                 dBs[tn + n] += gh[n] * d * u;
                 du += gh[n] * d * B[tn + n];
                 gh[n] *= e;
               }
-            double draw = dt[ti] + (p->dt_bias ? p->dt_bias[i] : 0.0);
-            double gdt = ddelta * (p->dt_softplus && draw <= 20.0 ? sigmoid_d (draw) : 1.0);
-            ddt[ti] = (float) gdt;
+            double gdt = ddelta * ddr[t];
+            ddts[th] += gdt;
             if (ddt_bias && p->dt_bias)
-              ddt_bias[i] += (float) gdt;
+              ddt_bias[hh] += (float) gdt;
             dx[ti] = (float) du;
           }
       }
-  for (gint64 q = 0; q < nb * T * N; q++)
+  for (gint64 q = 0; q < nbg; q++)
     {
       dB[q] = (float) dBs[q];
       dC[q] = (float) dCs[q];
     }
+  for (gint64 q = 0; q < nb * T * g.H; q++)
+    ddt[q] = (float) ddts[q];
 }

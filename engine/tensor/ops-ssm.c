@@ -128,36 +128,63 @@ hn_op_conv1d_causal_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *dbia
 #define SSM_DT_BIAS 4u
 #define SSM_STATE 8u
 #define SSM_SOFTPLUS 16u
+#define SSM_A_HEAD 32u
+#define SSM_LIMIT 64u
 
-/* Checks the scan's tensors; *nb, *T, *I, *N from x and A_log. */
+/* The scan's layout, from x, B and A_log (HnSsmScanParams). */
+typedef struct {
+  gint64 nb, T, I, N, hd, H, G;
+  gboolean a_head;
+} ScanShape;
+
 static gboolean
 scan_check (const char *op, HnCmd *cmd, HnTensor *x, HnTensor *dt, HnTensor *A_log, HnTensor *Bm, HnTensor *Cm,
-            const HnSsmScanParams *p, gint64 *nb, gint64 *T, gint64 *I, gint64 *N, GError **error)
+            const HnSsmScanParams *p, ScanShape *s, GError **error)
 {
   if (!hn_op_check_ctx (op, cmd, x, error) || !hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) ||
-      !btc_of (op, "x", x, nb, T, I, error) || !f32_count (op, "A_log", cmd, A_log, A_log ? A_log->n : 0, error))
+      !btc_of (op, "x", x, &s->nb, &s->T, &s->I, error) || !f32_count (op, "A_log", cmd, A_log, A_log ? A_log->n : 0, error) ||
+      !f32_count (op, "B", cmd, Bm, Bm ? Bm->n : 0, error))
     return FALSE;
-  *N = A_log->n / MAX (*I, 1);
-  if (*I < 1 || *N < 1 || *N > HN_SSM_MAX_STATE || *N * *I != A_log->n)
+  s->hd = p->head_dim > 1 ? p->head_dim : 1;
+  s->G = p->n_groups > 1 ? p->n_groups : 1;
+  s->H = s->I / s->hd;
+  if (s->I < 1 || s->T < 1 || s->I % s->hd || s->H % s->G)
     {
-      g_autofree char *d = hn_tensor_describe (A_log);
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                   "%s: A_log %s %s must be [I = %" G_GINT64_FORMAT ", N] with 1 <= N <= %d", op, A_log->name, d, *I,
+                   "%s: %" G_GINT64_FORMAT " channels do not split into heads of %" G_GINT64_FORMAT " in %" G_GINT64_FORMAT
+                   " groups", op, s->I, s->hd, s->G);
+      return FALSE;
+    }
+  gint64 btg = s->nb * s->T * s->G;
+  s->N = Bm->n / MAX (btg, 1);
+  if (s->N < 1 || s->N > HN_SSM_MAX_STATE || s->N * btg != Bm->n)
+    {
+      g_autofree char *d = hn_tensor_describe (Bm);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: B %s %s must be [B, T, G = %" G_GINT64_FORMAT ", N] with 1 <= N <= %d", op, Bm->name, d, s->G,
                    HN_SSM_MAX_STATE);
       return FALSE;
     }
-  gint64 btn = *nb * *T * *N;
-  return f32_count (op, "dt", cmd, dt, x->n, error) && f32_count (op, "B", cmd, Bm, btn, error) &&
-         f32_count (op, "C", cmd, Cm, btn, error) && f32_count (op, "D", cmd, p->D, *I, error) &&
-         f32_count (op, "z", cmd, p->z, x->n, error) && f32_count (op, "dt_bias", cmd, p->dt_bias, *I, error) &&
-         f32_count (op, "state", cmd, p->state, *nb * *I * *N, error) && fits_u32 (op, x->n * *N * 3, error);
+  s->a_head = A_log->n == s->H && s->hd > 1;
+  if (!s->a_head && A_log->n != s->H * s->N)
+    {
+      g_autofree char *d = hn_tensor_describe (A_log);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: A_log %s %s must be [H = %" G_GINT64_FORMAT ", N = %" G_GINT64_FORMAT "]%s", op, A_log->name, d,
+                   s->H, s->N, s->hd > 1 ? " or [H]" : "");
+      return FALSE;
+    }
+  return f32_count (op, "dt", cmd, dt, s->nb * s->T * s->H, error) && f32_count (op, "C", cmd, Cm, Bm->n, error) &&
+         f32_count (op, "D", cmd, p->D, s->H, error) && f32_count (op, "z", cmd, p->z, x->n, error) &&
+         f32_count (op, "dt_bias", cmd, p->dt_bias, s->H, error) &&
+         f32_count (op, "state", cmd, p->state, s->nb * s->I * s->N, error) && fits_u32 (op, x->n * s->N * 3, error);
 }
 
 static guint32
-scan_flags (const HnSsmScanParams *p)
+scan_flags (const HnSsmScanParams *p, const ScanShape *s)
 {
   return (p->D ? SSM_D : 0) | (p->z ? SSM_Z : 0) | (p->dt_bias ? SSM_DT_BIAS : 0) | (p->state ? SSM_STATE : 0) |
-         (p->dt_softplus ? SSM_SOFTPLUS : 0);
+         (p->dt_softplus ? SSM_SOFTPLUS : 0) | (s->a_head ? SSM_A_HEAD : 0) | (p->dt_limit ? SSM_LIMIT : 0);
 }
 
 gboolean
@@ -165,21 +192,23 @@ hn_op_ssm_scan (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *dt, HnTensor *A_
                 const HnSsmScanParams *p, GError **error)
 {
   const char *op = "ssm_scan";
-  gint64 nb, T, I, N;
-  if (!scan_check (op, cmd, x, dt, A_log, Bm, Cm, p, &nb, &T, &I, &N, error) ||
-      !f32_count (op, "y", cmd, y, x->n, error))
+  ScanShape s;
+  if (!scan_check (op, cmd, x, dt, A_log, Bm, Cm, p, &s, error) || !f32_count (op, "y", cmd, y, x->n, error))
     return FALSE;
-  struct { guint32 nb, T, I, x_off, dt_off, a_off, b_off, c_off, d_off, z_off, dtb_off, s_off, y_off, flags; } pc = {
-    (guint32) nb, (guint32) T, (guint32) I, hn_eoff (x), hn_eoff (dt), hn_eoff (A_log), hn_eoff (Bm), hn_eoff (Cm),
-    p->D ? hn_eoff (p->D) : 0, p->z ? hn_eoff (p->z) : 0, p->dt_bias ? hn_eoff (p->dt_bias) : 0,
-    p->state ? hn_eoff (p->state) : 0, hn_eoff (y), scan_flags (p) };
+  struct {
+    guint32 nb, T, I, x_off, dt_off, a_off, b_off, c_off, d_off, z_off, dtb_off, s_off, y_off, flags, hd, G;
+    float dt_min, dt_max;
+  } pc = { (guint32) s.nb, (guint32) s.T, (guint32) s.I, hn_eoff (x), hn_eoff (dt), hn_eoff (A_log), hn_eoff (Bm),
+           hn_eoff (Cm), p->D ? hn_eoff (p->D) : 0, p->z ? hn_eoff (p->z) : 0, p->dt_bias ? hn_eoff (p->dt_bias) : 0,
+           p->state ? hn_eoff (p->state) : 0, hn_eoff (y), scan_flags (p, &s), (guint32) s.hd, (guint32) s.G,
+           p->dt_min, p->dt_max };
   HnVkBinding bd[10] = { hn_bind (x, FALSE), hn_bind (dt, FALSE), hn_bind (A_log, FALSE), hn_bind (Bm, FALSE),
                          hn_bind (Cm, FALSE), hn_bind (p->D ? p->D : x, FALSE), hn_bind (p->z ? p->z : x, FALSE),
                          hn_bind (p->dt_bias ? p->dt_bias : x, FALSE),
                          hn_bind (p->state ? p->state : y, p->state != NULL), hn_bind (y, TRUE) };
-  guint32 spec[1] = { (guint32) N };
+  guint32 spec[1] = { (guint32) s.N };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_op_dispatch_rows (cmd, "ssm_scan", spec, 1, bd, 10, &pc, sizeof pc, (guint64) ((nb * I + 63) / 64),
+  gboolean ok = hn_op_dispatch_rows (cmd, "ssm_scan", spec, 1, bd, 10, &pc, sizeof pc, (guint64) ((s.nb * s.I + 63) / 64),
                                      error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
@@ -211,8 +240,8 @@ hn_op_ssm_scan_back (HnCmd *cmd, HnTensor *dx, HnTensor *ddt, HnTensor *dA_log, 
                      GError **error)
 {
   const char *op = "ssm_scan_back";
-  gint64 nb, T, I, N;
-  if (!scan_check (op, cmd, x, dt, A_log, Bm, Cm, p, &nb, &T, &I, &N, error))
+  ScanShape s;
+  if (!scan_check (op, cmd, x, dt, A_log, Bm, Cm, p, &s, error))
     return FALSE;
   if (p->state)
     {
@@ -231,12 +260,12 @@ hn_op_ssm_scan_back (HnCmd *cmd, HnTensor *dx, HnTensor *ddt, HnTensor *dA_log, 
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: dz / dD / ddt_bias without z / D / dt_bias", op);
       return FALSE;
     }
-  gint64 btn = nb * T * N, need = hn_ssm_scan_back_scratch (nb, T, I, N);
+  gint64 need = hn_ssm_scan_back_scratch (s.nb, s.T, s.I, s.N);
   if (!f32_count (op, "dy", cmd, dy, x->n, error) || !f32_count (op, "dx", cmd, dx, x->n, error) ||
-      !f32_count (op, "ddt", cmd, ddt, x->n, error) || !f32_count (op, "dA_log", cmd, dA_log, A_log->n, error) ||
-      !f32_count (op, "dB", cmd, dB, btn, error) || !f32_count (op, "dC", cmd, dC, btn, error) ||
-      !f32_count (op, "dD", cmd, dD, I, error) || !f32_count (op, "dz", cmd, dz, x->n, error) ||
-      !f32_count (op, "ddt_bias", cmd, ddt_bias, I, error) || !hn_op_check_ctx (op, cmd, scratch, error) ||
+      !f32_count (op, "ddt", cmd, ddt, dt->n, error) || !f32_count (op, "dA_log", cmd, dA_log, A_log->n, error) ||
+      !f32_count (op, "dB", cmd, dB, Bm->n, error) || !f32_count (op, "dC", cmd, dC, Bm->n, error) ||
+      !f32_count (op, "dD", cmd, dD, s.H, error) || !f32_count (op, "dz", cmd, dz, x->n, error) ||
+      !f32_count (op, "ddt_bias", cmd, ddt_bias, s.H, error) || !hn_op_check_ctx (op, cmd, scratch, error) ||
       !hn_op_check_dtype (op, "scratch", scratch, HN_DTYPE_F32, error))
     return FALSE;
   if (scratch->n < need)
@@ -249,28 +278,30 @@ hn_op_ssm_scan_back (HnCmd *cmd, HnTensor *dx, HnTensor *ddt, HnTensor *dA_log, 
   guint32 grads = (dz ? 1u : 0u) | (dD ? 2u : 0u) | (ddt_bias ? 4u : 0u);
   struct {
     guint32 nb, T, I, dy_off, x_off, dt_off, a_off, b_off, c_off, d_off, z_off, dtb_off, sc_off, dx_off, ddt_off,
-      da_off, ddv_off, dz_off, ddtb_off, flags, grads;
-  } pc = { (guint32) nb, (guint32) T, (guint32) I, hn_eoff (dy), hn_eoff (x), hn_eoff (dt), hn_eoff (A_log),
+      da_off, ddv_off, dz_off, ddtb_off, flags, grads, hd, G;
+    float dt_min, dt_max;
+  } pc = { (guint32) s.nb, (guint32) s.T, (guint32) s.I, hn_eoff (dy), hn_eoff (x), hn_eoff (dt), hn_eoff (A_log),
            hn_eoff (Bm), hn_eoff (Cm), p->D ? hn_eoff (p->D) : 0, p->z ? hn_eoff (p->z) : 0,
            p->dt_bias ? hn_eoff (p->dt_bias) : 0, hn_eoff (scratch), hn_eoff (dx), hn_eoff (ddt), hn_eoff (dA_log),
-           dD ? hn_eoff (dD) : 0, dz ? hn_eoff (dz) : 0, ddt_bias ? hn_eoff (ddt_bias) : 0, scan_flags (p), grads };
+           dD ? hn_eoff (dD) : 0, dz ? hn_eoff (dz) : 0, ddt_bias ? hn_eoff (ddt_bias) : 0, scan_flags (p, &s), grads,
+           (guint32) s.hd, (guint32) s.G, p->dt_min, p->dt_max };
   HnVkBinding bd[16] = {
     hn_bind (dy, FALSE), hn_bind (x, FALSE), hn_bind (dt, FALSE), hn_bind (A_log, FALSE), hn_bind (Bm, FALSE),
     hn_bind (Cm, FALSE), hn_bind (p->D ? p->D : x, FALSE), hn_bind (p->z ? p->z : x, FALSE),
     hn_bind (p->dt_bias ? p->dt_bias : x, FALSE), hn_bind (scratch, TRUE), hn_bind (dx, TRUE), hn_bind (ddt, TRUE),
     hn_bind (dA_log, TRUE), hn_bind (dD ? dD : dx, dD != NULL), hn_bind (dz ? dz : dx, dz != NULL),
     hn_bind (ddt_bias ? ddt_bias : dx, ddt_bias != NULL) };
-  guint32 spec[1] = { (guint32) N };
+  guint32 spec[1] = { (guint32) s.N };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_op_dispatch_rows (cmd, "ssm_scan_back", spec, 1, bd, 16, &pc, sizeof pc, (guint64) ((I + 63) / 64),
+  gboolean ok = hn_op_dispatch_rows (cmd, "ssm_scan_back", spec, 1, bd, 16, &pc, sizeof pc, (guint64) ((s.H + 63) / 64),
                                      error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok)
     return FALSE;
-  /* dB, dC = the per-channel parts summed over the channels */
-  gint64 part = nb * T * I * N;
-  g_autoptr (HnTensor) pb = scratch_part (scratch, part, btn, I, error);
-  g_autoptr (HnTensor) pcn = pb ? scratch_part (scratch, 2 * part, btn, I, error) : NULL;
+  /* dB, dC = the per-channel parts summed over each group's channels */
+  gint64 part = s.nb * s.T * s.I * s.N, rows = Bm->n, cols = s.I / s.G;
+  g_autoptr (HnTensor) pb = scratch_part (scratch, part, rows, cols, error);
+  g_autoptr (HnTensor) pcn = pb ? scratch_part (scratch, 2 * part, rows, cols, error) : NULL;
   if (!pcn)
     return FALSE;
   return hn_op_reduce (cmd, dB, pb, HN_REDUCE_SUM, error) && hn_op_reduce (cmd, dC, pcn, HN_REDUCE_SUM, error);

@@ -27,20 +27,28 @@ G_BEGIN_DECLS
 gboolean hn_op_conv1d_causal (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *state,
                               HnActivation act, GError **error);
 
-/* The selective scan of Mamba (transformers' MambaMixer.slow_forward), per
- * batch row b and channel i, with h[n] the state (N values):
- *   delta = dt[b, t, i] (+ dt_bias[i]), softplus'ed when dt_softplus (torch's, threshold 20)
- *   h[n]  = exp(delta · A[i, n]) · h[n] + delta · B[b, t, n] · x[b, t, i],  A = -exp(A_log)
- *   y     = Σ_n h[n] · C[b, t, n] (+ D[i] · x[b, t, i]),  then · silu(z[b, t, i]) when z is set.
- * x, dt, z, y [B, T, I] (or [T, I]); A_log f32 [I, N] (1 <= N <= HN_SSM_MAX_STATE);
- * B, C [B, T, N]; D, dt_bias f32 [I]; state f32 [B, I, N]: the state before x
- * (zeros when NULL), replaced in place by the state after the last step. */
+/* The selective scan of Mamba (transformers' MambaMixer.slow_forward) and
+ * Mamba-2's SSD recurrence (Mamba2Mixer; transformers computes it in chunks,
+ * which is the same sum), per batch row b and channel i of head
+ * h = i / head_dim (head_dim 1: every channel its own head, Mamba), group
+ * g = h / (H / n_groups), with s[n] the state (N values):
+ *   delta = dt[b, t, h] (+ dt_bias[h]), softplus'ed when dt_softplus (torch's, threshold 20),
+ *           clamped to [dt_min, dt_max] when dt_limit
+ *   s[n]  = exp(delta · A[h, n]) · s[n] + delta · B[b, t, g, n] · x[b, t, i],  A = -exp(A_log)
+ *   y     = Σ_n s[n] · C[b, t, g, n] (+ D[h] · x[b, t, i]),  then · silu(z[b, t, i]) when z is set.
+ * x, z, y [B, T, I] (or [T, I]); dt [B, T, H]; B, C [B, T, G, N] (N, 1..HN_SSM_MAX_STATE, from their
+ * size); A_log f32 [H, N] or [H] (one value per head, Mamba-2); D, dt_bias f32 [H]; state f32 [B, I, N]: the state
+ * before x (zeros when NULL), replaced in place by the state after the last step. */
 typedef struct {
   HnTensor *dt_bias; /* nullable */
   HnTensor *D;       /* nullable */
   HnTensor *z;       /* nullable: the gate */
   HnTensor *state;   /* nullable */
   gboolean dt_softplus;
+  int head_dim;      /* channels per head; 0 or 1: Mamba (dt [B, T, I], A_log [I, N]) */
+  int n_groups;      /* 0 or 1: one B and C for all heads */
+  gboolean dt_limit; /* clamp delta to [dt_min, dt_max] (Mamba-2's time_step_limit) */
+  float dt_min, dt_max;
 } HnSsmScanParams;
 
 gboolean hn_op_ssm_scan (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *dt, HnTensor *A_log, HnTensor *B,
@@ -73,11 +81,15 @@ void hn_ref_conv1d_causal (float *out, const float *x, const float *w, const flo
 void hn_ref_conv1d_causal_back (const float *dy, const float *x, const float *w, const float *bias, gint64 B,
                                 gint64 T, gint64 C, gint64 K, HnActivation act, float *dx, float *dw, float *dbias);
 
-/* Host pointers of the scan's optional inputs (NULL when absent). */
+/* Host pointers of the scan's optional inputs (NULL when absent) and its layout (HnSsmScanParams). */
 typedef struct {
   const float *dt_bias, *D, *z;
   float *state; /* [B, I, N], updated in place */
   gboolean dt_softplus;
+  int head_dim, n_groups;
+  gboolean dt_limit;
+  float dt_min, dt_max;
+  gboolean a_per_head; /* A_log [H] instead of [H, N] */
 } HnRefSsmScan;
 
 void hn_ref_ssm_scan (float *y, const float *x, const float *dt, const float *A_log, const float *B, const float *C,

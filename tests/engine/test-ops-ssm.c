@@ -112,26 +112,51 @@ typedef struct {
   gint64 B, T, I, N;
   float *x, *dt, *A_log, *Bm, *Cm, *D, *z, *dt_bias;
   gboolean use_D, use_z, use_bias, softplus;
+  /* Mamba-2's layout: heads of hd channels (dt, D, dt_bias per head), G groups of B/C, A_log [H] */
+  gint64 hd, G, H;
+  gboolean a_head, limit;
 } ScanCase;
+
+/* Mamba-2 options of the next scan_make (reset after it). */
+static gint64 next_hd = 1, next_G = 1;
+static gboolean next_a_head, next_limit;
 
 static void
 scan_make (ScanCase *c, gint64 B, gint64 T, gint64 I, gint64 N, gboolean use_D, gboolean use_z, gboolean use_bias,
            gboolean softplus)
 {
   *c = (ScanCase) { B, T, I, N };
-  gint64 n = B * T * I;
+  c->hd = next_hd;
+  c->G = next_G;
+  c->H = I / c->hd;
+  c->a_head = next_a_head;
+  c->limit = next_limit;
+  next_hd = next_G = 1;
+  next_a_head = next_limit = FALSE;
+  gint64 n = B * T * I, nh = B * T * c->H, nbc = B * T * c->G * N;
   c->x = hn_test_random (n, -1, 1);
-  c->dt = softplus ? hn_test_random (n, -3, 1) : hn_test_random (n, 0.01, 0.5);
-  c->A_log = hn_test_random (I * N, -1, 1.2);
-  c->Bm = hn_test_random (B * T * N, -1, 1);
-  c->Cm = hn_test_random (B * T * N, -1, 1);
-  c->D = hn_test_random (I, -1, 1);
+  c->dt = softplus ? hn_test_random (nh, -3, 1) : hn_test_random (nh, 0.01, 0.5);
+  c->A_log = hn_test_random (c->a_head ? c->H : c->H * N, -1, 1.2);
+  c->Bm = hn_test_random (nbc, -1, 1);
+  c->Cm = hn_test_random (nbc, -1, 1);
+  c->D = hn_test_random (c->H, -1, 1);
   c->z = hn_test_random (n, -2, 2);
-  c->dt_bias = hn_test_random (I, -1, 1);
+  c->dt_bias = hn_test_random (c->H, -1, 1);
   c->use_D = use_D;
   c->use_z = use_z;
   c->use_bias = use_bias;
   c->softplus = softplus;
+}
+
+/* dt limits of the Mamba-2 cases: inside the softplus range, so that both ends clamp */
+#define LIM_LO 0.05f
+#define LIM_HI 0.9f
+
+static HnSsmScanParams
+scan_dev_params (const ScanCase *c, HnTensor *dt_bias, HnTensor *D, HnTensor *z, HnTensor *state)
+{
+  return (HnSsmScanParams) { c->use_bias ? dt_bias : NULL, c->use_D ? D : NULL, c->use_z ? z : NULL, state,
+                             c->softplus, (int) c->hd, (int) c->G, c->limit, LIM_LO, LIM_HI };
 }
 
 static void
@@ -151,7 +176,7 @@ static HnRefSsmScan
 scan_ref_params (const ScanCase *c, float *state)
 {
   return (HnRefSsmScan) { c->use_bias ? c->dt_bias : NULL, c->use_D ? c->D : NULL, c->use_z ? c->z : NULL, state,
-                          c->softplus };
+                          c->softplus, (int) c->hd, (int) c->G, c->limit, LIM_LO, LIM_HI, c->a_head };
 }
 
 static void
@@ -165,25 +190,28 @@ scan_case (gint64 B, gint64 T, gint64 I, gint64 N, gboolean use_D, gboolean use_
   g_autofree float *s_want = g_memdup2 (s0, sizeof (float) * B * I * N), *want = g_new (float, B * T * I);
   HnRefSsmScan rp = scan_ref_params (&c, with_state ? s_want : NULL);
   hn_ref_ssm_scan (want, c.x, c.dt, c.A_log, c.Bm, c.Cm, B, T, I, N, &rp);
-  gint64 sx[3] = { B, T, I }, sb[3] = { B, T, N };
+  gint64 sx[3] = { B, T, I }, sh[3] = { B, T, c.H }, sb[4] = { B, T, c.G, N };
   g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.x);
-  g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.dt);
+  g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sh, c.dt);
   g_autoptr (HnTensor) tz = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.z);
-  g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, c.A_log);
-  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Bm);
-  g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Cm);
-  g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.D);
-  g_autoptr (HnTensor) tdb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.dt_bias);
+  g_autoptr (HnTensor) ta = c.a_head ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { c.H }, c.A_log)
+                                     : hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { c.H, N }, c.A_log);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 4, sb, c.Bm);
+  g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 4, sb, c.Cm);
+  g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { c.H }, c.D);
+  g_autoptr (HnTensor) tdb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { c.H }, c.dt_bias);
   g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, I, N }, s0);
   g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, sx);
-  HnSsmScanParams p = { use_bias ? tdb : NULL, use_D ? td : NULL, use_z ? tz : NULL, with_state ? ts : NULL, softplus };
+  HnSsmScanParams p = scan_dev_params (&c, tdb, td, tz, with_state ? ts : NULL);
   g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
   g_assert_true (hn_op_ssm_scan (cmd, ty, tx, tdt, ta, tb, tc, &p, &error));
   g_assert_no_error (error);
   run (cmd);
   g_autofree char *what = g_strdup_printf ("ssm_scan B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " I%" G_GINT64_FORMAT
-                                           " N%" G_GINT64_FORMAT " D%d z%d bias%d softplus%d state%d",
-                                           B, T, I, N, use_D, use_z, use_bias, softplus, with_state);
+                                           " N%" G_GINT64_FORMAT " D%d z%d bias%d softplus%d state%d head_dim %"
+                                           G_GINT64_FORMAT " groups %" G_GINT64_FORMAT " A per head %d limit %d",
+                                           B, T, I, N, use_D, use_z, use_bias, softplus, with_state, c.hd, c.G,
+                                           c.a_head, c.limit);
   close_to (what, ty, want, 1e-4, 1e-5);
   if (with_state)
     close_to ("ssm_scan state", ts, s_want, 1e-4, 1e-5);
@@ -200,30 +228,32 @@ scan_steps (gint64 B, gint64 T, gint64 I, gint64 N)
   g_autofree float *want = g_new (float, B * T * I), *got = g_new (float, B * T * I);
   HnRefSsmScan rp = scan_ref_params (&c, NULL);
   hn_ref_ssm_scan (want, c.x, c.dt, c.A_log, c.Bm, c.Cm, B, T, I, N, &rp);
-  g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, c.A_log);
-  g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.D);
+  gint64 H = c.H, GN = c.G * N;
+  g_autoptr (HnTensor) ta = c.a_head ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, c.A_log)
+                                     : hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { H, N }, c.A_log);
+  g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, c.D);
   g_autofree float *zeros = g_new0 (float, B * I * N);
   g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, I, N }, zeros);
   for (gint64 t = 0; t < T; t++)
     {
-      g_autofree float *x1 = g_new (float, B * I), *dt1 = g_new (float, B * I), *z1 = g_new (float, B * I);
-      g_autofree float *b1 = g_new (float, B * N), *c1 = g_new (float, B * N);
+      g_autofree float *x1 = g_new (float, B * I), *dt1 = g_new (float, B * H), *z1 = g_new (float, B * I);
+      g_autofree float *b1 = g_new (float, B * GN), *c1 = g_new (float, B * GN);
       for (gint64 bb = 0; bb < B; bb++)
         {
           memcpy (x1 + bb * I, c.x + (bb * T + t) * I, sizeof (float) * I);
-          memcpy (dt1 + bb * I, c.dt + (bb * T + t) * I, sizeof (float) * I);
+          memcpy (dt1 + bb * H, c.dt + (bb * T + t) * H, sizeof (float) * H);
           memcpy (z1 + bb * I, c.z + (bb * T + t) * I, sizeof (float) * I);
-          memcpy (b1 + bb * N, c.Bm + (bb * T + t) * N, sizeof (float) * N);
-          memcpy (c1 + bb * N, c.Cm + (bb * T + t) * N, sizeof (float) * N);
+          memcpy (b1 + bb * GN, c.Bm + (bb * T + t) * GN, sizeof (float) * GN);
+          memcpy (c1 + bb * GN, c.Cm + (bb * T + t) * GN, sizeof (float) * GN);
         }
-      gint64 sx[3] = { B, 1, I }, sb[3] = { B, 1, N };
+      gint64 sx[3] = { B, 1, I }, sh[3] = { B, 1, H }, sb[4] = { B, 1, c.G, N };
       g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, sx, x1);
-      g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sx, dt1);
+      g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sh, dt1);
       g_autoptr (HnTensor) tz = hn_test_tensor (HN_DTYPE_F32, 3, sx, z1);
-      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, sb, b1);
-      g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, sb, c1);
+      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 4, sb, b1);
+      g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 4, sb, c1);
       g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, sx);
-      HnSsmScanParams p = { NULL, td, tz, ts, TRUE };
+      HnSsmScanParams p = scan_dev_params (&c, NULL, td, tz, ts);
       g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
       g_assert_true (hn_op_ssm_scan (cmd, ty, tx, tdt, ta, tb, tc, &p, &error));
       run (cmd);
@@ -243,6 +273,13 @@ test_scan (void)
   scan_case (3, 4, 7, 1, FALSE, FALSE, FALSE, FALSE, TRUE);
   scan_case (1, 5, 129, 3, TRUE, FALSE, TRUE, TRUE, TRUE);
   scan_steps (2, 7, 13, 8);
+  /* Mamba-2: heads of 5 channels, 3 groups of B/C, A_log per head, dt clamped */
+  next_hd = 5, next_G = 3, next_a_head = TRUE, next_limit = TRUE;
+  scan_case (2, 9, 45, 4, TRUE, FALSE, TRUE, TRUE, TRUE);
+  next_hd = 3, next_G = 1, next_a_head = TRUE;
+  scan_case (1, 6, 21, 16, TRUE, TRUE, FALSE, TRUE, FALSE);
+  next_hd = 7, next_G = 2, next_a_head = TRUE, next_limit = TRUE;
+  scan_steps (2, 6, 28, 8);
 
   g_autoptr (GError) error = NULL;
   g_autoptr (HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 4 });
@@ -299,42 +336,45 @@ static void
 test_scan_back (void)
 {
   g_autoptr (GError) error = NULL;
-  const gint64 shapes[][4] = { { 2, 9, 11, 5 }, { 1, 6, 67, 16 }, { 3, 4, 7, 1 } };
+  /* B, T, I, N, head_dim, groups, A per head, dt limit */
+  const gint64 shapes[][8] = { { 2, 9, 11, 5, 1, 1, 0, 0 }, { 1, 6, 67, 16, 1, 1, 0, 0 }, { 3, 4, 7, 1, 1, 1, 0, 0 },
+                               { 2, 7, 30, 4, 5, 3, 1, 1 }, { 1, 5, 12, 8, 4, 1, 1, 0 } };
   for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
     {
       gint64 B = shapes[s][0], T = shapes[s][1], I = shapes[s][2], N = shapes[s][3];
       gboolean full = s != 2;
       ScanCase c;
-      scan_make (&c, B, T, I, N, full, full, full, full);
-      gint64 n = B * T * I, nbn = B * T * N;
+      next_hd = shapes[s][4], next_G = shapes[s][5], next_a_head = shapes[s][6], next_limit = shapes[s][7];
+      scan_make (&c, B, T, I, N, full, full && s < 3, full, full);
+      gint64 H = c.H, n = B * T * I, nh = B * T * H, nbn = B * T * c.G * N, na = c.a_head ? H : H * N;
       g_autofree float *dy = hn_test_random (n, -1, 1);
-      g_autofree float *dx = g_new (float, n), *ddt = g_new (float, n), *dz = g_new0 (float, n);
+      g_autofree float *dx = g_new (float, n), *ddt = g_new (float, nh), *dz = g_new0 (float, n);
       g_autofree float *dB = g_new (float, nbn), *dC = g_new (float, nbn);
-      g_autofree float *dA = hn_test_random (I * N, -1, 1), *dD = hn_test_random (I, -1, 1);
-      g_autofree float *ddb = hn_test_random (I, -1, 1);
-      gint64 sx[3] = { B, T, I }, sb[3] = { B, T, N };
-      g_autoptr (HnTensor) tdA = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, dA);
-      g_autoptr (HnTensor) tdD = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, dD);
-      g_autoptr (HnTensor) tddb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, ddb);
+      g_autofree float *dA = hn_test_random (na, -1, 1), *dD = hn_test_random (H, -1, 1);
+      g_autofree float *ddb = hn_test_random (H, -1, 1);
+      gint64 sx[3] = { B, T, I }, sh[3] = { B, T, H }, sb[4] = { B, T, c.G, N };
+      g_autoptr (HnTensor) tdA = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { na }, dA);
+      g_autoptr (HnTensor) tdD = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, dD);
+      g_autoptr (HnTensor) tddb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, ddb);
       HnRefSsmScan rp = scan_ref_params (&c, NULL);
       hn_ref_ssm_scan_back (dy, c.x, c.dt, c.A_log, c.Bm, c.Cm, B, T, I, N, &rp, dx, ddt, dA, dB, dC, dD, dz, ddb);
       g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.x);
-      g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.dt);
+      g_autoptr (HnTensor) tdt = hn_test_tensor (HN_DTYPE_F32, 3, sh, c.dt);
       g_autoptr (HnTensor) tz = hn_test_tensor (HN_DTYPE_F32, 3, sx, c.z);
       g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 3, sx, dy);
-      g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { I, N }, c.A_log);
-      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Bm);
-      g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 3, sb, c.Cm);
-      g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.D);
-      g_autoptr (HnTensor) tbias = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { I }, c.dt_bias);
-      g_autoptr (HnTensor) tdx = hn_test_empty (HN_DTYPE_F32, 3, sx), tddt = hn_test_empty (HN_DTYPE_F32, 3, sx);
+      g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { na }, c.A_log);
+      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 4, sb, c.Bm);
+      g_autoptr (HnTensor) tc = hn_test_tensor (HN_DTYPE_F32, 4, sb, c.Cm);
+      g_autoptr (HnTensor) td = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, c.D);
+      g_autoptr (HnTensor) tbias = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, c.dt_bias);
+      g_autoptr (HnTensor) tdx = hn_test_empty (HN_DTYPE_F32, 3, sx), tddt = hn_test_empty (HN_DTYPE_F32, 3, sh);
       g_autoptr (HnTensor) tdz = hn_test_empty (HN_DTYPE_F32, 3, sx);
-      g_autoptr (HnTensor) tdB = hn_test_empty (HN_DTYPE_F32, 3, sb), tdC = hn_test_empty (HN_DTYPE_F32, 3, sb);
+      g_autoptr (HnTensor) tdB = hn_test_empty (HN_DTYPE_F32, 4, sb), tdC = hn_test_empty (HN_DTYPE_F32, 4, sb);
       g_autoptr (HnTensor) scratch =
         hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { hn_ssm_scan_back_scratch (B, T, I, N) });
-      HnSsmScanParams p = { full ? tbias : NULL, full ? td : NULL, full ? tz : NULL, NULL, full };
+      HnSsmScanParams p = scan_dev_params (&c, tbias, td, tz, NULL);
       g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
-      g_assert_true (hn_op_ssm_scan_back (cmd, tdx, tddt, tdA, tdB, tdC, full ? tdD : NULL, full ? tdz : NULL,
+      g_assert_true (hn_op_ssm_scan_back (cmd, tdx, tddt, tdA, tdB, tdC, full ? tdD : NULL, c.use_z ? tdz : NULL,
                                           full ? tddb : NULL, tdy, tx, tdt, ta, tb, tc, &p, scratch, &error));
       g_assert_no_error (error);
       run (cmd);
@@ -343,9 +383,10 @@ test_scan_back (void)
       close_to ("ssm_scan_back dB", tdB, dB, 1e-4, 1e-4);
       close_to ("ssm_scan_back dC", tdC, dC, 1e-4, 1e-4);
       close_to ("ssm_scan_back dA_log (accumulated)", tdA, dA, 1e-4, 1e-4);
+      if (c.use_z)
+        close_to ("ssm_scan_back dz", tdz, dz, 1e-4, 1e-4);
       if (full)
         {
-          close_to ("ssm_scan_back dz", tdz, dz, 1e-4, 1e-4);
           close_to ("ssm_scan_back dD (accumulated)", tdD, dD, 1e-4, 1e-4);
           close_to ("ssm_scan_back ddt_bias (accumulated)", tddb, ddb, 1e-4, 1e-4);
         }
@@ -438,29 +479,32 @@ test_fd (void)
       g_free (c.b);
       g_free (c.r);
     }
-  for (int full = 0; full < 2; full++)
+  for (int full = 0; full < 3; full++)
     {
       ScanFd f;
-      scan_make (&f.s, 2, 5, 3, 4, full, full, full, full);
+      if (full == 2) /* Mamba-2: heads of 2 channels, 2 groups, A_log per head */
+        next_hd = 2, next_G = 2, next_a_head = TRUE;
+      scan_make (&f.s, 2, 5, full == 2 ? 8 : 3, 4, full, full, full, full);
       ScanCase *c = &f.s;
-      gint64 n = c->B * c->T * c->I, nbn = c->B * c->T * c->N;
+      gint64 n = c->B * c->T * c->I, nh = c->B * c->T * c->H, nbn = c->B * c->T * c->G * c->N;
+      gint64 na = c->a_head ? c->H : c->H * c->N;
       f.r = hn_test_random (n, -1, 1);
-      g_autofree float *dx = g_new (float, n), *ddt = g_new (float, n), *dz = g_new0 (float, n);
-      g_autofree float *dB = g_new (float, nbn), *dC = g_new (float, nbn), *dA = g_new0 (float, c->I * c->N);
-      g_autofree float *dD = g_new0 (float, c->I), *ddb = g_new0 (float, c->I);
+      g_autofree float *dx = g_new (float, n), *ddt = g_new (float, nh), *dz = g_new0 (float, n);
+      g_autofree float *dB = g_new (float, nbn), *dC = g_new (float, nbn), *dA = g_new0 (float, na);
+      g_autofree float *dD = g_new0 (float, c->H), *ddb = g_new0 (float, c->H);
       HnRefSsmScan rp = scan_ref_params (c, NULL);
       hn_ref_ssm_scan_back (f.r, c->x, c->dt, c->A_log, c->Bm, c->Cm, c->B, c->T, c->I, c->N, &rp, dx, ddt, dA, dB,
                             dC, dD, dz, ddb);
       check_fd ("ssm_scan dx", scan_loss, &f, c->x, n, dx);
-      check_fd ("ssm_scan ddt", scan_loss, &f, c->dt, n, ddt);
-      check_fd ("ssm_scan dA_log", scan_loss, &f, c->A_log, c->I * c->N, dA);
+      check_fd ("ssm_scan ddt", scan_loss, &f, c->dt, nh, ddt);
+      check_fd ("ssm_scan dA_log", scan_loss, &f, c->A_log, na, dA);
       check_fd ("ssm_scan dB", scan_loss, &f, c->Bm, nbn, dB);
       check_fd ("ssm_scan dC", scan_loss, &f, c->Cm, nbn, dC);
       if (full)
         {
           check_fd ("ssm_scan dz", scan_loss, &f, c->z, n, dz);
-          check_fd ("ssm_scan dD", scan_loss, &f, c->D, c->I, dD);
-          check_fd ("ssm_scan ddt_bias", scan_loss, &f, c->dt_bias, c->I, ddb);
+          check_fd ("ssm_scan dD", scan_loss, &f, c->D, c->H, dD);
+          check_fd ("ssm_scan ddt_bias", scan_loss, &f, c->dt_bias, c->H, ddb);
         }
       g_free (f.r);
       scan_free (c);
