@@ -20,6 +20,10 @@ typedef struct {
   HnTensor *dt_w, *dt_b;             /* dt_proj [I, R], [I] */
   HnTensor *A_log, *D;               /* f32 [I, N], [I] */
   HnTensor *out_w, *out_b;           /* out_proj [C, I] */
+  /* Mamba-2: in_proj rows z, x (w_z, w_x above), B, C, dt; the conv split the same way */
+  HnTensor *w_Bi, *w_Ci, *w_dti, *b_Bi, *b_Ci, *b_dti;
+  HnTensor *conv_wB, *conv_bB, *conv_wC, *conv_bC;
+  HnTensor *gnorm_w;                 /* the gated RMSNorm [I] */
 } MambaLayer;
 
 struct _HnMamba {
@@ -51,11 +55,19 @@ hn_mamba_get_weight_bytes (HnMamba *m)
   return m->weight_bytes;
 }
 
+/* Channels of the conv (Mamba-2: x, B and C). */
+static gint64
+conv_channels (const HnMambaHParams *h)
+{
+  return h->inner + (h->mamba2 ? 2 * (gint64) h->n_groups * h->state : 0);
+}
+
 guint64
 hn_mamba_state_bytes_per_row (HnMamba *m)
 {
   const HnMambaHParams *h = &m->hp;
-  return (guint64) sizeof (float) * h->n_layer * ((guint64) (h->conv_kernel - 1) * h->inner + (guint64) h->inner * h->state);
+  return (guint64) sizeof (float) * h->n_layer *
+         ((guint64) (h->conv_kernel - 1) * conv_channels (h) + (guint64) h->inner * h->state);
 }
 
 void
@@ -162,6 +174,63 @@ resolve (HnMambaHParams *h, const HnModelConfig *cfg, const HnArchInfo *arch, GE
     }
   h->mixer_eps = (float) me;
   h->tie_embeddings = cfg->tie_word_embeddings != 0; /* MambaConfig's default: tied */
+  h->mamba2 = arch->names == HN_NAMES_MAMBA2;
+  if (!h->mamba2)
+    return TRUE;
+  gint64 heads, hd, groups;
+  if (!cfg_int (cfg, "num_heads", 128, &heads, error) || !cfg_int (cfg, "head_dim", 64, &hd, error) ||
+      !cfg_int (cfg, "n_groups", 8, &groups, error))
+    return FALSE;
+  h->inner = (int) (expand * h->hidden);
+  if (heads < 1 || hd < 1 || groups < 1 || heads * hd != h->inner || heads % groups)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: num_heads %" G_GINT64_FORMAT " · head_dim %" G_GINT64_FORMAT " must be expand · hidden_size "
+                   "(%d) with num_heads a multiple of n_groups %" G_GINT64_FORMAT,
+                   cfg->path, heads, hd, h->inner, groups);
+      return FALSE;
+    }
+  h->n_heads = (int) heads;
+  h->head_dim = (int) hd;
+  h->n_groups = (int) groups;
+  gboolean rms = TRUE;
+  if (!cfg_bool (cfg, "rms_norm", TRUE, &rms, error))
+    return FALSE;
+  if (!rms)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: rms_norm false (Mamba-2 without its gated norm) is not "
+                   "built", cfg->path);
+      return FALSE;
+    }
+  /* time_step_limit: [lo, hi]; transformers 5 writes inf as {"__float__": "Infinity"} */
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *lim = raw ? json_object_get_member (raw, "time_step_limit") : NULL;
+  double v[2] = { 0.0, INFINITY };
+  if (lim && JSON_NODE_HOLDS_ARRAY (lim) && json_array_get_length (json_node_get_array (lim)) == 2)
+    for (guint k = 0; k < 2; k++)
+      {
+        JsonNode *el = json_array_get_element (json_node_get_array (lim), k);
+        if (JSON_NODE_HOLDS_VALUE (el))
+          v[k] = json_node_get_double (el);
+        else if (JSON_NODE_HOLDS_OBJECT (el) && json_object_has_member (json_node_get_object (el), "__float__"))
+          {
+            const char *f = json_object_get_string_member (json_node_get_object (el), "__float__");
+            v[k] = f && g_str_equal (f, "-Infinity") ? -INFINITY : f && g_str_equal (f, "Infinity") ? INFINITY : NAN;
+          }
+        else
+          v[k] = NAN;
+      }
+  else if (lim && !JSON_NODE_HOLDS_NULL (lim))
+    v[0] = NAN;
+  if (isnan (v[0]) || isnan (v[1]))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: time_step_limit must be [min, max]", cfg->path);
+      return FALSE;
+    }
+  /* softplus is positive: (<= 0, inf) clamps nothing */
+  h->dt_limit = v[0] > 0.0 || isfinite (v[1]);
+  h->dt_min = (float) v[0];
+  h->dt_max = isfinite (v[1]) ? (float) v[1] : G_MAXFLOAT;
   return TRUE;
 }
 
@@ -214,6 +283,83 @@ load_split_bias (HnWLoader *L, const char *name, gint64 n0, gint64 n1, HnTensor 
   return *b != NULL;
 }
 
+/* Rows [r0, r0 + n) of an f32 copy of checkpoint tensor `name` (n_rows x cols values) as [n, cols]. */
+static gboolean
+load_f32_rows (HnWLoader *L, const char *name, gint64 n_rows, gint64 cols, gint64 r0, gint64 n, gboolean required,
+               HnTensor **out, GError **error)
+{
+  *out = NULL;
+  const HnSafetensorInfo *t = hn_wl_find (L, name, required, error);
+  if (!t)
+    return !required;
+  if ((gint64) t->n_elements != n_rows * cols)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: tensor %s holds %" G_GINT64_FORMAT " values, config.json implies %" G_GINT64_FORMAT, t->file,
+                   t->name, (gint64) t->n_elements, n_rows * cols);
+      return FALSE;
+    }
+  g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+  if (!f)
+    return FALSE;
+  *out = cols == 1 ? hn_wl_from_f32 (L, name, 1, (gint64[]) { n }, f + r0, error)
+                   : hn_wl_from_f32 (L, name, 2, (gint64[]) { n, cols }, f + r0 * cols, error);
+  return *out != NULL;
+}
+
+static gboolean
+load_weights_mamba2 (HnMamba *m, HnWLoader *L, GError **error)
+{
+  const HnMambaHParams *h = &m->hp;
+  gint64 C = h->hidden, I = h->inner, GN = (gint64) h->n_groups * h->state, H = h->n_heads, K = h->conv_kernel;
+  gint64 CD = I + 2 * GN, R = 2 * I + 2 * GN + H;
+  for (int l = 0; l < h->n_layer; l++)
+    {
+      MambaLayer *ly = &m->layers[l];
+      char p[96], nm[160];
+      g_snprintf (p, sizeof p, "backbone.layers.%d.", l);
+#define NM(s) (g_snprintf (nm, sizeof nm, "%s%s", p, s), nm)
+      CK (hn_wl_vector (L, NM ("norm.weight"), C, TRUE, &ly->norm_w, error));
+      /* in_proj rows: z [0, I), x [I, 2I), B, C (GN each), dt (H) */
+      const char *ip = NM ("mixer.in_proj.weight");
+      g_autofree char *ipn = g_strdup (ip);
+      CK (hn_wl_matrix_rows (L, ipn, R, 0, I, C, &ly->w_z, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, I, I, C, &ly->w_x, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I, GN, C, &ly->w_Bi, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I + GN, GN, C, &ly->w_Ci, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I + 2 * GN, H, C, &ly->w_dti, error));
+      g_autofree char *ibn = g_strdup (NM ("mixer.in_proj.bias"));
+      CK (load_f32_rows (L, ibn, R, 1, 0, I, FALSE, &ly->b_z, error));
+      if (ly->b_z)
+        {
+          CK (load_f32_rows (L, ibn, R, 1, I, I, TRUE, &ly->b_x, error));
+          CK (load_f32_rows (L, ibn, R, 1, 2 * I, GN, TRUE, &ly->b_Bi, error));
+          CK (load_f32_rows (L, ibn, R, 1, 2 * I + GN, GN, TRUE, &ly->b_Ci, error));
+          CK (load_f32_rows (L, ibn, R, 1, 2 * I + 2 * GN, H, TRUE, &ly->b_dti, error));
+        }
+      /* conv1d over x, B, C: weight [CD, 1, K], bias [CD] */
+      g_autofree char *cwn = g_strdup (NM ("mixer.conv1d.weight"));
+      CK (load_f32_rows (L, cwn, CD, K, 0, I, TRUE, &ly->conv_w, error));
+      CK (load_f32_rows (L, cwn, CD, K, I, GN, TRUE, &ly->conv_wB, error));
+      CK (load_f32_rows (L, cwn, CD, K, I + GN, GN, TRUE, &ly->conv_wC, error));
+      g_autofree char *cbn = g_strdup (NM ("mixer.conv1d.bias"));
+      CK (load_f32_rows (L, cbn, CD, 1, 0, I, FALSE, &ly->conv_b, error));
+      if (ly->conv_b)
+        {
+          CK (load_f32_rows (L, cbn, CD, 1, I, GN, TRUE, &ly->conv_bB, error));
+          CK (load_f32_rows (L, cbn, CD, 1, I + GN, GN, TRUE, &ly->conv_bC, error));
+        }
+      CK (load_f32 (L, NM ("mixer.dt_bias"), 1, (gint64[]) { H }, TRUE, &ly->dt_b, error));
+      CK (load_f32 (L, NM ("mixer.A_log"), 1, (gint64[]) { H }, TRUE, &ly->A_log, error));
+      CK (load_f32 (L, NM ("mixer.D"), 1, (gint64[]) { H }, TRUE, &ly->D, error));
+      CK (hn_wl_vector (L, NM ("mixer.norm.weight"), I, TRUE, &ly->gnorm_w, error));
+      CK (hn_wl_matrix (L, NM ("mixer.out_proj.weight"), C, I, TRUE, &ly->out_w, error));
+      CK (hn_wl_vector (L, NM ("mixer.out_proj.bias"), C, FALSE, &ly->out_b, error));
+#undef NM
+    }
+  return TRUE;
+}
+
 static gboolean
 load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
@@ -231,6 +377,8 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
   else
     CK (hn_wl_matrix (L, "lm_head.weight", V, C, TRUE, &m->lm_head, error));
   m->layers = g_new0 (MambaLayer, h->n_layer);
+  if (h->mamba2)
+    return load_weights_mamba2 (m, L, error);
   for (int l = 0; l < h->n_layer; l++)
     {
       MambaLayer *ly = &m->layers[l];
@@ -288,13 +436,21 @@ hn_mamba_load (HnVkContext *ctx, const char *model_dir, GError **error)
 typedef struct {
   int max_tok, max_logit_rows;
   HnTensor *ids, *x, *h, *xin, *z, *xc, *dtl, *Bm, *Cm, *dt, *y, *last, *logits;
+  HnTensor *Bc, *Cc, *g; /* Mamba-2: B and C after the conv, the gated y */
 } Work;
+
+/* Width of B and C (n_groups · N). */
+static int
+bc_width (const HnMambaHParams *h)
+{
+  return (h->mamba2 ? h->n_groups : 1) * h->state;
+}
 
 static void
 work_clear (Work *w)
 {
   HnTensor **all[] = { &w->ids, &w->x, &w->h, &w->xin, &w->z, &w->xc, &w->dtl, &w->Bm, &w->Cm, &w->dt, &w->y,
-                       &w->last, &w->logits };
+                       &w->last, &w->logits, &w->Bc, &w->Cc, &w->g };
   for (guint i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
 }
@@ -310,8 +466,10 @@ work_init (Work *w, HnMamba *m, int max_tok, int max_logit_rows, GError **error)
   if (!(w->ids = hn_tensor_new_named (ctx, "mamba.ids", HN_DTYPE_I32, 1, (gint64[]) { T }, error)) ||
       !NEW (x, "mamba.x", h->hidden) || !NEW (h, "mamba.h", h->hidden) || !NEW (xin, "mamba.xin", h->inner) ||
       !NEW (z, "mamba.z", h->inner) || !NEW (xc, "mamba.xc", h->inner) || !NEW (dtl, "mamba.dt_low", h->dt_rank) ||
-      !NEW (Bm, "mamba.B", h->state) || !NEW (Cm, "mamba.C", h->state) || !NEW (dt, "mamba.dt", h->inner) ||
+      !NEW (Bm, "mamba.B", bc_width (h)) || !NEW (Cm, "mamba.C", bc_width (h)) || !NEW (dt, "mamba.dt", h->inner) ||
       !NEW (y, "mamba.y", h->inner) ||
+      (h->mamba2 && (!NEW (Bc, "mamba.B_conv", bc_width (h)) || !NEW (Cc, "mamba.C_conv", bc_width (h)) ||
+                     !NEW (g, "mamba.gated", h->inner))) ||
       !(w->last = hn_tensor_new_named (ctx, "mamba.last", HN_DTYPE_F32, 2, (gint64[]) { max_logit_rows, h->hidden },
                                        error)) ||
       !(w->logits = hn_tensor_new_named (ctx, "mamba.logits", HN_DTYPE_F32, 2,
@@ -327,7 +485,43 @@ work_init (Work *w, HnMamba *m, int max_tok, int max_logit_rows, GError **error)
 /* Per-layer carried state of B rows: conv [B, K - 1, I] (NULL when K == 1) and ssm [B, I, N]. */
 typedef struct {
   HnTensor *conv, *ssm;
+  HnTensor *convB, *convC; /* Mamba-2: [B, K - 1, G·N] each */
 } LayerState;
+
+/* One Mamba-2 layer (see mamba.h) on flat [n, .] activations of B rows of T tokens. */
+static gboolean
+record_layer_mamba2 (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, const MambaLayer *ly, int B, int T,
+                     const LayerState *st, HnTensor *x, HnTensor *hn, GError **error)
+{
+  const HnMambaHParams *h = &m->hp;
+  gint64 n = (gint64) B * T, GN = bc_width (h);
+#define P2(t, d1) hn_scratch_prefix (sc, w->t, 2, (gint64[]) { n, d1 }, error)
+#define P3(t, d2) hn_scratch_prefix (sc, w->t, 3, (gint64[]) { B, T, d2 }, error)
+  HnTensor *z = P2 (z, h->inner), *xs = P2 (xin, h->inner), *Bs = P2 (Bm, GN), *Cs = P2 (Cm, GN);
+  HnTensor *dt = P2 (dt, h->n_heads), *y2 = P2 (y, h->inner), *g = P2 (g, h->inner);
+  HnTensor *xs3 = P3 (xin, h->inner), *xc3 = P3 (xc, h->inner), *Bs3 = P3 (Bm, GN), *Cs3 = P3 (Cm, GN);
+  HnTensor *Bc3 = P3 (Bc, GN), *Cc3 = P3 (Cc, GN), *y3 = P3 (y, h->inner);
+  HnTensor *dt3 = P3 (dt, h->n_heads);
+#undef P2
+#undef P3
+  HnTensor *Bc4 = Bc3 ? hn_scratch_shape (sc, Bc3, 4, (gint64[]) { B, T, h->n_groups, h->state }, error) : NULL;
+  HnTensor *Cc4 = Cc3 ? hn_scratch_shape (sc, Cc3, 4, (gint64[]) { B, T, h->n_groups, h->state }, error) : NULL;
+  if (!z || !xs || !Bs || !Cs || !dt || !y2 || !g || !xs3 || !xc3 || !Bs3 || !Cs3 || !Bc4 || !Cc4 || !y3 || !dt3)
+    return FALSE;
+  HnTensor *ys[5] = { z, xs, Bs, Cs, dt }, *ws[5] = { ly->w_z, ly->w_x, ly->w_Bi, ly->w_Ci, ly->w_dti };
+  HnTensor *bs[5] = { ly->b_z, ly->b_x, ly->b_Bi, ly->b_Ci, ly->b_dti };
+  CK (hn_op_matmul_n (cmd, 5, ys, hn, ws, bs, error));
+  CK (hn_op_conv1d_causal (cmd, xc3, xs3, ly->conv_w, ly->conv_b, st ? st->conv : NULL, HN_ACT_SILU, error));
+  CK (hn_op_conv1d_causal (cmd, Bc3, Bs3, ly->conv_wB, ly->conv_bB, st ? st->convB : NULL, HN_ACT_SILU, error));
+  CK (hn_op_conv1d_causal (cmd, Cc3, Cs3, ly->conv_wC, ly->conv_bC, st ? st->convC : NULL, HN_ACT_SILU, error));
+  HnSsmScanParams sp = { ly->dt_b, ly->D, NULL, st ? st->ssm : NULL, TRUE, h->head_dim, h->n_groups, h->dt_limit,
+                         h->dt_min, h->dt_max };
+  CK (hn_op_ssm_scan (cmd, y3, xc3, dt3, ly->A_log, Bc4, Cc4, &sp, error));
+  /* MambaRMSNormGated: weight · rmsnorm(y · silu(z)) */
+  CK (hn_op_glu (cmd, g, z, y2, HN_ACT_SILU, error));
+  CK (hn_op_rmsnorm (cmd, g, g, ly->gnorm_w, h->norm_eps, HN_NORM_DEFAULT, error));
+  return hn_op_matmul_add (cmd, x, g, ly->out_w, ly->out_b, 1.0f, error);
+}
 
 /* Records the forward of B rows of T tokens (ids already in w->ids[0, B·T)) through every layer,
  * then the final norm and head: for every token (all_logits) or the last token of each row, into
@@ -357,6 +551,11 @@ record_forward (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, co
     {
       const MambaLayer *ly = &m->layers[l];
       CK (hn_op_rmsnorm (cmd, hn, x, ly->norm_w, h->norm_eps, HN_NORM_DEFAULT, error));
+      if (h->mamba2)
+        {
+          CK (record_layer_mamba2 (m, cmd, sc, w, ly, B, T, st ? &st[l] : NULL, x, hn, error));
+          continue;
+        }
       HnTensor *ys[2] = { xin2, z2 }, *ws[2] = { ly->w_x, ly->w_z }, *bs[2] = { ly->b_x, ly->b_z };
       CK (hn_op_matmul_n (cmd, 2, ys, hn, ws, bs, error));
       CK (hn_op_conv1d_causal (cmd, xc, xin, ly->conv_w, ly->conv_b, st ? st[l].conv : NULL, HN_ACT_SILU, error));
@@ -437,6 +636,7 @@ struct _HnMambaSession {
   int max_rows, max_chunk;
   Work w;
   HnTensor **conv, **ssm; /* [n_layer]: [max_rows, K - 1, I] (NULL when K == 1), [max_rows, I, N] */
+  HnTensor **convB, **convC; /* Mamba-2: [n_layer] of [max_rows, K - 1, G·N] (NULL when K == 1) */
   HnCmd *cmd;
   HnScratch sc;
   float *host_logits;     /* [max_rows, vocab] */
@@ -453,9 +653,13 @@ hn_mamba_session_free (HnMambaSession *s)
     {
       g_clear_pointer (&s->conv[l], hn_tensor_unref);
       g_clear_pointer (&s->ssm[l], hn_tensor_unref);
+      g_clear_pointer (&s->convB[l], hn_tensor_unref);
+      g_clear_pointer (&s->convC[l], hn_tensor_unref);
     }
   g_free (s->conv);
   g_free (s->ssm);
+  g_free (s->convB);
+  g_free (s->convC);
   work_clear (&s->w);
   hn_scratch_clear (&s->sc);
   g_clear_pointer (&s->cmd, hn_cmd_free);
@@ -479,6 +683,8 @@ hn_mamba_session_new (HnMamba *m, int max_rows, int max_chunk, GError **error)
   s->max_chunk = max_chunk;
   s->conv = g_new0 (HnTensor *, h->n_layer);
   s->ssm = g_new0 (HnTensor *, h->n_layer);
+  s->convB = g_new0 (HnTensor *, h->n_layer);
+  s->convC = g_new0 (HnTensor *, h->n_layer);
   hn_scratch_init (&s->sc, m->ctx);
   int max_tok = MAX (max_chunk, max_rows);
   if (!work_init (&s->w, m, max_tok, max_rows, error))
@@ -492,9 +698,14 @@ hn_mamba_session_new (HnMamba *m, int max_rows, int max_chunk, GError **error)
       if (!(s->ssm[l] = hn_tensor_new_named (m->ctx, "mamba.ssm_state", HN_DTYPE_F32, 3,
                                              (gint64[]) { max_rows, h->inner, h->state }, error)))
         return NULL;
+      gint64 bcs[3] = { max_rows, h->conv_kernel - 1, bc_width (h) };
+      if (h->mamba2 && h->conv_kernel > 1 &&
+          (!(s->convB[l] = hn_tensor_new_named (m->ctx, "mamba.conv_state_B", HN_DTYPE_F32, 3, bcs, error)) ||
+           !(s->convC[l] = hn_tensor_new_named (m->ctx, "mamba.conv_state_C", HN_DTYPE_F32, 3, bcs, error))))
+        return NULL;
     }
   s->bytes = hn_mamba_state_bytes_per_row (m) * (guint64) max_rows +
-             sizeof (float) * (guint64) max_tok * (2 * h->hidden + 6 * h->inner + h->dt_rank + 2 * h->state) +
+             sizeof (float) * (guint64) max_tok * (2 * h->hidden + 7 * h->inner + h->dt_rank + 4 * bc_width (h)) +
              sizeof (float) * (guint64) max_rows * (h->hidden + h->vocab);
   s->host_logits = g_new (float, (gsize) max_rows * h->vocab);
   if (!(s->cmd = hn_cmd_new (m->ctx, error)))
@@ -529,7 +740,9 @@ state_views (HnMambaSession *s, int row0, int n, LayerState *st, GError **error)
     {
       st[l].conv = s->conv[l] ? hn_scratch_rows (&s->sc, s->conv[l], row0, n, error) : NULL;
       st[l].ssm = hn_scratch_rows (&s->sc, s->ssm[l], row0, n, error);
-      if ((s->conv[l] && !st[l].conv) || !st[l].ssm)
+      st[l].convB = s->convB[l] ? hn_scratch_rows (&s->sc, s->convB[l], row0, n, error) : NULL;
+      st[l].convC = s->convC[l] ? hn_scratch_rows (&s->sc, s->convC[l], row0, n, error) : NULL;
+      if ((s->conv[l] && !st[l].conv) || !st[l].ssm || (s->convB[l] && !st[l].convB) || (s->convC[l] && !st[l].convC))
         return FALSE;
     }
   return TRUE;
@@ -582,7 +795,9 @@ ops_reset (gpointer self, int n_rows, GError **error)
       return FALSE;
     }
   for (int l = 0; l < s->m->hp.n_layer; l++)
-    if ((s->conv[l] && !hn_op_fill (s->cmd, s->conv[l], 0.0f, error)) || !hn_op_fill (s->cmd, s->ssm[l], 0.0f, error))
+    if ((s->conv[l] && !hn_op_fill (s->cmd, s->conv[l], 0.0f, error)) || !hn_op_fill (s->cmd, s->ssm[l], 0.0f, error) ||
+        (s->convB[l] && !hn_op_fill (s->cmd, s->convB[l], 0.0f, error)) ||
+        (s->convC[l] && !hn_op_fill (s->cmd, s->convC[l], 0.0f, error)))
       {
         hn_cmd_reset (s->cmd);
         return FALSE;
@@ -658,9 +873,9 @@ ops_reorder (gpointer self, int n_rows, const int *src, GError **error)
     }
   gboolean ok = TRUE;
   for (int l = 0; ok && l < m->hp.n_layer; l++)
-    for (int k = 0; ok && k < 2; k++)
+    for (int k = 0; ok && k < 4; k++)
       {
-        HnTensor *t = k ? s->ssm[l] : s->conv[l];
+        HnTensor *t = k == 0 ? s->conv[l] : k == 1 ? s->ssm[l] : k == 2 ? s->convB[l] : s->convC[l];
         if (!t)
           continue;
         HnTensor *copy = hn_scratch_new (&s->sc, "mamba.reorder", HN_DTYPE_F32, t->ndim, t->shape, error);

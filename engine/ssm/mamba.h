@@ -1,6 +1,8 @@
-/* State-space decoders on Vulkan (issue 25): Mamba (v1) and Falcon-Mamba, as
- * transformers' MambaForCausalLM / FalconMambaForCausalLM compute them (the
- * slow path: the sequential selective scan, no CUDA kernels).
+/* State-space decoders on Vulkan (issue 25): Mamba (v1), Falcon-Mamba and
+ * Mamba-2, as transformers' MambaForCausalLM / FalconMambaForCausalLM /
+ * Mamba2ForCausalLM compute them without CUDA kernels (Mamba's sequential
+ * selective scan; Mamba-2's SSD, which transformers sums in chunks and this
+ * graph by the same recurrence, step by step).
  *
  *   g_autoptr (HnMamba) m = hn_mamba_load (ctx, "model-dir", &error);
  *   hn_mamba_logits (m, ids, n, logits, &error);                  // [n, vocab]
@@ -8,8 +10,11 @@
  *
  * Each layer: x += out_proj(scan(conv(in_proj_x(n)), dt_proj(x_proj_dt), x_proj_B, x_proj_C) ·
  * silu(in_proj_z(n))) with n = rmsnorm(x); falcon_mamba RMS-normalises (no weight) the dt, B and C
- * projections. Generation carries each layer's conv state [rows, K - 1, I] and SSM state
- * [rows, I, N] instead of a KV cache (their size does not grow with the context). */
+ * projections. Mamba-2: in_proj gives z, x, B, C and dt (one per head); x, B and C go through the
+ * conv, the scan runs per head (A, dt, D per head, B and C per group), then
+ * out_proj(rmsnorm(y · silu(z))). Generation carries each layer's conv state [rows, K - 1, I]
+ * (Mamba-2: also its B and C parts) and SSM state [rows, I, N] instead of a KV cache (their size
+ * does not grow with the context). */
 #pragma once
 #include <gio/gio.h>
 #include <stdint.h>
@@ -28,6 +33,11 @@ typedef struct {
   gboolean bc_dt_norm; /* falcon_mamba: B, C and dt RMS-normed with mixer_rms_eps */
   float mixer_eps;
   gboolean tie_embeddings;
+  /* Mamba-2 */
+  gboolean mamba2;
+  int n_heads, head_dim, n_groups; /* inner = n_heads · head_dim */
+  gboolean dt_limit;               /* time_step_limit other than (0, inf) */
+  float dt_min, dt_max;
 } HnMambaHParams;
 
 HnMamba *hn_mamba_load (HnVkContext *ctx, const char *model_dir, GError **error);

@@ -165,6 +165,7 @@ static const HnArchInfo archs[] = {
   /* state-space decoders (ssm/mamba.c): logits and generation with a recurrent state per layer */
   { "mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba" },
   { "falcon_mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "falcon_mamba" },
+  { "mamba2", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA2, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba2" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
   { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
   { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
@@ -303,7 +304,6 @@ static const HnArchRefusal refusals[] = {
   { "longformer", "sliding-window + global attention (Longformer) is not built yet" },
   { "longt5", "local / transient-global encoder attention is not built yet" },
   { "luke", "entity embeddings and entity-aware attention are not built yet" },
-  { "mamba2", "Mamba-2 SSD scan layers are not built yet" },
   { "mellum", R_UNMAPPED },
   { "mimo_v2_flash", R_UNMAPPED },
   { "minicpm3", "multi-head latent attention outside deepseek (minicpm3) is not built yet" },

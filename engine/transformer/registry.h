@@ -23,7 +23,7 @@ typedef enum {
   HN_BLOCK_SEQ2SEQ_PRE_NORM,  /* encoder-decoder, pre-norm sublayers and final norms (t5, mbart, pegasus) */
   HN_BLOCK_POST_LN,           /* decoder, x = norm1(x + attn(x)); x = norm2(x + mlp(x)), no final norm (openai-gpt) */
   /* state-space decoders: ssm/mamba.h runs these (a recurrent state per layer, no attention) */
-  HN_BLOCK_MAMBA,             /* x += mixer(rmsnorm(x)), the Mamba selective-scan mixer (mamba, falcon_mamba) */
+  HN_BLOCK_MAMBA,             /* x += mixer(rmsnorm(x)), the Mamba selective-scan mixer (mamba, falcon_mamba, mamba2) */
 } HnBlockKind;
 
 /* Where the weights live in the checkpoint and how they are laid out. */
@@ -72,6 +72,7 @@ typedef enum {
   HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
   HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
   HN_NAMES_MAMBA,      /* backbone.layers.N.mixer.{in_proj,conv1d,x_proj,dt_proj,out_proj,A_log,D}, backbone.norm_f */
+  HN_NAMES_MAMBA2,     /* backbone.layers.N.mixer.{in_proj,conv1d,dt_bias,A_log,D,norm,out_proj} (Mamba-2) */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */
