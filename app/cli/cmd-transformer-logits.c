@@ -89,7 +89,7 @@ hn_cmd_transformer_logits (int argc, char **argv)
     return hn_cli_fail (error);
   if (adapter_dir && (enc || s2s || ssm))
     return hn_cli_fail (g_error_new (HN_ERROR, HN_ERROR_UNSUPPORTED,
-                                     "--adapter is for attention decoders; model_type \"%s\" is not one",
+                                     "--adapter is for decoders with attention; model_type \"%s\" is not one",
                                      arch->model_type));
   g_autoptr (HnLoraAdapter) adapter = adapter_dir ? hn_lora_adapter_load (adapter_dir, &error) : NULL;
   if (adapter_dir && !adapter)

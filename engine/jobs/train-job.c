@@ -246,6 +246,14 @@ model_kind (const char *model_dir, gboolean *encdec, gboolean *seq2seq, GError *
   const HnArchInfo *arch = cfg ? hn_arch_lookup (cfg->model_type, error) : NULL;
   if (!arch)
     return FALSE;
+  if (hn_arch_is_ssm (arch))
+    {
+      /* the conv1d and scan ops have their backward (tensor/ops-ssm.h); the model's training graph is not built */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: model_type \"%s\" is a state-space decoder: its training and LoRA are not built yet",
+                   model_dir, arch->model_type);
+      return FALSE;
+    }
   *seq2seq = hn_arch_is_seq2seq (arch);
   *encdec = *seq2seq || hn_arch_is_encoder (arch);
   return TRUE;

@@ -5,12 +5,20 @@
 #include "ssm/mamba.h"
 
 #include "base/hn-error.h"
-#include "encdec/encdec-private.h"
+#include "encdec/encdec-loader.h"
 #include "formats/model-config.h"
 #include "tensor/ops-ssm.h"
 
 #include <math.h>
 #include <string.h>
+
+#define CK(expr)                                                                                                       \
+  do                                                                                                                   \
+    {                                                                                                                  \
+      if (!(expr))                                                                                                     \
+        return FALSE;                                                                                                  \
+    }                                                                                                                  \
+  while (0)
 
 typedef struct {
   HnTensor *norm_w;
@@ -639,6 +647,11 @@ struct _HnMambaSession {
   HnTensor **convB, **convC; /* Mamba-2: [n_layer] of [max_rows, K - 1, G·N] (NULL when K == 1) */
   HnCmd *cmd;
   HnScratch sc;
+  /* the one-token step of one row, recorded once and replayed (its views live in step_sc) */
+  HnCmd *step_cmd;
+  HnScratch step_sc;
+  int step_row;           /* -1: none recorded */
+  HnTensor *step_ids, *step_logits;
   float *host_logits;     /* [max_rows, vocab] */
   guint64 bytes;
   gboolean profiling;
@@ -663,6 +676,8 @@ hn_mamba_session_free (HnMambaSession *s)
   work_clear (&s->w);
   hn_scratch_clear (&s->sc);
   g_clear_pointer (&s->cmd, hn_cmd_free);
+  g_clear_pointer (&s->step_cmd, hn_cmd_free);
+  hn_scratch_clear (&s->step_sc);
   g_free (s->host_logits);
   g_free (s);
 }
@@ -686,6 +701,8 @@ hn_mamba_session_new (HnMamba *m, int max_rows, int max_chunk, GError **error)
   s->convB = g_new0 (HnTensor *, h->n_layer);
   s->convC = g_new0 (HnTensor *, h->n_layer);
   hn_scratch_init (&s->sc, m->ctx);
+  hn_scratch_init (&s->step_sc, m->ctx);
+  s->step_row = -1;
   int max_tok = MAX (max_chunk, max_rows);
   if (!work_init (&s->w, m, max_tok, max_rows, error))
     return NULL;
@@ -708,7 +725,7 @@ hn_mamba_session_new (HnMamba *m, int max_rows, int max_chunk, GError **error)
              sizeof (float) * (guint64) max_tok * (2 * h->hidden + 7 * h->inner + h->dt_rank + 4 * bc_width (h)) +
              sizeof (float) * (guint64) max_rows * (h->hidden + h->vocab);
   s->host_logits = g_new (float, (gsize) max_rows * h->vocab);
-  if (!(s->cmd = hn_cmd_new (m->ctx, error)))
+  if (!(s->cmd = hn_cmd_new (m->ctx, error)) || !(s->step_cmd = hn_cmd_new (m->ctx, error)))
     return NULL;
   return g_steal_pointer (&s);
 }
@@ -724,24 +741,27 @@ hn_mamba_session_set_profiling (HnMambaSession *s, gboolean enabled)
 {
   s->profiling = enabled;
   hn_cmd_set_profiling (s->cmd, enabled);
+  hn_cmd_set_profiling (s->step_cmd, enabled);
+  s->step_row = -1; /* re-recorded with (or without) timestamps */
 }
 
+/* The last one-token step (or, before any, the last other submission). */
 const HnCmdProfileEntry *
 hn_mamba_session_get_profile (HnMambaSession *s, guint *n_entries)
 {
-  return hn_cmd_get_profile (s->cmd, n_entries);
+  return hn_cmd_get_profile (s->step_row >= 0 ? s->step_cmd : s->cmd, n_entries);
 }
 
-/* The states of rows [row0, row0 + n) as scratch views. */
+/* The states of rows [row0, row0 + n) as views kept in sc. */
 static gboolean
-state_views (HnMambaSession *s, int row0, int n, LayerState *st, GError **error)
+state_views (HnMambaSession *s, HnScratch *sc, int row0, int n, LayerState *st, GError **error)
 {
   for (int l = 0; l < s->m->hp.n_layer; l++)
     {
-      st[l].conv = s->conv[l] ? hn_scratch_rows (&s->sc, s->conv[l], row0, n, error) : NULL;
-      st[l].ssm = hn_scratch_rows (&s->sc, s->ssm[l], row0, n, error);
-      st[l].convB = s->convB[l] ? hn_scratch_rows (&s->sc, s->convB[l], row0, n, error) : NULL;
-      st[l].convC = s->convC[l] ? hn_scratch_rows (&s->sc, s->convC[l], row0, n, error) : NULL;
+      st[l].conv = s->conv[l] ? hn_scratch_rows (sc, s->conv[l], row0, n, error) : NULL;
+      st[l].ssm = hn_scratch_rows (sc, s->ssm[l], row0, n, error);
+      st[l].convB = s->convB[l] ? hn_scratch_rows (sc, s->convB[l], row0, n, error) : NULL;
+      st[l].convC = s->convC[l] ? hn_scratch_rows (sc, s->convC[l], row0, n, error) : NULL;
       if ((s->conv[l] && !st[l].conv) || !st[l].ssm || (s->convB[l] && !st[l].convB) || (s->convC[l] && !st[l].convC))
         return FALSE;
     }
@@ -770,7 +790,7 @@ session_run (HnMambaSession *s, int row0, int B, int T, const int32_t *ids, GErr
   g_autofree LayerState *st = g_new0 (LayerState, m->hp.n_layer);
   HnTensor *idv = hn_scratch_prefix (&s->sc, s->w.ids, 1, (gint64[]) { (gint64) B * T }, error);
   gboolean ok = idv && hn_tensor_upload_raw (idv, ids, sizeof (int32_t) * (gsize) B * T, error) &&
-                state_views (s, row0, B, st, error) &&
+                state_views (s, &s->sc, row0, B, st, error) &&
                 record_forward (m, s->cmd, &s->sc, &s->w, B, T, st, FALSE, error) &&
                 hn_cmd_submit_wait (s->cmd, error);
   if (ok)
@@ -782,6 +802,36 @@ session_run (HnMambaSession *s, int row0, int B, int T, const int32_t *ids, GErr
     hn_cmd_reset (s->cmd);
   hn_scratch_reset (&s->sc);
   return ok;
+}
+
+/* One token of one row: the recorded step replayed (recorded on first use for that row; the
+ * token goes to the ids buffer it reads, its states are read and written in place). */
+static gboolean
+session_step (HnMambaSession *s, int row, int32_t token, GError **error)
+{
+  HnMamba *m = s->m;
+  if (s->step_row != row)
+    {
+      hn_cmd_reset (s->step_cmd);
+      hn_scratch_reset (&s->step_sc);
+      s->step_row = -1;
+      g_autofree LayerState *st = g_new0 (LayerState, m->hp.n_layer);
+      hn_cmd_set_reusable (s->step_cmd);
+      s->step_ids = hn_scratch_prefix (&s->step_sc, s->w.ids, 1, (gint64[]) { 1 }, error);
+      s->step_logits = s->step_ids ? hn_scratch_prefix (&s->step_sc, s->w.logits, 2, (gint64[]) { 1, m->hp.vocab }, error)
+                                   : NULL;
+      if (!s->step_logits || !state_views (s, &s->step_sc, row, 1, st, error) ||
+          !record_forward (m, s->step_cmd, &s->step_sc, &s->w, 1, 1, st, FALSE, error) ||
+          !hn_cmd_finish (s->step_cmd, error))
+        {
+          hn_cmd_reset (s->step_cmd);
+          hn_scratch_reset (&s->step_sc);
+          return FALSE;
+        }
+      s->step_row = row;
+    }
+  return hn_tensor_upload_raw (s->step_ids, &token, sizeof token, error) && hn_cmd_replay (s->step_cmd, 1, error) &&
+         hn_tensor_download_f32 (s->step_logits, s->host_logits, (gsize) m->hp.vocab, error);
 }
 
 static gboolean
@@ -843,6 +893,13 @@ ops_decode (gpointer self, int n, const int *rows, const int32_t *tokens, float 
           return FALSE;
         }
       in_order &= rows[i] == rows[0] + i;
+    }
+  if (n == 1)
+    {
+      if (!session_step (s, rows[0], tokens[0], error))
+        return FALSE;
+      memcpy (logits, s->host_logits, sizeof (float) * V);
+      return TRUE;
     }
   if (in_order)
     {

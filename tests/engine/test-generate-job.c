@@ -406,12 +406,23 @@ test_fail_closed (void)
   g_autofree char *moe = g_dir_make_tmp ("hn-genjob-XXXXXX", &error);
   g_assert_no_error (error);
   g_autofree char *cfg = g_build_filename (moe, "config.json", NULL);
-  g_assert_true (g_file_set_contents (cfg, "{\"model_type\":\"mamba\",\"vocab_size\":16,\"d_model\":8}", -1, &error));
+  g_assert_true (g_file_set_contents (cfg, "{\"model_type\":\"jamba\",\"vocab_size\":16,\"d_model\":8}", -1, &error));
   const char *m[] = { "generate", "--model-path", moe, "--input-ids", "5,6", NULL };
   g_assert_false (run (m, &ev, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "mamba"));
+  g_assert_nonnull (strstr (error->message, "jamba"));
   g_clear_error (&error);
+  /* a state-space decoder carries a recurrent state: a KV-cache mode fails closed by name */
+  g_autofree char *mamba = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "mamba", NULL);
+  const char *paged[] = { "generate", "--model-path", mamba, "--input-ids", "5,6", "--cache-implementation", "paged",
+                          "--max-new-tokens", "2", NULL };
+  g_assert_false (run (paged, &ev, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "state-space"));
+  g_clear_error (&error);
+  const char *ok[] = { "generate", "--model-path", mamba, "--input-ids", "5,6", "--max-new-tokens", "3", NULL };
+  g_assert_true (run (ok, &ev, &error));
+  g_assert_no_error (error);
   g_assert_cmpint (g_remove (cfg), ==, 0);
   g_assert_cmpint (g_rmdir (moe), ==, 0);
   const char *bad[] = { "generate", "--model-path", model, "--input-ids", "1,x", NULL };
