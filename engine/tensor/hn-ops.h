@@ -41,6 +41,15 @@ gboolean hn_op_matmul_add (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, Hn
 gboolean hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *const *w,
                          HnTensor *const *bias, GError **error);
 
+/* TRUE when hn_op_matmul, hn_op_matmul_add and hn_op_matmul_n with weight w
+ * and x of `rows` rows run on the cooperative-matrix-2 kernel with f16
+ * operands (bf16/f16 weights on a device with VK_NV_cooperative_matrix2, more
+ * than 8 rows, no fp16 autocast, HN_NO_F16_ACTS unset): x may then be an f16
+ * tensor (rmsnorm's or glu's f16 output), read as it is, where an f32 x is
+ * copied to f16 (clamped to ±65504) first — the same numbers. Anywhere else
+ * an f16 x is refused. */
+gboolean hn_op_matmul_takes_f16 (HnCmd *cmd, HnTensor *w, gint64 rows);
+
 /* TRUE when hn_op_matmul takes the matrix-vector kernel for x with M rows
  * (1..8 rows, subgroup arithmetic, HN_NO_MATVEC unset); the fused decode
  * ops below need it and fail with HN_ERROR_UNSUPPORTED otherwise. */
@@ -162,7 +171,9 @@ gboolean hn_op_unary (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act,
 
 /* Gated: out[.., F] = act(gate[.., F]) * up[.., F] (SwiGLU with SILU, GeGLU
  * with GELU/GELU_TANH). With up == NULL, gate is [.., 2F] holding the gate in
- * its first half and up in the second (a fused gate_up_proj). */
+ * its first half and up in the second (a fused gate_up_proj). out f32, or f16
+ * (clamped to ±65504: the next matmul's operand, see hn_op_matmul_takes_f16;
+ * an even element count and offset). */
 gboolean hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation act, GError **error);
 
 /* out[M, F] = act(x̂·W_gateᵀ + b_gate) * (x̂·W_upᵀ + b_up) in one pass over
@@ -188,7 +199,9 @@ typedef enum {
 } HnNormFlags;
 
 /* RMSNorm over the last dim: y = x / sqrt(mean(x²) + eps) · w. w [cols] or
- * NULL (no weight). Per-head norms (q/k norm) are [T, H, D] with w [D]. */
+ * NULL (no weight). Per-head norms (q/k norm) are [T, H, D] with w [D]. out
+ * f32 (may be x), or f16 apart from x (clamped to ±65504: the next matmul's
+ * operand, see hn_op_matmul_takes_f16; an even last dim and offset). */
 gboolean hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, HnNormFlags flags,
                         GError **error);
 

@@ -52,13 +52,39 @@ gboolean
 hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, HnNormFlags flags, GError **error)
 {
   const char *op = "rmsnorm";
-  if (!check_f32_same (op, cmd, out, x, error) || !check_vec (op, "weight", cmd, w, hn_tensor_cols (x), error))
+  /* an f16 out: the next matmul's operand (hn_op_matmul_takes_f16), clamped to ±65504 */
+  gboolean out16 = out && out->dtype == HN_DTYPE_F16;
+  if (out16)
+    {
+      if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+          !hn_op_check_dtype (op, "in", x, HN_DTYPE_F32, error))
+        return FALSE;
+      if (out->buf == x->buf && out->offset < x->offset + hn_tensor_nbytes (x) &&
+          x->offset < out->offset + hn_tensor_nbytes (out))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: the f16 output %s overlaps input %s", op,
+                       out->name, x->name);
+          return FALSE;
+        }
+      if (!hn_tensor_same_shape (out, x) || hn_tensor_cols (x) % 2 != 0 || hn_eoff (out) % 2 != 0)
+        {
+          g_autofree char *dx = hn_tensor_describe (x), *dout = hn_tensor_describe (out);
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                       "%s: an f16 out %s %s needs the shape of in %s %s, an even last dim and an even offset", op,
+                       out->name, dout, x->name, dx);
+          return FALSE;
+        }
+    }
+  else if (!check_f32_same (op, cmd, out, x, error))
+    return FALSE;
+  if (!check_vec (op, "weight", cmd, w, hn_tensor_cols (x), error))
     return FALSE;
   struct { guint32 rows, cols, x_off, w_off, o_off; float eps; guint32 flags; } pc = {
     (guint32) hn_tensor_rows (x), (guint32) hn_tensor_cols (x), hn_eoff (x), w ? hn_eoff (w) : 0, hn_eoff (out), eps,
     (guint32) (flags & 7) | (w ? 8u : 0u) };
   HnVkBinding bd[3] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (out, TRUE) };
-  return hn_op_dispatch_rows (cmd, "rmsnorm", NULL, 0, bd, 3, &pc, sizeof pc, pc.rows, error);
+  guint32 spec = out16;
+  return hn_op_dispatch_rows (cmd, "rmsnorm", &spec, 1, bd, 3, &pc, sizeof pc, pc.rows, error);
 }
 
 gboolean

@@ -166,7 +166,16 @@ check_linear (const char *op, HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w,
   if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
       !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
     return FALSE;
-  if (!hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
+  /* an f16 x only where matmul_cm2 reads it as it is */
+  if (x && x->dtype == HN_DTYPE_F16 && w && !hn_op_matmul_takes_f16 (cmd, w, hn_tensor_rows (x)))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: x (tensor %s) is f16, which only the cooperative-matrix-2 kernel reads (weight %s %s, %" G_GINT64_FORMAT
+                   " rows: not that kernel here)", op, x->name, w->name, hn_dtype_name (w->dtype), hn_tensor_rows (x));
+      return FALSE;
+    }
+  if (((!x || x->dtype != HN_DTYPE_F16) && !hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error)) ||
+      !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
       /* only hn_op_matmul has a kernel for quantized weights, and the matvec ops for GGUF blocks */
       (!(hn_dtype_is_quant (w->dtype) && g_str_equal (op, "matmul")) && !hn_dtype_is_ggml (w->dtype) &&
        !hn_op_check_float_storage (op, "W", w, error)) ||
@@ -269,6 +278,15 @@ hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnM
   /* The matrix-vector path (M <= 8) is always exact f32. */
   return hn_vk_context_has_coopmat (ctx) && (b_dtype == HN_DTYPE_F16 || b_dtype == HN_DTYPE_BF16) && M > 8 &&
          !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
+}
+
+gboolean
+hn_op_matmul_takes_f16 (HnCmd *cmd, HnTensor *w, gint64 rows)
+{
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  return w && (w->dtype == HN_DTYPE_F16 || w->dtype == HN_DTYPE_BF16) && !hn_op_matmul_f16 (cmd, 0) &&
+         !hn_op_matvec_available (cmd, rows) && hn_vk_context_has_coopmat2 (ctx, NULL) &&
+         hn_op_matmul_reduced_precision (ctx, w->dtype, rows, 0) && g_getenv ("HN_NO_F16_ACTS") == NULL;
 }
 
 gboolean
@@ -502,6 +520,11 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
       bm = t[0]; bn = t[1]; bk = t[2];
     }
   guint32 unroll = MAX (env_uint ("HN_CM2_UNROLL", 8), 1);
+  /* HN_CM2_NT: another workgroup size the device lists for this shape */
+  guint32 nt_env = env_uint ("HN_CM2_NT", 0);
+  if (nt_env >= 32 && (nt_env & (nt_env - 1)) == 0 &&
+      (hn_vk_context_get_device_info (ctx)->nv2_invocations_listed & (nt_env / 32)))
+    nt = nt_env;
   /* split-K: only for a single matrix (the linear layers), each split a
    * whole number of unrolled K steps and at least two of them */
   guint64 tiles = (guint64) ((pc->M + bm - 1) / bm) * ((pc->N + bn - 1) / bn) * batch;
@@ -523,14 +546,16 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
    * (fp16 autocast only) is copied the same way, into the same scratch after
    * A's copy, or decoded in the kernel when it is that large. */
   gint64 big_operand = (gint64) 128 << 20;
-  guint32 amode = cm2_a_mode (a);
+  /* an f16 A (rmsnorm's or glu's f16 output) is read as it is */
+  gboolean a_is16 = a->dtype == HN_DTYPE_F16;
+  guint32 amode = a_is16 ? 2u : cm2_a_mode (a);
   gboolean b_copy = b->dtype == HN_DTYPE_F32 && b->n <= big_operand;
   guint32 bdt = b_copy ? hn_op_float_code (HN_DTYPE_F16) : hn_op_float_code (b->dtype);
   guint32 spec[11] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll };
   Cm2Push p2 = { *pc, 1, pc->K, 0 };
   HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
   /* the scratch: A's f16 copy, B's, then the partial products (256-byte aligned) */
-  guint64 a_bytes = amode == 2 ? cm2_a_bytes (a) : 0;
+  guint64 a_bytes = amode == 2 && !a_is16 ? cm2_a_bytes (a) : 0;
   guint64 b_bytes = b_copy ? ((guint64) b->n + 1) / 2 * 4 : 0;
   guint64 p_off = a_bytes + ((b_bytes + 255) & ~(guint64) 255);
   guint64 p_bytes = splits > 1 ? (guint64) splits * pc->M * pc->N * 4 : 0;
@@ -538,7 +563,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   if ((a_bytes && !(a16 && !f16)) || b_bytes || p_bytes)
     if (!(s = hn_cmd_scratch (cmd, p_off + p_bytes, error)))
       return FALSE;
-  if (amode == 2)
+  if (amode == 2 && !a_is16)
     {
       if (a16 && !f16)
         bd[0] = *a16;
@@ -670,6 +695,12 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
         return FALSE;
       if (done)
         return TRUE;
+    }
+  if (a->dtype == HN_DTYPE_F16)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "matmul: an f16 A (tensor %s) needs the cooperative-matrix-2 kernel, which did not take it", a->name);
+      return FALSE;
     }
   guint32 a_mode = operand_mode (pc->a_off, pc->a_sb, pc->a_sm, pc->a_sk, pc->M, pc->K);
   guint32 b_mode = operand_mode (pc->b_off, pc->b_sb, pc->b_sn, pc->b_sk, pc->N, pc->K);
@@ -993,7 +1024,10 @@ hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation
   if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, gate, error) ||
       !hn_op_check_ctx (op, cmd, up, error))
     return FALSE;
-  if (!hn_op_check_dtype (op, "gate", gate, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error) ||
+  /* an f16 out: the down projection's operand (hn_op_matmul_takes_f16), clamped to ±65504 */
+  gboolean out16 = out->dtype == HN_DTYPE_F16;
+  if (!hn_op_check_dtype (op, "gate", gate, HN_DTYPE_F32, error) ||
+      (!out16 && !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error)) ||
       (up && !hn_op_check_dtype (op, "up", up, HN_DTYPE_F32, error)))
     return FALSE;
   gint64 F = hn_tensor_cols (out), rows = hn_tensor_rows (out);
@@ -1016,9 +1050,18 @@ hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation
   HnVkBinding bd[3] = { hn_bind (gate, FALSE), hn_bind (u, FALSE), hn_bind (out, TRUE) };
   /* four elements per invocation when every row starts 16-byte aligned */
   guint32 vec = F % 4 == 0 && pc.g_off % 4 == 0 && pc.u_off % 4 == 0 && pc.o_off % 4 == 0 && gstride % 4 == 0 ? 4 : 1;
+  if (out16 && vec == 1 && (out->n % 2 != 0 || pc.o_off % 2 != 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "glu: an f16 out %s needs an even element count and an even offset", out->name);
+      return FALSE;
+    }
   pc.n /= vec;
   pc.F /= vec;
-  return hn_op_dispatch_elems (cmd, "glu", &vec, 1, bd, 3, &pc, sizeof pc, (guint64) pc.n, error);
+  if (out16 && vec == 1)
+    pc.n /= 2; /* one pair per invocation */
+  guint32 spec[2] = { vec, out16 };
+  return hn_op_dispatch_elems (cmd, "glu", spec, 2, bd, 3, &pc, sizeof pc, (guint64) pc.n, error);
 }
 
 gboolean

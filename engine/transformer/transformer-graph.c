@@ -321,6 +321,10 @@ struct ActsPriv {
   /* MLA scratch (NULL unless deepseek): q/kv latent [N, max(q_lora, kv_lora)], per-head key nope part
    * [N, H * nope], the shared rotary key [N, rope] and its copy per head [N, H * rope] */
   HnTensor *mla_lat, *mla_knope, *mla_kr, *mla_krb;
+  /* f16 inputs of the cooperative-matrix-2 GEMMs (NULL without that kernel): the pre-norms'
+   * output [N, C] and the gate's activation [N, Fu], written f16 by rmsnorm and glu so that no
+   * f16 copy runs before the projections (f16_input) */
+  HnTensor *h16, *act16;
 };
 
 static HnTensor *
@@ -386,6 +390,10 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
                                 hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
     goto fail;
+  if (hn_vk_context_has_coopmat2 (m->ctx, NULL) && g_getenv ("HN_NO_F16_ACTS") == NULL && max_tokens > 8 &&
+      (!(p->h16 = act_new (m, keep, "acts.h16", HN_DTYPE_F16, N, C, error)) ||
+       !(p->act16 = act_new (m, keep, "acts.act16", HN_DTYPE_F16, N, Fu, error))))
+    goto fail;
   /* split-K partials for decode steps of up to max_logit_rows rows, at any context length */
   gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, hp->head_dim, G_MAXINT32);
   if (scratch > 0 && !(a->att_scratch = act_new (m, keep, "acts.att_scratch", HN_DTYPE_F32, scratch, 0, error)))
@@ -409,7 +417,8 @@ hn_transformer_acts_free (HnTransformerActs *a)
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
-                       &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb };
+                       &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
+                       &p->act16 };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -444,6 +453,34 @@ shaped (HnTransformerActs *a, HnTensor *t, int ndim, const gint64 *shape, GError
 
 /* ---------------------------------------------------------------- pieces */
 
+static HnTensor *scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **error);
+
+/* *out: the first N rows of the f16 activation t16 as [N, cols] when every non-NULL weight of ws
+ * (at least one) takes an f16 x (hn_op_matmul_takes_f16), else NULL: the norm or glu before
+ * those GEMMs then writes f16 and they read it as it is (the same numbers as the f16 copy of an
+ * f32 x they make otherwise, one dispatch fewer). */
+static gboolean
+f16_input (HnCmd *cmd, HnTransformerActs *a, HnTensor *t16, gint64 N, gint64 cols, HnTensor *const *ws, guint nw,
+           HnTensor **out, GError **error)
+{
+  *out = NULL;
+  if (!t16 || cols % 2 != 0 || N * cols > t16->n)
+    return TRUE;
+  guint used = 0;
+  for (guint i = 0; i < nw; i++)
+    {
+      if (!ws[i])
+        continue;
+      if (!hn_op_matmul_takes_f16 (cmd, ws[i], N))
+        return TRUE;
+      used++;
+    }
+  if (used == 0)
+    return TRUE;
+  *out = scratch_2d (a, t16, N, cols, error);
+  return *out != NULL;
+}
+
 static gboolean
 norm (HnTransformer *m, HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *w, HnTensor *b, GError **error)
 {
@@ -465,7 +502,6 @@ clamp_abs (HnCmd *cmd, HnTensor *t, float c, GError **error)
   return hn_op_scale (cmd, t, t, 1.0f, -c, error);
 }
 
-static HnTensor *scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **error);
 
 /* xIELU (apertus) of u [N, F] into act, from elementwise ops (u and the gate scratch are
  * overwritten): ap·relu(u)² + β·u + an·(expm1(w) − w) with w = min(u, 0), and
@@ -560,6 +596,14 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
     return moe (m, cmd, a, lw, in, out, N, error);
   HnTensor *act = rows_of (a, a->act, 0, N, error);
   CK (act);
+  if (lw->w_gate && !lw->ffn_sub_w)
+    {
+      /* the gate's activation as the down projection's f16 operand */
+      HnTensor *act16;
+      CK (f16_input (cmd, a, ((struct ActsPriv *) a)->act16, N, act->shape[1], &lw->w_down, 1, &act16, error));
+      if (act16)
+        act = act16;
+    }
   if (lw->w_gate && !lw->w_up)
     {
       HnTensor *gu = rows_of (a, a->gate, 0, N, error); /* [N, 2F] fused gate_up */
@@ -844,10 +888,18 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   /* --- attention input */
   HnTensor *ain = h;
+  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->layernorm)
+    {
+      /* the pre-norm writes the projections' f16 operand directly */
+      HnTensor *ws[3] = { lw->wq, lw->wk, lw->wv }, *h16;
+      CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 3, &h16, error));
+      if (h16)
+        ain = h16;
+    }
   if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN)
     ain = x;
   else if (!fuse)
-    CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
+    CK (norm (m, cmd, ain, x, lw->ln1_w, lw->ln1_b, error));
   if (hp->block == HN_BLOCK_PARALLEL_2NORM)
     CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error)); /* from the same x as attention */
 
@@ -1024,10 +1076,19 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
           CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
           CK (residual_add (m, cmd, x, o, error));
         }
-      CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
+      HnTensor *min = h2;
+      if (!lw->router && !hp->layernorm)
+        {
+          /* the norm writes the gate/up projections' f16 operand directly */
+          HnTensor *ws[2] = { lw->w_gate, lw->w_up }, *h16;
+          CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 2, &h16, error));
+          if (h16)
+            min = h16;
+        }
+      CK (norm (m, cmd, min, x, lw->ln2_w, lw->ln2_b, error));
       if (!lw->router && (hp->residual_scale == 1.0f || !lw->b_down))
-        return mlp (m, cmd, a, lw, h2, mo, x, N, error);
-      CK (mlp (m, cmd, a, lw, h2, mo, NULL, N, error));
+        return mlp (m, cmd, a, lw, min, mo, x, N, error);
+      CK (mlp (m, cmd, a, lw, min, mo, NULL, N, error));
       return residual_add (m, cmd, x, mo, error);
     }
   CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));

@@ -384,6 +384,9 @@ hn_vk_fill_device_info (VkInstance instance, VkPhysicalDevice phys, int index, H
                 gboolean ours = fp[i].AType == HN_VK_COMPONENT_FLOAT16 && fp[i].BType == HN_VK_COMPONENT_FLOAT16 &&
                                 fp[i].CType == HN_VK_COMPONENT_FLOAT32 && fp[i].ResultType == HN_VK_COMPONENT_FLOAT32 &&
                                 fp[i].scope == HN_VK_SCOPE_WORKGROUP && !fp[i].saturatingAccumulation;
+                if (ours && fp[i].workgroupInvocations >= 32 && fp[i].workgroupInvocations <= (32u << 5) &&
+                    (fp[i].workgroupInvocations & (fp[i].workgroupInvocations - 1)) == 0)
+                  info->nv2_invocations_listed |= fp[i].workgroupInvocations / 32;
                 if (info->nv2_flex_granularity[0] == 0 ||
                     (ours && (info->nv2_workgroup_invocations == 0 || fp[i].workgroupInvocations == 256)))
                   {
@@ -505,6 +508,12 @@ hn_vk_device_info_to_json (const HnVkDeviceInfo *info)
       json_builder_end_array (b);
       json_builder_set_member_name (b, "cooperative_matrix_nv2_workgroup_invocations");
       json_builder_add_int_value (b, info->nv2_workgroup_invocations);
+      json_builder_set_member_name (b, "cooperative_matrix_nv2_workgroup_sizes");
+      json_builder_begin_array (b);
+      for (guint i = 0; i < 6; i++)
+        if (info->nv2_invocations_listed & (1u << i))
+          json_builder_add_int_value (b, 32u << i);
+      json_builder_end_array (b);
     }
   json_builder_end_object (b);
   return json_builder_get_root (b);

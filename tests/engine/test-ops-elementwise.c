@@ -132,11 +132,53 @@ run_glu (gint64 F)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* glu writing f16 (the down projection's operand): the f32 result rounded
+ * to f16 and clamped to ±65504; F 300: four per invocation, F 301 over 8
+ * rows: pairs that straddle rows; an odd element count is refused. */
+static void
+run_glu16 (gint64 rows, gint64 F)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *g = hn_test_random (rows * F, -5, 5), *u = hn_test_random (rows * F, -2, 2);
+  g[1] = 400.0f; /* silu(400) * u: past 65504 once scaled */
+  u[1] = 300.0f;
+  g[2] = -400.0f;
+  u[2] = -0.5f;
+  g_autoptr(HnTensor) tg = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, F }, g);
+  g_autoptr(HnTensor) tu = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, F }, u);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { rows, F });
+  g_autoptr(HnTensor) t16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { rows, F });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_glu (cmd, to, tg, tu, HN_ACT_SILU, &error));
+  g_assert_true (hn_op_glu (cmd, t16, tg, tu, HN_ACT_SILU, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got32 = hn_test_download (to), *got16 = hn_test_download (t16);
+  for (gint64 i = 0; i < rows * F; i++)
+    {
+      float want = hn_f16_to_f32 (hn_f32_to_f16 (CLAMP (got32[i], -65504.0f, 65504.0f)));
+      /* one f16 step either way: the device's rounding of a tie may differ */
+      if (!(fabsf (got16[i] - want) <= fabsf (want) * 1e-3f + 1e-7f))
+        {
+          g_test_fail_printf ("glu f16 F %" G_GINT64_FORMAT ": element %" G_GINT64_FORMAT " is %.9g, want %.9g", F, i,
+                              got16[i], want);
+          return;
+        }
+    }
+  g_assert_cmpfloat (got16[1], ==, 65504.0f);
+  g_autoptr(HnTensor) odd = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { 7, 301 });
+  g_autoptr(HnTensor) og = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 7, 301 });
+  g_assert_false (hn_op_glu (cmd, odd, og, og, HN_ACT_SILU, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 test_glu (void)
 {
   run_glu (301);
   run_glu (300);
+  run_glu16 (7, 300);
+  run_glu16 (8, 301);
 }
 
 static void

@@ -629,6 +629,134 @@ test_matmul_add_n (void)
     }
 }
 
+/* x as an f16 tensor (rmsnorm's or glu's f16 output in prefill): matmul_cm2
+ * reads it as it is, and the result equals that of the same values in an f32
+ * x (which is copied to f16 first) bit for bit, and the CPU reference within
+ * the tensor-core tolerance. mode 0: hn_op_matmul, 1: hn_op_matmul_add (alpha
+ * 0.5 and a y to add to), 2: hn_op_matmul_n over three weights. row0: x is
+ * a view from that row (an offset that breaks the 16-byte alignment when
+ * row0 * K is not a multiple of 8). Where the kernel does not take an f16 x
+ * (no cooperative matrix 2, as lavapipe) the call is refused. */
+static void
+run_matmul_f16x (HnDType wdt, gint64 M, gint64 N, gint64 K, gint64 row0, gboolean with_bias, int mode)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random ((row0 + M) * K, -1, 1), *y0 = hn_test_random (M * N, -1, 1);
+  g_autoptr(HnTensor) tx16 = hn_test_tensor (HN_DTYPE_F16, 2, (gint64[]) { row0 + M, K }, x); /* x now f16 values */
+  g_autoptr(HnTensor) tx32 = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { row0 + M, K }, x);
+  g_autoptr(HnTensor) v16 = hn_tensor_view_rows (tx16, row0, M, &error);
+  g_autoptr(HnTensor) v32 = hn_tensor_view_rows (tx32, row0, M, &error);
+  g_assert_no_error (error);
+  int nw = mode == 2 ? 3 : 1;
+  const gint64 Ns[3] = { N, N / 2 + 1, 64 };
+  float *w[3] = { NULL }, *b[3] = { NULL };
+  HnTensor *tw[3] = { NULL }, *tb[3] = { NULL }, *y16[3] = { NULL }, *y32[3] = { NULL };
+  for (int i = 0; i < nw; i++)
+    {
+      w[i] = hn_test_random (Ns[i] * K, -1, 1);
+      b[i] = with_bias && i != 1 ? hn_test_random (Ns[i], -1, 1) : NULL;
+      tw[i] = hn_test_tensor (wdt, 2, (gint64[]) { Ns[i], K }, w[i]);
+      tb[i] = b[i] ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { Ns[i] }, b[i]) : NULL;
+      y16[i] = mode == 1 ? hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, Ns[i] }, y0)
+                         : hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, Ns[i] });
+      y32[i] = mode == 1 ? hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, Ns[i] }, y0)
+                         : hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, Ns[i] });
+    }
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_autofree char *what = g_strdup_printf ("f16 x: mode %d %s M=%" G_GINT64_FORMAT " N=%" G_GINT64_FORMAT
+                                           " K=%" G_GINT64_FORMAT " from row %" G_GINT64_FORMAT, mode,
+                                           hn_dtype_name (wdt), M, N, K, row0);
+  if (!hn_op_matmul_takes_f16 (cmd, tw[0], M))
+    {
+      g_assert_false (hn_op_matmul (cmd, y16[0], v16, tw[0], tb[0], &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_cmpuint (hn_cmd_get_n_dispatches (cmd), ==, 0);
+    }
+  else
+    for (int pass = 0; pass < 2; pass++)
+      {
+        HnTensor *xv = pass ? v16 : v32, **yy = pass ? y16 : y32;
+        gboolean ok = mode == 0   ? hn_op_matmul (cmd, yy[0], xv, tw[0], tb[0], &error)
+                      : mode == 1 ? hn_op_matmul_add (cmd, yy[0], xv, tw[0], tb[0], with_bias ? 1.0f : 0.5f, &error)
+                                  : hn_op_matmul_n (cmd, 3, yy, xv, tw, tb, &error);
+        g_assert_no_error (error);
+        g_assert_true (ok);
+        hn_test_run (cmd);
+      }
+  for (int i = 0; i < nw && hn_op_matmul_takes_f16 (cmd, tw[0], M); i++)
+    {
+      g_autofree float *g16 = hn_test_download (y16[i]), *g32 = hn_test_download (y32[i]);
+      for (gint64 e = 0; e < M * Ns[i]; e++)
+        if (memcmp (&g16[e], &g32[e], sizeof (float)) != 0)
+          {
+            g_test_fail_printf ("%s output %d: element %" G_GINT64_FORMAT " is %.9g, with an f32 x %.9g", what, i, e,
+                                g16[e], g32[e]);
+            break;
+          }
+      if (mode != 1)
+        {
+          /* and the reference (x already f16 values) */
+          g_autofree float *wr = round_f16_copy (w[i], Ns[i] * K), *ref = g_new (float, M * Ns[i]);
+          hn_ref_matmul (ref, x + row0 * K, wr, b[i], M, Ns[i], K);
+          check_matmul (what, g16, x + row0 * K, wr, b[i], ref, M, Ns[i], K, 2e-4);
+        }
+    }
+  for (int i = 0; i < nw; i++)
+    {
+      g_free (w[i]);
+      g_free (b[i]);
+      hn_tensor_unref (tw[i]);
+      g_clear_pointer (&tb[i], hn_tensor_unref);
+      hn_tensor_unref (y16[i]);
+      hn_tensor_unref (y32[i]);
+    }
+}
+
+/* The tile table and its overrides on odd shapes: every tile the host may
+ * pick (and the workgroup sizes the device lists) through the plain, the
+ * batched/transposed and the f16-x paths. */
+static void
+test_matmul_f16x (void)
+{
+  static const char *const tiles[] = { NULL, "128,256,64", "64,128,64", "128,64,64", "64,64,64", "128,128,32" };
+  gboolean cm2 = hn_vk_context_has_coopmat2 (hn_test_ctx (), NULL);
+  for (guint t = 0; t < (cm2 ? G_N_ELEMENTS (tiles) : 1); t++)
+    {
+      if (tiles[t])
+        g_setenv ("HN_CM2_TILE", tiles[t], TRUE);
+      run_matmul_f16x (HN_DTYPE_F16, 70, 67, 1000, 0, TRUE, 0);
+      run_matmul_f16x (HN_DTYPE_BF16, 130, 257, 2050, 1, FALSE, 0); /* offset 2050 halves: unaligned */
+      run_matmul_f16x (HN_DTYPE_F16, 136, 132, 448, 2, TRUE, 1);
+      run_matmul_f16x (HN_DTYPE_F16, 200, 130, 520, 3, FALSE, 1);
+      run_matmul_f16x (HN_DTYPE_BF16, 96, 80, 200, 0, TRUE, 2);
+      run_matmul (HN_DTYPE_F16, 129, 257, 330, TRUE, TRUE);
+      run_bmm (1, 1, 1, 130, 66, 650, HN_MATMUL_TRANS_A | HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE, -1.0f,
+               HN_DTYPE_BF16);
+      run_bmm (2, 2, 2, 33, 40, 300, HN_MATMUL_TRANS_B, 1.0f, HN_DTYPE_F16);
+      g_unsetenv ("HN_CM2_TILE");
+    }
+  /* split-K with an f16 x (the partials' sum adds into y) and a long K split by itself */
+  g_setenv ("HN_CM2_SPLITK", "3", TRUE);
+  run_matmul_f16x (HN_DTYPE_F16, 66, 70, 1100, 1, TRUE, 1);
+  g_unsetenv ("HN_CM2_SPLITK");
+  run_matmul_f16x (HN_DTYPE_BF16, 64, 200, 4100, 0, TRUE, 0);
+  run_matmul_f16x (HN_DTYPE_F16, 256, 512, 2048, 0, FALSE, 2);
+  /* the other workgroup sizes the device lists (ignored where it lists none) */
+  static const char *const nts[] = { "128", "512" };
+  for (guint i = 0; cm2 && i < G_N_ELEMENTS (nts); i++)
+    {
+      g_setenv ("HN_CM2_NT", nts[i], TRUE);
+      run_matmul_f16x (HN_DTYPE_F16, 70, 67, 1000, 0, TRUE, 0);
+      run_matmul (HN_DTYPE_BF16, 136, 132, 448, TRUE, FALSE);
+      run_bmm (1, 1, 1, 65, 130, 600, HN_MATMUL_TRANS_A, 1.0f, HN_DTYPE_F16);
+      g_setenv ("HN_CM2_TILE", "128,256,64", TRUE);
+      run_matmul (HN_DTYPE_F16, 129, 257, 330, TRUE, FALSE);
+      g_unsetenv ("HN_CM2_TILE");
+      g_unsetenv ("HN_CM2_NT");
+    }
+}
+
 /* bf16 weights stored as f16 (hn_bf16_to_f16_if_fits): rounding to nearest
  * even, subnormals, and the values that do not fit. */
 static void
@@ -668,6 +796,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/matmul/cm2-variants", test_matmul_cm2_variants);
   g_test_add_func ("/ops/matmul/bf16-as-f16", test_bf16_as_f16);
   g_test_add_func ("/ops/matmul/add-n", test_matmul_add_n);
+  g_test_add_func ("/ops/matmul/f16-x", test_matmul_f16x);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;

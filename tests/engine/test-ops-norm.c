@@ -50,6 +50,37 @@ test_rmsnorm (void)
   g_autoptr(HnTensor) bad = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 7 });
   g_assert_false (hn_op_rmsnorm (cmd, tx, tx, bad, 1e-5f, 0, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* an f16 out (a matmul operand): the f32 result rounded to f16, clamped to ±65504; an odd
+   * last dim and the input itself are refused */
+  const gint64 R = 5, C = 600;
+  g_autofree float *x2 = hn_test_random (R * C, -2, 2), *w2 = hn_test_random (C, -1, 1);
+  w2[3] = 2e5f;
+  g_autoptr(HnTensor) tx2 = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { R, C }, x2);
+  g_autoptr(HnTensor) tw2 = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, w2);
+  g_autoptr(HnTensor) o32 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { R, C });
+  g_autoptr(HnTensor) o16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { R, C });
+  g_assert_true (hn_op_rmsnorm (cmd, o32, tx2, tw2, 1e-5f, HN_NORM_WEIGHT_PLUS_ONE, &error));
+  g_assert_true (hn_op_rmsnorm (cmd, o16, tx2, tw2, 1e-5f, HN_NORM_WEIGHT_PLUS_ONE, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *g32 = hn_test_download (o32), *g16 = hn_test_download (o16);
+  for (gint64 i = 0; i < R * C; i++)
+    {
+      float want = hn_f16_to_f32 (hn_f32_to_f16 (CLAMP (g32[i], -65504.0f, 65504.0f)));
+      if (!(fabsf (g16[i] - want) <= fabsf (want) * 1e-3f + 1e-7f))
+        {
+          g_test_fail_printf ("rmsnorm f16: element %" G_GINT64_FORMAT " is %.9g, want %.9g", i, g16[i], want);
+          break;
+        }
+      if (i % C == 3 && fabsf (g32[i]) > 65504.0f && fabsf (g16[i]) != 65504.0f)
+        g_test_fail_printf ("rmsnorm f16: element %" G_GINT64_FORMAT " is %.9g, not clamped", i, g16[i]);
+    }
+  g_autoptr(HnTensor) x3 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 2, 7 });
+  g_autoptr(HnTensor) o3 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { 2, 7 });
+  g_assert_false (hn_op_rmsnorm (cmd, o3, x3, NULL, 1e-5f, 0, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
 static void
