@@ -47,6 +47,10 @@ layout(constant_id = 9) const uint F16 = 0;
 // the driver can issue the next step's loads before this step's multiply,
 // as llama.cpp's kernel does with 8).
 layout(constant_id = 10) const uint UNROLL = 1;
+// > 1: workgroups walk the tiles in groups of SWZ tile rows, column by
+// column inside a group (the linear workgroup id remapped), so that the
+// workgroups resident at one time share operand tiles in L2.
+layout(constant_id = 11) const uint SWZ = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -127,7 +131,15 @@ float epilogue(const in uint r, const in uint col, const in float v, const in ui
   }
 
 void main() {
-  uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+  uint tn = gl_WorkGroupID.x, tm = gl_WorkGroupID.y;
+  if (SWZ > 1u) {
+    uint gx = gl_NumWorkGroups.x, lin = gl_WorkGroupID.y * gx + gl_WorkGroupID.x;
+    uint first = lin / (SWZ * gx) * SWZ, rows = min(gl_NumWorkGroups.y - first, SWZ);
+    uint w = lin - first * gx;
+    tm = first + w % rows;
+    tn = w / rows;
+  }
+  uint n0 = tn * BN, m0 = tm * BM;
   uint batch = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;
   uint abase = p.a_off + batch * p.a_sb, bbase = p.b_off + batch * p.b_sb;
   uint cbase = p.c_off + batch * p.c_sb + split * p.c_ss;

@@ -551,7 +551,8 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 amode = a_is16 ? 2u : cm2_a_mode (a);
   gboolean b_copy = b->dtype == HN_DTYPE_F32 && b->n <= big_operand;
   guint32 bdt = b_copy ? hn_op_float_code (HN_DTYPE_F16) : hn_op_float_code (b->dtype);
-  guint32 spec[11] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll };
+  guint32 swz = env_uint ("HN_CM2_SWIZZLE", 0);
+  guint32 spec[12] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz };
   Cm2Push p2 = { *pc, 1, pc->K, 0 };
   HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
   /* the scratch: A's f16 copy, B's, then the partial products (256-byte aligned) */
@@ -604,7 +605,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
             p2.mm.b_sb % bal == 0 && b_st % bal == 0;
   *done = TRUE;
   hn_cmd_set_label (cmd, "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 11, bd, 4, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 12, bd, 4, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok || splits == 1)

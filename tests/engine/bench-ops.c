@@ -7,8 +7,8 @@
  *
  * --variants times each wanted matmul case under every ';'-separated group
  * of environment settings (tile and kernel overrides such as HN_CM2_TILE,
- * HN_CM2_UNROLL, HN_CM2_SPLITK) in turn, twice, with a longer warm-up, and
- * prints the better time of each group, tagged with it.
+ * HN_CM2_UNROLL, HN_CM2_SPLITK, HN_CM2_NT) in turn, --reps times (2), with a
+ * longer warm-up, and prints the best time of each group, tagged with it.
  */
 #include "tensor/hn-ops.h"
 #include "base/hn-error.h"
@@ -18,6 +18,8 @@
 #include <string.h>
 
 static int iterations = 10;
+static int reps = 2;
+static int warmup_ms = 0;
 static char *filter = NULL;
 static char *variants = NULL;
 static const char *variant_tag = NULL;
@@ -62,12 +64,18 @@ time_op (HnVkContext *ctx, RecordFn fn, gpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
-  /* with --variants, a longer warm-up: the GPU's clocks drop while the host compiles pipelines */
-  for (int i = 0; i < (variants ? 3 * iterations : 1); i++)
-    if (!fn (cmd, data, &error))
-      g_error ("%s", error->message);
-  if (!hn_cmd_submit_wait (cmd, &error))
-    g_error ("%s", error->message);
+  /* with --variants, a longer warm-up: the GPU's clocks drop while the host compiles pipelines;
+   * --warmup-ms: repeated until that much time went by */
+  gint64 w0 = g_get_monotonic_time ();
+  do
+    {
+      for (int i = 0; i < (variants ? 3 * iterations : 1); i++)
+        if (!fn (cmd, data, &error))
+          g_error ("%s", error->message);
+      if (!hn_cmd_submit_wait (cmd, &error))
+        g_error ("%s", error->message);
+    }
+  while (g_get_monotonic_time () - w0 < (gint64) warmup_ms * 1000);
   hn_cmd_set_profiling (cmd, TRUE);
   guint per_call = 0;
   for (int i = 0; i < iterations; i++)
@@ -185,7 +193,7 @@ bench_matmul (HnVkContext *ctx, const char *name, HnDType wdt, gint64 M, gint64 
       g_auto (GStrv) groups = g_strsplit (variants, ";", -1);
       guint ng = g_strv_length (groups);
       g_autofree double *best = g_new (double, MAX (ng, 1));
-      for (int rep = 0; rep < 2; rep++)
+      for (int rep = 0; rep < MAX (reps, 1); rep++)
         for (guint gi = 0; gi < ng; gi++)
           {
             set_group (groups[gi], TRUE);
@@ -378,6 +386,8 @@ main (int argc, char **argv)
 {
   GOptionEntry entries[] = {
     { "iterations", 'n', 0, G_OPTION_ARG_INT, &iterations, "Timed calls per case (default 10)", "N" },
+    { "reps", 0, 0, G_OPTION_ARG_INT, &reps, "With --variants: rounds over the groups, the best kept (default 2)", "N" },
+    { "warmup-ms", 0, 0, G_OPTION_ARG_INT, &warmup_ms, "Warm up each case at least this long (default 0)", "MS" },
     { "filter", 'f', 0, G_OPTION_ARG_STRING, &filter, "Only cases whose name contains this", "TEXT" },
     { "variants", 0, 0, G_OPTION_ARG_STRING, &variants, "Run the cases under each ';'-separated group of ENV=VALUE settings", "LIST" },
     { NULL },

@@ -109,6 +109,48 @@ test_f16 (void)
   check_dtype ("gpt_neox", HN_ST_DTYPE_F16);
 }
 
+/* Prefill rows (more than 8: the GEMMs, not the matrix-vector kernels) of a bf16 llama: where
+ * the pre-norms and the gate's activation are written f16 for the cooperative-matrix-2 GEMMs
+ * (hn_op_matmul_takes_f16) the logits are those of the f16 copies made from f32 activations
+ * (HN_NO_F16_ACTS=1), bit for bit, and within the tensor-core tolerance of the f32 model of
+ * the same rounded weights. */
+static void
+test_prefill_f16_acts (void)
+{
+  g_autofree char *src = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "llama", NULL);
+  g_autofree char *d16 = g_dir_make_tmp ("hn-w16-XXXXXX", NULL);
+  g_autofree char *d32 = g_dir_make_tmp ("hn-w32-XXXXXX", NULL);
+  write_copy (src, d16, HN_ST_DTYPE_BF16, FALSE);
+  write_copy (src, d32, HN_ST_DTYPE_BF16, TRUE);
+  GError *error = NULL;
+  g_autoptr (HnTransformer) m16 = hn_transformer_load (ctx, d16, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTransformer) m32 = hn_transformer_load (ctx, d32, &error);
+  g_assert_no_error (error);
+  int V = hn_transformer_get_hparams (m16)->vocab;
+  enum { n = 40 };
+  int32_t ids[n];
+  for (int i = 0; i < n; i++)
+    ids[i] = (i * 37 + 11) % V;
+  g_autofree float *a = g_new (float, (gsize) n * V);
+  g_autofree float *b = g_new (float, (gsize) n * V);
+  g_autofree float *c = g_new (float, (gsize) n * V);
+  g_assert_true (hn_transformer_logits (m16, ids, n, a, &error));
+  g_setenv ("HN_NO_F16_ACTS", "1", TRUE);
+  g_assert_true (hn_transformer_logits (m16, ids, n, b, &error));
+  g_unsetenv ("HN_NO_F16_ACTS");
+  g_assert_true (hn_transformer_logits (m32, ids, n, c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (memcmp (a, b, sizeof (float) * n * V), ==, 0);
+  /* f16 operands (the tensor cores) against f32 ones: the fixture's logits are O(1) */
+  double worst = 0;
+  for (int i = 0; i < n * V; i++)
+    worst = MAX (worst, fabs ((double) a[i] - c[i]) / (1.0 + fabs ((double) c[i])));
+  g_assert_cmpfloat (worst, <=, 2e-2);
+  rm_dir (d16);
+  rm_dir (d32);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -122,6 +164,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/transformer/dtypes/bf16", test_bf16);
   g_test_add_func ("/transformer/dtypes/f16", test_f16);
+  g_test_add_func ("/transformer/dtypes/prefill-f16-acts", test_prefill_f16_acts);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
