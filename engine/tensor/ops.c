@@ -280,13 +280,20 @@ hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnM
          !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
 }
 
-gboolean
-hn_op_matmul_takes_f16 (HnCmd *cmd, HnTensor *w, gint64 rows)
+/* Whether x·Wᵀ with x of `rows` rows runs on matmul_cm2 with f16 operands (inference). */
+static gboolean
+cm2_linear (HnCmd *cmd, HnTensor *w, gint64 rows)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   return w && (w->dtype == HN_DTYPE_F16 || w->dtype == HN_DTYPE_BF16) && !hn_op_matmul_f16 (cmd, 0) &&
          !hn_op_matvec_available (cmd, rows) && hn_vk_context_has_coopmat2 (ctx, NULL) &&
-         hn_op_matmul_reduced_precision (ctx, w->dtype, rows, 0) && g_getenv ("HN_NO_F16_ACTS") == NULL;
+         hn_op_matmul_reduced_precision (ctx, w->dtype, rows, 0);
+}
+
+gboolean
+hn_op_matmul_takes_f16 (HnCmd *cmd, HnTensor *w, gint64 rows)
+{
+  return cm2_linear (cmd, w, rows) && g_getenv ("HN_NO_F16_ACTS") == NULL;
 }
 
 gboolean
@@ -470,6 +477,57 @@ cm2_a_mode (HnTensor *a)
          : a->n > ((gint64) 128 << 20) ? 1u : 2u;
 }
 
+typedef struct {
+  guint32 bm, bn, bk, nt, unroll, splits, k_split;
+} Cm2Tile;
+
+/* matmul_cm2's tile, workgroup size and split of K for C[M, N] (batch of them) over K; see
+ * try_dispatch_cm2. co_wgs: workgroups of the other GEMMs recorded with this one and no barrier
+ * between them (hn_op_matmul_n), which fill the GPU beside it: no split-K for those. */
+static Cm2Tile
+cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboolean f16, guint64 co_wgs)
+{
+  Cm2Tile t = { 64, 64, 64, 0, 8, 1, K };
+  hn_vk_context_has_coopmat2 (ctx, &t.nt);
+  guint64 mid = (guint64) ((M + 127) / 128) * ((N + 127) / 128) * batch;
+  if (mid >= 128 || (K >= 4096 && batch == 1))
+    t.bm = t.bn = 128; /* a long K: fewer, larger tiles and split-K (512 x 2048 x 8192: 61 against 47 TFLOP/s) */
+  const char *tile = g_getenv ("HN_CM2_TILE");
+  guint32 e[3];
+  if (tile && sscanf (tile, "%u,%u,%u", &e[0], &e[1], &e[2]) == 3 && e[0] && e[1] && e[2] && e[0] % 16 == 0 &&
+      e[1] % 16 == 0 && e[2] % 16 == 0 && e[0] <= 256 && e[1] <= 256 && e[2] <= 128)
+    {
+      t.bm = e[0]; t.bn = e[1]; t.bk = e[2];
+    }
+  t.unroll = MAX (env_uint ("HN_CM2_UNROLL", 8), 1);
+  /* HN_CM2_NT: another workgroup size the device lists for this shape */
+  guint32 nt_env = env_uint ("HN_CM2_NT", 0);
+  if (nt_env >= 32 && (nt_env & (nt_env - 1)) == 0 &&
+      (hn_vk_context_get_device_info (ctx)->nv2_invocations_listed & (nt_env / 32)))
+    t.nt = nt_env;
+  /* split-K: only for a single matrix (the linear layers), each split a
+   * whole number of unrolled K steps and at least two of them */
+  guint64 tiles = (guint64) ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn) * batch;
+  guint32 uk = t.bk * t.unroll, k_steps = (K + uk - 1) / uk;
+  if (batch == 1 && tiles + co_wgs < 66 && !f16)
+    t.splits = (guint32) MIN ((128 + tiles - 1) / tiles, (guint64) MAX (k_steps / 2, 1));
+  guint32 forced = env_uint ("HN_CM2_SPLITK", 0);
+  if (forced && batch == 1 && !f16)
+    t.splits = MIN (forced, MAX (k_steps, 1));
+  t.k_split = (k_steps + t.splits - 1) / t.splits * uk;
+  if (t.splits > 1)
+    t.splits = (K + t.k_split - 1) / t.k_split; /* no empty split */
+  return t;
+}
+
+/* Workgroups of matmul_cm2 for C[M, N] = x·Wᵀ (no split-K counted). */
+static guint64
+cm2_wgs (HnVkContext *ctx, guint32 M, guint32 N, guint32 K)
+{
+  Cm2Tile t = cm2_pick (ctx, M, N, K, 1, FALSE, G_MAXUINT32);
+  return (guint64) ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
+}
+
 /* The VK_NV_cooperative_matrix2 kernel (matmul_cm2.comp) when the device
  * has it and each operand is contiguous along one of its two dimensions
  * (the tensor layouts take one stride). Tiles by shape: 128x128 when those
@@ -485,10 +543,11 @@ cm2_a_mode (HnTensor *a)
  * HN_CM2_TILE="BM,BN,BK", HN_CM2_UNROLL=n (BK steps per loop iteration) and
  * HN_CM2_SPLITK=n (1: never split) override.
  * a16: NULL, or A's f16 copy already made by cm2_convert_a (several
- * matmuls of one input share it; not under fp16 autocast). */
+ * matmuls of one input share it; not under fp16 autocast). co_wgs: see
+ * cm2_pick. */
 static gboolean
 try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                  guint32 batch, gboolean f16, const HnVkBinding *a16, gboolean *done, GError **error)
+                  guint32 batch, gboolean f16, const HnVkBinding *a16, guint64 co_wgs, gboolean *done, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   guint32 nt = 0;
@@ -508,35 +567,9 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     b_t = 1;
   else
     return TRUE;
-  guint64 mid = (guint64) ((pc->M + 127) / 128) * ((pc->N + 127) / 128) * batch;
-  guint32 bm = 64, bn = 64, bk = 64;
-  if (mid >= 128 || (pc->K >= 4096 && batch == 1))
-    bm = bn = 128; /* a long K: fewer, larger tiles and split-K (512 x 2048 x 8192: 61 against 47 TFLOP/s) */
-  const char *tile = g_getenv ("HN_CM2_TILE");
-  guint32 t[3];
-  if (tile && sscanf (tile, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] && t[1] && t[2] && t[0] % 16 == 0 &&
-      t[1] % 16 == 0 && t[2] % 16 == 0 && t[0] <= 256 && t[1] <= 256 && t[2] <= 128)
-    {
-      bm = t[0]; bn = t[1]; bk = t[2];
-    }
-  guint32 unroll = MAX (env_uint ("HN_CM2_UNROLL", 8), 1);
-  /* HN_CM2_NT: another workgroup size the device lists for this shape */
-  guint32 nt_env = env_uint ("HN_CM2_NT", 0);
-  if (nt_env >= 32 && (nt_env & (nt_env - 1)) == 0 &&
-      (hn_vk_context_get_device_info (ctx)->nv2_invocations_listed & (nt_env / 32)))
-    nt = nt_env;
-  /* split-K: only for a single matrix (the linear layers), each split a
-   * whole number of unrolled K steps and at least two of them */
-  guint64 tiles = (guint64) ((pc->M + bm - 1) / bm) * ((pc->N + bn - 1) / bn) * batch;
-  guint32 uk = bk * unroll, k_steps = (pc->K + uk - 1) / uk, splits = 1;
-  if (batch == 1 && tiles < 66 && !f16)
-    splits = (guint32) MIN ((128 + tiles - 1) / tiles, (guint64) MAX (k_steps / 2, 1));
-  guint32 forced = env_uint ("HN_CM2_SPLITK", 0);
-  if (forced && batch == 1 && !f16)
-    splits = MIN (forced, MAX (k_steps, 1));
-  guint32 k_split = (k_steps + splits - 1) / splits * uk;
-  if (splits > 1)
-    splits = (pc->K + k_split - 1) / k_split; /* no empty split */
+  Cm2Tile tl = cm2_pick (ctx, pc->M, pc->N, pc->K, batch, f16, co_wgs);
+  guint32 bm = tl.bm, bn = tl.bn, bk = tl.bk, unroll = tl.unroll, splits = tl.splits, k_split = tl.k_split;
+  nt = tl.nt;
   /* A to f16 first (to_f16.comp into the recorder's scratch): the kernel
    * then streams 16-bit operands only, half A's bytes. An A above 128 Mi
    * elements (the logits gradient of a 128k vocabulary) is converted inside
@@ -677,7 +710,7 @@ try_dispatch_skinny (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor
 
 static gboolean
 dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                guint32 batch, HnMatmulFlags flags, const HnVkBinding *a16, GError **error)
+                guint32 batch, HnMatmulFlags flags, const HnVkBinding *a16, guint64 co_wgs, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   /* fp16 autocast: the tensor cores whatever B's dtype and M (the skinny
@@ -692,7 +725,7 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   if (tensor)
     {
       gboolean done;
-      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, a16, &done, error))
+      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, a16, co_wgs, &done, error))
         return FALSE;
       if (done)
         return TRUE;
@@ -743,10 +776,10 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
 }
 
 /* y (+)= alpha · x·Wᵀ + bias on whichever kernel fits; a16: NULL or x's f16
- * copy (hn_op_matmul_n). */
+ * copy, co_wgs the other GEMMs' workgroups (hn_op_matmul_n). */
 static gboolean
 linear (HnCmd *cmd, const char *op, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, float alpha,
-        gboolean accumulate, const HnVkBinding *a16, GError **error)
+        gboolean accumulate, const HnVkBinding *a16, guint64 co_wgs, GError **error)
 {
   if (!check_linear (op, cmd, y, x, w, bias, error))
     return FALSE;
@@ -767,13 +800,13 @@ linear (HnCmd *cmd, const char *op, HnTensor *y, HnTensor *x, HnTensor *w, HnTen
     0, 1, (guint32) K,           /* B(k, n) = W[n * K + k] */
     0, (guint32) N,
     alpha, (bias ? 2u : 0u) | (accumulate ? 1u : 0u) };
-  return dispatch_tiled (cmd, y, x, w, bias, &pc, 1, HN_MATMUL_DEFAULT, a16, error);
+  return dispatch_tiled (cmd, y, x, w, bias, &pc, 1, HN_MATMUL_DEFAULT, a16, co_wgs, error);
 }
 
 gboolean
 hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
 {
-  return linear (cmd, "matmul", y, x, w, bias, 1.0f, FALSE, NULL, error);
+  return linear (cmd, "matmul", y, x, w, bias, 1.0f, FALSE, NULL, 0, error);
 }
 
 gboolean
@@ -787,7 +820,7 @@ hn_op_matmul_add (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *b
                    x ? x->name : "?");
       return FALSE;
     }
-  return linear (cmd, "matmul_add", y, x, w, bias, alpha, TRUE, NULL, error);
+  return linear (cmd, "matmul_add", y, x, w, bias, alpha, TRUE, NULL, 0, error);
 }
 
 gboolean
@@ -807,9 +840,21 @@ hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *
   HnVkBinding a16;
   if (share && !cm2_convert_a (cmd, x, &a16, error))
     return FALSE;
+  /* the GEMMs run side by side: each one's split-K sees the others' workgroups */
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  gboolean side = n > 1 && x && cm2_linear (cmd, w[0], hn_tensor_rows (x)) &&
+                  g_getenv ("HN_CM2_NO_COSCHED") == NULL;
+  guint64 all = 0;
+  for (guint i = 0; side && i < n; i++)
+    all += w[i] && w[i]->ndim == 2 ? cm2_wgs (ctx, (guint32) hn_tensor_rows (x), (guint32) w[i]->shape[0],
+                                              (guint32) w[i]->shape[1]) : 0;
   for (guint i = 0; i < n; i++)
-    if (!linear (cmd, "matmul", y[i], x, w[i], bias ? bias[i] : NULL, 1.0f, FALSE, share ? &a16 : NULL, error))
-      return FALSE;
+    {
+      guint64 co = side && w[i] && w[i]->ndim == 2 ? all - cm2_wgs (ctx, (guint32) hn_tensor_rows (x), (guint32) w[i]->shape[0],
+                                                                    (guint32) w[i]->shape[1]) : 0;
+      if (!linear (cmd, "matmul", y[i], x, w[i], bias ? bias[i] : NULL, 1.0f, FALSE, share ? &a16 : NULL, co, error))
+        return FALSE;
+    }
   return TRUE;
 }
 
@@ -871,7 +916,7 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
     bb == 1 ? 0 : (guint32) (br * bc), tb ? 1 : (guint32) bc, tb ? (guint32) bc : 1,
     (guint32) (M * N), (guint32) N,
     alpha, (flags & HN_MATMUL_ACCUMULATE) ? 1u : 0u };
-  return dispatch_tiled (cmd, c, a, b, NULL, &pc, (guint32) bcc, flags, NULL, error);
+  return dispatch_tiled (cmd, c, a, b, NULL, &pc, (guint32) bcc, flags, NULL, 0, error);
 }
 
 /* ------------------------------------------------------------ elementwise */
