@@ -19,6 +19,7 @@
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_EXT_buffer_reference : require
 #include "common.glsl"
+#include "activation.glsl"
 layout(constant_id = 0) const uint BDT = 1;  // HN_DT_F16 or HN_DT_BF16
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
@@ -51,6 +52,13 @@ layout(constant_id = 10) const uint UNROLL = 1;
 // column inside a group (the linear workgroup id remapped), so that the
 // workgroups resident at one time share operand tiles in L2.
 layout(constant_id = 11) const uint SWZ = 0;
+// 1: a gated MLP's gate and up projections in one pass: B is the gate's
+// weight, binding 4 the up one's (same dtype and layout), and each element
+// of C becomes act(x·Wgᵀ) * (x·Wuᵀ), clamped to ±65504 and stored f16 (the
+// down projection's operand): C is then an f16 [M, N] at c_off halves, rows
+// c_sm apart. No bias, alpha 1, no accumulate, no split-K. ACT: HnActivation.
+layout(constant_id = 12) const uint GLU = 0;
+layout(constant_id = 13) const uint ACT = 1;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -59,6 +67,10 @@ layout(std430, binding = 1) readonly buffer Bb { uint16_t bb[]; };
 layout(std430, binding = 1) readonly buffer Bf { float bf[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) buffer C { float c[]; };
+layout(std430, binding = 3) buffer C16 { float16_t c16[]; };
+layout(std430, binding = 4) readonly buffer B2h { float16_t b2h[]; };
+layout(std430, binding = 4) readonly buffer B2b { uint16_t b2b[]; };
+layout(std430, binding = 4) readonly buffer B2f { float b2f[]; };
 layout(push_constant) uniform P {
   uint M; uint N; uint K;
   uint a_off; uint b_off; uint c_off; uint bias_off;
@@ -95,6 +107,11 @@ float epilogue(const in uint r, const in uint col, const in float v, const in ui
   return F16 == 1u ? hn_round_f16(x) : x;
 }
 
+// the gated epilogue: act(gate) * up, in f16 range
+float glu_elem(const in uint r, const in uint col, const in float g, const in float u) {
+  return clamp(hn_act(ACT, g) * u, -65504.0, 65504.0);
+}
+
 #define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 #define MA coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAF coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator>
@@ -117,18 +134,27 @@ float epilogue(const in uint r, const in uint col, const in float v, const in ui
       ah = MA(af);                                                                      \
     }                                                                                   \
     MB bm;                                                                              \
-    if (BDT == HN_DT_F16) {                                                             \
-      if (B_T == 0u) coopMatLoadTensorNV(bm, bh, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr); \
-      else coopMatLoadTensorNV(bm, bh, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN)); \
-    } else if (BDT == HN_DT_F32) {                                                      \
-      if (B_T == 0u) coopMatLoadTensorNV(bm, bf, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr, decode_f32); \
-      else coopMatLoadTensorNV(bm, bf, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_f32); \
-    } else {                                                                            \
-      if (B_T == 0u) coopMatLoadTensorNV(bm, bb, bbase, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr, decode_bf16); \
-      else coopMatLoadTensorNV(bm, bb, bbase, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_bf16); \
-    }                                                                                   \
+    LOADB(bm, bh, bb, bf, bbase, lb, k0)                                                \
     sum = coopMatMulAdd(ah, bm, sum);                                                   \
+    if (GLU == 1u) {                                                                    \
+      MB bm2;                                                                           \
+      LOADB(bm2, b2h, b2b, b2f, b2base, lb, k0)                                         \
+      sum2 = coopMatMulAdd(ah, bm2, sum2);                                              \
+    }                                                                                   \
   }
+
+// B's tile at k0 from the buffer views h (f16), b (bf16), f (f32) of one binding
+#define LOADB(m, h, b, f, base, lb, k0)                                                 \
+    if (BDT == HN_DT_F16) {                                                             \
+      if (B_T == 0u) coopMatLoadTensorNV(m, h, base, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr); \
+      else coopMatLoadTensorNV(m, h, base, sliceTensorLayoutNV(lb, k0, BK, n0, BN)); \
+    } else if (BDT == HN_DT_F32) {                                                      \
+      if (B_T == 0u) coopMatLoadTensorNV(m, f, base, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr, decode_f32); \
+      else coopMatLoadTensorNV(m, f, base, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_f32); \
+    } else {                                                                            \
+      if (B_T == 0u) coopMatLoadTensorNV(m, b, base, sliceTensorLayoutNV(lb, n0, BN, k0, BK), tr, decode_bf16); \
+      else coopMatLoadTensorNV(m, b, base, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_bf16); \
+    }
 
 void main() {
   uint tn = gl_WorkGroupID.x, tm = gl_WorkGroupID.y;
@@ -152,13 +178,16 @@ void main() {
   uint b_d0 = B_T == 0u ? p.N : k_end, b_d1 = B_T == 0u ? k_end : p.N, b_st = B_T == 0u ? p.b_sn : p.b_sk;
   tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0);
 
-  ACC sum = ACC(0.0);
+  ACC sum = ACC(0.0), sum2 = ACC(0.0);
+  // GLU: the up projection's weight from element bias_off of binding 4
+  uint b2base = GLU == 1u ? p.bias_off : 0u;
   // p.k_split is a multiple of BK * UNROLL whenever splits > 1 (the host sees to it)
   bool inside = m0 + BM <= p.M && n0 + BN <= p.N && (k_end - k_begin) % BK == 0u;
   if (inside) {
     uint am = ALIGNED == 1u ? (A_MODE == 2u ? ~7u : ~3u) : ~0u;
     uint bmk = ALIGNED == 1u ? (BDT == HN_DT_F32 ? ~3u : ~7u) : ~0u;
     uint abase_al = abase & am, bbase_al = bbase & bmk;
+    b2base &= bmk;
     tensorLayoutNV<2> la = createTensorLayoutNV(2);
     tensorLayoutNV<2> lb = createTensorLayoutNV(2);
     la = setTensorLayoutDimensionNV(la, a_d0, a_d1);
@@ -194,6 +223,12 @@ void main() {
     createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
   lc = setTensorLayoutStrideNV(lc, p.c_sm, 1);
+  if (GLU == 1u) {
+    coopMatPerElementNV(sum, sum, glu_elem, sum2);
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(sum);
+    coopMatStoreTensorNV(h, c16, cbase, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
+    return;
+  }
   if (F16 == 1u || p.alpha != 1.0 || (p.flags & 2u) != 0u)
     coopMatPerElementNV(sum, sum, epilogue, n0);
   if ((p.flags & 1u) != 0u) {

@@ -176,6 +176,17 @@ gboolean hn_op_unary (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act,
  * an even element count and offset). */
 gboolean hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation act, GError **error);
 
+/* A gated MLP's gate and up projections in one pass of the cooperative-
+ * matrix-2 kernel: out[M, F] (f16) = act(x·W_gateᵀ) * (x·W_upᵀ), clamped
+ * to ±65504 (the down projection's operand), with no gate/up results in
+ * memory and no glu pass. x f32 (copied to f16 first) or f16; W_gate and
+ * W_up [F, K] of one dtype; no biases. Only where
+ * hn_op_matmul_glu_available (HN_NO_CM2_GLU unset); elsewhere
+ * HN_ERROR_UNSUPPORTED. */
+gboolean hn_op_matmul_glu_available (HnCmd *cmd, HnTensor *w_gate, HnTensor *w_up, gint64 rows);
+gboolean hn_op_matmul_glu (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w_gate, HnTensor *w_up, HnActivation act,
+                           GError **error);
+
 /* out[M, F] = act(x̂·W_gateᵀ + b_gate) * (x̂·W_upᵀ + b_up) in one pass over
  * both matrices (same dtype, [F, K]); biases nullable; x̂ = x, or
  * rmsnorm(x) with norm (HnMatvecNorm, nullable). */

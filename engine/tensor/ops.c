@@ -544,10 +544,13 @@ cm2_wgs (HnVkContext *ctx, guint32 M, guint32 N, guint32 K)
  * HN_CM2_SPLITK=n (1: never split) override.
  * a16: NULL, or A's f16 copy already made by cm2_convert_a (several
  * matmuls of one input share it; not under fp16 autocast). co_wgs: see
- * cm2_pick. */
+ * cm2_pick. b2: NULL, or the up projection of a gated MLP whose gate is b
+ * (hn_op_matmul_glu: c is then f16, act(A·b) * (A·b2); pc->bias_off holds
+ * b2's offset; no bias, split-K, alpha or accumulate). */
 static gboolean
 try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                  guint32 batch, gboolean f16, const HnVkBinding *a16, guint64 co_wgs, gboolean *done, GError **error)
+                  guint32 batch, gboolean f16, const HnVkBinding *a16, guint64 co_wgs, HnTensor *b2, guint32 act,
+                  gboolean *done, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   guint32 nt = 0;
@@ -567,9 +570,16 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     b_t = 1;
   else
     return TRUE;
-  Cm2Tile tl = cm2_pick (ctx, pc->M, pc->N, pc->K, batch, f16, co_wgs);
+  Cm2Tile tl = cm2_pick (ctx, pc->M, pc->N, pc->K, batch, f16, b2 ? G_MAXUINT32 : co_wgs);
   guint32 bm = tl.bm, bn = tl.bn, bk = tl.bk, unroll = tl.unroll, splits = tl.splits, k_split = tl.k_split;
   nt = tl.nt;
+  if (b2 && bm * bn > 128 * 128)
+    bn = 128 * 128 / bm; /* two accumulators: as many registers as one 128x256 tile */
+  if (b2)
+    {
+      splits = 1;
+      k_split = pc->K;
+    }
   /* A to f16 first (to_f16.comp into the recorder's scratch): the kernel
    * then streams 16-bit operands only, half A's bytes. An A above 128 Mi
    * elements (the logits gradient of a 128k vocabulary) is converted inside
@@ -585,9 +595,10 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   gboolean b_copy = b->dtype == HN_DTYPE_F32 && b->n <= big_operand;
   guint32 bdt = b_copy ? hn_op_float_code (HN_DTYPE_F16) : hn_op_float_code (b->dtype);
   guint32 swz = env_uint ("HN_CM2_SWIZZLE", 0);
-  guint32 spec[12] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz };
+  guint32 spec[14] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1 };
   Cm2Push p2 = { *pc, 1, pc->K, 0 };
-  HnVkBinding bd[4] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE) };
+  HnVkBinding bd[5] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE),
+                        hn_bind (b2 ? b2 : b, FALSE) };
   /* the scratch: A's f16 copy, B's, then the partial products (256-byte aligned) */
   guint64 a_bytes = amode == 2 && !a_is16 ? cm2_a_bytes (a) : 0;
   guint64 b_bytes = b_copy ? ((guint64) b->n + 1) / 2 * 4 : 0;
@@ -635,10 +646,10 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 aal = spec[7] == 2 ? 8 : 4, bal = bdt == hn_op_float_code (HN_DTYPE_F32) ? 4 : 8;
   guint32 a_st = a_t ? p2.mm.a_sk : p2.mm.a_sm, b_st = b_t ? p2.mm.b_sk : p2.mm.b_sn;
   spec[8] = p2.mm.a_off % aal == 0 && p2.mm.a_sb % aal == 0 && a_st % aal == 0 && p2.mm.b_off % bal == 0 &&
-            p2.mm.b_sb % bal == 0 && b_st % bal == 0;
+            p2.mm.b_sb % bal == 0 && b_st % bal == 0 && (!b2 || p2.mm.bias_off % bal == 0);
   *done = TRUE;
-  hn_cmd_set_label (cmd, "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 12, bd, 4, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+  hn_cmd_set_label (cmd, b2 ? "matmul_cm2_glu" : "matmul_cm2");
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 14, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok || splits == 1)
@@ -725,7 +736,7 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   if (tensor)
     {
       gboolean done;
-      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, a16, co_wgs, &done, error))
+      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, a16, co_wgs, NULL, 0, &done, error))
         return FALSE;
       if (done)
         return TRUE;
@@ -854,6 +865,59 @@ hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *
                                                                     (guint32) w[i]->shape[1]) : 0;
       if (!linear (cmd, "matmul", y[i], x, w[i], bias ? bias[i] : NULL, 1.0f, FALSE, share ? &a16 : NULL, co, error))
         return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+hn_op_matmul_glu_available (HnCmd *cmd, HnTensor *w_gate, HnTensor *w_up, gint64 rows)
+{
+  return w_gate && w_up && w_gate->dtype == w_up->dtype && hn_tensor_same_shape (w_gate, w_up) &&
+         w_gate->ndim == 2 && cm2_linear (cmd, w_gate, rows) && g_getenv ("HN_NO_CM2_GLU") == NULL;
+}
+
+gboolean
+hn_op_matmul_glu (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w_gate, HnTensor *w_up, HnActivation act,
+                  GError **error)
+{
+  const char *op = "matmul_glu";
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+      !hn_op_check_ctx (op, cmd, w_gate, error) || !hn_op_check_ctx (op, cmd, w_up, error))
+    return FALSE;
+  gint64 M = hn_tensor_rows (x);
+  if (!hn_op_matmul_glu_available (cmd, w_gate, w_up, M))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: gate %s and up %s with %" G_GINT64_FORMAT " rows need the cooperative-matrix-2 kernel "
+                   "(f16/bf16 weights of one shape, more than 8 rows)", op, w_gate->name, w_up->name, M);
+      return FALSE;
+    }
+  if (!hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) ||
+      (x->dtype != HN_DTYPE_F16 && !hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error)))
+    return FALSE;
+  gint64 F = w_gate->shape[0], K = w_gate->shape[1];
+  if (hn_tensor_cols (x) != K || hn_tensor_cols (out) != F || hn_tensor_rows (out) != M)
+    {
+      g_autofree char *dx = hn_tensor_describe (x), *dw = hn_tensor_describe (w_gate), *dy = hn_tensor_describe (out);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: shapes do not fit out = act(x·Wgᵀ)·(x·Wuᵀ): x %s, W %s, out %s",
+                   op, dx, dw, dy);
+      return FALSE;
+    }
+  if (!check_no_overlap (op, out, x, error))
+    return FALSE;
+  MatmulPush pc = {
+    (guint32) M, (guint32) F, (guint32) K, hn_eoff (x), hn_eoff (w_gate), hn_eoff (out), hn_eoff (w_up),
+    0, (guint32) K, 1,
+    0, 1, (guint32) K,
+    0, (guint32) F,
+    1.0f, 0 };
+  gboolean done = FALSE;
+  if (!try_dispatch_cm2 (cmd, out, x, w_gate, NULL, &pc, 1, FALSE, NULL, 0, w_up, (guint32) act, &done, error))
+    return FALSE;
+  if (!done)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: the cooperative-matrix-2 kernel did not take it", op);
+      return FALSE;
     }
   return TRUE;
 }

@@ -611,6 +611,10 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
       CK (hn_op_matmul (cmd, gu, in, lw->w_gate, lw->b_gate, error));
       CK (hn_op_glu (cmd, act, gu, NULL, hp->act, error));
     }
+  else if (lw->w_gate && act->dtype == HN_DTYPE_F16 && !lw->b_gate && !lw->b_up &&
+           hn_op_matmul_glu_available (cmd, lw->w_gate, lw->w_up, N))
+    /* gate, up and the activation in one pass, f16 out: no gate/up results in memory */
+    CK (hn_op_matmul_glu (cmd, act, in, lw->w_gate, lw->w_up, hp->act, error));
   else if (lw->w_gate)
     {
       HnTensor *g = rows_of (a, a->gate, 0, N, error), *u = rows_of (a, a->up, 0, N, error);

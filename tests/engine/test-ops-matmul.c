@@ -713,6 +713,97 @@ run_matmul_f16x (HnDType wdt, gint64 M, gint64 N, gint64 K, gint64 row0, gboolea
     }
 }
 
+/* The gate and up projections in one pass (hn_op_matmul_glu): out f16 =
+ * act(x·Wgᵀ) * (x·Wuᵀ), against the reference on the f16-rounded operands;
+ * x f32 or an f16 view from row0. Refused where the kernel is missing. */
+static void
+run_matmul_glu (HnDType wdt, gint64 M, gint64 F, gint64 K, gboolean x16, gint64 row0, HnActivation act)
+{
+  g_autoptr(GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *x = hn_test_random ((row0 + M) * K, -1, 1), *wg = hn_test_random (F * K, -1, 1),
+                   *wu = hn_test_random (F * K, -1, 1);
+  g_autoptr(HnTensor) tx = hn_test_tensor (x16 ? HN_DTYPE_F16 : HN_DTYPE_F32, 2, (gint64[]) { row0 + M, K }, x);
+  g_autoptr(HnTensor) xv = hn_tensor_view_rows (tx, row0, M, &error);
+  g_autoptr(HnTensor) tg = hn_test_tensor (wdt, 2, (gint64[]) { F, K }, wg);
+  g_autoptr(HnTensor) tu = hn_test_tensor (wdt, 2, (gint64[]) { F, K }, wu);
+  g_autoptr(HnTensor) out = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { M, F });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  if (!hn_op_matmul_glu_available (cmd, tg, tu, M))
+    {
+      g_assert_false (hn_op_matmul_glu (cmd, out, xv, tg, tu, act, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_cmpuint (hn_cmd_get_n_dispatches (cmd), ==, 0);
+      return;
+    }
+  g_assert_true (hn_op_matmul_glu (cmd, out, xv, tg, tu, act, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (out);
+  g_autofree float *xr = round_f16_copy (x + row0 * K, M * K), *gr = round_f16_copy (wg, F * K),
+                   *ur = round_f16_copy (wu, F * K);
+  g_autofree char *what = g_strdup_printf ("matmul_glu %s %s M=%" G_GINT64_FORMAT " F=%" G_GINT64_FORMAT
+                                           " K=%" G_GINT64_FORMAT "%s", hn_dtype_name (wdt),
+                                           hn_activation_name (act), M, F, K, x16 ? " (f16 x)" : "");
+  for (gint64 m = 0; m < M; m++)
+    for (gint64 f = 0; f < F; f++)
+      {
+        double g = 0, u = 0, ag = 0, au = 0;
+        for (gint64 k = 0; k < K; k++)
+          {
+            double xv_ = xr[m * K + k];
+            g += xv_ * gr[f * K + k];
+            u += xv_ * ur[f * K + k];
+            ag += fabs (xv_ * gr[f * K + k]);
+            au += fabs (xv_ * ur[f * K + k]);
+          }
+        double a = hn_ref_activation (act, g), want = CLAMP (a * u, -65504.0, 65504.0);
+        /* the f32 sums' error (2e-4 of the absolute terms, act' <= 1.2), then f16 rounding */
+        double tol = 1.2 * fabs (u) * 2e-4 * ag + fabs (a) * 2e-4 * au + 1e-3 * fabs (want) + 1e-6;
+        if (!(fabs (got[m * F + f] - want) <= tol))
+          {
+            g_test_fail_printf ("%s: element (%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ") is %.9g, reference %.9g",
+                                what, m, f, got[m * F + f], want);
+            return;
+          }
+      }
+}
+
+static void
+test_matmul_glu (void)
+{
+  gboolean cm2 = hn_vk_context_has_coopmat2 (hn_test_ctx (), NULL);
+  static const char *const tiles[] = { NULL, "128,256,64", "64,128,64", "128,64,64" };
+  for (guint t = 0; t < (cm2 ? G_N_ELEMENTS (tiles) : 1); t++)
+    {
+      if (tiles[t])
+        g_setenv ("HN_CM2_TILE", tiles[t], TRUE);
+      run_matmul_glu (HN_DTYPE_F16, 70, 67, 1000, FALSE, 0, HN_ACT_SILU);
+      run_matmul_glu (HN_DTYPE_BF16, 130, 200, 520, TRUE, 1, HN_ACT_GELU_TANH);
+      run_matmul_glu (HN_DTYPE_F16, 256, 384, 2048, TRUE, 0, HN_ACT_SILU);
+      g_unsetenv ("HN_CM2_TILE");
+    }
+  if (cm2)
+    {
+      g_setenv ("HN_CM2_SPLITK", "3", TRUE); /* ignored: never split */
+      run_matmul_glu (HN_DTYPE_F16, 66, 70, 1100, FALSE, 0, HN_ACT_GELU);
+      g_unsetenv ("HN_CM2_SPLITK");
+      g_setenv ("HN_CM2_SWIZZLE", "3", TRUE);
+      run_matmul_glu (HN_DTYPE_BF16, 600, 260, 130, TRUE, 3, HN_ACT_SILU);
+      g_unsetenv ("HN_CM2_SWIZZLE");
+    }
+  /* the gate and up must be alike */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 20, 8 });
+  g_autoptr(HnTensor) wg = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { 4, 8 });
+  g_autoptr(HnTensor) wu = hn_test_empty (HN_DTYPE_BF16, 2, (gint64[]) { 4, 8 });
+  g_autoptr(HnTensor) out = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { 20, 4 });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_op_matmul_glu (cmd, out, x, wg, wu, HN_ACT_SILU, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+}
+
 /* The tile table and its overrides on odd shapes: every tile the host may
  * pick (and the workgroup sizes the device lists) through the plain, the
  * batched/transposed and the f16-x paths. */
@@ -803,6 +894,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/matmul/bf16-as-f16", test_bf16_as_f16);
   g_test_add_func ("/ops/matmul/add-n", test_matmul_add_n);
   g_test_add_func ("/ops/matmul/f16-x", test_matmul_f16x);
+  g_test_add_func ("/ops/matmul/glu", test_matmul_glu);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
