@@ -213,6 +213,50 @@ bench_matmul (HnVkContext *ctx, const char *name, HnDType wdt, gint64 M, gint64 
   hn_tensor_unref (d.w);
 }
 
+/* A gated MLP's gate/up half at llama-1b's shapes from an f16 input: fused
+ * (hn_op_matmul_glu, f16 out) or apart (two GEMMs into f32, then glu writing
+ * f16), as prefill runs it. */
+typedef struct { HnTensor *x, *wg, *wu, *g, *u, *act; gboolean fused; } MlpData;
+
+static gboolean
+rec_mlp (HnCmd *cmd, gpointer p, GError **error)
+{
+  MlpData *d = p;
+  if (d->fused)
+    return hn_op_matmul_glu (cmd, d->act, d->x, d->wg, d->wu, HN_ACT_SILU, error);
+  HnTensor *ys[2] = { d->g, d->u }, *ws[2] = { d->wg, d->wu };
+  return hn_op_matmul_n (cmd, 2, ys, d->x, ws, NULL, error) && hn_op_glu (cmd, d->act, d->g, d->u, HN_ACT_SILU, error);
+}
+
+static void
+bench_mlp (HnVkContext *ctx, const char *name, gint64 M, gint64 F, gint64 K, gboolean fused)
+{
+  if (!wanted (name))
+    return;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnCmd) probe = hn_cmd_new (ctx, &error);
+  MlpData d = { random_tensor (ctx, HN_DTYPE_F16, 2, (gint64[]) { M, K }), random_tensor (ctx, HN_DTYPE_F16, 2, (gint64[]) { F, K }),
+                random_tensor (ctx, HN_DTYPE_F16, 2, (gint64[]) { F, K }), NULL, NULL,
+                hn_tensor_new (ctx, HN_DTYPE_F16, 2, (gint64[]) { M, F }, &error), fused };
+  if (!fused)
+    {
+      d.g = hn_tensor_new (ctx, HN_DTYPE_F32, 2, (gint64[]) { M, F }, &error);
+      d.u = hn_tensor_new (ctx, HN_DTYPE_F32, 2, (gint64[]) { M, F }, &error);
+    }
+  if (error)
+    g_error ("%s", error->message);
+  if (probe && hn_op_matmul_glu_available (probe, d.wg, d.wu, M) && hn_op_matmul_takes_f16 (probe, d.wg, M))
+    {
+      g_autofree char *shape = g_strdup_printf ("M%" G_GINT64_FORMAT " 2 x N%" G_GINT64_FORMAT " K%" G_GINT64_FORMAT " W f16",
+                                                M, F, K);
+      report (name, shape, time_op (ctx, rec_mlp, &d), 4.0 * M * F * K, 0);
+    }
+  HnTensor *all[] = { d.x, d.wg, d.wu, d.g, d.u, d.act };
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    if (all[i])
+      hn_tensor_unref (all[i]);
+}
+
 typedef struct { HnTensor *y, *x, *g, *u; } GluData;
 
 static gboolean
@@ -378,6 +422,12 @@ run_cases (HnVkContext *ctx, gint64 s)
       {
         g_autofree char *name = g_strdup_printf ("cm2-proj-%u-%s", rows, pname[i]);
         bench_matmul (ctx, name, HN_DTYPE_F16, rows / s, proj[i][0] / s, proj[i][1] / s);
+      }
+  for (guint rows = 512; rows <= 2048; rows *= 4)
+    for (int fused = 1; fused >= 0; fused--)
+      {
+        g_autofree char *name = g_strdup_printf ("cm2-mlp-%u-%s", rows, fused ? "fused" : "apart");
+        bench_mlp (ctx, name, rows / s, 8192 / s, 2048 / s, fused);
       }
 }
 
