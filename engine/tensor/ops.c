@@ -478,28 +478,57 @@ cm2_a_mode (HnTensor *a)
 }
 
 typedef struct {
-  guint32 bm, bn, bk, nt, unroll, splits, k_split;
+  guint32 bm, bn, bk, nt, unroll, splits, k_split, swz;
 } Cm2Tile;
 
 /* matmul_cm2's tile, workgroup size and split of K for C[M, N] (batch of them) over K; see
  * try_dispatch_cm2. co_wgs: workgroups of the other GEMMs recorded with this one and no barrier
  * between them (hn_op_matmul_n), which fill the GPU beside it: no split-K for those. */
 static Cm2Tile
-cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboolean f16, guint64 co_wgs)
+cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboolean f16, gboolean linear,
+          guint64 co_wgs)
 {
-  Cm2Tile t = { 64, 64, 64, 0, 8, 1, K };
+  Cm2Tile t = { 64, 64, 64, 0, 8, 1, K, 0 };
   hn_vk_context_has_coopmat2 (ctx, &t.nt);
-  guint64 mid = (guint64) ((M + 127) / 128) * ((N + 127) / 128) * batch;
-  if (mid >= 128 || (K >= 4096 && batch == 1))
+  guint32 listed = hn_vk_context_get_device_info (ctx)->nv2_invocations_listed;
+#define CM2_TILES(bm_, bn_) ((guint64) ((M + (bm_) - 1) / (bm_)) * ((N + (bn_) - 1) / (bn_)) * batch)
+  gboolean old = env_uint ("HN_CM2_POLICY", 1) == 0;
+  if (linear && !old)
+    {
+      /* x·Wᵀ (A rows along K, W [N, K]): the table of the 2026-12-02 sweep
+       * (docs/performance.md): 128x256 when those fill the GPU once, 128x128
+       * when those do or K is long (split-K), else 64-row tiles on 128
+       * invocations, 64x128 when those fill it */
+      if (CM2_TILES (128, 256) >= 128)
+        {
+          t.bm = 128;
+          t.bn = 256;
+          if (CM2_TILES (128, 256) >= 512)
+            t.swz = 8; /* 2048 x 8192 x 2048: 317 against 328 us */
+        }
+      else if (CM2_TILES (128, 128) >= 128 || (K >= 4096 && batch == 1))
+        t.bm = t.bn = 128;
+      else
+        {
+          if (CM2_TILES (64, 128) >= 128)
+            t.bn = 128;
+          if (listed & (128 / 32))
+            t.nt = 128;
+        }
+    }
+  else if (CM2_TILES (128, 128) >= 128 || (K >= 4096 && batch == 1))
     t.bm = t.bn = 128; /* a long K: fewer, larger tiles and split-K (512 x 2048 x 8192: 61 against 47 TFLOP/s) */
+#undef CM2_TILES
   const char *tile = g_getenv ("HN_CM2_TILE");
   guint32 e[3];
   if (tile && sscanf (tile, "%u,%u,%u", &e[0], &e[1], &e[2]) == 3 && e[0] && e[1] && e[2] && e[0] % 16 == 0 &&
       e[1] % 16 == 0 && e[2] % 16 == 0 && e[0] <= 256 && e[1] <= 256 && e[2] <= 128)
     {
       t.bm = e[0]; t.bn = e[1]; t.bk = e[2];
+      hn_vk_context_has_coopmat2 (ctx, &t.nt); /* the device's size unless HN_CM2_NT says */
     }
   t.unroll = MAX (env_uint ("HN_CM2_UNROLL", 8), 1);
+  t.swz = env_uint ("HN_CM2_SWIZZLE", t.swz);
   /* HN_CM2_NT: another workgroup size the device lists for this shape */
   guint32 nt_env = env_uint ("HN_CM2_NT", 0);
   if (nt_env >= 32 && (nt_env & (nt_env - 1)) == 0 &&
@@ -524,24 +553,29 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
 static guint64
 cm2_wgs (HnVkContext *ctx, guint32 M, guint32 N, guint32 K)
 {
-  Cm2Tile t = cm2_pick (ctx, M, N, K, 1, FALSE, G_MAXUINT32);
+  Cm2Tile t = cm2_pick (ctx, M, N, K, 1, FALSE, TRUE, G_MAXUINT32);
   return (guint64) ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn);
 }
 
 /* The VK_NV_cooperative_matrix2 kernel (matmul_cm2.comp) when the device
  * has it and each operand is contiguous along one of its two dimensions
- * (the tensor layouts take one stride). Tiles by shape: 128x128 when those
- * fill the GPU once or K is long (split-K then fills it), else 64x64; BK 64,
- * 8 BK steps per loop iteration. llama.cpp's 128x256 tier ran no faster here
- * (8192³: 250 against 244 TFLOP/s; 512 x 2048 x 2048: 79 against 114), and
- * unrolling 1 / 4 / 8 steps gave 174 / 229 / 244. A multiprocessor count is
+ * (the tensor layouts take one stride). Tiles by shape (cm2_pick): for
+ * x·Wᵀ 128x256 when those fill the GPU once (walked in groups of 8 tile rows
+ * on grids of 512 or more), 128x128 when those do or K is long (split-K then
+ * fills it), else 64x128 or 64x64 on 128 invocations (the 2026-12-02 sweep:
+ * 512 x 2048 x 2048 33.5 us against 37.4 on 64x64 with 256; 2048 rows 2-4 %
+ * faster on 128x256); other layouts (bmm) 128x128 or 64x64 as before. BK 64,
+ * 8 BK steps per loop iteration (unrolling 1 / 4 / 8 steps gave 174 / 229 /
+ * 244 TFLOP/s on 8192³). A multiprocessor count is
  * not reported by Vulkan, so "fill" means 128 tiles (the H200 has 132
  * multiprocessors). When the tiles fill fewer than half of them (66), K is
  * split across workgroups (split-K: partial products in the recorder's
  * scratch, summed with the epilogue by matmul_splitk.comp; never under fp16
  * autocast, whose epilogue rounds each whole result).
- * HN_CM2_TILE="BM,BN,BK", HN_CM2_UNROLL=n (BK steps per loop iteration) and
- * HN_CM2_SPLITK=n (1: never split) override.
+ * HN_CM2_TILE="BM,BN,BK", HN_CM2_UNROLL=n (BK steps per loop iteration),
+ * HN_CM2_SPLITK=n (1: never split), HN_CM2_NT=n (a workgroup size the device
+ * lists), HN_CM2_SWIZZLE=n (tile rows per group, 0: none) override;
+ * HN_CM2_POLICY=0 takes the previous table (128x128 or 64x64, 256 invocations).
  * a16: NULL, or A's f16 copy already made by cm2_convert_a (several
  * matmuls of one input share it; not under fp16 autocast). co_wgs: see
  * cm2_pick. b2: NULL, or the up projection of a gated MLP whose gate is b
@@ -570,7 +604,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     b_t = 1;
   else
     return TRUE;
-  Cm2Tile tl = cm2_pick (ctx, pc->M, pc->N, pc->K, batch, f16, b2 ? G_MAXUINT32 : co_wgs);
+  Cm2Tile tl = cm2_pick (ctx, pc->M, pc->N, pc->K, batch, f16, a_t == 0 && b_t == 0, b2 ? G_MAXUINT32 : co_wgs);
   guint32 bm = tl.bm, bn = tl.bn, bk = tl.bk, unroll = tl.unroll, splits = tl.splits, k_split = tl.k_split;
   nt = tl.nt;
   if (b2 && bm * bn > 128 * 128)
@@ -594,7 +628,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 amode = a_is16 ? 2u : cm2_a_mode (a);
   gboolean b_copy = b->dtype == HN_DTYPE_F32 && b->n <= big_operand;
   guint32 bdt = b_copy ? hn_op_float_code (HN_DTYPE_F16) : hn_op_float_code (b->dtype);
-  guint32 swz = env_uint ("HN_CM2_SWIZZLE", 0);
+  guint32 swz = tl.swz;
   guint32 spec[14] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1 };
   Cm2Push p2 = { *pc, 1, pc->K, 0 };
   HnVkBinding bd[5] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE),
