@@ -12,6 +12,7 @@
 #include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
 #include "jobs/generate-job.h"
+#include "ssm/mamba.h"
 #include "train/train-graph.h"
 #include "transformer/lora.h"
 #include "transformer/transformer.h"
@@ -213,10 +214,39 @@ generate_memory (const HnTransformerHParams *hp, gboolean fused_gate_up, const H
 /* Everything past the weights: gradients, optimizer state, activations and
  * the KV cache of the workload (out->n_params, weights and weights_dtype are
  * already set). */
+/* A state-space decoder (ssm/mamba.h): generation holds each row's conv + SSM states (a fixed size,
+ * whatever the context) and the activations of a 512-token chunk; its training is not built. */
+static gboolean
+estimate_ssm (HnModelConfig *cfg, const HnMemoryRequest *req, HnMemoryEstimate *out, GError **error)
+{
+  HnMambaHParams h;
+  if (!hn_mamba_hparams_resolve (&h, cfg, error))
+    return FALSE;
+  if (req->workload != HN_MEMORY_GENERATE)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: model_type \"%s\" is a state-space decoder: its training and LoRA are not built yet", cfg->path,
+                   cfg->model_type);
+      return FALSE;
+    }
+  gint64 rows = MAX (1, req->rows), T = MAX (MIN (MAX (1, req->context), 512), rows);
+  gint64 GN = (gint64) (h.mamba2 ? h.n_groups : 1) * h.state;
+  gint64 cols = 2 * (gint64) h.hidden + 7 * (gint64) h.inner + h.dt_rank + 4 * GN + 1;
+  out->activations = F32 * (guint64) (T * cols + rows * (h.hidden + h.vocab));
+  /* a second copy of every state to reorder beams */
+  out->kv_cache = hn_mamba_hparams_state_bytes (&h) * (guint64) rows * (rows > 1 ? 2 : 1);
+  out->recurrent_state = TRUE;
+  out->total = out->weights + out->activations + out->kv_cache;
+  return TRUE;
+}
+
 static gboolean
 estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest *req, HnMemoryEstimate *out,
                GError **error)
 {
+  const HnArchInfo *arch = cfg->model_type ? hn_arch_lookup (cfg->model_type, NULL) : NULL;
+  if (arch && hn_arch_is_ssm (arch))
+    return estimate_ssm (cfg, req, out, error);
   HnTransformerHParams hp = { 0 };
   if (!hn_transformer_hparams_resolve (&hp, cfg, error))
     {
@@ -576,6 +606,12 @@ hn_memory_estimate_to_json (const HnMemoryEstimate *e)
   MEMBER_INT ("optimizer_bytes", e->optimizer);
   MEMBER_INT ("activations_bytes", e->activations);
   MEMBER_INT ("kv_cache_bytes", e->kv_cache);
+  if (e->recurrent_state)
+    {
+      /* kv_cache_bytes is a state-space decoder's conv + SSM states */
+      json_builder_set_member_name (b, "recurrent_state");
+      json_builder_add_boolean_value (b, TRUE);
+    }
   MEMBER_INT ("total_bytes", e->total);
   json_builder_set_member_name (b, "memory");
   json_builder_add_string_value (b, e->host ? "host" : "device");
@@ -623,7 +659,7 @@ hn_memory_estimate_to_text (const HnMemoryEstimate *e)
     }
   row (s, _("activations"), e->activations);
   if (e->workload == HN_MEMORY_GENERATE)
-    row (s, _("KV cache"), e->kv_cache);
+    row (s, e->recurrent_state ? _("recurrent state (conv + SSM, no KV cache)") : _("KV cache"), e->kv_cache);
   row (s, _("total"), e->total);
   if (e->device_known)
     {

@@ -49,6 +49,7 @@ typedef struct {
   guint64 weights, gradients, optimizer, activations, kv_cache;
   guint64 total;               /* the sum */
   gboolean host;               /* host memory (the Hierarchos CPU trainer), not device memory */
+  gboolean recurrent_state;    /* a state-space decoder: kv_cache holds its conv + SSM states (no KV cache) */
   /* the device (when one was given) */
   char *device_name;
   gboolean device_known;

@@ -71,11 +71,16 @@ conv_channels (const HnMambaHParams *h)
 }
 
 guint64
-hn_mamba_state_bytes_per_row (HnMamba *m)
+hn_mamba_hparams_state_bytes (const HnMambaHParams *h)
 {
-  const HnMambaHParams *h = &m->hp;
   return (guint64) sizeof (float) * h->n_layer *
          ((guint64) (h->conv_kernel - 1) * conv_channels (h) + (guint64) h->inner * h->state);
+}
+
+guint64
+hn_mamba_state_bytes_per_row (HnMamba *m)
+{
+  return hn_mamba_hparams_state_bytes (&m->hp);
 }
 
 void
@@ -412,6 +417,22 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
 #undef NM
     }
   return TRUE;
+}
+
+gboolean
+hn_mamba_hparams_resolve (HnMambaHParams *h, const HnModelConfig *cfg, GError **error)
+{
+  memset (h, 0, sizeof *h);
+  const HnArchInfo *arch = hn_arch_lookup (cfg->model_type, error);
+  if (!arch)
+    return FALSE;
+  if (!hn_arch_is_ssm (arch))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is not a state-space decoder",
+                   cfg->path, arch->model_type);
+      return FALSE;
+    }
+  return resolve (h, cfg, arch, error);
 }
 
 HnMamba *

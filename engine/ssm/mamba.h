@@ -19,6 +19,7 @@
 #include <gio/gio.h>
 #include <stdint.h>
 
+#include "formats/model-config.h"
 #include "generate/generate.h"
 #include "transformer/registry.h"
 #include "tensor/hn-tensor.h"
@@ -39,6 +40,12 @@ typedef struct {
   gboolean dt_limit;               /* time_step_limit other than (0, inf) */
   float dt_min, dt_max;
 } HnMambaHParams;
+
+/* The hyper-parameters config.json gives (its model_type a registered state-space decoder), without
+ * loading weights (memory estimates); errors name the key. */
+gboolean hn_mamba_hparams_resolve (HnMambaHParams *h, const HnModelConfig *cfg, GError **error);
+/* Device bytes of one sequence's recurrent state (every layer's conv and SSM states). */
+guint64 hn_mamba_hparams_state_bytes (const HnMambaHParams *h);
 
 HnMamba *hn_mamba_load (HnVkContext *ctx, const char *model_dir, GError **error);
 void hn_mamba_free (HnMamba *m);

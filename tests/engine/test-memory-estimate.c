@@ -140,6 +140,37 @@ test_within_20_percent (void)
 /* The estimate counts what it should: doubling the batch doubles the
  * activations, LoRA has far fewer trainable parameters, a device limit
  * turns "fits" into a warning with advice. */
+/* A state-space decoder's generation holds a fixed-size recurrent state per row (no KV cache that
+ * grows with the context): mamba's fixture, 2 layers of (K - 1) · I conv + I · N SSM values. */
+static void
+test_state_space (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = model_path ("mamba");
+  HnMemoryRequest g1 = { HN_MEMORY_GENERATE, 0, 0, 0, NULL, 1, 100, FALSE, FALSE, 0 }, g2 = g1, g3 = g1;
+  g2.context = 10000;
+  g3.rows = 3;
+  HnMemoryEstimate e1, e2, e3;
+  g_assert_true (hn_memory_estimate_model (dir, &g1, &e1, &error));
+  g_assert_true (hn_memory_estimate_model (dir, &g2, &e2, &error));
+  g_assert_true (hn_memory_estimate_model (dir, &g3, &e3, &error));
+  g_assert_no_error (error);
+  g_assert_true (e1.recurrent_state);
+  g_assert_cmpuint (e1.kv_cache, ==, 4 * 2 * (3 * 64 + 64 * 8));
+  g_assert_cmpuint (e2.kv_cache, ==, e1.kv_cache);
+  g_assert_cmpuint (e3.kv_cache, ==, 3 * 2 * e1.kv_cache); /* beams: a second copy to reorder */
+  g_autofree char *text = hn_memory_estimate_to_text (&e1);
+  g_assert_nonnull (strstr (text, "recurrent state"));
+  HnMemoryRequest t = { HN_MEMORY_TRAIN, 2, 64, 0, NULL, 0, 0, FALSE, FALSE, 0 };
+  HnMemoryEstimate et;
+  g_assert_false (hn_memory_estimate_model (dir, &t, &et, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "state-space"));
+  hn_memory_estimate_clear (&e1);
+  hn_memory_estimate_clear (&e2);
+  hn_memory_estimate_clear (&e3);
+}
+
 static void
 test_parts_and_device (void)
 {
@@ -342,6 +373,7 @@ main (int argc, char **argv)
   g_test_add_func ("/memory-estimate/within-20-percent", test_within_20_percent);
   g_test_add_func ("/memory-estimate/parts-and-device", test_parts_and_device);
   g_test_add_func ("/memory-estimate/cli-dry-run", test_cli_dry_run);
+  g_test_add_func ("/memory-estimate/state-space", test_state_space);
   g_test_add_func ("/memory-estimate/from-job-options", test_from_job_options);
   g_test_add_func ("/memory-estimate/hierarchos-from-job-options", test_hierarchos_from_job_options);
   int rc = g_test_run ();
