@@ -1,8 +1,10 @@
 /* Kernels of weights kept in ggml's quantized blocks (a GGUF model loaded
  * without dequantizing, tensor/quant.h HN_DTYPE_GGML_*): the matrix-vector
  * kernel of decode (shaders/matvec_gguf.comp, with the fused RMSNorm, gated
- * MLP and residual add of matvec.comp) and the tiled matmul of prefill and
- * training (shaders/matmul_gguf.comp) and the embedding lookup
+ * MLP and residual add of matvec.comp), the matmul of prefill and training
+ * (shaders/matmul_gguf_cm2.comp on tensor cores where the device has
+ * VK_NV_cooperative_matrix2, shaders/matmul_gguf.comp elsewhere, f32) and the
+ * embedding lookup
  * (shaders/embedding_gguf.comp). hn_op_matmul, hn_op_bmm, hn_op_embedding
  * and the hn_op_matvec_* ops come here for such a weight. */
 #include "ops-private.h"
@@ -74,25 +76,108 @@ hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, H
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), (guint32) rb, bias ? hn_eoff (bias) : 0, hn_eoff (y),
     (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (bias_u ? 4u : 0u), bias_u ? hn_eoff (bias_u) : 0, act, alpha,
     g ? hn_eoff (g) : 0, norm ? norm->eps : 0.0f, (norm && norm->plus_one ? 1u : 0u) | (g ? 2u : 0u) };
-  /* Four subgroups a workgroup, one output row each at a time, 8 rows a
-   * workgroup. HN_MATVEC_GGUF_TUNE="subgroups,rows" overrides (for tuning). */
-  guint32 sg = MIN (info->subgroup_size, 128), n_sg = 4, rows = 8;
+  /* Four subgroups a workgroup; each subgroup takes two rows of W at once
+   * (their loads in flight together, x read once for both): two of a plain
+   * matrix of 4096 rows or more, one row of W and U each when gated, one
+   * row of the narrower plain matrices (k/v projections), which would
+   * otherwise leave SMs idle. HN_MATVEC_GGUF_TUNE="subgroups,rows[,chunks]"
+   * overrides (rows a subgroup: 1..4, 1..2 gated; chunks a lane takes at
+   * once: 1 or 2; for tuning). */
+  guint32 sg = MIN (info->subgroup_size, 128), n_sg = 4, nr = (!u && N >= 4096) ? 2 : 1, unr = 1;
   const char *tune = g_getenv ("HN_MATVEC_GGUF_TUNE");
-  guint32 t[2];
-  if (tune && sscanf (tune, "%u,%u", &t[0], &t[1]) == 2 && t[0] >= 1 && t[0] * sg <= info->max_workgroup_invocations &&
-      t[1] >= 1 && t[1] <= 64)
+  guint32 t[3] = { 0, 0, 1 };
+  if (tune && sscanf (tune, "%u,%u,%u", &t[0], &t[1], &t[2]) >= 2 && t[0] >= 1 &&
+      t[0] * sg <= info->max_workgroup_invocations && t[0] <= 64 && t[1] >= 1 && t[1] <= (u ? 2u : 4u) &&
+      (t[2] == 1 || t[2] == 2))
     {
       n_sg = t[0];
-      rows = t[1];
+      nr = t[1];
+      unr = t[2];
     }
-  gboolean xvec = hn_eoff (x) % 4 == 0;
-  guint32 spec[7] = { gg_code (w->dtype), n_sg * sg, rows, xvec ? 1 : 0, M == 1 ? 1 : 8, u ? 1 : 0, norm ? 1 : 0 };
+  guint32 rows = n_sg * nr;
+  gboolean xvec = hn_eoff (x) % 4 == 0 && (!g || hn_eoff (g) % 4 == 0);
+  guint32 spec[9] = { gg_code (w->dtype), n_sg * sg, n_sg, xvec ? 1 : 0, M == 1 ? 1 : 8, u ? 1 : 0, norm ? 1 : 0, nr, unr };
   HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE),
                         hn_bind (u ? u : w, FALSE), hn_bind (bias_u ? bias_u : x, FALSE), hn_bind (g ? g : x, FALSE) };
   guint32 gx, gy;
   hn_grid (((guint64) N + rows - 1) / rows, &gx, &gy);
   hn_cmd_set_label (cmd, u ? "matvec_gguf_glu" : "matvec_gguf");
-  gboolean ok = hn_cmd_dispatch (cmd, "matvec_gguf", spec, 7, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "matvec_gguf", spec, 9, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_gguf_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags)
+{
+  return hn_dtype_is_ggml (dt) && hn_vk_context_has_coopmat2 (ctx, NULL) &&
+         hn_vk_context_get_device_info (ctx)->storage16 && M > 8 &&
+         w_cols % hn_ggml_block_size (hn_dtype_ggml_type (dt)) == 0 && !(flags & HN_MATMUL_EXACT) &&
+         g_getenv ("HN_MATMUL_EXACT") == NULL;
+}
+
+/* The tensor-core kernel (matmul_gguf_cm2.comp): A to f16 first (to_f16.comp
+ * into the recorder's scratch, clamped to ±65504), W decoded from its blocks
+ * by the driver's tile loads. Tiles as matmul_quant_cm2's: 128x256 when such
+ * tiles fill the GPU twice, 128x128 when they fill it once, else 64x64; BK 64.
+ * HN_GGUF_CM2_TILE="BM,BN,BK" overrides (for tuning). */
+static gboolean
+dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M, guint32 N, guint32 K,
+              guint32 a_sm, guint32 a_sk, gboolean w_row_is_n, float alpha, gboolean accumulate, guint64 rb,
+              GError **error)
+{
+  guint32 nt = 0;
+  hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt);
+  guint64 big = (guint64) ((M + 127) / 128) * ((N + 255) / 256), mid = (guint64) ((M + 127) / 128) * ((N + 127) / 128);
+  guint32 bm = 64, bn = 64, bk = 64;
+  if (big >= 256)
+    bm = 128, bn = 256;
+  else if (mid >= 128)
+    bm = bn = 128;
+  const char *tile = g_getenv ("HN_GGUF_CM2_TILE");
+  guint32 t[3];
+  if (tile && sscanf (tile, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] && t[1] && t[2] && t[0] % 16 == 0 &&
+      t[1] % 16 == 0 && t[2] % 16 == 0 && t[0] <= 256 && t[1] <= 256 && t[2] <= 128)
+    {
+      bm = t[0];
+      bn = t[1];
+      bk = t[2];
+    }
+  guint64 a_bytes = (((guint64) a->n + 1) / 2 * 4 + 255) & ~(guint64) 255;
+  HnVkBuffer *s = hn_cmd_scratch (cmd, a_bytes, error);
+  if (!s)
+    return FALSE;
+  struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) a->n, hn_eoff (a), 0, 0 };
+  HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, a_bytes, TRUE } };
+  guint32 gx, gy;
+  hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
+  hn_cmd_set_label (cmd, "to_f16");
+  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  if (!ok)
+    return FALSE;
+  guint32 bs = hn_ggml_block_size (hn_dtype_ggml_type (w->dtype));
+  struct {
+    guint32 M, N, K;
+    guint32 a_off, a_sm, a_sk;
+    guint32 c_off, c_sm, bias_off;
+    guint32 flags;
+    float alpha;
+    guint32 w_rows, w_cols, w_bpr, row_bytes;
+  } pc = { M, N, K, 0, a_sm, a_sk, hn_eoff (c), N, bias ? hn_eoff (bias) : 0,
+           (accumulate ? 1u : 0u) | (bias ? 2u : 0u), alpha,
+           (guint32) w->shape[0], (guint32) w->shape[1], (guint32) (w->shape[1] / bs), (guint32) rb };
+  /* The forward dequantizes B's tiles into shared memory (a block's scales
+   * decoded once for 32 elements) when the tile fits; HN_GGUF_CM2_SHB=0
+   * takes the per-element decode functions instead (for comparisons). */
+  const char *shb_env = g_getenv ("HN_GGUF_CM2_SHB");
+  gboolean shb = w_row_is_n && bk % 32 == 0 && (guint64) bk * bn * 2 <= 49152 && !(shb_env && shb_env[0] == '0');
+  guint32 spec[8] = { gg_code (w->dtype), bm, bn, bk, nt, a_sk == 1 ? 0u : 1u, w_row_is_n ? 1u : 0u, shb ? 1u : 0u };
+  HnVkBinding bd[4] = { { s, 0, a_bytes, FALSE }, hn_bind (w, FALSE), hn_bind (bias ? bias : a, FALSE),
+                        hn_bind (c, TRUE) };
+  hn_cmd_set_label (cmd, "matmul_gguf_cm2");
+  ok = hn_cmd_dispatch (cmd, "matmul_gguf_cm2", spec, 8, bd, 4, &pc, sizeof pc, (N + bn - 1) / bn, (M + bm - 1) / bm,
+                        1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
@@ -100,11 +185,14 @@ hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, H
 gboolean
 hn_op_matmul_gguf_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M, guint32 N,
                             guint32 K, guint32 a_sm, guint32 a_sk, gboolean w_row_is_n, float alpha,
-                            gboolean accumulate, GError **error)
+                            gboolean accumulate, HnMatmulFlags flags, GError **error)
 {
   guint64 rb;
   if (!check_weight ("matmul", w, w->shape[1], &rb, error))
     return FALSE;
+  if (hn_gguf_matmul_tensor_cores (hn_cmd_get_context (cmd), w->dtype, M, w->shape[1], flags) &&
+      (a_sk == 1 || a_sm == 1))
+    return dispatch_cm2 (cmd, c, a, w, bias, M, N, K, a_sm, a_sk, w_row_is_n, alpha, accumulate, rb, error);
   struct {
     guint32 M, N, K;
     guint32 a_off, a_sm, a_sk;
@@ -125,6 +213,31 @@ hn_op_matmul_gguf_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, H
   hn_cmd_set_label (cmd, "matmul_gguf");
   gboolean ok = hn_cmd_dispatch (cmd, "matmul_gguf", spec, 4, bd, 4, &pc, sizeof pc, (N + bn - 1) / bn,
                                  (M + bm - 1) / bm, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_gguf_to_f16 (HnCmd *cmd, HnTensor *out, HnTensor *w, GError **error)
+{
+  guint64 rb;
+  if (!check_weight ("quant_to_f16", w, w->shape[1], &rb, error))
+    return FALSE;
+  guint64 units = (guint64) w->n / 32;
+  if (out->n != w->n || out->offset % 4 != 0 || out->offset / 4 + units * 16 > G_MAXUINT32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "quant_to_f16: %s must have as many elements as %s and start on a word", out->name, w->name);
+      return FALSE;
+    }
+  struct { guint32 units, upr, row_bytes, y_off; } pc = { (guint32) units, (guint32) (w->shape[1] / 32), (guint32) rb,
+                                                          (guint32) (out->offset / 4) };
+  guint32 spec[1] = { gg_code (w->dtype) };
+  HnVkBinding bd[2] = { hn_bind (w, FALSE), hn_bind (out, TRUE) };
+  guint32 gx, gy;
+  hn_grid ((units + 255) / 256, &gx, &gy);
+  hn_cmd_set_label (cmd, "gguf_to_f16");
+  gboolean ok = hn_cmd_dispatch (cmd, "gguf_to_f16", spec, 1, bd, 2, &pc, sizeof pc, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

@@ -63,8 +63,11 @@ gboolean hn_op_dispatch_elems (HnCmd *cmd, const char *shader, const guint32 *sp
 gboolean hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *u,
                                      HnTensor *bias_u, guint32 act, gboolean accumulate, float alpha,
                                      const HnMatvecNorm *norm, GError **error);
+/* out (f16, as many elements, from a word) = W dequantized: W's f16 form
+ * (hn_op_quant_to_f16 comes here for a weight in ggml blocks). */
+gboolean hn_op_gguf_to_f16 (HnCmd *cmd, HnTensor *out, HnTensor *w, GError **error);
 /* out[n, :] = table[ids[n], :] dequantized (shapes checked by hn_op_embedding). */
 gboolean hn_op_embedding_gguf_dispatch (HnCmd *cmd, HnTensor *out, HnTensor *table, HnTensor *ids, GError **error);
 gboolean hn_op_matmul_gguf_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M,
                                      guint32 N, guint32 K, guint32 a_sm, guint32 a_sk, gboolean w_row_is_n,
-                                     float alpha, gboolean accumulate, GError **error);
+                                     float alpha, gboolean accumulate, HnMatmulFlags flags, GError **error);

@@ -41,6 +41,8 @@ typedef struct {
 gboolean
 hn_quant_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags)
 {
+  if (hn_dtype_is_ggml (dt))
+    return hn_gguf_matmul_tensor_cores (ctx, dt, M, w_cols, flags);
   gint64 qb = dt == HN_DTYPE_Q8 ? 4 : HN_NF4_BLOCK;
   return hn_dtype_is_quant (dt) && !hn_dtype_is_ggml (dt) && hn_vk_context_has_coopmat2 (ctx, NULL) && M > 8 && w_cols % qb == 0 &&
          !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
@@ -115,7 +117,9 @@ hn_op_quant_to_f16 (HnCmd *cmd, HnTensor *out, HnTensor *w, GError **error)
   if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, w, error) ||
       !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error))
     return FALSE;
-  if (!hn_dtype_is_quant (w->dtype) || hn_dtype_is_ggml (w->dtype) || w->ndim != 2 || w->offset != 0 ||
+  if (hn_dtype_is_ggml (w->dtype))
+    return hn_op_gguf_to_f16 (cmd, out, w, error);
+  if (!hn_dtype_is_quant (w->dtype) || w->ndim != 2 || w->offset != 0 ||
       out->n != w->n || w->n % 8 != 0 || out->offset % 4 != 0 || (w->dtype != HN_DTYPE_Q8 && w->shape[1] % HN_NF4_BLOCK))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
@@ -165,10 +169,15 @@ f16_form (HnCmd *cmd, HnTensor *w, guint32 M, HnMatmulFlags flags)
 {
   const char *e = g_getenv ("HN_QUANT_F16");
   if ((e && e[0] == '0') || (flags & HN_MATMUL_EXACT) || g_getenv ("HN_MATMUL_EXACT") != NULL || w->n % 8 != 0 ||
-      w->n > ((gint64) 128 << 20) || (w->dtype != HN_DTYPE_Q8 && w->shape[1] % HN_NF4_BLOCK != 0))
+      w->n > ((gint64) 128 << 20) ||
+      (w->dtype != HN_DTYPE_Q8 && !hn_dtype_is_ggml (w->dtype) && w->shape[1] % HN_NF4_BLOCK != 0))
     return FALSE;
   if (e && e[0] == '1')
     return TRUE;
+  /* ggml blocks: only when asked (HN_QUANT_F16=1) until it is measured on
+   * the H200; their tensor-core kernel is matmul_gguf_cm2.comp */
+  if (hn_dtype_is_ggml (w->dtype))
+    return FALSE;
   return M >= 64 && hn_quant_matmul_tensor_cores (hn_cmd_get_context (cmd), w->dtype, M, w->shape[1], flags);
 }
 
@@ -208,7 +217,18 @@ hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, 
                              gboolean accumulate, HnMatmulFlags flags, GError **error)
 {
   if (hn_dtype_is_ggml (w->dtype))
-    return hn_op_matmul_gguf_dispatch (cmd, c, a, w, bias, M, N, K, a_sm, a_sk, w_row_is_n, alpha, accumulate, error);
+    {
+      /* ggml blocks: W's f16 form when asked (gguf_to_f16.comp), else the
+       * GGUF kernels (tensor cores decoding the blocks, or f32) */
+      gboolean done = FALSE;
+      if (f16_form (cmd, w, M, flags) &&
+          !dispatch_f16_form (cmd, c, a, w, bias, M, N, K, a_sk, w_row_is_n, alpha, accumulate, flags, &done, error))
+        return FALSE;
+      if (done)
+        return TRUE;
+      return hn_op_matmul_gguf_dispatch (cmd, c, a, w, bias, M, N, K, a_sm, a_sk, w_row_is_n, alpha, accumulate,
+                                         flags, error);
+    }
   if (w->offset != 0 || w->ndim != 2)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "matmul: quantized weight %s must be a whole 2-D tensor",

@@ -98,6 +98,9 @@ HnTensor *hn_tensor_new_quant (HnVkContext *ctx, const char *name, HnDType dt, g
  * operands, A and the dequantized W, are then rounded to f16 (W's values
  * clamped to ±65504) and accumulated in f32. */
 gboolean hn_quant_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags);
+/* The same for a weight in ggml blocks (matmul_gguf_cm2.comp; also needs
+ * 16-bit storage). hn_quant_matmul_tensor_cores answers for both. */
+gboolean hn_gguf_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags);
 
 /* CPU reference of the quantized matmul: y[M, N] = x[M, K] · Wᵀ (+ bias),
  * W [N, K] packed; dequantizes one row of W at a time. */

@@ -240,22 +240,30 @@ check_cpu (const char *what, HnDType dt, const guint8 *q, gint64 M, gint64 N, gi
  * the kernel is the tensor-core one: the reference then takes x, dy and the
  * dequantized W rounded to f16, as the kernel does, and the tolerance is
  * that of an f32 accumulation on tensor cores (test-ops-matmul's). */
+/* q_in: packed blocks of W [N, K] to use (GGUF's random blocks); NULL packs
+ * random values, and then W's dequantization is also checked against them. */
 static void
-run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
+run_case_q (HnDType dt, gint64 M, gint64 N, gint64 K, const guint8 *q_in)
 {
   HnVkContext *ctx = hn_test_ctx ();
   g_autofree float *x = hn_test_random (M * K, -1, 1), *w = hn_test_random (N * K, -1, 1);
   g_autofree float *b = hn_test_random (N, -1, 1), *dy = hn_test_random (M * N, -1, 1);
   g_autofree float *dx0 = hn_test_random (M * K, -1, 1);
-  g_autofree guint8 *q = g_malloc (hn_quant_nbytes (dt, N, K));
-  hn_quant_pack (dt, w, HN_DTYPE_F32, N, K, q);
+  guint64 nq = hn_quant_nbytes (dt, N, K);
+  g_autofree guint8 *q = g_malloc (nq);
+  if (q_in)
+    memcpy (q, q_in, nq);
+  else
+    hn_quant_pack (dt, w, HN_DTYPE_F32, N, K, q);
   g_autofree float *y = NULL, *y2 = NULL, *dx = NULL, *dx2 = NULL;
   run_kernels (dt, M, N, K, q, x, b, dy, dx0, &y, &y2, &dx, &dx2);
   gboolean tc = hn_quant_matmul_tensor_cores (ctx, dt, M, K, 0);
   /* W's f16 form (ops-quant.c's f16_form): the tensor cores' choice from 64 rows, or forced */
   const char *f16e = g_getenv ("HN_QUANT_F16");
-  gboolean f16_ok = (N * K) % 8 == 0 && N * K <= ((gint64) 128 << 20) && (dt == HN_DTYPE_Q8 || K % 64 == 0);
-  gboolean f16_form = f16_ok && !(f16e && f16e[0] == '0') && ((f16e && f16e[0] == '1') || (tc && M >= 64));
+  gboolean f16_ok = (N * K) % 8 == 0 && N * K <= ((gint64) 128 << 20) &&
+                    (dt == HN_DTYPE_Q8 || hn_dtype_is_ggml (dt) || K % 64 == 0);
+  gboolean f16_form = f16_ok && !(f16e && f16e[0] == '0') &&
+                     ((f16e && f16e[0] == '1') || (tc && M >= 64 && !hn_dtype_is_ggml (dt)));
   /* A (and dy) is made f16 on the tensor cores: the decode kernel's, or the
    * 16-bit weights' kernel the f16 form takes (more than 8 rows) */
   gboolean a16 = f16_form ? hn_op_matmul_reduced_precision (ctx, HN_DTYPE_F16, M, 0) : tc;
@@ -265,7 +273,12 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
                                            : tc ? " (tensor cores, decode" : "",
                                            a16 || f16_form ? (g_getenv ("HN_QCM2_A_F32") ? ", f32 A)" : ")") : "");
   if (!tc && !f16_form)
-    check_cpu (what, dt, q, M, N, K, x, b, dy, dx0, y, y2, dx, dx2, sqrt ((double) MAX (K, N)) * 1e-5);
+    {
+      g_autofree float *wf = g_new (float, N * K);
+      hn_quant_unpack_rows (dt, q, N, K, 0, N, wf);
+      check_cpu (what, dt, q, M, N, K, x, b, dy, dx0, y, y2, dx, dx2,
+                 sqrt ((double) MAX (K, N)) * 1e-5 * MAX (1.0, hn_test_max_abs (wf, N * K)));
+    }
   else
     {
       g_autofree float *wd = g_new (float, N * K);
@@ -307,6 +320,8 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
       check_dense (what, "dx (accumulated)", dx, r, a2, M * K, 2e-4);
     }
   g_test_message ("%s: checked", what);
+  if (q_in)
+    return;
   /* the dequantized weight is close to the original (NF4 error ~ absmax / 10) */
   g_autofree float *row = g_new (float, K);
   double worst = 0;
@@ -317,6 +332,12 @@ run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
         worst = MAX (worst, fabs (row[c] - w[r * K + c]));
     }
   g_assert_cmpfloat (worst, <, dt == HN_DTYPE_Q8 ? 0.005 : 0.2);
+}
+
+static void
+run_case (HnDType dt, gint64 M, gint64 N, gint64 K)
+{
+  run_case_q (dt, M, N, K, NULL);
 }
 
 static void
@@ -430,24 +451,6 @@ test_to_f16 (void)
   g_assert_false (hn_op_quant_to_f16 (cmd, out, tw, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
-
-/* The matmul kernels on packed weight q [N, K] against the CPU reference. */
-static void
-run_packed (HnDType dt, gint64 M, gint64 N, gint64 K, const guint8 *q)
-{
-  g_autofree float *x = hn_test_random (M * K, -1, 1);
-  g_autofree float *b = hn_test_random (N, -1, 1), *dy = hn_test_random (M * N, -1, 1);
-  g_autofree float *dx0 = hn_test_random (M * K, -1, 1);
-  g_autofree float *y = NULL, *y2 = NULL, *dx = NULL, *dx2 = NULL;
-  run_kernels (dt, M, N, K, q, x, b, dy, dx0, &y, &y2, &dx, &dx2);
-  g_autofree char *what = g_strdup_printf ("%s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT,
-                                           hn_dtype_name (dt), M, N, K);
-  g_autofree float *wf = g_new (float, N * K);
-  hn_quant_unpack_rows (dt, q, N, K, 0, N, wf);
-  double scale = sqrt ((double) MAX (K, N)) * 1e-5 * MAX (1.0, hn_test_max_abs (wf, N * K));
-  check_cpu (what, dt, q, M, N, K, x, b, dy, dx0, y, y2, dx, dx2, scale);
-}
-
 
 static const HnDType ggml_dts[] = { HN_DTYPE_GGML_Q4_0, HN_DTYPE_GGML_Q4_1, HN_DTYPE_GGML_Q5_0, HN_DTYPE_GGML_Q5_1,
                                     HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q5_K, HN_DTYPE_GGML_Q6_K };
@@ -581,6 +584,21 @@ test_gguf_matvec (void)
       run_gguf_matvec (ggml_dts[d], 3, 9, K, fused);
       run_gguf_matvec (ggml_dts[d], 8, 70, k_type ? 256 : 96, FALSE);
     }
+  /* several rows a subgroup (the default for 4096 rows and more), with a
+   * last workgroup whose rows run past N: 37 rows in groups of 6 and 4 */
+  static const HnDType multi[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_0 };
+  for (gsize d = 0; d < G_N_ELEMENTS (multi); d++)
+    {
+      gint64 K = hn_ggml_block_size (hn_dtype_ggml_type (multi[d])) * 3;
+      g_setenv ("HN_MATVEC_GGUF_TUNE", "3,2", TRUE);
+      run_gguf_matvec (multi[d], 2, 37, K, multi[d] == HN_DTYPE_GGML_Q4_K);
+      g_setenv ("HN_MATVEC_GGUF_TUNE", "1,4", TRUE);
+      run_gguf_matvec (multi[d], 1, 37, K, FALSE);
+      /* two chunks a lane at once, K of 3 blocks: an odd chunk count */
+      g_setenv ("HN_MATVEC_GGUF_TUNE", "2,2,2", TRUE);
+      run_gguf_matvec (multi[d], 1, 37, K, multi[d] == HN_DTYPE_GGML_Q6_K);
+      g_unsetenv ("HN_MATVEC_GGUF_TUNE");
+    }
 }
 
 /* Prefill and training: the tiled matmul (x·Wᵀ + b, bmm with alpha, dy·W). */
@@ -594,9 +612,19 @@ test_gguf_matmul (void)
       for (gsize s = 0; s < G_N_ELEMENTS (shapes); s++)
         {
           g_autofree guint8 *q = random_blocks (ggml_dts[d], shapes[s][1], shapes[s][2]);
-          run_packed (ggml_dts[d], shapes[s][0], shapes[s][1], shapes[s][2], q);
+          run_case_q (ggml_dts[d], shapes[s][0], shapes[s][1], shapes[s][2], q);
         }
     }
+  /* W's f16 form on any device (gguf_to_f16.comp; elsewhere the 16-bit
+   * weights' kernel is the scalar one) */
+  g_setenv ("HN_QUANT_F16", "1", TRUE);
+  for (gsize d = 0; d < G_N_ELEMENTS (ggml_dts); d++)
+    {
+      gint64 K = hn_ggml_block_size (hn_dtype_ggml_type (ggml_dts[d])) * 2;
+      g_autofree guint8 *q = random_blocks (ggml_dts[d], 29, K);
+      run_case_q (ggml_dts[d], 37, 29, K, q);
+    }
+  g_unsetenv ("HN_QUANT_F16");
   /* the reference quantizers pack as llama-quantize does: the kernels read them too */
   static const HnDType packable[] = { HN_DTYPE_GGML_Q4_0, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K };
   for (gsize d = 0; d < G_N_ELEMENTS (packable); d++)
@@ -665,6 +693,40 @@ test_fails_closed (void)
     }
 }
 
+/* The same for GGUF blocks: matmul_gguf_cm2.comp's 128x128 and 128x256
+ * tiles (W's tiles dequantized into shared memory), the same through W's f16
+ * form (HN_QUANT_F16=1: gguf_to_f16.comp, then the 16-bit weights' kernel),
+ * and the per-element decode functions. */
+static void
+test_gguf_tensor_core_tiles (void)
+{
+  HnVkContext *ctx = hn_test_ctx ();
+  if (!hn_quant_matmul_tensor_cores (ctx, HN_DTYPE_GGML_Q4_K, 2048, 256, 0))
+    {
+      g_test_skip ("no tensor-core GGUF matmul on this device");
+      return;
+    }
+  g_autofree guint8 *q4k = random_blocks (HN_DTYPE_GGML_Q4_K, 1024, 256);
+  g_autofree guint8 *q80 = random_blocks (HN_DTYPE_GGML_Q8_0, 4096, 64);
+  for (int f16 = 0; f16 < 2; f16++)
+    {
+      g_setenv ("HN_QUANT_F16", f16 ? "1" : "0", TRUE);
+      run_case_q (HN_DTYPE_GGML_Q4_K, 2048, 1024, 256, q4k);
+      run_case_q (HN_DTYPE_GGML_Q8_0, 2048, 4096, 64, q80);
+    }
+  /* the forward through the per-element decode functions (the input
+   * gradient always takes them) */
+  g_unsetenv ("HN_QUANT_F16");
+  g_setenv ("HN_GGUF_CM2_SHB", "0", TRUE);
+  static const HnDType dts[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q5_1 };
+  for (gsize d = 0; d < G_N_ELEMENTS (dts); d++)
+    {
+      g_autofree guint8 *q = random_blocks (dts[d], 70, 512);
+      run_case_q (dts[d], 65, 70, 512, q);
+    }
+  g_unsetenv ("HN_GGUF_CM2_SHB");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -681,6 +743,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/gguf-matvec", test_gguf_matvec);
   g_test_add_func ("/quant/gguf-matmul", test_gguf_matmul);
   g_test_add_func ("/quant/gguf-embedding", test_gguf_embedding);
+  g_test_add_func ("/quant/gguf-tensor-core-tiles", test_gguf_tensor_core_tiles);
   int rc = g_test_run ();
   hn_test_free_ctx ();
   return rc;

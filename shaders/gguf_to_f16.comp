@@ -1,0 +1,34 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// A frozen weight W [rows, cols] in ggml blocks (GT, shaders/gguf_dequant.glsl)
+// dequantized to f16 [rows, cols] in the recorder's weight scratch: W's f16
+// form, which the 16-bit weights' tensor-core matmul (matmul_cm2.comp) then
+// multiplies by (quant_to_f16.comp does the same for NF4 and int8; only one
+// matrix at a time exists in 16 bits). Each invocation decodes one 32-element
+// unit of a row (gg_unit: ggml's dequantize_row_* arithmetic in f32, the
+// block's scales once), rounds to f16 (clamped to ±65504) and writes 16 words.
+#include "common.glsl"
+layout(constant_id = 0) const uint GT = 0;
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer W { uint qw[]; };
+layout(std430, binding = 1) writeonly buffer Y { uint y[]; };
+layout(push_constant) uniform P {
+  uint units;      // rows * cols / 32
+  uint upr;        // units a row: cols / 32
+  uint row_bytes;
+  uint y_off;      // word offset of the output
+} p;
+
+uint gg_word(uint which, uint i) { return qw[i]; }
+#include "gguf_dequant.glsl"
+
+void main() {
+  uint u = hn_group_index() * 256u + gl_LocalInvocationID.x;
+  if (u >= p.units) return;
+  uint r = u / p.upr, c = u % p.upr;
+  float w[32];
+  gg_unit(0u, r * p.row_bytes, c, w);
+  uint o = p.y_off + u * 16u;  // rows are whole units: element r * cols + 32 c = 32 u
+  [[unroll]] for (uint i = 0u; i < 16u; i++)
+    y[o + i] = packHalf2x16(clamp(vec2(w[2u * i], w[2u * i + 1u]), vec2(-65504.0), vec2(65504.0)));
+}
