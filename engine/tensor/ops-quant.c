@@ -85,7 +85,9 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *b
       HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
       if (!s)
         return FALSE;
-      struct { guint32 n, x_off; } cp = { (guint32) a->n, hn_eoff (a) };
+      /* all of to_f16.comp's push constants: the words not pushed would be
+       * whatever an earlier dispatch left (y_off, mode) */
+      struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) a->n, hn_eoff (a), 0, 0 };
       HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
       guint32 gx, gy;
       hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
