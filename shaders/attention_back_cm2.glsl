@@ -1,60 +1,62 @@
 // Shared by attention_back_cm2_q.comp and attention_back_cm2_kv.comp: the
 // flash-attention backward on VK_NV_cooperative_matrix2 (FlashAttention-2's
-// recomputation). P = exp(s - lse) is formed again from Q, K and the
-// forward's per-row log-sum-exp; every product (S = Q·Kᵀ, dP = dO·Vᵀ,
-// dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K) runs on the tensor cores with f16
-// operands and f32 accumulation. The incoming gradient dO is scaled by a
-// power of two before it is rounded to f16 (per row in the dQ pass, by the
-// largest row of the KV head's queries in the dK/dV pass) and the results
-// are scaled back exactly: an unscaled loss gradient (a mean over many
-// tokens) would otherwise fall into f16's subnormals. Head dims D = Dv = HD
-// (64 or 128), causal masking, sliding windows and GQA; no soft-cap, ALiBi,
-// mask or sinks (those keep the exact kernels).
+// recomputation). attention_back_cm2_prep.comp first writes f16 copies of
+// Q, K, V and of the incoming gradient dO (each row of dO scaled by r, the
+// power of two that brings its largest |dO| into [1, 2): an unscaled loss
+// gradient, a mean over many tokens, would otherwise fall into f16's
+// subnormals), and per row Δ = dO·O and max |dO|; both passes then read
+// only 16-bit operands (no per-element decode in the loads).
+// P = exp(s - lse) is formed again from Q, K and the forward's per-row
+// log-sum-exp; every product (S = Q·Kᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO,
+// dK += dSᵀ·Q, dQ += dS·K) runs on the tensor cores with f16 operands and
+// f32 accumulation; the results are scaled back exactly. Blocks that the
+// causal mask or the window hide entirely are skipped, blocks that they do
+// not touch skip the per-element mask test. Head dims D = Dv = HD (64 or
+// 128), causal masking, sliding windows and GQA; no soft-cap, ALiBi, mask
+// or sinks (those keep the exact kernels). BR queries by BC keys per block
+// (specialization constants, the host picks them).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
-#extension GL_EXT_buffer_reference : require
-#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 layout(constant_id = 0) const uint HD = 64;
 layout(constant_id = 1) const uint NT = 256;  // the device's workgroup-scope invocation count
+layout(constant_id = 2) const uint BR = 64;   // queries per block
+layout(constant_id = 3) const uint BC = 64;   // keys per block
 layout(local_size_x_id = 1) in;
-const uint BR = 64u, BC = 64u;  // queries, keys per block
-const uint TPR = NT / BR;       // invocations per row in the scalar parts
 
-layout(std430, binding = 0) readonly buffer Q { float q[]; };
-layout(std430, binding = 1) readonly buffer K { float k[]; };
-layout(std430, binding = 2) readonly buffer V { float v[]; };
-layout(std430, binding = 3) readonly buffer DO { float dout[]; };
-layout(std430, binding = 4) readonly buffer O { float o[]; };
-layout(std430, binding = 5) readonly buffer L { float lse[]; };
+// The f16 copies (attention_back_cm2_prep.comp), at element offsets q16,
+// k16, v16 and do16 of one buffer.
+layout(std430, binding = 0) readonly buffer H16 { float16_t h16[]; };
+layout(std430, binding = 1) readonly buffer L { float lse[]; };
+layout(std430, binding = 2) readonly buffer ST { float st[]; };
 layout(push_constant) uniform P {
   uint B; uint T; uint H; uint KVH; uint S;
   int pos0; uint window; uint causal; float scale;
-  uint q_off; uint k_off; uint v_off; uint do_off; uint o_off; uint lse_off; uint st_off; uint g_off; uint g2_off;
+  uint q16; uint k16; uint v16; uint do16; uint lse_off; uint st_off; uint g_off; uint g2_off;
   uint flags;  // 2 = accumulate into the gradients
 } p;
 
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Elem { float v; };
-
-// Finite values past f16's range clamp; Inf and NaN stay (an overflow under
-// fp16 autocast must reach the gradients, so the loss scaler skips the step).
-float16_t dec_f32(const in F32Elem e, const in uint block[2], const in uint within[2]) {
-  if (isinf(e.v) || isnan(e.v)) return float16_t(e.v);
-  return float16_t(clamp(e.v, -65504.0, 65504.0));
-}
+const float LOG2E = 1.4426950408889634;
 
 // Key j hidden from the query at position pos.
 bool hn_fa_hidden(uint j, int pos) {
   return (p.causal != 0u && int(j) > pos) || (p.window > 0u && int(j) <= pos - int(p.window));
 }
 
+// Queries [t0, t0 + BR) and keys [j0, j0 + BC) all in range and every pair
+// visible: the block needs no per-element mask.
+bool hn_fa_block_full(uint t0, uint j0) {
+  return t0 + BR <= p.T && j0 + BC <= p.S && (p.causal == 0u || int(j0 + BC - 1u) <= p.pos0 + int(t0)) &&
+         (p.window == 0u || int(j0) > p.pos0 + int(t0 + BR - 1u) - int(p.window));
+}
+
 // The power of two that brings m (> 0) into [1, 2); 1 for 0.
 float hn_fa_pow2_scale(float m) {
   if (!(m > 0.0) || isinf(m)) return 1.0;
-  return exp2(-floor(log2(m)));
+  return exp2(min(-floor(log2(m)), 126.0));
 }
 
 #define FA_ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>

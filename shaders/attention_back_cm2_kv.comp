@@ -3,31 +3,38 @@
 // Flash-attention backward, pass 2 (see attention_back_cm2.glsl): one
 // workgroup per block of BC keys of one KV head, walking the query blocks
 // of the group's heads that can see them. Transposed products keep keys
-// as rows: Sᵀ = K·Qᵀ, Pᵀ = exp(Sᵀ·scale - lse), dV' += Pᵀ·(c·dO),
-// dPᵀ' = V·(c·dO)ᵀ, dSᵀ' = Pᵀ ∘ (dPᵀ' - c·Δ), dK' += dSᵀ'·Q; then
-// dV = dV' / c, dK = dK'·scale / c, with c the power of two of the largest
-// max |dO| among those queries (pass 1 wrote Δ and the row maxima).
+// as rows: Sᵀ = K·Qᵀ, Pᵀ = exp(Sᵀ·scale - lse); with the f16 copy of r·dO
+// (a power of two r per query, from pass 0) and f = c / r per query (c the
+// power of two of the largest max |dO| among the block's queries, so f <= 1):
+// dV' += (Pᵀ ∘ f)·(r·dO), dPᵀ' = V·(r·dO)ᵀ, dSᵀ' = Pᵀ ∘ (dPᵀ' - r·Δ) ∘ f,
+// dK' += dSᵀ'·Q; then dV = dV' / c, dK = dK'·scale / c. (A query of a
+// walked block outside c's range sees none of the keys: P = 0 there, and f
+// is capped at 1 so nothing overflows.)
 #include "attention_back_cm2.glsl"
-layout(std430, binding = 6) readonly buffer ST { float st[]; };
-layout(std430, binding = 7) buffer DK { float dk[]; };
-layout(std430, binding = 8) buffer DV { float dv[]; };
+layout(std430, binding = 3) buffer DK { float dk[]; };
+layout(std430, binding = 4) buffer DV { float dv[]; };
 
-shared float lse_s[BR];
-shared float cdel_s[BR];  // c·Δ per query
+shared float lse_s[BR];   // lse·log2(e) per query
+shared float rdel_s[BR];  // r·Δ per query
+shared float f_s[BR];     // min(c / r, 1) per query (0 for a row of zeros)
 shared float red_s[NT];
 
 uint g_j0, g_t0;
+float g_sl2;
 
 float fa_pt(const in uint r, const in uint c, const in float s) {
   uint j = g_j0 + r, t = g_t0 + c;
   if (t >= p.T || j >= p.S || hn_fa_hidden(j, p.pos0 + int(t))) return 0.0;
-  return exp(s * p.scale - lse_s[c]);
+  return exp2(s * g_sl2 - lse_s[c]);
 }
-float fa_sub_delta_col(const in uint r, const in uint c, const in float x) { return x - cdel_s[c]; }
+float fa_pt_full(const in uint r, const in uint c, const in float s) { return exp2(s * g_sl2 - lse_s[c]); }
+float fa_col_f(const in uint r, const in uint c, const in float x) { return x * f_s[c]; }
+float fa_ds_col(const in uint r, const in uint c, const in float x) { return (x - rdel_s[c]) * f_s[c]; }
 
 void main() {
   uint j0 = gl_WorkGroupID.x * BC, kvh = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
   g_j0 = j0;
+  g_sl2 = p.scale * LOG2E;
   uint tid = gl_LocalInvocationID.x;
   uint grp = p.H / p.KVH;
 
@@ -36,7 +43,6 @@ void main() {
   uint t_end = p.T;
   if (p.window > 0u)
     t_end = uint(clamp(int(min(j0 + BC, p.S)) - 1 + int(p.window) - p.pos0, int(t_begin), int(p.T)));
-  t_begin = t_begin / BR * BR;
 
   // c from the largest row of dO among them.
   float mx = 0.0;
@@ -51,6 +57,7 @@ void main() {
     barrier();
   }
   float c = hn_fa_pow2_scale(red_s[0]);
+  t_begin = t_begin / BR * BR;
 
   tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lq = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
@@ -59,52 +66,51 @@ void main() {
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lkv = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   lkv = setTensorLayoutDimensionNV(lkv, p.S, HD);
   lkv = setTensorLayoutStrideNV(lkv, p.KVH * HD, 1);
-  uint kbase = p.k_off + (b * p.S * p.KVH + kvh) * HD;
-  uint vbase = p.v_off + (b * p.S * p.KVH + kvh) * HD;
+  uint kvrow = (b * p.S * p.KVH + kvh) * HD;
 
   FA_A(BC, HD) km, vm;
-  coopMatLoadTensorNV(km, k, kbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_f32);
-  coopMatLoadTensorNV(vm, v, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_f32);
+  coopMatLoadTensorNV(km, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
+  coopMatLoadTensorNV(vm, h16, p.v16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
   FA_ACC(BC, HD) acc_k = FA_ACC(BC, HD)(0.0), acc_v = FA_ACC(BC, HD)(0.0);
 
   for (uint hh = 0u; hh < grp; hh++) {
     uint h = kvh * grp + hh;
-    uint qbase = p.q_off + (b * p.T * p.H + h) * HD;
-    uint dobase = p.do_off + (b * p.T * p.H + h) * HD;
+    uint qrow = (b * p.T * p.H + h) * HD;
     for (uint t0 = t_begin; t0 < t_end; t0 += BR) {
-      barrier();  // the previous block's lse_s / cdel_s are read
-      if (tid < BR) {
-        uint t = t0 + tid;
+      barrier();  // the previous block's lse_s / rdel_s / f_s are read
+      for (uint i = tid; i < BR; i += NT) {
+        uint t = t0 + i;
         uint row = (b * p.T + min(t, p.T - 1u)) * p.H + h;
-        lse_s[tid] = lse[p.lse_off + row];
-        cdel_s[tid] = c * st[p.st_off + 2u * row];
+        float m = st[p.st_off + 2u * row + 1u], rr = hn_fa_pow2_scale(m);
+        lse_s[i] = lse[p.lse_off + row] * LOG2E;
+        rdel_s[i] = rr * st[p.st_off + 2u * row];
+        f_s[i] = t < p.T && (m > 0.0 || isnan(m)) ? min(c / rr, 1.0) : 0.0;
       }
       g_t0 = t0;
       barrier();
       FA_B(HD, BR) qt;
-      coopMatLoadTensorNV(qt, q, qbase, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr, dec_f32);
+      coopMatLoadTensorNV(qt, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
       FA_ACC(BC, BR) s = FA_ACC(BC, BR)(0.0);
       s = coopMatMulAdd(km, qt, s);
-      coopMatPerElementNV(s, s, fa_pt);
-      FA_A(BC, BR) pa = FA_A(BC, BR)(s);
+      if (hn_fa_block_full(t0, j0)) coopMatPerElementNV(s, s, fa_pt_full);
+      else coopMatPerElementNV(s, s, fa_pt);
+      FA_ACC(BC, BR) pf;
+      coopMatPerElementNV(pf, s, fa_col_f);
+      FA_A(BC, BR) pa = FA_A(BC, BR)(pf);
 
-      FA_ACC(BR, HD) g;
-      coopMatLoadTensorNV(g, dout, dobase, sliceTensorLayoutNV(lq, t0, BR, 0, HD));
-      g = g * c;
-      FA_B(BR, HD) gb = FA_B(BR, HD)(g);
-      acc_v = coopMatMulAdd(pa, gb, acc_v);
+      FA_B(BR, HD) g;
+      coopMatLoadTensorNV(g, h16, p.do16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD));
+      acc_v = coopMatMulAdd(pa, g, acc_v);
 
-      FA_ACC(HD, BR) gtf;
-      coopMatLoadTensorNV(gtf, dout, dobase, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
-      gtf = gtf * c;
-      FA_B(HD, BR) gt = FA_B(HD, BR)(gtf);
+      FA_B(HD, BR) gt;
+      coopMatLoadTensorNV(gt, h16, p.do16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
       FA_ACC(BC, BR) dp = FA_ACC(BC, BR)(0.0);
       dp = coopMatMulAdd(vm, gt, dp);
-      coopMatPerElementNV(dp, dp, fa_sub_delta_col);
+      coopMatPerElementNV(dp, dp, fa_ds_col);
       dp = s * dp;
       FA_A(BC, BR) dsa = FA_A(BC, BR)(dp);
       FA_B(BR, HD) qm;
-      coopMatLoadTensorNV(qm, q, qbase, sliceTensorLayoutNV(lq, t0, BR, 0, HD), dec_f32);
+      coopMatLoadTensorNV(qm, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD));
       acc_k = coopMatMulAdd(dsa, qm, acc_k);
     }
   }

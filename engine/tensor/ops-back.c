@@ -2,6 +2,8 @@
 #include "tensor/ops-back.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "tensor/ops-private.h"
 
@@ -405,30 +407,103 @@ hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv
   guint32 nt = 0;
   hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt);
   float scale = params->scale != 0.0f ? params->scale : 1.0f / sqrtf ((float) D);
+  /* Pass 0 (attention_back_cm2_prep.comp): f16 copies of Q, r·dO, K and V
+   * in the recorder's scratch, each region 256-byte aligned, and the rows'
+   * Δ and max |dO| in stats; then the dQ pass and the dK/dV pass read
+   * 16-bit operands only. */
+  gint64 nq = B * T * H * D, nk = B * S * KVH * D;
+  guint64 q_bytes = ((guint64) nq * 2 + 255) & ~(guint64) 255, k_bytes = ((guint64) nk * 2 + 255) & ~(guint64) 255;
+  guint64 h_bytes = 2 * q_bytes + 2 * k_bytes;
+  if (h_bytes / 2 > G_MAXUINT32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: q, k, v and dout above 4 Gi elements together", op);
+      return FALSE;
+    }
+  HnVkBuffer *hs = hn_cmd_scratch (cmd, h_bytes, error);
+  if (!hs)
+    return FALSE;
+  guint32 q16 = 0, do16 = (guint32) (q_bytes / 2), k16 = (guint32) (2 * q_bytes / 2),
+          v16 = (guint32) ((2 * q_bytes + k_bytes) / 2);
+  struct {
+    guint32 rows_q, rows_kv, q_off, k_off, v_off, do_off, o_off, st_off, q16, k16, v16, do16;
+  } pp = { (guint32) (B * T * H), (guint32) (B * S * KVH), hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (dout),
+           hn_eoff (out), hn_eoff (stats), q16, k16, v16, do16 };
+  HnVkBinding bp[7] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
+                        hn_bind (out, FALSE), hn_bind (stats, TRUE), { hs, 0, h_bytes, TRUE } };
+  guint32 pspec[1] = { (guint32) D }, gx, gy;
+  hn_grid (((guint64) pp.rows_q + pp.rows_kv + 15) / 16, &gx, &gy);
+  hn_cmd_set_label (cmd, "attention_back_cm2_prep");
+  gboolean ok = hn_cmd_dispatch (cmd, "attention_back_cm2_prep", pspec, 1, bp, 7, &pp, sizeof pp, gx, gy, 1, error);
   struct {
     guint32 B, T, H, KVH, S;
     gint32 pos0;
     guint32 window, causal;
     float scale;
-    guint32 q_off, k_off, v_off, do_off, o_off, lse_off, st_off, g_off, g2_off, flags;
+    guint32 q16, k16, v16, do16, lse_off, st_off, g_off, g2_off, flags;
   } pc = { (guint32) B, (guint32) T, (guint32) H, (guint32) KVH, (guint32) S, (gint32) params->pos0,
-           (guint32) params->window, params->causal ? 1u : 0u, scale, hn_eoff (q), hn_eoff (k), hn_eoff (v),
-           hn_eoff (dout), hn_eoff (out), hn_eoff (lse), hn_eoff (stats), hn_eoff (dq), 0,
-           (flags & HN_BACK_ACCUMULATE) ? 2u : 0u };
-  guint32 spec[2] = { (guint32) D, nt };
-  HnVkBinding bq[8] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
-                        hn_bind (out, FALSE), hn_bind (lse, FALSE), hn_bind (stats, TRUE), hn_bind (dq, TRUE) };
+           (guint32) params->window, params->causal ? 1u : 0u, scale, q16, k16, v16, do16,
+           hn_eoff (lse), hn_eoff (stats), hn_eoff (dq), 0, (flags & HN_BACK_ACCUMULATE) ? 2u : 0u };
+  /* Blocks of BR queries by BC keys: 64 x 64 in both passes;
+   * HN_FA_BACK_TILE="qBR,qBC,kvBR,kvBC" overrides (multiples of 16, <= 256). */
+  guint32 tile[4] = { 64, 64, 64, 64 };
+  const char *te = g_getenv ("HN_FA_BACK_TILE");
+  guint32 t4[4];
+  if (te && sscanf (te, "%u,%u,%u,%u", &t4[0], &t4[1], &t4[2], &t4[3]) == 4)
+    {
+      gboolean good = TRUE;
+      for (int i = 0; i < 4; i++)
+        good = good && t4[i] >= 16 && t4[i] <= 256 && t4[i] % 16 == 0;
+      if (good)
+        memcpy (tile, t4, sizeof tile);
+    }
+  guint32 qspec[4] = { (guint32) D, nt, tile[0], tile[1] }, kvspec[4] = { (guint32) D, nt, tile[2], tile[3] };
+  HnVkBinding bq[4] = { { hs, 0, h_bytes, FALSE }, hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dq, TRUE) };
   hn_cmd_set_label (cmd, "attention_back_cm2_q");
-  gboolean ok = hn_cmd_dispatch (cmd, "attention_back_cm2_q", spec, 2, bq, 8, &pc, sizeof pc,
-                                 (guint32) ((T + 63) / 64), (guint32) H, (guint32) B, error);
+  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_q", qspec, 4, bq, 4, &pc, sizeof pc,
+                              (guint32) ((T + tile[0] - 1) / tile[0]), (guint32) H, (guint32) B, error);
   pc.g_off = hn_eoff (dk);
   pc.g2_off = hn_eoff (dv);
-  HnVkBinding bkv[9] = { hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (dout, FALSE),
-                         hn_bind (out, FALSE), hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dk, TRUE),
+  HnVkBinding bkv[5] = { { hs, 0, h_bytes, FALSE }, hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dk, TRUE),
                          hn_bind (dv, TRUE) };
   hn_cmd_set_label (cmd, "attention_back_cm2_kv");
-  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_kv", spec, 2, bkv, 9, &pc, sizeof pc,
-                              (guint32) ((S + 63) / 64), (guint32) KVH, (guint32) B, error);
+  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_kv", kvspec, 4, bkv, 5, &pc, sizeof pc,
+                              (guint32) ((S + tile[3] - 1) / tile[3]), (guint32) KVH, (guint32) B, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
+                   gboolean accumulate, GError **error)
+{
+  const char *op = "lora_expand";
+  if (!check_f32 (op, "c", cmd, c, error) || !check_f32 (op, "u", cmd, u, error) || !check_f32 (op, "w", cmd, w, error))
+    return FALSE;
+  if (!c || !u || !w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, u and w are required", op);
+      return FALSE;
+    }
+  gint64 M = hn_tensor_rows (c), N = hn_tensor_cols (c), R = hn_tensor_cols (u);
+  gint64 w_rows = w_trans ? N : R, w_cols = w_trans ? R : N;
+  if (hn_tensor_rows (u) != M || hn_tensor_rows (w) != w_rows || hn_tensor_cols (w) != w_cols || R < 1 || R > 32)
+    return fail_shape (op, c, u, "c [M, N], u [M, r] and w [N, r] (or [r, N]) with 1 <= r <= 32", error);
+  if (M > (gint64) 16 * 65535 || N > G_MAXUINT32 - 256)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: more than %d rows", op, 16 * 65535);
+      return FALSE;
+    }
+  struct {
+    guint32 M, N, u_off, u_sm, w_off, w_sk, w_sn, c_off, c_sm;
+    float alpha;
+    guint32 flags;
+  } pc = { (guint32) M, (guint32) N, hn_eoff (u), (guint32) R, hn_eoff (w), w_trans ? 1u : (guint32) N,
+           w_trans ? (guint32) R : 1u, hn_eoff (c), (guint32) N, alpha, accumulate ? 1u : 0u };
+  guint32 spec[2] = { (guint32) R, pc.c_off % 4 == 0 && N % 4 == 0 };
+  HnVkBinding bd[3] = { hn_bind (u, FALSE), hn_bind (w, FALSE), hn_bind (c, TRUE) };
+  hn_cmd_set_label (cmd, op);
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_expand", spec, 2, bd, 3, &pc, sizeof pc, (guint32) ((N + 255) / 256),
+                                 (guint32) ((M + 15) / 16), 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

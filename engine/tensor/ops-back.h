@@ -88,6 +88,14 @@ gboolean hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnT
                                      HnTensor *stats, const HnAttentionParams *params, HnBackFlags flags,
                                      GError **error);
 
+/* The rank-r expansion of a LoRA adapter, exact f32: c[M, N] (+= with
+ * accumulate) alpha · u·W with u [M, r] and W(k, n) = w[n, k] when w_trans
+ * (w [N, r]: the forward's y += u·Bᵀ), else w[k, n] (w [r, N]: the
+ * backward's dx += du·A); 1 <= r <= 32, rows contiguous (lora_expand.comp,
+ * memory-bound on c, where the tiled matmul kernels would run a K of r). */
+gboolean hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
+                            gboolean accumulate, GError **error);
+
 /* One AdamW update of param (f32, same element count as grad/m/v, any
  * shape); the gradient is multiplied by clip first. */
 gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,

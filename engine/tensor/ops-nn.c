@@ -350,6 +350,21 @@ hn_attention_scratch_size (gint64 B, gint64 T, gint64 H, gint64 Dv, gint64 n_kv)
   return n < 2 ? 0 : B * T * H * (gint64) n * (Dv + 2);
 }
 
+/* t (f32, contiguous) as f16 into bytes [byte0, byte0 + bytes) of s
+ * (to_f16.comp, mode 0: finite values clamped to ±65504). */
+static gboolean
+kv_to_f16 (HnCmd *cmd, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes, GError **error)
+{
+  struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) t->n, hn_eoff (t), (guint32) (byte0 / 4), 0 };
+  HnVkBinding cb[2] = { hn_bind (t, FALSE), { s, byte0, bytes, TRUE } };
+  guint32 gx, gy;
+  hn_grid (((guint64) t->n + 511) / 512, &gx, &gy);
+  hn_cmd_set_label (cmd, "attention_kv_f16");
+  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
 gboolean
 hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *v, const HnAttentionParams *params,
                  GError **error)
@@ -499,6 +514,25 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       (params->lse || g_getenv ("HN_NO_ATTN_CM2") == NULL))
     {
       guint32 cspec[3] = { spec[0], (guint32) D, nt };
+      /* training (the log-sum-exp out): f32 K and V become f16 in the
+       * recorder's scratch first, clamped as the kernel's own f32 decode
+       * does; each key block is then read as 16-bit operands (the kernel
+       * loads it once per query block) */
+      if (params->lse && k->dtype == HN_DTYPE_F32 && v->dtype == HN_DTYPE_F32 && g_getenv ("HN_ATTN_CM2_F32_KV") == NULL)
+        {
+          guint64 kb = ((guint64) k->n * 2 + 255) & ~(guint64) 255, vb = ((guint64) v->n * 2 + 255) & ~(guint64) 255;
+          HnVkBuffer *s = (kb + vb) / 2 <= G_MAXUINT32 ? hn_cmd_scratch (cmd, kb + vb, error) : NULL;
+          if ((kb + vb) / 2 <= G_MAXUINT32)
+            {
+              if (!s || !kv_to_f16 (cmd, k, s, 0, kb, error) || !kv_to_f16 (cmd, v, s, kb, vb, error))
+                return FALSE;
+              bd[1] = (HnVkBinding) { s, 0, kb, FALSE };
+              bd[2] = (HnVkBinding) { s, kb, vb, FALSE };
+              pc.k_off = 0;
+              pc.v_off = (guint32) (kb / 2);
+              cspec[0] = hn_op_float_code (HN_DTYPE_F16);
+            }
+        }
       /* the softmax in the matrices (row reductions) where nothing per-head or masked is added */
       const char *sh = hn_vk_context_has_coopmat2_reductions (hn_cmd_get_context (cmd)) && !per_head &&
                            !params->mask && g_getenv ("HN_ATTN_CM2_SHARED") == NULL

@@ -763,28 +763,44 @@ norm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *dy, HnTensor *x, HnTensor *w
 }
 
 /* y += s·(x·Aᵀ)·B_pᵀ for each output of the site whose input is x. */
+/* The rank-r expansions (y += u·B_pᵀ, dx += du·A: K = r) on their own
+ * memory-bound kernel (hn_op_lora_expand, exact f32); under fp16 autocast
+ * they stay on hn_op_bmm, which rounds as autocast does. */
+static gboolean
+lora_expand_ok (HnTrainGraph *g, LoraSite *s)
+{
+  return !hn_op_matmul_f16 (g->cmd, 0) && s->u->shape[1] <= 32 && g_getenv ("HN_LORA_BMM") == NULL;
+}
+
 static gboolean
 lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **error)
 {
   CK (hn_op_bmm (g->cmd, s->u, x, s->A, HN_MATMUL_TRANS_B, s->scale, error));
+  gboolean expand = lora_expand_ok (g, s);
   for (int k = 0; k < s->n_out; k++)
-    CK (hn_op_bmm (g->cmd, outs[s->out_proj[k]], s->u, s->Bv[k], HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE, 1.0f,
-                   error));
+    CK (expand ? hn_op_lora_expand (g->cmd, outs[s->out_proj[k]], s->u, s->Bv[k], TRUE, 1.0f, TRUE, error)
+               : hn_op_bmm (g->cmd, outs[s->out_proj[k]], s->u, s->Bv[k], HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE,
+                            1.0f, error));
   return TRUE;
 }
 
-/* dB_p += dy_pᵀ·u; du = s·Σ dy_p·B_p; dA += duᵀ·x; dx += du·A. */
+/* dB_p += dy_pᵀ·u; du = s·Σ dy_p·B_p; dA += duᵀ·x; dx += du·A. Exact f32:
+ * s as the alpha of du's products; fp16 autocast: du rounded, then scaled. */
 static gboolean
 lora_back (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor *dx, HnTensor **dys, GError **error)
 {
+  gboolean expand = lora_expand_ok (g, s);
   for (int k = 0; k < s->n_out; k++)
     {
       HnTensor *dy = dys[s->out_proj[k]];
       CK (hn_op_bmm (g->cmd, s->dBv[k], dy, s->u, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error));
-      CK (hn_op_bmm (g->cmd, s->du, dy, s->Bv[k], k ? HN_MATMUL_ACCUMULATE : 0, 1.0f, error));
+      CK (hn_op_bmm (g->cmd, s->du, dy, s->Bv[k], k ? HN_MATMUL_ACCUMULATE : 0, expand ? s->scale : 1.0f, error));
     }
-  CK (hn_op_scale (g->cmd, s->du, s->du, s->scale, 0.0f, error));
+  if (!expand)
+    CK (hn_op_scale (g->cmd, s->du, s->du, s->scale, 0.0f, error));
   CK (hn_op_bmm (g->cmd, G (g, s->A), s->du, x, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error));
+  if (expand)
+    return hn_op_lora_expand (g->cmd, dx, s->du, s->A, FALSE, 1.0f, TRUE, error);
   return hn_op_bmm (g->cmd, dx, s->du, s->A, HN_MATMUL_ACCUMULATE, 1.0f, error);
 }
 
@@ -830,10 +846,10 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
     }
   else if (lw->w_gate)
     {
-      CK (hn_op_matmul (g->cmd, a->gate, in, lw->w_gate, lw->b_gate, error));
+      CK (hn_op_matmul_n (g->cmd, 2, (HnTensor *[]) { a->gate, a->up }, in, (HnTensor *[]) { lw->w_gate, lw->w_up },
+                          (HnTensor *[]) { lw->b_gate, lw->b_up }, error));
       if (a->site[P_GATE])
         CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
-      CK (hn_op_matmul (g->cmd, a->up, in, lw->w_up, lw->b_up, error));
       if (a->site[P_UP])
         CK (lora_fwd (g, a->site[P_UP], in, outs, error));
       CK (hn_op_glu (g->cmd, a->act, a->gate, a->up, g->hp->act, error));
@@ -863,9 +879,9 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   if (hp->block == HN_BLOCK_PARALLEL_2NORM)
     CK (norm_fwd (g, a->h2, x, lw->ln2_w, lw->ln2_b, error));
   HnTensor *outs[N_PROJ] = { a->q_lin, a->k_lin, a->v, g->o, NULL, NULL, NULL };
-  CK (hn_op_matmul (g->cmd, a->q_lin, a->h, lw->wq, lw->bq, error));
-  CK (hn_op_matmul (g->cmd, a->k_lin, a->h, lw->wk, lw->bk, error));
-  CK (hn_op_matmul (g->cmd, a->v, a->h, lw->wv, lw->bv, error));
+  /* one f16 copy of h for the three (hn_op_matmul_n, on the tensor cores) */
+  CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, a->h,
+                      (HnTensor *[]) { lw->wq, lw->wk, lw->wv }, (HnTensor *[]) { lw->bq, lw->bk, lw->bv }, error));
   for (int p = P_Q; p <= P_V; p++)
     if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
       CK (lora_fwd (g, a->site[p], a->h, outs, error));

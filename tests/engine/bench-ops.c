@@ -11,6 +11,7 @@
  * longer warm-up, and prints the best time of each group, tagged with it.
  */
 #include "tensor/hn-ops.h"
+#include "tensor/ops-back.h"
 #include "base/hn-error.h"
 
 #include <math.h>
@@ -346,6 +347,56 @@ bench_attention (HnVkContext *ctx, const char *name, gint64 T, gint64 H, gint64 
   hn_tensor_unref (d.v);
 }
 
+/* Training attention on the tensor cores (hn_attention_flash_ok): the
+ * forward with the row log-sum-exp, and the flash backward
+ * (hn_op_attention_back_flash), causal, [B, T, H, D] with GQA; TFLOP/s
+ * counts the causal half (the backward's five products as 2.5 forwards). */
+typedef struct { HnTensor *o, *q, *k, *v, *lse, *st, *dq, *dk, *dv, *dout; HnAttentionParams p; } TrainAttnData;
+
+static gboolean
+rec_train_attn_fwd (HnCmd *cmd, gpointer p, GError **error)
+{
+  TrainAttnData *d = p;
+  return hn_op_attention (cmd, d->o, d->q, d->k, d->v, &d->p, error);
+}
+
+static gboolean
+rec_train_attn_back (HnCmd *cmd, gpointer p, GError **error)
+{
+  TrainAttnData *d = p;
+  return hn_op_attention_back_flash (cmd, d->dq, d->dk, d->dv, d->dout, d->q, d->k, d->v, d->o, d->lse, d->st, &d->p, 0,
+                                     error);
+}
+
+static void
+bench_train_attention (HnVkContext *ctx, const char *name, gint64 B, gint64 T, gint64 H, gint64 KVH, gint64 D)
+{
+  if (!wanted (name))
+    return;
+  HnAttentionParams p0 = { .causal = TRUE };
+  if (!hn_attention_flash_ok (ctx, D, D, &p0))
+    return;
+  gint64 sq[4] = { B, T, H, D }, sk[4] = { B, T, KVH, D };
+  TrainAttnData d = {
+    random_tensor (ctx, HN_DTYPE_F32, 4, sq), random_tensor (ctx, HN_DTYPE_F32, 4, sq),
+    random_tensor (ctx, HN_DTYPE_F32, 4, sk), random_tensor (ctx, HN_DTYPE_F32, 4, sk),
+    random_tensor (ctx, HN_DTYPE_F32, 1, (gint64[]) { B * T * H }),
+    random_tensor (ctx, HN_DTYPE_F32, 1, (gint64[]) { 2 * B * T * H }),
+    random_tensor (ctx, HN_DTYPE_F32, 4, sq), random_tensor (ctx, HN_DTYPE_F32, 4, sk),
+    random_tensor (ctx, HN_DTYPE_F32, 4, sk), random_tensor (ctx, HN_DTYPE_F32, 4, sq), { 0 } };
+  d.p = (HnAttentionParams) { .causal = TRUE, .reduced_precision = TRUE, .lse = d.lse };
+  g_autofree char *shape = g_strdup_printf ("B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " H%" G_GINT64_FORMAT
+                                            " KVH%" G_GINT64_FORMAT " D%" G_GINT64_FORMAT " causal",
+                                            B, T, H, KVH, D);
+  double flops = 4.0 * B * T * T * H * D / 2;
+  g_autofree char *fname = g_strdup_printf ("%s-fwd", name), *bname = g_strdup_printf ("%s-back", name);
+  report (fname, shape, time_op (ctx, rec_train_attn_fwd, &d), flops, 0);
+  report (bname, shape, time_op (ctx, rec_train_attn_back, &d), 2.5 * flops, 0);
+  HnTensor **all[] = { &d.o, &d.q, &d.k, &d.v, &d.lse, &d.st, &d.dq, &d.dk, &d.dv, &d.dout };
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    hn_tensor_unref (*all[i]);
+}
+
 typedef struct { HnTensor *o, *x, *w; } RowData;
 
 static gboolean
@@ -407,6 +458,10 @@ run_cases (HnVkContext *ctx, gint64 s)
   bench_attention (ctx, "attention-decode-split-f32", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F32, TRUE);
   bench_attention (ctx, "attention-decode-split-256", 1, 32, 8, 64, 256, HN_DTYPE_F32, TRUE);
   bench_attention (ctx, "attention-prefill", 512 / s, 32, 8, 64, 512 / s, HN_DTYPE_F32, FALSE);
+  /* training attention (cooperative matrix 2 only): the LoRA row's llama-1b
+   * 4 x 512 and the gpt2-124m 8 x 1024 training shapes */
+  bench_train_attention (ctx, "attention-train-llama1b", 4, 512, 32, 8, 64);
+  bench_train_attention (ctx, "attention-train-gpt2", 8, 1024, 12, 12, 64);
   bench_rows (ctx, "rmsnorm", rec_rmsnorm, 2048 / s, 2048);
   bench_rows (ctx, "softmax", rec_softmax, 2048 / s, 4096);
   bench_rows (ctx, "copy", rec_copy, 8192 / s, 8192 / s);

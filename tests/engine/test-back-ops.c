@@ -111,6 +111,56 @@ test_matmul_back (void)
   close_enough ("matmul dx (accumulated)", tdx, dx, 1e-5, 1e-5);
 }
 
+/* The LoRA rank expansion (lora_expand.comp): c (+)= alpha·u·W with W(k, n)
+ * = w[n, k] (w_trans) or w[k, n]; odd N (the per-element store) and N % 4
+ * == 0 (the 16-byte one), more rows than one workgroup's 16 and columns
+ * past one workgroup's 256, ranks 1, 8 and 32. */
+static void
+run_lora_expand (gint64 M, gint64 N, gint64 R, gboolean w_trans, gboolean acc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree float *u = rnd (M * R, 1), *w = rnd (N * R, 1), *c0 = rnd (M * N, 1);
+  g_autofree float *want = g_new (float, M * N);
+  float alpha = 0.75f;
+  for (gint64 m = 0; m < M; m++)
+    for (gint64 n = 0; n < N; n++)
+      {
+        double s = 0;
+        for (gint64 k = 0; k < R; k++)
+          s += (double) u[m * R + k] * w[w_trans ? n * R + k : k * N + n];
+        want[m * N + n] = (float) ((acc ? c0[m * N + n] : 0.0) + alpha * s);
+      }
+  g_autoptr (HnTensor) tu = tens (2, (gint64[]) { M, R }, u), tc = tens (2, (gint64[]) { M, N }, c0);
+  g_autoptr (HnTensor) tw = w_trans ? tens (2, (gint64[]) { N, R }, w) : tens (2, (gint64[]) { R, N }, w);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_lora_expand (cmd, tc, tu, tw, w_trans, alpha, acc, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("lora_expand %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " r%" G_GINT64_FORMAT
+                                           "%s%s", M, N, R, w_trans ? " w_trans" : "", acc ? " +=" : "");
+  close_enough (what, tc, want, 1e-5, 1e-5);
+}
+
+static void
+test_lora_expand (void)
+{
+  run_lora_expand (37, 300, 8, TRUE, TRUE);
+  run_lora_expand (37, 300, 8, FALSE, FALSE);
+  run_lora_expand (20, 515, 1, FALSE, TRUE);
+  run_lora_expand (5, 7, 32, TRUE, FALSE);
+  run_lora_expand (17, 64, 16, FALSE, TRUE);
+  /* a rank past 32 or shapes that do not fit fail */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTensor) u = tens (2, (gint64[]) { 4, 33 }, NULL), w = tens (2, (gint64[]) { 33, 6 }, NULL);
+  g_autoptr (HnTensor) c = tens (2, (gint64[]) { 4, 6 }, NULL), c2 = tens (2, (gint64[]) { 5, 6 }, NULL);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_false (hn_op_lora_expand (cmd, c, u, w, FALSE, 1.0f, FALSE, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (hn_op_lora_expand (cmd, c2, u, w, FALSE, 1.0f, FALSE, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 run_norm (gboolean layer, gboolean plus_one)
 {
@@ -354,6 +404,7 @@ main (int argc, char **argv)
       return 77; /* skipped */
     }
   g_test_add_func ("/back-ops/matmul", test_matmul_back);
+  g_test_add_func ("/back-ops/lora-expand", test_lora_expand);
   g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
   g_test_add_func ("/back-ops/layernorm", test_layernorm_back);
   g_test_add_func ("/back-ops/activations", test_activations_back);
