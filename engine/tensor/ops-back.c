@@ -509,6 +509,111 @@ hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w
 }
 
 gboolean
+hn_op_lora_down_available (HnCmd *cmd, gint64 r)
+{
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  return info->subgroup_arithmetic && info->subgroup_size >= 1 && r >= 1 && r <= 16 && g_getenv ("HN_LORA_BMM") == NULL;
+}
+
+gboolean
+hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean w_trans, float alpha,
+                 gboolean accumulate, GError **error)
+{
+  const char *op = "lora_rows";
+  if (!check_f32 (op, "c", cmd, c, error) || !check_f32 (op, "x", cmd, x, error) || !check_f32 (op, "w", cmd, w, error))
+    return FALSE;
+  if (!c || !x || !w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
+      return FALSE;
+    }
+  gint64 M = hn_tensor_rows (x), K = hn_tensor_cols (x), R = hn_tensor_cols (c);
+  if (hn_tensor_rows (c) != M || hn_tensor_rows (w) != (w_trans ? R : K) || hn_tensor_cols (w) != (w_trans ? K : R))
+    return fail_shape (op, c, x, "c [M, r], x [M, K] and w [r, K] (or [K, r])", error);
+  if (!hn_op_lora_down_available (cmd, R))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: needs subgroup arithmetic and a rank of 1..16", op);
+      return FALSE;
+    }
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  struct {
+    guint32 L, K, x_off, x_sl, w_off, c_off, c_sl;
+    float alpha;
+    guint32 flags;
+  } pc = { (guint32) M, (guint32) K, hn_eoff (x), (guint32) K, hn_eoff (w), hn_eoff (c), (guint32) R, alpha,
+           accumulate ? 1u : 0u };
+  gboolean vec = pc.x_off % 4 == 0 && K % 4 == 0 && pc.w_off % 4 == 0 && (w_trans || R % 4 == 0);
+  guint32 sg = MIN (info->subgroup_size, 128);
+  guint32 spec[4] = { (guint32) R, w_trans ? 1u : 0u, vec ? 1u : 0u, 4 * sg }, gx, gy;
+  hn_grid (((guint64) M + 3) / 4, &gx, &gy);
+  HnVkBinding bd[3] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (c, TRUE) };
+  hn_cmd_set_label (cmd, op);
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_rows", spec, 4, bd, 3, &pc, sizeof pc, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_trans, float alpha,
+                 gboolean accumulate, GError **error)
+{
+  const char *op = "lora_cols";
+  if (!check_f32 (op, "c", cmd, c, error) || !check_f32 (op, "x", cmd, x, error) || !check_f32 (op, "w", cmd, w, error))
+    return FALSE;
+  if (!c || !x || !w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
+      return FALSE;
+    }
+  gint64 K = hn_tensor_rows (x), L = hn_tensor_cols (x), R = hn_tensor_cols (w);
+  if (hn_tensor_rows (w) != K || hn_tensor_rows (c) != (c_trans ? R : L) || hn_tensor_cols (c) != (c_trans ? L : R))
+    return fail_shape (op, c, x, "x [K, L], w [K, r] and c [L, r] (or [r, L])", error);
+  if (!hn_op_lora_down_available (cmd, R))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: needs subgroup arithmetic and a rank of 1..16", op);
+      return FALSE;
+    }
+  if (L * R > G_MAXUINT32 / 2 || K > G_MAXUINT32 / 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: too large", op);
+      return FALSE;
+    }
+  /* k chunks of at most 256 rows, about 256 workgroups in all and at most
+   * 64 partial sums per output (unless K needs more chunks of 256) */
+  guint64 lb = ((guint64) L + 255) / 256;
+  guint64 chunks = CLAMP ((256 + lb - 1) / lb, 1, MIN ((guint64) K, 64));
+  guint64 kc = MIN ((K + chunks - 1) / chunks, 256);
+  chunks = (K + kc - 1) / kc;
+  if (chunks > 65535)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: more than 65535 chunks of 256 rows", op);
+      return FALSE;
+    }
+  guint64 part_bytes = chunks * R * L * 4;
+  HnVkBuffer *sc = hn_cmd_scratch (cmd, part_bytes, error);
+  if (!sc)
+    return FALSE;
+  struct {
+    guint32 L, K, kc, chunks, x_off, x_sk, w_off, part_off, c_off;
+    float alpha;
+    guint32 flags;
+  } pc = { (guint32) L, (guint32) K, (guint32) kc, (guint32) chunks, hn_eoff (x), (guint32) L, hn_eoff (w), 0,
+           hn_eoff (c), alpha, accumulate ? 1u : 0u };
+  guint32 spec[3] = { (guint32) R, 0, c_trans ? 1u : 0u };
+  HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), { sc, 0, part_bytes, TRUE }, hn_bind (c, FALSE) };
+  hn_cmd_set_label (cmd, op);
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_cols", spec, 3, bd, 4, &pc, sizeof pc, (guint32) lb, (guint32) chunks, 1,
+                                 error);
+  spec[1] = 1;
+  HnVkBinding br[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), { sc, 0, part_bytes, FALSE }, hn_bind (c, TRUE) };
+  guint32 gx, gy;
+  hn_grid (((guint64) L * R + 255) / 256, &gx, &gy);
+  ok = ok && hn_cmd_dispatch (cmd, "lora_cols", spec, 3, br, 4, &pc, sizeof pc, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
 hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v, const HnAdamwScalars *s,
              float clip, GError **error)
 {

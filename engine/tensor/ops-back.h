@@ -96,6 +96,20 @@ gboolean hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnT
 gboolean hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
                             gboolean accumulate, GError **error);
 
+/* A LoRA adapter's down-projections and weight gradients, exact f32, on
+ * kernels that read the long operand once (lora_rows.comp, lora_cols.comp):
+ * rows: c[M, r] (+)= alpha · x[M, K]·W with W(k, s) = w[s, k] (w_trans, w
+ * [r, K]: u = s·x·Aᵀ) or w[k, s] (w [K, r]: du = s·dy·B); cols: C(l, s) (+)=
+ * alpha · Σ_k x[k, l]·w[k, s] with x [K, L], w [K, r], C = c[l, s] (c [L, r]:
+ * dB += dyᵀ·u) or c[s, l] (c_trans, c [r, L]: dA += duᵀ·x), its partial sums
+ * in the recorder's scratch. Where hn_op_lora_down_available (subgroup
+ * arithmetic, 1 <= r <= 16); rows contiguous. */
+gboolean hn_op_lora_down_available (HnCmd *cmd, gint64 r);
+gboolean hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean w_trans, float alpha,
+                          gboolean accumulate, GError **error);
+gboolean hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_trans, float alpha,
+                          gboolean accumulate, GError **error);
+
 /* One AdamW update of param (f32, same element count as grad/m/v, any
  * shape); the gradient is multiplied by clip first. */
 gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,

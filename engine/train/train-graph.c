@@ -764,8 +764,12 @@ norm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *dy, HnTensor *x, HnTensor *w
 
 /* y += s·(x·Aᵀ)·B_pᵀ for each output of the site whose input is x. */
 /* The rank-r expansions (y += u·B_pᵀ, dx += du·A: K = r) on their own
- * memory-bound kernel (hn_op_lora_expand, exact f32); under fp16 autocast
- * they stay on hn_op_bmm, which rounds as autocast does. */
+ * memory-bound kernel (hn_op_lora_expand, exact f32), and the
+ * down-projections and weight gradients (u, du, dA, dB: an output
+ * dimension of r) on kernels that read the long operand once
+ * (hn_op_lora_rows / _cols, where the device has subgroup arithmetic);
+ * under fp16 autocast all stay on hn_op_bmm, which rounds as autocast does.
+ * HN_LORA_BMM=1 keeps hn_op_bmm (a measurement aid). */
 static gboolean
 lora_expand_ok (HnTrainGraph *g, LoraSite *s)
 {
@@ -775,8 +779,11 @@ lora_expand_ok (HnTrainGraph *g, LoraSite *s)
 static gboolean
 lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **error)
 {
-  CK (hn_op_bmm (g->cmd, s->u, x, s->A, HN_MATMUL_TRANS_B, s->scale, error));
   gboolean expand = lora_expand_ok (g, s);
+  if (expand && hn_op_lora_down_available (g->cmd, s->u->shape[1]))
+    CK (hn_op_lora_rows (g->cmd, s->u, x, s->A, TRUE, s->scale, FALSE, error));
+  else
+    CK (hn_op_bmm (g->cmd, s->u, x, s->A, HN_MATMUL_TRANS_B, s->scale, error));
   for (int k = 0; k < s->n_out; k++)
     CK (expand ? hn_op_lora_expand (g->cmd, outs[s->out_proj[k]], s->u, s->Bv[k], TRUE, 1.0f, TRUE, error)
                : hn_op_bmm (g->cmd, outs[s->out_proj[k]], s->u, s->Bv[k], HN_MATMUL_TRANS_B | HN_MATMUL_ACCUMULATE,
@@ -789,16 +796,25 @@ lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **e
 static gboolean
 lora_back (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor *dx, HnTensor **dys, GError **error)
 {
-  gboolean expand = lora_expand_ok (g, s);
+  gboolean expand = lora_expand_ok (g, s), down = expand && hn_op_lora_down_available (g->cmd, s->u->shape[1]);
   for (int k = 0; k < s->n_out; k++)
     {
       HnTensor *dy = dys[s->out_proj[k]];
+      if (down)
+        {
+          CK (hn_op_lora_cols (g->cmd, s->dBv[k], dy, s->u, FALSE, 1.0f, TRUE, error));
+          CK (hn_op_lora_rows (g->cmd, s->du, dy, s->Bv[k], FALSE, s->scale, k > 0, error));
+          continue;
+        }
       CK (hn_op_bmm (g->cmd, s->dBv[k], dy, s->u, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error));
       CK (hn_op_bmm (g->cmd, s->du, dy, s->Bv[k], k ? HN_MATMUL_ACCUMULATE : 0, expand ? s->scale : 1.0f, error));
     }
   if (!expand)
     CK (hn_op_scale (g->cmd, s->du, s->du, s->scale, 0.0f, error));
-  CK (hn_op_bmm (g->cmd, G (g, s->A), s->du, x, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error));
+  if (down)
+    CK (hn_op_lora_cols (g->cmd, G (g, s->A), x, s->du, TRUE, 1.0f, TRUE, error));
+  else
+    CK (hn_op_bmm (g->cmd, G (g, s->A), s->du, x, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error));
   if (expand)
     return hn_op_lora_expand (g->cmd, dx, s->du, s->A, FALSE, 1.0f, TRUE, error);
   return hn_op_bmm (g->cmd, dx, s->du, s->A, HN_MATMUL_ACCUMULATE, 1.0f, error);

@@ -161,6 +161,92 @@ test_lora_expand (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* The LoRA down-projections (lora_rows.comp: c (+)= alpha·x·W, W(k, s) =
+ * w[s, k] or w[k, s]) and weight gradients (lora_cols.comp: C(l, s) (+)=
+ * alpha·Σ_k x[k, l]·w[k, s], c [L, r] or [r, L]) against double sums: K a
+ * multiple of 4 (the 16-byte loads) and not, ranks 1 to 16, more rows than
+ * one workgroup's and more k than one chunk. */
+static void
+run_lora_rows (gint64 M, gint64 K, gint64 R, gboolean w_trans, gboolean acc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree float *x = rnd (M * K, 1), *w = rnd (K * R, 1), *c0 = rnd (M * R, 1), *want = g_new (float, M * R);
+  float alpha = 1.5f;
+  for (gint64 m = 0; m < M; m++)
+    for (gint64 r = 0; r < R; r++)
+      {
+        double sum = 0;
+        for (gint64 k = 0; k < K; k++)
+          sum += (double) x[m * K + k] * w[w_trans ? r * K + k : k * R + r];
+        want[m * R + r] = (float) ((acc ? c0[m * R + r] : 0.0) + alpha * sum);
+      }
+  g_autoptr (HnTensor) tx = tens (2, (gint64[]) { M, K }, x), tc = tens (2, (gint64[]) { M, R }, c0);
+  g_autoptr (HnTensor) tw = w_trans ? tens (2, (gint64[]) { R, K }, w) : tens (2, (gint64[]) { K, R }, w);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_lora_rows (cmd, tc, tx, tw, w_trans, alpha, acc, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("lora_rows %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " r%" G_GINT64_FORMAT
+                                           "%s%s", M, K, R, w_trans ? " w_trans" : "", acc ? " +=" : "");
+  close_enough (what, tc, want, 1e-4, 1e-4);
+}
+
+static void
+run_lora_cols (gint64 K, gint64 L, gint64 R, gboolean c_trans, gboolean acc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree float *x = rnd (K * L, 1), *w = rnd (K * R, 1), *c0 = rnd (L * R, 1), *want = g_new (float, L * R);
+  float alpha = 0.5f;
+  for (gint64 l = 0; l < L; l++)
+    for (gint64 r = 0; r < R; r++)
+      {
+        double sum = 0;
+        for (gint64 k = 0; k < K; k++)
+          sum += (double) x[k * L + l] * w[k * R + r];
+        gint64 ci = c_trans ? r * L + l : l * R + r;
+        want[ci] = (float) ((acc ? c0[ci] : 0.0) + alpha * sum);
+      }
+  g_autoptr (HnTensor) tx = tens (2, (gint64[]) { K, L }, x), tw = tens (2, (gint64[]) { K, R }, w);
+  g_autoptr (HnTensor) tc = c_trans ? tens (2, (gint64[]) { R, L }, c0) : tens (2, (gint64[]) { L, R }, c0);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_lora_cols (cmd, tc, tx, tw, c_trans, alpha, acc, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("lora_cols %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " r%" G_GINT64_FORMAT
+                                           "%s%s", K, L, R, c_trans ? " c_trans" : "", acc ? " +=" : "");
+  close_enough (what, tc, want, 1e-4, 1e-4);
+}
+
+static void
+test_lora_down (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnCmd) cmd0 = hn_cmd_new (ctx, &error);
+  if (!hn_op_lora_down_available (cmd0, 8))
+    {
+      g_autoptr (HnTensor) x = tens (2, (gint64[]) { 4, 8 }, NULL), w = tens (2, (gint64[]) { 2, 8 }, NULL);
+      g_autoptr (HnTensor) c = tens (2, (gint64[]) { 4, 2 }, NULL);
+      g_assert_false (hn_op_lora_rows (cmd0, c, x, w, TRUE, 1.0f, FALSE, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_test_message ("no subgroup arithmetic: the LoRA kernels fail closed");
+      return;
+    }
+  run_lora_rows (37, 300, 8, TRUE, FALSE);
+  run_lora_rows (37, 300, 8, FALSE, TRUE);
+  run_lora_rows (9, 1030, 16, TRUE, TRUE);
+  run_lora_rows (21, 77, 3, FALSE, FALSE);
+  run_lora_rows (5, 77, 1, TRUE, TRUE);
+  run_lora_cols (300, 37, 8, FALSE, TRUE);
+  run_lora_cols (300, 37, 8, TRUE, FALSE);
+  run_lora_cols (1500, 600, 16, TRUE, TRUE);
+  run_lora_cols (7, 9, 3, FALSE, FALSE);
+  /* a rank past 16 fails */
+  g_autoptr (HnTensor) x = tens (2, (gint64[]) { 4, 8 }, NULL), w = tens (2, (gint64[]) { 17, 8 }, NULL);
+  g_autoptr (HnTensor) c = tens (2, (gint64[]) { 4, 17 }, NULL);
+  g_assert_false (hn_op_lora_rows (cmd0, c, x, w, TRUE, 1.0f, FALSE, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+}
+
 static void
 run_norm (gboolean layer, gboolean plus_one)
 {
@@ -405,6 +491,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/back-ops/matmul", test_matmul_back);
   g_test_add_func ("/back-ops/lora-expand", test_lora_expand);
+  g_test_add_func ("/back-ops/lora-down", test_lora_down);
   g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
   g_test_add_func ("/back-ops/layernorm", test_layernorm_back);
   g_test_add_func ("/back-ops/activations", test_activations_back);
