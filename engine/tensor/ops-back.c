@@ -212,7 +212,12 @@ hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTens
     hn_eoff (dgate), hn_eoff (du) + (up ? 0u : (guint32) F), (guint32) stride, (guint32) act };
   HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (gate, FALSE), hn_bind (u, FALSE), hn_bind (dgate, TRUE),
                         hn_bind (du, TRUE) };
-  return hn_op_dispatch_elems (cmd, "glu_back", NULL, 0, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
+  /* four elements per invocation when every row and offset allows 16-byte accesses */
+  guint32 vec = F % 4 == 0 && pc.dy_off % 4 == 0 && pc.g_off % 4 == 0 && pc.u_off % 4 == 0 && pc.dg_off % 4 == 0 &&
+                pc.du_off % 4 == 0;
+  if (vec)
+    pc.n /= 4;
+  return hn_op_dispatch_elems (cmd, "glu_back", &vec, 1, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
 }
 
 gboolean
