@@ -762,7 +762,6 @@ norm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *dy, HnTensor *x, HnTensor *w
                              hp->norm_plus_one ? HN_NORM_WEIGHT_PLUS_ONE : 0, flags, error);
 }
 
-/* y += s·(x·Aᵀ)·B_pᵀ for each output of the site whose input is x. */
 /* The rank-r expansions (y += u·B_pᵀ, dx += du·A: K = r) on their own
  * memory-bound kernel (hn_op_lora_expand, exact f32), and the
  * down-projections and weight gradients (u, du, dA, dB: an output
@@ -776,6 +775,7 @@ lora_expand_ok (HnTrainGraph *g, LoraSite *s)
   return !hn_op_matmul_f16 (g->cmd, 0) && s->u->shape[1] <= 32 && g_getenv ("HN_LORA_BMM") == NULL;
 }
 
+/* y += s·(x·Aᵀ)·B_pᵀ for each output of the site whose input is x. */
 static gboolean
 lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **error)
 {
