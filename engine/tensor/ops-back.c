@@ -571,8 +571,9 @@ hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_t
       return FALSE;
     }
   gint64 K = hn_tensor_rows (x), L = hn_tensor_cols (x), R = hn_tensor_cols (w);
-  if (hn_tensor_rows (w) != K || hn_tensor_rows (c) != (c_trans ? R : L) || hn_tensor_cols (c) != (c_trans ? L : R))
-    return fail_shape (op, c, x, "x [K, L], w [K, r] and c [L, r] (or [r, L])", error);
+  if (K < 1 || L < 1 || hn_tensor_rows (w) != K || hn_tensor_rows (c) != (c_trans ? R : L) ||
+      hn_tensor_cols (c) != (c_trans ? L : R))
+    return fail_shape (op, c, x, "x [K, L] (not empty), w [K, r] and c [L, r] (or [r, L])", error);
   if (!hn_op_lora_down_available (cmd, R))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: needs subgroup arithmetic and a rank of 1..16", op);
