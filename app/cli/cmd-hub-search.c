@@ -1,6 +1,6 @@
 /* `hub-search [--search TEXT] [--task T] [--sort S] [--library L] [--limit N]
  * [--cursor C] [--local]`: one page of Hub search results, or the local
- * cache's models, as JSON on stdout (engine/jobs/hub-job.c runs it). */
+ * cache's models and the added folders, as JSON on stdout (engine/jobs/hub-job.c runs it). */
 #include "cli.h"
 #include "job-cli.h"
 

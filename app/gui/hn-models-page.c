@@ -40,6 +40,8 @@ struct _HnModelsPage
 {
   AdwBin parent_instance;
   HnJobSpec *search_spec, *pull_spec;
+  GtkWidget *gguf_box, *gguf_drop;
+  char **gguf_files;         /* a GGUF-only Hub repo's .gguf files (Download pulls one), else NULL */
   HnJobController *search_ctl, *pull_ctl, *export_ctl;
   GString *search_out;       /* the hub-search job's JSON */
   char *next_cursor;
@@ -73,7 +75,6 @@ struct _HnModelsPage
   GtkWidget *detail_stack, *run_list;
   guint n_runs;
   guint local_serial;
-  char **user_paths;         /* the added folders and files when there are no settings to keep them */
 };
 
 G_DEFINE_FINAL_TYPE (HnModelsPage, hn_models_page, ADW_TYPE_BIN)
@@ -275,6 +276,22 @@ set_fit (HnModelsPage *self, const HnModelFit *fit, const char *why_not)
   gtk_widget_set_visible (self->fit_badge, TRUE);
 }
 
+/* What Download pulls: the model's files (never pickles or code) and its
+ * card; of a GGUF-only repo the one .gguf file chosen and the card. */
+static void
+set_pull_files (HnModelsPage *self, const char *gguf)
+{
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  if (gguf)
+    g_strv_builder_add (b, gguf);
+  else
+    g_strv_builder_addv (b, (const char **) hn_hub_model_patterns);
+  g_strv_builder_add (b, "README.md");
+  g_auto (GStrv) include = g_strv_builder_end (b);
+  hn_job_spec_set_strv (self->pull_spec, "include", (const char *const *) include);
+  hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), self->pull_spec);
+}
+
 static void
 begin_details (HnModelsPage *self, const char *id, gboolean local)
 {
@@ -295,13 +312,9 @@ begin_details (HnModelsPage *self, const char *id, gboolean local)
   g_clear_pointer (&self->fit_text, g_free);
   /* the command line shows what Download runs */
   hn_job_spec_set_string (self->pull_spec, "repo", id);
-  /* the model's files (never pickles or code), and its card */
-  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
-  g_strv_builder_addv (b, (const char **) hn_hub_model_patterns);
-  g_strv_builder_add (b, "README.md");
-  g_auto (GStrv) include = g_strv_builder_end (b);
-  hn_job_spec_set_strv (self->pull_spec, "include", (const char *const *) include);
-  hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), self->pull_spec);
+  g_clear_pointer (&self->gguf_files, g_strfreev);
+  gtk_widget_set_visible (self->gguf_box, FALSE);
+  set_pull_files (self, NULL);
 }
 
 /* A cache repo is known by its id, a folder or file the user added by its path. */
@@ -412,25 +425,31 @@ local_task_free (LocalTask *t)
   g_free (t);
 }
 
-/* The folders and .gguf files the user added (kept in the settings). */
+/* The folders and .gguf files the user added: the engine's list, which
+ * `hub-search --local` reads too. An older release kept them in the
+ * settings: they move into the list once. */
 static char **
-dup_user_paths (HnModelsPage *self)
+dup_user_paths (void)
 {
+  g_autoptr (GError) error = NULL;
   GSettings *s = hn_app_settings ();
-  return s ? g_settings_get_strv (s, "model-folders") : g_strdupv (self->user_paths);
-}
-
-static void
-set_user_paths (HnModelsPage *self, const char *const *paths)
-{
-  GSettings *s = hn_app_settings ();
-  if (s)
-    g_settings_set_strv (s, "model-folders", paths);
-  else
+  g_autofree char *file = hn_model_library_paths_file ();
+  if (s && !g_file_test (file, G_FILE_TEST_EXISTS))
     {
-      g_strfreev (self->user_paths);
-      self->user_paths = g_strdupv ((char **) paths);
+      g_auto (GStrv) old = g_settings_get_strv (s, "model-folders");
+      if (old[0] && hn_model_library_set_paths ((const char *const *) old, &error))
+        g_settings_reset (s, "model-folders");
+      else if (error)
+        g_warning ("%s", error->message);
+      g_clear_error (&error);
     }
+  char **paths = hn_model_library_get_paths (&error);
+  if (!paths)
+    {
+      g_warning ("%s", error->message);
+      return g_new0 (char *, 1);
+    }
+  return paths;
 }
 
 static void
@@ -561,7 +580,7 @@ hn_models_page_refresh_local (HnModelsPage *self)
   check_device (self);
   LocalTask *t = g_new0 (LocalTask, 1);
   t->free_bytes = self->free_bytes;
-  t->paths = dup_user_paths (self);
+  t->paths = dup_user_paths ();
   t->serial = ++self->local_serial;
   g_autoptr (GTask) task = g_task_new (NULL, self->cancel, on_local_listed, self);
   g_task_set_task_data (task, t, (GDestroyNotify) local_task_free);
@@ -840,6 +859,75 @@ detail_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancel
   g_task_return_boolean (task, TRUE);
 }
 
+static gboolean
+repo_has_gguf (const HnHubRepoInfo *info)
+{
+  for (guint i = 0; i < info->files->len; i++)
+    {
+      g_autofree char *lower = g_ascii_strdown (((HnHubFile *) info->files->pdata[i])->path, -1);
+      if (g_str_has_suffix (lower, ".gguf"))
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* A GGUF-only repo holds one file per quantization: Download pulls the one
+ * chosen (llama.cpp's usual Q4_K_M when there is one), like --hf-file. */
+static void
+offer_ggufs (HnModelsPage *self, char **files)
+{
+  g_strfreev (self->gguf_files);
+  self->gguf_files = files;
+  guint pick = 0;
+  for (guint i = 0; files[i]; i++)
+    {
+      g_autofree char *lower = g_ascii_strdown (files[i], -1);
+      if (strstr (lower, "q4_k_m"))
+        {
+          pick = i;
+          break;
+        }
+    }
+  g_autoptr (GtkStringList) names = gtk_string_list_new ((const char *const *) files);
+  gtk_drop_down_set_model (GTK_DROP_DOWN (self->gguf_drop), G_LIST_MODEL (names));
+  gtk_drop_down_set_selected (GTK_DROP_DOWN (self->gguf_drop), pick);
+  gtk_widget_set_visible (self->gguf_box, TRUE);
+  set_pull_files (self, files[pick]);
+}
+
+static void
+on_gguf_selected (GtkDropDown *drop, GParamSpec *pspec, HnModelsPage *self)
+{
+  guint i = gtk_drop_down_get_selected (drop);
+  if (self->gguf_files && i < g_strv_length (self->gguf_files))
+    set_pull_files (self, self->gguf_files[i]);
+}
+
+const char *const *
+hn_models_page_get_gguf_files (HnModelsPage *self)
+{
+  return (const char *const *) self->gguf_files;
+}
+
+gboolean
+hn_models_page_choose_gguf (HnModelsPage *self, const char *file)
+{
+  for (guint i = 0; self->gguf_files && self->gguf_files[i]; i++)
+    if (g_str_equal (self->gguf_files[i], file))
+      {
+        gtk_drop_down_set_selected (GTK_DROP_DOWN (self->gguf_drop), i);
+        return TRUE;
+      }
+  return FALSE;
+}
+
+const char *
+hn_models_page_get_chosen_gguf (HnModelsPage *self)
+{
+  guint i = gtk_drop_down_get_selected (GTK_DROP_DOWN (self->gguf_drop));
+  return self->gguf_files && i < g_strv_length (self->gguf_files) ? self->gguf_files[i] : NULL;
+}
+
 static void
 on_details (GObject *source, GAsyncResult *result, gpointer data)
 {
@@ -867,17 +955,27 @@ on_details (GObject *source, GAsyncResult *result, gpointer data)
   g_string_append_printf (sub, _(" · %" G_GINT64_FORMAT " likes"), MAX (s->likes, 0));
   g_string_append_printf (sub, " · %s", s->license ? s->license : _("no licence given"));
   g_autofree char *wsize = g_format_size (t->info->weights_size);
-  g_string_append_printf (sub, _(" · weights %s"), wsize);
+  if (t->info->weights_size > 0 || !repo_has_gguf (t->info))
+    g_string_append_printf (sub, _(" · weights %s"), wsize); /* a GGUF repo's sizes are per file (Files) */
   if (s->gated)
     g_string_append_printf (sub, " · %s", _("gated: accept the licence on the Hub and save a token below"));
   gtk_label_set_text (GTK_LABEL (self->subtitle), sub->str);
   g_string_free (sub, TRUE);
   set_card (self, t->card && *t->card ? t->card : _("This model has no model card."));
+  gboolean safetensors = FALSE;
+  g_autoptr (GStrvBuilder) ggufs = g_strv_builder_new ();
   for (guint i = 0; i < t->info->files->len; i++)
     {
       HnHubFile *f = t->info->files->pdata[i];
       add_file_row (self, f->path, f->size);
+      g_autofree char *lower = g_ascii_strdown (f->path, -1);
+      safetensors |= g_str_has_suffix (lower, ".safetensors");
+      if (g_str_has_suffix (lower, ".gguf"))
+        g_strv_builder_add (ggufs, f->path);
     }
+  g_auto (GStrv) gguf_files = g_strv_builder_end (ggufs);
+  if (!safetensors && gguf_files[0])
+    offer_ggufs (self, g_steal_pointer (&gguf_files));
   set_fit (self, t->has_fit ? &t->fit : NULL, t->fit_error);
 }
 
@@ -1117,14 +1215,15 @@ hn_models_page_add_local (HnModelsPage *self, const char *path, GError **error)
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, _("%s is not a model folder or a .gguf file"), abs);
       return FALSE;
     }
-  g_auto (GStrv) paths = dup_user_paths (self);
+  g_auto (GStrv) paths = dup_user_paths ();
   if (!g_strv_contains ((const char *const *) paths, abs))
     {
       g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
       g_strv_builder_addv (b, (const char **) paths);
       g_strv_builder_add (b, abs);
       g_auto (GStrv) now = g_strv_builder_end (b);
-      set_user_paths (self, (const char *const *) now);
+      if (!hn_model_library_set_paths ((const char *const *) now, error))
+        return FALSE;
     }
   hn_models_page_refresh_local (self);
   return TRUE;
@@ -1133,7 +1232,7 @@ hn_models_page_add_local (HnModelsPage *self, const char *path, GError **error)
 gboolean
 hn_models_page_forget_local (HnModelsPage *self, const char *path)
 {
-  g_auto (GStrv) paths = dup_user_paths (self);
+  g_auto (GStrv) paths = dup_user_paths ();
   if (!g_strv_contains ((const char *const *) paths, path))
     return FALSE;
   g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
@@ -1141,7 +1240,12 @@ hn_models_page_forget_local (HnModelsPage *self, const char *path)
     if (!g_str_equal (*p, path))
       g_strv_builder_add (b, *p);
   g_auto (GStrv) now = g_strv_builder_end (b);
-  set_user_paths (self, (const char *const *) now);
+  g_autoptr (GError) error = NULL;
+  if (!hn_model_library_set_paths ((const char *const *) now, &error))
+    {
+      hn_page_toast (GTK_WIDGET (self), error->message);
+      return FALSE;
+    }
   hn_models_page_refresh_local (self);
   return TRUE;
 }
@@ -1542,9 +1646,9 @@ hn_models_page_finalize (GObject *object)
   g_free (self->device_name);
   g_free (self->sel_id);
   g_free (self->sel_snapshot);
+  g_strfreev (self->gguf_files);
   g_free (self->fit_text);
   g_free (self->sel_fit_why);
-  g_strfreev (self->user_paths);
   g_ptr_array_unref (self->results);
   G_OBJECT_CLASS (hn_models_page_parent_class)->finalize (object);
 }
@@ -1572,6 +1676,8 @@ hn_models_page_class_init (HnModelsPageClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, subtitle);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, fit_badge);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, download_button);
+  gtk_widget_class_bind_template_child (widget_class, HnModelsPage, gguf_box);
+  gtk_widget_class_bind_template_child (widget_class, HnModelsPage, gguf_drop);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, progress);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, detail_stack);
   gtk_widget_class_bind_template_child (widget_class, HnModelsPage, card_view);
@@ -1613,6 +1719,7 @@ hn_models_page_init (HnModelsPage *self)
   g_signal_connect (self->local_list, "row-activated", G_CALLBACK (on_row_activated), self);
   g_signal_connect (self->result_list, "row-activated", G_CALLBACK (on_row_activated), self);
   g_signal_connect (self->search_entry, "activate", G_CALLBACK (on_search_activate), self);
+  g_signal_connect (self->gguf_drop, "notify::selected", G_CALLBACK (on_gguf_selected), self);
   g_autoptr (HnHub) hub = hn_hub_new ();
   self->offline = hn_hub_get_offline (hub);
   if (self->offline)

@@ -4,7 +4,7 @@
  * adapters made from it, a fit badge for this device), Hub search with paged results (a hub-search job),
  * the access token (kept in the keyring). Right: the chosen model's card,
  * files and fit badge; Download (a pull job: progress, speed, ETA, cancel,
- * resume from the partial file), Chat / Generate / Fine-tune / Train with
+ * resume from the partial file; of a GGUF-only repo the one .gguf chosen), Chat / Generate / Fine-tune / Train with
  * it, Export (a GGUF file or a merged folder, as a job: hn-export-dialog.h),
  * Remove (asks first, says what it frees). */
 #pragma once
@@ -42,7 +42,8 @@ const char *hn_models_page_get_result_fit (HnModelsPage *self, const char *id, H
  * (tests; a device picker). Every badge is re-judged. */
 void hn_models_page_set_device_memory (HnModelsPage *self, guint64 free_bytes, const char *name);
 /* A model folder or .gguf file listed beside the cache from now on (kept in
- * the settings; its id is its absolute path). FALSE with a reason when it
+ * hn_model_library_get_paths' list, which `hub-search --local` reads; its
+ * id is its absolute path). FALSE with a reason when it
  * is neither. */
 gboolean hn_models_page_add_local (HnModelsPage *self, const char *path, GError **error);
 /* Stops listing an added path (its files stay); FALSE when it was not listed. */
@@ -56,6 +57,12 @@ const char *hn_models_page_get_local_fit (HnModelsPage *self, const char *id);
 char *hn_models_page_dup_card_text (HnModelsPage *self);
 guint hn_models_page_get_n_files (HnModelsPage *self);
 const char *hn_models_page_get_command_text (HnModelsPage *self);
+/* A Hub repo with .gguf files and no safetensors weights: its .gguf files,
+ * of which Download pulls the chosen one (the CLI's --hf-file), else NULL. */
+const char *const *hn_models_page_get_gguf_files (HnModelsPage *self);
+/* Picks the file Download pulls; FALSE when it is not one of them. */
+gboolean hn_models_page_choose_gguf (HnModelsPage *self, const char *file);
+const char *hn_models_page_get_chosen_gguf (HnModelsPage *self);
 /* The Export dialog (HnExportDialog) while it is open, else NULL; its
  * "export" response starts the job on the export controller. */
 GtkWidget *hn_models_page_get_export_dialog (HnModelsPage *self);

@@ -191,7 +191,11 @@ hn_hub_search_job_run (HnJob *job, GError **error)
     }
   if (o.local)
     {
-      g_autoptr (GPtrArray) models = hn_model_library_list (o.hf_cache_dir, error);
+      /* the cache's models and the folders and files added on the Models page */
+      g_auto (GStrv) paths = hn_model_library_get_paths (error);
+      g_autoptr (GPtrArray) models = paths ? hn_model_library_list_with (o.hf_cache_dir, (const char *const *) paths,
+                                                                         error)
+                                           : NULL;
       if (!models)
         return FALSE;
       g_autoptr (JsonNode) node = hn_local_models_to_json (models);

@@ -14,7 +14,8 @@ gboolean hn_hub_pull_job_run (HnJob *job, GError **error);
 
 /* Run function of the "hub-search" kind: one page of Hub search results as
  * JSON (hub-library.h's hn_hub_search_to_json), or with --local the cache's
- * models (hn_local_models_to_json), printed as one line. */
+ * models and the added folders (hn_model_library_get_paths) as
+ * hn_local_models_to_json, printed as one line. */
 gboolean hn_hub_search_job_run (HnJob *job, GError **error);
 
 /* --model-path, or --hf-model downloaded into the cache: the model folder.

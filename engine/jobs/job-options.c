@@ -372,7 +372,8 @@ const HnOptionInfo hn_option_table[] = {
     N_("The next_cursor of a previous page, to get the page after it"),
     NULL, HN_OPTION_ADVANCED, HN_OPTION_HINT_NONE, "CURSOR" },
   { "local", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Local models"),
-    N_("List the models in the local cache instead of searching the Hub (works offline)"),
+    N_("List the models in the local cache and the folders added on the Models page instead of searching the Hub "
+       "(works offline)"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "hf-cache-dir", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Hub cache"),
     N_("The Hugging Face cache folder (default: HF_HUB_CACHE or ~/.cache/huggingface/hub)"),

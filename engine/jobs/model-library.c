@@ -11,7 +11,10 @@
 #include "transformer/registry.h"
 #include "jobs/memory-estimate.h"
 #include "base/hn-error.h"
+#include "base/hn-util.h"
+#include "base/json-util.h"
 
+#include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
@@ -255,6 +258,63 @@ hn_model_library_list_with (const char *cache_dir, const char *const *paths, GEr
   return out;
 }
 
+char *
+hn_model_library_paths_file (void)
+{
+  return g_build_filename (g_get_user_data_dir (), "hierarchos-native", "model-folders.json", NULL);
+}
+
+char **
+hn_model_library_get_paths (GError **error)
+{
+  g_autofree char *file = hn_model_library_paths_file ();
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_autoptr (GError) e = NULL;
+  g_autoptr (GStrvBuilder) out = g_strv_builder_new ();
+  if (!hn_json_parser_load_file (p, file, HN_MAX_CONFIG_BYTES, "model folder list", &e))
+    {
+      if (g_error_matches (e, HN_ERROR, HN_ERROR_NOT_FOUND))
+        return g_strv_builder_end (out);
+      g_propagate_error (error, g_steal_pointer (&e));
+      return NULL;
+    }
+  JsonNode *root = json_parser_get_root (p);
+  if (!root || !JSON_NODE_HOLDS_ARRAY (root))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: not a JSON array of paths", file);
+      return NULL;
+    }
+  JsonArray *a = json_node_get_array (root);
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      JsonNode *n = json_array_get_element (a, i);
+      if (JSON_NODE_HOLDS_VALUE (n) && json_node_get_value_type (n) == G_TYPE_STRING && *json_node_get_string (n))
+        g_strv_builder_add (out, json_node_get_string (n));
+    }
+  return g_strv_builder_end (out);
+}
+
+gboolean
+hn_model_library_set_paths (const char *const *paths, GError **error)
+{
+  g_autofree char *file = hn_model_library_paths_file ();
+  g_autofree char *dir = g_path_get_dirname (file);
+  if (g_mkdir_with_parents (dir, 0755) != 0)
+    {
+      int e = errno;
+      g_set_error (error, HN_ERROR, HN_ERROR_IO, "cannot create %s: %s", dir, g_strerror (e));
+      return FALSE;
+    }
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_array (b);
+  for (const char *const *p = paths; p && *p; p++)
+    json_builder_add_string_value (b, *p);
+  json_builder_end_array (b);
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  g_autofree char *text = json_to_string (root, TRUE);
+  return hn_write_file_atomic (file, text, strlen (text), error);
+}
+
 JsonNode *
 hn_local_models_to_json (GPtrArray *models)
 {
@@ -295,6 +355,10 @@ hn_local_models_to_json (GPtrArray *models)
         json_builder_add_string_value (b, m->problem);
       else
         json_builder_add_null_value (b);
+      json_builder_set_member_name (b, "user_added");
+      json_builder_add_boolean_value (b, m->user_added);
+      json_builder_set_member_name (b, "gguf");
+      json_builder_add_boolean_value (b, m->gguf);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);

@@ -43,9 +43,18 @@ HnLocalModel *hn_local_model_read (const char *path, GError **error);
  * listed with its problem. */
 GPtrArray *hn_model_library_list_with (const char *cache_dir, const char *const *paths, GError **error);
 
+/* The folders and .gguf files the user added to the library (the Models
+ * page's "Add", listed by `hub-search --local` too): a JSON array of paths in
+ * <user data dir>/hierarchos-native/model-folders.json. A missing file is an
+ * empty list (NULL-terminated; never NULL without an error). */
+char *hn_model_library_paths_file (void);
+char **hn_model_library_get_paths (GError **error);
+/* Replaces the list (atomically; the folder is made when missing). */
+gboolean hn_model_library_set_paths (const char *const *paths, GError **error);
+
 /* As JSON: [{"id", "path", "snapshot", "architecture", "model_type",
  * "dtype", "params", "size_on_disk", "incomplete_bytes", "supported",
- * "verified", "problem"}...]. */
+ * "verified", "problem", "user_added", "gguf"}...]. */
 JsonNode *hn_local_models_to_json (GPtrArray *models);
 
 /* Whether a model fits a device, best first: LoRA fine-tuning at batch

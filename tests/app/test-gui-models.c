@@ -15,6 +15,7 @@
 #include "hn-window.h"
 #include "hub/hub-token.h"
 #include "jobs/job.h"
+#include "jobs/model-library.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -23,6 +24,14 @@
 
 static HnWindow *window;
 static HnModelsPage *page;
+
+static void
+collect_tokens (HnJob *job, const HnJobEvent *e, gpointer data)
+{
+  if (e->type == HN_JOB_EVENT_TOKEN)
+    g_string_append (data, e->token.text);
+}
+
 static char *cache;
 static char *mem_token;
 
@@ -319,7 +328,7 @@ test_export (void)
 }
 
 /* Folders and GGUF files the user adds are listed beside the cache (kept
- * in the settings), with what they are, a fit badge, and the runs and
+ * in the list `hub-search --local` reads), with what they are, a fit badge, and the runs and
  * adapters made from each; Export offers the newest adapter; forgetting
  * one leaves its files alone. */
 static void
@@ -362,8 +371,20 @@ test_local_added (void)
   g_assert_nonnull (strstr (error->message, "/nonexistent/model"));
   settle (page);
   g_assert_cmpuint (hn_models_page_get_n_local (page), ==, before + 2);
-  g_auto (GStrv) kept = g_settings_get_strv (hn_app_settings (), "model-folders");
+  g_clear_error (&error);
+  g_auto (GStrv) kept = hn_model_library_get_paths (&error);
+  g_assert_no_error (error);
   g_assert_cmpuint (g_strv_length (kept), ==, 2);
+  /* the CLI's `hub-search --local` reads the same list */
+  g_autoptr (HnJobSpec) ls = hn_job_spec_new ("hub-search", NULL);
+  hn_job_spec_set_bool (ls, "local", TRUE);
+  g_autoptr (HnJob) job = hn_job_new (ls);
+  g_autoptr (GString) listed = g_string_new (NULL);
+  hn_job_set_event_func (job, collect_tokens, listed, NULL);
+  g_assert_true (hn_job_run_sync (job, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (listed->str, demo));
+  g_assert_nonnull (strstr (listed->str, gguf));
   const char *gsub = hn_models_page_get_local_subtitle (page, gguf);
   g_test_message ("gguf: %s", gsub);
   g_assert_true (g_str_has_prefix (gsub, "llama · 260 K parameters · q8_0"));
@@ -396,6 +417,22 @@ test_local_added (void)
   g_assert_false (hn_models_page_forget_local (page, demo));
   settle (page);
   g_assert_cmpuint (hn_models_page_get_n_local (page), ==, before);
+
+  /* a list an older release kept in the settings moves into the shared list once */
+  g_autofree char *file = hn_model_library_paths_file ();
+  g_assert_cmpint (g_unlink (file), ==, 0);
+  const char *old[] = { demo, NULL };
+  g_settings_set_strv (hn_app_settings (), "model-folders", old);
+  hn_models_page_refresh_local (page);
+  settle (page);
+  g_assert_cmpuint (hn_models_page_get_n_local (page), ==, before + 1);
+  g_auto (GStrv) moved = hn_model_library_get_paths (&error);
+  g_assert_no_error (error);
+  g_assert_true (g_strv_equal ((const char *const *) moved, old));
+  g_auto (GStrv) left = g_settings_get_strv (hn_app_settings (), "model-folders");
+  g_assert_cmpuint (g_strv_length (left), ==, 0);
+  g_assert_true (hn_models_page_forget_local (page, demo));
+  settle (page);
 }
 
 static gboolean
@@ -450,6 +487,46 @@ test_offline (void)
   gui_test_spin (50);
 }
 
+/* A Hub repo of GGUF files only (one per quantization, no safetensors):
+ * Download offers a choice of file (Q4_K_M first) and pulls that one alone,
+ * as the CLI's --hf-file does; the cache then lists it as a GGUF model. */
+static void
+test_gguf_repo (void)
+{
+  g_assert_true (hn_models_page_select (page, "org/stories-gguf", FALSE));
+  settle (page);
+  const char *const *files = hn_models_page_get_gguf_files (page);
+  g_assert_nonnull (files);
+  g_assert_cmpuint (g_strv_length ((char **) files), ==, 2);
+  g_assert_cmpstr (hn_models_page_get_chosen_gguf (page), ==, "stories260K-llamacpp-q4_k_m.gguf");
+  const char *line = hn_models_page_get_command_text (page);
+  g_test_message ("%s", line);
+  g_assert_nonnull (strstr (line, "--include stories260K-llamacpp-q4_k_m.gguf"));
+  g_assert_null (strstr (line, "Q8_0"));
+  g_assert_null (strstr (line, "*.safetensors"));
+  g_assert_false (hn_models_page_choose_gguf (page, "README.md"));
+  g_assert_true (hn_models_page_choose_gguf (page, "stories260K-Q8_0.gguf"));
+  g_assert_nonnull (strstr (hn_models_page_get_command_text (page), "--include stories260K-Q8_0.gguf"));
+  g_assert_true (hn_models_page_choose_gguf (page, "stories260K-llamacpp-q4_k_m.gguf"));
+  gui_test_screenshot ("models-gguf-choice");
+  activate ("models.download", NULL);
+  g_assert_true (gui_test_wait (pull_idle, page, 30000));
+  g_autofree char *snap = g_build_filename (cache, "models--org--stories-gguf", "snapshots", COMMIT, NULL);
+  g_autofree char *got = g_build_filename (snap, "stories260K-llamacpp-q4_k_m.gguf", NULL);
+  g_autofree char *other = g_build_filename (snap, "stories260K-Q8_0.gguf", NULL);
+  g_assert_true (g_file_test (got, G_FILE_TEST_IS_REGULAR));
+  g_assert_false (g_file_test (other, G_FILE_TEST_EXISTS));
+  settle (page);
+  g_assert_nonnull (hn_models_page_get_local_subtitle (page, "org/stories-gguf"));
+  g_assert_true (hn_models_page_select (page, "org/stories-gguf", TRUE));
+  g_assert_null (hn_models_page_get_gguf_files (page)); /* downloaded: nothing to choose */
+  /* a safetensors repo offers no choice */
+  g_assert_true (hn_models_page_select (page, "org/tiny", FALSE));
+  settle (page);
+  g_assert_null (hn_models_page_get_gguf_files (page));
+  g_assert_nonnull (strstr (hn_models_page_get_command_text (page), "*.safetensors"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -471,6 +548,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gui-models/local-added", test_local_added);
   g_test_add_func ("/gui-models/remove", test_remove);
   g_test_add_func ("/gui-models/offline", test_offline);
+  g_test_add_func ("/gui-models/gguf-repo", test_gguf_repo);
   int ret = gui_test_run ();
   stop_server ();
   rm_rf (cache);

@@ -271,10 +271,19 @@ const FakeRepoMeta fake_repo_meta[] = {
   { NULL }
 };
 
+/* Repos with details that search does not list (its counts stay as they are). */
+static const FakeRepoMeta unlisted_meta[] = {
+  { "org/stories-gguf", "text-generation", 100, 1, "2024-06-01T00:00:00.000Z", "mit" },
+  { NULL }
+};
+
 static const FakeRepoMeta *
 meta_for (const char *id)
 {
   for (const FakeRepoMeta *m = fake_repo_meta; m->id; m++)
+    if (strcmp (m->id, id) == 0)
+      return m;
+  for (const FakeRepoMeta *m = unlisted_meta; m->id; m++)
     if (strcmp (m->id, id) == 0)
       return m;
   return NULL;

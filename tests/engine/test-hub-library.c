@@ -580,7 +580,48 @@ test_cli (void)
   g_assert_true (g_subprocess_communicate_utf8 (s, NULL, NULL, &sout, &serr, &error));
   g_assert_cmpint (g_subprocess_get_exit_status (s), !=, 0);
   g_assert_nonnull (strstr (serr, "HF_HUB_OFFLINE"));
+
+  /* --local lists the folders added on the Models page too (the same list) */
+  g_autofree char *demo = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  const char *added[] = { demo, NULL };
+  g_assert_true (hn_model_library_set_paths (added, &error));
+  g_assert_no_error (error);
+  g_autoptr (GSubprocess) la = g_subprocess_launcher_spawn (l, &error, cli, "hub-search", "--local", "--hf-cache-dir",
+                                                            cache, NULL);
+  g_autofree char *laout = NULL, *laerr = NULL;
+  g_assert_true (g_subprocess_communicate_utf8 (la, NULL, NULL, &laout, &laerr, &error));
+  g_assert_cmpint (g_subprocess_get_exit_status (la), ==, 0);
+  g_assert_true (g_str_has_prefix (laout, "[{\"id\":\"org/gated\""));
+  g_autofree char *demo_json = g_strdup_printf ("\"id\":\"stories260K\",\"path\":\"%s\"", demo);
+  g_assert_nonnull (strstr (laout, demo_json));
+  g_assert_nonnull (strstr (laout, "\"user_added\":true"));
+  g_assert_true (hn_model_library_set_paths (NULL, &error));
   rm_rf (cache);
+}
+
+/* The list of added folders: kept in order, read back, empty without a
+ * file, and a damaged file is an error that names it. */
+static void
+test_added_list (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *file = hn_model_library_paths_file ();
+  g_unlink (file);
+  g_auto (GStrv) none = hn_model_library_get_paths (&error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (none), ==, 0);
+  const char *paths[] = { "/models/b", "/models/a.gguf", NULL };
+  g_assert_true (hn_model_library_set_paths (paths, &error));
+  g_assert_no_error (error);
+  g_auto (GStrv) back = hn_model_library_get_paths (&error);
+  g_assert_no_error (error);
+  g_assert_true (g_strv_equal ((const char *const *) back, paths));
+  g_assert_true (g_file_set_contents (file, "{\"not\": \"a list\"}", -1, NULL));
+  g_auto (GStrv) bad = hn_model_library_get_paths (&error);
+  g_assert_null (bad);
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, file));
+  g_unlink (file);
 }
 
 /* What the library says about folders and GGUF files the user added: a
@@ -665,6 +706,9 @@ main (int argc, char **argv)
   g_unsetenv ("HTTPS_PROXY");
   g_autofree char *home = g_dir_make_tmp ("hn-lib-home-XXXXXX", NULL);
   g_setenv ("HF_HOME", home, TRUE); /* no token file of the user's */
+  /* the added-folders list of this test, not the user's */
+  g_autofree char *data_home = g_build_filename (home, "data", NULL);
+  g_setenv ("XDG_DATA_HOME", data_home, TRUE);
   start_server ();
   /* every keyring call in this process goes to the in-memory store */
   hn_hub_token_store_set (&mem_store_vt);
@@ -677,6 +721,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hub-library/local-offline-remove", test_local_offline_remove);
   g_test_add_func ("/hub-library/fit", test_fit);
   g_test_add_func ("/hub-library/added-paths", test_added_paths);
+  g_test_add_func ("/hub-library/added-list", test_added_list);
   g_test_add_func ("/hub-library/cli", test_cli);
   int rc = g_test_run ();
   stop_server ();
