@@ -174,11 +174,29 @@ hn_application_startup (GApplication *app)
   g_object_unref (css);
 }
 
+void
+hn_application_end_jobs (void)
+{
+  hn_job_cancel_all ();
+  if (!hn_job_wait_all (HN_END_JOBS_TIMEOUT_MS))
+    g_warning ("a job did not stop within %u s of being cancelled; exiting under it", HN_END_JOBS_TIMEOUT_MS / 1000);
+}
+
+static void
+hn_application_shutdown (GApplication *app)
+{
+  /* the windows are gone and their pages cancelled their jobs: their
+   * threads finish before the process exits */
+  hn_application_end_jobs ();
+  G_APPLICATION_CLASS (hn_application_parent_class)->shutdown (app);
+}
+
 static void
 hn_application_class_init (HnApplicationClass *klass)
 {
   G_APPLICATION_CLASS (klass)->activate = hn_application_activate;
   G_APPLICATION_CLASS (klass)->startup = hn_application_startup;
+  G_APPLICATION_CLASS (klass)->shutdown = hn_application_shutdown;
 }
 
 static void

@@ -192,6 +192,13 @@ hn_compare_page_get_job (HnComparePage *self, guint side)
   return hn_job_controller_get_job (self->sides[side].controller);
 }
 
+HnJobController *
+hn_compare_page_get_controller (HnComparePage *self, guint side)
+{
+  g_return_val_if_fail (side < 2, NULL);
+  return self->sides[side].controller;
+}
+
 const char *
 hn_compare_page_get_reply (HnComparePage *self, guint side)
 {

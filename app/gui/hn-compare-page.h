@@ -5,6 +5,7 @@
  * without a chat template chat in raw text. */
 #pragma once
 #include <adwaita.h>
+#include "hn-job-controller.h"
 #include "jobs/job.h"
 
 G_BEGIN_DECLS
@@ -19,6 +20,8 @@ gboolean hn_compare_page_send (HnComparePage *self, const char *text, GError **e
 gboolean hn_compare_page_get_running (HnComparePage *self);
 /* The chat job of side 0 (base) or 1 (fine-tuned), or NULL before the first message. */
 HnJob *hn_compare_page_get_job (HnComparePage *self, guint side);
+/* The controller that runs side 0's or 1's chat jobs. */
+HnJobController *hn_compare_page_get_controller (HnComparePage *self, guint side);
 /* The last reply of side 0 (base) or 1 (fine-tuned). */
 const char *hn_compare_page_get_reply (HnComparePage *self, guint side);
 

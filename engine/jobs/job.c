@@ -566,6 +566,13 @@ hn_job_run_sync (HnJob *self, GError **error)
   return run_job (self, error);
 }
 
+/* The jobs on the engine's threads, from hn_job_run_async until their
+ * worker lets go of them (hn_job_cancel_all, hn_job_wait_all). */
+static GMutex live_lock;
+static GCond live_cond;
+static GList *live_jobs;  /* HnJob*, not owned (each task holds its job) */
+static guint live_count;  /* also counts a worker still letting go */
+
 static void
 pool_func (gpointer data, gpointer user_data)
 {
@@ -576,7 +583,43 @@ pool_func (gpointer data, gpointer user_data)
     g_task_return_boolean (task, TRUE);
   else
     g_task_return_error (task, error);
-  g_object_unref (task);
+  g_mutex_lock (&live_lock);
+  live_jobs = g_list_remove (live_jobs, self);
+  g_mutex_unlock (&live_lock);
+  g_object_unref (task); /* may be the job's last reference: it goes on this thread */
+  g_mutex_lock (&live_lock);
+  live_count--;
+  g_cond_broadcast (&live_cond);
+  g_mutex_unlock (&live_lock);
+}
+
+void
+hn_job_cancel_all (void)
+{
+  g_mutex_lock (&live_lock);
+  GList *jobs = NULL;
+  for (GList *l = live_jobs; l; l = l->next)
+    jobs = g_list_prepend (jobs, g_object_ref (l->data)); /* alive: its task holds it until it leaves the list */
+  g_mutex_unlock (&live_lock);
+  for (GList *l = jobs; l; l = l->next)
+    {
+      hn_job_close_input (l->data);
+      hn_job_cancel (l->data);
+    }
+  g_list_free_full (jobs, g_object_unref);
+}
+
+gboolean
+hn_job_wait_all (guint timeout_ms)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  g_mutex_lock (&live_lock);
+  while (live_count > 0)
+    if (!g_cond_wait_until (&live_cond, &live_lock, end))
+      break;
+  gboolean none = live_count == 0;
+  g_mutex_unlock (&live_lock);
+  return none;
 }
 
 /* The engine's thread pool: a few workers, so a chat can run beside a
@@ -615,9 +658,18 @@ hn_job_run_async (HnJob *self, GCancellable *cancellable, GAsyncReadyCallback ca
   g_task_set_source_tag (task, hn_job_run_async);
   g_atomic_int_set (&self->started, 1);
   self->start_us = g_get_monotonic_time ();
+  g_mutex_lock (&live_lock);
+  live_jobs = g_list_prepend (live_jobs, self);
+  live_count++;
+  g_mutex_unlock (&live_lock);
   GError *error = NULL;
   if (!g_thread_pool_push (engine_pool (), task, &error))
     {
+      g_mutex_lock (&live_lock);
+      live_jobs = g_list_remove (live_jobs, self);
+      live_count--;
+      g_cond_broadcast (&live_cond);
+      g_mutex_unlock (&live_lock);
       g_task_return_error (task, error);
       g_object_unref (task);
     }

@@ -166,6 +166,13 @@ gboolean hn_job_run_finish (HnJob *self, GAsyncResult *result, GError **error);
 gboolean hn_job_run_sync (HnJob *self, GError **error);
 
 gboolean hn_job_is_running (HnJob *self);
+/* Every job started with hn_job_run_async: cancel them (their input closed)
+ * and wait, at most timeout_ms, until their worker threads let go of them
+ * (run function returned, job released). A process must not exit while a
+ * worker still tears a model or a Vulkan device down: libraries' exit-time
+ * destructors would run under it. hn_job_wait_all is FALSE at the timeout. */
+void hn_job_cancel_all (void);
+gboolean hn_job_wait_all (guint timeout_ms);
 /* Seconds since the job started (0 before). */
 double hn_job_get_elapsed (HnJob *self);
 

@@ -65,6 +65,8 @@ gui_test_run (void)
   if (window)
     gtk_window_destroy (GTK_WINDOW (window));
   window = NULL;
+  /* what the app's shutdown does: the jobs the window cancelled end first */
+  hn_application_end_jobs ();
   gui_test_spin (50);
   g_clear_object (&css);
   g_clear_pointer (&test_name, g_free);

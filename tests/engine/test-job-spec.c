@@ -610,6 +610,44 @@ test_runner_input (void)
   collector_clear (&c);
 }
 
+/* A conversation that waits for input until it is closed or cancelled, then
+ * takes a while to let go (as freeing a model and its device does). */
+static gint lingered;
+
+static gboolean
+linger_run (HnJob *job, GError **error)
+{
+  g_autofree char *in = hn_job_pop_input (job, error);
+  g_usleep (200 * 1000);
+  g_atomic_int_inc (&lingered);
+  return in != NULL || !error || !*error;
+}
+
+/* hn_job_cancel_all and hn_job_wait_all (what the app does at exit): open
+ * jobs are still there until cancelled, and the wait covers their threads'
+ * whole way out. */
+static void
+test_runner_end_all (void)
+{
+  hn_job_register_kind ("chat", linger_run);
+  g_autoptr (HnJobSpec) spec = hn_job_spec_new ("chat", NULL);
+  hn_job_spec_set_string (spec, "model-path", "m");
+  g_autoptr (HnJob) a = hn_job_new (spec);
+  g_autoptr (HnJob) b = hn_job_new (spec);
+  g_atomic_int_set (&lingered, 0);
+  hn_job_run_async (a, NULL, NULL, NULL);
+  hn_job_run_async (b, NULL, NULL, NULL);
+  g_assert_true (hn_job_wait_all (0) == FALSE);
+  g_assert_false (hn_job_wait_all (100)); /* both wait for input */
+  hn_job_cancel_all ();
+  g_assert_true (hn_job_wait_all (10000));
+  g_assert_false (hn_job_is_running (a));
+  g_assert_false (hn_job_is_running (b));
+  g_assert_cmpint (g_atomic_int_get (&lingered), ==, 2);
+  g_assert_true (g_cancellable_is_cancelled (hn_job_get_cancellable (a)));
+  g_assert_true (hn_job_wait_all (0)); /* nothing left */
+}
+
 static void
 test_help (void)
 {
@@ -711,5 +749,6 @@ main (int argc, char **argv)
   g_test_add_func ("/jobs/runner/invalid-spec", test_runner_invalid_spec);
   g_test_add_func ("/jobs/runner/cancel", test_runner_cancel);
   g_test_add_func ("/jobs/runner/input", test_runner_input);
+  g_test_add_func ("/jobs/runner/end-all", test_runner_end_all);
   return g_test_run ();
 }
