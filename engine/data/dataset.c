@@ -14,10 +14,12 @@
 #define PREVIEW_SEGMENT_MAX 4000
 
 struct _HnDataset {
-  GArray *ids;       /* int32_t, all examples back to back */
-  GArray *labels;    /* int32_t */
-  GArray *weights;   /* float */
-  GArray *offsets;   /* guint64, n_examples + 1 */
+  GArray *ids;       /* int32_t: the examples back to back, or (packed) the one token stream their
+                        windows overlap in, held once (shared by the parts of a split) */
+  GArray *id_starts; /* guint64 per example: where a packed example starts in ids; NULL unpacked */
+  GArray *labels;    /* int32_t, the examples back to back */
+  GArray *weights;   /* float, as labels; NULL while every weight is the default */
+  GArray *offsets;   /* guint64, n_examples + 1: example k's labels are [offsets[k], offsets[k + 1]) */
   HnDatasetStats stats;
   guint seq_len;
 };
@@ -96,9 +98,9 @@ typedef struct {
   HnDataset *ds;       /* output (load mode) */
   GPtrArray *preview;  /* output (preview mode), HnDatasetPreviewRow* */
   guint preview_max;
-  /* packing stream */
-  GArray *stream_ids;
-  GArray *stream_labels;
+  /* packing: the rows' tokens go straight into the dataset's stream (ds->ids) */
+  GArray *doc_starts;  /* guint64: stream positions of a document's BOS, which is no target */
+  char *txt_text;      /* a .txt file's text, for its one row to take */
   gboolean packing;
   int32_t vocab;
   guint64 cut_from;    /* preview: bytes of the row's text before the cut, 0 = not cut */
@@ -333,7 +335,14 @@ row_pieces (Loader *L, JsonObject *row, GArray *pieces, gboolean *fatal, GError 
           return FALSE;
         if (want_bos)
           add_special_piece (pieces, bos, FALSE);
-        add_text_piece (pieces, t, -1, TRUE);
+        if (L->txt_text)
+          {
+            /* a .txt file's text is handed over, not copied (it is the whole file) */
+            Piece p = { g_steal_pointer (&L->txt_text), -1, TRUE };
+            g_array_append_val (pieces, p);
+          }
+        else
+          add_text_piece (pieces, t, -1, TRUE);
         if (L->opts.add_eos && eos >= 0)
           add_special_piece (pieces, eos, TRUE);
         return TRUE;
@@ -522,15 +531,16 @@ row_tokens (Loader *L, JsonObject *row, GArray *ids, GArray *labels, GArray *wei
   return TRUE;
 }
 
+/* labels and weights are NULL for packed text (its labels come from the stream). */
 static void
 push_labelled (Loader *L, const int32_t *ids, guint n, gboolean trained, GArray *ids_out, GArray *labels, GArray *weights)
 {
   trained = trained || !L->opts.mask_prompt;
-  for (guint j = 0; j < n; j++)
+  g_array_append_vals (ids_out, ids, n);
+  for (guint j = 0; labels && j < n; j++)
     {
       int32_t lab = trained ? ids[j] : IGNORE_INDEX;
       float w = trained ? 1.0f : 0.0f;
-      g_array_append_val (ids_out, ids[j]);
       g_array_append_val (labels, lab);
       g_array_append_val (weights, w);
     }
@@ -696,19 +706,24 @@ default_weights (const int32_t *labels, const float *weights, guint n)
   return TRUE;
 }
 
+/* Adds an example: its ids appended (unpacked), or (packed, ids NULL) the
+ * window of the stream at id_start. */
 static void
-dataset_append (HnDataset *ds, const int32_t *ids, const int32_t *labels, const float *weights, guint n)
+dataset_add (HnDataset *ds, const int32_t *ids, guint64 id_start, const int32_t *labels, const float *weights, guint n)
 {
   if (!ds->weights && !default_weights (labels, weights, n))
     {
-      ds->weights = g_array_sized_new (FALSE, FALSE, sizeof (float), ds->ids->len + n);
+      ds->weights = g_array_sized_new (FALSE, FALSE, sizeof (float), ds->labels->len + n);
       for (guint k = 0; k < ds->labels->len; k++)
         {
           float w = g_array_index (ds->labels, int32_t, k) == IGNORE_INDEX ? 0.0f : 1.0f;
           g_array_append_val (ds->weights, w);
         }
     }
-  g_array_append_vals (ds->ids, ids, n);
+  if (ds->id_starts)
+    g_array_append_val (ds->id_starts, id_start);
+  else
+    g_array_append_vals (ds->ids, ids, n);
   g_array_append_vals (ds->labels, labels, n);
   if (ds->weights)
     {
@@ -721,7 +736,7 @@ dataset_append (HnDataset *ds, const int32_t *ids, const int32_t *labels, const 
             g_array_append_val (ds->weights, w);
           }
     }
-  guint64 end = ds->ids->len;
+  guint64 end = ds->labels->len;
   g_array_append_val (ds->offsets, end);
   ds->stats.n_examples++;
   ds->stats.n_tokens += n;
@@ -747,6 +762,8 @@ hn_dataset_free (HnDataset *ds)
   if (!ds)
     return;
   g_array_unref (ds->ids);
+  if (ds->id_starts)
+    g_array_unref (ds->id_starts);
   g_array_unref (ds->labels);
   if (ds->weights)
     g_array_unref (ds->weights);
@@ -891,9 +908,15 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
       return FALSE;
     }
 
-  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  g_autoptr (GArray) labels = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  g_autoptr (GArray) weights = g_array_new (FALSE, FALSE, sizeof (float));
+  /* packed text (loading, not previewing) is tokenized straight onto the
+   * dataset's stream: no per-row copy, no labels or weights (the stream's
+   * tokens are their own labels) */
+  gboolean direct = L->packing && L->ds && !L->preview;
+  g_autoptr (GArray) own_ids = direct ? NULL : g_array_new (FALSE, FALSE, sizeof (int32_t));
+  GArray *ids = direct ? L->ds->ids : own_ids;
+  guint row_start = ids->len;
+  g_autoptr (GArray) labels = direct ? NULL : g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_autoptr (GArray) weights = direct ? NULL : g_array_new (FALSE, FALSE, sizeof (float));
   g_autoptr (GArray) pieces = g_array_new (FALSE, FALSE, sizeof (Piece));
   g_array_set_clear_func (pieces, (GDestroyNotify) piece_clear);
   if (L->shape == HN_DATASET_SHAPE_TOKENS)
@@ -914,6 +937,7 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
       GError *tok_error = NULL;
       if (!tokenize_pieces (L, pieces, ids, labels, weights, &tok_error))
         {
+          g_array_set_size (ids, row_start); /* a row that failed leaves nothing on the stream */
           /* invalid UTF-8 is the row's fault; anything else is fatal */
           *fatal = !g_error_matches (tok_error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
           g_propagate_error (error, tok_error);
@@ -958,14 +982,11 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
   stats->rows_used++;
   if (L->packing)
     {
-      /* packed text: BOS positions are not targets (nothing predicts a document start) */
-      int32_t bos = hn_tokenizer_get_bos_id (L->tok);
-      for (guint k = 0; k < ids->len; k++)
+      /* packed text: a document's BOS is not a target (nothing predicts a document start) */
+      if (direct && ids->len > row_start && g_array_index (ids, int32_t, row_start) == hn_tokenizer_get_bos_id (L->tok))
         {
-          int32_t id = g_array_index (ids, int32_t, k);
-          int32_t lab = (id == bos && k == 0) ? IGNORE_INDEX : id;
-          g_array_append_val (L->stream_ids, id);
-          g_array_append_val (L->stream_labels, lab);
+          guint64 at = row_start;
+          g_array_append_val (L->doc_starts, at);
         }
       if (pr)
         {
@@ -1010,36 +1031,45 @@ process_row (Loader *L, JsonNode *node, guint64 line, HnDatasetStats *stats, gbo
       return TRUE;
     }
   if (L->ds)
-    dataset_append (L->ds, &g_array_index (ids, int32_t, 0), &g_array_index (labels, int32_t, 0),
-                    &g_array_index (weights, float, 0), n);
+    dataset_add (L->ds, &g_array_index (ids, int32_t, 0), 0, &g_array_index (labels, int32_t, 0),
+                 &g_array_index (weights, float, 0), n);
   return TRUE;
 }
 
-/* Cuts the packed stream into windows of seq_len + 1 tokens overlapping by one. */
+/* Cuts the packed stream (the dataset's ids) into windows of seq_len + 1
+ * tokens overlapping by one: the examples point into it; only their labels
+ * are their own (a window's first token is context only, a document's BOS
+ * no target). */
 static void
 flush_stream (Loader *L)
 {
-  if (!L->ds || !L->stream_ids || L->stream_ids->len < 2)
+  if (!L->ds || !L->packing)
     return;
-  guint64 total = L->stream_ids->len, step = L->opts.seq_len;
-  g_autoptr (GArray) w = g_array_new (FALSE, FALSE, sizeof (float));
-  for (guint64 start = 0; start + 1 < total; start += step)
+  HnDataset *ds = L->ds;
+  ds->id_starts = g_array_new (FALSE, FALSE, sizeof (guint64));
+  guint64 total = ds->ids->len, step = L->opts.seq_len;
+  const int32_t *ids = (const int32_t *) (gpointer) ds->ids->data;
+  const guint64 *bos = L->doc_starts->len ? &g_array_index (L->doc_starts, guint64, 0) : NULL;
+  guint nb = L->doc_starts->len, bi = 0;
+  g_autoptr (GArray) lbl = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  for (guint64 start = 0; total >= 2 && start + 1 < total; start += step)
     {
       guint64 n = MIN (step + 1, total - start);
-      const int32_t *lab = &g_array_index (L->stream_labels, int32_t, start);
-      g_array_set_size (w, n);
-      for (guint64 k = 0; k < n; k++)
-        g_array_index (w, float, k) = lab[k] == IGNORE_INDEX ? 0.0f : 1.0f;
-      /* the window's first token is context only */
-      int32_t first_label = IGNORE_INDEX;
-      g_autoptr (GArray) lbl = g_array_new (FALSE, FALSE, sizeof (int32_t));
-      g_array_append_vals (lbl, lab, n);
-      g_array_index (lbl, int32_t, 0) = first_label;
-      g_array_index (w, float, 0) = 0.0f;
-      if (count_targets (&g_array_index (lbl, int32_t, 0), n) == 0)
+      g_array_set_size (lbl, (guint) n);
+      int32_t *lab = &g_array_index (lbl, int32_t, 0);
+      lab[0] = IGNORE_INDEX;
+      while (bi < nb && bos[bi] <= start)
+        bi++;
+      guint j = bi;
+      for (guint64 k = 1; k < n; k++)
+        {
+          gboolean doc_start = j < nb && bos[j] == start + k;
+          lab[k] = doc_start ? IGNORE_INDEX : ids[start + k];
+          j += doc_start;
+        }
+      if (count_targets (lab, (guint) n) == 0)
         continue;
-      dataset_append (L->ds, &g_array_index (L->stream_ids, int32_t, start), &g_array_index (lbl, int32_t, 0),
-                      &g_array_index (w, float, 0), n);
+      dataset_add (ds, NULL, start, lab, NULL, (guint) n);
     }
 }
 
@@ -1085,12 +1115,14 @@ load_txt (Loader *L, HnDatasetStats *stats, GError **error)
   stats->rows_read = 1;
   g_autoptr (JsonNode) node = json_node_new (JSON_NODE_OBJECT);
   JsonObject *o = json_object_new ();
-  json_object_set_string_member (o, "text", data);
-  g_clear_pointer (&data, g_free); /* the row holds its own copy: one copy of a 256 MiB file, not two */
+  json_object_set_string_member (o, "text", ""); /* the text itself goes to the row's piece uncopied */
+  L->txt_text = g_steal_pointer (&data);
   json_node_take_object (node, o);
   gboolean fatal;
   GError *row_error = NULL;
-  if (!process_row (L, node, 0, stats, &fatal, &row_error))
+  gboolean ok = process_row (L, node, 0, stats, &fatal, &row_error);
+  g_clear_pointer (&L->txt_text, g_free); /* not taken when the row failed first */
+  if (!ok)
     {
       g_propagate_prefixed_error (error, row_error, "%s: ", L->display);
       return FALSE;
@@ -1330,8 +1362,7 @@ run_loader (Loader *L, HnDatasetStats *stats, GError **error)
   L->shape = L->opts.shape;
   stats->shape = L->shape;
   L->packing = L->shape == HN_DATASET_SHAPE_TEXT && L->opts.pack;
-  L->stream_ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
-  L->stream_labels = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  L->doc_starts = g_array_new (FALSE, FALSE, sizeof (guint64));
   gboolean ok;
   if (g_str_has_suffix (L->path, ".parquet"))
     ok = load_parquet (L, stats, error);
@@ -1352,8 +1383,7 @@ run_loader (Loader *L, HnDatasetStats *stats, GError **error)
     ok = load_jsonl (L, stats, error);
   if (ok)
     flush_stream (L);
-  g_array_unref (L->stream_ids);
-  g_array_unref (L->stream_labels);
+  g_array_unref (L->doc_starts);
   if (L->tmpl)
     hn_chat_template_free (L->tmpl);
   return ok;
@@ -1435,7 +1465,7 @@ hn_dataset_get_example (HnDataset *ds, gsize index, HnExample *out)
   g_return_if_fail (index < hn_dataset_get_n_examples (ds));
   guint64 a = g_array_index (ds->offsets, guint64, index), b = g_array_index (ds->offsets, guint64, index + 1);
   out->n_tokens = b - a;
-  out->ids = &g_array_index (ds->ids, int32_t, a);
+  out->ids = &g_array_index (ds->ids, int32_t, ds->id_starts ? g_array_index (ds->id_starts, guint64, index) : a);
   out->labels = &g_array_index (ds->labels, int32_t, a);
   out->weights = ds->weights ? &g_array_index (ds->weights, float, a) : NULL;
 }
@@ -1547,6 +1577,13 @@ hn_dataset_split (HnDataset *ds, double eval_fraction, guint64 seed, HnDataset *
   for (gsize k = 0; k < n_eval; k++)
     is_eval[perm[k]] = TRUE;
   HnDataset *tr = dataset_new (ds->seq_len), *ev = dataset_new (ds->seq_len);
+  for (HnDataset **part = (HnDataset *[]) { tr, ev, NULL }; ds->id_starts && *part; part++)
+    {
+      /* windows of one packed stream: both parts point into it, it is not copied */
+      g_array_unref ((*part)->ids);
+      (*part)->ids = g_array_ref (ds->ids);
+      (*part)->id_starts = g_array_new (FALSE, FALSE, sizeof (guint64));
+    }
   tr->stats = ds->stats;
   ev->stats = ds->stats;
   tr->stats.n_examples = tr->stats.n_tokens = tr->stats.n_target_tokens = 0;
@@ -1555,7 +1592,8 @@ hn_dataset_split (HnDataset *ds, double eval_fraction, guint64 seed, HnDataset *
     {
       HnExample e;
       hn_dataset_get_example (ds, k, &e);
-      dataset_append (is_eval[k] ? ev : tr, e.ids, e.labels, e.weights, e.n_tokens);
+      dataset_add (is_eval[k] ? ev : tr, e.ids, ds->id_starts ? g_array_index (ds->id_starts, guint64, k) : 0, e.labels,
+                   e.weights, e.n_tokens);
     }
   *train_out = tr;
   *eval_out = ev;

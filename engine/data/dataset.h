@@ -39,7 +39,9 @@
  * into one token stream (BOS/EOS per document as above) and cut into windows
  * of seq_len + 1 tokens that overlap by one token, so every token after the
  * first is a target exactly once (llm.c's data loader does this). A .txt file
- * is one document and is always packed. Other shapes are never packed: one
+ * is one document and is always packed. The stream is held once: the rows are
+ * tokenized straight onto it and the windows point into it (each keeps only
+ * its labels), so a packed load takes about 8 bytes per token. Other shapes are never packed: one
  * row = one example, padded in the batch.
  *
  * Batches (HnBatch) are already shifted for next-token prediction:
