@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/ops-private.h"
@@ -88,22 +89,37 @@ hn_op_matmul_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTenso
   return TRUE;
 }
 
-/* round_db: db gets its sum rounded to f16 (a Linear's bias gradient under
- * fp16 autocast, which PyTorch computes in f16) */
+/* Column sums of the parameter gradients in two passes (norm_back_params.comp
+ * over chunks of NORM_PARAMS_ROWS rows into the recorder's scratch, then
+ * norm_back_params_sum.comp adding the chunks in order): every workgroup of
+ * the first pass reads whole rows, and the chunks fill the GPU however few
+ * the columns are. round_db: db gets its sum rounded to f16 (a Linear's bias
+ * gradient under fp16 autocast, which PyTorch computes in f16) */
+#define NORM_PARAMS_ROWS 64u
 static gboolean
 norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x, HnTensor *stats,
                   gboolean round_db, GError **error)
 {
+  guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy);
+  guint32 R = MAX (NORM_PARAMS_ROWS, (rows + 65534) / 65535), chunks = MAX ((rows + R - 1) / R, 1);
+  guint32 flags = (dw ? 1u : 0u) | (db ? 2u : 0u) | (round_db ? 4u : 0u);
+  guint64 bytes = (guint64) 2 * chunks * cols * sizeof (float);
+  HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+  if (!s)
+    return FALSE;
+  struct { guint32 rows, cols, dy_off, x_off, st_off, part_off, R, flags; } pc = {
+    rows, cols, hn_eoff (dy), x ? hn_eoff (x) : 0, stats ? hn_eoff (stats) : 0, 0, R, flags };
+  HnVkBinding bd[4] = { hn_bind (dy, FALSE), hn_bind (x ? x : dy, FALSE), hn_bind (stats ? stats : dy, FALSE),
+                        { s, 0, bytes, TRUE } };
+  gboolean ok = hn_cmd_dispatch (cmd, "norm_back_params", NULL, 0, bd, 4, &pc, sizeof pc, (cols + 255) / 256, chunks, 1,
+                                 error);
   HnTensor *any = dw ? dw : db;
-  struct { guint32 rows, cols, dy_off, x_off, st_off, dw_off, db_off, flags; } pc = {
-    (guint32) hn_tensor_rows (dy), (guint32) hn_tensor_cols (dy), hn_eoff (dy), x ? hn_eoff (x) : 0,
-    stats ? hn_eoff (stats) : 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0,
-    (dw ? 1u : 0u) | (db ? 2u : 0u) | (round_db ? 4u : 0u) };
-  HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (x ? x : dy, FALSE), hn_bind (stats ? stats : dy, FALSE),
-                        hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
+  struct { guint32 cols, chunks, part_off, dw_off, db_off, flags; } sp = {
+    cols, chunks, 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0, flags };
+  HnVkBinding sb[3] = { { s, 0, bytes, FALSE }, hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
   guint32 gx, gy;
-  hn_grid ((pc.cols + 7) / 8, &gx, &gy);
-  return hn_cmd_dispatch (cmd, "norm_back_params", NULL, 0, bd, 5, &pc, sizeof pc, gx, gy, 1, error);
+  hn_grid ((cols + 255) / 256, &gx, &gy);
+  return ok && hn_cmd_dispatch (cmd, "norm_back_params_sum", NULL, 0, sb, 3, &sp, sizeof sp, gx, gy, 1, error);
 }
 
 gboolean
@@ -236,6 +252,64 @@ hn_op_embedding_back (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *ids,
   guint32 gx, gy;
   hn_grid ((D + 63) / 64, &gx, &gy);
   return hn_cmd_dispatch (cmd, "embedding_back", NULL, 0, bd, 3, &pc, sizeof pc, gx, gy, 1, error);
+}
+
+static int
+cmp_u64 (const void *a, const void *b)
+{
+  guint64 x = *(const guint64 *) a, y = *(const guint64 *) b;
+  return x < y ? -1 : x > y;
+}
+
+guint
+hn_embedding_groups (const gint32 *ids, gint64 n, gint64 V, gint32 *out)
+{
+  g_autofree guint64 *key = g_new (guint64, MAX (n, 1));
+  gint64 T = 0;
+  for (gint64 i = 0; i < n; i++)
+    if (ids[i] >= 0 && ids[i] < V)
+      key[T++] = (guint64) ids[i] << 32 | (guint64) i;
+  qsort (key, (gsize) T, sizeof *key, cmp_u64);
+  guint G = 0;
+  for (gint64 j = 0; j < T; j++)
+    if (j == 0 || key[j] >> 32 != key[j - 1] >> 32)
+      G++;
+  gint32 *starts = out, *gid = out + G + 1, *tok = out + 2 * G + 1;
+  guint k = 0;
+  for (gint64 j = 0; j < T; j++)
+    {
+      if (j == 0 || key[j] >> 32 != key[j - 1] >> 32)
+        {
+          starts[k] = (gint32) j;
+          gid[k++] = (gint32) (key[j] >> 32);
+        }
+      tok[j] = (gint32) (key[j] & 0xffffffffu);
+    }
+  starts[G] = (gint32) T;
+  return G;
+}
+
+gboolean
+hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *groups, guint n_groups,
+                              GError **error)
+{
+  const char *op = "embedding_back_grouped";
+  if (!check_f32 (op, "dtable", cmd, dtable, error) || !check_f32 (op, "dy", cmd, dy, error) ||
+      !hn_op_check_ctx (op, cmd, groups, error) || !hn_op_check_dtype (op, "groups", groups, HN_DTYPE_I32, error))
+    return FALSE;
+  gint64 D = hn_tensor_cols (dtable), n = hn_tensor_rows (dy);
+  if (hn_tensor_cols (dy) != D)
+    return fail_shape (op, dy, dtable, "dy must be [n, D]", error);
+  if (n_groups > n || groups->n < 2 * (gint64) n_groups + 1)
+    return fail_shape (op, groups, dy, "groups must hold hn_embedding_groups' output for dy's rows", error);
+  if (n_groups == 0)
+    return TRUE;
+  struct { guint32 G, D, dy_off, g_off, dt_off; } pc = {
+    n_groups, (guint32) D, hn_eoff (dy), hn_eoff (groups), hn_eoff (dtable) };
+  HnVkBinding bd[3] = { hn_bind (dy, FALSE), hn_bind (groups, FALSE), hn_bind (dtable, TRUE) };
+  guint32 gx, gy;
+  hn_grid (n_groups, &gx, &gy);
+  return hn_cmd_dispatch (cmd, "embedding_back_grouped", NULL, 0, bd, 3, &pc, sizeof pc, gx, gy, 1, error);
 }
 
 gboolean

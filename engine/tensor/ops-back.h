@@ -47,6 +47,18 @@ gboolean hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *d
 /* dtable[ids[n], :] += dy[n, :] (f32 table gradient [V, D]). */
 gboolean hn_op_embedding_back (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *ids, GError **error);
 
+/* The ids ids[0..n) grouped by value for hn_op_embedding_back_grouped, ids
+ * outside 0..V-1 left out: out (3n + 1 entries) gets the G + 1 group starts,
+ * the G group ids (ascending) and the tokens of each group in order. Returns G. */
+guint hn_embedding_groups (const gint32 *ids, gint64 n, gint64 V, gint32 *out);
+
+/* hn_op_embedding_back with the ids grouped on the host (groups: an i32
+ * tensor holding hn_embedding_groups' output for the n rows of dy, n_groups
+ * its G): one workgroup per distinct id reads whole rows of dy; the same
+ * sums, bit for bit, in the same order. */
+gboolean hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *groups, guint n_groups,
+                                       GError **error);
+
 /* dlogits[n, :] = row_scale[n] · (softmax(logits[n]) - onehot(targets[n])).
  * row_scale f32 [N] holds dloss·w_n/Σw (0 for ignored rows). dlogits may be
  * logits (in place). */

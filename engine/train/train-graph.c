@@ -68,6 +68,10 @@ struct _HnTrainGraph {
   /* inputs */
   HnTensor *ids, *pos, *neg_pos, *targets, *row_scale, *loss_rows;
   gint32 *pos_host;
+  /* the token and position ids grouped by value for the embedding gradients
+   * (hn_embedding_groups: the tokens' per batch in upload_batch) */
+  HnTensor *id_groups, *pos_groups;
+  guint n_id_groups, n_pos_groups;
   /* activations */
   HnTensor **resid;            /* [n_layer + 1] of [N, C] */
   LayerActs *L;
@@ -589,6 +593,16 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     }
   if (!hn_tensor_upload_i32 (g->pos, g->pos_host, N, error) || !hn_tensor_upload_i32 (g->neg_pos, neg, N, error))
     return NULL;
+  if (!(g->id_groups = own (g, hn_tensor_new_named (g->ctx, "train.id_groups", HN_DTYPE_I32, 1, (gint64[]) { 3 * N + 1 }, error))) ||
+      !(g->pos_groups = own (g, hn_tensor_new_named (g->ctx, "train.pos_groups", HN_DTYPE_I32, 1, (gint64[]) { 3 * N + 1 }, error))))
+    return NULL;
+  if (g->W->pos_embed)
+    {
+      g_autofree gint32 *grp = g_new (gint32, 3 * N + 1);
+      g->n_pos_groups = hn_embedding_groups (g->pos_host, N, g->W->pos_embed->shape[0], grp);
+      if (!hn_tensor_upload_i32 (g->pos_groups, grp, 3 * N + 1, error))
+        return NULL;
+    }
 
   /* activations */
   for (int i = 0; i <= nl; i++)
@@ -1194,12 +1208,12 @@ backward (HnTrainGraph *g, GError **error)
       CK (layer_back (g, il, error));
     }
   if (W->pos_embed && G (g, W->pos_embed))
-    CK (hn_op_embedding_back (g->cmd, G (g, W->pos_embed), g->dres, g->pos, error));
+    CK (hn_op_embedding_back_grouped (g->cmd, G (g, W->pos_embed), g->dres, g->pos_groups, g->n_pos_groups, error));
   if (G (g, W->tok_embed))
     {
       if (hp->embed_scale != 1.0f)
         CK (hn_op_scale (g->cmd, g->dres, g->dres, hp->embed_scale, 0.0f, error));
-      CK (hn_op_embedding_back (g->cmd, G (g, W->tok_embed), g->dres, g->ids, error));
+      CK (hn_op_embedding_back_grouped (g->cmd, G (g, W->tok_embed), g->dres, g->id_groups, g->n_id_groups, error));
     }
   return TRUE;
 }
@@ -1235,7 +1249,10 @@ upload_batch (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, GErr
           return FALSE;
         }
     }
-  return hn_tensor_upload_i32 (g->ids, inputs, g->N, error) && hn_tensor_upload_i32 (g->targets, targets, g->N, error);
+  g_autofree gint32 *grp = g_new (gint32, 3 * g->N + 1);
+  g->n_id_groups = hn_embedding_groups (inputs, g->N, V, grp);
+  return hn_tensor_upload_i32 (g->ids, inputs, g->N, error) && hn_tensor_upload_i32 (g->targets, targets, g->N, error) &&
+         hn_tensor_upload_i32 (g->id_groups, grp, 3 * g->N + 1, error);
 }
 
 void
