@@ -713,6 +713,131 @@ hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor 
 }
 
 gboolean
+hn_op_adamw_f16 (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTensor *grad, HnTensor *m, HnTensor *v,
+                 const HnAdamwScalars *s, float clip, GError **error)
+{
+  const char *op = "adamw_f16";
+  if (!check_f32 (op, "param", cmd, param, error) || !check_f32 (op, "grad", cmd, grad, error) ||
+      !check_f32 (op, "m", cmd, m, error) || !check_f32 (op, "v", cmd, v, error) ||
+      !hn_op_check_ctx (op, cmd, param16, error) || !hn_op_check_dtype (op, "param16", param16, HN_DTYPE_F16, error) ||
+      !hn_op_check_count (op, "grad", grad, param->n, error) || !hn_op_check_count (op, "m", m, param->n, error) ||
+      !hn_op_check_count (op, "v", v, param->n, error) || !hn_op_check_count (op, "param16", param16, param->n, error))
+    return FALSE;
+  if (hn_eoff (param16) & 1)
+    return fail_shape (op, param16, param, "the f16 copy must start at an even element", error);
+  struct {
+    guint32 n, p_off, g_off, m_off, v_off;
+    float clip, lr_wd, one_m_beta1, beta2, one_m_beta2, step_size, bc2_sqrt, eps;
+    guint32 h_off;
+  } pc = { (guint32) param->n, hn_eoff (param), hn_eoff (grad), hn_eoff (m), hn_eoff (v),
+           clip, s->lr_wd, s->one_m_beta1, s->beta2, s->one_m_beta2, s->step_size, s->bc2_sqrt, s->eps,
+           hn_eoff (param16) / 2 };
+  HnVkBinding bd[5] = { hn_bind (param, TRUE), hn_bind (grad, FALSE), hn_bind (m, TRUE), hn_bind (v, TRUE),
+                        hn_bind (param16, TRUE) };
+  return hn_op_dispatch_elems (cmd, "adamw_f16", NULL, 0, bd, 5, &pc, sizeof pc, ((guint64) param->n + 1) / 2, error);
+}
+
+gboolean
+hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
+{
+  const char *op = "cast_f16";
+  if (!check_f32 (op, "in", cmd, in, error) || !hn_op_check_ctx (op, cmd, out, error) ||
+      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) || !hn_op_check_count (op, "out", out, in->n, error))
+    return FALSE;
+  if (hn_eoff (out) & 1)
+    return fail_shape (op, out, in, "an f16 output must start at an even element", error);
+  struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) in->n, hn_eoff (in), hn_eoff (out) / 2, 1 };
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  guint32 gx, gy;
+  hn_grid (((guint64) in->n + 511) / 512, &gx, &gy);
+  hn_cmd_set_label (cmd, "to_f16");
+  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, bd, 2, &cp, sizeof cp, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *dy16,
+                       HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error)
+{
+  const char *op = "matmul_back_f16";
+  if (!check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "dx", cmd, dx, error) ||
+      !check_f32 (op, "dw", cmd, dw, error) || !check_f32 (op, "db", cmd, db, error) ||
+      !hn_op_check_ctx (op, cmd, x16, error) || !hn_op_check_dtype (op, "x16", x16, HN_DTYPE_F16, error) ||
+      !hn_op_check_ctx (op, cmd, w16, error) || !hn_op_check_dtype (op, "w16", w16, HN_DTYPE_F16, error) ||
+      (dy16 && (!hn_op_check_ctx (op, cmd, dy16, error) || !hn_op_check_dtype (op, "dy16", dy16, HN_DTYPE_F16, error))))
+    return FALSE;
+  if (!hn_op_matmul_f16 (cmd, 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: only under fp16 autocast (hn_cmd_set_autocast)", op);
+      return FALSE;
+    }
+  gint64 M = hn_tensor_rows (dy), N = hn_tensor_cols (dy), K = hn_tensor_cols (x16);
+  if (hn_tensor_rows (x16) != M)
+    return fail_shape (op, dy, x16, "row counts differ", error);
+  if (w16->ndim != 2 || w16->shape[0] != N || w16->shape[1] != K)
+    return fail_shape (op, dy, w16, "weight must be [N, K]", error);
+  g_autoptr (HnTensor) a = NULL;
+  if (dy16)
+    {
+      if (dy16->n < M * N)
+        return fail_shape (op, dy16, dy, "dy16 is smaller than dy", error);
+      g_autoptr (HnTensor) flat = hn_tensor_reshape (dy16, 1, (gint64[]) { dy16->n }, error);
+      g_autoptr (HnTensor) head = flat ? hn_tensor_view_rows (flat, 0, M * N, error) : NULL;
+      if (!head || !(a = hn_tensor_reshape (head, 2, (gint64[]) { M, N }, error)))
+        return FALSE;
+      if (!hn_op_cast_f16 (cmd, a, dy, error))
+        return FALSE;
+    }
+  else if (!(a = as_2d (dy, error)))
+    return FALSE;
+  if (dx)
+    {
+      if (hn_tensor_rows (dx) != M || hn_tensor_cols (dx) != K)
+        return fail_shape (op, dx, x16, "dx must have x's shape", error);
+      g_autoptr (HnTensor) dx2 = as_2d (dx, error);
+      if (!dx2 || !hn_op_bmm (cmd, dx2, a, w16, (flags & HN_BACK_ACCUMULATE) ? HN_MATMUL_ACCUMULATE : 0, 1.0f, error))
+        return FALSE;
+    }
+  if (dw)
+    {
+      if (dw->n != N * K)
+        return fail_shape (op, dw, dy, "dw must be [N, K]", error);
+      g_autoptr (HnTensor) x2 = as_2d (x16, error);
+      g_autoptr (HnTensor) dw2 = x2 ? hn_tensor_reshape (dw, 2, (gint64[]) { N, K }, error) : NULL;
+      if (!dw2)
+        return FALSE;
+      /* fewer than half a GPU's worth of 128 x 128 tiles (the kernel's split-K threshold) over a long K */
+      gboolean split = dw_tmp && dw_tmp->dtype == HN_DTYPE_F32 && dw_tmp->n >= N * K && M >= 4096 &&
+                       ((N + 127) / 128) * ((K + 127) / 128) < 66 && g_getenv ("HN_TRAIN_NO_DW_SPLIT") == NULL;
+      if (split)
+        {
+          g_autoptr (HnTensor) flat = hn_tensor_reshape (dw_tmp, 1, (gint64[]) { dw_tmp->n }, error);
+          g_autoptr (HnTensor) head = flat ? hn_tensor_view_rows (flat, 0, N * K, error) : NULL;
+          g_autoptr (HnTensor) t2 = head ? hn_tensor_reshape (head, 2, (gint64[]) { N, K }, error) : NULL;
+          if (!t2)
+            return FALSE;
+          /* the operands are f16 already, so the product without autocast's roundings is the f32 one */
+          HnAutocast ac = hn_cmd_get_autocast (cmd);
+          hn_cmd_set_autocast (cmd, HN_AUTOCAST_NONE);
+          gboolean ok = hn_op_bmm (cmd, t2, a, x2, HN_MATMUL_TRANS_A, 1.0f, error);
+          hn_cmd_set_autocast (cmd, ac);
+          if (!ok)
+            return FALSE;
+          struct { guint32 n, x_off, y_off; } pc = { (guint32) (N * K), hn_eoff (t2), hn_eoff (dw2) };
+          HnVkBinding bd[2] = { hn_bind (t2, FALSE), hn_bind (dw2, TRUE) };
+          if (!hn_op_dispatch_elems (cmd, "acc_round_f16", NULL, 0, bd, 2, &pc, sizeof pc, (guint64) (N * K), error))
+            return FALSE;
+        }
+      else if (!hn_op_bmm (cmd, dw2, a, x2, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error))
+        return FALSE;
+    }
+  if (db && !hn_op_bias_back (cmd, db, dy, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
 hn_op_sgd (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *buf, float lr, float momentum, float weight_decay,
            gboolean first, float clip, GError **error)
 {

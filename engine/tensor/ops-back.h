@@ -122,6 +122,31 @@ gboolean hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gbo
 gboolean hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_trans, float alpha,
                           gboolean accumulate, GError **error);
 
+/* out (f16) = in (f32) rounded as fp16 autocast rounds (±Inf past the
+ * range): the f16 copy of a matmul operand that the tensor cores read.
+ * out must start at an even element. */
+gboolean hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
+
+/* hn_op_adamw that also writes param16 (f16, param's element count, starting
+ * at an even element) = the updated param rounded as hn_op_cast_f16 rounds:
+ * the f16 weight copy fp16 autocast training keeps beside its f32 master. */
+gboolean hn_op_adamw_f16 (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTensor *grad, HnTensor *m, HnTensor *v,
+                          const HnAdamwScalars *s, float clip, GError **error);
+
+/* hn_op_matmul_back under fp16 autocast from f16 operands: x16 (f16 [M, K],
+ * the forward's input as the forward's matmul read it) and w16 (f16 [N, K]);
+ * dy (f32 [M, N]) is rounded into dy16 (f16 scratch of M·N elements or more,
+ * shared by dx's and dw's products) unless dy16 is NULL (then the kernel
+ * reads the f32 dy itself: a very large dy, the logits'). db from the f32 dy.
+ * dw_tmp: NULL or f32 scratch; when it holds N·K elements and dw's product
+ * has too few output tiles to fill the GPU over a long K (a square weight's
+ * gradient over thousands of tokens), dyᵀ·x is taken there in f32 first (the
+ * kernel then splits K across workgroups) and added to dw rounded to f16 as
+ * a whole, which is what autocast computes.
+ * Needs the cooperative-matrix-2 kernel (HN_ERROR_UNSUPPORTED elsewhere). */
+gboolean hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *dy16,
+                                HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error);
+
 /* One AdamW update of param (f32, same element count as grad/m/v, any
  * shape); the gradient is multiplied by clip first. */
 gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,

@@ -166,8 +166,10 @@ check_linear (const char *op, HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w,
   if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
       !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
     return FALSE;
-  /* an f16 x only where matmul_cm2 reads it as it is */
-  if (x && x->dtype == HN_DTYPE_F16 && w && !hn_op_matmul_takes_f16 (cmd, w, hn_tensor_rows (x)))
+  /* an f16 x only where matmul_cm2 reads it as it is, or under fp16 autocast
+   * (training's f16 copies: the other kernels widen it, see dispatch_tiled) */
+  if (x && x->dtype == HN_DTYPE_F16 && w && !hn_op_matmul_takes_f16 (cmd, w, hn_tensor_rows (x)) &&
+      !hn_op_matmul_f16 (cmd, 0))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s: x (tensor %s) is f16, which only the cooperative-matrix-2 kernel reads (weight %s %s, %" G_GINT64_FORMAT
@@ -775,11 +777,30 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
       if (done)
         return TRUE;
     }
+  HnTensor wide;
+  MatmulPush pw;
   if (a->dtype == HN_DTYPE_F16)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "matmul: an f16 A (tensor %s) needs the cooperative-matrix-2 kernel, which did not take it", a->name);
-      return FALSE;
+      /* an f16 A (a training activation's f16 copy) on the kernels that read
+       * f32: widened into the recorder's scratch first (exact; only devices
+       * without cooperative matrix 2, e.g. lavapipe, take this) */
+      guint64 bytes = (guint64) a->n * sizeof (float);
+      HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+      if (!s)
+        return FALSE;
+      struct { guint32 n, in_off, out_off, in_dt, out_dt; } cp = {
+        (guint32) a->n, hn_eoff (a), 0, hn_op_float_code (HN_DTYPE_F16), hn_op_float_code (HN_DTYPE_F32) };
+      HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
+      if (!hn_op_dispatch_elems (cmd, "copy", NULL, 0, cb, 2, &cp, sizeof cp, (guint64) a->n, error))
+        return FALSE;
+      wide = *a;
+      wide.buf = s;
+      wide.offset = 0;
+      wide.dtype = HN_DTYPE_F32;
+      pw = *pc;
+      pw.a_off -= hn_eoff (a);
+      a = &wide;
+      pc = &pw;
     }
   guint32 a_mode = operand_mode (pc->a_off, pc->a_sb, pc->a_sm, pc->a_sk, pc->M, pc->K);
   guint32 b_mode = operand_mode (pc->b_off, pc->b_sb, pc->b_sn, pc->b_sk, pc->N, pc->K);
@@ -828,6 +849,12 @@ linear (HnCmd *cmd, const char *op, HnTensor *y, HnTensor *x, HnTensor *w, HnTen
 {
   if (!check_linear (op, cmd, y, x, w, bias, error))
     return FALSE;
+  if (x->dtype == HN_DTYPE_F16 && (hn_dtype_is_ggml (w->dtype) || hn_dtype_is_quant (w->dtype)))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: an f16 x (%s) with the quantized weight %s", op, x->name,
+                   w->name);
+      return FALSE;
+    }
   /* GGUF blocks: their matrix-vector kernel for a few rows (decode) */
   if (hn_dtype_is_ggml (w->dtype) && hn_op_matvec_available (cmd, hn_tensor_rows (x)))
     return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, accumulate, alpha, NULL, error);
@@ -837,7 +864,7 @@ linear (HnCmd *cmd, const char *op, HnTensor *y, HnTensor *x, HnTensor *w, HnTen
                                         (guint32) w->shape[1], (guint32) w->shape[1], 1, TRUE, alpha, accumulate,
                                         HN_MATMUL_DEFAULT, error);
   gint64 N = w->shape[0], K = w->shape[1], M = hn_tensor_rows (x);
-  if (!hn_op_matmul_f16 (cmd, 0) && hn_op_matvec_available (cmd, M))
+  if (!hn_op_matmul_f16 (cmd, 0) && x->dtype == HN_DTYPE_F32 && hn_op_matvec_available (cmd, M))
     return dispatch_matvec (cmd, y, x, w, bias, NULL, NULL, 0, accumulate, alpha, NULL, error);
   MatmulPush pc = {
     (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), hn_eoff (y), bias ? hn_eoff (bias) : 0,
@@ -971,7 +998,8 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
   if (!hn_op_check_ctx (op, cmd, c, error) || !hn_op_check_ctx (op, cmd, a, error) ||
       !hn_op_check_ctx (op, cmd, b, error))
     return FALSE;
-  if (!hn_op_check_dtype (op, "A", a, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "C", c, HN_DTYPE_F32, error) ||
+  if ((a->dtype != HN_DTYPE_F16 && !hn_op_check_dtype (op, "A", a, HN_DTYPE_F32, error)) ||
+      !hn_op_check_dtype (op, "C", c, HN_DTYPE_F32, error) ||
       (!hn_dtype_is_quant (b->dtype) && !hn_op_check_float_storage (op, "B", b, error)))
     return FALSE;
   gint64 ba, ar, ac, bb, br, bc, bcc, cr, cc;
@@ -999,9 +1027,10 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
   if (hn_dtype_is_quant (b->dtype))
     {
       /* B is a frozen quantized weight W [rows, cols]: stored [N, K] with TRANS_B, else [K, N] */
-      if (bcc != 1)
+      if (bcc != 1 || a->dtype != HN_DTYPE_F32)
         {
-          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "bmm: a quantized B (%s) takes no batch", b->name);
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "bmm: a quantized B (%s) takes no batch and an f32 A",
+                       b->name);
           return FALSE;
         }
       return hn_op_matmul_quant_dispatch (cmd, c, a, b, NULL, (guint32) M, (guint32) N, (guint32) K,

@@ -37,6 +37,7 @@ typedef struct {
 
 typedef struct {
   HnTensor *h, *h2;            /* [N, C] normed inputs */
+  HnTensor *h16, *h2_16, *att16, *act16; /* f16 copies of the matmuls' inputs (f16ops) */
   HnTensor *x_mid;             /* [N, C] pre-norm: x + attention */
   HnTensor *q_lin, *k_lin, *v; /* [N, H*D], [N, KVH*D] projections */
   HnTensor *q_nrm, *k_nrm;     /* after q/k norm (NULL without) */
@@ -59,6 +60,13 @@ struct _HnTrainGraph {
   gint64 N;
   HnLoraAdapter *adapter;
   gboolean checkpointing;      /* layers share L[0]'s activation tensors (see HnTrainGraphOptions) */
+  /* fp16 autocast on the cooperative-matrix-2 kernel (full training, no MoE): every matmul reads f16
+   * operands from memory: the weights' f16 copies (HnTrainParam.w16, refreshed by the optimizer
+   * step), the forward's inputs rounded once into h16 / att16 / h2_16 / act16 / hf16 (kept for the
+   * weight gradients, as autocast saves them), and dy rounded once into dy16 for both of its
+   * products. The same roundings as the per-matmul copies they replace, so the same results. */
+  gboolean f16ops;
+  HnTensor *dy16, *hf16, *dw_tmp;
   double loss_scale;           /* hn_train_graph_set_loss_scale */
   GPtrArray *owned;            /* every tensor and view we made */
   GPtrArray *params;           /* HnTrainParam* */
@@ -137,6 +145,7 @@ param_free (gpointer p)
   g_clear_pointer (&tp->g, hn_tensor_unref);
   g_clear_pointer (&tp->m, hn_tensor_unref);
   g_clear_pointer (&tp->v, hn_tensor_unref);
+  g_clear_pointer (&tp->w16, hn_tensor_unref);
   g_free (tp);
 }
 
@@ -185,6 +194,20 @@ G (HnTrainGraph *g, HnTensor *w)
     return NULL;
   HnTrainParam *p = g_hash_table_lookup (g->grad_of, w);
   return p ? p->g : NULL;
+}
+
+/* The tensor the matmuls read as weight w: its f16 copy under f16ops. */
+static HnTensor *
+W16 (HnTrainGraph *g, HnTensor *w)
+{
+  HnTrainParam *p = w && g->f16ops ? g_hash_table_lookup (g->grad_of, w) : NULL;
+  return p && p->w16 ? p->w16 : w;
+}
+
+static HnTensor *
+new16 (HnTrainGraph *g, const char *name, gint64 rows, gint64 cols, GError **error)
+{
+  return own (g, hn_tensor_new_named (g->ctx, name, HN_DTYPE_F16, 2, (gint64[]) { rows, cols }, error));
 }
 
 static void
@@ -575,6 +598,12 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     return NULL;
   if (opts && opts->fp16)
     hn_cmd_set_autocast (g->cmd, HN_AUTOCAST_F16);
+  /* f16ops where the matmuls read f16 operands from memory: the cooperative-matrix-2 kernel, and
+   * the scalar kernel (which widens an f16 A first: slow, but it is the CI's check of this path);
+   * the KHR cooperative-matrix kernel reads f32 activations faster as they are */
+  g->f16ops = opts && opts->fp16 && !adapter && hp->n_experts == 0 &&
+              (hn_vk_context_has_coopmat2 (g->ctx, NULL) || !hn_vk_context_has_coopmat (g->ctx)) &&
+              g_strcmp0 (g_getenv ("HN_TRAIN_F16_COPIES"), "0") != 0;
   /* inputs */
   g->ids = own (g, hn_tensor_new_named (g->ctx, "train.ids", HN_DTYPE_I32, 1, (gint64[]) { N }, error));
   g->pos = g->ids ? own (g, hn_tensor_new_named (g->ctx, "train.pos", HN_DTYPE_I32, 1, (gint64[]) { N }, error)) : NULL;
@@ -642,6 +671,11 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
         return NULL;
       if (hp->n_experts > 0 && !moe_acts_new (g, a, error))
         return NULL;
+      if (g->f16ops && (!(a->h16 = new16 (g, "train.h.f16", N, C, error)) ||
+                        !(a->att16 = new16 (g, "train.att.f16", N, qd, error)) ||
+                        (hp->block != HN_BLOCK_PARALLEL && !(a->h2_16 = new16 (g, "train.h2.f16", N, C, error))) ||
+                        !(a->act16 = new16 (g, "train.act.f16", N, F, error))))
+        return NULL;
       a->q = a->q_lin;
       a->k = a->k_lin;
       if (hp->qk_norm_head)
@@ -686,6 +720,15 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           !(g->ch_loss[c] = rows_view (g, g->loss_rows, r0, n, error)) ||
           !(g->ch_scale[c] = rows_view (g, g->row_scale, r0, n, error)) ||
           !(g->ch_logits[c] = rows_view (g, g->logits, 0, n, error)))
+        return NULL;
+    }
+  if (g->f16ops)
+    {
+      gint64 widest = MAX (MAX (C, qd), MAX (kvd, fused_gu ? 2 * F : F));
+      if (!(g->hf16 = new16 (g, "train.final.f16", N, C, error)) ||
+          !(g->dy16 = own (g, hn_tensor_new_named (g->ctx, "grad.f16", HN_DTYPE_F16, 1, (gint64[]) { N * widest }, error))) ||
+          !(g->dw_tmp = own (g, hn_tensor_new_named (g->ctx, "grad.weight_f32", HN_DTYPE_F32, 1,
+                                                     (gint64[]) { MAX (C, qd) * MAX (C, qd) }, error))))
         return NULL;
     }
   /* backward scratch */
@@ -735,6 +778,26 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     }
   else if (!setup_params (g, error))
     return NULL;
+  if (g->f16ops)
+    {
+      /* the f16 copies of the matmuls' weights (the tied embedding's once) */
+      for (int il = 0; il <= nl; il++)
+        {
+          const HnLayerWeights *lw = il < nl ? &g->W->layers[il] : NULL;
+          HnTensor *ws[] = { lw ? lw->wq : g->W->lm_head, lw ? lw->wk : NULL, lw ? lw->wv : NULL, lw ? lw->wo : NULL,
+                             lw ? lw->w_gate : NULL, lw ? lw->w_up : NULL, lw ? lw->w_down : NULL };
+          for (gsize i = 0; i < G_N_ELEMENTS (ws); i++)
+            {
+              HnTrainParam *p = ws[i] ? g_hash_table_lookup (g->grad_of, ws[i]) : NULL;
+              if (!p || p->w16)
+                continue;
+              g_autofree char *name = g_strdup_printf ("%s (f16)", p->name);
+              if (!(p->w16 = hn_tensor_new_named (g->ctx, name, HN_DTYPE_F16, p->w->ndim, p->w->shape, error)) ||
+                  !hn_op_cast_f16 (g->cmd, p->w16, p->w, error))
+                return NULL;
+            }
+        }
+    }
   g->n_partials = 0;
   for (guint i = 0; i < g->params->len; i++)
     g->n_partials += hn_sumsq_n_partials (((HnTrainParam *) g->params->pdata[i])->w->n);
@@ -858,8 +921,19 @@ moe_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
   return TRUE;
 }
 
+/* x16 under f16ops: x rounded to f16 once (the copy the matmuls of x read, kept for the backward). */
 static gboolean
-mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, GError **error)
+round16 (HnTrainGraph *g, HnTensor *x16, HnTensor *x, HnTensor **mm_in, GError **error)
+{
+  *mm_in = x;
+  if (!g->f16ops)
+    return TRUE;
+  *mm_in = x16;
+  return hn_op_cast_f16 (g->cmd, x16, x, error);
+}
+
+static gboolean
+mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *in_mm, GError **error)
 {
   if (lw->router)
     return moe_fwd (g, a, lw, in, error);
@@ -869,14 +943,15 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
   outs[P_DOWN] = g->mo;
   if (lw->w_gate && !lw->w_up)
     {
-      CK (hn_op_matmul (g->cmd, a->gate, in, lw->w_gate, lw->b_gate, error));
+      CK (hn_op_matmul (g->cmd, a->gate, in_mm, W16 (g, lw->w_gate), lw->b_gate, error));
       if (a->site[P_GATE])
         CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
       CK (hn_op_glu (g->cmd, a->act, a->gate, NULL, g->hp->act, error));
     }
   else if (lw->w_gate)
     {
-      CK (hn_op_matmul_n (g->cmd, 2, (HnTensor *[]) { a->gate, a->up }, in, (HnTensor *[]) { lw->w_gate, lw->w_up },
+      CK (hn_op_matmul_n (g->cmd, 2, (HnTensor *[]) { a->gate, a->up }, in_mm,
+                          (HnTensor *[]) { W16 (g, lw->w_gate), W16 (g, lw->w_up) },
                           (HnTensor *[]) { lw->b_gate, lw->b_up }, error));
       if (a->site[P_GATE])
         CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
@@ -886,12 +961,14 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
     }
   else
     {
-      CK (hn_op_matmul (g->cmd, a->up, in, lw->w_up, lw->b_up, error));
+      CK (hn_op_matmul (g->cmd, a->up, in_mm, W16 (g, lw->w_up), lw->b_up, error));
       if (a->site[P_UP])
         CK (lora_fwd (g, a->site[P_UP], in, outs, error));
       CK (hn_op_unary (g->cmd, a->act, a->up, g->hp->act, error));
     }
-  CK (hn_op_matmul (g->cmd, g->mo, a->act, lw->w_down, lw->b_down, error));
+  HnTensor *act_mm;
+  CK (round16 (g, a->act16, a->act, &act_mm, error));
+  CK (hn_op_matmul (g->cmd, g->mo, act_mm, W16 (g, lw->w_down), lw->b_down, error));
   if (a->site[P_DOWN])
     CK (lora_fwd (g, a->site[P_DOWN], a->act, outs, error));
   return TRUE;
@@ -905,13 +982,18 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   const HnLayerWeights *lw = &W->layers[il];
   LayerActs *a = &g->L[il];
   HnTensor *x = g->resid[il], *xo = g->resid[il + 1];
+  HnTensor *h_mm, *h2_mm = NULL, *att_mm;
   CK (norm_fwd (g, a->h, x, lw->ln1_w, lw->ln1_b, error));
+  CK (round16 (g, a->h16, a->h, &h_mm, error));
   if (hp->block == HN_BLOCK_PARALLEL_2NORM)
-    CK (norm_fwd (g, a->h2, x, lw->ln2_w, lw->ln2_b, error));
+    {
+      CK (norm_fwd (g, a->h2, x, lw->ln2_w, lw->ln2_b, error));
+      CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
+    }
   HnTensor *outs[N_PROJ] = { a->q_lin, a->k_lin, a->v, g->o, NULL, NULL, NULL };
-  /* one f16 copy of h for the three (hn_op_matmul_n, on the tensor cores) */
-  CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, a->h,
-                      (HnTensor *[]) { lw->wq, lw->wk, lw->wv }, (HnTensor *[]) { lw->bq, lw->bk, lw->bv }, error));
+  /* one f16 copy of h for the three (hn_op_matmul_n, on the tensor cores; under f16ops h16) */
+  CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, h_mm,
+                      (HnTensor *[]) { W16 (g, lw->wq), W16 (g, lw->wk), W16 (g, lw->wv) }, (HnTensor *[]) { lw->bq, lw->bk, lw->bv }, error));
   for (int p = P_Q; p <= P_V; p++)
     if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
       CK (lora_fwd (g, a->site[p], a->h, outs, error));
@@ -949,7 +1031,8 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
       ap.lse = g->lse[il];
     }
   CK (hn_op_attention (g->cmd, g->att4[il], g->q4[il], g->k4[il], g->v4[il], &ap, error));
-  CK (hn_op_matmul (g->cmd, g->o, a->att, lw->wo, lw->bo, error));
+  CK (round16 (g, a->att16, a->att, &att_mm, error));
+  CK (hn_op_matmul (g->cmd, g->o, att_mm, W16 (g, lw->wo), lw->bo, error));
   if (a->site[P_O])
     CK (lora_fwd (g, a->site[P_O], a->att, outs, error));
   switch (hp->block)
@@ -957,12 +1040,14 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
     case HN_BLOCK_PRE_NORM:
       CK (hn_op_add (g->cmd, a->x_mid, x, g->o, error));
       CK (norm_fwd (g, a->h2, a->x_mid, lw->ln2_w, lw->ln2_b, error));
-      CK (mlp_fwd (g, a, lw, a->h2, error));
+      CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
+      CK (mlp_fwd (g, a, lw, a->h2, h2_mm, error));
       CK (hn_op_add (g->cmd, xo, a->x_mid, g->mo, error));
       break;
     case HN_BLOCK_PARALLEL:
     case HN_BLOCK_PARALLEL_2NORM:
-      CK (mlp_fwd (g, a, lw, hp->block == HN_BLOCK_PARALLEL ? a->h : a->h2, error));
+      CK (mlp_fwd (g, a, lw, hp->block == HN_BLOCK_PARALLEL ? a->h : a->h2, hp->block == HN_BLOCK_PARALLEL ? h_mm : h2_mm,
+                   error));
       CK (hn_op_add (g->cmd, xo, x, g->o, error));
       CK (hn_op_add (g->cmd, xo, xo, g->mo, error));
       break;
@@ -990,6 +1075,7 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
     }
   for (int il = 0; il < hp->n_layer; il++)
     CK (layer_fwd (g, il, error));
+  HnTensor *hf_mm;
   CK (norm_fwd (g, g->hf, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, error));
   if (g->n_chunks > 1)
     {
@@ -1011,7 +1097,8 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
         }
       return TRUE;
     }
-  CK (hn_op_matmul (g->cmd, g->logits, g->hf, W->lm_head, W->lm_head_b, error));
+  CK (round16 (g, g->hf16, g->hf, &hf_mm, error));
+  CK (hn_op_matmul (g->cmd, g->logits, hf_mm, W16 (g, W->lm_head), W->lm_head_b, error));
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));
   return hn_op_cross_entropy (g->cmd, g->loss_rows, NULL, g->logits, g->targets, -100, error);
@@ -1050,21 +1137,32 @@ moe_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy,
   return hn_op_matmul_back (g->cmd, din, G (g, lw->router), NULL, g->dl, in, lw->router, HN_BACK_ACCUMULATE, error);
 }
 
+/* dx (+)= dy·W, dW += dyᵀ·x, db += Σ dy for y = x·Wᵀ + b; x16: x's f16 copy (f16ops). */
 static gboolean
-mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy, HnTensor *in, HnTensor *din,
-          HnBackFlags flags, GError **error)
+mm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *w, HnTensor *b, HnTensor *dy, HnTensor *x, HnTensor *x16,
+         HnBackFlags flags, GError **error)
+{
+  if (g->f16ops)
+    return hn_op_matmul_back_f16 (g->cmd, dx, G (g, w), G (g, b), dy, dy->n <= g->dy16->n ? g->dy16 : NULL, x16,
+                                  W16 (g, w), g->dw_tmp, flags, error);
+  return hn_op_matmul_back (g->cmd, dx, G (g, w), G (g, b), dy, x, w, flags, error);
+}
+
+static gboolean
+mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy, HnTensor *in, HnTensor *in16,
+          HnTensor *din, HnBackFlags flags, GError **error)
 {
   if (lw->router)
     return moe_back (g, a, lw, dy, in, din, flags, error);
   HnTensor *dys[N_PROJ] = { 0 };
-  CK (hn_op_matmul_back (g->cmd, g->dact, G (g, lw->w_down), G (g, lw->b_down), dy, a->act, lw->w_down, 0, error));
+  CK (mm_back (g, g->dact, lw->w_down, lw->b_down, dy, a->act, a->act16, 0, error));
   dys[P_DOWN] = dy;
   if (a->site[P_DOWN])
     CK (lora_back (g, a->site[P_DOWN], a->act, g->dact, dys, error));
   if (lw->w_gate && !lw->w_up)
     {
       CK (hn_op_glu_back (g->cmd, g->dgate, NULL, g->dact, a->gate, NULL, g->hp->act, error));
-      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_gate), G (g, lw->b_gate), g->dgate, in, lw->w_gate, flags, error));
+      CK (mm_back (g, din, lw->w_gate, lw->b_gate, g->dgate, in, in16, flags, error));
       dys[P_GATE] = g->dgate;
       if (a->site[P_GATE])
         CK (lora_back (g, a->site[P_GATE], in, din, dys, error));
@@ -1072,9 +1170,8 @@ mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy,
   else if (lw->w_gate)
     {
       CK (hn_op_glu_back (g->cmd, g->dgate, g->dup, g->dact, a->gate, a->up, g->hp->act, error));
-      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_gate), G (g, lw->b_gate), g->dgate, in, lw->w_gate, flags, error));
-      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_up), G (g, lw->b_up), g->dup, in, lw->w_up, HN_BACK_ACCUMULATE,
-                             error));
+      CK (mm_back (g, din, lw->w_gate, lw->b_gate, g->dgate, in, in16, flags, error));
+      CK (mm_back (g, din, lw->w_up, lw->b_up, g->dup, in, in16, HN_BACK_ACCUMULATE, error));
       dys[P_GATE] = g->dgate;
       dys[P_UP] = g->dup;
       if (a->site[P_GATE])
@@ -1085,7 +1182,7 @@ mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy,
   else
     {
       CK (hn_op_unary_back (g->cmd, g->dup, g->dact, a->up, g->hp->act, 0, error));
-      CK (hn_op_matmul_back (g->cmd, din, G (g, lw->w_up), G (g, lw->b_up), g->dup, in, lw->w_up, flags, error));
+      CK (mm_back (g, din, lw->w_up, lw->b_up, g->dup, in, in16, flags, error));
       dys[P_UP] = g->dup;
       if (a->site[P_UP])
         CK (lora_back (g, a->site[P_UP], in, din, dys, error));
@@ -1103,7 +1200,7 @@ attn_back (HnTrainGraph *g, int il, HnTensor *dy, HnTensor *din, HnBackFlags fla
   const HnLayerWeights *lw = &W->layers[il];
   LayerActs *a = &g->L[il];
   HnTensor *dys[N_PROJ] = { 0 };
-  CK (hn_op_matmul_back (g->cmd, g->datt, G (g, lw->wo), G (g, lw->bo), dy, a->att, lw->wo, 0, error));
+  CK (mm_back (g, g->datt, lw->wo, lw->bo, dy, a->att, a->att16, 0, error));
   dys[P_O] = dy;
   if (a->site[P_O])
     CK (lora_back (g, a->site[P_O], a->att, g->datt, dys, error));
@@ -1139,9 +1236,9 @@ attn_back (HnTrainGraph *g, int il, HnTensor *dy, HnTensor *din, HnBackFlags fla
       dq = g->dq2;
       dk = g->dk2;
     }
-  CK (hn_op_matmul_back (g->cmd, din, G (g, lw->wq), G (g, lw->bq), dq, a->h, lw->wq, flags, error));
-  CK (hn_op_matmul_back (g->cmd, din, G (g, lw->wk), G (g, lw->bk), dk, a->h, lw->wk, HN_BACK_ACCUMULATE, error));
-  CK (hn_op_matmul_back (g->cmd, din, G (g, lw->wv), G (g, lw->bv), g->dv, a->h, lw->wv, HN_BACK_ACCUMULATE, error));
+  CK (mm_back (g, din, lw->wq, lw->bq, dq, a->h, a->h16, flags, error));
+  CK (mm_back (g, din, lw->wk, lw->bk, dk, a->h, a->h16, HN_BACK_ACCUMULATE, error));
+  CK (mm_back (g, din, lw->wv, lw->bv, g->dv, a->h, a->h16, HN_BACK_ACCUMULATE, error));
   dys[P_Q] = dq;
   dys[P_K] = dk;
   dys[P_V] = g->dv;
@@ -1162,19 +1259,19 @@ layer_back (HnTrainGraph *g, int il, GError **error)
   switch (hp->block)
     {
     case HN_BLOCK_PRE_NORM:
-      CK (mlp_back (g, a, lw, g->dres, a->h2, g->dh2, 0, error));
+      CK (mlp_back (g, a, lw, g->dres, a->h2, a->h2_16, g->dh2, 0, error));
       CK (norm_back (g, g->dres, g->dh2, a->x_mid, lw->ln2_w, lw->ln2_b, HN_BACK_ACCUMULATE, error));
       CK (attn_back (g, il, g->dres, g->dh, 0, error));
       CK (norm_back (g, g->dres, g->dh, x, lw->ln1_w, lw->ln1_b, HN_BACK_ACCUMULATE, error));
       break;
     case HN_BLOCK_PARALLEL:
       CK (attn_back (g, il, g->dres, g->dh, 0, error));
-      CK (mlp_back (g, a, lw, g->dres, a->h, g->dh, HN_BACK_ACCUMULATE, error));
+      CK (mlp_back (g, a, lw, g->dres, a->h, a->h16, g->dh, HN_BACK_ACCUMULATE, error));
       CK (norm_back (g, g->dres, g->dh, x, lw->ln1_w, lw->ln1_b, HN_BACK_ACCUMULATE, error));
       break;
     case HN_BLOCK_PARALLEL_2NORM:
       CK (attn_back (g, il, g->dres, g->dh, 0, error));
-      CK (mlp_back (g, a, lw, g->dres, a->h2, g->dh2, 0, error));
+      CK (mlp_back (g, a, lw, g->dres, a->h2, a->h2_16, g->dh2, 0, error));
       CK (norm_back (g, g->dres, g->dh, x, lw->ln1_w, lw->ln1_b, HN_BACK_ACCUMULATE, error));
       CK (norm_back (g, g->dres, g->dh2, x, lw->ln2_w, lw->ln2_b, HN_BACK_ACCUMULATE, error));
       break;
@@ -1194,8 +1291,7 @@ backward (HnTrainGraph *g, GError **error)
   if (g->n_chunks <= 1)
     {
       CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
-      CK (hn_op_matmul_back (g->cmd, g->dh, G (g, W->lm_head), G (g, W->lm_head_b), g->logits, g->hf, W->lm_head, 0,
-                             error));
+      CK (mm_back (g, g->dh, W->lm_head, W->lm_head_b, g->logits, g->hf, g->hf16, 0, error));
     }
   CK (norm_back (g, g->dres, g->dh, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, 0, error));
   for (int il = hp->n_layer - 1; il >= 0; il--)
@@ -1348,12 +1444,19 @@ hn_train_graph_optimizer_step (HnTrainGraph *g, const HnOptimConfig *oc, gint64 
       HnTrainParam *p = g->params->pdata[i];
       double wd = p->decay ? oc->weight_decay : 0.0;
       if (oc->kind == HN_OPTIM_SGD)
-        CK (hn_op_sgd (g->cmd, p->w, p->g, p->m, (float) lr, (float) oc->momentum, (float) wd, step == 1, clip, error));
+        {
+          CK (hn_op_sgd (g->cmd, p->w, p->g, p->m, (float) lr, (float) oc->momentum, (float) wd, step == 1, clip, error));
+          if (p->w16)
+            CK (hn_op_cast_f16 (g->cmd, p->w16, p->w, error));
+        }
       else
         {
           HnAdamwScalars s;
           hn_adamw_scalars (&s, step, lr, oc->beta1, oc->beta2, oc->eps, wd);
-          CK (hn_op_adamw (g->cmd, p->w, p->g, p->m, p->v, &s, clip, error));
+          if (p->w16)
+            CK (hn_op_adamw_f16 (g->cmd, p->w, p->w16, p->g, p->m, p->v, &s, clip, error));
+          else
+            CK (hn_op_adamw (g->cmd, p->w, p->g, p->m, p->v, &s, clip, error));
         }
     }
   return hn_cmd_submit_wait (g->cmd, error);

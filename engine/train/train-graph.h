@@ -28,6 +28,7 @@ typedef struct {
   HnTensor *g;       /* its gradient (same shape) */
   HnTensor *m, *v;   /* optimizer state (AdamW moments; SGD uses m as momentum) */
   gboolean decay;    /* weight decay applies (not to biases and norms) */
+  HnTensor *w16;     /* NULL, or w's f16 copy that the matmuls read under fp16 autocast (kept by the optimizer step) */
 } HnTrainParam;
 
 typedef struct _HnTrainGraph HnTrainGraph;

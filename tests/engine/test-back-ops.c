@@ -247,6 +247,90 @@ test_lora_down (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
 }
 
+static HnTensor *
+tens16 (int ndim, const gint64 *shape, const float *data, float *rounded)
+{
+  g_autoptr (GError) error = NULL;
+  HnTensor *t = hn_tensor_new (ctx, HN_DTYPE_F16, ndim, shape, &error);
+  g_assert_no_error (error);
+  g_autofree guint16 *h = g_new0 (guint16, t->n);
+  for (gint64 i = 0; data && i < t->n; i++)
+    {
+      h[i] = hn_f32_to_f16 (data[i]);
+      rounded[i] = hn_f16_to_f32 (h[i]);
+    }
+  hn_tensor_upload_raw (t, h, sizeof (guint16) * (gsize) t->n, &error);
+  g_assert_no_error (error);
+  return t;
+}
+
+static float
+r16 (double v)
+{
+  return hn_f16_to_f32 (hn_f32_to_f16 ((float) v));
+}
+
+/* The fp16 autocast backward from f16 operands (training's f16 copies), with
+ * dw's product whole and split over a long K (dw_tmp), against the products
+ * of the f16-rounded operands with f16-rounded results. */
+static void
+test_matmul_back_f16 (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 M = 4096, N = 24, K = 40;
+  g_autofree float *dy = rnd (M * N, 1), *x = rnd (M * K, 1), *w = rnd (N * K, 1);
+  g_autofree float *xr = g_new (float, M * K), *wr = g_new (float, N * K), *dyr = g_new (float, M * N);
+  g_autofree float *dw0 = rnd (N * K, 1), *db0 = rnd (N, 1);
+  for (gint64 i = 0; i < M * N; i++)
+    dyr[i] = r16 (dy[i]);
+  g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { M, N }, dy);
+  g_autoptr (HnTensor) tx = tens16 (2, (gint64[]) { M, K }, x, xr), tw = tens16 (2, (gint64[]) { N, K }, w, wr);
+  g_autoptr (HnTensor) dy16 = tens16 (1, (gint64[]) { M * N + 6 }, NULL, NULL);
+  g_autoptr (HnTensor) tmp = tens (1, (gint64[]) { N * K }, NULL);
+  g_autofree float *dx = g_new0 (float, M * K), *dw = g_memdup2 (dw0, sizeof (float) * N * K);
+  g_autofree float *db = g_memdup2 (db0, sizeof (float) * N);
+  for (gint64 m = 0; m < M; m++)
+    for (gint64 k = 0; k < K; k++)
+      {
+        double sum = 0;
+        for (gint64 n = 0; n < N; n++)
+          sum += (double) dyr[m * N + n] * wr[n * K + k];
+        dx[m * K + k] = r16 (sum);
+      }
+  for (gint64 n = 0; n < N; n++)
+    {
+      double sb = 0;
+      for (gint64 m = 0; m < M; m++)
+        sb += dy[m * N + n];
+      db[n] += r16 (sb);
+      for (gint64 k = 0; k < K; k++)
+        {
+          double sum = 0;
+          for (gint64 m = 0; m < M; m++)
+            sum += (double) dyr[m * N + n] * xr[m * K + k];
+          dw[n * K + k] += r16 (sum);
+        }
+    }
+  for (int split = 0; split < 2; split++)
+    {
+      g_autoptr (HnTensor) tdx = tens (2, (gint64[]) { M, K }, NULL);
+      g_autoptr (HnTensor) tdw = tens (2, (gint64[]) { N, K }, dw0), tdb = tens (1, (gint64[]) { N }, db0);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+      g_assert_true (hn_op_matmul_back_f16 (cmd, tdx, tdw, tdb, tdy, dy16, tx, tw, split ? tmp : NULL, 0, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      /* results rounded to f16 (half an ulp: 2^-11), sums in another order */
+      close_enough ("f16 matmul dx", tdx, dx, 2e-3, 1e-3);
+      close_enough (split ? "f16 matmul dw (split)" : "f16 matmul dw", tdw, dw, 2e-3, 2e-3);
+      close_enough ("f16 matmul db", tdb, db, 2e-3, 2e-3);
+    }
+  /* the f16 operands' kernel only under autocast */
+  g_autoptr (HnCmd) plain = hn_cmd_new (ctx, &error);
+  g_assert_false (hn_op_matmul_back_f16 (plain, NULL, tmp, NULL, tdy, dy16, tx, tw, NULL, 0, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 run_norm (gboolean layer, gboolean plus_one)
 {
@@ -502,6 +586,41 @@ test_adamw_sgd (void)
   g_assert_cmpfloat_with_epsilon ((double) pp[3] + pp[4], hn_ref_sumsq (g, n), 1e-3);
   g_assert_cmpfloat (pp[5], ==, 0.0f);
 
+  /* the f16 copy beside the update (an odd count: the last word's pad half),
+   * and the cast it is made with first */
+  gint64 n2 = 1001;
+  g_autofree float *p2 = rnd (n2, 1), *big = g_new (float, n2);
+  for (gint64 i = 0; i < n2; i++)
+    big[i] = i == 7 ? 70000.0f : i == 8 ? -1e6f : p2[i];
+  g_autoptr (HnTensor) tp2 = tens (1, (gint64[]) { n2 }, p2), tq2 = tens (1, (gint64[]) { n2 }, p2);
+  g_autoptr (HnTensor) tbig = tens (1, (gint64[]) { n2 }, big);
+  g_autoptr (HnTensor) tg2 = tens (1, (gint64[]) { n2 }, g), tm2 = tens (1, (gint64[]) { n2 }, m);
+  g_autoptr (HnTensor) tv2 = tens (1, (gint64[]) { n2 }, v), tm3 = tens (1, (gint64[]) { n2 }, m);
+  g_autoptr (HnTensor) tv3 = tens (1, (gint64[]) { n2 }, v);
+  g_autoptr (HnTensor) h16 = tens16 (1, (gint64[]) { n2 }, NULL, NULL), c16 = tens16 (1, (gint64[]) { n2 }, NULL, NULL);
+  g_assert_true (hn_op_cast_f16 (cmd, c16, tbig, &error));
+  g_assert_true (hn_op_adamw (cmd, tp2, tg2, tm2, tv2, &s, 0.5f, &error));
+  g_assert_true (hn_op_adamw_f16 (cmd, tq2, h16, tg2, tm3, tv3, &s, 0.5f, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree float *a2 = down (tp2);
+  close_enough ("adamw_f16 param", tq2, a2, 1e-6, 1e-7);
+  g_autofree float *m2 = down (tm2);
+  close_enough ("adamw_f16 m", tm3, m2, 0, 0);
+  g_autofree guint16 *hb = g_new (guint16, n2), *cb = g_new (guint16, n2);
+  hn_tensor_download_raw (h16, hb, sizeof (guint16) * n2, &error);
+  hn_tensor_download_raw (c16, cb, sizeof (guint16) * n2, &error);
+  g_assert_no_error (error);
+  g_autofree float *q2 = down (tq2);
+  for (gint64 i = 0; i < n2; i++)
+    {
+      g_assert_cmpuint (hb[i], ==, hn_f32_to_f16 (q2[i]));
+      if (i == 7 || i == 8)
+        g_assert_true (isinf (hn_f16_to_f32 (cb[i])) && (hn_f16_to_f32 (cb[i]) < 0) == (i == 8));
+      else
+        g_assert_cmpuint (cb[i], ==, hn_f32_to_f16 (big[i]));
+    }
+
   g_autoptr (HnTensor) tb = tens (1, (gint64[]) { n }, NULL);
   g_autofree float *buf = g_new0 (float, n);
   for (int step = 0; step < 2; step++)
@@ -527,6 +646,7 @@ main (int argc, char **argv)
   g_test_add_func ("/back-ops/matmul", test_matmul_back);
   g_test_add_func ("/back-ops/lora-expand", test_lora_expand);
   g_test_add_func ("/back-ops/lora-down", test_lora_down);
+  g_test_add_func ("/back-ops/matmul-f16", test_matmul_back_f16);
   g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
   g_test_add_func ("/back-ops/layernorm", test_layernorm_back);
   g_test_add_func ("/back-ops/activations", test_activations_back);
