@@ -1075,7 +1075,8 @@ run_benchmark (const BenchOptions *o)
                                   MAX (MAX (o->batch, 1) / (int) (ctxs ? ctxs->len : 1), 1),
                                   o->seq_len > 0 ? o->seq_len : 1024, o->lora_r > 0 ? o->lora_r : 8,
                                   o->lora_targets ? o->lora_targets : "q_proj,k_proj,v_proj,o_proj", 0, 0, FALSE,
-                                  o->checkpointing, quant };
+                                  o->checkpointing, quant,
+                                  o->precision && (g_str_equal (o->precision, "fp16") || g_str_equal (o->precision, "bf16")) };
           HnMemoryEstimate est;
           if (dp && hn_memory_estimate_model (dir, &req, &est, NULL))
             {

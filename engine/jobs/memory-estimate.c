@@ -138,7 +138,8 @@ train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint6
 {
   gint64 C = hp->hidden, H = hp->n_head, qd = H * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gint64 F = hp->ffn, Fg = fused_gate_up ? 2 * F : F, V = hp->vocab, L = hp->n_layer;
-  gint64 per_layer = 3 * C + 2 * qd + 2 * kvd + Fg + 2 * F; /* h, h2, x_mid, q, att, k, v, gate, up, act */
+  gint64 Fgate = hp->gated ? Fg : 0; /* the gate's activation and gradient (gated MLPs only) */
+  gint64 per_layer = 3 * C + 2 * qd + 2 * kvd + Fgate + 2 * F; /* h, h2, x_mid, q, att, k, v, gate, up, act */
   if (hp->qk_norm_head)
     per_layer += qd + kvd;
   if (hp->rope)
@@ -146,7 +147,7 @@ train_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint6
   gint64 cols = 6                                  /* ids, pos, neg_pos, targets, row_scale, loss_rows */
                 + (L + 1) * C                      /* residual stream */
                 + (checkpointing ? 1 : L) * per_layer + 4 * C /* o, mlp, pos_embed, final */
-                + 3 * C + 3 * qd + 3 * kvd + Fg + 2 * F /* backward scratch */
+                + 3 * C + 3 * qd + 3 * kvd + Fgate + 2 * F /* backward scratch */
                 + 2 + 4 * H                        /* norm and attention statistics */
                 + (checkpointing ? 1 : L) * H;     /* each layer's log-sum-exp for the flash backward
                                                     * (on cooperative-matrix-2 devices; 4 MB at llama-1b) */
@@ -190,6 +191,20 @@ shared_cols (const HnTransformerHParams *hp, const char *targets)
     }
   hn_lora_config_clear (&cfg);
   return total;
+}
+
+/* train-graph.c's f16ops (full training under --precision fp16): each layer's
+ * f16 copies of its matmuls' inputs (h, att, h2, act), the final norm's,
+ * dy's f16 scratch and the f32 weight-gradient scratch of the split dw. */
+static guint64
+train_f16_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, gint64 N, gboolean checkpointing)
+{
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 F = hp->ffn, Fg = fused_gate_up ? 2 * F : F;
+  gint64 per_layer = C + qd + (hp->block != HN_BLOCK_PARALLEL ? C : 0) + F;
+  gint64 widest = MAX (MAX (C, qd), MAX (kvd, Fg));
+  return 2 * (guint64) (N * ((checkpointing ? 1 : hp->n_layer) * per_layer + C + widest)) +
+         F32 * (guint64) (MAX (C, qd) * MAX (C, qd));
 }
 
 /* transformer-kv.c's session: chunked-prefill activations (the
@@ -263,6 +278,14 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
       out->optimizer = 2 * F32 * (guint64) out->n_params;
       out->activations = train_activations (&hp, fused_gate_up, N, req->checkpointing, FALSE) -
                          (req->checkpointing ? 0 : F32 * (guint64) (N * shared_cols (&hp, NULL)));
+      if (req->fp16 && hp.n_experts == 0)
+        {
+          /* the f16 copies of the matmul weights (the projections and the LM head) and of the matmul inputs */
+          gint64 C = hp.hidden, qd = (gint64) hp.n_head * hp.head_dim, kvd = (gint64) hp.n_kv_head * hp.head_dim;
+          gint64 per_layer = 2 * C * qd + 2 * C * kvd + (hp.gated ? 3 : 2) * C * (gint64) hp.ffn;
+          out->weights += 2 * (guint64) (hp.n_layer * per_layer + (gint64) hp.vocab * C);
+          out->activations += train_f16_activations (&hp, fused_gate_up, N, req->checkpointing);
+        }
     }
   else if (req->workload == HN_MEMORY_LORA)
     {

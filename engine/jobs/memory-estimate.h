@@ -40,6 +40,7 @@ typedef struct {
   gboolean no_cache;           /* generation without a KV cache */
   gboolean checkpointing;      /* training: --gradient-checkpointing (one set of layer activations) */
   HnDType quant;               /* QLoRA: the layers' Linear weights packed (tensor/quant.h); 0 (F32) = as stored */
+  gboolean fp16;               /* full training: --precision fp16 (f16 copies of the weights and the matmul inputs) */
 } HnMemoryRequest;
 
 typedef struct {

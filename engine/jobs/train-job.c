@@ -172,6 +172,7 @@ hn_train_job_memory_request (const HnTrainJobOptions *o, HnMemoryRequest *req, c
   req->seq_len = (int) o->seq_len;
   req->checkpointing = o->checkpointing;
   req->quant = o->quant;
+  req->fp16 = o->fp16;
   if (!o->lora)
     return TRUE;
   req->lora_r = o->lcfg.r;

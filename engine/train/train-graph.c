@@ -665,7 +665,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           !(a->q_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->q_lin : new2d (g, "train.q", N, qd, error)) ||
           !(a->k_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->k_lin : new2d (g, "train.k", N, kvd, error)) ||
           !(a->v = new2d (g, "train.v", N, kvd, error)) || !(a->att = new2d (g, "train.att", N, qd, error)) ||
-          !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error)) ||
+          (gated && !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error))) ||
           !(a->up = new2d (g, "train.up", N, F, error)) ||
           !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error)))
         return NULL;
@@ -737,7 +737,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->dk = new2d (g, "grad.k", N, kvd, error)) || !(g->dv = new2d (g, "grad.v", N, kvd, error)) ||
       !(g->dq2 = new2d (g, "grad.q2", N, qd, error)) || !(g->dk2 = new2d (g, "grad.k2", N, kvd, error)) ||
       !(g->datt = new2d (g, "grad.att", N, qd, error)) ||
-      !(g->dgate = new2d (g, "grad.gate", N, fused_gu ? 2 * F : F, error)) ||
+      (gated && !(g->dgate = new2d (g, "grad.gate", N, fused_gu ? 2 * F : F, error))) ||
       !(g->dup = new2d (g, "grad.up", N, F, error)) || !(g->dact = new2d (g, "grad.act", N, F, error)) ||
       !(g->stats = own (g, hn_tensor_new_named (g->ctx, "grad.stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N }, error))) ||
       !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
@@ -768,7 +768,6 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->dq2_rows = reshape (g, g->dq2, 2, (gint64[]) { N * H, D }, error)) ||
       !(g->dk2_rows = reshape (g, g->dk2, 2, (gint64[]) { N * KVH, D }, error)))
     return NULL;
-  (void) gated;
 
   /* parameters */
   if (adapter)
