@@ -738,6 +738,18 @@ hn_op_adamw_f16 (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTensor *grad,
 }
 
 gboolean
+hn_op_add_rounded_f16 (HnCmd *cmd, HnTensor *y, HnTensor *x, GError **error)
+{
+  const char *op = "add_rounded_f16";
+  if (!check_f32 (op, "y", cmd, y, error) || !check_f32 (op, "x", cmd, x, error) ||
+      !hn_op_check_count (op, "x", x, y->n, error))
+    return FALSE;
+  struct { guint32 n, x_off, y_off; } pc = { (guint32) y->n, hn_eoff (x), hn_eoff (y) };
+  HnVkBinding bd[2] = { hn_bind (x, FALSE), hn_bind (y, TRUE) };
+  return hn_op_dispatch_elems (cmd, "acc_round_f16", NULL, 0, bd, 2, &pc, sizeof pc, (guint64) y->n, error);
+}
+
+gboolean
 hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
 {
   const char *op = "cast_f16";
@@ -824,9 +836,7 @@ hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnT
           hn_cmd_set_autocast (cmd, ac);
           if (!ok)
             return FALSE;
-          struct { guint32 n, x_off, y_off; } pc = { (guint32) (N * K), hn_eoff (t2), hn_eoff (dw2) };
-          HnVkBinding bd[2] = { hn_bind (t2, FALSE), hn_bind (dw2, TRUE) };
-          if (!hn_op_dispatch_elems (cmd, "acc_round_f16", NULL, 0, bd, 2, &pc, sizeof pc, (guint64) (N * K), error))
+          if (!hn_op_add_rounded_f16 (cmd, dw2, t2, error))
             return FALSE;
         }
       else if (!hn_op_bmm (cmd, dw2, a, x2, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error))

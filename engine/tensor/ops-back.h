@@ -147,6 +147,11 @@ gboolean hn_op_adamw_f16 (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTens
 gboolean hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *dy16,
                                 HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error);
 
+/* y (f32) += x (f32, y's element count) rounded to f16 as hn_op_cast_f16
+ * rounds: a product taken in f32 that fp16 autocast computes in f16, added
+ * to its f32 gradient. */
+gboolean hn_op_add_rounded_f16 (HnCmd *cmd, HnTensor *y, HnTensor *x, GError **error);
+
 /* One AdamW update of param (f32, same element count as grad/m/v, any
  * shape); the gradient is multiplied by clip first. */
 gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,

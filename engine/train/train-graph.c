@@ -110,6 +110,16 @@ struct _HnTrainGraph {
   gint64 n_trainable;
 };
 
+/* Rows of the logits' gradient rounded to f16 at a time in the LM head's
+ * backward (lm_back_f16); HN_TRAIN_LM_ROWS=n takes fewer (a test of the chunks). */
+static gint64
+lm_rows (void)
+{
+  const char *v = g_getenv ("HN_TRAIN_LM_ROWS");
+  gint64 n = v ? g_ascii_strtoll (v, NULL, 10) : 0;
+  return n > 0 && n < 2048 ? n : 2048;
+}
+
 static HnTensor *
 own (HnTrainGraph *g, HnTensor *t)
 {
@@ -724,11 +734,12 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     }
   if (g->f16ops)
     {
+      /* dy16 also takes lm_rows () rows of the logits' gradient, dw_tmp the LM head's weight gradient */
       gint64 widest = MAX (MAX (C, qd), MAX (kvd, fused_gu ? 2 * F : F));
+      gint64 dy16_n = MAX (N * widest, MIN (N, lm_rows ()) * V), tmp_n = MAX (MAX (C, qd) * MAX (C, qd), V * C);
       if (!(g->hf16 = new16 (g, "train.final.f16", N, C, error)) ||
-          !(g->dy16 = own (g, hn_tensor_new_named (g->ctx, "grad.f16", HN_DTYPE_F16, 1, (gint64[]) { N * widest }, error))) ||
-          !(g->dw_tmp = own (g, hn_tensor_new_named (g->ctx, "grad.weight_f32", HN_DTYPE_F32, 1,
-                                                     (gint64[]) { MAX (C, qd) * MAX (C, qd) }, error))))
+          !(g->dy16 = own (g, hn_tensor_new_named (g->ctx, "grad.f16", HN_DTYPE_F16, 1, (gint64[]) { dy16_n }, error))) ||
+          !(g->dw_tmp = own (g, hn_tensor_new_named (g->ctx, "grad.weight_f32", HN_DTYPE_F32, 1, (gint64[]) { tmp_n }, error))))
         return NULL;
     }
   /* backward scratch */
@@ -1147,6 +1158,54 @@ mm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *w, HnTensor *b, HnTensor *dy, 
   return hn_op_matmul_back (g->cmd, dx, G (g, w), G (g, b), dy, x, w, flags, error);
 }
 
+/* The first n elements of a 1-D scratch tensor as [rows, cols]. */
+static HnTensor *
+scratch_2d (HnTensor *t, gint64 rows, gint64 cols, GError **error)
+{
+  g_autoptr (HnTensor) head = hn_tensor_view_rows (t, 0, rows * cols, error);
+  return head ? hn_tensor_reshape (head, 2, (gint64[]) { rows, cols }, error) : NULL;
+}
+
+/* The LM head's backward under f16ops: the logits' gradient (f32, in place of
+ * the logits: 1.6 GB at gpt2 8x1024, too large for one f16 copy beside it) is
+ * rounded to f16 lm_rows () rows at a time into dy16; each chunk's dh rows come
+ * from it on the tensor cores, and its share of dW = dlogitsᵀ·hf is added up
+ * in f32 (dw_tmp) and added to the gradient rounded to f16 once, as autocast's
+ * one f16 product would be. */
+static gboolean
+lm_back_f16 (HnTrainGraph *g, GError **error)
+{
+  const HnTransformerWeights *W = g->W;
+  gint64 V = hn_tensor_cols (g->logits), C = g->hp->hidden, R = MIN (g->N, lm_rows ());
+  HnTensor *gw = G (g, W->lm_head);
+  g_autoptr (HnTensor) tmp = gw ? scratch_2d (g->dw_tmp, V, C, error) : NULL;
+  if (gw && !tmp)
+    return FALSE;
+  for (gint64 r0 = 0; r0 < g->N; r0 += R)
+    {
+      gint64 n = MIN (R, g->N - r0);
+      g_autoptr (HnTensor) dl = hn_tensor_view_rows (g->logits, r0, n, error);
+      g_autoptr (HnTensor) dl16 = dl ? scratch_2d (g->dy16, n, V, error) : NULL;
+      g_autoptr (HnTensor) dh = dl16 ? hn_tensor_view_rows (g->dh, r0, n, error) : NULL;
+      g_autoptr (HnTensor) x16 = dh ? hn_tensor_view_rows (g->hf16, r0, n, error) : NULL;
+      CK (x16);
+      CK (hn_op_cast_f16 (g->cmd, dl16, dl, error));
+      CK (hn_op_bmm (g->cmd, dh, dl16, W16 (g, W->lm_head), 0, 1.0f, error));
+      if (gw)
+        {
+          /* f16 operands: without autocast's roundings the product is the f32 one */
+          hn_cmd_set_autocast (g->cmd, HN_AUTOCAST_NONE);
+          gboolean ok = hn_op_bmm (g->cmd, tmp, dl16, x16, HN_MATMUL_TRANS_A | (r0 ? HN_MATMUL_ACCUMULATE : 0), 1.0f,
+                                   error);
+          hn_cmd_set_autocast (g->cmd, HN_AUTOCAST_F16);
+          CK (ok);
+        }
+    }
+  if (gw)
+    CK (hn_op_add_rounded_f16 (g->cmd, gw, tmp, error));
+  return !G (g, W->lm_head_b) || hn_op_bias_back (g->cmd, G (g, W->lm_head_b), g->logits, error);
+}
+
 static gboolean
 mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy, HnTensor *in, HnTensor *in16,
           HnTensor *din, HnBackFlags flags, GError **error)
@@ -1290,7 +1349,10 @@ backward (HnTrainGraph *g, GError **error)
   if (g->n_chunks <= 1)
     {
       CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
-      CK (mm_back (g, g->dh, W->lm_head, W->lm_head_b, g->logits, g->hf, g->hf16, 0, error));
+      if (g->f16ops)
+        CK (lm_back_f16 (g, error));
+      else
+        CK (mm_back (g, g->dh, W->lm_head, W->lm_head_b, g->logits, g->hf, g->hf16, 0, error));
     }
   CK (norm_back (g, g->dres, g->dh, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, 0, error));
   for (int il = hp->n_layer - 1; il >= 0; il--)
