@@ -202,7 +202,7 @@ train_f16_activations (const HnTransformerHParams *hp, gboolean fused_gate_up, g
   gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gint64 F = hp->ffn, Fg = fused_gate_up ? 2 * F : F;
   gint64 per_layer = C + qd + (hp->block != HN_BLOCK_PARALLEL ? C : 0) + F;
-  gint64 widest = MAX (MAX (C, qd), MAX (kvd, Fg)), V = hp->vocab;
+  gint64 widest = MAX (MAX (C, qd + 2 * kvd), Fg), V = hp->vocab;
   gint64 dy16 = MAX (N * widest, MIN (N, 2048) * V); /* train-graph.c's lm_rows () rows of the logits' gradient */
   return 2 * (guint64) (N * ((checkpointing ? 1 : hp->n_layer) * per_layer + C) + dy16) +
          F32 * (guint64) MAX (MAX (C, qd) * MAX (C, qd), V * C);

@@ -750,6 +750,26 @@ hn_op_add_rounded_f16 (HnCmd *cmd, HnTensor *y, HnTensor *x, GError **error)
 }
 
 gboolean
+hn_op_cast_f16_cols (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in, GError **error)
+{
+  const char *op = "cast_f16_cols";
+  if (!check_f32 (op, "in", cmd, in, error) || !hn_op_check_ctx (op, cmd, out, error) ||
+      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error))
+    return FALSE;
+  gint64 rows = hn_tensor_rows (in), cols = hn_tensor_cols (in), ld = hn_tensor_cols (out);
+  if (hn_tensor_rows (out) != rows || c0 < 0 || c0 + cols > ld || (cols | c0 | ld | hn_eoff (out)) & 1)
+    return fail_shape (op, out, in, "in must fit even columns [c0, c0 + cols) of out's rows", error);
+  struct { guint32 rows, cols, x_off, y_off, ld, c0; } pc = {
+    (guint32) rows, (guint32) cols, hn_eoff (in), hn_eoff (out), (guint32) ld, (guint32) c0 };
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  hn_cmd_set_label (cmd, "to_f16");
+  gboolean ok = hn_op_dispatch_elems (cmd, "cast_f16_cols", NULL, 0, bd, 2, &pc, sizeof pc, (guint64) (rows * cols / 2),
+                                      error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
 hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
 {
   const char *op = "cast_f16";

@@ -152,6 +152,11 @@ gboolean hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor
  * to its f32 gradient. */
 gboolean hn_op_add_rounded_f16 (HnCmd *cmd, HnTensor *y, HnTensor *x, GError **error);
 
+/* out[:, c0 : c0 + cols] = in (f32 [rows, cols]) rounded as hn_op_cast_f16
+ * rounds, out an f16 [rows, ld] matrix (cols, c0, ld and out's first element
+ * even): several matmul operands side by side in one. */
+gboolean hn_op_cast_f16_cols (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in, GError **error);
+
 /* One AdamW update of param (f32, same element count as grad/m/v, any
  * shape); the gradient is multiplied by clip first. */
 gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,

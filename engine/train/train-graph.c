@@ -67,6 +67,10 @@ struct _HnTrainGraph {
    * products. The same roundings as the per-matmul copies they replace, so the same results. */
   gboolean f16ops;
   HnTensor *dy16, *hf16, *dw_tmp;
+  /* f16ops with q, k and v projections: per layer their f16 weight copies stacked [qd + 2 kvd, C]
+   * and their gradients stacked the same way (the parameters' w16 and g are row views), so that
+   * the backward takes dh and the three weight gradients in one matmul each */
+  HnTensor **qkv_w16, **qkv_g;
   double loss_scale;           /* hn_train_graph_set_loss_scale */
   GPtrArray *owned;            /* every tensor and view we made */
   GPtrArray *params;           /* HnTrainParam* */
@@ -258,6 +262,8 @@ hn_train_graph_free (HnTrainGraph *g)
   g_free (g->ch_logits);
   g_free (g->q_lin_rows);
   g_free (g->k_lin_rows);
+  g_free (g->qkv_w16);
+  g_free (g->qkv_g);
   g_free (g->pos_host);
   g_free (g);
 }
@@ -735,7 +741,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   if (g->f16ops)
     {
       /* dy16 also takes lm_rows () rows of the logits' gradient, dw_tmp the LM head's weight gradient */
-      gint64 widest = MAX (MAX (C, qd), MAX (kvd, fused_gu ? 2 * F : F));
+      gint64 widest = MAX (MAX (C, qd + 2 * kvd), fused_gu ? 2 * F : F);
       gint64 dy16_n = MAX (N * widest, MIN (N, lm_rows ()) * V), tmp_n = MAX (MAX (C, qd) * MAX (C, qd), V * C);
       if (!(g->hf16 = new16 (g, "train.final.f16", N, C, error)) ||
           !(g->dy16 = own (g, hn_tensor_new_named (g->ctx, "grad.f16", HN_DTYPE_F16, 1, (gint64[]) { dy16_n }, error))) ||
@@ -790,6 +796,44 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     return NULL;
   if (g->f16ops)
     {
+      /* q, k and v stacked (see qkv_w16): their gradients first, as row views of one tensor */
+      g->qkv_w16 = g_new0 (HnTensor *, nl);
+      g->qkv_g = g_new0 (HnTensor *, nl);
+      for (int il = 0; il < nl && g_getenv ("HN_TRAIN_NO_QKV_STACK") == NULL; il++)
+        {
+          const HnLayerWeights *lw = &g->W->layers[il];
+          HnTrainParam *pq = lw->wq ? g_hash_table_lookup (g->grad_of, lw->wq) : NULL;
+          HnTrainParam *pk = lw->wk ? g_hash_table_lookup (g->grad_of, lw->wk) : NULL;
+          HnTrainParam *pv = lw->wv ? g_hash_table_lookup (g->grad_of, lw->wv) : NULL;
+          if (!pq || !pk || !pv || pq == pk || pk == pv || pq == pv || pq->w->shape[0] != qd ||
+              pk->w->shape[0] != kvd || pv->w->shape[0] != kvd || pq->w->shape[1] != C || pk->w->shape[1] != C ||
+              pv->w->shape[1] != C)
+            continue;
+          HnTrainParam *ps[3] = { pq, pk, pv };
+          gint64 rows = qd + 2 * kvd, row0 = 0;
+          if (!(g->qkv_w16[il] = own (g, hn_tensor_new_named (g->ctx, "train.qkv (f16)", HN_DTYPE_F16, 2,
+                                                               (gint64[]) { rows, C }, error))) ||
+              !(g->qkv_g[il] = own (g, hn_tensor_new_named (g->ctx, "grad qkv", HN_DTYPE_F32, 2, (gint64[]) { rows, C },
+                                                             error))))
+            return NULL;
+          for (int k = 0; k < 3; k++)
+            {
+              gint64 n = ps[k]->w->shape[0];
+              HnTensor *gv = hn_tensor_view_rows (g->qkv_g[il], row0, n, error);
+              HnTensor *wv = gv ? hn_tensor_view_rows (g->qkv_w16[il], row0, n, error) : NULL;
+              if (!wv)
+                {
+                  g_clear_pointer (&gv, hn_tensor_unref);
+                  return NULL;
+                }
+              hn_tensor_unref (ps[k]->g);
+              ps[k]->g = gv;
+              ps[k]->w16 = wv;
+              if (!hn_op_cast_f16 (g->cmd, wv, ps[k]->w, error))
+                return NULL;
+              row0 += n;
+            }
+        }
       /* the f16 copies of the matmuls' weights (the tied embedding's once) */
       for (int il = 0; il <= nl; il++)
         {
@@ -1166,6 +1210,50 @@ scratch_2d (HnTensor *t, gint64 rows, gint64 cols, GError **error)
   return head ? hn_tensor_reshape (head, 2, (gint64[]) { rows, cols }, error) : NULL;
 }
 
+/* dw (f32) += dyᵀ·x rounded to f16 as autocast rounds the product, from f16
+ * dy [M, N] and x [M, K]: where its output tiles do not fill the GPU over a
+ * long M, in f32 first (the kernel then splits M) into dw_tmp and added
+ * rounded once (as hn_op_matmul_back_f16 does). */
+static gboolean
+dw_f16 (HnTrainGraph *g, HnTensor *dw, HnTensor *dy16, HnTensor *x16, GError **error)
+{
+  gint64 M = hn_tensor_rows (dy16), N = hn_tensor_cols (dy16), K = hn_tensor_cols (x16);
+  if (M < 4096 || ((N + 127) / 128) * ((K + 127) / 128) >= 66 || g->dw_tmp->n < N * K ||
+      g_getenv ("HN_TRAIN_NO_DW_SPLIT") != NULL)
+    return hn_op_bmm (g->cmd, dw, dy16, x16, HN_MATMUL_TRANS_A | HN_MATMUL_ACCUMULATE, 1.0f, error);
+  g_autoptr (HnTensor) tmp = scratch_2d (g->dw_tmp, N, K, error);
+  CK (tmp);
+  hn_cmd_set_autocast (g->cmd, HN_AUTOCAST_NONE);
+  gboolean ok = hn_op_bmm (g->cmd, tmp, dy16, x16, HN_MATMUL_TRANS_A, 1.0f, error);
+  hn_cmd_set_autocast (g->cmd, HN_AUTOCAST_F16);
+  return ok && hn_op_add_rounded_f16 (g->cmd, dw, tmp, error);
+}
+
+/* attn_back's q, k and v projections with their weights stacked (qkv_w16):
+ * dq, dk, dv rounded side by side into dy16 [N, qd + 2 kvd]; din (+)= that
+ * times the stacked weights, the stacked gradients += its transpose times
+ * h16, the biases' from the f32 gradients. */
+static gboolean
+qkv_back_f16 (HnTrainGraph *g, int il, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTensor *din, HnBackFlags flags,
+              GError **error)
+{
+  const HnLayerWeights *lw = &g->W->layers[il];
+  gint64 qd = hn_tensor_cols (dq), kvd = hn_tensor_cols (dk);
+  g_autoptr (HnTensor) d16 = scratch_2d (g->dy16, g->N, qd + 2 * kvd, error);
+  CK (d16);
+  CK (hn_op_cast_f16_cols (g->cmd, d16, 0, dq, error));
+  CK (hn_op_cast_f16_cols (g->cmd, d16, qd, dk, error));
+  CK (hn_op_cast_f16_cols (g->cmd, d16, qd + kvd, dv, error));
+  CK (hn_op_bmm (g->cmd, din, d16, g->qkv_w16[il], (flags & HN_BACK_ACCUMULATE) ? HN_MATMUL_ACCUMULATE : 0, 1.0f,
+                 error));
+  CK (dw_f16 (g, g->qkv_g[il], d16, g->L[il].h16, error));
+  HnTensor *bs[3] = { lw->bq, lw->bk, lw->bv }, *ds[3] = { dq, dk, dv };
+  for (int k = 0; k < 3; k++)
+    if (G (g, bs[k]))
+      CK (hn_op_bias_back (g->cmd, G (g, bs[k]), ds[k], error));
+  return TRUE;
+}
+
 /* The LM head's backward under f16ops: the logits' gradient (f32, in place of
  * the logits: 1.6 GB at gpt2 8x1024, too large for one f16 copy beside it) is
  * rounded to f16 lm_rows () rows at a time into dy16; each chunk's dh rows come
@@ -1294,9 +1382,14 @@ attn_back (HnTrainGraph *g, int il, HnTensor *dy, HnTensor *din, HnBackFlags fla
       dq = g->dq2;
       dk = g->dk2;
     }
-  CK (mm_back (g, din, lw->wq, lw->bq, dq, a->h, a->h16, flags, error));
-  CK (mm_back (g, din, lw->wk, lw->bk, dk, a->h, a->h16, HN_BACK_ACCUMULATE, error));
-  CK (mm_back (g, din, lw->wv, lw->bv, g->dv, a->h, a->h16, HN_BACK_ACCUMULATE, error));
+  if (g->qkv_w16 && g->qkv_w16[il])
+    CK (qkv_back_f16 (g, il, dq, dk, g->dv, din, flags, error));
+  else
+    {
+      CK (mm_back (g, din, lw->wq, lw->bq, dq, a->h, a->h16, flags, error));
+      CK (mm_back (g, din, lw->wk, lw->bk, dk, a->h, a->h16, HN_BACK_ACCUMULATE, error));
+      CK (mm_back (g, din, lw->wv, lw->bv, g->dv, a->h, a->h16, HN_BACK_ACCUMULATE, error));
+    }
   dys[P_Q] = dq;
   dys[P_K] = dk;
   dys[P_V] = g->dv;
