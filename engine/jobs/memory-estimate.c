@@ -286,6 +286,8 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
           gint64 per_layer = 2 * C * qd + 2 * C * kvd + (hp.gated ? 3 : 2) * C * (gint64) hp.ffn;
           out->weights += 2 * (guint64) (hp.n_layer * per_layer + (gint64) hp.vocab * C);
           out->activations += train_f16_activations (&hp, fused_gate_up, N, req->checkpointing);
+          if (!hp.gated) /* the activation is kept only as its f16 copy */
+            out->activations -= F32 * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
         }
     }
   else if (req->workload == HN_MEMORY_LORA)

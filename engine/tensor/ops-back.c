@@ -118,7 +118,7 @@ norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor
     cols, chunks, 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0, flags };
   HnVkBinding sb[3] = { { s, 0, bytes, FALSE }, hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
   guint32 gx, gy;
-  hn_grid ((cols + 255) / 256, &gx, &gy);
+  hn_grid ((cols + 63) / 64, &gx, &gy);
   return ok && hn_cmd_dispatch (cmd, "norm_back_params_sum", NULL, 0, sb, 3, &sp, sizeof sp, gx, gy, 1, error);
 }
 
@@ -765,6 +765,23 @@ hn_op_cast_f16_cols (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in, GError 
   hn_cmd_set_label (cmd, "to_f16");
   gboolean ok = hn_op_dispatch_elems (cmd, "cast_f16_cols", NULL, 0, bd, 2, &pc, sizeof pc, (guint64) (rows * cols / 2),
                                       error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_unary_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error)
+{
+  const char *op = "unary_f16";
+  if (!check_f32 (op, "in", cmd, in, error) || !hn_op_check_ctx (op, cmd, out, error) ||
+      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) || !hn_op_check_count (op, "out", out, in->n, error))
+    return FALSE;
+  if ((guint) act > HN_ACT_TANH || (hn_eoff (out) & 1))
+    return fail_shape (op, out, in, "a known activation into an f16 output from an even element", error);
+  struct { guint32 n, in_off, out_off, act; } pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out) / 2, (guint32) act };
+  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  hn_cmd_set_label (cmd, hn_activation_name (act));
+  gboolean ok = hn_op_dispatch_elems (cmd, "act_f16", NULL, 0, bd, 2, &pc, sizeof pc, ((guint64) in->n + 1) / 2, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

@@ -127,6 +127,10 @@ gboolean hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gbo
  * out must start at an even element. */
 gboolean hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
 
+/* out (f16) = act(in) rounded as hn_op_cast_f16 rounds (an activation under
+ * fp16 autocast written only as its f16 copy). out must start at an even element. */
+gboolean hn_op_unary_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error);
+
 /* hn_op_adamw that also writes param16 (f16, param's element count, starting
  * at an even element) = the updated param rounded as hn_op_cast_f16 rounds:
  * the f16 weight copy fp16 autocast training keeps beside its f32 master. */

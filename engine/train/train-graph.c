@@ -683,7 +683,9 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           !(a->v = new2d (g, "train.v", N, kvd, error)) || !(a->att = new2d (g, "train.att", N, qd, error)) ||
           (gated && !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error))) ||
           !(a->up = new2d (g, "train.up", N, F, error)) ||
-          !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error)))
+          /* f16ops without a gate writes the activation only as act16 */
+          (!(g->f16ops && !gated) &&
+           !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error))))
         return NULL;
       if (hp->n_experts > 0 && !moe_acts_new (g, a, error))
         return NULL;
@@ -1018,10 +1020,14 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
       CK (hn_op_matmul (g->cmd, a->up, in_mm, W16 (g, lw->w_up), lw->b_up, error));
       if (a->site[P_UP])
         CK (lora_fwd (g, a->site[P_UP], in, outs, error));
-      CK (hn_op_unary (g->cmd, a->act, a->up, g->hp->act, error));
+      if (!g->f16ops)
+        CK (hn_op_unary (g->cmd, a->act, a->up, g->hp->act, error));
     }
-  HnTensor *act_mm;
-  CK (round16 (g, a->act16, a->act, &act_mm, error));
+  HnTensor *act_mm = a->act16;
+  if (g->f16ops && !lw->w_gate)
+    CK (hn_op_unary_f16 (g->cmd, a->act16, a->up, g->hp->act, error)); /* act itself is not kept */
+  else
+    CK (round16 (g, a->act16, a->act, &act_mm, error));
   CK (hn_op_matmul (g->cmd, g->mo, act_mm, W16 (g, lw->w_down), lw->b_down, error));
   if (a->site[P_DOWN])
     CK (lora_fwd (g, a->site[P_DOWN], a->act, outs, error));

@@ -332,10 +332,10 @@ test_matmul_back_f16 (void)
 }
 
 static void
-run_norm (gboolean layer, gboolean plus_one)
+run_norm_rows (gboolean layer, gboolean plus_one, gint64 rows)
 {
   g_autoptr (GError) error = NULL;
-  gint64 rows = 70, cols = 300; /* > 256: several columns per invocation; > 32 rows per column lane */
+  gint64 cols = 300; /* > 256: several column groups; rows: one or many chunks of 64 */
   g_autofree float *dy = rnd (rows * cols, 1), *x = rnd (rows * cols, 2), *w = rnd (cols, 1);
   g_autofree float *dx = g_new0 (float, rows * cols), *dw = g_new0 (float, cols), *db = g_new0 (float, cols);
   if (layer)
@@ -355,9 +355,18 @@ run_norm (gboolean layer, gboolean plus_one)
   g_assert_no_error (error);
   run (cmd);
   close_enough ("norm dx", tdx, dx, 1e-4, 1e-5);
-  close_enough ("norm dw", tdw, dw, 1e-4, 1e-5);
+  /* sums of rows of O(1) terms in another order: f32's error grows with the row count */
+  double atol = rows > 100 ? 4e-4 : 1e-5;
+  close_enough ("norm dw", tdw, dw, 1e-4, atol);
   if (layer)
-    close_enough ("norm db", tdb, db, 1e-4, 1e-5);
+    close_enough ("norm db", tdb, db, 1e-4, atol);
+}
+
+static void
+run_norm (gboolean layer, gboolean plus_one)
+{
+  run_norm_rows (layer, plus_one, 70);
+  run_norm_rows (layer, plus_one, 64 * 41 + 13);
 }
 
 static void test_rmsnorm_back (void) { run_norm (FALSE, FALSE); run_norm (FALSE, TRUE); }

@@ -1,0 +1,20 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// y (f16) = act(x) rounded as fp16 autocast rounds (hn_round_f16): an MLP's
+// activation under --precision fp16, written only as the f16 copy its down
+// projection reads (autocast runs it on the f16 up projection and stores
+// f16). Two elements per invocation, one packed word (y starts at an even
+// element; the pad half of an odd count's last word is 0).
+#include "common.glsl"
+#include "activation.glsl"
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) writeonly buffer Out { uint y[]; };
+layout(push_constant) uniform P { uint n; uint in_off; uint out_off; uint act; } p;
+void main() {
+  uint w = hn_group_index() * 256u + gl_LocalInvocationID.x, i = 2u * w;
+  if (i >= p.n) return;
+  float a = hn_round_f16(hn_act(p.act, x[p.in_off + i]));
+  float b = i + 1u < p.n ? hn_round_f16(hn_act(p.act, x[p.in_off + i + 1u])) : 0.0;
+  y[p.out_off + w] = packHalf2x16(vec2(a, b));
+}
