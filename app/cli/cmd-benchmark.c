@@ -57,7 +57,7 @@ typedef struct {
   gboolean double_quant;
   const char *precision; /* train / lora: fp32 (default), fp16 (bf16 runs as fp16), as the training jobs' --precision */
   int batch, seq_len, new_tokens, iterations, warmup, size, requests, lora_r;
-  double warmup_seconds; /* gemm, prefill: keep warming up at least this long */
+  double warmup_seconds; /* decode, gemm, prefill: keep warming up at least this long */
   gboolean json, profile, continuous_batching, checkpointing;
 } BenchOptions;
 
@@ -408,7 +408,7 @@ set_d (JsonObject *o, const char *k, double v)
   json_object_set_double_member (o, k, isfinite (v) ? v : 0.0);
 }
 
-/* Warm-up of gemm and prefill: at least o->warmup runs and at least o->warmup_seconds of them (a
+/* Warm-up of decode, gemm and prefill: at least o->warmup runs and at least o->warmup_seconds of them (a
  * GPU leaves its idle clocks only after some 0.1-0.3 s of load: on the H200 the first 1 x 512
  * prefills ran 34-42 ms, then 9.3). Reports what it ran. */
 static gboolean
@@ -492,6 +492,31 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
   return TRUE;
 }
 
+typedef struct {
+  HnTransformerSession *s;
+  const HnLmOps *ops;
+  const int32_t *ids;
+  int P, NT, vocab;
+  float *logits;
+  int32_t *out, first;
+  double seconds; /* decode time summed over the runs */
+} DecodeRun;
+
+/* One run: reset, prefill the prompt (untimed), NT greedy tokens (timed). */
+static gboolean
+decode_once (gpointer p, GError **error)
+{
+  DecodeRun *d = p;
+  if (!d->ops->reset (d->s, 1, error) || !d->ops->prefill (d->s, 0, d->ids, d->P, d->logits, error))
+    return FALSE;
+  d->first = hn_argmax (d->logits, d->vocab);
+  gint64 t0 = g_get_monotonic_time ();
+  if (!hn_transformer_session_decode_greedy (d->s, d->first, d->NT, d->out, error))
+    return FALSE;
+  d->seconds += (g_get_monotonic_time () - t0) / 1e6;
+  return TRUE;
+}
+
 /* Greedy decode as generation runs it: a session (contiguous KV cache), the prompt prefilled, then
  * new tokens from the recorded step replayed on the device with only the picked ids coming back. */
 static gboolean
@@ -513,16 +538,19 @@ bench_decode (HnTransformer *m, const BenchOptions *o, JsonObject *res, GError *
   g_autofree float *logits = g_new (float, hp->vocab);
   for (int i = 0; i < P; i++)
     ids[i] = (i * 7919 + 11) % hp->vocab;
-  /* warm-up (records the step, creates its pipelines), then the measured run from a fresh prompt */
-  if (!ops->reset (s, 1, error) || !ops->prefill (s, 0, ids, P, logits, error) ||
-      !hn_transformer_session_decode_greedy (s, hn_argmax (logits, hp->vocab), 2, out, error) ||
-      !ops->reset (s, 1, error) || !ops->prefill (s, 0, ids, P, logits, error))
+  /* warm-up (records the step, creates its pipelines, and lifts the GPU's clocks from idle: whole
+   * runs for at least --warmup-seconds), then --iterations measured runs, each from a fresh prompt
+   * (the prefill untimed) */
+  DecodeRun dr = { s, ops, ids, P, NT, hp->vocab, logits, out, 0, 0.0 };
+  if (!warm_until (o, res, decode_once, &dr, error))
     return FALSE;
-  int32_t first = hn_argmax (logits, hp->vocab);
-  gint64 t0 = g_get_monotonic_time ();
-  if (!hn_transformer_session_decode_greedy (s, first, NT, out, error))
-    return FALSE;
-  double sec = (g_get_monotonic_time () - t0) / 1e6;
+  int iters = MAX (o->iterations, 1);
+  dr.seconds = 0.0;
+  for (int i = 0; i < iters; i++)
+    if (!decode_once (&dr, error))
+      return FALSE;
+  double sec = dr.seconds / iters;
+  int32_t first = dr.first;
   double prof_total = 0;
   JsonNode *prof = NULL;
   if (o->profile)
@@ -539,6 +567,7 @@ bench_decode (HnTransformer *m, const BenchOptions *o, JsonObject *res, GError *
   double per_tok = sec / NT;
   json_object_set_int_member (res, "prompt_tokens", P);
   json_object_set_int_member (res, "new_tokens", NT);
+  json_object_set_int_member (res, "runs", iters);
   set_d (res, "tokens_per_s", NT / sec);
   set_d (res, "ms_per_token", per_tok * 1e3);
   /* bytes a decode step must read: every weight once (+ the KV cache, small here) */

@@ -560,8 +560,21 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
   pc.chunk = chunk;
   pc.n_split = n_split;
   pc.o_off = hn_eoff (sc);
-  if (!hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 7, &pc, sizeof pc, (guint32) H, (guint32) T,
-                        (guint32) B * n_split, error))
+  /* Split-K by KV head when at most 8 query heads share one (attention_decode.comp: each key and
+   * value row read once for the group); else one workgroup per query head. */
+  if (H / KVH <= 8 && g_getenv ("HN_ATTN_DECODE_PER_HEAD") == NULL)
+    {
+      guint32 epu = k->dtype == HN_DTYPE_F32 ? 4 : 8;
+      guint32 dspec[2] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u };
+      hn_cmd_set_label (cmd, "attention_decode");
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 2, bd, 7, &pc, sizeof pc, (guint32) KVH,
+                                     (guint32) T, (guint32) B * n_split, error);
+      hn_cmd_set_label (cmd, NULL);
+      if (!ok)
+        return FALSE;
+    }
+  else if (!hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 7, &pc, sizeof pc, (guint32) H, (guint32) T,
+                             (guint32) B * n_split, error))
     return FALSE;
   struct { guint32 T, H, Dv, n_split, s_off, o_off; } mpc = {
     (guint32) T, (guint32) H, (guint32) Dv, n_split, hn_eoff (sc), hn_eoff (out) };

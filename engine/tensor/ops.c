@@ -105,6 +105,57 @@ hn_op_matvec_available (HnCmd *cmd, gint64 M)
   return M >= 1 && M <= 8 && info->subgroup_arithmetic && info->subgroup_size >= 1 && g_getenv ("HN_NO_MATVEC") == NULL;
 }
 
+/* One row of x with vector loads (matvec_wide.comp): the whole workgroup on each of a few rows,
+ * K split over its invocations. Defaults: 256 invocations (fewer for a short K), 4 rows (2 gated
+ * outputs, each two rows) per workgroup, up to 4 chunks of each row loaded before use.
+ * HN_MATVEC_WIDE="invocations,rows,unroll" overrides (for tuning). */
+static gboolean
+dispatch_matvec_wide (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, HnTensor *u,
+                      HnTensor *bias_u, guint32 act, gboolean accumulate, float alpha, const HnMatvecNorm *norm,
+                      GError **error)
+{
+  HnTensor *g = norm ? norm->weight : NULL;
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  gint64 N = w->shape[0], K = w->shape[1];
+  struct {
+    guint32 N, K, x_off, w_off, bias_off, y_off, flags, u_off, bu_off, act;
+    float alpha;
+    guint32 g_off;
+    float eps;
+    guint32 nflags;
+  } pc = {
+    (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), bias ? hn_eoff (bias) : 0, hn_eoff (y),
+    (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (bias_u ? 4u : 0u), u ? hn_eoff (u) : 0,
+    bias_u ? hn_eoff (bias_u) : 0, act, alpha, g ? hn_eoff (g) : 0, norm ? norm->eps : 0.0f,
+    (norm && norm->plus_one ? 1u : 0u) | (g ? 2u : 0u) };
+  guint32 sg = MAX (info->subgroup_size, 1), epu = w->dtype == HN_DTYPE_F32 ? 4 : 8;
+  guint32 sg_min = info->min_subgroup_size ? MIN (info->min_subgroup_size, sg) : sg;
+  guint32 ku = (guint32) (K / epu);
+  guint32 wg = MIN (256, info->max_workgroup_invocations), rows = u ? 2 : 4;
+  wg = MIN (wg, 64 * sg_min); /* the shader's reduction holds 64 subgroups */
+  while (wg > sg && wg / 2 >= ku)
+    wg /= 2;
+  guint32 unroll = MIN (4, (ku + wg - 1) / wg);
+  if (g_str_equal (info->type, "cpu"))
+    unroll = 1; /* no memory latency to hide; keeps the kernel small to compile */
+  const char *tune = g_getenv ("HN_MATVEC_WIDE");
+  guint32 t[3];
+  if (tune && sscanf (tune, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] >= sg && t[0] % sg == 0 &&
+      t[0] <= MIN (info->max_workgroup_invocations, 64 * sg_min) && t[1] >= 1 && t[1] <= 8 && t[2] >= 1 && t[2] <= 4)
+    {
+      wg = t[0]; rows = t[1]; unroll = t[2];
+    }
+  guint32 spec[6] = { hn_op_float_code (w->dtype), wg, rows, u ? 1 : 0, norm ? 1 : 0, MAX (unroll, 1) };
+  HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE),
+                        hn_bind (u ? u : w, FALSE), hn_bind (bias_u ? bias_u : x, FALSE), hn_bind (g ? g : x, FALSE) };
+  guint32 gx, gy;
+  hn_grid (((guint64) N + rows - 1) / rows, &gx, &gy);
+  hn_cmd_set_label (cmd, u ? "matvec_glu" : "matvec");
+  gboolean ok = hn_cmd_dispatch (cmd, "matvec_wide", spec, 6, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
 /* y = x·Wᵀ (+ bias), or act(x·Wᵀ + bias) * (x·Uᵀ + bias_u) with u; accumulate: y += alpha * that.
  * Shapes are checked by the callers. */
 static gboolean
@@ -135,6 +186,8 @@ dispatch_matvec (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bi
    * 8 rows (4 gated outputs) per workgroup, 4 loads per row in flight
    * (2 for several rows of x, whose accumulators take registers).
    * HN_MATVEC_TUNE="subgroups,rows,unroll" overrides (for tuning). */
+  if (M == 1 && vec && g_getenv ("HN_MATVEC_NARROW") == NULL)
+    return dispatch_matvec_wide (cmd, y, x, w, bias, u, bias_u, act, accumulate, alpha, norm, error);
   guint32 sg = MIN (info->subgroup_size, 128), n_sg = 4, rows = 8, unroll = M == 1 ? 4 : 2;
   if (g_str_equal (info->type, "cpu"))
     unroll = 1; /* no memory latency to hide; keeps the unrolled kernel small to compile */

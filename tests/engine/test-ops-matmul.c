@@ -197,6 +197,12 @@ test_matvec_fused (void)
   run_matvec_fused (HN_DTYPE_F16, 1, 9, 1000, FALSE);  /* several unrolled chunks */
   run_matvec_fused (HN_DTYPE_F32, 1, 3, 7, TRUE);
   run_matvec_fused (HN_DTYPE_F32, 2, 11, 48, FALSE);
+  /* one row with vector loads (matvec_wide.comp): f32 over several chunks per invocation and a
+   * partial last workgroup; then an odd row count with 3 chunks in flight and a masked tail */
+  run_matvec_fused (HN_DTYPE_F32, 1, 13, 2056, TRUE);
+  g_setenv ("HN_MATVEC_WIDE", "32,3,3", TRUE);
+  run_matvec_fused (HN_DTYPE_BF16, 1, 10, 1000, TRUE);
+  g_unsetenv ("HN_MATVEC_WIDE");
   /* errors: too many rows, mismatched dtypes */
   g_autoptr(GError) error = NULL;
   g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);

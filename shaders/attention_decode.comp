@@ -1,0 +1,189 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Split-K decode attention by KV head: one workgroup of 64 per (KV head,
+// query, batch x split) takes the G = H / KVH query heads that share the KV
+// head (G <= 8), so each key and value row is read once for all of them.
+// Keys in blocks of 64: each invocation scores one key against the G
+// queries (vector loads of the key row), one barrier publishes the scores,
+// then each invocation owns output dims d = tid, tid + 64, ... of all G
+// heads and walks the block's keys itself (every invocation recomputes the
+// block maxima and the exponentials from shared memory, so no reduction
+// and no further barrier), the running softmax carried across blocks.
+// Writes (max, sum, acc[Dv]) per (b, t, h, split) for attention_merge.comp,
+// in attention.comp's split layout; same push constants and bindings.
+// K/V dtype f32/f16/bf16 (spec constant 0). VEC (spec constant 1): D, the
+// offsets and rows in multiples of 4 (f32) or 8 (16-bit) elements, key
+// rows read as uvec4.
+#include "common.glsl"
+#include "activation.glsl"
+layout(constant_id = 0) const uint KVDT = 0;
+layout(constant_id = 1) const uint VEC = 0;
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, binding = 1) readonly buffer K { uint kw[]; };
+layout(std430, binding = 1) readonly buffer K4 { uvec4 kw4[]; };
+layout(std430, binding = 2) readonly buffer V { uint vw[]; };
+layout(std430, binding = 3) readonly buffer S { float slopes[]; };
+layout(std430, binding = 4) readonly buffer Mk { float mask[]; };
+layout(std430, binding = 5) writeonly buffer O { float o[]; };
+layout(std430, binding = 6) readonly buffer Dyn { int dyn[]; };
+layout(push_constant) uniform P {
+  uint T; uint H; uint KVH; uint D; uint Dv; uint n_ctx; uint n_kv;
+  int pos0; uint window; uint causal; float scale; float softcap;
+  uint q_off; uint k_off; uint v_off; uint o_off; uint s_off; uint m_off;
+  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding), 8 = pos0 from binding 6
+  uint mask_B; uint mask_T; uint mask_cols;
+  uint chunk; uint n_split; uint dyn_off;
+} p;
+
+shared float qs[8 * 256];  // [g][d]
+shared float sc[8 * 64];   // [g][key of the block]
+
+// 8 (16-bit) or 4 (f32) key elements of one uvec4 against q of head g from element d
+float dotk(uvec4 w, uint g, uint d) {
+  uint b = g * 256u + d;
+  if (KVDT == HN_DT_F32) {
+    vec4 kv = uintBitsToFloat(w);
+    return dot(kv, vec4(qs[b], qs[b + 1u], qs[b + 2u], qs[b + 3u]));
+  }
+  vec4 lo, hi;
+  if (KVDT == HN_DT_F16) {
+    lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+  } else {
+    lo = vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xffff0000u),
+              uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xffff0000u));
+    hi = vec4(uintBitsToFloat(w.z << 16), uintBitsToFloat(w.z & 0xffff0000u),
+              uintBitsToFloat(w.w << 16), uintBitsToFloat(w.w & 0xffff0000u));
+  }
+  return dot(lo, vec4(qs[b], qs[b + 1u], qs[b + 2u], qs[b + 3u])) +
+         dot(hi, vec4(qs[b + 4u], qs[b + 5u], qs[b + 6u], qs[b + 7u]));
+}
+
+void main() {
+  uint kvh = gl_WorkGroupID.x, t = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  uint split = b % p.n_split;
+  b /= p.n_split;
+  uint tid = gl_LocalInvocationID.x;
+  uint G = p.H / p.KVH;
+  int pos0 = p.pos0;
+  uint n_kv = p.n_kv;
+  if ((p.flags & 8u) != 0u) {
+    pos0 = dyn[p.dyn_off];
+    n_kv = uint(clamp(pos0 + int(p.T), 0, int(p.n_ctx)));
+  }
+  int pos = pos0 + int(t);
+  uint h0 = kvh * G;  // first query head of the group
+  uint qb = p.q_off + ((b * p.T + t) * p.H + h0) * p.D;
+  for (uint i = tid; i < G * p.D; i += 64u) qs[(i / p.D) * 256u + i % p.D] = q[qb + i];
+  uint mrow = 0u;
+  if ((p.flags & 2u) != 0u) {
+    uint mb = p.mask_B == 1u ? 0u : b;
+    uint mt = p.mask_T == 1u ? 0u : t;
+    mrow = p.m_off + (mb * p.mask_T + mt) * p.mask_cols;
+  }
+  float m_run[8], l_run[8], acc[4][8];
+  [[unroll]] for (uint g = 0u; g < 8u; g++) {
+    m_run[g] = HN_NEG_INF;
+    l_run[g] = 0.0;
+    // A sink is one more score with no value: it starts the running softmax (once, in split 0).
+    if (g < G && (p.flags & 4u) != 0u && split == 0u) { m_run[g] = slopes[p.s_off + h0 + g]; l_run[g] = 1.0; }
+    [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][g] = 0.0;
+  }
+  uint kv_row0 = b * p.n_ctx;
+  // Keys past the causal limit never contribute: stop there.
+  uint n_keys = n_kv;
+  if (p.causal != 0u) n_keys = uint(clamp(pos + 1, 0, int(n_kv)));
+  uint j_begin = split * p.chunk;
+  n_keys = min(n_keys, j_begin + p.chunk);
+  barrier();  // qs
+  for (uint j0 = j_begin; j0 < n_keys; j0 += 64u) {
+    uint j = j0 + tid;
+    float s[8];
+    [[unroll]] for (uint g = 0u; g < 8u; g++) s[g] = 0.0;
+    bool vis = j < n_keys && !(p.window > 0u && int(j) <= pos - int(p.window));
+    if (vis) {
+      uint kb = p.k_off + ((kv_row0 + j) * p.KVH + kvh) * p.D;
+      if (VEC != 0u) {
+        // 8 loads of the row in flight, then their dot products
+        uint epu = KVDT == HN_DT_F32 ? 4u : 8u;
+        for (uint d0 = 0u; d0 < p.D; d0 += 8u * epu) {
+          uvec4 w[8];
+          [[unroll]] for (uint u = 0u; u < 8u; u++) {
+            uint d = d0 + u * epu;
+            w[u] = d < p.D ? kw4[(kb + d) / epu] : uvec4(0u);
+          }
+          [[unroll]] for (uint u = 0u; u < 8u; u++) {
+            uint d = d0 + u * epu;
+            if (d < p.D)
+              [[unroll]] for (uint g = 0u; g < 8u; g++)
+                if (g < G) s[g] += dotk(w[u], g, d);
+          }
+        }
+      } else {
+        for (uint d = 0u; d < p.D; d++) {
+          float kv = HN_LOAD(kw, KVDT, kb + d);
+          [[unroll]] for (uint g = 0u; g < 8u; g++)
+            if (g < G) s[g] = fma(qs[g * 256u + d], kv, s[g]);
+        }
+      }
+    }
+    [[unroll]] for (uint g = 0u; g < 8u; g++) {
+      if (g >= G) break;
+      float v = HN_NEG_INF;
+      if (vis) {
+        v = s[g] * p.scale;
+        if (p.softcap > 0.0) v = p.softcap * hn_tanh(v / p.softcap);
+        if ((p.flags & 1u) != 0u) v += slopes[p.s_off + h0 + g] * float(int(j) - pos);
+        if ((p.flags & 2u) != 0u) v += mask[mrow + j];
+      }
+      sc[g * 64u + tid] = v;
+    }
+    barrier();
+    uint nj = min(64u, n_keys - j0);
+    float m_new[8], corr[8];
+    [[unroll]] for (uint g = 0u; g < 8u; g++) {
+      m_new[g] = m_run[g];
+      corr[g] = 1.0;
+      if (g >= G) continue;
+      float bm = HN_NEG_INF;
+      for (uint jj = 0u; jj < nj; jj++) bm = max(bm, sc[g * 64u + jj]);
+      m_new[g] = max(m_run[g], bm);
+      corr[g] = m_run[g] == HN_NEG_INF ? (m_new[g] == HN_NEG_INF ? 1.0 : 0.0) : exp(m_run[g] - m_new[g]);
+      l_run[g] *= corr[g];
+      [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][g] *= corr[g];
+    }
+    uint vrow = p.v_off + ((kv_row0 + j0) * p.KVH + kvh) * p.Dv;
+    uint vstride = p.KVH * p.Dv;
+    // 8 keys' values loaded before use (the loads of a key are independent of the others)
+    for (uint j8 = 0u; j8 < nj; j8 += 8u) {
+      float vv[8][4];
+      [[unroll]] for (uint u = 0u; u < 8u; u++)
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+          uint d = tid + i * 64u;
+          vv[u][i] = d < p.Dv && j8 + u < nj ? HN_LOAD(vw, KVDT, vrow + (j8 + u) * vstride + d) : 0.0;
+        }
+      [[unroll]] for (uint u = 0u; u < 8u; u++) {
+        if (j8 + u >= nj) break;
+        [[unroll]] for (uint g = 0u; g < 8u; g++) {
+          if (g >= G) break;
+          float sv = sc[g * 64u + j8 + u];
+          float pj = sv == HN_NEG_INF ? 0.0 : exp(sv - m_new[g]);
+          l_run[g] += pj;
+          [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][g] = fma(pj, vv[u][i], acc[i][g]);
+        }
+      }
+    }
+    [[unroll]] for (uint g = 0u; g < 8u; g++) m_run[g] = m_new[g];
+    barrier();  // sc is rewritten by the next block
+  }
+  [[unroll]] for (uint g = 0u; g < 8u; g++) {
+    if (g >= G) break;
+    uint sb = p.o_off + (((b * p.T + t) * p.H + h0 + g) * p.n_split + split) * (p.Dv + 2u);
+    if (tid == 0u) { o[sb] = m_run[g]; o[sb + 1u] = l_run[g]; }
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+      uint d = tid + i * 64u;
+      if (d < p.Dv) o[sb + 2u + d] = acc[i][g];
+    }
+  }
+}
