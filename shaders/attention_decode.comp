@@ -14,10 +14,18 @@
 // K/V dtype f32/f16/bf16 (spec constant 0). VEC (spec constant 1): D, the
 // offsets and rows in multiples of 4 (f32) or 8 (16-bit) elements, key
 // rows read as uvec4.
+// ROPE (spec constant 2) = 1: the decode step's rope and cache writes too
+// (one query, f32 caches): q is rotated as it is read (q itself is left as
+// it is), and the workgroup whose split holds the new key row (pos0) rotates
+// the new key (binding 7) and copies the new value (binding 8) into the
+// caches (bindings 11, 12: the same tensors as 1 and 2), scoring that row
+// from shared memory. Positions binding 9, inverse frequencies binding 10;
+// the same math as rope_kv.comp.
 #include "common.glsl"
 #include "activation.glsl"
 layout(constant_id = 0) const uint KVDT = 0;
 layout(constant_id = 1) const uint VEC = 0;
+layout(constant_id = 2) const uint ROPE = 0;
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { uint kw[]; };
@@ -27,17 +35,53 @@ layout(std430, binding = 3) readonly buffer S { float slopes[]; };
 layout(std430, binding = 4) readonly buffer Mk { float mask[]; };
 layout(std430, binding = 5) writeonly buffer O { float o[]; };
 layout(std430, binding = 6) readonly buffer Dyn { int dyn[]; };
+layout(std430, binding = 7) readonly buffer KN { float kn[]; };
+layout(std430, binding = 8) readonly buffer VN { float vn[]; };
+layout(std430, binding = 9) readonly buffer Pos { int rpos[]; };
+layout(std430, binding = 10) readonly buffer F { float inv_freq[]; };
+layout(std430, binding = 11) writeonly buffer Kc { float kc[]; };
+layout(std430, binding = 12) writeonly buffer Vc { float vc[]; };
 layout(push_constant) uniform P {
   uint T; uint H; uint KVH; uint D; uint Dv; uint n_ctx; uint n_kv;
   int pos0; uint window; uint causal; float scale; float softcap;
   uint q_off; uint k_off; uint v_off; uint o_off; uint s_off; uint m_off;
   uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding), 8 = pos0 from binding 6
   uint mask_B; uint mask_T; uint mask_cols;
-  uint chunk; uint n_split; uint dyn_off;
+  uint chunk; uint n_split; uint dyn_off; uint lse_off;
+  uint rope_rs;  // rot_dims | style << 16 (0 NeoX, 1 GPT-J)
+  float rope_scale; uint kn_off; uint vn_off; uint p_off; uint f_off;
 } p;
 
 shared float qs[8 * 256];  // [g][d]
 shared float sc[8 * 64];   // [g][key of the block]
+shared float knew[256], vnew[256];
+
+// cos, sin of the position times inv_freq[kk] (Cody-Waite reduction as rope.comp)
+vec2 rot_cs(uint kk) {
+  float ang = float(rpos[p.p_off]) * inv_freq[p.f_off + kk];
+  float r0 = round(ang * 0.15915494309189535);
+  float r = (ang - r0 * 6.28125) - r0 * 1.9353071795864769253e-3;
+  return vec2(cos(r), sin(r)) * p.rope_scale;
+}
+
+// element d of a rotated head whose elements are BUF[base + e]: ya = xa c - xb s, yb = xb c + xa s
+#define ROTATED(BUF, base, d, out) {                                                    \
+    uint rot_ = p.rope_rs & 0xffffu, half_ = rot_ / 2u;                              \
+    float v_ = BUF[(base) + (d)];                                                      \
+    if ((d) < rot_) {                                                                \
+      bool first_; uint kk_, partner_;                                               \
+      if ((p.rope_rs >> 16) == 0u) {                                                 \
+        first_ = (d) < half_; kk_ = first_ ? (d) : (d) - half_;                      \
+        partner_ = first_ ? (d) + half_ : (d) - half_;                               \
+      } else {                                                                       \
+        first_ = ((d) & 1u) == 0u; kk_ = (d) / 2u; partner_ = (d) ^ 1u;              \
+      }                                                                              \
+      float o_ = BUF[(base) + partner_];                                               \
+      vec2 cs_ = rot_cs(kk_);                                                        \
+      v_ = first_ ? v_ * cs_.x - o_ * cs_.y : v_ * cs_.x + o_ * cs_.y;               \
+    }                                                                                \
+    out = v_;                                                                        \
+  }
 
 // 8 (16-bit) or 4 (f32) key elements of one uvec4 against q of head g from element d
 float dotk(uvec4 w, uint g, uint d) {
@@ -75,7 +119,33 @@ void main() {
   int pos = pos0 + int(t);
   uint h0 = kvh * G;  // first query head of the group
   uint qb = p.q_off + ((b * p.T + t) * p.H + h0) * p.D;
-  for (uint i = tid; i < G * p.D; i += 64u) qs[(i / p.D) * 256u + i % p.D] = q[qb + i];
+  if (ROPE != 0u) {
+    for (uint i = tid; i < G * p.D; i += 64u) {
+      uint g = i / p.D, d = i % p.D;
+      float v;
+      ROTATED(q, qb + g * p.D, d, v);
+      qs[g * 256u + d] = v;
+    }
+  } else {
+    for (uint i = tid; i < G * p.D; i += 64u) qs[(i / p.D) * 256u + i % p.D] = q[qb + i];
+  }
+  // ROPE: the split holding the new row writes it into the caches and keeps it in shared memory
+  uint row = uint(pos0);
+  bool new_here = ROPE != 0u && pos0 >= 0 && row < p.n_ctx && row / p.chunk == split;
+  if (new_here) {
+    uint kb = p.kn_off + kvh * p.D;
+    for (uint d = tid; d < p.D; d += 64u) {
+      float v;
+      ROTATED(kn, kb, d, v);
+      knew[d] = v;
+      kc[p.k_off + (row * p.KVH + kvh) * p.D + d] = v;
+    }
+    for (uint d = tid; d < p.Dv; d += 64u) {
+      float v = vn[p.vn_off + kvh * p.Dv + d];
+      vnew[d] = v;
+      vc[p.v_off + (row * p.KVH + kvh) * p.Dv + d] = v;
+    }
+  }
   uint mrow = 0u;
   if ((p.flags & 2u) != 0u) {
     uint mb = p.mask_B == 1u ? 0u : b;
@@ -102,7 +172,13 @@ void main() {
     float s[8];
     [[unroll]] for (uint g = 0u; g < 8u; g++) s[g] = 0.0;
     bool vis = j < n_keys && !(p.window > 0u && int(j) <= pos - int(p.window));
-    if (vis) {
+    if (vis && new_here && j == row) {
+      for (uint d = 0u; d < p.D; d++) {
+        float kv = knew[d];
+        [[unroll]] for (uint g = 0u; g < 8u; g++)
+          if (g < G) s[g] = fma(qs[g * 256u + d], kv, s[g]);
+      }
+    } else if (vis) {
       uint kb = p.k_off + ((kv_row0 + j) * p.KVH + kvh) * p.D;
       if (VEC != 0u) {
         // 8 loads of the row in flight, then their dot products
@@ -161,7 +237,8 @@ void main() {
       [[unroll]] for (uint u = 0u; u < 8u; u++)
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
           uint d = tid + i * 64u;
-          vv[u][i] = d < p.Dv && j8 + u < nj ? HN_LOAD(vw, KVDT, vrow + (j8 + u) * vstride + d) : 0.0;
+          bool nv = new_here && j0 + j8 + u == row;
+          vv[u][i] = d < p.Dv && j8 + u < nj ? (nv ? vnew[d] : HN_LOAD(vw, KVDT, vrow + (j8 + u) * vstride + d)) : 0.0;
         }
       [[unroll]] for (uint u = 0u; u < 8u; u++) {
         if (j8 + u >= nj) break;

@@ -297,6 +297,19 @@ gboolean hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTen
 
 /* ------------------------------------------------------------ attention */
 
+/* The decode step's new key and value, for hn_op_attention to write itself (HnAttentionParams.new_kv):
+ * what hn_op_rope_kv would do for one query before the attention, with the caches k/v at row pos0
+ * (or dyn_pos) as the destination: k [1, KVH, D] rotated into the k cache, v [1, KVH, Dv] copied into
+ * the v cache, and q rotated as the attention reads it (q's memory is left as it is). f32 caches. */
+typedef struct {
+  HnTensor *k, *v;
+  HnTensor *positions; /* i32 [1]: the rope position */
+  HnTensor *inv_freq;  /* f32 [rot_dims / 2] */
+  int rot_dims;
+  HnRopeStyle style;
+  float attn_scale;
+} HnAttentionNewKv;
+
 typedef struct {
   float scale;            /* 0 = 1/sqrt(head_dim) */
   float softcap;          /* > 0: tanh soft-capping of the scores */
@@ -319,6 +332,9 @@ typedef struct {
                            * row's log-sum-exp of its scores, which hn_op_attention_back_flash reuses. Only
                            * the flash kernel writes it: set it when hn_attention_flash_ok() says so (and
                            * reduced_precision); otherwise the op fails with HN_ERROR_UNSUPPORTED */
+  const HnAttentionNewKv *new_kv; /* optional: rope and the cache writes of the new row in the same
+                                   * dispatch (decode); only where hn_attention_new_kv_ok() says so,
+                                   * otherwise the op fails with HN_ERROR_UNSUPPORTED */
 } HnAttentionParams;
 
 /* Scaled-dot-product attention reading K/V from a cache:
@@ -336,6 +352,12 @@ gboolean hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, H
 /* Scratch elements (f32) that let hn_op_attention use its full split-K
  * for up to n_kv keys with the given B, T, H, Dv (0 when it would not split). */
 gint64 hn_attention_scratch_size (gint64 B, gint64 T, gint64 H, gint64 Dv, gint64 n_kv);
+
+/* Whether hn_op_attention takes params->new_kv for one query (no batch dim) of H heads over KVH
+ * cache heads of head dims D, Dv and n_ctx rows, with params' scratch, n_kv and dyn_pos: the
+ * split-K kernel by KV head (at most 8 query heads per KV head), f32 caches. */
+gboolean hn_attention_new_kv_ok (const HnAttentionParams *params, gint64 H, gint64 KVH, gint64 D, gint64 Dv,
+                                 gint64 n_ctx, HnDType kv_dtype);
 
 /* Paged K/V (issue 10): keys/values live in HN_KV_PAGE_SIZE-token pages of one
  * physical arena per layer; a page table maps each sequence's logical pages to

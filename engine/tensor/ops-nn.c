@@ -365,6 +365,82 @@ kv_to_f16 (HnCmd *cmd, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes,
   return ok;
 }
 
+/* The split hn_op_attention plans for B x T queries of H heads: n_split >= 2 when split-K runs. */
+static guint32
+attention_plan (const HnAttentionParams *params, gint64 B, gint64 T, gint64 H, gint64 Dv, gint64 n_ctx,
+                guint32 *chunk)
+{
+  *chunk = 0;
+  HnTensor *sc = params->scratch;
+  if (!sc || g_getenv ("HN_NO_SPLITK") != NULL)
+    return 1;
+  gint64 n_kv = params->n_kv > 0 && !params->dyn_pos ? params->n_kv : n_ctx;
+  guint32 n_split = attention_n_split (B, T, H, n_kv, chunk);
+  /* The single pass is exact too: a scratch too small to split just keeps it. */
+  if (n_split >= 2 && (sc->n < B * T * H * (gint64) n_split * (Dv + 2) || B * (gint64) n_split > 65535))
+    n_split = 1;
+  return n_split;
+}
+
+static gboolean
+attention_by_kv_head (gint64 H, gint64 KVH)
+{
+  return H / KVH <= 8 && g_getenv ("HN_ATTN_DECODE_PER_HEAD") == NULL;
+}
+
+/* params->new_kv against the kernel that takes it (split-K by KV head, one query, f32 caches). */
+static gboolean
+check_new_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, const HnAttentionParams *params, gboolean batched,
+              guint32 n_split, GError **error)
+{
+  const char *op = "attention";
+  const HnAttentionNewKv *nk = params->new_kv;
+  gint64 H = q->shape[1], KVH = k->shape[1], D = q->shape[2], Dv = v->shape[2];
+  if (batched || q->shape[0] != 1 || n_split < 2 || !attention_by_kv_head (H, KVH) || k->dtype != HN_DTYPE_F32 ||
+      params->lse || g_getenv ("HN_NO_ATTN_ROPE_KV") != NULL)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "attention: the new key and value are written only by the split-K decode kernel (one query, "
+                   "f32 caches, at most 8 query heads per KV head; see hn_attention_new_kv_ok)");
+      return FALSE;
+    }
+  HnTensor *all[4] = { nk->k, nk->v, nk->positions, nk->inv_freq };
+  for (int i = 0; i < 4; i++)
+    if (!hn_op_check_ctx (op, cmd, all[i], error))
+      return FALSE;
+  if (!nk->k || !nk->v || !hn_op_check_dtype (op, "new k", nk->k, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "new v", nk->v, HN_DTYPE_F32, error) ||
+      !hn_op_check_dtype (op, "positions", nk->positions, HN_DTYPE_I32, error) ||
+      !hn_op_check_count (op, "new k", nk->k, KVH * D, error) || !hn_op_check_count (op, "new v", nk->v, KVH * Dv, error) ||
+      !hn_op_check_count (op, "positions", nk->positions, 1, error))
+    return FALSE;
+  if (nk->rot_dims <= 0 || nk->rot_dims > D || nk->rot_dims % 2 != 0 ||
+      (nk->style != HN_ROPE_NEOX && nk->style != HN_ROPE_GPTJ))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "attention: rot_dims %d must be even and within head_dim %" G_GINT64_FORMAT ", style NeoX or GPT-J",
+                   nk->rot_dims, D);
+      return FALSE;
+    }
+  if (!check_vec (op, "inv_freq", cmd, nk->inv_freq, nk->rot_dims / 2, error))
+    return FALSE;
+  HnTensor *srcs[5] = { q, nk->k, nk->v, nk->positions, nk->inv_freq };
+  for (int i = 0; i < 5; i++)
+    if (!scratch_disjoint (op, k, srcs[i], error) || !scratch_disjoint (op, v, srcs[i], error))
+      return FALSE;
+  return scratch_disjoint (op, k, v, error);
+}
+
+gboolean
+hn_attention_new_kv_ok (const HnAttentionParams *params, gint64 H, gint64 KVH, gint64 D, gint64 Dv, gint64 n_ctx,
+                        HnDType kv_dtype)
+{
+  guint32 chunk;
+  return params && kv_dtype == HN_DTYPE_F32 && KVH > 0 && H % KVH == 0 && attention_by_kv_head (H, KVH) &&
+         D <= 256 && Dv <= 256 && !params->lse && g_getenv ("HN_NO_ATTN_ROPE_KV") == NULL &&
+         attention_plan (params, 1, 1, H, Dv, n_ctx, &chunk) >= 2;
+}
+
 gboolean
 hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *v, const HnAttentionParams *params,
                  GError **error)
@@ -473,13 +549,11 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
           !scratch_disjoint (op, sc, params->mask, error) || !scratch_disjoint (op, sc, per_head, error) ||
           !scratch_disjoint (op, sc, params->dyn_pos, error))
         return FALSE;
-      n_split = attention_n_split (B, T, H, n_kv, &chunk);
-      /* The single pass is exact too: a scratch too small to split just keeps it. */
-      if (n_split >= 2 && sc->n < B * T * H * (gint64) n_split * (Dv + 2))
-        n_split = 1;
-      if (n_split >= 2 && B * (gint64) n_split > 65535)
-        n_split = 1;
+      n_split = attention_plan (params, B, T, H, Dv, n_ctx, &chunk);
     }
+  const HnAttentionNewKv *nk = params->new_kv;
+  if (nk && !check_new_kv (cmd, q, k, v, params, batched, n_split, error))
+    return FALSE;
   guint32 spec[2] = { hn_op_float_code (k->dtype), n_split >= 2 ? 1u : 0u };
   HnVkBinding bd[7] = {
     hn_bind (q, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE),
@@ -562,12 +636,30 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
   pc.o_off = hn_eoff (sc);
   /* Split-K by KV head when at most 8 query heads share one (attention_decode.comp: each key and
    * value row read once for the group); else one workgroup per query head. */
-  if (H / KVH <= 8 && g_getenv ("HN_ATTN_DECODE_PER_HEAD") == NULL)
+  if (attention_by_kv_head (H, KVH))
     {
       guint32 epu = k->dtype == HN_DTYPE_F32 ? 4 : 8;
-      guint32 dspec[2] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u };
-      hn_cmd_set_label (cmd, "attention_decode");
-      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 2, bd, 7, &pc, sizeof pc, (guint32) KVH,
+      guint32 dspec[3] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u, nk ? 1u : 0u };
+      struct {
+        guint32 base[26];
+        guint32 rope_rs;
+        float rope_scale;
+        guint32 kn_off, vn_off, p_off, f_off;
+      } dpc;
+      G_STATIC_ASSERT (sizeof pc == sizeof dpc.base);
+      memcpy (dpc.base, &pc, sizeof pc);
+      dpc.rope_rs = nk ? (guint32) nk->rot_dims | ((guint32) nk->style << 16) : 0;
+      dpc.rope_scale = nk ? nk->attn_scale : 1.0f;
+      dpc.kn_off = nk ? hn_eoff (nk->k) : 0;
+      dpc.vn_off = nk ? hn_eoff (nk->v) : 0;
+      dpc.p_off = nk ? hn_eoff (nk->positions) : 0;
+      dpc.f_off = nk ? hn_eoff (nk->inv_freq) : 0;
+      HnVkBinding dbd[13] = { bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6],
+                              hn_bind (nk ? nk->k : q, FALSE), hn_bind (nk ? nk->v : q, FALSE),
+                              hn_bind (nk ? nk->positions : q, FALSE), hn_bind (nk ? nk->inv_freq : q, FALSE),
+                              hn_bind (k, nk != NULL), hn_bind (v, nk != NULL) };
+      hn_cmd_set_label (cmd, nk ? "attention_decode_rope_kv" : "attention_decode");
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 3, dbd, 13, &dpc, sizeof dpc, (guint32) KVH,
                                      (guint32) T, (guint32) B * n_split, error);
       hn_cmd_set_label (cmd, NULL);
       if (!ok)

@@ -940,12 +940,22 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       CK (norm (m, cmd, k, k, lw->k_norm_w, lw->k_norm_b, error));
     }
   gboolean kv_written = FALSE;
+  /* one query: the rope and the cache writes inside the attention dispatch where it can */
+  HnAttentionNewKv nkv = { 0 };
+  gboolean kv_in_attention = FALSE;
   if (hp->layer_rope[il])
     {
       gboolean local = hp->local_rope && hp->layer_sliding[il];
       HnTensor *inv = local ? W->inv_freq_local : W->inv_freq;
       float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
-      if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope)
+      HnAttentionParams probe = { .n_kv = pos0 + T, .scratch = a->att_scratch, .dyn_pos = dyn_row };
+      if (!paged && N == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope &&
+          !W->alibi_slopes && hn_attention_new_kv_ok (&probe, H, KVH, D, Dv, n_ctx, kv->k->dtype))
+        {
+          nkv = (HnAttentionNewKv) { k, v, pos, inv, hp->rot_dims, hp->rope_style, sc };
+          kv_in_attention = kv_written = TRUE;
+        }
+      else if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope)
         {
           /* one row: rope of q and k and both cache writes in one dispatch */
           HnTensor *kf = shaped (a, kv->k, 2, (gint64[]) { n_ctx, KVH * D }, error);
@@ -1006,6 +1016,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   ap.sinks = lw->sinks;
   ap.scratch = a->att_scratch;
   ap.dyn_pos = dyn_row;
+  ap.new_kv = kv_in_attention ? &nkv : NULL;
   /* 16-bit attention exactly when the projections run in 16 bits (fp16 autocast) */
   HnTensor *pw = lw->wo ? lw->wo : lw->wq;
   ap.reduced_precision = pw && hn_op_matmul_reduced_precision (hn_cmd_get_context (cmd), pw->dtype, N, 0);

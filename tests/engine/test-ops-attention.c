@@ -110,6 +110,93 @@ test_rope_kv (void)
   g_assert_nonnull (error);
 }
 
+/* One decode query with the new key/value written by the attention itself (params.new_kv) against
+ * hn_op_rope_kv then the same split-K attention: the output and both caches' rows. */
+static void
+run_attention_new_kv (gint64 H, gint64 KVH, gint64 D, gint64 Dv, int rot, HnRopeStyle style, gint64 n_ctx, gint32 row,
+                      gboolean dyn, gboolean sinks)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *q = hn_test_random (H * D, -1, 1), *kn = hn_test_random (KVH * D, -1, 1);
+  g_autofree float *vn = hn_test_random (KVH * Dv, -1, 1), *kc = hn_test_random (n_ctx * KVH * D, -1, 1);
+  g_autofree float *vc = hn_test_random (n_ctx * KVH * Dv, -1, 1), *inv = hn_test_random (rot / 2, 0.001, 1);
+  g_autofree float *sk = hn_test_random (H, -1, 1);
+  gint32 pos = row + 3; /* the rope position need not be the row */
+  g_autoptr(HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, H, D }, q);
+  g_autoptr(HnTensor) tq2 = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, H, D }, q);
+  g_autoptr(HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, KVH, D }, kn);
+  g_autoptr(HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, KVH, Dv }, vn);
+  g_autoptr(HnTensor) kc1 = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { n_ctx, KVH, D }, kc);
+  g_autoptr(HnTensor) vc1 = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { n_ctx, KVH, Dv }, vc);
+  g_autoptr(HnTensor) kc2 = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { n_ctx, KVH, D }, kc);
+  g_autoptr(HnTensor) vc2 = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { n_ctx, KVH, Dv }, vc);
+  g_autoptr(HnTensor) kf = hn_tensor_reshape (kc1, 2, (gint64[]) { n_ctx, KVH * D }, &error);
+  g_autoptr(HnTensor) vf = hn_tensor_reshape (vc1, 2, (gint64[]) { n_ctx, KVH * Dv }, &error);
+  g_assert_no_error (error);
+  g_autoptr(HnTensor) tp = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &pos);
+  g_autoptr(HnTensor) tr = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &row);
+  g_autoptr(HnTensor) tf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { rot / 2 }, inv);
+  g_autoptr(HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, sk);
+  gint64 nsc = hn_attention_scratch_size (1, 1, H, Dv, n_ctx);
+  g_assert_cmpint (nsc, >, 0);
+  g_autoptr(HnTensor) sc1 = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { nsc });
+  g_autoptr(HnTensor) sc2 = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { nsc });
+  g_autoptr(HnTensor) o1 = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 1, H, Dv });
+  g_autoptr(HnTensor) o2 = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 1, H, Dv });
+  HnAttentionParams p = { .causal = TRUE, .pos0 = row, .n_kv = row + 1, .sinks = sinks ? ts : NULL };
+  if (dyn)
+    p.dyn_pos = tr;
+  HnAttentionParams p1 = p, p2 = p;
+  p1.scratch = sc1;
+  p2.scratch = sc2;
+  HnAttentionNewKv nk = { tk, tv, tp, tf, rot, style, 0.9f };
+  p2.new_kv = &nk;
+  g_assert_true (hn_attention_new_kv_ok (&p2, H, KVH, D, Dv, n_ctx, HN_DTYPE_F32));
+  HnKvDest dest = { kf, vf, row, dyn ? tr : NULL };
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_rope_kv (cmd, tq, tk, tv, tp, tf, rot, style, 0.9f, &dest, &error));
+  g_assert_true (hn_op_attention (cmd, o1, tq, kc1, vc1, &p1, &error));
+  g_assert_true (hn_op_attention (cmd, o2, tq2, kc2, vc2, &p2, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *r1 = hn_test_download (o1), *r2 = hn_test_download (o2);
+  g_autofree float *k1 = hn_test_download (kc1), *k2 = hn_test_download (kc2);
+  g_autofree float *v1 = hn_test_download (vc1), *v2 = hn_test_download (vc2), *q2 = hn_test_download (tq2);
+  g_autofree char *what = g_strdup_printf ("attention new_kv H=%" G_GINT64_FORMAT " KVH=%" G_GINT64_FORMAT
+                                           " D=%" G_GINT64_FORMAT " rot=%d style=%d row=%d%s", H, KVH, D, rot,
+                                           (int) style, row, dyn ? " dyn" : "");
+  hn_test_assert_close (what, r2, r1, H * Dv, 1e-5, 1e-5);
+  hn_test_assert_close (what, k2, k1, n_ctx * KVH * D, 1e-6, 1e-6);
+  hn_test_assert_close (what, v2, v1, n_ctx * KVH * Dv, 0, 0);
+  hn_test_assert_close (what, q2, q, H * D, 0, 0); /* q is left as it is */
+}
+
+static void
+test_attention_new_kv (void)
+{
+  run_attention_new_kv (8, 2, 64, 64, 64, HN_ROPE_NEOX, 200, 150, TRUE, FALSE);   /* GQA 4, several splits */
+  run_attention_new_kv (3, 3, 40, 24, 24, HN_ROPE_GPTJ, 130, 64, FALSE, TRUE);   /* partial rotary, sinks */
+  run_attention_new_kv (8, 1, 16, 16, 16, HN_ROPE_NEOX, 300, 299, TRUE, FALSE);  /* MQA, the last row */
+  /* a kernel that cannot take it fails closed: no scratch (one pass) */
+  g_autoptr(GError) error = NULL;
+  g_autofree float *z = g_new0 (float, 4 * 100 * 16);
+  g_autoptr(HnTensor) q = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, 4, 16 }, z);
+  g_autoptr(HnTensor) kc = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 100, 2, 16 }, z);
+  g_autoptr(HnTensor) vc = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 100, 2, 16 }, z);
+  g_autoptr(HnTensor) kn = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, 2, 16 }, z);
+  g_autoptr(HnTensor) o = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 1, 4, 16 });
+  gint32 pos = 90;
+  g_autoptr(HnTensor) tp = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &pos);
+  g_autoptr(HnTensor) tf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { 8 }, z);
+  HnAttentionNewKv nk = { kn, kn, tp, tf, 16, HN_ROPE_NEOX, 1.0f };
+  HnAttentionParams p = { .causal = TRUE, .pos0 = 90, .n_kv = 91, .new_kv = &nk };
+  g_assert_false (hn_attention_new_kv_ok (&p, 4, 2, 16, 16, 100, HN_DTYPE_F32));
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_op_attention (cmd, o, q, kc, vc, &p, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  hn_cmd_reset (cmd);
+}
+
 /* float results of double math: equal to rounding */
 #define ASSERT_F32(a, b) g_assert_cmpfloat_with_epsilon ((a), (b), fabs ((double) (b)) * 2e-7)
 
@@ -559,6 +646,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/attention", test_attention);
   g_test_add_func ("/ops/attention-f16", test_attention_f16);
   g_test_add_func ("/ops/attention-errors", test_attention_errors);
+  g_test_add_func ("/ops/attention-new-kv", test_attention_new_kv);
   g_test_add_func ("/ops/attention-flash", test_attention_flash);
   int r = g_test_run ();
   hn_test_free_ctx ();
