@@ -21,11 +21,17 @@
 // caches (bindings 11, 12: the same tensors as 1 and 2), scoring that row
 // from shared memory. Positions binding 9, inverse frequencies binding 10;
 // the same math as rope_kv.comp.
+// MERGE (spec constant 3) = 1: the last workgroup of each (KV head, query,
+// batch) to finish (a counter per group, binding 13, zero before and left
+// zero) merges the splits as attention_merge.comp does into binding 14.
+// Push constants as attention.comp's, except: causal is flags & 32, the
+// causal slot holds the counters' offset and lse_off the output's.
 #include "common.glsl"
 #include "activation.glsl"
 layout(constant_id = 0) const uint KVDT = 0;
 layout(constant_id = 1) const uint VEC = 0;
 layout(constant_id = 2) const uint ROPE = 0;
+layout(constant_id = 3) const uint MERGE = 0;
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { uint kw[]; };
@@ -33,7 +39,7 @@ layout(std430, binding = 1) readonly buffer K4 { uvec4 kw4[]; };
 layout(std430, binding = 2) readonly buffer V { uint vw[]; };
 layout(std430, binding = 3) readonly buffer S { float slopes[]; };
 layout(std430, binding = 4) readonly buffer Mk { float mask[]; };
-layout(std430, binding = 5) writeonly buffer O { float o[]; };
+layout(std430, binding = 5) coherent buffer O { float o[]; };
 layout(std430, binding = 6) readonly buffer Dyn { int dyn[]; };
 layout(std430, binding = 7) readonly buffer KN { float kn[]; };
 layout(std430, binding = 8) readonly buffer VN { float vn[]; };
@@ -41,13 +47,15 @@ layout(std430, binding = 9) readonly buffer Pos { int rpos[]; };
 layout(std430, binding = 10) readonly buffer F { float inv_freq[]; };
 layout(std430, binding = 11) writeonly buffer Kc { float kc[]; };
 layout(std430, binding = 12) writeonly buffer Vc { float vc[]; };
+layout(std430, binding = 13) coherent buffer Cnt { uint cnt[]; };
+layout(std430, binding = 14) writeonly buffer Out { float outv[]; };
 layout(push_constant) uniform P {
   uint T; uint H; uint KVH; uint D; uint Dv; uint n_ctx; uint n_kv;
-  int pos0; uint window; uint causal; float scale; float softcap;
+  int pos0; uint window; uint cnt_off; float scale; float softcap;
   uint q_off; uint k_off; uint v_off; uint o_off; uint s_off; uint m_off;
-  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding), 8 = pos0 from binding 6
+  uint flags;  // 1 = alibi slopes, 2 = mask, 4 = sinks (in the slopes binding), 8 = pos0 from binding 6, 32 = causal
   uint mask_B; uint mask_T; uint mask_cols;
-  uint chunk; uint n_split; uint dyn_off; uint lse_off;
+  uint chunk; uint n_split; uint dyn_off; uint out_off;
   uint rope_rs;  // rot_dims | style << 16 (0 NeoX, 1 GPT-J)
   float rope_scale; uint kn_off; uint vn_off; uint p_off; uint f_off;
 } p;
@@ -55,6 +63,7 @@ layout(push_constant) uniform P {
 shared float qs[8 * 256];  // [g][d]
 shared float sc[8 * 64];   // [g][key of the block]
 shared float knew[256], vnew[256];
+shared bool last_s;
 
 // cos, sin of the position times inv_freq[kk] (Cody-Waite reduction as rope.comp)
 vec2 rot_cs(uint kk) {
@@ -163,7 +172,7 @@ void main() {
   uint kv_row0 = b * p.n_ctx;
   // Keys past the causal limit never contribute: stop there.
   uint n_keys = n_kv;
-  if (p.causal != 0u) n_keys = uint(clamp(pos + 1, 0, int(n_kv)));
+  if ((p.flags & 32u) != 0u) n_keys = uint(clamp(pos + 1, 0, int(n_kv)));
   uint j_begin = split * p.chunk;
   n_keys = min(n_keys, j_begin + p.chunk);
   barrier();  // qs
@@ -263,4 +272,37 @@ void main() {
       if (d < p.Dv) o[sb + 2u + d] = acc[i][g];
     }
   }
+  if (MERGE == 0u) return;
+  // the last split of this group to finish merges all of them
+  memoryBarrierBuffer();
+  barrier();
+  uint ci = p.cnt_off + (b * p.T + t) * p.KVH + kvh;
+  if (tid == 0u) last_s = atomicAdd(cnt[ci], 1u) == p.n_split - 1u;
+  barrier();
+  if (!last_s) return;
+  memoryBarrierBuffer();
+  for (uint g = 0u; g < G; g++) {
+    uint hrow = (b * p.T + t) * p.H + h0 + g;
+    uint base = p.o_off + hrow * p.n_split * (p.Dv + 2u);
+    float m = HN_NEG_INF;
+    for (uint s2 = 0u; s2 < p.n_split; s2++) m = max(m, o[base + s2 * (p.Dv + 2u)]);
+    float l = 0.0;
+    if (m != HN_NEG_INF)
+      for (uint s2 = 0u; s2 < p.n_split; s2++) {
+        float ms = o[base + s2 * (p.Dv + 2u)];
+        if (ms != HN_NEG_INF) l += o[base + s2 * (p.Dv + 2u) + 1u] * exp(ms - m);
+      }
+    float inv = l > 0.0 ? 1.0 / l : 0.0;
+    for (uint d = tid; d < p.Dv; d += 64u) {
+      float a = 0.0;
+      if (m != HN_NEG_INF)
+        for (uint s2 = 0u; s2 < p.n_split; s2++) {
+          uint sb = base + s2 * (p.Dv + 2u);
+          float ms = o[sb];
+          if (ms != HN_NEG_INF) a += o[sb + 2u + d] * exp(ms - m);
+        }
+      outv[p.out_off + hrow * p.Dv + d] = a * inv;
+    }
+  }
+  if (tid == 0u) cnt[ci] = 0u;  // ready for the next dispatch
 }

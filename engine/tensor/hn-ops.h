@@ -335,6 +335,8 @@ typedef struct {
   const HnAttentionNewKv *new_kv; /* optional: rope and the cache writes of the new row in the same
                                    * dispatch (decode); only where hn_attention_new_kv_ok() says so,
                                    * otherwise the op fails with HN_ERROR_UNSUPPORTED */
+  HnTensor *counters; /* optional i32 [>= B·T·KVH], all zero (and left zero): with split-K by KV head the
+                       * last split of each group merges them in the same dispatch */
 } HnAttentionParams;
 
 /* Scaled-dot-product attention reading K/V from a cache:

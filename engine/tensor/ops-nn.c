@@ -639,7 +639,14 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
   if (attention_by_kv_head (H, KVH))
     {
       guint32 epu = k->dtype == HN_DTYPE_F32 ? 4 : 8;
-      guint32 dspec[3] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u, nk ? 1u : 0u };
+      /* the last split of each group merges them all (no attention_merge dispatch) with a counter */
+      HnTensor *cnt = params->counters;
+      gboolean merge = cnt && cnt->dtype == HN_DTYPE_I32 && cnt->n >= B * T * KVH &&
+                       g_getenv ("HN_ATTN_SEPARATE_MERGE") == NULL;
+      if (merge && (!hn_op_check_ctx (op, cmd, cnt, error) || !scratch_disjoint (op, cnt, out, error) ||
+                    !scratch_disjoint (op, cnt, sc, error) || !scratch_disjoint (op, sc, out, error)))
+        return FALSE;
+      guint32 dspec[4] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u, nk ? 1u : 0u, merge ? 1u : 0u };
       struct {
         guint32 base[26];
         guint32 rope_rs;
@@ -648,22 +655,26 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       } dpc;
       G_STATIC_ASSERT (sizeof pc == sizeof dpc.base);
       memcpy (dpc.base, &pc, sizeof pc);
+      dpc.base[9] = merge ? hn_eoff (cnt) : 0;            /* the causal slot: the counters' offset */
+      dpc.base[18] |= params->causal ? 32u : 0u;          /* flags: causal */
+      dpc.base[25] = merge ? hn_eoff (out) : 0;           /* lse_off: the merged output's offset */
       dpc.rope_rs = nk ? (guint32) nk->rot_dims | ((guint32) nk->style << 16) : 0;
       dpc.rope_scale = nk ? nk->attn_scale : 1.0f;
       dpc.kn_off = nk ? hn_eoff (nk->k) : 0;
       dpc.vn_off = nk ? hn_eoff (nk->v) : 0;
       dpc.p_off = nk ? hn_eoff (nk->positions) : 0;
       dpc.f_off = nk ? hn_eoff (nk->inv_freq) : 0;
-      HnVkBinding dbd[13] = { bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6],
+      HnVkBinding dbd[15] = { bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6],
                               hn_bind (nk ? nk->k : q, FALSE), hn_bind (nk ? nk->v : q, FALSE),
                               hn_bind (nk ? nk->positions : q, FALSE), hn_bind (nk ? nk->inv_freq : q, FALSE),
-                              hn_bind (k, nk != NULL), hn_bind (v, nk != NULL) };
+                              hn_bind (k, nk != NULL), hn_bind (v, nk != NULL), hn_bind (merge ? cnt : q, merge),
+                              hn_bind (merge ? out : q, merge) };
       hn_cmd_set_label (cmd, nk ? "attention_decode_rope_kv" : "attention_decode");
-      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 3, dbd, 13, &dpc, sizeof dpc, (guint32) KVH,
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 4, dbd, 15, &dpc, sizeof dpc, (guint32) KVH,
                                      (guint32) T, (guint32) B * n_split, error);
       hn_cmd_set_label (cmd, NULL);
-      if (!ok)
-        return FALSE;
+      if (!ok || merge)
+        return ok;
     }
   else if (!hn_cmd_dispatch (cmd, "attention", spec, 2, bd, 7, &pc, sizeof pc, (guint32) H, (guint32) T,
                              (guint32) B * n_split, error))

@@ -398,6 +398,15 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, hp->head_dim, G_MAXINT32);
   if (scratch > 0 && !(a->att_scratch = act_new (m, keep, "acts.att_scratch", HN_DTYPE_F32, scratch, 0, error)))
     goto fail;
+  /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
+  if (scratch > 0)
+    {
+      gint64 nc = (gint64) max_logit_rows * 8 * hp->n_kv_head;
+      g_autofree gint32 *zeros = g_new0 (gint32, nc);
+      if (!(a->att_count = act_new (m, keep, "acts.att_count", HN_DTYPE_I32, nc, 0, error)) ||
+          !hn_tensor_upload_i32 (a->att_count, zeros, (gsize) nc, error))
+        goto fail;
+    }
   return a;
 
 fail:
@@ -415,7 +424,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
     return;
   struct ActsPriv *p = (struct ActsPriv *) a;
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
-                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &p->route, &p->route_w,
+                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
                        &p->act16 };
@@ -1015,6 +1024,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   ap.alibi_slopes = W->alibi_slopes;
   ap.sinks = lw->sinks;
   ap.scratch = a->att_scratch;
+  ap.counters = a->att_count;
   ap.dyn_pos = dyn_row;
   ap.new_kv = kv_in_attention ? &nkv : NULL;
   /* 16-bit attention exactly when the projections run in 16 bits (fp16 autocast) */

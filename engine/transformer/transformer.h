@@ -286,6 +286,7 @@ typedef struct {
   HnTensor *last;              /* [B, C] final-normed last rows */
   HnTensor *logits;            /* [max_tokens, V] (row capacity of the head) */
   HnTensor *att_scratch;       /* f32 split-K attention partials for decode (NULL when it would not split) */
+  HnTensor *att_count;         /* i32 zeros: the split-K attention's merge counters (with att_scratch) */
 } HnTransformerActs;
 
 HnTransformerActs *hn_transformer_acts_new (HnTransformer *model, int max_tokens, int max_logit_rows,

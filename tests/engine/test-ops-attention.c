@@ -402,6 +402,29 @@ run_attention (const AttnCase *c, gboolean with_scratch, gboolean dyn)
     hn_test_assert_close (what, got, ref, B * T * H * Dv, 4e-3, 2e-3);
   else
     hn_test_assert_close (what, got, ref, B * T * H * Dv, 1e-5, 2e-6);
+  if (tsc)
+    {
+      /* the merge in the attention dispatch itself (counters): twice, the counters left zero */
+      g_autofree gint32 *zeros = g_new0 (gint32, B * T * KVH + 3);
+      g_autoptr(HnTensor) tcnt = hn_test_tensor_i32 (1, (gint64[]) { B * T * KVH + 3 }, zeros);
+      g_autoptr(HnTensor) to2 = hn_test_empty (HN_DTYPE_F32, nd, so + o);
+      g_autoptr(HnTensor) to3 = hn_test_empty (HN_DTYPE_F32, nd, so + o);
+      HnAttentionParams pc = pd;
+      pc.counters = tcnt;
+      g_autoptr(HnCmd) c2 = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_attention (c2, to2, tq, tk, tv, &pc, &error));
+      g_assert_true (hn_op_attention (c2, to3, tq, tk, tv, &pc, &error));
+      g_assert_no_error (error);
+      hn_test_run (c2);
+      g_autofree float *got2 = hn_test_download (to2), *got3 = hn_test_download (to3);
+      g_autofree char *w2 = g_strdup_printf ("%s merged in the dispatch", what);
+      hn_test_assert_close (w2, got2, got, B * T * H * Dv, 1e-6, 1e-7);
+      hn_test_assert_close (w2, got3, got, B * T * H * Dv, 1e-6, 1e-7);
+      g_autofree gint32 *cnt = g_new (gint32, B * T * KVH + 3);
+      g_assert_true (hn_tensor_download_i32 (tcnt, cnt, (gsize) (B * T * KVH + 3), &error));
+      for (gint64 i = 0; i < B * T * KVH + 3; i++)
+        g_assert_cmpint (cnt[i], ==, 0);
+    }
   return nsc > 0;
 }
 
