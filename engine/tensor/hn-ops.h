@@ -407,6 +407,9 @@ gboolean hn_op_cross_entropy (HnCmd *cmd, HnTensor *loss, HnTensor *mean, HnTens
 
 /* out i32 [rows] = index of the largest value of each row (first on ties). */
 gboolean hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
+/* The same; for one long row with f32 scratch of at least 2 · ceil(cols / 1024) elements, many
+ * workgroups each pick in a chunk of the row and one more picks among them (decode's LM head). */
+gboolean hn_op_argmax_scratch (HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *scratch, GError **error);
 
 /* The k largest values of each row, sorted descending (lower index first on
  * ties): values f32 [rows, k] (nullable), indices i32 [rows, k]. */

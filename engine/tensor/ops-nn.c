@@ -739,7 +739,7 @@ hn_op_topk (HnCmd *cmd, HnTensor *values, HnTensor *indices, HnTensor *in, int k
 }
 
 gboolean
-hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
+hn_op_argmax_scratch (HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *scratch, GError **error)
 {
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
   /* One row (greedy decode): one workgroup of up to 1024 invocations with subgroup reductions. */
@@ -751,11 +751,36 @@ hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
       !hn_op_check_count (op, "out", out, 1, error))
     return FALSE;
   /* at most 64 subgroups (the shader's shared arrays) */
-  guint32 wg = MIN (MIN (info->max_workgroup_invocations, 1024), 64 * info->subgroup_size);
-  guint32 spec[1] = { wg };
-  struct { guint32 cols, x_off, i_off; } pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out) };
-  HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
-  return hn_cmd_dispatch (cmd, "argmax", spec, 1, bd, 2, &pc, sizeof pc, 1, 1, 1, error);
+  guint32 sg_min = info->min_subgroup_size ? MIN (info->min_subgroup_size, info->subgroup_size) : info->subgroup_size;
+  guint32 wg = MIN (MIN (info->max_workgroup_invocations, 1024), 64 * sg_min);
+  struct { guint32 cols, x_off, i_off, chunk, s_off, n_parts; } pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out) };
+  /* A long row with scratch: workgroups of 256 over chunks of 1024 columns, then one picks. */
+  guint32 wp = MIN (wg, 256), chunk = 4 * wp;
+  guint64 parts = ((guint64) in->n + chunk - 1) / chunk;
+  if (scratch && parts >= 4 && (guint64) scratch->n >= 2 * parts && g_getenv ("HN_ARGMAX_ONE_GROUP") == NULL)
+    {
+      if (!hn_op_check_ctx (op, cmd, scratch, error) || !hn_op_check_dtype (op, "scratch", scratch, HN_DTYPE_F32, error) ||
+          !scratch_disjoint (op, scratch, in, error) || !scratch_disjoint (op, scratch, out, error))
+        return FALSE;
+      pc.chunk = chunk;
+      pc.s_off = hn_eoff (scratch);
+      pc.n_parts = (guint32) parts;
+      guint32 spec1[2] = { wp, 1 }, spec2[2] = { wp, 2 }, gx, gy;
+      HnVkBinding bd[3] = { hn_bind (in, FALSE), hn_bind (out, TRUE), hn_bind (scratch, TRUE) };
+      HnVkBinding bd2[3] = { hn_bind (in, FALSE), hn_bind (out, TRUE), hn_bind (scratch, FALSE) };
+      hn_grid (parts, &gx, &gy);
+      return hn_cmd_dispatch (cmd, "argmax", spec1, 2, bd, 3, &pc, sizeof pc, gx, gy, 1, error) &&
+             hn_cmd_dispatch (cmd, "argmax", spec2, 2, bd2, 3, &pc, sizeof pc, 1, 1, 1, error);
+    }
+  guint32 spec[2] = { wg, 0 };
+  HnVkBinding bd[3] = { hn_bind (in, FALSE), hn_bind (out, TRUE), hn_bind (in, FALSE) };
+  return hn_cmd_dispatch (cmd, "argmax", spec, 2, bd, 3, &pc, sizeof pc, 1, 1, 1, error);
+}
+
+gboolean
+hn_op_argmax (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
+{
+  return hn_op_argmax_scratch (cmd, out, in, NULL, error);
 }
 
 gboolean

@@ -398,6 +398,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, hp->head_dim, G_MAXINT32);
   if (scratch > 0 && !(a->att_scratch = act_new (m, keep, "acts.att_scratch", HN_DTYPE_F32, scratch, 0, error)))
     goto fail;
+  if (!(a->pick_scratch = act_new (m, keep, "acts.pick_scratch", HN_DTYPE_F32, 2048, 0, error)))
+    goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
     {
@@ -424,7 +426,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
     return;
   struct ActsPriv *p = (struct ActsPriv *) a;
   HnTensor **all[] = { &a->ids, &a->pos, &a->x, &a->h, &a->q, &a->k, &a->v, &a->att, &a->o, &a->h2, &a->gate,
-                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &p->route, &p->route_w,
+                       &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
                        &p->act16 };
@@ -1174,8 +1176,19 @@ hn_transformer_record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
   return record_layer (m, cmd, a, il, kv, B, T, pos0, pos, NULL, error);
 }
 
+static gboolean record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n, gboolean fuse_norm,
+                             GError **error);
+
 gboolean
 hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n, GError **error)
+{
+  return record_head (m, cmd, a, row0, n, FALSE, error);
+}
+
+/* fuse_norm: the final RMSNorm inside the LM head's matrix-vector kernel where it can (a decode
+ * step, whose normed rows `last` nobody reads) */
+static gboolean
+record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n, gboolean fuse_norm, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
   const HnTransformerWeights *W = &m->w;
@@ -1188,11 +1201,20 @@ hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, 
   HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
   HnTensor *lg = rows_of (a, a->logits, 0, n, error);
   CK (x && last && lg);
-  if (hp->block != HN_BLOCK_POST_LN)
-    CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
+  if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b &&
+      !hn_dtype_is_quant (W->lm_head->dtype) && hn_op_matvec_available (cmd, n))
+    {
+      HnMatvecNorm fn = { W->final_norm_w, hp->norm_eps, hp->norm_plus_one };
+      CK (hn_op_matvec_normed (cmd, lg, x, &fn, W->lm_head, W->lm_head_b, error));
+    }
   else
-    CK (hn_op_copy (cmd, last, x, error)); /* openai-gpt: no final norm */
-  CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
+    {
+      if (hp->block != HN_BLOCK_POST_LN)
+        CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
+      else
+        CK (hn_op_copy (cmd, last, x, error)); /* openai-gpt: no final norm */
+      CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
+    }
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (cmd, lg, lg, hp->logits_scale, 0.0f, error));
   if (hp->final_softcap > 0.0f)
@@ -1221,10 +1243,10 @@ hn_transformer_record_step (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, 
   CK (record_embed (m, cmd, a, tok, pos, 1, error));
   for (int il = 0; il < hp->n_layer; il++)
     CK (record_layer (m, cmd, a, il, &kv[il], 1, 1, 0, pos, row, error));
-  CK (hn_transformer_record_head (m, cmd, a, 0, 1, error));
+  CK (record_head (m, cmd, a, 0, 1, TRUE, error));
   HnTensor *lg = rows_of (a, a->logits, 0, 1, error);
   CK (lg);
-  CK (hn_op_argmax (cmd, tok, lg, error));
+  CK (hn_op_argmax_scratch (cmd, tok, lg, a->pick_scratch, error));
   struct { guint32 off, cap; } pc = { (guint32) (state->offset / 4), (guint32) (state->n - HN_STEP_TOKENS) };
   HnVkBinding bd[1] = { { state->buf, state->offset, hn_tensor_nbytes (state), TRUE } };
   hn_cmd_set_label (cmd, "decode_advance");

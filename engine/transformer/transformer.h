@@ -287,6 +287,7 @@ typedef struct {
   HnTensor *logits;            /* [max_tokens, V] (row capacity of the head) */
   HnTensor *att_scratch;       /* f32 split-K attention partials for decode (NULL when it would not split) */
   HnTensor *att_count;         /* i32 zeros: the split-K attention's merge counters (with att_scratch) */
+  HnTensor *pick_scratch;      /* f32 [2048]: the greedy pick's per-workgroup partials (hn_op_argmax_scratch) */
 } HnTransformerActs;
 
 HnTransformerActs *hn_transformer_acts_new (HnTransformer *model, int max_tokens, int max_logit_rows,

@@ -300,6 +300,26 @@ test_topk (void)
   gint32 g2;
   g_assert_true (hn_tensor_download_i32 (one, &g2, 1, &error));
   g_assert_cmpint (g2, ==, 77777);
+  /* the same over many workgroups (scratch): ties in other chunks, NaN skipped, all -inf gives 0 */
+  g_autoptr(HnTensor) tsc = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 2 * ((n + 1023) / 1024) });
+  big[3] = NAN;
+  big[80000] = 9.0f;
+  g_autoptr(HnTensor) tbig2 = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 1, n }, big);
+  g_autofree float *ninf = g_new (float, n);
+  for (gint64 i = 0; i < n; i++)
+    ninf[i] = -INFINITY;
+  g_autoptr(HnTensor) tninf = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 1, n }, ninf);
+  g_autoptr(HnTensor) picks = hn_test_empty (HN_DTYPE_I32, 1, (gint64[]) { 2 });
+  g_autoptr(HnTensor) p0 = hn_tensor_view_rows (picks, 0, 1, &error), p1 = hn_tensor_view_rows (picks, 1, 1, &error);
+  g_autoptr(HnCmd) c3 = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_argmax_scratch (c3, p0, tbig2, tsc, &error));
+  g_assert_true (hn_op_argmax_scratch (c3, p1, tninf, tsc, &error));
+  g_assert_no_error (error);
+  hn_test_run (c3);
+  gint32 g3[2];
+  g_assert_true (hn_tensor_download_i32 (picks, g3, 2, &error));
+  g_assert_cmpint (g3[0], ==, 77777);
+  g_assert_cmpint (g3[1], ==, 0);
 }
 
 /* Every routing kind against the CPU reference, odd sizes, groups and a correction bias. */
