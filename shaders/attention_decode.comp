@@ -32,6 +32,8 @@ layout(constant_id = 0) const uint KVDT = 0;
 layout(constant_id = 1) const uint VEC = 0;
 layout(constant_id = 2) const uint ROPE = 0;
 layout(constant_id = 3) const uint MERGE = 0;
+layout(constant_id = 4) const uint GMAX = 8;  // >= G (host: the next power of two), <= 8
+layout(constant_id = 5) const uint NI = 4;    // output dims per invocation and head: ceil(Dv / 64), <= 4
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { uint kw[]; };
@@ -161,13 +163,13 @@ void main() {
     uint mt = p.mask_T == 1u ? 0u : t;
     mrow = p.m_off + (mb * p.mask_T + mt) * p.mask_cols;
   }
-  float m_run[8], l_run[8], acc[4][8];
-  [[unroll]] for (uint g = 0u; g < 8u; g++) {
+  float m_run[GMAX], l_run[GMAX], acc[NI][GMAX];
+  [[unroll]] for (uint g = 0u; g < GMAX; g++) {
     m_run[g] = HN_NEG_INF;
     l_run[g] = 0.0;
     // A sink is one more score with no value: it starts the running softmax (once, in split 0).
     if (g < G && (p.flags & 4u) != 0u && split == 0u) { m_run[g] = slopes[p.s_off + h0 + g]; l_run[g] = 1.0; }
-    [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][g] = 0.0;
+    [[unroll]] for (uint i = 0u; i < NI; i++) acc[i][g] = 0.0;
   }
   uint kv_row0 = b * p.n_ctx;
   // Keys past the causal limit never contribute: stop there.
@@ -178,13 +180,13 @@ void main() {
   barrier();  // qs
   for (uint j0 = j_begin; j0 < n_keys; j0 += 64u) {
     uint j = j0 + tid;
-    float s[8];
-    [[unroll]] for (uint g = 0u; g < 8u; g++) s[g] = 0.0;
+    float s[GMAX];
+    [[unroll]] for (uint g = 0u; g < GMAX; g++) s[g] = 0.0;
     bool vis = j < n_keys && !(p.window > 0u && int(j) <= pos - int(p.window));
     if (vis && new_here && j == row) {
       for (uint d = 0u; d < p.D; d++) {
         float kv = knew[d];
-        [[unroll]] for (uint g = 0u; g < 8u; g++)
+        [[unroll]] for (uint g = 0u; g < GMAX; g++)
           if (g < G) s[g] = fma(qs[g * 256u + d], kv, s[g]);
       }
     } else if (vis) {
@@ -201,19 +203,19 @@ void main() {
           [[unroll]] for (uint u = 0u; u < 8u; u++) {
             uint d = d0 + u * epu;
             if (d < p.D)
-              [[unroll]] for (uint g = 0u; g < 8u; g++)
+              [[unroll]] for (uint g = 0u; g < GMAX; g++)
                 if (g < G) s[g] += dotk(w[u], g, d);
           }
         }
       } else {
         for (uint d = 0u; d < p.D; d++) {
           float kv = HN_LOAD(kw, KVDT, kb + d);
-          [[unroll]] for (uint g = 0u; g < 8u; g++)
+          [[unroll]] for (uint g = 0u; g < GMAX; g++)
             if (g < G) s[g] = fma(qs[g * 256u + d], kv, s[g]);
         }
       }
     }
-    [[unroll]] for (uint g = 0u; g < 8u; g++) {
+    [[unroll]] for (uint g = 0u; g < GMAX; g++) {
       if (g >= G) break;
       float v = HN_NEG_INF;
       if (vis) {
@@ -226,8 +228,8 @@ void main() {
     }
     barrier();
     uint nj = min(64u, n_keys - j0);
-    float m_new[8], corr[8];
-    [[unroll]] for (uint g = 0u; g < 8u; g++) {
+    float m_new[GMAX], corr[GMAX];
+    [[unroll]] for (uint g = 0u; g < GMAX; g++) {
       m_new[g] = m_run[g];
       corr[g] = 1.0;
       if (g >= G) continue;
@@ -236,38 +238,38 @@ void main() {
       m_new[g] = max(m_run[g], bm);
       corr[g] = m_run[g] == HN_NEG_INF ? (m_new[g] == HN_NEG_INF ? 1.0 : 0.0) : exp(m_run[g] - m_new[g]);
       l_run[g] *= corr[g];
-      [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][g] *= corr[g];
+      [[unroll]] for (uint i = 0u; i < NI; i++) acc[i][g] *= corr[g];
     }
     uint vrow = p.v_off + ((kv_row0 + j0) * p.KVH + kvh) * p.Dv;
     uint vstride = p.KVH * p.Dv;
     // 8 keys' values loaded before use (the loads of a key are independent of the others)
     for (uint j8 = 0u; j8 < nj; j8 += 8u) {
-      float vv[8][4];
+      float vv[8][NI];
       [[unroll]] for (uint u = 0u; u < 8u; u++)
-        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        [[unroll]] for (uint i = 0u; i < NI; i++) {
           uint d = tid + i * 64u;
           bool nv = new_here && j0 + j8 + u == row;
           vv[u][i] = d < p.Dv && j8 + u < nj ? (nv ? vnew[d] : HN_LOAD(vw, KVDT, vrow + (j8 + u) * vstride + d)) : 0.0;
         }
       [[unroll]] for (uint u = 0u; u < 8u; u++) {
         if (j8 + u >= nj) break;
-        [[unroll]] for (uint g = 0u; g < 8u; g++) {
+        [[unroll]] for (uint g = 0u; g < GMAX; g++) {
           if (g >= G) break;
           float sv = sc[g * 64u + j8 + u];
           float pj = sv == HN_NEG_INF ? 0.0 : exp(sv - m_new[g]);
           l_run[g] += pj;
-          [[unroll]] for (uint i = 0u; i < 4u; i++) acc[i][g] = fma(pj, vv[u][i], acc[i][g]);
+          [[unroll]] for (uint i = 0u; i < NI; i++) acc[i][g] = fma(pj, vv[u][i], acc[i][g]);
         }
       }
     }
-    [[unroll]] for (uint g = 0u; g < 8u; g++) m_run[g] = m_new[g];
+    [[unroll]] for (uint g = 0u; g < GMAX; g++) m_run[g] = m_new[g];
     barrier();  // sc is rewritten by the next block
   }
-  [[unroll]] for (uint g = 0u; g < 8u; g++) {
+  [[unroll]] for (uint g = 0u; g < GMAX; g++) {
     if (g >= G) break;
     uint sb = p.o_off + (((b * p.T + t) * p.H + h0 + g) * p.n_split + split) * (p.Dv + 2u);
     if (tid == 0u) { o[sb] = m_run[g]; o[sb + 1u] = l_run[g]; }
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+    [[unroll]] for (uint i = 0u; i < NI; i++) {
       uint d = tid + i * 64u;
       if (d < p.Dv) o[sb + 2u + d] = acc[i][g];
     }

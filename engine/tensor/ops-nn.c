@@ -646,7 +646,12 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       if (merge && (!hn_op_check_ctx (op, cmd, cnt, error) || !scratch_disjoint (op, cnt, out, error) ||
                     !scratch_disjoint (op, cnt, sc, error) || !scratch_disjoint (op, sc, out, error)))
         return FALSE;
-      guint32 dspec[4] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u, nk ? 1u : 0u, merge ? 1u : 0u };
+      /* the register arrays sized to the group (a power of two) and to Dv */
+      guint32 gmax = 1;
+      while (gmax < (guint32) (H / KVH))
+        gmax *= 2;
+      guint32 dspec[6] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u, nk ? 1u : 0u, merge ? 1u : 0u,
+                           gmax, (guint32) ((Dv + 63) / 64) };
       struct {
         guint32 base[26];
         guint32 rope_rs;
@@ -670,7 +675,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
                               hn_bind (k, nk != NULL), hn_bind (v, nk != NULL), hn_bind (merge ? cnt : q, merge),
                               hn_bind (merge ? out : q, merge) };
       hn_cmd_set_label (cmd, nk ? "attention_decode_rope_kv" : "attention_decode");
-      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 4, dbd, 15, &dpc, sizeof dpc, (guint32) KVH,
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 6, dbd, 15, &dpc, sizeof dpc, (guint32) KVH,
                                      (guint32) T, (guint32) B * n_split, error);
       hn_cmd_set_label (cmd, NULL);
       if (!ok || merge)
