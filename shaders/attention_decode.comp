@@ -34,6 +34,8 @@ layout(constant_id = 2) const uint ROPE = 0;
 layout(constant_id = 3) const uint MERGE = 0;
 layout(constant_id = 4) const uint GMAX = 8;  // >= G (host: the next power of two), <= 8
 layout(constant_id = 5) const uint NI = 4;    // output dims per invocation and head: ceil(Dv / 64), <= 4
+layout(constant_id = 6) const uint KB = 8;    // key loads (uvec4) in flight per invocation
+layout(constant_id = 7) const uint VB = 8;    // value rows loaded before use
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { uint kw[]; };
@@ -192,15 +194,15 @@ void main() {
     } else if (vis) {
       uint kb = p.k_off + ((kv_row0 + j) * p.KVH + kvh) * p.D;
       if (VEC != 0u) {
-        // 8 loads of the row in flight, then their dot products
+        // KB loads of the row in flight, then their dot products
         uint epu = KVDT == HN_DT_F32 ? 4u : 8u;
-        for (uint d0 = 0u; d0 < p.D; d0 += 8u * epu) {
-          uvec4 w[8];
-          [[unroll]] for (uint u = 0u; u < 8u; u++) {
+        for (uint d0 = 0u; d0 < p.D; d0 += KB * epu) {
+          uvec4 w[KB];
+          [[unroll]] for (uint u = 0u; u < KB; u++) {
             uint d = d0 + u * epu;
             w[u] = d < p.D ? kw4[(kb + d) / epu] : uvec4(0u);
           }
-          [[unroll]] for (uint u = 0u; u < 8u; u++) {
+          [[unroll]] for (uint u = 0u; u < KB; u++) {
             uint d = d0 + u * epu;
             if (d < p.D)
               [[unroll]] for (uint g = 0u; g < GMAX; g++)
@@ -242,16 +244,16 @@ void main() {
     }
     uint vrow = p.v_off + ((kv_row0 + j0) * p.KVH + kvh) * p.Dv;
     uint vstride = p.KVH * p.Dv;
-    // 8 keys' values loaded before use (the loads of a key are independent of the others)
-    for (uint j8 = 0u; j8 < nj; j8 += 8u) {
-      float vv[8][NI];
-      [[unroll]] for (uint u = 0u; u < 8u; u++)
+    // VB keys' values loaded before use (the loads of a key are independent of the others)
+    for (uint j8 = 0u; j8 < nj; j8 += VB) {
+      float vv[VB][NI];
+      [[unroll]] for (uint u = 0u; u < VB; u++)
         [[unroll]] for (uint i = 0u; i < NI; i++) {
           uint d = tid + i * 64u;
           bool nv = new_here && j0 + j8 + u == row;
           vv[u][i] = d < p.Dv && j8 + u < nj ? (nv ? vnew[d] : HN_LOAD(vw, KVDT, vrow + (j8 + u) * vstride + d)) : 0.0;
         }
-      [[unroll]] for (uint u = 0u; u < 8u; u++) {
+      [[unroll]] for (uint u = 0u; u < VB; u++) {
         if (j8 + u >= nj) break;
         [[unroll]] for (uint g = 0u; g < GMAX; g++) {
           if (g >= G) break;

@@ -650,8 +650,11 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       guint32 gmax = 1;
       while (gmax < (guint32) (H / KVH))
         gmax *= 2;
-      guint32 dspec[6] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u, nk ? 1u : 0u, merge ? 1u : 0u,
-                           gmax, (guint32) ((Dv + 63) / 64) };
+      /* loads in flight: 8 key chunks and 8 value rows (1 on a CPU device: no latency to hide, and
+       * a small kernel to compile) */
+      gboolean cpu = g_str_equal (hn_vk_context_get_device_info (hn_cmd_get_context (cmd))->type, "cpu");
+      guint32 dspec[8] = { spec[0], D % epu == 0 && hn_eoff (k) % epu == 0 ? 1u : 0u, nk ? 1u : 0u, merge ? 1u : 0u,
+                           gmax, (guint32) ((Dv + 63) / 64), cpu ? 1u : 8u, cpu ? 1u : 8u };
       struct {
         guint32 base[26];
         guint32 rope_rs;
@@ -675,7 +678,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
                               hn_bind (k, nk != NULL), hn_bind (v, nk != NULL), hn_bind (merge ? cnt : q, merge),
                               hn_bind (merge ? out : q, merge) };
       hn_cmd_set_label (cmd, nk ? "attention_decode_rope_kv" : "attention_decode");
-      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 6, dbd, 15, &dpc, sizeof dpc, (guint32) KVH,
+      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 8, dbd, 15, &dpc, sizeof dpc, (guint32) KVH,
                                      (guint32) T, (guint32) B * n_split, error);
       hn_cmd_set_label (cmd, NULL);
       if (!ok || merge)
