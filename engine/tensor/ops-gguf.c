@@ -134,27 +134,10 @@ dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias,
     bm = 128, bn = 256;
   else if (mid >= 128)
     bm = bn = 128;
-  const char *tile = g_getenv ("HN_GGUF_CM2_TILE");
-  guint32 t[3];
-  if (tile && sscanf (tile, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] && t[1] && t[2] && t[0] % 16 == 0 &&
-      t[1] % 16 == 0 && t[2] % 16 == 0 && t[0] <= 256 && t[1] <= 256 && t[2] <= 128)
-    {
-      bm = t[0];
-      bn = t[1];
-      bk = t[2];
-    }
+  hn_cm2_tile_env ("HN_GGUF_CM2_TILE", &bm, &bn, &bk);
   guint64 a_bytes = (((guint64) a->n + 1) / 2 * 4 + 255) & ~(guint64) 255;
   HnVkBuffer *s = hn_cmd_scratch (cmd, a_bytes, error);
-  if (!s)
-    return FALSE;
-  struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) a->n, hn_eoff (a), 0, 0 };
-  HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, a_bytes, TRUE } };
-  guint32 gx, gy;
-  hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
-  hn_cmd_set_label (cmd, "to_f16");
-  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
-  hn_cmd_set_label (cmd, NULL);
-  if (!ok)
+  if (!s || !hn_record_to_f16 (cmd, "to_f16", a, s, 0, a_bytes, 0, error))
     return FALSE;
   guint32 bs = hn_ggml_block_size (hn_dtype_ggml_type (w->dtype));
   struct {
@@ -176,8 +159,8 @@ dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias,
   HnVkBinding bd[4] = { { s, 0, a_bytes, FALSE }, hn_bind (w, FALSE), hn_bind (bias ? bias : a, FALSE),
                         hn_bind (c, TRUE) };
   hn_cmd_set_label (cmd, "matmul_gguf_cm2");
-  ok = hn_cmd_dispatch (cmd, "matmul_gguf_cm2", spec, 8, bd, 4, &pc, sizeof pc, (N + bn - 1) / bn, (M + bm - 1) / bm,
-                        1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_gguf_cm2", spec, 8, bd, 4, &pc, sizeof pc, (N + bn - 1) / bn,
+                                 (M + bm - 1) / bm, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

@@ -355,14 +355,7 @@ hn_attention_scratch_size (gint64 B, gint64 T, gint64 H, gint64 Dv, gint64 n_kv)
 static gboolean
 kv_to_f16 (HnCmd *cmd, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes, GError **error)
 {
-  struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) t->n, hn_eoff (t), (guint32) (byte0 / 4), 0 };
-  HnVkBinding cb[2] = { hn_bind (t, FALSE), { s, byte0, bytes, TRUE } };
-  guint32 gx, gy;
-  hn_grid (((guint64) t->n + 511) / 512, &gx, &gy);
-  hn_cmd_set_label (cmd, "attention_kv_f16");
-  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
-  hn_cmd_set_label (cmd, NULL);
-  return ok;
+  return hn_record_to_f16 (cmd, "attention_kv_f16", t, s, byte0, bytes, 0, error);
 }
 
 /* The split hn_op_attention plans for B x T queries of H heads: n_split >= 2 when split-K runs. */

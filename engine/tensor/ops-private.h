@@ -55,6 +55,16 @@ gboolean hn_op_dispatch_elems (HnCmd *cmd, const char *shader, const guint32 *sp
                                const HnVkBinding *b, guint nb, const void *push, guint push_size, guint64 n,
                                GError **error);
 
+/* ops.c: one f16 copy by to_f16.comp, recorded under label: the n elements of
+ * t into bytes [byte0, byte0 + bytes) of s (mode 0 clamps to ±65504, 1 rounds
+ * as autocast). */
+gboolean hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes,
+                           guint32 mode, GError **error);
+/* ops.c: a "BM,BN,BK" tile override for the cooperative-matrix-2 kernels read
+ * from the environment variable name: TRUE and the three set when it holds
+ * multiples of 16 within 256 x 256 x 128, else FALSE and nothing changed. */
+gboolean hn_cm2_tile_env (const char *name, guint32 *bm, guint32 *bn, guint32 *bk);
+
 /* ops-gguf.c: the kernels of a weight in ggml blocks (HN_DTYPE_GGML_*).
  * matvec: y[M, N] = x·Wᵀ (+ bias), or act(x·Wᵀ + bias) · (x·Uᵀ + bias_u)
  * with u, optionally RMS-normalising x on the fly (norm), accumulate: y +=

@@ -67,13 +67,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *b
     bm = 128, bn = 256;
   else if (mid >= 128)
     bm = bn = 128;
-  const char *tile = g_getenv ("HN_QCM2_TILE");
-  guint32 t[3];
-  if (tile && sscanf (tile, "%u,%u,%u", &t[0], &t[1], &t[2]) == 3 && t[0] && t[1] && t[2] && t[0] % 16 == 0 &&
-      t[1] % 16 == 0 && t[2] % 16 == 0 && t[0] <= 256 && t[1] <= 256 && t[2] <= 128)
-    {
-      bm = t[0]; bn = t[1]; bk = t[2];
-    }
+  hn_cm2_tile_env ("HN_QCM2_TILE", &bm, &bn, &bk);
   gboolean a_f16 = a->n <= ((gint64) 128 << 20) && g_getenv ("HN_QCM2_A_F32") == NULL; /* the variable: tests */
   QuantCm2Push pc = { q->M, q->N, q->K, q->a_off, q->a_sm, q->a_sk, q->c_off, q->c_sm, q->bias_off, q->flags,
                       q->alpha, q->w_rows, q->w_cols, q->w_cols / qb, q->scale_w, q->scale2_w, q->offset_w,
@@ -83,18 +77,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *b
     {
       guint64 bytes = ((guint64) a->n + 1) / 2 * 4;
       HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
-      if (!s)
-        return FALSE;
-      /* all of to_f16.comp's push constants: the words not pushed would be
-       * whatever an earlier dispatch left (y_off, mode) */
-      struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) a->n, hn_eoff (a), 0, 0 };
-      HnVkBinding cb[2] = { hn_bind (a, FALSE), { s, 0, bytes, TRUE } };
-      guint32 gx, gy;
-      hn_grid (((guint64) a->n + 511) / 512, &gx, &gy);
-      hn_cmd_set_label (cmd, "to_f16");
-      gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
-      hn_cmd_set_label (cmd, NULL);
-      if (!ok)
+      if (!s || !hn_record_to_f16 (cmd, "to_f16", a, s, 0, bytes, 0, error))
         return FALSE;
       pc.a_off -= hn_eoff (a);
       bd[0] = (HnVkBinding) { s, 0, bytes, FALSE };

@@ -488,19 +488,33 @@ env_uint (const char *name, guint32 fallback)
   return *end || x > 1024 ? fallback : (guint32) x;
 }
 
-/* One f16 copy by to_f16.comp: the n elements of t from its first into
- * word y_word of s (mode 0 clamps to ±65504, 1 rounds as autocast). */
-static gboolean
-record_to_f16 (HnCmd *cmd, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes, guint32 mode, GError **error)
+gboolean
+hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes,
+                  guint32 mode, GError **error)
 {
+  /* every push constant: a word not pushed keeps an earlier dispatch's value */
   struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) t->n, hn_eoff (t), (guint32) (byte0 / 4), mode };
   HnVkBinding cb[2] = { hn_bind (t, FALSE), { s, byte0, bytes, TRUE } };
   guint32 gx, gy;
   hn_grid (((guint64) t->n + 511) / 512, &gx, &gy);
-  hn_cmd_set_label (cmd, "to_f16");
+  hn_cmd_set_label (cmd, label);
   gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
+}
+
+gboolean
+hn_cm2_tile_env (const char *name, guint32 *bm, guint32 *bn, guint32 *bk)
+{
+  const char *tile = g_getenv (name);
+  guint32 e[3];
+  if (!tile || sscanf (tile, "%u,%u,%u", &e[0], &e[1], &e[2]) != 3 || !e[0] || !e[1] || !e[2] || e[0] % 16 != 0 ||
+      e[1] % 16 != 0 || e[2] % 16 != 0 || e[0] > 256 || e[1] > 256 || e[2] > 128)
+    return FALSE;
+  *bm = e[0];
+  *bn = e[1];
+  *bk = e[2];
+  return TRUE;
 }
 
 /* Bytes of A's f16 copy at the start of the recorder's scratch. */
@@ -516,7 +530,7 @@ cm2_convert_a (HnCmd *cmd, HnTensor *a, HnVkBinding *out, GError **error)
 {
   guint64 a_bytes = cm2_a_bytes (a);
   HnVkBuffer *s = hn_cmd_scratch (cmd, a_bytes, error);
-  if (!s || !record_to_f16 (cmd, a, s, 0, a_bytes, 0, error))
+  if (!s || !hn_record_to_f16 (cmd, "to_f16", a, s, 0, a_bytes, 0, error))
     return FALSE;
   *out = (HnVkBinding) { s, 0, a_bytes, FALSE };
   return TRUE;
@@ -574,14 +588,8 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
   else if (CM2_TILES (128, 128) >= 128 || (K >= 4096 && batch == 1))
     t.bm = t.bn = 128; /* a long K: fewer, larger tiles and split-K (512 x 2048 x 8192: 61 against 47 TFLOP/s) */
 #undef CM2_TILES
-  const char *tile = g_getenv ("HN_CM2_TILE");
-  guint32 e[3];
-  if (tile && sscanf (tile, "%u,%u,%u", &e[0], &e[1], &e[2]) == 3 && e[0] && e[1] && e[2] && e[0] % 16 == 0 &&
-      e[1] % 16 == 0 && e[2] % 16 == 0 && e[0] <= 256 && e[1] <= 256 && e[2] <= 128)
-    {
-      t.bm = e[0]; t.bn = e[1]; t.bk = e[2];
-      hn_vk_context_has_coopmat2 (ctx, &t.nt); /* the device's size unless HN_CM2_NT says */
-    }
+  if (hn_cm2_tile_env ("HN_CM2_TILE", &t.bm, &t.bn, &t.bk))
+    hn_vk_context_has_coopmat2 (ctx, &t.nt); /* the device's size unless HN_CM2_NT says */
   t.unroll = MAX (env_uint ("HN_CM2_UNROLL", 8), 1);
   t.swz = env_uint ("HN_CM2_SWIZZLE", t.swz);
   /* HN_CM2_NT: another workgroup size the device lists for this shape */
@@ -703,7 +711,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
         bd[0] = *a16;
       else
         {
-          if (!record_to_f16 (cmd, a, s, 0, a_bytes, f16, error))
+          if (!hn_record_to_f16 (cmd, "to_f16", a, s, 0, a_bytes, f16, error))
             return FALSE;
           bd[0] = (HnVkBinding) { s, 0, a_bytes, FALSE };
         }
@@ -711,7 +719,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     }
   if (b_bytes)
     {
-      if (!record_to_f16 (cmd, b, s, a_bytes, b_bytes, f16, error))
+      if (!hn_record_to_f16 (cmd, "to_f16", b, s, a_bytes, b_bytes, f16, error))
         return FALSE;
       p2.mm.b_off = p2.mm.b_off - hn_eoff (b) + (guint32) (a_bytes / 2);
       bd[1] = (HnVkBinding) { s, a_bytes, b_bytes, FALSE };
