@@ -1,6 +1,7 @@
 #include "hn-option-group.h"
 #include "hn-device-list-row.h"
 #include "hn-device-row.h"
+#include "jobs/model-library.h"
 
 #include <glib/gi18n.h>
 #include <math.h>
@@ -418,9 +419,37 @@ load_row (HnOptionGroup *self, Row *r)
   self->updating = FALSE;
 }
 
+#define KV_ROW_SUBTITLE N_("How keys and values of earlier tokens are kept while generating")
+
+/* The KV-cache row follows the chosen model: a state-space model keeps a recurrent state per layer
+ * instead (the row does not apply and is set back to the default), a hybrid keeps both and runs on
+ * the contiguous cache only (paged KV fails closed for its state layers). */
+static void
+update_cache_row (HnOptionGroup *self)
+{
+  Row *r = find_row (self, "cache-implementation");
+  if (!r || !hn_job_spec_lookup (self->spec, "model-path"))
+    return;
+  HnCacheKind kind = hn_local_model_cache_kind (hn_job_spec_get_string (self->spec, "model-path"));
+  const char *subtitle = kind == HN_CACHE_STATE ? _("This model keeps a recurrent state per layer, not a KV cache")
+                         : kind == HN_CACHE_KV_AND_STATE
+                           ? _("A KV cache for the attention layers and a recurrent state for the others "
+                               "(contiguous only: paged KV is not built for state layers)")
+                           : gettext (KV_ROW_SUBTITLE);
+  adw_action_row_set_subtitle (ADW_ACTION_ROW (r->row), subtitle);
+  gtk_widget_set_sensitive (r->row, kind != HN_CACHE_STATE);
+  if (kind != HN_CACHE_KV && g_strcmp0 (hn_job_spec_get_string (self->spec, "cache-implementation"), "paged") == 0)
+    hn_job_spec_set_string (self->spec, "cache-implementation", NULL);
+  if (kind == HN_CACHE_STATE && hn_job_spec_lookup (self->spec, "no-use-cache") &&
+      hn_job_spec_get_bool (self->spec, "no-use-cache"))
+    hn_job_spec_set_bool (self->spec, "no-use-cache", FALSE);
+}
+
 static void
 on_spec_changed (HnJobSpec *spec, const char *name, HnOptionGroup *self)
 {
+  if (strcmp (name, "model-path") == 0)
+    update_cache_row (self);
   Row *r = find_row (self, name);
   if (!r && strcmp (name, "no-use-cache") == 0)
     r = find_row (self, "cache-implementation");
@@ -500,8 +529,7 @@ make_row (HnOptionGroup *self, Row *r)
           gtk_string_list_append (list, _("Paged (Vulkan)"));
           if (hn_job_spec_lookup (self->spec, "no-use-cache"))
             gtk_string_list_append (list, _("Disabled (full prefix)"));
-          adw_action_row_set_subtitle (ADW_ACTION_ROW (row),
-                                       _("How keys and values of earlier tokens are kept while generating"));
+          adw_action_row_set_subtitle (ADW_ACTION_ROW (row), gettext (KV_ROW_SUBTITLE));
         }
       else
         {
@@ -600,6 +628,7 @@ rebuild (HnOptionGroup *self)
       adw_preferences_group_add (ADW_PREFERENCES_GROUP (self), self->expander);
       g_ptr_array_add (self->added, self->expander);
     }
+  update_cache_row (self);
   gtk_widget_set_visible (GTK_WIDGET (self), self->rows->len > 0);
   g_signal_emit (self, signals[PROBLEMS_CHANGED], 0);
 }

@@ -96,6 +96,19 @@ read_folder (HnLocalModel *m, const char *folder)
   read_weights (m, folder);
 }
 
+HnCacheKind
+hn_local_model_cache_kind (const char *path)
+{
+  if (!path || !g_file_test (path, G_FILE_TEST_IS_DIR) || hn_hier_is_model_dir (path))
+    return HN_CACHE_KV;
+  g_autofree char *cfg_path = g_build_filename (path, "config.json", NULL);
+  if (!g_file_test (cfg_path, G_FILE_TEST_IS_REGULAR))
+    return HN_CACHE_KV;
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (path, NULL);
+  const HnArchInfo *arch = cfg && cfg->model_type ? hn_arch_lookup (cfg->model_type, NULL) : NULL;
+  return arch ? hn_arch_cache_kind (arch) : HN_CACHE_KV;
+}
+
 /* Bytes of the regular files under `dir` (links not followed). */
 static guint64
 tree_size (const char *dir, int depth)

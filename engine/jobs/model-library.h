@@ -9,6 +9,7 @@
 
 #include "hub/hub.h"
 #include "hub/hub-library.h"
+#include "transformer/registry.h"
 
 G_BEGIN_DECLS
 
@@ -38,6 +39,9 @@ GPtrArray *hn_model_library_list (const char *cache_dir, GError **error);
 /* One model folder (a snapshot or any folder the user picked) or a .gguf
  * file (its tensor infos and <arch>.* keys: nothing is dequantized). */
 HnLocalModel *hn_local_model_read (const char *path, GError **error);
+/* What the model folder at `path` keeps while generating (config.json's model_type through the
+ * registry); HN_CACHE_KV when it cannot tell (no folder yet, a GGUF file, an unknown model_type). */
+HnCacheKind hn_local_model_cache_kind (const char *path);
 /* The cache's models, then one entry per path of `paths` (folders and .gguf
  * files the user added, in that order); a path that cannot be read is
  * listed with its problem. */

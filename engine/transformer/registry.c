@@ -474,6 +474,12 @@ hn_arch_is_ssm (const HnArchInfo *arch)
   return arch->block == HN_BLOCK_MAMBA;
 }
 
+HnCacheKind
+hn_arch_cache_kind (const HnArchInfo *arch)
+{
+  return hn_arch_is_ssm (arch) ? HN_CACHE_STATE : HN_CACHE_KV;
+}
+
 gboolean
 hn_arch_is_seq2seq (const HnArchInfo *arch)
 {

@@ -155,6 +155,10 @@ gboolean hn_arch_is_encoder (const HnArchInfo *arch);
 gboolean hn_arch_is_seq2seq (const HnArchInfo *arch);
 /* State-space decoders (ssm/mamba.h): generation carries a recurrent state per layer, not a KV cache. */
 gboolean hn_arch_is_ssm (const HnArchInfo *arch);
+/* What a model keeps per sequence while generating: a KV cache, a recurrent state per layer, or both
+ * (hybrids: a KV cache for the attention layers, a state for the others). */
+typedef enum { HN_CACHE_KV, HN_CACHE_STATE, HN_CACHE_KV_AND_STATE } HnCacheKind;
+HnCacheKind hn_arch_cache_kind (const HnArchInfo *arch);
 const char *hn_task_name (HnTask task);
 /* Space-separated quirk names of `quirks` (new string). */
 char *hn_quirks_to_string (guint quirks);

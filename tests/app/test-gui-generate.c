@@ -39,6 +39,19 @@ test_preview_follows (void)
   adw_combo_row_set_selected (kv, 0);
   g_assert_null (strstr (hn_generate_page_get_command_text (page), "cache"));
 
+  /* the row follows the model: a state-space model keeps a recurrent state, not a KV cache */
+  HnJobSpec *spec = hn_generate_page_get_spec (page);
+  g_autofree char *demo = g_strdup (hn_job_spec_get_string (spec, "model-path"));
+  g_autofree char *mamba = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "mamba", NULL);
+  adw_combo_row_set_selected (kv, 2);
+  hn_job_spec_set_string (spec, "model-path", mamba);
+  g_assert_false (gtk_widget_get_sensitive (GTK_WIDGET (kv)));
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (kv)), "recurrent state"));
+  g_assert_null (strstr (hn_generate_page_get_command_text (page), "--cache-implementation paged"));
+  hn_job_spec_set_string (spec, "model-path", demo);
+  g_assert_true (gtk_widget_get_sensitive (GTK_WIDGET (kv)));
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (kv)), "keys and values"));
+
   /* continuous batching adds the extra prompts as repeated --prompt */
   gtk_switch_set_active (GTK_SWITCH (gui_test_editor (w, "continuous-batching")), TRUE);
   g_assert_nonnull (strstr (hn_generate_page_get_command_text (page), "--continuous-batching"));
