@@ -201,6 +201,8 @@ static const HnArchInfo archs[] = {
     "mpnet" },
   { "eurobert", NULL, "llama", HN_BLOCK_ENCODER_PRE_NORM, HN_NAMES_EUROBERT, RMS_GATED, "silu", ENC, "eurobert" },
   { "big_bird", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu_new", ENC, "big_bird" },
+  { "nomic_bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_NOMIC_BERT,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_GATED_MLP | HN_QUIRK_LM_HEAD_BIAS, "silu", ENC, "nomic_bert" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
   { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
@@ -323,7 +325,6 @@ static const HnArchRefusal refusals[] = {
   { "nemotron_h", R_SSD },
   { "neomme", R_NOTEXT },
   { "nllb-moe", "encoder-decoder MoE layers with top-2 capacity routing are not built yet" },
-  { "nomic_bert", "its fused-qkv rotary SwiGLU encoder is not built yet (fixture in tests/fixtures/parity)" },
   { "nystromformer", "Nystrom-approximated attention is not built yet" },
   { "olmo_hybrid", "linear-attention / gated delta-rule layers are not built yet (hybrid recurrent layers)" },
   { "pegasus_x", "global tokens and staggered block-local encoder attention are not built yet" },
