@@ -203,6 +203,8 @@ static const HnArchInfo archs[] = {
   { "big_bird", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu_new", ENC, "big_bird" },
   { "nomic_bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_NOMIC_BERT,
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_GATED_MLP | HN_QUIRK_LM_HEAD_BIAS, "silu", ENC, "nomic_bert" },
+  { "mobilebert", NULL, "mobilebert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_MOBILEBERT, ENC_Q, "relu", ENC,
+    "mobilebert" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
   { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
@@ -313,7 +315,6 @@ static const HnArchRefusal refusals[] = {
   { "minimax_m2", R_UNMAPPED },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },
   { "mllama", "cross-attention layers over image features (mllama's text model) are not built yet" },
-  { "mobilebert", "bottleneck layers with NoNorm and stacked FFNs are not built yet" },
   { "modernbert-decoder", "ModernBERT's causal decoder variant is not built yet (fixture in tests/)" },
   { "modernvbert", R_NOTEXT },
   { "moshi", R_NOTEXT },
