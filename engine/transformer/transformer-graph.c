@@ -325,6 +325,7 @@ struct ActsPriv {
    * output [N, C] and the gate's activation [N, Fu], written f16 by rmsnorm and glu so that no
    * f16 copy runs before the projections (f16_input) */
   HnTensor *h16, *act16;
+  HnTensor *head_tmp; /* [max_logit_rows, C]: the head transform's dense output (hp.head_transform) */
 };
 
 static HnTensor *
@@ -390,6 +391,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
                                 hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
     goto fail;
+  if (hp->head_transform && !(p->head_tmp = act_new (m, keep, "acts.head_tmp", HN_DTYPE_F32, max_logit_rows, C, error)))
+    goto fail;
   if (hn_vk_context_has_coopmat2 (m->ctx, NULL) && g_getenv ("HN_NO_F16_ACTS") == NULL && max_tokens > 8 &&
       (!(p->h16 = act_new (m, keep, "acts.h16", HN_DTYPE_F16, N, C, error)) ||
        !(p->act16 = act_new (m, keep, "acts.act16", HN_DTYPE_F16, N, Fu, error))))
@@ -429,7 +432,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
-                       &p->act16 };
+                       &p->act16, &p->head_tmp };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -911,7 +914,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       if (h16)
         ain = h16;
     }
-  if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN)
+  if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN || (hp->no_first_attn_norm && il == 0))
     ain = x;
   else if (!fuse)
     CK (norm (m, cmd, ain, x, lw->ln1_w, lw->ln1_b, error));
@@ -1201,7 +1204,7 @@ record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n
   HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
   HnTensor *lg = rows_of (a, a->logits, 0, n, error);
   CK (x && last && lg);
-  if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b &&
+  if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b && !hp->head_transform &&
       !hn_dtype_is_quant (W->lm_head->dtype) && hn_op_matvec_available (cmd, n))
     {
       HnMatvecNorm fn = { W->final_norm_w, hp->norm_eps, hp->norm_plus_one };
@@ -1213,6 +1216,15 @@ record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n
         CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
       else
         CK (hn_op_copy (cmd, last, x, error)); /* openai-gpt: no final norm */
+      if (hp->head_transform)
+        {
+          /* modernbert-decoder: last = norm(act(dense(last))) */
+          HnTensor *t = rows_of (a, ((struct ActsPriv *) a)->head_tmp, 0, n, error);
+          CK (t);
+          CK (hn_op_matmul (cmd, t, last, W->head_dense_w, W->head_dense_b, error));
+          CK (hn_op_unary (cmd, t, t, hp->head_act, error));
+          CK (norm (m, cmd, last, t, W->head_norm_w, W->head_norm_b, error));
+        }
       CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
     }
   if (hp->logits_scale != 1.0f)

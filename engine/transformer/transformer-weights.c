@@ -1028,6 +1028,11 @@ static const Names scheme_names[] = {
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
+  [HN_NAMES_MODERNBERT_DECODER] = { .llama_overlay = TRUE, /* the head's dense and norm: take_head */
+    .embed = "model.embeddings.tok_embeddings", .embed_norm = "model.embeddings.norm",
+    .ln1 = "attn_norm", .ln2 = "mlp_norm",
+    .q = "attn.q_proj", .k = "attn.k_proj", .v = "attn.v_proj", .o = "attn.Wo",
+    .gate_up = "mlp.Wi", .down = "mlp.Wo", .final_norm = "model.final_norm", .lm_head = "decoder" },
   [HN_NAMES_XGLM] = {
     .embed = "model.embed_tokens", .layer = "model.layers.",
     .ln1 = "self_attn_layer_norm", .ln2 = "final_layer_norm",
@@ -1300,6 +1305,10 @@ take_head (Loader *L, const Names *N, gint64 C, gint64 V, gboolean params, const
     }
   else if (!take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error))
     return FALSE;
+  if (L->m->hp.head_transform &&
+      (!take_linear (L, N, "", "lm_head.dense", C, C, &W->head_dense_w, &W->head_dense_b, error) ||
+       !take_norm (L, "", "lm_head.norm", C, TRUE, &W->head_norm_w, &W->head_norm_b, error)))
+    return FALSE;
   return take_vector (L, lmb, V, FALSE, &W->lm_head_b, error);
 }
 
@@ -1473,7 +1482,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           skip_prefix (&L, pfx); /* another stage's layer */
           continue;
         }
-      if (!take_norm (&L, pfx, N.ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
+      const char *ln1 = hp->no_first_attn_norm && i == 0 ? NULL : N.ln1; /* modernbert-decoder: Identity */
+      if (!take_norm (&L, pfx, ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
           !take_norm (&L, pfx, N.ln2, C, params, &lw->ln2_w, &lw->ln2_b, error) ||
           !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
@@ -1560,6 +1570,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     {
       skip_module (&L, N.final_norm);
       skip_module (&L, N.lm_head);
+      skip_module (&L, hp->head_transform ? "lm_head" : NULL);
     }
   else if (!take_head (&L, &N, C, V, params, lmw, lmb, error))
     return FALSE;

@@ -70,6 +70,9 @@ typedef struct {
   float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
   gboolean tie_embeddings;
   gboolean embed_norm;   /* bloom word_embeddings_layernorm */
+  gboolean no_first_attn_norm; /* modernbert-decoder: layer 0's attention reads the embeddings as they are */
+  gboolean head_transform;     /* modernbert-decoder: norm(act(dense(x))) between the final norm and the head */
+  HnActivation head_act;
   /* routed mixture of experts (HN_QUIRK_MOE): router -> hn_op_moe_route -> weighted experts */
   int n_experts, n_experts_used; /* 0 = dense MLP */
   int moe_ffn;                   /* expert intermediate size */
@@ -238,6 +241,7 @@ typedef struct {
   HnTensor *final_norm_w, *final_norm_b;
   HnTensor *lm_head;            /* [vocab, hidden]; == tok_embed when tied */
   HnTensor *lm_head_b;
+  HnTensor *head_dense_w, *head_dense_b, *head_norm_w, *head_norm_b; /* hp.head_transform */
   HnTensor *inv_freq;           /* f32 [rot_dims / 2] */
   HnTensor *inv_freq_local;     /* f32 [rot_dims / 2] for sliding layers, or NULL */
   float rope_attn_scale_local;
