@@ -133,6 +133,7 @@ static const HnArchInfo archs[] = {
     DEC, "bert-generation" },
   { "gpt_neox_japanese", NULL, "gpt_neox", HN_BLOCK_PRE_NORM, HN_NAMES_GPT_NEOX_JP,
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC, "gpt_neox_japanese" },
+  { "diffllama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_DIFFLLAMA, RMS_GATED, "silu", DEC, "diffllama" },
   { "modernbert-decoder", NULL, "modernbert", HN_BLOCK_PRE_NORM, HN_NAMES_MODERNBERT_DECODER,
     HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_EMBED_NORM | HN_QUIRK_GATED_MLP | HN_QUIRK_FUSED_GATE_UP |
       HN_QUIRK_LM_HEAD_BIAS,
@@ -254,7 +255,6 @@ static const HnArchRefusal refusals[] = {
   { "deberta-v2", "disentangled relative-position attention (c2p / p2c, log buckets) is not built yet" },
   { "deepseek_v32", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "deepseek_v4", R_UNMAPPED },
-  { "diffllama", "differential attention (two softmax maps with a learned lambda) is not built yet" },
   { "doge", "dynamic mask attention and cross-domain MoE (Doge) are not built yet" },
   { "emu3", R_NOTEXT },
   { "encoder-decoder", "a composite of two separately configured models (EncoderDecoderModel); load its parts" },

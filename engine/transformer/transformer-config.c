@@ -684,6 +684,17 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  if (a->names == HN_NAMES_DIFFLLAMA)
+    {
+      /* DiffLlamaAttention pairs head h with head h + H/2; the value layout above needs whole KV heads
+       * on each side of that split */
+      if (hp->n_head % 2 || (hp->n_kv_head > 1 && hp->n_kv_head % 2) || 2 * hp->head_dim > 256)
+        return unsupported (error, cfg, "differential attention with an odd head count, an odd KV head count "
+                                        "above 1, or head_dim above 128");
+      hp->diff_attn = TRUE;
+      hp->v_head_dim = 2 * hp->head_dim;
+      hp->attn_scale = (float) (1.0 / sqrt ((double) hp->head_dim)); /* of the query's head_dim, not the values' */
+    }
   hp->attn_sinks = strcmp (mt, "gpt_oss") == 0;
   double clip = NAN;
   GError *ce = NULL;

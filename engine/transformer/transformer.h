@@ -91,6 +91,11 @@ typedef struct {
   gboolean mla;
   int q_lora_rank, kv_lora_rank, qk_nope_dim, v_head_dim; /* v_head_dim == head_dim unless MLA */
   gboolean attn_sinks;           /* gpt_oss: a learned per-head logit in every softmax denominator */
+  /* differential attention (diffllama): v_head_dim = 2 * head_dim, each cache row of KV head j holding
+   * the values of heads j mod KVH/2 and j mod KVH/2 + KVH/2 (transformers' value cat + repeat), so
+   * head h's output is [A_h V_h' | A_h V_h'+H/2] with h' = h mod H/2; then
+   * (1 - lambda_init) · rmsnorm(out[h'] - lambda · out[h' + H/2]) per head pair, before o_proj */
+  gboolean diff_attn;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -231,6 +236,7 @@ typedef struct {
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
+  float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
 } HnLayerWeights;
 
 typedef struct {
