@@ -133,6 +133,11 @@ static const HnArchInfo archs[] = {
     DEC, "bert-generation" },
   { "gpt_neox_japanese", NULL, "gpt_neox", HN_BLOCK_PRE_NORM, HN_NAMES_GPT_NEOX_JP,
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC, "gpt_neox_japanese" },
+  { "diffllama", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_DIFFLLAMA, RMS_GATED, "silu", DEC, "diffllama" },
+  { "modernbert-decoder", NULL, "modernbert", HN_BLOCK_PRE_NORM, HN_NAMES_MODERNBERT_DECODER,
+    HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_EMBED_NORM | HN_QUIRK_GATED_MLP | HN_QUIRK_FUSED_GATE_UP |
+      HN_QUIRK_LM_HEAD_BIAS,
+    "gelu", DEC, "modernbert-decoder" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -254,7 +259,6 @@ static const HnArchRefusal refusals[] = {
   { "deberta-v2", "disentangled relative-position attention (c2p / p2c, log buckets) is not built yet" },
   { "deepseek_v32", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "deepseek_v4", R_UNMAPPED },
-  { "diffllama", "differential attention (two softmax maps with a learned lambda) is not built yet" },
   { "doge", "dynamic mask attention and cross-domain MoE (Doge) are not built yet" },
   { "emu3", R_NOTEXT },
   { "encoder-decoder", "a composite of two separately configured models (EncoderDecoderModel); load its parts" },
@@ -315,7 +319,6 @@ static const HnArchRefusal refusals[] = {
   { "minimax_m2", R_UNMAPPED },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },
   { "mllama", "cross-attention layers over image features (mllama's text model) are not built yet" },
-  { "modernbert-decoder", "ModernBERT's causal decoder variant is not built yet (fixture in tests/)" },
   { "modernvbert", R_NOTEXT },
   { "moshi", R_NOTEXT },
   { "mra", "multi-resolution approximate attention is not built yet" },

@@ -455,12 +455,21 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
 
   /* sliding windows: layer_types when given, else the family's rule */
   hp->layer_sliding = g_new0 (guint8, hp->n_layer);
-  gboolean sw_on = cfg->sliding_window > 0;
+  gint64 window = cfg->sliding_window;
+  if (strcmp (mt, "modernbert-decoder") == 0 && window <= 0)
+    {
+      /* ModernBertDecoderConfig: sliding_window = local_attention // 2 */
+      gint64 local;
+      if (!get_int (cfg, "local_attention", 128, &local, error))
+        return FALSE;
+      window = local > 0 ? local / 2 : -1;
+    }
+  gboolean sw_on = window > 0;
   if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
     sw_on = sw_on && cfg->use_sliding_window == TRUE;
   if (sw_on)
     {
-      hp->sliding_window = (int) cfg->sliding_window;
+      hp->sliding_window = (int) window;
       if (cfg->layer_types)
         {
           int n = (int) g_strv_length (cfg->layer_types);
@@ -595,7 +604,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                NULL };
+                                                "modernbert-decoder", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -675,6 +684,17 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  if (a->names == HN_NAMES_DIFFLLAMA)
+    {
+      /* DiffLlamaAttention pairs head h with head h + H/2; the value layout above needs whole KV heads
+       * on each side of that split */
+      if (hp->n_head % 2 || (hp->n_kv_head > 1 && hp->n_kv_head % 2) || 2 * hp->head_dim > 256)
+        return unsupported (error, cfg, "differential attention with an odd head count, an odd KV head count "
+                                        "above 1, or head_dim above 128");
+      hp->diff_attn = TRUE;
+      hp->v_head_dim = 2 * hp->head_dim;
+      hp->attn_scale = (float) (1.0 / sqrt ((double) hp->head_dim)); /* of the query's head_dim, not the values' */
+    }
   hp->attn_sinks = strcmp (mt, "gpt_oss") == 0;
   double clip = NAN;
   GError *ce = NULL;
@@ -707,6 +727,18 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
     }
   hp->sub_norms = ns == HN_NAMES_BITNET;
+  if (ns == HN_NAMES_MODERNBERT_DECODER)
+    {
+      /* ModernBertDecoderLayer 0 has no attn_norm; ModernBertDecoderPredictionHead runs
+       * norm(act(dense(x))) between the final norm and the (tied) decoder */
+      if (!cfg->layer_types)
+        return unsupported (error, cfg, "a config without layer_types (the global/local layer pattern)");
+      const char *ca = hn_model_config_get_string (cfg, "classifier_activation");
+      if (!hn_activation_from_string (ca ? ca : "gelu", &hp->head_act))
+        return unsupported (error, cfg, "classifier_activation");
+      hp->no_first_attn_norm = TRUE;
+      hp->head_transform = TRUE;
+    }
   JsonObject *rp_raw = raw && json_object_has_member (raw, "rope_parameters") &&
                            JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))
                          ? json_object_get_object_member (raw, "rope_parameters")
