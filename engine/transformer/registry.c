@@ -167,6 +167,8 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoeshared" },
   { "flex_olmo", NULL, "olmoe", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
     "silu", DEC, "flex_olmo" },
+  { "hunyuan_v1_moe", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_HUNYUAN, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "hunyuan_v1_moe" },
   /* state-space decoders (ssm/mamba.c): logits and generation with a recurrent state per layer */
   { "mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba" },
   { "falcon_mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "falcon_mamba" },
@@ -290,7 +292,6 @@ static const HnArchRefusal refusals[] = {
   { "granitemoe_swa", R_UNMAPPED },
   { "granitemoehybrid", R_SSD },
   { "hrm_text", "hierarchical recurrent reasoning modules are not built yet" },
-  { "hunyuan_v1_moe", "HunYuan MoE's capacity-limited top-k routing (tokens over an expert's capacity dropped) is not built yet" },
   { "hy_v3", R_UNMAPPED },
   { "hy_v4", R_UNMAPPED },
   { "hyperclovax", R_UNMAPPED },
