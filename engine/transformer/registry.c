@@ -372,6 +372,60 @@ static const HnArchRefusal refusals[] = {
   { "zaya", R_UNMAPPED },
 };
 
+/* Multimodal packages whose text model runs here (registry.h). Audio and OCR packages whose text
+ * model would run too are refused above (R_NOTEXT: their text model alone is not what they are for);
+ * paligemma is left out (its prefix attends bidirectionally), as are packages whose default config
+ * transformers 5.17 cannot build (aya_vision, idefics3, smolvlm: the layout is unverified). */
+#define PKG(p, t, l) { p, t, HN_PACKAGE_##l }
+static const HnArchPackage packages[] = {
+  PKG ("blip-2", "opt", LANGUAGE_MODEL_V4),
+  PKG ("cohere2_vision", "cohere2", LANGUAGE_MODEL),
+  PKG ("deepseek_vl", "llama", LANGUAGE_MODEL),
+  PKG ("deepseek_vl_hybrid", "llama", LANGUAGE_MODEL),
+  PKG ("exaone4_5", "exaone4", LANGUAGE_MODEL),
+  PKG ("fast_vlm", "qwen2", LANGUAGE_MODEL),
+  PKG ("idefics2", "mistral", TEXT_MODEL),
+  PKG ("instructblip", "opt", LANGUAGE_MODEL_V4),
+  PKG ("instructblipvideo", "opt", LANGUAGE_MODEL_V4),
+  PKG ("internvl", "qwen2", LANGUAGE_MODEL),
+  PKG ("janus", "llama", LANGUAGE_MODEL),
+  PKG ("kimi_k25", "deepseek_v3", LANGUAGE_MODEL),
+  PKG ("lighton_ocr", "qwen3", LANGUAGE_MODEL),
+  PKG ("llava", "llama", LANGUAGE_MODEL),
+  PKG ("llava_next", "llama", LANGUAGE_MODEL),
+  PKG ("llava_next_video", "llama", LANGUAGE_MODEL),
+  PKG ("llava_onevision", "qwen2", LANGUAGE_MODEL),
+  PKG ("mistral3", "mistral", LANGUAGE_MODEL),
+  PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
+  PKG ("qianfan_ocr", "qwen3", LANGUAGE_MODEL),
+  PKG ("shieldgemma2", "gemma3_text", LANGUAGE_MODEL),
+  PKG ("video_llama_3", "qwen2", LANGUAGE_MODEL),
+  PKG ("video_llava", "llama", LANGUAGE_MODEL),
+  PKG ("vipllava", "llama", LANGUAGE_MODEL),
+};
+#undef PKG
+
+const HnArchPackage *
+hn_arch_packages (gsize *n_out)
+{
+  *n_out = G_N_ELEMENTS (packages);
+  return packages;
+}
+
+/* The spelled aliases of `a` then the packages that carry it (new NULL-terminated array). */
+static char **
+all_aliases (const HnArchInfo *a)
+{
+  GPtrArray *v = g_ptr_array_new ();
+  for (const char *const *al = a->aliases; al && *al; al++)
+    g_ptr_array_add (v, g_strdup (*al));
+  for (gsize i = 0; i < G_N_ELEMENTS (packages); i++)
+    if (strcmp (packages[i].text_model_type, a->model_type) == 0)
+      g_ptr_array_add (v, g_strdup (packages[i].package));
+  g_ptr_array_add (v, NULL);
+  return (char **) g_ptr_array_free (v, FALSE);
+}
+
 const HnArchRefusal *
 hn_arch_refusals (gsize *n_out)
 {
@@ -411,6 +465,9 @@ hn_arch_lookup (const char *model_type, GError **error)
         if (strcmp (*a, model_type) == 0)
           return &archs[i];
     }
+  for (gsize i = 0; i < G_N_ELEMENTS (packages); i++)
+    if (strcmp (packages[i].package, model_type) == 0)
+      return hn_arch_lookup (packages[i].text_model_type, error);
   const char *reason = hn_arch_refusal_reason (model_type);
   if (reason)
     {
@@ -533,8 +590,9 @@ hn_arch_list_to_json (void)
       json_builder_add_string_value (b, a->model_type);
       json_builder_set_member_name (b, "aliases");
       json_builder_begin_array (b);
-      for (const char *const *al = a->aliases; al && *al; al++)
-        json_builder_add_string_value (b, *al);
+      g_auto (GStrv) al = all_aliases (a);
+      for (char **x = al; *x; x++)
+        json_builder_add_string_value (b, *x);
       json_builder_end_array (b);
       json_builder_set_member_name (b, "family");
       json_builder_add_string_value (b, a->family);
@@ -583,7 +641,8 @@ hn_arch_list_to_markdown (void)
   for (gsize i = 0; i < G_N_ELEMENTS (archs); i++)
     {
       const HnArchInfo *a = &archs[i];
-      g_autofree char *aliases = a->aliases ? g_strjoinv (", ", (char **) a->aliases) : g_strdup ("");
+      g_auto (GStrv) al = all_aliases (a);
+      g_autofree char *aliases = g_strjoinv (", ", al);
       g_string_append_printf (md, "| `%s` | %s | %s |", a->model_type, a->family, hn_block_kind_name (a->block));
       for (guint t = 0; t < 4; t++)
         g_string_append (md, a->tasks & (1u << t) ? " yes |" : " — |");

@@ -77,6 +77,12 @@ find (Loader *L, const char *name)
         }
       if (!t)
         t = hn_safetensors_lookup (L->st, v4);
+      if (!t && g_str_has_prefix (name, "model."))
+        {
+          /* idefics2 names its text model text_model */
+          g_autofree char *tm = g_strconcat ("model.text_model.", name + 6, NULL);
+          t = hn_safetensors_lookup (L->st, tm);
+        }
     }
   return t;
 }
@@ -88,7 +94,8 @@ static gboolean
 is_other_tower (const HnModelConfig *c, const char *name)
 {
   return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
-         !g_str_has_prefix (name, "language_model.") && !g_str_has_prefix (name, "lm_head.");
+         !g_str_has_prefix (name, "model.text_model.") && !g_str_has_prefix (name, "language_model.") &&
+         !g_str_has_prefix (name, "lm_head.");
 }
 
 static gboolean
