@@ -247,7 +247,6 @@ static const HnArchInfo archs[] = {
 static const HnArchRefusal refusals[] = {
   { "afmoe", R_UNMAPPED },
   { "aria_text", R_UNMAPPED },
-  { "audioflamingo3", R_NOTEXT },
   { "axk1", R_UNMAPPED },
   { "axk2", R_UNMAPPED },
   { "bamba", R_SSD },
@@ -272,7 +271,6 @@ static const HnArchRefusal refusals[] = {
   { "fnet", "Fourier-transform token mixing is not built yet" },
   { "fsmt", "separate source and target vocabularies (FSMT) are not built yet" },
   { "funnel", "funnel pooling (sequence compression between blocks) is not built yet" },
-  { "fuyu", R_NOTEXT },
   { "gemma3n", "Gemma 3n's AltUp, Laurel blocks and per-layer embeddings are not built yet" },
   { "gemma3n_text", "Gemma 3n's AltUp, Laurel blocks and per-layer embeddings are not built yet" },
   { "gemma4", R_UNMAPPED },
@@ -284,10 +282,6 @@ static const HnArchRefusal refusals[] = {
   { "git", R_NOTEXT " (GIT conditions on image features)" },
   { "glm4_moe_lite", "multi-head latent attention outside deepseek (glm4_moe_lite) is not built yet" },
   { "glm_moe_dsa", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
-  { "glmasr", R_NOTEXT },
-  { "got_ocr2", R_NOTEXT },
-  { "granite_speech", R_NOTEXT },
-  { "granite_speech_plus", R_NOTEXT },
   { "granite_swa", R_UNMAPPED },
   { "granitemoe_swa", R_UNMAPPED },
   { "granitemoehybrid", R_SSD },
@@ -323,7 +317,6 @@ static const HnArchRefusal refusals[] = {
   { "modernvbert", R_NOTEXT },
   { "moshi", R_NOTEXT },
   { "mra", "multi-resolution approximate attention is not built yet" },
-  { "musicflamingo", R_NOTEXT },
   { "musicgen", R_NOTEXT },
   { "musicgen_melody", R_NOTEXT },
   { "nanochat", R_UNMAPPED },
@@ -336,12 +329,10 @@ static const HnArchRefusal refusals[] = {
   { "perceiver", R_NOTEXT " (Perceiver IO latent cross-attention)" },
   { "phi4_multimodal", R_NOTEXT },
   { "prophetnet", "n-gram predicting streams with relative buckets are not built yet" },
-  { "qwen2_audio", R_NOTEXT },
   { "qwen3_5", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
   { "qwen3_5_moe", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
   { "qwen3_5_moe_text", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
   { "qwen3_5_text", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
-  { "qwen3_asr", R_NOTEXT },
   { "qwen3_next", "linear-attention / gated delta-rule layers are not built yet (qwen3_next: gated DeltaNet)" },
   { "qwen4_exp", R_UNMAPPED },
   { "qwen4_exp_text", R_UNMAPPED },
@@ -358,8 +349,6 @@ static const HnArchRefusal refusals[] = {
   { "t5gemma2", "Gemma-3-style encoder-decoder layers (T5Gemma 2) are not built yet" },
   { "tapas", "table-structure token-type embeddings are not built yet" },
   { "trocr", R_NOTEXT " (an OCR decoder over image features)" },
-  { "vibevoice_asr", R_NOTEXT },
-  { "voxtral", R_NOTEXT },
   { "voxtral_realtime", R_NOTEXT },
   { "whisper", R_NOTEXT },
   { "xlnet", "two-stream relative attention with memory is not built yet" },
@@ -372,18 +361,25 @@ static const HnArchRefusal refusals[] = {
   { "zaya", R_UNMAPPED },
 };
 
-/* Multimodal packages whose text model runs here (registry.h). Audio and OCR packages whose text
- * model would run too are refused above (R_NOTEXT: their text model alone is not what they are for);
- * paligemma is left out (its prefix attends bidirectionally), as are packages whose default config
- * transformers 5.17 cannot build (aya_vision, idefics3, smolvlm: the layout is unverified). */
+/* Multimodal packages whose text model runs here (registry.h): vision, audio and OCR packages alike,
+ * text in and text out (the towers are kept in a checkpoint, not run). Left out: paligemma (its prefix
+ * attends bidirectionally) and packages whose default config transformers 5.17 cannot build (aya_vision,
+ * idefics3, smolvlm: their layout is unverified). */
 #define PKG(p, t, l) { p, t, HN_PACKAGE_##l }
 static const HnArchPackage packages[] = {
+  PKG ("audioflamingo3", "qwen2", LANGUAGE_MODEL),
   PKG ("blip-2", "opt", LANGUAGE_MODEL_V4),
   PKG ("cohere2_vision", "cohere2", LANGUAGE_MODEL),
   PKG ("deepseek_vl", "llama", LANGUAGE_MODEL),
   PKG ("deepseek_vl_hybrid", "llama", LANGUAGE_MODEL),
   PKG ("exaone4_5", "exaone4", LANGUAGE_MODEL),
   PKG ("fast_vlm", "qwen2", LANGUAGE_MODEL),
+  PKG ("fun_asr_nano", "qwen3", LANGUAGE_MODEL),
+  PKG ("fuyu", "persimmon", LANGUAGE_MODEL),
+  PKG ("glmasr", "llama", LANGUAGE_MODEL),
+  PKG ("got_ocr2", "qwen2", LANGUAGE_MODEL),
+  PKG ("granite_speech", "granite", LANGUAGE_MODEL),
+  PKG ("granite_speech_plus", "granite", LANGUAGE_MODEL),
   PKG ("idefics2", "mistral", TEXT_MODEL),
   PKG ("instructblip", "opt", LANGUAGE_MODEL_V4),
   PKG ("instructblipvideo", "opt", LANGUAGE_MODEL_V4),
@@ -396,12 +392,19 @@ static const HnArchPackage packages[] = {
   PKG ("llava_next_video", "llama", LANGUAGE_MODEL),
   PKG ("llava_onevision", "qwen2", LANGUAGE_MODEL),
   PKG ("mistral3", "mistral", LANGUAGE_MODEL),
+  PKG ("musicflamingo", "qwen2", LANGUAGE_MODEL),
   PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
+  PKG ("pp_chart2table", "qwen2", LANGUAGE_MODEL),
   PKG ("qianfan_ocr", "qwen3", LANGUAGE_MODEL),
+  PKG ("qwen2_audio", "qwen2", LANGUAGE_MODEL),
+  PKG ("qwen3_asr", "qwen3", LANGUAGE_MODEL),
   PKG ("shieldgemma2", "gemma3_text", LANGUAGE_MODEL),
+  PKG ("vibevoice", "qwen2", LANGUAGE_MODEL),
+  PKG ("vibevoice_asr", "qwen2", LANGUAGE_MODEL),
   PKG ("video_llama_3", "qwen2", LANGUAGE_MODEL),
   PKG ("video_llava", "llama", LANGUAGE_MODEL),
   PKG ("vipllava", "llama", LANGUAGE_MODEL),
+  PKG ("voxtral", "llama", LANGUAGE_MODEL),
 };
 #undef PKG
 
