@@ -167,6 +167,8 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoeshared" },
   { "flex_olmo", NULL, "olmoe", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
     "silu", DEC, "flex_olmo" },
+  { "ernie4_5_moe", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC, "ernie4_5_moe" },
   { "hunyuan_v1_moe", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_HUNYUAN, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "hunyuan_v1_moe" },
   /* state-space decoders (ssm/mamba.c): logits and generation with a recurrent state per layer */
@@ -263,7 +265,6 @@ static const HnArchRefusal refusals[] = {
   { "doge", "dynamic mask attention and cross-domain MoE (Doge) are not built yet" },
   { "emu3", R_NOTEXT },
   { "encoder-decoder", "a composite of two separately configured models (EncoderDecoderModel); load its parts" },
-  { "ernie4_5_moe", "its softmax router with the moe_statics choice bias does not reproduce the fixture yet" },
   { "esmc", "ESM C's protein encoder is not built yet" },
   { "exaone_moe", R_UNMAPPED },
   { "falcon_h1", R_SSD },
