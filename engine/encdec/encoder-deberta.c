@@ -1,13 +1,15 @@
-/* DebertaV2ForMaskedLM (hn_encoder_load picks it by its name scheme): bert's
- * post-norm layers and legacy head around disentangled attention. Each head's scores add content-to-position (query
+/* DebertaForMaskedLM and DebertaV2ForMaskedLM (hn_encoder_load picks them by
+ * their name scheme): bert's post-norm layers and legacy head around
+ * disentangled attention. Each head's scores add content-to-position (query
  * i against the projected relative embedding of i - j) and position-to-
  * content (key j against it) terms to q·k, all over sqrt(D · 3):
  *
  *   s[h,i,j] = (q_i·k_j + q_i·pk[idx(i,j)] + k_j·pq[idx(i,j)]) / sqrt(3 D)
  *   idx(i,j) = clamp(b(i - j) + span, 0, 2 span - 1)
  *
- * with b v2's log buckets (span position_buckets) or, without buckets, the
- * identity (span max_relative_positions). The two [H, N, 2 span] products are
+ * with b v2's log buckets (span position_buckets) or the identity (deberta,
+ * and v2 without buckets: span max_relative_positions; deberta's window of
+ * min(N, span) rows around the middle of the table picks the same rows). The two [H, N, 2 span] products are
  * gathered into one [H, N, N] bias through an index table built on the host.
  * Built for relative attention with both c2p and p2c, separate position
  * projections, position-biased input and no token types; another switch
@@ -21,11 +23,12 @@
 #include <string.h>
 
 typedef struct {
-  HnTensor *pk_w, *pk_b; /* c2p: the relative embeddings' key projection [C, C] */
+  HnTensor *pk_w, *pk_b; /* c2p: the relative embeddings' key projection [C, C] (deberta: no bias) */
   HnTensor *pq_w, *pq_b; /* p2c: their query projection [C, C] */
 } DebLayer;
 
 struct _HnDeberta {
+  gboolean v2;
   int span;         /* attention span: idx in [0, 2 span) */
   int buckets, max_rel; /* v2 log buckets (buckets > 0) up to max_rel */
   HnTensor *rel;    /* encoder.rel_embeddings [2 span, C] */
@@ -114,20 +117,23 @@ check_pos_att_type (const HnModelConfig *cfg, const char *mt, GError **error)
 
 /* The configuration switches this graph is built for. */
 static gboolean
-check_switches (HnEncoder *m, const HnModelConfig *cfg, GError **error)
+check_switches (HnEncoder *m, const HnModelConfig *cfg, gboolean v2, GError **error)
 {
   const char *mt = m->arch->model_type;
   static const struct {
     const char *key;
-    gboolean dflt, want;
+    gboolean dflt, want, v2_only, v1_only;
   } sw[] = {
-    { "relative_attention", FALSE, TRUE },
-    { "position_biased_input", TRUE, TRUE },
-    { "legacy", TRUE, TRUE },
-    { "share_att_key", FALSE, FALSE },
+    { "relative_attention", FALSE, TRUE, FALSE, FALSE },
+    { "position_biased_input", TRUE, TRUE, FALSE, FALSE },
+    { "legacy", TRUE, TRUE, FALSE, FALSE },
+    { "share_att_key", FALSE, FALSE, TRUE, FALSE },
+    { "talking_head", FALSE, FALSE, FALSE, TRUE },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (sw); i++)
     {
+      if ((sw[i].v2_only && !v2) || (sw[i].v1_only && v2))
+        continue;
       gboolean v;
       CK (get_bool (cfg, sw[i].key, sw[i].dflt, &v, error));
       if (v != sw[i].want)
@@ -153,17 +159,45 @@ check_switches (HnEncoder *m, const HnModelConfig *cfg, GError **error)
   return TRUE;
 }
 
+/* deberta's in_proj [3C, C] holds each head's q, k and v rows in turn: rows [h·3D + w·D, +D) of part w. */
+static gboolean
+split_in_proj (HnWLoader *L, const char *name, gint64 C, gint64 H, HnTensor **w3[3], GError **error)
+{
+  const HnSafetensorInfo *t = hn_wl_find (L, name, TRUE, error);
+  CK (t);
+  if (t->ndim != 2 || t->shape[0] != 3 * C || t->shape[1] != C)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                   t->file, t->name, 3 * C, C);
+      return FALSE;
+    }
+  g_autofree float *src = hn_safetensor_info_dup_f32 (t, error);
+  CK (src);
+  gint64 D = C / H;
+  g_autofree float *part = g_new (float, (gsize) (C * C));
+  for (int w = 0; w < 3; w++)
+    {
+      for (gint64 h = 0; h < H; h++)
+        memcpy (part + h * D * C, src + (h * 3 * D + w * D) * C, sizeof (float) * (gsize) (D * C));
+      CK ((*w3[w] = hn_wl_from_f32 (L, name, 2, (gint64[]) { C, C }, part, error)));
+    }
+  return TRUE;
+}
+
 gboolean
 hn_deberta_load (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
-  CK (check_switches (m, cfg, error));
+  gboolean v2 = m->arch->names == HN_NAMES_DEBERTA_V2;
+  CK (check_switches (m, cfg, v2, error));
   gint64 C = m->C, F = m->F, V = m->vocab;
   gint64 max_rel, buckets = -1;
-  CK (get_int (cfg, "max_relative_positions", -1, &max_rel, error) &&
-      get_int (cfg, "position_buckets", -1, &buckets, error));
+  CK (get_int (cfg, "max_relative_positions", -1, &max_rel, error));
+  if (v2)
+    CK (get_int (cfg, "position_buckets", -1, &buckets, error));
   if (max_rel < 1)
     max_rel = cfg->max_position_embeddings;
   HnDeberta *d = m->deberta = g_new0 (HnDeberta, 1);
+  d->v2 = v2;
   d->max_rel = (int) MIN (max_rel, 1 << 20);
   d->buckets = (int) MIN (buckets, 1 << 20);
   d->span = d->buckets > 0 ? d->buckets : d->max_rel;
@@ -190,12 +224,24 @@ hn_deberta_load (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **
       EncLayer *lw = &m->layers[i];
       DebLayer *dl = &d->layers[i];
       g_autofree char *p = g_strdup_printf ("deberta.encoder.layer.%d.", i);
-      CK (hn_wl_linear (L, p, "attention.self.query_proj", C, C, &lw->wq, &lw->bq, error) &&
-          hn_wl_linear (L, p, "attention.self.key_proj", C, C, &lw->wk, &lw->bk, error) &&
-          hn_wl_linear (L, p, "attention.self.value_proj", C, C, &lw->wv, &lw->bv, error) &&
-          hn_wl_linear (L, p, "attention.self.pos_key_proj", C, C, &dl->pk_w, &dl->pk_b, error) &&
-          hn_wl_linear (L, p, "attention.self.pos_query_proj", C, C, &dl->pq_w, &dl->pq_b, error) &&
-          hn_wl_linear (L, p, "attention.output.dense", C, C, &lw->wo, &lw->bo, error) &&
+      if (v2)
+        CK (hn_wl_linear (L, p, "attention.self.query_proj", C, C, &lw->wq, &lw->bq, error) &&
+            hn_wl_linear (L, p, "attention.self.key_proj", C, C, &lw->wk, &lw->bk, error) &&
+            hn_wl_linear (L, p, "attention.self.value_proj", C, C, &lw->wv, &lw->bv, error) &&
+            hn_wl_linear (L, p, "attention.self.pos_key_proj", C, C, &dl->pk_w, &dl->pk_b, error) &&
+            hn_wl_linear (L, p, "attention.self.pos_query_proj", C, C, &dl->pq_w, &dl->pq_b, error));
+      else
+        {
+          g_autofree char *in = g_strdup_printf ("%sattention.self.in_proj.weight", p);
+          g_autofree char *qb = g_strdup_printf ("%sattention.self.q_bias", p);
+          g_autofree char *vb = g_strdup_printf ("%sattention.self.v_bias", p);
+          HnTensor **w3[3] = { &lw->wq, &lw->wk, &lw->wv };
+          CK (split_in_proj (L, in, C, m->H, w3, error) && hn_wl_vector (L, qb, C, TRUE, &lw->bq, error) &&
+              hn_wl_vector (L, vb, C, TRUE, &lw->bv, error) &&
+              hn_wl_linear (L, p, "attention.self.pos_proj", C, C, &dl->pk_w, NULL, error) &&
+              hn_wl_linear (L, p, "attention.self.pos_q_proj", C, C, &dl->pq_w, &dl->pq_b, error));
+        }
+      CK (hn_wl_linear (L, p, "attention.output.dense", C, C, &lw->wo, &lw->bo, error) &&
           hn_wl_norm (L, p, "attention.output.LayerNorm", C, &lw->ln1_w, &lw->ln1_b, error) &&
           hn_wl_linear (L, p, "intermediate.dense", F, C, &lw->wi, &lw->bi, error) &&
           hn_wl_linear (L, p, "output.dense", C, F, &lw->wd, &lw->bd, error) &&

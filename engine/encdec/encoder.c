@@ -798,7 +798,7 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
     return load_nomic (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_MOBILEBERT)
     return hn_mobilebert_load (m, L, cfg, error);
-  if (m->arch->names == HN_NAMES_DEBERTA_V2)
+  if (m->arch->names == HN_NAMES_DEBERTA || m->arch->names == HN_NAMES_DEBERTA_V2)
     return hn_deberta_load (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_EUROBERT)
     return load_eurobert (m, L, cfg, error);

@@ -205,6 +205,7 @@ static const HnArchInfo archs[] = {
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_GATED_MLP | HN_QUIRK_LM_HEAD_BIAS, "silu", ENC, "nomic_bert" },
   { "deberta-v2", NULL, "deberta", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_DEBERTA_V2, ENC_Q, "gelu", ENC,
     "deberta-v2" },
+  { "deberta", NULL, "deberta", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_DEBERTA, ENC_Q, "gelu", ENC, "deberta" },
   { "mobilebert", NULL, "mobilebert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_MOBILEBERT, ENC_Q, "relu", ENC,
     "mobilebert" },
   /* encoder-decoders (encdec/seq2seq.c) */
@@ -252,7 +253,6 @@ static const HnArchRefusal refusals[] = {
   { "cohere_compass_text", R_UNMAPPED },
   { "convbert", "span-based dynamic convolution heads are not built yet" },
   { "cpmant", "CPM-Ant's segment / relative-position layout is not built yet" },
-  { "deberta", "disentangled relative-position attention (c2p / p2c) is not built yet" },
   { "deepseek_v32", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "deepseek_v4", R_UNMAPPED },
   { "diffllama", "differential attention (two softmax maps with a learned lambda) is not built yet" },

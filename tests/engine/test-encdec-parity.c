@@ -282,7 +282,7 @@ test_big_bird_sparse (void)
   g_rmdir (dir);
 }
 
-/* mobilebert and deberta-v2 are built for one set of switches each: another fails closed naming the
+/* mobilebert and deberta are built for one set of switches each: another fails closed naming the
  * switch at load, and training them is refused. */
 static void
 test_switch_refusals (void)
@@ -295,7 +295,8 @@ test_switch_refusals (void)
     { "mobilebert", "use_bottleneck_attention", NULL, TRUE },
     { "deberta-v2", "share_att_key", NULL, TRUE },
     { "deberta-v2", "norm_rel_ebd", "layer_norm", FALSE },
-    { "deberta-v2", "position_biased_input", NULL, FALSE },
+    { "deberta", "position_biased_input", NULL, FALSE },
+    { "deberta", "talking_head", NULL, TRUE },
   };
   GError *error = NULL;
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
