@@ -212,6 +212,9 @@ static const HnArchInfo archs[] = {
   { "big_bird", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu_new", ENC, "big_bird" },
   { "nomic_bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_NOMIC_BERT,
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_GATED_MLP | HN_QUIRK_LM_HEAD_BIAS, "silu", ENC, "nomic_bert" },
+  { "deberta-v2", NULL, "deberta", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_DEBERTA_V2, ENC_Q, "gelu", ENC,
+    "deberta-v2" },
+  { "deberta", NULL, "deberta", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_DEBERTA, ENC_Q, "gelu", ENC, "deberta" },
   { "mobilebert", NULL, "mobilebert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_MOBILEBERT, ENC_Q, "relu", ENC,
     "mobilebert" },
   /* encoder-decoders (encdec/seq2seq.c) */
@@ -258,8 +261,6 @@ static const HnArchRefusal refusals[] = {
   { "cohere_compass_text", R_UNMAPPED },
   { "convbert", "span-based dynamic convolution heads are not built yet" },
   { "cpmant", "CPM-Ant's segment / relative-position layout is not built yet" },
-  { "deberta", "disentangled relative-position attention (c2p / p2c) is not built yet" },
-  { "deberta-v2", "disentangled relative-position attention (c2p / p2c, log buckets) is not built yet" },
   { "deepseek_v32", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "deepseek_v4", R_UNMAPPED },
   { "doge", "dynamic mask attention and cross-domain MoE (Doge) are not built yet" },
