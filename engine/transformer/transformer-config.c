@@ -167,6 +167,15 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   /* glm4_moe and dots1 route as deepseek_v3 (DeepseekV3TopkRouter) with its shared experts */
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
+  gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  if (hunyuan && raw)
+    for (int j = 0; j < 2; j++)
+      {
+        JsonNode *n = json_object_get_member (raw, j ? "moe_topk" : "num_experts");
+        if (n && JSON_NODE_HOLDS_ARRAY (n))
+          return unsupported (error, cfg, "per-layer num_experts / moe_topk lists");
+      }
   if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
       cfg->num_experts_per_tok > 32)
     {
@@ -262,12 +271,20 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           hp->moe_topk_group = (int) topk_group;
         }
     }
+  if (hunyuan)
+    {
+      /* HunYuanMoEV1Moe: softmax, top-k, renormalised; its experts and the shared_mlp (always there,
+       * unweighted) are MLPs of intermediate_size: moe_intermediate_size, num_shared_expert and
+       * moe_drop_tokens are not read by the modeling file */
+      hp->moe_norm_topk = TRUE;
+      hp->moe_ffn = hp->ffn;
+      hp->shared_ffn = hp->ffn;
+    }
   /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
   gint64 step;
   if (!get_int (cfg, "decoder_sparse_step", 1, &step, error))
     return FALSE;
-  JsonObject *moe_raw = hn_model_config_get_raw (cfg);
-  JsonNode *mol = moe_raw ? json_object_get_member (moe_raw, "mlp_only_layers") : NULL;
+  JsonNode *mol = raw ? json_object_get_member (raw, "mlp_only_layers") : NULL;
   gboolean dense_layers = mol && JSON_NODE_HOLDS_ARRAY (mol) && json_array_get_length (json_node_get_array (mol)) > 0;
   if (step != 1 || dense_layers)
     return unsupported (error, cfg, "decoder_sparse_step other than 1 or mlp_only_layers (mixed dense/MoE layers)");

@@ -790,10 +790,14 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
+  gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   gboolean jet = strcmp (mt, "jetmoe") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
-  g_autofree char *rn =
-    g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite || dbrx || jet ? "router.layer" : oss ? "router" : "gate");
+  g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
+                                         granite || dbrx || jet ? "router.layer"
+                                         : oss                  ? "router"
+                                         : hunyuan              ? "gate.wg"
+                                                                : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -930,7 +934,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      const char *sh = deepseek ? "mlp.shared_experts" : "mlp.shared_expert";
+      const char *sh = deepseek ? "mlp.shared_experts" : hunyuan ? "mlp.shared_mlp" : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -939,7 +943,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
           !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
-      if (!deepseek && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      /* only qwen2_moe gates its shared expert */
+      if (!deepseek && !hunyuan && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
