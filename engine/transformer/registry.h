@@ -143,6 +143,25 @@ const HnArchRefusal *hn_arch_refusals (gsize *n_out);
 /* Why `model_type` is refused, or NULL when it is not in the list. */
 const char *hn_arch_refusal_reason (const char *model_type);
 
+/* A multimodal package of transformers whose text_config is a registered model_type: the loader runs
+ * its text model (the towers are kept, not run), so the package's model_type is an alias of the text
+ * one. `layout` is where the package keeps the text model's tensors (read off transformers 5.17's
+ * models by tests/fixtures/list_package_keys.py: tests/fixtures/package-keys-transformers-5.17.json). */
+typedef enum {
+  HN_PACKAGE_LANGUAGE_MODEL,    /* model.language_model.X, lm_head (transformers 5) */
+  HN_PACKAGE_LANGUAGE_MODEL_V4, /* language_model.model.X, language_model.lm_head (a nested CausalLM) */
+  HN_PACKAGE_TEXT_MODEL,        /* model.text_model.X, lm_head (idefics2) */
+} HnPackageLayout;
+
+typedef struct {
+  const char *package;         /* the package's model_type */
+  const char *text_model_type; /* its text_config's model_type (registered) */
+  HnPackageLayout layout;
+} HnArchPackage;
+
+/* The package aliases, sorted by package; *n_out receives the count. */
+const HnArchPackage *hn_arch_packages (gsize *n_out);
+
 /* All registered architectures, in table order; *n_out receives the count. */
 const HnArchInfo *hn_arch_list (gsize *n_out);
 

@@ -271,6 +271,36 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           hp->moe_topk_group = (int) topk_group;
         }
     }
+  hp->moe_last_layer = hp->n_layer - 1;
+  hp->moe_layer_interval = 1;
+  if (strcmp (mt, "ernie4_5_moe") == 0)
+    {
+      /* Ernie4_5_MoeSparseMoeBlock: softmax probabilities, the k best of probability + moe_statics
+       * bias, the chosen (unbiased) probabilities over their sum clamped to moe_norm_min, plus the
+       * shared experts (moe_num_shared_experts · moe_intermediate_size) unweighted. Layers
+       * start..end with (i + 1) % interval == 0 are MoE, the others keep the intermediate_size MLP
+       * (the config class already turned an end of -1 into the last layer). */
+      gint64 n_shared, start, end, interval;
+      double norm_min;
+      if (!get_int (cfg, "moe_num_shared_experts", 2, &n_shared, error) ||
+          !get_int (cfg, "moe_layer_start_index", 1, &start, error) ||
+          !get_int (cfg, "moe_layer_end_index", hp->n_layer - 1, &end, error) ||
+          !get_int (cfg, "moe_layer_interval", 1, &interval, error) ||
+          !get_double (cfg, "moe_norm_min", 1e-12, &norm_min, error))
+        return FALSE;
+      if (interval < 1 || n_shared < 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                       "%s: moe_layer_interval must be positive and moe_num_shared_experts not negative", cfg->path);
+          return FALSE;
+        }
+      hp->moe_norm_topk = TRUE;
+      hp->moe_norm_min = (float) norm_min;
+      hp->shared_ffn = (int) (n_shared * hp->moe_ffn);
+      hp->moe_first_dense = (int) CLAMP (start, 0, hp->n_layer);
+      hp->moe_last_layer = (int) CLAMP (end, -1, hp->n_layer - 1);
+      hp->moe_layer_interval = (int) MIN (interval, hp->n_layer + 1);
+    }
   if (hunyuan)
     {
       /* HunYuanMoEV1Moe: softmax, top-k, renormalised; its experts and the shared_mlp (always there,

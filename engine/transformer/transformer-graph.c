@@ -744,7 +744,7 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
   CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
   HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
-                          lw->route_bias };
+                          lw->route_bias, hp->moe_norm_min };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   gboolean stacked = lw->expert_stack[0] && lw->expert_stack[1] && lw->expert_stack[2];
   if (stacked && !hn_moe_dense_forced ())
@@ -798,7 +798,7 @@ moa_map (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeight
   HnTensor *q4 = shaped (a, q, 4, (gint64[]) { N, KVH, K, D }, error);
   CK (route && w && order && ids && tiles1 && s4 && q4);
   CK (hn_op_matmul (cmd, route, in, lw->moa_router, NULL, error));
-  HnMoeRouteParams rp = { HN_MOE_ROUTE_TOPK_SOFTMAX, (int) K, FALSE, 1.0f, 0, 0, FALSE, 0.0f, NULL };
+  HnMoeRouteParams rp = { .kind = HN_MOE_ROUTE_TOPK_SOFTMAX, .k = (int) K, .scale = 1.0f };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, hp->n_experts, error));
   CK (hn_op_moe_matmul (cmd, slots, in, lw->moa_in, NULL, p->moe_offs, order, tiles1, (int) K, error));

@@ -77,6 +77,12 @@ find (Loader *L, const char *name)
         }
       if (!t)
         t = hn_safetensors_lookup (L->st, v4);
+      if (!t && g_str_has_prefix (name, "model."))
+        {
+          /* idefics2 names its text model text_model */
+          g_autofree char *tm = g_strconcat ("model.text_model.", name + 6, NULL);
+          t = hn_safetensors_lookup (L->st, tm);
+        }
     }
   return t;
 }
@@ -88,7 +94,8 @@ static gboolean
 is_other_tower (const HnModelConfig *c, const char *name)
 {
   return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
-         !g_str_has_prefix (name, "language_model.") && !g_str_has_prefix (name, "lm_head.");
+         !g_str_has_prefix (name, "model.text_model.") && !g_str_has_prefix (name, "language_model.") &&
+         !g_str_has_prefix (name, "lm_head.");
 }
 
 static gboolean
@@ -358,9 +365,10 @@ take_conv1d (Loader *L, const char *name, gint64 in, gint64 out_dim, HnTensor **
   return *out != NULL;
 }
 
-/* A vector [n] converted to f32 (norm weights, biases). */
+/* A vector [n] (ndim 1) or a one-row matrix [1, n] (ndim 2) converted to an f32 vector [n]
+ * (norm weights, biases). */
 static gboolean
-take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+take_vector_of (Loader *L, const char *name, int ndim, gint64 n, gboolean required, HnTensor **out, GError **error)
 {
   *out = NULL;
   const HnSafetensorInfo *t = find (L, name);
@@ -371,7 +379,7 @@ take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor 
       return !required;
     }
   g_hash_table_add (L->used, (gpointer) t->name);
-  if (!check_shape (t, 1, (gint64[]) { n }, error))
+  if (!check_shape (t, ndim, ndim == 1 ? (gint64[]) { n } : (gint64[]) { 1, n }, error))
     return FALSE;
   g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
   if (!f)
@@ -379,6 +387,12 @@ take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor 
   *out = upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f, sizeof (float) * (gsize) n, error);
   note_origin (L, *out, t, FALSE, 0, NULL);
   return *out != NULL;
+}
+
+static gboolean
+take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+{
+  return take_vector_of (L, name, 1, n, required, out, error);
 }
 
 /* f32 vector from host floats (split fused biases). */
@@ -790,7 +804,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
-  gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
+  gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   gboolean jet = strcmp (mt, "jetmoe") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
@@ -810,6 +824,13 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
+        return FALSE;
+    }
+  if (ernie)
+    {
+      /* Ernie4_5_MoeStatics: e_score_correction_bias [1, E] (one expert group) */
+      g_autofree char *cb = g_strdup_printf ("%smlp.moe_statics.e_score_correction_bias", pfx);
+      if (!take_vector_of (L, cb, 2, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
 
@@ -934,7 +955,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      const char *sh = deepseek ? "mlp.shared_experts" : hunyuan ? "mlp.shared_mlp" : "mlp.shared_expert";
+      const char *sh = deepseek || ernie ? "mlp.shared_experts" : hunyuan ? "mlp.shared_mlp" : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -944,7 +965,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
       /* only qwen2_moe gates its shared expert */
-      if (!deepseek && !hunyuan && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      if (!deepseek && !ernie && !hunyuan && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
@@ -1669,7 +1690,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
               !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
             return FALSE;
         }
-      if (hp->n_experts > 0 && i >= hp->moe_first_dense)
+      if (hn_transformer_layer_is_moe (hp, i))
         {
           if (!take_moe (&L, &N, pfx, lw, error))
             return FALSE;

@@ -83,6 +83,8 @@ typedef struct {
   int moe_n_group, moe_topk_group; /* deepseek grouped choice (0 = none) */
   float moe_jitter_eps;          /* phimoe sparsemixer router_jitter_noise */
   int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
+  int moe_last_layer, moe_layer_interval; /* ernie4_5_moe: MoE on layers first..last where (i + 1) % interval == 0 */
+  float moe_norm_min;            /* ernie4_5_moe: the renormalising sum is clamped to at least this */
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
@@ -107,6 +109,14 @@ typedef struct {
 } HnTransformerHParams;
 
 typedef struct _HnTransformer HnTransformer;
+
+/* Whether layer i has routed experts (the others keep the dense MLP). */
+static inline gboolean
+hn_transformer_layer_is_moe (const HnTransformerHParams *hp, int i)
+{
+  return hp->n_experts > 0 && i >= hp->moe_first_dense && i <= hp->moe_last_layer &&
+         (i + 1) % hp->moe_layer_interval == 0;
+}
 
 /* The hyper-parameters a model of `cfg` would have, without loading weights
  * (memory estimates, benchmarks); errors name the config key. Clear with
