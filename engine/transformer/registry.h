@@ -79,6 +79,7 @@ typedef enum {
   HN_NAMES_MAMBA2,     /* backbone.layers.N.mixer.{in_proj,conv1d,dt_bias,A_log,D,norm,out_proj} (Mamba-2) */
   HN_NAMES_MODERNBERT_DECODER, /* model.layers.N.attn.{q,k,v}_proj/Wo, mlp.Wi/Wo, lm_head.dense/norm, decoder */
   HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
+  HN_NAMES_JETMOE,     /* llama norms, self_attention.{kv_proj,experts.*} (routed q/o), mlp.{router.layer,input_linear,...} */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */
