@@ -213,35 +213,12 @@ resolve (HnMambaHParams *h, const HnModelConfig *cfg, const HnArchInfo *arch, GE
                    "built", cfg->path);
       return FALSE;
     }
-  /* time_step_limit: [lo, hi]; transformers 5 writes inf as {"__float__": "Infinity"} */
-  JsonObject *raw = hn_model_config_get_raw (cfg);
-  JsonNode *lim = raw ? json_object_get_member (raw, "time_step_limit") : NULL;
-  double v[2] = { 0.0, INFINITY };
-  if (lim && JSON_NODE_HOLDS_ARRAY (lim) && json_array_get_length (json_node_get_array (lim)) == 2)
-    for (guint k = 0; k < 2; k++)
-      {
-        JsonNode *el = json_array_get_element (json_node_get_array (lim), k);
-        if (JSON_NODE_HOLDS_VALUE (el))
-          v[k] = json_node_get_double (el);
-        else if (JSON_NODE_HOLDS_OBJECT (el) && json_object_has_member (json_node_get_object (el), "__float__"))
-          {
-            const char *f = json_object_get_string_member (json_node_get_object (el), "__float__");
-            v[k] = f && g_str_equal (f, "-Infinity") ? -INFINITY : f && g_str_equal (f, "Infinity") ? INFINITY : NAN;
-          }
-        else
-          v[k] = NAN;
-      }
-  else if (lim && !JSON_NODE_HOLDS_NULL (lim))
-    v[0] = NAN;
-  if (isnan (v[0]) || isnan (v[1]))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: time_step_limit must be [min, max]", cfg->path);
-      return FALSE;
-    }
-  /* softplus is positive: (<= 0, inf) clamps nothing */
-  h->dt_limit = v[0] > 0.0 || isfinite (v[1]);
-  h->dt_min = (float) v[0];
-  h->dt_max = isfinite (v[1]) ? (float) v[1] : G_MAXFLOAT;
+  HnMamba2Dims d = { 0 };
+  if (!hn_mamba2_dt_limit_from_config (cfg, &d, error))
+    return FALSE;
+  h->dt_limit = d.dt_limit;
+  h->dt_min = d.dt_min;
+  h->dt_max = d.dt_max;
   return TRUE;
 }
 

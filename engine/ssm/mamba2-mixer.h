@@ -9,6 +9,7 @@
 #pragma once
 #include "tensor/hn-tensor.h"
 #include "encdec/encdec-loader.h"
+#include "formats/model-config.h"
 
 G_BEGIN_DECLS
 
@@ -39,6 +40,9 @@ typedef struct {
 typedef struct {
   HnTensor *conv, *convB, *convC, *ssm;
 } HnSsmState;
+
+/* d->dt_limit, dt_min and dt_max from config.json's time_step_limit ([lo, hi], default (0, inf)). */
+gboolean hn_mamba2_dt_limit_from_config (const HnModelConfig *cfg, HnMamba2Dims *d, GError **error);
 
 gboolean hn_mamba2_bufs_init (HnMamba2Bufs *b, HnVkContext *ctx, const HnMamba2Dims *d, gint64 max_tok,
                               GError **error);
