@@ -70,6 +70,9 @@ typedef struct {
   float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
   gboolean tie_embeddings;
   gboolean embed_norm;   /* bloom word_embeddings_layernorm */
+  gboolean no_first_attn_norm; /* modernbert-decoder: layer 0's attention reads the embeddings as they are */
+  gboolean head_transform;     /* modernbert-decoder: norm(act(dense(x))) between the final norm and the head */
+  HnActivation head_act;
   /* routed mixture of experts (HN_QUIRK_MOE): router -> hn_op_moe_route -> weighted experts */
   int n_experts, n_experts_used; /* 0 = dense MLP */
   int moe_ffn;                   /* expert intermediate size */
@@ -88,6 +91,11 @@ typedef struct {
   gboolean mla;
   int q_lora_rank, kv_lora_rank, qk_nope_dim, v_head_dim; /* v_head_dim == head_dim unless MLA */
   gboolean attn_sinks;           /* gpt_oss: a learned per-head logit in every softmax denominator */
+  /* differential attention (diffllama): v_head_dim = 2 * head_dim, each cache row of KV head j holding
+   * the values of heads j mod KVH/2 and j mod KVH/2 + KVH/2 (transformers' value cat + repeat), so
+   * head h's output is [A_h V_h' | A_h V_h'+H/2] with h' = h mod H/2; then
+   * (1 - lambda_init) · rmsnorm(out[h'] - lambda · out[h' + H/2]) per head pair, before o_proj */
+  gboolean diff_attn;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -228,6 +236,7 @@ typedef struct {
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
+  float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
 } HnLayerWeights;
 
 typedef struct {
@@ -238,6 +247,7 @@ typedef struct {
   HnTensor *final_norm_w, *final_norm_b;
   HnTensor *lm_head;            /* [vocab, hidden]; == tok_embed when tied */
   HnTensor *lm_head_b;
+  HnTensor *head_dense_w, *head_dense_b, *head_norm_w, *head_norm_b; /* hp.head_transform */
   HnTensor *inv_freq;           /* f32 [rot_dims / 2] */
   HnTensor *inv_freq_local;     /* f32 [rot_dims / 2] for sliding layers, or NULL */
   float rope_attn_scale_local;
