@@ -499,8 +499,9 @@ record_layer_mamba2 (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, const Mamba
                      const LayerState *st, HnTensor *x, HnTensor *hn, GError **error)
 {
   const HnMambaHParams *h = &m->hp;
-  HnMamba2Dims d = { h->inner, h->state, h->n_heads, h->head_dim, h->n_groups, h->norm_eps, h->dt_limit, h->dt_min,
-                     h->dt_max };
+  HnMamba2Dims d = { .inner = h->inner, .state = h->state, .n_heads = h->n_heads, .head_dim = h->head_dim,
+                     .n_groups = h->n_groups, .norm_eps = h->norm_eps, .norm_groups = 1, .dt_limit = h->dt_limit,
+                     .dt_min = h->dt_min, .dt_max = h->dt_max };
   HnMamba2Bufs buf = { w->z, w->xin, w->xc, w->y, w->g, w->Bm, w->Cm, w->Bc, w->Cc, w->dt };
   HnSsmState s = { 0 };
   if (st)

@@ -72,7 +72,16 @@ hn_mamba2_record (HnCmd *cmd, HnScratch *sc, const HnMamba2Dims *d, const HnMamb
   CK (hn_op_ssm_scan (cmd, y3, xc3, dt3, w->A_log, Bc4, Cc4, &sp, error));
   /* MambaRMSNormGated: weight · rmsnorm(y · silu(z)) */
   CK (hn_op_glu (cmd, g, z, y2, HN_ACT_SILU, error));
-  CK (hn_op_rmsnorm (cmd, g, g, w->norm_w, d->norm_eps, HN_NORM_DEFAULT, error));
+  if (d->norm_groups > 1)
+    {
+      /* Zamba2RMSNormGated with group_size I / groups: each group normalised, then the weight */
+      HnTensor *g3 = hn_scratch_shape (sc, g, 3, (gint64[]) { n, d->norm_groups, d->inner / d->norm_groups }, error);
+      CK (g3);
+      CK (hn_op_rmsnorm (cmd, g3, g3, NULL, d->norm_eps, HN_NORM_DEFAULT, error));
+      CK (hn_op_mul (cmd, g, g, w->norm_w, error));
+    }
+  else
+    CK (hn_op_rmsnorm (cmd, g, g, w->norm_w, d->norm_eps, HN_NORM_DEFAULT, error));
   return hn_op_matmul_add (cmd, out, g, w->out_w, w->out_b, scale, error);
 }
 

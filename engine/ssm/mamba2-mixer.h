@@ -4,7 +4,7 @@
  *   z, x, B, C, dt = in_proj(h)              (in_proj split by rows at load)
  *   x, B, C = silu(conv1d(x, B, C))          (causal, carrying the last K - 1 inputs)
  *   y = ssd_scan(x, dt + dt_bias, A, B, C) + D · x   (per head; B and C per group)
- *   out += scale · out_proj(rmsnorm(y · silu(z)) · w)
+ *   out += scale · out_proj(rmsnorm(y · silu(z)) · w)   (nemotron_h: the rmsnorm per group of channels)
  */
 #pragma once
 #include "tensor/hn-tensor.h"
@@ -16,6 +16,7 @@ G_BEGIN_DECLS
 typedef struct {
   int inner, state, n_heads, head_dim, n_groups; /* inner = n_heads · head_dim */
   float norm_eps;                                /* the gated RMSNorm's */
+  int norm_groups;                               /* > 1: it normalises each of that many channel groups */
   gboolean dt_limit;                             /* time_step_limit other than (0, inf) */
   float dt_min, dt_max;
 } HnMamba2Dims;

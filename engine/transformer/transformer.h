@@ -20,10 +20,19 @@
 
 #include "formats/model-config.h"
 #include "generate/generate.h"
+#include "ssm/mamba2-mixer.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
 
 G_BEGIN_DECLS
+
+/* What mixes the tokens in a layer of a hybrid decoder (hn_arch_is_hybrid): attention with its KV
+ * cache, or a Mamba-2 mixer with its recurrent state. */
+typedef enum {
+  HN_MIXER_ATTENTION,
+  HN_MIXER_MAMBA2,
+  HN_MIXER_NONE, /* an MLP-only layer (nemotron_h "-") */
+} HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
 typedef struct {
@@ -96,6 +105,12 @@ typedef struct {
    * head h's output is [A_h V_h' | A_h V_h'+H/2] with h' = h mod H/2; then
    * (1 - lambda_init) · rmsnorm(out[h'] - lambda · out[h' + H/2]) per head pair, before o_proj */
   gboolean diff_attn;
+  /* hybrid decoders: the mixer of each layer (owned [n_layer] HnMixerKind; NULL = attention in every
+   * layer) and the Mamba-2 mixers' dimensions and conv width */
+  guint8 *layer_mixer;
+  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (owned; NULL = every layer) */
+  HnMamba2Dims ssm;
+  int ssm_conv_kernel;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -237,6 +252,7 @@ typedef struct {
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
   float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
+  HnMamba2Weights m2;            /* a hybrid's Mamba-2 layer (the attention weights stay NULL) */
 } HnLayerWeights;
 
 typedef struct {
@@ -314,6 +330,7 @@ typedef struct {
   HnTensor *page_table; /* paged: i32 [B, max_pages]; NULL = contiguous */
   HnTensor *seq_lens;   /* paged: i32 [B], each row's length with the new tokens */
   HnTensor *slots;      /* paged: i32 [B * T], the arena row of each new token */
+  HnSsmState ssm;       /* a hybrid's Mamba-2 layer: the B rows' conv and SSM states (k, v NULL) */
 } HnLayerKv;
 
 /* Records embeddings (+ positions, embed norm/scale) of acts->ids/pos for N tokens into acts->x. */
