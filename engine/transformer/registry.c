@@ -176,6 +176,8 @@ static const HnArchInfo archs[] = {
   { "mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba" },
   { "falcon_mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "falcon_mamba" },
   { "mamba2", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA2, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba2" },
+  /* hybrid decoders: attention + Mamba-2 layers, a KV cache and a recurrent state side by side */
+  { "bamba", NULL, "bamba", HN_BLOCK_PRE_NORM, HN_NAMES_BAMBA, RMS_GATED, "silu", DEC, "bamba" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
   { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
   { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
@@ -255,7 +257,6 @@ static const HnArchRefusal refusals[] = {
   { "aria_text", R_UNMAPPED },
   { "axk1", R_UNMAPPED },
   { "axk2", R_UNMAPPED },
-  { "bamba", R_SSD },
   { "bigbird_pegasus", "block-sparse attention (BigBird) in the encoder-decoder is not built yet" },
   { "blt", "byte-latent patching (local encoder / decoder around a latent transformer) is not built yet" },
   { "cohere2_moe", R_UNMAPPED },
@@ -542,10 +543,16 @@ hn_arch_is_ssm (const HnArchInfo *arch)
   return arch->block == HN_BLOCK_MAMBA;
 }
 
+gboolean
+hn_arch_is_hybrid (const HnArchInfo *arch)
+{
+  return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H;
+}
+
 HnCacheKind
 hn_arch_cache_kind (const HnArchInfo *arch)
 {
-  return hn_arch_is_ssm (arch) ? HN_CACHE_STATE : HN_CACHE_KV;
+  return hn_arch_is_ssm (arch) ? HN_CACHE_STATE : hn_arch_is_hybrid (arch) ? HN_CACHE_KV_AND_STATE : HN_CACHE_KV;
 }
 
 gboolean

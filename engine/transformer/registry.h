@@ -80,6 +80,9 @@ typedef enum {
   HN_NAMES_MODERNBERT_DECODER, /* model.layers.N.attn.{q,k,v}_proj/Wo, mlp.Wi/Wo, lm_head.dense/norm, decoder */
   HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
   HN_NAMES_JETMOE,     /* llama norms, self_attention.{kv_proj,experts.*} (routed q/o), mlp.{router.layer,input_linear,...} */
+  /* hybrid decoders (attention layers and Mamba-2 layers, transformer/transformer-graph.c) */
+  HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
+  HN_NAMES_NEMOTRON_H, /* model.embeddings, model.layers.N.{norm, mixer.*} (one mixer per layer), model.norm_f */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */
@@ -181,6 +184,9 @@ gboolean hn_arch_is_encoder (const HnArchInfo *arch);
 gboolean hn_arch_is_seq2seq (const HnArchInfo *arch);
 /* State-space decoders (ssm/mamba.h): generation carries a recurrent state per layer, not a KV cache. */
 gboolean hn_arch_is_ssm (const HnArchInfo *arch);
+/* Hybrid decoders: attention layers (KV cache) and Mamba-2 layers (a recurrent state) in one
+ * transformer graph, as config.json's layer pattern says. */
+gboolean hn_arch_is_hybrid (const HnArchInfo *arch);
 /* What a model keeps per sequence while generating: a KV cache, a recurrent state per layer, or both
  * (hybrids: a KV cache for the attention layers, a state for the others). */
 typedef enum { HN_CACHE_KV, HN_CACHE_STATE, HN_CACHE_KV_AND_STATE } HnCacheKind;

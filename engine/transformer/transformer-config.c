@@ -4,6 +4,7 @@
  * with a message naming the option. */
 #include "base/hn-error.h"
 #include "transformer/transformer-private.h"
+#include "tensor/ops-ssm.h"
 
 #include <math.h>
 #include <string.h>
@@ -88,6 +89,8 @@ activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
   const char *name = NULL;
   if (hp->arch->quirks & HN_QUIRK_NORM_PLUS_ONE) /* gemma: hidden_activation wins over hidden_act */
     name = hn_model_config_get_string (cfg, "hidden_activation");
+  if (hp->arch->names == HN_NAMES_NEMOTRON_H) /* its MLPs' activation; mamba_hidden_act is the mixers' */
+    name = hn_model_config_get_string (cfg, "mlp_hidden_act");
   if (!name)
     name = cfg->hidden_act;
   if (!name)
@@ -372,6 +375,121 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   return TRUE;
 }
 
+/* nemotron_h's layer list: layers_block_type / layer_types names (old and new spellings) or the
+ * hybrid_override_pattern string (M = Mamba-2, * = attention, - = MLP, E = MoE). */
+static guint
+nemotron_h_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  static const char *const keys[] = { "layers_block_type", "layer_types" };
+  *list = NULL;
+  for (gsize k = 0; raw && !*list && k < G_N_ELEMENTS (keys); k++)
+    if (json_object_has_member (raw, keys[k]) && JSON_NODE_HOLDS_ARRAY (json_object_get_member (raw, keys[k])))
+      *list = json_object_get_array_member (raw, keys[k]);
+  *pat = hn_model_config_get_string (cfg, "hybrid_override_pattern");
+  return *list ? json_array_get_length (*list) : *pat ? (guint) strlen (*pat) : 0;
+}
+
+static gboolean
+nemotron_h_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  JsonArray *list;
+  const char *pat;
+  nemotron_h_layers (cfg, &list, &pat); /* hp->n_layer is its length */
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      const char *t = list ? json_array_get_string_element (list, (guint) i) : NULL;
+      char c = list ? 0 : pat[i];
+      if (c == 'M' || (t && (g_str_equal (t, "mamba") || g_str_equal (t, "linear_attention"))))
+        hp->layer_mixer[i] = HN_MIXER_MAMBA2, hp->layer_ffn[i] = 0;
+      else if (c == '*' || (t && (g_str_equal (t, "attention") || g_str_equal (t, "full_attention"))))
+        hp->layer_mixer[i] = HN_MIXER_ATTENTION, hp->layer_ffn[i] = 0;
+      else if (c == '-' || (t && g_str_equal (t, "mlp")))
+        hp->layer_mixer[i] = HN_MIXER_NONE;
+      else if (c == 'E' || (t && g_str_equal (t, "moe")))
+        return unsupported (error, cfg, "nemotron_h MoE layers (\"moe\", E)");
+      else
+        {
+          g_autofree char *what = g_strdup_printf ("layer type \"%s\"", t ? t : (char[]) { c, 0 });
+          return unsupported (error, cfg, what);
+        }
+    }
+  return TRUE;
+}
+
+/* A hybrid's layer pattern and Mamba-2 mixers (bamba: attn_layer_indices, mamba_*; nemotron_h: its
+ * pattern, mamba_num_heads / mamba_head_dim, n_groups, ssm_state_size, conv_kernel). */
+static gboolean
+hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  gboolean nh = hp->arch->names == HN_NAMES_NEMOTRON_H;
+  hp->layer_mixer = g_new (guint8, hp->n_layer);
+  memset (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer);
+  hp->layer_ffn = g_new (guint8, hp->n_layer);
+  memset (hp->layer_ffn, 1, (gsize) hp->n_layer);
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *ai = raw && !nh ? json_object_get_member (raw, "attn_layer_indices") : NULL;
+  if (nh && !nemotron_h_pattern (hp, cfg, error))
+    return FALSE;
+  if (ai && JSON_NODE_HOLDS_ARRAY (ai))
+    {
+      JsonArray *arr = json_node_get_array (ai);
+      for (guint i = 0; i < json_array_get_length (arr); i++)
+        {
+          gint64 l = json_array_get_int_element (arr, i);
+          if (l < 0 || l >= hp->n_layer)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attn_layer_indices holds layer %" G_GINT64_FORMAT
+                           " of %d", cfg->path, l, hp->n_layer);
+              return FALSE;
+            }
+          hp->layer_mixer[l] = HN_MIXER_ATTENTION;
+        }
+    }
+  else if (ai && !JSON_NODE_HOLDS_NULL (ai))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attn_layer_indices must be a list of layers", cfg->path);
+      return FALSE;
+    }
+  gint64 heads, hd, groups, state, conv, expand = 2;
+  if (!get_int (cfg, nh ? "mamba_num_heads" : "mamba_n_heads", 128, &heads, error) ||
+      !get_int (cfg, nh ? "n_groups" : "mamba_n_groups", nh ? 8 : 1, &groups, error) ||
+      !get_int (cfg, nh ? "ssm_state_size" : "mamba_d_state", nh ? 128 : 256, &state, error) ||
+      !get_int (cfg, nh ? "conv_kernel" : "mamba_d_conv", 4, &conv, error) ||
+      (!nh && !get_int (cfg, "mamba_expand", 2, &expand, error)))
+    return FALSE;
+  gint64 inner = expand * hp->hidden;
+  const char *hds = nh ? NULL : hn_model_config_get_string (cfg, "mamba_d_head");
+  if (nh)
+    {
+      /* NemotronHMamba2Mixer: intermediate_size = mamba_num_heads · mamba_head_dim */
+      if (!get_int (cfg, "mamba_head_dim", 64, &hd, error))
+        return FALSE;
+      inner = heads * hd;
+    }
+  else if (hds && g_str_equal (hds, "auto"))
+    hd = heads > 0 ? inner / heads : 0;
+  else if (!get_int (cfg, "mamba_d_head", heads > 0 ? inner / heads : 0, &hd, error))
+    return FALSE;
+  if (heads < 1 || groups < 1 || hd < 1 || heads * hd != inner || heads % groups || state < 1 ||
+      state > HN_SSM_MAX_STATE || conv < 1 || conv > HN_CONV1D_MAX_KERNEL)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: %" G_GINT64_FORMAT " Mamba-2 heads of %" G_GINT64_FORMAT " channels (%" G_GINT64_FORMAT
+                   " in all) in %" G_GINT64_FORMAT " groups, state size %" G_GINT64_FORMAT " (1..%d) and conv width %"
+                   G_GINT64_FORMAT " (1..%d) do not fit the kernels",
+                   cfg->path, heads, hd, inner, groups, state, HN_SSM_MAX_STATE, conv, HN_CONV1D_MAX_KERNEL);
+      return FALSE;
+    }
+  hp->ssm = (HnMamba2Dims) { .inner = (int) inner, .state = (int) state, .n_heads = (int) heads, .head_dim = (int) hd,
+                             .n_groups = (int) groups, .norm_eps = hp->norm_eps, .norm_groups = nh ? (int) groups : 1 };
+  hp->ssm_conv_kernel = (int) conv;
+  const char *mact = nh ? hn_model_config_get_string (cfg, "mamba_hidden_act") : NULL;
+  if (nh ? mact && !g_str_equal (mact, "silu") : hp->act != HN_ACT_SILU)
+    return unsupported (error, cfg, "a Mamba-2 mixer with an activation other than silu");
+  return hn_mamba2_dt_limit_from_config (cfg, &hp->ssm, error);
+}
+
 gboolean
 hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
@@ -399,7 +517,11 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   const char *mt = a->model_type;
   guint q = a->quirks;
 
-  if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || cfg->num_hidden_layers <= 0 || cfg->num_attention_heads <= 0)
+  /* nemotron_h: the layer list decides the depth (num_hidden_layers is deprecated there) */
+  JsonArray *nh_list;
+  const char *nh_pat;
+  gint64 n_layer = a->names == HN_NAMES_NEMOTRON_H ? nemotron_h_layers (cfg, &nh_list, &nh_pat) : cfg->num_hidden_layers;
+  if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || n_layer <= 0 || cfg->num_attention_heads <= 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
                    "%s: vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive",
@@ -408,7 +530,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   hp->vocab = (int) cfg->vocab_size;
   hp->hidden = (int) cfg->hidden_size;
-  hp->n_layer = (int) cfg->num_hidden_layers;
+  hp->n_layer = (int) n_layer;
   hp->n_head = (int) cfg->num_attention_heads;
   hp->n_kv_head = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads : hp->n_head;
   hp->head_dim = cfg->head_dim > 0 ? (int) cfg->head_dim : hp->hidden / hp->n_head;
@@ -841,6 +963,9 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->ffn = (int) (mult * hp->hidden);
     }
 
+  if (hn_arch_is_hybrid (a) && !hybrid_from_config (hp, cfg, error))
+    return FALSE;
+
   /* ids */
   hp->bos_token_id = (int) cfg->bos_token_id;
   hp->pad_token_id = (int) cfg->pad_token_id;
@@ -858,6 +983,8 @@ hn_transformer_hparams_clear (HnTransformerHParams *hp)
 {
   g_clear_pointer (&hp->layer_sliding, g_free);
   g_clear_pointer (&hp->layer_rope, g_free);
+  g_clear_pointer (&hp->layer_mixer, g_free);
+  g_clear_pointer (&hp->layer_ffn, g_free);
   g_clear_pointer (&hp->rope_short_factor, g_free);
   g_clear_pointer (&hp->rope_long_factor, g_free);
   g_clear_pointer (&hp->eos_token_ids, g_array_unref);

@@ -328,6 +328,10 @@ struct ActsPriv {
   HnTensor *head_tmp; /* [max_logit_rows, C]: the head transform's dense output (hp.head_transform) */
   HnTensor *diff;     /* [2, N, H/2 * Dv]: the two head halves of a differential attention output (hp.diff_attn) */
   HnTensor *moa_slots; /* [N * k, KVH * D]: per routed slot, its queries and then its attention output (hp.moa) */
+  /* hybrids: the Mamba-2 mixers' activations [N, .] (all NULL without such layers) and the views
+   * their recording makes */
+  HnMamba2Bufs m2;
+  HnScratch sc;
 };
 
 static HnTensor *
@@ -347,6 +351,7 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   struct ActsPriv *p = g_new0 (struct ActsPriv, 1);
   HnTransformerActs *a = &p->pub;
   p->views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  hn_scratch_init (&p->sc, m->ctx);
   g_autoptr (GPtrArray) keep = g_ptr_array_new ();
   gint64 N = max_tokens, C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim;
   gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
@@ -412,6 +417,9 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
     goto fail;
   if (!(a->pick_scratch = act_new (m, keep, "acts.pick_scratch", HN_DTYPE_F32, 2048, 0, error)))
     goto fail;
+  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer) &&
+      !hn_mamba2_bufs_init (&p->m2, m->ctx, &hp->ssm, N, error))
+    goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
     {
@@ -427,6 +435,7 @@ fail:
   for (guint i = 0; i < keep->len; i++)
     hn_tensor_unref (keep->pdata[i]);
   g_ptr_array_unref (p->views);
+  hn_scratch_clear (&p->sc);
   g_free (p);
   return NULL;
 }
@@ -444,14 +453,18 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &p->act16, &p->head_tmp, &p->diff, &p->moa_slots };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
+  hn_mamba2_bufs_clear (&p->m2);
   g_ptr_array_unref (p->views);
+  hn_scratch_clear (&p->sc);
   g_free (p);
 }
 
 void
 hn_transformer_acts_drop_views (HnTransformerActs *a)
 {
-  g_ptr_array_set_size (((struct ActsPriv *) a)->views, 0);
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  g_ptr_array_set_size (p->views, 0);
+  hn_scratch_reset (&p->sc);
 }
 
 static HnTensor *
@@ -916,6 +929,8 @@ decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N
 
 static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
                                  HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error);
+static gboolean record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
+                                    int B, int T, GError **error);
 static gboolean layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
                             HnTensor *h, HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N,
                             GError **error);
@@ -939,6 +954,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnLayerWeights *lw = &W->layers[il];
   gint64 N = (gint64) B * T, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
   gint64 Dv = hp->v_head_dim;
+  if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION)
+    return record_mixer_layer (m, cmd, a, il, kv, B, T, error);
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
   if (paged && (W->alibi_slopes || kv->slots->n != N || kv->page_table->shape[0] != B))
@@ -1172,6 +1189,59 @@ diff_combine (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerW
   return TRUE;
 }
 
+/* Pre-norm: x += mlp(norm2(x)) (the residual add in the down projection's epilogue where it can). */
+static gboolean
+pre_norm_mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x, HnTensor *h2,
+              HnTensor *mo, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (!lw->w_down && !lw->router)
+    return TRUE; /* a hybrid's layer without an MLP */
+  HnTensor *min = h2;
+  if (!lw->router && !hp->layernorm)
+    {
+      /* the norm writes the gate/up projections' f16 operand directly */
+      HnTensor *ws[2] = { lw->w_gate, lw->w_up }, *h16;
+      CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 2, &h16, error));
+      if (h16)
+        min = h16;
+    }
+  CK (norm (m, cmd, min, x, lw->ln2_w, lw->ln2_b, error));
+  if (!lw->router && (hp->residual_scale == 1.0f || !lw->b_down))
+    return mlp (m, cmd, a, lw, min, mo, x, N, error);
+  CK (mlp (m, cmd, a, lw, min, mo, NULL, N, error));
+  return residual_add (m, cmd, x, mo, error);
+}
+
+/* A hybrid's layer without attention: a Mamba-2 layer, x += scale · mixer(norm1(x)) with the rows'
+ * states (kv->ssm; none: from zero, as full-sequence logits run), then the layer's MLP if it has one;
+ * an MLP-only layer, x += mlp(norm2(x)). */
+static gboolean
+record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, int B, int T,
+                    GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnLayerWeights *lw = &m->w.layers[il];
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 N = (gint64) B * T;
+  if (kv->page_table || N > a->max_tokens)
+    {
+      g_set_error (error, HN_ERROR, kv->page_table ? HN_ERROR_UNSUPPORTED : HN_ERROR_INVALID_ARGUMENT,
+                   "layer %d (Mamba-2): %s", il, kv->page_table ? "a recurrent state has no paged cache"
+                                                                : "more tokens than the session's activations");
+      return FALSE;
+    }
+  HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
+  HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *mo = rows_of (a, a->mlp, 0, N, error);
+  CK (x && h && h2 && mo);
+  if (hp->layer_mixer[il] == HN_MIXER_NONE)
+    return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
+  CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
+  const HnSsmState *st = kv->ssm.ssm ? &kv->ssm : NULL;
+  CK (hn_mamba2_record (cmd, &p->sc, &hp->ssm, &lw->m2, &p->m2, B, T, st, x, h, hp->residual_scale, error));
+  return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
+}
+
 /* o_proj, then the block's residual and MLP wiring. */
 static gboolean
 layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x, HnTensor *h,
@@ -1184,7 +1254,7 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
     {
       HnMatvecNorm n2 = { lw->ln2_w, hp->norm_eps, hp->norm_plus_one };
       CK (hn_op_matvec_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
-      return mlp_matvec (m, cmd, a, lw, x, &n2, N, error);
+      return !lw->w_down || mlp_matvec (m, cmd, a, lw, x, &n2, N, error); /* hybrids: some layers have no MLP */
     }
   if (lw->attn_sub_w) /* bitnet attn_sub_norm */
     CK (norm (m, cmd, att, att, lw->attn_sub_w, NULL, error));
@@ -1204,20 +1274,7 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
           CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
           CK (residual_add (m, cmd, x, o, error));
         }
-      HnTensor *min = h2;
-      if (!lw->router && !hp->layernorm)
-        {
-          /* the norm writes the gate/up projections' f16 operand directly */
-          HnTensor *ws[2] = { lw->w_gate, lw->w_up }, *h16;
-          CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 2, &h16, error));
-          if (h16)
-            min = h16;
-        }
-      CK (norm (m, cmd, min, x, lw->ln2_w, lw->ln2_b, error));
-      if (!lw->router && (hp->residual_scale == 1.0f || !lw->b_down))
-        return mlp (m, cmd, a, lw, min, mo, x, N, error);
-      CK (mlp (m, cmd, a, lw, min, mo, NULL, N, error));
-      return residual_add (m, cmd, x, mo, error);
+      return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
     }
   CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
 

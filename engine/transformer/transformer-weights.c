@@ -1037,6 +1037,117 @@ take_mla (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
          (lw->wv_b = gather_rows (L, kb, vv, vi, H * dv, kvr, error));
 }
 
+/* Rows [r0, r0 + n) of stored matrix t [*, cols] (same dtype), named after their part. */
+static HnTensor *
+row_block (Loader *L, const HnSafetensorInfo *t, const char *part, gint64 r0, gint64 n, gint64 cols, GError **error)
+{
+  g_autofree gint64 *idx = g_new (gint64, n);
+  for (gint64 r = 0; r < n; r++)
+    idx[r] = r0 + r;
+  g_autofree char *name = g_strdup_printf ("%s (%s rows)", t->name, part);
+  return gather_rows (L, t, name, idx, n, cols, error);
+}
+
+/* f32 copy of checkpoint tensor `name` holding n values (NULL + no error when absent and optional). */
+static float *
+take_f32 (Loader *L, const char *name, gint64 n, gboolean required, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      if (required)
+        g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return NULL;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if ((gint64) t->n_elements != n)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor %s holds %" G_GINT64_FORMAT " values, config.json "
+                   "implies %" G_GINT64_FORMAT, t->file, t->name, (gint64) t->n_elements, n);
+      return NULL;
+    }
+  return hn_safetensor_info_dup_f32 (t, error);
+}
+
+/* f32 rows [r0, r0 + n) of host values f [*, cols] ([n] when cols == 1). */
+static HnTensor *
+f32_block (Loader *L, const char *name, const float *f, gint64 r0, gint64 n, gint64 cols, GError **error)
+{
+  gsize bytes = sizeof (float) * (gsize) (n * cols);
+  return cols == 1 ? upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f + r0, bytes, error)
+                   : upload (L, name, HN_DTYPE_F32, 2, (gint64[]) { n, cols }, f + r0 * cols, bytes, error);
+}
+
+/* A hybrid's Mamba-2 mixer under pfx (in_proj rows z, x, B, C, dt; conv1d channels x, B, C). */
+static gboolean
+take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  const HnMamba2Dims *d = &hp->ssm;
+  HnMamba2Weights *w = &lw->m2;
+  gint64 C = hp->hidden, I = d->inner, GN = (gint64) d->n_groups * d->state, H = d->n_heads, K = hp->ssm_conv_kernel;
+  gint64 CD = I + 2 * GN, R = I + CD + H;
+  gint64 r0[5] = { 0, I, 2 * I, 2 * I + GN, 2 * I + 2 * GN }, rn[5] = { I, I, GN, GN, H };
+  static const char *const parts[5] = { "z", "x", "B", "C", "dt" };
+  HnTensor **ws[5] = { &w->w_z, &w->w_x, &w->w_B, &w->w_C, &w->w_dt };
+  HnTensor **bs[5] = { &w->b_z, &w->b_x, &w->b_B, &w->b_C, &w->b_dt };
+  g_autofree char *ipw = g_strdup_printf ("%sin_proj.weight", pfx);
+  const HnSafetensorInfo *t = find (L, ipw);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ipw);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (t->dtype == HN_ST_DTYPE_GGML || !check_shape (t, 2, (gint64[]) { R, C }, error))
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a GGUF-packed %s is not built", L->m->dir, ipw);
+      return FALSE;
+    }
+  for (int k = 0; k < 5; k++)
+    if (!(*ws[k] = row_block (L, t, parts[k], r0[k], rn[k], C, error)))
+      return FALSE;
+  GError *e = NULL;
+  g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
+  g_autofree float *bias = take_f32 (L, ipb, R, FALSE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  for (int k = 0; bias && k < 5; k++)
+    if (!(*bs[k] = f32_block (L, ipb, bias, r0[k], rn[k], 1, error)))
+      return FALSE;
+  /* conv1d [CD, 1, K] over the x, B and C channels */
+  g_autofree char *cwn = g_strdup_printf ("%sconv1d.weight", pfx);
+  g_autofree char *cbn = g_strdup_printf ("%sconv1d.bias", pfx);
+  g_autofree float *cw = take_f32 (L, cwn, CD * K, TRUE, error);
+  if (!cw)
+    return FALSE;
+  g_autofree float *cb = take_f32 (L, cbn, CD, FALSE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  gint64 c0[3] = { 0, I, I + GN }, cn[3] = { I, GN, GN };
+  HnTensor **cws[3] = { &w->conv_w, &w->conv_wB, &w->conv_wC }, **cbs[3] = { &w->conv_b, &w->conv_bB, &w->conv_bC };
+  for (int k = 0; k < 3; k++)
+    if (!(*cws[k] = f32_block (L, cwn, cw, c0[k], cn[k], K, error)) ||
+        (cb && !(*cbs[k] = f32_block (L, cbn, cb, c0[k], cn[k], 1, error))))
+      return FALSE;
+  g_autofree char *dtb = g_strdup_printf ("%sdt_bias", pfx);
+  g_autofree char *al = g_strdup_printf ("%sA_log", pfx);
+  g_autofree char *dd = g_strdup_printf ("%sD", pfx);
+  g_autofree char *nw = g_strdup_printf ("%snorm.weight", pfx);
+  g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx);
+  g_autofree char *ob = g_strdup_printf ("%sout_proj.bias", pfx);
+  return take_vector (L, dtb, H, TRUE, &w->dt_bias, error) && take_vector (L, al, H, TRUE, &w->A_log, error) &&
+         take_vector (L, dd, H, TRUE, &w->D, error) && take_vector (L, nw, I, TRUE, &w->norm_w, error) &&
+         take_matrix (L, ow, C, I, TRUE, &w->out_w, error) && take_vector (L, ob, C, FALSE, &w->out_b, error);
+}
+
 /* The weight names of each decoder scheme. A row with `llama_overlay` set
  * describes a scheme that is llama's names, after the config's changes
  * (llama_config), with these names put over them: NONE there means the
@@ -1062,6 +1173,11 @@ static const Names scheme_names[] = {
     .ln1 = "attention_layernorm", .ln2 = "feedforward_layernorm" },
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
+  [HN_NAMES_NEMOTRON_H] = { .llama_overlay = TRUE, .embed = "model.embeddings", .ln1 = "norm", .ln2 = NONE,
+    .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
+    .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "model.norm_f" },
+  [HN_NAMES_BAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
+    .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
   [HN_NAMES_DIFFLLAMA] = { .llama_overlay = TRUE }, /* values and lambdas: take_diff_attn */
   [HN_NAMES_JETMOE] = { .llama_overlay = TRUE }, /* attention: take_moa; the MLP experts: take_moe */
@@ -1652,44 +1768,63 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
         return FALSE;
-      if (hp->mla)
+      HnMixerKind mixer = hp->layer_mixer ? hp->layer_mixer[i] : HN_MIXER_ATTENTION;
+      if (mixer == HN_MIXER_MAMBA2)
         {
-          if (!take_mla (&L, pfx, lw, error))
+          /* bamba: mamba.*; nemotron_h: the layer's one mixer */
+          g_autofree char *mp = g_strdup_printf ("%s%s", pfx, hp->arch->names == HN_NAMES_NEMOTRON_H ? "mixer." : "mamba.");
+          if (!take_mamba2 (&L, mp, lw, error))
             return FALSE;
         }
-      else if (hp->moa)
+      else if (mixer == HN_MIXER_NONE)
         {
-          if (!take_moa (&L, pfx, lw, error))
-            return FALSE;
+          /* an MLP-only layer: its one norm is the MLP's */
+          lw->ln2_w = lw->ln1_w;
+          lw->ln1_w = NULL;
         }
-      else if (N.qkv)
+      else
         {
-          if (!take_fused_qkv (&L, &N, pfx, lw, error))
+          if (hp->mla)
+            {
+              if (!take_mla (&L, pfx, lw, error))
+                return FALSE;
+            }
+          else if (hp->moa)
+            {
+              if (!take_moa (&L, pfx, lw, error))
+                return FALSE;
+            }
+          else if (N.qkv)
+            {
+              if (!take_fused_qkv (&L, &N, pfx, lw, error))
+                return FALSE;
+            }
+          else if (!take_linear (&L, &N, pfx, N.q, qd, C, &lw->wq, &lw->bq, error) ||
+                   !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
+                   (hp->diff_attn ? !take_diff_attn (&L, &N, pfx, i, lw, error)
+                                  : !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error)))
             return FALSE;
-        }
-      else if (!take_linear (&L, &N, pfx, N.q, qd, C, &lw->wq, &lw->bq, error) ||
-               !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
-               (hp->diff_attn ? !take_diff_attn (&L, &N, pfx, i, lw, error)
-                              : !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error)))
-        return FALSE;
-      /* diffllama: o_proj reads the H/2 combined head pairs of 2 * head_dim */
-      gint64 o_in = hp->diff_attn ? qd : (gint64) hp->n_head * hp->v_head_dim;
-      if (!hp->moa && !take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
-        return FALSE;
-      g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
-      /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
-      if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
-        return FALSE;
-      g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
-      if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
-        return FALSE;
-      if (N.q_norm)
-        {
-          gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
-          if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
-              !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
+          /* diffllama: o_proj reads the H/2 combined head pairs of 2 * head_dim */
+          gint64 o_in = hp->diff_attn ? qd : (gint64) hp->n_head * hp->v_head_dim;
+          if (!hp->moa && !take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
             return FALSE;
+          g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
+          /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
+          if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
+            return FALSE;
+          g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
+          if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
+            return FALSE;
+          if (N.q_norm)
+            {
+              gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
+              if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
+                  !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
+                return FALSE;
+            }
         }
+      if (hp->layer_ffn && !hp->layer_ffn[i])
+        continue; /* a hybrid's mixer-only layer */
       if (hn_transformer_layer_is_moe (hp, i))
         {
           if (!take_moe (&L, &N, pfx, lw, error))

@@ -20,10 +20,19 @@
 
 #include "formats/model-config.h"
 #include "generate/generate.h"
+#include "ssm/mamba2-mixer.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
 
 G_BEGIN_DECLS
+
+/* What mixes the tokens in a layer of a hybrid decoder (hn_arch_is_hybrid): attention with its KV
+ * cache, or a Mamba-2 mixer with its recurrent state. */
+typedef enum {
+  HN_MIXER_ATTENTION,
+  HN_MIXER_MAMBA2,
+  HN_MIXER_NONE, /* an MLP-only layer (nemotron_h "-") */
+} HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
 typedef struct {
@@ -103,6 +112,12 @@ typedef struct {
    * transformers' tiled K/V repeat has it) and their own output projections, weighted and summed */
   gboolean moa;
   float final_norm_eps;          /* > 0: the final norm's eps when the layers' differ (jetmoe) */
+  /* hybrid decoders: the mixer of each layer (owned [n_layer] HnMixerKind; NULL = attention in every
+   * layer) and the Mamba-2 mixers' dimensions and conv width */
+  guint8 *layer_mixer;
+  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (owned; NULL = every layer) */
+  HnMamba2Dims ssm;
+  int ssm_conv_kernel;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -256,6 +271,7 @@ typedef struct {
   HnTensor *moa_in, *moa_out;    /* query projections [E, KVH * D, C], output projections [E, C, KVH * D] */
   HnTensor *moa_bias;            /* [C], added to the experts' weighted sum */
   HnTensor *moe_bias;            /* jetmoe: [C], added to the routed MLP experts' weighted sum */
+  HnMamba2Weights m2;            /* a hybrid's Mamba-2 layer (the attention weights stay NULL) */
 } HnLayerWeights;
 
 typedef struct {
@@ -333,6 +349,7 @@ typedef struct {
   HnTensor *page_table; /* paged: i32 [B, max_pages]; NULL = contiguous */
   HnTensor *seq_lens;   /* paged: i32 [B], each row's length with the new tokens */
   HnTensor *slots;      /* paged: i32 [B * T], the arena row of each new token */
+  HnSsmState ssm;       /* a hybrid's Mamba-2 layer: the B rows' conv and SSM states (k, v NULL) */
 } HnLayerKv;
 
 /* Records embeddings (+ positions, embed norm/scale) of acts->ids/pos for N tokens into acts->x. */
