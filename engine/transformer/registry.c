@@ -133,6 +133,8 @@ static const HnArchInfo archs[] = {
     DEC, "bert-generation" },
   { "gpt_neox_japanese", NULL, "gpt_neox", HN_BLOCK_PRE_NORM, HN_NAMES_GPT_NEOX_JP,
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC, "gpt_neox_japanese" },
+  /* issue 25: unmapped decoders */
+  { "jais2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, HN_QUIRK_LAYERNORM, "relu2", DEC, "jais2" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -288,7 +290,6 @@ static const HnArchRefusal refusals[] = {
   { "hyperclovax", R_UNMAPPED },
   { "ibert", "integer-only kernels (I-BERT quantization buffers) are not built yet" },
   { "inkling_text", R_UNMAPPED },
-  { "jais2", R_UNMAPPED },
   { "jamba", "hybrid attention + Mamba (selective scan) layers are not built yet" },
   { "jetmoe", "mixture-of-attention-heads layers (JetMoE's routed q/o projections) are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
