@@ -135,6 +135,8 @@ static const HnArchInfo archs[] = {
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_PARTIAL_ROTARY, "gelu", DEC, "gpt_neox_japanese" },
   /* issue 25: unmapped decoders */
   { "jais2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, HN_QUIRK_LAYERNORM, "relu2", DEC, "jais2" },
+  { "nanochat", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_NANOCHAT, HN_QUIRK_EMBED_NORM | HN_QUIRK_SOFTCAP, "relu2",
+    DEC, "nanochat" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -320,7 +322,6 @@ static const HnArchRefusal refusals[] = {
   { "musicflamingo", R_NOTEXT },
   { "musicgen", R_NOTEXT },
   { "musicgen_melody", R_NOTEXT },
-  { "nanochat", R_UNMAPPED },
   { "nemotron_h", R_SSD },
   { "neomme", R_NOTEXT },
   { "nllb-moe", "encoder-decoder MoE layers with top-2 capacity routing are not built yet" },

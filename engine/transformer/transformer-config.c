@@ -707,6 +707,13 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
     }
   hp->sub_norms = ns == HN_NAMES_BITNET;
+  if (ns == HN_NAMES_NANOCHAT)
+    {
+      /* NanoChatAttention: weightless RMSNorm of q and k after the rotary */
+      hp->qk_norm_head = TRUE;
+      hp->qk_norm_after_rope = TRUE;
+      hp->rope_reversed = TRUE;
+    }
   JsonObject *rp_raw = raw && json_object_has_member (raw, "rope_parameters") &&
                            JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))
                          ? json_object_get_object_member (raw, "rope_parameters")

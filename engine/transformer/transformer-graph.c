@@ -833,8 +833,8 @@ record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *ids,
       CK (hn_op_embedding (cmd, pe, W->pos_embed, pos, error));
       CK (hn_op_add (cmd, x, x, pe, error));
     }
-  if (hp->embed_norm)
-    CK (hn_op_layernorm (cmd, x, x, W->embed_norm_w, W->embed_norm_b, hp->norm_eps, error));
+  if (hp->embed_norm) /* bloom's LayerNorm, nanochat's weightless RMSNorm */
+    CK (norm (m, cmd, x, x, W->embed_norm_w, W->embed_norm_b, error));
   return TRUE;
 }
 

@@ -1028,6 +1028,9 @@ static const Names scheme_names[] = {
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
+  [HN_NAMES_NANOCHAT] = { .llama_overlay = TRUE, /* every norm (q/k too) is a weightless RMSNorm */
+    .ln1 = NONE, .ln2 = NONE, .q_norm = NONE, .k_norm = NONE, .final_norm = NONE,
+    .gate = NONE, .up = "mlp.fc1", .down = "mlp.fc2" },
   [HN_NAMES_XGLM] = {
     .embed = "model.embed_tokens", .layer = "model.layers.",
     .ln1 = "self_attn_layer_norm", .ln2 = "final_layer_norm",
@@ -1598,6 +1601,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
                                      hp->rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL : &hp->rope_scaling, 0, inv,
                                      &W->rope_attn_scale, error))
         return FALSE;
+      for (int i = 0; hp->rope_reversed && i < half; i++)
+        inv[i] = -inv[i];
       if (!(W->inv_freq = vector_from_f32 (&L, "rope.inv_freq", inv, half, error)))
         return FALSE;
       if (hp->local_rope)

@@ -63,6 +63,7 @@ typedef struct {
   gboolean qk_norm_head, qk_norm_full;
   gboolean qk_norm_after_rope; /* hunyuan: q/k norms on the rotated heads */
   gboolean sub_norms;    /* bitnet: RMSNorm before o_proj (attn_sub_norm) and before down_proj (ffn_sub_norm) */
+  gboolean rope_reversed; /* nanochat: rotate_half is (x2, -x1), a rotation by -pos·freq */
   float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
   /* scalars */
   float embed_scale;     /* 1 unless gemma (sqrt(hidden)) or granite (embedding_multiplier) */
