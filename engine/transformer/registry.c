@@ -137,6 +137,8 @@ static const HnArchInfo archs[] = {
   { "jais2", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, HN_QUIRK_LAYERNORM, "relu2", DEC, "jais2" },
   { "nanochat", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_NANOCHAT, HN_QUIRK_EMBED_NORM | HN_QUIRK_SOFTCAP, "relu2",
     DEC, "nanochat" },
+  { "hyperclovax", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS, "silu", DEC,
+    "hyperclovax" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -289,7 +291,6 @@ static const HnArchRefusal refusals[] = {
   { "hunyuan_v1_moe", "HunYuan MoE's capacity-limited top-k routing (tokens over an expert's capacity dropped) is not built yet" },
   { "hy_v3", R_UNMAPPED },
   { "hy_v4", R_UNMAPPED },
-  { "hyperclovax", R_UNMAPPED },
   { "ibert", "integer-only kernels (I-BERT quantization buffers) are not built yet" },
   { "inkling_text", R_UNMAPPED },
   { "jamba", "hybrid attention + Mamba (selective scan) layers are not built yet" },

@@ -602,6 +602,16 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   /* family switches that change the wiring */
   if (strcmp (mt, "gpt_neox") == 0 && cfg->use_parallel_residual == FALSE)
     hp->block = HN_BLOCK_PRE_NORM;
+  if (strcmp (mt, "hyperclovax") == 0)
+    {
+      /* peri-layer norms (use_post_norm) after each sublayer; logits_scaling multiplies */
+      gboolean post;
+      if (!raw_bool (cfg, "use_post_norm", FALSE, &post, error))
+        return FALSE;
+      hp->block = post ? HN_BLOCK_SANDWICH : HN_BLOCK_PRE_NORM;
+      if (!isnan (cfg->logits_scaling))
+        hp->logits_scale = (float) cfg->logits_scaling;
+    }
   if (strcmp (mt, "stablelm") == 0 && cfg->use_parallel_residual == TRUE)
     hp->block = HN_BLOCK_PARALLEL;
   if (strcmp (mt, "falcon") == 0)

@@ -1224,6 +1224,13 @@ names_for (const HnTransformerHParams *hp, Names *N)
     }
   else
     *N = *row;
+  if (strcmp (hp->arch->model_type, "hyperclovax") == 0 && hp->block == HN_BLOCK_SANDWICH)
+    {
+      /* HyperCLOVAXDecoderLayer: post_norm1 / post_norm2 after the sublayers, llama's pre-norms */
+      N->post_attn = "post_norm1";
+      N->ln2 = "post_attention_layernorm";
+      N->post_ffn = "post_norm2";
+    }
   if (ns == HN_NAMES_FALCON)
     {
       if (hp->block == HN_BLOCK_PARALLEL_2NORM)
