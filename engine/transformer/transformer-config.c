@@ -199,7 +199,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
   if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
-  if (strcmp (mt, "granitemoeshared") == 0)
+  if (strcmp (mt, "granitemoeshared") == 0 || strcmp (mt, "granitemoe_swa") == 0)
     {
       /* GraniteMoeSharedMLP: input_linear [2 * shared_intermediate_size, C] (gate, up), added unweighted */
       gint64 sh;
@@ -484,6 +484,9 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       else if (q & HN_QUIRK_SLIDING_ALTERNATE)
         for (int i = 0; i < hp->n_layer; i++)
           hp->layer_sliding[i] = (i + 1) % 2; /* gemma2: even layers slide */
+      else if (strcmp (mt, "granite_swa") == 0 || strcmp (mt, "granitemoe_swa") == 0)
+        for (int i = 0; i < hp->n_layer; i++)
+          hp->layer_sliding[i] = i % 4 != 0; /* every fourth layer attends to everything */
       else if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
         for (int i = 0; i < hp->n_layer; i++)
           hp->layer_sliding[i] = cfg->max_window_layers < 0 || i >= cfg->max_window_layers;
@@ -570,6 +573,26 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         }
       for (int i = 0; i < hp->n_layer; i++)
         hp->layer_rope[i] = json_array_get_int_element (nr, (guint) i) != 0; /* 1 = this layer rotates */
+    }
+
+  if (hp->rope && raw && json_object_has_member (raw, "layer_rope_theta") &&
+      JSON_NODE_HOLDS_ARRAY (json_object_get_member (raw, "layer_rope_theta")))
+    {
+      /* granite_swa: a rotary base per layer, 0 = no rotary (NoPE); one base is built */
+      JsonArray *lt = json_object_get_array_member (raw, "layer_rope_theta");
+      if (json_array_get_length (lt) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: layer_rope_theta has %u entries for %d layers",
+                       cfg->path, json_array_get_length (lt), hp->n_layer);
+          return FALSE;
+        }
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          double th = json_array_get_double_element (lt, (guint) i);
+          if (th != 0.0 && th != hp->rope_theta)
+            return unsupported (error, cfg, "layer_rope_theta with a base other than 0 and rope_theta");
+          hp->layer_rope[i] = th != 0.0;
+        }
     }
 
   /* scalars */
@@ -685,7 +708,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
-  hp->attn_sinks = strcmp (mt, "gpt_oss") == 0;
+  gboolean granite_swa = strcmp (mt, "granite_swa") == 0 || strcmp (mt, "granitemoe_swa") == 0;
+  hp->attn_sinks = strcmp (mt, "gpt_oss") == 0 || granite_swa;
   double clip = NAN;
   GError *ce = NULL;
   if (hn_model_config_get_double (cfg, "clip_qkv", &clip, &ce))

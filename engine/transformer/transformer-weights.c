@@ -790,9 +790,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
+  gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
-  g_autofree char *rn =
-    g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite || dbrx ? "router.layer" : oss ? "router" : "gate");
+  g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
+                                         granite_swa ? "router" : granite || dbrx ? "router.layer" : oss ? "router" : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -824,8 +825,15 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   g_autofree char *names[3] = { NULL, NULL, NULL };
   if (granite || oss)
     {
-      names[0] = g_strdup_printf (oss ? "%smlp.experts.gate_up_proj" : "%sblock_sparse_moe.input_linear.weight", pfx);
-      names[2] = g_strdup_printf (oss ? "%smlp.experts.down_proj" : "%sblock_sparse_moe.output_linear.weight", pfx);
+      /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
+      names[0] = g_strdup_printf (oss           ? "%smlp.experts.gate_up_proj"
+                                  : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
+                                                : "%sblock_sparse_moe.input_linear.weight",
+                                  pfx);
+      names[2] = g_strdup_printf (oss           ? "%smlp.experts.down_proj"
+                                  : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
+                                        : "%sblock_sparse_moe.output_linear.weight",
+                                  pfx);
       names[1] = g_strdup (names[0]);
       const HnSafetensorInfo *gu = oss ? take_stacked (L, names[0], E, C, 2 * Fe, error)
                                        : take_stacked (L, names[0], E, 2 * Fe, C, error);
