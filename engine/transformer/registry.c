@@ -143,6 +143,8 @@ static const HnArchInfo archs[] = {
     "granite_swa" },
   { "granitemoe_swa", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoe_swa" },
+  { "solar_open", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "solar_open" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -350,7 +352,6 @@ static const HnArchRefusal refusals[] = {
   { "rwkv", "RWKV time-mix / channel-mix recurrences are not built yet" },
   { "seamless_m4t", R_NOTEXT },
   { "seamless_m4t_v2", R_NOTEXT },
-  { "solar_open", R_UNMAPPED },
   { "squeezebert", "grouped 1-D convolution layers are not built yet" },
   { "switch_transformers", "T5 layers with capacity-limited switch (top-1) experts are not built yet" },
   { "t5gemma", "Gemma-2-style encoder-decoder layers (T5Gemma) are not built yet" },

@@ -159,13 +159,19 @@ dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
   return TRUE;
 }
 
+gboolean
+hn_transformer_moe_v3_router (const char *model_type)
+{
+  static const char *const v3[] = { "deepseek_v3", "glm4_moe", "dots1", "solar_open", NULL };
+  return g_strv_contains (v3, model_type);
+}
+
 /* The routed MLP of each MoE family as its transformers modeling file builds it. */
 static gboolean
 moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
   const char *mt = hp->arch->model_type;
-  /* glm4_moe and dots1 route as deepseek_v3 (DeepseekV3TopkRouter) with its shared experts */
-  gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
+  gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
   if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
       cfg->num_experts_per_tok > 32)
