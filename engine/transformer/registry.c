@@ -145,6 +145,8 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoe_swa" },
   { "solar_open", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "solar_open" },
+  { "minimax_m2", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
+    "silu", DEC, "minimax_m2" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -316,7 +318,6 @@ static const HnArchRefusal refusals[] = {
   { "mimo_v2_flash", R_UNMAPPED },
   { "minicpm3", "multi-head latent attention outside deepseek (minicpm3) is not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
-  { "minimax_m2", R_UNMAPPED },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },
   { "mllama", "cross-attention layers over image features (mllama's text model) are not built yet" },
   { "mobilebert", "bottleneck layers with NoNorm and stacked FFNs are not built yet" },

@@ -162,7 +162,7 @@ dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
 gboolean
 hn_transformer_moe_v3_router (const char *model_type)
 {
-  static const char *const v3[] = { "deepseek_v3", "glm4_moe", "dots1", "solar_open", NULL };
+  static const char *const v3[] = { "deepseek_v3", "glm4_moe", "dots1", "solar_open", "minimax_m2", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -188,8 +188,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
   hp->moe_scale = 1.0f;
   hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
-  /* mixtral and phimoe always renormalise; qwen/olmoe/deepseek_v3 say so in norm_topk_prob */
-  gboolean norm_topk = strcmp (mt, "mixtral") == 0;
+  /* mixtral, phimoe and minimax_m2 always renormalise; qwen/olmoe/deepseek_v3 say so in norm_topk_prob */
+  gboolean norm_topk = strcmp (mt, "mixtral") == 0 || strcmp (mt, "minimax_m2") == 0;
   if (strcmp (mt, "dbrx") == 0)
     {
       if (!dbrx_norm_topk (cfg, &norm_topk, error))

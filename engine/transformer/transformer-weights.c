@@ -786,7 +786,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   const HnTransformerHParams *hp = &L->m->hp;
   const char *mt = hp->arch->model_type;
   gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
-  gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0;
+  /* minimax_m2: mixtral's names, the v3 router's choice bias beside them */
+  gboolean minimax = strcmp (mt, "minimax_m2") == 0;
+  gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0 || minimax;
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
@@ -804,7 +806,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     }
   if (v3_router)
     {
-      g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
+      g_autofree char *cb = g_strdup_printf (minimax ? "%sblock_sparse_moe.e_score_correction_bias"
+                                                     : "%smlp.gate.e_score_correction_bias",
+                                             pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
