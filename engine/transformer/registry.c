@@ -147,6 +147,8 @@ static const HnArchInfo archs[] = {
     "solar_open" },
   { "minimax_m2", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
     "silu", DEC, "minimax_m2" },
+  { "aria_text", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "aria_text" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -249,7 +251,6 @@ static const HnArchInfo archs[] = {
 #define R_UNMAPPED "its modeling file is not mapped onto this graph yet (no parity fixture)"
 static const HnArchRefusal refusals[] = {
   { "afmoe", R_UNMAPPED },
-  { "aria_text", R_UNMAPPED },
   { "audioflamingo3", R_NOTEXT },
   { "axk1", R_UNMAPPED },
   { "axk2", R_UNMAPPED },

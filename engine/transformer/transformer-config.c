@@ -173,17 +173,20 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   const char *mt = hp->arch->model_type;
   gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
-  if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
-      cfg->num_experts_per_tok > 32)
+  gboolean aria = strcmp (mt, "aria_text") == 0;
+  gint64 topk = cfg->num_experts_per_tok;
+  if (aria && !get_int (cfg, "moe_topk", 2, &topk, error)) /* AriaTextConfig's name for it */
+    return FALSE;
+  if (cfg->num_experts <= 0 || topk <= 0 || topk > cfg->num_experts || topk > 32)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
                    "%s: num_experts (%" G_GINT64_FORMAT ") and num_experts_per_tok (%" G_GINT64_FORMAT
                    ") must be positive with top-k <= experts and <= 32",
-                   cfg->path, cfg->num_experts, cfg->num_experts_per_tok);
+                   cfg->path, cfg->num_experts, topk);
       return FALSE;
     }
   hp->n_experts = (int) cfg->num_experts;
-  hp->n_experts_used = (int) cfg->num_experts_per_tok;
+  hp->n_experts_used = (int) topk;
   hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : hp->ffn;
   hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
   hp->moe_scale = 1.0f;
@@ -203,8 +206,16 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       !raw_bool (cfg, "output_router_logits", FALSE, &hp->moe_aux_loss, error))
     return FALSE;
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
-  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0)
+  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0 || aria)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
+  if (aria)
+    {
+      /* AriaSharedExpertsMLP: intermediate_size * moe_num_shared_experts, added unweighted */
+      gint64 n_sh;
+      if (!get_int (cfg, "moe_num_shared_experts", 2, &n_sh, error))
+        return FALSE;
+      hp->shared_ffn = n_sh > 0 ? (int) (n_sh * hp->ffn) : 0;
+    }
   if (strcmp (mt, "granitemoeshared") == 0 || strcmp (mt, "granitemoe_swa") == 0)
     {
       /* GraniteMoeSharedMLP: input_linear [2 * shared_intermediate_size, C] (gate, up), added unweighted */

@@ -792,10 +792,16 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
+  /* aria_text: experts.fc1 [E, C, 2F] (x @ W: gate columns, then up) and fc2 [E, F, C], as gpt_oss
+   * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
+  gboolean aria = strcmp (mt, "aria_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
-                                         granite_swa ? "router" : granite || dbrx ? "router.layer" : oss ? "router" : "gate");
+                                         granite_swa ? "router"
+                                         : granite || dbrx ? "router.layer"
+                                         : oss || aria     ? "router"
+                                                           : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -823,32 +829,35 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       gi[f] = oss ? 2 * f : f;
       ui[f] = oss ? 2 * f + 1 : Fe + f;
     }
+  gboolean tr = oss || aria; /* stored [in, out] */
   for (gint64 r = 0; r < MAX (C, Fe); r++)
     ident[r] = r;
   gboolean ok = TRUE;
   g_autofree char *names[3] = { NULL, NULL, NULL };
-  if (granite || oss)
+  if (granite || oss || aria)
     {
       /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
       names[0] = g_strdup_printf (oss           ? "%smlp.experts.gate_up_proj"
+                                  : aria        ? "%smlp.experts.fc1.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
                                                 : "%sblock_sparse_moe.input_linear.weight",
                                   pfx);
       names[2] = g_strdup_printf (oss           ? "%smlp.experts.down_proj"
+                                  : aria        ? "%smlp.experts.fc2.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
                                         : "%sblock_sparse_moe.output_linear.weight",
                                   pfx);
       names[1] = g_strdup (names[0]);
-      const HnSafetensorInfo *gu = oss ? take_stacked (L, names[0], E, C, 2 * Fe, error)
-                                       : take_stacked (L, names[0], E, 2 * Fe, C, error);
+      const HnSafetensorInfo *gu = tr ? take_stacked (L, names[0], E, C, 2 * Fe, error)
+                                      : take_stacked (L, names[0], E, 2 * Fe, C, error);
       const HnSafetensorInfo *d = !gu ? NULL
-                                  : oss ? take_stacked (L, names[2], E, Fe, C, error)
-                                        : take_stacked (L, names[2], E, C, Fe, error);
+                                  : tr ? take_stacked (L, names[2], E, Fe, C, error)
+                                       : take_stacked (L, names[2], E, C, Fe, error);
       ok = d != NULL;
       for (gint64 e = 0; ok && e < E; e++)
-        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, oss, 2 * Fe, error) &&
-             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, oss, 2 * Fe, error) &&
-             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, oss, C, error);
+        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, tr, 2 * Fe, error) &&
+             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, tr, 2 * Fe, error) &&
+             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, tr, C, error);
       ok = ok && (!oss || take_oss_biases (L, pfx, lw, gi, ui, error));
     }
   else if (dbrx)
@@ -933,7 +942,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      const char *sh = deepseek ? "mlp.shared_experts" : "mlp.shared_expert";
+      const char *sh = deepseek || aria ? "mlp.shared_experts" : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -942,7 +951,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
           !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
-      if (!deepseek && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      if (!deepseek && !aria && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
