@@ -149,6 +149,7 @@ static const HnArchInfo archs[] = {
     "silu", DEC, "minimax_m2" },
   { "aria_text", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "aria_text" },
+  { "youtu", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "youtu" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -368,7 +369,6 @@ static const HnArchRefusal refusals[] = {
   { "xlstm", "xLSTM (mLSTM / sLSTM) recurrences are not built yet" },
   { "xmod", "per-language adapter modules (X-MOD) are not built yet" },
   { "yoso", "LSH-sampled (YOSO) attention is not built yet" },
-  { "youtu", R_UNMAPPED },
   { "zamba", "hybrid attention + Mamba (selective scan) layers are not built yet" },
   { "zamba2", R_SSD },
   { "zaya", R_UNMAPPED },

@@ -309,7 +309,8 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
                    cfg->path);
       return FALSE;
     }
-  gboolean v3 = strcmp (hp->arch->model_type, "deepseek_v3") == 0;
+  /* youtu: DeepseekV3Attention in front of a dense MLP */
+  gboolean v3 = strcmp (hp->arch->model_type, "deepseek_v3") == 0 || strcmp (hp->arch->model_type, "youtu") == 0;
   double scale = 1.0 / sqrt ((double) (nope + rope));
   if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
     {
@@ -635,7 +636,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                NULL };
+                                                "youtu", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -719,7 +720,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       if (!moe_from_config (hp, cfg, error))
         return FALSE;
     }
-  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0)
+  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "youtu") == 0)
     {
       if (!mla_from_config (hp, cfg, error))
         return FALSE;
