@@ -162,7 +162,9 @@ dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
 gboolean
 hn_transformer_moe_v3_router (const char *model_type)
 {
-  static const char *const v3[] = { "deepseek_v3", "glm4_moe", "dots1", "solar_open", "minimax_m2", NULL };
+  static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
+                                    "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
+                                    "afmoe",       NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -191,8 +193,10 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
   hp->moe_scale = 1.0f;
   hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
-  /* mixtral, phimoe and minimax_m2 always renormalise; qwen/olmoe/deepseek_v3 say so in norm_topk_prob */
-  gboolean norm_topk = strcmp (mt, "mixtral") == 0 || strcmp (mt, "minimax_m2") == 0;
+  /* mixtral, phimoe, minimax_m2, hy_v3 and afmoe always renormalise; qwen/olmoe/deepseek_v3 say so in
+   * norm_topk_prob */
+  gboolean norm_topk = strcmp (mt, "mixtral") == 0 || strcmp (mt, "minimax_m2") == 0 || strcmp (mt, "hy_v3") == 0 ||
+                       strcmp (mt, "afmoe") == 0;
   if (strcmp (mt, "dbrx") == 0)
     {
       if (!dbrx_norm_topk (cfg, &norm_topk, error))
@@ -208,6 +212,28 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
   if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0 || aria)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
+  if (strcmp (mt, "cohere2_moe") == 0)
+    {
+      /* Cohere2MoeSparseMoeBlock: softmax over the top-k logits; experts and shared experts are
+       * intermediate_size wide, the dense prefix layers prefix_dense_intermediate_size */
+      const char *sel = hn_model_config_get_string (cfg, "expert_selection_fn");
+      const char *comb = hn_model_config_get_string (cfg, "shared_expert_combination_strategy");
+      gint64 n_sh, dense_ffn;
+      if (sel && strcmp (sel, "softmax") != 0)
+        return unsupported (error, cfg, "expert_selection_fn other than softmax");
+      if (comb && strcmp (comb, "sum") != 0 && strcmp (comb, "average") != 0)
+        return unsupported (error, cfg, "shared_expert_combination_strategy other than sum and average");
+      if (!get_int (cfg, "num_shared_experts", 0, &n_sh, error) ||
+          !get_int (cfg, "prefix_dense_intermediate_size", hp->ffn, &dense_ffn, error))
+        return FALSE;
+      hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
+      hp->moe_ffn = hp->ffn;
+      hp->shared_ffn = n_sh > 0 ? (int) (n_sh * hp->ffn) : 0;
+      hp->moe_shared_mean = hp->shared_ffn > 0 && comb && strcmp (comb, "average") == 0;
+      if (dense_ffn <= 0 || dense_ffn > G_MAXINT32)
+        return unsupported (error, cfg, "prefix_dense_intermediate_size outside 1..2^31");
+      hp->ffn = (int) dense_ffn;
+    }
   if (aria)
     {
       /* AriaSharedExpertsMLP: intermediate_size * moe_num_shared_experts, added unweighted */
@@ -241,9 +267,13 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       gint64 n_shared, first_dense, n_group, topk_group;
       double scale;
       if (!get_int (cfg, "n_shared_experts", 0, &n_shared, error) ||
+          (n_shared <= 0 && !get_int (cfg, "num_shared_experts", 0, &n_shared, error)) || /* exaone_moe, hy_v3 */
           !get_int (cfg, "first_k_dense_replace", 0, &first_dense, error) ||
           !get_int (cfg, "n_group", 1, &n_group, error) || !get_int (cfg, "topk_group", 1, &topk_group, error) ||
-          !get_double (cfg, "routed_scaling_factor", 1.0, &scale, error))
+          !get_double (cfg, "routed_scaling_factor", 1.0, &scale, error) ||
+          (strcmp (mt, "hy_v3") == 0 && !get_double (cfg, "router_scaling_factor", 1.0, &scale, error)) ||
+          (strcmp (mt, "afmoe") == 0 && (!get_double (cfg, "route_scale", 1.0, &scale, error) ||
+                                         !get_int (cfg, "num_dense_layers", 1, &first_dense, error))))
         return FALSE;
       hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
       hp->moe_first_dense = (int) CLAMP (first_dense, 0, hp->n_layer);
@@ -279,6 +309,29 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           hp->moe_topk_group = (int) topk_group;
         }
     }
+  /* mlp_layer_types (exaone_moe, hy_v3, mellum): dense layers, then sparse ones, is what is built;
+   * hy_v3 without it keeps the first layer dense */
+  JsonObject *mraw = hn_model_config_get_raw (cfg);
+  JsonNode *mlt = mraw ? json_object_get_member (mraw, "mlp_layer_types") : NULL;
+  if (strcmp (mt, "hy_v3") == 0)
+    hp->moe_first_dense = MIN (1, hp->n_layer);
+  if (mlt && JSON_NODE_HOLDS_ARRAY (mlt))
+    {
+      JsonArray *arr = json_node_get_array (mlt);
+      if (json_array_get_length (arr) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: mlp_layer_types has %u entries for %d layers", cfg->path,
+                       json_array_get_length (arr), hp->n_layer);
+          return FALSE;
+        }
+      int k = 0;
+      while (k < hp->n_layer && g_strcmp0 (json_array_get_string_element (arr, (guint) k), "dense") == 0)
+        k++;
+      for (int i = k; i < hp->n_layer; i++)
+        if (g_strcmp0 (json_array_get_string_element (arr, (guint) i), "sparse") != 0)
+          return unsupported (error, cfg, "mlp_layer_types other than dense layers followed by sparse ones");
+      hp->moe_first_dense = k;
+    }
   /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
   gint64 step;
   if (!get_int (cfg, "decoder_sparse_step", 1, &step, error))
@@ -309,8 +362,9 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
                    cfg->path);
       return FALSE;
     }
-  /* youtu: DeepseekV3Attention in front of a dense MLP */
-  gboolean v3 = strcmp (hp->arch->model_type, "deepseek_v3") == 0 || strcmp (hp->arch->model_type, "youtu") == 0;
+  /* youtu (a dense MLP) and axk1 run DeepseekV3Attention */
+  static const char *const v3_attn[] = { "deepseek_v3", "youtu", "axk1", NULL };
+  gboolean v3 = g_strv_contains (v3_attn, hp->arch->model_type);
   double scale = 1.0 / sqrt ((double) (nope + rope));
   if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
     {
@@ -636,13 +690,33 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                "youtu", NULL };
+                                                "youtu", "cohere2_moe", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
   /* family switches that change the wiring */
   if (strcmp (mt, "gpt_neox") == 0 && cfg->use_parallel_residual == FALSE)
     hp->block = HN_BLOCK_PRE_NORM;
+  if (strcmp (mt, "cohere2_moe") == 0)
+    {
+      /* RMSNorm when rms_norm_eps is set, else cohere's LayerNorm (layer_norm_eps) */
+      JsonNode *rn = raw ? json_object_get_member (raw, "rms_norm_eps") : NULL;
+      double eps;
+      gboolean rms = rn && !JSON_NODE_HOLDS_NULL (rn);
+      if (!get_double (cfg, rms ? "rms_norm_eps" : "layer_norm_eps", 1e-5, &eps, error))
+        return FALSE;
+      hp->layernorm = !rms;
+      hp->norm_eps = (float) eps;
+    }
+  if (strcmp (mt, "afmoe") == 0)
+    {
+      /* AfmoeModel: embeddings * sqrt(hidden) when mup_enabled */
+      gboolean mup;
+      if (!raw_bool (cfg, "mup_enabled", FALSE, &mup, error))
+        return FALSE;
+      if (mup)
+        hp->embed_scale = sqrtf ((float) hp->hidden);
+    }
   if (strcmp (mt, "hyperclovax") == 0)
     {
       /* peri-layer norms (use_post_norm) after each sublayer; logits_scaling multiplies */
@@ -720,12 +794,23 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       if (!moe_from_config (hp, cfg, error))
         return FALSE;
     }
-  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "youtu") == 0)
+  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "youtu") == 0 ||
+      strcmp (mt, "axk1") == 0)
     {
       if (!mla_from_config (hp, cfg, error))
         return FALSE;
     }
   hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  if (strcmp (mt, "cohere2_moe") == 0)
+    {
+      /* Cohere2MoeAttention.force_rope: the dense prefix layers rotate when
+       * prefix_dense_sliding_window_pattern is 1 */
+      gint64 pattern;
+      if (!get_int (cfg, "prefix_dense_sliding_window_pattern", 1, &pattern, error))
+        return FALSE;
+      for (int i = 0; hp->rope && pattern == 1 && i < hp->moe_first_dense; i++)
+        hp->layer_rope[i] = 1;
+    }
   gboolean granite_swa = strcmp (mt, "granite_swa") == 0 || strcmp (mt, "granitemoe_swa") == 0;
   hp->attn_sinks = strcmp (mt, "gpt_oss") == 0 || granite_swa;
   double clip = NAN;

@@ -797,10 +797,13 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
+  /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
+  gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
                                          granite_swa ? "router"
                                          : granite || dbrx ? "router.layer"
                                          : oss || aria     ? "router"
+                                         : hy3 || afmoe    ? "router.gate"
                                                            : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
@@ -812,8 +815,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     }
   if (v3_router)
     {
-      g_autofree char *cb = g_strdup_printf (minimax ? "%sblock_sparse_moe.e_score_correction_bias"
-                                                     : "%smlp.gate.e_score_correction_bias",
+      g_autofree char *cb = g_strdup_printf (minimax                              ? "%sblock_sparse_moe.e_score_correction_bias"
+                                             : hy3 || afmoe                        ? "%smlp.expert_bias"
+                                             : strcmp (mt, "exaone_moe") == 0 ? "%smlp.e_score_correction_bias"
+                                                                                   : "%smlp.gate.e_score_correction_bias",
                                              pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
         return FALSE;
@@ -942,7 +947,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      const char *sh = deepseek || aria ? "mlp.shared_experts" : "mlp.shared_expert";
+      gboolean cohere = strcmp (mt, "cohere2_moe") == 0;
+      const char *sh = hy3 ? "mlp.shared_mlp" : deepseek || aria || cohere ? "mlp.shared_experts" : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -951,7 +957,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
           !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
-      if (!deepseek && !aria && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      if (!deepseek && !aria && !cohere && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
@@ -1245,6 +1251,12 @@ names_for (const HnTransformerHParams *hp, Names *N)
     }
   else
     *N = *row;
+  if (strcmp (hp->arch->model_type, "afmoe") == 0)
+    {
+      /* AfmoeDecoderLayer: post_attention_layernorm on the attention output, pre/post_mlp_layernorm */
+      N->ln2 = "pre_mlp_layernorm";
+      N->post_ffn = "post_mlp_layernorm";
+    }
   if (strcmp (hp->arch->model_type, "hyperclovax") == 0 && hp->block == HN_BLOCK_SANDWICH)
     {
       /* HyperCLOVAXDecoderLayer: post_norm1 / post_norm2 after the sublayers, llama's pre-norms */
@@ -1529,6 +1541,9 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
       if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
         return FALSE;
+      g_autofree char *agn = g_strdup_printf ("%sself_attn.gate_proj.weight", pfx);
+      if (strcmp (hp->arch->model_type, "afmoe") == 0 && !take_matrix (&L, agn, qd, C, TRUE, &lw->attn_gate, error))
+        return FALSE;
       g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
       if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
         return FALSE;
@@ -1541,6 +1556,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         }
       if (hp->n_experts > 0 && i >= hp->moe_first_dense)
         {
+          /* axk1: post_mlp_layernorm on the MoE block's output (dense layers have none) */
+          if (strcmp (hp->arch->model_type, "axk1") == 0 &&
+              !take_norm (&L, pfx, "post_mlp_layernorm", C, TRUE, &lw->post_ffn_w, NULL, error))
+            return FALSE;
           if (!take_moe (&L, &N, pfx, lw, error))
             return FALSE;
           continue;

@@ -84,6 +84,7 @@ typedef struct {
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
+  gboolean moe_shared_mean;      /* cohere2_moe "average": (routed + shared) / 2 */
   /* multi-head latent attention (deepseek): head_dim = qk_nope_dim + qk_rope_dim (rope dims first
    * on the device: q rows are reordered per head at load), v_head_dim for values */
   gboolean mla;
@@ -228,6 +229,7 @@ typedef struct {
   HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
+  HnTensor *attn_gate;           /* afmoe: self_attn.gate_proj [H * D, C]; attention out *= sigmoid(gate(h)) */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
 } HnLayerWeights;
 
