@@ -49,6 +49,7 @@ typedef enum {
   HN_NAMES_VAULTGEMMA, /* llama names, pre_feedforward_layernorm (no post norms) */
   HN_NAMES_HUNYUAN,    /* llama names, self_attn.query_layernorm / key_layernorm (after the rotary) */
   HN_NAMES_BITNET,     /* llama names + self_attn.attn_sub_norm, mlp.ffn_sub_norm */
+  HN_NAMES_NANOCHAT,   /* llama attention names, weightless norms, mlp.fc1/fc2 */
   HN_NAMES_XGLM,       /* model.layers.N.self_attn.*_proj, self_attn_layer_norm, fc1/fc2, model.layer_norm */
   HN_NAMES_BIOGPT,     /* biogpt.layers.N.self_attn.*_proj, fc1/fc2, biogpt.layer_norm, output_projection */
   HN_NAMES_CTRL,       /* transformer.h.N.multi_head_attention.W{q,k,v}/dense, ffn.0/ffn.2, layernorm1/2 */

@@ -162,13 +162,21 @@ dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
   return TRUE;
 }
 
+gboolean
+hn_transformer_moe_v3_router (const char *model_type)
+{
+  static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
+                                    "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
+                                    "afmoe",       NULL };
+  return g_strv_contains (v3, model_type);
+}
+
 /* The routed MLP of each MoE family as its transformers modeling file builds it. */
 static gboolean
 moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
   const char *mt = hp->arch->model_type;
-  /* glm4_moe and dots1 route as deepseek_v3 (DeepseekV3TopkRouter) with its shared experts */
-  gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
+  gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
   gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   JsonObject *raw = hn_model_config_get_raw (cfg);
@@ -179,23 +187,28 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
         if (n && JSON_NODE_HOLDS_ARRAY (n))
           return unsupported (error, cfg, "per-layer num_experts / moe_topk lists");
       }
-  if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
-      cfg->num_experts_per_tok > 32)
+  gboolean aria = strcmp (mt, "aria_text") == 0;
+  gint64 topk = cfg->num_experts_per_tok;
+  if (aria && !get_int (cfg, "moe_topk", 2, &topk, error)) /* AriaTextConfig's name for it */
+    return FALSE;
+  if (cfg->num_experts <= 0 || topk <= 0 || topk > cfg->num_experts || topk > 32)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
                    "%s: num_experts (%" G_GINT64_FORMAT ") and num_experts_per_tok (%" G_GINT64_FORMAT
                    ") must be positive with top-k <= experts and <= 32",
-                   cfg->path, cfg->num_experts, cfg->num_experts_per_tok);
+                   cfg->path, cfg->num_experts, topk);
       return FALSE;
     }
   hp->n_experts = (int) cfg->num_experts;
-  hp->n_experts_used = (int) cfg->num_experts_per_tok;
+  hp->n_experts_used = (int) topk;
   hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : hp->ffn;
   hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
   hp->moe_scale = 1.0f;
   hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
-  /* mixtral and phimoe always renormalise; qwen/olmoe/deepseek_v3 say so in norm_topk_prob */
-  gboolean norm_topk = strcmp (mt, "mixtral") == 0;
+  /* mixtral, phimoe, minimax_m2, hy_v3 and afmoe always renormalise; qwen/olmoe/deepseek_v3 say so in
+   * norm_topk_prob */
+  gboolean norm_topk = strcmp (mt, "mixtral") == 0 || strcmp (mt, "minimax_m2") == 0 || strcmp (mt, "hy_v3") == 0 ||
+                       strcmp (mt, "afmoe") == 0;
   if (strcmp (mt, "dbrx") == 0)
     {
       if (!dbrx_norm_topk (cfg, &norm_topk, error))
@@ -209,9 +222,39 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       !raw_bool (cfg, "output_router_logits", FALSE, &hp->moe_aux_loss, error))
     return FALSE;
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
-  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0 || strcmp (mt, "jetmoe") == 0)
+  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0 || strcmp (mt, "jetmoe") == 0 || aria)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
-  if (strcmp (mt, "granitemoeshared") == 0)
+  if (strcmp (mt, "cohere2_moe") == 0)
+    {
+      /* Cohere2MoeSparseMoeBlock: softmax over the top-k logits; experts and shared experts are
+       * intermediate_size wide, the dense prefix layers prefix_dense_intermediate_size */
+      const char *sel = hn_model_config_get_string (cfg, "expert_selection_fn");
+      const char *comb = hn_model_config_get_string (cfg, "shared_expert_combination_strategy");
+      gint64 n_sh, dense_ffn;
+      if (sel && strcmp (sel, "softmax") != 0)
+        return unsupported (error, cfg, "expert_selection_fn other than softmax");
+      if (comb && strcmp (comb, "sum") != 0 && strcmp (comb, "average") != 0)
+        return unsupported (error, cfg, "shared_expert_combination_strategy other than sum and average");
+      if (!get_int (cfg, "num_shared_experts", 0, &n_sh, error) ||
+          !get_int (cfg, "prefix_dense_intermediate_size", hp->ffn, &dense_ffn, error))
+        return FALSE;
+      hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
+      hp->moe_ffn = hp->ffn;
+      hp->shared_ffn = n_sh > 0 ? (int) (n_sh * hp->ffn) : 0;
+      hp->moe_shared_mean = hp->shared_ffn > 0 && comb && strcmp (comb, "average") == 0;
+      if (dense_ffn <= 0 || dense_ffn > G_MAXINT32)
+        return unsupported (error, cfg, "prefix_dense_intermediate_size outside 1..2^31");
+      hp->ffn = (int) dense_ffn;
+    }
+  if (aria)
+    {
+      /* AriaSharedExpertsMLP: intermediate_size * moe_num_shared_experts, added unweighted */
+      gint64 n_sh;
+      if (!get_int (cfg, "moe_num_shared_experts", 2, &n_sh, error))
+        return FALSE;
+      hp->shared_ffn = n_sh > 0 ? (int) (n_sh * hp->ffn) : 0;
+    }
+  if (strcmp (mt, "granitemoeshared") == 0 || strcmp (mt, "granitemoe_swa") == 0)
     {
       /* GraniteMoeSharedMLP: input_linear [2 * shared_intermediate_size, C] (gate, up), added unweighted */
       gint64 sh;
@@ -236,9 +279,13 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       gint64 n_shared, first_dense, n_group, topk_group;
       double scale;
       if (!get_int (cfg, "n_shared_experts", 0, &n_shared, error) ||
+          (n_shared <= 0 && !get_int (cfg, "num_shared_experts", 0, &n_shared, error)) || /* exaone_moe, hy_v3 */
           !get_int (cfg, "first_k_dense_replace", 0, &first_dense, error) ||
           !get_int (cfg, "n_group", 1, &n_group, error) || !get_int (cfg, "topk_group", 1, &topk_group, error) ||
-          !get_double (cfg, "routed_scaling_factor", 1.0, &scale, error))
+          !get_double (cfg, "routed_scaling_factor", 1.0, &scale, error) ||
+          (strcmp (mt, "hy_v3") == 0 && !get_double (cfg, "router_scaling_factor", 1.0, &scale, error)) ||
+          (strcmp (mt, "afmoe") == 0 && (!get_double (cfg, "route_scale", 1.0, &scale, error) ||
+                                         !get_int (cfg, "num_dense_layers", 1, &first_dense, error))))
         return FALSE;
       hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
       hp->moe_first_dense = (int) CLAMP (first_dense, 0, hp->n_layer);
@@ -313,6 +360,29 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       hp->moe_ffn = hp->ffn;
       hp->shared_ffn = hp->ffn;
     }
+  /* mlp_layer_types (exaone_moe, hy_v3, mellum): dense layers, then sparse ones, is what is built;
+   * hy_v3 without it keeps the first layer dense */
+  JsonObject *mraw = hn_model_config_get_raw (cfg);
+  JsonNode *mlt = mraw ? json_object_get_member (mraw, "mlp_layer_types") : NULL;
+  if (strcmp (mt, "hy_v3") == 0)
+    hp->moe_first_dense = MIN (1, hp->n_layer);
+  if (mlt && JSON_NODE_HOLDS_ARRAY (mlt))
+    {
+      JsonArray *arr = json_node_get_array (mlt);
+      if (json_array_get_length (arr) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: mlp_layer_types has %u entries for %d layers", cfg->path,
+                       json_array_get_length (arr), hp->n_layer);
+          return FALSE;
+        }
+      int k = 0;
+      while (k < hp->n_layer && g_strcmp0 (json_array_get_string_element (arr, (guint) k), "dense") == 0)
+        k++;
+      for (int i = k; i < hp->n_layer; i++)
+        if (g_strcmp0 (json_array_get_string_element (arr, (guint) i), "sparse") != 0)
+          return unsupported (error, cfg, "mlp_layer_types other than dense layers followed by sparse ones");
+      hp->moe_first_dense = k;
+    }
   /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
   gint64 step;
   if (!get_int (cfg, "decoder_sparse_step", 1, &step, error))
@@ -342,7 +412,9 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
                    cfg->path);
       return FALSE;
     }
-  gboolean v3 = strcmp (hp->arch->model_type, "deepseek_v3") == 0;
+  /* youtu (a dense MLP) and axk1 run DeepseekV3Attention */
+  static const char *const v3_attn[] = { "deepseek_v3", "youtu", "axk1", NULL };
+  gboolean v3 = g_strv_contains (v3_attn, hp->arch->model_type);
   double scale = 1.0 / sqrt ((double) (nope + rope));
   if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
     {
@@ -676,6 +748,9 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       else if (q & HN_QUIRK_SLIDING_ALTERNATE)
         for (int i = 0; i < hp->n_layer; i++)
           hp->layer_sliding[i] = (i + 1) % 2; /* gemma2: even layers slide */
+      else if (strcmp (mt, "granite_swa") == 0 || strcmp (mt, "granitemoe_swa") == 0)
+        for (int i = 0; i < hp->n_layer; i++)
+          hp->layer_sliding[i] = i % 4 != 0; /* every fourth layer attends to everything */
       else if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
         for (int i = 0; i < hp->n_layer; i++)
           hp->layer_sliding[i] = cfg->max_window_layers < 0 || i >= cfg->max_window_layers;
@@ -764,6 +839,26 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         hp->layer_rope[i] = json_array_get_int_element (nr, (guint) i) != 0; /* 1 = this layer rotates */
     }
 
+  if (hp->rope && raw && json_object_has_member (raw, "layer_rope_theta") &&
+      JSON_NODE_HOLDS_ARRAY (json_object_get_member (raw, "layer_rope_theta")))
+    {
+      /* granite_swa: a rotary base per layer, 0 = no rotary (NoPE); one base is built */
+      JsonArray *lt = json_object_get_array_member (raw, "layer_rope_theta");
+      if (json_array_get_length (lt) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: layer_rope_theta has %u entries for %d layers",
+                       cfg->path, json_array_get_length (lt), hp->n_layer);
+          return FALSE;
+        }
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          double th = json_array_get_double_element (lt, (guint) i);
+          if (th != 0.0 && th != hp->rope_theta)
+            return unsupported (error, cfg, "layer_rope_theta with a base other than 0 and rope_theta");
+          hp->layer_rope[i] = th != 0.0;
+        }
+    }
+
   /* scalars */
   hp->embed_scale = 1.0f;
   hp->residual_scale = 1.0f;
@@ -787,13 +882,43 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                "modernbert-decoder", "jetmoe", NULL };
+                                                "modernbert-decoder", "jetmoe", "youtu", "cohere2_moe", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
   /* family switches that change the wiring */
   if (strcmp (mt, "gpt_neox") == 0 && cfg->use_parallel_residual == FALSE)
     hp->block = HN_BLOCK_PRE_NORM;
+  if (strcmp (mt, "cohere2_moe") == 0)
+    {
+      /* RMSNorm when rms_norm_eps is set, else cohere's LayerNorm (layer_norm_eps) */
+      JsonNode *rn = raw ? json_object_get_member (raw, "rms_norm_eps") : NULL;
+      double eps;
+      gboolean rms = rn && !JSON_NODE_HOLDS_NULL (rn);
+      if (!get_double (cfg, rms ? "rms_norm_eps" : "layer_norm_eps", 1e-5, &eps, error))
+        return FALSE;
+      hp->layernorm = !rms;
+      hp->norm_eps = (float) eps;
+    }
+  if (strcmp (mt, "afmoe") == 0)
+    {
+      /* AfmoeModel: embeddings * sqrt(hidden) when mup_enabled */
+      gboolean mup;
+      if (!raw_bool (cfg, "mup_enabled", FALSE, &mup, error))
+        return FALSE;
+      if (mup)
+        hp->embed_scale = sqrtf ((float) hp->hidden);
+    }
+  if (strcmp (mt, "hyperclovax") == 0)
+    {
+      /* peri-layer norms (use_post_norm) after each sublayer; logits_scaling multiplies */
+      gboolean post;
+      if (!raw_bool (cfg, "use_post_norm", FALSE, &post, error))
+        return FALSE;
+      hp->block = post ? HN_BLOCK_SANDWICH : HN_BLOCK_PRE_NORM;
+      if (!isnan (cfg->logits_scaling))
+        hp->logits_scale = (float) cfg->logits_scaling;
+    }
   if (strcmp (mt, "stablelm") == 0 && cfg->use_parallel_residual == TRUE)
     hp->block = HN_BLOCK_PARALLEL;
   if (strcmp (mt, "falcon") == 0)
@@ -861,7 +986,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       if (!moe_from_config (hp, cfg, error))
         return FALSE;
     }
-  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0)
+  if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "youtu") == 0 ||
+      strcmp (mt, "axk1") == 0)
     {
       if (!mla_from_config (hp, cfg, error))
         return FALSE;
@@ -878,7 +1004,18 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->v_head_dim = 2 * hp->head_dim;
       hp->attn_scale = (float) (1.0 / sqrt ((double) hp->head_dim)); /* of the query's head_dim, not the values' */
     }
-  hp->attn_sinks = strcmp (mt, "gpt_oss") == 0;
+  if (strcmp (mt, "cohere2_moe") == 0)
+    {
+      /* Cohere2MoeAttention.force_rope: the dense prefix layers rotate when
+       * prefix_dense_sliding_window_pattern is 1 */
+      gint64 pattern;
+      if (!get_int (cfg, "prefix_dense_sliding_window_pattern", 1, &pattern, error))
+        return FALSE;
+      for (int i = 0; hp->rope && pattern == 1 && i < hp->moe_first_dense; i++)
+        hp->layer_rope[i] = 1;
+    }
+  gboolean granite_swa = strcmp (mt, "granite_swa") == 0 || strcmp (mt, "granitemoe_swa") == 0;
+  hp->attn_sinks = strcmp (mt, "gpt_oss") == 0 || granite_swa;
   double clip = NAN;
   GError *ce = NULL;
   if (hn_model_config_get_double (cfg, "clip_qkv", &clip, &ce))
@@ -927,6 +1064,13 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return unsupported (error, cfg, "classifier_activation");
       hp->no_first_attn_norm = TRUE;
       hp->head_transform = TRUE;
+    }
+  if (ns == HN_NAMES_NANOCHAT)
+    {
+      /* NanoChatAttention: weightless RMSNorm of q and k after the rotary */
+      hp->qk_norm_head = TRUE;
+      hp->qk_norm_after_rope = TRUE;
+      hp->rope_reversed = TRUE;
     }
   JsonObject *rp_raw = raw && json_object_has_member (raw, "rope_parameters") &&
                            JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))

@@ -785,6 +785,8 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
           CK (hn_op_mul (cmd, eo, eo, col, error));
         }
       CK (hn_op_add (cmd, out, out, eo, error));
+      if (hp->moe_shared_mean)
+        CK (hn_op_scale (cmd, out, out, 0.5f, 0.0f, error));
     }
   if (lw->moe_bias)
     CK (hn_op_add (cmd, out, out, lw->moe_bias, error));
@@ -912,8 +914,8 @@ record_embed (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *ids,
       CK (hn_op_embedding (cmd, pe, W->pos_embed, pos, error));
       CK (hn_op_add (cmd, x, x, pe, error));
     }
-  if (hp->embed_norm)
-    CK (hn_op_layernorm (cmd, x, x, W->embed_norm_w, W->embed_norm_b, hp->norm_eps, error));
+  if (hp->embed_norm) /* bloom's LayerNorm, nanochat's weightless RMSNorm */
+    CK (norm (m, cmd, x, x, W->embed_norm_w, W->embed_norm_b, error));
   return TRUE;
 }
 
@@ -924,7 +926,7 @@ decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N
 {
   const HnTransformerHParams *hp = &m->hp;
   return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && !hp->moa && hp->block == HN_BLOCK_PRE_NORM &&
-         !hp->layernorm && !hp->sub_norms;
+         !hp->layernorm && !hp->sub_norms && !lw->attn_gate;
 }
 
 static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
@@ -1207,9 +1209,11 @@ pre_norm_mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerW
         min = h16;
     }
   CK (norm (m, cmd, min, x, lw->ln2_w, lw->ln2_b, error));
-  if (!lw->router && (hp->residual_scale == 1.0f || !lw->b_down))
+  if (!lw->router && !lw->post_ffn_w && (hp->residual_scale == 1.0f || !lw->b_down))
     return mlp (m, cmd, a, lw, min, mo, x, N, error);
   CK (mlp (m, cmd, a, lw, min, mo, NULL, N, error));
+  if (lw->post_ffn_w) /* axk1: a norm on the MoE output */
+    CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
   return residual_add (m, cmd, x, mo, error);
 }
 
@@ -1250,6 +1254,17 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
   const HnTransformerHParams *hp = &m->hp;
   if (hp->diff_attn)
     CK (diff_combine (m, cmd, a, lw, att, N, &att, error));
+  if (lw->attn_gate)
+    {
+      /* afmoe: att *= sigmoid(gate_proj(h)), h the attention's normed input (a sandwich block writes
+       * it there); q is free once attention has run */
+      g_assert (hp->block == HN_BLOCK_SANDWICH);
+      HnTensor *g = scratch_2d (a, a->q, N, att->shape[1], error);
+      CK (g);
+      CK (hn_op_matmul (cmd, g, h, lw->attn_gate, NULL, error));
+      CK (hn_op_unary (cmd, g, g, HN_ACT_SIGMOID, error));
+      CK (hn_op_mul (cmd, att, att, g, error));
+    }
   if (decode_fusable (m, cmd, lw, N))
     {
       HnMatvecNorm n2 = { lw->ln2_w, hp->norm_eps, hp->norm_plus_one };

@@ -26,6 +26,10 @@ struct _HnTransformer {
   HnTransformer *next;
 };
 
+/* transformer-config.c: families routing as DeepseekV3TopkRouter (sigmoid scores, a choice bias,
+ * group-limited top-k, shared experts) */
+gboolean hn_transformer_moe_v3_router (const char *model_type);
+
 /* transformer-weights.c */
 gboolean hn_transformer_weights_load (HnTransformer *model, HnSafetensors *st, GError **error);
 /* Bytes of the checkpoint's tensors by layer: layer_bytes [n_layer], the

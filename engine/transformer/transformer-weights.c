@@ -800,18 +800,28 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   const HnTransformerHParams *hp = &L->m->hp;
   const char *mt = hp->arch->model_type;
   gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
-  gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0;
+  /* minimax_m2: mixtral's names, the v3 router's choice bias beside them */
+  gboolean minimax = strcmp (mt, "minimax_m2") == 0;
+  gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0 || minimax;
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
-  gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
+  gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
   gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   gboolean jet = strcmp (mt, "jetmoe") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
+  /* aria_text: experts.fc1 [E, C, 2F] (x @ W: gate columns, then up) and fc2 [E, F, C], as gpt_oss
+   * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
+  gboolean aria = strcmp (mt, "aria_text") == 0;
+  gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
+  /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
+  gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
-                                         granite || dbrx || jet ? "router.layer"
-                                         : oss                  ? "router"
-                                         : hunyuan              ? "gate.wg"
-                                                                : "gate");
+                                         granite_swa                 ? "router"
+                                         : granite || dbrx || jet    ? "router.layer"
+                                         : oss || aria               ? "router"
+                                         : hunyuan                   ? "gate.wg"
+                                         : hy3 || afmoe              ? "router.gate"
+                                                                     : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -822,7 +832,11 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     }
   if (v3_router)
     {
-      g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
+      g_autofree char *cb = g_strdup_printf (minimax                              ? "%sblock_sparse_moe.e_score_correction_bias"
+                                             : hy3 || afmoe                        ? "%smlp.expert_bias"
+                                             : strcmp (mt, "exaone_moe") == 0 ? "%smlp.e_score_correction_bias"
+                                                                                   : "%smlp.gate.e_score_correction_bias",
+                                             pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
@@ -844,6 +858,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       gi[f] = oss ? 2 * f : f;
       ui[f] = oss ? 2 * f + 1 : Fe + f;
     }
+  gboolean tr = oss || aria; /* stored [in, out] */
   for (gint64 r = 0; r < MAX (C, Fe); r++)
     ident[r] = r;
   gboolean ok = TRUE;
@@ -854,23 +869,32 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, bn, C, TRUE, &lw->moe_bias, error))
         return FALSE;
     }
-  if (granite || oss || jet)
+  if (granite || oss || jet || aria)
     {
-      names[0] = oss ? g_strdup_printf ("%smlp.experts.gate_up_proj", pfx)
-                     : g_strdup_printf ("%s%s.input_linear.weight", pfx, blk);
-      names[2] = oss ? g_strdup_printf ("%smlp.experts.down_proj", pfx)
-                     : g_strdup_printf ("%s%s.output_linear.weight", pfx, blk);
+      /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
+      names[0] = g_strdup_printf (oss           ? "%smlp.experts.gate_up_proj"
+                                  : aria        ? "%smlp.experts.fc1.weight"
+                                  : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
+                                  : jet         ? "%smlp.input_linear.weight"
+                                                : "%sblock_sparse_moe.input_linear.weight",
+                                  pfx);
+      names[2] = g_strdup_printf (oss           ? "%smlp.experts.down_proj"
+                                  : aria        ? "%smlp.experts.fc2.weight"
+                                  : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
+                                  : jet         ? "%smlp.output_linear.weight"
+                                                : "%sblock_sparse_moe.output_linear.weight",
+                                  pfx);
       names[1] = g_strdup (names[0]);
-      const HnSafetensorInfo *gu = oss ? take_stacked (L, names[0], E, C, 2 * Fe, error)
-                                       : take_stacked (L, names[0], E, 2 * Fe, C, error);
+      const HnSafetensorInfo *gu = tr ? take_stacked (L, names[0], E, C, 2 * Fe, error)
+                                      : take_stacked (L, names[0], E, 2 * Fe, C, error);
       const HnSafetensorInfo *d = !gu ? NULL
-                                  : oss ? take_stacked (L, names[2], E, Fe, C, error)
-                                        : take_stacked (L, names[2], E, C, Fe, error);
+                                  : tr ? take_stacked (L, names[2], E, Fe, C, error)
+                                       : take_stacked (L, names[2], E, C, Fe, error);
       ok = d != NULL;
       for (gint64 e = 0; ok && e < E; e++)
-        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, oss, 2 * Fe, error) &&
-             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, oss, 2 * Fe, error) &&
-             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, oss, C, error);
+        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, tr, 2 * Fe, error) &&
+             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, tr, 2 * Fe, error) &&
+             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, tr, C, error);
       ok = ok && (!oss || take_oss_biases (L, pfx, lw, gi, ui, error));
     }
   else if (dbrx)
@@ -955,7 +979,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      const char *sh = deepseek || ernie ? "mlp.shared_experts" : hunyuan ? "mlp.shared_mlp" : "mlp.shared_expert";
+      gboolean cohere = strcmp (mt, "cohere2_moe") == 0;
+      const char *sh = hy3 || hunyuan ? "mlp.shared_mlp"
+                       : deepseek || ernie || aria || cohere ? "mlp.shared_experts"
+                                                             : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -965,7 +992,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
       /* only qwen2_moe gates its shared expert */
-      if (!deepseek && !ernie && !hunyuan && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      if (!deepseek && !ernie && !hunyuan && !aria && !cohere && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
@@ -1186,6 +1213,9 @@ static const Names scheme_names[] = {
     .ln1 = "attn_norm", .ln2 = "mlp_norm",
     .q = "attn.q_proj", .k = "attn.k_proj", .v = "attn.v_proj", .o = "attn.Wo",
     .gate_up = "mlp.Wi", .down = "mlp.Wo", .final_norm = "model.final_norm", .lm_head = "decoder" },
+  [HN_NAMES_NANOCHAT] = { .llama_overlay = TRUE, /* every norm (q/k too) is a weightless RMSNorm */
+    .ln1 = NONE, .ln2 = NONE, .q_norm = NONE, .k_norm = NONE, .final_norm = NONE,
+    .gate = NONE, .up = "mlp.fc1", .down = "mlp.fc2" },
   [HN_NAMES_XGLM] = {
     .embed = "model.embed_tokens", .layer = "model.layers.",
     .ln1 = "self_attn_layer_norm", .ln2 = "final_layer_norm",
@@ -1379,6 +1409,19 @@ names_for (const HnTransformerHParams *hp, Names *N)
     }
   else
     *N = *row;
+  if (strcmp (hp->arch->model_type, "afmoe") == 0)
+    {
+      /* AfmoeDecoderLayer: post_attention_layernorm on the attention output, pre/post_mlp_layernorm */
+      N->ln2 = "pre_mlp_layernorm";
+      N->post_ffn = "post_mlp_layernorm";
+    }
+  if (strcmp (hp->arch->model_type, "hyperclovax") == 0 && hp->block == HN_BLOCK_SANDWICH)
+    {
+      /* HyperCLOVAXDecoderLayer: post_norm1 / post_norm2 after the sublayers, llama's pre-norms */
+      N->post_attn = "post_norm1";
+      N->ln2 = "post_attention_layernorm";
+      N->post_ffn = "post_norm2";
+    }
   if (ns == HN_NAMES_FALCON)
     {
       if (hp->block == HN_BLOCK_PARALLEL_2NORM)
@@ -1812,6 +1855,9 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
           if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
             return FALSE;
+          g_autofree char *agn = g_strdup_printf ("%sself_attn.gate_proj.weight", pfx);
+          if (strcmp (hp->arch->model_type, "afmoe") == 0 && !take_matrix (&L, agn, qd, C, TRUE, &lw->attn_gate, error))
+            return FALSE;
           g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
           if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
             return FALSE;
@@ -1827,6 +1873,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         continue; /* a hybrid's mixer-only layer */
       if (hn_transformer_layer_is_moe (hp, i))
         {
+          /* axk1: post_mlp_layernorm on the MoE block's output (dense layers have none) */
+          if (strcmp (hp->arch->model_type, "axk1") == 0 &&
+              !take_norm (&L, pfx, "post_mlp_layernorm", C, TRUE, &lw->post_ffn_w, NULL, error))
+            return FALSE;
           if (!take_moe (&L, &N, pfx, lw, error))
             return FALSE;
           continue;
@@ -1916,6 +1966,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
                                      hp->rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL : &hp->rope_scaling, 0, inv,
                                      &W->rope_attn_scale, error))
         return FALSE;
+      for (int i = 0; hp->rope_reversed && i < half; i++)
+        inv[i] = -inv[i];
       if (!(W->inv_freq = vector_from_f32 (&L, "rope.inv_freq", inv, half, error)))
         return FALSE;
       if (hp->local_rope)

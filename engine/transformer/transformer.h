@@ -72,6 +72,7 @@ typedef struct {
   gboolean qk_norm_head, qk_norm_full;
   gboolean qk_norm_after_rope; /* hunyuan: q/k norms on the rotated heads */
   gboolean sub_norms;    /* bitnet: RMSNorm before o_proj (attn_sub_norm) and before down_proj (ffn_sub_norm) */
+  gboolean rope_reversed; /* nanochat: rotate_half is (x2, -x1), a rotation by -pos·freq */
   float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
   /* scalars */
   float embed_scale;     /* 1 unless gemma (sqrt(hidden)) or granite (embedding_multiplier) */
@@ -97,6 +98,7 @@ typedef struct {
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
+  gboolean moe_shared_mean;      /* cohere2_moe "average": (routed + shared) / 2 */
   /* multi-head latent attention (deepseek): head_dim = qk_nope_dim + qk_rope_dim (rope dims first
    * on the device: q rows are reordered per head at load), v_head_dim for values */
   gboolean mla;
@@ -265,6 +267,7 @@ typedef struct {
   HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
+  HnTensor *attn_gate;           /* afmoe: self_attn.gate_proj [H * D, C]; attention out *= sigmoid(gate(h)) */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
   float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
   HnTensor *moa_router;          /* jetmoe attention experts: router [E, C] */
