@@ -225,6 +225,8 @@ static const HnArchInfo archs[] = {
     S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM, "gelu", S2S, "plbart" },
   { "mvp", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
     "gelu", S2S, "mvp" },
+  { "switch_transformers", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE | HN_QUIRK_MOE, "relu",
+    S2S, "switch_transformers" },
 };
 
 /* Every other model_type of transformers 5.17's causal-LM, masked-LM and seq2seq-LM mappings
@@ -347,7 +349,6 @@ static const HnArchRefusal refusals[] = {
   { "seamless_m4t_v2", R_NOTEXT },
   { "solar_open", R_UNMAPPED },
   { "squeezebert", "grouped 1-D convolution layers are not built yet" },
-  { "switch_transformers", "T5 layers with capacity-limited switch (top-1) experts are not built yet" },
   { "t5gemma", "Gemma-2-style encoder-decoder layers (T5Gemma) are not built yet" },
   { "t5gemma2", "Gemma-3-style encoder-decoder layers (T5Gemma 2) are not built yet" },
   { "tapas", "table-structure token-type embeddings are not built yet" },
