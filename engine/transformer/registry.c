@@ -225,6 +225,8 @@ static const HnArchInfo archs[] = {
     S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM, "gelu", S2S, "plbart" },
   { "mvp", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
     "gelu", S2S, "mvp" },
+  { "led", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
+    "gelu", S2S, "led" },
   { "switch_transformers", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE | HN_QUIRK_MOE, "relu",
     S2S, "switch_transformers" },
 };
@@ -297,7 +299,6 @@ static const HnArchRefusal refusals[] = {
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
   { "laguna", R_UNMAPPED },
   { "layoutlm", "2-D layout (bounding-box) position embeddings are not built yet" },
-  { "led", "Longformer encoder attention (local window + global tokens) is not built yet" },
   { "lfm2", "LFM2 short causal convolutions with a carried state are not built yet" },
   { "lfm2_moe", "LFM2 short causal convolutions with a carried state are not built yet" },
   { "llama4", "Llama 4's chunked attention, NoPE layers and MoE are not built yet" },
