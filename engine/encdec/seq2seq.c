@@ -820,7 +820,8 @@ session_encode (S2SSession *s, const int32_t *src, int n, GError **error)
     }
   /* the stream: R rows (pegasus_x's globals, then the S tokens) attending over K keys */
   gint64 S = n, C = m->C, H = m->enc.H, D = m->D, HD = H * D;
-  gint64 R = hn_s2s_enc_rows (m, n), K = hn_s2s_enc_keys (m, n), G0 = R - S, GK = K - S;
+  gint64 R = hn_s2s_enc_rows (m, n), K = hn_s2s_enc_keys (m, n), G0 = R - S;
+  gint64 GK = m->enc_attn == S2S_ENC_TGLOBAL ? K - S : 0; /* longt5 aggregate keys after the tokens */
   g_autoptr (GPtrArray) keep = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   Work w;
   CK (work_new (m, keep, &w, MAX (R, K), K, m->enc.F, error));

@@ -228,6 +228,8 @@ static const HnArchInfo archs[] = {
   { "longt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S, "longt5" },
   { "led", NULL, "bart", HN_BLOCK_SEQ2SEQ_POST_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_LEARNED_POS | HN_QUIRK_EMBED_NORM,
     "gelu", S2S, "led" },
+  { "pegasus_x", NULL, "bart", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_BART, S2S_Q | HN_QUIRK_SINUSOIDAL_POS, "gelu", S2S,
+    "pegasus_x" },
   { "switch_transformers", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE | HN_QUIRK_MOE, "relu",
     S2S, "switch_transformers" },
 };
@@ -329,7 +331,6 @@ static const HnArchRefusal refusals[] = {
   { "nomic_bert", "its fused-qkv rotary SwiGLU encoder is not built yet (fixture in tests/fixtures/parity)" },
   { "nystromformer", "Nystrom-approximated attention is not built yet" },
   { "olmo_hybrid", "linear-attention / gated delta-rule layers are not built yet (hybrid recurrent layers)" },
-  { "pegasus_x", "global tokens and staggered block-local encoder attention are not built yet" },
   { "perceiver", R_NOTEXT " (Perceiver IO latent cross-attention)" },
   { "phi4_multimodal", R_NOTEXT },
   { "prophetnet", "n-gram predicting streams with relative buckets are not built yet" },
