@@ -167,6 +167,15 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   /* glm4_moe and dots1 route as deepseek_v3 (DeepseekV3TopkRouter) with its shared experts */
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
+  gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  if (hunyuan && raw)
+    for (int j = 0; j < 2; j++)
+      {
+        JsonNode *n = json_object_get_member (raw, j ? "moe_topk" : "num_experts");
+        if (n && JSON_NODE_HOLDS_ARRAY (n))
+          return unsupported (error, cfg, "per-layer num_experts / moe_topk lists");
+      }
   if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
       cfg->num_experts_per_tok > 32)
     {
@@ -262,12 +271,50 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           hp->moe_topk_group = (int) topk_group;
         }
     }
+  hp->moe_last_layer = hp->n_layer - 1;
+  hp->moe_layer_interval = 1;
+  if (strcmp (mt, "ernie4_5_moe") == 0)
+    {
+      /* Ernie4_5_MoeSparseMoeBlock: softmax probabilities, the k best of probability + moe_statics
+       * bias, the chosen (unbiased) probabilities over their sum clamped to moe_norm_min, plus the
+       * shared experts (moe_num_shared_experts · moe_intermediate_size) unweighted. Layers
+       * start..end with (i + 1) % interval == 0 are MoE, the others keep the intermediate_size MLP
+       * (the config class already turned an end of -1 into the last layer). */
+      gint64 n_shared, start, end, interval;
+      double norm_min;
+      if (!get_int (cfg, "moe_num_shared_experts", 2, &n_shared, error) ||
+          !get_int (cfg, "moe_layer_start_index", 1, &start, error) ||
+          !get_int (cfg, "moe_layer_end_index", hp->n_layer - 1, &end, error) ||
+          !get_int (cfg, "moe_layer_interval", 1, &interval, error) ||
+          !get_double (cfg, "moe_norm_min", 1e-12, &norm_min, error))
+        return FALSE;
+      if (interval < 1 || n_shared < 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                       "%s: moe_layer_interval must be positive and moe_num_shared_experts not negative", cfg->path);
+          return FALSE;
+        }
+      hp->moe_norm_topk = TRUE;
+      hp->moe_norm_min = (float) norm_min;
+      hp->shared_ffn = (int) (n_shared * hp->moe_ffn);
+      hp->moe_first_dense = (int) CLAMP (start, 0, hp->n_layer);
+      hp->moe_last_layer = (int) CLAMP (end, -1, hp->n_layer - 1);
+      hp->moe_layer_interval = (int) MIN (interval, hp->n_layer + 1);
+    }
+  if (hunyuan)
+    {
+      /* HunYuanMoEV1Moe: softmax, top-k, renormalised; its experts and the shared_mlp (always there,
+       * unweighted) are MLPs of intermediate_size: moe_intermediate_size, num_shared_expert and
+       * moe_drop_tokens are not read by the modeling file */
+      hp->moe_norm_topk = TRUE;
+      hp->moe_ffn = hp->ffn;
+      hp->shared_ffn = hp->ffn;
+    }
   /* qwen2/3_moe can keep dense MLPs on some layers; only the all-sparse layout is run */
   gint64 step;
   if (!get_int (cfg, "decoder_sparse_step", 1, &step, error))
     return FALSE;
-  JsonObject *moe_raw = hn_model_config_get_raw (cfg);
-  JsonNode *mol = moe_raw ? json_object_get_member (moe_raw, "mlp_only_layers") : NULL;
+  JsonNode *mol = raw ? json_object_get_member (raw, "mlp_only_layers") : NULL;
   gboolean dense_layers = mol && JSON_NODE_HOLDS_ARRAY (mol) && json_array_get_length (json_node_get_array (mol)) > 0;
   if (step != 1 || dense_layers)
     return unsupported (error, cfg, "decoder_sparse_step other than 1 or mlp_only_layers (mixed dense/MoE layers)");
@@ -455,12 +502,21 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
 
   /* sliding windows: layer_types when given, else the family's rule */
   hp->layer_sliding = g_new0 (guint8, hp->n_layer);
-  gboolean sw_on = cfg->sliding_window > 0;
+  gint64 window = cfg->sliding_window;
+  if (strcmp (mt, "modernbert-decoder") == 0 && window <= 0)
+    {
+      /* ModernBertDecoderConfig: sliding_window = local_attention // 2 */
+      gint64 local;
+      if (!get_int (cfg, "local_attention", 128, &local, error))
+        return FALSE;
+      window = local > 0 ? local / 2 : -1;
+    }
+  gboolean sw_on = window > 0;
   if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
     sw_on = sw_on && cfg->use_sliding_window == TRUE;
   if (sw_on)
     {
-      hp->sliding_window = (int) cfg->sliding_window;
+      hp->sliding_window = (int) window;
       if (cfg->layer_types)
         {
           int n = (int) g_strv_length (cfg->layer_types);
@@ -595,7 +651,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                NULL };
+                                                "modernbert-decoder", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -675,6 +731,17 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  if (a->names == HN_NAMES_DIFFLLAMA)
+    {
+      /* DiffLlamaAttention pairs head h with head h + H/2; the value layout above needs whole KV heads
+       * on each side of that split */
+      if (hp->n_head % 2 || (hp->n_kv_head > 1 && hp->n_kv_head % 2) || 2 * hp->head_dim > 256)
+        return unsupported (error, cfg, "differential attention with an odd head count, an odd KV head count "
+                                        "above 1, or head_dim above 128");
+      hp->diff_attn = TRUE;
+      hp->v_head_dim = 2 * hp->head_dim;
+      hp->attn_scale = (float) (1.0 / sqrt ((double) hp->head_dim)); /* of the query's head_dim, not the values' */
+    }
   hp->attn_sinks = strcmp (mt, "gpt_oss") == 0;
   double clip = NAN;
   GError *ce = NULL;
@@ -707,6 +774,18 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
     }
   hp->sub_norms = ns == HN_NAMES_BITNET;
+  if (ns == HN_NAMES_MODERNBERT_DECODER)
+    {
+      /* ModernBertDecoderLayer 0 has no attn_norm; ModernBertDecoderPredictionHead runs
+       * norm(act(dense(x))) between the final norm and the (tied) decoder */
+      if (!cfg->layer_types)
+        return unsupported (error, cfg, "a config without layer_types (the global/local layer pattern)");
+      const char *ca = hn_model_config_get_string (cfg, "classifier_activation");
+      if (!hn_activation_from_string (ca ? ca : "gelu", &hp->head_act))
+        return unsupported (error, cfg, "classifier_activation");
+      hp->no_first_attn_norm = TRUE;
+      hp->head_transform = TRUE;
+    }
   JsonObject *rp_raw = raw && json_object_has_member (raw, "rope_parameters") &&
                            JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))
                          ? json_object_get_object_member (raw, "rope_parameters")

@@ -325,6 +325,8 @@ struct ActsPriv {
    * output [N, C] and the gate's activation [N, Fu], written f16 by rmsnorm and glu so that no
    * f16 copy runs before the projections (f16_input) */
   HnTensor *h16, *act16;
+  HnTensor *head_tmp; /* [max_logit_rows, C]: the head transform's dense output (hp.head_transform) */
+  HnTensor *diff;     /* [2, N, H/2 * Dv]: the two head halves of a differential attention output (hp.diff_attn) */
 };
 
 static HnTensor *
@@ -347,6 +349,7 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   g_autoptr (GPtrArray) keep = g_ptr_array_new ();
   gint64 N = max_tokens, C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim;
   gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 vd = (gint64) hp->n_kv_head * hp->v_head_dim, ad = (gint64) hp->n_head * hp->v_head_dim;
   const HnLayerWeights *l0 = m->w.layers ? &m->w.layers[m->layer0] : NULL; /* this stage's first layer */
   gint64 F = hp->ffn * ((l0 && l0->w_gate && !l0->w_up) ? 2 : 1);
   gint64 Fu = MAX (hp->ffn, MAX (hp->moe_ffn, hp->shared_ffn)); /* MoE experts reuse gate/up/act */
@@ -358,8 +361,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
       !(a->h = act_new (m, keep, "acts.h", HN_DTYPE_F32, N, C, error)) ||
       !(a->q = act_new (m, keep, "acts.q", HN_DTYPE_F32, N, qd, error)) ||
       !(a->k = act_new (m, keep, "acts.k", HN_DTYPE_F32, N, kvd, error)) ||
-      !(a->v = act_new (m, keep, "acts.v", HN_DTYPE_F32, N, kvd, error)) ||
-      !(a->att = act_new (m, keep, "acts.att", HN_DTYPE_F32, N, qd, error)) ||
+      !(a->v = act_new (m, keep, "acts.v", HN_DTYPE_F32, N, MAX (kvd, vd), error)) ||
+      !(a->att = act_new (m, keep, "acts.att", HN_DTYPE_F32, N, MAX (qd, ad), error)) ||
       !(a->o = act_new (m, keep, "acts.o", HN_DTYPE_F32, N, C, error)) ||
       !(a->h2 = act_new (m, keep, "acts.h2", HN_DTYPE_F32, N, C, error)) ||
       !(a->gate = act_new (m, keep, "acts.gate", HN_DTYPE_F32, N, F, error)) ||
@@ -390,12 +393,17 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
                                 hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
     goto fail;
+  if (hp->diff_attn && !(p->diff = act_new (m, keep, "acts.diff", HN_DTYPE_F32, 2 * N, ad / 2, error)))
+    goto fail;
+  if (hp->head_transform && !(p->head_tmp = act_new (m, keep, "acts.head_tmp", HN_DTYPE_F32, max_logit_rows, C, error)))
+    goto fail;
   if (hn_vk_context_has_coopmat2 (m->ctx, NULL) && g_getenv ("HN_NO_F16_ACTS") == NULL && max_tokens > 8 &&
       (!(p->h16 = act_new (m, keep, "acts.h16", HN_DTYPE_F16, N, C, error)) ||
        !(p->act16 = act_new (m, keep, "acts.act16", HN_DTYPE_F16, N, Fu, error))))
     goto fail;
   /* split-K partials for decode steps of up to max_logit_rows rows, at any context length */
-  gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, hp->head_dim, G_MAXINT32);
+  gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, MAX (hp->head_dim, hp->v_head_dim),
+                                              G_MAXINT32);
   if (scratch > 0 && !(a->att_scratch = act_new (m, keep, "acts.att_scratch", HN_DTYPE_F32, scratch, 0, error)))
     goto fail;
   if (!(a->pick_scratch = act_new (m, keep, "acts.pick_scratch", HN_DTYPE_F32, 2048, 0, error)))
@@ -429,7 +437,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
-                       &p->act16 };
+                       &p->act16, &p->head_tmp, &p->diff };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -732,7 +740,7 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
   CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
   HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
-                          lw->route_bias };
+                          lw->route_bias, hp->moe_norm_min };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   gboolean stacked = lw->expert_stack[0] && lw->expert_stack[1] && lw->expert_stack[2];
   if (stacked && !hn_moe_dense_forced ())
@@ -911,7 +919,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       if (h16)
         ain = h16;
     }
-  if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN)
+  if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN || (hp->no_first_attn_norm && il == 0))
     ain = x;
   else if (!fuse)
     CK (norm (m, cmd, ain, x, lw->ln1_w, lw->ln1_b, error));
@@ -1078,12 +1086,39 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
   return hn_op_attention_paged (cmd, att4, q4, kv->k, kv->v, &pp, error);
 }
 
+/* Differential attention's head pairs (hp.diff_attn): att [N, H, 2D] -> *out [N, H/2, 2D] (in the
+ * query buffer, free once attention ran) = (1 - lambda_init) · rmsnorm(att[h] - lambda · att[h + H/2]). */
+static gboolean
+diff_combine (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *att,
+              gint64 N, HnTensor **out, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  gint64 Hh = hp->n_head / 2, Dv = hp->v_head_dim;
+  HnTensor *d = rows_of (a, ((struct ActsPriv *) a)->diff, 0, 2 * N, error);
+  HnTensor *att3 = shaped (a, att, 3, (gint64[]) { N, 2, Hh * Dv }, error);
+  HnTensor *d3 = d ? shaped (a, d, 3, (gint64[]) { 2, N, Hh * Dv }, error) : NULL;
+  HnTensor *a1 = d ? rows_of (a, d, 0, N, error) : NULL, *a2 = d ? rows_of (a, d, N, N, error) : NULL;
+  HnTensor *q = rows_of (a, a->q, 0, N, error);
+  HnTensor *r = q ? shaped (a, q, 2, (gint64[]) { N, Hh * Dv }, error) : NULL;
+  HnTensor *r2 = q ? shaped (a, q, 2, (gint64[]) { N * Hh, Dv }, error) : NULL;
+  CK (att3 && d3 && a1 && a2 && r && r2);
+  CK (hn_op_permute (cmd, d3, att3, (const int[]) { 1, 0, 2 }, error));
+  CK (hn_op_scale (cmd, a2, a2, -lw->diff_lambda, 0.0f, error));
+  CK (hn_op_add (cmd, r, a1, a2, error));
+  CK (hn_op_rmsnorm (cmd, r2, r2, NULL, hp->norm_eps, HN_NORM_DEFAULT, error));
+  CK (hn_op_scale (cmd, r, r, 1.0f - lw->diff_lambda_init, 0.0f, error));
+  *out = r;
+  return TRUE;
+}
+
 /* o_proj, then the block's residual and MLP wiring. */
 static gboolean
 layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x, HnTensor *h,
             HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
+  if (hp->diff_attn)
+    CK (diff_combine (m, cmd, a, lw, att, N, &att, error));
   if (decode_fusable (m, cmd, lw, N))
     {
       HnMatvecNorm n2 = { lw->ln2_w, hp->norm_eps, hp->norm_plus_one };
@@ -1201,7 +1236,7 @@ record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n
   HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
   HnTensor *lg = rows_of (a, a->logits, 0, n, error);
   CK (x && last && lg);
-  if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b &&
+  if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b && !hp->head_transform &&
       !hn_dtype_is_quant (W->lm_head->dtype) && hn_op_matvec_available (cmd, n))
     {
       HnMatvecNorm fn = { W->final_norm_w, hp->norm_eps, hp->norm_plus_one };
@@ -1213,6 +1248,15 @@ record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n
         CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
       else
         CK (hn_op_copy (cmd, last, x, error)); /* openai-gpt: no final norm */
+      if (hp->head_transform)
+        {
+          /* modernbert-decoder: last = norm(act(dense(last))) */
+          HnTensor *t = rows_of (a, ((struct ActsPriv *) a)->head_tmp, 0, n, error);
+          CK (t);
+          CK (hn_op_matmul (cmd, t, last, W->head_dense_w, W->head_dense_b, error));
+          CK (hn_op_unary (cmd, t, t, hp->head_act, error));
+          CK (norm (m, cmd, last, t, W->head_norm_w, W->head_norm_b, error));
+        }
       CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
     }
   if (hp->logits_scale != 1.0f)

@@ -77,6 +77,12 @@ find (Loader *L, const char *name)
         }
       if (!t)
         t = hn_safetensors_lookup (L->st, v4);
+      if (!t && g_str_has_prefix (name, "model."))
+        {
+          /* idefics2 names its text model text_model */
+          g_autofree char *tm = g_strconcat ("model.text_model.", name + 6, NULL);
+          t = hn_safetensors_lookup (L->st, tm);
+        }
     }
   return t;
 }
@@ -88,7 +94,8 @@ static gboolean
 is_other_tower (const HnModelConfig *c, const char *name)
 {
   return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
-         !g_str_has_prefix (name, "language_model.") && !g_str_has_prefix (name, "lm_head.");
+         !g_str_has_prefix (name, "model.text_model.") && !g_str_has_prefix (name, "language_model.") &&
+         !g_str_has_prefix (name, "lm_head.");
 }
 
 static gboolean
@@ -358,9 +365,10 @@ take_conv1d (Loader *L, const char *name, gint64 in, gint64 out_dim, HnTensor **
   return *out != NULL;
 }
 
-/* A vector [n] converted to f32 (norm weights, biases). */
+/* A vector [n] (ndim 1) or a one-row matrix [1, n] (ndim 2) converted to an f32 vector [n]
+ * (norm weights, biases). */
 static gboolean
-take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+take_vector_of (Loader *L, const char *name, int ndim, gint64 n, gboolean required, HnTensor **out, GError **error)
 {
   *out = NULL;
   const HnSafetensorInfo *t = find (L, name);
@@ -371,7 +379,7 @@ take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor 
       return !required;
     }
   g_hash_table_add (L->used, (gpointer) t->name);
-  if (!check_shape (t, 1, (gint64[]) { n }, error))
+  if (!check_shape (t, ndim, ndim == 1 ? (gint64[]) { n } : (gint64[]) { 1, n }, error))
     return FALSE;
   g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
   if (!f)
@@ -379,6 +387,12 @@ take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor 
   *out = upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f, sizeof (float) * (gsize) n, error);
   note_origin (L, *out, t, FALSE, 0, NULL);
   return *out != NULL;
+}
+
+static gboolean
+take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+{
+  return take_vector_of (L, name, 1, n, required, out, error);
 }
 
 /* f32 vector from host floats (split fused biases). */
@@ -790,9 +804,13 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
+  gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
-  g_autofree char *rn =
-    g_strdup_printf ("%s%s.%s.weight", pfx, blk, granite || dbrx ? "router.layer" : oss ? "router" : "gate");
+  g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
+                                         granite || dbrx ? "router.layer"
+                                         : oss           ? "router"
+                                         : hunyuan       ? "gate.wg"
+                                                         : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -805,6 +823,13 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
+        return FALSE;
+    }
+  if (ernie)
+    {
+      /* Ernie4_5_MoeStatics: e_score_correction_bias [1, E] (one expert group) */
+      g_autofree char *cb = g_strdup_printf ("%smlp.moe_statics.e_score_correction_bias", pfx);
+      if (!take_vector_of (L, cb, 2, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
 
@@ -921,7 +946,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      const char *sh = deepseek ? "mlp.shared_experts" : "mlp.shared_expert";
+      const char *sh = deepseek || ernie ? "mlp.shared_experts" : hunyuan ? "mlp.shared_mlp" : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -930,7 +955,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
           !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
-      if (!deepseek && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      /* only qwen2_moe gates its shared expert */
+      if (!deepseek && !ernie && !hunyuan && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
@@ -1028,6 +1054,12 @@ static const Names scheme_names[] = {
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
+  [HN_NAMES_DIFFLLAMA] = { .llama_overlay = TRUE }, /* values and lambdas: take_diff_attn */
+  [HN_NAMES_MODERNBERT_DECODER] = { .llama_overlay = TRUE, /* the head's dense and norm: take_head */
+    .embed = "model.embeddings.tok_embeddings", .embed_norm = "model.embeddings.norm",
+    .ln1 = "attn_norm", .ln2 = "mlp_norm",
+    .q = "attn.q_proj", .k = "attn.k_proj", .v = "attn.v_proj", .o = "attn.Wo",
+    .gate_up = "mlp.Wi", .down = "mlp.Wo", .final_norm = "model.final_norm", .lm_head = "decoder" },
   [HN_NAMES_XGLM] = {
     .embed = "model.embed_tokens", .layer = "model.layers.",
     .ln1 = "self_attn_layer_norm", .ln2 = "final_layer_norm",
@@ -1300,6 +1332,10 @@ take_head (Loader *L, const Names *N, gint64 C, gint64 V, gboolean params, const
     }
   else if (!take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error))
     return FALSE;
+  if (L->m->hp.head_transform &&
+      (!take_linear (L, N, "", "lm_head.dense", C, C, &W->head_dense_w, &W->head_dense_b, error) ||
+       !take_norm (L, "", "lm_head.norm", C, TRUE, &W->head_norm_w, &W->head_norm_b, error)))
+    return FALSE;
   return take_vector (L, lmb, V, FALSE, &W->lm_head_b, error);
 }
 
@@ -1385,6 +1421,83 @@ take_xielu (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
   lw->xielu[1] = (float) (beta + softplus (an));
   lw->xielu[2] = beta;
   return TRUE;
+}
+
+/* DiffLlama: v_proj with each KV head j's rows holding the values of KV heads a = j mod KVH/2 and
+ * a + KVH/2 (one head when KVH is 1) side by side (hp.diff_attn), and the layer's lambda from
+ * lambda_q1/k1/q2/k2 with lambda_init = 0.8 - 0.6 exp(-0.3 layer). */
+static gboolean
+take_diff_attn (Loader *L, const Names *N, const char *pfx, int layer, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, KVH = hp->n_kv_head, D = hp->head_dim, half = KVH > 1 ? KVH / 2 : 0;
+  g_autofree gint64 *rows = g_new (gint64, KVH * 2 * D);
+  for (gint64 j = 0; j < KVH; j++)
+    for (gint64 s = 0; s < 2; s++)
+      for (gint64 d = 0; d < D; d++)
+        rows[(j * 2 + s) * D + d] = ((half ? j % half : 0) + s * half) * D + d;
+  g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, N->v);
+  g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, N->v);
+  const HnSafetensorInfo *w = find (L, wn), *b = find (L, bn);
+  if (!w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, wn);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) w->name);
+  if (!check_shape (w, 2, (gint64[]) { KVH * D, C }, error))
+    return FALSE;
+  L->linear = TRUE;
+  lw->wv = gather_rows (L, w, wn, rows, KVH * 2 * D, C, error);
+  L->linear = FALSE;
+  if (!lw->wv)
+    return FALSE;
+  if (b)
+    {
+      g_hash_table_add (L->used, (gpointer) b->name);
+      if (!check_shape (b, 1, (gint64[]) { KVH * D }, error))
+        return FALSE;
+      g_autofree float *f = hn_safetensor_info_dup_f32 (b, error);
+      if (!f)
+        return FALSE;
+      g_autofree float *bv = g_new (float, KVH * 2 * D);
+      for (gint64 r = 0; r < KVH * 2 * D; r++)
+        bv[r] = f[rows[r]];
+      if (!(lw->bv = vector_from_f32 (L, bn, bv, KVH * 2 * D, error)))
+        return FALSE;
+      note_origin (L, lw->bv, b, FALSE, 0, rows);
+    }
+  static const char *const parts[4] = { "lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2" };
+  float *lam[4] = { NULL, NULL, NULL, NULL };
+  gboolean ok = TRUE;
+  for (int i = 0; ok && i < 4; i++)
+    {
+      g_autofree char *ln = g_strdup_printf ("%sself_attn.%s", pfx, parts[i]);
+      const HnSafetensorInfo *t = find (L, ln);
+      if (!t)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ln);
+          ok = FALSE;
+          break;
+        }
+      g_hash_table_add (L->used, (gpointer) t->name);
+      ok = check_shape (t, 1, (gint64[]) { D }, error) && (lam[i] = hn_safetensor_info_dup_f32 (t, error)) != NULL;
+    }
+  if (ok)
+    {
+      /* transformers sums the products in float32 and takes exp in float32 */
+      float s1 = 0.0f, s2 = 0.0f;
+      for (gint64 d = 0; d < D; d++)
+        {
+          s1 += lam[0][d] * lam[1][d];
+          s2 += lam[2][d] * lam[3][d];
+        }
+      lw->diff_lambda_init = (float) (0.8 - 0.6 * exp (-0.3 * layer));
+      lw->diff_lambda = expf (s1) - expf (s2) + lw->diff_lambda_init;
+    }
+  for (int i = 0; i < 4; i++)
+    g_free (lam[i]);
+  return ok;
 }
 
 gboolean
@@ -1473,7 +1586,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           skip_prefix (&L, pfx); /* another stage's layer */
           continue;
         }
-      if (!take_norm (&L, pfx, N.ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
+      const char *ln1 = hp->no_first_attn_norm && i == 0 ? NULL : N.ln1; /* modernbert-decoder: Identity */
+      if (!take_norm (&L, pfx, ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
           !take_norm (&L, pfx, N.ln2, C, params, &lw->ln2_w, &lw->ln2_b, error) ||
           !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
@@ -1490,9 +1604,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         }
       else if (!take_linear (&L, &N, pfx, N.q, qd, C, &lw->wq, &lw->bq, error) ||
                !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
-               !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error))
+               (hp->diff_attn ? !take_diff_attn (&L, &N, pfx, i, lw, error)
+                              : !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error)))
         return FALSE;
-      if (!take_linear (&L, &N, pfx, N.o, C, (gint64) hp->n_head * hp->v_head_dim, &lw->wo, &lw->bo, error))
+      /* diffllama: o_proj reads the H/2 combined head pairs of 2 * head_dim */
+      gint64 o_in = hp->diff_attn ? qd : (gint64) hp->n_head * hp->v_head_dim;
+      if (!take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
         return FALSE;
       g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
       /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
@@ -1508,7 +1625,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
               !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
             return FALSE;
         }
-      if (hp->n_experts > 0 && i >= hp->moe_first_dense)
+      if (hn_transformer_layer_is_moe (hp, i))
         {
           if (!take_moe (&L, &N, pfx, lw, error))
             return FALSE;
@@ -1560,6 +1677,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     {
       skip_module (&L, N.final_norm);
       skip_module (&L, N.lm_head);
+      skip_module (&L, hp->head_transform ? "lm_head" : NULL);
     }
   else if (!take_head (&L, &N, C, V, params, lmw, lmb, error))
     return FALSE;

@@ -70,6 +70,9 @@ typedef struct {
   float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
   gboolean tie_embeddings;
   gboolean embed_norm;   /* bloom word_embeddings_layernorm */
+  gboolean no_first_attn_norm; /* modernbert-decoder: layer 0's attention reads the embeddings as they are */
+  gboolean head_transform;     /* modernbert-decoder: norm(act(dense(x))) between the final norm and the head */
+  HnActivation head_act;
   /* routed mixture of experts (HN_QUIRK_MOE): router -> hn_op_moe_route -> weighted experts */
   int n_experts, n_experts_used; /* 0 = dense MLP */
   int moe_ffn;                   /* expert intermediate size */
@@ -80,6 +83,8 @@ typedef struct {
   int moe_n_group, moe_topk_group; /* deepseek grouped choice (0 = none) */
   float moe_jitter_eps;          /* phimoe sparsemixer router_jitter_noise */
   int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
+  int moe_last_layer, moe_layer_interval; /* ernie4_5_moe: MoE on layers first..last where (i + 1) % interval == 0 */
+  float moe_norm_min;            /* ernie4_5_moe: the renormalising sum is clamped to at least this */
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
@@ -88,12 +93,25 @@ typedef struct {
   gboolean mla;
   int q_lora_rank, kv_lora_rank, qk_nope_dim, v_head_dim; /* v_head_dim == head_dim unless MLA */
   gboolean attn_sinks;           /* gpt_oss: a learned per-head logit in every softmax denominator */
+  /* differential attention (diffllama): v_head_dim = 2 * head_dim, each cache row of KV head j holding
+   * the values of heads j mod KVH/2 and j mod KVH/2 + KVH/2 (transformers' value cat + repeat), so
+   * head h's output is [A_h V_h' | A_h V_h'+H/2] with h' = h mod H/2; then
+   * (1 - lambda_init) · rmsnorm(out[h'] - lambda · out[h' + H/2]) per head pair, before o_proj */
+  gboolean diff_attn;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
 } HnTransformerHParams;
 
 typedef struct _HnTransformer HnTransformer;
+
+/* Whether layer i has routed experts (the others keep the dense MLP). */
+static inline gboolean
+hn_transformer_layer_is_moe (const HnTransformerHParams *hp, int i)
+{
+  return hp->n_experts > 0 && i >= hp->moe_first_dense && i <= hp->moe_last_layer &&
+         (i + 1) % hp->moe_layer_interval == 0;
+}
 
 /* The hyper-parameters a model of `cfg` would have, without loading weights
  * (memory estimates, benchmarks); errors name the config key. Clear with
@@ -228,6 +246,7 @@ typedef struct {
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
+  float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
 } HnLayerWeights;
 
 typedef struct {
@@ -238,6 +257,7 @@ typedef struct {
   HnTensor *final_norm_w, *final_norm_b;
   HnTensor *lm_head;            /* [vocab, hidden]; == tok_embed when tied */
   HnTensor *lm_head_b;
+  HnTensor *head_dense_w, *head_dense_b, *head_norm_w, *head_norm_b; /* hp.head_transform */
   HnTensor *inv_freq;           /* f32 [rot_dims / 2] */
   HnTensor *inv_freq_local;     /* f32 [rot_dims / 2] for sliding layers, or NULL */
   float rope_attn_scale_local;

@@ -294,6 +294,51 @@ test_big_bird_sparse (void)
   g_rmdir (dir);
 }
 
+/* mobilebert is built for no_norm with the shared query/key bottleneck: another switch fails closed
+ * naming it at load, and training it is refused. */
+static void
+test_mobilebert_refusals (void)
+{
+  g_autofree char *src = parity_fixture_dir ("mobilebert");
+  GError *error = NULL;
+  g_autoptr (HnEncoder) m = hn_encoder_load (ctx, src, &error);
+  g_assert_no_error (error);
+  g_assert_null (hn_encoder_trainer_new (m, 1, 4, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  static const char *const keys[] = { "normalization_type", "use_bottleneck_attention" };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    {
+      g_autofree char *dir = g_dir_make_tmp ("hn-mobilebert-XXXXXX", NULL);
+      g_autofree char *cfgp = g_build_filename (src, "config.json", NULL), *text = NULL;
+      g_assert_true (g_file_get_contents (cfgp, &text, NULL, NULL));
+      g_autoptr (JsonParser) p = json_parser_new ();
+      g_assert_true (json_parser_load_from_data (p, text, -1, NULL));
+      JsonObject *o = json_node_get_object (json_parser_get_root (p));
+      if (i == 0)
+        json_object_set_string_member (o, keys[i], "layer_norm");
+      else
+        json_object_set_boolean_member (o, keys[i], TRUE);
+      g_autoptr (JsonGenerator) gen = json_generator_new ();
+      json_generator_set_root (gen, json_parser_get_root (p));
+      g_autofree char *out_cfg = g_build_filename (dir, "config.json", NULL);
+      g_assert_true (json_generator_to_file (gen, out_cfg, NULL));
+      g_autofree char *st_src = g_build_filename (src, "model.safetensors", NULL);
+      g_autofree char *st_dst = g_build_filename (dir, "model.safetensors", NULL);
+      g_autofree char *data = NULL;
+      gsize len = 0;
+      g_assert_true (g_file_get_contents (st_src, &data, &len, NULL) &&
+                     g_file_set_contents (st_dst, data, (gssize) len, NULL));
+      g_assert_null (hn_encoder_load (ctx, dir, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, keys[i]));
+      g_clear_error (&error);
+      g_remove (out_cfg);
+      g_remove (st_dst);
+      g_rmdir (dir);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -328,6 +373,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/encdec/fail-closed", test_fail_closed);
   g_test_add_func ("/encdec/big-bird-sparse", test_big_bird_sparse);
+  g_test_add_func ("/encdec/mobilebert-refusals", test_mobilebert_refusals);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
