@@ -44,6 +44,7 @@ hn_encoder_free (HnEncoder *m)
   g_free (m->layer_local);
   g_free (m->rel);
   hn_mobilebert_free (m->mobile);
+  hn_deberta_free (m->deberta);
   g_clear_pointer (&m->ctx, hn_vk_context_unref);
   g_free (m->dir);
   g_free (m);
@@ -797,6 +798,8 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
     return load_nomic (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_MOBILEBERT)
     return hn_mobilebert_load (m, L, cfg, error);
+  if (m->arch->names == HN_NAMES_DEBERTA || m->arch->names == HN_NAMES_DEBERTA_V2)
+    return hn_deberta_load (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_EUROBERT)
     return load_eurobert (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_XLM)
@@ -968,6 +971,8 @@ hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, in
 {
   if (m->mobile)
     return hn_mobilebert_logits (m, ids, type_ids, n, logits, error);
+  if (m->deberta)
+    return hn_deberta_logits (m, ids, type_ids, n, logits, error);
   CK (hn_encoder_check_ids (m, ids, type_ids, n, error));
   gint64 N = n, C = m->C, E = m->E;
   /* host inputs: positions, token types (0 unless given), local mask */

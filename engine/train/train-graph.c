@@ -299,6 +299,12 @@ check_supported (HnTrainGraph *g, GError **error)
   const HnTransformerHParams *hp = g->hp;
   if (hp->block != HN_BLOCK_PRE_NORM && hp->block != HN_BLOCK_PARALLEL && hp->block != HN_BLOCK_PARALLEL_2NORM)
     return unsupported (hn_block_kind_name (hp->block), error);
+  if (hp->diff_attn)
+    return unsupported ("differential attention (diffllama)", error);
+  if (hp->moa)
+    return unsupported ("mixture-of-attention-heads layers (jetmoe)", error);
+  if (hp->head_transform || hp->no_first_attn_norm)
+    return unsupported ("modernbert-decoder's prediction head and first layer", error);
   if (hp->clip_qkv > 0)
     return unsupported ("clip_qkv", error);
   if (hp->qk_norm_full)

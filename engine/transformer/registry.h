@@ -69,6 +69,8 @@ typedef enum {
   HN_NAMES_ROBERTA_PRELN, /* roberta names under roberta_prelayernorm., attention / intermediate LayerNorm first */
   HN_NAMES_MPNET,      /* mpnet.encoder.layer.N.attention.attn.{q,k,v,o}, one relative_attention_bias table */
   HN_NAMES_EUROBERT,   /* llama names (RMSNorm, grouped K/V, rotary, gated MLP), bidirectional, lm_head */
+  HN_NAMES_DEBERTA,    /* deberta.encoder.layer.N.attention.self.in_proj (per-head q|k|v), q_bias, pos_proj */
+  HN_NAMES_DEBERTA_V2, /* deberta.encoder.layer.N.attention.self.{query,key,value}_proj, pos_{key,query}_proj */
   HN_NAMES_MOBILEBERT, /* mobilebert.encoder.layer.N.bottleneck.{input,attention}, ffn.J, output.bottleneck */
   HN_NAMES_NOMIC_BERT, /* nomic_bert.encoder.layers.N.attn.Wqkv/out_proj, mlp.fc11/fc12/fc2, norm1/norm2, emb_ln */
   HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
@@ -77,6 +79,7 @@ typedef enum {
   HN_NAMES_MAMBA2,     /* backbone.layers.N.mixer.{in_proj,conv1d,dt_bias,A_log,D,norm,out_proj} (Mamba-2) */
   HN_NAMES_MODERNBERT_DECODER, /* model.layers.N.attn.{q,k,v}_proj/Wo, mlp.Wi/Wo, lm_head.dense/norm, decoder */
   HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
+  HN_NAMES_JETMOE,     /* llama norms, self_attention.{kv_proj,experts.*} (routed q/o), mlp.{router.layer,input_linear,...} */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */

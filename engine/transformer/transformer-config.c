@@ -206,7 +206,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       !raw_bool (cfg, "output_router_logits", FALSE, &hp->moe_aux_loss, error))
     return FALSE;
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
-  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0)
+  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0 || strcmp (mt, "jetmoe") == 0)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
   if (strcmp (mt, "granitemoeshared") == 0)
     {
@@ -413,6 +413,20 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   hp->n_kv_head = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads : hp->n_head;
   hp->head_dim = cfg->head_dim > 0 ? (int) cfg->head_dim : hp->hidden / hp->n_head;
   hp->ffn = cfg->intermediate_size > 0 ? (int) cfg->intermediate_size : 4 * hp->hidden;
+  gboolean jet = strcmp (mt, "jetmoe") == 0;
+  if (jet)
+    {
+      /* JetMoeAttention: heads of kv_channels; k routed experts of num_key_value_heads query heads each */
+      gint64 kvc;
+      if (!get_int (cfg, "kv_channels", 128, &kvc, error))
+        return FALSE;
+      if (kvc <= 0 || kvc > 256 || cfg->num_experts_per_tok <= 0 ||
+          hp->n_head != hp->n_kv_head * cfg->num_experts_per_tok)
+        return unsupported (error, cfg, "kv_channels outside 1..256 or num_attention_heads other than "
+                                        "num_key_value_heads * num_experts_per_tok");
+      hp->head_dim = (int) kvc;
+      hp->moa = TRUE;
+    }
   hp->max_positions = cfg->max_position_embeddings > 0 ? (int) cfg->max_position_embeddings : 2048;
   if (strcmp (mt, "falcon") == 0 && cfg->new_decoder_architecture != TRUE)
     {
@@ -464,7 +478,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   hp->rope_style = (q & HN_QUIRK_ROPE_INTERLEAVED) ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
   hp->rot_dims = hp->head_dim;
-  if (cfg->rotary_dim > 0)
+  if (cfg->rotary_dim > 0 && !jet) /* config.json's head_dim (hidden / heads) is not jetmoe's */
     hp->rot_dims = (int) cfg->rotary_dim;
   else if (strcmp (mt, "stablelm") == 0 && cfg->rope.partial_rotary_factor == 1.0)
     hp->rot_dims = hp->head_dim / 4; /* stablelm's default partial_rotary_factor is 0.25 */
@@ -651,7 +665,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                "modernbert-decoder", NULL };
+                                                "modernbert-decoder", "jetmoe", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -774,6 +788,12 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
     }
   hp->sub_norms = ns == HN_NAMES_BITNET;
+  if (jet)
+    {
+      /* JetMoeRMSNorm's default eps (1e-6) in the layers; rms_norm_eps only in the final norm */
+      hp->final_norm_eps = hp->norm_eps;
+      hp->norm_eps = 1e-6f;
+    }
   if (ns == HN_NAMES_MODERNBERT_DECODER)
     {
       /* ModernBertDecoderLayer 0 has no attn_norm; ModernBertDecoderPredictionHead runs

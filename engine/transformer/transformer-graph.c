@@ -327,6 +327,7 @@ struct ActsPriv {
   HnTensor *h16, *act16;
   HnTensor *head_tmp; /* [max_logit_rows, C]: the head transform's dense output (hp.head_transform) */
   HnTensor *diff;     /* [2, N, H/2 * Dv]: the two head halves of a differential attention output (hp.diff_attn) */
+  HnTensor *moa_slots; /* [N * k, KVH * D]: per routed slot, its queries and then its attention output (hp.moa) */
 };
 
 static HnTensor *
@@ -393,6 +394,9 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
                                 hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
     goto fail;
+  if (hp->moa && !(p->moa_slots = act_new (m, keep, "acts.moa.slots", HN_DTYPE_F32, N * hp->n_experts_used,
+                                             (gint64) hp->n_kv_head * hp->head_dim, error)))
+    goto fail;
   if (hp->diff_attn && !(p->diff = act_new (m, keep, "acts.diff", HN_DTYPE_F32, 2 * N, ad / 2, error)))
     goto fail;
   if (hp->head_transform && !(p->head_tmp = act_new (m, keep, "acts.head_tmp", HN_DTYPE_F32, max_logit_rows, C, error)))
@@ -437,7 +441,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
-                       &p->act16, &p->head_tmp, &p->diff };
+                       &p->act16, &p->head_tmp, &p->diff, &p->moa_slots };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -769,7 +773,61 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
         }
       CK (hn_op_add (cmd, out, out, eo, error));
     }
+  if (lw->moe_bias)
+    CK (hn_op_add (cmd, out, out, lw->moe_bias, error));
   return TRUE;
+}
+
+/* JetMoeMoA.map: the router picks k attention experts per token (as the MLP's router does); slot
+ * (t, j) gets expert j's query projection of x_t, KVH heads, laid out as device heads i·k + j
+ * (q [N, KVH, k, D]); k and v come from the shared kv_proj. moa_reduce reads the same routing. */
+static gboolean
+moa_map (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *q,
+         HnTensor *k, HnTensor *v, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 K = hp->n_experts_used, S = N * K, KVH = hp->n_kv_head, D = hp->head_dim;
+  HnTensor *route = rows_of (a, p->route, 0, N, error), *w = rows_of (a, p->route_w, 0, N, error);
+  HnTensor *topi = rows_of (a, p->topi, 0, N, error), *slots = rows_of (a, p->moa_slots, 0, S, error);
+  HnTensor *order = rows_of (a, p->moe_order, 0, S, error);
+  HnTensor *ids = topi ? shaped (a, topi, 1, (gint64[]) { S }, error) : NULL;
+  HnTensor *tiles = scratch_2d (a, p->moe_tiles, 1, hn_moe_tiles_size (S, hp->n_experts), error);
+  HnTensor *tiles1 = tiles ? shaped (a, tiles, 1, (gint64[]) { tiles->n }, error) : NULL;
+  HnTensor *s4 = slots ? shaped (a, slots, 4, (gint64[]) { N, K, KVH, D }, error) : NULL;
+  HnTensor *q4 = shaped (a, q, 4, (gint64[]) { N, KVH, K, D }, error);
+  CK (route && w && order && ids && tiles1 && s4 && q4);
+  CK (hn_op_matmul (cmd, route, in, lw->moa_router, NULL, error));
+  HnMoeRouteParams rp = { .kind = HN_MOE_ROUTE_TOPK_SOFTMAX, .k = (int) K, .scale = 1.0f };
+  CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
+  CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, hp->n_experts, error));
+  CK (hn_op_moe_matmul (cmd, slots, in, lw->moa_in, NULL, p->moe_offs, order, tiles1, (int) K, error));
+  CK (hn_op_permute (cmd, q4, s4, (const int[]) { 0, 2, 1, 3 }, error));
+  HnTensor *ys[2] = { k, v }, *ws[2] = { lw->wk, lw->wv }, *bs[2] = { NULL, NULL };
+  return hn_op_matmul_n (cmd, 2, ys, in, ws, bs, error);
+}
+
+/* JetMoeMoA.reduce: out [N, C] = sum over each token's slots of weight · expert output projection
+ * of that slot's heads, + bias. */
+static gboolean
+moa_reduce (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *att,
+            HnTensor *out, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 K = hp->n_experts_used, S = N * K, KVH = hp->n_kv_head, D = hp->head_dim;
+  HnTensor *w = rows_of (a, p->route_w, 0, N, error), *topi = rows_of (a, p->topi, 0, N, error);
+  HnTensor *slots = rows_of (a, p->moa_slots, 0, S, error), *order = rows_of (a, p->moe_order, 0, S, error);
+  HnTensor *y = rows_of (a, p->moe_y, 0, S, error);
+  HnTensor *tiles = scratch_2d (a, p->moe_tiles, 1, hn_moe_tiles_size (S, hp->n_experts), error);
+  HnTensor *tiles1 = tiles ? shaped (a, tiles, 1, (gint64[]) { tiles->n }, error) : NULL;
+  HnTensor *s4 = slots ? shaped (a, slots, 4, (gint64[]) { N, K, KVH, D }, error) : NULL;
+  HnTensor *a4 = shaped (a, att, 4, (gint64[]) { N, KVH, K, D }, error);
+  CK (w && topi && order && y && tiles1 && s4 && a4);
+  CK (hn_op_permute (cmd, s4, a4, (const int[]) { 0, 2, 1, 3 }, error));
+  CK (hn_op_moe_matmul (cmd, y, slots, lw->moa_out, NULL, p->moe_offs, order, tiles1, 1, error));
+  CK (hn_op_moe_combine (cmd, out, y, w, topi, error));
+  return hn_op_add (cmd, out, out, lw->moa_bias, error);
 }
 
 /* DeepSeek multi-head latent attention projections: q [N, H, rope | nope] (through the q LoRA and
@@ -852,7 +910,7 @@ static gboolean
 decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N)
 {
   const HnTransformerHParams *hp = &m->hp;
-  return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && hp->block == HN_BLOCK_PRE_NORM &&
+  return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && !hp->moa && hp->block == HN_BLOCK_PRE_NORM &&
          !hp->layernorm && !hp->sub_norms;
 }
 
@@ -911,9 +969,10 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   /* --- attention input */
   HnTensor *ain = h;
-  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->layernorm)
+  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->moa && !hp->layernorm)
     {
-      /* the pre-norm writes the projections' f16 operand directly */
+      /* the pre-norm writes the projections' f16 operand directly (not jetmoe's: its router and
+       * expert matmuls read f32) */
       HnTensor *ws[3] = { lw->wq, lw->wk, lw->wv }, *h16;
       CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 3, &h16, error));
       if (h16)
@@ -928,6 +987,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   if (hp->mla)
     CK (mla_qkv (m, cmd, a, lw, ain, q, k, v, N, error));
+  else if (hp->moa)
+    CK (moa_map (m, cmd, a, lw, ain, q, k, v, N, error));
   else if (fuse)
     {
       CK (hn_op_matvec_normed (cmd, q, x, &n1, lw->wq, lw->bq, error));
@@ -1131,7 +1192,12 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
    * the bias after the scale, so a bias with a residual scale keeps the separate adds) */
   if (hp->block == HN_BLOCK_PRE_NORM)
     {
-      if (hp->residual_scale == 1.0f || !lw->bo)
+      if (hp->moa)
+        {
+          CK (moa_reduce (m, cmd, a, lw, att, o, N, error));
+          CK (residual_add (m, cmd, x, o, error));
+        }
+      else if (hp->residual_scale == 1.0f || !lw->bo)
         CK (hn_op_matmul_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
       else
         {
@@ -1236,15 +1302,18 @@ record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n
   HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
   HnTensor *lg = rows_of (a, a->logits, 0, n, error);
   CK (x && last && lg);
+  float final_eps = hp->final_norm_eps > 0 ? hp->final_norm_eps : hp->norm_eps; /* jetmoe: its own */
   if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b && !hp->head_transform &&
       !hn_dtype_is_quant (W->lm_head->dtype) && hn_op_matvec_available (cmd, n))
     {
-      HnMatvecNorm fn = { W->final_norm_w, hp->norm_eps, hp->norm_plus_one };
+      HnMatvecNorm fn = { W->final_norm_w, final_eps, hp->norm_plus_one };
       CK (hn_op_matvec_normed (cmd, lg, x, &fn, W->lm_head, W->lm_head_b, error));
     }
   else
     {
-      if (hp->block != HN_BLOCK_POST_LN)
+      if (hp->final_norm_eps > 0)
+        CK (hn_op_rmsnorm (cmd, last, x, W->final_norm_w, final_eps, HN_NORM_DEFAULT, error));
+      else if (hp->block != HN_BLOCK_POST_LN)
         CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
       else
         CK (hn_op_copy (cmd, last, x, error)); /* openai-gpt: no final norm */

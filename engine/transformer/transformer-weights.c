@@ -805,12 +805,13 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
   gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
+  gboolean jet = strcmp (mt, "jetmoe") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
-                                         granite || dbrx ? "router.layer"
-                                         : oss           ? "router"
-                                         : hunyuan       ? "gate.wg"
-                                                         : "gate");
+                                         granite || dbrx || jet ? "router.layer"
+                                         : oss                  ? "router"
+                                         : hunyuan              ? "gate.wg"
+                                                                : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -847,10 +848,18 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     ident[r] = r;
   gboolean ok = TRUE;
   g_autofree char *names[3] = { NULL, NULL, NULL };
-  if (granite || oss)
+  if (jet)
     {
-      names[0] = g_strdup_printf (oss ? "%smlp.experts.gate_up_proj" : "%sblock_sparse_moe.input_linear.weight", pfx);
-      names[2] = g_strdup_printf (oss ? "%smlp.experts.down_proj" : "%sblock_sparse_moe.output_linear.weight", pfx);
+      g_autofree char *bn = g_strdup_printf ("%smlp.bias", pfx);
+      if (!take_vector (L, bn, C, TRUE, &lw->moe_bias, error))
+        return FALSE;
+    }
+  if (granite || oss || jet)
+    {
+      names[0] = oss ? g_strdup_printf ("%smlp.experts.gate_up_proj", pfx)
+                     : g_strdup_printf ("%s%s.input_linear.weight", pfx, blk);
+      names[2] = oss ? g_strdup_printf ("%smlp.experts.down_proj", pfx)
+                     : g_strdup_printf ("%s%s.output_linear.weight", pfx, blk);
       names[1] = g_strdup (names[0]);
       const HnSafetensorInfo *gu = oss ? take_stacked (L, names[0], E, C, 2 * Fe, error)
                                        : take_stacked (L, names[0], E, 2 * Fe, C, error);
@@ -1055,6 +1064,7 @@ static const Names scheme_names[] = {
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
   [HN_NAMES_DIFFLLAMA] = { .llama_overlay = TRUE }, /* values and lambdas: take_diff_attn */
+  [HN_NAMES_JETMOE] = { .llama_overlay = TRUE }, /* attention: take_moa; the MLP experts: take_moe */
   [HN_NAMES_MODERNBERT_DECODER] = { .llama_overlay = TRUE, /* the head's dense and norm: take_head */
     .embed = "model.embeddings.tok_embeddings", .embed_norm = "model.embeddings.norm",
     .ln1 = "attn_norm", .ln2 = "mlp_norm",
@@ -1423,6 +1433,56 @@ take_xielu (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
   return TRUE;
 }
 
+/* A stacked [E, a, b] checkpoint tensor uploaded as it is (its dtype). */
+static HnTensor *
+take_stack_3d (Loader *L, const char *name, gint64 E, gint64 a, gint64 b, GError **error)
+{
+  const HnSafetensorInfo *t = take_stacked (L, name, E, a, b, error);
+  HnDType dt;
+  if (!t || !st_to_dtype (t, &dt, error))
+    return NULL;
+  g_autofree void *copy = g_memdup2 (t->data, t->nbytes); /* mapping may be unaligned */
+  HnTensor *out = upload (L, name, dt, 3, (gint64[]) { E, a, b }, copy, t->nbytes, error);
+  note_origin (L, out, t, FALSE, 0, NULL);
+  return out;
+}
+
+/* JetMoE's attention: kv_proj [2 * KVH * D, C] (k rows, then v rows) and the attention experts
+ * (JetMoeMoA: router, input_linear, output_linear, bias). */
+static gboolean
+take_moa (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, E = hp->n_experts, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  g_autofree char *kvn = g_strdup_printf ("%sself_attention.kv_proj.weight", pfx);
+  g_autofree char *rn = g_strdup_printf ("%sself_attention.experts.router.layer.weight", pfx);
+  g_autofree char *in = g_strdup_printf ("%sself_attention.experts.input_linear.weight", pfx);
+  g_autofree char *on = g_strdup_printf ("%sself_attention.experts.output_linear.weight", pfx);
+  g_autofree char *bn = g_strdup_printf ("%sself_attention.experts.bias", pfx);
+  const HnSafetensorInfo *kv = find (L, kvn);
+  if (!kv)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, kvn);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) kv->name);
+  if (!check_shape (kv, 2, (gint64[]) { 2 * kvd, C }, error))
+    return FALSE;
+  g_autofree gint64 *kr = g_new (gint64, kvd), *vr = g_new (gint64, kvd);
+  for (gint64 r = 0; r < kvd; r++)
+    {
+      kr[r] = r;
+      vr[r] = kvd + r;
+    }
+  g_autofree char *kn = g_strdup_printf ("%s (k rows)", kvn), *vn = g_strdup_printf ("%s (v rows)", kvn);
+  L->linear = TRUE;
+  gboolean ok = (lw->wk = gather_rows (L, kv, kn, kr, kvd, C, error)) && (lw->wv = gather_rows (L, kv, vn, vr, kvd, C, error));
+  L->linear = FALSE;
+  return ok && take_matrix (L, rn, E, C, TRUE, &lw->moa_router, error) &&
+         (lw->moa_in = take_stack_3d (L, in, E, kvd, C, error)) &&
+         (lw->moa_out = take_stack_3d (L, on, E, C, kvd, error)) && take_vector (L, bn, C, TRUE, &lw->moa_bias, error);
+}
+
 /* DiffLlama: v_proj with each KV head j's rows holding the values of KV heads a = j mod KVH/2 and
  * a + KVH/2 (one head when KVH is 1) side by side (hp.diff_attn), and the layer's lambda from
  * lambda_q1/k1/q2/k2 with lambda_init = 0.8 - 0.6 exp(-0.3 layer). */
@@ -1597,6 +1657,11 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           if (!take_mla (&L, pfx, lw, error))
             return FALSE;
         }
+      else if (hp->moa)
+        {
+          if (!take_moa (&L, pfx, lw, error))
+            return FALSE;
+        }
       else if (N.qkv)
         {
           if (!take_fused_qkv (&L, &N, pfx, lw, error))
@@ -1609,7 +1674,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         return FALSE;
       /* diffllama: o_proj reads the H/2 combined head pairs of 2 * head_dim */
       gint64 o_in = hp->diff_attn ? qd : (gint64) hp->n_head * hp->v_head_dim;
-      if (!take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
+      if (!hp->moa && !take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
         return FALSE;
       g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
       /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */

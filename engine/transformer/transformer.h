@@ -98,6 +98,11 @@ typedef struct {
    * head h's output is [A_h V_h' | A_h V_h'+H/2] with h' = h mod H/2; then
    * (1 - lambda_init) · rmsnorm(out[h'] - lambda · out[h' + H/2]) per head pair, before o_proj */
   gboolean diff_attn;
+  /* mixture of attention heads (jetmoe): each token's k routed experts project its queries (KVH heads
+   * each, expert slot j's heads at device heads i·k + j so that head g reads KV head g / k as
+   * transformers' tiled K/V repeat has it) and their own output projections, weighted and summed */
+  gboolean moa;
+  float final_norm_eps;          /* > 0: the final norm's eps when the layers' differ (jetmoe) */
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -247,6 +252,10 @@ typedef struct {
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
   float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
+  HnTensor *moa_router;          /* jetmoe attention experts: router [E, C] */
+  HnTensor *moa_in, *moa_out;    /* query projections [E, KVH * D, C], output projections [E, C, KVH * D] */
+  HnTensor *moa_bias;            /* [C], added to the experts' weighted sum */
+  HnTensor *moe_bias;            /* jetmoe: [C], added to the routed MLP experts' weighted sum */
 } HnLayerWeights;
 
 typedef struct {

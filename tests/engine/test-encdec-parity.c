@@ -294,31 +294,44 @@ test_big_bird_sparse (void)
   g_rmdir (dir);
 }
 
-/* mobilebert is built for no_norm with the shared query/key bottleneck: another switch fails closed
- * naming it at load, and training it is refused. */
+/* mobilebert and deberta are built for one set of switches each: another fails closed naming the
+ * switch at load, and training them is refused. */
 static void
-test_mobilebert_refusals (void)
+test_switch_refusals (void)
 {
-  g_autofree char *src = parity_fixture_dir ("mobilebert");
+  static const struct {
+    const char *fixture, *key, *string; /* string NULL: the boolean `flag` */
+    gboolean flag;
+  } cases[] = {
+    { "mobilebert", "normalization_type", "layer_norm", FALSE },
+    { "mobilebert", "use_bottleneck_attention", NULL, TRUE },
+    { "deberta-v2", "share_att_key", NULL, TRUE },
+    { "deberta-v2", "norm_rel_ebd", "layer_norm", FALSE },
+    { "deberta", "position_biased_input", NULL, FALSE },
+    { "deberta", "talking_head", NULL, TRUE },
+  };
   GError *error = NULL;
-  g_autoptr (HnEncoder) m = hn_encoder_load (ctx, src, &error);
-  g_assert_no_error (error);
-  g_assert_null (hn_encoder_trainer_new (m, 1, 4, &error));
-  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-  g_clear_error (&error);
-  static const char *const keys[] = { "normalization_type", "use_bottleneck_attention" };
-  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     {
-      g_autofree char *dir = g_dir_make_tmp ("hn-mobilebert-XXXXXX", NULL);
+      g_autofree char *src = parity_fixture_dir (cases[i].fixture);
+      if (i == 0 || strcmp (cases[i].fixture, cases[i - 1].fixture) != 0)
+        {
+          g_autoptr (HnEncoder) m = hn_encoder_load (ctx, src, &error);
+          g_assert_no_error (error);
+          g_assert_null (hn_encoder_trainer_new (m, 1, 4, &error));
+          g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+          g_clear_error (&error);
+        }
+      g_autofree char *dir = g_dir_make_tmp ("hn-switch-XXXXXX", NULL);
       g_autofree char *cfgp = g_build_filename (src, "config.json", NULL), *text = NULL;
       g_assert_true (g_file_get_contents (cfgp, &text, NULL, NULL));
       g_autoptr (JsonParser) p = json_parser_new ();
       g_assert_true (json_parser_load_from_data (p, text, -1, NULL));
       JsonObject *o = json_node_get_object (json_parser_get_root (p));
-      if (i == 0)
-        json_object_set_string_member (o, keys[i], "layer_norm");
+      if (cases[i].string)
+        json_object_set_string_member (o, cases[i].key, cases[i].string);
       else
-        json_object_set_boolean_member (o, keys[i], TRUE);
+        json_object_set_boolean_member (o, cases[i].key, cases[i].flag);
       g_autoptr (JsonGenerator) gen = json_generator_new ();
       json_generator_set_root (gen, json_parser_get_root (p));
       g_autofree char *out_cfg = g_build_filename (dir, "config.json", NULL);
@@ -331,7 +344,8 @@ test_mobilebert_refusals (void)
                      g_file_set_contents (st_dst, data, (gssize) len, NULL));
       g_assert_null (hn_encoder_load (ctx, dir, &error));
       g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-      g_assert_nonnull (strstr (error->message, keys[i]));
+      g_test_message ("%s %s: %s", cases[i].fixture, cases[i].key, error->message);
+      g_assert_nonnull (strstr (error->message, cases[i].key));
       g_clear_error (&error);
       g_remove (out_cfg);
       g_remove (st_dst);
@@ -373,7 +387,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/encdec/fail-closed", test_fail_closed);
   g_test_add_func ("/encdec/big-bird-sparse", test_big_bird_sparse);
-  g_test_add_func ("/encdec/mobilebert-refusals", test_mobilebert_refusals);
+  g_test_add_func ("/encdec/switch-refusals", test_switch_refusals);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
