@@ -814,8 +814,8 @@ session_encode (S2SSession *s, const int32_t *src, int n, GError **error)
   int n_padded = m->pad_multiple ? (n + m->pad_multiple - 1) / m->pad_multiple * m->pad_multiple : n;
   if (!m->t5 && n_padded > m->n_pos_enc)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d encoder tokens exceed the %d positions of %s", n_padded,
-                   m->n_pos_enc, m->arch->model_type);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d encoder tokens%s exceed the %d positions of %s", n,
+                   n_padded > n ? " (padded to a multiple of attention_window)" : "", m->n_pos_enc, m->arch->model_type);
       return FALSE;
     }
   /* the stream: R rows (pegasus_x's globals, then the S tokens) attending over K keys */
