@@ -233,6 +233,18 @@ test_fail_closed (void)
   g_assert_null (hn_seq2seq_trainer_new (bm, 1, 4, 4, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
+  /* nor the experts and long-input encoders, by name */
+  static const char *const no_train[] = { "switch_transformers", "led", "longt5", "pegasus_x" };
+  for (gsize i = 0; i < G_N_ELEMENTS (no_train); i++)
+    {
+      g_autofree char *dir = parity_fixture_dir (no_train[i]);
+      g_autoptr (HnSeq2Seq) nm = hn_seq2seq_load (ctx, dir, &error);
+      g_assert_no_error (error);
+      g_assert_null (hn_seq2seq_trainer_new (nm, 1, 4, 4, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, no_train[i]));
+      g_clear_error (&error);
+    }
   /* a decoder id outside the vocabulary */
   g_autoptr (HnSeq2Seq) s = hn_seq2seq_load (ctx, t5, &error);
   g_assert_no_error (error);
