@@ -175,6 +175,8 @@ static const HnArchInfo archs[] = {
   { "mamba2", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA2, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba2" },
   /* hybrid decoders: attention + Mamba-2 layers, a KV cache and a recurrent state side by side */
   { "bamba", NULL, "bamba", HN_BLOCK_PRE_NORM, HN_NAMES_BAMBA, RMS_GATED, "silu", DEC, "bamba" },
+  { "nemotron_h", NULL, "nemotron_h", HN_BLOCK_PRE_NORM, HN_NAMES_NEMOTRON_H, HN_QUIRK_NO_ROPE, "relu2", DEC,
+    "nemotron_h" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
   { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
   { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
@@ -328,7 +330,6 @@ static const HnArchRefusal refusals[] = {
   { "musicgen", R_NOTEXT },
   { "musicgen_melody", R_NOTEXT },
   { "nanochat", R_UNMAPPED },
-  { "nemotron_h", R_SSD },
   { "neomme", R_NOTEXT },
   { "nllb-moe", "encoder-decoder MoE layers with top-2 capacity routing are not built yet" },
   { "nystromformer", "Nystrom-approximated attention is not built yet" },

@@ -79,7 +79,7 @@ typedef enum {
   HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
   /* hybrid decoders (attention layers and Mamba-2 layers, transformer/transformer-graph.c) */
   HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
-  HN_NAMES_NEMOTRON_H, /* model.embeddings, model.layers.N.{norm, mixer.*} (one mixer per layer), model.norm_f */
+  HN_NAMES_NEMOTRON_H, /* backbone.embeddings, backbone.layers.N.{norm, mixer.*} (one mixer per layer), backbone.norm_f */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */

@@ -810,7 +810,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   if (strcmp (mt, "cohere") == 0 && cfg->use_qk_norm == TRUE)
     return unsupported (error, cfg, "use_qk_norm");
-  if (cfg->num_experts > 0 || (q & HN_QUIRK_MOE))
+  /* nemotron_h writes its MoE settings whatever its layers are (its MoE layers are refused by name) */
+  if ((cfg->num_experts > 0 && a->names != HN_NAMES_NEMOTRON_H) || (q & HN_QUIRK_MOE))
     {
       if (!(q & HN_QUIRK_MOE))
         return unsupported (error, cfg, "mixture-of-experts layers");

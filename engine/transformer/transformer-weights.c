@@ -1143,9 +1143,11 @@ static const Names scheme_names[] = {
     .ln1 = "attention_layernorm", .ln2 = "feedforward_layernorm" },
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
-  [HN_NAMES_NEMOTRON_H] = { .llama_overlay = TRUE, .embed = "model.embeddings", .ln1 = "norm", .ln2 = NONE,
+  /* the hub's backbone.* names, which transformers' save_pretrained writes back */
+  [HN_NAMES_NEMOTRON_H] = { .llama_overlay = TRUE, .embed = "backbone.embeddings", .layer = "backbone.layers.",
+    .ln1 = "norm", .ln2 = NONE,
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
-    .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "model.norm_f" },
+    .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
   [HN_NAMES_BAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
     .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */

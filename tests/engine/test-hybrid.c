@@ -61,16 +61,16 @@ write_model (gboolean nemotron)
   g_assert_true (g_file_set_contents (cp, nemotron ? ncfg : cfg, -1, &error));
   g_autoptr (GRand) rng = g_rand_new_with_seed (25);
   g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
-  add (w, rng, nemotron ? "model.embeddings.weight" : "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
+  add (w, rng, nemotron ? "backbone.embeddings.weight" : "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
   add (w, rng, "lm_head.weight", 2, (gint64[]) { V, C }, 0.3f, 0.0f);
-  add (w, rng, nemotron ? "model.norm_f.weight" : "model.final_layernorm.weight", 1, (gint64[]) { C }, 0.1f, 1.0f);
+  add (w, rng, nemotron ? "backbone.norm_f.weight" : "model.final_layernorm.weight", 1, (gint64[]) { C }, 0.1f, 1.0f);
   static const char kinds[2][5] = { "MAM", "MA-M" }; /* M = Mamba-2, A = attention, - = MLP only */
   const char *mx = nemotron ? "mixer." : "self_attn.", *mm = nemotron ? "mixer." : "mamba.";
   for (int l = 0; kinds[nemotron][l]; l++)
     {
       char nm[128];
       char kind = kinds[nemotron][l];
-#define NM(p, s) (g_snprintf (nm, sizeof nm, "model.layers.%d.%s%s", l, p, s), nm)
+#define NM(p, s) (g_snprintf (nm, sizeof nm, "%s.layers.%d.%s%s", nemotron ? "backbone" : "model", l, p, s), nm)
       add (w, rng, NM ("", nemotron ? "norm.weight" : "input_layernorm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
       if (!nemotron)
         {
@@ -255,6 +255,7 @@ main (int argc, char **argv)
       return 1;
     }
   g_test_add_data_func ("/hybrid/session/bamba", GINT_TO_POINTER (FALSE), test_session);
+  g_test_add_data_func ("/hybrid/session/nemotron_h", GINT_TO_POINTER (TRUE), test_session);
   g_test_add_func ("/hybrid/reorder", test_reorder);
   g_test_add_func ("/hybrid/fail-closed", test_fail_closed);
   int rc = g_test_run ();
