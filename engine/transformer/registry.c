@@ -175,6 +175,8 @@ static const HnArchInfo archs[] = {
   { "mamba2", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA2, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba2" },
   /* hybrid decoders: attention + Mamba-2 layers, a KV cache and a recurrent state side by side */
   { "bamba", NULL, "bamba", HN_BLOCK_PRE_NORM, HN_NAMES_BAMBA, RMS_GATED, "silu", DEC, "bamba" },
+  { "granitemoehybrid", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_GRANITEMOEHYBRID,
+    RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoehybrid" },
   { "nemotron_h", NULL, "nemotron_h", HN_BLOCK_PRE_NORM, HN_NAMES_NEMOTRON_H, HN_QUIRK_NO_ROPE, "relu2", DEC,
     "nemotron_h" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
@@ -293,7 +295,6 @@ static const HnArchRefusal refusals[] = {
   { "granite_speech_plus", R_NOTEXT },
   { "granite_swa", R_UNMAPPED },
   { "granitemoe_swa", R_UNMAPPED },
-  { "granitemoehybrid", R_SSD },
   { "hrm_text", "hierarchical recurrent reasoning modules are not built yet" },
   { "hy_v3", R_UNMAPPED },
   { "hy_v4", R_UNMAPPED },
@@ -485,7 +486,8 @@ hn_arch_is_ssm (const HnArchInfo *arch)
 gboolean
 hn_arch_is_hybrid (const HnArchInfo *arch)
 {
-  return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H;
+  return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H ||
+         arch->names == HN_NAMES_GRANITEMOEHYBRID;
 }
 
 HnCacheKind

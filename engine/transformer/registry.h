@@ -79,6 +79,7 @@ typedef enum {
   HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
   /* hybrid decoders (attention layers and Mamba-2 layers, transformer/transformer-graph.c) */
   HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
+  HN_NAMES_GRANITEMOEHYBRID, /* llama names (granitemoe's MoE, shared_mlp) + mamba.* (Mamba-2) by layer_types */
   HN_NAMES_NEMOTRON_H, /* backbone.embeddings, backbone.layers.N.{norm, mixer.*} (one mixer per layer), backbone.norm_f */
 } HnNameScheme;
 

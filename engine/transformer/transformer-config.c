@@ -179,6 +179,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
         if (n && JSON_NODE_HOLDS_ARRAY (n))
           return unsupported (error, cfg, "per-layer num_experts / moe_topk lists");
       }
+  if (strcmp (mt, "granitemoehybrid") == 0 && cfg->num_experts <= 0)
+    return unsupported (error, cfg, "num_local_experts 0 (the shared MLP alone)");
   if (cfg->num_experts <= 0 || cfg->num_experts_per_tok <= 0 || cfg->num_experts_per_tok > cfg->num_experts ||
       cfg->num_experts_per_tok > 32)
     {
@@ -211,7 +213,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
   if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
-  if (strcmp (mt, "granitemoeshared") == 0)
+  if (strcmp (mt, "granitemoeshared") == 0 || strcmp (mt, "granitemoehybrid") == 0)
     {
       /* GraniteMoeSharedMLP: input_linear [2 * shared_intermediate_size, C] (gate, up), added unweighted */
       gint64 sh;
@@ -345,10 +347,10 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   return TRUE;
 }
 
-/* nemotron_h's layer list: layers_block_type / layer_types names (old and new spellings) or the
+/* A hybrid's layer list: layers_block_type / layer_types names (old and new spellings) or nemotron_h's
  * hybrid_override_pattern string (M = Mamba-2, * = attention, - = MLP, E = MoE). */
 static guint
-nemotron_h_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
+hybrid_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
 {
   JsonObject *raw = hn_model_config_get_raw (cfg);
   static const char *const keys[] = { "layers_block_type", "layer_types" };
@@ -360,23 +362,33 @@ nemotron_h_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
   return *list ? json_array_get_length (*list) : *pat ? (guint) strlen (*pat) : 0;
 }
 
+/* nemotron_h: one mixer per layer (its MLP layers are layers of their own); granitemoehybrid: a mixer
+ * and the MLP in every layer. */
 static gboolean
-nemotron_h_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+hybrid_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
+  gboolean nh = hp->arch->names == HN_NAMES_NEMOTRON_H;
   JsonArray *list;
   const char *pat;
-  nemotron_h_layers (cfg, &list, &pat); /* hp->n_layer is its length */
+  guint n = hybrid_layers (cfg, &list, &pat); /* nemotron_h: hp->n_layer is its length */
+  if (n != (guint) hp->n_layer || (!nh && !list))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the layer pattern (layers_block_type, layer_types or "
+                   "hybrid_override_pattern) has %u entries for %d layers", cfg->path, n, hp->n_layer);
+      return FALSE;
+    }
   for (int i = 0; i < hp->n_layer; i++)
     {
       const char *t = list ? json_array_get_string_element (list, (guint) i) : NULL;
       char c = list ? 0 : pat[i];
+      hp->layer_ffn[i] = !nh;
       if (c == 'M' || (t && (g_str_equal (t, "mamba") || g_str_equal (t, "linear_attention"))))
-        hp->layer_mixer[i] = HN_MIXER_MAMBA2, hp->layer_ffn[i] = 0;
+        hp->layer_mixer[i] = HN_MIXER_MAMBA2;
       else if (c == '*' || (t && (g_str_equal (t, "attention") || g_str_equal (t, "full_attention"))))
-        hp->layer_mixer[i] = HN_MIXER_ATTENTION, hp->layer_ffn[i] = 0;
-      else if (c == '-' || (t && g_str_equal (t, "mlp")))
-        hp->layer_mixer[i] = HN_MIXER_NONE;
-      else if (c == 'E' || (t && g_str_equal (t, "moe")))
+        hp->layer_mixer[i] = HN_MIXER_ATTENTION;
+      else if (nh && (c == '-' || (t && g_str_equal (t, "mlp"))))
+        hp->layer_mixer[i] = HN_MIXER_NONE, hp->layer_ffn[i] = 1;
+      else if (nh && (c == 'E' || (t && g_str_equal (t, "moe"))))
         return unsupported (error, cfg, "nemotron_h MoE layers (\"moe\", E)");
       else
         {
@@ -398,9 +410,19 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   hp->layer_ffn = g_new (guint8, hp->n_layer);
   memset (hp->layer_ffn, 1, (gsize) hp->n_layer);
   JsonObject *raw = hn_model_config_get_raw (cfg);
-  JsonNode *ai = raw && !nh ? json_object_get_member (raw, "attn_layer_indices") : NULL;
-  if (nh && !nemotron_h_pattern (hp, cfg, error))
+  gboolean bamba = hp->arch->names == HN_NAMES_BAMBA;
+  JsonNode *ai = raw && bamba ? json_object_get_member (raw, "attn_layer_indices") : NULL;
+  if (!bamba && !hybrid_pattern (hp, cfg, error))
     return FALSE;
+  if (hp->arch->names == HN_NAMES_GRANITEMOEHYBRID)
+    {
+      /* position_embedding_type "nope": attention without rotary */
+      const char *pe = hn_model_config_get_string (cfg, "position_embedding_type");
+      if (pe && g_str_equal (pe, "nope"))
+        memset (hp->layer_rope, 0, (gsize) hp->n_layer);
+      else if (pe && !g_str_equal (pe, "rope"))
+        return unsupported (error, cfg, "a position_embedding_type other than rope or nope");
+    }
   if (ai && JSON_NODE_HOLDS_ARRAY (ai))
     {
       JsonArray *arr = json_node_get_array (ai);
@@ -490,7 +512,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   /* nemotron_h: the layer list decides the depth (num_hidden_layers is deprecated there) */
   JsonArray *nh_list;
   const char *nh_pat;
-  gint64 n_layer = a->names == HN_NAMES_NEMOTRON_H ? nemotron_h_layers (cfg, &nh_list, &nh_pat) : cfg->num_hidden_layers;
+  gint64 n_layer = a->names == HN_NAMES_NEMOTRON_H ? hybrid_layers (cfg, &nh_list, &nh_pat) : cfg->num_hidden_layers;
   if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || n_layer <= 0 || cfg->num_attention_heads <= 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,

@@ -1148,6 +1148,7 @@ static const Names scheme_names[] = {
     .ln1 = "norm", .ln2 = NONE,
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
     .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
+  [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
   [HN_NAMES_BAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
     .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
