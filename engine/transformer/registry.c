@@ -175,6 +175,7 @@ static const HnArchInfo archs[] = {
   { "mamba2", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA2, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba2" },
   /* hybrid decoders: attention + Mamba-2 layers, a KV cache and a recurrent state side by side */
   { "bamba", NULL, "bamba", HN_BLOCK_PRE_NORM, HN_NAMES_BAMBA, RMS_GATED, "silu", DEC, "bamba" },
+  { "falcon_h1", NULL, "falcon_h1", HN_BLOCK_PRE_NORM, HN_NAMES_FALCON_H1, RMS_GATED, "silu", DEC, "falcon_h1" },
   { "granitemoehybrid", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_GRANITEMOEHYBRID,
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoehybrid" },
   { "nemotron_h", NULL, "nemotron_h", HN_BLOCK_PRE_NORM, HN_NAMES_NEMOTRON_H, HN_QUIRK_NO_ROPE, "relu2", DEC,
@@ -272,7 +273,6 @@ static const HnArchRefusal refusals[] = {
   { "ernie4_5_moe", "its softmax router with the moe_statics choice bias does not reproduce the fixture yet" },
   { "esmc", "ESM C's protein encoder is not built yet" },
   { "exaone_moe", R_UNMAPPED },
-  { "falcon_h1", R_SSD },
   { "flaubert", "XLM's language embeddings and pre/post-norm layout (Flaubert) are not built yet" },
   { "fnet", "Fourier-transform token mixing is not built yet" },
   { "fsmt", "separate source and target vocabularies (FSMT) are not built yet" },
@@ -487,7 +487,7 @@ gboolean
 hn_arch_is_hybrid (const HnArchInfo *arch)
 {
   return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H ||
-         arch->names == HN_NAMES_GRANITEMOEHYBRID;
+         arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1;
 }
 
 HnCacheKind

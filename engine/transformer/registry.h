@@ -80,6 +80,7 @@ typedef enum {
   /* hybrid decoders (attention layers and Mamba-2 layers, transformer/transformer-graph.c) */
   HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
   HN_NAMES_GRANITEMOEHYBRID, /* llama names (granitemoe's MoE, shared_mlp) + mamba.* (Mamba-2) by layer_types */
+  HN_NAMES_FALCON_H1,  /* bamba's names; attention and mamba.* (Mamba-2) in every layer */
   HN_NAMES_NEMOTRON_H, /* backbone.embeddings, backbone.layers.N.{norm, mixer.*} (one mixer per layer), backbone.norm_f */
 } HnNameScheme;
 

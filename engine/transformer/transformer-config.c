@@ -399,6 +399,64 @@ hybrid_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **err
   return TRUE;
 }
 
+/* A multiplier of config.json (default 1). */
+static gboolean
+mup_double (const HnModelConfig *cfg, const char *key, float *out, GError **error)
+{
+  double v;
+  if (!get_double (cfg, key, 1.0, &v, error))
+    return FALSE;
+  *out = (float) v;
+  return TRUE;
+}
+
+/* falcon_h1: its muP multipliers (FalconH1Model, FalconH1DecoderLayer, FalconH1Mixer's mup_vector,
+ * FalconH1Attention's key_multiplier, FalconH1MLP's mlp_multipliers) and its gated norm's options. */
+static gboolean
+falcon_h1_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  float emb, lm;
+  if (!mup_double (cfg, "embedding_multiplier", &emb, error) || !mup_double (cfg, "lm_head_multiplier", &lm, error) ||
+      !mup_double (cfg, "ssm_in_multiplier", &hp->mup.ssm_in, error) ||
+      !mup_double (cfg, "ssm_out_multiplier", &hp->mup.ssm_out, error) ||
+      !mup_double (cfg, "attention_in_multiplier", &hp->mup.attn_in, error) ||
+      !mup_double (cfg, "attention_out_multiplier", &hp->mup.attn_out, error) ||
+      !mup_double (cfg, "key_multiplier", &hp->mup.key, error))
+    return FALSE;
+  hp->embed_scale = emb;
+  hp->logits_scale = lm;
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  float mlp[2];
+  struct { const char *key; guint n; float *out; } lists[2] = { { "ssm_multipliers", 5, hp->mup.ssm },
+                                                                { "mlp_multipliers", 2, mlp } };
+  for (int k = 0; k < 2; k++)
+    {
+      for (guint j = 0; j < lists[k].n; j++)
+        lists[k].out[j] = 1.0f;
+      JsonNode *n = raw ? json_object_get_member (raw, lists[k].key) : NULL;
+      if (!n || JSON_NODE_HOLDS_NULL (n))
+        continue;
+      if (!JSON_NODE_HOLDS_ARRAY (n) || json_array_get_length (json_node_get_array (n)) != lists[k].n)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s must be a list of %u numbers", cfg->path, lists[k].key,
+                       lists[k].n);
+          return FALSE;
+        }
+      for (guint j = 0; j < lists[k].n; j++)
+        lists[k].out[j] = (float) json_array_get_double_element (json_node_get_array (n), j);
+    }
+  hp->mup.gate = mlp[0];
+  hp->mup.down = mlp[1];
+  gboolean rms, before;
+  if (!raw_bool (cfg, "mamba_rms_norm", FALSE, &rms, error) ||
+      !raw_bool (cfg, "mamba_norm_before_gate", TRUE, &before, error))
+    return FALSE;
+  if (!rms || before)
+    return unsupported (error, cfg, !rms ? "mamba_rms_norm false (the mixer without its gated norm)"
+                                         : "mamba_norm_before_gate true (the gate after the norm)");
+  return TRUE;
+}
+
 /* A hybrid's layer pattern and Mamba-2 mixers (bamba: attn_layer_indices, mamba_*; nemotron_h: its
  * pattern, mamba_num_heads / mamba_head_dim, n_groups, ssm_state_size, conv_kernel). */
 static gboolean
@@ -410,9 +468,13 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   hp->layer_ffn = g_new (guint8, hp->n_layer);
   memset (hp->layer_ffn, 1, (gsize) hp->n_layer);
   JsonObject *raw = hn_model_config_get_raw (cfg);
-  gboolean bamba = hp->arch->names == HN_NAMES_BAMBA;
+  gboolean bamba = hp->arch->names == HN_NAMES_BAMBA, fh1 = hp->arch->names == HN_NAMES_FALCON_H1;
   JsonNode *ai = raw && bamba ? json_object_get_member (raw, "attn_layer_indices") : NULL;
-  if (!bamba && !hybrid_pattern (hp, cfg, error))
+  if (fh1)
+    memset (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer);
+  else if (!bamba && !hybrid_pattern (hp, cfg, error))
+    return FALSE;
+  if (fh1 && !falcon_h1_from_config (hp, cfg, error))
     return FALSE;
   if (hp->arch->names == HN_NAMES_GRANITEMOEHYBRID)
     {
@@ -450,7 +512,11 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
       !get_int (cfg, nh ? "conv_kernel" : "mamba_d_conv", 4, &conv, error) ||
       (!nh && !get_int (cfg, "mamba_expand", 2, &expand, error)))
     return FALSE;
-  gint64 inner = expand * hp->hidden;
+  gint64 inner = expand * hp->hidden, d_ssm = 0;
+  if (fh1 && !get_int (cfg, "mamba_d_ssm", 0, &d_ssm, error))
+    return FALSE;
+  if (d_ssm > 0)
+    inner = d_ssm; /* FalconH1Mixer: mamba_d_ssm when set */
   const char *hds = nh ? NULL : hn_model_config_get_string (cfg, "mamba_d_head");
   if (nh)
     {
@@ -474,7 +540,8 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
       return FALSE;
     }
   hp->ssm = (HnMamba2Dims) { .inner = (int) inner, .state = (int) state, .n_heads = (int) heads, .head_dim = (int) hd,
-                             .n_groups = (int) groups, .norm_eps = hp->norm_eps, .norm_groups = nh ? (int) groups : 1 };
+                             .n_groups = (int) groups, .norm_eps = hp->norm_eps,
+                             .norm_groups = nh || fh1 ? (int) groups : 1 };
   hp->ssm_conv_kernel = (int) conv;
   const char *mact = nh ? hn_model_config_get_string (cfg, "mamba_hidden_act") : NULL;
   if (nh ? mact && !g_str_equal (mact, "silu") : hp->act != HN_ACT_SILU)

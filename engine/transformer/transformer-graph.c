@@ -413,7 +413,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
     goto fail;
   if (!(a->pick_scratch = act_new (m, keep, "acts.pick_scratch", HN_DTYPE_F32, 2048, 0, error)))
     goto fail;
-  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer) &&
+  if (hp->layer_mixer && (memchr (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer) ||
+                          memchr (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer)) &&
       !hn_mamba2_bufs_init (&p->m2, m->ctx, &hp->ssm, N, error))
     goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
@@ -896,7 +897,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnLayerWeights *lw = &W->layers[il];
   gint64 N = (gint64) B * T, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
   gint64 Dv = hp->v_head_dim;
-  if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION)
+  if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION && hp->layer_mixer[il] != HN_MIXER_PARALLEL)
     return record_mixer_layer (m, cmd, a, il, kv, B, T, error);
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
@@ -955,6 +956,14 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     {
       HnTensor *ys[3] = { q, k, v }, *ws[3] = { lw->wq, lw->wk, lw->wv }, *bs[3] = { lw->bq, lw->bk, lw->bv };
       CK (hn_op_matmul_n (cmd, 3, ys, ain, ws, bs, error));
+    }
+  if (hp->layer_mixer && hp->layer_mixer[il] == HN_MIXER_PARALLEL)
+    {
+      /* falcon_h1: the Mamba-2 mixer on the same normed input, added into x now that q, k and v are
+       * taken from it */
+      CK (norm (m, cmd, h2, x, lw->ln1_w, lw->ln1_b, error));
+      CK (hn_mamba2_record (cmd, &((struct ActsPriv *) a)->sc, &hp->ssm, &lw->m2, &((struct ActsPriv *) a)->m2, B, T,
+                            kv->ssm.ssm ? &kv->ssm : NULL, x, h2, 1.0f, error));
     }
   if (hp->clip_qkv > 0)
     {

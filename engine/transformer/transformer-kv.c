@@ -100,18 +100,18 @@ free_kv (HnLayerKv *kv, int n)
   g_free (kv);
 }
 
-/* A hybrid's Mamba-2 layer: it keeps a recurrent state, no K/V. */
+/* A hybrid's layer with a Mamba-2 mixer: it keeps a recurrent state. */
 static gboolean
 is_state_layer (const HnTransformerHParams *hp, int il)
 {
-  return hp->layer_mixer && hp->layer_mixer[il] == HN_MIXER_MAMBA2;
+  return hp->layer_mixer && (hp->layer_mixer[il] == HN_MIXER_MAMBA2 || hp->layer_mixer[il] == HN_MIXER_PARALLEL);
 }
 
 /* A layer with attention (every layer but a hybrid's Mamba-2 and MLP-only layers): it keeps K/V. */
 static gboolean
 is_kv_layer (const HnTransformerHParams *hp, int il)
 {
-  return !hp->layer_mixer || hp->layer_mixer[il] == HN_MIXER_ATTENTION;
+  return !hp->layer_mixer || hp->layer_mixer[il] == HN_MIXER_ATTENTION || hp->layer_mixer[il] == HN_MIXER_PARALLEL;
 }
 
 /* The state tensors of a state layer, as an array (conv, convB, convC: NULL when the kernel is 1). */
@@ -221,7 +221,6 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
               free_kv (kv, L);
               return NULL;
             }
-          continue;
         }
       if (!is_kv_layer (hp, i))
         continue;
@@ -551,7 +550,6 @@ forward (HnTransformerSession *s, int first_row, int B, int T, int pos0, float *
         {
           if (!state_views (&s->kv[il].ssm, first_row, B, &kvs[il].ssm, views, error))
             return FALSE;
-          continue;
         }
       if (!is_kv_layer (hp, il))
         continue;
@@ -963,7 +961,6 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
                     hn_cmd_reset (s->st[i].cmd);
                   return FALSE;
                 }
-            continue;
           }
         if (n == 0 || !is_kv_layer (hp, il))
           continue;

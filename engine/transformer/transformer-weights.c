@@ -40,6 +40,7 @@ typedef struct {
   HnSafetensors *st;
   GHashTable *used; /* tensor name -> TRUE */
   gboolean linear;  /* the matrix being taken is a layer's Linear weight (quantized with m->quant) */
+  float scale;      /* uploads are multiplied by this (falcon_h1's muP multipliers folded in; else 1) */
 } Loader;
 
 static gboolean
@@ -134,10 +135,38 @@ count_nonfinite (HnDType dtype, const void *data, gsize nbytes)
   return n;
 }
 
+/* data · s as a new copy of the same dtype (f32, f16 or bf16). */
+static void *
+scaled_copy (HnDType dtype, const void *data, gsize nbytes, float s)
+{
+  void *out = g_memdup2 (data, nbytes);
+  if (dtype == HN_DTYPE_F32)
+    for (gsize i = 0; i < nbytes / 4; i++)
+      ((float *) out)[i] *= s;
+  else if (dtype == HN_DTYPE_F16)
+    for (gsize i = 0; i < nbytes / 2; i++)
+      ((guint16 *) out)[i] = hn_f32_to_f16 (hn_f16_to_f32 (((guint16 *) out)[i]) * s);
+  else
+    for (gsize i = 0; i < nbytes / 2; i++)
+      ((guint16 *) out)[i] = hn_f32_to_bf16 (hn_bf16_to_f32 (((guint16 *) out)[i]) * s);
+  return out;
+}
+
 static HnTensor *
 upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shape, const void *data, gsize nbytes,
         GError **error)
 {
+  g_autofree void *scaled = NULL;
+  if (L->scale != 1.0f)
+    {
+      if (dtype != HN_DTYPE_F32 && dtype != HN_DTYPE_F16 && dtype != HN_DTYPE_BF16)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s carries a multiplier, which a %s weight cannot "
+                       "take", L->m->dir, name, hn_dtype_name (dtype));
+          return NULL;
+        }
+      data = scaled = scaled_copy (dtype, data, nbytes, L->scale);
+    }
   guint64 bad = count_nonfinite (dtype, data, nbytes);
   if (bad && !L->m->nonfinite_tensor)
     {
@@ -1075,9 +1104,16 @@ take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
         g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a GGUF-packed %s is not built", L->m->dir, ipw);
       return FALSE;
     }
+  /* falcon_h1: (in_proj(h · ssm_in) + b) · mup[part], its out_proj · ssm_out */
+  gboolean fh1 = hp->arch->names == HN_NAMES_FALCON_H1;
   for (int k = 0; k < 5; k++)
-    if (!(*ws[k] = row_block (L, t, parts[k], r0[k], rn[k], C, error)))
-      return FALSE;
+    {
+      L->scale = fh1 ? hp->mup.ssm_in * hp->mup.ssm[k] : 1.0f;
+      *ws[k] = row_block (L, t, parts[k], r0[k], rn[k], C, error);
+      L->scale = 1.0f;
+      if (!*ws[k])
+        return FALSE;
+    }
   GError *e = NULL;
   g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
   g_autofree float *bias = take_f32 (L, ipb, R, FALSE, &e);
@@ -1087,8 +1123,13 @@ take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
       return FALSE;
     }
   for (int k = 0; bias && k < 5; k++)
-    if (!(*bs[k] = f32_block (L, ipb, bias, r0[k], rn[k], 1, error)))
-      return FALSE;
+    {
+      L->scale = fh1 ? hp->mup.ssm[k] : 1.0f;
+      *bs[k] = f32_block (L, ipb, bias, r0[k], rn[k], 1, error);
+      L->scale = 1.0f;
+      if (!*bs[k])
+        return FALSE;
+    }
   /* conv1d [CD, 1, K] over the x, B and C channels */
   g_autofree char *cwn = g_strdup_printf ("%sconv1d.weight", pfx);
   g_autofree char *cbn = g_strdup_printf ("%sconv1d.bias", pfx);
@@ -1113,9 +1154,41 @@ take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
   g_autofree char *nw = g_strdup_printf ("%snorm.weight", pfx);
   g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx);
   g_autofree char *ob = g_strdup_printf ("%sout_proj.bias", pfx);
-  return take_vector (L, dtb, H, TRUE, &w->dt_bias, error) && take_vector (L, al, H, TRUE, &w->A_log, error) &&
-         take_vector (L, dd, H, TRUE, &w->D, error) && take_vector (L, nw, I, TRUE, &w->norm_w, error) &&
-         take_matrix (L, ow, C, I, TRUE, &w->out_w, error) && take_vector (L, ob, C, FALSE, &w->out_b, error);
+  if (!take_vector (L, dtb, H, TRUE, &w->dt_bias, error) || !take_vector (L, al, H, TRUE, &w->A_log, error) ||
+      !take_vector (L, dd, H, TRUE, &w->D, error) || !take_vector (L, nw, I, TRUE, &w->norm_w, error))
+    return FALSE;
+  L->scale = fh1 ? hp->mup.ssm_out : 1.0f;
+  gboolean ok = take_matrix (L, ow, C, I, TRUE, &w->out_w, error) && take_vector (L, ob, C, FALSE, &w->out_b, error);
+  L->scale = 1.0f;
+  return ok;
+}
+
+/* falcon_h1's attention with its multipliers folded in: q, v · attention_in, k · attention_in ·
+ * key_multiplier, o · attention_out (its bias too). */
+static gboolean
+take_falcon_h1_attention (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  const char *parts[4] = { N->q, N->k, N->v, N->o };
+  gint64 rows[4] = { qd, kvd, kvd, C }, cols[4] = { C, C, C, qd };
+  float sc[4] = { hp->mup.attn_in, hp->mup.attn_in * hp->mup.key, hp->mup.attn_in, hp->mup.attn_out };
+  HnTensor **ws[4] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo }, **bs[4] = { &lw->bq, &lw->bk, &lw->bv, &lw->bo };
+  for (int k = 0; k < 4; k++)
+    {
+      L->scale = sc[k];
+      gboolean ok = take_linear (L, N, pfx, parts[k], rows[k], cols[k], ws[k], bs[k], error);
+      L->scale = 1.0f;
+      if (!ok)
+        return FALSE;
+    }
+  if ((lw->bq || lw->bk || lw->bv) && (hp->mup.attn_in != 1.0f))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: falcon_h1 q/k/v biases with an attention_in_multiplier "
+                   "other than 1 are not built", L->m->dir);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* The weight names of each decoder scheme. A row with `llama_overlay` set
@@ -1149,6 +1222,8 @@ static const Names scheme_names[] = {
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
     .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
   [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
+  [HN_NAMES_FALCON_H1] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
+    .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
     .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
@@ -1612,7 +1687,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       N.qkv_layout = nda ? QKV_GROUPED : (mq ? QKV_CONCAT : QKV_HEAD_SPLIT);
     }
   g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
-  Loader L = { m, st, used, FALSE };
+  Loader L = { m, st, used, FALSE, 1.0f };
   gint64 C = hp->hidden, F = hp->ffn, V = hp->vocab;
   gint64 qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gboolean params = !(hp->arch->quirks & HN_QUIRK_NORM_NO_PARAMS);
@@ -1691,20 +1766,25 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
         return FALSE;
       HnMixerKind mixer = hp->layer_mixer ? hp->layer_mixer[i] : HN_MIXER_ATTENTION;
-      if (mixer == HN_MIXER_MAMBA2)
+      if (mixer == HN_MIXER_MAMBA2 || mixer == HN_MIXER_PARALLEL)
         {
           /* bamba: mamba.*; nemotron_h: the layer's one mixer */
           g_autofree char *mp = g_strdup_printf ("%s%s", pfx, hp->arch->names == HN_NAMES_NEMOTRON_H ? "mixer." : "mamba.");
           if (!take_mamba2 (&L, mp, lw, error))
             return FALSE;
         }
-      else if (mixer == HN_MIXER_NONE)
+      if (mixer == HN_MIXER_NONE)
         {
           /* an MLP-only layer: its one norm is the MLP's */
           lw->ln2_w = lw->ln1_w;
           lw->ln1_w = NULL;
         }
-      else
+      else if (mixer == HN_MIXER_PARALLEL)
+        {
+          if (!take_falcon_h1_attention (&L, &N, pfx, lw, error))
+            return FALSE;
+        }
+      else if (mixer == HN_MIXER_ATTENTION)
         {
           if (hp->mla)
             {
@@ -1776,11 +1856,20 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           if (!ok)
             return FALSE;
         }
-      else if (N.gate && !take_linear (&L, &N, pfx, N.gate, F, C, &lw->w_gate, &lw->b_gate, error))
-        return FALSE;
+      else if (N.gate)
+        {
+          L.scale = hp->arch->names == HN_NAMES_FALCON_H1 ? hp->mup.gate : 1.0f; /* act(gate(h) · gate_multiplier) */
+          gboolean ok = take_linear (&L, &N, pfx, N.gate, F, C, &lw->w_gate, &lw->b_gate, error);
+          L.scale = 1.0f;
+          if (!ok)
+            return FALSE;
+        }
       if (N.up && !take_linear (&L, &N, pfx, N.up, F, C, &lw->w_up, &lw->b_up, error))
         return FALSE;
-      if (!take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error))
+      L.scale = hp->arch->names == HN_NAMES_FALCON_H1 ? hp->mup.down : 1.0f;
+      gboolean down_ok = take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error);
+      L.scale = 1.0f;
+      if (!down_ok)
         return FALSE;
       if (hp->xielu && !take_xielu (&L, pfx, lw, error))
         return FALSE;

@@ -31,7 +31,8 @@ G_BEGIN_DECLS
 typedef enum {
   HN_MIXER_ATTENTION,
   HN_MIXER_MAMBA2,
-  HN_MIXER_NONE, /* an MLP-only layer (nemotron_h "-") */
+  HN_MIXER_NONE,     /* an MLP-only layer (nemotron_h "-") */
+  HN_MIXER_PARALLEL, /* attention and a Mamba-2 mixer side by side on the same normed input (falcon_h1) */
 } HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
@@ -111,6 +112,12 @@ typedef struct {
   guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (owned; NULL = every layer) */
   HnMamba2Dims ssm;
   int ssm_conv_kernel;
+  /* falcon_h1's muP multipliers, folded into the weights at load (1 elsewhere): the mixer's input and
+   * output, its in_proj parts z, x, B, C, dt; attention's input, keys and output; the MLP's gate and
+   * down projections */
+  struct {
+    float ssm_in, ssm_out, ssm[5], attn_in, key, attn_out, gate, down;
+  } mup;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
