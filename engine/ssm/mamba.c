@@ -7,6 +7,7 @@
 #include "base/hn-error.h"
 #include "encdec/encdec-loader.h"
 #include "formats/model-config.h"
+#include "ssm/mamba1-mixer.h"
 #include "ssm/mamba2-mixer.h"
 #include "tensor/ops-ssm.h"
 
@@ -23,13 +24,8 @@
 
 typedef struct {
   HnTensor *norm_w;
-  HnTensor *w_x, *w_z, *b_x, *b_z;   /* in_proj rows [0, I) and [I, 2I) */
-  HnTensor *conv_w, *conv_b;         /* f32 [I, K], [I] */
-  HnTensor *w_dtl, *w_B, *w_C;       /* x_proj rows [0, R), [R, R + N), [R + N, R + 2N) */
-  HnTensor *dt_w, *dt_b;             /* dt_proj [I, R], [I] */
-  HnTensor *A_log, *D;               /* f32 [I, N], [I] */
-  HnTensor *out_w, *out_b;           /* out_proj [C, I] */
-  HnMamba2Weights m2;                /* Mamba-2's mixer (the fields above stay NULL) */
+  HnMamba1Weights m1; /* Mamba's mixer: in_proj split into x and z rows, x_proj into dt, B and C */
+  HnMamba2Weights m2; /* Mamba-2's */
 } MambaLayer;
 
 struct _HnMamba {
@@ -376,20 +372,20 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
 #define NM(s) (g_snprintf (nm, sizeof nm, "%s%s", p, s), nm)
       char nm[160];
       CK (hn_wl_vector (L, NM ("norm.weight"), C, TRUE, &ly->norm_w, error));
-      CK (hn_wl_matrix_rows (L, NM ("mixer.in_proj.weight"), 2 * I, 0, I, C, &ly->w_x, error));
-      CK (hn_wl_matrix_rows (L, NM ("mixer.in_proj.weight"), 2 * I, I, I, C, &ly->w_z, error));
-      CK (load_split_bias (L, NM ("mixer.in_proj.bias"), I, I, &ly->b_x, &ly->b_z, error));
-      CK (load_f32 (L, NM ("mixer.conv1d.weight"), 2, (gint64[]) { I, K }, TRUE, &ly->conv_w, error));
-      CK (load_f32 (L, NM ("mixer.conv1d.bias"), 1, (gint64[]) { I }, FALSE, &ly->conv_b, error));
-      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, 0, R, I, &ly->w_dtl, error));
-      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, R, N, I, &ly->w_B, error));
-      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, R + N, N, I, &ly->w_C, error));
-      CK (hn_wl_matrix (L, NM ("mixer.dt_proj.weight"), I, R, TRUE, &ly->dt_w, error));
-      CK (hn_wl_vector (L, NM ("mixer.dt_proj.bias"), I, FALSE, &ly->dt_b, error));
-      CK (load_f32 (L, NM ("mixer.A_log"), 2, (gint64[]) { I, N }, TRUE, &ly->A_log, error));
-      CK (load_f32 (L, NM ("mixer.D"), 1, (gint64[]) { I }, TRUE, &ly->D, error));
-      CK (hn_wl_matrix (L, NM ("mixer.out_proj.weight"), C, I, TRUE, &ly->out_w, error));
-      CK (hn_wl_vector (L, NM ("mixer.out_proj.bias"), C, FALSE, &ly->out_b, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.in_proj.weight"), 2 * I, 0, I, C, &ly->m1.w_x, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.in_proj.weight"), 2 * I, I, I, C, &ly->m1.w_z, error));
+      CK (load_split_bias (L, NM ("mixer.in_proj.bias"), I, I, &ly->m1.b_x, &ly->m1.b_z, error));
+      CK (load_f32 (L, NM ("mixer.conv1d.weight"), 2, (gint64[]) { I, K }, TRUE, &ly->m1.conv_w, error));
+      CK (load_f32 (L, NM ("mixer.conv1d.bias"), 1, (gint64[]) { I }, FALSE, &ly->m1.conv_b, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, 0, R, I, &ly->m1.w_dtl, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, R, N, I, &ly->m1.w_B, error));
+      CK (hn_wl_matrix_rows (L, NM ("mixer.x_proj.weight"), R + 2 * N, R + N, N, I, &ly->m1.w_C, error));
+      CK (hn_wl_matrix (L, NM ("mixer.dt_proj.weight"), I, R, TRUE, &ly->m1.dt_w, error));
+      CK (hn_wl_vector (L, NM ("mixer.dt_proj.bias"), I, FALSE, &ly->m1.dt_b, error));
+      CK (load_f32 (L, NM ("mixer.A_log"), 2, (gint64[]) { I, N }, TRUE, &ly->m1.A_log, error));
+      CK (load_f32 (L, NM ("mixer.D"), 1, (gint64[]) { I }, TRUE, &ly->m1.D, error));
+      CK (hn_wl_matrix (L, NM ("mixer.out_proj.weight"), C, I, TRUE, &ly->m1.out_w, error));
+      CK (hn_wl_vector (L, NM ("mixer.out_proj.bias"), C, FALSE, &ly->m1.out_b, error));
 #undef NM
     }
   return TRUE;
@@ -519,19 +515,13 @@ record_forward (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, co
   const HnMambaHParams *h = &m->hp;
   gint64 n = (gint64) B * T;
 #define V2(t, d1) hn_scratch_prefix (sc, w->t, 2, (gint64[]) { n, d1 }, error)
-#define V3(t, d2) hn_scratch_prefix (sc, w->t, 3, (gint64[]) { B, T, d2 }, error)
   HnTensor *ids = hn_scratch_prefix (sc, w->ids, 1, (gint64[]) { n }, error);
   HnTensor *x = V2 (x, h->hidden), *hn = V2 (h, h->hidden);
-  HnTensor *xin = V3 (xin, h->inner), *z = V3 (z, h->inner), *xc = V3 (xc, h->inner), *dt = V3 (dt, h->inner);
-  HnTensor *y = V3 (y, h->inner), *dtl = V2 (dtl, h->dt_rank);
-  HnTensor *Bm = V3 (Bm, h->state), *Cm = V3 (Cm, h->state);
-  HnTensor *xin2 = V2 (xin, h->inner), *z2 = V2 (z, h->inner), *xc2 = V2 (xc, h->inner), *y2 = V2 (y, h->inner);
-  HnTensor *Bm2 = V2 (Bm, h->state), *Cm2 = V2 (Cm, h->state), *dt2 = V2 (dt, h->inner);
 #undef V2
-#undef V3
-  if (!ids || !x || !hn || !xin || !z || !xc || !dt || !y || !dtl || !Bm || !Cm || !xin2 || !z2 || !xc2 || !y2 ||
-      !Bm2 || !Cm2 || !dt2)
+  if (!ids || !x || !hn)
     return FALSE;
+  HnMamba1Dims d1 = { h->inner, h->state, h->dt_rank, h->bc_dt_norm, h->mixer_eps };
+  HnMamba1Bufs b1 = { w->xin, w->z, w->xc, w->dtl, w->Bm, w->Cm, w->dt, w->y };
   CK (hn_op_embedding (cmd, x, m->embed, ids, error));
   for (int l = 0; l < h->n_layer; l++)
     {
@@ -542,21 +532,10 @@ record_forward (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, co
           CK (record_layer_mamba2 (m, cmd, sc, w, ly, B, T, st ? &st[l] : NULL, x, hn, error));
           continue;
         }
-      HnTensor *ys[2] = { xin2, z2 }, *ws[2] = { ly->w_x, ly->w_z }, *bs[2] = { ly->b_x, ly->b_z };
-      CK (hn_op_matmul_n (cmd, 2, ys, hn, ws, bs, error));
-      CK (hn_op_conv1d_causal (cmd, xc, xin, ly->conv_w, ly->conv_b, st ? st[l].conv : NULL, HN_ACT_SILU, error));
-      HnTensor *ps[3] = { dtl, Bm2, Cm2 }, *pw[3] = { ly->w_dtl, ly->w_B, ly->w_C }, *pb[3] = { NULL, NULL, NULL };
-      CK (hn_op_matmul_n (cmd, 3, ps, xc2, pw, pb, error));
-      if (h->bc_dt_norm)
-        {
-          CK (hn_op_rmsnorm (cmd, dtl, dtl, NULL, h->mixer_eps, HN_NORM_DEFAULT, error));
-          CK (hn_op_rmsnorm (cmd, Bm2, Bm2, NULL, h->mixer_eps, HN_NORM_DEFAULT, error));
-          CK (hn_op_rmsnorm (cmd, Cm2, Cm2, NULL, h->mixer_eps, HN_NORM_DEFAULT, error));
-        }
-      CK (hn_op_matmul (cmd, dt2, dtl, ly->dt_w, ly->dt_b, error));
-      HnSsmScanParams sp = { NULL, ly->D, z, st ? st[l].ssm : NULL, TRUE };
-      CK (hn_op_ssm_scan (cmd, y, xc, dt, ly->A_log, Bm, Cm, &sp, error));
-      CK (hn_op_matmul_add (cmd, x, y2, ly->out_w, ly->out_b, 1.0f, error));
+      HnSsmState s1 = { 0 };
+      if (st)
+        s1 = (HnSsmState) { st[l].conv, NULL, NULL, st[l].ssm };
+      CK (hn_mamba1_record (cmd, sc, &d1, &ly->m1, &b1, B, T, st ? &s1 : NULL, x, hn, 1.0f, error));
     }
   if (all_logits)
     {

@@ -208,6 +208,13 @@ static const HnArchInfo archs[] = {
   { "mamba2", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA2, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba2" },
   /* hybrid decoders: attention + Mamba-2 layers, a KV cache and a recurrent state side by side */
   { "bamba", NULL, "bamba", HN_BLOCK_PRE_NORM, HN_NAMES_BAMBA, RMS_GATED, "silu", DEC, "bamba" },
+  { "falcon_h1", NULL, "falcon_h1", HN_BLOCK_PRE_NORM, HN_NAMES_FALCON_H1, RMS_GATED, "silu", DEC, "falcon_h1" },
+  { "jamba", NULL, "jamba", HN_BLOCK_PRE_NORM, HN_NAMES_JAMBA, RMS_GATED | HN_QUIRK_NO_ROPE | HN_QUIRK_MOE, "silu", DEC,
+    "jamba" },
+  { "granitemoehybrid", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_GRANITEMOEHYBRID,
+    RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoehybrid" },
+  { "nemotron_h", NULL, "nemotron_h", HN_BLOCK_PRE_NORM, HN_NAMES_NEMOTRON_H, HN_QUIRK_NO_ROPE, "relu2", DEC,
+    "nemotron_h" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
   { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
   { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
@@ -301,7 +308,6 @@ static const HnArchRefusal refusals[] = {
   { "emu3", R_NOTEXT },
   { "encoder-decoder", "a composite of two separately configured models (EncoderDecoderModel); load its parts" },
   { "esmc", "ESM C's protein encoder is not built yet" },
-  { "falcon_h1", R_SSD },
   { "flaubert", "XLM's language embeddings and pre/post-norm layout (Flaubert) are not built yet" },
   { "fnet", "Fourier-transform token mixing is not built yet" },
   { "fsmt", "separate source and target vocabularies (FSMT) are not built yet" },
@@ -317,12 +323,10 @@ static const HnArchRefusal refusals[] = {
   { "git", R_NOTEXT " (GIT conditions on image features)" },
   { "glm4_moe_lite", "multi-head latent attention outside deepseek (glm4_moe_lite) is not built yet" },
   { "glm_moe_dsa", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
-  { "granitemoehybrid", R_SSD },
   { "hrm_text", "hierarchical recurrent reasoning modules are not built yet" },
   { "hy_v4", "hyper-connections and DeepSeek sparse attention (an indexer choosing keys) with learnable sinks are not built yet" },
   { "ibert", "integer-only kernels (I-BERT quantization buffers) are not built yet" },
   { "inkling_text", "short causal convolutions on q/k/v and sublayer inputs (a carried state) and learned relative-position logits are not built yet" },
-  { "jamba", "hybrid attention + Mamba (selective scan) layers are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
   { "laguna", "per-layer attention head counts (num_attention_heads_per_layer) and softplus per-head output gates are not built yet" },
@@ -344,16 +348,12 @@ static const HnArchRefusal refusals[] = {
   { "mra", "multi-resolution approximate attention is not built yet" },
   { "musicgen", R_NOTEXT },
   { "musicgen_melody", R_NOTEXT },
-  { "nemotron_h", R_SSD },
   { "neomme", R_NOTEXT },
   { "nllb-moe", "encoder-decoder MoE layers with top-2 capacity routing are not built yet" },
   { "nystromformer", "Nystrom-approximated attention is not built yet" },
   { "olmo_hybrid", "linear-attention / gated delta-rule layers are not built yet (hybrid recurrent layers)" },
   { "perceiver", R_NOTEXT " (Perceiver IO latent cross-attention)" },
   { "phi4_multimodal", R_NOTEXT },
-  { "prophetnet", "its decoder (a main stream plus ngram predicting streams attending over it, with relative-bucket "
-                  "biases projected from each query's hidden state; the logits are the first predicting stream's) is "
-                  "not built yet" },
   { "qwen3_5", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
   { "qwen3_5_moe", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
   { "qwen3_5_moe_text", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
@@ -565,7 +565,8 @@ hn_arch_is_ssm (const HnArchInfo *arch)
 gboolean
 hn_arch_is_hybrid (const HnArchInfo *arch)
 {
-  return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H;
+  return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H ||
+         arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1 || arch->names == HN_NAMES_JAMBA;
 }
 
 HnCacheKind

@@ -83,7 +83,10 @@ typedef enum {
   HN_NAMES_JETMOE,     /* llama norms, self_attention.{kv_proj,experts.*} (routed q/o), mlp.{router.layer,input_linear,...} */
   /* hybrid decoders (attention layers and Mamba-2 layers, transformer/transformer-graph.c) */
   HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
-  HN_NAMES_NEMOTRON_H, /* model.embeddings, model.layers.N.{norm, mixer.*} (one mixer per layer), model.norm_f */
+  HN_NAMES_GRANITEMOEHYBRID, /* llama names (granitemoe's MoE, shared_mlp) + mamba.* (Mamba-2) by layer_types */
+  HN_NAMES_FALCON_H1,  /* bamba's names; attention and mamba.* (Mamba-2) in every layer */
+  HN_NAMES_JAMBA,      /* bamba's names, mamba.* a Mamba (v1) mixer with dt/b/c_layernorm, feed_forward.experts.N */
+  HN_NAMES_NEMOTRON_H, /* backbone.embeddings, backbone.layers.N.{norm, mixer.*} (one mixer per layer), backbone.norm_f */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */

@@ -187,6 +187,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
         if (n && JSON_NODE_HOLDS_ARRAY (n))
           return unsupported (error, cfg, "per-layer num_experts / moe_topk lists");
       }
+  if (strcmp (mt, "granitemoehybrid") == 0 && cfg->num_experts <= 0)
+    return unsupported (error, cfg, "num_local_experts 0 (the shared MLP alone)");
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gint64 topk = cfg->num_experts_per_tok;
   if (aria && !get_int (cfg, "moe_topk", 2, &topk, error)) /* AriaTextConfig's name for it */
@@ -254,7 +256,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
         return FALSE;
       hp->shared_ffn = n_sh > 0 ? (int) (n_sh * hp->ffn) : 0;
     }
-  if (strcmp (mt, "granitemoeshared") == 0 || strcmp (mt, "granitemoe_swa") == 0)
+  if (strcmp (mt, "granitemoeshared") == 0 || strcmp (mt, "granitemoe_swa") == 0 ||
+      strcmp (mt, "granitemoehybrid") == 0)
     {
       /* GraniteMoeSharedMLP: input_linear [2 * shared_intermediate_size, C] (gate, up), added unweighted */
       gint64 sh;
@@ -447,10 +450,10 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   return TRUE;
 }
 
-/* nemotron_h's layer list: layers_block_type / layer_types names (old and new spellings) or the
+/* A hybrid's layer list: layers_block_type / layer_types names (old and new spellings) or nemotron_h's
  * hybrid_override_pattern string (M = Mamba-2, * = attention, - = MLP, E = MoE). */
 static guint
-nemotron_h_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
+hybrid_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
 {
   JsonObject *raw = hn_model_config_get_raw (cfg);
   static const char *const keys[] = { "layers_block_type", "layer_types" };
@@ -462,23 +465,33 @@ nemotron_h_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
   return *list ? json_array_get_length (*list) : *pat ? (guint) strlen (*pat) : 0;
 }
 
+/* nemotron_h: one mixer per layer (its MLP layers are layers of their own); granitemoehybrid: a mixer
+ * and the MLP in every layer. */
 static gboolean
-nemotron_h_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+hybrid_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
+  gboolean nh = hp->arch->names == HN_NAMES_NEMOTRON_H;
   JsonArray *list;
   const char *pat;
-  nemotron_h_layers (cfg, &list, &pat); /* hp->n_layer is its length */
+  guint n = hybrid_layers (cfg, &list, &pat); /* nemotron_h: hp->n_layer is its length */
+  if (n != (guint) hp->n_layer || (!nh && !list))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the layer pattern (layers_block_type, layer_types or "
+                   "hybrid_override_pattern) has %u entries for %d layers", cfg->path, n, hp->n_layer);
+      return FALSE;
+    }
   for (int i = 0; i < hp->n_layer; i++)
     {
       const char *t = list ? json_array_get_string_element (list, (guint) i) : NULL;
       char c = list ? 0 : pat[i];
+      hp->layer_ffn[i] = !nh;
       if (c == 'M' || (t && (g_str_equal (t, "mamba") || g_str_equal (t, "linear_attention"))))
-        hp->layer_mixer[i] = HN_MIXER_MAMBA2, hp->layer_ffn[i] = 0;
+        hp->layer_mixer[i] = HN_MIXER_MAMBA2;
       else if (c == '*' || (t && (g_str_equal (t, "attention") || g_str_equal (t, "full_attention"))))
-        hp->layer_mixer[i] = HN_MIXER_ATTENTION, hp->layer_ffn[i] = 0;
-      else if (c == '-' || (t && g_str_equal (t, "mlp")))
-        hp->layer_mixer[i] = HN_MIXER_NONE;
-      else if (c == 'E' || (t && g_str_equal (t, "moe")))
+        hp->layer_mixer[i] = HN_MIXER_ATTENTION;
+      else if (nh && (c == '-' || (t && g_str_equal (t, "mlp"))))
+        hp->layer_mixer[i] = HN_MIXER_NONE, hp->layer_ffn[i] = 1;
+      else if (nh && (c == 'E' || (t && g_str_equal (t, "moe"))))
         return unsupported (error, cfg, "nemotron_h MoE layers (\"moe\", E)");
       else
         {
@@ -486,6 +499,103 @@ nemotron_h_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
           return unsupported (error, cfg, what);
         }
     }
+  return TRUE;
+}
+
+/* A multiplier of config.json (default 1). */
+static gboolean
+mup_double (const HnModelConfig *cfg, const char *key, float *out, GError **error)
+{
+  double v;
+  if (!get_double (cfg, key, 1.0, &v, error))
+    return FALSE;
+  *out = (float) v;
+  return TRUE;
+}
+
+/* falcon_h1: its muP multipliers (FalconH1Model, FalconH1DecoderLayer, FalconH1Mixer's mup_vector,
+ * FalconH1Attention's key_multiplier, FalconH1MLP's mlp_multipliers) and its gated norm's options. */
+static gboolean
+falcon_h1_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  float emb, lm;
+  if (!mup_double (cfg, "embedding_multiplier", &emb, error) || !mup_double (cfg, "lm_head_multiplier", &lm, error) ||
+      !mup_double (cfg, "ssm_in_multiplier", &hp->mup.ssm_in, error) ||
+      !mup_double (cfg, "ssm_out_multiplier", &hp->mup.ssm_out, error) ||
+      !mup_double (cfg, "attention_in_multiplier", &hp->mup.attn_in, error) ||
+      !mup_double (cfg, "attention_out_multiplier", &hp->mup.attn_out, error) ||
+      !mup_double (cfg, "key_multiplier", &hp->mup.key, error))
+    return FALSE;
+  hp->embed_scale = emb;
+  hp->logits_scale = lm;
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  float mlp[2];
+  struct { const char *key; guint n; float *out; } lists[2] = { { "ssm_multipliers", 5, hp->mup.ssm },
+                                                                { "mlp_multipliers", 2, mlp } };
+  for (int k = 0; k < 2; k++)
+    {
+      for (guint j = 0; j < lists[k].n; j++)
+        lists[k].out[j] = 1.0f;
+      JsonNode *n = raw ? json_object_get_member (raw, lists[k].key) : NULL;
+      if (!n || JSON_NODE_HOLDS_NULL (n))
+        continue;
+      if (!JSON_NODE_HOLDS_ARRAY (n) || json_array_get_length (json_node_get_array (n)) != lists[k].n)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s must be a list of %u numbers", cfg->path, lists[k].key,
+                       lists[k].n);
+          return FALSE;
+        }
+      for (guint j = 0; j < lists[k].n; j++)
+        lists[k].out[j] = (float) json_array_get_double_element (json_node_get_array (n), j);
+    }
+  hp->mup.gate = mlp[0];
+  hp->mup.down = mlp[1];
+  gboolean rms, before;
+  if (!raw_bool (cfg, "mamba_rms_norm", FALSE, &rms, error) ||
+      !raw_bool (cfg, "mamba_norm_before_gate", TRUE, &before, error))
+    return FALSE;
+  if (!rms || before)
+    return unsupported (error, cfg, !rms ? "mamba_rms_norm false (the mixer without its gated norm)"
+                                         : "mamba_norm_before_gate true (the gate after the norm)");
+  return TRUE;
+}
+
+/* jamba: attention where i % attn_layer_period == attn_layer_offset (Mamba elsewhere), the routed MoE
+ * where i % expert_layer_period == expert_layer_offset (with num_experts > 1; the dense MLP elsewhere),
+ * and its Mamba (v1) mixers (JambaMambaMixer: dt, B and C RMS-normed with weights). */
+static gboolean
+jamba_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  gint64 ap, ao, ep, eo, state, conv, expand, rank;
+  if (!get_int (cfg, "attn_layer_period", 8, &ap, error) || !get_int (cfg, "attn_layer_offset", 4, &ao, error) ||
+      !get_int (cfg, "expert_layer_period", 2, &ep, error) || !get_int (cfg, "expert_layer_offset", 1, &eo, error) ||
+      !get_int (cfg, "mamba_d_state", 16, &state, error) || !get_int (cfg, "mamba_d_conv", 4, &conv, error) ||
+      !get_int (cfg, "mamba_expand", 2, &expand, error))
+    return FALSE;
+  const char *rs = hn_model_config_get_string (cfg, "mamba_dt_rank");
+  if (rs && g_str_equal (rs, "auto"))
+    rank = (hp->hidden + 15) / 16;
+  else if (!get_int (cfg, "mamba_dt_rank", (hp->hidden + 15) / 16, &rank, error))
+    return FALSE;
+  if (ap < 1 || ep < 1 || state < 1 || state > HN_SSM_MAX_STATE || conv < 1 || conv > HN_CONV1D_MAX_KERNEL || rank < 1 ||
+      expand < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: attn_layer_period %" G_GINT64_FORMAT ", expert_layer_period %"
+                   G_GINT64_FORMAT ", mamba_d_state %" G_GINT64_FORMAT " (1..%d), mamba_d_conv %" G_GINT64_FORMAT
+                   " (1..%d) or mamba_dt_rank %" G_GINT64_FORMAT " is outside what the graph takes",
+                   cfg->path, ap, ep, state, HN_SSM_MAX_STATE, conv, HN_CONV1D_MAX_KERNEL, rank);
+      return FALSE;
+    }
+  gboolean moe = hp->n_experts > 1;
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      hp->layer_mixer[i] = i % ap == ao ? HN_MIXER_ATTENTION : HN_MIXER_MAMBA1;
+      hp->layer_ffn[i] = moe && i % ep == eo ? 2 : 1;
+    }
+  if (!moe && hp->n_experts == 1)
+    return unsupported (error, cfg, "num_experts 1 (its one expert under feed_forward.experts.0)");
+  hp->ssm1 = (HnMamba1Dims) { (int) (expand * hp->hidden), (int) state, (int) rank, TRUE, hp->norm_eps };
+  hp->ssm_conv_kernel = (int) conv;
   return TRUE;
 }
 
@@ -500,9 +610,25 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   hp->layer_ffn = g_new (guint8, hp->n_layer);
   memset (hp->layer_ffn, 1, (gsize) hp->n_layer);
   JsonObject *raw = hn_model_config_get_raw (cfg);
-  JsonNode *ai = raw && !nh ? json_object_get_member (raw, "attn_layer_indices") : NULL;
-  if (nh && !nemotron_h_pattern (hp, cfg, error))
+  gboolean bamba = hp->arch->names == HN_NAMES_BAMBA, fh1 = hp->arch->names == HN_NAMES_FALCON_H1;
+  JsonNode *ai = raw && bamba ? json_object_get_member (raw, "attn_layer_indices") : NULL;
+  if (hp->arch->names == HN_NAMES_JAMBA)
+    return jamba_from_config (hp, cfg, error);
+  if (fh1)
+    memset (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer);
+  else if (!bamba && !hybrid_pattern (hp, cfg, error))
     return FALSE;
+  if (fh1 && !falcon_h1_from_config (hp, cfg, error))
+    return FALSE;
+  if (hp->arch->names == HN_NAMES_GRANITEMOEHYBRID)
+    {
+      /* position_embedding_type "nope": attention without rotary */
+      const char *pe = hn_model_config_get_string (cfg, "position_embedding_type");
+      if (pe && g_str_equal (pe, "nope"))
+        memset (hp->layer_rope, 0, (gsize) hp->n_layer);
+      else if (pe && !g_str_equal (pe, "rope"))
+        return unsupported (error, cfg, "a position_embedding_type other than rope or nope");
+    }
   if (ai && JSON_NODE_HOLDS_ARRAY (ai))
     {
       JsonArray *arr = json_node_get_array (ai);
@@ -530,7 +656,11 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
       !get_int (cfg, nh ? "conv_kernel" : "mamba_d_conv", 4, &conv, error) ||
       (!nh && !get_int (cfg, "mamba_expand", 2, &expand, error)))
     return FALSE;
-  gint64 inner = expand * hp->hidden;
+  gint64 inner = expand * hp->hidden, d_ssm = 0;
+  if (fh1 && !get_int (cfg, "mamba_d_ssm", 0, &d_ssm, error))
+    return FALSE;
+  if (d_ssm > 0)
+    inner = d_ssm; /* FalconH1Mixer: mamba_d_ssm when set */
   const char *hds = nh ? NULL : hn_model_config_get_string (cfg, "mamba_d_head");
   if (nh)
     {
@@ -554,7 +684,8 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
       return FALSE;
     }
   hp->ssm = (HnMamba2Dims) { .inner = (int) inner, .state = (int) state, .n_heads = (int) heads, .head_dim = (int) hd,
-                             .n_groups = (int) groups, .norm_eps = hp->norm_eps, .norm_groups = nh ? (int) groups : 1 };
+                             .n_groups = (int) groups, .norm_eps = hp->norm_eps,
+                             .norm_groups = nh || fh1 ? (int) groups : 1 };
   hp->ssm_conv_kernel = (int) conv;
   const char *mact = nh ? hn_model_config_get_string (cfg, "mamba_hidden_act") : NULL;
   if (nh ? mact && !g_str_equal (mact, "silu") : hp->act != HN_ACT_SILU)
@@ -592,7 +723,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   /* nemotron_h: the layer list decides the depth (num_hidden_layers is deprecated there) */
   JsonArray *nh_list;
   const char *nh_pat;
-  gint64 n_layer = a->names == HN_NAMES_NEMOTRON_H ? nemotron_h_layers (cfg, &nh_list, &nh_pat) : cfg->num_hidden_layers;
+  gint64 n_layer = a->names == HN_NAMES_NEMOTRON_H ? hybrid_layers (cfg, &nh_list, &nh_pat) : cfg->num_hidden_layers;
   if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || n_layer <= 0 || cfg->num_attention_heads <= 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
@@ -979,7 +1110,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   if (strcmp (mt, "cohere") == 0 && cfg->use_qk_norm == TRUE)
     return unsupported (error, cfg, "use_qk_norm");
-  if (cfg->num_experts > 0 || (q & HN_QUIRK_MOE))
+  /* nemotron_h writes its MoE settings whatever its layers are (its MoE layers are refused by name) */
+  if ((cfg->num_experts > 0 && a->names != HN_NAMES_NEMOTRON_H) || (q & HN_QUIRK_MOE))
     {
       if (!(q & HN_QUIRK_MOE))
         return unsupported (error, cfg, "mixture-of-experts layers");

@@ -331,6 +331,7 @@ struct ActsPriv {
   /* hybrids: the Mamba-2 mixers' activations [N, .] (all NULL without such layers) and the views
    * their recording makes */
   HnMamba2Bufs m2;
+  HnMamba1Bufs m1;
   HnScratch sc;
 };
 
@@ -417,8 +418,12 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
     goto fail;
   if (!(a->pick_scratch = act_new (m, keep, "acts.pick_scratch", HN_DTYPE_F32, 2048, 0, error)))
     goto fail;
-  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer) &&
+  if (hp->layer_mixer && (memchr (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer) ||
+                          memchr (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer)) &&
       !hn_mamba2_bufs_init (&p->m2, m->ctx, &hp->ssm, N, error))
+    goto fail;
+  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_MAMBA1, (gsize) hp->n_layer) &&
+      !hn_mamba1_bufs_init (&p->m1, m->ctx, &hp->ssm1, N, error))
     goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
@@ -454,6 +459,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   hn_mamba2_bufs_clear (&p->m2);
+  hn_mamba1_bufs_clear (&p->m1);
   g_ptr_array_unref (p->views);
   hn_scratch_clear (&p->sc);
   g_free (p);
@@ -956,7 +962,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnLayerWeights *lw = &W->layers[il];
   gint64 N = (gint64) B * T, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
   gint64 Dv = hp->v_head_dim;
-  if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION)
+  if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION && hp->layer_mixer[il] != HN_MIXER_PARALLEL)
     return record_mixer_layer (m, cmd, a, il, kv, B, T, error);
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
@@ -1018,6 +1024,14 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     {
       HnTensor *ys[3] = { q, k, v }, *ws[3] = { lw->wq, lw->wk, lw->wv }, *bs[3] = { lw->bq, lw->bk, lw->bv };
       CK (hn_op_matmul_n (cmd, 3, ys, ain, ws, bs, error));
+    }
+  if (hp->layer_mixer && hp->layer_mixer[il] == HN_MIXER_PARALLEL)
+    {
+      /* falcon_h1: the Mamba-2 mixer on the same normed input, added into x now that q, k and v are
+       * taken from it */
+      CK (norm (m, cmd, h2, x, lw->ln1_w, lw->ln1_b, error));
+      CK (hn_mamba2_record (cmd, &((struct ActsPriv *) a)->sc, &hp->ssm, &lw->m2, &((struct ActsPriv *) a)->m2, B, T,
+                            kv->ssm.ssm ? &kv->ssm : NULL, x, h2, 1.0f, error));
     }
   if (hp->clip_qkv > 0)
     {
@@ -1242,7 +1256,10 @@ record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, 
     return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
   CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
   const HnSsmState *st = kv->ssm.ssm ? &kv->ssm : NULL;
-  CK (hn_mamba2_record (cmd, &p->sc, &hp->ssm, &lw->m2, &p->m2, B, T, st, x, h, hp->residual_scale, error));
+  if (hp->layer_mixer[il] == HN_MIXER_MAMBA1)
+    CK (hn_mamba1_record (cmd, &p->sc, &hp->ssm1, &lw->m1, &p->m1, B, T, st, x, h, hp->residual_scale, error));
+  else
+    CK (hn_mamba2_record (cmd, &p->sc, &hp->ssm, &lw->m2, &p->m2, B, T, st, x, h, hp->residual_scale, error));
   return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
 }
 

@@ -40,6 +40,7 @@ typedef struct {
   HnSafetensors *st;
   GHashTable *used; /* tensor name -> TRUE */
   gboolean linear;  /* the matrix being taken is a layer's Linear weight (quantized with m->quant) */
+  float scale;      /* uploads are multiplied by this (falcon_h1's muP multipliers folded in; else 1) */
 } Loader;
 
 static gboolean
@@ -141,10 +142,38 @@ count_nonfinite (HnDType dtype, const void *data, gsize nbytes)
   return n;
 }
 
+/* data · s as a new copy of the same dtype (f32, f16 or bf16). */
+static void *
+scaled_copy (HnDType dtype, const void *data, gsize nbytes, float s)
+{
+  void *out = g_memdup2 (data, nbytes);
+  if (dtype == HN_DTYPE_F32)
+    for (gsize i = 0; i < nbytes / 4; i++)
+      ((float *) out)[i] *= s;
+  else if (dtype == HN_DTYPE_F16)
+    for (gsize i = 0; i < nbytes / 2; i++)
+      ((guint16 *) out)[i] = hn_f32_to_f16 (hn_f16_to_f32 (((guint16 *) out)[i]) * s);
+  else
+    for (gsize i = 0; i < nbytes / 2; i++)
+      ((guint16 *) out)[i] = hn_f32_to_bf16 (hn_bf16_to_f32 (((guint16 *) out)[i]) * s);
+  return out;
+}
+
 static HnTensor *
 upload (Loader *L, const char *name, HnDType dtype, int ndim, const gint64 *shape, const void *data, gsize nbytes,
         GError **error)
 {
+  g_autofree void *scaled = NULL;
+  if (L->scale != 1.0f)
+    {
+      if (dtype != HN_DTYPE_F32 && dtype != HN_DTYPE_F16 && dtype != HN_DTYPE_BF16)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s carries a multiplier, which a %s weight cannot "
+                       "take", L->m->dir, name, hn_dtype_name (dtype));
+          return NULL;
+        }
+      data = scaled = scaled_copy (dtype, data, nbytes, L->scale);
+    }
   guint64 bad = count_nonfinite (dtype, data, nbytes);
   if (bad && !L->m->nonfinite_tensor)
     {
@@ -807,18 +836,18 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
   gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
-  gboolean jet = strcmp (mt, "jetmoe") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
+  gboolean jet = strcmp (mt, "jetmoe") == 0, jamba = strcmp (mt, "jamba") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
   /* aria_text: experts.fc1 [E, C, 2F] (x @ W: gate columns, then up) and fc2 [E, F, C], as gpt_oss
    * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
                                          granite_swa                 ? "router"
                                          : granite || dbrx || jet    ? "router.layer"
-                                         : oss || aria               ? "router"
+                                         : oss || aria || jamba      ? "router"
                                          : hunyuan                   ? "gate.wg"
                                          : hy3 || afmoe              ? "router.gate"
                                                                      : "gate");
@@ -1132,9 +1161,16 @@ take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
         g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a GGUF-packed %s is not built", L->m->dir, ipw);
       return FALSE;
     }
+  /* falcon_h1: (in_proj(h · ssm_in) + b) · mup[part], its out_proj · ssm_out */
+  gboolean fh1 = hp->arch->names == HN_NAMES_FALCON_H1;
   for (int k = 0; k < 5; k++)
-    if (!(*ws[k] = row_block (L, t, parts[k], r0[k], rn[k], C, error)))
-      return FALSE;
+    {
+      L->scale = fh1 ? hp->mup.ssm_in * hp->mup.ssm[k] : 1.0f;
+      *ws[k] = row_block (L, t, parts[k], r0[k], rn[k], C, error);
+      L->scale = 1.0f;
+      if (!*ws[k])
+        return FALSE;
+    }
   GError *e = NULL;
   g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
   g_autofree float *bias = take_f32 (L, ipb, R, FALSE, &e);
@@ -1144,8 +1180,13 @@ take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
       return FALSE;
     }
   for (int k = 0; bias && k < 5; k++)
-    if (!(*bs[k] = f32_block (L, ipb, bias, r0[k], rn[k], 1, error)))
-      return FALSE;
+    {
+      L->scale = fh1 ? hp->mup.ssm[k] : 1.0f;
+      *bs[k] = f32_block (L, ipb, bias, r0[k], rn[k], 1, error);
+      L->scale = 1.0f;
+      if (!*bs[k])
+        return FALSE;
+    }
   /* conv1d [CD, 1, K] over the x, B and C channels */
   g_autofree char *cwn = g_strdup_printf ("%sconv1d.weight", pfx);
   g_autofree char *cbn = g_strdup_printf ("%sconv1d.bias", pfx);
@@ -1170,9 +1211,93 @@ take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
   g_autofree char *nw = g_strdup_printf ("%snorm.weight", pfx);
   g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx);
   g_autofree char *ob = g_strdup_printf ("%sout_proj.bias", pfx);
-  return take_vector (L, dtb, H, TRUE, &w->dt_bias, error) && take_vector (L, al, H, TRUE, &w->A_log, error) &&
-         take_vector (L, dd, H, TRUE, &w->D, error) && take_vector (L, nw, I, TRUE, &w->norm_w, error) &&
-         take_matrix (L, ow, C, I, TRUE, &w->out_w, error) && take_vector (L, ob, C, FALSE, &w->out_b, error);
+  if (!take_vector (L, dtb, H, TRUE, &w->dt_bias, error) || !take_vector (L, al, H, TRUE, &w->A_log, error) ||
+      !take_vector (L, dd, H, TRUE, &w->D, error) || !take_vector (L, nw, I, TRUE, &w->norm_w, error))
+    return FALSE;
+  L->scale = fh1 ? hp->mup.ssm_out : 1.0f;
+  gboolean ok = take_matrix (L, ow, C, I, TRUE, &w->out_w, error) && take_vector (L, ob, C, FALSE, &w->out_b, error);
+  L->scale = 1.0f;
+  return ok;
+}
+
+/* jamba's Mamba (v1) mixer under pfx: in_proj rows x, z; x_proj rows dt, B, C; the dt, B and C norms. */
+static gboolean
+take_mamba1 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  const HnMamba1Dims *d = &hp->ssm1;
+  HnMamba1Weights *w = &lw->m1;
+  gint64 C = hp->hidden, I = d->inner, N = d->state, Rk = d->dt_rank, K = hp->ssm_conv_kernel;
+  g_autofree char *ipw = g_strdup_printf ("%sin_proj.weight", pfx), *xpw = g_strdup_printf ("%sx_proj.weight", pfx);
+  const HnSafetensorInfo *ip = find (L, ipw), *xp = find (L, xpw);
+  if (!ip || !xp)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
+                   ip ? xpw : ipw);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) ip->name);
+  g_hash_table_add (L->used, (gpointer) xp->name);
+  if (!check_shape (ip, 2, (gint64[]) { 2 * I, C }, error) || !check_shape (xp, 2, (gint64[]) { Rk + 2 * N, I }, error) ||
+      !(w->w_x = row_block (L, ip, "x", 0, I, C, error)) || !(w->w_z = row_block (L, ip, "z", I, I, C, error)) ||
+      !(w->w_dtl = row_block (L, xp, "dt", 0, Rk, I, error)) || !(w->w_B = row_block (L, xp, "B", Rk, N, I, error)) ||
+      !(w->w_C = row_block (L, xp, "C", Rk + N, N, I, error)))
+    return FALSE;
+  GError *e = NULL;
+  g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
+  g_autofree float *bias = take_f32 (L, ipb, 2 * I, FALSE, &e);
+  g_autofree char *cwn = g_strdup_printf ("%sconv1d.weight", pfx), *cbn = g_strdup_printf ("%sconv1d.bias", pfx);
+  g_autofree float *cw = e ? NULL : take_f32 (L, cwn, I * K, TRUE, &e);
+  g_autofree float *cb = e ? NULL : take_f32 (L, cbn, I, FALSE, &e);
+  g_autofree char *al = g_strdup_printf ("%sA_log", pfx);
+  g_autofree float *A = e ? NULL : take_f32 (L, al, I * N, TRUE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  if ((bias && (!(w->b_x = f32_block (L, ipb, bias, 0, I, 1, error)) ||
+                !(w->b_z = f32_block (L, ipb, bias, I, I, 1, error)))) ||
+      !(w->conv_w = f32_block (L, cwn, cw, 0, I, K, error)) || (cb && !(w->conv_b = f32_block (L, cbn, cb, 0, I, 1, error))) ||
+      !(w->A_log = f32_block (L, al, A, 0, I, N, error)))
+    return FALSE;
+  g_autofree char *dw = g_strdup_printf ("%sdt_proj.weight", pfx), *db = g_strdup_printf ("%sdt_proj.bias", pfx);
+  g_autofree char *dd = g_strdup_printf ("%sD", pfx);
+  g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx), *ob = g_strdup_printf ("%sout_proj.bias", pfx);
+  g_autofree char *dn = g_strdup_printf ("%sdt_layernorm.weight", pfx);
+  g_autofree char *bn = g_strdup_printf ("%sb_layernorm.weight", pfx), *cn = g_strdup_printf ("%sc_layernorm.weight", pfx);
+  return take_matrix (L, dw, I, Rk, TRUE, &w->dt_w, error) && take_vector (L, db, I, FALSE, &w->dt_b, error) &&
+         take_vector (L, dd, I, TRUE, &w->D, error) && take_matrix (L, ow, C, I, TRUE, &w->out_w, error) &&
+         take_vector (L, ob, C, FALSE, &w->out_b, error) && take_vector (L, dn, Rk, TRUE, &w->dt_norm_w, error) &&
+         take_vector (L, bn, N, TRUE, &w->B_norm_w, error) && take_vector (L, cn, N, TRUE, &w->C_norm_w, error);
+}
+
+/* falcon_h1's attention with its multipliers folded in: q, v · attention_in, k · attention_in ·
+ * key_multiplier, o · attention_out (its bias too). */
+static gboolean
+take_falcon_h1_attention (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  const char *parts[4] = { N->q, N->k, N->v, N->o };
+  gint64 rows[4] = { qd, kvd, kvd, C }, cols[4] = { C, C, C, qd };
+  float sc[4] = { hp->mup.attn_in, hp->mup.attn_in * hp->mup.key, hp->mup.attn_in, hp->mup.attn_out };
+  HnTensor **ws[4] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo }, **bs[4] = { &lw->bq, &lw->bk, &lw->bv, &lw->bo };
+  for (int k = 0; k < 4; k++)
+    {
+      L->scale = sc[k];
+      gboolean ok = take_linear (L, N, pfx, parts[k], rows[k], cols[k], ws[k], bs[k], error);
+      L->scale = 1.0f;
+      if (!ok)
+        return FALSE;
+    }
+  if ((lw->bq || lw->bk || lw->bv) && (hp->mup.attn_in != 1.0f))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: falcon_h1 q/k/v biases with an attention_in_multiplier "
+                   "other than 1 are not built", L->m->dir);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* The weight names of each decoder scheme. A row with `llama_overlay` set
@@ -1200,9 +1325,16 @@ static const Names scheme_names[] = {
     .ln1 = "attention_layernorm", .ln2 = "feedforward_layernorm" },
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
-  [HN_NAMES_NEMOTRON_H] = { .llama_overlay = TRUE, .embed = "model.embeddings", .ln1 = "norm", .ln2 = NONE,
+  /* the hub's backbone.* names, which transformers' save_pretrained writes back */
+  [HN_NAMES_NEMOTRON_H] = { .llama_overlay = TRUE, .embed = "backbone.embeddings", .layer = "backbone.layers.",
+    .ln1 = "norm", .ln2 = NONE,
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
-    .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "model.norm_f" },
+    .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
+  [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
+  [HN_NAMES_JAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
+    .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
+  [HN_NAMES_FALCON_H1] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
+    .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
     .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
@@ -1733,7 +1865,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       N.qkv_layout = nda ? QKV_GROUPED : (mq ? QKV_CONCAT : QKV_HEAD_SPLIT);
     }
   g_autoptr (GHashTable) used = g_hash_table_new (g_str_hash, g_str_equal);
-  Loader L = { m, st, used, FALSE };
+  Loader L = { m, st, used, FALSE, 1.0f };
   gint64 C = hp->hidden, F = hp->ffn, V = hp->vocab;
   gint64 qd = (gint64) hp->n_head * hp->head_dim, kvd = (gint64) hp->n_kv_head * hp->head_dim;
   gboolean params = !(hp->arch->quirks & HN_QUIRK_NORM_NO_PARAMS);
@@ -1812,11 +1944,17 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
         return FALSE;
       HnMixerKind mixer = hp->layer_mixer ? hp->layer_mixer[i] : HN_MIXER_ATTENTION;
-      if (mixer == HN_MIXER_MAMBA2)
+      if (mixer == HN_MIXER_MAMBA2 || mixer == HN_MIXER_PARALLEL)
         {
           /* bamba: mamba.*; nemotron_h: the layer's one mixer */
           g_autofree char *mp = g_strdup_printf ("%s%s", pfx, hp->arch->names == HN_NAMES_NEMOTRON_H ? "mixer." : "mamba.");
           if (!take_mamba2 (&L, mp, lw, error))
+            return FALSE;
+        }
+      if (mixer == HN_MIXER_MAMBA1)
+        {
+          g_autofree char *mp = g_strdup_printf ("%smamba.", pfx);
+          if (!take_mamba1 (&L, mp, lw, error))
             return FALSE;
         }
       else if (mixer == HN_MIXER_NONE)
@@ -1825,7 +1963,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           lw->ln2_w = lw->ln1_w;
           lw->ln1_w = NULL;
         }
-      else
+      else if (mixer == HN_MIXER_PARALLEL)
+        {
+          if (!take_falcon_h1_attention (&L, &N, pfx, lw, error))
+            return FALSE;
+        }
+      else if (mixer == HN_MIXER_ATTENTION)
         {
           if (hp->mla)
             {
@@ -1871,7 +2014,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         }
       if (hp->layer_ffn && !hp->layer_ffn[i])
         continue; /* a hybrid's mixer-only layer */
-      if (hn_transformer_layer_is_moe (hp, i))
+      if (hn_transformer_layer_is_moe (hp, i) && (!hp->layer_ffn || hp->layer_ffn[i] == 2))
         {
           /* axk1: post_mlp_layernorm on the MoE block's output (dense layers have none) */
           if (strcmp (hp->arch->model_type, "axk1") == 0 &&
@@ -1909,11 +2052,20 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           if (!ok)
             return FALSE;
         }
-      else if (N.gate && !take_linear (&L, &N, pfx, N.gate, F, C, &lw->w_gate, &lw->b_gate, error))
-        return FALSE;
+      else if (N.gate)
+        {
+          L.scale = hp->arch->names == HN_NAMES_FALCON_H1 ? hp->mup.gate : 1.0f; /* act(gate(h) · gate_multiplier) */
+          gboolean ok = take_linear (&L, &N, pfx, N.gate, F, C, &lw->w_gate, &lw->b_gate, error);
+          L.scale = 1.0f;
+          if (!ok)
+            return FALSE;
+        }
       if (N.up && !take_linear (&L, &N, pfx, N.up, F, C, &lw->w_up, &lw->b_up, error))
         return FALSE;
-      if (!take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error))
+      L.scale = hp->arch->names == HN_NAMES_FALCON_H1 ? hp->mup.down : 1.0f;
+      gboolean down_ok = take_linear (&L, &N, pfx, N.down, C, F, &lw->w_down, &lw->b_down, error);
+      L.scale = 1.0f;
+      if (!down_ok)
         return FALSE;
       if (hp->xielu && !take_xielu (&L, pfx, lw, error))
         return FALSE;

@@ -20,6 +20,7 @@
 
 #include "formats/model-config.h"
 #include "generate/generate.h"
+#include "ssm/mamba1-mixer.h"
 #include "ssm/mamba2-mixer.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
@@ -31,7 +32,9 @@ G_BEGIN_DECLS
 typedef enum {
   HN_MIXER_ATTENTION,
   HN_MIXER_MAMBA2,
-  HN_MIXER_NONE, /* an MLP-only layer (nemotron_h "-") */
+  HN_MIXER_NONE,     /* an MLP-only layer (nemotron_h "-") */
+  HN_MIXER_PARALLEL, /* attention and a Mamba-2 mixer side by side on the same normed input (falcon_h1) */
+  HN_MIXER_MAMBA1,   /* a Mamba (v1) mixer (jamba) */
 } HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
@@ -117,9 +120,17 @@ typedef struct {
   /* hybrid decoders: the mixer of each layer (owned [n_layer] HnMixerKind; NULL = attention in every
    * layer) and the Mamba-2 mixers' dimensions and conv width */
   guint8 *layer_mixer;
-  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (owned; NULL = every layer) */
+  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP, 2 its routed MoE (jamba), 0 none
+                          * (owned; NULL = every layer its MLP, or with n_experts its MoE) */
   HnMamba2Dims ssm;
+  HnMamba1Dims ssm1;     /* jamba's Mamba (v1) mixers */
   int ssm_conv_kernel;
+  /* falcon_h1's muP multipliers, folded into the weights at load (1 elsewhere): the mixer's input and
+   * output, its in_proj parts z, x, B, C, dt; attention's input, keys and output; the MLP's gate and
+   * down projections */
+  struct {
+    float ssm_in, ssm_out, ssm[5], attn_in, key, attn_out, gate, down;
+  } mup;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
@@ -275,6 +286,7 @@ typedef struct {
   HnTensor *moa_bias;            /* [C], added to the experts' weighted sum */
   HnTensor *moe_bias;            /* jetmoe: [C], added to the routed MLP experts' weighted sum */
   HnMamba2Weights m2;            /* a hybrid's Mamba-2 layer (the attention weights stay NULL) */
+  HnMamba1Weights m1;            /* a hybrid's Mamba (v1) layer */
 } HnLayerWeights;
 
 typedef struct {

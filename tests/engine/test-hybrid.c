@@ -32,11 +32,15 @@ add (HnSafetensorsWriter *w, GRand *rng, const char *name, int ndim, const gint6
   g_assert_no_error (error);
 }
 
+enum { BAMBA, NEMOTRON_H, FALCON_H1 };
+
 /* bamba: layers 0 and 2 Mamba-2, layer 1 attention, each with its MLP. nemotron_h ("M*-M"): one
- * mixer per layer, no rotary, the gated norm per group, relu2 MLPs. */
+ * mixer per layer, no rotary, the gated norm per group, relu2 MLPs. falcon_h1: attention and Mamba-2
+ * side by side in both layers, with muP multipliers. */
 static char *
-write_model (gboolean nemotron)
+write_model (int family)
 {
+  gboolean nemotron = family == NEMOTRON_H;
   GError *error = NULL;
   char *dir = g_dir_make_tmp ("hn-hybrid-XXXXXX", &error);
   g_assert_no_error (error);
@@ -57,20 +61,34 @@ write_model (gboolean nemotron)
                      " \"conv_kernel\": 3, \"use_conv_bias\": true, \"use_bias\": false, \"mlp_hidden_act\": \"relu2\","
                      " \"mamba_hidden_act\": \"silu\", \"layer_norm_epsilon\": 1e-5, \"max_position_embeddings\": 64,"
                      " \"tie_word_embeddings\": false, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
+  const char *fcfg = "{\"model_type\": \"falcon_h1\", \"architectures\": [\"FalconH1ForCausalLM\"],"
+                     " \"vocab_size\": 40, \"hidden_size\": 16, \"intermediate_size\": 24, \"num_hidden_layers\": 2,"
+                     " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8,"
+                     " \"mamba_n_heads\": 4, \"mamba_d_head\": 8, \"mamba_n_groups\": 2, \"mamba_d_state\": 4,"
+                     " \"mamba_d_conv\": 3, \"mamba_expand\": 2, \"mamba_conv_bias\": true, \"mamba_proj_bias\": false,"
+                     " \"mamba_rms_norm\": true, \"mamba_norm_before_gate\": false, \"rms_norm_eps\": 1e-5,"
+                     " \"hidden_act\": \"silu\", \"embedding_multiplier\": 1.5, \"lm_head_multiplier\": 0.7,"
+                     " \"ssm_in_multiplier\": 0.9, \"ssm_out_multiplier\": 1.2, \"attention_in_multiplier\": 0.8,"
+                     " \"attention_out_multiplier\": 1.1, \"key_multiplier\": 0.6, \"mlp_multipliers\": [0.9, 1.1],"
+                     " \"ssm_multipliers\": [1.0, 0.9, 1.1, 0.8, 1.2], \"max_position_embeddings\": 64,"
+                     " \"tie_word_embeddings\": false, \"rope_parameters\": {\"rope_type\": \"default\","
+                     " \"rope_theta\": 10000.0}, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
+  const char *cfgs[] = { cfg, ncfg, fcfg };
   g_autofree char *cp = g_build_filename (dir, "config.json", NULL);
-  g_assert_true (g_file_set_contents (cp, nemotron ? ncfg : cfg, -1, &error));
+  g_assert_true (g_file_set_contents (cp, cfgs[family], -1, &error));
   g_autoptr (GRand) rng = g_rand_new_with_seed (25);
   g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
-  add (w, rng, nemotron ? "model.embeddings.weight" : "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
+  add (w, rng, nemotron ? "backbone.embeddings.weight" : "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
   add (w, rng, "lm_head.weight", 2, (gint64[]) { V, C }, 0.3f, 0.0f);
-  add (w, rng, nemotron ? "model.norm_f.weight" : "model.final_layernorm.weight", 1, (gint64[]) { C }, 0.1f, 1.0f);
-  static const char kinds[2][5] = { "MAM", "MA-M" }; /* M = Mamba-2, A = attention, - = MLP only */
+  add (w, rng, nemotron ? "backbone.norm_f.weight" : "model.final_layernorm.weight", 1, (gint64[]) { C }, 0.1f, 1.0f);
+  /* M = Mamba-2, A = attention, - = MLP only, P = attention and Mamba-2 */
+  static const char kinds[3][5] = { "MAM", "MA-M", "PP" };
   const char *mx = nemotron ? "mixer." : "self_attn.", *mm = nemotron ? "mixer." : "mamba.";
-  for (int l = 0; kinds[nemotron][l]; l++)
+  for (int l = 0; kinds[family][l]; l++)
     {
       char nm[128];
-      char kind = kinds[nemotron][l];
-#define NM(p, s) (g_snprintf (nm, sizeof nm, "model.layers.%d.%s%s", l, p, s), nm)
+      char kind = kinds[family][l];
+#define NM(p, s) (g_snprintf (nm, sizeof nm, "%s.layers.%d.%s%s", nemotron ? "backbone" : "model", l, p, s), nm)
       add (w, rng, NM ("", nemotron ? "norm.weight" : "input_layernorm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
       if (!nemotron)
         {
@@ -84,14 +102,14 @@ write_model (gboolean nemotron)
           add (w, rng, NM (mx, "up_proj.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
           add (w, rng, NM (mx, "down_proj.weight"), 2, (gint64[]) { C, F }, 0.3f, 0.0f);
         }
-      else if (kind == 'A')
+      if (kind == 'A' || kind == 'P')
         {
           add (w, rng, NM (mx, "q_proj.weight"), 2, (gint64[]) { NH * HD, C }, 0.4f, 0.0f);
           add (w, rng, NM (mx, "k_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
           add (w, rng, NM (mx, "v_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
           add (w, rng, NM (mx, "o_proj.weight"), 2, (gint64[]) { C, NH * HD }, 0.4f, 0.0f);
         }
-      else
+      if (kind == 'M' || kind == 'P')
         {
           add (w, rng, NM (mm, "in_proj.weight"), 2, (gint64[]) { R, C }, 0.4f, 0.0f);
           add (w, rng, NM (mm, "conv1d.weight"), 3, (gint64[]) { CD, 1, K }, 0.5f, 0.0f);
@@ -160,23 +178,28 @@ check_session (HnTransformer *m, HnKvCacheMode mode, int chunk, const float *ful
 }
 
 static void
-test_session (gconstpointer nemotron)
+test_session (gconstpointer family)
 {
-  g_autofree char *dir = write_model (GPOINTER_TO_INT (nemotron));
+  g_autofree char *dir = write_model (GPOINTER_TO_INT (family));
   GError *error = NULL;
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
   const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
   g_assert_nonnull (hp->layer_mixer);
-  g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_MAMBA2);
-  g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_ATTENTION);
-  if (nemotron)
+  if (GPOINTER_TO_INT (family) == FALCON_H1)
+    g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_PARALLEL);
+  else
+    {
+      g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_MAMBA2);
+      g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_ATTENTION);
+    }
+  if (GPOINTER_TO_INT (family) == NEMOTRON_H)
     {
       g_assert_false (hp->rope);
       g_assert_cmpint (hp->layer_mixer[2], ==, HN_MIXER_NONE);
       g_assert_cmpint (hp->ssm.norm_groups, ==, G);
     }
-  else
+  else if (GPOINTER_TO_INT (family) == BAMBA)
     g_assert_cmpint (hp->rot_dims, ==, HD / 2); /* BambaConfig's partial_rotary_factor 0.5 */
   g_assert_cmpint (hn_arch_cache_kind (hp->arch), ==, HN_CACHE_KV_AND_STATE);
   g_autofree float *full = g_new (float, (gsize) NI * V);
@@ -190,9 +213,9 @@ test_session (gconstpointer nemotron)
 
 /* Two rows of different prompts; a reorder gives row 0 row 1's cache and state. */
 static void
-test_reorder (void)
+test_reorder (gconstpointer family)
 {
-  g_autofree char *dir = write_model (FALSE);
+  g_autofree char *dir = write_model (GPOINTER_TO_INT (family));
   GError *error = NULL;
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
@@ -223,7 +246,7 @@ test_reorder (void)
 static void
 test_fail_closed (void)
 {
-  g_autofree char *dir = write_model (FALSE);
+  g_autofree char *dir = write_model (BAMBA);
   GError *error = NULL;
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
@@ -254,8 +277,11 @@ main (int argc, char **argv)
       g_clear_error (&error);
       return 1;
     }
-  g_test_add_data_func ("/hybrid/session/bamba", GINT_TO_POINTER (FALSE), test_session);
-  g_test_add_func ("/hybrid/reorder", test_reorder);
+  g_test_add_data_func ("/hybrid/session/bamba", GINT_TO_POINTER (BAMBA), test_session);
+  g_test_add_data_func ("/hybrid/session/nemotron_h", GINT_TO_POINTER (NEMOTRON_H), test_session);
+  g_test_add_data_func ("/hybrid/session/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_session);
+  g_test_add_data_func ("/hybrid/reorder/bamba", GINT_TO_POINTER (BAMBA), test_reorder);
+  g_test_add_data_func ("/hybrid/reorder/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_reorder);
   g_test_add_func ("/hybrid/fail-closed", test_fail_closed);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
