@@ -354,6 +354,9 @@ static const HnArchRefusal refusals[] = {
   { "olmo_hybrid", "linear-attention / gated delta-rule layers are not built yet (hybrid recurrent layers)" },
   { "perceiver", R_NOTEXT " (Perceiver IO latent cross-attention)" },
   { "phi4_multimodal", R_NOTEXT },
+  { "prophetnet", "its decoder (a main stream plus ngram predicting streams attending over it, with relative-bucket "
+                  "biases projected from each query's hidden state; the logits are the first predicting stream's) is "
+                  "not built yet" },
   { "qwen3_5", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
   { "qwen3_5_moe", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
   { "qwen3_5_moe_text", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
