@@ -31,7 +31,7 @@ if [ -s "$W/8b.gguf" ]; then
   rm -f "$W/8b.gguf"
 fi
 for f in "$OUT"/decode-*.json; do
-  [ -s "$f" ] && python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(sys.argv[1].rsplit('/',1)[1], round(d['tokens_per_s'],1), 'tok/s', d.get('ms_per_token'), 'ms/tok')" "$f" 2>&1 | tee -a "$OUT/summary.txt"
+  [ -s "$f" ] && python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(sys.argv[1].rsplit('/',1)[1], round(d['tokens_per_s'],1), 'tok/s', d.get('ms_per_token'), 'ms/tok')" "$f" 2>&1 | tail -n 3 | tee -a "$OUT/summary.txt"
 done
-python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print('profile', d['profiled_step_gpu_us'], 'us:', ', '.join('%s %d x %.0f us' % (o['op'], o['dispatches'], o['us']) for o in d['profile'][:6]))" "$OUT/decode-ql1-profile.json" 2>&1 | tee -a "$OUT/summary.txt"
-python3 -c "import json,sys; [print('llama-bench', r['n_prompt'], r['n_gen'], round(r['avg_ts'],1), 'tok/s') for r in json.load(open(sys.argv[1]))]" "$OUT/llamabench-8b-q4km.json" 2>&1 | tee -a "$OUT/summary.txt"
+python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print('profile', d['profiled_step_gpu_us'], 'us:', ', '.join('%s %d x %.0f us' % (o['op'], o['dispatches'], o['us']) for o in d['profile'][:6]))" "$OUT/decode-ql1-profile.json" 2>&1 | tail -n 3 | tee -a "$OUT/summary.txt"
+python3 -c "import json,sys; [print('llama-bench', r['n_prompt'], r['n_gen'], round(r['avg_ts'],1), 'tok/s') for r in json.load(open(sys.argv[1]))]" "$OUT/llamabench-8b-q4km.json" 2>&1 | tail -n 3 | tee -a "$OUT/summary.txt"
