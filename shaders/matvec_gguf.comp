@@ -14,7 +14,8 @@
 // workgroup NSG row groups. Blocks of the K types are 16-byte aligned (144 and
 // 176 bytes; rows start on 16 bytes) and read through uvec4; Q6_K (210
 // bytes) and the 32-element types are 2-byte aligned and read as words
-// shifted into place. The same options as matvec.comp (engine/tensor/ops.c
+// shifted into place. QL = 1 gives Q4_K and Q6_K chunk_dot_ql's wider loads
+// and conversion-free decoding instead. The same options as matvec.comp (engine/tensor/ops.c
 // dispatch_matvec):
 // GATED = 1: binding 4 is U [N, K] (same type) and y = act(x·W[n] + b) * (x·U[n] + bu);
 // flags 1 bias, 2 accumulate (y += alpha * result), 4 bias of U;
@@ -32,6 +33,7 @@ layout(constant_id = 5) const uint GATED = 0;
 layout(constant_id = 6) const uint NORM = 0;
 layout(constant_id = 7) const uint NR = 1;  // rows a subgroup: NR (2 NR when GATED) <= 4
 layout(constant_id = 8) const uint UNR = 1;  // chunks a lane takes at once: 1 or 2
+layout(constant_id = 9) const uint QL = 0;  // Q4_K / Q6_K: chunk_dot_ql's layout
 layout(local_size_x_id = 1) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 0) readonly buffer X4 { vec4 x4[]; };
@@ -237,6 +239,112 @@ void chunk_dot(uint wh[4], uint rb[4], uint c, inout float acc[4][8]) {
   }
 }
 
+// Codes without int-to-float conversions (quarter rate): a code at bits p ..
+// of a word, masked into the mantissa of 1.0 (p + width <= 23), is the float
+// 1 + code 2^(p - 23) exactly, and minus 1 (exact) code 2^(p - 23); x is
+// scaled by 2^(23 - p) (exact), shared by the rows. Each word gives its four
+// codes of one kind at such positions straight or shifted right once.
+float f23(uint v) { return uintBitsToFloat(v | 0x3f800000u) - 1.0; }
+// 8 bytes at even byte offset b (a third word only when it is not 4-byte aligned)
+uvec2 ld8(uint which, uint b) {
+  uint i = b >> 2, w0 = wd(which, i), w1 = wd(which, i + 1u);
+  if ((b & 2u) == 0u) return uvec2(w0, w1);
+  uint w2 = wd(which, i + 2u);
+  return uvec2((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16));
+}
+
+// QL = 1 (Q4_K, Q6_K): chunk_dot's contract, 32 elements a lane in fewer,
+// wider loads and cheaper conversions. Q4_K: lane t of a block reads one
+// 16-byte run of codes (bytes 16t .. of qs: 16 elements of sub-block 2i in
+// the low nibbles, 16 of sub-block 2i + 1 in the high ones, i = t / 2) and
+// the block's header, decoding only its two scales and mins. Q6_K: lane t
+// takes half hf = t / 4 and columns 8 (t & 3) .. + 8 of it, four runs r of 8
+// elements (128 hf + 32 r + column) from 8 bytes each of ql (two) and qh.
+void chunk_dot_ql(uint wh[4], uint rb[4], uint c, inout float acc[4][8]) {
+  uint blk = c / CHUNKS, t = c % CHUNKS, k0 = blk * BLK_ELEMS;
+  if (GT == GG_Q4_K) {
+    uvec4 q[4];
+    float a0[4], b0[4], a1[4], b1[4];
+    uint i = t >> 1, sh = 16u * (i & 1u);
+    [[unroll]] for (uint j = 0u; j < NW; j++) {
+      uint b4 = (rb[j] + blk * BLK_BYTES) >> 4;
+      uvec4 h = wd4(wh[j], b4);
+      q[j] = wd4(wh[j], b4 + 1u + t);
+      vec2 dm = unpackHalf2x16(h.x);
+      uint scw = i < 2u ? h.y & 0x3f3f3f3fu : (h.w & 0x0f0f0f0fu) | ((h.y >> 2) & 0x30303030u);
+      uint mnw = i < 2u ? h.z & 0x3f3f3f3fu : ((h.w >> 4) & 0x0f0f0f0fu) | ((h.z >> 2) & 0x30303030u);
+      // w = d sc q - dmin mn: Σ x w = d sc Σ x q - dmin mn Σ x
+      a0[j] = dm.x * float((scw >> sh) & 255u);
+      a1[j] = dm.x * float((scw >> (sh + 8u)) & 255u);
+      b0[j] = dm.y * float((mnw >> sh) & 255u);
+      b1[j] = dm.y * float((mnw >> (sh + 8u)) & 255u);
+    }
+    // low nibbles of bytes 0, 1, 2 at bits 0, 8, 16 of v, of byte 3 at 12 of
+    // v >> 12; high nibbles of bytes 0, 1 at 4, 12 of v, of 2, 3 at 8, 16 of v >> 12
+    const vec4 LS = vec4(8388608.0, 32768.0, 128.0, 2048.0), HS = vec4(524288.0, 2048.0, 32768.0, 128.0);
+    uint kx = k0 + 64u * i + 16u * (t & 1u);
+    [[unroll]] for (uint m = 0u; m < MMAX; m++) {
+      if (m >= p.M) break;
+      vec4 xa[4], xb[4];
+      float sa = 0.0, sb = 0.0;
+      [[unroll]] for (uint e = 0u; e < 4u; e++) {
+        xa[e] = xq(m, kx + 4u * e);
+        xb[e] = xq(m, kx + 32u + 4u * e);
+        sa += dot(xa[e], vec4(1.0));
+        sb += dot(xb[e], vec4(1.0));
+        xa[e] *= LS;
+        xb[e] *= HS;
+      }
+      [[unroll]] for (uint j = 0u; j < NW; j++) {
+        float dl = 0.0, dh = 0.0;
+        [[unroll]] for (uint e = 0u; e < 4u; e++) {
+          uint v = q[j][e], v2 = v >> 12;
+          dl += dot(xa[e], vec4(f23(v & 0xfu), f23(v & 0xf00u), f23(v & 0xf0000u), f23(v2 & 0xf000u)));
+          dh += dot(xb[e], vec4(f23(v & 0xf0u), f23(v & 0xf000u), f23(v2 & 0xf00u), f23(v2 & 0xf0000u)));
+        }
+        acc[j][m] += a0[j] * dl - b0[j] * sa + a1[j] * dh - b1[j] * sb;
+      }
+    }
+  } else if (GT == GG_Q6_K) {
+    uint cw[4][4][2];  // [j][r][word]: 6-bit codes (stored + 32) in byte lanes
+    float sc[4][4];  // [j][r]: d scale
+    uint hf = t >> 2, col = 8u * (t & 3u), is = 8u * ((t & 3u) >> 1);
+    [[unroll]] for (uint j = 0u; j < NW; j++) {
+      uint b = rb[j] + blk * BLK_BYTES;
+      float d = half_at(wh[j], b + 208u);
+      uvec2 A = ld8(wh[j], b + 64u * hf + col), B = ld8(wh[j], b + 64u * hf + 32u + col);
+      uvec2 H = ld8(wh[j], b + 128u + 32u * hf + col), S = ld8(wh[j], b + 192u + 8u * hf);
+      [[unroll]] for (uint e = 0u; e < 2u; e++) {
+        cw[j][0][e] = (A[e] & 0x0f0f0f0fu) | ((H[e] << 4) & 0x30303030u);
+        cw[j][1][e] = (B[e] & 0x0f0f0f0fu) | ((H[e] << 2) & 0x30303030u);
+        cw[j][2][e] = ((A[e] >> 4) & 0x0f0f0f0fu) | (H[e] & 0x30303030u);
+        cw[j][3][e] = ((B[e] >> 4) & 0x0f0f0f0fu) | ((H[e] >> 2) & 0x30303030u);
+      }
+      // scale 8 hf + col / 16 + 2 r: byte is / 8 + 2 r of S
+      [[unroll]] for (uint r = 0u; r < 4u; r++)
+        sc[j][r] = d * float(bitfieldExtract(int(r < 2u ? S.x : S.y), int(is + 16u * (r & 1u)), 8));
+    }
+    // the codes of bytes 0, 1, 2 at bits 0, 8, 16 of a word, of byte 3 at 8 of it >> 16
+    const vec4 XS = vec4(8388608.0, 32768.0, 128.0, 32768.0);
+    uint kx = k0 + 128u * hf + col;
+    [[unroll]] for (uint m = 0u; m < MMAX; m++) {
+      if (m >= p.M) break;
+      [[unroll]] for (uint r = 0u; r < 4u; r++) {
+        vec4 x0 = xq(m, kx + 32u * r), x1 = xq(m, kx + 32u * r + 4u);
+        float sx = 32.0 * (dot(x0, vec4(1.0)) + dot(x1, vec4(1.0)));  // codes are stored + 32
+        x0 *= XS;
+        x1 *= XS;
+        [[unroll]] for (uint j = 0u; j < NW; j++) {
+          uint v = cw[j][r][0], u = cw[j][r][1];
+          vec4 c0 = vec4(f23(v & 0x3fu), f23(v & 0x3f00u), f23(v & 0x3f0000u), f23((v >> 16) & 0x3f00u));
+          vec4 c1 = vec4(f23(u & 0x3fu), f23(u & 0x3f00u), f23(u & 0x3f0000u), f23((u >> 16) & 0x3f00u));
+          acc[j][m] += sc[j][r] * (dot(x0, c0) + dot(x1, c1) - sx);
+        }
+      }
+    }
+  }
+}
+
 void main() {
   uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize;
   if (NORM != 0u) {
@@ -275,14 +383,22 @@ void main() {
         [[unroll]] for (uint j = 0u; j < 4u; j++)
           [[unroll]] for (uint m = 0u; m < 8u; m++) acc2[j][m] = 0.0;
         uint c2 = c + sgs;
-        chunk_dot(wh, rb, c, acc);
-        chunk_dot(wh, rb, min(c2, chunks - 1u), acc2);
+        if (QL != 0u) {
+          chunk_dot_ql(wh, rb, c, acc);
+          chunk_dot_ql(wh, rb, min(c2, chunks - 1u), acc2);
+        } else {
+          chunk_dot(wh, rb, c, acc);
+          chunk_dot(wh, rb, min(c2, chunks - 1u), acc2);
+        }
         float v = c2 < chunks ? 1.0 : 0.0;
         [[unroll]] for (uint j = 0u; j < NW; j++)
           [[unroll]] for (uint m = 0u; m < MMAX; m++) acc[j][m] += v * acc2[j][m];
       }
     } else {
-      for (uint c = lane; c < chunks; c += sgs) chunk_dot(wh, rb, c, acc);
+      for (uint c = lane; c < chunks; c += sgs) {
+        if (QL != 0u) chunk_dot_ql(wh, rb, c, acc);
+        else chunk_dot(wh, rb, c, acc);
+      }
     }
     [[unroll]] for (uint r = 0u; r < NR; r++) {
       uint n = n0 + r;

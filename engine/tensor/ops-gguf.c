@@ -96,13 +96,18 @@ hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, H
     }
   guint32 rows = n_sg * nr;
   gboolean xvec = hn_eoff (x) % 4 == 0 && (!g || hn_eoff (g) % 4 == 0);
-  guint32 spec[9] = { gg_code (w->dtype), n_sg * sg, n_sg, xvec ? 1 : 0, M == 1 ? 1 : 8, u ? 1 : 0, norm ? 1 : 0, nr, unr };
+  /* Q4_K and Q6_K take chunk_dot_ql's loads and conversions;
+   * HN_MATVEC_GGUF_QL=0 the older layout (for A/B comparisons). */
+  const char *ql_env = g_getenv ("HN_MATVEC_GGUF_QL");
+  gboolean ql = (w->dtype == HN_DTYPE_GGML_Q4_K || w->dtype == HN_DTYPE_GGML_Q6_K) && !(ql_env && ql_env[0] == '0');
+  guint32 spec[10] = { gg_code (w->dtype), n_sg * sg, n_sg, xvec ? 1 : 0, M == 1 ? 1 : 8, u ? 1 : 0, norm ? 1 : 0,
+                       nr, unr, ql ? 1 : 0 };
   HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE),
                         hn_bind (u ? u : w, FALSE), hn_bind (bias_u ? bias_u : x, FALSE), hn_bind (g ? g : x, FALSE) };
   guint32 gx, gy;
   hn_grid (((guint64) N + rows - 1) / rows, &gx, &gy);
   hn_cmd_set_label (cmd, u ? "matvec_gguf_glu" : "matvec_gguf");
-  gboolean ok = hn_cmd_dispatch (cmd, "matvec_gguf", spec, 9, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "matvec_gguf", spec, 10, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
