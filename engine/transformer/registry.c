@@ -176,6 +176,8 @@ static const HnArchInfo archs[] = {
   /* hybrid decoders: attention + Mamba-2 layers, a KV cache and a recurrent state side by side */
   { "bamba", NULL, "bamba", HN_BLOCK_PRE_NORM, HN_NAMES_BAMBA, RMS_GATED, "silu", DEC, "bamba" },
   { "falcon_h1", NULL, "falcon_h1", HN_BLOCK_PRE_NORM, HN_NAMES_FALCON_H1, RMS_GATED, "silu", DEC, "falcon_h1" },
+  { "jamba", NULL, "jamba", HN_BLOCK_PRE_NORM, HN_NAMES_JAMBA, RMS_GATED | HN_QUIRK_NO_ROPE | HN_QUIRK_MOE, "silu", DEC,
+    "jamba" },
   { "granitemoehybrid", NULL, "granite", HN_BLOCK_PRE_NORM, HN_NAMES_GRANITEMOEHYBRID,
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoehybrid" },
   { "nemotron_h", NULL, "nemotron_h", HN_BLOCK_PRE_NORM, HN_NAMES_NEMOTRON_H, HN_QUIRK_NO_ROPE, "relu2", DEC,
@@ -302,7 +304,6 @@ static const HnArchRefusal refusals[] = {
   { "ibert", "integer-only kernels (I-BERT quantization buffers) are not built yet" },
   { "inkling_text", R_UNMAPPED },
   { "jais2", R_UNMAPPED },
-  { "jamba", "hybrid attention + Mamba (selective scan) layers are not built yet" },
   { "jetmoe", "mixture-of-attention-heads layers (JetMoE's routed q/o projections) are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
@@ -487,7 +488,7 @@ gboolean
 hn_arch_is_hybrid (const HnArchInfo *arch)
 {
   return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H ||
-         arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1;
+         arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1 || arch->names == HN_NAMES_JAMBA;
 }
 
 HnCacheKind

@@ -81,6 +81,7 @@ typedef enum {
   HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
   HN_NAMES_GRANITEMOEHYBRID, /* llama names (granitemoe's MoE, shared_mlp) + mamba.* (Mamba-2) by layer_types */
   HN_NAMES_FALCON_H1,  /* bamba's names; attention and mamba.* (Mamba-2) in every layer */
+  HN_NAMES_JAMBA,      /* bamba's names, mamba.* a Mamba (v1) mixer with dt/b/c_layernorm, feed_forward.experts.N */
   HN_NAMES_NEMOTRON_H, /* backbone.embeddings, backbone.layers.N.{norm, mixer.*} (one mixer per layer), backbone.norm_f */
 } HnNameScheme;
 

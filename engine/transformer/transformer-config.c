@@ -457,6 +457,45 @@ falcon_h1_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GErro
   return TRUE;
 }
 
+/* jamba: attention where i % attn_layer_period == attn_layer_offset (Mamba elsewhere), the routed MoE
+ * where i % expert_layer_period == expert_layer_offset (with num_experts > 1; the dense MLP elsewhere),
+ * and its Mamba (v1) mixers (JambaMambaMixer: dt, B and C RMS-normed with weights). */
+static gboolean
+jamba_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  gint64 ap, ao, ep, eo, state, conv, expand, rank;
+  if (!get_int (cfg, "attn_layer_period", 8, &ap, error) || !get_int (cfg, "attn_layer_offset", 4, &ao, error) ||
+      !get_int (cfg, "expert_layer_period", 2, &ep, error) || !get_int (cfg, "expert_layer_offset", 1, &eo, error) ||
+      !get_int (cfg, "mamba_d_state", 16, &state, error) || !get_int (cfg, "mamba_d_conv", 4, &conv, error) ||
+      !get_int (cfg, "mamba_expand", 2, &expand, error))
+    return FALSE;
+  const char *rs = hn_model_config_get_string (cfg, "mamba_dt_rank");
+  if (rs && g_str_equal (rs, "auto"))
+    rank = (hp->hidden + 15) / 16;
+  else if (!get_int (cfg, "mamba_dt_rank", (hp->hidden + 15) / 16, &rank, error))
+    return FALSE;
+  if (ap < 1 || ep < 1 || state < 1 || state > HN_SSM_MAX_STATE || conv < 1 || conv > HN_CONV1D_MAX_KERNEL || rank < 1 ||
+      expand < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: attn_layer_period %" G_GINT64_FORMAT ", expert_layer_period %"
+                   G_GINT64_FORMAT ", mamba_d_state %" G_GINT64_FORMAT " (1..%d), mamba_d_conv %" G_GINT64_FORMAT
+                   " (1..%d) or mamba_dt_rank %" G_GINT64_FORMAT " is outside what the graph takes",
+                   cfg->path, ap, ep, state, HN_SSM_MAX_STATE, conv, HN_CONV1D_MAX_KERNEL, rank);
+      return FALSE;
+    }
+  gboolean moe = hp->n_experts > 1;
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      hp->layer_mixer[i] = i % ap == ao ? HN_MIXER_ATTENTION : HN_MIXER_MAMBA1;
+      hp->layer_ffn[i] = moe && i % ep == eo ? 1 : 2;
+    }
+  if (!moe && hp->n_experts == 1)
+    return unsupported (error, cfg, "num_experts 1 (its one expert under feed_forward.experts.0)");
+  hp->ssm1 = (HnMamba1Dims) { (int) (expand * hp->hidden), (int) state, (int) rank, TRUE, hp->norm_eps };
+  hp->ssm_conv_kernel = (int) conv;
+  return TRUE;
+}
+
 /* A hybrid's layer pattern and Mamba-2 mixers (bamba: attn_layer_indices, mamba_*; nemotron_h: its
  * pattern, mamba_num_heads / mamba_head_dim, n_groups, ssm_state_size, conv_kernel). */
 static gboolean
@@ -470,6 +509,8 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   JsonObject *raw = hn_model_config_get_raw (cfg);
   gboolean bamba = hp->arch->names == HN_NAMES_BAMBA, fh1 = hp->arch->names == HN_NAMES_FALCON_H1;
   JsonNode *ai = raw && bamba ? json_object_get_member (raw, "attn_layer_indices") : NULL;
+  if (hp->arch->names == HN_NAMES_JAMBA)
+    return jamba_from_config (hp, cfg, error);
   if (fh1)
     memset (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer);
   else if (!bamba && !hybrid_pattern (hp, cfg, error))

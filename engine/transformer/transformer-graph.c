@@ -330,6 +330,7 @@ struct ActsPriv {
   /* hybrids: the Mamba-2 mixers' activations [N, .] (all NULL without such layers) and the views
    * their recording makes */
   HnMamba2Bufs m2;
+  HnMamba1Bufs m1;
   HnScratch sc;
 };
 
@@ -417,6 +418,9 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
                           memchr (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer)) &&
       !hn_mamba2_bufs_init (&p->m2, m->ctx, &hp->ssm, N, error))
     goto fail;
+  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_MAMBA1, (gsize) hp->n_layer) &&
+      !hn_mamba1_bufs_init (&p->m1, m->ctx, &hp->ssm1, N, error))
+    goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
     {
@@ -451,6 +455,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   hn_mamba2_bufs_clear (&p->m2);
+  hn_mamba1_bufs_clear (&p->m1);
   g_ptr_array_unref (p->views);
   hn_scratch_clear (&p->sc);
   g_free (p);
@@ -1186,7 +1191,10 @@ record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, 
     return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
   CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
   const HnSsmState *st = kv->ssm.ssm ? &kv->ssm : NULL;
-  CK (hn_mamba2_record (cmd, &p->sc, &hp->ssm, &lw->m2, &p->m2, B, T, st, x, h, hp->residual_scale, error));
+  if (hp->layer_mixer[il] == HN_MIXER_MAMBA1)
+    CK (hn_mamba1_record (cmd, &p->sc, &hp->ssm1, &lw->m1, &p->m1, B, T, st, x, h, hp->residual_scale, error));
+  else
+    CK (hn_mamba2_record (cmd, &p->sc, &hp->ssm, &lw->m2, &p->m2, B, T, st, x, h, hp->residual_scale, error));
   return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
 }
 

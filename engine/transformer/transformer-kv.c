@@ -104,7 +104,8 @@ free_kv (HnLayerKv *kv, int n)
 static gboolean
 is_state_layer (const HnTransformerHParams *hp, int il)
 {
-  return hp->layer_mixer && (hp->layer_mixer[il] == HN_MIXER_MAMBA2 || hp->layer_mixer[il] == HN_MIXER_PARALLEL);
+  return hp->layer_mixer && (hp->layer_mixer[il] == HN_MIXER_MAMBA2 || hp->layer_mixer[il] == HN_MIXER_PARALLEL ||
+                             hp->layer_mixer[il] == HN_MIXER_MAMBA1);
 }
 
 /* A layer with attention (every layer but a hybrid's Mamba-2 and MLP-only layers): it keeps K/V. */
@@ -131,14 +132,18 @@ alloc_state (HnTransformerSession *s, HnVkContext *ctx, const char *what, int il
 {
   const HnTransformerHParams *hp = &s->m->hp;
   const HnMamba2Dims *d = &hp->ssm;
+  gboolean v1 = hp->layer_mixer[il] == HN_MIXER_MAMBA1; /* Mamba (v1): no B and C channels in the conv */
   gint64 K1 = hp->ssm_conv_kernel - 1, GN = (gint64) d->n_groups * d->state;
-  gint64 shapes[4][3] = { { s->max_rows, K1, d->inner }, { s->max_rows, K1, GN }, { s->max_rows, K1, GN },
-                          { s->max_rows, d->inner, d->state } };
+  gint64 I = v1 ? hp->ssm1.inner : d->inner, N = v1 ? hp->ssm1.state : d->state;
+  gint64 shapes[4][3] = { { s->max_rows, K1, I }, { s->max_rows, K1, GN }, { s->max_rows, K1, GN },
+                          { s->max_rows, I, N } };
   static const char *const names[4] = { "conv", "conv_B", "conv_C", "ssm" };
   HnTensor **parts[4];
   state_parts (st, parts);
   for (int k = K1 > 0 ? 0 : 3; k < 4; k++)
     {
+      if (v1 && (k == 1 || k == 2))
+        continue;
       g_autofree char *n = g_strdup_printf ("%s.%d.%s", what, il, names[k]);
       if (!(*parts[k] = hn_tensor_new_named (ctx, n, HN_DTYPE_F32, 3, shapes[k], error)))
         return FALSE;

@@ -819,11 +819,11 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
-  gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : "mlp";
+  gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0, jamba = strcmp (mt, "jamba") == 0;
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : "mlp";
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
                                          granite || dbrx ? "router.layer"
-                                         : oss           ? "router"
+                                         : oss || jamba  ? "router"
                                          : hunyuan       ? "gate.wg"
                                                          : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
@@ -1163,6 +1163,58 @@ take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
   return ok;
 }
 
+/* jamba's Mamba (v1) mixer under pfx: in_proj rows x, z; x_proj rows dt, B, C; the dt, B and C norms. */
+static gboolean
+take_mamba1 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  const HnMamba1Dims *d = &hp->ssm1;
+  HnMamba1Weights *w = &lw->m1;
+  gint64 C = hp->hidden, I = d->inner, N = d->state, Rk = d->dt_rank, K = hp->ssm_conv_kernel;
+  g_autofree char *ipw = g_strdup_printf ("%sin_proj.weight", pfx), *xpw = g_strdup_printf ("%sx_proj.weight", pfx);
+  const HnSafetensorInfo *ip = find (L, ipw), *xp = find (L, xpw);
+  if (!ip || !xp)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir,
+                   ip ? xpw : ipw);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) ip->name);
+  g_hash_table_add (L->used, (gpointer) xp->name);
+  if (!check_shape (ip, 2, (gint64[]) { 2 * I, C }, error) || !check_shape (xp, 2, (gint64[]) { Rk + 2 * N, I }, error) ||
+      !(w->w_x = row_block (L, ip, "x", 0, I, C, error)) || !(w->w_z = row_block (L, ip, "z", I, I, C, error)) ||
+      !(w->w_dtl = row_block (L, xp, "dt", 0, Rk, I, error)) || !(w->w_B = row_block (L, xp, "B", Rk, N, I, error)) ||
+      !(w->w_C = row_block (L, xp, "C", Rk + N, N, I, error)))
+    return FALSE;
+  GError *e = NULL;
+  g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
+  g_autofree float *bias = take_f32 (L, ipb, 2 * I, FALSE, &e);
+  g_autofree char *cwn = g_strdup_printf ("%sconv1d.weight", pfx), *cbn = g_strdup_printf ("%sconv1d.bias", pfx);
+  g_autofree float *cw = e ? NULL : take_f32 (L, cwn, I * K, TRUE, &e);
+  g_autofree float *cb = e ? NULL : take_f32 (L, cbn, I, FALSE, &e);
+  g_autofree char *al = g_strdup_printf ("%sA_log", pfx);
+  g_autofree float *A = e ? NULL : take_f32 (L, al, I * N, TRUE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  if ((bias && (!(w->b_x = f32_block (L, ipb, bias, 0, I, 1, error)) ||
+                !(w->b_z = f32_block (L, ipb, bias, I, I, 1, error)))) ||
+      !(w->conv_w = f32_block (L, cwn, cw, 0, I, K, error)) || (cb && !(w->conv_b = f32_block (L, cbn, cb, 0, I, 1, error))) ||
+      !(w->A_log = f32_block (L, al, A, 0, I, N, error)))
+    return FALSE;
+  g_autofree char *dw = g_strdup_printf ("%sdt_proj.weight", pfx), *db = g_strdup_printf ("%sdt_proj.bias", pfx);
+  g_autofree char *dd = g_strdup_printf ("%sD", pfx);
+  g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx), *ob = g_strdup_printf ("%sout_proj.bias", pfx);
+  g_autofree char *dn = g_strdup_printf ("%sdt_layernorm.weight", pfx);
+  g_autofree char *bn = g_strdup_printf ("%sb_layernorm.weight", pfx), *cn = g_strdup_printf ("%sc_layernorm.weight", pfx);
+  return take_matrix (L, dw, I, Rk, TRUE, &w->dt_w, error) && take_vector (L, db, I, FALSE, &w->dt_b, error) &&
+         take_vector (L, dd, I, TRUE, &w->D, error) && take_matrix (L, ow, C, I, TRUE, &w->out_w, error) &&
+         take_vector (L, ob, C, FALSE, &w->out_b, error) && take_vector (L, dn, Rk, TRUE, &w->dt_norm_w, error) &&
+         take_vector (L, bn, N, TRUE, &w->B_norm_w, error) && take_vector (L, cn, N, TRUE, &w->C_norm_w, error);
+}
+
 /* falcon_h1's attention with its multipliers folded in: q, v · attention_in, k · attention_in ·
  * key_multiplier, o · attention_out (its bias too). */
 static gboolean
@@ -1222,6 +1274,8 @@ static const Names scheme_names[] = {
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
     .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
   [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
+  [HN_NAMES_JAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
+    .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_FALCON_H1] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
     .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
@@ -1773,7 +1827,13 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           if (!take_mamba2 (&L, mp, lw, error))
             return FALSE;
         }
-      if (mixer == HN_MIXER_NONE)
+      if (mixer == HN_MIXER_MAMBA1)
+        {
+          g_autofree char *mp = g_strdup_printf ("%smamba.", pfx);
+          if (!take_mamba1 (&L, mp, lw, error))
+            return FALSE;
+        }
+      else if (mixer == HN_MIXER_NONE)
         {
           /* an MLP-only layer: its one norm is the MLP's */
           lw->ln2_w = lw->ln1_w;
@@ -1822,7 +1882,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         }
       if (hp->layer_ffn && !hp->layer_ffn[i])
         continue; /* a hybrid's mixer-only layer */
-      if (hp->n_experts > 0 && i >= hp->moe_first_dense)
+      if (hp->n_experts > 0 && i >= hp->moe_first_dense && !(hp->layer_ffn && hp->layer_ffn[i] == 2))
         {
           if (!take_moe (&L, &N, pfx, lw, error))
             return FALSE;

@@ -20,6 +20,7 @@
 
 #include "formats/model-config.h"
 #include "generate/generate.h"
+#include "ssm/mamba1-mixer.h"
 #include "ssm/mamba2-mixer.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
@@ -33,6 +34,7 @@ typedef enum {
   HN_MIXER_MAMBA2,
   HN_MIXER_NONE,     /* an MLP-only layer (nemotron_h "-") */
   HN_MIXER_PARALLEL, /* attention and a Mamba-2 mixer side by side on the same normed input (falcon_h1) */
+  HN_MIXER_MAMBA1,   /* a Mamba (v1) mixer (jamba) */
 } HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
@@ -109,8 +111,10 @@ typedef struct {
   /* hybrid decoders: the mixer of each layer (owned [n_layer] HnMixerKind; NULL = attention in every
    * layer) and the Mamba-2 mixers' dimensions and conv width */
   guint8 *layer_mixer;
-  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (owned; NULL = every layer) */
+  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (the routed MoE with n_experts), 2 a
+                          * dense MLP in a model with experts (jamba), 0 none (owned; NULL = every layer 1) */
   HnMamba2Dims ssm;
+  HnMamba1Dims ssm1;     /* jamba's Mamba (v1) mixers */
   int ssm_conv_kernel;
   /* falcon_h1's muP multipliers, folded into the weights at load (1 elsewhere): the mixer's input and
    * output, its in_proj parts z, x, B, C, dt; attention's input, keys and output; the MLP's gate and
@@ -260,6 +264,7 @@ typedef struct {
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
   float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
   HnMamba2Weights m2;            /* a hybrid's Mamba-2 layer (the attention weights stay NULL) */
+  HnMamba1Weights m1;            /* a hybrid's Mamba (v1) layer */
 } HnLayerWeights;
 
 typedef struct {
