@@ -817,10 +817,11 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gint64 C = hp->hidden, E = hp->n_experts, Fe = hp->moe_ffn;
   gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0;
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
-  gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0;
+  gboolean nh = strcmp (mt, "nemotron_h") == 0; /* MLP experts (up, down) under the layer's mixer */
+  gboolean v3_router = strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "glm4_moe") == 0 || strcmp (mt, "dots1") == 0 || nh;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
   gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0, jamba = strcmp (mt, "jamba") == 0;
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : "mlp";
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
                                          granite || dbrx ? "router.layer"
                                          : oss || jamba  ? "router"
@@ -836,7 +837,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     }
   if (v3_router)
     {
-      g_autofree char *cb = g_strdup_printf ("%smlp.gate.e_score_correction_bias", pfx);
+      g_autofree char *cb = g_strdup_printf ("%s%s.gate.e_score_correction_bias", pfx, blk);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
@@ -900,10 +901,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       /* mixtral: w1 = gate, w3 = up, w2 = down */
       const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
-      for (int j = 0; j < 3; j++)
+      for (int j = nh ? 1 : 0; j < 3; j++)
         names[j] = g_strdup_printf ("%s%s.experts.*.%s.weight", pfx, blk, parts[j]);
       for (gint64 e = 0; ok && e < E; e++)
-        for (int j = 0; ok && j < 3; j++)
+        for (int j = nh ? 1 : 0; ok && j < 3; j++)
           {
             g_autofree char *wn = g_strdup_printf ("%s%s.experts.%" G_GINT64_FORMAT ".%s.weight", pfx, blk, e, parts[j]);
             const HnSafetensorInfo *t = find (L, wn);
@@ -919,7 +920,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
           }
     }
   lw->experts = g_new0 (HnTensor *, 3 * (gsize) MAX (E, 1)); /* E > 0 here; the cast keeps GCC from a negative size */
-  for (int j = 0; ok && j < 3; j++)
+  for (int j = nh ? 1 : 0; ok && j < 3; j++)
     ok = slab_upload (L, &sl[j], names[j], &lw->expert_stack[j], &lw->experts[j], 3, error);
   for (int j = 0; j < 3; j++)
     slab_clear (&sl[j]);
@@ -954,11 +955,12 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      const char *sh = deepseek ? "mlp.shared_experts" : hunyuan ? "mlp.shared_mlp" : "mlp.shared_expert";
+      const char *sh = nh ? "mixer.shared_experts" : deepseek ? "mlp.shared_experts" : hunyuan ? "mlp.shared_mlp"
+                                                                                                 : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
-      if (!take_linear (L, N, pfx, gp, Fs, C, &lw->w_gate, &lw->b_gate, error) ||
+      if ((!nh && !take_linear (L, N, pfx, gp, Fs, C, &lw->w_gate, &lw->b_gate, error)) ||
           !take_linear (L, N, pfx, up, Fs, C, &lw->w_up, &lw->b_up, error) ||
           !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
         return FALSE;
