@@ -337,6 +337,37 @@ hn_op_cross_entropy_back (HnCmd *cmd, HnTensor *dlogits, HnTensor *logits, HnTen
 }
 
 gboolean
+hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
+                          HnTensor *row_scale, gint32 ignore_index, GError **error)
+{
+  const char *op = "cross_entropy_grad";
+  gint64 N = hn_tensor_rows (logits), V = hn_tensor_cols (logits);
+  gboolean f16 = dlogits && dlogits->dtype == HN_DTYPE_F16;
+  if (!check_f32 (op, "logits", cmd, logits, error) || !check_f32 (op, "row_scale", cmd, row_scale, error) ||
+      !check_f32 (op, "loss", cmd, loss, error) || !hn_op_check_ctx (op, cmd, targets, error) ||
+      !hn_op_check_ctx (op, cmd, dlogits, error) || (!f16 && !check_f32 (op, "dlogits", cmd, dlogits, error)) ||
+      !hn_op_check_dtype (op, "targets", targets, HN_DTYPE_I32, error) ||
+      !hn_op_check_count (op, "targets", targets, N, error) ||
+      !hn_op_check_count (op, "row_scale", row_scale, N, error) || !hn_op_check_count (op, "loss", loss, N, error) ||
+      !hn_op_check_count (op, "dlogits", dlogits, logits->n, error))
+    return FALSE;
+  if (dlogits->buf == logits->buf && (f16 || dlogits->offset != logits->offset) &&
+      dlogits->offset < logits->offset + hn_tensor_nbytes (logits) &&
+      logits->offset < dlogits->offset + hn_tensor_nbytes (dlogits))
+    return fail_shape (op, dlogits, logits, "overlapping (in place must be exact and f32)", error);
+  guint32 vec = V % 4 == 0 && hn_eoff (logits) % 4 == 0 && hn_eoff (dlogits) % 4 == 0;
+  if (f16 && !vec)
+    return fail_shape (op, dlogits, logits, "an f16 dlogits needs V % 4 == 0 and offsets on 4 elements", error);
+  struct { guint32 rows, V, x_off, t_off, s_off, l_off, d_off; gint32 ignore; } pc = {
+    (guint32) N, (guint32) V, hn_eoff (logits), hn_eoff (targets), hn_eoff (row_scale), hn_eoff (loss),
+    hn_eoff (dlogits), ignore_index };
+  guint32 spec[2] = { vec, f16 };
+  HnVkBinding bd[5] = { hn_bind (logits, dlogits->buf == logits->buf), hn_bind (targets, FALSE),
+                        hn_bind (row_scale, FALSE), hn_bind (loss, TRUE), hn_bind (dlogits, TRUE) };
+  return hn_op_dispatch_rows (cmd, "cross_entropy_grad", spec, 2, bd, 5, &pc, sizeof pc, (guint64) N, error);
+}
+
+gboolean
 hn_op_rope_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *neg_positions, HnTensor *inv_freq, int rot_dims,
                  HnRopeStyle style, float attn_scale, GError **error)
 {

@@ -65,6 +65,14 @@ gboolean hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *d
 gboolean hn_op_cross_entropy_back (HnCmd *cmd, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
                                    HnTensor *row_scale, GError **error);
 
+/* hn_op_cross_entropy (no mean) and hn_op_cross_entropy_back in one kernel
+ * that reads the logits twice instead of five times (cross_entropy_grad.comp;
+ * the max and the sum of a row in one pass). dlogits: f32 (may be logits, in
+ * place), or f16 rounded as a matmul's f16 copy of its operand would be
+ * (clamped to ±65504; V % 4 == 0 and 4-element aligned offsets). */
+gboolean hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
+                                   HnTensor *row_scale, gint32 ignore_index, GError **error);
+
 /* RoPE backward: the rotation by the opposite angle, i.e. hn_op_rope with
  * negated positions (neg_positions i32 = -positions). */
 gboolean hn_op_rope_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *neg_positions, HnTensor *inv_freq,

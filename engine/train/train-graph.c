@@ -94,6 +94,13 @@ struct _HnTrainGraph {
   gint64 head_rows;
   guint n_chunks;
   HnTensor **ch_hf, **ch_dh, **ch_targets, **ch_loss, **ch_scale, **ch_logits;
+  /* Each chunk's loss and logits' gradient from one kernel (hn_op_cross_entropy_grad;
+   * HN_CE_FUSED=0: the two of before). Where the frozen head's input gradient runs on
+   * matmul_cm2, which reads an f16 A (it would round the f32 gradient to f16 first), that
+   * gradient is written as f16 into ch_lg16's rows instead (HN_CE_F16=0: f32, then rounded;
+   * HN_CE_F16=1: on any matmul, which widens it again: a test of this path off the tensor cores) */
+  gboolean ce_fused;
+  HnTensor **ch_lg16;
   /* 4-D views for attention */
   HnTensor **q4, **k4, **v4, **att4;
   /* backward scratch */
@@ -260,6 +267,7 @@ hn_train_graph_free (HnTrainGraph *g)
   g_free (g->ch_loss);
   g_free (g->ch_scale);
   g_free (g->ch_logits);
+  g_free (g->ch_lg16);
   g_free (g->q_lin_rows);
   g_free (g->k_lin_rows);
   g_free (g->qkv_w16);
@@ -796,6 +804,21 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     }
   else if (!setup_params (g, error))
     return NULL;
+  /* after the parameters: the head's gradient decides (see ce_fused) */
+  g->ce_fused = g->n_chunks > 1 && g_strcmp0 (g_getenv ("HN_CE_FUSED"), "0") != 0;
+  const char *ce16 = g_getenv ("HN_CE_F16");
+  if (g->ce_fused && V % 4 == 0 && !G (g, g->W->lm_head) && !G (g, g->W->lm_head_b) &&
+      (g_strcmp0 (ce16, "1") == 0 ||
+       (g_strcmp0 (ce16, "0") != 0 && hn_op_matmul_takes_f16 (g->cmd, g->W->lm_head, g->head_rows))))
+    {
+      HnTensor *lg16 = new16 (g, "grad.logits.f16", g->head_rows, V, error);
+      if (!lg16)
+        return NULL;
+      g->ch_lg16 = g_new0 (HnTensor *, g->n_chunks);
+      for (guint c = 0; c < g->n_chunks; c++)
+        if (!(g->ch_lg16[c] = rows_view (g, lg16, 0, MIN (g->head_rows, N - c * g->head_rows), error)))
+          return NULL;
+    }
   if (g->f16ops)
     {
       /* q, k and v stacked (see qkv_w16): their gradients first, as row views of one tensor */
@@ -1148,10 +1171,25 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
           CK (hn_op_matmul (g->cmd, lg, g->ch_hf[c], W->lm_head, W->lm_head_b, error));
           if (hp->logits_scale != 1.0f)
             CK (hn_op_scale (g->cmd, lg, lg, hp->logits_scale, 0.0f, error));
-          CK (hn_op_cross_entropy (g->cmd, g->ch_loss[c], NULL, lg, g->ch_targets[c], -100, error));
-          if (!grad)
-            continue;
-          CK (hn_op_cross_entropy_back (g->cmd, lg, lg, g->ch_targets[c], g->ch_scale[c], error));
+          if (grad && g->ce_fused)
+            {
+              HnTensor *dl = g->ch_lg16 ? g->ch_lg16[c] : lg;
+              CK (hn_op_cross_entropy_grad (g->cmd, g->ch_loss[c], dl, lg, g->ch_targets[c], g->ch_scale[c], -100,
+                                            error));
+              if (g->ch_lg16)
+                {
+                  /* dh = dl·W: the frozen head takes no gradient (see ce_fused) */
+                  CK (hn_op_bmm (g->cmd, g->ch_dh[c], dl, W->lm_head, 0, 1.0f, error));
+                  continue;
+                }
+            }
+          else
+            {
+              CK (hn_op_cross_entropy (g->cmd, g->ch_loss[c], NULL, lg, g->ch_targets[c], -100, error));
+              if (!grad)
+                continue;
+              CK (hn_op_cross_entropy_back (g->cmd, lg, lg, g->ch_targets[c], g->ch_scale[c], error));
+            }
           CK (hn_op_matmul_back (g->cmd, g->ch_dh[c], G (g, W->lm_head), G (g, W->lm_head_b), lg, g->ch_hf[c],
                                  W->lm_head, 0, error));
         }

@@ -6,6 +6,7 @@
 
 #include "base/hn-error.h"
 #include "tensor/cpu-ref-back.h"
+#include "tensor/hn-cpu-ref.h"
 #include "tensor/ops-back.h"
 
 static HnVkContext *ctx;
@@ -494,6 +495,57 @@ test_cross_entropy_back (void)
   close_enough ("cross-entropy dlogits (in place)", tl, dl, 1e-4, 1e-7);
 }
 
+/* hn_op_cross_entropy_grad against the reference loss and gradient: in
+ * place on a V of 517 (the scalar loads), out of place on a V of 1024 (16-byte
+ * loads), and its f16 gradient (as the f32 one, rounded once) */
+static void
+test_cross_entropy_grad (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 N = 6;
+  gint32 tg[6] = { 5, -100, 0, 516, 44, 1023 };
+  float w[6] = { 1, 1, 2, 0.5f, 1, 1 };
+  for (int pass = 0; pass < 3; pass++)
+    {
+      gint64 V = pass == 0 ? 517 : 1024;
+      tg[5] = pass == 0 ? -100 : 1023;
+      g_autofree float *lg = rnd (N * V, 4), *dl = g_new (float, N * V), *lref = g_new (float, N);
+      /* a large logit: the running max of its invocation grows late */
+      lg[3 * V + V - 2] = 30.0f;
+      hn_ref_cross_entropy (lref, NULL, lg, tg, N, V, -100);
+      g_assert_true (isfinite (hn_ref_cross_entropy_loss (lg, tg, w, N, V, -100, 0.7f, dl)));
+      double wsum = 0;
+      for (int i = 0; i < N; i++)
+        wsum += tg[i] != -100 ? w[i] : 0;
+      float rs[6];
+      for (int i = 0; i < N; i++)
+        rs[i] = tg[i] != -100 ? (float) (0.7 * w[i] / wsum) : 0.0f;
+      g_autoptr (HnTensor) tl = tens (2, (gint64[]) { N, V }, lg), trs = tens (1, (gint64[]) { N }, rs);
+      g_autoptr (HnTensor) tt = tens_i32 (N, tg), tloss = tens (1, (gint64[]) { N }, NULL);
+      g_autoptr (HnTensor) out = pass == 0 ? hn_tensor_ref (tl)
+                                 : hn_tensor_new (ctx, pass == 1 ? HN_DTYPE_F32 : HN_DTYPE_F16, 2,
+                                                  (gint64[]) { N, V }, &error);
+      g_assert_no_error (error);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_cross_entropy_grad (cmd, tloss, out, tl, tt, trs, -100, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      close_enough ("cross-entropy-grad loss", tloss, lref, 1e-5, 1e-6);
+      if (pass == 2)
+        for (gint64 i = 0; i < N * V; i++)
+          dl[i] = hn_f16_to_f32 (hn_f32_to_f16 (dl[i]));
+      close_enough (pass == 0 ? "cross-entropy-grad dlogits (in place)" : "cross-entropy-grad dlogits", out, dl,
+                    pass == 2 ? 2e-3 : 1e-4, 1e-7);
+    }
+  /* an f16 gradient needs 4-element rows; an f16 one cannot be in place */
+  g_autoptr (HnTensor) tl = tens (2, (gint64[]) { 2, 517 }, NULL), tt = tens_i32 (2, (gint32[]) { 0, 1 });
+  g_autoptr (HnTensor) trs = tens (1, (gint64[]) { 2 }, NULL), tloss = tens (1, (gint64[]) { 2 }, NULL);
+  g_autoptr (HnTensor) o16 = hn_tensor_new (ctx, HN_DTYPE_F16, 2, (gint64[]) { 2, 517 }, &error);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_false (hn_op_cross_entropy_grad (cmd, tloss, o16, tl, tt, trs, -100, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 test_rope_back (void)
 {
@@ -661,6 +713,7 @@ main (int argc, char **argv)
   g_test_add_func ("/back-ops/activations", test_activations_back);
   g_test_add_func ("/back-ops/embedding", test_embedding_back);
   g_test_add_func ("/back-ops/cross-entropy", test_cross_entropy_back);
+  g_test_add_func ("/back-ops/cross-entropy-grad", test_cross_entropy_grad);
   g_test_add_func ("/back-ops/rope", test_rope_back);
   g_test_add_func ("/back-ops/attention", test_attention_back);
   g_test_add_func ("/back-ops/adamw-sgd", test_adamw_sgd);
