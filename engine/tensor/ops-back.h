@@ -115,6 +115,11 @@ gboolean hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnT
  * memory-bound on c, where the tiled matmul kernels would run a K of r). */
 gboolean hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
                             gboolean accumulate, GError **error);
+/* hn_op_lora_expand for n (1..3) adapters into one c (c (+)= alpha · Σ_j
+ * u_j·W_j, one rank): c read and written once (the q, k and v adapters'
+ * dx); the same bits as n accumulating calls. */
+gboolean hn_op_lora_expand_n (HnCmd *cmd, int n, HnTensor *c, HnTensor **u, HnTensor **w, gboolean w_trans,
+                              float alpha, gboolean accumulate, GError **error);
 
 /* A LoRA adapter's down-projections and weight gradients, exact f32, on
  * kernels that read the long operand once (lora_rows.comp, lora_cols.comp):
@@ -129,6 +134,16 @@ gboolean hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gbo
                           gboolean accumulate, GError **error);
 gboolean hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_trans, float alpha,
                           gboolean accumulate, GError **error);
+/* hn_op_lora_rows for n (1..3) adapters of one input x (c[j] (+)= alpha ·
+ * x·W_j, one rank): x read once for all (the q, k and v down-projections);
+ * the same sums as n calls. */
+/* hn_op_lora_cols for n (1..3) adapters of one x (C_j (+)= alpha · Σ_k
+ * x[k, l]·w_j[k, s], one rank): x read once for all where n·r <= 32 (the
+ * q, k and v adapters' dA), else one call each; the same sums as n calls. */
+gboolean hn_op_lora_cols_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, gboolean c_trans, float alpha,
+                            gboolean accumulate, GError **error);
+gboolean hn_op_lora_rows_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, gboolean w_trans, float alpha,
+                            gboolean accumulate, GError **error);
 
 /* out (f16) = in (f32) rounded as fp16 autocast rounds (±Inf past the
  * range): the f16 copy of a matmul operand that the tensor cores read.

@@ -947,6 +947,41 @@ lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **e
   return TRUE;
 }
 
+/* The adapters of q, k and v (distinct sites of one input x): their
+ * down-projections in one hn_op_lora_rows_n, which reads x once (the same
+ * sums as one call each; HN_LORA_FUSE=0: one call each), then each
+ * site's expansions. */
+static gboolean
+lora_fwd_qkv (HnTrainGraph *g, LayerActs *a, HnTensor *x, HnTensor **outs, GError **error)
+{
+  LoraSite *ss[3];
+  int n = 0;
+  for (int p = P_Q; p <= P_V; p++)
+    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
+      ss[n++] = a->site[p];
+  gboolean fuse = n > 1 && g_strcmp0 (g_getenv ("HN_LORA_FUSE"), "0") != 0;
+  for (int j = 0; fuse && j < n; j++)
+    fuse = lora_expand_ok (g, ss[j]) && hn_op_lora_down_available (g->cmd, ss[j]->u->shape[1]) &&
+           ss[j]->u->shape[1] == ss[0]->u->shape[1] && ss[j]->scale == ss[0]->scale;
+  if (!fuse)
+    {
+      for (int j = 0; j < n; j++)
+        CK (lora_fwd (g, ss[j], x, outs, error));
+      return TRUE;
+    }
+  HnTensor *u[3], *A[3];
+  for (int j = 0; j < n; j++)
+    {
+      u[j] = ss[j]->u;
+      A[j] = ss[j]->A;
+    }
+  CK (hn_op_lora_rows_n (g->cmd, n, u, x, A, TRUE, ss[0]->scale, FALSE, error));
+  for (int j = 0; j < n; j++)
+    for (int k = 0; k < ss[j]->n_out; k++)
+      CK (hn_op_lora_expand (g->cmd, outs[ss[j]->out_proj[k]], ss[j]->u, ss[j]->Bv[k], TRUE, 1.0f, TRUE, error));
+  return TRUE;
+}
+
 /* dB_p += dy_pᵀ·u; du = s·Σ dy_p·B_p; dA += duᵀ·x; dx += du·A. Exact f32:
  * s as the alpha of du's products; fp16 autocast: du rounded, then scaled. */
 static gboolean
@@ -974,6 +1009,46 @@ lora_back (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor *dx, HnTensor **d
   if (expand)
     return hn_op_lora_expand (g->cmd, dx, s->du, s->A, FALSE, 1.0f, TRUE, error);
   return hn_op_bmm (g->cmd, dx, s->du, s->A, HN_MATMUL_ACCUMULATE, 1.0f, error);
+}
+
+/* The adapters of q, k and v in the backward (distinct sites of one input
+ * x, fused as in lora_fwd_qkv): each site's dB and du, then their dA in one
+ * hn_op_lora_cols_n and dx in one hn_op_lora_expand_n (x and dx read once;
+ * the same sums; HN_LORA_FUSE=0: lora_back for each). */
+static gboolean
+lora_back_qkv (HnTrainGraph *g, LayerActs *a, HnTensor *x, HnTensor *dx, HnTensor **dys, GError **error)
+{
+  LoraSite *ss[3];
+  int n = 0;
+  for (int p = P_Q; p <= P_V; p++)
+    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
+      ss[n++] = a->site[p];
+  gboolean fuse = n > 1 && g_strcmp0 (g_getenv ("HN_LORA_FUSE"), "0") != 0;
+  for (int j = 0; fuse && j < n; j++)
+    fuse = lora_expand_ok (g, ss[j]) && hn_op_lora_down_available (g->cmd, ss[j]->u->shape[1]) &&
+           ss[j]->u->shape[1] == ss[0]->u->shape[1];
+  if (!fuse)
+    {
+      for (int j = 0; j < n; j++)
+        CK (lora_back (g, ss[j], x, dx, dys, error));
+      return TRUE;
+    }
+  HnTensor *du[3], *A[3], *dA[3];
+  for (int j = 0; j < n; j++)
+    {
+      LoraSite *s = ss[j];
+      for (int k = 0; k < s->n_out; k++)
+        {
+          HnTensor *dy = dys[s->out_proj[k]];
+          CK (hn_op_lora_cols (g->cmd, s->dBv[k], dy, s->u, FALSE, 1.0f, TRUE, error));
+          CK (hn_op_lora_rows (g->cmd, s->du, dy, s->Bv[k], FALSE, s->scale, k > 0, error));
+        }
+      du[j] = s->du;
+      A[j] = s->A;
+      dA[j] = G (g, s->A);
+    }
+  CK (hn_op_lora_cols_n (g->cmd, n, dA, x, du, TRUE, 1.0f, TRUE, error));
+  return hn_op_lora_expand_n (g->cmd, n, dx, du, A, FALSE, 1.0f, TRUE, error);
 }
 
 /* Mixture of experts as the inference graph routes it; every expert's activations are kept for the
@@ -1077,9 +1152,7 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   /* one f16 copy of h for the three (hn_op_matmul_n, on the tensor cores; under f16ops h16) */
   CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, h_mm,
                       (HnTensor *[]) { W16 (g, lw->wq), W16 (g, lw->wk), W16 (g, lw->wv) }, (HnTensor *[]) { lw->bq, lw->bk, lw->bv }, error));
-  for (int p = P_Q; p <= P_V; p++)
-    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
-      CK (lora_fwd (g, a->site[p], a->h, outs, error));
+  CK (lora_fwd_qkv (g, a, a->h, outs, error));
   HnTensor *qs = a->q_lin, *ks = a->k_lin;
   if (hp->qk_norm_head)
     {
@@ -1437,10 +1510,7 @@ attn_back (HnTrainGraph *g, int il, HnTensor *dy, HnTensor *din, HnBackFlags fla
   dys[P_Q] = dq;
   dys[P_K] = dk;
   dys[P_V] = g->dv;
-  for (int p = P_Q; p <= P_V; p++)
-    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
-      CK (lora_back (g, a->site[p], a->h, din, dys, error));
-  return TRUE;
+  return lora_back_qkv (g, a, a->h, din, dys, error);
 }
 
 static gboolean

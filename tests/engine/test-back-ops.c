@@ -142,6 +142,36 @@ run_lora_expand (gint64 M, gint64 N, gint64 R, gboolean w_trans, gboolean acc)
   close_enough (what, tc, want, 1e-5, 1e-5);
 }
 
+/* hn_op_lora_expand_n: three adapters into one c give the bits of three
+ * calls (the first accumulating only when asked, the others always) */
+static void
+run_lora_expand_n (gint64 M, gint64 N, gint64 R, gboolean w_trans, gboolean acc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree float *c0 = rnd (M * N, 1);
+  g_autoptr (HnTensor) ta = tens (2, (gint64[]) { M, N }, c0), tb = tens (2, (gint64[]) { M, N }, c0);
+  HnTensor *tu[3], *tw[3];
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *u = rnd (M * R, 1), *w = rnd (N * R, 1);
+      tu[j] = tens (2, (gint64[]) { M, R }, u);
+      tw[j] = w_trans ? tens (2, (gint64[]) { N, R }, w) : tens (2, (gint64[]) { R, N }, w);
+    }
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  for (int j = 0; j < 3; j++)
+    g_assert_true (hn_op_lora_expand (cmd, ta, tu[j], tw[j], w_trans, 0.75f, acc || j > 0, &error));
+  g_assert_true (hn_op_lora_expand_n (cmd, 3, tb, tu, tw, w_trans, 0.75f, acc, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree float *a = down (ta), *b = down (tb);
+  g_assert_cmpmem (a, sizeof (float) * M * N, b, sizeof (float) * M * N);
+  for (int j = 0; j < 3; j++)
+    {
+      hn_tensor_unref (tu[j]);
+      hn_tensor_unref (tw[j]);
+    }
+}
+
 static void
 test_lora_expand (void)
 {
@@ -150,6 +180,9 @@ test_lora_expand (void)
   run_lora_expand (20, 515, 1, FALSE, TRUE);
   run_lora_expand (5, 7, 32, TRUE, FALSE);
   run_lora_expand (17, 64, 16, FALSE, TRUE);
+  run_lora_expand_n (37, 300, 8, FALSE, TRUE);
+  run_lora_expand_n (37, 300, 8, TRUE, FALSE);
+  run_lora_expand_n (20, 515, 3, FALSE, FALSE);
   /* a rank past 32 or shapes that do not fit fail */
   g_autoptr (GError) error = NULL;
   g_autoptr (HnTensor) u = tens (2, (gint64[]) { 4, 33 }, NULL), w = tens (2, (gint64[]) { 33, 6 }, NULL);
@@ -192,6 +225,61 @@ run_lora_rows (gint64 M, gint64 K, gint64 R, gboolean w_trans, gboolean acc)
   close_enough (what, tc, want, 1e-4, 1e-4);
 }
 
+/* hn_op_lora_rows_n: three adapters of one x give the bits of three
+ * hn_op_lora_rows calls on one row per subgroup, and so do 2 and 4 rows per
+ * subgroup (M not a multiple of their blocks) */
+static float *
+lora_rows_bits (int n, HnTensor **tw, HnTensor *tx, const float *c0, gint64 M, gint64 R, gboolean w_trans,
+                gboolean acc, int rb)
+{
+  g_autoptr (GError) error = NULL;
+  char v[2] = { (char) ('0' + rb), 0 };
+  g_setenv ("HN_LORA_ROWS_RB", v, TRUE);
+  HnTensor *tc[3];
+  for (int j = 0; j < 3; j++)
+    tc[j] = tens (2, (gint64[]) { M, R }, c0 + j * M * R);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  if (n == 3)
+    g_assert_true (hn_op_lora_rows_n (cmd, 3, tc, tx, tw, w_trans, 1.5f, acc, &error));
+  else
+    for (int j = 0; j < 3; j++)
+      g_assert_true (hn_op_lora_rows (cmd, tc[j], tx, tw[j], w_trans, 1.5f, acc, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  float *out = g_new (float, 3 * M * R);
+  for (int j = 0; j < 3; j++)
+    {
+      hn_tensor_download_f32 (tc[j], out + j * M * R, M * R, &error);
+      g_assert_no_error (error);
+      hn_tensor_unref (tc[j]);
+    }
+  g_unsetenv ("HN_LORA_ROWS_RB");
+  return out;
+}
+
+static void
+run_lora_rows_n (gint64 M, gint64 K, gint64 R, gboolean w_trans, gboolean acc)
+{
+  g_autofree float *x = rnd (M * K, 1), *c0 = rnd (3 * M * R, 1);
+  g_autoptr (HnTensor) tx = tens (2, (gint64[]) { M, K }, x);
+  HnTensor *tw[3];
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *w = rnd (K * R, 1);
+      tw[j] = w_trans ? tens (2, (gint64[]) { R, K }, w) : tens (2, (gint64[]) { K, R }, w);
+    }
+  g_autofree float *want = lora_rows_bits (1, tw, tx, c0, M, R, w_trans, acc, 1);
+  /* three at once on 1 and 4 rows per subgroup, one on 2 (the default at 2048 rows) */
+  static const int runs[3][2] = { { 3, 1 }, { 3, 4 }, { 1, 2 } };
+  for (int i = 0; i < 3; i++)
+    {
+      g_autofree float *got = lora_rows_bits (runs[i][0], tw, tx, c0, M, R, w_trans, acc, runs[i][1]);
+      g_assert_cmpmem (got, sizeof (float) * 3 * M * R, want, sizeof (float) * 3 * M * R);
+    }
+  for (int j = 0; j < 3; j++)
+    hn_tensor_unref (tw[j]);
+}
+
 static void
 run_lora_cols (gint64 K, gint64 L, gint64 R, gboolean c_trans, gboolean acc)
 {
@@ -218,6 +306,40 @@ run_lora_cols (gint64 K, gint64 L, gint64 R, gboolean c_trans, gboolean acc)
   close_enough (what, tc, want, 1e-4, 1e-4);
 }
 
+/* hn_op_lora_cols_n: three adapters of one x give the bits of three calls
+ * (and a rank too large for one dispatch of three takes three) */
+static void
+run_lora_cols_n (gint64 K, gint64 L, gint64 R, gboolean c_trans, gboolean acc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree float *x = rnd (K * L, 1);
+  g_autoptr (HnTensor) tx = tens (2, (gint64[]) { K, L }, x);
+  HnTensor *tw[3], *ta[3], *tb[3];
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *w = rnd (K * R, 1), *c0 = rnd (L * R, 1);
+      tw[j] = tens (2, (gint64[]) { K, R }, w);
+      ta[j] = c_trans ? tens (2, (gint64[]) { R, L }, c0) : tens (2, (gint64[]) { L, R }, c0);
+      tb[j] = c_trans ? tens (2, (gint64[]) { R, L }, c0) : tens (2, (gint64[]) { L, R }, c0);
+    }
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  for (int j = 0; j < 3; j++)
+    g_assert_true (hn_op_lora_cols (cmd, ta[j], tx, tw[j], c_trans, 0.5f, acc, &error));
+  run (cmd);
+  g_autoptr (HnCmd) cmd2 = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_lora_cols_n (cmd2, 3, tb, tx, tw, c_trans, 0.5f, acc, &error));
+  g_assert_no_error (error);
+  run (cmd2);
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *a = down (ta[j]), *b = down (tb[j]);
+      g_assert_cmpmem (a, sizeof (float) * L * R, b, sizeof (float) * L * R);
+      hn_tensor_unref (tw[j]);
+      hn_tensor_unref (ta[j]);
+      hn_tensor_unref (tb[j]);
+    }
+}
+
 static void
 test_lora_down (void)
 {
@@ -237,10 +359,17 @@ test_lora_down (void)
   run_lora_rows (9, 1030, 16, TRUE, TRUE);
   run_lora_rows (21, 77, 3, FALSE, FALSE);
   run_lora_rows (5, 77, 1, TRUE, TRUE);
+  /* small ranks: lavapipe compiles each unrolled variant slowly */
+  run_lora_rows_n (37, 300, 4, TRUE, FALSE);
+  run_lora_rows_n (37, 300, 4, FALSE, TRUE);
+  run_lora_rows_n (23, 77, 3, TRUE, TRUE);
   run_lora_cols (300, 37, 8, FALSE, TRUE);
   run_lora_cols (300, 37, 8, TRUE, FALSE);
   run_lora_cols (1500, 600, 16, TRUE, TRUE);
   run_lora_cols (7, 9, 3, FALSE, FALSE);
+  run_lora_cols_n (300, 37, 8, TRUE, TRUE);
+  run_lora_cols_n (1500, 300, 5, FALSE, FALSE);
+  run_lora_cols_n (40, 9, 16, TRUE, FALSE);
   /* a rank past 16 fails */
   g_autoptr (HnTensor) x = tens (2, (gint64[]) { 4, 8 }, NULL), w = tens (2, (gint64[]) { 17, 8 }, NULL);
   g_autoptr (HnTensor) c = tens (2, (gint64[]) { 4, 17 }, NULL);
