@@ -66,6 +66,11 @@ struct _HnTrainGraph {
    * weight gradients, as autocast saves them), and dy rounded once into dy16 for both of its
    * products. The same roundings as the per-matmul copies they replace, so the same results. */
   gboolean f16ops;
+  /* LoRA on a frozen 16-bit base whose matmuls read f16 operands (matmul_cm2), no adapter on the
+   * MLP: ln2's output and the MLP's activation, which nothing else reads, are written as f16 only
+   * (h2_16, act16, one pair for all layers): the bits the matmuls' own f16 copies of them had,
+   * without those copies (the same rounding: the same losses). HN_LORA_F16_ACTS=0: off */
+  gboolean acts16;
   HnTensor *dy16, *hf16, *dw_tmp;
   /* f16ops with q, k and v projections: per layer their f16 weight copies stacked [qd + 2 kvd, C]
    * and their gradients stacked the same way (the parameters' w16 and g are row views), so that
@@ -628,6 +633,14 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   g->f16ops = opts && opts->fp16 && !adapter && hp->n_experts == 0 &&
               (hn_vk_context_has_coopmat2 (g->ctx, NULL) || !hn_vk_context_has_coopmat (g->ctx)) &&
               g_strcmp0 (g_getenv ("HN_TRAIN_F16_COPIES"), "0") != 0;
+  const char *a16 = g_getenv ("HN_LORA_F16_ACTS");
+  g->acts16 = adapter && !g->f16ops && hp->block == HN_BLOCK_PRE_NORM && !hp->layernorm && hp->n_experts == 0 &&
+              lw0->w_gate && lw0->w_up && g_strcmp0 (a16, "0") != 0 && hn_op_matmul_takes_f16 (g->cmd, lw0->w_gate, N);
+  for (int il = 0; g->acts16 && il < nl; il++)
+    {
+      guint sh = hn_train_graph_shares (hp, adapter, il);
+      g->acts16 = (sh & HN_TRAIN_SHARE_ACT) && (sh & HN_TRAIN_SHARE_H2);
+    }
   /* inputs */
   g->ids = own (g, hn_tensor_new_named (g->ctx, "train.ids", HN_DTYPE_I32, 1, (gint64[]) { N }, error));
   g->pos = g->ids ? own (g, hn_tensor_new_named (g->ctx, "train.pos", HN_DTYPE_I32, 1, (gint64[]) { N }, error)) : NULL;
@@ -695,6 +708,14 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           (!(g->f16ops && !gated) &&
            !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error))))
         return NULL;
+      if (g->acts16 && il == 0 &&
+          (!(a->h2_16 = new16 (g, "train.h2.f16", N, C, error)) || !(a->act16 = new16 (g, "train.act.f16", N, F, error))))
+        return NULL;
+      if (g->acts16 && il > 0)
+        {
+          a->h2_16 = a0->h2_16;
+          a->act16 = a0->act16;
+        }
       if (hp->n_experts > 0 && !moe_acts_new (g, a, error))
         return NULL;
       if (g->f16ops && (!(a->h16 = new16 (g, "train.h.f16", N, C, error)) ||
@@ -1111,7 +1132,7 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
         CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
       if (a->site[P_UP])
         CK (lora_fwd (g, a->site[P_UP], in, outs, error));
-      CK (hn_op_glu (g->cmd, a->act, a->gate, a->up, g->hp->act, error));
+      CK (hn_op_glu (g->cmd, g->acts16 ? a->act16 : a->act, a->gate, a->up, g->hp->act, error));
     }
   else
     {
@@ -1124,7 +1145,7 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
   HnTensor *act_mm = a->act16;
   if (g->f16ops && !lw->w_gate)
     CK (hn_op_unary_f16 (g->cmd, a->act16, a->up, g->hp->act, error)); /* act itself is not kept */
-  else
+  else if (!g->acts16)
     CK (round16 (g, a->act16, a->act, &act_mm, error));
   CK (hn_op_matmul (g->cmd, g->mo, act_mm, W16 (g, lw->w_down), lw->b_down, error));
   if (a->site[P_DOWN])
@@ -1195,8 +1216,13 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
     {
     case HN_BLOCK_PRE_NORM:
       CK (hn_op_add (g->cmd, a->x_mid, x, g->o, error));
-      CK (norm_fwd (g, a->h2, a->x_mid, lw->ln2_w, lw->ln2_b, error));
-      CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
+      if (g->acts16)
+        CK (norm_fwd (g, h2_mm = a->h2_16, a->x_mid, lw->ln2_w, lw->ln2_b, error));
+      else
+        {
+          CK (norm_fwd (g, a->h2, a->x_mid, lw->ln2_w, lw->ln2_b, error));
+          CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
+        }
       CK (mlp_fwd (g, a, lw, a->h2, h2_mm, error));
       CK (hn_op_add (g->cmd, xo, a->x_mid, g->mo, error));
       break;
