@@ -44,4 +44,6 @@ for line in open(sys.argv[1]):
         continue
     print("%-20s %7.2f ms/step %8.0f tok/s  peak %.2f GB  loss %.9f  gpu %s" % (d.get("ab"), d.get("ms_per_step", 0),
           d.get("tokens_per_s", 0), d.get("peak_device_bytes", 0) / 1e9, d.get("loss", 0), d.get("profiled_step_gpu_us", "-")))
+    for op in d.get("profile") or []:
+        print("    %-28s %4d dispatches %9.1f us" % (op.get("op"), op.get("dispatches", 0), op.get("us", 0)))
 PY
