@@ -5,7 +5,8 @@
 #   HN_CE_F16=0      that gradient in f32, rounded by to_f16 before the head's matmul
 #   HN_LORA_FUSE=0   the q, k, v adapters' down-projections, dA and dx one call each
 #   HN_LORA_ROWS_RB  rows per subgroup of lora_rows (default 2 at 2048 rows; 1 is the old kernel)
-#   HN_LORA_F16_ACTS=0  ln2's output and the MLP activation in f32, then to_f16 before their matmuls
+#   HN_LORA_F16_ACTS=0  ln2's output, the MLP activation and the gate/up gradients in f32, then to_f16
+#                    before their matmuls
 # Every toggle but HN_CE_FUSED keeps the same bits: the same loss as "default" is the check
 # (the tensor-core path of HN_LORA_F16_ACTS has no other test).
 # Prepared with HN_CARRY=.devcarry-lora HN_CARRY_TESTS="test-back-ops test-train-parity"

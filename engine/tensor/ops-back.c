@@ -212,7 +212,12 @@ hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTens
                 HnActivation act, GError **error)
 {
   const char *op = "glu_back";
-  if (!check_f32 (op, "dgate", cmd, dgate, error) || !check_f32 (op, "dup", cmd, dup, error) ||
+  gboolean out16 = dgate && dgate->dtype == HN_DTYPE_F16;
+  if (out16 && (!up || !dup))
+    return fail_shape (op, dgate, gate, "f16 gradients need separate gate and up", error);
+  if ((out16 ? !hn_op_check_ctx (op, cmd, dgate, error) || !hn_op_check_ctx (op, cmd, dup, error) ||
+                   !hn_op_check_dtype (op, "dup", dup, HN_DTYPE_F16, error)
+             : !check_f32 (op, "dgate", cmd, dgate, error) || !check_f32 (op, "dup", cmd, dup, error)) ||
       !check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "gate", cmd, gate, error) ||
       !check_f32 (op, "up", cmd, up, error))
     return FALSE;
@@ -231,9 +236,12 @@ hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTens
   /* four elements per invocation when every row and offset allows 16-byte accesses */
   guint32 vec = F % 4 == 0 && pc.dy_off % 4 == 0 && pc.g_off % 4 == 0 && pc.u_off % 4 == 0 && pc.dg_off % 4 == 0 &&
                 pc.du_off % 4 == 0;
+  if (out16 && !vec)
+    return fail_shape (op, dgate, gate, "f16 gradients need F % 4 == 0 and 4-element offsets", error);
   if (vec)
     pc.n /= 4;
-  return hn_op_dispatch_elems (cmd, "glu_back", &vec, 1, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
+  guint32 spec[2] = { vec, out16 };
+  return hn_op_dispatch_elems (cmd, "glu_back", spec, 2, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
 }
 
 gboolean

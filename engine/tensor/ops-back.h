@@ -40,7 +40,9 @@ gboolean hn_op_unary_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *x, 
                            GError **error);
 
 /* y = act(gate) · up: writes dgate and dup. With up == NULL gate is the fused
- * [rows, 2F] gate_up tensor and dgate its [rows, 2F] gradient (dup NULL). */
+ * [rows, 2F] gate_up tensor and dgate its [rows, 2F] gradient (dup NULL).
+ * dgate and dup may both be f16 (separate gate and up, F % 4 == 0, offsets on
+ * 4 elements): rounded as a matmul's f16 copy of them would be (±65504). */
 gboolean hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTensor *gate, HnTensor *up,
                          HnActivation act, GError **error);
 

@@ -69,7 +69,8 @@ struct _HnTrainGraph {
   /* LoRA on a frozen 16-bit base whose matmuls read f16 operands (matmul_cm2), no adapter on the
    * MLP: ln2's output and the MLP's activation, which nothing else reads, are written as f16 only
    * (h2_16, act16, one pair for all layers): the bits the matmuls' own f16 copies of them had,
-   * without those copies (the same rounding: the same losses). HN_LORA_F16_ACTS=0: off */
+   * without those copies (the same rounding: the same losses); in the backward, the gate and up
+   * gradients likewise (dgate16, dup16). HN_LORA_F16_ACTS=0: off */
   gboolean acts16;
   HnTensor *dy16, *hf16, *dw_tmp;
   /* f16ops with q, k and v projections: per layer their f16 weight copies stacked [qd + 2 kvd, C]
@@ -111,6 +112,7 @@ struct _HnTrainGraph {
   /* backward scratch */
   HnTensor *dres, *dh, *dh2, *dq, *dk, *dv, *dq2, *dk2, *datt, *datt4, *dq4, *dk4, *dv4;
   HnTensor *dgate, *dup, *dact;
+  HnTensor *dgate16, *dup16;   /* acts16: the f16 gate/up gradients */
   /* MoE backward: one column [N, 1], an expert's dy and a product [N, C], its gate/up/act
    * gradients [N, F], routing-weight gradients [E, N] and [N, E], router-logit gradients [N, E] */
   HnTensor *col, *edy, *eprod, *edgate, *edup, *edact, *dwT, *dw, *dl;
@@ -791,6 +793,9 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
       !(g->att_stats = own (g, hn_tensor_new_named (g->ctx, "grad.att_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))))
     return NULL;
+  if (g->acts16 && (!(g->dgate16 = new16 (g, "grad.gate.f16", N, F, error)) ||
+                    !(g->dup16 = new16 (g, "grad.up.f16", N, F, error))))
+    return NULL;
   g->flash = attn_flash (g, adapter, opts && opts->fp16);
   g->lse = g_new0 (HnTensor *, nl);
   for (int il = 0; g->flash && il < nl; il++)
@@ -1455,6 +1460,14 @@ mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy,
       dys[P_GATE] = g->dgate;
       if (a->site[P_GATE])
         CK (lora_back (g, a->site[P_GATE], in, din, dys, error));
+    }
+  else if (lw->w_gate && g->acts16)
+    {
+      /* dgate and dup as f16 only (see acts16: the frozen projections' dx reads nothing else) */
+      CK (hn_op_glu_back (g->cmd, g->dgate16, g->dup16, g->dact, a->gate, a->up, g->hp->act, error));
+      CK (hn_op_bmm (g->cmd, din, g->dgate16, lw->w_gate, (flags & HN_BACK_ACCUMULATE) ? HN_MATMUL_ACCUMULATE : 0,
+                     1.0f, error));
+      CK (hn_op_bmm (g->cmd, din, g->dup16, lw->w_up, HN_MATMUL_ACCUMULATE, 1.0f, error));
     }
   else if (lw->w_gate)
     {

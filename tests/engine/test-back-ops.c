@@ -526,6 +526,23 @@ run_activations_back (gint64 F)
       close_enough (what, tdx, dx, 1e-4, 1e-5);
       close_enough (what, tdg, dgate, 1e-4, 1e-5);
       close_enough (what, tdu, dup, 1e-4, 1e-5);
+      if (F % 4 == 0)
+        {
+          /* f16 gradients: the f32 ones, rounded once */
+          g_autoptr (HnTensor) tg16 = hn_tensor_new (ctx, HN_DTYPE_F16, 2, (gint64[]) { rows, F }, &error);
+          g_autoptr (HnTensor) tu16 = hn_tensor_new (ctx, HN_DTYPE_F16, 2, (gint64[]) { rows, F }, &error);
+          g_assert_true (hn_op_glu_back (cmd, tg16, tu16, tdy, tg, tu, act, &error));
+          g_assert_no_error (error);
+          run (cmd);
+          g_autofree float *wg = down (tdg), *wu = down (tdu);
+          for (gint64 i = 0; i < n; i++)
+            {
+              wg[i] = hn_f16_to_f32 (hn_f32_to_f16 (wg[i]));
+              wu[i] = hn_f16_to_f32 (hn_f32_to_f16 (wu[i]));
+            }
+          close_enough ("glu_back f16 dgate", tg16, wg, 1e-3, 1e-7);
+          close_enough ("glu_back f16 dup", tu16, wu, 1e-3, 1e-7);
+        }
 
       /* fused gate_up [rows, 2F]: gate half then up half */
       g_autofree float *fused = g_new (float, 2 * n);
