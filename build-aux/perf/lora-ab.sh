@@ -7,6 +7,7 @@
 #   HN_LORA_ROWS_RB  rows per subgroup of lora_rows (default 2 at 2048 rows; 1 is the old kernel)
 #   HN_LORA_F16_ACTS=0  ln2's output, the MLP activation and the gate/up gradients in f32, then to_f16
 #                    before their matmuls
+#   HN_TO_F16_VEC=0  to_f16.comp two elements per invocation (the remaining copies; default four)
 # Every toggle but HN_CE_FUSED keeps the same bits: the same loss as "default" is the check
 # (the tensor-core path of HN_LORA_F16_ACTS has no other test).
 # Prepared with HN_CARRY=.devcarry-lora HN_CARRY_TESTS="test-back-ops test-train-parity"
@@ -28,10 +29,11 @@ ab() {
 }
 PROFILE=--profile ab "default, profiled" HN_AB=1
 ab "default" HN_AB=1
-ab "all off" HN_CE_FUSED=0 HN_LORA_FUSE=0 HN_LORA_ROWS_RB=1 HN_LORA_F16_ACTS=0
+ab "all off" HN_CE_FUSED=0 HN_LORA_FUSE=0 HN_LORA_ROWS_RB=1 HN_LORA_F16_ACTS=0 HN_TO_F16_VEC=0
 ab "CE_FUSED=0" HN_CE_FUSED=0
 ab "LORA_FUSE=0" HN_LORA_FUSE=0
 ab "F16_ACTS=0" HN_LORA_F16_ACTS=0
+ab "TO_F16_VEC=0" HN_TO_F16_VEC=0
 ab "CE_F16=0" HN_CE_F16=0
 ab "ROWS_RB=1" HN_LORA_ROWS_RB=1
 ab "ROWS_RB=4" HN_LORA_ROWS_RB=4

@@ -926,10 +926,10 @@ hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
     return fail_shape (op, out, in, "an f16 output must start at an even element", error);
   struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) in->n, hn_eoff (in), hn_eoff (out) / 2, 1 };
   HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
-  guint32 gx, gy;
-  hn_grid (((guint64) in->n + 511) / 512, &gx, &gy);
+  guint32 vec = hn_to_f16_vec (cp.x_off, cp.y_off), gx, gy;
+  hn_grid (((guint64) in->n + (vec ? 1023 : 511)) / (vec ? 1024 : 512), &gx, &gy);
   hn_cmd_set_label (cmd, "to_f16");
-  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, bd, 2, &cp, sizeof cp, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", &vec, 1, bd, 2, &cp, sizeof cp, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
