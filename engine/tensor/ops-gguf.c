@@ -96,10 +96,11 @@ hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, H
     }
   guint32 rows = n_sg * nr;
   gboolean xvec = hn_eoff (x) % 4 == 0 && (!g || hn_eoff (g) % 4 == 0);
-  /* Q4_K and Q6_K take chunk_dot_ql's loads and conversions;
-   * HN_MATVEC_GGUF_QL=0 the older layout (for A/B comparisons). */
+  /* HN_MATVEC_GGUF_QL=1: Q4_K and Q6_K through chunk_dot_ql's 16-byte loads and conversion-free
+   * decode. Off by default: on the H200 (8B Q4_K_M, build-aux/perf/h200-2026-12-02e-gguf-*) it ran
+   * 144.6 tok/s against the older layout's 155.2 (156.1 with HN_MATVEC_GGUF_TUNE=4,2,2). */
   const char *ql_env = g_getenv ("HN_MATVEC_GGUF_QL");
-  gboolean ql = (w->dtype == HN_DTYPE_GGML_Q4_K || w->dtype == HN_DTYPE_GGML_Q6_K) && !(ql_env && ql_env[0] == '0');
+  gboolean ql = (w->dtype == HN_DTYPE_GGML_Q4_K || w->dtype == HN_DTYPE_GGML_Q6_K) && ql_env && ql_env[0] == '1';
   guint32 spec[10] = { gg_code (w->dtype), n_sg * sg, n_sg, xvec ? 1 : 0, M == 1 ? 1 : 8, u ? 1 : 0, norm ? 1 : 0,
                        nr, unr, ql ? 1 : 0 };
   HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE),

@@ -603,8 +603,8 @@ test_gguf_matvec (void)
       run_gguf_matvec (multi[d], 1, 37, K, multi[d] == HN_DTYPE_GGML_Q6_K);
       g_unsetenv ("HN_MATVEC_GGUF_TUNE");
     }
-  /* Q4_K and Q6_K in the older layout too (HN_MATVEC_GGUF_QL=0, kept for A/B) */
-  g_setenv ("HN_MATVEC_GGUF_QL", "0", TRUE);
+  /* Q4_K and Q6_K in chunk_dot_ql's layout too (HN_MATVEC_GGUF_QL=1, opt-in) */
+  g_setenv ("HN_MATVEC_GGUF_QL", "1", TRUE);
   run_gguf_matvec (HN_DTYPE_GGML_Q4_K, 3, 9, 512, TRUE);
   run_gguf_matvec (HN_DTYPE_GGML_Q6_K, 1, 37, 768, TRUE);
   g_unsetenv ("HN_MATVEC_GGUF_QL");
