@@ -163,6 +163,8 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED |
       HN_QUIRK_ROPE_SLIDING_ONLY | HN_QUIRK_MOE,
     "silu", DEC, "cohere2_moe" },
+  { "laguna", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD,
+    "silu", DEC, "laguna" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -312,7 +314,6 @@ static const HnArchRefusal refusals[] = {
   { "jetmoe", "mixture-of-attention-heads layers (JetMoE's routed q/o projections) are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
-  { "laguna", "per-layer attention head counts (num_attention_heads_per_layer) and softplus per-head output gates are not built yet" },
   { "layoutlm", "2-D layout (bounding-box) position embeddings are not built yet" },
   { "led", "Longformer encoder attention (local window + global tokens) is not built yet" },
   { "lfm2", "LFM2 short causal convolutions with a carried state are not built yet" },

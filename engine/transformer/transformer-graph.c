@@ -325,6 +325,8 @@ struct ActsPriv {
    * output [N, C] and the gate's activation [N, Fu], written f16 by rmsnorm and glu so that no
    * f16 copy runs before the projections (f16_input) */
   HnTensor *h16, *act16;
+  /* attention output gate (hp->attn_gate_act): its projection [N, H * D] */
+  HnTensor *attn_g;
 };
 
 static HnTensor *
@@ -382,6 +384,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->moe_u = act_new (m, keep, "acts.moe.up", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
         !(p->moe_act = act_new (m, keep, "acts.moe.act", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
         !(p->moe_y = act_new (m, keep, "acts.moe.y", HN_DTYPE_F32, N * hp->n_experts_used, C, error)))) ||
+      (hp->attn_gate_act != HN_ACT_IDENTITY &&
+       !(p->attn_g = act_new (m, keep, "acts.attn_gate", HN_DTYPE_F32, N, qd, error))) ||
       (hp->mla &&
        (!(p->mla_lat = act_new (m, keep, "acts.mla.latent", HN_DTYPE_F32, N, MAX (hp->kv_lora_rank, hp->q_lora_rank),
                                 error)) ||
@@ -429,7 +433,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
-                       &p->act16 };
+                       &p->act16, &p->attn_g };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   g_ptr_array_unref (p->views);
@@ -873,7 +877,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnTransformerHParams *hp = &m->hp;
   const HnTransformerWeights *W = &m->w;
   const HnLayerWeights *lw = &W->layers[il];
-  gint64 N = (gint64) B * T, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
+  gint64 N = (gint64) B * T, H = hn_transformer_layer_heads (hp, il), KVH = hp->n_kv_head, D = hp->head_dim;
   gint64 Dv = hp->v_head_dim;
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
@@ -894,7 +898,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
   HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *o = rows_of (a, a->o, 0, N, error);
   HnTensor *mo = rows_of (a, a->mlp, 0, N, error);
-  HnTensor *q = rows_of (a, a->q, 0, N, error), *k = rows_of (a, a->k, 0, N, error);
+  HnTensor *q = scratch_2d (a, a->q, N, H * D, error), *k = rows_of (a, a->k, 0, N, error);
   HnTensor *v = scratch_2d (a, a->v, N, KVH * Dv, error);
   HnTensor *att = scratch_2d (a, a->att, N, H * Dv, error);
   CK (x && h && h2 && o && mo && q && k && v && att && pos);
@@ -905,7 +909,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   /* --- attention input */
   HnTensor *ain = h;
-  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->layernorm)
+  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->layernorm && !lw->attn_gate)
     {
       /* the pre-norm writes the projections' f16 operand directly */
       HnTensor *ws[3] = { lw->wq, lw->wk, lw->wv }, *h16;
@@ -932,6 +936,12 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     {
       HnTensor *ys[3] = { q, k, v }, *ws[3] = { lw->wq, lw->wk, lw->wv }, *bs[3] = { lw->bq, lw->bk, lw->bv };
       CK (hn_op_matmul_n (cmd, 3, ys, ain, ws, bs, error));
+    }
+  if (lw->attn_gate) /* its activation multiplies the attention output in layer_rest */
+    {
+      HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, H * D, error);
+      CK (g);
+      CK (hn_op_matmul (cmd, g, ain, lw->attn_gate, NULL, error));
     }
   if (hp->clip_qkv > 0)
     {
@@ -960,12 +970,13 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     {
       gboolean local = hp->local_rope && hp->layer_sliding[il];
       HnTensor *inv = local ? W->inv_freq_local : W->inv_freq;
+      int rd = local ? hp->local_rot_dims : hp->rot_dims;
       float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
       HnAttentionParams probe = { .n_kv = pos0 + T, .scratch = a->att_scratch, .dyn_pos = dyn_row };
       if (!paged && N == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope &&
           !W->alibi_slopes && hn_attention_new_kv_ok (&probe, H, KVH, D, Dv, n_ctx, kv->k->dtype))
         {
-          nkv = (HnAttentionNewKv) { k, v, pos, inv, hp->rot_dims, hp->rope_style, sc };
+          nkv = (HnAttentionNewKv) { k, v, pos, inv, rd, hp->rope_style, sc };
           kv_in_attention = kv_written = TRUE;
         }
       else if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope)
@@ -976,13 +987,13 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
           HnTensor *v3 = shaped (a, v, 3, (gint64[]) { N, KVH, Dv }, error);
           CK (kf && vf && v3);
           HnKvDest dest = { kf, vf, pos0, dyn_row };
-          CK (hn_op_rope_kv (cmd, q3, k3, v3, pos, inv, hp->rot_dims, hp->rope_style, sc, &dest, error));
+          CK (hn_op_rope_kv (cmd, q3, k3, v3, pos, inv, rd, hp->rope_style, sc, &dest, error));
           kv_written = TRUE;
         }
       else
         {
-          CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
-          CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+          CK (hn_op_rope (cmd, q3, q3, pos, inv, rd, hp->rope_style, sc, error));
+          CK (hn_op_rope (cmd, k3, k3, pos, inv, rd, hp->rope_style, sc, error));
         }
     }
   if (hp->qk_norm_head && hp->qk_norm_after_rope) /* hunyuan: on the rotated heads, before the cache */
@@ -1060,7 +1071,8 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
                  HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
-  gint64 H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim, Dv = hp->v_head_dim, R = kv->k->shape[0];
+  gint64 H = hn_transformer_layer_heads (hp, il), KVH = hp->n_kv_head, D = hp->head_dim, Dv = hp->v_head_dim;
+  gint64 R = kv->k->shape[0];
   HnTensor *k2 = shaped (a, kv->k, 2, (gint64[]) { R, KVH * D }, error);
   HnTensor *v2 = shaped (a, kv->v, 2, (gint64[]) { R, KVH * Dv }, error);
   CK (k2 && v2);
@@ -1086,15 +1098,11 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
             HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
-  if (lw->attn_gate)
+  if (lw->attn_gate) /* afmoe, laguna: att *= act(gate projection of the attention's input) */
     {
-      /* afmoe: att *= sigmoid(gate_proj(h)), h the attention's normed input (a sandwich block writes
-       * it there); q is free once attention has run */
-      g_assert (hp->block == HN_BLOCK_SANDWICH);
-      HnTensor *g = scratch_2d (a, a->q, N, att->shape[1], error);
+      HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, att->shape[1], error);
       CK (g);
-      CK (hn_op_matmul (cmd, g, h, lw->attn_gate, NULL, error));
-      CK (hn_op_unary (cmd, g, g, HN_ACT_SIGMOID, error));
+      CK (hn_op_unary (cmd, g, g, hp->attn_gate_act, error));
       CK (hn_op_mul (cmd, att, att, g, error));
     }
   if (decode_fusable (m, cmd, lw, N))
