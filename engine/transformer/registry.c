@@ -165,6 +165,8 @@ static const HnArchInfo archs[] = {
     "silu", DEC, "cohere2_moe" },
   { "laguna", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD,
     "silu", DEC, "laguna" },
+  { "mimo_v2_flash", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "mimo_v2_flash" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -324,7 +326,6 @@ static const HnArchRefusal refusals[] = {
   { "longformer", "sliding-window + global attention (Longformer) is not built yet" },
   { "longt5", "local / transient-global encoder attention is not built yet" },
   { "luke", "entity embeddings and entity-aware attention are not built yet" },
-  { "mimo_v2_flash", "per-layer-type K/V head counts, values narrower than keys, attention sink biases and value scaling (MiMo-V2-Flash) are not built yet" },
   { "minicpm3", "multi-head latent attention outside deepseek (minicpm3) is not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },

@@ -221,7 +221,7 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       "laguna",     NULL };
+                                    "afmoe",       "laguna",     "mimo_v2_flash", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -371,7 +371,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
    * hy_v3 without it keeps the first layer dense */
   JsonObject *mraw = hn_model_config_get_raw (cfg);
   JsonNode *mlt = mraw ? json_object_get_member (mraw, "mlp_layer_types") : NULL;
-  if (strcmp (mt, "hy_v3") == 0 || strcmp (mt, "laguna") == 0)
+  if (strcmp (mt, "hy_v3") == 0 || strcmp (mt, "laguna") == 0 || strcmp (mt, "mimo_v2_flash") == 0)
     hp->moe_first_dense = MIN (1, hp->n_layer);
   if (strcmp (mt, "laguna") == 0)
     {
@@ -875,6 +875,30 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  hp->v_scale = 1.0f;
+  if (strcmp (mt, "mimo_v2_flash") == 0)
+    {
+      /* MiMoV2FlashAttention: values of v_head_dim scaled by attention_value_scale; sliding layers have
+       * twice the K/V heads and attention sinks */
+      gint64 dv;
+      double vs;
+      if (!get_int (cfg, "v_head_dim", hp->head_dim, &dv, error) ||
+          !get_double (cfg, "attention_value_scale", 0.707, &vs, error))
+        return FALSE;
+      if (dv <= 0 || dv > 256)
+        return unsupported (error, cfg, "v_head_dim outside 1..256");
+      hp->v_head_dim = (int) dv;
+      hp->v_scale = (float) vs;
+      hp->layer_n_kv_head = g_new (int, hp->n_layer);
+      int base = hp->n_kv_head;
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          hp->layer_n_kv_head[i] = hp->layer_sliding[i] ? 2 * base : base;
+          hp->n_kv_head = MAX (hp->n_kv_head, hp->layer_n_kv_head[i]);
+          if (hp->n_head % hp->layer_n_kv_head[i] != 0)
+            return unsupported (error, cfg, "a sliding layer whose doubled K/V heads do not divide the query heads");
+        }
+    }
   if (strcmp (mt, "cohere2_moe") == 0)
     {
       /* Cohere2MoeAttention.force_rope: the dense prefix layers rotate when
@@ -977,6 +1001,7 @@ hn_transformer_hparams_clear (HnTransformerHParams *hp)
 {
   g_clear_pointer (&hp->layer_sliding, g_free);
   g_clear_pointer (&hp->layer_n_head, g_free);
+  g_clear_pointer (&hp->layer_n_kv_head, g_free);
   g_clear_pointer (&hp->layer_rope, g_free);
   g_clear_pointer (&hp->rope_short_factor, g_free);
   g_clear_pointer (&hp->rope_long_factor, g_free);

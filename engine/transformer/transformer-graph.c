@@ -877,8 +877,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnTransformerHParams *hp = &m->hp;
   const HnTransformerWeights *W = &m->w;
   const HnLayerWeights *lw = &W->layers[il];
-  gint64 N = (gint64) B * T, H = hn_transformer_layer_heads (hp, il), KVH = hp->n_kv_head, D = hp->head_dim;
-  gint64 Dv = hp->v_head_dim;
+  gint64 N = (gint64) B * T, H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il);
+  gint64 D = hp->head_dim, Dv = hp->v_head_dim;
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
   if (paged && (W->alibi_slopes || kv->slots->n != N || kv->page_table->shape[0] != B))
@@ -898,7 +898,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
   HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *o = rows_of (a, a->o, 0, N, error);
   HnTensor *mo = rows_of (a, a->mlp, 0, N, error);
-  HnTensor *q = scratch_2d (a, a->q, N, H * D, error), *k = rows_of (a, a->k, 0, N, error);
+  HnTensor *q = scratch_2d (a, a->q, N, H * D, error), *k = scratch_2d (a, a->k, N, KVH * D, error);
   HnTensor *v = scratch_2d (a, a->v, N, KVH * Dv, error);
   HnTensor *att = scratch_2d (a, a->att, N, H * Dv, error);
   CK (x && h && h2 && o && mo && q && k && v && att && pos);
@@ -937,6 +937,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       HnTensor *ys[3] = { q, k, v }, *ws[3] = { lw->wq, lw->wk, lw->wv }, *bs[3] = { lw->bq, lw->bk, lw->bv };
       CK (hn_op_matmul_n (cmd, 3, ys, ain, ws, bs, error));
     }
+  if (hp->v_scale != 1.0f) /* mimo_v2_flash: the cache holds the scaled values */
+    CK (hn_op_scale (cmd, v, v, hp->v_scale, 0.0f, error));
   if (lw->attn_gate) /* its activation multiplies the attention output in layer_rest */
     {
       HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, H * D, error);
@@ -1071,7 +1073,8 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
                  HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
-  gint64 H = hn_transformer_layer_heads (hp, il), KVH = hp->n_kv_head, D = hp->head_dim, Dv = hp->v_head_dim;
+  gint64 H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il), D = hp->head_dim;
+  gint64 Dv = hp->v_head_dim;
   gint64 R = kv->k->shape[0];
   HnTensor *k2 = shaped (a, kv->k, 2, (gint64[]) { R, KVH * D }, error);
   HnTensor *v2 = shaped (a, kv->v, 2, (gint64[]) { R, KVH * Dv }, error);
@@ -1314,11 +1317,22 @@ hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logit
   g_autoptr (HnTransformerActs) a = hn_transformer_acts_new (m, n, n, error);
   if (!a)
     return FALSE;
-  gint64 kvd_shape[4] = { 1, n, hp->n_kv_head, hp->head_dim }, vd_shape[4] = { 1, n, hp->n_kv_head, hp->v_head_dim };
-  g_autoptr (HnTensor) kc = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
-  g_autoptr (HnTensor) vc = kc ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, vd_shape, error) : NULL;
-  if (!vc)
-    return FALSE;
+  /* one K/V scratch that every layer reuses; one per layer when their K/V heads differ */
+  int n_kv = hp->layer_n_kv_head ? hp->n_layer : 1;
+  g_autoptr (GPtrArray) kvs = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  g_autofree HnLayerKv *kv = g_new0 (HnLayerKv, n_kv);
+  for (int i = 0; i < n_kv; i++)
+    {
+      gint64 kvh = hn_transformer_layer_kv_heads (hp, i);
+      gint64 kvd_shape[4] = { 1, n, kvh, hp->head_dim }, vd_shape[4] = { 1, n, kvh, hp->v_head_dim };
+      kv[i].k = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
+      kv[i].v = kv[i].k ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, vd_shape, error) : NULL;
+      if (kv[i].k)
+        g_ptr_array_add (kvs, kv[i].k);
+      if (!kv[i].v)
+        return FALSE;
+      g_ptr_array_add (kvs, kv[i].v);
+    }
   g_autofree int32_t *pos = g_new (int32_t, n);
   for (int i = 0; i < n; i++)
     pos[i] = i + (hp->learned_pos ? hp->pos_offset : 0);
@@ -1329,10 +1343,9 @@ hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logit
   g_autoptr (HnCmd) cmd = hn_cmd_new (m->ctx, error);
   if (!cmd)
     return FALSE;
-  HnLayerKv kv = { kc, vc };
   gboolean ok = hn_transformer_record_embed (m, cmd, a, n, error);
   for (int il = 0; ok && il < hp->n_layer; il++)
-    ok = hn_transformer_record_layer (m, cmd, a, il, &kv, 1, n, 0, error);
+    ok = hn_transformer_record_layer (m, cmd, a, il, &kv[n_kv > 1 ? il : 0], 1, n, 0, error);
   ok = ok && hn_transformer_record_head (m, cmd, a, 0, n, error);
   ok = ok && hn_cmd_submit_wait (cmd, error);
   hn_transformer_acts_drop_views (a);

@@ -1536,8 +1536,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         }
       else if (!take_linear (&L, &N, pfx, N.q, (gint64) hn_transformer_layer_heads (hp, i) * hp->head_dim, C, &lw->wq,
                              &lw->bq, error) ||
-               !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
-               !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error))
+               !take_linear (&L, &N, pfx, N.k, (gint64) hn_transformer_layer_kv_heads (hp, i) * hp->head_dim, C,
+                             &lw->wk, &lw->bk, error) ||
+               !take_linear (&L, &N, pfx, N.v, (gint64) hn_transformer_layer_kv_heads (hp, i) * hp->v_head_dim, C,
+                             &lw->wv, &lw->bv, error))
         return FALSE;
       gint64 qd_l = (gint64) hn_transformer_layer_heads (hp, i) * hp->head_dim;
       if (!take_linear (&L, &N, pfx, N.o, C, (gint64) hn_transformer_layer_heads (hp, i) * hp->v_head_dim, &lw->wo,
@@ -1553,6 +1555,10 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         return FALSE;
       g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
       if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
+        return FALSE;
+      g_autofree char *sb = g_strdup_printf ("%sself_attn.attention_sink_bias", pfx);
+      if (strcmp (hp->arch->model_type, "mimo_v2_flash") == 0 && hp->layer_sliding[i] && /* its sliding layers' sinks */
+          !take_vector (&L, sb, hp->n_head, TRUE, &lw->sinks, error))
         return FALSE;
       if (N.q_norm)
         {

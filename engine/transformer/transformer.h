@@ -31,6 +31,8 @@ typedef struct {
   HnBlockKind block;
   int vocab, hidden, n_layer, n_head, n_kv_head, head_dim, ffn;
   int *layer_n_head;     /* laguna: query heads of each layer (owned; n_head is their maximum), NULL = n_head */
+  int *layer_n_kv_head;  /* mimo_v2_flash: K/V heads of each layer (owned; n_kv_head is their maximum) */
+  float v_scale;         /* mimo_v2_flash attention_value_scale: values * v_scale before the cache, else 1 */
   int max_positions;
   int ctx_limit;         /* > 0: longer contexts fail closed (ministral3's llama-4 query scaling starts there) */
   /* norms */
