@@ -5,6 +5,9 @@
 
 G_BEGIN_DECLS
 
+typedef struct _HnMobileBert HnMobileBert;
+typedef struct _HnDeberta HnDeberta;
+
 typedef struct {
   HnTensor *ln1_w, *ln1_b;   /* post-norm: after attention; pre-norm: before it (NULL: identity) */
   HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
@@ -44,11 +47,24 @@ struct _HnEncoder {
   int buckets;
   int max_full_tokens;      /* big_bird block_sparse: the longest input it runs as full attention (0 = any) */
   int local_window;         /* keys within |i - j| <= local_window */
+  HnMobileBert *mobile;     /* mobilebert: its bottleneck layers (encoder-mobilebert.c); NULL otherwise */
+  HnDeberta *deberta;       /* deberta, deberta-v2: relative attention (encoder-deberta.c); NULL otherwise */
 };
 
 /* The position ids of one sequence (roberta's count non-pad tokens from padding_idx + 1). */
 void hn_encoder_positions (HnEncoder *m, const int32_t *ids, int n, int32_t *pos);
 /* Ids inside the vocabulary, token types inside type_vocab_size, positions inside the table. */
 gboolean hn_encoder_check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, GError **error);
+
+/* mobilebert (encoder-mobilebert.c): its weights into m->mobile, its whole forward, its free */
+gboolean hn_mobilebert_load (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error);
+gboolean hn_mobilebert_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, float *logits,
+                               GError **error);
+void hn_mobilebert_free (HnMobileBert *mb);
+/* deberta, deberta-v2 (encoder-deberta.c): the same three */
+gboolean hn_deberta_load (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error);
+gboolean hn_deberta_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, float *logits,
+                            GError **error);
+void hn_deberta_free (HnDeberta *d);
 
 G_END_DECLS

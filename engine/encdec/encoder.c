@@ -43,6 +43,8 @@ hn_encoder_free (HnEncoder *m)
   g_free (m->order);
   g_free (m->layer_local);
   g_free (m->rel);
+  hn_mobilebert_free (m->mobile);
+  hn_deberta_free (m->deberta);
   g_clear_pointer (&m->ctx, hn_vk_context_unref);
   g_free (m->dir);
   g_free (m);
@@ -725,10 +727,79 @@ load_eurobert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **er
   return TRUE;
 }
 
+/* NomicBertForMaskedLM as transformers saves it (the original nomic names): word and token-type
+ * embeddings with emb_ln, post-norm layers with a fused Wqkv, rotary q/k on whole heads (neox
+ * halves), a SwiGLU MLP (fc12 the gate, fc11 the up projection) and no biases (a stored one is left
+ * over, an error); the bert head with hidden_act, tied to the word embeddings. Gate and up are
+ * stacked into one [2F, C] matrix (f32). */
+static gboolean
+load_nomic (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error)
+{
+  gint64 C = m->C, F = m->F, D = m->D;
+  if ((cfg->head_dim > 0 && cfg->head_dim != D) || (cfg->rotary_dim > 0 && cfg->rotary_dim != D))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: nomic_bert with head_dim %" G_GINT64_FORMAT
+                   " / rotary_dim %" G_GINT64_FORMAT " other than hidden_size / heads (%" G_GINT64_FORMAT
+                   ") is not supported", cfg->path, cfg->head_dim, cfg->rotary_dim, D);
+      return FALSE;
+    }
+  if (cfg->rope.rope_type && strcmp (cfg->rope.rope_type, "default") != 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: nomic_bert rope type \"%s\" is not supported",
+                   cfg->path, cfg->rope.rope_type);
+      return FALSE;
+    }
+  CK (hn_wl_matrix (L, "nomic_bert.embeddings.word_embeddings.weight", m->vocab, C, TRUE, &m->word, error) &&
+      hn_wl_matrix (L, "nomic_bert.embeddings.token_type_embeddings.weight", m->type_vocab, C, TRUE, &m->type,
+                    error) &&
+      hn_wl_norm (L, "nomic_bert.", "emb_ln", C, &m->emb_ln_w, &m->emb_ln_b, error));
+  m->layers = g_new0 (EncLayer, m->n_unique);
+  for (int i = 0; i < m->n_unique; i++)
+    {
+      EncLayer *lw = &m->layers[i];
+      g_autofree char *pfx = g_strdup_printf ("nomic_bert.encoder.layers.%d.", i);
+      g_autofree char *qkv = g_strdup_printf ("%sattn.Wqkv.weight", pfx);
+      CK (hn_wl_matrix_rows (L, qkv, 3 * C, 0, C, C, &lw->wq, error) &&
+          hn_wl_matrix_rows (L, qkv, 3 * C, C, C, C, &lw->wk, error) &&
+          hn_wl_matrix_rows (L, qkv, 3 * C, 2 * C, C, C, &lw->wv, error) &&
+          hn_wl_linear (L, pfx, "attn.out_proj", C, C, &lw->wo, NULL, error) &&
+          hn_wl_norm (L, pfx, "norm1", C, &lw->ln1_w, &lw->ln1_b, error) &&
+          hn_wl_linear (L, pfx, "mlp.fc2", C, F, &lw->wd, NULL, error) &&
+          hn_wl_norm (L, pfx, "norm2", C, &lw->ln2_w, &lw->ln2_b, error));
+      g_autofree char *gn = g_strdup_printf ("%smlp.fc12.weight", pfx);
+      g_autofree char *un = g_strdup_printf ("%smlp.fc11.weight", pfx);
+      g_autofree float *g = host_matrix (L, gn, F, C, error);
+      g_autofree float *u = g ? host_matrix (L, un, F, C, error) : NULL;
+      CK (u);
+      g_autofree float *gu = g_new (float, (gsize) (2 * F * C));
+      memcpy (gu, g, sizeof (float) * (gsize) (F * C));
+      memcpy (gu + F * C, u, sizeof (float) * (gsize) (F * C));
+      CK ((lw->wi = hn_wl_from_f32 (L, gn, 2, (gint64[]) { 2 * F, C }, gu, error)));
+    }
+  CK (hn_wl_linear (L, "cls.predictions.transform.", "dense", C, C, &m->head_w, &m->head_b, error) &&
+      hn_wl_norm (L, "cls.predictions.transform.", "layer_norm", C, &m->head_ln_w, &m->head_ln_b, error));
+  hn_wl_find (L, "cls.predictions.decoder.weight", FALSE, NULL); /* tied to the word embeddings */
+  m->dec_w = m->word;
+  CK (hn_wl_vector (L, "cls.predictions.bias", m->vocab, TRUE, &m->dec_b, error));
+  hn_wl_find (L, "cls.predictions.decoder.bias", FALSE, NULL); /* the same bias, tied */
+  g_autofree float *inv = g_new (float, D / 2);
+  CK (hn_rope_compute_inv_freq (cfg->rope.theta > 0 ? cfg->rope.theta : 10000.0, (int) D, m->n_pos, NULL, 0, inv,
+                                &m->rope_scale_global, error));
+  CK ((m->inv_freq_global = hn_wl_from_f32 (L, "rope.nomic_bert", 1, (gint64[]) { D / 2 }, inv, error)));
+  m->rope_style = HN_ROPE_NEOX;
+  return TRUE;
+}
+
 static gboolean
 load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
   HnEncoder *m = model;
+  if (m->arch->names == HN_NAMES_NOMIC_BERT)
+    return load_nomic (m, L, cfg, error);
+  if (m->arch->names == HN_NAMES_MOBILEBERT)
+    return hn_mobilebert_load (m, L, cfg, error);
+  if (m->arch->names == HN_NAMES_DEBERTA || m->arch->names == HN_NAMES_DEBERTA_V2)
+    return hn_deberta_load (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_EUROBERT)
     return load_eurobert (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_XLM)
@@ -898,6 +969,10 @@ hn_encoder_check_ids (HnEncoder *m, const int32_t *ids, const int32_t *type_ids,
 gboolean
 hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, int n, float *logits, GError **error)
 {
+  if (m->mobile)
+    return hn_mobilebert_logits (m, ids, type_ids, n, logits, error);
+  if (m->deberta)
+    return hn_deberta_logits (m, ids, type_ids, n, logits, error);
   CK (hn_encoder_check_ids (m, ids, type_ids, n, error));
   gint64 N = n, C = m->C, E = m->E;
   /* host inputs: positions, token types (0 unless given), local mask */

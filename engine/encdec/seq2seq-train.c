@@ -144,6 +144,12 @@ stack_acts_new (HnSeq2SeqTrainer *tr, StackActs *sa, const Stack *st, gboolean d
 HnSeq2SeqTrainer *
 hn_seq2seq_trainer_new (HnSeq2Seq *m, int B, int S, int T, GError **error)
 {
+  if (m->n_experts || m->enc_attn != S2S_ENC_FULL)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training model_type \"%s\" is not supported: %s have no backward yet",
+                   m->arch->model_type, m->n_experts ? "switch experts" : "long-input encoder attention masks");
+      return NULL;
+    }
   if (!m->t5 || m->bias_per_layer)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training model_type \"%s\" is not supported yet (t5 and mt5 are)",

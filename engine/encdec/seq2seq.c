@@ -2,11 +2,15 @@
  * - T5 (t5, mt5, umt5): RMS norm without bias or mean, pre-norm, unscaled
  *   attention plus relative-position bias buckets (from the first layer of
  *   each stack, or every layer in umt5), relu or gated-gelu MLP, the decoder
- *   output scaled by d_model^-0.5 before a tied head.
+ *   output scaled by d_model^-0.5 before a tied head; switch_transformers'
+ *   top-1 experts every sparse_step layers; longt5's local / transient-global
+ *   encoder attention (seq2seq-long.c).
  * - BART (bart, mbart, marian, pegasus): LayerNorm, biases, attention scaled
  *   by head_dim^-0.5, learned (offset 2) or sinusoidal positions, post-norm
  *   (bart, marian) or pre-norm with final norms (mbart, pegasus), optional
- *   layernorm_embedding, final_logits_bias.
+ *   layernorm_embedding, final_logits_bias; pegasus_x's global tokens and
+ *   block-local encoder attention, led's sliding-window encoder attention
+ *   (seq2seq-long.c).
  * A session holds the encoder's cross-attention keys/values (computed once)
  * and a self-attention KV cache per row; every buffer of the token loop is
  * allocated when the session is made. */
@@ -45,7 +49,12 @@ static void
 stack_clear (Stack *s)
 {
   for (int i = 0; s->l && i < s->n_layer; i++)
-    g_free (s->l[i].rel);
+    {
+      g_free (s->l[i].rel);
+      g_free (s->l[i].grel);
+      g_free (s->l[i].ewi);
+      g_free (s->l[i].ewo);
+    }
   g_free (s->l);
 }
 
@@ -58,6 +67,7 @@ hn_seq2seq_free (HnSeq2Seq *m)
   stack_clear (&m->dec);
   g_clear_pointer (&m->owned, g_ptr_array_unref);
   g_clear_pointer (&m->ctx, hn_vk_context_unref);
+  g_free (m->led_window);
   g_free (m->dir);
   g_free (m);
 }
@@ -84,6 +94,7 @@ static gboolean
 resolve (HnSeq2Seq *m, const HnModelConfig *cfg, GError **error)
 {
   m->t5 = m->arch->names == HN_NAMES_T5;
+  m->pfx = "";
   m->pre_norm = m->arch->block == HN_BLOCK_SEQ2SEQ_PRE_NORM;
   m->bias_per_layer = (m->arch->quirks & HN_QUIRK_REL_BIAS_PER_LAYER) != 0;
   m->tied = cfg->tie_word_embeddings != FALSE;
@@ -100,6 +111,13 @@ resolve (HnSeq2Seq *m, const HnModelConfig *cfg, GError **error)
       act = m->gated ? ff + 6 : ff;
       if (strcmp (ff, "gated-gelu") == 0)
         act = "gelu_new";
+      if (strcmp (m->arch->model_type, "switch_transformers") == 0)
+        {
+          /* its experts and dense layers are T5DenseActDense of dense_act_fn */
+          const char *d = hn_model_config_get_string (cfg, "dense_act_fn");
+          m->gated = FALSE;
+          act = d ? d : "relu";
+        }
       m->enc.n_layer = (int) cfg->num_hidden_layers;
       m->dec.n_layer = (int) (cfg->decoder_layers > 0 ? cfg->decoder_layers : cfg->num_hidden_layers);
       m->enc.H = m->dec.H = (int) cfg->num_attention_heads;
@@ -120,6 +138,7 @@ resolve (HnSeq2Seq *m, const HnModelConfig *cfg, GError **error)
           return FALSE;
         }
       m->lm_scale = scale ? 1.0f / sqrtf ((float) m->C) : 1.0f;
+      CK (hn_s2s_long_resolve (m, cfg, error));
     }
   else
     {
@@ -148,11 +167,17 @@ resolve (HnSeq2Seq *m, const HnModelConfig *cfg, GError **error)
       m->embed_scale = cfg->scale_embedding == TRUE ? sqrtf ((float) m->C) : 1.0f;
       m->lm_scale = 1.0f;
       m->n_pos = (int) cfg->max_position_embeddings;
+      CK (hn_s2s_long_resolve (m, cfg, error)); /* led: its own position counts */
       NEED (cfg, "max_position_embeddings", m->n_pos);
+      if (!m->n_pos_enc)
+        m->n_pos_enc = m->n_pos;
       m->pos_offset = (m->arch->quirks & HN_QUIRK_SINUSOIDAL_POS) ? 0 : 2; /* BartLearnedPositionalEmbedding */
       const char *mt = m->arch->model_type;
-      if (strcmp (mt, "blenderbot") == 0 || strcmp (mt, "blenderbot-small") == 0)
-        m->pos_offset = 0; /* Blenderbot(Small)LearnedPositionalEmbedding has no offset */
+      m->pfx = strcmp (mt, "led") == 0 ? "led." : "model.";
+      if (strcmp (mt, "blenderbot") == 0 || strcmp (mt, "blenderbot-small") == 0 || strcmp (mt, "led") == 0)
+        m->pos_offset = 0; /* Blenderbot(Small)LearnedPositionalEmbedding, LEDLearnedPositionalEmbedding: no offset */
+      if (strcmp (mt, "pegasus_x") == 0)
+        m->fairseq_pos = TRUE; /* PegasusXSinusoidalPositionalEmbedding: sin | cos, computed, from position 0 */
       m->dec.emb_ln_first = strcmp (mt, "blenderbot-small") == 0;
       if (strcmp (mt, "m2m_100") == 0)
         {
@@ -192,14 +217,18 @@ resolve (HnSeq2Seq *m, const HnModelConfig *cfg, GError **error)
 
 /* ---------------------------------------------------------------- weights */
 
-/* One attention block: T5 {q,k,v,o} without biases, BART {q,k,v,out}_proj with them. */
+static const char *const t5_names[] = { "q", "k", "v", "o" };
+static const char *const bart_names[] = { "q_proj", "k_proj", "v_proj", "out_proj" };
+static const char *const led_names[] = { "longformer_self_attn.query", "longformer_self_attn.key",
+                                         "longformer_self_attn.value", "output" };
+
+/* One attention block: T5 {q,k,v,o} without biases, BART {q,k,v,out}_proj with them (n: other names). */
 static gboolean
-take_attention (HnSeq2Seq *m, HnWLoader *L, const char *pfx, HnTensor **w, GError **error)
+take_attention (HnSeq2Seq *m, HnWLoader *L, const char *pfx, const char *const *n, HnTensor **w, GError **error)
 {
   gint64 C = m->C, HD = (gint64) m->enc.H * m->D;
-  static const char *const t5n[] = { "q", "k", "v", "o" };
-  static const char *const bartn[] = { "q_proj", "k_proj", "v_proj", "out_proj" };
-  const char *const *n = m->t5 ? t5n : bartn;
+  if (!n)
+    n = m->t5 ? t5_names : bart_names;
   for (int i = 0; i < 4; i++)
     CK (hn_wl_linear (L, pfx, n[i], i == 3 ? C : HD, i == 3 ? HD : C, &w[2 * i], &w[2 * i + 1], error));
   return TRUE;
@@ -216,8 +245,14 @@ take_layer (HnSeq2Seq *m, HnWLoader *L, Stack *st, int il, gboolean decoder, GEr
       g_autofree char *blk = g_strdup_printf ("%s.block.%d.layer.", decoder ? "decoder" : "encoder", il);
       g_autofree char *l0 = g_strdup_printf ("%s0.", blk), *l1 = g_strdup_printf ("%s1.", blk);
       g_autofree char *lf = g_strdup_printf ("%s%d.", blk, decoder ? 2 : 1);
-      g_autofree char *sap = g_strdup_printf ("%sSelfAttention.", l0);
-      CK (hn_wl_norm (L, l0, "layer_norm", C, &lw->n1_w, NULL, error) && take_attention (m, L, sap, sa, error));
+      const char *kind = decoder                              ? "SelfAttention"
+                         : m->enc_attn == S2S_ENC_TGLOBAL ? "TransientGlobalSelfAttention"
+                         : m->enc_attn == S2S_ENC_LOCAL   ? "LocalSelfAttention"
+                                                          : "SelfAttention";
+      g_autofree char *sap = g_strdup_printf ("%s%s.", l0, kind);
+      CK (hn_wl_norm (L, l0, "layer_norm", C, &lw->n1_w, NULL, error) && take_attention (m, L, sap, NULL, sa, error));
+      if (!decoder && m->enc_attn == S2S_ENC_TGLOBAL)
+        CK (hn_wl_norm (L, sap, "global_input_layer_norm", C, &lw->gn_w, NULL, error));
       g_autofree char *reln = g_strdup_printf ("%srelative_attention_bias.weight", sap);
       const HnSafetensorInfo *rt = (il == 0 || m->bias_per_layer) ? hn_wl_find (L, reln, TRUE, error) : NULL;
       if ((il == 0 || m->bias_per_layer) && !rt)
@@ -231,30 +266,74 @@ take_layer (HnSeq2Seq *m, HnWLoader *L, Stack *st, int il, gboolean decoder, GEr
               return FALSE;
             }
           CK ((lw->rel = hn_safetensor_info_dup_f32 (rt, error)));
+          g_autofree char *greln = g_strdup_printf ("%sglobal_relative_attention_bias.weight", sap);
+          const HnSafetensorInfo *gt = !decoder && m->enc_attn == S2S_ENC_TGLOBAL ? hn_wl_find (L, greln, TRUE, error) : NULL;
+          if (!decoder && m->enc_attn == S2S_ENC_TGLOBAL && !gt)
+            return FALSE;
+          if (gt && (gt->ndim != 2 || gt->shape[0] != m->buckets || gt->shape[1] != st->H))
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [%d, %d]", gt->file, gt->name, m->buckets,
+                           st->H);
+              return FALSE;
+            }
+          if (gt)
+            CK ((lw->grel = hn_safetensor_info_dup_f32 (gt, error)));
         }
       if (decoder)
         {
           g_autofree char *cap = g_strdup_printf ("%sEncDecAttention.", l1);
-          CK (hn_wl_norm (L, l1, "layer_norm", C, &lw->n2_w, NULL, error) && take_attention (m, L, cap, ca, error));
+          CK (hn_wl_norm (L, l1, "layer_norm", C, &lw->n2_w, NULL, error) &&
+              take_attention (m, L, cap, NULL, ca, error));
         }
       CK (hn_wl_norm (L, lf, "layer_norm", C, &lw->n3_w, NULL, error));
-      g_autofree char *ffp = g_strdup_printf ("%sDenseReluDense.", lf);
-      if (m->gated)
+      g_autofree char *ffp = g_strdup_printf ("%s%s.", lf, m->n_experts ? "mlp" : "DenseReluDense");
+      int step = m->sparse_step[decoder];
+      if (m->n_experts && step > 0 && (il % step == 1 || step == 1))
+        {
+          /* SwitchTransformersSparseMLP: router.classifier, experts.expert_<e>.{wi,wo} */
+          CK (hn_wl_linear (L, ffp, "router.classifier", m->n_experts, C, &lw->router, &lw->router_b, error));
+          lw->ewi = g_new0 (HnTensor *, m->n_experts);
+          lw->ewo = g_new0 (HnTensor *, m->n_experts);
+          for (int e = 0; e < m->n_experts; e++)
+            {
+              g_autofree char *wi = g_strdup_printf ("experts.expert_%d.wi", e);
+              g_autofree char *wo = g_strdup_printf ("experts.expert_%d.wo", e);
+              CK (hn_wl_linear (L, ffp, wi, F, C, &lw->ewi[e], NULL, error) &&
+                  hn_wl_linear (L, ffp, wo, C, F, &lw->ewo[e], NULL, error));
+            }
+        }
+      else if (m->gated)
         CK (hn_wl_linear (L, ffp, "wi_0", F, C, &lw->wg, NULL, error) &&
             hn_wl_linear (L, ffp, "wi_1", F, C, &lw->wi, &lw->bi, error));
       else
         CK (hn_wl_linear (L, ffp, "wi", F, C, &lw->wi, &lw->bi, error));
-      CK (hn_wl_linear (L, ffp, "wo", C, F, &lw->wd, &lw->bd, error));
+      if (!lw->router)
+        CK (hn_wl_linear (L, ffp, "wo", C, F, &lw->wd, &lw->bd, error));
     }
   else
     {
-      g_autofree char *pfx = g_strdup_printf ("model.%s.layers.%d.", decoder ? "decoder" : "encoder", il);
+      g_autofree char *pfx = g_strdup_printf ("%s%s.layers.%d.", m->pfx, decoder ? "decoder" : "encoder", il);
       g_autofree char *sap = g_strdup_printf ("%sself_attn.", pfx), *cap = g_strdup_printf ("%sencoder_attn.", pfx);
+      gboolean led = !decoder && m->enc_attn == S2S_ENC_LED;
       CK (hn_wl_norm (L, pfx, "self_attn_layer_norm", C, &lw->n1_w, &lw->n1_b, error) &&
-          take_attention (m, L, sap, sa, error));
+          take_attention (m, L, sap, led ? led_names : NULL, sa, error));
+      if (led)
+        {
+          /* the projections of global-attention tokens: none without a global_attention_mask */
+          static const char *const glob[] = { "query_global", "key_global", "value_global" };
+          for (int i = 0; i < 3; i++)
+            {
+              g_autofree char *wn = g_strdup_printf ("%slongformer_self_attn.%s.weight", sap, glob[i]);
+              g_autofree char *bn = g_strdup_printf ("%slongformer_self_attn.%s.bias", sap, glob[i]);
+              CK (hn_wl_find (L, wn, TRUE, error));
+              hn_wl_find (L, bn, FALSE, NULL);
+            }
+        }
+      if (!decoder && m->enc_attn == S2S_ENC_PEGASUS_X)
+        CK (hn_wl_norm (L, pfx, "global_self_attn_layer_norm", C, &lw->gn_w, &lw->gn_b, error));
       if (decoder)
         CK (hn_wl_norm (L, pfx, "encoder_attn_layer_norm", C, &lw->n2_w, &lw->n2_b, error) &&
-            take_attention (m, L, cap, ca, error));
+            take_attention (m, L, cap, NULL, ca, error));
       CK (hn_wl_norm (L, pfx, "final_layer_norm", C, &lw->n3_w, &lw->n3_b, error) &&
           hn_wl_linear (L, pfx, "fc1", F, C, &lw->wi, &lw->bi, error) &&
           hn_wl_linear (L, pfx, "fc2", C, F, &lw->wd, &lw->bd, error));
@@ -291,8 +370,9 @@ take_positions (HnSeq2Seq *m, HnWLoader *L, GError **error)
   gint64 C = m->C;
   if (m->fairseq_pos)
     {
-      gint64 rows = m->n_pos + m->pos_offset;
-      g_autofree float *t = hn_sinusoidal_table_fairseq ((int) rows, m->C, m->pad);
+      /* m2m_100's ids count from padding_idx + 1 and its table zeroes that row; pegasus_x's from 0 */
+      gint64 rows = MAX (m->n_pos, m->n_pos_enc) + m->pos_offset;
+      g_autofree float *t = hn_sinusoidal_table_fairseq ((int) rows, m->C, m->pos_offset ? m->pad : -1);
       m->pos = hn_wl_from_f32 (L, "sinusoidal_positions", 2, (gint64[]) { rows, C }, t, error);
       return m->pos != NULL;
     }
@@ -310,9 +390,10 @@ take_positions (HnSeq2Seq *m, HnWLoader *L, GError **error)
     }
   if (m->t5)
     return TRUE;
-  gint64 rows = m->n_pos + m->pos_offset;
-  return hn_wl_matrix (L, "model.encoder.embed_positions.weight", rows, C, TRUE, &m->pos, error) &&
-         hn_wl_matrix (L, "model.decoder.embed_positions.weight", rows, C, TRUE, &m->dec_pos, error);
+  g_autofree char *en = g_strdup_printf ("%sencoder.embed_positions.weight", m->pfx);
+  g_autofree char *dn = g_strdup_printf ("%sdecoder.embed_positions.weight", m->pfx);
+  return hn_wl_matrix (L, en, m->n_pos_enc + m->pos_offset, C, TRUE, &m->pos, error) &&
+         hn_wl_matrix (L, dn, m->n_pos + m->pos_offset, C, TRUE, &m->dec_pos, error);
 }
 
 static gboolean
@@ -320,12 +401,16 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
 {
   HnSeq2Seq *m = model;
   gint64 C = m->C, V = m->vocab;
-  const char *shared = m->t5 ? "shared.weight" : "model.shared.weight";
+  g_autofree char *shared = g_strdup_printf ("%sshared.weight", m->pfx);
+  g_autofree char *ee = g_strdup_printf ("%sencoder.embed_tokens.weight", m->pfx);
+  g_autofree char *de = g_strdup_printf ("%sdecoder.embed_tokens.weight", m->pfx);
   CK (hn_wl_matrix (L, shared, V, C, TRUE, &m->shared, error));
   /* the stacks' embed_tokens are the shared table (tied) */
-  hn_wl_find (L, m->t5 ? "encoder.embed_tokens.weight" : "model.encoder.embed_tokens.weight", FALSE, NULL);
-  hn_wl_find (L, m->t5 ? "decoder.embed_tokens.weight" : "model.decoder.embed_tokens.weight", FALSE, NULL);
+  hn_wl_find (L, ee, FALSE, NULL);
+  hn_wl_find (L, de, FALSE, NULL);
   CK (take_positions (m, L, error));
+  if (m->enc_attn == S2S_ENC_PEGASUS_X)
+    CK (hn_wl_matrix (L, "model.encoder.embed_global.weight", m->n_global, C, TRUE, &m->embed_global, error));
   Stack *stacks[2] = { &m->enc, &m->dec };
   for (int s = 0; s < 2; s++)
     {
@@ -334,7 +419,7 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
       st->l = g_new0 (S2SLayer, st->n_layer);
       for (int il = 0; il < st->n_layer; il++)
         CK (take_layer (m, L, st, il, s == 1, error));
-      g_autofree char *pfx = g_strdup_printf (m->t5 ? "%s." : "model.%s.", name);
+      g_autofree char *pfx = g_strdup_printf ("%s%s.", m->pfx, name);
       if (m->t5)
         CK (hn_wl_norm (L, pfx, "final_layer_norm", C, &st->final_w, NULL, error));
       else
@@ -394,6 +479,7 @@ hn_seq2seq_load (HnVkContext *ctx, const char *model_dir, GError **error)
 /* Flat f32 activations of one stack for up to `rows` tokens attending over up to `keys` keys. */
 typedef struct {
   HnTensor *x, *h, *q, *k, *v, *att, *o, *g, *u, *a, *d, *bias_t, *bias;
+  HnTensor *route, *route_w, *topi, *col, *eo; /* switch's routing [rows, E] (topi i32 [rows]), one expert's output */
   HnAttendWork aw;
 } Work;
 
@@ -409,10 +495,15 @@ work_new (HnSeq2Seq *m, GPtrArray *keep, Work *w, gint64 rows, gint64 keys, gint
     { &w->att, rows * HD }, { &w->o, rows * C }, { &w->g, rows * F }, { &w->u, rows * F }, { &w->a, rows * F },
     { &w->d, rows * C }, { &w->bias_t, H * rows * keys }, { &w->bias, H * rows * keys }, { &w->aw.qh, rows * HD },
     { &w->aw.kh, keys * HD }, { &w->aw.vh, keys * HD }, { &w->aw.scores, H * rows * keys }, { &w->aw.oh, rows * HD },
+    { &w->route, rows * m->n_experts }, { &w->route_w, rows * m->n_experts }, { &w->topi, rows * !!m->n_experts },
+    { &w->col, rows * !!m->n_experts }, { &w->eo, rows * C * !!m->n_experts },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     {
-      *all[i].t = hn_tensor_new_named (m->ctx, "seq2seq.work", HN_DTYPE_F32, 1, (gint64[]) { all[i].n }, error);
+      if (!all[i].n)
+        continue; /* switch's buffers in a model without experts */
+      HnDType dt = all[i].t == &w->topi ? HN_DTYPE_I32 : HN_DTYPE_F32;
+      *all[i].t = hn_tensor_new_named (m->ctx, "seq2seq.work", dt, 1, (gint64[]) { all[i].n }, error);
       if (!*all[i].t)
         return FALSE;
       g_ptr_array_add (keep, *all[i].t);
@@ -460,8 +551,8 @@ sub_in (HnSeq2Seq *m, HnCmd *cmd, HnTensor *x, HnTensor *h, HnTensor *w, HnTenso
 }
 
 static gboolean
-mlp (HnSeq2Seq *m, HnCmd *cmd, HnScratch *sc, Work *w, const S2SLayer *lw, HnTensor *in, HnTensor *out, gint64 N,
-     gint64 F, GError **error)
+dense_mlp (HnSeq2Seq *m, HnCmd *cmd, HnScratch *sc, Work *w, const S2SLayer *lw, HnTensor *in, HnTensor *out, gint64 N,
+           gint64 F, GError **error)
 {
   HnTensor *u = as2 (sc, w->u, N, F, error), *a = as2 (sc, w->a, N, F, error);
   CK (u && a);
@@ -478,12 +569,38 @@ mlp (HnSeq2Seq *m, HnCmd *cmd, HnScratch *sc, Work *w, const S2SLayer *lw, HnTen
   return hn_op_matmul (cmd, out, a, lw->wd, lw->bd, error);
 }
 
-/* Embeddings of N ids at the given positions into x. */
+/* The MLP; switch's sparse layers: softmax router, each token through its top expert, times that
+ * expert's probability (every expert runs on every token, weighted 0 where not chosen; no token is
+ * dropped: see seq2seq-long.c). */
 static gboolean
-embed (HnSeq2Seq *m, HnCmd *cmd, HnScratch *sc, Work *w, const Stack *st, HnTensor *pos_table, HnTensor *ids,
-       HnTensor *pos, gint64 N, GError **error)
+mlp (HnSeq2Seq *m, HnCmd *cmd, HnScratch *sc, Work *w, const S2SLayer *lw, HnTensor *in, HnTensor *out, gint64 N,
+     gint64 F, GError **error)
 {
-  HnTensor *x = as2 (sc, w->x, N, m->C, error), *pe = as2 (sc, w->h, N, m->C, error);
+  if (!lw->router)
+    return dense_mlp (m, cmd, sc, w, lw, in, out, N, F, error);
+  gint64 E = m->n_experts;
+  HnTensor *route = as2 (sc, w->route, N, E, error), *rw = as2 (sc, w->route_w, N, E, error);
+  HnTensor *topi = as2 (sc, w->topi, N, 1, error), *col = as2 (sc, w->col, N, 1, error);
+  HnTensor *eo = as2 (sc, w->eo, N, m->C, error);
+  CK (route && rw && topi && col && eo && hn_op_fill (cmd, out, 0.0f, error));
+  if (m->expert_capacity < 1)
+    return TRUE; /* every token is over capacity */
+  HnMoeRouteParams rp = { .kind = HN_MOE_ROUTE_SOFTMAX_TOPK, .k = 1 };
+  CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error) && hn_op_moe_route (cmd, rw, topi, route, &rp, error));
+  for (gint64 e = 0; e < E; e++)
+    {
+      S2SLayer ex = { .wi = lw->ewi[e], .wd = lw->ewo[e] };
+      CK (dense_mlp (m, cmd, sc, w, &ex, in, eo, N, F, error) && hn_op_slice (cmd, col, rw, 1, e, error) &&
+          hn_op_mul (cmd, eo, eo, col, error) && hn_op_add (cmd, out, out, eo, error));
+    }
+  return TRUE;
+}
+
+/* Embeddings of ids at the given positions into x [N, C] (pe: a temporary of that shape). */
+static gboolean
+embed (HnSeq2Seq *m, HnCmd *cmd, HnTensor *x, HnTensor *pe, const Stack *st, HnTensor *pos_table, HnTensor *ids,
+       HnTensor *pos, GError **error)
+{
   CK (x && pe);
   CK (hn_op_embedding (cmd, x, m->shared, ids, error));
   if (m->embed_scale != 1.0f)
@@ -634,6 +751,48 @@ session_new (HnSeq2Seq *m, int max_rows, int max_ctx, int max_tokens, GError **e
   return g_steal_pointer (&s);
 }
 
+/* Device copy of host data, kept until the recording is submitted. */
+static HnTensor *
+keep_f32 (HnSeq2Seq *m, GPtrArray *keep, const char *name, int ndim, const gint64 *shape, const float *data,
+          GError **error)
+{
+  HnTensor *t = hn_tensor_new_named (m->ctx, name, HN_DTYPE_F32, ndim, shape, error);
+  if (!t)
+    return NULL;
+  g_ptr_array_add (keep, t);
+  return hn_tensor_upload_f32 (t, data, (gsize) t->n, error) ? t : NULL;
+}
+
+/* The self-attention bias or mask of each encoder layer: T5's relative buckets (from the first
+ * layer, or each in umt5), longt5's local / global biases, led's and pegasus_x's masks (one per
+ * distinct window / block offset). bias[il] [H, S, keys] or mask[il] [rows, rows]. */
+static gboolean
+encoder_biases (HnSeq2Seq *m, GPtrArray *keep, int S, HnTensor **bias, HnTensor **mask, GError **error)
+{
+  gint64 H = m->enc.H, R = hn_s2s_enc_rows (m, S), K = hn_s2s_enc_keys (m, S);
+  for (int il = 0; il < m->enc.n_layer; il++)
+    {
+      if (m->enc_attn == S2S_ENC_LED || m->enc_attn == S2S_ENC_PEGASUS_X)
+        {
+          for (int jl = 0; jl < il && !mask[il]; jl++)
+            if (m->enc_attn == S2S_ENC_LED ? m->led_window[jl] == m->led_window[il] : jl % 2 == il % 2)
+              mask[il] = mask[jl];
+          g_autofree float *mk = mask[il] ? NULL : hn_s2s_enc_mask (m, il, S);
+          if (mk)
+            CK ((mask[il] = keep_f32 (m, keep, "enc.mask", 2, (gint64[]) { R, R }, mk, error)));
+        }
+      else if (m->t5 && il > 0 && !m->bias_per_layer)
+        bias[il] = bias[0];
+      else if (m->t5)
+        {
+          g_autofree float *b = m->enc_attn == S2S_ENC_FULL ? encoder_bias (m, m->enc.l[il].rel, S)
+                                                             : hn_s2s_longt5_bias (m, S);
+          CK ((bias[il] = keep_f32 (m, keep, "enc.bias", 3, (gint64[]) { H, S, K }, b, error)));
+        }
+    }
+  return TRUE;
+}
+
 /* Runs the encoder over src and stores every decoder layer's cross-attention keys/values. */
 static gboolean
 session_encode (S2SSession *s, const int32_t *src, int n, GError **error)
@@ -651,37 +810,49 @@ session_encode (S2SSession *s, const int32_t *src, int n, GError **error)
                      "input id %d at position %d is outside the vocabulary (0..%d)", src[i], i, m->vocab - 1);
         return FALSE;
       }
-  if (!m->t5 && n > m->n_pos)
+  /* led runs its encoder padded to a multiple of the largest window (the padding is masked) */
+  int n_padded = m->pad_multiple ? (n + m->pad_multiple - 1) / m->pad_multiple * m->pad_multiple : n;
+  if (!m->t5 && n_padded > m->n_pos_enc)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d encoder tokens exceed the %d positions of %s", n,
-                   m->n_pos, m->arch->model_type);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%d encoder tokens%s exceed the %d positions of %s", n,
+                   n_padded > n ? " (padded to a multiple of attention_window)" : "", m->n_pos_enc, m->arch->model_type);
       return FALSE;
     }
+  /* the stream: R rows (pegasus_x's globals, then the S tokens) attending over K keys */
   gint64 S = n, C = m->C, H = m->enc.H, D = m->D, HD = H * D;
+  gint64 R = hn_s2s_enc_rows (m, n), K = hn_s2s_enc_keys (m, n), G0 = R - S;
+  gint64 GK = m->enc_attn == S2S_ENC_TGLOBAL ? K - S : 0; /* longt5 aggregate keys after the tokens */
   g_autoptr (GPtrArray) keep = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   Work w;
-  CK (work_new (m, keep, &w, S, S, m->enc.F, error));
+  CK (work_new (m, keep, &w, MAX (R, K), K, m->enc.F, error));
   HnTensor *ids = hn_tensor_new_named (m->ctx, "enc.ids", HN_DTYPE_I32, 1, (gint64[]) { S }, error);
   HnTensor *pos = ids ? hn_tensor_new_named (m->ctx, "enc.pos", HN_DTYPE_I32, 1, (gint64[]) { S }, error) : NULL;
-  if (ids)
-    g_ptr_array_add (keep, ids);
-  if (pos)
-    g_ptr_array_add (keep, pos);
-  CK (pos);
-  g_autofree int32_t *p = g_new (int32_t, n);
+  HnTensor *gids = pos && G0 ? hn_tensor_new_named (m->ctx, "enc.global_ids", HN_DTYPE_I32, 1, (gint64[]) { G0 }, error)
+                             : NULL;
+  HnTensor *made[] = { ids, pos, gids };
+  for (gsize i = 0; i < G_N_ELEMENTS (made); i++)
+    if (made[i])
+      g_ptr_array_add (keep, made[i]);
+  CK (pos && (!G0 || gids));
+  g_autofree int32_t *p = g_new (int32_t, MAX (S, G0));
   for (int i = 0; i < n; i++)
     p[i] = i + m->pos_offset;
   CK (hn_tensor_upload_i32 (ids, src, (gsize) n, error) && hn_tensor_upload_i32 (pos, p, (gsize) n, error));
-  /* T5 biases: one per layer that owns a table */
-  int n_own = m->t5 ? (m->bias_per_layer ? m->enc.n_layer : 1) : 0;
-  g_autofree HnTensor **bias = g_new0 (HnTensor *, MAX (n_own, 1));
-  for (int o = 0; o < n_own; o++)
+  for (int i = 0; i < G0; i++)
+    p[i] = i;
+  CK (!G0 || hn_tensor_upload_i32 (gids, p, (gsize) G0, error));
+  g_autofree HnTensor **bias = g_new0 (HnTensor *, m->enc.n_layer), **mask = g_new0 (HnTensor *, m->enc.n_layer);
+  CK (encoder_biases (m, keep, n, bias, mask, error));
+  /* longt5 transient-global: which block each token adds into, one-hot [G, S] */
+  HnTensor *onehot = NULL;
+  if (GK)
     {
-      g_autofree float *b = encoder_bias (m, m->enc.l[o].rel, S);
-      bias[o] = hn_tensor_new_named (m->ctx, "enc.bias", HN_DTYPE_F32, 3, (gint64[]) { H, S, S }, error);
-      if (bias[o])
-        g_ptr_array_add (keep, bias[o]);
-      CK (bias[o] && hn_tensor_upload_f32 (bias[o], b, (gsize) (H * S * S), error));
+      g_autofree int *blk = hn_s2s_longt5_block_ids (m, n);
+      g_autofree float *oh = g_new0 (float, (gsize) GK * S);
+      for (int i = 0; i < n; i++)
+        if (blk[i] >= 0)
+          oh[(gsize) blk[i] * S + i] = 1.0f;
+      CK ((onehot = keep_f32 (m, keep, "enc.blocks", 2, (gint64[]) { GK, S }, oh, error)));
     }
   /* cross-attention keys/values live as long as the session */
   for (int il = 0; il < m->dec.n_layer; il++)
@@ -697,32 +868,50 @@ session_encode (S2SSession *s, const int32_t *src, int n, GError **error)
 
   HnCmd *cmd = s->cmd;
   HnScratch *sc = &s->sc;
-  HnTensor *x = as2 (sc, w.x, S, C, error), *h = as2 (sc, w.h, S, C, error), *o = as2 (sc, w.o, S, C, error);
-  HnTensor *q = as2 (sc, w.q, S, HD, error), *k = as2 (sc, w.k, S, HD, error), *v = as2 (sc, w.v, S, HD, error);
-  HnTensor *att = as2 (sc, w.att, S, HD, error), *d = as2 (sc, w.d, S, C, error);
-  HnTensor *q3 = as3 (sc, w.q, S, H, D, error), *k3 = as3 (sc, w.k, S, H, D, error), *v3 = as3 (sc, w.v, S, H, D, error);
-  HnTensor *att3 = as3 (sc, w.att, S, H, D, error);
-  gboolean ok = x && h && o && q && k && v && att && d && q3 && k3 && v3 && att3 &&
-                embed (m, cmd, sc, &w, &m->enc, m->pos, ids, pos, S, error);
+  HnTensor *x = as2 (sc, w.x, R, C, error), *h = as2 (sc, w.h, R, C, error), *o = as2 (sc, w.o, R, C, error);
+  HnTensor *q = as2 (sc, w.q, R, HD, error), *k = as2 (sc, w.k, R, HD, error), *v = as2 (sc, w.v, R, HD, error);
+  HnTensor *att = as2 (sc, w.att, R, HD, error), *d = as2 (sc, w.d, R, C, error);
+  HnTensor *q3 = as3 (sc, w.q, R, H, D, error), *k3 = as3 (sc, w.k, K, H, D, error), *v3 = as3 (sc, w.v, K, H, D, error);
+  HnTensor *att3 = as3 (sc, w.att, R, H, D, error);
+  HnTensor *xt = x ? hn_scratch_rows (sc, x, G0, S, error) : NULL, *pe = as2 (sc, w.h, S, C, error);
+  gboolean ok = x && h && o && q && k && v && att && d && q3 && k3 && v3 && att3 && xt && pe &&
+                embed (m, cmd, xt, pe, &m->enc, m->pos, ids, pos, error);
+  /* pegasus_x's global rows: embed_global, neither scaled nor positioned */
+  HnTensor *xg = ok && G0 ? hn_scratch_rows (sc, x, 0, G0, error) : NULL, *hg = xg ? hn_scratch_rows (sc, h, 0, G0, error) : NULL;
+  HnTensor *ht = ok && G0 ? hn_scratch_rows (sc, h, G0, S, error) : NULL;
+  if (ok && G0)
+    ok = xg && hg && ht && hn_op_embedding (cmd, xg, m->embed_global, gids, error);
+  /* longt5's aggregates: [G, C] sums of the normed tokens of each block, their k/v after the tokens' */
+  HnTensor *agg = ok && GK ? as2 (sc, w.d, GK, C, error) : NULL;
+  HnTensor *kg = agg ? hn_scratch_rows (sc, as2 (sc, w.k, K, HD, error), S, GK, error) : NULL;
+  HnTensor *vg = kg ? hn_scratch_rows (sc, as2 (sc, w.v, K, HD, error), S, GK, error) : NULL;
+  ok = ok && (!GK || vg);
   for (int il = 0; ok && il < m->enc.n_layer; il++)
     {
       const S2SLayer *lw = &m->enc.l[il];
-      HnTensor *in = sub_in (m, cmd, x, h, lw->n1_w, lw->n1_b, error);
-      HnTensor *b = n_own ? bias[m->bias_per_layer ? il : 0] : NULL;
+      HnTensor *in;
+      if (G0) /* pegasus_x (pre-norm): the global rows have their own norm */
+        in = norm (m, cmd, hg, xg, lw->gn_w, lw->gn_b, error) && norm (m, cmd, ht, xt, lw->n1_w, lw->n1_b, error) ? h : NULL;
+      else
+        in = sub_in (m, cmd, x, h, lw->n1_w, lw->n1_b, error);
       ok = in && hn_op_matmul (cmd, q, in, lw->wq, lw->bq, error) && hn_op_matmul (cmd, k, in, lw->wk, lw->bk, error) &&
-           hn_op_matmul (cmd, v, in, lw->wv, lw->bv, error) &&
-           hn_encdec_attend (cmd, sc, &w.aw, att3, q3, k3, v3, m->alpha, b, NULL, FALSE, 0, error) &&
+           hn_op_matmul (cmd, v, in, lw->wv, lw->bv, error);
+      if (ok && GK)
+        ok = hn_op_bmm (cmd, agg, onehot, in, HN_MATMUL_DEFAULT, 1.0f, error) &&
+             norm (m, cmd, agg, agg, lw->gn_w, NULL, error) && hn_op_matmul (cmd, kg, agg, lw->wk, lw->bk, error) &&
+             hn_op_matmul (cmd, vg, agg, lw->wv, lw->bv, error);
+      ok = ok && hn_encdec_attend (cmd, sc, &w.aw, att3, q3, k3, v3, m->alpha, bias[il], mask[il], FALSE, 0, error) &&
            hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error) && residual (m, cmd, x, o, lw->n1_w, lw->n1_b, error);
       in = ok ? sub_in (m, cmd, x, h, lw->n3_w, lw->n3_b, error) : NULL;
-      ok = in && mlp (m, cmd, sc, &w, lw, in, d, S, m->enc.F, error) && residual (m, cmd, x, d, lw->n3_w, lw->n3_b, error);
+      ok = in && mlp (m, cmd, sc, &w, lw, in, d, R, m->enc.F, error) && residual (m, cmd, x, d, lw->n3_w, lw->n3_b, error);
     }
   if (ok && m->enc.final_w)
-    ok = norm (m, cmd, x, x, m->enc.final_w, m->enc.final_b, error);
+    ok = norm (m, cmd, xt, xt, m->enc.final_w, m->enc.final_b, error);
   for (int il = 0; ok && il < m->dec.n_layer; il++)
     {
       const S2SLayer *lw = &m->dec.l[il];
-      ok = hn_op_matmul (cmd, s->ck[il], x, lw->ck, lw->cbk, error) &&
-           hn_op_matmul (cmd, s->cv[il], x, lw->cv, lw->cbv, error);
+      ok = hn_op_matmul (cmd, s->ck[il], xt, lw->ck, lw->cbk, error) &&
+           hn_op_matmul (cmd, s->cv[il], xt, lw->cv, lw->cbv, error);
     }
   ok = ok && hn_cmd_submit_wait (cmd, error);
   if (!ok)
@@ -777,7 +966,7 @@ session_decode (S2SSession *s, int B, const int *rows, const int32_t *ids, int T
   HnTensor *bias = m->t5 ? as3 (sc, w->bias, H, T, S, error) : NULL;
   gboolean ok = ids_t && pos_t && x && h && o && q && k && v && att && d && q3 && att3 && lg && (!m->t5 || (bias_t && bias)) &&
                 hn_tensor_upload_i32 (ids_t, ids, (gsize) N, error) && hn_tensor_upload_i32 (pos_t, p, (gsize) N, error) &&
-                embed (m, cmd, sc, w, &m->dec, m->dec_pos ? m->dec_pos : m->pos, ids_t, pos_t, N, error);
+                embed (m, cmd, x, h, &m->dec, m->dec_pos ? m->dec_pos : m->pos, ids_t, pos_t, error);
   static const int swap01[] = { 1, 0, 2 };
   for (int il = 0; ok && il < m->dec.n_layer; il++)
     {

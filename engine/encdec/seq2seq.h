@@ -1,6 +1,9 @@
 /* Hugging Face encoder-decoders on Vulkan: t5, mt5, umt5 (relative position
- * buckets, RMS norm, gated-gelu), bart, mbart, marian and pegasus (learned or
- * sinusoidal positions, post- or pre-norm LayerNorm, final_logits_bias).
+ * buckets, RMS norm, gated-gelu), switch_transformers (top-1 experts), longt5
+ * (local / transient-global encoder), bart, mbart, marian, pegasus and their
+ * kin (learned or sinusoidal positions, post- or pre-norm LayerNorm,
+ * final_logits_bias), pegasus_x (global tokens, block-local encoder) and led
+ * (sliding-window encoder).
  *
  *   g_autoptr (HnSeq2Seq) m = hn_seq2seq_load (ctx, "model-dir", &error);
  *   hn_seq2seq_logits (m, src, n_src, dec_ids, n_dec, logits, &error);   // [n_dec, vocab]
@@ -53,7 +56,8 @@ typedef struct {
 } HnSeq2SeqTrainStep;
 
 /* A trainer for B rows of S encoder and T decoder tokens; every weight (f32) trains, the relative
- * position tables included. Other families fail with HN_ERROR_UNSUPPORTED. */
+ * position tables included. Other families (switch's experts and the long-input encoders among them)
+ * fail with HN_ERROR_UNSUPPORTED naming the model_type. */
 HnSeq2SeqTrainer *hn_seq2seq_trainer_new (HnSeq2Seq *m, int B, int S, int T, GError **error);
 void hn_seq2seq_trainer_free (HnSeq2SeqTrainer *tr);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HnSeq2SeqTrainer, hn_seq2seq_trainer_free)

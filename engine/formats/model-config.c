@@ -491,7 +491,8 @@ parse_fields (Ctx *c, HnModelConfig *cfg)
   string_alias (c, &cfg->dtype, "dtype", "torch_dtype", NULL);
 
   int_alias (c, &cfg->num_experts, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", NULL);
-  int_alias (c, &cfg->num_experts_per_tok, "num_experts_per_tok", "moe_top_k", "top_k_experts", "moe_k", NULL);
+  int_alias (c, &cfg->num_experts_per_tok, "num_experts_per_tok", "moe_top_k", "top_k_experts", "moe_k", "moe_topk",
+             NULL);
   bool_alias (c, &cfg->norm_topk_prob, "norm_topk_prob", NULL);
   int_alias (c, &cfg->moe_intermediate_size, "moe_intermediate_size", NULL);
   int_alias (c, &cfg->shared_expert_intermediate_size, "shared_expert_intermediate_size", NULL);

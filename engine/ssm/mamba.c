@@ -7,6 +7,7 @@
 #include "base/hn-error.h"
 #include "encdec/encdec-loader.h"
 #include "formats/model-config.h"
+#include "ssm/mamba2-mixer.h"
 #include "tensor/ops-ssm.h"
 
 #include <math.h>
@@ -28,10 +29,7 @@ typedef struct {
   HnTensor *dt_w, *dt_b;             /* dt_proj [I, R], [I] */
   HnTensor *A_log, *D;               /* f32 [I, N], [I] */
   HnTensor *out_w, *out_b;           /* out_proj [C, I] */
-  /* Mamba-2: in_proj rows z, x (w_z, w_x above), B, C, dt; the conv split the same way */
-  HnTensor *w_Bi, *w_Ci, *w_dti, *b_Bi, *b_Ci, *b_dti;
-  HnTensor *conv_wB, *conv_bB, *conv_wC, *conv_bC;
-  HnTensor *gnorm_w;                 /* the gated RMSNorm [I] */
+  HnMamba2Weights m2;                /* Mamba-2's mixer (the fields above stay NULL) */
 } MambaLayer;
 
 struct _HnMamba {
@@ -215,35 +213,12 @@ resolve (HnMambaHParams *h, const HnModelConfig *cfg, const HnArchInfo *arch, GE
                    "built", cfg->path);
       return FALSE;
     }
-  /* time_step_limit: [lo, hi]; transformers 5 writes inf as {"__float__": "Infinity"} */
-  JsonObject *raw = hn_model_config_get_raw (cfg);
-  JsonNode *lim = raw ? json_object_get_member (raw, "time_step_limit") : NULL;
-  double v[2] = { 0.0, INFINITY };
-  if (lim && JSON_NODE_HOLDS_ARRAY (lim) && json_array_get_length (json_node_get_array (lim)) == 2)
-    for (guint k = 0; k < 2; k++)
-      {
-        JsonNode *el = json_array_get_element (json_node_get_array (lim), k);
-        if (JSON_NODE_HOLDS_VALUE (el))
-          v[k] = json_node_get_double (el);
-        else if (JSON_NODE_HOLDS_OBJECT (el) && json_object_has_member (json_node_get_object (el), "__float__"))
-          {
-            const char *f = json_object_get_string_member (json_node_get_object (el), "__float__");
-            v[k] = f && g_str_equal (f, "-Infinity") ? -INFINITY : f && g_str_equal (f, "Infinity") ? INFINITY : NAN;
-          }
-        else
-          v[k] = NAN;
-      }
-  else if (lim && !JSON_NODE_HOLDS_NULL (lim))
-    v[0] = NAN;
-  if (isnan (v[0]) || isnan (v[1]))
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: time_step_limit must be [min, max]", cfg->path);
-      return FALSE;
-    }
-  /* softplus is positive: (<= 0, inf) clamps nothing */
-  h->dt_limit = v[0] > 0.0 || isfinite (v[1]);
-  h->dt_min = (float) v[0];
-  h->dt_max = isfinite (v[1]) ? (float) v[1] : G_MAXFLOAT;
+  HnMamba2Dims d = { 0 };
+  if (!hn_mamba2_dt_limit_from_config (cfg, &d, error))
+    return FALSE;
+  h->dt_limit = d.dt_limit;
+  h->dt_min = d.dt_min;
+  h->dt_max = d.dt_max;
   return TRUE;
 }
 
@@ -329,6 +304,7 @@ load_weights_mamba2 (HnMamba *m, HnWLoader *L, GError **error)
   for (int l = 0; l < h->n_layer; l++)
     {
       MambaLayer *ly = &m->layers[l];
+      HnMamba2Weights *mw = &ly->m2;
       char p[96], nm[160];
       g_snprintf (p, sizeof p, "backbone.layers.%d.", l);
 #define NM(s) (g_snprintf (nm, sizeof nm, "%s%s", p, s), nm)
@@ -336,38 +312,38 @@ load_weights_mamba2 (HnMamba *m, HnWLoader *L, GError **error)
       /* in_proj rows: z [0, I), x [I, 2I), B, C (GN each), dt (H) */
       const char *ip = NM ("mixer.in_proj.weight");
       g_autofree char *ipn = g_strdup (ip);
-      CK (hn_wl_matrix_rows (L, ipn, R, 0, I, C, &ly->w_z, error));
-      CK (hn_wl_matrix_rows (L, ipn, R, I, I, C, &ly->w_x, error));
-      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I, GN, C, &ly->w_Bi, error));
-      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I + GN, GN, C, &ly->w_Ci, error));
-      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I + 2 * GN, H, C, &ly->w_dti, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, 0, I, C, &mw->w_z, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, I, I, C, &mw->w_x, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I, GN, C, &mw->w_B, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I + GN, GN, C, &mw->w_C, error));
+      CK (hn_wl_matrix_rows (L, ipn, R, 2 * I + 2 * GN, H, C, &mw->w_dt, error));
       g_autofree char *ibn = g_strdup (NM ("mixer.in_proj.bias"));
-      CK (load_f32_rows (L, ibn, R, 1, 0, I, FALSE, &ly->b_z, error));
-      if (ly->b_z)
+      CK (load_f32_rows (L, ibn, R, 1, 0, I, FALSE, &mw->b_z, error));
+      if (mw->b_z)
         {
-          CK (load_f32_rows (L, ibn, R, 1, I, I, TRUE, &ly->b_x, error));
-          CK (load_f32_rows (L, ibn, R, 1, 2 * I, GN, TRUE, &ly->b_Bi, error));
-          CK (load_f32_rows (L, ibn, R, 1, 2 * I + GN, GN, TRUE, &ly->b_Ci, error));
-          CK (load_f32_rows (L, ibn, R, 1, 2 * I + 2 * GN, H, TRUE, &ly->b_dti, error));
+          CK (load_f32_rows (L, ibn, R, 1, I, I, TRUE, &mw->b_x, error));
+          CK (load_f32_rows (L, ibn, R, 1, 2 * I, GN, TRUE, &mw->b_B, error));
+          CK (load_f32_rows (L, ibn, R, 1, 2 * I + GN, GN, TRUE, &mw->b_C, error));
+          CK (load_f32_rows (L, ibn, R, 1, 2 * I + 2 * GN, H, TRUE, &mw->b_dt, error));
         }
       /* conv1d over x, B, C: weight [CD, 1, K], bias [CD] */
       g_autofree char *cwn = g_strdup (NM ("mixer.conv1d.weight"));
-      CK (load_f32_rows (L, cwn, CD, K, 0, I, TRUE, &ly->conv_w, error));
-      CK (load_f32_rows (L, cwn, CD, K, I, GN, TRUE, &ly->conv_wB, error));
-      CK (load_f32_rows (L, cwn, CD, K, I + GN, GN, TRUE, &ly->conv_wC, error));
+      CK (load_f32_rows (L, cwn, CD, K, 0, I, TRUE, &mw->conv_w, error));
+      CK (load_f32_rows (L, cwn, CD, K, I, GN, TRUE, &mw->conv_wB, error));
+      CK (load_f32_rows (L, cwn, CD, K, I + GN, GN, TRUE, &mw->conv_wC, error));
       g_autofree char *cbn = g_strdup (NM ("mixer.conv1d.bias"));
-      CK (load_f32_rows (L, cbn, CD, 1, 0, I, FALSE, &ly->conv_b, error));
-      if (ly->conv_b)
+      CK (load_f32_rows (L, cbn, CD, 1, 0, I, FALSE, &mw->conv_b, error));
+      if (mw->conv_b)
         {
-          CK (load_f32_rows (L, cbn, CD, 1, I, GN, TRUE, &ly->conv_bB, error));
-          CK (load_f32_rows (L, cbn, CD, 1, I + GN, GN, TRUE, &ly->conv_bC, error));
+          CK (load_f32_rows (L, cbn, CD, 1, I, GN, TRUE, &mw->conv_bB, error));
+          CK (load_f32_rows (L, cbn, CD, 1, I + GN, GN, TRUE, &mw->conv_bC, error));
         }
-      CK (load_f32 (L, NM ("mixer.dt_bias"), 1, (gint64[]) { H }, TRUE, &ly->dt_b, error));
-      CK (load_f32 (L, NM ("mixer.A_log"), 1, (gint64[]) { H }, TRUE, &ly->A_log, error));
-      CK (load_f32 (L, NM ("mixer.D"), 1, (gint64[]) { H }, TRUE, &ly->D, error));
-      CK (hn_wl_vector (L, NM ("mixer.norm.weight"), I, TRUE, &ly->gnorm_w, error));
-      CK (hn_wl_matrix (L, NM ("mixer.out_proj.weight"), C, I, TRUE, &ly->out_w, error));
-      CK (hn_wl_vector (L, NM ("mixer.out_proj.bias"), C, FALSE, &ly->out_b, error));
+      CK (load_f32 (L, NM ("mixer.dt_bias"), 1, (gint64[]) { H }, TRUE, &mw->dt_bias, error));
+      CK (load_f32 (L, NM ("mixer.A_log"), 1, (gint64[]) { H }, TRUE, &mw->A_log, error));
+      CK (load_f32 (L, NM ("mixer.D"), 1, (gint64[]) { H }, TRUE, &mw->D, error));
+      CK (hn_wl_vector (L, NM ("mixer.norm.weight"), I, TRUE, &mw->norm_w, error));
+      CK (hn_wl_matrix (L, NM ("mixer.out_proj.weight"), C, I, TRUE, &mw->out_w, error));
+      CK (hn_wl_vector (L, NM ("mixer.out_proj.bias"), C, FALSE, &mw->out_b, error));
 #undef NM
     }
   return TRUE;
@@ -523,33 +499,14 @@ record_layer_mamba2 (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, const Mamba
                      const LayerState *st, HnTensor *x, HnTensor *hn, GError **error)
 {
   const HnMambaHParams *h = &m->hp;
-  gint64 n = (gint64) B * T, GN = bc_width (h);
-#define P2(t, d1) hn_scratch_prefix (sc, w->t, 2, (gint64[]) { n, d1 }, error)
-#define P3(t, d2) hn_scratch_prefix (sc, w->t, 3, (gint64[]) { B, T, d2 }, error)
-  HnTensor *z = P2 (z, h->inner), *xs = P2 (xin, h->inner), *Bs = P2 (Bm, GN), *Cs = P2 (Cm, GN);
-  HnTensor *dt = P2 (dt, h->n_heads), *y2 = P2 (y, h->inner), *g = P2 (g, h->inner);
-  HnTensor *xs3 = P3 (xin, h->inner), *xc3 = P3 (xc, h->inner), *Bs3 = P3 (Bm, GN), *Cs3 = P3 (Cm, GN);
-  HnTensor *Bc3 = P3 (Bc, GN), *Cc3 = P3 (Cc, GN), *y3 = P3 (y, h->inner);
-  HnTensor *dt3 = P3 (dt, h->n_heads);
-#undef P2
-#undef P3
-  HnTensor *Bc4 = Bc3 ? hn_scratch_shape (sc, Bc3, 4, (gint64[]) { B, T, h->n_groups, h->state }, error) : NULL;
-  HnTensor *Cc4 = Cc3 ? hn_scratch_shape (sc, Cc3, 4, (gint64[]) { B, T, h->n_groups, h->state }, error) : NULL;
-  if (!z || !xs || !Bs || !Cs || !dt || !y2 || !g || !xs3 || !xc3 || !Bs3 || !Cs3 || !Bc4 || !Cc4 || !y3 || !dt3)
-    return FALSE;
-  HnTensor *ys[5] = { z, xs, Bs, Cs, dt }, *ws[5] = { ly->w_z, ly->w_x, ly->w_Bi, ly->w_Ci, ly->w_dti };
-  HnTensor *bs[5] = { ly->b_z, ly->b_x, ly->b_Bi, ly->b_Ci, ly->b_dti };
-  CK (hn_op_matmul_n (cmd, 5, ys, hn, ws, bs, error));
-  CK (hn_op_conv1d_causal (cmd, xc3, xs3, ly->conv_w, ly->conv_b, st ? st->conv : NULL, HN_ACT_SILU, error));
-  CK (hn_op_conv1d_causal (cmd, Bc3, Bs3, ly->conv_wB, ly->conv_bB, st ? st->convB : NULL, HN_ACT_SILU, error));
-  CK (hn_op_conv1d_causal (cmd, Cc3, Cs3, ly->conv_wC, ly->conv_bC, st ? st->convC : NULL, HN_ACT_SILU, error));
-  HnSsmScanParams sp = { ly->dt_b, ly->D, NULL, st ? st->ssm : NULL, TRUE, h->head_dim, h->n_groups, h->dt_limit,
-                         h->dt_min, h->dt_max };
-  CK (hn_op_ssm_scan (cmd, y3, xc3, dt3, ly->A_log, Bc4, Cc4, &sp, error));
-  /* MambaRMSNormGated: weight · rmsnorm(y · silu(z)) */
-  CK (hn_op_glu (cmd, g, z, y2, HN_ACT_SILU, error));
-  CK (hn_op_rmsnorm (cmd, g, g, ly->gnorm_w, h->norm_eps, HN_NORM_DEFAULT, error));
-  return hn_op_matmul_add (cmd, x, g, ly->out_w, ly->out_b, 1.0f, error);
+  HnMamba2Dims d = { .inner = h->inner, .state = h->state, .n_heads = h->n_heads, .head_dim = h->head_dim,
+                     .n_groups = h->n_groups, .norm_eps = h->norm_eps, .norm_groups = 1, .dt_limit = h->dt_limit,
+                     .dt_min = h->dt_min, .dt_max = h->dt_max };
+  HnMamba2Bufs buf = { w->z, w->xin, w->xc, w->y, w->g, w->Bm, w->Cm, w->Bc, w->Cc, w->dt };
+  HnSsmState s = { 0 };
+  if (st)
+    s = (HnSsmState) { st->conv, st->convB, st->convC, st->ssm };
+  return hn_mamba2_record (cmd, sc, &d, &ly->m2, &buf, B, T, st ? &s : NULL, x, hn, 1.0f, error);
 }
 
 /* Records the forward of B rows of T tokens (ids already in w->ids[0, B·T)) through every layer,

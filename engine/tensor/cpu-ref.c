@@ -517,6 +517,8 @@ hn_ref_moe_route (float *weights, gint32 *indices, const float *logits, gint64 r
                 t += val[j];
               if (p->kind == HN_MOE_ROUTE_SIGMOID_TOPK)
                 t += 1e-20f;
+              if (p->norm_min > 0.0f)
+                t = MAX (t, p->norm_min);
               for (int j = 0; j < K; j++)
                 val[j] /= t;
             }

@@ -436,6 +436,7 @@ typedef struct {
   gboolean group_sum2;   /* a group's score is the sum of its two best (deepseek_v3), else its best (deepseek_v2) */
   float jitter_eps;      /* sparsemixer: experts within 2·eps (relative) of a pick share its softmax */
   HnTensor *bias;        /* optional f32 [E] added to the scores for the choice only (e_score_correction_bias) */
+  float norm_min;        /* > 0: the renormalising sum is at least this (ernie4_5_moe's moe_norm_min) */
 } HnMoeRouteParams;
 
 gboolean hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *logits,

@@ -323,6 +323,14 @@ scratch_disjoint (const char *op, HnTensor *sc, HnTensor *t, GError **error)
   return TRUE;
 }
 
+/* The split-K decode kernel by KV head: attention_decode_tile.comp, or with HN_DECODE_ATTN=old
+ * attention_decode.comp and its split plan (an A/B switch). */
+static gboolean
+decode_tile (void)
+{
+  return g_strcmp0 (g_getenv ("HN_DECODE_ATTN"), "old") != 0;
+}
+
 /* Split-K plan: enough workgroups to fill a large GPU (~256 of them) from
  * (head, query) pairs and key chunks of at least 64 keys (one block). */
 static guint32
@@ -332,9 +340,12 @@ attention_n_split (gint64 B, gint64 T, gint64 H, gint64 n_kv, guint32 *chunk)
   if (T > 8 || n_kv <= 64)
     return 1;
   gint64 rows = B * T * H;
-  gint64 want = rows >= 256 ? 1 : 256 / rows;
   gint64 blocks = (n_kv + 63) / 64;
-  gint64 n = MIN (MIN (want, blocks), 64);
+  /* attention_decode_tile.comp: up to 2048 partial rows (one block of 64 keys per workgroup up to
+   * 64 splits for 32 heads), at most 128 splits (its merge); attention_decode.comp: 256 rows, 64 */
+  gboolean tile = decode_tile ();
+  gint64 want = MAX (1, (tile ? 2048 : 256) / rows);
+  gint64 n = MIN (MIN (want, blocks), tile ? 128 : 64);
   if (n < 2)
     return 1;
   gint64 c = ((blocks + n - 1) / n) * 64;
@@ -627,8 +638,9 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
   pc.chunk = chunk;
   pc.n_split = n_split;
   pc.o_off = hn_eoff (sc);
-  /* Split-K by KV head when at most 8 query heads share one (attention_decode.comp: each key and
-   * value row read once for the group); else one workgroup per query head. */
+  /* Split-K by KV head when at most 8 query heads share one (attention_decode_tile.comp, or
+   * attention_decode.comp with HN_DECODE_ATTN=old: each key and value row read once for the
+   * group); else one workgroup per query head. */
   if (attention_by_kv_head (H, KVH))
     {
       guint32 epu = k->dtype == HN_DTYPE_F32 ? 4 : 8;
@@ -670,9 +682,18 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
                               hn_bind (nk ? nk->positions : q, FALSE), hn_bind (nk ? nk->inv_freq : q, FALSE),
                               hn_bind (k, nk != NULL), hn_bind (v, nk != NULL), hn_bind (merge ? cnt : q, merge),
                               hn_bind (merge ? out : q, merge) };
+      /* attention_decode_tile.comp: the register arrays sized to the rows' 4-element chunks (a key row
+       * over 4 invocations; the value row's chunks to a power of two, at least 2) */
+      guint32 dvp = 2;
+      while (dvp < (guint32) ((Dv + 3) / 4))
+        dvp *= 2;
+      guint32 tspec[7] = { spec[0], D % 4 == 0 && Dv % 4 == 0 && hn_eoff (k) % 4 == 0 && hn_eoff (v) % 4 == 0,
+                           dspec[2], dspec[3], gmax, (guint32) ((D + 15) / 16), dvp };
+      gboolean tile = decode_tile ();
       hn_cmd_set_label (cmd, nk ? "attention_decode_rope_kv" : "attention_decode");
-      gboolean ok = hn_cmd_dispatch (cmd, "attention_decode", dspec, 8, dbd, 15, &dpc, sizeof dpc, (guint32) KVH,
-                                     (guint32) T, (guint32) B * n_split, error);
+      gboolean ok = hn_cmd_dispatch (cmd, tile ? "attention_decode_tile" : "attention_decode", tile ? tspec : dspec,
+                                     tile ? 7 : 8, dbd, 15, &dpc, sizeof dpc, (guint32) KVH, (guint32) T,
+                                     (guint32) B * n_split, error);
       hn_cmd_set_label (cmd, NULL);
       if (!ok || merge)
         return ok;
@@ -827,12 +848,12 @@ hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *log
     guint32 rows, E, K, kind, l_off, b_off, w_off, i_off, has_bias, norm;
     float scale;
     guint32 n_group, topk_group, group_sum2;
-    float eps;
+    float eps, norm_min;
   } pc = { (guint32) rows, (guint32) E, (guint32) k, (guint32) params->kind, hn_eoff (logits),
            params->bias ? hn_eoff (params->bias) : 0, hn_eoff (weights), hn_eoff (idx), params->bias != NULL,
            params->norm_topk != FALSE, params->scale != 0.0f ? params->scale : 1.0f,
            params->n_group > 1 ? (guint32) params->n_group : 1, (guint32) params->topk_group,
-           params->group_sum2 != FALSE, params->jitter_eps };
+           params->group_sum2 != FALSE, params->jitter_eps, params->norm_min };
   HnVkBinding bd[4] = { hn_bind (logits, FALSE), hn_bind (params->bias ? params->bias : logits, FALSE),
                         hn_bind (weights, TRUE), hn_bind (idx, TRUE) };
   return hn_op_dispatch_rows (cmd, "moe_route", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) (rows + 63) / 64, error);

@@ -299,6 +299,12 @@ check_supported (HnTrainGraph *g, GError **error)
   const HnTransformerHParams *hp = g->hp;
   if (hp->block != HN_BLOCK_PRE_NORM && hp->block != HN_BLOCK_PARALLEL && hp->block != HN_BLOCK_PARALLEL_2NORM)
     return unsupported (hn_block_kind_name (hp->block), error);
+  if (hp->diff_attn)
+    return unsupported ("differential attention (diffllama)", error);
+  if (hp->moa)
+    return unsupported ("mixture-of-attention-heads layers (jetmoe)", error);
+  if (hp->head_transform || hp->no_first_attn_norm)
+    return unsupported ("modernbert-decoder's prediction head and first layer", error);
   if (hp->clip_qkv > 0)
     return unsupported ("clip_qkv", error);
   if (hp->qk_norm_full)
@@ -314,7 +320,9 @@ check_supported (HnTrainGraph *g, GError **error)
   /* the router backward built here is that of a softmax -> top-k -> renormalised router (mixtral,
    * qwen3_moe with norm_topk_prob) without a shared expert */
   if (hp->n_experts > 0 && (hp->moe_route != HN_MOE_ROUTE_SOFTMAX_TOPK || !hp->moe_norm_topk || hp->shared_ffn > 0 ||
-                            hp->moe_n_group > 1 || hp->moe_scale != 1.0f || hp->moe_first_dense > 0))
+                            hp->moe_n_group > 1 || hp->moe_scale != 1.0f || hp->moe_first_dense > 0 ||
+                            hp->moe_last_layer != hp->n_layer - 1 || hp->moe_layer_interval != 1 ||
+                            hp->moe_norm_min > 0))
     return unsupported ("this mixture-of-experts router (only softmax / top-k / renormalised routers without a "
                         "shared expert train)", error);
   if (hp->n_experts > 0 && hp->moe_train_jitter > 0)
@@ -959,7 +967,7 @@ static gboolean
 moe_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, GError **error)
 {
   const HnTransformerHParams *hp = g->hp;
-  HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, 0, 0, FALSE, 0, NULL };
+  HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, 0, 0, FALSE, 0, NULL, 0 };
   CK (hn_op_matmul (g->cmd, a->route, in, lw->router, NULL, error));
   CK (hn_op_moe_route (g->cmd, a->route_w, a->topi, a->route, &rp, error));
   CK (hn_op_fill (g->cmd, g->mo, 0.0f, error));

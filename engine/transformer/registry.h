@@ -70,10 +70,20 @@ typedef enum {
   HN_NAMES_ROBERTA_PRELN, /* roberta names under roberta_prelayernorm., attention / intermediate LayerNorm first */
   HN_NAMES_MPNET,      /* mpnet.encoder.layer.N.attention.attn.{q,k,v,o}, one relative_attention_bias table */
   HN_NAMES_EUROBERT,   /* llama names (RMSNorm, grouped K/V, rotary, gated MLP), bidirectional, lm_head */
+  HN_NAMES_DEBERTA,    /* deberta.encoder.layer.N.attention.self.in_proj (per-head q|k|v), q_bias, pos_proj */
+  HN_NAMES_DEBERTA_V2, /* deberta.encoder.layer.N.attention.self.{query,key,value}_proj, pos_{key,query}_proj */
+  HN_NAMES_MOBILEBERT, /* mobilebert.encoder.layer.N.bottleneck.{input,attention}, ffn.J, output.bottleneck */
+  HN_NAMES_NOMIC_BERT, /* nomic_bert.encoder.layers.N.attn.Wqkv/out_proj, mlp.fc11/fc12/fc2, norm1/norm2, emb_ln */
   HN_NAMES_T5,         /* {encoder,decoder}.block.N.layer.M.{SelfAttention,EncDecAttention,DenseReluDense} */
   HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
   HN_NAMES_MAMBA,      /* backbone.layers.N.mixer.{in_proj,conv1d,x_proj,dt_proj,out_proj,A_log,D}, backbone.norm_f */
   HN_NAMES_MAMBA2,     /* backbone.layers.N.mixer.{in_proj,conv1d,dt_bias,A_log,D,norm,out_proj} (Mamba-2) */
+  HN_NAMES_MODERNBERT_DECODER, /* model.layers.N.attn.{q,k,v}_proj/Wo, mlp.Wi/Wo, lm_head.dense/norm, decoder */
+  HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
+  HN_NAMES_JETMOE,     /* llama norms, self_attention.{kv_proj,experts.*} (routed q/o), mlp.{router.layer,input_linear,...} */
+  /* hybrid decoders (attention layers and Mamba-2 layers, transformer/transformer-graph.c) */
+  HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
+  HN_NAMES_NEMOTRON_H, /* model.embeddings, model.layers.N.{norm, mixer.*} (one mixer per layer), model.norm_f */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */
@@ -139,6 +149,25 @@ const HnArchRefusal *hn_arch_refusals (gsize *n_out);
 /* Why `model_type` is refused, or NULL when it is not in the list. */
 const char *hn_arch_refusal_reason (const char *model_type);
 
+/* A multimodal package of transformers whose text_config is a registered model_type: the loader runs
+ * its text model (the towers are kept, not run), so the package's model_type is an alias of the text
+ * one. `layout` is where the package keeps the text model's tensors (read off transformers 5.17's
+ * models by tests/fixtures/list_package_keys.py: tests/fixtures/package-keys-transformers-5.17.json). */
+typedef enum {
+  HN_PACKAGE_LANGUAGE_MODEL,    /* model.language_model.X, lm_head (transformers 5) */
+  HN_PACKAGE_LANGUAGE_MODEL_V4, /* language_model.model.X, language_model.lm_head (a nested CausalLM) */
+  HN_PACKAGE_TEXT_MODEL,        /* model.text_model.X, lm_head (idefics2) */
+} HnPackageLayout;
+
+typedef struct {
+  const char *package;         /* the package's model_type */
+  const char *text_model_type; /* its text_config's model_type (registered) */
+  HnPackageLayout layout;
+} HnArchPackage;
+
+/* The package aliases, sorted by package; *n_out receives the count. */
+const HnArchPackage *hn_arch_packages (gsize *n_out);
+
 /* All registered architectures, in table order; *n_out receives the count. */
 const HnArchInfo *hn_arch_list (gsize *n_out);
 
@@ -156,6 +185,9 @@ gboolean hn_arch_is_encoder (const HnArchInfo *arch);
 gboolean hn_arch_is_seq2seq (const HnArchInfo *arch);
 /* State-space decoders (ssm/mamba.h): generation carries a recurrent state per layer, not a KV cache. */
 gboolean hn_arch_is_ssm (const HnArchInfo *arch);
+/* Hybrid decoders: attention layers (KV cache) and Mamba-2 layers (a recurrent state) in one
+ * transformer graph, as config.json's layer pattern says. */
+gboolean hn_arch_is_hybrid (const HnArchInfo *arch);
 /* What a model keeps per sequence while generating: a KV cache, a recurrent state per layer, or both
  * (hybrids: a KV cache for the attention layers, a state for the others). */
 typedef enum { HN_CACHE_KV, HN_CACHE_STATE, HN_CACHE_KV_AND_STATE } HnCacheKind;

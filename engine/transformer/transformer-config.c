@@ -4,6 +4,7 @@
  * with a message naming the option. */
 #include "base/hn-error.h"
 #include "transformer/transformer-private.h"
+#include "tensor/ops-ssm.h"
 
 #include <math.h>
 #include <string.h>
@@ -88,6 +89,8 @@ activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
   const char *name = NULL;
   if (hp->arch->quirks & HN_QUIRK_NORM_PLUS_ONE) /* gemma: hidden_activation wins over hidden_act */
     name = hn_model_config_get_string (cfg, "hidden_activation");
+  if (hp->arch->names == HN_NAMES_NEMOTRON_H) /* its MLPs' activation; mamba_hidden_act is the mixers' */
+    name = hn_model_config_get_string (cfg, "mlp_hidden_act");
   if (!name)
     name = cfg->hidden_act;
   if (!name)
@@ -232,6 +235,15 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   const char *mt = hp->arch->model_type;
   gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
+  gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  if (hunyuan && raw)
+    for (int j = 0; j < 2; j++)
+      {
+        JsonNode *n = json_object_get_member (raw, j ? "moe_topk" : "num_experts");
+        if (n && JSON_NODE_HOLDS_ARRAY (n))
+          return unsupported (error, cfg, "per-layer num_experts / moe_topk lists");
+      }
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gint64 topk = cfg->num_experts_per_tok;
   if (aria && !get_int (cfg, "moe_topk", 2, &topk, error)) /* AriaTextConfig's name for it */
@@ -267,7 +279,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       !raw_bool (cfg, "output_router_logits", FALSE, &hp->moe_aux_loss, error))
     return FALSE;
   hp->moe_train_jitter = strcmp (mt, "phimoe") == 0 ? 0.0f : (float) jitter; /* phimoe's is the sparsemixer eps */
-  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0 || aria)
+  if (g_str_has_prefix (mt, "granitemoe") || strcmp (mt, "gpt_oss") == 0 || strcmp (mt, "jetmoe") == 0 || aria)
     hp->moe_route = HN_MOE_ROUTE_TOPK_SOFTMAX;
   if (strcmp (mt, "cohere2_moe") == 0)
     {
@@ -367,6 +379,45 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           hp->moe_topk_group = (int) topk_group;
         }
     }
+  hp->moe_last_layer = hp->n_layer - 1;
+  hp->moe_layer_interval = 1;
+  if (strcmp (mt, "ernie4_5_moe") == 0)
+    {
+      /* Ernie4_5_MoeSparseMoeBlock: softmax probabilities, the k best of probability + moe_statics
+       * bias, the chosen (unbiased) probabilities over their sum clamped to moe_norm_min, plus the
+       * shared experts (moe_num_shared_experts · moe_intermediate_size) unweighted. Layers
+       * start..end with (i + 1) % interval == 0 are MoE, the others keep the intermediate_size MLP
+       * (the config class already turned an end of -1 into the last layer). */
+      gint64 n_shared, start, end, interval;
+      double norm_min;
+      if (!get_int (cfg, "moe_num_shared_experts", 2, &n_shared, error) ||
+          !get_int (cfg, "moe_layer_start_index", 1, &start, error) ||
+          !get_int (cfg, "moe_layer_end_index", hp->n_layer - 1, &end, error) ||
+          !get_int (cfg, "moe_layer_interval", 1, &interval, error) ||
+          !get_double (cfg, "moe_norm_min", 1e-12, &norm_min, error))
+        return FALSE;
+      if (interval < 1 || n_shared < 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                       "%s: moe_layer_interval must be positive and moe_num_shared_experts not negative", cfg->path);
+          return FALSE;
+        }
+      hp->moe_norm_topk = TRUE;
+      hp->moe_norm_min = (float) norm_min;
+      hp->shared_ffn = (int) (n_shared * hp->moe_ffn);
+      hp->moe_first_dense = (int) CLAMP (start, 0, hp->n_layer);
+      hp->moe_last_layer = (int) CLAMP (end, -1, hp->n_layer - 1);
+      hp->moe_layer_interval = (int) MIN (interval, hp->n_layer + 1);
+    }
+  if (hunyuan)
+    {
+      /* HunYuanMoEV1Moe: softmax, top-k, renormalised; its experts and the shared_mlp (always there,
+       * unweighted) are MLPs of intermediate_size: moe_intermediate_size, num_shared_expert and
+       * moe_drop_tokens are not read by the modeling file */
+      hp->moe_norm_topk = TRUE;
+      hp->moe_ffn = hp->ffn;
+      hp->shared_ffn = hp->ffn;
+    }
   /* mlp_layer_types (exaone_moe, hy_v3, mellum): dense layers, then sparse ones, is what is built;
    * hy_v3 without it keeps the first layer dense */
   JsonObject *mraw = hn_model_config_get_raw (cfg);
@@ -406,8 +457,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   gint64 step;
   if (!get_int (cfg, "decoder_sparse_step", 1, &step, error))
     return FALSE;
-  JsonObject *moe_raw = hn_model_config_get_raw (cfg);
-  JsonNode *mol = moe_raw ? json_object_get_member (moe_raw, "mlp_only_layers") : NULL;
+  JsonNode *mol = raw ? json_object_get_member (raw, "mlp_only_layers") : NULL;
   gboolean dense_layers = mol && JSON_NODE_HOLDS_ARRAY (mol) && json_array_get_length (json_node_get_array (mol)) > 0;
   if (step != 1 || dense_layers)
     return unsupported (error, cfg, "decoder_sparse_step other than 1 or mlp_only_layers (mixed dense/MoE layers)");
@@ -467,6 +517,121 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   return TRUE;
 }
 
+/* nemotron_h's layer list: layers_block_type / layer_types names (old and new spellings) or the
+ * hybrid_override_pattern string (M = Mamba-2, * = attention, - = MLP, E = MoE). */
+static guint
+nemotron_h_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  static const char *const keys[] = { "layers_block_type", "layer_types" };
+  *list = NULL;
+  for (gsize k = 0; raw && !*list && k < G_N_ELEMENTS (keys); k++)
+    if (json_object_has_member (raw, keys[k]) && JSON_NODE_HOLDS_ARRAY (json_object_get_member (raw, keys[k])))
+      *list = json_object_get_array_member (raw, keys[k]);
+  *pat = hn_model_config_get_string (cfg, "hybrid_override_pattern");
+  return *list ? json_array_get_length (*list) : *pat ? (guint) strlen (*pat) : 0;
+}
+
+static gboolean
+nemotron_h_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  JsonArray *list;
+  const char *pat;
+  nemotron_h_layers (cfg, &list, &pat); /* hp->n_layer is its length */
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      const char *t = list ? json_array_get_string_element (list, (guint) i) : NULL;
+      char c = list ? 0 : pat[i];
+      if (c == 'M' || (t && (g_str_equal (t, "mamba") || g_str_equal (t, "linear_attention"))))
+        hp->layer_mixer[i] = HN_MIXER_MAMBA2, hp->layer_ffn[i] = 0;
+      else if (c == '*' || (t && (g_str_equal (t, "attention") || g_str_equal (t, "full_attention"))))
+        hp->layer_mixer[i] = HN_MIXER_ATTENTION, hp->layer_ffn[i] = 0;
+      else if (c == '-' || (t && g_str_equal (t, "mlp")))
+        hp->layer_mixer[i] = HN_MIXER_NONE;
+      else if (c == 'E' || (t && g_str_equal (t, "moe")))
+        return unsupported (error, cfg, "nemotron_h MoE layers (\"moe\", E)");
+      else
+        {
+          g_autofree char *what = g_strdup_printf ("layer type \"%s\"", t ? t : (char[]) { c, 0 });
+          return unsupported (error, cfg, what);
+        }
+    }
+  return TRUE;
+}
+
+/* A hybrid's layer pattern and Mamba-2 mixers (bamba: attn_layer_indices, mamba_*; nemotron_h: its
+ * pattern, mamba_num_heads / mamba_head_dim, n_groups, ssm_state_size, conv_kernel). */
+static gboolean
+hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  gboolean nh = hp->arch->names == HN_NAMES_NEMOTRON_H;
+  hp->layer_mixer = g_new (guint8, hp->n_layer);
+  memset (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer);
+  hp->layer_ffn = g_new (guint8, hp->n_layer);
+  memset (hp->layer_ffn, 1, (gsize) hp->n_layer);
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *ai = raw && !nh ? json_object_get_member (raw, "attn_layer_indices") : NULL;
+  if (nh && !nemotron_h_pattern (hp, cfg, error))
+    return FALSE;
+  if (ai && JSON_NODE_HOLDS_ARRAY (ai))
+    {
+      JsonArray *arr = json_node_get_array (ai);
+      for (guint i = 0; i < json_array_get_length (arr); i++)
+        {
+          gint64 l = json_array_get_int_element (arr, i);
+          if (l < 0 || l >= hp->n_layer)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attn_layer_indices holds layer %" G_GINT64_FORMAT
+                           " of %d", cfg->path, l, hp->n_layer);
+              return FALSE;
+            }
+          hp->layer_mixer[l] = HN_MIXER_ATTENTION;
+        }
+    }
+  else if (ai && !JSON_NODE_HOLDS_NULL (ai))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attn_layer_indices must be a list of layers", cfg->path);
+      return FALSE;
+    }
+  gint64 heads, hd, groups, state, conv, expand = 2;
+  if (!get_int (cfg, nh ? "mamba_num_heads" : "mamba_n_heads", 128, &heads, error) ||
+      !get_int (cfg, nh ? "n_groups" : "mamba_n_groups", nh ? 8 : 1, &groups, error) ||
+      !get_int (cfg, nh ? "ssm_state_size" : "mamba_d_state", nh ? 128 : 256, &state, error) ||
+      !get_int (cfg, nh ? "conv_kernel" : "mamba_d_conv", 4, &conv, error) ||
+      (!nh && !get_int (cfg, "mamba_expand", 2, &expand, error)))
+    return FALSE;
+  gint64 inner = expand * hp->hidden;
+  const char *hds = nh ? NULL : hn_model_config_get_string (cfg, "mamba_d_head");
+  if (nh)
+    {
+      /* NemotronHMamba2Mixer: intermediate_size = mamba_num_heads · mamba_head_dim */
+      if (!get_int (cfg, "mamba_head_dim", 64, &hd, error))
+        return FALSE;
+      inner = heads * hd;
+    }
+  else if (hds && g_str_equal (hds, "auto"))
+    hd = heads > 0 ? inner / heads : 0;
+  else if (!get_int (cfg, "mamba_d_head", heads > 0 ? inner / heads : 0, &hd, error))
+    return FALSE;
+  if (heads < 1 || groups < 1 || hd < 1 || heads * hd != inner || heads % groups || state < 1 ||
+      state > HN_SSM_MAX_STATE || conv < 1 || conv > HN_CONV1D_MAX_KERNEL)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: %" G_GINT64_FORMAT " Mamba-2 heads of %" G_GINT64_FORMAT " channels (%" G_GINT64_FORMAT
+                   " in all) in %" G_GINT64_FORMAT " groups, state size %" G_GINT64_FORMAT " (1..%d) and conv width %"
+                   G_GINT64_FORMAT " (1..%d) do not fit the kernels",
+                   cfg->path, heads, hd, inner, groups, state, HN_SSM_MAX_STATE, conv, HN_CONV1D_MAX_KERNEL);
+      return FALSE;
+    }
+  hp->ssm = (HnMamba2Dims) { .inner = (int) inner, .state = (int) state, .n_heads = (int) heads, .head_dim = (int) hd,
+                             .n_groups = (int) groups, .norm_eps = hp->norm_eps, .norm_groups = nh ? (int) groups : 1 };
+  hp->ssm_conv_kernel = (int) conv;
+  const char *mact = nh ? hn_model_config_get_string (cfg, "mamba_hidden_act") : NULL;
+  if (nh ? mact && !g_str_equal (mact, "silu") : hp->act != HN_ACT_SILU)
+    return unsupported (error, cfg, "a Mamba-2 mixer with an activation other than silu");
+  return hn_mamba2_dt_limit_from_config (cfg, &hp->ssm, error);
+}
+
 gboolean
 hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
@@ -494,7 +659,11 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   const char *mt = a->model_type;
   guint q = a->quirks;
 
-  if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || cfg->num_hidden_layers <= 0 || cfg->num_attention_heads <= 0)
+  /* nemotron_h: the layer list decides the depth (num_hidden_layers is deprecated there) */
+  JsonArray *nh_list;
+  const char *nh_pat;
+  gint64 n_layer = a->names == HN_NAMES_NEMOTRON_H ? nemotron_h_layers (cfg, &nh_list, &nh_pat) : cfg->num_hidden_layers;
+  if (cfg->vocab_size <= 0 || cfg->hidden_size <= 0 || n_layer <= 0 || cfg->num_attention_heads <= 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
                    "%s: vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be positive",
@@ -503,11 +672,25 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   hp->vocab = (int) cfg->vocab_size;
   hp->hidden = (int) cfg->hidden_size;
-  hp->n_layer = (int) cfg->num_hidden_layers;
+  hp->n_layer = (int) n_layer;
   hp->n_head = (int) cfg->num_attention_heads;
   hp->n_kv_head = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads : hp->n_head;
   hp->head_dim = cfg->head_dim > 0 ? (int) cfg->head_dim : hp->hidden / hp->n_head;
   hp->ffn = cfg->intermediate_size > 0 ? (int) cfg->intermediate_size : 4 * hp->hidden;
+  gboolean jet = strcmp (mt, "jetmoe") == 0;
+  if (jet)
+    {
+      /* JetMoeAttention: heads of kv_channels; k routed experts of num_key_value_heads query heads each */
+      gint64 kvc;
+      if (!get_int (cfg, "kv_channels", 128, &kvc, error))
+        return FALSE;
+      if (kvc <= 0 || kvc > 256 || cfg->num_experts_per_tok <= 0 ||
+          hp->n_head != hp->n_kv_head * cfg->num_experts_per_tok)
+        return unsupported (error, cfg, "kv_channels outside 1..256 or num_attention_heads other than "
+                                        "num_key_value_heads * num_experts_per_tok");
+      hp->head_dim = (int) kvc;
+      hp->moa = TRUE;
+    }
   hp->max_positions = cfg->max_position_embeddings > 0 ? (int) cfg->max_position_embeddings : 2048;
   if (strcmp (mt, "falcon") == 0 && cfg->new_decoder_architecture != TRUE)
     {
@@ -559,7 +742,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   hp->rope_style = (q & HN_QUIRK_ROPE_INTERLEAVED) ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
   hp->rot_dims = hp->head_dim;
-  if (cfg->rotary_dim > 0)
+  if (cfg->rotary_dim > 0 && !jet) /* config.json's head_dim (hidden / heads) is not jetmoe's */
     hp->rot_dims = (int) cfg->rotary_dim;
   else if (strcmp (mt, "stablelm") == 0 && cfg->rope.partial_rotary_factor == 1.0)
     hp->rot_dims = hp->head_dim / 4; /* stablelm's default partial_rotary_factor is 0.25 */
@@ -598,12 +781,21 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
 
   /* sliding windows: layer_types when given, else the family's rule */
   hp->layer_sliding = g_new0 (guint8, hp->n_layer);
-  gboolean sw_on = cfg->sliding_window > 0;
+  gint64 window = cfg->sliding_window;
+  if (strcmp (mt, "modernbert-decoder") == 0 && window <= 0)
+    {
+      /* ModernBertDecoderConfig: sliding_window = local_attention // 2 */
+      gint64 local;
+      if (!get_int (cfg, "local_attention", 128, &local, error))
+        return FALSE;
+      window = local > 0 ? local / 2 : -1;
+    }
+  gboolean sw_on = window > 0;
   if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
     sw_on = sw_on && cfg->use_sliding_window == TRUE;
   if (sw_on)
     {
-      hp->sliding_window = (int) cfg->sliding_window;
+      hp->sliding_window = (int) window;
       if (cfg->layer_types)
         {
           int n = (int) g_strv_length (cfg->layer_types);
@@ -761,7 +953,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                "youtu", "cohere2_moe", NULL };
+                                                "modernbert-decoder", "jetmoe", "youtu", "cohere2_moe", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -899,6 +1091,17 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
             return unsupported (error, cfg, "a sliding layer whose doubled K/V heads do not divide the query heads");
         }
     }
+  if (a->names == HN_NAMES_DIFFLLAMA)
+    {
+      /* DiffLlamaAttention pairs head h with head h + H/2; the value layout above needs whole KV heads
+       * on each side of that split */
+      if (hp->n_head % 2 || (hp->n_kv_head > 1 && hp->n_kv_head % 2) || 2 * hp->head_dim > 256)
+        return unsupported (error, cfg, "differential attention with an odd head count, an odd KV head count "
+                                        "above 1, or head_dim above 128");
+      hp->diff_attn = TRUE;
+      hp->v_head_dim = 2 * hp->head_dim;
+      hp->attn_scale = (float) (1.0 / sqrt ((double) hp->head_dim)); /* of the query's head_dim, not the values' */
+    }
   if (strcmp (mt, "cohere2_moe") == 0)
     {
       /* Cohere2MoeAttention.force_rope: the dense prefix layers rotate when
@@ -942,6 +1145,24 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
     }
   hp->sub_norms = ns == HN_NAMES_BITNET;
+  if (jet)
+    {
+      /* JetMoeRMSNorm's default eps (1e-6) in the layers; rms_norm_eps only in the final norm */
+      hp->final_norm_eps = hp->norm_eps;
+      hp->norm_eps = 1e-6f;
+    }
+  if (ns == HN_NAMES_MODERNBERT_DECODER)
+    {
+      /* ModernBertDecoderLayer 0 has no attn_norm; ModernBertDecoderPredictionHead runs
+       * norm(act(dense(x))) between the final norm and the (tied) decoder */
+      if (!cfg->layer_types)
+        return unsupported (error, cfg, "a config without layer_types (the global/local layer pattern)");
+      const char *ca = hn_model_config_get_string (cfg, "classifier_activation");
+      if (!hn_activation_from_string (ca ? ca : "gelu", &hp->head_act))
+        return unsupported (error, cfg, "classifier_activation");
+      hp->no_first_attn_norm = TRUE;
+      hp->head_transform = TRUE;
+    }
   if (ns == HN_NAMES_NANOCHAT)
     {
       /* NanoChatAttention: weightless RMSNorm of q and k after the rotary */
@@ -984,6 +1205,9 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->ffn = (int) (mult * hp->hidden);
     }
 
+  if (hn_arch_is_hybrid (a) && !hybrid_from_config (hp, cfg, error))
+    return FALSE;
+
   /* ids */
   hp->bos_token_id = (int) cfg->bos_token_id;
   hp->pad_token_id = (int) cfg->pad_token_id;
@@ -1003,6 +1227,8 @@ hn_transformer_hparams_clear (HnTransformerHParams *hp)
   g_clear_pointer (&hp->layer_n_head, g_free);
   g_clear_pointer (&hp->layer_n_kv_head, g_free);
   g_clear_pointer (&hp->layer_rope, g_free);
+  g_clear_pointer (&hp->layer_mixer, g_free);
+  g_clear_pointer (&hp->layer_ffn, g_free);
   g_clear_pointer (&hp->rope_short_factor, g_free);
   g_clear_pointer (&hp->rope_long_factor, g_free);
   g_clear_pointer (&hp->eos_token_ids, g_array_unref);

@@ -325,6 +325,13 @@ struct ActsPriv {
    * output [N, C] and the gate's activation [N, Fu], written f16 by rmsnorm and glu so that no
    * f16 copy runs before the projections (f16_input) */
   HnTensor *h16, *act16;
+  HnTensor *head_tmp; /* [max_logit_rows, C]: the head transform's dense output (hp.head_transform) */
+  HnTensor *diff;     /* [2, N, H/2 * Dv]: the two head halves of a differential attention output (hp.diff_attn) */
+  HnTensor *moa_slots; /* [N * k, KVH * D]: per routed slot, its queries and then its attention output (hp.moa) */
+  /* hybrids: the Mamba-2 mixers' activations [N, .] (all NULL without such layers) and the views
+   * their recording makes */
+  HnMamba2Bufs m2;
+  HnScratch sc;
   /* attention output gate (hp->attn_gate_act): its projection [N, H * D] */
   HnTensor *attn_g;
 };
@@ -346,9 +353,11 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   struct ActsPriv *p = g_new0 (struct ActsPriv, 1);
   HnTransformerActs *a = &p->pub;
   p->views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  hn_scratch_init (&p->sc, m->ctx);
   g_autoptr (GPtrArray) keep = g_ptr_array_new ();
   gint64 N = max_tokens, C = hp->hidden, qd = (gint64) hp->n_head * hp->head_dim;
   gint64 kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  gint64 vd = (gint64) hp->n_kv_head * hp->v_head_dim, ad = (gint64) hp->n_head * hp->v_head_dim;
   const HnLayerWeights *l0 = m->w.layers ? &m->w.layers[m->layer0] : NULL; /* this stage's first layer */
   gint64 F = hp->ffn * ((l0 && l0->w_gate && !l0->w_up) ? 2 : 1);
   gint64 Fu = MAX (hp->ffn, MAX (hp->moe_ffn, hp->shared_ffn)); /* MoE experts reuse gate/up/act */
@@ -360,8 +369,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
       !(a->h = act_new (m, keep, "acts.h", HN_DTYPE_F32, N, C, error)) ||
       !(a->q = act_new (m, keep, "acts.q", HN_DTYPE_F32, N, qd, error)) ||
       !(a->k = act_new (m, keep, "acts.k", HN_DTYPE_F32, N, kvd, error)) ||
-      !(a->v = act_new (m, keep, "acts.v", HN_DTYPE_F32, N, kvd, error)) ||
-      !(a->att = act_new (m, keep, "acts.att", HN_DTYPE_F32, N, qd, error)) ||
+      !(a->v = act_new (m, keep, "acts.v", HN_DTYPE_F32, N, MAX (kvd, vd), error)) ||
+      !(a->att = act_new (m, keep, "acts.att", HN_DTYPE_F32, N, MAX (qd, ad), error)) ||
       !(a->o = act_new (m, keep, "acts.o", HN_DTYPE_F32, N, C, error)) ||
       !(a->h2 = act_new (m, keep, "acts.h2", HN_DTYPE_F32, N, C, error)) ||
       !(a->gate = act_new (m, keep, "acts.gate", HN_DTYPE_F32, N, F, error)) ||
@@ -394,15 +403,26 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->mla_krb = act_new (m, keep, "acts.mla.k_rope_heads", HN_DTYPE_F32, N,
                                 hp->n_head * (hp->head_dim - hp->qk_nope_dim), error)))))
     goto fail;
+  if (hp->moa && !(p->moa_slots = act_new (m, keep, "acts.moa.slots", HN_DTYPE_F32, N * hp->n_experts_used,
+                                             (gint64) hp->n_kv_head * hp->head_dim, error)))
+    goto fail;
+  if (hp->diff_attn && !(p->diff = act_new (m, keep, "acts.diff", HN_DTYPE_F32, 2 * N, ad / 2, error)))
+    goto fail;
+  if (hp->head_transform && !(p->head_tmp = act_new (m, keep, "acts.head_tmp", HN_DTYPE_F32, max_logit_rows, C, error)))
+    goto fail;
   if (hn_vk_context_has_coopmat2 (m->ctx, NULL) && g_getenv ("HN_NO_F16_ACTS") == NULL && max_tokens > 8 &&
       (!(p->h16 = act_new (m, keep, "acts.h16", HN_DTYPE_F16, N, C, error)) ||
        !(p->act16 = act_new (m, keep, "acts.act16", HN_DTYPE_F16, N, Fu, error))))
     goto fail;
   /* split-K partials for decode steps of up to max_logit_rows rows, at any context length */
-  gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, hp->head_dim, G_MAXINT32);
+  gint64 scratch = hn_attention_scratch_size (max_logit_rows, 1, hp->n_head, MAX (hp->head_dim, hp->v_head_dim),
+                                              G_MAXINT32);
   if (scratch > 0 && !(a->att_scratch = act_new (m, keep, "acts.att_scratch", HN_DTYPE_F32, scratch, 0, error)))
     goto fail;
   if (!(a->pick_scratch = act_new (m, keep, "acts.pick_scratch", HN_DTYPE_F32, 2048, 0, error)))
+    goto fail;
+  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_MAMBA2, (gsize) hp->n_layer) &&
+      !hn_mamba2_bufs_init (&p->m2, m->ctx, &hp->ssm, N, error))
     goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
@@ -419,6 +439,7 @@ fail:
   for (guint i = 0; i < keep->len; i++)
     hn_tensor_unref (keep->pdata[i]);
   g_ptr_array_unref (p->views);
+  hn_scratch_clear (&p->sc);
   g_free (p);
   return NULL;
 }
@@ -433,17 +454,21 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
-                       &p->act16, &p->attn_g };
+                       &p->act16, &p->head_tmp, &p->diff, &p->moa_slots, &p->attn_g };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
+  hn_mamba2_bufs_clear (&p->m2);
   g_ptr_array_unref (p->views);
+  hn_scratch_clear (&p->sc);
   g_free (p);
 }
 
 void
 hn_transformer_acts_drop_views (HnTransformerActs *a)
 {
-  g_ptr_array_set_size (((struct ActsPriv *) a)->views, 0);
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  g_ptr_array_set_size (p->views, 0);
+  hn_scratch_reset (&p->sc);
 }
 
 static HnTensor *
@@ -736,7 +761,7 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
   CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
   HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
-                          lw->route_bias };
+                          lw->route_bias, hp->moe_norm_min };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   gboolean stacked = lw->expert_stack[0] && lw->expert_stack[1] && lw->expert_stack[2];
   if (stacked && !hn_moe_dense_forced ())
@@ -767,7 +792,61 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
       if (hp->moe_shared_mean)
         CK (hn_op_scale (cmd, out, out, 0.5f, 0.0f, error));
     }
+  if (lw->moe_bias)
+    CK (hn_op_add (cmd, out, out, lw->moe_bias, error));
   return TRUE;
+}
+
+/* JetMoeMoA.map: the router picks k attention experts per token (as the MLP's router does); slot
+ * (t, j) gets expert j's query projection of x_t, KVH heads, laid out as device heads i·k + j
+ * (q [N, KVH, k, D]); k and v come from the shared kv_proj. moa_reduce reads the same routing. */
+static gboolean
+moa_map (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *q,
+         HnTensor *k, HnTensor *v, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 K = hp->n_experts_used, S = N * K, KVH = hp->n_kv_head, D = hp->head_dim;
+  HnTensor *route = rows_of (a, p->route, 0, N, error), *w = rows_of (a, p->route_w, 0, N, error);
+  HnTensor *topi = rows_of (a, p->topi, 0, N, error), *slots = rows_of (a, p->moa_slots, 0, S, error);
+  HnTensor *order = rows_of (a, p->moe_order, 0, S, error);
+  HnTensor *ids = topi ? shaped (a, topi, 1, (gint64[]) { S }, error) : NULL;
+  HnTensor *tiles = scratch_2d (a, p->moe_tiles, 1, hn_moe_tiles_size (S, hp->n_experts), error);
+  HnTensor *tiles1 = tiles ? shaped (a, tiles, 1, (gint64[]) { tiles->n }, error) : NULL;
+  HnTensor *s4 = slots ? shaped (a, slots, 4, (gint64[]) { N, K, KVH, D }, error) : NULL;
+  HnTensor *q4 = shaped (a, q, 4, (gint64[]) { N, KVH, K, D }, error);
+  CK (route && w && order && ids && tiles1 && s4 && q4);
+  CK (hn_op_matmul (cmd, route, in, lw->moa_router, NULL, error));
+  HnMoeRouteParams rp = { .kind = HN_MOE_ROUTE_TOPK_SOFTMAX, .k = (int) K, .scale = 1.0f };
+  CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
+  CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, hp->n_experts, error));
+  CK (hn_op_moe_matmul (cmd, slots, in, lw->moa_in, NULL, p->moe_offs, order, tiles1, (int) K, error));
+  CK (hn_op_permute (cmd, q4, s4, (const int[]) { 0, 2, 1, 3 }, error));
+  HnTensor *ys[2] = { k, v }, *ws[2] = { lw->wk, lw->wv }, *bs[2] = { NULL, NULL };
+  return hn_op_matmul_n (cmd, 2, ys, in, ws, bs, error);
+}
+
+/* JetMoeMoA.reduce: out [N, C] = sum over each token's slots of weight · expert output projection
+ * of that slot's heads, + bias. */
+static gboolean
+moa_reduce (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *att,
+            HnTensor *out, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 K = hp->n_experts_used, S = N * K, KVH = hp->n_kv_head, D = hp->head_dim;
+  HnTensor *w = rows_of (a, p->route_w, 0, N, error), *topi = rows_of (a, p->topi, 0, N, error);
+  HnTensor *slots = rows_of (a, p->moa_slots, 0, S, error), *order = rows_of (a, p->moe_order, 0, S, error);
+  HnTensor *y = rows_of (a, p->moe_y, 0, S, error);
+  HnTensor *tiles = scratch_2d (a, p->moe_tiles, 1, hn_moe_tiles_size (S, hp->n_experts), error);
+  HnTensor *tiles1 = tiles ? shaped (a, tiles, 1, (gint64[]) { tiles->n }, error) : NULL;
+  HnTensor *s4 = slots ? shaped (a, slots, 4, (gint64[]) { N, K, KVH, D }, error) : NULL;
+  HnTensor *a4 = shaped (a, att, 4, (gint64[]) { N, KVH, K, D }, error);
+  CK (w && topi && order && y && tiles1 && s4 && a4);
+  CK (hn_op_permute (cmd, s4, a4, (const int[]) { 0, 2, 1, 3 }, error));
+  CK (hn_op_moe_matmul (cmd, y, slots, lw->moa_out, NULL, p->moe_offs, order, tiles1, 1, error));
+  CK (hn_op_moe_combine (cmd, out, y, w, topi, error));
+  return hn_op_add (cmd, out, out, lw->moa_bias, error);
 }
 
 /* DeepSeek multi-head latent attention projections: q [N, H, rope | nope] (through the q LoRA and
@@ -850,12 +929,14 @@ static gboolean
 decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N)
 {
   const HnTransformerHParams *hp = &m->hp;
-  return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && hp->block == HN_BLOCK_PRE_NORM &&
+  return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && !hp->moa && hp->block == HN_BLOCK_PRE_NORM &&
          !hp->layernorm && !hp->sub_norms && !lw->attn_gate;
 }
 
 static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
                                  HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error);
+static gboolean record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
+                                    int B, int T, GError **error);
 static gboolean layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
                             HnTensor *h, HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N,
                             GError **error);
@@ -879,6 +960,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnLayerWeights *lw = &W->layers[il];
   gint64 N = (gint64) B * T, H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il);
   gint64 D = hp->head_dim, Dv = hp->v_head_dim;
+  if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION)
+    return record_mixer_layer (m, cmd, a, il, kv, B, T, error);
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
   if (paged && (W->alibi_slopes || kv->slots->n != N || kv->page_table->shape[0] != B))
@@ -909,15 +992,16 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   /* --- attention input */
   HnTensor *ain = h;
-  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->layernorm && !lw->attn_gate)
+  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->moa && !hp->layernorm && !lw->attn_gate)
     {
-      /* the pre-norm writes the projections' f16 operand directly */
+      /* the pre-norm writes the projections' f16 operand directly (not jetmoe's: its router and
+       * expert matmuls read f32) */
       HnTensor *ws[3] = { lw->wq, lw->wk, lw->wv }, *h16;
       CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 3, &h16, error));
       if (h16)
         ain = h16;
     }
-  if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN)
+  if (hp->block == HN_BLOCK_POST_NORM || hp->block == HN_BLOCK_POST_LN || (hp->no_first_attn_norm && il == 0))
     ain = x;
   else if (!fuse)
     CK (norm (m, cmd, ain, x, lw->ln1_w, lw->ln1_b, error));
@@ -926,6 +1010,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   if (hp->mla)
     CK (mla_qkv (m, cmd, a, lw, ain, q, k, v, N, error));
+  else if (hp->moa)
+    CK (moa_map (m, cmd, a, lw, ain, q, k, v, N, error));
   else if (fuse)
     {
       CK (hn_op_matvec_normed (cmd, q, x, &n1, lw->wq, lw->bq, error));
@@ -1095,12 +1181,94 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
   return hn_op_attention_paged (cmd, att4, q4, kv->k, kv->v, &pp, error);
 }
 
+/* Differential attention's head pairs (hp.diff_attn): att [N, H, 2D] -> *out [N, H/2, 2D] (in the
+ * query buffer, free once attention ran) = (1 - lambda_init) · rmsnorm(att[h] - lambda · att[h + H/2]). */
+static gboolean
+diff_combine (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *att,
+              gint64 N, HnTensor **out, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  gint64 Hh = hp->n_head / 2, Dv = hp->v_head_dim;
+  HnTensor *d = rows_of (a, ((struct ActsPriv *) a)->diff, 0, 2 * N, error);
+  HnTensor *att3 = shaped (a, att, 3, (gint64[]) { N, 2, Hh * Dv }, error);
+  HnTensor *d3 = d ? shaped (a, d, 3, (gint64[]) { 2, N, Hh * Dv }, error) : NULL;
+  HnTensor *a1 = d ? rows_of (a, d, 0, N, error) : NULL, *a2 = d ? rows_of (a, d, N, N, error) : NULL;
+  HnTensor *q = rows_of (a, a->q, 0, N, error);
+  HnTensor *r = q ? shaped (a, q, 2, (gint64[]) { N, Hh * Dv }, error) : NULL;
+  HnTensor *r2 = q ? shaped (a, q, 2, (gint64[]) { N * Hh, Dv }, error) : NULL;
+  CK (att3 && d3 && a1 && a2 && r && r2);
+  CK (hn_op_permute (cmd, d3, att3, (const int[]) { 1, 0, 2 }, error));
+  CK (hn_op_scale (cmd, a2, a2, -lw->diff_lambda, 0.0f, error));
+  CK (hn_op_add (cmd, r, a1, a2, error));
+  CK (hn_op_rmsnorm (cmd, r2, r2, NULL, hp->norm_eps, HN_NORM_DEFAULT, error));
+  CK (hn_op_scale (cmd, r, r, 1.0f - lw->diff_lambda_init, 0.0f, error));
+  *out = r;
+  return TRUE;
+}
+
+/* Pre-norm: x += mlp(norm2(x)) (the residual add in the down projection's epilogue where it can). */
+static gboolean
+pre_norm_mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x, HnTensor *h2,
+              HnTensor *mo, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (!lw->w_down && !lw->router)
+    return TRUE; /* a hybrid's layer without an MLP */
+  HnTensor *min = h2;
+  if (!lw->router && !hp->layernorm)
+    {
+      /* the norm writes the gate/up projections' f16 operand directly */
+      HnTensor *ws[2] = { lw->w_gate, lw->w_up }, *h16;
+      CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 2, &h16, error));
+      if (h16)
+        min = h16;
+    }
+  CK (norm (m, cmd, min, x, lw->ln2_w, lw->ln2_b, error));
+  if (!lw->router && !lw->post_ffn_w && (hp->residual_scale == 1.0f || !lw->b_down))
+    return mlp (m, cmd, a, lw, min, mo, x, N, error);
+  CK (mlp (m, cmd, a, lw, min, mo, NULL, N, error));
+  if (lw->post_ffn_w) /* axk1: a norm on the MoE output */
+    CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
+  return residual_add (m, cmd, x, mo, error);
+}
+
+/* A hybrid's layer without attention: a Mamba-2 layer, x += scale · mixer(norm1(x)) with the rows'
+ * states (kv->ssm; none: from zero, as full-sequence logits run), then the layer's MLP if it has one;
+ * an MLP-only layer, x += mlp(norm2(x)). */
+static gboolean
+record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, int B, int T,
+                    GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  const HnLayerWeights *lw = &m->w.layers[il];
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 N = (gint64) B * T;
+  if (kv->page_table || N > a->max_tokens)
+    {
+      g_set_error (error, HN_ERROR, kv->page_table ? HN_ERROR_UNSUPPORTED : HN_ERROR_INVALID_ARGUMENT,
+                   "layer %d (Mamba-2): %s", il, kv->page_table ? "a recurrent state has no paged cache"
+                                                                : "more tokens than the session's activations");
+      return FALSE;
+    }
+  HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
+  HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *mo = rows_of (a, a->mlp, 0, N, error);
+  CK (x && h && h2 && mo);
+  if (hp->layer_mixer[il] == HN_MIXER_NONE)
+    return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
+  CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
+  const HnSsmState *st = kv->ssm.ssm ? &kv->ssm : NULL;
+  CK (hn_mamba2_record (cmd, &p->sc, &hp->ssm, &lw->m2, &p->m2, B, T, st, x, h, hp->residual_scale, error));
+  return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
+}
+
 /* o_proj, then the block's residual and MLP wiring. */
 static gboolean
 layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x, HnTensor *h,
             HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
+  if (hp->diff_attn)
+    CK (diff_combine (m, cmd, a, lw, att, N, &att, error));
   if (lw->attn_gate) /* afmoe, laguna: att *= act(gate projection of the attention's input) */
     {
       HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, att->shape[1], error);
@@ -1112,7 +1280,7 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
     {
       HnMatvecNorm n2 = { lw->ln2_w, hp->norm_eps, hp->norm_plus_one };
       CK (hn_op_matvec_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
-      return mlp_matvec (m, cmd, a, lw, x, &n2, N, error);
+      return !lw->w_down || mlp_matvec (m, cmd, a, lw, x, &n2, N, error); /* hybrids: some layers have no MLP */
     }
   if (lw->attn_sub_w) /* bitnet attn_sub_norm */
     CK (norm (m, cmd, att, att, lw->attn_sub_w, NULL, error));
@@ -1120,29 +1288,19 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
    * the bias after the scale, so a bias with a residual scale keeps the separate adds) */
   if (hp->block == HN_BLOCK_PRE_NORM)
     {
-      if (hp->residual_scale == 1.0f || !lw->bo)
+      if (hp->moa)
+        {
+          CK (moa_reduce (m, cmd, a, lw, att, o, N, error));
+          CK (residual_add (m, cmd, x, o, error));
+        }
+      else if (hp->residual_scale == 1.0f || !lw->bo)
         CK (hn_op_matmul_add (cmd, x, att, lw->wo, lw->bo, hp->residual_scale, error));
       else
         {
           CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
           CK (residual_add (m, cmd, x, o, error));
         }
-      HnTensor *min = h2;
-      if (!lw->router && !hp->layernorm)
-        {
-          /* the norm writes the gate/up projections' f16 operand directly */
-          HnTensor *ws[2] = { lw->w_gate, lw->w_up }, *h16;
-          CK (f16_input (cmd, a, ((struct ActsPriv *) a)->h16, N, hp->hidden, ws, 2, &h16, error));
-          if (h16)
-            min = h16;
-        }
-      CK (norm (m, cmd, min, x, lw->ln2_w, lw->ln2_b, error));
-      if (!lw->router && !lw->post_ffn_w && (hp->residual_scale == 1.0f || !lw->b_down))
-        return mlp (m, cmd, a, lw, min, mo, x, N, error);
-      CK (mlp (m, cmd, a, lw, min, mo, NULL, N, error));
-      if (lw->post_ffn_w) /* axk1: a norm on the MoE output */
-        CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
-      return residual_add (m, cmd, x, mo, error);
+      return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
     }
   CK (hn_op_matmul (cmd, o, att, lw->wo, lw->bo, error));
 
@@ -1227,18 +1385,30 @@ record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n
   HnTensor *x = rows_of (a, a->x, row0, n, error), *last = rows_of (a, a->last, 0, n, error);
   HnTensor *lg = rows_of (a, a->logits, 0, n, error);
   CK (x && last && lg);
-  if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b &&
+  float final_eps = hp->final_norm_eps > 0 ? hp->final_norm_eps : hp->norm_eps; /* jetmoe: its own */
+  if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b && !hp->head_transform &&
       !hn_dtype_is_quant (W->lm_head->dtype) && hn_op_matvec_available (cmd, n))
     {
-      HnMatvecNorm fn = { W->final_norm_w, hp->norm_eps, hp->norm_plus_one };
+      HnMatvecNorm fn = { W->final_norm_w, final_eps, hp->norm_plus_one };
       CK (hn_op_matvec_normed (cmd, lg, x, &fn, W->lm_head, W->lm_head_b, error));
     }
   else
     {
-      if (hp->block != HN_BLOCK_POST_LN)
+      if (hp->final_norm_eps > 0)
+        CK (hn_op_rmsnorm (cmd, last, x, W->final_norm_w, final_eps, HN_NORM_DEFAULT, error));
+      else if (hp->block != HN_BLOCK_POST_LN)
         CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));
       else
         CK (hn_op_copy (cmd, last, x, error)); /* openai-gpt: no final norm */
+      if (hp->head_transform)
+        {
+          /* modernbert-decoder: last = norm(act(dense(last))) */
+          HnTensor *t = rows_of (a, ((struct ActsPriv *) a)->head_tmp, 0, n, error);
+          CK (t);
+          CK (hn_op_matmul (cmd, t, last, W->head_dense_w, W->head_dense_b, error));
+          CK (hn_op_unary (cmd, t, t, hp->head_act, error));
+          CK (norm (m, cmd, last, t, W->head_norm_w, W->head_norm_b, error));
+        }
       CK (hn_op_matmul (cmd, lg, last, W->lm_head, W->lm_head_b, error));
     }
   if (hp->logits_scale != 1.0f)

@@ -92,8 +92,59 @@ free_kv (HnLayerKv *kv, int n)
     {
       g_clear_pointer (&kv[i].k, hn_tensor_unref);
       g_clear_pointer (&kv[i].v, hn_tensor_unref);
+      g_clear_pointer (&kv[i].ssm.conv, hn_tensor_unref);
+      g_clear_pointer (&kv[i].ssm.convB, hn_tensor_unref);
+      g_clear_pointer (&kv[i].ssm.convC, hn_tensor_unref);
+      g_clear_pointer (&kv[i].ssm.ssm, hn_tensor_unref);
     }
   g_free (kv);
+}
+
+/* A hybrid's Mamba-2 layer: it keeps a recurrent state, no K/V. */
+static gboolean
+is_state_layer (const HnTransformerHParams *hp, int il)
+{
+  return hp->layer_mixer && hp->layer_mixer[il] == HN_MIXER_MAMBA2;
+}
+
+/* A layer with attention (every layer but a hybrid's Mamba-2 and MLP-only layers): it keeps K/V. */
+static gboolean
+is_kv_layer (const HnTransformerHParams *hp, int il)
+{
+  return !hp->layer_mixer || hp->layer_mixer[il] == HN_MIXER_ATTENTION;
+}
+
+/* The state tensors of a state layer, as an array (conv, convB, convC: NULL when the kernel is 1). */
+static void
+state_parts (HnSsmState *st, HnTensor ***out)
+{
+  out[0] = &st->conv;
+  out[1] = &st->convB;
+  out[2] = &st->convC;
+  out[3] = &st->ssm;
+}
+
+/* One state layer's states of max_rows rows: conv [rows, K - 1, I], convB/convC [rows, K - 1, G·N],
+ * ssm [rows, I, N]. */
+static gboolean
+alloc_state (HnTransformerSession *s, HnVkContext *ctx, const char *what, int il, HnSsmState *st, GError **error)
+{
+  const HnTransformerHParams *hp = &s->m->hp;
+  const HnMamba2Dims *d = &hp->ssm;
+  gint64 K1 = hp->ssm_conv_kernel - 1, GN = (gint64) d->n_groups * d->state;
+  gint64 shapes[4][3] = { { s->max_rows, K1, d->inner }, { s->max_rows, K1, GN }, { s->max_rows, K1, GN },
+                          { s->max_rows, d->inner, d->state } };
+  static const char *const names[4] = { "conv", "conv_B", "conv_C", "ssm" };
+  HnTensor **parts[4];
+  state_parts (st, parts);
+  for (int k = K1 > 0 ? 0 : 3; k < 4; k++)
+    {
+      g_autofree char *n = g_strdup_printf ("%s.%d.%s", what, il, names[k]);
+      if (!(*parts[k] = hn_tensor_new_named (ctx, n, HN_DTYPE_F32, 3, shapes[k], error)))
+        return FALSE;
+      s->bytes += hn_tensor_nbytes (*parts[k]);
+    }
+  return TRUE;
 }
 
 void
@@ -164,6 +215,17 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
       g_autofree char *kn = g_strdup_printf ("%s.%d.k", what, i);
       g_autofree char *vn = g_strdup_printf ("%s.%d.v", what, i);
       HnVkContext *ctx = stage_of (s, i)->m->ctx; /* the cache lives where its layer runs */
+      if (is_state_layer (hp, i))
+        {
+          if (!alloc_state (s, ctx, what, i, &kv[i].ssm, error))
+            {
+              free_kv (kv, L);
+              return NULL;
+            }
+          continue;
+        }
+      if (!is_kv_layer (hp, i))
+        continue;
       kv[i].k = hn_tensor_new_named (ctx, kn, HN_DTYPE_F32, paged ? 3 : 4, paged ? arena : shape, error);
       kv[i].v = kv[i].k ? hn_tensor_new_named (ctx, vn, HN_DTYPE_F32, paged ? 3 : 4, paged ? varena : vshape, error)
                         : NULL;
@@ -209,6 +271,13 @@ static gboolean
 check_pageable (HnTransformer *m, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
+  if (hp->layer_mixer)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: the paged KV cache cannot hold the recurrent state of its Mamba-2 layers; use "
+                   "--cache-implementation contiguous", hp->arch->model_type);
+      return FALSE;
+    }
   if (hp->alibi || hp->head_dim > 256 || hp->v_head_dim > 256)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
@@ -417,6 +486,53 @@ run_forward (HnTransformerSession *s, const HnLayerKv *kvs, int B, int T, int po
   return lg && hn_tensor_download_f32 (lg, logits, (gsize) B * hp->vocab, error);
 }
 
+/* Views of rows [row0, row0 + n) of a state layer's states (kept in views). */
+static gboolean
+state_views (HnSsmState *st, int row0, int n, HnSsmState *out, GPtrArray *views, GError **error)
+{
+  HnTensor **from[4], **to[4];
+  state_parts (st, from);
+  state_parts (out, to);
+  for (int k = 0; k < 4; k++)
+    {
+      *to[k] = NULL;
+      if (!*from[k])
+        continue;
+      if (!(*to[k] = hn_tensor_view_rows (*from[k], row0, n, error)))
+        return FALSE;
+      g_ptr_array_add (views, *to[k]);
+    }
+  return TRUE;
+}
+
+/* Zeroes the recurrent states of rows [row0, row0 + n) (a row starting over). */
+static gboolean
+zero_states (HnTransformerSession *s, int row0, int n, GError **error)
+{
+  const HnTransformerHParams *hp = &s->m->hp;
+  if (!hp->layer_mixer)
+    return TRUE;
+  g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  gboolean ok = TRUE;
+  for (int il = 0; ok && il < hp->n_layer; il++)
+    {
+      if (!is_state_layer (hp, il))
+        continue;
+      HnSsmState v;
+      HnTensor **parts[4];
+      ok = state_views (&s->kv[il].ssm, row0, n, &v, views, error);
+      state_parts (&v, parts);
+      for (int k = 0; ok && k < 4; k++)
+        ok = !*parts[k] || hn_op_fill (stage_of (s, il)->cmd, *parts[k], 0.0f, error);
+    }
+  for (guint i = 0; i < s->n_stages; i++)
+    if (!ok)
+      hn_cmd_reset (s->st[i].cmd);
+    else
+      ok = hn_cmd_submit_wait (s->st[i].cmd, error);
+  return ok;
+}
+
 /* Contiguous: B rows (cache rows first_row..first_row+B) of T tokens at position pos0. */
 static gboolean
 forward (HnTransformerSession *s, int first_row, int B, int T, int pos0, float *logits, GError **error)
@@ -432,6 +548,14 @@ forward (HnTransformerSession *s, int first_row, int B, int T, int pos0, float *
   g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   for (int il = 0; il < hp->n_layer; il++)
     {
+      if (is_state_layer (hp, il))
+        {
+          if (!state_views (&s->kv[il].ssm, first_row, B, &kvs[il].ssm, views, error))
+            return FALSE;
+          continue;
+        }
+      if (!is_kv_layer (hp, il))
+        continue;
       HnTensor *k = hn_tensor_view_rows (s->kv[il].k, first_row, B, error);
       HnTensor *v = k ? hn_tensor_view_rows (s->kv[il].v, first_row, B, error) : NULL;
       if (k)
@@ -616,7 +740,7 @@ lm_reset (gpointer self, int n_rows, GError **error)
     }
   if (s->mode == HN_KV_CACHE_PAGED)
     pages_reset (s);
-  return TRUE;
+  return zero_states (s, 0, s->max_rows, error);
 }
 
 /* The row's pages go back to the free list; the row starts empty. */
@@ -634,7 +758,7 @@ lm_release (gpointer self, int row, GError **error)
     }
   s->len[row] = 0;
   g_array_set_size (s->hist[row], 0);
-  return TRUE;
+  return zero_states (s, row, 1, error);
 }
 
 /* Tokens ids[0..n) of `row` at positions pos0.., in chunks; logits of the last token. */
@@ -665,7 +789,7 @@ recompute (HnTransformerSession *s, int row, float *logits, GError **error)
                    n, s->max_ctx);
       return FALSE;
     }
-  return prefill_chunks (s, row, (const int32_t *) h->data, n, 0, logits, error);
+  return zero_states (s, row, 1, error) && prefill_chunks (s, row, (const int32_t *) h->data, n, 0, logits, error);
 }
 
 static gboolean
@@ -824,7 +948,26 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
         gint64 kvh = hn_transformer_layer_kv_heads (hp, il);
         gint64 kvd[2] = { kvh * hp->head_dim, kvh * hp->v_head_dim };
         int n = s->len[r];
-        if (n == 0)
+        if (is_state_layer (hp, il))
+          {
+            /* the whole state of the source row */
+            HnSsmState from, to;
+            HnTensor **fp[4], **tp[4];
+            if (!state_views (&s->kv[il].ssm, src[r], 1, &from, views, error) ||
+                !state_views (&s->kv_alt[il].ssm, r, 1, &to, views, error))
+              return FALSE;
+            state_parts (&from, fp);
+            state_parts (&to, tp);
+            for (int k = 0; k < 4; k++)
+              if (*fp[k] && !hn_op_copy (stage_of (s, il)->cmd, *tp[k], *fp[k], error))
+                {
+                  for (guint i = 0; i < s->n_stages; i++)
+                    hn_cmd_reset (s->st[i].cmd);
+                  return FALSE;
+                }
+            continue;
+          }
+        if (n == 0 || !is_kv_layer (hp, il))
           continue;
         HnTensor *pair[2][2] = { { s->kv[il].k, s->kv_alt[il].k }, { s->kv[il].v, s->kv_alt[il].v } };
         for (int j = 0; j < 2; j++)

@@ -77,6 +77,12 @@ find (Loader *L, const char *name)
         }
       if (!t)
         t = hn_safetensors_lookup (L->st, v4);
+      if (!t && g_str_has_prefix (name, "model."))
+        {
+          /* idefics2 names its text model text_model */
+          g_autofree char *tm = g_strconcat ("model.text_model.", name + 6, NULL);
+          t = hn_safetensors_lookup (L->st, tm);
+        }
     }
   return t;
 }
@@ -88,7 +94,8 @@ static gboolean
 is_other_tower (const HnModelConfig *c, const char *name)
 {
   return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
-         !g_str_has_prefix (name, "language_model.") && !g_str_has_prefix (name, "lm_head.");
+         !g_str_has_prefix (name, "model.text_model.") && !g_str_has_prefix (name, "language_model.") &&
+         !g_str_has_prefix (name, "lm_head.");
 }
 
 static gboolean
@@ -358,9 +365,10 @@ take_conv1d (Loader *L, const char *name, gint64 in, gint64 out_dim, HnTensor **
   return *out != NULL;
 }
 
-/* A vector [n] converted to f32 (norm weights, biases). */
+/* A vector [n] (ndim 1) or a one-row matrix [1, n] (ndim 2) converted to an f32 vector [n]
+ * (norm weights, biases). */
 static gboolean
-take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+take_vector_of (Loader *L, const char *name, int ndim, gint64 n, gboolean required, HnTensor **out, GError **error)
 {
   *out = NULL;
   const HnSafetensorInfo *t = find (L, name);
@@ -371,7 +379,7 @@ take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor 
       return !required;
     }
   g_hash_table_add (L->used, (gpointer) t->name);
-  if (!check_shape (t, 1, (gint64[]) { n }, error))
+  if (!check_shape (t, ndim, ndim == 1 ? (gint64[]) { n } : (gint64[]) { 1, n }, error))
     return FALSE;
   g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
   if (!f)
@@ -379,6 +387,12 @@ take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor 
   *out = upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f, sizeof (float) * (gsize) n, error);
   note_origin (L, *out, t, FALSE, 0, NULL);
   return *out != NULL;
+}
+
+static gboolean
+take_vector (Loader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
+{
+  return take_vector_of (L, name, 1, n, required, out, error);
 }
 
 /* f32 vector from host floats (split fused biases). */
@@ -792,6 +806,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
+  gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
+  gboolean jet = strcmp (mt, "jetmoe") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
   /* aria_text: experts.fc1 [E, C, 2F] (x @ W: gate columns, then up) and fc2 [E, F, C], as gpt_oss
    * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
   gboolean aria = strcmp (mt, "aria_text") == 0;
@@ -800,11 +816,12 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
-                                         granite_swa ? "router"
-                                         : granite || dbrx ? "router.layer"
-                                         : oss || aria     ? "router"
-                                         : hy3 || afmoe    ? "router.gate"
-                                                           : "gate");
+                                         granite_swa                 ? "router"
+                                         : granite || dbrx || jet    ? "router.layer"
+                                         : oss || aria               ? "router"
+                                         : hunyuan                   ? "gate.wg"
+                                         : hy3 || afmoe              ? "router.gate"
+                                                                     : "gate");
   if (!take_matrix (L, rn, E, C, TRUE, &lw->router, error))
     return FALSE;
   if (oss)
@@ -824,6 +841,13 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
+  if (ernie)
+    {
+      /* Ernie4_5_MoeStatics: e_score_correction_bias [1, E] (one expert group) */
+      g_autofree char *cb = g_strdup_printf ("%smlp.moe_statics.e_score_correction_bias", pfx);
+      if (!take_vector_of (L, cb, 2, E, TRUE, &lw->route_bias, error))
+        return FALSE;
+    }
 
   Slab sl[3];
   slab_init (&sl[0], E, Fe, C);
@@ -840,18 +864,26 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     ident[r] = r;
   gboolean ok = TRUE;
   g_autofree char *names[3] = { NULL, NULL, NULL };
-  if (granite || oss || aria)
+  if (jet)
+    {
+      g_autofree char *bn = g_strdup_printf ("%smlp.bias", pfx);
+      if (!take_vector (L, bn, C, TRUE, &lw->moe_bias, error))
+        return FALSE;
+    }
+  if (granite || oss || jet || aria)
     {
       /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
       names[0] = g_strdup_printf (oss           ? "%smlp.experts.gate_up_proj"
                                   : aria        ? "%smlp.experts.fc1.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
+                                  : jet         ? "%smlp.input_linear.weight"
                                                 : "%sblock_sparse_moe.input_linear.weight",
                                   pfx);
       names[2] = g_strdup_printf (oss           ? "%smlp.experts.down_proj"
                                   : aria        ? "%smlp.experts.fc2.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
-                                        : "%sblock_sparse_moe.output_linear.weight",
+                                  : jet         ? "%smlp.output_linear.weight"
+                                                : "%sblock_sparse_moe.output_linear.weight",
                                   pfx);
       names[1] = g_strdup (names[0]);
       const HnSafetensorInfo *gu = tr ? take_stacked (L, names[0], E, C, 2 * Fe, error)
@@ -949,9 +981,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       gint64 Fs = hp->shared_ffn;
       gboolean cohere = strcmp (mt, "cohere2_moe") == 0, laguna = strcmp (mt, "laguna") == 0;
-      const char *sh = hy3                                    ? "mlp.shared_mlp"
-                       : (deepseek && !laguna) || aria || cohere ? "mlp.shared_experts"
-                                                                 : "mlp.shared_expert";
+      const char *sh = hy3 || hunyuan                                  ? "mlp.shared_mlp"
+                       : (deepseek && !laguna) || ernie || aria || cohere ? "mlp.shared_experts"
+                                                                          : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -960,7 +992,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
           !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
-      if (!deepseek && !aria && !cohere && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      /* only qwen2_moe gates its shared expert */
+      if (!deepseek && !ernie && !hunyuan && !aria && !cohere && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
@@ -1032,6 +1065,117 @@ take_mla (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
          (lw->wv_b = gather_rows (L, kb, vv, vi, H * dv, kvr, error));
 }
 
+/* Rows [r0, r0 + n) of stored matrix t [*, cols] (same dtype), named after their part. */
+static HnTensor *
+row_block (Loader *L, const HnSafetensorInfo *t, const char *part, gint64 r0, gint64 n, gint64 cols, GError **error)
+{
+  g_autofree gint64 *idx = g_new (gint64, n);
+  for (gint64 r = 0; r < n; r++)
+    idx[r] = r0 + r;
+  g_autofree char *name = g_strdup_printf ("%s (%s rows)", t->name, part);
+  return gather_rows (L, t, name, idx, n, cols, error);
+}
+
+/* f32 copy of checkpoint tensor `name` holding n values (NULL + no error when absent and optional). */
+static float *
+take_f32 (Loader *L, const char *name, gint64 n, gboolean required, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      if (required)
+        g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return NULL;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if ((gint64) t->n_elements != n)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor %s holds %" G_GINT64_FORMAT " values, config.json "
+                   "implies %" G_GINT64_FORMAT, t->file, t->name, (gint64) t->n_elements, n);
+      return NULL;
+    }
+  return hn_safetensor_info_dup_f32 (t, error);
+}
+
+/* f32 rows [r0, r0 + n) of host values f [*, cols] ([n] when cols == 1). */
+static HnTensor *
+f32_block (Loader *L, const char *name, const float *f, gint64 r0, gint64 n, gint64 cols, GError **error)
+{
+  gsize bytes = sizeof (float) * (gsize) (n * cols);
+  return cols == 1 ? upload (L, name, HN_DTYPE_F32, 1, (gint64[]) { n }, f + r0, bytes, error)
+                   : upload (L, name, HN_DTYPE_F32, 2, (gint64[]) { n, cols }, f + r0 * cols, bytes, error);
+}
+
+/* A hybrid's Mamba-2 mixer under pfx (in_proj rows z, x, B, C, dt; conv1d channels x, B, C). */
+static gboolean
+take_mamba2 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  const HnMamba2Dims *d = &hp->ssm;
+  HnMamba2Weights *w = &lw->m2;
+  gint64 C = hp->hidden, I = d->inner, GN = (gint64) d->n_groups * d->state, H = d->n_heads, K = hp->ssm_conv_kernel;
+  gint64 CD = I + 2 * GN, R = I + CD + H;
+  gint64 r0[5] = { 0, I, 2 * I, 2 * I + GN, 2 * I + 2 * GN }, rn[5] = { I, I, GN, GN, H };
+  static const char *const parts[5] = { "z", "x", "B", "C", "dt" };
+  HnTensor **ws[5] = { &w->w_z, &w->w_x, &w->w_B, &w->w_C, &w->w_dt };
+  HnTensor **bs[5] = { &w->b_z, &w->b_x, &w->b_B, &w->b_C, &w->b_dt };
+  g_autofree char *ipw = g_strdup_printf ("%sin_proj.weight", pfx);
+  const HnSafetensorInfo *t = find (L, ipw);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ipw);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (t->dtype == HN_ST_DTYPE_GGML || !check_shape (t, 2, (gint64[]) { R, C }, error))
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a GGUF-packed %s is not built", L->m->dir, ipw);
+      return FALSE;
+    }
+  for (int k = 0; k < 5; k++)
+    if (!(*ws[k] = row_block (L, t, parts[k], r0[k], rn[k], C, error)))
+      return FALSE;
+  GError *e = NULL;
+  g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
+  g_autofree float *bias = take_f32 (L, ipb, R, FALSE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  for (int k = 0; bias && k < 5; k++)
+    if (!(*bs[k] = f32_block (L, ipb, bias, r0[k], rn[k], 1, error)))
+      return FALSE;
+  /* conv1d [CD, 1, K] over the x, B and C channels */
+  g_autofree char *cwn = g_strdup_printf ("%sconv1d.weight", pfx);
+  g_autofree char *cbn = g_strdup_printf ("%sconv1d.bias", pfx);
+  g_autofree float *cw = take_f32 (L, cwn, CD * K, TRUE, error);
+  if (!cw)
+    return FALSE;
+  g_autofree float *cb = take_f32 (L, cbn, CD, FALSE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  gint64 c0[3] = { 0, I, I + GN }, cn[3] = { I, GN, GN };
+  HnTensor **cws[3] = { &w->conv_w, &w->conv_wB, &w->conv_wC }, **cbs[3] = { &w->conv_b, &w->conv_bB, &w->conv_bC };
+  for (int k = 0; k < 3; k++)
+    if (!(*cws[k] = f32_block (L, cwn, cw, c0[k], cn[k], K, error)) ||
+        (cb && !(*cbs[k] = f32_block (L, cbn, cb, c0[k], cn[k], 1, error))))
+      return FALSE;
+  g_autofree char *dtb = g_strdup_printf ("%sdt_bias", pfx);
+  g_autofree char *al = g_strdup_printf ("%sA_log", pfx);
+  g_autofree char *dd = g_strdup_printf ("%sD", pfx);
+  g_autofree char *nw = g_strdup_printf ("%snorm.weight", pfx);
+  g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx);
+  g_autofree char *ob = g_strdup_printf ("%sout_proj.bias", pfx);
+  return take_vector (L, dtb, H, TRUE, &w->dt_bias, error) && take_vector (L, al, H, TRUE, &w->A_log, error) &&
+         take_vector (L, dd, H, TRUE, &w->D, error) && take_vector (L, nw, I, TRUE, &w->norm_w, error) &&
+         take_matrix (L, ow, C, I, TRUE, &w->out_w, error) && take_vector (L, ob, C, FALSE, &w->out_b, error);
+}
+
 /* The weight names of each decoder scheme. A row with `llama_overlay` set
  * describes a scheme that is llama's names, after the config's changes
  * (llama_config), with these names put over them: NONE there means the
@@ -1057,7 +1201,19 @@ static const Names scheme_names[] = {
     .ln1 = "attention_layernorm", .ln2 = "feedforward_layernorm" },
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
+  [HN_NAMES_NEMOTRON_H] = { .llama_overlay = TRUE, .embed = "model.embeddings", .ln1 = "norm", .ln2 = NONE,
+    .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
+    .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "model.norm_f" },
+  [HN_NAMES_BAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
+    .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_BITNET] = { .llama_overlay = TRUE },  /* sub-norms: hn_transformer_weights_load */
+  [HN_NAMES_DIFFLLAMA] = { .llama_overlay = TRUE }, /* values and lambdas: take_diff_attn */
+  [HN_NAMES_JETMOE] = { .llama_overlay = TRUE }, /* attention: take_moa; the MLP experts: take_moe */
+  [HN_NAMES_MODERNBERT_DECODER] = { .llama_overlay = TRUE, /* the head's dense and norm: take_head */
+    .embed = "model.embeddings.tok_embeddings", .embed_norm = "model.embeddings.norm",
+    .ln1 = "attn_norm", .ln2 = "mlp_norm",
+    .q = "attn.q_proj", .k = "attn.k_proj", .v = "attn.v_proj", .o = "attn.Wo",
+    .gate_up = "mlp.Wi", .down = "mlp.Wo", .final_norm = "model.final_norm", .lm_head = "decoder" },
   [HN_NAMES_NANOCHAT] = { .llama_overlay = TRUE, /* every norm (q/k too) is a weightless RMSNorm */
     .ln1 = NONE, .ln2 = NONE, .q_norm = NONE, .k_norm = NONE, .final_norm = NONE,
     .gate = NONE, .up = "mlp.fc1", .down = "mlp.fc2" },
@@ -1346,6 +1502,10 @@ take_head (Loader *L, const Names *N, gint64 C, gint64 V, gboolean params, const
     }
   else if (!take_matrix (L, lmw, V, C, TRUE, &W->lm_head, error))
     return FALSE;
+  if (L->m->hp.head_transform &&
+      (!take_linear (L, N, "", "lm_head.dense", C, C, &W->head_dense_w, &W->head_dense_b, error) ||
+       !take_norm (L, "", "lm_head.norm", C, TRUE, &W->head_norm_w, &W->head_norm_b, error)))
+    return FALSE;
   return take_vector (L, lmb, V, FALSE, &W->lm_head_b, error);
 }
 
@@ -1431,6 +1591,133 @@ take_xielu (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
   lw->xielu[1] = (float) (beta + softplus (an));
   lw->xielu[2] = beta;
   return TRUE;
+}
+
+/* A stacked [E, a, b] checkpoint tensor uploaded as it is (its dtype). */
+static HnTensor *
+take_stack_3d (Loader *L, const char *name, gint64 E, gint64 a, gint64 b, GError **error)
+{
+  const HnSafetensorInfo *t = take_stacked (L, name, E, a, b, error);
+  HnDType dt;
+  if (!t || !st_to_dtype (t, &dt, error))
+    return NULL;
+  g_autofree void *copy = g_memdup2 (t->data, t->nbytes); /* mapping may be unaligned */
+  HnTensor *out = upload (L, name, dt, 3, (gint64[]) { E, a, b }, copy, t->nbytes, error);
+  note_origin (L, out, t, FALSE, 0, NULL);
+  return out;
+}
+
+/* JetMoE's attention: kv_proj [2 * KVH * D, C] (k rows, then v rows) and the attention experts
+ * (JetMoeMoA: router, input_linear, output_linear, bias). */
+static gboolean
+take_moa (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, E = hp->n_experts, kvd = (gint64) hp->n_kv_head * hp->head_dim;
+  g_autofree char *kvn = g_strdup_printf ("%sself_attention.kv_proj.weight", pfx);
+  g_autofree char *rn = g_strdup_printf ("%sself_attention.experts.router.layer.weight", pfx);
+  g_autofree char *in = g_strdup_printf ("%sself_attention.experts.input_linear.weight", pfx);
+  g_autofree char *on = g_strdup_printf ("%sself_attention.experts.output_linear.weight", pfx);
+  g_autofree char *bn = g_strdup_printf ("%sself_attention.experts.bias", pfx);
+  const HnSafetensorInfo *kv = find (L, kvn);
+  if (!kv)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, kvn);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) kv->name);
+  if (!check_shape (kv, 2, (gint64[]) { 2 * kvd, C }, error))
+    return FALSE;
+  g_autofree gint64 *kr = g_new (gint64, kvd), *vr = g_new (gint64, kvd);
+  for (gint64 r = 0; r < kvd; r++)
+    {
+      kr[r] = r;
+      vr[r] = kvd + r;
+    }
+  g_autofree char *kn = g_strdup_printf ("%s (k rows)", kvn), *vn = g_strdup_printf ("%s (v rows)", kvn);
+  L->linear = TRUE;
+  gboolean ok = (lw->wk = gather_rows (L, kv, kn, kr, kvd, C, error)) && (lw->wv = gather_rows (L, kv, vn, vr, kvd, C, error));
+  L->linear = FALSE;
+  return ok && take_matrix (L, rn, E, C, TRUE, &lw->moa_router, error) &&
+         (lw->moa_in = take_stack_3d (L, in, E, kvd, C, error)) &&
+         (lw->moa_out = take_stack_3d (L, on, E, C, kvd, error)) && take_vector (L, bn, C, TRUE, &lw->moa_bias, error);
+}
+
+/* DiffLlama: v_proj with each KV head j's rows holding the values of KV heads a = j mod KVH/2 and
+ * a + KVH/2 (one head when KVH is 1) side by side (hp.diff_attn), and the layer's lambda from
+ * lambda_q1/k1/q2/k2 with lambda_init = 0.8 - 0.6 exp(-0.3 layer). */
+static gboolean
+take_diff_attn (Loader *L, const Names *N, const char *pfx, int layer, HnLayerWeights *lw, GError **error)
+{
+  const HnTransformerHParams *hp = &L->m->hp;
+  gint64 C = hp->hidden, KVH = hp->n_kv_head, D = hp->head_dim, half = KVH > 1 ? KVH / 2 : 0;
+  g_autofree gint64 *rows = g_new (gint64, KVH * 2 * D);
+  for (gint64 j = 0; j < KVH; j++)
+    for (gint64 s = 0; s < 2; s++)
+      for (gint64 d = 0; d < D; d++)
+        rows[(j * 2 + s) * D + d] = ((half ? j % half : 0) + s * half) * D + d;
+  g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, N->v);
+  g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, N->v);
+  const HnSafetensorInfo *w = find (L, wn), *b = find (L, bn);
+  if (!w)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, wn);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) w->name);
+  if (!check_shape (w, 2, (gint64[]) { KVH * D, C }, error))
+    return FALSE;
+  L->linear = TRUE;
+  lw->wv = gather_rows (L, w, wn, rows, KVH * 2 * D, C, error);
+  L->linear = FALSE;
+  if (!lw->wv)
+    return FALSE;
+  if (b)
+    {
+      g_hash_table_add (L->used, (gpointer) b->name);
+      if (!check_shape (b, 1, (gint64[]) { KVH * D }, error))
+        return FALSE;
+      g_autofree float *f = hn_safetensor_info_dup_f32 (b, error);
+      if (!f)
+        return FALSE;
+      g_autofree float *bv = g_new (float, KVH * 2 * D);
+      for (gint64 r = 0; r < KVH * 2 * D; r++)
+        bv[r] = f[rows[r]];
+      if (!(lw->bv = vector_from_f32 (L, bn, bv, KVH * 2 * D, error)))
+        return FALSE;
+      note_origin (L, lw->bv, b, FALSE, 0, rows);
+    }
+  static const char *const parts[4] = { "lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2" };
+  float *lam[4] = { NULL, NULL, NULL, NULL };
+  gboolean ok = TRUE;
+  for (int i = 0; ok && i < 4; i++)
+    {
+      g_autofree char *ln = g_strdup_printf ("%sself_attn.%s", pfx, parts[i]);
+      const HnSafetensorInfo *t = find (L, ln);
+      if (!t)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ln);
+          ok = FALSE;
+          break;
+        }
+      g_hash_table_add (L->used, (gpointer) t->name);
+      ok = check_shape (t, 1, (gint64[]) { D }, error) && (lam[i] = hn_safetensor_info_dup_f32 (t, error)) != NULL;
+    }
+  if (ok)
+    {
+      /* transformers sums the products in float32 and takes exp in float32 */
+      float s1 = 0.0f, s2 = 0.0f;
+      for (gint64 d = 0; d < D; d++)
+        {
+          s1 += lam[0][d] * lam[1][d];
+          s2 += lam[2][d] * lam[3][d];
+        }
+      lw->diff_lambda_init = (float) (0.8 - 0.6 * exp (-0.3 * layer));
+      lw->diff_lambda = expf (s1) - expf (s2) + lw->diff_lambda_init;
+    }
+  for (int i = 0; i < 4; i++)
+    g_free (lam[i]);
+  return ok;
 }
 
 gboolean
@@ -1519,55 +1806,82 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           skip_prefix (&L, pfx); /* another stage's layer */
           continue;
         }
-      if (!take_norm (&L, pfx, N.ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
+      const char *ln1 = hp->no_first_attn_norm && i == 0 ? NULL : N.ln1; /* modernbert-decoder: Identity */
+      if (!take_norm (&L, pfx, ln1, C, params, &lw->ln1_w, &lw->ln1_b, error) ||
           !take_norm (&L, pfx, N.ln2, C, params, &lw->ln2_w, &lw->ln2_b, error) ||
           !take_norm (&L, pfx, N.post_attn, C, TRUE, &lw->post_attn_w, NULL, error) ||
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
         return FALSE;
-      if (hp->mla)
-        {
-          if (!take_mla (&L, pfx, lw, error))
-            return FALSE;
-        }
-      else if (N.qkv)
-        {
-          if (!take_fused_qkv (&L, &N, pfx, lw, error))
-            return FALSE;
-        }
-      else if (!take_linear (&L, &N, pfx, N.q, (gint64) hn_transformer_layer_heads (hp, i) * hp->head_dim, C, &lw->wq,
-                             &lw->bq, error) ||
-               !take_linear (&L, &N, pfx, N.k, (gint64) hn_transformer_layer_kv_heads (hp, i) * hp->head_dim, C,
-                             &lw->wk, &lw->bk, error) ||
-               !take_linear (&L, &N, pfx, N.v, (gint64) hn_transformer_layer_kv_heads (hp, i) * hp->v_head_dim, C,
-                             &lw->wv, &lw->bv, error))
-        return FALSE;
+      HnMixerKind mixer = hp->layer_mixer ? hp->layer_mixer[i] : HN_MIXER_ATTENTION;
+      /* laguna varies the query heads, mimo_v2_flash the K/V heads by layer */
       gint64 qd_l = (gint64) hn_transformer_layer_heads (hp, i) * hp->head_dim;
-      if (!take_linear (&L, &N, pfx, N.o, C, (gint64) hn_transformer_layer_heads (hp, i) * hp->v_head_dim, &lw->wo,
-                        &lw->bo, error))
-        return FALSE;
-      g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
-      /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
-      if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
-        return FALSE;
-      g_autofree char *agn = g_strdup_printf ("%sself_attn.%s.weight", pfx,
-                                              strcmp (hp->arch->model_type, "laguna") == 0 ? "g_proj" : "gate_proj");
-      if (hp->attn_gate_act != HN_ACT_IDENTITY && !take_matrix (&L, agn, qd_l, C, TRUE, &lw->attn_gate, error))
-        return FALSE;
-      g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
-      if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
-        return FALSE;
-      g_autofree char *sb = g_strdup_printf ("%sself_attn.attention_sink_bias", pfx);
-      if (strcmp (hp->arch->model_type, "mimo_v2_flash") == 0 && hp->layer_sliding[i] && /* its sliding layers' sinks */
-          !take_vector (&L, sb, hp->n_head, TRUE, &lw->sinks, error))
-        return FALSE;
-      if (N.q_norm)
+      gint64 kvh_l = hn_transformer_layer_kv_heads (hp, i);
+      if (mixer == HN_MIXER_MAMBA2)
         {
-          gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
-          if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
-              !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
+          /* bamba: mamba.*; nemotron_h: the layer's one mixer */
+          g_autofree char *mp = g_strdup_printf ("%s%s", pfx, hp->arch->names == HN_NAMES_NEMOTRON_H ? "mixer." : "mamba.");
+          if (!take_mamba2 (&L, mp, lw, error))
             return FALSE;
         }
-      if (hp->n_experts > 0 && i >= hp->moe_first_dense)
+      else if (mixer == HN_MIXER_NONE)
+        {
+          /* an MLP-only layer: its one norm is the MLP's */
+          lw->ln2_w = lw->ln1_w;
+          lw->ln1_w = NULL;
+        }
+      else
+        {
+          if (hp->mla)
+            {
+              if (!take_mla (&L, pfx, lw, error))
+                return FALSE;
+            }
+          else if (hp->moa)
+            {
+              if (!take_moa (&L, pfx, lw, error))
+                return FALSE;
+            }
+          else if (N.qkv)
+            {
+              if (!take_fused_qkv (&L, &N, pfx, lw, error))
+                return FALSE;
+            }
+          else if (!take_linear (&L, &N, pfx, N.q, qd_l, C, &lw->wq, &lw->bq, error) ||
+                   !take_linear (&L, &N, pfx, N.k, kvh_l * hp->head_dim, C, &lw->wk, &lw->bk, error) ||
+                   (hp->diff_attn ? !take_diff_attn (&L, &N, pfx, i, lw, error)
+                                  : !take_linear (&L, &N, pfx, N.v, kvh_l * hp->v_head_dim, C, &lw->wv, &lw->bv,
+                                                  error)))
+            return FALSE;
+          /* diffllama: o_proj reads the H/2 combined head pairs of 2 * head_dim */
+          gint64 o_in = hp->diff_attn ? qd : (gint64) hn_transformer_layer_heads (hp, i) * hp->v_head_dim;
+          if (!hp->moa && !take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
+            return FALSE;
+          g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
+          /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
+          if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
+            return FALSE;
+          g_autofree char *agn = g_strdup_printf ("%sself_attn.%s.weight", pfx,
+                                                  strcmp (hp->arch->model_type, "laguna") == 0 ? "g_proj" : "gate_proj");
+          if (hp->attn_gate_act != HN_ACT_IDENTITY && !take_matrix (&L, agn, qd_l, C, TRUE, &lw->attn_gate, error))
+            return FALSE;
+          g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
+          if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
+            return FALSE;
+          g_autofree char *sb = g_strdup_printf ("%sself_attn.attention_sink_bias", pfx);
+          if (strcmp (hp->arch->model_type, "mimo_v2_flash") == 0 && hp->layer_sliding[i] && /* its sliding layers' sinks */
+              !take_vector (&L, sb, hp->n_head, TRUE, &lw->sinks, error))
+            return FALSE;
+          if (N.q_norm)
+            {
+              gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
+              if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
+                  !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
+                return FALSE;
+            }
+        }
+      if (hp->layer_ffn && !hp->layer_ffn[i])
+        continue; /* a hybrid's mixer-only layer */
+      if (hn_transformer_layer_is_moe (hp, i))
         {
           /* axk1: post_mlp_layernorm on the MoE block's output (dense layers have none) */
           if (strcmp (hp->arch->model_type, "axk1") == 0 &&
@@ -1623,6 +1937,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     {
       skip_module (&L, N.final_norm);
       skip_module (&L, N.lm_head);
+      skip_module (&L, hp->head_transform ? "lm_head" : NULL);
     }
   else if (!take_head (&L, &N, C, V, params, lmw, lmb, error))
     return FALSE;

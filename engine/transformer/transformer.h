@@ -20,10 +20,19 @@
 
 #include "formats/model-config.h"
 #include "generate/generate.h"
+#include "ssm/mamba2-mixer.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
 
 G_BEGIN_DECLS
+
+/* What mixes the tokens in a layer of a hybrid decoder (hn_arch_is_hybrid): attention with its KV
+ * cache, or a Mamba-2 mixer with its recurrent state. */
+typedef enum {
+  HN_MIXER_ATTENTION,
+  HN_MIXER_MAMBA2,
+  HN_MIXER_NONE, /* an MLP-only layer (nemotron_h "-") */
+} HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
 typedef struct {
@@ -77,6 +86,9 @@ typedef struct {
   float logits_scale;    /* cohere logit_scale, 1 / granite logits_scaling, else 1 */
   gboolean tie_embeddings;
   gboolean embed_norm;   /* bloom word_embeddings_layernorm */
+  gboolean no_first_attn_norm; /* modernbert-decoder: layer 0's attention reads the embeddings as they are */
+  gboolean head_transform;     /* modernbert-decoder: norm(act(dense(x))) between the final norm and the head */
+  HnActivation head_act;
   /* routed mixture of experts (HN_QUIRK_MOE): router -> hn_op_moe_route -> weighted experts */
   int n_experts, n_experts_used; /* 0 = dense MLP */
   int moe_ffn;                   /* expert intermediate size */
@@ -87,6 +99,8 @@ typedef struct {
   int moe_n_group, moe_topk_group; /* deepseek grouped choice (0 = none) */
   float moe_jitter_eps;          /* phimoe sparsemixer router_jitter_noise */
   int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
+  int moe_last_layer, moe_layer_interval; /* ernie4_5_moe: MoE on layers first..last where (i + 1) % interval == 0 */
+  float moe_norm_min;            /* ernie4_5_moe: the renormalising sum is clamped to at least this */
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
@@ -96,12 +110,36 @@ typedef struct {
   gboolean mla;
   int q_lora_rank, kv_lora_rank, qk_nope_dim, v_head_dim; /* v_head_dim == head_dim unless MLA */
   gboolean attn_sinks;           /* gpt_oss: a learned per-head logit in every softmax denominator */
+  /* differential attention (diffllama): v_head_dim = 2 * head_dim, each cache row of KV head j holding
+   * the values of heads j mod KVH/2 and j mod KVH/2 + KVH/2 (transformers' value cat + repeat), so
+   * head h's output is [A_h V_h' | A_h V_h'+H/2] with h' = h mod H/2; then
+   * (1 - lambda_init) · rmsnorm(out[h'] - lambda · out[h' + H/2]) per head pair, before o_proj */
+  gboolean diff_attn;
+  /* mixture of attention heads (jetmoe): each token's k routed experts project its queries (KVH heads
+   * each, expert slot j's heads at device heads i·k + j so that head g reads KV head g / k as
+   * transformers' tiled K/V repeat has it) and their own output projections, weighted and summed */
+  gboolean moa;
+  float final_norm_eps;          /* > 0: the final norm's eps when the layers' differ (jetmoe) */
+  /* hybrid decoders: the mixer of each layer (owned [n_layer] HnMixerKind; NULL = attention in every
+   * layer) and the Mamba-2 mixers' dimensions and conv width */
+  guint8 *layer_mixer;
+  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (owned; NULL = every layer) */
+  HnMamba2Dims ssm;
+  int ssm_conv_kernel;
   /* ids */
   int bos_token_id, pad_token_id;
   GArray *eos_token_ids; /* int32_t */
 } HnTransformerHParams;
 
 typedef struct _HnTransformer HnTransformer;
+
+/* Whether layer i has routed experts (the others keep the dense MLP). */
+static inline gboolean
+hn_transformer_layer_is_moe (const HnTransformerHParams *hp, int i)
+{
+  return hp->n_experts > 0 && i >= hp->moe_first_dense && i <= hp->moe_last_layer &&
+         (i + 1) % hp->moe_layer_interval == 0;
+}
 
 /* The hyper-parameters a model of `cfg` would have, without loading weights
  * (memory estimates, benchmarks); errors name the config key. Clear with
@@ -237,6 +275,12 @@ typedef struct {
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   HnTensor *attn_gate;           /* afmoe gate_proj, laguna g_proj [H * D, C] (hp->attn_gate_act) */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
+  float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
+  HnTensor *moa_router;          /* jetmoe attention experts: router [E, C] */
+  HnTensor *moa_in, *moa_out;    /* query projections [E, KVH * D, C], output projections [E, C, KVH * D] */
+  HnTensor *moa_bias;            /* [C], added to the experts' weighted sum */
+  HnTensor *moe_bias;            /* jetmoe: [C], added to the routed MLP experts' weighted sum */
+  HnMamba2Weights m2;            /* a hybrid's Mamba-2 layer (the attention weights stay NULL) */
 } HnLayerWeights;
 
 typedef struct {
@@ -247,6 +291,7 @@ typedef struct {
   HnTensor *final_norm_w, *final_norm_b;
   HnTensor *lm_head;            /* [vocab, hidden]; == tok_embed when tied */
   HnTensor *lm_head_b;
+  HnTensor *head_dense_w, *head_dense_b, *head_norm_w, *head_norm_b; /* hp.head_transform */
   HnTensor *inv_freq;           /* f32 [rot_dims / 2] */
   HnTensor *inv_freq_local;     /* f32 [rot_dims / 2] for sliding layers, or NULL */
   float rope_attn_scale_local;
@@ -313,6 +358,7 @@ typedef struct {
   HnTensor *page_table; /* paged: i32 [B, max_pages]; NULL = contiguous */
   HnTensor *seq_lens;   /* paged: i32 [B], each row's length with the new tokens */
   HnTensor *slots;      /* paged: i32 [B * T], the arena row of each new token */
+  HnSsmState ssm;       /* a hybrid's Mamba-2 layer: the B rows' conv and SSM states (k, v NULL) */
 } HnLayerKv;
 
 /* Records embeddings (+ positions, embed norm/scale) of acts->ids/pos for N tokens into acts->x. */

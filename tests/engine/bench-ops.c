@@ -457,6 +457,7 @@ run_cases (HnVkContext *ctx, gint64 s)
   bench_attention (ctx, "attention-decode-f32", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F32, FALSE);
   bench_attention (ctx, "attention-decode-split-f32", 1, 32, 8, 64, 4096 / s, HN_DTYPE_F32, TRUE);
   bench_attention (ctx, "attention-decode-split-256", 1, 32, 8, 64, 256, HN_DTYPE_F32, TRUE);
+  bench_attention (ctx, "attention-decode-split-256-d128", 1, 32, 8, 128, 256, HN_DTYPE_F32, TRUE); /* llama-3-8b */
   bench_attention (ctx, "attention-prefill", 512 / s, 32, 8, 64, 512 / s, HN_DTYPE_F32, FALSE);
   /* training attention (cooperative matrix 2 only): the LoRA row's llama-1b
    * 4 x 512 and the gpt2-124m 8 x 1024 training shapes */

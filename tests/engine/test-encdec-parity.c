@@ -233,6 +233,18 @@ test_fail_closed (void)
   g_assert_null (hn_seq2seq_trainer_new (bm, 1, 4, 4, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
+  /* nor the experts and long-input encoders, by name */
+  static const char *const no_train[] = { "switch_transformers", "led", "longt5", "pegasus_x" };
+  for (gsize i = 0; i < G_N_ELEMENTS (no_train); i++)
+    {
+      g_autofree char *dir = parity_fixture_dir (no_train[i]);
+      g_autoptr (HnSeq2Seq) nm = hn_seq2seq_load (ctx, dir, &error);
+      g_assert_no_error (error);
+      g_assert_null (hn_seq2seq_trainer_new (nm, 1, 4, 4, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, no_train[i]));
+      g_clear_error (&error);
+    }
   /* a decoder id outside the vocabulary */
   g_autoptr (HnSeq2Seq) s = hn_seq2seq_load (ctx, t5, &error);
   g_assert_no_error (error);
@@ -282,6 +294,65 @@ test_big_bird_sparse (void)
   g_rmdir (dir);
 }
 
+/* mobilebert and deberta are built for one set of switches each: another fails closed naming the
+ * switch at load, and training them is refused. */
+static void
+test_switch_refusals (void)
+{
+  static const struct {
+    const char *fixture, *key, *string; /* string NULL: the boolean `flag` */
+    gboolean flag;
+  } cases[] = {
+    { "mobilebert", "normalization_type", "layer_norm", FALSE },
+    { "mobilebert", "use_bottleneck_attention", NULL, TRUE },
+    { "deberta-v2", "share_att_key", NULL, TRUE },
+    { "deberta-v2", "norm_rel_ebd", "layer_norm", FALSE },
+    { "deberta", "position_biased_input", NULL, FALSE },
+    { "deberta", "talking_head", NULL, TRUE },
+  };
+  GError *error = NULL;
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *src = parity_fixture_dir (cases[i].fixture);
+      if (i == 0 || strcmp (cases[i].fixture, cases[i - 1].fixture) != 0)
+        {
+          g_autoptr (HnEncoder) m = hn_encoder_load (ctx, src, &error);
+          g_assert_no_error (error);
+          g_assert_null (hn_encoder_trainer_new (m, 1, 4, &error));
+          g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+          g_clear_error (&error);
+        }
+      g_autofree char *dir = g_dir_make_tmp ("hn-switch-XXXXXX", NULL);
+      g_autofree char *cfgp = g_build_filename (src, "config.json", NULL), *text = NULL;
+      g_assert_true (g_file_get_contents (cfgp, &text, NULL, NULL));
+      g_autoptr (JsonParser) p = json_parser_new ();
+      g_assert_true (json_parser_load_from_data (p, text, -1, NULL));
+      JsonObject *o = json_node_get_object (json_parser_get_root (p));
+      if (cases[i].string)
+        json_object_set_string_member (o, cases[i].key, cases[i].string);
+      else
+        json_object_set_boolean_member (o, cases[i].key, cases[i].flag);
+      g_autoptr (JsonGenerator) gen = json_generator_new ();
+      json_generator_set_root (gen, json_parser_get_root (p));
+      g_autofree char *out_cfg = g_build_filename (dir, "config.json", NULL);
+      g_assert_true (json_generator_to_file (gen, out_cfg, NULL));
+      g_autofree char *st_src = g_build_filename (src, "model.safetensors", NULL);
+      g_autofree char *st_dst = g_build_filename (dir, "model.safetensors", NULL);
+      g_autofree char *data = NULL;
+      gsize len = 0;
+      g_assert_true (g_file_get_contents (st_src, &data, &len, NULL) &&
+                     g_file_set_contents (st_dst, data, (gssize) len, NULL));
+      g_assert_null (hn_encoder_load (ctx, dir, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_test_message ("%s %s: %s", cases[i].fixture, cases[i].key, error->message);
+      g_assert_nonnull (strstr (error->message, cases[i].key));
+      g_clear_error (&error);
+      g_remove (out_cfg);
+      g_remove (st_dst);
+      g_rmdir (dir);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -316,6 +387,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/encdec/fail-closed", test_fail_closed);
   g_test_add_func ("/encdec/big-bird-sparse", test_big_bird_sparse);
+  g_test_add_func ("/encdec/switch-refusals", test_switch_refusals);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;

@@ -114,10 +114,88 @@ check_layout (gboolean v5)
 static void test_v5 (void) { check_layout (TRUE); }
 static void test_v4 (void) { check_layout (FALSE); }
 
+/* Every package alias of the registry (hn_arch_packages): its text model's fixture repackaged in the
+ * package's layout under the package's model_type gives transformers' logits of the text model. */
+static char *
+package_name (HnPackageLayout layout, const char *name)
+{
+  gboolean nested = g_str_has_prefix (name, "model.");
+  switch (layout)
+    {
+    case HN_PACKAGE_LANGUAGE_MODEL:
+      return nested ? g_strconcat ("model.language_model.", name + 6, NULL) : g_strdup (name);
+    case HN_PACKAGE_TEXT_MODEL:
+      return nested ? g_strconcat ("model.text_model.", name + 6, NULL) : g_strdup (name);
+    case HN_PACKAGE_LANGUAGE_MODEL_V4:
+    default:
+      return g_strconcat ("language_model.", name, NULL);
+    }
+}
+
+static void
+test_packages (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  gsize n;
+  const HnArchPackage *pk = hn_arch_packages (&n);
+  g_assert_cmpuint (n, >=, 20);
+  for (gsize i = 0; i < n; i++)
+    {
+      /* the package resolves to its text model's registry row */
+      const HnArchInfo *arch = hn_arch_lookup (pk[i].package, &error);
+      g_assert_no_error (error);
+      g_assert_cmpstr (arch->model_type, ==, pk[i].text_model_type);
+      g_assert_nonnull (arch->fixture);
+
+      g_autofree char *fixture = parity_fixture_dir (arch->fixture);
+      g_autofree char *cfg_path = g_build_filename (fixture, "config.json", NULL);
+      g_autofree char *text_cfg = NULL;
+      g_assert_true (g_file_get_contents (cfg_path, &text_cfg, NULL, NULL));
+      g_autofree char *dir = g_dir_make_tmp ("hn-package-XXXXXX", NULL);
+      g_autofree char *cfg = g_strdup_printf ("{\"model_type\": \"%s\", \"vision_config\": {\"hidden_size\": 16}, "
+                                              "\"text_config\": %s}", pk[i].package, text_cfg);
+      g_autofree char *out_cfg = g_build_filename (dir, "config.json", NULL);
+      g_assert_true (g_file_set_contents (out_cfg, cfg, -1, NULL));
+      g_autoptr (HnSafetensors) st = hn_safetensors_open (fixture, &error);
+      g_assert_no_error (error);
+      g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+      for (guint t = 0; t < hn_safetensors_get_n_tensors (st); t++)
+        {
+          const HnSafetensorInfo *ti = hn_safetensors_get_nth (st, t);
+          g_autofree char *name = package_name (pk[i].layout, ti->name);
+          g_assert_true (hn_safetensors_writer_add (w, name, ti->dtype, ti->ndim, ti->shape, ti->data, ti->nbytes, FALSE, &error));
+        }
+      g_autofree char *out_st = g_build_filename (dir, "model.safetensors", NULL);
+      g_assert_true (hn_safetensors_writer_write_file (w, out_st, &error));
+      g_assert_no_error (error);
+
+      g_autoptr (JsonParser) p = json_parser_new ();
+      JsonObject *exp = parity_load_expected (p, arch->fixture);
+      g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+      HnTransformer *m = hn_transformer_load (ctx, dir, &error);
+      g_assert_no_error (error);
+      const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+      g_autofree float *logits = g_new (float, (gsize) ids->len * hp->vocab);
+      g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
+      g_assert_no_error (error);
+      g_autofree char *what = g_strdup_printf ("%s (%s)", pk[i].package, pk[i].text_model_type);
+      parity_compare_logits (what, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * hp->vocab);
+      hn_transformer_free (m);
+      hn_folder_remove_tree (dir);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/multimodal/packages", test_packages);
   g_test_add_func ("/multimodal/llava-v5-layout", test_v5);
   g_test_add_func ("/multimodal/llava-v4-layout", test_v4);
   return g_test_run ();

@@ -197,6 +197,95 @@ test_attention_new_kv (void)
   hn_cmd_reset (cmd);
 }
 
+/* The decode step as a replayed graph runs it: one query at device position row over a cache of
+ * n_ctx rows (the split plan from n_ctx, rows past the key garbage), the merge in the dispatch
+ * (counters), with new_kv the rope and both cache writes in it too; against the CPU reference of
+ * hn_ref_rope then hn_ref_attention over the cache with the new row in place. */
+static void
+run_attention_decode (gint64 H, gint64 KVH, gint64 D, gint64 n_keys, gint64 n_ctx, gboolean fused)
+{
+  g_autoptr(GError) error = NULL;
+  gint32 row = (gint32) (n_keys - 1), pos = row + 3;
+  int rot = (int) D;
+  g_autofree float *q = hn_test_random (H * D, -1, 1), *kn = hn_test_random (KVH * D, -1, 1);
+  g_autofree float *vn = hn_test_random (KVH * D, -1, 1), *kc = hn_test_random (n_ctx * KVH * D, -1, 1);
+  g_autofree float *vc = hn_test_random (n_ctx * KVH * D, -1, 1), *inv = hn_test_random (rot / 2, 0.001, 1);
+  for (gint64 i = n_keys * KVH * D; i < n_ctx * KVH * D; i++)
+    kc[i] = 1e30f;
+  g_autoptr(HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, H, D }, q);
+  g_autoptr(HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, KVH, D }, kn);
+  g_autoptr(HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, KVH, D }, vn);
+  g_autoptr(HnTensor) tp = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &pos);
+  g_autoptr(HnTensor) tr = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &row);
+  g_autoptr(HnTensor) tf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { rot / 2 }, inv);
+  /* the reference: q and the new key rotated, the new row in the cache */
+  g_autofree float *rq = g_new (float, H * D), *rk = g_new (float, KVH * D), *ref = g_new (float, H * D);
+  hn_ref_rope (rq, q, H, H, D, &pos, inv, rot, HN_ROPE_NEOX, 0.9f);
+  hn_ref_rope (rk, kn, KVH, KVH, D, &pos, inv, rot, HN_ROPE_NEOX, 0.9f);
+  if (!fused)
+    {
+      memcpy (kc + row * KVH * D, rk, sizeof (float) * KVH * D);
+      memcpy (vc + row * KVH * D, vn, sizeof (float) * KVH * D);
+    }
+  g_autoptr(HnTensor) tq2 = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { 1, H, D }, fused ? q : rq);
+  g_autoptr(HnTensor) tkc = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { n_ctx, KVH, D }, kc);
+  g_autoptr(HnTensor) tvc = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { n_ctx, KVH, D }, vc);
+  gint64 nsc = hn_attention_scratch_size (1, 1, H, D, n_ctx);
+  g_assert_cmpint (nsc, >, 0);
+  g_autoptr(HnTensor) tsc = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { nsc });
+  g_autofree gint32 *zeros = g_new0 (gint32, KVH);
+  g_autoptr(HnTensor) tcnt = hn_test_tensor_i32 (1, (gint64[]) { KVH }, zeros);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 1, H, D });
+  HnAttentionNewKv nk = { tk, tv, tp, tf, rot, HN_ROPE_NEOX, 0.9f };
+  HnAttentionParams p = { .causal = TRUE, .scratch = tsc, .counters = tcnt, .dyn_pos = tr, .new_kv = fused ? &nk : NULL };
+  if (fused)
+    g_assert_true (hn_attention_new_kv_ok (&p, H, KVH, D, D, n_ctx, HN_DTYPE_F32));
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_attention (cmd, to, tq2, tkc, tvc, &p, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *got = hn_test_download (to);
+  if (fused)
+    {
+      memcpy (kc + row * KVH * D, rk, sizeof (float) * KVH * D);
+      memcpy (vc + row * KVH * D, vn, sizeof (float) * KVH * D);
+    }
+  HnAttentionParams pr = { .causal = TRUE, .pos0 = row, .n_kv = n_keys };
+  hn_ref_attention (ref, rq, kc, vc, 1, 1, H, KVH, D, D, n_ctx, &pr, NULL, NULL, 1, 1, 0);
+  g_autofree char *what = g_strdup_printf ("attention decode H%" G_GINT64_FORMAT " KVH%" G_GINT64_FORMAT
+                                           " D%" G_GINT64_FORMAT " keys %" G_GINT64_FORMAT " n_ctx %" G_GINT64_FORMAT
+                                           "%s", H, KVH, D, n_keys, n_ctx, fused ? " rope+kv" : "");
+  hn_test_assert_close (what, got, ref, H * D, 1e-5, 2e-6);
+  if (fused)
+    {
+      g_autofree float *gk = hn_test_download (tkc), *gv = hn_test_download (tvc);
+      hn_test_assert_close (what, gk, kc, n_ctx * KVH * D, 1e-5, 2e-6);
+      hn_test_assert_close (what, gv, vc, n_ctx * KVH * D, 0, 0);
+    }
+  g_autofree gint32 *cnt = g_new (gint32, KVH);
+  g_assert_true (hn_tensor_download_i32 (tcnt, cnt, (gsize) KVH, &error));
+  for (gint64 i = 0; i < KVH; i++)
+    g_assert_cmpint (cnt[i], ==, 0);
+}
+
+/* Context lengths 1, 7, 129, 300 in a cache of 333 rows, GQA ratios 1 and 4, head dims 64 and
+ * 128 (fused; some without new_kv too), and a long cache (several blocks per split); /ops/attention
+ * has the 16-bit caches, masks, windows, soft-caps, ALiBi and sinks of the same kernel. */
+static void
+test_attention_decode (void)
+{
+  const gint64 keys[] = { 1, 7, 129, 300 };
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    for (int g = 1; g <= 4; g += 3)
+      for (gint64 D = 64; D <= 128; D *= 2)
+        {
+          run_attention_decode (2 * g, 2, D, keys[i], 333, TRUE);
+          if (i % 2 == 1 && (g == 1) == (D == 64))
+            run_attention_decode (2 * g, 2, D, keys[i], 333, FALSE);
+        }
+  run_attention_decode (32, 8, 64, 2100, 4500, TRUE);
+}
+
 /* float results of double math: equal to rounding */
 #define ASSERT_F32(a, b) g_assert_cmpfloat_with_epsilon ((a), (b), fabs ((double) (b)) * 2e-7)
 
@@ -670,6 +759,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/attention-f16", test_attention_f16);
   g_test_add_func ("/ops/attention-errors", test_attention_errors);
   g_test_add_func ("/ops/attention-new-kv", test_attention_new_kv);
+  g_test_add_func ("/ops/attention-decode", test_attention_decode);
   g_test_add_func ("/ops/attention-flash", test_attention_flash);
   int r = g_test_run ();
   hn_test_free_ctx ();

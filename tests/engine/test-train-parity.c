@@ -274,6 +274,25 @@ test_moe_fails_closed (void)
   g_assert_nonnull (strstr (error->message, "mixture-of-experts router"));
 }
 
+/* Graphs the training graph does not build fail closed, naming what (issue 25's decoders). */
+static void
+test_issue25_fails_closed (void)
+{
+  static const char *const cases[][2] = { { "diffllama", "differential attention" },
+                                          { "jetmoe", "mixture-of-attention-heads" },
+                                          { "modernbert-decoder", "modernbert-decoder's prediction head" } };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *dir = fixture (cases[i][0]);
+      g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+      g_assert_no_error (error);
+      g_assert_null (hn_train_graph_new (m, 2, 12, NULL, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, cases[i][1]));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -308,6 +327,7 @@ main (int argc, char **argv)
     }
   g_assert_cmpuint (n_full, >=, 7);
   g_test_add_func ("/train-parity/moe-fails-closed", test_moe_fails_closed);
+  g_test_add_func ("/train-parity/issue25-fails-closed", test_issue25_fails_closed);
   static const char *const ck_cases[] = { "llama", "gpt2", "qwen3", "gpt_neox", "phi3", "mixtral", "llama_lora", "gpt2_lora" };
   for (gsize i = 0; i < G_N_ELEMENTS (ck_cases); i++)
     {

@@ -68,11 +68,11 @@ test_case (gconstpointer data)
       HnKvCacheMode cm = modes[mode];
       g_autoptr (HnGenerateResult) r = hn_transformer_generate (m, cm, &o, (const int32_t *) prompt->data,
                                                                 (int) prompt->len, NULL, NULL, NULL, NULL, NULL, &error);
-      if (cm == HN_KV_CACHE_PAGED && hp->alibi)
+      if (cm == HN_KV_CACHE_PAGED && (hp->alibi || hp->layer_mixer))
         {
-          /* ALiBi has no paged kernel: it fails closed, naming the reason */
+          /* ALiBi has no paged kernel, a hybrid's recurrent state no pages: they fail closed, naming the reason */
           g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-          g_assert_nonnull (strstr (error->message, "ALiBi"));
+          g_assert_nonnull (strstr (error->message, hp->alibi ? "ALiBi" : "recurrent state"));
           g_clear_error (&error);
           continue;
         }
@@ -395,7 +395,7 @@ test_fail_closed (void)
   g_assert_null (hn_transformer_load (ctx, moe, &error));
   g_assert_nonnull (error);
   g_clear_error (&error);
-  /* MoE configurations without a graph here: phimoe's sparsemixer picks exactly 2 experts; dbrx's router
+  /* configurations without a graph here: phimoe's sparsemixer picks exactly 2 experts; dbrx's router
    * is built for the 1-norm only */
   g_autofree char *tmp = g_dir_make_tmp ("hn-parity-XXXXXX", &error);
   g_assert_no_error (error);
@@ -407,6 +407,18 @@ test_fail_closed (void)
     { "{\"model_type\":\"dbrx\",\"vocab_size\":16,\"d_model\":8,\"n_layers\":1,\"n_heads\":2,\"ffn_config\":"
       "{\"ffn_hidden_size\":8,\"moe_num_experts\":4,\"moe_top_k\":2,\"moe_normalize_expert_weights\":2.0}}",
       "moe_normalize_expert_weights other than 1" },
+    /* issue 25: differential attention pairs whole KV heads; jetmoe's heads are KV heads x experts per
+     * token; modernbert-decoder's global/local pattern comes from layer_types */
+    { "{\"model_type\":\"diffllama\",\"vocab_size\":16,\"hidden_size\":24,\"num_hidden_layers\":1,"
+      "\"num_attention_heads\":6,\"num_key_value_heads\":3}",
+      "an odd KV head count" },
+    { "{\"model_type\":\"jetmoe\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":1,"
+      "\"num_attention_heads\":2,\"num_key_value_heads\":2,\"kv_channels\":4,\"num_local_experts\":4,"
+      "\"num_experts_per_tok\":2}",
+      "num_key_value_heads * num_experts_per_tok" },
+    { "{\"model_type\":\"modernbert-decoder\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":1,"
+      "\"num_attention_heads\":2}",
+      "without layer_types" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (configs); i++)
     {

@@ -1,0 +1,263 @@
+/* Hybrid decoders (attention + Mamba-2 layers, transformer-graph.c) on a synthetic bamba written
+ * here with random weights: a session carries each row's KV cache and recurrent state side by side,
+ * so every way through it gives the logits of the full-sequence forward (which runs the states from
+ * zero): chunked prefill then one token at a time, the replayed device step, the no-cache mode,
+ * beam reordering of rows; the paged cache and training fail closed by name. Parity with
+ * transformers is test-transformer-parity's (the bamba fixture). */
+#include "base/hn-error.h"
+#include "formats/safetensors.h"
+#include "transformer/transformer.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static HnVkContext *ctx;
+
+enum { V = 40, C = 16, F = 24, NH = 2, KVH = 1, HD = 8, MH = 4, MP = 8, G = 2, N = 4, K = 3 };
+enum { I = MH * MP, GN = G * N, CD = I + 2 * GN, R = I + CD + MH };
+
+static void
+add (HnSafetensorsWriter *w, GRand *rng, const char *name, int ndim, const gint64 *shape, float scale, float offset)
+{
+  gint64 n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
+  g_autofree float *v = g_new (float, n);
+  for (gint64 i = 0; i < n; i++)
+    v[i] = offset + scale * (float) g_rand_double_range (rng, -1.0, 1.0);
+  GError *error = NULL;
+  g_assert_true (hn_safetensors_writer_add (w, name, HN_ST_DTYPE_F32, (guint) ndim, shape, v, sizeof (float) * (gsize) n,
+                                            TRUE, &error));
+  g_assert_no_error (error);
+}
+
+/* bamba: layers 0 and 2 Mamba-2, layer 1 attention, each with its MLP. nemotron_h ("M*-M"): one
+ * mixer per layer, no rotary, the gated norm per group, relu2 MLPs. */
+static char *
+write_model (gboolean nemotron)
+{
+  GError *error = NULL;
+  char *dir = g_dir_make_tmp ("hn-hybrid-XXXXXX", &error);
+  g_assert_no_error (error);
+  const char *cfg = "{\"model_type\": \"bamba\", \"architectures\": [\"BambaForCausalLM\"], \"vocab_size\": 40,"
+                    " \"hidden_size\": 16, \"intermediate_size\": 24, \"num_hidden_layers\": 3,"
+                    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8,"
+                    " \"attn_layer_indices\": [1], \"mamba_n_heads\": 4, \"mamba_d_head\": 8, \"mamba_n_groups\": 2,"
+                    " \"mamba_d_state\": 4, \"mamba_d_conv\": 3, \"mamba_expand\": 2, \"mamba_conv_bias\": true,"
+                    " \"mamba_proj_bias\": false, \"rms_norm_eps\": 1e-5, \"hidden_act\": \"silu\","
+                    " \"max_position_embeddings\": 64, \"tie_word_embeddings\": false,"
+                    " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0,"
+                    " \"partial_rotary_factor\": 0.5}, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
+  const char *ncfg = "{\"model_type\": \"nemotron_h\", \"architectures\": [\"NemotronHForCausalLM\"],"
+                     " \"vocab_size\": 40, \"hidden_size\": 16, \"intermediate_size\": 24, \"num_hidden_layers\": 4,"
+                     " \"layers_block_type\": [\"mamba\", \"attention\", \"mlp\", \"mamba\"],"
+                     " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8,"
+                     " \"mamba_num_heads\": 4, \"mamba_head_dim\": 8, \"n_groups\": 2, \"ssm_state_size\": 4,"
+                     " \"conv_kernel\": 3, \"use_conv_bias\": true, \"use_bias\": false, \"mlp_hidden_act\": \"relu2\","
+                     " \"mamba_hidden_act\": \"silu\", \"layer_norm_epsilon\": 1e-5, \"max_position_embeddings\": 64,"
+                     " \"tie_word_embeddings\": false, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
+  g_autofree char *cp = g_build_filename (dir, "config.json", NULL);
+  g_assert_true (g_file_set_contents (cp, nemotron ? ncfg : cfg, -1, &error));
+  g_autoptr (GRand) rng = g_rand_new_with_seed (25);
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  add (w, rng, nemotron ? "model.embeddings.weight" : "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
+  add (w, rng, "lm_head.weight", 2, (gint64[]) { V, C }, 0.3f, 0.0f);
+  add (w, rng, nemotron ? "model.norm_f.weight" : "model.final_layernorm.weight", 1, (gint64[]) { C }, 0.1f, 1.0f);
+  static const char kinds[2][5] = { "MAM", "MA-M" }; /* M = Mamba-2, A = attention, - = MLP only */
+  const char *mx = nemotron ? "mixer." : "self_attn.", *mm = nemotron ? "mixer." : "mamba.";
+  for (int l = 0; kinds[nemotron][l]; l++)
+    {
+      char nm[128];
+      char kind = kinds[nemotron][l];
+#define NM(p, s) (g_snprintf (nm, sizeof nm, "model.layers.%d.%s%s", l, p, s), nm)
+      add (w, rng, NM ("", nemotron ? "norm.weight" : "input_layernorm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
+      if (!nemotron)
+        {
+          add (w, rng, NM ("", "pre_ff_layernorm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
+          add (w, rng, NM ("", "feed_forward.gate_proj.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("", "feed_forward.up_proj.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("", "feed_forward.down_proj.weight"), 2, (gint64[]) { C, F }, 0.3f, 0.0f);
+        }
+      if (kind == '-')
+        {
+          add (w, rng, NM (mx, "up_proj.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM (mx, "down_proj.weight"), 2, (gint64[]) { C, F }, 0.3f, 0.0f);
+        }
+      else if (kind == 'A')
+        {
+          add (w, rng, NM (mx, "q_proj.weight"), 2, (gint64[]) { NH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM (mx, "k_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM (mx, "v_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM (mx, "o_proj.weight"), 2, (gint64[]) { C, NH * HD }, 0.4f, 0.0f);
+        }
+      else
+        {
+          add (w, rng, NM (mm, "in_proj.weight"), 2, (gint64[]) { R, C }, 0.4f, 0.0f);
+          add (w, rng, NM (mm, "conv1d.weight"), 3, (gint64[]) { CD, 1, K }, 0.5f, 0.0f);
+          add (w, rng, NM (mm, "conv1d.bias"), 1, (gint64[]) { CD }, 0.1f, 0.0f);
+          add (w, rng, NM (mm, "dt_bias"), 1, (gint64[]) { MH }, 0.5f, 0.0f);
+          add (w, rng, NM (mm, "A_log"), 1, (gint64[]) { MH }, 0.5f, 0.5f);
+          add (w, rng, NM (mm, "D"), 1, (gint64[]) { MH }, 0.5f, 1.0f);
+          add (w, rng, NM (mm, "norm.weight"), 1, (gint64[]) { I }, 0.1f, 1.0f);
+          add (w, rng, NM (mm, "out_proj.weight"), 2, (gint64[]) { C, I }, 0.3f, 0.0f);
+        }
+#undef NM
+    }
+  g_autofree char *mp = g_build_filename (dir, "model.safetensors", NULL);
+  g_assert_true (hn_safetensors_writer_write_file (w, mp, &error));
+  g_assert_no_error (error);
+  return dir;
+}
+
+static void
+remove_model (const char *dir)
+{
+  g_autofree char *cp = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *mp = g_build_filename (dir, "model.safetensors", NULL);
+  g_unlink (cp);
+  g_unlink (mp);
+  g_rmdir (dir);
+}
+
+static const int32_t ids[] = { 5, 17, 3, 33, 8, 21, 12, 39, 4, 26, 11 };
+#define NI ((int) G_N_ELEMENTS (ids))
+
+static void
+assert_close (const float *got, const float *want, int n, const char *what)
+{
+  for (int i = 0; i < n; i++)
+    if (!(fabsf (got[i] - want[i]) <= 1e-4f + 1e-4f * fabsf (want[i])))
+      g_error ("%s: logit %d is %g, the full forward gives %g", what, i, got[i], want[i]);
+}
+
+/* Prefill ids[0, n0) (in chunks of `chunk`), then one token at a time: every step's logits are the
+ * full forward's at that position. */
+static void
+check_session (HnTransformer *m, HnKvCacheMode mode, int chunk, const float *full)
+{
+  GError *error = NULL;
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, mode, 1, 32, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_transformer_session_set_prefill_chunk (s, chunk, &error));
+  const HnLmOps *ops = hn_transformer_session_lm_ops ();
+  float lg[V];
+  for (int pass = 0; pass < 2; pass++) /* the second after a reset: the states start over */
+    {
+      g_assert_true (ops->reset (s, 1, &error));
+      int n0 = 5;
+      g_assert_true (ops->prefill (s, 0, ids, n0, lg, &error));
+      g_assert_no_error (error);
+      assert_close (lg, full + (gsize) (n0 - 1) * V, V, "prefill");
+      for (int t = n0; t < NI; t++)
+        {
+          int row = 0;
+          g_assert_true (ops->decode (s, 1, &row, &ids[t], lg, &error));
+          g_assert_no_error (error);
+          assert_close (lg, full + (gsize) t * V, V, hn_kv_cache_mode_name (mode));
+        }
+    }
+}
+
+static void
+test_session (gconstpointer nemotron)
+{
+  g_autofree char *dir = write_model (GPOINTER_TO_INT (nemotron));
+  GError *error = NULL;
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  g_assert_nonnull (hp->layer_mixer);
+  g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_MAMBA2);
+  g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_ATTENTION);
+  if (nemotron)
+    {
+      g_assert_false (hp->rope);
+      g_assert_cmpint (hp->layer_mixer[2], ==, HN_MIXER_NONE);
+      g_assert_cmpint (hp->ssm.norm_groups, ==, G);
+    }
+  else
+    g_assert_cmpint (hp->rot_dims, ==, HD / 2); /* BambaConfig's partial_rotary_factor 0.5 */
+  g_assert_cmpint (hn_arch_cache_kind (hp->arch), ==, HN_CACHE_KV_AND_STATE);
+  g_autofree float *full = g_new (float, (gsize) NI * V);
+  g_assert_true (hn_transformer_logits (m, ids, NI, full, &error));
+  g_assert_no_error (error);
+  check_session (m, HN_KV_CACHE_CONTIGUOUS, 32, full);
+  check_session (m, HN_KV_CACHE_CONTIGUOUS, 2, full); /* chunks carry the states across */
+  check_session (m, HN_KV_CACHE_NONE, 32, full);
+  remove_model (dir);
+}
+
+/* Two rows of different prompts; a reorder gives row 0 row 1's cache and state. */
+static void
+test_reorder (void)
+{
+  g_autofree char *dir = write_model (FALSE);
+  GError *error = NULL;
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_autofree float *full = g_new (float, (gsize) NI * V);
+  g_assert_true (hn_transformer_logits (m, ids, NI, full, &error));
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, 2, 32, &error);
+  g_assert_no_error (error);
+  const HnLmOps *ops = hn_transformer_session_lm_ops ();
+  float lg[2 * V];
+  const int32_t other[6] = { 9, 9, 30, 1, 14, 7 };
+  g_assert_true (ops->reset (s, 2, &error));
+  g_assert_true (ops->prefill (s, 0, other, 6, lg, &error));
+  g_assert_true (ops->prefill (s, 1, ids, 6, lg, &error));
+  g_assert_no_error (error);
+  assert_close (lg, full + 5 * V, V, "row 1 prefill");
+  const int src[2] = { 1, 1 };
+  g_assert_true (ops->reorder (s, 2, src, &error));
+  g_assert_no_error (error);
+  const int rows[2] = { 0, 1 };
+  const int32_t next[2] = { ids[6], ids[6] };
+  g_assert_true (ops->decode (s, 2, rows, next, lg, &error));
+  g_assert_no_error (error);
+  assert_close (lg, full + 6 * V, V, "row 0 after the reorder");
+  assert_close (lg + V, full + 6 * V, V, "row 1 after the reorder");
+  remove_model (dir);
+}
+
+static void
+test_fail_closed (void)
+{
+  g_autofree char *dir = write_model (FALSE);
+  GError *error = NULL;
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, HN_KV_CACHE_PAGED, 1, 32, &error);
+  g_assert_null (s);
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "recurrent state"));
+  g_clear_error (&error);
+  g_assert_false (hn_transformer_check_pageable (m, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_assert_false (hn_arch_require_task (hn_transformer_get_hparams (m)->arch, HN_TASK_TRAIN, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "bamba"));
+  g_clear_error (&error);
+  remove_model (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  GError *error = NULL;
+  ctx = hn_vk_context_new (-1, &error);
+  if (!ctx)
+    {
+      g_printerr ("no Vulkan device: %s\n", error->message);
+      g_clear_error (&error);
+      return 1;
+    }
+  g_test_add_data_func ("/hybrid/session/bamba", GINT_TO_POINTER (FALSE), test_session);
+  g_test_add_func ("/hybrid/reorder", test_reorder);
+  g_test_add_func ("/hybrid/fail-closed", test_fail_closed);
+  int rc = g_test_run ();
+  hn_vk_context_unref (ctx);
+  return rc;
+}
