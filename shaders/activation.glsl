@@ -35,5 +35,14 @@ float hn_act(uint act, float x) {
   if (act == 6u) return x * hn_sigmoid(1.702 * x);
   if (act == 7u) return hn_sigmoid(x);
   if (act == 8u) return hn_tanh(x);
+  if (act == 9u) {
+    // max(x, 0) + log1p(e^-|x|); log near 1 is not accurate enough on every device, so
+    // log1p(u) is its series below u = 0.1 (8 terms: relative error < 1e-9)
+    float u = exp(-abs(x));
+    float l = u < 0.1 ? u * (1.0 + u * (-1.0 / 2.0 + u * (1.0 / 3.0 + u * (-1.0 / 4.0 + u * (1.0 / 5.0 +
+                        u * (-1.0 / 6.0 + u * (1.0 / 7.0 + u * (-1.0 / 8.0))))))))
+                      : log(1.0 + u);
+    return max(x, 0.0) + l;
+  }
   return x;
 }

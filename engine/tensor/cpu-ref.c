@@ -17,6 +17,7 @@ hn_ref_activation (HnActivation act, double x)
     case HN_ACT_QUICK_GELU: return x / (1.0 + exp (-1.702 * x));
     case HN_ACT_SIGMOID: return 1.0 / (1.0 + exp (-x));
     case HN_ACT_TANH: return tanh (x);
+    case HN_ACT_SOFTPLUS: return (x > 0 ? x : 0) + log1p (exp (-fabs (x)));
     case HN_ACT_IDENTITY:
     default: return x;
     }

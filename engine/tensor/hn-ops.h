@@ -161,6 +161,7 @@ typedef enum {
   HN_ACT_QUICK_GELU,  /* x·sigmoid(1.702x) (HF "quick_gelu") */
   HN_ACT_SIGMOID,
   HN_ACT_TANH,
+  HN_ACT_SOFTPLUS,    /* log(1 + e^x); unary only (laguna's attention gate), no hidden_act name */
 } HnActivation;
 
 /* Maps an HF `hidden_act` string; FALSE for an unknown one. */

@@ -1218,7 +1218,7 @@ hn_op_clamp (HnCmd *cmd, HnTensor *out, HnTensor *in, float lo, float hi, GError
 gboolean
 hn_op_unary (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error)
 {
-  if ((guint) act > HN_ACT_TANH)
+  if ((guint) act > HN_ACT_SOFTPLUS)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "unary: unknown activation %d", (int) act);
       return FALSE;
@@ -1251,6 +1251,8 @@ hn_activation_from_string (const char *name, HnActivation *out)
 const char *
 hn_activation_name (HnActivation act)
 {
+  if (act == HN_ACT_SOFTPLUS) /* not in act_names: no hidden_act maps to it */
+    return "softplus";
   for (guint i = 0; i < G_N_ELEMENTS (act_names); i++)
     if (act_names[i].act == act)
       return act_names[i].name;

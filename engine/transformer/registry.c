@@ -168,6 +168,10 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED |
       HN_QUIRK_ROPE_SLIDING_ONLY | HN_QUIRK_MOE,
     "silu", DEC, "cohere2_moe" },
+  { "laguna", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD,
+    "silu", DEC, "laguna" },
+  { "mimo_v2_flash", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "mimo_v2_flash" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -329,7 +333,6 @@ static const HnArchRefusal refusals[] = {
   { "inkling_text", "short causal convolutions on q/k/v and sublayer inputs (a carried state) and learned relative-position logits are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
-  { "laguna", "per-layer attention head counts (num_attention_heads_per_layer) and softplus per-head output gates are not built yet" },
   { "layoutlm", "2-D layout (bounding-box) position embeddings are not built yet" },
   { "lfm2", "LFM2 short causal convolutions with a carried state are not built yet" },
   { "lfm2_moe", "LFM2 short causal convolutions with a carried state are not built yet" },
@@ -338,7 +341,6 @@ static const HnArchRefusal refusals[] = {
   { "longcat_flash", "LongCat-Flash layers (two attention and two MLP sublayers each, zero-computation experts) are not built yet" },
   { "longformer", "sliding-window + global attention (Longformer) is not built yet" },
   { "luke", "entity embeddings and entity-aware attention are not built yet" },
-  { "mimo_v2_flash", "per-layer-type K/V head counts, values narrower than keys, attention sink biases and value scaling (MiMo-V2-Flash) are not built yet" },
   { "minicpm3", "multi-head latent attention outside deepseek (minicpm3) is not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },

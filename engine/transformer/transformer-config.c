@@ -162,12 +162,69 @@ dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
   return TRUE;
 }
 
+/* Laguna: query heads per layer, attention out *= softplus(g_proj) per element, the sliding layers'
+ * own partial rotary (1 where their rope_parameters leave it out). */
+static gboolean
+laguna_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
+{
+  const char *gating = hn_model_config_get_string (cfg, "gating");
+  if (!gating || strcmp (gating, "per-element") != 0)
+    return unsupported (error, cfg, "gating other than per-element (a per-head softplus gate)");
+  hp->attn_gate_act = HN_ACT_SOFTPLUS;
+  JsonNode *hn = raw ? json_object_get_member (raw, "num_attention_heads_per_layer") : NULL;
+  if (hn && JSON_NODE_HOLDS_ARRAY (hn))
+    {
+      JsonArray *arr = json_node_get_array (hn);
+      if (json_array_get_length (arr) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: num_attention_heads_per_layer has %u entries for %d layers",
+                       cfg->path, json_array_get_length (arr), hp->n_layer);
+          return FALSE;
+        }
+      hp->layer_n_head = g_new (int, hp->n_layer);
+      hp->n_head = 0;
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          gint64 h = json_array_get_int_element (arr, (guint) i);
+          if (h <= 0 || h > 4096 || h % hp->n_kv_head != 0)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                           "%s: num_attention_heads_per_layer[%d] = %" G_GINT64_FORMAT
+                           " is not a positive multiple of num_key_value_heads %d",
+                           cfg->path, i, h, hp->n_kv_head);
+              return FALSE;
+            }
+          hp->layer_n_head[i] = (int) h;
+          hp->n_head = MAX (hp->n_head, (int) h);
+        }
+    }
+  if (hp->local_rope)
+    {
+      JsonObject *rp = raw && json_object_has_member (raw, "rope_parameters") &&
+                           JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))
+                         ? json_object_get_object_member (raw, "rope_parameters")
+                         : NULL;
+      JsonObject *sl = rp && json_object_has_member (rp, "sliding_attention") &&
+                           JSON_NODE_HOLDS_OBJECT (json_object_get_member (rp, "sliding_attention"))
+                         ? json_object_get_object_member (rp, "sliding_attention")
+                         : NULL;
+      double f = sl && json_object_has_member (sl, "partial_rotary_factor")
+                   ? json_object_get_double_member (sl, "partial_rotary_factor")
+                   : 1.0;
+      int rd = (int) lround (hp->head_dim * f);
+      if (!(f > 0 && f <= 1) || rd <= 0 || rd % 2)
+        return unsupported (error, cfg, "a sliding partial_rotary_factor that gives odd or no rotary dims");
+      hp->local_rot_dims = rd;
+    }
+  return TRUE;
+}
+
 gboolean
 hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       NULL };
+                                    "afmoe",       "laguna",     "mimo_v2_flash", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -208,10 +265,10 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
   hp->moe_scale = 1.0f;
   hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
-  /* mixtral, phimoe, minimax_m2, hy_v3 and afmoe always renormalise; qwen/olmoe/deepseek_v3 say so in
-   * norm_topk_prob */
+  /* mixtral, phimoe, minimax_m2, hy_v3, afmoe and laguna always renormalise; qwen/olmoe/deepseek_v3 say
+   * so in norm_topk_prob */
   gboolean norm_topk = strcmp (mt, "mixtral") == 0 || strcmp (mt, "minimax_m2") == 0 || strcmp (mt, "hy_v3") == 0 ||
-                       strcmp (mt, "afmoe") == 0;
+                       strcmp (mt, "afmoe") == 0 || strcmp (mt, "laguna") == 0;
   if (strcmp (mt, "dbrx") == 0)
     {
       if (!dbrx_norm_topk (cfg, &norm_topk, error))
@@ -289,7 +346,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           !get_double (cfg, "routed_scaling_factor", 1.0, &scale, error) ||
           (strcmp (mt, "hy_v3") == 0 && !get_double (cfg, "router_scaling_factor", 1.0, &scale, error)) ||
           (strcmp (mt, "afmoe") == 0 && (!get_double (cfg, "route_scale", 1.0, &scale, error) ||
-                                         !get_int (cfg, "num_dense_layers", 1, &first_dense, error))))
+                                         !get_int (cfg, "num_dense_layers", 1, &first_dense, error))) ||
+          (strcmp (mt, "laguna") == 0 && !get_double (cfg, "moe_routed_scaling_factor", 1.0, &scale, error)))
         return FALSE;
       hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
       if (nh)
@@ -378,8 +436,20 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
    * hy_v3 without it keeps the first layer dense */
   JsonObject *mraw = hn_model_config_get_raw (cfg);
   JsonNode *mlt = mraw ? json_object_get_member (mraw, "mlp_layer_types") : NULL;
-  if (strcmp (mt, "hy_v3") == 0)
+  if (strcmp (mt, "hy_v3") == 0 || strcmp (mt, "laguna") == 0 || strcmp (mt, "mimo_v2_flash") == 0)
     hp->moe_first_dense = MIN (1, hp->n_layer);
+  if (strcmp (mt, "laguna") == 0)
+    {
+      /* LagunaSparseMoeBlock: an ungated shared expert of shared_expert_intermediate_size */
+      double cap;
+      gboolean on_input;
+      if (!get_double (cfg, "moe_router_logit_softcapping", 0.0, &cap, error) ||
+          !raw_bool (cfg, "moe_apply_router_weight_on_input", FALSE, &on_input, error))
+        return FALSE;
+      if (cap != 0.0 || on_input)
+        return unsupported (error, cfg, "moe_router_logit_softcapping or moe_apply_router_weight_on_input");
+      hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
+    }
   if (mlt && JSON_NODE_HOLDS_ARRAY (mlt))
     {
       JsonArray *arr = json_node_get_array (mlt);
@@ -847,6 +917,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return unsupported (error, cfg, "longrope on sliding layers");
       hp->local_rope = TRUE;
     }
+  hp->local_rot_dims = hp->rot_dims;
 
   /* attention */
   if (!isnan (cfg->query_pre_attn_scalar) && cfg->query_pre_attn_scalar > 0)
@@ -1057,13 +1128,16 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   if (strcmp (mt, "afmoe") == 0)
     {
-      /* AfmoeModel: embeddings * sqrt(hidden) when mup_enabled */
+      /* AfmoeModel: embeddings * sqrt(hidden) when mup_enabled; attention out *= sigmoid(gate_proj) */
       gboolean mup;
       if (!raw_bool (cfg, "mup_enabled", FALSE, &mup, error))
         return FALSE;
       if (mup)
         hp->embed_scale = sqrtf ((float) hp->hidden);
+      hp->attn_gate_act = HN_ACT_SIGMOID;
     }
+  if (strcmp (mt, "laguna") == 0 && !laguna_from_config (hp, cfg, raw, error))
+    return FALSE;
   if (strcmp (mt, "hyperclovax") == 0)
     {
       /* peri-layer norms (use_post_norm) after each sublayer; logits_scaling multiplies */
@@ -1149,6 +1223,30 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   hp->v_head_dim = hp->mla ? hp->v_head_dim : hp->head_dim;
+  hp->v_scale = 1.0f;
+  if (strcmp (mt, "mimo_v2_flash") == 0)
+    {
+      /* MiMoV2FlashAttention: values of v_head_dim scaled by attention_value_scale; sliding layers have
+       * twice the K/V heads and attention sinks */
+      gint64 dv;
+      double vs;
+      if (!get_int (cfg, "v_head_dim", hp->head_dim, &dv, error) ||
+          !get_double (cfg, "attention_value_scale", 0.707, &vs, error))
+        return FALSE;
+      if (dv <= 0 || dv > 256)
+        return unsupported (error, cfg, "v_head_dim outside 1..256");
+      hp->v_head_dim = (int) dv;
+      hp->v_scale = (float) vs;
+      hp->layer_n_kv_head = g_new (int, hp->n_layer);
+      int base = hp->n_kv_head;
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          hp->layer_n_kv_head[i] = hp->layer_sliding[i] ? 2 * base : base;
+          hp->n_kv_head = MAX (hp->n_kv_head, hp->layer_n_kv_head[i]);
+          if (hp->n_head % hp->layer_n_kv_head[i] != 0)
+            return unsupported (error, cfg, "a sliding layer whose doubled K/V heads do not divide the query heads");
+        }
+    }
   if (a->names == HN_NAMES_DIFFLLAMA)
     {
       /* DiffLlamaAttention pairs head h with head h + H/2; the value layout above needs whole KV heads
@@ -1282,6 +1380,8 @@ void
 hn_transformer_hparams_clear (HnTransformerHParams *hp)
 {
   g_clear_pointer (&hp->layer_sliding, g_free);
+  g_clear_pointer (&hp->layer_n_head, g_free);
+  g_clear_pointer (&hp->layer_n_kv_head, g_free);
   g_clear_pointer (&hp->layer_rope, g_free);
   g_clear_pointer (&hp->layer_mixer, g_free);
   g_clear_pointer (&hp->layer_ffn, g_free);

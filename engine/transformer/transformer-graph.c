@@ -333,6 +333,8 @@ struct ActsPriv {
   HnMamba2Bufs m2;
   HnMamba1Bufs m1;
   HnScratch sc;
+  /* attention output gate (hp->attn_gate_act): its projection [N, H * D] */
+  HnTensor *attn_g;
 };
 
 static HnTensor *
@@ -392,6 +394,8 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->moe_u = act_new (m, keep, "acts.moe.up", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
         !(p->moe_act = act_new (m, keep, "acts.moe.act", HN_DTYPE_F32, N * hp->n_experts_used, hp->moe_ffn, error)) ||
         !(p->moe_y = act_new (m, keep, "acts.moe.y", HN_DTYPE_F32, N * hp->n_experts_used, C, error)))) ||
+      (hp->attn_gate_act != HN_ACT_IDENTITY &&
+       !(p->attn_g = act_new (m, keep, "acts.attn_gate", HN_DTYPE_F32, N, qd, error))) ||
       (hp->mla &&
        (!(p->mla_lat = act_new (m, keep, "acts.mla.latent", HN_DTYPE_F32, N, MAX (hp->kv_lora_rank, hp->q_lora_rank),
                                 error)) ||
@@ -455,7 +459,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
-                       &p->act16, &p->head_tmp, &p->diff, &p->moa_slots };
+                       &p->act16, &p->head_tmp, &p->diff, &p->moa_slots, &p->attn_g };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   hn_mamba2_bufs_clear (&p->m2);
@@ -970,8 +974,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnTransformerHParams *hp = &m->hp;
   const HnTransformerWeights *W = &m->w;
   const HnLayerWeights *lw = &W->layers[il];
-  gint64 N = (gint64) B * T, H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim;
-  gint64 Dv = hp->v_head_dim;
+  gint64 N = (gint64) B * T, H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il);
+  gint64 D = hp->head_dim, Dv = hp->v_head_dim;
   if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION && hp->layer_mixer[il] != HN_MIXER_PARALLEL)
     return record_mixer_layer (m, cmd, a, il, kv, B, T, error);
   gboolean paged = kv->page_table != NULL;
@@ -993,7 +997,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   HnTensor *x = rows_of (a, a->x, 0, N, error), *h = rows_of (a, a->h, 0, N, error);
   HnTensor *h2 = rows_of (a, a->h2, 0, N, error), *o = rows_of (a, a->o, 0, N, error);
   HnTensor *mo = rows_of (a, a->mlp, 0, N, error);
-  HnTensor *q = rows_of (a, a->q, 0, N, error), *k = rows_of (a, a->k, 0, N, error);
+  HnTensor *q = scratch_2d (a, a->q, N, H * D, error), *k = scratch_2d (a, a->k, N, KVH * D, error);
   HnTensor *v = scratch_2d (a, a->v, N, KVH * Dv, error);
   HnTensor *att = scratch_2d (a, a->att, N, H * Dv, error);
   CK (x && h && h2 && o && mo && q && k && v && att && pos);
@@ -1004,7 +1008,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
 
   /* --- attention input */
   HnTensor *ain = h;
-  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->moa && !hp->layernorm)
+  if (hp->block == HN_BLOCK_PRE_NORM && !fuse && !hp->mla && !hp->moa && !hp->layernorm && !lw->attn_gate)
     {
       /* the pre-norm writes the projections' f16 operand directly (not jetmoe's: its router and
        * expert matmuls read f32) */
@@ -1043,6 +1047,14 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       CK (hn_mamba2_record (cmd, &((struct ActsPriv *) a)->sc, &hp->ssm, &lw->m2, &((struct ActsPriv *) a)->m2, B, T,
                             kv->ssm.ssm ? &kv->ssm : NULL, x, h2, 1.0f, error));
     }
+  if (hp->v_scale != 1.0f) /* mimo_v2_flash: the cache holds the scaled values */
+    CK (hn_op_scale (cmd, v, v, hp->v_scale, 0.0f, error));
+  if (lw->attn_gate) /* its activation multiplies the attention output in layer_rest */
+    {
+      HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, H * D, error);
+      CK (g);
+      CK (hn_op_matmul (cmd, g, ain, lw->attn_gate, NULL, error));
+    }
   if (hp->clip_qkv > 0)
     {
       CK (clamp_abs (cmd, q, hp->clip_qkv, error));
@@ -1070,12 +1082,13 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     {
       gboolean local = hp->local_rope && hp->layer_sliding[il];
       HnTensor *inv = local ? W->inv_freq_local : W->inv_freq;
+      int rd = local ? hp->local_rot_dims : hp->rot_dims;
       float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
       HnAttentionParams probe = { .n_kv = pos0 + T, .scratch = a->att_scratch, .dyn_pos = dyn_row };
       if (!paged && N == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope &&
           !W->alibi_slopes && hn_attention_new_kv_ok (&probe, H, KVH, D, Dv, n_ctx, kv->k->dtype))
         {
-          nkv = (HnAttentionNewKv) { k, v, pos, inv, hp->rot_dims, hp->rope_style, sc };
+          nkv = (HnAttentionNewKv) { k, v, pos, inv, rd, hp->rope_style, sc };
           kv_in_attention = kv_written = TRUE;
         }
       else if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope)
@@ -1086,13 +1099,13 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
           HnTensor *v3 = shaped (a, v, 3, (gint64[]) { N, KVH, Dv }, error);
           CK (kf && vf && v3);
           HnKvDest dest = { kf, vf, pos0, dyn_row };
-          CK (hn_op_rope_kv (cmd, q3, k3, v3, pos, inv, hp->rot_dims, hp->rope_style, sc, &dest, error));
+          CK (hn_op_rope_kv (cmd, q3, k3, v3, pos, inv, rd, hp->rope_style, sc, &dest, error));
           kv_written = TRUE;
         }
       else
         {
-          CK (hn_op_rope (cmd, q3, q3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
-          CK (hn_op_rope (cmd, k3, k3, pos, inv, hp->rot_dims, hp->rope_style, sc, error));
+          CK (hn_op_rope (cmd, q3, q3, pos, inv, rd, hp->rope_style, sc, error));
+          CK (hn_op_rope (cmd, k3, k3, pos, inv, rd, hp->rope_style, sc, error));
         }
     }
   if (hp->qk_norm_head && hp->qk_norm_after_rope) /* hunyuan: on the rotated heads, before the cache */
@@ -1170,7 +1183,9 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
                  HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
-  gint64 H = hp->n_head, KVH = hp->n_kv_head, D = hp->head_dim, Dv = hp->v_head_dim, R = kv->k->shape[0];
+  gint64 H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il), D = hp->head_dim;
+  gint64 Dv = hp->v_head_dim;
+  gint64 R = kv->k->shape[0];
   HnTensor *k2 = shaped (a, kv->k, 2, (gint64[]) { R, KVH * D }, error);
   HnTensor *v2 = shaped (a, kv->v, 2, (gint64[]) { R, KVH * Dv }, error);
   CK (k2 && v2);
@@ -1281,15 +1296,11 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
   const HnTransformerHParams *hp = &m->hp;
   if (hp->diff_attn)
     CK (diff_combine (m, cmd, a, lw, att, N, &att, error));
-  if (lw->attn_gate)
+  if (lw->attn_gate) /* afmoe, laguna: att *= act(gate projection of the attention's input) */
     {
-      /* afmoe: att *= sigmoid(gate_proj(h)), h the attention's normed input (a sandwich block writes
-       * it there); q is free once attention has run */
-      g_assert (hp->block == HN_BLOCK_SANDWICH);
-      HnTensor *g = scratch_2d (a, a->q, N, att->shape[1], error);
+      HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, att->shape[1], error);
       CK (g);
-      CK (hn_op_matmul (cmd, g, h, lw->attn_gate, NULL, error));
-      CK (hn_op_unary (cmd, g, g, HN_ACT_SIGMOID, error));
+      CK (hn_op_unary (cmd, g, g, hp->attn_gate_act, error));
       CK (hn_op_mul (cmd, att, att, g, error));
     }
   if (decode_fusable (m, cmd, lw, N))
@@ -1503,11 +1514,22 @@ hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logit
   g_autoptr (HnTransformerActs) a = hn_transformer_acts_new (m, n, n, error);
   if (!a)
     return FALSE;
-  gint64 kvd_shape[4] = { 1, n, hp->n_kv_head, hp->head_dim }, vd_shape[4] = { 1, n, hp->n_kv_head, hp->v_head_dim };
-  g_autoptr (HnTensor) kc = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
-  g_autoptr (HnTensor) vc = kc ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, vd_shape, error) : NULL;
-  if (!vc)
-    return FALSE;
+  /* one K/V scratch that every layer reuses; one per layer when their K/V heads differ */
+  int n_kv = hp->layer_n_kv_head ? hp->n_layer : 1;
+  g_autoptr (GPtrArray) kvs = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  g_autofree HnLayerKv *kv = g_new0 (HnLayerKv, n_kv);
+  for (int i = 0; i < n_kv; i++)
+    {
+      gint64 kvh = hn_transformer_layer_kv_heads (hp, i);
+      gint64 kvd_shape[4] = { 1, n, kvh, hp->head_dim }, vd_shape[4] = { 1, n, kvh, hp->v_head_dim };
+      kv[i].k = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
+      kv[i].v = kv[i].k ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, vd_shape, error) : NULL;
+      if (kv[i].k)
+        g_ptr_array_add (kvs, kv[i].k);
+      if (!kv[i].v)
+        return FALSE;
+      g_ptr_array_add (kvs, kv[i].v);
+    }
   g_autofree int32_t *pos = g_new (int32_t, n);
   for (int i = 0; i < n; i++)
     pos[i] = i + (hp->learned_pos ? hp->pos_offset : 0);
@@ -1518,10 +1540,9 @@ hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logit
   g_autoptr (HnCmd) cmd = hn_cmd_new (m->ctx, error);
   if (!cmd)
     return FALSE;
-  HnLayerKv kv = { kc, vc };
   gboolean ok = hn_transformer_record_embed (m, cmd, a, n, error);
   for (int il = 0; ok && il < hp->n_layer; il++)
-    ok = hn_transformer_record_layer (m, cmd, a, il, &kv, 1, n, 0, error);
+    ok = hn_transformer_record_layer (m, cmd, a, il, &kv[n_kv > 1 ? il : 0], 1, n, 0, error);
   ok = ok && hn_transformer_record_head (m, cmd, a, 0, n, error);
   ok = ok && hn_cmd_submit_wait (cmd, error);
   hn_transformer_acts_drop_views (a);

@@ -209,13 +209,14 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
   const HnTransformerHParams *hp = &s->m->hp;
   int L = hp->n_layer;
   HnLayerKv *kv = g_new0 (HnLayerKv, L);
-  gint64 shape[4] = { s->max_rows, s->max_ctx, hp->n_kv_head, hp->head_dim };
-  gint64 vshape[4] = { s->max_rows, s->max_ctx, hp->n_kv_head, hp->v_head_dim };
-  gint64 arena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, hp->n_kv_head, hp->head_dim };
-  gint64 varena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, hp->n_kv_head, hp->v_head_dim };
   gboolean paged = s->mode == HN_KV_CACHE_PAGED;
   for (int i = 0; i < L; i++)
     {
+      gint64 kvh = hn_transformer_layer_kv_heads (hp, i);
+      gint64 shape[4] = { s->max_rows, s->max_ctx, kvh, hp->head_dim };
+      gint64 vshape[4] = { s->max_rows, s->max_ctx, kvh, hp->v_head_dim };
+      gint64 arena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, kvh, hp->head_dim };
+      gint64 varena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, kvh, hp->v_head_dim };
       g_autofree char *kn = g_strdup_printf ("%s.%d.k", what, i);
       g_autofree char *vn = g_strdup_printf ("%s.%d.v", what, i);
       HnVkContext *ctx = stage_of (s, i)->m->ctx; /* the cache lives where its layer runs */
@@ -943,11 +944,12 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
   if (s->mode != HN_KV_CACHE_CONTIGUOUS || n_rows == 1)
     return TRUE;
   const HnTransformerHParams *hp = &s->m->hp;
-  gint64 kvd[2] = { (gint64) hp->n_kv_head * hp->head_dim, (gint64) hp->n_kv_head * hp->v_head_dim };
   g_autoptr (GPtrArray) views = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   for (int il = 0; il < hp->n_layer; il++)
     for (int r = 0; r < n_rows; r++)
       {
+        gint64 kvh = hn_transformer_layer_kv_heads (hp, il);
+        gint64 kvd[2] = { kvh * hp->head_dim, kvh * hp->v_head_dim };
         int n = s->len[r];
         if (is_state_layer (hp, il))
           {

@@ -30,6 +30,20 @@ struct _HnTransformer {
  * group-limited top-k, shared experts) */
 gboolean hn_transformer_moe_v3_router (const char *model_type);
 
+/* Query heads of layer il (laguna varies them). */
+static inline int
+hn_transformer_layer_heads (const HnTransformerHParams *hp, int il)
+{
+  return hp->layer_n_head ? hp->layer_n_head[il] : hp->n_head;
+}
+
+/* K/V heads of layer il (mimo_v2_flash varies them). */
+static inline int
+hn_transformer_layer_kv_heads (const HnTransformerHParams *hp, int il)
+{
+  return hp->layer_n_kv_head ? hp->layer_n_kv_head[il] : hp->n_kv_head;
+}
+
 /* transformer-weights.c */
 gboolean hn_transformer_weights_load (HnTransformer *model, HnSafetensors *st, GError **error);
 /* Bytes of the checkpoint's tensors by layer: layer_bytes [n_layer], the

@@ -864,6 +864,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       g_autofree char *cb = g_strdup_printf (minimax                              ? "%sblock_sparse_moe.e_score_correction_bias"
                                              : hy3 || afmoe                        ? "%smlp.expert_bias"
+                                             : strcmp (mt, "laguna") == 0          ? "%smlp.experts.e_score_correction_bias"
                                              : strcmp (mt, "exaone_moe") == 0 ? "%smlp.e_score_correction_bias"
                                              : nh                                  ? "%smixer.gate.e_score_correction_bias"
                                                                                    : "%smlp.gate.e_score_correction_bias",
@@ -1010,11 +1011,11 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (hp->shared_ffn > 0)
     {
       gint64 Fs = hp->shared_ffn;
-      gboolean cohere = strcmp (mt, "cohere2_moe") == 0;
-      const char *sh = nh                                    ? "mixer.shared_experts"
-                       : hy3 || hunyuan                      ? "mlp.shared_mlp"
-                       : deepseek || ernie || aria || cohere ? "mlp.shared_experts"
-                                                             : "mlp.shared_expert";
+      gboolean cohere = strcmp (mt, "cohere2_moe") == 0, laguna = strcmp (mt, "laguna") == 0;
+      const char *sh = nh                                                 ? "mixer.shared_experts"
+                       : hy3 || hunyuan                                   ? "mlp.shared_mlp"
+                       : (deepseek && !laguna) || ernie || aria || cohere ? "mlp.shared_experts"
+                                                                          : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
@@ -1947,6 +1948,9 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           !take_norm (&L, pfx, N.post_ffn, C, TRUE, &lw->post_ffn_w, NULL, error))
         return FALSE;
       HnMixerKind mixer = hp->layer_mixer ? hp->layer_mixer[i] : HN_MIXER_ATTENTION;
+      /* laguna varies the query heads, mimo_v2_flash the K/V heads by layer */
+      gint64 qd_l = (gint64) hn_transformer_layer_heads (hp, i) * hp->head_dim;
+      gint64 kvh_l = hn_transformer_layer_kv_heads (hp, i);
       if (mixer == HN_MIXER_MAMBA2 || mixer == HN_MIXER_PARALLEL)
         {
           /* bamba: mamba.*; nemotron_h: the layer's one mixer */
@@ -1988,24 +1992,30 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
               if (!take_fused_qkv (&L, &N, pfx, lw, error))
                 return FALSE;
             }
-          else if (!take_linear (&L, &N, pfx, N.q, qd, C, &lw->wq, &lw->bq, error) ||
-                   !take_linear (&L, &N, pfx, N.k, kvd, C, &lw->wk, &lw->bk, error) ||
+          else if (!take_linear (&L, &N, pfx, N.q, qd_l, C, &lw->wq, &lw->bq, error) ||
+                   !take_linear (&L, &N, pfx, N.k, kvh_l * hp->head_dim, C, &lw->wk, &lw->bk, error) ||
                    (hp->diff_attn ? !take_diff_attn (&L, &N, pfx, i, lw, error)
-                                  : !take_linear (&L, &N, pfx, N.v, kvd, C, &lw->wv, &lw->bv, error)))
+                                  : !take_linear (&L, &N, pfx, N.v, kvh_l * hp->v_head_dim, C, &lw->wv, &lw->bv,
+                                                  error)))
             return FALSE;
           /* diffllama: o_proj reads the H/2 combined head pairs of 2 * head_dim */
-          gint64 o_in = hp->diff_attn ? qd : (gint64) hp->n_head * hp->v_head_dim;
+          gint64 o_in = hp->diff_attn ? qd : (gint64) hn_transformer_layer_heads (hp, i) * hp->v_head_dim;
           if (!hp->moa && !take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
             return FALSE;
           g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
           /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
           if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
             return FALSE;
-          g_autofree char *agn = g_strdup_printf ("%sself_attn.gate_proj.weight", pfx);
-          if (strcmp (hp->arch->model_type, "afmoe") == 0 && !take_matrix (&L, agn, qd, C, TRUE, &lw->attn_gate, error))
+          g_autofree char *agn = g_strdup_printf ("%sself_attn.%s.weight", pfx,
+                                                  strcmp (hp->arch->model_type, "laguna") == 0 ? "g_proj" : "gate_proj");
+          if (hp->attn_gate_act != HN_ACT_IDENTITY && !take_matrix (&L, agn, qd_l, C, TRUE, &lw->attn_gate, error))
             return FALSE;
           g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
           if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))
+            return FALSE;
+          g_autofree char *sb = g_strdup_printf ("%sself_attn.attention_sink_bias", pfx);
+          if (strcmp (hp->arch->model_type, "mimo_v2_flash") == 0 && hp->layer_sliding[i] && /* its sliding layers' sinks */
+              !take_vector (&L, sb, hp->n_head, TRUE, &lw->sinks, error))
             return FALSE;
           if (N.q_norm)
             {
@@ -2116,7 +2126,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
   if (hp->rope)
     {
       int half = hp->rot_dims / 2;
-      g_autofree float *inv = g_new (float, half);
+      g_autofree float *inv = g_new (float, MAX (hp->rot_dims, hp->local_rot_dims) / 2);
       if (!hn_rope_compute_inv_freq (hp->rope_theta, hp->rot_dims, hp->max_positions,
                                      hp->rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL : &hp->rope_scaling, 0, inv,
                                      &W->rope_attn_scale, error))
@@ -2127,12 +2137,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         return FALSE;
       if (hp->local_rope)
         {
-          if (!hn_rope_compute_inv_freq (hp->local_rope_theta, hp->rot_dims, hp->max_positions,
+          if (!hn_rope_compute_inv_freq (hp->local_rope_theta, hp->local_rot_dims, hp->max_positions,
                                          hp->local_rope_scaling.type == HN_ROPE_SCALING_NONE ? NULL
                                                                                              : &hp->local_rope_scaling,
                                          0, inv, &W->rope_attn_scale_local, error))
             return FALSE;
-          if (!(W->inv_freq_local = vector_from_f32 (&L, "rope.inv_freq_local", inv, half, error)))
+          if (!(W->inv_freq_local = vector_from_f32 (&L, "rope.inv_freq_local", inv, hp->local_rot_dims / 2, error)))
             return FALSE;
         }
     }

@@ -42,6 +42,9 @@ typedef struct {
   const HnArchInfo *arch;
   HnBlockKind block;
   int vocab, hidden, n_layer, n_head, n_kv_head, head_dim, ffn;
+  int *layer_n_head;     /* laguna: query heads of each layer (owned; n_head is their maximum), NULL = n_head */
+  int *layer_n_kv_head;  /* mimo_v2_flash: K/V heads of each layer (owned; n_kv_head is their maximum) */
+  float v_scale;         /* mimo_v2_flash attention_value_scale: values * v_scale before the cache, else 1 */
   int max_positions;
   int ctx_limit;         /* > 0: longer contexts fail closed (ministral3's llama-4 query scaling starts there) */
   /* norms */
@@ -70,12 +73,15 @@ typedef struct {
   guint8 *layer_sliding; /* [n_layer]: 1 where the window applies (owned) */
   guint8 *layer_rope;    /* [n_layer]: 1 where RoPE applies (owned; smollm3, cohere2 and exaone4 skip some) */
   gboolean local_rope;   /* sliding layers use their own RoPE (gemma3: rope_local_base_freq) */
+  int local_rot_dims;    /* their rotary dims (laguna: their own partial_rotary_factor), else rot_dims */
   double local_rope_theta;
   HnRopeScaling local_rope_scaling;
   gboolean qk_norm_head, qk_norm_full;
   gboolean qk_norm_after_rope; /* hunyuan: q/k norms on the rotated heads */
   gboolean sub_norms;    /* bitnet: RMSNorm before o_proj (attn_sub_norm) and before down_proj (ffn_sub_norm) */
   gboolean rope_reversed; /* nanochat: rotate_half is (x2, -x1), a rotation by -pos·freq */
+  HnActivation attn_gate_act; /* attention output *= act(self_attn gate projection of the normed input):
+                               * afmoe sigmoid, laguna softplus; IDENTITY = no gate */
   float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
   /* scalars */
   float embed_scale;     /* 1 unless gemma (sqrt(hidden)) or granite (embedding_multiplier) */
@@ -278,7 +284,7 @@ typedef struct {
   HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
-  HnTensor *attn_gate;           /* afmoe: self_attn.gate_proj [H * D, C]; attention out *= sigmoid(gate(h)) */
+  HnTensor *attn_gate;           /* afmoe gate_proj, laguna g_proj [H * D, C] (hp->attn_gate_act) */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
   float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
   HnTensor *moa_router;          /* jetmoe attention experts: router [E, C] */
