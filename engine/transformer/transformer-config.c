@@ -590,7 +590,7 @@ jamba_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **
   for (int i = 0; i < hp->n_layer; i++)
     {
       hp->layer_mixer[i] = i % ap == ao ? HN_MIXER_ATTENTION : HN_MIXER_MAMBA1;
-      hp->layer_ffn[i] = moe && i % ep == eo ? 2 : 1;
+      hp->layer_ffn[i] = moe && i % ep == eo ? 1 : 2;
     }
   if (!moe && hp->n_experts == 1)
     return unsupported (error, cfg, "num_experts 1 (its one expert under feed_forward.experts.0)");

@@ -2014,7 +2014,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         }
       if (hp->layer_ffn && !hp->layer_ffn[i])
         continue; /* a hybrid's mixer-only layer */
-      if (hn_transformer_layer_is_moe (hp, i) && (!hp->layer_ffn || hp->layer_ffn[i] == 2))
+      if (hn_transformer_layer_is_moe (hp, i) && !(hp->layer_ffn && hp->layer_ffn[i] == 2))
         {
           /* axk1: post_mlp_layernorm on the MoE block's output (dense layers have none) */
           if (strcmp (hp->arch->model_type, "axk1") == 0 &&

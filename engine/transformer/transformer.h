@@ -120,8 +120,8 @@ typedef struct {
   /* hybrid decoders: the mixer of each layer (owned [n_layer] HnMixerKind; NULL = attention in every
    * layer) and the Mamba-2 mixers' dimensions and conv width */
   guint8 *layer_mixer;
-  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP, 2 its routed MoE (jamba), 0 none
-                          * (owned; NULL = every layer its MLP, or with n_experts its MoE) */
+  guint8 *layer_ffn;     /* [n_layer]: 1 where the layer has its MLP (the routed MoE with n_experts), 2 a
+                          * dense MLP in a model with experts (jamba), 0 none (owned; NULL = every layer 1) */
   HnMamba2Dims ssm;
   HnMamba1Dims ssm1;     /* jamba's Mamba (v1) mixers */
   int ssm_conv_kernel;
