@@ -167,7 +167,7 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       NULL };
+                                    "afmoe",       "nemotron_h", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -176,6 +176,7 @@ static gboolean
 moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
   const char *mt = hp->arch->model_type;
+  gboolean nh = strcmp (mt, "nemotron_h") == 0; /* NemotronHMoE: DeepseekV3MoE with MLP experts */
   gboolean v3_router = hn_transformer_moe_v3_router (mt);
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
   gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
@@ -291,6 +292,16 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
                                          !get_int (cfg, "num_dense_layers", 1, &first_dense, error))))
         return FALSE;
       hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
+      if (nh)
+        {
+          gint64 sh;
+          JsonNode *lat = raw ? json_object_get_member (raw, "moe_latent_size") : NULL;
+          if (lat && !JSON_NODE_HOLDS_NULL (lat))
+            return unsupported (error, cfg, "moe_latent_size (the experts' latent projections)");
+          if (!get_int (cfg, "moe_shared_expert_intermediate_size", 7688, &sh, error))
+            return FALSE;
+          hp->shared_ffn = n_shared > 0 ? (int) sh : 0; /* NemotronHMLP of moe_shared_expert_intermediate_size */
+        }
       hp->moe_first_dense = (int) CLAMP (first_dense, 0, hp->n_layer);
       hp->moe_scale = (float) scale;
       gboolean grouped;
@@ -467,6 +478,19 @@ hybrid_layers (const HnModelConfig *cfg, JsonArray **list, const char **pat)
 
 /* nemotron_h: one mixer per layer (its MLP layers are layers of their own); granitemoehybrid: a mixer
  * and the MLP in every layer. */
+/* Whether nemotron_h's layer list holds a MoE layer. */
+static gboolean
+nemotron_h_has_moe (const HnModelConfig *cfg)
+{
+  JsonArray *list;
+  const char *pat;
+  guint n = hybrid_layers (cfg, &list, &pat);
+  for (guint i = 0; i < n; i++)
+    if (list ? g_strcmp0 (json_array_get_string_element (list, i), "moe") == 0 : pat[i] == 'E')
+      return TRUE;
+  return FALSE;
+}
+
 static gboolean
 hybrid_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
@@ -490,9 +514,9 @@ hybrid_pattern (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **err
       else if (c == '*' || (t && (g_str_equal (t, "attention") || g_str_equal (t, "full_attention"))))
         hp->layer_mixer[i] = HN_MIXER_ATTENTION;
       else if (nh && (c == '-' || (t && g_str_equal (t, "mlp"))))
-        hp->layer_mixer[i] = HN_MIXER_NONE, hp->layer_ffn[i] = 1;
+        hp->layer_mixer[i] = HN_MIXER_NONE, hp->layer_ffn[i] = hp->n_experts > 0 ? 2 : 1; /* its dense MLP */
       else if (nh && (c == 'E' || (t && g_str_equal (t, "moe"))))
-        return unsupported (error, cfg, "nemotron_h MoE layers (\"moe\", E)");
+        hp->layer_mixer[i] = HN_MIXER_NONE, hp->layer_ffn[i] = 1; /* its routed experts */
       else
         {
           g_autofree char *what = g_strdup_printf ("layer type \"%s\"", t ? t : (char[]) { c, 0 });
@@ -1110,10 +1134,10 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   if (strcmp (mt, "cohere") == 0 && cfg->use_qk_norm == TRUE)
     return unsupported (error, cfg, "use_qk_norm");
-  /* nemotron_h writes its MoE settings whatever its layers are (its MoE layers are refused by name) */
-  if ((cfg->num_experts > 0 && a->names != HN_NAMES_NEMOTRON_H) || (q & HN_QUIRK_MOE))
+  /* nemotron_h writes its MoE settings whatever its layers are: they count where a layer is "moe" */
+  if ((cfg->num_experts > 0 && (a->names != HN_NAMES_NEMOTRON_H || nemotron_h_has_moe (cfg))) || (q & HN_QUIRK_MOE))
     {
-      if (!(q & HN_QUIRK_MOE))
+      if (!(q & HN_QUIRK_MOE) && a->names != HN_NAMES_NEMOTRON_H)
         return unsupported (error, cfg, "mixture-of-experts layers");
       if (!moe_from_config (hp, cfg, error))
         return FALSE;

@@ -711,9 +711,14 @@ gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnT
   HnTensor *g = scratch_2d (a, a->gate, N, F, error), *u = g ? scratch_2d (a, a->up, N, F, error) : NULL;
   HnTensor *act = u ? scratch_2d (a, a->act, N, F, error) : NULL;
   CK (act);
-  CK (hn_op_matmul (cmd, g, in, wg, bg, error));
   CK (hn_op_matmul (cmd, u, in, wu, bu, error));
-  CK (expert_glu (m, cmd, act, g, u, error));
+  if (!wg) /* an MLP expert (nemotron_h): down(act(up(x))) */
+    CK (hn_op_unary (cmd, act, u, m->hp.act, error));
+  else
+    {
+      CK (hn_op_matmul (cmd, g, in, wg, bg, error));
+      CK (expert_glu (m, cmd, act, g, u, error));
+    }
   return hn_op_matmul (cmd, out, act, wd, bd, error);
 }
 
@@ -736,9 +741,14 @@ sparse_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLaye
   HnTensor *const *st = lw->expert_stack, *const *bs = lw->expert_bias_stack;
   int k = hp->n_experts_used;
   CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, hp->n_experts, error));
-  CK (hn_op_moe_matmul (cmd, g, in, st[0], bs[0], p->moe_offs, order, tiles1, k, error));
   CK (hn_op_moe_matmul (cmd, u, in, st[1], bs[1], p->moe_offs, order, tiles1, k, error));
-  CK (expert_glu (m, cmd, act, g, u, error));
+  if (!st[0]) /* MLP experts (nemotron_h) */
+    CK (hn_op_unary (cmd, act, u, hp->act, error));
+  else
+    {
+      CK (hn_op_moe_matmul (cmd, g, in, st[0], bs[0], p->moe_offs, order, tiles1, k, error));
+      CK (expert_glu (m, cmd, act, g, u, error));
+    }
   CK (hn_op_moe_matmul (cmd, y, act, st[2], bs[2], p->moe_offs, order, tiles1, 1, error));
   return hn_op_moe_combine (cmd, out, y, w, topi, error);
 }
@@ -765,7 +775,7 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
                           lw->route_bias, hp->moe_norm_min };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
-  gboolean stacked = lw->expert_stack[0] && lw->expert_stack[1] && lw->expert_stack[2];
+  gboolean stacked = (lw->expert_stack[0] || !lw->experts[0]) && lw->expert_stack[1] && lw->expert_stack[2];
   if (stacked && !hn_moe_dense_forced ())
     CK (sparse_experts (m, cmd, a, lw, in, w, topi, out, N, error));
   else

@@ -841,7 +841,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : "mlp";
+  gboolean nh = strcmp (mt, "nemotron_h") == 0; /* MLP experts (up, down) under the layer's mixer */
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
@@ -864,6 +865,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       g_autofree char *cb = g_strdup_printf (minimax                              ? "%sblock_sparse_moe.e_score_correction_bias"
                                              : hy3 || afmoe                        ? "%smlp.expert_bias"
                                              : strcmp (mt, "exaone_moe") == 0 ? "%smlp.e_score_correction_bias"
+                                             : nh                             ? "%smixer.gate.e_score_correction_bias"
                                                                                    : "%smlp.gate.e_score_correction_bias",
                                              pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
@@ -954,10 +956,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       /* mixtral: w1 = gate, w3 = up, w2 = down */
       const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
-      for (int j = 0; j < 3; j++)
+      for (int j = nh ? 1 : 0; j < 3; j++)
         names[j] = g_strdup_printf ("%s%s.experts.*.%s.weight", pfx, blk, parts[j]);
       for (gint64 e = 0; ok && e < E; e++)
-        for (int j = 0; ok && j < 3; j++)
+        for (int j = nh ? 1 : 0; ok && j < 3; j++)
           {
             g_autofree char *wn = g_strdup_printf ("%s%s.experts.%" G_GINT64_FORMAT ".%s.weight", pfx, blk, e, parts[j]);
             const HnSafetensorInfo *t = find (L, wn);
@@ -973,7 +975,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
           }
     }
   lw->experts = g_new0 (HnTensor *, 3 * (gsize) MAX (E, 1)); /* E > 0 here; the cast keeps GCC from a negative size */
-  for (int j = 0; ok && j < 3; j++)
+  for (int j = nh ? 1 : 0; ok && j < 3; j++)
     ok = slab_upload (L, &sl[j], names[j], &lw->expert_stack[j], &lw->experts[j], 3, error);
   for (int j = 0; j < 3; j++)
     slab_clear (&sl[j]);
@@ -1009,13 +1011,14 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       gint64 Fs = hp->shared_ffn;
       gboolean cohere = strcmp (mt, "cohere2_moe") == 0;
-      const char *sh = hy3 || hunyuan ? "mlp.shared_mlp"
+      const char *sh = nh               ? "mixer.shared_experts"
+                       : hy3 || hunyuan ? "mlp.shared_mlp"
                        : deepseek || ernie || aria || cohere ? "mlp.shared_experts"
                                                              : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
       g_autofree char *dp = g_strdup_printf ("%s.down_proj", sh);
-      if (!take_linear (L, N, pfx, gp, Fs, C, &lw->w_gate, &lw->b_gate, error) ||
+      if ((!nh && !take_linear (L, N, pfx, gp, Fs, C, &lw->w_gate, &lw->b_gate, error)) ||
           !take_linear (L, N, pfx, up, Fs, C, &lw->w_up, &lw->b_up, error) ||
           !take_linear (L, N, pfx, dp, C, Fs, &lw->w_down, &lw->b_down, error))
         return FALSE;

@@ -546,7 +546,7 @@ test_deepseek_yarn (void)
 }
 
 /* Variants beyond each registered architecture's own fixture. */
-static const char *const extra_cases[] = { "llama_rope_llama3", "falcon_mq" };
+static const char *const extra_cases[] = { "llama_rope_llama3", "falcon_mq", "nemotron_h_moe" };
 
 /* ministral3 scales its queries past original_max_position_embeddings (16384 in the fixture):
  * a session that long fails closed by name; one within it runs. */
