@@ -167,7 +167,7 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       "nemotron_h", NULL };
+                                    "afmoe",       NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -177,7 +177,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
 {
   const char *mt = hp->arch->model_type;
   gboolean nh = strcmp (mt, "nemotron_h") == 0; /* NemotronHMoE: DeepseekV3MoE with MLP experts */
-  gboolean v3_router = hn_transformer_moe_v3_router (mt);
+  gboolean v3_router = hn_transformer_moe_v3_router (mt) || nh;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
   gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   JsonObject *raw = hn_model_config_get_raw (cfg);

@@ -833,7 +833,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean minimax = strcmp (mt, "minimax_m2") == 0;
   gboolean mixtral = strcmp (mt, "mixtral") == 0 || strcmp (mt, "phimoe") == 0 || minimax;
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
-  gboolean v3_router = hn_transformer_moe_v3_router (mt);
+  gboolean nh = strcmp (mt, "nemotron_h") == 0; /* MLP experts (up, down) under the layer's mixer */
+  gboolean v3_router = hn_transformer_moe_v3_router (mt) || nh;
   gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
   gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   gboolean jet = strcmp (mt, "jetmoe") == 0, jamba = strcmp (mt, "jamba") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
@@ -841,7 +842,6 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
-  gboolean nh = strcmp (mt, "nemotron_h") == 0; /* MLP experts (up, down) under the layer's mixer */
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
@@ -865,7 +865,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       g_autofree char *cb = g_strdup_printf (minimax                              ? "%sblock_sparse_moe.e_score_correction_bias"
                                              : hy3 || afmoe                        ? "%smlp.expert_bias"
                                              : strcmp (mt, "exaone_moe") == 0 ? "%smlp.e_score_correction_bias"
-                                             : nh                             ? "%smixer.gate.e_score_correction_bias"
+                                             : nh                                  ? "%smixer.gate.e_score_correction_bias"
                                                                                    : "%smlp.gate.e_score_correction_bias",
                                              pfx);
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
@@ -1011,8 +1011,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       gint64 Fs = hp->shared_ffn;
       gboolean cohere = strcmp (mt, "cohere2_moe") == 0;
-      const char *sh = nh               ? "mixer.shared_experts"
-                       : hy3 || hunyuan ? "mlp.shared_mlp"
+      const char *sh = nh                                    ? "mixer.shared_experts"
+                       : hy3 || hunyuan                      ? "mlp.shared_mlp"
                        : deepseek || ernie || aria || cohere ? "mlp.shared_experts"
                                                              : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
