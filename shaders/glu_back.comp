@@ -9,6 +9,9 @@
 // VEC: four adjacent elements per invocation in 16-byte loads and stores
 // (F, the row strides and every offset multiples of 4; n counts groups of 4).
 layout(constant_id = 0) const uint VEC = 0;
+// OUT16 (VEC only): dgate and dup are f16, each value clamped to ±65504 and
+// packed as to_f16.comp does (the operands of the frozen projections' dx matmuls).
+layout(constant_id = 1) const uint OUT16 = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer DY { float dy[]; };
 layout(std430, binding = 0) readonly buffer DY4 { vec4 dy4[]; };
@@ -20,6 +23,8 @@ layout(std430, binding = 3) buffer DG { float dg[]; };
 layout(std430, binding = 3) buffer DG4 { vec4 dg4[]; };
 layout(std430, binding = 4) buffer DU { float du[]; };
 layout(std430, binding = 4) buffer DU4 { vec4 du4[]; };
+layout(std430, binding = 3) buffer DG2 { uvec2 dg2[]; };
+layout(std430, binding = 4) buffer DU2 { uvec2 du2[]; };
 layout(push_constant) uniform P {
   uint n; uint F; uint dy_off; uint g_off; uint u_off; uint dg_off; uint du_off; uint g_stride; uint act;
 } p;
@@ -34,8 +39,16 @@ void main() {
       a[j] = hn_act(p.act, gv[j]);
       ag[j] = hn_act_grad(p.act, gv[j]);
     }
-    dg4[(p.dg_off + gi) / 4u] = d * uv * ag;
-    du4[(p.du_off + gi) / 4u] = d * a;
+    vec4 vg = d * uv * ag, vu = d * a;
+    if (OUT16 == 1u) {
+      vg = clamp(vg, -65504.0, 65504.0);
+      vu = clamp(vu, -65504.0, 65504.0);
+      dg2[(p.dg_off + gi) / 4u] = uvec2(packHalf2x16(vg.xy), packHalf2x16(vg.zw));
+      du2[(p.du_off + gi) / 4u] = uvec2(packHalf2x16(vu.xy), packHalf2x16(vu.zw));
+    } else {
+      dg4[(p.dg_off + gi) / 4u] = vg;
+      du4[(p.du_off + gi) / 4u] = vu;
+    }
     return;
   }
   uint r = i / p.F, f = i % p.F;

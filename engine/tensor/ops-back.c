@@ -212,7 +212,12 @@ hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTens
                 HnActivation act, GError **error)
 {
   const char *op = "glu_back";
-  if (!check_f32 (op, "dgate", cmd, dgate, error) || !check_f32 (op, "dup", cmd, dup, error) ||
+  gboolean out16 = dgate && dgate->dtype == HN_DTYPE_F16;
+  if (out16 && (!up || !dup))
+    return fail_shape (op, dgate, gate, "f16 gradients need separate gate and up", error);
+  if ((out16 ? !hn_op_check_ctx (op, cmd, dgate, error) || !hn_op_check_ctx (op, cmd, dup, error) ||
+                   !hn_op_check_dtype (op, "dup", dup, HN_DTYPE_F16, error)
+             : !check_f32 (op, "dgate", cmd, dgate, error) || !check_f32 (op, "dup", cmd, dup, error)) ||
       !check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "gate", cmd, gate, error) ||
       !check_f32 (op, "up", cmd, up, error))
     return FALSE;
@@ -231,9 +236,12 @@ hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTens
   /* four elements per invocation when every row and offset allows 16-byte accesses */
   guint32 vec = F % 4 == 0 && pc.dy_off % 4 == 0 && pc.g_off % 4 == 0 && pc.u_off % 4 == 0 && pc.dg_off % 4 == 0 &&
                 pc.du_off % 4 == 0;
+  if (out16 && !vec)
+    return fail_shape (op, dgate, gate, "f16 gradients need F % 4 == 0 and 4-element offsets", error);
   if (vec)
     pc.n /= 4;
-  return hn_op_dispatch_elems (cmd, "glu_back", &vec, 1, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
+  guint32 spec[2] = { vec, out16 };
+  return hn_op_dispatch_elems (cmd, "glu_back", spec, 2, bd, 5, &pc, sizeof pc, (guint64) pc.n, error);
 }
 
 gboolean
@@ -334,6 +342,37 @@ hn_op_cross_entropy_back (HnCmd *cmd, HnTensor *dlogits, HnTensor *logits, HnTen
   HnVkBinding bd[4] = { hn_bind (logits, dlogits->buf == logits->buf), hn_bind (targets, FALSE),
                         hn_bind (row_scale, FALSE), hn_bind (dlogits, TRUE) };
   return hn_op_dispatch_rows (cmd, "cross_entropy_back", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) N, error);
+}
+
+gboolean
+hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
+                          HnTensor *row_scale, gint32 ignore_index, GError **error)
+{
+  const char *op = "cross_entropy_grad";
+  gint64 N = hn_tensor_rows (logits), V = hn_tensor_cols (logits);
+  gboolean f16 = dlogits && dlogits->dtype == HN_DTYPE_F16;
+  if (!check_f32 (op, "logits", cmd, logits, error) || !check_f32 (op, "row_scale", cmd, row_scale, error) ||
+      !check_f32 (op, "loss", cmd, loss, error) || !hn_op_check_ctx (op, cmd, targets, error) ||
+      !hn_op_check_ctx (op, cmd, dlogits, error) || (!f16 && !check_f32 (op, "dlogits", cmd, dlogits, error)) ||
+      !hn_op_check_dtype (op, "targets", targets, HN_DTYPE_I32, error) ||
+      !hn_op_check_count (op, "targets", targets, N, error) ||
+      !hn_op_check_count (op, "row_scale", row_scale, N, error) || !hn_op_check_count (op, "loss", loss, N, error) ||
+      !hn_op_check_count (op, "dlogits", dlogits, logits->n, error))
+    return FALSE;
+  if (dlogits->buf == logits->buf && (f16 || dlogits->offset != logits->offset) &&
+      dlogits->offset < logits->offset + hn_tensor_nbytes (logits) &&
+      logits->offset < dlogits->offset + hn_tensor_nbytes (dlogits))
+    return fail_shape (op, dlogits, logits, "overlapping (in place must be exact and f32)", error);
+  guint32 vec = V % 4 == 0 && hn_eoff (logits) % 4 == 0 && hn_eoff (dlogits) % 4 == 0;
+  if (f16 && !vec)
+    return fail_shape (op, dlogits, logits, "an f16 dlogits needs V % 4 == 0 and offsets on 4 elements", error);
+  struct { guint32 rows, V, x_off, t_off, s_off, l_off, d_off; gint32 ignore; } pc = {
+    (guint32) N, (guint32) V, hn_eoff (logits), hn_eoff (targets), hn_eoff (row_scale), hn_eoff (loss),
+    hn_eoff (dlogits), ignore_index };
+  guint32 spec[2] = { vec, f16 };
+  HnVkBinding bd[5] = { hn_bind (logits, dlogits->buf == logits->buf), hn_bind (targets, FALSE),
+                        hn_bind (row_scale, FALSE), hn_bind (loss, TRUE), hn_bind (dlogits, TRUE) };
+  return hn_op_dispatch_rows (cmd, "cross_entropy_grad", spec, 2, bd, 5, &pc, sizeof pc, (guint64) N, error);
 }
 
 gboolean
@@ -552,39 +591,62 @@ hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv
 }
 
 gboolean
-hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
-                   gboolean accumulate, GError **error)
+hn_op_lora_expand_n (HnCmd *cmd, int n, HnTensor *c, HnTensor **u, HnTensor **w, gboolean w_trans, float alpha,
+                     gboolean accumulate, GError **error)
 {
   const char *op = "lora_expand";
-  if (!check_f32 (op, "c", cmd, c, error) || !check_f32 (op, "u", cmd, u, error) || !check_f32 (op, "w", cmd, w, error))
-    return FALSE;
-  if (!c || !u || !w)
+  if (n < 1 || n > 3 || !c || !u || !w)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, u and w are required", op);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c and 1 to 3 pairs of u and w are required", op);
       return FALSE;
     }
-  gint64 M = hn_tensor_rows (c), N = hn_tensor_cols (c), R = hn_tensor_cols (u);
+  if (!check_f32 (op, "c", cmd, c, error))
+    return FALSE;
+  gint64 M = hn_tensor_rows (c), N = hn_tensor_cols (c), R = u[0] ? hn_tensor_cols (u[0]) : 0;
   gint64 w_rows = w_trans ? N : R, w_cols = w_trans ? R : N;
-  if (hn_tensor_rows (u) != M || hn_tensor_rows (w) != w_rows || hn_tensor_cols (w) != w_cols || R < 1 || R > 32)
-    return fail_shape (op, c, u, "c [M, N], u [M, r] and w [N, r] (or [r, N]) with 1 <= r <= 32", error);
+  for (int j = 0; j < n; j++)
+    {
+      if (!u[j] || !w[j])
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, u and w are required", op);
+          return FALSE;
+        }
+      if (!check_f32 (op, "u", cmd, u[j], error) || !check_f32 (op, "w", cmd, w[j], error))
+        return FALSE;
+      if (hn_tensor_rows (u[j]) != M || hn_tensor_cols (u[j]) != R || hn_tensor_rows (w[j]) != w_rows ||
+          hn_tensor_cols (w[j]) != w_cols || R < 1 || R > 32)
+        return fail_shape (op, c, u[j], "c [M, N], u [M, r] and w [N, r] (or [r, N]) with 1 <= r <= 32, one r for all",
+                           error);
+    }
   if (M > (gint64) 16 * 65535 || N > G_MAXUINT32 - 256)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: more than %d rows", op, 16 * 65535);
       return FALSE;
     }
+  int j1 = n > 1 ? 1 : 0, j2 = n > 2 ? 2 : 0;
   struct {
     guint32 M, N, u_off, u_sm, w_off, w_sk, w_sn, c_off, c_sm;
     float alpha;
-    guint32 flags;
-  } pc = { (guint32) M, (guint32) N, hn_eoff (u), (guint32) R, hn_eoff (w), w_trans ? 1u : (guint32) N,
-           w_trans ? (guint32) R : 1u, hn_eoff (c), (guint32) N, alpha, accumulate ? 1u : 0u };
-  guint32 spec[2] = { (guint32) R, pc.c_off % 4 == 0 && N % 4 == 0 };
-  HnVkBinding bd[3] = { hn_bind (u, FALSE), hn_bind (w, FALSE), hn_bind (c, TRUE) };
+    guint32 flags, u_off1, w_off1, u_off2, w_off2;
+  } pc = { (guint32) M, (guint32) N, hn_eoff (u[0]), (guint32) R, hn_eoff (w[0]), w_trans ? 1u : (guint32) N,
+           w_trans ? (guint32) R : 1u, hn_eoff (c), (guint32) N, alpha, accumulate ? 1u : 0u,
+           hn_eoff (u[j1]), hn_eoff (w[j1]), hn_eoff (u[j2]), hn_eoff (w[j2]) };
+  guint32 spec[3] = { (guint32) R, pc.c_off % 4 == 0 && N % 4 == 0, (guint32) n };
+  /* the pairs past n bound to the first (not read) */
+  HnVkBinding bd[7] = { hn_bind (u[0], FALSE), hn_bind (w[0], FALSE), hn_bind (c, TRUE), hn_bind (u[j1], FALSE),
+                        hn_bind (w[j1], FALSE), hn_bind (u[j2], FALSE), hn_bind (w[j2], FALSE) };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_cmd_dispatch (cmd, "lora_expand", spec, 2, bd, 3, &pc, sizeof pc, (guint32) ((N + 255) / 256),
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_expand", spec, 3, bd, 7, &pc, sizeof pc, (guint32) ((N + 255) / 256),
                                  (guint32) ((M + 15) / 16), 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
+}
+
+gboolean
+hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
+                   gboolean accumulate, GError **error)
+{
+  return hn_op_lora_expand_n (cmd, 1, c, &u, &w, w_trans, alpha, accumulate, error);
 }
 
 gboolean
@@ -594,21 +656,44 @@ hn_op_lora_down_available (HnCmd *cmd, gint64 r)
   return info->subgroup_arithmetic && info->subgroup_size >= 1 && r >= 1 && r <= 16 && g_getenv ("HN_LORA_BMM") == NULL;
 }
 
+/* Rows per subgroup of lora_rows.comp: 2 while that leaves 256 workgroups
+ * or more (each load of W then serves two rows), else 1; HN_LORA_ROWS_RB=1..4
+ * overrides. */
+static guint32
+lora_rows_rb (gint64 M)
+{
+  const char *e = g_getenv ("HN_LORA_ROWS_RB");
+  if (e && e[0] >= '1' && e[0] <= '4' && !e[1])
+    return (guint32) (e[0] - '0');
+  return M >= 2 * 4 * 256 ? 2 : 1;
+}
+
 gboolean
-hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean w_trans, float alpha,
-                 gboolean accumulate, GError **error)
+hn_op_lora_rows_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, gboolean w_trans, float alpha,
+                   gboolean accumulate, GError **error)
 {
   const char *op = "lora_rows";
-  if (!check_f32 (op, "c", cmd, c, error) || !check_f32 (op, "x", cmd, x, error) || !check_f32 (op, "w", cmd, w, error))
-    return FALSE;
-  if (!c || !x || !w)
+  if (n < 1 || n > 3 || !c || !w || !x)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: x and 1 to 3 pairs of c and w are required", op);
       return FALSE;
     }
-  gint64 M = hn_tensor_rows (x), K = hn_tensor_cols (x), R = hn_tensor_cols (c);
-  if (hn_tensor_rows (c) != M || hn_tensor_rows (w) != (w_trans ? R : K) || hn_tensor_cols (w) != (w_trans ? K : R))
-    return fail_shape (op, c, x, "c [M, r], x [M, K] and w [r, K] (or [K, r])", error);
+  if (!check_f32 (op, "x", cmd, x, error))
+    return FALSE;
+  gint64 M = hn_tensor_rows (x), K = hn_tensor_cols (x), R = c[0] ? hn_tensor_cols (c[0]) : 0;
+  for (int j = 0; j < n; j++)
+    {
+      if (!c[j] || !w[j])
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
+          return FALSE;
+        }
+      if (!check_f32 (op, "c", cmd, c[j], error) || !check_f32 (op, "w", cmd, w[j], error))
+        return FALSE;
+      if (hn_tensor_rows (c[j]) != M || hn_tensor_cols (c[j]) != R || hn_tensor_rows (w[j]) != (w_trans ? R : K) ||
+          hn_tensor_cols (w[j]) != (w_trans ? K : R))
+        return fail_shape (op, c[j], x, "c [M, r], x [M, K] and w [r, K] (or [K, r]), one r for all", error);
+    }
   if (!hn_op_lora_down_available (cmd, R))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: needs subgroup arithmetic and a rank of 1..16", op);
@@ -618,42 +703,74 @@ hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean w_t
   struct {
     guint32 L, K, x_off, x_sl, w_off, c_off, c_sl;
     float alpha;
-    guint32 flags;
-  } pc = { (guint32) M, (guint32) K, hn_eoff (x), (guint32) K, hn_eoff (w), hn_eoff (c), (guint32) R, alpha,
-           accumulate ? 1u : 0u };
-  gboolean vec = pc.x_off % 4 == 0 && K % 4 == 0 && pc.w_off % 4 == 0 && (w_trans || R % 4 == 0);
-  guint32 sg = MIN (info->subgroup_size, 128);
-  guint32 spec[4] = { (guint32) R, w_trans ? 1u : 0u, vec ? 1u : 0u, 4 * sg }, gx, gy;
-  hn_grid (((guint64) M + 3) / 4, &gx, &gy);
-  HnVkBinding bd[3] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (c, TRUE) };
+    guint32 flags, w_off1, c_off1, w_off2, c_off2;
+  } pc = { (guint32) M, (guint32) K, hn_eoff (x), (guint32) K, hn_eoff (w[0]), hn_eoff (c[0]), (guint32) R, alpha,
+           accumulate ? 1u : 0u, hn_eoff (w[n > 1 ? 1 : 0]), hn_eoff (c[n > 1 ? 1 : 0]), hn_eoff (w[n - 1]),
+           hn_eoff (c[n - 1]) };
+  gboolean vec = pc.x_off % 4 == 0 && K % 4 == 0 && (w_trans || R % 4 == 0);
+  for (int j = 0; j < n; j++)
+    vec = vec && hn_eoff (w[j]) % 4 == 0;
+  guint32 sg = MIN (info->subgroup_size, 128), rb = lora_rows_rb (M);
+  guint32 spec[6] = { (guint32) R, w_trans ? 1u : 0u, vec ? 1u : 0u, 4 * sg, (guint32) n, rb }, gx, gy;
+  hn_grid (((guint64) M + 4 * rb - 1) / (4 * rb), &gx, &gy);
+  /* the pairs past n bound to the first (not read or written) */
+  HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w[0], FALSE), hn_bind (c[0], TRUE),
+                        hn_bind (w[n > 1 ? 1 : 0], FALSE), hn_bind (c[n > 1 ? 1 : 0], n > 1),
+                        hn_bind (w[n > 2 ? 2 : 0], FALSE), hn_bind (c[n > 2 ? 2 : 0], n > 2) };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_cmd_dispatch (cmd, "lora_rows", spec, 4, bd, 3, &pc, sizeof pc, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_rows", spec, 6, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
 
 gboolean
-hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_trans, float alpha,
+hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean w_trans, float alpha,
                  gboolean accumulate, GError **error)
 {
+  return hn_op_lora_rows_n (cmd, 1, &c, x, &w, w_trans, alpha, accumulate, error);
+}
+
+gboolean
+hn_op_lora_cols_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, gboolean c_trans, float alpha,
+                   gboolean accumulate, GError **error)
+{
   const char *op = "lora_cols";
-  if (!check_f32 (op, "c", cmd, c, error) || !check_f32 (op, "x", cmd, x, error) || !check_f32 (op, "w", cmd, w, error))
-    return FALSE;
-  if (!c || !x || !w)
+  if (n < 1 || n > 3 || !c || !w || !x)
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: x and 1 to 3 pairs of c and w are required", op);
       return FALSE;
     }
-  gint64 K = hn_tensor_rows (x), L = hn_tensor_cols (x), R = hn_tensor_cols (w);
-  if (K < 1 || L < 1 || hn_tensor_rows (w) != K || hn_tensor_rows (c) != (c_trans ? R : L) ||
-      hn_tensor_cols (c) != (c_trans ? L : R))
-    return fail_shape (op, c, x, "x [K, L] (not empty), w [K, r] and c [L, r] (or [r, L])", error);
+  if (!check_f32 (op, "x", cmd, x, error))
+    return FALSE;
+  gint64 K = hn_tensor_rows (x), L = hn_tensor_cols (x), R = w[0] ? hn_tensor_cols (w[0]) : 0;
+  for (int j = 0; j < n; j++)
+    {
+      if (!c[j] || !w[j])
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
+          return FALSE;
+        }
+      if (!check_f32 (op, "c", cmd, c[j], error) || !check_f32 (op, "w", cmd, w[j], error))
+        return FALSE;
+      if (K < 1 || L < 1 || hn_tensor_rows (w[j]) != K || hn_tensor_cols (w[j]) != R ||
+          hn_tensor_rows (c[j]) != (c_trans ? R : L) || hn_tensor_cols (c[j]) != (c_trans ? L : R))
+        return fail_shape (op, c[j], x, "x [K, L] (not empty), w [K, r] and c [L, r] (or [r, L]), one r for all",
+                           error);
+    }
   if (!hn_op_lora_down_available (cmd, R))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: needs subgroup arithmetic and a rank of 1..16", op);
       return FALSE;
     }
-  if (L * R > G_MAXUINT32 / 2 || K > G_MAXUINT32 / 2)
+  if (n * R > 32)
+    {
+      /* the chunk's W rows of every pair in shared memory: at most 32 KiB */
+      for (int j = 0; j < n; j++)
+        if (!hn_op_lora_cols_n (cmd, 1, &c[j], x, &w[j], c_trans, alpha, accumulate, error))
+          return FALSE;
+      return TRUE;
+    }
+  if ((guint64) n * L * R > G_MAXUINT32 / 2 || K > G_MAXUINT32 / 2)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: too large", op);
       return FALSE;
@@ -669,28 +786,40 @@ hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_t
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: more than 65535 chunks of 256 rows", op);
       return FALSE;
     }
-  guint64 part_bytes = chunks * R * L * 4;
+  guint64 part_bytes = (guint64) n * chunks * R * L * 4;
   HnVkBuffer *sc = hn_cmd_scratch (cmd, part_bytes, error);
   if (!sc)
     return FALSE;
+  int j1 = n > 1 ? 1 : 0, j2 = n > 2 ? 2 : 0;
   struct {
     guint32 L, K, kc, chunks, x_off, x_sk, w_off, part_off, c_off;
     float alpha;
-    guint32 flags;
-  } pc = { (guint32) L, (guint32) K, (guint32) kc, (guint32) chunks, hn_eoff (x), (guint32) L, hn_eoff (w), 0,
-           hn_eoff (c), alpha, accumulate ? 1u : 0u };
-  guint32 spec[3] = { (guint32) R, 0, c_trans ? 1u : 0u };
-  HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), { sc, 0, part_bytes, TRUE }, hn_bind (c, FALSE) };
+    guint32 flags, w_off1, c_off1, w_off2, c_off2;
+  } pc = { (guint32) L, (guint32) K, (guint32) kc, (guint32) chunks, hn_eoff (x), (guint32) L, hn_eoff (w[0]), 0,
+           hn_eoff (c[0]), alpha, accumulate ? 1u : 0u, hn_eoff (w[j1]), hn_eoff (c[j1]), hn_eoff (w[j2]),
+           hn_eoff (c[j2]) };
+  guint32 spec[4] = { (guint32) R, 0, c_trans ? 1u : 0u, (guint32) n };
+  HnVkBinding bd[8] = { hn_bind (x, FALSE), hn_bind (w[0], FALSE), { sc, 0, part_bytes, TRUE }, hn_bind (c[0], FALSE),
+                        hn_bind (w[j1], FALSE), hn_bind (c[j1], FALSE), hn_bind (w[j2], FALSE), hn_bind (c[j2], FALSE) };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_cmd_dispatch (cmd, "lora_cols", spec, 3, bd, 4, &pc, sizeof pc, (guint32) lb, (guint32) chunks, 1,
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_cols", spec, 4, bd, 8, &pc, sizeof pc, (guint32) lb, (guint32) chunks, 1,
                                  error);
   spec[1] = 1;
-  HnVkBinding br[4] = { hn_bind (x, FALSE), hn_bind (w, FALSE), { sc, 0, part_bytes, FALSE }, hn_bind (c, TRUE) };
+  /* the pairs past n bound to the first (not written) */
+  HnVkBinding br[8] = { hn_bind (x, FALSE), hn_bind (w[0], FALSE), { sc, 0, part_bytes, FALSE }, hn_bind (c[0], TRUE),
+                        hn_bind (w[j1], FALSE), hn_bind (c[j1], n > 1), hn_bind (w[j2], FALSE), hn_bind (c[j2], n > 2) };
   guint32 gx, gy;
-  hn_grid (((guint64) L * R + 255) / 256, &gx, &gy);
-  ok = ok && hn_cmd_dispatch (cmd, "lora_cols", spec, 3, br, 4, &pc, sizeof pc, gx, gy, 1, error);
+  hn_grid (((guint64) n * L * R + 255) / 256, &gx, &gy);
+  ok = ok && hn_cmd_dispatch (cmd, "lora_cols", spec, 4, br, 8, &pc, sizeof pc, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
+}
+
+gboolean
+hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_trans, float alpha,
+                 gboolean accumulate, GError **error)
+{
+  return hn_op_lora_cols_n (cmd, 1, &c, x, &w, c_trans, alpha, accumulate, error);
 }
 
 gboolean
@@ -797,10 +926,10 @@ hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
     return fail_shape (op, out, in, "an f16 output must start at an even element", error);
   struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) in->n, hn_eoff (in), hn_eoff (out) / 2, 1 };
   HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
-  guint32 gx, gy;
-  hn_grid (((guint64) in->n + 511) / 512, &gx, &gy);
+  guint32 vec = hn_to_f16_vec (cp.x_off, cp.y_off), gx, gy;
+  hn_grid (((guint64) in->n + (vec ? 1023 : 511)) / (vec ? 1024 : 512), &gx, &gy);
   hn_cmd_set_label (cmd, "to_f16");
-  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, bd, 2, &cp, sizeof cp, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", &vec, 1, bd, 2, &cp, sizeof cp, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

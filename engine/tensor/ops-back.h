@@ -40,7 +40,9 @@ gboolean hn_op_unary_back (HnCmd *cmd, HnTensor *dx, HnTensor *dy, HnTensor *x, 
                            GError **error);
 
 /* y = act(gate) · up: writes dgate and dup. With up == NULL gate is the fused
- * [rows, 2F] gate_up tensor and dgate its [rows, 2F] gradient (dup NULL). */
+ * [rows, 2F] gate_up tensor and dgate its [rows, 2F] gradient (dup NULL).
+ * dgate and dup may both be f16 (separate gate and up, F % 4 == 0, offsets on
+ * 4 elements): rounded as a matmul's f16 copy of them would be (±65504). */
 gboolean hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *dy, HnTensor *gate, HnTensor *up,
                          HnActivation act, GError **error);
 
@@ -64,6 +66,14 @@ gboolean hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *d
  * logits (in place). */
 gboolean hn_op_cross_entropy_back (HnCmd *cmd, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
                                    HnTensor *row_scale, GError **error);
+
+/* hn_op_cross_entropy (no mean) and hn_op_cross_entropy_back in one kernel
+ * that reads the logits twice instead of five times (cross_entropy_grad.comp;
+ * the max and the sum of a row in one pass). dlogits: f32 (may be logits, in
+ * place), or f16 rounded as a matmul's f16 copy of its operand would be
+ * (clamped to ±65504; V % 4 == 0 and 4-element aligned offsets). */
+gboolean hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
+                                   HnTensor *row_scale, gint32 ignore_index, GError **error);
 
 /* RoPE backward: the rotation by the opposite angle, i.e. hn_op_rope with
  * negated positions (neg_positions i32 = -positions). */
@@ -107,6 +117,11 @@ gboolean hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnT
  * memory-bound on c, where the tiled matmul kernels would run a K of r). */
 gboolean hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
                             gboolean accumulate, GError **error);
+/* hn_op_lora_expand for n (1..3) adapters into one c (c (+)= alpha · Σ_j
+ * u_j·W_j, one rank): c read and written once (the q, k and v adapters'
+ * dx); the same bits as n accumulating calls. */
+gboolean hn_op_lora_expand_n (HnCmd *cmd, int n, HnTensor *c, HnTensor **u, HnTensor **w, gboolean w_trans,
+                              float alpha, gboolean accumulate, GError **error);
 
 /* A LoRA adapter's down-projections and weight gradients, exact f32, on
  * kernels that read the long operand once (lora_rows.comp, lora_cols.comp):
@@ -121,6 +136,16 @@ gboolean hn_op_lora_rows (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gbo
                           gboolean accumulate, GError **error);
 gboolean hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_trans, float alpha,
                           gboolean accumulate, GError **error);
+/* hn_op_lora_rows for n (1..3) adapters of one input x (c[j] (+)= alpha ·
+ * x·W_j, one rank): x read once for all (the q, k and v down-projections);
+ * the same sums as n calls. */
+/* hn_op_lora_cols for n (1..3) adapters of one x (C_j (+)= alpha · Σ_k
+ * x[k, l]·w_j[k, s], one rank): x read once for all where n·r <= 32 (the
+ * q, k and v adapters' dA), else one call each; the same sums as n calls. */
+gboolean hn_op_lora_cols_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, gboolean c_trans, float alpha,
+                            gboolean accumulate, GError **error);
+gboolean hn_op_lora_rows_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, gboolean w_trans, float alpha,
+                            gboolean accumulate, GError **error);
 
 /* out (f16) = in (f32) rounded as fp16 autocast rounds (±Inf past the
  * range): the f16 copy of a matmul operand that the tensor cores read.

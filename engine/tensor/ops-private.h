@@ -60,6 +60,10 @@ gboolean hn_op_dispatch_elems (HnCmd *cmd, const char *shader, const guint32 *sp
  * as autocast). */
 gboolean hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes,
                            guint32 mode, GError **error);
+/* ops.c: to_f16.comp's VEC for an input at element x_off and an output at
+ * word y_word_off: four elements per invocation where both allow it
+ * (HN_TO_F16_VEC=0: two, as before; the same bits). */
+guint32 hn_to_f16_vec (guint32 x_off, guint32 y_word_off);
 /* ops.c: a "BM,BN,BK" tile override for the cooperative-matrix-2 kernels read
  * from the environment variable name: TRUE and the three set when it holds
  * multiples of 16 within 256 x 256 x 128, else FALSE and nothing changed. */

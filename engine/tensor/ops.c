@@ -488,6 +488,12 @@ env_uint (const char *name, guint32 fallback)
   return *end || x > 1024 ? fallback : (guint32) x;
 }
 
+guint32
+hn_to_f16_vec (guint32 x_off, guint32 y_word_off)
+{
+  return x_off % 4 == 0 && y_word_off % 2 == 0 && g_strcmp0 (g_getenv ("HN_TO_F16_VEC"), "0") != 0;
+}
+
 gboolean
 hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffer *s, guint64 byte0, guint64 bytes,
                   guint32 mode, GError **error)
@@ -495,10 +501,10 @@ hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffer *s, gui
   /* every push constant: a word not pushed keeps an earlier dispatch's value */
   struct { guint32 n, x_off, y_off, mode; } cp = { (guint32) t->n, hn_eoff (t), (guint32) (byte0 / 4), mode };
   HnVkBinding cb[2] = { hn_bind (t, FALSE), { s, byte0, bytes, TRUE } };
-  guint32 gx, gy;
-  hn_grid (((guint64) t->n + 511) / 512, &gx, &gy);
+  guint32 vec = hn_to_f16_vec (cp.x_off, cp.y_off), gx, gy;
+  hn_grid (((guint64) t->n + (vec ? 1023 : 511)) / (vec ? 1024 : 512), &gx, &gy);
   hn_cmd_set_label (cmd, label);
-  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", NULL, 0, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "to_f16", &vec, 1, cb, 2, &cp, sizeof cp, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

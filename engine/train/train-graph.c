@@ -66,6 +66,12 @@ struct _HnTrainGraph {
    * weight gradients, as autocast saves them), and dy rounded once into dy16 for both of its
    * products. The same roundings as the per-matmul copies they replace, so the same results. */
   gboolean f16ops;
+  /* LoRA on a frozen 16-bit base whose matmuls read f16 operands (matmul_cm2), no adapter on the
+   * MLP: ln2's output and the MLP's activation, which nothing else reads, are written as f16 only
+   * (h2_16, act16, one pair for all layers): the bits the matmuls' own f16 copies of them had,
+   * without those copies (the same rounding: the same losses); in the backward, the gate and up
+   * gradients likewise (dgate16, dup16). HN_LORA_F16_ACTS=0: off */
+  gboolean acts16;
   HnTensor *dy16, *hf16, *dw_tmp;
   /* f16ops with q, k and v projections: per layer their f16 weight copies stacked [qd + 2 kvd, C]
    * and their gradients stacked the same way (the parameters' w16 and g are row views), so that
@@ -94,11 +100,19 @@ struct _HnTrainGraph {
   gint64 head_rows;
   guint n_chunks;
   HnTensor **ch_hf, **ch_dh, **ch_targets, **ch_loss, **ch_scale, **ch_logits;
+  /* Each chunk's loss and logits' gradient from one kernel (hn_op_cross_entropy_grad;
+   * HN_CE_FUSED=0: the two of before). Where the frozen head's input gradient runs on
+   * matmul_cm2, which reads an f16 A (it would round the f32 gradient to f16 first), that
+   * gradient is written as f16 into ch_lg16's rows instead (HN_CE_F16=0: f32, then rounded;
+   * HN_CE_F16=1: on any matmul, which widens it again: a test of this path off the tensor cores) */
+  gboolean ce_fused;
+  HnTensor **ch_lg16;
   /* 4-D views for attention */
   HnTensor **q4, **k4, **v4, **att4;
   /* backward scratch */
   HnTensor *dres, *dh, *dh2, *dq, *dk, *dv, *dq2, *dk2, *datt, *datt4, *dq4, *dk4, *dv4;
   HnTensor *dgate, *dup, *dact;
+  HnTensor *dgate16, *dup16;   /* acts16: the f16 gate/up gradients */
   /* MoE backward: one column [N, 1], an expert's dy and a product [N, C], its gate/up/act
    * gradients [N, F], routing-weight gradients [E, N] and [N, E], router-logit gradients [N, E] */
   HnTensor *col, *edy, *eprod, *edgate, *edup, *edact, *dwT, *dw, *dl;
@@ -260,6 +274,7 @@ hn_train_graph_free (HnTrainGraph *g)
   g_free (g->ch_loss);
   g_free (g->ch_scale);
   g_free (g->ch_logits);
+  g_free (g->ch_lg16);
   g_free (g->q_lin_rows);
   g_free (g->k_lin_rows);
   g_free (g->qkv_w16);
@@ -636,6 +651,14 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   g->f16ops = opts && opts->fp16 && !adapter && hp->n_experts == 0 &&
               (hn_vk_context_has_coopmat2 (g->ctx, NULL) || !hn_vk_context_has_coopmat (g->ctx)) &&
               g_strcmp0 (g_getenv ("HN_TRAIN_F16_COPIES"), "0") != 0;
+  const char *a16 = g_getenv ("HN_LORA_F16_ACTS");
+  g->acts16 = adapter && !g->f16ops && hp->block == HN_BLOCK_PRE_NORM && !hp->layernorm && hp->n_experts == 0 &&
+              lw0->w_gate && lw0->w_up && g_strcmp0 (a16, "0") != 0 && hn_op_matmul_takes_f16 (g->cmd, lw0->w_gate, N);
+  for (int il = 0; g->acts16 && il < nl; il++)
+    {
+      guint sh = hn_train_graph_shares (hp, adapter, il);
+      g->acts16 = (sh & HN_TRAIN_SHARE_ACT) && (sh & HN_TRAIN_SHARE_H2);
+    }
   /* inputs */
   g->ids = own (g, hn_tensor_new_named (g->ctx, "train.ids", HN_DTYPE_I32, 1, (gint64[]) { N }, error));
   g->pos = g->ids ? own (g, hn_tensor_new_named (g->ctx, "train.pos", HN_DTYPE_I32, 1, (gint64[]) { N }, error)) : NULL;
@@ -703,6 +726,14 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           (!(g->f16ops && !gated) &&
            !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error))))
         return NULL;
+      if (g->acts16 && il == 0 &&
+          (!(a->h2_16 = new16 (g, "train.h2.f16", N, C, error)) || !(a->act16 = new16 (g, "train.act.f16", N, F, error))))
+        return NULL;
+      if (g->acts16 && il > 0)
+        {
+          a->h2_16 = a0->h2_16;
+          a->act16 = a0->act16;
+        }
       if (hp->n_experts > 0 && !moe_acts_new (g, a, error))
         return NULL;
       if (g->f16ops && (!(a->h16 = new16 (g, "train.h.f16", N, C, error)) ||
@@ -778,6 +809,9 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
       !(g->att_stats = own (g, hn_tensor_new_named (g->ctx, "grad.att_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))))
     return NULL;
+  if (g->acts16 && (!(g->dgate16 = new16 (g, "grad.gate.f16", N, F, error)) ||
+                    !(g->dup16 = new16 (g, "grad.up.f16", N, F, error))))
+    return NULL;
   g->flash = attn_flash (g, adapter, opts && opts->fp16);
   g->lse = g_new0 (HnTensor *, nl);
   for (int il = 0; g->flash && il < nl; il++)
@@ -812,6 +846,21 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     }
   else if (!setup_params (g, error))
     return NULL;
+  /* after the parameters: the head's gradient decides (see ce_fused) */
+  g->ce_fused = g->n_chunks > 1 && g_strcmp0 (g_getenv ("HN_CE_FUSED"), "0") != 0;
+  const char *ce16 = g_getenv ("HN_CE_F16");
+  if (g->ce_fused && V % 4 == 0 && !G (g, g->W->lm_head) && !G (g, g->W->lm_head_b) &&
+      (g_strcmp0 (ce16, "1") == 0 ||
+       (g_strcmp0 (ce16, "0") != 0 && hn_op_matmul_takes_f16 (g->cmd, g->W->lm_head, g->head_rows))))
+    {
+      HnTensor *lg16 = new16 (g, "grad.logits.f16", g->head_rows, V, error);
+      if (!lg16)
+        return NULL;
+      g->ch_lg16 = g_new0 (HnTensor *, g->n_chunks);
+      for (guint c = 0; c < g->n_chunks; c++)
+        if (!(g->ch_lg16[c] = rows_view (g, lg16, 0, MIN (g->head_rows, N - c * g->head_rows), error)))
+          return NULL;
+    }
   if (g->f16ops)
     {
       /* q, k and v stacked (see qkv_w16): their gradients first, as row views of one tensor */
@@ -940,6 +989,41 @@ lora_fwd (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor **outs, GError **e
   return TRUE;
 }
 
+/* The adapters of q, k and v (distinct sites of one input x): their
+ * down-projections in one hn_op_lora_rows_n, which reads x once (the same
+ * sums as one call each; HN_LORA_FUSE=0: one call each), then each
+ * site's expansions. */
+static gboolean
+lora_fwd_qkv (HnTrainGraph *g, LayerActs *a, HnTensor *x, HnTensor **outs, GError **error)
+{
+  LoraSite *ss[3];
+  int n = 0;
+  for (int p = P_Q; p <= P_V; p++)
+    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
+      ss[n++] = a->site[p];
+  gboolean fuse = n > 1 && g_strcmp0 (g_getenv ("HN_LORA_FUSE"), "0") != 0;
+  for (int j = 0; fuse && j < n; j++)
+    fuse = lora_expand_ok (g, ss[j]) && hn_op_lora_down_available (g->cmd, ss[j]->u->shape[1]) &&
+           ss[j]->u->shape[1] == ss[0]->u->shape[1] && ss[j]->scale == ss[0]->scale;
+  if (!fuse)
+    {
+      for (int j = 0; j < n; j++)
+        CK (lora_fwd (g, ss[j], x, outs, error));
+      return TRUE;
+    }
+  HnTensor *u[3], *A[3];
+  for (int j = 0; j < n; j++)
+    {
+      u[j] = ss[j]->u;
+      A[j] = ss[j]->A;
+    }
+  CK (hn_op_lora_rows_n (g->cmd, n, u, x, A, TRUE, ss[0]->scale, FALSE, error));
+  for (int j = 0; j < n; j++)
+    for (int k = 0; k < ss[j]->n_out; k++)
+      CK (hn_op_lora_expand (g->cmd, outs[ss[j]->out_proj[k]], ss[j]->u, ss[j]->Bv[k], TRUE, 1.0f, TRUE, error));
+  return TRUE;
+}
+
 /* dB_p += dy_pᵀ·u; du = s·Σ dy_p·B_p; dA += duᵀ·x; dx += du·A. Exact f32:
  * s as the alpha of du's products; fp16 autocast: du rounded, then scaled. */
 static gboolean
@@ -967,6 +1051,46 @@ lora_back (HnTrainGraph *g, LoraSite *s, HnTensor *x, HnTensor *dx, HnTensor **d
   if (expand)
     return hn_op_lora_expand (g->cmd, dx, s->du, s->A, FALSE, 1.0f, TRUE, error);
   return hn_op_bmm (g->cmd, dx, s->du, s->A, HN_MATMUL_ACCUMULATE, 1.0f, error);
+}
+
+/* The adapters of q, k and v in the backward (distinct sites of one input
+ * x, fused as in lora_fwd_qkv): each site's dB and du, then their dA in one
+ * hn_op_lora_cols_n and dx in one hn_op_lora_expand_n (x and dx read once;
+ * the same sums; HN_LORA_FUSE=0: lora_back for each). */
+static gboolean
+lora_back_qkv (HnTrainGraph *g, LayerActs *a, HnTensor *x, HnTensor *dx, HnTensor **dys, GError **error)
+{
+  LoraSite *ss[3];
+  int n = 0;
+  for (int p = P_Q; p <= P_V; p++)
+    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
+      ss[n++] = a->site[p];
+  gboolean fuse = n > 1 && g_strcmp0 (g_getenv ("HN_LORA_FUSE"), "0") != 0;
+  for (int j = 0; fuse && j < n; j++)
+    fuse = lora_expand_ok (g, ss[j]) && hn_op_lora_down_available (g->cmd, ss[j]->u->shape[1]) &&
+           ss[j]->u->shape[1] == ss[0]->u->shape[1];
+  if (!fuse)
+    {
+      for (int j = 0; j < n; j++)
+        CK (lora_back (g, ss[j], x, dx, dys, error));
+      return TRUE;
+    }
+  HnTensor *du[3], *A[3], *dA[3];
+  for (int j = 0; j < n; j++)
+    {
+      LoraSite *s = ss[j];
+      for (int k = 0; k < s->n_out; k++)
+        {
+          HnTensor *dy = dys[s->out_proj[k]];
+          CK (hn_op_lora_cols (g->cmd, s->dBv[k], dy, s->u, FALSE, 1.0f, TRUE, error));
+          CK (hn_op_lora_rows (g->cmd, s->du, dy, s->Bv[k], FALSE, s->scale, k > 0, error));
+        }
+      du[j] = s->du;
+      A[j] = s->A;
+      dA[j] = G (g, s->A);
+    }
+  CK (hn_op_lora_cols_n (g->cmd, n, dA, x, du, TRUE, 1.0f, TRUE, error));
+  return hn_op_lora_expand_n (g->cmd, n, dx, du, A, FALSE, 1.0f, TRUE, error);
 }
 
 /* Mixture of experts as the inference graph routes it; every expert's activations are kept for the
@@ -1029,7 +1153,7 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
         CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
       if (a->site[P_UP])
         CK (lora_fwd (g, a->site[P_UP], in, outs, error));
-      CK (hn_op_glu (g->cmd, a->act, a->gate, a->up, g->hp->act, error));
+      CK (hn_op_glu (g->cmd, g->acts16 ? a->act16 : a->act, a->gate, a->up, g->hp->act, error));
     }
   else
     {
@@ -1042,7 +1166,7 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
   HnTensor *act_mm = a->act16;
   if (g->f16ops && !lw->w_gate)
     CK (hn_op_unary_f16 (g->cmd, a->act16, a->up, g->hp->act, error)); /* act itself is not kept */
-  else
+  else if (!g->acts16)
     CK (round16 (g, a->act16, a->act, &act_mm, error));
   CK (hn_op_matmul (g->cmd, g->mo, act_mm, W16 (g, lw->w_down), lw->b_down, error));
   if (a->site[P_DOWN])
@@ -1070,9 +1194,7 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   /* one f16 copy of h for the three (hn_op_matmul_n, on the tensor cores; under f16ops h16) */
   CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, h_mm,
                       (HnTensor *[]) { W16 (g, lw->wq), W16 (g, lw->wk), W16 (g, lw->wv) }, (HnTensor *[]) { lw->bq, lw->bk, lw->bv }, error));
-  for (int p = P_Q; p <= P_V; p++)
-    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
-      CK (lora_fwd (g, a->site[p], a->h, outs, error));
+  CK (lora_fwd_qkv (g, a, a->h, outs, error));
   HnTensor *qs = a->q_lin, *ks = a->k_lin;
   if (hp->qk_norm_head)
     {
@@ -1115,8 +1237,13 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
     {
     case HN_BLOCK_PRE_NORM:
       CK (hn_op_add (g->cmd, a->x_mid, x, g->o, error));
-      CK (norm_fwd (g, a->h2, a->x_mid, lw->ln2_w, lw->ln2_b, error));
-      CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
+      if (g->acts16)
+        CK (norm_fwd (g, h2_mm = a->h2_16, a->x_mid, lw->ln2_w, lw->ln2_b, error));
+      else
+        {
+          CK (norm_fwd (g, a->h2, a->x_mid, lw->ln2_w, lw->ln2_b, error));
+          CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
+        }
       CK (mlp_fwd (g, a, lw, a->h2, h2_mm, error));
       CK (hn_op_add (g->cmd, xo, a->x_mid, g->mo, error));
       break;
@@ -1164,10 +1291,25 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
           CK (hn_op_matmul (g->cmd, lg, g->ch_hf[c], W->lm_head, W->lm_head_b, error));
           if (hp->logits_scale != 1.0f)
             CK (hn_op_scale (g->cmd, lg, lg, hp->logits_scale, 0.0f, error));
-          CK (hn_op_cross_entropy (g->cmd, g->ch_loss[c], NULL, lg, g->ch_targets[c], -100, error));
-          if (!grad)
-            continue;
-          CK (hn_op_cross_entropy_back (g->cmd, lg, lg, g->ch_targets[c], g->ch_scale[c], error));
+          if (grad && g->ce_fused)
+            {
+              HnTensor *dl = g->ch_lg16 ? g->ch_lg16[c] : lg;
+              CK (hn_op_cross_entropy_grad (g->cmd, g->ch_loss[c], dl, lg, g->ch_targets[c], g->ch_scale[c], -100,
+                                            error));
+              if (g->ch_lg16)
+                {
+                  /* dh = dl·W: the frozen head takes no gradient (see ce_fused) */
+                  CK (hn_op_bmm (g->cmd, g->ch_dh[c], dl, W->lm_head, 0, 1.0f, error));
+                  continue;
+                }
+            }
+          else
+            {
+              CK (hn_op_cross_entropy (g->cmd, g->ch_loss[c], NULL, lg, g->ch_targets[c], -100, error));
+              if (!grad)
+                continue;
+              CK (hn_op_cross_entropy_back (g->cmd, lg, lg, g->ch_targets[c], g->ch_scale[c], error));
+            }
           CK (hn_op_matmul_back (g->cmd, g->ch_dh[c], G (g, W->lm_head), G (g, W->lm_head_b), lg, g->ch_hf[c],
                                  W->lm_head, 0, error));
         }
@@ -1335,6 +1477,14 @@ mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy,
       if (a->site[P_GATE])
         CK (lora_back (g, a->site[P_GATE], in, din, dys, error));
     }
+  else if (lw->w_gate && g->acts16)
+    {
+      /* dgate and dup as f16 only (see acts16: the frozen projections' dx reads nothing else) */
+      CK (hn_op_glu_back (g->cmd, g->dgate16, g->dup16, g->dact, a->gate, a->up, g->hp->act, error));
+      CK (hn_op_bmm (g->cmd, din, g->dgate16, lw->w_gate, (flags & HN_BACK_ACCUMULATE) ? HN_MATMUL_ACCUMULATE : 0,
+                     1.0f, error));
+      CK (hn_op_bmm (g->cmd, din, g->dup16, lw->w_up, HN_MATMUL_ACCUMULATE, 1.0f, error));
+    }
   else if (lw->w_gate)
     {
       CK (hn_op_glu_back (g->cmd, g->dgate, g->dup, g->dact, a->gate, a->up, g->hp->act, error));
@@ -1415,10 +1565,7 @@ attn_back (HnTrainGraph *g, int il, HnTensor *dy, HnTensor *din, HnBackFlags fla
   dys[P_Q] = dq;
   dys[P_K] = dk;
   dys[P_V] = g->dv;
-  for (int p = P_Q; p <= P_V; p++)
-    if (a->site[p] && (p == P_Q || a->site[p] != a->site[p - 1]))
-      CK (lora_back (g, a->site[p], a->h, din, dys, error));
-  return TRUE;
+  return lora_back_qkv (g, a, a->h, din, dys, error);
 }
 
 static gboolean

@@ -6,6 +6,7 @@
 
 #include "base/hn-error.h"
 #include "tensor/cpu-ref-back.h"
+#include "tensor/hn-cpu-ref.h"
 #include "tensor/ops-back.h"
 
 static HnVkContext *ctx;
@@ -141,6 +142,36 @@ run_lora_expand (gint64 M, gint64 N, gint64 R, gboolean w_trans, gboolean acc)
   close_enough (what, tc, want, 1e-5, 1e-5);
 }
 
+/* hn_op_lora_expand_n: three adapters into one c give the bits of three
+ * calls (the first accumulating only when asked, the others always) */
+static void
+run_lora_expand_n (gint64 M, gint64 N, gint64 R, gboolean w_trans, gboolean acc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree float *c0 = rnd (M * N, 1);
+  g_autoptr (HnTensor) ta = tens (2, (gint64[]) { M, N }, c0), tb = tens (2, (gint64[]) { M, N }, c0);
+  HnTensor *tu[3], *tw[3];
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *u = rnd (M * R, 1), *w = rnd (N * R, 1);
+      tu[j] = tens (2, (gint64[]) { M, R }, u);
+      tw[j] = w_trans ? tens (2, (gint64[]) { N, R }, w) : tens (2, (gint64[]) { R, N }, w);
+    }
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  for (int j = 0; j < 3; j++)
+    g_assert_true (hn_op_lora_expand (cmd, ta, tu[j], tw[j], w_trans, 0.75f, acc || j > 0, &error));
+  g_assert_true (hn_op_lora_expand_n (cmd, 3, tb, tu, tw, w_trans, 0.75f, acc, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree float *a = down (ta), *b = down (tb);
+  g_assert_cmpmem (a, sizeof (float) * M * N, b, sizeof (float) * M * N);
+  for (int j = 0; j < 3; j++)
+    {
+      hn_tensor_unref (tu[j]);
+      hn_tensor_unref (tw[j]);
+    }
+}
+
 static void
 test_lora_expand (void)
 {
@@ -149,6 +180,9 @@ test_lora_expand (void)
   run_lora_expand (20, 515, 1, FALSE, TRUE);
   run_lora_expand (5, 7, 32, TRUE, FALSE);
   run_lora_expand (17, 64, 16, FALSE, TRUE);
+  run_lora_expand_n (37, 300, 8, FALSE, TRUE);
+  run_lora_expand_n (37, 300, 8, TRUE, FALSE);
+  run_lora_expand_n (20, 515, 3, FALSE, FALSE);
   /* a rank past 32 or shapes that do not fit fail */
   g_autoptr (GError) error = NULL;
   g_autoptr (HnTensor) u = tens (2, (gint64[]) { 4, 33 }, NULL), w = tens (2, (gint64[]) { 33, 6 }, NULL);
@@ -191,6 +225,61 @@ run_lora_rows (gint64 M, gint64 K, gint64 R, gboolean w_trans, gboolean acc)
   close_enough (what, tc, want, 1e-4, 1e-4);
 }
 
+/* hn_op_lora_rows_n: three adapters of one x give the bits of three
+ * hn_op_lora_rows calls on one row per subgroup, and so do 2 and 4 rows per
+ * subgroup (M not a multiple of their blocks) */
+static float *
+lora_rows_bits (int n, HnTensor **tw, HnTensor *tx, const float *c0, gint64 M, gint64 R, gboolean w_trans,
+                gboolean acc, int rb)
+{
+  g_autoptr (GError) error = NULL;
+  char v[2] = { (char) ('0' + rb), 0 };
+  g_setenv ("HN_LORA_ROWS_RB", v, TRUE);
+  HnTensor *tc[3];
+  for (int j = 0; j < 3; j++)
+    tc[j] = tens (2, (gint64[]) { M, R }, c0 + j * M * R);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  if (n == 3)
+    g_assert_true (hn_op_lora_rows_n (cmd, 3, tc, tx, tw, w_trans, 1.5f, acc, &error));
+  else
+    for (int j = 0; j < 3; j++)
+      g_assert_true (hn_op_lora_rows (cmd, tc[j], tx, tw[j], w_trans, 1.5f, acc, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  float *out = g_new (float, 3 * M * R);
+  for (int j = 0; j < 3; j++)
+    {
+      hn_tensor_download_f32 (tc[j], out + j * M * R, M * R, &error);
+      g_assert_no_error (error);
+      hn_tensor_unref (tc[j]);
+    }
+  g_unsetenv ("HN_LORA_ROWS_RB");
+  return out;
+}
+
+static void
+run_lora_rows_n (gint64 M, gint64 K, gint64 R, gboolean w_trans, gboolean acc)
+{
+  g_autofree float *x = rnd (M * K, 1), *c0 = rnd (3 * M * R, 1);
+  g_autoptr (HnTensor) tx = tens (2, (gint64[]) { M, K }, x);
+  HnTensor *tw[3];
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *w = rnd (K * R, 1);
+      tw[j] = w_trans ? tens (2, (gint64[]) { R, K }, w) : tens (2, (gint64[]) { K, R }, w);
+    }
+  g_autofree float *want = lora_rows_bits (1, tw, tx, c0, M, R, w_trans, acc, 1);
+  /* three at once on 1 and 4 rows per subgroup, one on 2 (the default at 2048 rows) */
+  static const int runs[3][2] = { { 3, 1 }, { 3, 4 }, { 1, 2 } };
+  for (int i = 0; i < 3; i++)
+    {
+      g_autofree float *got = lora_rows_bits (runs[i][0], tw, tx, c0, M, R, w_trans, acc, runs[i][1]);
+      g_assert_cmpmem (got, sizeof (float) * 3 * M * R, want, sizeof (float) * 3 * M * R);
+    }
+  for (int j = 0; j < 3; j++)
+    hn_tensor_unref (tw[j]);
+}
+
 static void
 run_lora_cols (gint64 K, gint64 L, gint64 R, gboolean c_trans, gboolean acc)
 {
@@ -217,6 +306,40 @@ run_lora_cols (gint64 K, gint64 L, gint64 R, gboolean c_trans, gboolean acc)
   close_enough (what, tc, want, 1e-4, 1e-4);
 }
 
+/* hn_op_lora_cols_n: three adapters of one x give the bits of three calls
+ * (and a rank too large for one dispatch of three takes three) */
+static void
+run_lora_cols_n (gint64 K, gint64 L, gint64 R, gboolean c_trans, gboolean acc)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree float *x = rnd (K * L, 1);
+  g_autoptr (HnTensor) tx = tens (2, (gint64[]) { K, L }, x);
+  HnTensor *tw[3], *ta[3], *tb[3];
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *w = rnd (K * R, 1), *c0 = rnd (L * R, 1);
+      tw[j] = tens (2, (gint64[]) { K, R }, w);
+      ta[j] = c_trans ? tens (2, (gint64[]) { R, L }, c0) : tens (2, (gint64[]) { L, R }, c0);
+      tb[j] = c_trans ? tens (2, (gint64[]) { R, L }, c0) : tens (2, (gint64[]) { L, R }, c0);
+    }
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  for (int j = 0; j < 3; j++)
+    g_assert_true (hn_op_lora_cols (cmd, ta[j], tx, tw[j], c_trans, 0.5f, acc, &error));
+  run (cmd);
+  g_autoptr (HnCmd) cmd2 = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_lora_cols_n (cmd2, 3, tb, tx, tw, c_trans, 0.5f, acc, &error));
+  g_assert_no_error (error);
+  run (cmd2);
+  for (int j = 0; j < 3; j++)
+    {
+      g_autofree float *a = down (ta[j]), *b = down (tb[j]);
+      g_assert_cmpmem (a, sizeof (float) * L * R, b, sizeof (float) * L * R);
+      hn_tensor_unref (tw[j]);
+      hn_tensor_unref (ta[j]);
+      hn_tensor_unref (tb[j]);
+    }
+}
+
 static void
 test_lora_down (void)
 {
@@ -236,10 +359,17 @@ test_lora_down (void)
   run_lora_rows (9, 1030, 16, TRUE, TRUE);
   run_lora_rows (21, 77, 3, FALSE, FALSE);
   run_lora_rows (5, 77, 1, TRUE, TRUE);
+  /* small ranks: lavapipe compiles each unrolled variant slowly */
+  run_lora_rows_n (37, 300, 4, TRUE, FALSE);
+  run_lora_rows_n (37, 300, 4, FALSE, TRUE);
+  run_lora_rows_n (23, 77, 3, TRUE, TRUE);
   run_lora_cols (300, 37, 8, FALSE, TRUE);
   run_lora_cols (300, 37, 8, TRUE, FALSE);
   run_lora_cols (1500, 600, 16, TRUE, TRUE);
   run_lora_cols (7, 9, 3, FALSE, FALSE);
+  run_lora_cols_n (300, 37, 8, TRUE, TRUE);
+  run_lora_cols_n (1500, 300, 5, FALSE, FALSE);
+  run_lora_cols_n (40, 9, 16, TRUE, FALSE);
   /* a rank past 16 fails */
   g_autoptr (HnTensor) x = tens (2, (gint64[]) { 4, 8 }, NULL), w = tens (2, (gint64[]) { 17, 8 }, NULL);
   g_autoptr (HnTensor) c = tens (2, (gint64[]) { 4, 17 }, NULL);
@@ -396,6 +526,23 @@ run_activations_back (gint64 F)
       close_enough (what, tdx, dx, 1e-4, 1e-5);
       close_enough (what, tdg, dgate, 1e-4, 1e-5);
       close_enough (what, tdu, dup, 1e-4, 1e-5);
+      if (F % 4 == 0)
+        {
+          /* f16 gradients: the f32 ones, rounded once */
+          g_autoptr (HnTensor) tg16 = hn_tensor_new (ctx, HN_DTYPE_F16, 2, (gint64[]) { rows, F }, &error);
+          g_autoptr (HnTensor) tu16 = hn_tensor_new (ctx, HN_DTYPE_F16, 2, (gint64[]) { rows, F }, &error);
+          g_assert_true (hn_op_glu_back (cmd, tg16, tu16, tdy, tg, tu, act, &error));
+          g_assert_no_error (error);
+          run (cmd);
+          g_autofree float *wg = down (tdg), *wu = down (tdu);
+          for (gint64 i = 0; i < n; i++)
+            {
+              wg[i] = hn_f16_to_f32 (hn_f32_to_f16 (wg[i]));
+              wu[i] = hn_f16_to_f32 (hn_f32_to_f16 (wu[i]));
+            }
+          close_enough ("glu_back f16 dgate", tg16, wg, 1e-3, 1e-7);
+          close_enough ("glu_back f16 dup", tu16, wu, 1e-3, 1e-7);
+        }
 
       /* fused gate_up [rows, 2F]: gate half then up half */
       g_autofree float *fused = g_new (float, 2 * n);
@@ -492,6 +639,57 @@ test_cross_entropy_back (void)
   g_assert_true (hn_op_cross_entropy_back (cmd, tl, tl, tt, trs, &error)); /* in place */
   run (cmd);
   close_enough ("cross-entropy dlogits (in place)", tl, dl, 1e-4, 1e-7);
+}
+
+/* hn_op_cross_entropy_grad against the reference loss and gradient: in
+ * place on a V of 517 (the scalar loads), out of place on a V of 1024 (16-byte
+ * loads), and its f16 gradient (as the f32 one, rounded once) */
+static void
+test_cross_entropy_grad (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 N = 6;
+  gint32 tg[6] = { 5, -100, 0, 516, 44, 1023 };
+  float w[6] = { 1, 1, 2, 0.5f, 1, 1 };
+  for (int pass = 0; pass < 3; pass++)
+    {
+      gint64 V = pass == 0 ? 517 : 1024;
+      tg[5] = pass == 0 ? -100 : 1023;
+      g_autofree float *lg = rnd (N * V, 4), *dl = g_new (float, N * V), *lref = g_new (float, N);
+      /* a large logit: the running max of its invocation grows late */
+      lg[3 * V + V - 2] = 30.0f;
+      hn_ref_cross_entropy (lref, NULL, lg, tg, N, V, -100);
+      g_assert_true (isfinite (hn_ref_cross_entropy_loss (lg, tg, w, N, V, -100, 0.7f, dl)));
+      double wsum = 0;
+      for (int i = 0; i < N; i++)
+        wsum += tg[i] != -100 ? w[i] : 0;
+      float rs[6];
+      for (int i = 0; i < N; i++)
+        rs[i] = tg[i] != -100 ? (float) (0.7 * w[i] / wsum) : 0.0f;
+      g_autoptr (HnTensor) tl = tens (2, (gint64[]) { N, V }, lg), trs = tens (1, (gint64[]) { N }, rs);
+      g_autoptr (HnTensor) tt = tens_i32 (N, tg), tloss = tens (1, (gint64[]) { N }, NULL);
+      g_autoptr (HnTensor) out = pass == 0 ? hn_tensor_ref (tl)
+                                 : hn_tensor_new (ctx, pass == 1 ? HN_DTYPE_F32 : HN_DTYPE_F16, 2,
+                                                  (gint64[]) { N, V }, &error);
+      g_assert_no_error (error);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_cross_entropy_grad (cmd, tloss, out, tl, tt, trs, -100, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      close_enough ("cross-entropy-grad loss", tloss, lref, 1e-5, 1e-6);
+      if (pass == 2)
+        for (gint64 i = 0; i < N * V; i++)
+          dl[i] = hn_f16_to_f32 (hn_f32_to_f16 (dl[i]));
+      close_enough (pass == 0 ? "cross-entropy-grad dlogits (in place)" : "cross-entropy-grad dlogits", out, dl,
+                    pass == 2 ? 2e-3 : 1e-4, 1e-7);
+    }
+  /* an f16 gradient needs 4-element rows; an f16 one cannot be in place */
+  g_autoptr (HnTensor) tl = tens (2, (gint64[]) { 2, 517 }, NULL), tt = tens_i32 (2, (gint32[]) { 0, 1 });
+  g_autoptr (HnTensor) trs = tens (1, (gint64[]) { 2 }, NULL), tloss = tens (1, (gint64[]) { 2 }, NULL);
+  g_autoptr (HnTensor) o16 = hn_tensor_new (ctx, HN_DTYPE_F16, 2, (gint64[]) { 2, 517 }, &error);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_false (hn_op_cross_entropy_grad (cmd, tloss, o16, tl, tt, trs, -100, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
 static void
@@ -661,6 +859,7 @@ main (int argc, char **argv)
   g_test_add_func ("/back-ops/activations", test_activations_back);
   g_test_add_func ("/back-ops/embedding", test_embedding_back);
   g_test_add_func ("/back-ops/cross-entropy", test_cross_entropy_back);
+  g_test_add_func ("/back-ops/cross-entropy-grad", test_cross_entropy_grad);
   g_test_add_func ("/back-ops/rope", test_rope_back);
   g_test_add_func ("/back-ops/attention", test_attention_back);
   g_test_add_func ("/back-ops/adamw-sgd", test_adamw_sgd);

@@ -217,8 +217,8 @@ test_train_tensor_cores (void)
 
 /* The LM head in row chunks (hn_train_graph_head_rows: the logits of 5 rows
  * at a time, the last chunk of 4): the same losses and adapter as peft's,
- * with and without checkpointing. A chunk's gradient taken from the wrong
- * rows, or lost, moves the adapter past its bound. */
+ * with and without checkpointing, and with the gradient in f16. A chunk's
+ * gradient taken from the wrong rows, or lost, moves the adapter past its bound. */
 static void
 test_train_head_chunks (void)
 {
@@ -228,6 +228,10 @@ test_train_head_chunks (void)
   g_setenv ("HN_TRAIN_HEAD_ROWS", "5", TRUE);
   run_qlora (FALSE, FALSE);
   run_qlora (TRUE, FALSE);
+  /* the chunks' logits gradient written as f16 (as matmul_cm2 reads it), here widened again */
+  g_setenv ("HN_CE_F16", "1", TRUE);
+  run_qlora (FALSE, FALSE);
+  g_unsetenv ("HN_CE_F16");
   g_unsetenv ("HN_TRAIN_HEAD_ROWS");
 }
 
