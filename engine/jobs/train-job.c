@@ -255,6 +255,14 @@ model_kind (const char *model_dir, gboolean *encdec, gboolean *seq2seq, GError *
                    model_dir, arch->model_type);
       return FALSE;
     }
+  if (hn_arch_is_hybrid (arch))
+    {
+      /* the Mamba layers' backward is not recorded by the transformer's training graph */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: model_type \"%s\" is a hybrid (attention + Mamba layers): its training and LoRA are not built "
+                   "yet", model_dir, arch->model_type);
+      return FALSE;
+    }
   *seq2seq = hn_arch_is_seq2seq (arch);
   *encdec = *seq2seq || hn_arch_is_encoder (arch);
   return TRUE;

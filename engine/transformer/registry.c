@@ -297,7 +297,6 @@ static const HnArchInfo archs[] = {
 /* Every other model_type of transformers 5.17's causal-LM, masked-LM and seq2seq-LM mappings
  * (tests/fixtures/parity/lm_model_types.json), refused by name with the reason; the registry test
  * checks that each listed type is registered or here. */
-#define R_SSD "hybrid attention + Mamba-2 (SSD scan) layers are not built yet"
 #define R_NOTEXT "not a text-only graph (speech, audio, image or multi-codebook model)"
 static const HnArchRefusal refusals[] = {
   { "axk2", "DeepSeek sparse attention (an indexer choosing keys) and low-rank gated RMSNorms are not built yet" },
@@ -383,8 +382,8 @@ static const HnArchRefusal refusals[] = {
   { "xlstm", "xLSTM (mLSTM / sLSTM) recurrences are not built yet" },
   { "xmod", "per-language adapter modules (X-MOD) are not built yet" },
   { "yoso", "LSH-sampled (YOSO) attention is not built yet" },
-  { "zamba", "hybrid attention + Mamba (selective scan) layers are not built yet" },
-  { "zamba2", R_SSD },
+  { "zamba", "its shared attention block over [hidden, embeddings] between Mamba layers is not built yet" },
+  { "zamba2", "its shared attention blocks over [hidden, embeddings] with per-layer LoRA adapters are not built yet" },
   { "zaya", "ZAYA's compressed convolutional attention (causal q/k convolutions with a carried state, delayed values), MLP router and learned residual scales are not built yet" },
 };
 

@@ -406,11 +406,11 @@ test_fail_closed (void)
   g_autofree char *moe = g_dir_make_tmp ("hn-genjob-XXXXXX", &error);
   g_assert_no_error (error);
   g_autofree char *cfg = g_build_filename (moe, "config.json", NULL);
-  g_assert_true (g_file_set_contents (cfg, "{\"model_type\":\"jamba\",\"vocab_size\":16,\"d_model\":8}", -1, &error));
+  g_assert_true (g_file_set_contents (cfg, "{\"model_type\":\"zamba2\",\"vocab_size\":16,\"d_model\":8}", -1, &error));
   const char *m[] = { "generate", "--model-path", moe, "--input-ids", "5,6", NULL };
   g_assert_false (run (m, &ev, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "jamba"));
+  g_assert_nonnull (strstr (error->message, "zamba2"));
   g_clear_error (&error);
   /* a state-space decoder carries a recurrent state: a KV-cache mode fails closed by name */
   g_autofree char *mamba = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity", "mamba", NULL);

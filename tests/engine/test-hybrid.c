@@ -6,6 +6,7 @@
  * transformers is test-transformer-parity's (the bamba fixture). */
 #include "base/hn-error.h"
 #include "formats/safetensors.h"
+#include "train/train-graph.h"
 #include "transformer/transformer.h"
 
 #include <glib/gstdio.h>
@@ -257,6 +258,10 @@ test_fail_closed (void)
   g_clear_error (&error);
   g_assert_false (hn_transformer_check_pageable (m, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_assert_null (hn_train_graph_new (m, 1, 4, NULL, &error)); /* the Mamba layers have no backward here */
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "hybrid"));
   g_clear_error (&error);
   g_assert_false (hn_arch_require_task (hn_transformer_get_hparams (m)->arch, HN_TASK_TRAIN, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);

@@ -120,7 +120,7 @@ test_fail_closed (void)
   g_assert_false (hn_arch_require_task (a, HN_TASK_TRAIN, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
-  g_assert_null (hn_arch_lookup ("zamba", &error)); /* hybrid attention + Mamba (v1): not built */
+  g_assert_null (hn_arch_lookup ("zamba", &error)); /* its shared attention block: not built */
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_assert_nonnull (strstr (error->message, "zamba"));
   g_clear_error (&error);
