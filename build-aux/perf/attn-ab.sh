@@ -10,6 +10,7 @@
 # $OUT/bench.jsonl (a CLI run a line, "attn" added) and $OUT/summary.txt
 # (the kernel times, tok/s and the attention_cm2* profile rows a run).
 t_start=$(date +%s)
+touch "$OUT/bench.jsonl" "$OUT/bench-ops.jsonl"
 left() { echo $(( $1 - ($(date +%s) - t_start) )); }
 # the op tests on the tensor-core paths (forward, flash forward + backward), old and new
 step "test-ops-attention new" timeout 30 "$CARRY/bin/test-ops-attention" --verbose
