@@ -11,6 +11,12 @@
 // O += P·V. Masked scores are -FLT_MAX/2, not -inf, so a block where a row
 // sees nothing yet gives exp(0) terms that the first visible key's rescale
 // (exp(-FLT_MAX/2 - m) = 0) wipes out; every live row sees at least one key.
+// With FAST (the default; 0 under HN_ATTN_CM2_OLD=1): the query blocks run
+// longest first (causal: the last block sees the most keys) with the heads of
+// one KV head side by side (their K/V tiles shared in L2), each tile's V load
+// issued with its K·Q product and the next K tile's while the softmax runs
+// (the loads' latency hidden, not waited on in turn), and key blocks that no
+// row masks only scaled. BR x BC (the tile) from HN_ATTN_CM2_TILE.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -24,7 +30,9 @@ layout(constant_id = 0) const uint KVDT = 0;
 layout(constant_id = 1) const uint HD = 64;
 layout(constant_id = 2) const uint NT = 256;
 layout(local_size_x_id = 2) in;
-const uint BR = 64u, BC = 64u;
+layout(constant_id = 3) const uint BR = 64;
+layout(constant_id = 4) const uint BC = 64;
+layout(constant_id = 5) const uint FAST = 1;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float kf[]; };
@@ -76,10 +84,31 @@ float fa_store_lse(const in uint r, const in uint c, const in float l, const in 
   return l;
 }
 
+#define KV_LAYOUT tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV>
+void load_k(out coopmat<float16_t, gl_ScopeWorkgroup, HD, BC, gl_MatrixUseB> km, const in uint kbase, const in KV_LAYOUT lkv,
+            const in tensorViewNV<2, false, 1, 0> tr, const in uint j0) {
+  if (KVDT == HN_DT_F32) coopMatLoadTensorNV(km, kf, kbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr, dec_f32);
+  else if (KVDT == HN_DT_F16) coopMatLoadTensorNV(km, kh, kbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr);
+  else coopMatLoadTensorNV(km, kb, kbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr, dec_bf16);
+}
+void load_v(out coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm, const in uint vbase, const in KV_LAYOUT lkv,
+            const in uint j0) {
+  if (KVDT == HN_DT_F32) coopMatLoadTensorNV(vm, vf, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_f32);
+  else if (KVDT == HN_DT_F16) coopMatLoadTensorNV(vm, vh, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
+  else coopMatLoadTensorNV(vm, vb, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_bf16);
+}
+
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>
 
 void main() {
   uint qb0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  if (FAST != 0u) {
+    // the same grid renumbered: workgroups launch in x-then-y order, so the
+    // first ones take every head's last (causal: longest) query block
+    uint lin = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    qb0 = (gl_NumWorkGroups.x - 1u - lin / p.H) * BR;
+    h = lin % p.H;
+  }
   g_qb0 = qb0;
   uint kvh = h / (p.H / p.KVH);
 
@@ -106,15 +135,25 @@ void main() {
   uint j_lo = 0u;
   if (p.window > 0u) j_lo = uint(clamp(p.pos0 + int(qb0) - int(p.window) + 1, 0, int(n_keys))) / BC * BC;
 
+  coopmat<float16_t, gl_ScopeWorkgroup, HD, BC, gl_MatrixUseB> km;
+  coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm;
+  if (FAST != 0u) load_k(km, kbase, lkv, tr, j_lo);
+  // the first key block past every row's causal reach (FAST: blocks before it
+  // and at or after j_full need no mask when no window, and all rows live)
+  uint j_full = p.pos0 + int(qb0) + 1 > 0 ? uint(p.pos0 + int(qb0) + 1) : 0u;
+  bool maskless = p.window == 0u && qb0 + BR <= p.T && p.softcap <= 0.0;
+
   for (uint j0 = j_lo; j0 < n_keys; j0 += BC) {
     g_j0 = j0;
-    coopmat<float16_t, gl_ScopeWorkgroup, HD, BC, gl_MatrixUseB> km;
-    if (KVDT == HN_DT_F32) coopMatLoadTensorNV(km, kf, kbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr, dec_f32);
-    else if (KVDT == HN_DT_F16) coopMatLoadTensorNV(km, kh, kbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr);
-    else coopMatLoadTensorNV(km, kb, kbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr, dec_bf16);
+    if (FAST != 0u) load_v(vm, vbase, lkv, j0);
+    else load_k(km, kbase, lkv, tr, j0);
     ACC(BR, BC) s = ACC(BR, BC)(0.0);
     s = coopMatMulAdd(qm, km, s);
-    coopMatPerElementNV(s, s, fa_score);
+    // the next K tile in flight while this one's softmax runs (the clamped
+    // layout reads zeros past n_kv; the last one is never used)
+    if (FAST != 0u && j0 + BC < n_keys) load_k(km, kbase, lkv, tr, j0 + BC);
+    if (FAST != 0u && maskless && (p.causal == 0u || j0 + BC <= j_full) && j0 + BC <= n_keys) s = s * p.scale;
+    else coopMatPerElementNV(s, s, fa_score);
     ACC(BR, BC) rmax, m_new, pmat, corr;
     coopMatReduceNV(rmax, s, gl_CooperativeMatrixReduceRowNV, fa_max);
     coopMatPerElementNV(m_new, rmax, fa_max2, m_run);
@@ -128,10 +167,7 @@ void main() {
     ACC(BR, HD) corr_o;
     coopMatReduceNV(corr_o, corr, gl_CooperativeMatrixReduceRowNV, fa_smear);
     acc = acc * corr_o;
-    coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm;
-    if (KVDT == HN_DT_F32) coopMatLoadTensorNV(vm, vf, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_f32);
-    else if (KVDT == HN_DT_F16) coopMatLoadTensorNV(vm, vh, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
-    else coopMatLoadTensorNV(vm, vb, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_bf16);
+    if (FAST == 0u) load_v(vm, vbase, lkv, j0);
     acc = coopMatMulAdd(pa, vm, acc);
   }
 

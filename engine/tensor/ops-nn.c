@@ -3,6 +3,7 @@
 #include "tensor/ops-back.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static gboolean scratch_disjoint (const char *op, HnTensor *sc, HnTensor *t, GError **error);
@@ -591,12 +592,29 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       !params->dyn_pos && hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt) &&
       (params->lse || g_getenv ("HN_NO_ATTN_CM2") == NULL))
     {
-      guint32 cspec[3] = { spec[0], (guint32) D, nt };
-      /* training (the log-sum-exp out): f32 K and V become f16 in the
-       * recorder's scratch first, clamped as the kernel's own f32 decode
-       * does; each key block is then read as 16-bit operands (the kernel
-       * loads it once per query block) */
-      if (params->lse && k->dtype == HN_DTYPE_F32 && v->dtype == HN_DTYPE_F32 && g_getenv ("HN_ATTN_CM2_F32_KV") == NULL)
+      /* the softmax in the matrices (row reductions) where nothing per-head or masked is added */
+      gboolean reg = hn_vk_context_has_coopmat2_reductions (hn_cmd_get_context (cmd)) && !per_head &&
+                     !params->mask && g_getenv ("HN_ATTN_CM2_SHARED") == NULL;
+      /* attention_cm2_reg: FAST (longest query blocks first, loads issued
+       * early) and the tile BR x BC on NT invocations, unless
+       * HN_ATTN_CM2_OLD=1 (64 x 64, as before); HN_ATTN_CM2_TILE=BR,BC,NT
+       * (multiples of 16 up to 128, NT a size the device lists) to sweep */
+      gboolean old = g_getenv ("HN_ATTN_CM2_OLD") != NULL;
+      guint32 br = 64, bc = 64, tnt = nt, e[3];
+      const char *tile = g_getenv ("HN_ATTN_CM2_TILE");
+      if (reg && !old && tile && sscanf (tile, "%u,%u,%u", &e[0], &e[1], &e[2]) == 3 && e[0] && e[1] &&
+          e[0] % 16 == 0 && e[1] % 16 == 0 && e[0] <= 128 && e[1] <= 128 && e[2] >= 32 && e[2] <= 1024 &&
+          (e[2] & (e[2] - 1)) == 0 &&
+          (hn_vk_context_get_device_info (hn_cmd_get_context (cmd))->nv2_invocations_listed & (e[2] / 32)))
+        br = e[0], bc = e[1], tnt = e[2];
+      guint32 cspec[6] = { spec[0], (guint32) D, reg ? tnt : nt, br, bc, old ? 0u : 1u };
+      /* training (the log-sum-exp out), and prefill too unless
+       * HN_ATTN_CM2_OLD=1 or HN_ATTN_CM2_KV16=0: f32 K and V become f16 in
+       * the recorder's scratch first, clamped as the kernel's own f32 decode
+       * does; each key block is then read as 16-bit operands without a
+       * per-element decode (the kernel loads it once per query block) */
+      gboolean kv16 = params->lse || (!old && g_strcmp0 (g_getenv ("HN_ATTN_CM2_KV16"), "0") != 0);
+      if (kv16 && k->dtype == HN_DTYPE_F32 && v->dtype == HN_DTYPE_F32 && g_getenv ("HN_ATTN_CM2_F32_KV") == NULL)
         {
           guint64 kb = ((guint64) k->n * 2 + 255) & ~(guint64) 255, vb = ((guint64) v->n * 2 + 255) & ~(guint64) 255;
           HnVkBuffer *s = (kb + vb) / 2 <= G_MAXUINT32 ? hn_cmd_scratch (cmd, kb + vb, error) : NULL;
@@ -611,13 +629,10 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
               cspec[0] = hn_op_float_code (HN_DTYPE_F16);
             }
         }
-      /* the softmax in the matrices (row reductions) where nothing per-head or masked is added */
-      const char *sh = hn_vk_context_has_coopmat2_reductions (hn_cmd_get_context (cmd)) && !per_head &&
-                           !params->mask && g_getenv ("HN_ATTN_CM2_SHARED") == NULL
-                         ? "attention_cm2_reg" : "attention_cm2";
+      const char *sh = reg ? "attention_cm2_reg" : "attention_cm2";
       hn_cmd_set_label (cmd, sh);
-      gboolean ok = hn_cmd_dispatch (cmd, sh, cspec, 3, bd, 7, &pc, sizeof pc,
-                                     (guint32) ((T + 63) / 64), (guint32) H, (guint32) B, error);
+      gboolean ok = hn_cmd_dispatch (cmd, sh, cspec, reg ? 6 : 3, bd, 7, &pc, sizeof pc,
+                                     (guint32) ((T + br - 1) / br), (guint32) H, (guint32) B, error);
       hn_cmd_set_label (cmd, NULL);
       return ok;
     }

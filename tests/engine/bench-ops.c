@@ -5,10 +5,11 @@
  *
  *   hn-bench-ops [--iterations N] [--filter SUBSTRING] [--variants "ENV=V ENV=V;ENV=V;..."]
  *
- * --variants times each wanted matmul case under every ';'-separated group
- * of environment settings (tile and kernel overrides such as HN_CM2_TILE,
- * HN_CM2_UNROLL, HN_CM2_SPLITK, HN_CM2_NT) in turn, --reps times (2), with a
- * longer warm-up, and prints the best time of each group, tagged with it.
+ * --variants times each wanted matmul and tensor-core attention case under
+ * every ';'-separated group of environment settings (tile and kernel
+ * overrides such as HN_CM2_TILE, HN_CM2_NT, HN_ATTN_CM2_TILE) in turn,
+ * --reps times (2), with a longer warm-up, and prints the best time of each
+ * group, tagged with it.
  */
 #include "tensor/hn-ops.h"
 #include "tensor/ops-back.h"
@@ -154,6 +155,36 @@ set_group (const char *group, gboolean set)
     }
 }
 
+/* Times one case, or with --variants each group in turn, twice, reporting
+ * the best of the two (drifts of the clocks hit all alike). */
+static void
+report_variants (HnVkContext *ctx, const char *name, const char *shape, RecordFn fn, gpointer data, double flops,
+                 double bytes)
+{
+  if (!variants)
+    {
+      report (name, shape, time_op (ctx, fn, data), flops, bytes);
+      return;
+    }
+  g_auto (GStrv) groups = g_strsplit (variants, ";", -1);
+  guint ng = g_strv_length (groups);
+  g_autofree double *best = g_new (double, MAX (ng, 1));
+  for (int rep = 0; rep < MAX (reps, 1); rep++)
+    for (guint gi = 0; gi < ng; gi++)
+      {
+        set_group (groups[gi], TRUE);
+        double us = time_op (ctx, fn, data);
+        set_group (groups[gi], FALSE);
+        best[gi] = rep == 0 ? us : MIN (best[gi], us);
+      }
+  for (guint gi = 0; gi < ng; gi++)
+    {
+      variant_tag = groups[gi];
+      report (name, shape, best[gi], flops, 0);
+    }
+  variant_tag = NULL;
+}
+
 /* With --variants the same operands serve every group: made once. */
 static GHashTable *operand_cache;
 
@@ -186,29 +217,7 @@ bench_matmul (HnVkContext *ctx, const char *name, HnDType wdt, gint64 M, gint64 
   g_autofree char *shape = g_strdup_printf ("M%" G_GINT64_FORMAT " N%" G_GINT64_FORMAT " K%" G_GINT64_FORMAT " W %s",
                                             M, N, K, hn_dtype_name (wdt));
   double bytes = (double) N * K * hn_dtype_size (wdt) + 4.0 * (M * K + M * N);
-  if (!variants)
-    report (name, shape, time_op (ctx, rec_matmul, &d), 2.0 * M * N * K, M <= 8 ? bytes : 0);
-  else
-    {
-      /* every group in turn, twice, the best of the two: drifts of the clocks hit all alike */
-      g_auto (GStrv) groups = g_strsplit (variants, ";", -1);
-      guint ng = g_strv_length (groups);
-      g_autofree double *best = g_new (double, MAX (ng, 1));
-      for (int rep = 0; rep < MAX (reps, 1); rep++)
-        for (guint gi = 0; gi < ng; gi++)
-          {
-            set_group (groups[gi], TRUE);
-            double us = time_op (ctx, rec_matmul, &d);
-            set_group (groups[gi], FALSE);
-            best[gi] = rep == 0 ? us : MIN (best[gi], us);
-          }
-      for (guint gi = 0; gi < ng; gi++)
-        {
-          variant_tag = groups[gi];
-          report (name, shape, best[gi], 2.0 * M * N * K, 0);
-        }
-      variant_tag = NULL;
-    }
+  report_variants (ctx, name, shape, rec_matmul, &d, 2.0 * M * N * K, M <= 8 ? bytes : 0);
   hn_tensor_unref (d.y);
   hn_tensor_unref (d.x);
   hn_tensor_unref (d.w);
@@ -347,6 +356,28 @@ bench_attention (HnVkContext *ctx, const char *name, gint64 T, gint64 H, gint64 
   hn_tensor_unref (d.v);
 }
 
+/* Prefill attention as a 16-bit model runs it (reduced precision: the
+ * tensor-core flash kernel on cooperative matrix 2, else the scalar one),
+ * causal, [B, T, H, D] queries over f32 [B, T, KVH, D] keys and values. */
+static void
+bench_prefill_attention (HnVkContext *ctx, const char *name, gint64 B, gint64 T, gint64 H, gint64 KVH, gint64 D)
+{
+  if (!wanted (name))
+    return;
+  gint64 sq[4] = { B, T, H, D }, sk[4] = { B, T, KVH, D };
+  AttnData d = { random_tensor (ctx, HN_DTYPE_F32, 4, sq), random_tensor (ctx, HN_DTYPE_F32, 4, sq),
+                 random_tensor (ctx, HN_DTYPE_F32, 4, sk), random_tensor (ctx, HN_DTYPE_F32, 4, sk),
+                 { .causal = TRUE, .reduced_precision = TRUE } };
+  g_autofree char *shape = g_strdup_printf ("B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " H%" G_GINT64_FORMAT
+                                            " KVH%" G_GINT64_FORMAT " D%" G_GINT64_FORMAT " causal",
+                                            B, T, H, KVH, D);
+  report_variants (ctx, name, shape, rec_attn, &d, 4.0 * B * T * T * H * D / 2, 0);
+  hn_tensor_unref (d.o);
+  hn_tensor_unref (d.q);
+  hn_tensor_unref (d.k);
+  hn_tensor_unref (d.v);
+}
+
 /* Training attention on the tensor cores (hn_attention_flash_ok): the
  * forward with the row log-sum-exp, and the flash backward
  * (hn_op_attention_back_flash), causal, [B, T, H, D] with GQA; TFLOP/s
@@ -390,8 +421,8 @@ bench_train_attention (HnVkContext *ctx, const char *name, gint64 B, gint64 T, g
                                             B, T, H, KVH, D);
   double flops = 4.0 * B * T * T * H * D / 2;
   g_autofree char *fname = g_strdup_printf ("%s-fwd", name), *bname = g_strdup_printf ("%s-back", name);
-  report (fname, shape, time_op (ctx, rec_train_attn_fwd, &d), flops, 0);
-  report (bname, shape, time_op (ctx, rec_train_attn_back, &d), 2.5 * flops, 0);
+  report_variants (ctx, fname, shape, rec_train_attn_fwd, &d, flops, 0);
+  report_variants (ctx, bname, shape, rec_train_attn_back, &d, 2.5 * flops, 0);
   HnTensor **all[] = { &d.o, &d.q, &d.k, &d.v, &d.lse, &d.st, &d.dq, &d.dk, &d.dv, &d.dout };
   for (guint i = 0; i < G_N_ELEMENTS (all); i++)
     hn_tensor_unref (*all[i]);
@@ -459,6 +490,8 @@ run_cases (HnVkContext *ctx, gint64 s)
   bench_attention (ctx, "attention-decode-split-256", 1, 32, 8, 64, 256, HN_DTYPE_F32, TRUE);
   bench_attention (ctx, "attention-decode-split-256-d128", 1, 32, 8, 128, 256, HN_DTYPE_F32, TRUE); /* llama-3-8b */
   bench_attention (ctx, "attention-prefill", 512 / s, 32, 8, 64, 512 / s, HN_DTYPE_F32, FALSE);
+  bench_prefill_attention (ctx, "attention-prefill-16bit-b1", 1, 512 / s, 32, 8, 64);
+  bench_prefill_attention (ctx, "attention-prefill-16bit-b4", 4, 512 / s, 32, 8, 64);
   /* training attention (cooperative matrix 2 only): the LoRA row's llama-1b
    * 4 x 512 and the gpt2-124m 8 x 1024 training shapes */
   bench_train_attention (ctx, "attention-train-llama1b", 4, 512, 32, 8, 64);
