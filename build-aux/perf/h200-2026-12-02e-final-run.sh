@@ -1,7 +1,7 @@
 # Final call, 2026-12-02 (e): issue 22's table on the merged tree with llama.cpp beside it, the new
 # prefill attention against the old (HN_ATTN_CM2_OLD=1), the 8B Q4_K_M GGUF beside llama-bench
 # (issue 23), mamba-130m (issue 25), then the GPU tests while time is left.
-# Prepare: HN_LLAMACPP=1 HN_CARRY_TESTS="test-back-ops test-train-parity test-hybrid test-ops-attention-decode" build-aux/device-check prepare
+# Prepare: HN_LLAMACPP=1 HN_CARRY_TESTS="test-back-ops test-train-parity test-hybrid" build-aux/device-check prepare
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-2026-12-02e-final-run.sh bash build-aux/device-check run
 # Sourced by device-check run (step, $cli, $CARRY, $OUT, $LOG set).
 T0=$SECONDS
@@ -44,7 +44,7 @@ if [ -s "$W/8b.gguf" ]; then
 fi
 cat "$OUT/bench.jsonl" | cut -c1-400
 # the GPU tests with what is left
-for t in test-back-ops test-transformer-parity test-hybrid test-ssm-parity test-quant test-ops-attention-decode test-train-parity test-ops-matmul; do
+for t in test-back-ops test-transformer-parity test-hybrid test-ssm-parity test-quant test-train-parity test-ops-matmul; do
   t_left=$(left); [ "$t_left" -gt 20 ] || { echo "skipped $t (time)" | tee -a "$OUT/summary.txt"; continue; }
   step "$t" timeout $(( t_left < 90 ? t_left : 90 )) "$CARRY/bin/$t"
 done
