@@ -257,6 +257,8 @@ static const HnArchInfo archs[] = {
   { "deberta", NULL, "deberta", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_DEBERTA, ENC_Q, "gelu", ENC, "deberta" },
   { "mobilebert", NULL, "mobilebert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_MOBILEBERT, ENC_Q, "relu", ENC,
     "mobilebert" },
+  { "ibert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
+    "ibert" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
   { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
@@ -325,7 +327,6 @@ static const HnArchRefusal refusals[] = {
   { "glm_moe_dsa", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "hrm_text", "hierarchical recurrent reasoning modules are not built yet" },
   { "hy_v4", "hyper-connections and DeepSeek sparse attention (an indexer choosing keys) with learnable sinks are not built yet" },
-  { "ibert", "integer-only kernels (I-BERT quantization buffers) are not built yet" },
   { "inkling_text", "short causal convolutions on q/k/v and sublayer inputs (a carried state) and learned relative-position logits are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
