@@ -259,6 +259,7 @@ static const HnArchInfo archs[] = {
     "mobilebert" },
   { "ibert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
     "ibert" },
+  { "tapas", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "tapas" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
   { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
@@ -374,7 +375,6 @@ static const HnArchRefusal refusals[] = {
   { "squeezebert", "grouped 1-D convolution layers are not built yet" },
   { "t5gemma", "Gemma-2-style encoder-decoder layers (T5Gemma) are not built yet" },
   { "t5gemma2", "Gemma-3-style encoder-decoder layers (T5Gemma 2) are not built yet" },
-  { "tapas", "table-structure token-type embeddings are not built yet" },
   { "trocr", R_NOTEXT " (an OCR decoder over image features)" },
   { "voxtral_realtime", R_NOTEXT },
   { "whisper", R_NOTEXT },
