@@ -260,6 +260,7 @@ static const HnArchInfo archs[] = {
   { "ibert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
     "ibert" },
   { "tapas", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "tapas" },
+  { "layoutlm", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "layoutlm" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
   { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
@@ -332,7 +333,6 @@ static const HnArchRefusal refusals[] = {
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
   { "laguna", "per-layer attention head counts (num_attention_heads_per_layer) and softplus per-head output gates are not built yet" },
-  { "layoutlm", "2-D layout (bounding-box) position embeddings are not built yet" },
   { "lfm2", "LFM2 short causal convolutions with a carried state are not built yet" },
   { "lfm2_moe", "LFM2 short causal convolutions with a carried state are not built yet" },
   { "llama4", "Llama 4's chunked attention, NoPE layers and MoE are not built yet" },
