@@ -261,6 +261,8 @@ static const HnArchInfo archs[] = {
     "ibert" },
   { "tapas", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "tapas" },
   { "layoutlm", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "layoutlm" },
+  { "xmod", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
+    "xmod" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
   { "mt5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "gelu_new", S2S, "mt5" },
@@ -380,7 +382,6 @@ static const HnArchRefusal refusals[] = {
   { "whisper", R_NOTEXT },
   { "xlnet", "two-stream relative attention with memory is not built yet" },
   { "xlstm", "xLSTM (mLSTM / sLSTM) recurrences are not built yet" },
-  { "xmod", "per-language adapter modules (X-MOD) are not built yet" },
   { "yoso", "LSH-sampled (YOSO) attention is not built yet" },
   { "zamba", "hybrid attention + Mamba (selective scan) layers are not built yet" },
   { "zamba2", R_SSD },
