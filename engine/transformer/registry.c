@@ -265,6 +265,7 @@ static const HnArchInfo archs[] = {
     "xmod" },
   { "longformer", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu",
     ENC, "longformer" },
+  { "roc_bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "roc_bert" },
   { "flaubert", NULL, "xlm", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_XLM, ENC_Q, "gelu", ENC, "flaubert" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
@@ -371,7 +372,6 @@ static const HnArchRefusal refusals[] = {
   { "qwen4_exp_text", "hyper-connections, n-gram embeddings, gated DeltaNet linear-attention layers and indexer-sparse attention are not built yet" },
   { "recurrent_gemma", "the RG-LRU recurrence and its causal conv1d are not built yet" },
   { "reformer", "LSH and chunked local attention with reversible layers are not built yet" },
-  { "roc_bert", "pronunciation and glyph embeddings (RoCBert) are not built yet" },
   { "rwkv", "RWKV time-mix / channel-mix recurrences are not built yet" },
   { "seamless_m4t", R_NOTEXT },
   { "seamless_m4t_v2", R_NOTEXT },
