@@ -266,6 +266,8 @@ static const HnArchInfo archs[] = {
   { "longformer", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu",
     ENC, "longformer" },
   { "roc_bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "roc_bert" },
+  { "luke", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
+    "luke" },
   { "flaubert", NULL, "xlm", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_XLM, ENC_Q, "gelu", ENC, "flaubert" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
@@ -343,7 +345,6 @@ static const HnArchRefusal refusals[] = {
   { "llama4", "Llama 4's chunked attention, NoPE layers and MoE are not built yet" },
   { "llama4_text", "Llama 4's chunked attention, NoPE layers and MoE are not built yet" },
   { "longcat_flash", "LongCat-Flash layers (two attention and two MLP sublayers each, zero-computation experts) are not built yet" },
-  { "luke", "entity embeddings and entity-aware attention are not built yet" },
   { "mimo_v2_flash", "per-layer-type K/V head counts, values narrower than keys, attention sink biases and value scaling (MiMo-V2-Flash) are not built yet" },
   { "minicpm3", "multi-head latent attention outside deepseek (minicpm3) is not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
