@@ -268,6 +268,7 @@ static const HnArchInfo archs[] = {
   { "roc_bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "roc_bert" },
   { "luke", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
     "luke" },
+  { "fnet", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu_new", ENC, "fnet" },
   { "flaubert", NULL, "xlm", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_XLM, ENC_Q, "gelu", ENC, "flaubert" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
@@ -320,7 +321,6 @@ static const HnArchRefusal refusals[] = {
   { "emu3", R_NOTEXT },
   { "encoder-decoder", "a composite of two separately configured models (EncoderDecoderModel); load its parts" },
   { "esmc", "ESM C's protein encoder is not built yet" },
-  { "fnet", "Fourier-transform token mixing is not built yet" },
   { "fsmt", "separate source and target vocabularies (FSMT) are not built yet" },
   { "funnel", "funnel pooling (sequence compression between blocks) is not built yet" },
   { "gemma3n", "Gemma 3n's AltUp, Laurel blocks and per-layer embeddings are not built yet" },
