@@ -269,6 +269,7 @@ static const HnArchInfo archs[] = {
   { "luke", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
     "luke" },
   { "fnet", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu_new", ENC, "fnet" },
+  { "squeezebert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC, "squeezebert" },
   { "flaubert", NULL, "xlm", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_XLM, ENC_Q, "gelu", ENC, "flaubert" },
   /* encoder-decoders (encdec/seq2seq.c) */
   { "t5", NULL, "t5", HN_BLOCK_SEQ2SEQ_PRE_NORM, HN_NAMES_T5, HN_QUIRK_NO_ROPE, "relu", S2S | HN_TASK_TRAIN, "t5" },
@@ -376,7 +377,6 @@ static const HnArchRefusal refusals[] = {
   { "rwkv", "RWKV time-mix / channel-mix recurrences are not built yet" },
   { "seamless_m4t", R_NOTEXT },
   { "seamless_m4t_v2", R_NOTEXT },
-  { "squeezebert", "grouped 1-D convolution layers are not built yet" },
   { "t5gemma", "Gemma-2-style encoder-decoder layers (T5Gemma) are not built yet" },
   { "t5gemma2", "Gemma-3-style encoder-decoder layers (T5Gemma 2) are not built yet" },
   { "trocr", R_NOTEXT " (an OCR decoder over image features)" },
