@@ -13,6 +13,7 @@ typedef struct {
   HnTensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
   HnTensor *ln2_w, *ln2_b;   /* post-norm: after the MLP; pre-norm: before it */
   HnTensor *wi, *bi, *wd, *bd; /* wi [F, C] (gated: [2F, C], act on the first half) */
+  HnTensor *ad1_w, *ad1_b, *ad2_w, *ad2_b, *adln_w, *adln_b; /* xmod: the language adapter [C/r, C], [C, C/r] */
 } EncLayer;
 
 struct _HnEncoder {
@@ -48,6 +49,11 @@ struct _HnEncoder {
   int max_full_tokens;      /* big_bird block_sparse: the longest input it runs as full attention (0 = any) */
   int local_window;         /* keys within |i - j| <= local_window */
   HnMobileBert *mobile;     /* mobilebert: its bottleneck layers (encoder-mobilebert.c); NULL otherwise */
+  HnTensor *dft_cos, *dft_sin; /* fnet: the DFT over hidden units [C, C] */
+  HnTensor *word_in;        /* roc_bert concat_input: the mapped input table [vocab, C] (the decoder keeps word) */
+  gboolean derived;         /* a table here is computed from the checkpoint's (not one to train and save) */
+  char *xmod_lang;          /* xmod: the default language, whose adapters run */
+  gboolean xmod_adapter_ln, xmod_reuse_ln, xmod_ln_before;
   HnDeberta *deberta;       /* deberta, deberta-v2: relative attention (encoder-deberta.c); NULL otherwise */
 };
 

@@ -62,7 +62,8 @@ G (HnEncoderTrainer *tr, HnTensor *param)
 HnEncoderTrainer *
 hn_encoder_trainer_new (HnEncoder *m, int B, int T, GError **error)
 {
-  if (m->pre_norm || m->gated || m->inv_freq_global || m->mobile || m->deberta)
+  if (m->pre_norm || m->gated || m->inv_freq_global || m->mobile || m->deberta || m->layer_local || m->xmod_lang ||
+      m->derived || m->dft_cos)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "training model_type \"%s\" is not supported yet",
                    m->arch->model_type);

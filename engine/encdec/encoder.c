@@ -6,6 +6,7 @@
 #include "encdec/encdec-private.h"
 #include "encdec/encoder-private.h"
 
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -43,6 +44,7 @@ hn_encoder_free (HnEncoder *m)
   g_free (m->order);
   g_free (m->layer_local);
   g_free (m->rel);
+  g_free (m->xmod_lang);
   hn_mobilebert_free (m->mobile);
   hn_deberta_free (m->deberta);
   g_clear_pointer (&m->ctx, hn_vk_context_unref);
@@ -84,6 +86,105 @@ positive (const HnModelConfig *cfg, const char *what, gint64 v, GError **error)
 }
 
 static gboolean
+cfg_flag (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error)
+{
+  GError *e = NULL;
+  *out = dflt;
+  if (!hn_model_config_get_bool (cfg, key, out, &e) && e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+refuse_switch (const HnModelConfig *cfg, const char *mt, const char *what, GError **error)
+{
+  g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s %s is not supported", cfg->path, mt, what);
+  return FALSE;
+}
+
+/* The switches of the bert variants that run this graph: ibert (float mode only), xmod (its default
+ * language's adapter, post-norm), longformer (one sliding window for every layer, no global tokens). */
+static gboolean
+resolve_variants (HnEncoder *m, const HnModelConfig *cfg, GError **error)
+{
+  const char *mt = m->arch->model_type;
+  gboolean on;
+  if (strcmp (mt, "ibert") == 0)
+    {
+      CK (cfg_flag (cfg, "quant_mode", FALSE, &on, error));
+      if (on)
+        return refuse_switch (cfg, mt, "quant_mode true (integer-only kernels)", error);
+    }
+  else if (strcmp (mt, "xmod") == 0)
+    {
+      CK (cfg_flag (cfg, "pre_norm", FALSE, &on, error));
+      if (on)
+        return refuse_switch (cfg, mt, "pre_norm true", error);
+      CK (cfg_flag (cfg, "adapter_layer_norm", FALSE, &m->xmod_adapter_ln, error) &&
+          cfg_flag (cfg, "adapter_reuse_layer_norm", TRUE, &m->xmod_reuse_ln, error) &&
+          cfg_flag (cfg, "ln_before_adapter", TRUE, &m->xmod_ln_before, error));
+      const char *lang = hn_model_config_get_string (cfg, "default_language");
+      JsonNode *ln = json_object_get_member (hn_model_config_get_raw (cfg), "languages");
+      if (!lang || !ln || !JSON_NODE_HOLDS_ARRAY (ln))
+        return refuse_switch (cfg, mt, "without default_language and languages (a language per input)", error);
+      JsonArray *la = json_node_get_array (ln);
+      for (guint i = 0; i < json_array_get_length (la); i++)
+        {
+          const char *l = json_node_get_string (json_array_get_element (la, i));
+          if (l && strcmp (l, lang) == 0)
+            m->xmod_lang = g_strdup (lang);
+        }
+      if (!m->xmod_lang)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: xmod default_language \"%s\" is not in languages",
+                       cfg->path, lang);
+          return FALSE;
+        }
+    }
+  else if (strcmp (mt, "longformer") == 0)
+    {
+      /* LongformerSelfAttention without a global_attention_mask: each token sees attention_window / 2
+       * tokens each side; transformers pads to a multiple of the window with masked keys, which
+       * changes no unpadded row, so a dense -inf mask outside the window gives the same softmax */
+      JsonNode *aw = json_object_get_member (hn_model_config_get_raw (cfg), "attention_window");
+      gint64 w = 512;
+      for (int il = 0; il < m->n_layer; il++)
+        {
+          gint64 wi = w;
+          if (aw && JSON_NODE_HOLDS_ARRAY (aw))
+            {
+              JsonArray *a = json_node_get_array (aw);
+              if ((int) json_array_get_length (a) != m->n_layer)
+                {
+                  g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                               "%s: attention_window should hold one window per layer", cfg->path);
+                  return FALSE;
+                }
+              wi = json_array_get_int_element (a, il);
+            }
+          else if (aw && JSON_NODE_HOLDS_VALUE (aw))
+            wi = json_node_get_int (aw);
+          if (wi <= 0 || wi % 2 || wi >= (1 << 24))
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attention_window %" G_GINT64_FORMAT
+                           " is not positive and even", cfg->path, wi);
+              return FALSE;
+            }
+          if (il > 0 && wi != w)
+            return refuse_switch (cfg, mt, "attention_window differing between layers", error);
+          w = wi;
+        }
+      m->layer_local = g_new (guint8, m->n_exec);
+      memset (m->layer_local, 1, (gsize) m->n_exec);
+      m->local_window = (int) (w / 2);
+    }
+  return TRUE;
+}
+
+static gboolean
 resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
 {
   HnNameScheme ns = m->arch->names;
@@ -92,6 +193,8 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
   m->C = (int) cfg->hidden_size;
   m->n_layer = (int) cfg->num_hidden_layers;
   m->H = (int) cfg->num_attention_heads;
+  if (strcmp (m->arch->model_type, "fnet") == 0 && m->H <= 0)
+    m->H = 1; /* no attention: one "head" of the whole width */
   m->F = (int) (ns == HN_NAMES_DISTILBERT ? cfg_int (cfg, "hidden_dim", -1, &e) : cfg->intermediate_size);
   m->E = (int) cfg_int (cfg, ns == HN_NAMES_REMBERT ? "input_embedding_size" : "embedding_size", m->C, &e);
   m->head_width = (int) cfg_int (cfg, "output_embedding_size", m->C, &e);
@@ -188,7 +291,8 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
     {
       /* esm: rotary, no token dropout, no embedding norm; xlm: one language, learned positions, bidirectional */
       static const char *const esm_off[] = { "token_dropout", "emb_layer_norm_before", NULL };
-      static const char *const xlm_off[] = { "sinusoidal_embeddings", "causal", "asm", NULL };
+      /* flaubert: XLM's layers, post-norm unless pre_norm */
+      static const char *const xlm_off[] = { "sinusoidal_embeddings", "causal", "asm", "pre_norm", NULL };
       for (const char *const *k = ns == HN_NAMES_ESM ? esm_off : xlm_off; *k; k++)
         {
           gboolean on = FALSE;
@@ -295,7 +399,7 @@ resolve (HnEncoder *m, const HnModelConfig *cfg, GError **error)
         }
       m->local_window = (int) (local / 2);
     }
-  return TRUE;
+  return resolve_variants (m, cfg, error);
 }
 
 /* ---------------------------------------------------------------- weights */
@@ -367,8 +471,228 @@ names_for (HnNameScheme ns, EncNames *N, const char *base)
     }
 }
 
+static float *host_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error);
+
+/* Token types whose other inputs this API leaves at 0, folded into one table [type_vocab, E]:
+ * tapas sums row 0 of each of its token_type_embeddings_<i> (the table structure; with every id 0
+ * all tokens share one cell, so positions stay 0..n-1) into a single-row table; layoutlm adds the
+ * embeddings of bounding box (0, 0, 0, 0) (x and y twice, height and width once) to each type. */
 static gboolean
-load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
+load_fixed_types (HnEncoder *m, HnWLoader *L, const char *emb, GError **error)
+{
+  gint64 E = m->E;
+  gboolean tapas = strcmp (m->arch->model_type, "tapas") == 0;
+  g_autofree float *row = g_new0 (float, (gsize) E);
+  g_autofree float *tab = NULL;
+  if (tapas)
+    {
+      int k = 0;
+      for (;; k++)
+        {
+          g_autofree char *n = g_strdup_printf ("%stoken_type_embeddings_%d.weight", emb, k);
+          const HnSafetensorInfo *t = hn_wl_find (L, n, k == 0, error);
+          if (!t)
+            break;
+          if (t->ndim != 2 || t->shape[1] != E || t->shape[0] < 1)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [types, %" G_GINT64_FORMAT "]",
+                           t->file, t->name, E);
+              return FALSE;
+            }
+          g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+          CK (f);
+          for (gint64 j = 0; j < E; j++)
+            row[j] += f[j];
+        }
+      CK (k > 0);
+      m->type_vocab = 1;
+      tab = g_steal_pointer (&row);
+    }
+  else
+    {
+      static const struct { const char *name; float times; } box[] = {
+        { "x_position_embeddings", 2 }, { "y_position_embeddings", 2 }, { "h_position_embeddings", 1 },
+        { "w_position_embeddings", 1 } };
+      for (gsize i = 0; i < G_N_ELEMENTS (box); i++)
+        {
+          g_autofree char *n = g_strdup_printf ("%s%s.weight", emb, box[i].name);
+          const HnSafetensorInfo *t = hn_wl_find (L, n, TRUE, error);
+          CK (t);
+          if (t->ndim != 2 || t->shape[1] != E || t->shape[0] < 1)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [positions, %" G_GINT64_FORMAT "]",
+                           t->file, t->name, E);
+              return FALSE;
+            }
+          g_autofree float *f = hn_safetensor_info_dup_f32 (t, error);
+          CK (f);
+          for (gint64 j = 0; j < E; j++)
+            row[j] += box[i].times * f[j];
+        }
+      g_autofree char *tn = g_strdup_printf ("%stoken_type_embeddings.weight", emb);
+      CK ((tab = host_matrix (L, tn, m->type_vocab, E, error)));
+      for (gint64 t = 0; t < m->type_vocab; t++)
+        for (gint64 j = 0; j < E; j++)
+          tab[t * E + j] += row[j];
+    }
+  g_autofree char *nm = g_strdup_printf ("%stoken_types", emb);
+  m->derived = TRUE;
+  return (m->type = hn_wl_from_f32 (L, nm, 2, (gint64[]) { m->type_vocab, E }, tab, error)) != NULL;
+}
+
+/* RoCBert: the shape and pronunciation ids this API leaves at 0. Without concat_input they are not
+ * read (transformers adds them only when given); with it, map_inputs_layer(cat(word, shape[0],
+ * pronunciation[0])) replaces the word embedding, folded here into one input table [vocab, C]
+ * (the decoder stays tied to the stored word embeddings). */
+static gboolean
+load_rocbert_inputs (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, const char *emb, GError **error)
+{
+  gint64 C = m->C, V = m->vocab;
+  g_autofree char *mw = g_strdup_printf ("%smap_inputs_layer.weight", emb);
+  g_autofree char *mb = g_strdup_printf ("%smap_inputs_layer.bias", emb);
+  g_autofree char *sn = g_strdup_printf ("%sshape_embed.weight", emb);
+  g_autofree char *pn = g_strdup_printf ("%spronunciation_embed.weight", emb);
+  const HnSafetensorInfo *map = hn_wl_find (L, mw, FALSE, NULL);
+  gboolean concat, shape, pron;
+  CK (cfg_flag (cfg, "concat_input", TRUE, &concat, error) && cfg_flag (cfg, "enable_shape", TRUE, &shape, error) &&
+      cfg_flag (cfg, "enable_pronunciation", TRUE, &pron, error));
+  const HnSafetensorInfo *st = hn_wl_find (L, sn, FALSE, NULL), *pt = hn_wl_find (L, pn, FALSE, NULL);
+  if (!concat)
+    {
+      if (map)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s without concat_input", L->dir, mw);
+          return FALSE;
+        }
+      return TRUE;
+    }
+  const HnSafetensorInfo *parts[2] = { shape ? st : NULL, pron ? pt : NULL };
+  if ((shape && !st) || (pron && !pt) || !map)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: roc_bert concat_input needs %s, %s and %s", L->dir, mw, sn,
+                   pn);
+      return FALSE;
+    }
+  gint64 in = C;
+  for (int i = 0; i < 2; i++)
+    if (parts[i])
+      {
+        if (parts[i]->ndim != 2 || parts[i]->shape[0] < 1)
+          {
+            g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [ids, dim]", parts[i]->file,
+                         parts[i]->name);
+            return FALSE;
+          }
+        in += parts[i]->shape[1];
+      }
+  g_autofree float *w = host_matrix (L, mw, C, in, error);
+  CK (w);
+  g_autofree float *b = NULL;
+  const HnSafetensorInfo *bt = hn_wl_find (L, mb, FALSE, NULL);
+  if (bt && (bt->n_elements != C || !(b = hn_safetensor_info_dup_f32 (bt, error))))
+    {
+      if (!*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should hold %" G_GINT64_FORMAT " values", bt->file,
+                     bt->name, C);
+      return FALSE;
+    }
+  /* the constant part: bias + the columns of shape[0] and pronunciation[0] (cat order: word, shape, pronunciation) */
+  g_autofree double *cst = g_new0 (double, (gsize) C);
+  gint64 col = C;
+  for (int i = 0; i < 2; i++)
+    if (parts[i])
+      {
+        g_autofree float *f = hn_safetensor_info_dup_f32 (parts[i], error);
+        CK (f);
+        gint64 dim = parts[i]->shape[1];
+        for (gint64 r = 0; r < C; r++)
+          for (gint64 j = 0; j < dim; j++)
+            cst[r] += (double) w[r * in + col + j] * f[j];
+        col += dim;
+      }
+  g_autofree char *wn = g_strdup_printf ("%sword_embeddings.weight", emb);
+  g_autofree float *word = host_matrix (L, wn, V, C, error);
+  CK (word);
+  g_autofree float *tab = g_new (float, (gsize) (V * C));
+  for (gint64 v = 0; v < V; v++)
+    for (gint64 r = 0; r < C; r++)
+      {
+        double acc = cst[r] + (b ? b[r] : 0.0);
+        for (gint64 j = 0; j < C; j++)
+          acc += (double) w[r * in + j] * word[v * C + j];
+        tab[v * C + r] = (float) acc;
+      }
+  m->derived = TRUE;
+  return (m->word_in = hn_wl_from_f32 (L, mw, 2, (gint64[]) { V, C }, tab, error)) != NULL;
+}
+
+/* LUKE with words only: no entity ids, so the entity embeddings, the entity-aware attention's extra
+ * queries and the entity prediction head are not run. */
+static void
+skip_luke_entities (HnWLoader *L)
+{
+  static const char *const parts[] = { "entity_embeddings.", "entity_predictions.", ".w2e_query.", ".e2w_query.",
+                                       ".e2e_query." };
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (L->st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (L->st, i);
+      for (gsize j = 0; j < G_N_ELEMENTS (parts); j++)
+        if (strstr (t->name, parts[j]))
+          hn_wl_find (L, t->name, FALSE, NULL);
+    }
+}
+
+/* I-BERT in float mode: the integer copies, scales and activation ranges its quantisation modules
+ * keep as buffers are not read. */
+static void
+skip_ibert_buffers (HnWLoader *L)
+{
+  static const char *const bufs[] = { ".weight_integer", ".bias_integer", ".fc_scaling_factor",
+                                      ".weight_scaling_factor", ".act_scaling_factor", ".x_min", ".x_max", ".shift" };
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (L->st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (L->st, i);
+      for (gsize j = 0; j < G_N_ELEMENTS (bufs); j++)
+        if (g_str_has_suffix (t->name, bufs[j]))
+          hn_wl_find (L, t->name, FALSE, NULL);
+    }
+}
+
+/* X-MOD: the default language's adapter of one layer; the other languages' are not read. */
+static gboolean
+load_xmod_adapter (HnEncoder *m, HnWLoader *L, const char *pfx, EncLayer *lw, GError **error)
+{
+  gint64 C = m->C;
+  g_autofree char *ap = g_strdup_printf ("%soutput.adapter_modules.%s.", pfx, m->xmod_lang);
+  g_autofree char *d1 = g_strdup_printf ("%sdense1.weight", ap);
+  const HnSafetensorInfo *t = hn_wl_find (L, d1, TRUE, error);
+  CK (t);
+  if (t->ndim != 2 || t->shape[1] != C || t->shape[0] < 1)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [bottleneck, %" G_GINT64_FORMAT "]", t->file,
+                   t->name, C);
+      return FALSE;
+    }
+  gint64 B = t->shape[0];
+  CK (hn_wl_linear (L, ap, "dense1", B, C, &lw->ad1_w, &lw->ad1_b, error) &&
+      hn_wl_linear (L, ap, "dense2", C, B, &lw->ad2_w, &lw->ad2_b, error));
+  if (m->xmod_adapter_ln)
+    {
+      g_autofree char *op = g_strdup_printf ("%soutput.", pfx);
+      CK (hn_wl_norm (L, op, "adapter_layer_norm", C, &lw->adln_w, &lw->adln_b, error));
+    }
+  g_autofree char *others = g_strdup_printf ("%soutput.adapter_modules.", pfx);
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (L->st); i++)
+    {
+      const HnSafetensorInfo *o = hn_safetensors_get_nth (L->st, i);
+      if (g_str_has_prefix (o->name, others))
+        hn_wl_find (L, o->name, FALSE, NULL);
+    }
+  return TRUE;
+}
+
+static gboolean
+load_bert_like (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
   HnNameScheme ns = m->arch->names;
   const char *base = ns == HN_NAMES_ELECTRA ? "electra"
@@ -379,7 +703,10 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
   /* the base model's attribute in each *ForMaskedLM */
   static const char *const bases[][2] = { { "data2vec-text", "data2vec_text" }, { "ernie", "ernie" },
                                           { "roformer", "roformer" }, { "rembert", "rembert" }, { "esm", "esm" },
-                                          { "roberta-prelayernorm", "roberta_prelayernorm" }, { "mpnet", "mpnet" } };
+                                          { "roberta-prelayernorm", "roberta_prelayernorm" }, { "mpnet", "mpnet" },
+                                          { "ibert", "ibert" }, { "tapas", "tapas" }, { "layoutlm", "layoutlm" },
+                                          { "longformer", "longformer" }, { "roc_bert", "roc_bert" },
+                                          { "luke", "luke" } };
   for (gsize i = 0; i < G_N_ELEMENTS (bases); i++)
     if (strcmp (m->arch->model_type, bases[i][0]) == 0)
       base = bases[i][1];
@@ -426,7 +753,9 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
       m->n_pos = (int) pt->shape[0];
       CK (hn_wl_matrix (L, pn, m->n_pos, E, TRUE, &m->pos, error));
     }
-  if (ns != HN_NAMES_DISTILBERT && ns != HN_NAMES_ESM && ns != HN_NAMES_MPNET)
+  if (strcmp (m->arch->model_type, "tapas") == 0 || strcmp (m->arch->model_type, "layoutlm") == 0)
+    CK (load_fixed_types (m, L, N.emb, error));
+  else if (ns != HN_NAMES_DISTILBERT && ns != HN_NAMES_ESM && ns != HN_NAMES_MPNET)
     CK (hn_wl_matrix (L, tn, m->type_vocab, E, TRUE, &m->type, error));
   if (!pre || ns == HN_NAMES_ROBERTA_PRELN) /* megatron-bert, xlm-roberta-xl and esm embeddings have no norm */
     CK (hn_wl_norm (L, N.emb, "LayerNorm", E, &m->emb_ln_w, &m->emb_ln_b, error));
@@ -463,7 +792,21 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
           hn_wl_linear (L, pfx, N.up, F, C, &lw->wi, &lw->bi, error) &&
           hn_wl_linear (L, pfx, N.down, C, F, &lw->wd, &lw->bd, error) &&
           hn_wl_norm (L, pfx, N.ln2, C, &lw->ln2_w, &lw->ln2_b, error));
+      if (m->xmod_lang)
+        CK (load_xmod_adapter (m, L, pfx, lw, error));
+      if (strcmp (m->arch->model_type, "longformer") == 0)
+        for (int j = 0; j < 3; j++)
+          {
+            /* the global projections: no token is global without a global_attention_mask */
+            static const char *const g[] = { "query_global", "key_global", "value_global" };
+            g_autofree char *gw = g_strdup_printf ("%sattention.self.%s.weight", pfx, g[j]);
+            g_autofree char *gb = g_strdup_printf ("%sattention.self.%s.bias", pfx, g[j]);
+            hn_wl_find (L, gw, FALSE, NULL);
+            hn_wl_find (L, gb, FALSE, NULL);
+          }
     }
+  if (strcmp (m->arch->model_type, "ibert") == 0)
+    skip_ibert_buffers (L);
   if (pre)
     {
       /* the final norm: under the encoder, or the model (roberta_prelayernorm.LayerNorm) */
@@ -484,11 +827,21 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
       m->buckets = (int) rt->shape[0];
       CK ((m->rel = hn_safetensor_info_dup_f32 (rt, error)));
     }
-  if (strcmp (m->arch->model_type, "big_bird") == 0)
+  if (strcmp (m->arch->model_type, "roc_bert") == 0)
+    CK (load_rocbert_inputs (m, L, cfg, N.emb, error));
+  if (strcmp (m->arch->model_type, "luke") == 0)
+    skip_luke_entities (L);
+  if (strcmp (m->arch->model_type, "big_bird") == 0 || strcmp (m->arch->model_type, "layoutlm") == 0 ||
+      strcmp (m->arch->model_type, "luke") == 0)
     {
-      /* BigBirdForMaskedLM keeps the pooler; the masked-LM head does not read it */
-      hn_wl_find (L, "bert.pooler.weight", FALSE, NULL);
-      hn_wl_find (L, "bert.pooler.bias", FALSE, NULL);
+      /* BigBirdForMaskedLM and LayoutLMForMaskedLM keep the pooler; the masked-LM head does not read it */
+      g_autofree char *pw = g_strdup_printf ("%s.pooler.weight", base), *pb = g_strdup_printf ("%s.pooler.bias", base);
+      g_autofree char *pdw = g_strdup_printf ("%s.pooler.dense.weight", base);
+      g_autofree char *pdb = g_strdup_printf ("%s.pooler.dense.bias", base);
+      hn_wl_find (L, pw, FALSE, NULL);
+      hn_wl_find (L, pb, FALSE, NULL);
+      hn_wl_find (L, pdw, FALSE, NULL);
+      hn_wl_find (L, pdb, FALSE, NULL);
     }
   /* the head: transform (dense, act, norm), then the decoder tied to the word embeddings */
   const char *hp, *dense, *norm, *dec, *bias;
@@ -525,7 +878,9 @@ load_bert_like (HnEncoder *m, HnWLoader *L, GError **error)
   g_autofree char *decb = g_str_has_prefix (dec, "../") ? g_strdup_printf ("%s.bias", dec + 3)
                                                          : g_strdup_printf ("%s%s.bias", hp, dec);
   g_autofree char *biasn = g_str_has_prefix (bias, "../") ? g_strdup (bias + 3) : g_strdup_printf ("%s%s", hp, bias);
-  if (ns == HN_NAMES_REMBERT)
+  /* rembert's decoder is its own; so is luke's (its checkpoint stores lm_head.decoder apart from the
+   * word embeddings) */
+  if (ns == HN_NAMES_REMBERT || strcmp (m->arch->model_type, "luke") == 0)
     CK (hn_wl_matrix (L, decw, m->vocab, HE, TRUE, &m->dec_w, error));
   else
     {
@@ -790,6 +1145,140 @@ load_nomic (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error
   return TRUE;
 }
 
+/* A grouped 1x1 Conv1d "<pfx><part>.weight" [cout, cin / groups, 1] as the block-diagonal Linear
+ * [cout, cin] it is (group g maps input channels g * cin / groups.. to its cout / groups outputs),
+ * with its bias. */
+static gboolean
+grouped_linear (HnWLoader *L, const char *pfx, const char *part, gint64 cout, gint64 cin, HnTensor **w, HnTensor **b,
+                GError **error)
+{
+  g_autofree char *wn = g_strdup_printf ("%s%s.weight", pfx, part);
+  const HnSafetensorInfo *t = hn_wl_find (L, wn, TRUE, error);
+  CK (t);
+  gint64 per = t->ndim == 3 ? t->shape[1] : 0;
+  if (t->ndim != 3 || t->shape[0] != cout || t->shape[2] != 1 || per < 1 || cin % per || cout % (cin / per))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be a grouped 1x1 convolution [%" G_GINT64_FORMAT
+                   ", %" G_GINT64_FORMAT " / groups, 1]", t->file, t->name, cout, cin);
+      return FALSE;
+    }
+  gint64 groups = cin / per, out_per = cout / groups;
+  g_autofree float *src = hn_safetensor_info_dup_f32 (t, error);
+  CK (src);
+  g_autofree float *dense = g_new0 (float, (gsize) (cout * cin));
+  for (gint64 o = 0; o < cout; o++)
+    memcpy (dense + o * cin + (o / out_per) * per, src + o * per, sizeof (float) * (gsize) per);
+  CK ((*w = hn_wl_from_f32 (L, wn, 2, (gint64[]) { cout, cin }, dense, error)));
+  g_autofree char *bn = g_strdup_printf ("%s%s.bias", pfx, part);
+  return hn_wl_vector (L, bn, cout, FALSE, b, error);
+}
+
+/* SqueezeBertForMaskedLM: bert embeddings and post-norm layers whose q/k/v, attention output, and
+ * MLP are grouped 1x1 convolutions over the [C, N] layout (block-diagonal Linear maps here; the head
+ * split of the channels is bert's), the bert head tied to the word embeddings. */
+static gboolean
+load_squeezebert (HnEncoder *m, HnWLoader *L, GError **error)
+{
+  gint64 C = m->C, F = m->F;
+  if (m->E != C)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: squeezebert embedding_size %d differs from hidden_size %d",
+                   m->dir, m->E, m->C);
+      return FALSE;
+    }
+  const HnSafetensorInfo *pt = hn_wl_find (L, "transformer.embeddings.position_embeddings.weight", TRUE, error);
+  CK (pt);
+  if (pt->ndim == 2 && pt->shape[0] >= 1)
+    m->n_pos = (int) pt->shape[0];
+  CK (hn_wl_matrix (L, "transformer.embeddings.word_embeddings.weight", m->vocab, C, TRUE, &m->word, error) &&
+      hn_wl_matrix (L, pt->name, m->n_pos, C, TRUE, &m->pos, error) &&
+      hn_wl_matrix (L, "transformer.embeddings.token_type_embeddings.weight", m->type_vocab, C, TRUE, &m->type,
+                    error) &&
+      hn_wl_norm (L, "transformer.embeddings.", "LayerNorm", C, &m->emb_ln_w, &m->emb_ln_b, error));
+  m->layers = g_new0 (EncLayer, m->n_unique);
+  for (int i = 0; i < m->n_unique; i++)
+    {
+      EncLayer *lw = &m->layers[i];
+      g_autofree char *pfx = g_strdup_printf ("transformer.encoder.layers.%d.", i);
+      CK (grouped_linear (L, pfx, "attention.query", C, C, &lw->wq, &lw->bq, error) &&
+          grouped_linear (L, pfx, "attention.key", C, C, &lw->wk, &lw->bk, error) &&
+          grouped_linear (L, pfx, "attention.value", C, C, &lw->wv, &lw->bv, error) &&
+          grouped_linear (L, pfx, "post_attention.conv1d", C, C, &lw->wo, &lw->bo, error) &&
+          hn_wl_norm (L, pfx, "post_attention.layernorm", C, &lw->ln1_w, &lw->ln1_b, error) &&
+          grouped_linear (L, pfx, "intermediate.conv1d", F, C, &lw->wi, &lw->bi, error) &&
+          grouped_linear (L, pfx, "output.conv1d", C, F, &lw->wd, &lw->bd, error) &&
+          hn_wl_norm (L, pfx, "output.layernorm", C, &lw->ln2_w, &lw->ln2_b, error));
+    }
+  hn_wl_find (L, "transformer.pooler.dense.weight", FALSE, NULL); /* the pooler: not read by the head */
+  hn_wl_find (L, "transformer.pooler.dense.bias", FALSE, NULL);
+  CK (hn_wl_linear (L, "cls.predictions.transform.", "dense", C, C, &m->head_w, &m->head_b, error) &&
+      hn_wl_norm (L, "cls.predictions.transform.", "LayerNorm", C, &m->head_ln_w, &m->head_ln_b, error));
+  hn_wl_find (L, "cls.predictions.decoder.weight", FALSE, NULL); /* tied to the word embeddings */
+  m->dec_w = m->word;
+  CK (hn_wl_vector (L, "cls.predictions.bias", m->vocab, TRUE, &m->dec_b, error));
+  hn_wl_find (L, "cls.predictions.decoder.bias", FALSE, NULL); /* the same bias, tied */
+  m->derived = TRUE;
+  return TRUE;
+}
+
+/* cos and sin of the DFT of size n, [n, n] row-major: t[j * n + k] = cos / sin (2 pi j k / n) */
+static void
+dft_tables (gint64 n, float *c, float *sn)
+{
+  for (gint64 j = 0; j < n; j++)
+    for (gint64 k = 0; k < n; k++)
+      {
+        double a = 2.0 * G_PI * (double) ((j * k) % n) / (double) n;
+        c[j * n + k] = (float) cos (a);
+        sn[j * n + k] = (float) sin (a);
+      }
+}
+
+/* FNetForMaskedLM: bert embeddings with a projection after their norm; each layer replaces
+ * attention by the real part of the 2-D DFT over tokens and hidden units (torch.fft.fftn), which is
+ * cos_N X cos_C - sin_N X sin_C, then the residual norm and the bert MLP; the bert head, tied. */
+static gboolean
+load_fnet (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error)
+{
+  gint64 C = m->C, F = m->F;
+  gboolean tpu;
+  CK (cfg_flag (cfg, "use_tpu_fourier_optimizations", FALSE, &tpu, error));
+  if (tpu)
+    return refuse_switch (cfg, "fnet", "use_tpu_fourier_optimizations true (inputs padded to tpu_short_seq_length)",
+                          error);
+  const HnSafetensorInfo *pt = hn_wl_find (L, "fnet.embeddings.position_embeddings.weight", TRUE, error);
+  CK (pt);
+  if (pt->ndim == 2 && pt->shape[0] >= 1)
+    m->n_pos = (int) pt->shape[0];
+  CK (hn_wl_matrix (L, "fnet.embeddings.word_embeddings.weight", m->vocab, C, TRUE, &m->word, error) &&
+      hn_wl_matrix (L, pt->name, m->n_pos, C, TRUE, &m->pos, error) &&
+      hn_wl_matrix (L, "fnet.embeddings.token_type_embeddings.weight", m->type_vocab, C, TRUE, &m->type, error) &&
+      hn_wl_norm (L, "fnet.embeddings.", "LayerNorm", C, &m->emb_ln_w, &m->emb_ln_b, error) &&
+      hn_wl_linear (L, "fnet.embeddings.", "projection", C, C, &m->proj_w, &m->proj_b, error));
+  m->layers = g_new0 (EncLayer, m->n_unique);
+  for (int i = 0; i < m->n_unique; i++)
+    {
+      EncLayer *lw = &m->layers[i];
+      g_autofree char *pfx = g_strdup_printf ("fnet.encoder.layer.%d.", i);
+      CK (hn_wl_norm (L, pfx, "fourier.output.LayerNorm", C, &lw->ln1_w, &lw->ln1_b, error) &&
+          hn_wl_linear (L, pfx, "intermediate.dense", F, C, &lw->wi, &lw->bi, error) &&
+          hn_wl_linear (L, pfx, "output.dense", C, F, &lw->wd, &lw->bd, error) &&
+          hn_wl_norm (L, pfx, "output.LayerNorm", C, &lw->ln2_w, &lw->ln2_b, error));
+    }
+  hn_wl_find (L, "fnet.pooler.dense.weight", FALSE, NULL); /* the pooler: not read by the head */
+  hn_wl_find (L, "fnet.pooler.dense.bias", FALSE, NULL);
+  CK (hn_wl_linear (L, "cls.predictions.transform.", "dense", C, C, &m->head_w, &m->head_b, error) &&
+      hn_wl_norm (L, "cls.predictions.transform.", "LayerNorm", C, &m->head_ln_w, &m->head_ln_b, error));
+  hn_wl_find (L, "cls.predictions.decoder.weight", FALSE, NULL); /* tied to the word embeddings */
+  m->dec_w = m->word;
+  CK (hn_wl_vector (L, "cls.predictions.bias", m->vocab, TRUE, &m->dec_b, error));
+  hn_wl_find (L, "cls.predictions.decoder.bias", FALSE, NULL); /* the same bias, tied */
+  g_autofree float *c = g_new (float, (gsize) (C * C)), *sn = g_new (float, (gsize) (C * C));
+  dft_tables (C, c, sn);
+  return (m->dft_cos = hn_wl_from_f32 (L, "fnet.dft_cos", 2, (gint64[]) { C, C }, c, error)) &&
+         (m->dft_sin = hn_wl_from_f32 (L, "fnet.dft_sin", 2, (gint64[]) { C, C }, sn, error));
+}
+
 static gboolean
 load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
@@ -804,7 +1293,11 @@ load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **e
     return load_eurobert (m, L, cfg, error);
   if (m->arch->names == HN_NAMES_XLM)
     return load_xlm (m, L, error);
-  return m->arch->names == HN_NAMES_MODERNBERT ? load_modernbert (m, L, cfg, error) : load_bert_like (m, L, error);
+  if (strcmp (m->arch->model_type, "fnet") == 0)
+    return load_fnet (m, L, cfg, error);
+  if (strcmp (m->arch->model_type, "squeezebert") == 0)
+    return load_squeezebert (m, L, error);
+  return m->arch->names == HN_NAMES_MODERNBERT ? load_modernbert (m, L, cfg, error) : load_bert_like (m, L, cfg, error);
 }
 
 HnEncoder *
@@ -847,12 +1340,48 @@ enc_norm (HnEncoder *m, HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *w, Hn
   return hn_op_layernorm (cmd, out, in, w, b, eps, error);
 }
 
+/* XmodOutput.lang_adapter on h [N, C] in place: its norm (adapter_layer_norm, or the output's
+ * LayerNorm reused), the bottleneck dense1 -> act -> dense2, and the residual from before or after
+ * that norm (ln_before_adapter). */
+static gboolean
+record_adapter (HnEncoder *m, HnCmd *cmd, HnScratch *sc, const EncLayer *lw, HnTensor *h, GError **error)
+{
+  gint64 N = h->shape[0], C = m->C;
+  HnTensor *n = h, *a1, *a2;
+  if (m->xmod_adapter_ln || m->xmod_reuse_ln)
+    {
+      CK ((n = hn_scratch_new (sc, "enc.adapter_in", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)));
+      CK (hn_op_layernorm (cmd, n, h, lw->adln_w ? lw->adln_w : lw->ln2_w, lw->adln_w ? lw->adln_b : lw->ln2_b,
+                           m->eps, error));
+    }
+  CK (linear (cmd, sc, &a1, "enc.adapter1", n, lw->ad1_w, lw->ad1_b, error) &&
+      hn_op_unary (cmd, a1, a1, m->act, error) &&
+      linear (cmd, sc, &a2, "enc.adapter2", a1, lw->ad2_w, lw->ad2_b, error));
+  return hn_op_add (cmd, h, a2, m->xmod_ln_before ? n : h, error);
+}
+
+static gboolean record_mlp (HnEncoder *m, HnCmd *cmd, HnScratch *sc, const EncLayer *lw, HnTensor *x, GError **error);
+
+/* dft_n: fnet's cos and sin DFT tables of the n tokens [n, n] (NULL otherwise) */
 static gboolean
 record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, HnTensor *pos, HnTensor *local_mask,
-              HnTensor *rel_bias, const HnAttendWork *aw, GError **error)
+              HnTensor *rel_bias, const HnAttendWork *aw, HnTensor *const *dft_n, GError **error)
 {
   const EncLayer *lw = &m->layers[m->order[step]];
   gint64 N = x->shape[0], C = m->C, H = m->H, D = m->D;
+  if (m->dft_cos)
+    {
+      HnTensor *y1, *y2, *f;
+      CK ((y1 = hn_scratch_new (sc, "enc.dft1", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)) &&
+          (y2 = hn_scratch_new (sc, "enc.dft2", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)) &&
+          (f = hn_scratch_new (sc, "enc.fourier", HN_DTYPE_F32, 2, (gint64[]) { N, C }, error)));
+      CK (hn_op_bmm (cmd, y1, x, m->dft_cos, HN_MATMUL_EXACT, 1.0f, error) &&
+          hn_op_bmm (cmd, y2, x, m->dft_sin, HN_MATMUL_EXACT, 1.0f, error) &&
+          hn_op_bmm (cmd, f, dft_n[0], y1, HN_MATMUL_EXACT, 1.0f, error) &&
+          hn_op_bmm (cmd, f, dft_n[1], y2, HN_MATMUL_EXACT | HN_MATMUL_ACCUMULATE, -1.0f, error) &&
+          hn_op_add (cmd, f, f, x, error) && hn_op_layernorm (cmd, x, f, lw->ln1_w, lw->ln1_b, m->eps, error));
+      return record_mlp (m, cmd, sc, lw, x, error);
+    }
   HnTensor *h = x;
   if (m->pre_norm && lw->ln1_w)
     {
@@ -866,17 +1395,16 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
   HnTensor *q3 = hn_scratch_shape (sc, q, 3, s3, error), *k3 = hn_scratch_shape (sc, k, 3, s3, error);
   HnTensor *v3 = hn_scratch_shape (sc, v, 3, s3, error);
   CK ((att = hn_scratch_new (sc, "enc.att", HN_DTYPE_F32, 3, s3, error)) && q3 && k3 && v3);
-  HnTensor *mask = NULL;
+  gboolean local = m->layer_local && m->layer_local[step];
+  HnTensor *mask = local ? local_mask : NULL;
   if (m->inv_freq_global)
     {
-      gboolean local = m->layer_local && m->layer_local[step];
       HnTensor *inv = local ? m->inv_freq_local : m->inv_freq_global;
       float rs = local ? m->rope_scale_local : m->rope_scale_global;
       CK (hn_op_rope (cmd, q3, q3, pos, inv, (int) D, m->rope_style, rs, error));
       CK (hn_op_rope (cmd, k3, k3, pos, inv, (int) D, m->rope_style, rs, error));
       if (m->rope_value)
         CK (hn_op_rope (cmd, v3, v3, pos, inv, (int) D, m->rope_style, rs, error));
-      mask = local ? local_mask : NULL;
     }
   CK (hn_encdec_attend (cmd, sc, rel_bias ? aw : NULL, att, q3, k3, v3, 1.0f / sqrtf ((float) D), rel_bias, mask,
                         FALSE, 0, error));
@@ -887,6 +1415,14 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
   else
     CK (hn_op_add (cmd, o, o, x, error) && hn_op_layernorm (cmd, x, o, lw->ln1_w, lw->ln1_b, m->eps, error));
 
+  return record_mlp (m, cmd, sc, lw, x, error);
+}
+
+/* The MLP sublayer with its residual and norm, on x [N, C] in place. */
+static gboolean
+record_mlp (HnEncoder *m, HnCmd *cmd, HnScratch *sc, const EncLayer *lw, HnTensor *x, GError **error)
+{
+  gint64 N = x->shape[0], C = m->C;
   HnTensor *in = x;
   if (m->pre_norm)
     {
@@ -904,6 +1440,8 @@ record_layer (HnEncoder *m, HnCmd *cmd, HnScratch *sc, int step, HnTensor *x, Hn
   if (m->pre_norm)
     return hn_op_add (cmd, x, x, d, error);
   CK (hn_op_add (cmd, d, d, x, error));
+  if (lw->ad1_w)
+    CK (record_adapter (m, cmd, sc, lw, d, error));
   return hn_op_layernorm (cmd, x, d, lw->ln2_w, lw->ln2_b, m->eps, error);
 }
 
@@ -1004,7 +1542,7 @@ hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, in
            hn_tensor_upload_f32 (mask, mk, (gsize) (N * N), error);
     }
   /* embeddings */
-  ok = ok && hn_op_embedding (cmd, e, m->word, ids_t, error);
+  ok = ok && hn_op_embedding (cmd, e, m->word_in ? m->word_in : m->word, ids_t, error);
   if (ok && m->pos)
     ok = hn_op_embedding (cmd, e2, m->pos, pos_t, error) && hn_op_add (cmd, e, e, e2, error);
   if (ok && m->type)
@@ -1037,8 +1575,18 @@ hn_encoder_logits (HnEncoder *m, const int32_t *ids, const int32_t *type_ids, in
            (aw.oh = hn_scratch_new (&sc, "enc.oh", HN_DTYPE_F32, 1, (gint64[]) { N * HD }, error)) &&
            (aw.scores = hn_scratch_new (&sc, "enc.scores", HN_DTYPE_F32, 1, (gint64[]) { H * N * N }, error));
     }
+  HnTensor *dft_n[2] = { NULL, NULL };
+  if (ok && m->dft_cos)
+    {
+      g_autofree float *c = g_new (float, (gsize) (N * N)), *sn = g_new (float, (gsize) (N * N));
+      dft_tables (N, c, sn);
+      ok = (dft_n[0] = hn_scratch_new (&sc, "enc.dft_cos", HN_DTYPE_F32, 2, (gint64[]) { N, N }, error)) &&
+           (dft_n[1] = hn_scratch_new (&sc, "enc.dft_sin", HN_DTYPE_F32, 2, (gint64[]) { N, N }, error)) &&
+           hn_tensor_upload_f32 (dft_n[0], c, (gsize) (N * N), error) &&
+           hn_tensor_upload_f32 (dft_n[1], sn, (gsize) (N * N), error);
+    }
   for (int s = 0; ok && s < m->n_exec; s++)
-    ok = record_layer (m, cmd, &sc, s, x, pos_t, mask, rel_bias, &aw, error);
+    ok = record_layer (m, cmd, &sc, s, x, pos_t, mask, rel_bias, &aw, dft_n, error);
   if (ok && m->final_w)
     ok = enc_norm (m, cmd, x, x, m->final_w, m->final_b, m->eps, error);
   /* head */
