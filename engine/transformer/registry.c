@@ -204,6 +204,8 @@ static const HnArchInfo archs[] = {
     "hunyuan_v1_moe" },
   /* issue 25: multi-head latent attention outside deepseek */
   { "minicpm3", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "minicpm3" },
+  { "glm4_moe_lite", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "glm4_moe_lite" },
   /* state-space decoders (ssm/mamba.c): logits and generation with a recurrent state per layer */
   { "mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba" },
   { "falcon_mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "falcon_mamba" },
@@ -323,7 +325,6 @@ static const HnArchRefusal refusals[] = {
   { "gemma4_unified_assistant", "Gemma 4's per-layer head dims, layer scalars and proportional partial rotary are not built yet" },
   { "gemma4_unified_text", "Gemma 4's per-layer head dims, layer scalars and proportional partial rotary are not built yet" },
   { "git", R_NOTEXT " (GIT conditions on image features)" },
-  { "glm4_moe_lite", "multi-head latent attention outside deepseek (glm4_moe_lite) is not built yet" },
   { "glm_moe_dsa", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "hrm_text", "hierarchical recurrent reasoning modules are not built yet" },
   { "hy_v4", "hyper-connections and DeepSeek sparse attention (an indexer choosing keys) with learnable sinks are not built yet" },

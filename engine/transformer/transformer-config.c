@@ -167,7 +167,7 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       NULL };
+                                    "afmoe",       "glm4_moe_lite", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -431,9 +431,9 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   static const char *const v3_attn[] = { "deepseek_v3", "youtu", "axk1", NULL };
   const char *mt = hp->arch->model_type;
   gboolean v3 = g_strv_contains (v3_attn, mt);
-  /* MiniCPM3Attention: DeepSeek's MLA with yarn_apply_mscale (the mscale term for any scaled rope
-   * type) and latent norms of RMSNorm's default eps */
-  gboolean minicpm3 = strcmp (mt, "minicpm3") == 0;
+  /* MiniCPM3Attention and Glm4MoeLiteAttention: DeepSeek's MLA with yarn_apply_mscale (the mscale
+   * term for any scaled rope type) and latent norms of RMSNorm's default eps */
+  gboolean minicpm3 = strcmp (mt, "minicpm3") == 0, glm_lite = strcmp (mt, "glm4_moe_lite") == 0;
   double scale = 1.0 / sqrt ((double) (nope + rope));
   if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
     {
@@ -441,7 +441,7 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
        * yarn_get_mscale(factor, mscale_all_dim)^2 (the rope's own attention factor is the
        * mscale / mscale_all_dim ratio, as hn_rope_compute_inv_freq computes it). transformers'
        * deepseek_v2 has no such term and no fixture shows which one a v2 checkpoint needs. */
-      if (!minicpm3 && (!v3 || hp->rope_scaling.type != HN_ROPE_SCALING_YARN))
+      if (!minicpm3 && !glm_lite && (!v3 || hp->rope_scaling.type != HN_ROPE_SCALING_YARN))
         return unsupported (error, cfg, "rope scaling other than yarn on deepseek_v3 multi-head latent attention");
       double f = hp->rope_scaling.factor, mad = hp->rope_scaling.mscale_all_dim;
       if (mad > 0 && f > 1)
@@ -450,6 +450,8 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           scale *= m * m;
         }
     }
+  if (glm_lite && cfg->rope.partial_rotary_factor != 1.0)
+    return unsupported (error, cfg, "partial_rotary_factor other than 1 on the rotary key of latent attention");
   hp->mla = TRUE;
   hp->q_lora_rank = (int) MAX (q_rank, 0);
   hp->kv_lora_rank = (int) kv_rank;
@@ -458,10 +460,11 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->head_dim = (int) (nope + rope);
   hp->rot_dims = (int) rope;
   hp->n_kv_head = hp->n_head; /* keys and values are expanded per head from the latent */
-  hp->mla_norm_eps = minicpm3 ? 1e-6f : hp->norm_eps;
-  /* deepseek_v2 rotates complex pairs; v3 does when rope_interleave (default); minicpm3 rotates halves */
+  hp->mla_norm_eps = minicpm3 || glm_lite ? 1e-6f : hp->norm_eps;
+  /* deepseek_v2 rotates complex pairs; v3 and glm4_moe_lite do when rope_interleave (default);
+   * minicpm3 rotates halves */
   gboolean interleave = !minicpm3;
-  if (v3 && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
+  if ((v3 || glm_lite) && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
     return FALSE;
   hp->rope_style = interleave ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
   hp->attn_scale = (float) scale;
@@ -1150,7 +1153,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "youtu") == 0 ||
-      strcmp (mt, "axk1") == 0 || strcmp (mt, "minicpm3") == 0)
+      strcmp (mt, "axk1") == 0 || strcmp (mt, "minicpm3") == 0 || strcmp (mt, "glm4_moe_lite") == 0)
     {
       if (!mla_from_config (hp, cfg, error))
         return FALSE;
