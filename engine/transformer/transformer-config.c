@@ -224,7 +224,7 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       "laguna",     "mimo_v2_flash", NULL };
+                                    "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -486,7 +486,8 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   gint64 q_rank, kv_rank, nope, rope, v;
   if (!get_int (cfg, "q_lora_rank", 0, &q_rank, error) || !get_int (cfg, "kv_lora_rank", 0, &kv_rank, error) ||
       !get_int (cfg, "qk_nope_head_dim", 0, &nope, error) || !get_int (cfg, "qk_rope_head_dim", 0, &rope, error) ||
-      !get_int (cfg, "v_head_dim", 0, &v, error))
+      !get_int (cfg, "v_head_dim", strcmp (hp->arch->model_type, "minicpm3") == 0 ? hp->hidden / hp->n_head : 0, &v,
+                error)) /* MiniCPM3Config: hidden_size // num_attention_heads when unset */
     return FALSE;
   if (kv_rank <= 0 || nope <= 0 || rope <= 0 || rope % 2 || v <= 0 || nope + rope > 256 || v > 256)
     {
@@ -498,7 +499,11 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
     }
   /* youtu (a dense MLP) and axk1 run DeepseekV3Attention */
   static const char *const v3_attn[] = { "deepseek_v3", "youtu", "axk1", NULL };
-  gboolean v3 = g_strv_contains (v3_attn, hp->arch->model_type);
+  const char *mt = hp->arch->model_type;
+  gboolean v3 = g_strv_contains (v3_attn, mt);
+  /* MiniCPM3Attention and Glm4MoeLiteAttention: DeepSeek's MLA with yarn_apply_mscale (the mscale
+   * term for any scaled rope type) and latent norms of RMSNorm's default eps */
+  gboolean minicpm3 = strcmp (mt, "minicpm3") == 0, glm_lite = strcmp (mt, "glm4_moe_lite") == 0;
   double scale = 1.0 / sqrt ((double) (nope + rope));
   if (hp->rope_scaling.type != HN_ROPE_SCALING_NONE)
     {
@@ -506,7 +511,7 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
        * yarn_get_mscale(factor, mscale_all_dim)^2 (the rope's own attention factor is the
        * mscale / mscale_all_dim ratio, as hn_rope_compute_inv_freq computes it). transformers'
        * deepseek_v2 has no such term and no fixture shows which one a v2 checkpoint needs. */
-      if (!v3 || hp->rope_scaling.type != HN_ROPE_SCALING_YARN)
+      if (!minicpm3 && !glm_lite && (!v3 || hp->rope_scaling.type != HN_ROPE_SCALING_YARN))
         return unsupported (error, cfg, "rope scaling other than yarn on deepseek_v3 multi-head latent attention");
       double f = hp->rope_scaling.factor, mad = hp->rope_scaling.mscale_all_dim;
       if (mad > 0 && f > 1)
@@ -515,6 +520,8 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           scale *= m * m;
         }
     }
+  if (glm_lite && cfg->rope.partial_rotary_factor != 1.0)
+    return unsupported (error, cfg, "partial_rotary_factor other than 1 on the rotary key of latent attention");
   hp->mla = TRUE;
   hp->q_lora_rank = (int) MAX (q_rank, 0);
   hp->kv_lora_rank = (int) kv_rank;
@@ -523,8 +530,11 @@ mla_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   hp->head_dim = (int) (nope + rope);
   hp->rot_dims = (int) rope;
   hp->n_kv_head = hp->n_head; /* keys and values are expanded per head from the latent */
-  gboolean interleave = TRUE; /* deepseek_v2 rotates complex pairs; v3 does when rope_interleave (default) */
-  if (v3 && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
+  hp->mla_norm_eps = minicpm3 || glm_lite ? 1e-6f : hp->norm_eps;
+  /* deepseek_v2 rotates complex pairs; v3 and glm4_moe_lite do when rope_interleave (default);
+   * minicpm3 rotates halves */
+  gboolean interleave = !minicpm3;
+  if ((v3 || glm_lite) && !raw_bool (cfg, "rope_interleave", TRUE, &interleave, error))
     return FALSE;
   hp->rope_style = interleave ? HN_ROPE_GPTJ : HN_ROPE_NEOX;
   hp->attn_scale = (float) scale;
@@ -1108,7 +1118,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                "modernbert-decoder", "jetmoe", "youtu", "cohere2_moe", NULL };
+                                                "modernbert-decoder", "jetmoe", "youtu", "cohere2_moe", "minicpm3", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 
@@ -1217,7 +1227,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
         return FALSE;
     }
   if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "youtu") == 0 ||
-      strcmp (mt, "axk1") == 0)
+      strcmp (mt, "axk1") == 0 || strcmp (mt, "minicpm3") == 0 || strcmp (mt, "glm4_moe_lite") == 0)
     {
       if (!mla_from_config (hp, cfg, error))
         return FALSE;
@@ -1301,6 +1311,27 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
     }
   hp->sub_norms = ns == HN_NAMES_BITNET;
+  if (strcmp (mt, "minicpm3") == 0)
+    {
+      /* MiniCPM3: embeddings * scale_emb, each residual branch * scale_depth / sqrt(layers), the
+       * final hidden states / (hidden / dim_model_base) before the head; a null scale_depth or
+       * dim_model_base is MiniCPM3Config's no-op value */
+      JsonNode *dn = raw ? json_object_get_member (raw, "scale_depth") : NULL;
+      JsonNode *bn = raw ? json_object_get_member (raw, "dim_model_base") : NULL;
+      double emb, depth, base;
+      if (!get_double (cfg, "scale_emb", 12.0, &emb, error) ||
+          !get_double (cfg, "scale_depth", dn && JSON_NODE_HOLDS_NULL (dn) ? sqrt (hp->n_layer) : 1.4, &depth, error) ||
+          !get_double (cfg, "dim_model_base", bn && JSON_NODE_HOLDS_NULL (bn) ? hp->hidden : 256.0, &base, error))
+        return FALSE;
+      if (!(base > 0))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: dim_model_base must be positive", cfg->path);
+          return FALSE;
+        }
+      hp->embed_scale = (float) emb;
+      hp->residual_scale = (float) (depth / sqrt (hp->n_layer));
+      hp->logits_scale = (float) (base / hp->hidden);
+    }
   if (jet)
     {
       /* JetMoeRMSNorm's default eps (1e-6) in the layers; rms_norm_eps only in the final norm */

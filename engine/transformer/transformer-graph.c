@@ -880,7 +880,7 @@ mla_qkv (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeight
       HnTensor *qa = scratch_2d (a, p->mla_lat, N, hp->q_lora_rank, error);
       CK (qa);
       CK (hn_op_matmul (cmd, qa, in, lw->wq_a, NULL, error));
-      CK (hn_op_rmsnorm (cmd, qa, qa, lw->q_a_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (hn_op_rmsnorm (cmd, qa, qa, lw->q_a_norm_w, hp->mla_norm_eps, HN_NORM_DEFAULT, error));
       CK (hn_op_matmul (cmd, q, qa, lw->wq, NULL, error));
     }
   else
@@ -890,7 +890,7 @@ mla_qkv (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeight
   HnTensor *krb = rows_of (a, p->mla_krb, 0, N, error);
   CK (lat && kn && kr && krb);
   CK (hn_op_matmul (cmd, lat, in, lw->wkv_a, NULL, error));
-  CK (hn_op_rmsnorm (cmd, lat, lat, lw->kv_a_norm_w, hp->norm_eps, HN_NORM_DEFAULT, error));
+  CK (hn_op_rmsnorm (cmd, lat, lat, lw->kv_a_norm_w, hp->mla_norm_eps, HN_NORM_DEFAULT, error));
   CK (hn_op_matmul (cmd, kn, lat, lw->wk_nope, NULL, error));
   CK (hn_op_matmul (cmd, v, lat, lw->wv_b, NULL, error));
   CK (hn_op_matmul (cmd, kr, in, lw->wk_rope, NULL, error));

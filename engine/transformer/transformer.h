@@ -112,6 +112,7 @@ typedef struct {
    * on the device: q rows are reordered per head at load), v_head_dim for values */
   gboolean mla;
   int q_lora_rank, kv_lora_rank, qk_nope_dim, v_head_dim; /* v_head_dim == head_dim unless MLA */
+  float mla_norm_eps;            /* eps of the q_a / kv_a latent norms */
   gboolean attn_sinks;           /* gpt_oss: a learned per-head logit in every softmax denominator */
   /* differential attention (diffllama): v_head_dim = 2 * head_dim, each cache row of KV head j holding
    * the values of heads j mod KVH/2 and j mod KVH/2 + KVH/2 (transformers' value cat + repeat), so
