@@ -7,6 +7,7 @@
 #include "formats/safetensors.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
+#include "tensor/scratch.h"
 
 G_BEGIN_DECLS
 
@@ -55,22 +56,5 @@ typedef gboolean (*HnWLoadFunc) (gpointer model, HnWLoader *L, const HnModelConf
  * checkpoint tensor was taken; *bytes receives the device bytes. */
 gboolean hn_wl_load_all (HnVkContext *ctx, const char *model_dir, const HnArchInfo *arch, const HnModelConfig *cfg,
                          GPtrArray *owned, HnWLoadFunc load, gpointer model, guint64 *bytes, GError **error);
-
-/* ---- temporaries of one recording */
-
-typedef struct {
-  HnVkContext *ctx;
-  GPtrArray *keep; /* tensors and views referenced by the recording, dropped after its submit */
-} HnScratch;
-
-void hn_scratch_init (HnScratch *s, HnVkContext *ctx);
-/* Drops every temporary (after hn_cmd_submit_wait). */
-void hn_scratch_reset (HnScratch *s);
-void hn_scratch_clear (HnScratch *s);
-HnTensor *hn_scratch_new (HnScratch *s, const char *name, HnDType dt, int ndim, const gint64 *shape, GError **error);
-HnTensor *hn_scratch_rows (HnScratch *s, HnTensor *t, gint64 row0, gint64 n, GError **error);
-HnTensor *hn_scratch_shape (HnScratch *s, HnTensor *t, int ndim, const gint64 *shape, GError **error);
-/* The first prod(shape) elements of t with that shape. */
-HnTensor *hn_scratch_prefix (HnScratch *s, HnTensor *t, int ndim, const gint64 *shape, GError **error);
 
 G_END_DECLS

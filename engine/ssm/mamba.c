@@ -7,8 +7,8 @@
 #include "base/hn-error.h"
 #include "encdec/encdec-loader.h"
 #include "formats/model-config.h"
-#include "ssm/mamba1-mixer.h"
-#include "ssm/mamba2-mixer.h"
+#include "transformer/mamba1-mixer.h"
+#include "transformer/mamba2-mixer.h"
 #include "tensor/ops-ssm.h"
 
 #include <math.h>

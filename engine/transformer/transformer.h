@@ -20,8 +20,8 @@
 
 #include "formats/model-config.h"
 #include "generate/generate.h"
-#include "ssm/mamba1-mixer.h"
-#include "ssm/mamba2-mixer.h"
+#include "transformer/mamba1-mixer.h"
+#include "transformer/mamba2-mixer.h"
 #include "transformer/registry.h"
 #include "tensor/hn-ops.h"
 

@@ -8,7 +8,7 @@
  */
 #pragma once
 #include "tensor/hn-tensor.h"
-#include "encdec/encdec-loader.h"
+#include "tensor/scratch.h"
 #include "formats/model-config.h"
 
 G_BEGIN_DECLS

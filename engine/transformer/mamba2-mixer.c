@@ -1,5 +1,5 @@
 /* The Mamba-2 mixer (see mamba2-mixer.h). */
-#include "ssm/mamba2-mixer.h"
+#include "transformer/mamba2-mixer.h"
 
 #include "base/hn-error.h"
 #include "tensor/ops-ssm.h"

@@ -1,5 +1,5 @@
 /* The Mamba (v1) mixer (see mamba1-mixer.h). */
-#include "ssm/mamba1-mixer.h"
+#include "transformer/mamba1-mixer.h"
 
 #include "base/hn-error.h"
 #include "tensor/ops-ssm.h"

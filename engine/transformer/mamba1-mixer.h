@@ -10,8 +10,8 @@
  */
 #pragma once
 #include "tensor/hn-tensor.h"
-#include "encdec/encdec-loader.h"
-#include "ssm/mamba2-mixer.h"
+#include "tensor/scratch.h"
+#include "transformer/mamba2-mixer.h"
 
 G_BEGIN_DECLS
 
