@@ -45,34 +45,6 @@ hn_deberta_free (HnDeberta *d)
 }
 
 static gboolean
-get_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error)
-{
-  GError *e = NULL;
-  *out = dflt;
-  if (!hn_model_config_get_bool (cfg, key, out, &e) && e)
-    {
-      g_propagate_error (error, e);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-get_int (const HnModelConfig *cfg, const char *key, gint64 dflt, gint64 *out, GError **error)
-{
-  GError *e = NULL;
-  if (hn_model_config_get_int (cfg, key, out, &e))
-    return TRUE;
-  if (e)
-    {
-      g_propagate_error (error, e);
-      return FALSE;
-    }
-  *out = dflt;
-  return TRUE;
-}
-
-static gboolean
 refuse (const HnModelConfig *cfg, const char *mt, const char *what, GError **error)
 {
   g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s with %s is not built yet", cfg->path, mt, what);
@@ -135,7 +107,7 @@ check_switches (HnEncoder *m, const HnModelConfig *cfg, gboolean v2, GError **er
       if ((sw[i].v2_only && !v2) || (sw[i].v1_only && v2))
         continue;
       gboolean v;
-      CK (get_bool (cfg, sw[i].key, sw[i].dflt, &v, error));
+      CK (hn_encoder_cfg_bool (cfg, sw[i].key, sw[i].dflt, &v, error));
       if (v != sw[i].want)
         {
           g_autofree char *what = g_strdup_printf ("%s %s", sw[i].key, v ? "true" : "false");
@@ -144,7 +116,7 @@ check_switches (HnEncoder *m, const HnModelConfig *cfg, gboolean v2, GError **er
     }
   CK (check_pos_att_type (cfg, mt, error));
   gint64 conv, head;
-  CK (get_int (cfg, "conv_kernel_size", 0, &conv, error) && get_int (cfg, "attention_head_size", m->D, &head, error));
+  CK (hn_encoder_cfg_int (cfg, "conv_kernel_size", 0, &conv, error) && hn_encoder_cfg_int (cfg, "attention_head_size", m->D, &head, error));
   if (conv > 0)
     return refuse (cfg, mt, "conv_kernel_size > 0 (the first layer's convolution)", error);
   if (head != m->D)
@@ -191,9 +163,9 @@ hn_deberta_load (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **
   CK (check_switches (m, cfg, v2, error));
   gint64 C = m->C, F = m->F, V = m->vocab;
   gint64 max_rel, buckets = -1;
-  CK (get_int (cfg, "max_relative_positions", -1, &max_rel, error));
+  CK (hn_encoder_cfg_int (cfg, "max_relative_positions", -1, &max_rel, error));
   if (v2)
-    CK (get_int (cfg, "position_buckets", -1, &buckets, error));
+    CK (hn_encoder_cfg_int (cfg, "position_buckets", -1, &buckets, error));
   if (max_rel < 1)
     max_rel = cfg->max_position_embeddings;
   HnDeberta *d = m->deberta = g_new0 (HnDeberta, 1);

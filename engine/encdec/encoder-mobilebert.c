@@ -46,34 +46,6 @@ hn_mobilebert_free (HnMobileBert *mb)
   g_free (mb);
 }
 
-static gboolean
-cfg_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error)
-{
-  GError *e = NULL;
-  *out = dflt;
-  if (!hn_model_config_get_bool (cfg, key, out, &e) && e)
-    {
-      g_propagate_error (error, e);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-cfg_int (const HnModelConfig *cfg, const char *key, gint64 dflt, gint64 *out, GError **error)
-{
-  GError *e = NULL;
-  if (hn_model_config_get_int (cfg, key, out, &e))
-    return TRUE;
-  if (e)
-    {
-      g_propagate_error (error, e);
-      return FALSE;
-    }
-  *out = dflt;
-  return TRUE;
-}
-
 /* A host [rows, cols] f32 copy of a stored matrix (marked used). */
 static float *
 host_f32 (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error)
@@ -106,7 +78,7 @@ check_switches (const HnModelConfig *cfg, GError **error)
   for (gsize i = 0; i < G_N_ELEMENTS (sw); i++)
     {
       gboolean v;
-      CK (cfg_bool (cfg, sw[i].key, sw[i].dflt, &v, error));
+      CK (hn_encoder_cfg_bool (cfg, sw[i].key, sw[i].dflt, &v, error));
       if (v != sw[i].want)
         {
           g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: mobilebert with %s %s is not built yet", cfg->path,
@@ -129,8 +101,8 @@ hn_mobilebert_load (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError
 {
   CK (check_switches (cfg, error));
   gint64 T, I, n_ffn;
-  CK (cfg_int (cfg, "true_hidden_size", 128, &T, error) && cfg_int (cfg, "intra_bottleneck_size", 128, &I, error) &&
-      cfg_int (cfg, "num_feedforward_networks", 4, &n_ffn, error));
+  CK (hn_encoder_cfg_int (cfg, "true_hidden_size", 128, &T, error) && hn_encoder_cfg_int (cfg, "intra_bottleneck_size", 128, &I, error) &&
+      hn_encoder_cfg_int (cfg, "num_feedforward_networks", 4, &n_ffn, error));
   gint64 C = m->C, E = m->E, F = m->F, V = m->vocab;
   /* the attention residual adds the input bottleneck to a [T] result, so the two widths must agree */
   if (T < 1 || T > C || T % m->H || I != T || n_ffn < 1 || n_ffn > 64 || E > C)

@@ -73,4 +73,8 @@ gboolean hn_deberta_logits (HnEncoder *m, const int32_t *ids, const int32_t *typ
                             GError **error);
 void hn_deberta_free (HnDeberta *d);
 
+/* config.json's boolean / integer `key`, `dflt` when absent (encoder.c). */
+gboolean hn_encoder_cfg_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error);
+gboolean hn_encoder_cfg_int (const HnModelConfig *cfg, const char *key, gint64 dflt, gint64 *out, GError **error);
+
 G_END_DECLS

@@ -85,8 +85,9 @@ positive (const HnModelConfig *cfg, const char *what, gint64 v, GError **error)
   return FALSE;
 }
 
-static gboolean
-cfg_flag (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error)
+/* A boolean / integer of config.json, `dflt` when absent; a value of the wrong type is an error. */
+gboolean
+hn_encoder_cfg_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *out, GError **error)
 {
   GError *e = NULL;
   *out = dflt;
@@ -95,6 +96,21 @@ cfg_flag (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *ou
       g_propagate_error (error, e);
       return FALSE;
     }
+  return TRUE;
+}
+
+gboolean
+hn_encoder_cfg_int (const HnModelConfig *cfg, const char *key, gint64 dflt, gint64 *out, GError **error)
+{
+  GError *e = NULL;
+  if (hn_model_config_get_int (cfg, key, out, &e))
+    return TRUE;
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  *out = dflt;
   return TRUE;
 }
 
@@ -114,18 +130,18 @@ resolve_variants (HnEncoder *m, const HnModelConfig *cfg, GError **error)
   gboolean on;
   if (strcmp (mt, "ibert") == 0)
     {
-      CK (cfg_flag (cfg, "quant_mode", FALSE, &on, error));
+      CK (hn_encoder_cfg_bool (cfg, "quant_mode", FALSE, &on, error));
       if (on)
         return refuse_switch (cfg, mt, "quant_mode true (integer-only kernels)", error);
     }
   else if (strcmp (mt, "xmod") == 0)
     {
-      CK (cfg_flag (cfg, "pre_norm", FALSE, &on, error));
+      CK (hn_encoder_cfg_bool (cfg, "pre_norm", FALSE, &on, error));
       if (on)
         return refuse_switch (cfg, mt, "pre_norm true", error);
-      CK (cfg_flag (cfg, "adapter_layer_norm", FALSE, &m->xmod_adapter_ln, error) &&
-          cfg_flag (cfg, "adapter_reuse_layer_norm", TRUE, &m->xmod_reuse_ln, error) &&
-          cfg_flag (cfg, "ln_before_adapter", TRUE, &m->xmod_ln_before, error));
+      CK (hn_encoder_cfg_bool (cfg, "adapter_layer_norm", FALSE, &m->xmod_adapter_ln, error) &&
+          hn_encoder_cfg_bool (cfg, "adapter_reuse_layer_norm", TRUE, &m->xmod_reuse_ln, error) &&
+          hn_encoder_cfg_bool (cfg, "ln_before_adapter", TRUE, &m->xmod_ln_before, error));
       const char *lang = hn_model_config_get_string (cfg, "default_language");
       JsonNode *ln = json_object_get_member (hn_model_config_get_raw (cfg), "languages");
       if (!lang || !ln || !JSON_NODE_HOLDS_ARRAY (ln))
@@ -554,8 +570,8 @@ load_rocbert_inputs (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, const
   g_autofree char *pn = g_strdup_printf ("%spronunciation_embed.weight", emb);
   const HnSafetensorInfo *map = hn_wl_find (L, mw, FALSE, NULL);
   gboolean concat, shape, pron;
-  CK (cfg_flag (cfg, "concat_input", TRUE, &concat, error) && cfg_flag (cfg, "enable_shape", TRUE, &shape, error) &&
-      cfg_flag (cfg, "enable_pronunciation", TRUE, &pron, error));
+  CK (hn_encoder_cfg_bool (cfg, "concat_input", TRUE, &concat, error) && hn_encoder_cfg_bool (cfg, "enable_shape", TRUE, &shape, error) &&
+      hn_encoder_cfg_bool (cfg, "enable_pronunciation", TRUE, &pron, error));
   const HnSafetensorInfo *st = hn_wl_find (L, sn, FALSE, NULL), *pt = hn_wl_find (L, pn, FALSE, NULL);
   if (!concat)
     {
@@ -1242,7 +1258,7 @@ load_fnet (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
   gint64 C = m->C, F = m->F;
   gboolean tpu;
-  CK (cfg_flag (cfg, "use_tpu_fourier_optimizations", FALSE, &tpu, error));
+  CK (hn_encoder_cfg_bool (cfg, "use_tpu_fourier_optimizations", FALSE, &tpu, error));
   if (tpu)
     return refuse_switch (cfg, "fnet", "use_tpu_fourier_optimizations true (inputs padded to tpu_short_seq_length)",
                           error);
