@@ -102,6 +102,21 @@ hn_wl_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, gboolean
   return hn_wl_matrix_rows (L, name, rows, 0, rows, cols, out, error);
 }
 
+float *
+hn_wl_host_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error)
+{
+  const HnSafetensorInfo *t = hn_wl_find (L, name, TRUE, error);
+  if (!t)
+    return NULL;
+  if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                   t->file, t->name, rows, cols);
+      return NULL;
+    }
+  return hn_safetensor_info_dup_f32 (t, error);
+}
+
 gboolean
 hn_wl_vector (HnWLoader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error)
 {

@@ -33,6 +33,8 @@ gboolean hn_wl_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols,
 gboolean hn_wl_matrix_rows (HnWLoader *L, const char *name, gint64 total_rows, gint64 row0, gint64 rows, gint64 cols,
                             HnTensor **out, GError **error);
 /* A vector of n elements as f32 (norm weights, biases; a [1, n] bias too). */
+/* A stored [rows, cols] matrix as a host f32 copy (marked used; g_free it), or NULL with an error. */
+float *hn_wl_host_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error);
 gboolean hn_wl_vector (HnWLoader *L, const char *name, gint64 n, gboolean required, HnTensor **out, GError **error);
 /* "<pfx><part>.weight" [rows, cols] and, when present and b is not NULL, "<pfx><part>.bias" [rows]. */
 gboolean hn_wl_linear (HnWLoader *L, const char *pfx, const char *part, gint64 rows, gint64 cols, HnTensor **w,

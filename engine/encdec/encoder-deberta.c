@@ -135,15 +135,7 @@ check_switches (HnEncoder *m, const HnModelConfig *cfg, gboolean v2, GError **er
 static gboolean
 split_in_proj (HnWLoader *L, const char *name, gint64 C, gint64 H, HnTensor **w3[3], GError **error)
 {
-  const HnSafetensorInfo *t = hn_wl_find (L, name, TRUE, error);
-  CK (t);
-  if (t->ndim != 2 || t->shape[0] != 3 * C || t->shape[1] != C)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                   t->file, t->name, 3 * C, C);
-      return FALSE;
-    }
-  g_autofree float *src = hn_safetensor_info_dup_f32 (t, error);
+  g_autofree float *src = hn_wl_host_matrix (L, name, 3 * C, C, error);
   CK (src);
   gint64 D = C / H;
   g_autofree float *part = g_new (float, (gsize) (C * C));

@@ -46,22 +46,6 @@ hn_mobilebert_free (HnMobileBert *mb)
   g_free (mb);
 }
 
-/* A host [rows, cols] f32 copy of a stored matrix (marked used). */
-static float *
-host_f32 (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error)
-{
-  const HnSafetensorInfo *t = hn_wl_find (L, name, TRUE, error);
-  if (!t)
-    return NULL;
-  if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                   t->file, t->name, rows, cols);
-      return NULL;
-    }
-  return hn_safetensor_info_dup_f32 (t, error);
-}
-
 /* The configuration switches this graph is built for; anything else is refused by name. */
 static gboolean
 check_switches (const HnModelConfig *cfg, GError **error)
@@ -164,14 +148,14 @@ hn_mobilebert_load (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError
       hn_wl_norm (L, hp, "transform.LayerNorm", C, &m->head_ln_w, &m->head_ln_b, error));
   g_autofree float *word = NULL;
   if (cfg->tie_word_embeddings == FALSE)
-    word = host_f32 (L, "cls.predictions.decoder.weight", V, E, error);
+    word = hn_wl_host_matrix (L, "cls.predictions.decoder.weight", V, E, error);
   else
     {
       hn_wl_find (L, "cls.predictions.decoder.weight", FALSE, NULL); /* tied to the word embeddings */
-      word = host_f32 (L, "mobilebert.embeddings.word_embeddings.weight", V, E, error);
+      word = hn_wl_host_matrix (L, "mobilebert.embeddings.word_embeddings.weight", V, E, error);
     }
   CK (word);
-  g_autofree float *extra = E < C ? host_f32 (L, "cls.predictions.dense.weight", C - E, V, error) : NULL;
+  g_autofree float *extra = E < C ? hn_wl_host_matrix (L, "cls.predictions.dense.weight", C - E, V, error) : NULL;
   CK (E == C || extra);
   g_autofree float *dec = g_new (float, (gsize) (V * C));
   for (gint64 v = 0; v < V; v++)

@@ -487,7 +487,6 @@ names_for (HnNameScheme ns, EncNames *N, const char *base)
     }
 }
 
-static float *host_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error);
 
 /* Token types whose other inputs this API leaves at 0, folded into one table [type_vocab, E]:
  * tapas sums row 0 of each of its token_type_embeddings_<i> (the table structure; with every id 0
@@ -546,7 +545,7 @@ load_fixed_types (HnEncoder *m, HnWLoader *L, const char *emb, GError **error)
             row[j] += box[i].times * f[j];
         }
       g_autofree char *tn = g_strdup_printf ("%stoken_type_embeddings.weight", emb);
-      CK ((tab = host_matrix (L, tn, m->type_vocab, E, error)));
+      CK ((tab = hn_wl_host_matrix (L, tn, m->type_vocab, E, error)));
       for (gint64 t = 0; t < m->type_vocab; t++)
         for (gint64 j = 0; j < E; j++)
           tab[t * E + j] += row[j];
@@ -601,7 +600,7 @@ load_rocbert_inputs (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, const
           }
         in += parts[i]->shape[1];
       }
-  g_autofree float *w = host_matrix (L, mw, C, in, error);
+  g_autofree float *w = hn_wl_host_matrix (L, mw, C, in, error);
   CK (w);
   g_autofree float *b = NULL;
   const HnSafetensorInfo *bt = hn_wl_find (L, mb, FALSE, NULL);
@@ -627,7 +626,7 @@ load_rocbert_inputs (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, const
         col += dim;
       }
   g_autofree char *wn = g_strdup_printf ("%sword_embeddings.weight", emb);
-  g_autofree float *word = host_matrix (L, wn, V, C, error);
+  g_autofree float *word = hn_wl_host_matrix (L, wn, V, C, error);
   CK (word);
   g_autofree float *tab = g_new (float, (gsize) (V * C));
   for (gint64 v = 0; v < V; v++)
@@ -642,37 +641,29 @@ load_rocbert_inputs (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, const
   return (m->word_in = hn_wl_from_f32 (L, mw, 2, (gint64[]) { V, C }, tab, error)) != NULL;
 }
 
-/* LUKE with words only: no entity ids, so the entity embeddings, the entity-aware attention's extra
- * queries and the entity prediction head are not run. */
+/* Marks as read the stored tensors a variant leaves unused: names containing one of `parts`, or
+ * ending in one with `suffix`. */
 static void
-skip_luke_entities (HnWLoader *L)
+skip_tensors (HnWLoader *L, const char *const *parts, gsize n_parts, gboolean suffix)
 {
-  static const char *const parts[] = { "entity_embeddings.", "entity_predictions.", ".w2e_query.", ".e2w_query.",
-                                       ".e2e_query." };
   for (guint i = 0; i < hn_safetensors_get_n_tensors (L->st); i++)
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (L->st, i);
-      for (gsize j = 0; j < G_N_ELEMENTS (parts); j++)
-        if (strstr (t->name, parts[j]))
+      for (gsize j = 0; j < n_parts; j++)
+        if (suffix ? g_str_has_suffix (t->name, parts[j]) : strstr (t->name, parts[j]) != NULL)
           hn_wl_find (L, t->name, FALSE, NULL);
     }
 }
 
+/* LUKE with words only: no entity ids, so the entity embeddings, the entity-aware attention's extra
+ * queries and the entity prediction head are not run. */
+static const char *const luke_entity_parts[] = { "entity_embeddings.", "entity_predictions.", ".w2e_query.",
+                                                 ".e2w_query.", ".e2e_query." };
 /* I-BERT in float mode: the integer copies, scales and activation ranges its quantisation modules
  * keep as buffers are not read. */
-static void
-skip_ibert_buffers (HnWLoader *L)
-{
-  static const char *const bufs[] = { ".weight_integer", ".bias_integer", ".fc_scaling_factor",
-                                      ".weight_scaling_factor", ".act_scaling_factor", ".x_min", ".x_max", ".shift" };
-  for (guint i = 0; i < hn_safetensors_get_n_tensors (L->st); i++)
-    {
-      const HnSafetensorInfo *t = hn_safetensors_get_nth (L->st, i);
-      for (gsize j = 0; j < G_N_ELEMENTS (bufs); j++)
-        if (g_str_has_suffix (t->name, bufs[j]))
-          hn_wl_find (L, t->name, FALSE, NULL);
-    }
-}
+static const char *const ibert_buffers[] = { ".weight_integer", ".bias_integer", ".fc_scaling_factor",
+                                             ".weight_scaling_factor", ".act_scaling_factor", ".x_min", ".x_max",
+                                             ".shift" };
 
 /* X-MOD: the default language's adapter of one layer; the other languages' are not read. */
 static gboolean
@@ -822,7 +813,7 @@ load_bert_like (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **e
           }
     }
   if (strcmp (m->arch->model_type, "ibert") == 0)
-    skip_ibert_buffers (L);
+    skip_tensors (L, ibert_buffers, G_N_ELEMENTS (ibert_buffers), TRUE);
   if (pre)
     {
       /* the final norm: under the encoder, or the model (roberta_prelayernorm.LayerNorm) */
@@ -846,7 +837,7 @@ load_bert_like (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **e
   if (strcmp (m->arch->model_type, "roc_bert") == 0)
     CK (load_rocbert_inputs (m, L, cfg, N.emb, error));
   if (strcmp (m->arch->model_type, "luke") == 0)
-    skip_luke_entities (L);
+    skip_tensors (L, luke_entity_parts, G_N_ELEMENTS (luke_entity_parts), FALSE);
   if (strcmp (m->arch->model_type, "big_bird") == 0 || strcmp (m->arch->model_type, "layoutlm") == 0 ||
       strcmp (m->arch->model_type, "luke") == 0)
     {
@@ -1004,22 +995,6 @@ load_xlm (HnEncoder *m, HnWLoader *L, GError **error)
   return hn_wl_vector (L, "pred_layer.proj.bias", m->vocab, TRUE, &m->dec_b, error);
 }
 
-/* A stored [rows, cols] matrix in f32 on the host (marked used). */
-static float *
-host_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, GError **error)
-{
-  const HnSafetensorInfo *t = hn_wl_find (L, name, TRUE, error);
-  if (!t)
-    return NULL;
-  if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s should be [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                   t->file, t->name, rows, cols);
-      return NULL;
-    }
-  return hn_safetensor_info_dup_f32 (t, error);
-}
-
 /* EuroBertForMaskedLM: llama layers (RMSNorm, grouped K/V, rotary, SiLU-gated MLP) attending both
  * ways, the final norm and lm_head. Grouped keys/values are expanded to one per query head and
  * gate / up stacked into one [2F, C] matrix at load (f32). */
@@ -1058,7 +1033,7 @@ load_eurobert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **er
               g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: eurobert k/v biases are not supported", m->dir);
               return FALSE;
             }
-          g_autofree float *src = host_matrix (L, wn, KVH * D, C, error);
+          g_autofree float *src = hn_wl_host_matrix (L, wn, KVH * D, C, error);
           CK (src);
           g_autofree float *ex = g_new (float, (gsize) (H * D * C));
           for (gint64 h = 0; h < H; h++) /* repeat_kv: query head h reads key/value head h / rep */
@@ -1067,8 +1042,8 @@ load_eurobert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **er
         }
       g_autofree char *gn = g_strdup_printf ("%smlp.gate_proj.weight", pfx);
       g_autofree char *un = g_strdup_printf ("%smlp.up_proj.weight", pfx);
-      g_autofree float *g = host_matrix (L, gn, F, C, error);
-      g_autofree float *u = g ? host_matrix (L, un, F, C, error) : NULL;
+      g_autofree float *g = hn_wl_host_matrix (L, gn, F, C, error);
+      g_autofree float *u = g ? hn_wl_host_matrix (L, un, F, C, error) : NULL;
       CK (u);
       g_autofree float *gu = g_new (float, (gsize) (2 * F * C));
       memcpy (gu, g, sizeof (float) * (gsize) (F * C));
@@ -1139,8 +1114,8 @@ load_nomic (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **error
           hn_wl_norm (L, pfx, "norm2", C, &lw->ln2_w, &lw->ln2_b, error));
       g_autofree char *gn = g_strdup_printf ("%smlp.fc12.weight", pfx);
       g_autofree char *un = g_strdup_printf ("%smlp.fc11.weight", pfx);
-      g_autofree float *g = host_matrix (L, gn, F, C, error);
-      g_autofree float *u = g ? host_matrix (L, un, F, C, error) : NULL;
+      g_autofree float *g = hn_wl_host_matrix (L, gn, F, C, error);
+      g_autofree float *u = g ? hn_wl_host_matrix (L, un, F, C, error) : NULL;
       CK (u);
       g_autofree float *gu = g_new (float, (gsize) (2 * F * C));
       memcpy (gu, g, sizeof (float) * (gsize) (F * C));
