@@ -590,29 +590,45 @@ hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv
   return ok;
 }
 
+/* The arguments of the n-adapter LoRA ops: 1 to 3 pairs (a[j], b[j]) beside one shared tensor,
+ * every one present and f32 (the shapes are each op's own). */
+static gboolean
+check_lora_pairs (const char *op, HnCmd *cmd, int n, HnTensor *one, const char *one_name, HnTensor **a,
+                  const char *a_name, HnTensor **b, const char *b_name, GError **error)
+{
+  if (n < 1 || n > 3 || !one || !a || !b)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s and 1 to 3 pairs of %s and %s are required", op,
+                   one_name, a_name, b_name);
+      return FALSE;
+    }
+  if (!check_f32 (op, one_name, cmd, one, error))
+    return FALSE;
+  for (int j = 0; j < n; j++)
+    {
+      if (!a[j] || !b[j])
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: %s, %s and %s are required", op, one_name,
+                       a_name, b_name);
+          return FALSE;
+        }
+      if (!check_f32 (op, a_name, cmd, a[j], error) || !check_f32 (op, b_name, cmd, b[j], error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean
 hn_op_lora_expand_n (HnCmd *cmd, int n, HnTensor *c, HnTensor **u, HnTensor **w, gboolean w_trans, float alpha,
                      gboolean accumulate, GError **error)
 {
   const char *op = "lora_expand";
-  if (n < 1 || n > 3 || !c || !u || !w)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c and 1 to 3 pairs of u and w are required", op);
-      return FALSE;
-    }
-  if (!check_f32 (op, "c", cmd, c, error))
+  if (!check_lora_pairs (op, cmd, n, c, "c", u, "u", w, "w", error))
     return FALSE;
-  gint64 M = hn_tensor_rows (c), N = hn_tensor_cols (c), R = u[0] ? hn_tensor_cols (u[0]) : 0;
+  gint64 M = hn_tensor_rows (c), N = hn_tensor_cols (c), R = hn_tensor_cols (u[0]);
   gint64 w_rows = w_trans ? N : R, w_cols = w_trans ? R : N;
   for (int j = 0; j < n; j++)
     {
-      if (!u[j] || !w[j])
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, u and w are required", op);
-          return FALSE;
-        }
-      if (!check_f32 (op, "u", cmd, u[j], error) || !check_f32 (op, "w", cmd, w[j], error))
-        return FALSE;
       if (hn_tensor_rows (u[j]) != M || hn_tensor_cols (u[j]) != R || hn_tensor_rows (w[j]) != w_rows ||
           hn_tensor_cols (w[j]) != w_cols || R < 1 || R > 32)
         return fail_shape (op, c, u[j], "c [M, N], u [M, r] and w [N, r] (or [r, N]) with 1 <= r <= 32, one r for all",
@@ -673,23 +689,11 @@ hn_op_lora_rows_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, g
                    gboolean accumulate, GError **error)
 {
   const char *op = "lora_rows";
-  if (n < 1 || n > 3 || !c || !w || !x)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: x and 1 to 3 pairs of c and w are required", op);
-      return FALSE;
-    }
-  if (!check_f32 (op, "x", cmd, x, error))
+  if (!check_lora_pairs (op, cmd, n, x, "x", c, "c", w, "w", error))
     return FALSE;
-  gint64 M = hn_tensor_rows (x), K = hn_tensor_cols (x), R = c[0] ? hn_tensor_cols (c[0]) : 0;
+  gint64 M = hn_tensor_rows (x), K = hn_tensor_cols (x), R = hn_tensor_cols (c[0]);
   for (int j = 0; j < n; j++)
     {
-      if (!c[j] || !w[j])
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
-          return FALSE;
-        }
-      if (!check_f32 (op, "c", cmd, c[j], error) || !check_f32 (op, "w", cmd, w[j], error))
-        return FALSE;
       if (hn_tensor_rows (c[j]) != M || hn_tensor_cols (c[j]) != R || hn_tensor_rows (w[j]) != (w_trans ? R : K) ||
           hn_tensor_cols (w[j]) != (w_trans ? K : R))
         return fail_shape (op, c[j], x, "c [M, r], x [M, K] and w [r, K] (or [K, r]), one r for all", error);
@@ -735,23 +739,11 @@ hn_op_lora_cols_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, g
                    gboolean accumulate, GError **error)
 {
   const char *op = "lora_cols";
-  if (n < 1 || n > 3 || !c || !w || !x)
-    {
-      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: x and 1 to 3 pairs of c and w are required", op);
-      return FALSE;
-    }
-  if (!check_f32 (op, "x", cmd, x, error))
+  if (!check_lora_pairs (op, cmd, n, x, "x", c, "c", w, "w", error))
     return FALSE;
-  gint64 K = hn_tensor_rows (x), L = hn_tensor_cols (x), R = w[0] ? hn_tensor_cols (w[0]) : 0;
+  gint64 K = hn_tensor_rows (x), L = hn_tensor_cols (x), R = hn_tensor_cols (w[0]);
   for (int j = 0; j < n; j++)
     {
-      if (!c[j] || !w[j])
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: c, x and w are required", op);
-          return FALSE;
-        }
-      if (!check_f32 (op, "c", cmd, c[j], error) || !check_f32 (op, "w", cmd, w[j], error))
-        return FALSE;
       if (K < 1 || L < 1 || hn_tensor_rows (w[j]) != K || hn_tensor_cols (w[j]) != R ||
           hn_tensor_rows (c[j]) != (c_trans ? R : L) || hn_tensor_cols (c[j]) != (c_trans ? L : R))
         return fail_shape (op, c[j], x, "x [K, L] (not empty), w [K, r] and c [L, r] (or [r, L]), one r for all",
