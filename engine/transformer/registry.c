@@ -395,11 +395,13 @@ static const HnArchRefusal refusals[] = {
 
 /* Multimodal packages whose text model runs here (registry.h): vision, audio and OCR packages alike,
  * text in and text out (the towers are kept in a checkpoint, not run). Left out: paligemma (its prefix
- * attends bidirectionally) and packages whose default config transformers 5.17 cannot build (aya_vision,
- * idefics3, smolvlm: their layout is unverified). */
+ * attends bidirectionally). Layouts: tests/fixtures/package-keys-transformers-5.17.json (aya_vision,
+ * idefics3 and smolvlm read off configs with the overrides of list_package_keys.py). */
 #define PKG(p, t, l) { p, t, HN_PACKAGE_##l }
 static const HnArchPackage packages[] = {
+  PKG ("aria", "aria_text", LANGUAGE_MODEL),
   PKG ("audioflamingo3", "qwen2", LANGUAGE_MODEL),
+  PKG ("aya_vision", "cohere2", LANGUAGE_MODEL),
   PKG ("blip-2", "opt", LANGUAGE_MODEL_V4),
   PKG ("cohere2_vision", "cohere2", LANGUAGE_MODEL),
   PKG ("deepseek_vl", "llama", LANGUAGE_MODEL),
@@ -413,6 +415,7 @@ static const HnArchPackage packages[] = {
   PKG ("granite_speech", "granite", LANGUAGE_MODEL),
   PKG ("granite_speech_plus", "granite", LANGUAGE_MODEL),
   PKG ("idefics2", "mistral", TEXT_MODEL),
+  PKG ("idefics3", "llama", TEXT_MODEL),
   PKG ("instructblip", "opt", LANGUAGE_MODEL_V4),
   PKG ("instructblipvideo", "opt", LANGUAGE_MODEL_V4),
   PKG ("internvl", "qwen2", LANGUAGE_MODEL),
@@ -431,6 +434,7 @@ static const HnArchPackage packages[] = {
   PKG ("qwen2_audio", "qwen2", LANGUAGE_MODEL),
   PKG ("qwen3_asr", "qwen3", LANGUAGE_MODEL),
   PKG ("shieldgemma2", "gemma3_text", LANGUAGE_MODEL),
+  PKG ("smolvlm", "llama", TEXT_MODEL),
   PKG ("vibevoice", "qwen2", LANGUAGE_MODEL),
   PKG ("vibevoice_asr", "qwen2", LANGUAGE_MODEL),
   PKG ("video_llama_3", "qwen2", LANGUAGE_MODEL),
