@@ -101,6 +101,10 @@ gboolean hn_quant_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, g
 /* The same for a weight in ggml blocks (matmul_gguf_cm2.comp; also needs
  * 16-bit storage). hn_quant_matmul_tensor_cores answers for both. */
 gboolean hn_gguf_matmul_tensor_cores (HnVkContext *ctx, HnDType dt, gint64 M, gint64 w_cols, guint flags);
+/* TRUE when a one-row product with this GGUF weight takes the integer-dot
+ * kernel (matvec_gguf_q8.comp): x is quantized to 8-bit codes, 32 to a
+ * power-of-two scale, first (HN_MATVEC_GGUF_Q8=0 keeps the float kernel). */
+gboolean hn_gguf_matvec_q8 (HnVkContext *ctx, HnDType dt, gint64 M, gint64 K);
 
 /* CPU reference of the quantized matmul: y[M, N] = x[M, K] · Wᵀ (+ bias),
  * W [N, K] packed; dequantizes one row of W at a time. */

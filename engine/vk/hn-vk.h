@@ -172,6 +172,8 @@ gboolean hn_vk_context_has_coopmat (HnVkContext *ctx);
  * x f16 -> f32 workgroup-scope shape, the KHR path is on, and HN_NO_COOPMAT2
  * is unset. *invocations (may be NULL) gets that shape's workgroup size. */
 gboolean hn_vk_context_has_coopmat2 (HnVkContext *ctx, guint32 *invocations);
+/* TRUE when 4x8-bit integer dot products are enabled (matvec_gguf_q8i). */
+gboolean hn_vk_context_has_int_dot (HnVkContext *ctx);
 
 /* TRUE when hn_vk_context_has_coopmat2 and the device's workgroup-scope
  * matrices also have row/column reductions (cooperativeMatrixReductions,

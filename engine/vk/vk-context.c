@@ -547,6 +547,12 @@ hn_vk_context_has_coopmat2_reductions (HnVkContext *ctx)
 }
 
 gboolean
+hn_vk_context_has_int_dot (HnVkContext *ctx)
+{
+  return ctx->int_dot;
+}
+
+gboolean
 hn_vk_context_has_coopmat2 (HnVkContext *ctx, guint32 *invocations)
 {
   if (invocations)
@@ -731,6 +737,22 @@ context_open (VkInstance instance, VkPhysicalDevice phys, int index, GError **er
           feats.pNext = &cm2;
           exts[n_exts++] = "VK_NV_cooperative_matrix2";
           ctx->coopmat2 = TRUE;
+        }
+    }
+  /* 4x8-bit integer dot products (the GGUF decode kernel's), when its
+   * variant is built in (glslang >= 14). */
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idot = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES };
+  if (HN_HAVE_IDOT && ctx->info->int_dot_product && g_getenv ("HN_NO_IDOT") == NULL)
+    {
+      VkPhysicalDeviceFeatures2 q = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &idot };
+      vkGetPhysicalDeviceFeatures2 (phys, &q);
+      if (idot.shaderIntegerDotProduct)
+        {
+          idot.pNext = feats.pNext;
+          feats.pNext = &idot;
+          exts[n_exts++] = "VK_KHR_shader_integer_dot_product";
+          ctx->int_dot = TRUE;
         }
     }
   VkDeviceCreateInfo dci = {

@@ -72,6 +72,7 @@ struct _HnVkContext {
   gboolean coopmat_f16;         /* VK_KHR_cooperative_matrix enabled, f16 16x16x16 shader usable */
   gboolean coopmat2;            /* VK_NV_cooperative_matrix2 enabled, matmul_cm2 usable */
   gboolean coopmat2_reductions; /* and its row/column reductions (cooperativeMatrixReductions) */
+  gboolean int_dot;             /* VK_KHR_shader_integer_dot_product enabled, matvec_gguf_q8i usable */
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn;
 
   GMutex lock;                 /* memory, staging, pipelines, queue */

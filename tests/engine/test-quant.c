@@ -490,6 +490,31 @@ random_blocks (HnDType dt, gint64 rows, gint64 cols)
   return q;
 }
 
+/* The integer-dot decode kernel's x (matvec_gguf_q8.comp): each 32-element
+ * block as codes times the smallest power of two 2^e with max |x| / 2^e <=
+ * 127.5, rounded to even and clamped to ±127; exact, so the kernel's codes
+ * are these. */
+static void
+q8_quantize (const float *x, gint64 K, float *out)
+{
+  for (gint64 b = 0; b < K / 32; b++)
+    {
+      float amax = 0;
+      for (int e = 0; e < 32; e++)
+        amax = MAX (amax, fabsf (x[32 * b + e]));
+      int ex;
+      frexpf (amax, &ex);
+      int es = ex - 7;
+      if (ldexpf (amax, -es) > 127.5f)
+        es++;
+      for (int e = 0; e < 32; e++)
+        {
+          float c = nearbyintf (ldexpf (x[32 * b + e], -es));
+          out[32 * b + e] = ldexpf (CLAMP (c, -127.0f, 127.0f), es);
+        }
+    }
+}
+
 /* Decode: the matrix-vector kernel and its fused forms, 1, 3 and 8 rows. */
 static void
 run_gguf_matvec (HnDType dt, gint64 M, gint64 N, gint64 K, gboolean fused)
@@ -538,6 +563,26 @@ run_gguf_matvec (HnDType dt, gint64 M, gint64 N, gint64 K, gboolean fused)
   g_autofree float *yn = hn_test_download (tyn), *yg = hn_test_download (tyg);
   g_autofree float *ry = g_new (float, M * N), *ryb = g_new (float, M * N), *rya = g_new (float, M * N);
   g_autofree float *ryn = g_new (float, M * N), *ryg = g_new (float, M * N);
+  /* the integer-dot kernel multiplies W by x quantized (x times the gain, for the normed forms) */
+  gboolean q8 = hn_gguf_matvec_q8 (ctx, dt, M, K);
+  g_autofree float *xq = g_new (float, M * K), *xg = g_new (float, M * K), *xgq = g_new (float, M * K);
+  for (gint64 i = 0; i < M * K; i++)
+    xg[i] = x[i] * gn[i % K];
+  for (gint64 m = 0; m < M; m++)
+    {
+      if (q8)
+        {
+          q8_quantize (x + m * K, K, xq + m * K);
+          q8_quantize (xg + m * K, K, xgq + m * K);
+        }
+      else
+        {
+          memcpy (xq + m * K, x + m * K, K * sizeof (float));
+          memcpy (xgq + m * K, xg + m * K, K * sizeof (float));
+        }
+    }
+  if (q8)
+    g_test_message ("%s: integer-dot kernel (x quantized)", hn_dtype_name (dt));
   for (gint64 m = 0; m < M; m++)
     {
       double ss = 0;
@@ -549,10 +594,10 @@ run_gguf_matvec (HnDType dt, gint64 M, gint64 N, gint64 K, gboolean fused)
           double s = 0, sn = 0, su = 0;
           for (gint64 k = 0; k < K; k++)
             {
-              double xv = x[m * K + k];
+              double xv = xq[m * K + k], xgv = xgq[m * K + k];
               s += xv * wf[n * K + k];
-              sn += xv * gn[k] * wf[n * K + k];
-              su += xv * gn[k] * uf[n * K + k];
+              sn += xgv * wf[n * K + k];
+              su += xgv * uf[n * K + k];
             }
           gint64 i = m * N + n;
           ry[i] = (float) s;
