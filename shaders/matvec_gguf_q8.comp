@@ -32,9 +32,11 @@ layout(constant_id = 2) const uint NSG = 4;  // row groups a workgroup
 layout(constant_id = 3) const uint KMAX = 256;  // K (shared memory size)
 layout(constant_id = 4) const uint GATED = 0;
 layout(constant_id = 5) const uint NORM = 0;
-layout(constant_id = 6) const uint NR = 1;  // rows a subgroup (2 NR <= 4 when GATED)
+layout(constant_id = 6) const uint NR = 1;
+layout(constant_id = 7) const uint XVEC = 0;  // x starts on a 4-element boundary (vec4 loads)  // rows a subgroup (2 NR <= 4 when GATED)
 layout(local_size_x_id = 1) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 1) readonly buffer W { uint qw[]; };
 layout(std430, binding = 1) readonly buffer W4 { uvec4 qw4[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
@@ -50,7 +52,8 @@ layout(push_constant) uniform P {
 } p;
 shared uint xq[KMAX / 4];  // x's codes, 4 to a word (two's complement bytes)
 shared float xd[KMAX / 32];  // their scales
-shared float xs[KMAX / 16];  // scale × the sum of 16 codes (the Q4_K mins' term)
+shared float xs4[KMAX / 4];  // scale × the sum of 4 codes (the Q4_K mins' term)
+shared float amax4[KMAX / 4];  // largest |x| of each 4 (quantize_x)
 shared float nred[64];
 shared float rstd_s;
 
@@ -82,43 +85,48 @@ uvec2 ld8(uint which, uint b) {
   return uvec2((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16));
 }
 
-float xin(uint k) {
-  float v = x[p.x_off + k];
+// x's 4-element group i (the norm's gain applied when NORM)
+vec4 xin4(uint i) {
+  uint k = 4u * i;
+  vec4 v = XVEC != 0u ? x4[(p.x_off >> 2) + i] : vec4(x[p.x_off + k], x[p.x_off + k + 1u], x[p.x_off + k + 2u], x[p.x_off + k + 3u]);
   if (NORM != 0u && (p.nflags & 2u) != 0u) {
-    float gv = g[p.g_off + k];
+    vec4 gv = vec4(g[p.g_off + k], g[p.g_off + k + 1u], g[p.g_off + k + 2u], g[p.g_off + k + 3u]);
     v *= (p.nflags & 1u) != 0u ? gv + 1.0 : gv;
   }
   return v;
 }
 
-// x's 32-element block b into codes: scale 2^e, the smallest power of two
-// with |x| / 2^e <= 127.5 for the block's largest |x| (codes round to even and
-// stay within ±127 after the clamp); exact scaling, so the codes are exact.
-void quantize_block(uint b) {
-  float v[32];
-  float amax = 0.0;
-  [[unroll]] for (uint e = 0u; e < 32u; e++) {
-    v[e] = xin(32u * b + e);
-    amax = max(amax, abs(v[e]));
+// x into codes, 32-element block b with the scale 2^e, the smallest power of
+// two with |x| / 2^e <= 127.5 for the block's largest |x| (codes rounded to
+// even, clamped to ±127); the scaling is exact, so the codes are exact. Each
+// invocation takes 4-element groups (coalesced loads): their largest |x| to
+// shared memory, then, once every group's is there, its codes and sum.
+const uint GPT = (KMAX / 4u + WG - 1u) / WG;  // groups an invocation
+void quantize_x(uint tid) {
+  vec4 v[GPT];
+  [[unroll]] for (uint it = 0u; it < GPT; it++) {
+    uint i = tid + it * WG;
+    v[it] = i < KMAX / 4u ? xin4(i) : vec4(0.0);
+    vec4 a = abs(v[it]);
+    if (i < KMAX / 4u) amax4[i] = max(max(a.x, a.y), max(a.z, a.w));
   }
-  int ex;
-  frexp(amax, ex);  // amax = m 2^ex, m in [0.5, 1)
-  int es = ex - 7;  // amax / 2^es = 128 m in [64, 128)
-  if (ldexp(amax, -es) > 127.5) es += 1;
-  float inv = ldexp(1.0, -es), d = ldexp(1.0, es);
-  int s0 = 0, s1 = 0;
-  [[unroll]] for (uint w = 0u; w < 8u; w++) {
-    uint word = 0u;
-    [[unroll]] for (uint e = 0u; e < 4u; e++) {
-      int c = clamp(int(roundEven(v[4u * w + e] * inv)), -127, 127);
-      word |= (uint(c) & 255u) << (8u * e);
-      if (w < 4u) s0 += c; else s1 += c;
-    }
-    xq[8u * b + w] = word;
+  barrier();
+  [[unroll]] for (uint it = 0u; it < GPT; it++) {
+    uint i = tid + it * WG;
+    if (i >= KMAX / 4u) break;
+    uint b = i >> 3;
+    float amax = 0.0;
+    [[unroll]] for (uint e = 0u; e < 8u; e++) amax = max(amax, amax4[8u * b + e]);
+    int ex;
+    frexp(amax, ex);  // amax = m 2^ex, m in [0.5, 1)
+    int es = ex - 7;  // amax / 2^es = 128 m in [64, 128)
+    if (ldexp(amax, -es) > 127.5) es += 1;
+    ivec4 c = clamp(ivec4(roundEven(v[it] * ldexp(1.0, -es))), ivec4(-127), ivec4(127));
+    float d = ldexp(1.0, es);
+    xq[i] = (uint(c.x) & 255u) | ((uint(c.y) & 255u) << 8) | ((uint(c.z) & 255u) << 16) | (uint(c.w) << 24);
+    xs4[i] = d * float(c.x + c.y + c.z + c.w);
+    if ((i & 7u) == 0u) xd[b] = d;
   }
-  xd[b] = d;
-  xs[2u * b] = d * float(s0);
-  xs[2u * b + 1u] = d * float(s1);
 }
 
 const uint NW = NR * (GATED != 0u ? 2u : 1u);
@@ -134,7 +142,9 @@ void chunk_dot(uint wh[4], uint rb[4], uint c, inout float acc[4]) {
       xl[w] = xq[(e_lo >> 2) + w];
       xh[w] = xq[(e_hi >> 2) + w];
     }
-    float dl = xd[e_lo >> 5], dh = xd[e_hi >> 5], sl = xs[e_lo >> 4], shs = xs[e_hi >> 4];
+    float dl = xd[e_lo >> 5], dh = xd[e_hi >> 5];
+    float sl = xs4[e_lo >> 2] + xs4[(e_lo >> 2) + 1u] + xs4[(e_lo >> 2) + 2u] + xs4[(e_lo >> 2) + 3u];
+    float shs = xs4[e_hi >> 2] + xs4[(e_hi >> 2) + 1u] + xs4[(e_hi >> 2) + 2u] + xs4[(e_hi >> 2) + 3u];
     [[unroll]] for (uint j = 0u; j < NW; j++) {
       uint b4 = (rb[j] + blk * BLK_BYTES) >> 4;
       uvec4 h = wd4(wh[j], b4);
@@ -201,7 +211,7 @@ void main() {
       rstd_s = 1.0 / sqrt(t / float(p.K) + p.eps);
     }
   }
-  for (uint b = tid; b < p.K / 32u; b += WG) quantize_block(b);
+  quantize_x(tid);
   barrier();
   uint chunks = (p.K / 256u) * 8u;
   for (uint grp = gl_SubgroupID; grp < NSG; grp += gl_NumSubgroups) {

@@ -46,11 +46,12 @@ check_weight (const char *op, HnTensor *w, gint64 K, guint64 *row_bytes, GError 
   return TRUE;
 }
 
-/* shared memory of matvec_gguf_q8.comp for K: codes, scales, sums, the norm's partials */
+/* shared memory of matvec_gguf_q8.comp for K: codes, largest |x| and sums of each 4, scales,
+ * the norm's partials */
 static guint64
 q8_shared_bytes (gint64 K)
 {
-  return (guint64) K + (guint64) K / 8 + (guint64) K / 4 + 64 * 4 + 4;
+  return 3 * (guint64) K + (guint64) K / 8 + 64 * 4 + 4;
 }
 
 gboolean
@@ -61,16 +62,18 @@ hn_gguf_matvec_q8 (HnVkContext *ctx, HnDType dt, gint64 M, gint64 K)
          q8_shared_bytes (K) <= hn_vk_context_get_device_info (ctx)->max_shared_memory && !(env && env[0] == '0');
 }
 
-/* One row of x through the integer-dot kernel (hn_gguf_matvec_q8). Four
- * subgroups a workgroup, two rows a subgroup (one of W and one of U when
- * gated); HN_MATVEC_GGUF_TUNE="subgroups,rows" as for matvec_gguf. */
+/* One row of x through the integer-dot kernel (hn_gguf_matvec_q8). Eight
+ * subgroups a workgroup (each workgroup quantizes x again: more rows share
+ * that), two rows a subgroup (one of W and one of U when gated);
+ * HN_MATVEC_GGUF_TUNE="subgroups,rows" as for matvec_gguf. */
 static gboolean
 dispatch_q8 (HnCmd *cmd, HnTensor *w, HnTensor *u, gint64 N, gint64 K, const HnVkBinding bd[7], const void *pc,
-             gsize pc_size, gboolean norm, GError **error)
+             gsize pc_size, gboolean norm, gboolean xvec, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
-  guint32 sg = MIN (info->subgroup_size, 128), n_sg = 4, nr = u ? 1 : 2;
+  guint32 sg = MIN (info->subgroup_size, 128), n_sg = MAX (1, MIN (8, info->max_workgroup_invocations / sg)),
+          nr = u ? 1 : 2;
   const char *tune = g_getenv ("HN_MATVEC_GGUF_TUNE");
   guint32 t[2] = { 0, 0 };
   if (tune && sscanf (tune, "%u,%u", &t[0], &t[1]) == 2 && t[0] >= 1 && t[0] * sg <= info->max_workgroup_invocations &&
@@ -80,12 +83,12 @@ dispatch_q8 (HnCmd *cmd, HnTensor *w, HnTensor *u, gint64 N, gint64 K, const HnV
       nr = t[1];
     }
   guint32 rows = n_sg * nr;
-  guint32 spec[7] = { gg_code (w->dtype), n_sg * sg, n_sg, (guint32) K, u ? 1 : 0, norm ? 1 : 0, nr };
+  guint32 spec[8] = { gg_code (w->dtype), n_sg * sg, n_sg, (guint32) K, u ? 1 : 0, norm ? 1 : 0, nr, xvec ? 1 : 0 };
   guint32 gx, gy;
   hn_grid (((guint64) N + rows - 1) / rows, &gx, &gy);
   hn_cmd_set_label (cmd, u ? "matvec_gguf_q8_glu" : "matvec_gguf_q8");
   gboolean ok = hn_cmd_dispatch (cmd, hn_vk_context_has_int_dot (ctx) ? "matvec_gguf_q8i" : "matvec_gguf_q8", spec,
-                                 7, bd, 7, pc, pc_size, gx, gy, 1, error);
+                                 8, bd, 7, pc, pc_size, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
@@ -124,7 +127,7 @@ hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, H
   HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w, FALSE), hn_bind (bias ? bias : x, FALSE), hn_bind (y, TRUE),
                         hn_bind (u ? u : w, FALSE), hn_bind (bias_u ? bias_u : x, FALSE), hn_bind (g ? g : x, FALSE) };
   if (hn_gguf_matvec_q8 (ctx, w->dtype, M, K))
-    return dispatch_q8 (cmd, w, u, N, K, bd, &pc, sizeof pc, norm != NULL, error);
+    return dispatch_q8 (cmd, w, u, N, K, bd, &pc, sizeof pc, norm != NULL, hn_eoff (x) % 4 == 0, error);
   /* Four subgroups a workgroup; each subgroup takes two rows of W at once
    * (their loads in flight together, x read once for both): two of a plain
    * matrix of 4096 rows or more, one row of W and U each when gated, one

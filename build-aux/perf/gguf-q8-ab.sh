@@ -1,0 +1,49 @@
+# Issue 23 on the H200: the integer-dot decode kernel (matvec_gguf_q8.comp,
+# dotPacked4x8EXT) against the float kernel (HN_MATVEC_GGUF_Q8=0) and the
+# workgroup shapes (HN_MATVEC_GGUF_TUNE), on the 8B Q4_K_M mix of random
+# blocks (make_random_q4km.py), with llama.cpp's llama-bench on the same file
+# (decode and prefill 512); prefill also through W's f16 form
+# (HN_QUANT_F16=1). Kernel and model tests first. About 200 s. Results: one
+# JSON line a row in $OUT/rows.jsonl ({"label": ..., the benchmark's JSON}).
+# Prepare: HN_LLAMACPP=1 HN_CARRY=.devcarry-q8 bash build-aux/device-check prepare
+# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/gguf-q8-ab.sh HN_CARRY=.devcarry-q8 bash build-aux/device-check run
+# Sourced by device-check run (step, $cli, $CARRY, $OUT set).
+T0=$SECONDS
+left() { echo $(( ${1:-400} - (SECONDS - T0) )); }
+step "test-quant gguf-matvec" timeout 60 "$CARRY/bin/test-quant" -p /quant/gguf-matvec --verbose
+step "test-gguf-model" timeout 40 "$CARRY/bin/test-gguf-model" --verbose
+LC="$CARRY/llamacpp"; W=/tmp/hn-gguf-q8; mkdir -p "$W/bin"
+tar -C "$W/bin" -xJf "$LC/bin.tar.xz"
+LCL="$PWD/$LC/lib:${LD_LIBRARY_PATH:-}"
+step "make 8b q4_k_m" timeout 60 env GGUF_PY="$LC/gguf-py" python3 build-aux/perf/make_random_q4km.py --shape 8b --out "$W/8b.gguf"
+row() {
+  local l=$1 t=$2; shift 2
+  step "8b $l" timeout "$t" sh -c "\"$cli\" benchmark --json --model-path $W/8b.gguf $* >\"$W/$l.json\""
+  python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); d['label']=sys.argv[2]; print(json.dumps(d))" "$W/$l.json" "$l" >>"$OUT/rows.jsonl" 2>/dev/null
+}
+dec() { local l=$1 t=$2; shift 2; row "decode-$l" "$t" --workload decode "$@"; }
+if [ -s "$W/8b.gguf" ]; then
+  dec q8 40 --seq-len 128 --new-tokens 128
+  HN_MATVEC_GGUF_Q8=0 dec float 40 --seq-len 128 --new-tokens 128
+  dec q8-profile 40 --seq-len 128 --new-tokens 16 --profile
+  step "llama-bench 8b q4_k_m" timeout 90 env LD_LIBRARY_PATH="$LCL" "$W/bin/llama-bench" -m "$W/8b.gguf" -p 512 -n 128 -ngl 99 -fa 1 -r 3 -o json >"$OUT/llamabench-8b-q4km.json"
+  row prefill 60 --workload prefill --seq-len 512 --iterations 5
+  HN_QUANT_F16=1 row prefill-f16 60 --workload prefill --seq-len 512 --iterations 5
+  HN_QUANT_F16=1 row prefill-f16-profile 60 --workload prefill --seq-len 512 --iterations 2 --profile
+  # subgroups a workgroup, rows a subgroup, while time is left
+  for t in 4,2 16,1 8,1 16,2; do
+    [ "$(left)" -gt 40 ] || break
+    HN_MATVEC_GGUF_TUNE=$t dec "q8-tune-${t/,/-}" 30 --seq-len 128 --new-tokens 64
+  done
+  rm -f "$W/8b.gguf"
+fi
+python3 - "$OUT/rows.jsonl" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    print(d["label"], round(d["tokens_per_s"], 1), "tok/s", "peak", d.get("peak_device_bytes"))
+    if "profile" in d:
+        print("  profile", round(d.get("profiled_step_gpu_us", 0)), "us:",
+              ", ".join("%s %d x %.0f us" % (o["op"], o["dispatches"], o["us"]) for o in d["profile"][:7]))
+PY
+grep -E '"n_prompt"|"n_gen"|"avg_ts"|"samples_ts"' "$LOG" | tail -n 8 | tee -a "$OUT/summary.txt"
