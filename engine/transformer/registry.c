@@ -172,6 +172,19 @@ static const HnArchInfo archs[] = {
     "silu", DEC, "laguna" },
   { "mimo_v2_flash", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "mimo_v2_flash" },
+  /* issue 25: the text models of vision-language packages, text in and text out. Their multimodal
+   * rotary (mrope_section) turns text alone as the 1-D rope does (transformer-config.c: mrope_text).
+   * qwen2(_5)_vl_text is qwen2 (q/k/v biases), qwen3_vl_text qwen3 (per-head q/k RMSNorm),
+   * qwen3_vl_moe_text qwen3_moe with its experts stacked (transformer-weights.c: take_moe);
+   * paddleocr_vl_text is ernie4_5's layout but rotates halves (rotate_half), not pairs. */
+  { "qwen2_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "qwen2_vl_text" },
+  { "qwen2_5_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "qwen2_5_vl_text" },
+  { "qwen3_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC,
+    "qwen3_vl_text" },
+  { "qwen3_vl_moe_text", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "qwen3_vl_moe_text" },
+  { "paddleocr_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC,
+    "paddleocr_vl_text" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
