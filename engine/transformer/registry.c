@@ -172,6 +172,19 @@ static const HnArchInfo archs[] = {
     "silu", DEC, "laguna" },
   { "mimo_v2_flash", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "mimo_v2_flash" },
+  /* issue 25: the text models of vision-language packages, text in and text out. Their multimodal
+   * rotary (mrope_section) turns text alone as the 1-D rope does (transformer-config.c: mrope_text).
+   * qwen2(_5)_vl_text is qwen2 (q/k/v biases), qwen3_vl_text qwen3 (per-head q/k RMSNorm),
+   * qwen3_vl_moe_text qwen3_moe with its experts stacked (transformer-weights.c: take_moe);
+   * paddleocr_vl_text is ernie4_5's layout but rotates halves (rotate_half), not pairs. */
+  { "qwen2_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "qwen2_vl_text" },
+  { "qwen2_5_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "qwen2_5_vl_text" },
+  { "qwen3_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC,
+    "qwen3_vl_text" },
+  { "qwen3_vl_moe_text", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "qwen3_vl_moe_text" },
+  { "paddleocr_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC,
+    "paddleocr_vl_text" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -395,8 +408,10 @@ static const HnArchRefusal refusals[] = {
 
 /* Multimodal packages whose text model runs here (registry.h): vision, audio and OCR packages alike,
  * text in and text out (the towers are kept in a checkpoint, not run). Left out: paligemma (its prefix
- * attends bidirectionally). Layouts: tests/fixtures/package-keys-transformers-5.17.json (aya_vision,
- * idefics3 and smolvlm read off configs with the overrides of list_package_keys.py). */
+ * attends bidirectionally); paddleocr_vl, whose layout was not read (AutoModel has no class for its
+ * text config, so list_package_keys.py could not build it; its text model is registered). Layouts:
+ * tests/fixtures/package-keys-transformers-5.17.json (aya_vision, idefics3 and smolvlm read off configs
+ * with the overrides of list_package_keys.py). */
 #define PKG(p, t, l) { p, t, HN_PACKAGE_##l }
 static const HnArchPackage packages[] = {
   PKG ("aria", "aria_text", LANGUAGE_MODEL),
@@ -404,6 +419,7 @@ static const HnArchPackage packages[] = {
   PKG ("aya_vision", "cohere2", LANGUAGE_MODEL),
   PKG ("blip-2", "opt", LANGUAGE_MODEL_V4),
   PKG ("cohere2_vision", "cohere2", LANGUAGE_MODEL),
+  PKG ("cosmos3_omni", "qwen3_vl_text", LANGUAGE_MODEL),
   PKG ("deepseek_vl", "llama", LANGUAGE_MODEL),
   PKG ("deepseek_vl_hybrid", "llama", LANGUAGE_MODEL),
   PKG ("exaone4_5", "exaone4", LANGUAGE_MODEL),
@@ -431,8 +447,12 @@ static const HnArchPackage packages[] = {
   PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
   PKG ("pp_chart2table", "qwen2", LANGUAGE_MODEL),
   PKG ("qianfan_ocr", "qwen3", LANGUAGE_MODEL),
+  PKG ("qwen2_5_vl", "qwen2_5_vl_text", LANGUAGE_MODEL),
   PKG ("qwen2_audio", "qwen2", LANGUAGE_MODEL),
+  PKG ("qwen2_vl", "qwen2_vl_text", LANGUAGE_MODEL),
   PKG ("qwen3_asr", "qwen3", LANGUAGE_MODEL),
+  PKG ("qwen3_vl", "qwen3_vl_text", LANGUAGE_MODEL),
+  PKG ("qwen3_vl_moe", "qwen3_vl_moe_text", LANGUAGE_MODEL),
   PKG ("shieldgemma2", "gemma3_text", LANGUAGE_MODEL),
   PKG ("smolvlm", "llama", TEXT_MODEL),
   PKG ("vibevoice", "qwen2", LANGUAGE_MODEL),

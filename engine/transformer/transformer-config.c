@@ -34,6 +34,67 @@ raw_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *ou
   return TRUE;
 }
 
+/* The text models of the Qwen vision-language packages and PaddleOCR-VL's rotate with multimodal
+ * rope (mrope): the head's frequency pairs fall into temporal / height / width sections
+ * (rope_parameters.mrope_section; qwen3_vl interleaves them, mrope_interleaved), each pair turned
+ * by the position of its own stream. Text alone gives the three streams one position per token
+ * (get_rope_index / get_mrope_position_ids expand a text run's positions to 3 equal rows, the text
+ * model expands its arange to 3 without position_ids), so every pair turns by the token's position
+ * with its 1-D frequency: the ordinary rotation this graph runs. Only image / video positions
+ * (not taken here) would tell the sections apart. */
+static gboolean
+mrope_text (const char *model_type)
+{
+  static const char *const t[] = { "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text",
+                                   "paddleocr_vl_text", NULL };
+  return g_strv_contains (t, model_type);
+}
+
+/* mrope_section as these modeling files read it: three non-negative sizes. The chunked layout
+ * (qwen2_vl, qwen2_5_vl, paddleocr_vl: cos.split(mrope_section * 2)) must cover the rotary dims
+ * exactly, as torch.split requires; qwen3_vl always interleaves (apply_interleaved_mrope, whatever
+ * mrope_interleaved says), indexing strided slices, so any sizes run. */
+static gboolean
+mrope_check (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
+{
+  JsonObject *rp = NULL;
+  for (int j = 0; j < 2 && !rp; j++)
+    {
+      JsonNode *n = raw ? json_object_get_member (raw, j ? "rope_scaling" : "rope_parameters") : NULL;
+      rp = n && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
+      if (rp && !json_object_has_member (rp, "mrope_section"))
+        rp = NULL;
+    }
+  if (!rp)
+    return TRUE; /* no sections (qwen3_vl's default [24, 20, 20]): text alone turns the same either way */
+  JsonNode *sn = json_object_get_member (rp, "mrope_section");
+  JsonArray *sec = JSON_NODE_HOLDS_ARRAY (sn) ? json_node_get_array (sn) : NULL;
+  gint64 sum = 0;
+  for (guint i = 0; sec && i < json_array_get_length (sec); i++)
+    {
+      JsonNode *e = json_array_get_element (sec, i);
+      gint64 v = JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_INT64 ? json_node_get_int (e) : -1;
+      if (v < 0)
+        sec = NULL;
+      else
+        sum += v;
+    }
+  if (!sec || json_array_get_length (sec) != 3)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: mrope_section must list three non-negative sizes",
+                   cfg->path);
+      return FALSE;
+    }
+  if (!g_str_has_prefix (hp->arch->model_type, "qwen3_vl") && 2 * sum != hp->rot_dims)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: mrope_section sums to %" G_GINT64_FORMAT " frequency pairs for %d rotary dims", cfg->path, sum,
+                   hp->rot_dims);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, const HnRopeConfig *r,
                           HnRopeScaling *s, double *theta, GError **error)
@@ -43,6 +104,8 @@ rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, co
   const char *t = r->rope_type ? r->rope_type : "default";
   if (strcmp (t, "default") == 0)
     s->type = HN_ROPE_SCALING_NONE;
+  else if (strcmp (t, "mrope") == 0 && mrope_text (hp->arch->model_type))
+    s->type = HN_ROPE_SCALING_NONE; /* their config classes rename the legacy "mrope" type "default" */
   else if (strcmp (t, "linear") == 0)
     s->type = HN_ROPE_SCALING_LINEAR;
   else if (strcmp (t, "dynamic") == 0)
@@ -269,7 +332,9 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
    * so in norm_topk_prob */
   gboolean norm_topk = strcmp (mt, "mixtral") == 0 || strcmp (mt, "minimax_m2") == 0 || strcmp (mt, "hy_v3") == 0 ||
                        strcmp (mt, "afmoe") == 0 || strcmp (mt, "laguna") == 0;
-  if (strcmp (mt, "dbrx") == 0)
+  if (strcmp (mt, "qwen3_vl_moe_text") == 0)
+    norm_topk = TRUE; /* Qwen3VLMoeTextTopKRouter renormalises whatever norm_topk_prob says */
+  else if (strcmp (mt, "dbrx") == 0)
     {
       if (!dbrx_norm_topk (cfg, &norm_topk, error))
         return FALSE;
@@ -919,6 +984,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   if (hp->rope && !rope_scaling_from_config (hp, cfg, &cfg->rope, &hp->rope_scaling, &hp->rope_theta, error))
     return FALSE;
+  if (mrope_text (mt) && !mrope_check (hp, cfg, hn_model_config_get_raw (cfg), error))
+    return FALSE;
   if (hp->rope && cfg->has_rope_sliding)
     {
       if (!rope_scaling_from_config (hp, cfg, &cfg->rope_sliding, &hp->local_rope_scaling, &hp->local_rope_theta, error))
@@ -956,8 +1023,14 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       window = local > 0 ? local / 2 : -1;
     }
   gboolean sw_on = window > 0;
-  if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
+  /* Qwen2VLTextConfig / Qwen2_5_VLTextConfig keep qwen2's rule; qwen3_vl's text models build a
+   * causal mask alone (no sliding_window reaches their attention) */
+  gboolean qwen2_rule = strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0 || strcmp (mt, "qwen2_vl_text") == 0 ||
+                        strcmp (mt, "qwen2_5_vl_text") == 0;
+  if (qwen2_rule)
     sw_on = sw_on && cfg->use_sliding_window == TRUE;
+  if (g_str_has_prefix (mt, "qwen3_vl"))
+    sw_on = FALSE;
   if (sw_on)
     {
       hp->sliding_window = (int) window;
@@ -987,7 +1060,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       else if (strcmp (mt, "granite_swa") == 0 || strcmp (mt, "granitemoe_swa") == 0)
         for (int i = 0; i < hp->n_layer; i++)
           hp->layer_sliding[i] = i % 4 != 0; /* every fourth layer attends to everything */
-      else if (strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0)
+      else if (qwen2_rule)
         for (int i = 0; i < hp->n_layer; i++)
           hp->layer_sliding[i] = cfg->max_window_layers < 0 || i >= cfg->max_window_layers;
       else

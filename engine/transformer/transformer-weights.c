@@ -766,6 +766,23 @@ take_stacked (Loader *L, const char *name, gint64 E, gint64 a, gint64 b, GError 
   return check_shape (t, 3, (gint64[]) { E, a, b }, error) ? t : NULL;
 }
 
+/* A stacked [E, a, b] tensor, or its per-expert transpose [E, b, a] (*transposed): transformers'
+ * Transpose(1, 2, check_dims=True) turns a checkpoint tensor only when its shape is not the
+ * module's, so a square one is read as [E, a, b] here too. */
+static const HnSafetensorInfo *
+take_stacked_either (Loader *L, const char *name, gint64 E, gint64 a, gint64 b, gboolean *transposed, GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  *transposed = FALSE;
+  if (t && t->ndim == 3 && t->shape[0] == E && t->shape[1] == b && t->shape[2] == a && a != b)
+    {
+      g_hash_table_add (L->used, (gpointer) t->name);
+      *transposed = TRUE;
+      return t;
+    }
+  return take_stacked (L, name, E, a, b, error);
+}
+
 /* gpt_oss expert biases gate_up [E, 2F] (interleaved) and down [E, C] -> stacked f32 [E, F], [E, F],
  * [E, C] with per-expert views. */
 static gboolean
@@ -842,6 +859,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
+  /* qwen3_vl_moe_text: Qwen3VLMoeTextExperts holds gate_up_proj [E, 2F, C] (gate rows, then up) and
+   * down_proj [E, C, F]; its checkpoints store the transposes ([E, C, 2F], [E, F, C]), which
+   * transformers' conversion mapping for qwen3_vl_moe transposes on load */
+  gboolean qvl = strcmp (mt, "qwen3_vl_moe_text") == 0;
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
@@ -901,32 +922,35 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, bn, C, TRUE, &lw->moe_bias, error))
         return FALSE;
     }
-  if (granite || oss || jet || aria)
+  if (granite || oss || jet || aria || qvl)
     {
       /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
-      names[0] = g_strdup_printf (oss           ? "%smlp.experts.gate_up_proj"
+      names[0] = g_strdup_printf (oss || qvl    ? "%smlp.experts.gate_up_proj"
                                   : aria        ? "%smlp.experts.fc1.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
                                   : jet         ? "%smlp.input_linear.weight"
                                                 : "%sblock_sparse_moe.input_linear.weight",
                                   pfx);
-      names[2] = g_strdup_printf (oss           ? "%smlp.experts.down_proj"
+      names[2] = g_strdup_printf (oss || qvl    ? "%smlp.experts.down_proj"
                                   : aria        ? "%smlp.experts.fc2.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
                                   : jet         ? "%smlp.output_linear.weight"
                                                 : "%sblock_sparse_moe.output_linear.weight",
                                   pfx);
       names[1] = g_strdup (names[0]);
-      const HnSafetensorInfo *gu = tr ? take_stacked (L, names[0], E, C, 2 * Fe, error)
-                                      : take_stacked (L, names[0], E, 2 * Fe, C, error);
-      const HnSafetensorInfo *d = !gu ? NULL
-                                  : tr ? take_stacked (L, names[2], E, Fe, C, error)
-                                       : take_stacked (L, names[2], E, C, Fe, error);
+      gboolean tr_gu = tr, tr_d = tr;
+      const HnSafetensorInfo *gu = qvl  ? take_stacked_either (L, names[0], E, 2 * Fe, C, &tr_gu, error)
+                                   : tr ? take_stacked (L, names[0], E, C, 2 * Fe, error)
+                                        : take_stacked (L, names[0], E, 2 * Fe, C, error);
+      const HnSafetensorInfo *d = !gu  ? NULL
+                                  : qvl ? take_stacked_either (L, names[2], E, C, Fe, &tr_d, error)
+                                  : tr  ? take_stacked (L, names[2], E, Fe, C, error)
+                                        : take_stacked (L, names[2], E, C, Fe, error);
       ok = d != NULL;
       for (gint64 e = 0; ok && e < E; e++)
-        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, tr, 2 * Fe, error) &&
-             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, tr, 2 * Fe, error) &&
-             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, tr, C, error);
+        ok = slab_put (L, &sl[0], e, gu, (gsize) (e * 2 * Fe * C), gi, tr_gu, 2 * Fe, error) &&
+             slab_put (L, &sl[1], e, gu, (gsize) (e * 2 * Fe * C), ui, tr_gu, 2 * Fe, error) &&
+             slab_put (L, &sl[2], e, d, (gsize) (e * C * Fe), ident, tr_d, C, error);
       ok = ok && (!oss || take_oss_biases (L, pfx, lw, gi, ui, error));
     }
   else if (dbrx)

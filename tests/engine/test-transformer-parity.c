@@ -3,6 +3,7 @@
  * f32, the same greedy ids with and without the KV cache, and the same beam;
  * the real stories260K model generates expected-greedy-ids.txt from BOS. */
 #include "base/hn-error.h"
+#include "formats/safetensors.h"
 #include "transformer/transformer.h"
 #include "parity-util.h"
 
@@ -479,10 +480,12 @@ test_moe_sparse (void)
     }
 }
 
-/* The fixture's config with rope_parameters replaced by yarn (factor 4, mscale_all_dim 1), in a
- * temporary folder beside a link to its weights. */
+typedef void (*ConfigEdit) (JsonObject *cfg);
+
+/* Fixture `name`'s config as `edit` leaves it, in a temporary folder beside a link to its weights
+ * (or, with `weights`, beside those written there). */
 static char *
-yarn_variant (const char *name)
+config_variant (const char *name, ConfigEdit edit, HnSafetensorsWriter *weights)
 {
   GError *error = NULL;
   g_autofree char *dir = parity_fixture_dir (name);
@@ -490,6 +493,26 @@ yarn_variant (const char *name)
   g_autofree char *st = g_build_filename (dir, "model.safetensors", NULL);
   g_autoptr (JsonParser) p = json_parser_new ();
   JsonObject *o = parity_load_json (p, cfg);
+  edit (o);
+  char *tmp = g_dir_make_tmp ("hn-variant-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_autofree char *out_cfg = g_build_filename (tmp, "config.json", NULL);
+  g_autofree char *out_st = g_build_filename (tmp, "model.safetensors", NULL);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  json_generator_set_root (gen, json_parser_get_root (p));
+  g_assert_true (json_generator_to_file (gen, out_cfg, &error));
+  if (weights)
+    g_assert_true (hn_safetensors_writer_write_file (weights, out_st, &error));
+  else
+    g_assert_cmpint (symlink (st, out_st), ==, 0);
+  g_assert_no_error (error);
+  return tmp;
+}
+
+/* rope_parameters replaced by yarn (factor 4, mscale_all_dim 1) */
+static void
+yarn_edit (JsonObject *o)
+{
   JsonObject *rp = json_object_new ();
   json_object_set_string_member (rp, "rope_type", "yarn");
   json_object_set_double_member (rp, "rope_theta", 10000.0);
@@ -498,15 +521,12 @@ yarn_variant (const char *name)
   json_object_set_double_member (rp, "mscale_all_dim", 1.0);
   json_object_set_int_member (rp, "original_max_position_embeddings", 16);
   json_object_set_object_member (o, "rope_parameters", rp);
-  char *tmp = g_dir_make_tmp ("hn-yarn-XXXXXX", &error);
-  g_assert_no_error (error);
-  g_autofree char *out_cfg = g_build_filename (tmp, "config.json", NULL);
-  g_autofree char *out_st = g_build_filename (tmp, "model.safetensors", NULL);
-  g_autoptr (JsonGenerator) gen = json_generator_new ();
-  json_generator_set_root (gen, json_parser_get_root (p));
-  g_assert_true (json_generator_to_file (gen, out_cfg, &error));
-  g_assert_cmpint (symlink (st, out_st), ==, 0);
-  return tmp;
+}
+
+static char *
+yarn_variant (const char *name)
+{
+  return config_variant (name, yarn_edit, NULL);
 }
 
 static void
@@ -543,6 +563,110 @@ test_deepseek_yarn (void)
   g_assert_nonnull (strstr (error->message, "rope scaling"));
   g_clear_error (&error);
   remove_variant (v2);
+}
+
+static JsonArray *
+int_array (int n, const int *v)
+{
+  JsonArray *a = json_array_new ();
+  for (int i = 0; i < n; i++)
+    json_array_add_int_element (a, v[i]);
+  return a;
+}
+
+/* Qwen2-VL's 4.x spelling: rope_scaling {"type": "mrope", mrope_section}, rope_theta beside it */
+static void
+mrope_legacy_edit (JsonObject *o)
+{
+  json_object_remove_member (o, "rope_parameters");
+  JsonObject *rs = json_object_new ();
+  json_object_set_string_member (rs, "type", "mrope");
+  json_object_set_array_member (rs, "mrope_section", int_array (3, (const int[]) { 1, 1, 2 }));
+  json_object_set_object_member (o, "rope_scaling", rs);
+  json_object_set_double_member (o, "rope_theta", 10000.0);
+}
+
+/* sections covering 3 of head_dim 8's 4 frequency pairs: cos.split(mrope_section * 2) fails */
+static void
+mrope_short_edit (JsonObject *o)
+{
+  JsonObject *rp = json_object_get_object_member (o, "rope_parameters");
+  json_object_set_array_member (rp, "mrope_section", int_array (3, (const int[]) { 1, 1, 1 }));
+}
+
+static void
+keep_config (JsonObject *o)
+{
+  (void) o;
+}
+
+static void
+assert_fixture_logits (const char *what, const char *fixture, const char *dir)
+{
+  GError *error = NULL;
+  g_autoptr (JsonParser) p = json_parser_new ();
+  JsonObject *exp = parity_load_expected (p, fixture);
+  g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  int vocab = hn_transformer_get_hparams (m)->vocab;
+  g_autofree float *logits = g_new (float, (gsize) ids->len * vocab);
+  g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
+  g_assert_no_error (error);
+  parity_compare_logits (what, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * vocab);
+}
+
+/* The Qwen vision-language text models off their fixtures: Qwen2-VL's legacy "mrope" rope type is the
+ * default rotation; mrope sections that do not cover the rotary dims are refused; qwen3_vl_moe's
+ * experts stored as its checkpoints hold them (gate_up_proj [E, C, 2F], transposed; the fixture's
+ * down_proj is square, [E, C, F] either way, so it stays) give the fixture's logits. */
+static void
+test_vl_text_variants (void)
+{
+  GError *error = NULL;
+  char *legacy = config_variant ("qwen2_vl_text", mrope_legacy_edit, NULL);
+  assert_fixture_logits ("qwen2_vl_text (rope_scaling type mrope)", "qwen2_vl_text", legacy);
+  remove_variant (legacy);
+
+  char *bad = config_variant ("qwen2_vl_text", mrope_short_edit, NULL);
+  g_assert_null (hn_transformer_load (ctx, bad, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "mrope_section"));
+  g_clear_error (&error);
+  remove_variant (bad);
+
+  g_autofree char *dir = parity_fixture_dir ("qwen3_vl_moe_text");
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (dir, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  guint n_transposed = 0;
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      if (!g_str_has_suffix (t->name, "mlp.experts.gate_up_proj"))
+        {
+          g_assert_true (hn_safetensors_writer_add (w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, FALSE,
+                                                    &error));
+          continue;
+        }
+      g_assert_cmpint (t->dtype, ==, HN_ST_DTYPE_F32);
+      gint64 E = t->shape[0], a = t->shape[1], b = t->shape[2];
+      g_assert_cmpint (a, !=, b);
+      const float *src = t->data;
+      g_autofree float *tr = g_new (float, (gsize) (E * a * b));
+      for (gint64 e = 0; e < E; e++)
+        for (gint64 r = 0; r < a; r++)
+          for (gint64 c = 0; c < b; c++)
+            tr[(e * b + c) * a + r] = src[(e * a + r) * b + c];
+      g_assert_true (hn_safetensors_writer_add (w, t->name, t->dtype, 3, (gint64[]) { E, b, a }, tr,
+                                                sizeof (float) * (gsize) (E * a * b), TRUE, &error));
+      n_transposed++;
+    }
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_transposed, ==, 2);
+  char *hub = config_variant ("qwen3_vl_moe_text", keep_config, w);
+  assert_fixture_logits ("qwen3_vl_moe_text (gate_up_proj [E, C, 2F])", "qwen3_vl_moe_text", hub);
+  remove_variant (hub);
 }
 
 /* Variants beyond each registered architecture's own fixture. */
@@ -612,6 +736,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/ministral3-limit", test_ministral3_limit);
   g_test_add_func ("/transformer/moe-sparse", test_moe_sparse);
   g_test_add_func ("/transformer/deepseek-yarn", test_deepseek_yarn);
+  g_test_add_func ("/transformer/vl-text-variants", test_vl_text_variants);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
