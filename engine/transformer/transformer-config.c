@@ -224,7 +224,8 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite", NULL };
+                                    "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite",
+                                    "glm4v_moe_text", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -856,6 +857,10 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->head_dim = (int) kvc;
       hp->moa = TRUE;
     }
+  /* Glm4vTextAttention's heads are hidden_size / num_attention_heads whatever head_dim says, while its
+   * rotary reads head_dim: a config where they differ has no single reading */
+  if (strcmp (mt, "glm4v_text") == 0 && hp->head_dim * hp->n_head != hp->hidden)
+    return unsupported (error, cfg, "head_dim other than hidden_size / num_attention_heads");
   hp->max_positions = cfg->max_position_embeddings > 0 ? (int) cfg->max_position_embeddings : 2048;
   if (strcmp (mt, "falcon") == 0 && cfg->new_decoder_architecture != TRUE)
     {

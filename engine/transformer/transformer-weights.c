@@ -842,6 +842,11 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
   gboolean aria = strcmp (mt, "aria_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
+  /* glm4v_moe_text: DeepseekV3's stacked experts, mlp.experts.gate_up_proj [E, 2F, C] (gate rows, then up)
+   * and down_proj [E, C, F], as transformers 5 saves them; per expert as the hub's checkpoints keep them */
+  g_autofree char *glmv_gu = strcmp (mt, "glm4v_moe_text") == 0 ? g_strdup_printf ("%smlp.experts.gate_up_proj", pfx)
+                                                                : NULL;
+  gboolean stacked_v3 = glmv_gu && find (L, glmv_gu);
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
@@ -901,20 +906,20 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, bn, C, TRUE, &lw->moe_bias, error))
         return FALSE;
     }
-  if (granite || oss || jet || aria)
+  if (granite || oss || jet || aria || stacked_v3)
     {
       /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
-      names[0] = g_strdup_printf (oss           ? "%smlp.experts.gate_up_proj"
-                                  : aria        ? "%smlp.experts.fc1.weight"
-                                  : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
-                                  : jet         ? "%smlp.input_linear.weight"
-                                                : "%sblock_sparse_moe.input_linear.weight",
+      names[0] = g_strdup_printf (oss || stacked_v3 ? "%smlp.experts.gate_up_proj"
+                                  : aria            ? "%smlp.experts.fc1.weight"
+                                  : granite_swa     ? "%sblock_sparse_moe.experts.gate_up_proj"
+                                  : jet             ? "%smlp.input_linear.weight"
+                                                    : "%sblock_sparse_moe.input_linear.weight",
                                   pfx);
-      names[2] = g_strdup_printf (oss           ? "%smlp.experts.down_proj"
-                                  : aria        ? "%smlp.experts.fc2.weight"
-                                  : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
-                                  : jet         ? "%smlp.output_linear.weight"
-                                                : "%sblock_sparse_moe.output_linear.weight",
+      names[2] = g_strdup_printf (oss || stacked_v3 ? "%smlp.experts.down_proj"
+                                  : aria            ? "%smlp.experts.fc2.weight"
+                                  : granite_swa     ? "%sblock_sparse_moe.experts.down_proj"
+                                  : jet             ? "%smlp.output_linear.weight"
+                                                    : "%sblock_sparse_moe.output_linear.weight",
                                   pfx);
       names[1] = g_strdup (names[0]);
       const HnSafetensorInfo *gu = tr ? take_stacked (L, names[0], E, C, 2 * Fe, error)
