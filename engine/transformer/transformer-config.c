@@ -34,6 +34,28 @@ raw_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *ou
   return TRUE;
 }
 
+/* Whether config.json names the rotary fraction itself (top level, in rope_parameters or in
+ * rope_scaling), rather than leaving the config class's default. */
+static gboolean
+partial_rotary_given (const HnModelConfig *cfg)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  if (!raw)
+    return FALSE;
+  static const char *const top[] = { "partial_rotary_factor", "rotary_pct", "rotary_dim" };
+  for (gsize i = 0; i < G_N_ELEMENTS (top); i++)
+    if (json_object_has_member (raw, top[i]))
+      return TRUE;
+  static const char *const nested[] = { "rope_parameters", "rope_scaling" };
+  for (gsize i = 0; i < G_N_ELEMENTS (nested); i++)
+    {
+      JsonNode *n = json_object_get_member (raw, nested[i]);
+      if (n && JSON_NODE_HOLDS_OBJECT (n) && json_object_has_member (json_node_get_object (n), "partial_rotary_factor"))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static gboolean
 rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, const HnRopeConfig *r,
                           HnRopeScaling *s, double *theta, GError **error)
@@ -916,6 +938,10 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     hp->rot_dims = (int) cfg->rotary_dim;
   else if (strcmp (mt, "stablelm") == 0 && cfg->rope.partial_rotary_factor == 1.0)
     hp->rot_dims = hp->head_dim / 4; /* stablelm's default partial_rotary_factor is 0.25 */
+  /* Glm4Config and Glm4MoeConfig (Glm4vMoeTextConfig inherits it) default partial_rotary_factor to 0.5 */
+  static const char *const half_rotary[] = { "glm4", "glm4_moe", "glm4v_moe_text", NULL };
+  if (g_strv_contains (half_rotary, mt) && !partial_rotary_given (cfg))
+    hp->rot_dims = hp->head_dim / 2;
   if (hp->rope && (hp->rot_dims <= 0 || hp->rot_dims > hp->head_dim || hp->rot_dims % 2))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: rotary dims %d do not fit head_dim %d", cfg->path,
