@@ -99,6 +99,25 @@ is_other_tower (const HnModelConfig *c, const char *name)
          !g_str_has_prefix (name, "lm_head.");
 }
 
+/* Tensors transformers skips on load (_keys_to_ignore_on_load_unexpected, searched as regexes) when the
+ * model has no module for them: the multi-token-prediction layers GLM checkpoints carry after the
+ * last decoder layer, which the logits never see. They are kept on export like the towers. */
+static gboolean
+ignored_on_load (const char *model_type, const char *name)
+{
+  static const struct {
+    const char *model_type, *pattern;
+  } keys[] = {
+    { "glm_ocr_text", "model\\.language_model\\.layers\\.16" }, /* GlmOcrPreTrainedModel */
+    { "glm4_moe", "model\\.layers\\.(46|92)" },                    /* Glm4MoePreTrainedModel */
+    { "glm4v_moe_text", "model\\.layers\\.(46|92)" },              /* Glm4vMoePreTrainedModel inherits it */
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    if (strcmp (keys[i].model_type, model_type) == 0 && g_regex_match_simple (keys[i].pattern, name, 0, 0))
+      return TRUE;
+  return FALSE;
+}
+
 static gboolean
 check_shape (const HnSafetensorInfo *t, int ndim, const gint64 *shape, GError **error)
 {
@@ -2103,7 +2122,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     return FALSE;
 
   /* everything in the checkpoint must have been understood */
-  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0;
+  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0, n_ignored = 0;
   for (guint i = 0; i < n; i++)
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
@@ -2112,6 +2131,11 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (is_other_tower (m->config, t->name))
         {
           n_towers++;
+          continue;
+        }
+      if (ignored_on_load (hp->arch->model_type, t->name))
+        {
+          n_ignored++;
           continue;
         }
       if (g_str_has_suffix (t->name, "rotary_emb.inv_freq") || g_str_has_suffix (t->name, ".attn.bias") ||
@@ -2126,6 +2150,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
   if (n_towers)
     g_info ("%s: %s package: %u tensors of its non-text towers are not run (kept on export)", m->dir,
             m->config->outer_model_type, n_towers);
+  if (n_ignored)
+    g_info ("%s: %u tensors of multi-token-prediction layers are not run (kept on export)", m->dir, n_ignored);
 
   /* rotary frequencies and ALiBi slopes */
   if (hp->rope)
