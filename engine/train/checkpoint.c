@@ -70,7 +70,8 @@ hn_checkpoint_write_weights (const char *src_dir, const HnWeightOrigin *orig, gu
       g_autofree float *buf = hn_safetensor_info_dup_f32 (t, error);
       if (!buf)
         return FALSE;
-      gint64 cols = t->ndim >= 2 ? t->n_elements / t->shape[0] : 1;
+      /* origins count rows of the last dimension: a stacked expert tensor [E, R, C] is E * R rows */
+      gint64 cols = t->ndim >= 2 ? t->shape[t->ndim - 1] : 1, n_rows = t->n_elements / cols;
       for (guint k = 0; k < n_orig; k++)
         {
           const HnWeightOrigin *o = &orig[k];
@@ -93,7 +94,7 @@ hn_checkpoint_write_weights (const char *src_dir, const HnWeightOrigin *orig, gu
                 }
               else
                 {
-                  if (sr >= t->shape[0] || (t->ndim >= 2 ? dcols != cols : dcols != 1))
+                  if (sr >= n_rows || (t->ndim >= 2 ? dcols != cols : dcols != 1))
                     goto bad;
                   memcpy (buf + sr * cols, dev + r * dcols, sizeof (float) * (gsize) dcols);
                 }

@@ -88,6 +88,13 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm" },
   { "glm4", NULL, "glm", HN_BLOCK_SANDWICH, HN_NAMES_GLM4,
     RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm4" },
+  /* the text models of GLM-4.1V / 4.6V and GLM-OCR: GLM-4 layers; on text alone the three multimodal
+   * rotary streams are equal, which is GLM-4's partial interleaved rotary. GLM-OCR drops the q/k/v biases */
+  { "glm4v_text", NULL, "glm", HN_BLOCK_SANDWICH, HN_NAMES_GLM4,
+    RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm4v_text" },
+  { "glm_ocr_text", NULL, "glm", HN_BLOCK_SANDWICH, HN_NAMES_GLM4,
+    RMS_GATED | HN_QUIRK_FUSED_GATE_UP | HN_QUIRK_ROPE_INTERLEAVED | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC,
+    "glm_ocr_text" },
   { "persimmon", NULL, "persimmon", HN_BLOCK_PRE_NORM, HN_NAMES_PERSIMMON,
     HN_QUIRK_LAYERNORM | HN_QUIRK_FUSED_QKV | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_PARTIAL_ROTARY, "relu2", DEC,
     "persimmon" },
@@ -208,6 +215,10 @@ static const HnArchInfo archs[] = {
   /* issue 25 */
   { "glm4_moe", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_PARTIAL_ROTARY,
     "silu", DEC, "glm4_moe" },
+  /* GLM-4.5V's text model: glm4_moe without q/k norms, half-split partial rotary (text alone: equal
+   * multimodal streams), experts stacked as gate_up_proj [E, 2F, C] / down_proj [E, C, F] */
+  { "glm4v_moe_text", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_PARTIAL_ROTARY, "silu", DEC, "glm4v_moe_text" },
   { "dots1", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD,
     "silu", DEC, "dots1" },
   { "jetmoe", NULL, "jetmoe", HN_BLOCK_PRE_NORM, HN_NAMES_JETMOE, RMS_GATED | HN_QUIRK_MOE, "silu", DEC, "jetmoe" },
@@ -426,7 +437,12 @@ static const HnArchPackage packages[] = {
   PKG ("fast_vlm", "qwen2", LANGUAGE_MODEL),
   PKG ("fun_asr_nano", "qwen3", LANGUAGE_MODEL),
   PKG ("fuyu", "persimmon", LANGUAGE_MODEL),
+  PKG ("glm46v", "glm4v_text", LANGUAGE_MODEL),
+  PKG ("glm4v", "glm4v_text", LANGUAGE_MODEL),
+  PKG ("glm4v_moe", "glm4v_moe_text", LANGUAGE_MODEL),
+  PKG ("glm_ocr", "glm_ocr_text", LANGUAGE_MODEL),
   PKG ("glmasr", "llama", LANGUAGE_MODEL),
+  PKG ("glmga", "glm4v_text", LANGUAGE_MODEL),
   PKG ("got_ocr2", "qwen2", LANGUAGE_MODEL),
   PKG ("granite_speech", "granite", LANGUAGE_MODEL),
   PKG ("granite_speech_plus", "granite", LANGUAGE_MODEL),

@@ -95,6 +95,28 @@ mrope_check (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw
   return TRUE;
 }
 
+/* Whether config.json names the rotary fraction itself (top level, in rope_parameters or in
+ * rope_scaling), rather than leaving the config class's default. */
+static gboolean
+partial_rotary_given (const HnModelConfig *cfg)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  if (!raw)
+    return FALSE;
+  static const char *const top[] = { "partial_rotary_factor", "rotary_pct", "rotary_dim" };
+  for (gsize i = 0; i < G_N_ELEMENTS (top); i++)
+    if (json_object_has_member (raw, top[i]))
+      return TRUE;
+  static const char *const nested[] = { "rope_parameters", "rope_scaling" };
+  for (gsize i = 0; i < G_N_ELEMENTS (nested); i++)
+    {
+      JsonNode *n = json_object_get_member (raw, nested[i]);
+      if (n && JSON_NODE_HOLDS_OBJECT (n) && json_object_has_member (json_node_get_object (n), "partial_rotary_factor"))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static gboolean
 rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, const HnRopeConfig *r,
                           HnRopeScaling *s, double *theta, GError **error)
@@ -287,7 +309,8 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite", NULL };
+                                    "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite",
+                                    "glm4v_moe_text", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -921,6 +944,10 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       hp->head_dim = (int) kvc;
       hp->moa = TRUE;
     }
+  /* Glm4vTextAttention's heads are hidden_size / num_attention_heads whatever head_dim says, while its
+   * rotary reads head_dim: a config where they differ has no single reading */
+  if (strcmp (mt, "glm4v_text") == 0 && hp->head_dim * hp->n_head != hp->hidden)
+    return unsupported (error, cfg, "head_dim other than hidden_size / num_attention_heads");
   hp->max_positions = cfg->max_position_embeddings > 0 ? (int) cfg->max_position_embeddings : 2048;
   if (strcmp (mt, "falcon") == 0 && cfg->new_decoder_architecture != TRUE)
     {
@@ -976,6 +1003,10 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     hp->rot_dims = (int) cfg->rotary_dim;
   else if (strcmp (mt, "stablelm") == 0 && cfg->rope.partial_rotary_factor == 1.0)
     hp->rot_dims = hp->head_dim / 4; /* stablelm's default partial_rotary_factor is 0.25 */
+  /* Glm4Config and Glm4MoeConfig (Glm4vMoeTextConfig inherits it) default partial_rotary_factor to 0.5 */
+  static const char *const half_rotary[] = { "glm4", "glm4_moe", "glm4v_moe_text", NULL };
+  if (g_strv_contains (half_rotary, mt) && !partial_rotary_given (cfg))
+    hp->rot_dims = hp->head_dim / 2;
   if (hp->rope && (hp->rot_dims <= 0 || hp->rot_dims > hp->head_dim || hp->rot_dims % 2))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: rotary dims %d do not fit head_dim %d", cfg->path,

@@ -99,6 +99,25 @@ is_other_tower (const HnModelConfig *c, const char *name)
          !g_str_has_prefix (name, "lm_head.");
 }
 
+/* Tensors transformers skips on load (_keys_to_ignore_on_load_unexpected, searched as regexes) when the
+ * model has no module for them: the multi-token-prediction layers GLM checkpoints carry after the
+ * last decoder layer, which the logits never see. They are kept on export like the towers. */
+static gboolean
+ignored_on_load (const char *model_type, const char *name)
+{
+  static const struct {
+    const char *model_type, *pattern;
+  } keys[] = {
+    { "glm_ocr_text", "model\\.language_model\\.layers\\.16" }, /* GlmOcrPreTrainedModel */
+    { "glm4_moe", "model\\.layers\\.(46|92)" },                    /* Glm4MoePreTrainedModel */
+    { "glm4v_moe_text", "model\\.layers\\.(46|92)" },              /* Glm4vMoePreTrainedModel inherits it */
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    if (strcmp (keys[i].model_type, model_type) == 0 && g_regex_match_simple (keys[i].pattern, name, 0, 0))
+      return TRUE;
+  return FALSE;
+}
+
 static gboolean
 check_shape (const HnSafetensorInfo *t, int ndim, const gint64 *shape, GError **error)
 {
@@ -863,6 +882,11 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * down_proj [E, C, F]; its checkpoints store the transposes ([E, C, 2F], [E, F, C]), which
    * transformers' conversion mapping for qwen3_vl_moe transposes on load */
   gboolean qvl = strcmp (mt, "qwen3_vl_moe_text") == 0;
+  /* glm4v_moe_text: DeepseekV3's stacked experts, mlp.experts.gate_up_proj [E, 2F, C] (gate rows, then up)
+   * and down_proj [E, C, F], as transformers 5 saves them; per expert as the hub's checkpoints keep them */
+  g_autofree char *glmv_gu = strcmp (mt, "glm4v_moe_text") == 0 ? g_strdup_printf ("%smlp.experts.gate_up_proj", pfx)
+                                                                : NULL;
+  gboolean stacked_v3 = glmv_gu && find (L, glmv_gu);
   const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
@@ -922,16 +946,16 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, bn, C, TRUE, &lw->moe_bias, error))
         return FALSE;
     }
-  if (granite || oss || jet || aria || qvl)
+  if (granite || oss || jet || aria || qvl || stacked_v3)
     {
       /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
-      names[0] = g_strdup_printf (oss || qvl    ? "%smlp.experts.gate_up_proj"
+      names[0] = g_strdup_printf (oss || qvl || stacked_v3 ? "%smlp.experts.gate_up_proj"
                                   : aria        ? "%smlp.experts.fc1.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
                                   : jet         ? "%smlp.input_linear.weight"
                                                 : "%sblock_sparse_moe.input_linear.weight",
                                   pfx);
-      names[2] = g_strdup_printf (oss || qvl    ? "%smlp.experts.down_proj"
+      names[2] = g_strdup_printf (oss || qvl || stacked_v3 ? "%smlp.experts.down_proj"
                                   : aria        ? "%smlp.experts.fc2.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
                                   : jet         ? "%smlp.output_linear.weight"
@@ -2122,7 +2146,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     return FALSE;
 
   /* everything in the checkpoint must have been understood */
-  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0;
+  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0, n_ignored = 0;
   for (guint i = 0; i < n; i++)
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
@@ -2131,6 +2155,11 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (is_other_tower (m->config, t->name))
         {
           n_towers++;
+          continue;
+        }
+      if (ignored_on_load (hp->arch->model_type, t->name))
+        {
+          n_ignored++;
           continue;
         }
       if (g_str_has_suffix (t->name, "rotary_emb.inv_freq") || g_str_has_suffix (t->name, ".attn.bias") ||
@@ -2145,6 +2174,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
   if (n_towers)
     g_info ("%s: %s package: %u tensors of its non-text towers are not run (kept on export)", m->dir,
             m->config->outer_model_type, n_towers);
+  if (n_ignored)
+    g_info ("%s: %u tensors of multi-token-prediction layers are not run (kept on export)", m->dir, n_ignored);
 
   /* rotary frequencies and ALiBi slopes */
   if (hp->rope)

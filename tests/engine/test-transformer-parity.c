@@ -420,6 +420,10 @@ test_fail_closed (void)
     { "{\"model_type\":\"modernbert-decoder\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":1,"
       "\"num_attention_heads\":2}",
       "without layer_types" },
+    /* Glm4vTextAttention's heads are hidden / heads while its rotary reads head_dim */
+    { "{\"model_type\":\"glm4v_text\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":1,"
+      "\"num_attention_heads\":2,\"head_dim\":8}",
+      "head_dim other than hidden_size / num_attention_heads" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (configs); i++)
     {
@@ -692,6 +696,118 @@ test_ministral3_limit (void)
   g_assert_nonnull (ok);
 }
 
+/* glm4v_moe_text's experts as the hub's checkpoints keep them, one gate/up/down_proj per expert (the
+ * fixture has them stacked as transformers 5 saves them: gate_up_proj [E, 2F, C], down_proj [E, C, F]):
+ * the same logits. */
+static void
+test_glm4v_moe_per_expert (void)
+{
+  GError *error = NULL;
+  g_autofree char *dir = parity_fixture_dir ("glm4v_moe_text");
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (dir, &error);
+  g_assert_no_error (error);
+  g_autofree char *tmp = g_dir_make_tmp ("hn-glmv-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  guint n_split = 0;
+  for (guint t = 0; t < hn_safetensors_get_n_tensors (st); t++)
+    {
+      const HnSafetensorInfo *ti = hn_safetensors_get_nth (st, t);
+      const char *at = strstr (ti->name, "mlp.experts.");
+      if (!at)
+        {
+          g_assert_true (hn_safetensors_writer_add (w, ti->name, ti->dtype, ti->ndim, ti->shape, ti->data, ti->nbytes,
+                                                    FALSE, &error));
+          continue;
+        }
+      g_assert_cmpint (ti->dtype, ==, HN_ST_DTYPE_F32);
+      g_assert_cmpuint (ti->ndim, ==, 3);
+      gboolean gu = g_str_has_suffix (ti->name, "gate_up_proj");
+      g_assert_true (gu || g_str_has_suffix (ti->name, "down_proj"));
+      g_autofree char *pfx = g_strndup (ti->name, (gsize) (at - ti->name) + strlen ("mlp.experts."));
+      gint64 E = ti->shape[0], R = ti->shape[1], C = ti->shape[2];
+      const float *x = ti->data;
+      for (gint64 e = 0; e < E; e++)
+        for (int part = 0; part < (gu ? 2 : 1); part++)
+          {
+            /* gate_up_proj: the first half of an expert's rows gate, the second up */
+            gint64 rows = gu ? R / 2 : R;
+            g_autofree char *name = g_strdup_printf ("%s%" G_GINT64_FORMAT ".%s.weight", pfx, e,
+                                                     !gu ? "down_proj" : part ? "up_proj" : "gate_proj");
+            const float *src = x + (e * R + part * rows) * C;
+            g_assert_true (hn_safetensors_writer_add (w, name, HN_ST_DTYPE_F32, 2, (gint64[]) { rows, C }, src,
+                                                      (gsize) (rows * C) * sizeof (float), TRUE, &error));
+          }
+      n_split++;
+    }
+  g_assert_cmpuint (n_split, ==, 2);
+  g_autofree char *out_st = g_build_filename (tmp, "model.safetensors", NULL);
+  g_assert_true (hn_safetensors_writer_write_file (w, out_st, &error));
+  g_assert_no_error (error);
+  g_autofree char *cfg = g_build_filename (dir, "config.json", NULL);
+  g_autofree char *out_cfg = g_build_filename (tmp, "config.json", NULL);
+  g_assert_cmpint (symlink (cfg, out_cfg), ==, 0);
+
+  g_autoptr (JsonParser) p = json_parser_new ();
+  JsonObject *exp = parity_load_expected (p, "glm4v_moe_text");
+  g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+  HnTransformer *m = hn_transformer_load (ctx, tmp, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  g_autofree float *logits = g_new (float, (gsize) ids->len * hp->vocab);
+  g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
+  g_assert_no_error (error);
+  parity_compare_logits ("glm4v_moe_text (experts per expert)", logits, json_object_get_array_member (exp, "logits"),
+                         (gsize) ids->len * hp->vocab);
+  hn_transformer_free (m);
+  g_assert_cmpint (g_unlink (out_st), ==, 0);
+  g_assert_cmpint (g_unlink (out_cfg), ==, 0);
+  g_assert_cmpint (g_rmdir (tmp), ==, 0);
+}
+
+/* Glm4Config and Glm4MoeConfig default partial_rotary_factor to 0.5: each fixture (made with 0.5) gives
+ * its logits with the fraction taken out of config.json. */
+static void
+test_glm_half_rotary_default (void)
+{
+  static const char *const cases[] = { "glm4", "glm4_moe", "glm4v_moe_text" };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      GError *error = NULL;
+      g_autofree char *dir = parity_fixture_dir (cases[i]);
+      g_autofree char *cfg = g_build_filename (dir, "config.json", NULL);
+      g_autofree char *st = g_build_filename (dir, "model.safetensors", NULL);
+      g_autoptr (JsonParser) cp = json_parser_new ();
+      JsonObject *o = parity_load_json (cp, cfg);
+      g_assert_true (json_object_has_member (o, "rope_parameters"));
+      json_object_remove_member (o, "partial_rotary_factor");
+      json_object_remove_member (json_object_get_object_member (o, "rope_parameters"), "partial_rotary_factor");
+      char *tmp = g_dir_make_tmp ("hn-glm-rotary-XXXXXX", &error);
+      g_assert_no_error (error);
+      g_autofree char *out_cfg = g_build_filename (tmp, "config.json", NULL);
+      g_autofree char *out_st = g_build_filename (tmp, "model.safetensors", NULL);
+      g_autoptr (JsonGenerator) gen = json_generator_new ();
+      json_generator_set_root (gen, json_parser_get_root (cp));
+      g_assert_true (json_generator_to_file (gen, out_cfg, &error));
+      g_assert_cmpint (symlink (st, out_st), ==, 0);
+
+      g_autoptr (JsonParser) p = json_parser_new ();
+      JsonObject *exp = parity_load_expected (p, cases[i]);
+      g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+      HnTransformer *m = hn_transformer_load (ctx, tmp, &error);
+      g_assert_no_error (error);
+      const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+      g_assert_cmpint (hp->rot_dims, ==, hp->head_dim / 2);
+      g_autofree float *logits = g_new (float, (gsize) ids->len * hp->vocab);
+      g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
+      g_assert_no_error (error);
+      g_autofree char *what = g_strdup_printf ("%s (default partial_rotary_factor)", cases[i]);
+      parity_compare_logits (what, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * hp->vocab);
+      hn_transformer_free (m);
+      remove_variant (tmp);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -737,6 +853,8 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/moe-sparse", test_moe_sparse);
   g_test_add_func ("/transformer/deepseek-yarn", test_deepseek_yarn);
   g_test_add_func ("/transformer/vl-text-variants", test_vl_text_variants);
+  g_test_add_func ("/transformer/glm4v-moe-per-expert", test_glm4v_moe_per_expert);
+  g_test_add_func ("/transformer/glm-half-rotary-default", test_glm_half_rotary_default);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
