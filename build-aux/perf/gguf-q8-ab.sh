@@ -2,15 +2,15 @@
 # dotPacked4x8EXT) against the float kernel (HN_MATVEC_GGUF_Q8=0) and the
 # workgroup shapes (HN_MATVEC_GGUF_TUNE), on the 8B Q4_K_M mix of random
 # blocks (make_random_q4km.py), with llama.cpp's llama-bench on the same file
-# (decode and prefill 512); prefill also through W's f16 form
-# (HN_QUANT_F16=1). Kernel and model tests first. About 200 s. Results: one
+# (decode and prefill 512); prefill through W's f16 form (the default) and
+# through matmul_gguf_cm2.comp's in-tile decode (HN_QUANT_F16=0). Kernel and model tests first. About 200 s. Results: one
 # JSON line a row in $OUT/rows.jsonl ({"label": ..., the benchmark's JSON}).
 # Prepare: HN_LLAMACPP=1 HN_CARRY=.devcarry-q8 bash build-aux/device-check prepare
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/gguf-q8-ab.sh HN_CARRY=.devcarry-q8 bash build-aux/device-check run
 # Sourced by device-check run (step, $cli, $CARRY, $OUT set).
 T0=$SECONDS
 left() { echo $(( ${1:-400} - (SECONDS - T0) )); }
-step "test-quant gguf-matvec" timeout 60 "$CARRY/bin/test-quant" -p /quant/gguf-matvec --verbose
+step "test-quant" timeout 90 "$CARRY/bin/test-quant" --verbose
 step "test-gguf-model" timeout 40 "$CARRY/bin/test-gguf-model" --verbose
 LC="$CARRY/llamacpp"; W=/tmp/hn-gguf-q8; mkdir -p "$W/bin"
 tar -C "$W/bin" -xJf "$LC/bin.tar.xz"
@@ -28,10 +28,10 @@ if [ -s "$W/8b.gguf" ]; then
   dec q8-profile 40 --seq-len 128 --new-tokens 16 --profile
   step "llama-bench 8b q4_k_m" timeout 90 env LD_LIBRARY_PATH="$LCL" "$W/bin/llama-bench" -m "$W/8b.gguf" -p 512 -n 128 -ngl 99 -fa 1 -r 3 -o json >"$OUT/llamabench-8b-q4km.json"
   row prefill 60 --workload prefill --seq-len 512 --iterations 5
-  HN_QUANT_F16=1 row prefill-f16 60 --workload prefill --seq-len 512 --iterations 5
-  HN_QUANT_F16=1 row prefill-f16-profile 60 --workload prefill --seq-len 512 --iterations 2 --profile
+  row prefill-profile 60 --workload prefill --seq-len 512 --iterations 2 --profile
+  HN_QUANT_F16=0 row prefill-blocks 60 --workload prefill --seq-len 512 --iterations 5
   # subgroups a workgroup, rows a subgroup, while time is left
-  for t in 4,2 16,1 8,1 16,2; do
+  for t in 32,2 16,4 32,1; do
     [ "$(left)" -gt 40 ] || break
     HN_MATVEC_GGUF_TUNE=$t dec "q8-tune-${t/,/-}" 30 --seq-len 128 --new-tokens 64
   done

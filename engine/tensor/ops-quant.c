@@ -159,10 +159,9 @@ f16_form (HnCmd *cmd, HnTensor *w, guint32 M, HnMatmulFlags flags)
     return FALSE;
   if (e && e[0] == '1')
     return TRUE;
-  /* ggml blocks: only when asked (HN_QUANT_F16=1) until it is measured on
-   * the H200; their tensor-core kernel is matmul_gguf_cm2.comp */
-  if (hn_dtype_is_ggml (w->dtype))
-    return FALSE;
+  /* ggml blocks too: on the H200 (8B Q4_K_M prefill 512) the f16 form ran
+   * 5.06k tok/s with the first gguf_to_f16, matmul_gguf_cm2.comp's decode
+   * inside the tile loads 2.91k (build-aux/perf/h200-2026-12-02f-*) */
   return M >= 64 && hn_quant_matmul_tensor_cores (hn_cmd_get_context (cmd), w->dtype, M, w->shape[1], flags);
 }
 
