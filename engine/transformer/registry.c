@@ -419,10 +419,9 @@ static const HnArchRefusal refusals[] = {
 
 /* Multimodal packages whose text model runs here (registry.h): vision, audio and OCR packages alike,
  * text in and text out (the towers are kept in a checkpoint, not run). Left out: paligemma (its prefix
- * attends bidirectionally); paddleocr_vl, whose layout was not read (AutoModel has no class for its
- * text config, so list_package_keys.py could not build it; its text model is registered). Layouts:
- * tests/fixtures/package-keys-transformers-5.17.json (aya_vision, idefics3 and smolvlm read off configs
- * with the overrides of list_package_keys.py). */
+ * attends bidirectionally). Layouts: tests/fixtures/package-keys-transformers-5.17.json (aya_vision,
+ * idefics3 and smolvlm read off configs with the overrides of list_package_keys.py; paddleocr_vl off
+ * the package's own language_model, as no Auto class builds its text config alone). */
 #define PKG(p, t, l) { p, t, HN_PACKAGE_##l }
 static const HnArchPackage packages[] = {
   PKG ("aria", "aria_text", LANGUAGE_MODEL),
@@ -461,6 +460,7 @@ static const HnArchPackage packages[] = {
   PKG ("mistral3", "mistral", LANGUAGE_MODEL),
   PKG ("musicflamingo", "qwen2", LANGUAGE_MODEL),
   PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
+  PKG ("paddleocr_vl", "paddleocr_vl_text", LANGUAGE_MODEL),
   PKG ("pp_chart2table", "qwen2", LANGUAGE_MODEL),
   PKG ("qianfan_ocr", "qwen3", LANGUAGE_MODEL),
   PKG ("qwen2_5_vl", "qwen2_5_vl_text", LANGUAGE_MODEL),
