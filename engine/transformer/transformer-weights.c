@@ -1300,6 +1300,55 @@ take_mamba1 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
          take_vector (L, bn, N, TRUE, &w->B_norm_w, error) && take_vector (L, cn, N, TRUE, &w->C_norm_w, error);
 }
 
+/* lfm2's short convolution under pfx: in_proj rows B, C, x; conv.weight [W, 1, K]; out_proj (each with a
+ * bias when conv_bias). */
+static gboolean
+take_shortconv (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnShortConvDims *d = &L->m->hp.sconv;
+  HnShortConvWeights *w = &lw->sconv;
+  gint64 W = d->width, K = d->kernel;
+  g_autofree char *ipw = g_strdup_printf ("%sin_proj.weight", pfx);
+  const HnSafetensorInfo *ip = find (L, ipw);
+  if (!ip)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ipw);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) ip->name);
+  if (ip->dtype == HN_ST_DTYPE_GGML || !check_shape (ip, 2, (gint64[]) { 3 * W, W }, error))
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a GGUF-packed %s is not built", L->m->dir, ipw);
+      return FALSE;
+    }
+  static const char *const parts[3] = { "B", "C", "x" };
+  HnTensor **ws[3] = { &w->w_B, &w->w_C, &w->w_x }, **bs[3] = { &w->b_B, &w->b_C, &w->b_x };
+  for (int k = 0; k < 3; k++)
+    if (!(*ws[k] = row_block (L, ip, parts[k], k * W, W, W, error)))
+      return FALSE;
+  GError *e = NULL;
+  g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
+  g_autofree char *cwn = g_strdup_printf ("%sconv.weight", pfx), *cbn = g_strdup_printf ("%sconv.bias", pfx);
+  /* without conv_bias a stored bias is left unread, so the load fails naming it */
+  g_autofree float *bias = d->bias ? take_f32 (L, ipb, 3 * W, TRUE, &e) : NULL;
+  g_autofree float *cw = e ? NULL : take_f32 (L, cwn, W * K, TRUE, &e);
+  g_autofree float *cb = e || !d->bias ? NULL : take_f32 (L, cbn, W, TRUE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  for (int k = 0; bias && k < 3; k++)
+    if (!(*bs[k] = f32_block (L, ipb, bias, k * W, W, 1, error)))
+      return FALSE;
+  if (!(w->conv_w = f32_block (L, cwn, cw, 0, W, K, error)) || (cb && !(w->conv_b = f32_block (L, cbn, cb, 0, W, 1, error))))
+    return FALSE;
+  g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx), *ob = g_strdup_printf ("%sout_proj.bias", pfx);
+  return take_matrix (L, ow, W, W, TRUE, &w->out_w, error) &&
+         (!d->bias || take_vector (L, ob, W, TRUE, &w->out_b, error));
+}
+
 /* falcon_h1's attention with its multipliers folded in: q, v · attention_in, k · attention_in ·
  * key_multiplier, o · attention_out (its bias too). */
 static gboolean
@@ -1359,6 +1408,9 @@ static const Names scheme_names[] = {
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
     .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
   [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
+  [HN_NAMES_LFM2] = { .llama_overlay = TRUE, .ln1 = "operator_norm", .ln2 = "ffn_norm", .o = "self_attn.out_proj",
+    .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm", .gate = "feed_forward.w1",
+    .up = "feed_forward.w3", .down = "feed_forward.w2", .final_norm = "model.embedding_norm" },
   [HN_NAMES_JAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
     .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_FALCON_H1] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
@@ -1986,6 +2038,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         {
           g_autofree char *mp = g_strdup_printf ("%smamba.", pfx);
           if (!take_mamba1 (&L, mp, lw, error))
+            return FALSE;
+        }
+      else if (mixer == HN_MIXER_SHORTCONV)
+        {
+          g_autofree char *cp = g_strdup_printf ("%sconv.", pfx);
+          if (!take_shortconv (&L, cp, lw, error))
             return FALSE;
         }
       else if (mixer == HN_MIXER_NONE)
