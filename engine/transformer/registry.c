@@ -438,6 +438,7 @@ static const HnArchPackage packages[] = {
   PKG ("internvl", "qwen2", LANGUAGE_MODEL),
   PKG ("janus", "llama", LANGUAGE_MODEL),
   PKG ("kimi_k25", "deepseek_v3", LANGUAGE_MODEL),
+  PKG ("lfm2_vl", "lfm2", LANGUAGE_MODEL),
   PKG ("lighton_ocr", "qwen3", LANGUAGE_MODEL),
   PKG ("llava", "llama", LANGUAGE_MODEL),
   PKG ("llava_next", "llama", LANGUAGE_MODEL),
