@@ -158,6 +158,9 @@ activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
     name = cfg->hidden_act;
   if (!name || strcmp (hp->arch->model_type, "lfm2") == 0) /* Lfm2MLP: silu(w1(x)) * w3(x), whatever hidden_act says */
     name = hp->arch->default_act;
+  if (strcmp (hp->arch->model_type, "lfm2_moe") == 0 && strcmp (name, "silu") != 0)
+    return unsupported (error, cfg, "hidden_act other than silu (its dense layers' Lfm2MoeMLP is silu, the experts "
+                                    "hidden_act)");
   if (strcmp (name, "xielu") == 0 && hp->arch->names == HN_NAMES_APERTUS && !hp->gated)
     {
       /* XIELUActivation with the layer's learned alpha_p / alpha_n (transformer-graph.c: xielu) */
@@ -287,7 +290,7 @@ hn_transformer_moe_v3_router (const char *model_type)
 {
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
-                                    "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite", NULL };
+                                    "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite", "lfm2_moe", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -341,6 +344,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
     }
   else if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
     return FALSE;
+  if (strcmp (mt, "lfm2_moe") == 0 && !raw_bool (cfg, "norm_topk_prob", TRUE, &norm_topk, error))
+    return FALSE; /* Lfm2MoeConfig's default */
   hp->moe_norm_topk = norm_topk;
   double jitter;
   if (!get_double (cfg, "router_jitter_noise", 0.0, &jitter, error) ||
@@ -412,7 +417,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           (strcmp (mt, "hy_v3") == 0 && !get_double (cfg, "router_scaling_factor", 1.0, &scale, error)) ||
           (strcmp (mt, "afmoe") == 0 && (!get_double (cfg, "route_scale", 1.0, &scale, error) ||
                                          !get_int (cfg, "num_dense_layers", 1, &first_dense, error))) ||
-          (strcmp (mt, "laguna") == 0 && !get_double (cfg, "moe_routed_scaling_factor", 1.0, &scale, error)))
+          (strcmp (mt, "laguna") == 0 && !get_double (cfg, "moe_routed_scaling_factor", 1.0, &scale, error)) ||
+          (strcmp (mt, "lfm2_moe") == 0 && !get_int (cfg, "num_dense_layers", 2, &first_dense, error)))
         return FALSE;
       hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
       if (nh)
@@ -457,6 +463,19 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           hp->moe_n_group = (int) n_group;
           hp->moe_topk_group = (int) topk_group;
         }
+    }
+  if (strcmp (mt, "lfm2_moe") == 0)
+    {
+      /* Lfm2MoeSparseMoeBlock: sigmoid scores, the top k of score + expert_bias (use_expert_bias), the
+       * chosen scores over their sum + 1e-6, times routed_scaling_factor; no expert groups, no shared
+       * expert; layers below num_dense_layers keep Lfm2MoeMLP */
+      gboolean eb;
+      if (!raw_bool (cfg, "use_expert_bias", TRUE, &eb, error))
+        return FALSE;
+      hp->moe_no_route_bias = !eb;
+      hp->moe_norm_add = 1e-6f;
+      hp->moe_n_group = hp->moe_topk_group = 0;
+      hp->shared_ffn = 0;
     }
   hp->moe_last_layer = hp->n_layer - 1;
   hp->moe_layer_interval = 1;
@@ -771,11 +790,13 @@ jamba_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **
 /* lfm2 (Lfm2Config / Lfm2Model): layer_types "full_attention" / "conv" (or full_attn_idxs, every layer
  * attention when neither is set), short convolutions of conv_L_cache with conv_bias, the MLP sized by
  * block_auto_adjust_ff_dim, and the config class's readings of the original keys (block_ff_dim,
- * tie_embedding, theta). */
+ * tie_embedding, theta). lfm2_moe (Lfm2MoeConfig): layer_types required, the dense layers'
+ * intermediate_size as it stands, tie_embedding; its experts: moe_from_config. */
 static gboolean
 lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
   JsonObject *raw = hn_model_config_get_raw (cfg);
+  gboolean moe = strcmp (hp->arch->model_type, "lfm2_moe") == 0;
   JsonNode *fa = raw ? json_object_get_member (raw, "full_attn_idxs") : NULL;
   if (cfg->layer_types)
     {
@@ -799,6 +820,8 @@ lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **e
             }
         }
     }
+  else if (moe)
+    return unsupported (error, cfg, "a config without layer_types (Lfm2MoeConfig reads no full_attn_idxs)");
   else if (fa && JSON_NODE_HOLDS_ARRAY (fa))
     {
       memset (hp->layer_mixer, HN_MIXER_SHORTCONV, (gsize) hp->n_layer);
@@ -823,7 +846,7 @@ lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **e
   JsonNode *mn = raw ? json_object_get_member (raw, "block_ffn_dim_multiplier") : NULL;
   gboolean has_mult = !mn || !JSON_NODE_HOLDS_NULL (mn); /* null: no multiplier and no rounding */
   if (!get_int (cfg, "conv_L_cache", 3, &kernel, error) || !raw_bool (cfg, "conv_bias", FALSE, &bias, error) ||
-      !get_int (cfg, "block_ff_dim", hp->ffn, &ff, error) ||
+      !get_int (cfg, moe ? "intermediate_size" : "block_ff_dim", hp->ffn, &ff, error) ||
       !raw_bool (cfg, "block_auto_adjust_ff_dim", TRUE, &adjust, error) ||
       !get_double (cfg, "block_ffn_dim_multiplier", 1.0, &mult, error) ||
       !get_int (cfg, "block_multiple_of", 256, &multiple, error) || !get_double (cfg, "norm_eps", 1e-5, &eps, error))
@@ -834,7 +857,7 @@ lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **e
                    cfg->path, kernel, HN_CONV1D_MAX_KERNEL);
       return FALSE;
     }
-  if (strcmp (hp->arch->model_type, "lfm2") == 0 && adjust)
+  if (!moe && adjust)
     {
       /* Lfm2MLP: int(2 * ff / 3), then int(multiplier * ff) rounded up to block_multiple_of */
       ff = (gint64) (2.0 * (double) ff / 3.0);
@@ -860,9 +883,13 @@ lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **e
   if (!raw_bool (cfg, "tie_embedding", hp->tie_embeddings, &tie, error))
     return FALSE;
   hp->tie_embeddings = tie;
-  /* the rotary base: rope_parameters / rope_theta, else the original key theta, else 1e6 */
-  if (!(cfg->rope.theta > 0) && !get_double (cfg, "theta", 1000000.0, &hp->rope_theta, error))
-    return FALSE;
+  /* the rotary base: rope_parameters / rope_theta, else (lfm2) the original key theta, else 1e6 */
+  if (!(cfg->rope.theta > 0))
+    {
+      hp->rope_theta = 1000000.0;
+      if (!moe && !get_double (cfg, "theta", 1000000.0, &hp->rope_theta, error))
+        return FALSE;
+    }
   memset (hp->layer_ffn, 1, (gsize) hp->n_layer);
   return TRUE;
 }

@@ -782,7 +782,7 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
   CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
   HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
-                          lw->route_bias, hp->moe_norm_min };
+                          lw->route_bias, hp->moe_norm_min, hp->moe_norm_add };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   gboolean stacked = (lw->expert_stack[0] || !lw->experts[0]) && lw->expert_stack[1] && lw->expert_stack[2];
   if (stacked && !hn_moe_dense_forced ())

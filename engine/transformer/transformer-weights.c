@@ -863,7 +863,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * down_proj [E, C, F]; its checkpoints store the transposes ([E, C, 2F], [E, F, C]), which
    * transformers' conversion mapping for qwen3_vl_moe transposes on load */
   gboolean qvl = strcmp (mt, "qwen3_vl_moe_text") == 0;
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
+  /* lfm2_moe: feed_forward.gate, feed_forward.expert_bias, mixtral's expert names */
+  gboolean lfm2 = strcmp (mt, "lfm2_moe") == 0;
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba || lfm2 ? "feed_forward" : nh ? "mixer" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
@@ -881,9 +883,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, rb, E, TRUE, &lw->router_b, error))
         return FALSE;
     }
-  if (v3_router)
+  if (v3_router && !hp->moe_no_route_bias)
     {
       g_autofree char *cb = g_strdup_printf (minimax                              ? "%sblock_sparse_moe.e_score_correction_bias"
+                                             : lfm2                                ? "%sfeed_forward.expert_bias"
                                              : hy3 || afmoe                        ? "%smlp.expert_bias"
                                              : strcmp (mt, "laguna") == 0          ? "%smlp.experts.e_score_correction_bias"
                                              : strcmp (mt, "exaone_moe") == 0 ? "%smlp.e_score_correction_bias"
@@ -979,8 +982,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     }
   else
     {
-      /* mixtral: w1 = gate, w3 = up, w2 = down */
-      const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
+      /* mixtral, lfm2_moe: w1 = gate, w3 = up, w2 = down */
+      gboolean w123 = mixtral || lfm2;
+      const char *parts[3] = { w123 ? "w1" : "gate_proj", w123 ? "w3" : "up_proj", w123 ? "w2" : "down_proj" };
       for (int j = nh ? 1 : 0; j < 3; j++)
         names[j] = g_strdup_printf ("%s%s.experts.*.%s.weight", pfx, blk, parts[j]);
       for (gint64 e = 0; ok && e < E; e++)

@@ -106,6 +106,8 @@ typedef struct {
   int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
   int moe_last_layer, moe_layer_interval; /* ernie4_5_moe: MoE on layers first..last where (i + 1) % interval == 0 */
   float moe_norm_min;            /* ernie4_5_moe: the renormalising sum is clamped to at least this */
+  float moe_norm_add;            /* lfm2_moe: the sigmoid router's renormalising sum + this (1e-6); 0 = 1e-20 */
+  gboolean moe_no_route_bias;    /* lfm2_moe without use_expert_bias: the sigmoid router chooses by score alone */
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */

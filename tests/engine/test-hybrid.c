@@ -1,10 +1,10 @@
 /* Hybrid decoders (attention + Mamba-2 or short-convolution layers, transformer-graph.c) on synthetic
- * bamba, nemotron_h, falcon_h1 and lfm2 models written here with random weights: a session carries
- * each row's KV cache and recurrent state side by side, so every way through it gives the logits of
- * the full-sequence forward (which runs the states from zero): chunked prefill then one token at a
- * time, the replayed device step, the no-cache mode, beam reordering of rows; the paged cache and
- * training fail closed by name. Parity with transformers is test-transformer-parity's (the bamba,
- * lfm2, ... fixtures). */
+ * bamba, nemotron_h, falcon_h1, lfm2 and lfm2_moe models written here with random weights: a session
+ * carries each row's KV cache and recurrent state side by side, so every way through it gives the
+ * logits of the full-sequence forward (which runs the states from zero): chunked prefill then one
+ * token at a time, the no-cache mode, beam reordering of rows; the paged cache and training fail
+ * closed by name. Parity with transformers (and the replayed device step) is
+ * test-transformer-parity's (the bamba, lfm2, lfm2_moe, ... fixtures). */
 #include "base/hn-error.h"
 #include "formats/safetensors.h"
 #include "train/train-graph.h"
@@ -34,12 +34,14 @@ add (HnSafetensorsWriter *w, GRand *rng, const char *name, int ndim, const gint6
   g_assert_no_error (error);
 }
 
-enum { BAMBA, NEMOTRON_H, FALCON_H1, LFM2 };
+enum { BAMBA, NEMOTRON_H, FALCON_H1, LFM2, LFM2_MOE };
+enum { E = 4, FE = 8 }; /* lfm2_moe's experts and their width */
 
 /* lfm2: short-convolution layers 0 and 2 (with conv_bias), attention with per-head q/k norms in layer 1;
- * intermediate_size 36 becomes F (24) by block_auto_adjust_ff_dim. */
+ * intermediate_size 36 becomes F (24) by block_auto_adjust_ff_dim. lfm2_moe: the same layers, layer 0's
+ * MLP dense (F wide), layers 1 and 2 routed to 2 of E experts with an expert bias. */
 static void
-write_lfm2 (HnSafetensorsWriter *w, GRand *rng)
+write_lfm2 (HnSafetensorsWriter *w, GRand *rng, gboolean moe)
 {
   add (w, rng, "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
   add (w, rng, "lm_head.weight", 2, (gint64[]) { V, C }, 0.3f, 0.0f);
@@ -50,9 +52,27 @@ write_lfm2 (HnSafetensorsWriter *w, GRand *rng)
 #define NM(s) (g_snprintf (nm, sizeof nm, "model.layers.%d.%s", l, s), nm)
       add (w, rng, NM ("operator_norm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
       add (w, rng, NM ("ffn_norm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
-      add (w, rng, NM ("feed_forward.w1.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
-      add (w, rng, NM ("feed_forward.w3.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
-      add (w, rng, NM ("feed_forward.w2.weight"), 2, (gint64[]) { C, F }, 0.3f, 0.0f);
+      if (moe && l > 0)
+        {
+          add (w, rng, NM ("feed_forward.gate.weight"), 2, (gint64[]) { E, C }, 0.5f, 0.0f);
+          add (w, rng, NM ("feed_forward.expert_bias"), 1, (gint64[]) { E }, 0.3f, 0.0f);
+          for (int e = 0; e < E; e++)
+            {
+              char en[64];
+              g_snprintf (en, sizeof en, "feed_forward.experts.%d.w1.weight", e);
+              add (w, rng, NM (en), 2, (gint64[]) { FE, C }, 0.4f, 0.0f);
+              g_snprintf (en, sizeof en, "feed_forward.experts.%d.w3.weight", e);
+              add (w, rng, NM (en), 2, (gint64[]) { FE, C }, 0.4f, 0.0f);
+              g_snprintf (en, sizeof en, "feed_forward.experts.%d.w2.weight", e);
+              add (w, rng, NM (en), 2, (gint64[]) { C, FE }, 0.4f, 0.0f);
+            }
+        }
+      else
+        {
+          add (w, rng, NM ("feed_forward.w1.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("feed_forward.w3.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("feed_forward.w2.weight"), 2, (gint64[]) { C, F }, 0.3f, 0.0f);
+        }
       if (l == 1)
         {
           add (w, rng, NM ("self_attn.q_proj.weight"), 2, (gint64[]) { NH * HD, C }, 0.4f, 0.0f);
@@ -120,14 +140,22 @@ write_model (int family)
                      " \"max_position_embeddings\": 64, \"tie_word_embeddings\": false,"
                      " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0},"
                      " \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
-  const char *cfgs[] = { cfg, ncfg, fcfg, lcfg };
+  const char *mcfg = "{\"model_type\": \"lfm2_moe\", \"architectures\": [\"Lfm2MoeForCausalLM\"],"
+                     " \"vocab_size\": 40, \"hidden_size\": 16, \"intermediate_size\": 24, \"moe_intermediate_size\": 8,"
+                     " \"num_experts\": 4, \"num_experts_per_tok\": 2, \"num_dense_layers\": 1,"
+                     " \"use_expert_bias\": true, \"norm_topk_prob\": true, \"routed_scaling_factor\": 1.5,"
+                     " \"num_hidden_layers\": 3, \"layer_types\": [\"conv\", \"full_attention\", \"conv\"],"
+                     " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"conv_L_cache\": 3,"
+                     " \"conv_bias\": true, \"norm_eps\": 1e-5, \"max_position_embeddings\": 64,"
+                     " \"tie_word_embeddings\": false, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
+  const char *cfgs[] = { cfg, ncfg, fcfg, lcfg, mcfg };
   g_autofree char *cp = g_build_filename (dir, "config.json", NULL);
   g_assert_true (g_file_set_contents (cp, cfgs[family], -1, &error));
   g_autoptr (GRand) rng = g_rand_new_with_seed (25);
   g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
-  if (family == LFM2)
+  if (family == LFM2 || family == LFM2_MOE)
     {
-      write_lfm2 (w, rng);
+      write_lfm2 (w, rng, family == LFM2_MOE);
       g_autofree char *lp = g_build_filename (dir, "model.safetensors", NULL);
       g_assert_true (hn_safetensors_writer_write_file (w, lp, &error));
       g_assert_no_error (error);
@@ -243,12 +271,18 @@ test_session (gconstpointer family)
   g_assert_nonnull (hp->layer_mixer);
   if (GPOINTER_TO_INT (family) == FALCON_H1)
     g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_PARALLEL);
-  else if (GPOINTER_TO_INT (family) == LFM2)
+  else if (GPOINTER_TO_INT (family) == LFM2 || GPOINTER_TO_INT (family) == LFM2_MOE)
     {
       g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_SHORTCONV);
       g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_ATTENTION);
-      g_assert_cmpint (hp->ffn, ==, F); /* int(2 · 36 / 3) rounded up to block_multiple_of */
+      g_assert_cmpint (hp->ffn, ==, F); /* lfm2: int(2 · 36 / 3) rounded up to block_multiple_of */
       g_assert_true (hp->qk_norm_head);
+      if (GPOINTER_TO_INT (family) == LFM2_MOE)
+        {
+          g_assert_false (hn_transformer_layer_is_moe (hp, 0));
+          g_assert_true (hn_transformer_layer_is_moe (hp, 1) && hn_transformer_layer_is_moe (hp, 2));
+          g_assert_cmpfloat (hp->moe_scale, ==, 1.5f);
+        }
     }
   else
     {
@@ -347,6 +381,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/hybrid/session/nemotron_h", GINT_TO_POINTER (NEMOTRON_H), test_session);
   g_test_add_data_func ("/hybrid/session/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_session);
   g_test_add_data_func ("/hybrid/session/lfm2", GINT_TO_POINTER (LFM2), test_session);
+  g_test_add_data_func ("/hybrid/session/lfm2_moe", GINT_TO_POINTER (LFM2_MOE), test_session);
   g_test_add_data_func ("/hybrid/reorder/bamba", GINT_TO_POINTER (BAMBA), test_reorder);
   g_test_add_data_func ("/hybrid/reorder/lfm2", GINT_TO_POINTER (LFM2), test_reorder);
   g_test_add_data_func ("/hybrid/reorder/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_reorder);
