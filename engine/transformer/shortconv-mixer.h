@@ -5,6 +5,11 @@
  *   y = C · conv1d(B · x)             (causal depthwise over time, kernel L_cache, no activation,
  *                                      carrying the last K - 1 products B · x)
  *   out += scale · out_proj(y)
+ *
+ * A step carries the exact causal window, as the full forward and causal_conv1d_update do.
+ * (transformers' CPU slow_forward rolls its L_cache-wide state and writes the new product at
+ * min(position, L_cache - 1), which drops inputs when decoding starts after a prompt shorter than
+ * L_cache - 1 tokens; from longer prompts the two agree.)
  */
 #pragma once
 #include "tensor/hn-tensor.h"
