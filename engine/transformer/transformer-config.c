@@ -883,8 +883,16 @@ lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **e
   if (!raw_bool (cfg, "tie_embedding", hp->tie_embeddings, &tie, error))
     return FALSE;
   hp->tie_embeddings = tie;
-  /* the rotary base: rope_parameters / rope_theta, else (lfm2) the original key theta, else 1e6 */
-  if (!(cfg->rope.theta > 0))
+  /* the rotary base: rope_parameters / rope_theta, else (lfm2) the original key theta, else 1e6 (the
+   * config reader's default is 10000) */
+  JsonNode *rt = raw ? json_object_get_member (raw, "rope_theta") : NULL;
+  JsonNode *rp = raw ? json_object_get_member (raw, "rope_parameters") : NULL;
+  JsonObject *po = rp && JSON_NODE_HOLDS_OBJECT (rp) ? json_node_get_object (rp) : NULL;
+  JsonNode *pf = po ? json_object_get_member (po, "full_attention") : NULL;
+  if (pf && JSON_NODE_HOLDS_OBJECT (pf))
+    po = json_node_get_object (pf);
+  JsonNode *pt = po ? json_object_get_member (po, "rope_theta") : NULL;
+  if ((!rt || JSON_NODE_HOLDS_NULL (rt)) && (!pt || JSON_NODE_HOLDS_NULL (pt)))
     {
       hp->rope_theta = 1000000.0;
       if (!moe && !get_double (cfg, "theta", 1000000.0, &hp->rope_theta, error))

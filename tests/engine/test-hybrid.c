@@ -365,6 +365,49 @@ test_fail_closed (gconstpointer family)
   remove_model (dir);
 }
 
+/* LFM2's original config keys, as Lfm2Config reads them: full_attn_idxs, block_ff_dim sized by
+ * block_auto_adjust_ff_dim (int(2 · 12288 / 3) = 8192, a multiple of 256), theta, tie_embedding; and
+ * lfm2_moe's defaults. */
+static void
+test_lfm2_config (void)
+{
+  static const char lfm2[] =
+    "{\"model_type\": \"lfm2\", \"vocab_size\": 64, \"hidden_size\": 32, \"num_hidden_layers\": 4,"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"full_attn_idxs\": [1, 3], \"block_ff_dim\": 12288,"
+    " \"intermediate_size\": 100, \"block_auto_adjust_ff_dim\": true, \"block_ffn_dim_multiplier\": 1.0,"
+    " \"block_multiple_of\": 256, \"theta\": 500000.0, \"tie_embedding\": false, \"tie_word_embeddings\": true,"
+    " \"conv_L_cache\": 4}";
+  static const char moe[] =
+    "{\"model_type\": \"lfm2_moe\", \"vocab_size\": 64, \"hidden_size\": 32, \"num_hidden_layers\": 4,"
+    " \"num_attention_heads\": 4, \"intermediate_size\": 100, \"moe_intermediate_size\": 16, \"num_experts\": 8,"
+    " \"num_experts_per_tok\": 2, \"use_expert_bias\": false,"
+    " \"layer_types\": [\"conv\", \"conv\", \"full_attention\", \"conv\"]}";
+  GError *error = NULL;
+  g_autoptr (HnModelConfig) c = hn_model_config_load_from_data (lfm2, -1, "lfm2.json", &error);
+  g_assert_no_error (error);
+  HnTransformerHParams hp;
+  g_assert_true (hn_transformer_hparams_resolve (&hp, c, &error));
+  g_assert_no_error (error);
+  static const guint8 mixers[4] = { HN_MIXER_SHORTCONV, HN_MIXER_ATTENTION, HN_MIXER_SHORTCONV, HN_MIXER_ATTENTION };
+  g_assert_cmpmem (hp.layer_mixer, 4, mixers, 4);
+  g_assert_cmpint (hp.ffn, ==, 8192);
+  g_assert_cmpfloat (hp.rope_theta, ==, 500000.0);
+  g_assert_false (hp.tie_embeddings);
+  g_assert_cmpint (hp.ssm_conv_kernel, ==, 4);
+  g_assert_cmpfloat (hp.norm_eps, ==, 1e-5f);
+  hn_transformer_hparams_clear (&hp);
+  g_autoptr (HnModelConfig) m = hn_model_config_load_from_data (moe, -1, "lfm2_moe.json", &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_transformer_hparams_resolve (&hp, m, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (hp.ffn, ==, 100); /* Lfm2MoeMLP: intermediate_size as it is */
+  g_assert_cmpint (hp.moe_first_dense, ==, 2);
+  g_assert_true (hp.moe_norm_topk && hp.moe_no_route_bias && hp.tie_embeddings);
+  g_assert_cmpfloat (hp.rope_theta, ==, 1000000.0);
+  g_assert_cmpint (hp.layer_mixer[2], ==, HN_MIXER_ATTENTION);
+  hn_transformer_hparams_clear (&hp);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -387,6 +430,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/hybrid/reorder/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_reorder);
   g_test_add_data_func ("/hybrid/fail-closed/bamba", GINT_TO_POINTER (BAMBA), test_fail_closed);
   g_test_add_data_func ("/hybrid/fail-closed/lfm2", GINT_TO_POINTER (LFM2), test_fail_closed);
+  g_test_add_func ("/hybrid/lfm2-config", test_lfm2_config);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
