@@ -17,6 +17,7 @@ layout(std430, binding = 3) writeonly buffer I { int idx[]; };
 layout(push_constant) uniform P {
   uint rows; uint E; uint K; uint kind; uint l_off; uint b_off; uint w_off; uint i_off;
   uint has_bias; uint norm; float scale; uint n_group; uint topk_group; uint group_sum2; float eps; float norm_min;
+  float norm_add;
 } p;
 
 const uint MAX_K = 32u;
@@ -113,7 +114,7 @@ void main() {
     } else if (p.norm != 0u) {
       float s = 0.0;
       for (uint j = 0u; j < p.K; j++) s += val[j];
-      if (p.kind == 2u) s += 1e-20;
+      if (p.kind == 2u) s += p.norm_add;
       if (p.norm_min > 0.0) s = max(s, p.norm_min);
       for (uint j = 0u; j < p.K; j++) val[j] /= s;
     }

@@ -516,7 +516,7 @@ hn_ref_moe_route (float *weights, gint32 *indices, const float *logits, gint64 r
               for (int j = 0; j < K; j++)
                 t += val[j];
               if (p->kind == HN_MOE_ROUTE_SIGMOID_TOPK)
-                t += 1e-20f;
+                t += p->norm_add > 0.0f ? p->norm_add : 1e-20f;
               if (p->norm_min > 0.0f)
                 t = MAX (t, p->norm_min);
               for (int j = 0; j < K; j++)

@@ -437,6 +437,7 @@ typedef struct {
   float jitter_eps;      /* sparsemixer: experts within 2·eps (relative) of a pick share its softmax */
   HnTensor *bias;        /* optional f32 [E] added to the scores for the choice only (e_score_correction_bias) */
   float norm_min;        /* > 0: the renormalising sum is at least this (ernie4_5_moe's moe_norm_min) */
+  float norm_add;        /* sigmoid kind: added to the renormalising sum (lfm2_moe 1e-6); 0 = 1e-20 (deepseek_v3) */
 } HnMoeRouteParams;
 
 gboolean hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *logits,

@@ -863,12 +863,13 @@ hn_op_moe_route (HnCmd *cmd, HnTensor *weights, HnTensor *indices, HnTensor *log
     guint32 rows, E, K, kind, l_off, b_off, w_off, i_off, has_bias, norm;
     float scale;
     guint32 n_group, topk_group, group_sum2;
-    float eps, norm_min;
+    float eps, norm_min, norm_add;
   } pc = { (guint32) rows, (guint32) E, (guint32) k, (guint32) params->kind, hn_eoff (logits),
            params->bias ? hn_eoff (params->bias) : 0, hn_eoff (weights), hn_eoff (idx), params->bias != NULL,
            params->norm_topk != FALSE, params->scale != 0.0f ? params->scale : 1.0f,
            params->n_group > 1 ? (guint32) params->n_group : 1, (guint32) params->topk_group,
-           params->group_sum2 != FALSE, params->jitter_eps, params->norm_min };
+           params->group_sum2 != FALSE, params->jitter_eps, params->norm_min,
+           params->norm_add > 0.0f ? params->norm_add : 1e-20f };
   HnVkBinding bd[4] = { hn_bind (logits, FALSE), hn_bind (params->bias ? params->bias : logits, FALSE),
                         hn_bind (weights, TRUE), hn_bind (idx, TRUE) };
   return hn_op_dispatch_rows (cmd, "moe_route", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) (rows + 63) / 64, error);

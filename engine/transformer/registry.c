@@ -247,6 +247,10 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MULTIPLIERS | HN_QUIRK_MOE, "silu", DEC, "granitemoehybrid" },
   { "nemotron_h", NULL, "nemotron_h", HN_BLOCK_PRE_NORM, HN_NAMES_NEMOTRON_H, HN_QUIRK_NO_ROPE, "relu2", DEC,
     "nemotron_h" },
+  /* attention layers and gated short causal convolutions (a carried conv state, no SSM) */
+  { "lfm2", NULL, "lfm2", HN_BLOCK_PRE_NORM, HN_NAMES_LFM2, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "lfm2" },
+  { "lfm2_moe", NULL, "lfm2", HN_BLOCK_PRE_NORM, HN_NAMES_LFM2, RMS_GATED | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_MOE, "silu",
+    DEC, "lfm2_moe" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
   { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
   { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
@@ -370,8 +374,6 @@ static const HnArchRefusal refusals[] = {
   { "inkling_text", "short causal convolutions on q/k/v and sublayer inputs (a carried state) and learned relative-position logits are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
-  { "lfm2", "LFM2 short causal convolutions with a carried state are not built yet" },
-  { "lfm2_moe", "LFM2 short causal convolutions with a carried state are not built yet" },
   { "llama4", "Llama 4's chunked attention (keys only from the query's attention_chunk_size chunk), weightless L2 q/k norms on rotary layers, attention temperature tuning on NoPE layers and its MoE (sigmoid top-k scores scaling the experts' inputs, plus a shared expert) are not built yet" },
   { "llama4_text", "Llama 4's chunked attention (keys only from the query's attention_chunk_size chunk), weightless L2 q/k norms on rotary layers, attention temperature tuning on NoPE layers and its MoE (sigmoid top-k scores scaling the experts' inputs, plus a shared expert) are not built yet" },
   { "longcat_flash", "LongCat-Flash layers (two attention and two MLP sublayers each, zero-computation experts) are not built yet" },
@@ -452,6 +454,7 @@ static const HnArchPackage packages[] = {
   PKG ("internvl", "qwen2", LANGUAGE_MODEL),
   PKG ("janus", "llama", LANGUAGE_MODEL),
   PKG ("kimi_k25", "deepseek_v3", LANGUAGE_MODEL),
+  PKG ("lfm2_vl", "lfm2", LANGUAGE_MODEL),
   PKG ("lighton_ocr", "qwen3", LANGUAGE_MODEL),
   PKG ("llava", "llama", LANGUAGE_MODEL),
   PKG ("llava_next", "llama", LANGUAGE_MODEL),
@@ -616,7 +619,8 @@ gboolean
 hn_arch_is_hybrid (const HnArchInfo *arch)
 {
   return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H ||
-         arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1 || arch->names == HN_NAMES_JAMBA;
+         arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1 || arch->names == HN_NAMES_JAMBA ||
+         arch->names == HN_NAMES_LFM2;
 }
 
 HnCacheKind

@@ -87,6 +87,8 @@ typedef enum {
   HN_NAMES_FALCON_H1,  /* bamba's names; attention and mamba.* (Mamba-2) in every layer */
   HN_NAMES_JAMBA,      /* bamba's names, mamba.* a Mamba (v1) mixer with dt/b/c_layernorm, feed_forward.experts.N */
   HN_NAMES_NEMOTRON_H, /* backbone.embeddings, backbone.layers.N.{norm, mixer.*} (one mixer per layer), backbone.norm_f */
+  HN_NAMES_LFM2,       /* model.layers.N.{operator_norm, ffn_norm, self_attn.*, conv.* (short convolution),
+                        * feed_forward.w1/w3/w2}, model.embedding_norm (the final norm) */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */

@@ -178,8 +178,11 @@ activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
     name = hn_model_config_get_string (cfg, "mlp_hidden_act");
   if (!name)
     name = cfg->hidden_act;
-  if (!name)
+  if (!name || strcmp (hp->arch->model_type, "lfm2") == 0) /* Lfm2MLP: silu(w1(x)) * w3(x), whatever hidden_act says */
     name = hp->arch->default_act;
+  if (strcmp (hp->arch->model_type, "lfm2_moe") == 0 && strcmp (name, "silu") != 0)
+    return unsupported (error, cfg, "hidden_act other than silu (its dense layers' Lfm2MoeMLP is silu, the experts "
+                                    "hidden_act)");
   if (strcmp (name, "xielu") == 0 && hp->arch->names == HN_NAMES_APERTUS && !hp->gated)
     {
       /* XIELUActivation with the layer's learned alpha_p / alpha_n (transformer-graph.c: xielu) */
@@ -310,7 +313,7 @@ hn_transformer_moe_v3_router (const char *model_type)
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
                                     "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite",
-                                    "glm4v_moe_text", NULL };
+                                    "glm4v_moe_text", "lfm2_moe", NULL };
   return g_strv_contains (v3, model_type);
 }
 
@@ -364,6 +367,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
     }
   else if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
     return FALSE;
+  if (strcmp (mt, "lfm2_moe") == 0 && !raw_bool (cfg, "norm_topk_prob", TRUE, &norm_topk, error))
+    return FALSE; /* Lfm2MoeConfig's default */
   hp->moe_norm_topk = norm_topk;
   double jitter;
   if (!get_double (cfg, "router_jitter_noise", 0.0, &jitter, error) ||
@@ -435,7 +440,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           (strcmp (mt, "hy_v3") == 0 && !get_double (cfg, "router_scaling_factor", 1.0, &scale, error)) ||
           (strcmp (mt, "afmoe") == 0 && (!get_double (cfg, "route_scale", 1.0, &scale, error) ||
                                          !get_int (cfg, "num_dense_layers", 1, &first_dense, error))) ||
-          (strcmp (mt, "laguna") == 0 && !get_double (cfg, "moe_routed_scaling_factor", 1.0, &scale, error)))
+          (strcmp (mt, "laguna") == 0 && !get_double (cfg, "moe_routed_scaling_factor", 1.0, &scale, error)) ||
+          (strcmp (mt, "lfm2_moe") == 0 && !get_int (cfg, "num_dense_layers", 2, &first_dense, error)))
         return FALSE;
       hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
       if (nh)
@@ -480,6 +486,19 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           hp->moe_n_group = (int) n_group;
           hp->moe_topk_group = (int) topk_group;
         }
+    }
+  if (strcmp (mt, "lfm2_moe") == 0)
+    {
+      /* Lfm2MoeSparseMoeBlock: sigmoid scores, the top k of score + expert_bias (use_expert_bias), the
+       * chosen scores over their sum + 1e-6, times routed_scaling_factor; no expert groups, no shared
+       * expert; layers below num_dense_layers keep Lfm2MoeMLP */
+      gboolean eb;
+      if (!raw_bool (cfg, "use_expert_bias", TRUE, &eb, error))
+        return FALSE;
+      hp->moe_no_route_bias = !eb;
+      hp->moe_norm_add = 1e-6f;
+      hp->moe_n_group = hp->moe_topk_group = 0;
+      hp->shared_ffn = 0;
     }
   hp->moe_last_layer = hp->n_layer - 1;
   hp->moe_layer_interval = 1;
@@ -791,6 +810,121 @@ jamba_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **
   return TRUE;
 }
 
+/* lfm2 (Lfm2Config / Lfm2Model): layer_types "full_attention" / "conv" (or full_attn_idxs, every layer
+ * attention when neither is set), short convolutions of conv_L_cache with conv_bias, the MLP sized by
+ * block_auto_adjust_ff_dim, and the config class's readings of the original keys (block_ff_dim,
+ * tie_embedding, theta). lfm2_moe (Lfm2MoeConfig): layer_types required, the dense layers'
+ * intermediate_size as it stands, tie_embedding; its experts: moe_from_config. */
+static gboolean
+lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  gboolean moe = strcmp (hp->arch->model_type, "lfm2_moe") == 0;
+  JsonNode *fa = raw ? json_object_get_member (raw, "full_attn_idxs") : NULL;
+  if (cfg->layer_types)
+    {
+      if (g_strv_length (cfg->layer_types) != (guint) hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: layer_types has %u entries for %d layers", cfg->path,
+                       g_strv_length (cfg->layer_types), hp->n_layer);
+          return FALSE;
+        }
+      for (int i = 0; i < hp->n_layer; i++)
+        {
+          const char *t = cfg->layer_types[i];
+          if (g_str_equal (t, "full_attention"))
+            hp->layer_mixer[i] = HN_MIXER_ATTENTION;
+          else if (g_str_equal (t, "conv"))
+            hp->layer_mixer[i] = HN_MIXER_SHORTCONV;
+          else
+            {
+              g_autofree char *what = g_strdup_printf ("layer type \"%s\"", t);
+              return unsupported (error, cfg, what);
+            }
+        }
+    }
+  else if (moe)
+    return unsupported (error, cfg, "a config without layer_types (Lfm2MoeConfig reads no full_attn_idxs)");
+  else if (fa && JSON_NODE_HOLDS_ARRAY (fa))
+    {
+      memset (hp->layer_mixer, HN_MIXER_SHORTCONV, (gsize) hp->n_layer);
+      JsonArray *arr = json_node_get_array (fa);
+      for (guint i = 0; i < json_array_get_length (arr); i++)
+        {
+          gint64 l = json_array_get_int_element (arr, i);
+          if (l >= 0 && l < hp->n_layer) /* Lfm2Config: a layer is attention when its index is listed */
+            hp->layer_mixer[l] = HN_MIXER_ATTENTION;
+        }
+    }
+  else if (fa && !JSON_NODE_HOLDS_NULL (fa))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: full_attn_idxs must be a list of layers", cfg->path);
+      return FALSE;
+    }
+  else
+    memset (hp->layer_mixer, HN_MIXER_ATTENTION, (gsize) hp->n_layer);
+  gint64 kernel, ff, multiple;
+  gboolean bias, adjust;
+  double mult, eps;
+  JsonNode *mn = raw ? json_object_get_member (raw, "block_ffn_dim_multiplier") : NULL;
+  gboolean has_mult = !mn || !JSON_NODE_HOLDS_NULL (mn); /* null: no multiplier and no rounding */
+  if (!get_int (cfg, "conv_L_cache", 3, &kernel, error) || !raw_bool (cfg, "conv_bias", FALSE, &bias, error) ||
+      !get_int (cfg, moe ? "intermediate_size" : "block_ff_dim", hp->ffn, &ff, error) ||
+      !raw_bool (cfg, "block_auto_adjust_ff_dim", TRUE, &adjust, error) ||
+      !get_double (cfg, "block_ffn_dim_multiplier", 1.0, &mult, error) ||
+      !get_int (cfg, "block_multiple_of", 256, &multiple, error) || !get_double (cfg, "norm_eps", 1e-5, &eps, error))
+    return FALSE;
+  if (kernel < 1 || kernel > HN_CONV1D_MAX_KERNEL)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: conv_L_cache %" G_GINT64_FORMAT " is outside 1..%d",
+                   cfg->path, kernel, HN_CONV1D_MAX_KERNEL);
+      return FALSE;
+    }
+  if (!moe && adjust)
+    {
+      /* Lfm2MLP: int(2 * ff / 3), then int(multiplier * ff) rounded up to block_multiple_of */
+      ff = (gint64) (2.0 * (double) ff / 3.0);
+      if (has_mult)
+        {
+          if (multiple < 1)
+            return unsupported (error, cfg, "block_multiple_of below 1");
+          ff = (gint64) (mult * (double) ff);
+          ff = multiple * ((ff + multiple - 1) / multiple);
+        }
+    }
+  if (ff < 1 || ff > G_MAXINT32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: the feed-forward width %" G_GINT64_FORMAT
+                   " (intermediate_size, block_* sizing) is not positive", cfg->path, ff);
+      return FALSE;
+    }
+  hp->ffn = (int) ff;
+  hp->norm_eps = (float) eps; /* Lfm2RMSNorm's eps, q/k norms too */
+  hp->sconv = (HnShortConvDims) { hp->hidden, (int) kernel, bias };
+  hp->ssm_conv_kernel = (int) kernel;
+  gboolean tie;
+  if (!raw_bool (cfg, "tie_embedding", hp->tie_embeddings, &tie, error))
+    return FALSE;
+  hp->tie_embeddings = tie;
+  /* the rotary base: rope_parameters / rope_theta, else (lfm2) the original key theta, else 1e6 (the
+   * config reader's default is 10000) */
+  JsonNode *rt = raw ? json_object_get_member (raw, "rope_theta") : NULL;
+  JsonNode *rp = raw ? json_object_get_member (raw, "rope_parameters") : NULL;
+  JsonObject *po = rp && JSON_NODE_HOLDS_OBJECT (rp) ? json_node_get_object (rp) : NULL;
+  JsonNode *pf = po ? json_object_get_member (po, "full_attention") : NULL;
+  if (pf && JSON_NODE_HOLDS_OBJECT (pf))
+    po = json_node_get_object (pf);
+  JsonNode *pt = po ? json_object_get_member (po, "rope_theta") : NULL;
+  if ((!rt || JSON_NODE_HOLDS_NULL (rt)) && (!pt || JSON_NODE_HOLDS_NULL (pt)))
+    {
+      hp->rope_theta = 1000000.0;
+      if (!moe && !get_double (cfg, "theta", 1000000.0, &hp->rope_theta, error))
+        return FALSE;
+    }
+  memset (hp->layer_ffn, 1, (gsize) hp->n_layer);
+  return TRUE;
+}
+
 /* A hybrid's layer pattern and Mamba-2 mixers (bamba: attn_layer_indices, mamba_*; nemotron_h: its
  * pattern, mamba_num_heads / mamba_head_dim, n_groups, ssm_state_size, conv_kernel). */
 static gboolean
@@ -806,6 +940,8 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   JsonNode *ai = raw && bamba ? json_object_get_member (raw, "attn_layer_indices") : NULL;
   if (hp->arch->names == HN_NAMES_JAMBA)
     return jamba_from_config (hp, cfg, error);
+  if (hp->arch->names == HN_NAMES_LFM2)
+    return lfm2_from_config (hp, cfg, error);
   if (fh1)
     memset (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer);
   else if (!bamba && !hybrid_pattern (hp, cfg, error))
@@ -1222,7 +1358,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   static const char *const tie_by_default[] = { "gemma", "gemma2", "gemma3_text", "cohere", "cohere2", "starcoder2",
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
-                                                "modernbert-decoder", "jetmoe", "youtu", "cohere2_moe", "minicpm3", NULL };
+                                                "modernbert-decoder", "jetmoe", "youtu", "cohere2_moe", "minicpm3", "lfm2",
+                                                "lfm2_moe", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 

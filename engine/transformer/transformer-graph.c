@@ -332,6 +332,7 @@ struct ActsPriv {
    * their recording makes */
   HnMamba2Bufs m2;
   HnMamba1Bufs m1;
+  HnShortConvBufs sconv;
   HnScratch sc;
   /* attention output gate (hp->attn_gate_act): its projection [N, H * D] */
   HnTensor *attn_g;
@@ -429,6 +430,9 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_MAMBA1, (gsize) hp->n_layer) &&
       !hn_mamba1_bufs_init (&p->m1, m->ctx, &hp->ssm1, N, error))
     goto fail;
+  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_SHORTCONV, (gsize) hp->n_layer) &&
+      !hn_shortconv_bufs_init (&p->sconv, m->ctx, &hp->sconv, N, error))
+    goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
     {
@@ -464,6 +468,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
     g_clear_pointer (all[i], hn_tensor_unref);
   hn_mamba2_bufs_clear (&p->m2);
   hn_mamba1_bufs_clear (&p->m1);
+  hn_shortconv_bufs_clear (&p->sconv);
   g_ptr_array_unref (p->views);
   hn_scratch_clear (&p->sc);
   g_free (p);
@@ -777,7 +782,7 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
   CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
   HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
-                          lw->route_bias, hp->moe_norm_min };
+                          lw->route_bias, hp->moe_norm_min, hp->moe_norm_add };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   gboolean stacked = (lw->expert_stack[0] || !lw->experts[0]) && lw->expert_stack[1] && lw->expert_stack[2];
   if (stacked && !hn_moe_dense_forced ())
@@ -1256,9 +1261,9 @@ pre_norm_mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerW
   return residual_add (m, cmd, x, mo, error);
 }
 
-/* A hybrid's layer without attention: a Mamba-2 layer, x += scale · mixer(norm1(x)) with the rows'
- * states (kv->ssm; none: from zero, as full-sequence logits run), then the layer's MLP if it has one;
- * an MLP-only layer, x += mlp(norm2(x)). */
+/* A hybrid's layer without attention: a Mamba or short-convolution layer, x += scale · mixer(norm1(x))
+ * with the rows' states (kv->ssm; none: from zero, as full-sequence logits run), then the layer's MLP if
+ * it has one; an MLP-only layer, x += mlp(norm2(x)). */
 static gboolean
 record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, int B, int T,
                     GError **error)
@@ -1270,7 +1275,7 @@ record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, 
   if (kv->page_table || N > a->max_tokens)
     {
       g_set_error (error, HN_ERROR, kv->page_table ? HN_ERROR_UNSUPPORTED : HN_ERROR_INVALID_ARGUMENT,
-                   "layer %d (Mamba-2): %s", il, kv->page_table ? "a recurrent state has no paged cache"
+                   "layer %d (a state layer): %s", il, kv->page_table ? "a recurrent state has no paged cache"
                                                                 : "more tokens than the session's activations");
       return FALSE;
     }
@@ -1281,7 +1286,10 @@ record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, 
     return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
   CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
   const HnSsmState *st = kv->ssm.ssm ? &kv->ssm : NULL;
-  if (hp->layer_mixer[il] == HN_MIXER_MAMBA1)
+  if (hp->layer_mixer[il] == HN_MIXER_SHORTCONV) /* its state is the conv's alone */
+    CK (hn_shortconv_record (cmd, &p->sc, &hp->sconv, &lw->sconv, &p->sconv, B, T, kv->ssm.conv, x, h,
+                             hp->residual_scale, error));
+  else if (hp->layer_mixer[il] == HN_MIXER_MAMBA1)
     CK (hn_mamba1_record (cmd, &p->sc, &hp->ssm1, &lw->m1, &p->m1, B, T, st, x, h, hp->residual_scale, error));
   else
     CK (hn_mamba2_record (cmd, &p->sc, &hp->ssm, &lw->m2, &p->m2, B, T, st, x, h, hp->residual_scale, error));

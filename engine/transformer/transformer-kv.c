@@ -100,12 +100,12 @@ free_kv (HnLayerKv *kv, int n)
   g_free (kv);
 }
 
-/* A hybrid's layer with a Mamba-2 mixer: it keeps a recurrent state. */
+/* A hybrid's layer with a Mamba mixer or a short convolution: it keeps a recurrent state. */
 static gboolean
 is_state_layer (const HnTransformerHParams *hp, int il)
 {
   return hp->layer_mixer && (hp->layer_mixer[il] == HN_MIXER_MAMBA2 || hp->layer_mixer[il] == HN_MIXER_PARALLEL ||
-                             hp->layer_mixer[il] == HN_MIXER_MAMBA1);
+                             hp->layer_mixer[il] == HN_MIXER_MAMBA1 || hp->layer_mixer[il] == HN_MIXER_SHORTCONV);
 }
 
 /* A layer with attention (every layer but a hybrid's Mamba-2 and MLP-only layers): it keeps K/V. */
@@ -126,15 +126,16 @@ state_parts (HnSsmState *st, HnTensor ***out)
 }
 
 /* One state layer's states of max_rows rows: conv [rows, K - 1, I], convB/convC [rows, K - 1, G·N],
- * ssm [rows, I, N]. */
+ * ssm [rows, I, N]; a short convolution's conv [rows, K - 1, W] alone. */
 static gboolean
 alloc_state (HnTransformerSession *s, HnVkContext *ctx, const char *what, int il, HnSsmState *st, GError **error)
 {
   const HnTransformerHParams *hp = &s->m->hp;
   const HnMamba2Dims *d = &hp->ssm;
   gboolean v1 = hp->layer_mixer[il] == HN_MIXER_MAMBA1; /* Mamba (v1): no B and C channels in the conv */
+  gboolean sc = hp->layer_mixer[il] == HN_MIXER_SHORTCONV; /* lfm2: the conv's inputs, no SSM state */
   gint64 K1 = hp->ssm_conv_kernel - 1, GN = (gint64) d->n_groups * d->state;
-  gint64 I = v1 ? hp->ssm1.inner : d->inner, N = v1 ? hp->ssm1.state : d->state;
+  gint64 I = sc ? hp->sconv.width : v1 ? hp->ssm1.inner : d->inner, N = v1 ? hp->ssm1.state : d->state;
   gint64 shapes[4][3] = { { s->max_rows, K1, I }, { s->max_rows, K1, GN }, { s->max_rows, K1, GN },
                           { s->max_rows, I, N } };
   static const char *const names[4] = { "conv", "conv_B", "conv_C", "ssm" };
@@ -142,8 +143,10 @@ alloc_state (HnTransformerSession *s, HnVkContext *ctx, const char *what, int il
   state_parts (st, parts);
   for (int k = K1 > 0 ? 0 : 3; k < 4; k++)
     {
-      if (v1 && (k == 1 || k == 2))
+      if ((v1 || sc) && (k == 1 || k == 2))
         continue;
+      if (sc && k == 3)
+        break;
       g_autofree char *n = g_strdup_printf ("%s.%d.%s", what, il, names[k]);
       if (!(*parts[k] = hn_tensor_new_named (ctx, n, HN_DTYPE_F32, 3, shapes[k], error)))
         return FALSE;
@@ -278,7 +281,7 @@ check_pageable (HnTransformer *m, GError **error)
   if (hp->layer_mixer)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "%s: the paged KV cache cannot hold the recurrent state of its Mamba-2 layers; use "
+                   "%s: the paged KV cache cannot hold the recurrent state of its Mamba or convolution layers; use "
                    "--cache-implementation contiguous", hp->arch->model_type);
       return FALSE;
     }

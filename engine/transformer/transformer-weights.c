@@ -887,7 +887,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   g_autofree char *glmv_gu = strcmp (mt, "glm4v_moe_text") == 0 ? g_strdup_printf ("%smlp.experts.gate_up_proj", pfx)
                                                                 : NULL;
   gboolean stacked_v3 = glmv_gu && find (L, glmv_gu);
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba ? "feed_forward" : nh ? "mixer" : "mlp";
+  /* lfm2_moe: feed_forward.gate, feed_forward.expert_bias, mixtral's expert names */
+  gboolean lfm2 = strcmp (mt, "lfm2_moe") == 0;
+  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba || lfm2 ? "feed_forward" : nh ? "mixer" : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
@@ -905,9 +907,10 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, rb, E, TRUE, &lw->router_b, error))
         return FALSE;
     }
-  if (v3_router)
+  if (v3_router && !hp->moe_no_route_bias)
     {
       g_autofree char *cb = g_strdup_printf (minimax                              ? "%sblock_sparse_moe.e_score_correction_bias"
+                                             : lfm2                                ? "%sfeed_forward.expert_bias"
                                              : hy3 || afmoe                        ? "%smlp.expert_bias"
                                              : strcmp (mt, "laguna") == 0          ? "%smlp.experts.e_score_correction_bias"
                                              : strcmp (mt, "exaone_moe") == 0 ? "%smlp.e_score_correction_bias"
@@ -1003,8 +1006,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     }
   else
     {
-      /* mixtral: w1 = gate, w3 = up, w2 = down */
-      const char *parts[3] = { mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj", mixtral ? "w2" : "down_proj" };
+      /* mixtral, lfm2_moe: w1 = gate, w3 = up, w2 = down */
+      gboolean w123 = mixtral || lfm2;
+      const char *parts[3] = { w123 ? "w1" : "gate_proj", w123 ? "w3" : "up_proj", w123 ? "w2" : "down_proj" };
       for (int j = nh ? 1 : 0; j < 3; j++)
         names[j] = g_strdup_printf ("%s%s.experts.*.%s.weight", pfx, blk, parts[j]);
       for (gint64 e = 0; ok && e < E; e++)
@@ -1324,6 +1328,55 @@ take_mamba1 (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
          take_vector (L, bn, N, TRUE, &w->B_norm_w, error) && take_vector (L, cn, N, TRUE, &w->C_norm_w, error);
 }
 
+/* lfm2's short convolution under pfx: in_proj rows B, C, x; conv.weight [W, 1, K]; out_proj (each with a
+ * bias when conv_bias). */
+static gboolean
+take_shortconv (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnShortConvDims *d = &L->m->hp.sconv;
+  HnShortConvWeights *w = &lw->sconv;
+  gint64 W = d->width, K = d->kernel;
+  g_autofree char *ipw = g_strdup_printf ("%sin_proj.weight", pfx);
+  const HnSafetensorInfo *ip = find (L, ipw);
+  if (!ip)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, ipw);
+      return FALSE;
+    }
+  g_hash_table_add (L->used, (gpointer) ip->name);
+  if (ip->dtype == HN_ST_DTYPE_GGML || !check_shape (ip, 2, (gint64[]) { 3 * W, W }, error))
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a GGUF-packed %s is not built", L->m->dir, ipw);
+      return FALSE;
+    }
+  static const char *const parts[3] = { "B", "C", "x" };
+  HnTensor **ws[3] = { &w->w_B, &w->w_C, &w->w_x }, **bs[3] = { &w->b_B, &w->b_C, &w->b_x };
+  for (int k = 0; k < 3; k++)
+    if (!(*ws[k] = row_block (L, ip, parts[k], k * W, W, W, error)))
+      return FALSE;
+  GError *e = NULL;
+  g_autofree char *ipb = g_strdup_printf ("%sin_proj.bias", pfx);
+  g_autofree char *cwn = g_strdup_printf ("%sconv.weight", pfx), *cbn = g_strdup_printf ("%sconv.bias", pfx);
+  /* without conv_bias a stored bias is left unread, so the load fails naming it */
+  g_autofree float *bias = d->bias ? take_f32 (L, ipb, 3 * W, TRUE, &e) : NULL;
+  g_autofree float *cw = e ? NULL : take_f32 (L, cwn, W * K, TRUE, &e);
+  g_autofree float *cb = e || !d->bias ? NULL : take_f32 (L, cbn, W, TRUE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  for (int k = 0; bias && k < 3; k++)
+    if (!(*bs[k] = f32_block (L, ipb, bias, k * W, W, 1, error)))
+      return FALSE;
+  if (!(w->conv_w = f32_block (L, cwn, cw, 0, W, K, error)) || (cb && !(w->conv_b = f32_block (L, cbn, cb, 0, W, 1, error))))
+    return FALSE;
+  g_autofree char *ow = g_strdup_printf ("%sout_proj.weight", pfx), *ob = g_strdup_printf ("%sout_proj.bias", pfx);
+  return take_matrix (L, ow, W, W, TRUE, &w->out_w, error) &&
+         (!d->bias || take_vector (L, ob, W, TRUE, &w->out_b, error));
+}
+
 /* falcon_h1's attention with its multipliers folded in: q, v · attention_in, k · attention_in ·
  * key_multiplier, o · attention_out (its bias too). */
 static gboolean
@@ -1383,6 +1436,9 @@ static const Names scheme_names[] = {
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
     .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
   [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
+  [HN_NAMES_LFM2] = { .llama_overlay = TRUE, .ln1 = "operator_norm", .ln2 = "ffn_norm", .o = "self_attn.out_proj",
+    .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm", .gate = "feed_forward.w1",
+    .up = "feed_forward.w3", .down = "feed_forward.w2", .final_norm = "model.embedding_norm" },
   [HN_NAMES_JAMBA] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
     .up = "feed_forward.up_proj", .down = "feed_forward.down_proj", .final_norm = "model.final_layernorm" },
   [HN_NAMES_FALCON_H1] = { .llama_overlay = TRUE, .ln2 = "pre_ff_layernorm", .gate = "feed_forward.gate_proj",
@@ -2010,6 +2066,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         {
           g_autofree char *mp = g_strdup_printf ("%smamba.", pfx);
           if (!take_mamba1 (&L, mp, lw, error))
+            return FALSE;
+        }
+      else if (mixer == HN_MIXER_SHORTCONV)
+        {
+          g_autofree char *cp = g_strdup_printf ("%sconv.", pfx);
+          if (!take_shortconv (&L, cp, lw, error))
             return FALSE;
         }
       else if (mixer == HN_MIXER_NONE)

@@ -23,18 +23,20 @@
 #include "transformer/mamba1-mixer.h"
 #include "transformer/mamba2-mixer.h"
 #include "transformer/registry.h"
+#include "transformer/shortconv-mixer.h"
 #include "tensor/hn-ops.h"
 
 G_BEGIN_DECLS
 
 /* What mixes the tokens in a layer of a hybrid decoder (hn_arch_is_hybrid): attention with its KV
- * cache, or a Mamba-2 mixer with its recurrent state. */
+ * cache, or a Mamba mixer or short convolution with its recurrent state. */
 typedef enum {
   HN_MIXER_ATTENTION,
   HN_MIXER_MAMBA2,
   HN_MIXER_NONE,     /* an MLP-only layer (nemotron_h "-") */
   HN_MIXER_PARALLEL, /* attention and a Mamba-2 mixer side by side on the same normed input (falcon_h1) */
   HN_MIXER_MAMBA1,   /* a Mamba (v1) mixer (jamba) */
+  HN_MIXER_SHORTCONV, /* a gated short causal convolution (lfm2), carrying a conv state only */
 } HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
@@ -104,6 +106,8 @@ typedef struct {
   int moe_first_dense;           /* deepseek first_k_dense_replace: layers below it keep a dense MLP */
   int moe_last_layer, moe_layer_interval; /* ernie4_5_moe: MoE on layers first..last where (i + 1) % interval == 0 */
   float moe_norm_min;            /* ernie4_5_moe: the renormalising sum is clamped to at least this */
+  float moe_norm_add;            /* lfm2_moe: the sigmoid router's renormalising sum + this (1e-6); 0 = 1e-20 */
+  gboolean moe_no_route_bias;    /* lfm2_moe without use_expert_bias: the sigmoid router chooses by score alone */
   float moe_swiglu_limit;        /* gpt_oss: > 0 = (clamp(up, ±limit) + 1) · quick_gelu(min(gate, limit)) */
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
@@ -131,6 +135,7 @@ typedef struct {
                           * dense MLP in a model with experts (jamba), 0 none (owned; NULL = every layer 1) */
   HnMamba2Dims ssm;
   HnMamba1Dims ssm1;     /* jamba's Mamba (v1) mixers */
+  HnShortConvDims sconv; /* lfm2's short convolutions (kernel = ssm_conv_kernel) */
   int ssm_conv_kernel;
   /* falcon_h1's muP multipliers, folded into the weights at load (1 elsewhere): the mixer's input and
    * output, its in_proj parts z, x, B, C, dt; attention's input, keys and output; the MLP's gate and
@@ -294,6 +299,7 @@ typedef struct {
   HnTensor *moe_bias;            /* jetmoe: [C], added to the routed MLP experts' weighted sum */
   HnMamba2Weights m2;            /* a hybrid's Mamba-2 layer (the attention weights stay NULL) */
   HnMamba1Weights m1;            /* a hybrid's Mamba (v1) layer */
+  HnShortConvWeights sconv;      /* a hybrid's short-convolution layer (lfm2) */
 } HnLayerWeights;
 
 typedef struct {
@@ -371,7 +377,8 @@ typedef struct {
   HnTensor *page_table; /* paged: i32 [B, max_pages]; NULL = contiguous */
   HnTensor *seq_lens;   /* paged: i32 [B], each row's length with the new tokens */
   HnTensor *slots;      /* paged: i32 [B * T], the arena row of each new token */
-  HnSsmState ssm;       /* a hybrid's Mamba-2 layer: the B rows' conv and SSM states (k, v NULL) */
+  HnSsmState ssm;       /* a hybrid's state layer: the B rows' conv and SSM states (k, v NULL; a short
+                         * convolution has the conv state only) */
 } HnLayerKv;
 
 /* Records embeddings (+ positions, embed norm/scale) of acts->ids/pos for N tokens into acts->x. */

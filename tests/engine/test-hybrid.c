@@ -1,9 +1,10 @@
-/* Hybrid decoders (attention + Mamba-2 layers, transformer-graph.c) on a synthetic bamba written
- * here with random weights: a session carries each row's KV cache and recurrent state side by side,
- * so every way through it gives the logits of the full-sequence forward (which runs the states from
- * zero): chunked prefill then one token at a time, the replayed device step, the no-cache mode,
- * beam reordering of rows; the paged cache and training fail closed by name. Parity with
- * transformers is test-transformer-parity's (the bamba fixture). */
+/* Hybrid decoders (attention + Mamba-2 or short-convolution layers, transformer-graph.c) on synthetic
+ * bamba, nemotron_h, falcon_h1, lfm2 and lfm2_moe models written here with random weights: a session
+ * carries each row's KV cache and recurrent state side by side, so every way through it gives the
+ * logits of the full-sequence forward (which runs the states from zero): chunked prefill then one
+ * token at a time, the no-cache mode, beam reordering of rows; the paged cache and training fail
+ * closed by name. Parity with transformers (and the replayed device step) is
+ * test-transformer-parity's (the bamba, lfm2, lfm2_moe, ... fixtures). */
 #include "base/hn-error.h"
 #include "formats/safetensors.h"
 #include "train/train-graph.h"
@@ -33,7 +34,64 @@ add (HnSafetensorsWriter *w, GRand *rng, const char *name, int ndim, const gint6
   g_assert_no_error (error);
 }
 
-enum { BAMBA, NEMOTRON_H, FALCON_H1 };
+enum { BAMBA, NEMOTRON_H, FALCON_H1, LFM2, LFM2_MOE };
+enum { E = 4, FE = 8 }; /* lfm2_moe's experts and their width */
+
+/* lfm2: short-convolution layers 0 and 2 (with conv_bias), attention with per-head q/k norms in layer 1;
+ * intermediate_size 36 becomes F (24) by block_auto_adjust_ff_dim. lfm2_moe: the same layers, layer 0's
+ * MLP dense (F wide), layers 1 and 2 routed to 2 of E experts with an expert bias. */
+static void
+write_lfm2 (HnSafetensorsWriter *w, GRand *rng, gboolean moe)
+{
+  add (w, rng, "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
+  add (w, rng, "lm_head.weight", 2, (gint64[]) { V, C }, 0.3f, 0.0f);
+  add (w, rng, "model.embedding_norm.weight", 1, (gint64[]) { C }, 0.1f, 1.0f);
+  for (int l = 0; l < 3; l++)
+    {
+      char nm[128];
+#define NM(s) (g_snprintf (nm, sizeof nm, "model.layers.%d.%s", l, s), nm)
+      add (w, rng, NM ("operator_norm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
+      add (w, rng, NM ("ffn_norm.weight"), 1, (gint64[]) { C }, 0.1f, 1.0f);
+      if (moe && l > 0)
+        {
+          add (w, rng, NM ("feed_forward.gate.weight"), 2, (gint64[]) { E, C }, 0.5f, 0.0f);
+          add (w, rng, NM ("feed_forward.expert_bias"), 1, (gint64[]) { E }, 0.3f, 0.0f);
+          for (int e = 0; e < E; e++)
+            {
+              char en[64];
+              g_snprintf (en, sizeof en, "feed_forward.experts.%d.w1.weight", e);
+              add (w, rng, NM (en), 2, (gint64[]) { FE, C }, 0.4f, 0.0f);
+              g_snprintf (en, sizeof en, "feed_forward.experts.%d.w3.weight", e);
+              add (w, rng, NM (en), 2, (gint64[]) { FE, C }, 0.4f, 0.0f);
+              g_snprintf (en, sizeof en, "feed_forward.experts.%d.w2.weight", e);
+              add (w, rng, NM (en), 2, (gint64[]) { C, FE }, 0.4f, 0.0f);
+            }
+        }
+      else
+        {
+          add (w, rng, NM ("feed_forward.w1.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("feed_forward.w3.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("feed_forward.w2.weight"), 2, (gint64[]) { C, F }, 0.3f, 0.0f);
+        }
+      if (l == 1)
+        {
+          add (w, rng, NM ("self_attn.q_proj.weight"), 2, (gint64[]) { NH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.k_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.v_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.out_proj.weight"), 2, (gint64[]) { C, NH * HD }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.q_layernorm.weight"), 1, (gint64[]) { HD }, 0.1f, 1.0f);
+          add (w, rng, NM ("self_attn.k_layernorm.weight"), 1, (gint64[]) { HD }, 0.1f, 1.0f);
+          continue;
+        }
+      add (w, rng, NM ("conv.in_proj.weight"), 2, (gint64[]) { 3 * C, C }, 0.5f, 0.0f);
+      add (w, rng, NM ("conv.in_proj.bias"), 1, (gint64[]) { 3 * C }, 0.2f, 0.0f);
+      add (w, rng, NM ("conv.conv.weight"), 3, (gint64[]) { C, 1, K }, 0.5f, 0.0f);
+      add (w, rng, NM ("conv.conv.bias"), 1, (gint64[]) { C }, 0.1f, 0.0f);
+      add (w, rng, NM ("conv.out_proj.weight"), 2, (gint64[]) { C, C }, 0.4f, 0.0f);
+      add (w, rng, NM ("conv.out_proj.bias"), 1, (gint64[]) { C }, 0.1f, 0.0f);
+#undef NM
+    }
+}
 
 /* bamba: layers 0 and 2 Mamba-2, layer 1 attention, each with its MLP. nemotron_h ("M*-M"): one
  * mixer per layer, no rotary, the gated norm per group, relu2 MLPs. falcon_h1: attention and Mamba-2
@@ -74,11 +132,35 @@ write_model (int family)
                      " \"ssm_multipliers\": [1.0, 0.9, 1.1, 0.8, 1.2], \"max_position_embeddings\": 64,"
                      " \"tie_word_embeddings\": false, \"rope_parameters\": {\"rope_type\": \"default\","
                      " \"rope_theta\": 10000.0}, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
-  const char *cfgs[] = { cfg, ncfg, fcfg };
+  const char *lcfg = "{\"model_type\": \"lfm2\", \"architectures\": [\"Lfm2ForCausalLM\"], \"vocab_size\": 40,"
+                     " \"hidden_size\": 16, \"intermediate_size\": 36, \"block_auto_adjust_ff_dim\": true,"
+                     " \"block_ffn_dim_multiplier\": 1.0, \"block_multiple_of\": 8, \"num_hidden_layers\": 3,"
+                     " \"layer_types\": [\"conv\", \"full_attention\", \"conv\"], \"num_attention_heads\": 2,"
+                     " \"num_key_value_heads\": 1, \"conv_L_cache\": 3, \"conv_bias\": true, \"norm_eps\": 1e-5,"
+                     " \"max_position_embeddings\": 64, \"tie_word_embeddings\": false,"
+                     " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0},"
+                     " \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
+  const char *mcfg = "{\"model_type\": \"lfm2_moe\", \"architectures\": [\"Lfm2MoeForCausalLM\"],"
+                     " \"vocab_size\": 40, \"hidden_size\": 16, \"intermediate_size\": 24, \"moe_intermediate_size\": 8,"
+                     " \"num_experts\": 4, \"num_experts_per_tok\": 2, \"num_dense_layers\": 1,"
+                     " \"use_expert_bias\": true, \"norm_topk_prob\": true, \"routed_scaling_factor\": 1.5,"
+                     " \"num_hidden_layers\": 3, \"layer_types\": [\"conv\", \"full_attention\", \"conv\"],"
+                     " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"conv_L_cache\": 3,"
+                     " \"conv_bias\": true, \"norm_eps\": 1e-5, \"max_position_embeddings\": 64,"
+                     " \"tie_word_embeddings\": false, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
+  const char *cfgs[] = { cfg, ncfg, fcfg, lcfg, mcfg };
   g_autofree char *cp = g_build_filename (dir, "config.json", NULL);
   g_assert_true (g_file_set_contents (cp, cfgs[family], -1, &error));
   g_autoptr (GRand) rng = g_rand_new_with_seed (25);
   g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+  if (family == LFM2 || family == LFM2_MOE)
+    {
+      write_lfm2 (w, rng, family == LFM2_MOE);
+      g_autofree char *lp = g_build_filename (dir, "model.safetensors", NULL);
+      g_assert_true (hn_safetensors_writer_write_file (w, lp, &error));
+      g_assert_no_error (error);
+      return dir;
+    }
   add (w, rng, nemotron ? "backbone.embeddings.weight" : "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
   add (w, rng, "lm_head.weight", 2, (gint64[]) { V, C }, 0.3f, 0.0f);
   add (w, rng, nemotron ? "backbone.norm_f.weight" : "model.final_layernorm.weight", 1, (gint64[]) { C }, 0.1f, 1.0f);
@@ -189,6 +271,19 @@ test_session (gconstpointer family)
   g_assert_nonnull (hp->layer_mixer);
   if (GPOINTER_TO_INT (family) == FALCON_H1)
     g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_PARALLEL);
+  else if (GPOINTER_TO_INT (family) == LFM2 || GPOINTER_TO_INT (family) == LFM2_MOE)
+    {
+      g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_SHORTCONV);
+      g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_ATTENTION);
+      g_assert_cmpint (hp->ffn, ==, F); /* lfm2: int(2 · 36 / 3) rounded up to block_multiple_of */
+      g_assert_true (hp->qk_norm_head);
+      if (GPOINTER_TO_INT (family) == LFM2_MOE)
+        {
+          g_assert_false (hn_transformer_layer_is_moe (hp, 0));
+          g_assert_true (hn_transformer_layer_is_moe (hp, 1) && hn_transformer_layer_is_moe (hp, 2));
+          g_assert_cmpfloat (hp->moe_scale, ==, 1.5f);
+        }
+    }
   else
     {
       g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_MAMBA2);
@@ -245,9 +340,9 @@ test_reorder (gconstpointer family)
 }
 
 static void
-test_fail_closed (void)
+test_fail_closed (gconstpointer family)
 {
-  g_autofree char *dir = write_model (BAMBA);
+  g_autofree char *dir = write_model (GPOINTER_TO_INT (family));
   GError *error = NULL;
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
@@ -259,15 +354,58 @@ test_fail_closed (void)
   g_assert_false (hn_transformer_check_pageable (m, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
-  g_assert_null (hn_train_graph_new (m, 1, 4, NULL, &error)); /* the Mamba layers have no backward here */
+  g_assert_null (hn_train_graph_new (m, 1, 4, NULL, &error)); /* the state layers have no backward here */
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_assert_nonnull (strstr (error->message, "hybrid"));
   g_clear_error (&error);
   g_assert_false (hn_arch_require_task (hn_transformer_get_hparams (m)->arch, HN_TASK_TRAIN, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "bamba"));
+  g_assert_nonnull (strstr (error->message, hn_transformer_get_hparams (m)->arch->model_type));
   g_clear_error (&error);
   remove_model (dir);
+}
+
+/* LFM2's original config keys, as Lfm2Config reads them: full_attn_idxs, block_ff_dim sized by
+ * block_auto_adjust_ff_dim (int(2 · 12288 / 3) = 8192, a multiple of 256), theta, tie_embedding; and
+ * lfm2_moe's defaults. */
+static void
+test_lfm2_config (void)
+{
+  static const char lfm2[] =
+    "{\"model_type\": \"lfm2\", \"vocab_size\": 64, \"hidden_size\": 32, \"num_hidden_layers\": 4,"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"full_attn_idxs\": [1, 3], \"block_ff_dim\": 12288,"
+    " \"intermediate_size\": 100, \"block_auto_adjust_ff_dim\": true, \"block_ffn_dim_multiplier\": 1.0,"
+    " \"block_multiple_of\": 256, \"theta\": 500000.0, \"tie_embedding\": false, \"tie_word_embeddings\": true,"
+    " \"conv_L_cache\": 4}";
+  static const char moe[] =
+    "{\"model_type\": \"lfm2_moe\", \"vocab_size\": 64, \"hidden_size\": 32, \"num_hidden_layers\": 4,"
+    " \"num_attention_heads\": 4, \"intermediate_size\": 100, \"moe_intermediate_size\": 16, \"num_experts\": 8,"
+    " \"num_experts_per_tok\": 2, \"use_expert_bias\": false,"
+    " \"layer_types\": [\"conv\", \"conv\", \"full_attention\", \"conv\"]}";
+  GError *error = NULL;
+  g_autoptr (HnModelConfig) c = hn_model_config_load_from_data (lfm2, -1, "lfm2.json", &error);
+  g_assert_no_error (error);
+  HnTransformerHParams hp;
+  g_assert_true (hn_transformer_hparams_resolve (&hp, c, &error));
+  g_assert_no_error (error);
+  static const guint8 mixers[4] = { HN_MIXER_SHORTCONV, HN_MIXER_ATTENTION, HN_MIXER_SHORTCONV, HN_MIXER_ATTENTION };
+  g_assert_cmpmem (hp.layer_mixer, 4, mixers, 4);
+  g_assert_cmpint (hp.ffn, ==, 8192);
+  g_assert_cmpfloat (hp.rope_theta, ==, 500000.0);
+  g_assert_false (hp.tie_embeddings);
+  g_assert_cmpint (hp.ssm_conv_kernel, ==, 4);
+  g_assert_cmpfloat (hp.norm_eps, ==, 1e-5f);
+  hn_transformer_hparams_clear (&hp);
+  g_autoptr (HnModelConfig) m = hn_model_config_load_from_data (moe, -1, "lfm2_moe.json", &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_transformer_hparams_resolve (&hp, m, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (hp.ffn, ==, 100); /* Lfm2MoeMLP: intermediate_size as it is */
+  g_assert_cmpint (hp.moe_first_dense, ==, 2);
+  g_assert_true (hp.moe_norm_topk && hp.moe_no_route_bias && hp.tie_embeddings);
+  g_assert_cmpfloat (hp.rope_theta, ==, 1000000.0);
+  g_assert_cmpint (hp.layer_mixer[2], ==, HN_MIXER_ATTENTION);
+  hn_transformer_hparams_clear (&hp);
 }
 
 int
@@ -285,9 +423,14 @@ main (int argc, char **argv)
   g_test_add_data_func ("/hybrid/session/bamba", GINT_TO_POINTER (BAMBA), test_session);
   g_test_add_data_func ("/hybrid/session/nemotron_h", GINT_TO_POINTER (NEMOTRON_H), test_session);
   g_test_add_data_func ("/hybrid/session/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_session);
+  g_test_add_data_func ("/hybrid/session/lfm2", GINT_TO_POINTER (LFM2), test_session);
+  g_test_add_data_func ("/hybrid/session/lfm2_moe", GINT_TO_POINTER (LFM2_MOE), test_session);
   g_test_add_data_func ("/hybrid/reorder/bamba", GINT_TO_POINTER (BAMBA), test_reorder);
+  g_test_add_data_func ("/hybrid/reorder/lfm2", GINT_TO_POINTER (LFM2), test_reorder);
   g_test_add_data_func ("/hybrid/reorder/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_reorder);
-  g_test_add_func ("/hybrid/fail-closed", test_fail_closed);
+  g_test_add_data_func ("/hybrid/fail-closed/bamba", GINT_TO_POINTER (BAMBA), test_fail_closed);
+  g_test_add_data_func ("/hybrid/fail-closed/lfm2", GINT_TO_POINTER (LFM2), test_fail_closed);
+  g_test_add_func ("/hybrid/lfm2-config", test_lfm2_config);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;

@@ -327,13 +327,15 @@ static void
 test_moe_route (void)
 {
   g_autoptr(GError) error = NULL;
-  struct { HnMoeRouteKind kind; gint64 E; int k; gboolean norm; float scale; int n_group, topk_group; gboolean sum2; gboolean bias; float norm_min; } cases[] = {
+  struct { HnMoeRouteKind kind; gint64 E; int k; gboolean norm; float scale; int n_group, topk_group; gboolean sum2; gboolean bias; float norm_min, norm_add; } cases[] = {
     { HN_MOE_ROUTE_SOFTMAX_TOPK, 8, 2, TRUE, 0, 0, 0, FALSE, FALSE },
     { HN_MOE_ROUTE_SOFTMAX_TOPK, 7, 3, FALSE, 2.5f, 0, 0, FALSE, FALSE },
     { HN_MOE_ROUTE_SOFTMAX_TOPK, 12, 3, FALSE, 1.0f, 4, 2, FALSE, FALSE },
     { HN_MOE_ROUTE_TOPK_SOFTMAX, 5, 2, FALSE, 0, 0, 0, FALSE, FALSE },
     { HN_MOE_ROUTE_SIGMOID_TOPK, 16, 4, TRUE, 2.5f, 4, 2, TRUE, TRUE },
     { HN_MOE_ROUTE_SIGMOID_TOPK, 6, 2, FALSE, 1.0f, 0, 0, FALSE, TRUE },
+    /* lfm2_moe: a constant added to the renormalising sum (large here so that it shows) */
+    { HN_MOE_ROUTE_SIGMOID_TOPK, 6, 2, TRUE, 1.0f, 0, 0, FALSE, TRUE, 0, 0.5f },
     { HN_MOE_ROUTE_SPARSEMIXER, 9, 2, FALSE, 0, 0, 0, FALSE, FALSE },
     /* ernie4_5_moe: softmax, biased choice, sum clamped (0.9 makes the clamp bite on many rows) */
     { HN_MOE_ROUTE_SOFTMAX_TOPK, 6, 2, TRUE, 0, 0, 0, FALSE, TRUE, 1e-12f },
@@ -352,7 +354,7 @@ test_moe_route (void)
       g_autoptr(HnTensor) tw = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { rows, E });
       g_autoptr(HnTensor) ti = hn_test_empty (HN_DTYPE_I32, 2, (gint64[]) { rows, k });
       HnMoeRouteParams p = { cases[c].kind, k, cases[c].norm, cases[c].scale, cases[c].n_group, cases[c].topk_group,
-                             cases[c].sum2, 0.05f, cases[c].bias ? tb : NULL, cases[c].norm_min };
+                             cases[c].sum2, 0.05f, cases[c].bias ? tb : NULL, cases[c].norm_min, cases[c].norm_add };
       g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
       g_assert_true (hn_op_moe_route (cmd, tw, ti, tx, &p, &error));
       g_assert_no_error (error);
