@@ -15,6 +15,14 @@ step "test-gguf-model" timeout 40 "$CARRY/bin/test-gguf-model" --verbose
 LC="$CARRY/llamacpp"; W=/tmp/hn-gguf-q8; mkdir -p "$W/bin"
 tar -C "$W/bin" -xJf "$LC/bin.tar.xz"
 LCL="$PWD/$LC/lib:${LD_LIBRARY_PATH:-}"
+# a LoRA fine-tune of the demo model exported merged (f16): llama-simple's greedy text from that file
+# (tests/fixtures/gguf/llama-simple-lora-output.txt; test-gguf-model compares ours with it)
+step "export lora merged f16" timeout 30 "$cli" export-gguf --model-path data/demo/stories260K \
+  --lora-adapter-path tests/fixtures/gguf/stories260K-lora --outtype f16 --out "$W/lora-f16.gguf"
+for ngl in 0 99; do
+  { echo "== lora-f16.gguf ngl=$ngl"; env LD_LIBRARY_PATH="$LCL" timeout 30 "$W/bin/llama-simple" -m "$W/lora-f16.gguf" -n 40 -ngl $ngl "Once upon a time" 2>/dev/null; echo " [rc=$?]"; } >>"$OUT/llama-simple-lora.txt"
+done
+cat "$OUT/llama-simple-lora.txt" | tee -a "$OUT/summary.txt"
 step "make 8b q4_k_m" timeout 60 env GGUF_PY="$LC/gguf-py" python3 build-aux/perf/make_random_q4km.py --shape 8b --out "$W/8b.gguf"
 row() {
   local l=$1 t=$2; shift 2
