@@ -172,6 +172,9 @@ static const HnArchInfo archs[] = {
     "silu", DEC, "laguna" },
   { "mimo_v2_flash", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "mimo_v2_flash" },
+  /* chunked attention, NoPE layers with query temperature, experts scaled on their inputs */
+  { "llama4_text", NULL, "llama4", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA4, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_ROPE_INTERLEAVED,
+    "silu", DEC, "llama4_text" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -348,8 +351,6 @@ static const HnArchRefusal refusals[] = {
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
   { "lfm2", "LFM2 short causal convolutions with a carried state are not built yet" },
   { "lfm2_moe", "LFM2 short causal convolutions with a carried state are not built yet" },
-  { "llama4", "Llama 4's chunked attention (keys only from the query's attention_chunk_size chunk), weightless L2 q/k norms on rotary layers, attention temperature tuning on NoPE layers and its MoE (sigmoid top-k scores scaling the experts' inputs, plus a shared expert) are not built yet" },
-  { "llama4_text", "Llama 4's chunked attention (keys only from the query's attention_chunk_size chunk), weightless L2 q/k norms on rotary layers, attention temperature tuning on NoPE layers and its MoE (sigmoid top-k scores scaling the experts' inputs, plus a shared expert) are not built yet" },
   { "longcat_flash", "LongCat-Flash layers (two attention and two MLP sublayers each, zero-computation experts) are not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },
@@ -422,6 +423,7 @@ static const HnArchPackage packages[] = {
   PKG ("janus", "llama", LANGUAGE_MODEL),
   PKG ("kimi_k25", "deepseek_v3", LANGUAGE_MODEL),
   PKG ("lighton_ocr", "qwen3", LANGUAGE_MODEL),
+  PKG ("llama4", "llama4_text", LANGUAGE_MODEL_V4),
   PKG ("llava", "llama", LANGUAGE_MODEL),
   PKG ("llava_next", "llama", LANGUAGE_MODEL),
   PKG ("llava_next_video", "llama", LANGUAGE_MODEL),
