@@ -871,7 +871,8 @@ moe_scaled_inputs (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnL
 
 /* Routed mixture of experts: router logits (+ bias) -> hn_op_moe_route (each family's rule) -> the
  * weights of the k chosen experts per token, 0 elsewhere; out = sum over the chosen experts of
- * weight * expert(in) (+ the shared expert, sigmoid-gated for qwen2_moe). Sparse when the layer's
+ * weight * expert(in) (llama4_text: sum of expert(s · in), moe_scaled_inputs) (+ the shared expert,
+ * sigmoid-gated for qwen2_moe). Sparse when the layer's
  * experts are stacked (only chosen experts run, and their weights are all that is read: k of E
  * for one decoded token); otherwise, or with HN_MOE_DENSE=1, every expert runs on every token and
  * is weighted by 0 where not chosen. Neither needs a readback of the routing inside a recording. */
