@@ -475,7 +475,8 @@ hn_attention_flash_ok (HnVkContext *ctx, gint64 D, gint64 Dv, const HnAttentionP
     params = &defaults;
   return ctx && hn_vk_context_has_coopmat2 (ctx, NULL) && D == Dv && (D == 64 || D == 128) &&
          params->softcap == 0.0f && !params->alibi_slopes && !params->mask && !params->sinks && !params->dyn_pos &&
-         !params->scratch && params->pos0 >= 0 && params->window >= 0 && params->local_chunk == 0 && g_getenv ("HN_NO_FLASH_ATTN") == NULL;
+         !params->scratch && params->pos0 >= 0 && params->window >= 0 && params->local_chunk == 0 &&
+         g_getenv ("HN_NO_FLASH_ATTN") == NULL;
 }
 
 gboolean

@@ -173,8 +173,8 @@ static const HnArchInfo archs[] = {
   { "mimo_v2_flash", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "mimo_v2_flash" },
   /* chunked attention, NoPE layers with query temperature, experts scaled on their inputs */
-  { "llama4_text", NULL, "llama4", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA4, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_ROPE_INTERLEAVED,
-    "silu", DEC, "llama4_text" },
+  { "llama4_text", NULL, "llama4", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA4,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC, "llama4_text" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,

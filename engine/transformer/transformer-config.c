@@ -830,15 +830,18 @@ llama4_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   if (!llama4_list (cfg, "no_rope_layers", &nr, error) || !llama4_list (cfg, "moe_layers", &ml, error) ||
       !get_int (cfg, "no_rope_layer_interval", 4, &interval, error) ||
       !get_int (cfg, "attention_chunk_size", 8192, &chunk, error) ||
-      !get_int (cfg, "floor_scale", 8192, &floor_scale, error) || !get_double (cfg, "attn_scale", 0.1, &temp_scale, error) ||
+      !get_int (cfg, "floor_scale", 8192, &floor_scale, error) ||
+      !get_double (cfg, "attn_scale", 0.1, &temp_scale, error) ||
       !get_int (cfg, "interleave_moe_layer_step", 1, &step, error) ||
-      !get_int (cfg, "intermediate_size_mlp", 16384, &mlp, error) || !raw_bool (cfg, "use_qk_norm", TRUE, &qk_norm, error))
+      !get_int (cfg, "intermediate_size_mlp", 16384, &mlp, error) ||
+      !raw_bool (cfg, "use_qk_norm", TRUE, &qk_norm, error))
     return FALSE;
   /* attn_temperature_tuning: a bool (older configs wrote an int, nonzero = on) */
   JsonNode *tt = raw ? json_object_get_member (raw, "attn_temperature_tuning") : NULL;
   gboolean temp = TRUE;
   if (tt && JSON_NODE_HOLDS_VALUE (tt))
-    temp = json_node_get_value_type (tt) == G_TYPE_BOOLEAN ? json_node_get_boolean (tt) : json_node_get_double (tt) != 0;
+    temp = json_node_get_value_type (tt) == G_TYPE_BOOLEAN ? json_node_get_boolean (tt)
+                                                            : json_node_get_double (tt) != 0;
   if (!hp->rope)
     return unsupported (error, cfg, "llama4_text without rotary layers");
   if (!nr)

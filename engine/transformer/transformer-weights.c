@@ -845,7 +845,11 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * down_proj [E, F, C] as aria's, an ungated feed_forward.shared_expert */
   gboolean l4 = strcmp (mt, "llama4_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba || l4 ? "feed_forward" : nh ? "mixer" : "mlp";
+  const char *blk = mixtral || granite ? "block_sparse_moe"
+                    : dbrx              ? "ffn"
+                    : jamba || l4       ? "feed_forward"
+                    : nh                ? "mixer"
+                                        : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
@@ -1031,7 +1035,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
       /* only qwen2_moe gates its shared expert */
-      if (!deepseek && !ernie && !hunyuan && !aria && !cohere && !l4 && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      if (!deepseek && !ernie && !hunyuan && !aria && !cohere && !l4 &&
+          !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
