@@ -84,7 +84,7 @@ void main() {
   for (uint j0 = j_begin; j0 < n_keys; j0 += 64u) {
     uint j = j0 + tid;
     float s = HN_NEG_INF;
-    if (j < n_keys && !(p.window > 0u && int(j) <= pos - int(p.window))) {
+    if (j < n_keys && !hn_window_hides(p.window, int(j), pos)) {
       uint kb = p.k_off + ((kv_row0 + j) * p.KVH + kvh) * p.D;
       float dot = 0.0;
       for (uint d = 0u; d < p.D; d++) dot = fma(qs[d], HN_LOAD(kw, KVDT, kb + d), dot);

@@ -184,7 +184,7 @@ void main() {
     uint j = j0 + tid;
     float s[GMAX];
     [[unroll]] for (uint g = 0u; g < GMAX; g++) s[g] = 0.0;
-    bool vis = j < n_keys && !(p.window > 0u && int(j) <= pos - int(p.window));
+    bool vis = j < n_keys && !hn_window_hides(p.window, int(j), pos);
     if (vis && new_here && j == row) {
       for (uint d = 0u; d < p.D; d++) {
         float kv = knew[d];

@@ -245,7 +245,7 @@ void main() {
     for (uint i = tid; i < G * 64u; i += 128u) {
       uint g = i / 64u, jj = i % 64u, j = j0 + jj;
       float v = HN_NEG_INF;
-      if (j < j_end && !(p.window > 0u && int(j) <= pos - int(p.window))) {
+      if (j < j_end && !hn_window_hides(p.window, int(j), pos)) {
         uint r = (jj * 8u + g) * 4u;
         float s = (red[r] + red[r + 1u]) + (red[r + 2u] + red[r + 3u]);
         if (new_here && j == row) {

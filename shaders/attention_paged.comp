@@ -65,7 +65,7 @@ void main() {
     uint row = 0u;
     if (j < n_keys) row = uint(page_table[ptb + j / PAGE]) * PAGE + j % PAGE;
     prow[tid] = row;
-    if (j < n_keys && !(p.window > 0u && int(j) <= pos - int(p.window))) {
+    if (j < n_keys && !hn_window_hides(p.window, int(j), pos)) {
       uint kb = p.k_off + (row * p.KVH + kvh) * p.D;
       float dot = 0.0;
       for (uint d = 0u; d < p.D; d++) dot = fma(qs[d], HN_LOAD(kw, KVDT, kb + d), dot);

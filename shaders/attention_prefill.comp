@@ -88,7 +88,7 @@ void main() {
       uint jj = c + u * 8u, j = j0 + jj;
       float s = HN_NEG_INF;
       bool visible = live && j < n_keys && !(p.causal != 0u && int(j) > pos) &&
-                     !(p.window > 0u && int(j) <= pos - int(p.window));
+                     !hn_window_hides(p.window, int(j), pos);
       if (visible) {
         vec4 d4 = vec4(0.0);
         for (uint d = 0u; d < D4; d++) d4 = fma(qs[r * SD4 + d], ks[jj * SD4 + d], d4);

@@ -9,6 +9,17 @@
 #define HN_DT_F16 1u
 #define HN_DT_BF16 2u
 
+// The attention kernels' window word: 0 none; w < 2^31 a sliding window (keys j <= pos - w hidden);
+// 2^31 | c Llama 4's chunked attention (keys before pos's own block of c positions hidden).
+bool hn_window_hides(uint w, int j, int pos) {
+  if (w == 0u) return false;
+  if ((w & 0x80000000u) != 0u) {
+    int c = int(w & 0x7fffffffu);
+    return j < pos - pos % c;
+  }
+  return j <= pos - int(w);
+}
+
 // Linear workgroup index over a 2-D grid (x up to 65535, then y).
 uint hn_group_index() {
   return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;

@@ -267,7 +267,8 @@ hn_ref_attention (float *out, const float *q, const float *k, const float *v, gi
           double mx = -INFINITY;
           for (gint64 j = 0; j < n_kv; j++)
             {
-              if ((p->causal && j > pos) || (p->window > 0 && j <= pos - p->window))
+              if ((p->causal && j > pos) || (p->window > 0 && j <= pos - p->window) ||
+                  (p->local_chunk > 0 && j < pos - pos % p->local_chunk))
                 {
                   s[j] = -INFINITY;
                   continue;

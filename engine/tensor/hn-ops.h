@@ -318,6 +318,9 @@ typedef struct {
   gint64 pos0;            /* position of the first query (decode: n_kv - T) */
   gint64 n_kv;            /* valid rows of the K/V cache; 0 = all of it */
   gint64 window;          /* > 0: also hide keys j <= p - window (sliding window) */
+  gint64 local_chunk;     /* > 0 (not with window): also hide keys j < p - p % local_chunk, i.e. outside the
+                           * query's own block of local_chunk positions (Llama 4's chunked attention); the
+                           * tensor-core flash kernel does not take it (the exact kernels run) */
   HnTensor *alibi_slopes; /* optional f32 [H]: score += slope[h] · (j - p) */
   HnTensor *mask;         /* optional additive f32 [T, n_kv] (or [B, T, n_kv], [B, 1, n_kv]) */
   HnTensor *sinks;        /* optional f32 [H]: a logit per head that joins every softmax denominator and
@@ -372,6 +375,8 @@ typedef struct {
   float softcap;         /* > 0: tanh soft-capping of the scores */
   gboolean causal;       /* query t of row b (position seq_len[b] - T + t) sees keys j <= its position */
   gint64 window;         /* > 0: also hide keys j <= p - window (sliding window) */
+  gint64 local_chunk;    /* > 0 (not with window): also hide keys outside the query's block of local_chunk
+                          * positions (HnAttentionParams.local_chunk) */
   HnTensor *page_table;  /* i32 [B, max_pages]: physical page of each logical page */
   HnTensor *seq_lens;    /* i32 [B]: tokens in each row's cache, the T new ones included */
   HnTensor *sinks;       /* optional f32 [H]: per-head logits in every softmax denominator (gpt_oss) */

@@ -396,10 +396,12 @@ hn_op_attention_back (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv, HnTe
       !check_f32 (op, "q", cmd, q, error) || !check_f32 (op, "k", cmd, k, error) || !check_f32 (op, "v", cmd, v, error) ||
       !check_f32 (op, "stats", cmd, stats, error) || !check_f32 (op, "alibi_slopes", cmd, params->alibi_slopes, error))
     return FALSE;
-  if (params->mask || params->sinks)
+  if (params->mask || params->sinks || params->local_chunk)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: %s not supported in training", op,
-                   params->mask ? "an additive mask is" : "attention sinks are");
+                   params->mask    ? "an additive mask is"
+                   : params->sinks ? "attention sinks are"
+                                   : "chunked attention (local_chunk) is");
       return FALSE;
     }
   if (!dq || !dk || !dv)
@@ -473,7 +475,8 @@ hn_attention_flash_ok (HnVkContext *ctx, gint64 D, gint64 Dv, const HnAttentionP
     params = &defaults;
   return ctx && hn_vk_context_has_coopmat2 (ctx, NULL) && D == Dv && (D == 64 || D == 128) &&
          params->softcap == 0.0f && !params->alibi_slopes && !params->mask && !params->sinks && !params->dyn_pos &&
-         !params->scratch && params->pos0 >= 0 && params->window >= 0 && g_getenv ("HN_NO_FLASH_ATTN") == NULL;
+         !params->scratch && params->pos0 >= 0 && params->window >= 0 && params->local_chunk == 0 &&
+         g_getenv ("HN_NO_FLASH_ATTN") == NULL;
 }
 
 gboolean

@@ -500,6 +500,19 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "attention: heads, queries or batch above 65535, or bad pos0/window");
       return FALSE;
     }
+  if (params->local_chunk < 0 || params->local_chunk > G_MAXINT32 || (params->local_chunk > 0 && params->window > 0) ||
+      params->window > G_MAXINT32)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "attention: a window or local_chunk outside 0..2^31, or both together");
+      return FALSE;
+    }
+  if (params->local_chunk > 0 && params->lse)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "attention: local_chunk with the log-sum-exp output (the "
+                                                          "flash kernel does not take chunked attention)");
+      return FALSE;
+    }
   if (!check_vec (op, "alibi_slopes", cmd, params->alibi_slopes, H, error) ||
       !check_vec (op, "sinks", cmd, params->sinks, H, error))
     return FALSE;
@@ -538,9 +551,11 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
     guint32 q_off, k_off, v_off, o_off, s_off, m_off, flags, mask_B, mask_T, mask_cols, chunk, n_split, dyn_off, lse_off;
   } pc = {
     (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) n_ctx, (guint32) n_kv,
-    (gint32) params->pos0, (guint32) params->window, params->causal ? 1u : 0u,
-    params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
-    hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out),
+    (gint32) params->pos0,
+    /* the kernels' window word (hn_window_hides in common.glsl): bit 31 marks a local chunk */
+    params->local_chunk > 0 ? 0x80000000u | (guint32) params->local_chunk : (guint32) params->window,
+    params->causal ? 1u : 0u, params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)),
+    params->softcap, hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out),
     per_head ? hn_eoff (per_head) : 0, params->mask ? hn_eoff (params->mask) : 0,
     (params->alibi_slopes ? 1u : 0u) | (params->mask ? 2u : 0u) | (params->sinks ? 4u : 0u) |
       (params->dyn_pos ? 8u : 0u), mB, mT, mcols, 0, 1, params->dyn_pos ? hn_eoff (params->dyn_pos) : 0, 0 };
@@ -588,8 +603,9 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
       bd[5] = hn_bind (out, TRUE);
       bd[6] = hn_bind (params->lse, TRUE);
     }
+  /* (not with a local chunk: its mask is not in the flash kernels; the exact ones below take it) */
   if (params->reduced_precision && n_split < 2 && (T >= 16 || params->lse) && D == Dv && (D == 64 || D == 128) &&
-      !params->dyn_pos && hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt) &&
+      !params->dyn_pos && params->local_chunk == 0 && hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), &nt) &&
       (params->lse || g_getenv ("HN_NO_ATTN_CM2") == NULL))
     {
       /* the softmax in the matrices (row reductions) where nothing per-head or masked is added */

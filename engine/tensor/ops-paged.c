@@ -51,10 +51,11 @@ hn_op_attention_paged (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTe
                    MAX (D, Dv));
       return FALSE;
     }
-  if (H > 65535 || T > 65535 || B > 65535 || params->window < 0 || params->window > G_MAXINT32)
+  if (H > 65535 || T > 65535 || B > 65535 || params->window < 0 || params->window > G_MAXINT32 ||
+      params->local_chunk < 0 || params->local_chunk > G_MAXINT32 || (params->window > 0 && params->local_chunk > 0))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "attention_paged: heads, queries or batch above 65535, or a bad window");
+                   "attention_paged: heads, queries or batch above 65535, or a bad window or local_chunk");
       return FALSE;
     }
   if (out->buf == q->buf && out->offset < q->offset + hn_tensor_nbytes (q) &&
@@ -73,8 +74,9 @@ hn_op_attention_paged (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTe
     guint32 q_off, k_off, v_off, o_off, pt_off, sl_off, has_sinks, s_off;
   } pc = {
     (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) pt->shape[1],
-    (guint32) params->window, params->causal ? 1u : 0u,
-    params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
+    /* the window word of hn_window_hides (common.glsl): bit 31 marks a local chunk */
+    params->local_chunk > 0 ? 0x80000000u | (guint32) params->local_chunk : (guint32) params->window,
+    params->causal ? 1u : 0u, params->scale != 0.0f ? params->scale : (float) (1.0 / sqrt ((double) D)), params->softcap,
     hn_eoff (q), hn_eoff (k), hn_eoff (v), hn_eoff (out), hn_eoff (pt), hn_eoff (sl), sk != NULL,
     sk ? hn_eoff (sk) : 0 };
   guint32 spec[1] = { hn_op_float_code (k->dtype) };
@@ -102,7 +104,7 @@ hn_ref_attention_paged (float *out, const float *q, const float *k, const float 
           memcpy (vc + j * KVH * Dv, v + row * KVH * Dv, sizeof (float) * (gsize) (KVH * Dv));
         }
       HnAttentionParams ap = { .scale = p->scale, .softcap = p->softcap, .causal = p->causal, .pos0 = n - T,
-                               .n_kv = n, .window = p->window, .sinks = p->sinks };
+                               .n_kv = n, .window = p->window, .local_chunk = p->local_chunk, .sinks = p->sinks };
       if (n == 0)
         {
           memset (out + b * T * H * Dv, 0, sizeof (float) * (gsize) (T * H * Dv));

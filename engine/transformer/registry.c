@@ -192,6 +192,9 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "qwen3_vl_moe_text" },
   { "paddleocr_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC,
     "paddleocr_vl_text" },
+  /* chunked attention, NoPE layers with query temperature, experts scaled on their inputs */
+  { "llama4_text", NULL, "llama4", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA4,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC, "llama4_text" },
   /* routed mixture of experts (hn_op_moe_route picks k experts per token) */
   { "mixtral", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC_T, "mixtral" },
   { "olmoe", NULL, "olmoe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_FULL,
@@ -374,8 +377,6 @@ static const HnArchRefusal refusals[] = {
   { "inkling_text", "short causal convolutions on q/k/v and sublayer inputs (a carried state) and learned relative-position logits are not built yet" },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
-  { "llama4", "Llama 4's chunked attention (keys only from the query's attention_chunk_size chunk), weightless L2 q/k norms on rotary layers, attention temperature tuning on NoPE layers and its MoE (sigmoid top-k scores scaling the experts' inputs, plus a shared expert) are not built yet" },
-  { "llama4_text", "Llama 4's chunked attention (keys only from the query's attention_chunk_size chunk), weightless L2 q/k norms on rotary layers, attention temperature tuning on NoPE layers and its MoE (sigmoid top-k scores scaling the experts' inputs, plus a shared expert) are not built yet" },
   { "longcat_flash", "LongCat-Flash layers (two attention and two MLP sublayers each, zero-computation experts) are not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },
@@ -456,6 +457,7 @@ static const HnArchPackage packages[] = {
   PKG ("kimi_k25", "deepseek_v3", LANGUAGE_MODEL),
   PKG ("lfm2_vl", "lfm2", LANGUAGE_MODEL),
   PKG ("lighton_ocr", "qwen3", LANGUAGE_MODEL),
+  PKG ("llama4", "llama4_text", LANGUAGE_MODEL_V4),
   PKG ("llava", "llama", LANGUAGE_MODEL),
   PKG ("llava_next", "llama", LANGUAGE_MODEL),
   PKG ("llava_next_video", "llama", LANGUAGE_MODEL),

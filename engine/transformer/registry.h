@@ -81,6 +81,7 @@ typedef enum {
   HN_NAMES_MODERNBERT_DECODER, /* model.layers.N.attn.{q,k,v}_proj/Wo, mlp.Wi/Wo, lm_head.dense/norm, decoder */
   HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
   HN_NAMES_JETMOE,     /* llama norms, self_attention.{kv_proj,experts.*} (routed q/o), mlp.{router.layer,input_linear,...} */
+  HN_NAMES_LLAMA4,     /* llama attention names, feed_forward.{gate,up,down}_proj or .{router,experts,shared_expert} */
   /* hybrid decoders (attention layers and Mamba-2 layers, transformer/transformer-graph.c) */
   HN_NAMES_BAMBA,      /* llama names + pre_ff_layernorm, feed_forward.*, mamba.* (Mamba-2), final_layernorm */
   HN_NAMES_GRANITEMOEHYBRID, /* llama names (granitemoe's MoE, shared_mlp) + mamba.* (Mamba-2) by layer_types */

@@ -1021,6 +1021,124 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   return hn_mamba2_dt_limit_from_config (cfg, &hp->ssm, error);
 }
 
+/* A per-layer list of Llama4TextConfig (no_rope_layers, moe_layers): the array at key, or NULL when
+ * absent or null; anything else is an error naming the key. */
+static gboolean
+llama4_list (const HnModelConfig *cfg, const char *key, JsonArray **out, GError **error)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *n = raw ? json_object_get_member (raw, key) : NULL;
+  *out = n && JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
+  if (n && !*out && !JSON_NODE_HOLDS_NULL (n))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s must be a list", cfg->path, key);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Llama4TextModel as transformers builds it: NoPE layers (no_rope_layers 0; default every
+ * no_rope_layer_interval-th), chunked attention on layer_types "chunked_attention" (default the rotary
+ * layers) within attention_chunk_size, weightless q/k norms after the rotation (use_qk_norm), query
+ * temperature on NoPE layers (attn_temperature_tuning, floor_scale, attn_scale), MoE on moe_layers
+ * (default every interleave_moe_layer_step-th) with intermediate_size experts and shared expert and
+ * intermediate_size_mlp dense MLPs elsewhere. */
+static gboolean
+llama4_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonArray *nr, *ml;
+  gint64 interval, chunk, floor_scale, step, mlp;
+  double temp_scale;
+  gboolean qk_norm;
+  if (!llama4_list (cfg, "no_rope_layers", &nr, error) || !llama4_list (cfg, "moe_layers", &ml, error) ||
+      !get_int (cfg, "no_rope_layer_interval", 4, &interval, error) ||
+      !get_int (cfg, "attention_chunk_size", 8192, &chunk, error) ||
+      !get_int (cfg, "floor_scale", 8192, &floor_scale, error) ||
+      !get_double (cfg, "attn_scale", 0.1, &temp_scale, error) ||
+      !get_int (cfg, "interleave_moe_layer_step", 1, &step, error) ||
+      !get_int (cfg, "intermediate_size_mlp", 16384, &mlp, error) ||
+      !raw_bool (cfg, "use_qk_norm", TRUE, &qk_norm, error))
+    return FALSE;
+  /* attn_temperature_tuning: a bool (older configs wrote an int, nonzero = on) */
+  JsonNode *tt = raw ? json_object_get_member (raw, "attn_temperature_tuning") : NULL;
+  gboolean temp = TRUE;
+  if (tt && JSON_NODE_HOLDS_VALUE (tt))
+    temp = json_node_get_value_type (tt) == G_TYPE_BOOLEAN ? json_node_get_boolean (tt)
+                                                            : json_node_get_double (tt) != 0;
+  if (!hp->rope)
+    return unsupported (error, cfg, "llama4_text without rotary layers");
+  if (!nr)
+    {
+      if (interval < 1)
+        return unsupported (error, cfg, "no_rope_layer_interval below 1");
+      for (int i = 0; i < hp->n_layer; i++)
+        hp->layer_rope[i] = (i + 1) % interval != 0; /* Llama4TextConfig's default list */
+    }
+  /* chunked layers: layer_types, else the rotary ones (Llama4TextConfig's default) */
+  hp->layer_chunked = g_new0 (guint8, hp->n_layer);
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      const char *t = cfg->layer_types ? cfg->layer_types[i] : NULL;
+      if (cfg->layer_types && (int) g_strv_length (cfg->layer_types) != hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: layer_types has %u entries for %d layers", cfg->path,
+                       g_strv_length (cfg->layer_types), hp->n_layer);
+          return FALSE;
+        }
+      if (t && strcmp (t, "chunked_attention") != 0 && strcmp (t, "full_attention") != 0)
+        {
+          g_autofree char *what = g_strdup_printf ("layer type \"%s\"", t);
+          return unsupported (error, cfg, what);
+        }
+      hp->layer_chunked[i] = t ? strcmp (t, "chunked_attention") == 0 : hp->layer_rope[i];
+    }
+  JsonNode *cn = raw ? json_object_get_member (raw, "attention_chunk_size") : NULL;
+  if (cn && JSON_NODE_HOLDS_NULL (cn))
+    memset (hp->layer_chunked, 0, (gsize) hp->n_layer); /* no chunk size: plain causal masks */
+  else if (chunk < 1 || chunk > G_MAXINT32)
+    return unsupported (error, cfg, "attention_chunk_size outside 1..2^31");
+  hp->local_chunk = (int) chunk;
+  if (hp->sliding_window > 0)
+    return unsupported (error, cfg, "a sliding window with chunked attention");
+  hp->qk_l2_norm = qk_norm;
+  if (temp)
+    {
+      if (floor_scale < 1)
+        return unsupported (error, cfg, "floor_scale below 1 with attn_temperature_tuning");
+      hp->attn_temp_floor = (float) floor_scale;
+      hp->attn_temp_scale = (float) temp_scale;
+      /* the scale of every position is a table (transformer-weights.c): longer contexts fail closed */
+      hp->ctx_limit = MIN (hp->max_positions, 1 << 22);
+    }
+  /* Llama4TextMoe: sigmoid of the top-k logits on the experts' inputs, an unweighted shared expert of
+   * intermediate_size (experts too); the other layers an intermediate_size_mlp MLP */
+  if (mlp < 1 || mlp > G_MAXINT32 || step < 1)
+    return unsupported (error, cfg, "intermediate_size_mlp or interleave_moe_layer_step below 1");
+  hp->moe_route = HN_MOE_ROUTE_SIGMOID_TOPK;
+  hp->moe_norm_topk = FALSE;
+  hp->moe_scale_input = TRUE;
+  hp->moe_ffn = hp->ffn;
+  hp->shared_ffn = hp->ffn;
+  hp->ffn = (int) mlp;
+  hp->layer_ffn = g_new (guint8, hp->n_layer);
+  memset (hp->layer_ffn, 2, (gsize) hp->n_layer);
+  for (int i = step - 1; !ml && i < hp->n_layer; i += (int) step)
+    hp->layer_ffn[i] = 1;
+  for (guint j = 0; ml && j < json_array_get_length (ml); j++)
+    {
+      gint64 l = json_array_get_int_element (ml, j);
+      if (l < 0 || l >= hp->n_layer)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: moe_layers holds layer %" G_GINT64_FORMAT " of %d",
+                       cfg->path, l, hp->n_layer);
+          return FALSE;
+        }
+      hp->layer_ffn[l] = 1;
+    }
+  return TRUE;
+}
+
 gboolean
 hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
@@ -1467,6 +1585,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       if (!moe_from_config (hp, cfg, error))
         return FALSE;
     }
+  if (strcmp (mt, "llama4_text") == 0 && !llama4_from_config (hp, cfg, error))
+    return FALSE;
   if (strcmp (mt, "deepseek_v2") == 0 || strcmp (mt, "deepseek_v3") == 0 || strcmp (mt, "youtu") == 0 ||
       strcmp (mt, "axk1") == 0 || strcmp (mt, "minicpm3") == 0 || strcmp (mt, "glm4_moe_lite") == 0)
     {
@@ -1657,6 +1777,7 @@ hn_transformer_hparams_clear (HnTransformerHParams *hp)
   g_clear_pointer (&hp->layer_rope, g_free);
   g_clear_pointer (&hp->layer_mixer, g_free);
   g_clear_pointer (&hp->layer_ffn, g_free);
+  g_clear_pointer (&hp->layer_chunked, g_free);
   g_clear_pointer (&hp->rope_short_factor, g_free);
   g_clear_pointer (&hp->rope_long_factor, g_free);
   g_clear_pointer (&hp->eos_token_ids, g_array_unref);

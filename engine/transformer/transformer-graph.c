@@ -336,6 +336,9 @@ struct ActsPriv {
   HnScratch sc;
   /* attention output gate (hp->attn_gate_act): its projection [N, H * D] */
   HnTensor *attn_g;
+  HnTensor *attn_temp; /* [N, 1]: the query temperature of each token (hp.attn_temp_floor) */
+  /* hp.moe_scale_input: the top-k scores [N, k] and the experts' scaled inputs [N * k, C] */
+  HnTensor *moe_topv, *moe_xin;
 };
 
 static HnTensor *
@@ -397,6 +400,10 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
         !(p->moe_y = act_new (m, keep, "acts.moe.y", HN_DTYPE_F32, N * hp->n_experts_used, C, error)))) ||
       (hp->attn_gate_act != HN_ACT_IDENTITY &&
        !(p->attn_g = act_new (m, keep, "acts.attn_gate", HN_DTYPE_F32, N, qd, error))) ||
+      (hp->attn_temp_floor > 0 && !(p->attn_temp = act_new (m, keep, "acts.attn_temp", HN_DTYPE_F32, N, 1, error))) ||
+      (hp->moe_scale_input &&
+       (!(p->moe_topv = act_new (m, keep, "acts.moe.top_scores", HN_DTYPE_F32, N, hp->n_experts_used, error)) ||
+        !(p->moe_xin = act_new (m, keep, "acts.moe.inputs", HN_DTYPE_F32, N * hp->n_experts_used, C, error)))) ||
       (hp->mla &&
        (!(p->mla_lat = act_new (m, keep, "acts.mla.latent", HN_DTYPE_F32, N, MAX (hp->kv_lora_rank, hp->q_lora_rank),
                                 error)) ||
@@ -463,7 +470,8 @@ hn_transformer_acts_free (HnTransformerActs *a)
                        &a->up, &a->act, &a->mlp, &a->last, &a->logits, &a->att_scratch, &a->att_count, &a->pick_scratch, &p->route, &p->route_w,
                        &p->topi, &p->col, &p->expert_out, &p->moe_offs, &p->moe_order, &p->moe_tiles, &p->moe_g, &p->moe_u,
                        &p->moe_act, &p->moe_y, &p->mla_lat, &p->mla_knope, &p->mla_kr, &p->mla_krb, &p->h16,
-                       &p->act16, &p->head_tmp, &p->diff, &p->moa_slots, &p->attn_g };
+                       &p->act16, &p->head_tmp, &p->diff, &p->moa_slots, &p->attn_g, &p->attn_temp,
+                       &p->moe_topv, &p->moe_xin };
   for (gsize i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
   hn_mamba2_bufs_clear (&p->m2);
@@ -762,34 +770,27 @@ sparse_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLaye
   return hn_op_moe_combine (cmd, out, y, w, topi, error);
 }
 
-/* Routed mixture of experts: router logits (+ bias) -> hn_op_moe_route (each family's rule) -> the
- * weights of the k chosen experts per token, 0 elsewhere; out = sum over the chosen experts of
- * weight * expert(in) (+ the shared expert, sigmoid-gated for qwen2_moe). Sparse when the layer's
- * experts are stacked (only chosen experts run, and their weights are all that is read: k of E
- * for one decoded token); otherwise, or with HN_MOE_DENSE=1, every expert runs on every token and
- * is weighted by 0 where not chosen. Neither needs a readback of the routing inside a recording. */
+/* The routed experts of the router logits `route` into out: hn_op_moe_route's weights, then
+ * sparse_experts, or every expert on every token weighted by its column (0 where not chosen). */
 static gboolean
-moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
-     gint64 N, GError **error)
+routed_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
+                HnTensor *route, HnTensor *out, gint64 N, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
   struct ActsPriv *p = (struct ActsPriv *) a;
   gint64 E = hp->n_experts;
-  HnTensor *route = rows_of (a, p->route, 0, N, error), *w = rows_of (a, p->route_w, 0, N, error);
-  HnTensor *topi = rows_of (a, p->topi, 0, N, error);
+  HnTensor *w = rows_of (a, p->route_w, 0, N, error), *topi = rows_of (a, p->topi, 0, N, error);
   HnTensor *col = rows_of (a, p->col, 0, N, error), *eo = rows_of (a, p->expert_out, 0, N, error);
-  CK (route && w && topi && col && eo);
-  CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
+  CK (w && topi && col && eo);
   HnMoeRouteParams rp = { hp->moe_route, hp->n_experts_used, hp->moe_norm_topk, hp->moe_scale, hp->moe_n_group,
                           hp->moe_topk_group, hp->moe_route == HN_MOE_ROUTE_SIGMOID_TOPK, hp->moe_jitter_eps,
                           lw->route_bias, hp->moe_norm_min, hp->moe_norm_add };
   CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
   gboolean stacked = (lw->expert_stack[0] || !lw->experts[0]) && lw->expert_stack[1] && lw->expert_stack[2];
   if (stacked && !hn_moe_dense_forced ())
-    CK (sparse_experts (m, cmd, a, lw, in, w, topi, out, N, error));
-  else
-    CK (hn_op_fill (cmd, out, 0.0f, error));
-  for (gint64 e = 0; (!stacked || hn_moe_dense_forced ()) && e < E; e++)
+    return sparse_experts (m, cmd, a, lw, in, w, topi, out, N, error);
+  CK (hn_op_fill (cmd, out, 0.0f, error));
+  for (gint64 e = 0; e < E; e++)
     {
       HnTensor **x = &lw->experts[3 * e];
       HnTensor *const none[3] = { NULL, NULL, NULL };
@@ -799,6 +800,101 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
       CK (hn_op_mul (cmd, eo, eo, col, error));
       CK (hn_op_add (cmd, out, out, eo, error));
     }
+  return TRUE;
+}
+
+/* Llama4TextMoe's routed experts: the k largest router logits (torch.topk), their sigmoids s scale
+ * the chosen experts' inputs, out = sum_j expert_j(s_j · in), unweighted. Sparse over stacked
+ * experts: slot t·k + j runs on its own scaled row; otherwise (or HN_MOE_DENSE=1) every expert on
+ * every token's input times its routing weight (0 where not chosen: an expert without biases maps 0
+ * to 0). */
+static gboolean
+moe_scaled_inputs (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
+                   HnTensor *route, HnTensor *out, gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  gint64 K = hp->n_experts_used, S = N * K, C = hp->hidden, E = hp->n_experts;
+  gboolean stacked = lw->expert_stack[0] && lw->expert_stack[1] && lw->expert_stack[2];
+  if (!stacked || hn_moe_dense_forced ())
+    {
+      HnTensor *w = rows_of (a, p->route_w, 0, N, error), *topi = rows_of (a, p->topi, 0, N, error);
+      HnTensor *col = rows_of (a, p->col, 0, N, error), *eo = rows_of (a, p->expert_out, 0, N, error);
+      HnTensor *xin = rows_of (a, p->moe_xin, 0, N, error);
+      CK (w && topi && col && eo && xin);
+      /* sigmoid of the chosen logits, 0 elsewhere (sigmoid is monotone: the same k as the logits') */
+      HnMoeRouteParams rp = { .kind = HN_MOE_ROUTE_SIGMOID_TOPK, .k = (int) K, .scale = 1.0f };
+      CK (hn_op_moe_route (cmd, w, topi, route, &rp, error));
+      CK (hn_op_fill (cmd, out, 0.0f, error));
+      for (gint64 e = 0; e < E; e++)
+        {
+          HnTensor **x = &lw->experts[3 * e];
+          CK (hn_op_slice (cmd, col, w, 1, e, error));
+          CK (hn_op_mul (cmd, xin, in, col, error));
+          CK (gated_ffn (m, cmd, a, x[0], NULL, x[1], NULL, x[2], NULL, hp->moe_ffn, xin, eo, N, error));
+          CK (hn_op_add (cmd, out, out, eo, error));
+        }
+      return TRUE;
+    }
+  HnTensor *vals = rows_of (a, p->moe_topv, 0, N, error), *topi = rows_of (a, p->topi, 0, N, error);
+  HnTensor *xs = rows_of (a, p->moe_xin, 0, S, error);
+  HnTensor *xs3 = xs ? shaped (a, xs, 3, (gint64[]) { N, K, C }, error) : NULL;
+  HnTensor *in3 = shaped (a, in, 3, (gint64[]) { N, 1, C }, error);
+  HnTensor *s3 = vals ? shaped (a, vals, 3, (gint64[]) { N, K, 1 }, error) : NULL;
+  HnTensor *order = rows_of (a, p->moe_order, 0, S, error), *g = rows_of (a, p->moe_g, 0, S, error);
+  HnTensor *u = rows_of (a, p->moe_u, 0, S, error), *act = rows_of (a, p->moe_act, 0, S, error);
+  /* one expert per token: its output is the layer's */
+  HnTensor *y = K == 1 ? out : rows_of (a, p->moe_y, 0, S, error);
+  HnTensor *ids = topi ? shaped (a, topi, 1, (gint64[]) { S }, error) : NULL;
+  HnTensor *tiles = scratch_2d (a, p->moe_tiles, 1, hn_moe_tiles_size (S, E), error);
+  HnTensor *tiles1 = tiles ? shaped (a, tiles, 1, (gint64[]) { tiles->n }, error) : NULL;
+  CK (xs3 && in3 && s3 && order && g && u && act && y && ids && tiles1);
+  HnTensor *const *st = lw->expert_stack;
+  CK (hn_op_topk (cmd, vals, topi, route, (int) K, error));
+  CK (hn_op_unary (cmd, vals, vals, HN_ACT_SIGMOID, error));
+  CK (hn_op_mul (cmd, xs3, in3, s3, error));
+  CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, (int) E, error));
+  CK (hn_op_moe_matmul (cmd, u, xs, st[1], NULL, p->moe_offs, order, tiles1, 1, error));
+  CK (hn_op_moe_matmul (cmd, g, xs, st[0], NULL, p->moe_offs, order, tiles1, 1, error));
+  CK (expert_glu (m, cmd, act, g, u, error));
+  CK (hn_op_moe_matmul (cmd, y, act, st[2], NULL, p->moe_offs, order, tiles1, 1, error));
+  if (K == 1)
+    return TRUE;
+  HnTensor *y3 = shaped (a, y, 3, (gint64[]) { N, K, C }, error);
+  HnTensor *o3 = shaped (a, out, 3, (gint64[]) { N, 1, C }, error);
+  HnTensor *eo = rows_of (a, p->expert_out, 0, N, error);
+  HnTensor *e3 = eo ? shaped (a, eo, 3, (gint64[]) { N, 1, C }, error) : NULL;
+  CK (y3 && o3 && e3);
+  CK (hn_op_slice (cmd, o3, y3, 1, 0, error));
+  for (gint64 j = 1; j < K; j++)
+    {
+      CK (hn_op_slice (cmd, e3, y3, 1, j, error));
+      CK (hn_op_add (cmd, o3, o3, e3, error));
+    }
+  return TRUE;
+}
+
+/* Routed mixture of experts: router logits (+ bias) -> hn_op_moe_route (each family's rule) -> the
+ * weights of the k chosen experts per token, 0 elsewhere; out = sum over the chosen experts of
+ * weight * expert(in) (llama4_text: sum of expert(s · in), moe_scaled_inputs) (+ the shared expert,
+ * sigmoid-gated for qwen2_moe). Sparse when the layer's
+ * experts are stacked (only chosen experts run, and their weights are all that is read: k of E
+ * for one decoded token); otherwise, or with HN_MOE_DENSE=1, every expert runs on every token and
+ * is weighted by 0 where not chosen. Neither needs a readback of the routing inside a recording. */
+static gboolean
+moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in, HnTensor *out,
+     gint64 N, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  struct ActsPriv *p = (struct ActsPriv *) a;
+  HnTensor *route = rows_of (a, p->route, 0, N, error);
+  HnTensor *col = rows_of (a, p->col, 0, N, error), *eo = rows_of (a, p->expert_out, 0, N, error);
+  CK (route && col && eo);
+  CK (hn_op_matmul (cmd, route, in, lw->router, lw->router_b, error));
+  if (hp->moe_scale_input)
+    CK (moe_scaled_inputs (m, cmd, a, lw, in, route, out, N, error));
+  else
+    CK (routed_experts (m, cmd, a, lw, in, route, out, N, error));
   if (lw->w_down)
     {
       CK (gated_ffn (m, cmd, a, lw->w_gate, lw->b_gate, lw->w_up, lw->b_up, lw->w_down, lw->b_down, hp->shared_ffn,
@@ -1079,6 +1175,15 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       CK (norm (m, cmd, q, q, lw->q_norm_w, lw->q_norm_b, error));
       CK (norm (m, cmd, k, k, lw->k_norm_w, lw->k_norm_b, error));
     }
+  if (hp->attn_temp_floor > 0 && !hp->layer_rope[il]) /* llama4_text: NoPE queries *= their position's temperature */
+    {
+      HnTensor *tcol = rows_of (a, ((struct ActsPriv *) a)->attn_temp, 0, N, error);
+      CK (tcol);
+      CK (hn_op_embedding (cmd, tcol, W->attn_temp, pos, error));
+      CK (hn_op_mul (cmd, q, q, tcol, error));
+    }
+  /* q/k norms on the rotated heads (hunyuan; llama4_text's weightless ones): the rope apart */
+  gboolean norm_after_rope = hp->qk_norm_after_rope || (hp->qk_l2_norm && hp->layer_rope[il]);
   gboolean kv_written = FALSE;
   /* one query: the rope and the cache writes inside the attention dispatch where it can */
   HnAttentionNewKv nkv = { 0 };
@@ -1090,13 +1195,13 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       int rd = local ? hp->local_rot_dims : hp->rot_dims;
       float sc = local ? W->rope_attn_scale_local : W->rope_attn_scale;
       HnAttentionParams probe = { .n_kv = pos0 + T, .scratch = a->att_scratch, .dyn_pos = dyn_row };
-      if (!paged && N == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope &&
+      if (!paged && N == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !norm_after_rope &&
           !W->alibi_slopes && hn_attention_new_kv_ok (&probe, H, KVH, D, Dv, n_ctx, kv->k->dtype))
         {
           nkv = (HnAttentionNewKv) { k, v, pos, inv, rd, hp->rope_style, sc };
           kv_in_attention = kv_written = TRUE;
         }
-      else if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !hp->qk_norm_after_rope)
+      else if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !norm_after_rope)
         {
           /* one row: rope of q and k and both cache writes in one dispatch */
           HnTensor *kf = shaped (a, kv->k, 2, (gint64[]) { n_ctx, KVH * D }, error);
@@ -1117,6 +1222,11 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     {
       CK (norm (m, cmd, q3, q3, lw->q_norm_w, lw->q_norm_b, error));
       CK (norm (m, cmd, k3, k3, lw->k_norm_w, lw->k_norm_b, error));
+    }
+  if (hp->qk_l2_norm && hp->layer_rope[il]) /* Llama4TextL2Norm: x / sqrt(mean(x²) + eps) per head, no weight */
+    {
+      CK (hn_op_rmsnorm (cmd, q3, q3, NULL, hp->norm_eps, HN_NORM_DEFAULT, error));
+      CK (hn_op_rmsnorm (cmd, k3, k3, NULL, hp->norm_eps, HN_NORM_DEFAULT, error));
     }
   if (paged)
     return paged_attention (m, cmd, a, il, kv, q, k, v, att, B, T, error) && layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
@@ -1153,6 +1263,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   ap.pos0 = pos0;
   ap.n_kv = pos0 + T;
   ap.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
+  ap.local_chunk = hp->layer_chunked && hp->layer_chunked[il] ? hp->local_chunk : 0;
   ap.alibi_slopes = W->alibi_slopes;
   ap.sinks = lw->sinks;
   ap.scratch = a->att_scratch;
@@ -1204,6 +1315,7 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
   pp.softcap = hp->attn_softcap;
   pp.causal = TRUE;
   pp.window = hp->layer_sliding[il] ? hp->sliding_window : 0;
+  pp.local_chunk = hp->layer_chunked && hp->layer_chunked[il] ? hp->local_chunk : 0;
   pp.page_table = kv->page_table;
   pp.seq_lens = kv->seq_lens;
   pp.sinks = m->w.layers[il].sinks;

@@ -877,6 +877,9 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   /* aria_text: experts.fc1 [E, C, 2F] (x @ W: gate columns, then up) and fc2 [E, F, C], as gpt_oss
    * stores them but not interleaved; router mlp.router, mlp.shared_experts without a gate */
   gboolean aria = strcmp (mt, "aria_text") == 0;
+  /* llama4_text: feed_forward.router, experts.gate_up_proj [E, C, 2F] (x @ W: gate columns, then up) and
+   * down_proj [E, F, C] as aria's, an ungated feed_forward.shared_expert */
+  gboolean l4 = strcmp (mt, "llama4_text") == 0;
   gboolean granite_swa = strcmp (mt, "granitemoe_swa") == 0; /* router.weight, experts.gate_up_proj / down_proj */
   /* qwen3_vl_moe_text: Qwen3VLMoeTextExperts holds gate_up_proj [E, 2F, C] (gate rows, then up) and
    * down_proj [E, C, F]; its checkpoints store the transposes ([E, C, 2F], [E, F, C]), which
@@ -889,13 +892,17 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean stacked_v3 = glmv_gu && find (L, glmv_gu);
   /* lfm2_moe: feed_forward.gate, feed_forward.expert_bias, mixtral's expert names */
   gboolean lfm2 = strcmp (mt, "lfm2_moe") == 0;
-  const char *blk = mixtral || granite ? "block_sparse_moe" : dbrx ? "ffn" : jamba || lfm2 ? "feed_forward" : nh ? "mixer" : "mlp";
+  const char *blk = mixtral || granite ? "block_sparse_moe"
+                    : dbrx              ? "ffn"
+                    : jamba || lfm2 || l4 ? "feed_forward"
+                    : nh                ? "mixer"
+                                        : "mlp";
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
                                          granite_swa                 ? "router"
                                          : granite || dbrx || jet    ? "router.layer"
-                                         : oss || aria || jamba      ? "router"
+                                         : oss || aria || jamba || l4 ? "router"
                                          : hunyuan                   ? "gate.wg"
                                          : hy3 || afmoe              ? "router.gate"
                                                                      : "gate");
@@ -938,7 +945,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       gi[f] = oss ? 2 * f : f;
       ui[f] = oss ? 2 * f + 1 : Fe + f;
     }
-  gboolean tr = oss || aria; /* stored [in, out] */
+  gboolean tr = oss || aria || l4; /* stored [in, out] */
   for (gint64 r = 0; r < MAX (C, Fe); r++)
     ident[r] = r;
   gboolean ok = TRUE;
@@ -949,16 +956,18 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, bn, C, TRUE, &lw->moe_bias, error))
         return FALSE;
     }
-  if (granite || oss || jet || aria || qvl || stacked_v3)
+  if (granite || oss || jet || aria || qvl || stacked_v3 || l4)
     {
       /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
       names[0] = g_strdup_printf (oss || qvl || stacked_v3 ? "%smlp.experts.gate_up_proj"
+                                  : l4                     ? "%sfeed_forward.experts.gate_up_proj"
                                   : aria        ? "%smlp.experts.fc1.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
                                   : jet         ? "%smlp.input_linear.weight"
                                                 : "%sblock_sparse_moe.input_linear.weight",
                                   pfx);
       names[2] = g_strdup_printf (oss || qvl || stacked_v3 ? "%smlp.experts.down_proj"
+                                  : l4                     ? "%sfeed_forward.experts.down_proj"
                                   : aria        ? "%smlp.experts.fc2.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
                                   : jet         ? "%smlp.output_linear.weight"
@@ -1064,7 +1073,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
     {
       gint64 Fs = hp->shared_ffn;
       gboolean cohere = strcmp (mt, "cohere2_moe") == 0, laguna = strcmp (mt, "laguna") == 0;
-      const char *sh = nh                                                 ? "mixer.shared_experts"
+      const char *sh = l4                                                 ? "feed_forward.shared_expert"
+                       : nh                                               ? "mixer.shared_experts"
                        : hy3 || hunyuan                                   ? "mlp.shared_mlp"
                        : (deepseek && !laguna) || ernie || aria || cohere ? "mlp.shared_experts"
                                                                           : "mlp.shared_expert";
@@ -1077,7 +1087,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
       /* only qwen2_moe gates its shared expert */
-      if (!deepseek && !ernie && !hunyuan && !aria && !cohere && !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
+      if (!deepseek && !ernie && !hunyuan && !aria && !cohere && !l4 &&
+          !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
   return TRUE;
@@ -1429,6 +1440,8 @@ static const Names scheme_names[] = {
   [HN_NAMES_APERTUS] = { .llama_overlay = TRUE,
     .ln1 = "attention_layernorm", .ln2 = "feedforward_layernorm" },
   [HN_NAMES_VAULTGEMMA] = { .llama_overlay = TRUE, .ln2 = "pre_feedforward_layernorm" },
+  [HN_NAMES_LLAMA4] = { .llama_overlay = TRUE,
+    .gate = "feed_forward.gate_proj", .up = "feed_forward.up_proj", .down = "feed_forward.down_proj" },
   [HN_NAMES_HUNYUAN] = { .llama_overlay = TRUE }, /* q/k norm names: llama_config */
   /* the hub's backbone.* names, which transformers' save_pretrained writes back */
   [HN_NAMES_NEMOTRON_H] = { .llama_overlay = TRUE, .embed = "backbone.embeddings", .layer = "backbone.layers.",
@@ -2262,6 +2275,17 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           if (!(W->inv_freq_local = vector_from_f32 (&L, "rope.inv_freq_local", inv, hp->local_rot_dims / 2, error)))
             return FALSE;
         }
+    }
+  if (hp->attn_temp_floor > 0)
+    {
+      /* Llama4TextAttention's temperature of the NoPE layers' queries at each position (f32 math as there) */
+      gint64 np = hp->ctx_limit;
+      g_autofree float *tt = g_new (float, np);
+      for (gint64 p = 0; p < np; p++)
+        tt[p] = log1pf (floorf (((float) p + 1.0f) / hp->attn_temp_floor)) * hp->attn_temp_scale + 1.0f;
+      if (!(W->attn_temp = upload (&L, "attn.temperature", HN_DTYPE_F32, 2, (gint64[]) { np, 1 }, tt,
+                                   sizeof (float) * (gsize) np, error)))
+        return FALSE;
     }
   if (hp->alibi)
     {

@@ -112,6 +112,16 @@ typedef struct {
   float moe_train_jitter;        /* router_jitter_noise of the mixtral-style routers (training only) */
   gboolean moe_aux_loss;         /* output_router_logits: the training loss adds the load-balancing term */
   gboolean moe_shared_mean;      /* cohere2_moe "average": (routed + shared) / 2 */
+  gboolean moe_scale_input;      /* llama4_text: the k largest router logits' sigmoids scale the chosen experts'
+                                  * inputs (expert(s · x)), whose outputs are summed unweighted */
+  /* llama4_text attention: layers with layer_chunked[il] see only keys of the query's own block of
+   * local_chunk positions (attention_chunk_size); rotary layers norm q and k per head after the
+   * rotation without a weight (qk_l2_norm, eps norm_eps); NoPE layers multiply the queries at
+   * position p by 1 + attn_temp_scale · log1p(floor((p + 1) / attn_temp_floor)) when attn_temp_floor > 0 */
+  int local_chunk;
+  guint8 *layer_chunked;         /* [n_layer] (owned), NULL = no chunked layer */
+  gboolean qk_l2_norm;
+  float attn_temp_floor, attn_temp_scale;
   /* multi-head latent attention (deepseek): head_dim = qk_nope_dim + qk_rope_dim (rope dims first
    * on the device: q rows are reordered per head at load), v_head_dim for values */
   gboolean mla;
@@ -316,6 +326,7 @@ typedef struct {
   float rope_attn_scale_local;
   HnTensor *alibi_slopes;       /* f32 [n_head] */
   float rope_attn_scale;
+  HnTensor *attn_temp;          /* f32 [positions, 1]: hp.attn_temp_floor's query scale of each position, or NULL */
 } HnTransformerWeights;
 
 const HnTransformerWeights *hn_transformer_get_weights (HnTransformer *model);

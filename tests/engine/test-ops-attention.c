@@ -202,7 +202,7 @@ test_attention_new_kv (void)
  * (counters), with new_kv the rope and both cache writes in it too; against the CPU reference of
  * hn_ref_rope then hn_ref_attention over the cache with the new row in place. */
 static void
-run_attention_decode (gint64 H, gint64 KVH, gint64 D, gint64 n_keys, gint64 n_ctx, gboolean fused)
+run_attention_decode (gint64 H, gint64 KVH, gint64 D, gint64 n_keys, gint64 n_ctx, gboolean fused, gint64 chunk)
 {
   g_autoptr(GError) error = NULL;
   gint32 row = (gint32) (n_keys - 1), pos = row + 3;
@@ -237,7 +237,8 @@ run_attention_decode (gint64 H, gint64 KVH, gint64 D, gint64 n_keys, gint64 n_ct
   g_autoptr(HnTensor) tcnt = hn_test_tensor_i32 (1, (gint64[]) { KVH }, zeros);
   g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { 1, H, D });
   HnAttentionNewKv nk = { tk, tv, tp, tf, rot, HN_ROPE_NEOX, 0.9f };
-  HnAttentionParams p = { .causal = TRUE, .scratch = tsc, .counters = tcnt, .dyn_pos = tr, .new_kv = fused ? &nk : NULL };
+  HnAttentionParams p = { .causal = TRUE, .scratch = tsc, .counters = tcnt, .dyn_pos = tr, .new_kv = fused ? &nk : NULL,
+                          .local_chunk = chunk };
   if (fused)
     g_assert_true (hn_attention_new_kv_ok (&p, H, KVH, D, D, n_ctx, HN_DTYPE_F32));
   g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
@@ -250,7 +251,7 @@ run_attention_decode (gint64 H, gint64 KVH, gint64 D, gint64 n_keys, gint64 n_ct
       memcpy (kc + row * KVH * D, rk, sizeof (float) * KVH * D);
       memcpy (vc + row * KVH * D, vn, sizeof (float) * KVH * D);
     }
-  HnAttentionParams pr = { .causal = TRUE, .pos0 = row, .n_kv = n_keys };
+  HnAttentionParams pr = { .causal = TRUE, .pos0 = row, .n_kv = n_keys, .local_chunk = chunk };
   hn_ref_attention (ref, rq, kc, vc, 1, 1, H, KVH, D, D, n_ctx, &pr, NULL, NULL, 1, 1, 0);
   g_autofree char *what = g_strdup_printf ("attention decode H%" G_GINT64_FORMAT " KVH%" G_GINT64_FORMAT
                                            " D%" G_GINT64_FORMAT " keys %" G_GINT64_FORMAT " n_ctx %" G_GINT64_FORMAT
@@ -279,11 +280,16 @@ test_attention_decode (void)
     for (int g = 1; g <= 4; g += 3)
       for (gint64 D = 64; D <= 128; D *= 2)
         {
-          run_attention_decode (2 * g, 2, D, keys[i], 333, TRUE);
+          run_attention_decode (2 * g, 2, D, keys[i], 333, TRUE, 0);
           if (i % 2 == 1 && (g == 1) == (D == 64))
-            run_attention_decode (2 * g, 2, D, keys[i], 333, FALSE);
+            run_attention_decode (2 * g, 2, D, keys[i], 333, FALSE, 0);
         }
-  run_attention_decode (32, 8, 64, 2100, 4500, TRUE);
+  run_attention_decode (32, 8, 64, 2100, 4500, TRUE, 0);
+  /* chunked attention (the query's block of keys only): inside the first chunk, past it, fused or not */
+  run_attention_decode (8, 2, 64, 7, 333, TRUE, 4);
+  run_attention_decode (8, 2, 64, 300, 333, TRUE, 128);
+  run_attention_decode (2, 2, 128, 129, 333, FALSE, 64);
+  run_attention_decode (32, 8, 64, 2100, 4500, TRUE, 1024);
 }
 
 /* float results of double math: equal to rounding */
@@ -534,6 +540,8 @@ test_attention_f16 (void)
     { 2, 17, 2, 1, 128, 128, 17, { .causal = TRUE }, FALSE, 2, HN_DTYPE_F32 },
     { 1, 100, 4, 2, 64, 64, 100, { .causal = TRUE, .window = 7 }, 2, 0, HN_DTYPE_F32 },
     { 2, 130, 8, 2, 128, 128, 130, { .causal = TRUE, .scale = 0.2f }, FALSE, 0, HN_DTYPE_F32 },
+    /* a local chunk: the exact kernels, not the flash one */
+    { 1, 70, 4, 2, 64, 64, 70, { .causal = TRUE, .local_chunk = 16 }, FALSE, 0, HN_DTYPE_F32 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -586,6 +594,16 @@ test_attention (void)
     { 2, 17, 2, 1, 128, 128, 17, { .causal = TRUE }, FALSE, 2, HN_DTYPE_F32 },
     { 1, 33, 4, 2, 16, 16, 33, { .causal = TRUE, .window = 7 }, 2, 0, HN_DTYPE_F32 },
     { 1, 16, 2, 2, 160, 160, 16, { .causal = TRUE }, FALSE, 0, HN_DTYPE_F32 },
+    /* Llama 4's chunked attention (keys only from the query's block of local_chunk positions): the
+     * per-query kernel, the prefill kernel after a past, split-K decode by head and by KV head */
+    { 1, 11, 4, 2, 8, 8, 11, { .causal = TRUE, .local_chunk = 4 }, FALSE, 0, HN_DTYPE_F32 },
+    { 1, 37, 4, 2, 16, 16, 37, { .causal = TRUE, .local_chunk = 8 }, FALSE, 0, HN_DTYPE_F32 },
+    { 1, 20, 2, 1, 64, 64, 50, { .causal = TRUE, .pos0 = 30, .local_chunk = 16 }, FALSE, 0, HN_DTYPE_F32 },
+    { 1, 1, 4, 2, 40, 40, 333, { .causal = TRUE, .pos0 = 330, .n_kv = 331, .local_chunk = 256 }, FALSE, 0,
+      HN_DTYPE_F32 },
+    { 1, 1, 16, 1, 32, 32, 300, { .causal = TRUE, .pos0 = 299, .n_kv = 300, .local_chunk = 100 }, FALSE, 0,
+      HN_DTYPE_F32 },
+    { 1, 2, 8, 2, 64, 64, 300, { .causal = TRUE, .pos0 = 298, .local_chunk = 64 }, 2, 0, HN_DTYPE_F32 },
   };
   guint n_split = 0, n_dyn = 0;
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -7,7 +7,7 @@
 
 static void
 run_paged (gint64 B, gint64 T, gint64 H, gint64 KVH, gint64 D, const gint32 *lens, gboolean causal, gint64 window,
-           float softcap, gboolean with_sinks)
+           float softcap, gboolean with_sinks, gint64 chunk)
 {
   g_autoptr (GError) error = NULL;
   const gint64 P = HN_KV_PAGE_SIZE;
@@ -49,7 +49,7 @@ run_paged (gint64 B, gint64 T, gint64 H, gint64 KVH, gint64 D, const gint32 *len
   g_autofree float *sk = with_sinks ? hn_test_random (H, -2, 2) : NULL;
   g_autoptr (HnTensor) tsk = with_sinks ? hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { H }, sk) : NULL;
   HnPagedAttentionParams pp = { .causal = causal, .window = window, .softcap = softcap, .page_table = tpt,
-                                .seq_lens = tsl, .sinks = tsk };
+                                .seq_lens = tsl, .sinks = tsk, .local_chunk = chunk };
   g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
   g_assert_true (hn_op_attention_paged (cmd, to, tq, tk, tv, &pp, &error));
   g_assert_no_error (error);
@@ -77,7 +77,7 @@ run_paged (gint64 B, gint64 T, gint64 H, gint64 KVH, gint64 D, const gint32 *len
       g_autoptr (HnTensor) cv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { nk, KVH, D }, vc);
       g_autoptr (HnTensor) co = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { T, H, D });
       HnAttentionParams ap = { .causal = causal, .window = window, .softcap = softcap, .pos0 = nk - T, .n_kv = nk,
-                               .sinks = tsk };
+                               .sinks = tsk, .local_chunk = chunk };
       g_autoptr (HnCmd) c2 = hn_cmd_new (hn_test_ctx (), &error);
       g_assert_true (hn_op_attention (c2, co, cq, ck, cv, &ap, &error));
       g_assert_no_error (error);
@@ -91,21 +91,24 @@ static void
 test_paged_decode (void)
 {
   /* one query per row, rows of different lengths (partial last pages, > 64 keys) */
-  run_paged (4, 1, 4, 2, 16, (gint32[]) { 1, 17, 40, 100 }, TRUE, 0, 0, FALSE);
-  run_paged (3, 1, 2, 1, 64, (gint32[]) { 16, 32, 5 }, TRUE, 0, 0, FALSE);
+  run_paged (4, 1, 4, 2, 16, (gint32[]) { 1, 17, 40, 100 }, TRUE, 0, 0, FALSE, 0);
+  run_paged (3, 1, 2, 1, 64, (gint32[]) { 16, 32, 5 }, TRUE, 0, 0, FALSE, 0);
 }
 
 static void
 test_paged_prefill (void)
 {
   /* several causal queries, GQA, sliding window and soft-capping */
-  run_paged (2, 5, 4, 2, 8, (gint32[]) { 5, 37 }, TRUE, 0, 0, FALSE);
-  run_paged (2, 3, 2, 2, 8, (gint32[]) { 20, 70 }, TRUE, 8, 0, FALSE);
-  run_paged (1, 4, 3, 1, 8, (gint32[]) { 33 }, TRUE, 0, 5.0f, FALSE);
-  run_paged (2, 2, 2, 2, 8, (gint32[]) { 18, 3 }, FALSE, 0, 0, FALSE);
+  run_paged (2, 5, 4, 2, 8, (gint32[]) { 5, 37 }, TRUE, 0, 0, FALSE, 0);
+  run_paged (2, 3, 2, 2, 8, (gint32[]) { 20, 70 }, TRUE, 8, 0, FALSE, 0);
+  run_paged (1, 4, 3, 1, 8, (gint32[]) { 33 }, TRUE, 0, 5.0f, FALSE, 0);
+  run_paged (2, 2, 2, 2, 8, (gint32[]) { 18, 3 }, FALSE, 0, 0, FALSE, 0);
   /* attention sinks (gpt_oss): decode and a sliding-window prefill */
-  run_paged (3, 1, 4, 2, 16, (gint32[]) { 1, 20, 70 }, TRUE, 0, 0, TRUE);
-  run_paged (2, 4, 4, 2, 8, (gint32[]) { 9, 40 }, TRUE, 4, 0, TRUE);
+  run_paged (3, 1, 4, 2, 16, (gint32[]) { 1, 20, 70 }, TRUE, 0, 0, TRUE, 0);
+  run_paged (2, 4, 4, 2, 8, (gint32[]) { 9, 40 }, TRUE, 4, 0, TRUE, 0);
+  /* Llama 4's chunked attention: keys of the query's own block of 8 (or 16) positions only */
+  run_paged (2, 5, 4, 2, 8, (gint32[]) { 5, 37 }, TRUE, 0, 0, FALSE, 8);
+  run_paged (3, 1, 4, 2, 16, (gint32[]) { 1, 20, 70 }, TRUE, 0, 0, FALSE, 16);
 }
 
 static void

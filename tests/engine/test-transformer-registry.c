@@ -1,5 +1,6 @@
 /* The architecture registry: lookups, aliases, fail-closed errors, JSON. */
 #include "transformer/registry.h"
+#include "transformer/transformer.h"
 #include "base/hn-error.h"
 
 #include <json-glib/json-glib.h>
@@ -191,6 +192,79 @@ test_lm_mappings (void)
   g_test_message ("%u listed model_types: %u verified, %u refused by name", n_types, n_verified, n_refused);
 }
 
+/* llama4_text's per-layer wiring from Llama4TextConfig: explicit lists, the config class's defaults
+ * (every 4th layer NoPE, chunked = rotary, MoE every interleave_moe_layer_step-th) and what fails
+ * closed. */
+static gboolean
+llama4_resolve (HnTransformerHParams *hp, const char *extra, GError **error)
+{
+  g_autofree char *json = g_strdup_printf ("{\"model_type\": \"llama4_text\", \"vocab_size\": 128, \"hidden_size\": 32, "
+                                           "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, "
+                                           "\"intermediate_size\": 32, \"intermediate_size_mlp\": 64, "
+                                           "\"num_local_experts\": 4, \"num_experts_per_tok\": 1, "
+                                           "\"max_position_embeddings\": 64%s}", extra);
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load_from_data (json, -1, "config.json", error);
+  g_assert_nonnull (cfg);
+  gboolean ok = hn_transformer_hparams_resolve (hp, cfg, error);
+  return ok;
+}
+
+static void
+test_llama4_config (void)
+{
+  GError *error = NULL;
+  HnTransformerHParams hp;
+  g_assert_true (llama4_resolve (&hp, ", \"num_hidden_layers\": 2, \"no_rope_layers\": [1, 0], \"moe_layers\": [1], "
+                                      "\"attention_chunk_size\": 4, \"floor_scale\": 4, \"attn_scale\": 0.5, "
+                                      "\"layer_types\": [\"chunked_attention\", \"full_attention\"]", &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (hp.layer_rope[0], ==, 1);
+  g_assert_cmpint (hp.layer_rope[1], ==, 0);
+  g_assert_cmpint (hp.layer_chunked[0], ==, 1);
+  g_assert_cmpint (hp.layer_chunked[1], ==, 0);
+  g_assert_cmpint (hp.local_chunk, ==, 4);
+  g_assert_cmpint (hp.layer_ffn[0], ==, 2);
+  g_assert_cmpint (hp.layer_ffn[1], ==, 1);
+  g_assert_cmpint (hp.ffn, ==, 64);
+  g_assert_cmpint (hp.moe_ffn, ==, 32);
+  g_assert_cmpint (hp.shared_ffn, ==, 32);
+  g_assert_true (hp.qk_l2_norm && hp.moe_scale_input && hp.rope_style == HN_ROPE_GPTJ);
+  g_assert_cmpfloat (hp.attn_temp_floor, ==, 4.0f);
+  g_assert_cmpfloat (hp.attn_temp_scale, ==, 0.5f);
+  hn_transformer_hparams_clear (&hp);
+
+  /* defaults: NoPE every 4th layer, chunked where rotary, MoE on layers 1, 3, 5, 7; no temperature or
+   * q/k norms when switched off */
+  g_assert_true (llama4_resolve (&hp, ", \"num_hidden_layers\": 8, \"interleave_moe_layer_step\": 2, "
+                                      "\"attn_temperature_tuning\": false, \"use_qk_norm\": false", &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < 8; i++)
+    {
+      g_assert_cmpint (hp.layer_rope[i], ==, (i + 1) % 4 != 0);
+      g_assert_cmpint (hp.layer_chunked[i], ==, hp.layer_rope[i]);
+      g_assert_cmpint (hp.layer_ffn[i], ==, i % 2 ? 1 : 2);
+    }
+  g_assert_cmpint (hp.local_chunk, ==, 8192);
+  g_assert_false (hp.qk_l2_norm);
+  g_assert_cmpfloat (hp.attn_temp_floor, ==, 0.0f);
+  hn_transformer_hparams_clear (&hp);
+
+  /* fail closed, naming what */
+  static const char *const bad[][2] = {
+    { ", \"num_hidden_layers\": 2, \"sliding_window\": 4", "sliding window" },
+    { ", \"num_hidden_layers\": 2, \"layer_types\": [\"sliding_attention\", \"full_attention\"]", "sliding_attention" },
+    { ", \"num_hidden_layers\": 2, \"moe_layers\": [2]", "moe_layers" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_assert_false (llama4_resolve (&hp, bad[i][0], &error));
+      g_assert_nonnull (error);
+      g_assert_nonnull (strstr (error->message, bad[i][1]));
+      g_clear_error (&error);
+      hn_transformer_hparams_clear (&hp);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -201,6 +275,7 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/json", test_json);
   g_test_add_func ("/registry/readme-count", test_readme_count);
   g_test_add_func ("/registry/markdown", test_markdown);
+  g_test_add_func ("/registry/llama4-config", test_llama4_config);
   g_test_add_func ("/registry/lm-mappings", test_lm_mappings);
   return g_test_run ();
 }
