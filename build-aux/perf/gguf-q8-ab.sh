@@ -12,6 +12,11 @@ T0=$SECONDS
 left() { echo $(( ${1:-400} - (SECONDS - T0) )); }
 step "test-quant" timeout 90 "$CARRY/bin/test-quant" --verbose
 step "test-gguf-model" timeout 40 "$CARRY/bin/test-gguf-model" --verbose
+# the merged tree's GPU paths: chunked attention's fallback from the flash kernels (llama4_text),
+# the parity fixtures (new text models), the hybrids' state layers (lfm2's short convolutions)
+step "test-ops-attention" timeout 90 "$CARRY/bin/test-ops-attention"
+step "test-transformer-parity" timeout 120 "$CARRY/bin/test-transformer-parity"
+step "test-hybrid" timeout 60 "$CARRY/bin/test-hybrid"
 LC="$CARRY/llamacpp"; W=/tmp/hn-gguf-q8; mkdir -p "$W/bin"
 tar -C "$W/bin" -xJf "$LC/bin.tar.xz"
 LCL="$PWD/$LC/lib:${LD_LIBRARY_PATH:-}"
