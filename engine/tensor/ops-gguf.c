@@ -150,7 +150,7 @@ hn_op_matvec_gguf_dispatch (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, H
   guint32 rows = n_sg * nr;
   gboolean xvec = hn_eoff (x) % 4 == 0 && (!g || hn_eoff (g) % 4 == 0);
   /* HN_MATVEC_GGUF_QL=1: Q4_K and Q6_K through chunk_dot_ql's 16-byte loads and conversion-free
-   * decode. Off by default: on the H200 (8B Q4_K_M, build-aux/perf/h200-2026-12-02e-gguf-*) it ran
+   * decode. Off by default: on the H200 (8B Q4_K_M, build-aux/perf/h200-2026-12-02e-gguf-*, in git history) it ran
    * 144.6 tok/s against the older layout's 155.2 (156.1 with HN_MATVEC_GGUF_TUNE=4,2,2). */
   const char *ql_env = g_getenv ("HN_MATVEC_GGUF_QL");
   gboolean ql = (w->dtype == HN_DTYPE_GGML_Q4_K || w->dtype == HN_DTYPE_GGML_Q6_K) && ql_env && ql_env[0] == '1';

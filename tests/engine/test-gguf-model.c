@@ -285,20 +285,13 @@ test_lora_adapter (void)
   g_rmdir (merged);
 }
 
-/* A GGUF made by llama.cpp's llama-quantize (Q4_K_M of stories260K, which
- * falls back to Q5_0 and F16 at these widths) greedy-generates here what
- * llama-simple generated from the same file on the device
- * (tests/fixtures/gguf/llama-simple-output.txt). */
+/* The greedy text (40 tokens after "Once upon a time", through the uncached
+ * logits) of the GGUF at path equals what llama-simple printed for it on the
+ * device: the line after "== LABEL\n<s> " in tests/fixtures/gguf/EXPECT. */
 static void
-test_llamacpp_file (void)
+assert_llama_simple_text (const char *path, const char *expect_name, const char *label)
 {
-  g_autofree char *path = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
-                                            "stories260K-llamacpp-q4_k_m.gguf", NULL);
   g_autoptr (GError) error = NULL;
-  g_autoptr (HnGguf) g = hn_gguf_open (path, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (hn_gguf_find_tensor (g, "blk.0.attn_q.weight"));
-  g_assert_cmpint (hn_gguf_find_tensor (g, "blk.0.attn_q.weight")->type, ==, HN_GGML_Q5_0);
   g_autoptr (HnTokenizer) tok = hn_tokenizer_load (path, &error);
   g_assert_no_error (error);
   g_autoptr (HnTransformer) m = hn_transformer_load (ctx, path, &error);
@@ -323,14 +316,50 @@ test_llamacpp_file (void)
   g_autofree char *full = g_strconcat ("Once upon a time", text, NULL);
   /* llama-simple prints "<s> " + prompt + continuation */
   g_autofree char *expect_file = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
-                                                   "llama-simple-output.txt", NULL);
+                                                   expect_name, NULL);
   g_autofree char *expect = NULL;
   g_assert_true (g_file_get_contents (expect_file, &expect, NULL, NULL));
-  const char *mark = strstr (expect, "== lc-q4_k_m.gguf ngl=0\n<s> ");
+  g_autofree char *head = g_strdup_printf ("== %s\n<s> ", label);
+  const char *mark = strstr (expect, head);
   g_assert_nonnull (mark);
-  g_autofree char *line = g_strndup (mark + strlen ("== lc-q4_k_m.gguf ngl=0\n<s> "),
-                                     strcspn (mark + strlen ("== lc-q4_k_m.gguf ngl=0\n<s> "), "\n"));
+  g_autofree char *line = g_strndup (mark + strlen (head), strcspn (mark + strlen (head), "\n"));
   g_assert_cmpstr (full, ==, line);
+}
+
+/* A GGUF made by llama.cpp's llama-quantize (Q4_K_M of stories260K, which
+ * falls back to Q5_0 and F16 at these widths) greedy-generates here what
+ * llama-simple generated from the same file on the device
+ * (tests/fixtures/gguf/llama-simple-output.txt). */
+static void
+test_llamacpp_file (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
+                                            "stories260K-llamacpp-q4_k_m.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnGguf) g = hn_gguf_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (hn_gguf_find_tensor (g, "blk.0.attn_q.weight"));
+  g_assert_cmpint (hn_gguf_find_tensor (g, "blk.0.attn_q.weight")->type, ==, HN_GGML_Q5_0);
+  assert_llama_simple_text (path, "llama-simple-output.txt", "lc-q4_k_m.gguf ngl=0");
+}
+
+/* A LoRA fine-tune of the demo model (tests/fixtures/gguf/stories260K-lora, 12 steps on
+ * tinyshakespeare) exported merged in f16 generates here what llama-simple generated from the same
+ * export on the device, on its CPU and Vulkan backends (llama-simple-lora-output.txt; made by
+ * build-aux/perf/gguf-q8-ab.sh); the adapter changes the text. */
+static void
+test_lora_export_llamacpp (void)
+{
+  g_autofree char *base = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "data", "demo", "stories260K", NULL);
+  g_autofree char *adapter = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
+                                               "stories260K-lora", NULL);
+  g_autofree char *out = g_build_filename (tmp_dir, "lora-f16.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_gguf_export (base, adapter, HN_GGUF_OUT_F16, out, &error));
+  g_assert_no_error (error);
+  assert_llama_simple_text (out, "llama-simple-lora-output.txt", "lora-f16.gguf ngl=0");
+  assert_llama_simple_text (out, "llama-simple-lora-output.txt", "lora-f16.gguf ngl=99");
+  unlink_export (out);
 }
 
 /* A folder holding one .gguf (and no config.json) is that model; the
@@ -461,6 +490,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf-model/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf-model/paths", test_paths);
   g_test_add_func ("/gguf-model/llamacpp-file", test_llamacpp_file);
+  g_test_add_func ("/gguf-model/lora-export-llamacpp", test_lora_export_llamacpp);
   g_test_add_func ("/gguf-model/kept-quantized", test_kept_quantized);
   g_test_add_func ("/gguf-model/lora-merged", test_lora_merged);
   g_test_add_func ("/gguf-model/lora-adapter", test_lora_adapter);
