@@ -8,6 +8,7 @@
 #include "base/hn-error.h"
 #include "formats/model-config.h"
 #include "formats/safetensors.h"
+#include "vk/hn-vk.h"
 #include "tokenizer/tokenizer.h"
 #include "jobs/hierarchos-job.h"
 #include "jobs/train-job.h"
@@ -328,10 +329,12 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
     }
   if (hn_dtype_is_quant (quant))
     {
-      /* the recorder's weight scratch: the largest packed matrix in f16 (its
-       * f16 form for the tensor-core matmul, tensor/ops-quant.c; up to 128 Mi
-       * elements) */
-      guint64 ws = hn_dtype_is_ggml (quant) ? 0 : 2 * (guint64) (max_quant <= ((gint64) 128 << 20) ? max_quant : 0);
+      /* the recorder's weight scratch: a ring of HN_WEIGHT_SCRATCH_SLOTS of
+       * the largest packed matrix in f16 (its f16 form for the tensor-core
+       * matmul, tensor/ops-quant.c; up to 128 Mi elements) */
+      guint64 ws = hn_dtype_is_ggml (quant) ? 0
+                                           : HN_WEIGHT_SCRATCH_SLOTS * 2 *
+                                               (guint64) (max_quant <= ((gint64) 128 << 20) ? max_quant : 0);
       out->activations += ws;
       out->total += ws;
       g_free (out->weights_dtype);

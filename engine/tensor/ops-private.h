@@ -34,6 +34,12 @@ hn_grid (guint64 n_groups, guint32 *gx, guint32 *gy)
     }
 }
 
+/* ops-quant.c: whether x·Wᵀ with x of `rows` rows goes through W's f16 form
+ * (W in ggml blocks on the tensor cores, see f16_form there): the caller may
+ * then hand it an f16 x, as to a 16-bit weight. */
+gboolean hn_quant_f16_form_taken (HnCmd *cmd, HnTensor *w, gint64 rows);
+/* W's f16 form in the next slot of the recorder's weight scratch ring. */
+HnTensor *hn_quant_f16_form (HnCmd *cmd, HnTensor *w, GError **error);
 /* ops-quant.c: C[M, N] (=, or += with accumulate) alpha·A·B (+ bias) with B
  * the quantized W: B(k, n) = W[n, k] when w_row_is_n, else W[k, n]; A(m, k)
  * at a_off + m·a_sm + k·a_sk; C rows of N. flags: HN_MATMUL_EXACT keeps the f32

@@ -165,6 +165,26 @@ f16_form (HnCmd *cmd, HnTensor *w, guint32 M, HnMatmulFlags flags)
   return M >= 64 && hn_quant_matmul_tensor_cores (hn_cmd_get_context (cmd), w->dtype, M, w->shape[1], flags);
 }
 
+gboolean
+hn_quant_f16_form_taken (HnCmd *cmd, HnTensor *w, gint64 rows)
+{
+  return w && hn_dtype_is_ggml (w->dtype) && rows > 0 && rows <= G_MAXUINT32 &&
+         f16_form (cmd, w, (guint32) rows, HN_MATMUL_DEFAULT);
+}
+
+HnTensor *
+hn_quant_f16_form (HnCmd *cmd, HnTensor *w, GError **error)
+{
+  HnVkBuffer *s = hn_cmd_scratch_weight (cmd, (guint64) w->n * 2, error);
+  if (!s)
+    return NULL;
+  g_autofree char *name = g_strconcat (w->name, " (f16 form)", NULL);
+  HnTensor *w16 = hn_tensor_new_in_buffer (hn_cmd_get_context (cmd), s, 0, name, HN_DTYPE_F16, 2, w->shape, error);
+  if (w16 && !hn_op_quant_to_f16 (cmd, w16, w, error))
+    g_clear_pointer (&w16, hn_tensor_unref);
+  return w16;
+}
+
 static gboolean
 dispatch_f16_form (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *bias, guint32 M, guint32 N,
                    guint32 K, guint32 a_sk, gboolean w_row_is_n, float alpha, gboolean accumulate,
@@ -174,16 +194,11 @@ dispatch_f16_form (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, HnTensor *
   /* a bias only in the forward (x·Wᵀ + b, alpha 1, A not transposed) */
   if (bias && (!w_row_is_n || a_sk != 1 || alpha != 1.0f))
     return TRUE;
-  HnVkContext *ctx = hn_cmd_get_context (cmd);
-  HnVkBuffer *s = hn_cmd_scratch_weight (cmd, (guint64) w->n * 2, error);
-  if (!s)
-    return FALSE;
-  g_autofree char *name = g_strconcat (w->name, " (f16 form)", NULL);
-  g_autoptr (HnTensor) w16 = hn_tensor_new_in_buffer (ctx, s, 0, name, HN_DTYPE_F16, 2, w->shape, error);
   gboolean ta = a_sk != 1;
-  g_autoptr (HnTensor) a2 = w16 ? hn_tensor_reshape (a, 2, ta ? (gint64[]) { K, M } : (gint64[]) { M, K }, error) : NULL;
+  g_autoptr (HnTensor) a2 = hn_tensor_reshape (a, 2, ta ? (gint64[]) { K, M } : (gint64[]) { M, K }, error);
   g_autoptr (HnTensor) c2 = a2 ? hn_tensor_reshape (c, 2, (gint64[]) { M, N }, error) : NULL;
-  if (!c2 || !hn_op_quant_to_f16 (cmd, w16, w, error))
+  g_autoptr (HnTensor) w16 = c2 ? hn_quant_f16_form (cmd, w, error) : NULL;
+  if (!w16)
     return FALSE;
   *done = TRUE;
   if (bias)

@@ -340,6 +340,9 @@ static gboolean
 cm2_linear (HnCmd *cmd, HnTensor *w, gint64 rows)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
+  if (w && hn_dtype_is_ggml (w->dtype)) /* through its f16 form */
+    return !hn_op_matmul_f16 (cmd, 0) && !hn_op_matvec_available (cmd, rows) &&
+           hn_vk_context_has_coopmat2 (ctx, NULL) && hn_quant_f16_form_taken (cmd, w, rows);
   return w && (w->dtype == HN_DTYPE_F16 || w->dtype == HN_DTYPE_BF16) && !hn_op_matmul_f16 (cmd, 0) &&
          !hn_op_matvec_available (cmd, rows) && hn_vk_context_has_coopmat2 (ctx, NULL) &&
          hn_op_matmul_reduced_precision (ctx, w->dtype, rows, 0);
@@ -916,7 +919,8 @@ linear (HnCmd *cmd, const char *op, HnTensor *y, HnTensor *x, HnTensor *w, HnTen
 {
   if (!check_linear (op, cmd, y, x, w, bias, error))
     return FALSE;
-  if (x->dtype == HN_DTYPE_F16 && (hn_dtype_is_ggml (w->dtype) || hn_dtype_is_quant (w->dtype)))
+  if (x->dtype == HN_DTYPE_F16 && (hn_dtype_is_ggml (w->dtype) || hn_dtype_is_quant (w->dtype)) &&
+      !hn_quant_f16_form_taken (cmd, w, hn_tensor_rows (x)))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: an f16 x (%s) with the quantized weight %s", op, x->name,
                    w->name);
@@ -1000,8 +1004,11 @@ hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *
 gboolean
 hn_op_matmul_glu_available (HnCmd *cmd, HnTensor *w_gate, HnTensor *w_up, gint64 rows)
 {
-  return w_gate && w_up && w_gate->dtype == w_up->dtype && hn_tensor_same_shape (w_gate, w_up) &&
-         w_gate->ndim == 2 && cm2_linear (cmd, w_gate, rows) && g_getenv ("HN_NO_CM2_GLU") == NULL;
+  /* ggml blocks of either type (Q4_K_M files mix them): both through their f16 forms */
+  return w_gate && w_up &&
+         (w_gate->dtype == w_up->dtype || (hn_dtype_is_ggml (w_gate->dtype) && hn_dtype_is_ggml (w_up->dtype))) &&
+         hn_tensor_same_shape (w_gate, w_up) && w_gate->ndim == 2 && cm2_linear (cmd, w_gate, rows) &&
+         cm2_linear (cmd, w_up, rows) && g_getenv ("HN_NO_CM2_GLU") == NULL;
 }
 
 gboolean
@@ -1033,6 +1040,13 @@ hn_op_matmul_glu (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w_gate, HnTe
     }
   if (!check_no_overlap (op, out, x, error))
     return FALSE;
+  if (hn_dtype_is_ggml (w_gate->dtype))
+    {
+      /* both f16 forms live at once: two slots of the weight scratch ring */
+      g_autoptr (HnTensor) g16 = hn_quant_f16_form (cmd, w_gate, error);
+      g_autoptr (HnTensor) u16 = g16 ? hn_quant_f16_form (cmd, w_up, error) : NULL;
+      return u16 && hn_op_matmul_glu (cmd, out, x, g16, u16, act, error);
+    }
   MatmulPush pc = {
     (guint32) M, (guint32) F, (guint32) K, hn_eoff (x), hn_eoff (w_gate), hn_eoff (out), hn_eoff (w_up),
     0, (guint32) K, 1,

@@ -246,8 +246,11 @@ gboolean hn_cmd_dispatch (HnCmd *cmd, const char *shader,
  * outgrown by a later request stays alive until the recording is submitted,
  * reset or freed. */
 HnVkBuffer *hn_cmd_scratch (HnCmd *cmd, guint64 bytes, GError **error);
-/* A second such buffer, apart from hn_cmd_scratch's (an op may use both at
- * once): the f16 form of one quantized weight (tensor/ops-quant.c). */
+/* Buffers apart from hn_cmd_scratch's (an op may use both at once) for the
+ * f16 form of a quantized weight (tensor/ops-quant.c): each call returns the
+ * next of HN_WEIGHT_SCRATCH_SLOTS slots in turn, so up to that many such
+ * weights can be live at once (matmul_glu's gate and up). */
+#define HN_WEIGHT_SCRATCH_SLOTS 3
 HnVkBuffer *hn_cmd_scratch_weight (HnCmd *cmd, guint64 bytes, GError **error);
 
 /* Names the op the following dispatches belong to, for profiling (until the

@@ -301,7 +301,8 @@ struct _HnCmd {
   double profile_span_us;    /* first dispatch's start to the last one's end */
 
   HnVkBuffer *scratch;       /* hn_cmd_scratch's buffer */
-  HnVkBuffer *wscratch;      /* hn_cmd_scratch_weight's buffer */
+  HnVkBuffer *wscratch[HN_WEIGHT_SCRATCH_SLOTS]; /* hn_cmd_scratch_weight's ring */
+  guint wnext;
   GPtrArray *retired;        /* outgrown scratch buffers the recording still binds */
 };
 
@@ -383,8 +384,9 @@ hn_cmd_free (HnCmd *cmd)
   g_ptr_array_unref (cmd->retired);
   if (cmd->scratch)
     hn_vk_buffer_unref (cmd->scratch);
-  if (cmd->wscratch)
-    hn_vk_buffer_unref (cmd->wscratch);
+  for (guint i = 0; i < HN_WEIGHT_SCRATCH_SLOTS; i++)
+    if (cmd->wscratch[i])
+      hn_vk_buffer_unref (cmd->wscratch[i]);
   g_free (cmd->label);
   hn_vk_context_unref (cmd->ctx);
   g_free (cmd);
@@ -414,7 +416,13 @@ hn_cmd_scratch (HnCmd *cmd, guint64 bytes, GError **error)
 HnVkBuffer *
 hn_cmd_scratch_weight (HnCmd *cmd, guint64 bytes, GError **error)
 {
-  return scratch_slot (cmd, &cmd->wscratch, bytes, "recorder weight scratch (one quantized weight in f16)", error);
+  /* A ring: the next weight's dequantization writes another slot than the
+   * GEMM before it reads, so the two need no barrier between them and run
+   * side by side (a memory-bound pass under a compute-bound one); three
+   * slots so that the GLU's gate and up forms and the next weight's coexist. */
+  guint i = cmd->wnext;
+  cmd->wnext = (i + 1) % HN_WEIGHT_SCRATCH_SLOTS;
+  return scratch_slot (cmd, &cmd->wscratch[i], bytes, "recorder weight scratch (a quantized weight in f16)", error);
 }
 
 HnVkContext *
