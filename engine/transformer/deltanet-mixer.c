@@ -54,7 +54,9 @@ hn_deltanet_record (HnCmd *cmd, HnScratch *sc, const HnDeltaNetDims *d, const Hn
   HnTensor *yh = hn_scratch_prefix (sc, buf->y, 2, (gint64[]) { n * HV, d->v_dim }, error);
   HnTensor *b2 = hn_scratch_prefix (sc, buf->b, 2, (gint64[]) { n, HV }, error);
   HnTensor *a2 = hn_scratch_prefix (sc, buf->a, 2, (gint64[]) { n, HV }, error);
-  CK (qkv2 && qkv3 && qc3 && z2 && y2 && y3 && yh && b2 && a2);
+  /* the gated norm's output goes to the projections' buffer, spent once the conv ran (CD >= HV·DV) */
+  HnTensor *g2 = hn_scratch_prefix (sc, buf->qkv, 2, (gint64[]) { n, VD }, error);
+  CK (qkv2 && qkv3 && qc3 && z2 && y2 && y3 && yh && b2 && a2 && g2);
   HnTensor *ys[4] = { qkv2, z2, b2, a2 }, *ws[4] = { w->w_qkv, w->w_z, w->w_b, w->w_a }, *bs[4] = { NULL };
   CK (hn_op_matmul_n (cmd, 4, ys, in, ws, bs, error));
   CK (hn_op_conv1d_causal (cmd, qc3, qkv3, w->conv_w, NULL, conv, HN_ACT_SILU, error));
@@ -62,6 +64,6 @@ hn_deltanet_record (HnCmd *cmd, HnScratch *sc, const HnDeltaNetDims *d, const Hn
   CK (hn_op_gated_delta_rule (cmd, y3, qc3, a2, b2, w->A_log, &p, error));
   /* RMSNormGated: weight · rmsnorm(y) per value head, then · silu(z) */
   CK (hn_op_rmsnorm (cmd, yh, yh, w->norm_w, d->norm_eps, HN_NORM_DEFAULT, error));
-  CK (hn_op_glu (cmd, z2, z2, y2, HN_ACT_SILU, error));
-  return hn_op_matmul_add (cmd, out, z2, w->out_w, NULL, scale, error);
+  CK (hn_op_glu (cmd, g2, z2, y2, HN_ACT_SILU, error));
+  return hn_op_matmul_add (cmd, out, g2, w->out_w, NULL, scale, error);
 }
