@@ -101,7 +101,8 @@ is_other_tower (const HnModelConfig *c, const char *name)
 
 /* Tensors transformers skips on load (_keys_to_ignore_on_load_unexpected, searched as regexes) when the
  * model has no module for them: the multi-token-prediction layers GLM checkpoints carry after the
- * last decoder layer, which the logits never see. They are kept on export like the towers. */
+ * last decoder layer (Qwen3-Next / Qwen3.5: mtp.*), which the logits never see. They are kept on export
+ * like the towers. */
 static gboolean
 ignored_on_load (const char *model_type, const char *name)
 {
@@ -111,6 +112,9 @@ ignored_on_load (const char *model_type, const char *name)
     { "glm_ocr_text", "model\\.language_model\\.layers\\.16" }, /* GlmOcrPreTrainedModel */
     { "glm4_moe", "model\\.layers\\.(46|92)" },                    /* Glm4MoePreTrainedModel */
     { "glm4v_moe_text", "model\\.layers\\.(46|92)" },              /* Glm4vMoePreTrainedModel inherits it */
+    { "qwen3_next", "^mtp\\." },                                   /* Qwen3NextPreTrainedModel: ^mtp.* */
+    { "qwen3_5_text", "^mtp\\." },                                 /* Qwen3_5PreTrainedModel */
+    { "qwen3_5_moe_text", "^mtp\\." },                             /* Qwen3_5MoePreTrainedModel */
   };
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     if (strcmp (keys[i].model_type, model_type) == 0 && g_regex_match_simple (keys[i].pattern, name, 0, 0))
