@@ -257,10 +257,11 @@ model_kind (const char *model_dir, gboolean *encdec, gboolean *seq2seq, GError *
     }
   if (hn_arch_is_hybrid (arch))
     {
-      /* the Mamba and short-convolution layers' backward is not recorded by the transformer's training graph */
+      /* the Mamba, short-convolution and gated DeltaNet layers' backward is not recorded by the transformer's
+       * training graph */
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "%s: model_type \"%s\" is a hybrid (attention + Mamba or short-convolution layers): its training "
-                   "and LoRA are not built yet", model_dir, arch->model_type);
+                   "%s: model_type \"%s\" is a hybrid (attention + Mamba, short-convolution or linear-attention "
+                   "layers): its training and LoRA are not built yet", model_dir, arch->model_type);
       return FALSE;
     }
   *seq2seq = hn_arch_is_seq2seq (arch);

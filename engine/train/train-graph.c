@@ -592,9 +592,10 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   const HnTransformerHParams *mhp = hn_transformer_get_hparams (model);
   if (mhp->layer_mixer)
     {
-      /* a hybrid's Mamba and short-convolution layers have no backward in this graph */
+      /* a hybrid's Mamba, short-convolution and gated DeltaNet layers have no backward in this graph */
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "%s: training a hybrid (attention + Mamba or short-convolution layers) is not built yet",
+                   "%s: training a hybrid (attention + Mamba, short-convolution or linear-attention layers) is not "
+                   "built yet",
                    mhp->arch->model_type);
       return NULL;
     }

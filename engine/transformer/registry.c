@@ -251,6 +251,14 @@ static const HnArchInfo archs[] = {
   { "nemotron_h", NULL, "nemotron_h", HN_BLOCK_PRE_NORM, HN_NAMES_NEMOTRON_H, HN_QUIRK_NO_ROPE, "relu2", DEC,
     "nemotron_h" },
   /* attention layers and gated short causal convolutions (a carried conv state, no SSM) */
+  /* gated attention layers (q_proj: query and a sigmoid output gate) and gated DeltaNet linear attention
+   * (a conv state and a delta-rule state); (1 + w) RMSNorms */
+  { "qwen3_next", NULL, "qwen3_next", HN_BLOCK_PRE_NORM, HN_NAMES_QWEN3_NEXT,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_MOE, "silu", DEC, "qwen3_next" },
+  { "qwen3_5_text", NULL, "qwen3_next", HN_BLOCK_PRE_NORM, HN_NAMES_QWEN3_NEXT,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "qwen3_5_text" },
+  { "qwen3_5_moe_text", NULL, "qwen3_next", HN_BLOCK_PRE_NORM, HN_NAMES_QWEN3_NEXT,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_MOE, "silu", DEC, "qwen3_5_moe_text" },
   { "lfm2", NULL, "lfm2", HN_BLOCK_PRE_NORM, HN_NAMES_LFM2, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "lfm2" },
   { "lfm2_moe", NULL, "lfm2", HN_BLOCK_PRE_NORM, HN_NAMES_LFM2, RMS_GATED | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_MOE, "silu",
     DEC, "lfm2_moe" },
@@ -395,11 +403,6 @@ static const HnArchRefusal refusals[] = {
   { "prophetnet", "its decoder (a main stream plus ngram predicting streams attending over it, with relative-bucket "
                   "biases projected from each query's hidden state; the logits are the first predicting stream's) is "
                   "not built yet" },
-  { "qwen3_5", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
-  { "qwen3_5_moe", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
-  { "qwen3_5_moe_text", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
-  { "qwen3_5_text", "linear-attention / gated delta-rule layers are not built yet (gated DeltaNet hybrid)" },
-  { "qwen3_next", "linear-attention / gated delta-rule layers are not built yet (qwen3_next: gated DeltaNet)" },
   { "qwen4_exp", "hyper-connections, n-gram embeddings, gated DeltaNet linear-attention layers and indexer-sparse attention are not built yet" },
   { "qwen4_exp_text", "hyper-connections, n-gram embeddings, gated DeltaNet linear-attention layers and indexer-sparse attention are not built yet" },
   { "recurrent_gemma", "the RG-LRU recurrence and its causal conv1d are not built yet" },
@@ -462,6 +465,7 @@ static const HnArchPackage packages[] = {
   PKG ("llava_next", "llama", LANGUAGE_MODEL),
   PKG ("llava_next_video", "llama", LANGUAGE_MODEL),
   PKG ("llava_onevision", "qwen2", LANGUAGE_MODEL),
+  PKG ("minicpmv4_6", "qwen3_5_text", LANGUAGE_MODEL),
   PKG ("mistral3", "mistral", LANGUAGE_MODEL),
   PKG ("musicflamingo", "qwen2", LANGUAGE_MODEL),
   PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
@@ -471,6 +475,8 @@ static const HnArchPackage packages[] = {
   PKG ("qwen2_5_vl", "qwen2_5_vl_text", LANGUAGE_MODEL),
   PKG ("qwen2_audio", "qwen2", LANGUAGE_MODEL),
   PKG ("qwen2_vl", "qwen2_vl_text", LANGUAGE_MODEL),
+  PKG ("qwen3_5", "qwen3_5_text", LANGUAGE_MODEL),
+  PKG ("qwen3_5_moe", "qwen3_5_moe_text", LANGUAGE_MODEL),
   PKG ("qwen3_asr", "qwen3", LANGUAGE_MODEL),
   PKG ("qwen3_vl", "qwen3_vl_text", LANGUAGE_MODEL),
   PKG ("qwen3_vl_moe", "qwen3_vl_moe_text", LANGUAGE_MODEL),
@@ -622,7 +628,7 @@ hn_arch_is_hybrid (const HnArchInfo *arch)
 {
   return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H ||
          arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1 || arch->names == HN_NAMES_JAMBA ||
-         arch->names == HN_NAMES_LFM2;
+         arch->names == HN_NAMES_LFM2 || arch->names == HN_NAMES_QWEN3_NEXT;
 }
 
 HnCacheKind

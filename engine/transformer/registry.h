@@ -90,6 +90,8 @@ typedef enum {
   HN_NAMES_NEMOTRON_H, /* backbone.embeddings, backbone.layers.N.{norm, mixer.*} (one mixer per layer), backbone.norm_f */
   HN_NAMES_LFM2,       /* model.layers.N.{operator_norm, ffn_norm, self_attn.*, conv.* (short convolution),
                         * feed_forward.w1/w3/w2}, model.embedding_norm (the final norm) */
+  HN_NAMES_QWEN3_NEXT, /* llama names (q_proj rows query | gate per head) + linear_attn.* (gated DeltaNet:
+                        * qwen3_next in_proj_qkvz / in_proj_ba, qwen3_5 in_proj_qkv / _z / _b / _a) */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */

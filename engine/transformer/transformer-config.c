@@ -4,6 +4,7 @@
  * with a message naming the option. */
 #include "base/hn-error.h"
 #include "transformer/transformer-private.h"
+#include "tensor/ops-delta.h"
 #include "tensor/ops-ssm.h"
 
 #include <math.h>
@@ -925,6 +926,46 @@ lfm2_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **e
   return TRUE;
 }
 
+/* qwen3_next / qwen3_5(_moe)_text (Qwen3NextConfig): layer_types "linear_attention" (gated DeltaNet of
+ * linear_num_{key,value}_heads x linear_{key,value}_head_dim, conv linear_conv_kernel_dim) and
+ * "full_attention" (gated attention: q_proj gives each head's query and output gate, sigmoid'ed). */
+static gboolean
+deltanet_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  if (!cfg->layer_types || g_strv_length (cfg->layer_types) != (guint) hp->n_layer)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: layer_types must list the %d layers", cfg->path,
+                   hp->n_layer);
+      return FALSE;
+    }
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      const char *t = cfg->layer_types[i];
+      if (g_str_equal (t, "full_attention"))
+        hp->layer_mixer[i] = HN_MIXER_ATTENTION;
+      else if (g_str_equal (t, "linear_attention"))
+        hp->layer_mixer[i] = HN_MIXER_DELTANET;
+      else
+        {
+          g_autofree char *what = g_strdup_printf ("layer type \"%s\"", t);
+          return unsupported (error, cfg, what);
+        }
+    }
+  gint64 kernel, hk, hv, dk, dv;
+  if (!get_int (cfg, "linear_conv_kernel_dim", 4, &kernel, error) ||
+      !get_int (cfg, "linear_num_key_heads", 16, &hk, error) || !get_int (cfg, "linear_num_value_heads", 32, &hv, error) ||
+      !get_int (cfg, "linear_key_head_dim", 128, &dk, error) || !get_int (cfg, "linear_value_head_dim", 128, &dv, error))
+    return FALSE;
+  if (kernel < 1 || kernel > HN_CONV1D_MAX_KERNEL)
+    return unsupported (error, cfg, "a linear_conv_kernel_dim outside the conv kernel's 1..16");
+  if (hk < 1 || hv < 1 || hv % hk || dk < 1 || dk > HN_DELTA_MAX_KEY_DIM || dv < 1 || hv * dv > G_MAXINT32)
+    return unsupported (error, cfg, "linear attention heads (value heads a multiple of key heads, key heads of 1..256)");
+  hp->dnet = (HnDeltaNetDims) { hp->hidden, (int) hk, (int) hv, (int) dk, (int) dv, (int) kernel, hp->norm_eps };
+  hp->ssm_conv_kernel = (int) kernel;
+  hp->attn_gate_act = HN_ACT_SIGMOID; /* Qwen3NextAttention: o_proj(attn · sigmoid(gate)) */
+  return TRUE;
+}
+
 /* A hybrid's layer pattern and Mamba-2 mixers (bamba: attn_layer_indices, mamba_*; nemotron_h: its
  * pattern, mamba_num_heads / mamba_head_dim, n_groups, ssm_state_size, conv_kernel). */
 static gboolean
@@ -942,6 +983,8 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
     return jamba_from_config (hp, cfg, error);
   if (hp->arch->names == HN_NAMES_LFM2)
     return lfm2_from_config (hp, cfg, error);
+  if (hp->arch->names == HN_NAMES_QWEN3_NEXT)
+    return deltanet_from_config (hp, cfg, error);
   if (fh1)
     memset (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer);
   else if (!bamba && !hybrid_pattern (hp, cfg, error))

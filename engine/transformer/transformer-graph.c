@@ -333,6 +333,7 @@ struct ActsPriv {
   HnMamba2Bufs m2;
   HnMamba1Bufs m1;
   HnShortConvBufs sconv;
+  HnDeltaNetBufs dnet;
   HnScratch sc;
   /* attention output gate (hp->attn_gate_act): its projection [N, H * D] */
   HnTensor *attn_g;
@@ -440,6 +441,9 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_SHORTCONV, (gsize) hp->n_layer) &&
       !hn_shortconv_bufs_init (&p->sconv, m->ctx, &hp->sconv, N, error))
     goto fail;
+  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_DELTANET, (gsize) hp->n_layer) &&
+      !hn_deltanet_bufs_init (&p->dnet, m->ctx, &hp->dnet, N, error))
+    goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
     {
@@ -477,6 +481,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
   hn_mamba2_bufs_clear (&p->m2);
   hn_mamba1_bufs_clear (&p->m1);
   hn_shortconv_bufs_clear (&p->sconv);
+  hn_deltanet_bufs_clear (&p->dnet);
   g_ptr_array_unref (p->views);
   hn_scratch_clear (&p->sc);
   g_free (p);
@@ -1398,7 +1403,10 @@ record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, 
     return pre_norm_mlp (m, cmd, a, lw, x, h2, mo, N, error);
   CK (norm (m, cmd, h, x, lw->ln1_w, lw->ln1_b, error));
   const HnSsmState *st = kv->ssm.ssm ? &kv->ssm : NULL;
-  if (hp->layer_mixer[il] == HN_MIXER_SHORTCONV) /* its state is the conv's alone */
+  if (hp->layer_mixer[il] == HN_MIXER_DELTANET)
+    CK (hn_deltanet_record (cmd, &p->sc, &hp->dnet, &lw->dnet, &p->dnet, B, T, kv->ssm.conv, kv->ssm.ssm, x, h,
+                            hp->residual_scale, error));
+  else if (hp->layer_mixer[il] == HN_MIXER_SHORTCONV) /* its state is the conv's alone */
     CK (hn_shortconv_record (cmd, &p->sc, &hp->sconv, &lw->sconv, &p->sconv, B, T, kv->ssm.conv, x, h,
                              hp->residual_scale, error));
   else if (hp->layer_mixer[il] == HN_MIXER_MAMBA1)

@@ -105,7 +105,8 @@ static gboolean
 is_state_layer (const HnTransformerHParams *hp, int il)
 {
   return hp->layer_mixer && (hp->layer_mixer[il] == HN_MIXER_MAMBA2 || hp->layer_mixer[il] == HN_MIXER_PARALLEL ||
-                             hp->layer_mixer[il] == HN_MIXER_MAMBA1 || hp->layer_mixer[il] == HN_MIXER_SHORTCONV);
+                             hp->layer_mixer[il] == HN_MIXER_MAMBA1 || hp->layer_mixer[il] == HN_MIXER_SHORTCONV ||
+                             hp->layer_mixer[il] == HN_MIXER_DELTANET);
 }
 
 /* A layer with attention (every layer but a hybrid's Mamba-2 and MLP-only layers): it keeps K/V. */
@@ -138,6 +139,15 @@ alloc_state (HnTransformerSession *s, HnVkContext *ctx, const char *what, int il
   gint64 I = sc ? hp->sconv.width : v1 ? hp->ssm1.inner : d->inner, N = v1 ? hp->ssm1.state : d->state;
   gint64 shapes[4][3] = { { s->max_rows, K1, I }, { s->max_rows, K1, GN }, { s->max_rows, K1, GN },
                           { s->max_rows, I, N } };
+  if (hp->layer_mixer[il] == HN_MIXER_DELTANET)
+    {
+      /* gated DeltaNet: the conv's q|k|v inputs and the delta rule's state [rows, HV · DK, DV] */
+      const HnDeltaNetDims *dn = &hp->dnet;
+      shapes[0][2] = hn_deltanet_conv_dim (dn);
+      shapes[3][1] = (gint64) dn->n_v_heads * dn->k_dim;
+      shapes[3][2] = dn->v_dim;
+      v1 = TRUE; /* no B and C channels */
+    }
   static const char *const names[4] = { "conv", "conv_B", "conv_C", "ssm" };
   HnTensor **parts[4];
   state_parts (st, parts);

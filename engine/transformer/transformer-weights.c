@@ -101,7 +101,8 @@ is_other_tower (const HnModelConfig *c, const char *name)
 
 /* Tensors transformers skips on load (_keys_to_ignore_on_load_unexpected, searched as regexes) when the
  * model has no module for them: the multi-token-prediction layers GLM checkpoints carry after the
- * last decoder layer, which the logits never see. They are kept on export like the towers. */
+ * last decoder layer (Qwen3-Next / Qwen3.5: mtp.*), which the logits never see. They are kept on export
+ * like the towers. */
 static gboolean
 ignored_on_load (const char *model_type, const char *name)
 {
@@ -111,6 +112,9 @@ ignored_on_load (const char *model_type, const char *name)
     { "glm_ocr_text", "model\\.language_model\\.layers\\.16" }, /* GlmOcrPreTrainedModel */
     { "glm4_moe", "model\\.layers\\.(46|92)" },                    /* Glm4MoePreTrainedModel */
     { "glm4v_moe_text", "model\\.layers\\.(46|92)" },              /* Glm4vMoePreTrainedModel inherits it */
+    { "qwen3_next", "^mtp\\." },                                   /* Qwen3NextPreTrainedModel: ^mtp.* */
+    { "qwen3_5_text", "^mtp\\." },                                 /* Qwen3_5PreTrainedModel */
+    { "qwen3_5_moe_text", "^mtp\\." },                             /* Qwen3_5MoePreTrainedModel */
   };
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     if (strcmp (keys[i].model_type, model_type) == 0 && g_regex_match_simple (keys[i].pattern, name, 0, 0))
@@ -1388,6 +1392,91 @@ take_shortconv (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
          (!d->bias || take_vector (L, ob, W, TRUE, &w->out_b, error));
 }
 
+/* Rows of stored matrix `name` [rows, cols] picked by idx (n of them), marked used. */
+static HnTensor *
+pick_rows (Loader *L, const char *name, gint64 rows, gint64 cols, const char *part, const gint64 *idx, gint64 n,
+           GError **error)
+{
+  const HnSafetensorInfo *t = find (L, name);
+  if (!t)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_NOT_FOUND, "%s: the checkpoint has no tensor %s", L->m->dir, name);
+      return NULL;
+    }
+  g_hash_table_add (L->used, (gpointer) t->name);
+  if (t->dtype == HN_ST_DTYPE_GGML || !check_shape (t, 2, (gint64[]) { rows, cols }, error))
+    {
+      if (error && !*error)
+        g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a GGUF-packed %s is not built", L->m->dir, name);
+      return NULL;
+    }
+  g_autofree char *nm = g_strdup_printf ("%s (%s rows)", name, part);
+  return gather_rows (L, t, nm, idx, n, cols, error);
+}
+
+/* A gated DeltaNet layer under pfx (linear_attn.): qwen3_5's in_proj_qkv / in_proj_z / in_proj_b /
+ * in_proj_a, or qwen3_next's in_proj_qkvz [per key head: q, k, v (HV/HK heads), z] and in_proj_ba [per key
+ * head: b, a (HV/HK each)] regrouped as fix_query_key_value_ordering does; conv1d.weight [CD, 1, K]. */
+static gboolean
+take_deltanet (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnDeltaNetDims *d = &L->m->hp.dnet;
+  HnDeltaNetWeights *w = &lw->dnet;
+  gint64 C = d->width, HK = d->n_k_heads, HV = d->n_v_heads, DK = d->k_dim, DV = d->v_dim, K = d->kernel;
+  gint64 KD = HK * DK, VD = HV * DV, CD = 2 * KD + VD, rep = HV / HK;
+  g_autofree char *qkvz = g_strdup_printf ("%sin_proj_qkvz.weight", pfx), *ba = g_strdup_printf ("%sin_proj_ba.weight", pfx);
+  if (find (L, qkvz))
+    {
+      gint64 per = 2 * DK + 2 * rep * DV, per_ba = 2 * rep; /* one key head's rows */
+      g_autofree gint64 *iq = g_new (gint64, CD), *iz = g_new (gint64, VD), *ib = g_new (gint64, HV), *ia = g_new (gint64, HV);
+      for (gint64 h = 0; h < HK; h++)
+        {
+          for (gint64 i = 0; i < DK; i++)
+            {
+              iq[h * DK + i] = h * per + i;           /* q */
+              iq[KD + h * DK + i] = h * per + DK + i; /* k */
+            }
+          for (gint64 i = 0; i < rep * DV; i++)
+            {
+              iq[2 * KD + h * rep * DV + i] = h * per + 2 * DK + i;   /* v of the key head's value heads */
+              iz[h * rep * DV + i] = h * per + 2 * DK + rep * DV + i; /* z */
+            }
+          for (gint64 r = 0; r < rep; r++)
+            {
+              ib[h * rep + r] = h * per_ba + r;
+              ia[h * rep + r] = h * per_ba + rep + r;
+            }
+        }
+      if (!(w->w_qkv = pick_rows (L, qkvz, HK * per, C, "q, k, v", iq, CD, error)) ||
+          !(w->w_z = pick_rows (L, qkvz, HK * per, C, "z", iz, VD, error)) ||
+          !(w->w_b = pick_rows (L, ba, HK * per_ba, C, "b", ib, HV, error)) ||
+          !(w->w_a = pick_rows (L, ba, HK * per_ba, C, "a", ia, HV, error)))
+        return FALSE;
+    }
+  else
+    {
+      g_autofree char *qn = g_strdup_printf ("%sin_proj_qkv.weight", pfx), *zn = g_strdup_printf ("%sin_proj_z.weight", pfx);
+      g_autofree char *bn = g_strdup_printf ("%sin_proj_b.weight", pfx), *an = g_strdup_printf ("%sin_proj_a.weight", pfx);
+      if (!take_matrix (L, qn, CD, C, TRUE, &w->w_qkv, error) || !take_matrix (L, zn, VD, C, TRUE, &w->w_z, error) ||
+          !take_matrix (L, bn, HV, C, TRUE, &w->w_b, error) || !take_matrix (L, an, HV, C, TRUE, &w->w_a, error))
+        return FALSE;
+    }
+  g_autofree char *cwn = g_strdup_printf ("%sconv1d.weight", pfx), *cbn = g_strdup_printf ("%sconv1d.bias", pfx);
+  if (find (L, cbn))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: a conv1d bias (%s) in gated DeltaNet is not built",
+                   L->m->dir, cbn);
+      return FALSE;
+    }
+  g_autofree float *cw = take_f32 (L, cwn, CD * K, TRUE, error);
+  if (!cw || !(w->conv_w = f32_block (L, cwn, cw, 0, CD, K, error)))
+    return FALSE;
+  g_autofree char *al = g_strdup_printf ("%sA_log", pfx), *dtb = g_strdup_printf ("%sdt_bias", pfx);
+  g_autofree char *nw = g_strdup_printf ("%snorm.weight", pfx), *ow = g_strdup_printf ("%sout_proj.weight", pfx);
+  return take_vector (L, al, HV, TRUE, &w->A_log, error) && take_vector (L, dtb, HV, TRUE, &w->dt_bias, error) &&
+         take_vector (L, nw, DV, TRUE, &w->norm_w, error) && take_matrix (L, ow, C, VD, TRUE, &w->out_w, error);
+}
+
 /* falcon_h1's attention with its multipliers folded in: q, v · attention_in, k · attention_in ·
  * key_multiplier, o · attention_out (its bias too). */
 static gboolean
@@ -1449,6 +1538,7 @@ static const Names scheme_names[] = {
     .q = "mixer.q_proj", .k = "mixer.k_proj", .v = "mixer.v_proj", .o = "mixer.o_proj", .gate = NONE,
     .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
   [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
+  [HN_NAMES_QWEN3_NEXT] = { .llama_overlay = TRUE },
   [HN_NAMES_LFM2] = { .llama_overlay = TRUE, .ln1 = "operator_norm", .ln2 = "ffn_norm", .o = "self_attn.out_proj",
     .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm", .gate = "feed_forward.w1",
     .up = "feed_forward.w3", .down = "feed_forward.w2", .final_norm = "model.embedding_norm" },
@@ -2081,6 +2171,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           if (!take_mamba1 (&L, mp, lw, error))
             return FALSE;
         }
+      else if (mixer == HN_MIXER_DELTANET)
+        {
+          g_autofree char *dp = g_strdup_printf ("%slinear_attn.", pfx);
+          if (!take_deltanet (&L, dp, lw, error))
+            return FALSE;
+        }
       else if (mixer == HN_MIXER_SHORTCONV)
         {
           g_autofree char *cp = g_strdup_printf ("%sconv.", pfx);
@@ -2115,6 +2211,24 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
               if (!take_fused_qkv (&L, &N, pfx, lw, error))
                 return FALSE;
             }
+          else if (hp->arch->names == HN_NAMES_QWEN3_NEXT)
+            {
+              /* q_proj [H, 2 · D]: each head's query rows, then its output gate's */
+              gint64 H = hn_transformer_layer_heads (hp, i), D = hp->head_dim;
+              g_autofree gint64 *iq = g_new (gint64, H * D), *ig = g_new (gint64, H * D);
+              for (gint64 h = 0; h < H; h++)
+                for (gint64 e = 0; e < D; e++)
+                  {
+                    iq[h * D + e] = h * 2 * D + e;
+                    ig[h * D + e] = h * 2 * D + D + e;
+                  }
+              g_autofree char *qn = g_strdup_printf ("%sself_attn.q_proj.weight", pfx);
+              if (!(lw->wq = pick_rows (&L, qn, 2 * H * D, C, "query", iq, H * D, error)) ||
+                  !(lw->attn_gate = pick_rows (&L, qn, 2 * H * D, C, "gate", ig, H * D, error)) ||
+                  !take_linear (&L, &N, pfx, N.k, kvh_l * hp->head_dim, C, &lw->wk, &lw->bk, error) ||
+                  !take_linear (&L, &N, pfx, N.v, kvh_l * hp->v_head_dim, C, &lw->wv, &lw->bv, error))
+                return FALSE;
+            }
           else if (!take_linear (&L, &N, pfx, N.q, qd_l, C, &lw->wq, &lw->bq, error) ||
                    !take_linear (&L, &N, pfx, N.k, kvh_l * hp->head_dim, C, &lw->wk, &lw->bk, error) ||
                    (hp->diff_attn ? !take_diff_attn (&L, &N, pfx, i, lw, error)
@@ -2131,7 +2245,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
             return FALSE;
           g_autofree char *agn = g_strdup_printf ("%sself_attn.%s.weight", pfx,
                                                   strcmp (hp->arch->model_type, "laguna") == 0 ? "g_proj" : "gate_proj");
-          if (hp->attn_gate_act != HN_ACT_IDENTITY && !take_matrix (&L, agn, qd_l, C, TRUE, &lw->attn_gate, error))
+          if (hp->attn_gate_act != HN_ACT_IDENTITY && !lw->attn_gate && !take_matrix (&L, agn, qd_l, C, TRUE, &lw->attn_gate, error))
             return FALSE;
           g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
           if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))

@@ -24,6 +24,7 @@
 #include "transformer/mamba2-mixer.h"
 #include "transformer/registry.h"
 #include "transformer/shortconv-mixer.h"
+#include "transformer/deltanet-mixer.h"
 #include "tensor/hn-ops.h"
 
 G_BEGIN_DECLS
@@ -37,6 +38,7 @@ typedef enum {
   HN_MIXER_PARALLEL, /* attention and a Mamba-2 mixer side by side on the same normed input (falcon_h1) */
   HN_MIXER_MAMBA1,   /* a Mamba (v1) mixer (jamba) */
   HN_MIXER_SHORTCONV, /* a gated short causal convolution (lfm2), carrying a conv state only */
+  HN_MIXER_DELTANET,  /* gated DeltaNet linear attention (qwen3_next, qwen3_5): a conv state and a delta-rule state */
 } HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
@@ -146,6 +148,7 @@ typedef struct {
   HnMamba2Dims ssm;
   HnMamba1Dims ssm1;     /* jamba's Mamba (v1) mixers */
   HnShortConvDims sconv; /* lfm2's short convolutions (kernel = ssm_conv_kernel) */
+  HnDeltaNetDims dnet;   /* qwen3_next / qwen3_5's gated DeltaNet layers (kernel = ssm_conv_kernel) */
   int ssm_conv_kernel;
   /* falcon_h1's muP multipliers, folded into the weights at load (1 elsewhere): the mixer's input and
    * output, its in_proj parts z, x, B, C, dt; attention's input, keys and output; the MLP's gate and
@@ -310,6 +313,7 @@ typedef struct {
   HnMamba2Weights m2;            /* a hybrid's Mamba-2 layer (the attention weights stay NULL) */
   HnMamba1Weights m1;            /* a hybrid's Mamba (v1) layer */
   HnShortConvWeights sconv;      /* a hybrid's short-convolution layer (lfm2) */
+  HnDeltaNetWeights dnet;        /* a hybrid's gated DeltaNet layer (qwen3_next, qwen3_5) */
 } HnLayerWeights;
 
 typedef struct {

@@ -34,7 +34,7 @@ add (HnSafetensorsWriter *w, GRand *rng, const char *name, int ndim, const gint6
   g_assert_no_error (error);
 }
 
-enum { BAMBA, NEMOTRON_H, FALCON_H1, LFM2, LFM2_MOE };
+enum { BAMBA, NEMOTRON_H, FALCON_H1, LFM2, LFM2_MOE, QWEN3_5, QWEN3_NEXT };
 enum { E = 4, FE = 8 }; /* lfm2_moe's experts and their width */
 
 /* lfm2: short-convolution layers 0 and 2 (with conv_bias), attention with per-head q/k norms in layer 1;
@@ -96,6 +96,77 @@ write_lfm2 (HnSafetensorsWriter *w, GRand *rng, gboolean moe)
 /* bamba: layers 0 and 2 Mamba-2, layer 1 attention, each with its MLP. nemotron_h ("M*-M"): one
  * mixer per layer, no rotary, the gated norm per group, relu2 MLPs. falcon_h1: attention and Mamba-2
  * side by side in both layers, with muP multipliers. */
+/* qwen3_5_text (dense MLPs) / qwen3_next (MoE with a shared expert): gated DeltaNet layers 0 and 2 (1 key head of 8, 2 value
+ * heads of 4: conv channels 2 · 8 + 8), gated attention in layer 1. qwen3_next stores in_proj_qkvz /
+ * in_proj_ba (one key head: its rows in order q, k, v, z and b, a), qwen3_5 the four projections. */
+enum { DK = 8, DHV = 2, DV = 4, DCD = 2 * DK + DHV * DV };
+static void
+write_qwen3_5 (HnSafetensorsWriter *w, GRand *rng, gboolean fused)
+{
+  add (w, rng, "model.embed_tokens.weight", 2, (gint64[]) { V, C }, 0.5f, 0.0f);
+  add (w, rng, "lm_head.weight", 2, (gint64[]) { V, C }, 0.3f, 0.0f);
+  add (w, rng, "model.norm.weight", 1, (gint64[]) { C }, 0.1f, 0.0f);
+  for (int l = 0; l < 3; l++)
+    {
+      char nm[128];
+#define NM(s) (g_snprintf (nm, sizeof nm, "model.layers.%d.%s", l, s), nm)
+      add (w, rng, NM ("input_layernorm.weight"), 1, (gint64[]) { C }, 0.1f, 0.0f);
+      add (w, rng, NM ("post_attention_layernorm.weight"), 1, (gint64[]) { C }, 0.1f, 0.0f);
+      if (fused) /* qwen3_next: routed experts and a sigmoid-gated shared expert */
+        {
+          add (w, rng, NM ("mlp.gate.weight"), 2, (gint64[]) { E, C }, 0.5f, 0.0f);
+          for (int e = 0; e < E; e++)
+            {
+              char en[160];
+              g_snprintf (en, sizeof en, "model.layers.%d.mlp.experts.%d.gate_proj.weight", l, e);
+              add (w, rng, en, 2, (gint64[]) { FE, C }, 0.3f, 0.0f);
+              g_snprintf (en, sizeof en, "model.layers.%d.mlp.experts.%d.up_proj.weight", l, e);
+              add (w, rng, en, 2, (gint64[]) { FE, C }, 0.3f, 0.0f);
+              g_snprintf (en, sizeof en, "model.layers.%d.mlp.experts.%d.down_proj.weight", l, e);
+              add (w, rng, en, 2, (gint64[]) { C, FE }, 0.3f, 0.0f);
+            }
+          add (w, rng, NM ("mlp.shared_expert.gate_proj.weight"), 2, (gint64[]) { FE, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("mlp.shared_expert.up_proj.weight"), 2, (gint64[]) { FE, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("mlp.shared_expert.down_proj.weight"), 2, (gint64[]) { C, FE }, 0.3f, 0.0f);
+          add (w, rng, NM ("mlp.shared_expert_gate.weight"), 2, (gint64[]) { 1, C }, 0.5f, 0.0f);
+        }
+      else
+        {
+          add (w, rng, NM ("mlp.gate_proj.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("mlp.up_proj.weight"), 2, (gint64[]) { F, C }, 0.3f, 0.0f);
+          add (w, rng, NM ("mlp.down_proj.weight"), 2, (gint64[]) { C, F }, 0.3f, 0.0f);
+        }
+      if (l == 1)
+        {
+          add (w, rng, NM ("self_attn.q_proj.weight"), 2, (gint64[]) { 2 * NH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.k_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.v_proj.weight"), 2, (gint64[]) { KVH * HD, C }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.o_proj.weight"), 2, (gint64[]) { C, NH * HD }, 0.4f, 0.0f);
+          add (w, rng, NM ("self_attn.q_norm.weight"), 1, (gint64[]) { HD }, 0.1f, 0.0f);
+          add (w, rng, NM ("self_attn.k_norm.weight"), 1, (gint64[]) { HD }, 0.1f, 0.0f);
+          continue;
+        }
+      if (fused)
+        {
+          add (w, rng, NM ("linear_attn.in_proj_qkvz.weight"), 2, (gint64[]) { DCD + DHV * DV, C }, 0.5f, 0.0f);
+          add (w, rng, NM ("linear_attn.in_proj_ba.weight"), 2, (gint64[]) { 2 * DHV, C }, 0.5f, 0.0f);
+        }
+      else
+        {
+          add (w, rng, NM ("linear_attn.in_proj_qkv.weight"), 2, (gint64[]) { DCD, C }, 0.5f, 0.0f);
+          add (w, rng, NM ("linear_attn.in_proj_z.weight"), 2, (gint64[]) { DHV * DV, C }, 0.5f, 0.0f);
+          add (w, rng, NM ("linear_attn.in_proj_b.weight"), 2, (gint64[]) { DHV, C }, 0.5f, 0.0f);
+          add (w, rng, NM ("linear_attn.in_proj_a.weight"), 2, (gint64[]) { DHV, C }, 0.5f, 0.0f);
+        }
+      add (w, rng, NM ("linear_attn.conv1d.weight"), 3, (gint64[]) { DCD, 1, K }, 0.5f, 0.0f);
+      add (w, rng, NM ("linear_attn.A_log"), 1, (gint64[]) { DHV }, 0.5f, 0.0f);
+      add (w, rng, NM ("linear_attn.dt_bias"), 1, (gint64[]) { DHV }, 0.5f, 1.0f);
+      add (w, rng, NM ("linear_attn.norm.weight"), 1, (gint64[]) { DV }, 0.1f, 1.0f);
+      add (w, rng, NM ("linear_attn.out_proj.weight"), 2, (gint64[]) { C, DHV * DV }, 0.4f, 0.0f);
+#undef NM
+    }
+}
+
 static char *
 write_model (int family)
 {
@@ -149,6 +220,31 @@ write_model (int family)
                      " \"conv_bias\": true, \"norm_eps\": 1e-5, \"max_position_embeddings\": 64,"
                      " \"tie_word_embeddings\": false, \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": 0}";
   const char *cfgs[] = { cfg, ncfg, fcfg, lcfg, mcfg };
+  if (family == QWEN3_5 || family == QWEN3_NEXT)
+    {
+      g_autofree char *qc = g_strdup_printf (
+        "{\"model_type\": \"%s\", \"vocab_size\": 40, \"hidden_size\": 16, \"intermediate_size\": 24,"
+        " \"num_hidden_layers\": 3, \"layer_types\": [\"linear_attention\", \"full_attention\", \"linear_attention\"],"
+        " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8, \"linear_conv_kernel_dim\": 3,"
+        " \"linear_num_key_heads\": 1, \"linear_num_value_heads\": 2, \"linear_key_head_dim\": 8,"
+        " \"linear_value_head_dim\": 4, \"rms_norm_eps\": 1e-6, \"hidden_act\": \"silu\",%s"
+        " \"max_position_embeddings\": 64, \"tie_word_embeddings\": false, \"rope_parameters\": {\"rope_type\":"
+        " \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.25}, \"bos_token_id\": 1,"
+        " \"eos_token_id\": 2, \"pad_token_id\": 0}", family == QWEN3_NEXT ? "qwen3_next" : "qwen3_5_text",
+        family == QWEN3_NEXT ? " \"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8,"
+                               " \"shared_expert_intermediate_size\": 8, \"norm_topk_prob\": true,"
+                               " \"decoder_sparse_step\": 1, \"mlp_only_layers\": [],"
+                             : "");
+      g_autofree char *qp = g_build_filename (dir, "config.json", NULL);
+      g_assert_true (g_file_set_contents (qp, qc, -1, &error));
+      g_autoptr (GRand) qr = g_rand_new_with_seed (25);
+      g_autoptr (HnSafetensorsWriter) qw = hn_safetensors_writer_new ();
+      write_qwen3_5 (qw, qr, family == QWEN3_NEXT);
+      g_autofree char *mp = g_build_filename (dir, "model.safetensors", NULL);
+      g_assert_true (hn_safetensors_writer_write_file (qw, mp, &error));
+      g_assert_no_error (error);
+      return dir;
+    }
   g_autofree char *cp = g_build_filename (dir, "config.json", NULL);
   g_assert_true (g_file_set_contents (cp, cfgs[family], -1, &error));
   g_autoptr (GRand) rng = g_rand_new_with_seed (25);
@@ -271,6 +367,13 @@ test_session (gconstpointer family)
   g_assert_nonnull (hp->layer_mixer);
   if (GPOINTER_TO_INT (family) == FALCON_H1)
     g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_PARALLEL);
+  else if (GPOINTER_TO_INT (family) == QWEN3_5 || GPOINTER_TO_INT (family) == QWEN3_NEXT)
+    {
+      g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_DELTANET);
+      g_assert_cmpint (hp->layer_mixer[1], ==, HN_MIXER_ATTENTION);
+      g_assert_cmpint (hp->rot_dims, ==, HD / 4); /* rope_parameters' partial_rotary_factor */
+      g_assert_cmpint (hp->attn_gate_act, ==, HN_ACT_SIGMOID);
+    }
   else if (GPOINTER_TO_INT (family) == LFM2 || GPOINTER_TO_INT (family) == LFM2_MOE)
     {
       g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_SHORTCONV);
@@ -425,11 +528,15 @@ main (int argc, char **argv)
   g_test_add_data_func ("/hybrid/session/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_session);
   g_test_add_data_func ("/hybrid/session/lfm2", GINT_TO_POINTER (LFM2), test_session);
   g_test_add_data_func ("/hybrid/session/lfm2_moe", GINT_TO_POINTER (LFM2_MOE), test_session);
+  g_test_add_data_func ("/hybrid/session/qwen3_5_text", GINT_TO_POINTER (QWEN3_5), test_session);
+  g_test_add_data_func ("/hybrid/session/qwen3_next", GINT_TO_POINTER (QWEN3_NEXT), test_session);
   g_test_add_data_func ("/hybrid/reorder/bamba", GINT_TO_POINTER (BAMBA), test_reorder);
+  g_test_add_data_func ("/hybrid/reorder/qwen3_next", GINT_TO_POINTER (QWEN3_NEXT), test_reorder);
   g_test_add_data_func ("/hybrid/reorder/lfm2", GINT_TO_POINTER (LFM2), test_reorder);
   g_test_add_data_func ("/hybrid/reorder/falcon_h1", GINT_TO_POINTER (FALCON_H1), test_reorder);
   g_test_add_data_func ("/hybrid/fail-closed/bamba", GINT_TO_POINTER (BAMBA), test_fail_closed);
   g_test_add_data_func ("/hybrid/fail-closed/lfm2", GINT_TO_POINTER (LFM2), test_fail_closed);
+  g_test_add_data_func ("/hybrid/fail-closed/qwen3_5_text", GINT_TO_POINTER (QWEN3_5), test_fail_closed);
   g_test_add_func ("/hybrid/lfm2-config", test_lfm2_config);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);

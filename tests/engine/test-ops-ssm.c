@@ -2,11 +2,13 @@
  * CPU references, on random shapes with odd sizes: the causal conv1d and the
  * selective scan, forward (whole sequences, and the same sequence in chunks
  * carrying the state, as generation does) and backward; and the backward
- * references against central finite differences of the forward ones. */
+ * references against central finite differences of the forward ones; the
+ * gated delta rule (ops-delta.h) the same way. */
 #include <math.h>
 #include <string.h>
 
 #include "ops-test-common.h"
+#include "tensor/ops-delta.h"
 #include "tensor/ops-ssm.h"
 
 static void
@@ -394,6 +396,196 @@ test_scan_back (void)
     }
 }
 
+
+/* ------------------------------------------------------------ gated delta rule */
+
+typedef struct {
+  gint64 B, T;
+  HnRefDeltaRule p;
+  gint64 CD, nh;
+  float *qkv, *a, *b, *A_log, *dt_bias;
+} DeltaCase;
+
+static void
+delta_make (DeltaCase *c, gint64 B, gint64 T, int HK, int HV, int DK, int DV, gboolean bias, gboolean l2)
+{
+  *c = (DeltaCase) { B, T };
+  c->p = (HnRefDeltaRule) { NULL, NULL, HK, HV, DK, DV, l2, 0.0f };
+  c->CD = 2 * HK * DK + HV * DV;
+  c->nh = B * T * HV;
+  c->qkv = hn_test_random (B * T * c->CD, -1, 1);
+  c->a = hn_test_random (c->nh, -3, 1.5);
+  c->b = hn_test_random (c->nh, -2, 2);
+  c->A_log = hn_test_random (HV, -1.5, 0.8);
+  c->dt_bias = hn_test_random (HV, -1, 1);
+  c->p.dt_bias = bias ? c->dt_bias : NULL;
+}
+
+static void
+delta_free (DeltaCase *c)
+{
+  g_free (c->qkv);
+  g_free (c->a);
+  g_free (c->b);
+  g_free (c->A_log);
+  g_free (c->dt_bias);
+}
+
+static HnDeltaRuleParams
+delta_dev_params (const DeltaCase *c, HnTensor *dt_bias, HnTensor *state)
+{
+  return (HnDeltaRuleParams) { c->p.dt_bias ? dt_bias : NULL, state, c->p.n_k_heads, c->p.n_v_heads, c->p.k_dim,
+                               c->p.v_dim, c->p.qk_l2norm, c->p.scale };
+}
+
+static void
+delta_case (gint64 B, gint64 T, int HK, int HV, int DK, int DV, gboolean bias, gboolean l2, gboolean with_state)
+{
+  g_autoptr (GError) error = NULL;
+  DeltaCase c;
+  delta_make (&c, B, T, HK, HV, DK, DV, bias, l2);
+  gint64 ns = B * HV * DK * DV, ny = B * T * HV * DV;
+  g_autofree float *s0 = hn_test_random (ns, -0.5, 0.5), *s_want = g_memdup2 (s0, sizeof (float) * ns);
+  g_autofree float *want = g_new (float, ny);
+  c.p.state = with_state ? s_want : NULL;
+  hn_ref_gated_delta_rule (want, c.qkv, c.a, c.b, c.A_log, B, T, &c.p);
+  g_autoptr (HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, c.CD }, c.qkv);
+  g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV }, c.a);
+  g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV }, c.b);
+  g_autoptr (HnTensor) tal = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, c.A_log);
+  g_autoptr (HnTensor) tdb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, c.dt_bias);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 4, (gint64[]) { B, HV, DK, DV }, s0);
+  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV * DV });
+  HnDeltaRuleParams p = delta_dev_params (&c, tdb, with_state ? ts : NULL);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_gated_delta_rule (cmd, ty, tq, ta, tb, tal, &p, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("gated_delta_rule B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT
+                                           " HK%d HV%d DK%d DV%d bias %d l2 %d state %d",
+                                           B, T, HK, HV, DK, DV, bias, l2, with_state);
+  close_to (what, ty, want, 1e-4, 1e-5);
+  if (with_state)
+    close_to ("gated_delta_rule state", ts, s_want, 1e-4, 1e-5);
+  delta_free (&c);
+}
+
+/* The sequence in chunks of 1..3 tokens with the carried state equals it whole from a zero state. */
+static void
+delta_chunks (gint64 B, gint64 T, int HK, int HV, int DK, int DV)
+{
+  g_autoptr (GError) error = NULL;
+  DeltaCase c;
+  delta_make (&c, B, T, HK, HV, DK, DV, TRUE, TRUE);
+  gint64 ns = B * HV * DK * DV, YD = (gint64) HV * DV;
+  g_autofree float *want = g_new (float, B * T * YD), *got = g_new (float, B * T * YD);
+  hn_ref_gated_delta_rule (want, c.qkv, c.a, c.b, c.A_log, B, T, &c.p);
+  g_autoptr (HnTensor) tal = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, c.A_log);
+  g_autoptr (HnTensor) tdb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, c.dt_bias);
+  g_autofree float *zeros = g_new0 (float, ns);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 4, (gint64[]) { B, HV, DK, DV }, zeros);
+  for (gint64 t0 = 0, step = 1; t0 < T; t0 += step, step = step % 3 + 1)
+    {
+      gint64 n = MIN (step, T - t0);
+      g_autofree float *q = g_new (float, B * n * c.CD), *a = g_new (float, B * n * HV), *b = g_new (float, B * n * HV);
+      for (gint64 bb = 0; bb < B; bb++)
+        {
+          memcpy (q + bb * n * c.CD, c.qkv + (bb * T + t0) * c.CD, sizeof (float) * n * c.CD);
+          memcpy (a + bb * n * HV, c.a + (bb * T + t0) * HV, sizeof (float) * n * HV);
+          memcpy (b + bb * n * HV, c.b + (bb * T + t0) * HV, sizeof (float) * n * HV);
+        }
+      g_autoptr (HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, n, c.CD }, q);
+      g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, n, HV }, a);
+      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, n, HV }, b);
+      g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, n, YD });
+      HnDeltaRuleParams p = delta_dev_params (&c, tdb, ts);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_gated_delta_rule (cmd, ty, tq, ta, tb, tal, &p, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      g_autofree float *y = hn_test_download (ty);
+      for (gint64 bb = 0; bb < B; bb++)
+        memcpy (got + (bb * T + t0) * YD, y + bb * n * YD, sizeof (float) * n * YD);
+    }
+  hn_test_assert_close ("gated_delta_rule in chunks with the carried state", got, want, B * T * YD, 1e-4, 1e-5);
+  delta_free (&c);
+}
+
+static void
+test_delta (void)
+{
+  delta_case (2, 9, 2, 4, 8, 8, TRUE, TRUE, TRUE);      /* the fixtures' shape */
+  delta_case (1, 13, 1, 3, 5, 7, FALSE, TRUE, FALSE);   /* odd head sizes, 3 value heads per key head */
+  delta_case (3, 4, 3, 3, 16, 5, TRUE, FALSE, TRUE);    /* no L2 norm */
+  delta_case (1, 5, 2, 2, 33, 67, TRUE, TRUE, TRUE);    /* more columns than a workgroup */
+  delta_case (2, 1, 1, 2, 128, 3, TRUE, TRUE, TRUE);    /* Qwen3-Next's key head size, one decode step */
+  delta_chunks (2, 11, 2, 4, 7, 5);
+  delta_chunks (1, 8, 1, 1, 16, 9);
+
+  /* refusals by name */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTensor) q = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 10 });
+  g_autoptr (HnTensor) ab = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 2 });
+  g_autoptr (HnTensor) al = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 2 });
+  g_autoptr (HnTensor) y = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 4 });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  HnDeltaRuleParams p = { NULL, NULL, 1, 2, 2, 2, TRUE, 0.0f }; /* qkv must be [3, 8] */
+  g_assert_false (hn_op_gated_delta_rule (cmd, y, q, ab, ab, al, &p, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "gated_delta_rule"));
+  g_clear_error (&error);
+  p = (HnDeltaRuleParams) { NULL, NULL, 2, 3, 2, 2, TRUE, 0.0f }; /* 3 value heads over 2 key heads */
+  g_assert_false (hn_op_gated_delta_rule (cmd, y, q, ab, ab, al, &p, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
+static void
+test_delta_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  /* B, T, HK, HV, DK, DV, dt_bias, l2 */
+  const int shapes[][8] = { { 2, 7, 2, 4, 8, 8, 1, 1 }, { 1, 9, 1, 3, 5, 7, 0, 1 }, { 3, 4, 3, 3, 6, 5, 1, 0 },
+                            { 1, 5, 2, 2, 33, 3, 1, 1 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      const int *sh = shapes[s];
+      gint64 B = sh[0], T = sh[1], HV = sh[3];
+      DeltaCase c;
+      delta_make (&c, B, T, sh[2], sh[3], sh[4], sh[5], sh[6], sh[7]);
+      gint64 nq = B * T * c.CD, ny = B * T * HV * sh[5];
+      g_autofree float *dy = hn_test_random (ny, -1, 1), *dq = g_new (float, nq);
+      g_autofree float *da = g_new (float, c.nh), *db = g_new (float, c.nh);
+      g_autofree float *dA = hn_test_random (HV, -1, 1), *ddb = hn_test_random (HV, -1, 1);
+      g_autoptr (HnTensor) tdA = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, dA);
+      g_autoptr (HnTensor) tddb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, ddb);
+      hn_ref_gated_delta_rule_back (dy, c.qkv, c.a, c.b, c.A_log, B, T, &c.p, dq, da, db, dA, c.p.dt_bias ? ddb : NULL);
+      g_autoptr (HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, c.CD }, c.qkv);
+      g_autoptr (HnTensor) ta = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV }, c.a);
+      g_autoptr (HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV }, c.b);
+      g_autoptr (HnTensor) tal = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, c.A_log);
+      g_autoptr (HnTensor) tbias = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { HV }, c.dt_bias);
+      g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV * sh[5] }, dy);
+      g_autoptr (HnTensor) tdq = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, c.CD });
+      g_autoptr (HnTensor) tda = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV });
+      g_autoptr (HnTensor) tdbt = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, HV });
+      HnDeltaRuleParams p = delta_dev_params (&c, tbias, NULL);
+      g_autoptr (HnTensor) scratch =
+        hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { hn_gated_delta_rule_back_scratch (&p, T) });
+      g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_gated_delta_rule_back (cmd, tdq, tda, tdbt, tdA, p.dt_bias ? tddb : NULL, tdy, tq, ta, tb,
+                                                  tal, &p, scratch, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      close_to ("gated_delta_rule_back dqkv", tdq, dq, 1e-4, 1e-4);
+      close_to ("gated_delta_rule_back da", tda, da, 1e-4, 1e-4);
+      close_to ("gated_delta_rule_back db", tdbt, db, 1e-4, 1e-4);
+      close_to ("gated_delta_rule_back dA_log (accumulated)", tdA, dA, 1e-4, 1e-4);
+      if (p.dt_bias)
+        close_to ("gated_delta_rule_back ddt_bias (accumulated)", tddb, ddb, 1e-4, 1e-4);
+      delta_free (&c);
+    }
+}
+
 /* ------------------------------------------------------------ finite differences of the references */
 
 typedef double (*LossFn) (gpointer data);
@@ -511,6 +703,49 @@ test_fd (void)
     }
 }
 
+typedef struct {
+  DeltaCase c;
+  float *r;
+} DeltaFd;
+
+static double
+delta_loss (gpointer data)
+{
+  DeltaFd *f = data;
+  DeltaCase *c = &f->c;
+  gint64 n = c->B * c->T * c->p.n_v_heads * c->p.v_dim;
+  g_autofree float *y = g_new (float, n);
+  hn_ref_gated_delta_rule (y, c->qkv, c->a, c->b, c->A_log, c->B, c->T, &c->p);
+  double s = 0;
+  for (gint64 i = 0; i < n; i++)
+    s += (double) y[i] * f->r[i];
+  return s;
+}
+
+static void
+test_delta_fd (void)
+{
+  for (int l2 = 0; l2 < 2; l2++)
+    {
+      DeltaFd f;
+      delta_make (&f.c, 2, 5, 1, 2, 3, 4, l2, l2);
+      DeltaCase *c = &f.c;
+      gint64 nq = c->B * c->T * c->CD, HV = c->p.n_v_heads;
+      f.r = hn_test_random (c->B * c->T * HV * c->p.v_dim, -1, 1);
+      g_autofree float *dq = g_new (float, nq), *da = g_new (float, c->nh), *db = g_new (float, c->nh);
+      g_autofree float *dA = g_new0 (float, HV), *ddb = g_new0 (float, HV);
+      hn_ref_gated_delta_rule_back (f.r, c->qkv, c->a, c->b, c->A_log, c->B, c->T, &c->p, dq, da, db, dA, ddb);
+      check_fd ("gated_delta_rule dqkv", delta_loss, &f, c->qkv, nq, dq);
+      check_fd ("gated_delta_rule da", delta_loss, &f, c->a, c->nh, da);
+      check_fd ("gated_delta_rule db", delta_loss, &f, c->b, c->nh, db);
+      check_fd ("gated_delta_rule dA_log", delta_loss, &f, c->A_log, HV, dA);
+      if (l2)
+        check_fd ("gated_delta_rule ddt_bias", delta_loss, &f, c->dt_bias, HV, ddb);
+      g_free (f.r);
+      delta_free (c);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -520,6 +755,9 @@ main (int argc, char **argv)
   g_test_add_func ("/ssm/scan", test_scan);
   g_test_add_func ("/ssm/conv1d-back", test_conv1d_back);
   g_test_add_func ("/ssm/scan-back", test_scan_back);
+  g_test_add_func ("/ssm/delta-fd", test_delta_fd);
+  g_test_add_func ("/ssm/delta", test_delta);
+  g_test_add_func ("/ssm/delta-back", test_delta_back);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
