@@ -82,6 +82,12 @@ static const HnArchInfo archs[] = {
   { "gemma3_text", gemma3_aliases, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
     RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_QK_NORM_HEAD, "gelu_pytorch_tanh", DEC,
     "gemma3_text" },
+  /* Gemma 4 unified: gemma3's sandwich with plain-weight RMSNorms, per-layer head dims, proportional
+   * partial rotary on the full-attention layers, weightless value norms and layer scalars
+   * (transformer-config.c: gemma4_from_config) */
+  { "gemma4_unified_text", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_SOFTCAP, "gelu_pytorch_tanh", DEC,
+    "gemma4_unified_text" },
   { "nemotron", NULL, "nemotron", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
     HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_PARTIAL_ROTARY, "relu2", DEC, "nemotron" },
   { "glm", NULL, "glm", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
@@ -367,9 +373,7 @@ static const HnArchRefusal refusals[] = {
   { "gemma4", "Gemma 4's per-layer embeddings, KV sharing across layers, per-layer head dims and proportional rotary are not built yet" },
   { "gemma4_assistant", "Gemma4AssistantForCausalLM is its own class over an AutoConfig text_config (not Gemma4ForCausalLM, so not an alias of gemma4_text), and its modeling file is not among the sources read" },
   { "gemma4_text", "Gemma 4's per-layer embeddings, KV sharing across layers, per-layer head dims and proportional rotary are not built yet" },
-  { "gemma4_unified", "Gemma 4's per-layer head dims, layer scalars and proportional partial rotary are not built yet" },
   { "gemma4_unified_assistant", "Gemma4UnifiedAssistantForCausalLM is its own class over an AutoConfig text_config (not Gemma4UnifiedForCausalLM, so not an alias of gemma4_unified_text), and its modeling file is not among the sources read" },
-  { "gemma4_unified_text", "Gemma 4's per-layer head dims, layer scalars and proportional partial rotary are not built yet" },
   { "git", R_NOTEXT " (GIT conditions on image features)" },
   { "glm_moe_dsa", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "hrm_text", "hierarchical recurrent reasoning modules are not built yet" },
@@ -439,6 +443,7 @@ static const HnArchPackage packages[] = {
   PKG ("fast_vlm", "qwen2", LANGUAGE_MODEL),
   PKG ("fun_asr_nano", "qwen3", LANGUAGE_MODEL),
   PKG ("fuyu", "persimmon", LANGUAGE_MODEL),
+  PKG ("gemma4_unified", "gemma4_unified_text", LANGUAGE_MODEL),
   PKG ("glm46v", "glm4v_text", LANGUAGE_MODEL),
   PKG ("glm4v", "glm4v_text", LANGUAGE_MODEL),
   PKG ("glm4v_moe", "glm4v_moe_text", LANGUAGE_MODEL),
