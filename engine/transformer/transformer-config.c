@@ -173,7 +173,8 @@ static gboolean
 activation (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
   const char *name = NULL;
-  if (hp->arch->quirks & HN_QUIRK_NORM_PLUS_ONE) /* gemma: hidden_activation wins over hidden_act */
+  if ((hp->arch->quirks & HN_QUIRK_NORM_PLUS_ONE) || g_str_has_prefix (hp->arch->model_type, "gemma4"))
+    /* gemma: hidden_activation wins over hidden_act */
     name = hn_model_config_get_string (cfg, "hidden_activation");
   if (hp->arch->names == HN_NAMES_NEMOTRON_H) /* its MLPs' activation; mamba_hidden_act is the mixers' */
     name = hn_model_config_get_string (cfg, "mlp_hidden_act");
@@ -1182,6 +1183,119 @@ llama4_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
   return TRUE;
 }
 
+
+/* Gemma4TextConfig / Gemma4UnifiedTextConfig: per_layer_config head dims and K/V heads (else
+ * global_head_dim and num_global_key_value_heads on the full-attention layers, as __post_init__
+ * fills them), q/k RMSNorms with their weight and a weightless one on the values, attention
+ * scale 1, a scalar on each layer's output; sliding layers rotate with their own rope_parameters,
+ * full ones with "proportional" rotary: rotate_half over the whole head with the first
+ * int(partial_rotary_factor * head_dim // 2) frequencies base^(-2i/head_dim), the rest 0. */
+static gboolean
+gemma4_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
+{
+  const char *bidi = hn_model_config_get_string (cfg, "use_bidirectional_attention");
+  if (bidi && strcmp (bidi, "all") == 0)
+    return unsupported (error, cfg, "use_bidirectional_attention \"all\" (non-causal attention)");
+  /* (Gemma4UnifiedTextConfig has no per-layer embeddings or experts: hidden_size_per_layer_input and
+   * enable_moe_block are not read there; use_double_wide_mlp widens only K/V-sharing layers) */
+  gboolean k_eq_v;
+  gint64 shared;
+  if (!raw_bool (cfg, "attention_k_eq_v", FALSE, &k_eq_v, error) ||
+      !get_int (cfg, "num_kv_shared_layers", 0, &shared, error))
+    return FALSE;
+  if (shared != 0)
+    return unsupported (error, cfg, "num_kv_shared_layers (layers reading another layer's K/V)");
+  if (k_eq_v)
+    return unsupported (error, cfg, "attention_k_eq_v (values from k_proj on the full-attention layers)");
+  hp->v_norm = TRUE;
+  hp->layer_scalars = TRUE;
+  hp->attn_scale = 1.0f;
+  hp->layer_head_dim = g_new (int, hp->n_layer);
+  hp->layer_n_kv_head = g_new (int, hp->n_layer);
+  int base_d = hp->head_dim, base_kv = hp->n_kv_head;
+  JsonNode *pn = raw ? json_object_get_member (raw, "per_layer_config") : NULL;
+  JsonObject *plc = pn && JSON_NODE_HOLDS_OBJECT (pn) ? json_node_get_object (pn) : NULL;
+  gint64 gd;
+  if (!get_int (cfg, "global_head_dim", 512, &gd, error))
+    return FALSE;
+  hp->head_dim = 0;
+  hp->n_kv_head = 0;
+  hp->local_rot_dims = 0;
+  int full_d = 0;
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      gint64 d = base_d, kv = base_kv;
+      if (plc)
+        {
+          g_autofree char *key = g_strdup_printf ("%d", i);
+          JsonNode *en = json_object_get_member (plc, key);
+          if (en && JSON_NODE_HOLDS_OBJECT (en))
+            {
+              JsonObject *e = json_node_get_object (en);
+              g_autoptr (GList) members = json_object_get_members (e);
+              for (GList *l = members; l; l = l->next)
+                if (strcmp (l->data, "head_dim") != 0 && strcmp (l->data, "num_key_value_heads") != 0)
+                  {
+                    g_autofree char *what = g_strdup_printf ("per_layer_config.%s.%s", key, (const char *) l->data);
+                    return unsupported (error, cfg, what);
+                  }
+              if (json_object_has_member (e, "head_dim"))
+                d = json_object_get_int_member (e, "head_dim");
+              if (json_object_has_member (e, "num_key_value_heads"))
+                kv = json_object_get_int_member (e, "num_key_value_heads");
+            }
+        }
+      else if (!hp->layer_sliding[i])
+        {
+          d = gd;
+          kv = base_kv; /* num_global_key_value_heads counts with attention_k_eq_v only */
+        }
+      if (d <= 0 || d > 1024 || d % 2 || kv <= 0 || hp->n_head % kv)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                       "%s: layer %d's head_dim %" G_GINT64_FORMAT " or num_key_value_heads %" G_GINT64_FORMAT
+                       " does not fit %d query heads", cfg->path, i, d, kv, hp->n_head);
+          return FALSE;
+        }
+      hp->layer_head_dim[i] = (int) d;
+      hp->layer_n_kv_head[i] = (int) kv;
+      hp->head_dim = MAX (hp->head_dim, (int) d);
+      hp->n_kv_head = MAX (hp->n_kv_head, (int) kv);
+      /* one rotary table per layer type: the layers of a type share their head dim */
+      int *td = hp->layer_sliding[i] ? &hp->local_rot_dims : &full_d;
+      if (*td && *td != d)
+        return unsupported (error, cfg, "layers of one type with different head dims");
+      *td = (int) d;
+    }
+  hp->v_head_dim = hp->head_dim;
+  if (hp->rope)
+    {
+      if (!hp->local_rot_dims)
+        hp->local_rot_dims = full_d;
+      const char *t = cfg->rope.rope_type ? cfg->rope.rope_type : "default";
+      if (strcmp (t, "proportional") != 0 && strcmp (t, "default") != 0)
+        {
+          g_autofree char *what = g_strdup_printf ("full-attention rope type \"%s\"", t);
+          return unsupported (error, cfg, what);
+        }
+      if (cfg->rope.factor != 1.0)
+        return unsupported (error, cfg, "a rope factor on the full-attention layers");
+      hp->rope_theta = cfg->rope.theta > 0 ? cfg->rope.theta : 10000.0;
+      hp->rot_dims = full_d > 0 ? full_d : hp->head_dim;
+      hp->rope_prop_angles = strcmp (t, "proportional") == 0
+                               ? (int) floor (cfg->rope.partial_rotary_factor * hp->rot_dims / 2.0)
+                               : hp->rot_dims / 2;
+      if (strcmp (t, "default") == 0 && cfg->rope.partial_rotary_factor != 1.0)
+        return unsupported (error, cfg, "partial_rotary_factor with the default rope type");
+      if (!hp->local_rope)
+        hp->local_rot_dims = hp->rot_dims;
+      /* the sliding layers' "default" rotary turns the whole head (a partial_rotary_factor is not read there) */
+      if (hp->local_rope && hp->local_rope_scaling.type != HN_ROPE_SCALING_NONE)
+        return unsupported (error, cfg, "a sliding-layer rope type other than default");
+    }
+  return TRUE;
+}
+
 gboolean
 hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
@@ -1310,7 +1424,9 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
                    hp->rot_dims, hp->head_dim);
       return FALSE;
     }
-  if (hp->rope && !rope_scaling_from_config (hp, cfg, &cfg->rope, &hp->rope_scaling, &hp->rope_theta, error))
+  /* gemma4's full-attention rotary ("proportional") is resolved with its per-layer head dims below */
+  gboolean g4 = g_str_has_prefix (mt, "gemma4");
+  if (hp->rope && !g4 && !rope_scaling_from_config (hp, cfg, &cfg->rope, &hp->rope_scaling, &hp->rope_theta, error))
     return FALSE;
   if (mrope_text (mt) && !mrope_check (hp, cfg, hn_model_config_get_raw (cfg), error))
     return FALSE;
@@ -1798,6 +1914,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
 
   if (hn_arch_is_hybrid (a) && !hybrid_from_config (hp, cfg, error))
     return FALSE;
+  if (g4 && !gemma4_from_config (hp, cfg, raw, error))
+    return FALSE;
 
   /* ids */
   hp->bos_token_id = (int) cfg->bos_token_id;
@@ -1817,6 +1935,7 @@ hn_transformer_hparams_clear (HnTransformerHParams *hp)
   g_clear_pointer (&hp->layer_sliding, g_free);
   g_clear_pointer (&hp->layer_n_head, g_free);
   g_clear_pointer (&hp->layer_n_kv_head, g_free);
+  g_clear_pointer (&hp->layer_head_dim, g_free);
   g_clear_pointer (&hp->layer_rope, g_free);
   g_clear_pointer (&hp->layer_mixer, g_free);
   g_clear_pointer (&hp->layer_ffn, g_free);

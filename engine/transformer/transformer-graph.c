@@ -1057,6 +1057,13 @@ decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N
 
 static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
                                  HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error);
+
+/* gemma4: the layer's whole output (residual stream included) *= layer_scalar */
+static gboolean
+layer_scale (HnCmd *cmd, const HnLayerWeights *lw, HnTensor *x, GError **error)
+{
+  return lw->layer_scalar == 1.0f || hn_op_scale (cmd, x, x, lw->layer_scalar, 0.0f, error);
+}
 static gboolean record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
                                     int B, int T, GError **error);
 static gboolean layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
@@ -1081,7 +1088,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   const HnTransformerWeights *W = &m->w;
   const HnLayerWeights *lw = &W->layers[il];
   gint64 N = (gint64) B * T, H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il);
-  gint64 D = hp->head_dim, Dv = hp->v_head_dim;
+  gint64 D = hn_transformer_layer_head_dim (hp, il), Dv = hn_transformer_layer_v_head_dim (hp, il);
   if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION && hp->layer_mixer[il] != HN_MIXER_PARALLEL)
     return record_mixer_layer (m, cmd, a, il, kv, B, T, error);
   gboolean paged = kv->page_table != NULL;
@@ -1170,6 +1177,12 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   HnTensor *q3 = shaped (a, q, 3, (gint64[]) { N, H, D }, error);
   HnTensor *k3 = shaped (a, k, 3, (gint64[]) { N, KVH, D }, error);
   CK (q3 && k3);
+  if (hp->v_norm) /* gemma4: a weightless RMSNorm of each value head */
+    {
+      HnTensor *vh = shaped (a, v, 3, (gint64[]) { N, KVH, Dv }, error);
+      CK (vh);
+      CK (hn_op_rmsnorm (cmd, vh, vh, NULL, hp->norm_eps, HN_NORM_DEFAULT, error));
+    }
   if (hp->qk_norm_head && !hp->qk_norm_after_rope) /* per head, with the model's own norm (RMS, 1+w RMS or LayerNorm) */
     {
       CK (norm (m, cmd, q3, q3, lw->q_norm_w, lw->q_norm_b, error));
@@ -1234,7 +1247,8 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       CK (hn_op_rmsnorm (cmd, k3, k3, NULL, hp->norm_eps, HN_NORM_DEFAULT, error));
     }
   if (paged)
-    return paged_attention (m, cmd, a, il, kv, q, k, v, att, B, T, error) && layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
+    return paged_attention (m, cmd, a, il, kv, q, k, v, att, B, T, error) &&
+           layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error) && layer_scale (cmd, lw, x, error);
   /* new keys/values into each row's cache at [pos0, pos0 + T) */
   for (int b = 0; b < B && !kv_written; b++)
     {
@@ -1295,7 +1309,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
       CK (q4 && att4);
       CK (hn_op_attention (cmd, att4, q4, kk, vv, &ap, error));
     }
-  return layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error);
+  return layer_rest (m, cmd, a, lw, x, h, h2, o, mo, att, N, error) && layer_scale (cmd, lw, x, error);
 }
 
 /* The new K/V into their arena slots, then attention through the page table. */
@@ -1304,8 +1318,8 @@ paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, con
                  HnTensor *k, HnTensor *v, HnTensor *att, int B, int T, GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
-  gint64 H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il), D = hp->head_dim;
-  gint64 Dv = hp->v_head_dim;
+  gint64 H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il);
+  gint64 D = hn_transformer_layer_head_dim (hp, il), Dv = hn_transformer_layer_v_head_dim (hp, il);
   gint64 R = kv->k->shape[0];
   HnTensor *k2 = shaped (a, kv->k, 2, (gint64[]) { R, KVH * D }, error);
   HnTensor *v2 = shaped (a, kv->v, 2, (gint64[]) { R, KVH * Dv }, error);
@@ -1642,14 +1656,15 @@ hn_transformer_logits (HnTransformer *m, const int32_t *ids, int n, float *logit
   g_autoptr (HnTransformerActs) a = hn_transformer_acts_new (m, n, n, error);
   if (!a)
     return FALSE;
-  /* one K/V scratch that every layer reuses; one per layer when their K/V heads differ */
-  int n_kv = hp->layer_n_kv_head ? hp->n_layer : 1;
+  /* one K/V scratch that every layer reuses; one per layer when their K/V heads or head dims differ */
+  int n_kv = hp->layer_n_kv_head || hp->layer_head_dim ? hp->n_layer : 1;
   g_autoptr (GPtrArray) kvs = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
   g_autofree HnLayerKv *kv = g_new0 (HnLayerKv, n_kv);
   for (int i = 0; i < n_kv; i++)
     {
       gint64 kvh = hn_transformer_layer_kv_heads (hp, i);
-      gint64 kvd_shape[4] = { 1, n, kvh, hp->head_dim }, vd_shape[4] = { 1, n, kvh, hp->v_head_dim };
+      gint64 kvd_shape[4] = { 1, n, kvh, hn_transformer_layer_head_dim (hp, i) };
+      gint64 vd_shape[4] = { 1, n, kvh, hn_transformer_layer_v_head_dim (hp, i) };
       kv[i].k = hn_tensor_new_named (m->ctx, "logits.k", HN_DTYPE_F32, 4, kvd_shape, error);
       kv[i].v = kv[i].k ? hn_tensor_new_named (m->ctx, "logits.v", HN_DTYPE_F32, 4, vd_shape, error) : NULL;
       if (kv[i].k)

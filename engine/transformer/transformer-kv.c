@@ -226,10 +226,11 @@ alloc_kv (HnTransformerSession *s, const char *what, GError **error)
   for (int i = 0; i < L; i++)
     {
       gint64 kvh = hn_transformer_layer_kv_heads (hp, i);
-      gint64 shape[4] = { s->max_rows, s->max_ctx, kvh, hp->head_dim };
-      gint64 vshape[4] = { s->max_rows, s->max_ctx, kvh, hp->v_head_dim };
-      gint64 arena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, kvh, hp->head_dim };
-      gint64 varena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, kvh, hp->v_head_dim };
+      gint64 d = hn_transformer_layer_head_dim (hp, i), dv = hn_transformer_layer_v_head_dim (hp, i);
+      gint64 shape[4] = { s->max_rows, s->max_ctx, kvh, d };
+      gint64 vshape[4] = { s->max_rows, s->max_ctx, kvh, dv };
+      gint64 arena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, kvh, d };
+      gint64 varena[3] = { (gint64) s->n_pages * HN_KV_PAGE_SIZE, kvh, dv };
       g_autofree char *kn = g_strdup_printf ("%s.%d.k", what, i);
       g_autofree char *vn = g_strdup_printf ("%s.%d.v", what, i);
       HnVkContext *ctx = stage_of (s, i)->m->ctx; /* the cache lives where its layer runs */
@@ -962,7 +963,7 @@ lm_reorder (gpointer self, int n_rows, const int *src, GError **error)
     for (int r = 0; r < n_rows; r++)
       {
         gint64 kvh = hn_transformer_layer_kv_heads (hp, il);
-        gint64 kvd[2] = { kvh * hp->head_dim, kvh * hp->v_head_dim };
+        gint64 kvd[2] = { kvh * hn_transformer_layer_head_dim (hp, il), kvh * hn_transformer_layer_v_head_dim (hp, il) };
         int n = s->len[r];
         if (is_state_layer (hp, il))
           {

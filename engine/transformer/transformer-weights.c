@@ -2142,6 +2142,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
   for (int i = 0; i < hp->n_layer; i++)
     {
       HnLayerWeights *lw = &W->layers[i];
+      lw->layer_scalar = 1.0f;
       g_autofree char *pfx = g_strdup_printf ("%s%d.", N.layer, i);
       if (i < m->layer0 || i >= m->layer1)
         {
@@ -2156,8 +2157,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         return FALSE;
       HnMixerKind mixer = hp->layer_mixer ? hp->layer_mixer[i] : HN_MIXER_ATTENTION;
       /* laguna varies the query heads, mimo_v2_flash the K/V heads by layer */
-      gint64 qd_l = (gint64) hn_transformer_layer_heads (hp, i) * hp->head_dim;
+      gint64 D_l = hn_transformer_layer_head_dim (hp, i), Dv_l = hn_transformer_layer_v_head_dim (hp, i);
+      gint64 qd_l = (gint64) hn_transformer_layer_heads (hp, i) * D_l;
       gint64 kvh_l = hn_transformer_layer_kv_heads (hp, i);
+      g_autofree char *lsn = g_strdup_printf ("%slayer_scalar", pfx);
+      if (hp->layer_scalars && !take_scalar (&L, lsn, &lw->layer_scalar, error))
+        return FALSE;
       if (mixer == HN_MIXER_MAMBA2 || mixer == HN_MIXER_PARALLEL)
         {
           /* bamba: mamba.*; nemotron_h: the layer's one mixer */
@@ -2230,13 +2235,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
                 return FALSE;
             }
           else if (!take_linear (&L, &N, pfx, N.q, qd_l, C, &lw->wq, &lw->bq, error) ||
-                   !take_linear (&L, &N, pfx, N.k, kvh_l * hp->head_dim, C, &lw->wk, &lw->bk, error) ||
+                   !take_linear (&L, &N, pfx, N.k, kvh_l * D_l, C, &lw->wk, &lw->bk, error) ||
                    (hp->diff_attn ? !take_diff_attn (&L, &N, pfx, i, lw, error)
-                                  : !take_linear (&L, &N, pfx, N.v, kvh_l * hp->v_head_dim, C, &lw->wv, &lw->bv,
-                                                  error)))
+                                  : !take_linear (&L, &N, pfx, N.v, kvh_l * Dv_l, C, &lw->wv, &lw->bv, error)))
             return FALSE;
           /* diffllama: o_proj reads the H/2 combined head pairs of 2 * head_dim */
-          gint64 o_in = hp->diff_attn ? qd : (gint64) hn_transformer_layer_heads (hp, i) * hp->v_head_dim;
+          gint64 o_in = hp->diff_attn ? qd : (gint64) hn_transformer_layer_heads (hp, i) * Dv_l;
           if (!hp->moa && !take_linear (&L, &N, pfx, N.o, C, o_in, &lw->wo, &lw->bo, error))
             return FALSE;
           g_autofree char *dbn = g_strdup_printf ("%sattention.dense_bias", pfx);
@@ -2256,7 +2260,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
             return FALSE;
           if (N.q_norm)
             {
-              gint64 qn = hp->qk_norm_head ? hp->head_dim : qd, kn = hp->qk_norm_head ? hp->head_dim : kvd;
+              gint64 qn = hp->qk_norm_head ? D_l : qd, kn = hp->qk_norm_head ? D_l : kvd;
               if (!take_norm (&L, pfx, N.q_norm, qn, TRUE, &lw->q_norm_w, &lw->q_norm_b, error) ||
                   !take_norm (&L, pfx, N.k_norm, kn, TRUE, &lw->k_norm_w, &lw->k_norm_b, error))
                 return FALSE;
@@ -2377,6 +2381,9 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         return FALSE;
       for (int i = 0; hp->rope_reversed && i < half; i++)
         inv[i] = -inv[i];
+      for (int i = 0; hp->rope_prop_angles > 0 && i < half; i++) /* gemma4 "proportional" */
+        inv[i] = i < hp->rope_prop_angles ? 1.0f / powf ((float) hp->rope_theta, (float) (2 * i) / (float) hp->rot_dims)
+                                          : 0.0f;
       if (!(W->inv_freq = vector_from_f32 (&L, "rope.inv_freq", inv, half, error)))
         return FALSE;
       if (hp->local_rope)

@@ -49,6 +49,13 @@ typedef struct {
   int *layer_n_head;     /* laguna: query heads of each layer (owned; n_head is their maximum), NULL = n_head */
   int *layer_n_kv_head;  /* mimo_v2_flash: K/V heads of each layer (owned; n_kv_head is their maximum) */
   float v_scale;         /* mimo_v2_flash attention_value_scale: values * v_scale before the cache, else 1 */
+  /* gemma4: per_layer_config head dims (owned; head_dim is their maximum, values have the same), a
+   * weightless RMSNorm of the values per head (v_norm) and each layer's output scale (layer_scalar,
+   * HnLayerWeights.layer_scalar) */
+  int *layer_head_dim;
+  gboolean v_norm;
+  gboolean layer_scalars;
+  int rope_prop_angles;  /* gemma4 "proportional" rotary: > 0 = inv_freq[i] = 0 from i = this on */
   int max_positions;
   int ctx_limit;         /* > 0: longer contexts fail closed (ministral3's llama-4 query scaling starts there) */
   /* norms */
@@ -162,6 +169,19 @@ typedef struct {
 } HnTransformerHParams;
 
 typedef struct _HnTransformer HnTransformer;
+
+/* Head dim (keys, values and queries) of layer il (gemma4 varies it). */
+static inline int
+hn_transformer_layer_head_dim (const HnTransformerHParams *hp, int il)
+{
+  return hp->layer_head_dim ? hp->layer_head_dim[il] : hp->head_dim;
+}
+
+static inline int
+hn_transformer_layer_v_head_dim (const HnTransformerHParams *hp, int il)
+{
+  return hp->layer_head_dim ? hp->layer_head_dim[il] : hp->v_head_dim;
+}
 
 /* Whether layer i has routed experts (the others keep the dense MLP). */
 static inline gboolean
@@ -304,6 +324,7 @@ typedef struct {
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
   HnTensor *attn_gate;           /* afmoe gate_proj, laguna g_proj [H * D, C] (hp->attn_gate_act) */
+  float layer_scalar;            /* gemma4: the layer's output *= this (1 elsewhere) */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
   float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
   HnTensor *moa_router;          /* jetmoe attention experts: router [E, C] */

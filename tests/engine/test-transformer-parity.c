@@ -424,6 +424,18 @@ test_fail_closed (void)
     { "{\"model_type\":\"glm4v_text\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":1,"
       "\"num_attention_heads\":2,\"head_dim\":8}",
       "head_dim other than hidden_size / num_attention_heads" },
+    /* gemma4_unified_text: K/V sharing across layers, values from k_proj and bidirectional attention
+     * are not built (the gemma4_unified_text fixture runs the rest) */
+    { "{\"model_type\":\"gemma4_unified_text\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":2,"
+      "\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":4,\"num_kv_shared_layers\":1}",
+      "num_kv_shared_layers" },
+    { "{\"model_type\":\"gemma4_unified_text\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":2,"
+      "\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":4,\"attention_k_eq_v\":true}",
+      "attention_k_eq_v" },
+    { "{\"model_type\":\"gemma4_unified_text\",\"vocab_size\":16,\"hidden_size\":8,\"num_hidden_layers\":2,"
+      "\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":4,"
+      "\"use_bidirectional_attention\":\"all\"}",
+      "use_bidirectional_attention" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (configs); i++)
     {
