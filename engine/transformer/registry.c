@@ -124,6 +124,11 @@ static const HnArchInfo archs[] = {
     "gelu_pytorch_tanh", DEC, "vaultgemma" },
   { "hunyuan_v1_dense", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_HUNYUAN, RMS_GATED, "silu", DEC,
     "hunyuan_v1_dense" },
+  /* HunYuan-VL / HunyuanOCR's text model: hunyuan_v1_dense with its q/k norms always built (no
+   * use_qk_norm); its multimodal rotary (mrope_section, any number of axes) turns text alone as the
+   * 1-D rope does (transformer-config.c: mrope_text) */
+  { "hunyuan_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_HUNYUAN, RMS_GATED, "silu", DEC,
+    "hunyuan_vl_text" },
   { "bitnet", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_BITNET, RMS_GATED, "relu2", DEC, "bitnet" },
   { "xglm", NULL, "xglm", HN_BLOCK_PRE_NORM, HN_NAMES_XGLM,
     HN_QUIRK_LAYERNORM | HN_QUIRK_NO_ROPE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_SINUSOIDAL_POS, "gelu", DEC, "xglm" },
@@ -448,6 +453,7 @@ static const HnArchPackage packages[] = {
   PKG ("got_ocr2", "qwen2", LANGUAGE_MODEL),
   PKG ("granite_speech", "granite", LANGUAGE_MODEL),
   PKG ("granite_speech_plus", "granite", LANGUAGE_MODEL),
+  PKG ("hunyuan_vl", "hunyuan_vl_text", LANGUAGE_MODEL),
   PKG ("idefics2", "mistral", TEXT_MODEL),
   PKG ("idefics3", "llama", TEXT_MODEL),
   PKG ("instructblip", "opt", LANGUAGE_MODEL_V4),
