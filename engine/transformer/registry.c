@@ -23,6 +23,10 @@ static const char *const neox_aliases[] = { "gpt-neox", NULL };
 static const char *const xlmr_aliases[] = { "xlm_roberta", NULL };
 static const char *const gpt2_aliases[] = { "gpt-sw3", NULL };              /* GPT2LMHeadModel in the causal mapping */
 static const char *const gemma3_aliases[] = { "gemma3", NULL };             /* the package: its text_config runs */
+/* granite4_vision's text_config model_type: Granite4VisionTextModel is granite's math (embedding,
+ * attention, residual multipliers and logits_scaling, same names and defaults) plus deepstack
+ * injection of image features, which text alone never takes */
+static const char *const granite_aliases[] = { "granite4_vision_text", NULL };
 
 #define RMS_GATED (HN_QUIRK_GATED_MLP)
 static const HnArchInfo archs[] = {
@@ -42,8 +46,8 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_PARAMS | HN_QUIRK_CLIP_QKV, "silu", DEC, "olmo" },
   { "olmo2", NULL, "olmo", HN_BLOCK_POST_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_QK_NORM_FULL, "silu", DEC,
     "olmo2" },
-  { "granite", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS, "silu", DEC,
-    "granite" },
+  { "granite", granite_aliases, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MULTIPLIERS, "silu",
+    DEC, "granite" },
   { "cohere", NULL, "cohere", HN_BLOCK_PARALLEL, HN_NAMES_LLAMA,
     RMS_GATED | HN_QUIRK_LAYERNORM | HN_QUIRK_NORM_NO_BIAS | HN_QUIRK_LOGIT_SCALE | HN_QUIRK_ROPE_INTERLEAVED, "silu",
     DEC, "cohere" },
@@ -130,6 +134,11 @@ static const HnArchInfo archs[] = {
     "gelu_pytorch_tanh", DEC, "vaultgemma" },
   { "hunyuan_v1_dense", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_HUNYUAN, RMS_GATED, "silu", DEC,
     "hunyuan_v1_dense" },
+  /* HunYuan-VL / HunyuanOCR's text model: hunyuan_v1_dense with its q/k norms always built (no
+   * use_qk_norm); its multimodal rotary (mrope_section, any number of axes) turns text alone as the
+   * 1-D rope does (transformer-config.c: mrope_text) */
+  { "hunyuan_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_HUNYUAN, RMS_GATED, "silu", DEC,
+    "hunyuan_vl_text" },
   { "bitnet", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_BITNET, RMS_GATED, "relu2", DEC, "bitnet" },
   { "xglm", NULL, "xglm", HN_BLOCK_PRE_NORM, HN_NAMES_XGLM,
     HN_QUIRK_LAYERNORM | HN_QUIRK_NO_ROPE | HN_QUIRK_EMBED_SCALE_SQRT | HN_QUIRK_SINUSOIDAL_POS, "gelu", DEC, "xglm" },
@@ -428,10 +437,25 @@ static const HnArchRefusal refusals[] = {
 };
 
 /* Multimodal packages whose text model runs here (registry.h): vision, audio and OCR packages alike,
- * text in and text out (the towers are kept in a checkpoint, not run). Left out: paligemma (its prefix
- * attends bidirectionally). Layouts: tests/fixtures/package-keys-transformers-5.17.json (aya_vision,
- * idefics3 and smolvlm read off configs with the overrides of list_package_keys.py; paddleocr_vl off
- * the package's own language_model, as no Auto class builds its text config alone). */
+ * text in and text out (the towers are kept in a checkpoint, not run). Layouts:
+ * tests/fixtures/package-keys-transformers-5.17.json (aya_vision, idefics3 and smolvlm read off configs
+ * with the overrides of list_package_keys.py; paddleocr_vl off the package's own language_model, as no
+ * Auto class builds its text config alone). granite4_vision, hunyuan_vl and perception_lm could not be
+ * listed (their default configs do not build on the meta device): their layout, model.language_model.X
+ * beside a top-level lm_head.weight, is read from their 5.17 modeling files (self.model with
+ * self.language_model inside, _tied_weights_keys naming model.language_model.embed_tokens).
+ * Left out:
+ * - paligemma: PaliGemmaConfig sets text_config.use_bidirectional_attention True, so its Gemma
+ *   attention is not causal (is_causal False); with input_ids alone the mask it passes is plain
+ *   causal, but SDPA (the default) drops an unpadded causal mask and then attends the whole prompt
+ *   both ways, while eager keeps it causal. Text alone is a prefix-LM prompt (bidirectional prefill,
+ *   causal decoding), which is not built; positions count from 1, embeddings are Gemma's sqrt(hidden)
+ *   scaled ones.
+ * - florence2: its language model is BART (text alone: the encoder on the scaled shared embeddings,
+ *   the decoder from text_config.decoder_start_token_id, lm_head without final_logits_bias), but the
+ *   encoder-decoder loader (encdec/) does not read package layouts yet.
+ * - colpali, colqwen2: retrieval models (ColPaliForRetrieval / ColQwen2ForRetrieval project the
+ *   last hidden states to normalised multi-vector embeddings); no language-model head. */
 #define PKG(p, t, l) { p, t, HN_PACKAGE_##l }
 static const HnArchPackage packages[] = {
   PKG ("aria", "aria_text", LANGUAGE_MODEL),
@@ -454,8 +478,10 @@ static const HnArchPackage packages[] = {
   PKG ("glmasr", "llama", LANGUAGE_MODEL),
   PKG ("glmga", "glm4v_text", LANGUAGE_MODEL),
   PKG ("got_ocr2", "qwen2", LANGUAGE_MODEL),
+  PKG ("granite4_vision", "granite", LANGUAGE_MODEL),
   PKG ("granite_speech", "granite", LANGUAGE_MODEL),
   PKG ("granite_speech_plus", "granite", LANGUAGE_MODEL),
+  PKG ("hunyuan_vl", "hunyuan_vl_text", LANGUAGE_MODEL),
   PKG ("idefics2", "mistral", TEXT_MODEL),
   PKG ("idefics3", "llama", TEXT_MODEL),
   PKG ("instructblip", "opt", LANGUAGE_MODEL_V4),
@@ -475,6 +501,7 @@ static const HnArchPackage packages[] = {
   PKG ("musicflamingo", "qwen2", LANGUAGE_MODEL),
   PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
   PKG ("paddleocr_vl", "paddleocr_vl_text", LANGUAGE_MODEL),
+  PKG ("perception_lm", "llama", LANGUAGE_MODEL),
   PKG ("pp_chart2table", "qwen2", LANGUAGE_MODEL),
   PKG ("qianfan_ocr", "qwen3", LANGUAGE_MODEL),
   PKG ("qwen2_5_vl", "qwen2_5_vl_text", LANGUAGE_MODEL),

@@ -47,28 +47,35 @@ static gboolean
 mrope_text (const char *model_type)
 {
   static const char *const t[] = { "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text",
-                                   "paddleocr_vl_text", NULL };
+                                   "paddleocr_vl_text", "hunyuan_vl_text", NULL };
   return g_strv_contains (t, model_type);
 }
 
 /* mrope_section as these modeling files read it: three non-negative sizes. The chunked layout
  * (qwen2_vl, qwen2_5_vl, paddleocr_vl: cos.split(mrope_section * 2)) must cover the rotary dims
  * exactly, as torch.split requires; qwen3_vl always interleaves (apply_interleaved_mrope, whatever
- * mrope_interleaved says), indexing strided slices, so any sizes run. */
+ * mrope_interleaved says), indexing strided slices, so any sizes run. HunYuan-VL takes any number
+ * of axes (3 or 4 in its configs; xdrope_section is its config class's old name) summing to half
+ * the head, which HunYuanVLTextConfig checks and its recomposition_frequencies splits by. */
 static gboolean
 mrope_check (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
 {
+  gboolean hy = strcmp (hp->arch->model_type, "hunyuan_vl_text") == 0;
   JsonObject *rp = NULL;
+  const char *key = NULL;
   for (int j = 0; j < 2 && !rp; j++)
     {
       JsonNode *n = raw ? json_object_get_member (raw, j ? "rope_scaling" : "rope_parameters") : NULL;
       rp = n && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
-      if (rp && !json_object_has_member (rp, "mrope_section"))
+      key = rp && json_object_has_member (rp, "mrope_section")                ? "mrope_section"
+            : rp && hy && json_object_has_member (rp, "xdrope_section") ? "xdrope_section"
+                                                                              : NULL;
+      if (!key)
         rp = NULL;
     }
   if (!rp)
     return TRUE; /* no sections (qwen3_vl's default [24, 20, 20]): text alone turns the same either way */
-  JsonNode *sn = json_object_get_member (rp, "mrope_section");
+  JsonNode *sn = json_object_get_member (rp, key);
   JsonArray *sec = JSON_NODE_HOLDS_ARRAY (sn) ? json_node_get_array (sn) : NULL;
   gint64 sum = 0;
   for (guint i = 0; sec && i < json_array_get_length (sec); i++)
@@ -80,16 +87,16 @@ mrope_check (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw
       else
         sum += v;
     }
-  if (!sec || json_array_get_length (sec) != 3)
+  if (!sec || (hy ? json_array_get_length (sec) == 0 : json_array_get_length (sec) != 3))
     {
-      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: mrope_section must list three non-negative sizes",
-                   cfg->path);
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s must list %s non-negative sizes", cfg->path, key,
+                   hy ? "one or more" : "three");
       return FALSE;
     }
   if (!g_str_has_prefix (hp->arch->model_type, "qwen3_vl") && 2 * sum != hp->rot_dims)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
-                   "%s: mrope_section sums to %" G_GINT64_FORMAT " frequency pairs for %d rotary dims", cfg->path, sum,
+                   "%s: %s sums to %" G_GINT64_FORMAT " frequency pairs for %d rotary dims", cfg->path, key, sum,
                    hp->rot_dims);
       return FALSE;
     }
@@ -127,7 +134,8 @@ rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, co
   const char *t = r->rope_type ? r->rope_type : "default";
   if (strcmp (t, "default") == 0)
     s->type = HN_ROPE_SCALING_NONE;
-  else if (strcmp (t, "mrope") == 0 && mrope_text (hp->arch->model_type))
+  else if (strcmp (t, "mrope") == 0 && mrope_text (hp->arch->model_type) &&
+           strcmp (hp->arch->model_type, "hunyuan_vl_text") != 0)
     s->type = HN_ROPE_SCALING_NONE; /* their config classes rename the legacy "mrope" type "default" */
   else if (strcmp (t, "linear") == 0)
     s->type = HN_ROPE_SCALING_LINEAR;
@@ -1827,6 +1835,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
       gboolean qkn;
       if (!raw_bool (cfg, "use_qk_norm", ns == HN_NAMES_HUNYUAN, &qkn, error))
         return FALSE;
+      if (strcmp (mt, "hunyuan_vl_text") == 0)
+        qkn = TRUE; /* HunYuanVLDenseV1Attention builds them whatever use_qk_norm says */
       hp->qk_norm_head = qkn;
       hp->qk_norm_after_rope = qkn && ns == HN_NAMES_HUNYUAN;
     }

@@ -211,6 +211,34 @@ test_packages (void)
     }
 }
 
+/* granite4_vision's text_config names its own model_type, granite4_vision_text (Granite4VisionTextModel,
+ * granite's math): the granite fixture under that name in the package layout gives granite's logits. */
+static void
+test_granite4_vision_text (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  g_autofree char *dir = make_package ("granite4_vision", HN_PACKAGE_LANGUAGE_MODEL, "granite", NULL);
+  g_autofree char *cfg = g_build_filename (dir, "config.json", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_file (p, cfg, &error));
+  g_assert_no_error (error);
+  JsonObject *tc = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)), "text_config");
+  g_assert_cmpstr (json_object_get_string_member (tc, "model_type"), ==, "granite");
+  json_object_set_string_member (tc, "model_type", "granite4_vision_text");
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  json_generator_set_root (gen, json_parser_get_root (p));
+  g_assert_true (json_generator_to_file (gen, cfg, &error));
+  g_assert_no_error (error);
+  check_package_logits (ctx, dir, "granite", "granite4_vision (text_config granite4_vision_text)");
+  hn_folder_remove_tree (dir);
+}
+
 /* GLM-OCR and GLM-4.5V checkpoints carry a multi-token-prediction layer after the decoder layers
  * (layers.16, layers.46 of the real models), which transformers skips on load
  * (_keys_to_ignore_on_load_unexpected): it loads and is written back untouched; another layer past the
@@ -275,6 +303,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/multimodal/packages", test_packages);
   g_test_add_func ("/multimodal/glm-mtp-layers", test_glm_mtp_layers);
+  g_test_add_func ("/multimodal/granite4-vision-text", test_granite4_vision_text);
   g_test_add_func ("/multimodal/llava-v5-layout", test_v5);
   g_test_add_func ("/multimodal/llava-v4-layout", test_v4);
   return g_test_run ();

@@ -685,6 +685,67 @@ test_vl_text_variants (void)
   remove_variant (hub);
 }
 
+/* HunYuan-VL's text model: use_qk_norm false (a key its config class does not define) leaves the
+ * q/k norms, which HunYuanVLDenseV1Attention always builds; three axes [2, 1, 1] (the 3-axis layout)
+ * turn text alone as the fixture's four did; the old xdrope_section name is read as mrope_section;
+ * sections not covering half the head and the "xdrope" rope type (dynamic NTK-alpha) are refused. */
+static void
+hy_qk_off_edit (JsonObject *o)
+{
+  json_object_set_boolean_member (o, "use_qk_norm", FALSE);
+  JsonObject *rp = json_object_get_object_member (o, "rope_parameters");
+  json_object_set_array_member (rp, "mrope_section", int_array (3, (const int[]) { 2, 1, 1 }));
+}
+
+static void
+hy_xdrope_section_edit (JsonObject *o)
+{
+  JsonObject *rp = json_object_get_object_member (o, "rope_parameters");
+  json_object_remove_member (rp, "mrope_section");
+  json_object_set_array_member (rp, "xdrope_section", int_array (4, (const int[]) { 1, 1, 1, 1 }));
+}
+
+static void
+hy_short_edit (JsonObject *o)
+{
+  JsonObject *rp = json_object_get_object_member (o, "rope_parameters");
+  json_object_set_array_member (rp, "mrope_section", int_array (4, (const int[]) { 1, 1, 1, 0 }));
+}
+
+static void
+hy_xdrope_edit (JsonObject *o)
+{
+  JsonObject *rp = json_object_get_object_member (o, "rope_parameters");
+  json_object_set_string_member (rp, "rope_type", "xdrope");
+  json_object_set_double_member (rp, "alpha", 1000.0);
+}
+
+static void
+test_hunyuan_vl_text_variants (void)
+{
+  GError *error = NULL;
+  char *off = config_variant ("hunyuan_vl_text", hy_qk_off_edit, NULL);
+  assert_fixture_logits ("hunyuan_vl_text (use_qk_norm false, 3 axes)", "hunyuan_vl_text", off);
+  remove_variant (off);
+  char *old = config_variant ("hunyuan_vl_text", hy_xdrope_section_edit, NULL);
+  assert_fixture_logits ("hunyuan_vl_text (xdrope_section)", "hunyuan_vl_text", old);
+  remove_variant (old);
+
+  char *bad = config_variant ("hunyuan_vl_text", hy_short_edit, NULL);
+  g_assert_null (hn_transformer_load (ctx, bad, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_CORRUPT);
+  g_assert_nonnull (strstr (error->message, "mrope_section"));
+  g_clear_error (&error);
+  remove_variant (bad);
+
+  char *xd = config_variant ("hunyuan_vl_text", hy_xdrope_edit, NULL);
+  g_assert_null (hn_transformer_load (ctx, xd, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "xdrope"));
+  g_clear_error (&error);
+  remove_variant (xd);
+}
+
 /* Variants beyond each registered architecture's own fixture. */
 static const char *const extra_cases[] = { "llama_rope_llama3", "falcon_mq", "nemotron_h_moe" };
 
@@ -865,6 +926,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/moe-sparse", test_moe_sparse);
   g_test_add_func ("/transformer/deepseek-yarn", test_deepseek_yarn);
   g_test_add_func ("/transformer/vl-text-variants", test_vl_text_variants);
+  g_test_add_func ("/transformer/hunyuan-vl-text-variants", test_hunyuan_vl_text_variants);
   g_test_add_func ("/transformer/glm4v-moe-per-expert", test_glm4v_moe_per_expert);
   g_test_add_func ("/transformer/glm-half-rotary-default", test_glm_half_rotary_default);
   int rc = g_test_run ();
