@@ -89,6 +89,9 @@ typedef enum {
  * these arguments takes that path (HN_MATMUL_EXACT or the environment
  * variable HN_MATMUL_EXACT=1 forces f32). hn_op_matmul passes no flags. */
 gboolean hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnMatmulFlags flags);
+/* Whether x·Wᵀ with x of `rows` rows runs in 16 bits on this device: a 16-bit
+ * W as above, or ggml blocks taken through their f16 form (tensor/ops-quant.c). */
+gboolean hn_op_linear_reduced_precision (HnCmd *cmd, HnTensor *w, gint64 rows);
 /* Whether bf16 weights are stored as f16 on this device (where the tensor
  * cores read f16: a device with cooperative matrices, HN_MATMUL_EXACT unset;
  * HN_BF16_AS_F16=0 keeps bf16), and the conversion: FALSE (nothing

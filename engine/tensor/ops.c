@@ -335,6 +335,13 @@ hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnM
          !(flags & HN_MATMUL_EXACT) && g_getenv ("HN_MATMUL_EXACT") == NULL;
 }
 
+gboolean
+hn_op_linear_reduced_precision (HnCmd *cmd, HnTensor *w, gint64 rows)
+{
+  return w && (hn_op_matmul_reduced_precision (hn_cmd_get_context (cmd), w->dtype, rows, 0) ||
+               hn_quant_f16_form_taken (cmd, w, rows));
+}
+
 /* Whether x·Wᵀ with x of `rows` rows runs on matmul_cm2 with f16 operands (inference). */
 static gboolean
 cm2_linear (HnCmd *cmd, HnTensor *w, gint64 rows)

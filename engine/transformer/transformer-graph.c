@@ -1289,9 +1289,10 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   ap.counters = a->att_count;
   ap.dyn_pos = dyn_row;
   ap.new_kv = kv_in_attention ? &nkv : NULL;
-  /* 16-bit attention exactly when the projections run in 16 bits (fp16 autocast) */
+  /* 16-bit attention exactly when the projections run in 16 bits (fp16
+   * autocast, or a GGUF weight's f16 form on the tensor cores) */
   HnTensor *pw = lw->wo ? lw->wo : lw->wq;
-  ap.reduced_precision = pw && hn_op_matmul_reduced_precision (hn_cmd_get_context (cmd), pw->dtype, N, 0);
+  ap.reduced_precision = hn_op_linear_reduced_precision (cmd, pw, N);
   HnTensor *kk = rows_of (a, kv->k, 0, B, error), *vv = rows_of (a, kv->v, 0, B, error);
   CK (kk && vv);
   if (B == 1)
