@@ -20,10 +20,25 @@ hn_wl_clear (HnWLoader *L)
   g_clear_pointer (&L->used, g_hash_table_unref);
 }
 
+static const HnSafetensorInfo *
+lookup (HnWLoader *L, const char *name)
+{
+  if (!L->pkg)
+    return hn_safetensors_lookup (L->st, name);
+  g_autofree char *pn = hn_arch_package_tensor_name (L->pkg->layout, name);
+  return hn_safetensors_lookup (L->st, pn);
+}
+
+gboolean
+hn_wl_has (HnWLoader *L, const char *name)
+{
+  return lookup (L, name) != NULL;
+}
+
 const HnSafetensorInfo *
 hn_wl_find (HnWLoader *L, const char *name, gboolean required, GError **error)
 {
-  const HnSafetensorInfo *t = hn_safetensors_lookup (L->st, name);
+  const HnSafetensorInfo *t = lookup (L, name);
   if (t)
     g_hash_table_add (L->used, (gpointer) t->name);
   else if (required)
@@ -174,17 +189,25 @@ hn_wl_from_f32 (HnWLoader *L, const char *name, int ndim, const gint64 *shape, c
 gboolean
 hn_wl_check_all_used (HnWLoader *L, const char *model_type, GError **error)
 {
-  guint n = hn_safetensors_get_n_tensors (L->st);
+  guint n = hn_safetensors_get_n_tensors (L->st), n_towers = 0;
   for (guint i = 0; i < n; i++)
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (L->st, i);
       if (g_hash_table_contains (L->used, t->name) || g_str_has_suffix (t->name, "position_ids"))
         continue; /* position_ids: a buffer some exporters save */
+      g_autofree char *text = L->pkg ? hn_arch_package_text_name (L->pkg->layout, t->name) : NULL;
+      if (L->pkg && !text)
+        {
+          n_towers++; /* the package's vision tower or projector: not run */
+          continue;
+        }
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s: tensor %s is not part of the %s graph (an unsupported feature of this checkpoint)", t->file,
                    t->name, model_type);
       return FALSE;
     }
+  if (n_towers)
+    g_info ("%s: %s package: %u tensors of its non-text towers are not run", L->dir, L->pkg->package, n_towers);
   return TRUE;
 }
 
@@ -212,6 +235,10 @@ hn_wl_load_all (HnVkContext *ctx, const char *model_dir, const HnArchInfo *arch,
     return FALSE;
   HnWLoader L;
   hn_wl_init (&L, ctx, model_dir, st, owned);
+  /* a registered package of this text model keeps it under its own names (hn_arch_packages) */
+  const HnArchPackage *pkg = cfg->text_config_resolved ? hn_arch_package_lookup (cfg->outer_model_type) : NULL;
+  if (pkg && strcmp (pkg->text_model_type, arch->model_type) == 0)
+    L.pkg = pkg;
   gboolean ok = load (model, &L, cfg, error) && hn_wl_check_all_used (&L, arch->model_type, error);
   *bytes = L.bytes;
   hn_wl_clear (&L);

@@ -20,12 +20,17 @@ typedef struct {
   GHashTable *used;  /* tensor name -> TRUE */
   GPtrArray *owned;  /* every device weight (the model's) */
   guint64 bytes;
+  /* a multimodal package of the text model (modernvbert): its tensors are found under the package's
+   * names, and its towers are kept, not run; NULL for a text checkpoint */
+  const HnArchPackage *pkg;
 } HnWLoader;
 
 void hn_wl_init (HnWLoader *L, HnVkContext *ctx, const char *dir, HnSafetensors *st, GPtrArray *owned);
 void hn_wl_clear (HnWLoader *L);
 /* The tensor `name` (marked used), or NULL; a required one that is missing is an error naming it. */
 const HnSafetensorInfo *hn_wl_find (HnWLoader *L, const char *name, gboolean required, GError **error);
+/* Whether the checkpoint has tensor `name` (not marked used). */
+gboolean hn_wl_has (HnWLoader *L, const char *name);
 /* A matrix [rows, cols] in its stored dtype (f32/f16/bf16); *out NULL when absent and not required. */
 gboolean hn_wl_matrix (HnWLoader *L, const char *name, gint64 rows, gint64 cols, gboolean required, HnTensor **out,
                        GError **error);

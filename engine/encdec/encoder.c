@@ -914,7 +914,7 @@ load_modernbert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **
       EncLayer *lw = &m->layers[i];
       g_autofree char *pfx = g_strdup_printf ("model.layers.%d.", i);
       g_autofree char *an = g_strdup_printf ("%sattn_norm.weight", pfx);
-      if (hn_safetensors_lookup (L->st, an)) /* layer 0 has none (identity) */
+      if (hn_wl_has (L, an)) /* layer 0 has none (identity) */
         CK (hn_wl_norm (L, pfx, "attn_norm", C, &lw->ln1_w, &lw->ln1_b, error));
       g_autofree char *qkv = g_strdup_printf ("%sattn.Wqkv.weight", pfx);
       g_autofree char *qkvb = g_strdup_printf ("%sattn.Wqkv.bias", pfx);
@@ -944,8 +944,13 @@ load_modernbert (HnEncoder *m, HnWLoader *L, const HnModelConfig *cfg, GError **
   CK (hn_wl_norm (L, "model.", "final_norm", C, &m->final_w, &m->final_b, error) &&
       hn_wl_linear (L, "head.", "dense", C, C, &m->head_w, &m->head_b, error) &&
       hn_wl_norm (L, "head.", "norm", C, &m->head_ln_w, &m->head_ln_b, error));
-  hn_wl_find (L, "decoder.weight", FALSE, NULL); /* tied to the token embeddings */
-  m->dec_w = m->word;
+  if (cfg->tie_word_embeddings == FALSE) /* ModernBertConfig ties by default */
+    CK (hn_wl_matrix (L, "decoder.weight", m->vocab, C, TRUE, &m->dec_w, error));
+  else
+    {
+      hn_wl_find (L, "decoder.weight", FALSE, NULL); /* tied to the token embeddings */
+      m->dec_w = m->word;
+    }
   CK (hn_wl_vector (L, "decoder.bias", m->vocab, FALSE, &m->dec_b, error));
 
   /* rope: 5.x rope_parameters per layer type, 4.x global_rope_theta / local_rope_theta */

@@ -316,6 +316,8 @@ check_supported (HnTrainGraph *g, GError **error)
     return unsupported (hn_block_kind_name (hp->block), error);
   if (hp->diff_attn)
     return unsupported ("differential attention (diffllama)", error);
+  if (hp->layer_src) /* the graph runs only some of the checkpoint's layers */
+    return unsupported ("a model with skipped cross-attention layers (mllama_text_model)", error);
   if (hp->moa)
     return unsupported ("mixture-of-attention-heads layers (jetmoe)", error);
   if (hp->head_transform || hp->no_first_attn_norm)

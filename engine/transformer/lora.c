@@ -737,6 +737,14 @@ hn_lora_module_map (const HnTransformerHParams *hp, const char **prefix, const H
     { "attn.c_proj", 1, { HN_LORA_PROJ_O } }, { "mlp.c_fc", 1, { HN_LORA_PROJ_UP } },
     { "mlp.c_proj", 1, { HN_LORA_PROJ_DOWN } },
   };
+  if (hp->layer_src)
+    {
+      /* module paths count the checkpoint's layers, which the graph does not all run (mllama) */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "LoRA: %s runs only some of its checkpoint's layers (its cross-attention layers are skipped on "
+                   "text alone); adapters are not mapped onto it yet", hp->arch->model_type);
+      return FALSE;
+    }
   switch (hp->arch->names)
     {
     case HN_NAMES_LLAMA:

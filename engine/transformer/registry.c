@@ -207,6 +207,14 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "qwen3_vl_moe_text" },
   { "paddleocr_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC,
     "paddleocr_vl_text" },
+  /* Emu3's text model (Emu3TextModel / Emu3ForCausalLM): llama's layers as they are (its decoder layer adds
+   * a dropout on each residual branch, which inference never applies) */
+  { "emu3_text_model", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "emu3_text_model" },
+  /* Llama 3.2 Vision's text model on text alone: MllamaTextModel skips its cross_attention_layers when no
+   * image states are given (their tensors are kept, not run); the others are llama's self-attention
+   * layers; embed_tokens has 8 rows past the vocabulary (transformer-config.c: mllama_layers) */
+  { "mllama_text_model", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC,
+    "mllama_text_model" },
   /* chunked attention, NoPE layers with query temperature, experts scaled on their inputs */
   { "llama4_text", NULL, "llama4", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA4,
     RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC, "llama4_text" },
@@ -380,7 +388,6 @@ static const HnArchRefusal refusals[] = {
   { "deepseek_v32", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "deepseek_v4", "hyper-connections (Sinkhorn-mixed residual streams), compressed sparse attention with an indexer and hash-routed experts are not built yet" },
   { "doge", "dynamic mask attention and cross-domain MoE (Doge) are not built yet" },
-  { "emu3", R_NOTEXT },
   { "encoder-decoder", "a composite of two separately configured models (EncoderDecoderModel); load its parts" },
   { "esmc", "ESM C's protein encoder is not built yet" },
   { "fsmt", "separate source and target vocabularies (FSMT) are not built yet" },
@@ -401,8 +408,6 @@ static const HnArchRefusal refusals[] = {
   { "longcat_flash", "LongCat-Flash layers (two attention and two MLP sublayers each, zero-computation experts) are not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
   { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },
-  { "mllama", "cross-attention layers over image features (mllama's text model) are not built yet" },
-  { "modernvbert", R_NOTEXT },
   { "moshi", R_NOTEXT },
   { "mra", "multi-resolution approximate attention is not built yet" },
   { "musicgen", R_NOTEXT },
@@ -444,6 +449,12 @@ static const HnArchRefusal refusals[] = {
  * listed (their default configs do not build on the meta device): their layout, model.language_model.X
  * beside a top-level lm_head.weight, is read from their 5.17 modeling files (self.model with
  * self.language_model inside, _tied_weights_keys naming model.language_model.embed_tokens).
+ * emu3 and mllama were not in the listing's text types: Emu3ForConditionalGeneration keeps
+ * self.model.text_model (model.text_model.X) beside lm_head, MllamaForConditionalGeneration
+ * self.model.language_model beside lm_head (their 5.x modeling files and conversion_mapping.py, whose
+ * renamings also read the hub's older text_model.model.X / language_model.model.X). modernvbert
+ * (ModernVBertForMaskedLM, listed) keeps modernbert's masked-LM head outside its text model, as
+ * projection_head and lm_head.
  * Left out:
  * - paligemma: PaliGemmaConfig sets text_config.use_bidirectional_attention True, so its Gemma
  *   attention is not causal (is_causal False); with input_ids alone the mask it passes is plain
@@ -466,6 +477,7 @@ static const HnArchPackage packages[] = {
   PKG ("cosmos3_omni", "qwen3_vl_text", LANGUAGE_MODEL),
   PKG ("deepseek_vl", "llama", LANGUAGE_MODEL),
   PKG ("deepseek_vl_hybrid", "llama", LANGUAGE_MODEL),
+  PKG ("emu3", "emu3_text_model", TEXT_MODEL),
   PKG ("exaone4_5", "exaone4", LANGUAGE_MODEL),
   PKG ("fast_vlm", "qwen2", LANGUAGE_MODEL),
   PKG ("fun_asr_nano", "qwen3", LANGUAGE_MODEL),
@@ -498,6 +510,8 @@ static const HnArchPackage packages[] = {
   PKG ("llava_onevision", "qwen2", LANGUAGE_MODEL),
   PKG ("minicpmv4_6", "qwen3_5_text", LANGUAGE_MODEL),
   PKG ("mistral3", "mistral", LANGUAGE_MODEL),
+  PKG ("mllama", "mllama_text_model", LANGUAGE_MODEL),
+  PKG ("modernvbert", "modernbert", TEXT_MODEL_MLM),
   PKG ("musicflamingo", "qwen2", LANGUAGE_MODEL),
   PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
   PKG ("paddleocr_vl", "paddleocr_vl_text", LANGUAGE_MODEL),
@@ -528,6 +542,66 @@ hn_arch_packages (gsize *n_out)
 {
   *n_out = G_N_ELEMENTS (packages);
   return packages;
+}
+
+const HnArchPackage *
+hn_arch_package_lookup (const char *package)
+{
+  for (gsize i = 0; package && i < G_N_ELEMENTS (packages); i++)
+    if (strcmp (packages[i].package, package) == 0)
+      return &packages[i];
+  return NULL;
+}
+
+/* The text model's head of HN_PACKAGE_TEXT_MODEL_MLM: text name prefix -> package name prefix. */
+static const char *const mlm_heads[][2] = { { "head.", "projection_head." }, { "decoder.", "lm_head." } };
+
+char *
+hn_arch_package_tensor_name (HnPackageLayout layout, const char *name)
+{
+  gboolean nested = g_str_has_prefix (name, "model.");
+  switch (layout)
+    {
+    case HN_PACKAGE_LANGUAGE_MODEL:
+      return nested ? g_strconcat ("model.language_model.", name + 6, NULL) : g_strdup (name);
+    case HN_PACKAGE_TEXT_MODEL:
+      return nested ? g_strconcat ("model.text_model.", name + 6, NULL) : g_strdup (name);
+    case HN_PACKAGE_TEXT_MODEL_MLM:
+      for (gsize i = 0; i < G_N_ELEMENTS (mlm_heads); i++)
+        if (g_str_has_prefix (name, mlm_heads[i][0]))
+          return g_strconcat (mlm_heads[i][1], name + strlen (mlm_heads[i][0]), NULL);
+      return nested ? g_strconcat ("model.text_model.", name + 6, NULL) : g_strdup (name);
+    case HN_PACKAGE_LANGUAGE_MODEL_V4:
+    default:
+      return g_strconcat ("language_model.", name, NULL);
+    }
+}
+
+char *
+hn_arch_package_text_name (HnPackageLayout layout, const char *name)
+{
+  switch (layout)
+    {
+    case HN_PACKAGE_LANGUAGE_MODEL:
+      if (g_str_has_prefix (name, "model.language_model."))
+        return g_strconcat ("model.", name + strlen ("model.language_model."), NULL);
+      return g_str_has_prefix (name, "lm_head.") ? g_strdup (name) : NULL;
+    case HN_PACKAGE_TEXT_MODEL:
+    case HN_PACKAGE_TEXT_MODEL_MLM:
+      if (g_str_has_prefix (name, "model.text_model."))
+        return g_strconcat ("model.", name + strlen ("model.text_model."), NULL);
+      if (layout == HN_PACKAGE_TEXT_MODEL_MLM)
+        {
+          for (gsize i = 0; i < G_N_ELEMENTS (mlm_heads); i++)
+            if (g_str_has_prefix (name, mlm_heads[i][1]))
+              return g_strconcat (mlm_heads[i][0], name + strlen (mlm_heads[i][1]), NULL);
+          return NULL;
+        }
+      return g_str_has_prefix (name, "lm_head.") ? g_strdup (name) : NULL;
+    case HN_PACKAGE_LANGUAGE_MODEL_V4:
+    default:
+      return g_str_has_prefix (name, "language_model.") ? g_strdup (name + strlen ("language_model.")) : NULL;
+    }
 }
 
 /* The spelled aliases of `a` then the packages that carry it (new NULL-terminated array). */

@@ -164,7 +164,9 @@ const char *hn_arch_refusal_reason (const char *model_type);
 typedef enum {
   HN_PACKAGE_LANGUAGE_MODEL,    /* model.language_model.X, lm_head (transformers 5) */
   HN_PACKAGE_LANGUAGE_MODEL_V4, /* language_model.model.X, language_model.lm_head (a nested CausalLM) */
-  HN_PACKAGE_TEXT_MODEL,        /* model.text_model.X, lm_head (idefics2) */
+  HN_PACKAGE_TEXT_MODEL,        /* model.text_model.X, lm_head (idefics2, emu3) */
+  HN_PACKAGE_TEXT_MODEL_MLM,    /* model.text_model.X and a masked-LM head of its own: the text model's
+                                 * head.X as projection_head.X, decoder.X as lm_head.X (modernvbert) */
 } HnPackageLayout;
 
 typedef struct {
@@ -175,6 +177,13 @@ typedef struct {
 
 /* The package aliases, sorted by package; *n_out receives the count. */
 const HnArchPackage *hn_arch_packages (gsize *n_out);
+/* The package row of model_type `package`, or NULL. */
+const HnArchPackage *hn_arch_package_lookup (const char *package);
+/* Where a package of `layout` keeps the text checkpoint's tensor `text_name` (new string). */
+char *hn_arch_package_tensor_name (HnPackageLayout layout, const char *text_name);
+/* The text checkpoint's name of the package's tensor `name`, or NULL when it is not the text model's
+ * (a tower or projector of the package). */
+char *hn_arch_package_text_name (HnPackageLayout layout, const char *name);
 
 /* All registered architectures, in table order; *n_out receives the count. */
 const HnArchInfo *hn_arch_list (gsize *n_out);

@@ -1304,6 +1304,60 @@ gemma4_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObje
   return TRUE;
 }
 
+/* MllamaTextModel on text alone skips each of its cross_attention_layers (no cross_attention_states and
+ * nothing of that layer cached): the model is its self-attention layers in order, llama's. A listed index
+ * outside the layers matches none, as in transformers. Layer 0 as a cross-attention layer is refused:
+ * transformers then reads the positions (get_seq_length) and the mask size off that layer's cache, which
+ * stays empty. embed_tokens holds vocab_size + 8 rows (image tokens), lm_head vocab_size: tying them is
+ * refused. */
+static gboolean
+mllama_layers (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  static const int dflt[] = { 3, 8, 13, 18, 23, 28, 33, 38 }; /* MllamaTextConfig's default */
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *node = raw ? json_object_get_member (raw, "cross_attention_layers") : NULL;
+  int total = hp->n_layer;
+  g_autofree guint8 *cross = g_new0 (guint8, total);
+  if (node && JSON_NODE_HOLDS_ARRAY (node))
+    {
+      JsonArray *a = json_node_get_array (node);
+      for (guint i = 0; i < json_array_get_length (a); i++)
+        {
+          JsonNode *e = json_array_get_element (a, i);
+          if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_INT64)
+            {
+              g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: cross_attention_layers must list layer indices",
+                           cfg->path);
+              return FALSE;
+            }
+          gint64 v = json_node_get_int (e);
+          if (v >= 0 && v < total)
+            cross[v] = 1;
+        }
+    }
+  else if (node && !JSON_NODE_HOLDS_NULL (node))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: cross_attention_layers must be a list", cfg->path);
+      return FALSE;
+    }
+  else
+    for (gsize i = 0; i < G_N_ELEMENTS (dflt); i++)
+      if (dflt[i] < total)
+        cross[dflt[i]] = 1;
+  if (cross[0])
+    return unsupported (error, cfg, "a cross-attention layer 0 (transformers reads positions off its empty cache)");
+  if (cfg->tie_word_embeddings == TRUE)
+    return unsupported (error, cfg, "tie_word_embeddings with embed_tokens of vocab_size + 8 rows");
+  hp->layer_src = g_new (int, total);
+  hp->n_layer = 0;
+  for (int i = 0; i < total; i++)
+    if (!cross[i])
+      hp->layer_src[hp->n_layer++] = i;
+  hp->src_n_layer = total;
+  hp->embed_rows = hp->vocab + 8;
+  return TRUE;
+}
+
 gboolean
 hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
@@ -1345,6 +1399,8 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   hp->vocab = (int) cfg->vocab_size;
   hp->hidden = (int) cfg->hidden_size;
   hp->n_layer = (int) n_layer;
+  if (strcmp (mt, "mllama_text_model") == 0 && !mllama_layers (hp, cfg, error))
+    return FALSE;
   hp->n_head = (int) cfg->num_attention_heads;
   hp->n_kv_head = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads : hp->n_head;
   hp->head_dim = cfg->head_dim > 0 ? (int) cfg->head_dim : hp->hidden / hp->n_head;
@@ -1943,6 +1999,7 @@ void
 hn_transformer_hparams_clear (HnTransformerHParams *hp)
 {
   g_clear_pointer (&hp->layer_sliding, g_free);
+  g_clear_pointer (&hp->layer_src, g_free);
   g_clear_pointer (&hp->layer_n_head, g_free);
   g_clear_pointer (&hp->layer_n_kv_head, g_free);
   g_clear_pointer (&hp->layer_head_dim, g_free);

@@ -84,6 +84,13 @@ find (Loader *L, const char *name)
           g_autofree char *tm = g_strconcat ("model.text_model.", name + 6, NULL);
           t = hn_safetensors_lookup (L->st, tm);
         }
+      if (!t)
+        {
+          /* the hub's Emu3 checkpoints: a nested Emu3ForCausalLM, text_model.model.X and text_model.lm_head
+           * (transformers' conversion_mapping renames them on load) */
+          g_autofree char *v4t = g_strconcat ("text_model.", name, NULL);
+          t = hn_safetensors_lookup (L->st, v4t);
+        }
     }
   return t;
 }
@@ -96,7 +103,40 @@ is_other_tower (const HnModelConfig *c, const char *name)
 {
   return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
          !g_str_has_prefix (name, "model.text_model.") && !g_str_has_prefix (name, "language_model.") &&
-         !g_str_has_prefix (name, "lm_head.");
+         !g_str_has_prefix (name, "text_model.") && !g_str_has_prefix (name, "lm_head.");
+}
+
+/* The checkpoint layer of `name` (under N->layer, in a text checkpoint or any package layout find()
+ * reads), or -1. */
+static int layer_of (const Names *N, const char *name);
+
+static int
+text_layer_of (const Names *N, const char *name)
+{
+  static const char *const nests[][2] = {
+    { "model.language_model.", "model." }, { "model.text_model.", "model." },
+    { "language_model.", "" },             { "text_model.", "" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (nests); i++)
+    if (g_str_has_prefix (name, nests[i][0]))
+      {
+        g_autofree char *t = g_strconcat (nests[i][1], name + strlen (nests[i][0]), NULL);
+        return layer_of (N, t);
+      }
+  return layer_of (N, name);
+}
+
+/* A checkpoint layer the graph does not run (hp.layer_src leaves it out: mllama's cross-attention
+ * layers on text alone). */
+static gboolean
+is_skipped_layer (const HnTransformerHParams *hp, int src)
+{
+  if (!hp->layer_src || src < 0 || src >= hp->src_n_layer)
+    return FALSE;
+  for (int i = 0; i < hp->n_layer; i++)
+    if (hp->layer_src[i] == src)
+      return FALSE;
+  return TRUE;
 }
 
 /* Tensors transformers skips on load (_keys_to_ignore_on_load_unexpected, searched as regexes) when the
@@ -1867,6 +1907,16 @@ hn_transformer_weights_measure (const HnTransformerHParams *hp, HnSafetensors *s
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
       int il = layer_of (&N, t->name);
+      if (hp->layer_src && il >= 0)
+        {
+          int src = il;
+          il = -1;
+          for (int k = 0; k < hp->n_layer; k++)
+            if (hp->layer_src[k] == src)
+              il = k;
+          if (il < 0 && src < hp->src_n_layer)
+            continue; /* a layer not run, not loaded */
+        }
       if (il >= 0 && il < hp->n_layer)
         layer_bytes[il] += t->nbytes;
       else if (under (t->name, lm) || under (t->name, fnorm))
@@ -2083,7 +2133,16 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
 
   gboolean first = m->layer0 == 0, last = m->layer1 == hp->n_layer;
   g_autofree char *emb = g_strdup_printf ("%s.weight", N.embed);
-  if (first || (last && hp->tie_embeddings))
+  if ((first || (last && hp->tie_embeddings)) && hp->embed_rows > V)
+    {
+      /* mllama: the first V rows are the text tokens' (the others, image tokens', stay in the checkpoint) */
+      g_autofree gint64 *rows = g_new (gint64, V);
+      for (gint64 r = 0; r < V; r++)
+        rows[r] = r;
+      if (!(W->tok_embed = pick_rows (&L, emb, hp->embed_rows, C, "text", rows, V, error)))
+        return FALSE;
+    }
+  else if (first || (last && hp->tie_embeddings))
     {
       if (!take_matrix (&L, emb, V, C, TRUE, &W->tok_embed, error))
         return FALSE;
@@ -2143,7 +2202,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     {
       HnLayerWeights *lw = &W->layers[i];
       lw->layer_scalar = 1.0f;
-      g_autofree char *pfx = g_strdup_printf ("%s%d.", N.layer, i);
+      g_autofree char *pfx = g_strdup_printf ("%s%d.", N.layer, hp->layer_src ? hp->layer_src[i] : i);
       if (i < m->layer0 || i >= m->layer1)
         {
           skip_prefix (&L, pfx); /* another stage's layer */
@@ -2339,7 +2398,7 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     return FALSE;
 
   /* everything in the checkpoint must have been understood */
-  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0, n_ignored = 0;
+  guint n = hn_safetensors_get_n_tensors (st), n_towers = 0, n_ignored = 0, n_skipped = 0;
   for (guint i = 0; i < n; i++)
     {
       const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
@@ -2353,6 +2412,11 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
       if (ignored_on_load (hp->arch->model_type, t->name))
         {
           n_ignored++;
+          continue;
+        }
+      if (is_skipped_layer (hp, text_layer_of (&N, t->name)))
+        {
+          n_skipped++;
           continue;
         }
       if (g_str_has_suffix (t->name, "rotary_emb.inv_freq") || g_str_has_suffix (t->name, ".attn.bias") ||
@@ -2369,6 +2433,9 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
             m->config->outer_model_type, n_towers);
   if (n_ignored)
     g_info ("%s: %u tensors of multi-token-prediction layers are not run (kept on export)", m->dir, n_ignored);
+  if (n_skipped)
+    g_info ("%s: %u tensors of the cross-attention layers are not run on text alone (kept on export)", m->dir,
+            n_skipped);
 
   /* rotary frequencies and ALiBi slopes */
   if (hp->rope)

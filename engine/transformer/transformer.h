@@ -56,6 +56,12 @@ typedef struct {
   gboolean v_norm;
   gboolean layer_scalars;
   int rope_prop_angles;  /* gemma4 "proportional" rotary: > 0 = inv_freq[i] = 0 from i = this on */
+  /* mllama_text_model on text alone: the checkpoint layer of each layer (owned [n_layer]; NULL = layer i
+   * is checkpoint layer i) out of the checkpoint's src_n_layer; the others (its cross-attention layers)
+   * are kept in the checkpoint, not run */
+  int *layer_src;
+  int src_n_layer;
+  int embed_rows;        /* > vocab: rows of the stored token embeddings (mllama: vocab + 8), 0 = vocab */
   int max_positions;
   int ctx_limit;         /* > 0: longer contexts fail closed (ministral3's llama-4 query scaling starts there) */
   /* norms */

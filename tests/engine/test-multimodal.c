@@ -6,6 +6,7 @@
  * write; an unknown tensor inside the text model is still an error. */
 #include "base/hn-error.h"
 #include "base/hn-folder.h"
+#include "encdec/encoder.h"
 #include "formats/safetensors.h"
 #include "transformer/transformer.h"
 #include "parity-util.h"
@@ -115,22 +116,8 @@ static void test_v5 (void) { check_layout (TRUE); }
 static void test_v4 (void) { check_layout (FALSE); }
 
 /* Every package alias of the registry (hn_arch_packages): its text model's fixture repackaged in the
- * package's layout under the package's model_type gives transformers' logits of the text model. */
-static char *
-package_name (HnPackageLayout layout, const char *name)
-{
-  gboolean nested = g_str_has_prefix (name, "model.");
-  switch (layout)
-    {
-    case HN_PACKAGE_LANGUAGE_MODEL:
-      return nested ? g_strconcat ("model.language_model.", name + 6, NULL) : g_strdup (name);
-    case HN_PACKAGE_TEXT_MODEL:
-      return nested ? g_strconcat ("model.text_model.", name + 6, NULL) : g_strdup (name);
-    case HN_PACKAGE_LANGUAGE_MODEL_V4:
-    default:
-      return g_strconcat ("language_model.", name, NULL);
-    }
-}
+ * package's layout (hn_arch_package_tensor_name) under the package's model_type gives transformers'
+ * logits of the text model. */
 
 /* A folder with `package`'s config around `fixture`'s text config and the fixture's tensors renamed to
  * `layout`, plus a 4-value tensor `extra` when given. */
@@ -153,7 +140,7 @@ make_package (const char *package, HnPackageLayout layout, const char *fixture_n
   for (guint t = 0; t < hn_safetensors_get_n_tensors (st); t++)
     {
       const HnSafetensorInfo *ti = hn_safetensors_get_nth (st, t);
-      g_autofree char *name = package_name (layout, ti->name);
+      g_autofree char *name = hn_arch_package_tensor_name (layout, ti->name);
       g_assert_true (hn_safetensors_writer_add (w, name, ti->dtype, ti->ndim, ti->shape, ti->data, ti->nbytes, FALSE, &error));
     }
   static const float four[4] = { 1, 2, 3, 4 };
@@ -174,6 +161,18 @@ check_package_logits (HnVkContext *ctx, const char *dir, const char *fixture, co
   g_autoptr (JsonParser) p = json_parser_new ();
   JsonObject *exp = parity_load_expected (p, fixture);
   g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
+  if (hn_arch_is_encoder (hn_arch_lookup (json_object_get_string_member (exp, "model_type"), NULL)))
+    {
+      /* a masked-LM package (modernvbert): the encoder's logits */
+      g_autoptr (HnEncoder) e = hn_encoder_load (ctx, dir, &error);
+      g_assert_no_error (error);
+      int V = hn_encoder_get_vocab (e);
+      g_autofree float *lg = g_new (float, (gsize) ids->len * V);
+      g_assert_true (hn_encoder_logits (e, (const int32_t *) ids->data, NULL, (int) ids->len, lg, &error));
+      g_assert_no_error (error);
+      parity_compare_logits (what, lg, json_object_get_array_member (exp, "logits"), (gsize) ids->len * V);
+      return;
+    }
   HnTransformer *m = hn_transformer_load (ctx, dir, &error);
   g_assert_no_error (error);
   const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
@@ -297,6 +296,125 @@ test_glm_mtp_layers (void)
     }
 }
 
+/* modernvbert keeps modernbert's masked-LM head outside its text model (projection_head, lm_head): the
+ * vision tower loads as a tower, not run; a tensor inside the text model that modernbert does not have
+ * still fails closed. */
+static void
+test_modernvbert_towers (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  g_autofree char *dir = make_package ("modernvbert", HN_PACKAGE_TEXT_MODEL_MLM, "modernbert",
+                                       "model.vision_model.embeddings.patch_embedding.bias");
+  check_package_logits (ctx, dir, "modernbert", "modernvbert (with its vision tower)");
+  hn_folder_remove_tree (dir);
+  g_autofree char *bad = make_package ("modernvbert", HN_PACKAGE_TEXT_MODEL_MLM, "modernbert",
+                                       "model.text_model.layers.0.mystery.weight");
+  g_assert_null (hn_encoder_load (ctx, bad, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "mystery"));
+  hn_folder_remove_tree (bad);
+}
+
+/* mllama on text alone skips its cross-attention layers: their tensors (and embed_tokens' 8 rows past the
+ * vocabulary) load unread and are written back unchanged, the self-attention layers under their own
+ * checkpoint indices; a cross-attention layer 0 fails closed. */
+static void
+test_mllama_cross_attention_layers (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  g_autofree char *src = parity_fixture_dir ("mllama_text_model");
+  HnTransformer *m = hn_transformer_load (ctx, src, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensors) in = hn_safetensors_open (src, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (hn_safetensors_lookup (in, "model.layers.1.cross_attn.q_proj.weight"));
+  g_autofree char *out = g_dir_make_tmp ("hn-mllama-out-XXXXXX", NULL);
+  gboolean wrote = hn_checkpoint_write_model (m, out, &error);
+  g_assert_no_error (error);
+  g_assert_true (wrote);
+  g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (hn_safetensors_get_n_tensors (back), ==, hn_safetensors_get_n_tensors (in));
+  for (guint t = 0; t < hn_safetensors_get_n_tensors (in); t++)
+    {
+      const HnSafetensorInfo *a = hn_safetensors_get_nth (in, t);
+      const HnSafetensorInfo *b = hn_safetensors_lookup (back, a->name);
+      g_assert_nonnull (b);
+      g_assert_cmpuint (b->nbytes, ==, a->nbytes);
+      g_assert_true (memcmp (a->data, b->data, a->nbytes) == 0);
+    }
+  hn_transformer_free (m);
+  hn_folder_remove_tree (out);
+
+  /* cross_attention_layers [0, 1]: transformers would read positions off layer 0's empty cache */
+  g_autofree char *dir = make_package ("mllama", HN_PACKAGE_LANGUAGE_MODEL, "mllama_text_model", NULL);
+  g_autofree char *cfg = g_build_filename (dir, "config.json", NULL);
+  g_autoptr (JsonParser) p = json_parser_new ();
+  g_assert_true (json_parser_load_from_file (p, cfg, &error));
+  g_assert_no_error (error);
+  JsonObject *tc = json_object_get_object_member (json_node_get_object (json_parser_get_root (p)), "text_config");
+  JsonArray *cl = json_array_new ();
+  json_array_add_int_element (cl, 0);
+  json_array_add_int_element (cl, 1);
+  json_object_set_array_member (tc, "cross_attention_layers", cl);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  json_generator_set_root (gen, json_parser_get_root (p));
+  g_assert_true (json_generator_to_file (gen, cfg, &error));
+  g_assert_no_error (error);
+  g_assert_null (hn_transformer_load (ctx, dir, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "cross-attention layer 0"));
+  hn_folder_remove_tree (dir);
+}
+
+/* The hub's Emu3 checkpoints nest an Emu3ForCausalLM: text_model.model.X, text_model.lm_head and the
+ * VQ-VAE as vqmodel.X (transformers' conversion_mapping renames them to its 5.x layout on load). */
+static void
+test_emu3_hub_layout (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  g_autofree char *dir = make_package ("emu3", HN_PACKAGE_LANGUAGE_MODEL_V4, "emu3_text_model", NULL);
+  g_autofree char *path = g_build_filename (dir, "model.safetensors", NULL);
+  {
+    g_autoptr (HnSafetensors) st = hn_safetensors_open (path, &error);
+    g_assert_no_error (error);
+    g_autoptr (HnSafetensorsWriter) w = hn_safetensors_writer_new ();
+    for (guint t = 0; t < hn_safetensors_get_n_tensors (st); t++)
+      {
+        const HnSafetensorInfo *ti = hn_safetensors_get_nth (st, t);
+        g_assert_true (g_str_has_prefix (ti->name, "language_model."));
+        g_autofree char *name = g_strconcat ("text_model.", ti->name + strlen ("language_model."), NULL);
+        g_assert_true (hn_safetensors_writer_add (w, name, ti->dtype, ti->ndim, ti->shape, ti->data, ti->nbytes, FALSE,
+                                                  &error));
+      }
+    static const float four[4] = { 1, 2, 3, 4 };
+    g_assert_true (hn_safetensors_writer_add (w, "vqmodel.quantize.embedding.weight", HN_ST_DTYPE_F32, 1,
+                                              (gint64[]) { 4 }, four, sizeof four, FALSE, &error));
+    g_assert_true (hn_safetensors_writer_write_file (w, path, &error));
+    g_assert_no_error (error);
+  }
+  check_package_logits (ctx, dir, "emu3_text_model", "emu3 (the hub's text_model.model layout)");
+  hn_folder_remove_tree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -304,6 +422,9 @@ main (int argc, char **argv)
   g_test_add_func ("/multimodal/packages", test_packages);
   g_test_add_func ("/multimodal/glm-mtp-layers", test_glm_mtp_layers);
   g_test_add_func ("/multimodal/granite4-vision-text", test_granite4_vision_text);
+  g_test_add_func ("/multimodal/modernvbert-towers", test_modernvbert_towers);
+  g_test_add_func ("/multimodal/emu3-hub-layout", test_emu3_hub_layout);
+  g_test_add_func ("/multimodal/mllama-cross-attention-layers", test_mllama_cross_attention_layers);
   g_test_add_func ("/multimodal/llava-v5-layout", test_v5);
   g_test_add_func ("/multimodal/llava-v4-layout", test_v4);
   return g_test_run ();
