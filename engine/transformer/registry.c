@@ -378,6 +378,16 @@ static const HnArchInfo archs[] = {
  * (tests/fixtures/parity/lm_model_types.json), refused by name with the reason; the registry test
  * checks that each listed type is registered or here. */
 #define R_NOTEXT "not a text-only graph (speech, audio, image or multi-codebook model)"
+/* shared by a text model_type of the LM mappings and its package (package_refusals) */
+#define R_INKLING "short causal convolutions on q/k/v and sublayer inputs (a carried state) and learned relative-position logits are not built yet"
+#define R_MINIMAX_M3 \
+  "MiniMax M3's sparse attention layers (minimax_m3_sparse, from sparse_attention_freq: a lightning indexer keeps " \
+  "each query's top key blocks) and its SwiGLU-OAI MLPs (gate and up clamped to swiglu_limit, sigmoid gain " \
+  "swiglu_alpha, in the dense and shared-expert MLPs as well as the experts) are not built yet"
+#define R_VOXTRAL_RT \
+  "Voxtral Realtime's text layers scale each MLP input by 1 + ada_rms_norm(t_cond), a sinusoidal embedding of the " \
+  "transcription delay that VoxtralRealtimeForConditionalGeneration passes in (its text model alone gets none), and " \
+  "the package adds an audio frame's embedding to every token (its forward requires input_features)"
 static const HnArchRefusal refusals[] = {
   { "axk2", "DeepSeek sparse attention (an indexer choosing keys) and low-rank gated RMSNorms are not built yet" },
   { "bigbird_pegasus", "block-sparse attention (BigBird) in the encoder-decoder is not built yet" },
@@ -402,12 +412,12 @@ static const HnArchRefusal refusals[] = {
   { "glm_moe_dsa", "DeepSeek sparse attention (an indexer choosing keys) is not built yet" },
   { "hrm_text", "hierarchical recurrent reasoning modules are not built yet" },
   { "hy_v4", "hyper-connections and DeepSeek sparse attention (an indexer choosing keys) with learnable sinks are not built yet" },
-  { "inkling_text", "short causal convolutions on q/k/v and sublayer inputs (a carried state) and learned relative-position logits are not built yet" },
+  { "inkling_text", R_INKLING },
   { "jina_embeddings_v3", "task LoRA adapters inside an XLM-R encoder are not built yet" },
   { "kimi_linear", "linear-attention / gated delta-rule layers are not built yet (Kimi delta attention)" },
   { "longcat_flash", "LongCat-Flash layers (two attention and two MLP sublayers each, zero-computation experts) are not built yet" },
   { "minimax", "linear-attention / gated delta-rule layers are not built yet (lightning attention layers)" },
-  { "minimax_m3_vl_text", "linear-attention / gated delta-rule layers are not built yet (hybrid layers)" },
+  { "minimax_m3_vl_text", R_MINIMAX_M3 },
   { "moshi", R_NOTEXT },
   { "mra", "multi-resolution approximate attention is not built yet" },
   { "musicgen", R_NOTEXT },
@@ -431,7 +441,7 @@ static const HnArchRefusal refusals[] = {
   { "t5gemma", "Gemma-2-style encoder-decoder layers (T5Gemma) are not built yet" },
   { "t5gemma2", "Gemma-3-style encoder-decoder layers (T5Gemma 2) are not built yet" },
   { "trocr", R_NOTEXT " (an OCR decoder over image features)" },
-  { "voxtral_realtime", R_NOTEXT },
+  { "voxtral_realtime", R_VOXTRAL_RT },
   { "whisper", R_NOTEXT },
   { "xlnet", "two-stream relative attention with memory is not built yet" },
   { "xlstm", "xLSTM (mLSTM / sLSTM) recurrences are not built yet" },
@@ -604,6 +614,43 @@ hn_arch_package_text_name (HnPackageLayout layout, const char *name)
     }
 }
 
+/* Multimodal packages of transformers 5.17 whose text model does not run here (read off their 5.17
+ * modeling and configuration files).
+ * A load of one fails closed by the package's model_type whatever its text_config names (MiniMax M3's
+ * checkpoints say minimax_m2, which MiniMaxM3VLConfig rebuilds as minimax_m3_vl_text), and by the text
+ * model_type, which for most of them is outside the LM mappings that `refusals` covers. */
+static const HnArchPackageRefusal package_refusals[] = {
+  { "glm5_next", "glm5_next_text",
+    "GLM-5 Next's text model interleaves Kimi delta attention (KDA: linear attention with short convolutions) "
+    "with DeepSeek sparse attention (MLA without rotary, an indexer over pooled key groups) and carries hc_mult "
+    "hyper-connection residual streams (Sinkhorn-mixed); none of these is built yet" },
+  { "glm_image", "glm_image_text",
+    "GLM-Image's autoregressive model (GLM-4 sandwich layers, half-split rotary) predicts image tokens: its "
+    "lm_head has vision_vocab_size rows (the first ids of the vocabulary, VQ codes a diffusion decoder turns into "
+    "pixels), generated at the 2-D rotary positions of a target image grid; a head narrower than the vocabulary "
+    "and those positions are not built" },
+  { "inkling_mm_model", "inkling_text", R_INKLING },
+  { "minimax_m3_vl", "minimax_m3_vl_text", R_MINIMAX_M3 },
+  { "muse_glimmer", "muse_glimmer_text",
+    "Muse Glimmer's text model puts pieces built apart together (gemma's sandwich of (1 + w) norms, afmoe's "
+    "sigmoid gate_proj on the attention output, llama4's weightless per-head q/k norm and NoPE layers, "
+    "nanochat's weightless embedding norm, the logit multiplier before the softcap), but its post-sublayer norms "
+    "take their own eps (post_norm_eps), its final norm a plain weight, and its q/k norms run on the NoPE layers "
+    "(layer_rope_theta 0) too; that combination is not built yet" },
+  { "step3p7", "step3p5",
+    "Step 3.5 / 3.7's attention gates each head's output by sigmoid(g_proj) (one value per head: gating true or "
+    "\"per-head\"; laguna's per-element gate is softplus), and its SwiGLU clamps silu(gate) from above and up to "
+    "+-limit by layer (swiglu_limits, swiglu_limits_shared); neither is built yet" },
+  { "voxtral_realtime", "voxtral_realtime_text", R_VOXTRAL_RT },
+};
+
+const HnArchPackageRefusal *
+hn_arch_package_refusals (gsize *n_out)
+{
+  *n_out = G_N_ELEMENTS (package_refusals);
+  return package_refusals;
+}
+
 /* The spelled aliases of `a` then the packages that carry it (new NULL-terminated array). */
 static char **
 all_aliases (const HnArchInfo *a)
@@ -631,6 +678,10 @@ hn_arch_refusal_reason (const char *model_type)
   for (gsize i = 0; model_type && i < G_N_ELEMENTS (refusals); i++)
     if (strcmp (refusals[i].model_type, model_type) == 0)
       return refusals[i].reason;
+  for (gsize i = 0; model_type && i < G_N_ELEMENTS (package_refusals); i++)
+    if (strcmp (package_refusals[i].package, model_type) == 0 ||
+        strcmp (package_refusals[i].text_model_type, model_type) == 0)
+      return package_refusals[i].reason;
   return NULL;
 }
 
@@ -857,5 +908,11 @@ hn_arch_list_to_markdown (void)
                           (guint) G_N_ELEMENTS (refusals));
   for (gsize i = 0; i < G_N_ELEMENTS (refusals); i++)
     g_string_append_printf (md, "| `%s` | %s |\n", refusals[i].model_type, refusals[i].reason);
+  g_string_append (md, "\n## Refused multimodal packages\n\nA checkpoint of one of these packages fails closed "
+                       "by the package's model_type, whatever its text_config names, and by its text model's.\n\n"
+                       "| package | text model_type | reason |\n|---|---|---|\n");
+  for (gsize i = 0; i < G_N_ELEMENTS (package_refusals); i++)
+    g_string_append_printf (md, "| `%s` | `%s` | %s |\n", package_refusals[i].package,
+                            package_refusals[i].text_model_type, package_refusals[i].reason);
   return g_string_free (md, FALSE);
 }

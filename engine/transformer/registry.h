@@ -154,7 +154,8 @@ typedef struct {
 
 /* The refused model_types (sorted by name); *n_out receives the count. */
 const HnArchRefusal *hn_arch_refusals (gsize *n_out);
-/* Why `model_type` is refused, or NULL when it is not in the list. */
+/* Why `model_type` is refused (hn_arch_refusals, or a refused package or its text model:
+ * hn_arch_package_refusals), or NULL when it is in neither list. */
 const char *hn_arch_refusal_reason (const char *model_type);
 
 /* A multimodal package of transformers whose text_config is a registered model_type: the loader runs
@@ -184,6 +185,18 @@ char *hn_arch_package_tensor_name (HnPackageLayout layout, const char *text_name
 /* The text checkpoint's name of the package's tensor `name`, or NULL when it is not the text model's
  * (a tower or projector of the package). */
 char *hn_arch_package_text_name (HnPackageLayout layout, const char *name);
+
+/* A multimodal package whose text model does not run here, refused by its name and by its text
+ * model's: for the text model_types that transformers builds only inside their package (so outside
+ * the LM mappings that hn_arch_refusals covers), this is where a load finds its reason. */
+typedef struct {
+  const char *package;         /* the package's model_type */
+  const char *text_model_type; /* its text_config's model_type */
+  const char *reason;
+} HnArchPackageRefusal;
+
+/* The refused packages, sorted by package; *n_out receives the count. */
+const HnArchPackageRefusal *hn_arch_package_refusals (gsize *n_out);
 
 /* All registered architectures, in table order; *n_out receives the count. */
 const HnArchInfo *hn_arch_list (gsize *n_out);

@@ -1362,6 +1362,19 @@ gboolean
 hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
 {
   memset (hp, 0, sizeof *hp);
+  /* a refused package fails closed whatever its text_config names (MiniMax M3's says minimax_m2) */
+  const HnArchPackageRefusal *pr = NULL;
+  gsize n_pr = 0;
+  if (cfg->text_config_resolved && cfg->outer_model_type)
+    for (const HnArchPackageRefusal *r = hn_arch_package_refusals (&n_pr); n_pr > 0; r++, n_pr--)
+      if (strcmp (r->package, cfg->outer_model_type) == 0)
+        pr = r;
+  if (pr)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type \"%s\" is not supported: %s", cfg->path,
+                   pr->package, pr->reason);
+      return FALSE;
+    }
   const HnArchInfo *a = hn_arch_lookup (cfg->model_type, error);
   if (!a)
     return FALSE;

@@ -192,6 +192,57 @@ test_lm_mappings (void)
   g_test_message ("%u listed model_types: %u verified, %u refused by name", n_types, n_verified, n_refused);
 }
 
+/* The refused multimodal packages: none is a package alias, each is sorted, refused by its name and
+ * by its text model's (a text model of the LM mappings in `refusals` with the same reason), listed on
+ * the docs page; a checkpoint of one fails closed even when its text_config names a registered model
+ * (MiniMax M3's says minimax_m2). */
+static void
+test_package_refusals (void)
+{
+  gsize n, n_pk;
+  const HnArchPackageRefusal *r = hn_arch_package_refusals (&n);
+  const HnArchPackage *pk = hn_arch_packages (&n_pk);
+  g_assert_cmpuint (n, >=, 6);
+  g_autofree char *md = hn_arch_list_to_markdown ();
+  const char *section = strstr (md, "\n## Refused multimodal packages");
+  g_assert_nonnull (section);
+  for (gsize i = 0; i < n; i++)
+    {
+      if (i > 0)
+        g_assert_cmpstr (r[i - 1].package, <, r[i].package);
+      for (gsize j = 0; j < n_pk; j++)
+        g_assert_cmpstr (pk[j].package, !=, r[i].package);
+      g_assert_true (strlen (r[i].reason) > 10);
+      const char *both[] = { r[i].package, r[i].text_model_type };
+      for (guint k = 0; k < G_N_ELEMENTS (both); k++)
+        {
+          GError *error = NULL;
+          g_assert_cmpstr (hn_arch_refusal_reason (both[k]), ==, r[i].reason);
+          g_assert_null (hn_arch_lookup (both[k], &error));
+          g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+          g_assert_nonnull (strstr (error->message, r[i].reason));
+          g_clear_error (&error);
+        }
+      g_autofree char *row = g_strdup_printf ("\n| `%s` | `%s` | %s |", r[i].package, r[i].text_model_type, r[i].reason);
+      g_assert_nonnull (strstr (section, row));
+    }
+
+  GError *error = NULL;
+  static const char json[] = "{\"model_type\": \"minimax_m3_vl\", \"text_config\": {\"model_type\": \"minimax_m2\", "
+                             "\"vocab_size\": 128, \"hidden_size\": 32, \"num_hidden_layers\": 2, "
+                             "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, "
+                             "\"intermediate_size\": 32, \"num_local_experts\": 4, \"num_experts_per_tok\": 2}}";
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load_from_data (json, -1, "config.json", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (cfg->model_type, ==, "minimax_m2");
+  HnTransformerHParams hp;
+  g_assert_false (hn_transformer_hparams_resolve (&hp, cfg, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "\"minimax_m3_vl\""));
+  g_assert_nonnull (strstr (error->message, "lightning indexer"));
+  g_clear_error (&error);
+}
+
 /* llama4_text's per-layer wiring from Llama4TextConfig: explicit lists, the config class's defaults
  * (every 4th layer NoPE, chunked = rotary, MoE every interleave_moe_layer_step-th) and what fails
  * closed. */
@@ -277,5 +328,6 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/markdown", test_markdown);
   g_test_add_func ("/registry/llama4-config", test_llama4_config);
   g_test_add_func ("/registry/lm-mappings", test_lm_mappings);
+  g_test_add_func ("/registry/package-refusals", test_package_refusals);
   return g_test_run ();
 }
