@@ -10,6 +10,8 @@
 // 256 units (4096 words, contiguous in Y) go through shared memory so that the
 // stores are coalesced (an invocation's own 16 words would be 64-byte strided
 // across the subgroup: on the H200 that ran at a tenth of the bandwidth).
+// Q4_K, Q6_K and Q8_0 take gguf_to_f16_wide.comp instead unless
+// HN_GGUF_TO_F16_OLD=1 (engine/tensor/ops-gguf.c).
 #include "common.glsl"
 layout(constant_id = 0) const uint GT = 0;
 layout(local_size_x = 256) in;

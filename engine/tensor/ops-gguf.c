@@ -257,6 +257,18 @@ hn_op_matmul_gguf_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, H
   return ok;
 }
 
+/* Whether quant_to_f16 of dt takes gguf_to_f16_wide.comp (Q4_K, Q6_K and
+ * Q8_0: Q4_K_M and Q8_0 files) rather than gguf_to_f16.comp; on the H200 the
+ * latter ran 1.6 TB/s (issue 23). HN_GGUF_TO_F16_OLD=1 keeps the older kernel
+ * for every type (comparisons; test-quant runs both). */
+static gboolean
+gguf_to_f16_wide (HnDType dt)
+{
+  const char *old = g_getenv ("HN_GGUF_TO_F16_OLD");
+  return (dt == HN_DTYPE_GGML_Q4_K || dt == HN_DTYPE_GGML_Q6_K || dt == HN_DTYPE_GGML_Q8_0) &&
+         !(old && old[0] != '\0' && old[0] != '0');
+}
+
 gboolean
 hn_op_gguf_to_f16 (HnCmd *cmd, HnTensor *out, HnTensor *w, GError **error)
 {
@@ -270,11 +282,39 @@ hn_op_gguf_to_f16 (HnCmd *cmd, HnTensor *out, HnTensor *w, GError **error)
                    "quant_to_f16: %s must have as many elements as %s and start on a word", out->name, w->name);
       return FALSE;
     }
+  HnVkBinding bd[2] = { hn_bind (w, FALSE), hn_bind (out, TRUE) };
+  guint32 gx, gy;
+  if (units == 0)
+    return TRUE;
+  if (gguf_to_f16_wide (w->dtype))
+    {
+      /* gguf_to_f16_wide.comp: items of 8 (Q8_0) or 16 (Q4_K) quant bytes, or
+       * of 8 bytes each of ql, ql + 32 and qh (Q6_K), in adjacent invocations;
+       * ITEMS of them an invocation, WG apart. HN_GGUF_TO_F16_TUNE="wg,items"
+       * overrides the 256 x 4 (for tuning). */
+      const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+      guint32 per_block = w->dtype == HN_DTYPE_GGML_Q4_K ? 16 : w->dtype == HN_DTYPE_GGML_Q6_K ? 8 : 4;
+      guint32 bs = hn_ggml_block_size (hn_dtype_ggml_type (w->dtype));
+      guint32 wg = MIN (256, info->max_workgroup_invocations), items = 4, t[2];
+      const char *tune = g_getenv ("HN_GGUF_TO_F16_TUNE");
+      if (tune && sscanf (tune, "%u,%u", &t[0], &t[1]) == 2 && t[0] >= 1 && t[0] <= info->max_workgroup_invocations &&
+          t[1] >= 1 && t[1] <= 16)
+        {
+          wg = t[0];
+          items = t[1];
+        }
+      guint64 n_items = (guint64) w->n / bs * per_block;
+      struct { guint32 items, y_off; } pc = { (guint32) n_items, (guint32) (out->offset / 4) };
+      guint32 spec[4] = { gg_code (w->dtype), wg, items, out->offset % 16 == 0 ? 1u : 0u };
+      hn_grid ((n_items + (guint64) wg * items - 1) / ((guint64) wg * items), &gx, &gy);
+      hn_cmd_set_label (cmd, "gguf_to_f16_wide");
+      gboolean ok = hn_cmd_dispatch (cmd, "gguf_to_f16_wide", spec, 4, bd, 2, &pc, sizeof pc, gx, gy, 1, error);
+      hn_cmd_set_label (cmd, NULL);
+      return ok;
+    }
   struct { guint32 units, upr, row_bytes, y_off; } pc = { (guint32) units, (guint32) (w->shape[1] / 32), (guint32) rb,
                                                           (guint32) (out->offset / 4) };
   guint32 spec[1] = { gg_code (w->dtype) };
-  HnVkBinding bd[2] = { hn_bind (w, FALSE), hn_bind (out, TRUE) };
-  guint32 gx, gy;
   hn_grid ((units + 255) / 256, &gx, &gy);
   hn_cmd_set_label (cmd, "gguf_to_f16");
   gboolean ok = hn_cmd_dispatch (cmd, "gguf_to_f16", spec, 1, bd, 2, &pc, sizeof pc, gx, gy, 1, error);

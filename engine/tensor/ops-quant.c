@@ -217,7 +217,8 @@ hn_op_matmul_quant_dispatch (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *w, 
 {
   if (hn_dtype_is_ggml (w->dtype))
     {
-      /* ggml blocks: W's f16 form when asked (gguf_to_f16.comp), else the
+      /* ggml blocks: W's f16 form when asked (gguf_to_f16_wide.comp for
+       * Q4_K, Q6_K and Q8_0, gguf_to_f16.comp for the rest), else the
        * GGUF kernels (tensor cores decoding the blocks, or f32) */
       gboolean done = FALSE;
       if (f16_form (cmd, w, M, flags) &&

@@ -490,6 +490,89 @@ random_blocks (HnDType dt, gint64 rows, gint64 cols)
   return q;
 }
 
+/* quant_to_f16 of ggml blocks (W's f16 form for the tensor-core matmul)
+ * against the CPU dequantization rounded to f16: gguf_to_f16_wide.comp for
+ * Q4_K, Q6_K and Q8_0 and gguf_to_f16.comp for the rest, then
+ * gguf_to_f16.comp for all (HN_GGUF_TO_F16_OLD=1). Block counts that leave a
+ * workgroup part full and odd Q6_K / Q8_0 block counts (blocks 2 bytes off a
+ * word, the last one too), outputs at a 16-byte and at a 4-byte offset (the
+ * wide kernel's uint stores) with the bytes around them checked untouched,
+ * other workgroup shapes (HN_GGUF_TO_F16_TUNE), and blocks from the reference
+ * quantizers. Within one f16 step, plus 1e-5 for a driver that fuses ggml's
+ * d * q - m into one fma. */
+static void
+check_gguf_to_f16 (HnDType dt, gint64 R, gint64 K, gint64 off, const guint8 *q_in)
+{
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autoptr (GError) error = NULL;
+  g_autofree guint8 *q = q_in ? g_memdup2 (q_in, hn_quant_nbytes (dt, R, K)) : random_blocks (dt, R, K);
+  g_autoptr (HnTensor) tw = hn_tensor_new_quant (ctx, "w", dt, R, K, q, &error);
+  g_assert_no_error (error);
+  /* out at element `off` of a buffer of sentinels with 8 more after it */
+  gint64 n = R * K, nb = off + n + 8;
+  g_autofree float *fill = g_new (float, nb);
+  for (gint64 i = 0; i < nb; i++)
+    fill[i] = 7.0f;
+  g_autoptr (HnTensor) big = hn_test_tensor (HN_DTYPE_F16, 1, (gint64[]) { nb }, fill);
+  g_autoptr (HnTensor) out = hn_tensor_new_in_buffer (ctx, big->buf, big->offset + (guint64) off * 2, "out",
+                                                      HN_DTYPE_F16, 2, (gint64[]) { R, K }, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_op_quant_to_f16 (cmd, out, tw, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *all = hn_test_download (big), *ref = g_new (float, n);
+  hn_quant_unpack_rows (dt, q, R, K, 0, R, ref);
+  const char *old = g_getenv ("HN_GGUF_TO_F16_OLD"), *tune = g_getenv ("HN_GGUF_TO_F16_TUNE");
+  for (gint64 i = 0; i < nb; i++)
+    {
+      gint64 e = i - off;
+      float want = e >= 0 && e < n ? round_f16 (ref[e]) : 7.0f;
+      float tol = e >= 0 && e < n ? fabsf (ref[e]) * (1.0f / 1024) + 1e-5f : 0.0f;
+      if (!(fabsf (all[i] - want) <= tol))
+        g_error ("quant_to_f16 %s %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT " at +%" G_GINT64_FORMAT "%s%s [%"
+                 G_GINT64_FORMAT "]: %.9g, want %.9g", hn_dtype_name (dt), R, K, off, old ? " (old kernel)" : "",
+                 tune ? " (tuned)" : "", e, all[i], want);
+    }
+}
+
+static void
+test_gguf_to_f16 (void)
+{
+  for (int old = 0; old < 2; old++)
+    {
+      if (old)
+        g_setenv ("HN_GGUF_TO_F16_OLD", "1", TRUE);
+      for (gsize d = 0; d < G_N_ELEMENTS (ggml_dts); d++)
+        {
+          gint64 bs = hn_ggml_block_size (hn_dtype_ggml_type (ggml_dts[d]));
+          check_gguf_to_f16 (ggml_dts[d], 1, bs, 0, NULL);
+          check_gguf_to_f16 (ggml_dts[d], 5, 3 * bs, 0, NULL);
+          check_gguf_to_f16 (ggml_dts[d], 37, bs == 256 ? 512 : 96, 8, NULL);
+          check_gguf_to_f16 (ggml_dts[d], 131, bs == 256 ? 256 : 160, 2, NULL);
+        }
+      g_unsetenv ("HN_GGUF_TO_F16_OLD");
+    }
+  static const HnDType wide[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q8_0 };
+  static const char *tunes[] = { "64,3", "7,1", "256,16" };
+  for (gsize t = 0; t < G_N_ELEMENTS (tunes); t++)
+    {
+      g_setenv ("HN_GGUF_TO_F16_TUNE", tunes[t], TRUE);
+      for (gsize d = 0; d < G_N_ELEMENTS (wide); d++)
+        check_gguf_to_f16 (wide[d], 19, 768, t == 1 ? 2 : 0, NULL);
+      g_unsetenv ("HN_GGUF_TO_F16_TUNE");
+    }
+  for (gsize d = 0; d < G_N_ELEMENTS (wide); d++)
+    {
+      gint64 R = 11, K = 512;
+      g_autofree float *w = hn_test_random (R * K, -2, 2);
+      g_autofree guint8 *q = g_malloc (hn_quant_nbytes (wide[d], R, K));
+      hn_quant_pack (wide[d], w, HN_DTYPE_F32, R, K, q);
+      check_gguf_to_f16 (wide[d], R, K, 0, q);
+    }
+}
+
 /* The integer-dot decode kernel's x (matvec_gguf_q8.comp): each 32-element
  * block as codes times the smallest power of two 2^e with max |x| / 2^e <=
  * 127.5, rounded to even and clamped to ±127; exact, so the kernel's codes
@@ -795,6 +878,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quant/matmul-f16-form", test_matmul_f16_form);
   g_test_add_func ("/quant/fails-closed", test_fails_closed);
   g_test_add_func ("/quant/gguf-matvec", test_gguf_matvec);
+  g_test_add_func ("/quant/gguf-to-f16", test_gguf_to_f16);
   g_test_add_func ("/quant/gguf-matmul", test_gguf_matmul);
   g_test_add_func ("/quant/gguf-embedding", test_gguf_embedding);
   g_test_add_func ("/quant/gguf-tensor-core-tiles", test_gguf_tensor_core_tiles);
