@@ -350,6 +350,14 @@ check_supported (HnTrainGraph *g, GError **error)
     return unsupported ("multi-head latent attention", error);
   if (hp->attn_sinks)
     return unsupported ("attention sinks", error);
+  /* muse_glimmer_text is refused above by its sandwich block; step3p5 by its router, and by name here */
+  if (hp->attn_gate_act != HN_ACT_IDENTITY)
+    return unsupported (hp->attn_gate_per_head ? "a per-head attention output gate (step3p5's g_proj)"
+                                               : "an attention output gate", error);
+  if (hp->layer_glu_limit || hp->layer_expert_glu_limit)
+    return unsupported ("a clamped SwiGLU (step3p5's swiglu_limits)", error);
+  if (hp->final_norm_plain || hp->post_norm_eps > 0)
+    return unsupported ("muse_glimmer_text's norms (a plain-weight final norm, post_norm_eps)", error);
   return TRUE;
 }
 

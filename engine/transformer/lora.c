@@ -745,6 +745,13 @@ hn_lora_module_map (const HnTransformerHParams *hp, const char **prefix, const H
                    "text alone); adapters are not mapped onto it yet", hp->arch->model_type);
       return FALSE;
     }
+  if (hp->attn_gate_per_head || hp->final_norm_plain)
+    {
+      /* their attention gates and step3p5's stacked experts have no adapter sites here */
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "LoRA: adapters for %s are not mapped yet",
+                   hp->arch->model_type);
+      return FALSE;
+    }
   switch (hp->arch->names)
     {
     case HN_NAMES_LLAMA:

@@ -194,6 +194,17 @@ static const HnArchInfo archs[] = {
     "silu", DEC, "laguna" },
   { "mimo_v2_flash", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
     "mimo_v2_flash" },
+  /* issue 25: text models built from their packages' pieces. muse_glimmer_text: gemma's (1 + w)
+   * sandwich (post norms with post_norm_eps), weightless embedding and per-head q/k norms, a sigmoid
+   * gate_proj on the attention output, NoPE where layer_rope_theta is 0, a plain-weight final norm,
+   * logits * output_multiplier before the softcap (transformer-config.c: muse_glimmer_from_config).
+   * step3p5: laguna's layout with (1 + w) norms, a sigmoid gate per head (g_proj [H, C]), DeepseekV3's
+   * router with a shared expert, and SwiGLU clamps by layer (step3p5_from_config) */
+  { "muse_glimmer_text", NULL, "gemma", HN_BLOCK_SANDWICH, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_EMBED_NORM | HN_QUIRK_SOFTCAP | HN_QUIRK_QK_NORM_HEAD, "silu", DEC,
+    "muse_glimmer_text" },
+  { "step3p5", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "step3p5" },
   /* issue 25: the text models of vision-language packages, text in and text out. Their multimodal
    * rotary (mrope_section) turns text alone as the 1-D rope does (transformer-config.c: mrope_text).
    * qwen2(_5)_vl_text is qwen2 (q/k/v biases), qwen3_vl_text qwen3 (per-head q/k RMSNorm),
@@ -522,6 +533,7 @@ static const HnArchPackage packages[] = {
   PKG ("mistral3", "mistral", LANGUAGE_MODEL),
   PKG ("mllama", "mllama_text_model", LANGUAGE_MODEL),
   PKG ("modernvbert", "modernbert", TEXT_MODEL_MLM),
+  PKG ("muse_glimmer", "muse_glimmer_text", LANGUAGE_MODEL),
   PKG ("musicflamingo", "qwen2", LANGUAGE_MODEL),
   PKG ("ovis2", "qwen2", LANGUAGE_MODEL),
   PKG ("paddleocr_vl", "paddleocr_vl_text", LANGUAGE_MODEL),
@@ -538,6 +550,7 @@ static const HnArchPackage packages[] = {
   PKG ("qwen3_vl_moe", "qwen3_vl_moe_text", LANGUAGE_MODEL),
   PKG ("shieldgemma2", "gemma3_text", LANGUAGE_MODEL),
   PKG ("smolvlm", "llama", TEXT_MODEL),
+  PKG ("step3p7", "step3p5", LANGUAGE_MODEL),
   PKG ("vibevoice", "qwen2", LANGUAGE_MODEL),
   PKG ("vibevoice_asr", "qwen2", LANGUAGE_MODEL),
   PKG ("video_llama_3", "qwen2", LANGUAGE_MODEL),
@@ -631,16 +644,6 @@ static const HnArchPackageRefusal package_refusals[] = {
     "and those positions are not built" },
   { "inkling_mm_model", "inkling_text", R_INKLING },
   { "minimax_m3_vl", "minimax_m3_vl_text", R_MINIMAX_M3 },
-  { "muse_glimmer", "muse_glimmer_text",
-    "Muse Glimmer's text model puts pieces built apart together (gemma's sandwich of (1 + w) norms, afmoe's "
-    "sigmoid gate_proj on the attention output, llama4's weightless per-head q/k norm and NoPE layers, "
-    "nanochat's weightless embedding norm, the logit multiplier before the softcap), but its post-sublayer norms "
-    "take their own eps (post_norm_eps), its final norm a plain weight, and its q/k norms run on the NoPE layers "
-    "(layer_rope_theta 0) too; that combination is not built yet" },
-  { "step3p7", "step3p5",
-    "Step 3.5 / 3.7's attention gates each head's output by sigmoid(g_proj) (one value per head: gating true or "
-    "\"per-head\"; laguna's per-element gate is softplus), and its SwiGLU clamps silu(gate) from above and up to "
-    "+-limit by layer (swiglu_limits, swiglu_limits_shared); neither is built yet" },
   { "voxtral_realtime", "voxtral_realtime_text", R_VOXTRAL_RT },
 };
 

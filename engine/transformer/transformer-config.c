@@ -260,6 +260,31 @@ dbrx_norm_topk (const HnModelConfig *cfg, gboolean *norm, GError **error)
   return TRUE;
 }
 
+/* The sliding layers' own partial rotary (laguna, step3p5: rope_parameters.sliding_attention's
+ * partial_rotary_factor, 1 where it is left out; their rotary classes read each type's alone). */
+static gboolean
+sliding_rot_dims (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
+{
+  if (!hp->local_rope)
+    return TRUE;
+  JsonObject *rp = raw && json_object_has_member (raw, "rope_parameters") &&
+                       JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))
+                     ? json_object_get_object_member (raw, "rope_parameters")
+                     : NULL;
+  JsonObject *sl = rp && json_object_has_member (rp, "sliding_attention") &&
+                       JSON_NODE_HOLDS_OBJECT (json_object_get_member (rp, "sliding_attention"))
+                     ? json_object_get_object_member (rp, "sliding_attention")
+                     : NULL;
+  double f = sl && json_object_has_member (sl, "partial_rotary_factor")
+               ? json_object_get_double_member (sl, "partial_rotary_factor")
+               : 1.0;
+  int rd = (int) lround (hp->head_dim * f);
+  if (!(f > 0 && f <= 1) || rd <= 0 || rd % 2)
+    return unsupported (error, cfg, "a sliding partial_rotary_factor that gives odd or no rotary dims");
+  hp->local_rot_dims = rd;
+  return TRUE;
+}
+
 /* Laguna: query heads per layer, attention out *= softplus(g_proj) per element, the sliding layers'
  * own partial rotary (1 where their rope_parameters leave it out). */
 static gboolean
@@ -296,25 +321,167 @@ laguna_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObje
           hp->n_head = MAX (hp->n_head, (int) h);
         }
     }
-  if (hp->local_rope)
+  return sliding_rot_dims (hp, cfg, raw, error);
+}
+
+/* A per-layer list of numbers or nulls (step3p5's swiglu_limits): NULL when config.json lacks it,
+ * n_layer floats with null and 0 as 0 (no clamp) otherwise. */
+static gboolean
+layer_limits (const HnModelConfig *cfg, JsonObject *raw, const char *key, int n_layer, float **out, GError **error)
+{
+  *out = NULL;
+  JsonNode *n = raw ? json_object_get_member (raw, key) : NULL;
+  if (!n || JSON_NODE_HOLDS_NULL (n))
+    return TRUE;
+  JsonArray *arr = JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
+  if (!arr || json_array_get_length (arr) != (guint) n_layer)
     {
-      JsonObject *rp = raw && json_object_has_member (raw, "rope_parameters") &&
-                           JSON_NODE_HOLDS_OBJECT (json_object_get_member (raw, "rope_parameters"))
-                         ? json_object_get_object_member (raw, "rope_parameters")
-                         : NULL;
-      JsonObject *sl = rp && json_object_has_member (rp, "sliding_attention") &&
-                           JSON_NODE_HOLDS_OBJECT (json_object_get_member (rp, "sliding_attention"))
-                         ? json_object_get_object_member (rp, "sliding_attention")
-                         : NULL;
-      double f = sl && json_object_has_member (sl, "partial_rotary_factor")
-                   ? json_object_get_double_member (sl, "partial_rotary_factor")
-                   : 1.0;
-      int rd = (int) lround (hp->head_dim * f);
-      if (!(f > 0 && f <= 1) || rd <= 0 || rd % 2)
-        return unsupported (error, cfg, "a sliding partial_rotary_factor that gives odd or no rotary dims");
-      hp->local_rot_dims = rd;
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s must list one limit (a number or null) for each of %d layers",
+                   cfg->path, key, n_layer);
+      return FALSE;
+    }
+  g_autofree float *v = g_new0 (float, n_layer);
+  for (int i = 0; i < n_layer; i++)
+    {
+      JsonNode *e = json_array_get_element (arr, (guint) i);
+      if (JSON_NODE_HOLDS_NULL (e))
+        continue;
+      GType t = JSON_NODE_HOLDS_VALUE (e) ? json_node_get_value_type (e) : G_TYPE_INVALID;
+      double d = t == G_TYPE_INT64 ? (double) json_node_get_int (e) : t == G_TYPE_DOUBLE ? json_node_get_double (e) : -1;
+      if (!(d >= 0) || !isfinite (d))
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s[%d] is not a non-negative number or null", cfg->path,
+                       key, i);
+          return FALSE;
+        }
+      v[i] = (float) d;
+    }
+  *out = g_steal_pointer (&v);
+  return TRUE;
+}
+
+/* Muse Glimmer's text model (MuseGlimmerTextModel in MuseGlimmerForConditionalGeneration): gemma's
+ * sandwich of (1 + w) norms whose post-sublayer pair takes post_norm_eps, a weightless RMSNorm of the
+ * embeddings, weightless per-head q/k norms (every layer, NoPE ones too) with q * qk_scale_factor on
+ * top of 1/sqrt(head_dim), attention out *= sigmoid(gate_proj), a plain-weight final norm, and
+ * logits * output_multiplier before the tanh softcap. layer_rope_theta 0 is NoPE (the resolve above;
+ * the model reads only whether an entry is 0, rotating every other layer by rope_theta); left out,
+ * MuseGlimmerTextConfig makes every fourth layer from the last NoPE and full attention, the others
+ * sliding. */
+static gboolean
+muse_glimmer_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
+{
+  double pe, qs, om, cap;
+  if (!get_double (cfg, "post_norm_eps", 1e-8, &pe, error) || !get_double (cfg, "qk_scale_factor", 3.87, &qs, error) ||
+      !get_double (cfg, "output_multiplier", 0.19611613513818404, &om, error) ||
+      !get_double (cfg, "final_logit_softcapping", 20.0, &cap, error))
+    return FALSE;
+  if (!(pe > 0) || !(qs > 0) || !isfinite (om) || !(cap >= 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: post_norm_eps and qk_scale_factor must be positive, output_multiplier finite and "
+                   "final_logit_softcapping not negative", cfg->path);
+      return FALSE;
+    }
+  if (isnan (cfg->norm_eps))
+    hp->norm_eps = 1e-5f; /* MuseGlimmerTextConfig.rms_norm_eps */
+  hp->post_norm_eps = (float) pe;
+  hp->attn_scale = (float) (qs / sqrt ((double) hp->head_dim));
+  hp->logits_scale = (float) om;
+  hp->final_softcap = (float) cap;
+  hp->attn_gate_act = HN_ACT_SIGMOID;
+  hp->final_norm_plain = TRUE;
+  gboolean window_default = !(raw && json_object_has_member (raw, "sliding_window")) && hp->sliding_window == 0;
+  if (window_default)
+    hp->sliding_window = 2048; /* the config class's default */
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      gboolean every4 = (hp->n_layer - 1 - i) % 4 == 0;
+      if (!cfg->layer_types)
+        hp->layer_sliding[i] = hp->sliding_window > 0 && !every4;
+      else if (window_default) /* the resolve above read layer_types only with a window */
+        {
+          const char *t = i < (int) g_strv_length (cfg->layer_types) ? cfg->layer_types[i] : NULL;
+          if (!t || (strcmp (t, "sliding_attention") != 0 && strcmp (t, "full_attention") != 0))
+            return unsupported (error, cfg, "layer_types other than one sliding_attention or full_attention a layer");
+          hp->layer_sliding[i] = strcmp (t, "sliding_attention") == 0;
+        }
+      if (hp->rope && !(raw && json_object_has_member (raw, "layer_rope_theta")))
+        hp->layer_rope[i] = !every4;
     }
   return TRUE;
+}
+
+/* Step 3.5's text model (Step3p7TextModel, step3p5): laguna's layout with (1 + w) norms throughout,
+ * query heads by layer (per_layer_config, which Step3p7TextConfig fills from num_sliding_attention_heads
+ * for the sliding layers), attention out *= sigmoid(g_proj), one value per head, and the SwiGLU clamps
+ * of swiglu_limits (routed experts) and swiglu_limits_shared (the shared expert and the dense MLP). */
+static gboolean
+step3p5_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
+{
+  /* Step3p7Attention: gating true or "per-head" gives g_proj one row per head; any other value a row per
+   * element, which its gate_states.unsqueeze(-1) cannot broadcast over the heads */
+  JsonNode *gn = raw ? json_object_get_member (raw, "gating") : NULL;
+  gboolean per_head = !gn || (JSON_NODE_HOLDS_VALUE (gn) && json_node_get_value_type (gn) == G_TYPE_BOOLEAN &&
+                              json_node_get_boolean (gn)) ||
+                      g_strcmp0 (hn_model_config_get_string (cfg, "gating"), "per-head") == 0;
+  if (!per_head)
+    return unsupported (error, cfg, "gating other than true or \"per-head\" (a per-element gate, which "
+                                    "transformers' Step3p7Attention cannot apply)");
+  gboolean bidir;
+  if (!raw_bool (cfg, "use_bidirectional_attention", FALSE, &bidir, error))
+    return FALSE;
+  if (bidir)
+    return unsupported (error, cfg, "use_bidirectional_attention");
+  hp->attn_gate_act = HN_ACT_SIGMOID;
+  hp->attn_gate_per_head = TRUE;
+
+  /* query heads: per_layer_config {layer: {"num_attention_heads": h}} (as saved), else
+   * num_sliding_attention_heads on the sliding layers */
+  gint64 sliding_heads;
+  if (!get_int (cfg, "num_sliding_attention_heads", hp->n_head, &sliding_heads, error))
+    return FALSE;
+  JsonNode *pn = raw ? json_object_get_member (raw, "per_layer_config") : NULL;
+  JsonObject *plc = pn && JSON_NODE_HOLDS_OBJECT (pn) ? json_node_get_object (pn) : NULL;
+  if (pn && !JSON_NODE_HOLDS_NULL (pn) && !plc)
+    return unsupported (error, cfg, "a per_layer_config that is not an object keyed by layer");
+  int base = hp->n_head;
+  hp->layer_n_head = g_new (int, hp->n_layer);
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      gint64 h = hp->layer_sliding[i] ? sliding_heads : base;
+      if (plc)
+        {
+          g_autofree char *key = g_strdup_printf ("%d", i);
+          JsonNode *ln = json_object_get_member (plc, key);
+          JsonObject *lo = ln && JSON_NODE_HOLDS_OBJECT (ln) ? json_node_get_object (ln) : NULL;
+          h = base;
+          if (ln && !lo)
+            return unsupported (error, cfg, "a per_layer_config entry that is not an object");
+          g_autoptr (GList) keys = lo ? json_object_get_members (lo) : NULL;
+          for (GList *l = keys; l; l = l->next)
+            if (strcmp (l->data, "num_attention_heads") != 0)
+              {
+                g_autofree char *what = g_strdup_printf ("per_layer_config overriding %s", (const char *) l->data);
+                return unsupported (error, cfg, what);
+              }
+          if (lo && json_object_has_member (lo, "num_attention_heads"))
+            h = json_object_get_int_member (lo, "num_attention_heads");
+        }
+      if (h <= 0 || h > 4096 || h % hp->n_kv_head != 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                       "%s: layer %d has %" G_GINT64_FORMAT " query heads, not a positive multiple of "
+                       "num_key_value_heads %d", cfg->path, i, h, hp->n_kv_head);
+          return FALSE;
+        }
+      hp->layer_n_head[i] = (int) h;
+      hp->n_head = MAX (hp->n_head, (int) h);
+    }
+  if (!layer_limits (cfg, raw, "swiglu_limits", hp->n_layer, &hp->layer_expert_glu_limit, error) ||
+      !layer_limits (cfg, raw, "swiglu_limits_shared", hp->n_layer, &hp->layer_glu_limit, error))
+    return FALSE;
+  return sliding_rot_dims (hp, cfg, raw, error);
 }
 
 gboolean
@@ -323,8 +490,84 @@ hn_transformer_moe_v3_router (const char *model_type)
   static const char *const v3[] = { "deepseek_v3", "glm4_moe",   "dots1", "solar_open",
                                     "minimax_m2",  "exaone_moe", "hy_v3", "axk1",
                                     "afmoe",       "laguna",     "mimo_v2_flash", "glm4_moe_lite",
-                                    "glm4v_moe_text", "lfm2_moe", NULL };
+                                    "glm4v_moe_text", "lfm2_moe", "step3p5", NULL };
   return g_strv_contains (v3, model_type);
+}
+
+/* Step3p7SparseMoeBlock: DeepseekV3's sigmoid router (correction bias for the choice, renormalised
+ * top-k, moe_router_scaling_factor) plus one ungated shared expert of share_expert_dim. Without
+ * mlp_layer_types the sparse layers are the hub configs' moe_layers_enum (indices, maybe past the last
+ * layer for the MTP layers), else layers 3 on, as Step3p7TextConfig derives them. */
+static gboolean
+step3p5_moe (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw, GError **error)
+{
+  gint64 sh;
+  if (!get_int (cfg, "share_expert_dim", 1280, &sh, error))
+    return FALSE;
+  if (sh <= 0 || sh > G_MAXINT32)
+    return unsupported (error, cfg, "share_expert_dim outside 1..2^31");
+  hp->shared_ffn = (int) sh;
+  hp->moe_norm_topk = TRUE;
+  /* Step3p7Experts reads num_local_experts, which attribute_map sends to n_routed_experts (moe_num_experts
+   * in hub configs); a num_local_experts field beside it is not what runs */
+  gint64 ne;
+  if (!get_int (cfg, "moe_num_experts", hp->n_experts, &ne, error) || !get_int (cfg, "n_routed_experts", ne, &ne, error))
+    return FALSE;
+  if (ne < hp->n_experts_used || ne > (1 << 16))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: n_routed_experts %" G_GINT64_FORMAT
+                   " is below num_experts_per_tok or above 65536", cfg->path, ne);
+      return FALSE;
+    }
+  hp->n_experts = (int) ne;
+  hp->moe_first_dense = MIN (3, hp->n_layer);
+  JsonNode *en = raw ? json_object_get_member (raw, "moe_layers_enum") : NULL;
+  if (!en || JSON_NODE_HOLDS_NULL (en) || (raw && json_object_has_member (raw, "mlp_layer_types")))
+    return TRUE;
+  g_autofree guint8 *sparse = g_new0 (guint8, hp->n_layer);
+  g_auto (GStrv) items = NULL;
+  if (JSON_NODE_HOLDS_VALUE (en) && json_node_get_value_type (en) == G_TYPE_STRING)
+    items = g_strsplit (json_node_get_string (en), ",", -1);
+  else if (JSON_NODE_HOLDS_ARRAY (en))
+    {
+      JsonArray *a = json_node_get_array (en);
+      items = g_new0 (char *, json_array_get_length (a) + 1);
+      for (guint i = 0; i < json_array_get_length (a); i++)
+        {
+          JsonNode *e = json_array_get_element (a, i);
+          items[i] = JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_INT64
+                       ? g_strdup_printf ("%" G_GINT64_FORMAT, json_node_get_int (e))
+                       : g_strdup (JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING
+                                     ? json_node_get_string (e)
+                                     : "?");
+        }
+    }
+  for (int i = 0; items && items[i]; i++)
+    {
+      g_strstrip (items[i]);
+      if (!*items[i])
+        continue;
+      char *end;
+      gint64 v = g_ascii_strtoll (items[i], &end, 10);
+      if (*end || v < 0)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: moe_layers_enum holds \"%s\", not a layer index",
+                       cfg->path, items[i]);
+          return FALSE;
+        }
+      if (v < hp->n_layer)
+        sparse[v] = 1;
+    }
+  if (!items)
+    return unsupported (error, cfg, "a moe_layers_enum that is neither a string nor a list");
+  int k = 0;
+  while (k < hp->n_layer && !sparse[k])
+    k++;
+  for (int i = k; i < hp->n_layer; i++)
+    if (!sparse[i])
+      return unsupported (error, cfg, "moe_layers_enum other than dense layers followed by sparse ones");
+  hp->moe_first_dense = k;
+  return TRUE;
 }
 
 /* The routed MLP of each MoE family as its transformers modeling file builds it. */
@@ -367,7 +610,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   /* mixtral, phimoe, minimax_m2, hy_v3, afmoe and laguna always renormalise; qwen/olmoe/deepseek_v3 say
    * so in norm_topk_prob */
   gboolean norm_topk = strcmp (mt, "mixtral") == 0 || strcmp (mt, "minimax_m2") == 0 || strcmp (mt, "hy_v3") == 0 ||
-                       strcmp (mt, "afmoe") == 0 || strcmp (mt, "laguna") == 0;
+                       strcmp (mt, "afmoe") == 0 || strcmp (mt, "laguna") == 0 || strcmp (mt, "step3p5") == 0;
   if (strcmp (mt, "qwen3_vl_moe_text") == 0)
     norm_topk = TRUE; /* Qwen3VLMoeTextTopKRouter renormalises whatever norm_topk_prob says */
   else if (strcmp (mt, "dbrx") == 0)
@@ -451,6 +694,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
           (strcmp (mt, "afmoe") == 0 && (!get_double (cfg, "route_scale", 1.0, &scale, error) ||
                                          !get_int (cfg, "num_dense_layers", 1, &first_dense, error))) ||
           (strcmp (mt, "laguna") == 0 && !get_double (cfg, "moe_routed_scaling_factor", 1.0, &scale, error)) ||
+          (strcmp (mt, "step3p5") == 0 && !get_double (cfg, "moe_router_scaling_factor", 1.0, &scale, error)) ||
           (strcmp (mt, "lfm2_moe") == 0 && !get_int (cfg, "num_dense_layers", 2, &first_dense, error)))
         return FALSE;
       hp->shared_ffn = n_shared > 0 ? (int) (n_shared * hp->moe_ffn) : 0;
@@ -567,6 +811,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
         return unsupported (error, cfg, "moe_router_logit_softcapping or moe_apply_router_weight_on_input");
       hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
     }
+  if (strcmp (mt, "step3p5") == 0 && !step3p5_moe (hp, cfg, mraw, error))
+    return FALSE;
   if (mlt && JSON_NODE_HOLDS_ARRAY (mlt))
     {
       JsonArray *arr = json_node_get_array (mlt);
@@ -1743,6 +1989,10 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
     }
   if (strcmp (mt, "laguna") == 0 && !laguna_from_config (hp, cfg, raw, error))
     return FALSE;
+  if (strcmp (mt, "muse_glimmer_text") == 0 && !muse_glimmer_from_config (hp, cfg, raw, error))
+    return FALSE;
+  if (strcmp (mt, "step3p5") == 0 && !step3p5_from_config (hp, cfg, raw, error))
+    return FALSE;
   if (strcmp (mt, "hyperclovax") == 0)
     {
       /* peri-layer norms (use_post_norm) after each sublayer; logits_scaling multiplies */
@@ -2020,6 +2270,8 @@ hn_transformer_hparams_clear (HnTransformerHParams *hp)
   g_clear_pointer (&hp->layer_mixer, g_free);
   g_clear_pointer (&hp->layer_ffn, g_free);
   g_clear_pointer (&hp->layer_chunked, g_free);
+  g_clear_pointer (&hp->layer_glu_limit, g_free);
+  g_clear_pointer (&hp->layer_expert_glu_limit, g_free);
   g_clear_pointer (&hp->rope_short_factor, g_free);
   g_clear_pointer (&hp->rope_long_factor, g_free);
   g_clear_pointer (&hp->eos_token_ids, g_array_unref);

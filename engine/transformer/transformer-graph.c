@@ -555,6 +555,18 @@ norm (HnTransformer *m, HnCmd *cmd, HnTensor *out, HnTensor *in, HnTensor *w, Hn
                         error);
 }
 
+/* A sandwich's post-sublayer norm: the layers' norm with post_norm_eps where the model gives them
+ * their own (muse_glimmer_text). */
+static gboolean
+post_norm (HnTransformer *m, HnCmd *cmd, HnTensor *t, HnTensor *w, GError **error)
+{
+  const HnTransformerHParams *hp = &m->hp;
+  if (hp->post_norm_eps > 0 && !hp->layernorm)
+    return hn_op_rmsnorm (cmd, t, t, w, hp->post_norm_eps,
+                          hp->norm_plus_one ? HN_NORM_WEIGHT_PLUS_ONE : HN_NORM_DEFAULT, error);
+  return norm (m, cmd, t, t, w, NULL, error);
+}
+
 /* clamp(t, -c, c) from the ops we have: min(x, c) = c - relu(c - x); max(y, -c) = relu(y + c) - c. */
 static gboolean
 clamp_abs (HnCmd *cmd, HnTensor *t, float c, GError **error)
@@ -612,6 +624,8 @@ hn_moe_dense_forced (void)
 
 static gboolean moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *in,
                      HnTensor *out, gint64 N, GError **error);
+static gboolean expert_glu (HnTransformer *m, HnCmd *cmd, HnTensor *act, HnTensor *g, HnTensor *u, float silu_limit,
+                            GError **error);
 
 /* Decode (N <= 8 rows, dense MLP, pre-norm): x̂ = rmsnorm(x) inside the kernels, gate and up in one
  * matrix-vector pass with the activation, and the down projection added straight into the residual
@@ -660,6 +674,17 @@ mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
     return moe (m, cmd, a, lw, in, out, N, error);
   HnTensor *act = rows_of (a, a->act, 0, N, error);
   CK (act);
+  if (lw->w_gate && lw->glu_limit > 0) /* step3p5's clamped SwiGLU: the two projections, then expert_glu */
+    {
+      HnTensor *g = rows_of (a, a->gate, 0, N, error), *u = rows_of (a, a->up, 0, N, error);
+      CK (g && u);
+      HnTensor *ys[2] = { g, u }, *ws[2] = { lw->w_gate, lw->w_up }, *bs[2] = { lw->b_gate, lw->b_up };
+      CK (hn_op_matmul_n (cmd, 2, ys, in, ws, bs, error));
+      CK (expert_glu (m, cmd, act, g, u, lw->glu_limit, error));
+      if (add_to)
+        return hn_op_matmul_add (cmd, add_to, act, lw->w_down, lw->b_down, hp->residual_scale, error);
+      return hn_op_matmul (cmd, out, act, lw->w_down, lw->b_down, error);
+    }
   if (lw->w_gate && !lw->ffn_sub_w)
     {
       /* the gate's activation as the down projection's f16 operand */
@@ -711,11 +736,19 @@ scratch_2d (HnTransformerActs *a, HnTensor *t, gint64 n, gint64 cols, GError **e
 }
 
 /* act = act(g) * u; gpt_oss clamps first: g to at most the limit, u to ±limit, and runs
- * (u + 1) · quick_gelu(g). g and u are overwritten. */
+ * (u + 1) · quick_gelu(g); step3p5 (silu_limit > 0) clamps after the activation:
+ * min(act(g), L) · clamp(u, −L, L). g and u are overwritten. */
 static gboolean
-expert_glu (HnTransformer *m, HnCmd *cmd, HnTensor *act, HnTensor *g, HnTensor *u, GError **error)
+expert_glu (HnTransformer *m, HnCmd *cmd, HnTensor *act, HnTensor *g, HnTensor *u, float silu_limit, GError **error)
 {
   float lim = m->hp.moe_swiglu_limit;
+  if (silu_limit > 0 && !(lim > 0))
+    {
+      CK (hn_op_unary (cmd, g, g, m->hp.act, error));
+      CK (hn_op_clamp (cmd, g, g, -INFINITY, silu_limit, error));
+      CK (hn_op_clamp (cmd, u, u, -silu_limit, silu_limit, error));
+      return hn_op_mul (cmd, act, g, u, error);
+    }
   if (lim > 0)
     {
       CK (hn_op_clamp (cmd, g, g, -INFINITY, lim, error));
@@ -725,10 +758,12 @@ expert_glu (HnTransformer *m, HnCmd *cmd, HnTensor *act, HnTensor *g, HnTensor *
   return hn_op_glu (cmd, act, g, u, lim > 0 ? HN_ACT_QUICK_GELU : m->hp.act, error);
 }
 
-/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert or the shared one). */
+/* out = down(act(gate(in)) * up(in)) with an intermediate size of F (an expert or the shared one),
+ * clamped as expert_glu says where limit > 0. */
 static gboolean
 gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnTensor *bg, HnTensor *wu,
-           HnTensor *bu, HnTensor *wd, HnTensor *bd, gint64 F, HnTensor *in, HnTensor *out, gint64 N, GError **error)
+           HnTensor *bu, HnTensor *wd, HnTensor *bd, gint64 F, float limit, HnTensor *in, HnTensor *out, gint64 N,
+           GError **error)
 {
   HnTensor *g = scratch_2d (a, a->gate, N, F, error), *u = g ? scratch_2d (a, a->up, N, F, error) : NULL;
   HnTensor *act = u ? scratch_2d (a, a->act, N, F, error) : NULL;
@@ -739,7 +774,7 @@ gated_ffn (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, HnTensor *wg, HnT
   else
     {
       CK (hn_op_matmul (cmd, g, in, wg, bg, error));
-      CK (expert_glu (m, cmd, act, g, u, error));
+      CK (expert_glu (m, cmd, act, g, u, limit, error));
     }
   return hn_op_matmul (cmd, out, act, wd, bd, error);
 }
@@ -769,7 +804,7 @@ sparse_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLaye
   else
     {
       CK (hn_op_moe_matmul (cmd, g, in, st[0], bs[0], p->moe_offs, order, tiles1, k, error));
-      CK (expert_glu (m, cmd, act, g, u, error));
+      CK (expert_glu (m, cmd, act, g, u, lw->expert_glu_limit, error));
     }
   CK (hn_op_moe_matmul (cmd, y, act, st[2], bs[2], p->moe_offs, order, tiles1, 1, error));
   return hn_op_moe_combine (cmd, out, y, w, topi, error);
@@ -800,7 +835,8 @@ routed_experts (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLaye
       HnTensor **x = &lw->experts[3 * e];
       HnTensor *const none[3] = { NULL, NULL, NULL };
       HnTensor *const *b = lw->expert_biases ? &lw->expert_biases[3 * e] : none;
-      CK (gated_ffn (m, cmd, a, x[0], b[0], x[1], b[1], x[2], b[2], hp->moe_ffn, in, eo, N, error));
+      CK (gated_ffn (m, cmd, a, x[0], b[0], x[1], b[1], x[2], b[2], hp->moe_ffn, lw->expert_glu_limit, in, eo, N,
+                     error));
       CK (hn_op_slice (cmd, col, w, 1, e, error));
       CK (hn_op_mul (cmd, eo, eo, col, error));
       CK (hn_op_add (cmd, out, out, eo, error));
@@ -836,7 +872,7 @@ moe_scaled_inputs (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnL
           HnTensor **x = &lw->experts[3 * e];
           CK (hn_op_slice (cmd, col, w, 1, e, error));
           CK (hn_op_mul (cmd, xin, in, col, error));
-          CK (gated_ffn (m, cmd, a, x[0], NULL, x[1], NULL, x[2], NULL, hp->moe_ffn, xin, eo, N, error));
+          CK (gated_ffn (m, cmd, a, x[0], NULL, x[1], NULL, x[2], NULL, hp->moe_ffn, 0.0f, xin, eo, N, error));
           CK (hn_op_add (cmd, out, out, eo, error));
         }
       return TRUE;
@@ -861,7 +897,7 @@ moe_scaled_inputs (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnL
   CK (hn_op_moe_sort (cmd, p->moe_offs, order, tiles1, ids, (int) E, error));
   CK (hn_op_moe_matmul (cmd, u, xs, st[1], NULL, p->moe_offs, order, tiles1, 1, error));
   CK (hn_op_moe_matmul (cmd, g, xs, st[0], NULL, p->moe_offs, order, tiles1, 1, error));
-  CK (expert_glu (m, cmd, act, g, u, error));
+  CK (expert_glu (m, cmd, act, g, u, 0.0f, error));
   CK (hn_op_moe_matmul (cmd, y, act, st[2], NULL, p->moe_offs, order, tiles1, 1, error));
   if (K == 1)
     return TRUE;
@@ -903,7 +939,7 @@ moe (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *l
   if (lw->w_down)
     {
       CK (gated_ffn (m, cmd, a, lw->w_gate, lw->b_gate, lw->w_up, lw->b_up, lw->w_down, lw->b_down, hp->shared_ffn,
-                     in, eo, N, error));
+                     lw->glu_limit, in, eo, N, error));
       if (lw->shared_expert_gate)
         {
           CK (hn_op_matmul (cmd, col, in, lw->shared_expert_gate, NULL, error));
@@ -1052,7 +1088,7 @@ decode_fusable (HnTransformer *m, HnCmd *cmd, const HnLayerWeights *lw, gint64 N
 {
   const HnTransformerHParams *hp = &m->hp;
   return hn_op_matvec_available (cmd, N) && !lw->router && !hp->mla && !hp->moa && hp->block == HN_BLOCK_PRE_NORM &&
-         !hp->layernorm && !hp->sub_norms && !lw->attn_gate;
+         !hp->layernorm && !hp->sub_norms && !lw->attn_gate && !(lw->glu_limit > 0);
 }
 
 static gboolean paged_attention (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
@@ -1164,7 +1200,7 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
     CK (hn_op_scale (cmd, v, v, hp->v_scale, 0.0f, error));
   if (lw->attn_gate) /* its activation multiplies the attention output in layer_rest */
     {
-      HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, H * D, error);
+      HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, hp->attn_gate_per_head ? H : H * D, error);
       CK (g);
       CK (hn_op_matmul (cmd, g, ain, lw->attn_gate, NULL, error));
     }
@@ -1439,7 +1475,17 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
   const HnTransformerHParams *hp = &m->hp;
   if (hp->diff_attn)
     CK (diff_combine (m, cmd, a, lw, att, N, &att, error));
-  if (lw->attn_gate) /* afmoe, laguna: att *= act(gate projection of the attention's input) */
+  if (lw->attn_gate && hp->attn_gate_per_head) /* step3p5: head h's output *= act(gate[h]) */
+    {
+      gint64 Dv = hp->v_head_dim, H = att->shape[1] / Dv;
+      HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, H, error);
+      HnTensor *g3 = g ? shaped (a, g, 3, (gint64[]) { N, H, 1 }, error) : NULL;
+      HnTensor *a3 = shaped (a, att, 3, (gint64[]) { N, H, Dv }, error);
+      CK (g3 && a3);
+      CK (hn_op_unary (cmd, g, g, hp->attn_gate_act, error));
+      CK (hn_op_mul (cmd, a3, a3, g3, error));
+    }
+  else if (lw->attn_gate) /* afmoe, laguna, muse_glimmer_text: att *= act(gate projection of the attention's input) */
     {
       HnTensor *g = scratch_2d (a, ((struct ActsPriv *) a)->attn_g, N, att->shape[1], error);
       CK (g);
@@ -1490,11 +1536,11 @@ layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWei
       CK (hn_op_add (cmd, x, x, mo, error));
       break;
     case HN_BLOCK_SANDWICH:
-      CK (norm (m, cmd, o, o, lw->post_attn_w, NULL, error));
+      CK (post_norm (m, cmd, o, lw->post_attn_w, error));
       CK (residual_add (m, cmd, x, o, error));
       CK (norm (m, cmd, h2, x, lw->ln2_w, lw->ln2_b, error));
       CK (mlp (m, cmd, a, lw, h2, mo, NULL, N, error));
-      CK (norm (m, cmd, mo, mo, lw->post_ffn_w, NULL, error));
+      CK (post_norm (m, cmd, mo, lw->post_ffn_w, error));
       CK (residual_add (m, cmd, x, mo, error));
       break;
     case HN_BLOCK_POST_NORM:
@@ -1559,12 +1605,12 @@ record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n
   if (fuse_norm && hp->block != HN_BLOCK_POST_LN && !hp->layernorm && !W->final_norm_b && !hp->head_transform &&
       !hn_dtype_is_quant (W->lm_head->dtype) && hn_op_matvec_available (cmd, n))
     {
-      HnMatvecNorm fn = { W->final_norm_w, final_eps, hp->norm_plus_one };
+      HnMatvecNorm fn = { W->final_norm_w, final_eps, hp->norm_plus_one && !hp->final_norm_plain };
       CK (hn_op_matvec_normed (cmd, lg, x, &fn, W->lm_head, W->lm_head_b, error));
     }
   else
     {
-      if (hp->final_norm_eps > 0)
+      if (hp->final_norm_eps > 0 || (hp->final_norm_plain && !hp->layernorm)) /* jetmoe's eps; a plain weight */
         CK (hn_op_rmsnorm (cmd, last, x, W->final_norm_w, final_eps, HN_NORM_DEFAULT, error));
       else if (hp->block != HN_BLOCK_POST_LN)
         CK (norm (m, cmd, last, x, W->final_norm_w, W->final_norm_b, error));

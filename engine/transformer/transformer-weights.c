@@ -933,7 +933,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
    * and down_proj [E, C, F], as transformers 5 saves them; per expert as the hub's checkpoints keep them */
   g_autofree char *glmv_gu = strcmp (mt, "glm4v_moe_text") == 0 ? g_strdup_printf ("%smlp.experts.gate_up_proj", pfx)
                                                                 : NULL;
-  gboolean stacked_v3 = glmv_gu && find (L, glmv_gu);
+  gboolean stacked_v3 = (glmv_gu && find (L, glmv_gu)) || strcmp (mt, "step3p5") == 0; /* Step3p7Experts: the same */
   /* lfm2_moe: feed_forward.gate, feed_forward.expert_bias, mixtral's expert names */
   gboolean lfm2 = strcmp (mt, "lfm2_moe") == 0;
   const char *blk = mixtral || granite ? "block_sparse_moe"
@@ -1798,6 +1798,8 @@ names_for (const HnTransformerHParams *hp, Names *N)
       N->ln2 = "pre_mlp_layernorm";
       N->post_ffn = "post_mlp_layernorm";
     }
+  if (strcmp (hp->arch->model_type, "muse_glimmer_text") == 0)
+    N->q_norm = N->k_norm = NULL; /* MuseGlimmerTextAttention.qk_norm has no weight */
   if (strcmp (hp->arch->model_type, "hyperclovax") == 0 && hp->block == HN_BLOCK_SANDWICH)
     {
       /* HyperCLOVAXDecoderLayer: post_norm1 / post_norm2 after the sublayers, llama's pre-norms */
@@ -2202,6 +2204,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     {
       HnLayerWeights *lw = &W->layers[i];
       lw->layer_scalar = 1.0f;
+      lw->glu_limit = hp->layer_glu_limit ? hp->layer_glu_limit[i] : 0.0f;
+      lw->expert_glu_limit = hp->layer_expert_glu_limit ? hp->layer_expert_glu_limit[i] : 0.0f;
       g_autofree char *pfx = g_strdup_printf ("%s%d.", N.layer, hp->layer_src ? hp->layer_src[i] : i);
       if (i < m->layer0 || i >= m->layer1)
         {
@@ -2306,9 +2310,11 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
           /* gpt_neox_japanese: the last layer's attention.dense_bias (use_bias) is added after the dense */
           if (hp->arch->names == HN_NAMES_GPT_NEOX_JP && !lw->bo && !take_vector (&L, dbn, C, FALSE, &lw->bo, error))
             return FALSE;
-          g_autofree char *agn = g_strdup_printf ("%sself_attn.%s.weight", pfx,
-                                                  strcmp (hp->arch->model_type, "laguna") == 0 ? "g_proj" : "gate_proj");
-          if (hp->attn_gate_act != HN_ACT_IDENTITY && !lw->attn_gate && !take_matrix (&L, agn, qd_l, C, TRUE, &lw->attn_gate, error))
+          gboolean g_proj = strcmp (hp->arch->model_type, "laguna") == 0 || strcmp (hp->arch->model_type, "step3p5") == 0;
+          g_autofree char *agn = g_strdup_printf ("%sself_attn.%s.weight", pfx, g_proj ? "g_proj" : "gate_proj");
+          gint64 ag_rows = hp->attn_gate_per_head ? hn_transformer_layer_heads (hp, i) : qd_l; /* step3p5: one per head */
+          if (hp->attn_gate_act != HN_ACT_IDENTITY && !lw->attn_gate &&
+              !take_matrix (&L, agn, ag_rows, C, TRUE, &lw->attn_gate, error))
             return FALSE;
           g_autofree char *sk = g_strdup_printf ("%sself_attn.sinks", pfx);
           if (hp->attn_sinks && !take_vector (&L, sk, hp->n_head, TRUE, &lw->sinks, error))

@@ -99,6 +99,14 @@ typedef struct {
   gboolean rope_reversed; /* nanochat: rotate_half is (x2, -x1), a rotation by -pos·freq */
   HnActivation attn_gate_act; /* attention output *= act(self_attn gate projection of the normed input):
                                * afmoe sigmoid, laguna softplus; IDENTITY = no gate */
+  gboolean attn_gate_per_head; /* step3p5: the gate projection gives one value per head ([H, C]), which
+                                * multiplies all of that head's output */
+  float post_norm_eps;   /* > 0: the eps of the sandwich's post-sublayer norms (muse_glimmer_text) */
+  gboolean final_norm_plain; /* the final RMSNorm scales by w while the layers' scale by 1 + w (muse_glimmer_text) */
+  /* step3p5's SwiGLU clamp, act = min(silu(g), L) · clamp(u, −L, L), per layer (owned [n_layer]; NULL
+   * or 0 = none): layer_glu_limit on the dense MLP and the shared expert, layer_expert_glu_limit on the
+   * routed experts */
+  float *layer_glu_limit, *layer_expert_glu_limit;
   float clip_qkv;        /* > 0: clamp q, k, v to +-clip_qkv (olmo) */
   /* scalars */
   float embed_scale;     /* 1 unless gemma (sqrt(hidden)) or granite (embedding_multiplier) */
@@ -329,7 +337,9 @@ typedef struct {
   HnTensor *wk_nope;             /* kv_b_proj key rows [H * qk_nope_dim, kv_lora_rank] */
   HnTensor *wv_b;                /* kv_b_proj value rows [H * v_head_dim, kv_lora_rank] */
   HnTensor *attn_sub_w, *ffn_sub_w; /* bitnet sub-norms */
-  HnTensor *attn_gate;           /* afmoe gate_proj, laguna g_proj [H * D, C] (hp->attn_gate_act) */
+  HnTensor *attn_gate;           /* afmoe gate_proj, laguna g_proj [H * D, C], step3p5 g_proj [H, C]
+                                  * (hp->attn_gate_act, hp->attn_gate_per_head) */
+  float glu_limit, expert_glu_limit; /* step3p5: hp->layer_glu_limit / layer_expert_glu_limit of this layer */
   float layer_scalar;            /* gemma4: the layer's output *= this (1 elsewhere) */
   float xielu[3];                /* xIELU (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta */
   float diff_lambda, diff_lambda_init; /* diffllama: exp(q1·k1) - exp(q2·k2) + lambda_init, lambda_init */
