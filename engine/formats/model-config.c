@@ -354,22 +354,31 @@ parse_rope (Ctx *c, HnModelConfig *cfg)
                  r->theta, r->factor, r->partial_rotary_factor);
 }
 
-/* Multimodal: the text model's fields in text_config override the top level
- * (which still holds ids such as eos_token_id and tie_word_embeddings). */
-static JsonObject *
-merge_text_config (JsonObject *outer, JsonObject *text)
+/* The top-level (not *_config) members of `o` copied into `m`. */
+static void
+merge_plain_members (JsonObject *m, JsonObject *o)
 {
-  JsonObject *m = json_object_new ();
-  g_autoptr (GList) keys = json_object_get_members (outer);
+  g_autoptr (GList) keys = json_object_get_members (o);
   for (GList *l = keys; l; l = l->next)
     {
       const char *k = l->data;
-      if (g_str_has_suffix (k, "_config") && strcmp (k, "text_config") != 0)
-        continue; /* vision_config, audio_config, quantization_config... */
-      if (strcmp (k, "text_config") == 0)
-        continue;
-      json_object_set_member (m, k, json_node_copy (json_object_get_member (outer, k)));
+      if (g_str_has_suffix (k, "_config"))
+        continue; /* text_config, vision_config, audio_config, quantization_config... */
+      json_object_set_member (m, k, json_node_copy (json_object_get_member (o, k)));
     }
+}
+
+/* Multimodal: the text model's fields in text_config override the top level
+ * (which still holds ids such as eos_token_id and tie_word_embeddings); a
+ * package nested one level deeper (Qwen2.5-Omni / Qwen3-Omni-MoE:
+ * thinker_config.text_config) takes the thinker's plain fields between the two. */
+static JsonObject *
+merge_text_config (JsonObject *outer, JsonObject *mid, JsonObject *text)
+{
+  JsonObject *m = json_object_new ();
+  merge_plain_members (m, outer);
+  if (mid)
+    merge_plain_members (m, mid);
   g_autoptr (GList) tkeys = json_object_get_members (text);
   for (GList *l = tkeys; l; l = l->next)
     json_object_set_member (m, l->data, json_node_copy (json_object_get_member (text, l->data)));
@@ -494,7 +503,10 @@ parse_fields (Ctx *c, HnModelConfig *cfg)
   int_alias (c, &cfg->num_experts_per_tok, "num_experts_per_tok", "moe_top_k", "top_k_experts", "moe_k", "moe_topk",
              NULL);
   bool_alias (c, &cfg->norm_topk_prob, "norm_topk_prob", NULL);
-  int_alias (c, &cfg->moe_intermediate_size, "moe_intermediate_size", NULL);
+  /* ERNIE-4.5-VL lists [text experts, vision experts]: transformer-config.c reads the list */
+  JsonNode *mis = member (c, "moe_intermediate_size");
+  if (!mis || !JSON_NODE_HOLDS_ARRAY (mis))
+    int_alias (c, &cfg->moe_intermediate_size, "moe_intermediate_size", NULL);
   int_alias (c, &cfg->shared_expert_intermediate_size, "shared_expert_intermediate_size", NULL);
   int_alias (c, &cfg->n_shared_experts, "n_shared_experts", "num_shared_experts", NULL);
   int_alias (c, &cfg->decoder_sparse_step, "decoder_sparse_step", NULL);
@@ -650,9 +662,22 @@ hn_model_config_load_from_data (const char *data, gssize len, const char *name, 
   Ctx c = { name, cfg->outer_raw, NULL };
   read_string (&c, "model_type", &cfg->outer_model_type);
   JsonNode *tc = member (&c, "text_config");
+  JsonObject *mid = NULL;
+  JsonNode *th = member (&c, "thinker_config");
+  if (!tc && th && JSON_NODE_HOLDS_OBJECT (th))
+    {
+      /* the omni packages keep their text model's config in thinker_config.text_config */
+      Ctx tcx = { name, json_node_get_object (th), NULL };
+      JsonNode *ttc = member (&tcx, "text_config");
+      if (ttc && JSON_NODE_HOLDS_OBJECT (ttc))
+        {
+          mid = json_node_get_object (th);
+          tc = ttc;
+        }
+    }
   if (tc && JSON_NODE_HOLDS_OBJECT (tc))
     {
-      cfg->raw = merge_text_config (cfg->outer_raw, json_node_get_object (tc));
+      cfg->raw = merge_text_config (cfg->outer_raw, mid, json_node_get_object (tc));
       cfg->text_config_resolved = TRUE;
       g_info ("%s: multimodal config (%s): using its text_config; the vision tower is not run", name,
               cfg->outer_model_type ? cfg->outer_model_type : "?");

@@ -81,6 +81,13 @@ hn_checkpoint_write_weights (const char *src_dir, const HnWeightOrigin *orig, gu
           if (!hn_tensor_download_f32 (o->t, dev, o->t->n, error))
             return FALSE;
           gint64 rows = o->t->shape[0], dcols = o->t->n / rows;
+          if (o->t->ndim == 1 && !o->transposed && !o->rows && o->row0 == 0 && t->ndim == 2 && t->shape[0] == 1 &&
+              t->shape[1] == o->t->n)
+            {
+              /* a vector stored as one row [1, n] (ERNIE's moe_statics.e_score_correction_bias) */
+              memcpy (buf, dev, sizeof (float) * (gsize) o->t->n);
+              continue;
+            }
           for (gint64 r = 0; r < rows; r++)
             {
               gint64 sr = o->rows ? o->rows[r] : o->row0 + r;

@@ -218,6 +218,24 @@ static const HnArchInfo archs[] = {
     RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "qwen3_vl_moe_text" },
   { "paddleocr_vl_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC,
     "paddleocr_vl_text" },
+  /* issue 25: more package text models, each run on its own transformers fixture. The omni thinkers'
+   * text models: qwen2_5_omni_text is qwen2_5_vl_text's layers (q/k/v biases, chunked mrope),
+   * qwen3_omni_moe_text qwen3_vl_moe_text's (its router honours norm_topk_prob). cosmos3_edge_text is
+   * llama attention with arcee's ungated relu2 MLP under the names mlp.fc1 / fc2 (transformer-weights.c:
+   * names_for) and qwen3_vl's interleaved mrope. deepseek_ocr2_text: llama attention (no MLA) with
+   * DeepseekV2's softmax router (greedy or group-limited, scaled, not renormalised) and shared experts on
+   * mlp_layer_types' sparse layers. ernie4_5_vl_moe_text: ernie4_5_moe's router and shared experts over
+   * its text experts (mlp.text_moe; the vision experts run only on image tokens, never on text); its
+   * rotary pre-permutes the frequencies by mrope_section, which text alone undoes to ernie's pairs. */
+  { "qwen2_5_omni_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC,
+    "qwen2_5_omni_text" },
+  { "qwen3_omni_moe_text", NULL, "qwen_moe", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "qwen3_omni_moe_text" },
+  { "cosmos3_edge_text", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, 0, "relu2", DEC, "cosmos3_edge_text" },
+  { "deepseek_ocr2_text", NULL, "deepseek", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED | HN_QUIRK_MOE, "silu", DEC,
+    "deepseek_ocr2_text" },
+  { "ernie4_5_vl_moe_text", NULL, "mixtral", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA,
+    RMS_GATED | HN_QUIRK_MOE | HN_QUIRK_ROPE_INTERLEAVED, "silu", DEC, "ernie4_5_vl_moe_text" },
   /* Emu3's text model (Emu3TextModel / Emu3ForCausalLM): llama's layers as they are (its decoder layer adds
    * a dropout on each residual branch, which inference never applies) */
   { "emu3_text_model", NULL, "llama", HN_BLOCK_PRE_NORM, HN_NAMES_LLAMA, RMS_GATED, "silu", DEC, "emu3_text_model" },
@@ -476,6 +494,17 @@ static const HnArchRefusal refusals[] = {
  * renamings also read the hub's older text_model.model.X / language_model.model.X). modernvbert
  * (ModernVBertForMaskedLM, listed) keeps modernbert's masked-LM head outside its text model, as
  * projection_head and lm_head.
+ * Issue 25: cosmos3_edge is listed (model.language_model. beside lm_head); ernie4_5_vl_moe is listed
+ * with the prefix "model.language_" (the common prefix of its text tensors, all under
+ * model.language_model.: Ernie4_5_VLMoeModel's self.language_model). The listing failed for
+ * deepseek_ocr2 (its text config has no mlp_layer_types by default): DeepseekOcr2ForConditionalGeneration
+ * keeps self.model.language_model beside lm_head (_tied_weights_keys names
+ * model.language_model.embed_tokens). The omni thinkers failed to list too (no AutoModel for their text
+ * config): Qwen2_5OmniThinkerForConditionalGeneration / Qwen3OmniMoeThinkerForConditionalGeneration keep
+ * the text model as self.model (model.X) and self.lm_head beside self.audio_tower and self.visual
+ * (HN_PACKAGE_THINKER); Qwen2_5OmniForConditionalGeneration / Qwen3OmniMoeForConditionalGeneration hold
+ * self.thinker beside self.talker and self.token2wav / self.code2wav (HN_PACKAGE_OMNI, thinker.X), their
+ * config thinker_config.text_config (formats/model-config.c follows it).
  * Left out:
  * - paligemma: PaliGemmaConfig sets text_config.use_bidirectional_attention True, so its Gemma
  *   attention is not causal (is_causal False); with input_ids alone the mask it passes is plain
@@ -495,10 +524,13 @@ static const HnArchPackage packages[] = {
   PKG ("aya_vision", "cohere2", LANGUAGE_MODEL),
   PKG ("blip-2", "opt", LANGUAGE_MODEL_V4),
   PKG ("cohere2_vision", "cohere2", LANGUAGE_MODEL),
+  PKG ("cosmos3_edge", "cosmos3_edge_text", LANGUAGE_MODEL),
   PKG ("cosmos3_omni", "qwen3_vl_text", LANGUAGE_MODEL),
+  PKG ("deepseek_ocr2", "deepseek_ocr2_text", LANGUAGE_MODEL),
   PKG ("deepseek_vl", "llama", LANGUAGE_MODEL),
   PKG ("deepseek_vl_hybrid", "llama", LANGUAGE_MODEL),
   PKG ("emu3", "emu3_text_model", TEXT_MODEL),
+  PKG ("ernie4_5_vl_moe", "ernie4_5_vl_moe_text", LANGUAGE_MODEL),
   PKG ("exaone4_5", "exaone4", LANGUAGE_MODEL),
   PKG ("fast_vlm", "qwen2", LANGUAGE_MODEL),
   PKG ("fun_asr_nano", "qwen3", LANGUAGE_MODEL),
@@ -540,12 +572,16 @@ static const HnArchPackage packages[] = {
   PKG ("perception_lm", "llama", LANGUAGE_MODEL),
   PKG ("pp_chart2table", "qwen2", LANGUAGE_MODEL),
   PKG ("qianfan_ocr", "qwen3", LANGUAGE_MODEL),
+  PKG ("qwen2_5_omni", "qwen2_5_omni_text", OMNI),
+  PKG ("qwen2_5_omni_thinker", "qwen2_5_omni_text", THINKER),
   PKG ("qwen2_5_vl", "qwen2_5_vl_text", LANGUAGE_MODEL),
   PKG ("qwen2_audio", "qwen2", LANGUAGE_MODEL),
   PKG ("qwen2_vl", "qwen2_vl_text", LANGUAGE_MODEL),
   PKG ("qwen3_5", "qwen3_5_text", LANGUAGE_MODEL),
   PKG ("qwen3_5_moe", "qwen3_5_moe_text", LANGUAGE_MODEL),
   PKG ("qwen3_asr", "qwen3", LANGUAGE_MODEL),
+  PKG ("qwen3_omni_moe", "qwen3_omni_moe_text", OMNI),
+  PKG ("qwen3_omni_moe_thinker", "qwen3_omni_moe_text", THINKER),
   PKG ("qwen3_vl", "qwen3_vl_text", LANGUAGE_MODEL),
   PKG ("qwen3_vl_moe", "qwen3_vl_moe_text", LANGUAGE_MODEL),
   PKG ("shieldgemma2", "gemma3_text", LANGUAGE_MODEL),
@@ -594,6 +630,10 @@ hn_arch_package_tensor_name (HnPackageLayout layout, const char *name)
         if (g_str_has_prefix (name, mlm_heads[i][0]))
           return g_strconcat (mlm_heads[i][1], name + strlen (mlm_heads[i][0]), NULL);
       return nested ? g_strconcat ("model.text_model.", name + 6, NULL) : g_strdup (name);
+    case HN_PACKAGE_THINKER:
+      return g_strdup (name);
+    case HN_PACKAGE_OMNI:
+      return g_strconcat ("thinker.", name, NULL);
     case HN_PACKAGE_LANGUAGE_MODEL_V4:
     default:
       return g_strconcat ("language_model.", name, NULL);
@@ -621,6 +661,14 @@ hn_arch_package_text_name (HnPackageLayout layout, const char *name)
           return NULL;
         }
       return g_str_has_prefix (name, "lm_head.") ? g_strdup (name) : NULL;
+    case HN_PACKAGE_THINKER:
+    case HN_PACKAGE_OMNI:
+      {
+        /* the thinker's text model and head; its audio_tower and visual (and the omni model's talker,
+         * token2wav / code2wav) are the package's */
+        const char *t = layout == HN_PACKAGE_OMNI ? (g_str_has_prefix (name, "thinker.") ? name + 8 : NULL) : name;
+        return t && (g_str_has_prefix (t, "model.") || g_str_has_prefix (t, "lm_head.")) ? g_strdup (t) : NULL;
+      }
     case HN_PACKAGE_LANGUAGE_MODEL_V4:
     default:
       return g_str_has_prefix (name, "language_model.") ? g_strdup (name + strlen ("language_model.")) : NULL;

@@ -168,6 +168,9 @@ typedef enum {
   HN_PACKAGE_TEXT_MODEL,        /* model.text_model.X, lm_head (idefics2, emu3) */
   HN_PACKAGE_TEXT_MODEL_MLM,    /* model.text_model.X and a masked-LM head of its own: the text model's
                                  * head.X as projection_head.X, decoder.X as lm_head.X (modernvbert) */
+  HN_PACKAGE_THINKER,           /* model.X, lm_head beside audio_tower / visual (an omni thinker alone) */
+  HN_PACKAGE_OMNI,              /* thinker.model.X, thinker.lm_head beside thinker.audio_tower,
+                                 * thinker.visual, talker and token2wav / code2wav (the omni model) */
 } HnPackageLayout;
 
 typedef struct {

@@ -46,8 +46,10 @@ raw_bool (const HnModelConfig *cfg, const char *key, gboolean dflt, gboolean *ou
 static gboolean
 mrope_text (const char *model_type)
 {
-  static const char *const t[] = { "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text",
-                                   "paddleocr_vl_text", "hunyuan_vl_text", NULL };
+  static const char *const t[] = { "qwen2_vl_text",        "qwen2_5_vl_text",      "qwen3_vl_text",
+                                   "qwen3_vl_moe_text",    "paddleocr_vl_text",    "hunyuan_vl_text",
+                                   "qwen2_5_omni_text",    "qwen3_omni_moe_text",  "cosmos3_edge_text",
+                                   "ernie4_5_vl_moe_text", NULL };
   return g_strv_contains (t, model_type);
 }
 
@@ -93,14 +95,52 @@ mrope_check (HnTransformerHParams *hp, const HnModelConfig *cfg, JsonObject *raw
                    hy ? "one or more" : "three");
       return FALSE;
     }
-  if (!g_str_has_prefix (hp->arch->model_type, "qwen3_vl") && 2 * sum != hp->rot_dims)
+  /* Qwen3-Omni-MoE's thinker interleaves as qwen3_vl does; Cosmos3-Edge's config class requires the
+   * sum (its rotary is qwen3_vl's); ERNIE-4.5-VL splits the frequencies by the sections, h and w
+   * pairwise (torch.stack needs them equal) */
+  const char *mt = hp->arch->model_type;
+  if (!g_str_has_prefix (mt, "qwen3_vl") && strcmp (mt, "qwen3_omni_moe_text") != 0 && 2 * sum != hp->rot_dims)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
                    "%s: %s sums to %" G_GINT64_FORMAT " frequency pairs for %d rotary dims", cfg->path, key, sum,
                    hp->rot_dims);
       return FALSE;
     }
+  if (strcmp (mt, "ernie4_5_vl_moe_text") == 0 &&
+      json_array_get_int_element (sec, 0) != json_array_get_int_element (sec, 1))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: %s must give its first two (h, w) sections equal sizes",
+                   cfg->path, key);
+      return FALSE;
+    }
   return TRUE;
+}
+
+/* The rotary base of a config class whose default is not 10000 (default_theta), when config.json
+ * names none (neither rope_theta nor rope_parameters.rope_theta); 0 when the reader's default holds. */
+static double
+family_default_theta (const HnModelConfig *cfg, const char *model_type)
+{
+  static const struct {
+    const char *model_type;
+    double theta;
+  } t[] = {
+    { "qwen2_5_omni_text", 1e6 },    /* Qwen2_5OmniTextConfig */
+    { "qwen3_omni_moe_text", 1e6 },  /* Qwen3OmniMoeTextConfig */
+    { "cosmos3_edge_text", 1e8 },    /* Cosmos3EdgeTextConfig */
+    { "ernie4_5_vl_moe_text", 5e5 }, /* Ernie4_5_VLMoeTextConfig */
+  };
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *rt = raw ? json_object_get_member (raw, "rope_theta") : NULL;
+  JsonNode *rp = raw ? json_object_get_member (raw, "rope_parameters") : NULL;
+  JsonObject *po = rp && JSON_NODE_HOLDS_OBJECT (rp) ? json_node_get_object (rp) : NULL;
+  JsonNode *pt = po ? json_object_get_member (po, "rope_theta") : NULL;
+  if ((rt && !JSON_NODE_HOLDS_NULL (rt)) || (pt && !JSON_NODE_HOLDS_NULL (pt)))
+    return 0;
+  for (gsize i = 0; i < G_N_ELEMENTS (t); i++)
+    if (strcmp (t[i].model_type, model_type) == 0)
+      return t[i].theta;
+  return 0;
 }
 
 /* Whether config.json names the rotary fraction itself (top level, in rope_parameters or in
@@ -125,6 +165,13 @@ partial_rotary_given (const HnModelConfig *cfg)
   return FALSE;
 }
 
+/* Cosmos3EdgeTextConfig and Ernie4_5_VLMoeTextRotaryEmbedding raise on any rope_type but "default". */
+static gboolean
+default_rope_only (const char *model_type)
+{
+  return strcmp (model_type, "cosmos3_edge_text") == 0 || strcmp (model_type, "ernie4_5_vl_moe_text") == 0;
+}
+
 static gboolean
 rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, const HnRopeConfig *r,
                           HnRopeScaling *s, double *theta, GError **error)
@@ -132,10 +179,15 @@ rope_scaling_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, co
   memset (s, 0, sizeof *s);
   *theta = r->theta > 0 ? r->theta : 10000.0;
   const char *t = r->rope_type ? r->rope_type : "default";
+  if (strcmp (t, "default") != 0 && default_rope_only (hp->arch->model_type))
+    {
+      g_autofree char *what = g_strdup_printf ("rope type \"%s\" (its rotary takes \"default\" only)", t);
+      return unsupported (error, cfg, what);
+    }
   if (strcmp (t, "default") == 0)
     s->type = HN_ROPE_SCALING_NONE;
   else if (strcmp (t, "mrope") == 0 && mrope_text (hp->arch->model_type) &&
-           strcmp (hp->arch->model_type, "hunyuan_vl_text") != 0)
+           strcmp (hp->arch->model_type, "hunyuan_vl_text") != 0 && !default_rope_only (hp->arch->model_type))
     s->type = HN_ROPE_SCALING_NONE; /* their config classes rename the legacy "mrope" type "default" */
   else if (strcmp (t, "linear") == 0)
     s->type = HN_ROPE_SCALING_LINEAR;
@@ -577,7 +629,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
   const char *mt = hp->arch->model_type;
   gboolean nh = strcmp (mt, "nemotron_h") == 0; /* NemotronHMoE: DeepseekV3MoE with MLP experts */
   gboolean v3_router = hn_transformer_moe_v3_router (mt) || nh;
-  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router;
+  gboolean ocr2 = strcmp (mt, "deepseek_ocr2_text") == 0;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || ocr2 || v3_router;
   gboolean hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   JsonObject *raw = hn_model_config_get_raw (cfg);
   if (hunyuan && raw)
@@ -603,7 +656,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
     }
   hp->n_experts = (int) cfg->num_experts;
   hp->n_experts_used = (int) topk;
-  hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : hp->ffn;
+  hp->moe_ffn = cfg->moe_intermediate_size > 0 ? (int) cfg->moe_intermediate_size : ocr2 ? 1407 : hp->ffn;
   hp->shared_ffn = cfg->shared_expert_intermediate_size > 0 ? (int) cfg->shared_expert_intermediate_size : 0;
   hp->moe_scale = 1.0f;
   hp->moe_route = HN_MOE_ROUTE_SOFTMAX_TOPK;
@@ -613,12 +666,20 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
                        strcmp (mt, "afmoe") == 0 || strcmp (mt, "laguna") == 0 || strcmp (mt, "step3p5") == 0;
   if (strcmp (mt, "qwen3_vl_moe_text") == 0)
     norm_topk = TRUE; /* Qwen3VLMoeTextTopKRouter renormalises whatever norm_topk_prob says */
+  else if (strcmp (mt, "qwen3_omni_moe_text") == 0)
+    {
+      /* Qwen3OmniMoeThinkerTextTopKRouter renormalises when norm_topk_prob (default true) */
+      if (!raw_bool (cfg, "norm_topk_prob", TRUE, &norm_topk, error))
+        return FALSE;
+    }
   else if (strcmp (mt, "dbrx") == 0)
     {
       if (!dbrx_norm_topk (cfg, &norm_topk, error))
         return FALSE;
     }
-  else if (strcmp (mt, "deepseek_v2") != 0 && !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
+  /* DeepseekOcr2TextTopkRouter, as DeepseekV2's, never renormalises (no norm_topk_prob) */
+  else if (strcmp (mt, "deepseek_v2") != 0 && strcmp (mt, "deepseek_ocr2_text") != 0 &&
+           !raw_bool (cfg, "norm_topk_prob", norm_topk, &norm_topk, error))
     return FALSE;
   if (strcmp (mt, "lfm2_moe") == 0 && !raw_bool (cfg, "norm_topk_prob", TRUE, &norm_topk, error))
     return FALSE; /* Lfm2MoeConfig's default */
@@ -685,7 +746,7 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
     {
       gint64 n_shared, first_dense, n_group, topk_group;
       double scale;
-      if (!get_int (cfg, "n_shared_experts", 0, &n_shared, error) ||
+      if (!get_int (cfg, "n_shared_experts", ocr2 ? 2 : 0, &n_shared, error) ||
           (n_shared <= 0 && !get_int (cfg, "num_shared_experts", 0, &n_shared, error)) || /* exaone_moe, hy_v3 */
           !get_int (cfg, "first_k_dense_replace", 0, &first_dense, error) ||
           !get_int (cfg, "n_group", 1, &n_group, error) || !get_int (cfg, "topk_group", 1, &topk_group, error) ||
@@ -725,6 +786,11 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
               return unsupported (error, cfg, what);
             }
           grouped = method && strcmp (method, "group_limited_greedy") == 0;
+          JsonNode *ng = raw ? json_object_get_member (raw, "n_group") : NULL;
+          JsonNode *tg = raw ? json_object_get_member (raw, "topk_group") : NULL;
+          if (ocr2 && grouped && (!ng || JSON_NODE_HOLDS_NULL (ng) || !tg || JSON_NODE_HOLDS_NULL (tg)))
+            return unsupported (error, cfg, "topk_method group_limited_greedy without n_group and topk_group "
+                                            "(DeepseekOcr2TextConfig leaves them null)");
         }
       if (grouped && n_group > 1)
         {
@@ -784,6 +850,38 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
       hp->moe_last_layer = (int) CLAMP (end, -1, hp->n_layer - 1);
       hp->moe_layer_interval = (int) MIN (interval, hp->n_layer + 1);
     }
+  if (strcmp (mt, "ernie4_5_vl_moe_text") == 0)
+    {
+      /* Ernie4_5_VLMoeMoeBlock on text alone: text_moe (ernie4_5_moe's router: softmax, the k best of
+       * probability + moe_statics bias, the unbiased ones over their sum clamped to moe_norm_min) of
+       * moe_intermediate_size[0], plus moe_num_shared_experts · moe_intermediate_size[0] shared
+       * experts; mlp_layer_types (default: the first layer dense, then sparse) places them */
+      JsonNode *mis = raw ? json_object_get_member (raw, "moe_intermediate_size") : NULL;
+      gint64 text_ffn = 1536, n_shared;
+      double norm_min;
+      if (mis && !JSON_NODE_HOLDS_NULL (mis))
+        {
+          JsonArray *ma = JSON_NODE_HOLDS_ARRAY (mis) ? json_node_get_array (mis) : NULL;
+          JsonNode *e0 = ma && json_array_get_length (ma) == 2 ? json_array_get_element (ma, 0) : NULL;
+          if (!e0 || !JSON_NODE_HOLDS_VALUE (e0) || json_node_get_value_type (e0) != G_TYPE_INT64)
+            return unsupported (error, cfg, "moe_intermediate_size other than a [text, vision] list of two sizes");
+          text_ffn = json_node_get_int (e0);
+        }
+      if (!get_int (cfg, "moe_num_shared_experts", 2, &n_shared, error) ||
+          !get_double (cfg, "moe_norm_min", 1e-12, &norm_min, error))
+        return FALSE;
+      if (text_ffn < 1 || text_ffn > (1 << 22) || n_shared < 0 || n_shared > 64)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                       "%s: moe_intermediate_size[0] must be positive and moe_num_shared_experts in 0..64", cfg->path);
+          return FALSE;
+        }
+      hp->moe_ffn = (int) text_ffn;
+      hp->moe_norm_topk = TRUE;
+      hp->moe_norm_min = (float) norm_min;
+      hp->shared_ffn = (int) (n_shared * text_ffn);
+      hp->moe_first_dense = MIN (1, hp->n_layer);
+    }
   if (hunyuan)
     {
       /* HunYuanMoEV1Moe: softmax, top-k, renormalised; its experts and the shared_mlp (always there,
@@ -797,6 +895,8 @@ moe_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **er
    * hy_v3 without it keeps the first layer dense */
   JsonObject *mraw = hn_model_config_get_raw (cfg);
   JsonNode *mlt = mraw ? json_object_get_member (mraw, "mlp_layer_types") : NULL;
+  if (ocr2 && (!mlt || !JSON_NODE_HOLDS_ARRAY (mlt)))
+    return unsupported (error, cfg, "a config without mlp_layer_types (DeepseekOcr2TextConfig has no default)");
   if (strcmp (mt, "hy_v3") == 0 || strcmp (mt, "laguna") == 0 || strcmp (mt, "mimo_v2_flash") == 0)
     hp->moe_first_dense = MIN (1, hp->n_layer);
   if (strcmp (mt, "laguna") == 0)
@@ -1663,6 +1763,13 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   hp->n_head = (int) cfg->num_attention_heads;
   hp->n_kv_head = cfg->num_key_value_heads > 0 ? (int) cfg->num_key_value_heads : hp->n_head;
   hp->head_dim = cfg->head_dim > 0 ? (int) cfg->head_dim : hp->hidden / hp->n_head;
+  if (strcmp (mt, "deepseek_ocr2_text") == 0)
+    {
+      /* DeepseekOcr2TextConfig sets head_dim = hidden_size // num_attention_heads whatever config.json says */
+      if (hp->hidden % hp->n_head != 0)
+        return unsupported (error, cfg, "hidden_size not a multiple of num_attention_heads");
+      hp->head_dim = hp->hidden / hp->n_head;
+    }
   hp->ffn = cfg->intermediate_size > 0 ? (int) cfg->intermediate_size : 4 * hp->hidden;
   gboolean jet = strcmp (mt, "jetmoe") == 0;
   if (jet)
@@ -1751,6 +1858,9 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   gboolean g4 = g_str_has_prefix (mt, "gemma4");
   if (hp->rope && !g4 && !rope_scaling_from_config (hp, cfg, &cfg->rope, &hp->rope_scaling, &hp->rope_theta, error))
     return FALSE;
+  double dtheta = family_default_theta (cfg, mt);
+  if (dtheta > 0)
+    hp->rope_theta = dtheta;
   if (mrope_text (mt) && !mrope_check (hp, cfg, hn_model_config_get_raw (cfg), error))
     return FALSE;
   if (hp->rope && cfg->has_rope_sliding)
@@ -1793,10 +1903,14 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
   /* Qwen2VLTextConfig / Qwen2_5_VLTextConfig keep qwen2's rule; qwen3_vl's text models build a
    * causal mask alone (no sliding_window reaches their attention) */
   gboolean qwen2_rule = strcmp (mt, "qwen2") == 0 || strcmp (mt, "qwen3") == 0 || strcmp (mt, "qwen2_vl_text") == 0 ||
-                        strcmp (mt, "qwen2_5_vl_text") == 0;
+                        strcmp (mt, "qwen2_5_vl_text") == 0 || strcmp (mt, "qwen2_5_omni_text") == 0;
   if (qwen2_rule)
     sw_on = sw_on && cfg->use_sliding_window == TRUE;
-  if (g_str_has_prefix (mt, "qwen3_vl"))
+  /* attention modules that take no sliding window whatever config.json says (Qwen3OmniMoeThinkerTextAttention
+   * sets None; Cosmos3-Edge's llama attention, DeepSeek-OCR-2's and ERNIE-4.5-VL's have none) */
+  static const char *const no_window[] = { "qwen3_omni_moe_text", "cosmos3_edge_text", "deepseek_ocr2_text",
+                                           "ernie4_5_vl_moe_text", NULL };
+  if (g_str_has_prefix (mt, "qwen3_vl") || g_strv_contains (no_window, mt))
     sw_on = FALSE;
   if (sw_on)
     {
@@ -1959,7 +2073,7 @@ hn_transformer_hparams_resolve (HnTransformerHParams *hp, const HnModelConfig *c
                                                 "gpt2", "gpt_bigcode", "gpt_neo", "mpt", "opt", "bloom", "falcon", "smollm3",
                                                 "vaultgemma", "xglm", "biogpt", "ctrl", "openai-gpt", "bert-generation",
                                                 "modernbert-decoder", "jetmoe", "youtu", "cohere2_moe", "minicpm3", "lfm2",
-                                                "lfm2_moe", NULL };
+                                                "lfm2_moe", "qwen2_5_omni_text", "ernie4_5_vl_moe_text", NULL };
   gboolean tie_default = g_strv_contains (tie_by_default, mt);
   hp->tie_embeddings = cfg->tie_word_embeddings < 0 ? tie_default : cfg->tie_word_embeddings == TRUE;
 

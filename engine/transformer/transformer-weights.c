@@ -64,6 +64,15 @@ find (Loader *L, const char *name)
   const HnSafetensorInfo *t = hn_safetensors_lookup (L->st, name);
   if (!t && g_str_has_prefix (name, "model."))
     t = hn_safetensors_lookup (L->st, name + 6); /* a bare base model saved without its prefix */
+  const HnArchPackage *pkg = L->m->config->text_config_resolved
+                               ? hn_arch_package_lookup (L->m->config->outer_model_type)
+                               : NULL;
+  if (!t && pkg && (pkg->layout == HN_PACKAGE_THINKER || pkg->layout == HN_PACKAGE_OMNI))
+    {
+      /* the omni packages: the thinker's text model at model.X (thinker.model.X in the omni model) */
+      g_autofree char *pn = hn_arch_package_tensor_name (pkg->layout, name);
+      t = hn_safetensors_lookup (L->st, pn);
+    }
   if (!t && L->m->config->text_config_resolved)
     {
       /* A multimodal package (llava, qwen2_vl, gemma3, mllama...) keeps its text
@@ -101,6 +110,13 @@ find (Loader *L, const char *name)
 static gboolean
 is_other_tower (const HnModelConfig *c, const char *name)
 {
+  const HnArchPackage *pkg = c->text_config_resolved ? hn_arch_package_lookup (c->outer_model_type) : NULL;
+  if (pkg && (pkg->layout == HN_PACKAGE_THINKER || pkg->layout == HN_PACKAGE_OMNI))
+    {
+      /* a thinker's text model sits at model.X: anything else there is not a tower */
+      g_autofree char *text = hn_arch_package_text_name (pkg->layout, name);
+      return text == NULL;
+    }
   return c->text_config_resolved && !g_str_has_prefix (name, "model.language_model.") &&
          !g_str_has_prefix (name, "model.text_model.") && !g_str_has_prefix (name, "language_model.") &&
          !g_str_has_prefix (name, "text_model.") && !g_str_has_prefix (name, "lm_head.");
@@ -155,6 +171,8 @@ ignored_on_load (const char *model_type, const char *name)
     { "qwen3_next", "^mtp\\." },                                   /* Qwen3NextPreTrainedModel: ^mtp.* */
     { "qwen3_5_text", "^mtp\\." },                                 /* Qwen3_5PreTrainedModel */
     { "qwen3_5_moe_text", "^mtp\\." },                             /* Qwen3_5MoePreTrainedModel */
+    /* not a load-time skip: Ernie4_5_VLMoeMoeBlock runs its vision experts on image tokens only */
+    { "ernie4_5_vl_moe_text", "\\.mlp\\.vision_moe\\." },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     if (strcmp (keys[i].model_type, model_type) == 0 && g_regex_match_simple (keys[i].pattern, name, 0, 0))
@@ -915,7 +933,8 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean granite = g_str_has_prefix (mt, "granitemoe"), oss = strcmp (mt, "gpt_oss") == 0;
   gboolean nh = strcmp (mt, "nemotron_h") == 0; /* MLP experts (up, down) under the layer's mixer */
   gboolean v3_router = hn_transformer_moe_v3_router (mt) || nh;
-  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || v3_router, dbrx = strcmp (mt, "dbrx") == 0;
+  gboolean deepseek = g_str_has_prefix (mt, "deepseek_v") || strcmp (mt, "deepseek_ocr2_text") == 0 || v3_router;
+  gboolean dbrx = strcmp (mt, "dbrx") == 0;
   gboolean ernie = strcmp (mt, "ernie4_5_moe") == 0, hunyuan = strcmp (mt, "hunyuan_v1_moe") == 0;
   gboolean jet = strcmp (mt, "jetmoe") == 0, jamba = strcmp (mt, "jamba") == 0; /* granitemoe's stacked experts under mlp., plus mlp.bias */
   /* aria_text: experts.fc1 [E, C, 2F] (x @ W: gate columns, then up) and fc2 [E, F, C], as gpt_oss
@@ -931,16 +950,26 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   gboolean qvl = strcmp (mt, "qwen3_vl_moe_text") == 0;
   /* glm4v_moe_text: DeepseekV3's stacked experts, mlp.experts.gate_up_proj [E, 2F, C] (gate rows, then up)
    * and down_proj [E, C, F], as transformers 5 saves them; per expert as the hub's checkpoints keep them */
-  g_autofree char *glmv_gu = strcmp (mt, "glm4v_moe_text") == 0 ? g_strdup_printf ("%smlp.experts.gate_up_proj", pfx)
-                                                                : NULL;
-  gboolean stacked_v3 = (glmv_gu && find (L, glmv_gu)) || strcmp (mt, "step3p5") == 0; /* Step3p7Experts: the same */
+  /* qwen3_omni_moe_text and deepseek_ocr2_text keep the same stacked layout (per expert in the hub's
+   * checkpoints). ernie4_5_vl_moe_text: its text experts under mlp.text_moe (gate with moe_statics,
+   * experts stacked as those), ernie4_5_moe's shared experts beside them */
+  gboolean ernie_vl = strcmp (mt, "ernie4_5_vl_moe_text") == 0;
   /* lfm2_moe: feed_forward.gate, feed_forward.expert_bias, mixtral's expert names */
   gboolean lfm2 = strcmp (mt, "lfm2_moe") == 0;
   const char *blk = mixtral || granite ? "block_sparse_moe"
                     : dbrx              ? "ffn"
                     : jamba || lfm2 || l4 ? "feed_forward"
                     : nh                ? "mixer"
+                    : ernie_vl          ? "mlp.text_moe"
                                         : "mlp";
+  /* step3p5: Step3p7Experts, the same stacked layout (always stacked) */
+  gboolean step3p5 = strcmp (mt, "step3p5") == 0;
+  static const char *const stacked_types[] = { "glm4v_moe_text", "qwen3_omni_moe_text", "deepseek_ocr2_text",
+                                               "ernie4_5_vl_moe_text", "step3p5", NULL };
+  g_autofree char *glmv_gu = g_strv_contains (stacked_types, mt)
+                               ? g_strdup_printf ("%s%s.experts.gate_up_proj", pfx, blk)
+                               : NULL;
+  gboolean stacked_v3 = glmv_gu && (ernie_vl || step3p5 || find (L, glmv_gu));
   /* hy_v3 and afmoe: mlp.router.gate, mlp.expert_bias; hy_v3: mlp.shared_mlp */
   gboolean hy3 = strcmp (mt, "hy_v3") == 0, afmoe = strcmp (mt, "afmoe") == 0;
   g_autofree char *rn = g_strdup_printf ("%s%s.%s.weight", pfx, blk,
@@ -971,10 +1000,12 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       if (!take_vector (L, cb, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
-  if (ernie)
+  if (ernie || ernie_vl)
     {
       /* Ernie4_5_MoeStatics: e_score_correction_bias [1, E] (one expert group) */
-      g_autofree char *cb = g_strdup_printf ("%smlp.moe_statics.e_score_correction_bias", pfx);
+      g_autofree char *cb = g_strdup_printf (ernie_vl ? "%smlp.text_moe.gate.moe_statics.e_score_correction_bias"
+                                                      : "%smlp.moe_statics.e_score_correction_bias",
+                                             pfx);
       if (!take_vector_of (L, cb, 2, E, TRUE, &lw->route_bias, error))
         return FALSE;
     }
@@ -1003,14 +1034,16 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
   if (granite || oss || jet || aria || qvl || stacked_v3 || l4)
     {
       /* granitemoe_swa: input_linear's layout [E, 2F, C] under the name experts.gate_up_proj */
-      names[0] = g_strdup_printf (oss || qvl || stacked_v3 ? "%smlp.experts.gate_up_proj"
+      names[0] = stacked_v3 ? g_strdup (glmv_gu)
+                 : g_strdup_printf (oss || qvl ? "%smlp.experts.gate_up_proj"
                                   : l4                     ? "%sfeed_forward.experts.gate_up_proj"
                                   : aria        ? "%smlp.experts.fc1.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.gate_up_proj"
                                   : jet         ? "%smlp.input_linear.weight"
                                                 : "%sblock_sparse_moe.input_linear.weight",
                                   pfx);
-      names[2] = g_strdup_printf (oss || qvl || stacked_v3 ? "%smlp.experts.down_proj"
+      names[2] = stacked_v3 ? g_strdup_printf ("%s%s.experts.down_proj", pfx, blk)
+                 : g_strdup_printf (oss || qvl ? "%smlp.experts.down_proj"
                                   : l4                     ? "%sfeed_forward.experts.down_proj"
                                   : aria        ? "%smlp.experts.fc2.weight"
                                   : granite_swa ? "%sblock_sparse_moe.experts.down_proj"
@@ -1120,7 +1153,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
       const char *sh = l4                                                 ? "feed_forward.shared_expert"
                        : nh                                               ? "mixer.shared_experts"
                        : hy3 || hunyuan                                   ? "mlp.shared_mlp"
-                       : (deepseek && !laguna) || ernie || aria || cohere ? "mlp.shared_experts"
+                       : (deepseek && !laguna) || ernie || ernie_vl || aria || cohere ? "mlp.shared_experts"
                                                                           : "mlp.shared_expert";
       g_autofree char *gp = g_strdup_printf ("%s.gate_proj", sh);
       g_autofree char *up = g_strdup_printf ("%s.up_proj", sh);
@@ -1131,7 +1164,7 @@ take_moe (Loader *L, const Names *N, const char *pfx, HnLayerWeights *lw, GError
         return FALSE;
       g_autofree char *gn = g_strdup_printf ("%smlp.shared_expert_gate.weight", pfx);
       /* only qwen2_moe gates its shared expert */
-      if (!deepseek && !ernie && !hunyuan && !aria && !cohere && !l4 &&
+      if (!deepseek && !ernie && !ernie_vl && !hunyuan && !aria && !cohere && !l4 &&
           !take_matrix (L, gn, 1, C, TRUE, &lw->shared_expert_gate, error))
         return FALSE;
     }
@@ -1792,6 +1825,12 @@ names_for (const HnTransformerHParams *hp, Names *N)
     }
   else
     *N = *row;
+  if (strcmp (hp->arch->model_type, "cosmos3_edge_text") == 0)
+    {
+      /* Cosmos3EdgeTextMLP (CLIPMLP's layout): fc2(relu2(fc1(x))) */
+      N->up = "mlp.fc1";
+      N->down = "mlp.fc2";
+    }
   if (strcmp (hp->arch->model_type, "afmoe") == 0)
     {
       /* AfmoeDecoderLayer: post_attention_layernorm on the attention output, pre/post_mlp_layernorm */
@@ -2438,7 +2477,8 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
     g_info ("%s: %s package: %u tensors of its non-text towers are not run (kept on export)", m->dir,
             m->config->outer_model_type, n_towers);
   if (n_ignored)
-    g_info ("%s: %u tensors of multi-token-prediction layers are not run (kept on export)", m->dir, n_ignored);
+    g_info ("%s: %u tensors of multi-token-prediction layers (or vision experts) are not run on text (kept on "
+            "export)", m->dir, n_ignored);
   if (n_skipped)
     g_info ("%s: %u tensors of the cross-attention layers are not run on text alone (kept on export)", m->dir,
             n_skipped);

@@ -130,8 +130,16 @@ make_package (const char *package, HnPackageLayout layout, const char *fixture_n
   g_autofree char *text_cfg = NULL;
   g_assert_true (g_file_get_contents (cfg_path, &text_cfg, NULL, NULL));
   char *dir = g_dir_make_tmp ("hn-package-XXXXXX", NULL);
-  g_autofree char *cfg = g_strdup_printf ("{\"model_type\": \"%s\", \"vision_config\": {\"hidden_size\": 16}, "
-                                          "\"text_config\": %s}", package, text_cfg);
+  /* the omni models nest their thinker's config: thinker_config.text_config beside the talker's */
+  g_autofree char *cfg = layout == HN_PACKAGE_OMNI
+                           ? g_strdup_printf ("{\"model_type\": \"%s\", \"enable_audio_output\": true, "
+                                              "\"thinker_config\": {\"model_type\": \"%s_thinker\", "
+                                              "\"audio_config\": {\"d_model\": 16}, \"vision_config\": "
+                                              "{\"hidden_size\": 16}, \"text_config\": %s}, \"talker_config\": "
+                                              "{\"hidden_size\": 16, \"vocab_size\": 64}}",
+                                              package, package, text_cfg)
+                           : g_strdup_printf ("{\"model_type\": \"%s\", \"vision_config\": {\"hidden_size\": 16}, "
+                                              "\"text_config\": %s}", package, text_cfg);
   g_autofree char *out_cfg = g_build_filename (dir, "config.json", NULL);
   g_assert_true (g_file_set_contents (out_cfg, cfg, -1, NULL));
   g_autoptr (HnSafetensors) st = hn_safetensors_open (fixture, &error);
@@ -296,6 +304,110 @@ test_glm_mtp_layers (void)
     }
 }
 
+/* The omni packages keep the thinker's text model at model.X beside audio_tower and visual (a thinker
+ * saved alone) or at thinker.model.X beside thinker.audio_tower, thinker.visual, the talker and
+ * token2wav / code2wav (the omni model, config thinker_config.text_config): the towers load unrun and
+ * come back unchanged in a written checkpoint; a tensor of the text model's that the graph does not
+ * know fails closed in either layout. */
+static void
+test_omni_layouts (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  static const struct {
+    const char *package, *text;
+    HnPackageLayout layout;
+    const char *tower, *stray;
+  } cases[] = {
+    { "qwen2_5_omni_thinker", "qwen2_5_omni_text", HN_PACKAGE_THINKER, "audio_tower.conv1.bias",
+      "model.layers.0.mystery.weight" },
+    { "qwen2_5_omni", "qwen2_5_omni_text", HN_PACKAGE_OMNI, "token2wav.code2wav_dit_model.time_embed.bias",
+      "thinker.model.layers.0.mystery.weight" },
+    { "qwen3_omni_moe_thinker", "qwen3_omni_moe_text", HN_PACKAGE_THINKER, "visual.patch_embed.proj.bias",
+      "model.norm.mystery" },
+    { "qwen3_omni_moe", "qwen3_omni_moe_text", HN_PACKAGE_OMNI, "talker.model.norm.weight",
+      "thinker.model.layers.1.mlp.mystery" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const HnArchPackage *pk = hn_arch_package_lookup (cases[i].package);
+      g_assert_nonnull (pk);
+      g_assert_cmpint (pk->layout, ==, cases[i].layout);
+      g_autofree char *dir = make_package (cases[i].package, cases[i].layout, cases[i].text, cases[i].tower);
+      g_autofree char *what = g_strdup_printf ("%s (with %s)", cases[i].package, cases[i].tower);
+      check_package_logits (ctx, dir, cases[i].text, what);
+      HnTransformer *m = hn_transformer_load (ctx, dir, &error);
+      g_assert_no_error (error);
+      g_autofree char *out = g_dir_make_tmp ("hn-omni-out-XXXXXX", NULL);
+      gboolean wrote = hn_checkpoint_write_model (m, out, &error);
+      g_assert_no_error (error);
+      g_assert_true (wrote);
+      g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
+      g_assert_no_error (error);
+      g_autoptr (HnSafetensors) src = hn_safetensors_open (dir, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (hn_safetensors_get_n_tensors (back), ==, hn_safetensors_get_n_tensors (src));
+      for (guint t = 0; t < hn_safetensors_get_n_tensors (src); t++)
+        {
+          const HnSafetensorInfo *a = hn_safetensors_get_nth (src, t);
+          const HnSafetensorInfo *b = hn_safetensors_lookup (back, a->name);
+          g_assert_nonnull (b);
+          g_assert_cmpuint (b->nbytes, ==, a->nbytes);
+          g_assert_true (memcmp (a->data, b->data, a->nbytes) == 0);
+        }
+      hn_transformer_free (m);
+      hn_folder_remove_tree (out);
+      hn_folder_remove_tree (dir);
+
+      g_autofree char *bad = make_package (cases[i].package, cases[i].layout, cases[i].text, cases[i].stray);
+      g_assert_null (hn_transformer_load (ctx, bad, &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, "mystery"));
+      g_clear_error (&error);
+      hn_folder_remove_tree (bad);
+    }
+}
+
+/* ERNIE-4.5-VL on text alone runs its text experts (mlp.text_moe): the vision experts (mlp.vision_moe)
+ * load unrun and are written back unchanged. */
+static void
+test_ernie_vl_vision_experts (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnVkContext) ctx = hn_vk_context_get_default (&error);
+  if (!ctx)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  g_autofree char *dir = make_package ("ernie4_5_vl_moe", HN_PACKAGE_LANGUAGE_MODEL, "ernie4_5_vl_moe_text", NULL);
+  check_package_logits (ctx, dir, "ernie4_5_vl_moe_text", "ernie4_5_vl_moe (vision experts beside)");
+  HnTransformer *m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  g_autofree char *out = g_dir_make_tmp ("hn-ernie-out-XXXXXX", NULL);
+  gboolean wrote = hn_checkpoint_write_model (m, out, &error);
+  g_assert_no_error (error);
+  g_assert_true (wrote);
+  g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
+  g_assert_no_error (error);
+  const char *vn = "model.language_model.layers.1.mlp.vision_moe.experts.gate_up_proj";
+  g_autoptr (HnSafetensors) src = hn_safetensors_open (dir, &error);
+  g_assert_no_error (error);
+  const HnSafetensorInfo *a = hn_safetensors_lookup (src, vn), *b = hn_safetensors_lookup (back, vn);
+  g_assert_nonnull (a);
+  g_assert_nonnull (b);
+  g_assert_cmpuint (a->nbytes, ==, b->nbytes);
+  g_assert_true (memcmp (a->data, b->data, a->nbytes) == 0);
+  hn_transformer_free (m);
+  hn_folder_remove_tree (out);
+  hn_folder_remove_tree (dir);
+}
+
 /* modernvbert keeps modernbert's masked-LM head outside its text model (projection_head, lm_head): the
  * vision tower loads as a tower, not run; a tensor inside the text model that modernbert does not have
  * still fails closed. */
@@ -423,6 +535,8 @@ main (int argc, char **argv)
   g_test_add_func ("/multimodal/glm-mtp-layers", test_glm_mtp_layers);
   g_test_add_func ("/multimodal/granite4-vision-text", test_granite4_vision_text);
   g_test_add_func ("/multimodal/modernvbert-towers", test_modernvbert_towers);
+  g_test_add_func ("/multimodal/omni-layouts", test_omni_layouts);
+  g_test_add_func ("/multimodal/ernie-vl-vision-experts", test_ernie_vl_vision_experts);
   g_test_add_func ("/multimodal/emu3-hub-layout", test_emu3_hub_layout);
   g_test_add_func ("/multimodal/mllama-cross-attention-layers", test_mllama_cross_attention_layers);
   g_test_add_func ("/multimodal/llava-v5-layout", test_v5);

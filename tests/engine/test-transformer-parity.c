@@ -771,12 +771,13 @@ test_ministral3_limit (void)
 
 /* glm4v_moe_text's experts as the hub's checkpoints keep them, one gate/up/down_proj per expert (the
  * fixture has them stacked as transformers 5 saves them: gate_up_proj [E, 2F, C], down_proj [E, C, F]):
- * the same logits. */
+ * the same logits; qwen3_omni_moe_text's and deepseek_ocr2_text's likewise (Qwen3-Omni's and
+ * DeepSeek-OCR-2's hub checkpoints keep them per expert). */
 static void
-test_glm4v_moe_per_expert (void)
+moe_per_expert (const char *fixture)
 {
   GError *error = NULL;
-  g_autofree char *dir = parity_fixture_dir ("glm4v_moe_text");
+  g_autofree char *dir = parity_fixture_dir (fixture);
   g_autoptr (HnSafetensors) st = hn_safetensors_open (dir, &error);
   g_assert_no_error (error);
   g_autofree char *tmp = g_dir_make_tmp ("hn-glmv-XXXXXX", &error);
@@ -813,7 +814,7 @@ test_glm4v_moe_per_expert (void)
           }
       n_split++;
     }
-  g_assert_cmpuint (n_split, ==, 2);
+  g_assert_cmpuint (n_split, >=, 2);
   g_autofree char *out_st = g_build_filename (tmp, "model.safetensors", NULL);
   g_assert_true (hn_safetensors_writer_write_file (w, out_st, &error));
   g_assert_no_error (error);
@@ -822,7 +823,7 @@ test_glm4v_moe_per_expert (void)
   g_assert_cmpint (symlink (cfg, out_cfg), ==, 0);
 
   g_autoptr (JsonParser) p = json_parser_new ();
-  JsonObject *exp = parity_load_expected (p, "glm4v_moe_text");
+  JsonObject *exp = parity_load_expected (p, fixture);
   g_autoptr (GArray) ids = parity_int_array (exp, "input_ids");
   HnTransformer *m = hn_transformer_load (ctx, tmp, &error);
   g_assert_no_error (error);
@@ -830,12 +831,89 @@ test_glm4v_moe_per_expert (void)
   g_autofree float *logits = g_new (float, (gsize) ids->len * hp->vocab);
   g_assert_true (hn_transformer_logits (m, (const int32_t *) ids->data, (int) ids->len, logits, &error));
   g_assert_no_error (error);
-  parity_compare_logits ("glm4v_moe_text (experts per expert)", logits, json_object_get_array_member (exp, "logits"),
-                         (gsize) ids->len * hp->vocab);
+  g_autofree char *what = g_strdup_printf ("%s (experts per expert)", fixture);
+  parity_compare_logits (what, logits, json_object_get_array_member (exp, "logits"), (gsize) ids->len * hp->vocab);
   hn_transformer_free (m);
   g_assert_cmpint (g_unlink (out_st), ==, 0);
   g_assert_cmpint (g_unlink (out_cfg), ==, 0);
   g_assert_cmpint (g_rmdir (tmp), ==, 0);
+}
+
+static void
+test_glm4v_moe_per_expert (void)
+{
+  moe_per_expert ("glm4v_moe_text");
+  moe_per_expert ("qwen3_omni_moe_text");
+  moe_per_expert ("deepseek_ocr2_text");
+}
+
+/* The options of the issue-25 package text models that the graph does not build fail closed by name. */
+static void
+rope_linear_edit (JsonObject *o)
+{
+  JsonObject *rp = json_object_get_object_member (o, "rope_parameters");
+  json_object_set_string_member (rp, "rope_type", "linear");
+  json_object_set_double_member (rp, "factor", 2.0);
+}
+
+static void
+ernie_hw_edit (JsonObject *o)
+{
+  JsonObject *rp = json_object_get_object_member (o, "rope_parameters");
+  json_object_set_array_member (rp, "mrope_section", int_array (3, (const int[]) { 2, 0, 2 }));
+}
+
+static void
+ernie_int_ffn_edit (JsonObject *o)
+{
+  json_object_set_int_member (o, "moe_intermediate_size", 32);
+}
+
+static void
+no_mlp_layer_types_edit (JsonObject *o)
+{
+  json_object_remove_member (o, "mlp_layer_types");
+}
+
+static void
+group_limited_edit (JsonObject *o)
+{
+  json_object_set_string_member (o, "topk_method", "group_limited_greedy");
+}
+
+static void
+mlp_only_edit (JsonObject *o)
+{
+  json_object_set_array_member (o, "mlp_only_layers", int_array (1, (const int[]) { 0 }));
+}
+
+static void
+test_package_text_fail_closed (void)
+{
+  static const struct {
+    const char *fixture;
+    ConfigEdit edit;
+    const char *needle;
+  } cases[] = {
+    { "cosmos3_edge_text", rope_linear_edit, "rope type \"linear\"" },
+    { "ernie4_5_vl_moe_text", rope_linear_edit, "rope type \"linear\"" },
+    { "ernie4_5_vl_moe_text", ernie_hw_edit, "(h, w)" },
+    { "ernie4_5_vl_moe_text", ernie_int_ffn_edit, "[text, vision]" },
+    { "deepseek_ocr2_text", no_mlp_layer_types_edit, "mlp_layer_types" },
+    { "deepseek_ocr2_text", group_limited_edit, "group_limited_greedy" },
+    { "qwen3_omni_moe_text", mlp_only_edit, "mlp_only_layers" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      GError *error = NULL;
+      char *dir = config_variant (cases[i].fixture, cases[i].edit, NULL);
+      g_assert_null (hn_transformer_load (ctx, dir, &error));
+      g_assert_nonnull (error);
+      if (!strstr (error->message, cases[i].needle))
+        g_error ("%s: \"%s\" does not name %s", cases[i].fixture, error->message, cases[i].needle);
+      g_clear_error (&error);
+      remove_variant (dir);
+    }
 }
 
 /* Glm4Config and Glm4MoeConfig default partial_rotary_factor to 0.5: each fixture (made with 0.5) gives
@@ -929,6 +1007,7 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/hunyuan-vl-text-variants", test_hunyuan_vl_text_variants);
   g_test_add_func ("/transformer/glm4v-moe-per-expert", test_glm4v_moe_per_expert);
   g_test_add_func ("/transformer/glm-half-rotary-default", test_glm_half_rotary_default);
+  g_test_add_func ("/transformer/package-text-fail-closed", test_package_text_fail_closed);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;
