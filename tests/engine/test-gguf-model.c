@@ -343,6 +343,23 @@ test_llamacpp_file (void)
   assert_llama_simple_text (path, "llama-simple-output.txt", "lc-q4_k_m.gguf ngl=0");
 }
 
+/* The same with llama-quantize's Q8_0 (ffn_down, 172 wide, kept F16 by --tensor-type: Q8_0 needs
+ * rows of 32), and llama-simple's text from it (made on the development machine's CPU with the
+ * anchor's binaries: tests/fixtures/gguf/README.md). */
+static void
+test_llamacpp_file_q8_0 (void)
+{
+  g_autofree char *path = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
+                                            "stories260K-llamacpp-q8_0.gguf", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnGguf) g = hn_gguf_open (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (hn_gguf_find_tensor (g, "blk.0.attn_q.weight")->type, ==, HN_GGML_Q8_0);
+  g_assert_cmpint (hn_gguf_find_tensor (g, "blk.0.ffn_gate.weight")->type, ==, HN_GGML_Q8_0);
+  g_assert_cmpint (hn_gguf_find_tensor (g, "blk.0.ffn_down.weight")->type, ==, HN_GGML_F16);
+  assert_llama_simple_text (path, "llama-simple-output.txt", "lc-q8_0.gguf ngl=0");
+}
+
 /* A LoRA fine-tune of the demo model (tests/fixtures/gguf/stories260K-lora, 12 steps on
  * tinyshakespeare) exported merged in f16 generates here what llama-simple generated from the same
  * export on the device, on its CPU and Vulkan backends (llama-simple-lora-output.txt; made by
@@ -490,6 +507,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf-model/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf-model/paths", test_paths);
   g_test_add_func ("/gguf-model/llamacpp-file", test_llamacpp_file);
+  g_test_add_func ("/gguf-model/llamacpp-file-q8_0", test_llamacpp_file_q8_0);
   g_test_add_func ("/gguf-model/lora-export-llamacpp", test_lora_export_llamacpp);
   g_test_add_func ("/gguf-model/kept-quantized", test_kept_quantized);
   g_test_add_func ("/gguf-model/lora-merged", test_lora_merged);
