@@ -2,7 +2,7 @@
 # Fails on an include that runs back up the layer picture (docs/architecture.md):
 #
 #   base -> vk -> tensor -> formats tokenizer template data hub generate
-#        -> transformer hierarchos -> encdec -> ssm -> train -> jobs -> app
+#        -> recurrent -> transformer hierarchos -> encdec -> ssm -> train -> jobs -> app
 #
 # Each engine area may include only the areas listed for it below (its own
 # files always). Also: no GTK or libadwaita in the engine, vulkan.h only in
@@ -24,11 +24,12 @@ allowed () {
     formats | template | hub | generate) echo "$low" ;;
     tokenizer) echo "$low formats" ;; # a GGUF file's tokenizer.ggml.* metadata
     data) echo "$low formats tokenizer template" ;;
-    transformer | hierarchos) echo "$low $mid" ;;
-    encdec) echo "$low $mid transformer" ;; # encoders and encoder-decoders on the registry
-    ssm) echo "$low $mid transformer encdec" ;; # state-space decoders: the registry, encdec's loader
-    train) echo "$low $mid transformer hierarchos encdec" ;;
-    jobs) echo "$low $mid transformer hierarchos encdec ssm train" ;;
+    recurrent) echo "$low $mid" ;; # the scans and the mixers that record them
+    transformer | hierarchos) echo "$low $mid recurrent" ;;
+    encdec) echo "$low $mid recurrent transformer" ;; # encoders and encoder-decoders on the registry
+    ssm) echo "$low $mid recurrent transformer encdec" ;; # state-space decoders: the registry, encdec's loader
+    train) echo "$low $mid recurrent transformer hierarchos encdec" ;;
+    jobs) echo "$low $mid recurrent transformer hierarchos encdec ssm train" ;;
     *) echo "?" ;;
   esac
 }

@@ -21,7 +21,7 @@
 #include "ssm/mamba.h"
 #include "formats/model-config.h"
 #include "generate/sampler.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "tensor/hn-ops.h"
 #include "tensor/quant.h"
 #include "train/data-parallel.h"

@@ -1,7 +1,7 @@
 /* `evaluate --model-path DIR [--lora-adapter-path DIR] (--text-file F | --eval-file F.jsonl)
  *  [--seq-len N] [--device-index N] [--json]` prints the perplexity, the mean NLL and
  * the number of predicted tokens: the "evaluate" job kind (engine/jobs/evaluate-job.c; the
- * rules are engine/transformer/evaluate.h), its options from the job option table. */
+ * rules are engine/train/evaluate.h), its options from the job option table. */
 #include "cli.h"
 #include "job-cli.h"
 

@@ -10,7 +10,7 @@
 #include "encdec/encoder.h"
 #include "encdec/seq2seq.h"
 #include "ssm/mamba.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "transformer/transformer.h"
 
 #include <math.h>

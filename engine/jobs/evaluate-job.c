@@ -1,11 +1,11 @@
 /* The "evaluate" kind: the perplexity of a Transformer model (with a LoRA
  * adapter merged in) on a text or a dataset; the rules are
- * transformer/evaluate.h. The result goes out as text (or one JSON object
+ * train/evaluate.h. The result goes out as text (or one JSON object
  * with --json) in TOKEN events, which the CLI prints on stdout. */
 #include "jobs/evaluate-job.h"
 #include "jobs/hub-job.h"
 #include "base/hn-error.h"
-#include "transformer/evaluate.h"
+#include "train/evaluate.h"
 
 /* The options of the kind, read once (strings belong to the spec). */
 typedef struct {

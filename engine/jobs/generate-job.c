@@ -12,7 +12,7 @@
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "jobs/hierarchos-job.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "encdec/seq2seq.h"
 #include "ssm/mamba.h"
 #include "transformer/transformer.h"

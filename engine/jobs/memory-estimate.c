@@ -15,7 +15,7 @@
 #include "jobs/generate-job.h"
 #include "ssm/mamba.h"
 #include "train/train-graph.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "transformer/transformer.h"
 #include "tensor/quant.h"
 

@@ -13,7 +13,7 @@
 #include "jobs/hub-job.h"
 #include "formats/model-config.h"
 #include "tokenizer/tokenizer.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "tensor/quant.h"
 #include "train/checkpoint.h"
 #include "jobs/memory-estimate.h"
@@ -249,7 +249,7 @@ model_kind (const char *model_dir, gboolean *encdec, gboolean *seq2seq, GError *
     return FALSE;
   if (hn_arch_is_ssm (arch))
     {
-      /* the conv1d and scan ops have their backward (tensor/ops-ssm.h); the model's training graph is not built */
+      /* the conv1d and scan ops have their backward (recurrent/ops-ssm.h); the model's training graph is not built */
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
                    "%s: model_type \"%s\" is a state-space decoder: its training and LoRA are not built yet",
                    model_dir, arch->model_type);

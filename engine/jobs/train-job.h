@@ -17,7 +17,7 @@
 #include "jobs/memory-estimate.h"
 #include "tensor/hn-tensor.h"
 #include "tensor/optim.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 
 G_BEGIN_DECLS
 

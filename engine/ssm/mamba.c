@@ -7,9 +7,9 @@
 #include "base/hn-error.h"
 #include "encdec/encdec-loader.h"
 #include "formats/model-config.h"
-#include "transformer/mamba1-mixer.h"
-#include "transformer/mamba2-mixer.h"
-#include "tensor/ops-ssm.h"
+#include "recurrent/mamba1-mixer.h"
+#include "recurrent/mamba2-mixer.h"
+#include "recurrent/ops-ssm.h"
 
 #include <math.h>
 #include <string.h>

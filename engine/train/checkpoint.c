@@ -12,7 +12,7 @@
 #include "base/hn-util.h"
 #include "base/json-util.h"
 #include "formats/safetensors.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 
 /* ---------------------------------------------------------------- model weights */
 

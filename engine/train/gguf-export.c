@@ -9,7 +9,7 @@
 #include "tokenizer/tokenizer.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>

@@ -15,7 +15,7 @@
  * tied embeddings share one gradient); LoRA training (an adapter given)
  * freezes the base and trains each adapted module's A and B. */
 #pragma once
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "transformer/transformer.h"
 #include "tensor/ops-back.h"
 #include "tensor/optim.h"

@@ -4,8 +4,8 @@
  * with a message naming the option. */
 #include "base/hn-error.h"
 #include "transformer/transformer-private.h"
-#include "tensor/ops-delta.h"
-#include "tensor/ops-ssm.h"
+#include "recurrent/ops-delta.h"
+#include "recurrent/ops-ssm.h"
 
 #include <math.h>
 #include <string.h>

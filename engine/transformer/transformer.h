@@ -20,11 +20,11 @@
 
 #include "formats/model-config.h"
 #include "generate/generate.h"
-#include "transformer/mamba1-mixer.h"
-#include "transformer/mamba2-mixer.h"
+#include "recurrent/mamba1-mixer.h"
+#include "recurrent/mamba2-mixer.h"
 #include "transformer/registry.h"
-#include "transformer/shortconv-mixer.h"
-#include "transformer/deltanet-mixer.h"
+#include "recurrent/shortconv-mixer.h"
+#include "recurrent/deltanet-mixer.h"
 #include "tensor/hn-ops.h"
 
 G_BEGIN_DECLS

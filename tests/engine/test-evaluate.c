@@ -3,8 +3,8 @@
  * keeps the base model's figure). Model: stories260K. */
 #include "base/hn-error.h"
 #include "tokenizer/tokenizer.h"
-#include "transformer/evaluate.h"
-#include "transformer/lora.h"
+#include "train/evaluate.h"
+#include "train/lora.h"
 
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>

@@ -7,7 +7,7 @@
 #include "base/hn-error.h"
 #include "formats/gguf-hf.h"
 #include "train/gguf-export.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"

@@ -14,7 +14,7 @@
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/data-parallel.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "transformer/transformer.h"
 #include "test-device.h"
 

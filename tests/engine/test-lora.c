@@ -7,7 +7,7 @@
 
 #include "base/hn-error.h"
 #include "formats/safetensors.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "transformer/transformer.h"
 #include <json-glib/json-glib.h>
 #include "parity-util.h"

@@ -3,7 +3,7 @@
  * training and LoRA on llama (stories260K) and gpt2, generation with one
  * and several beams. Each must be within 20 %. Also: the CLI's --dry-run
  * prints the same figures, and a device limit makes it say "does not fit". */
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "transformer/transformer.h"
 #include "jobs/memory-estimate.h"
 #include "jobs/train-job.h"

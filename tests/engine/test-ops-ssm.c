@@ -1,4 +1,4 @@
-/* The state-space ops (engine/tensor/ops-ssm.h) on the device against their
+/* The state-space ops (engine/recurrent/ops-ssm.h) on the device against their
  * CPU references, on random shapes with odd sizes: the causal conv1d and the
  * selective scan, forward (whole sequences, and the same sequence in chunks
  * carrying the state, as generation does) and backward; and the backward
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "ops-test-common.h"
-#include "tensor/ops-delta.h"
-#include "tensor/ops-ssm.h"
+#include "recurrent/ops-delta.h"
+#include "recurrent/ops-ssm.h"
 
 static void
 run (HnCmd *cmd)

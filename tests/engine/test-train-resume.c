@@ -12,7 +12,7 @@
 #include "formats/safetensors.h"
 #include "jobs/job.h"
 #include "test-device.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "train/checkpoint.h"
 #include "jobs/train-job.h"
 

@@ -1,7 +1,7 @@
 /* CPU references of the state-space ops (ops-ssm.h): plain loops with double
  * sums, the ground truth for the shaders; tests/engine/test-ops-ssm.c checks
  * the backward ones against finite differences of the forward ones. */
-#include "tensor/ops-ssm.h"
+#include "recurrent/ops-ssm.h"
 #include "tensor/cpu-ref-back.h"
 #include "tensor/hn-cpu-ref.h"
 

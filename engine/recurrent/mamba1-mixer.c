@@ -1,8 +1,8 @@
 /* The Mamba (v1) mixer (see mamba1-mixer.h). */
-#include "transformer/mamba1-mixer.h"
+#include "recurrent/mamba1-mixer.h"
 
 #include "base/hn-error.h"
-#include "tensor/ops-ssm.h"
+#include "recurrent/ops-ssm.h"
 
 #define CK(expr)                                                                                                       \
   do                                                                                                                   \

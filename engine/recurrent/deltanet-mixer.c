@@ -1,9 +1,9 @@
 /* Gated DeltaNet's token mixer (see deltanet-mixer.h). */
-#include "transformer/deltanet-mixer.h"
+#include "recurrent/deltanet-mixer.h"
 
 #include "base/hn-error.h"
-#include "tensor/ops-delta.h"
-#include "tensor/ops-ssm.h"
+#include "recurrent/ops-delta.h"
+#include "recurrent/ops-ssm.h"
 
 #define CK(expr)                                                                                                       \
   do                                                                                                                   \

@@ -1,6 +1,6 @@
 /* The gated delta rule (ops-delta.h), forward and backward. */
-#include "tensor/ops-delta.h"
-#include "tensor/ops-private.h"
+#include "recurrent/ops-delta.h"
+#include "tensor/hn-op-kit.h"
 
 #include <math.h>
 

@@ -1,8 +1,8 @@
 /* The Mamba-2 mixer (see mamba2-mixer.h). */
-#include "transformer/mamba2-mixer.h"
+#include "recurrent/mamba2-mixer.h"
 
 #include "base/hn-error.h"
-#include "tensor/ops-ssm.h"
+#include "recurrent/ops-ssm.h"
 
 #include <math.h>
 

@@ -11,7 +11,7 @@
 #pragma once
 #include "tensor/hn-tensor.h"
 #include "tensor/scratch.h"
-#include "transformer/mamba2-mixer.h"
+#include "recurrent/mamba2-mixer.h"
 
 G_BEGIN_DECLS
 

@@ -1,5 +1,5 @@
 /* LoRA adapters in PEFT's format, and merging them into a model (lora.h). */
-#include "transformer/lora.h"
+#include "train/lora.h"
 #include "tensor/quant.h"
 
 #include <math.h>

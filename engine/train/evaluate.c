@@ -1,11 +1,11 @@
 /* Perplexity evaluation (see evaluate.h). */
-#include "transformer/evaluate.h"
+#include "train/evaluate.h"
 
 #include "base/hn-error.h"
 #include "base/hn-util.h"
 #include "data/dataset.h"
 #include "tokenizer/tokenizer.h"
-#include "transformer/lora.h"
+#include "train/lora.h"
 
 #include <glib/gstdio.h>
 #include <math.h>

@@ -1,8 +1,8 @@
 /* LFM2's gated short convolution (see shortconv-mixer.h). */
-#include "transformer/shortconv-mixer.h"
+#include "recurrent/shortconv-mixer.h"
 
 #include "base/hn-error.h"
-#include "tensor/ops-ssm.h"
+#include "recurrent/ops-ssm.h"
 
 #define CK(expr)                                                                                                       \
   do                                                                                                                   \

@@ -1,7 +1,7 @@
 /* CPU references of the gated delta rule (ops-delta.h): plain loops with
  * double sums, the ground truth for the shaders; tests/engine/test-ops-ssm.c
  * checks the backward against finite differences of the forward. */
-#include "tensor/ops-delta.h"
+#include "recurrent/ops-delta.h"
 
 #include <math.h>
 #include <string.h>

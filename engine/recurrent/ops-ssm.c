@@ -1,7 +1,7 @@
 /* The state-space ops (ops-ssm.h): causal depthwise conv1d with a carried
  * state and Mamba's selective scan, forward and backward. */
-#include "tensor/ops-ssm.h"
-#include "tensor/ops-private.h"
+#include "recurrent/ops-ssm.h"
+#include "tensor/hn-op-kit.h"
 
 /* [B, T, C] or [T, C] (B = 1). */
 static gboolean
