@@ -314,6 +314,10 @@ static const HnArchInfo archs[] = {
   { "lfm2", NULL, "lfm2", HN_BLOCK_PRE_NORM, HN_NAMES_LFM2, RMS_GATED | HN_QUIRK_QK_NORM_HEAD, "silu", DEC, "lfm2" },
   { "lfm2_moe", NULL, "lfm2", HN_BLOCK_PRE_NORM, HN_NAMES_LFM2, RMS_GATED | HN_QUIRK_QK_NORM_HEAD | HN_QUIRK_MOE, "silu",
     DEC, "lfm2_moe" },
+  /* Griffin: recurrent blocks (linear_y's gelu branch times the RG-LRU over a causal conv) and local
+   * multi-query attention, (1 + w) RMSNorms, soft-capped logits */
+  { "recurrent_gemma", NULL, "gemma", HN_BLOCK_PRE_NORM, HN_NAMES_RECURRENT_GEMMA,
+    RMS_GATED | HN_QUIRK_NORM_PLUS_ONE | HN_QUIRK_PARTIAL_ROTARY, "gelu_pytorch_tanh", DEC, "recurrent_gemma" },
   /* encoders with their masked-LM head (encdec/encoder.c) */
   { "bert", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q, "gelu", ENC | HN_TASK_TRAIN, "bert" },
   { "roberta", NULL, "bert", HN_BLOCK_ENCODER_POST_NORM, HN_NAMES_BERT, ENC_Q | HN_QUIRK_PAD_POSITIONS, "gelu", ENC,
@@ -462,7 +466,6 @@ static const HnArchRefusal refusals[] = {
                   "not built yet" },
   { "qwen4_exp", "hyper-connections, n-gram embeddings, gated DeltaNet linear-attention layers and indexer-sparse attention are not built yet" },
   { "qwen4_exp_text", "hyper-connections, n-gram embeddings, gated DeltaNet linear-attention layers and indexer-sparse attention are not built yet" },
-  { "recurrent_gemma", "the RG-LRU recurrence and its causal conv1d are not built yet" },
   { "reformer", "LSH and chunked local attention with reversible layers are not built yet" },
   { "rwkv", "RWKV time-mix / channel-mix recurrences are not built yet" },
   { "seamless_m4t", R_NOTEXT },
@@ -836,7 +839,8 @@ hn_arch_is_hybrid (const HnArchInfo *arch)
 {
   return arch->names == HN_NAMES_BAMBA || arch->names == HN_NAMES_NEMOTRON_H ||
          arch->names == HN_NAMES_GRANITEMOEHYBRID || arch->names == HN_NAMES_FALCON_H1 || arch->names == HN_NAMES_JAMBA ||
-         arch->names == HN_NAMES_LFM2 || arch->names == HN_NAMES_QWEN3_NEXT;
+         arch->names == HN_NAMES_LFM2 || arch->names == HN_NAMES_QWEN3_NEXT ||
+         arch->names == HN_NAMES_RECURRENT_GEMMA;
 }
 
 HnCacheKind

@@ -92,6 +92,9 @@ typedef enum {
                         * feed_forward.w1/w3/w2}, model.embedding_norm (the final norm) */
   HN_NAMES_QWEN3_NEXT, /* llama names (q_proj rows query | gate per head) + linear_attn.* (gated DeltaNet:
                         * qwen3_next in_proj_qkvz / in_proj_ba, qwen3_5 in_proj_qkv / _z / _b / _a) */
+  HN_NAMES_RECURRENT_GEMMA, /* model.layers.N.{temporal_pre_norm, temporal_block.* (attention or the recurrent
+                             * block: linear_x/y/out, conv_1d, rg_lru.*), channel_pre_norm, mlp_block.*},
+                             * model.final_norm */
 } HnNameScheme;
 
 /* Static quirks of an architecture (what model_type alone implies). */

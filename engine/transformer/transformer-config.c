@@ -1321,6 +1321,75 @@ deltanet_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError
   return TRUE;
 }
 
+/* recurrent_gemma (RecurrentGemmaConfig): block_types cycled over the layers ("recurrent": Griffin's
+ * recurrent block of lru_width with a conv1d_width conv, "attention": multi-query local attention over
+ * attention_window_size positions, partial_rotary_factor of each head turned), the MLP's
+ * intermediate_size // 2, tanh(logits / logits_soft_cap) · cap, and the embeddings scaled by
+ * sqrt(hidden_size) rounded to bfloat16 (RecurrentGemmaModel's normalizer buffer is bf16). */
+static gboolean
+rglru_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError **error)
+{
+  JsonObject *raw = hn_model_config_get_raw (cfg);
+  JsonNode *bt = raw ? json_object_get_member (raw, "block_types") : NULL;
+  JsonArray *arr = bt && JSON_NODE_HOLDS_ARRAY (bt) ? json_node_get_array (bt) : NULL;
+  guint nb = arr ? json_array_get_length (arr) : 0;
+  static const char *const dflt[3] = { "recurrent", "recurrent", "attention" }; /* the config class's */
+  if (bt && !JSON_NODE_HOLDS_NULL (bt) && nb == 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: block_types must be a non-empty list", cfg->path);
+      return FALSE;
+    }
+  for (int i = 0; i < hp->n_layer; i++)
+    {
+      const char *t = arr ? json_array_get_string_element (arr, (guint) i % nb) : dflt[i % 3];
+      if (t && g_str_equal (t, "recurrent"))
+        hp->layer_mixer[i] = HN_MIXER_RGLRU;
+      else if (t && g_str_equal (t, "attention"))
+        hp->layer_mixer[i] = HN_MIXER_ATTENTION;
+      else
+        {
+          g_autofree char *what = g_strdup_printf ("block type \"%s\"", t ? t : "(not a string)");
+          return unsupported (error, cfg, what);
+        }
+    }
+  gint64 lru, conv, window, ff;
+  double cap;
+  if (!get_int (cfg, "lru_width", hp->hidden, &lru, error) || !get_int (cfg, "conv1d_width", 4, &conv, error) ||
+      !get_int (cfg, "attention_window_size", 2048, &window, error) ||
+      !get_int (cfg, "intermediate_size", 3 * 2560, &ff, error) ||
+      !get_double (cfg, "logits_soft_cap", 30.0, &cap, error))
+    return FALSE;
+  if (conv < 1 || conv > HN_CONV1D_MAX_KERNEL)
+    return unsupported (error, cfg, "a conv1d_width outside the conv kernel's 1..16");
+  if (lru < 1 || lru > G_MAXINT32 || lru % hp->n_head)
+    return unsupported (error, cfg, "an lru_width that is not a multiple of num_attention_heads");
+  if (window < 1 || window > G_MAXINT32 || ff / 2 < 1 || ff / 2 > G_MAXINT32 || !(cap > 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: attention_window_size, intermediate_size // 2 and "
+                   "logits_soft_cap must be positive", cfg->path);
+      return FALSE;
+    }
+  /* RecurrentGemmaSdpaAttention: torch.chunk(q, int(1 / partial_rotary_factor)) turns the first chunk */
+  double prf = cfg->rope.partial_rotary_factor;
+  int chunks = prf > 0 ? (int) (1.0 / prf) : 0;
+  int rd = (int) (hp->head_dim * prf);
+  if (chunks < 1 || hp->head_dim % chunks || rd != hp->head_dim / chunks || rd % 2)
+    return unsupported (error, cfg, "a partial_rotary_factor whose rotary chunk is not head_dim · factor, even");
+  hp->rot_dims = rd;
+  hp->rglru = (HnRglruDims) { hp->hidden, (int) lru, (int) conv, hp->n_head };
+  hp->ssm_conv_kernel = (int) conv;
+  hp->ffn = (int) (ff / 2);
+  hp->final_softcap = (float) cap;
+  hp->sliding_window = (int) window;
+  for (int i = 0; i < hp->n_layer; i++)
+    hp->layer_sliding[i] = hp->layer_mixer[i] == HN_MIXER_ATTENTION;
+  /* sqrt(hidden) as a bfloat16 (round to nearest even), then back to float */
+  union { float f; guint32 u; } v = { .f = sqrtf ((float) hp->hidden) };
+  v.u = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) & 0xffff0000u;
+  hp->embed_scale = v.f;
+  return TRUE;
+}
+
 /* A hybrid's layer pattern and Mamba-2 mixers (bamba: attn_layer_indices, mamba_*; nemotron_h: its
  * pattern, mamba_num_heads / mamba_head_dim, n_groups, ssm_state_size, conv_kernel). */
 static gboolean
@@ -1340,6 +1409,8 @@ hybrid_from_config (HnTransformerHParams *hp, const HnModelConfig *cfg, GError *
     return lfm2_from_config (hp, cfg, error);
   if (hp->arch->names == HN_NAMES_QWEN3_NEXT)
     return deltanet_from_config (hp, cfg, error);
+  if (hp->arch->names == HN_NAMES_RECURRENT_GEMMA)
+    return rglru_from_config (hp, cfg, error);
   if (fh1)
     memset (hp->layer_mixer, HN_MIXER_PARALLEL, (gsize) hp->n_layer);
   else if (!bamba && !hybrid_pattern (hp, cfg, error))

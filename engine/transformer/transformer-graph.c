@@ -334,6 +334,7 @@ struct ActsPriv {
   HnMamba1Bufs m1;
   HnShortConvBufs sconv;
   HnDeltaNetBufs dnet;
+  HnRglruBufs rglru;
   HnScratch sc;
   /* attention output gate (hp->attn_gate_act): its projection [N, H * D] */
   HnTensor *attn_g;
@@ -444,6 +445,9 @@ hn_transformer_acts_new (HnTransformer *m, int max_tokens, int max_logit_rows, G
   if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_DELTANET, (gsize) hp->n_layer) &&
       !hn_deltanet_bufs_init (&p->dnet, m->ctx, &hp->dnet, N, error))
     goto fail;
+  if (hp->layer_mixer && memchr (hp->layer_mixer, HN_MIXER_RGLRU, (gsize) hp->n_layer) &&
+      !hn_rglru_bufs_init (&p->rglru, m->ctx, &hp->rglru, N, error))
+    goto fail;
   /* one counter per (row, query <= 8 of the split kernel, KV head), zero; each dispatch leaves them zero */
   if (scratch > 0)
     {
@@ -482,6 +486,7 @@ hn_transformer_acts_free (HnTransformerActs *a)
   hn_mamba1_bufs_clear (&p->m1);
   hn_shortconv_bufs_clear (&p->sconv);
   hn_deltanet_bufs_clear (&p->dnet);
+  hn_rglru_bufs_clear (&p->rglru);
   g_ptr_array_unref (p->views);
   hn_scratch_clear (&p->sc);
   g_free (p);
@@ -1101,7 +1106,7 @@ layer_scale (HnCmd *cmd, const HnLayerWeights *lw, HnTensor *x, GError **error)
   return lw->layer_scalar == 1.0f || hn_op_scale (cmd, x, x, lw->layer_scalar, 0.0f, error);
 }
 static gboolean record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv,
-                                    int B, int T, GError **error);
+                                    int B, int T, int pos0, GError **error);
 static gboolean layer_rest (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerWeights *lw, HnTensor *x,
                             HnTensor *h, HnTensor *h2, HnTensor *o, HnTensor *mo, HnTensor *att, gint64 N,
                             GError **error);
@@ -1126,7 +1131,9 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
   gint64 N = (gint64) B * T, H = hn_transformer_layer_heads (hp, il), KVH = hn_transformer_layer_kv_heads (hp, il);
   gint64 D = hn_transformer_layer_head_dim (hp, il), Dv = hn_transformer_layer_v_head_dim (hp, il);
   if (hp->layer_mixer && hp->layer_mixer[il] != HN_MIXER_ATTENTION && hp->layer_mixer[il] != HN_MIXER_PARALLEL)
-    return record_mixer_layer (m, cmd, a, il, kv, B, T, error);
+    /* a recorded decode step (dyn_row: the position lives on the device, pos0 reads 0) follows the
+     * prompt, never at position 0, where the RG-LRU resets */
+    return record_mixer_layer (m, cmd, a, il, kv, B, T, dyn_row ? 1 : pos0, error);
   gboolean paged = kv->page_table != NULL;
   gint64 n_ctx = paged ? G_MAXINT32 : kv->k->shape[1];
   if (paged && (W->alibi_slopes || kv->slots->n != N || kv->page_table->shape[0] != B))
@@ -1434,6 +1441,7 @@ pre_norm_mlp (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, const HnLayerW
  * it has one; an MLP-only layer, x += mlp(norm2(x)). */
 static gboolean
 record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const HnLayerKv *kv, int B, int T,
+                    int pos0,
                     GError **error)
 {
   const HnTransformerHParams *hp = &m->hp;
@@ -1457,6 +1465,9 @@ record_mixer_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, 
   if (hp->layer_mixer[il] == HN_MIXER_DELTANET)
     CK (hn_deltanet_record (cmd, &p->sc, &hp->dnet, &lw->dnet, &p->dnet, B, T, kv->ssm.conv, kv->ssm.ssm, x, h,
                             hp->residual_scale, error));
+  else if (hp->layer_mixer[il] == HN_MIXER_RGLRU)
+    CK (hn_rglru_record (cmd, &p->sc, &hp->rglru, &lw->rglru, &p->rglru, B, T, pos0, kv->ssm.conv, kv->ssm.ssm, x, h,
+                         hp->residual_scale, error));
   else if (hp->layer_mixer[il] == HN_MIXER_SHORTCONV) /* its state is the conv's alone */
     CK (hn_shortconv_record (cmd, &p->sc, &hp->sconv, &lw->sconv, &p->sconv, B, T, kv->ssm.conv, x, h,
                              hp->residual_scale, error));

@@ -106,7 +106,7 @@ is_state_layer (const HnTransformerHParams *hp, int il)
 {
   return hp->layer_mixer && (hp->layer_mixer[il] == HN_MIXER_MAMBA2 || hp->layer_mixer[il] == HN_MIXER_PARALLEL ||
                              hp->layer_mixer[il] == HN_MIXER_MAMBA1 || hp->layer_mixer[il] == HN_MIXER_SHORTCONV ||
-                             hp->layer_mixer[il] == HN_MIXER_DELTANET);
+                             hp->layer_mixer[il] == HN_MIXER_DELTANET || hp->layer_mixer[il] == HN_MIXER_RGLRU);
 }
 
 /* A layer with attention (every layer but a hybrid's Mamba-2 and MLP-only layers): it keeps K/V. */
@@ -146,6 +146,14 @@ alloc_state (HnTransformerSession *s, HnVkContext *ctx, const char *what, int il
       shapes[0][2] = hn_deltanet_conv_dim (dn);
       shapes[3][1] = (gint64) dn->n_v_heads * dn->k_dim;
       shapes[3][2] = dn->v_dim;
+      v1 = TRUE; /* no B and C channels */
+    }
+  if (hp->layer_mixer[il] == HN_MIXER_RGLRU)
+    {
+      /* Griffin's recurrent block: the conv's inputs [rows, K - 1, L] and the RG-LRU's h [rows, 1, L] */
+      shapes[0][2] = hp->rglru.lru;
+      shapes[3][1] = 1;
+      shapes[3][2] = hp->rglru.lru;
       v1 = TRUE; /* no B and C channels */
     }
   static const char *const names[4] = { "conv", "conv_B", "conv_C", "ssm" };

@@ -1465,6 +1465,61 @@ take_shortconv (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
          (!d->bias || take_vector (L, ob, W, TRUE, &w->out_b, error));
 }
 
+/* Griffin's recurrent block under pfx (temporal_block.): linear_y, linear_x, linear_out with biases;
+ * conv_1d.weight [L, 1, K] and its bias; rg_lru.{input,recurrent}_gate_weight [heads, L/heads, L/heads]
+ * (x · W per block, baddbmm) expanded to dense [L, L] rows (out = h·bw + j, in = h·bw + i: W[h, i, j]),
+ * their biases [heads, L/heads]; rg_lru.recurrent_param [L]. */
+static gboolean
+take_rglru (Loader *L, const char *pfx, HnLayerWeights *lw, GError **error)
+{
+  const HnRglruDims *d = &L->m->hp.rglru;
+  HnRglruWeights *w = &lw->rglru;
+  gint64 C = d->width, R = d->lru, K = d->kernel, NH = d->heads, bw = R / NH;
+  g_autofree char *yw = g_strdup_printf ("%slinear_y.weight", pfx), *yb = g_strdup_printf ("%slinear_y.bias", pfx);
+  g_autofree char *xw = g_strdup_printf ("%slinear_x.weight", pfx), *xb = g_strdup_printf ("%slinear_x.bias", pfx);
+  g_autofree char *ow = g_strdup_printf ("%slinear_out.weight", pfx), *ob = g_strdup_printf ("%slinear_out.bias", pfx);
+  if (!take_matrix (L, yw, R, C, TRUE, &w->w_y, error) || !take_vector (L, yb, R, FALSE, &w->b_y, error) ||
+      !take_matrix (L, xw, R, C, TRUE, &w->w_x, error) || !take_vector (L, xb, R, FALSE, &w->b_x, error) ||
+      !take_matrix (L, ow, C, R, TRUE, &w->out_w, error) || !take_vector (L, ob, C, FALSE, &w->out_b, error))
+    return FALSE;
+  g_autofree char *cwn = g_strdup_printf ("%sconv_1d.weight", pfx), *cbn = g_strdup_printf ("%sconv_1d.bias", pfx);
+  g_autofree char *lam = g_strdup_printf ("%srg_lru.recurrent_param", pfx);
+  const char *gate[2] = { "input_gate", "recurrent_gate" };
+  HnTensor **gw[2] = { &w->w_gi, &w->w_ga }, **gb[2] = { &w->b_gi, &w->b_ga };
+  GError *e = NULL;
+  g_autofree float *cw = take_f32 (L, cwn, R * K, TRUE, &e);
+  g_autofree float *cb = e ? NULL : take_f32 (L, cbn, R, FALSE, &e);
+  g_autofree float *lv = e ? NULL : take_f32 (L, lam, R, TRUE, &e);
+  if (e)
+    {
+      g_propagate_error (error, e);
+      return FALSE;
+    }
+  if (!(w->conv_w = f32_block (L, cwn, cw, 0, R, K, error)) || (cb && !(w->conv_b = f32_block (L, cbn, cb, 0, R, 1, error))) ||
+      !(w->lambda = f32_block (L, lam, lv, 0, R, 1, error)))
+    return FALSE;
+  for (int g = 0; g < 2; g++)
+    {
+      g_autofree char *wn = g_strdup_printf ("%srg_lru.%s_weight", pfx, gate[g]);
+      g_autofree char *bn = g_strdup_printf ("%srg_lru.%s_bias", pfx, gate[g]);
+      g_autofree float *blk = take_f32 (L, wn, NH * bw * bw, TRUE, &e);
+      g_autofree float *bias = e ? NULL : take_f32 (L, bn, R, TRUE, &e);
+      if (e)
+        {
+          g_propagate_error (error, e);
+          return FALSE;
+        }
+      g_autofree float *dense = g_new0 (float, R * R); /* [out, in] */
+      for (gint64 h = 0; h < NH; h++)
+        for (gint64 i = 0; i < bw; i++)
+          for (gint64 j = 0; j < bw; j++)
+            dense[(h * bw + j) * R + h * bw + i] = blk[(h * bw + i) * bw + j];
+      if (!(*gw[g] = f32_block (L, wn, dense, 0, R, R, error)) || !(*gb[g] = f32_block (L, bn, bias, 0, R, 1, error)))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* Rows of stored matrix `name` [rows, cols] picked by idx (n of them), marked used. */
 static HnTensor *
 pick_rows (Loader *L, const char *name, gint64 rows, gint64 cols, const char *part, const gint64 *idx, gint64 n,
@@ -1612,6 +1667,10 @@ static const Names scheme_names[] = {
     .up = "mixer.up_proj", .down = "mixer.down_proj", .final_norm = "backbone.norm_f" },
   [HN_NAMES_GRANITEMOEHYBRID] = { .llama_overlay = TRUE },
   [HN_NAMES_QWEN3_NEXT] = { .llama_overlay = TRUE },
+  [HN_NAMES_RECURRENT_GEMMA] = { .llama_overlay = TRUE, .ln1 = "temporal_pre_norm", .ln2 = "channel_pre_norm",
+    .q = "temporal_block.q_proj", .k = "temporal_block.k_proj", .v = "temporal_block.v_proj",
+    .o = "temporal_block.o_proj", .gate = "mlp_block.gate_proj", .up = "mlp_block.up_proj",
+    .down = "mlp_block.down_proj", .final_norm = "model.final_norm" },
   [HN_NAMES_LFM2] = { .llama_overlay = TRUE, .ln1 = "operator_norm", .ln2 = "ffn_norm", .o = "self_attn.out_proj",
     .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm", .gate = "feed_forward.w1",
     .up = "feed_forward.w3", .down = "feed_forward.w2", .final_norm = "model.embedding_norm" },
@@ -2282,6 +2341,12 @@ hn_transformer_weights_load (HnTransformer *m, HnSafetensors *st, GError **error
         {
           g_autofree char *dp = g_strdup_printf ("%slinear_attn.", pfx);
           if (!take_deltanet (&L, dp, lw, error))
+            return FALSE;
+        }
+      else if (mixer == HN_MIXER_RGLRU)
+        {
+          g_autofree char *rp = g_strdup_printf ("%stemporal_block.", pfx);
+          if (!take_rglru (&L, rp, lw, error))
             return FALSE;
         }
       else if (mixer == HN_MIXER_SHORTCONV)

@@ -25,6 +25,7 @@
 #include "transformer/registry.h"
 #include "recurrent/shortconv-mixer.h"
 #include "recurrent/deltanet-mixer.h"
+#include "recurrent/rglru-mixer.h"
 #include "tensor/hn-ops.h"
 
 G_BEGIN_DECLS
@@ -39,6 +40,7 @@ typedef enum {
   HN_MIXER_MAMBA1,   /* a Mamba (v1) mixer (jamba) */
   HN_MIXER_SHORTCONV, /* a gated short causal convolution (lfm2), carrying a conv state only */
   HN_MIXER_DELTANET,  /* gated DeltaNet linear attention (qwen3_next, qwen3_5): a conv state and a delta-rule state */
+  HN_MIXER_RGLRU,     /* Griffin's recurrent block (recurrent_gemma): a conv state and the RG-LRU's h */
 } HnMixerKind;
 
 /* Everything the graph needs, resolved from config.json + the registry. */
@@ -170,6 +172,7 @@ typedef struct {
   HnMamba1Dims ssm1;     /* jamba's Mamba (v1) mixers */
   HnShortConvDims sconv; /* lfm2's short convolutions (kernel = ssm_conv_kernel) */
   HnDeltaNetDims dnet;   /* qwen3_next / qwen3_5's gated DeltaNet layers (kernel = ssm_conv_kernel) */
+  HnRglruDims rglru;     /* recurrent_gemma's recurrent blocks (kernel = ssm_conv_kernel) */
   int ssm_conv_kernel;
   /* falcon_h1's muP multipliers, folded into the weights at load (1 elsewhere): the mixer's input and
    * output, its in_proj parts z, x, B, C, dt; attention's input, keys and output; the MLP's gate and
@@ -351,6 +354,7 @@ typedef struct {
   HnMamba1Weights m1;            /* a hybrid's Mamba (v1) layer */
   HnShortConvWeights sconv;      /* a hybrid's short-convolution layer (lfm2) */
   HnDeltaNetWeights dnet;        /* a hybrid's gated DeltaNet layer (qwen3_next, qwen3_5) */
+  HnRglruWeights rglru;          /* a hybrid's recurrent block (recurrent_gemma) */
 } HnLayerWeights;
 
 typedef struct {

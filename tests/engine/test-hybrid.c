@@ -468,6 +468,101 @@ test_fail_closed (gconstpointer family)
   remove_model (dir);
 }
 
+/* recurrent_gemma's fixture (tests/fixtures/parity/recurrent_gemma: two recurrent blocks, then local
+ * attention over a window of 4): the session's prefill in chunks, then one token at a time past the
+ * window, gives the full forward's logits; a reorder carries the RG-LRU's h and conv state; the paged
+ * cache, training and LoRA fail closed. */
+enum { RG_V = 128 };
+
+static void
+rg_session (HnTransformer *m, HnKvCacheMode mode, int chunk, const float *full)
+{
+  GError *error = NULL;
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, mode, 1, 32, &error);
+  g_assert_no_error (error);
+  g_assert_true (hn_transformer_session_set_prefill_chunk (s, chunk, &error));
+  const HnLmOps *ops = hn_transformer_session_lm_ops ();
+  float lg[RG_V];
+  for (int pass = 0; pass < 2; pass++)
+    {
+      g_assert_true (ops->reset (s, 1, &error));
+      g_assert_true (ops->prefill (s, 0, ids, 3, lg, &error));
+      g_assert_no_error (error);
+      assert_close (lg, full + 2 * RG_V, RG_V, "recurrent_gemma prefill");
+      for (int t = 3; t < NI; t++)
+        {
+          int row = 0;
+          g_assert_true (ops->decode (s, 1, &row, &ids[t], lg, &error));
+          g_assert_no_error (error);
+          assert_close (lg, full + (gsize) t * RG_V, RG_V, hn_kv_cache_mode_name (mode));
+        }
+    }
+}
+
+static void
+test_recurrent_gemma (void)
+{
+  g_autofree char *dir = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "parity",
+                                           "recurrent_gemma", NULL);
+  GError *error = NULL;
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  g_assert_cmpint (hp->layer_mixer[0], ==, HN_MIXER_RGLRU);
+  g_assert_cmpint (hp->layer_mixer[2], ==, HN_MIXER_ATTENTION);
+  g_assert_cmpint (hp->sliding_window, ==, 4);
+  g_assert_true (hp->layer_sliding[2]);
+  g_assert_cmpint (hp->rot_dims, ==, 4);
+  g_assert_cmpfloat (hp->embed_scale, ==, 5.65625f); /* sqrt(32) as a bfloat16 */
+  g_assert_cmpint (hn_arch_cache_kind (hp->arch), ==, HN_CACHE_KV_AND_STATE);
+  g_autofree float *full = g_new (float, (gsize) NI * RG_V);
+  g_assert_true (hn_transformer_logits (m, ids, NI, full, &error));
+  g_assert_no_error (error);
+  rg_session (m, HN_KV_CACHE_CONTIGUOUS, 32, full);
+  rg_session (m, HN_KV_CACHE_CONTIGUOUS, 2, full);
+  rg_session (m, HN_KV_CACHE_NONE, 32, full);
+
+  /* a reorder gives row 0 row 1's states */
+  g_autoptr (HnTransformerSession) s = hn_transformer_session_new (m, HN_KV_CACHE_CONTIGUOUS, 2, 32, &error);
+  g_assert_no_error (error);
+  const HnLmOps *ops = hn_transformer_session_lm_ops ();
+  float lg[2 * RG_V];
+  const int32_t other[6] = { 9, 9, 30, 1, 14, 7 };
+  g_assert_true (ops->reset (s, 2, &error));
+  g_assert_true (ops->prefill (s, 0, other, 6, lg, &error));
+  g_assert_true (ops->prefill (s, 1, ids, 6, lg, &error));
+  g_assert_no_error (error);
+  assert_close (lg, full + 5 * RG_V, RG_V, "row 1 prefill");
+  const int src[2] = { 1, 1 }, rows[2] = { 0, 1 };
+  const int32_t next[2] = { ids[6], ids[6] };
+  g_assert_true (ops->reorder (s, 2, src, &error));
+  g_assert_true (ops->decode (s, 2, rows, next, lg, &error));
+  g_assert_no_error (error);
+  assert_close (lg, full + 6 * RG_V, RG_V, "row 0 after the reorder");
+  assert_close (lg + RG_V, full + 6 * RG_V, RG_V, "row 1 after the reorder");
+
+  /* fail closed: the paged cache, training, LoRA */
+  g_autoptr (HnTransformerSession) sp = hn_transformer_session_new (m, HN_KV_CACHE_PAGED, 1, 32, &error);
+  g_assert_null (sp);
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "recurrent state"));
+  g_clear_error (&error);
+  g_assert_false (hn_transformer_check_pageable (m, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_assert_null (hn_train_graph_new (m, 1, 4, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  HnTask tasks[2] = { HN_TASK_TRAIN, HN_TASK_LORA };
+  for (int k = 0; k < 2; k++)
+    {
+      g_assert_false (hn_arch_require_task (hp->arch, tasks[k], &error));
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, "recurrent_gemma"));
+      g_clear_error (&error);
+    }
+}
+
 /* LFM2's original config keys, as Lfm2Config reads them: full_attn_idxs, block_ff_dim sized by
  * block_auto_adjust_ff_dim (int(2 · 12288 / 3) = 8192, a multiple of 256), theta, tie_embedding; and
  * lfm2_moe's defaults. */
@@ -538,6 +633,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/hybrid/fail-closed/lfm2", GINT_TO_POINTER (LFM2), test_fail_closed);
   g_test_add_data_func ("/hybrid/fail-closed/qwen3_5_text", GINT_TO_POINTER (QWEN3_5), test_fail_closed);
   g_test_add_func ("/hybrid/lfm2-config", test_lfm2_config);
+  g_test_add_func ("/hybrid/recurrent_gemma", test_recurrent_gemma);
   int rc = g_test_run ();
   hn_vk_context_unref (ctx);
   return rc;

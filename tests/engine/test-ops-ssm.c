@@ -3,12 +3,13 @@
  * selective scan, forward (whole sequences, and the same sequence in chunks
  * carrying the state, as generation does) and backward; and the backward
  * references against central finite differences of the forward ones; the
- * gated delta rule (ops-delta.h) the same way. */
+ * gated delta rule (ops-delta.h) and the RG-LRU (ops-rglru.h) the same way. */
 #include <math.h>
 #include <string.h>
 
 #include "ops-test-common.h"
 #include "recurrent/ops-delta.h"
+#include "recurrent/ops-rglru.h"
 #include "recurrent/ops-ssm.h"
 
 static void
@@ -586,6 +587,154 @@ test_delta_back (void)
     }
 }
 
+/* ------------------------------------------------------------ RG-LRU */
+
+typedef struct {
+  gint64 B, T, C;
+  float *x, *gx, *ga, *lam;
+} RgCase;
+
+static void
+rg_make (RgCase *c, gint64 B, gint64 T, gint64 C)
+{
+  *c = (RgCase) { B, T, C };
+  gint64 n = B * T * C;
+  c->x = hn_test_random (n, -1.5, 1.5);
+  c->gx = hn_test_random (n, -2, 2);
+  c->ga = hn_test_random (n, -2, 2);
+  /* recurrent_param as transformers initialises it (a^c in 0.9..0.999) and wider */
+  c->lam = hn_test_random (C, -9, 1);
+}
+
+static void
+rg_free (RgCase *c)
+{
+  g_free (c->x);
+  g_free (c->gx);
+  g_free (c->ga);
+  g_free (c->lam);
+}
+
+static void
+rg_case (gint64 B, gint64 T, gint64 C, gboolean with_state, gboolean reset)
+{
+  g_autoptr (GError) error = NULL;
+  RgCase c;
+  rg_make (&c, B, T, C);
+  gint64 n = B * T * C;
+  g_autofree float *s0 = hn_test_random (B * C, -1, 1), *s_want = g_memdup2 (s0, sizeof (float) * B * C);
+  g_autofree float *want = g_new (float, n);
+  hn_ref_rglru (want, c.x, c.gx, c.ga, c.lam, with_state ? s_want : NULL, reset, B, T, C);
+  g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, c.x);
+  g_autoptr (HnTensor) tgx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, c.gx);
+  g_autoptr (HnTensor) tga = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, c.ga);
+  g_autoptr (HnTensor) tl = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, c.lam);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { B, C }, s0);
+  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, C });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_rglru (cmd, ty, tx, tgx, tga, tl, with_state ? ts : NULL, reset, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("rglru B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " C%" G_GINT64_FORMAT
+                                           " state %d reset %d", B, T, C, with_state, reset);
+  close_to (what, ty, want, 1e-4, 1e-5);
+  if (with_state)
+    close_to ("rglru state", ts, s_want, 1e-4, 1e-5);
+  rg_free (&c);
+}
+
+/* The sequence in chunks of 1..3 steps carrying h (the first chunk resets) equals it whole. */
+static void
+rg_chunks (gint64 B, gint64 T, gint64 C)
+{
+  g_autoptr (GError) error = NULL;
+  RgCase c;
+  rg_make (&c, B, T, C);
+  gint64 n = B * T * C;
+  g_autofree float *want = g_new (float, n), *got = g_new (float, n), *zeros = g_new0 (float, B * C);
+  hn_ref_rglru (want, c.x, c.gx, c.ga, c.lam, NULL, TRUE, B, T, C);
+  g_autoptr (HnTensor) tl = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, c.lam);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { B, C }, zeros);
+  for (gint64 t0 = 0, step = 1; t0 < T; t0 += step, step = step % 3 + 1)
+    {
+      gint64 k = MIN (step, T - t0);
+      float *src[3] = { c.x, c.gx, c.ga };
+      HnTensor *tt[3];
+      for (int j = 0; j < 3; j++)
+        {
+          g_autofree float *part = g_new (float, B * k * C);
+          for (gint64 bb = 0; bb < B; bb++)
+            memcpy (part + bb * k * C, src[j] + (bb * T + t0) * C, sizeof (float) * k * C);
+          tt[j] = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, k, C }, part);
+        }
+      g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, k, C });
+      g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_rglru (cmd, ty, tt[0], tt[1], tt[2], tl, ts, t0 == 0, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      g_autofree float *y = hn_test_download (ty);
+      for (gint64 bb = 0; bb < B; bb++)
+        memcpy (got + (bb * T + t0) * C, y + bb * k * C, sizeof (float) * k * C);
+      for (int j = 0; j < 3; j++)
+        hn_tensor_unref (tt[j]);
+    }
+  hn_test_assert_close ("rglru in chunks with the carried state", got, want, n, 1e-4, 1e-5);
+  rg_free (&c);
+}
+
+static void
+test_rglru (void)
+{
+  rg_case (1, 11, 32, FALSE, TRUE);  /* the fixture's shape */
+  rg_case (2, 7, 5, TRUE, FALSE);    /* odd sizes, a carried state */
+  rg_case (3, 1, 67, TRUE, FALSE);   /* one decode step, more channels than a workgroup */
+  rg_case (2, 9, 3, TRUE, TRUE);     /* a reset ignores the state */
+  rg_chunks (2, 13, 7);
+  rg_chunks (1, 6, 65);
+
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 3, 4 });
+  g_autoptr (HnTensor) l = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 5 });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_op_rglru (cmd, x, x, x, x, l, NULL, TRUE, &error)); /* Λ must be [4] */
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "rglru"));
+}
+
+static void
+test_rglru_back (void)
+{
+  g_autoptr (GError) error = NULL;
+  const gint64 shapes[][3] = { { 1, 11, 32 }, { 2, 7, 5 }, { 3, 4, 67 }, { 2, 1, 3 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      gint64 B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], n = B * T * C;
+      RgCase c;
+      rg_make (&c, B, T, C);
+      g_autofree float *dy = hn_test_random (n, -1, 1), *dx = g_new (float, n), *dgx = g_new (float, n);
+      g_autofree float *dga = g_new (float, n), *dl = hn_test_random (C, -1, 1);
+      g_autoptr (HnTensor) tdl = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, dl);
+      hn_ref_rglru_back (dy, c.x, c.gx, c.ga, c.lam, B, T, C, dx, dgx, dga, dl);
+      g_autoptr (HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, c.x);
+      g_autoptr (HnTensor) tgx = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, c.gx);
+      g_autoptr (HnTensor) tga = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, c.ga);
+      g_autoptr (HnTensor) tl = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, c.lam);
+      g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, C }, dy);
+      g_autoptr (HnTensor) tdx = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, C });
+      g_autoptr (HnTensor) tdgx = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, C });
+      g_autoptr (HnTensor) tdga = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, C });
+      g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      g_assert_true (hn_op_rglru_back (cmd, tdx, tdgx, tdga, tdl, tdy, tx, tgx, tga, tl, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      close_to ("rglru_back dx", tdx, dx, 1e-4, 1e-4);
+      close_to ("rglru_back dgx", tdgx, dgx, 1e-4, 1e-4);
+      close_to ("rglru_back dga", tdga, dga, 1e-4, 1e-4);
+      close_to ("rglru_back dlambda (accumulated)", tdl, dl, 1e-4, 1e-4);
+      rg_free (&c);
+    }
+}
+
 /* ------------------------------------------------------------ finite differences of the references */
 
 typedef double (*LossFn) (gpointer data);
@@ -746,6 +895,50 @@ test_delta_fd (void)
     }
 }
 
+typedef struct {
+  RgCase c;
+  float *r;
+} RgFd;
+
+static double
+rg_loss (gpointer data)
+{
+  RgFd *f = data;
+  RgCase *c = &f->c;
+  gint64 n = c->B * c->T * c->C;
+  g_autofree float *y = g_new (float, n);
+  hn_ref_rglru (y, c->x, c->gx, c->ga, c->lam, NULL, TRUE, c->B, c->T, c->C);
+  double s = 0;
+  for (gint64 i = 0; i < n; i++)
+    s += (double) y[i] * f->r[i];
+  return s;
+}
+
+static void
+test_rglru_fd (void)
+{
+  const gint64 shapes[][3] = { { 2, 5, 3 }, { 1, 7, 5 } };
+  for (guint s = 0; s < G_N_ELEMENTS (shapes); s++)
+    {
+      RgFd f;
+      rg_make (&f.c, shapes[s][0], shapes[s][1], shapes[s][2]);
+      RgCase *c = &f.c;
+      for (gint64 i = 0; i < c->C; i++)
+        c->lam[i] = -3.0f + 0.7f * (float) i; /* a kept away from 1, where the sqrt's slope is clipped */
+      gint64 n = c->B * c->T * c->C;
+      f.r = hn_test_random (n, -1, 1);
+      g_autofree float *dx = g_new (float, n), *dgx = g_new (float, n), *dga = g_new (float, n);
+      g_autofree float *dl = g_new0 (float, c->C);
+      hn_ref_rglru_back (f.r, c->x, c->gx, c->ga, c->lam, c->B, c->T, c->C, dx, dgx, dga, dl);
+      check_fd ("rglru dx", rg_loss, &f, c->x, n, dx);
+      check_fd ("rglru dgx", rg_loss, &f, c->gx, n, dgx);
+      check_fd ("rglru dga", rg_loss, &f, c->ga, n, dga);
+      check_fd ("rglru dlambda", rg_loss, &f, c->lam, c->C, dl);
+      g_free (f.r);
+      rg_free (c);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -758,6 +951,9 @@ main (int argc, char **argv)
   g_test_add_func ("/ssm/delta-fd", test_delta_fd);
   g_test_add_func ("/ssm/delta", test_delta);
   g_test_add_func ("/ssm/delta-back", test_delta_back);
+  g_test_add_func ("/ssm/rglru-fd", test_rglru_fd);
+  g_test_add_func ("/ssm/rglru", test_rglru);
+  g_test_add_func ("/ssm/rglru-back", test_rglru_back);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
