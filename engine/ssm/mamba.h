@@ -39,6 +39,10 @@ typedef struct {
   int n_heads, head_dim, n_groups; /* inner = n_heads · head_dim */
   gboolean dt_limit;               /* time_step_limit other than (0, inf) */
   float dt_min, dt_max;
+  /* RWKV-4 (model_type rwkv; inner = attention_hidden_size, the Mamba fields unused) */
+  gboolean rwkv;
+  int att_size, ffn_size; /* attention_hidden_size, intermediate_size */
+  int rescale_every;      /* 0: none */
 } HnMambaHParams;
 
 /* The hyper-parameters config.json gives (its model_type a registered state-space decoder), without
