@@ -7,6 +7,7 @@
  * ssm-parity's (the rwkv fixture). */
 #include "base/hn-error.h"
 #include "formats/safetensors.h"
+#include "jobs/job.h"
 #include "ssm/mamba.h"
 #include "recurrent/ops-ssm.h"
 #include "transformer/transformer.h"
@@ -355,6 +356,31 @@ test_fail_closed (void)
   g_assert_false (hn_arch_require_task (a, HN_TASK_LORA, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
   g_clear_error (&error);
+  /* the generate job: the state-space path runs it; KV-cache modes and continuous batching fail closed */
+  const char *extra[][2] = { { "--cache-implementation", "paged" }, { "--no-use-cache", NULL },
+                             { "--continuous-batching", NULL }, { NULL, NULL } };
+  for (guint i = 0; i < G_N_ELEMENTS (extra); i++)
+    {
+      const char *argv[] = { "generate", "--model-path", dir, "--input-ids", "5,6", "--max-new-tokens", "3",
+                             extra[i][0], extra[i][1], NULL };
+      int argc = 7 + (extra[i][0] != NULL) + (extra[i][1] != NULL);
+      g_autoptr (HnJobSpec) spec = hn_job_spec_new_from_argv (argc, argv, &error);
+      g_assert_no_error (error);
+      g_assert_true (hn_job_spec_validate (spec, &error));
+      g_assert_no_error (error);
+      g_autoptr (HnJob) job = hn_job_new (spec);
+      gboolean ok = hn_job_run_sync (job, &error);
+      if (!extra[i][0])
+        {
+          g_assert_no_error (error);
+          g_assert_true (ok);
+          continue;
+        }
+      g_assert_false (ok);
+      g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+      g_assert_nonnull (strstr (error->message, "state-space"));
+      g_clear_error (&error);
+    }
   remove_model (dir);
 }
 
@@ -362,6 +388,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  hn_job_register_builtin_kinds ();
   GError *error = NULL;
   ctx = hn_vk_context_new (-1, &error);
   if (!ctx)
