@@ -248,7 +248,8 @@ estimate_ssm (HnModelConfig *cfg, const HnMemoryRequest *req, HnMemoryEstimate *
     }
   gint64 rows = MAX (1, req->rows), T = MAX (MIN (MAX (1, req->context), 512), rows);
   gint64 GN = (gint64) (h.mamba2 ? h.n_groups : 1) * h.state;
-  gint64 cols = 2 * (gint64) h.hidden + 7 * (gint64) h.inner + h.dt_rank + 4 * GN + 1;
+  gint64 cols = h.rwkv ? 8 * (gint64) h.hidden + 4 * (gint64) h.att_size + h.ffn_size /* rwkv-mixer.h's buffers */
+                       : 2 * (gint64) h.hidden + 7 * (gint64) h.inner + h.dt_rank + 4 * GN + 1;
   out->activations = F32 * (guint64) (T * cols + rows * (h.hidden + h.vocab));
   /* a second copy of every state to reorder beams */
   out->kv_cache = hn_mamba_hparams_state_bytes (&h) * (guint64) rows * (rows > 1 ? 2 : 1);

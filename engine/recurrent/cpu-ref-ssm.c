@@ -238,3 +238,91 @@ hn_ref_ssm_scan_back (const float *dy, const float *x, const float *dt, const fl
   for (gint64 q = 0; q < nb * T * g.H; q++)
     ddt[q] = (float) ddts[q];
 }
+
+/* ---------------------------------------------------------------- RWKV-4 WKV */
+
+void
+hn_ref_wkv4 (float *y, const float *k, const float *v, const float *time_decay, const float *time_first,
+             float *state, gint64 B, gint64 T, gint64 A)
+{
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 c = 0; c < A; c++)
+      {
+        float num = 0.0f, den = 0.0f, mx = HN_WKV4_MAX_INIT;
+        if (state)
+          {
+            num = state[(b * 3 + 0) * A + c];
+            den = state[(b * 3 + 1) * A + c];
+            mx = state[(b * 3 + 2) * A + c];
+          }
+        float w = -expf (time_decay[c]), u = time_first[c];
+        for (gint64 t = 0; t < T; t++)
+          {
+            gint64 i = (b * T + t) * A + c;
+            float kt = k[i], vt = v[i];
+            float q = fmaxf (mx, kt + u);
+            float e1 = expf (mx - q), e2 = expf (kt + u - q);
+            y[i] = (e1 * num + e2 * vt) / (e1 * den + e2);
+            q = fmaxf (mx + w, kt);
+            e1 = expf (mx + w - q);
+            e2 = expf (kt - q);
+            num = e1 * num + e2 * vt;
+            den = e1 * den + e2;
+            mx = q;
+          }
+        if (state)
+          {
+            state[(b * 3 + 0) * A + c] = num;
+            state[(b * 3 + 1) * A + c] = den;
+            state[(b * 3 + 2) * A + c] = mx;
+          }
+      }
+}
+
+/* With a_t = Σ_{i<=t} e^{(t-i)w + k_i} v_i and b_t the same without v (a_{-1} = b_{-1} = 0):
+ * y_t = (a_{t-1} + E_t v_t) / (b_{t-1} + E_t), E_t = e^{u + k_t}. Reverse mode over t, carrying
+ * the gradients of a_t and b_t. */
+void
+hn_ref_wkv4_back (const float *dy, const float *k, const float *v, const float *time_decay, const float *time_first,
+                  gint64 B, gint64 T, gint64 A, float *dk, float *dv, float *dtime_decay, float *dtime_first)
+{
+  g_autofree double *a = g_new (double, T + 1), *bb = g_new (double, T + 1);
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 c = 0; c < A; c++)
+      {
+        double w = -exp ((double) time_decay[c]), ew = exp (w), u = time_first[c];
+        a[0] = bb[0] = 0.0; /* a[t + 1] = a_t */
+        for (gint64 t = 0; t < T; t++)
+          {
+            gint64 i = (b * T + t) * A + c;
+            double ek = exp ((double) k[i]);
+            a[t + 1] = ew * a[t] + ek * v[i];
+            bb[t + 1] = ew * bb[t] + ek;
+          }
+        double ga = 0.0, gb = 0.0, gw = 0.0, gu = 0.0;
+        for (gint64 t = T - 1; t >= 0; t--)
+          {
+            gint64 i = (b * T + t) * A + c;
+            double E = exp (u + k[i]), ek = exp ((double) k[i]), vt = v[i], g = dy[i];
+            double D = bb[t] + E, y = (a[t] + E * vt) / D;
+            /* a_t, b_t = ew · (a, b)_{t-1} + e^{k_t} (v_t, 1): their gradients ga, gb (from later steps) */
+            double gk = ek * (vt * ga + gb), gv = ek * ga;
+            gw += ew * (a[t] * ga + bb[t] * gb);
+            /* y_t */
+            double gE = g * (vt - y) / D;
+            gk += gE * E;
+            gu += gE * E;
+            gv += g * E / D;
+            if (dk)
+              dk[i] = (float) gk;
+            if (dv)
+              dv[i] = (float) gv;
+            ga = ew * ga + g / D;
+            gb = ew * gb - g * y / D;
+          }
+        if (dtime_decay)
+          dtime_decay[c] += (float) (gw * w); /* dw/dtime_decay = -exp(time_decay) = w */
+        if (dtime_first)
+          dtime_first[c] += (float) gu;
+      }
+}

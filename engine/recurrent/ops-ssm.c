@@ -306,3 +306,80 @@ hn_op_ssm_scan_back (HnCmd *cmd, HnTensor *dx, HnTensor *ddt, HnTensor *dA_log, 
     return FALSE;
   return hn_op_reduce (cmd, dB, pb, HN_REDUCE_SUM, error) && hn_op_reduce (cmd, dC, pcn, HN_REDUCE_SUM, error);
 }
+
+gboolean
+hn_op_wkv4 (HnCmd *cmd, HnTensor *y, HnTensor *k, HnTensor *v, HnTensor *time_decay, HnTensor *time_first,
+            HnTensor *state, GError **error)
+{
+  const char *op = "wkv4";
+  gint64 B, T, A;
+  if (!hn_op_check_ctx (op, cmd, k, error) || !hn_op_check_dtype (op, "k", k, HN_DTYPE_F32, error) ||
+      !btc_of (op, "k", k, &B, &T, &A, error))
+    return FALSE;
+  if (!f32_count (op, "v", cmd, v, k->n, error) || !f32_count (op, "y", cmd, y, k->n, error) ||
+      !f32_count (op, "time_decay", cmd, time_decay, A, error) ||
+      !f32_count (op, "time_first", cmd, time_first, A, error) || !f32_count (op, "state", cmd, state, B * 3 * A, error) ||
+      !fits_u32 (op, k->n, error))
+    return FALSE;
+  if (!y || !v || !time_decay || !time_first)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: y, v, time_decay and time_first are required", op);
+      return FALSE;
+    }
+  HnTensor *ins[2] = { k, v };
+  for (int j = 0; j < 2; j++)
+    if (y->buf == ins[j]->buf && y->offset < ins[j]->offset + hn_tensor_nbytes (ins[j]) &&
+        ins[j]->offset < y->offset + hn_tensor_nbytes (y))
+      {
+        g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: y %s overlaps %s", op, y->name, ins[j]->name);
+        return FALSE;
+      }
+  struct { guint32 B, T, A, k_off, v_off, td_off, tf_off, s_off, y_off, has_state; } pc = {
+    (guint32) B, (guint32) T, (guint32) A, hn_eoff (k), hn_eoff (v), hn_eoff (time_decay), hn_eoff (time_first),
+    state ? hn_eoff (state) : 0, hn_eoff (y), state != NULL };
+  HnVkBinding bd[6] = { hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (time_decay, FALSE),
+                        hn_bind (time_first, FALSE), hn_bind (state ? state : y, state != NULL), hn_bind (y, TRUE) };
+  hn_cmd_set_label (cmd, op);
+  gboolean ok = hn_op_dispatch_rows (cmd, "wkv4", NULL, 0, bd, 6, &pc, sizeof pc, (guint64) ((B * A + 63) / 64), error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}
+
+gboolean
+hn_op_wkv4_back (HnCmd *cmd, HnTensor *dk, HnTensor *dv, HnTensor *dtime_decay, HnTensor *dtime_first, HnTensor *dy,
+                 HnTensor *k, HnTensor *v, HnTensor *time_decay, HnTensor *time_first, HnBackFlags flags,
+                 GError **error)
+{
+  const char *op = "wkv4_back";
+  gint64 B, T, A;
+  if (!hn_op_check_ctx (op, cmd, k, error) || !hn_op_check_dtype (op, "k", k, HN_DTYPE_F32, error) ||
+      !btc_of (op, "k", k, &B, &T, &A, error))
+    return FALSE;
+  if (!dy || !v || !time_decay || !time_first)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: dy, v, time_decay and time_first are required", op);
+      return FALSE;
+    }
+  if (!f32_count (op, "dy", cmd, dy, k->n, error) || !f32_count (op, "v", cmd, v, k->n, error) ||
+      !f32_count (op, "dk", cmd, dk, k->n, error) || !f32_count (op, "dv", cmd, dv, k->n, error) ||
+      !f32_count (op, "time_decay", cmd, time_decay, A, error) ||
+      !f32_count (op, "time_first", cmd, time_first, A, error) ||
+      !f32_count (op, "dtime_decay", cmd, dtime_decay, A, error) ||
+      !f32_count (op, "dtime_first", cmd, dtime_first, A, error) || !fits_u32 (op, k->n, error))
+    return FALSE;
+  guint32 fl = (dk ? 1u : 0u) | (dv ? 2u : 0u) | (dtime_decay ? 4u : 0u) | (dtime_first ? 8u : 0u) |
+               ((flags & HN_BACK_ACCUMULATE) ? 16u : 0u);
+  struct { guint32 B, T, A, dy_off, k_off, v_off, td_off, tf_off, dk_off, dv_off, dtd_off, dtf_off, flags; } pc = {
+    (guint32) B, (guint32) T, (guint32) A, hn_eoff (dy), hn_eoff (k), hn_eoff (v), hn_eoff (time_decay),
+    hn_eoff (time_first), dk ? hn_eoff (dk) : 0, dv ? hn_eoff (dv) : 0, dtime_decay ? hn_eoff (dtime_decay) : 0,
+    dtime_first ? hn_eoff (dtime_first) : 0, fl };
+  HnVkBinding bd[9] = { hn_bind (dy, FALSE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (time_decay, FALSE),
+                        hn_bind (time_first, FALSE), hn_bind (dk ? dk : dy, dk != NULL),
+                        hn_bind (dv ? dv : dy, dv != NULL), hn_bind (dtime_decay ? dtime_decay : dy, dtime_decay != NULL),
+                        hn_bind (dtime_first ? dtime_first : dy, dtime_first != NULL) };
+  hn_cmd_set_label (cmd, op);
+  gboolean ok = hn_op_dispatch_rows (cmd, "wkv4_back", NULL, 0, bd, 9, &pc, sizeof pc, (guint64) ((A + 63) / 64),
+                                     error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok;
+}

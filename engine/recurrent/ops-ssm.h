@@ -1,5 +1,5 @@
 /* State-space ops (issue 25): the causal depthwise conv1d with a carried
- * state and the Mamba selective scan, forward and backward, with their CPU
+ * state, the Mamba selective scan and RWKV-4's WKV recurrence, forward and backward, with their CPU
  * references (cpu-ref-ssm.c). Conventions of hn-ops.h / ops-back.h:
  * activations f32, ops record dispatches and never allocate, gradients of
  * parameters accumulate (+=), gradients of activations are written.
@@ -72,6 +72,25 @@ gboolean hn_op_ssm_scan_back (HnCmd *cmd, HnTensor *dx, HnTensor *ddt, HnTensor 
                               HnTensor *A_log, HnTensor *B, HnTensor *C, const HnSsmScanParams *p, HnTensor *scratch,
                               GError **error);
 
+/* RWKV-4's WKV recurrence (transformers' rwkv_linear_attention_cpu), per batch row b and channel
+ * c, with w = -exp(time_decay[c]), u = time_first[c] and the state (num, den, mx) kept scaled by
+ * exp(mx) for stability:
+ *   q = max(mx, u + k_t);  y_t = (e^(mx-q) num + e^(u+k_t-q) v_t) / (e^(mx-q) den + e^(u+k_t-q))
+ *   q = max(mx + w, k_t);  num = e^(mx+w-q) num + e^(k_t-q) v_t;  den = e^(mx+w-q) den + e^(k_t-q);  mx = q
+ * k, v, y [B, T, A] (or [T, A]); time_decay, time_first f32 [A]; state f32 [B, 3, A] (rows num, den,
+ * mx per batch row) nullable: the state before k (num = den = 0, mx = -1e38 when NULL), replaced in
+ * place by the state after the last step (generation carries it). y must not overlap k or v. */
+#define HN_WKV4_MAX_INIT (-1e38f)
+gboolean hn_op_wkv4 (HnCmd *cmd, HnTensor *y, HnTensor *k, HnTensor *v, HnTensor *time_decay, HnTensor *time_first,
+                     HnTensor *state, GError **error);
+
+/* Backward of hn_op_wkv4 from a fresh state (training): dk, dv [B, T, A] written (added with
+ * HN_BACK_ACCUMULATE), dtime_decay, dtime_first [A] accumulated; any of them nullable. Each step's
+ * weights are recomputed (max-subtracted): O(T^2) per channel. */
+gboolean hn_op_wkv4_back (HnCmd *cmd, HnTensor *dk, HnTensor *dv, HnTensor *dtime_decay, HnTensor *dtime_first,
+                          HnTensor *dy, HnTensor *k, HnTensor *v, HnTensor *time_decay, HnTensor *time_first,
+                          HnBackFlags flags, GError **error);
+
 /* ------------------------------------------------------------ CPU references (double sums) */
 
 /* state [B, K - 1, C] nullable, updated in place as the op does. */
@@ -98,5 +117,14 @@ void hn_ref_ssm_scan (float *y, const float *x, const float *dt, const float *A_
 void hn_ref_ssm_scan_back (const float *dy, const float *x, const float *dt, const float *A_log, const float *B,
                            const float *C, gint64 nb, gint64 T, gint64 I, gint64 N, const HnRefSsmScan *p, float *dx,
                            float *ddt, float *dA_log, float *dB, float *dC, float *dD, float *dz, float *ddt_bias);
+
+/* hn_op_wkv4 in f32, the order transformers computes it in; state [B, 3, A] nullable, updated in place. */
+void hn_ref_wkv4 (float *y, const float *k, const float *v, const float *time_decay, const float *time_first,
+                  float *state, gint64 B, gint64 T, gint64 A);
+/* Its backward from a fresh state (double sums, unscaled: for the test sizes): dk, dv written;
+ * dtime_decay, dtime_first accumulated (each nullable). */
+void hn_ref_wkv4_back (const float *dy, const float *k, const float *v, const float *time_decay,
+                       const float *time_first, gint64 B, gint64 T, gint64 A, float *dk, float *dv,
+                       float *dtime_decay, float *dtime_first);
 
 G_END_DECLS

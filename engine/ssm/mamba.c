@@ -10,6 +10,7 @@
 #include "recurrent/mamba1-mixer.h"
 #include "recurrent/mamba2-mixer.h"
 #include "recurrent/ops-ssm.h"
+#include "recurrent/rwkv-mixer.h"
 
 #include <math.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct {
   HnTensor *norm_w;
   HnMamba1Weights m1; /* Mamba's mixer: in_proj split into x and z rows, x_proj into dt, B and C */
   HnMamba2Weights m2; /* Mamba-2's */
+  HnRwkvWeights rw;   /* RWKV-4's block */
 } MambaLayer;
 
 struct _HnMamba {
@@ -34,6 +36,7 @@ struct _HnMamba {
   HnMambaHParams hp;
   MambaLayer *layers;
   HnTensor *embed, *norm_f, *lm_head;
+  HnTensor *norm_f_b, *pre_ln_w, *pre_ln_b; /* RWKV: ln_out's bias, blocks.0.pre_ln */
   GPtrArray *owned;
   guint64 weight_bytes;
   char *dir;
@@ -67,6 +70,8 @@ conv_channels (const HnMambaHParams *h)
 guint64
 hn_mamba_hparams_state_bytes (const HnMambaHParams *h)
 {
+  if (h->rwkv) /* the two shifts [C] and num, den, max [A] per layer */
+    return (guint64) sizeof (float) * h->n_layer * (2 * (guint64) h->hidden + 3 * (guint64) h->att_size);
   return (guint64) sizeof (float) * h->n_layer *
          ((guint64) (h->conv_kernel - 1) * conv_channels (h) + (guint64) h->inner * h->state);
 }
@@ -123,9 +128,51 @@ cfg_bool (const HnModelConfig *cfg, const char *key, gboolean def, gboolean *out
   return TRUE;
 }
 
+/* RwkvConfig: attention_hidden_size and intermediate_size (null: hidden, 4 · hidden),
+ * layer_norm_epsilon (1e-5), rescale_every (6), tie_word_embeddings (false). */
+static gboolean
+resolve_rwkv (HnMambaHParams *h, const HnModelConfig *cfg, GError **error)
+{
+  gint64 att = 0, resc = 6;
+  h->rwkv = TRUE;
+  h->vocab = (int) cfg->vocab_size;
+  h->hidden = (int) cfg->hidden_size;
+  h->n_layer = (int) cfg->num_hidden_layers;
+  if (h->vocab <= 0 || h->hidden <= 0 || h->n_layer <= 0)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: vocab_size, hidden_size and num_hidden_layers are required",
+                   cfg->path);
+      return FALSE;
+    }
+  if (!cfg_int (cfg, "attention_hidden_size", h->hidden, &att, error) ||
+      !cfg_int (cfg, "rescale_every", 6, &resc, error))
+    return FALSE;
+  gint64 ffn = cfg->intermediate_size > 0 ? cfg->intermediate_size : 4 * (gint64) h->hidden;
+  if (att < 1 || ffn < 1 || resc < 0 || att > G_MAXINT || ffn > G_MAXINT || resc > G_MAXINT)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT,
+                   "%s: attention_hidden_size %" G_GINT64_FORMAT ", intermediate_size %" G_GINT64_FORMAT
+                   " and rescale_every %" G_GINT64_FORMAT " must be positive (rescale_every 0 or more)",
+                   cfg->path, att, ffn, resc);
+      return FALSE;
+    }
+  h->att_size = (int) att;
+  h->ffn_size = (int) ffn;
+  h->rescale_every = (int) resc;
+  h->inner = h->att_size;
+  h->state = 1;
+  h->conv_kernel = 2;
+  h->dt_rank = 1;
+  h->norm_eps = isnan (cfg->norm_eps) ? 1e-5f : (float) cfg->norm_eps;
+  h->tie_embeddings = cfg->tie_word_embeddings > 0; /* RwkvConfig's default: untied */
+  return TRUE;
+}
+
 static gboolean
 resolve (HnMambaHParams *h, const HnModelConfig *cfg, const HnArchInfo *arch, GError **error)
 {
+  if (arch->names == HN_NAMES_RWKV)
+    return resolve_rwkv (h, cfg, error);
   gint64 state, kernel, expand, inner, rank;
   gboolean use_bias, conv_bias;
   if (!cfg_int (cfg, "state_size", 16, &state, error) || !cfg_int (cfg, "conv_kernel", 4, &kernel, error) ||
@@ -345,11 +392,102 @@ load_weights_mamba2 (HnMamba *m, HnWLoader *L, GError **error)
   return TRUE;
 }
 
+/* A token-shift mix ([1, 1, C]) as the conv1d weight [C, 2] = (1 - m, m). */
+static gboolean
+load_shift_mix (HnWLoader *L, const char *name, gint64 C, HnTensor **out, GError **error)
+{
+  const HnSafetensorInfo *t = hn_wl_find (L, name, TRUE, error);
+  if (!t)
+    return FALSE;
+  if ((gint64) t->n_elements != C)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: tensor %s should hold %" G_GINT64_FORMAT " values", t->file,
+                   t->name, C);
+      return FALSE;
+    }
+  g_autofree float *m = hn_safetensor_info_dup_f32 (t, error);
+  if (!m)
+    return FALSE;
+  g_autofree float *w = g_new (float, 2 * C);
+  for (gint64 c = 0; c < C; c++)
+    {
+      w[2 * c] = 1.0f - m[c];
+      w[2 * c + 1] = m[c];
+    }
+  *out = hn_wl_from_f32 (L, name, 2, (gint64[]) { C, 2 }, w, error);
+  return *out != NULL;
+}
+
+/* A [rows, cols] matrix divided by `div` (RWKV's inference rescale; div 1: as stored). */
+static gboolean
+load_matrix_div (HnWLoader *L, const char *name, gint64 rows, gint64 cols, double div, HnTensor **out, GError **error)
+{
+  if (div == 1.0)
+    return hn_wl_matrix (L, name, rows, cols, TRUE, out, error);
+  g_autofree float *f = hn_wl_host_matrix (L, name, rows, cols, error);
+  if (!f)
+    return FALSE;
+  for (gint64 i = 0; i < rows * cols; i++)
+    f[i] = (float) (f[i] / div);
+  *out = hn_wl_from_f32 (L, name, 2, (gint64[]) { rows, cols }, f, error);
+  return *out != NULL;
+}
+
+static gboolean
+load_weights_rwkv (HnMamba *m, HnWLoader *L, GError **error)
+{
+  const HnMambaHParams *h = &m->hp;
+  gint64 C = h->hidden, A = h->att_size, F = h->ffn_size;
+  CK (hn_wl_norm (L, "rwkv.blocks.0.", "pre_ln", C, &m->pre_ln_w, &m->pre_ln_b, error));
+  for (int l = 0; l < h->n_layer; l++)
+    {
+      HnRwkvWeights *w = &m->layers[l].rw;
+      char p[96], nm[160];
+      g_snprintf (p, sizeof p, "rwkv.blocks.%d.", l);
+#define NM(s) (g_snprintf (nm, sizeof nm, "%s%s", p, s), nm)
+      /* transformers divides these two by 2^(l / rescale_every) in eval mode (_rescale_layers) */
+      double div = h->rescale_every > 0 ? ldexp (1.0, l / h->rescale_every) : 1.0;
+      CK (hn_wl_norm (L, p, "ln1", C, &w->ln1_w, &w->ln1_b, error));
+      CK (hn_wl_norm (L, p, "ln2", C, &w->ln2_w, &w->ln2_b, error));
+      CK (load_shift_mix (L, NM ("attention.time_mix_key"), C, &w->att_mix[0], error));
+      CK (load_shift_mix (L, NM ("attention.time_mix_value"), C, &w->att_mix[1], error));
+      CK (load_shift_mix (L, NM ("attention.time_mix_receptance"), C, &w->att_mix[2], error));
+      CK (load_f32 (L, NM ("attention.time_decay"), 1, (gint64[]) { A }, TRUE, &w->time_decay, error));
+      CK (load_f32 (L, NM ("attention.time_first"), 1, (gint64[]) { A }, TRUE, &w->time_first, error));
+      CK (hn_wl_matrix (L, NM ("attention.key.weight"), A, C, TRUE, &w->w_k, error));
+      CK (hn_wl_matrix (L, NM ("attention.value.weight"), A, C, TRUE, &w->w_v, error));
+      CK (hn_wl_matrix (L, NM ("attention.receptance.weight"), A, C, TRUE, &w->w_r, error));
+      CK (load_matrix_div (L, NM ("attention.output.weight"), C, A, div, &w->w_o, error));
+      CK (load_shift_mix (L, NM ("feed_forward.time_mix_key"), C, &w->ffn_mix[0], error));
+      CK (load_shift_mix (L, NM ("feed_forward.time_mix_receptance"), C, &w->ffn_mix[1], error));
+      CK (hn_wl_matrix (L, NM ("feed_forward.key.weight"), F, C, TRUE, &w->f_k, error));
+      CK (hn_wl_matrix (L, NM ("feed_forward.receptance.weight"), C, C, TRUE, &w->f_r, error));
+      CK (load_matrix_div (L, NM ("feed_forward.value.weight"), C, F, div, &w->f_v, error));
+#undef NM
+    }
+  return TRUE;
+}
+
 static gboolean
 load_weights (gpointer model, HnWLoader *L, const HnModelConfig *cfg, GError **error)
 {
   (void) cfg;
   HnMamba *m = model;
+  if (m->hp.rwkv)
+    {
+      const HnMambaHParams *h = &m->hp;
+      CK (hn_wl_matrix (L, "rwkv.embeddings.weight", h->vocab, h->hidden, TRUE, &m->embed, error));
+      CK (hn_wl_norm (L, "rwkv.", "ln_out", h->hidden, &m->norm_f, &m->norm_f_b, error));
+      if (h->tie_embeddings)
+        {
+          m->lm_head = m->embed;
+          hn_wl_find (L, "head.weight", FALSE, NULL);
+        }
+      else
+        CK (hn_wl_matrix (L, "head.weight", h->vocab, h->hidden, TRUE, &m->lm_head, error));
+      m->layers = g_new0 (MambaLayer, h->n_layer);
+      return load_weights_rwkv (m, L, error);
+    }
   const HnMambaHParams *h = &m->hp;
   gint64 C = h->hidden, I = h->inner, N = h->state, R = h->dt_rank, K = h->conv_kernel, V = h->vocab;
   CK (hn_wl_matrix (L, "backbone.embeddings.weight", V, C, TRUE, &m->embed, error));
@@ -438,6 +576,7 @@ typedef struct {
   int max_tok, max_logit_rows;
   HnTensor *ids, *x, *h, *xin, *z, *xc, *dtl, *Bm, *Cm, *dt, *y, *last, *logits;
   HnTensor *Bc, *Cc, *g; /* Mamba-2: B and C after the conv, the gated y */
+  HnRwkvBufs rb;         /* RWKV */
 } Work;
 
 /* Width of B and C (n_groups · N). */
@@ -454,6 +593,13 @@ work_clear (Work *w)
                        &w->last, &w->logits, &w->Bc, &w->Cc, &w->g };
   for (guint i = 0; i < G_N_ELEMENTS (all); i++)
     g_clear_pointer (all[i], hn_tensor_unref);
+  hn_rwkv_bufs_clear (&w->rb);
+}
+
+static HnRwkvDims
+rwkv_dims (const HnMambaHParams *h)
+{
+  return (HnRwkvDims) { h->hidden, h->att_size, h->ffn_size, h->norm_eps };
 }
 
 static gboolean
@@ -463,6 +609,23 @@ work_init (Work *w, HnMamba *m, int max_tok, int max_logit_rows, GError **error)
   HnVkContext *ctx = m->ctx;
   *w = (Work) { max_tok, max_logit_rows };
   gint64 T = max_tok;
+  if (h->rwkv)
+    {
+      HnRwkvDims rd = rwkv_dims (h);
+      if (!(w->ids = hn_tensor_new_named (ctx, "rwkv.ids", HN_DTYPE_I32, 1, (gint64[]) { T }, error)) ||
+          !(w->x = hn_tensor_new_named (ctx, "rwkv.x", HN_DTYPE_F32, 2, (gint64[]) { T, h->hidden }, error)) ||
+          !(w->h = hn_tensor_new_named (ctx, "rwkv.h", HN_DTYPE_F32, 2, (gint64[]) { T, h->hidden }, error)) ||
+          !hn_rwkv_bufs_init (&w->rb, ctx, &rd, T, error) ||
+          !(w->last = hn_tensor_new_named (ctx, "rwkv.last", HN_DTYPE_F32, 2, (gint64[]) { max_logit_rows, h->hidden },
+                                           error)) ||
+          !(w->logits = hn_tensor_new_named (ctx, "rwkv.logits", HN_DTYPE_F32, 2,
+                                             (gint64[]) { max_logit_rows, h->vocab }, error)))
+        {
+          work_clear (w);
+          return FALSE;
+        }
+      return TRUE;
+    }
 #define NEW(f, name, d1) (w->f = hn_tensor_new_named (ctx, name, HN_DTYPE_F32, 2, (gint64[]) { T, d1 }, error))
   if (!(w->ids = hn_tensor_new_named (ctx, "mamba.ids", HN_DTYPE_I32, 1, (gint64[]) { T }, error)) ||
       !NEW (x, "mamba.x", h->hidden) || !NEW (h, "mamba.h", h->hidden) || !NEW (xin, "mamba.xin", h->inner) ||
@@ -505,6 +668,38 @@ record_layer_mamba2 (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, const Mamba
   return hn_mamba2_record (cmd, sc, &d, &ly->m2, &buf, B, T, st ? &s : NULL, x, hn, 1.0f, error);
 }
 
+/* The final norm: RMSNorm (Mamba), or RWKV's ln_out (nn.LayerNorm's default eps 1e-5, not the
+ * config's layer_norm_epsilon). */
+static gboolean
+final_norm (HnMamba *m, HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
+{
+  if (m->hp.rwkv)
+    return hn_op_layernorm (cmd, out, in, m->norm_f, m->norm_f_b, 1e-5f, error);
+  return hn_op_rmsnorm (cmd, out, in, m->norm_f, m->hp.norm_eps, HN_NORM_DEFAULT, error);
+}
+
+/* RWKV's blocks: pre_ln on the embeddings, then each block, x halved after every
+ * rescale_every-th block (the output / value weights were divided to match at load). */
+static gboolean
+record_rwkv (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, const LayerState *st, HnTensor *x,
+             HnTensor *hn, GError **error)
+{
+  const HnMambaHParams *h = &m->hp;
+  HnRwkvDims d = rwkv_dims (h);
+  CK (hn_op_layernorm (cmd, hn, x, m->pre_ln_w, m->pre_ln_b, h->norm_eps, error));
+  CK (hn_op_copy (cmd, x, hn, error));
+  for (int l = 0; l < h->n_layer; l++)
+    {
+      HnRwkvState rs = { 0 };
+      if (st)
+        rs = (HnRwkvState) { st[l].conv, st[l].convB, st[l].ssm };
+      CK (hn_rwkv_record (cmd, sc, &d, &m->layers[l].rw, &w->rb, B, T, st ? &rs : NULL, x, error));
+      if (h->rescale_every > 0 && (l + 1) % h->rescale_every == 0)
+        CK (hn_op_scale (cmd, x, x, 0.5f, 0.0f, error));
+    }
+  return TRUE;
+}
+
 /* Records the forward of B rows of T tokens (ids already in w->ids[0, B·T)) through every layer,
  * then the final norm and head: for every token (all_logits) or the last token of each row, into
  * w->logits. st: per-layer states of these B rows (NULL: from zero, nothing kept). */
@@ -523,7 +718,9 @@ record_forward (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, co
   HnMamba1Dims d1 = { h->inner, h->state, h->dt_rank, h->bc_dt_norm, h->mixer_eps };
   HnMamba1Bufs b1 = { w->xin, w->z, w->xc, w->dtl, w->Bm, w->Cm, w->dt, w->y };
   CK (hn_op_embedding (cmd, x, m->embed, ids, error));
-  for (int l = 0; l < h->n_layer; l++)
+  if (h->rwkv)
+    CK (record_rwkv (m, cmd, sc, w, B, T, st, x, hn, error));
+  for (int l = 0; !h->rwkv && l < h->n_layer; l++)
     {
       const MambaLayer *ly = &m->layers[l];
       CK (hn_op_rmsnorm (cmd, hn, x, ly->norm_w, h->norm_eps, HN_NORM_DEFAULT, error));
@@ -541,7 +738,7 @@ record_forward (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, co
     {
       HnTensor *lg = hn_scratch_prefix (sc, w->logits, 2, (gint64[]) { n, h->vocab }, error);
       CK (lg);
-      CK (hn_op_rmsnorm (cmd, hn, x, m->norm_f, h->norm_eps, HN_NORM_DEFAULT, error));
+      CK (final_norm (m, cmd, hn, x, error));
       return hn_op_matmul (cmd, lg, hn, m->lm_head, NULL, error);
     }
   /* the last token of each row */
@@ -549,14 +746,14 @@ record_forward (HnMamba *m, HnCmd *cmd, HnScratch *sc, Work *w, int B, int T, co
   HnTensor *lg = hn_scratch_prefix (sc, w->logits, 2, (gint64[]) { B, h->vocab }, error);
   CK (last && lg);
   if (T == 1)
-    CK (hn_op_rmsnorm (cmd, last, x, m->norm_f, h->norm_eps, HN_NORM_DEFAULT, error));
+    CK (final_norm (m, cmd, last, x, error));
   else
     for (int b = 0; b < B; b++)
       {
         HnTensor *src = hn_scratch_rows (sc, x, (gint64) b * T + T - 1, 1, error);
         HnTensor *dst = hn_scratch_rows (sc, last, b, 1, error);
         CK (src && dst);
-        CK (hn_op_rmsnorm (cmd, dst, src, m->norm_f, h->norm_eps, HN_NORM_DEFAULT, error));
+        CK (final_norm (m, cmd, dst, src, error));
       }
   return hn_op_matmul (cmd, lg, last, m->lm_head, NULL, error);
 }
@@ -663,7 +860,16 @@ hn_mamba_session_new (HnMamba *m, int max_rows, int max_chunk, GError **error)
   int max_tok = MAX (max_chunk, max_rows);
   if (!work_init (&s->w, m, max_tok, max_rows, error))
     return NULL;
-  for (int l = 0; l < h->n_layer; l++)
+  /* RWKV: conv = the time-mix shift [rows, 1, C], convB = the channel-mix shift, ssm = WKV [rows, 3, A] */
+  for (int l = 0; h->rwkv && l < h->n_layer; l++)
+    if (!(s->conv[l] = hn_tensor_new_named (m->ctx, "rwkv.att_shift", HN_DTYPE_F32, 3,
+                                            (gint64[]) { max_rows, 1, h->hidden }, error)) ||
+        !(s->convB[l] = hn_tensor_new_named (m->ctx, "rwkv.ffn_shift", HN_DTYPE_F32, 3,
+                                             (gint64[]) { max_rows, 1, h->hidden }, error)) ||
+        !(s->ssm[l] = hn_tensor_new_named (m->ctx, "rwkv.wkv_state", HN_DTYPE_F32, 3,
+                                           (gint64[]) { max_rows, 3, h->att_size }, error)))
+      return NULL;
+  for (int l = 0; !h->rwkv && l < h->n_layer; l++)
     {
       if (h->conv_kernel > 1 &&
           !(s->conv[l] = hn_tensor_new_named (m->ctx, "mamba.conv_state", HN_DTYPE_F32, 3,
@@ -678,8 +884,11 @@ hn_mamba_session_new (HnMamba *m, int max_rows, int max_chunk, GError **error)
            !(s->convC[l] = hn_tensor_new_named (m->ctx, "mamba.conv_state_C", HN_DTYPE_F32, 3, bcs, error))))
         return NULL;
     }
+  HnRwkvDims rd = rwkv_dims (h);
   s->bytes = hn_mamba_state_bytes_per_row (m) * (guint64) max_rows +
-             sizeof (float) * (guint64) max_tok * (2 * h->hidden + 7 * h->inner + h->dt_rank + 4 * bc_width (h)) +
+             (h->rwkv ? sizeof (float) * (guint64) max_tok * 2 * h->hidden + hn_rwkv_bufs_bytes (&rd, max_tok)
+                      : sizeof (float) * (guint64) max_tok *
+                          (2 * h->hidden + 7 * h->inner + h->dt_rank + 4 * bc_width (h))) +
              sizeof (float) * (guint64) max_rows * (h->hidden + h->vocab);
   s->host_logits = g_new (float, (gsize) max_rows * h->vocab);
   if (!(s->cmd = hn_cmd_new (m->ctx, error)) || !(s->step_cmd = hn_cmd_new (m->ctx, error)))
@@ -809,7 +1018,23 @@ ops_reset (gpointer self, int n_rows, GError **error)
         hn_cmd_reset (s->cmd);
         return FALSE;
       }
-  return hn_cmd_submit_wait (s->cmd, error);
+  /* RWKV: the WKV max row of each batch row starts at -1e38 (num = den = 0) */
+  for (int l = 0; s->m->hp.rwkv && l < s->m->hp.n_layer; l++)
+    for (int r = 0; r < s->max_rows; r++)
+      {
+        HnTensor *row = hn_scratch_rows (&s->sc, s->ssm[l], r, 1, error);
+        HnTensor *rs = row ? hn_scratch_shape (&s->sc, row, 2, (gint64[]) { 3, s->m->hp.att_size }, error) : NULL;
+        HnTensor *mx = rs ? hn_scratch_rows (&s->sc, rs, 2, 1, error) : NULL;
+        if (!mx || !hn_op_fill (s->cmd, mx, HN_WKV4_MAX_INIT, error))
+          {
+            hn_cmd_reset (s->cmd);
+            hn_scratch_reset (&s->sc);
+            return FALSE;
+          }
+      }
+  gboolean ok = hn_cmd_submit_wait (s->cmd, error);
+  hn_scratch_reset (&s->sc);
+  return ok;
 }
 
 static gboolean

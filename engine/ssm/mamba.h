@@ -14,7 +14,11 @@
  * conv, the scan runs per head (A, dt, D per head, B and C per group), then
  * out_proj(rmsnorm(y · silu(z))). Generation carries each layer's conv state [rows, K - 1, I]
  * (Mamba-2: also its B and C parts) and SSM state [rows, I, N] instead of a KV cache (their size
- * does not grow with the context). */
+ * does not grow with the context).
+ *
+ * RWKV-4 (model_type rwkv, RwkvForCausalLM) runs here too, one recurrent/rwkv-mixer.h block per
+ * layer between blocks.0.pre_ln and ln_out; its sessions carry the two token-shift states
+ * [rows, 1, C] and the WKV state [rows, 3, A] (num, den, max) per layer. */
 #pragma once
 #include <gio/gio.h>
 #include <stdint.h>
@@ -39,6 +43,10 @@ typedef struct {
   int n_heads, head_dim, n_groups; /* inner = n_heads · head_dim */
   gboolean dt_limit;               /* time_step_limit other than (0, inf) */
   float dt_min, dt_max;
+  /* RWKV-4 (model_type rwkv; inner = attention_hidden_size, the Mamba fields unused) */
+  gboolean rwkv;
+  int att_size, ffn_size; /* attention_hidden_size, intermediate_size */
+  int rescale_every;      /* 0: none */
 } HnMambaHParams;
 
 /* The hyper-parameters config.json gives (its model_type a registered state-space decoder), without

@@ -293,6 +293,8 @@ static const HnArchInfo archs[] = {
   { "mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba" },
   { "falcon_mamba", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA, HN_QUIRK_NO_ROPE, "silu", DEC, "falcon_mamba" },
   { "mamba2", NULL, "mamba", HN_BLOCK_MAMBA, HN_NAMES_MAMBA2, HN_QUIRK_NO_ROPE, "silu", DEC, "mamba2" },
+  /* RWKV-4: token-shift time mix (the WKV recurrence) and channel mix, same sessions as Mamba's */
+  { "rwkv", NULL, "rwkv", HN_BLOCK_MAMBA, HN_NAMES_RWKV, HN_QUIRK_NO_ROPE | HN_QUIRK_LAYERNORM, "relu2", DEC, "rwkv" },
   /* hybrid decoders: attention + Mamba-2 layers, a KV cache and a recurrent state side by side */
   { "bamba", NULL, "bamba", HN_BLOCK_PRE_NORM, HN_NAMES_BAMBA, RMS_GATED, "silu", DEC, "bamba" },
   { "falcon_h1", NULL, "falcon_h1", HN_BLOCK_PRE_NORM, HN_NAMES_FALCON_H1, RMS_GATED, "silu", DEC, "falcon_h1" },
@@ -467,7 +469,6 @@ static const HnArchRefusal refusals[] = {
   { "qwen4_exp", "hyper-connections, n-gram embeddings, gated DeltaNet linear-attention layers and indexer-sparse attention are not built yet" },
   { "qwen4_exp_text", "hyper-connections, n-gram embeddings, gated DeltaNet linear-attention layers and indexer-sparse attention are not built yet" },
   { "reformer", "LSH and chunked local attention with reversible layers are not built yet" },
-  { "rwkv", "RWKV time-mix / channel-mix recurrences are not built yet" },
   { "seamless_m4t", R_NOTEXT },
   { "seamless_m4t_v2", R_NOTEXT },
   { "t5gemma", "Gemma-2-style encoder-decoder layers (T5Gemma) are not built yet" },

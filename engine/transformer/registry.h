@@ -78,6 +78,7 @@ typedef enum {
   HN_NAMES_BART,       /* model.{encoder,decoder}.layers.N.{self_attn,encoder_attn}.*_proj, fc1/fc2 */
   HN_NAMES_MAMBA,      /* backbone.layers.N.mixer.{in_proj,conv1d,x_proj,dt_proj,out_proj,A_log,D}, backbone.norm_f */
   HN_NAMES_MAMBA2,     /* backbone.layers.N.mixer.{in_proj,conv1d,dt_bias,A_log,D,norm,out_proj} (Mamba-2) */
+  HN_NAMES_RWKV,       /* rwkv.blocks.N.{pre_ln,ln1,ln2,attention.*,feed_forward.*}, rwkv.ln_out, head (RWKV-4) */
   HN_NAMES_MODERNBERT_DECODER, /* model.layers.N.attn.{q,k,v}_proj/Wo, mlp.Wi/Wo, lm_head.dense/norm, decoder */
   HN_NAMES_DIFFLLAMA,  /* llama names + self_attn.lambda_{q,k}{1,2} (differential attention) */
   HN_NAMES_JETMOE,     /* llama norms, self_attention.{kv_proj,experts.*} (routed q/o), mlp.{router.layer,input_linear,...} */

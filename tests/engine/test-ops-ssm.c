@@ -3,7 +3,8 @@
  * selective scan, forward (whole sequences, and the same sequence in chunks
  * carrying the state, as generation does) and backward; and the backward
  * references against central finite differences of the forward ones; the
- * gated delta rule (ops-delta.h) and the RG-LRU (ops-rglru.h) the same way. */
+ * gated delta rule (ops-delta.h), the RG-LRU (ops-rglru.h) and RWKV-4's WKV
+ * recurrence (ops-ssm.h) the same way. */
 #include <math.h>
 #include <string.h>
 
@@ -941,6 +942,191 @@ test_rglru_fd (void)
     }
 }
 
+/* ------------------------------------------------------------ RWKV-4 WKV */
+
+/* time_decay in [-1.5, 1] (w = -exp: decays from e^-0.2 to e^-2.7), keys in [-3, 3] so that the
+ * max tracking switches sides. */
+static void
+wkv_case (gint64 B, gint64 T, gint64 A, gboolean with_state)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *k = hn_test_random (B * T * A, -3, 3), *v = hn_test_random (B * T * A, -1, 1);
+  g_autofree float *td = hn_test_random (A, -1.5, 1), *tf = hn_test_random (A, -1, 1);
+  g_autofree float *s0 = g_new (float, B * 3 * A);
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 c = 0; c < A; c++)
+      {
+        s0[(b * 3 + 0) * A + c] = (float) g_test_rand_double_range (-1, 1);
+        s0[(b * 3 + 1) * A + c] = (float) g_test_rand_double_range (0.1, 2);
+        s0[(b * 3 + 2) * A + c] = (float) g_test_rand_double_range (-2, 2);
+      }
+  g_autofree float *want = g_new (float, B * T * A), *s_want = g_memdup2 (s0, sizeof (float) * B * 3 * A);
+  hn_ref_wkv4 (want, k, v, td, tf, with_state ? s_want : NULL, B, T, A);
+  g_autoptr (HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, A }, k);
+  g_autoptr (HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, A }, v);
+  g_autoptr (HnTensor) ttd = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, td);
+  g_autoptr (HnTensor) ttf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, tf);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, 3, A }, s0);
+  g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, T, A });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_wkv4 (cmd, ty, tk, tv, ttd, ttf, with_state ? ts : NULL, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree char *what = g_strdup_printf ("wkv4 B%" G_GINT64_FORMAT " T%" G_GINT64_FORMAT " A%" G_GINT64_FORMAT
+                                           " state %d", B, T, A, with_state);
+  close_to (what, ty, want, 1e-5, 1e-5);
+  if (with_state)
+    close_to ("wkv4 state", ts, s_want, 1e-5, 1e-5);
+}
+
+/* The sequence in chunks of 1..3 steps carrying the state (from the fresh state: num = den = 0,
+ * mx = -1e38, as generation resets it) equals it whole without one. */
+static void
+wkv_chunks (gint64 B, gint64 T, gint64 A)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  g_autofree float *k = hn_test_random (B * T * A, -3, 3), *v = hn_test_random (B * T * A, -1, 1);
+  g_autofree float *td = hn_test_random (A, -1.5, 1), *tf = hn_test_random (A, -1, 1);
+  g_autofree float *want = g_new (float, B * T * A), *s0 = g_new0 (float, B * 3 * A);
+  hn_ref_wkv4 (want, k, v, td, tf, NULL, B, T, A);
+  for (gint64 b = 0; b < B; b++)
+    for (gint64 c = 0; c < A; c++)
+      s0[(b * 3 + 2) * A + c] = HN_WKV4_MAX_INIT;
+  g_autoptr (HnTensor) ttd = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, td);
+  g_autoptr (HnTensor) ttf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, tf);
+  g_autoptr (HnTensor) ts = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, 3, A }, s0);
+  g_autofree float *got = g_new (float, B * T * A);
+  for (gint64 t0 = 0, step = 1; t0 < T; t0 += step, step = step % 3 + 1)
+    {
+      gint64 n = MIN (step, T - t0);
+      g_autofree float *kc = g_new (float, B * n * A), *vc = g_new (float, B * n * A);
+      for (gint64 bb = 0; bb < B; bb++)
+        {
+          memcpy (kc + bb * n * A, k + (bb * T + t0) * A, sizeof (float) * n * A);
+          memcpy (vc + bb * n * A, v + (bb * T + t0) * A, sizeof (float) * n * A);
+        }
+      g_autoptr (HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, n, A }, kc);
+      g_autoptr (HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, n, A }, vc);
+      g_autoptr (HnTensor) ty = hn_test_empty (HN_DTYPE_F32, 3, (gint64[]) { B, n, A });
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      g_assert_true (hn_op_wkv4 (cmd, ty, tk, tv, ttd, ttf, ts, &error));
+      run (cmd);
+      g_autofree float *o = hn_test_download (ty);
+      for (gint64 bb = 0; bb < B; bb++)
+        memcpy (got + (bb * T + t0) * A, o + bb * n * A, sizeof (float) * n * A);
+    }
+  hn_test_assert_close ("wkv4 in chunks with the carried state", got, want, B * T * A, 1e-5, 1e-5);
+}
+
+static void
+test_wkv4 (void)
+{
+  wkv_case (2, 7, 13, TRUE);
+  wkv_case (3, 1, 37, TRUE);
+  wkv_case (1, 9, 70, FALSE);
+  wkv_case (2, 11, 5, FALSE);
+  wkv_chunks (2, 11, 19);
+  wkv_chunks (1, 8, 65);
+
+  /* refusals by name */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnTensor) k = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 4, 6 });
+  g_autoptr (HnTensor) td = hn_test_empty (HN_DTYPE_F32, 1, (gint64[]) { 5 });
+  g_autoptr (HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_op_wkv4 (cmd, k, k, k, td, td, NULL, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "wkv4"));
+}
+
+/* The device backward against the CPU reference (which the finite differences check). */
+static void
+wkv_back_case (gint64 B, gint64 T, gint64 A, gboolean accumulate)
+{
+  g_autoptr (GError) error = NULL;
+  HnVkContext *ctx = hn_test_ctx ();
+  gint64 n = B * T * A;
+  g_autofree float *k = hn_test_random (n, -2, 2), *v = hn_test_random (n, -1, 1), *dy = hn_test_random (n, -1, 1);
+  g_autofree float *td = hn_test_random (A, -1.5, 1), *tf = hn_test_random (A, -1, 1);
+  g_autofree float *dk0 = hn_test_random (n, -1, 1), *dv0 = hn_test_random (n, -1, 1);
+  g_autofree float *dtd0 = hn_test_random (A, -1, 1), *dtf0 = hn_test_random (A, -1, 1);
+  g_autofree float *dk = g_new (float, n), *dv = g_new (float, n);
+  g_autofree float *dtd = g_memdup2 (dtd0, sizeof (float) * A), *dtf = g_memdup2 (dtf0, sizeof (float) * A);
+  hn_ref_wkv4_back (dy, k, v, td, tf, B, T, A, dk, dv, dtd, dtf);
+  if (accumulate)
+    for (gint64 i = 0; i < n; i++)
+      dk[i] += dk0[i], dv[i] += dv0[i];
+  g_autoptr (HnTensor) tdy = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, A }, dy);
+  g_autoptr (HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, A }, k);
+  g_autoptr (HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, A }, v);
+  g_autoptr (HnTensor) ttd = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, td);
+  g_autoptr (HnTensor) ttf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, tf);
+  g_autoptr (HnTensor) tdk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, A }, dk0);
+  g_autoptr (HnTensor) tdv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { B, T, A }, dv0);
+  g_autoptr (HnTensor) tdtd = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, dtd0);
+  g_autoptr (HnTensor) tdtf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { A }, dtf0);
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_wkv4_back (cmd, tdk, tdv, tdtd, tdtf, tdy, tk, tv, ttd, ttf,
+                                  accumulate ? HN_BACK_ACCUMULATE : 0, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  close_to ("wkv4_back dk", tdk, dk, 1e-4, 1e-4);
+  close_to ("wkv4_back dv", tdv, dv, 1e-4, 1e-4);
+  close_to ("wkv4_back dtime_decay", tdtd, dtd, 1e-4, 1e-4);
+  close_to ("wkv4_back dtime_first", tdtf, dtf, 1e-4, 1e-4);
+}
+
+static void
+test_wkv4_back (void)
+{
+  wkv_back_case (2, 7, 13, FALSE);
+  wkv_back_case (1, 12, 70, TRUE);
+  wkv_back_case (3, 1, 5, FALSE);
+}
+
+typedef struct {
+  gint64 B, T, A;
+  float *k, *v, *td, *tf, *r;
+} WkvFd;
+
+static double
+wkv_loss (gpointer data)
+{
+  WkvFd *c = data;
+  gint64 n = c->B * c->T * c->A;
+  g_autofree float *y = g_new (float, n);
+  hn_ref_wkv4 (y, c->k, c->v, c->td, c->tf, NULL, c->B, c->T, c->A);
+  double s = 0;
+  for (gint64 i = 0; i < n; i++)
+    s += (double) y[i] * c->r[i];
+  return s;
+}
+
+static void
+test_wkv4_fd (void)
+{
+  WkvFd c = { 2, 6, 5 };
+  gint64 n = c.B * c.T * c.A;
+  c.k = hn_test_random (n, -2, 2);
+  c.v = hn_test_random (n, -1, 1);
+  c.td = hn_test_random (c.A, -1.5, 1);
+  c.tf = hn_test_random (c.A, -1, 1);
+  c.r = hn_test_random (n, -1, 1);
+  g_autofree float *dk = g_new (float, n), *dv = g_new (float, n), *dtd = g_new0 (float, c.A);
+  g_autofree float *dtf = g_new0 (float, c.A);
+  hn_ref_wkv4_back (c.r, c.k, c.v, c.td, c.tf, c.B, c.T, c.A, dk, dv, dtd, dtf);
+  check_fd ("wkv4 dk", wkv_loss, &c, c.k, n, dk);
+  check_fd ("wkv4 dv", wkv_loss, &c, c.v, n, dv);
+  check_fd ("wkv4 dtime_decay", wkv_loss, &c, c.td, c.A, dtd);
+  check_fd ("wkv4 dtime_first", wkv_loss, &c, c.tf, c.A, dtf);
+  g_free (c.k);
+  g_free (c.v);
+  g_free (c.td);
+  g_free (c.tf);
+  g_free (c.r);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -956,6 +1142,9 @@ main (int argc, char **argv)
   g_test_add_func ("/ssm/rglru-fd", test_rglru_fd);
   g_test_add_func ("/ssm/rglru", test_rglru);
   g_test_add_func ("/ssm/rglru-back", test_rglru_back);
+  g_test_add_func ("/ssm/wkv4-fd", test_wkv4_fd);
+  g_test_add_func ("/ssm/wkv4", test_wkv4);
+  g_test_add_func ("/ssm/wkv4-back", test_wkv4_back);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
