@@ -1,4 +1,5 @@
 #include "hn-jobs-page.h"
+#include "hn-models-page.h"
 #include "hn-compare-page.h"
 #include "hn-loss-chart.h"
 #include "hn-train-page.h"
@@ -146,6 +147,25 @@ hn_jobs_page_compare_record (HnJobsPage *self, HnJobRecord *record, GError **err
   return TRUE;
 }
 
+gboolean
+hn_jobs_page_export_record (HnJobsPage *self, HnJobRecord *record, GError **error)
+{
+  HnWindow *win = window_of (self, error);
+  if (!win)
+    return FALSE;
+  g_autofree char *base = command_option (record, "--model-path");
+  return hn_models_page_export_run (HN_MODELS_PAGE (hn_window_get_page (win, "models")), base,
+                                    hn_job_record_get_output_path (record), error);
+}
+
+static void
+on_export (GtkButton *button, HnJobRecord *record)
+{
+  g_autoptr (GError) error = NULL;
+  if (!hn_jobs_page_export_record (page_of (GTK_WIDGET (button)), record, &error))
+    gtk_widget_activate_action (GTK_WIDGET (button), "win.show-toast", "s", error->message);
+}
+
 static void
 on_resume (GtkButton *button, HnJobRecord *record)
 {
@@ -176,6 +196,9 @@ update_row_buttons (HnJobRecord *record, GParamSpec *pspec, GtkWidget *row)
                           st == HN_JOB_RECORD_STOPPED && hn_job_record_get_resume_from (record));
   gtk_widget_set_visible (g_object_get_data (G_OBJECT (row), "hn-side"),
                           st == HN_JOB_RECORD_SUCCEEDED && kind &&
+                            (g_str_equal (kind, "transformer-finetune") || g_str_equal (kind, "transformer-train")));
+  gtk_widget_set_visible (g_object_get_data (G_OBJECT (row), "hn-export"),
+                          st == HN_JOB_RECORD_SUCCEEDED && kind && hn_job_record_get_output_path (record) &&
                             (g_str_equal (kind, "transformer-finetune") || g_str_equal (kind, "transformer-train")));
 }
 
@@ -211,6 +234,9 @@ create_row (gpointer item, gpointer user_data)
   g_object_set_data (G_OBJECT (row), "hn-side",
                      row_button (row, _("Chat side _by side"), _("Talk to the base model and this fine-tune at once"),
                                  G_CALLBACK (on_side_by_side), record));
+  g_object_set_data (G_OBJECT (row), "hn-export",
+                     row_button (row, _("_Export…"), _("Write the model as a GGUF file for llama.cpp / Ollama, or merged"),
+                                 G_CALLBACK (on_export), record));
   GtkWidget *copy = gtk_button_new_from_icon_name ("edit-copy-symbolic");
   gtk_widget_set_valign (copy, GTK_ALIGN_CENTER);
   gtk_widget_add_css_class (copy, "flat");

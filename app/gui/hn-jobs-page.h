@@ -19,6 +19,8 @@ GtkWidget *hn_jobs_page_new (void);
 gboolean hn_jobs_page_resume_record (HnJobsPage *self, HnJobRecord *record, GError **error);
 /* Side by side: the Side-by-side page with the run's --model-path and its
  * output (shown). */
+/* Export (the Models page's dialog) for a succeeded training or fine-tune run's output. */
+gboolean hn_jobs_page_export_record (HnJobsPage *self, HnJobRecord *record, GError **error);
 gboolean hn_jobs_page_compare_record (HnJobsPage *self, HnJobRecord *record, GError **error);
 /* Ticks a run's compare box (tests, and the first two runs). */
 void hn_jobs_page_set_compared (HnJobsPage *self, HnJobRecord *record, gboolean compared);

@@ -1185,6 +1185,19 @@ on_export_response (AdwMessageDialog *dialog, const char *response, HnModelsPage
   update_actions (self);
 }
 
+/* The Export dialog for model_dir (with adapter preselected), answered by this page's export job. */
+static void
+open_export_dialog (HnModelsPage *self, const char *model_dir, const char *name, const char *adapter)
+{
+  const char *docs = g_get_user_special_dir (G_USER_DIRECTORY_DOCUMENTS);
+  GtkRoot *root = gtk_widget_get_root (GTK_WIDGET (self));
+  GtkWidget *dialog = hn_export_dialog_new (GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL, model_dir, name, adapter,
+                                            docs ? docs : g_get_home_dir ());
+  g_signal_connect (dialog, "response", G_CALLBACK (on_export_response), self);
+  self->export_dialog = dialog;
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
 static void
 export_action (GtkWidget *w, const char *action, GVariant *param)
 {
@@ -1192,15 +1205,32 @@ export_action (GtkWidget *w, const char *action, GVariant *param)
   if (!self->sel_snapshot || !self->sel_id)
     return;
   const char *slash = strrchr (self->sel_id, '/');
-  const char *name = slash ? slash + 1 : self->sel_id;
   g_autofree char *adapter = newest_adapter (self->sel_snapshot);
-  const char *docs = g_get_user_special_dir (G_USER_DIRECTORY_DOCUMENTS);
-  GtkRoot *root = gtk_widget_get_root (w);
-  GtkWidget *dialog = hn_export_dialog_new (GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL, self->sel_snapshot, name,
-                                            adapter, docs ? docs : g_get_home_dir ());
-  g_signal_connect (dialog, "response", G_CALLBACK (on_export_response), self);
-  self->export_dialog = dialog;
-  gtk_window_present (GTK_WINDOW (dialog));
+  open_export_dialog (self, self->sel_snapshot, slash ? slash + 1 : self->sel_id, adapter);
+}
+
+gboolean
+hn_models_page_export_run (HnModelsPage *self, const char *base_model, const char *output, GError **error)
+{
+  g_autofree char *cfg = output ? g_build_filename (output, "adapter_config.json", NULL) : NULL;
+  gboolean adapter = cfg && g_file_test (cfg, G_FILE_TEST_IS_REGULAR);
+  const char *model = adapter ? base_model : output;
+  if (!output || !g_file_test (output, G_FILE_TEST_IS_DIR) || !model || !g_file_test (model, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   adapter ? _("Export needs the base model folder %s of this adapter")
+                           : _("Export needs a finished run's output folder (%s)"),
+                   (adapter ? base_model : output) ? (adapter ? base_model : output) : "none");
+      return FALSE;
+    }
+  if (hn_job_controller_get_running (self->export_ctl))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, _("An export is already running"));
+      return FALSE;
+    }
+  g_autofree char *name = g_path_get_basename (output);
+  open_export_dialog (self, model, name, adapter ? output : NULL);
+  return TRUE;
 }
 
 /* ---- folders and files the user added ----------------------------------- */

@@ -45,6 +45,11 @@ void hn_models_page_set_device_memory (HnModelsPage *self, guint64 free_bytes, c
  * hn_model_library_get_paths' list, which `hub-search --local` reads; its
  * id is its absolute path). FALSE with a reason when it
  * is neither. */
+/* Export (the dialog of models.export) for a finished training or fine-tune
+ * run's output: a LoRA adapter folder (adapter_config.json) over its
+ * base_model, or a model folder on its own. FALSE with error when there is
+ * no such folder or an export runs. */
+gboolean hn_models_page_export_run (HnModelsPage *self, const char *base_model, const char *output, GError **error);
 gboolean hn_models_page_add_local (HnModelsPage *self, const char *path, GError **error);
 /* Stops listing an added path (its files stay); FALSE when it was not listed. */
 gboolean hn_models_page_forget_local (HnModelsPage *self, const char *path);

@@ -1,4 +1,6 @@
 #include "hn-train-page.h"
+#include "hn-models-page.h"
+#include "hn-window.h"
 #include "hn-command-view.h"
 #include "hn-data-preview.h"
 #include "hn-dataset-picker.h"
@@ -37,6 +39,7 @@ struct _HnTrainPage
   GtkWidget *save_stop_button;
   GtkWidget *preview, *preview_expander, *dataset_picker;
   char *resume_from; /* the checkpoint of the last "Stop and save" */
+  char *last_output, *last_base; /* the last finished Transformer run: its output and --model-path */
 };
 
 enum { PROP_0, PROP_KIND, PROP_ALT_KIND, N_PROPS };
@@ -66,6 +69,7 @@ update_state (HnTrainPage *self)
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.start", !running && !self->problem);
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.stop", running);
   gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.save-stop", running);
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "page.export-model", !running && self->last_output);
   gtk_widget_set_sensitive (self->mode_train, !running);
   gtk_widget_set_sensitive (self->mode_finetune, !running);
 }
@@ -137,6 +141,15 @@ on_started (HnJobController *c, HnTrainPage *self)
 static void
 on_finished (HnJobController *c, gboolean ok, const char *message, const char *output, HnTrainPage *self)
 {
+  HnJobSpec *spec = self->specs[self->active];
+  if (ok && output && !self->resume_from && g_str_has_prefix (hn_job_spec_get_kind (spec), "transformer-"))
+    {
+      /* what Export offers: a fine-tune's adapter over its base model, or the trained model */
+      g_free (self->last_output);
+      g_free (self->last_base);
+      self->last_output = g_strdup (output);
+      self->last_base = g_strdup (hn_job_spec_get_string (spec, "model-path"));
+    }
   update_state (self);
   HnJob *job = hn_job_controller_get_job (c);
   g_autofree char *text = NULL;
@@ -149,6 +162,19 @@ on_finished (HnJobController *c, gboolean ok, const char *message, const char *o
   else
     text = g_strdup_printf (_("Training failed: %s"), message ? message : _("unknown error"));
   hn_page_toast (GTK_WIDGET (self), text);
+}
+
+static void
+export_model_action (GtkWidget *widget, const char *action, GVariant *param)
+{
+  HnTrainPage *self = HN_TRAIN_PAGE (widget);
+  GtkRoot *root = gtk_widget_get_root (widget);
+  g_autoptr (GError) error = NULL;
+  if (!HN_IS_WINDOW (root))
+    return;
+  if (!hn_models_page_export_run (HN_MODELS_PAGE (hn_window_get_page (HN_WINDOW (root), "models")), self->last_base,
+                                  self->last_output, &error))
+    hn_page_toast (widget, error->message);
 }
 
 static void
@@ -356,6 +382,8 @@ hn_train_page_finalize (GObject *object)
   g_free (self->alt_kind);
   g_free (self->problem);
   g_free (self->resume_from);
+  g_free (self->last_output);
+  g_free (self->last_base);
   G_OBJECT_CLASS (hn_train_page_parent_class)->finalize (object);
 }
 
@@ -431,6 +459,7 @@ hn_train_page_class_init (HnTrainPageClass *klass)
   gtk_widget_class_install_action (widget_class, "page.start", NULL, start_action);
   gtk_widget_class_install_action (widget_class, "page.stop", NULL, stop_action);
   gtk_widget_class_install_action (widget_class, "page.save-stop", NULL, stop_action);
+  gtk_widget_class_install_action (widget_class, "page.export-model", NULL, export_model_action);
   gtk_widget_class_install_action (widget_class, "page.export-png", NULL, export_action);
   gtk_widget_class_install_action (widget_class, "page.export-csv", NULL, export_action);
 }

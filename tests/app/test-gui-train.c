@@ -15,6 +15,8 @@
 #include "hn-generate-page.h"
 #include "hn-job-record.h"
 #include "hn-jobs-page.h"
+#include "hn-models-page.h"
+#include "hn-export-dialog.h"
 #include "hn-loss-chart.h"
 #include "hn-memory-row.h"
 #include "hn-train-page.h"
@@ -385,6 +387,68 @@ test_side_by_side (void)
    * compare-open checks that it waits for their threads) */
 }
 
+static void
+close_export_dialog (HnModelsPage *models)
+{
+  GtkWidget *d = hn_models_page_get_export_dialog (models);
+  g_assert_nonnull (d);
+  adw_message_dialog_response (ADW_MESSAGE_DIALOG (d), "cancel");
+  gtk_window_destroy (GTK_WINDOW (d));
+  g_assert_null (hn_models_page_get_export_dialog (models));
+}
+
+/* Export from the finished fine-tune: its Jobs row and the fine-tune page open the Models page's
+ * export dialog on the base model with the run's adapter. */
+static void
+test_export_run (void)
+{
+  GListModel *list = G_LIST_MODEL (hn_job_record_list ());
+  g_autoptr (HnJobRecord) tuned = NULL;
+  for (guint i = 0; i < g_list_model_get_n_items (list) && !tuned; i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
+      if (hn_job_record_get_state (r) == HN_JOB_RECORD_SUCCEEDED &&
+          strstr (hn_job_record_get_command_line (r), "transformer-finetune") && hn_job_record_get_output_path (r))
+        tuned = g_object_ref (r);
+    }
+  g_assert_nonnull (tuned);
+  HnModelsPage *models = HN_MODELS_PAGE (hn_window_get_page (window, "models"));
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hn_jobs_page_export_record (HN_JOBS_PAGE (hn_window_get_page (window, "jobs")), tuned, &error));
+  g_assert_no_error (error);
+  HnExportDialog *d = HN_EXPORT_DIALOG (hn_models_page_get_export_dialog (models));
+  g_assert_nonnull (d);
+  HnJobSpec *spec = hn_export_dialog_get_spec (d);
+  g_assert_cmpstr (hn_job_spec_get_kind (spec), ==, "export-gguf");
+  g_assert_cmpstr (hn_job_spec_get_string (spec, "lora-adapter-path"), ==, hn_job_record_get_output_path (tuned));
+  g_assert_nonnull (strstr (hn_job_record_get_command_line (tuned), hn_job_spec_get_string (spec, "model-path")));
+  gui_test_screenshot_of (GTK_WIDGET (d), "jobs-export");
+  /* a second export while one dialog is open is one dialog: close it first */
+  close_export_dialog (models);
+  /* the fine-tune page's Export offers the same */
+  GtkWidget *ft = hn_window_get_page (window, "finetune");
+  g_assert_true (gtk_widget_activate_action (ft, "page.export-model", NULL));
+  d = HN_EXPORT_DIALOG (hn_models_page_get_export_dialog (models));
+  g_assert_nonnull (d);
+  g_assert_nonnull (hn_job_spec_get_string (hn_export_dialog_get_spec (d), "lora-adapter-path"));
+  close_export_dialog (models);
+  /* a run without an output is refused by name */
+  g_autoptr (HnJobRecord) none = NULL;
+  for (guint i = 0; i < g_list_model_get_n_items (list) && !none; i++)
+    {
+      g_autoptr (HnJobRecord) r = g_list_model_get_item (list, i);
+      if (!hn_job_record_get_output_path (r))
+        none = g_object_ref (r);
+    }
+  if (none)
+    {
+      g_assert_false (hn_jobs_page_export_record (HN_JOBS_PAGE (hn_window_get_page (window, "jobs")), none, &error));
+      g_assert_nonnull (error);
+      g_clear_error (&error);
+      g_assert_null (hn_models_page_get_export_dialog (models));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -399,5 +463,6 @@ main (int argc, char **argv)
   g_test_add_func ("/gui-train/hierarchos-train-and-chat", test_hierarchos_train_and_chat);
   g_test_add_func ("/gui-train/hierarchos-stop-resume", test_hierarchos_stop_resume);
   g_test_add_func ("/gui-train/side-by-side", test_side_by_side);
+  g_test_add_func ("/gui-train/export-run", test_export_run);
   return gui_test_run ();
 }
