@@ -1,6 +1,7 @@
 #include "hn-export-dialog.h"
 #include "hn-command-view.h"
 #include "hn-option-group.h"
+#include "train/gguf-export.h"
 
 #include <glib/gi18n.h>
 
@@ -8,7 +9,7 @@ struct _HnExportDialog
 {
   AdwMessageDialog parent_instance;
   HnJobSpec *gguf_spec, *merge_spec;
-  GtkWidget *format_row, *gguf_group, *merge_group, *command, *problem_label;
+  GtkWidget *format_row, *gguf_group, *merge_group, *command, *problem_label, *size_label;
   char *name, *out_folder;
   char *auto_out;           /* the default --out, followed while the user leaves it */
 };
@@ -43,10 +44,35 @@ hn_export_dialog_dup_problem (HnExportDialog *self)
   return NULL;
 }
 
+/* "About 1.2 GB" for the GGUF of the chosen weight type (hn_gguf_export_estimate); empty for the
+ * adapter alone and the merged folder (the model's own size). */
+static void
+update_size (HnExportDialog *self, gboolean merged)
+{
+  const char *type = hn_job_spec_get_string (self->gguf_spec, "outtype");
+  const char *model = hn_job_spec_get_string (self->gguf_spec, "model-path");
+  HnGgufOutType t;
+  gint64 bytes = -1;
+  if (!merged && !hn_job_spec_get_bool (self->gguf_spec, "adapter-only") && model &&
+      hn_gguf_outtype_from_string (type ? type : "f16", &t, NULL))
+    bytes = hn_gguf_export_estimate (model, t, NULL);
+  g_autofree char *size = bytes >= 0 ? g_format_size ((guint64) bytes) : NULL;
+  g_autofree char *text = size ? g_strdup_printf (_("Estimated size: about %s"), size) : NULL;
+  gtk_label_set_text (GTK_LABEL (self->size_label), text ? text : "");
+  gtk_widget_set_visible (self->size_label, text != NULL);
+}
+
+const char *
+hn_export_dialog_get_size_text (HnExportDialog *self)
+{
+  return gtk_label_get_text (GTK_LABEL (self->size_label));
+}
+
 static void
 update (HnExportDialog *self)
 {
   gboolean merged = hn_export_dialog_get_merged (self);
+  update_size (self, merged);
   gtk_widget_set_visible (self->gguf_group, !merged);
   gtk_widget_set_visible (self->merge_group, merged);
   hn_command_view_set_spec (HN_COMMAND_VIEW (self->command), hn_export_dialog_get_spec (self));
@@ -143,6 +169,7 @@ hn_export_dialog_class_init (HnExportDialogClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HnExportDialog, gguf_group);
   gtk_widget_class_bind_template_child (widget_class, HnExportDialog, merge_group);
   gtk_widget_class_bind_template_child (widget_class, HnExportDialog, problem_label);
+  gtk_widget_class_bind_template_child (widget_class, HnExportDialog, size_label);
   gtk_widget_class_bind_template_child (widget_class, HnExportDialog, command);
 }
 

@@ -27,5 +27,7 @@ HnJobSpec *hn_export_dialog_get_spec (HnExportDialog *self);
 /* Why Export is disabled (bad path, merged without an adapter), or NULL. */
 char *hn_export_dialog_dup_problem (HnExportDialog *self);
 const char *hn_export_dialog_get_command_text (HnExportDialog *self);
+/* The estimated GGUF size shown ("Estimated size: about …"), or "". */
+const char *hn_export_dialog_get_size_text (HnExportDialog *self);
 
 G_END_DECLS

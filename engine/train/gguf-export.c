@@ -6,6 +6,7 @@
 #include "formats/gguf-hf.h"
 #include "formats/model-config.h"
 #include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "base/hn-error.h"
 #include "base/hn-util.h"
@@ -49,6 +50,29 @@ hn_gguf_outtype_name (HnGgufOutType t)
     if (outtypes[i].t == t)
       return outtypes[i].name;
   return "?";
+}
+
+gint64
+hn_gguf_export_estimate (const char *model_dir, HnGgufOutType type, GError **error)
+{
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
+  if (!st)
+    return -1;
+  /* bytes per weight of a matrix: the blocks' size over their length
+   * (Q4_K_M: llama.cpp's mix of Q4_K and Q6_K, about 4.9 bits) */
+  double per = type == HN_GGUF_OUT_F32                           ? 4.0
+               : type == HN_GGUF_OUT_F16 || type == HN_GGUF_OUT_BF16 ? 2.0
+               : type == HN_GGUF_OUT_Q8_0                        ? 34.0 / 32
+               : type == HN_GGUF_OUT_Q4_0                        ? 18.0 / 32
+               : type == HN_GGUF_OUT_Q6_K                        ? 210.0 / 256
+                                                                 : 4.9 / 8;
+  double bytes = 0;
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      bytes += (double) t->n_elements * (t->ndim >= 2 ? per : 4.0); /* norms and biases stay f32 */
+    }
+  return (gint64) bytes;
 }
 
 static guint32

@@ -24,6 +24,12 @@ const char *hn_gguf_outtype_name (HnGgufOutType t);
 gboolean hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType type, const char *out_path,
                          GError **error);
 
+/* About the size of the file hn_gguf_export writes from `model_dir` (its
+ * tensors: matrices at the type's bytes per weight, vectors f32; the small
+ * fallbacks of narrow matrices and the metadata not counted), or -1 with
+ * error when its weights cannot be read. */
+gint64 hn_gguf_export_estimate (const char *model_dir, HnGgufOutType type, GError **error);
+
 /* A PEFT LoRA adapter as llama.cpp's adapter GGUF (general.type adapter,
  * for llama-cli --lora): `model_dir` gives the architecture and head counts
  * for the Q/K permutation of lora_b. */

@@ -284,8 +284,12 @@ test_export (void)
   g_assert_cmpstr (hn_job_spec_get_kind (spec), ==, "export-gguf");
   g_assert_cmpstr (hn_job_spec_get_string (spec, "model-path"), ==, snap);
   g_assert_true (g_str_has_suffix (hn_job_spec_get_string (spec, "out"), "/stories-f16.gguf"));
+  /* the estimated size follows the weight type */
+  g_autofree char *size_f16 = g_strdup (hn_export_dialog_get_size_text (d));
+  g_assert_nonnull (strstr (size_f16, "Estimated size"));
   /* the default name follows the weight type */
   hn_job_spec_set_string (spec, "outtype", "q8_0");
+  g_assert_cmpstr (hn_export_dialog_get_size_text (d), !=, size_f16);
   g_assert_true (g_str_has_suffix (hn_job_spec_get_string (spec, "out"), "/stories-q8_0.gguf"));
   /* a merged model without an adapter is refused before anything runs */
   hn_export_dialog_set_merged (d, TRUE);

@@ -124,6 +124,38 @@ test_types (void)
 }
 
 /* The tokenizer read back from the export encodes and decodes as the source. */
+/* The size Export shows before it runs is near what the export writes (f32 and f16: the
+ * matrices at full width; the metadata and tokenizer are the difference). */
+static void
+test_estimate (void)
+{
+  g_autofree char *dir = fixture ("stories260K");
+  if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    {
+      g_test_skip ("stories260K missing");
+      return;
+    }
+  HnGgufOutType types[] = { HN_GGUF_OUT_F32, HN_GGUF_OUT_F16 };
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autofree char *out = g_build_filename (tmp_dir, "estimate.gguf", NULL);
+      g_assert_true (hn_gguf_export (dir, NULL, types[i], out, &error));
+      g_assert_no_error (error);
+      GStatBuf sb;
+      g_assert_cmpint (g_stat (out, &sb), ==, 0);
+      gint64 est = hn_gguf_export_estimate (dir, types[i], &error);
+      g_assert_no_error (error);
+      g_test_message ("%s: estimate %" G_GINT64_FORMAT ", file %" G_GINT64_FORMAT, hn_gguf_outtype_name (types[i]), est,
+                      (gint64) sb.st_size);
+      g_assert_cmpfloat (fabs ((double) est - (double) sb.st_size), <, 0.1 * (double) sb.st_size);
+      g_unlink (out);
+    }
+  g_autoptr (GError) error = NULL;
+  g_assert_cmpint (hn_gguf_export_estimate ("/nonexistent", HN_GGUF_OUT_F16, &error), ==, -1);
+  g_assert_nonnull (error);
+}
+
 static void
 test_tokenizer (void)
 {
@@ -506,6 +538,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf-model/types", test_types);
   g_test_add_func ("/gguf-model/tokenizer", test_tokenizer);
   g_test_add_func ("/gguf-model/paths", test_paths);
+  g_test_add_func ("/gguf-model/estimate", test_estimate);
   g_test_add_func ("/gguf-model/llamacpp-file", test_llamacpp_file);
   g_test_add_func ("/gguf-model/llamacpp-file-q8_0", test_llamacpp_file_q8_0);
   g_test_add_func ("/gguf-model/lora-export-llamacpp", test_lora_export_llamacpp);
