@@ -395,7 +395,7 @@ test_llamacpp_file_q8_0 (void)
 /* A LoRA fine-tune of the demo model (tests/fixtures/gguf/stories260K-lora, 12 steps on
  * tinyshakespeare) exported merged in f16 generates here what llama-simple generated from the same
  * export on the device, on its CPU and Vulkan backends (llama-simple-lora-output.txt; made by
- * build-aux/perf/gguf-q8-ab.sh); the adapter changes the text. */
+ * build-aux/perf/gguf-q8-ab.sh, in git history); the adapter changes the text. */
 static void
 test_lora_export_llamacpp (void)
 {
