@@ -191,6 +191,36 @@ check_package_logits (HnVkContext *ctx, const char *dir, const char *fixture, co
   hn_transformer_free (m);
 }
 
+/* m written back (hn_checkpoint_write_model) holds every tensor of src_dir under its own name, byte
+ * for byte, and must_have (may be NULL) among them: the towers and unread layers copied, the text
+ * model's tensors written from the device. */
+static void
+assert_rewrite_identical (HnTransformer *m, const char *src_dir, const char *must_have)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *out = g_dir_make_tmp ("hn-package-out-XXXXXX", NULL);
+  gboolean wrote = hn_checkpoint_write_model (m, out, &error);
+  g_assert_no_error (error);
+  g_assert_true (wrote);
+  g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
+  g_assert_no_error (error);
+  g_autoptr (HnSafetensors) src = hn_safetensors_open (src_dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (hn_safetensors_get_n_tensors (back), ==, hn_safetensors_get_n_tensors (src));
+  for (guint t = 0; t < hn_safetensors_get_n_tensors (src); t++)
+    {
+      const HnSafetensorInfo *a = hn_safetensors_get_nth (src, t);
+      const HnSafetensorInfo *b = hn_safetensors_lookup (back, a->name);
+      g_assert_nonnull (b);
+      g_assert_cmpuint (b->nbytes, ==, a->nbytes);
+      g_assert_true (memcmp (a->data, b->data, a->nbytes) == 0);
+    }
+  if (must_have)
+    g_assert_nonnull (hn_safetensors_lookup (back, must_have));
+  hn_folder_remove_tree (out);
+}
+
+
 static void
 test_packages (void)
 {
@@ -270,28 +300,10 @@ test_glm_mtp_layers (void)
       check_package_logits (ctx, dir, cases[i][1], cases[i][0]);
       HnTransformer *m = hn_transformer_load (ctx, dir, &error);
       g_assert_no_error (error);
-      g_autofree char *out = g_dir_make_tmp ("hn-glm-out-XXXXXX", NULL);
-      gboolean wrote = hn_checkpoint_write_model (m, out, &error);
-      g_assert_no_error (error);
-      g_assert_true (wrote);
-      g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
-      g_assert_no_error (error);
       /* every tensor comes back as it went in: the MTP layer copied, the text model's (stacked experts
        * too) written from the device */
-      g_autoptr (HnSafetensors) src = hn_safetensors_open (dir, &error);
-      g_assert_no_error (error);
-      g_assert_cmpuint (hn_safetensors_get_n_tensors (back), ==, hn_safetensors_get_n_tensors (src));
-      for (guint t = 0; t < hn_safetensors_get_n_tensors (src); t++)
-        {
-          const HnSafetensorInfo *a = hn_safetensors_get_nth (src, t);
-          const HnSafetensorInfo *b = hn_safetensors_lookup (back, a->name);
-          g_assert_nonnull (b);
-          g_assert_cmpuint (b->nbytes, ==, a->nbytes);
-          g_assert_true (memcmp (a->data, b->data, a->nbytes) == 0);
-        }
-      g_assert_nonnull (hn_safetensors_lookup (back, cases[i][2]));
+      assert_rewrite_identical (m, dir, cases[i][2]);
       hn_transformer_free (m);
-      hn_folder_remove_tree (out);
       hn_folder_remove_tree (dir);
 
       g_autofree char *bad = make_package (cases[i][0], HN_PACKAGE_LANGUAGE_MODEL, cases[i][1],
@@ -343,25 +355,8 @@ test_omni_layouts (void)
       check_package_logits (ctx, dir, cases[i].text, what);
       HnTransformer *m = hn_transformer_load (ctx, dir, &error);
       g_assert_no_error (error);
-      g_autofree char *out = g_dir_make_tmp ("hn-omni-out-XXXXXX", NULL);
-      gboolean wrote = hn_checkpoint_write_model (m, out, &error);
-      g_assert_no_error (error);
-      g_assert_true (wrote);
-      g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
-      g_assert_no_error (error);
-      g_autoptr (HnSafetensors) src = hn_safetensors_open (dir, &error);
-      g_assert_no_error (error);
-      g_assert_cmpuint (hn_safetensors_get_n_tensors (back), ==, hn_safetensors_get_n_tensors (src));
-      for (guint t = 0; t < hn_safetensors_get_n_tensors (src); t++)
-        {
-          const HnSafetensorInfo *a = hn_safetensors_get_nth (src, t);
-          const HnSafetensorInfo *b = hn_safetensors_lookup (back, a->name);
-          g_assert_nonnull (b);
-          g_assert_cmpuint (b->nbytes, ==, a->nbytes);
-          g_assert_true (memcmp (a->data, b->data, a->nbytes) == 0);
-        }
+      assert_rewrite_identical (m, dir, NULL);
       hn_transformer_free (m);
-      hn_folder_remove_tree (out);
       hn_folder_remove_tree (dir);
 
       g_autofree char *bad = make_package (cases[i].package, cases[i].layout, cases[i].text, cases[i].stray);
@@ -452,23 +447,8 @@ test_mllama_cross_attention_layers (void)
   g_autoptr (HnSafetensors) in = hn_safetensors_open (src, &error);
   g_assert_no_error (error);
   g_assert_nonnull (hn_safetensors_lookup (in, "model.layers.1.cross_attn.q_proj.weight"));
-  g_autofree char *out = g_dir_make_tmp ("hn-mllama-out-XXXXXX", NULL);
-  gboolean wrote = hn_checkpoint_write_model (m, out, &error);
-  g_assert_no_error (error);
-  g_assert_true (wrote);
-  g_autoptr (HnSafetensors) back = hn_safetensors_open (out, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (hn_safetensors_get_n_tensors (back), ==, hn_safetensors_get_n_tensors (in));
-  for (guint t = 0; t < hn_safetensors_get_n_tensors (in); t++)
-    {
-      const HnSafetensorInfo *a = hn_safetensors_get_nth (in, t);
-      const HnSafetensorInfo *b = hn_safetensors_lookup (back, a->name);
-      g_assert_nonnull (b);
-      g_assert_cmpuint (b->nbytes, ==, a->nbytes);
-      g_assert_true (memcmp (a->data, b->data, a->nbytes) == 0);
-    }
+  assert_rewrite_identical (m, src, NULL);
   hn_transformer_free (m);
-  hn_folder_remove_tree (out);
 
   /* cross_attention_layers [0, 1]: transformers would read positions off layer 0's empty cache */
   g_autofree char *dir = make_package ("mllama", HN_PACKAGE_LANGUAGE_MODEL, "mllama_text_model", NULL);
