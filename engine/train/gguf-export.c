@@ -52,28 +52,6 @@ hn_gguf_outtype_name (HnGgufOutType t)
   return "?";
 }
 
-gint64
-hn_gguf_export_estimate (const char *model_dir, HnGgufOutType type, GError **error)
-{
-  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
-  if (!st)
-    return -1;
-  /* bytes per weight of a matrix: the blocks' size over their length
-   * (Q4_K_M: llama.cpp's mix of Q4_K and Q6_K, about 4.9 bits) */
-  double per = type == HN_GGUF_OUT_F32                           ? 4.0
-               : type == HN_GGUF_OUT_F16 || type == HN_GGUF_OUT_BF16 ? 2.0
-               : type == HN_GGUF_OUT_Q8_0                        ? 34.0 / 32
-               : type == HN_GGUF_OUT_Q4_0                        ? 18.0 / 32
-               : type == HN_GGUF_OUT_Q6_K                        ? 210.0 / 256
-                                                                 : 4.9 / 8;
-  double bytes = 0;
-  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
-    {
-      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
-      bytes += (double) t->n_elements * (t->ndim >= 2 ? per : 4.0); /* norms and biases stay f32 */
-    }
-  return (gint64) bytes;
-}
 
 static guint32
 outtype_file_type (HnGgufOutType t)
@@ -132,6 +110,27 @@ typedef struct {
   gboolean tied;
 } Export;
 
+/* The type tensor t is stored as under its llama.cpp name gname: a matrix
+ * by weight_type, norms and biases f32 as in llama.cpp's converter. */
+static HnGgmlType
+stored_type (const Export *x, const HnSafetensorInfo *t, const char *gname)
+{
+  if (t->ndim != 2)
+    return HN_GGML_F32;
+  int layer = -1;
+  sscanf (gname, "blk.%d.", &layer);
+  gboolean is_output = g_str_equal (gname, "output.weight") || (x->tied && g_str_equal (gname, "token_embd.weight"));
+  return weight_type (x->out, gname, is_output, layer, x->n_layer, t->shape[1]);
+}
+
+/* Whether the head is the embedding table (llama.cpp then reads token_embd as output). */
+static gboolean
+head_tied (const HnModelConfig *cfg, HnSafetensors *st, const HnGgufArch *a)
+{
+  return cfg->tie_word_embeddings == 1 ||
+         (cfg->tie_word_embeddings == -1 && (!hn_safetensors_lookup (st, "lm_head.weight") || a->norm_plus_one));
+}
+
 static gboolean
 export_tensor (Export *x, const HnSafetensorInfo *t, GError **error)
 {
@@ -155,8 +154,6 @@ export_tensor (Export *x, const HnSafetensorInfo *t, GError **error)
   if (!f)
     return FALSE;
   gint64 rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
-  int layer = -1;
-  sscanf (gname, "blk.%d.", &layer);
   gboolean is_q = strstr (gname, ".attn_q.") != NULL, is_k = strstr (gname, ".attn_k.") != NULL;
   if (x->a->permute_qk && (is_q || is_k))
     {
@@ -174,12 +171,7 @@ export_tensor (Export *x, const HnSafetensorInfo *t, GError **error)
     for (gint64 e = 0; e < t->n_elements; e++)
       f[e] += 1.0f;
   gint64 ne[2] = { cols, rows };
-  HnGgmlType type = HN_GGML_F32; /* norms and biases stay f32 as in llama.cpp's converter */
-  if (t->ndim == 2)
-    {
-      gboolean is_output = g_str_equal (gname, "output.weight") || (x->tied && g_str_equal (gname, "token_embd.weight"));
-      type = weight_type (x->out, gname, is_output, layer, x->n_layer, cols);
-    }
+  HnGgmlType type = stored_type (x, t, gname);
   gsize nbytes = hn_ggml_row_size (type, cols) * (gsize) rows;
   void *q = g_try_malloc (MAX (nbytes, 1));
   if (!q)
@@ -263,9 +255,7 @@ export_dir (const char *model_dir, const char *tok_dir, HnGgufOutType out, const
   g_autoptr (HnGgufWriter) w = hn_gguf_writer_new ();
   Export x = { w, cfg, a, out, (int) cfg->num_hidden_layers, (int) cfg->num_attention_heads,
                (int) cfg->num_key_value_heads, FALSE };
-  const HnSafetensorInfo *lm = hn_safetensors_lookup (st, "lm_head.weight");
-  x.tied = cfg->tie_word_embeddings == 1 || (cfg->tie_word_embeddings == -1 && !lm)
-           || (cfg->tie_word_embeddings == -1 && a->norm_plus_one);
+  x.tied = head_tied (cfg, st, a);
   if (cfg->hidden_size <= 0 || x.n_layer <= 0 || x.heads <= 0 || cfg->intermediate_size <= 0)
     {
       g_set_error (error, HN_ERROR, HN_ERROR_CORRUPT, "%s: hidden_size, num_hidden_layers, num_attention_heads and "
@@ -513,6 +503,38 @@ rm_tree (const char *path)
     }
   else
     g_unlink (path);
+}
+
+gint64
+hn_gguf_export_estimate (const char *model_dir, HnGgufOutType type, GError **error)
+{
+  g_autoptr (HnModelConfig) cfg = hn_model_config_load (model_dir, error);
+  if (!cfg)
+    return -1;
+  const HnGgufArch *a = hn_gguf_arch_from_model_type (cfg->model_type);
+  if (!a)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "%s: model_type '%s' cannot be exported to GGUF",
+                   cfg->path, cfg->model_type ? cfg->model_type : "(none)");
+      return -1;
+    }
+  g_autoptr (HnSafetensors) st = hn_safetensors_open (model_dir, error);
+  if (!st)
+    return -1;
+  Export x = { NULL, cfg, a, type, (int) cfg->num_hidden_layers, 0, 0, head_tied (cfg, st, a) };
+  gint64 bytes = 0;
+  /* the tensors as export_tensor stores them (the metadata and tokenizer not counted) */
+  for (guint i = 0; i < hn_safetensors_get_n_tensors (st); i++)
+    {
+      const HnSafetensorInfo *t = hn_safetensors_get_nth (st, i);
+      g_autofree char *gname = hn_gguf_tensor_name_from_hf (a, t->name);
+      if (!gname || g_str_has_suffix (t->name, "rotary_emb.inv_freq") || t->ndim < 1 || t->ndim > 2 ||
+          (x.tied && g_str_equal (gname, "output.weight")))
+        continue;
+      gint64 rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
+      bytes += (gint64) hn_ggml_row_size (stored_type (&x, t, gname), cols) * rows;
+    }
+  return bytes;
 }
 
 gboolean

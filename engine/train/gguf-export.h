@@ -24,10 +24,10 @@ const char *hn_gguf_outtype_name (HnGgufOutType t);
 gboolean hn_gguf_export (const char *model_dir, const char *adapter_dir, HnGgufOutType type, const char *out_path,
                          GError **error);
 
-/* About the size of the file hn_gguf_export writes from `model_dir` (its
- * tensors: matrices at the type's bytes per weight, vectors f32; the small
- * fallbacks of narrow matrices and the metadata not counted), or -1 with
- * error when its weights cannot be read. */
+/* About the size of the file hn_gguf_export writes from `model_dir`: its
+ * tensors in the types the export stores them as (the metadata and the
+ * tokenizer not counted), or -1 with error when its config or weights
+ * cannot be read or the architecture has no GGUF mapping. */
 gint64 hn_gguf_export_estimate (const char *model_dir, HnGgufOutType type, GError **error);
 
 /* A PEFT LoRA adapter as llama.cpp's adapter GGUF (general.type adapter,

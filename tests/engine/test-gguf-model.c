@@ -124,8 +124,8 @@ test_types (void)
 }
 
 /* The tokenizer read back from the export encodes and decodes as the source. */
-/* The size Export shows before it runs is near what the export writes (f32 and f16: the
- * matrices at full width; the metadata and tokenizer are the difference). */
+/* The size Export shows before it runs is near what the export writes (the metadata and
+ * tokenizer are the difference). */
 static void
 test_estimate (void)
 {
