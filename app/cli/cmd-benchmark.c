@@ -53,6 +53,7 @@ static const SynthShape synth_shapes[] = {
  * strings belong to the spec. 0 / NULL: the workload's default. */
 typedef struct {
   const char *model_path, *synthetic, *dtype, *workload, *device, *concurrency, *device_indices;
+  const char *gemm_shape; /* gemm: "M,N,K" or NULL (size³) */
   const char *quantization, *lora_targets; /* lora: the base's packing (nf4, int8; --double-quant) and targets */
   gboolean double_quant;
   const char *precision; /* train / lora: fp32 (default), fp16 (bf16 runs as fp16), as the training jobs' --precision */
@@ -447,14 +448,32 @@ gemm_once (gpointer p, GError **error)
 static gboolean
 bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *res, GError **error)
 {
-  gint64 S = o->size > 0 ? o->size : 8192;
+  gint64 S = o->size > 0 ? o->size : 8192, M = S, N = S, K = S;
+  if (o->gemm_shape)
+    {
+      g_auto (GStrv) f = g_strsplit (o->gemm_shape, ",", 0);
+      char *end[3] = { NULL, NULL, NULL };
+      gint64 v[3] = { 0, 0, 0 };
+      for (int i = 0; f[0] && i < 3 && f[i]; i++)
+        v[i] = g_ascii_strtoll (f[i], &end[i], 10);
+      if (g_strv_length (f) != 3 || *end[0] || *end[1] || *end[2] || v[0] < 1 || v[1] < 1 || v[2] < 1 ||
+          v[0] > 1048576 || v[1] > 1048576 || v[2] > 1048576)
+        {
+          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--gemm-shape %s: give M,N,K, each 1 to 1048576",
+                       o->gemm_shape);
+          return FALSE;
+        }
+      M = v[0];
+      N = v[1];
+      K = v[2];
+    }
   HnDType wd = dt == HN_ST_DTYPE_F32 ? HN_DTYPE_F32 : dt == HN_ST_DTYPE_F16 ? HN_DTYPE_F16 : HN_DTYPE_BF16;
   /* bf16 weights as a model load stores them: f16 where the tensor cores
    * read f16 and every value fits (hn_bf16_weights_as_f16) */
   gboolean as_f16 = wd == HN_DTYPE_BF16 && hn_bf16_weights_as_f16 (ctx);
-  g_autoptr (HnTensor) x = hn_tensor_new_2d (ctx, HN_DTYPE_F32, S, S, error);
-  g_autoptr (HnTensor) w = x ? hn_tensor_new_2d (ctx, as_f16 ? HN_DTYPE_F16 : wd, S, S, error) : NULL;
-  g_autoptr (HnTensor) y = w ? hn_tensor_new_2d (ctx, HN_DTYPE_F32, S, S, error) : NULL;
+  g_autoptr (HnTensor) x = hn_tensor_new_2d (ctx, HN_DTYPE_F32, M, K, error);
+  g_autoptr (HnTensor) w = x ? hn_tensor_new_2d (ctx, as_f16 ? HN_DTYPE_F16 : wd, N, K, error) : NULL;
+  g_autoptr (HnTensor) y = w ? hn_tensor_new_2d (ctx, HN_DTYPE_F32, M, N, error) : NULL;
   g_autoptr (HnCmd) cmd = y ? hn_cmd_new (ctx, error) : NULL;
   if (!cmd || !hn_op_fill (cmd, x, 0.01f, error) || !hn_cmd_submit_wait (cmd, error))
     return FALSE;
@@ -466,7 +485,7 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
     }
   else
     {
-      gsize n = (gsize) S * S;
+      gsize n = (gsize) N * K;
       g_autofree guint16 *h = g_new (guint16, n);
       guint16 v = wd == HN_DTYPE_BF16 ? hn_st_f32_to_bf16 (0.01f) : hn_st_f32_to_f16 (0.01f);
       for (gsize i = 0; i < n; i++)
@@ -492,10 +511,42 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
     return FALSE;
   double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
   json_object_set_int_member (res, "size", S);
-  json_object_set_boolean_member (res, "reduced_precision", hn_op_matmul_reduced_precision (ctx, wd, S, 0));
+  json_object_set_int_member (res, "m", M);
+  json_object_set_int_member (res, "n", N);
+  json_object_set_int_member (res, "k", K);
+  json_object_set_boolean_member (res, "reduced_precision", hn_op_matmul_reduced_precision (ctx, wd, M, 0));
   json_object_set_string_member (res, "weights_stored", hn_dtype_name (w->dtype));
   set_d (res, "ms_per_gemm", s * 1e3);
-  set_d (res, "tflops", 2.0 * S * S * S / s / 1e12);
+  set_d (res, "tflops", 2.0 * M * N * K / s / 1e12);
+  return TRUE;
+}
+
+/* The tensor cores' ceiling: register-resident multiply-adds with no memory
+ * traffic (hn_op_tensor_core_peak), 8 workgroups per 132 multiprocessors'
+ * worth by default (--size: workgroups). */
+static gboolean
+bench_mma_peak (HnVkContext *ctx, const BenchOptions *o, JsonObject *res, GError **error)
+{
+  guint32 wgs = o->size > 0 ? (guint32) o->size : 132 * 8, iters = 512;
+  g_autoptr (HnTensor) out = hn_tensor_new_1d (ctx, HN_DTYPE_F32, (gint64) wgs * 8 * 256, error);
+  g_autoptr (HnCmd) cmd = out ? hn_cmd_new (ctx, error) : NULL;
+  double flops = 0;
+  if (!cmd)
+    return FALSE;
+  for (int i = 0; i < MAX (o->warmup, 1); i++)
+    if (!hn_op_tensor_core_peak (cmd, out, wgs, iters, &flops, error) || !hn_cmd_submit_wait (cmd, error))
+      return FALSE;
+  int iterations = MAX (o->iterations, 1);
+  gint64 t0 = g_get_monotonic_time ();
+  for (int i = 0; i < iterations; i++)
+    if (!hn_op_tensor_core_peak (cmd, out, wgs, iters, &flops, error))
+      return FALSE;
+  if (!hn_cmd_submit_wait (cmd, error))
+    return FALSE;
+  double s = (g_get_monotonic_time () - t0) / 1e6 / iterations;
+  json_object_set_int_member (res, "workgroups", wgs);
+  set_d (res, "ms_per_run", s * 1e3);
+  set_d (res, "tflops", flops / s / 1e12);
   return TRUE;
 }
 
@@ -1022,9 +1073,10 @@ run_benchmark (const BenchOptions *o)
     }
   const char *wl = o->workload ? o->workload : "decode";
   if (!g_str_equal (wl, "decode") && !g_str_equal (wl, "prefill") && !g_str_equal (wl, "gemm") &&
-      !g_str_equal (wl, "train") && !g_str_equal (wl, "lora"))
+      !g_str_equal (wl, "train") && !g_str_equal (wl, "lora") && !g_str_equal (wl, "mma-peak"))
     {
-      g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--workload %s: use decode, prefill, train, lora or gemm", wl);
+      g_set_error (&error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "--workload %s: use decode, prefill, train, lora, gemm or mma-peak", wl);
       return hn_cli_fail (g_steal_pointer (&error));
     }
   gboolean training = g_str_equal (wl, "train") || g_str_equal (wl, "lora");
@@ -1058,6 +1110,8 @@ run_benchmark (const BenchOptions *o)
   gboolean ok;
   if (g_str_equal (wl, "gemm"))
     ok = bench_gemm (ctx, o, dt, res, &error);
+  else if (g_str_equal (wl, "mma-peak"))
+    ok = bench_mma_peak (ctx, o, res, &error);
   else
     {
       g_autofree char *tmp = NULL;
@@ -1220,6 +1274,7 @@ hn_cmd_benchmark (int argc, char **argv)
     .warmup = (int) hn_job_spec_get_int (spec, "warmup"),
     .warmup_seconds = hn_job_spec_get_double (spec, "warmup-seconds"),
     .size = (int) hn_job_spec_get_int (spec, "size"),
+    .gemm_shape = hn_job_spec_get_string (spec, "gemm-shape"),
     .requests = (int) hn_job_spec_get_int (spec, "requests"),
     .lora_r = (int) hn_job_spec_get_int (spec, "lora-r"),
     .json = hn_job_spec_get_bool (spec, "json"),

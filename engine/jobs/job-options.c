@@ -464,7 +464,7 @@ const HnOptionInfo hn_option_table[] = {
   { "dtype", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("Weight dtype"),
     N_("Weight dtype of a synthetic model or the GEMM: f32, f16, bf16 (default bf16)"),
     NULL, 0, HN_OPTION_HINT_NONE, "T" },
-  { "workload", HN_OPTION_CHOICE, NULL, UNBOUNDED, "decode prefill gemm train lora", N_("Workload"),
+  { "workload", HN_OPTION_CHOICE, NULL, UNBOUNDED, "decode prefill gemm train lora mma-peak", N_("Workload"),
     N_("What to time (default: decode)"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "iterations", HN_OPTION_INT, "5", 1, INT_MAXV, NULL, N_("Iterations"),
@@ -479,6 +479,9 @@ const HnOptionInfo hn_option_table[] = {
   { "size", HN_OPTION_INT, NULL, 1, 1048576, NULL, N_("GEMM size"),
     N_("GEMM size M = N = K (default 8192)"),
     NULL, 0, HN_OPTION_HINT_NONE, "N" },
+  { "gemm-shape", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("GEMM shape"),
+    N_("GEMM C[M, N] = A[M, K] · W[N, K]ᵀ as M,N,K (a linear layer's shape; overrides --size)"),
+    NULL, 0, HN_OPTION_HINT_NONE, "M,N,K" },
   { "profile", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Profile"),
     N_("Per-op GPU time of one step (timestamp queries)"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
@@ -593,7 +596,7 @@ const HnJobKindInfo hn_command_table[] = {
   { "benchmark", NULL, N_("Benchmark"),
     "Time decode, prefill, training, LoRA and a GEMM on a model or on random weights of the reference shapes, "
     "reporting tokens/s, GB/s, TFLOP/s and peak device memory as JSON",
-    "model-path synthetic dtype workload batch-size=1 seq-len= max-new-tokens= iterations warmup warmup-seconds size device "
+    "model-path synthetic dtype workload batch-size=1 seq-len= max-new-tokens= iterations warmup warmup-seconds size gemm-shape device "
     "device-indices profile continuous-batching requests concurrency gradient-checkpointing quantization "
     "double-quant lora-r lora-target-modules=q_proj,k_proj,v_proj,o_proj precision json",
     NULL, NULL },

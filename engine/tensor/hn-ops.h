@@ -88,6 +88,14 @@ typedef enum {
  * accumulates in f32 — like PyTorch autocast. This tells whether a call with
  * these arguments takes that path (HN_MATMUL_EXACT or the environment
  * variable HN_MATMUL_EXACT=1 forces f32). hn_op_matmul passes no flags. */
+/* The tensor cores' ceiling (benchmark --workload mma-peak): `workgroups`
+ * workgroups of the device's largest power-of-two size up to 256 multiply
+ * register-resident 16x16 f16 tiles `iters` x 8 times each subgroup
+ * (mma_peak.comp); out: at least workgroups * subgroups * 256 floats.
+ * *flops: the multiply-adds' FLOPs. Fails on a device without KHR
+ * cooperative matrix. */
+gboolean hn_op_tensor_core_peak (HnCmd *cmd, HnTensor *out, guint32 workgroups, guint32 iters, double *flops,
+                                 GError **error);
 gboolean hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnMatmulFlags flags);
 /* Whether x·Wᵀ with x of `rows` rows runs in 16 bits on this device: a 16-bit
  * W as above, or ggml blocks taken through their f16 form (tensor/ops-quant.c). */

@@ -628,6 +628,42 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
   return t;
 }
 
+/* HN_GEMM_KHR16=1 (an experiment beside matmul_cm2): x·Wᵀ with both operands
+ * f16 in memory, whole tiles, no epilogue, through matmul_khr16.comp (KHR
+ * cooperative matrix, operands staged in shared memory by the kernel).
+ * HN_KHR16_TILE="BM,BN,BK,WM,WN" (default 128,128,32,64,64). Returns TRUE
+ * when it took the product (*ok then says whether recording it worked). */
+static gboolean
+try_dispatch_khr16 (HnCmd *cmd, const HnVkBinding *bd, const MatmulPush *mm, const MatmulPush *pc, guint32 batch,
+                    gboolean f16, guint32 bdt, guint32 amode, guint32 a_t, guint32 b_t, guint32 aligned, gboolean *ok,
+                    GError **error)
+{
+  if (g_strcmp0 (g_getenv ("HN_GEMM_KHR16"), "1") != 0)
+    return FALSE;
+  guint32 t[5] = { 128, 128, 32, 64, 64 };
+  const char *tile = g_getenv ("HN_KHR16_TILE");
+  if (tile && sscanf (tile, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) != 5)
+    return FALSE;
+  const HnVkDeviceInfo *di = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  if (!t[0] || !t[1] || t[2] % 16 || !t[3] || !t[4] || t[3] % 16 || t[4] % 16 || t[0] % t[3] || t[1] % t[4])
+    return FALSE;
+  guint32 nt = (t[0] / t[3]) * (t[1] / t[4]) * di->subgroup_size;
+  if (nt > di->max_workgroup_invocations || 2 * (t[0] + t[1]) * (t[2] + 8) * 2 > di->max_shared_memory)
+    return FALSE;
+  if (batch != 1 || f16 || bdt != hn_op_float_code (HN_DTYPE_F16) || amode != 2 || a_t || b_t || !aligned ||
+      mm->alpha != 1.0f || mm->flags || pc->M % t[0] || pc->N % t[1] || pc->K % t[2] || mm->c_off % 4 ||
+      mm->c_sm % 4)
+    return FALSE;
+  struct { guint32 M, N, K, a_off, a_sm, b_off, b_sn, c_off, c_sm; } kp = {
+    pc->M, pc->N, pc->K, mm->a_off, mm->a_sm, mm->b_off, mm->b_sn, mm->c_off, mm->c_sm };
+  guint32 spec[6] = { t[0], t[1], t[2], t[3], t[4], nt };
+  HnVkBinding kb[3] = { bd[0], bd[1], bd[3] };
+  hn_cmd_set_label (cmd, "matmul_khr16");
+  *ok = hn_cmd_dispatch (cmd, "matmul_khr16", spec, 6, kb, 3, &kp, sizeof kp, pc->N / t[1], pc->M / t[0], 1, error);
+  hn_cmd_set_label (cmd, NULL);
+  return TRUE;
+}
+
 /* Workgroups of matmul_cm2 for C[M, N] = x·Wᵀ (no split-K counted). */
 static guint64
 cm2_wgs (HnVkContext *ctx, guint32 M, guint32 N, guint32 K)
@@ -718,6 +754,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint64 p_off = a_bytes + ((b_bytes + 255) & ~(guint64) 255);
   guint64 p_bytes = splits > 1 ? (guint64) splits * pc->M * pc->N * 4 : 0;
   HnVkBuffer *s = NULL;
+  gboolean ok_khr16 = FALSE;
   if ((a_bytes && !(a16 && !f16)) || b_bytes || p_bytes)
     if (!(s = hn_cmd_scratch (cmd, p_off + p_bytes, error)))
       return FALSE;
@@ -761,6 +798,8 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   spec[8] = p2.mm.a_off % aal == 0 && p2.mm.a_sb % aal == 0 && a_st % aal == 0 && p2.mm.b_off % bal == 0 &&
             p2.mm.b_sb % bal == 0 && b_st % bal == 0 && (!b2 || p2.mm.bias_off % bal == 0);
   *done = TRUE;
+  if (!b2 && splits == 1 && try_dispatch_khr16 (cmd, bd, &p2.mm, pc, batch, f16, bdt, spec[7], a_t, b_t, spec[8], &ok_khr16, error))
+    return ok_khr16;
   hn_cmd_set_label (cmd, b2 ? "matmul_cm2_glu" : "matmul_cm2");
   gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 14, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
@@ -1623,4 +1662,31 @@ hn_op_reduce (HnCmd *cmd, HnTensor *out, HnTensor *in, HnReduceOp rop, GError **
     (guint32) hn_tensor_rows (in), (guint32) hn_tensor_cols (in), hn_eoff (in), hn_eoff (out), (guint32) rop };
   HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
   return hn_op_dispatch_rows (cmd, "reduce", NULL, 0, bd, 2, &pc, sizeof pc, pc.rows, error);
+}
+
+gboolean
+hn_op_tensor_core_peak (HnCmd *cmd, HnTensor *out, guint32 workgroups, guint32 iters, double *flops, GError **error)
+{
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  const HnVkDeviceInfo *di = hn_vk_context_get_device_info (ctx);
+  if (!hn_vk_context_has_coopmat (ctx))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "mma-peak: %s has no cooperative matrix", di->name);
+      return FALSE;
+    }
+  guint32 nt = 256;
+  while (nt > di->max_workgroup_invocations && nt > di->subgroup_size)
+    nt /= 2;
+  guint32 subgroups = MAX (nt / MAX (di->subgroup_size, 1), 1);
+  if ((guint64) out->n < (guint64) workgroups * subgroups * 256)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mma-peak: the output holds %" G_GINT64_FORMAT " floats",
+                   out->n);
+      return FALSE;
+    }
+  guint32 spec[2] = { nt, iters };
+  float x = 0.001f;
+  HnVkBinding b = hn_bind (out, TRUE);
+  *flops = (double) workgroups * subgroups * iters * 8 * 2.0 * 16 * 16 * 16;
+  return hn_cmd_dispatch (cmd, "mma_peak", spec, 2, &b, 1, &x, sizeof x, workgroups, 1, 1, error);
 }
