@@ -43,7 +43,7 @@ is_layer_linear (const HnSafetensorInfo *t)
  * layers' Linears packed with `quant`), vectors (norms, biases) as f32. Sets
  * *fused_gate_up when the MLP's gate and up come as one tensor (phi3), which
  * doubles the gate activations. *max_quant gets the elements of the largest
- * packed matrix. */
+ * packed matrix or matrix of ggml blocks (a GGUF file's). */
 static gboolean
 weight_bytes (const char *model_dir, HnDType quant, HnMemoryEstimate *e, gboolean *fused_gate_up, gint64 *max_quant,
               GError **error)
@@ -70,6 +70,11 @@ weight_bytes (const char *model_dir, HnDType quant, HnMemoryEstimate *e, gboolea
           continue;
         }
       e->weights += t->nbytes;
+      if (t->dtype == HN_ST_DTYPE_GGML)
+        {
+          *max_quant = MAX (*max_quant, (gint64) t->n_elements);
+          continue;
+        }
       int k = t->dtype == HN_ST_DTYPE_F16 ? 1 : t->dtype == HN_ST_DTYPE_BF16 ? 2 : 0;
       by_dtype[k] += t->nbytes;
     }
@@ -328,16 +333,16 @@ hn_memory_estimate_model (const char *model_dir, const HnMemoryRequest *req, HnM
       hn_memory_estimate_clear (out);
       return FALSE;
     }
+  /* the recorder's weight scratch: a ring of HN_WEIGHT_SCRATCH_SLOTS of the
+   * largest quantized matrix in f16 (its f16 form for the tensor-core matmul,
+   * tensor/ops-quant.c; up to 128 Mi elements), packed (QLoRA) or ggml blocks
+   * (a GGUF model's prefill); hn_memory_estimate_set_device drops it for a
+   * device without those matmuls */
+  out->f16_weight_ring = HN_WEIGHT_SCRATCH_SLOTS * 2 * (guint64) (max_quant <= ((gint64) 128 << 20) ? max_quant : 0);
+  out->activations += out->f16_weight_ring;
+  out->total += out->f16_weight_ring;
   if (hn_dtype_is_quant (quant))
     {
-      /* the recorder's weight scratch: a ring of HN_WEIGHT_SCRATCH_SLOTS of
-       * the largest packed matrix in f16 (its f16 form for the tensor-core
-       * matmul, tensor/ops-quant.c; up to 128 Mi elements) */
-      guint64 ws = hn_dtype_is_ggml (quant) ? 0
-                                           : HN_WEIGHT_SCRATCH_SLOTS * 2 *
-                                               (guint64) (max_quant <= ((gint64) 128 << 20) ? max_quant : 0);
-      out->activations += ws;
-      out->total += ws;
       g_free (out->weights_dtype);
       out->weights_dtype = g_strdup (hn_dtype_name (quant));
     }
@@ -395,6 +400,12 @@ hn_memory_estimate_set_device (HnMemoryEstimate *e, HnVkContext *ctx)
     {
       set_host_memory (e);
       return;
+    }
+  if (e->f16_weight_ring && !hn_vk_context_has_coopmat2 (ctx, NULL))
+    {
+      e->activations -= e->f16_weight_ring;
+      e->total -= e->f16_weight_ring;
+      e->f16_weight_ring = 0;
     }
   HnVkMemoryBudget b;
   hn_vk_context_get_memory_budget (ctx, &b);
@@ -636,6 +647,7 @@ hn_memory_estimate_to_json (const HnMemoryEstimate *e)
   MEMBER_INT ("optimizer_bytes", e->optimizer);
   MEMBER_INT ("activations_bytes", e->activations);
   MEMBER_INT ("kv_cache_bytes", e->kv_cache);
+  MEMBER_INT ("f16_weight_ring_bytes", e->f16_weight_ring);
   if (e->recurrent_state)
     {
       /* kv_cache_bytes is a state-space decoder's conv + SSM states */

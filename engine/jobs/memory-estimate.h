@@ -49,6 +49,8 @@ typedef struct {
   gint64 n_params, n_trainable;
   guint64 weights, gradients, optimizer, activations, kv_cache;
   guint64 total;               /* the sum */
+  guint64 f16_weight_ring;     /* part of activations: the ring of f16 forms of quantized weights that
+                                  tensor-core matmuls read (0 once set_device saw a device without them) */
   gboolean host;               /* host memory (the Hierarchos CPU trainer), not device memory */
   gboolean recurrent_state;    /* a state-space decoder: kv_cache holds its conv + SSM states (no KV cache) */
   /* the device (when one was given) */

@@ -140,6 +140,35 @@ test_within_20_percent (void)
 /* The estimate counts what it should: doubling the batch doubles the
  * activations, LoRA has far fewer trainable parameters, a device limit
  * turns "fits" into a warning with advice. */
+/* A GGUF model counts its weights at their block sizes and, on a device with
+ * tensor-core matmuls, the ring of f16 forms prefill reads (3 x the largest
+ * matrix in f16); a device without them (lavapipe) drops the ring. */
+static void
+test_gguf_ring (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *path = g_build_filename (g_getenv ("HN_SOURCE_DIR"), "tests", "fixtures", "gguf",
+                                            "stories260K-llamacpp-q4_k_m.gguf", NULL);
+  HnMemoryRequest g = { HN_MEMORY_GENERATE, 0, 0, 0, NULL, 1, 256, FALSE, FALSE, 0 };
+  HnMemoryEstimate e;
+  g_assert_true (hn_memory_estimate_model (path, &g, &e, &error));
+  g_assert_no_error (error);
+  /* stories260K: the largest matrix is the 512 x 64 embedding (ffn 172 x 64 is smaller) */
+  g_assert_cmpuint (e.f16_weight_ring, ==, HN_WEIGHT_SCRATCH_SLOTS * 2 * 512 * 64);
+  g_assert_cmpuint (e.weights, <, 4 * 300000);
+  guint64 act = e.activations, total = e.total;
+  hn_memory_estimate_set_device (&e, ctx);
+  if (hn_vk_context_has_coopmat2 (ctx, NULL))
+    g_assert_cmpuint (e.total, ==, total);
+  else
+    {
+      g_assert_cmpuint (e.f16_weight_ring, ==, 0);
+      g_assert_cmpuint (e.activations, ==, act - HN_WEIGHT_SCRATCH_SLOTS * 2 * 512 * 64);
+      g_assert_cmpuint (e.total, ==, total - HN_WEIGHT_SCRATCH_SLOTS * 2 * 512 * 64);
+    }
+  hn_memory_estimate_clear (&e);
+}
+
 /* A state-space decoder's generation holds a fixed-size recurrent state per row (no KV cache that
  * grows with the context): mamba's fixture, 2 layers of (K - 1) · I conv + I · N SSM values. */
 static void
@@ -374,6 +403,7 @@ main (int argc, char **argv)
   g_test_add_func ("/memory-estimate/parts-and-device", test_parts_and_device);
   g_test_add_func ("/memory-estimate/cli-dry-run", test_cli_dry_run);
   g_test_add_func ("/memory-estimate/state-space", test_state_space);
+  g_test_add_func ("/memory-estimate/gguf-ring", test_gguf_ring);
   g_test_add_func ("/memory-estimate/from-job-options", test_from_job_options);
   g_test_add_func ("/memory-estimate/hierarchos-from-job-options", test_hierarchos_from_job_options);
   int rc = g_test_run ();
