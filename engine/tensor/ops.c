@@ -584,7 +584,11 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
        * (docs/performance.md): 128x256 when those fill the GPU once, 128x128
        * when those do or K is long (split-K), else 64-row tiles on 128
        * invocations, 64x128 when those fill it */
-      if (CM2_TILES (128, 256) >= 128)
+      /* not under fp16 autocast, whose rounding epilogue runs slower on
+       * 128x256 (gpt2-124m training step, 2026-12-03f: 8192 x 768 x 3072
+       * 301 against 213 us on 128x128, the 8192 x 50304 x 768 LM head 6.5
+       * against 4.6 ms) */
+      if (CM2_TILES (128, 256) >= 128 && !f16)
         {
           t.bm = 128;
           t.bn = 256;
@@ -606,7 +610,11 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
 #undef CM2_TILES
   if (hn_cm2_tile_env ("HN_CM2_TILE", &t.bm, &t.bn, &t.bk))
     hn_vk_context_has_coopmat2 (ctx, &t.nt); /* the device's size unless HN_CM2_NT says */
-  t.unroll = MAX (env_uint ("HN_CM2_UNROLL", 8), 1);
+  /* 8 BK steps per loop iteration, 4 when a short K has a multiple of 4 but
+   * not of 8 (K 768: 12 steps; the remainder runs one step at a time:
+   * 8192 x 768 x 768 96.6 against 99.2 us, 2026-12-03f) */
+  guint32 steps = (K + t.bk - 1) / t.bk;
+  t.unroll = MAX (env_uint ("HN_CM2_UNROLL", steps < 32 && steps % 8 && steps % 4 == 0 ? 4 : 8), 1);
   t.swz = env_uint ("HN_CM2_SWIZZLE", t.swz);
   /* HN_CM2_NT: another workgroup size the device lists for this shape */
   guint32 nt_env = env_uint ("HN_CM2_NT", 0);
@@ -800,7 +808,14 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   *done = TRUE;
   if (!b2 && splits == 1 && try_dispatch_khr16 (cmd, bd, &p2.mm, pc, batch, f16, bdt, spec[7], a_t, b_t, spec[8], &ok_khr16, error))
     return ok_khr16;
-  hn_cmd_set_label (cmd, b2 ? "matmul_cm2_glu" : "matmul_cm2");
+  /* HN_PROFILE_SHAPES=1: the label names the shape, layout and tile (a
+   * profile's per-shape breakdown) */
+  g_autofree char *label = g_getenv ("HN_PROFILE_SHAPES")
+                             ? g_strdup_printf ("%s %ux%ux%u%s%s b%u %ux%u/%u s%u", b2 ? "matmul_cm2_glu" : "matmul_cm2",
+                                                pc->M, pc->N, pc->K, a_t ? " At" : "", b_t ? " Bt" : "", batch, bm,
+                                                bn, nt, splits)
+                             : NULL;
+  hn_cmd_set_label (cmd, label ? label : b2 ? "matmul_cm2_glu" : "matmul_cm2");
   gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 14, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);

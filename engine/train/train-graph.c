@@ -129,13 +129,14 @@ struct _HnTrainGraph {
 };
 
 /* Rows of the logits' gradient rounded to f16 at a time in the LM head's
- * backward (lm_back_f16); HN_TRAIN_LM_ROWS=n takes fewer (a test of the chunks). */
+ * backward (lm_back_f16); HN_TRAIN_LM_ROWS=n takes another count (fewer: a
+ * test of the chunks; more: a measurement, at V x n halves of scratch). */
 static gint64
 lm_rows (void)
 {
   const char *v = g_getenv ("HN_TRAIN_LM_ROWS");
   gint64 n = v ? g_ascii_strtoll (v, NULL, 10) : 0;
-  return n > 0 && n < 2048 ? n : 2048;
+  return n > 0 && n <= 65536 ? n : 2048;
 }
 
 static HnTensor *

@@ -1,0 +1,19 @@
+# Call G, 2026-12-03 (second session): issue 22 after the tile-table change (no 128x256 under fp16
+# autocast, unroll 4 for K of 12 steps): the gpt2-124m fp16 training row with its per-shape profile,
+# the LM head's backward in larger chunks (HN_TRAIN_LM_ROWS), the 4x512 prefill and 1x512 rows, and
+# test-ops-matmul (the cm2 paths).
+# Prepare: HN_CARRY=.devcarry-e build-aux/device-check prepare
+# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-2026-12-03g-run.sh HN_CARRY=.devcarry-e bash build-aux/device-check run
+. build-aux/perf/bench-rows.sh
+TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 8 --seq-len 1024 --iterations 3"
+P4="--synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2"
+P1="--synthetic llama-1b --dtype bf16 --workload prefill --batch 1 --seq-len 512 --iterations 5 --warmup 2"
+row rows.jsonl train-fp16 $TR
+HN_PROFILE_SHAPES=1 row rows.jsonl train-fp16-profile $TR --profile
+HN_TRAIN_LM_ROWS=4096 row rows.jsonl train-fp16-lm4096 $TR
+HN_TRAIN_LM_ROWS=8192 row rows.jsonl train-fp16-lm8192 $TR
+row rows.jsonl p4x512 $P4
+row rows.jsonl p1x512 $P1
+row rows.jsonl train-fp16-again $TR
+prof "$OUT/rows.jsonl"
+step "test-ops-matmul" timeout 150 "$CARRY/bin/test-ops-matmul"
