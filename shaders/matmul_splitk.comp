@@ -3,10 +3,12 @@
 // The sum of a split-K matmul's partial products (matmul_cm2.comp with
 // splits > 1 writes split s of C at part_off + s * M * N in a scratch
 // buffer): C[m, n] = alpha * sum_s P[s, m, n] (+ bias[n]) (+ C[m, n]), the
-// same epilogue the one-pass kernel applies. Four columns per invocation when
-// N is a multiple of 4 (VEC), else one.
+// same epilogue the one-pass kernel applies (F16: fp16 autocast's, the bias
+// and the sum rounded to f16 before C adds them). Four columns per invocation
+// when N is a multiple of 4 (VEC), else one.
 #include "common.glsl"
 layout(constant_id = 0) const uint VEC = 1;
+layout(constant_id = 1) const uint F16 = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer P4 { vec4 part4[]; };
 layout(std430, binding = 0) readonly buffer P1 { float part[]; };
@@ -32,7 +34,8 @@ void main() {
   }
   [[unroll]] for (uint j = 0u; j < VEC; j++) {
     float x = s[j] * p.alpha;
-    if ((p.flags & 2u) != 0u) x += bias[p.bias_off + n + j];
+    if ((p.flags & 2u) != 0u) x += F16 == 1u ? hn_round_f16(bias[p.bias_off + n + j]) : bias[p.bias_off + n + j];
+    if (F16 == 1u) x = hn_round_f16(x);
     uint ci = p.c_off + m * p.c_sm + n + j;
     if ((p.flags & 1u) != 0u) x += c[ci];
     c[ci] = x;

@@ -14,6 +14,8 @@ HN_TRAIN_LM_ROWS=4096 row rows.jsonl train-fp16-lm4096 $TR
 HN_TRAIN_LM_ROWS=8192 row rows.jsonl train-fp16-lm8192 $TR
 row rows.jsonl p4x512 $P4
 row rows.jsonl p1x512 $P1
+HN_CM2_SPLITK_F16=1 row rows.jsonl train-fp16-splitk $TR
 row rows.jsonl train-fp16-again $TR
 prof "$OUT/rows.jsonl"
 step "test-ops-matmul" timeout 150 "$CARRY/bin/test-ops-matmul"
+step "test-ops-matmul-splitk-f16" env HN_CM2_SPLITK_F16=1 HN_CM2_SPLITK=3 timeout 150 "$CARRY/bin/test-ops-matmul"

@@ -625,10 +625,13 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
    * whole number of unrolled K steps and at least two of them */
   guint64 tiles = (guint64) ((M + t.bm - 1) / t.bm) * ((N + t.bn - 1) / t.bn) * batch;
   guint32 uk = t.bk * t.unroll, k_steps = (K + uk - 1) / uk;
-  if (batch == 1 && tiles + co_wgs < 66 && !f16)
+  /* under fp16 autocast only with HN_CM2_SPLITK_F16=1 (an experiment: the
+   * LM head's dX, 2048 x 768 x 50304 on 96 tiles) */
+  gboolean split_ok = !f16 || env_uint ("HN_CM2_SPLITK_F16", 0) == 1;
+  if (batch == 1 && tiles + co_wgs < 66 && split_ok)
     t.splits = (guint32) MIN ((128 + tiles - 1) / tiles, (guint64) MAX (k_steps / 2, 1));
   guint32 forced = env_uint ("HN_CM2_SPLITK", 0);
-  if (forced && batch == 1 && !f16)
+  if (forced && batch == 1 && split_ok)
     t.splits = MIN (forced, MAX (k_steps, 1));
   t.k_split = (k_steps + t.splits - 1) / t.splits * uk;
   if (t.splits > 1)
@@ -826,11 +829,12 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
     float alpha;
     guint32 flags;
   } rp = { pc->M, pc->N, splits, (guint32) (p_off / 4), pc->c_off, pc->c_sm, pc->bias_off, pc->alpha, pc->flags };
-  guint32 vec = pc->N % 4 == 0 ? 4 : 1, gx, gy;
+  guint32 vec_spec[2] = { pc->N % 4 == 0 ? 4 : 1, f16 }, gx, gy;
+  guint32 vec = vec_spec[0];
   HnVkBinding rb[3] = { { s, p_off, p_bytes, FALSE }, hn_bind (bias ? bias : c, FALSE), hn_bind (c, TRUE) };
   hn_grid (((guint64) pc->M * (pc->N / vec) + 255) / 256, &gx, &gy);
   hn_cmd_set_label (cmd, "matmul_splitk");
-  ok = hn_cmd_dispatch (cmd, "matmul_splitk", &vec, 1, rb, 3, &rp, sizeof rp, gx, gy, 1, error);
+  ok = hn_cmd_dispatch (cmd, "matmul_splitk", vec_spec, 2, rb, 3, &rp, sizeof rp, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
