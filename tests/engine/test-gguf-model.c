@@ -13,6 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "transformer/transformer.h"
 #include "generate/generate.h"
+#include "jobs/memory-estimate.h"
 #include "tensor/quant.h"
 
 #include <glib/gstdio.h>
@@ -497,7 +498,9 @@ test_kept_quantized (void)
  * the fixtures are narrower than its block, so a random llama of width 256
  * (2 layers, 4 heads / 2 KV heads, FFN 512, vocab 512, tied LM head) is
  * written with every matrix in Q8_K blocks by ggml's reference quantizer:
- * the embedding, the LM head and every Linear weight stay in them. */
+ * the embedding, the LM head and every Linear weight stay in them, and the
+ * memory estimate counts them at their block sizes (with the f16 ring of
+ * the largest, 512 x 256). */
 static void
 test_kept_quantized_q8_k (void)
 {
@@ -517,6 +520,7 @@ test_kept_quantized_q8_k (void)
   hn_gguf_writer_set_string (w, "tokenizer.ggml.model", "none");
   g_autoptr (GRand) rng = g_rand_new_with_seed (8);
   g_autoptr (GError) error = NULL;
+  guint64 bytes = 0; /* the weights as the loader keeps them */
   struct { const char *name; gint64 rows, cols; } mats[] = {
     { "attn_q", C, C }, { "attn_k", KV, C }, { "attn_v", KV, C }, { "attn_output", C, C },
     { "ffn_gate", F, C }, { "ffn_up", F, C }, { "ffn_down", C, F } };
@@ -531,6 +535,7 @@ test_kept_quantized_q8_k (void)
         gsize nb = hn_ggml_row_size (HN_GGML_Q8_K, cols) * (gsize) rows;
         void *q = g_malloc (nb);
         g_assert_true (hn_ggml_quantize (HN_GGML_Q8_K, f, q, rows * cols, &error));
+        bytes += nb;
         g_autofree char *name = il < 0 ? g_strdup ("token_embd.weight")
                                        : g_strdup_printf ("blk.%d.%s.weight", il, mats[i].name);
         g_assert_true (hn_gguf_writer_add_tensor_take (w, name, HN_GGML_Q8_K, 2, (gint64[]) { cols, rows }, q, nb,
@@ -543,6 +548,7 @@ test_kept_quantized_q8_k (void)
       float *g = g_new (float, C);
       for (gint64 k = 0; k < C; k++)
         g[k] = (float) g_rand_double_range (rng, 0.8, 1.2);
+      bytes += (guint64) C * 4;
       g_assert_true (hn_gguf_writer_add_tensor_take (w, norms[i], HN_GGML_F32, 1, (gint64[]) { C }, g,
                                                      (gsize) C * 4, &error));
     }
@@ -556,6 +562,13 @@ test_kept_quantized_q8_k (void)
   g_assert_cmpint (W->tok_embed->dtype, ==, HN_DTYPE_GGML_Q8_K);
   g_assert_cmpint (W->lm_head->dtype, ==, HN_DTYPE_GGML_Q8_K);
   g_assert_cmpint (W->layers[1].w_down->dtype, ==, HN_DTYPE_GGML_Q8_K);
+  HnMemoryRequest req = { HN_MEMORY_GENERATE, 0, 0, 0, NULL, 1, 128, FALSE, FALSE, 0 };
+  HnMemoryEstimate e;
+  g_assert_true (hn_memory_estimate_model (out, &req, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (e.weights, ==, bytes);
+  g_assert_cmpuint (e.f16_weight_ring, ==, HN_WEIGHT_SCRATCH_SLOTS * 2 * V * C);
+  hn_memory_estimate_clear (&e);
   g_unlink (out);
 }
 
