@@ -2,7 +2,8 @@
 // read from uint words: the includer defines `uint gg_word(uint which, uint i)`
 // (word i of weight buffer `which`, a literal so the branch folds away) and
 // the spec constant GT (the GG_* code below). Byte offsets are relative to
-// the buffer; every half and 32-bit field of a block is 2-byte aligned.
+// the buffer; every half and 32-bit field of a block is 2-byte aligned (Q8_K's
+// 292-byte blocks, f32 d first, are 4-byte aligned).
 // Arithmetic follows ggml's dequantize_row_* (same products, same order).
 #define GG_Q4_0 0u
 #define GG_Q4_1 1u
@@ -12,11 +13,12 @@
 #define GG_Q4_K 5u
 #define GG_Q5_K 6u
 #define GG_Q6_K 7u
+#define GG_Q8_K 8u
 
 // bytes per block; elements per block
 uint gg_type_size() {
   return GT == GG_Q4_0 ? 18u : GT == GG_Q4_1 ? 20u : GT == GG_Q5_0 ? 22u : GT == GG_Q5_1 ? 24u :
-         GT == GG_Q8_0 ? 34u : GT == GG_Q4_K ? 144u : GT == GG_Q5_K ? 176u : 210u;
+         GT == GG_Q8_0 ? 34u : GT == GG_Q4_K ? 144u : GT == GG_Q5_K ? 176u : GT == GG_Q6_K ? 210u : 292u;
 }
 uint gg_block() { return GT >= GG_Q4_K ? 256u : 32u; }
 
@@ -106,6 +108,14 @@ void gg_unit(uint which, uint rb, uint u, out float w[32]) {
         w[4u * i + j] = d1 * float(q) - m1;
       }
     }
+  } else if (GT == GG_Q8_K) {
+    // f32 d, then codes: sub-block s is bytes 4 + 32 s .. of the block
+    uint b = rb + (u >> 3) * 292u, qs = b + 4u + 32u * (u & 7u);
+    float d = uintBitsToFloat(gg_u32(which, b));
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+      uint v = gg_u32(which, qs + 4u * i);
+      [[unroll]] for (uint j = 0u; j < 4u; j++) w[4u * i + j] = d * float(bitfieldExtract(int(v), int(8u * j), 8));
+    }
   } else {  // Q6_K
     uint s = u & 7u, b = rb + (u >> 3) * 210u, hf = s >> 2, qq = s & 3u;
     float d = gg_half(which, b + 208u);
@@ -144,6 +154,10 @@ float gg_elem(uint which, uint rb, uint c) {
     if (GT == GG_Q4_0) return float(int(x) - 8) * d;
     if (GT == GG_Q5_0) return float(int(x) - 16) * d;
     return float(x) * d + m;
+  }
+  if (GT == GG_Q8_K) {
+    uint b = rb + (u >> 3) * 292u;
+    return uintBitsToFloat(gg_u32(which, b)) * float(bitfieldExtract(int(gg_u8(which, b + 4u + c % 256u)), 0, 8));
   }
   uint s = u & 7u;
   if (GT == GG_Q6_K) {

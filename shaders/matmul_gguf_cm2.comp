@@ -12,9 +12,9 @@
 // B(k, n) = W[n, k] when W_ROW_IS_N (y = x·Wᵀ, prefill) and W[k, n]
 // otherwise (dx = dy·W). A as f16 (to_f16.comp's copy), f32 accumulation.
 // Blocks are declared with 16-bit members (every ggml block is 2-byte
-// aligned: 18, 20, 22, 24, 34, 144, 176, 210 bytes), so the device needs
-// 16-bit storage. The decode arithmetic is ggml's dequantize_row_* in f32,
-// rounded to f16 once.
+// aligned: 18, 20, 22, 24, 34, 144, 176, 210 bytes; Q8_K's 292 with its f32
+// d first are 4-byte aligned), so the device needs 16-bit storage. The decode
+// arithmetic is ggml's dequantize_row_* in f32, rounded to f16 once.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -47,6 +47,7 @@ struct BQ8_0 { float16_t d; uint16_t qs[16]; };
 struct BQ4_K { float16_t d; float16_t dmin; uint16_t sc[6]; uint16_t qs[64]; };
 struct BQ5_K { float16_t d; float16_t dmin; uint16_t sc[6]; uint16_t qh[16]; uint16_t qs[64]; };
 struct BQ6_K { uint16_t ql[64]; uint16_t qh[32]; uint16_t sc[8]; float16_t d; };
+struct BQ8_K { float d; uint16_t qs[128]; uint16_t bsums[16]; };
 
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
 layout(std430, binding = 1) readonly buffer W40 { BQ4_0 w40[]; };
@@ -57,6 +58,7 @@ layout(std430, binding = 1) readonly buffer W80 { BQ8_0 w80[]; };
 layout(std430, binding = 1) readonly buffer W4K { BQ4_K w4k[]; };
 layout(std430, binding = 1) readonly buffer W5K { BQ5_K w5k[]; };
 layout(std430, binding = 1) readonly buffer W6K { BQ6_K w6k[]; };
+layout(std430, binding = 1) readonly buffer W8K { BQ8_K w8k[]; };
 layout(std430, binding = 1) readonly buffer WU { uint wu[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) buffer C { float c[]; };
@@ -82,6 +84,7 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer R80 { BQ8_0 
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer R4K { BQ4_K b; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer R5K { BQ5_K b; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer R6K { BQ6_K b; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer R8K { BQ8_K b; };
 
 float16_t to_h(float v) { return float16_t(clamp(v, -65504.0, 65504.0)); }
 // byte i of an array of 16-bit words
@@ -147,6 +150,11 @@ float16_t dq6k(const in R6K r, const in uint blk[2], const in uint within[2]) {
   return to_h(float(r.b.d) * float(sc) * float(int(lo | (hi << 4)) - 32));
 }
 
+float16_t dq8k(const in R8K r, const in uint blk[2], const in uint within[2]) {
+  uint e = within[1];
+  return to_h(r.b.d * float(bitfieldExtract(int(BYTE(r.b.qs, e)), 0, 8)));
+}
+
 float epilogue(const in uint r, const in uint col, const in float v, const in uint n0) {
   float x = v * p.alpha;
   uint gn = n0 + col;
@@ -174,7 +182,8 @@ float epilogue(const in uint r, const in uint col, const in float v, const in ui
     else if (GT == GG_Q8_0) LOAD_B1(lw, k0, w80, dq80)       \
     else if (GT == GG_Q4_K) LOAD_B1(lw, k0, w4k, dq4k)       \
     else if (GT == GG_Q5_K) LOAD_B1(lw, k0, w5k, dq5k)       \
-    else LOAD_B1(lw, k0, w6k, dq6k)                          \
+    else if (GT == GG_Q6_K) LOAD_B1(lw, k0, w6k, dq6k)       \
+    else LOAD_B1(lw, k0, w8k, dq8k)                          \
   }
 
 void main() {

@@ -6,15 +6,16 @@
 // A row is cut into chunks: a quarter of a 256-element block of the K types
 // (Q4_K/Q5_K: 64 elements from 32 bytes of nibbles, read as two 16-byte
 // loads, plus the block's 16-byte header of scales; Q6_K: four runs of 16
-// from 48 bytes), a whole block of the 32-element types. The lanes of a
+// from 48 bytes; Q8_K: eight runs of 4 codes), a whole block of the
+// 32-element types. The lanes of a
 // subgroup take consecutive chunks, so a subgroup reads a contiguous stretch
 // of the row; each lane decodes its block's scales once, dots the raw codes
 // with x and applies the scale (and min) to the sums; subgroupAdd reduces.
 // Each subgroup takes NR rows at once (their loads in flight together), a
 // workgroup NSG row groups. Blocks of the K types are 16-byte aligned (144 and
-// 176 bytes; rows start on 16 bytes) and read through uvec4; Q6_K (210
-// bytes) and the 32-element types are 2-byte aligned and read as words
-// shifted into place. QL = 1 gives Q4_K and Q6_K chunk_dot_ql's wider loads
+// 176 bytes; rows start on 16 bytes) and read through uvec4; Q8_K (292
+// bytes) is 4-byte aligned and read as words; Q6_K (210 bytes) and the
+// 32-element types are 2-byte aligned and read as words shifted into place. QL = 1 gives Q4_K and Q6_K chunk_dot_ql's wider loads
 // and conversion-free decoding instead. The same options as matvec.comp (engine/tensor/ops.c
 // dispatch_matvec):
 // GATED = 1: binding 4 is U [N, K] (same type) and y = act(x·W[n] + b) * (x·U[n] + bu);
@@ -62,9 +63,10 @@ shared float rstd_s[8];
 #define GG_Q4_K 5u
 #define GG_Q5_K 6u
 #define GG_Q6_K 7u
+#define GG_Q8_K 8u
 const bool KTYPE = GT >= GG_Q4_K;
 const uint BLK_BYTES = GT == GG_Q4_0 ? 18u : GT == GG_Q4_1 ? 20u : GT == GG_Q5_0 ? 22u : GT == GG_Q5_1 ? 24u :
-                       GT == GG_Q8_0 ? 34u : GT == GG_Q4_K ? 144u : GT == GG_Q5_K ? 176u : 210u;
+                       GT == GG_Q8_0 ? 34u : GT == GG_Q4_K ? 144u : GT == GG_Q5_K ? 176u : GT == GG_Q6_K ? 210u : 292u;
 const uint BLK_ELEMS = KTYPE ? 256u : 32u;
 const uint CHUNKS = KTYPE ? 8u : 4u;  // chunks (lanes) a block
 
@@ -188,6 +190,25 @@ void chunk_dot(uint wh[4], uint rb[4], uint c, inout float acc[4][8]) {
         float sx = 32.0 * dot(xv, vec4(1.0));  // codes are stored + 32
         [[unroll]] for (uint j = 0u; j < NW; j++) acc[j][m] += sc[j][r] * (dot(xv, u8x4(cw[j][r])) - sx);
       }
+    }
+  } else if (GT == GG_Q8_K) {
+    // f32 d, then 64 code words: lane t takes words t + 8i (elements 32i + 4t ..)
+    uint qv[4][8];
+    float d[4];
+    [[unroll]] for (uint j = 0u; j < NW; j++) {
+      uint w0 = (rb[j] + blk * BLK_BYTES) >> 2;
+      d[j] = uintBitsToFloat(wd(wh[j], w0));
+      [[unroll]] for (uint i = 0u; i < 8u; i++) qv[j][i] = wd(wh[j], w0 + 1u + 8u * i + t);
+    }
+    uint kx = k0 + 4u * t;
+    [[unroll]] for (uint m = 0u; m < MMAX; m++) {
+      if (m >= p.M) break;
+      float s[4] = float[4](0.0, 0.0, 0.0, 0.0);
+      [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        vec4 xv = xq(m, kx + 32u * i);
+        [[unroll]] for (uint j = 0u; j < NW; j++) s[j] += dot(xv, s8x4(qv[j][i]));
+      }
+      [[unroll]] for (uint j = 0u; j < NW; j++) acc[j][m] += d[j] * s[j];
     }
   } else if (GT == GG_Q8_0) {
     // lane t: code words t and t + 4 (elements 4t .. and 16 + 4t ..)

@@ -314,7 +314,7 @@ check_conversion (HnGgmlType t, gint64 n, gboolean quantize, GError **error)
   if (quantize && !hn_ggml_can_quantize (t))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "no quantizer for tensor type %s (supported: F32 F16 BF16 "
-                   "Q4_0 Q8_0 Q4_K Q6_K)", hn_ggml_type_name (t));
+                   "Q4_0 Q8_0 Q4_K Q6_K Q8_K)", hn_ggml_type_name (t));
       return FALSE;
     }
   if (!quantize && !hn_ggml_can_dequantize (t))
@@ -702,13 +702,53 @@ quant_q6_k (const float *x, guint8 *y, gint64 nb)
     }
 }
 
+/* ggml's quantize_row_q8_K_ref: the signed value of largest |x| maps to -127
+ * (iscale = -127 / max, codes clamped to 127 above), d = 1 / iscale, bsums
+ * the sums of each 16 codes; an all-zero block is zeros. */
+static void
+quant_q8_k (const float *x, guint8 *y, gint64 nb)
+{
+  for (gint64 i = 0; i < nb; i++, x += QK_K, y += 292)
+    {
+      float max = 0, amax = 0;
+      for (int j = 0; j < QK_K; ++j)
+        {
+          const float ax = fabsf (x[j]);
+          if (ax > amax)
+            {
+              amax = ax;
+              max = x[j];
+            }
+        }
+      if (!amax)
+        {
+          memset (y, 0, 292);
+          continue;
+        }
+      const float iscale = -127.f / max;
+      gint8 *qs = (gint8 *) (y + 4);
+      for (int j = 0; j < QK_K; ++j)
+        qs[j] = (gint8) MIN (127, nearest_int (iscale * x[j]));
+      for (int j = 0; j < QK_K / 16; ++j)
+        {
+          int sum = 0;
+          for (int ii = 0; ii < 16; ++ii)
+            sum += qs[16 * j + ii];
+          const gint16 s16 = (gint16) sum;
+          memcpy (y + 260 + 2 * j, &s16, 2);
+        }
+      const float d = 1 / iscale;
+      memcpy (y, &d, 4);
+    }
+}
+
 gboolean
 hn_ggml_can_quantize (HnGgmlType t)
 {
   switch (t)
     {
     case HN_GGML_F32: case HN_GGML_F16: case HN_GGML_BF16:
-    case HN_GGML_Q4_0: case HN_GGML_Q8_0: case HN_GGML_Q4_K: case HN_GGML_Q6_K:
+    case HN_GGML_Q4_0: case HN_GGML_Q8_0: case HN_GGML_Q4_K: case HN_GGML_Q6_K: case HN_GGML_Q8_K:
       return TRUE;
     default:
       return FALSE;
@@ -743,6 +783,7 @@ hn_ggml_quantize (HnGgmlType t, const float *src, void *dst, gint64 n, GError **
     case HN_GGML_Q8_0: quant_q8_0 (src, y, n / bs); break;
     case HN_GGML_Q4_K: quant_q4_k (src, y, n / bs); break;
     case HN_GGML_Q6_K: quant_q6_k (src, y, n / bs); break;
+    case HN_GGML_Q8_K: quant_q8_k (src, y, n / bs); break;
     default:
       g_assert_not_reached ();
     }

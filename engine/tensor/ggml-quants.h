@@ -74,7 +74,7 @@ gboolean hn_ggml_can_dequantize (HnGgmlType t);
  * HN_ERROR_UNSUPPORTED for other types. */
 gboolean hn_ggml_dequantize (HnGgmlType t, const void *src, float *dst, gint64 n, GError **error);
 
-/* Types with a reference quantizer: F32 F16 BF16 Q4_0 Q8_0 Q4_K Q6_K. */
+/* Types with a reference quantizer: F32 F16 BF16 Q4_0 Q8_0 Q4_K Q6_K Q8_K. */
 gboolean hn_ggml_can_quantize (HnGgmlType t);
 /* n elements (a multiple of the block size) into dst (hn_ggml_row_size
  * bytes), as ggml's quantize_row_*_ref. */

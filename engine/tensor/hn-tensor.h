@@ -36,6 +36,7 @@ typedef enum {
   HN_DTYPE_GGML_Q4_K,
   HN_DTYPE_GGML_Q5_K,
   HN_DTYPE_GGML_Q6_K,
+  HN_DTYPE_GGML_Q8_K,
 } HnDType;
 
 #define HN_MAX_DIMS 4

@@ -57,12 +57,13 @@ static const struct {
   { HN_DTYPE_GGML_Q4_0, HN_GGML_Q4_0 }, { HN_DTYPE_GGML_Q4_1, HN_GGML_Q4_1 }, { HN_DTYPE_GGML_Q5_0, HN_GGML_Q5_0 },
   { HN_DTYPE_GGML_Q5_1, HN_GGML_Q5_1 }, { HN_DTYPE_GGML_Q8_0, HN_GGML_Q8_0 }, { HN_DTYPE_GGML_Q4_K, HN_GGML_Q4_K },
   { HN_DTYPE_GGML_Q5_K, HN_GGML_Q5_K }, { HN_DTYPE_GGML_Q6_K, HN_GGML_Q6_K },
+  { HN_DTYPE_GGML_Q8_K, HN_GGML_Q8_K },
 };
 
 gboolean
 hn_dtype_is_ggml (HnDType dt)
 {
-  return dt >= HN_DTYPE_GGML_Q4_0 && dt <= HN_DTYPE_GGML_Q6_K;
+  return dt >= HN_DTYPE_GGML_Q4_0 && dt <= HN_DTYPE_GGML_Q8_K;
 }
 
 guint32

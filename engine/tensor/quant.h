@@ -26,8 +26,8 @@
  * loads without a full-precision copy): row r is the ggml row of `cols`
  * elements at byte r · hn_ggml_row_size (type, cols), cols a multiple of the
  * type's block (32 or 256); the storage is padded to a multiple of 4 bytes.
- * Packing quantizes with ggml's reference quantizers (q4_0, q8_0, q4_k, q6_k);
- * unpacking is tensor/ggml-quants.c's dequantization. */
+ * Packing quantizes with ggml's reference quantizers (q4_0, q8_0, q4_k, q6_k,
+ * q8_k); unpacking is tensor/ggml-quants.c's dequantization. */
 #pragma once
 #include <glib.h>
 

@@ -28,6 +28,7 @@ hn_dtype_name (HnDType dtype)
     case HN_DTYPE_GGML_Q4_K: return "q4_k";
     case HN_DTYPE_GGML_Q5_K: return "q5_k";
     case HN_DTYPE_GGML_Q6_K: return "q6_k";
+    case HN_DTYPE_GGML_Q8_K: return "q8_k";
     default: return "?";
     }
 }

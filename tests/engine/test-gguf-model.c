@@ -13,6 +13,7 @@
 #include "tokenizer/tokenizer.h"
 #include "transformer/transformer.h"
 #include "generate/generate.h"
+#include "jobs/memory-estimate.h"
 #include "tensor/quant.h"
 
 #include <glib/gstdio.h>
@@ -493,6 +494,84 @@ test_kept_quantized (void)
     }
 }
 
+/* Q8_K (ggml's 8-bit K type, 256 values a block): no converter writes it and
+ * the fixtures are narrower than its block, so a random llama of width 256
+ * (2 layers, 4 heads / 2 KV heads, FFN 512, vocab 512, tied LM head) is
+ * written with every matrix in Q8_K blocks by ggml's reference quantizer:
+ * the embedding, the LM head and every Linear weight stay in them, and the
+ * memory estimate counts them at their block sizes (with the f16 ring of
+ * the largest, 512 x 256). */
+static void
+test_kept_quantized_q8_k (void)
+{
+  const gint64 C = 256, F = 512, V = 512, KV = 128;
+  g_autoptr (HnGgufWriter) w = hn_gguf_writer_new ();
+  hn_gguf_writer_set_string (w, "general.architecture", "llama");
+  hn_gguf_writer_set_string (w, "general.type", "model");
+  hn_gguf_writer_set_u32 (w, "llama.context_length", 128);
+  hn_gguf_writer_set_u32 (w, "llama.embedding_length", (guint32) C);
+  hn_gguf_writer_set_u32 (w, "llama.block_count", 2);
+  hn_gguf_writer_set_u32 (w, "llama.feed_forward_length", (guint32) F);
+  hn_gguf_writer_set_u32 (w, "llama.attention.head_count", 4);
+  hn_gguf_writer_set_u32 (w, "llama.attention.head_count_kv", 2);
+  hn_gguf_writer_set_u32 (w, "llama.rope.dimension_count", 64);
+  hn_gguf_writer_set_f32 (w, "llama.rope.freq_base", 10000.0f);
+  hn_gguf_writer_set_f32 (w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  hn_gguf_writer_set_string (w, "tokenizer.ggml.model", "none");
+  g_autoptr (GRand) rng = g_rand_new_with_seed (8);
+  g_autoptr (GError) error = NULL;
+  guint64 bytes = 0; /* the weights as the loader keeps them */
+  struct { const char *name; gint64 rows, cols; } mats[] = {
+    { "attn_q", C, C }, { "attn_k", KV, C }, { "attn_v", KV, C }, { "attn_output", C, C },
+    { "ffn_gate", F, C }, { "ffn_up", F, C }, { "ffn_down", C, F } };
+  for (int il = -1; il < 2; il++)
+    for (guint i = 0; i < (il < 0 ? 1 : G_N_ELEMENTS (mats)); i++)
+      {
+        gint64 rows = il < 0 ? V : mats[i].rows, cols = il < 0 ? C : mats[i].cols;
+        double a = il < 0 ? 1.0 : sqrt (3.0 / (double) cols); /* unit variance out of a Linear */
+        g_autofree float *f = g_new (float, rows * cols);
+        for (gint64 k = 0; k < rows * cols; k++)
+          f[k] = (float) g_rand_double_range (rng, -a, a);
+        gsize nb = hn_ggml_row_size (HN_GGML_Q8_K, cols) * (gsize) rows;
+        void *q = g_malloc (nb);
+        g_assert_true (hn_ggml_quantize (HN_GGML_Q8_K, f, q, rows * cols, &error));
+        bytes += nb;
+        g_autofree char *name = il < 0 ? g_strdup ("token_embd.weight")
+                                       : g_strdup_printf ("blk.%d.%s.weight", il, mats[i].name);
+        g_assert_true (hn_gguf_writer_add_tensor_take (w, name, HN_GGML_Q8_K, 2, (gint64[]) { cols, rows }, q, nb,
+                                                       &error));
+      }
+  const char *norms[] = { "output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight",
+                          "blk.1.attn_norm.weight", "blk.1.ffn_norm.weight" };
+  for (guint i = 0; i < G_N_ELEMENTS (norms); i++)
+    {
+      float *g = g_new (float, C);
+      for (gint64 k = 0; k < C; k++)
+        g[k] = (float) g_rand_double_range (rng, 0.8, 1.2);
+      bytes += (guint64) C * 4;
+      g_assert_true (hn_gguf_writer_add_tensor_take (w, norms[i], HN_GGML_F32, 1, (gint64[]) { C }, g,
+                                                     (gsize) C * 4, &error));
+    }
+  g_autofree char *out = g_build_filename (tmp_dir, "kept-q8_k.gguf", NULL);
+  g_assert_true (hn_gguf_writer_write (w, out, &error));
+  g_assert_no_error (error);
+  check_kept_quantized (out, HN_DTYPE_GGML_Q8_K);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, out, &error);
+  g_assert_no_error (error);
+  const HnTransformerWeights *W = hn_transformer_get_weights (m);
+  g_assert_cmpint (W->tok_embed->dtype, ==, HN_DTYPE_GGML_Q8_K);
+  g_assert_cmpint (W->lm_head->dtype, ==, HN_DTYPE_GGML_Q8_K);
+  g_assert_cmpint (W->layers[1].w_down->dtype, ==, HN_DTYPE_GGML_Q8_K);
+  HnMemoryRequest req = { HN_MEMORY_GENERATE, 0, 0, 0, NULL, 1, 128, FALSE, FALSE, 0 };
+  HnMemoryEstimate e;
+  g_assert_true (hn_memory_estimate_model (out, &req, &e, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (e.weights, ==, bytes);
+  g_assert_cmpuint (e.f16_weight_ring, ==, HN_WEIGHT_SCRATCH_SLOTS * 2 * V * C);
+  hn_memory_estimate_clear (&e);
+  g_unlink (out);
+}
+
 static void
 test_paths (void)
 {
@@ -543,6 +622,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf-model/llamacpp-file-q8_0", test_llamacpp_file_q8_0);
   g_test_add_func ("/gguf-model/lora-export-llamacpp", test_lora_export_llamacpp);
   g_test_add_func ("/gguf-model/kept-quantized", test_kept_quantized);
+  g_test_add_func ("/gguf-model/kept-quantized-q8_k", test_kept_quantized_q8_k);
   g_test_add_func ("/gguf-model/lora-merged", test_lora_merged);
   g_test_add_func ("/gguf-model/lora-adapter", test_lora_adapter);
   int rc = g_test_run ();

@@ -276,7 +276,7 @@ test_round_trip (void)
   for (int i = 0; i < 512; i++)
     src[i] = sinf ((float) i * 0.37f) * 0.1f;
   const HnGgmlType types[] = { HN_GGML_F32, HN_GGML_F16, HN_GGML_BF16, HN_GGML_Q8_0, HN_GGML_Q4_0, HN_GGML_Q4_K,
-                               HN_GGML_Q6_K };
+                               HN_GGML_Q6_K, HN_GGML_Q8_K };
   g_autoptr (GError) error = NULL;
   for (guint i = 0; i < G_N_ELEMENTS (types); i++)
     {
@@ -332,6 +332,7 @@ test_round_trip (void)
       /* error bound per type relative to the values' range (0.1) */
       const float tol = types[i] == HN_GGML_F32 ? 0 : types[i] == HN_GGML_F16 ? 1e-4f
                         : types[i] == HN_GGML_BF16 ? 1e-3f : types[i] == HN_GGML_Q8_0 ? 1e-3f
+                        : types[i] == HN_GGML_Q8_K ? 1e-3f
                         : types[i] == HN_GGML_Q6_K ? 3e-3f : types[i] == HN_GGML_Q4_0 ? 2e-2f : 1e-2f;
       double max_err = 0;
       for (int k = 0; k < 512; k++)
@@ -368,6 +369,32 @@ test_quant_by_hand (void)
   g_assert_cmpfloat (z[0], ==, -1.0f);
   g_assert_cmpfloat (z[255], ==, 3.5f);
   g_assert_cmpfloat (z[1], ==, 0.0f);
+  /* Q8_K's quantizer (ggml's quantize_row_q8_K_ref): the value of largest |x|
+   * (here negative) is code -127 with d = -max / 127, every value within d / 2,
+   * bsums the sums of each 16 codes */
+  float xk[256];
+  for (int i = 0; i < 256; i++)
+    xk[i] = (float) (i - 200) * 0.01f;
+  g_assert_true (hn_ggml_quantize (HN_GGML_Q8_K, xk, k8, 256, &error));
+  g_assert_no_error (error);
+  float dk;
+  memcpy (&dk, k8, 4);
+  g_assert_cmpfloat (dk, ==, 1 / (-127.f / xk[0]));
+  g_assert_cmpint ((gint8) k8[4], ==, -127);
+  g_assert_cmpint ((gint8) k8[4 + 200], ==, 0);
+  g_assert_cmpint ((gint8) k8[4 + 255], ==, 35); /* 0.55 * 127 / 2 = 34.9 */
+  for (int j = 0; j < 16; j++)
+    {
+      int sum = 0;
+      for (int i = 0; i < 16; i++)
+        sum += (gint8) k8[4 + 16 * j + i];
+      gint16 bs;
+      memcpy (&bs, k8 + 260 + 2 * j, 2);
+      g_assert_cmpint (bs, ==, sum);
+    }
+  g_assert_true (hn_ggml_dequantize (HN_GGML_Q8_K, k8, z, 256, &error));
+  for (int i = 0; i < 256; i++)
+    g_assert_cmpfloat (fabsf (z[i] - xk[i]), <=, fabsf (dk) * 0.5f + 1e-6f);
   /* unsupported and misaligned requests fail closed */
   g_assert_false (hn_ggml_dequantize (HN_GGML_IQ2_XXS, k8, z, 256, &error));
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
@@ -377,10 +404,10 @@ test_quant_by_hand (void)
   g_clear_error (&error);
   /* all-zero input quantizes to zeros */
   float zeros[256] = { 0 };
-  guint8 qk[210];
-  for (guint t = 0; t < 2; t++)
+  guint8 qk[292];
+  for (guint t = 0; t < 3; t++)
     {
-      HnGgmlType ty = t ? HN_GGML_Q6_K : HN_GGML_Q4_K;
+      HnGgmlType ty = t == 2 ? HN_GGML_Q8_K : t ? HN_GGML_Q6_K : HN_GGML_Q4_K;
       g_assert_true (hn_ggml_quantize (ty, zeros, qk, 256, &error));
       g_assert_true (hn_ggml_dequantize (ty, qk, z, 256, &error));
       for (int i = 0; i < 256; i++)

@@ -457,11 +457,12 @@ test_to_f16 (void)
 }
 
 static const HnDType ggml_dts[] = { HN_DTYPE_GGML_Q4_0, HN_DTYPE_GGML_Q4_1, HN_DTYPE_GGML_Q5_0, HN_DTYPE_GGML_Q5_1,
-                                    HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q5_K, HN_DTYPE_GGML_Q6_K };
+                                    HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q5_K, HN_DTYPE_GGML_Q6_K,
+                                    HN_DTYPE_GGML_Q8_K };
 
 /* Random blocks of dt for [rows, cols]: random bytes, with the block's f16
- * scales (d, and m / dmin) set to random values of either sign in
- * [0.002, 0.05) so every value is a finite number of a model's magnitude. */
+ * scales (d, and m / dmin; Q8_K's f32 d) set to random values of either sign
+ * in [0.002, 0.05) so every value is a finite number of a model's magnitude. */
 static guint8 *
 random_blocks (HnDType dt, gint64 rows, gint64 cols)
 {
@@ -474,6 +475,12 @@ random_blocks (HnDType dt, gint64 rows, gint64 cols)
   for (guint64 b = 0; b < nb; b++)
     {
       guint8 *blk = q + b * ts;
+      if (g == HN_GGML_Q8_K)
+        {
+          float d = (float) g_test_rand_double_range (0.002, 0.05) * (g_test_rand_bit () ? 1.0f : -1.0f);
+          memcpy (blk, &d, 4);
+          continue;
+        }
       int offs[2] = { 0, 2 }, n_half = 1;
       if (g == HN_GGML_Q6_K)
         offs[0] = 208;
@@ -492,7 +499,7 @@ random_blocks (HnDType dt, gint64 rows, gint64 cols)
 
 /* quant_to_f16 of ggml blocks (W's f16 form for the tensor-core matmul)
  * against the CPU dequantization rounded to f16: gguf_to_f16_wide.comp for
- * Q4_K, Q6_K and Q8_0 and gguf_to_f16.comp for the rest, then
+ * Q4_K, Q6_K and Q8_0 and gguf_to_f16.comp for the rest (Q8_K included), then
  * gguf_to_f16.comp for all (HN_GGUF_TO_F16_OLD=1). Block counts that leave a
  * workgroup part full and odd Q6_K / Q8_0 block counts (blocks 2 bytes off a
  * word, the last one too), outputs at a 16-byte and at a 4-byte offset (the
@@ -563,13 +570,14 @@ test_gguf_to_f16 (void)
         check_gguf_to_f16 (wide[d], 19, 768, t == 1 ? 2 : 0, NULL);
       g_unsetenv ("HN_GGUF_TO_F16_TUNE");
     }
-  for (gsize d = 0; d < G_N_ELEMENTS (wide); d++)
+  static const HnDType packed[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q8_K };
+  for (gsize d = 0; d < G_N_ELEMENTS (packed); d++)
     {
       gint64 R = 11, K = 512;
       g_autofree float *w = hn_test_random (R * K, -2, 2);
-      g_autofree guint8 *q = g_malloc (hn_quant_nbytes (wide[d], R, K));
-      hn_quant_pack (wide[d], w, HN_DTYPE_F32, R, K, q);
-      check_gguf_to_f16 (wide[d], R, K, 0, q);
+      g_autofree guint8 *q = g_malloc (hn_quant_nbytes (packed[d], R, K));
+      hn_quant_pack (packed[d], w, HN_DTYPE_F32, R, K, q);
+      check_gguf_to_f16 (packed[d], R, K, 0, q);
     }
 }
 
@@ -711,19 +719,21 @@ test_gguf_matvec (void)
     {
       gboolean k_type = hn_ggml_block_size (hn_dtype_ggml_type (ggml_dts[d])) == 256;
       gint64 K = k_type ? 512 : 160;
-      gboolean fused = ggml_dts[d] == HN_DTYPE_GGML_Q4_K || ggml_dts[d] == HN_DTYPE_GGML_Q5_0;
+      gboolean fused = ggml_dts[d] == HN_DTYPE_GGML_Q4_K || ggml_dts[d] == HN_DTYPE_GGML_Q5_0 ||
+                       ggml_dts[d] == HN_DTYPE_GGML_Q8_K;
       run_gguf_matvec (ggml_dts[d], 1, 37, K, fused);
       run_gguf_matvec (ggml_dts[d], 3, 9, K, fused);
       run_gguf_matvec (ggml_dts[d], 8, 70, k_type ? 256 : 96, FALSE);
     }
   /* several rows a subgroup (the default for 4096 rows and more), with a
    * last workgroup whose rows run past N: 37 rows in groups of 6 and 4 */
-  static const HnDType multi[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_0 };
+  static const HnDType multi[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_0,
+                                   HN_DTYPE_GGML_Q8_K };
   for (gsize d = 0; d < G_N_ELEMENTS (multi); d++)
     {
       gint64 K = hn_ggml_block_size (hn_dtype_ggml_type (multi[d])) * 3;
       g_setenv ("HN_MATVEC_GGUF_TUNE", "3,2", TRUE);
-      run_gguf_matvec (multi[d], 2, 37, K, multi[d] == HN_DTYPE_GGML_Q4_K);
+      run_gguf_matvec (multi[d], 2, 37, K, multi[d] == HN_DTYPE_GGML_Q4_K || multi[d] == HN_DTYPE_GGML_Q8_K);
       g_setenv ("HN_MATVEC_GGUF_TUNE", "1,4", TRUE);
       run_gguf_matvec (multi[d], 1, 37, K, FALSE);
       /* two chunks a lane at once, K of 3 blocks: an odd chunk count */
@@ -763,7 +773,8 @@ test_gguf_matmul (void)
     }
   g_unsetenv ("HN_QUANT_F16");
   /* the reference quantizers pack as llama-quantize does: the kernels read them too */
-  static const HnDType packable[] = { HN_DTYPE_GGML_Q4_0, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K };
+  static const HnDType packable[] = { HN_DTYPE_GGML_Q4_0, HN_DTYPE_GGML_Q8_0, HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K,
+                                      HN_DTYPE_GGML_Q8_K };
   for (gsize d = 0; d < G_N_ELEMENTS (packable); d++)
     run_case (packable[d], 9, 12, 256);
 }
@@ -855,7 +866,7 @@ test_gguf_tensor_core_tiles (void)
    * gradient always takes them) */
   g_unsetenv ("HN_QUANT_F16");
   g_setenv ("HN_GGUF_CM2_SHB", "0", TRUE);
-  static const HnDType dts[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q5_1 };
+  static const HnDType dts[] = { HN_DTYPE_GGML_Q4_K, HN_DTYPE_GGML_Q6_K, HN_DTYPE_GGML_Q5_1, HN_DTYPE_GGML_Q8_K };
   for (gsize d = 0; d < G_N_ELEMENTS (dts); d++)
     {
       g_autofree guint8 *q = random_blocks (dts[d], 70, 512);
