@@ -1,7 +1,9 @@
 # Final call, 2026-12-03 (i): the GPU checks of this session's kernels first (the flash-attention
 # backward's new tiles, Q8_K on the tensor cores), then issue 22's table with llama.cpp's llama-bench
 # beside it in the same call, then A/B rows of the new defaults against the old ones.
-# Prepare: HN_LLAMACPP=1 HN_CARRY=.devcarry-h HN_CARRY_TESTS="test-gguf" build-aux/device-check prepare
+# Prepare: HN_LLAMACPP=1 HN_CARRY=.devcarry-h build-aux/device-check prepare, then trimmed under 64 MiB
+# with the tracked tree (only the cli and the tests below in bin.tar.xz, gguf-py as a tarball, the
+# llama.cpp bundle's duplicate libraries, stories260K and the GLES/EGL packages removed)
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-2026-12-03i-final-run.sh HN_CARRY=.devcarry-h bash build-aux/device-check run
 # Sourced by device-check run (step, $cli, $CARRY, $OUT, $LOG set).
 . build-aux/perf/bench-rows.sh
@@ -14,7 +16,6 @@ if ! step "test-ops-attention" timeout 60 "$CARRY/bin/test-ops-attention"; then
 fi
 step "test-quant tensor-core tiles" timeout 60 "$CARRY/bin/test-quant" -p /quant/gguf-tensor-core-tiles
 step "test-gguf-model q8_k" timeout 60 "$CARRY/bin/test-gguf-model" -p /gguf-model/kept-quantized-q8_k
-step "test-gguf" timeout 30 "$CARRY/bin/test-gguf"
 R=rows.jsonl
 TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 8 --seq-len 1024 --iterations 3"
 P4="--synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2"
@@ -27,6 +28,10 @@ row $R lora --synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-le
 row $R train-fp16 $TR
 HN_PROFILE_SHAPES=1 row $R train-fp16-profile $TR --profile
 LC="$CARRY/llamacpp"
+# the carry is trimmed to fit the 64 MiB limit: gguf-py travels as a tarball, and llama-bench loads
+# the Vulkan loader and libGLdispatch from the engine's own lib folder
+[ -f "$LC/gguf-py.tar.xz" ] && [ ! -d "$LC/gguf-py" ] && tar -C "$LC" -xJf "$LC/gguf-py.tar.xz"
+export LD_LIBRARY_PATH="/tmp/hn-carry-unpacked/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=/tmp/hn-llamacpp MODELS="1b:bf16" PROBE=1b:bf16 REPS=3 TIME_BUDGET=90 bash "$LC/run_llamacpp.sh" >>"$LOG" 2>&1
 echo "llama.cpp rc=$?" | tee -a "$OUT/summary.txt"
 cp /tmp/hn-llamacpp/llamabench_1b_bf16.json "$OUT/llamacpp.json" 2>/dev/null
