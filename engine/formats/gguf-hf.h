@@ -6,8 +6,9 @@
  * Import: a GGUF model reads as the checkpoint it came from, so every
  * loader that takes a model folder takes a .gguf too: config.json from the
  * `<arch>.*` keys, tensors under their transformers names and layouts (the
- * Q/K row permutation of llama undone, gemma's norm +1 taken off, quantized
- * types dequantized to f32 at load), and the tokenizer from tokenizer.ggml.*.
+ * Q/K row permutation of llama undone, gemma's norm +1 taken off; the
+ * matrices in a GPU block type kept in their ggml blocks, other quantized
+ * tensors dequantized to f32 at load), and the tokenizer from tokenizer.ggml.*.
  *
  * Export (train/gguf-export.h) uses the same tables the other way. */
 #pragma once
