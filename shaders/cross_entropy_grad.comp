@@ -7,9 +7,11 @@
 // twice instead of five times: once for its max and sum together (each
 // invocation rescales its running sum when its max grows), once for the
 // gradient. VEC: 16-byte loads (V % 4 == 0, offsets on 4 elements).
-// F16: dlogits is f16 (4 halves, one 8-byte store per 4 columns, VEC only),
-// clamped to ±65504 and rounded as to_f16.comp's mode 0 does, for a matmul
-// that reads f16 operands (the LM head's input gradient). Otherwise f32 and
+// F16: dlogits is f16 (4 halves, one 8-byte store per 4 columns, VEC only):
+// 1 clamped to ±65504 and rounded as to_f16.comp's mode 0 does, for a matmul
+// that reads f16 operands (the LM head's input gradient); 2 fp16 autocast's
+// rounding (hn_round_f16: ±Inf past the range, so the loss scaler sees an
+// overflow as PyTorch's f16 gradient shows it). Otherwise f32 and
 // may be the logits (in place: each invocation reads a column before writing it).
 #include "common.glsl"
 #include "reduce.glsl"
@@ -81,8 +83,9 @@ void main() {
   if (VEC == 1u) {
     for (uint c = 4u * t; c < p.V; c += 1024u) {
       vec4 g = grad4(exp(x4[(xb + c) / 4u] - mx) * inv, c, target, f);
-      if (F16 == 1u) {
-        g = clamp(g, -65504.0, 65504.0);
+      if (F16 != 0u) {
+        g = F16 == 2u ? vec4(hn_round_f16(g.x), hn_round_f16(g.y), hn_round_f16(g.z), hn_round_f16(g.w))
+                      : clamp(g, -65504.0, 65504.0);
         dl2[(db + c) / 4u] = uvec2(packHalf2x16(g.xy), packHalf2x16(g.zw));
       } else {
         dl4[(db + c) / 4u] = g;

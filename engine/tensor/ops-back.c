@@ -369,7 +369,8 @@ hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTenso
   struct { guint32 rows, V, x_off, t_off, s_off, l_off, d_off; gint32 ignore; } pc = {
     (guint32) N, (guint32) V, hn_eoff (logits), hn_eoff (targets), hn_eoff (row_scale), hn_eoff (loss),
     hn_eoff (dlogits), ignore_index };
-  guint32 spec[2] = { vec, f16 };
+  /* under fp16 autocast an f16 gradient is rounded as autocast rounds (±Inf past the range) */
+  guint32 spec[2] = { vec, f16 ? (hn_op_matmul_f16 (cmd, 0) ? 2u : 1u) : 0u };
   HnVkBinding bd[5] = { hn_bind (logits, dlogits->buf == logits->buf), hn_bind (targets, FALSE),
                         hn_bind (row_scale, FALSE), hn_bind (loss, TRUE), hn_bind (dlogits, TRUE) };
   return hn_op_dispatch_rows (cmd, "cross_entropy_grad", spec, 2, bd, 5, &pc, sizeof pc, (guint64) N, error);

@@ -1275,6 +1275,19 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
 
 /* grad: the backward follows (with the head in chunks, the head's gradient
  * is taken here, chunk by chunk). */
+/* The unchunked head under f16ops: the loss and the logits' f16 gradient of
+ * each lm_rows () chunk from one kernel in the backward (cross_entropy_grad:
+ * the logits read twice, f16 written), instead of the forward's loss, an
+ * in-place f32 gradient and its f16 copy (the logits read six times, written
+ * twice). Not with a head bias (its gradient sums the f32 rows) or a vocabulary
+ * that is not whole 4-column groups; HN_CE_IN_BACK=0: the three passes. */
+static gboolean
+ce_in_back (HnTrainGraph *g)
+{
+  return g->f16ops && g->n_chunks <= 1 && !g->W->lm_head_b && hn_tensor_cols (g->logits) % 4 == 0 &&
+         g_strcmp0 (g_getenv ("HN_CE_IN_BACK"), "0") != 0;
+}
+
 static gboolean
 forward (HnTrainGraph *g, gboolean grad, GError **error)
 {
@@ -1332,6 +1345,8 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
   CK (hn_op_matmul (g->cmd, g->logits, hf_mm, W16 (g, W->lm_head), W->lm_head_b, error));
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));
+  if (grad && ce_in_back (g))
+    return TRUE; /* the backward's first kernels write the loss (lm_back_f16) */
   return hn_op_cross_entropy (g->cmd, g->loss_rows, NULL, g->logits, g->targets, -100, error);
 }
 
@@ -1436,7 +1451,8 @@ qkv_back_f16 (HnTrainGraph *g, int il, HnTensor *dq, HnTensor *dk, HnTensor *dv,
  * rounded to f16 lm_rows () rows at a time into dy16; each chunk's dh rows come
  * from it on the tensor cores, and its share of dW = dlogitsᵀ·hf is added up
  * in f32 (dw_tmp) and added to the gradient rounded to f16 once, as autocast's
- * one f16 product would be. */
+ * one f16 product would be. Under ce_in_back each chunk's f16 gradient (and
+ * its rows' loss) comes straight from the logits instead. */
 static gboolean
 lm_back_f16 (HnTrainGraph *g, GError **error)
 {
@@ -1454,7 +1470,16 @@ lm_back_f16 (HnTrainGraph *g, GError **error)
       g_autoptr (HnTensor) dh = dl16 ? hn_tensor_view_rows (g->dh, r0, n, error) : NULL;
       g_autoptr (HnTensor) x16 = dh ? hn_tensor_view_rows (g->hf16, r0, n, error) : NULL;
       CK (x16);
-      CK (hn_op_cast_f16 (g->cmd, dl16, dl, error));
+      if (ce_in_back (g))
+        {
+          g_autoptr (HnTensor) loss = hn_tensor_view_rows (g->loss_rows, r0, n, error);
+          g_autoptr (HnTensor) tg = loss ? hn_tensor_view_rows (g->targets, r0, n, error) : NULL;
+          g_autoptr (HnTensor) rs = tg ? hn_tensor_view_rows (g->row_scale, r0, n, error) : NULL;
+          CK (rs);
+          CK (hn_op_cross_entropy_grad (g->cmd, loss, dl16, dl, tg, rs, -100, error));
+        }
+      else
+        CK (hn_op_cast_f16 (g->cmd, dl16, dl, error));
       CK (hn_op_bmm (g->cmd, dh, dl16, W16 (g, W->lm_head), 0, 1.0f, error));
       if (gw)
         {
@@ -1623,7 +1648,8 @@ backward (HnTrainGraph *g, GError **error)
    * chunks, forward took the head's gradient */
   if (g->n_chunks <= 1)
     {
-      CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
+      if (!ce_in_back (g))
+        CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
       if (g->f16ops)
         CK (lm_back_f16 (g, error));
       else
