@@ -634,6 +634,30 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
   gboolean split_ok = !f16 || env_uint ("HN_CM2_SPLITK_F16", 0) == 1;
   if (batch == 1 && tiles + co_wgs < 66 && split_ok)
     t.splits = (guint32) MIN ((128 + tiles - 1) / tiles, (guint64) MAX (k_steps / 2, 1));
+  /* a long K on fewer tiles than a few waves of the multiprocessors (where
+   * the device says how many; one 128x128 tile runs on each at a time): the
+   * split with the least modelled time, waves x (K steps of the longest
+   * split + 1 for its prologue and epilogue) + the partial sums' pass (the
+   * weight gradients of gpt2-124m: 768 x 3072 x 8192 on 144 tiles is two
+   * waves, the second 9 % full). HN_CM2_WAVES=0: the rule above alone. */
+  guint32 sms = hn_vk_context_get_device_info (ctx)->multiprocessors;
+  if (sms && batch == 1 && co_wgs == 0 && split_ok && K >= 4096 && t.bm * t.bn >= 128 * 128 &&
+      tiles < 4 * (guint64) sms &&
+      env_uint ("HN_CM2_WAVES", 1) != 0)
+    {
+      double best = G_MAXDOUBLE;
+      for (guint32 sp = 1; sp <= 8 && sp <= MAX (k_steps / 2, 1); sp++)
+        {
+          guint32 per = (k_steps + sp - 1) / sp, real = (k_steps + per - 1) / per; /* no empty split */
+          guint64 waves = (tiles * real + sms - 1) / sms;
+          double cost = (double) waves * (per + 1) + (real > 1 ? 1.0 + 0.25 * real : 0.0);
+          if (cost < best * 0.95)
+            {
+              best = cost;
+              t.splits = real;
+            }
+        }
+    }
   guint32 forced = env_uint ("HN_CM2_SPLITK", 0);
   if (forced && batch == 1 && split_ok)
     t.splits = MIN (forced, MAX (k_steps, 1));
