@@ -639,11 +639,13 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
    * split with the least modelled time, waves x (K steps of the longest
    * split + 1 for its prologue and epilogue) + the partial sums' pass (the
    * weight gradients of gpt2-124m: 768 x 3072 x 8192 on 144 tiles is two
-   * waves, the second 9 % full). HN_CM2_WAVES=0: the rule above alone. */
+   * waves, the second 9 % full). Opt-in with HN_CM2_WAVES=1 until it is
+   * measured on the H200 (build-aux/perf/h200-2026-12-03k-run.sh; the
+   * session that wrote it had no device time left). */
   guint32 sms = hn_vk_context_get_device_info (ctx)->multiprocessors;
   if (sms && batch == 1 && co_wgs == 0 && split_ok && K >= 4096 && t.bm * t.bn >= 128 * 128 &&
       tiles < 4 * (guint64) sms &&
-      env_uint ("HN_CM2_WAVES", 1) != 0)
+      env_uint ("HN_CM2_WAVES", 0) == 1)
     {
       double best = G_MAXDOUBLE;
       for (guint32 sp = 1; sp <= 8 && sp <= MAX (k_steps / 2, 1); sp++)
