@@ -58,7 +58,7 @@ typedef struct {
   gboolean double_quant;
   const char *precision; /* train / lora: fp32 (default), fp16 (bf16 runs as fp16), as the training jobs' --precision */
   int batch, seq_len, new_tokens, iterations, warmup, size, requests, lora_r;
-  double warmup_seconds; /* decode, gemm, prefill: keep warming up at least this long */
+  double warmup_seconds; /* keep warming up at least this long (warm_until) */
   gboolean json, profile, continuous_batching, checkpointing;
 } BenchOptions;
 
@@ -409,7 +409,7 @@ set_d (JsonObject *o, const char *k, double v)
   json_object_set_double_member (o, k, isfinite (v) ? v : 0.0);
 }
 
-/* Warm-up of decode, gemm and prefill: at least o->warmup runs and at least o->warmup_seconds of them (a
+/* Warm-up of decode, gemm, prefill, train and LoRA: at least o->warmup runs and at least o->warmup_seconds of them (a
  * GPU leaves its idle clocks only after some 0.1-0.3 s of load: on the H200 the first 1 x 512
  * prefills ran 34-42 ms, then 9.3). The seconds count from the end of the first run: that one
  * creates the pipelines (the driver compiles each cooperative-matrix variant, seconds in all on a
@@ -850,6 +850,29 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
  * batch (B x T), AdamW over every trained parameter (full or LoRA); with
  * several replicas (--device-indices) the batch is split across them and the
  * gradients all-reduced (engine/train/data-parallel.h). */
+/* One training step of bench_train (gradients, then the AdamW update); keeps the first step's loss
+ * (from the same initial weights whatever the warm-up ran: runs compare by it) and the last one's. */
+typedef struct {
+  HnDataParallel *dp;
+  const gint32 *in, *tg;
+  double tokens, scale;
+  gint64 step;
+  double loss, first_loss;
+  HnOptimConfig oc;
+} TrainRun;
+
+static gboolean
+train_run (gpointer data, GError **error)
+{
+  TrainRun *r = data;
+  if (!hn_data_parallel_gradients (r->dp, r->in, r->tg, NULL, 1, r->tokens, &r->loss, error) ||
+      !hn_data_parallel_optimizer_step (r->dp, &r->oc, ++r->step, 1e-4, (float) (1.0 / r->scale), error))
+    return FALSE;
+  if (r->step == 1)
+    r->first_loss = r->loss;
+  return TRUE;
+}
+
 static gboolean
 bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObject *res, GError **error)
 {
@@ -899,26 +922,21 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
   g_autofree gint32 *tg = g_new (gint32, (gsize) B * T);
   for (int i = 0; i < B * T; i++)
     in[i] = (i * 7919 + 11) % hp->vocab, tg[i] = (i * 7919 + 7930) % hp->vocab;
-  HnOptimConfig oc;
-  hn_optim_config_init (&oc, HN_OPTIM_ADAMW);
-  double loss = 0;
-  gint64 step = 0;
-  gboolean ok = TRUE;
-  int iters = MAX (o->iterations, 1), warm = MAX (o->warmup, 1);
-  gint64 t0 = 0;
-  double allreduce0 = 0;
-  for (int i = 0; ok && i < warm + iters; i++)
-    {
-      if (i == warm)
-        {
-          t0 = g_get_monotonic_time ();
-          allreduce0 = hn_data_parallel_get_allreduce_seconds (dp);
-        }
-      ok = hn_data_parallel_gradients (dp, in, tg, NULL, 1, (double) B * T, &loss, error) &&
-           hn_data_parallel_optimizer_step (dp, &oc, ++step, 1e-4, (float) (1.0 / scale), error);
-    }
-  if (!ok)
+  TrainRun tr = { dp, in, tg, (double) B * T, scale, 0, 0.0, 0.0 };
+  hn_optim_config_init (&tr.oc, HN_OPTIM_ADAMW);
+  /* warmed up as the other workloads are (warm_until): the first step creates the pipelines while
+   * the GPU idles, so a fixed step count left the timed steps partly at idle clocks (the first
+   * training row of a device call ran 5-10 % below the next, 2026-12-03) */
+  if (!warm_until (o, res, train_run, &tr, error))
     return FALSE;
+  set_d (res, "first_step_loss", tr.first_loss);
+  int iters = MAX (o->iterations, 1);
+  gint64 t0 = g_get_monotonic_time ();
+  double allreduce0 = hn_data_parallel_get_allreduce_seconds (dp);
+  for (int i = 0; i < iters; i++)
+    if (!train_run (&tr, error))
+      return FALSE;
+  double loss = tr.loss;
   double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
   if (o->profile)
     {

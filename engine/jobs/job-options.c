@@ -474,7 +474,7 @@ const HnOptionInfo hn_option_table[] = {
     N_("Untimed repetitions before the timed ones"),
     NULL, 0, HN_OPTION_HINT_NONE, "N" },
   { "warmup-seconds", HN_OPTION_DOUBLE, "1", 0.0, 3600.0, NULL, N_("Warm-up time"),
-    N_("Decode, GEMM and prefill: warm up at least this long, past the warm-up runs (the GPU's clocks rise from idle)"),
+    N_("Warm up at least this long, past the first run (the GPU's clocks rise from idle)"),
     NULL, 0, HN_OPTION_HINT_NONE, "S" },
   { "size", HN_OPTION_INT, NULL, 1, 1048576, NULL, N_("GEMM size"),
     N_("GEMM size M = N = K (default 8192)"),
