@@ -639,11 +639,13 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
    * split with the least modelled time, waves x (K steps of the longest
    * split + 1 for its prologue and epilogue) + the partial sums' pass (the
    * weight gradients of gpt2-124m: 768 x 3072 x 8192 on 144 tiles is two
-   * waves, the second 9 % full). Opt-in with HN_CM2_WAVES=1 until it is
+   * waves, the second 9 % full; under fp16 autocast too: matmul_splitk.comp
+   * rounds the summed product as the one-pass epilogue does, checked by
+   * test-ops-matmul with HN_CM2_SPLITK_F16=1 on the H200). Opt-in with HN_CM2_WAVES=1 until it is
    * measured on the H200 (build-aux/perf/h200-2026-12-03k-run.sh; the
    * session that wrote it had no device time left). */
   guint32 sms = hn_vk_context_get_device_info (ctx)->multiprocessors;
-  if (sms && batch == 1 && co_wgs == 0 && split_ok && K >= 4096 && t.bm * t.bn >= 128 * 128 &&
+  if (sms && batch == 1 && co_wgs == 0 && K >= 4096 && t.bm * t.bn >= 128 * 128 &&
       tiles < 4 * (guint64) sms &&
       env_uint ("HN_CM2_WAVES", 0) == 1)
     {
