@@ -96,6 +96,22 @@ hn_op_matmul_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTenso
  * the columns are. round_db: db gets its sum rounded to f16 (a Linear's bias
  * gradient under fp16 autocast, which PyTorch computes in f16) */
 #define NORM_PARAMS_ROWS 64u
+
+/* The second pass: dw / db (flags 1 / 2, 4 rounds db's sum to f16) += the
+ * chunks' partial sums in the scratch s, in order (norm_back_params_sum.comp). */
+static gboolean
+params_sum (HnCmd *cmd, HnVkBuffer *s, guint64 bytes, guint32 cols, guint32 chunks, HnTensor *dw, HnTensor *db,
+            guint32 flags, GError **error)
+{
+  HnTensor *any = dw ? dw : db;
+  struct { guint32 cols, chunks, part_off, dw_off, db_off, flags; } sp = {
+    cols, chunks, 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0, flags };
+  HnVkBinding sb[3] = { { s, 0, bytes, FALSE }, hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
+  guint32 gx, gy;
+  hn_grid ((cols + 63) / 64, &gx, &gy);
+  return hn_cmd_dispatch (cmd, "norm_back_params_sum", NULL, 0, sb, 3, &sp, sizeof sp, gx, gy, 1, error);
+}
+
 static gboolean
 norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x, HnTensor *stats,
                   gboolean round_db, GError **error)
@@ -113,13 +129,29 @@ norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor
                         { s, 0, bytes, TRUE } };
   gboolean ok = hn_cmd_dispatch (cmd, "norm_back_params", NULL, 0, bd, 4, &pc, sizeof pc, (cols + 255) / 256, chunks, 1,
                                  error);
-  HnTensor *any = dw ? dw : db;
-  struct { guint32 cols, chunks, part_off, dw_off, db_off, flags; } sp = {
-    cols, chunks, 0, dw ? hn_eoff (dw) : 0, db ? hn_eoff (db) : 0, flags };
-  HnVkBinding sb[3] = { { s, 0, bytes, FALSE }, hn_bind (dw ? dw : any, TRUE), hn_bind (db ? db : any, TRUE) };
-  guint32 gx, gy;
-  hn_grid ((cols + 63) / 64, &gx, &gy);
-  return ok && hn_cmd_dispatch (cmd, "norm_back_params_sum", NULL, 0, sb, 3, &sp, sizeof sp, gx, gy, 1, error);
+  return ok && params_sum (cmd, s, bytes, cols, chunks, dw, db, flags, error);
+}
+
+/* dy's f16 copy (dy16, [rows, cols] from an even element) and db += Σ_rows dy
+ * rounded to f16, from one read of dy (bias_back_f16.comp, then the chunks'
+ * sum as norm_params_back adds them: the same bits as hn_op_cast_f16 and
+ * hn_op_bias_back under fp16 autocast). Even cols and offsets only. */
+static gboolean
+cast_f16_bias_back (HnCmd *cmd, HnTensor *dy16, HnTensor *db, HnTensor *dy, GError **error)
+{
+  guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy);
+  guint32 R = MAX (NORM_PARAMS_ROWS, (rows + 65534) / 65535), chunks = MAX ((rows + R - 1) / R, 1);
+  guint64 bytes = (guint64) 2 * chunks * cols * sizeof (float);
+  HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+  if (!s)
+    return FALSE;
+  struct { guint32 rows, cols, dy_off, y_off, part_off, R; } pc = { rows, cols, hn_eoff (dy), hn_eoff (dy16), 0, R };
+  HnVkBinding bd[3] = { hn_bind (dy, FALSE), hn_bind (dy16, TRUE), { s, 0, bytes, TRUE } };
+  hn_cmd_set_label (cmd, "bias_back_f16");
+  gboolean ok = hn_cmd_dispatch (cmd, "bias_back_f16", NULL, 0, bd, 3, &pc, sizeof pc, (cols + 511) / 512, chunks, 1,
+                                 error);
+  hn_cmd_set_label (cmd, NULL);
+  return ok && params_sum (cmd, s, bytes, cols, chunks, NULL, db, 2u | 4u, error);
 }
 
 gboolean
@@ -963,7 +995,15 @@ hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnT
       g_autoptr (HnTensor) head = flat ? hn_tensor_view_rows (flat, 0, M * N, error) : NULL;
       if (!head || !(a = hn_tensor_reshape (head, 2, (gint64[]) { M, N }, error)))
         return FALSE;
-      if (!hn_op_cast_f16 (cmd, a, dy, error))
+      /* the bias gradient from the same read of dy where the shapes allow (HN_BIAS_BACK_F16=0: apart) */
+      if (db && N % 2 == 0 && hn_eoff (dy) % 2 == 0 && hn_eoff (a) % 2 == 0 &&
+          db->n == N && g_strcmp0 (g_getenv ("HN_BIAS_BACK_F16"), "0") != 0)
+        {
+          if (!cast_f16_bias_back (cmd, a, db, dy, error))
+            return FALSE;
+          db = NULL;
+        }
+      else if (!hn_op_cast_f16 (cmd, a, dy, error))
         return FALSE;
     }
   else if (!(a = as_2d (dy, error)))

@@ -1,0 +1,41 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// A Linear's backward under fp16 autocast from one read of dy [rows, cols]:
+// the f16 copy of dy the tensor cores read (fp16 autocast's rounding,
+// hn_round_f16, bit for bit to_f16.comp's mode 1) and the first pass of the
+// bias gradient's column sums. Workgroup (x, y) takes 512 columns of rows
+// [y·R, (y + 1)·R), two adjacent columns per invocation (one packed f16 word
+// per row), each column's rows summed in the order norm_back_params.comp sums
+// them (8 rows' loads issued together); the partial sums go where that kernel
+// puts db's, part[(chunks + y)·cols + c], for norm_back_params_sum.comp.
+// cols, dy_off and y_off (in halves) even.
+#include "common.glsl"
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer DY { vec2 dy2[]; };
+layout(std430, binding = 1) writeonly buffer Y { uint y16[]; };
+layout(std430, binding = 2) writeonly buffer PART { float part[]; };
+layout(push_constant) uniform P { uint rows; uint cols; uint dy_off; uint y_off; uint part_off; uint R; } p;
+
+uint half2(vec2 v) {
+  return packHalf2x16(vec2(hn_round_f16(v.x), hn_round_f16(v.y)));
+}
+
+void main() {
+  uint c = 2u * (gl_WorkGroupID.x * 256u + gl_LocalInvocationID.x), y = gl_WorkGroupID.y;
+  if (c >= p.cols) return;
+  uint chunks = gl_NumWorkGroups.y, r = y * p.R, r1 = min(p.rows, (y + 1u) * p.R);
+  vec2 sb = vec2(0.0);
+  for (; r + 8u <= r1; r += 8u) {
+    vec2 g[8];
+    [[unroll]] for (uint j = 0u; j < 8u; j++) g[j] = dy2[(p.dy_off + (r + j) * p.cols + c) / 2u];
+    [[unroll]] for (uint j = 0u; j < 8u; j++) y16[(p.y_off + (r + j) * p.cols + c) / 2u] = half2(g[j]);
+    [[unroll]] for (uint j = 0u; j < 8u; j++) sb += g[j];
+  }
+  for (; r < r1; r++) {
+    vec2 g = dy2[(p.dy_off + r * p.cols + c) / 2u];
+    y16[(p.y_off + r * p.cols + c) / 2u] = half2(g);
+    sb += g;
+  }
+  part[p.part_off + (chunks + y) * p.cols + c] = sb.x;
+  part[p.part_off + (chunks + y) * p.cols + c + 1u] = sb.y;
+}
