@@ -1,5 +1,6 @@
 # Call K, 2026-12-03: split-K by waves of the multiprocessors (VK_NV_shader_sm_builtins) for the
-# long-K weight gradients of gpt2-124m fp16 training (opt-in, HN_CM2_WAVES=1), against the default;
+# long-K weight gradients of gpt2-124m fp16 training (opt-in, HN_CM2_WAVES=1), against the default,
+# and the bias gradient from the dY rounding pass (bias_back_f16, default) against apart (HN_BIAS_BACK_F16=0);
 # not run yet (no device time was left in the session that wrote it);
 # the loss of each row shows the splits change no result beyond rounding.
 # Prepare: the release CLI alone in .devcarry-j/bin.tar.xz (with .devcarry-h's gl/ and lib.tar.xz)
@@ -11,11 +12,13 @@ HN_CM2_WAVES=1 row rows.jsonl train-fp16-waves $TR
 row rows.jsonl train-fp16-default $TR
 HN_CM2_WAVES=1 row rows.jsonl train-fp16-waves-again $TR
 row rows.jsonl train-fp16-default-again $TR
+HN_BIAS_BACK_F16=0 row rows.jsonl train-fp16-bias-apart $TR
+HN_BIAS_BACK_F16=0 row rows.jsonl train-fp16-bias-apart-again $TR
 HN_CM2_WAVES=1 HN_PROFILE_SHAPES=1 row rows.jsonl train-fp16-profile $TR --profile
 grep -o '"multiprocessors": [0-9]*' "$OUT/doctor.json" | tee -a "$OUT/summary.txt"
 python3 -c "
 import json
 for l in open('$OUT/rows.jsonl'):
-    d = json.loads(l); print(d['label'], round(d['tokens_per_s'], 1), 'tok/s loss', d.get('loss'))
+    d = json.loads(l); print(d['label'], round(d['tokens_per_s'], 1), 'tok/s first-step loss', d.get('first_step_loss'))
 " | tee -a "$OUT/summary.txt"
 prof "$OUT/rows.jsonl"
