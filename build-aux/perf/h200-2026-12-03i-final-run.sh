@@ -1,7 +1,9 @@
 # Final call, 2026-12-03 (i): the GPU checks of this session's kernels first (the flash-attention
 # backward's new tiles, Q8_K on the tensor cores), then issue 22's table with llama.cpp's llama-bench
 # beside it in the same call, then A/B rows of the new defaults against the old ones.
-# Prepare: HN_LLAMACPP=1 HN_CARRY=.devcarry-h build-aux/device-check prepare, then trimmed under 64 MiB
+# Prepare (now): HN_LLAMACPP=bench HN_CARRY=.devcarry-h HN_CARRY_ONLY="test-ops-attention test-quant
+# test-gguf-model test-ops-matmul" build-aux/device-check prepare. It ran (2026-12-03) with
+# HN_LLAMACPP=1 HN_CARRY=.devcarry-h build-aux/device-check prepare, then trimmed by hand under 64 MiB
 # with the tracked tree (only the cli and the tests below in bin.tar.xz, gguf-py as a tarball, the
 # llama.cpp bundle's duplicate libraries, stories260K and the GLES/EGL packages removed)
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-2026-12-03i-final-run.sh HN_CARRY=.devcarry-h bash build-aux/device-check run

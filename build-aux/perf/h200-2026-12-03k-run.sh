@@ -3,8 +3,8 @@
 # and the bias gradient from the dY rounding pass (bias_back_f16, default) against apart (HN_BIAS_BACK_F16=0);
 # not run yet (no device time was left in the session that wrote it);
 # the loss of each row shows the splits change no result beyond rounding.
-# Prepare: the release CLI alone in .devcarry-j/bin.tar.xz (with .devcarry-h's gl/ and lib.tar.xz)
-# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-2026-12-03k-run.sh HN_CARRY=.devcarry-j bash build-aux/device-check run
+# Prepare: HN_CARRY=.devcarry-k HN_CARRY_ONLY="" build-aux/device-check prepare   (the CLI alone)
+# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-2026-12-03k-run.sh HN_CARRY=.devcarry-k bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
 TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 8 --seq-len 1024 --iterations 3"
 row rows.jsonl train-fp16-warmup $TR
