@@ -5,7 +5,7 @@
 # test-gguf-model test-ops-matmul" build-aux/device-check prepare. It ran (2026-12-03) with
 # HN_LLAMACPP=1 HN_CARRY=.devcarry-h build-aux/device-check prepare, then trimmed by hand under 64 MiB
 # with the tracked tree (only the cli and the tests below in bin.tar.xz, gguf-py as a tarball, the
-# llama.cpp bundle's duplicate libraries, stories260K and the GLES/EGL packages removed)
+# llama.cpp bundle's duplicate libraries, its README and BUILD_INFO, and stories260K removed)
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-2026-12-03i-final-run.sh HN_CARRY=.devcarry-h bash build-aux/device-check run
 # Sourced by device-check run (step, $cli, $CARRY, $OUT, $LOG set).
 . build-aux/perf/bench-rows.sh
