@@ -99,6 +99,18 @@ hn_op_matmul_back (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTenso
 
 /* The second pass: dw / db (flags 1 / 2, 4 rounds db's sum to f16) += the
  * chunks' partial sums in the scratch s, in order (norm_back_params_sum.comp). */
+/* The chunking of the two-pass column sums over rows of cols columns: R rows
+ * a chunk (whole rows, at most 65535 chunks), and the scratch of their partial
+ * sums (the dw slots, then the db slots). NULL on a failed allocation. */
+static HnVkBuffer *
+params_chunks (HnCmd *cmd, guint32 rows, guint32 cols, guint32 *R, guint32 *chunks, guint64 *bytes, GError **error)
+{
+  *R = MAX (NORM_PARAMS_ROWS, (rows + 65534) / 65535);
+  *chunks = MAX ((rows + *R - 1) / *R, 1);
+  *bytes = (guint64) 2 * *chunks * cols * sizeof (float);
+  return hn_cmd_scratch (cmd, *bytes, error);
+}
+
 static gboolean
 params_sum (HnCmd *cmd, HnVkBuffer *s, guint64 bytes, guint32 cols, guint32 chunks, HnTensor *dw, HnTensor *db,
             guint32 flags, GError **error)
@@ -116,11 +128,10 @@ static gboolean
 norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x, HnTensor *stats,
                   gboolean round_db, GError **error)
 {
-  guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy);
-  guint32 R = MAX (NORM_PARAMS_ROWS, (rows + 65534) / 65535), chunks = MAX ((rows + R - 1) / R, 1);
+  guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy), R, chunks;
   guint32 flags = (dw ? 1u : 0u) | (db ? 2u : 0u) | (round_db ? 4u : 0u);
-  guint64 bytes = (guint64) 2 * chunks * cols * sizeof (float);
-  HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+  guint64 bytes;
+  HnVkBuffer *s = params_chunks (cmd, rows, cols, &R, &chunks, &bytes, error);
   if (!s)
     return FALSE;
   struct { guint32 rows, cols, dy_off, x_off, st_off, part_off, R, flags; } pc = {
@@ -139,10 +150,9 @@ norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor
 static gboolean
 cast_f16_bias_back (HnCmd *cmd, HnTensor *dy16, HnTensor *db, HnTensor *dy, GError **error)
 {
-  guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy);
-  guint32 R = MAX (NORM_PARAMS_ROWS, (rows + 65534) / 65535), chunks = MAX ((rows + R - 1) / R, 1);
-  guint64 bytes = (guint64) 2 * chunks * cols * sizeof (float);
-  HnVkBuffer *s = hn_cmd_scratch (cmd, bytes, error);
+  guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy), R, chunks;
+  guint64 bytes;
+  HnVkBuffer *s = params_chunks (cmd, rows, cols, &R, &chunks, &bytes, error);
   if (!s)
     return FALSE;
   struct { guint32 rows, cols, dy_off, y_off, part_off, R; } pc = { rows, cols, hn_eoff (dy), hn_eoff (dy16), 0, R };
