@@ -107,6 +107,13 @@ struct _HnTrainGraph {
    * HN_CE_F16=1: on any matmul, which widens it again: a test of this path off the tensor cores) */
   gboolean ce_fused;
   HnTensor **ch_lg16;
+  /* The unchunked head under f16ops: the loss and the logits' f16 gradient of
+   * each lm_rows () chunk from one kernel in the backward (cross_entropy_grad:
+   * the logits read twice, f16 written), instead of the forward's loss, an
+   * in-place f32 gradient and its f16 copy (the logits read six times, written
+   * twice). Not with a head bias (its gradient sums the f32 rows) or a vocabulary
+   * that is not whole 4-column groups; HN_CE_IN_BACK=0: the three passes. */
+  gboolean ce_in_back;
   /* 4-D views for attention */
   HnTensor **q4, **k4, **v4, **att4;
   /* backward scratch */
@@ -861,6 +868,8 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     return NULL;
   /* after the parameters: the head's gradient decides (see ce_fused) */
   g->ce_fused = g->n_chunks > 1 && g_strcmp0 (g_getenv ("HN_CE_FUSED"), "0") != 0;
+  g->ce_in_back = g->f16ops && g->n_chunks <= 1 && !g->W->lm_head_b && V % 4 == 0 &&
+                  g_strcmp0 (g_getenv ("HN_CE_IN_BACK"), "0") != 0;
   const char *ce16 = g_getenv ("HN_CE_F16");
   if (g->ce_fused && V % 4 == 0 && !G (g, g->W->lm_head) && !G (g, g->W->lm_head_b) &&
       (g_strcmp0 (ce16, "1") == 0 ||
@@ -1275,19 +1284,6 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
 
 /* grad: the backward follows (with the head in chunks, the head's gradient
  * is taken here, chunk by chunk). */
-/* The unchunked head under f16ops: the loss and the logits' f16 gradient of
- * each lm_rows () chunk from one kernel in the backward (cross_entropy_grad:
- * the logits read twice, f16 written), instead of the forward's loss, an
- * in-place f32 gradient and its f16 copy (the logits read six times, written
- * twice). Not with a head bias (its gradient sums the f32 rows) or a vocabulary
- * that is not whole 4-column groups; HN_CE_IN_BACK=0: the three passes. */
-static gboolean
-ce_in_back (HnTrainGraph *g)
-{
-  return g->f16ops && g->n_chunks <= 1 && !g->W->lm_head_b && hn_tensor_cols (g->logits) % 4 == 0 &&
-         g_strcmp0 (g_getenv ("HN_CE_IN_BACK"), "0") != 0;
-}
-
 static gboolean
 forward (HnTrainGraph *g, gboolean grad, GError **error)
 {
@@ -1345,7 +1341,7 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
   CK (hn_op_matmul (g->cmd, g->logits, hf_mm, W16 (g, W->lm_head), W->lm_head_b, error));
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));
-  if (grad && ce_in_back (g))
+  if (grad && g->ce_in_back)
     return TRUE; /* the backward's first kernels write the loss (lm_back_f16) */
   return hn_op_cross_entropy (g->cmd, g->loss_rows, NULL, g->logits, g->targets, -100, error);
 }
@@ -1451,7 +1447,7 @@ qkv_back_f16 (HnTrainGraph *g, int il, HnTensor *dq, HnTensor *dk, HnTensor *dv,
  * rounded to f16 lm_rows () rows at a time into dy16; each chunk's dh rows come
  * from it on the tensor cores, and its share of dW = dlogitsᵀ·hf is added up
  * in f32 (dw_tmp) and added to the gradient rounded to f16 once, as autocast's
- * one f16 product would be. Under ce_in_back each chunk's f16 gradient (and
+ * one f16 product would be. Under g->ce_in_back each chunk's f16 gradient (and
  * its rows' loss) comes straight from the logits instead. */
 static gboolean
 lm_back_f16 (HnTrainGraph *g, GError **error)
@@ -1470,7 +1466,7 @@ lm_back_f16 (HnTrainGraph *g, GError **error)
       g_autoptr (HnTensor) dh = dl16 ? hn_tensor_view_rows (g->dh, r0, n, error) : NULL;
       g_autoptr (HnTensor) x16 = dh ? hn_tensor_view_rows (g->hf16, r0, n, error) : NULL;
       CK (x16);
-      if (ce_in_back (g))
+      if (g->ce_in_back)
         {
           g_autoptr (HnTensor) loss = hn_tensor_view_rows (g->loss_rows, r0, n, error);
           g_autoptr (HnTensor) tg = loss ? hn_tensor_view_rows (g->targets, r0, n, error) : NULL;
@@ -1648,7 +1644,7 @@ backward (HnTrainGraph *g, GError **error)
    * chunks, forward took the head's gradient */
   if (g->n_chunks <= 1)
     {
-      if (!ce_in_back (g))
+      if (!g->ce_in_back)
         CK (hn_op_cross_entropy_back (g->cmd, g->logits, g->logits, g->targets, g->row_scale, error));
       if (g->f16ops)
         CK (lm_back_f16 (g, error));
