@@ -846,10 +846,6 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
   return TRUE;
 }
 
-/* One optimizer step per iteration: zero grads, forward + backward of one
- * batch (B x T), AdamW over every trained parameter (full or LoRA); with
- * several replicas (--device-indices) the batch is split across them and the
- * gradients all-reduced (engine/train/data-parallel.h). */
 /* One training step of bench_train (gradients, then the AdamW update); keeps the first step's loss
  * (from the same initial weights whatever the warm-up ran: runs compare by it) and the last one's. */
 typedef struct {
@@ -873,6 +869,10 @@ train_run (gpointer data, GError **error)
   return TRUE;
 }
 
+/* One optimizer step per iteration: zero grads, forward + backward of one
+ * batch (B x T), AdamW over every trained parameter (full or LoRA); with
+ * several replicas (--device-indices) the batch is split across them and the
+ * gradients all-reduced (engine/train/data-parallel.h). */
 static gboolean
 bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObject *res, GError **error)
 {
