@@ -855,15 +855,21 @@ typedef struct {
   gint64 step;
   double loss, first_loss;
   HnOptimConfig oc;
+  gint64 grad_us, opt_us; /* host wall time of each phase, summed over the steps run */
 } TrainRun;
 
 static gboolean
 train_run (gpointer data, GError **error)
 {
   TrainRun *r = data;
-  if (!hn_data_parallel_gradients (r->dp, r->in, r->tg, NULL, 1, r->tokens, &r->loss, error) ||
-      !hn_data_parallel_optimizer_step (r->dp, &r->oc, ++r->step, 1e-4, (float) (1.0 / r->scale), error))
+  gint64 t0 = g_get_monotonic_time ();
+  if (!hn_data_parallel_gradients (r->dp, r->in, r->tg, NULL, 1, r->tokens, &r->loss, error))
     return FALSE;
+  gint64 t1 = g_get_monotonic_time ();
+  if (!hn_data_parallel_optimizer_step (r->dp, &r->oc, ++r->step, 1e-4, (float) (1.0 / r->scale), error))
+    return FALSE;
+  r->grad_us += t1 - t0;
+  r->opt_us += g_get_monotonic_time () - t1;
   if (r->step == 1)
     r->first_loss = r->loss;
   return TRUE;
@@ -931,6 +937,8 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
     return FALSE;
   set_d (res, "first_step_loss", tr.first_loss);
   int iters = MAX (o->iterations, 1);
+  tr.grad_us = tr.opt_us = 0;
+  gint64 rec0 = hn_train_graph_get_record_us (hn_data_parallel_get_graph (dp, 0));
   gint64 t0 = g_get_monotonic_time ();
   double allreduce0 = hn_data_parallel_get_allreduce_seconds (dp);
   for (int i = 0; i < iters; i++)
@@ -938,6 +946,7 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
       return FALSE;
   double loss = tr.loss;
   double s = (g_get_monotonic_time () - t0) / 1e6 / iters;
+  double rec_ms = (hn_train_graph_get_record_us (hn_data_parallel_get_graph (dp, 0)) - rec0) / 1e3 / iters;
   if (o->profile)
     {
       /* one more forward + backward (a single submission) with timestamps, of replica 0's share */
@@ -950,6 +959,7 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
         {
           JsonNode *prof = profile_json (cmd, &prof_total);
           set_d (res, "profiled_step_gpu_us", prof_total);
+          set_d (res, "profiled_step_span_us", hn_cmd_get_profile_span_us (cmd)); /* first start to last end */
           json_object_set_member (res, "profile", prof);
         }
       else /* the timed steps above still stand (a large model's step can pass the profiler's dispatch limit) */
@@ -962,6 +972,10 @@ bench_train (HnDataParallel *dp, const BenchOptions *o, gboolean lora, JsonObjec
   json_object_set_int_member (res, "trainable_params", hn_train_graph_get_n_trainable (hn_data_parallel_get_graph (dp, 0)));
   set_d (res, "tokens_per_s", (double) B * T / s);
   set_d (res, "ms_per_step", s * 1e3);
+  /* of ms_per_step: zeroing, forward and backward (with the loss read back), and the update */
+  set_d (res, "ms_gradients", tr.grad_us / 1e3 / iters);
+  set_d (res, "ms_optimizer", tr.opt_us / 1e3 / iters);
+  set_d (res, "ms_recording", rec_ms); /* of ms_gradients: replica 0 recording forward + backward */
   set_d (res, "loss", loss);
   return TRUE;
 }

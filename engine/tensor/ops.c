@@ -588,7 +588,12 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
        * 128x256 (gpt2-124m training step, 2026-12-03f: 8192 x 768 x 3072
        * 301 against 213 us on 128x128, the 8192 x 50304 x 768 LM head 6.5
        * against 4.6 ms) */
-      if (CM2_TILES (128, 256) >= 128 && !f16)
+      /* ... but where both N and K are long, as without autocast (LoRA of llama-1b at fp16,
+       * 2026-12-03k, on 128x128 against 128x256 without autocast: 2048 x 8192 x 2048 11.45 against
+       * 10.0 ms per step, 2048 x 2048 x 2048 3.26 against 2.66, the 256 x 128256 x 2048 head
+       * chunks 18.5 against 7.7; gpt2's N = 768 shapes stay on 128x128) */
+      gboolean wide_ok = !f16 || (K >= 2048 && N >= 2048);
+      if (CM2_TILES (128, 256) >= 128 && wide_ok)
         {
           t.bm = 128;
           t.bn = 256;
@@ -641,13 +646,14 @@ cm2_pick (HnVkContext *ctx, guint32 M, guint32 N, guint32 K, guint32 batch, gboo
    * weight gradients of gpt2-124m: 768 x 3072 x 8192 on 144 tiles is two
    * waves, the second 9 % full; under fp16 autocast too: matmul_splitk.comp
    * rounds the summed product as the one-pass epilogue does, checked by
-   * test-ops-matmul with HN_CM2_SPLITK_F16=1 on the H200). Opt-in with HN_CM2_WAVES=1 until it is
-   * measured on the H200 (build-aux/perf/h200-2026-12-03k-run.sh; the
-   * session that wrote it had no device time left). */
+   * test-ops-matmul with HN_CM2_SPLITK_F16=1 on the H200). H200, 2026-12-03k: those three weight
+   * gradients 2915 + 2915 + 743 against 3938 + 3895 + 1008 us per step, the LM head's dX under fp16
+   * 2048 x 768 x 50304 on 4 splits; the step 121.7k against 120.6k tok/s (two runs each).
+   * HN_CM2_WAVES=0: off. */
   guint32 sms = hn_vk_context_get_device_info (ctx)->multiprocessors;
   if (sms && batch == 1 && co_wgs == 0 && K >= 4096 && t.bm * t.bn >= 128 * 128 &&
       tiles < 4 * (guint64) sms &&
-      env_uint ("HN_CM2_WAVES", 0) == 1)
+      env_uint ("HN_CM2_WAVES", 1) == 1)
     {
       double best = G_MAXDOUBLE;
       for (guint32 sp = 1; sp <= 8 && sp <= MAX (k_steps / 2, 1); sp++)

@@ -78,6 +78,7 @@ struct _HnTrainGraph {
    * the backward takes dh and the three weight gradients in one matmul each */
   HnTensor **qkv_w16, **qkv_g;
   double loss_scale;           /* hn_train_graph_set_loss_scale */
+  gint64 record_us;            /* host time recording forward + backward, summed (hn_train_graph_get_record_us) */
   GPtrArray *owned;            /* every tensor and view we made */
   GPtrArray *params;           /* HnTrainParam* */
   GHashTable *grad_of;         /* HnTensor* (weight) -> HnTrainParam* */
@@ -1733,8 +1734,10 @@ hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *
       rs[i] = w_total > 0 ? (float) (w / w_total * g->hp->logits_scale * g->loss_scale) : 0.0f;
     }
   CK (hn_tensor_upload_f32 (g->row_scale, rs, g->N, error));
+  gint64 t0 = g_get_monotonic_time ();
   CK (forward (g, TRUE, error));
   CK (backward (g, error));
+  g->record_us += g_get_monotonic_time () - t0;
   CK (hn_cmd_submit_wait (g->cmd, error));
   g_autofree float *lr = g_new (float, g->N);
   CK (hn_tensor_download_f32 (g->loss_rows, lr, g->N, error));
@@ -1884,4 +1887,10 @@ HnCmd *
 hn_train_graph_get_cmd (HnTrainGraph *g)
 {
   return g->cmd;
+}
+
+gint64
+hn_train_graph_get_record_us (HnTrainGraph *g)
+{
+  return g->record_us;
 }

@@ -133,6 +133,8 @@ gboolean hn_train_graph_optimizer_step (HnTrainGraph *g, const HnOptimConfig *oc
 
 /* The recorder a step records into (to turn on profiling: hn_cmd_set_profiling). */
 HnCmd *hn_train_graph_get_cmd (HnTrainGraph *g);
+/* Host microseconds spent recording forward and backward passes so far (the GPU idles meanwhile). */
+gint64 hn_train_graph_get_record_us (HnTrainGraph *g);
 
 /* Copies the trained adapter matrices back into the adapter's host arrays. */
 gboolean hn_train_graph_sync_adapter (HnTrainGraph *g, GError **error);
