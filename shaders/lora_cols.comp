@@ -9,11 +9,14 @@
 //     memory; its sums go to part[j, chunk, s, l];
 //   MODE 1: one invocation per (j, s, l): the chunks' partial sums, in chunk
 //     order, then C_j. The same sums for any NW.
+// F16 = 1 is fp16 autocast (as matmul.comp's F16): X and W rounded to f16
+// as loaded, alpha·Σ rounded to f16 before it joins C.
 #include "common.glsl"
 layout(constant_id = 0) const uint S = 8;   // <= 16
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const uint CT = 0;
 layout(constant_id = 3) const uint NW = 1;  // 1..3, NW · S <= 32 (the shared W rows)
+layout(constant_id = 4) const uint F16 = 0;
 layout(local_size_x = 256) in;
 const uint KC_MAX = 256u;
 
@@ -36,7 +39,8 @@ layout(push_constant) uniform P {
 
 shared float ws[MODE == 0u ? NW * KC_MAX * S : 1u];
 
-float wat(uint j, uint i) { return j == 0u ? w[p.w_off + i] : j == 1u ? w1[p.w_off1 + i] : w2[p.w_off2 + i]; }
+float r16(float v) { return F16 == 1u ? hn_round_f16(v) : v; }
+float wat(uint j, uint i) { return r16(j == 0u ? w[p.w_off + i] : j == 1u ? w1[p.w_off1 + i] : w2[p.w_off2 + i]); }
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -53,14 +57,14 @@ void main() {
     uint kk = 0u;
     for (; kk + 4u <= nk; kk += 4u) {
       float xv[4];
-      [[unroll]] for (uint u = 0u; u < 4u; u++) xv[u] = x[xb + (kk + u) * p.x_sk];
+      [[unroll]] for (uint u = 0u; u < 4u; u++) xv[u] = r16(x[xb + (kk + u) * p.x_sk]);
       [[unroll]] for (uint u = 0u; u < 4u; u++)
         [[unroll]] for (uint j = 0u; j < NW; j++)
           [[unroll]] for (uint s = 0u; s < S; s++)
             acc[j * S + s] = fma(xv[u], ws[j * KC_MAX * S + (kk + u) * S + s], acc[j * S + s]);
     }
     for (; kk < nk; kk++) {
-      float xv = x[xb + kk * p.x_sk];
+      float xv = r16(x[xb + kk * p.x_sk]);
       [[unroll]] for (uint j = 0u; j < NW; j++)
         [[unroll]] for (uint s = 0u; s < S; s++)
           acc[j * S + s] = fma(xv, ws[j * KC_MAX * S + kk * S + s], acc[j * S + s]);
@@ -77,8 +81,9 @@ void main() {
     for (uint ch = 0u; ch < p.chunks; ch++) sum += part[p.part_off + ((j * p.chunks + ch) * S + s) * p.L + l];
     uint co = CT == 1u ? s * p.L + l : l * S + s;
     bool a = (p.flags & 1u) != 0u;
-    if (j == 0u) { uint ci = p.c_off + co; c[ci] = (a ? c[ci] : 0.0) + p.alpha * sum; }
-    else if (j == 1u) { uint ci = p.c_off1 + co; c1[ci] = (a ? c1[ci] : 0.0) + p.alpha * sum; }
-    else { uint ci = p.c_off2 + co; c2[ci] = (a ? c2[ci] : 0.0) + p.alpha * sum; }
+    float v = r16(p.alpha * sum);
+    if (j == 0u) { uint ci = p.c_off + co; c[ci] = (a ? c[ci] : 0.0) + v; }
+    else if (j == 1u) { uint ci = p.c_off1 + co; c1[ci] = (a ? c1[ci] : 0.0) + v; }
+    else { uint ci = p.c_off2 + co; c2[ci] = (a ? c2[ci] : 0.0) + v; }
   }
 }

@@ -8,11 +8,14 @@
 // load and store of C when VEC) and keeps their R weights in registers, for
 // RM rows whose U values the workgroup stages in shared memory. The sums run
 // in the order k = 0..R-1 with fused multiply-adds (as matmul.comp's), and
-// the pairs' terms join C in turn, as NW calls of one pair would.
+// the pairs' terms join C in turn, as NW calls of one pair would. F16 = 1
+// is fp16 autocast (as matmul.comp's F16): U and W rounded to f16 as loaded,
+// each pair's alpha·Σ rounded to f16 before it joins C.
 #include "common.glsl"
 layout(constant_id = 0) const uint R = 8;    // the rank (<= 32)
 layout(constant_id = 1) const uint VEC = 0;  // 1: C rows and offset 16-byte aligned, N % 4 == 0
 layout(constant_id = 2) const uint NW = 1;   // 1..3
+layout(constant_id = 3) const uint F16 = 0;
 layout(local_size_x = 64) in;
 const uint RM = 16u;
 
@@ -35,8 +38,9 @@ layout(push_constant) uniform P {
 
 shared float us[NW * RM * R];
 
-float uat(uint j, uint i) { return j == 0u ? u[p.u_off + i] : j == 1u ? u1[p.u_off1 + i] : u2[p.u_off2 + i]; }
-float wat(uint j, uint i) { return j == 0u ? w[p.w_off + i] : j == 1u ? w1[p.w_off1 + i] : w2[p.w_off2 + i]; }
+float r16(float v) { return F16 == 1u ? hn_round_f16(v) : v; }
+float uat(uint j, uint i) { return r16(j == 0u ? u[p.u_off + i] : j == 1u ? u1[p.u_off1 + i] : u2[p.u_off2 + i]); }
+float wat(uint j, uint i) { return r16(j == 0u ? w[p.w_off + i] : j == 1u ? w1[p.w_off1 + i] : w2[p.w_off2 + i]); }
 
 void main() {
   uint tid = gl_LocalInvocationID.x;
@@ -74,6 +78,7 @@ void main() {
       vec4 s = vec4(0.0);
       [[unroll]] for (uint k = 0u; k < R; k++) s = fma(vec4(us[(j * RM + mm) * R + k]), wv[j * R + k], s);
       s *= p.alpha;
+      if (F16 == 1u) s = vec4(hn_round_f16(s.x), hn_round_f16(s.y), hn_round_f16(s.z), hn_round_f16(s.w));
       // the first term replaces C when not accumulating, as one call's store would
       cv = acc || j > 0u ? cv + s : s;
     }

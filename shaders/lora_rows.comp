@@ -11,7 +11,9 @@
 // (16-byte loads of X and W when VEC), four strides in flight, subgroupAdd
 // reduces and lane 0 writes the results; W (K·S floats) stays in the caches,
 // and each load of it serves RB rows. The sums run in the same order for
-// any RB and NW. Four subgroups' rows per workgroup (of four subgroups as
+// any RB and NW. F16 = 1 is fp16 autocast (as matmul.comp's F16): X and W
+// rounded to f16 as loaded, each product alpha·Σ rounded to f16 before it
+// joins C. Four subgroups' rows per workgroup (of four subgroups as
 // the device reports them; any actual subgroup count is correct).
 #include "common.glsl"
 layout(constant_id = 0) const uint S = 8;
@@ -20,6 +22,7 @@ layout(constant_id = 2) const uint VEC = 0;  // X rows, W and their offsets 16-b
 layout(local_size_x_id = 3) in;
 layout(constant_id = 4) const uint NW = 1;   // 1..3
 layout(constant_id = 5) const uint RB = 1;   // 1..4
+layout(constant_id = 6) const uint F16 = 0;
 const uint NA = RB * NW * S;                  // accumulators: [row][pair][s]
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
@@ -42,16 +45,20 @@ layout(push_constant) uniform P {
   uint w_off1; uint c_off1; uint w_off2; uint c_off2;
 } p;
 
+float r16(float v) { return F16 == 1u ? hn_round_f16(v) : v; }
+vec4 r16(vec4 v) { return F16 == 1u ? vec4(hn_round_f16(v.x), hn_round_f16(v.y), hn_round_f16(v.z), hn_round_f16(v.w)) : v; }
+
 uint woff(uint j) { return j == 0u ? p.w_off : j == 1u ? p.w_off1 : p.w_off2; }
-float wld(uint j, uint i) { return j == 0u ? w0[i] : j == 1u ? w1[i] : w2[i]; }
-vec4 wld4(uint j, uint i) { return j == 0u ? w04[i] : j == 1u ? w14[i] : w24[i]; }
+float wld(uint j, uint i) { return r16(j == 0u ? w0[i] : j == 1u ? w1[i] : w2[i]); }
+vec4 wld4(uint j, uint i) { return r16(j == 0u ? w04[i] : j == 1u ? w14[i] : w24[i]); }
 float wat(uint j, uint k, uint s) { return wld(j, woff(j) + (WT == 1u ? s * p.K + k : k * S + s)); }
 
-void cstore(uint j, uint l, uint s, float v) {
+void cstore(uint j, uint l, uint s, float sum) {
   bool a = (p.flags & 1u) != 0u;
-  if (j == 0u) { uint ci = p.c_off + l * p.c_sl + s; c0[ci] = (a ? c0[ci] : 0.0) + p.alpha * v; }
-  else if (j == 1u) { uint ci = p.c_off1 + l * p.c_sl + s; c1[ci] = (a ? c1[ci] : 0.0) + p.alpha * v; }
-  else { uint ci = p.c_off2 + l * p.c_sl + s; c2[ci] = (a ? c2[ci] : 0.0) + p.alpha * v; }
+  float v = r16(p.alpha * sum);
+  if (j == 0u) { uint ci = p.c_off + l * p.c_sl + s; c0[ci] = (a ? c0[ci] : 0.0) + v; }
+  else if (j == 1u) { uint ci = p.c_off1 + l * p.c_sl + s; c1[ci] = (a ? c1[ci] : 0.0) + v; }
+  else { uint ci = p.c_off2 + l * p.c_sl + s; c2[ci] = (a ? c2[ci] : 0.0) + v; }
 }
 
 void main() {
@@ -66,7 +73,7 @@ void main() {
         [[unroll]] for (uint u = 0u; u < 4u; u++) {
           uint k = k0 + 4u * n * u;
           [[unroll]] for (uint r = 0u; r < RB; r++)
-            xv[u * RB + r] = k < p.K && lb + r < p.L ? x4[(p.x_off + (lb + r) * p.x_sl + k) / 4u] : vec4(0.0);
+            xv[u * RB + r] = k < p.K && lb + r < p.L ? r16(x4[(p.x_off + (lb + r) * p.x_sl + k) / 4u]) : vec4(0.0);
         }
         [[unroll]] for (uint u = 0u; u < 4u; u++) {
           uint k = k0 + 4u * n * u;
@@ -95,7 +102,7 @@ void main() {
     } else {
       for (uint k = lane; k < p.K; k += n) {
         float xv[RB];
-        [[unroll]] for (uint r = 0u; r < RB; r++) xv[r] = lb + r < p.L ? x[p.x_off + (lb + r) * p.x_sl + k] : 0.0;
+        [[unroll]] for (uint r = 0u; r < RB; r++) xv[r] = lb + r < p.L ? r16(x[p.x_off + (lb + r) * p.x_sl + k]) : 0.0;
         [[unroll]] for (uint j = 0u; j < NW; j++)
           [[unroll]] for (uint s = 0u; s < S; s++) {
             float wv = wat(j, k, s);

@@ -696,12 +696,13 @@ hn_op_lora_expand_n (HnCmd *cmd, int n, HnTensor *c, HnTensor **u, HnTensor **w,
   } pc = { (guint32) M, (guint32) N, hn_eoff (u[0]), (guint32) R, hn_eoff (w[0]), w_trans ? 1u : (guint32) N,
            w_trans ? (guint32) R : 1u, hn_eoff (c), (guint32) N, alpha, accumulate ? 1u : 0u,
            hn_eoff (u[j1]), hn_eoff (w[j1]), hn_eoff (u[j2]), hn_eoff (w[j2]) };
-  guint32 spec[3] = { (guint32) R, pc.c_off % 4 == 0 && N % 4 == 0, (guint32) n };
+  /* under fp16 autocast, rounded as hn_op_bmm rounds (lora_expand.comp's F16) */
+  guint32 spec[4] = { (guint32) R, pc.c_off % 4 == 0 && N % 4 == 0, (guint32) n, hn_op_matmul_f16 (cmd, 0) ? 1u : 0u };
   /* the pairs past n bound to the first (not read) */
   HnVkBinding bd[7] = { hn_bind (u[0], FALSE), hn_bind (w[0], FALSE), hn_bind (c, TRUE), hn_bind (u[j1], FALSE),
                         hn_bind (w[j1], FALSE), hn_bind (u[j2], FALSE), hn_bind (w[j2], FALSE) };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_cmd_dispatch (cmd, "lora_expand", spec, 3, bd, 7, &pc, sizeof pc, (guint32) ((N + 255) / 256),
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_expand", spec, 4, bd, 7, &pc, sizeof pc, (guint32) ((N + 255) / 256),
                                  (guint32) ((M + 15) / 16), 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
@@ -764,14 +765,15 @@ hn_op_lora_rows_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, g
   for (int j = 0; j < n; j++)
     vec = vec && hn_eoff (w[j]) % 4 == 0;
   guint32 sg = MIN (info->subgroup_size, 128), rb = lora_rows_rb (M);
-  guint32 spec[6] = { (guint32) R, w_trans ? 1u : 0u, vec ? 1u : 0u, 4 * sg, (guint32) n, rb }, gx, gy;
+  guint32 spec[7] = { (guint32) R, w_trans ? 1u : 0u, vec ? 1u : 0u, 4 * sg, (guint32) n, rb,
+                      hn_op_matmul_f16 (cmd, 0) ? 1u : 0u }, gx, gy;
   hn_grid (((guint64) M + 4 * rb - 1) / (4 * rb), &gx, &gy);
   /* the pairs past n bound to the first (not read or written) */
   HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w[0], FALSE), hn_bind (c[0], TRUE),
                         hn_bind (w[n > 1 ? 1 : 0], FALSE), hn_bind (c[n > 1 ? 1 : 0], n > 1),
                         hn_bind (w[n > 2 ? 2 : 0], FALSE), hn_bind (c[n > 2 ? 2 : 0], n > 2) };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_cmd_dispatch (cmd, "lora_rows", spec, 6, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_rows", spec, 7, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
@@ -839,11 +841,11 @@ hn_op_lora_cols_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, g
   } pc = { (guint32) L, (guint32) K, (guint32) kc, (guint32) chunks, hn_eoff (x), (guint32) L, hn_eoff (w[0]), 0,
            hn_eoff (c[0]), alpha, accumulate ? 1u : 0u, hn_eoff (w[j1]), hn_eoff (c[j1]), hn_eoff (w[j2]),
            hn_eoff (c[j2]) };
-  guint32 spec[4] = { (guint32) R, 0, c_trans ? 1u : 0u, (guint32) n };
+  guint32 spec[5] = { (guint32) R, 0, c_trans ? 1u : 0u, (guint32) n, hn_op_matmul_f16 (cmd, 0) ? 1u : 0u };
   HnVkBinding bd[8] = { hn_bind (x, FALSE), hn_bind (w[0], FALSE), { sc, 0, part_bytes, TRUE }, hn_bind (c[0], FALSE),
                         hn_bind (w[j1], FALSE), hn_bind (c[j1], FALSE), hn_bind (w[j2], FALSE), hn_bind (c[j2], FALSE) };
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_cmd_dispatch (cmd, "lora_cols", spec, 4, bd, 8, &pc, sizeof pc, (guint32) lb, (guint32) chunks, 1,
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_cols", spec, 5, bd, 8, &pc, sizeof pc, (guint32) lb, (guint32) chunks, 1,
                                  error);
   spec[1] = 1;
   /* the pairs past n bound to the first (not written) */
@@ -851,7 +853,7 @@ hn_op_lora_cols_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, g
                         hn_bind (w[j1], FALSE), hn_bind (c[j1], n > 1), hn_bind (w[j2], FALSE), hn_bind (c[j2], n > 2) };
   guint32 gx, gy;
   hn_grid (((guint64) n * L * R + 255) / 256, &gx, &gy);
-  ok = ok && hn_cmd_dispatch (cmd, "lora_cols", spec, 4, br, 8, &pc, sizeof pc, gx, gy, 1, error);
+  ok = ok && hn_cmd_dispatch (cmd, "lora_cols", spec, 5, br, 8, &pc, sizeof pc, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

@@ -115,7 +115,10 @@ gboolean hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnT
  * accumulate) alpha · u·W with u [M, r] and W(k, n) = w[n, k] when w_trans
  * (w [N, r]: the forward's y += u·Bᵀ), else w[k, n] (w [r, N]: the
  * backward's dx += du·A); 1 <= r <= 32, rows contiguous (lora_expand.comp,
- * memory-bound on c, where the tiled matmul kernels would run a K of r). */
+ * memory-bound on c, where the tiled matmul kernels would run a K of r).
+ * Under fp16 autocast (hn_cmd_set_autocast) these LoRA ops round as
+ * hn_op_bmm does there: operands to f16, each alpha·product to f16 before
+ * it joins c, f32 sums. */
 gboolean hn_op_lora_expand (HnCmd *cmd, HnTensor *c, HnTensor *u, HnTensor *w, gboolean w_trans, float alpha,
                             gboolean accumulate, GError **error);
 /* hn_op_lora_expand for n (1..3) adapters into one c (c (+)= alpha · Σ_j

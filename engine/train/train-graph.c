@@ -984,16 +984,17 @@ norm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *dy, HnTensor *x, HnTensor *w
 }
 
 /* The rank-r expansions (y += u·B_pᵀ, dx += du·A: K = r) on their own
- * memory-bound kernel (hn_op_lora_expand, exact f32), and the
- * down-projections and weight gradients (u, du, dA, dB: an output
- * dimension of r) on kernels that read the long operand once
- * (hn_op_lora_rows / _cols, where the device has subgroup arithmetic);
- * under fp16 autocast all stay on hn_op_bmm, which rounds as autocast does.
- * HN_LORA_BMM=1 keeps hn_op_bmm (a measurement aid). */
+ * memory-bound kernel (hn_op_lora_expand), and the down-projections and
+ * weight gradients (u, du, dA, dB: an output dimension of r) on kernels
+ * that read the long operand once (hn_op_lora_rows / _cols, where the
+ * device has subgroup arithmetic); exact f32, and under fp16 autocast
+ * rounded as hn_op_bmm rounds there (on hn_op_bmm these ran 13.8 ms of the
+ * llama-1b fp16 LoRA step's 139, H200 2026-12-03k). HN_LORA_BMM=1 keeps
+ * hn_op_bmm (a measurement aid). */
 static gboolean
 lora_expand_ok (HnTrainGraph *g, LoraSite *s)
 {
-  return !hn_op_matmul_f16 (g->cmd, 0) && s->u->shape[1] <= 32 && g_getenv ("HN_LORA_BMM") == NULL;
+  return s->u->shape[1] <= 32 && s->u->dtype == HN_DTYPE_F32 && g_getenv ("HN_LORA_BMM") == NULL;
 }
 
 /* y += s·(x·Aᵀ)·B_pᵀ for each output of the site whose input is x. */

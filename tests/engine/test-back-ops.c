@@ -414,6 +414,88 @@ r16 (double v)
   return hn_f16_to_f32 (hn_f32_to_f16 ((float) v));
 }
 
+/* The LoRA ops under fp16 autocast (LoRA at --precision fp16): each output
+ * is alpha·Σ of the f16-rounded operands, rounded to f16, added to c when
+ * accumulating. Against double sums of the rounded operands: every output
+ * within one f16 step of the rounded reference, and at most 2 % of them
+ * not equal to it (f32 sums in another order move a result across a
+ * rounding boundary rarely; operands left unrounded move about a quarter). */
+static void
+check_autocast (const char *what, HnTensor *t, const float *c0, const double *exact, gint64 n, gboolean acc)
+{
+  g_autofree float *got = down (t);
+  gint64 differ = 0;
+  for (gint64 i = 0; i < n; i++)
+    {
+      float want = r16 (exact[i]);
+      float term = acc ? got[i] - c0[i] : got[i];
+      double step = fabs (r16 (fabs (want) * (1 + 1.0 / 1024)) - fabs (want)) + 1e-7;
+      if (!acc)
+        g_assert_cmpfloat (r16 (got[i]), ==, got[i]); /* the product itself was rounded */
+      if (fabs (term - want) > 1.01 * step + (acc ? 1e-6 * fabs (c0[i]) : 0))
+        g_error ("%s: element %" G_GINT64_FORMAT " is %.9g, want %.9g (one f16 step %.3g)", what, i, term, want, step);
+      differ += fabs (term - want) > (acc ? 1e-6 * fabs (c0[i]) + 1e-9 : 0);
+    }
+  if (differ > n / 50)
+    g_error ("%s: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " outputs not the rounded reference", what, differ, n);
+}
+
+static void
+test_lora_autocast (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+  gint64 M = 37, K = 300, N = 300, R = 8;
+  g_autofree float *x = rnd (M * K, 1), *a = rnd (R * K, 1), *b = rnd (N * R, 1), *u = rnd (M * R, 1);
+  g_autofree float *c0u = rnd (M * R, 1), *c0y = rnd (M * N, 1), *c0a = rnd (R * K, 1);
+  g_autofree double *eu = g_new (double, M * R), *ey = g_new (double, M * N), *ea = g_new (double, R * K);
+  float alpha = 1.5f;
+  /* rows: u = alpha·x·Aᵀ; expand: y += alpha·u·Bᵀ; cols: dA += alpha·uᵀ·x */
+  for (gint64 m = 0; m < M; m++)
+    for (gint64 r = 0; r < R; r++)
+      {
+        double s = 0;
+        for (gint64 k = 0; k < K; k++)
+          s += (double) r16 (x[m * K + k]) * r16 (a[r * K + k]);
+        eu[m * R + r] = alpha * s;
+      }
+  for (gint64 m = 0; m < M; m++)
+    for (gint64 n = 0; n < N; n++)
+      {
+        double s = 0;
+        for (gint64 k = 0; k < R; k++)
+          s += (double) r16 (u[m * R + k]) * r16 (b[n * R + k]);
+        ey[m * N + n] = alpha * s;
+      }
+  for (gint64 r = 0; r < R; r++)
+    for (gint64 k = 0; k < K; k++)
+      {
+        double s = 0;
+        for (gint64 m = 0; m < M; m++)
+          s += (double) r16 (u[m * R + r]) * r16 (x[m * K + k]);
+        ea[r * K + k] = alpha * s;
+      }
+  g_autoptr (HnTensor) tx = tens (2, (gint64[]) { M, K }, x), ta = tens (2, (gint64[]) { R, K }, a);
+  g_autoptr (HnTensor) tb = tens (2, (gint64[]) { N, R }, b), tu = tens (2, (gint64[]) { M, R }, u);
+  g_autoptr (HnTensor) tcu = tens (2, (gint64[]) { M, R }, c0u), tcy = tens (2, (gint64[]) { M, N }, c0y);
+  g_autoptr (HnTensor) tca = tens (2, (gint64[]) { R, K }, c0a);
+  if (hn_op_lora_down_available (cmd, R))
+    {
+      g_assert_true (hn_op_lora_rows (cmd, tcu, tx, ta, TRUE, alpha, FALSE, &error));
+      g_assert_true (hn_op_lora_cols (cmd, tca, tx, tu, TRUE, alpha, TRUE, &error));
+    }
+  g_assert_true (hn_op_lora_expand (cmd, tcy, tu, tb, TRUE, alpha, TRUE, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  if (hn_op_lora_down_available (cmd, R))
+    {
+      check_autocast ("lora_rows fp16", tcu, c0u, eu, M * R, FALSE);
+      check_autocast ("lora_cols fp16 +=", tca, c0a, ea, R * K, TRUE);
+    }
+  check_autocast ("lora_expand fp16 +=", tcy, c0y, ey, M * N, TRUE);
+}
+
 /* The fp16 autocast backward from f16 operands (training's f16 copies), with
  * dw's product whole and split over a long K (dw_tmp), against the products
  * of the f16-rounded operands with f16-rounded results. */
@@ -884,6 +966,7 @@ main (int argc, char **argv)
   g_test_add_func ("/back-ops/lora-expand", test_lora_expand);
   g_test_add_func ("/back-ops/lora-down", test_lora_down);
   g_test_add_func ("/back-ops/matmul-f16", test_matmul_back_f16);
+  g_test_add_func ("/back-ops/lora-autocast", test_lora_autocast);
   g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
   g_test_add_func ("/back-ops/layernorm", test_layernorm_back);
   g_test_add_func ("/back-ops/activations", test_activations_back);
