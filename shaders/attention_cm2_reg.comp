@@ -33,6 +33,10 @@ layout(local_size_x_id = 2) in;
 layout(constant_id = 3) const uint BR = 64;
 layout(constant_id = 4) const uint BC = 64;
 layout(constant_id = 5) const uint FAST = 1;
+// 1: the element-wise steps that need no row or column (max, exp) loop over
+// this invocation's own elements (matrices of one type share the mapping)
+// instead of coopMatPerElementNV; 0 under HN_ATTN_CM2_EPI=callback (A/B)
+layout(constant_id = 6) const uint EPI_LOOP = 1;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float kf[]; };
@@ -156,9 +160,20 @@ void main() {
     else coopMatPerElementNV(s, s, fa_score);
     ACC(BR, BC) rmax, m_new, pmat, corr;
     coopMatReduceNV(rmax, s, gl_CooperativeMatrixReduceRowNV, fa_max);
-    coopMatPerElementNV(m_new, rmax, fa_max2, m_run);
-    coopMatPerElementNV(pmat, s - m_new, fa_exp);
-    coopMatPerElementNV(corr, m_run - m_new, fa_exp);
+    if (EPI_LOOP == 1u) {
+      m_new = rmax;
+      [[unroll]] for (int i = 0; i < m_new.length(); i++) m_new[i] = max(m_new[i], m_run[i]);
+      pmat = s - m_new;
+      corr = m_run - m_new;
+      [[unroll]] for (int i = 0; i < pmat.length(); i++) {
+        pmat[i] = exp(pmat[i]);
+        corr[i] = exp(corr[i]);
+      }
+    } else {
+      coopMatPerElementNV(m_new, rmax, fa_max2, m_run);
+      coopMatPerElementNV(pmat, s - m_new, fa_exp);
+      coopMatPerElementNV(corr, m_run - m_new, fa_exp);
+    }
     m_run = m_new;
     coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA> pa = coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA>(pmat);
     ACC(BR, BC) rsum = ACC(BR, BC)(0.0);

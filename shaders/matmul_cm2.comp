@@ -59,6 +59,11 @@ layout(constant_id = 11) const uint SWZ = 0;
 // c_sm apart. No bias, alpha 1, no accumulate, no split-K. ACT: HnActivation.
 layout(constant_id = 12) const uint GLU = 0;
 layout(constant_id = 13) const uint ACT = 1;
+// 1: an epilogue that treats every element alike (alpha, fp16 autocast's
+// rounding, the gated product; no bias) loops over this invocation's own
+// elements of the accumulators instead of coopMatPerElementNV, which hands
+// each element its row and column (HN_CM2_EPI=callback: 0, for A/B).
+layout(constant_id = 14) const uint EPI_LOOP = 1;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -224,7 +229,11 @@ void main() {
   lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
   lc = setTensorLayoutStrideNV(lc, p.c_sm, 1);
   if (GLU == 1u) {
-    coopMatPerElementNV(sum, sum, glu_elem, sum2);
+    if (EPI_LOOP == 1u) {
+      // sum and sum2 share one type, so element i of each is the same (row, column)
+      [[unroll]] for (int i = 0; i < sum.length(); i++) sum[i] = clamp(hn_act(ACT, sum[i]) * sum2[i], -65504.0, 65504.0);
+    } else
+      coopMatPerElementNV(sum, sum, glu_elem, sum2);
     coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(sum);
     coopMatStoreTensorNV(h, c16, cbase, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
     return;
@@ -232,8 +241,16 @@ void main() {
   // a split's partial product stays unrounded: matmul_splitk.comp rounds the
   // sum (rounding each partial too lost the low bits of a cancelling sum:
   // test-back-ops /back-ops/matmul-f16 on the H200, 2026-12-03l)
-  if ((F16 == 1u && p.splits == 1u) || p.alpha != 1.0 || (p.flags & 2u) != 0u)
-    coopMatPerElementNV(sum, sum, epilogue, n0);
+  if ((F16 == 1u && p.splits == 1u) || p.alpha != 1.0 || (p.flags & 2u) != 0u) {
+    if (EPI_LOOP == 1u && (p.flags & 2u) == 0u) {
+      bool rnd = F16 == 1u && p.splits == 1u;
+      [[unroll]] for (int i = 0; i < sum.length(); i++) {
+        float x = sum[i] * p.alpha;
+        sum[i] = rnd ? hn_round_f16(x) : x;
+      }
+    } else
+      coopMatPerElementNV(sum, sum, epilogue, n0);
+  }
   if ((p.flags & 1u) != 0u) {
     ACC old;
     coopMatLoadTensorNV(old, c, cbase, sliceTensorLayoutNV(lc, m0, BM, n0, BN));

@@ -628,7 +628,9 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
           (e[2] & (e[2] - 1)) == 0 &&
           (hn_vk_context_get_device_info (hn_cmd_get_context (cmd))->nv2_invocations_listed & (e[2] / 32)))
         br = e[0], bc = e[1], tnt = e[2];
-      guint32 cspec[6] = { spec[0], (guint32) D, reg ? tnt : nt, br, bc, old ? 0u : 1u };
+      /* HN_ATTN_CM2_EPI=callback: max and exp through coopMatPerElementNV (attention_cm2_reg's EPI_LOOP) */
+      guint32 cspec[7] = { spec[0], (guint32) D, reg ? tnt : nt, br, bc, old ? 0u : 1u,
+                           g_strcmp0 (g_getenv ("HN_ATTN_CM2_EPI"), "callback") != 0 };
       /* training (the log-sum-exp out), and prefill too unless
        * HN_ATTN_CM2_OLD=1 or HN_ATTN_CM2_KV16=0: f32 K and V become f16 in
        * the recorder's scratch first, clamped as the kernel's own f32 decode
@@ -652,7 +654,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
         }
       const char *sh = reg ? "attention_cm2_reg" : "attention_cm2";
       hn_cmd_set_label (cmd, sh);
-      gboolean ok = hn_cmd_dispatch (cmd, sh, cspec, reg ? 6 : 3, bd, 7, &pc, sizeof pc,
+      gboolean ok = hn_cmd_dispatch (cmd, sh, cspec, reg ? 7 : 3, bd, 7, &pc, sizeof pc,
                                      (guint32) ((T + br - 1) / br), (guint32) H, (guint32) B, error);
       hn_cmd_set_label (cmd, NULL);
       return ok;
