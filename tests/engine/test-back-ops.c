@@ -440,6 +440,21 @@ check_autocast (const char *what, HnTensor *t, const float *c0, const double *ex
     g_error ("%s: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " outputs not the rounded reference", what, differ, n);
 }
 
+/* out[i, j] = alpha · Σ_k f16(a[i·ai + k·ak]) · f16(b[k·bk + j·bj]) in double, for I x J outputs. */
+static void
+rounded_products (double *out, gint64 I, gint64 J, gint64 K, const float *a, gint64 ai, gint64 ak, const float *b,
+                  gint64 bk, gint64 bj, double alpha)
+{
+  for (gint64 i = 0; i < I; i++)
+    for (gint64 j = 0; j < J; j++)
+      {
+        double s = 0;
+        for (gint64 k = 0; k < K; k++)
+          s += (double) r16 (a[i * ai + k * ak]) * r16 (b[k * bk + j * bj]);
+        out[i * J + j] = alpha * s;
+      }
+}
+
 static void
 test_lora_autocast (void)
 {
@@ -452,30 +467,9 @@ test_lora_autocast (void)
   g_autofree double *eu = g_new (double, M * R), *ey = g_new (double, M * N), *ea = g_new (double, R * K);
   float alpha = 1.5f;
   /* rows: u = alpha·x·Aᵀ; expand: y += alpha·u·Bᵀ; cols: dA += alpha·uᵀ·x */
-  for (gint64 m = 0; m < M; m++)
-    for (gint64 r = 0; r < R; r++)
-      {
-        double s = 0;
-        for (gint64 k = 0; k < K; k++)
-          s += (double) r16 (x[m * K + k]) * r16 (a[r * K + k]);
-        eu[m * R + r] = alpha * s;
-      }
-  for (gint64 m = 0; m < M; m++)
-    for (gint64 n = 0; n < N; n++)
-      {
-        double s = 0;
-        for (gint64 k = 0; k < R; k++)
-          s += (double) r16 (u[m * R + k]) * r16 (b[n * R + k]);
-        ey[m * N + n] = alpha * s;
-      }
-  for (gint64 r = 0; r < R; r++)
-    for (gint64 k = 0; k < K; k++)
-      {
-        double s = 0;
-        for (gint64 m = 0; m < M; m++)
-          s += (double) r16 (u[m * R + r]) * r16 (x[m * K + k]);
-        ea[r * K + k] = alpha * s;
-      }
+  rounded_products (eu, M, R, K, x, K, 1, a, 1, K, alpha);
+  rounded_products (ey, M, N, R, u, R, 1, b, 1, R, alpha);
+  rounded_products (ea, R, K, M, u, 1, R, x, K, 1, alpha);
   g_autoptr (HnTensor) tx = tens (2, (gint64[]) { M, K }, x), ta = tens (2, (gint64[]) { R, K }, a);
   g_autoptr (HnTensor) tb = tens (2, (gint64[]) { N, R }, b), tu = tens (2, (gint64[]) { M, R }, u);
   g_autoptr (HnTensor) tcu = tens (2, (gint64[]) { M, R }, c0u), tcy = tens (2, (gint64[]) { M, N }, c0y);
