@@ -521,6 +521,43 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
   return TRUE;
 }
 
+/* The same ceiling through workgroup-scope matrices (the kind matmul_cm2
+ * uses), per tile, operands constant and reloaded from shared memory: one
+ * object per tile, an error in place of a tile the driver refuses. */
+static JsonArray *
+mma_peak_cm2_tiles (HnCmd *cmd, HnTensor *out, const BenchOptions *o)
+{
+  static const guint32 tiles[][3] = { { 128, 256, 32 }, { 128, 128, 32 }, { 128, 128, 64 }, { 256, 128, 32 },
+                                      { 64, 128, 32 },  { 64, 64, 32 },   { 128, 256, 16 } };
+  JsonArray *arr = json_array_new ();
+  for (gsize t = 0; t < G_N_ELEMENTS (tiles); t++)
+    for (int shared = 0; shared <= 1; shared++)
+      {
+        g_autoptr (GError) error = NULL;
+        JsonObject *row = json_object_new ();
+        g_autofree char *name = g_strdup_printf ("%ux%ux%u", tiles[t][0], tiles[t][1], tiles[t][2]);
+        json_object_set_string_member (row, "tile", name);
+        json_object_set_boolean_member (row, "shared", shared);
+        guint32 wgs = 132 * 4, iters = 4096 * 32 / tiles[t][2];
+        double flops = 0;
+        gboolean ok = hn_op_tensor_core_peak_cm2 (cmd, out, wgs, iters, tiles[t][0], tiles[t][1], tiles[t][2], shared,
+                                                  &flops, &error) &&
+                      hn_cmd_submit_wait (cmd, &error);
+        gint64 t0 = g_get_monotonic_time ();
+        int iterations = MAX (o->iterations, 1);
+        for (int i = 0; ok && i < iterations; i++)
+          ok = hn_op_tensor_core_peak_cm2 (cmd, out, wgs, iters, tiles[t][0], tiles[t][1], tiles[t][2], shared,
+                                           &flops, &error);
+        ok = ok && hn_cmd_submit_wait (cmd, &error);
+        if (ok)
+          set_d (row, "tflops", flops * iterations / ((g_get_monotonic_time () - t0) / 1e6) / 1e12);
+        else
+          json_object_set_string_member (row, "error", error->message);
+        json_array_add_object_element (arr, row);
+      }
+  return arr;
+}
+
 /* The tensor cores' ceiling: register-resident multiply-adds with no memory
  * traffic (hn_op_tensor_core_peak), 8 workgroups per 132 multiprocessors'
  * worth by default (--size: workgroups). */
@@ -547,6 +584,8 @@ bench_mma_peak (HnVkContext *ctx, const BenchOptions *o, JsonObject *res, GError
   json_object_set_int_member (res, "workgroups", wgs);
   set_d (res, "ms_per_run", s * 1e3);
   set_d (res, "tflops", flops / s / 1e12);
+  if (hn_vk_context_has_coopmat2 (ctx, NULL))
+    json_object_set_array_member (res, "workgroup_scope", mma_peak_cm2_tiles (cmd, out, o));
   return TRUE;
 }
 

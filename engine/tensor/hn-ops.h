@@ -96,6 +96,12 @@ typedef enum {
  * cooperative matrix. */
 gboolean hn_op_tensor_core_peak (HnCmd *cmd, HnTensor *out, guint32 workgroups, guint32 iters, double *flops,
                                  GError **error);
+/* The same through VK_NV_cooperative_matrix2's workgroup-scope matrices
+ * (mma_peak_cm2.comp): a bm x bk by bk x bn multiply-add iters times per
+ * workgroup, the operands constants or (shared) reloaded from shared memory
+ * each step. out is never written (any size). */
+gboolean hn_op_tensor_core_peak_cm2 (HnCmd *cmd, HnTensor *out, guint32 workgroups, guint32 iters, guint32 bm,
+                                     guint32 bn, guint32 bk, gboolean shared, double *flops, GError **error);
 gboolean hn_op_matmul_reduced_precision (HnVkContext *ctx, HnDType b_dtype, gint64 M, HnMatmulFlags flags);
 /* Whether x·Wᵀ with x of `rows` rows runs in 16 bits on this device: a 16-bit
  * W as above, or ggml blocks taken through their f16 form (tensor/ops-quant.c). */

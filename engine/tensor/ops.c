@@ -1749,3 +1749,28 @@ hn_op_tensor_core_peak (HnCmd *cmd, HnTensor *out, guint32 workgroups, guint32 i
   *flops = (double) workgroups * subgroups * iters * 8 * 2.0 * 16 * 16 * 16;
   return hn_cmd_dispatch (cmd, "mma_peak", spec, 2, &b, 1, &x, sizeof x, workgroups, 1, 1, error);
 }
+
+gboolean
+hn_op_tensor_core_peak_cm2 (HnCmd *cmd, HnTensor *out, guint32 workgroups, guint32 iters, guint32 bm, guint32 bn,
+                            guint32 bk, gboolean shared, double *flops, GError **error)
+{
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  guint32 nt = 0;
+  if (!hn_vk_context_has_coopmat2 (ctx, &nt))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED, "mma-peak-cm2: %s has no VK_NV_cooperative_matrix2",
+                   hn_vk_context_get_device_info (ctx)->name);
+      return FALSE;
+    }
+  if (bm % 16 || bn % 16 || bk % 16 || bm == 0 || bn == 0 || bk == 0 || (gsize) (bm + bn) * bk * 2 > 48 * 1024)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "mma-peak-cm2: tile %ux%ux%u is not multiples of 16 "
+                   "within 48 KiB of shared memory", bm, bn, bk);
+      return FALSE;
+    }
+  guint32 spec[6] = { nt, iters, bm, bn, bk, shared ? 1 : 0 };
+  float x = 0.001f;
+  HnVkBinding b = hn_bind (out, TRUE);
+  *flops = (double) workgroups * iters * 2.0 * bm * bn * bk;
+  return hn_cmd_dispatch (cmd, "mma_peak_cm2", spec, 6, &b, 1, &x, sizeof x, workgroups, 1, 1, error);
+}
