@@ -324,7 +324,8 @@ hn_embedding_groups (const gint32 *ids, gint64 n, gint64 V, gint32 *out)
   for (gint64 j = 0; j < T; j++)
     if (j == 0 || key[j] >> 32 != key[j - 1] >> 32)
       G++;
-  gint32 *starts = out, *gid = out + G + 1, *tok = out + 2 * G + 1;
+  out[0] = (gint32) G;
+  gint32 *starts = out + 1, *gid = out + n + 2, *tok = out + 2 * n + 2;
   guint k = 0;
   for (gint64 j = 0; j < T; j++)
     {
@@ -340,8 +341,7 @@ hn_embedding_groups (const gint32 *ids, gint64 n, gint64 V, gint32 *out)
 }
 
 gboolean
-hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *groups, guint n_groups,
-                              GError **error)
+hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *groups, GError **error)
 {
   const char *op = "embedding_back_grouped";
   if (!check_f32 (op, "dtable", cmd, dtable, error) || !check_f32 (op, "dy", cmd, dy, error) ||
@@ -350,15 +350,16 @@ hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTens
   gint64 D = hn_tensor_cols (dtable), n = hn_tensor_rows (dy);
   if (hn_tensor_cols (dy) != D)
     return fail_shape (op, dy, dtable, "dy must be [n, D]", error);
-  if (n_groups > n || groups->n < 2 * (gint64) n_groups + 1)
+  if (groups->n < HN_EMBEDDING_GROUPS_LEN (n))
     return fail_shape (op, groups, dy, "groups must hold hn_embedding_groups' output for dy's rows", error);
-  if (n_groups == 0)
+  if (n == 0)
     return TRUE;
-  struct { guint32 G, D, dy_off, g_off, dt_off; } pc = {
-    n_groups, (guint32) D, hn_eoff (dy), hn_eoff (groups), hn_eoff (dtable) };
+  /* up to one group per row: the workgroups past G return at once */
+  struct { guint32 n, D, dy_off, g_off, dt_off; } pc = {
+    (guint32) n, (guint32) D, hn_eoff (dy), hn_eoff (groups), hn_eoff (dtable) };
   HnVkBinding bd[3] = { hn_bind (dy, FALSE), hn_bind (groups, FALSE), hn_bind (dtable, TRUE) };
   guint32 gx, gy;
-  hn_grid (n_groups, &gx, &gy);
+  hn_grid ((guint) n, &gx, &gy);
   return hn_cmd_dispatch (cmd, "embedding_back_grouped", NULL, 0, bd, 3, &pc, sizeof pc, gx, gy, 1, error);
 }
 
@@ -865,48 +866,74 @@ hn_op_lora_cols (HnCmd *cmd, HnTensor *c, HnTensor *x, HnTensor *w, gboolean c_t
   return hn_op_lora_cols_n (cmd, 1, &c, x, &w, c_trans, alpha, accumulate, error);
 }
 
-gboolean
-hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v, const HnAdamwScalars *s,
-             float clip, GError **error)
+/* hn_op_adamw, hn_op_adamw_f16 (param16) and hn_op_adamw_replayable
+ * (scalars: clip, lr_wd, step_size and bc2_sqrt from its elements 4·index ..). */
+static gboolean
+adamw_dispatch (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTensor *grad, HnTensor *m, HnTensor *v,
+                const HnAdamwScalars *s, float clip, HnTensor *scalars, guint index, GError **error)
 {
-  const char *op = "adamw";
+  const char *op = param16 ? "adamw_f16" : "adamw";
   if (!check_f32 (op, "param", cmd, param, error) || !check_f32 (op, "grad", cmd, grad, error) ||
       !check_f32 (op, "m", cmd, m, error) || !check_f32 (op, "v", cmd, v, error) ||
       !hn_op_check_count (op, "grad", grad, param->n, error) || !hn_op_check_count (op, "m", m, param->n, error) ||
       !hn_op_check_count (op, "v", v, param->n, error))
     return FALSE;
+  if (param16 && (!hn_op_check_ctx (op, cmd, param16, error) ||
+                  !hn_op_check_dtype (op, "param16", param16, HN_DTYPE_F16, error) ||
+                  !hn_op_check_count (op, "param16", param16, param->n, error)))
+    return FALSE;
+  if (param16 && (hn_eoff (param16) & 1))
+    return fail_shape (op, param16, param, "the f16 copy must start at an even element", error);
+  if (scalars && (!check_f32 (op, "scalars", cmd, scalars, error) ||
+                  scalars->n < 4 * ((gint64) index + 1)))
+    return fail_shape (op, scalars, param, "scalars must hold 4 values per index", error);
   struct {
     guint32 n, p_off, g_off, m_off, v_off;
     float clip, lr_wd, one_m_beta1, beta2, one_m_beta2, step_size, bc2_sqrt, eps;
+    guint32 h_off, s_off;
   } pc = { (guint32) param->n, hn_eoff (param), hn_eoff (grad), hn_eoff (m), hn_eoff (v),
-           clip, s->lr_wd, s->one_m_beta1, s->beta2, s->one_m_beta2, s->step_size, s->bc2_sqrt, s->eps };
-  HnVkBinding bd[4] = { hn_bind (param, TRUE), hn_bind (grad, FALSE), hn_bind (m, TRUE), hn_bind (v, TRUE) };
-  return hn_op_dispatch_elems (cmd, "adamw", NULL, 0, bd, 4, &pc, sizeof pc, (guint64) param->n, error);
+           clip, s->lr_wd, s->one_m_beta1, s->beta2, s->one_m_beta2, s->step_size, s->bc2_sqrt, s->eps,
+           param16 ? hn_eoff (param16) / 2 : 0, scalars ? hn_eoff (scalars) + 4 * index : 0 };
+  guint32 dyn = scalars != NULL;
+  /* the scalars' binding follows the others; without them grad stands in */
+  HnVkBinding bd[6] = { hn_bind (param, TRUE), hn_bind (grad, FALSE), hn_bind (m, TRUE), hn_bind (v, TRUE) };
+  guint nb = 4;
+  if (param16)
+    bd[nb++] = hn_bind (param16, TRUE);
+  bd[nb++] = hn_bind (scalars ? scalars : grad, FALSE);
+  if (!param16)
+    return hn_op_dispatch_elems (cmd, "adamw", &dyn, 1, bd, nb, &pc, sizeof pc, (guint64) param->n, error);
+  return hn_op_dispatch_elems (cmd, "adamw_f16", &dyn, 1, bd, nb, &pc, sizeof pc, ((guint64) param->n + 1) / 2, error);
+}
+
+gboolean
+hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v, const HnAdamwScalars *s,
+             float clip, GError **error)
+{
+  return adamw_dispatch (cmd, param, NULL, grad, m, v, s, clip, NULL, 0, error);
 }
 
 gboolean
 hn_op_adamw_f16 (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTensor *grad, HnTensor *m, HnTensor *v,
                  const HnAdamwScalars *s, float clip, GError **error)
 {
-  const char *op = "adamw_f16";
-  if (!check_f32 (op, "param", cmd, param, error) || !check_f32 (op, "grad", cmd, grad, error) ||
-      !check_f32 (op, "m", cmd, m, error) || !check_f32 (op, "v", cmd, v, error) ||
-      !hn_op_check_ctx (op, cmd, param16, error) || !hn_op_check_dtype (op, "param16", param16, HN_DTYPE_F16, error) ||
-      !hn_op_check_count (op, "grad", grad, param->n, error) || !hn_op_check_count (op, "m", m, param->n, error) ||
-      !hn_op_check_count (op, "v", v, param->n, error) || !hn_op_check_count (op, "param16", param16, param->n, error))
-    return FALSE;
-  if (hn_eoff (param16) & 1)
-    return fail_shape (op, param16, param, "the f16 copy must start at an even element", error);
-  struct {
-    guint32 n, p_off, g_off, m_off, v_off;
-    float clip, lr_wd, one_m_beta1, beta2, one_m_beta2, step_size, bc2_sqrt, eps;
-    guint32 h_off;
-  } pc = { (guint32) param->n, hn_eoff (param), hn_eoff (grad), hn_eoff (m), hn_eoff (v),
-           clip, s->lr_wd, s->one_m_beta1, s->beta2, s->one_m_beta2, s->step_size, s->bc2_sqrt, s->eps,
-           hn_eoff (param16) / 2 };
-  HnVkBinding bd[5] = { hn_bind (param, TRUE), hn_bind (grad, FALSE), hn_bind (m, TRUE), hn_bind (v, TRUE),
-                        hn_bind (param16, TRUE) };
-  return hn_op_dispatch_elems (cmd, "adamw_f16", NULL, 0, bd, 5, &pc, sizeof pc, ((guint64) param->n + 1) / 2, error);
+  return adamw_dispatch (cmd, param, param16, grad, m, v, s, clip, NULL, 0, error);
+}
+
+gboolean
+hn_op_adamw_replayable (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTensor *grad, HnTensor *m, HnTensor *v,
+                        const HnAdamwScalars *s, HnTensor *scalars, guint index, GError **error)
+{
+  return adamw_dispatch (cmd, param, param16, grad, m, v, s, 1.0f, scalars, index, error);
+}
+
+void
+hn_adamw_replay_values (float out[4], const HnAdamwScalars *s, float clip)
+{
+  out[0] = clip;
+  out[1] = s->lr_wd;
+  out[2] = s->step_size;
+  out[3] = s->bc2_sqrt;
 }
 
 gboolean

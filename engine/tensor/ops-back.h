@@ -50,16 +50,19 @@ gboolean hn_op_glu_back (HnCmd *cmd, HnTensor *dgate, HnTensor *dup, HnTensor *d
 gboolean hn_op_embedding_back (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *ids, GError **error);
 
 /* The ids ids[0..n) grouped by value for hn_op_embedding_back_grouped, ids
- * outside 0..V-1 left out: out (3n + 1 entries) gets the G + 1 group starts,
- * the G group ids (ascending) and the tokens of each group in order. Returns G. */
+ * outside 0..V-1 left out: out (HN_EMBEDDING_GROUPS_LEN (n) entries) gets G,
+ * then from out + 1 the G + 1 group starts, from out + n + 2 the G group ids
+ * (ascending) and from out + 2n + 2 the tokens of each group in order: where
+ * each part starts depends on n only, so a recorded backward replays with
+ * the next batch's groups. Returns G. */
+#define HN_EMBEDDING_GROUPS_LEN(n) (3 * (n) + 2)
 guint hn_embedding_groups (const gint32 *ids, gint64 n, gint64 V, gint32 *out);
 
 /* hn_op_embedding_back with the ids grouped on the host (groups: an i32
- * tensor holding hn_embedding_groups' output for the n rows of dy, n_groups
- * its G): one workgroup per distinct id reads whole rows of dy; the same
- * sums, bit for bit, in the same order. */
-gboolean hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *groups, guint n_groups,
-                                       GError **error);
+ * tensor holding hn_embedding_groups' output for the n rows of dy): one
+ * workgroup per distinct id (G read from groups on the device) reads whole
+ * rows of dy; the same sums, bit for bit, in the same order. */
+gboolean hn_op_embedding_back_grouped (HnCmd *cmd, HnTensor *dtable, HnTensor *dy, HnTensor *groups, GError **error);
 
 /* dlogits[n, :] = row_scale[n] · (softmax(logits[n]) - onehot(targets[n])).
  * row_scale f32 [N] holds dloss·w_n/Σw (0 for ignored rows). dlogits may be
@@ -194,6 +197,16 @@ gboolean hn_op_cast_f16_cols (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in
  * shape); the gradient is multiplied by clip first. */
 gboolean hn_op_adamw (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *m, HnTensor *v,
                       const HnAdamwScalars *s, float clip, GError **error);
+
+/* hn_op_adamw (param16 NULL) or hn_op_adamw_f16 for a recording replayed
+ * once per step (hn_cmd_replay): what changes between steps, the clip
+ * factor, lr_wd, step_size and bc2_sqrt, is read when the recording runs
+ * from scalars' elements 4·index .. 4·index + 3 (hn_adamw_replay_values
+ * writes them); s gives the rest (β1, β2, eps). */
+gboolean hn_op_adamw_replayable (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTensor *grad, HnTensor *m,
+                                 HnTensor *v, const HnAdamwScalars *s, HnTensor *scalars, guint index,
+                                 GError **error);
+void hn_adamw_replay_values (float out[4], const HnAdamwScalars *s, float clip);
 
 /* One torch.optim.SGD update; buf (momentum) may be NULL when momentum is 0. */
 gboolean hn_op_sgd (HnCmd *cmd, HnTensor *param, HnTensor *grad, HnTensor *buf, float lr, float momentum,

@@ -83,14 +83,25 @@ struct _HnTrainGraph {
   GPtrArray *params;           /* HnTrainParam* */
   GHashTable *grad_of;         /* HnTensor* (weight) -> HnTrainParam* */
   GPtrArray *sites;            /* LoraSite* */
-  HnCmd *cmd;
+  /* cmd: forward + backward, recorded once and replayed each micro step
+   * (step_ready) while nothing else records into it (an evaluation's forward
+   * does, and a change of profiling; HN_TRAIN_REPLAY=0 records every step);
+   * aux: setup, zeroing, the gradient norm and the optimizer step. */
+  HnCmd *cmd, *aux;
+  gboolean step_ready, step_profiled, replay;
+  /* with replay: the zeroing of the gradients and the AdamW step recorded
+   * once each (zero, opt; the optimizer's per-step scalars in opt_scalars,
+   * decaying parameters at index 0, the others at 1; opt_key the settings
+   * it was recorded for) */
+  HnCmd *zero, *opt;
+  HnTensor *opt_scalars;
+  double opt_key[4];
   /* inputs */
   HnTensor *ids, *pos, *neg_pos, *targets, *row_scale, *loss_rows;
   gint32 *pos_host;
   /* the token and position ids grouped by value for the embedding gradients
    * (hn_embedding_groups: the tokens' per batch in upload_batch) */
   HnTensor *id_groups, *pos_groups;
-  guint n_id_groups, n_pos_groups;
   /* activations */
   HnTensor **resid;            /* [n_layer + 1] of [N, C] */
   LayerActs *L;
@@ -259,6 +270,9 @@ hn_train_graph_free (HnTrainGraph *g)
   if (!g)
     return;
   g_clear_pointer (&g->cmd, hn_cmd_free);
+  g_clear_pointer (&g->aux, hn_cmd_free);
+  g_clear_pointer (&g->zero, hn_cmd_free);
+  g_clear_pointer (&g->opt, hn_cmd_free);
   g_clear_pointer (&g->params, g_ptr_array_unref);
   g_clear_pointer (&g->grad_of, g_hash_table_unref);
   g_clear_pointer (&g->sites, g_ptr_array_unref);
@@ -662,8 +676,10 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   g->q_lin_rows = g_new0 (HnTensor *, nl);
   g->k_lin_rows = g_new0 (HnTensor *, nl);
 
-  if (!(g->cmd = hn_cmd_new (g->ctx, error)))
+  if (!(g->cmd = hn_cmd_new (g->ctx, error)) || !(g->aux = hn_cmd_new (g->ctx, error)))
     return NULL;
+  hn_cmd_set_reusable (g->cmd);
+  g->replay = g_strcmp0 (g_getenv ("HN_TRAIN_REPLAY"), "0") != 0;
   if (opts && opts->fp16)
     hn_cmd_set_autocast (g->cmd, HN_AUTOCAST_F16);
   /* f16ops where the matmuls read f16 operands from memory: the cooperative-matrix-2 kernel, and
@@ -698,14 +714,14 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     }
   if (!hn_tensor_upload_i32 (g->pos, g->pos_host, N, error) || !hn_tensor_upload_i32 (g->neg_pos, neg, N, error))
     return NULL;
-  if (!(g->id_groups = own (g, hn_tensor_new_named (g->ctx, "train.id_groups", HN_DTYPE_I32, 1, (gint64[]) { 3 * N + 1 }, error))) ||
-      !(g->pos_groups = own (g, hn_tensor_new_named (g->ctx, "train.pos_groups", HN_DTYPE_I32, 1, (gint64[]) { 3 * N + 1 }, error))))
+  if (!(g->id_groups = own (g, hn_tensor_new_named (g->ctx, "train.id_groups", HN_DTYPE_I32, 1, (gint64[]) { HN_EMBEDDING_GROUPS_LEN (N) }, error))) ||
+      !(g->pos_groups = own (g, hn_tensor_new_named (g->ctx, "train.pos_groups", HN_DTYPE_I32, 1, (gint64[]) { HN_EMBEDDING_GROUPS_LEN (N) }, error))))
     return NULL;
   if (g->W->pos_embed)
     {
-      g_autofree gint32 *grp = g_new (gint32, 3 * N + 1);
-      g->n_pos_groups = hn_embedding_groups (g->pos_host, N, g->W->pos_embed->shape[0], grp);
-      if (!hn_tensor_upload_i32 (g->pos_groups, grp, 3 * N + 1, error))
+      g_autofree gint32 *grp = g_new0 (gint32, HN_EMBEDDING_GROUPS_LEN (N));
+      hn_embedding_groups (g->pos_host, N, g->W->pos_embed->shape[0], grp);
+      if (!hn_tensor_upload_i32 (g->pos_groups, grp, HN_EMBEDDING_GROUPS_LEN (N), error))
         return NULL;
     }
 
@@ -919,7 +935,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
               hn_tensor_unref (ps[k]->g);
               ps[k]->g = gv;
               ps[k]->w16 = wv;
-              if (!hn_op_cast_f16 (g->cmd, wv, ps[k]->w, error))
+              if (!hn_op_cast_f16 (g->aux, wv, ps[k]->w, error))
                 return NULL;
               row0 += n;
             }
@@ -937,7 +953,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
                 continue;
               g_autofree char *name = g_strdup_printf ("%s (f16)", p->name);
               if (!(p->w16 = hn_tensor_new_named (g->ctx, name, HN_DTYPE_F16, p->w->ndim, p->w->shape, error)) ||
-                  !hn_op_cast_f16 (g->cmd, p->w16, p->w, error))
+                  !hn_op_cast_f16 (g->aux, p->w16, p->w, error))
                 return NULL;
             }
         }
@@ -952,11 +968,11 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   for (guint i = 0; i < g->params->len; i++)
     {
       HnTrainParam *p = g->params->pdata[i];
-      if (!hn_op_fill (g->cmd, p->m, 0.0f, error) || !hn_op_fill (g->cmd, p->v, 0.0f, error) ||
-          !hn_op_fill (g->cmd, p->g, 0.0f, error))
+      if (!hn_op_fill (g->aux, p->m, 0.0f, error) || !hn_op_fill (g->aux, p->v, 0.0f, error) ||
+          !hn_op_fill (g->aux, p->g, 0.0f, error))
         return NULL;
     }
-  if (!hn_cmd_submit_wait (g->cmd, error))
+  if (!hn_cmd_submit_wait (g->aux, error))
     return NULL;
   return g_steal_pointer (&g);
 }
@@ -1664,24 +1680,46 @@ backward (HnTrainGraph *g, GError **error)
       CK (layer_back (g, il, error));
     }
   if (W->pos_embed && G (g, W->pos_embed))
-    CK (hn_op_embedding_back_grouped (g->cmd, G (g, W->pos_embed), g->dres, g->pos_groups, g->n_pos_groups, error));
+    CK (hn_op_embedding_back_grouped (g->cmd, G (g, W->pos_embed), g->dres, g->pos_groups, error));
   if (G (g, W->tok_embed))
     {
       if (hp->embed_scale != 1.0f)
         CK (hn_op_scale (g->cmd, g->dres, g->dres, hp->embed_scale, 0.0f, error));
-      CK (hn_op_embedding_back_grouped (g->cmd, G (g, W->tok_embed), g->dres, g->id_groups, g->n_id_groups, error));
+      CK (hn_op_embedding_back_grouped (g->cmd, G (g, W->tok_embed), g->dres, g->id_groups, error));
     }
   return TRUE;
 }
 
 /* ---------------------------------------------------------------- steps */
 
+/* A recorder for a recording made once and replayed (g->zero, g->opt). */
+static HnCmd *
+replay_cmd (HnTrainGraph *g, HnCmd **slot, GError **error)
+{
+  if (!*slot && (*slot = hn_cmd_new (g->ctx, error)))
+    hn_cmd_set_reusable (*slot);
+  return *slot;
+}
+
 gboolean
 hn_train_graph_zero_grads (HnTrainGraph *g, GError **error)
 {
-  for (guint i = 0; i < g->params->len; i++)
-    CK (hn_op_fill (g->cmd, ((HnTrainParam *) g->params->pdata[i])->g, 0.0f, error));
-  return hn_cmd_submit_wait (g->cmd, error);
+  HnCmd *c = g->replay ? replay_cmd (g, &g->zero, error) : g->aux;
+  if (!c)
+    return FALSE;
+  if (c == g->aux || !hn_cmd_is_finished (c))
+    {
+      for (guint i = 0; i < g->params->len; i++)
+        if (!hn_op_fill (c, ((HnTrainParam *) g->params->pdata[i])->g, 0.0f, error))
+          {
+            hn_cmd_reset (c);
+            return FALSE;
+          }
+      if (c == g->aux)
+        return hn_cmd_submit_wait (c, error);
+      CK (hn_cmd_finish (c, error));
+    }
+  return hn_cmd_replay (c, 1, error);
 }
 
 static gboolean
@@ -1705,10 +1743,10 @@ upload_batch (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, GErr
           return FALSE;
         }
     }
-  g_autofree gint32 *grp = g_new (gint32, 3 * g->N + 1);
-  g->n_id_groups = hn_embedding_groups (inputs, g->N, V, grp);
+  g_autofree gint32 *grp = g_new0 (gint32, HN_EMBEDDING_GROUPS_LEN (g->N));
+  hn_embedding_groups (inputs, g->N, V, grp);
   return hn_tensor_upload_i32 (g->ids, inputs, g->N, error) && hn_tensor_upload_i32 (g->targets, targets, g->N, error) &&
-         hn_tensor_upload_i32 (g->id_groups, grp, 3 * g->N + 1, error);
+         hn_tensor_upload_i32 (g->id_groups, grp, HN_EMBEDDING_GROUPS_LEN (g->N), error);
 }
 
 void
@@ -1723,6 +1761,32 @@ hn_train_graph_get_loss_scale (HnTrainGraph *g)
   return g->loss_scale;
 }
 
+/* Forward and backward of the uploaded batch: recorded the first time (and
+ * whenever profiling changed or something else recorded into g->cmd), then
+ * replayed: nothing they record depends on the batch's values, which the
+ * kernels read from the input buffers. */
+static gboolean
+run_step (HnTrainGraph *g, GError **error)
+{
+  gboolean profiled = hn_cmd_get_profiling (g->cmd);
+  if (!g->step_ready || !g->replay || profiled != g->step_profiled)
+    {
+      g->step_ready = FALSE;
+      hn_cmd_reset (g->cmd);
+      gint64 t0 = g_get_monotonic_time ();
+      gboolean ok = forward (g, TRUE, error) && backward (g, error) && hn_cmd_finish (g->cmd, error);
+      g->record_us += g_get_monotonic_time () - t0;
+      if (!ok)
+        {
+          hn_cmd_reset (g->cmd);
+          return FALSE;
+        }
+      g->step_ready = TRUE;
+      g->step_profiled = profiled;
+    }
+  return hn_cmd_replay (g->cmd, 1, error);
+}
+
 gboolean
 hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *targets, const float *weights,
                            double w_total, double *loss_part, GError **error)
@@ -1735,11 +1799,7 @@ hn_train_graph_micro_step (HnTrainGraph *g, const gint32 *inputs, const gint32 *
       rs[i] = w_total > 0 ? (float) (w / w_total * g->hp->logits_scale * g->loss_scale) : 0.0f;
     }
   CK (hn_tensor_upload_f32 (g->row_scale, rs, g->N, error));
-  gint64 t0 = g_get_monotonic_time ();
-  CK (forward (g, TRUE, error));
-  CK (backward (g, error));
-  g->record_us += g_get_monotonic_time () - t0;
-  CK (hn_cmd_submit_wait (g->cmd, error));
+  CK (run_step (g, error));
   g_autofree float *lr = g_new (float, g->N);
   CK (hn_tensor_download_f32 (g->loss_rows, lr, g->N, error));
   double s = 0;
@@ -1760,8 +1820,15 @@ hn_train_graph_eval_loss (HnTrainGraph *g, const gint32 *inputs, const gint32 *t
                           double *loss_sum, double *weight_sum, GError **error)
 {
   CK (upload_batch (g, inputs, targets, error));
-  CK (forward (g, FALSE, error));
-  CK (hn_cmd_submit_wait (g->cmd, error));
+  /* into the step's recorder (its activations and scratch), which must then record the step anew */
+  g->step_ready = FALSE;
+  hn_cmd_reset (g->cmd);
+  if (!forward (g, FALSE, error) || !hn_cmd_finish (g->cmd, error))
+    {
+      hn_cmd_reset (g->cmd);
+      return FALSE;
+    }
+  CK (hn_cmd_replay (g->cmd, 1, error));
   g_autofree float *lr = g_new (float, g->N);
   CK (hn_tensor_download_f32 (g->loss_rows, lr, g->N, error));
   double s = 0, w = 0;
@@ -1784,10 +1851,10 @@ hn_train_graph_grad_norm (HnTrainGraph *g, double *norm, GError **error)
   for (guint i = 0; i < g->params->len; i++)
     {
       HnTrainParam *p = g->params->pdata[i];
-      CK (hn_op_sumsq_partials (g->cmd, g->partials, off, p->g, error));
+      CK (hn_op_sumsq_partials (g->aux, g->partials, off, p->g, error));
       off += hn_sumsq_n_partials (p->g->n);
     }
-  CK (hn_cmd_submit_wait (g->cmd, error));
+  CK (hn_cmd_submit_wait (g->aux, error));
   g_autofree float *parts = g_new (float, g->partials->n);
   CK (hn_tensor_download_f32 (g->partials, parts, g->partials->n, error));
   double s = 0;
@@ -1797,31 +1864,72 @@ hn_train_graph_grad_norm (HnTrainGraph *g, double *norm, GError **error)
   return TRUE;
 }
 
+/* The AdamW step recorded once (for these β1, β2, eps and weight decay) and
+ * replayed with this step's scalars. */
+static gboolean
+adamw_replayed (HnTrainGraph *g, const HnOptimConfig *oc, gint64 step, double lr, float clip, GError **error)
+{
+  HnCmd *c = replay_cmd (g, &g->opt, error);
+  if (!c)
+    return FALSE;
+  if (!g->opt_scalars &&
+      !(g->opt_scalars = own (g, hn_tensor_new_named (g->ctx, "train.adamw_scalars", HN_DTYPE_F32, 1,
+                                                      (gint64[]) { 8 }, error))))
+    return FALSE;
+  double key[4] = { oc->beta1, oc->beta2, oc->eps, oc->weight_decay };
+  HnAdamwScalars s[2];
+  hn_adamw_scalars (&s[0], step, lr, oc->beta1, oc->beta2, oc->eps, oc->weight_decay);
+  hn_adamw_scalars (&s[1], step, lr, oc->beta1, oc->beta2, oc->eps, 0.0);
+  float vals[8];
+  hn_adamw_replay_values (vals, &s[0], clip);
+  hn_adamw_replay_values (vals + 4, &s[1], clip);
+  CK (hn_tensor_upload_f32 (g->opt_scalars, vals, 8, error));
+  if (!hn_cmd_is_finished (c) || memcmp (key, g->opt_key, sizeof key) != 0)
+    {
+      hn_cmd_reset (c);
+      for (guint i = 0; i < g->params->len; i++)
+        {
+          HnTrainParam *p = g->params->pdata[i];
+          if (!hn_op_adamw_replayable (c, p->w, p->w16, p->g, p->m, p->v, &s[p->decay ? 0 : 1], g->opt_scalars,
+                                       p->decay ? 0 : 1, error))
+            {
+              hn_cmd_reset (c);
+              return FALSE;
+            }
+        }
+      CK (hn_cmd_finish (c, error));
+      memcpy (g->opt_key, key, sizeof key);
+    }
+  return hn_cmd_replay (c, 1, error);
+}
+
 gboolean
 hn_train_graph_optimizer_step (HnTrainGraph *g, const HnOptimConfig *oc, gint64 step, double lr, float clip,
                                GError **error)
 {
+  if (g->replay && oc->kind != HN_OPTIM_SGD)
+    return adamw_replayed (g, oc, step, lr, clip, error);
   for (guint i = 0; i < g->params->len; i++)
     {
       HnTrainParam *p = g->params->pdata[i];
       double wd = p->decay ? oc->weight_decay : 0.0;
       if (oc->kind == HN_OPTIM_SGD)
         {
-          CK (hn_op_sgd (g->cmd, p->w, p->g, p->m, (float) lr, (float) oc->momentum, (float) wd, step == 1, clip, error));
+          CK (hn_op_sgd (g->aux, p->w, p->g, p->m, (float) lr, (float) oc->momentum, (float) wd, step == 1, clip, error));
           if (p->w16)
-            CK (hn_op_cast_f16 (g->cmd, p->w16, p->w, error));
+            CK (hn_op_cast_f16 (g->aux, p->w16, p->w, error));
         }
       else
         {
           HnAdamwScalars s;
           hn_adamw_scalars (&s, step, lr, oc->beta1, oc->beta2, oc->eps, wd);
           if (p->w16)
-            CK (hn_op_adamw_f16 (g->cmd, p->w, p->w16, p->g, p->m, p->v, &s, clip, error));
+            CK (hn_op_adamw_f16 (g->aux, p->w, p->w16, p->g, p->m, p->v, &s, clip, error));
           else
-            CK (hn_op_adamw (g->cmd, p->w, p->g, p->m, p->v, &s, clip, error));
+            CK (hn_op_adamw (g->aux, p->w, p->g, p->m, p->v, &s, clip, error));
         }
     }
-  return hn_cmd_submit_wait (g->cmd, error);
+  return hn_cmd_submit_wait (g->aux, error);
 }
 
 gboolean

@@ -306,6 +306,9 @@ typedef struct {
 } HnCmdProfileEntry;
 
 void hn_cmd_set_profiling (HnCmd *cmd, gboolean enabled);
+/* Whether dispatches recorded now get timestamps (a reusable recording made
+ * without them has none when replayed). */
+gboolean hn_cmd_get_profiling (HnCmd *cmd);
 const HnCmdProfileEntry *hn_cmd_get_profile (HnCmd *cmd, guint *n_entries);
 /* Microseconds from the first timed dispatch's start to the last one's end
  * in the last profiled submission (the sum of the entries plus the gaps). */

@@ -456,6 +456,12 @@ hn_cmd_set_profiling (HnCmd *cmd, gboolean enabled)
   cmd->profiling = enabled && cmd->ctx->info->timestamps;
 }
 
+gboolean
+hn_cmd_get_profiling (HnCmd *cmd)
+{
+  return cmd->profiling;
+}
+
 static gboolean
 begin (HnCmd *cmd, GError **error)
 {
