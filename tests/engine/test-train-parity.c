@@ -261,6 +261,80 @@ test_checkpointing (gconstpointer data)
   g_free (trained[1]);
 }
 
+/* The step recorded once and replayed (the default) against recorded every
+ * step (HN_TRAIN_REPLAY=0): another batch each step (the embedding
+ * gradients' groups change), an evaluation between steps (which records
+ * into the step's recorder), weight decay and clipping (AdamW's per-step
+ * scalars from a buffer): the same losses and trained weights, bit for bit. */
+static void
+test_replay (gconstpointer data)
+{
+  const char *name = data;
+  g_autoptr (GError) error = NULL;
+  gboolean lora = g_str_has_suffix (name, "_lora");
+  TrainCase tc;
+  load_case (name, &tc);
+  g_autofree char *base = lora ? g_strndup (name, strlen (name) - strlen ("_lora")) : g_strdup (name);
+  g_autofree char *model_dir = fixture (base);
+  g_autofree char *init_rel = g_strdup_printf ("%s/adapter_init", name);
+  g_autofree char *init_dir = fixture (init_rel);
+  double losses[2][5];
+  float *trained[2] = { NULL, NULL };
+  gint64 n_trained = 0;
+  HnOptimConfig oc;
+  hn_optim_config_init (&oc, HN_OPTIM_ADAMW);
+  oc.weight_decay = 0.1;
+  for (int replay = 0; replay < 2; replay++)
+    {
+      g_setenv ("HN_TRAIN_REPLAY", replay ? "1" : "0", TRUE);
+      g_autoptr (HnTransformer) m = hn_transformer_load (ctx, model_dir, &error);
+      g_assert_no_error (error);
+      g_autoptr (HnLoraAdapter) ad = lora ? hn_lora_adapter_load (init_dir, &error) : NULL;
+      g_assert_no_error (error);
+      g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, 2, 12, ad, &error);
+      g_assert_no_error (error);
+      for (int step = 0; step < 4; step++)
+        {
+          gint32 in[24], tg[24];
+          for (int i = 0; i < 24; i++)
+            {
+              in[i] = tc.inputs[(i + 7 * step) % 24];
+              tg[i] = tc.targets[(i + 7 * step) % 24];
+            }
+          double w_total = 0, norm = 0, ls = 0, ws = 0;
+          for (int i = 0; i < 24; i++)
+            w_total += tg[i] != -100;
+          g_assert_true (hn_train_graph_zero_grads (g, &error));
+          g_assert_true (hn_train_graph_micro_step (g, in, tg, NULL, w_total, &losses[replay][step], &error));
+          g_assert_true (hn_train_graph_grad_norm (g, &norm, &error));
+          g_assert_true (hn_train_graph_optimizer_step (g, &oc, step + 1, 1e-3 * (step + 1), 0.5f, &error));
+          if (step == 1)
+            {
+              g_assert_true (hn_train_graph_eval_loss (g, tc.inputs, tc.targets, NULL, &ls, &ws, &error));
+              losses[replay][4] = ls / ws;
+            }
+          g_assert_no_error (error);
+        }
+      n_trained = hn_train_graph_get_n_trainable (g);
+      trained[replay] = g_new (float, n_trained);
+      gint64 off = 0;
+      for (guint i = 0; i < hn_train_graph_get_n_params (g); i++)
+        {
+          HnTrainParam *p = hn_train_graph_get_param (g, i);
+          g_assert_true (hn_tensor_download_f32 (p->w, trained[replay] + off, p->w->n, &error));
+          off += p->w->n;
+        }
+    }
+  g_unsetenv ("HN_TRAIN_REPLAY");
+  for (int i = 0; i < 5; i++)
+    if (losses[0][i] != losses[1][i])
+      g_error ("%s: replayed, loss %d is %.9f against %.9f recorded each step", name, i, losses[1][i], losses[0][i]);
+  g_assert_cmpmem (trained[0], n_trained * sizeof (float), trained[1], n_trained * sizeof (float));
+  g_test_message ("%s: replayed steps give the same losses and weights", name);
+  g_free (trained[0]);
+  g_free (trained[1]);
+}
+
 /* Routers whose backward is not built are refused by name (qwen2_moe: a shared expert). */
 static void
 test_moe_fails_closed (void)
@@ -333,6 +407,12 @@ main (int argc, char **argv)
     {
       g_autofree char *path = g_strdup_printf ("/train-parity/checkpointing/%s", ck_cases[i]);
       g_test_add_data_func (path, ck_cases[i], test_checkpointing);
+    }
+  static const char *const replay_cases[] = { "gpt2", "llama", "llama_lora" };
+  for (gsize i = 0; i < G_N_ELEMENTS (replay_cases); i++)
+    {
+      g_autofree char *path = g_strdup_printf ("/train-parity/replay/%s", replay_cases[i]);
+      g_test_add_data_func (path, replay_cases[i], test_replay);
     }
   int rc = g_test_run ();
   g_ptr_array_unref (lora_cases);
