@@ -386,7 +386,12 @@ fwd_run (Fwd *f, const int32_t *ids, const int32_t *pos, int rows, int T, int po
     hn_cmd_set_reusable (f->cmd);
   gboolean ok = hn_transformer_record_embed (f->m, f->cmd, a, N, error);
   for (int il = 0; ok && il < f->n_layer; il++)
-    ok = hn_transformer_record_layer (f->m, f->cmd, a, il, &f->kv[il], rows, T, pos0, error);
+    {
+      ok = hn_transformer_record_layer (f->m, f->cmd, a, il, &f->kv[il], rows, T, pos0, error);
+      /* as generate's prefill does (HN_PREFILL_FLUSH=0: one submission at the end) */
+      if (ok && hn_transformer_flush_layers (N))
+        ok = hn_cmd_flush (f->cmd, error);
+    }
   if (T == 1)
     ok = ok && hn_transformer_record_head (f->m, f->cmd, a, 0, rows, error);
   else
@@ -820,6 +825,7 @@ bench_prefill (HnTransformer *m, const BenchOptions *o, guint64 n_params, JsonOb
    * span and dispatch sum (ms) in runs_wall_span_gpu_ms (where the wall time goes) */
   gboolean every = g_getenv ("HN_BENCH_PROFILE_ALL") != NULL;
   f.replay = g_getenv ("HN_BENCH_PREFILL_REPLAY") != NULL;
+  json_object_set_boolean_member (res, "flushed_per_layer", hn_transformer_flush_layers (B * T));
   json_object_set_boolean_member (res, "replayed", f.replay);
   g_autoptr (GString) runs = every ? g_string_new ("") : NULL;
   if (every)

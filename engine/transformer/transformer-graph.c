@@ -1591,6 +1591,15 @@ static gboolean record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a,
                              GError **error);
 
 gboolean
+hn_transformer_flush_layers (int n_tokens)
+{
+  static gint off = -1;
+  if (g_atomic_int_get (&off) < 0)
+    g_atomic_int_set (&off, g_strcmp0 (g_getenv ("HN_PREFILL_FLUSH"), "0") == 0);
+  return n_tokens >= 64 && !g_atomic_int_get (&off);
+}
+
+gboolean
 hn_transformer_record_head (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int row0, int n, GError **error)
 {
   return record_head (m, cmd, a, row0, n, FALSE, error);

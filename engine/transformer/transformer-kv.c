@@ -464,7 +464,12 @@ run_stage (HnTransformerSession *s, Stage *st, gboolean last, const HnLayerKv *k
     return FALSE;
   gboolean ok = st->m->layer0 > 0 || hn_transformer_record_embed (st->m, st->cmd, a, N, error);
   for (int il = st->m->layer0; ok && il < st->m->layer1; il++)
-    ok = hn_transformer_record_layer (st->m, st->cmd, a, il, &kvs[il], B, T, pos0, error);
+    {
+      ok = hn_transformer_record_layer (st->m, st->cmd, a, il, &kvs[il], B, T, pos0, error);
+      /* a prefill: the device starts on each layer while the host records the next */
+      if (ok && hn_transformer_flush_layers (N))
+        ok = hn_cmd_flush (st->cmd, error);
+    }
   /* the last token of each row: rows T-1, 2T-1, ... are contiguous only for T == 1 */
   if (ok && last && T == 1)
     ok = hn_transformer_record_head (st->m, st->cmd, a, 0, B, error);

@@ -445,6 +445,10 @@ gboolean hn_transformer_record_embed (HnTransformer *model, HnCmd *cmd, HnTransf
  * rows may have different lengths (kv->seq_lens; pos0 is unused): the new K/V go to kv->slots. */
 gboolean hn_transformer_record_layer (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int il,
                                       const HnLayerKv *kv, int n_rows, int n_tokens, int pos0, GError **error);
+/* Whether a forward of n_tokens submits each layer once it is recorded (hn_cmd_flush), so the
+ * device works while the host records the next: from 64 tokens (a prefill; shorter ones, decode,
+ * are cheaper whole); HN_PREFILL_FLUSH=0: never. */
+gboolean hn_transformer_flush_layers (int n_tokens);
 /* Records the final norm and lm_head for rows [row0, row0 + n) of acts->x into acts->logits[0..n). */
 gboolean hn_transformer_record_head (HnTransformer *model, HnCmd *cmd, HnTransformerActs *acts, int row0, int n,
                                      GError **error);

@@ -278,7 +278,15 @@ HnAutocast hn_cmd_get_autocast (HnCmd *cmd);
  * recorder is a no-op. */
 gboolean hn_cmd_submit_wait (HnCmd *cmd, GError **error);
 
-/* Drops what was recorded (or finished) without running it. */
+/* Starts what was recorded so far on the device and goes on recording into
+ * another command buffer (the device works while the host records the
+ * rest); hn_cmd_submit_wait then waits for all of it. The host must not
+ * change, before that wait, what the flushed part reads. A no-op for a
+ * reusable recorder or an empty one. */
+gboolean hn_cmd_flush (HnCmd *cmd, GError **error);
+
+/* Drops what was recorded (or finished) without running it (what was
+ * flushed has run: this waits for it). */
 void hn_cmd_reset (HnCmd *cmd);
 
 /* Recorded once, run many times (a decode step): call hn_cmd_set_reusable

@@ -304,6 +304,9 @@ struct _HnCmd {
   HnVkBuffer *wscratch[HN_WEIGHT_SCRATCH_SLOTS]; /* hn_cmd_scratch_weight's ring */
   guint wnext;
   GPtrArray *retired;        /* outgrown scratch buffers the recording still binds */
+  /* hn_cmd_flush: the recording's command buffers submitted before its end
+   * (reset once its last one has been waited for), and spare ones */
+  GArray *flushed, *spare;   /* VkCommandBuffer */
 };
 
 #define DPOOL_SETS 1024
@@ -337,6 +340,8 @@ hn_cmd_new (HnVkContext *ctx, GError **error)
   cmd->profile_names = g_ptr_array_new_with_free_func (g_free);
   cmd->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_vk_buffer_unref);
   cmd->profile = g_array_new (FALSE, FALSE, sizeof (HnCmdProfileEntry));
+  cmd->flushed = g_array_new (FALSE, FALSE, sizeof (VkCommandBuffer));
+  cmd->spare = g_array_new (FALSE, FALSE, sizeof (VkCommandBuffer));
   VkCommandPoolCreateInfo pci = {
     .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
     .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = ctx->queue_family };
@@ -360,11 +365,14 @@ fail:
   return NULL;
 }
 
+static void drain_flushed (HnCmd *cmd);
+
 void
 hn_cmd_free (HnCmd *cmd)
 {
   if (!cmd)
     return;
+  drain_flushed (cmd); /* the pool must not go while they run */
   VkDevice dev = cmd->ctx->device;
   if (cmd->queries)
     vkDestroyQueryPool (dev, cmd->queries, NULL);
@@ -382,6 +390,8 @@ hn_cmd_free (HnCmd *cmd)
   g_ptr_array_unref (cmd->profile_names);
   g_array_unref (cmd->profile);
   g_ptr_array_unref (cmd->retired);
+  g_array_unref (cmd->flushed);
+  g_array_unref (cmd->spare);
   if (cmd->scratch)
     hn_vk_buffer_unref (cmd->scratch);
   for (guint i = 0; i < HN_WEIGHT_SCRATCH_SLOTS; i++)
@@ -462,6 +472,108 @@ hn_cmd_get_profiling (HnCmd *cmd)
   return cmd->profiling;
 }
 
+/* The barrier a recording's command buffer starts with: uploads made before
+ * it are visible to its shaders; after_shaders: so are the shader writes of
+ * what was submitted before (a replay's previous run, the same recording's
+ * flushed part). */
+static void
+begin_barrier (HnCmd *cmd, gboolean after_shaders)
+{
+  VkMemoryBarrier mb = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                     (after_shaders ? VK_ACCESS_SHADER_WRITE_BIT : 0),
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT };
+  vkCmdPipelineBarrier (cmd->cb,
+                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                          (after_shaders ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : 0),
+                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* The flushed command buffers back to the spares: they have finished (the
+ * last submission was waited for) or done is FALSE and this waits for them. */
+static void
+recycle_flushed (HnCmd *cmd, gboolean done)
+{
+  if (cmd->flushed->len == 0)
+    return;
+  if (!done)
+    {
+      /* an empty batch with the fence: it signals once everything submitted before has finished */
+      HnVkContext *ctx = cmd->ctx;
+      g_mutex_lock (&ctx->lock);
+      gboolean ok = vkResetFences (ctx->device, 1, &cmd->fence) == VK_SUCCESS &&
+                    vkQueueSubmit (ctx->queue, 0, NULL, cmd->fence) == VK_SUCCESS;
+      g_mutex_unlock (&ctx->lock);
+      if (!ok || !hn_vk_wait_fence (ctx, cmd->fence, "the flushed ops", NULL))
+        vkDeviceWaitIdle (ctx->device);
+    }
+  for (guint i = 0; i < cmd->flushed->len; i++)
+    {
+      VkCommandBuffer cb = g_array_index (cmd->flushed, VkCommandBuffer, i);
+      vkResetCommandBuffer (cb, 0);
+      g_array_append_val (cmd->spare, cb);
+    }
+  g_array_set_size (cmd->flushed, 0);
+}
+
+static void
+drain_flushed (HnCmd *cmd)
+{
+  if (cmd->flushed)
+    recycle_flushed (cmd, FALSE);
+}
+
+gboolean
+hn_cmd_flush (HnCmd *cmd, GError **error)
+{
+  if (!cmd->recording || cmd->reusable)
+    return TRUE;
+  HnVkContext *ctx = cmd->ctx;
+  VkCommandBuffer next;
+  if (cmd->spare->len)
+    {
+      next = g_array_index (cmd->spare, VkCommandBuffer, cmd->spare->len - 1);
+      g_array_set_size (cmd->spare, cmd->spare->len - 1);
+    }
+  else
+    {
+      VkCommandBufferAllocateInfo cai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = cmd->pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
+      if (!HN_VK_OK (vkAllocateCommandBuffers (ctx->device, &cai, &next), error))
+        return FALSE;
+    }
+  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd->cb };
+  gboolean ok = HN_VK_OK (vkEndCommandBuffer (cmd->cb), error);
+  g_mutex_lock (&ctx->lock);
+  ok = ok && HN_VK_OK (vkQueueSubmit (ctx->queue, 1, &si, VK_NULL_HANDLE), error);
+  g_mutex_unlock (&ctx->lock);
+  if (!ok)
+    {
+      g_array_append_val (cmd->spare, next);
+      cmd->recording = FALSE; /* ended: the next recording resets it */
+      hn_cmd_reset (cmd);
+      return FALSE;
+    }
+  g_array_append_val (cmd->flushed, cmd->cb);
+  cmd->cb = next;
+  VkCommandBufferBeginInfo bi = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
+  if (!HN_VK_OK (vkBeginCommandBuffer (cmd->cb, &bi), error))
+    {
+      cmd->recording = FALSE;
+      hn_cmd_reset (cmd);
+      return FALSE;
+    }
+  begin_barrier (cmd, TRUE);
+  /* the barrier orders everything after it: no hazards to track across it */
+  g_array_set_size (cmd->written, 0);
+  g_array_set_size (cmd->read, 0);
+  cmd->n_barriers++;
+  return TRUE;
+}
+
 static gboolean
 begin (HnCmd *cmd, GError **error)
 {
@@ -476,15 +588,7 @@ begin (HnCmd *cmd, GError **error)
     return FALSE;
   /* Uploads happened outside any recording: make them visible; a replay
    * also follows the previous run of the same buffer (its shader writes). */
-  VkMemoryBarrier mb = {
-    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-    .srcAccessMask = VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                     (cmd->reusable ? VK_ACCESS_SHADER_WRITE_BIT : 0),
-    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT };
-  vkCmdPipelineBarrier (cmd->cb,
-                        VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
-                          (cmd->reusable ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT : 0),
-                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+  begin_barrier (cmd, cmd->reusable);
   /* The sets of the last submission are no longer in use: reset every pool. */
   for (guint i = 0; i < cmd->dpools->len; i++)
     vkResetDescriptorPool (cmd->ctx->device, g_array_index (cmd->dpools, VkDescriptorPool, i), 0);
@@ -675,6 +779,7 @@ hn_cmd_dispatch (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_sp
 void
 hn_cmd_reset (HnCmd *cmd)
 {
+  recycle_flushed (cmd, FALSE);
   if (cmd->recording)
     {
       vkEndCommandBuffer (cmd->cb);
@@ -761,6 +866,7 @@ hn_cmd_submit_wait (HnCmd *cmd, GError **error)
       return FALSE;
     }
   gboolean ok = end_recording (cmd, error) && run_and_wait (cmd, 1, error);
+  recycle_flushed (cmd, ok); /* waited for with the last one (a fence covers what was submitted before) */
   g_ptr_array_set_size (cmd->pending_names, 0);
   g_ptr_array_set_size (cmd->retired, 0);
   g_array_set_size (cmd->written, 0);

@@ -349,6 +349,71 @@ test_descriptor_pool_path (void)
     }
 }
 
+/* hn_cmd_flush: parts of one recording submitted as recorded; the whole
+ * runs in order (a dependent chain across the flushes), the profile covers
+ * it, a reset waits for the flushed part (which has run), and freeing a
+ * recorder with flushed work waits for it. push: push descriptors or pools. */
+static void
+test_flush (gconstpointer push)
+{
+  g_autoptr(GError) error = NULL;
+  if (!GPOINTER_TO_INT (push))
+    g_setenv ("HN_VK_NO_PUSH_DESCRIPTOR", "1", TRUE);
+  g_autoptr(HnVkContext) ctx = hn_vk_context_new (-1, &error);
+  g_unsetenv ("HN_VK_NO_PUSH_DESCRIPTOR");
+  g_assert_no_error (error);
+  g_autoptr(HnTensor) a = hn_tensor_new_1d (ctx, HN_DTYPE_F32, 300, &error);
+  g_autoptr(HnTensor) b = hn_tensor_new_1d (ctx, HN_DTYPE_F32, 300, &error);
+  g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_no_error (error);
+  gboolean timed = hn_vk_context_get_device_info (ctx)->timestamps;
+  hn_cmd_set_profiling (cmd, TRUE);
+  float v[300];
+  for (int round = 0; round < 2; round++)
+    {
+      g_assert_true (hn_op_fill (cmd, a, 0.0f, &error));
+      for (int i = 0; i < 1100; i++)
+        {
+          g_assert_true (hn_op_scale (cmd, a, a, 1.0f, 1.0f, &error));
+          if (i % 97 == 3)
+            g_assert_true (hn_cmd_flush (cmd, &error));
+        }
+      g_assert_true (hn_op_copy (cmd, b, a, &error));
+      g_assert_true (hn_cmd_submit_wait (cmd, &error));
+      g_assert_no_error (error);
+      g_assert_true (hn_tensor_download_f32 (b, v, 300, &error));
+      g_assert_cmpfloat (v[299], ==, 1100.0f);
+      guint n = 0;
+      hn_cmd_get_profile (cmd, &n);
+      g_assert_cmpuint (n, ==, timed ? 1102 : 0);
+    }
+  hn_cmd_set_profiling (cmd, FALSE);
+  /* flushing an empty recorder does nothing */
+  g_assert_true (hn_cmd_flush (cmd, &error));
+  g_assert_true (hn_cmd_submit_wait (cmd, &error));
+  /* reset: the flushed fill ran, the rest did not */
+  g_assert_true (hn_op_fill (cmd, b, 5.0f, &error));
+  g_assert_true (hn_cmd_flush (cmd, &error));
+  g_assert_true (hn_op_fill (cmd, b, 6.0f, &error));
+  hn_cmd_reset (cmd);
+  g_assert_true (hn_tensor_download_f32 (b, v, 300, &error));
+  g_assert_cmpfloat (v[0], ==, 5.0f);
+  /* the recorder records and runs again after the reset */
+  g_assert_true (hn_op_fill (cmd, b, 7.0f, &error));
+  g_assert_true (hn_cmd_submit_wait (cmd, &error));
+  g_assert_true (hn_tensor_download_f32 (b, v, 300, &error));
+  g_assert_cmpfloat (v[0], ==, 7.0f);
+  /* freed with flushed work in flight */
+  HnCmd *c2 = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_op_fill (c2, a, 9.0f, &error));
+  g_assert_true (hn_cmd_flush (c2, &error));
+  g_assert_true (hn_op_fill (c2, b, 9.0f, &error));
+  hn_cmd_free (c2);
+  g_assert_true (hn_tensor_download_f32 (a, v, 300, &error));
+  g_assert_cmpfloat (v[0], ==, 9.0f);
+  g_assert_no_error (error);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -362,6 +427,8 @@ main (int argc, char **argv)
   g_test_add_func ("/vk/profiling", test_profiling);
   g_test_add_func ("/vk/pipeline-cache", test_pipeline_cache);
   g_test_add_func ("/vk/descriptor-pool", test_descriptor_pool_path);
+  g_test_add_data_func ("/vk/flush/push-descriptors", GINT_TO_POINTER (1), test_flush);
+  g_test_add_data_func ("/vk/flush/descriptor-pools", GINT_TO_POINTER (0), test_flush);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
