@@ -1,0 +1,40 @@
+# The next device call (written 2026-12-07, when this session had no device time left; rename it to
+# its date once it has run and keep its output beside it). What it measures, all unmeasured so far:
+# - the training step, the zeroing and AdamW recorded once and replayed (train-graph.c run_step,
+#   adamw.comp DYN), against HN_TRAIN_REPLAY=0 (recorded every step, as in call 2026-12-03n);
+# - prefill submitting each layer once recorded (hn_cmd_flush), against HN_PREFILL_FLUSH=0;
+# - the tensor cores' ceiling through workgroup-scope matrices per tile (mma-peak's
+#   workgroup_scope rows), beside the subgroup-scope one;
+# - issue 22's table with llama.cpp beside it.
+# GPU checks first: test-vk-core (/vk/flush on the NVIDIA driver), test-back-ops (the grouped
+# embedding gradient, AdamW), test-train-fp16 (replayed fp16 steps against PyTorch's GradScaler run),
+# test-train-parity's replay cases (replayed against recorded each step, bit for bit).
+# Prepare: HN_LLAMACPP=bench HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-vk-core test-back-ops test-train-fp16 test-train-parity" build-aux/device-check prepare
+# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
+. build-aux/perf/bench-rows.sh
+T0=$SECONDS
+for f in "$CARRY"/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+step "test-vk-core" timeout 60 "$CARRY/bin/test-vk-core"
+step "test-back-ops" timeout 60 "$CARRY/bin/test-back-ops"
+step "test-train-fp16" timeout 60 "$CARRY/bin/test-train-fp16"
+step "test-train-parity replay" timeout 90 "$CARRY/bin/test-train-parity" -p /train-parity/replay
+R=rows.jsonl
+row $R mma-peak --workload mma-peak --iterations 3
+issue22_table $R
+llamacpp_1b
+TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 8 --seq-len 1024 --iterations 3"
+LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --iterations 3"
+HN_TRAIN_REPLAY=0 row $R train-fp16-recorded $TR
+HN_TRAIN_REPLAY=0 row $R lora-recorded $LO
+HN_PREFILL_FLUSH=0 row $R p1x512-one-submit --synthetic llama-1b --dtype bf16 --workload prefill --batch 1 --seq-len 512 --iterations 10 --warmup 2
+HN_PREFILL_FLUSH=0 row $R p4x512-one-submit --synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2
+row $R train-fp16-again $TR
+rows_summary $R
+python3 -c "
+import json
+for l in open('$OUT/$R'):
+    d = json.loads(l)
+    for t in d.get('workgroup_scope', []): print('  workgroup scope', t)
+" | tee -a "$OUT/summary.txt"
+prof "$OUT/$R"
+echo "script seconds: $((SECONDS - T0))" | tee -a "$OUT/summary.txt"
