@@ -146,22 +146,28 @@ norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor
 /* dy's f16 copy (dy16, [rows, cols] from an even element) and db += Σ_rows dy
  * rounded to f16, from one read of dy (bias_back_f16.comp, then the chunks'
  * sum as norm_params_back adds them: the same bits as hn_op_cast_f16 and
- * hn_op_bias_back under fp16 autocast). Even cols and offsets only. */
+ * hn_op_bias_back under fp16 autocast). Even cols and offsets only. With
+ * act_x (same shape as dy, even offset), dy·act'(act_x) in place of dy, as
+ * hn_op_unary_back forms it; db may then be NULL. */
 static gboolean
-cast_f16_bias_back (HnCmd *cmd, HnTensor *dy16, HnTensor *db, HnTensor *dy, GError **error)
+cast_f16_bias_back (HnCmd *cmd, HnTensor *dy16, HnTensor *db, HnTensor *dy, HnTensor *act_x, HnActivation act,
+                    GError **error)
 {
   guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy), R, chunks;
   guint64 bytes;
   HnVkBuffer *s = params_chunks (cmd, rows, cols, &R, &chunks, &bytes, error);
   if (!s)
     return FALSE;
-  struct { guint32 rows, cols, dy_off, y_off, part_off, R; } pc = { rows, cols, hn_eoff (dy), hn_eoff (dy16), 0, R };
-  HnVkBinding bd[3] = { hn_bind (dy, FALSE), hn_bind (dy16, TRUE), { s, 0, bytes, TRUE } };
-  hn_cmd_set_label (cmd, "bias_back_f16");
-  gboolean ok = hn_cmd_dispatch (cmd, "bias_back_f16", NULL, 0, bd, 3, &pc, sizeof pc, (cols + 511) / 512, chunks, 1,
+  struct { guint32 rows, cols, dy_off, y_off, part_off, R, x_off; } pc = {
+    rows, cols, hn_eoff (dy), hn_eoff (dy16), 0, R, act_x ? hn_eoff (act_x) : 0 };
+  HnVkBinding bd[4] = { hn_bind (dy, FALSE), hn_bind (dy16, TRUE), { s, 0, bytes, TRUE },
+                        hn_bind (act_x ? act_x : dy, FALSE) };
+  guint32 spec[2] = { act_x != NULL, (guint32) act };
+  hn_cmd_set_label (cmd, act_x ? "act_back_bias_f16" : "bias_back_f16");
+  gboolean ok = hn_cmd_dispatch (cmd, "bias_back_f16", spec, 2, bd, 4, &pc, sizeof pc, (cols + 511) / 512, chunks, 1,
                                  error);
   hn_cmd_set_label (cmd, NULL);
-  return ok && params_sum (cmd, s, bytes, cols, chunks, NULL, db, 2u | 4u, error);
+  return ok && (!db || params_sum (cmd, s, bytes, cols, chunks, NULL, db, 2u | 4u, error));
 }
 
 gboolean
@@ -1005,8 +1011,41 @@ hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error)
 }
 
 gboolean
+hn_op_matmul_back_f16_act_ok (HnTensor *dy, HnTensor *act_x, HnTensor *dy16)
+{
+  return dy16 && act_x && hn_tensor_cols (dy) % 2 == 0 && hn_eoff (dy) % 2 == 0 && hn_eoff (act_x) % 2 == 0 &&
+         hn_eoff (dy16) % 2 == 0 && act_x->n == dy->n && act_x->dtype == HN_DTYPE_F32 &&
+         g_strcmp0 (g_getenv ("HN_ACT_BACK_FUSED"), "0") != 0;
+}
+
+static gboolean matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *act_x,
+                                 HnActivation act, HnTensor *dy16, HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp,
+                                 HnBackFlags flags, GError **error);
+
+gboolean
 hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *dy16,
                        HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error)
+{
+  return matmul_back_f16 (cmd, dx, dw, db, dy, NULL, HN_ACT_IDENTITY, dy16, x16, w16, dw_tmp, flags, error);
+}
+
+gboolean
+hn_op_matmul_back_f16_act (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *act_x,
+                           HnActivation act, HnTensor *dy16, HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp,
+                           HnBackFlags flags, GError **error)
+{
+  if (!hn_op_matmul_back_f16_act_ok (dy, act_x, dy16))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "matmul_back_f16_act: needs dy16, an f32 act_x of dy's shape, even columns and offsets");
+      return FALSE;
+    }
+  return matmul_back_f16 (cmd, dx, dw, db, dy, act_x, act, dy16, x16, w16, dw_tmp, flags, error);
+}
+
+static gboolean
+matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *act_x, HnActivation act,
+                 HnTensor *dy16, HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error)
 {
   const char *op = "matmul_back_f16";
   if (!check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "dx", cmd, dx, error) ||
@@ -1034,11 +1073,14 @@ hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnT
       g_autoptr (HnTensor) head = flat ? hn_tensor_view_rows (flat, 0, M * N, error) : NULL;
       if (!head || !(a = hn_tensor_reshape (head, 2, (gint64[]) { M, N }, error)))
         return FALSE;
-      /* the bias gradient from the same read of dy where the shapes allow (HN_BIAS_BACK_F16=0: apart) */
-      if (db && N % 2 == 0 && hn_eoff (dy) % 2 == 0 && hn_eoff (a) % 2 == 0 &&
-          db->n == N && g_strcmp0 (g_getenv ("HN_BIAS_BACK_F16"), "0") != 0)
+      /* the bias gradient from the same read of dy where the shapes allow (HN_BIAS_BACK_F16=0: apart);
+       * after an activation always (its gradient is formed in that read) */
+      if (act_x || (db && N % 2 == 0 && hn_eoff (dy) % 2 == 0 && hn_eoff (a) % 2 == 0 && db->n == N &&
+                    g_strcmp0 (g_getenv ("HN_BIAS_BACK_F16"), "0") != 0))
         {
-          if (!cast_f16_bias_back (cmd, a, db, dy, error))
+          if (db && db->n != N)
+            return fail_shape (op, db, dy, "db must have dy's column count", error);
+          if (!cast_f16_bias_back (cmd, a, db, dy, act_x, act, error))
             return FALSE;
           db = NULL;
         }

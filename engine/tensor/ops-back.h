@@ -182,6 +182,16 @@ gboolean hn_op_adamw_f16 (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTens
  * Needs the cooperative-matrix-2 kernel (HN_ERROR_UNSUPPORTED elsewhere). */
 gboolean hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *dy16,
                                 HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error);
+/* hn_op_matmul_back_f16 of a Linear whose output y = act_x feeds an
+ * activation, dy being the gradient of act(y): the Linear's own output
+ * gradient dy·act'(act_x) (hn_op_unary_back's product, the same bits) is
+ * formed in the pass that rounds it into dy16 and takes db, so it is never
+ * stored in f32. Needs hn_op_matmul_back_f16_act_ok (HN_ACT_BACK_FUSED=0:
+ * never ok, the two passes apart). */
+gboolean hn_op_matmul_back_f16_act_ok (HnTensor *dy, HnTensor *act_x, HnTensor *dy16);
+gboolean hn_op_matmul_back_f16_act (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy,
+                                    HnTensor *act_x, HnActivation act, HnTensor *dy16, HnTensor *x16, HnTensor *w16,
+                                    HnTensor *dw_tmp, HnBackFlags flags, GError **error);
 
 /* y (f32) += x (f32, y's element count) rounded to f16 as hn_op_cast_f16
  * rounds: a product taken in f32 that fp16 autocast computes in f16, added

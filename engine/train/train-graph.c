@@ -1551,6 +1551,11 @@ mlp_back (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *dy,
     }
   else
     {
+      /* f16ops: the activation's gradient formed where dup is rounded to f16 (never stored in f32) */
+      HnTensor *dy16 = g->f16ops && g->dact->n <= g->dy16->n ? g->dy16 : NULL;
+      if (!a->site[P_UP] && hn_op_matmul_back_f16_act_ok (g->dact, a->up, dy16))
+        return hn_op_matmul_back_f16_act (g->cmd, din, G (g, lw->w_up), G (g, lw->b_up), g->dact, a->up, g->hp->act,
+                                          dy16, in16, W16 (g, lw->w_up), g->dw_tmp, flags, error);
       CK (hn_op_unary_back (g->cmd, g->dup, g->dact, a->up, g->hp->act, 0, error));
       CK (mm_back (g, din, lw->w_up, lw->b_up, g->dup, in, in16, flags, error));
       dys[P_UP] = g->dup;

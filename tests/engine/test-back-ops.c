@@ -500,6 +500,60 @@ test_lora_autocast (void)
   check_autocast ("lora_expand fp16 +=", tcy, c0y, ey, my, R, M * N, TRUE);
 }
 
+/* hn_op_matmul_back_f16_act (the activation's gradient formed where dy is
+ * rounded to f16) against hn_op_unary_back then hn_op_matmul_back_f16: dx,
+ * dw, db and the f16 dy copy the same bits, with and without a bias. */
+static void
+test_matmul_back_f16_act (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 M = 300, N = 50, K = 24;
+  g_autofree float *dy = rnd (M * N, 1), *y = rnd (M * N, 3), *x = rnd (M * K, 1), *w = rnd (N * K, 1);
+  g_autofree float *dw0 = rnd (N * K, 1), *db0 = rnd (N, 1), *xr = g_new (float, M * K), *wr = g_new (float, N * K);
+  g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { M, N }, dy), ty = tens (2, (gint64[]) { M, N }, y);
+  g_autoptr (HnTensor) tx = tens16 (2, (gint64[]) { M, K }, x, xr), tw = tens16 (2, (gint64[]) { N, K }, w, wr);
+  g_autoptr (HnTensor) dup = tens (2, (gint64[]) { M, N }, NULL);
+  g_assert_false (hn_op_matmul_back_f16_act_ok (tdy, ty, NULL)); /* needs the f16 copy */
+  for (int bias = 0; bias < 2; bias++)
+    {
+      float *got[2][4];
+      for (int fused = 0; fused < 2; fused++)
+        {
+          g_autoptr (HnTensor) tdx = tens (2, (gint64[]) { M, K }, NULL);
+          g_autoptr (HnTensor) tdw = tens (2, (gint64[]) { N, K }, dw0), tdb = tens (1, (gint64[]) { N }, db0);
+          g_autoptr (HnTensor) dy16 = tens16 (1, (gint64[]) { M * N }, NULL, NULL);
+          g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+          hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+          HnTensor *db = bias ? tdb : NULL;
+          if (fused)
+            {
+              g_assert_true (hn_op_matmul_back_f16_act_ok (tdy, ty, dy16));
+              g_assert_true (hn_op_matmul_back_f16_act (cmd, tdx, tdw, db, tdy, ty, HN_ACT_GELU_TANH, dy16, tx, tw,
+                                                        NULL, 0, &error));
+            }
+          else
+            {
+              g_assert_true (hn_op_unary_back (cmd, dup, tdy, ty, HN_ACT_GELU_TANH, 0, &error));
+              g_assert_true (hn_op_matmul_back_f16 (cmd, tdx, tdw, db, dup, dy16, tx, tw, NULL, 0, &error));
+            }
+          g_assert_no_error (error);
+          run (cmd);
+          got[fused][0] = down (tdx);
+          got[fused][1] = down (tdw);
+          got[fused][2] = down (tdb);
+          got[fused][3] = g_new (float, M * N / 2);
+          g_assert_true (hn_tensor_download_raw (dy16, got[fused][3], sizeof (guint16) * M * N, &error));
+        }
+      gint64 n[4] = { M * K, N * K, N, M * N / 2 };
+      for (int k = 0; k < 4; k++)
+        {
+          g_assert_cmpmem (got[0][k], sizeof (float) * n[k], got[1][k], sizeof (float) * n[k]);
+          g_free (got[0][k]);
+          g_free (got[1][k]);
+        }
+    }
+}
+
 /* The fp16 autocast backward from f16 operands (training's f16 copies), with
  * dw's product whole and split over a long K (dw_tmp), against the products
  * of the f16-rounded operands with f16-rounded results. */
@@ -972,6 +1026,7 @@ main (int argc, char **argv)
   g_test_add_func ("/back-ops/lora-down", test_lora_down);
   g_test_add_func ("/back-ops/matmul-f16", test_matmul_back_f16);
   g_test_add_func ("/back-ops/lora-autocast", test_lora_autocast);
+  g_test_add_func ("/back-ops/matmul-f16-act", test_matmul_back_f16_act);
   g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
   g_test_add_func ("/back-ops/layernorm", test_layernorm_back);
   g_test_add_func ("/back-ops/activations", test_activations_back);
