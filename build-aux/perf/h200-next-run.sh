@@ -3,6 +3,8 @@
 # - the training step, the zeroing and AdamW recorded once and replayed (train-graph.c run_step,
 #   adamw.comp DYN), against HN_TRAIN_REPLAY=0 (recorded every step, as in call 2026-12-03n);
 # - prefill submitting each layer once recorded (hn_cmd_flush), against HN_PREFILL_FLUSH=0;
+# - gelu's gradient formed in the f16 rounding pass of c_fc's backward (bias_back_f16.comp ACT_BACK),
+#   against HN_ACT_BACK_FUSED=0 (unary_back apart);
 # - the tensor cores' ceiling through workgroup-scope matrices per tile (mma-peak's
 #   workgroup_scope rows), beside the subgroup-scope one;
 # - issue 22's table with llama.cpp beside it.
@@ -26,6 +28,7 @@ TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 
 LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --iterations 3"
 HN_TRAIN_REPLAY=0 row $R train-fp16-recorded $TR
 HN_TRAIN_REPLAY=0 row $R lora-recorded $LO
+HN_ACT_BACK_FUSED=0 row $R train-fp16-act-apart $TR
 HN_PREFILL_FLUSH=0 row $R p1x512-one-submit --synthetic llama-1b --dtype bf16 --workload prefill --batch 1 --seq-len 512 --iterations 10 --warmup 2
 HN_PREFILL_FLUSH=0 row $R p4x512-one-submit --synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2
 row $R train-fp16-again $TR
