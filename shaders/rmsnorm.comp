@@ -4,7 +4,8 @@
 // flags: 1 = weight plus one (Gemma), 2 = round x̂ to bf16, 4 = round x̂ to f16, 8 = has weight.
 // OUT16 1: out is f16 (a matmul operand for matmul_cm2.comp), each value
 // clamped to ±65504 and packed two to a word as to_f16.comp does (cols and
-// o_off even).
+// o_off even); 2: rounded as fp16 autocast rounds instead (to_f16.comp's
+// mode 1: ±Inf past its range).
 #include "common.glsl"
 #include "reduce.glsl"
 layout(constant_id = 0) const uint OUT16 = 0;
@@ -34,10 +35,11 @@ void main() {
   for (uint c = t; c < p.cols; c += 256u) { float v = x[base + c]; ss += v * v; }
   ss = hn_wg_sum(ss);
   float inv = 1.0 / sqrt(ss / float(p.cols) + p.eps);
-  if (OUT16 == 1u) {
+  if (OUT16 != 0u) {
     for (uint c2 = t; c2 < p.cols / 2u; c2 += 256u) {
       vec2 y = vec2(normed(base, 2u * c2, inv), normed(base, 2u * c2 + 1u, inv));
-      o16[(p.o_off + row * p.cols) / 2u + c2] = packHalf2x16(clamp(y, -65504.0, 65504.0));
+      y = OUT16 == 2u ? vec2(hn_round_f16(y.x), hn_round_f16(y.y)) : clamp(y, -65504.0, 65504.0);
+      o16[(p.o_off + row * p.cols) / 2u + c2] = packHalf2x16(y);
     }
     return;
   }

@@ -229,13 +229,14 @@ typedef enum {
 
 /* RMSNorm over the last dim: y = x / sqrt(mean(x²) + eps) · w. w [cols] or
  * NULL (no weight). Per-head norms (q/k norm) are [T, H, D] with w [D]. out
- * f32 (may be x), or f16 apart from x (clamped to ±65504: the next matmul's
- * operand, see hn_op_matmul_takes_f16; an even last dim and offset). */
+ * f32 (may be x), or f16 apart from x (the next matmul's operand, see
+ * hn_op_matmul_takes_f16; an even last dim and offset): clamped to ±65504,
+ * or under fp16 autocast rounded as autocast rounds (as hn_op_cast_f16). */
 gboolean hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, HnNormFlags flags,
                         GError **error);
 
 /* LayerNorm over the last dim: y = (x - mean) / sqrt(var + eps) · w + b;
- * w and b nullable. */
+ * w and b nullable; out f32 or f16 as hn_op_rmsnorm's. */
 gboolean hn_op_layernorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, HnTensor *b, float eps,
                           GError **error);
 

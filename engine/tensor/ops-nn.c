@@ -49,43 +49,48 @@ check_vec (const char *op, const char *role, HnCmd *cmd, HnTensor *t, gint64 n, 
 
 /* ------------------------------------------------------------ norms */
 
+/* A norm's f16 out: the next matmul's operand; the shader's OUT16 (0 f32). */
+static gboolean
+check_norm_out16 (const char *op, HnCmd *cmd, HnTensor *out, HnTensor *x, guint32 *out16, GError **error)
+{
+  *out16 = 0;
+  if (!out || out->dtype != HN_DTYPE_F16)
+    return check_f32_same (op, cmd, out, x, error);
+  /* as that matmul would round its own copy: autocast's rounding under fp16 autocast, else clamped */
+  *out16 = hn_cmd_get_autocast (cmd) == HN_AUTOCAST_F16 ? 2 : 1;
+  if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+      !hn_op_check_dtype (op, "in", x, HN_DTYPE_F32, error))
+    return FALSE;
+  if (out->buf == x->buf && out->offset < x->offset + hn_tensor_nbytes (x) &&
+      x->offset < out->offset + hn_tensor_nbytes (out))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: the f16 output %s overlaps input %s", op,
+                   out->name, x->name);
+      return FALSE;
+    }
+  if (!hn_tensor_same_shape (out, x) || hn_tensor_cols (x) % 2 != 0 || hn_eoff (out) % 2 != 0)
+    {
+      g_autofree char *dx = hn_tensor_describe (x), *dout = hn_tensor_describe (out);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: an f16 out %s %s needs the shape of in %s %s, an even last dim and an even offset", op,
+                   out->name, dout, x->name, dx);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean
 hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, HnNormFlags flags, GError **error)
 {
   const char *op = "rmsnorm";
-  /* an f16 out: the next matmul's operand (hn_op_matmul_takes_f16), clamped to ±65504 */
-  gboolean out16 = out && out->dtype == HN_DTYPE_F16;
-  if (out16)
-    {
-      if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, x, error) ||
-          !hn_op_check_dtype (op, "in", x, HN_DTYPE_F32, error))
-        return FALSE;
-      if (out->buf == x->buf && out->offset < x->offset + hn_tensor_nbytes (x) &&
-          x->offset < out->offset + hn_tensor_nbytes (out))
-        {
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: the f16 output %s overlaps input %s", op,
-                       out->name, x->name);
-          return FALSE;
-        }
-      if (!hn_tensor_same_shape (out, x) || hn_tensor_cols (x) % 2 != 0 || hn_eoff (out) % 2 != 0)
-        {
-          g_autofree char *dx = hn_tensor_describe (x), *dout = hn_tensor_describe (out);
-          g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                       "%s: an f16 out %s %s needs the shape of in %s %s, an even last dim and an even offset", op,
-                       out->name, dout, x->name, dx);
-          return FALSE;
-        }
-    }
-  else if (!check_f32_same (op, cmd, out, x, error))
-    return FALSE;
-  if (!check_vec (op, "weight", cmd, w, hn_tensor_cols (x), error))
+  guint32 out16;
+  if (!check_norm_out16 (op, cmd, out, x, &out16, error) || !check_vec (op, "weight", cmd, w, hn_tensor_cols (x), error))
     return FALSE;
   struct { guint32 rows, cols, x_off, w_off, o_off; float eps; guint32 flags; } pc = {
     (guint32) hn_tensor_rows (x), (guint32) hn_tensor_cols (x), hn_eoff (x), w ? hn_eoff (w) : 0, hn_eoff (out), eps,
     (guint32) (flags & 7) | (w ? 8u : 0u) };
   HnVkBinding bd[3] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (out, TRUE) };
-  guint32 spec = out16;
-  return hn_op_dispatch_rows (cmd, "rmsnorm", &spec, 1, bd, 3, &pc, sizeof pc, pc.rows, error);
+  return hn_op_dispatch_rows (cmd, "rmsnorm", &out16, 1, bd, 3, &pc, sizeof pc, pc.rows, error);
 }
 
 gboolean
@@ -93,14 +98,15 @@ hn_op_layernorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, HnTensor *
 {
   const char *op = "layernorm";
   gint64 C = hn_tensor_cols (x);
-  if (!check_f32_same (op, cmd, out, x, error) || !check_vec (op, "weight", cmd, w, C, error) ||
+  guint32 out16;
+  if (!check_norm_out16 (op, cmd, out, x, &out16, error) || !check_vec (op, "weight", cmd, w, C, error) ||
       !check_vec (op, "bias", cmd, b, C, error))
     return FALSE;
   struct { guint32 rows, cols, x_off, w_off, b_off, o_off; float eps; guint32 flags; } pc = {
     (guint32) hn_tensor_rows (x), (guint32) C, hn_eoff (x), w ? hn_eoff (w) : 0, b ? hn_eoff (b) : 0, hn_eoff (out),
     eps, (w ? 1u : 0u) | (b ? 2u : 0u) };
   HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (b ? b : x, FALSE), hn_bind (out, TRUE) };
-  return hn_op_dispatch_rows (cmd, "layernorm", NULL, 0, bd, 4, &pc, sizeof pc, pc.rows, error);
+  return hn_op_dispatch_rows (cmd, "layernorm", &out16, 1, bd, 4, &pc, sizeof pc, pc.rows, error);
 }
 
 /* ------------------------------------------------------------ softmax */

@@ -1157,6 +1157,16 @@ moe_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
   return TRUE;
 }
 
+/* A norm whose output only matmuls read: under f16ops written as f16 only (out16, the copy they
+ * read and the backward keeps, rounded by the norm as hn_op_cast_f16 would round out), else out. */
+static gboolean
+norm_fwd_mm (HnTrainGraph *g, HnTensor *out, HnTensor *out16, HnTensor *in, HnTensor *w, HnTensor *b,
+             HnTensor **mm_in, GError **error)
+{
+  *mm_in = g->f16ops ? out16 : out;
+  return norm_fwd (g, *mm_in, in, w, b, error);
+}
+
 /* x16 under f16ops: x rounded to f16 once (the copy the matmuls of x read, kept for the backward). */
 static gboolean
 round16 (HnTrainGraph *g, HnTensor *x16, HnTensor *x, HnTensor **mm_in, GError **error)
@@ -1223,13 +1233,9 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   LayerActs *a = &g->L[il];
   HnTensor *x = g->resid[il], *xo = g->resid[il + 1];
   HnTensor *h_mm, *h2_mm = NULL, *att_mm;
-  CK (norm_fwd (g, a->h, x, lw->ln1_w, lw->ln1_b, error));
-  CK (round16 (g, a->h16, a->h, &h_mm, error));
+  CK (norm_fwd_mm (g, a->h, a->h16, x, lw->ln1_w, lw->ln1_b, &h_mm, error));
   if (hp->block == HN_BLOCK_PARALLEL_2NORM)
-    {
-      CK (norm_fwd (g, a->h2, x, lw->ln2_w, lw->ln2_b, error));
-      CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
-    }
+    CK (norm_fwd_mm (g, a->h2, a->h2_16, x, lw->ln2_w, lw->ln2_b, &h2_mm, error));
   HnTensor *outs[N_PROJ] = { a->q_lin, a->k_lin, a->v, g->o, NULL, NULL, NULL };
   /* one f16 copy of h for the three (hn_op_matmul_n, on the tensor cores; under f16ops h16) */
   CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, h_mm,
@@ -1280,10 +1286,7 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
       if (g->acts16)
         CK (norm_fwd (g, h2_mm = a->h2_16, a->x_mid, lw->ln2_w, lw->ln2_b, error));
       else
-        {
-          CK (norm_fwd (g, a->h2, a->x_mid, lw->ln2_w, lw->ln2_b, error));
-          CK (round16 (g, a->h2_16, a->h2, &h2_mm, error));
-        }
+        CK (norm_fwd_mm (g, a->h2, a->h2_16, a->x_mid, lw->ln2_w, lw->ln2_b, &h2_mm, error));
       CK (mlp_fwd (g, a, lw, a->h2, h2_mm, error));
       CK (hn_op_add (g->cmd, xo, a->x_mid, g->mo, error));
       break;
@@ -1318,8 +1321,11 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
     }
   for (int il = 0; il < hp->n_layer; il++)
     CK (layer_fwd (g, il, error));
-  HnTensor *hf_mm;
-  CK (norm_fwd (g, g->hf, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, error));
+  HnTensor *hf_mm = g->hf;
+  if (g->n_chunks > 1)
+    CK (norm_fwd (g, g->hf, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, error));
+  else
+    CK (norm_fwd_mm (g, g->hf, g->hf16, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, &hf_mm, error));
   if (g->n_chunks > 1)
     {
       /* the head chunk by chunk: a chunk's logits, its loss and (grad) its
@@ -1355,7 +1361,6 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
         }
       return TRUE;
     }
-  CK (round16 (g, g->hf16, g->hf, &hf_mm, error));
   CK (hn_op_matmul (g->cmd, g->logits, hf_mm, W16 (g, W->lm_head), W->lm_head_b, error));
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));

@@ -1,6 +1,7 @@
 /* Row ops: RMSNorm, LayerNorm, softmax (masks, window, soft-cap), reductions,
  * cross-entropy, argmax/top-k. */
 #include "ops-test-common.h"
+#include "tensor/ops-back.h"
 
 #include <math.h>
 #include <string.h>
@@ -106,6 +107,50 @@ test_layernorm (void)
       hn_ref_layernorm (ref, x, cases[i].w ? w : NULL, cases[i].b ? b : NULL, rows, cols, 1e-5f);
       hn_test_assert_close ("layernorm", got, ref, rows * cols, 1e-5, 1e-5);
     }
+}
+
+/* Both norms writing f16 straight away (what the matmul after them reads): under fp16 autocast
+ * the bits hn_op_cast_f16 makes of the f32 result (±Inf past the range: column 3's weight), else
+ * that result clamped to ±65504 and rounded. */
+static void
+test_norm_f16_out (void)
+{
+  g_autoptr(GError) error = NULL;
+  const gint64 R = 7, C = 768;
+  g_autofree float *x = hn_test_random (R * C, -3, 3), *w = hn_test_random (C, -1, 1), *b = hn_test_random (C, -1, 1);
+  w[3] = 3e5f;
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { R, C }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, w);
+  g_autoptr(HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { C }, b);
+  for (int layer = 0; layer < 2; layer++)
+    for (int autocast = 0; autocast < 2; autocast++)
+      {
+        g_autoptr(HnTensor) o32 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { R, C });
+        g_autoptr(HnTensor) o16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { R, C });
+        g_autoptr(HnTensor) want16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { R, C });
+        g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+        hn_cmd_set_autocast (cmd, autocast ? HN_AUTOCAST_F16 : HN_AUTOCAST_NONE);
+        for (int k = 0; k < 2; k++)
+          g_assert_true (layer ? hn_op_layernorm (cmd, k ? o16 : o32, tx, tw, tb, 1e-5f, &error)
+                               : hn_op_rmsnorm (cmd, k ? o16 : o32, tx, tw, 1e-5f, 0, &error));
+        if (autocast)
+          g_assert_true (hn_op_cast_f16 (cmd, want16, o32, &error));
+        g_assert_no_error (error);
+        hn_test_run (cmd);
+        g_autofree guint16 *got = g_new (guint16, R * C), *want = g_new (guint16, R * C);
+        g_assert_true (hn_tensor_download_raw (o16, got, sizeof (guint16) * R * C, &error));
+        if (autocast)
+          g_assert_true (hn_tensor_download_raw (want16, want, sizeof (guint16) * R * C, &error));
+        else
+          {
+            g_autofree float *g32 = hn_test_download (o32);
+            for (gint64 i = 0; i < R * C; i++)
+              want[i] = hn_f32_to_f16 (CLAMP (g32[i], -65504.0f, 65504.0f));
+          }
+        g_assert_cmpmem (got, sizeof (guint16) * R * C, want, sizeof (guint16) * R * C);
+        /* column 3 is past the f16 range: ±Inf under autocast, ±65504 otherwise */
+        g_assert_cmpuint (got[3] & 0x7fff, ==, autocast ? 0x7c00 : 0x7bff);
+      }
 }
 
 static void
@@ -463,6 +508,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/ops/rmsnorm", test_rmsnorm);
   g_test_add_func ("/ops/layernorm", test_layernorm);
+  g_test_add_func ("/ops/norm-f16-out", test_norm_f16_out);
   g_test_add_func ("/ops/softmax", test_softmax);
   g_test_add_func ("/ops/reduce", test_reduce);
   g_test_add_func ("/ops/cross-entropy", test_cross_entropy);
