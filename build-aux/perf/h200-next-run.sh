@@ -5,6 +5,9 @@
 # - prefill submitting each layer once recorded (hn_cmd_flush), against HN_PREFILL_FLUSH=0;
 # - gelu's gradient formed in the f16 rounding pass of c_fc's backward (bias_back_f16.comp ACT_BACK),
 #   against HN_ACT_BACK_FUSED=0 (unary_back apart);
+# - LoRA at --precision fp16 profiled by GEMM shape, with overlapping dispatches and one at a time
+#   (HN_VK_SERIAL=1): call 2026-12-03l had its forward GEMMs 1.5-3.3x slower than at fp32 on the same
+#   tiles; whether that is the kernel or the to_f16 copies running beside it is what this tells;
 # - the tensor cores' ceiling through workgroup-scope matrices per tile (mma-peak's
 #   workgroup_scope rows), beside the subgroup-scope one;
 # - issue 22's table with llama.cpp beside it.
@@ -29,6 +32,10 @@ LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --
 HN_TRAIN_REPLAY=0 row $R train-fp16-recorded $TR
 HN_TRAIN_REPLAY=0 row $R lora-recorded $LO
 HN_ACT_BACK_FUSED=0 row $R train-fp16-act-apart $TR
+HN_PROFILE_SHAPES=1 row $R lora-fp16-profile $LO --precision fp16 --profile
+HN_PROFILE_SHAPES=1 HN_VK_SERIAL=1 row $R lora-fp16-serial-profile $LO --precision fp16 --profile
+HN_PROFILE_SHAPES=1 HN_VK_SERIAL=1 row $R lora-serial-profile $LO --profile
+HN_PROFILE_SHAPES=1 HN_VK_SERIAL=1 row $R train-fp16-serial-profile $TR --profile
 HN_PREFILL_FLUSH=0 row $R p1x512-one-submit --synthetic llama-1b --dtype bf16 --workload prefill --batch 1 --seq-len 512 --iterations 10 --warmup 2
 HN_PREFILL_FLUSH=0 row $R p4x512-one-submit --synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2
 row $R train-fp16-again $TR

@@ -307,6 +307,10 @@ struct _HnCmd {
   /* hn_cmd_flush: the recording's command buffers submitted before its end
    * (reset once its last one has been waited for), and spare ones */
   GArray *flushed, *spare;   /* VkCommandBuffer */
+  /* HN_VK_SERIAL=1: a barrier before every dispatch, so that a profile times
+   * each one alone (dispatches without a hazard between them otherwise
+   * overlap, and each one's time includes the others') */
+  gboolean serial;
 };
 
 #define DPOOL_SETS 1024
@@ -340,6 +344,7 @@ hn_cmd_new (HnVkContext *ctx, GError **error)
   cmd->profile_names = g_ptr_array_new_with_free_func (g_free);
   cmd->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_vk_buffer_unref);
   cmd->profile = g_array_new (FALSE, FALSE, sizeof (HnCmdProfileEntry));
+  cmd->serial = g_strcmp0 (g_getenv ("HN_VK_SERIAL"), "1") == 0;
   cmd->flushed = g_array_new (FALSE, FALSE, sizeof (VkCommandBuffer));
   cmd->spare = g_array_new (FALSE, FALSE, sizeof (VkCommandBuffer));
   VkCommandPoolCreateInfo pci = {
@@ -682,7 +687,7 @@ hn_cmd_dispatch (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_sp
 
   /* Hazards: RAW/WAW against written spans, WAR against read spans. */
   HnSpan spans[MAX_BINDINGS];
-  gboolean need_barrier = FALSE;
+  gboolean need_barrier = cmd->serial && cmd->n_dispatches > 0;
   for (guint i = 0; i < n_bindings; i++)
     {
       const HnVkBinding *bd = &bindings[i];
