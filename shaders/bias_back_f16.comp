@@ -22,7 +22,9 @@ layout(std430, binding = 0) readonly buffer DY { vec2 dy2[]; };
 layout(std430, binding = 1) writeonly buffer Y { uint y16[]; };
 layout(std430, binding = 2) writeonly buffer PART { float part[]; };
 layout(std430, binding = 3) readonly buffer X { vec2 x2[]; };
-layout(push_constant) uniform P { uint rows; uint cols; uint dy_off; uint y_off; uint part_off; uint R; uint x_off; } p;
+// y_ld: y's row stride in halves (cols, or wider when dy goes into columns of
+// a wider f16 matrix; even).
+layout(push_constant) uniform P { uint rows; uint cols; uint dy_off; uint y_off; uint part_off; uint R; uint x_off; uint y_ld; } p;
 
 uint half2(vec2 v) {
   return packHalf2x16(vec2(hn_round_f16(v.x), hn_round_f16(v.y)));
@@ -46,12 +48,12 @@ void main() {
   for (; r + 8u <= r1; r += 8u) {
     vec2 g[8];
     [[unroll]] for (uint j = 0u; j < 8u; j++) g[j] = grad(r + j, c);
-    [[unroll]] for (uint j = 0u; j < 8u; j++) y16[(p.y_off + (r + j) * p.cols + c) / 2u] = half2(g[j]);
+    [[unroll]] for (uint j = 0u; j < 8u; j++) y16[(p.y_off + (r + j) * p.y_ld + c) / 2u] = half2(g[j]);
     [[unroll]] for (uint j = 0u; j < 8u; j++) sb += g[j];
   }
   for (; r < r1; r++) {
     vec2 g = grad(r, c);
-    y16[(p.y_off + r * p.cols + c) / 2u] = half2(g);
+    y16[(p.y_off + r * p.y_ld + c) / 2u] = half2(g);
     sb += g;
   }
   part[p.part_off + (chunks + y) * p.cols + c] = sb.x;

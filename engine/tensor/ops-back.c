@@ -150,16 +150,16 @@ norm_params_back (HnCmd *cmd, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor
  * act_x (same shape as dy, even offset), dy·act'(act_x) in place of dy, as
  * hn_op_unary_back forms it; db may then be NULL. */
 static gboolean
-cast_f16_bias_back (HnCmd *cmd, HnTensor *dy16, HnTensor *db, HnTensor *dy, HnTensor *act_x, HnActivation act,
-                    GError **error)
+cast_f16_bias_back_ld (HnCmd *cmd, HnTensor *dy16, gint64 c0, gint64 ld, HnTensor *db, HnTensor *dy, HnTensor *act_x,
+                       HnActivation act, GError **error)
 {
   guint32 rows = (guint32) hn_tensor_rows (dy), cols = (guint32) hn_tensor_cols (dy), R, chunks;
   guint64 bytes;
   HnVkBuffer *s = params_chunks (cmd, rows, cols, &R, &chunks, &bytes, error);
   if (!s)
     return FALSE;
-  struct { guint32 rows, cols, dy_off, y_off, part_off, R, x_off; } pc = {
-    rows, cols, hn_eoff (dy), hn_eoff (dy16), 0, R, act_x ? hn_eoff (act_x) : 0 };
+  struct { guint32 rows, cols, dy_off, y_off, part_off, R, x_off, y_ld; } pc = {
+    rows, cols, hn_eoff (dy), hn_eoff (dy16) + (guint32) c0, 0, R, act_x ? hn_eoff (act_x) : 0, (guint32) ld };
   HnVkBinding bd[4] = { hn_bind (dy, FALSE), hn_bind (dy16, TRUE), { s, 0, bytes, TRUE },
                         hn_bind (act_x ? act_x : dy, FALSE) };
   guint32 spec[2] = { act_x != NULL, (guint32) act };
@@ -168,6 +168,13 @@ cast_f16_bias_back (HnCmd *cmd, HnTensor *dy16, HnTensor *db, HnTensor *dy, HnTe
                                  error);
   hn_cmd_set_label (cmd, NULL);
   return ok && (!db || params_sum (cmd, s, bytes, cols, chunks, NULL, db, 2u | 4u, error));
+}
+
+static gboolean
+cast_f16_bias_back (HnCmd *cmd, HnTensor *dy16, HnTensor *db, HnTensor *dy, HnTensor *act_x, HnActivation act,
+                    GError **error)
+{
+  return cast_f16_bias_back_ld (cmd, dy16, 0, hn_tensor_cols (dy), db, dy, act_x, act, error);
 }
 
 gboolean
@@ -972,6 +979,25 @@ hn_op_cast_f16_cols (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in, GError 
                                       error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
+}
+
+gboolean
+hn_op_cast_f16_cols_bias (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in, HnTensor *db, GError **error)
+{
+  const char *op = "cast_f16_cols_bias";
+  if (!check_f32 (op, "in", cmd, in, error) || !check_f32 (op, "db", cmd, db, error) ||
+      !hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) ||
+      !hn_op_check_count (op, "db", db, hn_tensor_cols (in), error))
+    return FALSE;
+  if (!hn_op_matmul_f16 (cmd, 0))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "%s: only under fp16 autocast (hn_cmd_set_autocast)", op);
+      return FALSE;
+    }
+  gint64 rows = hn_tensor_rows (in), cols = hn_tensor_cols (in), ld = hn_tensor_cols (out);
+  if (hn_tensor_rows (out) != rows || c0 < 0 || c0 + cols > ld || (cols | c0 | ld | hn_eoff (out) | hn_eoff (in)) & 1)
+    return fail_shape (op, out, in, "in must fit even columns [c0, c0 + cols) of out's rows", error);
+  return cast_f16_bias_back_ld (cmd, out, c0, ld, db, in, NULL, HN_ACT_IDENTITY, error);
 }
 
 gboolean

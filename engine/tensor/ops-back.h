@@ -202,6 +202,10 @@ gboolean hn_op_add_rounded_f16 (HnCmd *cmd, HnTensor *y, HnTensor *x, GError **e
  * rounds, out an f16 [rows, ld] matrix (cols, c0, ld and out's first element
  * even): several matmul operands side by side in one. */
 gboolean hn_op_cast_f16_cols (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in, GError **error);
+/* hn_op_cast_f16_cols under fp16 autocast that also adds in's column sums to
+ * db (f32, in's column count) as hn_op_bias_back does there: the same bits
+ * from one read of in (a projection's f16 dy copy and its bias gradient). */
+gboolean hn_op_cast_f16_cols_bias (HnCmd *cmd, HnTensor *out, gint64 c0, HnTensor *in, HnTensor *db, GError **error);
 
 /* One AdamW update of param (f32, same element count as grad/m/v, any
  * shape); the gradient is multiplied by clip first. */

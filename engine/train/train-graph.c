@@ -1452,16 +1452,22 @@ qkv_back_f16 (HnTrainGraph *g, int il, HnTensor *dq, HnTensor *dk, HnTensor *dv,
   gint64 qd = hn_tensor_cols (dq), kvd = hn_tensor_cols (dk);
   g_autoptr (HnTensor) d16 = scratch_2d (g->dy16, g->N, qd + 2 * kvd, error);
   CK (d16);
-  CK (hn_op_cast_f16_cols (g->cmd, d16, 0, dq, error));
-  CK (hn_op_cast_f16_cols (g->cmd, d16, qd, dk, error));
-  CK (hn_op_cast_f16_cols (g->cmd, d16, qd + kvd, dv, error));
+  /* each bias's gradient from the read that rounds its dy (HN_BIAS_BACK_F16=0: apart) */
+  gboolean fused = g_strcmp0 (g_getenv ("HN_BIAS_BACK_F16"), "0") != 0;
+  HnTensor *bs[3] = { lw->bq, lw->bk, lw->bv }, *ds[3] = { dq, dk, dv };
+  gint64 c0[3] = { 0, qd, qd + kvd };
+  for (int k = 0; k < 3; k++)
+    if (fused && G (g, bs[k]))
+      CK (hn_op_cast_f16_cols_bias (g->cmd, d16, c0[k], ds[k], G (g, bs[k]), error));
+    else
+      {
+        CK (hn_op_cast_f16_cols (g->cmd, d16, c0[k], ds[k], error));
+        if (G (g, bs[k]))
+          CK (hn_op_bias_back (g->cmd, G (g, bs[k]), ds[k], error));
+      }
   CK (hn_op_bmm (g->cmd, din, d16, g->qkv_w16[il], (flags & HN_BACK_ACCUMULATE) ? HN_MATMUL_ACCUMULATE : 0, 1.0f,
                  error));
   CK (dw_f16 (g, g->qkv_g[il], d16, g->L[il].h16, error));
-  HnTensor *bs[3] = { lw->bq, lw->bk, lw->bv }, *ds[3] = { dq, dk, dv };
-  for (int k = 0; k < 3; k++)
-    if (G (g, bs[k]))
-      CK (hn_op_bias_back (g->cmd, G (g, bs[k]), ds[k], error));
   return TRUE;
 }
 

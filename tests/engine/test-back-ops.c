@@ -554,6 +554,46 @@ test_matmul_back_f16_act (void)
     }
 }
 
+/* hn_op_cast_f16_cols_bias (a projection's dy into columns of the stacked
+ * f16 dy, its bias gradient from the same read) against hn_op_cast_f16_cols
+ * and hn_op_bias_back under autocast: the same bits; refused off autocast. */
+static void
+test_cast_f16_cols_bias (void)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 M = 1000, N = 70, ld = 200, c0 = 36;
+  g_autofree float *dy = rnd (M * N, 2), *db0 = rnd (N, 1);
+  g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { M, N }, dy);
+  guint16 *out[2];
+  float *db[2];
+  for (int fused = 0; fused < 2; fused++)
+    {
+      g_autoptr (HnTensor) t16 = tens16 (2, (gint64[]) { M, ld }, NULL, NULL), tdb = tens (1, (gint64[]) { N }, db0);
+      g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+      hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+      if (fused)
+        g_assert_true (hn_op_cast_f16_cols_bias (cmd, t16, c0, tdy, tdb, &error));
+      else
+        g_assert_true (hn_op_cast_f16_cols (cmd, t16, c0, tdy, &error) && hn_op_bias_back (cmd, tdb, tdy, &error));
+      g_assert_no_error (error);
+      run (cmd);
+      out[fused] = g_new (guint16, M * ld);
+      g_assert_true (hn_tensor_download_raw (t16, out[fused], sizeof (guint16) * M * ld, &error));
+      db[fused] = down (tdb);
+    }
+  g_assert_cmpmem (out[0], sizeof (guint16) * M * ld, out[1], sizeof (guint16) * M * ld);
+  g_assert_cmpmem (db[0], sizeof (float) * N, db[1], sizeof (float) * N);
+  for (int k = 0; k < 2; k++)
+    {
+      g_free (out[k]);
+      g_free (db[k]);
+    }
+  g_autoptr (HnTensor) t16 = tens16 (2, (gint64[]) { M, ld }, NULL, NULL), tdb = tens (1, (gint64[]) { N }, db0);
+  g_autoptr (HnCmd) plain = hn_cmd_new (ctx, &error);
+  g_assert_false (hn_op_cast_f16_cols_bias (plain, t16, c0, tdy, tdb, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 /* The fp16 autocast backward from f16 operands (training's f16 copies), with
  * dw's product whole and split over a long K (dw_tmp), against the products
  * of the f16-rounded operands with f16-rounded results. */
@@ -1027,6 +1067,7 @@ main (int argc, char **argv)
   g_test_add_func ("/back-ops/matmul-f16", test_matmul_back_f16);
   g_test_add_func ("/back-ops/lora-autocast", test_lora_autocast);
   g_test_add_func ("/back-ops/matmul-f16-act", test_matmul_back_f16_act);
+  g_test_add_func ("/back-ops/cast-f16-cols-bias", test_cast_f16_cols_bias);
   g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
   g_test_add_func ("/back-ops/layernorm", test_layernorm_back);
   g_test_add_func ("/back-ops/activations", test_activations_back);
