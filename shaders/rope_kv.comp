@@ -5,7 +5,9 @@
 // step's rope + rope + cache writes in one dispatch. Invocations cover three
 // ranges: q (row, k) pairs as rope.comp, then k (row, k) pairs, then v
 // elements. Cache rows are row0 + t (dyn = 1: row0 read from binding 7);
-// rows at or past n_ctx are dropped.
+// rows at or past n_ctx are dropped. tr: tokens per sequence; the T tokens
+// are T / tr sequences whose caches follow one another (n_ctx rows each),
+// token t going to sequence t / tr at row row0 + t % tr (a batched prefill).
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer Q { float q[]; };
@@ -18,8 +20,14 @@ layout(std430, binding = 6) writeonly buffer Vc { float vc[]; };
 layout(std430, binding = 7) readonly buffer Dyn { int dyn[]; };
 layout(push_constant) uniform P {
   uint T; uint H; uint KVH; uint D; uint Dv; uint rot; uint q_off; uint k_off; uint v_off; uint p_off; uint f_off;
-  uint kc_off; uint vc_off; uint style; float attn_scale; uint n_ctx; uint row0; uint dyn; uint dyn_off;
+  uint kc_off; uint vc_off; uint style; float attn_scale; uint n_ctx; uint row0; uint dyn; uint dyn_off; uint tr;
 } p;
+
+// token t's cache row, counted from the first sequence's row 0; -1: dropped
+int cache_row(int row0, uint t) {
+  int r = row0 + int(t % p.tr);
+  return r < 0 || r >= int(p.n_ctx) ? -1 : int(t / p.tr * p.n_ctx) + r;
+}
 
 // cos, sin of position * inv_freq[k] (Cody-Waite reduction as rope.comp)
 vec2 rot_cs(uint t, uint kk) {
@@ -41,8 +49,8 @@ void main() {
     uint row = j / per_row, kk = j % per_row;
     uint heads = is_q ? p.H : p.KVH;
     uint t = row / heads;
-    int crow = row0 + int(t);
-    if (!is_q && (crow < 0 || crow >= int(p.n_ctx))) return;
+    int crow = cache_row(row0, t);
+    if (!is_q && crow < 0) return;
     uint src = (is_q ? p.q_off : p.k_off) + row * p.D;
     // destination: q in place, k into its cache row ([n_ctx, KVH * D])
     uint dst = is_q ? src : p.kc_off + uint(crow) * p.KVH * p.D + (row % p.KVH) * p.D;
@@ -63,7 +71,7 @@ void main() {
   }
   uint j = i - nq - nk;
   uint t = j / (p.KVH * p.Dv);
-  int crow = row0 + int(t);
-  if (crow < 0 || crow >= int(p.n_ctx)) return;
+  int crow = cache_row(row0, t);
+  if (crow < 0) return;
   vc[p.vc_off + uint(crow) * p.KVH * p.Dv + j % (p.KVH * p.Dv)] = v[p.v_off + j];
 }

@@ -301,11 +301,14 @@ gboolean hn_op_rope (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *positions
 
 /* Where hn_op_rope_kv writes the new keys and values: f32 caches [n_ctx, KVH * D] and
  * [n_ctx, KVH * Dv] from row row0 (dyn_row, nullable i32 [1]: row0 read on the device; rows past
- * n_ctx are then dropped). */
+ * n_ctx are then dropped). seqs > 1: the T new tokens are seqs sequences of T / seqs tokens each,
+ * and the caches [seqs · n_ctx, ...] hold their caches one after another (sequence s's token j
+ * at row s · n_ctx + row0 + j); 0 or 1: one. */
 typedef struct {
   HnTensor *k_cache, *v_cache;
   gint64 row0;
   HnTensor *dyn_row;
+  gint64 seqs;
 } HnKvDest;
 
 /* The decode step's rope + cache writes in one dispatch: q [T, H, D] is rotated in place, k

@@ -234,14 +234,16 @@ hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *posi
       return FALSE;
     }
   gint64 T = q->shape[0], H = q->shape[1], KVH = k->shape[1], D = q->shape[2], Dv = v->shape[2];
-  gint64 n_ctx = kc->shape[0];
-  if (kc->n != n_ctx * KVH * D || vc->n != n_ctx * KVH * Dv || vc->shape[0] != n_ctx ||
-      (!dest->dyn_row && (dest->row0 < 0 || dest->row0 + T > n_ctx)))
+  gint64 seqs = MAX (dest->seqs, 1), n_ctx = kc->shape[0] / seqs, tr = T / seqs;
+  if (kc->shape[0] % seqs != 0 || T % seqs != 0 || (seqs > 1 && dest->dyn_row) || kc->n != seqs * n_ctx * KVH * D ||
+      vc->n != seqs * n_ctx * KVH * Dv || vc->shape[0] != seqs * n_ctx ||
+      (!dest->dyn_row && (dest->row0 < 0 || dest->row0 + tr > n_ctx)))
     {
       g_autofree char *dk = hn_tensor_describe (kc), *dv = hn_tensor_describe (vc);
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
-                   "rope_kv: caches %s %s, %s %s do not take %" G_GINT64_FORMAT " rows of %" G_GINT64_FORMAT
-                   " heads from row %" G_GINT64_FORMAT, kc->name, dk, vc->name, dv, T, KVH, dest->row0);
+                   "rope_kv: caches %s %s, %s %s do not take %" G_GINT64_FORMAT " sequences of %" G_GINT64_FORMAT
+                   " rows of %" G_GINT64_FORMAT " heads from row %" G_GINT64_FORMAT " (a replayed step: one sequence)",
+                   kc->name, dk, vc->name, dv, seqs, tr, KVH, dest->row0);
       return FALSE;
     }
   if (rot_dims <= 0 || rot_dims > D || rot_dims % 2 != 0 || (style != HN_ROPE_NEOX && style != HN_ROPE_GPTJ))
@@ -265,12 +267,12 @@ hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *posi
   struct {
     guint32 T, H, KVH, D, Dv, rot, q_off, k_off, v_off, p_off, f_off, kc_off, vc_off, style;
     float attn_scale;
-    guint32 n_ctx, row0, dyn, dyn_off;
+    guint32 n_ctx, row0, dyn, dyn_off, tr;
   } pc = {
     (guint32) T, (guint32) H, (guint32) KVH, (guint32) D, (guint32) Dv, (guint32) rot_dims, hn_eoff (q), hn_eoff (k),
     hn_eoff (v), hn_eoff (positions), hn_eoff (inv_freq), hn_eoff (kc), hn_eoff (vc), (guint32) style, attn_scale,
     (guint32) n_ctx, dest->dyn_row ? 0 : (guint32) dest->row0, dest->dyn_row != NULL,
-    dest->dyn_row ? hn_eoff (dest->dyn_row) : 0 };
+    dest->dyn_row ? hn_eoff (dest->dyn_row) : 0, (guint32) tr };
   HnVkBinding bd[8] = { hn_bind (q, TRUE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (positions, FALSE),
                         hn_bind (inv_freq, FALSE), hn_bind (kc, TRUE), hn_bind (vc, TRUE),
                         hn_bind (dest->dyn_row ? dest->dyn_row : positions, FALSE) };

@@ -1262,14 +1262,17 @@ record_layer (HnTransformer *m, HnCmd *cmd, HnTransformerActs *a, int il, const 
           nkv = (HnAttentionNewKv) { k, v, pos, inv, rd, hp->rope_style, sc };
           kv_in_attention = kv_written = TRUE;
         }
-      else if (!paged && B == 1 && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 && !norm_after_rope)
+      else if (!paged && (B == 1 || !dyn_row) && kv->k->dtype == HN_DTYPE_F32 && kv->v->dtype == HN_DTYPE_F32 &&
+               !norm_after_rope)
         {
-          /* one row: rope of q and k and both cache writes in one dispatch */
-          HnTensor *kf = shaped (a, kv->k, 2, (gint64[]) { n_ctx, KVH * D }, error);
-          HnTensor *vf = shaped (a, kv->v, 2, (gint64[]) { n_ctx, KVH * Dv }, error);
+          /* rope of q and k and every row's cache writes in one dispatch */
+          HnTensor *kr = rows_of (a, kv->k, 0, B, error), *vr = rows_of (a, kv->v, 0, B, error);
+          CK (kr && vr);
+          HnTensor *kf = shaped (a, kr, 2, (gint64[]) { B * n_ctx, KVH * D }, error);
+          HnTensor *vf = shaped (a, vr, 2, (gint64[]) { B * n_ctx, KVH * Dv }, error);
           HnTensor *v3 = shaped (a, v, 3, (gint64[]) { N, KVH, Dv }, error);
           CK (kf && vf && v3);
-          HnKvDest dest = { kf, vf, pos0, dyn_row };
+          HnKvDest dest = { kf, vf, pos0, dyn_row, B };
           CK (hn_op_rope_kv (cmd, q3, k3, v3, pos, inv, rd, hp->rope_style, sc, &dest, error));
           kv_written = TRUE;
         }

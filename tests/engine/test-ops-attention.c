@@ -45,29 +45,30 @@ test_rope (void)
   run_rope (300, 1, 6, 4, HN_ROPE_NEOX, 1.0f, FALSE);
 }
 
-/* rope of q in place, of k into a cache, v copied into a cache, from row0 (host or device) */
+/* rope of q in place, of k into a cache, v copied into a cache, from row0 (host or device); seqs
+ * sequences of T tokens, each into its own cache of n_ctx rows (a batched prefill) */
 static void
-run_rope_kv (gint64 T, gint64 H, gint64 KVH, gint64 D, int rot, HnRopeStyle style, gboolean dyn)
+run_rope_kv_seqs (gint64 seqs, gint64 Ts, gint64 H, gint64 KVH, gint64 D, int rot, HnRopeStyle style, gboolean dyn)
 {
   g_autoptr(GError) error = NULL;
-  gint64 n_ctx = T + 5, row0 = 3;
+  gint64 T = seqs * Ts, n_ctx = Ts + 5, row0 = 3;
   g_autofree float *q = hn_test_random (T * H * D, -2, 2), *k = hn_test_random (T * KVH * D, -2, 2);
-  g_autofree float *v = hn_test_random (T * KVH * D, -2, 2), *zero = g_new0 (float, n_ctx * KVH * D);
+  g_autofree float *v = hn_test_random (T * KVH * D, -2, 2), *zero = g_new0 (float, seqs * n_ctx * KVH * D);
   g_autofree float *inv = g_new (float, rot / 2);
   g_assert_true (hn_rope_compute_inv_freq (10000.0, rot, 2048, NULL, 0, inv, NULL, &error));
   g_autofree gint32 *pos = g_new (gint32, T);
   for (gint64 t = 0; t < T; t++)
-    pos[t] = (gint32) (row0 + t + 40);
+    pos[t] = (gint32) (row0 + t % Ts + 40 + 7 * (t / Ts));
   gint32 r0 = (gint32) row0;
   g_autoptr(HnTensor) tq = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { T, H, D }, q);
   g_autoptr(HnTensor) tk = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { T, KVH, D }, k);
   g_autoptr(HnTensor) tv = hn_test_tensor (HN_DTYPE_F32, 3, (gint64[]) { T, KVH, D }, v);
-  g_autoptr(HnTensor) kc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n_ctx, KVH * D }, zero);
-  g_autoptr(HnTensor) vc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { n_ctx, KVH * D }, zero);
+  g_autoptr(HnTensor) kc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { seqs * n_ctx, KVH * D }, zero);
+  g_autoptr(HnTensor) vc = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { seqs * n_ctx, KVH * D }, zero);
   g_autoptr(HnTensor) tp = hn_test_tensor_i32 (1, (gint64[]) { T }, pos);
   g_autoptr(HnTensor) tr = hn_test_tensor_i32 (1, (gint64[]) { 1 }, &r0);
   g_autoptr(HnTensor) tf = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { rot / 2 }, inv);
-  HnKvDest dest = { kc, vc, dyn ? 0 : row0, dyn ? tr : NULL };
+  HnKvDest dest = { kc, vc, dyn ? 0 : row0, dyn ? tr : NULL, seqs };
   g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
   g_assert_true (hn_op_rope_kv (cmd, tq, tk, tv, tp, tf, rot, style, 1.0f, &dest, &error));
   g_assert_no_error (error);
@@ -77,10 +78,23 @@ run_rope_kv (gint64 T, gint64 H, gint64 KVH, gint64 D, int rot, HnRopeStyle styl
   hn_ref_rope (rq, q, T * H, H, D, pos, inv, rot, style, 1.0f);
   hn_ref_rope (rk, k, T * KVH, KVH, D, pos, inv, rot, style, 1.0f);
   hn_test_assert_close ("rope_kv q", gq, rq, T * H * D, 1e-5, 2e-6);
-  hn_test_assert_close ("rope_kv k", gk + row0 * KVH * D, rk, T * KVH * D, 1e-5, 2e-6);
-  hn_test_assert_close ("rope_kv v", gv + row0 * KVH * D, v, T * KVH * D, 0, 0);
-  for (gint64 i = 0; i < row0 * KVH * D; i++)
-    g_assert_cmpfloat (gk[i] + gv[i], ==, 0.0f); /* rows before row0 untouched */
+  gint64 per = Ts * KVH * D;
+  for (gint64 sq = 0; sq < seqs; sq++)
+    {
+      gint64 c0 = (sq * n_ctx + row0) * KVH * D;
+      hn_test_assert_close ("rope_kv k", gk + c0, rk + sq * per, per, 1e-5, 2e-6);
+      hn_test_assert_close ("rope_kv v", gv + c0, v + sq * per, per, 0, 0);
+      for (gint64 i = 0; i < row0 * KVH * D; i++) /* rows before row0 and after the new ones untouched */
+        g_assert_cmpfloat (gk[sq * n_ctx * KVH * D + i] + gv[sq * n_ctx * KVH * D + i], ==, 0.0f);
+      for (gint64 i = c0 + per; i < (sq + 1) * n_ctx * KVH * D; i++)
+        g_assert_cmpfloat (gk[i] + gv[i], ==, 0.0f);
+    }
+}
+
+static void
+run_rope_kv (gint64 T, gint64 H, gint64 KVH, gint64 D, int rot, HnRopeStyle style, gboolean dyn)
+{
+  run_rope_kv_seqs (1, T, H, KVH, D, rot, style, dyn);
 }
 
 static void
@@ -89,6 +103,8 @@ test_rope_kv (void)
   run_rope_kv (1, 4, 2, 64, 64, HN_ROPE_NEOX, TRUE);
   run_rope_kv (3, 2, 1, 80, 32, HN_ROPE_NEOX, FALSE); /* partial rotary */
   run_rope_kv (2, 3, 3, 16, 16, HN_ROPE_GPTJ, TRUE);
+  run_rope_kv_seqs (3, 5, 4, 2, 64, 64, HN_ROPE_NEOX, FALSE); /* a batched prefill: each sequence its cache */
+  run_rope_kv_seqs (4, 1, 2, 1, 80, 32, HN_ROPE_GPTJ, FALSE);
   /* errors: rows past the cache (host row), bad positions */
   g_autoptr(GError) error = NULL;
   g_autofree float *z = g_new0 (float, 64);

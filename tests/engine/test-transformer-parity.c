@@ -959,6 +959,72 @@ test_glm_half_rotary_default (void)
     }
 }
 
+/* A batched prefill (B rows of T tokens in one forward, each row's cache its own, as
+ * `benchmark --workload prefill --batch B` records it: the new K/V of every row written by one
+ * rope_kv dispatch, the rows' last hidden states gathered into one head pass) gives each row's
+ * last logits as that row's prompt alone does. */
+static void
+test_batched_prefill (gconstpointer data)
+{
+  const char *name = data;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = parity_fixture_dir (name);
+  g_autoptr (HnTransformer) m = hn_transformer_load (ctx, dir, &error);
+  g_assert_no_error (error);
+  const HnTransformerHParams *hp = hn_transformer_get_hparams (m);
+  const int B = 3, T = 9, V = hp->vocab, off = hp->learned_pos ? hp->pos_offset : 0;
+  int32_t ids[3 * 9], pos[3 * 9];
+  for (int i = 0; i < B * T; i++)
+    {
+      ids[i] = (i * 37 + 5 * (i / T) + 1) % V;
+      pos[i] = i % T + off;
+    }
+  g_autoptr (HnTransformerActs) a = hn_transformer_acts_new (m, B * T, B, &error);
+  g_assert_no_error (error);
+  g_autoptr (GPtrArray) keep = g_ptr_array_new_with_free_func ((GDestroyNotify) hn_tensor_unref);
+  g_autofree HnLayerKv *kv = g_new0 (HnLayerKv, hp->n_layer);
+  for (int il = 0; il < hp->n_layer; il++)
+    {
+      gint64 kvh = hp->n_kv_head; /* these fixtures' layers are alike */
+      kv[il].k = hn_tensor_new (ctx, HN_DTYPE_F32, 4,
+                                (gint64[]) { B, T + 3, kvh, hn_transformer_layer_head_dim (hp, il) }, &error);
+      kv[il].v = hn_tensor_new (ctx, HN_DTYPE_F32, 4,
+                                (gint64[]) { B, T + 3, kvh, hn_transformer_layer_v_head_dim (hp, il) }, &error);
+      g_assert_no_error (error);
+      g_ptr_array_add (keep, kv[il].k);
+      g_ptr_array_add (keep, kv[il].v);
+    }
+  g_autoptr (HnTensor) idv = hn_tensor_view_rows (a->ids, 0, B * T, &error);
+  g_autoptr (HnTensor) pv = hn_tensor_view_rows (a->pos, 0, B * T, &error);
+  g_assert_true (hn_tensor_upload_i32 (idv, ids, B * T, &error) && hn_tensor_upload_i32 (pv, pos, B * T, &error));
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_assert_true (hn_transformer_record_embed (m, cmd, a, B * T, &error));
+  for (int il = 0; il < hp->n_layer; il++)
+    g_assert_true (hn_transformer_record_layer (m, cmd, a, il, &kv[il], B, T, 0, &error));
+  for (int r = 0; r < B; r++)
+    {
+      g_autoptr (HnTensor) src = hn_tensor_view_rows (a->x, (gint64) r * T + T - 1, 1, &error);
+      g_autoptr (HnTensor) dst = hn_tensor_view_rows (a->x, r, 1, &error);
+      g_assert_true (hn_op_copy (cmd, dst, src, &error));
+    }
+  g_assert_true (hn_transformer_record_head (m, cmd, a, 0, B, &error));
+  g_assert_true (hn_cmd_submit_wait (cmd, &error));
+  g_assert_no_error (error);
+  hn_transformer_acts_drop_views (a);
+  g_autofree float *got = g_new (float, (gsize) B * V), *alone = g_new (float, (gsize) T * V);
+  g_autoptr (HnTensor) lg = hn_tensor_view_rows (a->logits, 0, B, &error);
+  g_assert_true (hn_tensor_download_f32 (lg, got, (gsize) B * V, &error));
+  for (int r = 0; r < B; r++)
+    {
+      g_assert_true (hn_transformer_logits (m, ids + r * T, T, alone, &error));
+      g_assert_no_error (error);
+      const float *want = alone + (gsize) (T - 1) * V;
+      for (int i = 0; i < V; i++)
+        if (fabsf (got[(gsize) r * V + i] - want[i]) > 1e-4f + 1e-4f * fabsf (want[i]))
+          g_error ("%s: batched row %d logit %d is %.7g, alone %.7g", name, r, i, got[(gsize) r * V + i], want[i]);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -998,6 +1064,12 @@ main (int argc, char **argv)
   g_test_add_func ("/transformer/stories260K", test_stories);
   g_test_add_func ("/transformer/device-greedy-stops", test_device_greedy_stops);
   g_test_add_func ("/transformer/chunked-prefill", test_chunked_prefill);
+  static const char *const batched[] = { "llama", "gpt2", "qwen3", "gpt_neox" };
+  for (gsize i = 0; i < G_N_ELEMENTS (batched); i++)
+    {
+      g_autofree char *path = g_strdup_printf ("/transformer/batched-prefill/%s", batched[i]);
+      g_test_add_data_func (path, batched[i], test_batched_prefill);
+    }
   g_test_add_func ("/transformer/continuous-batching", test_continuous_batching);
   g_test_add_func ("/transformer/fail-closed", test_fail_closed);
   g_test_add_func ("/transformer/ministral3-limit", test_ministral3_limit);
