@@ -1282,7 +1282,12 @@ hn_op_binary (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, HnBinaryOp bo
       return FALSE;
     }
   HnVkBinding bd[3] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (out, TRUE) };
-  return hn_op_dispatch_elems (cmd, "binary", NULL, 0, bd, 3, &pc, sizeof pc, (guint64) out->n, error);
+  /* no broadcast (a residual add): element i of each, four at a time where they align */
+  guint32 flat = a->n == out->n && b->n == out->n;
+  if (flat && (pc.n | pc.a_off | pc.b_off | pc.o_off) % 4 == 0)
+    flat = 2;
+  return hn_op_dispatch_elems (cmd, "binary", &flat, 1, bd, 3, &pc, sizeof pc,
+                               flat == 2 ? (guint64) out->n / 4 : (guint64) out->n, error);
 }
 
 gboolean

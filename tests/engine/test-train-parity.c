@@ -207,6 +207,36 @@ test_lora (gconstpointer data)
     }
 }
 
+/* A case's model folder and (for name_lora) its adapter's initial folder. */
+static gboolean
+case_dirs (const char *name, char **model_dir, char **init_dir)
+{
+  gboolean lora = g_str_has_suffix (name, "_lora");
+  g_autofree char *base = lora ? g_strndup (name, strlen (name) - strlen ("_lora")) : g_strdup (name);
+  g_autofree char *init_rel = g_strdup_printf ("%s/adapter_init", name);
+  *model_dir = fixture (base);
+  *init_dir = fixture (init_rel);
+  return lora;
+}
+
+/* Every trained tensor of g, concatenated (*n floats). */
+static float *
+trained_weights (HnTrainGraph *g, gint64 *n)
+{
+  g_autoptr (GError) error = NULL;
+  *n = hn_train_graph_get_n_trainable (g);
+  float *out = g_new (float, *n);
+  gint64 off = 0;
+  for (guint i = 0; i < hn_train_graph_get_n_params (g); i++)
+    {
+      HnTrainParam *p = hn_train_graph_get_param (g, i);
+      g_assert_true (hn_tensor_download_f32 (p->w, out + off, p->w->n, &error));
+      off += p->w->n;
+    }
+  g_assert_cmpint (off, ==, *n);
+  return out;
+}
+
 /* Gradient checkpointing recomputes each layer in the backward: 4 AdamW
  * steps with and without it give the same losses (within 1e-6) and the same
  * trained tensors, for full training and LoRA, pre-norm, parallel, q/k-norm
@@ -216,13 +246,10 @@ test_checkpointing (gconstpointer data)
 {
   const char *name = data;
   g_autoptr (GError) error = NULL;
-  gboolean lora = g_str_has_suffix (name, "_lora");
   TrainCase tc;
   load_case (name, &tc);
-  g_autofree char *base = lora ? g_strndup (name, strlen (name) - strlen ("_lora")) : g_strdup (name);
-  g_autofree char *model_dir = fixture (base);
-  g_autofree char *init_rel = g_strdup_printf ("%s/adapter_init", name);
-  g_autofree char *init_dir = fixture (init_rel);
+  g_autofree char *model_dir = NULL, *init_dir = NULL;
+  gboolean lora = case_dirs (name, &model_dir, &init_dir);
   double losses[2][4];
   float *trained[2] = { NULL, NULL };
   gint64 n_trained = 0;
@@ -236,17 +263,7 @@ test_checkpointing (gconstpointer data)
       g_autoptr (HnTrainGraph) g = hn_train_graph_new_full (m, 2, 12, ad, &opts, &error);
       g_assert_no_error (error);
       run_steps_losses (g, &tc, ck ? "checkpointing" : "plain", losses[ck]);
-      /* every trained tensor, concatenated */
-      n_trained = hn_train_graph_get_n_trainable (g);
-      trained[ck] = g_new (float, n_trained);
-      gint64 off = 0;
-      for (guint i = 0; i < hn_train_graph_get_n_params (g); i++)
-        {
-          HnTrainParam *p = hn_train_graph_get_param (g, i);
-          g_assert_true (hn_tensor_download_f32 (p->w, trained[ck] + off, p->w->n, &error));
-          off += p->w->n;
-        }
-      g_assert_cmpint (off, ==, n_trained);
+      trained[ck] = trained_weights (g, &n_trained);
     }
   for (int step = 0; step < 4; step++)
     if (fabs (losses[0][step] - losses[1][step]) > 1e-6)
@@ -271,13 +288,10 @@ test_replay (gconstpointer data)
 {
   const char *name = data;
   g_autoptr (GError) error = NULL;
-  gboolean lora = g_str_has_suffix (name, "_lora");
   TrainCase tc;
   load_case (name, &tc);
-  g_autofree char *base = lora ? g_strndup (name, strlen (name) - strlen ("_lora")) : g_strdup (name);
-  g_autofree char *model_dir = fixture (base);
-  g_autofree char *init_rel = g_strdup_printf ("%s/adapter_init", name);
-  g_autofree char *init_dir = fixture (init_rel);
+  g_autofree char *model_dir = NULL, *init_dir = NULL;
+  gboolean lora = case_dirs (name, &model_dir, &init_dir);
   double losses[2][5];
   float *trained[2] = { NULL, NULL };
   gint64 n_trained = 0;
@@ -315,15 +329,7 @@ test_replay (gconstpointer data)
             }
           g_assert_no_error (error);
         }
-      n_trained = hn_train_graph_get_n_trainable (g);
-      trained[replay] = g_new (float, n_trained);
-      gint64 off = 0;
-      for (guint i = 0; i < hn_train_graph_get_n_params (g); i++)
-        {
-          HnTrainParam *p = hn_train_graph_get_param (g, i);
-          g_assert_true (hn_tensor_download_f32 (p->w, trained[replay] + off, p->w->n, &error));
-          off += p->w->n;
-        }
+      trained[replay] = trained_weights (g, &n_trained);
     }
   g_unsetenv ("HN_TRAIN_REPLAY");
   for (int i = 0; i < 5; i++)

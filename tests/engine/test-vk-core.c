@@ -311,15 +311,25 @@ test_pipeline_cache (void)
   g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
 }
 
+/* A context of its own, with push descriptors (when the device has them) or descriptor pools. */
+static HnVkContext *
+context_with (gboolean push)
+{
+  g_autoptr(GError) error = NULL;
+  if (!push)
+    g_setenv ("HN_VK_NO_PUSH_DESCRIPTOR", "1", TRUE);
+  HnVkContext *ctx = hn_vk_context_new (-1, &error);
+  g_unsetenv ("HN_VK_NO_PUSH_DESCRIPTOR");
+  g_assert_no_error (error);
+  return ctx;
+}
+
 static void
 test_descriptor_pool_path (void)
 {
   /* Without push descriptors the per-recording descriptor pool is used. */
   g_autoptr(GError) error = NULL;
-  g_setenv ("HN_VK_NO_PUSH_DESCRIPTOR", "1", TRUE);
-  g_autoptr(HnVkContext) ctx = hn_vk_context_new (-1, &error);
-  g_unsetenv ("HN_VK_NO_PUSH_DESCRIPTOR");
-  g_assert_no_error (error);
+  g_autoptr(HnVkContext) ctx = context_with (FALSE);
   g_autoptr(HnTensor) a = hn_tensor_new_1d (ctx, HN_DTYPE_F32, 300, &error);
   g_autoptr(HnTensor) b = hn_tensor_new_1d (ctx, HN_DTYPE_F32, 300, &error);
   g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
@@ -357,11 +367,7 @@ static void
 test_flush (gconstpointer push)
 {
   g_autoptr(GError) error = NULL;
-  if (!GPOINTER_TO_INT (push))
-    g_setenv ("HN_VK_NO_PUSH_DESCRIPTOR", "1", TRUE);
-  g_autoptr(HnVkContext) ctx = hn_vk_context_new (-1, &error);
-  g_unsetenv ("HN_VK_NO_PUSH_DESCRIPTOR");
-  g_assert_no_error (error);
+  g_autoptr(HnVkContext) ctx = context_with (GPOINTER_TO_INT (push));
   g_autoptr(HnTensor) a = hn_tensor_new_1d (ctx, HN_DTYPE_F32, 300, &error);
   g_autoptr(HnTensor) b = hn_tensor_new_1d (ctx, HN_DTYPE_F32, 300, &error);
   g_autoptr(HnCmd) cmd = hn_cmd_new (ctx, &error);
