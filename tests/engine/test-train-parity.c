@@ -219,6 +219,18 @@ case_dirs (const char *name, char **model_dir, char **init_dir)
   return lora;
 }
 
+/* A case's model and (lora) its adapter's initial weights, loaded afresh. */
+static HnTransformer *
+load_model (const char *model_dir, gboolean lora, const char *init_dir, HnLoraAdapter **ad)
+{
+  g_autoptr (GError) error = NULL;
+  HnTransformer *m = hn_transformer_load (ctx, model_dir, &error);
+  g_assert_no_error (error);
+  *ad = lora ? hn_lora_adapter_load (init_dir, &error) : NULL;
+  g_assert_no_error (error);
+  return m;
+}
+
 /* Every trained tensor of g, concatenated (*n floats). */
 static float *
 trained_weights (HnTrainGraph *g, gint64 *n)
@@ -255,10 +267,8 @@ test_checkpointing (gconstpointer data)
   gint64 n_trained = 0;
   for (int ck = 0; ck < 2; ck++)
     {
-      g_autoptr (HnTransformer) m = hn_transformer_load (ctx, model_dir, &error);
-      g_assert_no_error (error);
-      g_autoptr (HnLoraAdapter) ad = lora ? hn_lora_adapter_load (init_dir, &error) : NULL;
-      g_assert_no_error (error);
+      g_autoptr (HnLoraAdapter) ad = NULL;
+      g_autoptr (HnTransformer) m = load_model (model_dir, lora, init_dir, &ad);
       HnTrainGraphOptions opts = { ck == 1 };
       g_autoptr (HnTrainGraph) g = hn_train_graph_new_full (m, 2, 12, ad, &opts, &error);
       g_assert_no_error (error);
@@ -278,67 +288,67 @@ test_checkpointing (gconstpointer data)
   g_free (trained[1]);
 }
 
-/* The step recorded once and replayed (the default) against recorded every
- * step (HN_TRAIN_REPLAY=0): another batch each step (the embedding
- * gradients' groups change), an evaluation between steps (which records
- * into the step's recorder), weight decay and clipping (AdamW's per-step
- * scalars from a buffer): the same losses and trained weights, bit for bit. */
-static void
-test_replay (gconstpointer data)
+/* Four steps of case `name`, the step replayed or recorded each time
+ * (HN_TRAIN_REPLAY), each on another batch (the embedding gradients' groups
+ * change), with an evaluation after the second (which records into the
+ * step's recorder), weight decay and clipping (AdamW's per-step scalars from
+ * a buffer): the losses (the evaluation's last) and the trained weights. */
+static float *
+replay_run (const char *name, gboolean replay, double losses[5], gint64 *n_trained)
 {
-  const char *name = data;
   g_autoptr (GError) error = NULL;
   TrainCase tc;
   load_case (name, &tc);
   g_autofree char *model_dir = NULL, *init_dir = NULL;
   gboolean lora = case_dirs (name, &model_dir, &init_dir);
-  double losses[2][5];
-  float *trained[2] = { NULL, NULL };
-  gint64 n_trained = 0;
   HnOptimConfig oc;
   hn_optim_config_init (&oc, HN_OPTIM_ADAMW);
   oc.weight_decay = 0.1;
-  for (int replay = 0; replay < 2; replay++)
-    {
-      g_setenv ("HN_TRAIN_REPLAY", replay ? "1" : "0", TRUE);
-      g_autoptr (HnTransformer) m = hn_transformer_load (ctx, model_dir, &error);
-      g_assert_no_error (error);
-      g_autoptr (HnLoraAdapter) ad = lora ? hn_lora_adapter_load (init_dir, &error) : NULL;
-      g_assert_no_error (error);
-      g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, 2, 12, ad, &error);
-      g_assert_no_error (error);
-      for (int step = 0; step < 4; step++)
-        {
-          gint32 in[24], tg[24];
-          for (int i = 0; i < 24; i++)
-            {
-              in[i] = tc.inputs[(i + 7 * step) % 24];
-              tg[i] = tc.targets[(i + 7 * step) % 24];
-            }
-          double w_total = 0, norm = 0, ls = 0, ws = 0;
-          for (int i = 0; i < 24; i++)
-            w_total += tg[i] != -100;
-          g_assert_true (hn_train_graph_zero_grads (g, &error));
-          g_assert_true (hn_train_graph_micro_step (g, in, tg, NULL, w_total, &losses[replay][step], &error));
-          g_assert_true (hn_train_graph_grad_norm (g, &norm, &error));
-          g_assert_true (hn_train_graph_optimizer_step (g, &oc, step + 1, 1e-3 * (step + 1), 0.5f, &error));
-          if (step == 1)
-            {
-              g_assert_true (hn_train_graph_eval_loss (g, tc.inputs, tc.targets, NULL, &ls, &ws, &error));
-              losses[replay][4] = ls / ws;
-            }
-          g_assert_no_error (error);
-        }
-      trained[replay] = trained_weights (g, &n_trained);
-    }
+  g_setenv ("HN_TRAIN_REPLAY", replay ? "1" : "0", TRUE);
+  g_autoptr (HnLoraAdapter) ad = NULL;
+  g_autoptr (HnTransformer) m = load_model (model_dir, lora, init_dir, &ad);
+  g_autoptr (HnTrainGraph) g = hn_train_graph_new (m, 2, 12, ad, &error);
   g_unsetenv ("HN_TRAIN_REPLAY");
+  g_assert_no_error (error);
+  for (int step = 0; step < 4; step++)
+    {
+      gint32 in[24], tg[24];
+      double w_total = 0, norm = 0, ls = 0, ws = 0;
+      for (int i = 0; i < 24; i++)
+        {
+          in[i] = tc.inputs[(i + 7 * step) % 24];
+          tg[i] = tc.targets[(i + 7 * step) % 24];
+          w_total += tg[i] != -100;
+        }
+      g_assert_true (hn_train_graph_zero_grads (g, &error));
+      g_assert_true (hn_train_graph_micro_step (g, in, tg, NULL, w_total, &losses[step], &error));
+      g_assert_true (hn_train_graph_grad_norm (g, &norm, &error));
+      g_assert_true (hn_train_graph_optimizer_step (g, &oc, step + 1, 1e-3 * (step + 1), 0.5f, &error));
+      if (step == 1)
+        {
+          g_assert_true (hn_train_graph_eval_loss (g, tc.inputs, tc.targets, NULL, &ls, &ws, &error));
+          losses[4] = ls / ws;
+        }
+      g_assert_no_error (error);
+    }
+  return trained_weights (g, n_trained);
+}
+
+/* The step recorded once and replayed (the default) against recorded every
+ * step (HN_TRAIN_REPLAY=0): the same losses and trained weights, bit for bit. */
+static void
+test_replay (gconstpointer data)
+{
+  const char *name = data;
+  double losses[2][5];
+  gint64 n = 0;
+  g_autofree float *recorded = replay_run (name, FALSE, losses[0], &n);
+  g_autofree float *replayed = replay_run (name, TRUE, losses[1], &n);
   for (int i = 0; i < 5; i++)
     if (losses[0][i] != losses[1][i])
       g_error ("%s: replayed, loss %d is %.9f against %.9f recorded each step", name, i, losses[1][i], losses[0][i]);
-  g_assert_cmpmem (trained[0], n_trained * sizeof (float), trained[1], n_trained * sizeof (float));
+  g_assert_cmpmem (recorded, n * sizeof (float), replayed, n * sizeof (float));
   g_test_message ("%s: replayed steps give the same losses and weights", name);
-  g_free (trained[0]);
-  g_free (trained[1]);
 }
 
 /* Routers whose backward is not built are refused by name (qwen2_moe: a shared expert). */
