@@ -40,6 +40,16 @@ HN_PREFILL_FLUSH=0 row $R p1x512-one-submit --synthetic llama-1b --dtype bf16 --
 HN_PREFILL_FLUSH=0 row $R p4x512-one-submit --synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2
 row $R train-fp16-again $TR
 rows_summary $R
+# fp16 LoRA now shares one f16 copy of x among q/k/v and gate/up (hn_op_matmul_n under autocast, cm2
+# only, unchecked on lavapipe), and fp16 training's norms write their f16 copies: the first steps'
+# losses (from the initial weights) must stay call n's
+python3 -c "
+import json
+for l in open('$OUT/$R'):
+    d = json.loads(l)
+    if d['label'] == 'lora-fp16': print('lora-fp16 first_step_loss', d.get('first_step_loss'), 'call n: 11.912982948124409')
+    if d['label'] == 'train-fp16': print('train-fp16 first_step_loss', d.get('first_step_loss'), 'call n: 10.879135685390793')
+" | tee -a "$OUT/summary.txt"
 python3 -c "
 import json
 for l in open('$OUT/$R'):

@@ -546,7 +546,8 @@ cm2_convert_a (HnCmd *cmd, HnTensor *a, HnVkBinding *out, GError **error)
 {
   guint64 a_bytes = cm2_a_bytes (a);
   HnVkBuffer *s = hn_cmd_scratch (cmd, a_bytes, error);
-  if (!s || !hn_record_to_f16 (cmd, "to_f16", a, s, 0, a_bytes, 0, error))
+  /* rounded as each matmul would round its own copy (fp16 autocast's way under it) */
+  if (!s || !hn_record_to_f16 (cmd, "to_f16", a, s, 0, a_bytes, hn_op_matmul_f16 (cmd, 0), error))
     return FALSE;
   *out = (HnVkBinding) { s, 0, a_bytes, FALSE };
   return TRUE;
@@ -741,7 +742,7 @@ cm2_wgs (HnVkContext *ctx, guint32 M, guint32 N, guint32 K)
  * lists), HN_CM2_SWIZZLE=n (tile rows per group, 0: none) override;
  * HN_CM2_POLICY=0 takes the previous table (128x128 or 64x64, 256 invocations).
  * a16: NULL, or A's f16 copy already made by cm2_convert_a (several
- * matmuls of one input share it; not under fp16 autocast). co_wgs: see
+ * matmuls of one input share it). co_wgs: see
  * cm2_pick. b2: NULL, or the up projection of a gated MLP whose gate is b
  * (hn_op_matmul_glu: c is then f16, act(A·b) * (A·b2); pc->bias_off holds
  * b2's offset; no bias, split-K, alpha or accumulate). */
@@ -806,12 +807,12 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint64 p_bytes = splits > 1 ? (guint64) splits * pc->M * pc->N * 4 : 0;
   HnVkBuffer *s = NULL;
   gboolean ok_khr16 = FALSE;
-  if ((a_bytes && !(a16 && !f16)) || b_bytes || p_bytes)
+  if ((a_bytes && !a16) || b_bytes || p_bytes)
     if (!(s = hn_cmd_scratch (cmd, p_off + p_bytes, error)))
       return FALSE;
   if (amode == 2 && !a_is16)
     {
-      if (a16 && !f16)
+      if (a16)
         bd[0] = *a16;
       else
         {
@@ -1076,8 +1077,7 @@ hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *
                 GError **error)
 {
   /* one f16 copy of x when every weight takes the cooperative-matrix-2 kernel from it */
-  gboolean share = n > 1 && x && x->dtype == HN_DTYPE_F32 && !hn_op_matmul_f16 (cmd, 0) &&
-                   !hn_op_matvec_available (cmd, hn_tensor_rows (x)) &&
+  gboolean share = n > 1 && x && x->dtype == HN_DTYPE_F32 && !hn_op_matvec_available (cmd, hn_tensor_rows (x)) &&
                    hn_vk_context_has_coopmat2 (hn_cmd_get_context (cmd), NULL) && cm2_a_mode (x) == 2;
   for (guint i = 0; share && i < n; i++)
     share = w[i] && !hn_dtype_is_quant (w[i]->dtype) &&
