@@ -13,13 +13,33 @@
 // rounding (hn_round_f16: ±Inf past the range, so the loss scaler sees an
 // overflow as PyTorch's f16 gradient shows it). Otherwise f32 and
 // may be the logits (in place: each invocation reads a column before writing it).
+// X16: the logits are f16 (the LM head's output stored as fp16 autocast keeps
+// it; VEC only, 4 halves per 8-byte load).
 #include "common.glsl"
 #include "reduce.glsl"
 layout(constant_id = 0) const uint VEC = 0;
 layout(constant_id = 1) const uint F16 = 0;
+layout(constant_id = 2) const uint X16 = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 0) buffer X4 { vec4 x4[]; };
+layout(std430, binding = 0) buffer X2 { uvec2 xh2[]; };
+layout(std430, binding = 0) buffer XH { uint xh[]; };
+
+// 4 logits from column c (c % 4 == 0) of the row at element xb
+vec4 logits4(uint xb, uint c) {
+  if (X16 == 1u) {
+    uvec2 w = xh2[(xb + c) / 4u];
+    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  }
+  return x4[(xb + c) / 4u];
+}
+
+float logit(uint i) {
+  if (X16 == 0u) return x[i];
+  vec2 h = unpackHalf2x16(xh[i / 2u]);
+  return i % 2u == 0u ? h.x : h.y;
+}
 layout(std430, binding = 1) readonly buffer T { int tgt[]; };
 layout(std430, binding = 2) readonly buffer S { float rs[]; };
 layout(std430, binding = 3) writeonly buffer L { float loss[]; };
@@ -49,7 +69,7 @@ void main() {
   if (!(ignored && f == 0.0)) {
     if (VEC == 1u) {
       for (uint c = 4u * t; c < p.V; c += 1024u) {
-        vec4 v = x4[(xb + c) / 4u];
+        vec4 v = logits4(xb, c);
         float mn = max(m, max(max(v.x, v.y), max(v.z, v.w)));
         s = s * exp(m - mn) + dot(exp(v - mn), vec4(1.0));
         m = mn;
@@ -73,7 +93,7 @@ void main() {
     float l = 0.0;
     if (!ignored) {
       l = uintBitsToFloat(0x7fc00000u);
-      if (target >= 0 && uint(target) < p.V) l = log(se) + mx - x[xb + uint(target)];
+      if (target >= 0 && uint(target) < p.V) l = log(se) + mx - logit(xb + uint(target));
     }
     loss[p.l_off + row] = l;
   }
@@ -82,7 +102,7 @@ void main() {
   float inv = 1.0 / se;
   if (VEC == 1u) {
     for (uint c = 4u * t; c < p.V; c += 1024u) {
-      vec4 g = grad4(exp(x4[(xb + c) / 4u] - mx) * inv, c, target, f);
+      vec4 g = grad4(exp(logits4(xb, c) - mx) * inv, c, target, f);
       if (F16 != 0u) {
         g = F16 == 2u ? vec4(hn_round_f16(g.x), hn_round_f16(g.y), hn_round_f16(g.z), hn_round_f16(g.w))
                       : clamp(g, -65504.0, 65504.0);

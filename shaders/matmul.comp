@@ -25,6 +25,9 @@ layout(constant_id = 7) const uint A_MODE = 0;
 layout(constant_id = 8) const uint B_MODE = 0;
 layout(constant_id = 9) const uint C_VEC = 0;  // 1: rows of C 4-aligned, vec4 stores
 layout(constant_id = 10) const uint F16 = 0;   // 1: fp16 autocast (see above)
+// 1: C is f16 (fp16 autocast, whose results are f16 values already: stored
+// exactly, 4 halves per 8-byte store; C_VEC, no accumulate)
+layout(constant_id = 11) const uint C16 = 0;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer A4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer B { uint bw[]; };
@@ -33,6 +36,7 @@ layout(std430, binding = 1) readonly buffer B2 { uvec2 b2[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) buffer C { float c[]; };
 layout(std430, binding = 3) buffer C4 { vec4 c4[]; };
+layout(std430, binding = 3) buffer C2 { uvec2 c2[]; };
 layout(push_constant) uniform P {
   uint M; uint N; uint K;
   uint a_off; uint b_off; uint c_off; uint bias_off;
@@ -146,6 +150,10 @@ void main() {
             v += F16 == 1u ? round4(bv) : bv;
           }
           if (F16 == 1u) v = round4(v);
+          if (C16 == 1u) {
+            c2[ci >> 2] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+            continue;
+          }
           if ((p.flags & 1u) != 0u) v += c4[ci >> 2];
           c4[ci >> 2] = v;
         } else if (C_VEC == 0u) {

@@ -64,6 +64,10 @@ layout(constant_id = 13) const uint ACT = 1;
 // elements of the accumulators instead of coopMatPerElementNV, which hands
 // each element its row and column (HN_CM2_EPI=callback: 0, for A/B).
 layout(constant_id = 14) const uint EPI_LOOP = 1;
+// 1: C is f16 [M, N] at c_off halves (fp16 autocast, whose results are f16
+// values already: stored exactly, as the gated epilogue stores); no
+// accumulate, no split-K.
+layout(constant_id = 15) const uint C_F16 = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -250,6 +254,11 @@ void main() {
       }
     } else
       coopMatPerElementNV(sum, sum, epilogue, n0);
+  }
+  if (C_F16 == 1u) {
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(sum);
+    coopMatStoreTensorNV(h, c16, cbase, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
+    return;
   }
   if ((p.flags & 1u) != 0u) {
     ACC old;

@@ -25,7 +25,10 @@ G_BEGIN_DECLS
 /* y[M, N] = x[M, K] · W[N, K]^T (+ bias[N]): a Linear layer with W stored
  * [out, in] as Hugging Face stores it. x and y may have leading dims (M =
  * rows). W is f32, f16 or bf16; bias (nullable) f32. Picks the tiled kernel,
- * or the matrix-vector kernel (subgroup reductions) when M is small (decode). */
+ * or the matrix-vector kernel (subgroup reductions) when M is small (decode).
+ * Under fp16 autocast y may be f16 (its values are f16 already: stored as
+ * they are), on the cooperative-matrix-2 kernel or the scalar one (N and
+ * y's offset multiples of 4); elsewhere that fails closed. */
 gboolean hn_op_matmul (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error);
 
 /* y[M, N] += alpha · x·Wᵀ + bias: hn_op_matmul with the add into y in the

@@ -407,7 +407,9 @@ hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTenso
   const char *op = "cross_entropy_grad";
   gint64 N = hn_tensor_rows (logits), V = hn_tensor_cols (logits);
   gboolean f16 = dlogits && dlogits->dtype == HN_DTYPE_F16;
-  if (!check_f32 (op, "logits", cmd, logits, error) || !check_f32 (op, "row_scale", cmd, row_scale, error) ||
+  gboolean x16 = logits && logits->dtype == HN_DTYPE_F16;
+  if ((!x16 && !check_f32 (op, "logits", cmd, logits, error)) || (x16 && !hn_op_check_ctx (op, cmd, logits, error)) ||
+      !check_f32 (op, "row_scale", cmd, row_scale, error) ||
       !check_f32 (op, "loss", cmd, loss, error) || !hn_op_check_ctx (op, cmd, targets, error) ||
       !hn_op_check_ctx (op, cmd, dlogits, error) || (!f16 && !check_f32 (op, "dlogits", cmd, dlogits, error)) ||
       !hn_op_check_dtype (op, "targets", targets, HN_DTYPE_I32, error) ||
@@ -415,21 +417,21 @@ hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTenso
       !hn_op_check_count (op, "row_scale", row_scale, N, error) || !hn_op_check_count (op, "loss", loss, N, error) ||
       !hn_op_check_count (op, "dlogits", dlogits, logits->n, error))
     return FALSE;
-  if (dlogits->buf == logits->buf && (f16 || dlogits->offset != logits->offset) &&
+  if (dlogits->buf == logits->buf && (f16 || x16 || dlogits->offset != logits->offset) &&
       dlogits->offset < logits->offset + hn_tensor_nbytes (logits) &&
       logits->offset < dlogits->offset + hn_tensor_nbytes (dlogits))
     return fail_shape (op, dlogits, logits, "overlapping (in place must be exact and f32)", error);
   guint32 vec = V % 4 == 0 && hn_eoff (logits) % 4 == 0 && hn_eoff (dlogits) % 4 == 0;
-  if (f16 && !vec)
-    return fail_shape (op, dlogits, logits, "an f16 dlogits needs V % 4 == 0 and offsets on 4 elements", error);
+  if ((f16 || x16) && !vec)
+    return fail_shape (op, dlogits, logits, "f16 logits or dlogits need V % 4 == 0 and offsets on 4 elements", error);
   struct { guint32 rows, V, x_off, t_off, s_off, l_off, d_off; gint32 ignore; } pc = {
     (guint32) N, (guint32) V, hn_eoff (logits), hn_eoff (targets), hn_eoff (row_scale), hn_eoff (loss),
     hn_eoff (dlogits), ignore_index };
   /* under fp16 autocast an f16 gradient is rounded as autocast rounds (±Inf past the range) */
-  guint32 spec[2] = { vec, f16 ? (hn_op_matmul_f16 (cmd, 0) ? 2u : 1u) : 0u };
+  guint32 spec[3] = { vec, f16 ? (hn_op_matmul_f16 (cmd, 0) ? 2u : 1u) : 0u, x16 };
   HnVkBinding bd[5] = { hn_bind (logits, dlogits->buf == logits->buf), hn_bind (targets, FALSE),
                         hn_bind (row_scale, FALSE), hn_bind (loss, TRUE), hn_bind (dlogits, TRUE) };
-  return hn_op_dispatch_rows (cmd, "cross_entropy_grad", spec, 2, bd, 5, &pc, sizeof pc, (guint64) N, error);
+  return hn_op_dispatch_rows (cmd, "cross_entropy_grad", spec, 3, bd, 5, &pc, sizeof pc, (guint64) N, error);
 }
 
 gboolean

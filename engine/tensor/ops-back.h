@@ -75,7 +75,8 @@ gboolean hn_op_cross_entropy_back (HnCmd *cmd, HnTensor *dlogits, HnTensor *logi
  * the max and the sum of a row in one pass). dlogits: f32 (may be logits, in
  * place), or f16 rounded as a matmul's f16 copy of its operand would be
  * (clamped to ±65504, or ±Inf past the range under fp16 autocast; V % 4 == 0
- * and 4-element aligned offsets). */
+ * and 4-element aligned offsets). logits f32, or f16 (an LM head's output
+ * under fp16 autocast; the same alignment, not in place). */
 gboolean hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTensor *logits, HnTensor *targets,
                                    HnTensor *row_scale, gint32 ignore_index, GError **error);
 

@@ -229,8 +229,10 @@ check_linear (const char *op, HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w,
                    " rows: not that kernel here)", op, x->name, w->name, hn_dtype_name (w->dtype), hn_tensor_rows (x));
       return FALSE;
     }
+  /* an f16 y under fp16 autocast (its results are f16 values: stored as they are) */
+  gboolean y16 = y && y->dtype == HN_DTYPE_F16 && hn_op_matmul_f16 (cmd, 0) && g_str_equal (op, "matmul");
   if (((!x || x->dtype != HN_DTYPE_F16) && !hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error)) ||
-      !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) ||
+      (!y16 && !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error)) ||
       /* only hn_op_matmul has a kernel for quantized weights, and the matvec ops for GGUF blocks */
       (!(hn_dtype_is_quant (w->dtype) && g_str_equal (op, "matmul")) && !hn_dtype_is_ggml (w->dtype) &&
        !hn_op_check_float_storage (op, "W", w, error)) ||
@@ -774,7 +776,9 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   nt = tl.nt;
   if (b2 && bm * bn > 128 * 128)
     bn = 128 * 128 / bm; /* two accumulators: as many registers as one 128x256 tile */
-  if (b2)
+  /* an f16 C (fp16 autocast's f16 result stored as it is): whole K, stored by the kernel itself */
+  gboolean c16 = c->dtype == HN_DTYPE_F16 && !b2;
+  if (b2 || c16)
     {
       splits = 1;
       k_split = pc->K;
@@ -796,7 +800,8 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 swz = tl.swz;
   /* HN_CM2_EPI=callback: the per-element epilogue through coopMatPerElementNV (matmul_cm2.comp's EPI_LOOP) */
   guint32 epi_loop = g_strcmp0 (g_getenv ("HN_CM2_EPI"), "callback") != 0;
-  guint32 spec[15] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop };
+  guint32 spec[16] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
+                       c16 };
   Cm2Push p2 = { *pc, 1, pc->K, 0 };
   HnVkBinding bd[5] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE),
                         hn_bind (b2 ? b2 : b, FALSE) };
@@ -850,7 +855,8 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   spec[8] = p2.mm.a_off % aal == 0 && p2.mm.a_sb % aal == 0 && a_st % aal == 0 && p2.mm.b_off % bal == 0 &&
             p2.mm.b_sb % bal == 0 && b_st % bal == 0 && (!b2 || p2.mm.bias_off % bal == 0);
   *done = TRUE;
-  if (!b2 && splits == 1 && try_dispatch_khr16 (cmd, bd, &p2.mm, pc, batch, f16, bdt, spec[7], a_t, b_t, spec[8], &ok_khr16, error))
+  if (!b2 && !c16 && splits == 1 &&
+      try_dispatch_khr16 (cmd, bd, &p2.mm, pc, batch, f16, bdt, spec[7], a_t, b_t, spec[8], &ok_khr16, error))
     return ok_khr16;
   /* HN_PROFILE_SHAPES=1: the label names the shape, layout and tile (a
    * profile's per-shape breakdown) */
@@ -860,7 +866,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
                                                 bn, nt, splits)
                              : NULL;
   hn_cmd_set_label (cmd, label ? label : b2 ? "matmul_cm2_glu" : "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 15, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 16, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok || splits == 1)
@@ -939,8 +945,10 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   /* fp16 autocast: the tensor cores whatever B's dtype and M (the skinny
    * kernel takes its products with the same rounding) */
   gboolean f16 = hn_op_matmul_f16 (cmd, flags);
-  gboolean skinny;
-  if (!try_dispatch_skinny (cmd, c, a, b, bias, pc, batch, f16, &skinny, error))
+  /* an f16 C (hn_op_matmul under fp16 autocast): matmul_cm2 or the scalar kernel, which store it */
+  gboolean c16 = c->dtype == HN_DTYPE_F16;
+  gboolean skinny = FALSE;
+  if (!c16 && !try_dispatch_skinny (cmd, c, a, b, bias, pc, batch, f16, &skinny, error))
     return FALSE;
   if (skinny)
     return TRUE;
@@ -952,6 +960,14 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
         return FALSE;
       if (done)
         return TRUE;
+    }
+  gboolean c_vec = pc->c_off % 4 == 0 && pc->c_sb % 4 == 0 && pc->c_sm % 4 == 0 && pc->N % 4 == 0;
+  if (c16 && (tensor || !c_vec))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "matmul: an f16 output (%s) needs the cooperative-matrix-2 kernel or the scalar one with rows of "
+                   "4-element multiples", c->name);
+      return FALSE;
     }
   HnTensor wide;
   MatmulPush pw;
@@ -980,7 +996,6 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
     }
   guint32 a_mode = operand_mode (pc->a_off, pc->a_sb, pc->a_sm, pc->a_sk, pc->M, pc->K);
   guint32 b_mode = operand_mode (pc->b_off, pc->b_sb, pc->b_sn, pc->b_sk, pc->N, pc->K);
-  gboolean c_vec = pc->c_off % 4 == 0 && pc->c_sb % 4 == 0 && pc->c_sm % 4 == 0 && pc->N % 4 == 0;
   if (tensor)
     return dispatch_coopmat (cmd, c, a, b, bias, pc, batch, a_mode, b_mode, c_vec, f16, error);
   const HnVkDeviceInfo *info = hn_vk_context_get_device_info (ctx);
@@ -1013,8 +1028,8 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
       bm = t[0]; bn = t[1]; bk = t[2]; tm = t[3]; tn = t[4];
     }
   guint32 threads = (bm / tm) * (bn / tn);
-  guint32 spec[11] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads, a_mode, b_mode, c_vec, f16 };
-  return dispatch_labelled (cmd, "matmul", spec, 11, c, a, b, bias, pc, bm, bn, batch, error);
+  guint32 spec[12] = { hn_op_float_code (b->dtype), bm, bn, bk, tm, tn, threads, a_mode, b_mode, c_vec, f16, c16 };
+  return dispatch_labelled (cmd, "matmul", spec, 12, c, a, b, bias, pc, bm, bn, batch, error);
 }
 
 /* y (+)= alpha · x·Wᵀ + bias on whichever kernel fits; a16: NULL or x's f16
@@ -1025,6 +1040,12 @@ linear (HnCmd *cmd, const char *op, HnTensor *y, HnTensor *x, HnTensor *w, HnTen
 {
   if (!check_linear (op, cmd, y, x, w, bias, error))
     return FALSE;
+  if (y->dtype == HN_DTYPE_F16 && (accumulate || hn_dtype_is_ggml (w->dtype) || hn_dtype_is_quant (w->dtype)))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
+                   "%s: an f16 output (%s) takes a product of a float weight, not accumulated", op, y->name);
+      return FALSE;
+    }
   if (x->dtype == HN_DTYPE_F16 && (hn_dtype_is_ggml (w->dtype) || hn_dtype_is_quant (w->dtype)) &&
       !hn_quant_f16_form_taken (cmd, w, hn_tensor_rows (x)))
     {

@@ -801,11 +801,18 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           !(g->att4[il] = reshape (g, a->att, 4, (gint64[]) { g->B, g->T, H, D }, error)))
         return NULL;
     }
+  g->head_rows = hn_train_graph_head_rows (N, V, adapter != NULL);
+  g->n_chunks = (guint) ((N + g->head_rows - 1) / g->head_rows);
+  /* the unchunked head under f16ops: its loss and f16 gradient from the logits in the backward (see
+   * ce_in_back), the logits themselves stored f16 as autocast keeps them (they are f16 values: half
+   * the bytes written and read twice; HN_LOGITS_F16=0: f32) */
+  g->ce_in_back = g->f16ops && g->n_chunks <= 1 && !g->W->lm_head_b && V % 4 == 0 &&
+                  g_strcmp0 (g_getenv ("HN_CE_IN_BACK"), "0") != 0;
+  gboolean logits16 = g->ce_in_back && hp->logits_scale == 1.0f && g_strcmp0 (g_getenv ("HN_LOGITS_F16"), "0") != 0;
   if (!(g->o = new2d (g, "train.o", N, C, error)) || !(g->mo = new2d (g, "train.mlp", N, C, error)) ||
       !(g->pe = new2d (g, "train.pos_embed", N, C, error)) || !(g->hf = new2d (g, "train.final", N, C, error)) ||
-      !(g->logits = new2d (g, "train.logits", g->head_rows = hn_train_graph_head_rows (N, V, adapter != NULL), V, error)))
+      !(g->logits = (logits16 ? new16 : new2d) (g, "train.logits", g->head_rows, V, error)))
     return NULL;
-  g->n_chunks = (guint) ((N + g->head_rows - 1) / g->head_rows);
   g->ch_hf = g_new0 (HnTensor *, g->n_chunks);
   g->ch_dh = g_new0 (HnTensor *, g->n_chunks);
   g->ch_targets = g_new0 (HnTensor *, g->n_chunks);
@@ -885,8 +892,6 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
     return NULL;
   /* after the parameters: the head's gradient decides (see ce_fused) */
   g->ce_fused = g->n_chunks > 1 && g_strcmp0 (g_getenv ("HN_CE_FUSED"), "0") != 0;
-  g->ce_in_back = g->f16ops && g->n_chunks <= 1 && !g->W->lm_head_b && V % 4 == 0 &&
-                  g_strcmp0 (g_getenv ("HN_CE_IN_BACK"), "0") != 0;
   const char *ce16 = g_getenv ("HN_CE_F16");
   if (g->ce_fused && V % 4 == 0 && !G (g, g->W->lm_head) && !G (g, g->W->lm_head_b) &&
       (g_strcmp0 (ce16, "1") == 0 ||
@@ -975,6 +980,14 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   if (!hn_cmd_submit_wait (g->aux, error))
     return NULL;
   return g_steal_pointer (&g);
+}
+
+/* The first n elements of a 1-D scratch tensor as [rows, cols]. */
+static HnTensor *
+scratch_2d (HnTensor *t, gint64 rows, gint64 cols, GError **error)
+{
+  g_autoptr (HnTensor) head = hn_tensor_view_rows (t, 0, rows * cols, error);
+  return head ? hn_tensor_reshape (head, 2, (gint64[]) { rows, cols }, error) : NULL;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -1366,6 +1379,24 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
     CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));
   if (grad && g->ce_in_back)
     return TRUE; /* the backward's first kernels write the loss (lm_back_f16) */
+  if (g->logits->dtype == HN_DTYPE_F16)
+    {
+      /* f16 logits (an evaluation): their loss through the kernel that reads them, lm_rows () rows at a
+       * time, each chunk's gradient dropped into dy16 */
+      gint64 R = MIN (g->N, lm_rows ()), V = hn_tensor_cols (g->logits);
+      for (gint64 r0 = 0; r0 < g->N; r0 += R)
+        {
+          gint64 n = MIN (R, g->N - r0);
+          g_autoptr (HnTensor) lg = hn_tensor_view_rows (g->logits, r0, n, error);
+          g_autoptr (HnTensor) d16 = lg ? scratch_2d (g->dy16, n, V, error) : NULL;
+          g_autoptr (HnTensor) loss = d16 ? hn_tensor_view_rows (g->loss_rows, r0, n, error) : NULL;
+          g_autoptr (HnTensor) tg = loss ? hn_tensor_view_rows (g->targets, r0, n, error) : NULL;
+          g_autoptr (HnTensor) rs = tg ? hn_tensor_view_rows (g->row_scale, r0, n, error) : NULL;
+          CK (rs);
+          CK (hn_op_cross_entropy_grad (g->cmd, loss, d16, lg, tg, rs, -100, error));
+        }
+      return TRUE;
+    }
   return hn_op_cross_entropy (g->cmd, g->loss_rows, NULL, g->logits, g->targets, -100, error);
 }
 
@@ -1413,13 +1444,6 @@ mm_back (HnTrainGraph *g, HnTensor *dx, HnTensor *w, HnTensor *b, HnTensor *dy, 
   return hn_op_matmul_back (g->cmd, dx, G (g, w), G (g, b), dy, x, w, flags, error);
 }
 
-/* The first n elements of a 1-D scratch tensor as [rows, cols]. */
-static HnTensor *
-scratch_2d (HnTensor *t, gint64 rows, gint64 cols, GError **error)
-{
-  g_autoptr (HnTensor) head = hn_tensor_view_rows (t, 0, rows * cols, error);
-  return head ? hn_tensor_reshape (head, 2, (gint64[]) { rows, cols }, error) : NULL;
-}
 
 /* dw (f32) += dyᵀ·x rounded to f16 as autocast rounds the product, from f16
  * dy [M, N] and x [M, K]: where its output tiles do not fill the GPU over a

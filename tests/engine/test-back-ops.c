@@ -894,6 +894,38 @@ test_cross_entropy_grad (void)
       close_enough (pass == 0 ? "cross-entropy-grad dlogits (in place)" : "cross-entropy-grad dlogits", out, dl,
                     pass == 2 ? 2e-3 : 1e-4, 1e-7);
     }
+  /* f16 logits (the LM head's output stored f16 under fp16 autocast) against the same values in
+   * f32: the same loss and gradient bits, f16 gradient under autocast and f32 without */
+  {
+    gint64 V = 1024;
+    tg[5] = 1023;
+    g_autofree float *lg = rnd (N * V, 6);
+    lg[2 * V + 7] = 1e6f; /* Inf in f16: the loss of its row as the f32 Inf gives it */
+    for (gint64 i = 0; i < N * V; i++)
+      lg[i] = hn_f16_to_f32 (hn_f32_to_f16 (lg[i]));
+    float rs[6] = { 0.1f, 0, 0.2f, 0.3f, 0.05f, 0.15f };
+    g_autoptr (HnTensor) l32 = tens (2, (gint64[]) { N, V }, lg), l16 = tens16 (2, (gint64[]) { N, V }, lg, lg);
+    g_autoptr (HnTensor) trs = tens (1, (gint64[]) { N }, rs), tt = tens_i32 (N, tg);
+    for (int autocast = 0; autocast < 2; autocast++)
+      {
+        HnDType ddt = autocast ? HN_DTYPE_F16 : HN_DTYPE_F32;
+        g_autoptr (HnTensor) d32 = hn_tensor_new (ctx, ddt, 2, (gint64[]) { N, V }, &error);
+        g_autoptr (HnTensor) d16 = hn_tensor_new (ctx, ddt, 2, (gint64[]) { N, V }, &error);
+        g_autoptr (HnTensor) ls32 = tens (1, (gint64[]) { N }, NULL), ls16 = tens (1, (gint64[]) { N }, NULL);
+        g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+        hn_cmd_set_autocast (cmd, autocast ? HN_AUTOCAST_F16 : HN_AUTOCAST_NONE);
+        g_assert_true (hn_op_cross_entropy_grad (cmd, ls32, d32, l32, tt, trs, -100, &error));
+        g_assert_true (hn_op_cross_entropy_grad (cmd, ls16, d16, l16, tt, trs, -100, &error));
+        g_assert_no_error (error);
+        run (cmd);
+        gsize db = (autocast ? 2 : 4) * (gsize) N * V;
+        g_autofree guint8 *a = g_malloc (db), *b = g_malloc (db);
+        g_autofree float *la = down (ls32), *lb = down (ls16);
+        g_assert_true (hn_tensor_download_raw (d32, a, db, &error) && hn_tensor_download_raw (d16, b, db, &error));
+        g_assert_cmpmem (a, db, b, db);
+        g_assert_cmpmem (la, sizeof (float) * N, lb, sizeof (float) * N);
+      }
+  }
   /* an f16 gradient needs 4-element rows; an f16 one cannot be in place */
   g_autoptr (HnTensor) tl = tens (2, (gint64[]) { 2, 517 }, NULL), tt = tens_i32 (2, (gint32[]) { 0, 1 });
   g_autoptr (HnTensor) trs = tens (1, (gint64[]) { 2 }, NULL), tloss = tens (1, (gint64[]) { 2 }, NULL);

@@ -876,6 +876,62 @@ test_matmul_f16x (void)
   env_pop ("HN_CM2_NT", old);
 }
 
+/* An f16 y under fp16 autocast: the f32 y's values (f16 already) bit for bit, ±Inf past the range
+ * included, with a bias and across tiles; refused off autocast, accumulating, or unaligned. */
+static void
+run_matmul_f16_out (gint64 M, gint64 N, gint64 K, HnDType wdt)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *x = hn_test_random (M * K, -2, 2), *w = hn_test_random (N * K, -1, 1), *b = hn_test_random (N, -1, 1);
+  for (gint64 k = 0; k < K; k++)
+    w[5 * K + k] = x[k] < 0 ? -2000.0f : 2000.0f; /* row 0, column 5: past the f16 range (Inf under autocast) */
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, x);
+  g_autoptr(HnTensor) tw = hn_test_tensor (wdt, 2, (gint64[]) { N, K }, w);
+  g_autoptr(HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, b);
+  g_autoptr(HnTensor) y32 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+  g_autoptr(HnTensor) y16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { M, N });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_false (hn_op_matmul (cmd, y16, tx, tw, tb, &error)); /* not under autocast */
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+  g_assert_false (hn_op_matmul_add (cmd, y16, tx, tw, NULL, 1.0f, &error));
+  g_assert_nonnull (error);
+  g_clear_error (&error);
+  g_assert_true (hn_op_matmul (cmd, y32, tx, tw, tb, &error));
+  g_assert_true (hn_op_matmul (cmd, y16, tx, tw, tb, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *g32 = hn_test_download (y32);
+  g_autofree guint16 *g16 = g_new (guint16, M * N);
+  g_assert_true (hn_tensor_download_raw (y16, g16, sizeof (guint16) * M * N, &error));
+  for (gint64 i = 0; i < M * N; i++)
+    if (g16[i] != hn_f32_to_f16 (g32[i]))
+      g_error ("f16 out %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT ": element %" G_GINT64_FORMAT
+               " is 0x%04x, the f32 result %.9g", M, N, K, i, g16[i], g32[i]);
+  g_assert_cmpuint (g16[5] & 0x7fff, ==, 0x7c00);
+}
+
+static void
+test_matmul_f16_out (void)
+{
+  run_matmul_f16_out (70, 132, 200, HN_DTYPE_F16);
+  run_matmul_f16_out (300, 516, 96, HN_DTYPE_BF16);
+  /* N not a multiple of 4: the scalar kernel refuses, matmul_cm2 stores it */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HnTensor) x = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 9, 16 });
+  g_autoptr(HnTensor) w = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { 10, 16 });
+  g_autoptr(HnTensor) y = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { 9, 10 });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+  gboolean ok = hn_op_matmul (cmd, y, x, w, NULL, &error);
+  if (hn_vk_context_has_coopmat2 (hn_test_ctx (), NULL))
+    g_assert_true (ok);
+  else
+    g_assert_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED);
+  hn_cmd_reset (cmd);
+}
+
 /* bf16 weights stored as f16 (hn_bf16_to_f16_if_fits): rounding to nearest
  * even, subnormals, and the values that do not fit. */
 static void
@@ -916,6 +972,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/matmul/bf16-as-f16", test_bf16_as_f16);
   g_test_add_func ("/ops/matmul/add-n", test_matmul_add_n);
   g_test_add_func ("/ops/matmul/f16-x", test_matmul_f16x);
+  g_test_add_func ("/ops/matmul/f16-out", test_matmul_f16_out);
   g_test_add_func ("/ops/matmul/glu", test_matmul_glu);
   int r = g_test_run ();
   hn_test_free_ctx ();
