@@ -4,7 +4,9 @@
 #   adamw.comp DYN), against HN_TRAIN_REPLAY=0 (recorded every step, as in call 2026-12-03n);
 # - prefill submitting each layer once recorded (hn_cmd_flush), against HN_PREFILL_FLUSH=0;
 # - gelu's gradient formed in the f16 rounding pass of c_fc's backward (bias_back_f16.comp ACT_BACK),
-#   against HN_ACT_BACK_FUSED=0 (unary_back apart);
+#   against HN_ACT_BACK_FUSED=0 (unary_back apart); the f16 logits against HN_LOGITS_F16=0 (also the
+#   peak: 0.8 GB less expected); the norms' f16 outputs, the q/k/v biases from the rounding reads, the
+#   flat residual adds and the batched prefill's rope_kv have no switch (the same bits as before);
 # - LoRA at --precision fp16 profiled by GEMM shape, with overlapping dispatches and one at a time
 #   (HN_VK_SERIAL=1): call 2026-12-03l had its forward GEMMs 1.5-3.3x slower than at fp32 on the same
 #   tiles; whether that is the kernel or the to_f16 copies running beside it is what this tells;
@@ -14,7 +16,7 @@
 # GPU checks first: test-vk-core (/vk/flush on the NVIDIA driver), test-back-ops (the grouped
 # embedding gradient, AdamW), test-train-fp16 (replayed fp16 steps against PyTorch's GradScaler run),
 # test-train-parity's replay cases (replayed against recorded each step, bit for bit).
-# Prepare: HN_LLAMACPP=bench HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-vk-core test-back-ops test-train-fp16 test-train-parity" build-aux/device-check prepare
+# Prepare: HN_LLAMACPP=bench HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-vk-core test-back-ops test-train-fp16 test-train-parity test-ops-matmul" build-aux/device-check prepare
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
 T0=$SECONDS
@@ -23,6 +25,7 @@ step "test-vk-core" timeout 60 "$CARRY/bin/test-vk-core"
 step "test-back-ops" timeout 60 "$CARRY/bin/test-back-ops"
 step "test-train-fp16" timeout 60 "$CARRY/bin/test-train-fp16"
 step "test-train-parity replay" timeout 90 "$CARRY/bin/test-train-parity" -p /train-parity/replay
+step "test-ops-matmul f16-out" timeout 90 "$CARRY/bin/test-ops-matmul" -p /ops/matmul/f16-out -p /ops/matmul/cm2-variants
 R=rows.jsonl
 row $R mma-peak --workload mma-peak --iterations 3
 issue22_table $R
@@ -32,6 +35,7 @@ LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --
 HN_TRAIN_REPLAY=0 row $R train-fp16-recorded $TR
 HN_TRAIN_REPLAY=0 row $R lora-recorded $LO
 HN_ACT_BACK_FUSED=0 row $R train-fp16-act-apart $TR
+HN_LOGITS_F16=0 row $R train-fp16-logits-f32 $TR
 HN_PROFILE_SHAPES=1 row $R lora-fp16-profile $LO --precision fp16 --profile
 HN_PROFILE_SHAPES=1 HN_VK_SERIAL=1 row $R lora-fp16-serial-profile $LO --precision fp16 --profile
 HN_PROFILE_SHAPES=1 HN_VK_SERIAL=1 row $R lora-serial-profile $LO --profile
