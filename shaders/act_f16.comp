@@ -5,16 +5,21 @@
 // projection reads (autocast runs it on the f16 up projection and stores
 // f16). Two elements per invocation, one packed word (y starts at an even
 // element; the pad half of an odd count's last word is 0).
+// X16: x is f16 too (the up projection stored f16; in_off even), one word a pair.
 #include "common.glsl"
 #include "activation.glsl"
+layout(constant_id = 0) const uint X16 = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 0) readonly buffer InH { uint xh[]; };
 layout(std430, binding = 1) writeonly buffer Out { uint y[]; };
 layout(push_constant) uniform P { uint n; uint in_off; uint out_off; uint act; } p;
 void main() {
   uint w = hn_group_index() * 256u + gl_LocalInvocationID.x, i = 2u * w;
   if (i >= p.n) return;
-  float a = hn_round_f16(hn_act(p.act, x[p.in_off + i]));
-  float b = i + 1u < p.n ? hn_round_f16(hn_act(p.act, x[p.in_off + i + 1u])) : 0.0;
+  vec2 v = X16 == 1u ? unpackHalf2x16(xh[(p.in_off + i) / 2u])
+                     : vec2(x[p.in_off + i], i + 1u < p.n ? x[p.in_off + i + 1u] : 0.0);
+  float a = hn_round_f16(hn_act(p.act, v.x));
+  float b = i + 1u < p.n ? hn_round_f16(hn_act(p.act, v.y)) : 0.0;
   y[p.out_off + w] = packHalf2x16(vec2(a, b));
 }

@@ -18,10 +18,12 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint ACT_BACK = 0;
 layout(constant_id = 1) const uint ACT = 0;  // HnActivation
+layout(constant_id = 2) const uint X16 = 0;  // ACT_BACK's x is f16 (x_off even)
 layout(std430, binding = 0) readonly buffer DY { vec2 dy2[]; };
 layout(std430, binding = 1) writeonly buffer Y { uint y16[]; };
 layout(std430, binding = 2) writeonly buffer PART { float part[]; };
 layout(std430, binding = 3) readonly buffer X { vec2 x2[]; };
+layout(std430, binding = 3) readonly buffer XH { uint xh[]; };
 // y_ld: y's row stride in halves (cols, or wider when dy goes into columns of
 // a wider f16 matrix; even).
 layout(push_constant) uniform P { uint rows; uint cols; uint dy_off; uint y_off; uint part_off; uint R; uint x_off; uint y_ld; } p;
@@ -34,7 +36,7 @@ uint half2(vec2 v) {
 vec2 grad(uint r, uint c) {
   vec2 g = dy2[(p.dy_off + r * p.cols + c) / 2u];
   if (ACT_BACK == 1u) {
-    vec2 x = x2[(p.x_off + r * p.cols + c) / 2u];
+    vec2 x = X16 == 1u ? unpackHalf2x16(xh[(p.x_off + r * p.cols + c) / 2u]) : x2[(p.x_off + r * p.cols + c) / 2u];
     g = vec2(g.x * hn_act_grad(ACT, x.x), g.y * hn_act_grad(ACT, x.y));
   }
   return g;

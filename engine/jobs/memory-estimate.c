@@ -293,8 +293,8 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
           gint64 per_layer = 2 * C * qd + 2 * C * kvd + (hp.gated ? 3 : 2) * C * (gint64) hp.ffn;
           out->weights += 2 * (guint64) (hp.n_layer * per_layer + (gint64) hp.vocab * C);
           out->activations += train_f16_activations (&hp, fused_gate_up, N, req->checkpointing);
-          if (!hp.gated) /* the activation is kept only as its f16 copy */
-            out->activations -= F32 * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
+          if (!hp.gated) /* the activation is kept only as its f16 copy, the up projection as f16 */
+            out->activations -= (F32 + 2) * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
           /* an unchunked head's logits stored f16 (train-graph.c's ce_in_back; a head bias, which the
            * config does not tell, would keep them f32) */
           if (hn_train_graph_head_rows (N, hp.vocab, FALSE) >= N && hp.vocab % 4 == 0 && hp.logits_scale == 1.0f)

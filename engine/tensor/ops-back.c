@@ -162,9 +162,9 @@ cast_f16_bias_back_ld (HnCmd *cmd, HnTensor *dy16, gint64 c0, gint64 ld, HnTenso
     rows, cols, hn_eoff (dy), hn_eoff (dy16) + (guint32) c0, 0, R, act_x ? hn_eoff (act_x) : 0, (guint32) ld };
   HnVkBinding bd[4] = { hn_bind (dy, FALSE), hn_bind (dy16, TRUE), { s, 0, bytes, TRUE },
                         hn_bind (act_x ? act_x : dy, FALSE) };
-  guint32 spec[2] = { act_x != NULL, (guint32) act };
+  guint32 spec[3] = { act_x != NULL, (guint32) act, act_x && act_x->dtype == HN_DTYPE_F16 };
   hn_cmd_set_label (cmd, act_x ? "act_back_bias_f16" : "bias_back_f16");
-  gboolean ok = hn_cmd_dispatch (cmd, "bias_back_f16", spec, 2, bd, 4, &pc, sizeof pc, (cols + 511) / 512, chunks, 1,
+  gboolean ok = hn_cmd_dispatch (cmd, "bias_back_f16", spec, 3, bd, 4, &pc, sizeof pc, (cols + 511) / 512, chunks, 1,
                                  error);
   hn_cmd_set_label (cmd, NULL);
   return ok && (!db || params_sum (cmd, s, bytes, cols, chunks, NULL, db, 2u | 4u, error));
@@ -1006,15 +1006,17 @@ gboolean
 hn_op_unary_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error)
 {
   const char *op = "unary_f16";
-  if (!check_f32 (op, "in", cmd, in, error) || !hn_op_check_ctx (op, cmd, out, error) ||
-      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) || !hn_op_check_count (op, "out", out, in->n, error))
+  guint32 x16 = in && in->dtype == HN_DTYPE_F16;
+  if ((!x16 && !check_f32 (op, "in", cmd, in, error)) || (x16 && !hn_op_check_ctx (op, cmd, in, error)) ||
+      !hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) ||
+      !hn_op_check_count (op, "out", out, in->n, error))
     return FALSE;
-  if ((guint) act > HN_ACT_TANH || (hn_eoff (out) & 1))
+  if ((guint) act > HN_ACT_TANH || (hn_eoff (out) & 1) || (x16 && (hn_eoff (in) & 1)))
     return fail_shape (op, out, in, "a known activation into an f16 output from an even element", error);
   struct { guint32 n, in_off, out_off, act; } pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out) / 2, (guint32) act };
   HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
   hn_cmd_set_label (cmd, hn_activation_name (act));
-  gboolean ok = hn_op_dispatch_elems (cmd, "act_f16", NULL, 0, bd, 2, &pc, sizeof pc, ((guint64) in->n + 1) / 2, error);
+  gboolean ok = hn_op_dispatch_elems (cmd, "act_f16", &x16, 1, bd, 2, &pc, sizeof pc, ((guint64) in->n + 1) / 2, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
@@ -1042,7 +1044,8 @@ gboolean
 hn_op_matmul_back_f16_act_ok (HnTensor *dy, HnTensor *act_x, HnTensor *dy16)
 {
   return dy16 && act_x && hn_tensor_cols (dy) % 2 == 0 && hn_eoff (dy) % 2 == 0 && hn_eoff (act_x) % 2 == 0 &&
-         hn_eoff (dy16) % 2 == 0 && act_x->n == dy->n && act_x->dtype == HN_DTYPE_F32 &&
+         hn_eoff (dy16) % 2 == 0 && act_x->n == dy->n &&
+         (act_x->dtype == HN_DTYPE_F32 || act_x->dtype == HN_DTYPE_F16) &&
          g_strcmp0 (g_getenv ("HN_ACT_BACK_FUSED"), "0") != 0;
 }
 

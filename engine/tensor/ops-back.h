@@ -161,7 +161,8 @@ gboolean hn_op_lora_rows_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTens
 gboolean hn_op_cast_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, GError **error);
 
 /* out (f16) = act(in) rounded as hn_op_cast_f16 rounds (an activation under
- * fp16 autocast written only as its f16 copy). out must start at an even element. */
+ * fp16 autocast written only as its f16 copy); in f32, or f16 (the f16 up
+ * projection). out (and an f16 in) must start at an even element. */
 gboolean hn_op_unary_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GError **error);
 
 /* hn_op_adamw that also writes param16 (f16, param's element count, starting
@@ -183,8 +184,9 @@ gboolean hn_op_adamw_f16 (HnCmd *cmd, HnTensor *param, HnTensor *param16, HnTens
  * Needs the cooperative-matrix-2 kernel (HN_ERROR_UNSUPPORTED elsewhere). */
 gboolean hn_op_matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *dy16,
                                 HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error);
-/* hn_op_matmul_back_f16 of a Linear whose output y = act_x feeds an
- * activation, dy being the gradient of act(y): the Linear's own output
+/* hn_op_matmul_back_f16 of a Linear whose output y = act_x (f32, or f16 as
+ * fp16 training stores it) feeds an activation, dy being the gradient of
+ * act(y): the Linear's own output
  * gradient dy·act'(act_x) (hn_op_unary_back's product, the same bits) is
  * formed in the pass that rounds it into dy16 and takes db, so it is never
  * stored in f32. Needs hn_op_matmul_back_f16_act_ok (HN_ACT_BACK_FUSED=0:

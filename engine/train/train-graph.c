@@ -688,6 +688,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   g->f16ops = opts && opts->fp16 && !adapter && hp->n_experts == 0 &&
               (hn_vk_context_has_coopmat2 (g->ctx, NULL) || !hn_vk_context_has_coopmat (g->ctx)) &&
               g_strcmp0 (g_getenv ("HN_TRAIN_F16_COPIES"), "0") != 0;
+  gboolean up16 = g->f16ops && !gated && hp->ffn % 2 == 0 && g_strcmp0 (g_getenv ("HN_UP_F16"), "0") != 0;
   const char *a16 = g_getenv ("HN_LORA_F16_ACTS");
   g->acts16 = adapter && !g->f16ops && hp->block == HN_BLOCK_PRE_NORM && !hp->layernorm && hp->n_experts == 0 &&
               lw0->w_gate && lw0->w_up && g_strcmp0 (a16, "0") != 0 && hn_op_matmul_takes_f16 (g->cmd, lw0->w_gate, N);
@@ -758,7 +759,9 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           !(a->k_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->k_lin : new2d (g, "train.k", N, kvd, error)) ||
           !(a->v = new2d (g, "train.v", N, kvd, error)) || !(a->att = new2d (g, "train.att", N, qd, error)) ||
           (gated && !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error))) ||
-          !(a->up = new2d (g, "train.up", N, F, error)) ||
+          /* f16ops without a gate: the up projection stored f16 as autocast keeps it (read by the
+           * activation and its gradient only; HN_UP_F16=0: f32) */
+          !(a->up = (up16 ? new16 : new2d) (g, "train.up", N, F, error)) ||
           /* f16ops without a gate writes the activation only as act16 */
           (!(g->f16ops && !gated) &&
            !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error))))

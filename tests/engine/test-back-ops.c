@@ -510,14 +510,17 @@ test_matmul_back_f16_act (void)
   gint64 M = 300, N = 50, K = 24;
   g_autofree float *dy = rnd (M * N, 1), *y = rnd (M * N, 3), *x = rnd (M * K, 1), *w = rnd (N * K, 1);
   g_autofree float *dw0 = rnd (N * K, 1), *db0 = rnd (N, 1), *xr = g_new (float, M * K), *wr = g_new (float, N * K);
+  for (gint64 i = 0; i < M * N; i++)
+    y[i] = r16 (y[i]); /* f16 values, so that an f16 y (fused == 2) holds the same */
   g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { M, N }, dy), ty = tens (2, (gint64[]) { M, N }, y);
+  g_autoptr (HnTensor) ty16 = tens16 (2, (gint64[]) { M, N }, y, y);
   g_autoptr (HnTensor) tx = tens16 (2, (gint64[]) { M, K }, x, xr), tw = tens16 (2, (gint64[]) { N, K }, w, wr);
   g_autoptr (HnTensor) dup = tens (2, (gint64[]) { M, N }, NULL);
   g_assert_false (hn_op_matmul_back_f16_act_ok (tdy, ty, NULL)); /* needs the f16 copy */
   for (int bias = 0; bias < 2; bias++)
     {
-      float *got[2][4];
-      for (int fused = 0; fused < 2; fused++)
+      float *got[3][4];
+      for (int fused = 0; fused < 3; fused++) /* apart, fused, fused from an f16 y */
         {
           g_autoptr (HnTensor) tdx = tens (2, (gint64[]) { M, K }, NULL);
           g_autoptr (HnTensor) tdw = tens (2, (gint64[]) { N, K }, dw0), tdb = tens (1, (gint64[]) { N }, db0);
@@ -527,9 +530,10 @@ test_matmul_back_f16_act (void)
           HnTensor *db = bias ? tdb : NULL;
           if (fused)
             {
-              g_assert_true (hn_op_matmul_back_f16_act_ok (tdy, ty, dy16));
-              g_assert_true (hn_op_matmul_back_f16_act (cmd, tdx, tdw, db, tdy, ty, HN_ACT_GELU_TANH, dy16, tx, tw,
-                                                        NULL, 0, &error));
+              HnTensor *act_x = fused == 2 ? ty16 : ty;
+              g_assert_true (hn_op_matmul_back_f16_act_ok (tdy, act_x, dy16));
+              g_assert_true (hn_op_matmul_back_f16_act (cmd, tdx, tdw, db, tdy, act_x, HN_ACT_GELU_TANH, dy16, tx,
+                                                        tw, NULL, 0, &error));
             }
           else
             {
@@ -548,10 +552,23 @@ test_matmul_back_f16_act (void)
       for (int k = 0; k < 4; k++)
         {
           g_assert_cmpmem (got[0][k], sizeof (float) * n[k], got[1][k], sizeof (float) * n[k]);
-          g_free (got[0][k]);
-          g_free (got[1][k]);
+          g_assert_cmpmem (got[0][k], sizeof (float) * n[k], got[2][k], sizeof (float) * n[k]);
+          for (int f = 0; f < 3; f++)
+            g_free (got[f][k]);
         }
     }
+  /* the activation's f16 copy from an f16 input: the bits the f32 input of the same values gives */
+  g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+  g_autoptr (HnTensor) of32 = tens16 (2, (gint64[]) { M, N }, NULL, NULL);
+  g_autoptr (HnTensor) of16 = tens16 (2, (gint64[]) { M, N }, NULL, NULL);
+  g_assert_true (hn_op_unary_f16 (cmd, of32, ty, HN_ACT_GELU_TANH, &error));
+  g_assert_true (hn_op_unary_f16 (cmd, of16, ty16, HN_ACT_GELU_TANH, &error));
+  g_assert_no_error (error);
+  run (cmd);
+  g_autofree guint16 *p = g_new (guint16, M * N), *q = g_new (guint16, M * N);
+  g_assert_true (hn_tensor_download_raw (of32, p, 2 * M * N, &error) &&
+                 hn_tensor_download_raw (of16, q, 2 * M * N, &error));
+  g_assert_cmpmem (p, 2 * M * N, q, 2 * M * N);
 }
 
 /* hn_op_cast_f16_cols_bias (a projection's dy into columns of the stacked
