@@ -295,6 +295,9 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
           out->activations += train_f16_activations (&hp, fused_gate_up, N, req->checkpointing);
           if (!hp.gated) /* the activation is kept only as its f16 copy, the up projection as f16 */
             out->activations -= (F32 + 2) * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
+          /* the attention's and the MLP's outputs ([N, C] each) stored f16 */
+          if (hp.hidden % 4 == 0)
+            out->activations -= 2 * 2 * (guint64) N * hp.hidden;
           /* an unchunked head's logits stored f16 (train-graph.c's ce_in_back; a head bias, which the
            * config does not tell, would keep them f32) */
           if (hn_train_graph_head_rows (N, hp.vocab, FALSE) >= N && hp.vocab % 4 == 0 && hp.logits_scale == 1.0f)

@@ -1262,7 +1262,10 @@ hn_op_binary (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, HnBinaryOp bo
   if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, a, error) ||
       !hn_op_check_ctx (op, cmd, b, error))
     return FALSE;
-  if (!hn_op_check_dtype (op, "a", a, HN_DTYPE_F32, error) || !hn_op_check_dtype (op, "b", b, HN_DTYPE_F32, error) ||
+  /* an f16 b: same shape and 4-element alignment as a and out (the flat vec4 path) */
+  guint32 b16 = b->dtype == HN_DTYPE_F16;
+  if (!hn_op_check_dtype (op, "a", a, HN_DTYPE_F32, error) ||
+      (!b16 && !hn_op_check_dtype (op, "b", b, HN_DTYPE_F32, error)) ||
       !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error))
     return FALSE;
   /* Right-align to 4 dims. */
@@ -1296,7 +1299,7 @@ hn_op_binary (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, HnBinaryOp bo
     }
   /* In place is fine only when out is exactly an operand (same offset). */
   if ((overlaps (out, a) && (out->offset != a->offset || out->n != a->n)) ||
-      (overlaps (out, b) && (out->offset != b->offset || out->n != b->n)))
+      (overlaps (out, b) && (b16 || out->offset != b->offset || out->n != b->n)))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "binary op: output %s partly overlaps an input",
                    out->name);
@@ -1307,7 +1310,14 @@ hn_op_binary (HnCmd *cmd, HnTensor *out, HnTensor *a, HnTensor *b, HnBinaryOp bo
   guint32 flat = a->n == out->n && b->n == out->n;
   if (flat && (pc.n | pc.a_off | pc.b_off | pc.o_off) % 4 == 0)
     flat = 2;
-  return hn_op_dispatch_elems (cmd, "binary", &flat, 1, bd, 3, &pc, sizeof pc,
+  if (b16 && flat != 2)
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "binary op: an f16 b (%s) needs a's shape and offsets and a size on 4 elements", b->name);
+      return FALSE;
+    }
+  guint32 spec[2] = { flat, b16 };
+  return hn_op_dispatch_elems (cmd, "binary", spec, 2, bd, 3, &pc, sizeof pc,
                                flat == 2 ? (guint64) out->n / 4 : (guint64) out->n, error);
 }
 

@@ -812,7 +812,11 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   g->ce_in_back = g->f16ops && g->n_chunks <= 1 && !g->W->lm_head_b && V % 4 == 0 &&
                   g_strcmp0 (g_getenv ("HN_CE_IN_BACK"), "0") != 0;
   gboolean logits16 = g->ce_in_back && hp->logits_scale == 1.0f && g_strcmp0 (g_getenv ("HN_LOGITS_F16"), "0") != 0;
-  if (!(g->o = new2d (g, "train.o", N, C, error)) || !(g->mo = new2d (g, "train.mlp", N, C, error)) ||
+  /* f16ops: the attention's and the MLP's outputs, f16 values that only the residual adds read, stored
+   * f16 (HN_BRANCH_F16=0: f32) */
+  gboolean branch16 = g->f16ops && C % 4 == 0 && g_strcmp0 (g_getenv ("HN_BRANCH_F16"), "0") != 0;
+  HnTensor *(*branch_new) (HnTrainGraph *, const char *, gint64, gint64, GError **) = branch16 ? new16 : new2d;
+  if (!(g->o = branch_new (g, "train.o", N, C, error)) || !(g->mo = branch_new (g, "train.mlp", N, C, error)) ||
       !(g->pe = new2d (g, "train.pos_embed", N, C, error)) || !(g->hf = new2d (g, "train.final", N, C, error)) ||
       !(g->logits = (logits16 ? new16 : new2d) (g, "train.logits", g->head_rows, V, error)))
     return NULL;

@@ -30,6 +30,32 @@ run_binary (int nda, const gint64 *sa, int ndb, const gint64 *sb, int ndo, const
   hn_test_assert_close ("binary", got, ref, no, 1e-6, 0);
 }
 
+/* An f16 b (a residual branch stored f16): the sum with its values in f32, bit for bit; only
+ * without broadcast */
+static void
+test_binary_f16 (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *x = hn_test_random (2400, -2, 2), *y = hn_test_random (2400, -2, 2);
+  for (int i = 0; i < 2400; i++)
+    y[i] = hn_f16_to_f32 (hn_f32_to_f16 (y[i]));
+  g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 300, 8 }, x);
+  g_autoptr(HnTensor) y16 = hn_test_tensor (HN_DTYPE_F16, 2, (gint64[]) { 300, 8 }, y);
+  g_autoptr(HnTensor) y32 = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { 300, 8 }, y);
+  g_autoptr(HnTensor) o16 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 300, 8 });
+  g_autoptr(HnTensor) o32 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { 300, 8 });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  g_assert_true (hn_op_add (cmd, o16, tx, y16, &error));
+  g_assert_true (hn_op_add (cmd, o32, tx, y32, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree float *a = hn_test_download (o16), *b = hn_test_download (o32);
+  g_assert_cmpmem (a, sizeof (float) * 2400, b, sizeof (float) * 2400);
+  g_autoptr(HnTensor) row16 = hn_test_tensor (HN_DTYPE_F16, 1, (gint64[]) { 8 }, y);
+  g_assert_false (hn_op_add (cmd, o16, tx, row16, &error));
+  g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 test_binary (void)
 {
@@ -39,6 +65,10 @@ test_binary (void)
   run_binary (4, (gint64[]) { 2, 3, 4, 5 }, 4, (gint64[]) { 2, 1, 4, 1 }, 4, (gint64[]) { 2, 3, 4, 5 }, HN_BINARY_SUB);
   run_binary (1, (gint64[]) { 1 }, 2, (gint64[]) { 17, 13 }, 2, (gint64[]) { 17, 13 }, HN_BINARY_DIV);
   run_binary (1, (gint64[]) { 70001 }, 1, (gint64[]) { 70001 }, 1, (gint64[]) { 70001 }, HN_BINARY_MUL);
+
+  /* four elements at a time (same shapes of 4-element sizes) */
+  run_binary (2, (gint64[]) { 300, 8 }, 2, (gint64[]) { 300, 8 }, 2, (gint64[]) { 300, 8 }, HN_BINARY_SUB);
+  test_binary_f16 ();
 
   /* in place, and a bad broadcast */
   g_autoptr(GError) error = NULL;
