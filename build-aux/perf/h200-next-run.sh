@@ -4,9 +4,10 @@
 #   adamw.comp DYN), against HN_TRAIN_REPLAY=0 (recorded every step, as in call 2026-12-03n);
 # - prefill submitting each layer once recorded (hn_cmd_flush), against HN_PREFILL_FLUSH=0;
 # - gelu's gradient formed in the f16 rounding pass of c_fc's backward (bias_back_f16.comp ACT_BACK),
-#   against HN_ACT_BACK_FUSED=0 (unary_back apart); the f16 logits against HN_LOGITS_F16=0 (also the
-#   peak: 0.8 GB less expected); the norms' f16 outputs, the q/k/v biases from the rounding reads, the
-#   flat residual adds and the batched prefill's rope_kv have no switch (the same bits as before);
+#   (HN_ACT_BACK_FUSED), the f16 logits (HN_LOGITS_F16; the peak about 0.8 GB lower), the gelu MLP's
+#   up projection (HN_UP_F16) and the attention's and MLP's outputs (HN_BRANCH_F16) stored f16: all
+#   four off together in one row; the norms' f16 outputs, the q/k/v biases from the rounding reads,
+#   the flat residual adds and the batched prefill's rope_kv have no switch (the same bits);
 # - LoRA at --precision fp16 profiled by GEMM shape, with overlapping dispatches and one at a time
 #   (HN_VK_SERIAL=1): call 2026-12-03l had its forward GEMMs 1.5-3.3x slower than at fp32 on the same
 #   tiles; whether that is the kernel or the to_f16 copies running beside it is what this tells;
@@ -34,8 +35,8 @@ TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 
 LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --iterations 3"
 HN_TRAIN_REPLAY=0 row $R train-fp16-recorded $TR
 HN_TRAIN_REPLAY=0 row $R lora-recorded $LO
-HN_ACT_BACK_FUSED=0 row $R train-fp16-act-apart $TR
-HN_LOGITS_F16=0 row $R train-fp16-logits-f32 $TR
+# this session's 16-bit storage and fusions all off at once (each has its own switch)
+HN_ACT_BACK_FUSED=0 HN_LOGITS_F16=0 HN_UP_F16=0 HN_BRANCH_F16=0 row $R train-fp16-f32-storage $TR
 HN_PROFILE_SHAPES=1 row $R lora-fp16-profile $LO --precision fp16 --profile
 HN_PROFILE_SHAPES=1 HN_VK_SERIAL=1 row $R lora-fp16-serial-profile $LO --precision fp16 --profile
 HN_PROFILE_SHAPES=1 HN_VK_SERIAL=1 row $R lora-serial-profile $LO --profile
