@@ -19,7 +19,9 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint ACT_BACK = 0;
 layout(constant_id = 1) const uint ACT = 0;  // HnActivation
 layout(constant_id = 2) const uint X16 = 0;  // ACT_BACK's x is f16 (x_off even)
+layout(constant_id = 3) const uint DY16 = 0; // dy is f16 (an autocast product stored f16)
 layout(std430, binding = 0) readonly buffer DY { vec2 dy2[]; };
+layout(std430, binding = 0) readonly buffer DYH { uint dyh[]; };
 layout(std430, binding = 1) writeonly buffer Y { uint y16[]; };
 layout(std430, binding = 2) writeonly buffer PART { float part[]; };
 layout(std430, binding = 3) readonly buffer X { vec2 x2[]; };
@@ -34,7 +36,8 @@ uint half2(vec2 v) {
 
 // element pair (r, c), c even
 vec2 grad(uint r, uint c) {
-  vec2 g = dy2[(p.dy_off + r * p.cols + c) / 2u];
+  uint e = (p.dy_off + r * p.cols + c) / 2u;
+  vec2 g = DY16 == 1u ? unpackHalf2x16(dyh[e]) : dy2[e];
   if (ACT_BACK == 1u) {
     vec2 x = X16 == 1u ? unpackHalf2x16(xh[(p.x_off + r * p.cols + c) / 2u]) : x2[(p.x_off + r * p.cols + c) / 2u];
     g = vec2(g.x * hn_act_grad(ACT, x.x), g.y * hn_act_grad(ACT, x.y));

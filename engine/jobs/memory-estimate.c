@@ -295,6 +295,8 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
           out->activations += train_f16_activations (&hp, fused_gate_up, N, req->checkpointing);
           if (!hp.gated) /* the activation is kept only as its f16 copy, the up projection as f16 */
             out->activations -= (F32 + 2) * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
+          if (!hp.gated && hp.ffn % 4 == 0) /* and the gradient of the activation's output */
+            out->activations -= 2 * (guint64) N * hp.ffn;
           /* the attention's and the MLP's outputs ([N, C] each) stored f16 */
           if (hp.hidden % 4 == 0)
             out->activations -= 2 * 2 * (guint64) N * hp.hidden;

@@ -162,9 +162,9 @@ cast_f16_bias_back_ld (HnCmd *cmd, HnTensor *dy16, gint64 c0, gint64 ld, HnTenso
     rows, cols, hn_eoff (dy), hn_eoff (dy16) + (guint32) c0, 0, R, act_x ? hn_eoff (act_x) : 0, (guint32) ld };
   HnVkBinding bd[4] = { hn_bind (dy, FALSE), hn_bind (dy16, TRUE), { s, 0, bytes, TRUE },
                         hn_bind (act_x ? act_x : dy, FALSE) };
-  guint32 spec[3] = { act_x != NULL, (guint32) act, act_x && act_x->dtype == HN_DTYPE_F16 };
+  guint32 spec[4] = { act_x != NULL, (guint32) act, act_x && act_x->dtype == HN_DTYPE_F16, dy->dtype == HN_DTYPE_F16 };
   hn_cmd_set_label (cmd, act_x ? "act_back_bias_f16" : "bias_back_f16");
-  gboolean ok = hn_cmd_dispatch (cmd, "bias_back_f16", spec, 3, bd, 4, &pc, sizeof pc, (cols + 511) / 512, chunks, 1,
+  gboolean ok = hn_cmd_dispatch (cmd, "bias_back_f16", spec, 4, bd, 4, &pc, sizeof pc, (cols + 511) / 512, chunks, 1,
                                  error);
   hn_cmd_set_label (cmd, NULL);
   return ok && (!db || params_sum (cmd, s, bytes, cols, chunks, NULL, db, 2u | 4u, error));
@@ -1046,6 +1046,7 @@ hn_op_matmul_back_f16_act_ok (HnTensor *dy, HnTensor *act_x, HnTensor *dy16)
   return dy16 && act_x && hn_tensor_cols (dy) % 2 == 0 && hn_eoff (dy) % 2 == 0 && hn_eoff (act_x) % 2 == 0 &&
          hn_eoff (dy16) % 2 == 0 && act_x->n == dy->n &&
          (act_x->dtype == HN_DTYPE_F32 || act_x->dtype == HN_DTYPE_F16) &&
+         (dy->dtype == HN_DTYPE_F32 || dy->dtype == HN_DTYPE_F16) &&
          g_strcmp0 (g_getenv ("HN_ACT_BACK_FUSED"), "0") != 0;
 }
 
@@ -1079,7 +1080,12 @@ matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor 
                  HnTensor *dy16, HnTensor *x16, HnTensor *w16, HnTensor *dw_tmp, HnBackFlags flags, GError **error)
 {
   const char *op = "matmul_back_f16";
-  if (!check_f32 (op, "dy", cmd, dy, error) || !check_f32 (op, "dx", cmd, dx, error) ||
+  /* f16 (an autocast product stored f16): dy after an activation (its gradient is formed in the
+   * rounding pass), dx when it is not accumulated into */
+  gboolean dy16_in = act_x && dy && dy->dtype == HN_DTYPE_F16;
+  gboolean dx16 = dx && dx->dtype == HN_DTYPE_F16 && !(flags & HN_BACK_ACCUMULATE);
+  if ((dy16_in ? !hn_op_check_ctx (op, cmd, dy, error) : !check_f32 (op, "dy", cmd, dy, error)) ||
+      (dx16 ? !hn_op_check_ctx (op, cmd, dx, error) : !check_f32 (op, "dx", cmd, dx, error)) ||
       !check_f32 (op, "dw", cmd, dw, error) || !check_f32 (op, "db", cmd, db, error) ||
       !hn_op_check_ctx (op, cmd, x16, error) || !hn_op_check_dtype (op, "x16", x16, HN_DTYPE_F16, error) ||
       !hn_op_check_ctx (op, cmd, w16, error) || !hn_op_check_dtype (op, "w16", w16, HN_DTYPE_F16, error) ||

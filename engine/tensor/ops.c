@@ -1205,8 +1205,11 @@ hn_op_bmm (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnMatmulFlags flag
   if (!hn_op_check_ctx (op, cmd, c, error) || !hn_op_check_ctx (op, cmd, a, error) ||
       !hn_op_check_ctx (op, cmd, b, error))
     return FALSE;
+  /* an f16 C under fp16 autocast (its values are f16), not accumulated into */
+  gboolean c16 = c->dtype == HN_DTYPE_F16 && hn_op_matmul_f16 (cmd, flags) && !(flags & HN_MATMUL_ACCUMULATE) &&
+                 !hn_dtype_is_quant (b->dtype);
   if ((a->dtype != HN_DTYPE_F16 && !hn_op_check_dtype (op, "A", a, HN_DTYPE_F32, error)) ||
-      !hn_op_check_dtype (op, "C", c, HN_DTYPE_F32, error) ||
+      (!c16 && !hn_op_check_dtype (op, "C", c, HN_DTYPE_F32, error)) ||
       (!hn_dtype_is_quant (b->dtype) && !hn_op_check_float_storage (op, "B", b, error)))
     return FALSE;
   gint64 ba, ar, ac, bb, br, bc, bcc, cr, cc;

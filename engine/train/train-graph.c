@@ -855,7 +855,9 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->dq2 = new2d (g, "grad.q2", N, qd, error)) || !(g->dk2 = new2d (g, "grad.k2", N, kvd, error)) ||
       !(g->datt = new2d (g, "grad.att", N, qd, error)) ||
       (gated && !(g->dgate = new2d (g, "grad.gate", N, fused_gu ? 2 * F : F, error))) ||
-      !(g->dup = new2d (g, "grad.up", N, F, error)) || !(g->dact = new2d (g, "grad.act", N, F, error)) ||
+      !(g->dup = new2d (g, "grad.up", N, F, error)) ||
+      /* with the f16 up projection its output's gradient too (a product autocast stores f16) */
+      !(g->dact = (up16 && F % 4 == 0 ? new16 : new2d) (g, "grad.act", N, F, error)) ||
       !(g->stats = own (g, hn_tensor_new_named (g->ctx, "grad.stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N }, error))) ||
       !(g->qk_stats = own (g, hn_tensor_new_named (g->ctx, "grad.qk_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))) ||
       !(g->att_stats = own (g, hn_tensor_new_named (g->ctx, "grad.att_stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N * H }, error))))

@@ -511,18 +511,22 @@ test_matmul_back_f16_act (void)
   g_autofree float *dy = rnd (M * N, 1), *y = rnd (M * N, 3), *x = rnd (M * K, 1), *w = rnd (N * K, 1);
   g_autofree float *dw0 = rnd (N * K, 1), *db0 = rnd (N, 1), *xr = g_new (float, M * K), *wr = g_new (float, N * K);
   for (gint64 i = 0; i < M * N; i++)
-    y[i] = r16 (y[i]); /* f16 values, so that an f16 y (fused == 2) holds the same */
+    {
+      y[i] = r16 (y[i]); /* f16 values, so that an f16 y or dy (fused 2, 3) holds the same */
+      dy[i] = r16 (dy[i]);
+    }
   g_autoptr (HnTensor) tdy = tens (2, (gint64[]) { M, N }, dy), ty = tens (2, (gint64[]) { M, N }, y);
-  g_autoptr (HnTensor) ty16 = tens16 (2, (gint64[]) { M, N }, y, y);
+  g_autoptr (HnTensor) ty16 = tens16 (2, (gint64[]) { M, N }, y, y), tdy16 = tens16 (2, (gint64[]) { M, N }, dy, dy);
   g_autoptr (HnTensor) tx = tens16 (2, (gint64[]) { M, K }, x, xr), tw = tens16 (2, (gint64[]) { N, K }, w, wr);
   g_autoptr (HnTensor) dup = tens (2, (gint64[]) { M, N }, NULL);
   g_assert_false (hn_op_matmul_back_f16_act_ok (tdy, ty, NULL)); /* needs the f16 copy */
   for (int bias = 0; bias < 2; bias++)
     {
-      float *got[3][4];
-      for (int fused = 0; fused < 3; fused++) /* apart, fused, fused from an f16 y */
+      float *got[4][4];
+      for (int fused = 0; fused < 4; fused++) /* apart, fused, from an f16 y, from an f16 y and dy into an f16 dx */
         {
-          g_autoptr (HnTensor) tdx = tens (2, (gint64[]) { M, K }, NULL);
+          g_autoptr (HnTensor) tdx = fused == 3 ? tens16 (2, (gint64[]) { M, K }, NULL, NULL)
+                                                : tens (2, (gint64[]) { M, K }, NULL);
           g_autoptr (HnTensor) tdw = tens (2, (gint64[]) { N, K }, dw0), tdb = tens (1, (gint64[]) { N }, db0);
           g_autoptr (HnTensor) dy16 = tens16 (1, (gint64[]) { M * N }, NULL, NULL);
           g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
@@ -530,9 +534,9 @@ test_matmul_back_f16_act (void)
           HnTensor *db = bias ? tdb : NULL;
           if (fused)
             {
-              HnTensor *act_x = fused == 2 ? ty16 : ty;
-              g_assert_true (hn_op_matmul_back_f16_act_ok (tdy, act_x, dy16));
-              g_assert_true (hn_op_matmul_back_f16_act (cmd, tdx, tdw, db, tdy, act_x, HN_ACT_GELU_TANH, dy16, tx,
+              HnTensor *act_x = fused >= 2 ? ty16 : ty, *d = fused == 3 ? tdy16 : tdy;
+              g_assert_true (hn_op_matmul_back_f16_act_ok (d, act_x, dy16));
+              g_assert_true (hn_op_matmul_back_f16_act (cmd, tdx, tdw, db, d, act_x, HN_ACT_GELU_TANH, dy16, tx,
                                                         tw, NULL, 0, &error));
             }
           else
@@ -553,7 +557,8 @@ test_matmul_back_f16_act (void)
         {
           g_assert_cmpmem (got[0][k], sizeof (float) * n[k], got[1][k], sizeof (float) * n[k]);
           g_assert_cmpmem (got[0][k], sizeof (float) * n[k], got[2][k], sizeof (float) * n[k]);
-          for (int f = 0; f < 3; f++)
+          g_assert_cmpmem (got[0][k], sizeof (float) * n[k], got[3][k], sizeof (float) * n[k]);
+          for (int f = 0; f < 4; f++)
             g_free (got[f][k]);
         }
     }
