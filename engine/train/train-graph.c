@@ -999,6 +999,18 @@ scratch_2d (HnTensor *t, gint64 rows, gint64 cols, GError **error)
   return head ? hn_tensor_reshape (head, 2, (gint64[]) { rows, cols }, error) : NULL;
 }
 
+/* The loss of the logits' rows [r0, r0 + n) and their gradient into d16, from one kernel
+ * (cross_entropy_grad: the two reads of the logits; ce_in_back and an evaluation of f16 logits). */
+static gboolean
+head_rows_grad (HnTrainGraph *g, gint64 r0, gint64 n, HnTensor *d16, GError **error)
+{
+  g_autoptr (HnTensor) lg = hn_tensor_view_rows (g->logits, r0, n, error);
+  g_autoptr (HnTensor) loss = lg ? hn_tensor_view_rows (g->loss_rows, r0, n, error) : NULL;
+  g_autoptr (HnTensor) tg = loss ? hn_tensor_view_rows (g->targets, r0, n, error) : NULL;
+  g_autoptr (HnTensor) rs = tg ? hn_tensor_view_rows (g->row_scale, r0, n, error) : NULL;
+  return rs && hn_op_cross_entropy_grad (g->cmd, loss, d16, lg, tg, rs, -100, error);
+}
+
 /* ---------------------------------------------------------------- forward */
 
 static gboolean
@@ -1396,13 +1408,8 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
       for (gint64 r0 = 0; r0 < g->N; r0 += R)
         {
           gint64 n = MIN (R, g->N - r0);
-          g_autoptr (HnTensor) lg = hn_tensor_view_rows (g->logits, r0, n, error);
-          g_autoptr (HnTensor) d16 = lg ? scratch_2d (g->dy16, n, V, error) : NULL;
-          g_autoptr (HnTensor) loss = d16 ? hn_tensor_view_rows (g->loss_rows, r0, n, error) : NULL;
-          g_autoptr (HnTensor) tg = loss ? hn_tensor_view_rows (g->targets, r0, n, error) : NULL;
-          g_autoptr (HnTensor) rs = tg ? hn_tensor_view_rows (g->row_scale, r0, n, error) : NULL;
-          CK (rs);
-          CK (hn_op_cross_entropy_grad (g->cmd, loss, d16, lg, tg, rs, -100, error));
+          g_autoptr (HnTensor) d16 = scratch_2d (g->dy16, n, V, error);
+          CK (d16 && head_rows_grad (g, r0, n, d16, error));
         }
       return TRUE;
     }
@@ -1529,13 +1536,7 @@ lm_back_f16 (HnTrainGraph *g, GError **error)
       g_autoptr (HnTensor) x16 = dh ? hn_tensor_view_rows (g->hf16, r0, n, error) : NULL;
       CK (x16);
       if (g->ce_in_back)
-        {
-          g_autoptr (HnTensor) loss = hn_tensor_view_rows (g->loss_rows, r0, n, error);
-          g_autoptr (HnTensor) tg = loss ? hn_tensor_view_rows (g->targets, r0, n, error) : NULL;
-          g_autoptr (HnTensor) rs = tg ? hn_tensor_view_rows (g->row_scale, r0, n, error) : NULL;
-          CK (rs);
-          CK (hn_op_cross_entropy_grad (g->cmd, loss, dl16, dl, tg, rs, -100, error));
-        }
+        CK (head_rows_grad (g, r0, n, dl16, error));
       else
         CK (hn_op_cast_f16 (g->cmd, dl16, dl, error));
       CK (hn_op_bmm (g->cmd, dh, dl16, W16 (g, W->lm_head), 0, 1.0f, error));
