@@ -6,11 +6,16 @@
 // and offsets multiples of 4; n and F then count groups of four).
 // OUT16 1: out is f16 (the next matmul's operand for matmul_cm2.comp), each
 // value clamped to ±65504 and packed as to_f16.comp does; with VEC 1 an
-// invocation writes one pair (n counts pairs, o_off is even).
+// invocation writes one pair (n counts pairs, o_off is even). 2: rounded as
+// fp16 autocast rounds instead (hn_round_f16: ±Inf past the range).
 #include "common.glsl"
 #include "activation.glsl"
 layout(constant_id = 0) const uint VEC = 1;
 layout(constant_id = 1) const uint OUT16 = 0;
+vec4 to16(vec4 v) {
+  return OUT16 == 2u ? vec4(hn_round_f16(v.x), hn_round_f16(v.y), hn_round_f16(v.z), hn_round_f16(v.w))
+                     : clamp(v, -65504.0, 65504.0);
+}
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer G { float g[]; };
 layout(std430, binding = 1) readonly buffer U { float u[]; };
@@ -26,21 +31,21 @@ layout(push_constant) uniform P {
 void main() {
   uint i = hn_group_index() * 256u + gl_LocalInvocationID.x;
   if (i >= p.n) return;
-  if (OUT16 == 1u && VEC == 1u) {
+  if (OUT16 != 0u && VEC == 1u) {
     vec2 v;
     for (uint j = 0u; j < 2u; j++) {
       uint e = 2u * i + j, r = e / p.F, f = e % p.F;
       v[j] = hn_act(p.act, g[p.g_off + r * p.g_stride + f]) * u[p.u_off + r * p.u_stride + f];
     }
-    o16[p.o_off / 2u + i] = packHalf2x16(clamp(v, -65504.0, 65504.0));
+    o16[p.o_off / 2u + i] = packHalf2x16(to16(vec4(v, 0.0, 0.0)).xy);
     return;
   }
   uint r = i / p.F, f = i % p.F;
   if (VEC == 4u) {
     vec4 gv = g4[(p.g_off + r * p.g_stride) / 4u + f], uv = u4[(p.u_off + r * p.u_stride) / 4u + f];
     vec4 v = vec4(hn_act(p.act, gv.x), hn_act(p.act, gv.y), hn_act(p.act, gv.z), hn_act(p.act, gv.w)) * uv;
-    if (OUT16 == 1u) {
-      v = clamp(v, -65504.0, 65504.0);
+    if (OUT16 != 0u) {
+      v = to16(v);
       o16x4[p.o_off / 4u + i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
     } else {
       o4[p.o_off / 4u + i] = v;

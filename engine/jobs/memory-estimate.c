@@ -293,8 +293,8 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
           gint64 per_layer = 2 * C * qd + 2 * C * kvd + (hp.gated ? 3 : 2) * C * (gint64) hp.ffn;
           out->weights += 2 * (guint64) (hp.n_layer * per_layer + (gint64) hp.vocab * C);
           out->activations += train_f16_activations (&hp, fused_gate_up, N, req->checkpointing);
-          if (!hp.gated) /* the activation is kept only as its f16 copy, the up projection as f16 */
-            out->activations -= (F32 + 2) * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
+          /* the activation is kept only as its f16 copy; without a gate the up projection as f16 too */
+          out->activations -= (F32 + (hp.gated ? 0 : 2)) * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
           if (!hp.gated && hp.ffn % 4 == 0) /* and the gradient of the activation's output */
             out->activations -= 2 * (guint64) N * hp.ffn;
           /* the attention's and the MLP's outputs ([N, C] each) stored f16 */

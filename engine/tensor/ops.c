@@ -1424,7 +1424,8 @@ hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation
   if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, gate, error) ||
       !hn_op_check_ctx (op, cmd, up, error))
     return FALSE;
-  /* an f16 out: the down projection's operand (hn_op_matmul_takes_f16), clamped to ±65504 */
+  /* an f16 out: the down projection's operand (hn_op_matmul_takes_f16), clamped to ±65504 (under
+   * fp16 autocast rounded as autocast rounds) */
   gboolean out16 = out->dtype == HN_DTYPE_F16;
   if (!hn_op_check_dtype (op, "gate", gate, HN_DTYPE_F32, error) ||
       (!out16 && !hn_op_check_dtype (op, "out", out, HN_DTYPE_F32, error)) ||
@@ -1460,7 +1461,8 @@ hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation
   pc.F /= vec;
   if (out16 && vec == 1)
     pc.n /= 2; /* one pair per invocation */
-  guint32 spec[2] = { vec, out16 };
+  /* as the down projection would round its own copy: autocast's rounding under fp16 autocast, else clamped */
+  guint32 spec[2] = { vec, out16 ? (hn_op_matmul_f16 (cmd, 0) ? 2u : 1u) : 0u };
   return hn_op_dispatch_elems (cmd, "glu", spec, 2, bd, 3, &pc, sizeof pc, (guint64) pc.n, error);
 }
 

@@ -762,8 +762,8 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           /* f16ops without a gate: the up projection stored f16 as autocast keeps it (read by the
            * activation and its gradient only; HN_UP_F16=0: f32) */
           !(a->up = (up16 ? new16 : new2d) (g, "train.up", N, F, error)) ||
-          /* f16ops without a gate writes the activation only as act16 */
-          (!(g->f16ops && !gated) &&
+          /* f16ops writes the activation only as act16 */
+          (!g->f16ops &&
            !(a->act = (sh & HN_TRAIN_SHARE_ACT) ? a0->act : new2d (g, "train.act", N, F, error))))
         return NULL;
       if (g->acts16 && il == 0 &&
@@ -1226,7 +1226,7 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
       CK (hn_op_matmul (g->cmd, a->gate, in_mm, W16 (g, lw->w_gate), lw->b_gate, error));
       if (a->site[P_GATE])
         CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
-      CK (hn_op_glu (g->cmd, a->act, a->gate, NULL, g->hp->act, error));
+      CK (hn_op_glu (g->cmd, g->f16ops ? a->act16 : a->act, a->gate, NULL, g->hp->act, error));
     }
   else if (lw->w_gate)
     {
@@ -1237,7 +1237,7 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
         CK (lora_fwd (g, a->site[P_GATE], in, outs, error));
       if (a->site[P_UP])
         CK (lora_fwd (g, a->site[P_UP], in, outs, error));
-      CK (hn_op_glu (g->cmd, g->acts16 ? a->act16 : a->act, a->gate, a->up, g->hp->act, error));
+      CK (hn_op_glu (g->cmd, g->acts16 || g->f16ops ? a->act16 : a->act, a->gate, a->up, g->hp->act, error));
     }
   else
     {
@@ -1247,10 +1247,11 @@ mlp_fwd (HnTrainGraph *g, LayerActs *a, const HnLayerWeights *lw, HnTensor *in, 
       if (!g->f16ops)
         CK (hn_op_unary (g->cmd, a->act, a->up, g->hp->act, error));
     }
+  /* under f16ops and acts16 the activation is written as its f16 copy only (glu's f16 out) */
   HnTensor *act_mm = a->act16;
   if (g->f16ops && !lw->w_gate)
-    CK (hn_op_unary_f16 (g->cmd, a->act16, a->up, g->hp->act, error)); /* act itself is not kept */
-  else if (!g->acts16)
+    CK (hn_op_unary_f16 (g->cmd, a->act16, a->up, g->hp->act, error));
+  else if (!g->acts16 && !g->f16ops)
     CK (round16 (g, a->act16, a->act, &act_mm, error));
   CK (hn_op_matmul (g->cmd, g->mo, act_mm, W16 (g, lw->w_down), lw->b_down, error));
   if (a->site[P_DOWN])

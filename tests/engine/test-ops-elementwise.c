@@ -1,6 +1,7 @@
 /* Elementwise ops: binary with broadcasting, scale, activations, gated
  * activations, fill, dtype-converting copy, embedding gather. */
 #include "ops-test-common.h"
+#include "tensor/ops-back.h"
 
 #include <math.h>
 #include <string.h>
@@ -203,6 +204,34 @@ run_glu16 (gint64 rows, gint64 F)
   g_assert_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT);
 }
 
+/* Under fp16 autocast an f16 glu out is the f32 result rounded as autocast rounds: hn_op_cast_f16's
+ * copy of it, bit for bit (Inf past the range where inference clamps), four and two at a time. */
+static void
+run_glu16_autocast (gint64 rows, gint64 F)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *g = hn_test_random (rows * F, -5, 5), *u = hn_test_random (rows * F, -2, 2);
+  g[1] = 400.0f;
+  u[1] = 300.0f;
+  g_autoptr(HnTensor) tg = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, F }, g);
+  g_autoptr(HnTensor) tu = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { rows, F }, u);
+  g_autoptr(HnTensor) to = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { rows, F });
+  g_autoptr(HnTensor) t16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { rows, F });
+  g_autoptr(HnTensor) want16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { rows, F });
+  g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+  hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+  g_assert_true (hn_op_glu (cmd, to, tg, tu, HN_ACT_SILU, &error));
+  g_assert_true (hn_op_glu (cmd, t16, tg, tu, HN_ACT_SILU, &error));
+  g_assert_true (hn_op_cast_f16 (cmd, want16, to, &error));
+  g_assert_no_error (error);
+  hn_test_run (cmd);
+  g_autofree guint16 *a = g_new (guint16, rows * F), *b = g_new (guint16, rows * F);
+  g_assert_true (hn_tensor_download_raw (t16, a, 2 * rows * F, &error) &&
+                 hn_tensor_download_raw (want16, b, 2 * rows * F, &error));
+  g_assert_cmpmem (a, 2 * rows * F, b, 2 * rows * F);
+  g_assert_cmpuint (a[1], ==, 0x7c00);
+}
+
 static void
 test_glu (void)
 {
@@ -210,6 +239,8 @@ test_glu (void)
   run_glu (300);
   run_glu16 (7, 300);
   run_glu16 (8, 301);
+  run_glu16_autocast (7, 300);
+  run_glu16_autocast (8, 302);
 }
 
 static void
