@@ -78,6 +78,20 @@ hn_test_download (HnTensor *t)
   return v;
 }
 
+guint8 *
+hn_test_same_bytes (HnTensor *a, HnTensor *b)
+{
+  g_autoptr(GError) error = NULL;
+  gsize n = hn_tensor_nbytes (a);
+  g_assert_cmpuint (hn_tensor_nbytes (b), ==, n);
+  guint8 *x = g_malloc (n);
+  g_autofree guint8 *y = g_malloc (n);
+  g_assert_true (hn_tensor_download_raw (a, x, n, &error) && hn_tensor_download_raw (b, y, n, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (x, n, y, n);
+  return x;
+}
+
 void
 hn_test_run (HnCmd *cmd)
 {

@@ -15,6 +15,9 @@ HnTensor *hn_test_tensor (HnDType dtype, int ndim, const gint64 *shape, float *d
 HnTensor *hn_test_tensor_i32 (int ndim, const gint64 *shape, const gint32 *data);
 HnTensor *hn_test_empty (HnDType dtype, int ndim, const gint64 *shape);
 float *hn_test_download (HnTensor *t);
+/* Asserts that a and b hold the same bytes (a bit-for-bit comparison of two ways to one
+ * result); returns a's bytes (g_free them). */
+guint8 *hn_test_same_bytes (HnTensor *a, HnTensor *b);
 /* Runs what cmd recorded. */
 void hn_test_run (HnCmd *cmd);
 /* Asserts |got - want| <= atol + rtol·|want| elementwise, with a message naming what and where. */
