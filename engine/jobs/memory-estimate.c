@@ -295,7 +295,9 @@ estimate_rest (HnModelConfig *cfg, gboolean fused_gate_up, const HnMemoryRequest
           out->activations += train_f16_activations (&hp, fused_gate_up, N, req->checkpointing);
           /* the activation is kept only as its f16 copy; without a gate the up projection as f16 too */
           out->activations -= (F32 + (hp.gated ? 0 : 2)) * (guint64) (N * hp.ffn * (req->checkpointing ? 1 : hp.n_layer));
-          if (!hp.gated && hp.ffn % 4 == 0) /* and the gradient of the activation's output */
+          if (!hp.gated && hp.ffn % 2 == 0) /* the up projection's f32 gradient is never made */
+            out->activations -= F32 * (guint64) N * hp.ffn;
+          if (!hp.gated && hp.ffn % 4 == 0) /* and the gradient of the activation's output is f16 */
             out->activations -= 2 * (guint64) N * hp.ffn;
           /* the attention's and the MLP's outputs ([N, C] each) stored f16 */
           if (hp.hidden % 4 == 0)

@@ -41,6 +41,10 @@ gboolean hn_op_check_dtype (const char *op, const char *role, HnTensor *t, HnDTy
 gboolean hn_op_check_float_storage (const char *op, const char *role, HnTensor *t, GError **error);
 gboolean hn_op_check_count (const char *op, const char *role, HnTensor *t, gint64 n, GError **error);
 gboolean hn_op_check_ctx (const char *op, HnCmd *cmd, HnTensor *t, GError **error);
+/* How an op writes a 16-bit copy of its f32 result (the shaders' OUT16-style codes): 2, rounded
+ * as fp16 autocast rounds (±Inf past the range), under fp16 autocast; 1, clamped to ±65504 (the
+ * f16 operand inference's matmuls read) otherwise. */
+guint32 hn_op_f16_rounding (HnCmd *cmd);
 /* The numeric code the shaders use for a float storage dtype (0 f32, 1 f16, 2 bf16). */
 guint32 hn_op_float_code (HnDType dt);
 gboolean hn_op_dispatch_rows (HnCmd *cmd, const char *shader, const guint32 *spec, guint n_spec,

@@ -16,6 +16,15 @@ check_f32 (const char *op, const char *role, HnCmd *cmd, HnTensor *t, GError **e
   return hn_op_check_ctx (op, cmd, t, error) && hn_op_check_dtype (op, role, t, HN_DTYPE_F32, error);
 }
 
+/* check_f32, or an f16 t where f16_ok (a 16-bit input or output the op takes too). */
+static gboolean
+check_f32_or_f16 (const char *op, const char *role, HnCmd *cmd, HnTensor *t, gboolean f16_ok, GError **error)
+{
+  if (t && f16_ok && t->dtype == HN_DTYPE_F16)
+    return hn_op_check_ctx (op, cmd, t, error);
+  return check_f32 (op, role, cmd, t, error);
+}
+
 static gboolean
 fail_shape (const char *op, HnTensor *a, HnTensor *b, const char *what, GError **error)
 {
@@ -408,10 +417,9 @@ hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTenso
   gint64 N = hn_tensor_rows (logits), V = hn_tensor_cols (logits);
   gboolean f16 = dlogits && dlogits->dtype == HN_DTYPE_F16;
   gboolean x16 = logits && logits->dtype == HN_DTYPE_F16;
-  if ((!x16 && !check_f32 (op, "logits", cmd, logits, error)) || (x16 && !hn_op_check_ctx (op, cmd, logits, error)) ||
-      !check_f32 (op, "row_scale", cmd, row_scale, error) ||
+  if (!check_f32_or_f16 (op, "logits", cmd, logits, TRUE, error) || !check_f32 (op, "row_scale", cmd, row_scale, error) ||
       !check_f32 (op, "loss", cmd, loss, error) || !hn_op_check_ctx (op, cmd, targets, error) ||
-      !hn_op_check_ctx (op, cmd, dlogits, error) || (!f16 && !check_f32 (op, "dlogits", cmd, dlogits, error)) ||
+      !check_f32_or_f16 (op, "dlogits", cmd, dlogits, TRUE, error) ||
       !hn_op_check_dtype (op, "targets", targets, HN_DTYPE_I32, error) ||
       !hn_op_check_count (op, "targets", targets, N, error) ||
       !hn_op_check_count (op, "row_scale", row_scale, N, error) || !hn_op_check_count (op, "loss", loss, N, error) ||
@@ -428,7 +436,7 @@ hn_op_cross_entropy_grad (HnCmd *cmd, HnTensor *loss, HnTensor *dlogits, HnTenso
     (guint32) N, (guint32) V, hn_eoff (logits), hn_eoff (targets), hn_eoff (row_scale), hn_eoff (loss),
     hn_eoff (dlogits), ignore_index };
   /* under fp16 autocast an f16 gradient is rounded as autocast rounds (±Inf past the range) */
-  guint32 spec[3] = { vec, f16 ? (hn_op_matmul_f16 (cmd, 0) ? 2u : 1u) : 0u, x16 };
+  guint32 spec[3] = { vec, f16 ? hn_op_f16_rounding (cmd) : 0u, x16 };
   HnVkBinding bd[5] = { hn_bind (logits, dlogits->buf == logits->buf), hn_bind (targets, FALSE),
                         hn_bind (row_scale, FALSE), hn_bind (loss, TRUE), hn_bind (dlogits, TRUE) };
   return hn_op_dispatch_rows (cmd, "cross_entropy_grad", spec, 3, bd, 5, &pc, sizeof pc, (guint64) N, error);
@@ -1007,8 +1015,8 @@ hn_op_unary_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GErr
 {
   const char *op = "unary_f16";
   guint32 x16 = in && in->dtype == HN_DTYPE_F16;
-  if ((!x16 && !check_f32 (op, "in", cmd, in, error)) || (x16 && !hn_op_check_ctx (op, cmd, in, error)) ||
-      !hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) ||
+  if (!check_f32_or_f16 (op, "in", cmd, in, TRUE, error) || !hn_op_check_ctx (op, cmd, out, error) ||
+      !hn_op_check_dtype (op, "out", out, HN_DTYPE_F16, error) ||
       !hn_op_check_count (op, "out", out, in->n, error))
     return FALSE;
   if ((guint) act > HN_ACT_TANH || (hn_eoff (out) & 1) || (x16 && (hn_eoff (in) & 1)))
@@ -1069,7 +1077,7 @@ hn_op_matmul_back_f16_act (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db,
   if (!hn_op_matmul_back_f16_act_ok (dy, act_x, dy16))
     {
       g_set_error (error, HN_ERROR, HN_ERROR_UNSUPPORTED,
-                   "matmul_back_f16_act: needs dy16, an f32 act_x of dy's shape, even columns and offsets");
+                   "matmul_back_f16_act: needs dy16, an f32 or f16 act_x of dy's shape, even columns and offsets");
       return FALSE;
     }
   return matmul_back_f16 (cmd, dx, dw, db, dy, act_x, act, dy16, x16, w16, dw_tmp, flags, error);
@@ -1082,10 +1090,8 @@ matmul_back_f16 (HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor 
   const char *op = "matmul_back_f16";
   /* f16 (an autocast product stored f16): dy after an activation (its gradient is formed in the
    * rounding pass), dx when it is not accumulated into */
-  gboolean dy16_in = act_x && dy && dy->dtype == HN_DTYPE_F16;
-  gboolean dx16 = dx && dx->dtype == HN_DTYPE_F16 && !(flags & HN_BACK_ACCUMULATE);
-  if ((dy16_in ? !hn_op_check_ctx (op, cmd, dy, error) : !check_f32 (op, "dy", cmd, dy, error)) ||
-      (dx16 ? !hn_op_check_ctx (op, cmd, dx, error) : !check_f32 (op, "dx", cmd, dx, error)) ||
+  if (!check_f32_or_f16 (op, "dy", cmd, dy, act_x != NULL, error) ||
+      !check_f32_or_f16 (op, "dx", cmd, dx, !(flags & HN_BACK_ACCUMULATE), error) ||
       !check_f32 (op, "dw", cmd, dw, error) || !check_f32 (op, "db", cmd, db, error) ||
       !hn_op_check_ctx (op, cmd, x16, error) || !hn_op_check_dtype (op, "x16", x16, HN_DTYPE_F16, error) ||
       !hn_op_check_ctx (op, cmd, w16, error) || !hn_op_check_dtype (op, "w16", w16, HN_DTYPE_F16, error) ||

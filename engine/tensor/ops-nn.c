@@ -56,8 +56,8 @@ check_norm_out16 (const char *op, HnCmd *cmd, HnTensor *out, HnTensor *x, guint3
   *out16 = 0;
   if (!out || out->dtype != HN_DTYPE_F16)
     return check_f32_same (op, cmd, out, x, error);
-  /* as that matmul would round its own copy: autocast's rounding under fp16 autocast, else clamped */
-  *out16 = hn_cmd_get_autocast (cmd) == HN_AUTOCAST_F16 ? 2 : 1;
+  /* as that matmul would round its own copy */
+  *out16 = hn_op_f16_rounding (cmd);
   if (!hn_op_check_ctx (op, cmd, out, error) || !hn_op_check_ctx (op, cmd, x, error) ||
       !hn_op_check_dtype (op, "in", x, HN_DTYPE_F32, error))
     return FALSE;

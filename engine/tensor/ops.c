@@ -16,6 +16,12 @@ hn_op_check_ctx (const char *op, HnCmd *cmd, HnTensor *t, GError **error)
   return TRUE;
 }
 
+guint32
+hn_op_f16_rounding (HnCmd *cmd)
+{
+  return hn_cmd_get_autocast (cmd) == HN_AUTOCAST_F16 ? 2 : 1;
+}
+
 gboolean
 hn_op_check_dtype (const char *op, const char *role, HnTensor *t, HnDType want, GError **error)
 {
@@ -1462,7 +1468,7 @@ hn_op_glu (HnCmd *cmd, HnTensor *out, HnTensor *gate, HnTensor *up, HnActivation
   if (out16 && vec == 1)
     pc.n /= 2; /* one pair per invocation */
   /* as the down projection would round its own copy: autocast's rounding under fp16 autocast, else clamped */
-  guint32 spec[2] = { vec, out16 ? (hn_op_matmul_f16 (cmd, 0) ? 2u : 1u) : 0u };
+  guint32 spec[2] = { vec, out16 ? hn_op_f16_rounding (cmd) : 0u };
   return hn_op_dispatch_elems (cmd, "glu", spec, 2, bd, 3, &pc, sizeof pc, (guint64) pc.n, error);
 }
 

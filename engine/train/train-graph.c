@@ -688,7 +688,11 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
   g->f16ops = opts && opts->fp16 && !adapter && hp->n_experts == 0 &&
               (hn_vk_context_has_coopmat2 (g->ctx, NULL) || !hn_vk_context_has_coopmat (g->ctx)) &&
               g_strcmp0 (g_getenv ("HN_TRAIN_F16_COPIES"), "0") != 0;
-  gboolean up16 = g->f16ops && !gated && hp->ffn % 2 == 0 && g_strcmp0 (g_getenv ("HN_UP_F16"), "0") != 0;
+  /* f16ops without a gate: the up projection stored f16 as autocast keeps it, read by the activation
+   * and by its gradient's fused pass only (so not without that pass: HN_ACT_BACK_FUSED=0; HN_UP_F16=0:
+   * f32); its f32 gradient dup is then never made */
+  gboolean up16 = g->f16ops && !gated && hp->ffn % 2 == 0 && g_strcmp0 (g_getenv ("HN_UP_F16"), "0") != 0 &&
+                  g_strcmp0 (g_getenv ("HN_ACT_BACK_FUSED"), "0") != 0;
   const char *a16 = g_getenv ("HN_LORA_F16_ACTS");
   g->acts16 = adapter && !g->f16ops && hp->block == HN_BLOCK_PRE_NORM && !hp->layernorm && hp->n_experts == 0 &&
               lw0->w_gate && lw0->w_up && g_strcmp0 (a16, "0") != 0 && hn_op_matmul_takes_f16 (g->cmd, lw0->w_gate, N);
@@ -759,8 +763,6 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
           !(a->k_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->k_lin : new2d (g, "train.k", N, kvd, error)) ||
           !(a->v = new2d (g, "train.v", N, kvd, error)) || !(a->att = new2d (g, "train.att", N, qd, error)) ||
           (gated && !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error))) ||
-          /* f16ops without a gate: the up projection stored f16 as autocast keeps it (read by the
-           * activation and its gradient only; HN_UP_F16=0: f32) */
           !(a->up = (up16 ? new16 : new2d) (g, "train.up", N, F, error)) ||
           /* f16ops writes the activation only as act16 */
           (!g->f16ops &&
@@ -855,7 +857,7 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       !(g->dq2 = new2d (g, "grad.q2", N, qd, error)) || !(g->dk2 = new2d (g, "grad.k2", N, kvd, error)) ||
       !(g->datt = new2d (g, "grad.att", N, qd, error)) ||
       (gated && !(g->dgate = new2d (g, "grad.gate", N, fused_gu ? 2 * F : F, error))) ||
-      !(g->dup = new2d (g, "grad.up", N, F, error)) ||
+      (!up16 && !(g->dup = new2d (g, "grad.up", N, F, error))) ||
       /* with the f16 up projection its output's gradient too (a product autocast stores f16) */
       !(g->dact = (up16 && F % 4 == 0 ? new16 : new2d) (g, "grad.act", N, F, error)) ||
       !(g->stats = own (g, hn_tensor_new_named (g->ctx, "grad.stats", HN_DTYPE_F32, 1, (gint64[]) { 2 * N }, error))) ||
@@ -1356,13 +1358,9 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
     }
   for (int il = 0; il < hp->n_layer; il++)
     CK (layer_fwd (g, il, error));
-  HnTensor *hf_mm = g->hf;
-  if (g->n_chunks > 1)
-    CK (norm_fwd (g, g->hf, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, error));
-  else
-    CK (norm_fwd_mm (g, g->hf, g->hf16, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, &hf_mm, error));
   if (g->n_chunks > 1)
     {
+      CK (norm_fwd (g, g->hf, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, error));
       /* the head chunk by chunk: a chunk's logits, its loss and (grad) its
        * gradient into dh and the head's weight before the next chunk reuses
        * the logits (the backward then starts at the final norm) */
@@ -1396,6 +1394,8 @@ forward (HnTrainGraph *g, gboolean grad, GError **error)
         }
       return TRUE;
     }
+  HnTensor *hf_mm;
+  CK (norm_fwd_mm (g, g->hf, g->hf16, g->resid[hp->n_layer], W->final_norm_w, W->final_norm_b, &hf_mm, error));
   CK (hn_op_matmul (g->cmd, g->logits, hf_mm, W16 (g, W->lm_head), W->lm_head_b, error));
   if (hp->logits_scale != 1.0f)
     CK (hn_op_scale (g->cmd, g->logits, g->logits, hp->logits_scale, 0.0f, error));
