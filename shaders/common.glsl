@@ -60,6 +60,14 @@ float hn_round_f16(float f) {
   return uintBitsToFloat(s | (r > 0x477fe000u ? 0x7f800000u : r));
 }
 
+// An f32 value as the f16 it is stored as (packHalf2x16 then takes it
+// exactly, or rounds to nearest): mode 2 fp16 autocast's rounding (±Inf past
+// the range), otherwise clamped to ±65504 (inference's f16 operands).
+vec4 hn_f16_store(vec4 v, uint mode) {
+  return mode == 2u ? vec4(hn_round_f16(v.x), hn_round_f16(v.y), hn_round_f16(v.z), hn_round_f16(v.w))
+                    : clamp(v, -65504.0, 65504.0);
+}
+
 // Element i (absolute element index) of a buffer of `words` in dtype dt.
 #define HN_LOAD(words, dt, i) \
   ((dt) == HN_DT_F32 ? uintBitsToFloat(words[(i)]) : \

@@ -104,8 +104,7 @@ void main() {
     for (uint c = 4u * t; c < p.V; c += 1024u) {
       vec4 g = grad4(exp(logits4(xb, c) - mx) * inv, c, target, f);
       if (F16 != 0u) {
-        g = F16 == 2u ? vec4(hn_round_f16(g.x), hn_round_f16(g.y), hn_round_f16(g.z), hn_round_f16(g.w))
-                      : clamp(g, -65504.0, 65504.0);
+        g = hn_f16_store(g, F16);
         dl2[(db + c) / 4u] = uvec2(packHalf2x16(g.xy), packHalf2x16(g.zw));
       } else {
         dl4[(db + c) / 4u] = g;

@@ -12,10 +12,6 @@
 #include "activation.glsl"
 layout(constant_id = 0) const uint VEC = 1;
 layout(constant_id = 1) const uint OUT16 = 0;
-vec4 to16(vec4 v) {
-  return OUT16 == 2u ? vec4(hn_round_f16(v.x), hn_round_f16(v.y), hn_round_f16(v.z), hn_round_f16(v.w))
-                     : clamp(v, -65504.0, 65504.0);
-}
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer G { float g[]; };
 layout(std430, binding = 1) readonly buffer U { float u[]; };
@@ -37,7 +33,7 @@ void main() {
       uint e = 2u * i + j, r = e / p.F, f = e % p.F;
       v[j] = hn_act(p.act, g[p.g_off + r * p.g_stride + f]) * u[p.u_off + r * p.u_stride + f];
     }
-    o16[p.o_off / 2u + i] = packHalf2x16(to16(vec4(v, 0.0, 0.0)).xy);
+    o16[p.o_off / 2u + i] = packHalf2x16(hn_f16_store(vec4(v, 0.0, 0.0), OUT16).xy);
     return;
   }
   uint r = i / p.F, f = i % p.F;
@@ -45,7 +41,7 @@ void main() {
     vec4 gv = g4[(p.g_off + r * p.g_stride) / 4u + f], uv = u4[(p.u_off + r * p.u_stride) / 4u + f];
     vec4 v = vec4(hn_act(p.act, gv.x), hn_act(p.act, gv.y), hn_act(p.act, gv.z), hn_act(p.act, gv.w)) * uv;
     if (OUT16 != 0u) {
-      v = to16(v);
+      v = hn_f16_store(v, OUT16);
       o16x4[p.o_off / 4u + i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
     } else {
       o4[p.o_off / 4u + i] = v;

@@ -38,7 +38,7 @@ void main() {
   if (OUT16 != 0u) {
     for (uint c2 = t; c2 < p.cols / 2u; c2 += 256u) {
       vec2 y = vec2(normed(base, 2u * c2, inv), normed(base, 2u * c2 + 1u, inv));
-      y = OUT16 == 2u ? vec2(hn_round_f16(y.x), hn_round_f16(y.y)) : clamp(y, -65504.0, 65504.0);
+      y = hn_f16_store(vec4(y, 0.0, 0.0), OUT16).xy;
       o16[(p.o_off + row * p.cols) / 2u + c2] = packHalf2x16(y);
     }
     return;
