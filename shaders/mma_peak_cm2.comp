@@ -1,6 +1,7 @@
 #version 450
 // The tensor cores' ceiling through VK_NV_cooperative_matrix2's
-// workgroup-scope matrices (benchmark --workload mma-peak-cm2): the whole
+// workgroup-scope matrices (benchmark --workload mma-peak, its workgroup_scope
+// rows): the whole
 // workgroup multiply-adds a BM x BK by BK x BN f16 pair into one BM x BN f32
 // accumulator ITERS times. SHARED = 0: operands built from constants, no
 // memory traffic; 1: loaded from shared memory every step (a GEMM's inner
@@ -39,7 +40,7 @@ void main() {
   }
   for (uint i = 0u; i < ITERS; i++) {
     if (SHARED != 0u) {
-      // A different slice of nothing: the same tile each step, reloaded.
+      // the same tile each step, reloaded (its values do not matter)
       coopMatLoad(a, sa, 0, BK, gl_CooperativeMatrixLayoutRowMajor);
       coopMatLoad(b, sb, 0, BN, gl_CooperativeMatrixLayoutRowMajor);
     }

@@ -395,12 +395,13 @@ fwd_run (Fwd *f, const int32_t *ids, const int32_t *pos, int rows, int T, int po
   /* the head only on each row's last token, as generate does: with several rows, their last
    * hidden states gathered into x's first rows (no source row is a later copy's destination)
    * so that one head pass reads the head's weight once for all of them */
-  for (int r = 0; ok && T > 1 && r < rows && rows > 1; r++)
-    {
-      g_autoptr (HnTensor) src = hn_tensor_view_rows (a->x, (gint64) r * T + T - 1, 1, error);
-      g_autoptr (HnTensor) dst = src ? hn_tensor_view_rows (a->x, r, 1, error) : NULL;
-      ok = dst && hn_op_copy (f->cmd, dst, src, error);
-    }
+  if (T > 1 && rows > 1)
+    for (int r = 0; ok && r < rows; r++)
+      {
+        g_autoptr (HnTensor) src = hn_tensor_view_rows (a->x, (gint64) r * T + T - 1, 1, error);
+        g_autoptr (HnTensor) dst = src ? hn_tensor_view_rows (a->x, r, 1, error) : NULL;
+        ok = dst && hn_op_copy (f->cmd, dst, src, error);
+      }
   if (T > 1 && rows == 1)
     ok = ok && hn_transformer_record_head (f->m, f->cmd, a, T - 1, 1, error);
   else
