@@ -335,7 +335,12 @@ replay_run (const char *name, gboolean replay, double losses[5], gint64 *n_train
 }
 
 /* The step recorded once and replayed (the default) against recorded every
- * step (HN_TRAIN_REPLAY=0): the same losses and trained weights, bit for bit. */
+ * step (HN_TRAIN_REPLAY=0): the same losses and trained weights, bit for bit
+ * on lavapipe; within 1e-7 relative on NVIDIA's driver, whose compiler may
+ * contract AdamW's two specializations (scalars from push constants or from
+ * a buffer) into different fused multiply-adds (gpt2's second loss 9e-8 off,
+ * H100 2026-12-07a); the learning rate changes each step by 1e-3, so a
+ * stale AdamW scalar or embedding group count is far outside that. */
 static void
 test_replay (gconstpointer data)
 {
@@ -344,11 +349,18 @@ test_replay (gconstpointer data)
   gint64 n = 0;
   g_autofree float *recorded = replay_run (name, FALSE, losses[0], &n);
   g_autofree float *replayed = replay_run (name, TRUE, losses[1], &n);
+  double worst_loss = 0, worst_weight = 0;
   for (int i = 0; i < 5; i++)
-    if (losses[0][i] != losses[1][i])
-      g_error ("%s: replayed, loss %d is %.9f against %.9f recorded each step", name, i, losses[1][i], losses[0][i]);
-  g_assert_cmpmem (recorded, n * sizeof (float), replayed, n * sizeof (float));
-  g_test_message ("%s: replayed steps give the same losses and weights", name);
+    {
+      worst_loss = MAX (worst_loss, fabs (losses[0][i] - losses[1][i]) / fabs (losses[0][i]));
+      if (fabs (losses[0][i] - losses[1][i]) > 1e-7 * fabs (losses[0][i]))
+        g_error ("%s: replayed, loss %d is %.9f against %.9f recorded each step", name, i, losses[1][i], losses[0][i]);
+    }
+  for (gint64 i = 0; i < n; i++)
+    worst_weight = MAX (worst_weight, fabs ((double) recorded[i] - replayed[i]));
+  g_assert_cmpfloat (worst_weight, <=, 1e-6);
+  g_test_message ("%s: replayed steps give the same losses (within %.2g relative) and weights (within %.2g)", name,
+                  worst_loss, worst_weight);
 }
 
 /* Routers whose backward is not built are refused by name (qwen2_moe: a shared expert). */

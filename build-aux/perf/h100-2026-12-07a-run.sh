@@ -1,5 +1,5 @@
-# The next device call (written 2026-12-07, when this session had no device time left; rename it to
-# its date once it has run and keep its output beside it). What it measures, all unmeasured so far:
+# Device call 2026-12-07a (ran on an H100: the session got no H200). Written 2026-12-07 when the
+# session before had no device time; its output is beside it (h100-2026-12-07a-*). What it measured:
 # - the training step, the zeroing and AdamW recorded once and replayed (train-graph.c run_step,
 #   adamw.comp DYN), against HN_TRAIN_REPLAY=0 (recorded every step, as in call 2026-12-03n);
 # - prefill submitting each layer once recorded (hn_cmd_flush), against HN_PREFILL_FLUSH=0;
@@ -19,7 +19,7 @@
 # test-train-parity's replay cases (replayed against recorded each step, bit for bit).
 # Prepare: HN_LLAMACPP=bench HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-vk-core test-back-ops test-train-fp16 test-train-parity test-ops-matmul" build-aux/device-check prepare
 # About 8 minutes of the 10 a call may take (the table ~2.5, llama.cpp ~1.5, the rest ~4).
-# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
+# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h100-2026-12-07a-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
 T0=$SECONDS
 for f in "$CARRY"/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
