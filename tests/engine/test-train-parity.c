@@ -336,11 +336,14 @@ replay_run (const char *name, gboolean replay, double losses[5], gint64 *n_train
 
 /* The step recorded once and replayed (the default) against recorded every
  * step (HN_TRAIN_REPLAY=0): the same losses and trained weights, bit for bit
- * on lavapipe; within 1e-7 relative on NVIDIA's driver, whose compiler may
- * contract AdamW's two specializations (scalars from push constants or from
- * a buffer) into different fused multiply-adds (gpt2's second loss 9e-8 off,
- * H100 2026-12-07a); the learning rate changes each step by 1e-3, so a
- * stale AdamW scalar or embedding group count is far outside that. */
+ * on lavapipe. NVIDIA's driver gives losses within 1e-7 relative (gpt2's
+ * second 9e-8 off, H100 2026-12-07a: its compiler may contract the two
+ * AdamW specializations, scalars from push constants or from a buffer, into
+ * different fused multiply-adds), and AdamW turns such rounding of a
+ * gradient near its eps into weights up to 2e-4 apart (2026-12-07b): there
+ * the losses are the check (the learning rate changes by 1e-3 each step, so
+ * a stale AdamW scalar or embedding group count moves them far more) and the
+ * weights are compared bit for bit only where the losses are. */
 static void
 test_replay (gconstpointer data)
 {
@@ -358,9 +361,10 @@ test_replay (gconstpointer data)
     }
   for (gint64 i = 0; i < n; i++)
     worst_weight = MAX (worst_weight, fabs ((double) recorded[i] - replayed[i]));
-  g_assert_cmpfloat (worst_weight, <=, 1e-6);
-  g_test_message ("%s: replayed steps give the same losses (within %.2g relative) and weights (within %.2g)", name,
-                  worst_loss, worst_weight);
+  if (worst_loss == 0)
+    g_assert_cmpmem (recorded, n * sizeof (float), replayed, n * sizeof (float));
+  g_test_message ("%s: replayed steps give losses within %.2g relative, weights within %.2g", name, worst_loss,
+                  worst_weight);
 }
 
 /* Routers whose backward is not built are refused by name (qwen2_moe: a shared expert). */
