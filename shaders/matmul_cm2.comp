@@ -68,18 +68,6 @@ layout(constant_id = 14) const uint EPI_LOOP = 1;
 // values already: stored exactly, as the gated epilogue stores); no
 // accumulate, no split-K.
 layout(constant_id = 15) const uint C_F16 = 0;
-// > 0: the kernel stages its operands itself (A f16 in memory, A_MODE 2; B
-// f16 or bf16; offsets, strides, K, and M / N where stored contiguous, all
-// multiples of 8 halves, which the host checks): each step's tiles are read
-// with 16-byte loads into registers while the previous step multiplies, then
-// stored to shared memory (rows padded by 8 halves against bank conflicts)
-// and loaded from there as workgroup-scope matrices. STAGES 2: two buffers,
-// one barrier per step; 1: one buffer, two. Edge tiles load zeros outside
-// the matrix, so every tile takes this path. (The driver's own staging of
-// coopMatLoadTensorNV from memory does not overlap the loads with the
-// multiplies: 8192³ ran at 270 TFLOP/s where workgroup-scope products from
-// shared memory reach 636-650 on the H100, 2026-12-07a.)
-layout(constant_id = 16) const uint STAGES = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -92,9 +80,6 @@ layout(std430, binding = 3) buffer C16 { float16_t c16[]; };
 layout(std430, binding = 4) readonly buffer B2h { float16_t b2h[]; };
 layout(std430, binding = 4) readonly buffer B2b { uint16_t b2b[]; };
 layout(std430, binding = 4) readonly buffer B2f { float b2f[]; };
-layout(std430, binding = 0) readonly buffer A4 { uvec4 a4[]; };
-layout(std430, binding = 1) readonly buffer B4 { uvec4 b4[]; };
-layout(std430, binding = 4) readonly buffer B24 { uvec4 b24[]; };
 layout(push_constant) uniform P {
   uint M; uint N; uint K;
   uint a_off; uint b_off; uint c_off; uint bias_off;
@@ -180,55 +165,6 @@ float glu_elem(const in uint r, const in uint col, const in float g, const in fl
       else coopMatLoadTensorNV(m, b, base, sliceTensorLayoutNV(lb, k0, BK, n0, BN), decode_bf16); \
     }
 
-// The staged path (STAGES > 0). Each operand's tile is kept in shared
-// memory as stored: R rows of C contiguous halves (A: BM x BK, or BK x BM
-// when A_T; B: BN x BK, or BK x BN when B_T), in f16vec4 units.
-const uint AR = A_T == 0u ? BM : BK, AC = A_T == 0u ? BK : BM;
-const uint BR = B_T == 0u ? BN : BK, BC = B_T == 0u ? BK : BN;
-const uint ASR = (AC + 8u) / 4u, BSR = (BC + 8u) / 4u;  // padded row strides
-const uint ASZ = AR * ASR, BSZ = BR * BSR;
-const uint NB = GLU == 1u ? 2u : 1u;  // B tiles per step (a gated MLP's gate and up)
-const uint SH_A = STAGES == 0u ? 1u : STAGES * ASZ, SH_B = STAGES == 0u ? 1u : STAGES * NB * BSZ;
-// 16-byte vectors per thread and tile
-const uint LA = (AR * AC / 8u + NT - 1u) / NT, LB = (BR * BC / 8u + NT - 1u) / NT;
-shared f16vec4 sa[SH_A];
-shared f16vec4 sb[SH_B];
-
-// Vector f of a tile whose first stored element is (row0, col0): zeros past
-// row_lim rows or col_lim columns (col_lim a multiple of 8). which: 0 A, 1 B, 2 B2.
-uvec4 stage_fetch(const uint which, const uint f, const uint rows, const uint cols, const uint base,
-                  const uint stride, const uint row0, const uint col0, const uint row_lim, const uint col_lim) {
-  uint v = cols / 8u;
-  if (f >= rows * v) return uvec4(0u);
-  uint r = row0 + f / v, col = col0 + (f % v) * 8u;
-  if (r >= row_lim || col >= col_lim) return uvec4(0u);
-  uint i = (base + r * stride + col) / 8u;
-  return which == 0u ? a4[i] : which == 1u ? b4[i] : b24[i];
-}
-
-f16vec4 bf16x4_to_f16(const uvec2 w) {
-  return f16vec4(to_f16_range(uintBitsToFloat(w.x << 16)), to_f16_range(uintBitsToFloat(w.x & 0xffff0000u)),
-                 to_f16_range(uintBitsToFloat(w.y << 16)), to_f16_range(uintBitsToFloat(w.y & 0xffff0000u)));
-}
-
-// Vector f into the shared tile at f16vec4 `at` (a B vector of bf16 decoded).
-void stage_put(const bool is_a, const uint f, const uint rows, const uint cols, const uint stride4,
-               const uint at, const uvec4 x) {
-  uint v = cols / 8u;
-  if (f >= rows * v) return;
-  uint i = at + (f / v) * stride4 + (f % v) * 2u;
-  f16vec4 lo, hi;
-  if (!is_a && BDT == HN_DT_BF16) {
-    lo = bf16x4_to_f16(x.xy);
-    hi = bf16x4_to_f16(x.zw);
-  } else {
-    lo = f16vec4(unpackFloat2x16(x.x), unpackFloat2x16(x.y));
-    hi = f16vec4(unpackFloat2x16(x.z), unpackFloat2x16(x.w));
-  }
-  if (is_a) { sa[i] = lo; sa[i + 1u] = hi; }
-  else { sb[i] = lo; sb[i + 1u] = hi; }
-}
-
 void main() {
   uint tn = gl_WorkGroupID.x, tm = gl_WorkGroupID.y;
   if (SWZ > 1u) {
@@ -256,63 +192,7 @@ void main() {
   uint b2base = GLU == 1u ? p.bias_off : 0u;
   // p.k_split is a multiple of BK * UNROLL whenever splits > 1 (the host sees to it)
   bool inside = m0 + BM <= p.M && n0 + BN <= p.N && (k_end - k_begin) % BK == 0u;
-  if (STAGES > 0u) {
-    uint tid = gl_LocalInvocationID.x;
-    // the stored tiles' first rows and columns, strides and limits at step k0
-#define A_AT(k0) A_T == 0u ? m0 : k0, A_T == 0u ? k0 : m0, A_T == 0u ? p.M : k_end, A_T == 0u ? k_end : p.M
-#define B_AT(k0) B_T == 0u ? n0 : k0, B_T == 0u ? k0 : n0, B_T == 0u ? p.N : k_end, B_T == 0u ? k_end : p.N
-    uvec4 ra[LA], rb[LB], rb2[LB];
-#define FETCH(k0)                                                                                            \
-    [[unroll]] for (uint l = 0u; l < LA; l++) ra[l] = stage_fetch(0u, tid + l * NT, AR, AC, abase, a_st, A_AT(k0)); \
-    [[unroll]] for (uint l = 0u; l < LB; l++) rb[l] = stage_fetch(1u, tid + l * NT, BR, BC, bbase, b_st, B_AT(k0)); \
-    if (GLU == 1u) { [[unroll]] for (uint l = 0u; l < LB; l++) rb2[l] = stage_fetch(2u, tid + l * NT, BR, BC, b2base, b_st, B_AT(k0)); }
-#define PUT(s)                                                                                               \
-    [[unroll]] for (uint l = 0u; l < LA; l++) stage_put(true, tid + l * NT, AR, AC, ASR, (s) * ASZ, ra[l]);       \
-    [[unroll]] for (uint l = 0u; l < LB; l++) stage_put(false, tid + l * NT, BR, BC, BSR, (s) * NB * BSZ, rb[l]); \
-    if (GLU == 1u) { [[unroll]] for (uint l = 0u; l < LB; l++) stage_put(false, tid + l * NT, BR, BC, BSR, (s) * NB * BSZ + BSZ, rb2[l]); }
-    uint steps = (k_end - k_begin + BK - 1u) / BK;
-    FETCH(k_begin)
-    if (STAGES == 2u) {
-      PUT(0u)
-      barrier();
-    }
-    for (uint t = 0u; t < steps; t++) {
-      uint s = STAGES == 2u ? t & 1u : 0u;
-      bool more = t + 1u < steps;
-      if (STAGES == 1u) {
-        if (t > 0u) barrier();  // the previous step's reads are done
-        PUT(0u)
-        barrier();
-      }
-      if (more) {
-        uint k1 = k_begin + (t + 1u) * BK;
-        FETCH(k1)
-      }
-      MA ah;
-      if (A_T == 0u) coopMatLoad(ah, sa, s * ASZ, ASR, gl_CooperativeMatrixLayoutRowMajor);
-      else coopMatLoad(ah, sa, s * ASZ, ASR, gl_CooperativeMatrixLayoutColumnMajor);
-      MB bm;
-      if (B_T == 0u) coopMatLoad(bm, sb, s * NB * BSZ, BSR, gl_CooperativeMatrixLayoutColumnMajor);
-      else coopMatLoad(bm, sb, s * NB * BSZ, BSR, gl_CooperativeMatrixLayoutRowMajor);
-      sum = coopMatMulAdd(ah, bm, sum);
-      if (GLU == 1u) {
-        MB bm2;
-        if (B_T == 0u) coopMatLoad(bm2, sb, s * NB * BSZ + BSZ, BSR, gl_CooperativeMatrixLayoutColumnMajor);
-        else coopMatLoad(bm2, sb, s * NB * BSZ + BSZ, BSR, gl_CooperativeMatrixLayoutRowMajor);
-        sum2 = coopMatMulAdd(ah, bm2, sum2);
-      }
-      if (STAGES == 2u) {
-        if (more) {
-          PUT(s ^ 1u)
-        }
-        barrier();
-      }
-    }
-#undef FETCH
-#undef PUT
-#undef A_AT
-#undef B_AT
-  } else if (inside) {
+  if (inside) {
     uint am = ALIGNED == 1u ? (A_MODE == 2u ? ~7u : ~3u) : ~0u;
     uint bmk = ALIGNED == 1u ? (BDT == HN_DT_F32 ? ~3u : ~7u) : ~0u;
     uint abase_al = abase & am, bbase_al = bbase & bmk;

@@ -806,8 +806,8 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 swz = tl.swz;
   /* HN_CM2_EPI=callback: the per-element epilogue through coopMatPerElementNV (matmul_cm2.comp's EPI_LOOP) */
   guint32 epi_loop = g_strcmp0 (g_getenv ("HN_CM2_EPI"), "callback") != 0;
-  guint32 spec[17] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
-                       c16, 0 };
+  guint32 spec[16] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
+                       c16 };
   Cm2Push p2 = { *pc, 1, pc->K, 0 };
   HnVkBinding bd[5] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE),
                         hn_bind (b2 ? b2 : b, FALSE) };
@@ -860,25 +860,6 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 a_st = a_t ? p2.mm.a_sk : p2.mm.a_sm, b_st = b_t ? p2.mm.b_sk : p2.mm.b_sn;
   spec[8] = p2.mm.a_off % aal == 0 && p2.mm.a_sb % aal == 0 && a_st % aal == 0 && p2.mm.b_off % bal == 0 &&
             p2.mm.b_sb % bal == 0 && b_st % bal == 0 && (!b2 || p2.mm.bias_off % bal == 0);
-  /* HN_CM2_STAGES=n (1 or 2): the kernel stages its operands itself through
-   * n shared buffers (fewer where they do not fit) at BK HN_CM2_STAGED_BK
-   * (32); see matmul_cm2.comp's STAGES for what it needs */
-  guint32 stages = env_uint ("HN_CM2_STAGES", 0);
-  if (stages && amode == 2 && spec[8] && pc->K % 8 == 0 && (!a_t || pc->M % 8 == 0) && (!b_t || pc->N % 8 == 0) &&
-      (bdt == hn_op_float_code (HN_DTYPE_F16) || bdt == hn_op_float_code (HN_DTYPE_BF16)))
-    {
-      guint32 sbk = env_uint ("HN_CM2_STAGED_BK", 32);
-      guint64 per = ((guint64) bm * (sbk + 8) + (b2 ? 2 : 1) * (guint64) bn * (sbk + 8)) * 2 + 16;
-      guint32 max_shared = hn_vk_context_get_device_info (ctx)->max_shared_memory;
-      stages = MIN (stages, 2);
-      while (stages && stages * per > max_shared)
-        stages--;
-      if (stages && sbk % 16 == 0)
-        {
-          spec[3] = sbk;
-          spec[16] = stages;
-        }
-    }
   *done = TRUE;
   if (!b2 && !c16 && splits == 1 &&
       try_dispatch_khr16 (cmd, bd, &p2.mm, pc, batch, f16, bdt, spec[7], a_t, b_t, spec[8], &ok_khr16, error))
@@ -886,12 +867,12 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   /* HN_PROFILE_SHAPES=1: the label names the shape, layout and tile (a
    * profile's per-shape breakdown) */
   g_autofree char *label = g_getenv ("HN_PROFILE_SHAPES")
-                             ? g_strdup_printf ("%s %ux%ux%u%s%s b%u %ux%u/%u s%u%s", b2 ? "matmul_cm2_glu" : "matmul_cm2",
+                             ? g_strdup_printf ("%s %ux%ux%u%s%s b%u %ux%u/%u s%u", b2 ? "matmul_cm2_glu" : "matmul_cm2",
                                                 pc->M, pc->N, pc->K, a_t ? " At" : "", b_t ? " Bt" : "", batch, bm,
-                                                bn, nt, splits, spec[16] ? " staged" : "")
+                                                bn, nt, splits)
                              : NULL;
   hn_cmd_set_label (cmd, label ? label : b2 ? "matmul_cm2_glu" : "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 17, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 16, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok || splits == 1)
