@@ -1,9 +1,9 @@
-# The next device call (2026-12-07c; rename it to its date and card once it has run, output beside it).
+# Device call 2026-12-07c (an H100): sweeps with no code change; no setting beat the defaults. Output beside it.
 # Sweeps with no code change: matmul_cm2 tiles on gpt2's K = 768 shapes (gemm-shape rows and whole
 # fp16 training steps), and lora_rows' rows per subgroup under fp16 LoRA (its W is rounded on every
 # load: 9.4 ms of the step in call 2026-12-07a; more rows per subgroup round it fewer times).
 # Prepare: HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-train-parity" build-aux/device-check prepare
-# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
+# Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h100-2026-12-07c-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
 T0=$SECONDS
 for f in "$CARRY"/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
