@@ -23,6 +23,11 @@ layout(local_size_x_id = 3) in;
 layout(constant_id = 4) const uint NW = 1;   // 1..3
 layout(constant_id = 5) const uint RB = 1;   // 1..4
 layout(constant_id = 6) const uint F16 = 0;
+// 1 (with F16): the W bindings hold W already rounded, as f16 (the op's
+// copy, made once per call): every workgroup reads all of W, and rounding it
+// on each load was most of the kernel's time (9.3 of 104 ms of an fp16 LoRA
+// step of llama-1b, H100 2026-12-07a). Read as words, so no 16-bit storage.
+layout(constant_id = 7) const uint WH = 0;
 const uint NA = RB * NW * S;                  // accumulators: [row][pair][s]
 
 layout(std430, binding = 0) readonly buffer X { float x[]; };
@@ -36,6 +41,12 @@ layout(std430, binding = 4) buffer C1 { float c1[]; };
 layout(std430, binding = 5) readonly buffer W2 { float w2[]; };
 layout(std430, binding = 5) readonly buffer W24 { vec4 w24[]; };
 layout(std430, binding = 6) buffer C2 { float c2[]; };
+layout(std430, binding = 1) readonly buffer W0h { uint w0h[]; };
+layout(std430, binding = 1) readonly buffer W04h { uvec2 w04h[]; };
+layout(std430, binding = 3) readonly buffer W1h { uint w1h[]; };
+layout(std430, binding = 3) readonly buffer W14h { uvec2 w14h[]; };
+layout(std430, binding = 5) readonly buffer W2h { uint w2h[]; };
+layout(std430, binding = 5) readonly buffer W24h { uvec2 w24h[]; };
 layout(push_constant) uniform P {
   uint L; uint K;
   uint x_off; uint x_sl;
@@ -49,8 +60,17 @@ float r16(float v) { return F16 == 1u ? hn_round_f16(v) : v; }
 vec4 r16(vec4 v) { return F16 == 1u ? vec4(hn_round_f16(v.x), hn_round_f16(v.y), hn_round_f16(v.z), hn_round_f16(v.w)) : v; }
 
 uint woff(uint j) { return j == 0u ? p.w_off : j == 1u ? p.w_off1 : p.w_off2; }
-float wld(uint j, uint i) { return r16(j == 0u ? w0[i] : j == 1u ? w1[i] : w2[i]); }
-vec4 wld4(uint j, uint i) { return r16(j == 0u ? w04[i] : j == 1u ? w14[i] : w24[i]); }
+float wld(uint j, uint i) {
+  if (WH == 1u) return hn_half_of(j == 0u ? w0h[i >> 1] : j == 1u ? w1h[i >> 1] : w2h[i >> 1], i);
+  return r16(j == 0u ? w0[i] : j == 1u ? w1[i] : w2[i]);
+}
+vec4 wld4(uint j, uint i) {
+  if (WH == 1u) {
+    uvec2 h = j == 0u ? w04h[i] : j == 1u ? w14h[i] : w24h[i];
+    return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+  }
+  return r16(j == 0u ? w04[i] : j == 1u ? w14[i] : w24[i]);
+}
 float wat(uint j, uint k, uint s) { return wld(j, woff(j) + (WT == 1u ? s * p.K + k : k * S + s)); }
 
 void cstore(uint j, uint l, uint s, float sum) {

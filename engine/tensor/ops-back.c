@@ -789,15 +789,45 @@ hn_op_lora_rows_n (HnCmd *cmd, int n, HnTensor **c, HnTensor *x, HnTensor **w, g
   for (int j = 0; j < n; j++)
     vec = vec && hn_eoff (w[j]) % 4 == 0;
   guint32 sg = MIN (info->subgroup_size, 128), rb = lora_rows_rb (M);
-  guint32 spec[7] = { (guint32) R, w_trans ? 1u : 0u, vec ? 1u : 0u, 4 * sg, (guint32) n, rb,
-                      hn_op_matmul_f16 (cmd, 0) ? 1u : 0u }, gx, gy;
+  gboolean f16 = hn_op_matmul_f16 (cmd, 0);
+  /* under fp16 autocast each W rounded once, into f16 copies (lora_rows.comp's WH;
+   * HN_LORA_W16=0 rounds on every load instead, the same bits) */
+  gboolean wh = f16 && g_strcmp0 (g_getenv ("HN_LORA_W16"), "0") != 0;
+  guint32 spec[8] = { (guint32) R, w_trans ? 1u : 0u, vec ? 1u : 0u, 4 * sg, (guint32) n, rb, f16 ? 1u : 0u,
+                      wh ? 1u : 0u }, gx, gy;
   hn_grid (((guint64) M + 4 * rb - 1) / (4 * rb), &gx, &gy);
   /* the pairs past n bound to the first (not read or written) */
   HnVkBinding bd[7] = { hn_bind (x, FALSE), hn_bind (w[0], FALSE), hn_bind (c[0], TRUE),
                         hn_bind (w[n > 1 ? 1 : 0], FALSE), hn_bind (c[n > 1 ? 1 : 0], n > 1),
                         hn_bind (w[n > 2 ? 2 : 0], FALSE), hn_bind (c[n > 2 ? 2 : 0], n > 2) };
+  if (wh)
+    {
+      /* the copies side by side in a weight scratch slot, 256 bytes apart at least */
+      guint64 at[3], total = 0;
+      for (int j = 0; j < n; j++)
+        {
+          at[j] = total;
+          total += ((guint64) w[j]->n * 2 + 255) & ~(guint64) 255;
+        }
+      HnVkBuffer *s = hn_cmd_scratch_weight (cmd, total, error);
+      if (!s)
+        return FALSE;
+      for (int j = 0; j < n; j++)
+        {
+          guint64 bytes = ((guint64) w[j]->n + 1) / 2 * 4;
+          if (!hn_record_to_f16 (cmd, "to_f16", w[j], s, at[j], bytes, 1, error))
+            return FALSE;
+          bd[1 + 2 * j] = (HnVkBinding) { s, at[j], (j + 1 < n ? at[j + 1] : total) - at[j], FALSE };
+        }
+      for (int j = n; j < 3; j++)
+        bd[1 + 2 * j] = bd[1];
+      /* (a binding's range orders the hazards; the shader addresses the whole buffer) */
+      pc.w_off = (guint32) (at[0] / 2);
+      pc.w_off1 = (guint32) (at[n > 1 ? 1 : 0] / 2);
+      pc.w_off2 = (guint32) (at[n - 1] / 2);
+    }
   hn_cmd_set_label (cmd, op);
-  gboolean ok = hn_cmd_dispatch (cmd, "lora_rows", spec, 7, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
+  gboolean ok = hn_cmd_dispatch (cmd, "lora_rows", spec, 8, bd, 7, &pc, sizeof pc, gx, gy, 1, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }

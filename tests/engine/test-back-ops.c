@@ -501,6 +501,60 @@ test_lora_autocast (void)
   check_autocast ("lora_expand fp16 +=", tcy, c0y, ey, my, R, M * N, TRUE);
 }
 
+/* lora_rows under fp16 autocast reading W's f16 copies (the default) against
+ * rounding W on every load (HN_LORA_W16=0): the same bits, for three adapters
+ * of one x (16-byte loads), one adapter whose W is a row view at an odd
+ * offset (scalar loads) and the du = dy·B form. */
+static void
+test_lora_rows_w16 (void)
+{
+  const struct { gint64 M, K, R; gboolean w_trans; int n; gint64 row0; } cases[] = {
+    { 37, 300, 8, TRUE, 3, 0 }, { 21, 77, 3, TRUE, 1, 1 }, { 37, 300, 8, FALSE, 1, 2 } };
+  for (gsize ci = 0; ci < G_N_ELEMENTS (cases); ci++)
+    {
+      gint64 M = cases[ci].M, K = cases[ci].K, R = cases[ci].R, row0 = cases[ci].row0;
+      gboolean wt = cases[ci].w_trans;
+      gint64 wr = wt ? R : K, wc = wt ? K : R;
+      g_autofree float *x = rnd (M * K, 1), *w = rnd (3 * (wr + row0) * wc, 1), *c0 = rnd (3 * M * R, 1);
+      g_autoptr (HnTensor) tx = tens (2, (gint64[]) { M, K }, x);
+      HnTensor *whole[3], *tw[3];
+      for (int j = 0; j < 3; j++)
+        {
+          g_autoptr (GError) error = NULL;
+          whole[j] = tens (2, (gint64[]) { wr + row0, wc }, w + j * (wr + row0) * wc);
+          tw[j] = hn_tensor_view_rows (whole[j], row0, wr, &error);
+          g_assert_no_error (error);
+        }
+      HnTensor *tc[2][3];
+      for (int way = 0; way < 2; way++)
+        {
+          g_autoptr (GError) error = NULL;
+          g_autoptr (HnCmd) cmd = hn_cmd_new (ctx, &error);
+          hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+          if (!hn_op_lora_down_available (cmd, R))
+            return;
+          if (way == 1)
+            g_setenv ("HN_LORA_W16", "0", TRUE);
+          for (int j = 0; j < 3; j++)
+            tc[way][j] = tens (2, (gint64[]) { M, R }, c0 + j * M * R);
+          int n = cases[ci].n;
+          g_assert_true (hn_op_lora_rows_n (cmd, n, tc[way], tx, tw, wt, 1.5f, TRUE, &error));
+          g_unsetenv ("HN_LORA_W16");
+          g_assert_no_error (error);
+          run (cmd);
+        }
+      for (int j = 0; j < cases[ci].n; j++)
+        g_free (hn_test_same_bytes (tc[0][j], tc[1][j]));
+      for (int j = 0; j < 3; j++)
+        {
+          hn_tensor_unref (tc[0][j]);
+          hn_tensor_unref (tc[1][j]);
+          hn_tensor_unref (tw[j]);
+          hn_tensor_unref (whole[j]);
+        }
+    }
+}
+
 /* hn_op_matmul_back_f16_act (the activation's gradient formed where dy is
  * rounded to f16) against hn_op_unary_back then hn_op_matmul_back_f16: dx,
  * dw, db and the f16 dy copy the same bits, with and without a bias. */
@@ -1118,6 +1172,7 @@ main (int argc, char **argv)
   g_test_add_func ("/back-ops/lora-down", test_lora_down);
   g_test_add_func ("/back-ops/matmul-f16", test_matmul_back_f16);
   g_test_add_func ("/back-ops/lora-autocast", test_lora_autocast);
+  g_test_add_func ("/back-ops/lora-rows-w16", test_lora_rows_w16);
   g_test_add_func ("/back-ops/matmul-f16-act", test_matmul_back_f16_act);
   g_test_add_func ("/back-ops/cast-f16-cols-bias", test_cast_f16_cols_bias);
   g_test_add_func ("/back-ops/rmsnorm", test_rmsnorm_back);
