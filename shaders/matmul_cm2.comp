@@ -68,6 +68,13 @@ layout(constant_id = 14) const uint EPI_LOOP = 1;
 // values already: stored exactly, as the gated epilogue stores); no
 // accumulate, no split-K.
 layout(constant_id = 15) const uint C_F16 = 0;
+// 1 (with F16): a bf16 B decoded without the integer rounding where none is
+// needed: a bf16 value (8 significant bits) from 2^-14 up to 65280 is an f16
+// value as it is; only the subnormal range and |x| >= 65536 (Inf) go through
+// hn_round_f16 (the same results; HN_CM2_BF16_FAST=1, an experiment for the
+// tied LM head, which stays bf16: its fp16 LoRA chunks ran 2.9 ms against
+// about 1 ms at fp32, H100 2026-12-07a)
+layout(constant_id = 16) const uint BF16_FAST = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -101,7 +108,10 @@ float to_f16_range(float x) {
 }
 
 float16_t decode_bf16(const in Bf16Elem e, const in uint block[2], const in uint within[2]) {
-  return float16_t(to_f16_range(uintBitsToFloat(uint(e.v) << 16)));
+  float v = uintBitsToFloat(uint(e.v) << 16);
+  uint a = uint(e.v) & 0x7fffu;
+  if (BF16_FAST == 1u && F16 == 1u && a >= 0x3880u && a < 0x4780u) return float16_t(v);
+  return float16_t(to_f16_range(v));
 }
 
 float16_t decode_f32(const in F32Elem e, const in uint block[2], const in uint within[2]) {

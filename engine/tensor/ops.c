@@ -806,8 +806,8 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 swz = tl.swz;
   /* HN_CM2_EPI=callback: the per-element epilogue through coopMatPerElementNV (matmul_cm2.comp's EPI_LOOP) */
   guint32 epi_loop = g_strcmp0 (g_getenv ("HN_CM2_EPI"), "callback") != 0;
-  guint32 spec[16] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
-                       c16 };
+  guint32 spec[17] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
+                       c16, env_uint ("HN_CM2_BF16_FAST", 0) == 1 };
   Cm2Push p2 = { *pc, 1, pc->K, 0 };
   HnVkBinding bd[5] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE),
                         hn_bind (b2 ? b2 : b, FALSE) };
@@ -872,7 +872,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
                                                 bn, nt, splits)
                              : NULL;
   hn_cmd_set_label (cmd, label ? label : b2 ? "matmul_cm2_glu" : "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 16, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 17, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok || splits == 1)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #define MAX_BINDINGS 16
-#define MAX_SPEC 16
+#define MAX_SPEC 24
 
 /* ---------------------------------------------------------------- pipelines */
 
