@@ -18,6 +18,20 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_EXT_buffer_reference : require
+#ifdef HN_RTE
+// matmul_cm2_rte (the host takes it where the device can round 16-bit
+// conversions to nearest even and keep f16 subnormals): a conversion to f16
+// then gives hn_round_f16's result (the same ties, ±Inf past the range,
+// the subnormal grid) in one instruction, so fp16 autocast's operand and
+// result rounding and the bias need no loop over the accumulator's elements
+// (the epilogue is then matrix arithmetic and conversions only).
+#extension GL_EXT_spirv_intrinsics : require
+spirv_execution_mode(capabilities = [4467], 4462, 16);  // RoundingModeRTE, 16-bit
+spirv_execution_mode(capabilities = [4464], 4459, 16);  // DenormPreserve, 16-bit
+const bool RTE = true;
+#else
+const bool RTE = false;
+#endif
 #include "common.glsl"
 #include "activation.glsl"
 layout(constant_id = 0) const uint BDT = 1;  // HN_DT_F16 or HN_DT_BF16
@@ -104,12 +118,14 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer Bf16Elem { u
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Elem { float v; };
 
 float to_f16_range(float x) {
-  return F16 == 1u ? hn_round_f16(x) : clamp(x, -65504.0, 65504.0);
+  if (F16 == 1u) return RTE ? float(float16_t(x)) : hn_round_f16(x);
+  return clamp(x, -65504.0, 65504.0);
 }
 
 float16_t decode_bf16(const in Bf16Elem e, const in uint block[2], const in uint within[2]) {
   float v = uintBitsToFloat(uint(e.v) << 16);
   uint a = uint(e.v) & 0x7fffu;
+  if (RTE && F16 == 1u) return float16_t(v);
   if (BF16_FAST == 1u && F16 == 1u && a >= 0x3880u && a < 0x4780u) return float16_t(v);
   return float16_t(to_f16_range(v));
 }
@@ -132,6 +148,7 @@ float glu_elem(const in uint r, const in uint col, const in float g, const in fl
 }
 
 #define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
+#define ACC16 coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 #define MA coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAF coopmat<float, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseAccumulator>
 #define MB coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
@@ -149,7 +166,8 @@ float glu_elem(const in uint r, const in uint col, const in float g, const in fl
       MAF af;                                                                           \
       if (A_T == 0u) coopMatLoadTensorNV(af, a, abase, sliceTensorLayoutNV(la, m0, BM, k0, BK)); \
       else coopMatLoadTensorNV(af, a, abase, sliceTensorLayoutNV(la, k0, BK, m0, BM), tr); \
-      [[unroll]] for (int i = 0; i < af.length(); i++) af[i] = to_f16_range(af[i]);         \
+      if (!RTE || F16 == 0u)                                                            \
+        [[unroll]] for (int i = 0; i < af.length(); i++) af[i] = to_f16_range(af[i]);   \
       ah = MA(af);                                                                      \
     }                                                                                   \
     MB bm;                                                                              \
@@ -255,7 +273,23 @@ void main() {
   // a split's partial product stays unrounded: matmul_splitk.comp rounds the
   // sum (rounding each partial too lost the low bits of a cancelling sum:
   // test-back-ops /back-ops/matmul-f16 on the H200, 2026-12-03l)
-  if ((F16 == 1u && p.splits == 1u) || p.alpha != 1.0 || (p.flags & 2u) != 0u) {
+  if (RTE && EPI_LOOP == 1u) {
+    // alpha · A·B + bias (f16(bias) under autocast), rounded by a conversion.
+    // The bias as a matrix: a layout whose rows are 0 elements apart reads
+    // element n0 + c of it for every row of the tile.
+    if (p.alpha != 1.0) sum = sum * p.alpha;
+    if ((p.flags & 2u) != 0u) {
+      tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lbias =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+      lbias = setTensorLayoutDimensionNV(lbias, p.M, p.N);
+      lbias = setTensorLayoutStrideNV(lbias, 0, 1);
+      ACC bmat;
+      coopMatLoadTensorNV(bmat, bias, p.bias_off, sliceTensorLayoutNV(lbias, m0, BM, n0, BN));
+      if (F16 == 1u) bmat = ACC(ACC16(bmat));
+      sum = sum + bmat;
+    }
+    if (F16 == 1u && p.splits == 1u && C_F16 == 0u) sum = ACC(ACC16(sum));
+  } else if ((F16 == 1u && p.splits == 1u) || p.alpha != 1.0 || (p.flags & 2u) != 0u) {
     if (EPI_LOOP == 1u && (p.flags & 2u) == 0u) {
       bool rnd = F16 == 1u && p.splits == 1u;
       [[unroll]] for (int i = 0; i < sum.length(); i++) {
@@ -266,7 +300,7 @@ void main() {
       coopMatPerElementNV(sum, sum, epilogue, n0);
   }
   if (C_F16 == 1u) {
-    coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h = coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(sum);
+    ACC16 h = ACC16(sum);
     coopMatStoreTensorNV(h, c16, cbase, sliceTensorLayoutNV(lc, m0, BM, n0, BN));
     return;
   }

@@ -54,6 +54,7 @@ static const SynthShape synth_shapes[] = {
 typedef struct {
   const char *model_path, *synthetic, *dtype, *workload, *device, *concurrency, *device_indices;
   const char *gemm_shape; /* gemm: "M,N,K" or NULL (size³) */
+  gboolean gemm_bias;     /* gemm: with a bias (f32 [N]) */
   const char *quantization, *lora_targets; /* lora: the base's packing (nf4, int8; --double-quant) and targets */
   gboolean double_quant;
   const char *precision; /* train / lora: fp32 (default), fp16 (bf16 runs as fp16), as the training jobs' --precision */
@@ -450,13 +451,13 @@ warm_until (const BenchOptions *o, JsonObject *res, gboolean (*run) (gpointer, G
   return TRUE;
 }
 
-typedef struct { HnCmd *cmd; HnTensor *y, *x, *w; } GemmRun;
+typedef struct { HnCmd *cmd; HnTensor *y, *x, *w, *bias; } GemmRun;
 
 static gboolean
 gemm_once (gpointer p, GError **error)
 {
   GemmRun *g = p;
-  return hn_op_matmul (g->cmd, g->y, g->x, g->w, NULL, error) && hn_cmd_submit_wait (g->cmd, error);
+  return hn_op_matmul (g->cmd, g->y, g->x, g->w, g->bias, error) && hn_cmd_submit_wait (g->cmd, error);
 }
 
 static gboolean
@@ -485,12 +486,38 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
   /* bf16 weights as a model load stores them: f16 where the tensor cores
    * read f16 and every value fits (hn_bf16_weights_as_f16) */
   gboolean as_f16 = wd == HN_DTYPE_BF16 && hn_bf16_weights_as_f16 (ctx);
-  g_autoptr (HnTensor) x = hn_tensor_new_2d (ctx, HN_DTYPE_F32, M, K, error);
+  /* --precision fp16: a training Linear's forward under fp16 autocast (f16 x, weights and y, the
+   * autocast rounding epilogue); otherwise an f32 x converted by the GEMM and an f32 y */
+  gboolean fp16 = o->precision && (g_str_equal (o->precision, "fp16") || g_str_equal (o->precision, "bf16"));
+  if (o->precision && !fp16 && !g_str_equal (o->precision, "fp32"))
+    {
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT, "--precision %s: use fp32, fp16 or bf16", o->precision);
+      return FALSE;
+    }
+  if (fp16 && wd == HN_DTYPE_BF16)
+    as_f16 = TRUE;
+  HnDType io = fp16 ? HN_DTYPE_F16 : HN_DTYPE_F32;
+  g_autoptr (HnTensor) x = hn_tensor_new_2d (ctx, io, M, K, error);
   g_autoptr (HnTensor) w = x ? hn_tensor_new_2d (ctx, as_f16 ? HN_DTYPE_F16 : wd, N, K, error) : NULL;
-  g_autoptr (HnTensor) y = w ? hn_tensor_new_2d (ctx, HN_DTYPE_F32, M, N, error) : NULL;
-  g_autoptr (HnCmd) cmd = y ? hn_cmd_new (ctx, error) : NULL;
-  if (!cmd || !hn_op_fill (cmd, x, 0.01f, error) || !hn_cmd_submit_wait (cmd, error))
+  g_autoptr (HnTensor) y = w ? hn_tensor_new_2d (ctx, io, M, N, error) : NULL;
+  g_autoptr (HnTensor) bias = y && o->gemm_bias ? hn_tensor_new_1d (ctx, HN_DTYPE_F32, N, error) : NULL;
+  g_autoptr (HnCmd) cmd = y && (bias || !o->gemm_bias) ? hn_cmd_new (ctx, error) : NULL;
+  if (!cmd)
     return FALSE;
+  if (fp16)
+    hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+  if ((bias && !hn_op_fill (cmd, bias, 0.5f, error)) || (!fp16 && !hn_op_fill (cmd, x, 0.01f, error)) ||
+      !hn_cmd_submit_wait (cmd, error))
+    return FALSE;
+  if (fp16)
+    {
+      gsize n = (gsize) M * K;
+      g_autofree guint16 *h = g_new (guint16, n);
+      for (gsize i = 0; i < n; i++)
+        h[i] = hn_st_f32_to_f16 (0.01f);
+      if (!hn_tensor_upload_raw (x, h, n * 2, error))
+        return FALSE;
+    }
   /* w: random bytes would be NaN-prone for f16/bf16; a constant is as fast */
   if (wd == HN_DTYPE_F32)
     {
@@ -514,12 +541,12 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
         return FALSE;
     }
   int iters = MAX (o->iterations, 1);
-  GemmRun gr = { cmd, y, x, w };
+  GemmRun gr = { cmd, y, x, w, bias };
   if (!warm_until (o, res, gemm_once, &gr, error))
     return FALSE;
   gint64 t0 = g_get_monotonic_time ();
   for (int i = 0; i < iters; i++)
-    if (!hn_op_matmul (cmd, y, x, w, NULL, error))
+    if (!hn_op_matmul (cmd, y, x, w, bias, error))
       return FALSE;
   if (!hn_cmd_submit_wait (cmd, error))
     return FALSE;
@@ -530,6 +557,8 @@ bench_gemm (HnVkContext *ctx, const BenchOptions *o, HnStDtype dt, JsonObject *r
   json_object_set_int_member (res, "k", K);
   json_object_set_boolean_member (res, "reduced_precision", hn_op_matmul_reduced_precision (ctx, wd, M, 0));
   json_object_set_string_member (res, "weights_stored", hn_dtype_name (w->dtype));
+  json_object_set_string_member (res, "precision", fp16 ? "fp16" : "fp32");
+  json_object_set_boolean_member (res, "bias", bias != NULL);
   set_d (res, "ms_per_gemm", s * 1e3);
   set_d (res, "tflops", 2.0 * M * N * K / s / 1e12);
   return TRUE;
@@ -1361,6 +1390,7 @@ hn_cmd_benchmark (int argc, char **argv)
     .warmup_seconds = hn_job_spec_get_double (spec, "warmup-seconds"),
     .size = (int) hn_job_spec_get_int (spec, "size"),
     .gemm_shape = hn_job_spec_get_string (spec, "gemm-shape"),
+    .gemm_bias = hn_job_spec_get_bool (spec, "gemm-bias"),
     .requests = (int) hn_job_spec_get_int (spec, "requests"),
     .lora_r = (int) hn_job_spec_get_int (spec, "lora-r"),
     .json = hn_job_spec_get_bool (spec, "json"),

@@ -1,27 +1,45 @@
 # The next device call (2026-12-07e; rename it to its date and card once it has run, output beside it).
-# lora_rows reading f16 copies of the adapters under fp16 autocast (HN_LORA_W16=0: rounded on each load);
-# then why fp16 LoRA's frozen GEMMs run slower than fp32 LoRA's (the LM head chunks 256 x 128256 x 2048
-# 2.9 ms each in call 2026-12-07a, about 1 ms at fp32 in call 2026-12-03l): both profiled by GEMM shape,
-# and fp16 with the callback epilogue and with A decoded in the kernel instead of copied first; and a
-# bf16 B (the tied LM head stays bf16) decoded without integer rounding where none is needed
-# (HN_CM2_BF16_FAST=1, off by default until this call: test-ops-matmul's autocast cases with it first).
-# Prepare: HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-back-ops test-ops-matmul" build-aux/device-check prepare
+# What it measures:
+# - matmul_cm2_rte (HN_CM2_RTE=0: the old kernel): fp16 autocast's rounding and the bias through
+#   conversion instructions under the RoundingModeRTE / DenormPreserve execution modes, the epilogue
+#   without loops over the accumulator's elements; `devices --json` says whether the card allows it
+#   (f16_rte), test-ops-matmul's /ops/matmul/f16-rounding checks ties, the range's edge and the
+#   subnormal grid bit for bit each way. Then fp16 GEMMs of gpt2's shapes (f16 x, w and y, with and
+#   without a bias) each way, and whole fp16 training and LoRA steps each way.
+# - lora_rows reading f16 copies of the adapters under fp16 autocast (HN_LORA_W16=0: rounded on each
+#   load), unmeasured since 2026-12-07 (second session); HN_CM2_BF16_FAST=1 on the old kernel.
+# Prepare: HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-ops-matmul test-back-ops test-train-fp16" build-aux/device-check prepare
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
 T0=$SECONDS
 for f in "$CARRY"/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-step "test-back-ops lora" timeout 60 "$CARRY/bin/test-back-ops" -p /back-ops/lora-rows-w16 -p /back-ops/lora-autocast -p /back-ops/lora-down
-step "test-ops-matmul bf16-fast" env HN_CM2_BF16_FAST=1 timeout 90 "$CARRY/bin/test-ops-matmul"
+"$cli" devices --json 2>/dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); d=d if isinstance(d,list) else d.get('devices',[d]); print('f16_rte', [x.get('f16_rte') for x in d])" 2>&1 | tee -a "$OUT/summary.txt"
+step "test-ops-matmul" timeout 150 "$CARRY/bin/test-ops-matmul"
+step "test-ops-matmul old kernel" env HN_CM2_RTE=0 timeout 150 "$CARRY/bin/test-ops-matmul"
+step "test-ops-matmul bf16-fast" env HN_CM2_RTE=0 HN_CM2_BF16_FAST=1 timeout 150 "$CARRY/bin/test-ops-matmul"
+step "test-back-ops" timeout 90 "$CARRY/bin/test-back-ops"
+step "test-train-fp16" timeout 90 "$CARRY/bin/test-train-fp16"
 R=rows.jsonl
-LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --iterations 3 --precision fp16"
-row $R lora-fp16 $LO
-HN_LORA_W16=0 row $R lora-fp16-round-on-load $LO
-HN_PROFILE_SHAPES=1 row $R lora-fp16-profile $LO --profile
-HN_PROFILE_SHAPES=1 row $R lora-fp32-profile ${LO% --precision fp16} --profile
-HN_CM2_EPI=callback row $R lora-fp16-epi-callback $LO
-HN_CM2_AMODE=1 row $R lora-fp16-amode1 $LO
-HN_CM2_BF16_FAST=1 row $R lora-fp16-bf16-fast $LO
-HN_CM2_BF16_FAST=1 HN_PROFILE_SHAPES=1 row $R lora-fp16-bf16-fast-profile $LO --profile
+for shape in 8192,768,768 8192,3072,768 8192,768,3072 8192,2304,768 2048,2048,2048 8192,8192,8192; do
+  for rte in 1 0; do
+    HN_CM2_RTE=$rte row $R "gemm16 $shape rte$rte" --workload gemm --dtype f16 --gemm-shape $shape --precision fp16 --iterations 30 --warmup 3
+    HN_CM2_RTE=$rte row $R "gemm16 $shape bias rte$rte" --workload gemm --dtype f16 --gemm-shape $shape --precision fp16 --gemm-bias --iterations 30 --warmup 3
+  done
+done
+row $R "gemm-bf16 8192" --workload gemm --dtype bf16 --size 8192 --iterations 20 --warmup 3
+TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 8 --seq-len 1024 --iterations 3"
+LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --iterations 3"
+row $R train-fp16 $TR
+HN_CM2_RTE=0 row $R train-fp16-old $TR
+row $R train-fp16-again $TR
+HN_CM2_RTE=0 row $R train-fp16-old-again $TR
+HN_PROFILE_SHAPES=1 row $R train-fp16-profile $TR --profile
+row $R lora-fp16 $LO --precision fp16
+HN_CM2_RTE=0 row $R lora-fp16-old $LO --precision fp16
+HN_CM2_RTE=0 HN_LORA_W16=0 row $R lora-fp16-old-round-on-load $LO --precision fp16
+HN_CM2_RTE=0 HN_CM2_BF16_FAST=1 row $R lora-fp16-old-bf16-fast $LO --precision fp16
+HN_PROFILE_SHAPES=1 row $R lora-fp16-profile $LO --precision fp16 --profile
+row $R lora $LO
 rows_summary $R
 prof "$OUT/$R"
 echo "script seconds: $((SECONDS - T0))" | tee -a "$OUT/summary.txt"

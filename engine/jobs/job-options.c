@@ -482,6 +482,9 @@ const HnOptionInfo hn_option_table[] = {
   { "gemm-shape", HN_OPTION_STRING, NULL, UNBOUNDED, NULL, N_("GEMM shape"),
     N_("GEMM C[M, N] = A[M, K] · W[N, K]ᵀ as M,N,K (a linear layer's shape; overrides --size)"),
     NULL, 0, HN_OPTION_HINT_NONE, "M,N,K" },
+  { "gemm-bias", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("GEMM bias"),
+    N_("Add a bias to the GEMM's result (a linear layer's epilogue)"),
+    NULL, 0, HN_OPTION_HINT_NONE, NULL },
   { "profile", HN_OPTION_BOOL, "false", UNBOUNDED, NULL, N_("Profile"),
     N_("Per-op GPU time of one step (timestamp queries)"),
     NULL, 0, HN_OPTION_HINT_NONE, NULL },
@@ -596,7 +599,7 @@ const HnJobKindInfo hn_command_table[] = {
   { "benchmark", NULL, N_("Benchmark"),
     "Time decode, prefill, training, LoRA and a GEMM on a model or on random weights of the reference shapes, "
     "reporting tokens/s, GB/s, TFLOP/s and peak device memory as JSON",
-    "model-path synthetic dtype workload batch-size=1 seq-len= max-new-tokens= iterations warmup warmup-seconds size gemm-shape device "
+    "model-path synthetic dtype workload batch-size=1 seq-len= max-new-tokens= iterations warmup warmup-seconds size gemm-shape gemm-bias device "
     "device-indices profile continuous-batching requests concurrency gradient-checkpointing quantization "
     "double-quant lora-r lora-target-modules=q_proj,k_proj,v_proj,o_proj precision json",
     NULL, NULL },

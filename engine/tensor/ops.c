@@ -872,7 +872,12 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
                                                 bn, nt, splits)
                              : NULL;
   hn_cmd_set_label (cmd, label ? label : b2 ? "matmul_cm2_glu" : "matmul_cm2");
-  gboolean ok = hn_cmd_dispatch (cmd, "matmul_cm2", spec, 17, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+  /* the epilogue and fp16 autocast's rounding through conversion instructions where the device rounds
+   * them to nearest even and keeps f16 subnormals (matmul_cm2.comp's HN_RTE); HN_CM2_RTE=0: the
+   * integer rounding and per-element loops everywhere */
+  const char *shader = hn_vk_context_get_device_info (ctx)->f16_rte && env_uint ("HN_CM2_RTE", 1) == 1
+                         ? "matmul_cm2_rte" : "matmul_cm2";
+  gboolean ok = hn_cmd_dispatch (cmd, shader, spec, 17, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok || splits == 1)

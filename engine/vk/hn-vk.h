@@ -66,6 +66,8 @@ typedef struct {
   guint32 nv2_workgroup_invocations; /* workgroup size of its f16 x f16 -> f32 workgroup-scope shape, 0 if none */
   guint32 nv2_invocations_listed;    /* every workgroup size listed for that shape: bit i = 32 << i */
   guint32 multiprocessors;           /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0 if unknown */
+  gboolean f16_rte;                  /* 16-bit conversions can round to nearest even and keep subnormals
+                                      * (float controls: RoundingModeRTE and DenormPreserve for 16 bits) */
 } HnVkDeviceInfo;
 
 void hn_vk_device_info_free (HnVkDeviceInfo *info);

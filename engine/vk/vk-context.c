@@ -272,7 +272,9 @@ hn_vk_fill_device_info (VkInstance instance, VkPhysicalDevice phys, int index, H
   VkPhysicalDeviceDriverProperties drv = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &sgc };
   VkPhysicalDeviceIDProperties idp = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, .pNext = &drv };
   VkPhysicalDeviceMaintenance3Properties m3 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &idp };
-  VkPhysicalDeviceProperties2 props = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3 };
+  VkPhysicalDeviceFloatControlsProperties fc = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES, .pNext = &m3 };
+  VkPhysicalDeviceProperties2 props = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &fc };
   /* NVIDIA's multiprocessor count (VK_NV_shader_sm_builtins), chained only where the device has it */
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV smb = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV };
@@ -283,6 +285,7 @@ hn_vk_fill_device_info (VkInstance instance, VkPhysicalDevice phys, int index, H
     }
   vkGetPhysicalDeviceProperties2 (phys, &props);
   info->multiprocessors = smb.shaderSMCount;
+  info->f16_rte = fc.shaderRoundingModeRTEFloat16 && fc.shaderDenormPreserveFloat16;
 
   VkPhysicalDeviceShaderFloat16Int8Features f16i8 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES };
   VkPhysicalDevice16BitStorageFeatures s16 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, .pNext = &f16i8 };
@@ -475,6 +478,7 @@ hn_vk_device_info_to_json (const HnVkDeviceInfo *info)
   json_builder_end_array (b);
   json_builder_set_member_name (b, "subgroup_size"); json_builder_add_int_value (b, info->subgroup_size);
   json_builder_set_member_name (b, "multiprocessors"); json_builder_add_int_value (b, info->multiprocessors);
+  json_builder_set_member_name (b, "f16_rte"); json_builder_add_boolean_value (b, info->f16_rte);
   json_builder_set_member_name (b, "subgroup_size_range");
   json_builder_begin_array (b);
   json_builder_add_int_value (b, info->min_subgroup_size);

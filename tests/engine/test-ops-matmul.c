@@ -957,6 +957,89 @@ test_bf16_as_f16 (void)
     }
 }
 
+/* fp16 autocast's rounding bit for bit, on results whose f32 sums are exact
+ * (so the order of accumulation cannot matter): ties to even (2049 → 2048,
+ * 2051 → 2052, 1 + 2^-11 → 1), the edge of the range (65519 → 65504, 65520
+ * → Inf), ties on the subnormal grid (1.5 and 2.5 · 2^-24 → 2^-23), and a
+ * bias rounded to f16 before it is added (1024 + f16(0.5 + 2^-13) is the
+ * tie 1024.5 → 1024; unrounded it would be 1025), into an f16 and an f32 y,
+ * each way matmul_cm2 rounds (HN_CM2_RTE: conversion instructions or
+ * integer arithmetic). A bf16 B takes 65536 (Inf as an f16 operand). */
+static void
+run_matmul_f16_rounding (HnDType wdt)
+{
+  enum { NC = 8 };
+  const float big = wdt == HN_DTYPE_BF16 ? 65536.0f : 65504.0f;
+  const float t[NC] = { 2048, 2048, big, big, 0, 0, 1024, 1 };
+  const float u[NC] = { 1, 3, 16, 15, 0, 0, 0, 1.0f / 2048 };
+  const float w[NC] = { 0, 0, 0, 0, 1.5f / 4096, 2.5f / 4096, 0, 0 };
+  const float bias_of[NC] = { 0, 0, 0, 0, 0, 0, 0.5f + 1.0f / 8192, 0 };
+  const float s_of[4] = { 1, -1, 2, -0.5f };
+  gint64 M = 200, N = 136, K = 64;
+  g_autofree float *a = g_new0 (float, M * K), *b = g_new0 (float, N * K), *bias = g_new0 (float, N);
+  for (gint64 m = 0; m < M; m++)
+    {
+      a[m * K] = s_of[m % 4];
+      a[m * K + 1] = 1;
+      a[m * K + 2] = 1.0f / 4096;
+    }
+  for (gint64 n = 0; n < N; n++)
+    {
+      b[n * K] = t[n % NC];
+      b[n * K + 1] = u[n % NC];
+      b[n * K + 2] = w[n % NC];
+      bias[n] = bias_of[n % NC];
+    }
+  for (int rte = 0; rte < 2; rte++)
+    {
+      char *old = env_push ("HN_CM2_RTE", rte ? "1" : "0");
+      g_autoptr(GError) error = NULL;
+      g_autoptr(HnTensor) tx = hn_test_tensor (HN_DTYPE_F32, 2, (gint64[]) { M, K }, a);
+      g_autoptr(HnTensor) tw = hn_test_tensor (wdt, 2, (gint64[]) { N, K }, b);
+      g_autoptr(HnTensor) tb = hn_test_tensor (HN_DTYPE_F32, 1, (gint64[]) { N }, bias);
+      g_autoptr(HnTensor) y32 = hn_test_empty (HN_DTYPE_F32, 2, (gint64[]) { M, N });
+      g_autoptr(HnTensor) y16 = hn_test_empty (HN_DTYPE_F16, 2, (gint64[]) { M, N });
+      g_autoptr(HnCmd) cmd = hn_cmd_new (hn_test_ctx (), &error);
+      hn_cmd_set_autocast (cmd, HN_AUTOCAST_F16);
+      g_assert_true (hn_op_matmul (cmd, y32, tx, tw, tb, &error));
+      gboolean has16 = hn_op_matmul (cmd, y16, tx, tw, tb, &error);
+      if (!has16)
+        {
+          /* an f16 y with N = 136 (a multiple of 4) is the scalar kernel's too */
+          g_test_fail_printf ("f16 y: %s", error->message);
+          env_pop ("HN_CM2_RTE", old);
+          return;
+        }
+      hn_test_run (cmd);
+      env_pop ("HN_CM2_RTE", old);
+      g_autofree float *g32 = hn_test_download (y32);
+      g_autofree guint16 *g16 = g_new (guint16, M * N);
+      g_assert_true (hn_tensor_download_raw (y16, g16, sizeof (guint16) * M * N, &error));
+      for (gint64 m = 0; m < M; m++)
+        for (gint64 n = 0; n < N; n++)
+          {
+            double s = s_of[m % 4], tt = wdt == HN_DTYPE_BF16 && t[n % NC] >= 65536.0f ? INFINITY : t[n % NC];
+            double v = s * tt + u[n % NC] + w[n % NC] / 4096.0 + hn_f16_to_f32 (hn_f32_to_f16 (bias[n]));
+            guint16 want = hn_f32_to_f16 ((float) v);
+            gint64 i = m * N + n;
+            if (g16[i] != want || hn_f32_to_f16 (g32[i]) != want || hn_f16_to_f32 (want) != g32[i])
+              {
+                g_test_fail_printf ("%s B, HN_CM2_RTE=%d: (%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ") = %.9g rounds "
+                                    "to f16 0x%04x; f16 y 0x%04x, f32 y %.9g", hn_dtype_name (wdt), rte, m, n, v, want,
+                                    g16[i], g32[i]);
+                return;
+              }
+          }
+    }
+}
+
+static void
+test_matmul_f16_rounding (void)
+{
+  run_matmul_f16_rounding (HN_DTYPE_F16);
+  run_matmul_f16_rounding (HN_DTYPE_BF16);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -974,6 +1057,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/matmul/f16-x", test_matmul_f16x);
   g_test_add_func ("/ops/matmul/f16-out", test_matmul_f16_out);
   g_test_add_func ("/ops/matmul/glu", test_matmul_glu);
+  g_test_add_func ("/ops/matmul/f16-rounding", test_matmul_f16_rounding);
   int r = g_test_run ();
   hn_test_free_ctx ();
   return r;
