@@ -112,6 +112,7 @@ layout(push_constant) uniform P {
   // min(K, (split + 1) * k_split)) and stores its partial product at
   // c_off + split * c_ss (matmul_splitk.comp sums them); splits 1: whole K.
   uint splits; uint k_split; uint c_ss;
+  uint bias_sb;  // elements between the biases of the batch's products (hn_op_matmul_stacked)
 } p;
 
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Bf16Elem { uint16_t v; };
@@ -134,11 +135,13 @@ float16_t decode_f32(const in F32Elem e, const in uint block[2], const in uint w
   return float16_t(to_f16_range(e.v));
 }
 
+uint g_bias_base;  // this product's bias (p.bias_off + batch * p.bias_sb)
+
 // alpha and the bias, element (r, col) of the tile whose first column is n0.
 float epilogue(const in uint r, const in uint col, const in float v, const in uint n0) {
   float x = v * p.alpha;
   uint gn = n0 + col;
-  if ((p.flags & 2u) != 0u && gn < p.N) x += F16 == 1u ? hn_round_f16(bias[p.bias_off + gn]) : bias[p.bias_off + gn];
+  if ((p.flags & 2u) != 0u && gn < p.N) x += F16 == 1u ? hn_round_f16(bias[g_bias_base + gn]) : bias[g_bias_base + gn];
   return F16 == 1u ? hn_round_f16(x) : x;
 }
 
@@ -206,6 +209,7 @@ void main() {
   uint batch = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;
   uint abase = p.a_off + batch * p.a_sb, bbase = p.b_off + batch * p.b_sb;
   uint cbase = p.c_off + batch * p.c_sb + split * p.c_ss;
+  g_bias_base = p.bias_off + batch * p.bias_sb;
   // this workgroup's K range; the layouts end at k_end, so a clamped load
   // past it reads zeros
   uint k_begin = split * p.k_split, k_end = min(p.K, k_begin + p.k_split);
@@ -284,7 +288,7 @@ void main() {
       lbias = setTensorLayoutDimensionNV(lbias, p.M, p.N);
       lbias = setTensorLayoutStrideNV(lbias, 0, 1);
       ACC bmat;
-      coopMatLoadTensorNV(bmat, bias, p.bias_off, sliceTensorLayoutNV(lbias, m0, BM, n0, BN));
+      coopMatLoadTensorNV(bmat, bias, g_bias_base, sliceTensorLayoutNV(lbias, m0, BM, n0, BN));
       if (F16 == 1u) bmat = ACC(ACC16(bmat));
       sum = sum + bmat;
     }

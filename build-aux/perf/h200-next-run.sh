@@ -6,6 +6,9 @@
 #   (f16_rte), test-ops-matmul's /ops/matmul/f16-rounding checks ties, the range's edge and the
 #   subnormal grid bit for bit each way. Then fp16 GEMMs of gpt2's shapes (f16 x, w and y, with and
 #   without a bias) each way, and whole fp16 training and LoRA steps each way.
+# - gpt2's q, k and v projections as one batched matmul (hn_op_matmul_stacked: their outputs row
+#   blocks of one tensor, the biases copied into one; HN_TRAIN_NO_QKV_STACK=1: three matmuls side
+#   by side as before), test-ops-matmul /ops/matmul/stacked against the three one at a time.
 # - lora_rows reading f16 copies of the adapters under fp16 autocast (HN_LORA_W16=0: rounded on each
 #   load), unmeasured since 2026-12-07 (second session); HN_CM2_BF16_FAST=1 on the old kernel.
 # Prepare: HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-ops-matmul test-back-ops test-train-fp16" build-aux/device-check prepare
@@ -33,6 +36,8 @@ row $R train-fp16 $TR
 HN_CM2_RTE=0 row $R train-fp16-old $TR
 row $R train-fp16-again $TR
 HN_CM2_RTE=0 row $R train-fp16-old-again $TR
+HN_TRAIN_NO_QKV_STACK=1 row $R train-fp16-qkv-unstacked $TR
+HN_TRAIN_NO_QKV_STACK=1 HN_CM2_RTE=0 row $R train-fp16-old-qkv-unstacked $TR
 HN_PROFILE_SHAPES=1 row $R train-fp16-profile $TR --profile
 row $R lora-fp16 $LO --precision fp16
 HN_CM2_RTE=0 row $R lora-fp16-old $LO --precision fp16

@@ -44,6 +44,13 @@ gboolean hn_op_matmul_add (HnCmd *cmd, HnTensor *y, HnTensor *x, HnTensor *w, Hn
 gboolean hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *const *w,
                          HnTensor *const *bias, GError **error);
 
+/* n Linear layers of one input with their weights stacked: w [n·N, K] (row
+ * block i is W_i), bias [n·N] or NULL, y [n·M, N] (row block i is x·W_iᵀ +
+ * bias_i). matmul_cm2 runs them as one batch (q, k and v of gpt2's training
+ * step: 1152 tiles where each alone has 384); elsewhere one at a time. */
+gboolean hn_op_matmul_stacked (HnCmd *cmd, guint n, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias,
+                               GError **error);
+
 /* TRUE when hn_op_matmul, hn_op_matmul_add and hn_op_matmul_n with weight w
  * and x of `rows` rows run on the cooperative-matrix-2 kernel with f16
  * operands (bf16/f16 weights on a device with VK_NV_cooperative_matrix2, more

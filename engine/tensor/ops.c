@@ -493,6 +493,7 @@ dispatch_coopmat (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
 typedef struct {
   MatmulPush mm;
   guint32 splits, k_split, c_ss;
+  guint32 bias_sb; /* elements between the biases of a batch's products (hn_op_matmul_stacked) */
 } Cm2Push;
 
 static guint32
@@ -756,8 +757,8 @@ cm2_wgs (HnVkContext *ctx, guint32 M, guint32 N, guint32 K)
  * b2's offset; no bias, split-K, alpha or accumulate). */
 static gboolean
 try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bias, const MatmulPush *pc,
-                  guint32 batch, gboolean f16, const HnVkBinding *a16, guint64 co_wgs, HnTensor *b2, guint32 act,
-                  gboolean *done, GError **error)
+                  guint32 batch, guint32 bias_sb, gboolean f16, const HnVkBinding *a16, guint64 co_wgs, HnTensor *b2,
+                  guint32 act, gboolean *done, GError **error)
 {
   HnVkContext *ctx = hn_cmd_get_context (cmd);
   guint32 nt = 0;
@@ -808,7 +809,7 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 epi_loop = g_strcmp0 (g_getenv ("HN_CM2_EPI"), "callback") != 0;
   guint32 spec[17] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
                        c16, env_uint ("HN_CM2_BF16_FAST", 0) == 1 };
-  Cm2Push p2 = { *pc, 1, pc->K, 0 };
+  Cm2Push p2 = { *pc, 1, pc->K, 0, bias_sb };
   HnVkBinding bd[5] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE),
                         hn_bind (b2 ? b2 : b, FALSE) };
   /* the scratch: A's f16 copy, B's, then the partial products (256-byte aligned) */
@@ -967,7 +968,7 @@ dispatch_tiled (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *bia
   if (tensor)
     {
       gboolean done;
-      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, f16, a16, co_wgs, NULL, 0, &done, error))
+      if (!try_dispatch_cm2 (cmd, c, a, b, bias, pc, batch, 0, f16, a16, co_wgs, NULL, 0, &done, error))
         return FALSE;
       if (done)
         return TRUE;
@@ -1139,6 +1140,60 @@ hn_op_matmul_n (HnCmd *cmd, guint n, HnTensor *const *y, HnTensor *x, HnTensor *
 }
 
 gboolean
+hn_op_matmul_stacked (HnCmd *cmd, guint n, HnTensor *y, HnTensor *x, HnTensor *w, HnTensor *bias, GError **error)
+{
+  const char *op = "matmul_stacked";
+  if (!hn_op_check_ctx (op, cmd, y, error) || !hn_op_check_ctx (op, cmd, x, error) ||
+      !hn_op_check_ctx (op, cmd, w, error) || !hn_op_check_ctx (op, cmd, bias, error))
+    return FALSE;
+  gint64 M = hn_tensor_rows (x), K = hn_tensor_cols (x), N = w->ndim == 2 ? w->shape[0] / MAX (n, 1) : 0;
+  if (n == 0 || w->ndim != 2 || w->shape[0] != (gint64) n * N || w->shape[1] != K || hn_tensor_rows (y) != (gint64) n * M ||
+      hn_tensor_cols (y) != N || (bias && bias->n != (gint64) n * N))
+    {
+      g_autofree char *dx = hn_tensor_describe (x), *dw = hn_tensor_describe (w), *dy = hn_tensor_describe (y);
+      g_set_error (error, HN_ERROR, HN_ERROR_INVALID_ARGUMENT,
+                   "%s: shapes do not fit %u stacked products y[i] = x·W[i]ᵀ: x %s %s, W %s %s, y %s %s", op, n, x->name,
+                   dx, w->name, dw, y->name, dy);
+      return FALSE;
+    }
+  /* one matmul_cm2 dispatch, the products as a batch that shares x (its tiles fill the GPU n times
+   * over: gpt2's q, k and v, 8192 x 768 x 768 each, are 384 tiles of 128 x 128 alone) */
+  HnVkContext *ctx = hn_cmd_get_context (cmd);
+  gboolean f16 = hn_op_matmul_f16 (cmd, 0);
+  if ((x->dtype != HN_DTYPE_F16 && !hn_op_check_dtype (op, "x", x, HN_DTYPE_F32, error)) ||
+      !hn_op_check_dtype (op, "y", y, HN_DTYPE_F32, error) || !hn_op_check_float_storage (op, "W", w, error) ||
+      (bias && !hn_op_check_dtype (op, "bias", bias, HN_DTYPE_F32, error)) || !check_no_overlap (op, y, x, error) ||
+      !check_no_overlap (op, y, w, error))
+    return FALSE;
+  if (hn_vk_context_has_coopmat2 (ctx, NULL) &&
+      (f16 || (hn_op_matmul_reduced_precision (ctx, w->dtype, M, 0) && !hn_op_matvec_available (cmd, M))) &&
+      g_getenv ("HN_NO_MATMUL_STACKED") == NULL)
+    {
+      MatmulPush pc = {
+        (guint32) M, (guint32) N, (guint32) K, hn_eoff (x), hn_eoff (w), hn_eoff (y), bias ? hn_eoff (bias) : 0,
+        0, (guint32) K, 1,                 /* A(m, k) = x[m * K + k], the same for every product */
+        (guint32) (N * K), 1, (guint32) K, /* B_i(k, n) = W[(i * N + n) * K + k] */
+        (guint32) (M * N), (guint32) N,
+        1.0f, bias ? 2u : 0u };
+      gboolean done;
+      if (!try_dispatch_cm2 (cmd, y, x, w, bias, &pc, n, (guint32) N, f16, NULL, 0, NULL, 0, &done, error))
+        return FALSE;
+      if (done)
+        return TRUE;
+    }
+  /* elsewhere one product at a time, on row views */
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (HnTensor) yi = hn_tensor_view_rows (y, (gint64) i * M, M, error);
+      g_autoptr (HnTensor) wi = yi ? hn_tensor_view_rows (w, (gint64) i * N, N, error) : NULL;
+      g_autoptr (HnTensor) bi = wi && bias ? hn_tensor_view_rows (bias, (gint64) i * N, N, error) : NULL;
+      if (!wi || (bias && !bi) || !linear (cmd, op, yi, x, wi, bi, 1.0f, FALSE, NULL, 0, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
 hn_op_matmul_glu_available (HnCmd *cmd, HnTensor *w_gate, HnTensor *w_up, gint64 rows)
 {
   /* ggml blocks of either type (Q4_K_M files mix them): both through their f16 forms */
@@ -1191,7 +1246,7 @@ hn_op_matmul_glu (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w_gate, HnTe
     0, (guint32) F,
     1.0f, 0 };
   gboolean done = FALSE;
-  if (!try_dispatch_cm2 (cmd, out, x, w_gate, NULL, &pc, 1, FALSE, NULL, 0, w_up, (guint32) act, &done, error))
+  if (!try_dispatch_cm2 (cmd, out, x, w_gate, NULL, &pc, 1, 0, FALSE, NULL, 0, w_up, (guint32) act, &done, error))
     return FALSE;
   if (!done)
     {

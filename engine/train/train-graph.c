@@ -40,6 +40,7 @@ typedef struct {
   HnTensor *h16, *h2_16, *att16, *act16; /* f16 copies of the matmuls' inputs (f16ops) */
   HnTensor *x_mid;             /* [N, C] pre-norm: x + attention */
   HnTensor *q_lin, *k_lin, *v; /* [N, H*D], [N, KVH*D] projections */
+  HnTensor *qkv;               /* f16ops, qd == kvd: [3N, qd], q_lin, k_lin and v its row blocks (else NULL) */
   HnTensor *q_nrm, *k_nrm;     /* after q/k norm (NULL without) */
   HnTensor *q, *k;             /* what attention reads (after rope) */
   HnTensor *att;               /* [N, H*D] */
@@ -77,6 +78,11 @@ struct _HnTrainGraph {
    * and their gradients stacked the same way (the parameters' w16 and g are row views), so that
    * the backward takes dh and the three weight gradients in one matmul each */
   HnTensor **qkv_w16, **qkv_g;
+  /* ... and, where the layer's q, k and v are row blocks of one tensor (LayerActs.qkv), their biases
+   * stacked [qd + 2 kvd] (copied from the parameters in each forward) or NULL where there are none:
+   * the three projections then run as one batched matmul (hn_op_matmul_stacked) */
+  HnTensor **qkv_b, **qkv_b_rows;
+  gboolean *qkv_stacked;
   double loss_scale;           /* hn_train_graph_set_loss_scale */
   gint64 record_us;            /* host time recording forward + backward, summed (hn_train_graph_get_record_us) */
   GPtrArray *owned;            /* every tensor and view we made */
@@ -258,6 +264,21 @@ new16 (HnTrainGraph *g, const char *name, gint64 rows, gint64 cols, GError **err
   return own (g, hn_tensor_new_named (g->ctx, name, HN_DTYPE_F16, 2, (gint64[]) { rows, cols }, error));
 }
 
+/* A layer's q, k and v projections: under f16ops with q and k/v of one width (not shared with layer
+ * 0), row blocks of one [3N, qd] tensor (LayerActs.qkv), which one batched matmul writes. */
+static gboolean
+qkv_new (HnTrainGraph *g, LayerActs *a, const LayerActs *a0, gboolean share_qk, gint64 qd, gint64 kvd,
+         GError **error)
+{
+  gint64 N = g->N;
+  if (g->f16ops && qd == kvd && !share_qk && g_getenv ("HN_TRAIN_NO_QKV_STACK") == NULL)
+    return (a->qkv = new2d (g, "train.qkv", 3 * N, qd, error)) && (a->q_lin = rows_view (g, a->qkv, 0, N, error)) &&
+           (a->k_lin = rows_view (g, a->qkv, N, N, error)) && (a->v = rows_view (g, a->qkv, 2 * N, N, error));
+  return (a->q_lin = share_qk ? a0->q_lin : new2d (g, "train.q", N, qd, error)) &&
+         (a->k_lin = share_qk ? a0->k_lin : new2d (g, "train.k", N, kvd, error)) &&
+         (a->v = new2d (g, "train.v", N, kvd, error));
+}
+
 static void
 site_free (gpointer p)
 {
@@ -302,6 +323,9 @@ hn_train_graph_free (HnTrainGraph *g)
   g_free (g->k_lin_rows);
   g_free (g->qkv_w16);
   g_free (g->qkv_g);
+  g_free (g->qkv_b);
+  g_free (g->qkv_b_rows);
+  g_free (g->qkv_stacked);
   g_free (g->pos_host);
   g_free (g);
 }
@@ -759,9 +783,8 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       if (!(a->h = new2d (g, "train.h", N, C, error)) ||
           !(a->h2 = (sh & HN_TRAIN_SHARE_H2) ? a0->h2 : new2d (g, "train.h2", N, C, error)) ||
           !(a->x_mid = new2d (g, "train.x_mid", N, C, error)) ||
-          !(a->q_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->q_lin : new2d (g, "train.q", N, qd, error)) ||
-          !(a->k_lin = (sh & HN_TRAIN_SHARE_QK) ? a0->k_lin : new2d (g, "train.k", N, kvd, error)) ||
-          !(a->v = new2d (g, "train.v", N, kvd, error)) || !(a->att = new2d (g, "train.att", N, qd, error)) ||
+          !qkv_new (g, a, a0, (sh & HN_TRAIN_SHARE_QK) != 0, qd, kvd, error) ||
+          !(a->att = new2d (g, "train.att", N, qd, error)) ||
           (gated && !(a->gate = new2d (g, "train.gate", N, fused_gu ? 2 * F : F, error))) ||
           !(a->up = (up16 ? new16 : new2d) (g, "train.up", N, F, error)) ||
           /* f16ops writes the activation only as act16 */
@@ -921,6 +944,9 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
       /* q, k and v stacked (see qkv_w16): their gradients first, as row views of one tensor */
       g->qkv_w16 = g_new0 (HnTensor *, nl);
       g->qkv_g = g_new0 (HnTensor *, nl);
+      g->qkv_b = g_new0 (HnTensor *, nl);
+      g->qkv_b_rows = g_new0 (HnTensor *, 3 * nl);
+      g->qkv_stacked = g_new0 (gboolean, nl);
       for (int il = 0; il < nl && g_getenv ("HN_TRAIN_NO_QKV_STACK") == NULL; il++)
         {
           const HnLayerWeights *lw = &g->W->layers[il];
@@ -955,6 +981,23 @@ hn_train_graph_new_full (HnTransformer *model, int batch, int seq_len, HnLoraAda
                 return NULL;
               row0 += n;
             }
+          /* one batched matmul for the three where their outputs are stacked too (qkv_new) and
+           * their biases are all f32 parameters or all absent */
+          HnTensor *bs[3] = { lw->bq, lw->bk, lw->bv };
+          gboolean none = !bs[0] && !bs[1] && !bs[2], all = TRUE;
+          for (int k = 0; k < 3; k++)
+            all = all && bs[k] && bs[k]->dtype == HN_DTYPE_F32 && bs[k]->n == ps[k]->w->shape[0];
+          if (!g->L[il].qkv || (!none && !all))
+            continue;
+          g->qkv_stacked[il] = TRUE;
+          if (none)
+            continue;
+          if (!(g->qkv_b[il] = own (g, hn_tensor_new_named (g->ctx, "train.qkv_bias", HN_DTYPE_F32, 1, (gint64[]) { rows },
+                                                             error))))
+            return NULL;
+          for (int k = 0; k < 3; k++)
+            if (!(g->qkv_b_rows[3 * il + k] = rows_view (g, g->qkv_b[il], k * qd, qd, error)))
+              return NULL;
         }
       /* the f16 copies of the matmuls' weights (the tied embedding's once) */
       for (int il = 0; il <= nl; il++)
@@ -1270,13 +1313,26 @@ layer_fwd (HnTrainGraph *g, int il, GError **error)
   LayerActs *a = &g->L[il];
   HnTensor *x = g->resid[il], *xo = g->resid[il + 1];
   HnTensor *h_mm, *h2_mm = NULL, *att_mm;
+  gboolean stacked = g->qkv_stacked && g->qkv_stacked[il];
+  if (stacked && g->qkv_b[il])
+    {
+      /* the biases stacked (qkv_b) for the batched q, k, v matmul: copied before the norm, which they
+       * run beside */
+      HnTensor *bs[3] = { lw->bq, lw->bk, lw->bv };
+      for (int k = 0; k < 3; k++)
+        CK (hn_op_copy (g->cmd, g->qkv_b_rows[3 * il + k], bs[k], error));
+    }
   CK (norm_fwd_mm (g, a->h, a->h16, x, lw->ln1_w, lw->ln1_b, &h_mm, error));
   if (hp->block == HN_BLOCK_PARALLEL_2NORM)
     CK (norm_fwd_mm (g, a->h2, a->h2_16, x, lw->ln2_w, lw->ln2_b, &h2_mm, error));
   HnTensor *outs[N_PROJ] = { a->q_lin, a->k_lin, a->v, g->o, NULL, NULL, NULL };
   /* one f16 copy of h for the three (hn_op_matmul_n, on the tensor cores; under f16ops h16) */
-  CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, h_mm,
-                      (HnTensor *[]) { W16 (g, lw->wq), W16 (g, lw->wk), W16 (g, lw->wv) }, (HnTensor *[]) { lw->bq, lw->bk, lw->bv }, error));
+  if (stacked)
+    CK (hn_op_matmul_stacked (g->cmd, 3, a->qkv, h_mm, g->qkv_w16[il], g->qkv_b[il], error));
+  else
+    CK (hn_op_matmul_n (g->cmd, 3, (HnTensor *[]) { a->q_lin, a->k_lin, a->v }, h_mm,
+                        (HnTensor *[]) { W16 (g, lw->wq), W16 (g, lw->wk), W16 (g, lw->wv) },
+                        (HnTensor *[]) { lw->bq, lw->bk, lw->bv }, error));
   CK (lora_fwd_qkv (g, a, a->h, outs, error));
   HnTensor *qs = a->q_lin, *ks = a->k_lin;
   if (hp->qk_norm_head)
