@@ -82,13 +82,6 @@ layout(constant_id = 14) const uint EPI_LOOP = 1;
 // values already: stored exactly, as the gated epilogue stores); no
 // accumulate, no split-K.
 layout(constant_id = 15) const uint C_F16 = 0;
-// 1 (with F16): a bf16 B decoded without the integer rounding where none is
-// needed: a bf16 value (8 significant bits) from 2^-14 up to 65280 is an f16
-// value as it is; only the subnormal range and |x| >= 65536 (Inf) go through
-// hn_round_f16 (the same results; HN_CM2_BF16_FAST=1, an experiment for the
-// tied LM head, which stays bf16: its fp16 LoRA chunks ran 2.9 ms against
-// about 1 ms at fp32, H100 2026-12-07a)
-layout(constant_id = 16) const uint BF16_FAST = 0;
 
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer Ah { float16_t ah16[]; };
@@ -96,6 +89,7 @@ layout(std430, binding = 1) readonly buffer Bh { float16_t bh[]; };
 layout(std430, binding = 1) readonly buffer Bb { uint16_t bb[]; };
 layout(std430, binding = 1) readonly buffer Bf { float bf[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 2) readonly buffer Bias16 { float16_t bias16[]; };
 layout(std430, binding = 3) buffer C { float c[]; };
 layout(std430, binding = 3) buffer C16 { float16_t c16[]; };
 layout(std430, binding = 4) readonly buffer B2h { float16_t b2h[]; };
@@ -125,9 +119,9 @@ float to_f16_range(float x) {
 
 float16_t decode_bf16(const in Bf16Elem e, const in uint block[2], const in uint within[2]) {
   float v = uintBitsToFloat(uint(e.v) << 16);
-  uint a = uint(e.v) & 0x7fffu;
+  // (under RTE a conversion rounds as hn_round_f16: the tied LM head, which
+  // stays bf16, ran its fp16 LoRA chunks 3.4x faster so, H100 2026-12-07e)
   if (RTE && F16 == 1u) return float16_t(v);
-  if (BF16_FAST == 1u && F16 == 1u && a >= 0x3880u && a < 0x4780u) return float16_t(v);
   return float16_t(to_f16_range(v));
 }
 
@@ -278,9 +272,13 @@ void main() {
   // sum (rounding each partial too lost the low bits of a cancelling sum:
   // test-back-ops /back-ops/matmul-f16 on the H200, 2026-12-03l)
   if (RTE && EPI_LOOP == 1u) {
-    // alpha · A·B + bias (f16(bias) under autocast), rounded by a conversion.
-    // The bias as a matrix: a layout whose rows are 0 elements apart reads
-    // element n0 + c of it for every row of the tile.
+    // alpha · A·B + bias (f16(bias) under autocast), rounded by the f16
+    // store's conversion. The bias as a matrix: a layout whose rows are 0
+    // elements apart reads element n0 + c of it for every row of the tile;
+    // under autocast the host hands an f16 copy of it (to_f16.comp's
+    // rounding), which widens exactly. (A conversion to f16 and back, here
+    // or on an f32 C, is folded away by NVIDIA's compiler: the values came
+    // out unrounded, H100 2026-12-07e; so an f32 C keeps the integer rounding.)
     if (p.alpha != 1.0) sum = sum * p.alpha;
     if ((p.flags & 2u) != 0u) {
       tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lbias =
@@ -288,11 +286,16 @@ void main() {
       lbias = setTensorLayoutDimensionNV(lbias, p.M, p.N);
       lbias = setTensorLayoutStrideNV(lbias, 0, 1);
       ACC bmat;
-      coopMatLoadTensorNV(bmat, bias, g_bias_base, sliceTensorLayoutNV(lbias, m0, BM, n0, BN));
-      if (F16 == 1u) bmat = ACC(ACC16(bmat));
+      if (F16 == 1u) {
+        ACC16 b16;
+        coopMatLoadTensorNV(b16, bias16, g_bias_base, sliceTensorLayoutNV(lbias, m0, BM, n0, BN));
+        bmat = ACC(b16);
+      } else
+        coopMatLoadTensorNV(bmat, bias, g_bias_base, sliceTensorLayoutNV(lbias, m0, BM, n0, BN));
       sum = sum + bmat;
     }
-    if (F16 == 1u && p.splits == 1u && C_F16 == 0u) sum = ACC(ACC16(sum));
+    if (F16 == 1u && p.splits == 1u && C_F16 == 0u)
+      [[unroll]] for (int i = 0; i < sum.length(); i++) sum[i] = hn_round_f16(sum[i]);
   } else if ((F16 == 1u && p.splits == 1u) || p.alpha != 1.0 || (p.flags & 2u) != 0u) {
     if (EPI_LOOP == 1u && (p.flags & 2u) == 0u) {
       bool rnd = F16 == 1u && p.splits == 1u;

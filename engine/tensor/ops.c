@@ -807,19 +807,28 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
   guint32 swz = tl.swz;
   /* HN_CM2_EPI=callback: the per-element epilogue through coopMatPerElementNV (matmul_cm2.comp's EPI_LOOP) */
   guint32 epi_loop = g_strcmp0 (g_getenv ("HN_CM2_EPI"), "callback") != 0;
-  guint32 spec[17] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
-                       c16, env_uint ("HN_CM2_BF16_FAST", 0) == 1 };
+  /* the epilogue and fp16 autocast's rounding through conversion instructions where the device rounds
+   * them to nearest even and keeps f16 subnormals (matmul_cm2.comp's HN_RTE); HN_CM2_RTE=0: the
+   * integer rounding and per-element loops everywhere */
+  gboolean rte = hn_vk_context_get_device_info (ctx)->f16_rte && env_uint ("HN_CM2_RTE", 1) == 1;
+  /* ... which reads a bias under autocast as an f16 copy, rounded by to_f16.comp into the scratch
+   * after B's copy (a few hundred bytes) */
+  gboolean bias_copy = rte && epi_loop && f16 && bias && !b2 && splits == 1;
+  guint32 spec[16] = { bdt, bm, bn, bk, nt, a_t, b_t, amode, 0, f16, unroll, swz, b2 != NULL, b2 ? act : 1, epi_loop,
+                       c16 };
   Cm2Push p2 = { *pc, 1, pc->K, 0, bias_sb };
   HnVkBinding bd[5] = { hn_bind (a, FALSE), hn_bind (b, FALSE), hn_bind (bias ? bias : a, FALSE), hn_bind (c, TRUE),
                         hn_bind (b2 ? b2 : b, FALSE) };
   /* the scratch: A's f16 copy, B's, then the partial products (256-byte aligned) */
   guint64 a_bytes = amode == 2 && !a_is16 ? cm2_a_bytes (a) : 0;
   guint64 b_bytes = b_copy ? ((guint64) b->n + 1) / 2 * 4 : 0;
-  guint64 p_off = a_bytes + ((b_bytes + 255) & ~(guint64) 255);
+  guint64 bias_byte0 = a_bytes + ((b_bytes + 255) & ~(guint64) 255);
+  guint64 bias_bytes = bias_copy ? ((guint64) bias->n + 1) / 2 * 4 : 0;
+  guint64 p_off = bias_byte0 + ((bias_bytes + 255) & ~(guint64) 255);
   guint64 p_bytes = splits > 1 ? (guint64) splits * pc->M * pc->N * 4 : 0;
   HnVkBuffer *s = NULL;
   gboolean ok_khr16 = FALSE;
-  if ((a_bytes && !a16) || b_bytes || p_bytes)
+  if ((a_bytes && !a16) || b_bytes || bias_bytes || p_bytes)
     if (!(s = hn_cmd_scratch (cmd, p_off + p_bytes, error)))
       return FALSE;
   if (amode == 2 && !a_is16)
@@ -840,6 +849,13 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
         return FALSE;
       p2.mm.b_off = p2.mm.b_off - hn_eoff (b) + (guint32) (a_bytes / 2);
       bd[1] = (HnVkBinding) { s, a_bytes, b_bytes, FALSE };
+    }
+  if (bias_bytes)
+    {
+      if (!hn_record_to_f16 (cmd, "to_f16", bias, s, bias_byte0, bias_bytes, TRUE, error))
+        return FALSE;
+      p2.mm.bias_off = p2.mm.bias_off - hn_eoff (bias) + (guint32) (bias_byte0 / 2);
+      bd[2] = (HnVkBinding) { s, bias_byte0, bias_bytes, FALSE };
     }
   if (splits > 1)
     {
@@ -873,12 +889,8 @@ try_dispatch_cm2 (HnCmd *cmd, HnTensor *c, HnTensor *a, HnTensor *b, HnTensor *b
                                                 bn, nt, splits)
                              : NULL;
   hn_cmd_set_label (cmd, label ? label : b2 ? "matmul_cm2_glu" : "matmul_cm2");
-  /* the epilogue and fp16 autocast's rounding through conversion instructions where the device rounds
-   * them to nearest even and keeps f16 subnormals (matmul_cm2.comp's HN_RTE); HN_CM2_RTE=0: the
-   * integer rounding and per-element loops everywhere */
-  const char *shader = hn_vk_context_get_device_info (ctx)->f16_rte && env_uint ("HN_CM2_RTE", 1) == 1
-                         ? "matmul_cm2_rte" : "matmul_cm2";
-  gboolean ok = hn_cmd_dispatch (cmd, shader, spec, 17, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
+  const char *shader = rte ? "matmul_cm2_rte" : "matmul_cm2";
+  gboolean ok = hn_cmd_dispatch (cmd, shader, spec, 16, bd, 5, &p2, sizeof p2, (pc->N + bn - 1) / bn,
                                  (pc->M + bm - 1) / bm, batch * splits, error);
   hn_cmd_set_label (cmd, NULL);
   if (!ok || splits == 1)
