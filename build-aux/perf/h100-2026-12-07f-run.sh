@@ -1,4 +1,4 @@
-# The next device call (2026-12-07f; rename it to its date and card once it has run, output beside it).
+# Device call 2026-12-07f (an H100). test-ops-matmul ran past its 120 s timeout in /ops/matmul/glu (11 cases ok before it; f16-rounding and stacked did not run).
 # Call e (h100-2026-12-07e-*) measured matmul_cm2_rte and the batched q/k/v but its tests failed on
 # one point: a conversion to f16 and back on an f32 result (and maybe on the bias) was folded away by
 # the driver's compiler, so f32 results under autocast came out unrounded. Now an f32 C keeps the
