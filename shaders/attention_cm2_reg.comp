@@ -17,6 +17,10 @@
 // issued with its K·Q product and the next K tile's while the softmax runs
 // (the loads' latency hidden, not waited on in turn), and key blocks that no
 // row masks only scaled. BR x BC (the tile) from HN_ATTN_CM2_TILE.
+// Built with HN_FA_ONES (attention_cm2_ones, 16-bit K/V): key blocks of
+// BC = HD + 16 and V read as a BC x BC tile whose columns past HD are ones,
+// so the output's column HD is the row sum of P: no P·1 product, no running
+// sum, and the rescale multiplies O directly (S, P and O share one shape).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -37,6 +41,9 @@ layout(constant_id = 5) const uint FAST = 1;
 // this invocation's own elements (matrices of one type share the mapping)
 // instead of coopMatPerElementNV; 0 under HN_ATTN_CM2_EPI=callback (A/B)
 layout(constant_id = 6) const uint EPI_LOOP = 1;
+// HN_FA_ONES: 0 = the ones from the V layout's clamp value, 1 = written into
+// the loaded tile element by element (HN_FA_ONES_PE=1, A/B)
+layout(constant_id = 7) const uint ONES_PE = 0;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float kf[]; };
@@ -82,6 +89,9 @@ float fa_max(const in float a, const in float b) { return max(a, b); }
 float fa_smear(const in float a, const in float b) { return a; }
 float fa_exp(const in uint r, const in uint c, const in float x) { return exp(x); }
 float fa_max2(const in uint r, const in uint c, const in float a, const in float b) { return max(a, b); }
+float16_t fa_ones(const in uint r, const in uint c, const in float16_t x) { return c >= HD ? float16_t(1.0) : x; }
+float fa_col_hd(const in uint r, const in uint c, const in float x) { return c == HD ? x : 0.0; }
+float fa_add(const in float a, const in float b) { return a + b; }
 float fa_store_lse(const in uint r, const in uint c, const in float l, const in float m, const in uint base) {
   uint t = g_qb0 + r;
   if (c == 0u && t < p.T) lse[base + t * p.H] = l > 0.0 ? m + log(l) : 0.0;
@@ -102,7 +112,23 @@ void load_v(out coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm,
   else coopMatLoadTensorNV(vm, vb, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_bf16);
 }
 
+#ifdef HN_FA_ONES
+// V rows [j0, j0 + BC) with BC - HD columns of ones after the HD real ones
+void load_v1(out coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> vm, const in uint vbase, const in KV_LAYOUT lv,
+             const in uint j0) {
+  if (KVDT == HN_DT_F16) coopMatLoadTensorNV(vm, vh, vbase, sliceTensorLayoutNV(lv, j0, BC, 0, BC));
+  else coopMatLoadTensorNV(vm, vb, vbase, sliceTensorLayoutNV(lv, j0, BC, 0, BC), dec_bf16);
+  if (ONES_PE != 0u) coopMatPerElementNV(vm, vm, fa_ones);
+}
+#endif
+
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>
+// the output tile's width: HD, or BC with the ones columns
+#ifdef HN_FA_ONES
+#define OW BC
+#else
+#define OW HD
+#endif
 
 void main() {
   uint qb0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
@@ -129,9 +155,15 @@ void main() {
 
   coopmat<float16_t, gl_ScopeWorkgroup, BR, HD, gl_MatrixUseA> qm;
   coopMatLoadTensorNV(qm, q, qbase, sliceTensorLayoutNV(lq, qb0, BR, 0, HD), dec_f32);
-  ACC(BR, HD) acc = ACC(BR, HD)(0.0);
-  ACC(BR, BC) m_run = ACC(BR, BC)(NEG_BIG), l_run = ACC(BR, BC)(0.0);
+  ACC(BR, OW) acc = ACC(BR, OW)(0.0);
+  ACC(BR, BC) m_run = ACC(BR, BC)(NEG_BIG);
+#ifdef HN_FA_ONES
+  // V's layout reads 1.0 (f16 0x3C00; bf16 0x3F80) past column HD
+  KV_LAYOUT lv = setTensorLayoutClampValueNV(lkv, KVDT == HN_DT_F16 ? 0x3C00u : 0x3F80u);
+#else
+  ACC(BR, BC) l_run = ACC(BR, BC)(0.0);
   coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> ones = coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB>(1.0);
+#endif
 
   uint n_keys = p.n_kv;
   if (p.causal != 0u) n_keys = uint(clamp(p.pos0 + int(min(qb0 + BR, p.T)), 0, int(p.n_kv)));
@@ -140,7 +172,12 @@ void main() {
   if (p.window > 0u) j_lo = uint(clamp(p.pos0 + int(qb0) - int(p.window) + 1, 0, int(n_keys))) / BC * BC;
 
   coopmat<float16_t, gl_ScopeWorkgroup, HD, BC, gl_MatrixUseB> km;
-  coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm;
+  coopmat<float16_t, gl_ScopeWorkgroup, BC, OW, gl_MatrixUseB> vm;
+#ifdef HN_FA_ONES
+#define LOAD_V(j) load_v1(vm, vbase, lv, j)
+#else
+#define LOAD_V(j) load_v(vm, vbase, lkv, j)
+#endif
   if (FAST != 0u) load_k(km, kbase, lkv, tr, j_lo);
   // the first key block past every row's causal reach (FAST: blocks before it
   // and at or after j_full need no mask when no window, and all rows live)
@@ -149,7 +186,7 @@ void main() {
 
   for (uint j0 = j_lo; j0 < n_keys; j0 += BC) {
     g_j0 = j0;
-    if (FAST != 0u) load_v(vm, vbase, lkv, j0);
+    if (FAST != 0u) LOAD_V(j0);
     else load_k(km, kbase, lkv, tr, j0);
     ACC(BR, BC) s = ACC(BR, BC)(0.0);
     s = coopMatMulAdd(qm, km, s);
@@ -176,23 +213,36 @@ void main() {
     }
     m_run = m_new;
     coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA> pa = coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA>(pmat);
+#ifdef HN_FA_ONES
+    acc = acc * corr;
+#else
     ACC(BR, BC) rsum = ACC(BR, BC)(0.0);
     rsum = coopMatMulAdd(pa, ones, rsum);
     l_run = corr * l_run + rsum;
     ACC(BR, HD) corr_o;
     coopMatReduceNV(corr_o, corr, gl_CooperativeMatrixReduceRowNV, fa_smear);
     acc = acc * corr_o;
-    if (FAST == 0u) load_v(vm, vbase, lkv, j0);
+#endif
+    if (FAST == 0u) LOAD_V(j0);
     acc = coopMatMulAdd(pa, vm, acc);
   }
 
+#ifdef HN_FA_ONES
+  // the row sums: column HD of O, spread over its row
+  ACC(BR, BC) l_col, l_o;
+  coopMatPerElementNV(l_col, acc, fa_col_hd);
+  coopMatReduceNV(l_o, l_col, gl_CooperativeMatrixReduceRowNV, fa_add);
+  if ((p.flags & 16u) != 0u) coopMatPerElementNV(l_o, l_o, fa_store_lse, m_run, p.lse_off + b * p.T * p.H + h);
+#else
   if ((p.flags & 16u) != 0u) coopMatPerElementNV(l_run, l_run, fa_store_lse, m_run, p.lse_off + b * p.T * p.H + h);
   ACC(BR, HD) l_o;
   coopMatReduceNV(l_o, l_run, gl_CooperativeMatrixReduceRowNV, fa_smear);
+#endif
   [[unroll]] for (int i = 0; i < l_o.length(); i++) l_o[i] = l_o[i] > 0.0 ? 1.0 / l_o[i] : 0.0;
   acc = acc * l_o;
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lo = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   lo = setTensorLayoutDimensionNV(lo, p.T, HD);
   lo = setTensorLayoutStrideNV(lo, p.H * HD, 1);
-  coopMatStoreTensorNV(acc, o, p.o_off + (b * p.T * p.H + h) * HD, sliceTensorLayoutNV(lo, qb0, BR, 0, HD));
+  // (with the ones columns: the layout's width HD drops them)
+  coopMatStoreTensorNV(acc, o, p.o_off + (b * p.T * p.H + h) * HD, sliceTensorLayoutNV(lo, qb0, BR, 0, OW));
 }
