@@ -4,7 +4,7 @@
 // Q, K, V and of the incoming gradient dO (each row of dO scaled by r, the
 // power of two that brings its largest |dO| into [1, 2): an unscaled loss
 // gradient, a mean over many tokens, would otherwise fall into f16's
-// subnormals), and per row Δ = dO·O and max |dO|; both passes then read
+// subnormals), and per row r·Δ (Δ = dO·O) and max |dO|; both passes then read
 // only 16-bit operands (no per-element decode in the loads).
 // P = exp(s - lse) is formed again from Q, K and the forward's per-row
 // log-sum-exp; every product (S = Q·Kᵀ, dP = dO·Vᵀ, dV += Pᵀ·dO,

@@ -2,7 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // Flash-attention backward, pass 0 (see attention_back_cm2.glsl): the f16
 // operands of the two passes and the per-row statistics. Rows [0, rows_q)
-// are query rows (b, t, h): Δ = Σ dO·O and max |dO| into st, Q and r·dO
+// are query rows (b, t, h): r·Δ (Δ = Σ dO·O) and max |dO| into st, Q and r·dO
 // (r the power of two that brings max |dO| into [1, 2)) as f16; rows
 // [rows_q, rows_q + rows_kv) are key rows (b, j, kvh): K and V as f16.
 // Finite values past f16's range clamp; Inf and NaN stay (an overflow under
@@ -59,7 +59,7 @@ void main() {
     float r = pow2_scale(mx);
     [[unroll]] for (uint i = 0u; i < HD / TPR; i++) h16[p.do16 + hb + part + i * TPR] = float16_t(r * g[i]);
     if (part == 0u) {
-      st[p.st_off + 2u * row] = dl;
+      st[p.st_off + 2u * row] = r * dl;
       st[p.st_off + 2u * row + 1u] = mx;
     }
   } else if (row < p.rows_q + p.rows_kv) {

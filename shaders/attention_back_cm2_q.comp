@@ -33,7 +33,7 @@ void main() {
     uint row = (b * p.T + min(t, p.T - 1u)) * p.H + h;
     float rr = hn_fa_pow2_scale(st[p.st_off + 2u * row + 1u]);
     lse_s[r] = t < p.T ? lse[p.lse_off + row] * LOG2E : 0.0;
-    rdel_s[r] = rr * st[p.st_off + 2u * row];
+    rdel_s[r] = st[p.st_off + 2u * row];
     out_s[r] = p.scale / rr;
   }
   barrier();

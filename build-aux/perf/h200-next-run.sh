@@ -4,7 +4,11 @@
 #   head dim 128 too (HN_ATTN_CM2_ONES=all), and off; test-ops-matmul's f16-rounding and stacked
 #   cases (not yet run on a GPU); test-train-fp16 (PyTorch GradScaler's losses);
 # - issue 22's table with llama.cpp beside it;
-# - A/Bs on prefill 4 x 512 and gpt2 training: HN_ATTN_CM2_ONES=0, HN_FA_ONES_PE=1, other tiles.
+# Also: the flash backward's dK/dV pass reads its per-query values (lse, r·Δ, f) as stride-0
+# matrices, not through shared memory with two barriers per query block (HN_FA_BACK_KV_SHARED=1
+# for the old way), and the prep pass stores r·Δ.
+# - A/Bs on prefill 4 x 512 and gpt2 training: HN_ATTN_CM2_ONES=0, HN_FA_ONES_PE=1, other tiles,
+#   HN_FA_BACK_KV_SHARED=1.
 # Prepare: HN_LLAMACPP=bench HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-ops-matmul test-ops-attention test-train-fp16" build-aux/device-check prepare
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
@@ -15,6 +19,7 @@ step "test-ops-attention" timeout 200 "$A"
 HN_FA_ONES_PE=1 step "test-ops-attention ones-pe" timeout 100 "$A" -p /ops/attention-flash -p /ops/attention-f16
 HN_ATTN_CM2_ONES=all step "test-ops-attention ones-all" timeout 100 "$A" -p /ops/attention-flash -p /ops/attention-f16
 HN_ATTN_CM2_ONES=0 step "test-ops-attention ones-off" timeout 100 "$A" -p /ops/attention-flash -p /ops/attention-f16
+HN_FA_BACK_KV_SHARED=1 step "test-ops-attention kv-shared" timeout 100 "$A" -p /ops/attention-flash
 step "test-ops-matmul f16-rounding stacked" timeout 300 "$CARRY/bin/test-ops-matmul" -p /ops/matmul/f16-rounding -p /ops/matmul/stacked
 step "test-train-fp16" timeout 60 "$CARRY/bin/test-train-fp16"
 R=rows.jsonl
@@ -28,6 +33,7 @@ HN_ATTN_CM2_TILE=128,80,256 row $R p4x512-ones-128 $P4
 HN_ATTN_CM2_TILE=64,80,128 row $R p4x512-ones-nt128 $P4
 HN_ATTN_CM2_TILE=32,80,128 row $R p4x512-ones-32 $P4
 HN_ATTN_CM2_ONES=0 row $R train-fp16-ones-off $TR --profile
+HN_FA_BACK_KV_SHARED=1 row $R train-fp16-kv-shared $TR --profile
 HN_ATTN_CM2_TILE=64,80,256 row $R train-fp16-ones-nt256 $TR --profile
 HN_ATTN_CM2_TILE=128,80,256 row $R train-fp16-ones-128 $TR --profile
 rows_summary $R
