@@ -112,6 +112,8 @@ layout(push_constant) uniform P {
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer Bf16Elem { uint16_t v; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32Elem { float v; };
 
+// (its every use feeds a further f16 conversion, so under RTE a compiler that
+// folds the round trip float(float16_t(x)) to x still gives the same f16)
 float to_f16_range(float x) {
   if (F16 == 1u) return RTE ? float(float16_t(x)) : hn_round_f16(x);
   return clamp(x, -65504.0, 65504.0);
