@@ -18,13 +18,13 @@ A="$CARRY/bin/test-ops-attention"
 # (a failure falls back: the ones written per element, then the ones off, then the shared kv pass)
 f0=$failed
 step "test-ops-attention" timeout 150 "$A"
-if [ $failed != $f0 ]; then
+if [ "$failed" != "$f0" ]; then
   export HN_FA_ONES_PE=1
   f0=$failed; step "test-ops-attention ones-pe" timeout 100 "$A" -p /ops/attention-flash -p /ops/attention-f16
-  if [ $failed != $f0 ]; then
+  if [ "$failed" != "$f0" ]; then
     unset HN_FA_ONES_PE; export HN_ATTN_CM2_ONES=0
     f0=$failed; step "test-ops-attention ones-off" timeout 100 "$A" -p /ops/attention-flash -p /ops/attention-f16
-    [ $failed != $f0 ] && export HN_FA_BACK_KV_SHARED=1
+    [ "$failed" != "$f0" ] && export HN_FA_BACK_KV_SHARED=1
   fi
 fi
 echo "attention env: HN_FA_ONES_PE=${HN_FA_ONES_PE-} HN_ATTN_CM2_ONES=${HN_ATTN_CM2_ONES-} HN_FA_BACK_KV_SHARED=${HN_FA_BACK_KV_SHARED-}" | tee -a "$OUT/summary.txt"
