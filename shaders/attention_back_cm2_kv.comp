@@ -14,11 +14,6 @@
 layout(std430, binding = 3) buffer DK { float dk[]; };
 layout(std430, binding = 4) buffer DV { float dv[]; };
 
-// 1: the per-query values come as BC x BR matrices through layouts of column
-// stride 0 (no shared memory, no barriers per block); 0 (HN_FA_BACK_KV_SHARED=1,
-// A/B): through shared memory, read by per-element callbacks
-layout(constant_id = 4) const uint STRIDE0 = 1;
-
 shared float lse_s[BR];   // lse·log2(e) per query
 shared float rdel_s[BR];  // r·Δ per query
 shared float f_s[BR];     // min(c / r, 1) per query (0 for a row of zeros)
@@ -33,13 +28,6 @@ float fa_pt(const in uint r, const in uint c, const in float s) {
   return exp2(s * g_sl2 - lse_s[c]);
 }
 float fa_pt_full(const in uint r, const in uint c, const in float s) { return exp2(s * g_sl2 - lse_s[c]); }
-const float NEG_BIG = -1.7014117e38;  // exp2 of it, scaled, is 0
-float fa_hide(const in uint r, const in uint c, const in float s) {
-  uint j = g_j0 + r, t = g_t0 + c;
-  return t >= p.T || j >= p.S || hn_fa_hidden(j, p.pos0 + int(t)) ? NEG_BIG : s;
-}
-// f = min(c / r, 1) from a query's max |dO| (0 for a row of zeros or past T)
-float fa_f(const in float m, const in float c) { return m > 0.0 || isnan(m) ? min(c / hn_fa_pow2_scale(m), 1.0) : 0.0; }
 float fa_col_f(const in uint r, const in uint c, const in float x) { return x * f_s[c]; }
 float fa_ds_col(const in uint r, const in uint c, const in float x) { return (x - rdel_s[c]) * f_s[c]; }
 
@@ -79,13 +67,6 @@ void main() {
   lkv = setTensorLayoutDimensionNV(lkv, p.S, HD);
   lkv = setTensorLayoutStrideNV(lkv, p.KVH * HD, 1);
   uint kvrow = (b * p.S * p.KVH + kvh) * HD;
-  // element (r, c) of a slice (0, BC, t0, BR): query t0 + c's lse, or its st pair
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lcol = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lcol = setTensorLayoutDimensionNV(lcol, BC, p.T);
-  lcol = setTensorLayoutStrideNV(lcol, 0, p.H);
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lst = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lst = setTensorLayoutDimensionNV(lst, BC, p.T);
-  lst = setTensorLayoutStrideNV(lst, 0, 2u * p.H);
 
   FA_A(BC, HD) km, vm;
   coopMatLoadTensorNV(km, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
@@ -95,43 +76,26 @@ void main() {
   for (uint hh = 0u; hh < grp; hh++) {
     uint h = kvh * grp + hh;
     uint qrow = (b * p.T * p.H + h) * HD;
-    uint lse_base = p.lse_off + b * p.T * p.H + h, st_base = p.st_off + 2u * (b * p.T * p.H + h);
     for (uint t0 = t_begin; t0 < t_end; t0 += BR) {
-      g_t0 = t0;
-      FA_ACC(BC, BR) lsem, rdm, fm;
-      if (STRIDE0 != 0u) {
-        coopMatLoadTensorNV(lsem, lse, lse_base, sliceTensorLayoutNV(lcol, 0, BC, t0, BR));
-        coopMatLoadTensorNV(rdm, st, st_base, sliceTensorLayoutNV(lst, 0, BC, t0, BR));
-        coopMatLoadTensorNV(fm, st, st_base + 1u, sliceTensorLayoutNV(lst, 0, BC, t0, BR));
-        [[unroll]] for (int i = 0; i < fm.length(); i++) fm[i] = fa_f(fm[i], c);
-      } else {
-        barrier();  // the previous block's lse_s / rdel_s / f_s are read
-        for (uint i = tid; i < BR; i += NT) {
-          uint t = t0 + i;
-          uint row = (b * p.T + min(t, p.T - 1u)) * p.H + h;
-          float m = st[p.st_off + 2u * row + 1u];
-          lse_s[i] = lse[p.lse_off + row] * LOG2E;
-          rdel_s[i] = st[p.st_off + 2u * row];
-          f_s[i] = t < p.T ? fa_f(m, c) : 0.0;
-        }
-        barrier();
+      barrier();  // the previous block's lse_s / rdel_s / f_s are read
+      for (uint i = tid; i < BR; i += NT) {
+        uint t = t0 + i;
+        uint row = (b * p.T + min(t, p.T - 1u)) * p.H + h;
+        float m = st[p.st_off + 2u * row + 1u], rr = hn_fa_pow2_scale(m);
+        lse_s[i] = lse[p.lse_off + row] * LOG2E;
+        rdel_s[i] = st[p.st_off + 2u * row];
+        f_s[i] = t < p.T && (m > 0.0 || isnan(m)) ? min(c / rr, 1.0) : 0.0;
       }
+      g_t0 = t0;
+      barrier();
       FA_B(HD, BR) qt;
       coopMatLoadTensorNV(qt, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
       FA_ACC(BC, BR) s = FA_ACC(BC, BR)(0.0);
       s = coopMatMulAdd(km, qt, s);
+      if (hn_fa_block_full(t0, j0)) coopMatPerElementNV(s, s, fa_pt_full);
+      else coopMatPerElementNV(s, s, fa_pt);
       FA_ACC(BC, BR) pf;
-      if (STRIDE0 != 0u) {
-        if (!hn_fa_block_full(t0, j0)) coopMatPerElementNV(s, s, fa_hide);
-        [[unroll]] for (int i = 0; i < s.length(); i++) {
-          s[i] = exp2(s[i] * g_sl2 - lsem[i] * LOG2E);
-          pf[i] = s[i] * fm[i];
-        }
-      } else {
-        if (hn_fa_block_full(t0, j0)) coopMatPerElementNV(s, s, fa_pt_full);
-        else coopMatPerElementNV(s, s, fa_pt);
-        coopMatPerElementNV(pf, s, fa_col_f);
-      }
+      coopMatPerElementNV(pf, s, fa_col_f);
       FA_A(BC, BR) pa = FA_A(BC, BR)(pf);
 
       FA_B(BR, HD) g;
@@ -142,12 +106,8 @@ void main() {
       coopMatLoadTensorNV(gt, h16, p.do16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
       FA_ACC(BC, BR) dp = FA_ACC(BC, BR)(0.0);
       dp = coopMatMulAdd(vm, gt, dp);
-      if (STRIDE0 != 0u) {
-        [[unroll]] for (int i = 0; i < dp.length(); i++) dp[i] = s[i] * ((dp[i] - rdm[i]) * fm[i]);
-      } else {
-        coopMatPerElementNV(dp, dp, fa_ds_col);
-        dp = s * dp;
-      }
+      coopMatPerElementNV(dp, dp, fa_ds_col);
+      dp = s * dp;
       FA_A(BC, BR) dsa = FA_A(BC, BR)(dp);
       FA_B(BR, HD) qm;
       coopMatLoadTensorNV(qm, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD));

@@ -18,7 +18,8 @@
 // (the loads' latency hidden, not waited on in turn), and key blocks that no
 // row masks only scaled. BR x BC (the tile) from HN_ATTN_CM2_TILE.
 // Built with HN_FA_ONES (attention_cm2_ones, 16-bit K/V): key blocks of
-// BC = HD + 16 and V read as a BC x BC tile whose columns past HD are ones,
+// BC = HD + 32 (the host's choice: a multiple of NVIDIA's N granularity, 32)
+// and V read as a BC x BC tile whose columns past HD are ones,
 // so the output's column HD is the row sum of P: no P·1 product, no running
 // sum, and the rescale multiplies O directly (S, P and O share one shape).
 #extension GL_EXT_shader_16bit_storage : require

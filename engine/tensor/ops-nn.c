@@ -662,12 +662,14 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
             }
         }
       /* 16-bit K/V, head dim 64: attention_cm2_ones (the row sums from ones columns of V, key
-       * blocks of 80) unless HN_ATTN_CM2_ONES=0; =all takes head dim 128 too (blocks of 144) */
+       * blocks of HD + 32: the device's N granularity for these matrices is 32 on NVIDIA, and
+       * blocks of 80 gave wrong results, H100 2026-12-07g) unless HN_ATTN_CM2_ONES=0; =all takes
+       * head dim 128 too (blocks of 160) */
       const char *ones_env = g_getenv ("HN_ATTN_CM2_ONES");
       gboolean ones = reg && !old && cspec[0] == hn_op_float_code (HN_DTYPE_F16) &&
                       g_strcmp0 (ones_env, "0") != 0 && (D == 64 || g_strcmp0 (ones_env, "all") == 0);
       if (ones)
-        cspec[4] = (guint32) D + 16;
+        cspec[4] = (guint32) D + 32;
       const char *sh = ones ? "attention_cm2_ones" : reg ? "attention_cm2_reg" : "attention_cm2";
       hn_cmd_set_label (cmd, sh);
       gboolean ok = hn_cmd_dispatch (cmd, sh, cspec, reg ? 8 : 3, bd, 7, &pc, sizeof pc,
