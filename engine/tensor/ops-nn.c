@@ -661,13 +661,13 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
               cspec[0] = hn_op_float_code (HN_DTYPE_F16);
             }
         }
-      /* 16-bit K/V, head dim 64: attention_cm2_ones (the row sums from ones columns of V, key
-       * blocks of HD + 32: the device's N granularity for these matrices is 32 on NVIDIA, and
-       * blocks of 80 gave wrong results, H100 2026-12-07g) unless HN_ATTN_CM2_ONES=0; =all takes
-       * head dim 128 too (blocks of 160) */
+      /* HN_ATTN_CM2_ONES=1 (head dim 64) or =all (128 too), 16-bit K/V: attention_cm2_ones (the
+       * row sums from ones columns of V, key blocks of HD + 32: NVIDIA's N granularity for these
+       * matrices is 32, and blocks of 80 gave wrong results, H100 2026-12-07g). Opt-in until a GPU
+       * run has checked the blocks of 96. */
       const char *ones_env = g_getenv ("HN_ATTN_CM2_ONES");
       gboolean ones = reg && !old && cspec[0] == hn_op_float_code (HN_DTYPE_F16) &&
-                      g_strcmp0 (ones_env, "0") != 0 && (D == 64 || g_strcmp0 (ones_env, "all") == 0);
+                      ((D == 64 && g_strcmp0 (ones_env, "1") == 0) || g_strcmp0 (ones_env, "all") == 0);
       if (ones)
         cspec[4] = (guint32) D + 32;
       const char *sh = ones ? "attention_cm2_ones" : reg ? "attention_cm2_reg" : "attention_cm2";
