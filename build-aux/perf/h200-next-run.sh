@@ -1,4 +1,4 @@
-# Device call 2026-12-07h (short: 11 device minutes were left). Call g (h100-2026-12-07g-*) found
+# The next device call (written 2026-12-07 as call h; not run: no machine started in time). Call g (h100-2026-12-07g-*) found
 # attention_cm2_ones wrong with key blocks of 80: NVIDIA's N granularity for workgroup-scope
 # matrices is 32, so blocks are now HD + 32 = 96. Its stride-0 dK/dV pass was slower (6.91 against
 # 4.17 ms) and is gone. This call: test-ops-attention (flash and f16 cases), prefill 4 x 512 and
