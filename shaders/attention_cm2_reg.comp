@@ -17,9 +17,9 @@
 // issued with its K·Q product and the next K tile's while the softmax runs
 // (the loads' latency hidden, not waited on in turn), and key blocks that no
 // row masks only scaled. BR x BC (the tile) from HN_ATTN_CM2_TILE.
-// Built with HN_FA_ONES (attention_cm2_ones, 16-bit K/V): key blocks of
-// BC = HD + 32 (the host's choice: a multiple of NVIDIA's N granularity, 32)
-// and V read as a BC x BC tile whose columns past HD are ones,
+// Built with HN_FA_ONES (attention_cm2_ones, f16 K/V): key blocks of BC > HD
+// (the host's choice: a multiple of the device's N granularity) and V read
+// as a BC x BC tile whose columns past HD are ones (the layout's clamp value),
 // so the output's column HD is the row sum of P: no P·1 product, no running
 // sum, and the rescale multiplies O directly (S, P and O share one shape).
 #extension GL_EXT_shader_16bit_storage : require
@@ -42,9 +42,6 @@ layout(constant_id = 5) const uint FAST = 1;
 // this invocation's own elements (matrices of one type share the mapping)
 // instead of coopMatPerElementNV; 0 under HN_ATTN_CM2_EPI=callback (A/B)
 layout(constant_id = 6) const uint EPI_LOOP = 1;
-// HN_FA_ONES: 0 = the ones from the V layout's clamp value, 1 = written into
-// the loaded tile element by element (HN_FA_ONES_PE=1, A/B)
-layout(constant_id = 7) const uint ONES_PE = 0;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float kf[]; };
@@ -90,7 +87,6 @@ float fa_max(const in float a, const in float b) { return max(a, b); }
 float fa_smear(const in float a, const in float b) { return a; }
 float fa_exp(const in uint r, const in uint c, const in float x) { return exp(x); }
 float fa_max2(const in uint r, const in uint c, const in float a, const in float b) { return max(a, b); }
-float16_t fa_ones(const in uint r, const in uint c, const in float16_t x) { return c >= HD ? float16_t(1.0) : x; }
 float fa_col_hd(const in uint r, const in uint c, const in float x) { return c == HD ? x : 0.0; }
 float fa_add(const in float a, const in float b) { return a + b; }
 float fa_store_lse(const in uint r, const in uint c, const in float l, const in float m, const in uint base) {
@@ -114,12 +110,10 @@ void load_v(out coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm,
 }
 
 #ifdef HN_FA_ONES
-// V rows [j0, j0 + BC) with BC - HD columns of ones after the HD real ones
+// f16 V rows [j0, j0 + BC) with BC - HD columns of ones after the HD real ones
 void load_v1(out coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> vm, const in uint vbase, const in KV_LAYOUT lv,
              const in uint j0) {
-  if (KVDT == HN_DT_F16) coopMatLoadTensorNV(vm, vh, vbase, sliceTensorLayoutNV(lv, j0, BC, 0, BC));
-  else coopMatLoadTensorNV(vm, vb, vbase, sliceTensorLayoutNV(lv, j0, BC, 0, BC), dec_bf16);
-  if (ONES_PE != 0u) coopMatPerElementNV(vm, vm, fa_ones);
+  coopMatLoadTensorNV(vm, vh, vbase, sliceTensorLayoutNV(lv, j0, BC, 0, BC));
 }
 #endif
 
@@ -159,8 +153,8 @@ void main() {
   ACC(BR, OW) acc = ACC(BR, OW)(0.0);
   ACC(BR, BC) m_run = ACC(BR, BC)(NEG_BIG);
 #ifdef HN_FA_ONES
-  // V's layout reads 1.0 (f16 0x3C00; bf16 0x3F80) past column HD
-  KV_LAYOUT lv = setTensorLayoutClampValueNV(lkv, KVDT == HN_DT_F16 ? 0x3C00u : 0x3F80u);
+  // V's layout reads 1.0 (f16 0x3C00) past column HD
+  KV_LAYOUT lv = setTensorLayoutClampValueNV(lkv, 0x3C00u);
 #else
   ACC(BR, BC) l_run = ACC(BR, BC)(0.0);
   coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> ones = coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB>(1.0);
