@@ -1097,8 +1097,12 @@ hn_op_unary_f16 (HnCmd *cmd, HnTensor *out, HnTensor *in, HnActivation act, GErr
     return fail_shape (op, out, in, "a known activation into an f16 output from an even element", error);
   struct { guint32 n, in_off, out_off, act; } pc = { (guint32) in->n, hn_eoff (in), hn_eoff (out) / 2, (guint32) act };
   HnVkBinding bd[2] = { hn_bind (in, FALSE), hn_bind (out, TRUE) };
+  /* eight f16 elements per invocation where counts and offsets allow 16-byte accesses */
+  guint32 spec[2] = { x16, x16 && in->n % 8 == 0 && pc.in_off % 8 == 0 && pc.out_off % 4 == 0 &&
+                               g_strcmp0 (g_getenv ("HN_ACT_F16_VEC"), "0") != 0 };
   hn_cmd_set_label (cmd, hn_activation_name (act));
-  gboolean ok = hn_op_dispatch_elems (cmd, "act_f16", &x16, 1, bd, 2, &pc, sizeof pc, ((guint64) in->n + 1) / 2, error);
+  gboolean ok = hn_op_dispatch_elems (cmd, "act_f16", spec, 2, bd, 2, &pc, sizeof pc,
+                                      spec[1] ? (guint64) in->n / 8 : ((guint64) in->n + 1) / 2, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
 }
