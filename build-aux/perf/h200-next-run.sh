@@ -2,7 +2,9 @@
 # N granularity is 32) and A/Bs it on prefill 4 x 512 and gpt2 fp16 training, with tiles; one
 # prefill profile timed dispatch by dispatch (HN_VK_SERIAL=1) and labelled by GEMM shape.
 # Also norm_back_rows (the norm backward and its parameter sums in one pass; HN_NORM_BACK_TWO_PASS=1 the
-# old two kernels): test-back-ops norm cases, gpt2 training A/B.
+# old two kernels): test-back-ops norm cases, gpt2 training A/B; act_f16 with 16-byte accesses
+# (HN_ACT_F16_VEC=0 a word per invocation); the flash backward's dK/dV pass with the next query
+# block's loads in flight (HN_FA_BACK_KV_PREFETCH=1, opt-in): its test and training A/B.
 # Prepare: HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-ops-attention test-train-fp16 test-back-ops" build-aux/device-check prepare
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
@@ -14,7 +16,11 @@ HN_ATTN_CM2_ONES=1 step "test-ops-attention flash f16 (ones)" timeout 100 "$A" -
 ONES=1
 [ "$failed" != "$f0" ] && ONES=0
 echo "ones ok: $ONES" | tee -a "$OUT/summary.txt"
-step "test-back-ops norms" timeout 60 "$CARRY/bin/test-back-ops" -p /back-ops/rmsnorm -p /back-ops/layernorm
+step "test-back-ops norms" timeout 60 "$CARRY/bin/test-back-ops" -p /back-ops/rmsnorm -p /back-ops/layernorm -p /back-ops/matmul-f16-act
+f0=$failed
+HN_FA_BACK_KV_PREFETCH=1 step "test-ops-attention flash (kv prefetch)" timeout 100 "$A" -p /ops/attention-flash
+PF=1
+[ "$failed" != "$f0" ] && PF=0
 R=rows.jsonl
 TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 8 --seq-len 1024 --iterations 3"
 P4="--synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2 --profile"
@@ -32,6 +38,8 @@ fi
 row $R p1x512-ones-off $P1
 row $R train-fp16-ones-off $TR --profile
 HN_NORM_BACK_TWO_PASS=1 row $R train-fp16-norm-two-pass $TR --profile
+HN_ACT_F16_VEC=0 row $R train-fp16-act-word $TR
+[ $PF = 1 ] && HN_FA_BACK_KV_PREFETCH=1 row $R train-fp16-kv-prefetch $TR --profile
 HN_VK_SERIAL=1 HN_PROFILE_SHAPES=1 row $R p4x512-serial $P4
 rows_summary $R
 prof "$OUT/$R"
