@@ -3,8 +3,8 @@
 # prefill profile timed dispatch by dispatch (HN_VK_SERIAL=1) and labelled by GEMM shape.
 # Also norm_back_rows (the norm backward and its parameter sums in one pass; HN_NORM_BACK_TWO_PASS=1 the
 # old two kernels): test-back-ops norm cases, gpt2 training A/B; act_f16 with 16-byte accesses
-# (HN_ACT_F16_VEC=0 a word per invocation); the flash backward's dK/dV pass with the next query
-# block's loads in flight (HN_FA_BACK_KV_PREFETCH=1, opt-in): its test and training A/B.
+# (HN_ACT_F16_VEC=0 a word per invocation); the flash backward (dQ and dK/dV passes) with the next
+# block's loads in flight (HN_FA_BACK_PREFETCH=1, opt-in): its test and training A/B.
 # Prepare: HN_CARRY=.devcarry-x HN_CARRY_ONLY="test-ops-attention test-train-fp16 test-back-ops" build-aux/device-check prepare
 # Run:     HN_CHECK=script HN_SCRIPT=build-aux/perf/h200-next-run.sh HN_CARRY=.devcarry-x bash build-aux/device-check run
 . build-aux/perf/bench-rows.sh
@@ -18,7 +18,7 @@ ONES=1
 echo "ones ok: $ONES" | tee -a "$OUT/summary.txt"
 step "test-back-ops norms" timeout 60 "$CARRY/bin/test-back-ops" -p /back-ops/rmsnorm -p /back-ops/layernorm -p /back-ops/matmul-f16-act
 f0=$failed
-HN_FA_BACK_KV_PREFETCH=1 step "test-ops-attention flash (kv prefetch)" timeout 100 "$A" -p /ops/attention-flash
+HN_FA_BACK_PREFETCH=1 step "test-ops-attention flash (kv prefetch)" timeout 100 "$A" -p /ops/attention-flash
 PF=1
 [ "$failed" != "$f0" ] && PF=0
 R=rows.jsonl
@@ -39,7 +39,7 @@ row $R p1x512-ones-off $P1
 row $R train-fp16-ones-off $TR --profile
 HN_NORM_BACK_TWO_PASS=1 row $R train-fp16-norm-two-pass $TR --profile
 HN_ACT_F16_VEC=0 row $R train-fp16-act-word $TR
-[ $PF = 1 ] && HN_FA_BACK_KV_PREFETCH=1 row $R train-fp16-kv-prefetch $TR --profile
+[ $PF = 1 ] && HN_FA_BACK_PREFETCH=1 row $R train-fp16-kv-prefetch $TR --profile
 HN_VK_SERIAL=1 HN_PROFILE_SHAPES=1 row $R p4x512-serial $P4
 rows_summary $R
 prof "$OUT/$R"
