@@ -3,24 +3,16 @@
 // LayerNorm over the last dim, one workgroup per row; two-pass variance.
 // flags: 1 = has weight, 2 = has bias. OUT16 as rmsnorm.comp's (1: f16 out
 // clamped to ±65504, 2: rounded as fp16 autocast rounds; cols and o_off even).
-// PER > 0: a row per subgroup instead, lane l holding columns l, l + S, ...
-// (PER of them, S the subgroup size) in registers, the sums by subgroup
-// reductions (the workgroup's tree reduction waits on 9 barriers per sum);
-// the workgroup takes rows [wg·RPW, wg·RPW + RPW), its subgroups in turn.
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 #include "reduce.glsl"
 layout(constant_id = 0) const uint OUT16 = 0;
-layout(constant_id = 1) const uint PER = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W { float w[]; };
 layout(std430, binding = 2) readonly buffer B { float b[]; };
 layout(std430, binding = 3) writeonly buffer O { float o[]; };
 layout(std430, binding = 3) writeonly buffer O16 { uint o16[]; };
-layout(push_constant) uniform P { uint rows; uint cols; uint x_off; uint w_off; uint b_off; uint o_off; float eps; uint flags; uint rpw; } p;
+layout(push_constant) uniform P { uint rows; uint cols; uint x_off; uint w_off; uint b_off; uint o_off; float eps; uint flags; } p;
 float normed(uint base, uint c, float mean, float inv) {
   float y = (x[base + c] - mean) * inv;
   if ((p.flags & 1u) != 0u) y *= w[p.w_off + c];
@@ -28,53 +20,7 @@ float normed(uint base, uint c, float mean, float inv) {
   return y;
 }
 
-float affine(uint c, float y) {
-  if ((p.flags & 1u) != 0u) y *= w[p.w_off + c];
-  if ((p.flags & 2u) != 0u) y += b[p.b_off + c];
-  return y;
-}
-
-void rows_by_subgroup() {
-  uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
-  uint r0 = hn_group_index() * p.rpw, r1 = min(p.rows, r0 + p.rpw);
-  float n = float(p.cols);
-  for (uint row = r0 + gl_SubgroupID; row < r1; row += gl_NumSubgroups) {
-    uint base = p.x_off + row * p.cols;
-    float xv[PER > 0u ? PER : 1u];
-    float s = 0.0;
-    [[unroll]] for (uint k = 0u; k < PER; k++) {
-      uint c = lane + k * S;
-      xv[k] = c < p.cols ? x[base + c] : 0.0;
-      s += xv[k];
-    }
-    float mean = subgroupAdd(s) / n, v = 0.0;
-    [[unroll]] for (uint k = 0u; k < PER; k++) {
-      float d = lane + k * S < p.cols ? xv[k] - mean : 0.0;
-      v += d * d;
-    }
-    float inv = 1.0 / sqrt(subgroupAdd(v) / n + p.eps);
-    if (OUT16 != 0u) {
-      // lane pairs: each even column's value with its odd neighbour's
-      [[unroll]] for (uint k = 0u; k < PER; k++) {
-        uint c = lane + k * S;
-        float y = c < p.cols ? affine(c, (xv[k] - mean) * inv) : 0.0;
-        float y1 = subgroupShuffleXor(y, 1u);
-        if (c < p.cols && (c & 1u) == 0u) {
-          vec2 yy = hn_f16_store(vec4(y, y1, 0.0, 0.0), OUT16).xy;
-          o16[(p.o_off + row * p.cols + c) / 2u] = packHalf2x16(yy);
-        }
-      }
-    } else {
-      [[unroll]] for (uint k = 0u; k < PER; k++) {
-        uint c = lane + k * S;
-        if (c < p.cols) o[p.o_off + row * p.cols + c] = affine(c, (xv[k] - mean) * inv);
-      }
-    }
-  }
-}
-
 void main() {
-  if (PER > 0u) { rows_by_subgroup(); return; }
   uint row = hn_group_index();
   if (row >= p.rows) return;
   uint t = gl_LocalInvocationID.x;

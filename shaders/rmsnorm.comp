@@ -6,62 +6,15 @@
 // clamped to ±65504 and packed two to a word as to_f16.comp does (cols and
 // o_off even); 2: rounded as fp16 autocast rounds instead (to_f16.comp's
 // mode 1: ±Inf past its range).
-// PER > 0: a row per subgroup, as layernorm.comp's PER.
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 #include "reduce.glsl"
 layout(constant_id = 0) const uint OUT16 = 0;
-layout(constant_id = 1) const uint PER = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer W { float w[]; };
 layout(std430, binding = 2) writeonly buffer O { float o[]; };
 layout(std430, binding = 2) writeonly buffer O16 { uint o16[]; };
-layout(push_constant) uniform P { uint rows; uint cols; uint x_off; uint w_off; uint o_off; float eps; uint flags; uint rpw; } p;
-float scaled(uint c, float y) {
-  if ((p.flags & 2u) != 0u) y = uintBitsToFloat(hn_to_bf16(y) << 16);
-  if ((p.flags & 4u) != 0u) y = unpackHalf2x16(hn_to_f16(y)).x;
-  if ((p.flags & 8u) != 0u) {
-    float g = w[p.w_off + c];
-    y *= (p.flags & 1u) != 0u ? 1.0 + g : g;
-  }
-  return y;
-}
-
-void rows_by_subgroup() {
-  uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
-  uint r0 = hn_group_index() * p.rpw, r1 = min(p.rows, r0 + p.rpw);
-  for (uint row = r0 + gl_SubgroupID; row < r1; row += gl_NumSubgroups) {
-    uint base = p.x_off + row * p.cols;
-    float xv[PER > 0u ? PER : 1u];
-    float ss = 0.0;
-    [[unroll]] for (uint k = 0u; k < PER; k++) {
-      uint c = lane + k * S;
-      xv[k] = c < p.cols ? x[base + c] : 0.0;
-      ss += xv[k] * xv[k];
-    }
-    float inv = 1.0 / sqrt(subgroupAdd(ss) / float(p.cols) + p.eps);
-    if (OUT16 != 0u) {
-      [[unroll]] for (uint k = 0u; k < PER; k++) {
-        uint c = lane + k * S;
-        float y = c < p.cols ? scaled(c, xv[k] * inv) : 0.0;
-        float y1 = subgroupShuffleXor(y, 1u);
-        if (c < p.cols && (c & 1u) == 0u) {
-          vec2 yy = hn_f16_store(vec4(y, y1, 0.0, 0.0), OUT16).xy;
-          o16[(p.o_off + row * p.cols + c) / 2u] = packHalf2x16(yy);
-        }
-      }
-    } else {
-      [[unroll]] for (uint k = 0u; k < PER; k++) {
-        uint c = lane + k * S;
-        if (c < p.cols) o[p.o_off + row * p.cols + c] = scaled(c, xv[k] * inv);
-      }
-    }
-  }
-}
-
+layout(push_constant) uniform P { uint rows; uint cols; uint x_off; uint w_off; uint o_off; float eps; uint flags; } p;
 float normed(uint base, uint c, float inv) {
   float y = x[base + c] * inv;
   if ((p.flags & 2u) != 0u) y = uintBitsToFloat(hn_to_bf16(y) << 16);
@@ -74,7 +27,6 @@ float normed(uint base, uint c, float inv) {
 }
 
 void main() {
-  if (PER > 0u) { rows_by_subgroup(); return; }
   uint row = hn_group_index();
   if (row >= p.rows) return;
   uint t = gl_LocalInvocationID.x;

@@ -79,32 +79,6 @@ check_norm_out16 (const char *op, HnCmd *cmd, HnTensor *out, HnTensor *x, guint3
   return TRUE;
 }
 
-/* The norms' row-per-subgroup mode (rmsnorm.comp / layernorm.comp PER): the
- * columns per lane, ceil (cols / the smallest subgroup size), where that is
- * at most 64 (0: a workgroup per row, also under HN_NORM_WG=1). */
-#define NORM_ROWS_PER_WG 8u
-static guint32
-norm_per_lane (HnCmd *cmd, gint64 cols)
-{
-  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
-  guint32 sg = info->min_subgroup_size ? MIN (info->min_subgroup_size, info->subgroup_size) : info->subgroup_size;
-  if (!info->subgroup_arithmetic || !info->subgroup_shuffle || sg < 2 || cols < 1 || g_getenv ("HN_NORM_WG"))
-    return 0;
-  guint32 per = (guint32) ((cols + sg - 1) / sg);
-  return per <= 64 ? per : 0;
-}
-
-static gboolean
-norm_dispatch (HnCmd *cmd, const char *shader, guint32 out16, gint64 cols, const HnVkBinding *bd, guint nb,
-               void *pc, guint pc_size, guint32 rows, GError **error)
-{
-  guint32 spec[2] = { out16, norm_per_lane (cmd, cols) };
-  /* (the push constants end with the rows per workgroup) */
-  ((guint32 *) pc)[pc_size / 4 - 1] = NORM_ROWS_PER_WG;
-  return hn_op_dispatch_rows (cmd, shader, spec, 2, bd, nb, pc, pc_size,
-                              spec[1] ? (rows + NORM_ROWS_PER_WG - 1) / NORM_ROWS_PER_WG : rows, error);
-}
-
 gboolean
 hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, HnNormFlags flags, GError **error)
 {
@@ -112,11 +86,11 @@ hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, H
   guint32 out16;
   if (!check_norm_out16 (op, cmd, out, x, &out16, error) || !check_vec (op, "weight", cmd, w, hn_tensor_cols (x), error))
     return FALSE;
-  struct { guint32 rows, cols, x_off, w_off, o_off; float eps; guint32 flags, rpw; } pc = {
+  struct { guint32 rows, cols, x_off, w_off, o_off; float eps; guint32 flags; } pc = {
     (guint32) hn_tensor_rows (x), (guint32) hn_tensor_cols (x), hn_eoff (x), w ? hn_eoff (w) : 0, hn_eoff (out), eps,
-    (guint32) (flags & 7) | (w ? 8u : 0u), 0 };
+    (guint32) (flags & 7) | (w ? 8u : 0u) };
   HnVkBinding bd[3] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (out, TRUE) };
-  return norm_dispatch (cmd, "rmsnorm", out16, pc.cols, bd, 3, &pc, sizeof pc, pc.rows, error);
+  return hn_op_dispatch_rows (cmd, "rmsnorm", &out16, 1, bd, 3, &pc, sizeof pc, pc.rows, error);
 }
 
 gboolean
@@ -128,11 +102,11 @@ hn_op_layernorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, HnTensor *
   if (!check_norm_out16 (op, cmd, out, x, &out16, error) || !check_vec (op, "weight", cmd, w, C, error) ||
       !check_vec (op, "bias", cmd, b, C, error))
     return FALSE;
-  struct { guint32 rows, cols, x_off, w_off, b_off, o_off; float eps; guint32 flags, rpw; } pc = {
+  struct { guint32 rows, cols, x_off, w_off, b_off, o_off; float eps; guint32 flags; } pc = {
     (guint32) hn_tensor_rows (x), (guint32) C, hn_eoff (x), w ? hn_eoff (w) : 0, b ? hn_eoff (b) : 0, hn_eoff (out),
-    eps, (w ? 1u : 0u) | (b ? 2u : 0u), 0 };
+    eps, (w ? 1u : 0u) | (b ? 2u : 0u) };
   HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (b ? b : x, FALSE), hn_bind (out, TRUE) };
-  return norm_dispatch (cmd, "layernorm", out16, C, bd, 4, &pc, sizeof pc, pc.rows, error);
+  return hn_op_dispatch_rows (cmd, "layernorm", &out16, 1, bd, 4, &pc, sizeof pc, pc.rows, error);
 }
 
 /* ------------------------------------------------------------ softmax */
