@@ -11,7 +11,7 @@
 // walked block outside c's range sees none of the keys: P = 0 there, and f
 // is capped at 1 so nothing overflows.)
 #include "attention_back_cm2.glsl"
-layout(constant_id = 4) const uint PREFETCH = 0;  // 1: next block's loads in flight (host: HN_FA_BACK_PREFETCH=1)
+layout(constant_id = 4) const uint PREFETCH = 0;  // 1: next block's loads in flight (host: HN_FA_BACK_KV_PREFETCH=1)
 layout(std430, binding = 3) buffer DK { float dk[]; };
 layout(std430, binding = 4) buffer DV { float dv[]; };
 

@@ -5,7 +5,6 @@
 // rows can see: S = Q·Kᵀ, P = exp(S·scale - lse), dP' = (r·dO)·Vᵀ,
 // dS' = P ∘ (dP' - r·Δ) and dQ' += dS'·K; finally dQ = dQ'·scale / r.
 #include "attention_back_cm2.glsl"
-layout(constant_id = 4) const uint PREFETCH = 0;  // 1: loads in flight (host: HN_FA_BACK_PREFETCH=1)
 layout(std430, binding = 3) buffer DQ { float dq[]; };
 
 shared float lse_s[BR];   // lse·log2(e)
@@ -60,31 +59,22 @@ void main() {
   uint j_lo = 0u;
   if (p.window > 0u) j_lo = uint(clamp(p.pos0 + int(qb0) - int(p.window) + 1, 0, int(n_keys))) / BC * BC;
 
-  // PREFETCH: each key block's Kᵀ is loaded during the previous block's
-  // products, its Vᵀ and K while its S is exponentiated.
-  FA_B(HD, BC) kt, vt;
-  FA_B(BC, HD) km;
-  if (PREFETCH != 0u && j_lo < n_keys)
-    coopMatLoadTensorNV(kt, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j_lo, BC, 0, HD), tr);
   for (uint j0 = j_lo; j0 < n_keys; j0 += BC) {
-    if (PREFETCH == 0u) coopMatLoadTensorNV(kt, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr);
+    FA_B(HD, BC) kt;
+    coopMatLoadTensorNV(kt, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr);
     FA_ACC(BR, BC) s = FA_ACC(BR, BC)(0.0);
     s = coopMatMulAdd(qm, kt, s);
-    if (PREFETCH != 0u) {
-      coopMatLoadTensorNV(vt, h16, p.v16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr);
-      coopMatLoadTensorNV(km, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
-      if (j0 + BC < n_keys)
-        coopMatLoadTensorNV(kt, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0 + BC, BC, 0, HD), tr);
-    }
     if (hn_fa_block_full(qb0, j0)) coopMatPerElementNV(s, s, fa_p_full);
     else coopMatPerElementNV(s, s, fa_p, j0);
-    if (PREFETCH == 0u) coopMatLoadTensorNV(vt, h16, p.v16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr);
+    FA_B(HD, BC) vt;
+    coopMatLoadTensorNV(vt, h16, p.v16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), tr);
     FA_ACC(BR, BC) dp = FA_ACC(BR, BC)(0.0);
     dp = coopMatMulAdd(gm, vt, dp);
     coopMatPerElementNV(dp, dp, fa_sub_delta);
     dp = s * dp;
     FA_A(BR, BC) dsm = FA_A(BR, BC)(dp);
-    if (PREFETCH == 0u) coopMatLoadTensorNV(km, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
+    FA_B(BC, HD) km;
+    coopMatLoadTensorNV(km, h16, p.k16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
     acc = coopMatMulAdd(dsm, km, acc);
   }
 

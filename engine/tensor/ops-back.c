@@ -691,12 +691,12 @@ hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv
       if (good)
         memcpy (tile, t4, sizeof tile);
     }
-  /* HN_FA_BACK_PREFETCH=1: both passes load each block during the previous one */
-  guint32 pf = g_strcmp0 (g_getenv ("HN_FA_BACK_PREFETCH"), "1") == 0;
-  guint32 qspec[5] = { (guint32) D, nt, tile[0], tile[1], pf }, kvspec[5] = { (guint32) D, nt, tile[2], tile[3], pf };
+  /* HN_FA_BACK_KV_PREFETCH=1: the dK/dV pass loads each query block during the previous one */
+  guint32 qspec[4] = { (guint32) D, nt, tile[0], tile[1] },
+          kvspec[5] = { (guint32) D, nt, tile[2], tile[3], g_strcmp0 (g_getenv ("HN_FA_BACK_KV_PREFETCH"), "1") == 0 };
   HnVkBinding bq[4] = { { hs, 0, h_bytes, FALSE }, hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dq, TRUE) };
   hn_cmd_set_label (cmd, "attention_back_cm2_q");
-  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_q", qspec, 5, bq, 4, &pc, sizeof pc,
+  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_q", qspec, 4, bq, 4, &pc, sizeof pc,
                               (guint32) ((T + tile[0] - 1) / tile[0]), (guint32) H, (guint32) B, error);
   pc.g_off = hn_eoff (dk);
   pc.g2_off = hn_eoff (dv);
