@@ -11,7 +11,6 @@
 // walked block outside c's range sees none of the keys: P = 0 there, and f
 // is capped at 1 so nothing overflows.)
 #include "attention_back_cm2.glsl"
-layout(constant_id = 4) const uint PREFETCH = 0;  // 1: next block's loads in flight (host: HN_FA_BACK_KV_PREFETCH=1)
 layout(std430, binding = 3) buffer DK { float dk[]; };
 layout(std430, binding = 4) buffer DV { float dv[]; };
 
@@ -74,62 +73,46 @@ void main() {
   coopMatLoadTensorNV(vm, h16, p.v16 + kvrow, sliceTensorLayoutNV(lkv, j0, BC, 0, HD));
   FA_ACC(BC, HD) acc_k = FA_ACC(BC, HD)(0.0), acc_v = FA_ACC(BC, HD)(0.0);
 
-  // The (head, query block) pairs in turn. PREFETCH: each block's Qᵀ and dO
-  // are loaded during the previous block's products, and its dOᵀ and Q
-  // while its Sᵀ is exponentiated (the loads' latency hidden, not waited on
-  // in turn), as attention_cm2_reg.comp's FAST does for K and V.
-  uint nblk = (t_end - t_begin + BR - 1u) / BR, total = grp * nblk;
-  FA_B(HD, BR) qt, gt;
-  FA_B(BR, HD) g, qm;
-  if (PREFETCH != 0u && total > 0u) {
-    uint qrow0 = (b * p.T * p.H + kvh * grp) * HD;
-    coopMatLoadTensorNV(qt, h16, p.q16 + qrow0, sliceTensorLayoutNV(lq, t_begin, BR, 0, HD), tr);
-    coopMatLoadTensorNV(g, h16, p.do16 + qrow0, sliceTensorLayoutNV(lq, t_begin, BR, 0, HD));
-  }
-  for (uint it = 0u; it < total; it++) {
-    uint h = kvh * grp + it / nblk, t0 = t_begin + (it % nblk) * BR;
+  for (uint hh = 0u; hh < grp; hh++) {
+    uint h = kvh * grp + hh;
     uint qrow = (b * p.T * p.H + h) * HD;
-    barrier();  // the previous block's lse_s / rdel_s / f_s are read
-    for (uint i = tid; i < BR; i += NT) {
-      uint t = t0 + i;
-      uint row = (b * p.T + min(t, p.T - 1u)) * p.H + h;
-      float m = st[p.st_off + 2u * row + 1u], rr = hn_fa_pow2_scale(m);
-      lse_s[i] = lse[p.lse_off + row] * LOG2E;
-      rdel_s[i] = st[p.st_off + 2u * row];
-      f_s[i] = t < p.T && (m > 0.0 || isnan(m)) ? min(c / rr, 1.0) : 0.0;
-    }
-    g_t0 = t0;
-    barrier();
-    if (PREFETCH == 0u) coopMatLoadTensorNV(qt, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
-    FA_ACC(BC, BR) s = FA_ACC(BC, BR)(0.0);
-    s = coopMatMulAdd(km, qt, s);
-    if (PREFETCH != 0u) {
+    for (uint t0 = t_begin; t0 < t_end; t0 += BR) {
+      barrier();  // the previous block's lse_s / rdel_s / f_s are read
+      for (uint i = tid; i < BR; i += NT) {
+        uint t = t0 + i;
+        uint row = (b * p.T + min(t, p.T - 1u)) * p.H + h;
+        float m = st[p.st_off + 2u * row + 1u], rr = hn_fa_pow2_scale(m);
+        lse_s[i] = lse[p.lse_off + row] * LOG2E;
+        rdel_s[i] = st[p.st_off + 2u * row];
+        f_s[i] = t < p.T && (m > 0.0 || isnan(m)) ? min(c / rr, 1.0) : 0.0;
+      }
+      g_t0 = t0;
+      barrier();
+      FA_B(HD, BR) qt;
+      coopMatLoadTensorNV(qt, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
+      FA_ACC(BC, BR) s = FA_ACC(BC, BR)(0.0);
+      s = coopMatMulAdd(km, qt, s);
+      if (hn_fa_block_full(t0, j0)) coopMatPerElementNV(s, s, fa_pt_full);
+      else coopMatPerElementNV(s, s, fa_pt);
+      FA_ACC(BC, BR) pf;
+      coopMatPerElementNV(pf, s, fa_col_f);
+      FA_A(BC, BR) pa = FA_A(BC, BR)(pf);
+
+      FA_B(BR, HD) g;
+      coopMatLoadTensorNV(g, h16, p.do16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD));
+      acc_v = coopMatMulAdd(pa, g, acc_v);
+
+      FA_B(HD, BR) gt;
       coopMatLoadTensorNV(gt, h16, p.do16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
+      FA_ACC(BC, BR) dp = FA_ACC(BC, BR)(0.0);
+      dp = coopMatMulAdd(vm, gt, dp);
+      coopMatPerElementNV(dp, dp, fa_ds_col);
+      dp = s * dp;
+      FA_A(BC, BR) dsa = FA_A(BC, BR)(dp);
+      FA_B(BR, HD) qm;
       coopMatLoadTensorNV(qm, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD));
+      acc_k = coopMatMulAdd(dsa, qm, acc_k);
     }
-    if (hn_fa_block_full(t0, j0)) coopMatPerElementNV(s, s, fa_pt_full);
-    else coopMatPerElementNV(s, s, fa_pt);
-    FA_ACC(BC, BR) pf;
-    coopMatPerElementNV(pf, s, fa_col_f);
-    FA_A(BC, BR) pa = FA_A(BC, BR)(pf);
-
-    if (PREFETCH == 0u) coopMatLoadTensorNV(g, h16, p.do16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD));
-    acc_v = coopMatMulAdd(pa, g, acc_v);
-    if (PREFETCH != 0u && it + 1u < total) {
-      uint hn = kvh * grp + (it + 1u) / nblk, tn = t_begin + ((it + 1u) % nblk) * BR;
-      uint qrown = (b * p.T * p.H + hn) * HD;
-      coopMatLoadTensorNV(qt, h16, p.q16 + qrown, sliceTensorLayoutNV(lq, tn, BR, 0, HD), tr);
-      coopMatLoadTensorNV(g, h16, p.do16 + qrown, sliceTensorLayoutNV(lq, tn, BR, 0, HD));
-    }
-
-    if (PREFETCH == 0u) coopMatLoadTensorNV(gt, h16, p.do16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD), tr);
-    FA_ACC(BC, BR) dp = FA_ACC(BC, BR)(0.0);
-    dp = coopMatMulAdd(vm, gt, dp);
-    coopMatPerElementNV(dp, dp, fa_ds_col);
-    dp = s * dp;
-    FA_A(BC, BR) dsa = FA_A(BC, BR)(dp);
-    if (PREFETCH == 0u) coopMatLoadTensorNV(qm, h16, p.q16 + qrow, sliceTensorLayoutNV(lq, t0, BR, 0, HD));
-    acc_k = coopMatMulAdd(dsa, qm, acc_k);
   }
 
   acc_k = acc_k * (p.scale / c);

@@ -691,9 +691,7 @@ hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv
       if (good)
         memcpy (tile, t4, sizeof tile);
     }
-  /* HN_FA_BACK_KV_PREFETCH=1: the dK/dV pass loads each query block during the previous one */
-  guint32 qspec[4] = { (guint32) D, nt, tile[0], tile[1] },
-          kvspec[5] = { (guint32) D, nt, tile[2], tile[3], g_strcmp0 (g_getenv ("HN_FA_BACK_KV_PREFETCH"), "1") == 0 };
+  guint32 qspec[4] = { (guint32) D, nt, tile[0], tile[1] }, kvspec[4] = { (guint32) D, nt, tile[2], tile[3] };
   HnVkBinding bq[4] = { { hs, 0, h_bytes, FALSE }, hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dq, TRUE) };
   hn_cmd_set_label (cmd, "attention_back_cm2_q");
   ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_q", qspec, 4, bq, 4, &pc, sizeof pc,
@@ -703,7 +701,7 @@ hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv
   HnVkBinding bkv[5] = { { hs, 0, h_bytes, FALSE }, hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dk, TRUE),
                          hn_bind (dv, TRUE) };
   hn_cmd_set_label (cmd, "attention_back_cm2_kv");
-  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_kv", kvspec, 5, bkv, 5, &pc, sizeof pc,
+  ok = ok && hn_cmd_dispatch (cmd, "attention_back_cm2_kv", kvspec, 4, bkv, 5, &pc, sizeof pc,
                               (guint32) ((S + tile[3] - 1) / tile[3]), (guint32) KVH, (guint32) B, error);
   hn_cmd_set_label (cmd, NULL);
   return ok;
