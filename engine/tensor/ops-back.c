@@ -196,46 +196,6 @@ hn_op_bias_back (HnCmd *cmd, HnTensor *db, HnTensor *dy, GError **error)
   return norm_params_back (cmd, NULL, db, dy, NULL, NULL, hn_op_matmul_f16 (cmd, 0), error);
 }
 
-/* norm_back_rows.comp (dx, the stats and the parameter sums' first pass in
- * one read of x and dy, a row per subgroup) where a row fits the lanes'
- * registers: the columns per lane it needs (ceil (cols / the smallest
- * subgroup size), at most 48, cols at most 1024), or 0 for the two-kernel
- * path (also under HN_NORM_BACK_TWO_PASS=1, to compare). */
-static guint32
-norm_back_rows_per_lane (HnCmd *cmd, gint64 cols)
-{
-  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
-  guint32 sg = info->min_subgroup_size ? MIN (info->min_subgroup_size, info->subgroup_size) : info->subgroup_size;
-  if (!info->subgroup_arithmetic || sg < 1 || cols < 1 || cols > 1024 || g_getenv ("HN_NORM_BACK_TWO_PASS"))
-    return 0;
-  guint32 per = (guint32) ((cols + sg - 1) / sg);
-  return per <= 48 ? per : 0;
-}
-
-/* Rows in chunks of 32 (every chunk's partial sums in the recorder's scratch,
- * then norm_back_params_sum.comp adds them in order into dw / db). */
-#define NORM_ROWS_CHUNK 32u
-
-static gboolean
-norm_back_rows (HnCmd *cmd, const HnVkBinding *bd5, guint32 rows, guint32 cols, guint32 per, guint32 dy_off,
-                guint32 x_off, guint32 w_off, guint32 dx_off, guint32 st_off, float eps, guint32 flags, HnTensor *dw,
-                HnTensor *db, GError **error)
-{
-  guint32 chunks = MAX ((rows + NORM_ROWS_CHUNK - 1) / NORM_ROWS_CHUNK, 1), gx, gy;
-  guint64 bytes = (guint64) 2 * chunks * cols * sizeof (float);
-  HnVkBuffer *s = (dw || db) ? hn_cmd_scratch (cmd, bytes, error) : NULL;
-  if ((dw || db) && !s)
-    return FALSE;
-  struct { guint32 rows, cols, dy_off, x_off, w_off, dx_off, st_off; float eps; guint32 flags, R, part_off, chunks; } pc = {
-    rows, cols, dy_off, x_off, w_off, dx_off, st_off, eps, flags | (dw ? 64u : 0u) | (db ? 128u : 0u),
-    NORM_ROWS_CHUNK, 0, chunks };
-  HnVkBinding bd[6] = { bd5[0], bd5[1], bd5[2], bd5[3], bd5[4], s ? (HnVkBinding) { s, 0, bytes, TRUE } : bd5[3] };
-  hn_grid (chunks, &gx, &gy);
-  if (!hn_cmd_dispatch (cmd, "norm_back_rows", &per, 1, bd, 6, &pc, sizeof pc, gx, gy, 1, error))
-    return FALSE;
-  return !(dw || db) || params_sum (cmd, s, bytes, cols, chunks, dw, db, (dw ? 1u : 0u) | (db ? 2u : 0u), error);
-}
-
 static gboolean
 norm_back (const char *op, HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db, HnTensor *dy, HnTensor *x,
            HnTensor *w, HnTensor *stats, float eps, guint32 shader_flags, HnBackFlags flags, GError **error)
@@ -269,10 +229,6 @@ norm_back (const char *op, HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db,
     }
   HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (dxt, TRUE),
                         hn_bind (stats, TRUE) };
-  guint32 per = norm_back_rows_per_lane (cmd, cols);
-  if (per)
-    return norm_back_rows (cmd, bd, (guint32) rows, (guint32) cols, per, pc.dy_off, pc.x_off, pc.w_off, pc.dx_off,
-                           pc.st_off, eps, pc.flags, dw, db, error);
   if (!hn_op_dispatch_rows (cmd, "norm_back", NULL, 0, bd, 5, &pc, sizeof pc, rows, error))
     return FALSE;
   if (dw || db)

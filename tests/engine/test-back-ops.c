@@ -784,15 +784,8 @@ run_norm_rows (gboolean layer, gboolean plus_one, gint64 rows)
 static void
 run_norm (gboolean layer, gboolean plus_one)
 {
-  /* norm_back_rows.comp (a row per subgroup, where cols fit its lanes), then the two-kernel path */
-  for (int two_pass = 0; two_pass < 2; two_pass++)
-    {
-      if (two_pass)
-        g_setenv ("HN_NORM_BACK_TWO_PASS", "1", TRUE);
-      run_norm_rows (layer, plus_one, 70);
-      run_norm_rows (layer, plus_one, 64 * 41 + 13);
-      g_unsetenv ("HN_NORM_BACK_TWO_PASS");
-    }
+  run_norm_rows (layer, plus_one, 70);
+  run_norm_rows (layer, plus_one, 64 * 41 + 13);
 }
 
 static void test_rmsnorm_back (void) { run_norm (FALSE, FALSE); run_norm (FALSE, TRUE); }
