@@ -17,11 +17,6 @@
 // issued with its K·Q product and the next K tile's while the softmax runs
 // (the loads' latency hidden, not waited on in turn), and key blocks that no
 // row masks only scaled. BR x BC (the tile) from HN_ATTN_CM2_TILE.
-// Built with HN_FA_ONES (attention_cm2_ones, f16 K/V): key blocks of BC > HD
-// (the host's choice: a multiple of the device's N granularity) and V read
-// as a BC x BC tile whose columns past HD are ones (the layout's clamp value),
-// so the output's column HD is the row sum of P: no P·1 product, no running
-// sum, and the rescale multiplies O directly (S, P and O share one shape).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -87,8 +82,6 @@ float fa_max(const in float a, const in float b) { return max(a, b); }
 float fa_smear(const in float a, const in float b) { return a; }
 float fa_exp(const in uint r, const in uint c, const in float x) { return exp(x); }
 float fa_max2(const in uint r, const in uint c, const in float a, const in float b) { return max(a, b); }
-float fa_col_hd(const in uint r, const in uint c, const in float x) { return c == HD ? x : 0.0; }
-float fa_add(const in float a, const in float b) { return a + b; }
 float fa_store_lse(const in uint r, const in uint c, const in float l, const in float m, const in uint base) {
   uint t = g_qb0 + r;
   if (c == 0u && t < p.T) lse[base + t * p.H] = l > 0.0 ? m + log(l) : 0.0;
@@ -109,21 +102,7 @@ void load_v(out coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm,
   else coopMatLoadTensorNV(vm, vb, vbase, sliceTensorLayoutNV(lkv, j0, BC, 0, HD), dec_bf16);
 }
 
-#ifdef HN_FA_ONES
-// f16 V rows [j0, j0 + BC) with BC - HD columns of ones after the HD real ones
-void load_v1(out coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> vm, const in uint vbase, const in KV_LAYOUT lv,
-             const in uint j0) {
-  coopMatLoadTensorNV(vm, vh, vbase, sliceTensorLayoutNV(lv, j0, BC, 0, BC));
-}
-#endif
-
 #define ACC(R, C) coopmat<float, gl_ScopeWorkgroup, R, C, gl_MatrixUseAccumulator>
-// the output tile's width: HD, or BC with the ones columns
-#ifdef HN_FA_ONES
-#define OW BC
-#else
-#define OW HD
-#endif
 
 void main() {
   uint qb0 = gl_WorkGroupID.x * BR, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
@@ -150,15 +129,9 @@ void main() {
 
   coopmat<float16_t, gl_ScopeWorkgroup, BR, HD, gl_MatrixUseA> qm;
   coopMatLoadTensorNV(qm, q, qbase, sliceTensorLayoutNV(lq, qb0, BR, 0, HD), dec_f32);
-  ACC(BR, OW) acc = ACC(BR, OW)(0.0);
-  ACC(BR, BC) m_run = ACC(BR, BC)(NEG_BIG);
-#ifdef HN_FA_ONES
-  // V's layout reads 1.0 (f16 0x3C00) past column HD
-  KV_LAYOUT lv = setTensorLayoutClampValueNV(lkv, 0x3C00u);
-#else
-  ACC(BR, BC) l_run = ACC(BR, BC)(0.0);
+  ACC(BR, HD) acc = ACC(BR, HD)(0.0);
+  ACC(BR, BC) m_run = ACC(BR, BC)(NEG_BIG), l_run = ACC(BR, BC)(0.0);
   coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB> ones = coopmat<float16_t, gl_ScopeWorkgroup, BC, BC, gl_MatrixUseB>(1.0);
-#endif
 
   uint n_keys = p.n_kv;
   if (p.causal != 0u) n_keys = uint(clamp(p.pos0 + int(min(qb0 + BR, p.T)), 0, int(p.n_kv)));
@@ -167,12 +140,7 @@ void main() {
   if (p.window > 0u) j_lo = uint(clamp(p.pos0 + int(qb0) - int(p.window) + 1, 0, int(n_keys))) / BC * BC;
 
   coopmat<float16_t, gl_ScopeWorkgroup, HD, BC, gl_MatrixUseB> km;
-  coopmat<float16_t, gl_ScopeWorkgroup, BC, OW, gl_MatrixUseB> vm;
-#ifdef HN_FA_ONES
-#define LOAD_V(j) load_v1(vm, vbase, lv, j)
-#else
-#define LOAD_V(j) load_v(vm, vbase, lkv, j)
-#endif
+  coopmat<float16_t, gl_ScopeWorkgroup, BC, HD, gl_MatrixUseB> vm;
   if (FAST != 0u) load_k(km, kbase, lkv, tr, j_lo);
   // the first key block past every row's causal reach (FAST: blocks before it
   // and at or after j_full need no mask when no window, and all rows live)
@@ -181,7 +149,7 @@ void main() {
 
   for (uint j0 = j_lo; j0 < n_keys; j0 += BC) {
     g_j0 = j0;
-    if (FAST != 0u) LOAD_V(j0);
+    if (FAST != 0u) load_v(vm, vbase, lkv, j0);
     else load_k(km, kbase, lkv, tr, j0);
     ACC(BR, BC) s = ACC(BR, BC)(0.0);
     s = coopMatMulAdd(qm, km, s);
@@ -208,36 +176,23 @@ void main() {
     }
     m_run = m_new;
     coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA> pa = coopmat<float16_t, gl_ScopeWorkgroup, BR, BC, gl_MatrixUseA>(pmat);
-#ifdef HN_FA_ONES
-    acc = acc * corr;
-#else
     ACC(BR, BC) rsum = ACC(BR, BC)(0.0);
     rsum = coopMatMulAdd(pa, ones, rsum);
     l_run = corr * l_run + rsum;
     ACC(BR, HD) corr_o;
     coopMatReduceNV(corr_o, corr, gl_CooperativeMatrixReduceRowNV, fa_smear);
     acc = acc * corr_o;
-#endif
-    if (FAST == 0u) LOAD_V(j0);
+    if (FAST == 0u) load_v(vm, vbase, lkv, j0);
     acc = coopMatMulAdd(pa, vm, acc);
   }
 
-#ifdef HN_FA_ONES
-  // the row sums: column HD of O, spread over its row
-  ACC(BR, BC) l_col, l_o;
-  coopMatPerElementNV(l_col, acc, fa_col_hd);
-  coopMatReduceNV(l_o, l_col, gl_CooperativeMatrixReduceRowNV, fa_add);
-  if ((p.flags & 16u) != 0u) coopMatPerElementNV(l_o, l_o, fa_store_lse, m_run, p.lse_off + b * p.T * p.H + h);
-#else
   if ((p.flags & 16u) != 0u) coopMatPerElementNV(l_run, l_run, fa_store_lse, m_run, p.lse_off + b * p.T * p.H + h);
   ACC(BR, HD) l_o;
   coopMatReduceNV(l_o, l_run, gl_CooperativeMatrixReduceRowNV, fa_smear);
-#endif
   [[unroll]] for (int i = 0; i < l_o.length(); i++) l_o[i] = l_o[i] > 0.0 ? 1.0 / l_o[i] : 0.0;
   acc = acc * l_o;
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lo = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   lo = setTensorLayoutDimensionNV(lo, p.T, HD);
   lo = setTensorLayoutStrideNV(lo, p.H * HD, 1);
-  // (with the ones columns: the layout's width HD drops them)
-  coopMatStoreTensorNV(acc, o, p.o_off + (b * p.T * p.H + h) * HD, sliceTensorLayoutNV(lo, qb0, BR, 0, OW));
+  coopMatStoreTensorNV(acc, o, p.o_off + (b * p.T * p.H + h) * HD, sliceTensorLayoutNV(lo, qb0, BR, 0, HD));
 }

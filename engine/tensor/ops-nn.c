@@ -660,19 +660,7 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
               cspec[0] = hn_op_float_code (HN_DTYPE_F16);
             }
         }
-      /* HN_ATTN_CM2_ONES=1 (head dim 64) or =all (128 too), f16 K/V: attention_cm2_ones (the
-       * row sums from ones columns of V). Its key block, wider than D, is a multiple of the
-       * device's N granularity (32 on the H100: 96 for D = 64; blocks of 80 gave wrong results,
-       * 2026-12-07g). Opt-in until a GPU run has checked the blocks of 96. */
-      const char *ones_env = g_getenv ("HN_ATTN_CM2_ONES");
-      gboolean ones = reg && !old && cspec[0] == hn_op_float_code (HN_DTYPE_F16) &&
-                      ((D == 64 && g_strcmp0 (ones_env, "1") == 0) || g_strcmp0 (ones_env, "all") == 0);
-      if (ones)
-        {
-          guint32 gn = MAX (16, hn_vk_context_get_device_info (hn_cmd_get_context (cmd))->nv2_flex_granularity[1]);
-          cspec[4] = ((guint32) D / gn + 1) * gn;
-        }
-      const char *sh = ones ? "attention_cm2_ones" : reg ? "attention_cm2_reg" : "attention_cm2";
+      const char *sh = reg ? "attention_cm2_reg" : "attention_cm2";
       hn_cmd_set_label (cmd, sh);
       gboolean ok = hn_cmd_dispatch (cmd, sh, cspec, reg ? 7 : 3, bd, 7, &pc, sizeof pc,
                                      (guint32) ((T + br - 1) / br), (guint32) H, (guint32) B, error);
