@@ -635,17 +635,31 @@ hn_op_attention_back_flash (HnCmd *cmd, HnTensor *dq, HnTensor *dk, HnTensor *dv
    * dK/dV pass (gpt2-124m 8 x 1024: 3.18 against 3.56 ms and 4.19 against
    * 4.39 ms on 64 x 64, 2026-12-03h) for head dims up to 64, 64 x 64 in both
    * for larger ones (not measured on other tiles);
-   * HN_FA_BACK_TILE="qBR,qBC,kvBR,kvBC" overrides (multiples of 16, <= 256). */
+   * HN_FA_BACK_TILE="qBR,qBC,kvBR,kvBC" overrides (at most 256, every product
+   * within the device's granularity on nt invocations). */
   guint32 tile[4] = { 64, D <= 64 ? 128 : 64, 64, D <= 64 ? 32 : 64 };
   const char *te = g_getenv ("HN_FA_BACK_TILE");
   guint32 t4[4];
-  if (te && sscanf (te, "%u,%u,%u,%u", &t4[0], &t4[1], &t4[2], &t4[3]) == 4)
+  if (te)
     {
-      gboolean good = TRUE;
-      for (int i = 0; i < 4; i++)
-        good = good && t4[i] >= 16 && t4[i] <= 256 && t4[i] % 16 == 0;
+      const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+      guint32 d = (guint32) D;
+      gboolean good = sscanf (te, "%u,%u,%u,%u", &t4[0], &t4[1], &t4[2], &t4[3]) == 4;
+      for (int i = 0; good && i < 4; i++)
+        good = t4[i] <= 256;
+      /* dQ pass (BR x BC): S and dP BR x BC over D, dQ BR x D over BC; dK/dV pass (queries BR,
+       * keys BC): Sᵀ and dPᵀ BC x BR over D, dV and dK BC x D over BR */
+      good = good && hn_vk_coopmat2_product_ok (info, nt, t4[0], t4[1], d) &&
+             hn_vk_coopmat2_product_ok (info, nt, t4[0], d, t4[1]) &&
+             hn_vk_coopmat2_product_ok (info, nt, t4[3], t4[2], d) &&
+             hn_vk_coopmat2_product_ok (info, nt, t4[3], d, t4[2]);
       if (good)
         memcpy (tile, t4, sizeof tile);
+      else
+        {
+          static gsize once = 0;
+          hn_op_warn_tile_once (&once, "HN_FA_BACK_TILE", te);
+        }
     }
   guint32 qspec[4] = { (guint32) D, nt, tile[0], tile[1] }, kvspec[4] = { (guint32) D, nt, tile[2], tile[3] };
   HnVkBinding bq[4] = { { hs, 0, h_bytes, FALSE }, hn_bind (lse, FALSE), hn_bind (stats, FALSE), hn_bind (dq, TRUE) };

@@ -631,11 +631,20 @@ hn_op_attention (HnCmd *cmd, HnTensor *out, HnTensor *q, HnTensor *k, HnTensor *
           (hn_vk_context_get_device_info (hn_cmd_get_context (cmd))->nv2_invocations_listed & (128 / 32)))
         tnt = 128;
       const char *tile = g_getenv ("HN_ATTN_CM2_TILE");
-      if (reg && !old && tile && sscanf (tile, "%u,%u,%u", &e[0], &e[1], &e[2]) == 3 && e[0] && e[1] &&
-          e[0] % 16 == 0 && e[1] % 16 == 0 && e[0] <= 128 && e[1] <= 128 && e[2] >= 32 && e[2] <= 1024 &&
-          (e[2] & (e[2] - 1)) == 0 &&
-          (hn_vk_context_get_device_info (hn_cmd_get_context (cmd))->nv2_invocations_listed & (e[2] / 32)))
-        br = e[0], bc = e[1], tnt = e[2];
+      if (reg && !old && tile)
+        {
+          /* S = Q·Kᵀ is BR x BC over HD, O += P·V BR x HD over BC: both within the device's granularity */
+          const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+          if (sscanf (tile, "%u,%u,%u", &e[0], &e[1], &e[2]) == 3 && e[0] <= 128 && e[1] <= 128 &&
+              hn_vk_coopmat2_product_ok (info, e[2], e[0], e[1], (guint32) D) &&
+              hn_vk_coopmat2_product_ok (info, e[2], e[0], (guint32) D, e[1]))
+            br = e[0], bc = e[1], tnt = e[2];
+          else
+            {
+              static gsize once = 0;
+              hn_op_warn_tile_once (&once, "HN_ATTN_CM2_TILE", tile);
+            }
+        }
       /* HN_ATTN_CM2_EPI=callback: max and exp through coopMatPerElementNV (attention_cm2_reg's EPI_LOOP) */
       guint32 cspec[7] = { spec[0], (guint32) D, reg ? tnt : nt, br, bc, old ? 0u : 1u,
                            g_strcmp0 (g_getenv ("HN_ATTN_CM2_EPI"), "callback") != 0 };

@@ -28,6 +28,9 @@ guint32 hn_to_f16_vec (guint32 x_off, guint32 y_word_off);
 /* ops.c: a "BM,BN,BK" tile override for the cooperative-matrix-2 kernels read
  * from the environment variable name: TRUE and the three set when it holds
  * multiples of 16 within 256 x 256 x 128, else FALSE and nothing changed. */
+/* A tile from the environment (var=value) that the device cannot run: a
+ * warning, once per *once, saying the default tile runs instead. */
+void hn_op_warn_tile_once (gsize *once, const char *var, const char *value);
 gboolean hn_cm2_tile_env (const char *name, guint32 *bm, guint32 *bn, guint32 *bk);
 
 /* ops-gguf.c: the kernels of a weight in ggml blocks (HN_DTYPE_GGML_*).

@@ -528,6 +528,17 @@ hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffer *s, gui
   return ok;
 }
 
+void
+hn_op_warn_tile_once (gsize *once, const char *var, const char *value)
+{
+  if (g_once_init_enter (once))
+    {
+      g_warning ("%s=%s: not a tile whose products fit the device's cooperative-matrix granularity "
+                 "(doctor --json: cooperative_matrix_nv2_granularity); the default tile runs", var, value);
+      g_once_init_leave (once, 1);
+    }
+}
+
 gboolean
 hn_cm2_tile_env (const char *name, guint32 *bm, guint32 *bn, guint32 *bk)
 {

@@ -65,6 +65,7 @@ typedef struct {
   guint32 nv2_flex_granularity[3]; /* NV_cooperative_matrix2 flexible-dimension granularity (M,N,K), 0 if none */
   guint32 nv2_workgroup_invocations; /* workgroup size of its f16 x f16 -> f32 workgroup-scope shape, 0 if none */
   guint32 nv2_invocations_listed;    /* every workgroup size listed for that shape: bit i = 32 << i */
+  guint32 nv2_granularity[6][3];     /* that shape's (M, N, K) granularity on 32 << i invocations, 0 if not listed */
   guint32 multiprocessors;           /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0 if unknown */
   gboolean f16_rte;                  /* 16-bit conversions can round to nearest even and keep subnormals
                                       * (float controls: RoundingModeRTE and DenormPreserve for 16 bits) */
@@ -182,6 +183,11 @@ gboolean hn_vk_context_has_int_dot (HnVkContext *ctx);
  * matrices also have row/column reductions (cooperativeMatrixReductions,
  * enabled then; HN_NO_CM2_REDUCE turns it off). */
 gboolean hn_vk_context_has_coopmat2_reductions (HnVkContext *ctx);
+
+/* TRUE when the device lists its f16 x f16 -> f32 workgroup-scope matrices
+ * for nt invocations and an M x N x K product fits their granularity there
+ * (what a tile from the environment must meet before a kernel is built on it). */
+gboolean hn_vk_coopmat2_product_ok (const HnVkDeviceInfo *info, guint32 nt, guint32 m, guint32 n, guint32 k);
 
 /* Which shaders are embedded (names), and whether the cooperative-matrix ones
  * were compiled in. */

@@ -398,7 +398,13 @@ hn_vk_fill_device_info (VkInstance instance, VkPhysicalDevice phys, int index, H
                                 fp[i].scope == HN_VK_SCOPE_WORKGROUP && !fp[i].saturatingAccumulation;
                 if (ours && fp[i].workgroupInvocations >= 32 && fp[i].workgroupInvocations <= (32u << 5) &&
                     (fp[i].workgroupInvocations & (fp[i].workgroupInvocations - 1)) == 0)
-                  info->nv2_invocations_listed |= fp[i].workgroupInvocations / 32;
+                  {
+                    info->nv2_invocations_listed |= fp[i].workgroupInvocations / 32;
+                    guint idx = (guint) g_bit_nth_lsf (fp[i].workgroupInvocations / 32, -1);
+                    info->nv2_granularity[idx][0] = fp[i].MGranularity;
+                    info->nv2_granularity[idx][1] = fp[i].NGranularity;
+                    info->nv2_granularity[idx][2] = fp[i].KGranularity;
+                  }
                 if (info->nv2_flex_granularity[0] == 0 ||
                     (ours && (info->nv2_workgroup_invocations == 0 || fp[i].workgroupInvocations == 256)))
                   {
@@ -528,6 +534,19 @@ hn_vk_device_info_to_json (const HnVkDeviceInfo *info)
         if (info->nv2_invocations_listed & (1u << i))
           json_builder_add_int_value (b, 32u << i);
       json_builder_end_array (b);
+      /* per workgroup size: [invocations, M, N, K] */
+      json_builder_set_member_name (b, "cooperative_matrix_nv2_granularity_by_size");
+      json_builder_begin_array (b);
+      for (guint i = 0; i < 6; i++)
+        if (info->nv2_invocations_listed & (1u << i))
+          {
+            json_builder_begin_array (b);
+            json_builder_add_int_value (b, 32u << i);
+            for (int j = 0; j < 3; j++)
+              json_builder_add_int_value (b, info->nv2_granularity[i][j]);
+            json_builder_end_array (b);
+          }
+      json_builder_end_array (b);
     }
   json_builder_end_object (b);
   return json_builder_get_root (b);
@@ -552,6 +571,15 @@ gboolean
 hn_vk_context_has_coopmat (HnVkContext *ctx)
 {
   return ctx->coopmat_f16;
+}
+
+gboolean
+hn_vk_coopmat2_product_ok (const HnVkDeviceInfo *info, guint32 nt, guint32 m, guint32 n, guint32 k)
+{
+  if (nt < 32 || nt > (32u << 5) || (nt & (nt - 1)) != 0 || !(info->nv2_invocations_listed & (nt / 32)))
+    return FALSE;
+  const guint32 *g = info->nv2_granularity[g_bit_nth_lsf (nt / 32, -1)];
+  return g[0] && g[1] && g[2] && m && n && k && m % g[0] == 0 && n % g[1] == 0 && k % g[2] == 0;
 }
 
 gboolean

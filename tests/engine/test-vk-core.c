@@ -420,11 +420,33 @@ test_flush (gconstpointer push)
   g_assert_no_error (error);
 }
 
+/* hn_vk_coopmat2_product_ok against a device that lists 128 and 256
+ * invocations with the H100's granularities ([32, 32, 16] on 256) */
+static void
+test_coopmat2_product_ok (void)
+{
+  HnVkDeviceInfo info = { 0 };
+  info.nv2_invocations_listed = (128 / 32) | (256 / 32);
+  guint32 g128[3] = { 16, 32, 16 }, g256[3] = { 32, 32, 16 };
+  memcpy (info.nv2_granularity[2], g128, sizeof g128);
+  memcpy (info.nv2_granularity[3], g256, sizeof g256);
+  g_assert_true (hn_vk_coopmat2_product_ok (&info, 256, 64, 64, 64));
+  g_assert_true (hn_vk_coopmat2_product_ok (&info, 256, 64, 96, 64));
+  g_assert_false (hn_vk_coopmat2_product_ok (&info, 256, 64, 80, 64));  /* N 80: not a multiple of 32 */
+  g_assert_false (hn_vk_coopmat2_product_ok (&info, 256, 48, 64, 64));
+  g_assert_true (hn_vk_coopmat2_product_ok (&info, 128, 48, 64, 16));
+  g_assert_false (hn_vk_coopmat2_product_ok (&info, 128, 48, 64, 8));
+  g_assert_false (hn_vk_coopmat2_product_ok (&info, 64, 64, 64, 64));   /* not listed */
+  g_assert_false (hn_vk_coopmat2_product_ok (&info, 96, 64, 64, 64));   /* not a power of two */
+  g_assert_false (hn_vk_coopmat2_product_ok (&info, 256, 0, 64, 64));
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/vk/devices", test_devices);
+  g_test_add_func ("/vk/coopmat2-product-ok", test_coopmat2_product_ok);
   g_test_add_func ("/vk/select", test_select);
   g_test_add_func ("/vk/default-context", test_default_context);
   g_test_add_func ("/vk/memory", test_memory);
