@@ -8,17 +8,8 @@
 T0=$SECONDS
 for f in "$CARRY"/gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 R=rows.jsonl
-TR="--synthetic gpt2-124m --dtype f32 --workload train --precision fp16 --batch 8 --seq-len 1024 --iterations 3"
-LO="--synthetic llama-1b --dtype bf16 --workload lora --batch 4 --seq-len 512 --iterations 3"
 # issue 22's table (fp16 LoRA and the second training run left out: 637 s of device time were left)
-row $R gemm-bf16 --workload gemm --dtype bf16 --size 8192 --iterations 20 --warmup 3
-row $R gemm-f32 --workload gemm --dtype f32 --size 8192 --iterations 5
-row $R p1x512 --synthetic llama-1b --dtype bf16 --workload prefill --batch 1 --seq-len 512 --iterations 10 --warmup 2 --profile
-row $R p4x512 --synthetic llama-1b --dtype bf16 --workload prefill --batch 4 --seq-len 512 --iterations 5 --warmup 2 --profile
-row $R decode --synthetic llama-1b --dtype bf16 --workload decode --seq-len 128 --new-tokens 128
-row $R lora $LO
-row $R train-fp16 $TR
-HN_PROFILE_SHAPES=1 row $R train-fp16-profile $TR --profile
+ROW_SKIP="lora-fp16 train-fp16-again" issue22_table $R
 rows_summary $R
 prof "$OUT/$R"
 python3 - "$OUT/$R" <<'PY' | tee -a "$OUT/summary.txt"
