@@ -3,7 +3,12 @@
 // LayerNorm over the last dim, one workgroup per row; two-pass variance.
 // flags: 1 = has weight, 2 = has bias. OUT16 as rmsnorm.comp's (1: f16 out
 // clamped to ±65504, 2: rounded as fp16 autocast rounds; cols and o_off even).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define HN_SUBGROUP_REDUCE
 #include "common.glsl"
+// 1: the row sums by subgroup reductions (hn_wg_sum_sg; host: HN_NORM_SG_REDUCE=1)
+layout(constant_id = 1) const uint SGRED = 0;
 #include "reduce.glsl"
 layout(constant_id = 0) const uint OUT16 = 0;
 layout(local_size_x = 256) in;
@@ -27,10 +32,10 @@ void main() {
   uint base = p.x_off + row * p.cols;
   float s = 0.0;
   for (uint c = t; c < p.cols; c += 256u) s += x[base + c];
-  float mean = hn_wg_sum(s) / float(p.cols);
+  float mean = hn_wg_sum_sg(s) / float(p.cols);
   float v = 0.0;
   for (uint c = t; c < p.cols; c += 256u) { float d = x[base + c] - mean; v += d * d; }
-  float inv = 1.0 / sqrt(hn_wg_sum(v) / float(p.cols) + p.eps);
+  float inv = 1.0 / sqrt(hn_wg_sum_sg(v) / float(p.cols) + p.eps);
   if (OUT16 != 0u) {
     for (uint c2 = t; c2 < p.cols / 2u; c2 += 256u) {
       vec2 y = vec2(normed(base, 2u * c2, mean, inv), normed(base, 2u * c2 + 1u, mean, inv));

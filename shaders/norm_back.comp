@@ -4,7 +4,12 @@
 // row's (mean, rstd) into stats[2 * row] for norm_back_params.comp.
 // flags: 1 = weight plus one, 8 = has weight, 16 = layernorm (subtract the
 // mean), 32 = accumulate into dx.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define HN_SUBGROUP_REDUCE
 #include "common.glsl"
+// 1: the row sums by subgroup reductions (hn_wg_sum_sg; host: HN_NORM_SG_REDUCE=1)
+layout(constant_id = 0) const uint SGRED = 0;
 #include "reduce.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer DY { float dy[]; };
@@ -30,11 +35,11 @@ void main() {
   if (layer) {
     float s = 0.0;
     for (uint c = t; c < p.cols; c += 256u) s += x[xb + c];
-    mean = hn_wg_sum(s) / float(p.cols);
+    mean = hn_wg_sum_sg(s) / float(p.cols);
   }
   float ss = 0.0;
   for (uint c = t; c < p.cols; c += 256u) { float v = x[xb + c] - mean; ss += v * v; }
-  ss = hn_wg_sum(ss);
+  ss = hn_wg_sum_sg(ss);
   float inv = 1.0 / sqrt(ss / float(p.cols) + p.eps);
   float sg = 0.0, sgx = 0.0;
   for (uint c = t; c < p.cols; c += 256u) {
@@ -42,8 +47,8 @@ void main() {
     sg += g;
     sgx += g * (x[xb + c] - mean) * inv;
   }
-  float mg = layer ? hn_wg_sum(sg) / float(p.cols) : 0.0;
-  float mgx = hn_wg_sum(sgx) / float(p.cols);
+  float mg = layer ? hn_wg_sum_sg(sg) / float(p.cols) : 0.0;
+  float mgx = hn_wg_sum_sg(sgx) / float(p.cols);
   for (uint c = t; c < p.cols; c += 256u) {
     float g = dy[db + c] * wv(c);
     float xh = (x[xb + c] - mean) * inv;

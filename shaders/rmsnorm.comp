@@ -6,7 +6,12 @@
 // clamped to ±65504 and packed two to a word as to_f16.comp does (cols and
 // o_off even); 2: rounded as fp16 autocast rounds instead (to_f16.comp's
 // mode 1: ±Inf past its range).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define HN_SUBGROUP_REDUCE
 #include "common.glsl"
+// 1: the row sums by subgroup reductions (hn_wg_sum_sg; host: HN_NORM_SG_REDUCE=1)
+layout(constant_id = 1) const uint SGRED = 0;
 #include "reduce.glsl"
 layout(constant_id = 0) const uint OUT16 = 0;
 layout(local_size_x = 256) in;
@@ -33,7 +38,7 @@ void main() {
   uint base = p.x_off + row * p.cols;
   float ss = 0.0;
   for (uint c = t; c < p.cols; c += 256u) { float v = x[base + c]; ss += v * v; }
-  ss = hn_wg_sum(ss);
+  ss = hn_wg_sum_sg(ss);
   float inv = 1.0 / sqrt(ss / float(p.cols) + p.eps);
   if (OUT16 != 0u) {
     for (uint c2 = t; c2 < p.cols / 2u; c2 += 256u) {

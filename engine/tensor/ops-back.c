@@ -229,7 +229,8 @@ norm_back (const char *op, HnCmd *cmd, HnTensor *dx, HnTensor *dw, HnTensor *db,
     }
   HnVkBinding bd[5] = { hn_bind (dy, FALSE), hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (dxt, TRUE),
                         hn_bind (stats, TRUE) };
-  if (!hn_op_dispatch_rows (cmd, "norm_back", NULL, 0, bd, 5, &pc, sizeof pc, rows, error))
+  guint32 sgred = hn_op_norm_sg_reduce (cmd);
+  if (!hn_op_dispatch_rows (cmd, "norm_back", &sgred, 1, bd, 5, &pc, sizeof pc, rows, error))
     return FALSE;
   if (dw || db)
     return norm_params_back (cmd, dw, db, dy, x, stats, FALSE, error);

@@ -90,7 +90,8 @@ hn_op_rmsnorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, float eps, H
     (guint32) hn_tensor_rows (x), (guint32) hn_tensor_cols (x), hn_eoff (x), w ? hn_eoff (w) : 0, hn_eoff (out), eps,
     (guint32) (flags & 7) | (w ? 8u : 0u) };
   HnVkBinding bd[3] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (out, TRUE) };
-  return hn_op_dispatch_rows (cmd, "rmsnorm", &out16, 1, bd, 3, &pc, sizeof pc, pc.rows, error);
+  guint32 spec[2] = { out16, hn_op_norm_sg_reduce (cmd) };
+  return hn_op_dispatch_rows (cmd, "rmsnorm", spec, 2, bd, 3, &pc, sizeof pc, pc.rows, error);
 }
 
 gboolean
@@ -106,7 +107,8 @@ hn_op_layernorm (HnCmd *cmd, HnTensor *out, HnTensor *x, HnTensor *w, HnTensor *
     (guint32) hn_tensor_rows (x), (guint32) C, hn_eoff (x), w ? hn_eoff (w) : 0, b ? hn_eoff (b) : 0, hn_eoff (out),
     eps, (w ? 1u : 0u) | (b ? 2u : 0u) };
   HnVkBinding bd[4] = { hn_bind (x, FALSE), hn_bind (w ? w : x, FALSE), hn_bind (b ? b : x, FALSE), hn_bind (out, TRUE) };
-  return hn_op_dispatch_rows (cmd, "layernorm", &out16, 1, bd, 4, &pc, sizeof pc, pc.rows, error);
+  guint32 spec[2] = { out16, hn_op_norm_sg_reduce (cmd) };
+  return hn_op_dispatch_rows (cmd, "layernorm", spec, 2, bd, 4, &pc, sizeof pc, pc.rows, error);
 }
 
 /* ------------------------------------------------------------ softmax */

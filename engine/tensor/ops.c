@@ -528,6 +528,14 @@ hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffer *s, gui
   return ok;
 }
 
+guint32
+hn_op_norm_sg_reduce (HnCmd *cmd)
+{
+  const HnVkDeviceInfo *info = hn_vk_context_get_device_info (hn_cmd_get_context (cmd));
+  guint32 sg = info->min_subgroup_size ? MIN (info->min_subgroup_size, info->subgroup_size) : info->subgroup_size;
+  return info->subgroup_arithmetic && sg >= 4 && g_strcmp0 (g_getenv ("HN_NORM_SG_REDUCE"), "1") == 0;
+}
+
 void
 hn_op_warn_tile_once (gsize *once, const char *var, const char *value)
 {

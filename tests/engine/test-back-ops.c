@@ -784,8 +784,15 @@ run_norm_rows (gboolean layer, gboolean plus_one, gint64 rows)
 static void
 run_norm (gboolean layer, gboolean plus_one)
 {
-  run_norm_rows (layer, plus_one, 70);
-  run_norm_rows (layer, plus_one, 64 * 41 + 13);
+  /* the row sums by workgroup trees, then by subgroup reductions (HN_NORM_SG_REDUCE=1) */
+  for (int sg = 0; sg < 2; sg++)
+    {
+      if (sg)
+        g_setenv ("HN_NORM_SG_REDUCE", "1", TRUE);
+      run_norm_rows (layer, plus_one, 70);
+      run_norm_rows (layer, plus_one, 64 * 41 + 13);
+      g_unsetenv ("HN_NORM_SG_REDUCE");
+    }
 }
 
 static void test_rmsnorm_back (void) { run_norm (FALSE, FALSE); run_norm (FALSE, TRUE); }

@@ -156,6 +156,17 @@ test_norm_f16_out (void)
       }
 }
 
+/* the norms with their row sums by subgroup reductions (HN_NORM_SG_REDUCE=1) */
+static void
+test_norm_subgroup_sums (void)
+{
+  g_setenv ("HN_NORM_SG_REDUCE", "1", TRUE);
+  test_rmsnorm ();
+  test_layernorm ();
+  test_norm_f16_out ();
+  g_unsetenv ("HN_NORM_SG_REDUCE");
+}
+
 static void
 run_softmax (int ndim, const gint64 *shape, HnSoftmaxParams p, int mask_kind)
 {
@@ -512,6 +523,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/rmsnorm", test_rmsnorm);
   g_test_add_func ("/ops/layernorm", test_layernorm);
   g_test_add_func ("/ops/norm-f16-out", test_norm_f16_out);
+  g_test_add_func ("/ops/norm-subgroup-sums", test_norm_subgroup_sums);
   g_test_add_func ("/ops/softmax", test_softmax);
   g_test_add_func ("/ops/reduce", test_reduce);
   g_test_add_func ("/ops/cross-entropy", test_cross_entropy);
