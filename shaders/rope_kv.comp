@@ -8,7 +8,11 @@
 // rows at or past n_ctx are dropped. tr: tokens per sequence; the T tokens
 // are T / tr sequences whose caches follow one another (n_ctx rows each),
 // token t going to sequence t / tr at row row0 + t % tr (a batched prefill).
+// PAIRS = 1: the first range is (t, kk) instead, an invocation rotating pair
+// kk of every q head and k head of token t (cos and sin formed once for
+// them all, not once per head; host: HN_ROPE_KV_BY_PAIR=1 until measured).
 #include "common.glsl"
+layout(constant_id = 0) const uint PAIRS = 0;
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer Q { float q[]; };
 layout(std430, binding = 1) readonly buffer K { float k[]; };
@@ -37,9 +41,47 @@ vec2 rot_cs(uint t, uint kk) {
   return vec2(cos(r), sin(r)) * p.attn_scale;
 }
 
+// pair kk (< rot / 2) of head row `row` (D elements from src) rotated by cs,
+// or element kk + rot / 2 (kk past the rotated pairs) copied; q in place, k
+// into the cache at dst
+void rope_one(bool is_q, uint src, uint dst, uint kk, uint half_rot, vec2 cs) {
+  if (kk >= half_rot) {
+    if (!is_q) kc[dst + kk + half_rot] = k[src + kk + half_rot];
+    return;
+  }
+  uint a = p.style == 0u ? kk : 2u * kk;
+  uint b = p.style == 0u ? kk + half_rot : 2u * kk + 1u;
+  float xa = is_q ? q[src + a] : k[src + a], xb = is_q ? q[src + b] : k[src + b];
+  float ya = xa * cs.x - xb * cs.y, yb = xb * cs.x + xa * cs.y;
+  if (is_q) { q[src + a] = ya; q[src + b] = yb; }
+  else { kc[dst + a] = ya; kc[dst + b] = yb; }
+}
+
 void main() {
   uint i = hn_group_index() * 256u + gl_LocalInvocationID.x;
   uint half_rot = p.rot / 2u, per_row = p.D - half_rot;
+  if (PAIRS == 1u) {
+    uint np = p.T * per_row, nv = p.T * p.KVH * p.Dv;
+    if (i >= np + nv) return;
+    int row0 = p.dyn != 0u ? dyn[p.dyn_off] : int(p.row0);
+    if (i < np) {
+      uint t = i / per_row, kk = i % per_row;
+      vec2 cs = kk < half_rot ? rot_cs(t, kk) : vec2(1.0, 0.0);
+      for (uint h = 0u; h < p.H; h++) {
+        uint src = p.q_off + (t * p.H + h) * p.D;
+        rope_one(true, src, src, kk, half_rot, cs);
+      }
+      int crow = cache_row(row0, t);
+      if (crow < 0) return;
+      for (uint h = 0u; h < p.KVH; h++)
+        rope_one(false, p.k_off + (t * p.KVH + h) * p.D, p.kc_off + (uint(crow) * p.KVH + h) * p.D, kk, half_rot, cs);
+      return;
+    }
+    uint j = i - np;
+    int crow = cache_row(row0, j / (p.KVH * p.Dv));
+    if (crow >= 0) vc[p.vc_off + uint(crow) * p.KVH * p.Dv + j % (p.KVH * p.Dv)] = v[p.v_off + j];
+    return;
+  }
   uint nq = p.T * p.H * per_row, nk = p.T * p.KVH * per_row, nv = p.T * p.KVH * p.Dv;
   if (i >= nq + nk + nv) return;
   int row0 = p.dyn != 0u ? dyn[p.dyn_off] : int(p.row0);

@@ -265,7 +265,9 @@ hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *posi
   if (!scratch_disjoint (op, kc, vc, error))
     return FALSE;
   guint64 per_row = (guint64) (D - rot_dims / 2);
-  guint64 n = (guint64) T * (H + KVH) * per_row + (guint64) (T * KVH * Dv);
+  /* HN_ROPE_KV_BY_PAIR=1: an invocation per (token, pair) for all heads (rope_kv.comp's PAIRS) */
+  guint32 pairs = g_strcmp0 (g_getenv ("HN_ROPE_KV_BY_PAIR"), "1") == 0;
+  guint64 n = (guint64) T * (pairs ? 1 : H + KVH) * per_row + (guint64) (T * KVH * Dv);
   struct {
     guint32 T, H, KVH, D, Dv, rot, q_off, k_off, v_off, p_off, f_off, kc_off, vc_off, style;
     float attn_scale;
@@ -278,7 +280,7 @@ hn_op_rope_kv (HnCmd *cmd, HnTensor *q, HnTensor *k, HnTensor *v, HnTensor *posi
   HnVkBinding bd[8] = { hn_bind (q, TRUE), hn_bind (k, FALSE), hn_bind (v, FALSE), hn_bind (positions, FALSE),
                         hn_bind (inv_freq, FALSE), hn_bind (kc, TRUE), hn_bind (vc, TRUE),
                         hn_bind (dest->dyn_row ? dest->dyn_row : positions, FALSE) };
-  return hn_op_dispatch_elems (cmd, "rope_kv", NULL, 0, bd, 8, &pc, sizeof pc, n, error);
+  return hn_op_dispatch_elems (cmd, "rope_kv", &pairs, 1, bd, 8, &pc, sizeof pc, n, error);
 }
 
 /* ------------------------------------------------------------ attention */

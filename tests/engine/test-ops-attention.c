@@ -782,6 +782,15 @@ test_attention_flash (void)
   g_assert_false (hn_attention_flash_ok (hn_test_ctx (), 96, 96, &p0));
 }
 
+/* rope_kv with an invocation per (token, pair) for all heads (HN_ROPE_KV_BY_PAIR=1) */
+static void
+test_rope_kv_by_pair (void)
+{
+  g_setenv ("HN_ROPE_KV_BY_PAIR", "1", TRUE);
+  test_rope_kv ();
+  g_unsetenv ("HN_ROPE_KV_BY_PAIR");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -789,6 +798,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/rope", test_rope);
   g_test_add_func ("/ops/rope-scaling", test_rope_scaling);
   g_test_add_func ("/ops/rope-kv", test_rope_kv);
+  g_test_add_func ("/ops/rope-kv-by-pair", test_rope_kv_by_pair);
   g_test_add_func ("/ops/attention", test_attention);
   g_test_add_func ("/ops/attention-f16", test_attention_f16);
   g_test_add_func ("/ops/attention-errors", test_attention_errors);
