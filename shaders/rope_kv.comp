@@ -41,9 +41,9 @@ vec2 rot_cs(uint t, uint kk) {
   return vec2(cos(r), sin(r)) * p.attn_scale;
 }
 
-// pair kk (< rot / 2) of head row `row` (D elements from src) rotated by cs,
-// or element kk + rot / 2 (kk past the rotated pairs) copied; q in place, k
-// into the cache at dst
+// pair kk (< rot / 2) of the head whose D elements start at src rotated by
+// cs, or element kk + rot / 2 (kk past the rotated pairs) passed through; q
+// in place (dst unused), k into the cache at dst
 void rope_one(bool is_q, uint src, uint dst, uint kk, uint half_rot, vec2 cs) {
   if (kk >= half_rot) {
     if (!is_q) kc[dst + kk + half_rot] = k[src + kk + half_rot];
@@ -55,6 +55,12 @@ void rope_one(bool is_q, uint src, uint dst, uint kk, uint half_rot, vec2 cs) {
   float ya = xa * cs.x - xb * cs.y, yb = xb * cs.x + xa * cs.y;
   if (is_q) { q[src + a] = ya; q[src + b] = yb; }
   else { kc[dst + a] = ya; kc[dst + b] = yb; }
+}
+
+// element j of the new values (token j / (KVH * Dv)) into its cache row
+void copy_v(int row0, uint j) {
+  int crow = cache_row(row0, j / (p.KVH * p.Dv));
+  if (crow >= 0) vc[p.vc_off + uint(crow) * p.KVH * p.Dv + j % (p.KVH * p.Dv)] = v[p.v_off + j];
 }
 
 void main() {
@@ -77,9 +83,7 @@ void main() {
         rope_one(false, p.k_off + (t * p.KVH + h) * p.D, p.kc_off + (uint(crow) * p.KVH + h) * p.D, kk, half_rot, cs);
       return;
     }
-    uint j = i - np;
-    int crow = cache_row(row0, j / (p.KVH * p.Dv));
-    if (crow >= 0) vc[p.vc_off + uint(crow) * p.KVH * p.Dv + j % (p.KVH * p.Dv)] = v[p.v_off + j];
+    copy_v(row0, i - np);
     return;
   }
   uint nq = p.T * p.H * per_row, nk = p.T * p.KVH * per_row, nv = p.T * p.KVH * p.Dv;
@@ -96,24 +100,8 @@ void main() {
     uint src = (is_q ? p.q_off : p.k_off) + row * p.D;
     // destination: q in place, k into its cache row ([n_ctx, KVH * D])
     uint dst = is_q ? src : p.kc_off + uint(crow) * p.KVH * p.D + (row % p.KVH) * p.D;
-    if (kk >= half_rot) {
-      uint d = kk + half_rot;
-      if (is_q) return;  // pass-through element stays in place
-      kc[dst + d] = k[src + d];
-      return;
-    }
-    vec2 cs = rot_cs(t, kk);
-    uint a = p.style == 0u ? kk : 2u * kk;
-    uint b = p.style == 0u ? kk + half_rot : 2u * kk + 1u;
-    float xa = is_q ? q[src + a] : k[src + a], xb = is_q ? q[src + b] : k[src + b];
-    float ya = xa * cs.x - xb * cs.y, yb = xb * cs.x + xa * cs.y;
-    if (is_q) { q[dst + a] = ya; q[dst + b] = yb; }
-    else { kc[dst + a] = ya; kc[dst + b] = yb; }
+    rope_one(is_q, src, dst, kk, half_rot, kk < half_rot ? rot_cs(t, kk) : vec2(1.0, 0.0));
     return;
   }
-  uint j = i - nq - nk;
-  uint t = j / (p.KVH * p.Dv);
-  int crow = cache_row(row0, t);
-  if (crow < 0) return;
-  vc[p.vc_off + uint(crow) * p.KVH * p.Dv + j % (p.KVH * p.Dv)] = v[p.v_off + j];
+  copy_v(row0, i - nq - nk);
 }

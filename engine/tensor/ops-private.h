@@ -25,10 +25,8 @@ gboolean hn_record_to_f16 (HnCmd *cmd, const char *label, HnTensor *t, HnVkBuffe
  * word y_word_off: four elements per invocation where both allow it
  * (HN_TO_F16_VEC=0: two, as before; the same bits). */
 guint32 hn_to_f16_vec (guint32 x_off, guint32 y_word_off);
-/* ops.c: a "BM,BN,BK" tile override for the cooperative-matrix-2 kernels read
- * from the environment variable name: TRUE and the three set when it holds
- * multiples of 16 within 256 x 256 x 128, else FALSE and nothing changed. */
-/* 1 where the norm kernels (rmsnorm, layernorm, norm_back) take their row sums
+
+/* ops.c: 1 where the norm kernels (rmsnorm, layernorm, norm_back) take their row sums
  * by subgroup reductions (their SGRED): HN_NORM_SG_REDUCE=1 on a device with
  * subgroup arithmetic and subgroups of at least 4 (opt-in until measured). */
 guint32 hn_op_norm_sg_reduce (HnCmd *cmd);
@@ -36,6 +34,10 @@ guint32 hn_op_norm_sg_reduce (HnCmd *cmd);
 /* A tile from the environment (var=value) that the device cannot run: a
  * warning, once per *once, saying the default tile runs instead. */
 void hn_op_warn_tile_once (gsize *once, const char *var, const char *value);
+
+/* ops.c: a "BM,BN,BK" tile override for the cooperative-matrix-2 kernels read
+ * from the environment variable name: TRUE and the three set when it holds
+ * multiples of 16 within 256 x 256 x 128, else FALSE and nothing changed. */
 gboolean hn_cm2_tile_env (const char *name, guint32 *bm, guint32 *bn, guint32 *bk);
 
 /* ops-gguf.c: the kernels of a weight in ggml blocks (HN_DTYPE_GGML_*).

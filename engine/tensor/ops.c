@@ -542,7 +542,7 @@ hn_op_warn_tile_once (gsize *once, const char *var, const char *value)
   if (g_once_init_enter (once))
     {
       g_warning ("%s=%s: not a tile whose products fit the device's cooperative-matrix granularity "
-                 "(doctor --json: cooperative_matrix_nv2_granularity); the default tile runs", var, value);
+                 "(doctor --json: cooperative_matrix_nv2_granularity_by_size); the default tile runs", var, value);
       g_once_init_leave (once, 1);
     }
 }
